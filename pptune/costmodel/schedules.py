@@ -1,0 +1,256 @@
+"""Per-device op orders for each pipeline schedule.
+
+An op is ``F`` (forward), ``B`` (backward; input-gradient only in schedules
+that split it, the whole backward otherwise) or ``W`` (weight-gradient) of
+micro-batch ``mb`` on pipeline stage ``stage`` (a global index over the
+``p * v`` model chunks). ``op_orders(name, p, m, v)`` returns, for each of
+the ``p`` devices, the ordered list of ops it executes; nothing here knows
+about time. The simulator turns an order into a timeline.
+
+Stage-to-device placement:
+- one chunk per device (gpipe, 1f1b, zb-h1): stage ``s`` on device ``s``;
+- interleaved-1f1b ("loop" placement, Megatron-LM): stage ``c*p + d`` is
+  chunk ``c`` of device ``d``;
+- zbv ("V" placement, Qi et al. 2024): device ``d`` holds stages ``d`` and
+  ``2p-1-d``, so the last stage sits on device 0 beside the first.
+
+Example, 1f1b with p=3, m=4 (Narayanan et al. 2021, fig. 4)::
+
+    dev0: F0 F1 F2 B0 F3 B1 B2 B3
+    dev1: F0 F1 B0 F2 B1 F3 B2 B3
+    dev2: F0 B0 F1 B1 F2 B2 F3 B3
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import NamedTuple
+
+
+class Schedule(str, Enum):
+    GPIPE = "gpipe"
+    ONE_F_ONE_B = "1f1b"
+    INTERLEAVED = "interleaved-1f1b"
+    ZB_H1 = "zb-h1"
+    ZBV = "zbv"
+
+
+class OpKind(str, Enum):
+    F = "F"
+    B = "B"
+    W = "W"
+
+
+class Op(NamedTuple):
+    kind: OpKind
+    mb: int
+    stage: int
+
+    def __str__(self) -> str:
+        return f"{self.kind.value}{self.mb}@{self.stage}"
+
+
+class ScheduleError(ValueError):
+    """A schedule cannot be built for these parameters."""
+
+
+# Schedules that split backward into B (input-grad) and W (weight-grad).
+SPLIT_BACKWARD = frozenset({Schedule.ZB_H1, Schedule.ZBV})
+
+
+def chunks_per_device(schedule: Schedule, v: int) -> int:
+    """Model chunks each device holds: v for interleaved, 2 for zbv, else 1."""
+    if schedule is Schedule.INTERLEAVED:
+        return v
+    if schedule is Schedule.ZBV:
+        return 2
+    return 1
+
+
+def stage_device(schedule: Schedule, p: int, stage: int) -> int:
+    """Device that runs global stage ``stage``."""
+    if schedule is Schedule.ZBV:
+        return stage if stage < p else 2 * p - 1 - stage
+    return stage % p
+
+
+def device_stages(schedule: Schedule, p: int, v: int = 1) -> list[list[int]]:
+    """Global stages held by each device, in chunk order."""
+    n = p * chunks_per_device(schedule, v)
+    out: list[list[int]] = [[] for _ in range(p)]
+    for s in range(n):
+        out[stage_device(schedule, p, s)].append(s)
+    return out
+
+
+def validate(schedule: Schedule, p: int, m: int, v: int = 1) -> None:
+    """Raise ScheduleError with the values and the knob when (p, m, v) is invalid."""
+    if p < 1:
+        raise ScheduleError(f"pipeline depth must be >= 1 (got pp={p})")
+    if m < 1:
+        raise ScheduleError(f"number of micro-batches must be >= 1 (got {m})")
+    if schedule is Schedule.INTERLEAVED:
+        if v < 2:
+            raise ScheduleError(
+                f"interleaved-1f1b needs >= 2 virtual stages per device (got {v}); "
+                "use 1f1b for one chunk per device"
+            )
+        if m % p != 0:
+            raise ScheduleError(
+                f"interleaved-1f1b needs micro-batches ({m}) to be a multiple of "
+                f"pipeline depth ({p}), as Megatron-LM and torch require; "
+                f"try {max(p, m - m % p)} or {m + p - m % p}"
+            )
+    elif v != 1 and schedule is not Schedule.ZBV:
+        raise ScheduleError(
+            f"{schedule.value} runs one chunk per device; virtual stages must be 1 (got {v})"
+        )
+    elif schedule is Schedule.ZBV and v not in (1, 2):
+        raise ScheduleError(f"zbv always holds 2 chunks per device (got virtual stages {v})")
+
+
+def op_orders(schedule: Schedule | str, p: int, m: int, v: int = 1) -> list[list[Op]]:
+    """Ordered ops per device for ``schedule`` with depth p, m micro-batches, v chunks."""
+    schedule = Schedule(schedule)
+    validate(schedule, p, m, v)
+    build = {
+        Schedule.GPIPE: _gpipe,
+        Schedule.ONE_F_ONE_B: _one_f_one_b,
+        Schedule.INTERLEAVED: _interleaved,
+        Schedule.ZB_H1: _zb_h1,
+        Schedule.ZBV: _zbv,
+    }[schedule]
+    return [build(p, m, v, d) for d in range(p)]
+
+
+def format_orders(orders: list[list[Op]]) -> str:
+    """One line per device, e.g. ``dev0: F0 F1 B0 B1`` (stage shown when v > 1)."""
+    multi = len({op.stage for ops in orders for op in ops}) > len(orders)
+    lines = []
+    for d, ops in enumerate(orders):
+        cells = [str(op) if multi else f"{op.kind.value}{op.mb}" for op in ops]
+        lines.append(f"dev{d}: " + " ".join(cells))
+    return "\n".join(lines)
+
+
+def _gpipe(p: int, m: int, v: int, d: int) -> list[Op]:
+    # Huang et al. 2019: all forwards, then all backwards (in micro-batch
+    # order, as torch.distributed.pipelining's ScheduleGPipe runs them).
+    return [Op(OpKind.F, i, d) for i in range(m)] + [Op(OpKind.B, i, d) for i in range(m)]
+
+
+def _one_f_one_b(p: int, m: int, v: int, d: int) -> list[Op]:
+    # PipeDream-Flush / Megatron-LM non-interleaved 1F1B: p-d-1 warm-up
+    # forwards, then alternate one forward and one backward, then drain.
+    warmup = min(p - d - 1, m)
+    ops = [Op(OpKind.F, i, d) for i in range(warmup)]
+    for i in range(m - warmup):
+        ops.append(Op(OpKind.F, warmup + i, d))
+        ops.append(Op(OpKind.B, i, d))
+    ops += [Op(OpKind.B, i, d) for i in range(m - warmup, m)]
+    return ops
+
+
+def _interleaved(p: int, m: int, v: int, d: int) -> list[Op]:
+    # Megatron-LM forward_backward_pipelining_with_interleaving: virtual
+    # micro-batch k maps to chunk (k // p) % v and micro-batch
+    # (k // (p*v)) * p + k % p; backward visits chunks in reverse. Warm-up
+    # is (p - d - 1) * 2 + (v - 1) * p forwards.
+    total = m * v
+
+    def fwd(k: int) -> Op:
+        chunk = (k // p) % v
+        return Op(OpKind.F, (k // (p * v)) * p + k % p, chunk * p + d)
+
+    def bwd(k: int) -> Op:
+        chunk = v - 1 - (k // p) % v
+        return Op(OpKind.B, (k // (p * v)) * p + k % p, chunk * p + d)
+
+    warmup = min((p - d - 1) * 2 + (v - 1) * p, total)
+    ops = [fwd(k) for k in range(warmup)]
+    for k in range(total - warmup):
+        ops.append(fwd(warmup + k))
+        ops.append(bwd(k))
+    ops += [bwd(k) for k in range(total - warmup, total)]
+    return ops
+
+
+def _zb_h1(p: int, m: int, v: int, d: int) -> list[Op]:
+    # ZB-H1 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism", sec. 3.1),
+    # ordered as torch's ScheduleInterleavedZeroBubble does with one stage
+    # per rank: p-d-1 warm-up forwards, then F,B pairs; the W of each
+    # micro-batch is issued d steps after its B (device 0 at once, the last
+    # device latest, filling its cool-down), then the remaining Ws drain.
+    warmup = min(p - d - 1, m)
+    ops = [Op(OpKind.F, i, d) for i in range(warmup)]
+    next_w = 0
+    for i in range(m):
+        if warmup + i < m:
+            ops.append(Op(OpKind.F, warmup + i, d))
+        ops.append(Op(OpKind.B, i, d))
+        if i - next_w >= d:
+            ops.append(Op(OpKind.W, next_w, d))
+            next_w += 1
+    ops += [Op(OpKind.W, i, d) for i in range(next_w, m)]
+    return ops
+
+
+def _zbv(p: int, m: int, v: int, d: int) -> list[Op]:
+    # ZB-V (Qi et al. 2024, "Pipeline Parallelism with Controllable Memory",
+    # and the ZB paper's sec. 6), in the phase structure torch 2.13's
+    # ScheduleZBVZeroBubble uses. Device d holds chunk a = stage d and chunk
+    # b = stage 2p-1-d. The order is built for max(m, 2p-1) micro-batches and
+    # then ops of micro-batches >= m are dropped, which keeps it valid for
+    # small m.
+    a, b = d, 2 * p - 1 - d
+    n = max(m, 2 * p - 1)
+    ops: list[Op] = []
+    fa = fb = ba = bb = 0
+
+    def emit(kind: OpKind, mb: int, stage: int) -> None:
+        ops.append(Op(kind, mb, stage))
+
+    # warm-up: forwards of chunk a, then alternate b/a, then b with its
+    # backward and weight-grad at once (the bottom of the V).
+    for _ in range(2 * (p - d) - 1):
+        emit(OpKind.F, fa, a)
+        fa += 1
+    for _ in range(d):
+        emit(OpKind.F, fb, b)
+        fb += 1
+        emit(OpKind.F, fa, a)
+        fa += 1
+    for _ in range(p - d):
+        emit(OpKind.F, fb, b)
+        fb += 1
+        for kind in (OpKind.B, OpKind.W):
+            emit(kind, bb, b)
+        bb += 1
+    # steady state: F/B/W on chunk a, then F/B/W on chunk b.
+    while fb < fa or fa < n:
+        if fa < n:
+            emit(OpKind.F, fa, a)
+            fa += 1
+        emit(OpKind.B, ba, a)
+        emit(OpKind.W, ba, a)
+        ba += 1
+        emit(OpKind.F, fb, b)
+        fb += 1
+        emit(OpKind.B, bb, b)
+        emit(OpKind.W, bb, b)
+        bb += 1
+    # cool-down: input-grads first, weight-grads deferred into the tail.
+    wa, wb = ba, bb
+    for _ in range(d):
+        emit(OpKind.B, ba, a)
+        ba += 1
+        emit(OpKind.B, bb, b)
+        bb += 1
+    for _ in range(p - d):
+        emit(OpKind.B, ba, a)
+        ba += 1
+        emit(OpKind.W, wa, a)
+        wa += 1
+    ops += [Op(OpKind.W, i, b) for i in range(wb, bb)]
+    ops += [Op(OpKind.W, i, a) for i in range(wa, ba)]
+    return [op for op in ops if op.mb < m]

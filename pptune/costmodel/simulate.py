@@ -1,0 +1,280 @@
+"""Event-level execution of per-device op orders.
+
+Each device runs its ops strictly in the order ``schedules.op_orders`` gives,
+one at a time; an op starts when the device is free and its input has
+arrived:
+
+- ``F`` of micro-batch i on stage k needs ``F`` of i on stage k-1, plus the
+  point-to-point transfer of stage k-1's output when the two stages sit on
+  different devices;
+- ``B`` of i on stage k needs ``B`` of i on stage k+1 (plus the transfer of
+  the input-gradient back), or, on the last stage, its own ``F`` (the loss);
+- ``W`` of i on stage k needs ``B`` of i on stage k.
+
+A transfer is ``latency + bytes / bandwidth`` (the alpha-beta model, see
+comm.py) and queues FIFO on its directed link. By default it runs on a
+separate stream and overlaps the sender's next compute; with
+``blocking_send`` the sender waits for it. The data-parallel gradient
+all-reduce of a stage starts once that stage's last backward op is done and
+runs on the device's communication stream, so it overlaps the cool-down of
+other stages and only its exposed tail lengthens the step.
+
+Bubble rate = total idle time / (p * makespan), the idle share of the step
+(Huang et al. 2019; Narayanan et al. 2021 sec. 2.2). Activation memory: a
+micro-batch's activations on a stage are held from its ``F`` until its
+backward is complete (``B`` where backward is not split, ``W`` where it is,
+an upper bound for the split case).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from pptune.costmodel.schedules import (
+    SPLIT_BACKWARD,
+    Op,
+    OpKind,
+    Schedule,
+    chunks_per_device,
+    op_orders,
+    stage_device,
+)
+
+
+@dataclass(frozen=True)
+class StageCost:
+    """Costs of one pipeline stage for one micro-batch."""
+
+    fwd_s: float
+    bwd_s: float  # input-gradient part of backward
+    wgrad_s: float = 0.0  # weight-gradient part of backward
+    act_bytes: float = 0.0  # activations kept from F until backward completes
+    out_bytes: float = 0.0  # sent to the next stage (the gradient back has the same size)
+
+    @property
+    def total_s(self) -> float:
+        return self.fwd_s + self.bwd_s + self.wgrad_s
+
+
+@dataclass(frozen=True)
+class Link:
+    """Alpha-beta link: ``latency_s + bytes / bytes_per_s``."""
+
+    latency_s: float = 0.0
+    bytes_per_s: float = math.inf
+
+    def time_s(self, nbytes: float) -> float:
+        if nbytes <= 0 and self.latency_s == 0:
+            return 0.0
+        return self.latency_s + (nbytes / self.bytes_per_s if self.bytes_per_s else math.inf)
+
+
+FREE_LINK = Link()
+
+
+class Event(NamedTuple):
+    device: int
+    op: Op
+    start_s: float
+    end_s: float
+
+
+class Transfer(NamedTuple):
+    src: int
+    dst: int
+    op: Op  # the op whose output is sent
+    start_s: float
+    end_s: float
+
+
+@dataclass
+class DeviceStats:
+    busy_s: float = 0.0
+    idle_s: float = 0.0
+    compute_end_s: float = 0.0
+    allreduce_end_s: float = 0.0
+    peak_inflight: int = 0
+    peak_activation_bytes: float = 0.0
+
+
+@dataclass
+class SimResult:
+    schedule: Schedule
+    p: int
+    m: int
+    v: int
+    step_time_s: float
+    bubble_rate: float
+    devices: list[DeviceStats]
+    events: list[Event] = field(repr=False)
+    transfers: list[Transfer] = field(repr=False)
+
+    @property
+    def busiest_s(self) -> float:
+        return max(d.busy_s for d in self.devices)
+
+
+class DeadlockError(RuntimeError):
+    """The op orders wait on each other (a schedule bug, never user input)."""
+
+
+def simulate(
+    schedule: Schedule | str,
+    p: int,
+    m: int,
+    stages: Sequence[StageCost],
+    v: int = 1,
+    link: Callable[[int, int], Link] | None = None,
+    blocking_send: bool = False,
+    dp_allreduce_s: Sequence[float] | None = None,
+    keep_events: bool = True,
+) -> SimResult:
+    """Run ``schedule`` over ``stages`` (one StageCost per global stage).
+
+    ``link(src, dst)`` gives the link between two devices (free by default).
+    ``dp_allreduce_s[k]`` is stage k's gradient all-reduce time (0 by default).
+    """
+    schedule = Schedule(schedule)
+    orders = op_orders(schedule, p, m, v)
+    n_stages = p * chunks_per_device(schedule, v)
+    if len(stages) != n_stages:
+        raise ValueError(
+            f"{schedule.value} with pp={p} needs {n_stages} stage costs, got {len(stages)}"
+        )
+    split = schedule in SPLIT_BACKWARD
+    get_link = link or (lambda _s, _d: FREE_LINK)
+    allreduce = list(dp_allreduce_s) if dp_allreduce_s is not None else [0.0] * n_stages
+    dev_of = [stage_device(schedule, p, k) for k in range(n_stages)]
+    last = n_stages - 1
+
+    # Op keys are tuples (kind, mb, stage) with kind 0=F, 1=B, 2=W for speed.
+    kinds = {OpKind.F: 0, OpKind.B: 1, OpKind.W: 2}
+    plan = [[(kinds[op.kind], op.mb, op.stage) for op in ops] for ops in orders]
+    arrival: dict[tuple[int, int, int], float] = {}  # output available to its consumer
+    waiting: dict[tuple[int, int, int], list[int]] = {}
+    link_free: dict[tuple[int, int], float] = {}
+    ptr = [0] * p
+    dev_free = [0.0] * p
+    busy = [0.0] * p
+    inflight = [0] * p
+    act_now = [0.0] * p
+    peak_inflight = [0] * p
+    peak_act = [0.0] * p
+    bwd_left = [m * (2 if split else 1) for _ in range(n_stages)]
+    stage_grads_done = [0.0] * n_stages
+    events: list[Event] = []
+    transfers: list[Transfer] = []
+    op_of = {0: OpKind.F, 1: OpKind.B, 2: OpKind.W}
+
+    def dependency(kind: int, mb: int, k: int) -> tuple[int, int, int] | None:
+        if kind == 0:
+            return (0, mb, k - 1) if k > 0 else None
+        if kind == 1:
+            return (0, mb, k) if k == last else (1, mb, k + 1)
+        return (1, mb, k)
+
+    stack = list(range(p - 1, -1, -1))
+    while stack:
+        d = stack.pop()
+        order = plan[d]
+        order_ops = orders[d]
+        while ptr[d] < len(order):
+            kind, mb, k = order[ptr[d]]
+            dep = dependency(kind, mb, k)
+            ready = 0.0
+            if dep is not None:
+                arrived = arrival.get(dep)
+                if arrived is None:
+                    waiting.setdefault(dep, []).append(d)
+                    break
+                ready = arrived
+            st = stages[k]
+            if kind == 0:
+                cost = st.fwd_s
+            elif kind == 1:
+                cost = st.bwd_s if split else st.bwd_s + st.wgrad_s
+            else:
+                cost = st.wgrad_s
+            start = max(dev_free[d], ready)
+            end = start + cost
+            busy[d] += cost
+            dev_free[d] = end
+            if keep_events:
+                events.append(Event(d, order_ops[ptr[d]], start, end))
+            # activation memory
+            if kind == 0:
+                inflight[d] += 1
+                act_now[d] += st.act_bytes
+                if inflight[d] > peak_inflight[d]:
+                    peak_inflight[d] = inflight[d]
+                if act_now[d] > peak_act[d]:
+                    peak_act[d] = act_now[d]
+            if (kind == 1 and not split) or kind == 2:
+                inflight[d] -= 1
+                act_now[d] -= st.act_bytes
+            if kind != 0:
+                bwd_left[k] -= 1
+                if bwd_left[k] == 0:
+                    stage_grads_done[k] = end
+            # where does the output go, and when does it arrive?
+            key = (kind, mb, k)
+            consumer = None
+            if kind == 0 and k < last:
+                consumer = dev_of[k + 1]
+            elif kind == 1 and k > 0:
+                consumer = dev_of[k - 1]
+            if consumer is None or consumer == d or kind == 2:
+                arrival[key] = end
+            else:
+                nbytes = stages[k].out_bytes if kind == 0 else stages[k - 1].out_bytes
+                dur = get_link(d, consumer).time_s(nbytes)
+                lk = (d, consumer)
+                t0 = max(end, link_free.get(lk, 0.0))
+                t1 = t0 + dur
+                link_free[lk] = t1
+                arrival[key] = t1
+                if keep_events:
+                    transfers.append(Transfer(d, consumer, order_ops[ptr[d]], t0, t1))
+                if blocking_send:
+                    dev_free[d] = t1
+            for w in waiting.pop(key, ()):
+                stack.append(w)
+            ptr[d] += 1
+
+    if any(ptr[d] < len(plan[d]) for d in range(p)):
+        stuck = [f"dev{d}@{plan[d][ptr[d]]}" for d in range(p) if ptr[d] < len(plan[d])]
+        raise DeadlockError(f"{schedule.value} order deadlocks: " + ", ".join(stuck))
+
+    # gradient all-reduce per stage on each device's communication stream,
+    # in the order the stages finish their backward.
+    comm_free = [0.0] * p
+    for k in sorted(range(n_stages), key=lambda k: stage_grads_done[k]):
+        if allreduce[k] > 0:
+            dk = dev_of[k]
+            comm_free[dk] = max(comm_free[dk], stage_grads_done[k]) + allreduce[k]
+    makespan = max(max(dev_free), max(comm_free)) if p else 0.0
+    devices = [
+        DeviceStats(
+            busy_s=busy[d],
+            idle_s=makespan - busy[d],
+            compute_end_s=dev_free[d],
+            allreduce_end_s=comm_free[d],
+            peak_inflight=peak_inflight[d],
+            peak_activation_bytes=peak_act[d],
+        )
+        for d in range(p)
+    ]
+    bubble = sum(x.idle_s for x in devices) / (p * makespan) if makespan > 0 else 0.0
+    events.sort(key=lambda e: (e.device, e.start_s))
+    return SimResult(schedule, p, m, v, makespan, bubble, devices, events, transfers)
+
+
+def uniform_stages(
+    n: int, fwd_s: float, bwd_s: float, wgrad_s: float = 0.0, act_bytes: float = 0.0,
+    out_bytes: float = 0.0,
+) -> list[StageCost]:
+    """``n`` identical stages (the textbook what-if)."""
+    return [StageCost(fwd_s, bwd_s, wgrad_s, act_bytes, out_bytes) for _ in range(n)]
