@@ -1,0 +1,78 @@
+"""Human formatting of seconds, bytes and fractions for tables and axes.
+
+Every renderer in ``pptune.report`` goes through these three so that the same
+quantity reads the same everywhere:
+
+- ``fmt_seconds(0.0123)`` -> ``"12.3 ms"``, ``fmt_seconds(1.2344)`` -> ``"1.234 s"``,
+  ``fmt_seconds(85e-6)`` -> ``"85.0 us"`` (seconds with 3 decimals, smaller
+  units with 1; ASCII ``us`` so logs and golden files stay 7-bit);
+- ``fmt_bytes(1.5 * 2**30)`` -> ``"1.50 GiB"`` (IEC binary units, as
+  ``torch.cuda.memory_summary`` and ``nvidia-smi`` report memory);
+- ``fmt_pct(0.2727)`` -> ``"27.3%"``.
+"""
+
+from __future__ import annotations
+
+import math
+
+# (factor in seconds, unit name, decimals), largest first.
+_TIME_UNITS: tuple[tuple[float, str, int], ...] = (
+    (1.0, "s", 3),
+    (1e-3, "ms", 1),
+    (1e-6, "us", 1),
+    (1e-9, "ns", 1),
+)
+
+_BYTE_UNITS: tuple[str, ...] = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+
+
+def seconds_unit(s: float) -> tuple[float, str, int]:
+    """The ``(factor_s, name, decimals)`` that ``fmt_seconds(s)`` uses for ``s``.
+
+    The unit is the largest whose rounded value is at least 1, so 0.99996 s
+    reads ``1.000 s``, not ``1000.0 ms``.
+    """
+    a = abs(s)
+    if a == 0 or not math.isfinite(a):
+        return _TIME_UNITS[0]
+    for factor, name, decimals in _TIME_UNITS:
+        if round(a / factor, decimals) >= 1:
+            return factor, name, decimals
+    return _TIME_UNITS[-1]
+
+
+def fmt_seconds(s: float) -> str:
+    """``12.3 ms``, ``1.234 s``, ``85.0 us``; ``0 s`` for zero."""
+    if math.isnan(s):
+        return "nan"
+    if math.isinf(s):
+        return "inf s" if s > 0 else "-inf s"
+    if s == 0:
+        return "0 s"
+    factor, name, decimals = seconds_unit(s)
+    return f"{s / factor:.{decimals}f} {name}"
+
+
+def fmt_bytes(b: float) -> str:
+    """IEC units: ``512 B``, ``1.50 KiB``, ``1.50 GiB``."""
+    if math.isnan(b):
+        return "nan"
+    if math.isinf(b):
+        return "inf B" if b > 0 else "-inf B"
+    sign = "-" if b < 0 else ""
+    a = abs(b)
+    if round(a) < 1024:
+        return f"{sign}{round(a)} B"
+    i = 0
+    value = a
+    while i < len(_BYTE_UNITS) - 1 and round(value, 2) >= 1024:
+        value /= 1024
+        i += 1
+    return f"{sign}{value:.2f} {_BYTE_UNITS[i]}"
+
+
+def fmt_pct(x: float) -> str:
+    """A fraction as a percentage with one decimal: ``0.2727`` -> ``27.3%``."""
+    if math.isnan(x):
+        return "nan"
+    return f"{x * 100:.1f}%"

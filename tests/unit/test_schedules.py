@@ -1,0 +1,140 @@
+"""Op orders: exact sequences for small cases, invariants for all, torch parity."""
+
+from __future__ import annotations
+
+import pytest
+
+from pptune.costmodel.schedules import (
+    Op,
+    OpKind,
+    Schedule,
+    ScheduleError,
+    device_stages,
+    format_orders,
+    op_orders,
+)
+
+
+def seq(ops: list[Op]) -> str:
+    return " ".join(f"{o.kind.value}{o.mb}" for o in ops)
+
+
+def test_1f1b_p3_m4_matches_narayanan_figure() -> None:
+    # Narayanan et al. 2021 fig. 4: warm-up p-s-1 forwards, then 1F1B, then drain.
+    orders = op_orders("1f1b", 3, 4)
+    assert seq(orders[0]) == "F0 F1 F2 B0 F3 B1 B2 B3"
+    assert seq(orders[1]) == "F0 F1 B0 F2 B1 F3 B2 B3"
+    assert seq(orders[2]) == "F0 B0 F1 B1 F2 B2 F3 B3"
+
+
+def test_gpipe_all_forwards_then_all_backwards() -> None:
+    assert seq(op_orders("gpipe", 2, 3)[1]) == "F0 F1 F2 B0 B1 B2"
+
+
+def test_1f1b_fewer_microbatches_than_stages_shrinks_warmup() -> None:
+    assert seq(op_orders("1f1b", 4, 2)[0]) == "F0 F1 B0 B1"
+
+
+def test_zb_h1_w_lags_b_by_rank() -> None:
+    orders = op_orders("zb-h1", 3, 4)
+    assert seq(orders[0]) == "F0 F1 F2 B0 W0 F3 B1 W1 B2 W2 B3 W3"
+    assert seq(orders[2]) == "F0 B0 F1 B1 F2 B2 W0 F3 B3 W1 W2 W3"
+
+
+def test_interleaved_first_device_visits_chunks_in_groups_of_p() -> None:
+    orders = op_orders("interleaved-1f1b", 2, 4, v=2)
+    head = [(o.kind.value, o.mb, o.stage) for o in orders[0][:5]]
+    assert head == [("F", 0, 0), ("F", 1, 0), ("F", 0, 2), ("F", 1, 2), ("F", 2, 0)]
+
+
+def test_zbv_places_stages_in_a_v() -> None:
+    assert device_stages(Schedule.ZBV, 4) == [[0, 7], [1, 6], [2, 5], [3, 4]]
+    assert device_stages(Schedule.INTERLEAVED, 2, 3) == [[0, 2, 4], [1, 3, 5]]
+
+
+@pytest.mark.parametrize("schedule", list(Schedule))
+@pytest.mark.parametrize("p,m", [(1, 1), (2, 2), (3, 6), (4, 8), (4, 12)])
+def test_every_op_appears_exactly_once(schedule: Schedule, p: int, m: int) -> None:
+    v = 2 if schedule in (Schedule.INTERLEAVED, Schedule.ZBV) else 1
+    if schedule is Schedule.INTERLEAVED and m % p:
+        pytest.skip("interleaved needs m % p == 0")
+    orders = op_orders(schedule, p, m, v)
+    n_stages = p * v
+    kinds = [OpKind.F, OpKind.B] + ([OpKind.W] if schedule in (Schedule.ZB_H1, Schedule.ZBV) else [])
+    expected = sorted(Op(k, i, s) for k in kinds for i in range(m) for s in range(n_stages))
+    got = sorted(op for ops in orders for op in ops)
+    assert got == expected
+    placement = device_stages(schedule, p, v)
+    for d, ops in enumerate(orders):
+        assert {op.stage for op in ops} == set(placement[d])
+
+
+@pytest.mark.parametrize(
+    "schedule,p,m,v,needle",
+    [
+        ("1f1b", 0, 4, 1, "pipeline depth must be >= 1 (got pp=0)"),
+        ("1f1b", 2, 0, 1, "(got 0)"),
+        ("interleaved-1f1b", 4, 6, 2, "multiple of pipeline depth (4)"),
+        ("interleaved-1f1b", 4, 8, 1, ">= 2 virtual stages"),
+        ("gpipe", 2, 4, 2, "virtual stages must be 1"),
+    ],
+)
+def test_invalid_parameters_name_the_value(
+    schedule: str, p: int, m: int, v: int, needle: str
+) -> None:
+    with pytest.raises(ScheduleError, match=None) as err:
+        op_orders(schedule, p, m, v)
+    assert needle in str(err.value)
+
+
+def test_unknown_schedule_is_a_value_error() -> None:
+    with pytest.raises(ValueError):
+        op_orders("pipedream", 2, 2)
+
+
+def test_format_orders_is_printable() -> None:
+    text = format_orders(op_orders("1f1b", 2, 2))
+    assert text == "dev0: F0 F1 B0 B1\ndev1: F0 B0 F1 B1"
+
+
+# --- parity with torch.distributed.pipelining's own op lists -----------------
+
+_TORCH_NAMES = {
+    Schedule.GPIPE: "GPipe",
+    Schedule.ONE_F_ONE_B: "1F1B",
+    Schedule.INTERLEAVED: "Interleaved1F1B",
+    Schedule.ZBV: "ZBVZeroBubble",
+}
+
+
+def _torch_orders(name: str, p: int, m: int, v: int) -> list[list[tuple[str, int, int]]]:
+    vis = pytest.importorskip(
+        "torch.distributed.pipelining._schedule_visualizer",
+        reason="torch not installed: schedule parity with torch is skipped",
+    )
+    acts = vis.get_schedule_ops(name, p, m, num_stages_per_rank=v)
+    kind = {"F": "F", "I": "B", "B": "B", "W": "W"}
+    return [
+        [(kind[a.computation_type.value], a.microbatch_index, a.stage_index)
+         for a in rank if a is not None and a.computation_type.value in kind]
+        for rank in acts
+    ]
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("schedule", list(_TORCH_NAMES))
+@pytest.mark.parametrize("p,m", [(2, 2), (2, 4), (4, 4), (4, 8), (4, 12)])
+def test_orders_match_torch_pipelining(schedule: Schedule, p: int, m: int) -> None:
+    v = 2 if schedule in (Schedule.INTERLEAVED, Schedule.ZBV) else 1
+    theirs = _torch_orders(_TORCH_NAMES[schedule], p, m, v)
+    ours = [[(o.kind.value, o.mb, o.stage) for o in ops] for ops in op_orders(schedule, p, m, v)]
+    if schedule is Schedule.ONE_F_ONE_B:
+        # Known defect in torch 2.13 (shared/MEASURED.md): Schedule1F1B's
+        # *listing* of the last rank is shifted by one micro-batch (F1..Fm,
+        # no F0); its runtime executes the standard loop. Compare the other
+        # ranks exactly and the last rank modulo that shift.
+        assert ours[:-1] == theirs[:-1]
+        last_ours = [(k, mb + 1 if k == "F" else mb, s) for k, mb, s in ours[-1]]
+        assert last_ours == theirs[-1]
+    else:
+        assert ours == theirs
