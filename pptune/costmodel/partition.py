@@ -1,0 +1,108 @@
+"""Contiguous stage splits over plain lists of numbers.
+
+``min_bottleneck_split(costs, n_stages, ...)`` splits layers 0..L-1 into
+``n_stages`` contiguous, non-empty stages minimising the largest stage cost
+(a stage's cost is the sum of its layers' costs plus a per-stage extra, e.g.
+the time to send its output), subject to each stage fitting a memory
+budget. Exact (dynamic programming), not a heuristic: the same problem
+torchgpipe's ``balance/blockpartition.py`` solves, here with a per-stage
+extra cost and a per-stage memory test (earlier 1F1B stages hold more
+micro-batches, so the budget differs by stage and a greedy fill is not
+exact).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+
+class SplitError(ValueError):
+    """No split exists (too few layers, or nothing fits in memory)."""
+
+
+def stage_bounds(stage_layers: Sequence[int]) -> list[tuple[int, int]]:
+    """[(start, end)) layer ranges from layers-per-stage counts."""
+    out, start = [], 0
+    for n in stage_layers:
+        out.append((start, start + n))
+        start += n
+    return out
+
+
+def even_split(n_layers: int, n_stages: int) -> list[int]:
+    """Megatron-style even split: the first ``n_layers % n_stages`` stages get one more."""
+    if n_stages < 1 or n_layers < n_stages:
+        raise SplitError(
+            f"cannot split {n_layers} layers into {n_stages} stages "
+            f"({n_layers} < {n_stages}); use fewer pipeline stages"
+        )
+    q, r = divmod(n_layers, n_stages)
+    return [q + 1 if i < r else q for i in range(n_stages)]
+
+
+def min_bottleneck_split(
+    costs: Sequence[float],
+    n_stages: int,
+    stage_extra: Sequence[float] | None = None,
+    fits: Callable[[int, int, int], bool] | None = None,
+) -> list[int]:
+    """Layers per stage minimising ``max_k(sum(costs[stage k]) + stage_extra[k])``.
+
+    ``fits(k, start, end)`` says whether layers [start, end) fit on stage k;
+    it must be monotone (a longer stage never fits better). Raises
+    SplitError when no split fits.
+
+    Dynamic programming over (stages, prefix length): ``best[k][e]`` is the
+    smallest bottleneck of layers [0, e) on stages 0..k. The inner loop
+    walks the last stage's start downward and stops as soon as that stage
+    alone is no better than the best found, or stops fitting, so each cell
+    costs about one stage's worth of layers.
+    """
+    n = len(costs)
+    if n_stages < 1 or n < n_stages:
+        raise SplitError(
+            f"cannot split {n} layers into {n_stages} stages ({n} < {n_stages}); "
+            "use fewer pipeline stages or virtual stages"
+        )
+    prefix = [0.0]
+    for c in costs:
+        prefix.append(prefix[-1] + c)
+    extra = list(stage_extra) if stage_extra is not None else [0.0] * n_stages
+    ok = fits or (lambda _k, _s, _e: True)
+    inf = math.inf
+    best = [[inf] * (n + 1) for _ in range(n_stages)]
+    arg = [[-1] * (n + 1) for _ in range(n_stages)]
+    for e in range(1, n - n_stages + 2):
+        if ok(0, 0, e):
+            best[0][e] = prefix[e] + extra[0]
+    for k in range(1, n_stages):
+        prev, cur, cur_arg = best[k - 1], best[k], arg[k]
+        for e in range(k + 1, n - (n_stages - 1 - k) + 1):
+            top, where = inf, -1
+            for s in range(e - 1, k - 1, -1):
+                last = prefix[e] - prefix[s] + extra[k]
+                if last >= top or not ok(k, s, e):
+                    break
+                val = prev[s] if prev[s] > last else last
+                if val < top:
+                    top, where = val, s
+            cur[e], cur_arg[e] = top, where
+    if best[n_stages - 1][n] == inf:
+        raise SplitError("no split fits in memory")
+    out, e = [], n
+    for k in range(n_stages - 1, 0, -1):
+        s = arg[k][e]
+        out.append(e - s)
+        e = s
+    out.append(e)
+    return out[::-1]
+
+
+def bottleneck(
+    costs: Sequence[float],
+    stage_layers: Sequence[int],
+    stage_extra: Sequence[float] | None = None,
+) -> float:
+    extra = list(stage_extra) if stage_extra is not None else [0.0] * len(stage_layers)
+    return max(sum(costs[s:e]) + extra[k] for k, (s, e) in enumerate(stage_bounds(stage_layers)))

@@ -1,0 +1,195 @@
+"""Cost sources: a probe profile file, or the analytic presets.
+
+Turns a ``Profile`` (pydantic, the file format) into the planner's plain
+``CostTable`` and builds analytic profiles from model and GPU presets.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from pptune.costmodel import presets
+from pptune.costmodel.analytic import analytic_layers
+from pptune.costmodel.comm import AllReduceLink
+from pptune.costmodel.search import CostTable, LayerCosts
+from pptune.costmodel.simulate import Link
+from pptune.errors import BadInput
+from pptune.schemas import (
+    DeviceInfo,
+    Layer,
+    LayerCost,
+    LinkPair,
+    Links,
+    LinkSpec,
+    ModelInfo,
+    Profile,
+    load_profile,
+)
+
+DEFAULT_PROFILE_FILE = "pptune-profile.json"
+DEFAULT_MICRO_BATCH_SIZES = (1, 2, 4, 8)
+
+
+def model_preset(name: str) -> presets.ModelShape:
+    try:
+        return presets.MODELS[name]
+    except KeyError:
+        raise BadInput(
+            f"unknown model preset {name!r}; choose one of: {', '.join(presets.MODELS)}"
+        ) from None
+
+
+def gpu_preset(name: str) -> presets.GpuSpec:
+    try:
+        return presets.GPUS[name]
+    except KeyError:
+        raise BadInput(
+            f"unknown GPU preset {name!r}; choose one of: {', '.join(presets.GPUS)}"
+        ) from None
+
+
+def preset_links(gpu: presets.GpuSpec) -> Links:
+    return Links(
+        intra_node=LinkPair(
+            p2p=LinkSpec(latency_s=presets.P2P_LATENCY_INTRA_S, bytes_per_s=gpu.nvlink_bytes_per_s),
+            allreduce=LinkSpec(
+                latency_s=presets.ALLREDUCE_LATENCY_INTRA_S, bytes_per_s=gpu.nvlink_bytes_per_s
+            ),
+        ),
+        inter_node=LinkPair(
+            p2p=LinkSpec(latency_s=presets.P2P_LATENCY_INTER_S, bytes_per_s=gpu.ib_bytes_per_s),
+            allreduce=LinkSpec(
+                latency_s=presets.ALLREDUCE_LATENCY_INTER_S, bytes_per_s=gpu.ib_bytes_per_s
+            ),
+        ),
+    )
+
+
+def analytic_profile(
+    model: str,
+    gpu: str,
+    micro_batch_sizes: tuple[int, ...] | list[int] = DEFAULT_MICRO_BATCH_SIZES,
+    tp: int = 1,
+    efficiency: float = presets.DEFAULT_EFFICIENCY,
+) -> Profile:
+    shape, spec = model_preset(model), gpu_preset(gpu)
+    if not 0 < efficiency <= 1:
+        raise BadInput(f"--efficiency must be in (0, 1], got {efficiency}")
+    if tp < 1:
+        raise BadInput(f"--tp must be >= 1, got {tp}")
+    if shape.heads % tp:
+        raise BadInput(
+            f"--tp {tp} does not divide the {shape.heads} attention heads of {model}"
+        )
+    layers = analytic_layers(
+        shape, spec, list(micro_batch_sizes), tp=tp, efficiency=efficiency,
+        tp_allreduce=(presets.ALLREDUCE_LATENCY_INTRA_S, spec.nvlink_bytes_per_s),
+    )
+    return Profile(
+        source="analytic",
+        model=ModelInfo(
+            name=model, seq_len=shape.seq_len, global_batch=shape.global_batch,
+            hidden_size=shape.hidden, num_blocks=shape.num_blocks,
+        ),
+        device=DeviceInfo(name=gpu, memory_bytes=spec.memory_bytes, peak_flops=spec.peak_flops),
+        links=preset_links(spec),
+        param_dtype_bytes=2,
+        layers=[
+            Layer(
+                name=layer.name,
+                param_bytes=layer.param_bytes,
+                per_micro_batch={
+                    str(b): LayerCost(
+                        fwd_s=c.fwd_s, bwd_s=c.bwd_s, wgrad_s=c.wgrad_s,
+                        act_bytes=c.act_bytes, out_bytes=c.out_bytes,
+                    )
+                    for b, c in layer.per_micro_batch.items()
+                },
+            )
+            for layer in layers
+        ],
+        notes=[
+            f"analytic: {model} on {gpu}, tp={tp}, efficiency {efficiency:g} of peak "
+            f"{spec.peak_flops / 1e12:g} TFLOP/s; links from the {gpu} spec sheet"
+        ],
+    )
+
+
+@dataclass(frozen=True)
+class CostSource:
+    profile: Profile
+    origin: str  # one line: where the costs came from
+    tp_applied: int  # tensor parallelism already inside the costs
+
+
+def resolve_source(
+    profile: Path | None,
+    model: str | None,
+    gpu: str | None,
+    tp: int = 1,
+    efficiency: float = presets.DEFAULT_EFFICIENCY,
+    micro_batch_sizes: list[int] | None = None,
+    cwd: Path | None = None,
+) -> CostSource:
+    """--profile FILE, else --model/--gpu presets, else ./pptune-profile.json, else defaults."""
+    if profile is not None:
+        prof = load_profile(profile)
+        return CostSource(prof, f"profile {profile} ({prof.source})", 1)
+    local = (cwd or Path.cwd()) / DEFAULT_PROFILE_FILE
+    if model is None and gpu is None and local.exists():
+        prof = load_profile(local)
+        return CostSource(prof, f"profile ./{DEFAULT_PROFILE_FILE} ({prof.source})", 1)
+    sizes = tuple(micro_batch_sizes or DEFAULT_MICRO_BATCH_SIZES)
+    m = model or presets.DEFAULT_MODEL
+    g = gpu or presets.DEFAULT_GPU
+    prof = analytic_profile(m, g, sizes, tp=tp, efficiency=efficiency)
+    defaulted = model is None and gpu is None
+    origin = f"analytic {m} on {g}" + (" (embedded default: no profile found)" if defaulted else "")
+    return CostSource(prof, origin, tp)
+
+
+def cost_table(profile: Profile, tp: int = 1, tp_in_costs: int = 1) -> CostTable:
+    """The planner's plain view of a profile.
+
+    A measured profile is for tp=1; asking for tp>1 divides compute, memory
+    and sends by tp (linear scaling, an approximation stated on stderr).
+    """
+    scale = tp / tp_in_costs if tp_in_costs != tp else 1.0
+    sizes = profile.micro_batch_sizes()
+    by_mb = {}
+    for b in sizes:
+        cs = [layer.cost(b) for layer in profile.layers]
+        by_mb[b] = LayerCosts(
+            fwd_s=[c.fwd_s / scale for c in cs],
+            bwd_s=[c.bwd_s / scale for c in cs],
+            wgrad_s=[c.wgrad_s / scale for c in cs],
+            act_bytes=[c.act_bytes / scale for c in cs],
+            out_bytes=[c.out_bytes / scale for c in cs],
+        )
+    links = profile.links
+
+    def p2p(spec: LinkSpec) -> Link:
+        return Link(spec.latency_s, spec.bytes_per_s)
+
+    def ar(spec: LinkSpec) -> AllReduceLink:
+        return AllReduceLink(spec.latency_s, spec.bytes_per_s)
+
+    return CostTable(
+        names=[layer.name for layer in profile.layers],
+        param_bytes=[layer.param_bytes / scale for layer in profile.layers],
+        param_dtype_bytes=profile.param_dtype_bytes,
+        by_mb=by_mb,
+        seq_len=profile.model.seq_len,
+        memory_bytes=profile.device.memory_bytes,
+        p2p_intra=p2p(links.intra_node.p2p),
+        p2p_inter=p2p(links.inter_node.p2p),
+        ar_intra=ar(links.intra_node.allreduce),
+        ar_inter=ar(links.inter_node.allreduce),
+    )
+
+
+def say(line: str) -> None:
+    """Talk goes to stderr (stdout is data)."""
+    print(f"pptune: {line}", file=sys.stderr)

@@ -1,0 +1,94 @@
+"""Stage splits: exact answers by hand, optimality against brute force."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pptune.costmodel.partition import (
+    SplitError,
+    bottleneck,
+    even_split,
+    min_bottleneck_split,
+    stage_bounds,
+)
+
+
+def all_splits(n: int, k: int):
+    for cuts in itertools.combinations(range(1, n), k - 1):
+        b = (0, *cuts, n)
+        yield [b[i + 1] - b[i] for i in range(k)]
+
+
+def test_even_split_like_megatron() -> None:
+    assert even_split(12, 3) == [4, 4, 4]
+    assert even_split(10, 4) == [3, 3, 2, 2]
+    with pytest.raises(SplitError, match="3 < 4"):
+        even_split(3, 4)
+
+
+def test_heavy_head_gets_its_own_stage() -> None:
+    # embedding 1, six blocks of 2, head 6: best bottleneck is 6
+    costs = [1, 2, 2, 2, 2, 2, 2, 6]
+    split = min_bottleneck_split(costs, 4)
+    assert sum(split) == 8
+    assert bottleneck(costs, split) == 6
+    assert split[-1] == 1
+
+
+def test_stage_bounds() -> None:
+    assert stage_bounds([2, 3, 1]) == [(0, 2), (2, 5), (5, 6)]
+
+
+def test_memory_limit_forces_a_worse_split() -> None:
+    costs = [1.0, 1.0, 1.0, 1.0]
+    # stage 0 may hold only one layer
+    fits = lambda k, s, e: k != 0 or e - s <= 1  # noqa: E731
+    split = min_bottleneck_split(costs, 2, fits=fits)
+    assert split == [1, 3]
+    with pytest.raises(SplitError):
+        min_bottleneck_split(costs, 2, fits=lambda k, s, e: e - s <= 1)
+
+
+def test_too_few_layers() -> None:
+    with pytest.raises(SplitError, match="3 < 4"):
+        min_bottleneck_split([1, 1, 1], 4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(1, 50), min_size=1, max_size=9),
+    st.integers(1, 5),
+    st.integers(0, 20),
+    st.integers(0, 200),
+)
+def test_optimal_against_brute_force(costs: list[int], k: int, send: int, mem: int) -> None:
+    n = len(costs)
+    if k > n:
+        return
+    extra = [float(send)] * (k - 1) + [0.0]
+    # memory: layer i weighs costs[i]; earlier stages hold more in flight
+    fits = lambda stage, s, e: sum(costs[s:e]) * (k - stage) <= mem * 3 + 60  # noqa: E731
+    feasible = [
+        sp for sp in all_splits(n, k)
+        if all(fits(i, s, e) for i, (s, e) in enumerate(stage_bounds(sp)))
+    ]
+    if not feasible:
+        with pytest.raises(SplitError):
+            min_bottleneck_split(costs, k, extra, fits)
+        return
+    best = min(bottleneck(costs, sp, extra) for sp in feasible)
+    got = min_bottleneck_split(costs, k, extra, fits)
+    assert sum(got) == n and all(x >= 1 for x in got)
+    assert all(fits(i, s, e) for i, (s, e) in enumerate(stage_bounds(got)))
+    assert bottleneck(costs, got, extra) == best
+
+
+def test_large_instance_uses_bisection_and_stays_optimal_for_uniform_costs() -> None:
+    costs = [1.0] * 130
+    split = min_bottleneck_split(costs, 64)
+    assert sum(split) == 130
+    assert bottleneck(costs, split) == 3.0
