@@ -1,12 +1,26 @@
-"""pptune's command line: parse -> call -> render -> exit code. No arithmetic here."""
+"""pptune's command line: parse -> call -> render -> exit code. No arithmetic here.
+
+stdout carries data (tables, --json); stderr carries talk (notes, warnings,
+errors). Domain errors (``PptuneError``) become one line on stderr and their
+exit code in one place, ``_guard``.
+"""
 
 from __future__ import annotations
 
+import functools
+import json
+import os
 import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
 
 import typer
+from rich.console import Console
 
-from pptune.errors import PptuneError
+from pptune.errors import BadInput, NoFeasiblePlan, PptuneError
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 app = typer.Typer(
     name="pptune",
@@ -19,24 +33,273 @@ app = typer.Typer(
 )
 
 
-def _register() -> None:
+def _guard(fn: F) -> F:
+    """Map PptuneError to one stderr line and its exit code; nothing else."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except PptuneError as exc:
+            msg = " ".join(str(exc).split())
+            typer.echo(f"pptune: error: {msg}", err=True)
+            raise typer.Exit(exc.exit_code) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _out() -> Console:
+    """stdout console; colour off under NO_COLOR; 120 columns when not a terminal."""
+    width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else None
+    if width is None and not sys.stdout.isatty():
+        width = 120
+    return Console(no_color="NO_COLOR" in os.environ, width=width, soft_wrap=False)
+
+
+def _say(line: str) -> None:
+    typer.echo(f"pptune: {line}", err=True)
+
+
+def _ints(text: str | None, flag: str) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        values = [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise BadInput(f"{flag} takes comma-separated integers, e.g. 1,2,4 (got {text!r})") from None
+    if not values or any(x < 1 for x in values):
+        raise BadInput(f"{flag} needs positive integers (got {text!r})")
+    return values
+
+
+def _schedules(text: str | None) -> list[Any]:
+    from pptune.costmodel.schedules import Schedule
+
+    if text is None:
+        return list(Schedule)
+    out = []
+    for name in [x.strip() for x in text.split(",") if x.strip()]:
+        try:
+            out.append(Schedule(name))
+        except ValueError:
+            raise BadInput(
+                f"unknown schedule {name!r}; choose from {', '.join(s.value for s in Schedule)}"
+            ) from None
+    if not out:
+        raise BadInput("--schedules is empty")
+    return out
+
+
+# --------------------------------------------------------------------------- simulate
+
+SIMULATE_HELP = """Simulate one pipeline schedule event by event.
+
+Textbook what-if (equal stages, times per device):
+
+  pptune simulate --schedule 1f1b --pp 4 --microbatches 8 --fwd-ms 1 --bwd-ms 2 --timeline
+
+Per-layer costs from a preset or a profile:
+
+  pptune simulate --model gpt3-1.3b --gpu h100-sxm --pp 4 --microbatches 8 --split 7,6,6,7
+"""
+
+
+@app.command("simulate", help=SIMULATE_HELP)
+@_guard
+def simulate_cmd(
+    schedule: str = typer.Option("1f1b", "--schedule", "-s", help="gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv"),
+    pp: int = typer.Option(4, "--pp", help="pipeline stages (devices)"),
+    microbatches: int = typer.Option(8, "--microbatches", "-m", help="micro-batches per step"),
+    virtual_stages: int = typer.Option(1, "--virtual-stages", "-v", help="chunks per device (interleaved-1f1b)"),
+    fwd_ms: float | None = typer.Option(None, "--fwd-ms", help="forward time per device per micro-batch (textbook mode)"),
+    bwd_ms: float | None = typer.Option(None, "--bwd-ms", help="backward (input-grad) time per device"),
+    wgrad_ms: float = typer.Option(0.0, "--wgrad-ms", help="weight-grad time per device"),
+    p2p_ms: float = typer.Option(0.0, "--p2p-ms", help="time of one stage-to-stage send"),
+    model: str | None = typer.Option(None, "--model", help="model preset (see pptune presets)"),
+    gpu: str | None = typer.Option(None, "--gpu", help="GPU preset"),
+    profile: Path | None = typer.Option(None, "--profile", help="profile JSON (pptune probe)"),
+    micro_batch_size: int = typer.Option(1, "--micro-batch-size", "-b", help="samples per micro-batch"),
+    split: str | None = typer.Option(None, "--split", help="layers per stage, e.g. 6,6,6,6 (default even)"),
+    tp: int = typer.Option(1, "--tp", help="tensor-parallel size inside each stage"),
+    efficiency: float = typer.Option(0.5, "--efficiency", help="fraction of peak FLOP/s (analytic costs)"),
+    blocking_send: bool = typer.Option(False, "--blocking-send", help="sends block the sender"),
+    timeline: bool = typer.Option(False, "--timeline", help="draw the timeline"),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable result on stdout"),
+    trace: Path | None = typer.Option(None, "--trace", help="write Chrome trace JSON (Perfetto)"),
+    svg: Path | None = typer.Option(None, "--svg", help="write the timeline as SVG"),
+    width: int = typer.Option(80, "--width", help="timeline width in columns"),
+) -> None:
+    from pptune import simulation
+
+    spec = simulation.SimSpec(
+        schedule=schedule, pp=pp, microbatches=microbatches, virtual_stages=virtual_stages,
+        fwd_ms=fwd_ms, bwd_ms=bwd_ms, wgrad_ms=wgrad_ms, p2p_ms=p2p_ms,
+        model=model, gpu=gpu, profile=profile, micro_batch_size=micro_batch_size,
+        split=_ints(split, "--split"), tp=tp, efficiency=efficiency, blocking_send=blocking_send,
+    )
+    run = simulation.run(spec)
+    for note in run.notes:
+        _say(note)
+    from pptune.report import sim_summary_table, timeline_text, write_svg, write_trace
+
+    if trace is not None:
+        write_trace(trace, run.result)
+        _say(f"wrote {trace} (open in https://ui.perfetto.dev)")
+    if svg is not None:
+        write_svg(svg, run.result)
+        _say(f"wrote {svg}")
+    if as_json:
+        typer.echo(json.dumps(simulation.result_json(run), indent=2))
+        return
+    out = _out()
+    out.print(sim_summary_table(run.result))
+    if timeline:
+        out.print(timeline_text(run.result, width=width))
+
+
+# --------------------------------------------------------------------------- recommend
+
+RECOMMEND_HELP = """Find the fastest pipeline plan that fits, and explain it.
+
+  pptune recommend --gpus 8
+  pptune recommend --gpus 64 --model llama3-70b --gpu h100-sxm --tp 8 --json -o plans.json
+
+Costs come from --profile, else --model/--gpu presets, else ./pptune-profile.json,
+else the embedded default (llama3-8b on h100-sxm). Exit 1 when no plan fits.
+"""
+
+
+@app.command("recommend", help=RECOMMEND_HELP)
+@_guard
+def recommend_cmd(
+    gpus: int = typer.Option(..., "--gpus", "-n", help="total GPUs"),
+    tp: int = typer.Option(1, "--tp", help="tensor-parallel size"),
+    gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="GPUs per node (NVLink domain)"),
+    global_batch: int | None = typer.Option(None, "--global-batch", help="samples per optimizer step (default: the model's)"),
+    micro_batch_sizes: str | None = typer.Option(None, "--micro-batch-sizes", help="candidates, e.g. 1,2,4 (default: the profile's)"),
+    schedules: str | None = typer.Option(None, "--schedules", help="comma list (default all: gpipe,1f1b,interleaved-1f1b,zb-h1,zbv)"),
+    virtual_stages: str = typer.Option("2,3,4", "--virtual-stages", help="v candidates for interleaved-1f1b"),
+    pp: str | None = typer.Option(None, "--pp", help="restrict pipeline depths, e.g. 4,8"),
+    model: str | None = typer.Option(None, "--model", help="model preset"),
+    gpu: str | None = typer.Option(None, "--gpu", help="GPU preset"),
+    profile: Path | None = typer.Option(None, "--profile", help="profile JSON (pptune probe)"),
+    efficiency: float = typer.Option(0.5, "--efficiency", help="fraction of peak FLOP/s (analytic costs)"),
+    sharded_optimizer: bool = typer.Option(False, "--sharded-optimizer", help="optimizer state sharded over dp (6 + 12/dp bytes/param)"),
+    grad_compression: str | None = typer.Option(None, "--grad-compression", help="none, fp16, bf16 or topk:FRACTION"),
+    reserve_gib: float = typer.Option(2.0, "--reserve-gib", help="memory kept back per GPU (context, NCCL, fragmentation)"),
+    blocking_send: bool = typer.Option(False, "--blocking-send", help="sends block the sender"),
+    top: int = typer.Option(5, "--top", help="plans to show"),
+    timeline: bool = typer.Option(False, "--timeline", help="draw the winner's timeline"),
+    as_json: bool = typer.Option(False, "--json", help='print {"plans": [...], "rejected": {...}}'),
+    output: Path | None = typer.Option(None, "--output", "-o", help="save the JSON to FILE"),
+    width: int = typer.Option(80, "--width", help="timeline width in columns"),
+) -> None:
+    from pptune import planning
+
+    req = planning.RecommendSpec(
+        gpus=gpus, tp=tp, gpus_per_node=gpus_per_node, global_batch=global_batch,
+        micro_batch_sizes=_ints(micro_batch_sizes, "--micro-batch-sizes"),
+        schedules=_schedules(schedules), virtual_stages=_ints(virtual_stages, "--virtual-stages") or [],
+        pp=_ints(pp, "--pp"), model=model, gpu=gpu, profile=profile, efficiency=efficiency,
+        sharded_optimizer=sharded_optimizer, grad_compression=grad_compression,
+        reserve_gib=reserve_gib, blocking_send=blocking_send, top=top,
+    )
+    run = planning.recommend(req)
+    for note in run.notes:
+        _say(note)
+    from pptune.report.plans import plan_file, plans_table, rejected_line, why_lines
+
+    doc = plan_file(run.result, run.names, run.global_batch, run.origin, run.request)
+    text = doc.model_dump_json(indent=2)
+    if output is not None:
+        from pptune.schemas import write_atomic
+
+        write_atomic(output, text + "\n")
+        _say(f"wrote {output}")
+    if not run.result.plans:
+        raise NoFeasiblePlan(planning.no_plan_message(run))
+    if as_json:
+        typer.echo(text)
+        return
+    out = _out()
+    out.print(plans_table(run.result))
+    for line in why_lines(run.result):
+        out.print(line, highlight=False, markup=False)
+    out.print(rejected_line(run.result), highlight=False, markup=False)
+    for note in run.result.notes:
+        out.print(f"note: {note}", highlight=False, markup=False)
+    if timeline:
+        from pptune.report import timeline_text
+        from pptune.costmodel.search import evaluate
+
+        w = run.result.plans[0]
+        full = evaluate(
+            run.table, run.plan_request, w.schedule, w.pp, w.micro_batch_size,
+            w.num_microbatches, w.virtual_stages, w.stage_layers, keep_events=True,
+        )
+        from pptune.report.plans import timeline_windows
+
+        for label, window in timeline_windows(full.sim, w.pp, w.num_microbatches):
+            head = f"timeline of plan 1 (one pipeline, {w.pp} GPUs)"
+            out.print(f"{head}, {label}:" if label else f"{head}:", highlight=False, markup=False)
+            out.print(timeline_text(window, width=width))
+
+
+# --------------------------------------------------------------------------- presets / schema
+
+@app.command("presets", help="List the built-in model and GPU presets with their numbers.\n\n  pptune presets --json")
+@_guard
+def presets_cmd(as_json: bool = typer.Option(False, "--json", help="machine-readable")) -> None:
+    from pptune.report.presets import presets_json, presets_tables
+
+    if as_json:
+        typer.echo(json.dumps(presets_json(), indent=2))
+        return
+    out = _out()
+    for table in presets_tables():
+        out.print(table)
+
+
+SCHEMA_HELP = """Print the JSON Schema of a file pptune reads or writes.
+
+  pptune schema profile     (what pptune probe writes and --profile reads)
+  pptune schema plan        (what pptune recommend --json / -o writes)
+  pptune schema config      (pptune's own training config for check-config)
+"""
+
+
+@app.command("schema", help=SCHEMA_HELP)
+@_guard
+def schema_cmd(kind: str = typer.Argument(..., help="profile, plan or config")) -> None:
+    from pptune import schemas
+
+    models: dict[str, Any] = {
+        "profile": schemas.Profile, "plan": schemas.PlanFile, "config": schemas.TrainingConfig,
+    }
+    if kind not in models:
+        raise BadInput(f"unknown schema {kind!r}; choose one of: {', '.join(models)}")
+    typer.echo(json.dumps(models[kind].model_json_schema(), indent=2))
+
+
+def _register_optional() -> None:
+    """Commands that live in their own modules."""
     from pptune import cli_probe
 
-    app.command("probe", help=cli_probe.HELP)(cli_probe.probe)
+    app.command("probe", help=cli_probe.HELP)(_guard(cli_probe.probe))
+    try:
+        from pptune import cli_observe
+    except ImportError:  # being built
+        return
+    app.command("trace-report", help=cli_observe.TRACE_REPORT_HELP)(_guard(cli_observe.trace_report))
+    app.command("monitor", help=cli_observe.MONITOR_HELP)(_guard(cli_observe.monitor))
 
 
-_register()
-
-
-def fail(exc: PptuneError) -> None:
-    """The one place a domain error becomes a line on stderr and an exit code."""
-    msg = str(exc).replace("\n", " ")
-    print(f"pptune: error: {msg}", file=sys.stderr)
-    raise SystemExit(exc.exit_code)
+_register_optional()
 
 
 def main() -> None:
     try:
-        app(standalone_mode=True)
-    except PptuneError as exc:
-        fail(exc)
+        app()
+    except PptuneError as exc:  # raised outside a guarded command
+        print(f"pptune: error: {exc}", file=sys.stderr)
+        raise SystemExit(exc.exit_code) from None

@@ -66,6 +66,14 @@ def kind_of(op: TimelineOp) -> str:
     return str(getattr(kind, "value", kind))
 
 
+def legend_kinds(result: Timeline) -> list[tuple[str, str]]:
+    """``(kind, name)`` pairs for a legend: F and B always, W only when the
+    timeline holds weight-gradient ops (zero-bubble schedules), so a 1F1B
+    picture does not list a colour it never shows."""
+    has_w = any(kind_of(e.op) == "W" for e in result.events)
+    return [(k, name) for k, name in KIND_NAMES.items() if k != "W" or has_w]
+
+
 def op_label(op: TimelineOp) -> str:
     """Short name of an op: ``F3`` (kind and micro-batch)."""
     return f"{kind_of(op)}{op.mb}"

@@ -1,0 +1,138 @@
+"""`pptune recommend`: resolve the cost source, build the request, search."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pptune.costmodel.comm import compression_factor
+from pptune.costmodel.schedules import Schedule
+from pptune.costmodel.search import CostTable, PlanRequest, SearchResult, search
+from pptune.errors import BadInput
+from pptune.profiles import cost_table, resolve_source
+
+GIB = 1024**3
+
+
+@dataclass
+class RecommendSpec:
+    gpus: int
+    tp: int = 1
+    gpus_per_node: int = 8
+    global_batch: int | None = None
+    micro_batch_sizes: list[int] | None = None
+    schedules: list[Schedule] = field(default_factory=lambda: list(Schedule))
+    virtual_stages: list[int] = field(default_factory=lambda: [2, 3, 4])
+    pp: list[int] | None = None
+    model: str | None = None
+    gpu: str | None = None
+    profile: Path | None = None
+    efficiency: float = 0.5
+    sharded_optimizer: bool = False
+    grad_compression: str | None = None
+    reserve_gib: float = 2.0
+    blocking_send: bool = False
+    top: int = 5
+
+
+@dataclass
+class RecommendRun:
+    result: SearchResult
+    table: CostTable
+    plan_request: PlanRequest
+    names: list[str]
+    global_batch: int
+    origin: str
+    request: dict[str, Any]
+    notes: list[str]
+
+
+def check_spec(spec: RecommendSpec) -> None:
+    """Every bad flag at once, in one line."""
+    problems = []
+    if spec.gpus < 1:
+        problems.append(f"--gpus must be >= 1 (got {spec.gpus})")
+    if spec.tp < 1:
+        problems.append(f"--tp must be >= 1 (got {spec.tp})")
+    elif spec.gpus >= 1 and spec.gpus % spec.tp:
+        problems.append(f"--tp {spec.tp} must divide --gpus {spec.gpus}")
+    if spec.gpus_per_node < 1:
+        problems.append(f"--gpus-per-node must be >= 1 (got {spec.gpus_per_node})")
+    if spec.global_batch is not None and spec.global_batch < 1:
+        problems.append(f"--global-batch must be >= 1 (got {spec.global_batch})")
+    if spec.top < 1:
+        problems.append(f"--top must be >= 1 (got {spec.top})")
+    if not 0 < spec.efficiency <= 1:
+        problems.append(f"--efficiency must be in (0, 1] (got {spec.efficiency})")
+    if spec.reserve_gib < 0:
+        problems.append(f"--reserve-gib must be >= 0 (got {spec.reserve_gib})")
+    if any(v < 2 for v in spec.virtual_stages):
+        problems.append("--virtual-stages candidates must be >= 2 (interleaved-1f1b)")
+    if problems:
+        raise BadInput("; ".join(problems))
+
+
+def recommend(spec: RecommendSpec) -> RecommendRun:
+    check_spec(spec)
+    try:
+        factor = compression_factor(spec.grad_compression)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    src = resolve_source(
+        spec.profile, spec.model, spec.gpu, tp=spec.tp, efficiency=spec.efficiency,
+        micro_batch_sizes=spec.micro_batch_sizes,
+    )
+    notes = [f"costs: {src.origin}"]
+    if src.tp_applied != spec.tp:
+        notes.append(
+            f"the profile was measured without tensor parallelism; --tp {spec.tp} divides its "
+            "compute, memory and sends by tp (linear scaling, an approximation)"
+        )
+    table = cost_table(src.profile, tp=spec.tp, tp_in_costs=src.tp_applied)
+    sizes = spec.micro_batch_sizes or sorted(table.by_mb)
+    missing = [b for b in sizes if b not in table.by_mb]
+    if missing:
+        raise BadInput(
+            f"the profile has no costs for micro-batch sizes {missing}; it has "
+            f"{sorted(table.by_mb)} (pptune probe --micro-batch-sizes)"
+        )
+    global_batch = spec.global_batch or src.profile.model.global_batch
+    if global_batch is None:
+        raise BadInput("the profile names no default global batch; pass --global-batch")
+    req = PlanRequest(
+        gpus=spec.gpus, global_batch=global_batch, tp=spec.tp, gpus_per_node=spec.gpus_per_node,
+        schedules=tuple(spec.schedules), virtual_stages=tuple(spec.virtual_stages),
+        micro_batch_sizes=tuple(sizes), pp=tuple(spec.pp) if spec.pp else None,
+        sharded_optimizer=spec.sharded_optimizer, reserve_bytes=spec.reserve_gib * GIB,
+        grad_bytes_factor=factor, blocking_send=spec.blocking_send, top=spec.top,
+    )
+    result = search(table, req)
+    request = {
+        "gpus": spec.gpus, "tp": spec.tp, "gpus_per_node": spec.gpus_per_node,
+        "global_batch": global_batch, "micro_batch_sizes": list(sizes),
+        "schedules": [s.value for s in spec.schedules], "model": src.profile.model.name,
+        "device": src.profile.device.name, "sharded_optimizer": spec.sharded_optimizer,
+        "grad_compression": spec.grad_compression or "none", "seq_len": table.seq_len,
+    }
+    return RecommendRun(result, table, req, list(table.names), global_batch, src.origin,
+                        request, notes)
+
+
+def no_plan_message(run: RecommendRun) -> str:
+    """What to change when nothing fits, with the counts that say why."""
+    rej = run.result.rejected
+    counts = ", ".join(f"{k} {n}" for k, n in sorted(rej.items(), key=lambda kv: -kv[1]))
+    hints = []
+    if rej.get("out_of_memory"):
+        hints.append("more GPUs, --tp 2/4/8, --sharded-optimizer or smaller --micro-batch-sizes")
+    if rej.get("batch_not_divisible"):
+        hints.append(
+            f"a --global-batch divisible by micro-batch size x dp (now {run.global_batch})"
+        )
+    if rej.get("microbatches_less_than_pp") or rej.get("microbatches_not_multiple_of_pp"):
+        hints.append("a larger --global-batch so that micro-batches >= pipeline depth")
+    return (
+        f"no feasible plan for {run.plan_request.gpus} GPUs ({counts or 'no candidates'}); "
+        f"try {'; or '.join(hints) or 'different flags'}"
+    )

@@ -1,0 +1,197 @@
+"""Rendering and export of ``recommend`` results: the ranked table, the
+explanation lines, the rejected counts and the JSON records."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rich import box
+from rich.table import Table
+
+from pptune.costmodel.partition import stage_bounds
+from pptune.costmodel.schedules import Schedule
+from pptune.costmodel.search import Plan, SearchResult
+from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
+from pptune.schemas import PlanFile, PlanRecord
+
+REASON_TEXT = {
+    "batch_not_divisible": "global batch does not divide",
+    "microbatches_less_than_pp": "m < pp (1f1b)",
+    "microbatches_not_multiple_of_pp": "m not a multiple of pp (interleaved)",
+    "schedule_needs_pp_2": "schedule needs pp >= 2",
+    "too_few_layers": "more stages than layers",
+    "out_of_memory": "out of memory",
+}
+
+
+def fmt_rate(tokens_per_s: float) -> str:
+    for factor, unit in ((1e6, "M"), (1e3, "k")):
+        if tokens_per_s >= factor:
+            return f"{tokens_per_s / factor:.1f}{unit}"
+    return f"{tokens_per_s:.0f}"
+
+
+def compact_split(stage_layers: Sequence[int]) -> str:
+    """``8,9,9,8``; long uniform runs shortened: ``1,4x30,2``."""
+    parts: list[str] = []
+    i = 0
+    while i < len(stage_layers):
+        j = i
+        while j < len(stage_layers) and stage_layers[j] == stage_layers[i]:
+            j += 1
+        run = j - i
+        parts.append(f"{stage_layers[i]}x{run}" if run > 3 else ",".join([str(stage_layers[i])] * run))
+        i = j
+    return ",".join(parts)
+
+
+def plans_table(result: SearchResult) -> Table:
+    """Ranked plans; ``m`` is also the gradient-accumulation steps (``*``: not a multiple of pp)."""
+    table = Table(
+        title="pptune recommend: ranked pipeline plans", title_justify="left",
+        box=box.SIMPLE_HEAD, pad_edge=False,
+        caption="m = micro-batches = gradient-accumulation steps (* not a multiple of pp); "
+        "eff = ideal step (compute / GPUs) / step",
+        caption_justify="left",
+    )
+    for name, justify in [
+        ("#", "right"), ("pp×dp×tp", "left"), ("schedule", "left"), ("v", "right"),
+        ("mbs", "right"), ("m", "right"), ("layers/stage", "left"), ("bubble", "right"),
+        ("step", "right"), ("tok/s", "right"), ("mem/GPU", "right"), ("free", "right"),
+        ("eff", "right"),
+    ]:
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for i, plan in enumerate(result.plans, 1):
+        table.add_row(
+            str(i), f"{plan.pp}×{plan.dp}×{plan.tp}", plan.schedule.value,
+            str(plan.virtual_stages), str(plan.micro_batch_size),
+            f"{plan.num_microbatches}" + ("" if plan.aligned else "*"),
+            compact_split(plan.stage_layers), fmt_pct(plan.bubble_rate),
+            fmt_seconds(plan.step_time_s), fmt_rate(plan.tokens_per_s),
+            fmt_bytes(max(plan.peak_memory_bytes)), fmt_bytes(plan.headroom_bytes),
+            fmt_pct(plan.efficiency),
+        )
+    return table
+
+
+@dataclass
+class Window:
+    """A time window of a timeline, shifted to start at 0 (duck-types report.Timeline)."""
+
+    p: int
+    step_time_s: float
+    events: list[Any]
+
+
+def timeline_windows(sim: Any, p: int, m: int) -> list[tuple[str, Window]]:
+    """The whole timeline, or for long runs its warm-up and cool-down windows.
+
+    With m much larger than p the steady state fills the picture and the
+    bubble (at the edges) is invisible, so show the first and last
+    ``3p`` micro-batch slots instead.
+    """
+    span = sim.step_time_s
+    if m <= 3 * p or span <= 0:
+        return [("", Window(p, span, list(sim.events)))]
+    width = span * min(1.0, 3 * p / (m + p - 1))
+    out = []
+    for label, t0 in (("warm-up", 0.0), ("cool-down", span - width)):
+        evs = []
+        for e in sim.events:
+            s, t = max(e.start_s, t0), min(e.end_s, t0 + width)
+            if t > s:
+                evs.append(e._replace(start_s=s - t0, end_s=t - t0))
+        out.append((f"{label}, {fmt_seconds(t0)} to {fmt_seconds(t0 + width)}", Window(p, width, evs)))
+    return out
+
+
+def _rival(result: SearchResult, winner: Plan) -> Plan | None:
+    """The best plan of another schedule: 1f1b when the winner is not 1f1b."""
+    best = result.best_by_schedule
+    if winner.schedule is not Schedule.ONE_F_ONE_B and Schedule.ONE_F_ONE_B in best:
+        return best[Schedule.ONE_F_ONE_B]
+    others = [p for s, p in best.items() if s is not winner.schedule]
+    return min(others, key=lambda p: p.step_time_s) if others else None
+
+
+def why_lines(result: SearchResult) -> list[str]:
+    """One or two lines on why the winner wins, with the numbers."""
+    if not result.plans:
+        return []
+    w = result.plans[0]
+    head = (
+        f"winner: pp={w.pp} dp={w.dp} tp={w.tp} {w.schedule.value}"
+        + (f" v={w.virtual_stages}" if w.virtual_stages > 1 else "")
+        + f", {w.num_microbatches} micro-batches of {w.micro_batch_size}"
+    )
+    rival = _rival(result, w)
+    if rival is not None:
+        ratio = rival.step_time_s / w.step_time_s
+        head += (
+            f": bubble {fmt_pct(w.bubble_rate)} vs {fmt_pct(rival.bubble_rate)} for the best "
+            f"{rival.schedule.value} plan (pp={rival.pp}, m={rival.num_microbatches}, "
+            f"{ratio:.2f}x its step time)"
+        )
+    comm = []
+    if w.exposed_p2p_s is not None:
+        share = w.exposed_p2p_s / w.step_time_s if w.step_time_s else 0.0
+        comm.append(
+            "p2p hidden behind compute" if share < 0.005
+            else f"p2p adds {fmt_seconds(w.exposed_p2p_s)} ({fmt_pct(share)}) to the step"
+        )
+    if w.exposed_allreduce_s is not None and w.dp > 1:
+        share = w.exposed_allreduce_s / w.step_time_s if w.step_time_s else 0.0
+        comm.append(
+            "DP all-reduce hidden in the cool-down" if share < 0.005
+            else f"DP all-reduce exposes {fmt_seconds(w.exposed_allreduce_s)} ({fmt_pct(share)})"
+        )
+    comm.append(
+        f"peak memory {fmt_bytes(max(w.peak_memory_bytes))} of "
+        f"{fmt_bytes(w.memory_capacity_bytes)} on the fullest GPU"
+    )
+    return [head, "; ".join(comm)]
+
+
+def rejected_line(result: SearchResult) -> str:
+    total = sum(result.rejected.values())
+    if not total:
+        return f"searched {result.candidates} candidates, simulated {result.simulated}, none rejected"
+    parts = [
+        f"{REASON_TEXT.get(k, k)}: {n}"
+        for k, n in sorted(result.rejected.items(), key=lambda kv: (-kv[1], kv[0]))
+    ]
+    return (
+        f"searched {result.candidates} candidates, simulated {result.simulated}; "
+        f"rejected {total} ({', '.join(parts)})"
+    )
+
+
+def plan_record(plan: Plan, rank: int, names: Sequence[str], global_batch: int) -> PlanRecord:
+    return PlanRecord(
+        rank=rank, pp=plan.pp, dp=plan.dp, tp=plan.tp, schedule=plan.schedule,
+        virtual_stages=plan.virtual_stages, micro_batch_size=plan.micro_batch_size,
+        num_microbatches=plan.num_microbatches, grad_accum_steps=plan.grad_accum_steps,
+        global_batch=global_batch, stage_layers=plan.stage_layers,
+        stage_layer_names=[[names[s], names[e - 1]] for s, e in stage_bounds(plan.stage_layers)],
+        bubble_rate=plan.bubble_rate, step_time_s=plan.step_time_s,
+        tokens_per_s=plan.tokens_per_s, peak_memory_bytes=plan.peak_memory_bytes,
+        memory_capacity_bytes=plan.memory_capacity_bytes, headroom_bytes=plan.headroom_bytes,
+        ideal_step_s=plan.ideal_step_s, efficiency=plan.efficiency,
+        gradient_accumulation_aligned=plan.aligned,
+        exposed_p2p_s=plan.exposed_p2p_s, exposed_allreduce_s=plan.exposed_allreduce_s,
+    )
+
+
+def plan_file(
+    result: SearchResult, names: Sequence[str], global_batch: int, source: str,
+    request: dict[str, object],
+) -> PlanFile:
+    return PlanFile(
+        plans=[plan_record(p, i, names, global_batch) for i, p in enumerate(result.plans, 1)],
+        rejected=dict(sorted(result.rejected.items())),
+        source=source,
+        request=request,
+        notes=list(result.notes),
+    )

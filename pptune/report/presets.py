@@ -1,0 +1,51 @@
+"""Tables and JSON of the built-in presets (`pptune presets`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from pptune.costmodel import presets
+from pptune.costmodel.analytic import block_params
+from pptune.report.fmt import fmt_bytes
+
+
+def _params(m: presets.ModelShape) -> float:
+    emb = m.vocab * m.hidden
+    return m.num_blocks * block_params(m) + 2 * emb
+
+
+def presets_tables() -> list[Table]:
+    models = Table(title="model presets (--model)", title_justify="left")
+    for col in ["name", "params", "blocks", "hidden", "heads", "kv", "ffn", "vocab", "seq",
+                "global batch", "source"]:
+        models.add_column(col, justify="left" if col in ("name", "source") else "right")
+    for m in presets.MODELS.values():
+        models.add_row(
+            m.name, f"{_params(m) / 1e9:.2f}B", str(m.num_blocks), str(m.hidden), str(m.heads),
+            str(m.kv_heads), str(m.ffn), str(m.vocab), str(m.seq_len), str(m.global_batch),
+            m.source,
+        )
+    gpus = Table(title="GPU presets (--gpu)", title_justify="left")
+    for col in ["name", "bf16 TFLOP/s", "memory", "HBM GB/s", "NVLink GB/s", "IB GB/s", "source"]:
+        gpus.add_column(col, justify="left" if col in ("name", "source") else "right")
+    for g in presets.GPUS.values():
+        gpus.add_row(
+            g.name, f"{g.peak_flops / 1e12:.0f}", fmt_bytes(g.memory_bytes),
+            f"{g.hbm_bytes_per_s / 1e9:.0f}", f"{g.nvlink_bytes_per_s / 1e9:.0f}",
+            f"{g.ib_bytes_per_s / 1e9:.0f}", g.source,
+        )
+    return [models, gpus]
+
+
+def presets_json() -> dict[str, Any]:
+    return {
+        "models": [
+            {**m.__dict__, "params": _params(m)} for m in presets.MODELS.values()
+        ],
+        "gpus": [g.__dict__ for g in presets.GPUS.values()],
+        "defaults": {"model": presets.DEFAULT_MODEL, "gpu": presets.DEFAULT_GPU,
+                     "efficiency": presets.DEFAULT_EFFICIENCY,
+                     "op_overhead_s": presets.DEFAULT_OP_OVERHEAD_S},
+    }

@@ -1,0 +1,41 @@
+"""Rich tables for simulation results."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from pptune.costmodel.simulate import SimResult
+from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
+
+
+def sim_summary_table(result: SimResult) -> Table:
+    """Step time and bubble rate in the title, then one row per device.
+
+    Columns: busy and idle time, busy share of the step, peak in-flight
+    micro-batches (activations held at once) and peak activation memory.
+    """
+    schedule = getattr(result.schedule, "value", result.schedule)
+    head = f"{schedule}  pp={result.p}  m={result.m}"
+    if result.v > 1:
+        head += f"  v={result.v}"
+    table = Table(
+        title=f"{head}\nstep {fmt_seconds(result.step_time_s)}  "
+        f"bubble {fmt_pct(result.bubble_rate)}",
+    )
+    table.add_column("device")
+    table.add_column("busy", justify="right")
+    table.add_column("idle", justify="right")
+    table.add_column("busy %", justify="right")
+    table.add_column("peak in-flight", justify="right")
+    table.add_column("peak act", justify="right")
+    step = result.step_time_s
+    for d, dev in enumerate(result.devices):
+        table.add_row(
+            f"dev{d}",
+            fmt_seconds(dev.busy_s),
+            fmt_seconds(dev.idle_s),
+            fmt_pct(dev.busy_s / step if step > 0 else 0.0),
+            str(dev.peak_inflight),
+            fmt_bytes(dev.peak_activation_bytes),
+        )
+    return table

@@ -1,0 +1,162 @@
+"""`pptune simulate`: turn flags into stage costs, run the simulator, export."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pptune.costmodel.partition import SplitError, even_split
+from pptune.costmodel.schedules import Schedule, ScheduleError, chunks_per_device, validate
+from pptune.costmodel.search import CostTable, stage_costs
+from pptune.costmodel.simulate import Link, SimResult, simulate, uniform_stages
+from pptune.errors import BadInput
+from pptune.profiles import cost_table, resolve_source
+
+
+@dataclass
+class SimSpec:
+    schedule: str = "1f1b"
+    pp: int = 4
+    microbatches: int = 8
+    virtual_stages: int = 1
+    fwd_ms: float | None = None
+    bwd_ms: float | None = None
+    wgrad_ms: float = 0.0
+    p2p_ms: float = 0.0
+    model: str | None = None
+    gpu: str | None = None
+    profile: Path | None = None
+    micro_batch_size: int = 1
+    split: list[int] | None = None
+    tp: int = 1
+    efficiency: float = 0.5
+    blocking_send: bool = False
+
+
+@dataclass
+class SimRun:
+    spec: SimSpec
+    schedule: Schedule
+    result: SimResult
+    notes: list[str] = field(default_factory=list)
+    stage_layers: list[int] | None = None
+    origin: str = "textbook"
+
+
+def parse_schedule(name: str) -> Schedule:
+    try:
+        return Schedule(name)
+    except ValueError:
+        raise BadInput(
+            f"unknown schedule {name!r}; choose from {', '.join(s.value for s in Schedule)}"
+        ) from None
+
+
+def run(spec: SimSpec) -> SimRun:
+    schedule = parse_schedule(spec.schedule)
+    p, m = spec.pp, spec.microbatches
+    v = spec.virtual_stages
+    if schedule is Schedule.ZBV and v == 1:
+        v = 2
+    if p < 1:
+        raise BadInput(f"--pp must be >= 1 (got {p})")
+    if m < 1:
+        raise BadInput(f"--microbatches must be >= 1 (got {m})")
+    try:
+        validate(schedule, p, m, v)
+    except ScheduleError as exc:
+        raise BadInput(str(exc)) from None
+    notes = []
+    if schedule is Schedule.ONE_F_ONE_B and m < p:
+        notes.append(
+            f"1f1b with fewer micro-batches than stages ({m} < {p}) is simulated with a "
+            "shorter warm-up, but torch (Schedule1F1B) and Megatron-LM refuse it"
+        )
+    chunks = chunks_per_device(schedule, v)
+    textbook = spec.fwd_ms is not None or spec.bwd_ms is not None
+    if textbook:
+        if spec.fwd_ms is None or spec.bwd_ms is None:
+            raise BadInput("textbook mode needs both --fwd-ms and --bwd-ms")
+        for flag, val in [("--fwd-ms", spec.fwd_ms), ("--bwd-ms", spec.bwd_ms),
+                          ("--wgrad-ms", spec.wgrad_ms), ("--p2p-ms", spec.p2p_ms)]:
+            if not val >= 0:
+                raise BadInput(f"{flag} must be >= 0 (got {val})")
+        if spec.model or spec.gpu or spec.profile or spec.split:
+            raise BadInput("--fwd-ms/--bwd-ms simulate equal stages; drop --model/--gpu/--profile/--split")
+        stages = uniform_stages(
+            p * chunks, spec.fwd_ms / 1e3 / chunks, spec.bwd_ms / 1e3 / chunks,
+            spec.wgrad_ms / 1e3 / chunks, act_bytes=0.0, out_bytes=1.0,
+        )
+        link = Link(spec.p2p_ms / 1e3, float("inf"))
+        result = simulate(
+            schedule, p, m, stages, v=v, link=lambda a, b: link, blocking_send=spec.blocking_send
+        )
+        return SimRun(spec, schedule, result, notes)
+    src = resolve_source(
+        spec.profile, spec.model, spec.gpu, tp=spec.tp, efficiency=spec.efficiency,
+        micro_batch_sizes=[spec.micro_batch_size],
+    )
+    notes.append(f"costs: {src.origin}")
+    table = cost_table(src.profile, tp=spec.tp, tp_in_costs=src.tp_applied)
+    if spec.micro_batch_size not in table.by_mb:
+        raise BadInput(
+            f"the profile has no costs for micro-batch size {spec.micro_batch_size}; "
+            f"it has {sorted(table.by_mb)} (pptune probe --micro-batch-sizes)"
+        )
+    n_layers = len(table.names)
+    n_stages = p * chunks
+    if spec.split is not None:
+        if len(spec.split) != n_stages or sum(spec.split) != n_layers:
+            raise BadInput(
+                f"--split {','.join(map(str, spec.split))} must have {n_stages} entries "
+                f"(pp x chunks) summing to the {n_layers} layers "
+                f"(embedding + {n_layers - 2} blocks + head); it has {len(spec.split)} "
+                f"summing to {sum(spec.split)}"
+            )
+        split = spec.split
+    else:
+        try:
+            split = even_split(n_layers, n_stages)
+        except SplitError as exc:
+            raise BadInput(str(exc)) from None
+    result = simulate_table(table, schedule, p, m, v, spec.micro_batch_size, split,
+                            spec.blocking_send)
+    return SimRun(spec, schedule, result, notes, split, src.origin)
+
+
+def simulate_table(
+    table: CostTable, schedule: Schedule, p: int, m: int, v: int, b: int, split: list[int],
+    blocking_send: bool = False,
+) -> SimResult:
+    """Simulate one pipeline with per-layer costs; links inside one node."""
+    stages = stage_costs(table, b, split)
+    return simulate(
+        schedule, p, m, stages, v=v, link=lambda a, z: table.p2p_intra,
+        blocking_send=blocking_send,
+    )
+
+
+def result_json(run: SimRun) -> dict[str, Any]:
+    r = run.result
+    return {
+        "schedule": run.schedule.value,
+        "pp": r.p,
+        "num_microbatches": r.m,
+        "virtual_stages": r.v,
+        "micro_batch_size": None if run.spec.fwd_ms is not None else run.spec.micro_batch_size,
+        "stage_layers": run.stage_layers,
+        "source": run.origin,
+        "step_time_s": r.step_time_s,
+        "bubble_rate": r.bubble_rate,
+        "devices": [
+            {
+                "device": d,
+                "busy_s": dev.busy_s,
+                "idle_s": dev.idle_s,
+                "peak_inflight_microbatches": dev.peak_inflight,
+                "peak_activation_bytes": dev.peak_activation_bytes,
+            }
+            for d, dev in enumerate(r.devices)
+        ],
+    }
