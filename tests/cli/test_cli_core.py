@@ -1,0 +1,207 @@
+"""CLI: exit codes, one-line errors, JSON contracts (typer's CliRunner)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pptune.cli import app
+from pptune.profiles import analytic_profile
+
+runner = CliRunner()
+
+
+def run(*args: str, cwd: Path | None = None):
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def one_error_line(result) -> str:
+    lines = [x for x in result.stderr.splitlines() if x.startswith("pptune: error:")]
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.output + result.stderr
+    return lines[0]
+
+
+def test_simulate_textbook_prints_bubble_and_timeline() -> None:
+    r = run("simulate", "--schedule", "1f1b", "--pp", "4", "--microbatches", "8",
+            "--fwd-ms", "1", "--bwd-ms", "2", "--timeline")
+    assert r.exit_code == 0
+    assert "bubble 27.3%" in r.stdout
+    assert "step 33.0 ms" in r.stdout
+    assert r.stdout.count("dev") >= 8  # summary rows and timeline rows
+
+
+def test_simulate_json_contract() -> None:
+    r = run("simulate", "--schedule", "zb-h1", "--pp", "4", "--microbatches", "8",
+            "--fwd-ms", "1", "--bwd-ms", "1", "--wgrad-ms", "1", "--json")
+    assert r.exit_code == 0
+    doc = json.loads(r.stdout)
+    for key in ("schedule", "pp", "num_microbatches", "virtual_stages", "step_time_s",
+                "bubble_rate", "devices"):
+        assert key in doc
+    assert doc["bubble_rate"] == pytest.approx(3 / (3 * 8 + 3))
+    assert {"busy_s", "idle_s", "peak_activation_bytes"} <= set(doc["devices"][0])
+
+
+def test_simulate_model_preset_with_split(tmp_path: Path) -> None:
+    trace, svg = tmp_path / "t.json", tmp_path / "t.svg"
+    r = run("simulate", "--model", "gpt3-1.3b", "--gpu", "h100-sxm", "--pp", "4",
+            "--microbatches", "8", "--split", "7,6,6,7", "--json", "--trace", str(trace),
+            "--svg", str(svg))
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["stage_layers"] == [7, 6, 6, 7]
+    assert json.loads(trace.read_text())["traceEvents"]
+    assert svg.read_text().startswith("<svg")
+
+
+def test_simulate_1f1b_with_m_below_p_warns_but_runs() -> None:
+    r = run("simulate", "--pp", "4", "--microbatches", "2", "--fwd-ms", "1", "--bwd-ms", "2")
+    assert r.exit_code == 0
+    assert "refuse" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--pp", "0", "--fwd-ms", "1", "--bwd-ms", "2"], "--pp must be >= 1 (got 0)"),
+        (["--microbatches", "0", "--fwd-ms", "1", "--bwd-ms", "2"], "(got 0)"),
+        (["--schedule", "pipedream", "--fwd-ms", "1", "--bwd-ms", "2"], "unknown schedule 'pipedream'"),
+        (["--schedule", "interleaved-1f1b", "-v", "2", "--microbatches", "6", "--fwd-ms", "1",
+          "--bwd-ms", "2"], "multiple of pipeline depth (4)"),
+        (["--model", "gpt3-1.3b", "--split", "1,2,3,4"], "summing to the 26 layers"),
+        (["--model", "gpt-9000"], "unknown model preset 'gpt-9000'"),
+        (["--model", "gpt3-1.3b", "--gpu", "tpu"], "unknown GPU preset 'tpu'"),
+        (["--split", "a,b", "--model", "gpt3-1.3b"], "comma-separated integers"),
+    ],
+)
+def test_simulate_bad_input_is_one_line_exit_2(args: list[str], needle: str) -> None:
+    r = run("simulate", *args)
+    assert r.exit_code == 2
+    assert needle in one_error_line(r)
+
+
+def test_recommend_default_json_contract(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # no ./pptune-profile.json here
+    out = tmp_path / "plans.json"
+    r = run("recommend", "--gpus", "8", "--json", "-o", str(out))
+    assert r.exit_code == 0, r.stderr
+    assert "embedded default" in r.stderr
+    doc = json.loads(r.stdout)
+    assert set(doc) >= {"plans", "rejected"}
+    keys = {"pp", "dp", "tp", "schedule", "virtual_stages", "micro_batch_size",
+            "num_microbatches", "grad_accum_steps", "stage_layers", "bubble_rate",
+            "step_time_s", "tokens_per_s", "peak_memory_bytes"}
+    assert doc["plans"] and all(keys <= set(p) for p in doc["plans"])
+    times = [p["step_time_s"] for p in doc["plans"]]
+    assert times == sorted(times)
+    for p in doc["plans"]:
+        assert p["micro_batch_size"] * p["num_microbatches"] * p["dp"] == 512
+        assert p["pp"] * p["dp"] * p["tp"] == 8
+        assert len(p["peak_memory_bytes"]) == p["pp"]
+    assert json.loads(out.read_text()) == doc
+
+
+def test_recommend_table_explains_the_winner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    r = run("recommend", "--gpus", "8", "--model", "gpt3-1.3b", "--gpu", "a100-80gb", "--timeline")
+    assert r.exit_code == 0, r.stderr
+    assert "winner:" in r.stdout and "bubble" in r.stdout
+    assert "searched" in r.stdout and "rejected" in r.stdout
+    assert "timeline of plan 1" in r.stdout
+
+
+def test_recommend_reads_a_profile_file(tmp_path: Path) -> None:
+    prof = tmp_path / "p.json"
+    prof.write_text(analytic_profile("gpt-small", "a100-80gb", [1, 2]).model_dump_json())
+    r = run("recommend", "--gpus", "2", "--profile", str(prof), "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["plans"][0]["global_batch"] == 32
+
+
+def test_recommend_picks_up_profile_in_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pptune-profile.json").write_text(
+        analytic_profile("gpt-small", "h200", [1]).model_dump_json()
+    )
+    r = run("recommend", "--gpus", "2", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert "./pptune-profile.json" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "args,code,needle",
+    [
+        (["--gpus", "0"], 2, "--gpus must be >= 1 (got 0)"),
+        (["--gpus", "8", "--tp", "3"], 2, "--tp 3 must divide --gpus 8"),
+        (["--gpus", "8", "--schedules", "1f1b,dualpipe"], 2, "unknown schedule 'dualpipe'"),
+        (["--gpus", "8", "--grad-compression", "zip"], 2, "unknown --grad-compression"),
+        (["--gpus", "8", "--global-batch", "3", "--schedules", "1f1b", "--model", "gpt3-1.3b"], 1,
+         "no feasible plan"),
+        (["--gpus", "2", "--model", "gpt3-175b", "--gpu", "a100-80gb"], 1, "out_of_memory"),
+    ],
+)
+def test_recommend_errors(args: list[str], code: int, needle: str, tmp_path: Path,
+                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    r = run("recommend", *args)
+    assert r.exit_code == code
+    assert needle in one_error_line(r)
+
+
+@pytest.mark.parametrize("content", [b"", b"\x00\xff\xfe binary", b"{not json", b"[]",
+                                     b'{"schema_version": 1, "source": "probe"}'])
+def test_bad_profile_file_is_one_line_exit_2(tmp_path: Path, content: bytes) -> None:
+    prof = tmp_path / "bad.json"
+    prof.write_bytes(content)
+    r = run("recommend", "--gpus", "2", "--profile", str(prof))
+    assert r.exit_code == 2
+    assert "profile" in one_error_line(r)
+
+
+def test_missing_profile_file() -> None:
+    r = run("simulate", "--profile", "/nonexistent/p.json")
+    assert r.exit_code == 2
+    assert "not found" in one_error_line(r)
+
+
+def test_presets_lists_every_name() -> None:
+    r = run("presets")
+    assert r.exit_code == 0
+    for name in ["gpt-small", "gpt3-1.3b", "gpt3-13b", "gpt3-175b", "llama3-8b", "llama3-70b",
+                 "a100-80gb", "h100-sxm", "h200"]:
+        assert name in r.stdout
+    doc = json.loads(run("presets", "--json").stdout)
+    assert {m["name"] for m in doc["models"]} >= {"gpt-small", "llama3-70b"}
+
+
+@pytest.mark.parametrize("kind", ["profile", "plan", "config"])
+def test_schema_prints_json_schema(kind: str) -> None:
+    r = run("schema", kind)
+    assert r.exit_code == 0
+    assert json.loads(r.stdout)["type"] == "object"
+
+
+def test_schema_unknown_kind() -> None:
+    r = run("schema", "nope")
+    assert r.exit_code == 2
+
+
+def test_planner_runs_without_torch(tmp_path: Path) -> None:
+    # sqlite-utils' trick: block the heavy import and run the real CLI.
+    code = (
+        "import sys; sys.modules['torch'] = None; sys.modules['pynvml'] = None\n"
+        "from pptune.cli import main; sys.argv = ['pptune', 'recommend', '--gpus', '8', '--json']\n"
+        "main()"
+    )
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["plans"]

@@ -1,0 +1,84 @@
+"""Analytic costs: the cited formulas, exactly."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from pptune.costmodel import presets
+from pptune.costmodel.analytic import (
+    analytic_layers,
+    block_act_bytes,
+    block_flops_per_token,
+    block_params,
+)
+
+GPT = dataclasses.replace(presets.MODELS["gpt3-1.3b"])  # h=2048, a=16, f=4h, s=2048
+
+
+@pytest.mark.parametrize("b", [1, 2, 4])
+def test_korthikanti_gpt_block_without_parallelism(b: int) -> None:
+    s, h, a = GPT.seq_len, GPT.hidden, GPT.heads
+    # Korthikanti et al. 2022, eq. 1: s b h (34 + 5 a s / h)
+    want = s * b * h * (34 + 5 * a * s / h)
+    assert block_act_bytes(GPT, b, tp=1, flash_attention=False) == pytest.approx(want)
+
+
+@pytest.mark.parametrize("t", [1, 2, 4, 8])
+def test_korthikanti_gpt_block_with_tensor_parallelism(t: int) -> None:
+    s, h, a = GPT.seq_len, GPT.hidden, GPT.heads
+    # eq. 2: s b h (10 + 24/t + 5 a s / (h t))
+    want = s * h * (10 + 24 / t + 5 * a * s / (h * t))
+    assert block_act_bytes(GPT, 1, tp=t, flash_attention=False) == pytest.approx(want)
+
+
+def test_flash_attention_drops_the_score_term() -> None:
+    s, h = GPT.seq_len, GPT.hidden
+    assert block_act_bytes(GPT, 1, flash_attention=True) == pytest.approx(34 * s * h)
+
+
+def test_gpt_block_flops_match_narayanan() -> None:
+    # Narayanan et al. 2021: forward of a GPT block is 24 b s h^2 (1 + s / 6h)
+    h, s = GPT.hidden, GPT.seq_len
+    gemm, attn = block_flops_per_token(GPT)
+    assert gemm + attn == pytest.approx(24 * h * h * (1 + s / (6 * h)))
+
+
+def test_llama3_8b_parameter_count() -> None:
+    m = presets.MODELS["llama3-8b"]
+    total = m.num_blocks * block_params(m) + 2 * m.vocab * m.hidden + m.hidden
+    assert total == pytest.approx(8.03e9, rel=0.01)  # Meta: 8.03B parameters
+
+
+def test_layers_embedding_blocks_head_with_heavy_ends() -> None:
+    m, g = presets.MODELS["llama3-8b"], presets.GPUS["h100-sxm"]
+    layers = analytic_layers(m, g, [1, 2])
+    assert [x.name for x in layers][:2] == ["embedding", "block0"]
+    assert layers[-1].name == "head" and len(layers) == m.num_blocks + 2
+    head, block, emb = layers[-1], layers[1], layers[0]
+    # the 128k-vocabulary head costs more than a block; its logits dominate memory
+    assert head.per_micro_batch[1].fwd_s > block.per_micro_batch[1].fwd_s
+    assert head.per_micro_batch[1].act_bytes > block.per_micro_batch[1].act_bytes
+    assert emb.param_bytes == 2 * m.vocab * m.hidden
+    # backward is twice forward for a block, split B = gemm + 2 attn, W = gemm
+    c = block.per_micro_batch[2]
+    over = presets.DEFAULT_OP_OVERHEAD_S
+    assert (c.bwd_s - over) + (c.wgrad_s - over) == pytest.approx(2 * (c.fwd_s - over))
+    # twice the micro-batch: twice the work and memory
+    assert layers[1].per_micro_batch[2].act_bytes == 2 * layers[1].per_micro_batch[1].act_bytes
+
+
+def test_efficiency_scales_compute() -> None:
+    m, g = presets.MODELS["gpt3-1.3b"], presets.GPUS["a100-80gb"]
+    fast = analytic_layers(m, g, [1], efficiency=1.0, op_overhead_s=0.0)[1].per_micro_batch[1]
+    slow = analytic_layers(m, g, [1], efficiency=0.5, op_overhead_s=0.0)[1].per_micro_batch[1]
+    assert slow.fwd_s == pytest.approx(2 * fast.fwd_s)
+    tokens = m.seq_len
+    gemm, attn = block_flops_per_token(m)
+    assert fast.fwd_s == pytest.approx(tokens * (gemm + attn) / g.peak_flops)
+
+
+def test_bad_efficiency_is_refused() -> None:
+    with pytest.raises(ValueError, match="efficiency"):
+        analytic_layers(GPT, presets.GPUS["h200"], [1], efficiency=0.0)
