@@ -332,8 +332,8 @@ def search(table: CostTable, req: PlanRequest) -> SearchResult:
             best_by[schedule] = plan
     plans.sort(key=lambda x: (x.step_time_s, not x.aligned, x.pp, list(Schedule).index(x.schedule)))
     top = plans[: req.top]
-    for plan in top:
-        _explain_costs(table, req, plan)
+    if top:
+        _explain_costs(table, req, top[0])
     if top and not any(
         req.global_batch % (b * top[0].dp) == 0
         and (req.global_batch // (b * top[0].dp)) % top[0].pp == 0

@@ -39,7 +39,7 @@ from pptune.costmodel.schedules import (
     OpKind,
     Schedule,
     chunks_per_device,
-    op_orders,
+    raw_orders,
     stage_device,
 )
 
@@ -138,7 +138,7 @@ def simulate(
     ``dp_allreduce_s[k]`` is stage k's gradient all-reduce time (0 by default).
     """
     schedule = Schedule(schedule)
-    orders = op_orders(schedule, p, m, v)
+    plan = raw_orders(schedule, p, m, v)
     n_stages = p * chunks_per_device(schedule, v)
     if len(stages) != n_stages:
         raise ValueError(
@@ -149,10 +149,26 @@ def simulate(
     allreduce = list(dp_allreduce_s) if dp_allreduce_s is not None else [0.0] * n_stages
     dev_of = [stage_device(schedule, p, k) for k in range(n_stages)]
     last = n_stages - 1
+    kinds = (OpKind.F, OpKind.B, OpKind.W)
+    # op cost by (kind, stage); B carries the weight-grad where backward is not split
+    cost_of = [
+        [st.fwd_s for st in stages],
+        [st.bwd_s if split else st.bwd_s + st.wgrad_s for st in stages],
+        [st.wgrad_s for st in stages],
+    ]
+    act_of = [st.act_bytes for st in stages]
+    # where each op's output goes (None: nowhere, or the same device) and its transfer time
+    send_to: list[list[int | None]] = [[None] * n_stages for _ in range(3)]
+    send_s: list[list[float]] = [[0.0] * n_stages for _ in range(3)]
+    for k in range(n_stages):
+        if k < last and dev_of[k + 1] != dev_of[k]:
+            send_to[0][k] = dev_of[k + 1]
+            send_s[0][k] = get_link(dev_of[k], dev_of[k + 1]).time_s(stages[k].out_bytes)
+        if k > 0 and dev_of[k - 1] != dev_of[k]:
+            send_to[1][k] = dev_of[k - 1]
+            send_s[1][k] = get_link(dev_of[k], dev_of[k - 1]).time_s(stages[k - 1].out_bytes)
+    release = 2 if split else 1
 
-    # Op keys are tuples (kind, mb, stage) with kind 0=F, 1=B, 2=W for speed.
-    kinds = {OpKind.F: 0, OpKind.B: 1, OpKind.W: 2}
-    plan = [[(kinds[op.kind], op.mb, op.stage) for op in ops] for ops in orders]
     arrival: dict[tuple[int, int, int], float] = {}  # output available to its consumer
     waiting: dict[tuple[int, int, int], list[int]] = {}
     link_free: dict[tuple[int, int], float] = {}
@@ -167,82 +183,75 @@ def simulate(
     stage_grads_done = [0.0] * n_stages
     events: list[Event] = []
     transfers: list[Transfer] = []
-    op_of = {0: OpKind.F, 1: OpKind.B, 2: OpKind.W}
-
-    def dependency(kind: int, mb: int, k: int) -> tuple[int, int, int] | None:
-        if kind == 0:
-            return (0, mb, k - 1) if k > 0 else None
-        if kind == 1:
-            return (0, mb, k) if k == last else (1, mb, k + 1)
-        return (1, mb, k)
 
     stack = list(range(p - 1, -1, -1))
     while stack:
         d = stack.pop()
         order = plan[d]
-        order_ops = orders[d]
-        while ptr[d] < len(order):
-            kind, mb, k = order[ptr[d]]
-            dep = dependency(kind, mb, k)
-            ready = 0.0
+        n_ops = len(order)
+        i = ptr[d]
+        free = dev_free[d]
+        while i < n_ops:
+            op = order[i]
+            kind, mb, k = op
+            # dependency: F on F of the stage before; B on B of the stage
+            # after (or this stage's F on the last stage); W on its B
+            if kind == 0:
+                dep = (0, mb, k - 1) if k > 0 else None
+            elif kind == 1:
+                dep = (0, mb, k) if k == last else (1, mb, k + 1)
+            else:
+                dep = (1, mb, k)
+            start = free
             if dep is not None:
-                arrived = arrival.get(dep)
-                if arrived is None:
+                ready = arrival.get(dep)
+                if ready is None:
                     waiting.setdefault(dep, []).append(d)
                     break
-                ready = arrived
-            st = stages[k]
-            if kind == 0:
-                cost = st.fwd_s
-            elif kind == 1:
-                cost = st.bwd_s if split else st.bwd_s + st.wgrad_s
-            else:
-                cost = st.wgrad_s
-            start = max(dev_free[d], ready)
+                if ready > start:
+                    start = ready
+            cost = cost_of[kind][k]
             end = start + cost
             busy[d] += cost
-            dev_free[d] = end
+            free = end
             if keep_events:
-                events.append(Event(d, order_ops[ptr[d]], start, end))
-            # activation memory
+                events.append(Event(d, Op(kinds[kind], mb, k), start, end))
             if kind == 0:
                 inflight[d] += 1
-                act_now[d] += st.act_bytes
+                act_now[d] += act_of[k]
                 if inflight[d] > peak_inflight[d]:
                     peak_inflight[d] = inflight[d]
                 if act_now[d] > peak_act[d]:
                     peak_act[d] = act_now[d]
-            if (kind == 1 and not split) or kind == 2:
-                inflight[d] -= 1
-                act_now[d] -= st.act_bytes
-            if kind != 0:
+            else:
+                if kind == release:
+                    inflight[d] -= 1
+                    act_now[d] -= act_of[k]
                 bwd_left[k] -= 1
                 if bwd_left[k] == 0:
                     stage_grads_done[k] = end
-            # where does the output go, and when does it arrive?
-            key = (kind, mb, k)
-            consumer = None
-            if kind == 0 and k < last:
-                consumer = dev_of[k + 1]
-            elif kind == 1 and k > 0:
-                consumer = dev_of[k - 1]
-            if consumer is None or consumer == d or kind == 2:
-                arrival[key] = end
-            else:
-                nbytes = stages[k].out_bytes if kind == 0 else stages[k - 1].out_bytes
-                dur = get_link(d, consumer).time_s(nbytes)
-                lk = (d, consumer)
-                t0 = max(end, link_free.get(lk, 0.0))
-                t1 = t0 + dur
-                link_free[lk] = t1
-                arrival[key] = t1
-                if keep_events:
-                    transfers.append(Transfer(d, consumer, order_ops[ptr[d]], t0, t1))
-                if blocking_send:
-                    dev_free[d] = t1
-            for w in waiting.pop(key, ()):
-                stack.append(w)
-            ptr[d] += 1
+            if kind != 2:
+                consumer = send_to[kind][k]
+                if consumer is None:
+                    arrival[op] = end
+                else:
+                    lk = (d, consumer)
+                    t0 = link_free.get(lk, 0.0)
+                    if end > t0:
+                        t0 = end
+                    t1 = t0 + send_s[kind][k]
+                    link_free[lk] = t1
+                    arrival[op] = t1
+                    if keep_events:
+                        transfers.append(Transfer(d, consumer, Op(kinds[kind], mb, k), t0, t1))
+                    if blocking_send:
+                        free = t1
+                woken = waiting.pop(op, None)
+                if woken:
+                    stack.extend(woken)
+            i += 1
+        ptr[d] = i
+        dev_free[d] = free
 
     if any(ptr[d] < len(plan[d]) for d in range(p)):
         stuck = [f"dev{d}@{plan[d][ptr[d]]}" for d in range(p) if ptr[d] < len(plan[d])]

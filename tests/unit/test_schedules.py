@@ -12,6 +12,7 @@ from pptune.costmodel.schedules import (
     device_stages,
     format_orders,
     op_orders,
+    peak_inflight_per_stage,
 )
 
 
@@ -138,3 +139,21 @@ def test_orders_match_torch_pipelining(schedule: Schedule, p: int, m: int) -> No
         assert last_ours == theirs[-1]
     else:
         assert ours == theirs
+
+
+@pytest.mark.parametrize("schedule", [s for s in Schedule if s is not Schedule.GPIPE])
+@pytest.mark.parametrize("p", [1, 2, 3, 4, 8])
+def test_peak_inflight_saturates_as_claimed(schedule: Schedule, p: int) -> None:
+    from pptune.costmodel.schedules import _peak_inflight, inflight_saturation
+
+    if p == 1 and schedule in (Schedule.INTERLEAVED, Schedule.ZBV):
+        pytest.skip("needs pp >= 2")
+    v = 2 if schedule in (Schedule.INTERLEAVED, Schedule.ZBV) else 1
+    cap = inflight_saturation(p, v)
+    for m in range(cap, 2 * cap + 3):
+        if schedule is Schedule.INTERLEAVED and m % p:
+            continue
+        assert _peak_inflight(schedule, p, m, v) == _peak_inflight(schedule, p, cap, v)
+    assert peak_inflight_per_stage(schedule, p, 10 * cap, v) == list(
+        _peak_inflight(schedule, p, cap, v)
+    )

@@ -1,0 +1,211 @@
+"""`make bench`: speed and quality figures, written to bench/results/*.json.
+
+Each figure is measured in this run; ratios compare alternatives measured
+side by side in the same process. Run: python -m bench.run [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import json
+import platform
+import random
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from pptune.costmodel import presets
+from pptune.costmodel.comm import AllReduceLink
+from pptune.costmodel.partition import min_bottleneck_split
+from pptune.costmodel.schedules import Schedule
+from pptune.costmodel.search import (
+    CostTable,
+    LayerCosts,
+    PlanRequest,
+    divisors,
+    evaluate,
+    search,
+)
+from pptune.costmodel.simulate import Link, simulate, uniform_stages
+from pptune.profiles import analytic_profile, cost_table
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def _write(name: str, doc: dict[str, Any]) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    doc = {"benchmark": name, "machine": f"{platform.machine()} {platform.python_version()}",
+           "date": time.strftime("%Y-%m-%d"), **doc}
+    path = RESULTS / f"{name}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    tmp.replace(path)
+    print(f"wrote {path}")
+
+
+def _timed(fn: Any, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def bench_simulator(repeats: int) -> None:
+    rows = []
+    for schedule, p, m, v in [
+        ("1f1b", 64, 512, 1), ("gpipe", 64, 512, 1), ("interleaved-1f1b", 64, 512, 2),
+        ("zb-h1", 64, 512, 1), ("zbv", 64, 512, 2), ("1f1b", 8, 64, 1),
+    ]:
+        chunks = {"interleaved-1f1b": v, "zbv": 2}.get(schedule, 1)
+        stages = uniform_stages(p * chunks, 1.0, 2.0, 1.0)
+        for keep in (True, False):
+            t = _timed(lambda: simulate(schedule, p, m, stages, v=v, keep_events=keep), repeats)
+            ops = p * chunks * m * (3 if schedule in ("zb-h1", "zbv") else 2)
+            rows.append({"schedule": schedule, "pp": p, "microbatches": m, "virtual_stages": v,
+                         "keep_events": keep, "ops": ops, "median_s": round(t, 4),
+                         "us_per_op": round(t / ops * 1e6, 2)})
+    _write("simulator_speed", {"repeats": repeats, "results": rows})
+
+
+def _random_table(rng: random.Random, n: int) -> CostTable:
+    base = [rng.uniform(0.5, 3.0) for _ in range(n)]
+    by = {}
+    for b in (1, 2):
+        f = [x * b * rng.uniform(0.9, 1.1) for x in base]
+        by[b] = LayerCosts(f, [2 * x for x in f], [0.5 * x for x in f], [1e6 * b] * n, [1e5 * b] * n)
+    return CostTable([f"l{i}" for i in range(n)], [1e6] * n, 2, by, 128, 1e12,
+                     Link(1e-3, 1e9), Link(5e-3, 1e8), AllReduceLink(1e-3, 1e9),
+                     AllReduceLink(1e-3, 1e8))
+
+
+def bench_optimality(instances: int) -> None:
+    scheds = (Schedule.GPIPE, Schedule.ONE_F_ONE_B, Schedule.ZB_H1)
+    ratios = []
+    for seed in range(instances):
+        rng = random.Random(1000 + seed)
+        n = rng.randint(4, 8)
+        gpus = rng.choice([2, 4])
+        gb = rng.choice([8, 16])
+        table = _random_table(rng, n)
+        req = PlanRequest(gpus=gpus, global_batch=gb, schedules=scheds, reserve_bytes=0, top=1)
+        got = search(table, req).plans[0].step_time_s
+        best = float("inf")
+        for p in divisors(gpus):
+            if p > n:
+                continue
+            dp = gpus // p
+            for b in (1, 2):
+                if gb % (b * dp):
+                    continue
+                m = gb // (b * dp)
+                for s in scheds:
+                    if s is Schedule.ONE_F_ONE_B and m < p:
+                        continue
+                    for cuts in itertools.combinations(range(1, n), p - 1):
+                        bounds = (0, *cuts, n)
+                        split = [bounds[i + 1] - bounds[i] for i in range(p)]
+                        best = min(best, evaluate(table, req, s, p, b, m, 1, split).step_time_s)
+        ratios.append(got / best)
+    _write("planner_optimality", {
+        "instances": instances,
+        "description": "chosen plan's simulated step time / best of exhaustive enumeration "
+                       "of every pp, micro-batch size, schedule and contiguous split",
+        "ratio_max": round(max(ratios), 6), "ratio_median": round(statistics.median(ratios), 6),
+        "instances_at_1.000": sum(1 for r in ratios if r <= 1 + 1e-9),
+    })
+
+
+def _baseline_splits(table: CostTable, p: int) -> dict[str, list[int]]:
+    n = len(table.names)
+    blocks = n - 2
+    q, r = divmod(blocks, p)
+    per = [q + (1 if i < r else 0) for i in range(p)]
+    megatron = per[:]  # Megatron-LM: blocks evenly; embedding on the first stage, head on the last
+    megatron[0] += 1
+    megatron[-1] += 1
+    params = [x / table.param_dtype_bytes for x in table.param_bytes]
+    deepspeed = min_bottleneck_split(params, p)  # partition_method="parameters"
+    return {"megatron_even": megatron, "deepspeed_parameters": deepspeed}
+
+
+def bench_baselines() -> None:
+    rows = []
+    for model, gpu, gpus, p in [("llama3-8b", "h100-sxm", 8, 4), ("llama3-8b", "h100-sxm", 8, 8),
+                                ("gpt3-1.3b", "a100-80gb", 8, 4), ("gpt3-1.3b", "a100-80gb", 8, 8)]:
+        prof = analytic_profile(model, gpu, [1])
+        table = cost_table(prof)
+        gb = prof.model.global_batch or 512
+        for schedule in (Schedule.ONE_F_ONE_B, Schedule.ZB_H1):
+            req = PlanRequest(gpus=gpus, global_batch=gb, schedules=(schedule,), pp=(p,),
+                              micro_batch_sizes=(1,), top=1, reserve_bytes=0)
+            res = search(table, req)
+            dp = gpus // p
+            m = gb // dp
+            ours = res.plans[0] if res.plans else None
+            row: dict[str, Any] = {"model": model, "gpu": gpu, "gpus": gpus, "pp": p,
+                                   "schedule": schedule.value, "microbatches": m}
+            if ours is None:
+                row["note"] = "no feasible pptune plan (memory)"
+                rows.append(row)
+                continue
+            row["pptune_split"] = ours.stage_layers
+            row["pptune_step_s"] = round(ours.step_time_s, 4)
+            for name, split in _baseline_splits(table, p).items():
+                base = evaluate(table, req, schedule, p, 1, m, 1, split)
+                row[f"{name}_split"] = split
+                row[f"{name}_step_s"] = round(base.step_time_s, 4)
+                row[f"ratio_vs_{name}"] = round(ours.step_time_s / base.step_time_s, 4)
+            rows.append(row)
+    _write("planner_vs_baselines", {
+        "description": "pptune's split vs Megatron-LM's even block split and DeepSpeed's "
+                       "parameter-balanced split, same pp, schedule, micro-batch size 1 and m; "
+                       "analytic costs; ratio < 1 means pptune's plan is faster "
+                       "(memory limits not applied to the baselines)",
+        "results": rows,
+    })
+
+
+def bench_planner_speed(repeats: int) -> None:
+    rows = []
+    big = dataclasses.replace(presets.MODELS["gpt3-175b"], name="gpt3-175b-126", num_blocks=126)
+    presets.MODELS[big.name] = big
+    try:
+        for model, gpus, tp in [("llama3-8b", 8, 1), ("llama3-8b", 64, 1), ("llama3-70b", 64, 8),
+                                ("llama3-70b", 512, 8), ("gpt3-175b-126", 512, 8),
+                                ("gpt3-175b-126", 4096, 8)]:
+            table = cost_table(analytic_profile(model, "h100-sxm", [1, 2, 4, 8], tp=tp))
+            gb = presets.MODELS[model].global_batch
+            req = PlanRequest(gpus=gpus, global_batch=gb, tp=tp, sharded_optimizer=True)
+            t = _timed(lambda: search(table, req), repeats)
+            res = search(table, req)
+            rows.append({"model": model, "layers": len(table.names), "gpus": gpus, "tp": tp,
+                         "candidates": res.candidates, "simulated": res.simulated,
+                         "feasible_plans_found": len(res.plans), "median_s": round(t, 3)})
+    finally:
+        del presets.MODELS[big.name]
+    _write("planner_speed", {"repeats": repeats, "results": rows})
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="fewer repeats and instances")
+    args = ap.parse_args()
+    repeats = 1 if args.quick else 3
+    bench_simulator(repeats)
+    bench_optimality(10 if args.quick else 40)
+    bench_baselines()
+    bench_planner_speed(repeats)
+    try:
+        from bench import accuracy
+    except ImportError:
+        return
+    accuracy.main(quick=args.quick)
+
+
+if __name__ == "__main__":
+    main()
