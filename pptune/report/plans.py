@@ -62,7 +62,7 @@ def plans_table(result: SearchResult) -> Table:
         ("step", "right"), ("tok/s", "right"), ("mem/GPU", "right"), ("free", "right"),
         ("eff", "right"),
     ]:
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for i, plan in enumerate(result.plans, 1):
         table.add_row(
             str(i), f"{plan.pp}×{plan.dp}×{plan.tp}", plan.schedule.value,
