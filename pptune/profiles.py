@@ -68,13 +68,16 @@ def preset_links(gpu: presets.GpuSpec) -> Links:
 
 
 def analytic_profile(
-    model: str,
+    model: str | presets.ModelShape,
     gpu: str,
     micro_batch_sizes: tuple[int, ...] | list[int] = DEFAULT_MICRO_BATCH_SIZES,
     tp: int = 1,
     efficiency: float = presets.DEFAULT_EFFICIENCY,
 ) -> Profile:
-    shape, spec = model_preset(model), gpu_preset(gpu)
+    """Per-layer costs of a preset (or any ModelShape) on a GPU preset."""
+    shape = model if isinstance(model, presets.ModelShape) else model_preset(model)
+    model = shape.name
+    spec = gpu_preset(gpu)
     if not 0 < efficiency <= 1:
         raise BadInput(f"--efficiency must be in (0, 1], got {efficiency}")
     if tp < 1:

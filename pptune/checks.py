@@ -1,0 +1,360 @@
+"""`pptune check-config`: every finding about a training config, at once.
+
+Findings have a stable ``id``, a ``severity`` (error, warning, info), a
+one-line ``message`` that gives the values and the knob, and the ``values``
+themselves. Exit codes are decided by the CLI: 1 when any finding is an
+error (or a warning under --strict), else 0.
+
+Layer counts in a config (``num_layers``, ``stage_layers``) count
+transformer blocks, as Megatron-LM and torchtitan do; the embedding sits on
+the first stage and the LM head on the last, as both frameworks place them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pptune.costmodel import presets
+from pptune.costmodel.partition import even_split
+from pptune.costmodel.schedules import Schedule, chunks_per_device
+from pptune.costmodel.search import (
+    CostTable,
+    LayerCosts,
+    Plan,
+    PlanRequest,
+    evaluate,
+    search,
+)
+from pptune.errors import PptuneError
+from pptune.modelspec import from_hf_config, from_sizes, with_seq_len
+from pptune.profiles import analytic_profile, cost_table, load_profile
+from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
+from pptune.schemas import Profile, TrainingConfig
+
+GIB = 1024**3
+
+
+@dataclass
+class Finding:
+    id: str
+    severity: str  # "error" | "warning" | "info"
+    message: str
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CheckOptions:
+    max_bubble: float | None = None  # None: the config's limits, else 0.25
+    max_slowdown: float | None = None
+    model: str | None = None
+    gpu: str | None = None
+    profile: Path | None = None
+    compare_best: bool = True
+
+
+@dataclass
+class CheckReport:
+    findings: list[Finding]
+    plan: Plan | None = None
+    best: Plan | None = None
+    derived: dict[str, Any] = field(default_factory=dict)
+
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "error"]
+
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "warning"]
+
+
+def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None) -> CheckReport:
+    opts = opts or CheckOptions()
+    out: list[Finding] = []
+
+    def add(id_: str, severity: str, message: str, **values: Any) -> None:
+        out.append(Finding(id_, severity, message, values))
+
+    p, tp, cp, v = cfg.pp, cfg.tp, cfg.cp, cfg.virtual_stages
+    schedule = cfg.schedule
+    chunks = chunks_per_device(schedule, v)
+    mbs = cfg.micro_batch_size
+
+    # --- arithmetic: gpus = tp * pp * cp * dp -------------------------------
+    dp = cfg.dp
+    if dp is None and cfg.gpus is not None:
+        if cfg.gpus % (tp * p * cp):
+            add("gpus-mismatch", "error",
+                f"gpus {cfg.gpus} is not a multiple of tp*pp*cp = {tp}*{p}*{cp} = {tp * p * cp}; "
+                "change gpus or the parallel sizes", gpus=cfg.gpus, tp=tp, pp=p, cp=cp)
+        else:
+            dp = cfg.gpus // (tp * p * cp)
+    elif dp is not None and cfg.gpus is not None and cfg.gpus != tp * p * cp * dp:
+        add("gpus-mismatch", "error",
+            f"gpus {cfg.gpus} != tp*pp*cp*dp = {tp}*{p}*{cp}*{dp} = {tp * p * cp * dp}; "
+            "make them agree", gpus=cfg.gpus, tp=tp, pp=p, cp=cp, dp=dp)
+    if dp is None and cfg.gpus is None:
+        if cfg.global_batch and cfg.grad_accum_steps and cfg.global_batch % (mbs * cfg.grad_accum_steps) == 0:
+            dp = cfg.global_batch // (mbs * cfg.grad_accum_steps)
+            add("dp-inferred", "info",
+                f"dp inferred as {dp} = global batch {cfg.global_batch} / (micro-batch {mbs} x "
+                f"GA {cfg.grad_accum_steps}); pass --gpus to check it", dp=dp)
+        else:
+            dp = 1
+            add("dp-assumed", "warning",
+                "the config states neither gpus nor dp; assumed dp=1 (pass --gpus N)", dp=1)
+
+    # --- global batch = micro-batch * GA * dp -------------------------------
+    ga = cfg.grad_accum_steps
+    if dp is not None:
+        if cfg.global_batch is not None and ga is not None:
+            if cfg.global_batch != mbs * ga * dp:
+                add("batch-mismatch", "error",
+                    f"global batch {cfg.global_batch} != micro-batch {mbs} x GA steps {ga} x dp "
+                    f"{dp} = {mbs * ga * dp}; set GA to {cfg.global_batch / (mbs * dp):g} or the "
+                    "global batch to match", global_batch=cfg.global_batch,
+                    micro_batch_size=mbs, grad_accum_steps=ga, dp=dp)
+        elif cfg.global_batch is not None:
+            if cfg.global_batch % (mbs * dp):
+                add("batch-mismatch", "error",
+                    f"global batch {cfg.global_batch} is not divisible by micro-batch {mbs} x dp "
+                    f"{dp} = {mbs * dp}; choose a multiple of {mbs * dp}",
+                    global_batch=cfg.global_batch, micro_batch_size=mbs, dp=dp)
+            else:
+                ga = cfg.global_batch // (mbs * dp)
+        elif ga is None:
+            add("batch-unknown", "error",
+                "the config states neither the global batch nor the GA steps; set one")
+    m = ga // cfg.pipeline_flushes if ga is not None else None
+    if ga is not None and ga % cfg.pipeline_flushes:
+        add("flushes-mismatch", "error",
+            f"GA steps {ga} do not split evenly into {cfg.pipeline_flushes} pipeline runs",
+            grad_accum_steps=ga, pipeline_flushes=cfg.pipeline_flushes)
+        m = None
+
+    # --- layers -------------------------------------------------------------
+    n_stages = p * chunks
+    blocks = cfg.num_layers
+    if cfg.stage_layers is not None:
+        if len(cfg.stage_layers) != n_stages:
+            add("split-mismatch", "error",
+                f"stage_layers has {len(cfg.stage_layers)} entries; {schedule.value} with pp={p} "
+                f"and {chunks} chunk(s) per device needs {n_stages}",
+                stage_layers=cfg.stage_layers, stages=n_stages)
+        elif blocks is not None and sum(cfg.stage_layers) != blocks:
+            add("split-mismatch", "error",
+                f"stage_layers sum to {sum(cfg.stage_layers)}, not the {blocks} layers",
+                stage_layers=cfg.stage_layers, num_layers=blocks)
+    elif blocks is not None and blocks % n_stages:
+        add("layers-not-divisible", "error",
+            f"{blocks} layers do not divide into pp*v = {p}*{chunks} = {n_stages} stages; "
+            "change pp or virtual stages, or give an explicit stage_layers split "
+            "(Megatron-LM: --decoder-first/last-pipeline-num-layers)",
+            num_layers=blocks, pp=p, virtual_stages=chunks)
+
+    # --- framework schedule rules --------------------------------------------
+    if m is not None:
+        if schedule is Schedule.ONE_F_ONE_B and m < p:
+            add("1f1b-m-lt-pp", "error",
+                f"1f1b needs micro-batches >= pipeline stages ({m} < {p}); torch's Schedule1F1B "
+                f"and Megatron-LM refuse it: raise GA steps to >= {p}", microbatches=m, pp=p)
+        if schedule is Schedule.INTERLEAVED and m % p:
+            add("interleaved-m-not-multiple", "error",
+                f"interleaved-1f1b needs micro-batches ({m}) to be a multiple of pp ({p}) "
+                f"(Megatron-LM, torch); use {m + p - m % p}", microbatches=m, pp=p)
+        if schedule is Schedule.ZBV and m < p:
+            add("zbv-m-lt-pp", "warning",
+                f"zbv with fewer micro-batches than stages ({m} < {p}) leaves most of the V idle",
+                microbatches=m, pp=p)
+        if m % p and schedule is not Schedule.INTERLEAVED:
+            add("ga-not-aligned", "warning",
+                f"micro-batches per pipeline run ({m}) are not a multiple of pp ({p}); "
+                f"{m + p - m % p} would align gradient accumulation to pipeline depth",
+                microbatches=m, pp=p)
+    if schedule is Schedule.INTERLEAVED and v < 2:
+        add("interleaved-v", "error",
+            f"interleaved-1f1b needs >= 2 virtual stages per device (got {v})", virtual_stages=v)
+    if schedule is Schedule.ZBV and v not in (1, 2):
+        add("zbv-chunks", "error",
+            f"zbv runs exactly two chunks per device (got virtual stages {v})", virtual_stages=v)
+    if schedule not in (Schedule.INTERLEAVED, Schedule.ZBV) and v > 1:
+        add("virtual-stages-ignored", "error",
+            f"{schedule.value} runs one chunk per device but virtual stages is {v}; "
+            "use interleaved-1f1b or set virtual stages to 1", virtual_stages=v)
+    if cfg.zero_stage >= 2 and p > 1:
+        add("deepspeed-zero-pp", "error",
+            f"ZeRO stage {cfg.zero_stage} with pipeline parallelism (pp={p}): DeepSpeed's "
+            "PipelineEngine supports ZeRO stage 0 or 1 only; use stage 1", zero_stage=cfg.zero_stage)
+
+    report = CheckReport(out, derived={"dp": dp, "grad_accum_steps": ga, "microbatches": m})
+    structural = any(f.severity == "error" for f in out)
+    table, origin = _costs(cfg, base_dir, opts, add)
+    report.derived["cost_source"] = origin
+    if table is None or structural or dp is None or m is None:
+        if table is not None and structural:
+            add("prediction-skipped", "info",
+                "memory, bubble and step time not predicted until the errors above are fixed")
+        return report
+    _predict(cfg, table, opts, report, add, dp=dp, m=m, schedule=schedule, chunks=chunks)
+    return report
+
+
+def _costs(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions, add: Any) -> tuple[CostTable | None, str]:
+    gpu = opts.gpu or cfg.gpu
+    profile_path = opts.profile or (Path(cfg.profile) if cfg.profile else None)
+    tp_scale = cfg.tp * cfg.cp
+    try:
+        if profile_path is not None:
+            path = profile_path if profile_path.is_absolute() else base_dir / profile_path
+            prof = load_profile(path)
+            return _adjust(cost_table(prof, tp=tp_scale, tp_in_costs=1), cfg, prof), f"profile {path}"
+        shape = None
+        name = opts.model or cfg.model
+        if name is not None:
+            from pptune.profiles import model_preset
+
+            shape = with_seq_len(model_preset(name), cfg.seq_len)
+        elif cfg.hf_config:
+            hf = Path(cfg.hf_config)
+            shape = from_hf_config(hf if hf.is_absolute() else base_dir / hf, cfg.seq_len)
+        elif cfg.num_layers and cfg.hidden_size and cfg.num_heads and cfg.seq_len:
+            shape = from_sizes(cfg.num_layers, cfg.hidden_size, cfg.num_heads, cfg.seq_len,
+                               kv_heads=cfg.num_kv_heads, ffn=cfg.ffn_hidden_size,
+                               vocab=cfg.vocab_size, gated=cfg.gated_mlp)
+        if shape is None:
+            add("model-unknown", "warning",
+                "no model (preset, hf_config, profile, or layer/hidden/head/seq sizes) in the "
+                "config: memory, bubble and step time are not checked; pass --model or --profile")
+            return None, "none"
+        if cfg.num_layers is not None and cfg.num_layers != shape.num_blocks:
+            from dataclasses import replace
+
+            add("layers-from-config", "info",
+                f"using the config's {cfg.num_layers} layers instead of {shape.num_blocks}")
+            shape = replace(shape, num_blocks=cfg.num_layers)
+        if gpu is None:
+            gpu = presets.DEFAULT_GPU
+            add("gpu-assumed", "warning",
+                f"no GPU named; predictions assume {gpu} (set gpu: or pass --gpu)", gpu=gpu)
+        if shape.heads % cfg.tp:
+            add("tp-heads", "error",
+                f"tp {cfg.tp} does not divide the {shape.heads} attention heads", tp=cfg.tp)
+            return None, "none"
+        sizes = sorted({1, 2, 4, 8, cfg.micro_batch_size})
+        prof = analytic_profile(shape, gpu, sizes, tp=cfg.tp)
+        table = cost_table(prof, tp=tp_scale, tp_in_costs=cfg.tp)
+        return _adjust(table, cfg, prof), f"analytic {shape.name} on {gpu}"
+    except PptuneError as exc:
+        add("costs-unavailable", "error", f"cannot build costs: {exc}")
+        return None, "none"
+
+
+def _adjust(table: CostTable, cfg: TrainingConfig, prof: Profile) -> CostTable:
+    """Full activation recomputation: keep only each layer's input, redo its forward."""
+    if cfg.recompute != "full":
+        return table
+    by = {}
+    for b, c in table.by_mb.items():
+        n = len(c.fwd_s)
+        by[b] = LayerCosts(
+            fwd_s=c.fwd_s,
+            bwd_s=[c.bwd_s[i] + c.fwd_s[i] for i in range(n)],
+            wgrad_s=c.wgrad_s,
+            act_bytes=[min(c.act_bytes[i], c.out_bytes[i - 1] if i else 0.0) for i in range(n)],
+            out_bytes=c.out_bytes,
+        )
+    del prof
+    return CostTable(table.names, table.param_bytes, table.param_dtype_bytes, by, table.seq_len,
+                     table.memory_bytes, table.p2p_intra, table.p2p_inter, table.ar_intra,
+                     table.ar_inter)
+
+
+def _split(cfg: TrainingConfig, n_layers: int, n_stages: int) -> list[int]:
+    """Blocks per stage (stated or even), plus embedding first and head last."""
+    blocks = n_layers - 2
+    split = list(cfg.stage_layers) if cfg.stage_layers else even_split(blocks, n_stages)
+    split[0] += 1
+    split[-1] += 1
+    return split
+
+
+def _predict(
+    cfg: TrainingConfig, table: CostTable, opts: CheckOptions, report: CheckReport, add: Any,
+    *, dp: int, m: int, schedule: Schedule, chunks: int,
+) -> None:
+    p = cfg.pp
+    n_stages = p * chunks
+    n_layers = len(table.names)
+    if n_layers - 2 < n_stages:
+        add("too-few-layers", "error",
+            f"{n_layers - 2} layers cannot fill {n_stages} stages", stages=n_stages)
+        return
+    if cfg.stage_layers is not None and sum(cfg.stage_layers) != n_layers - 2:
+        add("split-mismatch", "error",
+            f"stage_layers sum to {sum(cfg.stage_layers)}, not the model's {n_layers - 2} layers",
+            stage_layers=cfg.stage_layers, num_layers=n_layers - 2)
+        return
+    split = _split(cfg, n_layers, n_stages)
+    gpus = p * cfg.tp * dp  # context parallelism is folded into the per-layer costs
+    global_batch = cfg.micro_batch_size * m * cfg.pipeline_flushes * dp
+    req = PlanRequest(
+        gpus=gpus, global_batch=global_batch, tp=cfg.tp, gpus_per_node=cfg.gpus_per_node,
+        sharded_optimizer=cfg.sharded_optimizer or cfg.zero_stage >= 1,
+        reserve_bytes=2 * GIB, micro_batch_sizes=(cfg.micro_batch_size,),
+    )
+    v = cfg.virtual_stages if schedule is Schedule.INTERLEAVED else 1
+    plan = evaluate(table, req, schedule, p, cfg.micro_batch_size, m, v, split)
+    report.plan = plan
+    step = plan.step_time_s * cfg.pipeline_flushes
+    report.derived.update(step_time_s=step, bubble_rate=plan.bubble_rate,
+                          peak_memory_bytes=plan.peak_memory_bytes, stage_layers=split)
+    cap = table.memory_bytes * cfg.limits.memory_fraction
+    over = [(d, b) for d, b in enumerate(plan.peak_memory_bytes) if b > cap]
+    for d, b in over:
+        add("memory-overflow", "error",
+            f"pipeline rank {d} needs {fmt_bytes(b)}, over the {fmt_bytes(cap)} it may use by "
+            f"{fmt_bytes(b - cap)}; use more pipeline stages, a sharded optimizer (ZeRO-1 / "
+            "--use-distributed-optimizer), activation recomputation or a smaller micro-batch",
+            rank=d, peak_bytes=b, capacity_bytes=cap)
+    if not over:
+        add("memory-ok", "info",
+            f"peak memory {fmt_bytes(max(plan.peak_memory_bytes))} of {fmt_bytes(cap)} "
+            f"(rank {plan.peak_memory_bytes.index(max(plan.peak_memory_bytes))})",
+            peak_bytes=max(plan.peak_memory_bytes), capacity_bytes=cap)
+    max_bubble = opts.max_bubble if opts.max_bubble is not None else cfg.limits.max_bubble
+    if plan.bubble_rate > max_bubble:
+        need = math.ceil((p - 1) * (1 - max_bubble) / max_bubble) if max_bubble > 0 else None
+        hint = (f"; the equal-stage bound (p-1)/(m+p-1) needs m >= {need}" if need else "")
+        add("bubble-over-limit", "error",
+            f"predicted bubble {fmt_pct(plan.bubble_rate)} exceeds the limit "
+            f"{fmt_pct(max_bubble)} (pp={p}, m={m}, {schedule.value}){hint}",
+            bubble_rate=plan.bubble_rate, max_bubble=max_bubble)
+    else:
+        add("bubble-ok", "info",
+            f"predicted bubble {fmt_pct(plan.bubble_rate)} (limit {fmt_pct(max_bubble)}), "
+            f"step {fmt_seconds(step)}", bubble_rate=plan.bubble_rate, step_time_s=step)
+    if not opts.compare_best:
+        return
+    max_slow = opts.max_slowdown if opts.max_slowdown is not None else cfg.limits.max_slowdown
+    best_req = PlanRequest(
+        gpus=gpus, global_batch=global_batch, tp=cfg.tp, gpus_per_node=cfg.gpus_per_node,
+        sharded_optimizer=req.sharded_optimizer, reserve_bytes=req.reserve_bytes,
+        micro_batch_sizes=tuple(sorted(table.by_mb)), top=1,
+    )
+    res = search(table, best_req)
+    if not res.plans:
+        return
+    best = res.plans[0]
+    report.best = best
+    ratio = plan.step_time_s / best.step_time_s
+    report.derived["slowdown_vs_best"] = ratio
+    if ratio > max_slow:
+        add("slower-than-best", "warning",
+            f"predicted step {fmt_seconds(plan.step_time_s)} is {ratio:.2f}x the best plan "
+            f"for the same {gpus} GPUs and batch (limit {max_slow:.2f}x): pp={best.pp} "
+            f"dp={best.dp} {best.schedule.value}"
+            + (f" v={best.virtual_stages}" if best.virtual_stages > 1 else "")
+            + f", {best.num_microbatches} micro-batches of {best.micro_batch_size}, split "
+            f"{','.join(map(str, best.stage_layers))} at {fmt_seconds(best.step_time_s)}",
+            slowdown=ratio, max_slowdown=max_slow, best_step_time_s=best.step_time_s)

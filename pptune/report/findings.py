@@ -1,0 +1,61 @@
+"""check-config output: text, JSON and GitHub workflow annotations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pptune.checks import CheckReport
+from pptune.configs import ReadResult
+
+_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+def _sorted(report: CheckReport) -> list[Any]:
+    return sorted(report.findings, key=lambda f: _ORDER[f.severity])
+
+
+def _count(report: CheckReport) -> str:
+    e, w = len(report.errors()), len(report.warnings())
+    return f"{e} error{'s' * (e != 1)}, {w} warning{'s' * (w != 1)}"
+
+
+def findings_text(path: Path, read: ReadResult, report: CheckReport) -> str:
+    lines = [f"{path} ({read.format.value}): {_count(report)}"]
+    for note in read.notes:
+        lines.append(f"  note     {note}")
+    for f in _sorted(report):
+        lines.append(f"  {f.severity:<8} {f.id}: {f.message}")
+    return "\n".join(lines)
+
+
+def findings_json(path: Path, read: ReadResult, report: CheckReport, exit_code: int) -> dict[str, Any]:
+    return {
+        "file": str(path),
+        "format": read.format.value,
+        "exit_code": exit_code,
+        "errors": len(report.errors()),
+        "warnings": len(report.warnings()),
+        "findings": [
+            {"id": f.id, "severity": f.severity, "message": f.message, "values": f.values}
+            for f in _sorted(report)
+        ],
+        "notes": list(read.notes),
+        "derived": report.derived,
+        "config": read.config.model_dump(mode="json"),
+    }
+
+
+def _escape(text: str) -> str:
+    # GitHub workflow commands: %, CR and LF are escaped in the message
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def findings_github(path: Path, read: ReadResult, report: CheckReport) -> str:
+    level = {"error": "error", "warning": "warning", "info": "notice"}
+    out = [
+        f"::{level[f.severity]} file={_escape(str(path))},title=pptune {f.id}::{_escape(f.message)}"
+        for f in _sorted(report)
+    ]
+    out.append(f"{path} ({read.format.value}): {_count(report)}")
+    return "\n".join(out)

@@ -1,0 +1,94 @@
+"""check-config's findings on hand-made configs (no file readers involved)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pptune.checks import CheckOptions, check
+from pptune.schemas import TrainingConfig
+
+BASE = dict(gpus=16, tp=1, pp=4, micro_batch_size=1, global_batch=128, model="llama3-8b",
+            gpu="h100-sxm", schedule="1f1b", sharded_optimizer=True)
+
+
+def ids(cfg: dict, **opts) -> dict[str, str]:
+    report = check(TrainingConfig.model_validate(cfg), Path("."), CheckOptions(**opts))
+    return {f.id: f.severity for f in report.findings}
+
+
+def test_consistent_config_has_no_errors() -> None:
+    found = ids(BASE)
+    assert "error" not in found.values(), found
+    assert found["memory-ok"] == "info" and found["bubble-ok"] == "info"
+
+
+def test_all_arithmetic_problems_reported_at_once() -> None:
+    found = ids({**BASE, "gpus": 18, "grad_accum_steps": 7, "num_layers": 30, "pp": 4})
+    assert found["gpus-mismatch"] == "error"
+    # gpus do not split, so dp is unknown: the batch check waits, layers still checked
+    assert found["layers-not-divisible"] == "error"
+
+
+def test_batch_mismatch_names_values() -> None:
+    report = check(TrainingConfig.model_validate({**BASE, "grad_accum_steps": 7}), Path("."))
+    f = next(f for f in report.findings if f.id == "batch-mismatch")
+    assert "128 != micro-batch 1 x GA steps 7 x dp 4 = 28" in f.message
+
+
+def test_1f1b_needs_m_ge_p_and_interleaved_needs_multiple() -> None:
+    assert ids({**BASE, "global_batch": 8})["1f1b-m-lt-pp"] == "error"  # m = 2 < 4
+    found = ids({**BASE, "global_batch": 24, "schedule": "interleaved-1f1b", "virtual_stages": 2})
+    assert found["interleaved-m-not-multiple"] == "error"  # m = 6
+
+
+def test_ga_not_aligned_is_a_warning() -> None:
+    assert ids({**BASE, "global_batch": 24})["ga-not-aligned"] == "warning"  # m = 6, pp = 4
+
+
+def test_zbv_needs_two_chunks_and_deepspeed_zero_pp() -> None:
+    assert ids({**BASE, "schedule": "zbv", "virtual_stages": 3})["zbv-chunks"] == "error"
+    assert ids({**BASE, "zero_stage": 2})["deepspeed-zero-pp"] == "error"
+
+
+def test_explicit_split_must_cover_the_layers() -> None:
+    assert ids({**BASE, "stage_layers": [8, 8, 8]})["split-mismatch"] == "error"
+    assert ids({**BASE, "stage_layers": [8, 8, 8, 9]})["split-mismatch"] == "error"
+    found = ids({**BASE, "stage_layers": [7, 9, 9, 7]})
+    assert "split-mismatch" not in found
+
+
+def test_memory_overflow_names_the_rank() -> None:
+    report = check(TrainingConfig.model_validate({**BASE, "pp": 1, "gpus": 4, "global_batch": 64,
+                                                  "micro_batch_size": 8}), Path("."))
+    over = [f for f in report.findings if f.id == "memory-overflow"]
+    assert over and over[0].values["rank"] == 0
+    assert "pipeline rank 0 needs" in over[0].message
+
+
+def test_bubble_limit_and_slowdown() -> None:
+    found = ids({**BASE, "global_batch": 16}, max_bubble=0.05)  # m = 4 on pp = 4
+    assert found["bubble-over-limit"] == "error"
+    found = ids({**BASE, "global_batch": 16}, max_slowdown=1.0)
+    assert found.get("slower-than-best") == "warning"
+
+
+def test_no_model_is_a_warning_not_a_silent_pass() -> None:
+    cfg = {k: v for k, v in BASE.items() if k != "model"}
+    assert ids(cfg)["model-unknown"] == "warning"
+
+
+def test_full_recompute_lowers_memory() -> None:
+    plain = check(TrainingConfig.model_validate(BASE), Path("."), CheckOptions(compare_best=False))
+    full = check(TrainingConfig.model_validate({**BASE, "recompute": "full"}), Path("."),
+                 CheckOptions(compare_best=False))
+    assert max(full.plan.peak_memory_bytes) < max(plain.plan.peak_memory_bytes)
+    assert full.plan.step_time_s > plain.plan.step_time_s
+
+
+@pytest.mark.parametrize("sched", ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv"])
+def test_every_schedule_checks(sched: str) -> None:
+    v = 2 if sched in ("interleaved-1f1b", "zbv") else 1
+    found = ids({**BASE, "schedule": sched, "virtual_stages": v}, compare_best=False)
+    assert "bubble-ok" in found or "bubble-over-limit" in found
