@@ -191,8 +191,11 @@ def recommend_cmd(
     top: int = typer.Option(5, "--top", help="plans to show"),
     timeline: bool = typer.Option(False, "--timeline", help="draw the winner's timeline"),
     as_json: bool = typer.Option(False, "--json", help='print {"plans": [...], "rejected": {...}}'),
-    output: Path | None = typer.Option(None, "--output", "-o", help="save the JSON to FILE"),
+    output: Path | None = typer.Option(None, "--output", "-o", help="save the JSON to FILE (with --emit: the folder for the files)"),
     width: int = typer.Option(80, "--width", help="timeline width in columns"),
+    emit: str | None = typer.Option(None, "--emit", help="write the plan as megatron, deepspeed, torchtitan or pptune config"),
+    plan_rank: int = typer.Option(1, "--plan", help="which ranked plan --emit writes"),
+    train_tokens: float | None = typer.Option(None, "--train-tokens", help="tokens to train on: adds days and GPU-hours per plan"),
 ) -> None:
     from pptune import planning
 
@@ -204,12 +207,18 @@ def recommend_cmd(
         sharded_optimizer=sharded_optimizer, grad_compression=grad_compression,
         reserve_gib=reserve_gib, blocking_send=blocking_send, top=top,
     )
+    if train_tokens is not None and not train_tokens > 0:
+        raise BadInput(f"--train-tokens must be > 0 (got {train_tokens})")
     run = planning.recommend(req)
     for note in run.notes:
         _say(note)
     from pptune.report.plans import plan_file, plans_table, rejected_line, why_lines
 
-    doc = plan_file(run.result, run.names, run.global_batch, run.origin, run.request)
+    if emit is not None:
+        _emit(run, emit, plan_rank, output)
+        return
+    doc = plan_file(run.result, run.names, run.global_batch, run.origin, run.request,
+                    train_tokens=train_tokens)
     text = doc.model_dump_json(indent=2)
     if output is not None:
         from pptune.schemas import write_atomic
@@ -222,7 +231,7 @@ def recommend_cmd(
         typer.echo(text)
         return
     out = _out()
-    out.print(plans_table(run.result))
+    out.print(plans_table(run.result, run.global_batch * run.table.seq_len, train_tokens))
     for line in why_lines(run.result):
         out.print(line, highlight=False, markup=False)
     out.print(rejected_line(run.result), highlight=False, markup=False)
@@ -243,6 +252,26 @@ def recommend_cmd(
             head = f"timeline of plan 1 (one pipeline, {w.pp} GPUs)"
             out.print(f"{head}, {label}:" if label else f"{head}:", highlight=False, markup=False)
             out.print(timeline_text(window, width=width))
+
+
+def _emit(run: Any, framework: str, rank: int, output: Path | None) -> None:
+    from pptune import emit as emit_mod
+
+    if not run.result.plans:
+        from pptune import planning
+
+        raise NoFeasiblePlan(planning.no_plan_message(run))
+    emitted = emit_mod.emit(framework, run, rank)
+    for note in emitted.notes:
+        _say(note)
+    _say(emitted.summary())
+    if output is None:
+        for name, text in emitted.files.items():
+            typer.echo(f"# ----- {name}")
+            typer.echo(text.rstrip("\n"))
+        return
+    for path in emit_mod.write(emitted, output):
+        _say(f"wrote {path}")
 
 
 # --------------------------------------------------------------------------- presets / schema

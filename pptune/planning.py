@@ -75,6 +75,7 @@ def check_spec(spec: RecommendSpec) -> None:
 
 def recommend(spec: RecommendSpec) -> RecommendRun:
     check_spec(spec)
+    spec.schedules = [Schedule(s) for s in spec.schedules]
     try:
         factor = compression_factor(spec.grad_compression)
     except ValueError as exc:
@@ -108,15 +109,59 @@ def recommend(spec: RecommendSpec) -> RecommendRun:
         grad_bytes_factor=factor, blocking_send=spec.blocking_send, top=spec.top,
     )
     result = search(table, req)
+    requested = global_batch
+    if not result.plans and result.rejected.get("out_of_memory", 0) == 0:
+        alt = _nearby_batch(table, req)
+        if alt is not None:
+            req, result = alt
+            global_batch = req.global_batch
+            change = (global_batch - requested) / requested
+            result.notes.insert(0, (
+                f"no plan divides global batch {requested}; changed it to {global_batch} "
+                f"({change:+.1%}) so that one does. The learning rate may need rescaling "
+                "(e.g. linearly with the batch, Goyal et al. 2017)"
+            ))
     request = {
         "gpus": spec.gpus, "tp": spec.tp, "gpus_per_node": spec.gpus_per_node,
-        "global_batch": global_batch, "micro_batch_sizes": list(sizes),
+        "global_batch": global_batch, "global_batch_requested": requested,
+        "micro_batch_sizes": list(sizes),
         "schedules": [s.value for s in spec.schedules], "model": src.profile.model.name,
         "device": src.profile.device.name, "sharded_optimizer": spec.sharded_optimizer,
         "grad_compression": spec.grad_compression or "none", "seq_len": table.seq_len,
     }
     return RecommendRun(result, table, req, list(table.names), global_batch, src.origin,
                         request, notes)
+
+
+def _nearby_batch(table: CostTable, req: PlanRequest) -> tuple[PlanRequest, SearchResult] | None:
+    """The closest global batch (within 25%) for which the search finds a plan."""
+    from dataclasses import replace
+
+    gb = req.global_batch
+    sizes = req.micro_batch_sizes or sorted(table.by_mb)
+    depths = [p for p in range(1, req.gpus // req.tp + 1) if (req.gpus // req.tp) % p == 0]
+
+    def could(g: int) -> bool:
+        for p in depths:
+            dp = req.gpus // (p * req.tp)
+            for b in sizes:
+                if g % (b * dp) == 0 and g // (b * dp) >= p:
+                    return True
+        return False
+
+    tried = 0
+    for delta in range(1, max(2, gb // 4) + 1):
+        for g in (gb + delta, gb - delta):
+            if g < 1 or not could(g):
+                continue
+            alt = replace(req, global_batch=g)
+            res = search(table, alt)
+            tried += 1
+            if res.plans:
+                return alt, res
+            if tried >= 8:
+                return None
+    return None
 
 
 def no_plan_message(run: RecommendRun) -> str:

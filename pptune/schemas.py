@@ -262,6 +262,8 @@ class PlanRecord(Strict):
     gradient_accumulation_aligned: bool = Field(description="micro-batches a multiple of pp")
     exposed_p2p_s: float | None = None
     exposed_allreduce_s: float | None = None
+    training_days: float | None = Field(None, description="with --train-tokens")
+    gpu_hours: float | None = Field(None, description="with --train-tokens")
 
 
 class PlanFile(Strict):

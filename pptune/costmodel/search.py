@@ -273,6 +273,9 @@ def search(table: CostTable, req: PlanRequest) -> SearchResult:
     depths = [p for p in divisors(req.gpus // req.tp) if req.pp is None or p in req.pp]
     usable = table.memory_bytes - req.reserve_bytes
     candidates: list[tuple[float, int, Schedule, int, int, int, list[int]]] = []
+    plain = [s for s in req.schedules if s not in (Schedule.INTERLEAVED, Schedule.ZBV)]
+    single_stage = Schedule.ONE_F_ONE_B if Schedule.ONE_F_ONE_B in plain else (
+        plain[0] if plain else None)
     n_candidates = 0
     for p in depths:
         dp = req.gpus // (p * req.tp)
@@ -286,7 +289,9 @@ def search(table: CostTable, req: PlanRequest) -> SearchResult:
                         rejected[Reason.BATCH] += 1
                         continue
                     m = req.global_batch // (b * dp)
-                    if p == 1 and schedule in (Schedule.INTERLEAVED, Schedule.ZBV):
+                    if p == 1 and schedule is not single_stage:
+                        # without a pipeline every schedule is the same run:
+                        # keep one (1f1b when asked for) and say the rest need pp >= 2
                         rejected[Reason.NEEDS_PP2] += 1
                         continue
                     if schedule is Schedule.ONE_F_ONE_B and m < p:

@@ -47,7 +47,15 @@ def compact_split(stage_layers: Sequence[int]) -> str:
     return ",".join(parts)
 
 
-def plans_table(result: SearchResult) -> Table:
+def training_cost(plan: Plan, tokens_per_step: float, train_tokens: float) -> tuple[float, float]:
+    """(days, GPU-hours) to train on ``train_tokens`` at this plan's step time."""
+    seconds = train_tokens / tokens_per_step * plan.step_time_s
+    return seconds / 86400, seconds * plan.pp * plan.dp * plan.tp / 3600
+
+
+def plans_table(
+    result: SearchResult, tokens_per_step: float = 0.0, train_tokens: float | None = None
+) -> Table:
     """Ranked plans; ``m`` is also the gradient-accumulation steps (``*``: not a multiple of pp)."""
     table = Table(
         title="pptune recommend: ranked pipeline plans", title_justify="left",
@@ -61,7 +69,7 @@ def plans_table(result: SearchResult) -> Table:
         ("mbs", "right"), ("m", "right"), ("layers/stage", "left"), ("bubble", "right"),
         ("step", "right"), ("tok/s", "right"), ("mem/GPU", "right"), ("free", "right"),
         ("eff", "right"),
-    ]:
+    ] + ([("days", "right"), ("GPU-h", "right")] if train_tokens else []):
         table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for i, plan in enumerate(result.plans, 1):
         table.add_row(
@@ -72,8 +80,14 @@ def plans_table(result: SearchResult) -> Table:
             fmt_seconds(plan.step_time_s), fmt_rate(plan.tokens_per_s),
             fmt_bytes(max(plan.peak_memory_bytes)), fmt_bytes(plan.headroom_bytes),
             fmt_pct(plan.efficiency),
+            *(_cost_cells(plan, tokens_per_step, train_tokens) if train_tokens else []),
         )
     return table
+
+
+def _cost_cells(plan: Plan, tokens_per_step: float, train_tokens: float) -> list[str]:
+    days, gpu_hours = training_cost(plan, tokens_per_step, train_tokens)
+    return [f"{days:.1f}", f"{gpu_hours:,.0f}"]
 
 
 @dataclass
@@ -168,8 +182,15 @@ def rejected_line(result: SearchResult) -> str:
     )
 
 
-def plan_record(plan: Plan, rank: int, names: Sequence[str], global_batch: int) -> PlanRecord:
+def plan_record(
+    plan: Plan, rank: int, names: Sequence[str], global_batch: int,
+    tokens_per_step: float = 0.0, train_tokens: float | None = None,
+) -> PlanRecord:
+    days, gpu_hours = (
+        training_cost(plan, tokens_per_step, train_tokens) if train_tokens else (None, None)
+    )
     return PlanRecord(
+        training_days=days, gpu_hours=gpu_hours,
         rank=rank, pp=plan.pp, dp=plan.dp, tp=plan.tp, schedule=plan.schedule,
         virtual_stages=plan.virtual_stages, micro_batch_size=plan.micro_batch_size,
         num_microbatches=plan.num_microbatches, grad_accum_steps=plan.grad_accum_steps,
@@ -186,10 +207,12 @@ def plan_record(plan: Plan, rank: int, names: Sequence[str], global_batch: int) 
 
 def plan_file(
     result: SearchResult, names: Sequence[str], global_batch: int, source: str,
-    request: dict[str, object],
+    request: dict[str, object], train_tokens: float | None = None,
 ) -> PlanFile:
+    tokens_per_step = global_batch * float(request.get("seq_len", 0) or 0)  # type: ignore[arg-type]
     return PlanFile(
-        plans=[plan_record(p, i, names, global_batch) for i, p in enumerate(result.plans, 1)],
+        plans=[plan_record(p, i, names, global_batch, tokens_per_step, train_tokens)
+               for i, p in enumerate(result.plans, 1)],
         rejected=dict(sorted(result.rejected.items())),
         source=source,
         request=request,

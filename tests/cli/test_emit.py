@@ -1,0 +1,89 @@
+"""recommend --emit: each framework's file, and the round trip through check-config."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pptune.cli import app
+from pptune.emit import Framework, emit
+from pptune.planning import RecommendSpec, recommend
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def run8():
+    return recommend(RecommendSpec(gpus=8))  # llama3-8b on h100-sxm: pp=4, uneven split
+
+
+def check_json(path: Path, *extra: str) -> dict:
+    r = runner.invoke(app, ["check-config", str(path), "--output", "json", *extra])
+    assert r.exit_code in (0, 1), r.stderr
+    return json.loads(r.stdout)
+
+
+ROUND_TRIP = {
+    Framework.MEGATRON: ("pretrain_megatron.sh", ["--gpu", "h100-sxm"]),
+    Framework.TORCHTITAN: ("torchtitan.toml", ["--gpu", "h100-sxm"]),
+    Framework.PPTUNE: ("pptune.yaml", []),
+    Framework.DEEPSPEED: ("ds_config.json", ["--gpus", "8", "--model", "llama3-8b", "--gpu",
+                                             "h100-sxm"]),
+}
+
+
+@pytest.mark.parametrize("framework", list(Framework))
+def test_round_trip_through_check_config(framework: Framework, run8, tmp_path: Path) -> None:
+    from pptune.emit import write
+
+    emitted = emit(framework, run8)
+    write(emitted, tmp_path)
+    name, flags = ROUND_TRIP[framework]
+    doc = check_json(tmp_path / name, *flags)
+    assert doc["exit_code"] == 0, doc["findings"]
+    assert doc["derived"]["step_time_s"] == pytest.approx(emitted.plan.step_time_s, rel=1e-9)
+    assert doc["derived"]["bubble_rate"] == pytest.approx(emitted.plan.bubble_rate, rel=1e-9)
+
+
+def test_megatron_script_carries_the_uneven_split(run8) -> None:
+    text = emit("megatron", run8).files["pretrain_megatron.sh"]
+    assert "--pipeline-model-parallel-size 4" in text
+    assert "--decoder-first-pipeline-num-layers 7" in text
+    assert "--decoder-last-pipeline-num-layers 7" in text
+    assert "--global-batch-size 512" in text and "--micro-batch-size 1" in text
+
+
+def test_unexpressible_schedule_falls_back_and_says_so() -> None:
+    run = recommend(RecommendSpec(gpus=8, schedules=["zb-h1"], pp=[8]))
+    out = emit("megatron", run)
+    assert not out.exact
+    assert out.plan.schedule.value == "1f1b"
+    assert "cannot express" in out.notes[0] and "closest plan" in out.notes[0]
+    # the emitted plan's own numbers, not the original's
+    assert out.plan.step_time_s >= run.result.plans[0].step_time_s
+
+
+def test_emit_cli_prints_files_and_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    r = runner.invoke(app, ["recommend", "--gpus", "8", "--emit", "pptune"])
+    assert r.exit_code == 0
+    assert "# ----- pptune.yaml" in r.stdout and "schedule: 1f1b" in r.stdout
+    r = runner.invoke(app, ["recommend", "--gpus", "8", "--emit", "slurm"])
+    assert r.exit_code == 2 and "unknown --emit 'slurm'" in r.stderr
+    r = runner.invoke(app, ["recommend", "--gpus", "8", "--emit", "pptune", "--plan", "99"])
+    assert r.exit_code == 2 and "--plan 99" in r.stderr
+
+
+def test_train_tokens_adds_days_and_gpu_hours(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    r = runner.invoke(app, ["recommend", "--gpus", "8", "--train-tokens", "1e12", "--json"])
+    assert r.exit_code == 0
+    plan = json.loads(r.stdout)["plans"][0]
+    steps = 1e12 / (plan["global_batch"] * 8192)
+    assert plan["training_days"] == pytest.approx(steps * plan["step_time_s"] / 86400)
+    assert plan["gpu_hours"] == pytest.approx(steps * plan["step_time_s"] * 8 / 3600)
+    table = runner.invoke(app, ["recommend", "--gpus", "8", "--train-tokens", "1e12"])
+    assert "GPU-h" in table.stdout

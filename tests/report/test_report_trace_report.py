@@ -1,0 +1,386 @@
+"""`pptune trace-report`: interval arithmetic, rank rules, fixtures with exact
+answers, bad input as one line, and a real torch.profiler trace made on CPU."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import typer
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from pptune.cli_observe import MONITOR_HELP, TRACE_REPORT_HELP, monitor, trace_report
+from pptune.errors import BadInput
+from pptune.report.render import render_plain
+from pptune.report.tables import trace_report_table
+from pptune.report.trace_report import (
+    SOURCE_CPU,
+    SOURCE_GPU,
+    analyze,
+    clip,
+    is_comm,
+    load_trace,
+    merge_intervals,
+    parse_trace,
+    union_length,
+)
+
+TRACES = Path(__file__).resolve().parent.parent / "data" / "traces"
+GPU = [TRACES / "gpu_rank0.json", TRACES / "gpu_rank1.json"]
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
+app.command("trace-report", help=TRACE_REPORT_HELP)(trace_report)
+app.command("monitor", help=MONITOR_HELP)(monitor)
+runner = CliRunner()
+
+
+def run(*args: object):
+    return runner.invoke(app, ["trace-report", *map(str, args)], catch_exceptions=False)
+
+
+def one_error_line(result) -> str:
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    assert "Traceback" not in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("pptune: error: ")
+    assert result.stdout == ""
+    return lines[0]
+
+
+# ---------------------------------------------------------------- intervals
+
+
+def test_union_length_exact() -> None:
+    assert union_length([]) == 0
+    assert union_length([(0, 2), (1, 3), (5, 6)]) == 4
+    assert union_length([(0, 10), (2, 3), (4, 5)]) == 10  # nested
+    assert union_length([(0, 1), (1, 2)]) == 2  # touching
+    assert union_length([(3, 3), (5, 4)]) == 0  # empty and reversed ignored
+    assert merge_intervals([(5, 6), (0, 2), (1, 3)]) == [(0, 3), (5, 6)]
+    assert clip([(0, 10), (20, 30)], 5, 25) == [(5, 10), (20, 25)]
+
+
+intervals = st.lists(
+    st.tuples(st.integers(0, 60), st.integers(0, 60)).map(lambda t: (min(t), max(t))),
+    max_size=12,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(intervals)
+def test_union_matches_a_unit_grid(ivs: list[tuple[int, int]]) -> None:
+    covered = {t for a, b in ivs for t in range(a, b)}
+    assert union_length(ivs) == len(covered)
+    merged = merge_intervals(ivs)
+    assert all(a < b for a, b in merged)
+    assert all(merged[i][1] < merged[i + 1][0] for i in range(len(merged) - 1))
+    assert union_length(merged) == union_length(list(reversed(ivs)))
+
+
+def test_comm_names() -> None:
+    for name in (
+        "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)",
+        "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)",
+        "nccl:all_reduce",
+        "gloo:send",
+        "c10d::allreduce_",
+        "record_param_comms",
+    ):
+        assert is_comm(name), name
+    for name in ("ampere_sgemm_128x64_tn", "aten::mm", "Forward 0", "ProfilerStep#3"):
+        assert not is_comm(name), name
+
+
+# ---------------------------------------------------------------- fixtures
+
+
+def test_gpu_ranks_one_file_each() -> None:
+    r = analyze([load_trace(p) for p in GPU])
+    assert r.window_s == pytest.approx(2000e-6)  # not the profiler's own [-400, 2600] span
+    d0, d1 = r.devices
+    assert (d0.rank, d1.rank) == (0, 1)
+    assert d0.source == d1.source == SOURCE_GPU
+    assert d0.busy_s == pytest.approx(1300e-6) and d0.comm_s == pytest.approx(200e-6)
+    assert d1.busy_s == pytest.approx(400e-6) and d1.comm_s == pytest.approx(1100e-6)
+    assert d0.idle_s == pytest.approx(700e-6) and d1.idle_s == pytest.approx(1600e-6)
+    assert d0.busy_share == pytest.approx(0.65) and d1.busy_share == pytest.approx(0.2)
+    assert r.flagged == [1]
+
+
+def test_rank_comes_from_distributed_info_not_argument_order() -> None:
+    r = analyze([load_trace(p) for p in reversed(GPU)])
+    assert [(d.rank, round(d.busy_share, 6)) for d in r.devices] == [(0, 0.65), (1, 0.2)]
+
+
+def test_clock_bases_align_files() -> None:
+    # without baseTimeNanoseconds the files sit 1 s apart and everything looks idle
+    raw = [json.loads(p.read_text()) for p in GPU]
+    for obj in raw:
+        del obj["baseTimeNanoseconds"]
+    r = analyze([parse_trace(obj, f"r{i}") for i, obj in enumerate(raw)])
+    assert r.window_s == pytest.approx(1.002, rel=1e-3)
+    assert r.flagged == [0, 1]
+
+
+def test_steps_pick_the_last_profiler_steps() -> None:
+    r = analyze([load_trace(p) for p in GPU], steps=1)
+    assert r.steps == [2]
+    assert r.window_s == pytest.approx(1000e-6) and r.window_start_us == pytest.approx(1000)
+    assert [round(d.busy_share, 6) for d in r.devices] == [0.65, 0.2]
+    r2 = analyze([load_trace(p) for p in GPU], steps=2)
+    assert r2.steps == [1, 2] and r2.window_s == pytest.approx(2000e-6)
+
+
+def test_explicit_window_is_clipped_to_the_trace() -> None:
+    r = analyze([load_trace(p) for p in GPU], window_start_us=100, window_end_us=500)
+    d0, d1 = r.devices
+    assert r.window_s == pytest.approx(400e-6)
+    assert d0.busy_share == pytest.approx(1.0)  # [100, 500] is all compute on rank 0
+    assert d1.busy_s == 0 and d1.comm_s == pytest.approx(400e-6)
+    r = analyze([load_trace(p) for p in GPU], window_start_us=1500, window_end_us=10_000)
+    assert r.window_s == pytest.approx(500e-6)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"steps": 3}, "only 2 ProfilerStep"),
+        ({"steps": 0}, "at least 1"),
+        ({"steps": 1, "window_end_us": 10}, "not both"),
+        ({"window_start_us": 50, "window_end_us": 50}, "empty"),
+        ({"window_start_us": 5000}, "misses the trace"),
+        ({"min_busy": 1.5}, "[0, 1]"),
+    ],
+)
+def test_window_and_threshold_errors(kwargs: dict, needle: str) -> None:
+    with pytest.raises(BadInput, match=None) as exc:
+        analyze([load_trace(p) for p in GPU], **kwargs)
+    assert needle in str(exc.value)
+
+
+def test_merged_gpu_trace_splits_by_kernel_pid() -> None:
+    """One file on one clock: GPU pids 0 and 1 are the ranks; host pids are not."""
+    r0, r1 = (json.loads(p.read_text()) for p in GPU)
+    events = r0["traceEvents"] + [
+        {**e, "ts": e["ts"] + 1e6} if "ts" in e else e for e in r1["traceEvents"]
+    ]
+    r = analyze([parse_trace({"traceEvents": events}, "merged")])
+    assert [d.label for d in r.devices] == ["merged pid 0", "merged pid 1"]
+    assert [round(d.busy_share, 6) for d in r.devices] == [0.65, 0.2]
+
+
+def test_cpu_merged_trace_counts_top_level_ops_not_markers() -> None:
+    r = analyze([load_trace(TRACES / "cpu_merged.json")])
+    d0, d1 = r.devices
+    assert d0.source == d1.source == SOURCE_CPU
+    assert r.window_s == pytest.approx(1000e-6)
+    # busy [0, 300] + [250, 700]; the Forward marker and the send stay out
+    assert d0.busy_s == pytest.approx(700e-6)
+    assert d0.comm_s == pytest.approx(60e-6)  # c10d::send [300, 350] and gloo:send [310, 360]
+    assert d1.busy_s == pytest.approx(300e-6) and d1.comm_s == pytest.approx(500e-6)
+    assert r.flagged == [1]
+
+
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-5, 5), st.floats(allow_nan=True), st.text(max_size=3)
+)
+loose = st.dictionaries(
+    st.sampled_from(["ph", "ts", "dur", "pid", "tid", "cat", "name"]),
+    st.one_of(scalars, st.lists(scalars, max_size=2)),
+)
+timed = st.fixed_dictionaries(
+    {"ph": st.just("X"), "ts": st.floats(-1e3, 1e13), "dur": st.floats(-1, 1e4)},
+    optional={
+        "pid": st.one_of(st.integers(0, 3), st.text(max_size=2), st.lists(st.integers())),
+        "tid": st.integers(0, 2),
+        "cat": st.sampled_from(["kernel", "cpu_op", "user_annotation", "gpu_memcpy", "Trace"]),
+        "name": st.sampled_from(["aten::mm", "ncclDevKernel_SendRecv", "ProfilerStep#1", "F"]),
+    },
+)
+events = st.one_of(loose, timed)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(events, max_size=8), st.sampled_from([None, 1]))
+def test_arbitrary_events_give_a_report_or_bad_input(evs: list, steps: int | None) -> None:
+    try:
+        r = analyze([parse_trace({"traceEvents": evs}, "fuzz")], steps=steps)
+    except BadInput:
+        return
+    for d in r.devices:
+        assert 0 <= d.busy_share <= 1 + 1e-9
+        assert d.busy_s + d.idle_s == pytest.approx(r.window_s)
+
+
+def test_bare_list_and_gzip(tmp_path: Path) -> None:
+    r = analyze([load_trace(TRACES / "bare_list.json")])
+    assert r.devices[0].busy_share == pytest.approx(1.0) and r.flagged == []
+    gz = tmp_path / "rank0.pt.trace.json.gz"
+    gz.write_bytes(gzip.compress((TRACES / "gpu_rank0.json").read_bytes()))
+    assert analyze([load_trace(gz)]).devices[0].busy_share == pytest.approx(0.65)
+
+
+def test_files_without_rank_take_their_position_and_clashes_are_refused(tmp_path: Path) -> None:
+    plain = tmp_path / "plain.json"
+    shutil.copy(TRACES / "bare_list.json", plain)
+    r = analyze([load_trace(plain), load_trace(TRACES / "gpu_rank1.json")])
+    assert [d.rank for d in r.devices] == [0, 1]
+    with pytest.raises(BadInput, match="same rank") as exc:
+        analyze([load_trace(TRACES / "gpu_rank1.json"), load_trace(plain)])
+    assert "rank 1: " in str(exc.value)
+
+
+def test_table_rows_and_flag() -> None:
+    r = analyze([load_trace(p) for p in GPU], steps=1)
+    text = render_plain(trace_report_table(r), width=80)
+    assert "measured over 1.0 ms (ProfilerStep #2)" in text
+    assert "busy = gpu kernels (comm apart), flag < 60.0%" in text
+    row0 = next(line for line in text.splitlines() if "rank0" in line)
+    row1 = next(line for line in text.splitlines() if "rank1" in line)
+    assert "650.0 us" in row0 and "65.0%" in row0 and "BUBBLE" not in row0
+    assert "200.0 us" in row1 and "550.0 us" in row1 and "20.0%" in row1 and "BUBBLE" in row1
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def test_cli_table_and_finding() -> None:
+    res = run(*GPU)
+    assert res.exit_code == 1
+    assert "rank0" in res.stdout and "rank1" in res.stdout and "BUBBLE" in res.stdout
+    assert "pptune: finding: rank 1 busy 20.0%" in res.stderr
+    assert "rank 0" not in res.stderr
+
+
+def test_cli_threshold_decides_the_exit_code() -> None:
+    assert run(*GPU, "--min-busy", "0.1").exit_code == 0
+    assert run(*GPU, "--min-busy", "0.7").exit_code == 1
+    assert run(TRACES / "bare_list.json").exit_code == 0
+
+
+def test_cli_json_contract() -> None:
+    res = run(*GPU, "--json", "--steps", "2")
+    assert res.exit_code == 1
+    out = json.loads(res.stdout)
+    assert set(out) >= {"devices", "window_s", "flagged"}
+    assert out["flagged"] == [1] and out["window_s"] == pytest.approx(0.002)
+    assert out["steps"] == [1, 2]
+    d0 = out["devices"][0]
+    assert set(d0) >= {"rank", "busy_s", "comm_s", "idle_s", "busy_share"}
+    assert (d0["rank"], d0["busy_s"], d0["comm_s"], d0["idle_s"]) == (0, 0.0013, 0.0002, 0.0007)
+
+
+def test_cli_window_flags() -> None:
+    res = run(*GPU, "--json", "--window-start-us", "100", "--window-end-us", "500")
+    out = json.loads(res.stdout)
+    assert out["window_s"] == pytest.approx(400e-6)
+    assert [d["busy_share"] for d in out["devices"]] == [pytest.approx(1.0), 0.0]
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (None, "no such file"),
+        (b"", "empty file"),
+        (b"   \n", "empty file"),
+        (b"{not json", "not JSON"),
+        (b'{"schemaVersion": 1}', "without 'traceEvents'"),
+        (b'{"traceEvents": {"ph": "X"}}', "expected a list"),
+        (b'"a string"', "not a Chrome trace"),
+        (b'{"traceEvents": [{"ph": "M", "name": "process_name"}]}', "no timed events"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe", "binary data"),
+        (b"\x1f\x8b\x08\x00garbage", "broken gzip"),
+        (b"[" * 100_000, "nested too deeply"),
+    ],
+)
+def test_cli_bad_input_is_one_line(tmp_path: Path, content: bytes | None, needle: str) -> None:
+    path = tmp_path / "trace.json"
+    if content is not None:
+        path.write_bytes(content)
+    line = one_error_line(run(path))
+    assert needle in line and str(path) in line
+
+
+def test_cli_directory_and_bad_flags(tmp_path: Path) -> None:
+    assert "is a directory" in one_error_line(run(tmp_path))
+    assert "--min-busy" in one_error_line(run(*GPU, "--min-busy", "60"))
+    assert "only 2 ProfilerStep" in one_error_line(run(*GPU, "--steps", "5"))
+
+
+def test_help_has_an_example() -> None:
+    res = runner.invoke(app, ["trace-report", "--help"])
+    assert res.exit_code == 0
+    assert "pptune trace-report rank0.json" in res.stdout
+    for flag in ("--json", "--min-busy", "--steps", "--window-start-us", "--window-end-us"):
+        assert flag in res.stdout
+
+
+# ---------------------------------------------------------------- real traces
+
+
+def _profile_tiny_model(path: Path, device: str, steps: int = 4) -> None:
+    import time
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    model = torch.nn.Sequential(
+        torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8)
+    ).to(device)
+    x = torch.randn(16, 64, device=device)
+    with profile(
+        activities=acts,
+        schedule=schedule(wait=0, warmup=1, active=steps - 1, repeat=1),
+        on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
+    ) as prof:
+        for _ in range(steps):
+            model(x).sum().backward()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            time.sleep(0.002)  # a known gap: the share cannot be 1
+            prof.step()
+
+
+@pytest.mark.torch
+def test_real_cpu_trace_from_torch_profiler(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    path = tmp_path / "trace.json"
+    _profile_tiny_model(path, "cpu")
+    res = run(path, "--json", "--min-busy", "0.6")
+    out = json.loads(res.stdout)
+    (dev,) = out["devices"]
+    assert dev["source"] == SOURCE_CPU
+    assert 0 < dev["busy_share"] <= 1
+    assert dev["busy_s"] + dev["idle_s"] == pytest.approx(out["window_s"], rel=1e-6)
+    assert res.exit_code == (1 if dev["busy_share"] < 0.6 else 0)
+    assert out["flagged"] == ([0] if res.exit_code == 1 else [])
+    # the 2 ms sleeps are idle, so demanding 100% busy is a finding; 0% never is
+    assert run(path, "--min-busy", "1").exit_code == 1
+    assert run(path, "--min-busy", "0").exit_code == 0
+    # the schedule recorded ProfilerStep annotations: --steps reads them
+    res = run(path, "--json", "--steps", "2")
+    assert res.exit_code in (0, 1)
+    steps_out = json.loads(res.stdout)
+    assert len(steps_out["steps"]) == 2
+    assert 0 < steps_out["window_s"] <= out["window_s"]
+
+
+@pytest.mark.gpu
+def test_real_gpu_trace_counts_kernels(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU: torch.cuda.is_available() is False here")
+    path = tmp_path / "trace.json"
+    _profile_tiny_model(path, "cuda")
+    res = run(path, "--json", "--min-busy", "0")
+    assert res.exit_code == 0
+    out = json.loads(res.stdout)
+    assert [d["source"] for d in out["devices"]] == [SOURCE_GPU]
+    assert 0 < out["devices"][0]["busy_share"] <= 1
