@@ -64,7 +64,8 @@ def bench_simulator(repeats: int) -> None:
         chunks = {"interleaved-1f1b": v, "zbv": 2}.get(schedule, 1)
         stages = uniform_stages(p * chunks, 1.0, 2.0, 1.0)
         for keep in (True, False):
-            t = _timed(lambda: simulate(schedule, p, m, stages, v=v, keep_events=keep), repeats)
+            t = _timed(lambda s=schedule, p=p, m=m, st=stages, v=v, k=keep: simulate(
+                s, p, m, st, v=v, keep_events=k), repeats)
             ops = p * chunks * m * (3 if schedule in ("zb-h1", "zbv") else 2)
             rows.append({"schedule": schedule, "pp": p, "microbatches": m, "virtual_stages": v,
                          "keep_events": keep, "ops": ops, "median_s": round(t, 4),
@@ -181,7 +182,7 @@ def bench_planner_speed(repeats: int) -> None:
             table = cost_table(analytic_profile(model, "h100-sxm", [1, 2, 4, 8], tp=tp))
             gb = presets.MODELS[model].global_batch
             req = PlanRequest(gpus=gpus, global_batch=gb, tp=tp, sharded_optimizer=True)
-            t = _timed(lambda: search(table, req), repeats)
+            t = _timed(lambda t=table, r=req: search(t, r), repeats)
             res = search(table, req)
             rows.append({"model": model, "layers": len(table.names), "gpus": gpus, "tp": tp,
                          "candidates": res.candidates, "simulated": res.simulated,

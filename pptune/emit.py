@@ -127,7 +127,7 @@ def _megatron_options(plan: Plan, n_blocks: int) -> list[tuple[Schedule, int, li
         n = p * plan.virtual_stages
         opts.append((Schedule.INTERLEAVED, plan.virtual_stages, _with_ends([n_blocks // n] * n)))
     if p == 1:
-        return opts + [(Schedule.ONE_F_ONE_B, 1, [n_blocks + 2])]
+        return [*opts, (Schedule.ONE_F_ONE_B, 1, [n_blocks + 2])]
     firsts = sorted({blocks[0] + d for d in near if 1 <= blocks[0] + d < n_blocks})
     lasts = sorted({blocks[-1] + d for d in near if 1 <= blocks[-1] + d < n_blocks})
     if n_blocks % p == 0:

@@ -84,7 +84,7 @@ def min_bottleneck_split(
                 last = prefix[e] - prefix[s] + extra[k]
                 if last >= top or not ok(k, s, e):
                     break
-                val = prev[s] if prev[s] > last else last
+                val = max(last, prev[s])
                 if val < top:
                     top, where = val, s
             cur[e], cur_arg[e] = top, where

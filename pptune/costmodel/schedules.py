@@ -300,8 +300,7 @@ def _peak_inflight(schedule: Schedule, p: int, m: int, v: int) -> tuple[int, ...
         for kind, _mb, stage in ops:
             if kind == _F:
                 now[stage] += 1
-                if now[stage] > peak[stage]:
-                    peak[stage] = now[stage]
+                peak[stage] = max(peak[stage], now[stage])
             elif kind == release:
                 now[stage] -= 1
     return tuple(peak)

@@ -256,7 +256,7 @@ def _lower_bound(schedule: Schedule, p: int, m: int, stages: Sequence[StageCost]
     if len(stages) == p:
         split = schedule in SPLIT_BACKWARD
         head = 0.0
-        for j, s in enumerate(stages):
+        for s in stages:
             # micro-batch 0 must pass F of stages < j before j starts, and the
             # last backward must pass B of stages < j after j ends
             bound = max(bound, head + m * s.total_s)
@@ -393,7 +393,7 @@ def _split(
 
 def _explain_costs(table: CostTable, req: PlanRequest, plan: Plan) -> None:
     """Exposed p2p and all-reduce time: re-simulate without each."""
-    free = PlanRequest(**{**req.__dict__})
+    free = PlanRequest(**req.__dict__)
     base = plan.sim
     no_comm = simulate(
         plan.schedule, plan.pp, plan.num_microbatches,

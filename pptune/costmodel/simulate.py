@@ -208,8 +208,7 @@ def simulate(
                 if ready is None:
                     waiting.setdefault(dep, []).append(d)
                     break
-                if ready > start:
-                    start = ready
+                start = max(start, ready)
             cost = cost_of[kind][k]
             end = start + cost
             busy[d] += cost
@@ -219,10 +218,8 @@ def simulate(
             if kind == 0:
                 inflight[d] += 1
                 act_now[d] += act_of[k]
-                if inflight[d] > peak_inflight[d]:
-                    peak_inflight[d] = inflight[d]
-                if act_now[d] > peak_act[d]:
-                    peak_act[d] = act_now[d]
+                peak_inflight[d] = max(peak_inflight[d], inflight[d])
+                peak_act[d] = max(peak_act[d], act_now[d])
             else:
                 if kind == release:
                     inflight[d] -= 1
@@ -237,8 +234,7 @@ def simulate(
                 else:
                     lk = (d, consumer)
                     t0 = link_free.get(lk, 0.0)
-                    if end > t0:
-                        t0 = end
+                    t0 = max(t0, end)
                     t1 = t0 + send_s[kind][k]
                     link_free[lk] = t1
                     arrival[op] = t1

@@ -46,7 +46,7 @@ def test_stage_bounds() -> None:
 def test_memory_limit_forces_a_worse_split() -> None:
     costs = [1.0, 1.0, 1.0, 1.0]
     # stage 0 may hold only one layer
-    fits = lambda k, s, e: k != 0 or e - s <= 1  # noqa: E731
+    fits = lambda k, s, e: k != 0 or e - s <= 1
     split = min_bottleneck_split(costs, 2, fits=fits)
     assert split == [1, 3]
     with pytest.raises(SplitError):
@@ -71,7 +71,7 @@ def test_optimal_against_brute_force(costs: list[int], k: int, send: int, mem: i
         return
     extra = [float(send)] * (k - 1) + [0.0]
     # memory: layer i weighs costs[i]; earlier stages hold more in flight
-    fits = lambda stage, s, e: sum(costs[s:e]) * (k - stage) <= mem * 3 + 60  # noqa: E731
+    fits = lambda stage, s, e: sum(costs[s:e]) * (k - stage) <= mem * 3 + 60
     feasible = [
         sp for sp in all_splits(n, k)
         if all(fits(i, s, e) for i, (s, e) in enumerate(stage_bounds(sp)))

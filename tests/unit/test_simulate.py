@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from fractions import Fraction
 
 import pytest
@@ -79,7 +80,7 @@ def test_p2p_hidden_behind_compute_under_gpipe_costs_fill_and_drain_only() -> No
     # 2 stages, F=1 B=2, a 0.5 s send each way. GPipe: dev1's forwards start
     # 0.5 late and its gradients reach dev0 0.5 late, once each: 27 + 1 = 28.
     stages = uniform_stages(2, 1, 2, out_bytes=1.0)
-    slow = lambda a, b: Link(0.5, float("inf"))  # noqa: E731
+    slow = lambda a, b: Link(0.5, float("inf"))
     assert simulate("gpipe", 2, 8, stages).step_time_s == pytest.approx(27.0)
     assert simulate("gpipe", 2, 8, stages, link=slow).step_time_s == pytest.approx(28.0)
 
@@ -89,7 +90,7 @@ def test_p2p_round_trip_exposed_in_1f1b_with_two_stages() -> None:
     # the round trip F-send (0.5) + dev1 F+B (3) + B-send (0.5) behind: it
     # waits 1 s per steady cycle. Worked by hand: dev0 ends B7 at t=31.
     stages = uniform_stages(2, 1, 2, out_bytes=1.0)
-    slow = lambda a, b: Link(0.5, float("inf"))  # noqa: E731
+    slow = lambda a, b: Link(0.5, float("inf"))
     assert simulate("1f1b", 2, 8, stages, link=slow).step_time_s == pytest.approx(31.0)
 
 
@@ -166,7 +167,7 @@ def test_simulation_invariants(case: tuple, blocking: bool) -> None:
     # a device never runs two ops at once
     for evs in by_dev.values():
         evs.sort(key=lambda e: e.start_s)
-        for a, b in zip(evs, evs[1:]):
+        for a, b in itertools.pairwise(evs):
             assert b.start_s >= a.end_s - 1e-9
     # every dependency honoured (transfers take time across devices)
     last = len(stages) - 1
