@@ -270,6 +270,14 @@ def _adjust(table: CostTable, cfg: TrainingConfig, prof: Profile) -> CostTable:
                      table.ar_inter)
 
 
+def _blocks(split: list[int]) -> list[int]:
+    """Layers per stage without the embedding (first) and the head (last)."""
+    out = list(split)
+    out[0] -= 1
+    out[-1] -= 1
+    return out
+
+
 def _split(cfg: TrainingConfig, n_layers: int, n_stages: int) -> list[int]:
     """Blocks per stage (stated or even), plus embedding first and head last."""
     blocks = n_layers - 2
@@ -355,6 +363,7 @@ def _predict(
             f"for the same {gpus} GPUs and batch (limit {max_slow:.2f}x): pp={best.pp} "
             f"dp={best.dp} {best.schedule.value}"
             + (f" v={best.virtual_stages}" if best.virtual_stages > 1 else "")
-            + f", {best.num_microbatches} micro-batches of {best.micro_batch_size}, split "
-            f"{','.join(map(str, best.stage_layers))} at {fmt_seconds(best.step_time_s)}",
+            + f", {best.num_microbatches} micro-batches of {best.micro_batch_size}, blocks per "
+            f"stage {','.join(map(str, _blocks(best.stage_layers)))} at "
+            f"{fmt_seconds(best.step_time_s)}",
             slowdown=ratio, max_slowdown=max_slow, best_step_time_s=best.step_time_s)
