@@ -1,7 +1,194 @@
-"""`pptune probe` command (being built; replaced by the probe work)."""
+"""`pptune probe`: parse flags -> run the probe -> write the profile -> render.
 
-HELP = "Measure per-layer costs and link bandwidth on this machine; write a profile."
+The measuring lives in pptune.probe (which imports torch lazily); this module
+only turns flags into ``ProbeOptions``, shows progress on stderr, writes the
+file atomically and prints the summary (or ``--json``) on stdout.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+from pptune.errors import BadInput, PptuneError
+from pptune.probe.build import (
+    DEFAULT_OUTPUT,
+    DeviceChoice,
+    DType,
+    ProbeOptions,
+    run_probe,
+)
+from pptune.probe.units import parse_bytes
+from pptune.schemas import write_atomic
+
+HELP = """Measure per-layer costs and link bandwidth on this machine; write a profile.
+
+For every layer of the model and every micro-batch size: forward time,
+backward split into input-gradient (B) and weight-gradient (W) time,
+parameter, activation and output bytes (medians over repeats, with their
+spread). Then point-to-point and all-reduce sweeps between local processes
+(NCCL on GPUs, gloo on CPU), fitted to latency + bytes / bandwidth, and the
+GPU inventory through NVML. Under torchrun it joins the job and also measures
+the link to another node; rank 0 writes the file.
+
+Examples:
+
+\b
+  pptune probe --quick -o profile.json
+  pptune probe --model gpt-small --micro-batch-sizes 1,2,4,8
+  pptune probe --hf-config llama/config.json --seq-len 2048 --no-comm
+  pptune probe --module mymodel:layers --nccl-tests ar.txt --nccl-tests sr.txt
+  torchrun --nnodes 2 --nproc-per-node 8 $(which pptune) probe -o profile.json
+"""
 
 
-def probe() -> None:
-    raise NotImplementedError
+class RichReporter:
+    """Progress bar and warnings on stderr; never touches stdout."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.progress: Progress | None = None
+        self.task: Any = None
+
+    def warn(self, message: str) -> None:
+        self.console.print(Text(f"pptune: {message}"), soft_wrap=True)
+
+    def start(self, label: str, total: int) -> None:
+        self.finish()
+        self.progress = Progress(
+            TextColumn("{task.fields[label]}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.description}"),
+            console=self.console,
+            transient=False,
+            refresh_per_second=4,
+        )
+        self.progress.start()
+        self.task = self.progress.add_task("", total=total, label=label)
+
+    def advance(self, description: str | None = None) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, advance=1, description=description or "")
+
+    def finish(self) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, description="done")
+            self.progress.stop()
+            self.progress = None
+
+
+def _sizes(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit() or int(part) < 1:
+            raise BadInput(
+                f"--micro-batch-sizes: {part!r} is not a positive integer (give e.g. 1,2,4)"
+            )
+        out.append(int(part))
+    return out
+
+
+def probe(
+    model: str | None = typer.Option(
+        None, "--model", metavar="NAME", help="built-in model preset (default gpt-small, the CPU demo size)"
+    ),
+    hf_config: Path | None = typer.Option(
+        None, "--hf-config", help="Hugging Face config.json: measure standard decoder blocks of that shape"
+    ),
+    module: str | None = typer.Option(
+        None, "--module", metavar="PKG.MOD:FACTORY",
+        help="your layers: 'pkg.mod:factory', factory() -> (list of nn.Module, sample input "
+        "for micro-batch 1); see pptune.probe.models",
+    ),
+    micro_batch_sizes: str | None = typer.Option(
+        None, "--micro-batch-sizes", metavar="1,2,4", help="comma-separated micro-batch sizes [default: 1,2,4]"
+    ),
+    repeats: int | None = typer.Option(None, "--repeats", help="timed repeats per measurement [default: 10]"),
+    warmup: int | None = typer.Option(None, "--warmup", help="untimed warm-up runs [default: 3]"),
+    no_comm: bool = typer.Option(False, "--no-comm", help="skip the bandwidth sweeps (links get noted defaults)"),
+    nccl_tests: list[Path] = typer.Option(
+        [], "--nccl-tests", metavar="FILE",
+        help="read links from nccl-tests output (all_reduce_perf, sendrecv_perf) instead of "
+        "measuring; repeat the flag for several files",
+    ),
+    max_bytes: str | None = typer.Option(
+        None, "--max-bytes", metavar="SIZE", help="largest message of the sweeps, e.g. 64M [default: 64M on CPU, 256M on GPU]"
+    ),
+    timeout: float | None = typer.Option(
+        None, "--timeout", help="seconds a rank may stay silent before the probe gives up [default: 120]"
+    ),
+    quick: bool = typer.Option(
+        False, "--quick", help="CI smoke run: gpt-small on CPU, micro-batch 1,2, 5 repeats, 4 MiB sweeps"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="print the profile JSON on stdout instead of the tables"),
+    output: Path = typer.Option(DEFAULT_OUTPUT, "-o", "--output", help="profile file to write"),
+    seq_len: int | None = typer.Option(None, "--seq-len", help="override the model's sequence length"),
+    device: DeviceChoice | None = typer.Option(
+        None, "--device", help="where to measure [default: auto = cuda if available, else cpu]"
+    ),
+    dtype: DType = typer.Option(DType.AUTO, "--dtype", help="parameter dtype for presets and --hf-config (auto: fp32 on CPU, bf16 on CUDA)"),
+    threads: int | None = typer.Option(
+        None, "--threads",
+        help="torch threads on CPU [default: 1, one core per pipeline rank as in the 2-rank gloo runs]",
+    ),
+) -> None:
+    stderr = Console(stderr=True)
+    try:
+        opts = ProbeOptions(
+            model=model,
+            hf_config=hf_config,
+            module=module,
+            micro_batch_sizes=_sizes(micro_batch_sizes),
+            repeats=repeats,
+            warmup=warmup,
+            comm=not no_comm,
+            nccl_tests=list(nccl_tests),
+            max_bytes=parse_bytes(max_bytes) if max_bytes is not None else None,
+            timeout_s=timeout,
+            quick=quick,
+            device=device,
+            dtype=dtype,
+            threads=threads,
+            seq_len=seq_len,
+        )
+        outcome = run_probe(opts, RichReporter(stderr))
+        if outcome.profile is None:
+            typer.echo(
+                f"pptune: rank {outcome.rank}: bandwidth sweeps done; rank 0 writes the profile",
+                err=True,
+            )
+            return
+        text = outcome.profile.model_dump_json(indent=2)
+        write_atomic(output, text + "\n")
+        typer.echo(f"pptune: profile written to {output}", err=True)
+    except PptuneError as exc:
+        msg = str(exc).replace("\n", " ")
+        typer.echo(f"pptune: error: {msg}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        typer.echo("pptune: interrupted; no profile written", err=True)
+        raise typer.Exit(130) from None
+    if as_json:
+        typer.echo(text)
+        return
+    from pptune.probe.summary import summary
+
+    # as the other commands print: colour off under NO_COLOR, 120 columns off a terminal
+    width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else None
+    if width is None and not sys.stdout.isatty():
+        width = 120
+    out = Console(no_color="NO_COLOR" in os.environ, width=width, soft_wrap=False)
+    for part in summary(outcome.profile):
+        out.print(part)

@@ -180,6 +180,11 @@ class TrainingConfig(Strict):
         None, ge=1, le=2**31 - 1, description="transformer blocks, when the file says"
     )
     stage_layers: list[int] | None = Field(None, description="explicit layers per stage")
+    partition_method: str | None = Field(
+        None, max_length=200,
+        description="how the framework splits layers when stage_layers is unset, as the file "
+        "states it (DeepSpeed PipelineModule: 'parameters', 'uniform', 'type:REGEX')",
+    )
     hidden_size: int | None = Field(None, ge=1, le=2**31 - 1, description="model width, when the file says")
     num_heads: int | None = Field(None, ge=1, le=2**31 - 1, description="attention heads")
     num_kv_heads: int | None = Field(
@@ -316,6 +321,9 @@ def write_atomic(path: Path, text: str) -> None:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the usual file mode
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)

@@ -1,0 +1,129 @@
+"""Standard decoder-only transformer layers, written in plain torch.
+
+Imported only from inside probe functions (it imports torch at the top).
+Two flavours, chosen by ``LayerShape.llama_style``:
+- GPT-2/3 (Radford et al. 2019; Brown et al. 2020): learned positions,
+  pre-LayerNorm, biases, GeLU MLP with 2 matrices, dropout after attention
+  and MLP (its masks are kept for backward, as in training);
+- Llama (Touvron et al. 2023; Dubey et al. 2024): RMSNorm, no biases, SwiGLU
+  MLP with 3 matrices, grouped-query attention (``kv_heads < heads``).
+  Rotary position embedding is left out: a few elementwise ops on q and k,
+  small next to the matrix products.
+Attention is ``scaled_dot_product_attention(is_causal=True)``, as training
+code uses it, so the score matrix is not kept for backward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+GPT_DROPOUT = 0.1  # GPT-2's resid_pdrop / embd_pdrop
+
+
+@dataclass(frozen=True)
+class LayerShape:
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn: int
+    vocab: int
+    seq_len: int
+    llama_style: bool
+    dropout: float
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+
+def _norm(s: LayerShape) -> nn.Module:
+    return nn.RMSNorm(s.hidden, eps=1e-5) if s.llama_style else nn.LayerNorm(s.hidden)
+
+
+def _dropout(s: LayerShape) -> nn.Module:
+    return nn.Dropout(s.dropout) if s.dropout > 0 else nn.Identity()
+
+
+class Embedding(nn.Module):
+    """Token ids (batch, seq) int64 -> hidden states (batch, seq, hidden)."""
+
+    def __init__(self, s: LayerShape) -> None:
+        super().__init__()
+        self.tok = nn.Embedding(s.vocab, s.hidden)
+        self.pos = None if s.llama_style else nn.Embedding(s.seq_len, s.hidden)
+        self.drop = _dropout(s)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        h = self.tok(ids)
+        if self.pos is not None:
+            h = h + self.pos(torch.arange(ids.shape[1], device=ids.device))
+        return self.drop(h)
+
+
+class Attention(nn.Module):
+    def __init__(self, s: LayerShape) -> None:
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = s.heads, s.kv_heads, s.head_dim
+        bias = not s.llama_style
+        self.qkv = nn.Linear(s.hidden, (s.heads + 2 * s.kv_heads) * s.head_dim, bias=bias)
+        self.proj = nn.Linear(s.heads * s.head_dim, s.hidden, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        h, kv, hd = self.heads, self.kv_heads, self.head_dim
+        q, k, v = self.qkv(x).split([h * hd, kv * hd, kv * hd], dim=-1)
+        q = q.view(b, t, h, hd).transpose(1, 2)
+        k = k.view(b, t, kv, hd).transpose(1, 2)
+        v = v.view(b, t, kv, hd).transpose(1, 2)
+        if kv != h:
+            k = k.repeat_interleave(h // kv, dim=1)
+            v = v.repeat_interleave(h // kv, dim=1)
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(o.transpose(1, 2).reshape(b, t, h * hd))
+
+
+class MLP(nn.Module):
+    def __init__(self, s: LayerShape) -> None:
+        super().__init__()
+        self.gated = s.llama_style
+        if self.gated:
+            self.up = nn.Linear(s.hidden, 2 * s.ffn, bias=False)  # gate and up, fused
+            self.down = nn.Linear(s.ffn, s.hidden, bias=False)
+        else:
+            self.up = nn.Linear(s.hidden, s.ffn)
+            self.down = nn.Linear(s.ffn, s.hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.gated:
+            gate, up = self.up(x).chunk(2, dim=-1)
+            return self.down(F.silu(gate) * up)
+        return self.down(F.gelu(self.up(x)))
+
+
+class Block(nn.Module):
+    """Pre-norm decoder block: x + attn(norm(x)), then x + mlp(norm(x))."""
+
+    def __init__(self, s: LayerShape) -> None:
+        super().__init__()
+        self.norm1, self.attn, self.drop1 = _norm(s), Attention(s), _dropout(s)
+        self.norm2, self.mlp, self.drop2 = _norm(s), MLP(s), _dropout(s)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.drop1(self.attn(self.norm1(x)))
+        return x + self.drop2(self.mlp(self.norm2(x)))
+
+
+class Head(nn.Module):
+    """Final norm and LM head: hidden states -> logits (batch, seq, vocab). No loss."""
+
+    def __init__(self, s: LayerShape) -> None:
+        super().__init__()
+        self.norm = _norm(s)
+        self.lm_head = nn.Linear(s.hidden, s.vocab, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(self.norm(x))

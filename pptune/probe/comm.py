@@ -1,0 +1,429 @@
+"""Link bandwidth: point-to-point and all-reduce sweeps between processes.
+
+Measured the way NVIDIA nccl-tests measures (sendrecv_perf, all_reduce_perf):
+message sizes doubling from 1 KiB to ``max_bytes``, warm-up iterations, then
+timed iterations; time per operation, algorithm bandwidth ``algbw = bytes /
+time`` and bus bandwidth (nccl-tests doc/PERFORMANCE.md): ``busbw = algbw *
+2(n-1)/n`` for all-reduce over n ranks, ``busbw = algbw`` for send/recv.
+
+- p2p: the two ranks of a pair send to and receive from each other at once
+  (sendrecv_perf's exchange with 2 ranks); the time is rank 0's.
+- all-reduce: a sum over a group, in place.
+Each timed repeat is a barrier, then ``iters`` back-to-back operations
+(enough for ~1 MiB of traffic, like nccl-tests' aggregated iterations, so the
+clock resolution and the barrier skew do not dominate small messages), then a
+device synchronize; the sample is the elapsed time over ``iters``. A size's
+figure is the median over repeats.
+
+Processes:
+- standalone, the probe spawns one process per local device (2 on CPU,
+  gloo, 1 torch thread each: 2 ranks on 2 cores, shared/MEASURED.md) with
+  ``MASTER_ADDR=127.0.0.1`` and a free port; inter-node is not measured;
+- under ``torchrun`` (RANK, WORLD_SIZE, LOCAL_RANK set) it joins that job:
+  ranks report their host, rank 0 pairs with a rank on its own host
+  (intra-node) and one on another host (inter-node), all-reduce runs over
+  the ranks of rank 0's host and over the whole job.
+A rank that hangs is bounded by ``timeout_s``: the process group times out
+inside the ranks, and the parent stops waiting after ``timeout_s`` without
+a word from any rank. On an error path a spawned rank closes and joins its
+queue before ``os._exit`` (else the parent waits for its timeout,
+MEASURED.md).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue as queue_mod
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from pptune.errors import BadInput
+from pptune.probe.stats import median, spread
+
+MIN_BYTES = 1024
+AGGREGATE_BYTES = 1 << 20  # iterations per timed repeat: enough to move ~1 MiB
+MAX_ITERS = 20
+DTYPE_BYTES = 4  # float32 buffers, as nccl-tests' default -d float
+
+
+def message_sizes(max_bytes: int, min_bytes: int = MIN_BYTES) -> list[int]:
+    """Sizes doubling from ``min_bytes`` up to ``max_bytes`` (nccl-tests ``-f 2``)."""
+    if max_bytes < min_bytes:
+        raise BadInput(f"--max-bytes {max_bytes} is below the smallest message ({min_bytes} bytes)")
+    sizes = []
+    size = min_bytes
+    while size <= max_bytes:
+        sizes.append(size)
+        size *= 2
+    return sizes
+
+
+def iters_for(size: int) -> int:
+    return max(1, min(MAX_ITERS, AGGREGATE_BYTES // size))
+
+
+@dataclass(frozen=True)
+class Measurement:
+    scope: str  # "intra_node" or "inter_node"
+    op: str  # "p2p" or "allreduce"
+    ranks: tuple[int, ...]
+
+
+def plan_measurements(hosts: list[str]) -> tuple[list[Measurement], list[str]]:
+    """What to measure given each rank's host (pure); also the reasons for what cannot be."""
+    world = len(hosts)
+    home = hosts[0]
+    local = tuple(r for r in range(world) if hosts[r] == home)
+    remote = [r for r in range(world) if hosts[r] != home]
+    todo: list[Measurement] = []
+    missing: list[str] = []
+    if len(local) >= 2:
+        todo.append(Measurement("intra_node", "p2p", (0, local[1])))
+        todo.append(Measurement("intra_node", "allreduce", local))
+    else:
+        missing.append("intra_node: one rank on rank 0's host, no intra-node pair to measure")
+    if remote:
+        todo.append(Measurement("inter_node", "p2p", (0, remote[0])))
+        todo.append(Measurement("inter_node", "allreduce", tuple(range(world))))
+    else:
+        missing.append("inter_node: every rank on one host, no inter-node link to measure")
+    return todo, missing
+
+
+@dataclass
+class CommPlan:
+    """Everything a rank needs to run the sweeps (picklable for spawn)."""
+
+    backend: str  # "gloo" or "nccl"
+    device: str  # "cpu" or "cuda"
+    sizes: list[int]
+    repeats: int
+    warmup: int
+    timeout_s: float
+    threads: int = 1
+
+
+@dataclass
+class Sweep:
+    scope: str
+    op: str
+    ranks: list[int]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _row(size: int, samples: list[float], bus_factor: float) -> dict[str, Any]:
+    t = median(samples)
+    algbw = size / t if t > 0 else 0.0
+    return {
+        "bytes": size,
+        "time_s": t,
+        "algbw_bytes_per_s": algbw,
+        "busbw_bytes_per_s": algbw * bus_factor,
+        "spread": spread(samples),
+        "samples_s": samples,
+    }
+
+
+def _sweep(
+    torch: Any,
+    dist: Any,
+    plan: CommPlan,
+    m: Measurement,
+    group: Any,
+    rank: int,
+    device: Any,
+    report: Callable[[str, int], None],
+) -> Sweep:
+    n_elems = max(plan.sizes) // DTYPE_BYTES
+    send = torch.ones(n_elems, dtype=torch.float32, device=device)
+    recv = torch.zeros(n_elems, dtype=torch.float32, device=device)
+    cuda = plan.device == "cuda"
+    peer = m.ranks[1] if rank == m.ranks[0] else m.ranks[0]
+    n = len(m.ranks)
+    bus_factor = 1.0 if m.op == "p2p" else 2.0 * (n - 1) / n
+
+    def once(count: int) -> None:
+        if m.op == "allreduce":
+            dist.all_reduce(send[:count], group=group)
+            return
+        s, r = send[:count], recv[:count]
+        if plan.backend == "nccl":
+            ops = [dist.P2POp(dist.isend, s, peer, group), dist.P2POp(dist.irecv, r, peer, group)]
+            reqs = dist.batch_isend_irecv(ops)
+        else:
+            reqs = [dist.isend(s, peer, group=group), dist.irecv(r, peer, group=group)]
+        for req in reqs:
+            req.wait()
+
+    result = Sweep(m.scope, m.op, list(m.ranks))
+    # connection set-up and first-touch of the buffers happen here, not in the
+    # first size's warm-up (the first gloo message of a pair costs milliseconds)
+    for _ in range(10):
+        once(plan.sizes[0] // DTYPE_BYTES)
+    once(plan.sizes[-1] // DTYPE_BYTES)
+    for size in plan.sizes:
+        count = size // DTYPE_BYTES
+        iters = iters_for(size)
+        for _ in range(plan.warmup):
+            once(count)
+        samples = []
+        for _ in range(plan.repeats):
+            dist.barrier(group=group)
+            if cuda:
+                torch.cuda.synchronize()
+            t0 = time.perf_counter_ns()
+            for _ in range(iters):
+                once(count)
+            if cuda:
+                torch.cuda.synchronize()
+            samples.append((time.perf_counter_ns() - t0) / 1e9 / iters)
+        result.rows.append(_row(size, samples, bus_factor))
+        report(f"{m.scope} {m.op}", size)
+    return result
+
+
+def rank_main(
+    rank: int, world: int, local_rank: int, plan: CommPlan, report: Callable[[str, int], None]
+) -> dict[str, Any] | None:
+    """One rank's part, the process group already initialised; rank 0 returns the sweeps."""
+    from pptune.probe._deps import import_torch
+
+    torch = import_torch()
+    dist = torch.distributed
+    device: Any = "cpu"
+    if plan.device == "cuda":
+        device = torch.device("cuda", local_rank)
+    hosts: list[Any] = [None] * world
+    dist.all_gather_object(hosts, node_key())
+    todo, missing = plan_measurements([str(h) for h in hosts])
+    sweeps = []
+    for m in todo:
+        # every rank takes part in creating every group (torch.distributed rule)
+        group = None if len(m.ranks) == world else dist.new_group(list(m.ranks))
+        if rank in m.ranks:
+            sweep = _sweep(torch, dist, plan, m, group, rank, device, report)
+            sweeps.append(sweep)
+        dist.barrier()
+    if rank != 0:
+        return None
+    return {
+        "backend": plan.backend,
+        "world_size": world,
+        "hosts": sorted({str(h) for h in hosts}),
+        "sizes": plan.sizes,
+        "repeats": plan.repeats,
+        "warmup": plan.warmup,
+        "threads_per_rank": plan.threads if plan.device == "cpu" else None,
+        "not_measured": missing,
+        "sweeps": [
+            {"scope": s.scope, "op": s.op, "ranks": s.ranks, "rows": s.rows} for s in sweeps
+        ],
+    }
+
+
+def node_key() -> str:
+    """Which node this process runs on: the host name, and torchrun's node rank if set.
+
+    torchrun sets GROUP_RANK to the node's index, so two "nodes" of one job
+    are told apart even where their containers share a host name.
+    """
+    group = os.environ.get("GROUP_RANK")
+    host = socket.gethostname()
+    return f"{host}/node{group}" if group is not None else host
+
+
+def _init_group(torch: Any, plan: CommPlan, rank: int, world: int, local_rank: int) -> None:
+    if plan.device == "cuda":
+        torch.cuda.set_device(local_rank)
+    else:
+        torch.set_num_threads(plan.threads)
+    kwargs: dict[str, Any] = {}
+    if plan.device == "cuda":
+        kwargs["device_id"] = torch.device("cuda", local_rank)
+    torch.distributed.init_process_group(
+        backend=plan.backend,
+        rank=rank,
+        world_size=world,
+        timeout=timedelta(seconds=plan.timeout_s),
+        **kwargs,
+    )
+
+
+def comm_entry(rank: int, world: int, port: int, q: Any, plan: CommPlan) -> None:
+    """Spawned rank: set up the rendezvous, run the sweeps, report on the queue."""
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_RANK=str(rank),
+        LOCAL_WORLD_SIZE=str(world),
+    )
+    if plan.backend == "gloo" and sys.platform.startswith("linux"):
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # loopback: all ranks are local
+    code = 0
+    try:
+        from pptune.probe._deps import import_torch
+
+        torch = import_torch()
+        _init_group(torch, plan, rank, world, rank)
+
+        def report(label: str, size: int) -> None:
+            if rank == 0:
+                q.put(("progress", rank, (label, size)))
+
+        result = rank_main(rank, world, rank, plan, report)
+        q.put(("done", rank, result))
+    except BaseException as exc:
+        q.put(("error", rank, _one_line(exc)))
+        code = 1
+    finally:
+        q.close()
+        q.join_thread()
+    os._exit(code)  # skip interpreter and process-group teardown: the parent has the result
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def spawn_ranks(
+    entry: Callable[..., None],
+    args: tuple[Any, ...],
+    world: int,
+    timeout_s: float,
+    on_progress: Callable[[Any], None] = lambda payload: None,
+) -> Any:
+    """Run ``entry(rank, world, port, queue, *args)`` in ``world`` spawned processes.
+
+    Each rank puts ``("progress", rank, payload)``, then ``("done", rank,
+    result)`` or ``("error", rank, text)`` on the queue. Returns rank 0's
+    result. Raises BadInput naming the rank when one fails, dies, or is
+    silent for ``timeout_s`` seconds; every child is ended before returning.
+    """
+    ctx = multiprocessing.get_context("spawn")
+    q = ctx.Queue()
+    port = free_port()
+    procs = [
+        ctx.Process(target=entry, args=(rank, world, port, q, *args), daemon=True)
+        for rank in range(world)
+    ]
+    for p in procs:
+        p.start()
+    finished: set[int] = set()
+    result: Any = None
+    ok = False
+    last_word = time.monotonic()
+    try:
+        while len(finished) < world:
+            try:
+                kind, rank, payload = q.get(timeout=0.2)
+            except queue_mod.Empty:
+                dead = [
+                    r for r, p in enumerate(procs) if r not in finished and not p.is_alive()
+                ]
+                if dead:
+                    try:  # a message may still be in flight from a rank that just exited
+                        kind, rank, payload = q.get(timeout=1.0)
+                    except queue_mod.Empty:
+                        r = dead[0]
+                        raise BadInput(
+                            f"comm probe: rank {r} of {world} exited with code "
+                            f"{procs[r].exitcode} without a result; rerun, or skip the "
+                            "bandwidth probe with --no-comm"
+                        ) from None
+                elif time.monotonic() - last_word > timeout_s:
+                    silent = sorted(set(range(world)) - finished)
+                    raise BadInput(
+                        f"comm probe: rank(s) {', '.join(map(str, silent))} of {world} gave no "
+                        f"word for {timeout_s:g} s (--timeout {timeout_s:g}); a rank hangs or "
+                        "the sweep is slower than that: raise --timeout, lower --max-bytes, "
+                        "or use --no-comm"
+                    ) from None
+                else:
+                    continue
+            last_word = time.monotonic()
+            if kind == "progress":
+                on_progress(payload)
+            elif kind == "done":
+                finished.add(rank)
+                if rank == 0:
+                    result = payload
+            elif kind == "error":
+                raise BadInput(f"comm probe failed on rank {rank} of {world}: {payload}")
+        ok = True
+        return result
+    finally:
+        for p in procs:
+            p.join(timeout=5.0 if ok else 0.2)
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+                p.join(timeout=2.0)
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=2.0)
+        q.close()
+        q.join_thread()
+
+
+def torchrun_env() -> dict[str, int] | None:
+    """RANK, WORLD_SIZE, LOCAL_RANK (and LOCAL_WORLD_SIZE) when launched by torchrun."""
+    keys = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+    if not all(k in os.environ for k in keys):
+        return None
+    try:
+        env = {k: int(os.environ[k]) for k in keys}
+        env["LOCAL_WORLD_SIZE"] = int(os.environ.get("LOCAL_WORLD_SIZE", env["WORLD_SIZE"]))
+    except ValueError:
+        raise BadInput(
+            "torchrun environment: RANK, WORLD_SIZE, LOCAL_RANK must be integers"
+        ) from None
+    return env
+
+
+def run_joined(
+    plan: CommPlan, env: dict[str, int], on_progress: Callable[[Any], None]
+) -> dict[str, Any] | None:
+    """Join the torchrun job (env:// rendezvous); rank 0 gets the sweeps, others None."""
+    from pptune.probe._deps import import_torch
+
+    torch = import_torch()
+    rank, world, local = env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"]
+    if world < 2:
+        return {
+            "backend": plan.backend,
+            "world_size": world,
+            "hosts": [socket.gethostname()],
+            "not_measured": ["torchrun job of one rank: no link to measure"],
+            "sweeps": [],
+        }
+    try:
+        _init_group(torch, plan, rank, world, local)
+    except Exception as exc:
+        raise BadInput(f"torchrun rank {rank}: cannot join the process group: {_one_line(exc)}") from None
+    try:
+        return rank_main(rank, world, local, plan, lambda label, size: on_progress((label, size)))
+    except BadInput:
+        raise
+    except Exception as exc:
+        raise BadInput(
+            f"comm probe failed on torchrun rank {rank} of {world}: {_one_line(exc)} "
+            f"(--timeout {plan.timeout_s:g} s bounds each wait)"
+        ) from None
+    finally:
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()

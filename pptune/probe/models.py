@@ -1,0 +1,316 @@
+"""The layers to measure: from a preset, a Hugging Face config.json, or user code.
+
+Every source becomes a ``ModelPlan``: the layer names, a function that builds
+layer ``i`` on the probe's device, and a function that makes the first
+layer's input for a micro-batch of ``b`` samples. Layers are built one at a
+time (the probe measures layer ``i``, runs it to make layer ``i+1``'s input,
+then drops it), so a model larger than memory can still be probed layer by
+layer.
+
+User code (``--module pkg.mod:factory``), the contract:
+
+    factory() -> (layers, sample)
+
+    layers  a non-empty list (or tuple) of ``torch.nn.Module``: the model in
+            pipeline order. Each layer is called with ONE tensor and returns
+            ONE tensor; layer i's output is layer i+1's input.
+    sample  a ``torch.Tensor``, the first layer's input for a micro-batch of
+            ONE sample: dim 0 is the batch dimension (normally of size 1).
+            For micro-batch size b the probe feeds ``sample.repeat(b, 1, ...)``
+            (b copies along dim 0). Integer samples (token ids) have no input
+            gradient: that layer's B time is 0.
+
+The layers are moved to the probe's device but keep their dtype; ``factory``
+is called once, with the current directory on ``sys.path``, and must take no
+arguments. Example (``mymodel.py``)::
+
+    import torch
+    from torch import nn
+
+    def layers():
+        blocks = [nn.Sequential(nn.Linear(512, 2048), nn.GELU(), nn.Linear(2048, 512))
+                  for _ in range(4)]
+        return blocks, torch.randn(1, 64, 512)
+
+    # pptune probe --module mymodel:layers
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pptune.costmodel.presets import MODELS
+from pptune.errors import BadInput
+from pptune.probe._deps import import_torch
+
+CPU_DEMO_MODEL = "gpt-small"
+# A config's max_position_embeddings can be 128k (Llama 3.1); a probe at that
+# length is rarely what anyone means. Above this cap we measure at the cap
+# and say so; --seq-len sets any length.
+HF_SEQ_LEN_CAP = 8192
+_LLAMA_TYPES = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2", "phi3"}
+
+
+@dataclass
+class ModelPlan:
+    name: str
+    seq_len: int
+    layer_names: list[str]
+    build_layer: Callable[[int], Any]  # i -> torch.nn.Module on the device
+    make_input: Callable[[int], Any]  # micro-batch size -> first layer's input
+    param_dtype_bytes: int
+    global_batch: int | None = None
+    hidden_size: int | None = None
+    num_blocks: int | None = None
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _transformer_plan(
+    name: str,
+    shape: Any,
+    num_blocks: int,
+    device: str,
+    dtype: Any,
+    global_batch: int | None,
+) -> ModelPlan:
+    torch = import_torch()
+    from pptune.probe import _torch_layers as tl
+
+    def build(i: int) -> Any:
+        torch.manual_seed(1234 + i)  # the same weights on every run
+        layer: Any
+        with torch.device(device):
+            if i == 0:
+                layer = tl.Embedding(shape)
+            elif i <= num_blocks:
+                layer = tl.Block(shape)
+            else:
+                layer = tl.Head(shape)
+        return layer.to(dtype)
+
+    def make_input(b: int) -> Any:
+        gen = torch.Generator().manual_seed(b)
+        ids = torch.randint(0, shape.vocab, (b, shape.seq_len), generator=gen)
+        return ids.to(device)
+
+    names = ["embed"] + [f"block.{i}" for i in range(num_blocks)] + ["head"]
+    notes = [
+        f"model {name}: [embedding, {num_blocks} x decoder block, final norm + LM head] "
+        f"(d={shape.hidden}, {shape.heads} heads, {shape.kv_heads} kv heads, ffn {shape.ffn}, "
+        f"vocab {shape.vocab}, seq {shape.seq_len}, "
+        f"{'Llama-style: RMSNorm, SwiGLU, no rotary' if shape.llama_style else 'GPT-style'}"
+        f"{f', dropout {shape.dropout}' if shape.dropout else ''}); the head's cost "
+        "excludes the loss",
+    ]
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    return ModelPlan(
+        name=name,
+        seq_len=shape.seq_len,
+        layer_names=names,
+        build_layer=build,
+        make_input=make_input,
+        param_dtype_bytes=itemsize,
+        global_batch=global_batch,
+        hidden_size=shape.hidden,
+        num_blocks=num_blocks,
+        notes=notes,
+    )
+
+
+def param_count(shape: Any, num_blocks: int) -> int:
+    """Parameters of [embedding, blocks, head] as _torch_layers builds them (biases ignored)."""
+    d, hd = shape.hidden, shape.head_dim
+    attn = d * (shape.heads + 2 * shape.kv_heads) * hd + shape.heads * hd * d
+    mlp = (3 if shape.llama_style else 2) * d * shape.ffn
+    pos = 0 if shape.llama_style else shape.seq_len * d
+    return int(2 * shape.vocab * d + pos + num_blocks * (attn + mlp))
+
+
+def _warn_if_large(plan: ModelPlan, shape: Any, device: str) -> None:
+    if device != "cpu" or plan.name == CPU_DEMO_MODEL:
+        return
+    params = param_count(shape, plan.num_blocks or 0)
+    plan.warnings.append(
+        f"model {plan.name} has ~{params / 1e9:.2g}B parameters and sequence length "
+        f"{plan.seq_len}: a CPU probe of its {len(plan.layer_names)} layers can take a long "
+        f"time and a lot of memory; {CPU_DEMO_MODEL} is the CPU demo size, --seq-len shortens "
+        "the sequence"
+    )
+
+
+def plan_preset(name: str, device: str, dtype: Any, seq_len: int | None = None) -> ModelPlan:
+    import_torch()
+    from pptune.probe import _torch_layers as tl
+
+    if name not in MODELS:
+        raise BadInput(
+            f"--model {name!r} is not a preset; choose one of {', '.join(MODELS)} "
+            "(or give --hf-config PATH / --module pkg.mod:factory)"
+        )
+    m = MODELS[name]
+    shape = tl.LayerShape(
+        hidden=m.hidden,
+        heads=m.heads,
+        kv_heads=m.kv_heads,
+        ffn=m.ffn,
+        vocab=m.vocab,
+        seq_len=seq_len or m.seq_len,
+        llama_style=m.gated_mlp,
+        dropout=tl.GPT_DROPOUT if m.dropout else 0.0,
+    )
+    plan = _transformer_plan(name, shape, m.num_blocks, device, dtype, m.global_batch)
+    _warn_if_large(plan, shape, device)
+    return plan
+
+
+def _config_int(cfg: dict[str, Any], keys: tuple[str, ...], path: Path, default: int | None = None) -> int:
+    for key in keys:
+        value = cfg.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise BadInput(f"--hf-config {path}: {key} must be a positive integer, got {value!r}")
+        return value
+    if default is not None:
+        return default
+    raise BadInput(f"--hf-config {path}: missing {keys[0]} (a positive integer)")
+
+
+def plan_hf_config(path: Path, device: str, dtype: Any, seq_len: int | None = None) -> ModelPlan:
+    """A stack of standard decoder blocks shaped like a Hugging Face config.json."""
+    import_torch()
+    from pptune.probe import _torch_layers as tl
+
+    path = Path(path)
+    try:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BadInput(f"--hf-config: file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"--hf-config: cannot read {path}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"--hf-config {path} is not valid JSON: {exc}") from None
+    if not isinstance(cfg, dict):
+        raise BadInput(f"--hf-config {path}: expected a JSON object, got {type(cfg).__name__}")
+    if isinstance(cfg.get("text_config"), dict):  # multimodal configs nest the decoder
+        cfg = {**cfg, **cfg["text_config"]}
+    hidden = _config_int(cfg, ("hidden_size", "n_embd", "d_model"), path)
+    layers = _config_int(cfg, ("num_hidden_layers", "n_layer", "num_layers"), path)
+    heads = _config_int(cfg, ("num_attention_heads", "n_head"), path)
+    kv_heads = _config_int(cfg, ("num_key_value_heads",), path, default=heads)
+    ffn = _config_int(cfg, ("intermediate_size", "n_inner", "ffn_dim"), path, default=4 * hidden)
+    vocab = _config_int(cfg, ("vocab_size",), path)
+    if hidden % heads:
+        raise BadInput(
+            f"--hf-config {path}: hidden_size ({hidden}) must be divisible by "
+            f"num_attention_heads ({heads})"
+        )
+    if heads % kv_heads:
+        raise BadInput(
+            f"--hf-config {path}: num_attention_heads ({heads}) must be divisible by "
+            f"num_key_value_heads ({kv_heads})"
+        )
+    notes: list[str] = []
+    if seq_len is None:
+        max_pos = _config_int(
+            cfg, ("max_position_embeddings", "n_positions", "n_ctx"), path, default=2048
+        )
+        seq_len = min(max_pos, HF_SEQ_LEN_CAP)
+        if max_pos > HF_SEQ_LEN_CAP:
+            notes.append(
+                f"max_position_embeddings is {max_pos}; measured at sequence length "
+                f"{HF_SEQ_LEN_CAP} (set --seq-len to change)"
+            )
+    model_type = str(cfg.get("model_type", "")).lower()
+    act = str(cfg.get("hidden_act", cfg.get("activation_function", ""))).lower()
+    llama_style = model_type in _LLAMA_TYPES or act in ("silu", "swiglu", "swish")
+    dropout = 0.0
+    for key in ("resid_pdrop", "hidden_dropout_prob", "hidden_dropout", "dropout"):
+        value = cfg.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+            dropout = float(value)
+            break
+    if cfg.get("num_local_experts") or cfg.get("num_experts"):
+        notes.append("mixture-of-experts config: measured as a dense MLP of intermediate_size")
+    shape = tl.LayerShape(hidden, heads, kv_heads, ffn, vocab, seq_len, llama_style, dropout)
+    name = str(cfg.get("_name_or_path") or model_type or path.stem)
+    plan = _transformer_plan(name, shape, layers, device, dtype, None)
+    plan.notes.extend(notes)
+    plan.notes.append(f"shape from --hf-config {path}")
+    _warn_if_large(plan, shape, device)
+    return plan
+
+
+def plan_module(spec: str, device: str, seq_len: int | None = None) -> ModelPlan:
+    """User layers from ``pkg.mod:factory`` (contract in this module's docstring)."""
+    torch = import_torch()
+    modname, sep, attr = spec.partition(":")
+    if not sep or not modname or not attr:
+        raise BadInput(f"--module expects 'package.module:factory', got {spec!r}")
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(modname)
+    except ImportError as exc:
+        raise BadInput(f"--module {spec}: cannot import {modname}: {exc}") from None
+    except Exception as exc:  # the user's module raised while importing
+        raise BadInput(f"--module {spec}: importing {modname} raised {_one_line(exc)}") from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise BadInput(f"--module {spec}: {modname} has no callable {attr!r}")
+    try:
+        result = factory()
+    except Exception as exc:
+        raise BadInput(f"--module {spec}: {attr}() raised {_one_line(exc)}") from None
+    if not isinstance(result, tuple | list) or len(result) != 2:
+        raise BadInput(
+            f"--module {spec}: {attr}() must return (list_of_layers, sample_input), "
+            f"got {type(result).__name__}"
+        )
+    layers, sample = result
+    if not isinstance(layers, list | tuple) or not layers:
+        raise BadInput(f"--module {spec}: the layer list is empty or not a list")
+    for i, layer in enumerate(layers):
+        if not isinstance(layer, torch.nn.Module):
+            raise BadInput(
+                f"--module {spec}: layer {i} is a {type(layer).__name__}, not a torch.nn.Module"
+            )
+    if not isinstance(sample, torch.Tensor) or sample.dim() < 1:
+        raise BadInput(
+            f"--module {spec}: the sample input must be a tensor with a batch dimension (dim 0)"
+        )
+    floats = [p for layer in layers for p in layer.parameters() if p.is_floating_point()]
+    itemsize = floats[0].element_size() if floats else sample.element_size()
+    sample = sample.detach().to(device)
+    layer_list = list(layers)
+
+    def build(i: int) -> Any:
+        return layer_list[i].to(device)
+
+    def make_input(b: int) -> Any:
+        return sample.repeat(b, *([1] * (sample.dim() - 1)))
+
+    names = [f"{i}.{type(layer).__name__}" for i, layer in enumerate(layer_list)]
+    return ModelPlan(
+        name=spec,
+        seq_len=seq_len or (int(sample.shape[1]) if sample.dim() >= 2 else 1),
+        layer_names=names,
+        build_layer=build,
+        make_input=make_input,
+        param_dtype_bytes=itemsize,
+        notes=[f"layers from --module {spec}: {len(names)} layers, sample {list(sample.shape)}"],
+    )
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

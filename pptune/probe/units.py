@@ -1,0 +1,30 @@
+"""Byte sizes as people type and read them (binary units, as nccl-tests' -b/-e use)."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from pptune.errors import BadInput
+
+_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
+
+
+def parse_bytes(text: str, knob: str = "--max-bytes") -> int:
+    """'4096', '64K', '64M', '256MiB', '1G' -> bytes (K = 1024)."""
+    match = _SIZE.match(str(text))
+    if not match:
+        raise BadInput(f"{knob}: cannot read {text!r} as a size; give bytes or e.g. 64M, 1G")
+    value = float(match.group(1)) * _UNITS[match.group(2).upper()]
+    return int(value)
+
+
+def fmt_bytes(n: float) -> str:
+    """2048 -> '2 KiB', 67108864 -> '64 MiB'."""
+    if n <= 0:
+        return "0 B"
+    exp = min(int(math.log(n, 1024)), 4) if n >= 1 else 0
+    value = n / 1024**exp
+    unit = ["B", "KiB", "MiB", "GiB", "TiB"][exp]
+    return f"{value:g} {unit}" if value == int(value) else f"{value:.1f} {unit}"
