@@ -238,8 +238,8 @@ def recommend_cmd(
     for note in run.result.notes:
         out.print(f"note: {note}", highlight=False, markup=False)
     if timeline:
-        from pptune.report import timeline_text
         from pptune.costmodel.search import evaluate
+        from pptune.report import timeline_text
 
         w = run.result.plans[0]
         full = evaluate(
