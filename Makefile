@@ -18,8 +18,13 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The main job on the embedded default (analytic llama3-8b on h100-sxm), then
+# the same job from a profile measured on this machine (CPU, gloo).
 demo: $(STAMP)
 	$(BIN)/pptune recommend --gpus 8 --timeline
+	@mkdir -p build
+	$(BIN)/pptune probe --quick -o build/demo-profile.json
+	$(BIN)/pptune recommend --gpus 2 --profile build/demo-profile.json --timeline
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -249,7 +249,7 @@ def recommend_cmd(
         from pptune.report.plans import timeline_windows
 
         for label, window in timeline_windows(full.sim, w.pp, w.num_microbatches):
-            head = f"timeline of plan 1 (one pipeline, {w.pp} GPUs)"
+            head = f"timeline of plan 1 (one pipeline, {w.pp} GPU{'s' * (w.pp > 1)})"
             out.print(f"{head}, {label}:" if label else f"{head}:", highlight=False, markup=False)
             out.print(timeline_text(window, width=width))
 

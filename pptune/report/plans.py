@@ -70,7 +70,9 @@ def plans_table(
         ("step", "right"), ("tok/s", "right"), ("mem/GPU", "right"), ("free", "right"),
         ("eff", "right"),
     ] + ([("days", "right"), ("GPU-h", "right")] if train_tokens else []):
-        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
+        table.add_column(  # type: ignore[arg-type]
+            name, justify=justify, overflow="fold", no_wrap=name != "layers/stage"
+        )
     for i, plan in enumerate(result.plans, 1):
         table.add_row(
             str(i), f"{plan.pp}×{plan.dp}×{plan.tp}", plan.schedule.value,
@@ -107,7 +109,7 @@ def timeline_windows(sim: Any, p: int, m: int) -> list[tuple[str, Window]]:
     ``3p`` micro-batch slots instead.
     """
     span = sim.step_time_s
-    if m <= 3 * p or span <= 0:
+    if m <= 3 * p or p == 1 or span <= 0:
         return [("", Window(p, span, list(sim.events)))]
     width = span * min(1.0, 3 * p / (m + p - 1))
     out = []
