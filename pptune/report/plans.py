@@ -71,7 +71,8 @@ def plans_table(
         ("eff", "right"),
     ] + ([("days", "right"), ("GPU-h", "right")] if train_tokens else []):
         table.add_column(  # type: ignore[arg-type]
-            name, justify=justify, overflow="fold", no_wrap=name != "layers/stage"
+            name, justify=justify, overflow="fold", no_wrap=name != "layers/stage",
+            min_width=12 if name == "layers/stage" else None,
         )
     for i, plan in enumerate(result.plans, 1):
         table.add_row(
