@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pptune.costmodel import presets
-from pptune.costmodel.partition import even_split
+from pptune.costmodel.partition import deepspeed_split, even_split
 from pptune.costmodel.schedules import Schedule, chunks_per_device
 from pptune.costmodel.search import (
     CostTable,
@@ -35,6 +35,7 @@ from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
 from pptune.schemas import Profile, TrainingConfig
 
 GIB = 1024**3
+MAX_SIMULATED_OPS = 2_000_000  # about 10 s of simulation on one core
 
 
 @dataclass
@@ -182,7 +183,7 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None)
         add("virtual-stages-ignored", "error",
             f"{schedule.value} runs one chunk per device but virtual stages is {v}; "
             "use interleaved-1f1b or set virtual stages to 1", virtual_stages=v)
-    if cfg.zero_stage >= 2 and p > 1:
+    if cfg.zero_stage >= 2 and p > 1 and cfg.source_format == "deepspeed":
         add("deepspeed-zero-pp", "error",
             f"ZeRO stage {cfg.zero_stage} with pipeline parallelism (pp={p}): DeepSpeed's "
             "PipelineEngine supports ZeRO stage 0 or 1 only; use stage 1", zero_stage=cfg.zero_stage)
@@ -278,8 +279,13 @@ def _blocks(split: list[int]) -> list[int]:
     return out
 
 
-def _split(cfg: TrainingConfig, n_layers: int, n_stages: int) -> list[int]:
-    """Blocks per stage (stated or even), plus embedding first and head last."""
+def _split(cfg: TrainingConfig, table: CostTable, n_stages: int) -> list[int]:
+    """Blocks per stage (stated, DeepSpeed's partition_method, or even), plus
+    the embedding on the first stage and the head on the last."""
+    n_layers = len(table.names)
+    if cfg.stage_layers is None and cfg.partition_method in ("uniform", "parameters"):
+        params = [b / table.param_dtype_bytes for b in table.param_bytes]
+        return deepspeed_split(cfg.partition_method, params, n_stages)
     blocks = n_layers - 2
     split = list(cfg.stage_layers) if cfg.stage_layers else even_split(blocks, n_stages)
     split[0] += 1
@@ -303,7 +309,14 @@ def _predict(
             f"stage_layers sum to {sum(cfg.stage_layers)}, not the model's {n_layers - 2} layers",
             stage_layers=cfg.stage_layers, num_layers=n_layers - 2)
         return
-    split = _split(cfg, n_layers, n_stages)
+    ops = n_stages * m * 3
+    if ops > MAX_SIMULATED_OPS:
+        add("too-large-to-simulate", "warning",
+            f"{n_stages} stages x {m} micro-batches is {ops:,} ops, over the {MAX_SIMULATED_OPS:,} "
+            "pptune simulates in a check; memory, bubble and step time not predicted",
+            ops=ops)
+        return
+    split = _split(cfg, table, n_stages)
     gpus = p * cfg.tp * dp  # context parallelism is folded into the per-layer costs
     global_batch = cfg.micro_batch_size * m * cfg.pipeline_flushes * dp
     req = PlanRequest(

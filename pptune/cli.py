@@ -49,10 +49,10 @@ def _guard(fn: F) -> F:
 
 
 def _out() -> Console:
-    """stdout console; colour off under NO_COLOR; 120 columns when not a terminal."""
+    """stdout console; colour off under NO_COLOR; 160 columns when not a terminal."""
     width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else None
     if width is None and not sys.stdout.isatty():
-        width = 120
+        width = 160
     return Console(no_color="NO_COLOR" in os.environ, width=width, soft_wrap=False)
 
 

@@ -28,7 +28,7 @@ from enum import Enum
 from pathlib import Path
 
 from pptune.costmodel import presets
-from pptune.costmodel.partition import min_bottleneck_split, stage_bounds
+from pptune.costmodel.partition import deepspeed_split, stage_bounds
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import Plan, evaluate
 from pptune.errors import BadInput
@@ -345,11 +345,7 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitte
         files = _megatron(run, chosen)
     elif fw is Framework.DEEPSPEED:
         params = [b / run.table.param_dtype_bytes for b in run.table.param_bytes]
-        by_param = min_bottleneck_split(params, plan.pp) if plan.pp <= len(params) else None
-        uniform = min_bottleneck_split([1.0] * len(params), plan.pp)
-        methods: dict[str, list[int]] = {"uniform": uniform}
-        if by_param is not None:
-            methods["parameters"] = by_param
+        methods = {m: deepspeed_split(m, params, plan.pp) for m in ("uniform", "parameters")}
         same = [name for name, sp in methods.items() if sp == plan.stage_layers]
         if plan.schedule is Schedule.ONE_F_ONE_B and plan.virtual_stages == 1 and same:
             method = same[0]

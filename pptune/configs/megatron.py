@@ -1,0 +1,369 @@
+"""Megatron-LM launch script or argument list -> TrainingConfig.
+
+Reads the ``pretrain_*.py`` command of a launch script (through
+``torchrun`` / ``python -m torch.distributed.launch`` / ``deepspeed``), or,
+in a plain argument file, every line of flags. Flag names and defaults
+follow megatron/training/arguments.py (argparse with ``allow_abbrev=False``,
+so only exact names count; the last of a repeated flag wins).
+
+Megatron-LM's batch identity (megatron/core/num_microbatches_calculator.py):
+``global_batch_size = micro_batch_size * num_microbatches * dp``; the script
+states the global and micro batch, never the micro-batch count, so
+grad_accum_steps stays unset for check-config to derive.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from pptune.configs.fields import MAX_COUNT, MAX_DEVICES, Ctx, apply_flags, build, whole_text
+from pptune.configs.shell import Script, ShellLimit, interpret
+from pptune.costmodel.presets import MODELS
+from pptune.schemas import TrainingConfig
+
+# Megatron-LM flags read here (mapped in _fields / _pipeline); others are noted as ignored
+VALUE_FLAGS = (
+    "--pipeline-model-parallel-size",
+    "--tensor-model-parallel-size",
+    "--context-parallel-size",
+    "--num-layers",
+    "--num-layers-per-virtual-pipeline-stage",
+    "--num-virtual-stages-per-pipeline-rank",
+    "--micro-batch-size",
+    "--global-batch-size",
+    "--hidden-size",
+    "--seq-length",
+    "--num-attention-heads",
+    "--ffn-hidden-size",
+    "--num-query-groups",
+    "--vocab-size",
+    "--decoder-first-pipeline-num-layers",
+    "--decoder-last-pipeline-num-layers",
+    "--recompute-granularity",
+)
+BOOL_FLAGS = (
+    "--use-distributed-optimizer",
+    "--bf16",
+    "--fp16",
+    "--swiglu",
+    "--group-query-attention",
+    "--recompute-activations",
+)
+NOTED_FLAGS = {
+    "--rampup-batch-size": "--rampup-batch-size ignored: checked at the final --global-batch-size",
+    "--pipeline-model-parallel-layout": "--pipeline-model-parallel-layout not modelled: "
+    "pptune splits the layers itself",
+    "--account-for-embedding-in-pipeline-split": "--account-for-embedding-in-pipeline-split "
+    "not modelled",
+    "--account-for-loss-in-pipeline-split": "--account-for-loss-in-pipeline-split not modelled",
+}
+# torchrun / torch.distributed.launch, and the deepspeed launcher (per node)
+NODES_FLAGS = ("--nnodes", "--num_nodes", "--num-nodes")
+PER_NODE_FLAGS = ("--nproc_per_node", "--nproc-per-node", "--num_gpus", "--num-gpus")
+
+_ENTRY = re.compile(r"(?:.*/)?pretrain_\w*\.py")
+_SIGNAL = re.compile(
+    r"^[^#\n]*pretrain_\w*\.py|^\s*--(?:pipeline-model-parallel-size|"
+    r"tensor-model-parallel-size|num-layers|micro-batch-size|global-batch-size)\b",
+    re.MULTILINE,
+)
+
+
+def looks_like_megatron(text: str) -> bool:
+    """Content test for format detection: a ``pretrain_*.py`` launch (outside a
+    comment line) or lines that start with Megatron-LM flags."""
+    return _SIGNAL.search(text) is not None
+
+
+@dataclass
+class Flagged:
+    """Flags of one command: every occurrence's value (None for a bare flag)."""
+
+    values: dict[str, list[str | None]] = field(default_factory=dict)
+    unknown: list[str] = field(default_factory=list)
+
+    def has(self, name: str) -> bool:
+        return name in self.values
+
+
+def parse_flags(words: list[str], bools: tuple[str, ...] = BOOL_FLAGS) -> Flagged:
+    """argparse-style: ``--flag value``, ``--flag=value``; a bare ``--flag`` is boolean."""
+    out = Flagged()
+    i = 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if not word.startswith("--") or word == "--":
+            continue
+        name, eq, inline = word.partition("=")
+        value: str | None = None
+        if eq:
+            value = inline
+        elif name not in bools and i < len(words) and not words[i].startswith("--"):
+            value = words[i]
+            i += 1
+        out.values.setdefault(name, []).append(value)
+        known = name in VALUE_FLAGS or name in bools or name in NOTED_FLAGS
+        if not known and name not in out.unknown:
+            out.unknown.append(name)
+    return out
+
+
+def read_megatron(text: str, ctx: Ctx) -> TrainingConfig:
+    try:
+        script = interpret(text)
+    except ShellLimit as exc:
+        raise ctx.bad(f"{exc}; write the Megatron-LM arguments out plainly") from None
+    for line in script.notes:
+        ctx.note(line)
+    launcher_words, arg_words = _launch(script, ctx)
+    args = parse_flags(arg_words)
+    launcher = parse_flags(launcher_words, bools=())
+    reader = _Reader(ctx, args)
+    fields = _fields(reader, launcher)
+    _note_shell(ctx, script, launcher_words + arg_words, args)
+    return build(ctx, fields)
+
+
+def _launch(script: Script, ctx: Ctx) -> tuple[list[str], list[str]]:
+    """(launcher words, Megatron argument words) of the command that runs training."""
+    launches = []
+    for cmd in script.commands:
+        entry = next((j for j, word in enumerate(cmd.words) if _ENTRY.fullmatch(word)), None)
+        if entry is not None:
+            launches.append((cmd, entry))
+    if launches:
+        cmd, k = launches[-1]
+        if len(launches) > 1:
+            ctx.note(f"{len(launches)} pretrain_*.py launches; read the last one (line {cmd.line})")
+        return cmd.words[:k], cmd.words[k + 1 :]
+    arg_lines = [w for cmd in script.commands if cmd.words[0].startswith("-") for w in cmd.words]
+    if arg_lines:
+        return arg_lines, arg_lines
+    known = set(VALUE_FLAGS) | set(BOOL_FLAGS)
+    scored = [(sum(w.partition("=")[0] in known for w in c.words), c) for c in script.commands]
+    best = max(scored, key=lambda pair: pair[0], default=(0, None))
+    if best[1] is None or best[0] == 0:
+        raise ctx.bad(
+            "found no Megatron-LM arguments (--num-layers, --micro-batch-size, "
+            "--pipeline-model-parallel-size, ...); expected a pretrain_*.py launch script "
+            "or a file of arguments; pass --format-in to read it as another format"
+        )
+    return best[1].words, best[1].words
+
+
+class _Reader:
+    def __init__(self, ctx: Ctx, flags: Flagged) -> None:
+        self.ctx = ctx
+        self.flags = flags
+
+    def text(self, name: str) -> str | None:
+        """Last value of ``name``; None when absent or an unresolved shell reference."""
+        seen = self.flags.values.get(name)
+        if not seen:
+            return None
+        value = seen[-1]
+        if value is None:
+            raise self.ctx.bad(f"{name} has no value; expected {name} N")
+        distinct = list(dict.fromkeys(v for v in seen if v is not None))
+        if len(distinct) > 1:
+            self.ctx.note(f"{name} given {len(seen)} times ({', '.join(distinct[:4])}); "
+                          f"Megatron-LM uses the last, {value}")
+        if "$" in value:
+            self.ctx.note(f"{name} is {value[:40]}, which pptune cannot resolve without running "
+                          "the script; left unset")
+            return None
+        return value
+
+    def number(self, name: str, minimum: int = 1, maximum: int = MAX_COUNT) -> int | None:
+        value = self.text(name)
+        if value is None:
+            return None
+        return whole_text(self.ctx, name, value, minimum=minimum, maximum=maximum,
+                          fix=f"set {name} to a whole number >= {minimum}")
+
+
+def _fields(r: _Reader, launcher: Flagged) -> dict[str, Any]:
+    ctx, flags = r.ctx, r.flags
+    devices = {"maximum": MAX_DEVICES}
+    fields: dict[str, Any] = {
+        "pp": r.number("--pipeline-model-parallel-size", **devices),
+        "tp": r.number("--tensor-model-parallel-size", **devices),
+        "cp": r.number("--context-parallel-size", **devices),
+        "num_layers": r.number("--num-layers"),
+        "global_batch": r.number("--global-batch-size"),
+        "hidden_size": r.number("--hidden-size"),
+        "seq_len": r.number("--seq-length"),
+        "num_heads": r.number("--num-attention-heads"),
+        "ffn_hidden_size": r.number("--ffn-hidden-size"),
+        "vocab_size": r.number("--vocab-size"),
+        "sharded_optimizer": flags.has("--use-distributed-optimizer"),
+        "gated_mlp": flags.has("--swiglu"),  # Megatron-LM's default MLP is GeLU
+        "precision": _precision(ctx, flags),
+        "recompute": _recompute(r),
+        "source_format": "megatron",
+    }
+    micro = r.number("--micro-batch-size")
+    if micro is None:
+        raise ctx.bad("--micro-batch-size is missing or unresolved; expected "
+                      "--micro-batch-size N with a number (Megatron-LM requires it)")
+    fields["micro_batch_size"] = micro
+    if fields["global_batch"] is None and not flags.has("--global-batch-size"):
+        ctx.note("--global-batch-size not given: Megatron-LM then uses micro-batch-size x dp "
+                 "(one micro-batch per step)")
+    queries = r.number("--num-query-groups")
+    if queries is not None and not flags.has("--group-query-attention"):
+        ctx.note("--num-query-groups ignored without --group-query-attention (as Megatron-LM does)")
+        queries = None
+    fields["num_kv_heads"] = queries
+    fields.update(_launcher(ctx, launcher))
+    apply_flags(ctx, fields, {"pp": "--pipeline-model-parallel-size",
+                              "tp": "--tensor-model-parallel-size",
+                              "gpus": "a GPU count (--nnodes x --nproc_per_node)"})
+    if fields["pp"] is None and flags.has("--pipeline-model-parallel-size"):
+        ctx.note("pp assumed 1: pass --pp")
+    _pipeline(r, fields)
+    preset = _preset_by_shape(fields)
+    if preset:
+        fields["model"] = preset
+        ctx.note(f"model preset {preset} inferred from the shape ({fields['num_layers']} layers, "
+                 f"hidden {fields['hidden_size']}, {fields['num_heads']} heads)")
+    for name, text in NOTED_FLAGS.items():
+        if flags.has(name):
+            ctx.note(text)
+    return fields
+
+
+def _launcher(ctx: Ctx, launcher: Flagged) -> dict[str, Any]:
+    """gpus = nodes x processes per node, from torchrun's (or deepspeed's) flags."""
+
+    def last(names: tuple[str, ...]) -> tuple[str, str] | None:
+        found = [(n, launcher.values[n][-1]) for n in names if launcher.has(n)]
+        if not found or found[-1][1] is None:
+            return None
+        return found[-1]  # type: ignore[return-value]
+
+    per_node, nodes = last(PER_NODE_FLAGS), last(NODES_FLAGS)
+    if per_node is None:
+        return {}
+    name, value = per_node
+    if "$" in value or not re.fullmatch(r"[+-]?[0-9]+", value.strip()):
+        ctx.note(f"{name} {value} is not a number pptune can resolve; GPU count left unset")
+        return {}
+    procs = whole_text(ctx, name, value, maximum=MAX_DEVICES)
+    count = 1
+    if nodes is None:
+        ctx.note(f"{NODES_FLAGS[0]} not given: one node (torchrun's default)")
+    elif "$" in nodes[1] or not re.fullmatch(r"[+-]?[0-9]+", nodes[1].strip()):
+        ctx.note(f"{nodes[0]} {nodes[1]} is not a number pptune can resolve; GPU count left unset")
+        return {"gpus_per_node": procs}
+    else:
+        count = whole_text(ctx, nodes[0], nodes[1], maximum=MAX_DEVICES)
+    return {"gpus_per_node": procs, "gpus": count * procs}
+
+
+def _precision(ctx: Ctx, flags: Flagged) -> str | None:
+    bf16, fp16 = flags.has("--bf16"), flags.has("--fp16")
+    if bf16 and fp16:
+        ctx.note("both --bf16 and --fp16 given (Megatron-LM refuses this); precision left unset")
+        return None
+    return "bf16" if bf16 else "fp16" if fp16 else "fp32"
+
+
+def _recompute(r: _Reader) -> str | None:
+    granularity = r.text("--recompute-granularity")
+    if granularity is not None:
+        if granularity not in ("full", "selective"):
+            raise r.ctx.bad(f"--recompute-granularity is {granularity!r}; expected full or "
+                            "selective")
+        return granularity
+    if r.flags.has("--recompute-activations"):  # Megatron-LM: same as selective
+        return "selective"
+    return None if r.flags.has("--recompute-granularity") else "none"
+
+
+def _pipeline(r: _Reader, fields: dict[str, Any]) -> None:
+    """Virtual stages, schedule and an uneven first/last split, once pp is known."""
+    ctx = r.ctx
+    pp, layers = fields["pp"] or 1, fields["num_layers"]
+    direct = r.number("--num-virtual-stages-per-pipeline-rank")
+    per_virtual = r.number("--num-layers-per-virtual-pipeline-stage")
+    virtual = direct
+    if direct is not None and per_virtual is not None:
+        ctx.note("both --num-virtual-stages-per-pipeline-rank and "
+                 "--num-layers-per-virtual-pipeline-stage given; used the first")
+    elif per_virtual is not None and layers is None:
+        ctx.note("--num-layers-per-virtual-pipeline-stage without a known --num-layers; "
+                 "virtual stages left at 1")
+    elif per_virtual is not None and layers is not None:
+        if layers % (pp * per_virtual):
+            raise ctx.bad(
+                f"--num-layers {layers} is not a multiple of pp {pp} x "
+                f"--num-layers-per-virtual-pipeline-stage {per_virtual} = {pp * per_virtual} "
+                "(Megatron-LM refuses this split); change one of them"
+            )
+        virtual = layers // (pp * per_virtual)
+    fields["virtual_stages"] = virtual
+    fields["schedule"] = "interleaved-1f1b" if virtual and virtual > 1 else "1f1b"
+    first = r.number("--decoder-first-pipeline-num-layers", minimum=0)
+    last = r.number("--decoder-last-pipeline-num-layers", minimum=0)
+    if first is None and last is None:
+        return
+    if virtual and virtual > 1:
+        ctx.note("uneven first/last stage layers with virtual stages not modelled; "
+                 "stage_layers left unset")
+        return
+    if layers is None or pp < 2:
+        ctx.note("--decoder-first/last-pipeline-num-layers need --num-layers and pp >= 2; "
+                 "stage_layers left unset")
+        return
+    fields["stage_layers"] = _uneven_split(ctx, layers, pp, first, last)
+
+
+def _uneven_split(ctx: Ctx, layers: int, pp: int, first: int | None, last: int | None) -> list[int]:
+    middle = pp - (first is not None) - (last is not None)
+    rest = layers - (first or 0) - (last or 0)
+    if rest < 0 or (middle == 0 and rest != 0) or (middle > 0 and rest % middle):
+        raise ctx.bad(
+            f"--num-layers {layers} minus first {first} / last {last} stage layers leaves {rest} "
+            f"for {middle} middle stages, which does not divide evenly (Megatron-LM refuses "
+            "this); change --decoder-first/last-pipeline-num-layers"
+        )
+    each = rest // middle if middle else 0
+    split = [each] * middle
+    if first is not None:
+        split.insert(0, first)
+    if last is not None:
+        split.append(last)
+    return split
+
+
+def _preset_by_shape(fields: dict[str, Any]) -> str | None:
+    shape = (fields["num_layers"], fields["hidden_size"], fields["num_heads"])
+    if None in shape:
+        return None
+    for model in MODELS.values():
+        if shape != (model.num_blocks, model.hidden, model.heads):
+            continue
+        ffn = fields["ffn_hidden_size"]
+        if (ffn if ffn is not None else 4 * model.hidden) != model.ffn:
+            continue
+        kv = fields["num_kv_heads"] or model.heads
+        if kv == model.kv_heads and fields["gated_mlp"] == model.gated_mlp:
+            return model.name
+    return None
+
+
+def _note_shell(ctx: Ctx, script: Script, words: list[str], args: Flagged) -> None:
+    for name, value in list(script.defaults_used.items())[:5]:
+        ctx.note(f"shell variable {name} is not set in the script; used its default {value!r}")
+    unresolved = list(dict.fromkeys(w for w in words if w.startswith("$")))
+    if unresolved:
+        shown = ", ".join(w[:30] for w in unresolved[:6])
+        ctx.note(f"shell references left as written (not resolvable without running): {shown}")
+    if args.unknown:
+        extra = len(args.unknown) - 8
+        names = ", ".join(args.unknown[:8]) + (f" and {extra} more" if extra > 0 else "")
+        ctx.note(f"ignored {len(args.unknown)} other flags: {names}")

@@ -1,0 +1,358 @@
+"""torchtitan TOML job config -> TrainingConfig.
+
+Key names and defaults follow torchtitan's ``torchtitan/config/job_config.py``
+(``[parallelism]``, ``[training]``, ``[model]``; older releases kept the
+pipeline keys under ``[experimental]`` and called local_batch_size
+``batch_size``).
+
+torchtitan's batch semantics (train.py): local_batch_size is per
+data-parallel rank; global_batch_size defaults to local_batch_size * dp and
+otherwise must be a multiple of it, the quotient being gradient-accumulation
+steps, each of which runs the whole pipeline schedule once over
+local_batch_size / pipeline_parallel_microbatch_size micro-batches. So:
+grad_accum_steps (micro-batches per optimizer step) = that count times the
+runs, and pipeline_flushes = the runs.
+
+Stages per rank (torchtitan/distributed/pipeline_parallel.py): single-stage
+schedules (1F1B, GPipe) hold 1; looped ones 2 unless
+pipeline_parallel_layers_per_stage is set, in which case the stage count is
+ceil((layers + first_stage_less_layers + last_stage_less_layers) /
+layers_per_stage) over the pp ranks (both "less layers" default to 1).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from itertools import pairwise
+from typing import Any
+
+from pptune.configs.fields import MAX_COUNT, MAX_DEVICES, Ctx, apply_flags, build, show, whole
+from pptune.costmodel.presets import MODELS
+from pptune.schemas import TrainingConfig
+
+# torch.distributed.pipelining's names (matched case-insensitively, as
+# torch's get_schedule_class does) -> (pptune schedule, chunks per device)
+SCHEDULES: dict[str, tuple[str, int | None]] = {
+    "1f1b": ("1f1b", 1),
+    "gpipe": ("gpipe", 1),
+    "interleaved1f1b": ("interleaved-1f1b", None),  # None: 2 or from layers_per_stage
+    "interleavedzerobubble": ("zb-h1", 1),
+    "zbvzerobubble": ("zbv", 2),
+}
+SUPPORTED = "1F1B, GPipe, Interleaved1F1B, InterleavedZeroBubble (as zb-h1), ZBVZeroBubble"
+
+# ([model] name, flavor) -> pptune preset; torchtitan's llama3 flavors
+PRESETS = {("llama3", "8b"): "llama3-8b", ("llama3", "70b"): "llama3-70b"}
+
+_READ_TABLES = {"parallelism", "training", "model", "experimental", "activation_checkpoint"}
+
+
+def looks_like_torchtitan(data: dict[str, Any]) -> bool:
+    tables = {k for k, v in data.items() if isinstance(v, dict)}
+    return "parallelism" in tables or {"training", "model"} <= tables
+
+
+class _Table:
+    def __init__(self, ctx: Ctx, name: str, data: dict[str, Any]) -> None:
+        value = data.get(name, {})
+        if not isinstance(value, dict):
+            raise ctx.bad(f"{name} is {show(value)}; expected a [{name}] table")
+        self.ctx, self.name, self.data = ctx, name, value
+
+    def has(self, key: str) -> bool:
+        return key in self.data
+
+    def count(self, key: str, default: int | None, minimum: int = 1,
+              maximum: int = MAX_COUNT) -> int | None:
+        if key not in self.data:
+            return default
+        return whole(self.ctx, f"{self.name}.{key}", self.data[key], minimum=minimum,
+                     maximum=maximum)
+
+    def text(self, key: str, default: str | None) -> str | None:
+        value = self.data.get(key, default)
+        if value is not None and not isinstance(value, str):
+            raise self.ctx.bad(f"{self.name}.{key} is {show(value)}; expected a string")
+        return value
+
+
+def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
+    par = _parallelism(ctx, data)
+    train = _Table(ctx, "training", data)
+    model = _Table(ctx, "model", data)
+    devices = {"maximum": MAX_DEVICES}
+    fields: dict[str, Any] = {
+        "pp": par.count("pipeline_parallel_degree", None, **devices),
+        "tp": par.count("tensor_parallel_degree", None, **devices),
+        "cp": par.count("context_parallel_degree", None, **devices),
+        "source_format": "torchtitan",
+    }
+    apply_flags(ctx, fields, {"pp": "parallelism.pipeline_parallel_degree",
+                              "tp": "parallelism.tensor_parallel_degree",
+                              "gpus": "a GPU count (torchtitan takes it from the launcher)"})
+    pp = fields["pp"] or 1
+    preset = _preset(ctx, model)
+    fields["model"] = preset
+    fields["dp"], sharded = _data_parallel(ctx, par, fields)
+    if sharded:
+        fields["sharded_optimizer"] = True
+        fields["zero_stage"] = _fsdp_stage(ctx, par, pp)
+    fields.update(_schedule(ctx, par, pp, MODELS[preset].num_blocks if preset else None))
+    fields.update(_batch(ctx, par, train, pp, fields["dp"]))
+    seq = train.count("seq_len", None)
+    if seq is None:
+        seq = 2048
+        ctx.note("training.seq_len not given: torchtitan's default 2048")
+    fields["seq_len"] = seq
+    fields["precision"] = {"bfloat16": "bf16", "float32": "fp32"}.get(
+        train.text("mixed_precision_param", "") or "")
+    fields["recompute"] = _recompute(ctx, _Table(ctx, "activation_checkpoint", data))
+    ignored = sorted(str(k) for k in data if k not in _READ_TABLES)
+    if ignored:
+        ctx.note(f"ignored tables: {', '.join(ignored[:10])}")
+    return build(ctx, fields)
+
+
+def _parallelism(ctx: Ctx, data: dict[str, Any]) -> _Table:
+    """[parallelism], plus what older torchtitan kept elsewhere: pipeline keys
+    under [experimental], parallel degrees under [training]."""
+    par = _Table(ctx, "parallelism", data)
+    for table, wanted in (("experimental", "pipeline_parallel"), ("training", "_parallel_degree")):
+        old = _Table(ctx, table, data)
+        moved = {k: v for k, v in old.data.items()
+                 if str(k).startswith(wanted) or (wanted[0] == "_" and str(k).endswith(wanted))}
+        moved = {k: v for k, v in moved.items() if k not in par.data}
+        if moved:
+            ctx.note(f"read {', '.join(sorted(moved))} from [{table}] (older torchtitan)")
+            par.data = {**par.data, **moved}
+    return par
+
+
+def _preset(ctx: Ctx, model: _Table) -> str | None:
+    name, flavor = model.text("name", "llama3"), model.text("flavor", "debugmodel")
+    preset = PRESETS.get(((name or "").lower(), (flavor or "").lower()))
+    if preset is None:
+        ctx.note(f"model {name[:40] if name else name} flavor "
+                 f"{flavor[:40] if flavor else flavor} has no pptune preset; give --model, "
+                 "a profile or a Hugging Face config for the cost model")
+    return preset
+
+
+def _data_parallel(ctx: Ctx, par: _Table, fields: dict[str, Any]) -> tuple[int | None, bool]:
+    """(dp, sharded?) from the replicate and shard degrees; shard -1 means "the rest"."""
+    replicate = par.count("data_parallel_replicate_degree", 1, maximum=MAX_DEVICES) or 1
+    shard_raw = par.data.get("data_parallel_shard_degree", -1)
+    if not _is_rest(shard_raw):
+        shard = whole(ctx, "parallelism.data_parallel_shard_degree", shard_raw,
+                      maximum=MAX_DEVICES, fix="use -1 (the remaining GPUs) or a degree >= 1")
+        return replicate * shard, shard > 1
+    gpus = fields.get("gpus")
+    others = replicate * (fields["tp"] or 1) * (fields["pp"] or 1) * (fields["cp"] or 1)
+    if gpus is not None and gpus % others == 0:
+        shard = gpus // others
+        ctx.note(f"data_parallel_shard_degree -1 resolved to {shard}: --gpus {gpus} / "
+                 f"(replicate {replicate} x tp x pp x cp = {others})")
+        return replicate * shard, shard > 1
+    if gpus is None:
+        ctx.note("data_parallel_shard_degree is -1 (the remaining GPUs); dp left unset: pass "
+                 "--gpus to resolve it; FSDP sharding assumed")
+    else:
+        ctx.note(f"data_parallel_shard_degree is -1 but --gpus {gpus} is not a multiple of "
+                 f"replicate x tp x pp x cp = {others}; dp left unset; FSDP sharding assumed")
+    return None, True
+
+
+def _is_rest(value: Any) -> bool:
+    """torchtitan's -1: "the remaining ranks" (shard degree) or "derive it" (global batch)."""
+    return type(value) is int and value == -1
+
+
+def _fsdp_stage(ctx: Ctx, par: _Table, pp: int) -> int:
+    """FSDP2 as a ZeRO stage: 3 when parameters are resharded after forward, else 2.
+
+    torchtitan's fsdp_reshard_after_forward "default" reshards only without
+    pipeline parallelism (parallelize.py: ``reshard_after_forward = not pp_enabled``).
+    """
+    policy = par.text("fsdp_reshard_after_forward", "default")
+    if policy not in ("default", "always", "never"):
+        raise ctx.bad(f"parallelism.fsdp_reshard_after_forward is {policy!r}; expected "
+                      "default, always or never")
+    reshard = policy == "always" or (policy == "default" and pp == 1)
+    ctx.note(f"FSDP sharding read as ZeRO stage {3 if reshard else 2} "
+             f"(fsdp_reshard_after_forward {policy}, pp {pp})")
+    return 3 if reshard else 2
+
+
+def _schedule(ctx: Ctx, par: _Table, pp: int, layers: int | None) -> dict[str, Any]:
+    name = par.text("pipeline_parallel_schedule", "1F1B") or "1F1B"
+    if pp == 1:
+        if par.has("pipeline_parallel_schedule"):
+            ctx.note(f"pipeline_parallel_degree is 1: torchtitan ignores "
+                     f"pipeline_parallel_schedule {name}")
+        return {"schedule": "1f1b", "virtual_stages": 1}
+    if par.text("pipeline_parallel_schedule_csv", "") or None:
+        ctx.note("pipeline_parallel_schedule_csv not modelled")
+    mapped = SCHEDULES.get(name.lower())
+    if mapped is None:
+        raise ctx.bad(f"parallelism.pipeline_parallel_schedule is {name!r}, which pptune cannot "
+                      f"model; expected one of {SUPPORTED}")
+    schedule, chunks = mapped
+    if name.lower() == "interleavedzerobubble":
+        ctx.note("InterleavedZeroBubble modelled as zb-h1 with one chunk per device")
+    split = _explicit_split(ctx, par, layers)
+    if split is not None:
+        return _with_split(ctx, name, schedule, chunks, pp, split)
+    per_stage = par.count("pipeline_parallel_layers_per_stage", None)
+    if chunks is None:
+        chunks = _looped_chunks(ctx, par, pp, layers, per_stage)
+    elif per_stage is not None and layers is not None:
+        stages = _stage_count(par, layers, per_stage)
+        if stages != pp * chunks:
+            raise ctx.bad(
+                f"pipeline_parallel_layers_per_stage {per_stage} gives {stages} stages for "
+                f"{layers} layers, but {name} needs {pp * chunks} (pp {pp} x {chunks}) "
+                "(torchtitan refuses this); change pipeline_parallel_layers_per_stage"
+            )
+    return {"schedule": schedule, "virtual_stages": chunks}
+
+
+_BLOCK = re.compile(r"layers\.([0-9]{1,9})")
+
+
+def _explicit_split(ctx: Ctx, par: _Table, layers: int | None) -> list[int] | None:
+    """Transformer blocks per stage from module_fqns_per_model_part or split points.
+
+    module_fqns_per_model_part lists each stage's modules ("tok_embeddings",
+    "layers.0", ..., "output"); only "layers.N" count as blocks. The older
+    pipeline_parallel_split_points ("layers.8", ...) start a new stage at
+    each named block.
+    """
+    parts = par.data.get("module_fqns_per_model_part")
+    if parts is not None:
+        if not (isinstance(parts, list) and parts and all(
+                isinstance(part, list) and all(isinstance(n, str) for n in part)
+                for part in parts)):
+            raise ctx.bad(f"parallelism.module_fqns_per_model_part is {show(parts)}; expected "
+                          'a list of lists of module names, e.g. [["tok_embeddings", "layers.0"]]')
+        return [sum(1 for n in part if _BLOCK.fullmatch(n)) for part in parts]
+    points = par.data.get("pipeline_parallel_split_points")
+    if not points:
+        return None
+    names = points.split(",") if isinstance(points, str) else points
+    starts = [_BLOCK.fullmatch(n.strip()) if isinstance(n, str) else None
+              for n in (names if isinstance(names, list) else [None])]
+    if None in starts:
+        raise ctx.bad(f"parallelism.pipeline_parallel_split_points is {show(points)}; expected "
+                      'block names such as ["layers.8", "layers.16"]')
+    if layers is None:
+        ctx.note("pipeline_parallel_split_points need the model's layer count; stage split "
+                 "left to pptune")
+        return None
+    bounds = [0] + [int(m.group(1)) for m in starts if m] + [layers]
+    if any(b < a for a, b in pairwise(bounds)):
+        raise ctx.bad(f"parallelism.pipeline_parallel_split_points {show(points)} must be "
+                      f"increasing block indices below {layers}")
+    return [b - a for a, b in pairwise(bounds)]
+
+
+def _with_split(ctx: Ctx, name: str, schedule: str, chunks: int | None, pp: int,
+                split: list[int]) -> dict[str, Any]:
+    """Schedule fields when the file fixes the stages: their count sets the chunks."""
+    if len(split) % pp:
+        raise ctx.bad(f"the config's stage split has {len(split)} stages, not a multiple of "
+                      f"pp {pp} (torchtitan refuses this); give pp x chunks stages")
+    per_rank = len(split) // pp
+    if schedule == "zb-h1":  # InterleavedZeroBubble: modelled with one chunk per device
+        ctx.note("stage split of InterleavedZeroBubble not carried: modelled as zb-h1 with "
+                 "one chunk per device")
+        return {"schedule": schedule, "virtual_stages": 1}
+    wanted = chunks if chunks is not None else max(per_rank, 2)
+    if per_rank != wanted:
+        raise ctx.bad(f"the config's stage split has {per_rank} stages per rank, but {name} "
+                      f"runs {wanted} (torchtitan refuses this); change the split")
+    return {"schedule": schedule, "virtual_stages": per_rank, "stage_layers": split}
+
+
+def _stage_count(par: _Table, layers: int, per_stage: int) -> int:
+    first = par.count("pipeline_parallel_first_stage_less_layers", 1, minimum=0) or 0
+    last = par.count("pipeline_parallel_last_stage_less_layers", 1, minimum=0) or 0
+    return math.ceil((layers + first + last) / per_stage)
+
+
+def _looped_chunks(ctx: Ctx, par: _Table, pp: int, layers: int | None,
+                   per_stage: int | None) -> int:
+    if per_stage is None:
+        ctx.note("virtual stages 2 per device: torchtitan's default for looped schedules")
+        return 2
+    if layers is None:
+        ctx.note("pipeline_parallel_layers_per_stage needs the model's layer count; "
+                 "virtual stages assumed 2 (torchtitan's default)")
+        return 2
+    stages = _stage_count(par, layers, per_stage)
+    if stages % pp or stages // pp < 2:
+        raise ctx.bad(
+            f"pipeline_parallel_layers_per_stage {per_stage} gives {stages} stages for {layers} "
+            f"layers, which is not a multiple (>= 2x) of pp {pp} (torchtitan refuses this); "
+            "change pipeline_parallel_layers_per_stage"
+        )
+    return stages // pp
+
+
+def _batch(ctx: Ctx, par: _Table, train: _Table, pp: int, dp: int | None) -> dict[str, Any]:
+    key = "local_batch_size" if train.has("local_batch_size") or not train.has(
+        "batch_size") else "batch_size"
+    local = train.count(key, None)
+    if local is None:
+        local = 8
+        ctx.note("training.local_batch_size not given: torchtitan's default 8")
+    stated_global = train.data.get("global_batch_size", -1)
+    global_batch = None if _is_rest(stated_global) else train.count("global_batch_size", None)
+    runs = 1
+    if global_batch is None:
+        global_batch = local * dp if dp is not None else None
+        if dp is None:
+            ctx.note("global batch left unset: it is local_batch_size x dp and dp is unknown")
+    elif dp is not None and global_batch % (local * dp) == 0:
+        runs = global_batch // (local * dp)
+    elif dp is not None:
+        ctx.note(f"global_batch_size {global_batch} is not a multiple of local_batch_size "
+                 f"{local} x dp {dp} (torchtitan refuses this)")
+    if pp == 1:  # no pipeline: each local batch is one micro-batch
+        accum = runs if dp is not None or global_batch is None else None
+        return {"micro_batch_size": local, "grad_accum_steps": accum, "pipeline_flushes": 1,
+                "global_batch": global_batch}
+    micro = par.count("pipeline_parallel_microbatch_size", None)
+    count = par.count("pipeline_parallel_microbatches", None)  # older torchtitan: the count
+    if micro is None and count is not None:
+        if local % count:
+            raise ctx.bad(f"training.{key} {local} is not a multiple of "
+                          f"pipeline_parallel_microbatches {count}; change either")
+        micro = local // count
+    if micro is None:
+        micro = 1
+        ctx.note("pipeline_parallel_microbatch_size not given: torchtitan's default 1")
+    if local % micro:
+        raise ctx.bad(
+            f"training.{key} {local} is not a multiple of "
+            f"parallelism.pipeline_parallel_microbatch_size {micro} (torchtitan refuses this); "
+            "change either"
+        )
+    per_run = local // micro
+    known_runs = dp is not None or _is_rest(stated_global)
+    return {
+        "micro_batch_size": micro,
+        "grad_accum_steps": per_run * runs if known_runs else None,
+        "pipeline_flushes": runs,
+        "global_batch": global_batch,
+    }
+
+
+def _recompute(ctx: Ctx, table: _Table) -> str | None:
+    mode = table.text("mode", None)
+    if mode is None:
+        return None
+    if mode not in ("none", "selective", "full"):
+        ctx.note(f"activation_checkpoint.mode {mode[:40]!r} not recognised; recompute left unset")
+        return None
+    return mode
