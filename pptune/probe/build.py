@@ -247,10 +247,15 @@ def _default_links(inv: Inventory, device: str) -> tuple[dict[str, AlphaBeta], s
     else:
         bw = PCIE4_X16_BYTES_PER_S
         src = "PCIe 4.0 x16 (~80% of 31.5 GB/s)"
+    # Across nodes a GPU talks through its NIC: the preset's InfiniBand figure,
+    # or one 200 Gb/s HDR NIC per GPU when the card is not a preset.
+    ib = presets.GPUS[key].ib_bytes_per_s if key is not None else 25e9
     return (
         {
             "p2p": AlphaBeta(presets.P2P_LATENCY_INTRA_S, bw),
             "allreduce": AlphaBeta(presets.ALLREDUCE_LATENCY_INTRA_S, bw),
+            "inter.p2p": AlphaBeta(presets.P2P_LATENCY_INTER_S, ib),
+            "inter.allreduce": AlphaBeta(presets.ALLREDUCE_LATENCY_INTER_S, ib),
         },
         f"GPU defaults: {src}, latencies from pptune presets",
     )
@@ -264,8 +269,8 @@ def _links_from_points(
     """Fit each (scope, op) found; fill the rest, each with a note.
 
     ``found[(scope, op)] = (points, source)`` where points are (bus bytes, s).
-    Missing intra-node links take the defaults; missing inter-node links copy
-    the intra-node figure of the same op.
+    Missing intra-node links take the defaults; missing inter-node links take
+    the NIC default on GPUs and copy the intra-node figure on CPU.
     """
     fits: dict[tuple[str, str], AlphaBeta] = {}
     fit_raw: dict[str, Any] = {}
@@ -284,7 +289,15 @@ def _links_from_points(
             fits[("intra_node", op)] = values[op]
             notes.append(f"intra-node {op} link NOT measured: {default_src}")
             fit_raw[f"intra_node.{op}"] = {"source": "default: " + default_src}
-        if ("inter_node", op) not in fits:
+        if ("inter_node", op) not in fits and f"inter.{op}" in values:
+            fits[("inter_node", op)] = values[f"inter.{op}"]
+            notes.append(
+                f"inter-node {op} link NOT measured: InfiniBand default "
+                f"({values[f'inter.{op}'].bytes_per_s / 1e9:.0f} GB/s per GPU; probe under "
+                "torchrun --nnodes 2 to measure it)"
+            )
+            fit_raw[f"inter_node.{op}"] = {"source": "default: InfiniBand per-GPU NIC"}
+        elif ("inter_node", op) not in fits:
             fits[("inter_node", op)] = fits[("intra_node", op)]
             notes.append(f"inter-node {op} link NOT measured: copied from intra-node")
             fit_raw[f"inter_node.{op}"] = {"source": "copy of intra_node"}
