@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
-from rich.console import Console
 
+from pptune.cliutil import out_console as _out
+from pptune.cliutil import parse_ints as _ints
+from pptune.cliutil import say as _say
 from pptune.errors import BadInput, NoFeasiblePlan, PptuneError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -48,28 +49,10 @@ def _guard(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def _out() -> Console:
-    """stdout console; colour off under NO_COLOR; 160 columns when not a terminal."""
-    width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else None
-    if width is None and not sys.stdout.isatty():
-        width = 160
-    return Console(no_color="NO_COLOR" in os.environ, width=width, soft_wrap=False)
 
 
-def _say(line: str) -> None:
-    typer.echo(f"pptune: {line}", err=True)
 
 
-def _ints(text: str | None, flag: str) -> list[int] | None:
-    if text is None:
-        return None
-    try:
-        values = [int(x) for x in text.replace(" ", "").split(",") if x]
-    except ValueError:
-        raise BadInput(f"{flag} takes comma-separated integers, e.g. 1,2,4 (got {text!r})") from None
-    if not values or any(x < 1 for x in values):
-        raise BadInput(f"{flag} needs positive integers (got {text!r})")
-    return values
 
 
 def _schedules(text: str | None) -> list[Any]:
@@ -384,6 +367,9 @@ def _register_optional() -> None:
         return
     app.command("trace-report", help=cli_observe.TRACE_REPORT_HELP)(_guard(cli_observe.trace_report))
     app.command("monitor", help=cli_observe.MONITOR_HELP)(_guard(cli_observe.monitor))
+    from pptune import cli_validate
+
+    app.command("validate", help=cli_validate.HELP)(_guard(cli_validate.validate))
 
 
 _register_optional()

@@ -32,17 +32,14 @@ MEASURED.md).
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-import queue as queue_mod
 import socket
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
+from pptune import launch
 from pptune.errors import BadInput
 from pptune.probe.stats import median, spread
 
@@ -239,34 +236,13 @@ def node_key() -> str:
 
 
 def _init_group(torch: Any, plan: CommPlan, rank: int, world: int, local_rank: int) -> None:
-    if plan.device == "cuda":
-        torch.cuda.set_device(local_rank)
-    else:
-        torch.set_num_threads(plan.threads)
-    kwargs: dict[str, Any] = {}
-    if plan.device == "cuda":
-        kwargs["device_id"] = torch.device("cuda", local_rank)
-    torch.distributed.init_process_group(
-        backend=plan.backend,
-        rank=rank,
-        world_size=world,
-        timeout=timedelta(seconds=plan.timeout_s),
-        **kwargs,
-    )
+    launch.init_group(torch, plan.backend, plan.device, plan.threads, plan.timeout_s,
+                      rank, world, local_rank)
 
 
 def comm_entry(rank: int, world: int, port: int, q: Any, plan: CommPlan) -> None:
     """Spawned rank: set up the rendezvous, run the sweeps, report on the queue."""
-    os.environ.update(
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        RANK=str(rank),
-        WORLD_SIZE=str(world),
-        LOCAL_RANK=str(rank),
-        LOCAL_WORLD_SIZE=str(world),
-    )
-    if plan.backend == "gloo" and sys.platform.startswith("linux"):
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # loopback: all ranks are local
+    launch.set_local_env(rank, world, port, plan.backend)
     code = 0
     try:
         from pptune.probe._deps import import_torch
@@ -283,21 +259,26 @@ def comm_entry(rank: int, world: int, port: int, q: Any, plan: CommPlan) -> None
     except BaseException as exc:
         q.put(("error", rank, _one_line(exc)))
         code = 1
-    finally:
-        q.close()
-        q.join_thread()
-    os._exit(code)  # skip interpreter and process-group teardown: the parent has the result
+    launch.finish_child(q, code)
 
 
-def _one_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+_one_line = launch.one_line
+free_port = launch.free_port
+torchrun_env = launch.torchrun_env
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+_PROBE_TEXTS = launch.SpawnTexts(
+    died=lambda r, world, code: (
+        f"comm probe: rank {r} of {world} exited with code {code} without a result; rerun, "
+        "or skip the bandwidth probe with --no-comm"
+    ),
+    silent=lambda world, started, finished, timeout_s: (
+        f"comm probe: rank(s) {', '.join(map(str, sorted(set(range(world)) - finished)))} of "
+        f"{world} gave no word for {timeout_s:g} s (--timeout {timeout_s:g}); a rank hangs or "
+        "the sweep is slower than that: raise --timeout, lower --max-bytes, or use --no-comm"
+    ),
+    failed=lambda rank, world, text: f"comm probe failed on rank {rank} of {world}: {text}",
+)
 
 
 def spawn_ranks(
@@ -307,92 +288,11 @@ def spawn_ranks(
     timeout_s: float,
     on_progress: Callable[[Any], None] = lambda payload: None,
 ) -> Any:
-    """Run ``entry(rank, world, port, queue, *args)`` in ``world`` spawned processes.
-
-    Each rank puts ``("progress", rank, payload)``, then ``("done", rank,
-    result)`` or ``("error", rank, text)`` on the queue. Returns rank 0's
-    result. Raises BadInput naming the rank when one fails, dies, or is
-    silent for ``timeout_s`` seconds; every child is ended before returning.
-    """
-    ctx = multiprocessing.get_context("spawn")
-    q = ctx.Queue()
-    port = free_port()
-    procs = [
-        ctx.Process(target=entry, args=(rank, world, port, q, *args), daemon=True)
-        for rank in range(world)
-    ]
-    for p in procs:
-        p.start()
-    finished: set[int] = set()
-    result: Any = None
-    ok = False
-    last_word = time.monotonic()
-    try:
-        while len(finished) < world:
-            try:
-                kind, rank, payload = q.get(timeout=0.2)
-            except queue_mod.Empty:
-                dead = [
-                    r for r, p in enumerate(procs) if r not in finished and not p.is_alive()
-                ]
-                if dead:
-                    try:  # a message may still be in flight from a rank that just exited
-                        kind, rank, payload = q.get(timeout=1.0)
-                    except queue_mod.Empty:
-                        r = dead[0]
-                        raise BadInput(
-                            f"comm probe: rank {r} of {world} exited with code "
-                            f"{procs[r].exitcode} without a result; rerun, or skip the "
-                            "bandwidth probe with --no-comm"
-                        ) from None
-                elif time.monotonic() - last_word > timeout_s:
-                    silent = sorted(set(range(world)) - finished)
-                    raise BadInput(
-                        f"comm probe: rank(s) {', '.join(map(str, silent))} of {world} gave no "
-                        f"word for {timeout_s:g} s (--timeout {timeout_s:g}); a rank hangs or "
-                        "the sweep is slower than that: raise --timeout, lower --max-bytes, "
-                        "or use --no-comm"
-                    ) from None
-                else:
-                    continue
-            last_word = time.monotonic()
-            if kind == "progress":
-                on_progress(payload)
-            elif kind == "done":
-                finished.add(rank)
-                if rank == 0:
-                    result = payload
-            elif kind == "error":
-                raise BadInput(f"comm probe failed on rank {rank} of {world}: {payload}")
-        ok = True
-        return result
-    finally:
-        for p in procs:
-            p.join(timeout=5.0 if ok else 0.2)
-        for p in procs:
-            if p.is_alive():
-                p.terminate()
-                p.join(timeout=2.0)
-            if p.is_alive():
-                p.kill()
-                p.join(timeout=2.0)
-        q.close()
-        q.join_thread()
-
-
-def torchrun_env() -> dict[str, int] | None:
-    """RANK, WORLD_SIZE, LOCAL_RANK (and LOCAL_WORLD_SIZE) when launched by torchrun."""
-    keys = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
-    if not all(k in os.environ for k in keys):
-        return None
-    try:
-        env = {k: int(os.environ[k]) for k in keys}
-        env["LOCAL_WORLD_SIZE"] = int(os.environ.get("LOCAL_WORLD_SIZE", env["WORLD_SIZE"]))
-    except ValueError:
-        raise BadInput(
-            "torchrun environment: RANK, WORLD_SIZE, LOCAL_RANK must be integers"
-        ) from None
-    return env
+    """Run ``entry(rank, world, port, queue, *args)`` in ``world`` spawned processes
+    (``pptune.launch.spawn_ranks`` with the probe's messages); rank 0's result."""
+    return launch.spawn_ranks(
+        entry, args, world, timeout_s, _PROBE_TEXTS, lambda _rank, payload: on_progress(payload)
+    )
 
 
 def run_joined(

@@ -1,0 +1,37 @@
+"""Small helpers shared by the command modules (parsing flags, stdout, stderr)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+from rich.console import Console
+
+from pptune.errors import BadInput
+
+
+def parse_ints(text: str | None, flag: str) -> list[int] | None:
+    """``"1,2,4"`` -> [1, 2, 4]; BadInput naming the flag for anything else."""
+    if text is None:
+        return None
+    try:
+        values = [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise BadInput(f"{flag} takes comma-separated integers, e.g. 1,2,4 (got {text!r})") from None
+    if not values or any(x < 1 for x in values):
+        raise BadInput(f"{flag} needs positive integers (got {text!r})")
+    return values
+
+
+def say(line: str) -> None:
+    """Talk goes to stderr; stdout is data."""
+    typer.echo(f"pptune: {line}", err=True)
+
+
+def out_console() -> Console:
+    """stdout console; colour off under NO_COLOR; 160 columns when not a terminal."""
+    width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else None
+    if width is None and not sys.stdout.isatty():
+        width = 160
+    return Console(no_color="NO_COLOR" in os.environ, width=width, soft_wrap=False)

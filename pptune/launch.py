@@ -1,0 +1,176 @@
+"""Local process launch shared by `probe` and `validate` (no torch at import).
+
+Standalone, a command spawns one process per rank on this host, gives them a
+loopback rendezvous and collects their messages from a queue; under
+``torchrun`` it joins the job instead. Ranks report on the queue as
+``(kind, rank, payload)`` with kind ``ready``, ``progress``, ``done`` or
+``error``. A rank that dies or stays silent past the timeout is reported in
+one line, never waited on forever; every child is ended before returning.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue as queue_mod
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from pptune.errors import BadInput
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def torchrun_env() -> dict[str, int] | None:
+    """RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE under torchrun, else None."""
+    keys = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+    if not all(k in os.environ for k in keys):
+        return None
+    try:
+        env = {k: int(os.environ[k]) for k in keys}
+        env["LOCAL_WORLD_SIZE"] = int(os.environ.get("LOCAL_WORLD_SIZE", env["WORLD_SIZE"]))
+    except ValueError:
+        raise BadInput(
+            "torchrun environment: RANK, WORLD_SIZE, LOCAL_RANK must be integers"
+        ) from None
+    return env
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: first line`` of an exception (and its cause when torch wraps one)."""
+    lines = [x for x in str(exc).strip().splitlines() if x.strip()]
+    text = f"{type(exc).__name__}: {lines[0].strip()}" if lines else type(exc).__name__
+    cause = exc.__cause__
+    if cause is not None and isinstance(exc, RuntimeError) and "failed to run" in text:
+        text += f" ({one_line(cause)})"
+    return text
+
+
+def set_local_env(rank: int, world: int, port: int, backend: str) -> None:
+    """The env:// rendezvous of a spawned local rank (loopback for gloo)."""
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_RANK=str(rank),
+        LOCAL_WORLD_SIZE=str(world),
+    )
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # no gloo connection chatter
+    if backend == "gloo" and sys.platform.startswith("linux"):
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # all ranks are local
+
+
+def init_group(
+    torch: Any, backend: str, device: str, threads: int, timeout_s: float,
+    rank: int, world: int, local_rank: int,
+) -> None:
+    """One process group per job; one GPU per local rank, or ``threads`` CPU threads."""
+    kwargs: dict[str, Any] = {}
+    if device == "cuda":
+        torch.cuda.set_device(local_rank)
+        kwargs["device_id"] = torch.device("cuda", local_rank)
+    else:
+        torch.set_num_threads(threads)
+    torch.distributed.init_process_group(
+        backend=backend, rank=rank, world_size=world, timeout=timedelta(seconds=timeout_s),
+        **kwargs,
+    )
+
+
+def finish_child(q: Any, code: int) -> None:
+    """Flush the queue and leave: closing and joining it first keeps the parent
+    from waiting out its timeout (shared/MEASURED.md); ``os._exit`` skips the
+    interpreter and process-group teardown, the parent has the result."""
+    q.close()
+    q.join_thread()
+    os._exit(code)
+
+
+@dataclass
+class SpawnTexts:
+    """The one-line errors of a command's spawned ranks."""
+
+    died: Callable[[int, int, int | None], str]  # rank, world, exit code
+    silent: Callable[[int, set[int], set[int], float], str]  # world, started, finished, timeout
+    failed: Callable[[int, int, str], str]  # rank, world, the rank's one-line error
+
+
+def spawn_ranks(
+    entry: Callable[..., None],
+    args: tuple[Any, ...],
+    world: int,
+    timeout_s: float,
+    texts: SpawnTexts,
+    on_progress: Callable[[int, Any], None] = lambda rank, payload: None,
+) -> Any:
+    """Run ``entry(rank, world, port, queue, *args)`` in ``world`` spawned processes.
+
+    Returns rank 0's ``done`` payload. Raises BadInput (one of ``texts``) when
+    a rank fails, dies, or is silent for ``timeout_s`` seconds.
+    """
+    ctx = multiprocessing.get_context("spawn")
+    q = ctx.Queue()
+    port = free_port()
+    procs = [
+        ctx.Process(target=entry, args=(rank, world, port, q, *args), daemon=True)
+        for rank in range(world)
+    ]
+    for p in procs:
+        p.start()
+    finished: set[int] = set()
+    started: set[int] = set()
+    result: Any = None
+    ok = False
+    last_word = time.monotonic()
+    try:
+        while len(finished) < world:
+            try:
+                kind, rank, payload = q.get(timeout=0.2)
+            except queue_mod.Empty:
+                dead = [r for r, p in enumerate(procs) if r not in finished and not p.is_alive()]
+                if dead:
+                    try:  # a message may still be in flight from a rank that just exited
+                        kind, rank, payload = q.get(timeout=1.0)
+                    except queue_mod.Empty:
+                        r = dead[0]
+                        raise BadInput(texts.died(r, world, procs[r].exitcode)) from None
+                elif time.monotonic() - last_word > timeout_s:
+                    raise BadInput(texts.silent(world, started, finished, timeout_s)) from None
+                else:
+                    continue
+            last_word = time.monotonic()
+            if kind == "ready":
+                started.add(rank)
+            elif kind == "progress":
+                started.add(rank)
+                on_progress(rank, payload)
+            elif kind == "done":
+                finished.add(rank)
+                if rank == 0:
+                    result = payload
+            elif kind == "error":
+                raise BadInput(texts.failed(rank, world, payload))
+        ok = True
+        return result
+    finally:
+        for p in procs:
+            p.join(timeout=5.0 if ok else 0.2)
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+                p.join(timeout=2.0)
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=2.0)
+        q.close()
+        q.join_thread()

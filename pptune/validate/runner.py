@@ -1,0 +1,557 @@
+"""Run a plan for real with torch.distributed.pipelining and stamp every compute op.
+
+One process per pipeline rank: NCCL with one process per GPU when CUDA is
+there, gloo with CPU processes otherwise (``torch.set_num_threads(1)`` each,
+so two ranks do not fight over two cores; shared/MEASURED.md). Standalone,
+``run_spawned`` spawns the ranks (``MASTER_ADDR=127.0.0.1``, a free port);
+under ``torchrun`` (RANK / WORLD_SIZE set) ``run_joined`` joins the job.
+
+Each rank builds its stages from the model's layers (the probe's layer list:
+embedding, blocks, head) with the plan's split, as ``nn.Sequential`` modules
+wrapped in ``PipelineStage(module, stage_index, n_stages, device)``, and runs
+the torch schedule class our schedule name maps to (``spec.TORCH_SCHEDULES``;
+zbv's stages sit in the V placement, torch's
+``generate_stage_to_rank_mapping(..., style="v")``, which the schedule sets).
+
+Timing: each stage's ``forward_one_chunk``, ``backward_one_chunk`` and
+``backward_weight_one_chunk``, and the schedule's loss, are wrapped with
+``time.perf_counter_ns()`` stamps (on CUDA, with CUDA events placed on the
+host clock through an anchor event at the step start). Time spent waiting
+to receive sits outside those calls and counts as idle. A barrier precedes
+each step; the garbage collector runs before the barrier and is paused during
+the step (a collection inside a step is noise, not pipeline behaviour).
+After the timed steps the rank holding the last stage times the loss alone
+(forward and backward on a tensor shaped like its output): the profile's
+head excludes it, and ``compare`` adds it to the prediction.
+
+torch is imported inside functions only: ``import pptune.validate`` works
+without it.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pptune import launch
+from pptune.costmodel.schedules import Schedule
+from pptune.errors import BadInput, MissingDependency
+from pptune.validate.measure import OpStamp, RankStep
+from pptune.validate.spec import TORCH_SCHEDULES, ModelSource, RunSpec
+
+LOSS_REPEATS = 7
+CONTENTION_ROUNDS = 3
+CONTENTION_REPEATS = 3
+LOSS_WARMUP = 2
+INSTALL_HINT = "pip install 'pptune[probe]' (torch==2.13.0 on this machine)"
+
+
+def import_torch() -> Any:
+    try:
+        import torch
+        import torch.distributed.pipelining
+    except ImportError as exc:
+        raise MissingDependency(
+            f"pptune validate needs torch ({exc.name or 'torch'} is not installed): {INSTALL_HINT}"
+        ) from None
+    return torch
+
+
+@dataclass
+class RankResult:
+    """What one rank sends back."""
+
+    rank: int
+    host: str
+    steps: list[RankStep]
+    loss_fwd_s: float | None = None
+    loss_bwd_s: float | None = None
+    threads: int | None = None
+    ref_alone_s: float | None = None  # reference work timed alone (see ``contention``)
+    ref_together_s: float | None = None  # ... and with every rank at once
+    ref_ratios: list[float] = field(default_factory=list)  # together / alone, per round
+
+
+@dataclass
+class RunData:
+    """Every rank's timed steps, as ``measure.summarize`` takes them."""
+
+    spec: RunSpec
+    ranks: list[RankResult]
+    torch_version: str
+    backend: str
+    hosts: list[str] = field(default_factory=list)
+
+    @property
+    def shared_clock(self) -> bool:
+        return len(set(self.hosts)) <= 1
+
+    def steps(self) -> list[list[RankStep]]:
+        n = min(len(r.steps) for r in self.ranks)
+        return [[r.steps[i] for r in self.ranks] for i in range(n)]
+
+    @property
+    def contention(self) -> float | None:
+        """Median of together / alone over every rank's rounds (``contention``); None if unknown."""
+        ratios = [x for r in self.ranks for x in r.ref_ratios]
+        if not ratios:
+            ratios = [
+                r.ref_together_s / r.ref_alone_s
+                for r in self.ranks
+                if r.ref_alone_s and r.ref_together_s
+            ]
+        return _median(ratios) if ratios else None
+
+    @property
+    def loss_s(self) -> tuple[float, float] | None:
+        for r in self.ranks:
+            if r.loss_fwd_s is not None and r.loss_bwd_s is not None:
+                return r.loss_fwd_s, r.loss_bwd_s
+        return None
+
+
+# --------------------------------------------------------------------------- model
+
+
+def build_plan(source: ModelSource, device: str, torch: Any) -> Any:
+    """The probe's ``ModelPlan`` for this source (layer names, builders, input)."""
+    from pptune.probe import models
+
+    dtype = torch_dtype(source.dtype, device, torch)
+    if source.hf_config is not None:
+        return models.plan_hf_config(source.hf_config, device, dtype, source.seq_len)  # type: ignore[arg-type]
+    if source.module is not None:
+        return models.plan_module(source.module, device, source.seq_len)
+    return models.plan_preset(source.model or "gpt-small", device, dtype, source.seq_len)
+
+
+def torch_dtype(name: str, device: str, torch: Any) -> Any:
+    if name == "auto":
+        name = "bf16" if str(device).startswith("cuda") else "fp32"
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
+
+
+def loss_fn(output: Any, target: Any) -> Any:
+    """Cross-entropy against token targets; a mean-square stand-in for other outputs.
+
+    Transformer presets and --hf-config end in logits (b, s, V) and get fixed
+    random token targets (b, s). A --module model's last layer can return
+    anything: its loss is ``mean(output ** 2)`` (the target is ignored).
+    """
+    import torch.nn.functional as F
+
+    if (
+        not target.is_floating_point()
+        and output.dim() == target.dim() + 1
+        and output.shape[:-1] == target.shape
+    ):
+        return F.cross_entropy(output.flatten(0, -2).float(), target.flatten())
+    return output.float().square().mean()
+
+
+def make_batch(plan: Any, spec: RunSpec, torch: Any, device: str) -> tuple[Any, Any]:
+    """The whole step's input (b * m samples) and its targets."""
+    n = spec.micro_batch_size * spec.microbatches
+    x = plan.make_input(n)
+    gen = torch.Generator().manual_seed(4321)
+    if not x.is_floating_point() and x.dim() == 2:
+        vocab = _vocab(plan, torch)
+        target = torch.randint(0, vocab, tuple(x.shape), generator=gen).to(device)
+    else:
+        target = torch.zeros(n, dtype=torch.long, device=device)
+    return x, target
+
+
+def _vocab(plan: Any, torch: Any) -> int:
+    head = plan.build_layer(len(plan.layer_names) - 1)
+    linears = [m for m in head.modules() if isinstance(m, torch.nn.Linear)]
+    vocab = int(linears[-1].out_features) if linears else 2
+    del head
+    return vocab
+
+
+# --------------------------------------------------------------------------- stamps
+
+
+class Stamper:
+    """Records (kind, mb, stage, start, end) of wrapped calls on the host clock."""
+
+    def __init__(self, torch: Any, cuda: bool) -> None:
+        self.torch = torch
+        self.cuda = cuda
+        self.open: list[tuple[str, int, int, Any, Any]] = []
+        self.anchor: Any = None
+        self.t0_ns = 0
+
+    def begin(self, t0_ns: int) -> None:
+        self.open = []
+        self.t0_ns = t0_ns
+        if self.cuda:
+            self.anchor = self.torch.cuda.Event(enable_timing=True)
+            self.anchor.record()
+
+    def wrap(self, fn: Callable[..., Any], kind: str, stage: int) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            mb = int(args[0]) if args else int(next(iter(kwargs.values()), -1))
+            start = self.now()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.open.append((kind, mb, stage, start, self.now()))
+
+        return timed
+
+    def now(self) -> Any:
+        if self.cuda:
+            ev = self.torch.cuda.Event(enable_timing=True)
+            ev.record()
+            return ev
+        return time.perf_counter_ns()
+
+    def resolve(self) -> tuple[OpStamp, ...]:
+        """The step's ops in nanoseconds (call after the step, once synchronised)."""
+        if not self.cuda:
+            return tuple(OpStamp(*op) for op in self.open)
+        out = []
+        for kind, mb, stage, a, b in self.open:
+            start = self.t0_ns + int(self.anchor.elapsed_time(a) * 1e6)
+            end = self.t0_ns + int(self.anchor.elapsed_time(b) * 1e6)
+            out.append(OpStamp(kind, mb, stage, start, end))
+        return tuple(out)
+
+
+# --------------------------------------------------------------------------- one rank
+
+
+def rank_main(
+    rank: int,
+    world: int,
+    local_rank: int,
+    spec: RunSpec,
+    report: Callable[[int], None] = lambda step: None,
+) -> list[RankResult] | None:
+    """One rank's part, the process group initialised; rank 0 returns every rank's result."""
+    torch = import_torch()
+    import torch.distributed as dist
+    from torch.distributed import pipelining as pl
+
+    cuda = spec.device == "cuda"
+    device = f"cuda:{local_rank}" if cuda else "cpu"
+    plan = build_plan(spec.source, device, torch)
+    bounds = spec.stage_bounds()
+    my_stages = spec.stages_of(rank)
+    stamper = Stamper(torch, cuda)
+    stages = []
+    modules = []
+    ref_inputs: dict[int, Any] = {}  # module index -> a micro-batch input it saw
+    for k in my_stages:
+        s, e = bounds[k]
+        module = torch.nn.Sequential(*[plan.build_layer(i) for i in range(s, e)]).to(device)
+        module.train()
+        modules.append(module)
+        stage = pl.PipelineStage(module, k, spec.n_stages, torch.device(device))
+        stage.forward_one_chunk = stamper.wrap(stage.forward_one_chunk, "F", k)  # type: ignore[method-assign]
+        stage.backward_one_chunk = stamper.wrap(stage.backward_one_chunk, "B", k)  # type: ignore[method-assign]
+        stage.backward_weight_one_chunk = stamper.wrap(  # type: ignore[method-assign]
+            stage.backward_weight_one_chunk, "W", k
+        )
+        stages.append(stage)
+        module.register_forward_pre_hook(_keep_first_input(ref_inputs, len(modules) - 1))
+    cls = getattr(pl.schedules, TORCH_SCHEDULES[spec.schedule])
+    single = spec.schedule in (Schedule.GPIPE, Schedule.ONE_F_ONE_B)
+    schedule = cls(stages[0] if single else stages, spec.microbatches, loss_fn=loss_fn)
+
+    last_out: dict[str, Any] = {}
+    inner = schedule._maybe_compute_loss
+
+    def timed_loss(stage: Any, output: Any, target_mbs: Any, mb_index: int, *a: Any) -> Any:
+        if not (stage.is_last and target_mbs is not None):
+            return inner(stage, output, target_mbs, mb_index, *a)
+        start = stamper.now()
+        try:
+            return inner(stage, output, target_mbs, mb_index, *a)
+        finally:
+            stamper.open.append(("L", mb_index, stage.stage_index, start, stamper.now()))
+            last_out["shape"] = tuple(output.shape)
+            last_out["dtype"] = output.dtype
+            last_out["target"] = target_mbs[mb_index]
+
+    schedule._maybe_compute_loss = timed_loss
+
+    x, target = make_batch(plan, spec, torch, device)
+    has_first = 0 in my_stages
+    has_last = spec.n_stages - 1 in my_stages
+    args = (x,) if has_first else ()
+    kwargs: dict[str, Any] = {"target": target} if has_last else {}
+
+    steps: list[RankStep] = []
+    for i in range(spec.warmup + spec.steps):
+        for module in modules:
+            module.zero_grad(set_to_none=True)
+        gc.collect()
+        dist.barrier()
+        if cuda:
+            torch.cuda.synchronize(device)
+        gc.disable()
+        try:
+            t0 = time.perf_counter_ns()
+            stamper.begin(t0)
+            schedule.step(*args, **kwargs)
+            if cuda:
+                torch.cuda.synchronize(device)
+            t1 = time.perf_counter_ns()
+        finally:
+            gc.enable()
+        if i >= spec.warmup:
+            steps.append(RankStep(rank, t0, t1, stamper.resolve()))
+        report(i)
+
+    alone_s, together_s, ratios = contention(
+        torch, dist, modules, ref_inputs, rank, world, cuda, device
+    )
+    loss_f = loss_b = None
+    if has_last and "shape" in last_out:
+        loss_f, loss_b = time_loss(torch, last_out, device, cuda)
+    mine = RankResult(
+        rank=rank,
+        host=_node_key(),
+        steps=steps,
+        loss_fwd_s=loss_f,
+        loss_bwd_s=loss_b,
+        threads=torch.get_num_threads() if not cuda else None,
+        ref_alone_s=alone_s,
+        ref_together_s=together_s,
+        ref_ratios=ratios,
+    )
+    gathered: list[Any] = [None] * world if rank == 0 else []
+    dist.gather_object(mine, gathered if rank == 0 else None, dst=0)
+    return gathered if rank == 0 else None
+
+
+def _keep_first_input(store: dict[int, Any], index: int) -> Callable[..., None]:
+    def hook(module: Any, args: tuple[Any, ...]) -> None:
+        if index not in store and args and hasattr(args[0], "is_meta") and not args[0].is_meta:
+            store[index] = args[0].detach().clone()
+
+    return hook
+
+
+def contention(
+    torch: Any, dist: Any, modules: list[Any], inputs: dict[int, Any], rank: int, world: int,
+    cuda: bool, device: str,
+) -> tuple[float | None, float | None, list[float]]:
+    """This rank's reference work (its stages' forwards) timed alone, then with every rank at once.
+
+    ``CONTENTION_ROUNDS`` rounds, each: every rank in turn runs the work
+    ``CONTENTION_REPEATS`` times while the others wait in a barrier, then all
+    ranks run it over and over for the same wall-clock window (the slowest
+    rank's alone time x repeats), so every timed run overlaps the others'.
+    The round's ratio is the median together over the median alone; several
+    rounds keep a burst of outside load to one round, not the figure.
+    ``together / alone`` is the slowdown ranks inflict on each other when
+    they compute at the same time: on a CPU host they share cores, caches and
+    memory bandwidth (and the host's other load); on GPUs, one per rank, it
+    stays near 1. Returns the median alone and together times and the ratios.
+    """
+    if not inputs:
+        return None, None, []
+
+    def once() -> float:
+        with torch.no_grad():
+            if cuda:
+                torch.cuda.synchronize(device)
+            t0 = time.perf_counter_ns()
+            for i, x in inputs.items():
+                modules[i](x)
+            if cuda:
+                torch.cuda.synchronize(device)
+        return (time.perf_counter_ns() - t0) / 1e9
+
+    once()  # warm
+    alones: list[float] = []
+    togethers: list[float] = []
+    ratios: list[float] = []
+    for _ in range(CONTENTION_ROUNDS):
+        alone = 0.0
+        for r in range(world):
+            dist.barrier()
+            if r == rank:
+                alone = _median([once() for _ in range(CONTENTION_REPEATS)])
+        everyone: list[Any] = [None] * world
+        dist.all_gather_object(everyone, alone)
+        window = max(float(a) for a in everyone) * CONTENTION_REPEATS
+        dist.barrier()
+        deadline = time.perf_counter() + window
+        runs = [once()]
+        while time.perf_counter() < deadline:
+            runs.append(once())
+        together = _median(runs)
+        alones.append(alone)
+        togethers.append(together)
+        if alone > 0:
+            ratios.append(together / alone)
+    dist.barrier()
+    return _median(alones), _median(togethers), ratios
+
+
+def _median(xs: list[float]) -> float:
+    ys = sorted(xs)
+    mid = len(ys) // 2
+    return ys[mid] if len(ys) % 2 else (ys[mid - 1] + ys[mid]) / 2
+
+
+def time_loss(torch: Any, last: dict[str, Any], device: str, cuda: bool) -> tuple[float, float]:
+    """Median forward and backward time of the loss alone, on a tensor like the last output."""
+    fwd, bwd = [], []
+    target = last["target"]
+    for i in range(LOSS_WARMUP + LOSS_REPEATS):
+        out = torch.randn(last["shape"], dtype=last["dtype"], device=device, requires_grad=True)
+        if cuda:
+            torch.cuda.synchronize(device)
+        t0 = time.perf_counter_ns()
+        loss = loss_fn(out, target)
+        if cuda:
+            torch.cuda.synchronize(device)
+        t1 = time.perf_counter_ns()
+        loss.backward()
+        if cuda:
+            torch.cuda.synchronize(device)
+        t2 = time.perf_counter_ns()
+        if i >= LOSS_WARMUP:
+            fwd.append((t1 - t0) / 1e9)
+            bwd.append((t2 - t1) / 1e9)
+    fwd.sort()
+    bwd.sort()
+    return fwd[len(fwd) // 2], bwd[len(bwd) // 2]
+
+
+def _node_key() -> str:
+    group = os.environ.get("GROUP_RANK")
+    host = socket.gethostname()
+    return f"{host}/node{group}" if group is not None else host
+
+
+def _init_group(torch: Any, spec: RunSpec, rank: int, world: int, local_rank: int) -> None:
+    launch.init_group(torch, spec.backend, spec.device, spec.threads, spec.timeout_s,
+                      rank, world, local_rank)
+
+
+_one_line = launch.one_line
+free_port = launch.free_port
+
+
+# --------------------------------------------------------------------------- spawned
+
+
+def spawn_entry(rank: int, world: int, port: int, q: Any, spec: RunSpec) -> None:
+    """Spawned rank: rendezvous, run, report on the queue; close the queue before exiting."""
+    launch.set_local_env(rank, world, port, spec.backend)
+    code = 0
+    try:
+        torch = import_torch()
+        _init_group(torch, spec, rank, world, rank)
+        q.put(("ready", rank, None))
+        result = rank_main(rank, world, rank, spec, lambda i: q.put(("progress", rank, i)))
+        q.put(("done", rank, (result, torch.__version__)))
+    except BaseException as exc:  # report anything; never hang the parent
+        q.put(("error", rank, _one_line(exc)))
+        code = 1
+    launch.finish_child(q, code)
+
+
+def run_spawned(spec: RunSpec, on_progress: Callable[[int, int], None] = lambda r, i: None) -> RunData:
+    """Spawn ``spec.pp`` local ranks, run, collect. BadInput names a rank that fails or hangs."""
+    texts = launch.SpawnTexts(
+        died=lambda r, world, code: (
+            f"validate: rank {r} of {world} exited with code {code} without a result "
+            "(killed for memory?); rerun, or lower --micro-batch-size / --microbatches"
+        ),
+        silent=_silence,
+        failed=lambda rank, world, text: f"validate: rank {rank} of {world} failed: {text}",
+    )
+    ranks, version = launch.spawn_ranks(
+        spawn_entry, (spec,), spec.pp, spec.timeout_s, texts, on_progress
+    )
+    return RunData(spec, list(ranks), version, spec.backend, [r.host for r in ranks])
+
+
+def _silence(world: int, started: set[int], finished: set[int], timeout_s: float) -> str:
+    waiting = sorted(set(range(world)) - started)
+    if waiting:
+        return (
+            f"validate: rank(s) {', '.join(map(str, waiting))} of {world} did not start within "
+            f"{timeout_s:g} s (--timeout {timeout_s:g}): importing torch and joining the process "
+            "group took longer; raise --timeout"
+        )
+    silent = sorted(set(range(world)) - finished)
+    return (
+        f"validate: rank(s) {', '.join(map(str, silent))} of {world} gave no word for "
+        f"{timeout_s:g} s (--timeout {timeout_s:g}); a rank hangs or one step is slower than "
+        "that: raise --timeout, or lower --microbatches or --micro-batch-size"
+    )
+
+
+# --------------------------------------------------------------------------- torchrun
+
+
+torchrun_env = launch.torchrun_env
+
+
+def run_joined(
+    spec: RunSpec, env: dict[str, int], on_progress: Callable[[int, int], None] = lambda r, i: None
+) -> RunData | None:
+    """Join the torchrun job as one pipeline rank; rank 0 gets the data, others None.
+
+    A watchdog ends the process with one error line when this rank gives no
+    progress for ``spec.timeout_s`` (a peer that hangs in compute is not
+    bounded by the process group's timeout alone).
+    """
+    torch = import_torch()
+    rank, world, local = env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"]
+    if world != spec.pp:
+        raise BadInput(
+            f"torchrun started {world} processes but the plan has pp={spec.pp}: validate runs "
+            f"one pipeline, one process per stage device; use --nproc-per-node {spec.pp} "
+            "(and --nnodes 1) or change --pp"
+        )
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+    last = [time.monotonic()]
+    done = threading.Event()
+
+    def watchdog() -> None:
+        while not done.wait(1.0):
+            if time.monotonic() - last[0] > spec.timeout_s:
+                sys.stderr.write(
+                    f"pptune: error: validate: torchrun rank {rank} of {world} made no progress "
+                    f"for {spec.timeout_s:g} s (--timeout); a rank hangs\n"
+                )
+                sys.stderr.flush()
+                os._exit(2)
+
+    threading.Thread(target=watchdog, daemon=True).start()
+
+    def progress(i: int) -> None:
+        last[0] = time.monotonic()
+        on_progress(rank, i)
+
+    try:
+        _init_group(torch, spec, rank, world, local)
+        ranks = rank_main(rank, world, local, spec, progress)
+    except BadInput:
+        raise
+    except Exception as exc:
+        raise BadInput(f"validate failed on torchrun rank {rank} of {world}: {_one_line(exc)}") from None
+    finally:
+        done.set()
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+    if ranks is None:
+        return None
+    return RunData(spec, ranks, torch.__version__, spec.backend, [r.host for r in ranks])

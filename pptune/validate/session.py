@@ -1,0 +1,333 @@
+"""`pptune validate` from request to comparison: resolve, predict, run, measure, compare.
+
+Order: the plan (``--plan`` file or flags) and the model's layer list (so a
+bad split fails before anything starts); the cost source (``--profile``,
+else ./pptune-profile.json, else a quick in-process probe); the run (spawned
+ranks, or this process's part of a torchrun job); the measurement; the
+prediction (with the loss cost the last rank timed); the comparison. Talk
+goes through ``say`` (stderr in the CLI); nothing here prints.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pptune.costmodel.partition import SplitError, even_split
+from pptune.costmodel.presets import MODELS
+from pptune.costmodel.schedules import Schedule
+from pptune.errors import BadInput
+from pptune.profiles import DEFAULT_PROFILE_FILE
+from pptune.schemas import PlanFile, Profile, load_json_model, load_profile
+from pptune.validate import compare
+from pptune.validate import spec as spec_mod
+from pptune.validate.measure import Measured, summarize
+from pptune.validate.spec import ModelSource, RunSpec
+
+Say = Callable[[str], None]
+# a ranks' forwards alone taking over 1.3x (or under 1/1.3) the profile's time
+# is more than the 5-15% noise of CPU timings (MEASURED.md): say the profile is stale
+STALE_PROFILE = 1.3
+
+
+@dataclass
+class ValidateRequest:
+    """What the user asked for; ``None`` means "not given"."""
+
+    plan: Path | None = None
+    rank: int = 1
+    pp: int | None = None
+    microbatches: int | None = None
+    schedule: str | None = None
+    split: list[int] | None = None
+    micro_batch_size: int | None = None
+    virtual_stages: int | None = None
+    model: str | None = None
+    hf_config: Path | None = None
+    module: str | None = None
+    seq_len: int | None = None
+    dtype: str = "auto"
+    profile: Path | None = None
+    warmup: int = spec_mod.DEFAULT_WARMUP
+    steps: int = spec_mod.DEFAULT_STEPS
+    timeout_s: float = spec_mod.DEFAULT_TIMEOUT_S
+    device: str = "auto"  # auto, cpu, cuda
+
+
+# flag defaults when neither --plan nor the flag gives a value
+DEFAULT_PP = 2
+DEFAULT_MICROBATCHES = 4
+DEFAULT_SCHEDULE = Schedule.ONE_F_ONE_B
+DEFAULT_MICRO_BATCH_SIZE = 1
+
+
+@dataclass
+class Outcome:
+    spec: RunSpec
+    prediction: compare.Prediction
+    measured: Measured
+    comparison: dict[str, Any]
+    origin: str  # where the predicted costs came from
+    torch_version: str
+    notes: list[str] = field(default_factory=list)
+
+
+def _plan_record(path: Path, rank: int) -> Any:
+    doc: PlanFile = load_json_model(path, PlanFile, "plan")
+    if not doc.plans:
+        raise BadInput(f"plan file {path} lists no plans (recommend found none that fit)")
+    for record in doc.plans:
+        if record.rank == rank:
+            return doc, record
+    ranks = ", ".join(str(r.rank) for r in doc.plans)
+    raise BadInput(f"plan file {path} has no plan of rank {rank}; it has ranks {ranks} (--rank)")
+
+
+def _schedule(name: str) -> Schedule:
+    try:
+        return Schedule(name.strip().lower())
+    except ValueError:
+        raise BadInput(
+            f"unknown schedule {name!r}; choose from {', '.join(s.value for s in Schedule)}"
+        ) from None
+
+
+def _source(req: ValidateRequest, plan_doc: Any) -> tuple[ModelSource, list[str]]:
+    given = [
+        flag for flag, value in (
+            ("--model", req.model), ("--hf-config", req.hf_config), ("--module", req.module)
+        ) if value is not None
+    ]
+    if len(given) > 1:
+        raise BadInput(f"{' and '.join(given)} both name the model; give one of them")
+    notes = []
+    model, seq_len = req.model, req.seq_len
+    if not given and plan_doc is not None:
+        named = plan_doc.request.get("model")
+        if isinstance(named, str) and named in MODELS:
+            model = named
+            planned_len = plan_doc.request.get("seq_len")
+            if seq_len is None and isinstance(planned_len, int) and planned_len != MODELS[named].seq_len:
+                seq_len = planned_len
+            notes.append(f"model {named} from the plan file")
+        elif named is not None:
+            raise BadInput(
+                f"the plan file's model {str(named)[:60]!r} is not a preset; name it with "
+                "--hf-config PATH or --module pkg.mod:factory"
+            )
+    return (
+        ModelSource(
+            model=model,
+            hf_config=str(req.hf_config) if req.hf_config is not None else None,
+            module=req.module,
+            seq_len=seq_len,
+            dtype=req.dtype,
+        ),
+        notes,
+    )
+
+
+def build_spec(req: ValidateRequest, n_layers_of: Callable[[ModelSource], int],
+               device: str, threads: int = 1) -> tuple[RunSpec, list[str]]:
+    """The RunSpec from --plan or the flags; BadInput lists every problem."""
+    if req.rank < 1:
+        raise BadInput(f"--rank must be >= 1 (got {req.rank})")
+    plan_doc = record = None
+    notes: list[str] = []
+    if req.plan is not None:
+        flags = [
+            flag for flag, value in (
+                ("--pp", req.pp), ("--microbatches", req.microbatches),
+                ("--schedule", req.schedule), ("--split", req.split),
+                ("--micro-batch-size", req.micro_batch_size),
+                ("--virtual-stages", req.virtual_stages),
+            ) if value is not None
+        ]
+        if flags:
+            raise BadInput(
+                f"--plan and {', '.join(flags)} both describe the plan; give the plan file "
+                "or the flags"
+            )
+        plan_doc, record = _plan_record(req.plan, req.rank)
+        if record.dp > 1 or record.tp > 1:
+            notes.append(
+                f"plan {record.rank} has dp={record.dp}, tp={record.tp}: validate runs one "
+                f"pipeline of {record.pp} device(s) (dp=1, tp=1) and predicts the same"
+            )
+    source, source_notes = _source(req, plan_doc)
+    notes += source_notes
+    n_layers = n_layers_of(source)
+    if record is not None:
+        schedule = record.schedule
+        pp, m, v, b = record.pp, record.num_microbatches, record.virtual_stages, record.micro_batch_size
+        split = list(record.stage_layers)
+    else:
+        schedule = _schedule(req.schedule) if req.schedule is not None else DEFAULT_SCHEDULE
+        pp = req.pp if req.pp is not None else DEFAULT_PP
+        m = req.microbatches if req.microbatches is not None else DEFAULT_MICROBATCHES
+        v = req.virtual_stages if req.virtual_stages is not None else (
+            2 if schedule is Schedule.INTERLEAVED else 1
+        )
+        b = req.micro_batch_size if req.micro_batch_size is not None else DEFAULT_MICRO_BATCH_SIZE
+        split = list(req.split) if req.split is not None else []
+    spec = RunSpec(
+        schedule=schedule, pp=pp, microbatches=m, virtual_stages=v, micro_batch_size=b,
+        stage_layers=tuple(split), source=source, warmup=req.warmup, steps=req.steps,
+        timeout_s=req.timeout_s, device=device, threads=threads,
+    )
+    if not split and pp >= 1:
+        try:
+            spec = replace(spec, stage_layers=tuple(even_split(n_layers, spec.n_stages)))
+        except SplitError as exc:
+            raise BadInput(str(exc)) from None
+    spec_mod.check(spec, n_layers)
+    return spec, notes
+
+
+def resolve_profile(
+    req: ValidateRequest, spec: RunSpec, say: Say, cwd: Path | None = None
+) -> tuple[Profile, str]:
+    """--profile, else ./pptune-profile.json, else a quick in-process probe of the model."""
+    if req.profile is not None:
+        profile = load_profile(req.profile)
+        return profile, f"profile {req.profile} ({profile.source})"
+    local = (cwd or Path.cwd()) / DEFAULT_PROFILE_FILE
+    if local.exists():
+        profile = load_profile(local)
+        return profile, f"profile ./{DEFAULT_PROFILE_FILE} ({profile.source})"
+    from pptune.probe.build import DeviceChoice, DType, NullReporter, ProbeOptions, run_probe
+
+    src = spec.source
+    say(
+        f"no --profile and no ./{DEFAULT_PROFILE_FILE}: measuring a quick profile of "
+        f"{src.label} in this process first (as pptune probe --quick --no-comm "
+        f"--micro-batch-sizes {spec.micro_batch_size}); save one with pptune probe to skip this"
+    )
+    opts = ProbeOptions(
+        model=src.model if src.hf_config is None and src.module is None else None,
+        hf_config=Path(src.hf_config) if src.hf_config is not None else None,
+        module=src.module,
+        micro_batch_sizes=[spec.micro_batch_size],
+        comm=False,
+        quick=True,
+        device=DeviceChoice(spec.device),
+        dtype=DType(src.dtype),
+        threads=spec.threads,
+        seq_len=src.seq_len,
+    )
+    outcome = run_probe(opts, NullReporter())
+    if outcome.profile is None:  # pragma: no cover - only torchrun ranks > 0
+        raise BadInput("the quick probe returned no profile")
+    return outcome.profile, "quick in-process probe (--no-comm: default CPU/GPU links)"
+
+
+def pick_device(choice: str, torch: Any) -> str:
+    has_cuda = bool(torch.cuda.is_available())
+    if choice == "cuda" and not has_cuda:
+        raise BadInput(
+            f"--device cuda: torch {torch.__version__} sees no CUDA device; use --device cpu or auto"
+        )
+    if choice == "auto":
+        return "cuda" if has_cuda else "cpu"
+    if choice not in ("cpu", "cuda"):
+        raise BadInput(f"--device must be auto, cpu or cuda (got {choice!r})")
+    return choice
+
+
+def run(
+    req: ValidateRequest,
+    say: Say = lambda line: None,
+    on_progress: Callable[[int, int], None] = lambda rank, step: None,
+) -> Outcome | None:
+    """The whole command; None on torchrun ranks other than 0."""
+    from pptune.validate import runner
+
+    torch = runner.import_torch()
+    device = pick_device(req.device, torch)
+    layer_counts: dict[ModelSource, int] = {}
+    plans: dict[ModelSource, Any] = {}
+
+    def n_layers_of(source: ModelSource) -> int:
+        plan = runner.build_plan(source, "cpu", torch)
+        plans[source] = plan
+        layer_counts[source] = len(plan.layer_names)
+        return layer_counts[source]
+
+    spec, notes = build_spec(req, n_layers_of, device)
+    plan = plans[spec.source]
+    for warning in plan.warnings:
+        say(warning)
+    env = runner.torchrun_env()
+    rank = env["RANK"] if env else 0
+    if env is None:
+        if device == "cuda" and torch.cuda.device_count() < spec.pp:
+            raise BadInput(
+                f"pp={spec.pp} needs {spec.pp} GPUs, one process each; torch sees "
+                f"{torch.cuda.device_count()}: lower --pp or launch with torchrun on more nodes"
+            )
+        cores = os.cpu_count() or 1
+        if device == "cpu" and spec.pp * spec.threads > cores:
+            say(
+                f"{spec.pp} ranks x {spec.threads} thread(s) on {cores} cores: the ranks share "
+                "cores, so the run measures the oversubscription as much as the pipeline"
+            )
+    profile = origin = None
+    if rank == 0:
+        profile, origin = resolve_profile(req, spec, say)
+        notes += compare.check_profile(profile, spec, list(plan.layer_names))
+    if env is None:
+        data = runner.run_spawned(spec, on_progress)
+    else:
+        joined = runner.run_joined(spec, env, on_progress)
+        if joined is None:
+            return None
+        data = joined
+    if profile is None or origin is None:  # pragma: no cover - rank 0 resolved both above
+        raise RuntimeError("rank 0 holds no profile")
+    measured = summarize(data.steps(), spec.pp, data.shared_clock)
+    if not data.shared_clock:
+        notes.append(
+            "ranks on several hosts: each rank's ops are placed from its own step start "
+            "(aligned by the barrier); cross-host waits are approximate"
+        )
+    pred = compare.predict(profile, spec, data.loss_s, data.contention)
+    notes += pred.notes
+    result = compare.comparison(spec, pred, measured)
+    speed = compare.profile_speed(
+        profile, spec, {r.rank: r.ref_alone_s for r in data.ranks if r.ref_alone_s}
+    )
+    result["profile_speed"] = speed
+    if speed is not None and not 1 / STALE_PROFILE <= speed <= STALE_PROFILE:
+        notes.append(
+            f"the ranks' forwards ran alone in {speed:.2f}x the profile's time: the machine "
+            f"is {'slower' if speed > 1 else 'faster'} now than when {origin} was measured "
+            "(other load then or now?); re-probe for a fair prediction"
+        )
+    return Outcome(spec, pred, measured, result, origin, data.torch_version, notes)
+
+
+def outcome_json(out: Outcome) -> dict[str, Any]:
+    """``pptune validate --json``: the plan, the settings, then the comparison."""
+    s = out.spec
+    return {
+        "schedule": s.schedule.value,
+        "torch_schedule": spec_mod.TORCH_SCHEDULES[s.schedule],
+        "pp": s.pp,
+        "num_microbatches": s.microbatches,
+        "virtual_stages": s.chunks,
+        "micro_batch_size": s.micro_batch_size,
+        "stage_layers": list(s.stage_layers),
+        "model": s.source.label,
+        "device": s.device,
+        "backend": s.backend,
+        "threads_per_rank": s.threads if s.device == "cpu" else None,
+        "torch": out.torch_version,
+        "warmup_steps": s.warmup,
+        "timed_steps": s.steps,
+        "cost_source": out.origin,
+        **out.comparison,
+        "notes": out.notes,
+    }

@@ -1,0 +1,238 @@
+"""`pptune validate` through a CLI: one real 2-process CPU run, the plan file, the errors."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from pptune import cli_validate
+from pptune.cli import _guard
+from pptune.cli import app as main_app
+from pptune.costmodel.schedules import Schedule
+from pptune.errors import BadInput
+from pptune.validate.session import ValidateRequest, build_spec
+
+app = typer.Typer()
+app.command("validate", help=cli_validate.HELP)(_guard(cli_validate.validate))
+
+
+@app.command("noop")
+def _noop() -> None:  # a second command keeps "validate" a subcommand name
+    pass
+
+
+runner = CliRunner()
+
+
+def run(*args: str):  # type: ignore[no-untyped-def]
+    return runner.invoke(app, ["validate", *args], catch_exceptions=False)
+
+
+def one_error_line(result) -> str:  # type: ignore[no-untyped-def]
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    lines = [x for x in result.stderr.splitlines() if x.startswith("pptune: error:")]
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.output + result.stderr
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def plans(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real plan file: `pptune recommend` on analytic gpt-small costs, pp=2."""
+    out = tmp_path_factory.mktemp("plans") / "plans.json"
+    r = CliRunner().invoke(main_app, [
+        "recommend", "--gpus", "2", "--pp", "2", "--model", "gpt-small", "--gpu", "h100-sxm",
+        "-o", str(out), "--json",
+    ])
+    assert r.exit_code == 0, r.stderr
+    return out
+
+
+def test_help_has_an_example() -> None:
+    r = runner.invoke(app, ["validate", "--help"])
+    assert r.exit_code == 0
+    assert "pptune validate --pp 2 --microbatches 4" in r.stdout
+    for flag in ("--plan", "--rank", "--profile", "--trace", "--timeline", "--json", "--timeout"):
+        assert flag in r.stdout
+
+
+def test_plan_file_becomes_the_run_spec(plans: Path) -> None:
+    doc = json.loads(plans.read_text())
+    record = next(p for p in doc["plans"] if p["schedule"] == "zb-h1")
+    req = ValidateRequest(plan=plans, rank=record["rank"])
+    spec, notes = build_spec(req, lambda source: 8, "cpu")
+    assert spec.schedule is Schedule.ZB_H1
+    assert (spec.pp, spec.microbatches, spec.micro_batch_size) == (
+        record["pp"], record["num_microbatches"], record["micro_batch_size"]
+    )
+    assert list(spec.stage_layers) == record["stage_layers"]
+    assert spec.source.model == "gpt-small"
+    assert any("from the plan file" in n for n in notes)
+
+
+def test_flags_default_to_an_even_split() -> None:
+    spec, _ = build_spec(ValidateRequest(pp=2, microbatches=4), lambda source: 8, "cpu")
+    assert spec.stage_layers == (4, 4) and spec.schedule is Schedule.ONE_F_ONE_B
+    spec, _ = build_spec(
+        ValidateRequest(pp=2, microbatches=4, schedule="interleaved-1f1b"), lambda s: 8, "cpu"
+    )
+    assert spec.stage_layers == (2, 2, 2, 2)
+
+
+def test_plan_and_flags_together_is_an_error(plans: Path) -> None:
+    with pytest.raises(BadInput, match="--plan and --pp, --schedule both describe the plan"):
+        build_spec(ValidateRequest(plan=plans, pp=2, schedule="gpipe"), lambda s: 8, "cpu")
+    with pytest.raises(BadInput, match="no plan of rank 99; it has ranks 1, 2"):
+        build_spec(ValidateRequest(plan=plans, rank=99), lambda s: 8, "cpu")
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize(
+    ("args", "text"),
+    [
+        (["--split", "3,3"], "--split 3,3 must have 2 entries"),
+        (["--pp", "4", "--microbatches", "2"], "1f1b needs at least as many micro-batches"),
+        (["--schedule", "pipedream"], "unknown schedule 'pipedream'"),
+        (["--split", "4,x"], "--split takes comma-separated integers"),
+        (["--dtype", "int8"], "--dtype must be auto, fp32, bf16 or fp16"),
+        (["--model", "gpt-small", "--module", "x:y"], "--model and --module both name the model"),
+        (["--model", "nope"], "--model 'nope' is not a preset"),
+        (["--plan", "/nonexistent/plans.json"], "plan file not found"),
+        (["--profile", "/nonexistent/p.json"], "profile file not found"),
+        (["--micro-batch-size", "3", "--profile", "PROFILE"], "no costs for micro-batch size 3"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], text: str, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    monkeypatch.chdir(tmp_path)  # no ./pptune-profile.json; nothing gets spawned
+    if "PROFILE" in args:
+        profile = tmp_path / "p.json"
+        profile.write_text(json.dumps(_tiny_profile(8)))
+        args = [str(profile) if a == "PROFILE" else a for a in args]
+    line = one_error_line(run(*args))
+    assert text in line
+
+
+def _tiny_profile(n_layers: int) -> dict:  # type: ignore[type-arg]
+    from pptune.profiles import analytic_profile
+
+    prof = analytic_profile("gpt-small", "h100-sxm", [1, 2])
+    assert len(prof.layers) == n_layers
+    return json.loads(prof.model_dump_json())
+
+
+def test_import_without_torch() -> None:
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "import pptune.cli_validate, pptune.validate\n"
+        "from pptune.validate import spec, measure, compare, session, render, runner\n"
+        "from pptune.validate.runner import import_torch\n"
+        "from pptune.errors import MissingDependency\n"
+        "try:\n"
+        "    import_torch()\n"
+        "except MissingDependency as e:\n"
+        "    print('missing:', e)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "missing: pptune validate needs torch" in r.stdout
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_real_two_rank_cpu_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gpt-small, 1f1b, pp=2, m=4 on two gloo CPU processes; the quick-probe fallback."""
+    pytest.importorskip("torch")
+    monkeypatch.chdir(tmp_path)
+    trace = tmp_path / "measured.json"
+    r = run(
+        "--schedule", "1f1b", "--pp", "2", "--microbatches", "4", "--seq-len", "64",
+        "--warmup", "1", "--steps", "2", "--json", "--trace", str(trace),
+    )
+    assert r.exit_code == 0, r.stderr
+    assert "measuring a quick profile of gpt-small" in r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["torch_schedule"] == "Schedule1F1B" and doc["backend"] == "gloo"
+    assert doc["stage_layers"] == [4, 4]
+    for side in ("predicted", "measured"):
+        s = doc[side]
+        assert s["step_time_s"] > 0
+        assert 0 <= s["bubble_rate"] < 1
+        assert len(s["devices"]) == 2
+        for d in s["devices"]:
+            assert d["busy_s"] > 0 and d["idle_s"] >= 0
+            assert d["busy_s"] + d["idle_s"] == pytest.approx(s["step_time_s"])
+    err = doc["step_time_error"]
+    assert err is not None and math.isfinite(err)
+    assert err == pytest.approx(
+        (doc["predicted"]["step_time_s"] - doc["measured"]["step_time_s"])
+        / doc["measured"]["step_time_s"]
+    )
+    assert len(doc["measured"]["step_times_s"]) == 2
+    kinds = {(o["kind"], o["stage"]) for o in doc["ops"]}
+    assert kinds == {("F", 0), ("B", 0), ("F", 1), ("B", 1)}
+    assert trace.exists()
+    events = json.loads(trace.read_text())["traceEvents"]
+    computes = [e for e in events if e["ph"] == "X"]
+    assert len(computes) == 2 * 4 * 2  # 2 ranks x 4 micro-batches x (F, B)
+
+
+HANGING_MODULE = '''
+import os
+import time
+
+import torch
+from torch import nn
+
+
+class Hang(nn.Module):
+    """Hangs on pipeline rank 1 (a spawned rank has RANK set; the CLI process does not)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        if os.environ.get("RANK") == "1":
+            time.sleep(600)
+        return self.lin(x)
+
+
+def layers():
+    return [nn.Linear(4, 4), Hang()], torch.randn(1, 4)
+'''
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_a_hung_rank_is_bounded_by_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    from pptune.schemas import Profile
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "hangmod.py").write_text(HANGING_MODULE)
+    doc = _tiny_profile(8)
+    doc["layers"] = doc["layers"][:2]
+    doc["layers"][0]["per_micro_batch"] = {"1": doc["layers"][0]["per_micro_batch"]["1"]}
+    doc["layers"][1]["per_micro_batch"] = {"1": doc["layers"][1]["per_micro_batch"]["1"]}
+    profile = tmp_path / "p.json"
+    profile.write_text(json.dumps(Profile.model_validate(doc).model_dump()))
+    r = run(
+        "--module", "hangmod:layers", "--schedule", "gpipe", "--pp", "2", "--microbatches", "2",
+        "--warmup", "0", "--steps", "1", "--timeout", "8", "--profile", str(profile),
+    )
+    line = one_error_line(r)
+    # start-up (spawn, import torch, rendezvous) takes ~7 s here; on a slower or busier
+    # host it may not fit in 8 s, which the message tells apart
+    assert (
+        "rank(s) 0, 1 of 2 gave no word for 8 s (--timeout 8); a rank hangs" in line
+        or "did not start within 8 s" in line
+    ), line
