@@ -22,11 +22,11 @@ from pptune.costmodel.partition import deepspeed_split, even_split
 from pptune.costmodel.schedules import Schedule, chunks_per_device
 from pptune.costmodel.search import (
     CostTable,
-    LayerCosts,
     Plan,
     PlanRequest,
     evaluate,
     search,
+    with_full_recompute,
 )
 from pptune.errors import PptuneError
 from pptune.modelspec import from_hf_config, from_sizes, with_seq_len
@@ -243,7 +243,8 @@ def _costs(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions, add: Any) ->
                 f"tp {cfg.tp} does not divide the {shape.heads} attention heads", tp=cfg.tp)
             return None, "none"
         sizes = sorted({1, 2, 4, 8, cfg.micro_batch_size})
-        prof = analytic_profile(shape, gpu, sizes, tp=cfg.tp)
+        prof = analytic_profile(shape, gpu, sizes, tp=cfg.tp,
+                                sequence_parallel=cfg.sequence_parallel)
         table = cost_table(prof, tp=tp_scale, tp_in_costs=cfg.tp)
         return _adjust(table, cfg, prof), f"analytic {shape.name} on {gpu}"
     except PptuneError as exc:
@@ -253,22 +254,8 @@ def _costs(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions, add: Any) ->
 
 def _adjust(table: CostTable, cfg: TrainingConfig, prof: Profile) -> CostTable:
     """Full activation recomputation: keep only each layer's input, redo its forward."""
-    if cfg.recompute != "full":
-        return table
-    by = {}
-    for b, c in table.by_mb.items():
-        n = len(c.fwd_s)
-        by[b] = LayerCosts(
-            fwd_s=c.fwd_s,
-            bwd_s=[c.bwd_s[i] + c.fwd_s[i] for i in range(n)],
-            wgrad_s=c.wgrad_s,
-            act_bytes=[min(c.act_bytes[i], c.out_bytes[i - 1] if i else 0.0) for i in range(n)],
-            out_bytes=c.out_bytes,
-        )
     del prof
-    return CostTable(table.names, table.param_bytes, table.param_dtype_bytes, by, table.seq_len,
-                     table.memory_bytes, table.p2p_intra, table.p2p_inter, table.ar_intra,
-                     table.ar_inter)
+    return with_full_recompute(table) if cfg.recompute == "full" else table
 
 
 def _blocks(split: list[int]) -> list[int]:

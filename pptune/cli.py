@@ -168,6 +168,8 @@ def recommend_cmd(
     profile: Path | None = typer.Option(None, "--profile", help="profile JSON (pptune probe)"),
     efficiency: float = typer.Option(0.5, "--efficiency", help="fraction of peak FLOP/s (analytic costs)"),
     sharded_optimizer: bool = typer.Option(False, "--sharded-optimizer", help="optimizer state sharded over dp (6 + 12/dp bytes/param)"),
+    sequence_parallel: bool = typer.Option(False, "--sequence-parallel", help="with --tp: split activations along the sequence too (Megatron-LM)"),
+    recompute: str = typer.Option("none", "--recompute", help="none or full activation recomputation"),
     grad_compression: str | None = typer.Option(None, "--grad-compression", help="none, fp16, bf16 or topk:FRACTION"),
     reserve_gib: float = typer.Option(2.0, "--reserve-gib", help="memory kept back per GPU (context, NCCL, fragmentation)"),
     blocking_send: bool = typer.Option(False, "--blocking-send", help="sends block the sender"),
@@ -189,6 +191,7 @@ def recommend_cmd(
         pp=_ints(pp, "--pp"), model=model, gpu=gpu, profile=profile, efficiency=efficiency,
         sharded_optimizer=sharded_optimizer, grad_compression=grad_compression,
         reserve_gib=reserve_gib, blocking_send=blocking_send, top=top,
+        sequence_parallel=sequence_parallel, recompute=recompute,
     )
     if train_tokens is not None and not train_tokens > 0:
         raise BadInput(f"--train-tokens must be > 0 (got {train_tokens})")

@@ -8,7 +8,13 @@ from typing import Any
 
 from pptune.costmodel.comm import compression_factor
 from pptune.costmodel.schedules import Schedule
-from pptune.costmodel.search import CostTable, PlanRequest, SearchResult, search
+from pptune.costmodel.search import (
+    CostTable,
+    PlanRequest,
+    SearchResult,
+    search,
+    with_full_recompute,
+)
 from pptune.errors import BadInput
 from pptune.profiles import cost_table, resolve_source
 
@@ -34,6 +40,8 @@ class RecommendSpec:
     reserve_gib: float = 2.0
     blocking_send: bool = False
     top: int = 5
+    sequence_parallel: bool = False
+    recompute: str = "none"
 
 
 @dataclass
@@ -80,17 +88,24 @@ def recommend(spec: RecommendSpec) -> RecommendRun:
         factor = compression_factor(spec.grad_compression)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
+    if spec.recompute not in ("none", "full"):
+        raise BadInput(f"--recompute must be none or full (got {spec.recompute!r})")
     src = resolve_source(
         spec.profile, spec.model, spec.gpu, tp=spec.tp, efficiency=spec.efficiency,
-        micro_batch_sizes=spec.micro_batch_sizes,
+        micro_batch_sizes=spec.micro_batch_sizes, sequence_parallel=spec.sequence_parallel,
     )
     notes = [f"costs: {src.origin}"]
+    if spec.sequence_parallel and src.profile.source == "probe":
+        notes.append("--sequence-parallel changes analytic activation sizes only; "
+                     "a probe profile keeps its measured bytes")
     if src.tp_applied != spec.tp:
         notes.append(
             f"the profile was measured without tensor parallelism; --tp {spec.tp} divides its "
             "compute, memory and sends by tp (linear scaling, an approximation)"
         )
     table = cost_table(src.profile, tp=spec.tp, tp_in_costs=src.tp_applied)
+    if spec.recompute == "full":
+        table = with_full_recompute(table)
     sizes = spec.micro_batch_sizes or sorted(table.by_mb)
     missing = [b for b in sizes if b not in table.by_mb]
     if missing:
@@ -128,6 +143,7 @@ def recommend(spec: RecommendSpec) -> RecommendRun:
         "schedules": [s.value for s in spec.schedules], "model": src.profile.model.name,
         "device": src.profile.device.name, "sharded_optimizer": spec.sharded_optimizer,
         "grad_compression": spec.grad_compression or "none", "seq_len": table.seq_len,
+        "sequence_parallel": spec.sequence_parallel, "recompute": spec.recompute,
     }
     return RecommendRun(result, table, req, list(table.names), global_batch, src.origin,
                         request, notes)

@@ -73,6 +73,7 @@ def analytic_profile(
     micro_batch_sizes: tuple[int, ...] | list[int] = DEFAULT_MICRO_BATCH_SIZES,
     tp: int = 1,
     efficiency: float = presets.DEFAULT_EFFICIENCY,
+    sequence_parallel: bool = False,
 ) -> Profile:
     """Per-layer costs of a preset (or any ModelShape) on a GPU preset."""
     shape = model if isinstance(model, presets.ModelShape) else model_preset(model)
@@ -89,6 +90,7 @@ def analytic_profile(
     layers = analytic_layers(
         shape, spec, list(micro_batch_sizes), tp=tp, efficiency=efficiency,
         tp_allreduce=(presets.ALLREDUCE_LATENCY_INTRA_S, spec.nvlink_bytes_per_s),
+        sequence_parallel=sequence_parallel and tp > 1,
     )
     return Profile(
         source="analytic",
@@ -114,7 +116,9 @@ def analytic_profile(
             for layer in layers
         ],
         notes=[
-            f"analytic: {model} on {gpu}, tp={tp}, efficiency {efficiency:g} of peak "
+            f"analytic: {model} on {gpu}, tp={tp}"
+            + (" with sequence parallelism" if sequence_parallel and tp > 1 else "")
+            + f", efficiency {efficiency:g} of peak "
             f"{spec.peak_flops / 1e12:g} TFLOP/s; links from the {gpu} spec sheet"
         ],
     )
@@ -135,6 +139,7 @@ def resolve_source(
     efficiency: float = presets.DEFAULT_EFFICIENCY,
     micro_batch_sizes: list[int] | None = None,
     cwd: Path | None = None,
+    sequence_parallel: bool = False,
 ) -> CostSource:
     """--profile FILE, else --model/--gpu presets, else ./pptune-profile.json, else defaults."""
     if profile is not None:
@@ -147,7 +152,8 @@ def resolve_source(
     sizes = tuple(micro_batch_sizes or DEFAULT_MICRO_BATCH_SIZES)
     m = model or presets.DEFAULT_MODEL
     g = gpu or presets.DEFAULT_GPU
-    prof = analytic_profile(m, g, sizes, tp=tp, efficiency=efficiency)
+    prof = analytic_profile(m, g, sizes, tp=tp, efficiency=efficiency,
+                            sequence_parallel=sequence_parallel)
     defaulted = model is None and gpu is None
     origin = f"analytic {m} on {g}" + (" (embedded default: no profile found)" if defaulted else "")
     return CostSource(prof, origin, tp)

@@ -199,6 +199,9 @@ class TrainingConfig(Strict):
     recompute: Literal["none", "selective", "full"] | None = Field(
         None, description="activation recomputation (checkpointing), when the file says"
     )
+    sequence_parallel: bool = Field(
+        False, description="Megatron-LM --sequence-parallel: activations split by tp along the sequence"
+    )
     zero_stage: int = Field(0, ge=0, le=3)
     sharded_optimizer: bool = False
     limits: Limits = Field(default_factory=Limits)

@@ -45,6 +45,7 @@ VALUE_FLAGS = (
 )
 BOOL_FLAGS = (
     "--use-distributed-optimizer",
+    "--sequence-parallel",
     "--bf16",
     "--fp16",
     "--swiglu",
@@ -200,6 +201,7 @@ def _fields(r: _Reader, launcher: Flagged) -> dict[str, Any]:
         "ffn_hidden_size": r.number("--ffn-hidden-size"),
         "vocab_size": r.number("--vocab-size"),
         "sharded_optimizer": flags.has("--use-distributed-optimizer"),
+        "sequence_parallel": flags.has("--sequence-parallel"),
         "gated_mlp": flags.has("--swiglu"),  # Megatron-LM's default MLP is GeLU
         "precision": _precision(ctx, flags),
         "recompute": _recompute(r),

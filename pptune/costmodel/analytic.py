@@ -82,8 +82,16 @@ def block_params(m: ModelShape) -> float:
     return float(attn + mlp + norms)
 
 
-def block_act_bytes(m: ModelShape, b: int, tp: int = 1, flash_attention: bool = True) -> float:
-    """Bytes one block keeps for backward, per micro-batch (Korthikanti et al. 2022)."""
+def block_act_bytes(
+    m: ModelShape, b: int, tp: int = 1, flash_attention: bool = True,
+    sequence_parallel: bool = False,
+) -> float:
+    """Bytes one block keeps for backward, per micro-batch (Korthikanti et al. 2022).
+
+    With sequence parallelism the parts tensor parallelism leaves whole
+    (layernorms, dropout, block inputs) are split along the sequence too:
+    ``s b h (34/t + 5 a s / (h t))`` for a GPT block (their eq. 4).
+    """
     s, h, f, a = m.seq_len, m.hidden, m.ffn, m.heads
     kv_frac = m.kv_heads * m.head_dim / h
     drop = 1.0 if m.dropout else 0.0
@@ -98,7 +106,7 @@ def block_act_bytes(m: ModelShape, b: int, tp: int = 1, flash_attention: bool = 
     else:
         mlp_inner = 4 * f / h  # GeLU input and output (2 bytes each)
     sharded = attn_inner + mlp_inner
-    per_token_h = replicated + sharded / tp
+    per_token_h = (replicated + sharded) / tp if sequence_parallel else replicated + sharded / tp
     total = s * b * h * per_token_h
     if not flash_attention:
         # softmax output (2), its dropout mask (1), dropout output (2) per score
@@ -115,6 +123,7 @@ def analytic_layers(
     op_overhead_s: float = DEFAULT_OP_OVERHEAD_S,
     flash_attention: bool = True,
     tp_allreduce: tuple[float, float] = (20e-6, 450e9),
+    sequence_parallel: bool = False,
 ) -> list[AnalyticLayer]:
     """Embedding, blocks and head with costs for each micro-batch size.
 
@@ -150,7 +159,7 @@ def analytic_layers(
             fwd_s=fwd + op_overhead_s + 2 * ar,
             bwd_s=tokens * (gemm + 2 * attn) / tp / rate + op_overhead_s + 2 * ar,
             wgrad_s=tokens * gemm / tp / rate + op_overhead_s,
-            act_bytes=block_act_bytes(m, b, tp, flash_attention),
+            act_bytes=block_act_bytes(m, b, tp, flash_attention, sequence_parallel),
             out_bytes=send_bytes,
         )
         head_gemm = tokens * 2 * h * v / tp / rate

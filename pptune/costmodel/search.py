@@ -155,6 +155,25 @@ class SearchResult:
     notes: list[str]
 
 
+def with_full_recompute(table: CostTable) -> CostTable:
+    """Full activation recomputation (Chen et al. 2016; Megatron-LM
+    --recompute-granularity full): each layer keeps only its input for
+    backward and runs its forward again before its backward."""
+    by = {}
+    for b, c in table.by_mb.items():
+        n = len(c.fwd_s)
+        by[b] = LayerCosts(
+            fwd_s=c.fwd_s,
+            bwd_s=[c.bwd_s[i] + c.fwd_s[i] for i in range(n)],
+            wgrad_s=c.wgrad_s,
+            act_bytes=[min(c.act_bytes[i], c.out_bytes[i - 1] if i else 0.0) for i in range(n)],
+            out_bytes=c.out_bytes,
+        )
+    return CostTable(table.names, table.param_bytes, table.param_dtype_bytes, by, table.seq_len,
+                     table.memory_bytes, table.p2p_intra, table.p2p_inter, table.ar_intra,
+                     table.ar_inter)
+
+
 def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 

@@ -205,3 +205,26 @@ def test_planner_runs_without_torch(tmp_path: Path) -> None:
                        text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["plans"]
+
+
+def test_recompute_and_sequence_parallel_change_memory(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+
+    def best(*flags: str) -> dict:
+        r = run("recommend", "--gpus", "8", "--model", "llama3-8b", "--tp", "2", "--pp", "2",
+                "--schedules", "1f1b", "--sharded-optimizer", "--json", *flags)
+        assert r.exit_code == 0, r.stderr
+        return json.loads(r.stdout)["plans"][0]
+
+    plain = best()
+    sp = best("--sequence-parallel")
+    full = best("--recompute", "full")
+    same_shape = ("micro_batch_size", "num_microbatches", "stage_layers")
+    assert all(sp[k] == plain[k] for k in same_shape)
+    assert max(sp["peak_memory_bytes"]) < max(plain["peak_memory_bytes"])
+    if all(full[k] == plain[k] for k in same_shape):
+        assert max(full["peak_memory_bytes"]) < max(plain["peak_memory_bytes"])
+        assert full["step_time_s"] > plain["step_time_s"]
+    r = run("recommend", "--gpus", "8", "--recompute", "some")
+    assert r.exit_code == 2 and "--recompute must be none or full" in r.stderr

@@ -124,11 +124,12 @@ def test_megatron_llama3_script_resolves_variables_arrays_and_launcher() -> None
         "micro_batch_size": 1, "global_batch": 128, "seq_len": 8192, "model": "llama3-8b",
         "num_layers": 32, "hidden_size": 4096, "num_heads": 32, "num_kv_heads": 8,
         "ffn_hidden_size": 14336, "gated_mlp": True, "precision": "bf16",
-        "recompute": "selective", "sharded_optimizer": True, "source_format": "megatron",
+        "recompute": "selective", "sharded_optimizer": True, "sequence_parallel": True,
+        "source_format": "megatron",
     }
     assert "shell variable NUM_NODES is not set in the script; used its default '2'" in (
         result.notes)
-    assert any(n.startswith("ignored 29 other flags: --use-mcore-models") for n in result.notes)
+    assert any(n.startswith("ignored 28 other flags: --use-mcore-models") for n in result.notes)
 
 
 def test_megatron_gpt3_string_variables_and_distributed_launch() -> None:

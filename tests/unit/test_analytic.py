@@ -82,3 +82,13 @@ def test_efficiency_scales_compute() -> None:
 def test_bad_efficiency_is_refused() -> None:
     with pytest.raises(ValueError, match="efficiency"):
         analytic_layers(GPT, presets.GPUS["h200"], [1], efficiency=0.0)
+
+
+@pytest.mark.parametrize("t", [2, 4, 8])
+def test_korthikanti_sequence_parallel(t: int) -> None:
+    s, h, a = GPT.seq_len, GPT.hidden, GPT.heads
+    # eq. 4: s b h (34/t + 5 a s / (h t))
+    want = s * h * (34 / t + 5 * a * s / (h * t))
+    assert block_act_bytes(GPT, 1, tp=t, flash_attention=False, sequence_parallel=True) == (
+        pytest.approx(want)
+    )
