@@ -407,6 +407,13 @@ def _split(
     try:
         return min_bottleneck_split(costs, n_stages, extra, fits)
     except SplitError:
+        if chunks == 1:
+            return None  # exact: one stage per device, the budget is the device's
+    # Several chunks share a device: the even share per chunk was too strict.
+    # Split for time alone; the simulated per-device peak decides the fit.
+    try:
+        return min_bottleneck_split(costs, n_stages, extra)
+    except SplitError:
         return None
 
 
