@@ -21,6 +21,7 @@ from pptune.costmodel import presets
 from pptune.costmodel.partition import deepspeed_split, even_split
 from pptune.costmodel.schedules import Schedule, chunks_per_device
 from pptune.costmodel.search import (
+    MAX_SIMULATED_OPS,
     CostTable,
     Plan,
     PlanRequest,
@@ -35,7 +36,6 @@ from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
 from pptune.schemas import Profile, TrainingConfig
 
 GIB = 1024**3
-MAX_SIMULATED_OPS = 2_000_000  # about 10 s of simulation on one core
 
 
 @dataclass

@@ -114,6 +114,8 @@ def simulate_cmd(
 ) -> None:
     from pptune import simulation
 
+    if width < 20:
+        raise BadInput(f"--width must be >= 20 columns (got {width})")
     spec = simulation.SimSpec(
         schedule=schedule, pp=pp, microbatches=microbatches, virtual_stages=virtual_stages,
         fwd_ms=fwd_ms, bwd_ms=bwd_ms, wgrad_ms=wgrad_ms, p2p_ms=p2p_ms,
@@ -193,6 +195,8 @@ def recommend_cmd(
         reserve_gib=reserve_gib, blocking_send=blocking_send, top=top,
         sequence_parallel=sequence_parallel, recompute=recompute,
     )
+    if width < 20:
+        raise BadInput(f"--width must be >= 20 columns (got {width})")
     if train_tokens is not None and not train_tokens > 0:
         raise BadInput(f"--train-tokens must be > 0 (got {train_tokens})")
     run = planning.recommend(req)

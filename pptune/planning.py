@@ -191,6 +191,9 @@ def no_plan_message(run: RecommendRun) -> str:
         hints.append(
             f"a --global-batch divisible by micro-batch size x dp (now {run.global_batch})"
         )
+    if rej.get("too_large_to_simulate"):
+        hints.append("a smaller --global-batch or larger --micro-batch-sizes (over "
+                     "2,000,000 ops per step are not simulated)")
     if rej.get("microbatches_less_than_pp") or rej.get("microbatches_not_multiple_of_pp"):
         hints.append("a larger --global-batch so that micro-batches >= pipeline depth")
     return (

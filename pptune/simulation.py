@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pptune.costmodel.partition import SplitError, even_split
 from pptune.costmodel.schedules import Schedule, ScheduleError, chunks_per_device, validate
-from pptune.costmodel.search import CostTable, stage_costs
+from pptune.costmodel.search import MAX_SIMULATED_OPS, CostTable, stage_costs
 from pptune.costmodel.simulate import Link, SimResult, simulate, uniform_stages
 from pptune.errors import BadInput
 from pptune.profiles import cost_table, resolve_source
@@ -74,14 +75,20 @@ def run(spec: SimSpec) -> SimRun:
             "shorter warm-up, but torch (Schedule1F1B) and Megatron-LM refuse it"
         )
     chunks = chunks_per_device(schedule, v)
+    ops = p * chunks * m * 3
+    if ops > MAX_SIMULATED_OPS:
+        raise BadInput(
+            f"pp={p} x {chunks} chunk(s) x {m} micro-batches is {ops:,} ops; pptune simulates up "
+            f"to {MAX_SIMULATED_OPS:,} per step: use fewer micro-batches"
+        )
     textbook = spec.fwd_ms is not None or spec.bwd_ms is not None
     if textbook:
         if spec.fwd_ms is None or spec.bwd_ms is None:
             raise BadInput("textbook mode needs both --fwd-ms and --bwd-ms")
         for flag, val in [("--fwd-ms", spec.fwd_ms), ("--bwd-ms", spec.bwd_ms),
                           ("--wgrad-ms", spec.wgrad_ms), ("--p2p-ms", spec.p2p_ms)]:
-            if not val >= 0:
-                raise BadInput(f"{flag} must be >= 0 (got {val})")
+            if not (val >= 0 and math.isfinite(val)):
+                raise BadInput(f"{flag} must be a finite number >= 0 (got {val})")
         if spec.model or spec.gpu or spec.profile or spec.split:
             raise BadInput("--fwd-ms/--bwd-ms simulate equal stages; drop --model/--gpu/--profile/--split")
         stages = uniform_stages(

@@ -64,6 +64,11 @@ class Reason:
     NEEDS_PP2 = "schedule_needs_pp_2"
     FEW_LAYERS = "too_few_layers"
     OOM = "out_of_memory"
+    TOO_LARGE = "too_large_to_simulate"
+
+
+# Candidates with more ops than this are not simulated (~3 us an op: ~6 s).
+MAX_SIMULATED_OPS = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -328,6 +333,9 @@ def search(table: CostTable, req: PlanRequest) -> SearchResult:
                     n_stages = p * chunks
                     if n_stages > n_layers:
                         rejected[Reason.FEW_LAYERS] += 1
+                        continue
+                    if n_stages * m * 3 > MAX_SIMULATED_OPS:
+                        rejected[Reason.TOO_LARGE] += 1
                         continue
                     split = _split(table, req, schedule, p, m, v, b, n_stages, chunks,
                                    per_param, usable)

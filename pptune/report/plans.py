@@ -23,6 +23,7 @@ REASON_TEXT = {
     "schedule_needs_pp_2": "schedule needs pp >= 2",
     "too_few_layers": "more stages than layers",
     "out_of_memory": "out of memory",
+    "too_large_to_simulate": "too many micro-batches to simulate",
 }
 
 
