@@ -78,6 +78,10 @@ def test_simulate_1f1b_with_m_below_p_warns_but_runs() -> None:
         (["--model", "gpt-9000"], "unknown model preset 'gpt-9000'"),
         (["--model", "gpt3-1.3b", "--gpu", "tpu"], "unknown GPU preset 'tpu'"),
         (["--split", "a,b", "--model", "gpt3-1.3b"], "comma-separated integers"),
+        (["--fwd-ms", "inf", "--bwd-ms", "1"], "finite number"),
+        (["--fwd-ms", "1", "--bwd-ms", "1", "--pp", "64", "--microbatches", "100000"],
+         "pptune simulates up to 2,000,000"),
+        (["--fwd-ms", "1", "--bwd-ms", "1", "--width", "3"], "--width must be >= 20"),
     ],
 )
 def test_simulate_bad_input_is_one_line_exit_2(args: list[str], needle: str) -> None:
@@ -146,6 +150,7 @@ def test_recommend_picks_up_profile_in_working_directory(
         (["--gpus", "8", "--global-batch", "3", "--schedules", "1f1b", "--model", "gpt3-1.3b"], 1,
          "no feasible plan"),
         (["--gpus", "2", "--model", "gpt3-175b", "--gpu", "a100-80gb"], 1, "out_of_memory"),
+        (["--gpus", "8", "--global-batch", "99999999999"], 1, "too_large_to_simulate"),
     ],
 )
 def test_recommend_errors(args: list[str], code: int, needle: str, tmp_path: Path,
