@@ -169,7 +169,19 @@ def why_lines(result: SearchResult) -> list[str]:
         f"peak memory {fmt_bytes(max(w.peak_memory_bytes))} of "
         f"{fmt_bytes(w.memory_capacity_bytes)} on the fullest GPU"
     )
-    return [head, "; ".join(comm)]
+    lines = [head, "; ".join(comm)]
+    step = w.step_time_s or 1.0
+    if (w.exposed_allreduce_s or 0.0) / step > 0.05:
+        lines.append(
+            "hint: the gradient all-reduce is exposed; --grad-compression fp16 halves its bytes "
+            "(top-k sparsification cuts more), --sharded-optimizer does not change them"
+        )
+    if (w.exposed_p2p_s or 0.0) / step > 0.05:
+        lines.append(
+            "hint: stage-to-stage sends sit on the critical path; fewer stages or larger "
+            "micro-batches amortise their latency"
+        )
+    return lines
 
 
 def rejected_line(result: SearchResult) -> str:
