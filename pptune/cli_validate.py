@@ -21,11 +21,14 @@ from pptune.cliutil import parse_ints as _ints
 from pptune.cliutil import say as _say
 from pptune.errors import BadInput
 
+DEFAULT_PLANS_FILE = "pptune-plans.json"
+
 HELP = """Run a plan on this machine with torch.distributed.pipelining and compare the
 measured step time and bubble with the simulator's prediction.
 
-The plan comes from a file saved by `pptune recommend -o FILE` (--rank picks
-the plan) or from flags. One process per pipeline rank: NCCL, one per GPU,
+The plan comes from a recommendation saved with `pptune recommend ... -o
+pptune-plans.json` (`--plan N` runs its Nth plan; `--plan FILE --rank N` reads
+another file) or from flags. One process per pipeline rank: NCCL, one per GPU,
 when CUDA is available; gloo CPU processes with 1 thread each otherwise.
 Under torchrun it joins the job. Costs for the prediction: --profile, else
 ./pptune-profile.json, else a quick probe of the model in this process.
@@ -34,7 +37,10 @@ Examples:
 
   pptune validate --pp 2 --microbatches 4 --schedule 1f1b
 
-  pptune validate --plan plans.json --rank 1 --profile profile.json --json
+  pptune recommend --gpus 2 --profile profile.json -o pptune-plans.json
+  pptune validate --plan 1 --profile profile.json
+
+  pptune validate --plan plans.json --rank 2 --profile profile.json --json
 
   pptune validate --schedule gpipe --split 3,5 --steps 9 --trace measured.json --timeline
 
@@ -86,8 +92,13 @@ def _json_safe(obj: Any) -> Any:
 
 
 def validate(
-    plan: Path | None = typer.Option(None, "--plan", help="plan JSON saved by `pptune recommend -o FILE`"),
-    rank: int = typer.Option(1, "--rank", help="which plan of --plan to run (1 = the best)"),
+    plan: str | None = typer.Option(
+        None, "--plan",
+        help="N: plan N of ./pptune-plans.json (or --plans FILE); or the path of a plan JSON "
+        "saved by `pptune recommend -o FILE`",
+    ),
+    plans: Path | None = typer.Option(None, "--plans", help="plan JSON that --plan N picks from [default: ./pptune-plans.json]"),
+    rank: int = typer.Option(1, "--rank", help="which plan of a --plan FILE to run (1 = the best)"),
     pp: int | None = typer.Option(None, "--pp", help="pipeline stages (devices) [default: 2]"),
     microbatches: int | None = typer.Option(None, "--microbatches", "-m", help="micro-batches per step [default: 4]"),
     schedule: str | None = typer.Option(
@@ -119,10 +130,18 @@ def validate(
 ) -> None:
     from pptune.validate.session import ValidateRequest, outcome_json, run
 
+    plan_path: Path | None = None
+    if plan is not None and plan.strip().isdigit():
+        rank = int(plan)  # --plan N: the Nth plan of the saved recommendation
+        plan_path = plans or Path(DEFAULT_PLANS_FILE)
+    elif plan is not None:
+        plan_path = Path(plan)
+    elif plans is not None:
+        plan_path = plans
     if dtype not in ("auto", "fp32", "bf16", "fp16"):
         raise BadInput(f"--dtype must be auto, fp32, bf16 or fp16 (got {dtype!r})")
     req = ValidateRequest(
-        plan=plan, rank=rank, pp=pp, microbatches=microbatches, schedule=schedule,
+        plan=plan_path, rank=rank, pp=pp, microbatches=microbatches, schedule=schedule,
         split=_ints(split, "--split"), micro_batch_size=micro_batch_size,
         virtual_stages=virtual_stages, model=model, hf_config=hf_config, module=module,
         seq_len=seq_len, dtype=dtype, profile=profile, warmup=warmup, steps=steps,

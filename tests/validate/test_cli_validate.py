@@ -236,3 +236,20 @@ def test_a_hung_rank_is_bounded_by_timeout(tmp_path: Path, monkeypatch: pytest.M
         "rank(s) 0, 1 of 2 gave no word for 8 s (--timeout 8); a rank hangs" in line
         or "did not start within 8 s" in line
     ), line
+
+
+def test_plan_n_reads_the_saved_recommendation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    # no saved recommendation yet: one line naming the default file
+    assert "pptune-plans.json" in one_error_line(run("--plan", "1"))
+    saved = main_app_run("recommend", "--gpus", "2", "--model", "gpt-small", "--gpu", "h200",
+                         "-o", "pptune-plans.json", "--json")
+    n_plans = len(json.loads(saved)["plans"])
+    line = one_error_line(run("--plan", str(n_plans + 1)))
+    assert f"no plan of rank {n_plans + 1}" in line
+
+
+def main_app_run(*args: str) -> str:
+    r = runner.invoke(main_app, list(args), catch_exceptions=False)
+    assert r.exit_code == 0, r.stderr
+    return r.stdout
