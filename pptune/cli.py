@@ -79,10 +79,12 @@ SIMULATE_HELP = """Simulate one pipeline schedule event by event.
 
 Textbook what-if (equal stages, times per device):
 
+\b
   pptune simulate --schedule 1f1b --pp 4 --microbatches 8 --fwd-ms 1 --bwd-ms 2 --timeline
 
 Per-layer costs from a preset or a profile:
 
+\b
   pptune simulate --model gpt3-1.3b --gpu h100-sxm --pp 4 --microbatches 8 --split 7,6,6,7
 """
 
@@ -146,8 +148,10 @@ def simulate_cmd(
 
 RECOMMEND_HELP = """Find the fastest pipeline plan that fits, and explain it.
 
+\b
   pptune recommend --gpus 8
   pptune recommend --gpus 64 --model llama3-70b --gpu h100-sxm --tp 8 --json -o plans.json
+  pptune recommend --gpus 8 --emit megatron -o launch/
 
 Costs come from --profile, else --model/--gpu presets, else ./pptune-profile.json,
 else the embedded default (llama3-8b on h100-sxm). Exit 1 when no plan fits.
@@ -281,6 +285,7 @@ def presets_cmd(as_json: bool = typer.Option(False, "--json", help="machine-read
 
 SCHEMA_HELP = """Print the JSON Schema of a file pptune reads or writes.
 
+\b
   pptune schema profile     (what pptune probe writes and --profile reads)
   pptune schema plan        (what pptune recommend --json / -o writes)
   pptune schema config      (pptune's own training config for check-config)
@@ -303,6 +308,7 @@ def schema_cmd(kind: str = typer.Argument(..., help="profile, plan or config")) 
 CHECK_HELP = """CI sanity check of a training config: exit 0 when consistent and within
 limits, 1 with findings, 2 when the file cannot be read.
 
+\b
   pptune check-config train.yaml
   pptune check-config ds_config.json --pp 4 --gpus 32 --output github
   pptune check-config pretrain_llama.sh --max-bubble 0.2 --strict
