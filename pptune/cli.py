@@ -220,6 +220,8 @@ def recommend_cmd(
         write_atomic(output, text + "\n")
         _say(f"wrote {output}")
     if not run.result.plans:
+        for note in run.result.notes:
+            _say(f"note: {note}")
         raise NoFeasiblePlan(planning.no_plan_message(run))
     if as_json:
         typer.echo(text)

@@ -136,6 +136,10 @@ def recommend(spec: RecommendSpec) -> RecommendRun:
                 f"({change:+.1%}) so that one does. The learning rate may need rescaling "
                 "(e.g. linearly with the batch, Goyal et al. 2017)"
             ))
+    if result.rejected.get("out_of_memory", 0):
+        hint = _memory_what_if(table, req, result, spec)
+        if hint:
+            result.notes.append(hint)
     request = {
         "gpus": spec.gpus, "tp": spec.tp, "gpus_per_node": spec.gpus_per_node,
         "global_batch": global_batch, "global_batch_requested": requested,
@@ -147,6 +151,33 @@ def recommend(spec: RecommendSpec) -> RecommendRun:
     }
     return RecommendRun(result, table, req, list(table.names), global_batch, src.origin,
                         request, notes)
+
+
+def _memory_what_if(
+    table: CostTable, req: PlanRequest, result: SearchResult, spec: RecommendSpec
+) -> str | None:
+    """When memory rejected candidates: would a sharded optimizer or full
+    recomputation give a faster plan (or any plan)? One line, with the figures."""
+    from dataclasses import replace
+
+    best = result.plans[0].step_time_s if result.plans else None
+    options = []
+    if not spec.sharded_optimizer:
+        options.append(("--sharded-optimizer", table, replace(req, sharded_optimizer=True, top=1)))
+    if spec.recompute == "none" and not result.plans:
+        options.append(("--recompute full", with_full_recompute(table), replace(req, top=1)))
+    for flag, t, alt_req in options:
+        alt = search(t, alt_req)
+        if not alt.plans:
+            continue
+        a = alt.plans[0]
+        desc = (f"pp={a.pp} dp={a.dp} tp={a.tp} {a.schedule.value}, {a.num_microbatches} x "
+                f"{a.micro_batch_size}, step {a.step_time_s:.3g} s")
+        if best is None:
+            return f"with {flag} a plan fits: {desc}"
+        if a.step_time_s < best * 0.97:
+            return f"with {flag} the best plan would be {desc} ({best / a.step_time_s:.2f}x faster)"
+    return None
 
 
 def _nearby_batch(table: CostTable, req: PlanRequest) -> tuple[PlanRequest, SearchResult] | None:

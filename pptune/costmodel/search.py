@@ -272,6 +272,24 @@ def evaluate(
     )
 
 
+def _surely_oom(
+    table: CostTable, schedule: Schedule, p: int, m: int, v: int, split: Sequence[int],
+    stages: Sequence[StageCost], per_param: float, usable: float,
+) -> bool:
+    """A lower bound on a device's peak already exceeds its memory.
+
+    The peak holds all of the device's training state and at least the
+    largest in-flight activation set of any one of its chunks."""
+    inflight = peak_inflight_per_stage(schedule, p, m, v)
+    static = [0.0] * p
+    act = [0.0] * p
+    for k, (s, e) in enumerate(stage_bounds(split)):
+        d = stage_device(schedule, p, k)
+        static[d] += sum(table.param_bytes[s:e]) / table.param_dtype_bytes * per_param
+        act[d] = max(act[d], inflight[k] * stages[k].act_bytes)
+    return any(static[d] + act[d] > usable for d in range(p))
+
+
 def _lower_bound(schedule: Schedule, p: int, m: int, stages: Sequence[StageCost]) -> float:
     per_dev = [0.0] * p
     for k, s in enumerate(stages):
@@ -343,6 +361,10 @@ def search(table: CostTable, req: PlanRequest) -> SearchResult:
                         rejected[Reason.OOM] += 1
                         continue
                     stages = stage_costs(table, b, split)
+                    if chunks > 1 and _surely_oom(table, schedule, p, m, v, split, stages,
+                                                  per_param, usable):
+                        rejected[Reason.OOM] += 1
+                        continue
                     lb = _lower_bound(schedule, p, m, stages)
                     candidates.append((lb, p, schedule, v, b, m, split))
     candidates.sort(key=lambda c: (c[0], c[1], list(Schedule).index(c[2]), c[3], c[4]))
