@@ -233,3 +233,13 @@ def test_recompute_and_sequence_parallel_change_memory(tmp_path: Path,
         assert full["step_time_s"] > plain["step_time_s"]
     r = run("recommend", "--gpus", "8", "--recompute", "some")
     assert r.exit_code == 2 and "--recompute must be none or full" in r.stderr
+
+
+def test_memory_what_if_notes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    r = run("recommend", "--gpus", "2")  # llama3-8b on two H100s: nothing fits as asked
+    assert r.exit_code == 1
+    assert "with --recompute full a plan fits" in r.stderr
+    r = run("recommend", "--gpus", "16", "--model", "gpt3-13b", "--gpu", "a100-80gb")
+    assert r.exit_code == 0
+    assert "with --sharded-optimizer the best plan would be" in r.stdout
