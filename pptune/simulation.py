@@ -114,14 +114,27 @@ def run(spec: SimSpec) -> SimRun:
     n_layers = len(table.names)
     n_stages = p * chunks
     if spec.split is not None:
-        if len(spec.split) != n_stages or sum(spec.split) != n_layers:
+        ends = table.names[0] == "embedding" and table.names[-1] == "head"
+        if len(spec.split) == n_stages and sum(spec.split) == n_layers:
+            split = spec.split
+        elif ends and len(spec.split) == n_stages and sum(spec.split) == n_layers - 2:
+            # transformer blocks per stage (Megatron's counting): the embedding
+            # joins the first stage and the LM head the last
+            split = list(spec.split)
+            split[0] += 1
+            split[-1] += 1
+            notes.append(
+                f"--split counts the {n_layers - 2} transformer blocks; the embedding joins "
+                f"stage 0 and the head stage {n_stages - 1}: layers per stage "
+                f"{','.join(map(str, split))}"
+            )
+        else:
+            blocks = f" or the {n_layers - 2} blocks" if ends else ""
             raise BadInput(
                 f"--split {','.join(map(str, spec.split))} must have {n_stages} entries "
-                f"(pp x chunks) summing to the {n_layers} layers "
-                f"(embedding + {n_layers - 2} blocks + head); it has {len(spec.split)} "
-                f"summing to {sum(spec.split)}"
+                f"(pp x chunks) summing to the {n_layers} layers (embedding + {n_layers - 2} "
+                f"blocks + head){blocks}; it has {len(spec.split)} summing to {sum(spec.split)}"
             )
-        split = spec.split
     else:
         try:
             split = even_split(n_layers, n_stages)

@@ -60,6 +60,15 @@ def test_simulate_model_preset_with_split(tmp_path: Path) -> None:
     assert svg.read_text().startswith("<svg")
 
 
+def test_simulate_split_may_count_blocks_like_megatron() -> None:
+    # the example: gpt3-1.3b has 24 blocks, --split 6,6,6,6
+    r = run("simulate", "--model", "gpt3-1.3b", "--gpu", "h100-sxm", "--pp", "4",
+            "--microbatches", "8", "--split", "6,6,6,6", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["stage_layers"] == [7, 6, 6, 7]
+    assert "transformer blocks" in r.stderr
+
+
 def test_simulate_1f1b_with_m_below_p_warns_but_runs() -> None:
     r = run("simulate", "--pp", "4", "--microbatches", "2", "--fwd-ms", "1", "--bwd-ms", "2")
     assert r.exit_code == 0
@@ -75,6 +84,7 @@ def test_simulate_1f1b_with_m_below_p_warns_but_runs() -> None:
         (["--schedule", "interleaved-1f1b", "-v", "2", "--microbatches", "6", "--fwd-ms", "1",
           "--bwd-ms", "2"], "multiple of pipeline depth (4)"),
         (["--model", "gpt3-1.3b", "--split", "1,2,3,4"], "summing to the 26 layers"),
+        (["--model", "gpt3-1.3b", "--split", "6,6,6"], "must have 4 entries"),
         (["--model", "gpt-9000"], "unknown model preset 'gpt-9000'"),
         (["--model", "gpt3-1.3b", "--gpu", "tpu"], "unknown GPU preset 'tpu'"),
         (["--split", "a,b", "--model", "gpt3-1.3b"], "comma-separated integers"),
