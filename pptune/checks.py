@@ -312,7 +312,8 @@ def _predict(
         reserve_bytes=2 * GIB, micro_batch_sizes=(cfg.micro_batch_size,),
     )
     v = cfg.virtual_stages if schedule is Schedule.INTERLEAVED else 1
-    plan = evaluate(table, req, schedule, p, cfg.micro_batch_size, m, v, split)
+    plan = evaluate(table, req, schedule, p, cfg.micro_batch_size, m, v, split,
+                    rank_order=cfg.rank_order)
     report.plan = plan
     step = plan.step_time_s * cfg.pipeline_flushes
     report.derived.update(step_time_s=step, bubble_rate=plan.bubble_rate,

@@ -30,7 +30,7 @@ from pathlib import Path
 from pptune.costmodel import presets
 from pptune.costmodel.partition import deepspeed_split, stage_bounds
 from pptune.costmodel.schedules import Schedule
-from pptune.costmodel.search import Plan, evaluate
+from pptune.costmodel.search import DP_INNER, PP_INNER, Plan, evaluate
 from pptune.errors import BadInput
 from pptune.planning import RecommendRun
 from pptune.report.fmt import fmt_pct, fmt_seconds
@@ -86,21 +86,28 @@ def _with_ends(blocks: list[int]) -> list[int]:
     return out
 
 
-def _reevaluate(run: RecommendRun, plan: Plan, schedule: Schedule, split: list[int], v: int) -> Plan:
+def _reevaluate(
+    run: RecommendRun, plan: Plan, schedule: Schedule, split: list[int], v: int,
+    rank_order: str | None = None,
+) -> Plan:
     return evaluate(run.table, run.plan_request, schedule, plan.pp, plan.micro_batch_size,
-                    plan.num_microbatches, v, split)
+                    plan.num_microbatches, v, split,
+                    rank_order=plan.rank_order if rank_order is None else rank_order)
 
 
 def _fits(run: RecommendRun, plan: Plan) -> bool:
     return max(plan.peak_memory_bytes) <= run.table.memory_bytes
 
 
-def _closest(run: RecommendRun, plan: Plan, options: list[tuple[Schedule, int, list[int]]]) -> Plan | None:
+def _closest(
+    run: RecommendRun, plan: Plan, options: list[tuple[Schedule, int, list[int]]],
+    rank_order: str | None = None,
+) -> Plan | None:
     best: Plan | None = None
     for schedule, v, split in options:
         if any(n < 1 for n in split):
             continue
-        cand = _reevaluate(run, plan, schedule, split, v)
+        cand = _reevaluate(run, plan, schedule, split, v, rank_order)
         if _fits(run, cand) and (best is None or cand.step_time_s < best.step_time_s):
             best = cand
     return best
@@ -203,6 +210,8 @@ def _megatron(run: RecommendRun, plan: Plan) -> dict[str, str]:
     ]
     if run.plan_request.sharded_optimizer:
         args.append("--use-distributed-optimizer")
+    if plan.rank_order == PP_INNER:
+        args.append("--use-tp-pp-dp-mapping")
     lines.append(
         f"torchrun --nnodes {nodes} --nproc_per_node {per_node} "
         "--rdzv_backend c10d --rdzv_endpoint \"${MASTER_ADDR:-localhost}:${MASTER_PORT:-29500}\" \\"
@@ -295,6 +304,7 @@ def _pptune(run: RecommendRun, plan: Plan) -> dict[str, str]:
         f"grad_accum_steps: {plan.num_microbatches}",
         f"stage_layers: [{', '.join(map(str, blocks_per_stage(plan.stage_layers)))}]",
         f"sharded_optimizer: {'true' if run.plan_request.sharded_optimizer else 'false'}",
+        f"rank_order: {plan.rank_order}",
     ]
     if model in presets.MODELS:
         lines.append(f"model: {model}")
@@ -322,16 +332,19 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitte
     chosen = plan
     exact = True
 
-    def fallback(options: list[tuple[Schedule, int, list[int]]], why: str) -> None:
+    def fallback(
+        options: list[tuple[Schedule, int, list[int]]], why: str, order: str | None = None
+    ) -> None:
         nonlocal chosen, exact
-        alt = _closest(run, plan, options)
+        alt = _closest(run, plan, options, order)
         if alt is None:
             raise BadInput(f"{fw.value} cannot express plan {rank} ({why}) and no close plan fits")
         chosen, exact = alt, False
         notes.append(
             f"{fw.value} cannot express plan {rank} ({why}); emitting the closest plan it can run: "
             f"{alt.schedule.value}, layers/stage {','.join(map(str, blocks_per_stage(alt.stage_layers)))}"
-            f", predicted step {fmt_seconds(alt.step_time_s)} ({alt.step_time_s / plan.step_time_s:.3f}x)"
+            + (f", rank order {alt.rank_order}" if alt.rank_order != plan.rank_order else "")
+            + f", predicted step {fmt_seconds(alt.step_time_s)} ({alt.step_time_s / plan.step_time_s:.3f}x)"
             f", bubble {fmt_pct(alt.bubble_rate)}"
         )
 
@@ -347,20 +360,26 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitte
         params = [b / run.table.param_dtype_bytes for b in run.table.param_bytes]
         methods = {m: deepspeed_split(m, params, plan.pp) for m in ("uniform", "parameters")}
         same = [name for name, sp in methods.items() if sp == plan.stage_layers]
-        if plan.schedule is Schedule.ONE_F_ONE_B and plan.virtual_stages == 1 and same:
+        if (plan.schedule is Schedule.ONE_F_ONE_B and plan.virtual_stages == 1 and same
+                and plan.rank_order == DP_INNER):
             method = same[0]
         else:
             why = ("DeepSpeed's pipeline engine runs 1F1B only"
                    if plan.schedule is not Schedule.ONE_F_ONE_B
-                   else "partition_method cannot place these boundaries")
+                   else "partition_method cannot place these boundaries"
+                   if not same else "its topology keeps data-parallel ranks innermost")
             options = [(Schedule.ONE_F_ONE_B, 1, sp) for sp in methods.values()]
-            fallback(options, why)
+            fallback(options, why, DP_INNER)
             method = next(n for n, sp in methods.items() if sp == chosen.stage_layers)
         files = _deepspeed(run, chosen, method)
     elif fw is Framework.TORCHTITAN:
-        if plan.schedule is Schedule.ZB_H1:
-            fallback([(Schedule.ONE_F_ONE_B, 1, plan.stage_layers)],
-                     "torchtitan's InterleavedZeroBubble needs >= 2 stages per rank")
+        if plan.schedule is Schedule.ZB_H1 or plan.rank_order != DP_INNER:
+            why = ("torchtitan's InterleavedZeroBubble needs >= 2 stages per rank"
+                   if plan.schedule is Schedule.ZB_H1
+                   else "its device mesh keeps pipeline ranks outermost")
+            sched = Schedule.ONE_F_ONE_B if plan.schedule is Schedule.ZB_H1 else plan.schedule
+            fallback([(sched, plan.virtual_stages if sched is Schedule.INTERLEAVED else 1,
+                       plan.stage_layers)], why, DP_INNER)
         files = _torchtitan(run, chosen)
     else:
         files = _pptune(run, chosen)

@@ -202,6 +202,10 @@ class TrainingConfig(Strict):
     sequence_parallel: bool = Field(
         False, description="Megatron-LM --sequence-parallel: activations split by tp along the sequence"
     )
+    rank_order: Literal["tp-dp-pp", "tp-pp-dp"] = Field(
+        "tp-dp-pp", description="global rank order, fastest first (Megatron-LM "
+        "--use-tp-pp-dp-mapping gives tp-pp-dp)"
+    )
     zero_stage: int = Field(0, ge=0, le=3)
     sharded_optimizer: bool = False
     limits: Limits = Field(default_factory=Limits)
@@ -270,6 +274,10 @@ class PlanRecord(Strict):
     gradient_accumulation_aligned: bool = Field(description="micro-batches a multiple of pp")
     exposed_p2p_s: float | None = None
     exposed_allreduce_s: float | None = None
+    rank_order: Literal["tp-dp-pp", "tp-pp-dp"] = Field(
+        "tp-dp-pp", description="global rank order, fastest first (Megatron-LM: tp-cp-ep-dp-pp "
+        "default, tp-cp-ep-pp-dp with --use-tp-pp-dp-mapping)"
+    )
     training_days: float | None = Field(None, description="with --train-tokens")
     gpu_hours: float | None = Field(None, description="with --train-tokens")
 

@@ -46,6 +46,7 @@ VALUE_FLAGS = (
 BOOL_FLAGS = (
     "--use-distributed-optimizer",
     "--sequence-parallel",
+    "--use-tp-pp-dp-mapping",
     "--bf16",
     "--fp16",
     "--swiglu",
@@ -202,6 +203,7 @@ def _fields(r: _Reader, launcher: Flagged) -> dict[str, Any]:
         "vocab_size": r.number("--vocab-size"),
         "sharded_optimizer": flags.has("--use-distributed-optimizer"),
         "sequence_parallel": flags.has("--sequence-parallel"),
+        "rank_order": "tp-pp-dp" if flags.has("--use-tp-pp-dp-mapping") else None,
         "gated_mlp": flags.has("--swiglu"),  # Megatron-LM's default MLP is GeLU
         "precision": _precision(ctx, flags),
         "recompute": _recompute(r),

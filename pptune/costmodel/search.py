@@ -29,9 +29,10 @@ NCCL buffers, allocator fragmentation).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pptune.costmodel.comm import AllReduceLink, allreduce_s
@@ -53,6 +54,12 @@ SHARDED_STATE_BYTES = 12.0  # fp32 master weights + Adam m and v, sharded over d
 GRAD_DTYPE_BYTES = 4  # gradients reduced in fp32 (Megatron-LM's default)
 DEFAULT_RESERVE_BYTES = 2 * 1024**3  # CUDA context + NCCL buffers + fragmentation (assumed)
 DEFAULT_VIRTUAL_STAGES = (2, 3, 4)
+
+# Rank orders, fastest-varying first (Megatron-LM's RankGenerator names them
+# "tp-cp-ep-dp-pp", the default, and "tp-cp-ep-pp-dp", --use-tp-pp-dp-mapping).
+DP_INNER = "tp-dp-pp"  # a stage's data-parallel replicas sit side by side
+PP_INNER = "tp-pp-dp"  # a pipeline's stages sit side by side
+RANK_ORDERS = (DP_INNER, PP_INNER)
 
 
 class Reason:
@@ -111,6 +118,7 @@ class PlanRequest:
     grad_bytes_factor: float = 1.0  # gradient compression
     blocking_send: bool = False
     top: int = 5
+    rank_orders: Sequence[str] = RANK_ORDERS
 
 
 @dataclass
@@ -132,6 +140,7 @@ class Plan:
     sim: SimResult = field(repr=False)
     exposed_p2p_s: float | None = None
     exposed_allreduce_s: float | None = None
+    rank_order: str = DP_INNER
 
     @property
     def grad_accum_steps(self) -> int:
@@ -195,15 +204,36 @@ class _Topology:
     dp: int
     tp: int
     gpn: int
+    order: str = DP_INNER
+
+    def rank(self, stage: int, replica: int, t: int) -> int:
+        if self.order == DP_INNER:
+            return (stage * self.dp + replica) * self.tp + t
+        return (replica * self.p + stage) * self.tp + t
+
+    def node(self, stage: int, replica: int, t: int) -> int:
+        return self.rank(stage, replica, t) // self.gpn
 
     def same_node(self, a: int, b: int) -> bool:
-        width = self.tp * self.dp  # ranks per pipeline stage
+        """Every replica's hop from stage a to stage b stays inside a node."""
         return all(
-            (a * width + i) // self.gpn == (b * width + i) // self.gpn for i in range(width)
+            self.node(a, i, t) == self.node(b, i, t)
+            for i in range(self.dp) for t in (0, self.tp - 1)
         )
 
     def dp_intra(self) -> bool:
-        return self.tp * self.dp <= self.gpn and self.gpn % (self.tp * self.dp) == 0
+        """Every data-parallel group fits inside one node."""
+        return all(
+            self.node(s, 0, t) == self.node(s, self.dp - 1, t)
+            for s in range(self.p) for t in (0, self.tp - 1)
+        )
+
+    def link(self, table: CostTable) -> Callable[[int, int], Link]:
+        @functools.cache
+        def between(a: int, z: int) -> Link:
+            return table.p2p_intra if self.same_node(a, z) else table.p2p_inter
+
+        return between
 
 
 def stage_costs(table: CostTable, b: int, stage_layers: Sequence[int]) -> list[StageCost]:
@@ -232,15 +262,13 @@ def evaluate(
     v: int,
     stage_layers: Sequence[int],
     keep_events: bool = False,
+    rank_order: str = DP_INNER,
 ) -> Plan:
     """Simulate one fully specified plan (also used for configs and baselines)."""
     dp = req.gpus // (p * req.tp)
-    topo = _Topology(p, dp, req.tp, req.gpus_per_node)
+    topo = _Topology(p, dp, req.tp, req.gpus_per_node, rank_order)
     stages = stage_costs(table, b, stage_layers)
-    links = {
-        (a, z): (table.p2p_intra if topo.same_node(a, z) else table.p2p_inter)
-        for a in range(p) for z in range(p) if a != z
-    }
+    link = topo.link(table)
     ar_link = table.ar_intra if topo.dp_intra() else table.ar_inter
     bounds = stage_bounds(stage_layers)
     params = [sum(table.param_bytes[s:e]) / table.param_dtype_bytes for s, e in bounds]
@@ -249,7 +277,7 @@ def evaluate(
     ]
     sim = simulate(
         schedule, p, m, stages, v=v,
-        link=lambda a, z: links[(a, z)],
+        link=link,
         blocking_send=req.blocking_send,
         dp_allreduce_s=ar,
         keep_events=keep_events,
@@ -268,7 +296,7 @@ def evaluate(
         step_time_s=sim.step_time_s, bubble_rate=sim.bubble_rate,
         tokens_per_s=req.global_batch * table.seq_len / sim.step_time_s if sim.step_time_s else 0.0,
         peak_memory_bytes=peak, memory_capacity_bytes=table.memory_bytes,
-        ideal_step_s=work / p, sim=sim,
+        ideal_step_s=work / p, sim=sim, rank_order=rank_order,
     )
 
 
@@ -314,7 +342,7 @@ def search(table: CostTable, req: PlanRequest) -> SearchResult:
     sizes = sorted(req.micro_batch_sizes or table.by_mb)
     depths = [p for p in divisors(req.gpus // req.tp) if req.pp is None or p in req.pp]
     usable = table.memory_bytes - req.reserve_bytes
-    candidates: list[tuple[float, int, Schedule, int, int, int, list[int]]] = []
+    candidates: list[tuple[float, int, Schedule, int, int, int, list[int], str]] = []
     plain = [s for s in req.schedules if s not in (Schedule.INTERLEAVED, Schedule.ZBV)]
     single_stage = Schedule.ONE_F_ONE_B if Schedule.ONE_F_ONE_B in plain else (
         plain[0] if plain else None)
@@ -322,6 +350,9 @@ def search(table: CostTable, req: PlanRequest) -> SearchResult:
     for p in depths:
         dp = req.gpus // (p * req.tp)
         per_param = state_bytes_per_param(req.sharded_optimizer, dp)
+        # the two rank orders differ only when a job spans nodes with both pp and dp > 1
+        distinct = req.gpus > req.gpus_per_node and p > 1 and dp > 1
+        orders = [o for o in req.rank_orders if distinct or o == DP_INNER] or [DP_INNER]
         for b in sizes:
             for schedule in req.schedules:
                 vs = list(req.virtual_stages) if schedule is Schedule.INTERLEAVED else [1]
@@ -355,28 +386,30 @@ def search(table: CostTable, req: PlanRequest) -> SearchResult:
                     if n_stages * m * 3 > MAX_SIMULATED_OPS:
                         rejected[Reason.TOO_LARGE] += 1
                         continue
-                    split = _split(table, req, schedule, p, m, v, b, n_stages, chunks,
-                                   per_param, usable)
-                    if split is None:
-                        rejected[Reason.OOM] += 1
-                        continue
-                    stages = stage_costs(table, b, split)
-                    if chunks > 1 and _surely_oom(table, schedule, p, m, v, split, stages,
-                                                  per_param, usable):
-                        rejected[Reason.OOM] += 1
-                        continue
-                    lb = _lower_bound(schedule, p, m, stages)
-                    candidates.append((lb, p, schedule, v, b, m, split))
-    candidates.sort(key=lambda c: (c[0], c[1], list(Schedule).index(c[2]), c[3], c[4]))
+                    for order in orders:
+                        split = _split(table, req, schedule, p, m, v, b, n_stages, chunks,
+                                       per_param, usable, order)
+                        if split is None:
+                            rejected[Reason.OOM] += 1
+                            break  # memory does not depend on the rank order
+                        stages = stage_costs(table, b, split)
+                        if chunks > 1 and _surely_oom(table, schedule, p, m, v, split, stages,
+                                                      per_param, usable):
+                            rejected[Reason.OOM] += 1
+                            break
+                        lb = _lower_bound(schedule, p, m, stages)
+                        candidates.append((lb, p, schedule, v, b, m, split, order))
+    candidates.sort(key=lambda c: (c[0], c[1], list(Schedule).index(c[2]), c[3], c[4],
+                                   RANK_ORDERS.index(c[7])))
     plans: list[Plan] = []
     best_by: dict[Schedule, Plan] = {}
     simulated = 0
-    for lb, p, schedule, v, b, m, split in candidates:
+    for lb, p, schedule, v, b, m, split, order in candidates:
         kth = sorted(x.step_time_s for x in plans)[req.top - 1] if len(plans) >= req.top else math.inf
         own = best_by[schedule].step_time_s if schedule in best_by else math.inf
         if lb > kth and lb > own:
             continue
-        plan = evaluate(table, req, schedule, p, b, m, v, split)
+        plan = evaluate(table, req, schedule, p, b, m, v, split, rank_order=order)
         simulated += 1
         if max(plan.peak_memory_bytes) > table.memory_bytes:
             rejected[Reason.OOM] += 1
@@ -384,8 +417,18 @@ def search(table: CostTable, req: PlanRequest) -> SearchResult:
         plans.append(plan)
         if schedule not in best_by or plan.step_time_s < best_by[schedule].step_time_s:
             best_by[schedule] = plan
-    plans.sort(key=lambda x: (x.step_time_s, not x.aligned, x.pp, list(Schedule).index(x.schedule)))
-    top = plans[: req.top]
+    plans.sort(key=lambda x: (x.step_time_s, not x.aligned, x.pp, list(Schedule).index(x.schedule),
+                              RANK_ORDERS.index(x.rank_order)))
+    # a plan that differs only in its rank order is listed once, in its faster order
+    seen: set[tuple[object, ...]] = set()
+    unique = []
+    for plan in plans:
+        key = (plan.pp, plan.dp, plan.schedule, plan.virtual_stages, plan.micro_batch_size,
+               plan.num_microbatches, tuple(plan.stage_layers))
+        if key not in seen:
+            seen.add(key)
+            unique.append(plan)
+    top = unique[: req.top]
     if top:
         _explain_costs(table, req, top[0])
     if top and not any(
@@ -403,12 +446,12 @@ def search(table: CostTable, req: PlanRequest) -> SearchResult:
 
 def _split(
     table: CostTable, req: PlanRequest, schedule: Schedule, p: int, m: int, v: int, b: int,
-    n_stages: int, chunks: int, per_param: float, usable: float,
+    n_stages: int, chunks: int, per_param: float, usable: float, order: str = DP_INNER,
 ) -> list[int] | None:
     c = table.by_mb[b]
     costs = [c.fwd_s[i] + c.bwd_s[i] + c.wgrad_s[i] for i in range(len(c.fwd_s))]
     dp = req.gpus // (p * req.tp)
-    topo = _Topology(p, dp, req.tp, req.gpus_per_node)
+    topo = _Topology(p, dp, req.tp, req.gpus_per_node, order)
     inflight = peak_inflight_per_stage(schedule, p, m, v)
     budget = usable / chunks  # a device's memory shared evenly by its chunks
     # a stage's extra cost: sending its output forward and receiving the
@@ -459,6 +502,7 @@ def _explain_costs(table: CostTable, req: PlanRequest, plan: Plan) -> None:
     with_p2p = evaluate(
         _no_allreduce(table), free, plan.schedule, plan.pp, plan.micro_batch_size,
         plan.num_microbatches, plan.virtual_stages, plan.stage_layers,
+        rank_order=plan.rank_order,
     )
     plan.exposed_p2p_s = max(0.0, with_p2p.step_time_s - no_comm.step_time_s)
     plan.exposed_allreduce_s = max(0.0, base.step_time_s - with_p2p.step_time_s)

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from pptune.costmodel.partition import stage_bounds
 from pptune.costmodel.schedules import Schedule
-from pptune.costmodel.search import Plan, SearchResult
+from pptune.costmodel.search import DP_INNER, Plan, SearchResult
 from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
 from pptune.schemas import PlanFile, PlanRecord
 
@@ -62,11 +62,17 @@ def plans_table(
         title="pptune recommend: ranked pipeline plans", title_justify="left",
         box=box.SIMPLE_HEAD, pad_edge=False,
         caption="m = micro-batches = gradient-accumulation steps (* not a multiple of pp); "
-        "eff = ideal step (compute / GPUs) / step",
+        "eff = ideal step (compute / GPUs) / step"
+        + ("; rank order tp-dp-pp = Megatron-LM's default, tp-pp-dp = a pipeline's stages on "
+           "neighbouring ranks (--use-tp-pp-dp-mapping)"
+           if any(p.rank_order != DP_INNER for p in result.plans) else ""),
         caption_justify="left",
     )
+    orders = any(plan.rank_order != DP_INNER for plan in result.plans)
     for name, justify in [
-        ("#", "right"), ("pp×dp×tp", "left"), ("schedule", "left"), ("v", "right"),
+        ("#", "right"), ("pp×dp×tp", "left"),
+        *([("rank order", "left")] if orders else []),
+        ("schedule", "left"), ("v", "right"),
         ("mbs", "right"), ("m", "right"), ("layers/stage", "left"), ("bubble", "right"),
         ("step", "right"), ("tok/s", "right"), ("mem/GPU", "right"), ("free", "right"),
         ("eff", "right"),
@@ -77,7 +83,9 @@ def plans_table(
         )
     for i, plan in enumerate(result.plans, 1):
         table.add_row(
-            str(i), f"{plan.pp}×{plan.dp}×{plan.tp}", plan.schedule.value,
+            str(i), f"{plan.pp}×{plan.dp}×{plan.tp}",
+            *([plan.rank_order] if orders else []),
+            plan.schedule.value,
             str(plan.virtual_stages), str(plan.micro_batch_size),
             f"{plan.num_microbatches}" + ("" if plan.aligned else "*"),
             compact_split(plan.stage_layers), fmt_pct(plan.bubble_rate),
@@ -140,7 +148,9 @@ def why_lines(result: SearchResult) -> list[str]:
         return []
     w = result.plans[0]
     head = (
-        f"winner: pp={w.pp} dp={w.dp} tp={w.tp} {w.schedule.value}"
+        f"winner: pp={w.pp} dp={w.dp} tp={w.tp}"
+        + (f" (rank order {w.rank_order})" if w.rank_order != DP_INNER else "")
+        + f" {w.schedule.value}"
         + (f" v={w.virtual_stages}" if w.virtual_stages > 1 else "")
         + f", {w.num_microbatches} micro-batches of {w.micro_batch_size}"
     )
@@ -218,6 +228,7 @@ def plan_record(
         ideal_step_s=plan.ideal_step_s, efficiency=plan.efficiency,
         gradient_accumulation_aligned=plan.aligned,
         exposed_p2p_s=plan.exposed_p2p_s, exposed_allreduce_s=plan.exposed_allreduce_s,
+        rank_order=plan.rank_order,
     )
 
 

@@ -35,7 +35,8 @@ def test_every_flag_in_the_readme_exists() -> None:
     documented = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]+)", README))
     # flags of other tools quoted in the README (Megatron-LM, torchrun, deepspeed)
     foreign = {f for f in documented if f.startswith(("--decoder-", "--num-layers-per", "--nproc",
-                                                        "--use-distributed", "--deepspeed"))}
+                                                        "--use-distributed", "--deepspeed",
+                                                        "--use-tp-pp-dp"))}
     missing = sorted(f for f in documented - foreign if f not in helps)
     assert not missing, f"README documents flags no command has: {missing}"
 

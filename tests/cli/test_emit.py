@@ -87,3 +87,32 @@ def test_train_tokens_adds_days_and_gpu_hours(tmp_path: Path, monkeypatch: pytes
     assert plan["gpu_hours"] == pytest.approx(steps * plan["step_time_s"] * 8 / 3600)
     table = runner.invoke(app, ["recommend", "--gpus", "8", "--train-tokens", "1e12"])
     assert "GPU-h" in table.stdout
+
+
+@pytest.fixture(scope="module")
+def run32():
+    # 4 nodes of 8 A100s: the winner keeps each pipeline inside a node (tp-pp-dp)
+    return recommend(RecommendSpec(gpus=32, model="gpt3-13b", gpu="a100-80gb", tp=2,
+                                   sharded_optimizer=True))
+
+
+def test_multi_node_rank_order_round_trips(run32, tmp_path: Path) -> None:
+    from pptune.emit import write
+
+    assert run32.result.plans[0].rank_order == "tp-pp-dp"
+    for framework, name, flags in [
+        ("megatron", "pretrain_megatron.sh", ["--gpu", "a100-80gb"]),
+        ("pptune", "pptune.yaml", []),
+        ("deepspeed", "ds_config.json", ["--gpus", "32", "--tp", "2", "--model", "gpt3-13b",
+                                         "--gpu", "a100-80gb"]),
+    ]:
+        emitted = emit(framework, run32)
+        folder = tmp_path / framework
+        write(emitted, folder)
+        if framework == "megatron":
+            assert "--use-tp-pp-dp-mapping" in emitted.files[name]
+        if framework == "deepspeed":
+            assert not emitted.exact and emitted.plan.rank_order == "tp-dp-pp"
+        doc = check_json(folder / name, *flags)
+        assert doc["exit_code"] == 0, (framework, doc["findings"])
+        assert doc["derived"]["step_time_s"] == pytest.approx(emitted.plan.step_time_s, rel=1e-9)
