@@ -364,6 +364,7 @@ def _predict(
             f"for the same {gpus} GPUs and batch (limit {max_slow:.2f}x): pp={best.pp} "
             f"dp={best.dp} {best.schedule.value}"
             + (f" v={best.virtual_stages}" if best.virtual_stages > 1 else "")
+            + (f", rank order {best.rank_order}" if best.rank_order != cfg.rank_order else "")
             + f", {best.num_microbatches} micro-batches of {best.micro_batch_size}, blocks per "
             f"stage {','.join(map(str, _blocks(best.stage_layers)))} at "
             f"{fmt_seconds(best.step_time_s)}",
