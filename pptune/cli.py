@@ -101,6 +101,8 @@ def simulate_cmd(
     wgrad_ms: float = typer.Option(0.0, "--wgrad-ms", help="weight-grad time per device"),
     p2p_ms: float = typer.Option(0.0, "--p2p-ms", help="time of one stage-to-stage send"),
     model: str | None = typer.Option(None, "--model", help="model preset (see pptune presets)"),
+    hf_config: Path | None = typer.Option(None, "--hf-config", help="Hugging Face config.json: analytic costs of that shape"),
+    seq_len: int | None = typer.Option(None, "--seq-len", help="sequence length (default: the model's)"),
     gpu: str | None = typer.Option(None, "--gpu", help="GPU preset"),
     profile: Path | None = typer.Option(None, "--profile", help="profile JSON (pptune probe)"),
     micro_batch_size: int = typer.Option(1, "--micro-batch-size", "-b", help="samples per micro-batch"),
@@ -121,7 +123,8 @@ def simulate_cmd(
     spec = simulation.SimSpec(
         schedule=schedule, pp=pp, microbatches=microbatches, virtual_stages=virtual_stages,
         fwd_ms=fwd_ms, bwd_ms=bwd_ms, wgrad_ms=wgrad_ms, p2p_ms=p2p_ms,
-        model=model, gpu=gpu, profile=profile, micro_batch_size=micro_batch_size,
+        model=model, hf_config=hf_config, seq_len=seq_len, gpu=gpu, profile=profile,
+        micro_batch_size=micro_batch_size,
         split=_ints(split, "--split"), tp=tp, efficiency=efficiency, blocking_send=blocking_send,
     )
     run = simulation.run(spec)
@@ -170,6 +173,8 @@ def recommend_cmd(
     virtual_stages: str = typer.Option("2,3,4", "--virtual-stages", help="v candidates for interleaved-1f1b"),
     pp: str | None = typer.Option(None, "--pp", help="restrict pipeline depths, e.g. 4,8"),
     model: str | None = typer.Option(None, "--model", help="model preset"),
+    hf_config: Path | None = typer.Option(None, "--hf-config", help="Hugging Face config.json: analytic costs of that shape"),
+    seq_len: int | None = typer.Option(None, "--seq-len", help="sequence length (default: the model's)"),
     gpu: str | None = typer.Option(None, "--gpu", help="GPU preset"),
     profile: Path | None = typer.Option(None, "--profile", help="profile JSON (pptune probe)"),
     efficiency: float = typer.Option(0.5, "--efficiency", help="fraction of peak FLOP/s (analytic costs)"),
@@ -198,6 +203,7 @@ def recommend_cmd(
         sharded_optimizer=sharded_optimizer, grad_compression=grad_compression,
         reserve_gib=reserve_gib, blocking_send=blocking_send, top=top,
         sequence_parallel=sequence_parallel, recompute=recompute,
+        hf_config=hf_config, seq_len=seq_len,
     )
     if width < 20:
         raise BadInput(f"--width must be >= 20 columns (got {width})")

@@ -155,7 +155,7 @@ def _megatron_options(plan: Plan, n_blocks: int) -> list[tuple[Schedule, int, li
 
 
 def _model_shape(run: RecommendRun) -> presets.ModelShape | None:
-    return presets.MODELS.get(str(run.request.get("model")))
+    return run.shape or presets.MODELS.get(str(run.request.get("model")))
 
 
 def _header(plan: Plan, run: RecommendRun, comment: str) -> list[str]:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from pptune.costmodel.comm import compression_factor
+from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import (
     CostTable,
@@ -16,7 +17,7 @@ from pptune.costmodel.search import (
     with_full_recompute,
 )
 from pptune.errors import BadInput
-from pptune.profiles import cost_table, resolve_source
+from pptune.profiles import cost_table, model_shape, resolve_source
 
 GIB = 1024**3
 
@@ -42,6 +43,8 @@ class RecommendSpec:
     top: int = 5
     sequence_parallel: bool = False
     recompute: str = "none"
+    hf_config: Path | None = None
+    seq_len: int | None = None
 
 
 @dataclass
@@ -54,6 +57,7 @@ class RecommendRun:
     origin: str
     request: dict[str, Any]
     notes: list[str]
+    shape: ModelShape | None = None  # a model given by --hf-config or with --seq-len
 
 
 def check_spec(spec: RecommendSpec) -> None:
@@ -90,8 +94,11 @@ def recommend(spec: RecommendSpec) -> RecommendRun:
         raise BadInput(str(exc)) from None
     if spec.recompute not in ("none", "full"):
         raise BadInput(f"--recompute must be none or full (got {spec.recompute!r})")
+    shape = model_shape(spec.model, spec.hf_config, spec.seq_len)
+    if spec.profile is not None and shape is not None:
+        raise BadInput("--profile carries its own model; drop --model/--hf-config/--seq-len")
     src = resolve_source(
-        spec.profile, spec.model, spec.gpu, tp=spec.tp, efficiency=spec.efficiency,
+        spec.profile, shape, spec.gpu, tp=spec.tp, efficiency=spec.efficiency,
         micro_batch_sizes=spec.micro_batch_sizes, sequence_parallel=spec.sequence_parallel,
     )
     notes = [f"costs: {src.origin}"]
@@ -150,7 +157,7 @@ def recommend(spec: RecommendSpec) -> RecommendRun:
         "sequence_parallel": spec.sequence_parallel, "recompute": spec.recompute,
     }
     return RecommendRun(result, table, req, list(table.names), global_batch, src.origin,
-                        request, notes)
+                        request, notes, shape if isinstance(shape, ModelShape) else None)
 
 
 def _memory_what_if(

@@ -133,7 +133,7 @@ class CostSource:
 
 def resolve_source(
     profile: Path | None,
-    model: str | None,
+    model: str | presets.ModelShape | None,
     gpu: str | None,
     tp: int = 1,
     efficiency: float = presets.DEFAULT_EFFICIENCY,
@@ -155,8 +155,27 @@ def resolve_source(
     prof = analytic_profile(m, g, sizes, tp=tp, efficiency=efficiency,
                             sequence_parallel=sequence_parallel)
     defaulted = model is None and gpu is None
-    origin = f"analytic {m} on {g}" + (" (embedded default: no profile found)" if defaulted else "")
+    name = m.name if isinstance(m, presets.ModelShape) else m
+    origin = f"analytic {name} on {g}" + (
+        " (embedded default: no profile found)" if defaulted else "")
     return CostSource(prof, origin, tp)
+
+
+def model_shape(
+    model: str | None, hf_config: Path | None, seq_len: int | None
+) -> str | presets.ModelShape | None:
+    """--model NAME or --hf-config PATH (with --seq-len), for the analytic costs."""
+    from pptune.modelspec import from_hf_config, with_seq_len
+
+    if model is not None and hf_config is not None:
+        raise BadInput("--model and --hf-config both name the model; give one of them")
+    if seq_len is not None and seq_len < 1:
+        raise BadInput(f"--seq-len must be >= 1 (got {seq_len})")
+    if hf_config is not None:
+        return from_hf_config(hf_config, seq_len)
+    if model is not None and seq_len is not None:
+        return with_seq_len(model_preset(model), seq_len)
+    return model
 
 
 def cost_table(profile: Profile, tp: int = 1, tp_in_costs: int = 1) -> CostTable:

@@ -12,7 +12,7 @@ from pptune.costmodel.schedules import Schedule, ScheduleError, chunks_per_devic
 from pptune.costmodel.search import MAX_SIMULATED_OPS, CostTable, stage_costs
 from pptune.costmodel.simulate import Link, SimResult, simulate, uniform_stages
 from pptune.errors import BadInput
-from pptune.profiles import cost_table, resolve_source
+from pptune.profiles import cost_table, model_shape, resolve_source
 
 
 @dataclass
@@ -26,6 +26,8 @@ class SimSpec:
     wgrad_ms: float = 0.0
     p2p_ms: float = 0.0
     model: str | None = None
+    hf_config: Path | None = None
+    seq_len: int | None = None
     gpu: str | None = None
     profile: Path | None = None
     micro_batch_size: int = 1
@@ -89,8 +91,9 @@ def run(spec: SimSpec) -> SimRun:
                           ("--wgrad-ms", spec.wgrad_ms), ("--p2p-ms", spec.p2p_ms)]:
             if not (val >= 0 and math.isfinite(val)):
                 raise BadInput(f"{flag} must be a finite number >= 0 (got {val})")
-        if spec.model or spec.gpu or spec.profile or spec.split:
-            raise BadInput("--fwd-ms/--bwd-ms simulate equal stages; drop --model/--gpu/--profile/--split")
+        if spec.model or spec.hf_config or spec.gpu or spec.profile or spec.split:
+            raise BadInput("--fwd-ms/--bwd-ms simulate equal stages; drop --model/--hf-config/"
+                           "--gpu/--profile/--split")
         stages = uniform_stages(
             p * chunks, spec.fwd_ms / 1e3 / chunks, spec.bwd_ms / 1e3 / chunks,
             spec.wgrad_ms / 1e3 / chunks, act_bytes=0.0, out_bytes=1.0,
@@ -100,8 +103,11 @@ def run(spec: SimSpec) -> SimRun:
             schedule, p, m, stages, v=v, link=lambda a, b: link, blocking_send=spec.blocking_send
         )
         return SimRun(spec, schedule, result, notes)
+    shape = model_shape(spec.model, spec.hf_config, spec.seq_len)
+    if spec.profile is not None and shape is not None:
+        raise BadInput("--profile carries its own model; drop --model/--hf-config/--seq-len")
     src = resolve_source(
-        spec.profile, spec.model, spec.gpu, tp=spec.tp, efficiency=spec.efficiency,
+        spec.profile, shape, spec.gpu, tp=spec.tp, efficiency=spec.efficiency,
         micro_batch_sizes=[spec.micro_batch_size],
     )
     notes.append(f"costs: {src.origin}")

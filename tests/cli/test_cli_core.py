@@ -253,3 +253,23 @@ def test_memory_what_if_notes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     r = run("recommend", "--gpus", "16", "--model", "gpt3-13b", "--gpu", "a100-80gb")
     assert r.exit_code == 0
     assert "with --sharded-optimizer the best plan would be" in r.stdout
+
+
+HF = Path(__file__).resolve().parents[1] / "data" / "hf" / "qwen2-7b-config.json"
+
+
+def test_recommend_and_simulate_from_a_hugging_face_config(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    r = run("recommend", "--gpus", "16", "--hf-config", str(HF), "--seq-len", "4096",
+            "--global-batch", "256", "--tp", "2", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["request"]["seq_len"] == 4096
+    assert all(sum(p["stage_layers"]) == 28 + 2 for p in doc["plans"])  # 28 blocks + ends
+    r = run("simulate", "--hf-config", str(HF), "--pp", "4", "--microbatches", "8",
+            "--split", "7,7,7,7", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["stage_layers"] == [8, 7, 7, 8]
+    r = run("recommend", "--gpus", "8", "--hf-config", str(HF), "--model", "llama3-8b")
+    assert r.exit_code == 2 and "give one of them" in r.stderr
