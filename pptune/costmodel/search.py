@@ -29,6 +29,7 @@ NCCL buffers, allocator fragmentation).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections import Counter
@@ -183,9 +184,7 @@ def with_full_recompute(table: CostTable) -> CostTable:
             act_bytes=[min(c.act_bytes[i], c.out_bytes[i - 1] if i else 0.0) for i in range(n)],
             out_bytes=c.out_bytes,
         )
-    return CostTable(table.names, table.param_bytes, table.param_dtype_bytes, by, table.seq_len,
-                     table.memory_bytes, table.p2p_intra, table.p2p_inter, table.ar_intra,
-                     table.ar_inter)
+    return dataclasses.replace(table, by_mb=by)
 
 
 def divisors(n: int) -> list[int]:
@@ -492,7 +491,6 @@ def _split(
 
 def _explain_costs(table: CostTable, req: PlanRequest, plan: Plan) -> None:
     """Exposed p2p and all-reduce time: re-simulate without each."""
-    free = PlanRequest(**req.__dict__)
     base = plan.sim
     no_comm = simulate(
         plan.schedule, plan.pp, plan.num_microbatches,
@@ -500,7 +498,7 @@ def _explain_costs(table: CostTable, req: PlanRequest, plan: Plan) -> None:
         v=plan.virtual_stages, keep_events=False,
     )
     with_p2p = evaluate(
-        _no_allreduce(table), free, plan.schedule, plan.pp, plan.micro_batch_size,
+        _no_allreduce(table), req, plan.schedule, plan.pp, plan.micro_batch_size,
         plan.num_microbatches, plan.virtual_stages, plan.stage_layers,
         rank_order=plan.rank_order,
     )
@@ -509,8 +507,5 @@ def _explain_costs(table: CostTable, req: PlanRequest, plan: Plan) -> None:
 
 
 def _no_allreduce(table: CostTable) -> CostTable:
-    inf_link = AllReduceLink(0.0, math.inf)
-    return CostTable(
-        table.names, table.param_bytes, table.param_dtype_bytes, table.by_mb, table.seq_len,
-        table.memory_bytes, table.p2p_intra, table.p2p_inter, inf_link, inf_link,
-    )
+    free = AllReduceLink(0.0, math.inf)
+    return dataclasses.replace(table, ar_intra=free, ar_inter=free)
