@@ -12,7 +12,12 @@ Training on GPU Clusters", appendix: each GEMM of m x k by k x n costs
 2mkn; the attention score and value products cost 2 * 2 s h per token):
 
     gemm  = 2 h (h + 2 g d) + 2 h h + 2 h f * (3 if gated else 2)
-    attn  = 4 s h
+    attn  = 4 s h, halved for a causal mask under flash attention
+
+(FlashAttention-2, Dao 2023, skips the tiles above the causal diagonal, so
+the score and value products do about half the work of the full square that
+Narayanan et al. count; the MFU convention keeps the full count, the time
+does not.)
 
 Backward costs twice the forward (Narayanan et al. 2021): its input-
 gradient half (B) is ``gemm + 2 attn`` (the score products have no weights,
@@ -66,11 +71,15 @@ class AnalyticLayer:
     per_micro_batch: dict[int, LayerSpec]
 
 
-def block_flops_per_token(m: ModelShape) -> tuple[float, float]:
-    """(GEMM FLOPs, attention-product FLOPs) of one block's forward, per token."""
+def block_flops_per_token(m: ModelShape, causal_skip: bool = False) -> tuple[float, float]:
+    """(GEMM FLOPs, attention-product FLOPs) of one block's forward, per token.
+
+    ``causal_skip``: count only the causal half of the attention products, as
+    a flash-attention kernel with a causal mask computes them.
+    """
     h, f, d = m.hidden, m.ffn, m.head_dim
     gemm = 2 * h * (h + 2 * m.kv_heads * d) + 2 * h * h + 2 * h * f * (3 if m.gated_mlp else 2)
-    attn = 4 * m.seq_len * h
+    attn = 4 * m.seq_len * h * (0.5 if causal_skip else 1.0)
     return float(gemm), float(attn)
 
 
@@ -133,7 +142,7 @@ def analytic_layers(
         raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
     rate = gpu.peak_flops * efficiency
     s, h, v = m.seq_len, m.hidden, m.vocab
-    gemm, attn = block_flops_per_token(m)
+    gemm, attn = block_flops_per_token(m, causal_skip=flash_attention)
 
     def tp_allreduce_s(nbytes: float) -> float:
         if tp == 1:

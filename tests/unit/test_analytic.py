@@ -75,7 +75,7 @@ def test_efficiency_scales_compute() -> None:
     slow = analytic_layers(m, g, [1], efficiency=0.5, op_overhead_s=0.0)[1].per_micro_batch[1]
     assert slow.fwd_s == pytest.approx(2 * fast.fwd_s)
     tokens = m.seq_len
-    gemm, attn = block_flops_per_token(m)
+    gemm, attn = block_flops_per_token(m, causal_skip=True)  # flash attention, causal
     assert fast.fwd_s == pytest.approx(tokens * (gemm + attn) / g.peak_flops)
 
 
@@ -92,3 +92,9 @@ def test_korthikanti_sequence_parallel(t: int) -> None:
     assert block_act_bytes(GPT, 1, tp=t, flash_attention=False, sequence_parallel=True) == (
         pytest.approx(want)
     )
+
+
+def test_causal_flash_attention_halves_only_the_attention_products() -> None:
+    gemm, attn = block_flops_per_token(GPT)
+    gemm_c, attn_c = block_flops_per_token(GPT, causal_skip=True)
+    assert gemm_c == gemm and attn_c == attn / 2
