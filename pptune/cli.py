@@ -262,6 +262,8 @@ def _emit(run: Any, framework: str, rank: int, output: Path | None) -> None:
     if not run.result.plans:
         from pptune import planning
 
+        for note in run.result.notes:
+            _say(f"note: {note}")
         raise NoFeasiblePlan(planning.no_plan_message(run))
     emitted = emit_mod.emit(framework, run, rank)
     for note in emitted.notes:
