@@ -24,8 +24,8 @@ app.command("validate", help=cli_validate.HELP)(_guard(cli_validate.validate))
 
 
 @app.command("noop")
-def _noop() -> None:  # a second command keeps "validate" a subcommand name
-    pass
+def _noop() -> None:
+    """A second command keeps "validate" a subcommand name."""
 
 
 runner = CliRunner()
