@@ -4,7 +4,7 @@ config.json, or the sizes a Megatron-LM / torchtitan file names."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -12,56 +12,109 @@ from pptune.costmodel.presets import MODELS, ModelShape
 from pptune.errors import BadInput
 
 MAX_HF_CONFIG_BYTES = 1 << 20
+# Llama-style families: RMSNorm, SwiGLU MLP, no dropout.
+LLAMA_TYPES = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2", "phi3"}
 
 
-def from_hf_config(path: Path | str, seq_len: int | None = None) -> ModelShape:
+@dataclass(frozen=True)
+class HfModel:
+    """A decoder shape read from a Hugging Face config.json."""
+
+    shape: ModelShape
+    dropout_p: float  # the residual dropout probability the config states (0: none)
+    notes: list[str] = field(default_factory=list)
+
+
+def _int(cfg: dict[str, Any], keys: tuple[str, ...], path: Path, default: int | None = None) -> int:
+    for key in keys:
+        value = cfg.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise BadInput(f"--hf-config {path}: {key} must be a positive integer, got {value!r}")
+        return value
+    if default is not None:
+        return default
+    raise BadInput(f"--hf-config {path}: missing {keys[0]} (a positive integer)")
+
+
+def read_hf_config(
+    path: Path | str, seq_len: int | None = None, seq_cap: int | None = None
+) -> HfModel:
     """A decoder-only shape from a Hugging Face ``config.json``.
 
-    Reads ``hidden_size``, ``num_hidden_layers``, ``num_attention_heads``,
-    ``num_key_value_heads`` (default: heads), ``intermediate_size`` (default
-    4h), ``vocab_size``, ``max_position_embeddings`` (the sequence length
-    unless ``seq_len`` is given); a SiLU activation (Llama, Mistral, Qwen)
-    means a gated MLP.
+    Reads the hidden size, layers, heads, KV heads (default: heads), FFN width
+    (default 4h) and vocabulary under their Llama or GPT-2 names; the sequence
+    length is ``seq_len``, else ``max_position_embeddings`` (capped at
+    ``seq_cap`` with a note). A Llama-style family or a SiLU activation means a
+    gated MLP; a multimodal config's ``text_config`` is the decoder.
     """
     path = Path(path)
     try:
         raw = path.read_bytes()[: MAX_HF_CONFIG_BYTES + 1]
+    except FileNotFoundError:
+        raise BadInput(f"--hf-config: file not found: {path}") from None
     except OSError as exc:
-        raise BadInput(f"cannot read HF config {path}: {exc.strerror or exc}") from None
+        raise BadInput(f"--hf-config: cannot read {path}: {exc.strerror or exc}") from None
     if len(raw) > MAX_HF_CONFIG_BYTES:
-        raise BadInput(f"HF config {path} is larger than 1 MiB; is it a config.json?")
+        raise BadInput(f"--hf-config {path} is larger than 1 MiB; is it a config.json?")
     try:
-        data = json.loads(raw.decode("utf-8"))
+        cfg = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadInput(f"HF config {path} is not valid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise BadInput(f"HF config {path}: expected a JSON object")
-
-    def need(key: str, default: Any = None) -> int:
-        value = data.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise BadInput(
-                f"HF config {path}: {key} must be a positive integer (got {value!r})"
+        raise BadInput(f"--hf-config {path} is not valid JSON: {exc}") from None
+    if not isinstance(cfg, dict):
+        raise BadInput(f"--hf-config {path}: expected a JSON object, got {type(cfg).__name__}")
+    if isinstance(cfg.get("text_config"), dict):  # multimodal configs nest the decoder
+        cfg = {**cfg, **cfg["text_config"]}
+    hidden = _int(cfg, ("hidden_size", "n_embd", "d_model"), path)
+    layers = _int(cfg, ("num_hidden_layers", "n_layer", "num_layers"), path)
+    heads = _int(cfg, ("num_attention_heads", "n_head"), path)
+    kv_heads = _int(cfg, ("num_key_value_heads",), path, default=heads)
+    ffn = _int(cfg, ("intermediate_size", "n_inner", "ffn_dim"), path, default=4 * hidden)
+    vocab = _int(cfg, ("vocab_size",), path)
+    if hidden % heads:
+        raise BadInput(
+            f"--hf-config {path}: hidden_size ({hidden}) must be divisible by "
+            f"num_attention_heads ({heads})"
+        )
+    if heads % kv_heads:
+        raise BadInput(
+            f"--hf-config {path}: num_attention_heads ({heads}) must be divisible by "
+            f"num_key_value_heads ({kv_heads})"
+        )
+    notes: list[str] = []
+    if seq_len is None:
+        max_pos = _int(cfg, ("max_position_embeddings", "n_positions", "n_ctx"), path,
+                       default=2048)
+        seq_len = max_pos if seq_cap is None else min(max_pos, seq_cap)
+        if seq_len < max_pos:
+            notes.append(
+                f"max_position_embeddings is {max_pos}; measured at sequence length "
+                f"{seq_len} (set --seq-len to change)"
             )
-        return value
-
-    h = need("hidden_size")
-    heads = need("num_attention_heads")
-    act = str(data.get("hidden_act", data.get("activation_function", "gelu"))).lower()
-    return ModelShape(
-        name=str(data.get("_name_or_path") or data.get("model_type") or path.stem)[:60],
-        num_blocks=need("num_hidden_layers"),
-        hidden=h,
-        heads=heads,
-        kv_heads=need("num_key_value_heads", heads),
-        ffn=need("intermediate_size", 4 * h),
-        vocab=need("vocab_size"),
-        seq_len=seq_len or need("max_position_embeddings", 2048),
-        global_batch=512,
-        gated_mlp="silu" in act or "swiglu" in act,
-        dropout=False,
-        source=f"Hugging Face config {path.name}",
+    model_type = str(cfg.get("model_type", "")).lower()
+    act = str(cfg.get("hidden_act", cfg.get("activation_function", ""))).lower()
+    gated = model_type in LLAMA_TYPES or act in ("silu", "swiglu", "swish")
+    dropout_p = 0.0
+    for key in ("resid_pdrop", "hidden_dropout_prob", "hidden_dropout", "dropout"):
+        value = cfg.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+            dropout_p = float(value)
+            break
+    if cfg.get("num_local_experts") or cfg.get("num_experts"):
+        notes.append("mixture-of-experts config: taken as a dense MLP of intermediate_size")
+    shape = ModelShape(
+        name=str(cfg.get("_name_or_path") or model_type or path.stem)[:60],
+        num_blocks=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn=ffn,
+        vocab=vocab, seq_len=seq_len, global_batch=512, gated_mlp=gated,
+        dropout=dropout_p > 0, source=f"Hugging Face config {path.name}",
     )
+    return HfModel(shape, dropout_p, notes)
+
+
+def from_hf_config(path: Path | str, seq_len: int | None = None) -> ModelShape:
+    """The shape of a Hugging Face config.json, for analytic costs."""
+    return read_hf_config(path, seq_len).shape
 
 
 def from_sizes(

@@ -38,7 +38,6 @@ arguments. Example (``mymodel.py``)::
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -55,7 +54,6 @@ CPU_DEMO_MODEL = "gpt-small"
 # length is rarely what anyone means. Above this cap we measure at the cap
 # and say so; --seq-len sets any length.
 HF_SEQ_LEN_CAP = 8192
-_LLAMA_TYPES = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2", "phi3"}
 
 
 @dataclass
@@ -171,79 +169,18 @@ def plan_preset(name: str, device: str, dtype: Any, seq_len: int | None = None) 
     return plan
 
 
-def _config_int(cfg: dict[str, Any], keys: tuple[str, ...], path: Path, default: int | None = None) -> int:
-    for key in keys:
-        value = cfg.get(key)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise BadInput(f"--hf-config {path}: {key} must be a positive integer, got {value!r}")
-        return value
-    if default is not None:
-        return default
-    raise BadInput(f"--hf-config {path}: missing {keys[0]} (a positive integer)")
-
-
 def plan_hf_config(path: Path, device: str, dtype: Any, seq_len: int | None = None) -> ModelPlan:
     """A stack of standard decoder blocks shaped like a Hugging Face config.json."""
     import_torch()
+    from pptune.modelspec import read_hf_config
     from pptune.probe import _torch_layers as tl
 
-    path = Path(path)
-    try:
-        cfg = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BadInput(f"--hf-config: file not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"--hf-config: cannot read {path}: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise BadInput(f"--hf-config {path} is not valid JSON: {exc}") from None
-    if not isinstance(cfg, dict):
-        raise BadInput(f"--hf-config {path}: expected a JSON object, got {type(cfg).__name__}")
-    if isinstance(cfg.get("text_config"), dict):  # multimodal configs nest the decoder
-        cfg = {**cfg, **cfg["text_config"]}
-    hidden = _config_int(cfg, ("hidden_size", "n_embd", "d_model"), path)
-    layers = _config_int(cfg, ("num_hidden_layers", "n_layer", "num_layers"), path)
-    heads = _config_int(cfg, ("num_attention_heads", "n_head"), path)
-    kv_heads = _config_int(cfg, ("num_key_value_heads",), path, default=heads)
-    ffn = _config_int(cfg, ("intermediate_size", "n_inner", "ffn_dim"), path, default=4 * hidden)
-    vocab = _config_int(cfg, ("vocab_size",), path)
-    if hidden % heads:
-        raise BadInput(
-            f"--hf-config {path}: hidden_size ({hidden}) must be divisible by "
-            f"num_attention_heads ({heads})"
-        )
-    if heads % kv_heads:
-        raise BadInput(
-            f"--hf-config {path}: num_attention_heads ({heads}) must be divisible by "
-            f"num_key_value_heads ({kv_heads})"
-        )
-    notes: list[str] = []
-    if seq_len is None:
-        max_pos = _config_int(
-            cfg, ("max_position_embeddings", "n_positions", "n_ctx"), path, default=2048
-        )
-        seq_len = min(max_pos, HF_SEQ_LEN_CAP)
-        if max_pos > HF_SEQ_LEN_CAP:
-            notes.append(
-                f"max_position_embeddings is {max_pos}; measured at sequence length "
-                f"{HF_SEQ_LEN_CAP} (set --seq-len to change)"
-            )
-    model_type = str(cfg.get("model_type", "")).lower()
-    act = str(cfg.get("hidden_act", cfg.get("activation_function", ""))).lower()
-    llama_style = model_type in _LLAMA_TYPES or act in ("silu", "swiglu", "swish")
-    dropout = 0.0
-    for key in ("resid_pdrop", "hidden_dropout_prob", "hidden_dropout", "dropout"):
-        value = cfg.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-            dropout = float(value)
-            break
-    if cfg.get("num_local_experts") or cfg.get("num_experts"):
-        notes.append("mixture-of-experts config: measured as a dense MLP of intermediate_size")
-    shape = tl.LayerShape(hidden, heads, kv_heads, ffn, vocab, seq_len, llama_style, dropout)
-    name = str(cfg.get("_name_or_path") or model_type or path.stem)
-    plan = _transformer_plan(name, shape, layers, device, dtype, None)
-    plan.notes.extend(notes)
+    hf = read_hf_config(path, seq_len, seq_cap=HF_SEQ_LEN_CAP)
+    m = hf.shape
+    shape = tl.LayerShape(m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab, m.seq_len,
+                          m.gated_mlp, hf.dropout_p)
+    plan = _transformer_plan(m.name, shape, m.num_blocks, device, dtype, None)
+    plan.notes.extend(hf.notes)
     plan.notes.append(f"shape from --hf-config {path}")
     _warn_if_large(plan, shape, device)
     return plan
