@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 
-from pptune.errors import EXIT_FINDINGS, BadInput, PptuneError
+from pptune.cliutil import out_console
+from pptune.errors import EXIT_FINDINGS, BadInput
 from pptune.report.fmt import fmt_pct, fmt_seconds
 
 TRACE_REPORT_HELP = """\
@@ -60,17 +61,8 @@ Example, in a second shell while training runs:
 """
 
 
-def _fail(exc: PptuneError) -> NoReturn:
-    """A domain error as one line on stderr and its exit code (until cli.py maps it)."""
-    msg = str(exc).replace("\n", " ")
-    typer.echo(f"pptune: error: {msg}", err=True)
-    raise typer.Exit(exc.exit_code)
-
-
 def _print(renderable: object) -> None:
-    from rich.console import Console
-
-    Console(highlight=False).print(renderable)
+    out_console().print(renderable, highlight=False)
 
 
 def _fraction(flag: str, value: float) -> None:
@@ -118,17 +110,14 @@ def trace_report(
     from pptune.report.tables import trace_report_table
     from pptune.report.trace_report import analyze, load_trace
 
-    try:
-        _fraction("--min-busy", min_busy)
-        report = analyze(
-            [load_trace(p) for p in traces],
-            min_busy=min_busy,
-            window_start_us=window_start_us,
-            window_end_us=window_end_us,
-            steps=steps,
-        )
-    except PptuneError as exc:
-        _fail(exc)
+    _fraction("--min-busy", min_busy)
+    report = analyze(
+        [load_trace(p) for p in traces],
+        min_busy=min_busy,
+        window_start_us=window_start_us,
+        window_end_us=window_end_us,
+        steps=steps,
+    )
     if json_output:
         typer.echo(json.dumps(report.to_json(), indent=2))
     else:
@@ -166,32 +155,29 @@ def monitor(
     from pptune.report.monitor import collect, n_samples, summarize
     from pptune.report.tables import monitor_table
 
-    try:
-        if not interval > 0:
-            raise BadInput(f"--interval must be > 0 seconds (got {interval:g})")
-        if not duration > 0:
-            raise BadInput(f"--duration must be > 0 seconds (got {duration:g})")
-        _fraction("--min-util", min_util)
-        with nvml_gpus() as gpus:
-            typer.echo(
-                f"pptune: sampling {len(gpus.names)} GPU(s) every {fmt_seconds(interval)}, "
-                f"{n_samples(interval, duration)} samples (Ctrl-C stops early)",
-                err=True,
-            )
-            samples, elapsed_s, stopped = collect(gpus.read_sample, interval, duration)
-            if not samples:
-                raise BadInput("stopped before the first sample: nothing to report")
-            report = summarize(
-                samples,
-                gpus.names,
-                mem_total_bytes=gpus.mem_total_bytes,
-                min_util=min_util,
-                interval_s=interval,
-                elapsed_s=elapsed_s,
-                stopped_early=stopped,
-            )
-    except PptuneError as exc:
-        _fail(exc)
+    if not interval > 0:
+        raise BadInput(f"--interval must be > 0 seconds (got {interval:g})")
+    if not duration > 0:
+        raise BadInput(f"--duration must be > 0 seconds (got {duration:g})")
+    _fraction("--min-util", min_util)
+    with nvml_gpus() as gpus:
+        typer.echo(
+            f"pptune: sampling {len(gpus.names)} GPU(s) every {fmt_seconds(interval)}, "
+            f"{n_samples(interval, duration)} samples (Ctrl-C stops early)",
+            err=True,
+        )
+        samples, elapsed_s, stopped = collect(gpus.read_sample, interval, duration)
+        if not samples:
+            raise BadInput("stopped before the first sample: nothing to report")
+        report = summarize(
+            samples,
+            gpus.names,
+            mem_total_bytes=gpus.mem_total_bytes,
+            min_util=min_util,
+            interval_s=interval,
+            elapsed_s=elapsed_s,
+            stopped_early=stopped,
+        )
     if json_output:
         typer.echo(json.dumps(report.to_json(), indent=2))
     else:

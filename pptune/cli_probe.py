@@ -7,8 +7,6 @@ file atomically and prints the summary (or ``--json``) on stdout.
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +15,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from pptune.errors import BadInput, PptuneError
+from pptune.cliutil import out_console
+from pptune.errors import BadInput
 from pptune.probe.build import (
     DEFAULT_OUTPUT,
     DeviceChoice,
@@ -173,10 +172,6 @@ def probe(
         text = outcome.profile.model_dump_json(indent=2)
         write_atomic(output, text + "\n")
         typer.echo(f"pptune: profile written to {output}", err=True)
-    except PptuneError as exc:
-        msg = str(exc).replace("\n", " ")
-        typer.echo(f"pptune: error: {msg}", err=True)
-        raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:
         typer.echo("pptune: interrupted; no profile written", err=True)
         raise typer.Exit(130) from None
@@ -185,10 +180,6 @@ def probe(
         return
     from pptune.probe.summary import summary
 
-    # as the other commands print: colour off under NO_COLOR, 120 columns off a terminal
-    width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else None
-    if width is None and not sys.stdout.isatty():
-        width = 120
-    out = Console(no_color="NO_COLOR" in os.environ, width=width, soft_wrap=False)
+    out = out_console()
     for part in summary(outcome.profile):
         out.print(part)

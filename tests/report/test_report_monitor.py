@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from pptune.cli import _guard
 from pptune.cli_observe import MONITOR_HELP, TRACE_REPORT_HELP, monitor, trace_report
 from pptune.report.monitor import GpuReading, collect, n_samples, summarize
 from pptune.report.render import render_plain
@@ -19,8 +20,8 @@ from pptune.report.tables import monitor_table
 GIB = 2**30
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
-app.command("trace-report", help=TRACE_REPORT_HELP)(trace_report)
-app.command("monitor", help=MONITOR_HELP)(monitor)
+app.command("trace-report", help=TRACE_REPORT_HELP)(_guard(trace_report))
+app.command("monitor", help=MONITOR_HELP)(_guard(monitor))
 runner = CliRunner()
 
 

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from pptune.cli import _guard
 from pptune.cli_observe import MONITOR_HELP, TRACE_REPORT_HELP, monitor, trace_report
 from pptune.errors import BadInput
 from pptune.report.render import render_plain
@@ -34,8 +35,8 @@ TRACES = Path(__file__).resolve().parent.parent / "data" / "traces"
 GPU = [TRACES / "gpu_rank0.json", TRACES / "gpu_rank1.json"]
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
-app.command("trace-report", help=TRACE_REPORT_HELP)(trace_report)
-app.command("monitor", help=MONITOR_HELP)(monitor)
+app.command("trace-report", help=TRACE_REPORT_HELP)(_guard(trace_report))
+app.command("monitor", help=MONITOR_HELP)(_guard(monitor))
 runner = CliRunner()
 
 
