@@ -13,12 +13,12 @@ the first stage and the LM head on the last, as both frameworks place them.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pptune.costmodel import presets
-from pptune.costmodel.partition import deepspeed_split, even_split
+from pptune.costmodel.partition import add_ends, deepspeed_split, even_split, strip_ends
 from pptune.costmodel.schedules import Schedule, chunks_per_device
 from pptune.costmodel.search import (
     MAX_SIMULATED_OPS,
@@ -33,7 +33,7 @@ from pptune.errors import PptuneError
 from pptune.modelspec import from_hf_config, from_sizes, with_seq_len
 from pptune.profiles import analytic_profile, cost_table, load_profile
 from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
-from pptune.schemas import Profile, TrainingConfig
+from pptune.schemas import TrainingConfig
 
 GIB = 1024**3
 
@@ -202,68 +202,62 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None)
 
 
 def _costs(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions, add: Any) -> tuple[CostTable | None, str]:
-    gpu = opts.gpu or cfg.gpu
+    """The config's per-layer costs: its profile, else analytic costs of its model."""
     profile_path = opts.profile or (Path(cfg.profile) if cfg.profile else None)
-    tp_scale = cfg.tp * cfg.cp
     try:
         if profile_path is not None:
             path = profile_path if profile_path.is_absolute() else base_dir / profile_path
-            prof = load_profile(path)
-            return _adjust(cost_table(prof, tp=tp_scale, tp_in_costs=1), cfg, prof), f"profile {path}"
-        shape = None
-        name = opts.model or cfg.model
-        if name is not None:
-            from pptune.profiles import model_preset
-
-            shape = with_seq_len(model_preset(name), cfg.seq_len)
-        elif cfg.hf_config:
-            hf = Path(cfg.hf_config)
-            shape = from_hf_config(hf if hf.is_absolute() else base_dir / hf, cfg.seq_len)
-        elif cfg.num_layers and cfg.hidden_size and cfg.num_heads and cfg.seq_len:
-            shape = from_sizes(cfg.num_layers, cfg.hidden_size, cfg.num_heads, cfg.seq_len,
-                               kv_heads=cfg.num_kv_heads, ffn=cfg.ffn_hidden_size,
-                               vocab=cfg.vocab_size, gated=cfg.gated_mlp)
-        if shape is None:
-            add("model-unknown", "warning",
-                "no model (preset, hf_config, profile, or layer/hidden/head/seq sizes) in the "
-                "config: memory, bubble and step time are not checked; pass --model or --profile")
-            return None, "none"
-        if cfg.num_layers is not None and cfg.num_layers != shape.num_blocks:
-            from dataclasses import replace
-
-            add("layers-from-config", "info",
-                f"using the config's {cfg.num_layers} layers instead of {shape.num_blocks}")
-            shape = replace(shape, num_blocks=cfg.num_layers)
-        if gpu is None:
-            gpu = presets.DEFAULT_GPU
-            add("gpu-assumed", "warning",
-                f"no GPU named; predictions assume {gpu} (set gpu: or pass --gpu)", gpu=gpu)
-        if shape.heads % cfg.tp:
-            add("tp-heads", "error",
-                f"tp {cfg.tp} does not divide the {shape.heads} attention heads", tp=cfg.tp)
-            return None, "none"
-        sizes = sorted({1, 2, 4, 8, cfg.micro_batch_size})
-        prof = analytic_profile(shape, gpu, sizes, tp=cfg.tp,
-                                sequence_parallel=cfg.sequence_parallel)
-        table = cost_table(prof, tp=tp_scale, tp_in_costs=cfg.tp)
-        return _adjust(table, cfg, prof), f"analytic {shape.name} on {gpu}"
+            table = cost_table(load_profile(path), tp=cfg.tp * cfg.cp, tp_in_costs=1)
+            origin = f"profile {path}"
+        else:
+            found = _analytic(cfg, base_dir, opts, add)
+            if found is None:
+                return None, "none"
+            table, origin = found
     except PptuneError as exc:
         add("costs-unavailable", "error", f"cannot build costs: {exc}")
         return None, "none"
+    # full activation recomputation: each layer keeps only its input, redoes its forward
+    return (with_full_recompute(table) if cfg.recompute == "full" else table), origin
 
 
-def _adjust(table: CostTable, cfg: TrainingConfig, prof: Profile) -> CostTable:
-    """Full activation recomputation: keep only each layer's input, redo its forward."""
-    del prof
-    return with_full_recompute(table) if cfg.recompute == "full" else table
+def _analytic(
+    cfg: TrainingConfig, base_dir: Path, opts: CheckOptions, add: Any
+) -> tuple[CostTable, str] | None:
+    shape = None
+    name = opts.model or cfg.model
+    if name is not None:
+        from pptune.profiles import model_preset
 
-
-def _blocks(split: list[int]) -> list[int]:
-    """Layers per stage without the embedding (first) and the head (last)."""
-    out = list(split)
-    out[0] -= 1
-    out[-1] -= 1
-    return out
+        shape = with_seq_len(model_preset(name), cfg.seq_len)
+    elif cfg.hf_config:
+        hf = Path(cfg.hf_config)
+        shape = from_hf_config(hf if hf.is_absolute() else base_dir / hf, cfg.seq_len)
+    elif cfg.num_layers and cfg.hidden_size and cfg.num_heads and cfg.seq_len:
+        shape = from_sizes(cfg.num_layers, cfg.hidden_size, cfg.num_heads, cfg.seq_len,
+                           kv_heads=cfg.num_kv_heads, ffn=cfg.ffn_hidden_size,
+                           vocab=cfg.vocab_size, gated=cfg.gated_mlp)
+    if shape is None:
+        add("model-unknown", "warning",
+            "no model (preset, hf_config, profile, or layer/hidden/head/seq sizes) in the "
+            "config: memory, bubble and step time are not checked; pass --model or --profile")
+        return None
+    if cfg.num_layers is not None and cfg.num_layers != shape.num_blocks:
+        add("layers-from-config", "info",
+            f"using the config's {cfg.num_layers} layers instead of {shape.num_blocks}")
+        shape = replace(shape, num_blocks=cfg.num_layers)
+    gpu = opts.gpu or cfg.gpu
+    if gpu is None:
+        gpu = presets.DEFAULT_GPU
+        add("gpu-assumed", "warning",
+            f"no GPU named; predictions assume {gpu} (set gpu: or pass --gpu)", gpu=gpu)
+    if shape.heads % cfg.tp:
+        add("tp-heads", "error",
+            f"tp {cfg.tp} does not divide the {shape.heads} attention heads", tp=cfg.tp)
+        return None
+    sizes = sorted({1, 2, 4, 8, cfg.micro_batch_size})
+    prof = analytic_profile(shape, gpu, sizes, tp=cfg.tp, sequence_parallel=cfg.sequence_parallel)
+    return cost_table(prof, tp=cfg.tp * cfg.cp, tp_in_costs=cfg.tp), f"analytic {shape.name} on {gpu}"
 
 
 def _split(cfg: TrainingConfig, table: CostTable, n_stages: int) -> list[int]:
@@ -274,10 +268,7 @@ def _split(cfg: TrainingConfig, table: CostTable, n_stages: int) -> list[int]:
         params = [b / table.param_dtype_bytes for b in table.param_bytes]
         return deepspeed_split(cfg.partition_method, params, n_stages)
     blocks = n_layers - 2
-    split = list(cfg.stage_layers) if cfg.stage_layers else even_split(blocks, n_stages)
-    split[0] += 1
-    split[-1] += 1
-    return split
+    return add_ends(cfg.stage_layers if cfg.stage_layers else even_split(blocks, n_stages))
 
 
 def _predict(
@@ -366,6 +357,6 @@ def _predict(
             + (f" v={best.virtual_stages}" if best.virtual_stages > 1 else "")
             + (f", rank order {best.rank_order}" if best.rank_order != cfg.rank_order else "")
             + f", {best.num_microbatches} micro-batches of {best.micro_batch_size}, blocks per "
-            f"stage {','.join(map(str, _blocks(best.stage_layers)))} at "
+            f"stage {','.join(map(str, strip_ends(best.stage_layers)))} at "
             f"{fmt_seconds(best.step_time_s)}",
             slowdown=ratio, max_slowdown=max_slow, best_step_time_s=best.step_time_s)

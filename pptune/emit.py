@@ -28,7 +28,7 @@ from enum import Enum
 from pathlib import Path
 
 from pptune.costmodel import presets
-from pptune.costmodel.partition import deepspeed_split, stage_bounds
+from pptune.costmodel.partition import add_ends, deepspeed_split, stage_bounds, strip_ends
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import DP_INNER, PP_INNER, Plan, evaluate
 from pptune.errors import BadInput
@@ -66,24 +66,9 @@ class Emitted:
             f"{self.framework.value}: pp={p.pp} dp={p.dp} tp={p.tp} {p.schedule.value}"
             + (f" v={p.virtual_stages}" if p.virtual_stages > 1 else "")
             + f", {p.num_microbatches} x {p.micro_batch_size}, layers/stage "
-            f"{','.join(map(str, blocks_per_stage(p.stage_layers)))} (+ embedding first, head last)"
+            f"{','.join(map(str, strip_ends(p.stage_layers)))} (+ embedding first, head last)"
             f"; predicted step {fmt_seconds(p.step_time_s)}, bubble {fmt_pct(p.bubble_rate)}"
         )
-
-
-def blocks_per_stage(stage_layers: list[int]) -> list[int]:
-    """pptune's layer counts (embedding, blocks, head) as transformer blocks per stage."""
-    out = list(stage_layers)
-    out[0] -= 1
-    out[-1] -= 1
-    return out
-
-
-def _with_ends(blocks: list[int]) -> list[int]:
-    out = list(blocks)
-    out[0] += 1
-    out[-1] += 1
-    return out
 
 
 def _reevaluate(
@@ -114,7 +99,7 @@ def _closest(
 
 
 def _megatron_ok(plan: Plan) -> bool:
-    blocks = blocks_per_stage(plan.stage_layers)
+    blocks = strip_ends(plan.stage_layers)
     p = plan.pp
     if plan.schedule is Schedule.INTERLEAVED:
         return len(set(blocks)) == 1
@@ -127,18 +112,18 @@ def _megatron_ok(plan: Plan) -> bool:
 def _megatron_options(plan: Plan, n_blocks: int) -> list[tuple[Schedule, int, list[int]]]:
     """Splits Megatron-LM can express near the plan's first and last stages (+-6 blocks)."""
     p = plan.pp
-    blocks = blocks_per_stage(plan.stage_layers)
+    blocks = strip_ends(plan.stage_layers)
     near = range(-6, 7)
     opts: list[tuple[Schedule, int, list[int]]] = []
     if plan.schedule is Schedule.INTERLEAVED and n_blocks % (p * plan.virtual_stages) == 0:
         n = p * plan.virtual_stages
-        opts.append((Schedule.INTERLEAVED, plan.virtual_stages, _with_ends([n_blocks // n] * n)))
+        opts.append((Schedule.INTERLEAVED, plan.virtual_stages, add_ends([n_blocks // n] * n)))
     if p == 1:
         return [*opts, (Schedule.ONE_F_ONE_B, 1, [n_blocks + 2])]
     firsts = sorted({blocks[0] + d for d in near if 1 <= blocks[0] + d < n_blocks})
     lasts = sorted({blocks[-1] + d for d in near if 1 <= blocks[-1] + d < n_blocks})
     if n_blocks % p == 0:
-        opts.append((Schedule.ONE_F_ONE_B, 1, _with_ends([n_blocks // p] * p)))
+        opts.append((Schedule.ONE_F_ONE_B, 1, add_ends([n_blocks // p] * p)))
     for first in firsts:
         for last in lasts:
             rest = n_blocks - first - last
@@ -146,11 +131,11 @@ def _megatron_options(plan: Plan, n_blocks: int) -> list[tuple[Schedule, int, li
                 continue
             if p == 2:
                 if rest == 0:
-                    opts.append((Schedule.ONE_F_ONE_B, 1, _with_ends([first, last])))
+                    opts.append((Schedule.ONE_F_ONE_B, 1, add_ends([first, last])))
                 continue
             if rest >= p - 2 and rest % (p - 2) == 0:
                 mid = [rest // (p - 2)] * (p - 2)
-                opts.append((Schedule.ONE_F_ONE_B, 1, _with_ends([first, *mid, last])))
+                opts.append((Schedule.ONE_F_ONE_B, 1, add_ends([first, *mid, last])))
     return opts
 
 
@@ -176,7 +161,7 @@ def _megatron(run: RecommendRun, plan: Plan) -> dict[str, str]:
     gpn = int(run.request.get("gpus_per_node", 8))
     nodes = max(1, -(-gpus // gpn))
     per_node = min(gpus, gpn)
-    blocks = blocks_per_stage(plan.stage_layers)
+    blocks = strip_ends(plan.stage_layers)
     lines = ["#!/usr/bin/env bash", *_header(plan, run, "#"), "set -euo pipefail", ""]
     args = [
         f"--tensor-model-parallel-size {plan.tp}",
@@ -302,7 +287,7 @@ def _pptune(run: RecommendRun, plan: Plan) -> dict[str, str]:
         f"micro_batch_size: {plan.micro_batch_size}",
         f"global_batch: {run.global_batch}",
         f"grad_accum_steps: {plan.num_microbatches}",
-        f"stage_layers: [{', '.join(map(str, blocks_per_stage(plan.stage_layers)))}]",
+        f"stage_layers: [{', '.join(map(str, strip_ends(plan.stage_layers)))}]",
         f"sharded_optimizer: {'true' if run.plan_request.sharded_optimizer else 'false'}",
         f"rank_order: {plan.rank_order}",
     ]
@@ -342,7 +327,7 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitte
         chosen, exact = alt, False
         notes.append(
             f"{fw.value} cannot express plan {rank} ({why}); emitting the closest plan it can run: "
-            f"{alt.schedule.value}, layers/stage {','.join(map(str, blocks_per_stage(alt.stage_layers)))}"
+            f"{alt.schedule.value}, layers/stage {','.join(map(str, strip_ends(alt.stage_layers)))}"
             + (f", rank order {alt.rank_order}" if alt.rank_order != plan.rank_order else "")
             + f", predicted step {fmt_seconds(alt.step_time_s)} ({alt.step_time_s / plan.step_time_s:.3f}x)"
             f", bubble {fmt_pct(alt.bubble_rate)}"

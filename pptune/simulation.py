@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pptune.costmodel.partition import SplitError, even_split
+from pptune.costmodel.partition import SplitError, add_ends, even_split
 from pptune.costmodel.schedules import Schedule, ScheduleError, chunks_per_device, validate
 from pptune.costmodel.search import MAX_SIMULATED_OPS, CostTable, stage_costs
 from pptune.costmodel.simulate import Link, SimResult, simulate, uniform_stages
@@ -126,9 +126,7 @@ def run(spec: SimSpec) -> SimRun:
         elif ends and len(spec.split) == n_stages and sum(spec.split) == n_layers - 2:
             # transformer blocks per stage (Megatron's counting): the embedding
             # joins the first stage and the LM head the last
-            split = list(spec.split)
-            split[0] += 1
-            split[-1] += 1
+            split = add_ends(spec.split)
             notes.append(
                 f"--split counts the {n_layers - 2} transformer blocks; the embedding joins "
                 f"stage 0 and the head stage {n_stages - 1}: layers per stage "

@@ -30,6 +30,23 @@ def stage_bounds(stage_layers: Sequence[int]) -> list[tuple[int, int]]:
     return out
 
 
+def add_ends(blocks: Sequence[int]) -> list[int]:
+    """Transformer blocks per stage -> layers per stage, with the embedding on
+    the first stage and the LM head on the last (Megatron-LM's placement)."""
+    out = list(blocks)
+    out[0] += 1
+    out[-1] += 1
+    return out
+
+
+def strip_ends(layers: Sequence[int]) -> list[int]:
+    """Layers per stage -> transformer blocks per stage (inverse of add_ends)."""
+    out = list(layers)
+    out[0] -= 1
+    out[-1] -= 1
+    return out
+
+
 def even_split(n_layers: int, n_stages: int) -> list[int]:
     """Megatron-style even split: the first ``n_layers % n_stages`` stages get one more."""
     if n_stages < 1 or n_layers < n_stages:
