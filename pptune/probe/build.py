@@ -15,13 +15,14 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Protocol
 
+from pptune import launch
 from pptune.costmodel import presets
 from pptune.errors import BadInput
 from pptune.probe import comm as comm_mod
 from pptune.probe.fit import AlphaBeta, fit_alpha_beta
 from pptune.probe.inventory import Inventory, cpu_inventory, gpu_inventory, peak_flops_for
 from pptune.probe.stats import HIGH_SPREAD
-from pptune.probe.units import fmt_bytes
+from pptune.report.fmt import fmt_bytes
 from pptune.schemas import (
     DeviceInfo,
     Layer,
@@ -373,7 +374,7 @@ def run_probe(opts: ProbeOptions, reporter: Reporter | None = None) -> ProbeOutc
     opts = resolve_options(opts)
     torch = import_torch()
     device = _device(opts.device or DeviceChoice.AUTO, torch)
-    env = comm_mod.torchrun_env()
+    env = launch.torchrun_env()
     rank = env["RANK"] if env else 0
     # under torchrun only rank 0 talks: the other ranks' lines would repeat it
     reporter = (reporter or NullReporter()) if rank == 0 else NullReporter()

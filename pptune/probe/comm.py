@@ -257,14 +257,11 @@ def comm_entry(rank: int, world: int, port: int, q: Any, plan: CommPlan) -> None
         result = rank_main(rank, world, rank, plan, report)
         q.put(("done", rank, result))
     except BaseException as exc:
-        q.put(("error", rank, _one_line(exc)))
+        q.put(("error", rank, launch.one_line(exc)))
         code = 1
     launch.finish_child(q, code)
 
 
-_one_line = launch.one_line
-free_port = launch.free_port
-torchrun_env = launch.torchrun_env
 
 
 _PROBE_TEXTS = launch.SpawnTexts(
@@ -314,14 +311,14 @@ def run_joined(
     try:
         _init_group(torch, plan, rank, world, local)
     except Exception as exc:
-        raise BadInput(f"torchrun rank {rank}: cannot join the process group: {_one_line(exc)}") from None
+        raise BadInput(f"torchrun rank {rank}: cannot join the process group: {launch.one_line(exc)}") from None
     try:
         return rank_main(rank, world, local, plan, lambda label, size: on_progress((label, size)))
     except BadInput:
         raise
     except Exception as exc:
         raise BadInput(
-            f"comm probe failed on torchrun rank {rank} of {world}: {_one_line(exc)} "
+            f"comm probe failed on torchrun rank {rank} of {world}: {launch.one_line(exc)} "
             f"(--timeout {plan.timeout_s:g} s bounds each wait)"
         ) from None
     finally:

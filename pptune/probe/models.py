@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pptune import launch
 from pptune.costmodel.presets import MODELS
 from pptune.errors import BadInput
 from pptune.probe._deps import import_torch
@@ -200,14 +201,14 @@ def plan_module(spec: str, device: str, seq_len: int | None = None) -> ModelPlan
     except ImportError as exc:
         raise BadInput(f"--module {spec}: cannot import {modname}: {exc}") from None
     except Exception as exc:  # the user's module raised while importing
-        raise BadInput(f"--module {spec}: importing {modname} raised {_one_line(exc)}") from None
+        raise BadInput(f"--module {spec}: importing {modname} raised {launch.one_line(exc)}") from None
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise BadInput(f"--module {spec}: {modname} has no callable {attr!r}")
     try:
         result = factory()
     except Exception as exc:
-        raise BadInput(f"--module {spec}: {attr}() raised {_one_line(exc)}") from None
+        raise BadInput(f"--module {spec}: {attr}() raised {launch.one_line(exc)}") from None
     if not isinstance(result, tuple | list) or len(result) != 2:
         raise BadInput(
             f"--module {spec}: {attr}() must return (list_of_layers, sample_input), "
@@ -248,6 +249,3 @@ def plan_module(spec: str, device: str, seq_len: int | None = None) -> ModelPlan
     )
 
 
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

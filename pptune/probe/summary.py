@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pptune.probe.stats import HIGH_SPREAD
-from pptune.probe.units import fmt_bytes
+from pptune.report.fmt import fmt_bytes
 from pptune.schemas import Profile
 
 

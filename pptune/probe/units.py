@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 
 from pptune.errors import BadInput
@@ -19,12 +18,3 @@ def parse_bytes(text: str, knob: str = "--max-bytes") -> int:
     value = float(match.group(1)) * _UNITS[match.group(2).upper()]
     return int(value)
 
-
-def fmt_bytes(n: float) -> str:
-    """2048 -> '2 KiB', 67108864 -> '64 MiB'."""
-    if n <= 0:
-        return "0 B"
-    exp = min(int(math.log(n, 1024)), 4) if n >= 1 else 0
-    value = n / 1024**exp
-    unit = ["B", "KiB", "MiB", "GiB", "TiB"][exp]
-    return f"{value:g} {unit}" if value == int(value) else f"{value:.1f} {unit}"

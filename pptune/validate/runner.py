@@ -443,8 +443,6 @@ def _init_group(torch: Any, spec: RunSpec, rank: int, world: int, local_rank: in
                       rank, world, local_rank)
 
 
-_one_line = launch.one_line
-free_port = launch.free_port
 
 
 # --------------------------------------------------------------------------- spawned
@@ -461,7 +459,7 @@ def spawn_entry(rank: int, world: int, port: int, q: Any, spec: RunSpec) -> None
         result = rank_main(rank, world, rank, spec, lambda i: q.put(("progress", rank, i)))
         q.put(("done", rank, (result, torch.__version__)))
     except BaseException as exc:  # report anything; never hang the parent
-        q.put(("error", rank, _one_line(exc)))
+        q.put(("error", rank, launch.one_line(exc)))
         code = 1
     launch.finish_child(q, code)
 
@@ -501,7 +499,6 @@ def _silence(world: int, started: set[int], finished: set[int], timeout_s: float
 # --------------------------------------------------------------------------- torchrun
 
 
-torchrun_env = launch.torchrun_env
 
 
 def run_joined(
@@ -547,7 +544,7 @@ def run_joined(
     except BadInput:
         raise
     except Exception as exc:
-        raise BadInput(f"validate failed on torchrun rank {rank} of {world}: {_one_line(exc)}") from None
+        raise BadInput(f"validate failed on torchrun rank {rank} of {world}: {launch.one_line(exc)}") from None
     finally:
         done.set()
         if torch.distributed.is_initialized():

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pptune import launch
 from pptune.costmodel.partition import SplitError, even_split
 from pptune.costmodel.presets import MODELS
 from pptune.costmodel.schedules import Schedule
@@ -260,7 +261,7 @@ def run(
     plan = plans[spec.source]
     for warning in plan.warnings:
         say(warning)
-    env = runner.torchrun_env()
+    env = launch.torchrun_env()
     rank = env["RANK"] if env else 0
     if env is None:
         if device == "cuda" and torch.cuda.device_count() < spec.pp:

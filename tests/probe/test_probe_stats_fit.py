@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from pptune.errors import BadInput
 from pptune.probe.fit import AlphaBeta, fit_alpha_beta
 from pptune.probe.stats import median, quantile, spread
-from pptune.probe.units import fmt_bytes, parse_bytes
+from pptune.probe.units import parse_bytes
 
 
 def test_quantiles_interpolate_like_numpy_linear() -> None:
@@ -98,14 +98,10 @@ def test_fit_inverts_any_exact_sweep(alpha: float, bw: float, n: int) -> None:
     assert got.latency_s >= 0
 
 
-def test_parse_and_format_bytes() -> None:
+def test_parse_bytes() -> None:
     assert parse_bytes("4096") == 4096
     assert parse_bytes("64K") == 64 * 1024
     assert parse_bytes("64M") == parse_bytes("64MiB") == parse_bytes("64mb") == 64 * 1024**2
     assert parse_bytes("1.5G") == int(1.5 * 1024**3)
     with pytest.raises(BadInput, match=r"--max-bytes.*'12X'"):
         parse_bytes("12X")
-    assert fmt_bytes(2048) == "2 KiB"
-    assert fmt_bytes(64 * 1024**2) == "64 MiB"
-    assert fmt_bytes(1536) == "1.5 KiB"
-    assert fmt_bytes(0) == "0 B"
