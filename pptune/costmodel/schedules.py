@@ -289,8 +289,6 @@ def inflight_saturation(p: int, v: int) -> int:
 
 @functools.lru_cache(maxsize=1024)
 def _peak_inflight(schedule: Schedule, p: int, m: int, v: int) -> tuple[int, ...]:
-    if schedule is Schedule.INTERLEAVED and m % p:
-        m += p - m % p
     orders = raw_orders(schedule, p, m, v)
     n_stages = p * chunks_per_device(schedule, v)
     release = _W if schedule in SPLIT_BACKWARD else _B

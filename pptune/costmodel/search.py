@@ -29,6 +29,7 @@ NCCL buffers, allocator fragmentation).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 import math
@@ -403,8 +404,9 @@ def search(table: CostTable, req: PlanRequest) -> SearchResult:
     plans: list[Plan] = []
     best_by: dict[Schedule, Plan] = {}
     simulated = 0
+    times: list[float] = []  # step times of the plans so far, kept sorted
     for lb, p, schedule, v, b, m, split, order in candidates:
-        kth = sorted(x.step_time_s for x in plans)[req.top - 1] if len(plans) >= req.top else math.inf
+        kth = times[req.top - 1] if len(times) >= req.top else math.inf
         own = best_by[schedule].step_time_s if schedule in best_by else math.inf
         if lb > kth and lb > own:
             continue
@@ -414,6 +416,7 @@ def search(table: CostTable, req: PlanRequest) -> SearchResult:
             rejected[Reason.OOM] += 1
             continue
         plans.append(plan)
+        bisect.insort(times, plan.step_time_s)
         if schedule not in best_by or plan.step_time_s < best_by[schedule].step_time_s:
             best_by[schedule] = plan
     plans.sort(key=lambda x: (x.step_time_s, not x.aligned, x.pp, list(Schedule).index(x.schedule),

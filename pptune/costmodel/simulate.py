@@ -67,9 +67,7 @@ class Link:
     bytes_per_s: float = math.inf
 
     def time_s(self, nbytes: float) -> float:
-        if nbytes <= 0 and self.latency_s == 0:
-            return 0.0
-        return self.latency_s + (nbytes / self.bytes_per_s if self.bytes_per_s else math.inf)
+        return self.latency_s + nbytes / self.bytes_per_s
 
 
 FREE_LINK = Link()
