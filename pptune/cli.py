@@ -379,23 +379,17 @@ def check_config_cmd(
     raise typer.Exit(code)
 
 
-def _register_optional() -> None:
-    """Commands that live in their own modules."""
-    from pptune import cli_probe
+def _register_modules() -> None:
+    """Commands that live in their own modules (each imports its heavy parts lazily)."""
+    from pptune import cli_observe, cli_probe, cli_validate
 
     app.command("probe", help=cli_probe.HELP)(_guard(cli_probe.probe))
-    try:
-        from pptune import cli_observe
-    except ImportError:  # being built
-        return
+    app.command("validate", help=cli_validate.HELP)(_guard(cli_validate.validate))
     app.command("trace-report", help=cli_observe.TRACE_REPORT_HELP)(_guard(cli_observe.trace_report))
     app.command("monitor", help=cli_observe.MONITOR_HELP)(_guard(cli_observe.monitor))
-    from pptune import cli_validate
-
-    app.command("validate", help=cli_validate.HELP)(_guard(cli_validate.validate))
 
 
-_register_optional()
+_register_modules()
 
 
 def main() -> None:

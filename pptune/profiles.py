@@ -6,7 +6,6 @@ Turns a ``Profile`` (pydantic, the file format) into the planner's plain
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -217,7 +216,3 @@ def cost_table(profile: Profile, tp: int = 1, tp_in_costs: int = 1) -> CostTable
         ar_inter=ar(links.inter_node.allreduce),
     )
 
-
-def say(line: str) -> None:
-    """Talk goes to stderr (stdout is data)."""
-    print(f"pptune: {line}", file=sys.stderr)
