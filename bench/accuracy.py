@@ -45,7 +45,7 @@ def _profile(path: Path, quick: bool) -> float:
     args = ["probe", "--quick", "-o", str(path)] + (["--no-comm"] if quick else [])
     t0 = time.perf_counter()
     r = subprocess.run(
-        [sys.executable, "-c", "from pptune.cli import main; main()", *args],
+        [sys.executable, "-c", "from pptune.cli.app import main; main()", *args],
         capture_output=True, text=True, timeout=600,
     )
     if r.returncode != 0:

@@ -30,7 +30,7 @@ from pptune.costmodel.search import (
     search,
 )
 from pptune.costmodel.simulate import Link, simulate, uniform_stages
-from pptune.profiles import analytic_profile, cost_table
+from pptune.costs.profiles import analytic_profile, cost_table
 
 RESULTS = Path(__file__).parent / "results"
 

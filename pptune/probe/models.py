@@ -173,7 +173,7 @@ def plan_preset(name: str, device: str, dtype: Any, seq_len: int | None = None) 
 def plan_hf_config(path: Path, device: str, dtype: Any, seq_len: int | None = None) -> ModelPlan:
     """A stack of standard decoder blocks shaped like a Hugging Face config.json."""
     import_torch()
-    from pptune.modelspec import read_hf_config
+    from pptune.costs.modelspec import read_hf_config
     from pptune.probe import _torch_layers as tl
 
     hf = read_hf_config(path, seq_len, seq_cap=HF_SEQ_LEN_CAP)

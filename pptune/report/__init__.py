@@ -9,7 +9,7 @@ from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
 from pptune.report.protocol import Timeline, TimelineEvent, TimelineOp
 from pptune.report.render import render_plain
 from pptune.report.svg import timeline_svg, write_svg
-from pptune.report.tables import monitor_table, sim_summary_table, trace_report_table
+from pptune.report.tables import sim_summary_table
 from pptune.report.timeline import plain_timeline, timeline_text
 from pptune.report.trace import chrome_trace, write_trace
 
@@ -21,13 +21,11 @@ __all__ = [
     "fmt_bytes",
     "fmt_pct",
     "fmt_seconds",
-    "monitor_table",
     "plain_timeline",
     "render_plain",
     "sim_summary_table",
     "timeline_svg",
     "timeline_text",
-    "trace_report_table",
     "write_svg",
     "write_trace",
 ]

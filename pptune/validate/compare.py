@@ -56,8 +56,8 @@ from typing import Any
 from pptune.costmodel.schedules import SPLIT_BACKWARD
 from pptune.costmodel.search import stage_costs
 from pptune.costmodel.simulate import SimResult, StageCost, simulate
+from pptune.costs.profiles import cost_table
 from pptune.errors import BadInput
-from pptune.profiles import cost_table
 from pptune.schemas import Profile
 from pptune.validate.measure import Measured
 from pptune.validate.spec import RunSpec

@@ -20,8 +20,8 @@ from pptune import launch
 from pptune.costmodel.partition import SplitError, even_split
 from pptune.costmodel.presets import MODELS
 from pptune.costmodel.schedules import Schedule
+from pptune.costs.profiles import DEFAULT_PROFILE_FILE
 from pptune.errors import BadInput
-from pptune.profiles import DEFAULT_PROFILE_FILE
 from pptune.schemas import PlanFile, Profile, load_json_model, load_profile
 from pptune.validate import compare
 from pptune.validate import spec as spec_mod

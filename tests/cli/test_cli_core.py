@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pptune.cli import app
-from pptune.profiles import analytic_profile
+from pptune.cli.app import app
+from pptune.costs.profiles import analytic_profile
 
 runner = CliRunner()
 
@@ -213,7 +213,7 @@ def test_planner_runs_without_torch(tmp_path: Path) -> None:
     # sqlite-utils' trick: block the heavy import and run the real CLI.
     code = (
         "import sys; sys.modules['torch'] = None; sys.modules['pynvml'] = None\n"
-        "from pptune.cli import main; sys.argv = ['pptune', 'recommend', '--gpus', '8', '--json']\n"
+        "from pptune.cli.app import main; sys.argv = ['pptune', 'recommend', '--gpus', '8', '--json']\n"
         "main()"
     )
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from pptune.cli import app
+from pptune.cli.app import app
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 runner = CliRunner()

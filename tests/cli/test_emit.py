@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pptune.cli import app
-from pptune.emit import Framework, emit
-from pptune.planning import RecommendSpec, recommend
+from pptune.cli.app import app
+from pptune.plan.emit import Framework, emit
+from pptune.plan.recommend import RecommendSpec, recommend
 
 runner = CliRunner()
 
@@ -37,7 +37,7 @@ ROUND_TRIP = {
 
 @pytest.mark.parametrize("framework", list(Framework))
 def test_round_trip_through_check_config(framework: Framework, run8, tmp_path: Path) -> None:
-    from pptune.emit import write
+    from pptune.plan.emit import write
 
     emitted = emit(framework, run8)
     write(emitted, tmp_path)
@@ -97,7 +97,7 @@ def run32():
 
 
 def test_multi_node_rank_order_round_trips(run32, tmp_path: Path) -> None:
-    from pptune.emit import write
+    from pptune.plan.emit import write
 
     assert run32.result.plans[0].rank_order == "tp-pp-dp"
     for framework, name, flags in [

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pptune.planning import RecommendSpec, recommend
+from pptune.plan.recommend import RecommendSpec, recommend
 from pptune.report.plans import plans_table, rejected_line, why_lines
 from pptune.report.render import render_plain
 

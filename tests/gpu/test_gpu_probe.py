@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 
 from typer.testing import CliRunner  # noqa: E402
 
-from pptune.cli import app  # noqa: E402
+from pptune.cli.app import app  # noqa: E402
 from pptune.probe.comm import CommPlan, comm_entry, message_sizes, spawn_ranks  # noqa: E402
 from pptune.probe.inventory import nvml_inventory  # noqa: E402
 from pptune.probe.layers import Timer, measure_model  # noqa: E402

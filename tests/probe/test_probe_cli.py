@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pptune.cli import app
+from pptune.cli.app import app
 from pptune.probe.build import DeviceChoice, DType
 from pptune.schemas import Profile
 
@@ -150,7 +150,7 @@ def test_probe_imports_without_torch_and_says_how_to_install() -> None:
         "import sys; sys.modules['torch'] = None\n"
         "import pptune.probe, pptune.probe.build, pptune.probe.models, pptune.probe.layers\n"
         "import pptune.probe.comm, pptune.probe.nccl_tests, pptune.probe.inventory\n"
-        "import pptune.probe.summary, pptune.cli_probe\n"
+        "import pptune.probe.summary, pptune.cli.probe\n"
         "from pptune.errors import MissingDependency\n"
         "from pptune.probe.build import ProbeOptions, run_probe\n"
         "try:\n"

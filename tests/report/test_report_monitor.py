@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from pptune.cli import _guard
-from pptune.cli_observe import MONITOR_HELP, TRACE_REPORT_HELP, monitor, trace_report
-from pptune.report.monitor import GpuReading, collect, n_samples, summarize
+from pptune.cli.app import _guard
+from pptune.cli.observe import MONITOR_HELP, TRACE_REPORT_HELP, monitor, trace_report
+from pptune.observe.monitor import GpuReading, collect, n_samples, summarize
+from pptune.observe.render import monitor_table
 from pptune.report.render import render_plain
-from pptune.report.tables import monitor_table
 
 GIB = 2**30
 

@@ -14,12 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from pptune.cli import _guard
-from pptune.cli_observe import MONITOR_HELP, TRACE_REPORT_HELP, monitor, trace_report
+from pptune.cli.app import _guard
+from pptune.cli.observe import MONITOR_HELP, TRACE_REPORT_HELP, monitor, trace_report
 from pptune.errors import BadInput
-from pptune.report.render import render_plain
-from pptune.report.tables import trace_report_table
-from pptune.report.trace_report import (
+from pptune.observe.render import trace_report_table
+from pptune.observe.trace_report import (
     SOURCE_CPU,
     SOURCE_GPU,
     analyze,
@@ -30,6 +29,7 @@ from pptune.report.trace_report import (
     parse_trace,
     union_length,
 )
+from pptune.report.render import render_plain
 
 TRACES = Path(__file__).resolve().parent.parent / "data" / "traces"
 GPU = [TRACES / "gpu_rank0.json", TRACES / "gpu_rank1.json"]

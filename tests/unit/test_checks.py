@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pptune.checks import CheckOptions, check
+from pptune.check.rules import CheckOptions, check
 from pptune.schemas import TrainingConfig
 
 BASE = dict(gpus=16, tp=1, pp=4, micro_batch_size=1, global_batch=128, model="llama3-8b",

@@ -12,9 +12,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from pptune import cli_validate
-from pptune.cli import _guard
-from pptune.cli import app as main_app
+from pptune.cli import validate as cli_validate
+from pptune.cli.app import _guard
+from pptune.cli.app import app as main_app
 from pptune.costmodel.schedules import Schedule
 from pptune.errors import BadInput
 from pptune.validate.session import ValidateRequest, build_spec
@@ -122,7 +122,7 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], text: str, tmp_path: 
 
 
 def _tiny_profile(n_layers: int) -> dict:  # type: ignore[type-arg]
-    from pptune.profiles import analytic_profile
+    from pptune.costs.profiles import analytic_profile
 
     prof = analytic_profile("gpt-small", "h100-sxm", [1, 2])
     assert len(prof.layers) == n_layers
@@ -132,7 +132,7 @@ def _tiny_profile(n_layers: int) -> dict:  # type: ignore[type-arg]
 def test_import_without_torch() -> None:
     code = (
         "import sys; sys.modules['torch'] = None\n"
-        "import pptune.cli_validate, pptune.validate\n"
+        "import pptune.cli.validate, pptune.validate\n"
         "from pptune.validate import spec, measure, compare, session, render, runner\n"
         "from pptune.validate.runner import import_torch\n"
         "from pptune.errors import MissingDependency\n"

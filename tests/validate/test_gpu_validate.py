@@ -16,8 +16,8 @@ torch = pytest.importorskip("torch")
 import typer  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
-from pptune import cli_validate  # noqa: E402
-from pptune.cli import _guard  # noqa: E402
+from pptune.cli import validate as cli_validate  # noqa: E402
+from pptune.cli.app import _guard  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 GPUS = torch.cuda.device_count() if CUDA else 0

@@ -11,8 +11,8 @@ from pptune.costmodel.partition import SplitError, add_ends, even_split
 from pptune.costmodel.schedules import Schedule, ScheduleError, chunks_per_device, validate
 from pptune.costmodel.search import MAX_SIMULATED_OPS, CostTable, stage_costs
 from pptune.costmodel.simulate import Link, SimResult, simulate, uniform_stages
+from pptune.costs.profiles import cost_table, model_shape, resolve_source
 from pptune.errors import BadInput
-from pptune.profiles import cost_table, model_shape, resolve_source
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """GPU utilisation and memory over a sampling run: collect, aggregate, flag.
 
 The sampler is any callable returning one ``GpuReading`` per GPU (the same
-GPUs in the same order each call); ``pptune.monitoring`` supplies the NVML
+GPUs in the same order each call); ``pptune.observe.nvml`` supplies the NVML
 one, tests a fake. Nothing here touches NVML or prints.
 
 NVML's utilisation (``nvmlDeviceGetUtilizationRates().gpu``) is "percent of

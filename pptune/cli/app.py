@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 
 import typer
 
-from pptune.cliutil import out_console as _out
-from pptune.cliutil import parse_ints as _ints
-from pptune.cliutil import say as _say
+from pptune.cli.util import out_console as _out
+from pptune.cli.util import parse_ints as _ints
+from pptune.cli.util import say as _say
 from pptune.errors import BadInput, NoFeasiblePlan, PptuneError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -116,7 +116,7 @@ def simulate_cmd(
     svg: Path | None = typer.Option(None, "--svg", help="write the timeline as SVG"),
     width: int = typer.Option(80, "--width", help="timeline width in columns"),
 ) -> None:
-    from pptune import simulation
+    from pptune.plan import whatif as simulation
 
     if width < 20:
         raise BadInput(f"--width must be >= 20 columns (got {width})")
@@ -193,7 +193,7 @@ def recommend_cmd(
     plan_rank: int = typer.Option(1, "--plan", help="which ranked plan --emit writes"),
     train_tokens: float | None = typer.Option(None, "--train-tokens", help="tokens to train on: adds days and GPU-hours per plan"),
 ) -> None:
-    from pptune import planning
+    from pptune.plan import recommend as planning
 
     req = planning.RecommendSpec(
         gpus=gpus, tp=tp, gpus_per_node=gpus_per_node, global_batch=global_batch,
@@ -257,10 +257,10 @@ def recommend_cmd(
 
 
 def _emit(run: Any, framework: str, rank: int, output: Path | None) -> None:
-    from pptune import emit as emit_mod
+    from pptune.plan import emit as emit_mod
 
     if not run.result.plans:
-        from pptune import planning
+        from pptune.plan import recommend as planning
 
         for note in run.result.notes:
             _say(f"note: {note}")
@@ -360,9 +360,9 @@ def check_config_cmd(
         raise BadInput(f"--max-bubble must be between 0 and 1 (got {max_bubble})")
     if max_slowdown is not None and max_slowdown < 1:
         raise BadInput(f"--max-slowdown must be >= 1 (got {max_slowdown})")
-    from pptune.checks import CheckOptions, check
+    from pptune.check.render import findings_github, findings_json, findings_text
+    from pptune.check.rules import CheckOptions, check
     from pptune.configs import read_config
-    from pptune.report.findings import findings_github, findings_json, findings_text
 
     read = read_config(config, format_in, pp=pp, gpus=gpus, tp=tp)
     opts = CheckOptions(max_bubble=max_bubble, max_slowdown=max_slowdown, model=model,
@@ -381,7 +381,9 @@ def check_config_cmd(
 
 def _register_modules() -> None:
     """Commands that live in their own modules (each imports its heavy parts lazily)."""
-    from pptune import cli_observe, cli_probe, cli_validate
+    from pptune.cli import observe as cli_observe
+    from pptune.cli import probe as cli_probe
+    from pptune.cli import validate as cli_validate
 
     app.command("probe", help=cli_probe.HELP)(_guard(cli_probe.probe))
     app.command("validate", help=cli_validate.HELP)(_guard(cli_validate.validate))

@@ -32,7 +32,7 @@ from pptune.costmodel.partition import add_ends, deepspeed_split, stage_bounds, 
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import DP_INNER, PP_INNER, Plan, evaluate
 from pptune.errors import BadInput
-from pptune.planning import RecommendRun
+from pptune.plan.recommend import RecommendRun
 from pptune.report.fmt import fmt_pct, fmt_seconds
 from pptune.schemas import write_atomic
 

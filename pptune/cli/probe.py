@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from pptune.cliutil import out_console
+from pptune.cli.util import out_console
 from pptune.errors import BadInput
 from pptune.probe.build import (
     DEFAULT_OUTPUT,

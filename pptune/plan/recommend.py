@@ -16,8 +16,8 @@ from pptune.costmodel.search import (
     search,
     with_full_recompute,
 )
+from pptune.costs.profiles import cost_table, model_shape, resolve_source
 from pptune.errors import BadInput
-from pptune.profiles import cost_table, model_shape, resolve_source
 
 GIB = 1024**3
 

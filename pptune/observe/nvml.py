@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from pptune.errors import MissingDependency, PptuneError
-from pptune.report.monitor import GpuReading
+from pptune.observe.monitor import GpuReading
 
 
 def _pynvml() -> ModuleType:

@@ -29,9 +29,9 @@ from pptune.costmodel.search import (
     search,
     with_full_recompute,
 )
+from pptune.costs.modelspec import from_hf_config, from_sizes, with_seq_len
+from pptune.costs.profiles import analytic_profile, cost_table, load_profile
 from pptune.errors import PptuneError
-from pptune.modelspec import from_hf_config, from_sizes, with_seq_len
-from pptune.profiles import analytic_profile, cost_table, load_profile
 from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
 from pptune.schemas import TrainingConfig
 
@@ -227,7 +227,7 @@ def _analytic(
     shape = None
     name = opts.model or cfg.model
     if name is not None:
-        from pptune.profiles import model_preset
+        from pptune.costs.profiles import model_preset
 
         shape = with_seq_len(model_preset(name), cfg.seq_len)
     elif cfg.hf_config:

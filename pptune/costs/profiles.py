@@ -164,7 +164,7 @@ def model_shape(
     model: str | None, hf_config: Path | None, seq_len: int | None
 ) -> str | presets.ModelShape | None:
     """--model NAME or --hf-config PATH (with --seq-len), for the analytic costs."""
-    from pptune.modelspec import from_hf_config, with_seq_len
+    from pptune.costs.modelspec import from_hf_config, with_seq_len
 
     if model is not None and hf_config is not None:
         raise BadInput("--model and --hf-config both name the model; give one of them")

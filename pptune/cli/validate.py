@@ -16,9 +16,9 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from pptune.cliutil import out_console as _out
-from pptune.cliutil import parse_ints as _ints
-from pptune.cliutil import say as _say
+from pptune.cli.util import out_console as _out
+from pptune.cli.util import parse_ints as _ints
+from pptune.cli.util import say as _say
 from pptune.errors import BadInput
 
 DEFAULT_PLANS_FILE = "pptune-plans.json"

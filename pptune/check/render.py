@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pptune.checks import CheckReport
+from pptune.check.rules import CheckReport
 from pptune.configs import ReadResult
 
 _ORDER = {"error": 0, "warning": 1, "info": 2}

@@ -1,7 +1,7 @@
 """`pptune trace-report` and `pptune monitor`: what a real run measured.
 
 Parse -> call -> render -> exit code; the arithmetic lives in
-``pptune.report.trace_report`` and ``pptune.report.monitor``. Exit 0 when every
+``pptune.observe.trace_report`` and ``pptune.observe.monitor``. Exit 0 when every
 device is busy enough, 1 when one is flagged (a finding), 2 on bad input or no
 GPU to monitor. Tables and ``--json`` go to stdout, findings and progress to
 stderr.
@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from pptune.cliutil import out_console
+from pptune.cli.util import out_console
 from pptune.errors import EXIT_FINDINGS, BadInput
 from pptune.report.fmt import fmt_pct, fmt_seconds
 
@@ -107,8 +107,8 @@ def trace_report(
         ),
     ] = None,
 ) -> None:
-    from pptune.report.tables import trace_report_table
-    from pptune.report.trace_report import analyze, load_trace
+    from pptune.observe.render import trace_report_table
+    from pptune.observe.trace_report import analyze, load_trace
 
     _fraction("--min-busy", min_busy)
     report = analyze(
@@ -151,9 +151,9 @@ def monitor(
         bool, typer.Option("--json", help="Print JSON for scripts instead of the table.")
     ] = False,
 ) -> None:
-    from pptune.monitoring import nvml_gpus
-    from pptune.report.monitor import collect, n_samples, summarize
-    from pptune.report.tables import monitor_table
+    from pptune.observe.monitor import collect, n_samples, summarize
+    from pptune.observe.nvml import nvml_gpus
+    from pptune.observe.render import monitor_table
 
     if not interval > 0:
         raise BadInput(f"--interval must be > 0 seconds (got {interval:g})")

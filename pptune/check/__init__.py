@@ -1,0 +1,1 @@
+"""check-config: rules over a training config and their findings."""

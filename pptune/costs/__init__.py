@@ -1,0 +1,1 @@
+"""Where per-layer costs come from: profile files, presets, HF configs."""

@@ -1,0 +1,1 @@
+"""trace-report and monitor: analysis of measured traces and GPU samples."""

@@ -1,0 +1,1 @@
+"""Plans: recommend, what-ifs (simulate), emit (framework writers)."""
