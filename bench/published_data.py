@@ -150,8 +150,8 @@ class ZBModel:
 
 
 ZB_MODELS = tuple(
-    ZBModel(name, l, a, h, s, p, b, ms, f"{ZB_PAPER}, Table 3 (both versions)")
-    for (name, l, a, h, s, p, b, ms) in (
+    ZBModel(name, n_layers, a, h, s, p, b, ms, f"{ZB_PAPER}, Table 3 (both versions)")
+    for (name, n_layers, a, h, s, p, b, ms) in (
         ("1.5B", 22, 24, 2304, 1024, 8, 6, (24, 32, 64)),
         ("6.2B", 30, 32, 4096, 1024, 8, 3, (24, 32, 64)),
         ("14.6B", 46, 40, 5120, 1024, 16, 1, (48, 64, 128)),
@@ -224,7 +224,7 @@ _ZB_T5 = (
 ZB_BUBBLE = tuple(
     ZBBubble(model, p, m, sched, rate, f"{ZB_PAPER}, Table 5 (both versions)")
     for (model, p, m, rates) in _ZB_T5
-    for sched, rate in zip(_ZB_T5_SCHEDULES, rates)
+    for sched, rate in zip(_ZB_T5_SCHEDULES, rates, strict=False)
 )
 
 # arXiv-only ZB-V bubble rates, from the ZB-V runs' profiled times (which are not
@@ -245,7 +245,7 @@ ZBV_BUBBLE = tuple(
     ZBBubble(model, p, m, sched, rate, f"{ZB_PAPER}, Table 8 (arXiv ZB-V version only)",
              via=ZB_VIA_ARXIV)
     for (model, p, m, rates) in _ZBV_T8
-    for sched, rate in zip(_ZBV_T8_SCHEDULES, rates)
+    for sched, rate in zip(_ZBV_T8_SCHEDULES, rates, strict=False)
 )
 
 
