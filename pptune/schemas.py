@@ -206,6 +206,23 @@ class TrainingConfig(Strict):
         "tp-dp-pp", description="global rank order, fastest first (Megatron-LM "
         "--use-tp-pp-dp-mapping gives tp-pp-dp)"
     )
+    recompute_every: int | None = Field(
+        None, ge=1, le=2**31 - 1,
+        description="selective recomputation per layer: every Nth block fully checkpointed "
+        "(torchtitan selective_ac_option = N)",
+    )
+    sharding: Literal["none", "zero1", "zero2", "zero3", "fsdp"] | None = Field(
+        None, description="training-state sharding over data parallelism, when the file says: "
+        "zero1 = optimizer state (Megatron-LM --use-distributed-optimizer), zero2 = + gradients, "
+        "zero3 = + weights (DeepSpeed), fsdp = torch FSDP full shard (torchtitan)",
+    )
+    fsdp_reshard_after_forward: bool | None = Field(
+        None, description="FSDP frees gathered weights after forward (torchtitan "
+        "fsdp_reshard_after_forward), when the file says",
+    )
+    attention: Literal["flash", "eager"] | None = Field(
+        None, description="attention kernel: fused flash attention or the unfused (eager) path",
+    )
     zero_stage: int = Field(0, ge=0, le=3)
     sharded_optimizer: bool = False
     limits: Limits = Field(default_factory=Limits)
