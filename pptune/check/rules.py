@@ -256,8 +256,11 @@ def _analytic(
             f"tp {cfg.tp} does not divide the {shape.heads} attention heads", tp=cfg.tp)
         return None
     sizes = sorted({1, 2, 4, 8, cfg.micro_batch_size})
-    prof = analytic_profile(shape, gpu, sizes, tp=cfg.tp, sequence_parallel=cfg.sequence_parallel)
-    return cost_table(prof, tp=cfg.tp * cfg.cp, tp_in_costs=cfg.tp), f"analytic {shape.name} on {gpu}"
+    attention = cfg.attention or "flash"  # not stated: the per-op model's default
+    prof = analytic_profile(shape, gpu, sizes, tp=cfg.tp, sequence_parallel=cfg.sequence_parallel,
+                            attention=attention)
+    return (cost_table(prof, tp=cfg.tp * cfg.cp, tp_in_costs=cfg.tp),
+            f"analytic {shape.name} on {gpu}, {attention} attention")
 
 
 def _split(cfg: TrainingConfig, table: CostTable, n_stages: int) -> list[int]:

@@ -108,7 +108,8 @@ def simulate_cmd(
     micro_batch_size: int = typer.Option(1, "--micro-batch-size", "-b", help="samples per micro-batch"),
     split: str | None = typer.Option(None, "--split", help="layers per stage, e.g. 6,6,6,6 (default even)"),
     tp: int = typer.Option(1, "--tp", help="tensor-parallel size inside each stage"),
-    efficiency: float = typer.Option(0.5, "--efficiency", help="fraction of peak FLOP/s (analytic costs)"),
+    efficiency: float | None = typer.Option(None, "--efficiency", help="one fraction of peak FLOP/s for every GEMM (analytic costs; default: per GEMM shape)"),
+    attention: str = typer.Option("flash", "--attention", help="flash or eager (unfused) attention (analytic costs)"),
     blocking_send: bool = typer.Option(False, "--blocking-send", help="sends block the sender"),
     timeline: bool = typer.Option(False, "--timeline", help="draw the timeline"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable result on stdout"),
@@ -126,6 +127,7 @@ def simulate_cmd(
         model=model, hf_config=hf_config, seq_len=seq_len, gpu=gpu, profile=profile,
         micro_batch_size=micro_batch_size,
         split=_ints(split, "--split"), tp=tp, efficiency=efficiency, blocking_send=blocking_send,
+        attention=attention,
     )
     run = simulation.run(spec)
     for note in run.notes:
@@ -177,7 +179,8 @@ def recommend_cmd(
     seq_len: int | None = typer.Option(None, "--seq-len", help="sequence length (default: the model's)"),
     gpu: str | None = typer.Option(None, "--gpu", help="GPU preset"),
     profile: Path | None = typer.Option(None, "--profile", help="profile JSON (pptune probe)"),
-    efficiency: float = typer.Option(0.5, "--efficiency", help="fraction of peak FLOP/s (analytic costs)"),
+    efficiency: float | None = typer.Option(None, "--efficiency", help="one fraction of peak FLOP/s for every GEMM (analytic costs; default: per GEMM shape)"),
+    attention: str = typer.Option("flash", "--attention", help="flash or eager (unfused) attention (analytic costs)"),
     sharded_optimizer: bool = typer.Option(False, "--sharded-optimizer", help="optimizer state sharded over dp (6 + 12/dp bytes/param)"),
     sequence_parallel: bool = typer.Option(False, "--sequence-parallel", help="with --tp: split activations along the sequence too (Megatron-LM)"),
     recompute: str = typer.Option("none", "--recompute", help="none or full activation recomputation"),
@@ -203,7 +206,7 @@ def recommend_cmd(
         sharded_optimizer=sharded_optimizer, grad_compression=grad_compression,
         reserve_gib=reserve_gib, blocking_send=blocking_send, top=top,
         sequence_parallel=sequence_parallel, recompute=recompute,
-        hf_config=hf_config, seq_len=seq_len,
+        hf_config=hf_config, seq_len=seq_len, attention=attention,
     )
     if width < 20:
         raise BadInput(f"--width must be >= 20 columns (got {width})")

@@ -4,28 +4,24 @@ Layers: ``embedding``, ``block0`` .. ``block{n-1}``, ``head`` (final norm,
 LM head and loss). The same structure ``pptune probe`` writes from
 measurements.
 
-Compute: FLOPs over ``peak_flops * efficiency``, plus a fixed per-op
-overhead (``presets.DEFAULT_OP_OVERHEAD_S``). FLOPs per token of a block's
-forward pass, for hidden h, heads a, KV heads g, head dim d = h/a, FFN f,
-sequence s (Narayanan et al. 2021, "Efficient Large-Scale Language Model
-Training on GPU Clusters", appendix: each GEMM of m x k by k x n costs
-2mkn; the attention score and value products cost 2 * 2 s h per token):
+Compute: per-op costs (ops.py): every GEMM by a roofline with a
+shape-dependent efficiency, attention by the flash-attention cost (or the
+unfused GEMMs and softmax with ``flash_attention=False``), the elementwise
+ops by the bytes they move, a launch cost per kernel, and the tensor-
+parallel collectives inside the layer (two per block in forward and two in
+B, Shoeybi et al. 2019 sec. 3). F, B and W are each the sum of their own
+ops; W is the weight GEMMs only.
+
+FLOPs per token of a block's forward pass, for hidden h, heads a, KV heads
+g, head dim d = h/a, FFN f, sequence s (Narayanan et al. 2021, "Efficient
+Large-Scale Language Model Training on GPU Clusters", appendix: each GEMM
+of m x k by k x n costs 2mkn; the attention score and value products cost
+2 * 2 s h per token):
 
     gemm  = 2 h (h + 2 g d) + 2 h h + 2 h f * (3 if gated else 2)
     attn  = 4 s h, halved for a causal mask under flash attention
 
-(FlashAttention-2, Dao 2023, skips the tiles above the causal diagonal, so
-the score and value products do about half the work of the full square that
-Narayanan et al. count; the MFU convention keeps the full count, the time
-does not.)
-
-Backward costs twice the forward (Narayanan et al. 2021): its input-
-gradient half (B) is ``gemm + 2 attn`` (the score products have no weights,
-so both their gradients are input-gradients) and the weight-gradient half
-(W) is ``gemm``, the split zero-bubble schedules use (Qi et al. 2023).
-Tensor parallelism t divides FLOPs by t and adds two all-reduces of the
-block's activations in forward and two in backward (Shoeybi et al. 2019,
-Megatron-LM, sec. 3).
+(the model-FLOPs count used to report TFLOP/s; the times come from ops.py).
 
 Activation memory kept for backward, in bytes, per block and micro-batch
 of b samples, follows Korthikanti et al. 2022 ("Reducing Activation
@@ -43,12 +39,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pptune.costmodel.presets import (
-    DEFAULT_EFFICIENCY,
-    DEFAULT_OP_OVERHEAD_S,
-    GpuSpec,
-    ModelShape,
+from pptune.costmodel.ops import (
+    OpCost,
+    Parallel,
+    Phase,
+    Rates,
+    block_ops,
+    embedding_ops,
+    head_ops,
+    phase_s,
 )
+from pptune.costmodel.presets import GpuSpec, ModelShape
 
 BF16_BYTES = 2
 
@@ -128,27 +129,26 @@ def analytic_layers(
     gpu: GpuSpec,
     micro_batch_sizes: list[int],
     tp: int = 1,
-    efficiency: float = DEFAULT_EFFICIENCY,
-    op_overhead_s: float = DEFAULT_OP_OVERHEAD_S,
+    efficiency: float | None = None,
     flash_attention: bool = True,
     tp_allreduce: tuple[float, float] = (20e-6, 450e9),
     sequence_parallel: bool = False,
 ) -> list[AnalyticLayer]:
     """Embedding, blocks and head with costs for each micro-batch size.
 
-    ``tp_allreduce`` is (latency_s, bus bytes/s) of the tensor-parallel group.
+    ``efficiency``: one fraction of peak for every GEMM instead of the
+    shape-dependent one. ``tp_allreduce`` is (latency_s, bus bytes/s) of the
+    tensor-parallel group.
     """
-    if not 0 < efficiency <= 1:
+    if efficiency is not None and not 0 < efficiency <= 1:
         raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
-    rate = gpu.peak_flops * efficiency
+    rates = Rates.of(gpu, efficiency)
+    par = Parallel(tp, sequence_parallel, flash_attention, *tp_allreduce)
     s, h, v = m.seq_len, m.hidden, m.vocab
-    gemm, attn = block_flops_per_token(m, causal_skip=flash_attention)
 
-    def tp_allreduce_s(nbytes: float) -> float:
-        if tp == 1:
-            return 0.0
-        latency, busbw = tp_allreduce
-        return latency + nbytes * 2 * (tp - 1) / tp / busbw
+    def spec(ops: list[OpCost], act_bytes: float, out_bytes: float) -> LayerSpec:
+        return LayerSpec(phase_s(ops, Phase.F, rates), phase_s(ops, Phase.B, rates),
+                         phase_s(ops, Phase.W, rates), act_bytes, out_bytes)
 
     emb: dict[int, LayerSpec] = {}
     blocks: dict[int, LayerSpec] = {}
@@ -157,28 +157,12 @@ def analytic_layers(
         tokens = b * s
         hidden_bytes = tokens * h * BF16_BYTES
         send_bytes = hidden_bytes / tp  # scatter/gather optimisation, Narayanan et al. sec. 4.1
-        ar = tp_allreduce_s(hidden_bytes)
-        # Embedding: a memory-bound gather (read rows, write activations);
-        # its backward is a scatter-add into the weight gradient.
-        emb_fwd = 2 * hidden_bytes / gpu.hbm_bytes_per_s + op_overhead_s + ar
-        emb_w = 3 * hidden_bytes / gpu.hbm_bytes_per_s + op_overhead_s
-        emb[b] = LayerSpec(emb_fwd, 0.0, emb_w, 0.0, send_bytes)
-        fwd = tokens * (gemm + attn) / tp / rate
-        blocks[b] = LayerSpec(
-            fwd_s=fwd + op_overhead_s + 2 * ar,
-            bwd_s=tokens * (gemm + 2 * attn) / tp / rate + op_overhead_s + 2 * ar,
-            wgrad_s=tokens * gemm / tp / rate + op_overhead_s,
-            act_bytes=block_act_bytes(m, b, tp, flash_attention, sequence_parallel),
-            out_bytes=send_bytes,
-        )
-        head_gemm = tokens * 2 * h * v / tp / rate
-        head[b] = LayerSpec(
-            fwd_s=head_gemm + op_overhead_s,
-            bwd_s=head_gemm + op_overhead_s + ar,
-            wgrad_s=head_gemm + op_overhead_s,
-            act_bytes=2 * hidden_bytes + 4 * tokens * v / tp,
-            out_bytes=4.0,  # the loss scalar
-        )
+        emb[b] = spec(embedding_ops(m, b, rates, par), 0.0, send_bytes)
+        blocks[b] = spec(block_ops(m, b, rates, par),
+                         block_act_bytes(m, b, tp, flash_attention, sequence_parallel),
+                         send_bytes)
+        # the loss scalar leaves the head; it keeps its input and fp32 logits
+        head[b] = spec(head_ops(m, b, rates, par), 2 * hidden_bytes + 4 * tokens * v / tp, 4.0)
     emb_params = (v * h + (s * h if m.dropout else 0)) / tp  # GPT adds learned positions
     layers = [AnalyticLayer("embedding", emb_params * BF16_BYTES, emb)]
     layers += [

@@ -37,7 +37,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from pptune.costmodel.comm import AllReduceLink, allreduce_s
+from pptune.costmodel.comm import AllReduceLink, DpReduction, dp_exposed_s
 from pptune.costmodel.partition import SplitError, min_bottleneck_split, stage_bounds
 from pptune.costmodel.schedules import (
     SPLIT_BACKWARD,
@@ -119,6 +119,7 @@ class PlanRequest:
     reserve_bytes: float = DEFAULT_RESERVE_BYTES
     grad_bytes_factor: float = 1.0  # gradient compression
     blocking_send: bool = False
+    overlap_grad_reduce: bool = True  # DP reduction in buckets during backward (comm.py)
     top: int = 5
     rank_orders: Sequence[str] = RANK_ORDERS
 
@@ -272,8 +273,11 @@ def evaluate(
     ar_link = table.ar_intra if topo.dp_intra() else table.ar_inter
     bounds = stage_bounds(stage_layers)
     params = [sum(table.param_bytes[s:e]) / table.param_dtype_bytes for s, e in bounds]
-    ar = [
-        allreduce_s(n * GRAD_DTYPE_BYTES * req.grad_bytes_factor, dp, ar_link) for n in params
+    ar = [  # exposed part of each stage's bucketed gradient reduction (comm.py)
+        dp_exposed_s(DpReduction(n, dp, ar_link, GRAD_DTYPE_BYTES * req.grad_bytes_factor,
+                                 table.param_dtype_bytes, req.sharded_optimizer,
+                                 req.overlap_grad_reduce), st.bwd_s + st.wgrad_s, st.fwd_s)
+        for n, st in zip(params, stages, strict=True)
     ]
     sim = simulate(
         schedule, p, m, stages, v=v,

@@ -29,6 +29,7 @@ from pptune.schemas import (
 
 DEFAULT_PROFILE_FILE = "pptune-profile.json"
 DEFAULT_MICRO_BATCH_SIZES = (1, 2, 4, 8)
+ATTENTION_KINDS = ("flash", "eager")
 
 
 def model_preset(name: str) -> presets.ModelShape:
@@ -71,15 +72,21 @@ def analytic_profile(
     gpu: str,
     micro_batch_sizes: tuple[int, ...] | list[int] = DEFAULT_MICRO_BATCH_SIZES,
     tp: int = 1,
-    efficiency: float = presets.DEFAULT_EFFICIENCY,
+    efficiency: float | None = presets.DEFAULT_EFFICIENCY,
     sequence_parallel: bool = False,
+    attention: str = "flash",
 ) -> Profile:
-    """Per-layer costs of a preset (or any ModelShape) on a GPU preset."""
+    """Per-layer costs of a preset (or any ModelShape) on a GPU preset.
+
+    ``efficiency`` None: each GEMM's from the per-op model; else one fraction
+    of peak for every GEMM. ``attention``: flash or eager (unfused)."""
     shape = model if isinstance(model, presets.ModelShape) else model_preset(model)
     model = shape.name
     spec = gpu_preset(gpu)
-    if not 0 < efficiency <= 1:
+    if efficiency is not None and not 0 < efficiency <= 1:
         raise BadInput(f"--efficiency must be in (0, 1], got {efficiency}")
+    if attention not in ATTENTION_KINDS:
+        raise BadInput(f"--attention must be one of {', '.join(ATTENTION_KINDS)} (got {attention!r})")
     if tp < 1:
         raise BadInput(f"--tp must be >= 1, got {tp}")
     if shape.heads % tp:
@@ -88,6 +95,7 @@ def analytic_profile(
         )
     layers = analytic_layers(
         shape, spec, list(micro_batch_sizes), tp=tp, efficiency=efficiency,
+        flash_attention=attention == "flash",
         tp_allreduce=(presets.ALLREDUCE_LATENCY_INTRA_S, spec.nvlink_bytes_per_s),
         sequence_parallel=sequence_parallel and tp > 1,
     )
@@ -117,8 +125,9 @@ def analytic_profile(
         notes=[
             f"analytic: {model} on {gpu}, tp={tp}"
             + (" with sequence parallelism" if sequence_parallel and tp > 1 else "")
-            + f", efficiency {efficiency:g} of peak "
-            f"{spec.peak_flops / 1e12:g} TFLOP/s; links from the {gpu} spec sheet"
+            + f", {attention} attention, GEMM efficiency "
+            + (f"{efficiency:g}" if efficiency is not None else "per shape")
+            + f" of peak {spec.peak_flops / 1e12:g} TFLOP/s; links from the {gpu} spec sheet"
         ],
     )
 
@@ -135,10 +144,11 @@ def resolve_source(
     model: str | presets.ModelShape | None,
     gpu: str | None,
     tp: int = 1,
-    efficiency: float = presets.DEFAULT_EFFICIENCY,
+    efficiency: float | None = presets.DEFAULT_EFFICIENCY,
     micro_batch_sizes: list[int] | None = None,
     cwd: Path | None = None,
     sequence_parallel: bool = False,
+    attention: str = "flash",
 ) -> CostSource:
     """--profile FILE, else --model/--gpu presets, else ./pptune-profile.json, else defaults."""
     if profile is not None:
@@ -152,7 +162,7 @@ def resolve_source(
     m = model or presets.DEFAULT_MODEL
     g = gpu or presets.DEFAULT_GPU
     prof = analytic_profile(m, g, sizes, tp=tp, efficiency=efficiency,
-                            sequence_parallel=sequence_parallel)
+                            sequence_parallel=sequence_parallel, attention=attention)
     defaulted = model is None and gpu is None
     name = m.name if isinstance(m, presets.ModelShape) else m
     origin = f"analytic {name} on {g}" + (

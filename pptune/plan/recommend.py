@@ -35,7 +35,8 @@ class RecommendSpec:
     model: str | None = None
     gpu: str | None = None
     profile: Path | None = None
-    efficiency: float = 0.5
+    efficiency: float | None = None  # None: per GEMM shape (ops.py)
+    attention: str = "flash"
     sharded_optimizer: bool = False
     grad_compression: str | None = None
     reserve_gib: float = 2.0
@@ -75,7 +76,7 @@ def check_spec(spec: RecommendSpec) -> None:
         problems.append(f"--global-batch must be >= 1 (got {spec.global_batch})")
     if spec.top < 1:
         problems.append(f"--top must be >= 1 (got {spec.top})")
-    if not 0 < spec.efficiency <= 1:
+    if spec.efficiency is not None and not 0 < spec.efficiency <= 1:
         problems.append(f"--efficiency must be in (0, 1] (got {spec.efficiency})")
     if spec.reserve_gib < 0:
         problems.append(f"--reserve-gib must be >= 0 (got {spec.reserve_gib})")
@@ -100,6 +101,7 @@ def recommend(spec: RecommendSpec) -> RecommendRun:
     src = resolve_source(
         spec.profile, shape, spec.gpu, tp=spec.tp, efficiency=spec.efficiency,
         micro_batch_sizes=spec.micro_batch_sizes, sequence_parallel=spec.sequence_parallel,
+        attention=spec.attention,
     )
     notes = [f"costs: {src.origin}"]
     if spec.sequence_parallel and src.profile.source == "probe":

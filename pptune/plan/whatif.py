@@ -33,7 +33,8 @@ class SimSpec:
     micro_batch_size: int = 1
     split: list[int] | None = None
     tp: int = 1
-    efficiency: float = 0.5
+    efficiency: float | None = None  # None: per GEMM shape (ops.py)
+    attention: str = "flash"
     blocking_send: bool = False
 
 
@@ -108,7 +109,7 @@ def run(spec: SimSpec) -> SimRun:
         raise BadInput("--profile carries its own model; drop --model/--hf-config/--seq-len")
     src = resolve_source(
         spec.profile, shape, spec.gpu, tp=spec.tp, efficiency=spec.efficiency,
-        micro_batch_sizes=[spec.micro_batch_size],
+        micro_batch_sizes=[spec.micro_batch_size], attention=spec.attention,
     )
     notes.append(f"costs: {src.origin}")
     table = cost_table(src.profile, tp=spec.tp, tp_in_costs=src.tp_applied)

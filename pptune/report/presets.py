@@ -47,5 +47,8 @@ def presets_json() -> dict[str, Any]:
         "gpus": [g.__dict__ for g in presets.GPUS.values()],
         "defaults": {"model": presets.DEFAULT_MODEL, "gpu": presets.DEFAULT_GPU,
                      "efficiency": presets.DEFAULT_EFFICIENCY,
-                     "op_overhead_s": presets.DEFAULT_OP_OVERHEAD_S},
+                     "op_overhead_s": presets.GPUS[presets.DEFAULT_GPU].launch_s,
+                     "compute_model": "per-op roofline: GEMM tile/wave quantization x "
+                                      "measured large-GEMM fraction; HBM-bound elementwise ops; "
+                                      "launch_s per kernel"},
     }

@@ -1,8 +1,22 @@
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from pptune.costmodel.comm import AllReduceLink, allreduce_s, compression_factor
+from pptune.costmodel.comm import (
+    AllReduceLink,
+    DpReduction,
+    all_gather_s,
+    allreduce_s,
+    buckets,
+    compression_factor,
+    dp_exposed_s,
+    megatron_bucket_params,
+    overlapped_tail_s,
+    prefetch_stall_s,
+    reduce_scatter_s,
+)
 
 
 def test_ring_allreduce_uses_bus_bandwidth_definition() -> None:
@@ -24,3 +38,43 @@ def test_compression_factor(spec: str | None, factor: float) -> None:
 def test_bad_compression_names_the_value(spec: str) -> None:
     with pytest.raises(ValueError, match="grad-compression"):
         compression_factor(spec)
+
+
+def test_reduce_scatter_moves_half_an_allreduce() -> None:
+    link = AllReduceLink(latency_s=1e-5, busbw_bytes_per_s=100e9)
+    assert reduce_scatter_s(1e9, 8, link) == pytest.approx(1e-5 + 7 / 8 * 1e9 / 100e9)
+    assert all_gather_s(1e9, 1, link) == 0.0
+
+
+def test_megatron_default_bucket_and_split() -> None:
+    assert megatron_bucket_params(8) == 40_000_000
+    assert megatron_bucket_params(64) == 64_000_000
+    assert buckets(100, 40) == [40.0, 40.0, 20.0]
+    assert buckets(80, 40) == [40.0, 40.0]
+
+
+def test_bucket_tail_behind_a_long_window_is_the_last_bucket() -> None:
+    # buckets ready at 1, 2, 3 s of a 3 s backward, 1 s each: the last ends at 4
+    assert overlapped_tail_s([1.0, 1.0, 1.0], [1, 1, 1], 3.0) == pytest.approx(1.0)
+    # a short window: ready at 0.1, 0.2, 0.3, serial from 0.1: ends at 3.1
+    assert overlapped_tail_s([1.0, 1.0, 1.0], [1, 1, 1], 0.3) == pytest.approx(2.8)
+
+
+def test_parameter_prefetch_stalls_for_the_first_bucket_only_when_compute_is_long() -> None:
+    # bucket 0 needed at 0 (arrives at 1), bucket 1 needed at 2 (arrives at 2)
+    assert prefetch_stall_s([1.0, 1.0], [1, 1], 4.0) == pytest.approx(1.0)
+    assert prefetch_stall_s([1.0, 1.0], [1, 1], 0.0) == pytest.approx(2.0)
+
+
+def test_dp_reduction_exposed_parts() -> None:
+    link = AllReduceLink(latency_s=0.0, busbw_bytes_per_s=1e9)
+    # 80M parameters, 2 buckets of 40M at 4 bytes, dp=2: 160 ms an all-reduce each
+    red = DpReduction(80e6, 2, link)
+    assert dp_exposed_s(red, 10.0, 1.0) == pytest.approx(0.16)  # only the last bucket
+    assert dp_exposed_s(dataclasses.replace(red, overlap=False), 10.0, 1.0) == (
+        pytest.approx(allreduce_s(320e6, 2, link)))
+    # distributed optimizer: reduce-scatter (80 ms a bucket) then the bf16
+    # parameter all-gather (40 ms a bucket) ahead of a 1 s forward
+    sharded = dataclasses.replace(red, sharded=True)
+    assert dp_exposed_s(sharded, 10.0, 1.0) == pytest.approx(0.08 + 0.04)
+    assert dp_exposed_s(dataclasses.replace(red, dp=1), 10.0, 1.0) == 0.0
