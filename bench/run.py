@@ -201,6 +201,9 @@ def main() -> None:
     bench_optimality(10 if args.quick else 40)
     bench_baselines()
     bench_planner_speed(repeats)
+    from bench import published
+
+    _write("published", published.main())
     try:
         from bench import accuracy
     except ImportError:

@@ -91,9 +91,10 @@ def test_train_tokens_adds_days_and_gpu_hours(tmp_path: Path, monkeypatch: pytes
 
 @pytest.fixture(scope="module")
 def run32():
-    # 4 nodes of 8 A100s: the winner keeps each pipeline inside a node (tp-pp-dp)
+    # 4 nodes of 8 A100s, a pipeline of 4: the winner keeps each pipeline
+    # inside a node (tp-pp-dp)
     return recommend(RecommendSpec(gpus=32, model="gpt3-13b", gpu="a100-80gb", tp=2,
-                                   sharded_optimizer=True))
+                                   sharded_optimizer=True, pp=[4]))
 
 
 def test_multi_node_rank_order_round_trips(run32, tmp_path: Path) -> None:
