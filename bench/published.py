@@ -214,3 +214,47 @@ def main() -> dict[str, Any]:
         },
         "megatron_table1": megatron,
     }
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """The README's "How close are the predictions" tables, from published.json."""
+    mt = doc["megatron_table1"]
+    lines = [
+        "Megatron-LM Table 1 (A100, full recomputation, micro-batch 1 assumed):",
+        "",
+        "| model | t x p x d | schedule (v) | published TFLOP/s | predicted | ratio | within 10% |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in mt["rows"]:
+        sched = r["schedule"] + (f" ({r['virtual_stages']})" if r["virtual_stages"] > 1 else "")
+        lines.append(
+            f"| {r['params_billion']}B | {r['tp']} x {r['pp']} x {r['dp']} | {sched} "
+            f"| {r['published_tflops']} | {r['predicted_tflops']} | {r['ratio']:.3f} "
+            f"| {'yes' if r['within'] else 'no'} |")
+    q = mt["ratio_1t_over_145b"]
+    lines += ["", f"1T over 145.6B: published {q['published']:.3f}, predicted {q['predicted']:.3f}.",
+              "", "Zero Bubble, analytic per-op costs of a middle stage (A100, unfused attention):",
+              "", "| model | m | W/F measured | W/F predicted | ZB-H1 gain from Table 9 "
+              "| predicted gain | gain error |", "|---|---|---|---|---|---|---|"]
+    for r in doc["zb_analytic"]["rows"]:
+        lines.append(
+            f"| {r['model']} | {r['microbatches']} | {r['wf_published']:.3f} "
+            f"| {r['wf_predicted']:.3f} | {r['zb_gain_from_profile']:.4f} "
+            f"| {r['zb_gain_predicted']:.4f} | {100 * r['gain_error']:+.1f}% |")
+    zb = doc["zb_bubble_rates"]
+    worst = max((r for r in zb["rows"] if r["schedule"] == "1F1B-I"), key=lambda r: r["error"])
+    exact = [r for r in zb["rows"] if r["schedule"] != "1F1B-I"]
+    lines += ["", f"Zero Bubble Table 5 from Table 9's profiled times: 1F1B and ZB-H1 "
+              f"{sum(r['within'] for r in exact)} of {len(exact)} within 0.0005 (largest error "
+              f"{max(r['error'] for r in exact):.4f}); 1F1B-I worst {100 * worst['error']:.1f}% "
+              f"relative ({worst['model']}, m={worst['microbatches']}: "
+              f"{worst['predicted']} vs {worst['published']})."]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).parent / "results" / "published.json"
+    print(markdown(json.loads(path.read_text())))
