@@ -24,7 +24,8 @@ Assumptions the papers do not state (each one is written into the rows):
   paper predates flash attention) with the fused scale-mask-softmax kernel
   (Sec. 4.2); no distributed optimizer; gradient reduction overlapped in
   buckets (pptune's default, as PyTorch DDP and Megatron-LM's
-  ``--overlap-grad-reduce`` do).
+  ``--overlap-grad-reduce`` do); blocking pipeline sends (Megatron-LM's
+  p2p ``_communicate`` waits on its requests and synchronises the device).
 """
 
 from __future__ import annotations
