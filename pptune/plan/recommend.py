@@ -157,6 +157,7 @@ def recommend(spec: RecommendSpec) -> RecommendRun:
         "device": src.profile.device.name, "sharded_optimizer": spec.sharded_optimizer,
         "grad_compression": spec.grad_compression or "none", "seq_len": table.seq_len,
         "sequence_parallel": spec.sequence_parallel, "recompute": spec.recompute,
+        "attention": spec.attention if src.profile.source == "analytic" else None,
     }
     return RecommendRun(result, table, req, list(table.names), global_batch, src.origin,
                         request, notes, shape if isinstance(shape, ModelShape) else None)

@@ -273,3 +273,26 @@ def test_recommend_and_simulate_from_a_hugging_face_config(tmp_path: Path,
     assert json.loads(r.stdout)["stage_layers"] == [8, 7, 7, 8]
     r = run("recommend", "--gpus", "8", "--hf-config", str(HF), "--model", "llama3-8b")
     assert r.exit_code == 2 and "give one of them" in r.stderr
+
+
+def test_attention_flag_switches_the_analytic_attention() -> None:
+    def step(*extra: str) -> float:
+        r = run("simulate", "--model", "gpt3-1.3b", "--gpu", "a100-80gb", "--json", *extra)
+        assert r.exit_code == 0, r.stderr
+        return float(json.loads(r.stdout)["step_time_s"])
+
+    assert step("--attention", "eager") > step("--attention", "flash") == step()
+    r = run("simulate", "--model", "gpt3-1.3b", "--attention", "sparse")
+    assert r.exit_code == 2 and "--attention must be one of flash, eager" in one_error_line(r)
+    r = run("recommend", "--gpus", "8", "--model", "gpt3-1.3b", "--attention", "eager", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["request"]["attention"] == "eager"
+
+
+def test_efficiency_overrides_every_gemm() -> None:
+    def step(*extra: str) -> float:
+        r = run("simulate", "--model", "gpt3-1.3b", "--gpu", "a100-80gb", "--json", *extra)
+        return float(json.loads(r.stdout)["step_time_s"])
+
+    assert step("--efficiency", "0.3") > step() > step("--efficiency", "1.0")
+    r = run("simulate", "--model", "gpt3-1.3b", "--efficiency", "1.5")
+    assert r.exit_code == 2 and "--efficiency must be in (0, 1]" in one_error_line(r)

@@ -93,3 +93,14 @@ def test_every_schedule_checks(sched: str) -> None:
     v = 2 if sched in ("interleaved-1f1b", "zbv") else 1
     found = ids({**BASE, "schedule": sched, "virtual_stages": v}, compare_best=False)
     assert "bubble-ok" in found or "bubble-over-limit" in found
+
+
+def test_eager_attention_in_the_config_costs_more_time_and_memory() -> None:
+    def plan(attention: str | None):  # type: ignore[no-untyped-def]
+        cfg = TrainingConfig.model_validate({**BASE, "attention": attention})
+        return check(cfg, Path("."), CheckOptions(compare_best=False)).plan
+
+    flash, eager, unstated = plan("flash"), plan("eager"), plan(None)
+    assert eager.step_time_s > flash.step_time_s  # unfused softmax over an 8k x 8k square
+    assert max(eager.peak_memory_bytes) > max(flash.peak_memory_bytes)
+    assert unstated.step_time_s == flash.step_time_s  # not stated: flash, the default
