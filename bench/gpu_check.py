@@ -4,7 +4,7 @@ Times, with CUDA events, the ops of one Llama-like block (llama3-8b widths,
 sequence 4096, micro-batch 1, bf16): every GEMM of F, B and W, flash
 attention forward and backward (torch SDPA), and the elementwise ops (RMSNorm,
 SwiGLU, residual add, rotary, cross-entropy), and prints each op's analytic
-time (pptune.costmodel.ops) over its measured time. Writes
+time (pptune.costmodel.ops, with its launch cost) over its measured time. Writes
 bench/results/gpu_check.json. Refuses to run without CUDA.
 """
 
@@ -71,7 +71,8 @@ def main() -> int:
     bf = torch.bfloat16
     rows: list[dict[str, Any]] = []
 
-    def record(op_name: str, analytic_s: float, fn: Callable[[], Any]) -> None:
+    def record(op_name: str, op_s: float, fn: Callable[[], Any], kernels: int = 1) -> None:
+        analytic_s = op_s + kernels * rates.launch_s  # as the model charges it
         measured = _time_ms(torch, fn)
         rows.append({"op": op_name, "analytic_ms": round(analytic_s * 1e3, 4),
                      "measured_ms": round(measured, 4),
@@ -100,7 +101,7 @@ def main() -> int:
     out = sdpa(q, kk, vv, is_causal=True)
     g = torch.randn_like(out)
     record("flash_attn.bwd", fa_b.time_s,
-           lambda: torch.autograd.grad(out, (q, kk, vv), g, retain_graph=True))
+           lambda: torch.autograd.grad(out, (q, kk, vv), g, retain_graph=True), fa_b.kernels)
     # elementwise ops, bytes over the achieved HBM bandwidth
     x = torch.randn(t, h, device=dev, dtype=bf)
     y = torch.randn(t, h, device=dev, dtype=bf)
