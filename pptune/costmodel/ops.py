@@ -70,6 +70,11 @@ BF16_BYTES = 2
 GEMM_TILES: tuple[tuple[int, int], ...] = ((256, 128), (128, 256), (128, 128))
 
 
+class Attention(str, Enum):
+    FLASH = "flash"  # fused kernel (FlashAttention-2, PyTorch SDPA)
+    EAGER = "eager"  # score and value GEMMs, softmax and dropout over HBM
+
+
 class Phase(str, Enum):
     F = "F"  # forward
     B = "B"  # input gradient

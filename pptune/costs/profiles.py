@@ -12,6 +12,7 @@ from pathlib import Path
 from pptune.costmodel import presets
 from pptune.costmodel.analytic import analytic_layers
 from pptune.costmodel.comm import AllReduceLink
+from pptune.costmodel.ops import Attention
 from pptune.costmodel.search import CostTable, LayerCosts
 from pptune.costmodel.simulate import Link
 from pptune.errors import BadInput
@@ -29,7 +30,7 @@ from pptune.schemas import (
 
 DEFAULT_PROFILE_FILE = "pptune-profile.json"
 DEFAULT_MICRO_BATCH_SIZES = (1, 2, 4, 8)
-ATTENTION_KINDS = ("flash", "eager")
+ATTENTION_KINDS = tuple(a.value for a in Attention)
 
 
 def model_preset(name: str) -> presets.ModelShape:
@@ -95,7 +96,7 @@ def analytic_profile(
         )
     layers = analytic_layers(
         shape, spec, list(micro_batch_sizes), tp=tp, efficiency=efficiency,
-        flash_attention=attention == "flash",
+        flash_attention=Attention(attention) is Attention.FLASH,
         tp_allreduce=(presets.ALLREDUCE_LATENCY_INTRA_S, spec.nvlink_bytes_per_s),
         sequence_parallel=sequence_parallel and tp > 1,
     )

@@ -8,6 +8,7 @@ import pytest
 
 from pptune.costmodel import presets
 from pptune.costmodel.ops import (
+    Attention,
     Kind,
     Parallel,
     Phase,
@@ -140,3 +141,12 @@ def test_llama_block_has_rotary_and_swiglu() -> None:
     assert _op(ops, "activation").hbm_bytes == 6 * f * s  # read gate and up, write
     assert _op(ops, "mlp_up").flops == 2 * s * h * 2 * f
     assert _op(ops, "residual1").hbm_bytes == 6 * h * s  # plain add, no dropout
+
+
+@pytest.mark.parametrize("attention", list(Attention))
+def test_every_attention_kind_builds_analytic_costs(attention: Attention) -> None:
+    from pptune.costs.profiles import analytic_profile
+
+    prof = analytic_profile("gpt3-1.3b", "a100-80gb", [1], attention=attention.value)
+    assert f"{attention.value} attention" in prof.notes[0]
+    assert prof.layers[1].per_micro_batch["1"].fwd_s > 0
