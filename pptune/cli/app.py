@@ -110,6 +110,7 @@ def simulate_cmd(
     tp: int = typer.Option(1, "--tp", help="tensor-parallel size inside each stage"),
     efficiency: float | None = typer.Option(None, "--efficiency", help="one fraction of peak FLOP/s for every GEMM (analytic costs; default: per GEMM shape)"),
     attention: str = typer.Option("flash", "--attention", help="flash or eager (unfused) attention (analytic costs)"),
+    tp_comm_overlap: bool = typer.Option(False, "--tp-comm-overlap", help="tensor-parallel collectives hidden behind their GEMMs (analytic costs; Megatron-LM --tp-comm-overlap)"),
     blocking_send: bool = typer.Option(False, "--blocking-send", help="sends block the sender"),
     timeline: bool = typer.Option(False, "--timeline", help="draw the timeline"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable result on stdout"),
@@ -127,7 +128,7 @@ def simulate_cmd(
         model=model, hf_config=hf_config, seq_len=seq_len, gpu=gpu, profile=profile,
         micro_batch_size=micro_batch_size,
         split=_ints(split, "--split"), tp=tp, efficiency=efficiency, blocking_send=blocking_send,
-        attention=attention,
+        attention=attention, tp_comm_overlap=tp_comm_overlap,
     )
     run = simulation.run(spec)
     for note in run.notes:
@@ -181,6 +182,7 @@ def recommend_cmd(
     profile: Path | None = typer.Option(None, "--profile", help="profile JSON (pptune probe)"),
     efficiency: float | None = typer.Option(None, "--efficiency", help="one fraction of peak FLOP/s for every GEMM (analytic costs; default: per GEMM shape)"),
     attention: str = typer.Option("flash", "--attention", help="flash or eager (unfused) attention (analytic costs)"),
+    tp_comm_overlap: bool = typer.Option(False, "--tp-comm-overlap", help="tensor-parallel collectives hidden behind their GEMMs (analytic costs; Megatron-LM --tp-comm-overlap)"),
     sharded_optimizer: bool = typer.Option(False, "--sharded-optimizer", help="optimizer state sharded over dp (6 + 12/dp bytes/param)"),
     sequence_parallel: bool = typer.Option(False, "--sequence-parallel", help="with --tp: split activations along the sequence too (Megatron-LM)"),
     recompute: str = typer.Option("none", "--recompute", help="none or full activation recomputation"),
@@ -207,6 +209,7 @@ def recommend_cmd(
         reserve_gib=reserve_gib, blocking_send=blocking_send, top=top,
         sequence_parallel=sequence_parallel, recompute=recompute,
         hf_config=hf_config, seq_len=seq_len, attention=attention,
+        tp_comm_overlap=tp_comm_overlap,
     )
     if width < 20:
         raise BadInput(f"--width must be >= 20 columns (got {width})")

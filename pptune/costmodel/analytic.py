@@ -133,17 +133,19 @@ def analytic_layers(
     flash_attention: bool = True,
     tp_allreduce: tuple[float, float] = (20e-6, 450e9),
     sequence_parallel: bool = False,
+    tp_comm_overlap: bool = False,
 ) -> list[AnalyticLayer]:
     """Embedding, blocks and head with costs for each micro-batch size.
 
     ``efficiency``: one fraction of peak for every GEMM instead of the
     shape-dependent one. ``tp_allreduce`` is (latency_s, bus bytes/s) of the
-    tensor-parallel group.
+    tensor-parallel group; ``tp_comm_overlap`` hides its collectives behind
+    their GEMMs (ops.tp_collective).
     """
     if efficiency is not None and not 0 < efficiency <= 1:
         raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
     rates = Rates.of(gpu, efficiency)
-    par = Parallel(tp, sequence_parallel, flash_attention, *tp_allreduce)
+    par = Parallel(tp, sequence_parallel, flash_attention, *tp_allreduce, tp_comm_overlap)
     s, h, v = m.seq_len, m.hidden, m.vocab
 
     def spec(ops: list[OpCost], act_bytes: float, out_bytes: float) -> LayerSpec:

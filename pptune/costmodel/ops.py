@@ -131,6 +131,7 @@ class Parallel:
     flash_attention: bool = True
     tp_latency_s: float = 20e-6
     tp_busbw_bytes_per_s: float = 450e9
+    tp_comm_overlap: bool = False  # collectives pipelined with their GEMM (--tp-comm-overlap)
 
 
 def wave_utilisation(m: int, n: int, sm_count: int, batch: int = 1) -> float:
@@ -174,15 +175,23 @@ def memory(name: str, phase: Phase, nbytes: float, rates: Rates, kernels: int = 
     return OpCost(name, phase, Kind.MEMORY, 0.0, nbytes, nbytes / rates.hbm_bytes_per_s, kernels)
 
 
-def tp_collective(name: str, phase: Phase, nbytes: float, par: Parallel) -> OpCost:
+def tp_collective(name: str, phase: Phase, nbytes: float, par: Parallel,
+                  gemm_op: OpCost | None = None) -> OpCost:
     """All-reduce of ``nbytes`` over the tensor-parallel group (ring, nccl-tests
     busbw); with sequence parallelism the same bytes move as a reduce-scatter
-    and an all-gather, (t-1)/t each, so the time is the same plus one latency."""
+    and an all-gather, (t-1)/t each, so the time is the same plus one latency.
+
+    Exposed in full, unless ``par.tp_comm_overlap``: then it runs in chunks
+    pipelined with ``gemm_op``, the GEMM that produces its input (Megatron-LM
+    / Transformer Engine ``--tp-comm-overlap``), and only what outlasts that
+    GEMM is exposed."""
     t = par.tp
     if t == 1:
         return OpCost(name, phase, Kind.COMM, 0.0, 0.0, 0.0, 0)
     latency = par.tp_latency_s * (2 if par.sequence_parallel else 1)
     time_s = latency + 2 * (t - 1) / t * nbytes / par.tp_busbw_bytes_per_s
+    if par.tp_comm_overlap and gemm_op is not None:
+        time_s = max(0.0, time_s - gemm_op.time_s)
     return OpCost(name, phase, Kind.COMM, 0.0, nbytes, time_s, 0)
 
 
@@ -239,19 +248,21 @@ def block_ops(m: ModelShape, b: int, rates: Rates, par: Parallel) -> list[OpCost
         memory("norm1", Phase.F, norm_f, rates), qkv[0],
         *([memory("rotary", Phase.F, 4 * tokens * (h + kv) / t, rates)] if m.rotary else []),
         *[o for o in attention_ops(m, b, rates, par) if o.phase is Phase.F],
-        proj[0], tp_collective("tp_attn", Phase.F, act, par),
+        proj[0], tp_collective("tp_attn", Phase.F, act, par, proj[0]),
         memory("residual1", Phase.F, res_f, rates), memory("norm2", Phase.F, norm_f, rates),
         up[0], memory("activation", Phase.F, act_f * tokens / t, rates), down[0],
-        tp_collective("tp_mlp", Phase.F, act, par), memory("residual2", Phase.F, res_f, rates),
+        tp_collective("tp_mlp", Phase.F, act, par, down[0]),
+        memory("residual2", Phase.F, res_f, rates),
     ]
     bwd = [
         memory("residual2.bwd", Phase.B, res_b, rates), down[1],
         memory("activation.bwd", Phase.B, act_b * tokens / t, rates), up[1],
-        tp_collective("tp_mlp.bwd", Phase.B, act, par), memory("norm2.bwd", Phase.B, norm_b, rates),
+        tp_collective("tp_mlp.bwd", Phase.B, act, par, up[1]),
+        memory("norm2.bwd", Phase.B, norm_b, rates),
         memory("residual1.bwd", Phase.B, res_b, rates), proj[1],
         *[o for o in attention_ops(m, b, rates, par) if o.phase is Phase.B],
         *([memory("rotary.bwd", Phase.B, 4 * tokens * (h + kv) / t, rates)] if m.rotary else []),
-        qkv[1], tp_collective("tp_attn.bwd", Phase.B, act, par),
+        qkv[1], tp_collective("tp_attn.bwd", Phase.B, act, par, qkv[1]),
         memory("norm1.bwd", Phase.B, norm_b, rates),
     ]
     return fwd + bwd + [qkv[2], proj[2], up[2], down[2]]

@@ -76,6 +76,7 @@ def analytic_profile(
     efficiency: float | None = presets.DEFAULT_EFFICIENCY,
     sequence_parallel: bool = False,
     attention: str = "flash",
+    tp_comm_overlap: bool = False,
 ) -> Profile:
     """Per-layer costs of a preset (or any ModelShape) on a GPU preset.
 
@@ -98,7 +99,7 @@ def analytic_profile(
         shape, spec, list(micro_batch_sizes), tp=tp, efficiency=efficiency,
         flash_attention=Attention(attention) is Attention.FLASH,
         tp_allreduce=(presets.ALLREDUCE_LATENCY_INTRA_S, spec.nvlink_bytes_per_s),
-        sequence_parallel=sequence_parallel and tp > 1,
+        sequence_parallel=sequence_parallel and tp > 1, tp_comm_overlap=tp_comm_overlap,
     )
     return Profile(
         source="analytic",
@@ -126,6 +127,7 @@ def analytic_profile(
         notes=[
             f"analytic: {model} on {gpu}, tp={tp}"
             + (" with sequence parallelism" if sequence_parallel and tp > 1 else "")
+            + (", tensor-parallel communication overlapped" if tp_comm_overlap and tp > 1 else "")
             + f", {attention} attention, GEMM efficiency "
             + (f"{efficiency:g}" if efficiency is not None else "per shape")
             + f" of peak {spec.peak_flops / 1e12:g} TFLOP/s; links from the {gpu} spec sheet"
@@ -150,6 +152,7 @@ def resolve_source(
     cwd: Path | None = None,
     sequence_parallel: bool = False,
     attention: str = "flash",
+    tp_comm_overlap: bool = False,
 ) -> CostSource:
     """--profile FILE, else --model/--gpu presets, else ./pptune-profile.json, else defaults."""
     if profile is not None:
@@ -163,7 +166,8 @@ def resolve_source(
     m = model or presets.DEFAULT_MODEL
     g = gpu or presets.DEFAULT_GPU
     prof = analytic_profile(m, g, sizes, tp=tp, efficiency=efficiency,
-                            sequence_parallel=sequence_parallel, attention=attention)
+                            sequence_parallel=sequence_parallel, attention=attention,
+                            tp_comm_overlap=tp_comm_overlap)
     defaulted = model is None and gpu is None
     name = m.name if isinstance(m, presets.ModelShape) else m
     origin = f"analytic {name} on {g}" + (

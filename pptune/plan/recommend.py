@@ -37,6 +37,7 @@ class RecommendSpec:
     profile: Path | None = None
     efficiency: float | None = None  # None: per GEMM shape (ops.py)
     attention: str = "flash"
+    tp_comm_overlap: bool = False
     sharded_optimizer: bool = False
     grad_compression: str | None = None
     reserve_gib: float = 2.0
@@ -101,7 +102,7 @@ def recommend(spec: RecommendSpec) -> RecommendRun:
     src = resolve_source(
         spec.profile, shape, spec.gpu, tp=spec.tp, efficiency=spec.efficiency,
         micro_batch_sizes=spec.micro_batch_sizes, sequence_parallel=spec.sequence_parallel,
-        attention=spec.attention,
+        attention=spec.attention, tp_comm_overlap=spec.tp_comm_overlap,
     )
     notes = [f"costs: {src.origin}"]
     if spec.sequence_parallel and src.profile.source == "probe":
@@ -158,6 +159,7 @@ def recommend(spec: RecommendSpec) -> RecommendRun:
         "grad_compression": spec.grad_compression or "none", "seq_len": table.seq_len,
         "sequence_parallel": spec.sequence_parallel, "recompute": spec.recompute,
         "attention": spec.attention if src.profile.source == "analytic" else None,
+        "tp_comm_overlap": spec.tp_comm_overlap,
     }
     return RecommendRun(result, table, req, list(table.names), global_batch, src.origin,
                         request, notes, shape if isinstance(shape, ModelShape) else None)

@@ -35,6 +35,7 @@ class SimSpec:
     tp: int = 1
     efficiency: float | None = None  # None: per GEMM shape (ops.py)
     attention: str = "flash"
+    tp_comm_overlap: bool = False
     blocking_send: bool = False
 
 
@@ -110,6 +111,7 @@ def run(spec: SimSpec) -> SimRun:
     src = resolve_source(
         spec.profile, shape, spec.gpu, tp=spec.tp, efficiency=spec.efficiency,
         micro_batch_sizes=[spec.micro_batch_size], attention=spec.attention,
+        tp_comm_overlap=spec.tp_comm_overlap,
     )
     notes.append(f"costs: {src.origin}")
     table = cost_table(src.profile, tp=spec.tp, tp_in_costs=src.tp_applied)

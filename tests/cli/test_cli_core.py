@@ -296,3 +296,13 @@ def test_efficiency_overrides_every_gemm() -> None:
     assert step("--efficiency", "0.3") > step() > step("--efficiency", "1.0")
     r = run("simulate", "--model", "gpt3-1.3b", "--efficiency", "1.5")
     assert r.exit_code == 2 and "--efficiency must be in (0, 1]" in one_error_line(r)
+
+
+def test_tp_comm_overlap_hides_tensor_parallel_collectives() -> None:
+    def step(*extra: str) -> float:
+        r = run("simulate", "--model", "gpt3-13b", "--gpu", "a100-80gb", "--tp", "8", "--json",
+                *extra)
+        assert r.exit_code == 0, r.stderr
+        return float(json.loads(r.stdout)["step_time_s"])
+
+    assert step("--tp-comm-overlap") < step()

@@ -150,3 +150,19 @@ def test_every_attention_kind_builds_analytic_costs(attention: Attention) -> Non
     prof = analytic_profile("gpt3-1.3b", "a100-80gb", [1], attention=attention.value)
     assert f"{attention.value} attention" in prof.notes[0]
     assert prof.layers[1].per_micro_batch["1"].fwd_s > 0
+
+
+def test_tp_comm_overlap_exposes_only_what_outlasts_the_gemm() -> None:
+    par = Parallel(tp=2, tp_latency_s=10e-6, tp_busbw_bytes_per_s=100e9)
+    plain = block_ops(GPT, 1, RATES, par)
+    hidden = block_ops(GPT, 1, RATES, dataclasses.replace(par, tp_comm_overlap=True))
+    # attention output GEMM 512 x 1024 x 512: 0.54 GFLOP at 50 TFLOP/s = 10.7 us;
+    # its all-reduce of 1 MiB: 10 us + 1 MiB / 100 GB/s = 20.5 us; 9.7 us left over
+    proj = _op(plain, "attn_out")
+    assert proj.time_s == pytest.approx(2 * 512 * 1024 * 512 / 50e12)
+    assert _op(plain, "tp_attn").time_s == pytest.approx(10e-6 + S * H * 2 / 100e9)
+    assert _op(hidden, "tp_attn").time_s == pytest.approx(
+        _op(plain, "tp_attn").time_s - proj.time_s)
+    fast = block_ops(GPT, 1, RATES, dataclasses.replace(par, tp_comm_overlap=True,
+                                                          tp_busbw_bytes_per_s=1e12))
+    assert _op(fast, "tp_mlp").time_s == 0.0  # shorter than the down projection: hidden
