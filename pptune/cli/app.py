@@ -187,6 +187,7 @@ def recommend_cmd(
     sequence_parallel: bool = typer.Option(False, "--sequence-parallel", help="with --tp: split activations along the sequence too (Megatron-LM)"),
     recompute: str = typer.Option("none", "--recompute", help="none or full activation recomputation"),
     grad_compression: str | None = typer.Option(None, "--grad-compression", help="none, fp16, bf16 or topk:FRACTION"),
+    overlap_grad_reduce: bool = typer.Option(True, "--overlap-grad-reduce/--no-overlap-grad-reduce", help="reduce gradients in buckets during the last backward (DDP, Megatron-LM --overlap-grad-reduce) or after it"),
     reserve_gib: float = typer.Option(2.0, "--reserve-gib", help="memory kept back per GPU (context, NCCL, fragmentation)"),
     blocking_send: bool = typer.Option(False, "--blocking-send", help="sends block the sender"),
     top: int = typer.Option(5, "--top", help="plans to show"),
@@ -209,7 +210,7 @@ def recommend_cmd(
         reserve_gib=reserve_gib, blocking_send=blocking_send, top=top,
         sequence_parallel=sequence_parallel, recompute=recompute,
         hf_config=hf_config, seq_len=seq_len, attention=attention,
-        tp_comm_overlap=tp_comm_overlap,
+        tp_comm_overlap=tp_comm_overlap, overlap_grad_reduce=overlap_grad_reduce,
     )
     if width < 20:
         raise BadInput(f"--width must be >= 20 columns (got {width})")

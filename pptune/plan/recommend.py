@@ -38,6 +38,7 @@ class RecommendSpec:
     efficiency: float | None = None  # None: per GEMM shape (ops.py)
     attention: str = "flash"
     tp_comm_overlap: bool = False
+    overlap_grad_reduce: bool = True
     sharded_optimizer: bool = False
     grad_compression: str | None = None
     reserve_gib: float = 2.0
@@ -132,6 +133,7 @@ def recommend(spec: RecommendSpec) -> RecommendRun:
         micro_batch_sizes=tuple(sizes), pp=tuple(spec.pp) if spec.pp else None,
         sharded_optimizer=spec.sharded_optimizer, reserve_bytes=spec.reserve_gib * GIB,
         grad_bytes_factor=factor, blocking_send=spec.blocking_send, top=spec.top,
+        overlap_grad_reduce=spec.overlap_grad_reduce,
     )
     result = search(table, req)
     requested = global_batch
@@ -160,6 +162,7 @@ def recommend(spec: RecommendSpec) -> RecommendRun:
         "sequence_parallel": spec.sequence_parallel, "recompute": spec.recompute,
         "attention": spec.attention if src.profile.source == "analytic" else None,
         "tp_comm_overlap": spec.tp_comm_overlap,
+        "overlap_grad_reduce": spec.overlap_grad_reduce,
     }
     return RecommendRun(result, table, req, list(table.names), global_batch, src.origin,
                         request, notes, shape if isinstance(shape, ModelShape) else None)

@@ -306,3 +306,18 @@ def test_tp_comm_overlap_hides_tensor_parallel_collectives() -> None:
         return float(json.loads(r.stdout)["step_time_s"])
 
     assert step("--tp-comm-overlap") < step()
+
+
+def test_gradient_reduction_after_backward_exposes_more(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+
+    def best(*extra: str) -> dict:
+        r = run("recommend", "--gpus", "16", "--model", "gpt3-1.3b", "--gpu", "a100-80gb",
+                "--pp", "1", "--json", *extra)
+        assert r.exit_code == 0, r.stderr
+        return json.loads(r.stdout)
+
+    bucketed, after = best(), best("--no-overlap-grad-reduce")
+    assert after["request"]["overlap_grad_reduce"] is False
+    assert after["plans"][0]["exposed_allreduce_s"] > bucketed["plans"][0]["exposed_allreduce_s"]
