@@ -530,6 +530,41 @@ MEGATRON_TABLE1_TEXT = {
 MEGATRON_SOURCE_NOTE = f"{MEGATRON_PAPER}; via {MEGATRON_VIA}"
 
 
+@dataclass(frozen=True)
+class MegatronTable1Script:
+    """How each Table 1 run was launched: the paper's own reproduction script,
+    NVIDIA/Megatron-LM examples/sc21/run_table_1.sh (read from the repository at
+    commits cf547dea839f709ec2f147da0679d663da3c20da and 79a3bb6bf2c85b748c46749dd0695e23310d4e16;
+    the two differ only in the recomputation flag's name), with CONFIG.sh's common flags
+    (``--fp16 --loss-scale 8192``, ``--seq-length 2048``; no
+    ``--accumulate-allreduce-grads-in-fp32``) and SRUN.sh's container
+    ``nvcr.io/nvidia/pytorch:20.12-py3``."""
+    params_billion: float        # joins MEGATRON_TABLE1
+    micro_batch_size: int        # MBS
+    layers_per_virtual_stage: object  # --num-layers-per-virtual-pipeline-stage, None: not interleaved
+    ddp_impl: str                # --DDP-impl: "torch" (PyTorch DDP) or "local" (Megatron's)
+    source: str = ("NVIDIA/Megatron-LM examples/sc21/run_table_1.sh (every row: "
+                   "--activations-checkpoint-method uniform, later --recompute-method uniform: "
+                   "full recomputation, one layer per checkpoint)")
+
+
+MEGATRON_TABLE1_SCRIPT = tuple(
+    MegatronTable1Script(*row)
+    for row in (
+        (1.7, 16, None, "torch"),
+        (3.6, 16, None, "torch"),
+        (7.5, 16, None, "torch"),
+        (18.4, 8, None, "torch"),
+        (39.1, 4, None, "local"),
+        (76.1, 2, 5, "local"),
+        (145.6, 2, 5, "local"),
+        (310.1, 1, 3, "local"),
+        (529.6, 1, 1, "local"),
+        (1008.0, 1, None, "local"),
+    )
+)
+
+
 # ---------------------------------------------------------------------------
 # 3. Korthikanti et al. 2022 (arXiv 2205.05198)
 # ---------------------------------------------------------------------------

@@ -86,6 +86,11 @@ def reduce_scatter_s(nbytes: float, n: int, link: AllReduceLink) -> float:
 all_gather_s = reduce_scatter_s
 
 
+def torch_ddp_bucket_params(grad_bytes: float) -> float:
+    """PyTorch DDP's bucket: 25 MiB of gradients (``bucket_cap_mb``)."""
+    return 25 * 2**20 / grad_bytes
+
+
 def megatron_bucket_params(dp: int) -> int:
     """Megatron-LM's default DDP bucket: max(40M, 1M * dp) parameters."""
     return max(40_000_000, 1_000_000 * dp)
@@ -126,6 +131,7 @@ class DpReduction:
     param_bytes: float = 2.0  # bf16 parameters all-gathered by the distributed optimizer
     sharded: bool = False  # distributed optimizer: reduce-scatter + all-gather
     overlap: bool = True  # bucketed, during the last backward (and next forward)
+    bucket_params: float | None = None  # None: Megatron-LM's default (megatron_bucket_params)
 
 
 def dp_exposed_s(red: DpReduction, bwd_window_s: float, fwd_window_s: float) -> float:
@@ -142,7 +148,8 @@ def dp_exposed_s(red: DpReduction, bwd_window_s: float, fwd_window_s: float) -> 
         if red.sharded:
             exposed += all_gather_s(red.params * red.param_bytes, red.dp, red.link)
         return exposed
-    sizes = buckets(red.params, megatron_bucket_params(red.dp))
+    bucket = red.bucket_params or megatron_bucket_params(red.dp)
+    sizes = buckets(red.params, bucket)
     grads = [grad_op(n * red.grad_bytes, red.dp, red.link) for n in sizes]
     exposed = overlapped_tail_s(grads, sizes, bwd_window_s)
     if red.sharded:

@@ -16,6 +16,7 @@ from pptune.costmodel.comm import (
     overlapped_tail_s,
     prefetch_stall_s,
     reduce_scatter_s,
+    torch_ddp_bucket_params,
 )
 
 
@@ -78,6 +79,16 @@ def test_dp_reduction_exposed_parts() -> None:
     sharded = dataclasses.replace(red, sharded=True)
     assert dp_exposed_s(sharded, 10.0, 1.0) == pytest.approx(0.08 + 0.04)
     assert dp_exposed_s(dataclasses.replace(red, dp=1), 10.0, 1.0) == 0.0
+
+
+def test_pytorch_ddp_buckets_of_25_mib_expose_a_smaller_tail() -> None:
+    link = AllReduceLink(latency_s=0.0, busbw_bytes_per_s=1e9)
+    # fp16 gradients: a 25 MiB bucket holds 25 * 2**20 / 2 = 13,107,200 parameters;
+    # the last of the 80M is 80e6 - 6 * 13,107,200 = 1,356,800 parameters, whose
+    # all-reduce over dp=2 moves 2 * 1/2 * 2 bytes each: 2.7136 ms
+    assert torch_ddp_bucket_params(2) == 13_107_200
+    red = DpReduction(80e6, 2, link, grad_bytes=2, bucket_params=torch_ddp_bucket_params(2))
+    assert dp_exposed_s(red, 10.0, 1.0) == pytest.approx(2.7136e-3)
 
 
 def test_plan_exposes_only_the_bucket_tail_of_its_gradient_reduction() -> None:
