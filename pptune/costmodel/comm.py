@@ -19,7 +19,8 @@ Data-parallel gradient reduction overlaps the backward pass in buckets
 torch/csrc/distributed/c10d/reducer.hpp; Megatron-LM ``--overlap-grad-reduce``:
 ``max(40M, 1M * dp)`` parameters a bucket, megatron/core/distributed/
 distributed_data_parallel_config.py). Under gradient accumulation only the
-last micro-batch's backward launches them. A bucket is ready when the
+last micro-batch's backward launches them (``DpReduction.bucket_params``
+picks the bucket; Megatron-LM's by default). A bucket is ready when the
 backward has produced its share of the gradients; buckets are reduced one
 after another on the communication stream; what is left when the backward
 ends is exposed. The distributed optimizer (ZeRO-1) reduce-scatters the
