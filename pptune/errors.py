@@ -1,13 +1,14 @@
 """One base error carrying an exit code; the CLI maps it to an exit once.
 
-Exit codes (pip-audit's convention): 0 ok, 1 findings / no feasible plan,
-2 bad usage or bad input.
+Exit codes (pip-audit's convention): 0 ok, 1 findings / no feasible plan /
+a run that failed, 2 bad usage or bad input.
 """
 
 from __future__ import annotations
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
+EXIT_FAILED = 1  # a run that started and failed (probe, validate)
 EXIT_USAGE = 2
 
 
@@ -32,6 +33,13 @@ class NoFeasiblePlan(PptuneError):
     """Nothing fits the request (exit 1)."""
 
     exit_code = EXIT_FINDINGS
+
+
+class RunFailed(PptuneError):
+    """A run started and a rank failed, died or hung (exit 1): the input was
+    accepted, the run did not finish."""
+
+    exit_code = EXIT_FAILED
 
 
 class MissingDependency(PptuneError):

@@ -35,7 +35,11 @@ app = typer.Typer(
 
 
 def _guard(fn: F) -> F:
-    """Map PptuneError to one stderr line and its exit code; nothing else."""
+    """Map PptuneError to one stderr line and its exit code; nothing else.
+
+    The class carries the code: BadInput / MissingDependency 2, NoFeasiblePlan
+    and RunFailed (a rank failed, died or hung at run time) 1.
+    """
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:

@@ -15,13 +15,14 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Protocol
 
-from pptune import launch
 from pptune.costmodel import presets
 from pptune.errors import BadInput
+from pptune.launch import ranks
+from pptune.launch.deps import import_torch
+from pptune.launch.stats import HIGH_SPREAD
 from pptune.probe import comm as comm_mod
 from pptune.probe.fit import AlphaBeta, fit_alpha_beta
 from pptune.probe.inventory import Inventory, cpu_inventory, gpu_inventory, peak_flops_for
-from pptune.probe.stats import HIGH_SPREAD
 from pptune.report.fmt import fmt_bytes
 from pptune.schemas import (
     DeviceInfo,
@@ -369,12 +370,10 @@ class _Run:
 
 def run_probe(opts: ProbeOptions, reporter: Reporter | None = None) -> ProbeOutcome:
     """The whole probe; returns the profile (rank 0) without writing it."""
-    from pptune.probe._deps import import_torch
-
     opts = resolve_options(opts)
-    torch = import_torch()
+    torch = import_torch("probe")
     device = _device(opts.device or DeviceChoice.AUTO, torch)
-    env = launch.torchrun_env()
+    env = ranks.torchrun_env()
     rank = env["RANK"] if env else 0
     # under torchrun only rank 0 talks: the other ranks' lines would repeat it
     reporter = (reporter or NullReporter()) if rank == 0 else NullReporter()

@@ -17,7 +17,7 @@ figure is the median over repeats.
 
 Processes:
 - standalone, the probe spawns one process per local device (2 on CPU,
-  gloo, 1 torch thread each: 2 ranks on 2 cores, shared/MEASURED.md) with
+  gloo, 1 torch thread each: 2 ranks on 2 cores, docs/measured.md) with
   ``MASTER_ADDR=127.0.0.1`` and a free port; inter-node is not measured;
 - under ``torchrun`` (RANK, WORLD_SIZE, LOCAL_RANK set) it joins that job:
   ranks report their host, rank 0 pairs with a rank on its own host
@@ -25,23 +25,21 @@ Processes:
   the ranks of rank 0's host and over the whole job.
 A rank that hangs is bounded by ``timeout_s``: the process group times out
 inside the ranks, and the parent stops waiting after ``timeout_s`` without
-a word from any rank. On an error path a spawned rank closes and joins its
-queue before ``os._exit`` (else the parent waits for its timeout,
-MEASURED.md).
+a word from any rank (``pptune.launch.ranks``).
 """
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pptune import launch
 from pptune.errors import BadInput
-from pptune.probe.stats import median, spread
+from pptune.launch import ranks
+from pptune.launch.deps import import_torch
+from pptune.launch.stats import median, spread
 
 MIN_BYTES = 1024
 AGGREGATE_BYTES = 1 << 20  # iterations per timed repeat: enough to move ~1 MiB
@@ -189,15 +187,13 @@ def rank_main(
     rank: int, world: int, local_rank: int, plan: CommPlan, report: Callable[[str, int], None]
 ) -> dict[str, Any] | None:
     """One rank's part, the process group already initialised; rank 0 returns the sweeps."""
-    from pptune.probe._deps import import_torch
-
-    torch = import_torch()
+    torch = import_torch("probe")
     dist = torch.distributed
     device: Any = "cpu"
     if plan.device == "cuda":
         device = torch.device("cuda", local_rank)
     hosts: list[Any] = [None] * world
-    dist.all_gather_object(hosts, node_key())
+    dist.all_gather_object(hosts, ranks.node_key())
     todo, missing = plan_measurements([str(h) for h in hosts])
     sweeps = []
     for m in todo:
@@ -224,47 +220,20 @@ def rank_main(
     }
 
 
-def node_key() -> str:
-    """Which node this process runs on: the host name, and torchrun's node rank if set.
-
-    torchrun sets GROUP_RANK to the node's index, so two "nodes" of one job
-    are told apart even where their containers share a host name.
-    """
-    group = os.environ.get("GROUP_RANK")
-    host = socket.gethostname()
-    return f"{host}/node{group}" if group is not None else host
-
-
-def _init_group(torch: Any, plan: CommPlan, rank: int, world: int, local_rank: int) -> None:
-    launch.init_group(torch, plan.backend, plan.device, plan.threads, plan.timeout_s,
-                      rank, world, local_rank)
-
-
 def comm_entry(rank: int, world: int, port: int, q: Any, plan: CommPlan) -> None:
-    """Spawned rank: set up the rendezvous, run the sweeps, report on the queue."""
-    launch.set_local_env(rank, world, port, plan.backend)
-    code = 0
-    try:
-        from pptune.probe._deps import import_torch
+    """Spawned rank: the launch layer's child skeleton around the sweeps."""
 
-        torch = import_torch()
-        _init_group(torch, plan, rank, world, rank)
-
+    def work(torch: Any, progress: Callable[[Any], None]) -> dict[str, Any] | None:
         def report(label: str, size: int) -> None:
             if rank == 0:
-                q.put(("progress", rank, (label, size)))
+                progress((label, size))
 
-        result = rank_main(rank, world, rank, plan, report)
-        q.put(("done", rank, result))
-    except BaseException as exc:
-        q.put(("error", rank, launch.one_line(exc)))
-        code = 1
-    launch.finish_child(q, code)
+        return rank_main(rank, world, rank, plan, report)
+
+    ranks.child_main(rank, world, port, q, plan, "probe", work)
 
 
-
-
-_PROBE_TEXTS = launch.SpawnTexts(
+_PROBE_TEXTS = ranks.SpawnTexts(
     died=lambda r, world, code: (
         f"comm probe: rank {r} of {world} exited with code {code} without a result; rerun, "
         "or skip the bandwidth probe with --no-comm"
@@ -286,19 +255,25 @@ def spawn_ranks(
     on_progress: Callable[[Any], None] = lambda payload: None,
 ) -> Any:
     """Run ``entry(rank, world, port, queue, *args)`` in ``world`` spawned processes
-    (``pptune.launch.spawn_ranks`` with the probe's messages); rank 0's result."""
-    return launch.spawn_ranks(
+    (``pptune.launch.ranks.spawn_ranks`` with the probe's messages); rank 0's result."""
+    return ranks.spawn_ranks(
         entry, args, world, timeout_s, _PROBE_TEXTS, lambda _rank, payload: on_progress(payload)
     )
+
+
+_JOIN_TEXTS = ranks.JoinTexts(
+    no_group=lambda rank, world, text: (
+        f"torchrun rank {rank}: cannot join the process group: {text}"
+    ),
+    failed=lambda rank, world, text: f"comm probe failed on torchrun rank {rank} of {world}: {text}",
+)
 
 
 def run_joined(
     plan: CommPlan, env: dict[str, int], on_progress: Callable[[Any], None]
 ) -> dict[str, Any] | None:
     """Join the torchrun job (env:// rendezvous); rank 0 gets the sweeps, others None."""
-    from pptune.probe._deps import import_torch
-
-    torch = import_torch()
+    torch = import_torch("probe")
     rank, world, local = env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"]
     if world < 2:
         return {
@@ -308,19 +283,5 @@ def run_joined(
             "not_measured": ["torchrun job of one rank: no link to measure"],
             "sweeps": [],
         }
-    try:
-        _init_group(torch, plan, rank, world, local)
-    except Exception as exc:
-        raise BadInput(f"torchrun rank {rank}: cannot join the process group: {launch.one_line(exc)}") from None
-    try:
+    with ranks.joined_group(torch, plan, env, _JOIN_TEXTS):
         return rank_main(rank, world, local, plan, lambda label, size: on_progress((label, size)))
-    except BadInput:
-        raise
-    except Exception as exc:
-        raise BadInput(
-            f"comm probe failed on torchrun rank {rank} of {world}: {launch.one_line(exc)} "
-            f"(--timeout {plan.timeout_s:g} s bounds each wait)"
-        ) from None
-    finally:
-        if torch.distributed.is_initialized():
-            torch.distributed.destroy_process_group()

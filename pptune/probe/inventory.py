@@ -77,7 +77,7 @@ def _text(value: Any) -> str:
 
 def nvml_inventory() -> Inventory:
     """GPU inventory through NVML; raises the module's ``NVMLError`` when NVML fails."""
-    from pptune.probe._deps import import_pynvml
+    from pptune.launch.deps import import_pynvml
 
     nv = import_pynvml()
     nv.nvmlInit()
@@ -186,7 +186,7 @@ def cpu_inventory(nvml_error: str | None = None) -> Inventory:
 
 def gpu_inventory() -> Inventory:
     """NVML inventory, or a CPU inventory carrying NVML's one-line reason."""
-    from pptune.probe._deps import import_pynvml
+    from pptune.launch.deps import import_pynvml
 
     nv = import_pynvml()
     try:

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pptune.errors import BadInput
-from pptune.probe.stats import median, spread
+from pptune.launch.stats import median, spread
 
 
 @dataclass

@@ -45,10 +45,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pptune import launch
 from pptune.costmodel.presets import MODELS
 from pptune.errors import BadInput
-from pptune.probe._deps import import_torch
+from pptune.launch import ranks
+from pptune.launch.deps import import_torch
 
 CPU_DEMO_MODEL = "gpt-small"
 # A config's max_position_embeddings can be 128k (Llama 3.1); a probe at that
@@ -80,7 +80,7 @@ def _transformer_plan(
     dtype: Any,
     global_batch: int | None,
 ) -> ModelPlan:
-    torch = import_torch()
+    torch = import_torch("probe")
     from pptune.probe import _torch_layers as tl
 
     def build(i: int) -> Any:
@@ -146,7 +146,7 @@ def _warn_if_large(plan: ModelPlan, shape: Any, device: str) -> None:
 
 
 def plan_preset(name: str, device: str, dtype: Any, seq_len: int | None = None) -> ModelPlan:
-    import_torch()
+    import_torch("probe")
     from pptune.probe import _torch_layers as tl
 
     if name not in MODELS:
@@ -172,7 +172,7 @@ def plan_preset(name: str, device: str, dtype: Any, seq_len: int | None = None) 
 
 def plan_hf_config(path: Path, device: str, dtype: Any, seq_len: int | None = None) -> ModelPlan:
     """A stack of standard decoder blocks shaped like a Hugging Face config.json."""
-    import_torch()
+    import_torch("probe")
     from pptune.costs.modelspec import read_hf_config
     from pptune.probe import _torch_layers as tl
 
@@ -189,7 +189,7 @@ def plan_hf_config(path: Path, device: str, dtype: Any, seq_len: int | None = No
 
 def plan_module(spec: str, device: str, seq_len: int | None = None) -> ModelPlan:
     """User layers from ``pkg.mod:factory`` (contract in this module's docstring)."""
-    torch = import_torch()
+    torch = import_torch("probe")
     modname, sep, attr = spec.partition(":")
     if not sep or not modname or not attr:
         raise BadInput(f"--module expects 'package.module:factory', got {spec!r}")
@@ -201,14 +201,14 @@ def plan_module(spec: str, device: str, seq_len: int | None = None) -> ModelPlan
     except ImportError as exc:
         raise BadInput(f"--module {spec}: cannot import {modname}: {exc}") from None
     except Exception as exc:  # the user's module raised while importing
-        raise BadInput(f"--module {spec}: importing {modname} raised {launch.one_line(exc)}") from None
+        raise BadInput(f"--module {spec}: importing {modname} raised {ranks.one_line(exc)}") from None
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise BadInput(f"--module {spec}: {modname} has no callable {attr!r}")
     try:
         result = factory()
     except Exception as exc:
-        raise BadInput(f"--module {spec}: {attr}() raised {launch.one_line(exc)}") from None
+        raise BadInput(f"--module {spec}: {attr}() raised {ranks.one_line(exc)}") from None
     if not isinstance(result, tuple | list) or len(result) != 2:
         raise BadInput(
             f"--module {spec}: {attr}() must return (list_of_layers, sample_input), "

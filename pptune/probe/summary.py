@@ -8,7 +8,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from pptune.probe.stats import HIGH_SPREAD
+from pptune.launch.stats import HIGH_SPREAD
 from pptune.report.fmt import fmt_bytes
 from pptune.schemas import Profile
 

@@ -49,7 +49,6 @@ What dominates the remaining error on a CPU box (2 cores, gloo):
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -58,6 +57,7 @@ from pptune.costmodel.search import stage_costs
 from pptune.costmodel.simulate import SimResult, StageCost, simulate
 from pptune.costs.profiles import cost_table
 from pptune.errors import BadInput
+from pptune.launch.stats import median
 from pptune.schemas import Profile
 from pptune.validate.measure import Measured
 from pptune.validate.spec import RunSpec
@@ -171,7 +171,7 @@ def profile_speed(profile: Profile, spec: RunSpec, alone_s: dict[int, float]) ->
         fwd = sum(stages[k].fwd_s for k in spec.stages_of(rank))
         if fwd > 0 and t > 0:
             ratios.append(t / fwd)
-    return statistics.median(ratios) if ratios else None
+    return median(ratios) if ratios else None
 
 
 def overlap_fractions(result: SimResult) -> dict[tuple[str, int], float]:
@@ -257,7 +257,7 @@ def op_rows(pred: Prediction, meas: Measured) -> list[dict[str, Any]]:
     for key, measured in meas.op_medians_s.items():
         if key not in simulated:
             continue
-        predicted = statistics.median(simulated[key])
+        predicted = median(simulated[key])
         rows.append({
             "kind": key[0],
             "stage": key[1],

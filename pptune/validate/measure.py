@@ -30,12 +30,12 @@ includes it once ``compare`` adds the loss cost).
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from pptune.costmodel.schedules import Op, OpKind
+from pptune.launch.stats import median
 
 NS_PER_S = 1e9
 KINDS = ("F", "B", "W", "L")
@@ -193,7 +193,7 @@ def op_medians(steps: Sequence[Sequence[RankStep]]) -> dict[tuple[str, int], flo
         for r in ranks:
             for o in r.ops:
                 samples.setdefault((o.kind, o.stage), []).append((o.end_ns - o.start_ns) / NS_PER_S)
-    return {key: statistics.median(xs) for key, xs in sorted(samples.items())}
+    return {key: median(xs) for key, xs in sorted(samples.items())}
 
 
 def summarize(steps: Sequence[Sequence[RankStep]], p: int, shared_clock: bool = True) -> Measured:
@@ -202,8 +202,8 @@ def summarize(steps: Sequence[Sequence[RankStep]], p: int, shared_clock: bool = 
         raise ValueError("no timed steps to summarise")
     measured = [measure_step(ranks, p, shared_clock) for ranks in steps]
     times = [s.step_time_s for s in measured]
-    step = statistics.median(times)
-    busy = [statistics.median(s.busy_s[d] for s in measured) for d in range(p)]
+    step = median(times)
+    busy = [median([s.busy_s[d] for s in measured]) for d in range(p)]
     devices = [DeviceMeasure(busy_s=b, idle_s=max(0.0, step - b)) for b in busy]
     bubble = 1.0 - sum(busy) / (p * step) if step > 0 else 0.0
     order = sorted(range(len(times)), key=lambda i: times[i])

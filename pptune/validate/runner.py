@@ -2,7 +2,7 @@
 
 One process per pipeline rank: NCCL with one process per GPU when CUDA is
 there, gloo with CPU processes otherwise (``torch.set_num_threads(1)`` each,
-so two ranks do not fight over two cores; shared/MEASURED.md). Standalone,
+so two ranks do not fight over two cores; docs/measured.md). Standalone,
 ``run_spawned`` spawns the ranks (``MASTER_ADDR=127.0.0.1``, a free port);
 under ``torchrun`` (RANK / WORLD_SIZE set) ``run_joined`` joins the job.
 
@@ -15,7 +15,8 @@ zbv's stages sit in the V placement, torch's
 
 Timing: each stage's ``forward_one_chunk``, ``backward_one_chunk`` and
 ``backward_weight_one_chunk``, and the schedule's loss, are wrapped with
-``time.perf_counter_ns()`` stamps (on CUDA, with CUDA events placed on the
+``time.perf_counter_ns()`` stamps (through ``torch_hooks``, the one adapter
+to torch's private pipelining API) (on CUDA, with CUDA events placed on the
 host clock through an anchor event at the step start). Time spent waiting
 to receive sits outside those calls and counts as idle. A barrier precedes
 each step; the garbage collector runs before the barrier and is paused during
@@ -32,17 +33,16 @@ from __future__ import annotations
 
 import gc
 import os
-import socket
-import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pptune import launch
 from pptune.costmodel.schedules import Schedule
-from pptune.errors import BadInput, MissingDependency
+from pptune.errors import BadInput
+from pptune.launch import deps, ranks
+from pptune.launch.stats import median
+from pptune.validate import torch_hooks
 from pptune.validate.measure import OpStamp, RankStep
 from pptune.validate.spec import TORCH_SCHEDULES, ModelSource, RunSpec
 
@@ -50,18 +50,11 @@ LOSS_REPEATS = 7
 CONTENTION_ROUNDS = 3
 CONTENTION_REPEATS = 3
 LOSS_WARMUP = 2
-INSTALL_HINT = "pip install 'pptune[probe]' (torch==2.13.0 on this machine)"
 
 
 def import_torch() -> Any:
-    try:
-        import torch
-        import torch.distributed.pipelining
-    except ImportError as exc:
-        raise MissingDependency(
-            f"pptune validate needs torch ({exc.name or 'torch'} is not installed): {INSTALL_HINT}"
-        ) from None
-    return torch
+    """torch with its pipelining package, or MissingDependency with the install hint."""
+    return deps.import_torch("validate", "torch.distributed.pipelining")
 
 
 @dataclass
@@ -107,7 +100,7 @@ class RunData:
                 for r in self.ranks
                 if r.ref_alone_s and r.ref_together_s
             ]
-        return _median(ratios) if ratios else None
+        return median(ratios) if ratios else None
 
     @property
     def loss_s(self) -> tuple[float, float] | None:
@@ -198,6 +191,7 @@ class Stamper:
             self.anchor.record()
 
     def wrap(self, fn: Callable[..., Any], kind: str, stage: int) -> Callable[..., Any]:
+        """``fn`` stamped as op ``kind`` of ``stage``; its first argument is the micro-batch."""
         def timed(*args: Any, **kwargs: Any) -> Any:
             mb = int(args[0]) if args else int(next(iter(kwargs.values()), -1))
             start = self.now()
@@ -257,11 +251,7 @@ def rank_main(
         module.train()
         modules.append(module)
         stage = pl.PipelineStage(module, k, spec.n_stages, torch.device(device))
-        stage.forward_one_chunk = stamper.wrap(stage.forward_one_chunk, "F", k)  # type: ignore[method-assign]
-        stage.backward_one_chunk = stamper.wrap(stage.backward_one_chunk, "B", k)  # type: ignore[method-assign]
-        stage.backward_weight_one_chunk = stamper.wrap(  # type: ignore[method-assign]
-            stage.backward_weight_one_chunk, "W", k
-        )
+        torch_hooks.hook_stage(stage, k, stamper.wrap)
         stages.append(stage)
         module.register_forward_pre_hook(_keep_first_input(ref_inputs, len(modules) - 1))
     cls = getattr(pl.schedules, TORCH_SCHEDULES[spec.schedule])
@@ -269,21 +259,22 @@ def rank_main(
     schedule = cls(stages[0] if single else stages, spec.microbatches, loss_fn=loss_fn)
 
     last_out: dict[str, Any] = {}
-    inner = schedule._maybe_compute_loss
 
-    def timed_loss(stage: Any, output: Any, target_mbs: Any, mb_index: int, *a: Any) -> Any:
+    def timed_loss(
+        call: Callable[[], Any], stage: Any, output: Any, target_mbs: Any, mb_index: int
+    ) -> Any:
         if not (stage.is_last and target_mbs is not None):
-            return inner(stage, output, target_mbs, mb_index, *a)
+            return call()
         start = stamper.now()
         try:
-            return inner(stage, output, target_mbs, mb_index, *a)
+            return call()
         finally:
             stamper.open.append(("L", mb_index, stage.stage_index, start, stamper.now()))
             last_out["shape"] = tuple(output.shape)
             last_out["dtype"] = output.dtype
             last_out["target"] = target_mbs[mb_index]
 
-    schedule._maybe_compute_loss = timed_loss
+    torch_hooks.hook_loss(schedule, timed_loss)
 
     x, target = make_batch(plan, spec, torch, device)
     has_first = 0 in my_stages
@@ -321,7 +312,7 @@ def rank_main(
         loss_f, loss_b = time_loss(torch, last_out, device, cuda)
     mine = RankResult(
         rank=rank,
-        host=_node_key(),
+        host=ranks.node_key(),
         steps=steps,
         loss_fwd_s=loss_f,
         loss_bwd_s=loss_b,
@@ -383,7 +374,7 @@ def contention(
         for r in range(world):
             dist.barrier()
             if r == rank:
-                alone = _median([once() for _ in range(CONTENTION_REPEATS)])
+                alone = median([once() for _ in range(CONTENTION_REPEATS)])
         everyone: list[Any] = [None] * world
         dist.all_gather_object(everyone, alone)
         window = max(float(a) for a in everyone) * CONTENTION_REPEATS
@@ -392,19 +383,13 @@ def contention(
         runs = [once()]
         while time.perf_counter() < deadline:
             runs.append(once())
-        together = _median(runs)
+        together = median(runs)
         alones.append(alone)
         togethers.append(together)
         if alone > 0:
             ratios.append(together / alone)
     dist.barrier()
-    return _median(alones), _median(togethers), ratios
-
-
-def _median(xs: list[float]) -> float:
-    ys = sorted(xs)
-    mid = len(ys) // 2
-    return ys[mid] if len(ys) % 2 else (ys[mid - 1] + ys[mid]) / 2
+    return median(alones), median(togethers), ratios
 
 
 def time_loss(torch: Any, last: dict[str, Any], device: str, cuda: bool) -> tuple[float, float]:
@@ -427,46 +412,24 @@ def time_loss(torch: Any, last: dict[str, Any], device: str, cuda: bool) -> tupl
         if i >= LOSS_WARMUP:
             fwd.append((t1 - t0) / 1e9)
             bwd.append((t2 - t1) / 1e9)
-    fwd.sort()
-    bwd.sort()
-    return fwd[len(fwd) // 2], bwd[len(bwd) // 2]
-
-
-def _node_key() -> str:
-    group = os.environ.get("GROUP_RANK")
-    host = socket.gethostname()
-    return f"{host}/node{group}" if group is not None else host
-
-
-def _init_group(torch: Any, spec: RunSpec, rank: int, world: int, local_rank: int) -> None:
-    launch.init_group(torch, spec.backend, spec.device, spec.threads, spec.timeout_s,
-                      rank, world, local_rank)
-
-
+    return median(fwd), median(bwd)
 
 
 # --------------------------------------------------------------------------- spawned
 
 
 def spawn_entry(rank: int, world: int, port: int, q: Any, spec: RunSpec) -> None:
-    """Spawned rank: rendezvous, run, report on the queue; close the queue before exiting."""
-    launch.set_local_env(rank, world, port, spec.backend)
-    code = 0
-    try:
-        torch = import_torch()
-        _init_group(torch, spec, rank, world, rank)
-        q.put(("ready", rank, None))
-        result = rank_main(rank, world, rank, spec, lambda i: q.put(("progress", rank, i)))
-        q.put(("done", rank, (result, torch.__version__)))
-    except BaseException as exc:  # report anything; never hang the parent
-        q.put(("error", rank, launch.one_line(exc)))
-        code = 1
-    launch.finish_child(q, code)
+    """Spawned rank: the launch layer's child skeleton around ``rank_main``."""
+
+    def work(torch: Any, progress: Callable[[Any], None]) -> Any:
+        return rank_main(rank, world, rank, spec, progress), torch.__version__
+
+    ranks.child_main(rank, world, port, q, spec, "validate", work)
 
 
 def run_spawned(spec: RunSpec, on_progress: Callable[[int, int], None] = lambda r, i: None) -> RunData:
-    """Spawn ``spec.pp`` local ranks, run, collect. BadInput names a rank that fails or hangs."""
-    texts = launch.SpawnTexts(
+    """Spawn ``spec.pp`` local ranks, run, collect. RunFailed names a rank that fails or hangs."""
+    texts = ranks.SpawnTexts(
         died=lambda r, world, code: (
             f"validate: rank {r} of {world} exited with code {code} without a result "
             "(killed for memory?); rerun, or lower --micro-batch-size / --microbatches"
@@ -474,10 +437,10 @@ def run_spawned(spec: RunSpec, on_progress: Callable[[int, int], None] = lambda 
         silent=_silence,
         failed=lambda rank, world, text: f"validate: rank {rank} of {world} failed: {text}",
     )
-    ranks, version = launch.spawn_ranks(
+    results, version = ranks.spawn_ranks(
         spawn_entry, (spec,), spec.pp, spec.timeout_s, texts, on_progress
     )
-    return RunData(spec, list(ranks), version, spec.backend, [r.host for r in ranks])
+    return RunData(spec, list(results), version, spec.backend, [r.host for r in results])
 
 
 def _silence(world: int, started: set[int], finished: set[int], timeout_s: float) -> str:
@@ -498,7 +461,12 @@ def _silence(world: int, started: set[int], finished: set[int], timeout_s: float
 
 # --------------------------------------------------------------------------- torchrun
 
-
+_JOIN_TEXTS = ranks.JoinTexts(
+    no_group=lambda rank, world, text: (
+        f"validate: torchrun rank {rank} of {world} cannot join the process group: {text}"
+    ),
+    failed=lambda rank, world, text: f"validate failed on torchrun rank {rank} of {world}: {text}",
+)
 
 
 def run_joined(
@@ -506,9 +474,8 @@ def run_joined(
 ) -> RunData | None:
     """Join the torchrun job as one pipeline rank; rank 0 gets the data, others None.
 
-    A watchdog ends the process with one error line when this rank gives no
-    progress for ``spec.timeout_s`` (a peer that hangs in compute is not
-    bounded by the process group's timeout alone).
+    A watchdog ends the process with one error line (exit 1) when this rank
+    gives no progress for ``spec.timeout_s``.
     """
     torch = import_torch()
     rank, world, local = env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"]
@@ -519,36 +486,19 @@ def run_joined(
             "(and --nnodes 1) or change --pp"
         )
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
-    last = [time.monotonic()]
-    done = threading.Event()
+    hang = (
+        f"validate: torchrun rank {rank} of {world} made no progress for {spec.timeout_s:g} s "
+        "(--timeout); a rank hangs"
+    )
 
-    def watchdog() -> None:
-        while not done.wait(1.0):
-            if time.monotonic() - last[0] > spec.timeout_s:
-                sys.stderr.write(
-                    f"pptune: error: validate: torchrun rank {rank} of {world} made no progress "
-                    f"for {spec.timeout_s:g} s (--timeout); a rank hangs\n"
-                )
-                sys.stderr.flush()
-                os._exit(2)
+    with ranks.Watchdog(spec.timeout_s, hang) as watchdog:
 
-    threading.Thread(target=watchdog, daemon=True).start()
+        def progress(i: int) -> None:
+            watchdog.touch()
+            on_progress(rank, i)
 
-    def progress(i: int) -> None:
-        last[0] = time.monotonic()
-        on_progress(rank, i)
-
-    try:
-        _init_group(torch, spec, rank, world, local)
-        ranks = rank_main(rank, world, local, spec, progress)
-    except BadInput:
-        raise
-    except Exception as exc:
-        raise BadInput(f"validate failed on torchrun rank {rank} of {world}: {launch.one_line(exc)}") from None
-    finally:
-        done.set()
-        if torch.distributed.is_initialized():
-            torch.distributed.destroy_process_group()
-    if ranks is None:
+        with ranks.joined_group(torch, spec, env, _JOIN_TEXTS):
+            results = rank_main(rank, world, local, spec, progress)
+    if results is None:
         return None
-    return RunData(spec, ranks, torch.__version__, spec.backend, [r.host for r in ranks])
+    return RunData(spec, results, torch.__version__, spec.backend, [r.host for r in results])

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pptune import launch
 from pptune.costmodel.partition import SplitError, even_split
 from pptune.costmodel.presets import MODELS
 from pptune.costmodel.schedules import Schedule
 from pptune.costs.profiles import DEFAULT_PROFILE_FILE
 from pptune.errors import BadInput
+from pptune.launch import ranks
 from pptune.schemas import PlanFile, Profile, load_json_model, load_profile
 from pptune.validate import compare
 from pptune.validate import spec as spec_mod
@@ -244,9 +244,12 @@ def run(
     on_progress: Callable[[int, int], None] = lambda rank, step: None,
 ) -> Outcome | None:
     """The whole command; None on torchrun ranks other than 0."""
-    from pptune.validate import runner
+    from pptune.validate import runner, torch_hooks
 
     torch = runner.import_torch()
+    mismatch = torch_hooks.check(torch)
+    if mismatch is not None:
+        say(mismatch)
     device = pick_device(req.device, torch)
     layer_counts: dict[ModelSource, int] = {}
     plans: dict[ModelSource, Any] = {}
@@ -261,7 +264,7 @@ def run(
     plan = plans[spec.source]
     for warning in plan.warnings:
         say(warning)
-    env = launch.torchrun_env()
+    env = ranks.torchrun_env()
     rank = env["RANK"] if env else 0
     if env is None:
         if device == "cuda" and torch.cuda.device_count() < spec.pp:

@@ -7,7 +7,7 @@ import time
 import pytest
 from probe_spawn_helpers import crash_entry, fail_entry, hang_entry, ok_entry
 
-from pptune.errors import BadInput
+from pptune.errors import BadInput, RunFailed
 from pptune.probe.build import points_from_comm
 from pptune.probe.comm import (
     CommPlan,
@@ -74,7 +74,7 @@ def test_spawned_ranks_report_and_finish() -> None:
 @pytest.mark.slow
 def test_a_hanging_rank_is_bounded_by_the_timeout_and_named() -> None:
     t0 = time.monotonic()
-    with pytest.raises(BadInput, match=r"rank\(s\) 1 of 2 gave no word for 1.5 s \(--timeout 1.5\)"):
+    with pytest.raises(RunFailed, match=r"rank\(s\) 1 of 2 gave no word for 1.5 s \(--timeout 1.5\)"):
         spawn_ranks(hang_entry, (1,), 2, 1.5)
     assert time.monotonic() - t0 < 15
 
@@ -82,14 +82,14 @@ def test_a_hanging_rank_is_bounded_by_the_timeout_and_named() -> None:
 @pytest.mark.slow
 def test_a_failing_rank_is_reported_at_once() -> None:
     t0 = time.monotonic()
-    with pytest.raises(BadInput, match="comm probe failed on rank 1 of 2: ValueError: boom"):
+    with pytest.raises(RunFailed, match="comm probe failed on rank 1 of 2: ValueError: boom"):
         spawn_ranks(fail_entry, (), 2, 60.0)
     assert time.monotonic() - t0 < 15
 
 
 @pytest.mark.slow
 def test_a_rank_that_dies_silently_is_reported() -> None:
-    with pytest.raises(BadInput, match="rank 1 of 2 exited with code 3 without a result"):
+    with pytest.raises(RunFailed, match="rank 1 of 2 exited with code 3 without a result"):
         spawn_ranks(crash_entry, (), 2, 60.0)
 
 

@@ -10,8 +10,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from pptune.errors import BadInput  # noqa: E402
+from pptune.launch.stats import median  # noqa: E402
 from pptune.probe.layers import Timer, measure_layer, saved_tensor_bytes  # noqa: E402
-from pptune.probe.stats import median  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

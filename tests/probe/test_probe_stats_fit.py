@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pptune.errors import BadInput
+from pptune.launch.stats import median, quantile, spread
 from pptune.probe.fit import AlphaBeta, fit_alpha_beta
-from pptune.probe.stats import median, quantile, spread
 from pptune.probe.units import parse_bytes
 
 

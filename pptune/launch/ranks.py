@@ -1,11 +1,12 @@
-"""Local process launch shared by `probe` and `validate` (no torch at import).
+"""Process launch shared by `probe` and `validate` (no torch at import).
 
 Standalone, a command spawns one process per rank on this host, gives them a
 loopback rendezvous and collects their messages from a queue; under
 ``torchrun`` it joins the job instead. Ranks report on the queue as
 ``(kind, rank, payload)`` with kind ``ready``, ``progress``, ``done`` or
-``error``. A rank that dies or stays silent past the timeout is reported in
-one line, never waited on forever; every child is ended before returning.
+``error``. A rank that fails, dies or stays silent past the timeout is
+reported in one line (``RunFailed``, exit 1), never waited on forever; every
+child is ended before returning.
 """
 
 from __future__ import annotations
@@ -15,13 +16,29 @@ import os
 import queue as queue_mod
 import socket
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
-from pptune.errors import BadInput
+from pptune.errors import EXIT_FAILED, BadInput, PptuneError, RunFailed
+from pptune.launch.deps import import_torch
+
+
+class GroupSettings(Protocol):
+    """What a rank needs to join its process group (``CommPlan``, ``RunSpec``)."""
+
+    @property
+    def backend(self) -> str: ...  # "gloo" or "nccl"
+    @property
+    def device(self) -> str: ...  # "cpu" or "cuda"
+    @property
+    def threads(self) -> int: ...  # torch threads per CPU rank
+    @property
+    def timeout_s(self) -> float: ...  # the process group's and the parent's wait
 
 
 def free_port() -> int:
@@ -43,6 +60,17 @@ def torchrun_env() -> dict[str, int] | None:
             "torchrun environment: RANK, WORLD_SIZE, LOCAL_RANK must be integers"
         ) from None
     return env
+
+
+def node_key() -> str:
+    """Which node this process runs on: the host name, and torchrun's node rank if set.
+
+    torchrun sets GROUP_RANK to the node's index, so two "nodes" of one job
+    are told apart even where their containers share a host name.
+    """
+    group = os.environ.get("GROUP_RANK")
+    host = socket.gethostname()
+    return f"{host}/node{group}" if group is not None else host
 
 
 def one_line(exc: BaseException) -> str:
@@ -70,30 +98,115 @@ def set_local_env(rank: int, world: int, port: int, backend: str) -> None:
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # all ranks are local
 
 
-def init_group(
-    torch: Any, backend: str, device: str, threads: int, timeout_s: float,
-    rank: int, world: int, local_rank: int,
-) -> None:
+def init_group(torch: Any, group: GroupSettings, rank: int, world: int, local_rank: int) -> None:
     """One process group per job; one GPU per local rank, or ``threads`` CPU threads."""
     kwargs: dict[str, Any] = {}
-    if device == "cuda":
+    if group.device == "cuda":
         torch.cuda.set_device(local_rank)
         kwargs["device_id"] = torch.device("cuda", local_rank)
     else:
-        torch.set_num_threads(threads)
+        torch.set_num_threads(group.threads)
     torch.distributed.init_process_group(
-        backend=backend, rank=rank, world_size=world, timeout=timedelta(seconds=timeout_s),
-        **kwargs,
+        backend=group.backend, rank=rank, world_size=world,
+        timeout=timedelta(seconds=group.timeout_s), **kwargs,
     )
 
 
 def finish_child(q: Any, code: int) -> None:
     """Flush the queue and leave: closing and joining it first keeps the parent
-    from waiting out its timeout (shared/MEASURED.md); ``os._exit`` skips the
+    from waiting out its timeout (docs/measured.md); ``os._exit`` skips the
     interpreter and process-group teardown, the parent has the result."""
     q.close()
     q.join_thread()
     os._exit(code)
+
+
+Work = Callable[[Any, Callable[[Any], None]], Any]  # (torch, progress) -> rank 0's result
+
+
+def child_main(
+    rank: int, world: int, port: int, q: Any, group: GroupSettings, command: str, work: Work
+) -> None:
+    """A spawned rank's whole life: rendezvous, process group, ``work``, report, exit.
+
+    Sends ``ready`` once in the group, ``progress`` for each ``progress(payload)``
+    call of ``work``, then ``done`` with its result, or ``error`` with the one-line
+    text of anything raised; never hangs the parent.
+    """
+    set_local_env(rank, world, port, group.backend)
+    code = 0
+    try:
+        torch = import_torch(command)
+        init_group(torch, group, rank, world, rank)
+        q.put(("ready", rank, None))
+        result = work(torch, lambda payload: q.put(("progress", rank, payload)))
+        q.put(("done", rank, result))
+    except BaseException as exc:  # report anything; never hang the parent
+        q.put(("error", rank, one_line(exc)))
+        code = 1
+    finish_child(q, code)
+
+
+@dataclass
+class JoinTexts:
+    """The one-line errors of a torchrun rank."""
+
+    no_group: Callable[[int, int, str], str]  # rank, world, the one-line error
+    failed: Callable[[int, int, str], str]  # rank, world, the one-line error
+
+
+@contextmanager
+def joined_group(
+    torch: Any, group: GroupSettings, env: dict[str, int], texts: JoinTexts
+) -> Iterator[None]:
+    """Join the torchrun job's process group for the ``with`` body, then leave it.
+
+    A failure to join or inside the body is RunFailed in one line (a
+    PptuneError raised inside passes through as it is).
+    """
+    rank, world, local = env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"]
+    try:
+        init_group(torch, group, rank, world, local)
+    except Exception as exc:
+        raise RunFailed(texts.no_group(rank, world, one_line(exc))) from None
+    try:
+        yield
+    except PptuneError:
+        raise
+    except Exception as exc:
+        raise RunFailed(texts.failed(rank, world, one_line(exc))) from None
+    finally:
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+
+
+class Watchdog:
+    """Ends this process with one error line (exit 1) when ``touch`` is not
+    called for ``timeout_s`` seconds: a torchrun peer that hangs in compute is
+    not bounded by the process group's timeout alone."""
+
+    def __init__(self, timeout_s: float, message: str) -> None:
+        self.timeout_s = timeout_s
+        self.message = message
+        self.last = time.monotonic()
+        self.done = threading.Event()
+
+    def __enter__(self) -> Watchdog:
+        threading.Thread(target=self._watch, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+
+    def touch(self) -> None:
+        self.last = time.monotonic()
+
+    def _watch(self) -> None:
+        while not self.done.wait(1.0):
+            if time.monotonic() - self.last > self.timeout_s:
+                sys.stderr.write(f"pptune: error: {self.message}\n")
+                sys.stderr.flush()
+                os._exit(EXIT_FAILED)
 
 
 @dataclass
@@ -115,7 +228,7 @@ def spawn_ranks(
 ) -> Any:
     """Run ``entry(rank, world, port, queue, *args)`` in ``world`` spawned processes.
 
-    Returns rank 0's ``done`` payload. Raises BadInput (one of ``texts``) when
+    Returns rank 0's ``done`` payload. Raises RunFailed (one of ``texts``) when
     a rank fails, dies, or is silent for ``timeout_s`` seconds.
     """
     ctx = multiprocessing.get_context("spawn")
@@ -143,9 +256,9 @@ def spawn_ranks(
                         kind, rank, payload = q.get(timeout=1.0)
                     except queue_mod.Empty:
                         r = dead[0]
-                        raise BadInput(texts.died(r, world, procs[r].exitcode)) from None
+                        raise RunFailed(texts.died(r, world, procs[r].exitcode)) from None
                 elif time.monotonic() - last_word > timeout_s:
-                    raise BadInput(texts.silent(world, started, finished, timeout_s)) from None
+                    raise RunFailed(texts.silent(world, started, finished, timeout_s)) from None
                 else:
                     continue
             last_word = time.monotonic()
@@ -159,7 +272,7 @@ def spawn_ranks(
                 if rank == 0:
                     result = payload
             elif kind == "error":
-                raise BadInput(texts.failed(rank, world, payload))
+                raise RunFailed(texts.failed(rank, world, payload))
         ok = True
         return result
     finally:

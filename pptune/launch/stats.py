@@ -1,8 +1,8 @@
-"""Robust summaries of repeated timings (pure Python).
+"""Robust summaries of repeated timings (pure Python), for probe and validate.
 
-CPU timings here carry 5-15% noise with bursts past 100% (shared/MEASURED.md),
-so the probe reports the median and the interquartile range relative to it,
-never the mean.
+CPU timings carry 5-15% noise with bursts past 100% (docs/measured.md), so
+both commands report the median and the interquartile range relative to it,
+never the mean. ``median`` is the one median of the package.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 # A layer whose IQR exceeds a quarter of its median is flagged in the summary:
-# its median may move between runs (MEASURED.md saw the mean move ~15%).
+# its median may move between runs (docs/measured.md: the mean moved ~15%).
 HIGH_SPREAD = 0.25
 
 
@@ -28,7 +28,12 @@ def quantile(values: Sequence[float], q: float) -> float:
 
 
 def median(values: Sequence[float]) -> float:
-    return quantile(values, 0.5)
+    """The middle value, or the mean of the two middle ones (``statistics.median``)."""
+    if not values:
+        raise ValueError("median of an empty sequence")
+    xs = sorted(values)
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
 
 
 def spread(values: Sequence[float]) -> float:
