@@ -7,7 +7,7 @@ STAMP   := $(VENV)/.installed
 # request downloads gigabytes.
 TORCH   := torch==2.13.0
 
-.PHONY: install demo test bench lint clean
+.PHONY: install demo test test-fast bench lint clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -26,8 +26,15 @@ demo: $(STAMP)
 	$(BIN)/pptune probe --quick -o build/demo-profile.json
 	$(BIN)/pptune recommend --gpus 2 --profile build/demo-profile.json --timeline
 
+# The whole suite: process spawning, torch, and GPU tests where there is a GPU.
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# The pure core and the CLI: no torch, no spawned process (~20 s on 2 idle cores).
+FAST_DIRS := tests/costmodel tests/costs tests/plan tests/check tests/configs \
+	tests/report tests/observe tests/validate tests/cli
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow and not torch and not gpu" $(FAST_DIRS)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run

@@ -209,6 +209,7 @@ def test_schema_unknown_kind() -> None:
     assert r.exit_code == 2
 
 
+@pytest.mark.slow
 def test_planner_runs_without_torch(tmp_path: Path) -> None:
     # sqlite-utils' trick: block the heavy import and run the real CLI.
     code = (

@@ -1,4 +1,4 @@
-"""`pptune validate` through a CLI: one real 2-process CPU run, the plan file, the errors."""
+"""`pptune validate` through the CLI: one real 2-process CPU run, the plan file, the errors."""
 
 from __future__ import annotations
 
@@ -6,37 +6,26 @@ import json
 import math
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import typer
-from typer.testing import CliRunner
+from typer.testing import Result
 
-from pptune.cli import validate as cli_validate
-from pptune.cli.app import _guard
-from pptune.cli.app import app as main_app
 from pptune.costmodel.schedules import Schedule
 from pptune.errors import BadInput
 from pptune.validate.session import ValidateRequest, build_spec
 
-app = typer.Typer()
-app.command("validate", help=cli_validate.HELP)(_guard(cli_validate.validate))
+Cli = Callable[..., Result]  # the ``cli`` fixture of tests/conftest.py
 
 
-@app.command("noop")
-def _noop() -> None:
-    """A second command keeps "validate" a subcommand name."""
+@pytest.fixture
+def run(cli: Cli) -> Cli:
+    return lambda *args: cli("validate", *args)
 
 
-runner = CliRunner()
-
-
-def run(*args: str):  # type: ignore[no-untyped-def]
-    return runner.invoke(app, ["validate", *args], catch_exceptions=False)
-
-
-def one_error_line(result) -> str:  # type: ignore[no-untyped-def]
-    assert result.exit_code == 2, (result.stdout, result.stderr)
+def one_error_line(result: Result, exit_code: int = 2) -> str:
+    assert result.exit_code == exit_code, (result.stdout, result.stderr)
     lines = [x for x in result.stderr.splitlines() if x.startswith("pptune: error:")]
     assert len(lines) == 1, result.stderr
     assert "Traceback" not in result.output + result.stderr
@@ -44,19 +33,19 @@ def one_error_line(result) -> str:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="module")
-def plans(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def plans(tmp_path_factory: pytest.TempPathFactory, cli: Cli) -> Path:
     """A real plan file: `pptune recommend` on analytic gpt-small costs, pp=2."""
     out = tmp_path_factory.mktemp("plans") / "plans.json"
-    r = CliRunner().invoke(main_app, [
+    r = cli(
         "recommend", "--gpus", "2", "--pp", "2", "--model", "gpt-small", "--gpu", "h100-sxm",
-        "-o", str(out), "--json",
-    ])
+        "-o", out, "--json",
+    )
     assert r.exit_code == 0, r.stderr
     return out
 
 
-def test_help_has_an_example() -> None:
-    r = runner.invoke(app, ["validate", "--help"])
+def test_help_has_an_example(run: Cli) -> None:
+    r = run("--help")
     assert r.exit_code == 0
     assert "pptune validate --pp 2 --microbatches 4" in r.stdout
     for flag in ("--plan", "--rank", "--profile", "--trace", "--timeline", "--json", "--timeout"):
@@ -109,8 +98,9 @@ def test_plan_and_flags_together_is_an_error(plans: Path) -> None:
         (["--micro-batch-size", "3", "--profile", "PROFILE"], "no costs for micro-batch size 3"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(args: list[str], text: str, tmp_path: Path,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bad_input_is_one_line_and_exit_2(
+    args: list[str], text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Cli
+) -> None:
     pytest.importorskip("torch")
     monkeypatch.chdir(tmp_path)  # no ./pptune-profile.json; nothing gets spawned
     if "PROFILE" in args:
@@ -129,6 +119,7 @@ def _tiny_profile(n_layers: int) -> dict:  # type: ignore[type-arg]
     return json.loads(prof.model_dump_json())
 
 
+@pytest.mark.slow
 def test_import_without_torch() -> None:
     code = (
         "import sys; sys.modules['torch'] = None\n"
@@ -148,7 +139,9 @@ def test_import_without_torch() -> None:
 
 @pytest.mark.torch
 @pytest.mark.slow
-def test_real_two_rank_cpu_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_real_two_rank_cpu_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Cli
+) -> None:
     """gpt-small, 1f1b, pp=2, m=4 on two gloo CPU processes; the quick-probe fallback."""
     pytest.importorskip("torch")
     monkeypatch.chdir(tmp_path)
@@ -213,7 +206,9 @@ def layers():
 
 @pytest.mark.torch
 @pytest.mark.slow
-def test_a_hung_rank_is_bounded_by_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_hung_rank_is_bounded_by_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Cli
+) -> None:
     pytest.importorskip("torch")
     from pptune.schemas import Profile
 
@@ -229,7 +224,7 @@ def test_a_hung_rank_is_bounded_by_timeout(tmp_path: Path, monkeypatch: pytest.M
         "--module", "hangmod:layers", "--schedule", "gpipe", "--pp", "2", "--microbatches", "2",
         "--warmup", "0", "--steps", "1", "--timeout", "8", "--profile", str(profile),
     )
-    line = one_error_line(r)
+    line = one_error_line(r, exit_code=1)  # a run that failed, not bad input
     # start-up (spawn, import torch, rendezvous) takes ~7 s here; on a slower or busier
     # host it may not fit in 8 s, which the message tells apart
     assert (
@@ -238,18 +233,15 @@ def test_a_hung_rank_is_bounded_by_timeout(tmp_path: Path, monkeypatch: pytest.M
     ), line
 
 
-def test_plan_n_reads_the_saved_recommendation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plan_n_reads_the_saved_recommendation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Cli, cli: Cli
+) -> None:
     monkeypatch.chdir(tmp_path)
     # no saved recommendation yet: one line naming the default file
     assert "pptune-plans.json" in one_error_line(run("--plan", "1"))
-    saved = main_app_run("recommend", "--gpus", "2", "--model", "gpt-small", "--gpu", "h200",
-                         "-o", "pptune-plans.json", "--json")
-    n_plans = len(json.loads(saved)["plans"])
+    saved = cli("recommend", "--gpus", "2", "--model", "gpt-small", "--gpu", "h200",
+                "-o", "pptune-plans.json", "--json")
+    assert saved.exit_code == 0, saved.stderr
+    n_plans = len(json.loads(saved.stdout)["plans"])
     line = one_error_line(run("--plan", str(n_plans + 1)))
     assert f"no plan of rank {n_plans + 1}" in line
-
-
-def main_app_run(*args: str) -> str:
-    r = runner.invoke(main_app, list(args), catch_exceptions=False)
-    assert r.exit_code == 0, r.stderr
-    return r.stdout

@@ -1,50 +1,17 @@
-"""`pptune monitor`: aggregation and sampling with a fake sampler (pure), the
-table, and the NVML path: exit 2 in one line without a GPU, a real run with one."""
+"""monitor's aggregation and sampling with a fake sampler, and its table (pure;
+the command itself is tested in tests/cli/test_cli_monitor.py)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
-import typer
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
-from pptune.cli.app import _guard
-from pptune.cli.observe import MONITOR_HELP, TRACE_REPORT_HELP, monitor, trace_report
 from pptune.observe.monitor import GpuReading, collect, n_samples, summarize
 from pptune.observe.render import monitor_table
 from pptune.report.render import render_plain
 
 GIB = 2**30
-
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
-app.command("trace-report", help=TRACE_REPORT_HELP)(_guard(trace_report))
-app.command("monitor", help=MONITOR_HELP)(_guard(monitor))
-runner = CliRunner()
-
-
-def run(*args: object):
-    return runner.invoke(app, ["monitor", *map(str, args)], catch_exceptions=False)
-
-
-def nvml_error() -> str | None:
-    """Why NVML cannot start here, or None when it can."""
-    try:
-        import pynvml
-    except ImportError:
-        return "pynvml is not installed"
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as exc:
-        return str(exc)
-    try:
-        if pynvml.nvmlDeviceGetCount() == 0:
-            return "NVML sees no GPU"
-    finally:
-        pynvml.nvmlShutdown()
-    return None
 
 
 def reading(pct: float, gib: float) -> GpuReading:
@@ -186,65 +153,3 @@ def test_monitor_table() -> None:
     assert "92.0%" in rows[0] and "80.0%" in rows[0] and "12.00 GiB / 80.00 GiB" in rows[0]
     assert "LOW UTIL" not in rows[0]
     assert "40.0%" in rows[1] and "20.0%" in rows[1] and "LOW UTIL" in rows[1]
-
-
-# ---------------------------------------------------------------- CLI / NVML
-
-
-def one_error_line(result) -> str:
-    assert result.exit_code == 2, (result.exit_code, result.output)
-    assert "Traceback" not in result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("pptune: error: ")
-    assert result.stdout == ""
-    return lines[0]
-
-
-@pytest.mark.skipif(nvml_error() is None, reason="NVML works here: this checks the no-GPU path")
-def test_without_nvml_exits_2_in_one_line() -> None:
-    line = one_error_line(run("--interval", "0.01", "--duration", "0.01"))
-    assert "no NVIDIA GPU" in line and "NVML" in line
-    one_error_line(run("--json"))
-
-
-@pytest.mark.parametrize(
-    ("args", "needle"),
-    [
-        (["--interval", "0"], "--interval must be > 0"),
-        (["--duration", "-1"], "--duration must be > 0"),
-        (["--min-util", "60"], "--min-util must be a fraction"),
-    ],
-)
-def test_bad_flags_exit_2_before_touching_nvml(args: list[str], needle: str) -> None:
-    assert needle in one_error_line(run(*args))
-
-
-def test_help_has_an_example() -> None:
-    res = runner.invoke(app, ["monitor", "--help"])
-    assert res.exit_code == 0
-    assert "pptune monitor --interval 0.5 --duration 30" in res.stdout
-
-
-@pytest.mark.gpu
-def test_real_nvml_sampling() -> None:
-    why = nvml_error()
-    if why is not None:
-        pytest.skip(f"needs an NVIDIA GPU with NVML: {why}")
-    import pynvml
-
-    pynvml.nvmlInit()
-    try:
-        count = pynvml.nvmlDeviceGetCount()
-    finally:
-        pynvml.nvmlShutdown()
-    res = run("--interval", "0.1", "--duration", "0.3", "--json")
-    assert res.exit_code in (0, 1), res.output  # an idle GPU is a finding
-    out = json.loads(res.stdout)
-    assert len(out["gpus"]) == count
-    for g in out["gpus"]:
-        assert g["samples"] == 3
-        assert 0 <= g["min_util_share"] <= g["avg_util_share"] <= 1
-        assert 0 <= g["peak_mem_bytes"] <= g["mem_total_bytes"]
-    assert res.exit_code == (1 if out["flagged"] else 0)
-    assert "sampling" in res.stderr

@@ -145,6 +145,7 @@ def test_help_has_an_example() -> None:
         assert flag in r.stdout
 
 
+@pytest.mark.slow
 def test_probe_imports_without_torch_and_says_how_to_install() -> None:
     code = (
         "import sys; sys.modules['torch'] = None\n"

@@ -1,33 +1,30 @@
 """The probe's GPU paths on real cards: NVML inventory, CUDA-event timing, NCCL sweeps.
 
-Skipped, with the reason, where torch sees no CUDA device.
+Marked ``gpu``: skipped, with the reason (tests/conftest.py), where torch sees
+no CUDA device.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from typer.testing import CliRunner  # noqa: E402
+from typer.testing import Result  # noqa: E402
 
-from pptune.cli.app import app  # noqa: E402
 from pptune.probe.comm import CommPlan, comm_entry, message_sizes, spawn_ranks  # noqa: E402
 from pptune.probe.inventory import nvml_inventory  # noqa: E402
 from pptune.probe.layers import Timer, measure_model  # noqa: E402
 from pptune.probe.models import plan_preset  # noqa: E402
 from pptune.schemas import Profile  # noqa: E402
 
-CUDA = torch.cuda.is_available()
-GPUS = torch.cuda.device_count() if CUDA else 0
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not CUDA, reason="needs an NVIDIA GPU: torch.cuda.is_available() is False"),
-]
+GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
+pytestmark = pytest.mark.gpu
 
 
 def test_nvml_inventory_names_every_gpu_and_each_pair_link() -> None:
@@ -73,13 +70,11 @@ def test_nccl_sweep_between_two_gpus() -> None:
     assert big["busbw_bytes_per_s"] > 1e9  # anything slower than 1 GB/s is no GPU link
 
 
-def test_cli_probe_on_the_gpu(tmp_path: Path) -> None:
+def test_cli_probe_on_the_gpu(tmp_path: Path, cli: Callable[..., Result]) -> None:
     out = tmp_path / "p.json"
-    r = CliRunner().invoke(
-        app,
-        ["probe", "--device", "cuda", "--micro-batch-sizes", "1,2", "--repeats", "3",
-         "--warmup", "1", "--max-bytes", "16M", "-o", str(out)],
-        catch_exceptions=False,
+    r = cli(
+        "probe", "--device", "cuda", "--micro-batch-sizes", "1,2", "--repeats", "3",
+        "--warmup", "1", "--max-bytes", "16M", "-o", out,
     )
     assert r.exit_code == 0, r.stderr
     p = Profile.model_validate(json.loads(out.read_text()))

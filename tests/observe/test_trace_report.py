@@ -1,5 +1,5 @@
-"""`pptune trace-report`: interval arithmetic, rank rules, fixtures with exact
-answers, bad input as one line, and a real torch.profiler trace made on CPU."""
+"""trace-report's analysis: interval arithmetic, rank rules, fixtures with exact
+answers (pure; the command itself is tested in tests/cli/test_cli_trace_report.py)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-import typer
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
-from pptune.cli.app import _guard
-from pptune.cli.observe import MONITOR_HELP, TRACE_REPORT_HELP, monitor, trace_report
 from pptune.errors import BadInput
 from pptune.observe.render import trace_report_table
 from pptune.observe.trace_report import (
@@ -33,25 +29,6 @@ from pptune.report.render import render_plain
 
 TRACES = Path(__file__).resolve().parent.parent / "data" / "traces"
 GPU = [TRACES / "gpu_rank0.json", TRACES / "gpu_rank1.json"]
-
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
-app.command("trace-report", help=TRACE_REPORT_HELP)(_guard(trace_report))
-app.command("monitor", help=MONITOR_HELP)(_guard(monitor))
-runner = CliRunner()
-
-
-def run(*args: object):
-    return runner.invoke(app, ["trace-report", *map(str, args)], catch_exceptions=False)
-
-
-def one_error_line(result) -> str:
-    assert result.exit_code == 2, (result.exit_code, result.output)
-    assert "Traceback" not in result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("pptune: error: ")
-    assert result.stdout == ""
-    return lines[0]
 
 
 # ---------------------------------------------------------------- intervals
@@ -246,142 +223,3 @@ def test_table_rows_and_flag() -> None:
     row1 = next(line for line in text.splitlines() if "rank1" in line)
     assert "650.0 us" in row0 and "65.0%" in row0 and "BUBBLE" not in row0
     assert "200.0 us" in row1 and "550.0 us" in row1 and "20.0%" in row1 and "BUBBLE" in row1
-
-
-# ---------------------------------------------------------------- CLI
-
-
-def test_cli_table_and_finding() -> None:
-    res = run(*GPU)
-    assert res.exit_code == 1
-    assert "rank0" in res.stdout and "rank1" in res.stdout and "BUBBLE" in res.stdout
-    assert "pptune: finding: rank 1 busy 20.0%" in res.stderr
-    assert "rank 0" not in res.stderr
-
-
-def test_cli_threshold_decides_the_exit_code() -> None:
-    assert run(*GPU, "--min-busy", "0.1").exit_code == 0
-    assert run(*GPU, "--min-busy", "0.7").exit_code == 1
-    assert run(TRACES / "bare_list.json").exit_code == 0
-
-
-def test_cli_json_contract() -> None:
-    res = run(*GPU, "--json", "--steps", "2")
-    assert res.exit_code == 1
-    out = json.loads(res.stdout)
-    assert set(out) >= {"devices", "window_s", "flagged"}
-    assert out["flagged"] == [1] and out["window_s"] == pytest.approx(0.002)
-    assert out["steps"] == [1, 2]
-    d0 = out["devices"][0]
-    assert set(d0) >= {"rank", "busy_s", "comm_s", "idle_s", "busy_share"}
-    assert (d0["rank"], d0["busy_s"], d0["comm_s"], d0["idle_s"]) == (0, 0.0013, 0.0002, 0.0007)
-
-
-def test_cli_window_flags() -> None:
-    res = run(*GPU, "--json", "--window-start-us", "100", "--window-end-us", "500")
-    out = json.loads(res.stdout)
-    assert out["window_s"] == pytest.approx(400e-6)
-    assert [d["busy_share"] for d in out["devices"]] == [pytest.approx(1.0), 0.0]
-
-
-@pytest.mark.parametrize(
-    ("content", "needle"),
-    [
-        (None, "no such file"),
-        (b"", "empty file"),
-        (b"   \n", "empty file"),
-        (b"{not json", "not JSON"),
-        (b'{"schemaVersion": 1}', "without 'traceEvents'"),
-        (b'{"traceEvents": {"ph": "X"}}', "expected a list"),
-        (b'"a string"', "not a Chrome trace"),
-        (b'{"traceEvents": [{"ph": "M", "name": "process_name"}]}', "no timed events"),
-        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe", "binary data"),
-        (b"\x1f\x8b\x08\x00garbage", "broken gzip"),
-        (b"[" * 100_000, "nested too deeply"),
-    ],
-)
-def test_cli_bad_input_is_one_line(tmp_path: Path, content: bytes | None, needle: str) -> None:
-    path = tmp_path / "trace.json"
-    if content is not None:
-        path.write_bytes(content)
-    line = one_error_line(run(path))
-    assert needle in line and str(path) in line
-
-
-def test_cli_directory_and_bad_flags(tmp_path: Path) -> None:
-    assert "is a directory" in one_error_line(run(tmp_path))
-    assert "--min-busy" in one_error_line(run(*GPU, "--min-busy", "60"))
-    assert "only 2 ProfilerStep" in one_error_line(run(*GPU, "--steps", "5"))
-
-
-def test_help_has_an_example() -> None:
-    res = runner.invoke(app, ["trace-report", "--help"])
-    assert res.exit_code == 0
-    assert "pptune trace-report rank0.json" in res.stdout
-    for flag in ("--json", "--min-busy", "--steps", "--window-start-us", "--window-end-us"):
-        assert flag in res.stdout
-
-
-# ---------------------------------------------------------------- real traces
-
-
-def _profile_tiny_model(path: Path, device: str, steps: int = 4) -> None:
-    import time
-
-    import torch
-    from torch.profiler import ProfilerActivity, profile, schedule
-
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-    model = torch.nn.Sequential(
-        torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8)
-    ).to(device)
-    x = torch.randn(16, 64, device=device)
-    with profile(
-        activities=acts,
-        schedule=schedule(wait=0, warmup=1, active=steps - 1, repeat=1),
-        on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
-    ) as prof:
-        for _ in range(steps):
-            model(x).sum().backward()
-            if device == "cuda":
-                torch.cuda.synchronize()
-            time.sleep(0.002)  # a known gap: the share cannot be 1
-            prof.step()
-
-
-@pytest.mark.torch
-def test_real_cpu_trace_from_torch_profiler(tmp_path: Path) -> None:
-    pytest.importorskip("torch")
-    path = tmp_path / "trace.json"
-    _profile_tiny_model(path, "cpu")
-    res = run(path, "--json", "--min-busy", "0.6")
-    out = json.loads(res.stdout)
-    (dev,) = out["devices"]
-    assert dev["source"] == SOURCE_CPU
-    assert 0 < dev["busy_share"] <= 1
-    assert dev["busy_s"] + dev["idle_s"] == pytest.approx(out["window_s"], rel=1e-6)
-    assert res.exit_code == (1 if dev["busy_share"] < 0.6 else 0)
-    assert out["flagged"] == ([0] if res.exit_code == 1 else [])
-    # the 2 ms sleeps are idle, so demanding 100% busy is a finding; 0% never is
-    assert run(path, "--min-busy", "1").exit_code == 1
-    assert run(path, "--min-busy", "0").exit_code == 0
-    # the schedule recorded ProfilerStep annotations: --steps reads them
-    res = run(path, "--json", "--steps", "2")
-    assert res.exit_code in (0, 1)
-    steps_out = json.loads(res.stdout)
-    assert len(steps_out["steps"]) == 2
-    assert 0 < steps_out["window_s"] <= out["window_s"]
-
-
-@pytest.mark.gpu
-def test_real_gpu_trace_counts_kernels(tmp_path: Path) -> None:
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU: torch.cuda.is_available() is False here")
-    path = tmp_path / "trace.json"
-    _profile_tiny_model(path, "cuda")
-    res = run(path, "--json", "--min-busy", "0")
-    assert res.exit_code == 0
-    out = json.loads(res.stdout)
-    assert [d["source"] for d in out["devices"]] == [SOURCE_GPU]
-    assert 0 < out["devices"][0]["busy_share"] <= 1

@@ -1,0 +1,167 @@
+"""`pptune trace-report` through the CLI: table and finding, JSON contract, flags,
+bad input as one line, and real torch.profiler traces (CPU; GPU where there is one)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import Result
+
+from pptune.observe.trace_report import SOURCE_CPU, SOURCE_GPU
+
+TRACES = Path(__file__).resolve().parent.parent / "data" / "traces"
+GPU = [TRACES / "gpu_rank0.json", TRACES / "gpu_rank1.json"]
+Cli = Callable[..., Result]  # the ``cli`` fixture of tests/conftest.py
+
+@pytest.fixture
+def run(cli: Cli) -> Cli:
+    return lambda *args: cli("trace-report", *args)
+
+
+def one_error_line(result) -> str:
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    assert "Traceback" not in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("pptune: error: ")
+    assert result.stdout == ""
+    return lines[0]
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def test_cli_table_and_finding(run: Cli) -> None:
+    res = run(*GPU)
+    assert res.exit_code == 1
+    assert "rank0" in res.stdout and "rank1" in res.stdout and "BUBBLE" in res.stdout
+    assert "pptune: finding: rank 1 busy 20.0%" in res.stderr
+    assert "rank 0" not in res.stderr
+
+
+def test_cli_threshold_decides_the_exit_code(run: Cli) -> None:
+    assert run(*GPU, "--min-busy", "0.1").exit_code == 0
+    assert run(*GPU, "--min-busy", "0.7").exit_code == 1
+    assert run(TRACES / "bare_list.json").exit_code == 0
+
+
+def test_cli_json_contract(run: Cli) -> None:
+    res = run(*GPU, "--json", "--steps", "2")
+    assert res.exit_code == 1
+    out = json.loads(res.stdout)
+    assert set(out) >= {"devices", "window_s", "flagged"}
+    assert out["flagged"] == [1] and out["window_s"] == pytest.approx(0.002)
+    assert out["steps"] == [1, 2]
+    d0 = out["devices"][0]
+    assert set(d0) >= {"rank", "busy_s", "comm_s", "idle_s", "busy_share"}
+    assert (d0["rank"], d0["busy_s"], d0["comm_s"], d0["idle_s"]) == (0, 0.0013, 0.0002, 0.0007)
+
+
+def test_cli_window_flags(run: Cli) -> None:
+    res = run(*GPU, "--json", "--window-start-us", "100", "--window-end-us", "500")
+    out = json.loads(res.stdout)
+    assert out["window_s"] == pytest.approx(400e-6)
+    assert [d["busy_share"] for d in out["devices"]] == [pytest.approx(1.0), 0.0]
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (None, "no such file"),
+        (b"", "empty file"),
+        (b"   \n", "empty file"),
+        (b"{not json", "not JSON"),
+        (b'{"schemaVersion": 1}', "without 'traceEvents'"),
+        (b'{"traceEvents": {"ph": "X"}}', "expected a list"),
+        (b'"a string"', "not a Chrome trace"),
+        (b'{"traceEvents": [{"ph": "M", "name": "process_name"}]}', "no timed events"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe", "binary data"),
+        (b"\x1f\x8b\x08\x00garbage", "broken gzip"),
+        (b"[" * 100_000, "nested too deeply"),
+    ],
+)
+def test_cli_bad_input_is_one_line(tmp_path: Path, content: bytes | None, needle: str, run: Cli) -> None:
+    path = tmp_path / "trace.json"
+    if content is not None:
+        path.write_bytes(content)
+    line = one_error_line(run(path))
+    assert needle in line and str(path) in line
+
+
+def test_cli_directory_and_bad_flags(tmp_path: Path, run: Cli) -> None:
+    assert "is a directory" in one_error_line(run(tmp_path))
+    assert "--min-busy" in one_error_line(run(*GPU, "--min-busy", "60"))
+    assert "only 2 ProfilerStep" in one_error_line(run(*GPU, "--steps", "5"))
+
+
+def test_help_has_an_example(run: Cli) -> None:
+    res = run("--help")
+    assert res.exit_code == 0
+    assert "pptune trace-report rank0.json" in res.stdout
+    for flag in ("--json", "--min-busy", "--steps", "--window-start-us", "--window-end-us"):
+        assert flag in res.stdout
+
+
+# ---------------------------------------------------------------- real traces
+
+
+def _profile_tiny_model(path: Path, device: str, steps: int = 4) -> None:
+    import time
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    model = torch.nn.Sequential(
+        torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8)
+    ).to(device)
+    x = torch.randn(16, 64, device=device)
+    with profile(
+        activities=acts,
+        schedule=schedule(wait=0, warmup=1, active=steps - 1, repeat=1),
+        on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
+    ) as prof:
+        for _ in range(steps):
+            model(x).sum().backward()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            time.sleep(0.002)  # a known gap: the share cannot be 1
+            prof.step()
+
+
+@pytest.mark.torch
+def test_real_cpu_trace_from_torch_profiler(tmp_path: Path, run: Cli) -> None:
+    pytest.importorskip("torch")
+    path = tmp_path / "trace.json"
+    _profile_tiny_model(path, "cpu")
+    res = run(path, "--json", "--min-busy", "0.6")
+    out = json.loads(res.stdout)
+    (dev,) = out["devices"]
+    assert dev["source"] == SOURCE_CPU
+    assert 0 < dev["busy_share"] <= 1
+    assert dev["busy_s"] + dev["idle_s"] == pytest.approx(out["window_s"], rel=1e-6)
+    assert res.exit_code == (1 if dev["busy_share"] < 0.6 else 0)
+    assert out["flagged"] == ([0] if res.exit_code == 1 else [])
+    # the 2 ms sleeps are idle, so demanding 100% busy is a finding; 0% never is
+    assert run(path, "--min-busy", "1").exit_code == 1
+    assert run(path, "--min-busy", "0").exit_code == 0
+    # the schedule recorded ProfilerStep annotations: --steps reads them
+    res = run(path, "--json", "--steps", "2")
+    assert res.exit_code in (0, 1)
+    steps_out = json.loads(res.stdout)
+    assert len(steps_out["steps"]) == 2
+    assert 0 < steps_out["window_s"] <= out["window_s"]
+
+
+@pytest.mark.gpu
+def test_real_gpu_trace_counts_kernels(tmp_path: Path, run: Cli) -> None:
+    path = tmp_path / "trace.json"
+    _profile_tiny_model(path, "cuda")
+    res = run(path, "--json", "--min-busy", "0")
+    assert res.exit_code == 0
+    out = json.loads(res.stdout)
+    assert [d["source"] for d in out["devices"]] == [SOURCE_GPU]
+    assert 0 < out["devices"][0]["busy_share"] <= 1

@@ -1,0 +1,63 @@
+"""Shared test setup: the real CLI as fixtures, and the skip of the GPU marker.
+
+- ``app``: pptune's Typer app as users get it (``pptune.cli.app``), commands,
+  ``_guard`` and exit codes included; tests never rebuild it.
+- ``cli``: ``cli(*args)`` runs that app with typer's CliRunner (stdout and
+  stderr apart, exceptions not caught: a traceback fails the test).
+- ``@pytest.mark.gpu``: skipped where no NVIDIA GPU is usable; the reason is
+  worded once, here.
+
+Tests are laid out like the package: tests/<layer>/ for pptune/<layer>/, and
+every test that goes through the command line in tests/cli/.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+
+import pytest
+import typer
+from typer.testing import CliRunner, Result
+
+Cli = Callable[..., Result]
+
+
+@cache
+def no_gpu_reason() -> str | None:
+    """Why GPU tests cannot run here, or None when torch sees a CUDA device."""
+    try:
+        import torch
+    except ImportError:
+        return "needs an NVIDIA GPU with CUDA: torch is not installed"
+    if not torch.cuda.is_available():
+        return "needs an NVIDIA GPU with CUDA: torch.cuda.is_available() is False here"
+    return None
+
+
+@pytest.hookimpl(trylast=True)  # after -m deselects: `make test-fast` never imports torch
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if not gpu_items:
+        return
+    reason = no_gpu_reason()
+    if reason is not None:
+        for item in gpu_items:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(scope="session")
+def app() -> typer.Typer:
+    from pptune.cli.app import app
+
+    return app
+
+
+@pytest.fixture(scope="session")
+def cli(app: typer.Typer) -> Cli:
+    runner = CliRunner()
+
+    def invoke(*args: object) -> Result:
+        return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+    return invoke
