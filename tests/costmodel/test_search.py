@@ -1,4 +1,12 @@
-"""Planner: exhaustive enumeration agrees, constraints are honoured."""
+"""Planner: exhaustive enumeration agrees, constraints are honoured.
+
+The oracle (``exhaustive_best``) simulates every plan the request allows,
+every contiguous split of the layers included, and in both rank orders; the
+planner's first plan must be exactly as fast. It covers every schedule
+(gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv), one node and several
+(``gpus_per_node < gpus``) with a slow inter-node link so that placement
+matters.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +16,9 @@ import random
 import pytest
 
 from pptune.costmodel.comm import AllReduceLink
-from pptune.costmodel.schedules import Schedule
+from pptune.costmodel.schedules import Schedule, ScheduleError, chunks_per_device, validate
 from pptune.costmodel.search import (
+    RANK_ORDERS,
     CostTable,
     LayerCosts,
     PlanRequest,
@@ -28,20 +37,74 @@ def compositions(n: int, k: int):
         yield [b[i + 1] - b[i] for i in range(k)]
 
 
-def random_table(rng: random.Random, n_layers: int, memory: float = 1e12) -> CostTable:
+def random_table(
+    rng: random.Random, n_layers: int, memory: float = 1e12, slow_inter: bool = False
+) -> CostTable:
+    """Random per-layer costs; ``slow_inter``: an inter-node link whose hop
+    (0.2 s + 1e5 bytes at 1 MB/s = 0.3 s) and all-reduce rival a layer's compute."""
     base = [rng.uniform(0.5, 3.0) for _ in range(n_layers)]
     by = {}
     for b in (1, 2):
         f = [x * b * rng.uniform(0.9, 1.1) for x in base]
         by[b] = LayerCosts(f, [2 * x for x in f], [0.5 * x for x in f], [1e6 * b] * n_layers,
                            [1e5 * b] * n_layers)
+    inter = (Link(0.2, 1e6), AllReduceLink(0.2, 1e6)) if slow_inter else (
+        Link(5e-3, 1e8), AllReduceLink(1e-3, 1e8))
     return CostTable(
         [f"l{i}" for i in range(n_layers)], [1e6] * n_layers, 2, by, 128, memory,
-        Link(1e-3, 1e9), Link(5e-3, 1e8), AllReduceLink(1e-3, 1e9), AllReduceLink(1e-3, 1e8),
+        Link(1e-3, 1e9), inter[0], AllReduceLink(1e-3, 1e9), inter[1],
     )
 
 
 SCHEDS = (Schedule.GPIPE, Schedule.ONE_F_ONE_B, Schedule.ZB_H1)
+
+
+def simulate_plan(
+    table: CostTable, req: PlanRequest, schedule: Schedule, p: int, b: int, m: int, v: int,
+    split: list[int], order: str,
+) -> float:
+    """One fully specified plan's simulated step time (the oracle's one call into search)."""
+    return evaluate(table, req, schedule, p, b, m, v, split, rank_order=order).step_time_s
+
+
+def allowed(req: PlanRequest, schedule: Schedule, p: int, m: int, v: int) -> bool:
+    """The request's rules for (schedule, p, m, v), stated from the documented constraints."""
+    plain = [s for s in req.schedules if s not in (Schedule.INTERLEAVED, Schedule.ZBV)]
+    single = Schedule.ONE_F_ONE_B if Schedule.ONE_F_ONE_B in plain else (plain[:1] or [None])[0]
+    if p == 1 and schedule is not single:
+        return False  # without a pipeline every schedule is one run: one is kept
+    if schedule is Schedule.ONE_F_ONE_B and m < p:
+        return False
+    try:
+        validate(schedule, p, m, v)
+    except ScheduleError:
+        return False
+    return True
+
+
+def exhaustive_best(table: CostTable, req: PlanRequest) -> float:
+    """The fastest simulated step over every plan, split and rank order the request allows."""
+    n = len(table.names)
+    best = float("inf")
+    for p in divisors(req.gpus // req.tp):
+        if req.pp is not None and p not in req.pp:
+            continue
+        dp = req.gpus // (p * req.tp)
+        for b in sorted(table.by_mb):
+            if req.global_batch % (b * dp):
+                continue
+            m = req.global_batch // (b * dp)
+            for schedule in req.schedules:
+                vs = req.virtual_stages if schedule is Schedule.INTERLEAVED else (1,)
+                for v in vs:
+                    k = p * chunks_per_device(schedule, v)
+                    if k > n or not allowed(req, schedule, p, m, v):
+                        continue
+                    for order in RANK_ORDERS:
+                        for split in compositions(n, k):
+                            t = simulate_plan(table, req, schedule, p, b, m, v, split, order)
+                            best = min(best, t)
+    return best
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -51,15 +114,72 @@ def test_chosen_plan_equals_exhaustive_best(seed: int) -> None:
     table = random_table(rng, n)
     req = PlanRequest(gpus=4, global_batch=16, schedules=SCHEDS, reserve_bytes=0, top=1)
     got = search(table, req).plans[0]
-    best = min(
-        evaluate(table, req, s, p, b, 16 // (b * (4 // p)), 1, split).step_time_s
-        for p in divisors(4) if p <= n
-        for b in (1, 2)
-        for s in SCHEDS
-        if not (s is Schedule.ONE_F_ONE_B and 16 // (b * (4 // p)) < p)
-        for split in compositions(n, p)
-    )
-    assert got.step_time_s == pytest.approx(best, rel=1e-12)
+    assert got.step_time_s == pytest.approx(exhaustive_best(table, req), rel=1e-12)
+
+
+# Requests the oracle also covers: several chunks per device, jobs over several
+# nodes (a slow inter-node link, both rank orders tried), every schedule at once.
+ORACLE_CASES: dict[str, tuple[dict[str, object], bool]] = {
+    "interleaved": (dict(gpus=4, global_batch=16, pp=(2,), schedules=(Schedule.INTERLEAVED,)), False),
+    "zbv": (dict(gpus=4, global_batch=16, pp=(2,), schedules=(Schedule.ZBV,)), False),
+    "2-per-node": (dict(gpus=8, gpus_per_node=2, global_batch=16, pp=(2, 4), schedules=SCHEDS), True),
+    "4-per-node": (dict(gpus=8, gpus_per_node=4, global_batch=32, pp=(2, 4), schedules=SCHEDS), True),
+    "4-per-node-all": (
+        dict(gpus=8, gpus_per_node=4, global_batch=32, pp=(2, 4), schedules=tuple(Schedule)), True
+    ),
+}
+# Where the planner's first plan is slower than the exhaustive best (found by
+# this test; the planner picks each candidate's split by its bottleneck stage,
+# compute plus p2p, which is not the split of the fastest simulated step:
+# fill, drain, chunk order and the exposed all-reduce are left out).
+_SPLIT = "planner not optimal: the min-bottleneck split is not the fastest simulated split: "
+PLANNER_MISSES = {
+    ("interleaved", 0): _SPLIT + "n=7, planner v=3 [1,2,1,1,1,1] 194.13 s; best v=2 [1,3,2,1] 192.69 s",
+    ("interleaved", 5): _SPLIT + "n=8, +1.9%",
+    ("interleaved", 6): _SPLIT + "n=8, +4.0%",
+    ("zbv", 4): _SPLIT + "n=5, planner [1,1,1,2] 115.27 s; best [2,1,1,1] 114.37 s",
+    ("zbv", 5): _SPLIT + "n=8, +6.1%",
+    ("zbv", 6): _SPLIT + "n=8, +1.6%",
+    ("2-per-node", 2): _SPLIT + "zb-h1 p=2 tp-pp-dp, planner [3,1] 54.85 s; best [2,2] 54.65 s",
+    ("4-per-node", 0): _SPLIT + "zb-h1 p=2 tp-dp-pp, planner [3,4] 210.51 s; best [4,3] 205.08 s",
+    ("4-per-node-all", 5): _SPLIT + "interleaved v=2, planner [2,1,1,2] 217.54 s; "
+    "best [1,1,2,2] 215.30 s",
+}
+
+
+def _oracle_params() -> list[object]:
+    out: list[object] = []
+    for case in ORACLE_CASES:
+        for seed in range(8):
+            why = PLANNER_MISSES.get((case, seed))
+            marks = [pytest.mark.xfail(reason=why, strict=True)] if why else []
+            out.append(pytest.param(case, seed, marks=marks, id=f"{case}-{seed}"))
+    return out
+
+
+@pytest.mark.parametrize(("case", "seed"), _oracle_params())
+def test_chosen_plan_equals_exhaustive_best_everywhere(case: str, seed: int) -> None:
+    fields, slow_inter = ORACLE_CASES[case]
+    rng = random.Random(seed)
+    table = random_table(rng, rng.randint(4, 8 if "node" not in case else 7), slow_inter=slow_inter)
+    req = PlanRequest(**fields, reserve_bytes=0, top=1, virtual_stages=(2, 3))  # type: ignore[arg-type]
+    got = search(table, req).plans[0]
+    assert got.step_time_s == pytest.approx(exhaustive_best(table, req), rel=1e-12)
+
+
+def test_oracle_cases_reach_every_schedule_and_both_rank_orders() -> None:
+    """The cases above are not all won by one layout: the oracle is exercised."""
+    winners = set()
+    for case, (fields, slow_inter) in ORACLE_CASES.items():
+        for seed in range(8):
+            rng = random.Random(seed)
+            table = random_table(rng, rng.randint(4, 8 if "node" not in case else 7),
+                                 slow_inter=slow_inter)
+            req = PlanRequest(**fields, reserve_bytes=0, top=1, virtual_stages=(2, 3))  # type: ignore[arg-type]
+            plan = search(table, req).plans[0]
+            winners.add((plan.schedule, plan.rank_order, plan.virtual_stages > 1))
+    assert {s for s, _, _ in winners} >= {Schedule.INTERLEAVED, Schedule.ZBV, Schedule.ZB_H1}
+    assert {o for _, o, _ in winners} == set(RANK_ORDERS)
 
 
 def test_global_batch_arithmetic_is_exact() -> None:
