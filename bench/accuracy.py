@@ -6,7 +6,7 @@ probe profile (``pptune probe --quick``, in a subprocess, at the start)
 prices every configuration; each configuration is then launched once with
 ``pptune.validate`` (median of the timed steps after warm-up) and compared.
 
-Fairness rules (shared/MEASURED.md): step times carry 2-10% noise within a
+Fairness rules (docs/measured.md): step times carry 2-10% noise within a
 launch, medians move 2-8% between launches and rare bursts reach +35-50%.
 So a launch whose own step times spread by more than ``RETRY_SPREAD`` of
 their median is run once more, and the quieter of the two launches counts
@@ -173,7 +173,7 @@ def _explain(rows: list[dict[str, Any]], load: list[float]) -> str:
         "runs on this machine under load ~3, contention reached ~2x and the plain simulation "
         "under-predicted by ~25-35%, the model brought that to ~6%). Run noise: the timed steps of a launch spread by "
         f"{spreads:.0%} of their median (median over launches); medians move 2-8% between "
-        "launches (shared/MEASURED.md). Gloo latency (~0.1-0.25 ms a hop) and torch's per-op "
+        "launches (docs/measured.md). Gloo latency (~0.1-0.25 ms a hop) and torch's per-op "
         "bookkeeping are small next to 5-50 ms ops; the loss, which the profile's head "
         "excludes, is timed by the last rank and added."
     )

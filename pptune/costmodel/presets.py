@@ -57,10 +57,10 @@ class GpuSpec:
 MODELS: dict[str, ModelShape] = {
     m.name: m
     for m in [
-        # The CPU demo model: the block measured in shared/MEASURED.md
+        # The CPU demo model: the block measured in docs/measured.md
         # (d=256, 4 heads, ffn 1024, seq 128, 8k vocabulary).
         ModelShape("gpt-small", 6, 256, 4, 4, 1024, 8192, 128, 32, False, True,
-                   "pptune CPU demo size (shared/MEASURED.md)"),
+                   "pptune CPU demo size (docs/measured.md)"),
         # Brown et al. 2020, "Language Models are Few-Shot Learners", table 2.1
         # (layers, d_model, batch in tokens / 2048); heads as Megatron-LM's
         # GPT-3 examples use them (d_head 128).

@@ -9,9 +9,9 @@ time over the past sample period during which one or more kernels was
 executing" (NVML API reference, nvmlUtilization_t), the sample period being
 between 1/6 s and 1 s depending on the product; so a sample every 0.5 s sees
 nearly all of the time, and the mean over samples estimates the kernel-busy
-share. A GPU averaging under ``min_util`` (default 0.6; PRODUCT.md: "a GPU
-utilisation below ~60% during training means the bubble is too large") is
-flagged.
+share. A GPU averaging under ``min_util`` is flagged (default 0.6: a practitioners'
+rule of thumb that a GPU busy less than ~60% of a training step loses the
+rest to the pipeline bubble; ``--min-util`` sets it).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ pynvml is imported inside the functions that need it, so importing this module
 costs nothing on a machine without it. Every NVML failure becomes a
 ``PptuneError`` (exit 2) with one line of text; on a machine without an
 NVIDIA driver ``nvmlInit`` raises ``NVMLError_LibraryNotFound`` ("NVML Shared
-Library Not Found", MEASURED.md).
+Library Not Found", docs/measured.md).
 """
 
 from __future__ import annotations

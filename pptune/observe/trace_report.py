@@ -25,7 +25,7 @@ What counts as busy (compute) on a rank:
   ``torch.distributed.pipelining`` wraps each step in ``Forward i`` /
   ``Backward i`` / ``PP:...`` markers that include the time spent waiting to
   receive, and ``ProfilerStep#k`` spans the whole step (measured 2026-11-29,
-  see MEASURED.md: "count busy time as the union of compute ops").
+  docs/measured.md: busy time is the union of the compute ops).
 
 Communication is reported apart, never as compute: kernels or ops whose name
 contains ``nccl`` or ``gloo`` (``ncclDevKernel_SendRecv``,
@@ -59,7 +59,7 @@ Interval = tuple[float, float]  # (start_us, end_us)
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 COMM_SUBSTRINGS = ("nccl", "gloo")
 COMM_PREFIXES = ("c10d::", "record_param_comms")
-DEFAULT_MIN_BUSY = 0.6  # PRODUCT.md: GPU utilisation under ~60% means the bubble is too large
+DEFAULT_MIN_BUSY = 0.6  # rule of thumb: a GPU busy under ~60% of a step loses it to the bubble
 SOURCE_GPU = "gpu kernels"
 SOURCE_CPU = "cpu ops"
 

@@ -50,7 +50,7 @@ QUICK = {"micro_batch_sizes": [1, 2], "repeats": 5, "warmup": 2, "max_bytes": 4 
 # --nccl-tests files). Always written with a note saying so.
 # CPU: round figures of the order of a loopback TCP socket between two
 # processes of a small host (gloo over loopback was seen at ~100-240 us one
-# way and 1.5-2.7 GB/s p2p, all-reduce busbw 0.3-0.95 GB/s; shared/MEASURED.md).
+# way and 1.5-2.7 GB/s p2p, all-reduce busbw 0.3-0.95 GB/s; docs/measured.md).
 CPU_LOOPBACK_P2P = AlphaBeta(latency_s=100e-6, bytes_per_s=1.0e9)
 CPU_LOOPBACK_ALLREDUCE = AlphaBeta(latency_s=200e-6, bytes_per_s=0.5e9)
 # GPU without NVLink: PCIe 4.0 x16 carries 31.5 GB/s per direction (PCI-SIG,

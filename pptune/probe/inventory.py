@@ -12,7 +12,7 @@ bindings from the nvidia-ml-py package, module ``pynvml``):
   ancestor, reported as nvidia-smi topo -m does (PIX, PXB, PHB, NODE, SYS).
 
 Without NVML (no driver, no GPU: ``nvmlInit`` raises
-``NVMLError_LibraryNotFound``, shared/MEASURED.md) the inventory says so in
+``NVMLError_LibraryNotFound``, docs/measured.md) the inventory says so in
 one line and describes the CPU instead.
 """
 

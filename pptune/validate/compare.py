@@ -34,11 +34,11 @@ the model describe what torch.distributed.pipelining actually runs:
 What dominates the remaining error on a CPU box (2 cores, gloo):
 
 - compute noise: op times carry 5-15% noise with bursts past 100%
-  (MEASURED.md), the quick profile has 5 repeats per layer, and f is
+  (docs/measured.md), the quick profile has 5 repeats per layer, and f is
   measured once per launch while the host's load changes. ``op_rows`` puts
   the measured median of every (kind, stage) op beside its predicted
   duration, so this part of the error reads apart from the schedule's;
-- gloo point-to-point latency (~100-240 us one way, CV ~100%, MEASURED.md)
+- gloo point-to-point latency (~100-240 us one way, CV ~100%, docs/measured.md)
   and the framework's own per-op work (flattening arguments, the p2p
   bookkeeping between ops): small next to 5-70 ms ops, but they sit on the
   critical path every micro-batch; the waiting they cause shows as idle;
@@ -101,7 +101,7 @@ def check_profile(profile: Profile, spec: RunSpec, layer_names: list[str]) -> li
         notes.append(
             f"the profile was measured with {threads} torch thread(s), the ranks run with "
             f"{spec.threads}: expect the prediction off by that (1 vs 2 threads is ~1.7x, "
-            "MEASURED.md)"
+            "docs/measured.md)"
         )
     if profile.source == "analytic":
         notes.append("the profile is analytic (a GPU preset): its costs do not describe this machine")

@@ -4,7 +4,7 @@ Input: for every timed step and every pipeline rank, the step window on that
 rank (``start_ns``, ``end_ns``: ``time.perf_counter_ns()`` after the barrier
 and after ``schedule.step`` returned) and the compute ops it ran (``OpStamp``:
 kind, micro-batch, global stage, start and end). Processes on one host share
-``perf_counter_ns``'s clock (CLOCK_MONOTONIC on Linux; shared/MEASURED.md),
+``perf_counter_ns``'s clock (CLOCK_MONOTONIC on Linux; docs/measured.md),
 so the stamps of all ranks line up without any offset.
 
 Definitions (the same as the simulator's, ``pptune.costmodel.simulate``):
@@ -17,7 +17,7 @@ Definitions (the same as the simulator's, ``pptune.costmodel.simulate``):
 - idle = step - busy; bubble rate = 1 - total busy / (p * step), the idle
   share of the step (Huang et al. 2019);
 - measured step time = median over the timed steps (CPU step times carry
-  2-10% noise with rare +35-50% bursts, MEASURED.md: the median, never the
+  2-10% noise with rare +35-50% bursts, docs/measured.md: the median, never the
   mean); per-device busy = median over the same steps; the timeline kept for
   pictures is the step whose time is the (lower) median.
 

@@ -30,7 +30,7 @@ from pptune.validate.spec import ModelSource, RunSpec
 
 Say = Callable[[str], None]
 # a ranks' forwards alone taking over 1.3x (or under 1/1.3) the profile's time
-# is more than the 5-15% noise of CPU timings (MEASURED.md): say the profile is stale
+# is more than the 5-15% noise of CPU timings (docs/measured.md): say the profile is stale
 STALE_PROFILE = 1.3
 
 

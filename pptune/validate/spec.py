@@ -5,7 +5,7 @@ only plain values: the schedule, pipeline depth, micro-batches, chunks per
 device, micro-batch size, layers per stage, where the model comes from, and
 the run's settings. ``check`` reports every problem at once, in pptune's
 words and with the values, before torch would refuse them mid-launch
-(torch 2.13's own texts are in shared/MEASURED.md), e.g. Schedule1F1B:
+(torch 2.13's own texts: docs/measured.md), e.g. Schedule1F1B:
 "Number of microbatches (2) must be greater than or equal to the number of
 stages (4)."
 """
@@ -28,7 +28,7 @@ DEFAULT_STEPS = 5
 DEFAULT_TIMEOUT_S = 180.0
 # torch.distributed.pipelining class for each of our schedule names. zb-h1 is
 # torch's ZB1P order (ScheduleInterleavedZeroBubble) run with one stage per
-# rank, which torch 2.13 accepts; MEASURED.md checked its order against the
+# rank, which torch 2.13 accepts; docs/measured.md checked its order against the
 # ZB-H1 bound (p-1)/(3m+p-1) for m >= p.
 TORCH_SCHEDULES = {
     Schedule.GPIPE: "ScheduleGPipe",
@@ -71,7 +71,7 @@ class RunSpec:
     steps: int = DEFAULT_STEPS
     timeout_s: float = DEFAULT_TIMEOUT_S
     device: str = "cpu"  # "cpu" or "cuda"
-    threads: int = 1  # torch threads per CPU rank (MEASURED.md: 1 each on 2 cores)
+    threads: int = 1  # torch threads per CPU rank (docs/measured.md: 1 each on 2 cores)
 
     @property
     def chunks(self) -> int:

@@ -130,7 +130,7 @@ def test_orders_match_torch_pipelining(schedule: Schedule, p: int, m: int) -> No
     theirs = _torch_orders(_TORCH_NAMES[schedule], p, m, v)
     ours = [[(o.kind.value, o.mb, o.stage) for o in ops] for ops in op_orders(schedule, p, m, v)]
     if schedule is Schedule.ONE_F_ONE_B:
-        # Known defect in torch 2.13 (shared/MEASURED.md): Schedule1F1B's
+        # Known defect in torch 2.13 (docs/measured.md): Schedule1F1B's
         # *listing* of the last rank is shifted by one micro-batch (F1..Fm,
         # no F0); its runtime executes the standard loop. Compare the other
         # ranks exactly and the last rank modulo that shift.

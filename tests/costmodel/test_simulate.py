@@ -61,7 +61,7 @@ def test_zb_h1_bubble_time_is_p_minus_1_times_f_plus_b_minus_w(
 
 @pytest.mark.parametrize("p,m", [(2, 4), (4, 4), (4, 8), (8, 8), (8, 32)])
 def test_zb_h1_unit_costs_bubble_rate(p: int, m: int) -> None:
-    # shared/MEASURED.md: torch's ZB1P order with F=I=W=1 gives (p-1)/(3m+p-1)
+    # docs/measured.md: torch's ZB1P order with F=I=W=1 gives (p-1)/(3m+p-1)
     r = simulate("zb-h1", p, m, uniform_stages(p, 1, 1, 1))
     assert Fraction(r.bubble_rate).limit_denominator(10_000) == Fraction(p - 1, 3 * m + p - 1)
 
