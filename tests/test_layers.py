@@ -1,0 +1,92 @@
+"""Imports point down the layers of the README's Architecture section (there
+numbered from the top, cli = 1; here by height, costmodel = 0).
+
+Every ``import`` of every module under pptune/ (those inside functions
+included) is read with ``ast``, nothing is executed.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "pptune"
+
+# Higher layers may import lower ones; a layer never imports its own level
+# (other than its own package) or anything above it.
+LAYERS = {
+    "costmodel": 0, "errors": 0,
+    "schemas": 1,
+    "costs": 2, "configs": 2, "report": 2, "launch": 2,
+    "plan": 3, "check": 3, "observe": 3, "probe": 3, "validate": 3,
+    "cli": 4,
+}
+# Same-level imports that are part of the design: validate builds its stages
+# with the probe's layer builders and measures a quick profile with it.
+SIDEWAYS = {("validate", "probe")}
+
+
+def unit_of(path: Path) -> str:
+    """The layer a file belongs to: its package under pptune/, or its module name."""
+    rel = path.relative_to(PACKAGE)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def imports_of(path: Path) -> list[tuple[int, str]]:
+    """(line, absolute module name) of every import in the file."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{path}:{node.lineno}: relative import"
+            base = node.module or ""
+            if base == "pptune":  # `from pptune import launch` names the package imported
+                out += [(node.lineno, f"pptune.{a.name}") for a in node.names]
+            else:
+                out.append((node.lineno, base))
+    return out
+
+
+SOURCES = sorted(p for p in PACKAGE.rglob("*.py") if unit_of(p) != "__init__")
+
+
+def test_every_package_has_a_layer() -> None:
+    assert {unit_of(p) for p in SOURCES} == set(LAYERS)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_point_down(path: Path) -> None:
+    unit = unit_of(path)
+    wrong = []
+    for line, module in imports_of(path):
+        parts = module.split(".")
+        if parts[0] != "pptune" or len(parts) < 2 or parts[1] == unit:
+            continue
+        target = parts[1]
+        if LAYERS[target] >= LAYERS[unit] and (unit, target) not in SIDEWAYS:
+            wrong.append(f"line {line}: {module} ({target}, layer {LAYERS[target]})")
+    assert not wrong, f"{path.name} ({unit}, layer {LAYERS[unit]}) imports upward or sideways: {wrong}"
+
+
+def test_core_imports_only_the_standard_library() -> None:
+    """costmodel is pure: the planner and simulator run with Python alone."""
+    foreign = []
+    for path in PACKAGE.joinpath("costmodel").rglob("*.py"):
+        for line, module in imports_of(path):
+            top = module.split(".")[0]
+            if top not in sys.stdlib_module_names and not module.startswith("pptune.costmodel"):
+                foreign.append(f"{path.name}:{line}: {module}")
+    assert foreign == []
+
+
+def test_the_rules_catch_an_upward_import(tmp_path: Path) -> None:
+    """The checker itself: a renderer importing a check is found."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    from pptune.check.rules import check\n    import pptune.cli\n")
+    assert imports_of(bad) == [(2, "pptune.check.rules"), (3, "pptune.cli")]
+    upward = [m for _, m in imports_of(bad) if LAYERS[m.split(".")[1]] >= LAYERS["report"]]
+    assert upward == ["pptune.check.rules", "pptune.cli"]
