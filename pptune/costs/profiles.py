@@ -6,8 +6,10 @@ Turns a ``Profile`` (pydantic, the file format) into the planner's plain
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from pptune.costmodel import presets
 from pptune.costmodel.analytic import analytic_layers
@@ -32,23 +34,22 @@ DEFAULT_PROFILE_FILE = "pptune-profile.json"
 DEFAULT_MICRO_BATCH_SIZES = (1, 2, 4, 8)
 ATTENTION_KINDS = tuple(a.value for a in Attention)
 
+T = TypeVar("T")
+
+
+def _preset(kind: str, table: Mapping[str, T], name: str) -> T:
+    try:
+        return table[name]
+    except KeyError:
+        raise BadInput(f"unknown {kind} preset {name!r}; choose one of: {', '.join(table)}") from None
+
 
 def model_preset(name: str) -> presets.ModelShape:
-    try:
-        return presets.MODELS[name]
-    except KeyError:
-        raise BadInput(
-            f"unknown model preset {name!r}; choose one of: {', '.join(presets.MODELS)}"
-        ) from None
+    return _preset("model", presets.MODELS, name)
 
 
 def gpu_preset(name: str) -> presets.GpuSpec:
-    try:
-        return presets.GPUS[name]
-    except KeyError:
-        raise BadInput(
-            f"unknown GPU preset {name!r}; choose one of: {', '.join(presets.GPUS)}"
-        ) from None
+    return _preset("GPU", presets.GPUS, name)
 
 
 def preset_links(gpu: presets.GpuSpec) -> Links:

@@ -1,7 +1,8 @@
 """Standard decoder-only transformer layers, written in plain torch.
 
 Imported only from inside probe functions (it imports torch at the top).
-Two flavours, chosen by ``LayerShape.llama_style``:
+Every layer takes the model's ``ModelShape`` (pptune.costmodel.presets, the
+one record of a model's sizes); two flavours, chosen by its ``gated_mlp``:
 - GPT-2/3 (Radford et al. 2019; Brown et al. 2020): learned positions,
   pre-LayerNorm, biases, GeLU MLP with 2 matrices, dropout after attention
   and MLP (its masks are kept for backward, as in training);
@@ -15,47 +16,31 @@ code uses it, so the score matrix is not kept for backward.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pptune.costmodel.presets import ModelShape
+
 GPT_DROPOUT = 0.1  # GPT-2's resid_pdrop / embd_pdrop
 
 
-@dataclass(frozen=True)
-class LayerShape:
-    hidden: int
-    heads: int
-    kv_heads: int
-    ffn: int
-    vocab: int
-    seq_len: int
-    llama_style: bool
-    dropout: float
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden // self.heads
+def _norm(s: ModelShape) -> nn.Module:
+    return nn.RMSNorm(s.hidden, eps=1e-5) if s.gated_mlp else nn.LayerNorm(s.hidden)
 
 
-def _norm(s: LayerShape) -> nn.Module:
-    return nn.RMSNorm(s.hidden, eps=1e-5) if s.llama_style else nn.LayerNorm(s.hidden)
-
-
-def _dropout(s: LayerShape) -> nn.Module:
-    return nn.Dropout(s.dropout) if s.dropout > 0 else nn.Identity()
+def _dropout(p: float) -> nn.Module:
+    return nn.Dropout(p) if p > 0 else nn.Identity()
 
 
 class Embedding(nn.Module):
     """Token ids (batch, seq) int64 -> hidden states (batch, seq, hidden)."""
 
-    def __init__(self, s: LayerShape) -> None:
+    def __init__(self, s: ModelShape, dropout_p: float) -> None:
         super().__init__()
         self.tok = nn.Embedding(s.vocab, s.hidden)
-        self.pos = None if s.llama_style else nn.Embedding(s.seq_len, s.hidden)
-        self.drop = _dropout(s)
+        self.pos = None if s.gated_mlp else nn.Embedding(s.seq_len, s.hidden)
+        self.drop = _dropout(dropout_p)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         h = self.tok(ids)
@@ -65,10 +50,10 @@ class Embedding(nn.Module):
 
 
 class Attention(nn.Module):
-    def __init__(self, s: LayerShape) -> None:
+    def __init__(self, s: ModelShape) -> None:
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = s.heads, s.kv_heads, s.head_dim
-        bias = not s.llama_style
+        bias = not s.gated_mlp
         self.qkv = nn.Linear(s.hidden, (s.heads + 2 * s.kv_heads) * s.head_dim, bias=bias)
         self.proj = nn.Linear(s.heads * s.head_dim, s.hidden, bias=bias)
 
@@ -87,9 +72,9 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, s: LayerShape) -> None:
+    def __init__(self, s: ModelShape) -> None:
         super().__init__()
-        self.gated = s.llama_style
+        self.gated = s.gated_mlp
         if self.gated:
             self.up = nn.Linear(s.hidden, 2 * s.ffn, bias=False)  # gate and up, fused
             self.down = nn.Linear(s.ffn, s.hidden, bias=False)
@@ -107,10 +92,10 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """Pre-norm decoder block: x + attn(norm(x)), then x + mlp(norm(x))."""
 
-    def __init__(self, s: LayerShape) -> None:
+    def __init__(self, s: ModelShape, dropout_p: float) -> None:
         super().__init__()
-        self.norm1, self.attn, self.drop1 = _norm(s), Attention(s), _dropout(s)
-        self.norm2, self.mlp, self.drop2 = _norm(s), MLP(s), _dropout(s)
+        self.norm1, self.attn, self.drop1 = _norm(s), Attention(s), _dropout(dropout_p)
+        self.norm2, self.mlp, self.drop2 = _norm(s), MLP(s), _dropout(dropout_p)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.drop1(self.attn(self.norm1(x)))
@@ -120,7 +105,7 @@ class Block(nn.Module):
 class Head(nn.Module):
     """Final norm and LM head: hidden states -> logits (batch, seq, vocab). No loss."""
 
-    def __init__(self, s: LayerShape) -> None:
+    def __init__(self, s: ModelShape) -> None:
         super().__init__()
         self.norm = _norm(s)
         self.lm_head = nn.Linear(s.hidden, s.vocab, bias=False)

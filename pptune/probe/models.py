@@ -45,7 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pptune.costmodel.presets import MODELS
+from pptune.costmodel.presets import MODELS, ModelShape
+from pptune.costs.modelspec import with_seq_len
 from pptune.errors import BadInput
 from pptune.launch import ranks
 from pptune.launch.deps import import_torch
@@ -73,24 +74,22 @@ class ModelPlan:
 
 
 def _transformer_plan(
-    name: str,
-    shape: Any,
-    num_blocks: int,
-    device: str,
-    dtype: Any,
-    global_batch: int | None,
+    shape: ModelShape, dropout_p: float, device: str, dtype: Any, global_batch: int | None
 ) -> ModelPlan:
+    """[embedding, blocks, head] of ``shape``, built layer by layer on ``device``."""
     torch = import_torch("probe")
     from pptune.probe import _torch_layers as tl
+
+    name, num_blocks = shape.name, shape.num_blocks
 
     def build(i: int) -> Any:
         torch.manual_seed(1234 + i)  # the same weights on every run
         layer: Any
         with torch.device(device):
             if i == 0:
-                layer = tl.Embedding(shape)
+                layer = tl.Embedding(shape, dropout_p)
             elif i <= num_blocks:
-                layer = tl.Block(shape)
+                layer = tl.Block(shape, dropout_p)
             else:
                 layer = tl.Head(shape)
         return layer.to(dtype)
@@ -105,8 +104,8 @@ def _transformer_plan(
         f"model {name}: [embedding, {num_blocks} x decoder block, final norm + LM head] "
         f"(d={shape.hidden}, {shape.heads} heads, {shape.kv_heads} kv heads, ffn {shape.ffn}, "
         f"vocab {shape.vocab}, seq {shape.seq_len}, "
-        f"{'Llama-style: RMSNorm, SwiGLU, no rotary' if shape.llama_style else 'GPT-style'}"
-        f"{f', dropout {shape.dropout}' if shape.dropout else ''}); the head's cost "
+        f"{'Llama-style: RMSNorm, SwiGLU, no rotary' if shape.gated_mlp else 'GPT-style'}"
+        f"{f', dropout {dropout_p}' if dropout_p else ''}); the head's cost "
         "excludes the loss",
     ]
     itemsize = torch.empty((), dtype=dtype).element_size()
@@ -124,19 +123,19 @@ def _transformer_plan(
     )
 
 
-def param_count(shape: Any, num_blocks: int) -> int:
+def param_count(shape: ModelShape) -> int:
     """Parameters of [embedding, blocks, head] as _torch_layers builds them (biases ignored)."""
     d, hd = shape.hidden, shape.head_dim
     attn = d * (shape.heads + 2 * shape.kv_heads) * hd + shape.heads * hd * d
-    mlp = (3 if shape.llama_style else 2) * d * shape.ffn
-    pos = 0 if shape.llama_style else shape.seq_len * d
-    return int(2 * shape.vocab * d + pos + num_blocks * (attn + mlp))
+    mlp = (3 if shape.gated_mlp else 2) * d * shape.ffn
+    pos = 0 if shape.gated_mlp else shape.seq_len * d
+    return int(2 * shape.vocab * d + pos + shape.num_blocks * (attn + mlp))
 
 
-def _warn_if_large(plan: ModelPlan, shape: Any, device: str) -> None:
+def _warn_if_large(plan: ModelPlan, shape: ModelShape, device: str) -> None:
     if device != "cpu" or plan.name == CPU_DEMO_MODEL:
         return
-    params = param_count(shape, plan.num_blocks or 0)
+    params = param_count(shape)
     plan.warnings.append(
         f"model {plan.name} has ~{params / 1e9:.2g}B parameters and sequence length "
         f"{plan.seq_len}: a CPU probe of its {len(plan.layer_names)} layers can take a long "
@@ -154,18 +153,9 @@ def plan_preset(name: str, device: str, dtype: Any, seq_len: int | None = None) 
             f"--model {name!r} is not a preset; choose one of {', '.join(MODELS)} "
             "(or give --hf-config PATH / --module pkg.mod:factory)"
         )
-    m = MODELS[name]
-    shape = tl.LayerShape(
-        hidden=m.hidden,
-        heads=m.heads,
-        kv_heads=m.kv_heads,
-        ffn=m.ffn,
-        vocab=m.vocab,
-        seq_len=seq_len or m.seq_len,
-        llama_style=m.gated_mlp,
-        dropout=tl.GPT_DROPOUT if m.dropout else 0.0,
-    )
-    plan = _transformer_plan(name, shape, m.num_blocks, device, dtype, m.global_batch)
+    shape = with_seq_len(MODELS[name], seq_len)
+    dropout_p = tl.GPT_DROPOUT if shape.dropout else 0.0
+    plan = _transformer_plan(shape, dropout_p, device, dtype, shape.global_batch)
     _warn_if_large(plan, shape, device)
     return plan
 
@@ -174,13 +164,10 @@ def plan_hf_config(path: Path, device: str, dtype: Any, seq_len: int | None = No
     """A stack of standard decoder blocks shaped like a Hugging Face config.json."""
     import_torch("probe")
     from pptune.costs.modelspec import read_hf_config
-    from pptune.probe import _torch_layers as tl
 
     hf = read_hf_config(path, seq_len, seq_cap=HF_SEQ_LEN_CAP)
-    m = hf.shape
-    shape = tl.LayerShape(m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab, m.seq_len,
-                          m.gated_mlp, hf.dropout_p)
-    plan = _transformer_plan(m.name, shape, m.num_blocks, device, dtype, None)
+    shape = hf.shape
+    plan = _transformer_plan(shape, hf.dropout_p, device, dtype, None)
     plan.notes.extend(hf.notes)
     plan.notes.append(f"shape from --hf-config {path}")
     _warn_if_large(plan, shape, device)

@@ -40,10 +40,6 @@ def test_gpt_small_is_embedding_six_blocks_and_head() -> None:
 def test_param_count_matches_the_built_layers_without_biases_and_norms() -> None:
     plan = plan_preset("gpt-small", "cpu", torch.float32)
     from pptune.costmodel.presets import MODELS
-    from pptune.probe import _torch_layers as tl
-
-    m = MODELS["gpt-small"]
-    shape = tl.LayerShape(m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab, m.seq_len, False, 0.1)
     built = sum(_params(plan.build_layer(i)) for i in range(len(plan.layer_names)))
     small = sum(
         p.numel()
@@ -51,7 +47,7 @@ def test_param_count_matches_the_built_layers_without_biases_and_norms() -> None
         for name, p in plan.build_layer(i).named_parameters()
         if p.dim() == 1
     )
-    assert built - small == param_count(shape, 6)
+    assert built - small == param_count(MODELS["gpt-small"])
 
 
 def test_large_preset_on_cpu_warns_and_unknown_preset_is_bad_input() -> None:
