@@ -4,6 +4,8 @@
   ``_guard`` and exit codes included; tests never rebuild it.
 - ``cli``: ``cli(*args)`` runs that app with typer's CliRunner (stdout and
   stderr apart, exceptions not caught: a traceback fails the test).
+- ``error_line``: the one ``pptune: error:`` line of a run refused as bad
+  input, checked (exit 2, nothing on stdout, nothing else on stderr).
 - ``@pytest.mark.gpu``: skipped where no NVIDIA GPU is usable; the reason is
   worded once, here.
 
@@ -61,3 +63,17 @@ def cli(app: typer.Typer) -> Cli:
         return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
 
     return invoke
+
+
+@pytest.fixture(scope="session")
+def error_line() -> Callable[[Result], str]:
+    def check(result: Result) -> str:
+        assert result.exit_code == 2, (result.exit_code, result.output)
+        assert "Traceback" not in result.output
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1, result.stderr
+        assert lines[0].startswith("pptune: error: ")
+        assert result.stdout == ""
+        return lines[0]
+
+    return check

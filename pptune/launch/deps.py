@@ -31,12 +31,13 @@ def import_torch(command: str, *submodules: str) -> Any:
     return torch
 
 
-def import_pynvml() -> Any:
-    """Return the ``pynvml`` module (package nvidia-ml-py)."""
+def import_pynvml(command: str, purpose: str) -> Any:
+    """Return the ``pynvml`` module (package nvidia-ml-py), or raise
+    MissingDependency naming ``command``, what it needs NVML for, and the pip command."""
     try:
         import pynvml
     except ImportError:
         raise MissingDependency(
-            "pptune probe needs nvidia-ml-py for the GPU inventory: pip install nvidia-ml-py"
+            f"pptune {command} needs nvidia-ml-py {purpose}: pip install nvidia-ml-py"
         ) from None
     return pynvml

@@ -15,18 +15,9 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from pptune.errors import MissingDependency, PptuneError
+from pptune.errors import PptuneError
+from pptune.launch.deps import import_pynvml
 from pptune.observe.monitor import GpuReading
-
-
-def _pynvml() -> ModuleType:
-    try:
-        import pynvml
-    except ImportError:
-        raise MissingDependency(
-            "pptune monitor needs pynvml: pip install nvidia-ml-py"
-        ) from None
-    return pynvml
 
 
 def _text(x: object) -> str:
@@ -60,7 +51,7 @@ class NvmlGpus:
 @contextmanager
 def nvml_gpus() -> Iterator[NvmlGpus]:
     """Initialise NVML, yield the GPUs, shut NVML down; ``PptuneError`` without one."""
-    nvml = _pynvml()
+    nvml = import_pynvml("monitor", "to sample the GPUs")
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as exc:

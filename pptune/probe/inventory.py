@@ -79,7 +79,7 @@ def nvml_inventory() -> Inventory:
     """GPU inventory through NVML; raises the module's ``NVMLError`` when NVML fails."""
     from pptune.launch.deps import import_pynvml
 
-    nv = import_pynvml()
+    nv = import_pynvml("probe", "for the GPU inventory")
     nv.nvmlInit()
     try:
         count = nv.nvmlDeviceGetCount()
@@ -188,7 +188,7 @@ def gpu_inventory() -> Inventory:
     """NVML inventory, or a CPU inventory carrying NVML's one-line reason."""
     from pptune.launch.deps import import_pynvml
 
-    nv = import_pynvml()
+    nv = import_pynvml("probe", "for the GPU inventory")
     try:
         return nvml_inventory()
     except nv.NVMLError as exc:

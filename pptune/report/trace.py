@@ -40,6 +40,16 @@ def _meta(name: str, pid: int, args: dict[str, Any], tid: int | None = None) -> 
     return event
 
 
+def _span(
+    name: str, cat: str, pid: int, tid: int, start_s: float, end_s: float, **extra: Any
+) -> dict[str, Any]:
+    """A complete ("X") event from ``start_s`` to ``end_s``, in microseconds."""
+    return {
+        "name": name, "cat": cat, "ph": "X", "pid": pid, "tid": tid,
+        "ts": start_s * _US_PER_S, "dur": (end_s - start_s) * _US_PER_S, **extra,
+    }
+
+
 def chrome_trace(result: Timeline, name: str = "pptune simulate") -> dict[str, Any]:
     """The trace as a JSON-ready dict (``json.dumps`` it, or use ``write_trace``)."""
     events: list[dict[str, Any]] = []
@@ -57,34 +67,20 @@ def chrome_trace(result: Timeline, name: str = "pptune simulate") -> dict[str, A
             events.append(_meta("thread_sort_index", d, {"sort_index": SEND_TID}, SEND_TID))
     for e in result.events:
         kind = kind_of(e.op)
-        event = {
-            "name": f"{kind}{e.op.mb} s{e.op.stage}",
-            "cat": "compute",
-            "ph": "X",
-            "pid": e.device,
-            "tid": COMPUTE_TID,
-            "ts": e.start_s * _US_PER_S,
-            "dur": (e.end_s - e.start_s) * _US_PER_S,
-            "args": {"mb": e.op.mb, "stage": e.op.stage, "kind": kind},
-        }
+        event = _span(
+            f"{kind}{e.op.mb} s{e.op.stage}", "compute", e.device, COMPUTE_TID, e.start_s, e.end_s,
+            args={"mb": e.op.mb, "stage": e.op.stage, "kind": kind},
+        )
         if kind in CNAMES:
             event["cname"] = CNAMES[kind]
         events.append(event)
     for t in transfers:
         kind = kind_of(t.op)
-        events.append({
-            "name": f"send {kind}{t.op.mb} s{t.op.stage} -> dev{t.dst}",
-            "cat": "p2p",
-            "ph": "X",
-            "pid": t.src,
-            "tid": SEND_TID,
-            "ts": t.start_s * _US_PER_S,
-            "dur": (t.end_s - t.start_s) * _US_PER_S,
-            "cname": SEND_CNAME,
-            "args": {
-                "src": t.src, "dst": t.dst, "mb": t.op.mb, "stage": t.op.stage, "kind": kind,
-            },
-        })
+        events.append(_span(
+            f"send {kind}{t.op.mb} s{t.op.stage} -> dev{t.dst}", "p2p", t.src, SEND_TID,
+            t.start_s, t.end_s, cname=SEND_CNAME,
+            args={"src": t.src, "dst": t.dst, "mb": t.op.mb, "stage": t.op.stage, "kind": kind},
+        ))
     other: dict[str, Any] = {"name": name, "p": int(result.p), "step_time_s": result.step_time_s}
     for attr in ("m", "v", "bubble_rate"):
         if hasattr(result, attr):

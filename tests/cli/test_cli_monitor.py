@@ -10,6 +10,7 @@ import pytest
 from typer.testing import Result
 
 Cli = Callable[..., Result]  # the ``cli`` fixture of tests/conftest.py
+ErrorLine = Callable[[Result], str]  # its ``error_line`` fixture
 
 
 @pytest.fixture
@@ -38,21 +39,11 @@ def nvml_error() -> str | None:
 # ---------------------------------------------------------------- CLI / NVML
 
 
-def one_error_line(result) -> str:
-    assert result.exit_code == 2, (result.exit_code, result.output)
-    assert "Traceback" not in result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("pptune: error: ")
-    assert result.stdout == ""
-    return lines[0]
-
-
 @pytest.mark.skipif(nvml_error() is None, reason="NVML works here: this checks the no-GPU path")
-def test_without_nvml_exits_2_in_one_line(run: Cli) -> None:
-    line = one_error_line(run("--interval", "0.01", "--duration", "0.01"))
+def test_without_nvml_exits_2_in_one_line(run: Cli, error_line: ErrorLine) -> None:
+    line = error_line(run("--interval", "0.01", "--duration", "0.01"))
     assert "no NVIDIA GPU" in line and "NVML" in line
-    one_error_line(run("--json"))
+    error_line(run("--json"))
 
 
 @pytest.mark.parametrize(
@@ -63,8 +54,10 @@ def test_without_nvml_exits_2_in_one_line(run: Cli) -> None:
         (["--min-util", "60"], "--min-util must be a fraction"),
     ],
 )
-def test_bad_flags_exit_2_before_touching_nvml(args: list[str], needle: str, run: Cli) -> None:
-    assert needle in one_error_line(run(*args))
+def test_bad_flags_exit_2_before_touching_nvml(
+    args: list[str], needle: str, run: Cli, error_line: ErrorLine
+) -> None:
+    assert needle in error_line(run(*args))
 
 
 def test_help_has_an_example(run: Cli) -> None:

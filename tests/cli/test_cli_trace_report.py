@@ -15,20 +15,11 @@ from pptune.observe.trace_report import SOURCE_CPU, SOURCE_GPU
 TRACES = Path(__file__).resolve().parent.parent / "data" / "traces"
 GPU = [TRACES / "gpu_rank0.json", TRACES / "gpu_rank1.json"]
 Cli = Callable[..., Result]  # the ``cli`` fixture of tests/conftest.py
+ErrorLine = Callable[[Result], str]  # its ``error_line`` fixture
 
 @pytest.fixture
 def run(cli: Cli) -> Cli:
     return lambda *args: cli("trace-report", *args)
-
-
-def one_error_line(result) -> str:
-    assert result.exit_code == 2, (result.exit_code, result.output)
-    assert "Traceback" not in result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("pptune: error: ")
-    assert result.stdout == ""
-    return lines[0]
 
 
 # ---------------------------------------------------------------- CLI
@@ -83,18 +74,20 @@ def test_cli_window_flags(run: Cli) -> None:
         (b"[" * 100_000, "nested too deeply"),
     ],
 )
-def test_cli_bad_input_is_one_line(tmp_path: Path, content: bytes | None, needle: str, run: Cli) -> None:
+def test_cli_bad_input_is_one_line(
+    tmp_path: Path, content: bytes | None, needle: str, run: Cli, error_line: ErrorLine
+) -> None:
     path = tmp_path / "trace.json"
     if content is not None:
         path.write_bytes(content)
-    line = one_error_line(run(path))
+    line = error_line(run(path))
     assert needle in line and str(path) in line
 
 
-def test_cli_directory_and_bad_flags(tmp_path: Path, run: Cli) -> None:
-    assert "is a directory" in one_error_line(run(tmp_path))
-    assert "--min-busy" in one_error_line(run(*GPU, "--min-busy", "60"))
-    assert "only 2 ProfilerStep" in one_error_line(run(*GPU, "--steps", "5"))
+def test_cli_directory_and_bad_flags(tmp_path: Path, run: Cli, error_line: ErrorLine) -> None:
+    assert "is a directory" in error_line(run(tmp_path))
+    assert "--min-busy" in error_line(run(*GPU, "--min-busy", "60"))
+    assert "only 2 ProfilerStep" in error_line(run(*GPU, "--steps", "5"))
 
 
 def test_help_has_an_example(run: Cli) -> None:
