@@ -1,11 +1,10 @@
 """`pptune probe`: measure this machine's cards and write a profile.
 
-The only package of pptune that imports torch or pynvml, and only inside the
-functions that need them (see ``_deps``): ``import pptune.probe`` works on a
-laptop without torch.
+torch and pynvml are imported only inside the functions that need them
+(``pptune.launch.deps``): ``import pptune.probe`` works on a laptop without
+torch.
 
 Modules:
-- ``stats``      medians and spreads of repeated samples (pure Python)
 - ``fit``        alpha-beta (latency + bytes / bandwidth) least-squares fit (pure)
 - ``nccl_tests`` parser for NVIDIA nccl-tests output (pure)
 - ``inventory``  devices, memory, driver and GPU-pair links through NVML
@@ -16,5 +15,4 @@ Modules:
 - ``summary``    rich tables of a profile (returned, never printed)
 - ``units``      byte sizes as typed (64M) and shown (64 MiB)
 - ``_torch_layers`` the GPT / Llama decoder layers presets and config.json build
-- ``_deps``      the lazy torch / pynvml imports with the install hint
 """

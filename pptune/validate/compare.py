@@ -22,7 +22,7 @@ the model describe what torch.distributed.pipelining actually runs:
   compute at the same time and, on a CPU host, share cores, caches, memory
   bandwidth and the host's other load. Each rank times a reference workload
   (its own stage forwards) alone and then with all ranks at once
-  (``runner.contention``); the ratio f is applied as processor sharing: an
+  (``timing.contention``); the ratio f is applied as processor sharing: an
   op runs at rate 1 alone and 1/f while another rank computes, so an op that
   overlaps others for a share o of its time takes ``work / (1 - o + o/f)``,
   iterated to a fixed point over the simulated timeline. On this 2-core
@@ -117,7 +117,7 @@ def predict(
     """Simulate ``spec`` over ``profile`` with the corrections of the module docstring.
 
     ``contention``: the measured slowdown of a rank's work while all ranks
-    compute at once (``runner.contention``); None leaves it out.
+    compute at once (``timing.contention``); None leaves it out.
     """
     table = cost_table(profile)
     stages = stage_costs(table, spec.micro_batch_size, list(spec.stage_layers))
