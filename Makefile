@@ -31,8 +31,8 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 # The pure core and the CLI: no torch, no spawned process (~20 s on 2 idle cores).
-FAST_DIRS := tests/costmodel tests/costs tests/plan tests/check tests/configs \
-	tests/report tests/observe tests/validate tests/cli
+FAST_DIRS := tests/costmodel tests/costs tests/launch tests/plan tests/check tests/configs \
+	tests/report tests/observe tests/validate tests/cli tests/test_layers.py
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow and not torch and not gpu" $(FAST_DIRS)
 
