@@ -6,8 +6,9 @@
   stderr apart, exceptions not caught: a traceback fails the test).
 - ``error_line``: the one ``pptune: error:`` line of a run refused as bad
   input, checked (exit 2, nothing on stdout, nothing else on stderr).
-- ``@pytest.mark.gpu``: skipped where no NVIDIA GPU is usable; the reason is
-  worded once, here.
+- ``@pytest.mark.gpu``: skipped where no NVIDIA GPU is usable, and
+  ``@pytest.mark.torch`` where torch is not installed; each reason is worded
+  once, here.
 
 Tests are laid out like the package: tests/<layer>/ for pptune/<layer>/, and
 every test that goes through the command line in tests/cli/.
@@ -15,6 +16,7 @@ every test that goes through the command line in tests/cli/.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from functools import cache
 
@@ -37,8 +39,15 @@ def no_gpu_reason() -> str | None:
     return None
 
 
+NO_TORCH = "needs torch: pip install 'pptune[probe]' (torch==2.13.0 on this machine)"
+
+
 @pytest.hookimpl(trylast=True)  # after -m deselects: `make test-fast` never imports torch
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if importlib.util.find_spec("torch") is None:
+        for item in items:
+            if item.get_closest_marker("torch") is not None:
+                item.add_marker(pytest.mark.skip(reason=NO_TORCH))
     gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not gpu_items:
         return

@@ -14,8 +14,7 @@ from pptune.cli.app import app
 from pptune.probe.build import DeviceChoice, DType
 from pptune.schemas import Profile
 
-pytest.importorskip("torch")
-pytestmark = pytest.mark.torch
+pytestmark = pytest.mark.torch  # skipped without torch (tests/conftest.py)
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "nccl"
 runner = CliRunner()

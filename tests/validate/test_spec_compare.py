@@ -27,6 +27,7 @@ def spec(schedule: str = "1f1b", pp: int = 2, m: int = 4, v: int = 1, split=(2, 
     return RunSpec(Schedule(schedule), pp, m, v, b, tuple(split))
 
 
+@pytest.mark.torch
 def test_every_schedule_maps_to_a_torch_class() -> None:
     assert set(TORCH_SCHEDULES) == set(Schedule)
     torch = pytest.importorskip("torch")
