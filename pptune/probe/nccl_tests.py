@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pptune.errors import BadInput
+from pptune.launch.stats import median
 
 SUPPORTED = ("all_reduce", "sendrecv")
 KNOWN_TESTS = (
@@ -111,12 +112,8 @@ class NcclTable:
 
 def _data_ratio(rows: list[NcclRow]) -> float | None:
     """busbw / algbw from the rows printed with enough digits (algbw >= 1 GB/s)."""
-    ratios = sorted(
-        r.busbw_bytes_per_s / r.algbw_bytes_per_s for r in rows if r.algbw_bytes_per_s >= 1e9
-    )
-    if not ratios:
-        return None
-    return ratios[len(ratios) // 2]
+    ratios = [r.busbw_bytes_per_s / r.algbw_bytes_per_s for r in rows if r.algbw_bytes_per_s >= 1e9]
+    return median(ratios) if ratios else None
 
 
 def _header_columns(line: str) -> list[str] | None:
