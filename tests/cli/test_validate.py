@@ -233,6 +233,7 @@ def test_a_hung_rank_is_bounded_by_timeout(
     ), line
 
 
+@pytest.mark.torch  # validate imports torch before it reads the plan file
 def test_plan_n_reads_the_saved_recommendation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Cli, cli: Cli
 ) -> None:
