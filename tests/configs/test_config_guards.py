@@ -180,9 +180,11 @@ def test_megatron_script_without_arguments(tmp_path: Path) -> None:
 ])
 def test_shell_expansion_bombs_are_refused_quickly(tmp_path: Path, script: str,
                                                    expected: str) -> None:
+    # A hang guard, not a speed measurement: an unguarded bomb runs for hours
+    # (2**40 words); refusing it takes milliseconds even on a loaded machine.
     start = time.perf_counter()
     assert expected in bad(write(tmp_path, "run.sh", script))
-    assert time.perf_counter() - start < 2.0
+    assert time.perf_counter() - start < 30.0
 
 
 @pytest.mark.parametrize(("toml", "expected"), [
