@@ -46,6 +46,7 @@ from pptune.costmodel.comm import (
     dp_exposed_s,
     torch_ddp_bucket_params,
 )
+from pptune.costmodel.memory import Recompute, with_recompute
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import (
@@ -53,8 +54,8 @@ from pptune.costmodel.search import (
     CostTable,
     Plan,
     PlanRequest,
+    PlanSpec,
     evaluate,
-    with_full_recompute,
 )
 from pptune.costs.profiles import analytic_profile, cost_table
 
@@ -77,18 +78,7 @@ def _blocks_recomputed(table: CostTable) -> CostTable:
     (megatron/model/transformer.py ``_checkpointed_forward`` over
     ``self.layers``); the embedding and the LM head with its loss run once.
     (Eq. 3 counts the same: 4 forward passes of each block, 3 of the logit layer.)"""
-    full = with_full_recompute(table)
-    blocks = [n.startswith("block") for n in table.names]
-    by = {}
-    for b, c in table.by_mb.items():
-        r = full.by_mb[b]
-        by[b] = dataclasses.replace(
-            r,
-            bwd_s=[x if blk else y for x, y, blk in zip(r.bwd_s, c.bwd_s, blocks, strict=True)],
-            act_bytes=[x if blk else y
-                       for x, y, blk in zip(r.act_bytes, c.act_bytes, blocks, strict=True)],
-        )
-    return dataclasses.replace(table, by_mb=by)
+    return with_recompute(table, Recompute.FULL)
 
 
 def _torch_ddp_step_s(table: CostTable, no_dp: Plan, b: int) -> float:
@@ -125,10 +115,10 @@ def megatron_row(row: MegatronRow) -> dict[str, Any]:
     split = [row.layers // (p * v)] * (p * v)
     split[0] += 1
     split[-1] += 1
-    plan = evaluate(table, req, schedule, p, b, m, v, split)
+    spec = PlanSpec(schedule, p, b, m, tuple(split), v)
+    plan = evaluate(table, req, spec)
     free = AllReduceLink(0.0, math.inf)
-    no_dp = evaluate(dataclasses.replace(table, ar_intra=free, ar_inter=free), req, schedule,
-                     p, b, m, v, split)
+    no_dp = evaluate(dataclasses.replace(table, ar_intra=free, ar_inter=free), req, spec)
     step_s = plan.step_time_s
     if not local_ddp:  # PyTorch DDP (the pp=1 rows): its own bucket size
         assert p == 1, "the script runs PyTorch DDP only without pipelining"

@@ -25,6 +25,9 @@ from pptune.costmodel.search import (
     CostTable,
     LayerCosts,
     PlanRequest,
+    PlanSpec,
+    Recompute,
+    Sharding,
     divisors,
     evaluate,
     search,
@@ -93,7 +96,8 @@ def bench_optimality(instances: int) -> None:
         gpus = rng.choice([2, 4])
         gb = rng.choice([8, 16])
         table = _random_table(rng, n)
-        req = PlanRequest(gpus=gpus, global_batch=gb, schedules=scheds, reserve_bytes=0, top=1)
+        req = PlanRequest(gpus=gpus, global_batch=gb, schedules=scheds, reserve_bytes=0, top=1,
+                          shardings=(Sharding.NONE,), recomputes=(Recompute.NONE,))
         got = search(table, req).plans[0].step_time_s
         best = float("inf")
         for p in divisors(gpus):
@@ -110,7 +114,7 @@ def bench_optimality(instances: int) -> None:
                     for cuts in itertools.combinations(range(1, n), p - 1):
                         bounds = (0, *cuts, n)
                         split = [bounds[i + 1] - bounds[i] for i in range(p)]
-                        best = min(best, evaluate(table, req, s, p, b, m, 1, split).step_time_s)
+                        best = min(best, evaluate(table, req, PlanSpec(s, p, b, m, tuple(split))).step_time_s)
         ratios.append(got / best)
     _write("planner_optimality", {
         "instances": instances,
@@ -119,6 +123,67 @@ def bench_optimality(instances: int) -> None:
         "ratio_max": round(max(ratios), 6), "ratio_median": round(statistics.median(ratios), 6),
         "instances_at_1.000": sum(1 for r in ratios if r <= 1 + 1e-9),
     })
+
+
+def _fixed_depth_rows(instances: int) -> list[dict[str, Any]]:
+    rows = []
+    for p in (2, 4, 8):
+        for m in (p, 2 * p, 4 * p):
+            for sched in (Schedule.GPIPE, Schedule.ONE_F_ONE_B, Schedule.ZB_H1):
+                ratios = []
+                for seed in range(instances):
+                    rng = random.Random(7000 + 100 * p + seed)
+                    n = rng.randint(p + 1, p + 4)
+                    table = _random_table(rng, n)
+                    req = PlanRequest(gpus=p, global_batch=m, schedules=(sched,), pp=(p,),
+                                      micro_batch_sizes=(1,), reserve_bytes=0, top=1,
+                                      shardings=(Sharding.NONE,), recomputes=(Recompute.NONE,),
+                                      with_best_pp1=False)
+                    got = search(table, req).plans[0].step_time_s
+                    best = min(
+                        evaluate(table, req, PlanSpec(sched, p, 1, m, split)).step_time_s
+                        for split in _compositions(n, p))
+                    ratios.append(got / best)
+                rows.append({"pp": p, "microbatches": m, "schedule": sched.value,
+                             "instances": instances, "ratio_max": round(max(ratios), 6),
+                             "instances_at_1.000": sum(1 for r in ratios if r <= 1 + 1e-9)})
+    return rows
+
+
+def bench_fixed_depth_optimality(instances: int) -> None:
+    """pp fixed at 2, 4, 8 with m in {p, 2p, 4p}: the chosen split vs every contiguous split."""
+    from pptune.costmodel import refine
+
+    rows = _fixed_depth_rows(instances)
+    saved = refine.EXHAUSTIVE_MAX_SPLITS
+    refine.EXHAUSTIVE_MAX_SPLITS = 0  # the hill climb alone, as on models with many layers
+    try:
+        climb = _fixed_depth_rows(instances)
+    finally:
+        refine.EXHAUSTIVE_MAX_SPLITS = saved
+    _write("planner_optimality_fixed_depth", {
+        "description": "chosen split's simulated step / best of all contiguous splits, "
+                       "pp and m fixed (random per-layer costs, one micro-batch size); "
+                       "these instances are small enough for the exact refinement, "
+                       "hill_climb_only repeats them with the hill climb alone",
+        "worst_ratio": max(r["ratio_max"] for r in rows), "results": rows,
+        "worst_ratio_hill_climb_only": max(r["ratio_max"] for r in climb),
+        "hill_climb_only": climb,
+    })
+
+
+def _compositions(n: int, k: int) -> list[tuple[int, ...]]:
+    out = []
+    for cuts in itertools.combinations(range(1, n), k - 1):
+        bounds = (0, *cuts, n)
+        out.append(tuple(bounds[i + 1] - bounds[i] for i in range(k)))
+    return out
+
+
+def bench_published_memory() -> None:
+    from bench import memory
+
+    _write("published_memory", memory.main())
 
 
 def _baseline_splits(table: CostTable, p: int) -> dict[str, list[int]]:
@@ -143,7 +208,9 @@ def bench_baselines() -> None:
         gb = prof.model.global_batch or 512
         for schedule in (Schedule.ONE_F_ONE_B, Schedule.ZB_H1):
             req = PlanRequest(gpus=gpus, global_batch=gb, schedules=(schedule,), pp=(p,),
-                              micro_batch_sizes=(1,), top=1, reserve_bytes=0)
+                              micro_batch_sizes=(1,), top=1, reserve_bytes=0,
+                              shardings=(Sharding.NONE,), recomputes=(Recompute.NONE,),
+                              with_best_pp1=False)
             res = search(table, req)
             dp = gpus // p
             m = gb // dp
@@ -157,7 +224,7 @@ def bench_baselines() -> None:
             row["pptune_split"] = ours.stage_layers
             row["pptune_step_s"] = round(ours.step_time_s, 4)
             for name, split in _baseline_splits(table, p).items():
-                base = evaluate(table, req, schedule, p, 1, m, 1, split)
+                base = evaluate(table, req, PlanSpec(schedule, p, 1, m, tuple(split)))
                 row[f"{name}_split"] = split
                 row[f"{name}_step_s"] = round(base.step_time_s, 4)
                 row[f"ratio_vs_{name}"] = round(ours.step_time_s / base.step_time_s, 4)
@@ -181,7 +248,7 @@ def bench_planner_speed(repeats: int) -> None:
                                 ("gpt3-175b-126", 4096, 8)]:
             table = cost_table(analytic_profile(model, "h100-sxm", [1, 2, 4, 8], tp=tp))
             gb = presets.MODELS[model].global_batch
-            req = PlanRequest(gpus=gpus, global_batch=gb, tp=tp, sharded_optimizer=True)
+            req = PlanRequest(gpus=gpus, global_batch=gb, tp=tp)
             t = _timed(lambda t=table, r=req: search(t, r), repeats)
             res = search(table, req)
             rows.append({"model": model, "layers": len(table.names), "gpus": gpus, "tp": tp,
@@ -199,6 +266,8 @@ def main() -> None:
     repeats = 1 if args.quick else 3
     bench_simulator(repeats)
     bench_optimality(10 if args.quick else 40)
+    bench_fixed_depth_optimality(3 if args.quick else 10)
+    bench_published_memory()
     bench_baselines()
     bench_planner_speed(repeats)
     from bench import published

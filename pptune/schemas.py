@@ -295,6 +295,12 @@ class PlanRecord(Strict):
         "tp-dp-pp", description="global rank order, fastest first (Megatron-LM: tp-cp-ep-dp-pp "
         "default, tp-cp-ep-pp-dp with --use-tp-pp-dp-mapping)"
     )
+    sharding: Literal["none", "zero1", "zero2", "zero3", "fsdp"] = Field(
+        "none", description="training-state sharding over data parallelism"
+    )
+    recompute: Literal["none", "selective", "full"] = Field(
+        "none", description="activation recomputation"
+    )
     training_days: float | None = Field(None, description="with --train-tokens")
     gpu_hours: float | None = Field(None, description="with --train-tokens")
 

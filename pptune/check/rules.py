@@ -12,6 +12,7 @@ the first stage and the LM head on the last, as both frameworks place them.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -25,9 +26,12 @@ from pptune.costmodel.search import (
     CostTable,
     Plan,
     PlanRequest,
+    PlanSpec,
+    RankOrder,
+    Recompute,
+    Sharding,
     evaluate,
     search,
-    with_full_recompute,
 )
 from pptune.costs.modelspec import from_hf_config, from_sizes, with_seq_len
 from pptune.costs.profiles import analytic_profile, cost_table, load_profile
@@ -201,6 +205,18 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None)
     return report
 
 
+ZERO_STAGES = (Sharding.NONE, Sharding.ZERO1, Sharding.ZERO2, Sharding.ZERO3)
+
+
+def config_sharding(cfg: TrainingConfig) -> Sharding:
+    """The config's sharding: stated, else its ZeRO stage, else the sharded-optimizer flag."""
+    if cfg.sharding is not None:
+        return Sharding(cfg.sharding)
+    if cfg.zero_stage:
+        return ZERO_STAGES[min(cfg.zero_stage, 3)]
+    return Sharding.ZERO1 if cfg.sharded_optimizer else Sharding.NONE
+
+
 def _costs(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions, add: Any) -> tuple[CostTable | None, str]:
     """The config's per-layer costs: its profile, else analytic costs of its model."""
     profile_path = opts.profile or (Path(cfg.profile) if cfg.profile else None)
@@ -217,8 +233,7 @@ def _costs(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions, add: Any) ->
     except PptuneError as exc:
         add("costs-unavailable", "error", f"cannot build costs: {exc}")
         return None, "none"
-    # full activation recomputation: each layer keeps only its input, redoes its forward
-    return (with_full_recompute(table) if cfg.recompute == "full" else table), origin
+    return table, origin
 
 
 def _analytic(
@@ -300,14 +315,17 @@ def _predict(
     split = _split(cfg, table, n_stages)
     gpus = p * cfg.tp * dp  # context parallelism is folded into the per-layer costs
     global_batch = cfg.micro_batch_size * m * cfg.pipeline_flushes * dp
+    sharding, recompute = config_sharding(cfg), Recompute(cfg.recompute or "none")
     req = PlanRequest(
         gpus=gpus, global_batch=global_batch, tp=cfg.tp, gpus_per_node=cfg.gpus_per_node,
-        sharded_optimizer=cfg.sharded_optimizer or cfg.zero_stage >= 1,
+        shardings=(sharding,), recomputes=(recompute,), recompute_every=cfg.recompute_every,
+        fsdp_reshard_after_forward=cfg.fsdp_reshard_after_forward,
         reserve_bytes=2 * GIB, micro_batch_sizes=(cfg.micro_batch_size,),
     )
     v = cfg.virtual_stages if schedule is Schedule.INTERLEAVED else 1
-    plan = evaluate(table, req, schedule, p, cfg.micro_batch_size, m, v, split,
-                    rank_order=cfg.rank_order)
+    spec = PlanSpec(schedule, p, cfg.micro_batch_size, m, tuple(split), v,
+                    RankOrder(cfg.rank_order), sharding, recompute)
+    plan = evaluate(table, req, spec)
     report.plan = plan
     step = plan.step_time_s * cfg.pipeline_flushes
     report.derived.update(step_time_s=step, bubble_rate=plan.bubble_rate,
@@ -340,11 +358,7 @@ def _predict(
     if not opts.compare_best:
         return
     max_slow = opts.max_slowdown if opts.max_slowdown is not None else cfg.limits.max_slowdown
-    best_req = PlanRequest(
-        gpus=gpus, global_batch=global_batch, tp=cfg.tp, gpus_per_node=cfg.gpus_per_node,
-        sharded_optimizer=req.sharded_optimizer, reserve_bytes=req.reserve_bytes,
-        micro_batch_sizes=tuple(sorted(table.by_mb)), top=1,
-    )
+    best_req = dataclasses.replace(req, micro_batch_sizes=tuple(sorted(table.by_mb)), top=1)
     res = search(table, best_req)
     if not res.plans:
         return
@@ -358,7 +372,7 @@ def _predict(
             f"for the same {gpus} GPUs and batch (limit {max_slow:.2f}x): pp={best.pp} "
             f"dp={best.dp} {best.schedule.value}"
             + (f" v={best.virtual_stages}" if best.virtual_stages > 1 else "")
-            + (f", rank order {best.rank_order}" if best.rank_order != cfg.rank_order else "")
+            + (f", rank order {best.rank_order.value}" if best.rank_order != cfg.rank_order else "")
             + f", {best.num_microbatches} micro-batches of {best.micro_batch_size}, blocks per "
             f"stage {','.join(map(str, strip_ends(best.stage_layers)))} at "
             f"{fmt_seconds(best.step_time_s)}",

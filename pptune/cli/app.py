@@ -187,9 +187,11 @@ def recommend_cmd(
     efficiency: float | None = typer.Option(None, "--efficiency", help="one fraction of peak FLOP/s for every GEMM (analytic costs; default: per GEMM shape)"),
     attention: str = typer.Option("flash", "--attention", help="flash or eager (unfused) attention (analytic costs)"),
     tp_comm_overlap: bool = typer.Option(False, "--tp-comm-overlap", help="tensor-parallel collectives hidden behind their GEMMs (analytic costs; Megatron-LM --tp-comm-overlap)"),
-    sharded_optimizer: bool = typer.Option(False, "--sharded-optimizer", help="optimizer state sharded over dp (6 + 12/dp bytes/param)"),
+    sharded_optimizer: bool = typer.Option(False, "--sharded-optimizer", help="alias of --sharding zero1 (optimizer state sharded over dp, 6 + 12/dp bytes/param)"),
+    sharding: str | None = typer.Option(None, "--sharding", help="training-state sharding to search, comma list of none, zero1, zero2, zero3, fsdp (default all)"),
     sequence_parallel: bool = typer.Option(False, "--sequence-parallel", help="with --tp: split activations along the sequence too (Megatron-LM)"),
-    recompute: str = typer.Option("none", "--recompute", help="none or full activation recomputation"),
+    recompute: str | None = typer.Option(None, "--recompute", help="activation recomputation to search, comma list of none, selective, full (default all)"),
+    recompute_every: int = typer.Option(2, "--recompute-every", help="selective: checkpoint every N-th block (torchtitan's selective_ac_option)"),
     grad_compression: str | None = typer.Option(None, "--grad-compression", help="none, fp16, bf16 or topk:FRACTION"),
     overlap_grad_reduce: bool = typer.Option(True, "--overlap-grad-reduce/--no-overlap-grad-reduce", help="reduce gradients in buckets during the last backward (DDP, Megatron-LM --overlap-grad-reduce) or after it"),
     reserve_gib: float = typer.Option(2.0, "--reserve-gib", help="memory kept back per GPU (context, NCCL, fragmentation)"),
@@ -212,8 +214,8 @@ def recommend_cmd(
         pp=_ints(pp, "--pp"), model=model, gpu=gpu, profile=profile, efficiency=efficiency,
         sharded_optimizer=sharded_optimizer, grad_compression=grad_compression,
         reserve_gib=reserve_gib, blocking_send=blocking_send, top=top,
-        sequence_parallel=sequence_parallel, recompute=recompute,
-        hf_config=hf_config, seq_len=seq_len, attention=attention,
+        sequence_parallel=sequence_parallel, recompute=recompute, sharding=sharding,
+        recompute_every=recompute_every, hf_config=hf_config, seq_len=seq_len, attention=attention,
         tp_comm_overlap=tp_comm_overlap, overlap_grad_reduce=overlap_grad_reduce,
     )
     if width < 20:
@@ -255,10 +257,7 @@ def recommend_cmd(
         from pptune.report import timeline_text
 
         w = run.result.plans[0]
-        full = evaluate(
-            run.table, run.plan_request, w.schedule, w.pp, w.micro_batch_size,
-            w.num_microbatches, w.virtual_stages, w.stage_layers, keep_events=True,
-        )
+        full = evaluate(run.table, run.plan_request, w.spec, keep_events=True)
         from pptune.report.plans import timeline_windows
 
         for label, window in timeline_windows(full.sim, w.pp, w.num_microbatches):

@@ -109,6 +109,7 @@ class SimResult:
     devices: list[DeviceStats]
     events: list[Event] = field(repr=False)
     transfers: list[Transfer] = field(repr=False)
+    stage_grads_done_s: list[float] = field(default_factory=list, repr=False)
 
     @property
     def busiest_s(self) -> float:
@@ -129,11 +130,14 @@ def simulate(
     blocking_send: bool = False,
     dp_allreduce_s: Sequence[float] | None = None,
     keep_events: bool = True,
+    device_start_s: Sequence[float] | None = None,
 ) -> SimResult:
     """Run ``schedule`` over ``stages`` (one StageCost per global stage).
 
     ``link(src, dst)`` gives the link between two devices (free by default).
     ``dp_allreduce_s[k]`` is stage k's gradient all-reduce time (0 by default).
+    ``device_start_s[d]``: when device d may start its first op (e.g. after a
+    once-per-step parameter all-gather; 0 by default).
     """
     schedule = Schedule(schedule)
     plan = raw_orders(schedule, p, m, v)
@@ -171,7 +175,7 @@ def simulate(
     waiting: dict[tuple[int, int, int], list[int]] = {}
     link_free: dict[tuple[int, int], float] = {}
     ptr = [0] * p
-    dev_free = [0.0] * p
+    dev_free = list(device_start_s) if device_start_s is not None else [0.0] * p
     busy = [0.0] * p
     inflight = [0] * p
     act_now = [0.0] * p
@@ -251,28 +255,41 @@ def simulate(
         stuck = [f"dev{d}@{plan[d][ptr[d]]}" for d in range(p) if ptr[d] < len(plan[d])]
         raise DeadlockError(f"{schedule.value} order deadlocks: " + ", ".join(stuck))
 
-    # gradient all-reduce per stage on each device's communication stream,
-    # in the order the stages finish their backward.
+    base = SimResult(
+        schedule, p, m, v, 0.0, 0.0,
+        [DeviceStats(busy_s=busy[d], compute_end_s=dev_free[d], peak_inflight=peak_inflight[d],
+                     peak_activation_bytes=peak_act[d]) for d in range(p)],
+        sorted(events, key=lambda e: (e.device, e.start_s)), transfers, stage_grads_done,
+    )
+    return with_allreduce(base, allreduce)
+
+
+def with_allreduce(sim: SimResult, dp_allreduce_s: Sequence[float]) -> SimResult:
+    """``sim`` with each stage's gradient all-reduce (or other once-per-step
+    data-parallel traffic) run on its device's communication stream, in the
+    order the stages finish their backward; the op timeline is unchanged."""
+    p = sim.p
     comm_free = [0.0] * p
-    for k in sorted(range(n_stages), key=lambda k: stage_grads_done[k]):
-        if allreduce[k] > 0:
-            dk = dev_of[k]
-            comm_free[dk] = max(comm_free[dk], stage_grads_done[k]) + allreduce[k]
-    makespan = max(max(dev_free), max(comm_free)) if p else 0.0
+    done = sim.stage_grads_done_s
+    for k in sorted(range(len(done)), key=lambda k: done[k]):
+        if dp_allreduce_s[k] > 0:
+            dk = stage_device(sim.schedule, p, k)
+            comm_free[dk] = max(comm_free[dk], done[k]) + dp_allreduce_s[k]
+    makespan = max(max(d.compute_end_s for d in sim.devices), max(comm_free)) if p else 0.0
     devices = [
         DeviceStats(
-            busy_s=busy[d],
-            idle_s=makespan - busy[d],
-            compute_end_s=dev_free[d],
-            allreduce_end_s=comm_free[d],
-            peak_inflight=peak_inflight[d],
-            peak_activation_bytes=peak_act[d],
+            busy_s=d.busy_s,
+            idle_s=makespan - d.busy_s,
+            compute_end_s=d.compute_end_s,
+            allreduce_end_s=comm_free[i],
+            peak_inflight=d.peak_inflight,
+            peak_activation_bytes=d.peak_activation_bytes,
         )
-        for d in range(p)
+        for i, d in enumerate(sim.devices)
     ]
     bubble = sum(x.idle_s for x in devices) / (p * makespan) if makespan > 0 else 0.0
-    events.sort(key=lambda e: (e.device, e.start_s))
-    return SimResult(schedule, p, m, v, makespan, bubble, devices, events, transfers)
+    return SimResult(sim.schedule, p, sim.m, sim.v, makespan, bubble, devices, sim.events,
+                     sim.transfers, done)
 
 
 def uniform_stages(
@@ -281,3 +298,51 @@ def uniform_stages(
 ) -> list[StageCost]:
     """``n`` identical stages (the textbook what-if)."""
     return [StageCost(fwd_s, bwd_s, wgrad_s, act_bytes, out_bytes) for _ in range(n)]
+
+
+# Past the warm-up every schedule repeats one period per micro-batch (per p
+# micro-batches for interleaved-1f1b), so the step grows linearly in m.
+LINEAR_PROBES = 3
+
+
+def simulate_steady(
+    schedule: Schedule | str, p: int, m: int, stages: Sequence[StageCost], v: int = 1,
+    link: Callable[[int, int], Link] | None = None, blocking_send: bool = False,
+    device_start_s: Sequence[float] | None = None,
+) -> SimResult:
+    """``simulate`` without events and without traffic tails, for large m in
+    O(warm-up) instead of O(m): three runs past the warm-up, ``p`` micro-batches
+    apart; when every device's end, busy time and activation peak and every
+    stage's last backward grow by the same step between them (a periodic
+    steady state), the result at ``m`` is extrapolated; otherwise, or when m
+    is small, the full run."""
+    schedule = Schedule(schedule)
+    base = 2 * p * max(v, 2)  # schedules.inflight_saturation: warm-up is over
+    probes = [base + i * p for i in range(LINEAR_PROBES)]
+    if m <= probes[-1] + p:
+        return simulate(schedule, p, m, stages, v=v, link=link, blocking_send=blocking_send,
+                        keep_events=False, device_start_s=device_start_s)
+    runs = [simulate(schedule, p, k, stages, v=v, link=link, blocking_send=blocking_send,
+                     keep_events=False, device_start_s=device_start_s) for k in probes]
+
+    def series(r: SimResult) -> list[float]:
+        return ([d.compute_end_s for d in r.devices] + [d.busy_s for d in r.devices]
+                + [d.peak_activation_bytes for d in r.devices] + list(r.stage_grads_done_s))
+
+    a, b, c = (series(r) for r in runs)
+    if any(not math.isclose(y - x, z - y, rel_tol=1e-9, abs_tol=1e-12 * max(1.0, abs(z)))
+           for x, y, z in zip(a, b, c, strict=True)):
+        return simulate(schedule, p, m, stages, v=v, link=link, blocking_send=blocking_send,
+                        keep_events=False, device_start_s=device_start_s)
+    scale = (m - probes[-1]) / p
+    out = [z + (z - y) * scale for y, z in zip(b, c, strict=True)]
+    last = runs[-1]
+    devices = [
+        DeviceStats(busy_s=out[p + d], compute_end_s=out[d],
+                    peak_inflight=last.devices[d].peak_inflight
+                    if schedule is not Schedule.GPIPE else m,
+                    peak_activation_bytes=out[2 * p + d])
+        for d in range(p)
+    ]
+    steady = SimResult(schedule, p, m, v, 0.0, 0.0, devices, [], [], out[3 * p:])
+    return with_allreduce(steady, [0.0] * len(stages))

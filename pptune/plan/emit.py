@@ -23,14 +23,22 @@ own predicted numbers — never a silently different plan.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 
 from pptune.costmodel import presets
 from pptune.costmodel.partition import add_ends, deepspeed_split, stage_bounds, strip_ends
 from pptune.costmodel.schedules import Schedule
-from pptune.costmodel.search import DP_INNER, PP_INNER, Plan, evaluate
+from pptune.costmodel.search import (
+    DP_INNER,
+    PP_INNER,
+    Plan,
+    RankOrder,
+    Recompute,
+    Sharding,
+    evaluate,
+)
 from pptune.errors import BadInput
 from pptune.plan.recommend import RecommendRun
 from pptune.report.fmt import fmt_pct, fmt_seconds
@@ -43,6 +51,15 @@ class Framework(str, Enum):
     TORCHTITAN = "torchtitan"
     PPTUNE = "pptune"
 
+
+DEEPSPEED_ZERO_STAGE = {Sharding.NONE: 0, Sharding.ZERO1: 1, Sharding.ZERO2: 2, Sharding.ZERO3: 3}
+SHARDING_NOTES = {
+    Framework.MEGATRON: {
+        Sharding.ZERO2: "ZeRO-2", Sharding.ZERO3: "ZeRO-3", Sharding.FSDP: "FSDP"},
+    Framework.DEEPSPEED: {Sharding.FSDP: "torch FSDP (written as ZeRO stage 3, its equivalent)"},
+    Framework.TORCHTITAN: {
+        Sharding.ZERO1: "ZeRO-1", Sharding.ZERO2: "ZeRO-2", Sharding.ZERO3: "ZeRO-3"},
+}
 
 TORCHTITAN_SCHEDULES = {
     Schedule.GPIPE: "GPipe",
@@ -75,9 +92,9 @@ def _reevaluate(
     run: RecommendRun, plan: Plan, schedule: Schedule, split: list[int], v: int,
     rank_order: str | None = None,
 ) -> Plan:
-    return evaluate(run.table, run.plan_request, schedule, plan.pp, plan.micro_batch_size,
-                    plan.num_microbatches, v, split,
-                    rank_order=plan.rank_order if rank_order is None else rank_order)
+    spec = replace(plan.spec, schedule=schedule, stage_layers=tuple(split), virtual_stages=v,
+                   rank_order=plan.rank_order if rank_order is None else RankOrder(rank_order))
+    return evaluate(run.table, run.plan_request, spec)
 
 
 def _fits(run: RecommendRun, plan: Plan) -> bool:
@@ -193,8 +210,16 @@ def _megatron(run: RecommendRun, plan: Plan) -> dict[str, str]:
         f"--global-batch-size {run.global_batch}",
         "--bf16",
     ]
-    if run.plan_request.sharded_optimizer:
+    if plan.sharding is Sharding.ZERO1:
         args.append("--use-distributed-optimizer")
+    blocks_per_stage = min(blocks)
+    if plan.recompute is Recompute.FULL:
+        args += ["--recompute-granularity full", "--recompute-method uniform",
+                 "--recompute-num-layers 1"]
+    elif plan.recompute is Recompute.SELECTIVE and run.plan_request.recompute_every:
+        # every N-th block as Megatron-LM expresses it: the first blocks/N of each stage
+        args += ["--recompute-granularity full", "--recompute-method block",
+                 f"--recompute-num-layers {blocks_per_stage // run.plan_request.recompute_every}"]
     if plan.rank_order == PP_INNER:
         args.append("--use-tp-pp-dp-mapping")
     lines.append(
@@ -212,9 +237,12 @@ def _deepspeed(run: RecommendRun, plan: Plan, method: str) -> dict[str, str]:
         "train_micro_batch_size_per_gpu": plan.micro_batch_size,
         "gradient_accumulation_steps": plan.num_microbatches,
         "bf16": {"enabled": True},
-        "zero_optimization": {"stage": 1 if run.plan_request.sharded_optimizer else 0},
+        "zero_optimization": {"stage": DEEPSPEED_ZERO_STAGE.get(plan.sharding, 3)},
         "pipeline": {"stages": plan.pp, "partition": method},
     }
+    if plan.recompute is not Recompute.NONE:
+        every = 1 if plan.recompute is Recompute.FULL else run.plan_request.recompute_every or 1
+        ds["pipeline"]["activation_checkpoint_interval"] = every
     bounds = [0] + [e for _s, e in stage_bounds(plan.stage_layers)]
     names = run.names
     side = [
@@ -248,6 +276,7 @@ def _torchtitan(run: RecommendRun, plan: Plan) -> dict[str, str]:
     flavor = {"llama3-8b": ("llama3", "8B"), "llama3-70b": ("llama3", "70B")}.get(
         str(run.request.get("model")), (str(run.request.get("model")), "custom"))
     local = plan.micro_batch_size * plan.num_microbatches
+    fsdp = plan.sharding is Sharding.FSDP
     lines = [
         *_header(plan, run, "#"),
         "",
@@ -261,8 +290,8 @@ def _torchtitan(run: RecommendRun, plan: Plan) -> dict[str, str]:
         f"seq_len = {shape.seq_len if shape else run.table.seq_len}",
         "",
         "[parallelism]",
-        f"data_parallel_replicate_degree = {plan.dp}",
-        "data_parallel_shard_degree = 1",
+        f"data_parallel_replicate_degree = {1 if fsdp else plan.dp}",
+        f"data_parallel_shard_degree = {plan.dp if fsdp else 1}",
         f"tensor_parallel_degree = {plan.tp}",
         f"pipeline_parallel_degree = {plan.pp}",
         f'pipeline_parallel_schedule = "{TORCHTITAN_SCHEDULES[plan.schedule]}"',
@@ -270,6 +299,10 @@ def _torchtitan(run: RecommendRun, plan: Plan) -> dict[str, str]:
         "module_fqns_per_model_part = [",
     ]
     lines += [f"    {json.dumps(part)}," for part in names] + ["]", ""]
+    lines += ["[activation_checkpoint]", f'mode = "{plan.recompute.value}"']
+    if plan.recompute is Recompute.SELECTIVE:
+        lines.append(f'selective_ac_option = "{run.plan_request.recompute_every or "op"}"')
+    lines.append("")
     return {"torchtitan.toml": "\n".join(lines)}
 
 
@@ -288,8 +321,12 @@ def _pptune(run: RecommendRun, plan: Plan) -> dict[str, str]:
         f"global_batch: {run.global_batch}",
         f"grad_accum_steps: {plan.num_microbatches}",
         f"stage_layers: [{', '.join(map(str, strip_ends(plan.stage_layers)))}]",
-        f"sharded_optimizer: {'true' if run.plan_request.sharded_optimizer else 'false'}",
-        f"rank_order: {plan.rank_order}",
+        f"sharded_optimizer: {'true' if plan.sharding is Sharding.ZERO1 else 'false'}",
+        f"sharding: {plan.sharding.value}",
+        f"recompute: {plan.recompute.value}",
+        *([f"recompute_every: {run.plan_request.recompute_every}"]
+          if plan.recompute is Recompute.SELECTIVE and run.plan_request.recompute_every else []),
+        f"rank_order: {plan.rank_order.value}",
     ]
     if model in presets.MODELS:
         lines.append(f"model: {model}")
@@ -328,7 +365,7 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitte
         notes.append(
             f"{fw.value} cannot express plan {rank} ({why}); emitting the closest plan it can run: "
             f"{alt.schedule.value}, layers/stage {','.join(map(str, strip_ends(alt.stage_layers)))}"
-            + (f", rank order {alt.rank_order}" if alt.rank_order != plan.rank_order else "")
+            + (f", rank order {alt.rank_order.value}" if alt.rank_order != plan.rank_order else "")
             + f", predicted step {fmt_seconds(alt.step_time_s)} ({alt.step_time_s / plan.step_time_s:.3f}x)"
             f", bubble {fmt_pct(alt.bubble_rate)}"
         )
@@ -368,6 +405,10 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitte
         files = _torchtitan(run, chosen)
     else:
         files = _pptune(run, chosen)
+    unexpressed = SHARDING_NOTES.get(fw, {}).get(chosen.sharding)
+    if unexpressed:
+        notes.append(f"{fw.value}: the plan's sharding is {unexpressed}; these files do not set "
+                     f"it, configure it by hand (pptune predicted it as {chosen.sharding.value})")
     return Emitted(fw, chosen, files, notes, exact)
 
 

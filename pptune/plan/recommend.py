@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pptune.costmodel.comm import compression_factor
 from pptune.costmodel.presets import ModelShape
@@ -12,14 +13,16 @@ from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import (
     CostTable,
     PlanRequest,
+    Recompute,
     SearchResult,
+    Sharding,
     search,
-    with_full_recompute,
 )
 from pptune.costs.profiles import cost_table, model_shape, resolve_source
 from pptune.errors import BadInput
 
 GIB = 1024**3
+E = TypeVar("E", bound=Enum)
 
 
 @dataclass
@@ -45,7 +48,9 @@ class RecommendSpec:
     blocking_send: bool = False
     top: int = 5
     sequence_parallel: bool = False
-    recompute: str = "none"
+    recompute: str | None = None  # comma list of none, selective, full; None: all
+    sharding: str | None = None  # comma list of none, zero1, zero2, zero3, fsdp; None: all
+    recompute_every: int = 2
     hf_config: Path | None = None
     seq_len: int | None = None
 
@@ -82,6 +87,8 @@ def check_spec(spec: RecommendSpec) -> None:
         problems.append(f"--efficiency must be in (0, 1] (got {spec.efficiency})")
     if spec.reserve_gib < 0:
         problems.append(f"--reserve-gib must be >= 0 (got {spec.reserve_gib})")
+    if spec.recompute_every < 1:
+        problems.append(f"--recompute-every must be >= 1 (got {spec.recompute_every})")
     if any(v < 2 for v in spec.virtual_stages):
         problems.append("--virtual-stages candidates must be >= 2 (interleaved-1f1b)")
     if problems:
@@ -90,13 +97,17 @@ def check_spec(spec: RecommendSpec) -> None:
 
 def recommend(spec: RecommendSpec) -> RecommendRun:
     check_spec(spec)
-    spec.schedules = [Schedule(s) for s in spec.schedules]
+    schedules = [Schedule(s) for s in spec.schedules]
     try:
         factor = compression_factor(spec.grad_compression)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
-    if spec.recompute not in ("none", "full"):
-        raise BadInput(f"--recompute must be none or full (got {spec.recompute!r})")
+    recomputes = choices(spec.recompute, Recompute, "--recompute")
+    shardings = choices(spec.sharding, Sharding, "--sharding")
+    if spec.sharded_optimizer:
+        if spec.sharding is not None and shardings != [Sharding.ZERO1]:
+            raise BadInput("--sharded-optimizer means --sharding zero1; drop one of them")
+        shardings = [Sharding.ZERO1]
     shape = model_shape(spec.model, spec.hf_config, spec.seq_len)
     if spec.profile is not None and shape is not None:
         raise BadInput("--profile carries its own model; drop --model/--hf-config/--seq-len")
@@ -115,8 +126,6 @@ def recommend(spec: RecommendSpec) -> RecommendRun:
             "compute, memory and sends by tp (linear scaling, an approximation)"
         )
     table = cost_table(src.profile, tp=spec.tp, tp_in_costs=src.tp_applied)
-    if spec.recompute == "full":
-        table = with_full_recompute(table)
     sizes = spec.micro_batch_sizes or sorted(table.by_mb)
     missing = [b for b in sizes if b not in table.by_mb]
     if missing:
@@ -129,9 +138,10 @@ def recommend(spec: RecommendSpec) -> RecommendRun:
         raise BadInput("the profile names no default global batch; pass --global-batch")
     req = PlanRequest(
         gpus=spec.gpus, global_batch=global_batch, tp=spec.tp, gpus_per_node=spec.gpus_per_node,
-        schedules=tuple(spec.schedules), virtual_stages=tuple(spec.virtual_stages),
+        schedules=tuple(schedules), virtual_stages=tuple(spec.virtual_stages),
         micro_batch_sizes=tuple(sizes), pp=tuple(spec.pp) if spec.pp else None,
-        sharded_optimizer=spec.sharded_optimizer, reserve_bytes=spec.reserve_gib * GIB,
+        shardings=tuple(shardings), recomputes=tuple(recomputes),
+        recompute_every=spec.recompute_every, reserve_bytes=spec.reserve_gib * GIB,
         grad_bytes_factor=factor, blocking_send=spec.blocking_send, top=spec.top,
         overlap_grad_reduce=spec.overlap_grad_reduce,
     )
@@ -156,10 +166,13 @@ def recommend(spec: RecommendSpec) -> RecommendRun:
         "gpus": spec.gpus, "tp": spec.tp, "gpus_per_node": spec.gpus_per_node,
         "global_batch": global_batch, "global_batch_requested": requested,
         "micro_batch_sizes": list(sizes),
-        "schedules": [s.value for s in spec.schedules], "model": src.profile.model.name,
+        "schedules": [s.value for s in schedules], "model": src.profile.model.name,
         "device": src.profile.device.name, "sharded_optimizer": spec.sharded_optimizer,
         "grad_compression": spec.grad_compression or "none", "seq_len": table.seq_len,
-        "sequence_parallel": spec.sequence_parallel, "recompute": spec.recompute,
+        "sequence_parallel": spec.sequence_parallel,
+        "recompute": ",".join(r.value for r in recomputes),
+        "sharding": ",".join(s.value for s in shardings),
+        "recompute_every": spec.recompute_every,
         "attention": spec.attention if src.profile.source == "analytic" else None,
         "tp_comm_overlap": spec.tp_comm_overlap,
         "overlap_grad_reduce": spec.overlap_grad_reduce,
@@ -168,26 +181,39 @@ def recommend(spec: RecommendSpec) -> RecommendRun:
                         request, notes, shape if isinstance(shape, ModelShape) else None)
 
 
+def choices(text: str | None, kind: type[E], flag: str) -> list[E]:
+    """A comma list of enum values (all of them when None); bad names in one line."""
+    if text is None:
+        return list(kind)
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [n for n in names if n not in {k.value for k in kind}]
+    if bad or not names:
+        raise BadInput(f"{flag} takes a comma list of {', '.join(k.value for k in kind)} "
+                       f"(got {text!r})")
+    return list(dict.fromkeys(kind(n) for n in names))
+
+
 def _memory_what_if(
     table: CostTable, req: PlanRequest, result: SearchResult, spec: RecommendSpec
 ) -> str | None:
-    """When memory rejected candidates: would a sharded optimizer or full
-    recomputation give a faster plan (or any plan)? One line, with the figures."""
+    """When memory rejected candidates: would a sharding or a recomputation the
+    search was told to skip give a faster plan (or any plan)? One line, with the figures."""
     from dataclasses import replace
 
     best = result.plans[0].step_time_s if result.plans else None
     options = []
-    if not spec.sharded_optimizer:
-        options.append(("--sharded-optimizer", table, replace(req, sharded_optimizer=True, top=1)))
-    if spec.recompute == "none" and not result.plans:
-        options.append(("--recompute full", with_full_recompute(table), replace(req, top=1)))
-    for flag, t, alt_req in options:
-        alt = search(t, alt_req)
+    if set(req.shardings) != set(Sharding):
+        options.append(("every --sharding", replace(req, shardings=tuple(Sharding), top=1)))
+    if Recompute.FULL not in req.recomputes and not result.plans:
+        options.append(("--recompute full", replace(req, recomputes=(Recompute.FULL,), top=1)))
+    for flag, alt_req in options:
+        alt = search(table, alt_req)
         if not alt.plans:
             continue
         a = alt.plans[0]
         desc = (f"pp={a.pp} dp={a.dp} tp={a.tp} {a.schedule.value}, {a.num_microbatches} x "
-                f"{a.micro_batch_size}, step {a.step_time_s:.3g} s")
+                f"{a.micro_batch_size}, sharding {a.sharding.value}, recompute "
+                f"{a.recompute.value}, step {a.step_time_s:.3g} s")
         if best is None:
             return f"with {flag} a plan fits: {desc}"
         if a.step_time_s < best * 0.97:
@@ -232,7 +258,8 @@ def no_plan_message(run: RecommendRun) -> str:
     counts = ", ".join(f"{k} {n}" for k, n in sorted(rej.items(), key=lambda kv: -kv[1]))
     hints = []
     if rej.get("out_of_memory"):
-        hints.append("more GPUs, --tp 2/4/8, --sharded-optimizer or smaller --micro-batch-sizes")
+        hints.append("more GPUs, --tp 2/4/8, --sharding zero1,fsdp, --recompute full or smaller "
+                     "--micro-batch-sizes")
     if rej.get("batch_not_divisible"):
         hints.append(
             f"a --global-batch divisible by micro-batch size x dp (now {run.global_batch})"

@@ -24,7 +24,9 @@ REASON_TEXT = {
     "too_few_layers": "more stages than layers",
     "out_of_memory": "out of memory",
     "too_large_to_simulate": "too many micro-batches to simulate",
+    "sharding_without_pipeline_only": "zero2/zero3 need pp = 1",
 }
+RECOMPUTE_SHORT = {"none": "none", "selective": "sel", "full": "full"}
 
 
 def fmt_rate(tokens_per_s: float) -> str:
@@ -60,9 +62,10 @@ def plans_table(
     """Ranked plans; ``m`` is also the gradient-accumulation steps (``*``: not a multiple of pp)."""
     table = Table(
         title="pptune recommend: ranked pipeline plans", title_justify="left",
-        box=box.SIMPLE_HEAD, pad_edge=False,
+        box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0),
         caption="m = micro-batches = gradient-accumulation steps (* not a multiple of pp); "
-        "eff = ideal step (compute / GPUs) / step"
+        "eff = ideal step (compute / GPUs) / step; shard/rc = training-state sharding over dp / "
+        "activation recomputation (sel = selective)"
         + ("; rank order tp-dp-pp = Megatron-LM's default, tp-pp-dp = a pipeline's stages on "
            "neighbouring ranks (--use-tp-pp-dp-mapping)"
            if any(p.rank_order != DP_INNER for p in result.plans) else ""),
@@ -72,21 +75,23 @@ def plans_table(
     for name, justify in [
         ("#", "right"), ("pp×dp×tp", "left"),
         *([("rank order", "left")] if orders else []),
-        ("schedule", "left"), ("v", "right"),
+        ("schedule", "left"), ("v", "right"), ("shard/rc", "left"),
         ("mbs", "right"), ("m", "right"), ("layers/stage", "left"), ("bubble", "right"),
         ("step", "right"), ("tok/s", "right"), ("mem/GPU", "right"), ("free", "right"),
         ("eff", "right"),
     ] + ([("days", "right"), ("GPU-h", "right")] if train_tokens else []):
         table.add_column(  # type: ignore[arg-type]
             name, justify=justify, overflow="fold", no_wrap=name != "layers/stage",
-            min_width=12 if name == "layers/stage" else None,
+            min_width=8 if name == "layers/stage" else None,
         )
     for i, plan in enumerate(result.plans, 1):
         table.add_row(
             str(i), f"{plan.pp}×{plan.dp}×{plan.tp}",
-            *([plan.rank_order] if orders else []),
+            *([plan.rank_order.value] if orders else []),
             plan.schedule.value,
-            str(plan.virtual_stages), str(plan.micro_batch_size),
+            str(plan.virtual_stages),
+            f"{plan.sharding.value}/{RECOMPUTE_SHORT[plan.recompute.value]}",
+            str(plan.micro_batch_size),
             f"{plan.num_microbatches}" + ("" if plan.aligned else "*"),
             compact_split(plan.stage_layers), fmt_pct(plan.bubble_rate),
             fmt_seconds(plan.step_time_s), fmt_rate(plan.tokens_per_s),
@@ -134,7 +139,11 @@ def timeline_windows(sim: Any, p: int, m: int) -> list[tuple[str, Window]]:
 
 
 def _rival(result: SearchResult, winner: Plan) -> Plan | None:
-    """The best plan of another schedule: 1f1b when the winner is not 1f1b."""
+    """Without a pipeline: the best pipeline plan listed. Else the best plan of
+    another schedule: 1f1b when the winner is not 1f1b."""
+    if winner.pp == 1:
+        piped = [p for p in result.plans if p.pp > 1]
+        return piped[0] if piped else None
     best = result.best_by_schedule
     if winner.schedule is not Schedule.ONE_F_ONE_B and Schedule.ONE_F_ONE_B in best:
         return best[Schedule.ONE_F_ONE_B]
@@ -149,7 +158,7 @@ def why_lines(result: SearchResult) -> list[str]:
     w = result.plans[0]
     head = (
         f"winner: pp={w.pp} dp={w.dp} tp={w.tp}"
-        + (f" (rank order {w.rank_order})" if w.rank_order != DP_INNER else "")
+        + (f" (rank order {w.rank_order.value})" if w.rank_order != DP_INNER else "")
         + f" {w.schedule.value}"
         + (f" v={w.virtual_stages}" if w.virtual_stages > 1 else "")
         + f", {w.num_microbatches} micro-batches of {w.micro_batch_size}"
@@ -157,10 +166,11 @@ def why_lines(result: SearchResult) -> list[str]:
     rival = _rival(result, w)
     if rival is not None:
         ratio = rival.step_time_s / w.step_time_s
+        what = "pipeline" if w.pp == 1 else rival.schedule.value
         head += (
             f": bubble {fmt_pct(w.bubble_rate)} vs {fmt_pct(rival.bubble_rate)} for the best "
-            f"{rival.schedule.value} plan (pp={rival.pp}, m={rival.num_microbatches}, "
-            f"{ratio:.2f}x its step time)"
+            f"{what} plan ({rival.schedule.value + ', ' if w.pp == 1 else ''}pp={rival.pp}, "
+            f"m={rival.num_microbatches}, {ratio:.2f}x its step time)"
         )
     comm = []
     if w.exposed_p2p_s is not None:
@@ -171,20 +181,29 @@ def why_lines(result: SearchResult) -> list[str]:
         )
     if w.exposed_allreduce_s is not None and w.dp > 1:
         share = w.exposed_allreduce_s / w.step_time_s if w.step_time_s else 0.0
+        what = "all-reduce" if w.sharding.value == "none" else f"{w.sharding.value} traffic"
         comm.append(
-            "DP all-reduce hidden in the cool-down" if share < 0.005
-            else f"DP all-reduce exposes {fmt_seconds(w.exposed_allreduce_s)} ({fmt_pct(share)})"
+            f"DP {what} hidden behind compute" if share < 0.005
+            else f"DP {what} exposes {fmt_seconds(w.exposed_allreduce_s)} ({fmt_pct(share)})"
         )
     comm.append(
         f"peak memory {fmt_bytes(max(w.peak_memory_bytes))} of "
-        f"{fmt_bytes(w.memory_capacity_bytes)} on the fullest GPU"
+        f"{fmt_bytes(w.memory_capacity_bytes)} on the fullest GPU" + _memory_parts(w)
     )
     lines = [head, "; ".join(comm)]
+    flat = [p for p in result.plans if p.pp == 1]
+    if w.pp > 1 and flat:
+        f = flat[0]
+        lines.append(
+            f"without a pipeline: best pp=1 plan (dp={f.dp}, sharding {f.sharding.value}, "
+            f"recompute {f.recompute.value}) is {f.step_time_s / w.step_time_s:.2f}x the "
+            "winner's step time"
+        )
     step = w.step_time_s or 1.0
     if (w.exposed_allreduce_s or 0.0) / step > 0.05:
         lines.append(
-            "hint: the gradient all-reduce is exposed; --grad-compression fp16 halves its bytes "
-            "(top-k sparsification cuts more), --sharded-optimizer does not change them"
+            "hint: the data-parallel traffic is exposed; --grad-compression fp16 halves the "
+            "gradient bytes (top-k sparsification cuts more)"
         )
     if (w.exposed_p2p_s or 0.0) / step > 0.05:
         lines.append(
@@ -192,6 +211,16 @@ def why_lines(result: SearchResult) -> list[str]:
             "micro-batches amortise their latency"
         )
     return lines
+
+
+def _memory_parts(plan: Plan) -> str:
+    if not plan.memory:
+        return ""
+    d = max(range(len(plan.memory)), key=lambda i: plan.memory[i].total_bytes)
+    m = plan.memory[d]
+    return (f" (state {fmt_bytes(m.state_bytes)}, working copies {fmt_bytes(m.working_bytes)}, "
+            f"activations {fmt_bytes(m.activation_bytes)}, p2p {fmt_bytes(m.p2p_bytes)}, "
+            f"reserve {fmt_bytes(m.reserve_bytes)})")
 
 
 def rejected_line(result: SearchResult) -> str:
@@ -228,7 +257,8 @@ def plan_record(
         ideal_step_s=plan.ideal_step_s, efficiency=plan.efficiency,
         gradient_accumulation_aligned=plan.aligned,
         exposed_p2p_s=plan.exposed_p2p_s, exposed_allreduce_s=plan.exposed_allreduce_s,
-        rank_order=plan.rank_order,
+        rank_order=plan.rank_order, sharding=plan.sharding.value,
+        recompute=plan.recompute.value,
     )
 
 

@@ -278,13 +278,26 @@ def _side(step_s: float, bubble: float, busy: list[float]) -> dict[str, Any]:
     }
 
 
-def comparison(spec: RunSpec, pred: Prediction, meas: Measured) -> dict[str, Any]:
-    """The JSON-ready comparison (``pptune validate --json``)."""
+def comparison(
+    spec: RunSpec, pred: Prediction, meas: Measured,
+    measured_saved_bytes: list[float | None] | None = None,
+) -> dict[str, Any]:
+    """The JSON-ready comparison (``pptune validate --json``).
+
+    Per device, ``peak_activation_bytes``: predicted, the simulator's peak of
+    the profile's saved-activation bytes in the schedule's op order; measured,
+    the most bytes saved for backward alive at once on that rank (saved.py).
+    """
     sim = pred.result
     p_busy = [d.busy_s for d in sim.devices]
     m_busy = [d.busy_s for d in meas.devices]
     predicted = _side(sim.step_time_s, sim.bubble_rate, p_busy)
     measured = _side(meas.step_time_s, meas.bubble_rate, m_busy)
+    saved = measured_saved_bytes or [None] * len(measured["devices"])
+    for d, (p_dev, m_dev) in enumerate(zip(predicted["devices"], measured["devices"],
+                                           strict=True)):
+        p_dev["peak_activation_bytes"] = sim.devices[d].peak_activation_bytes
+        m_dev["peak_activation_bytes"] = saved[d] if d < len(saved) else None
     measured["step_times_s"] = meas.step_times_s
     measured["spread"] = meas.spread
     return {

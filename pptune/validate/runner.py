@@ -44,6 +44,7 @@ from pptune.launch import deps, ranks
 from pptune.launch.stats import median
 from pptune.validate import timing, torch_hooks
 from pptune.validate.measure import RankStep
+from pptune.validate.saved import SavedTensorPeak, parameter_ptrs
 from pptune.validate.spec import TORCH_SCHEDULES, ModelSource, RunSpec
 
 
@@ -65,6 +66,7 @@ class RankResult:
     ref_alone_s: float | None = None  # reference work timed alone (see ``contention``)
     ref_together_s: float | None = None  # ... and with every rank at once
     ref_ratios: list[float] = field(default_factory=list)  # together / alone, per round
+    peak_saved_bytes: int | None = None  # most bytes saved for backward alive at once (saved.py)
 
 
 @dataclass
@@ -96,6 +98,11 @@ class RunData:
                 if r.ref_alone_s and r.ref_together_s
             ]
         return median(ratios) if ratios else None
+
+    def peak_saved_bytes(self) -> list[float | None]:
+        """Per rank (= pipeline rank): the most bytes saved for backward alive at once."""
+        return [None if r.peak_saved_bytes is None else float(r.peak_saved_bytes)
+                for r in sorted(self.ranks, key=lambda r: r.rank)]
 
     @property
     def loss_s(self) -> tuple[float, float] | None:
@@ -227,6 +234,8 @@ def rank_main(
     kwargs: dict[str, Any] = {"target": target} if has_last else {}
 
     steps: list[RankStep] = []
+    saved = SavedTensorPeak(torch, parameter_ptrs(modules))
+    peak_saved = 0
     for i in range(spec.warmup + spec.steps):
         for module in modules:
             module.zero_grad(set_to_none=True)
@@ -238,7 +247,9 @@ def rank_main(
         try:
             t0 = time.perf_counter_ns()
             stamper.begin(t0)
-            schedule.step(*args, **kwargs)
+            saved.reset()
+            with saved:
+                schedule.step(*args, **kwargs)
             if cuda:
                 torch.cuda.synchronize(device)
             t1 = time.perf_counter_ns()
@@ -246,6 +257,7 @@ def rank_main(
             gc.enable()
         if i >= spec.warmup:
             steps.append(RankStep(rank, t0, t1, stamper.resolve()))
+            peak_saved = max(peak_saved, saved.peak_bytes)
         report(i)
 
     alone_s, together_s, ratios = timing.contention(
@@ -264,6 +276,7 @@ def rank_main(
         ref_alone_s=alone_s,
         ref_together_s=together_s,
         ref_ratios=ratios,
+        peak_saved_bytes=peak_saved,
     )
     gathered: list[Any] = [None] * world if rank == 0 else []
     dist.gather_object(mine, gathered if rank == 0 else None, dst=0)

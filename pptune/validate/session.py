@@ -299,7 +299,7 @@ def run(
         )
     pred = compare.predict(profile, spec, data.loss_s, data.contention)
     notes += pred.notes
-    result = compare.comparison(spec, pred, measured)
+    result = compare.comparison(spec, pred, measured, data.peak_saved_bytes())
     speed = compare.profile_speed(
         profile, spec, {r.rank: r.ref_alone_s for r in data.ranks if r.ref_alone_s}
     )

@@ -104,3 +104,28 @@ def test_eager_attention_in_the_config_costs_more_time_and_memory() -> None:
     assert eager.step_time_s > flash.step_time_s  # unfused softmax over an 8k x 8k square
     assert max(eager.peak_memory_bytes) > max(flash.peak_memory_bytes)
     assert unstated.step_time_s == flash.step_time_s  # not stated: flash, the default
+
+
+@pytest.mark.parametrize(("extra", "sharding"), [
+    ({"sharded_optimizer": False}, "none"),
+    ({}, "zero1"),  # the base config's sharded optimizer
+    ({"sharded_optimizer": False, "zero_stage": 1}, "zero1"),
+    ({"sharding": "fsdp"}, "fsdp"),
+])
+def test_config_sharding_reaches_the_prediction(extra: dict, sharding: str) -> None:
+    report = check(TrainingConfig.model_validate({**BASE, **extra}), Path("."),
+                   CheckOptions(compare_best=False))
+    assert report.plan is not None and report.plan.sharding.value == sharding
+
+
+def test_selective_recompute_every_second_block_lowers_memory_less_than_full() -> None:
+    def peak(**extra: object) -> float:
+        report = check(TrainingConfig.model_validate({**BASE, **extra}), Path("."),
+                       CheckOptions(compare_best=False))
+        assert report.plan is not None
+        return max(report.plan.peak_memory_bytes)
+
+    none, full = peak(), peak(recompute="full")
+    every2 = peak(recompute="selective", recompute_every=2)
+    assert full < every2 < none
+    assert peak(recompute="selective") == none  # Megatron-LM's core attention, flash attention

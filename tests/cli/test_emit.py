@@ -17,7 +17,8 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def run8():
-    return recommend(RecommendSpec(gpus=8))  # llama3-8b on h100-sxm: pp=4, uneven split
+    # llama3-8b on h100-sxm with plain data parallelism: pp=4, uneven split
+    return recommend(RecommendSpec(gpus=8, sharding="none", recompute="none"))
 
 
 def check_json(path: Path, *extra: str) -> dict:
@@ -54,6 +55,22 @@ def test_megatron_script_carries_the_uneven_split(run8) -> None:
     assert "--decoder-first-pipeline-num-layers 7" in text
     assert "--decoder-last-pipeline-num-layers 7" in text
     assert "--global-batch-size 512" in text and "--micro-batch-size 1" in text
+
+
+def test_sharding_and_recompute_reach_every_framework() -> None:
+    run = recommend(RecommendSpec(gpus=8, pp=[4], sharding="zero1", recompute="full"))
+    assert run.result.plans[0].sharding.value == "zero1"
+    megatron = emit("megatron", run).files["pretrain_megatron.sh"]
+    assert "--use-distributed-optimizer" in megatron
+    assert "--recompute-granularity full" in megatron
+    ds = json.loads(emit("deepspeed", run).files["ds_config.json"])
+    assert ds["zero_optimization"]["stage"] == 1
+    assert ds["pipeline"]["activation_checkpoint_interval"] == 1
+    titan = emit("torchtitan", run)
+    assert 'mode = "full"' in titan.files["torchtitan.toml"]
+    assert any("ZeRO-1" in n for n in titan.notes)  # torchtitan shards with FSDP only
+    yaml = emit("pptune", run).files["pptune.yaml"]
+    assert "sharding: zero1" in yaml and "recompute: full" in yaml
 
 
 def test_unexpressible_schedule_falls_back_and_says_so() -> None:

@@ -93,7 +93,7 @@ def test_pytorch_ddp_buckets_of_25_mib_expose_a_smaller_tail() -> None:
 
 def test_plan_exposes_only_the_bucket_tail_of_its_gradient_reduction() -> None:
     from pptune.costmodel.schedules import Schedule
-    from pptune.costmodel.search import CostTable, LayerCosts, PlanRequest, evaluate
+    from pptune.costmodel.search import CostTable, LayerCosts, PlanRequest, PlanSpec, evaluate
     from pptune.costmodel.simulate import Link
 
     # two layers of 60M bf16 parameters, 1 s forward, 2 s backward each: one
@@ -102,9 +102,9 @@ def test_plan_exposes_only_the_bucket_tail_of_its_gradient_reduction() -> None:
     by = {1: LayerCosts([1.0, 1.0], [2.0, 2.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0])}
     table = CostTable(["a", "b"], [120e6, 120e6], 2, by, 128, 1e15, Link(), Link(), link, link)
     req = PlanRequest(gpus=2, global_batch=4, reserve_bytes=0)
-    plan = evaluate(table, req, Schedule.ONE_F_ONE_B, 1, 1, 2, 1, [2])
+    spec = PlanSpec(Schedule.ONE_F_ONE_B, 1, 1, 2, (2,))
+    plan = evaluate(table, req, spec)
     # 2 micro-batches of 2 s + 4 s; the last bucket is ready when the 4 s backward ends
     assert plan.step_time_s == pytest.approx(12.0 + 0.16)
-    no_overlap = evaluate(table, dataclasses.replace(req, overlap_grad_reduce=False),
-                          Schedule.ONE_F_ONE_B, 1, 1, 2, 1, [2])
+    no_overlap = evaluate(table, dataclasses.replace(req, overlap_grad_reduce=False), spec)
     assert no_overlap.step_time_s == pytest.approx(12.0 + allreduce_s(480e6, 2, link))

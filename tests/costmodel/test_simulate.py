@@ -189,3 +189,36 @@ def test_simulation_invariants(case: tuple, blocking: bool) -> None:
     assert r.step_time_s >= r.busiest_s - 1e-9
     assert 0.0 <= r.bubble_rate < 1.0
     assert split == any(e.op.kind.value == "W" for e in r.events)
+
+
+@pytest.mark.parametrize("schedule", list(Schedule))
+def test_steady_state_extrapolation_matches_the_full_run(
+    schedule: Schedule, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import random
+
+    from pptune.costmodel import simulate as sim_mod
+
+    rng = random.Random(5)
+    p, m = 3, 60
+    v = chunks_per_device(schedule, 2)
+    n = p * v
+    stages = [StageCost(rng.uniform(1, 2), rng.uniform(1, 3), rng.uniform(0, 1), 10.0, 1.0)
+              for _ in range(n)]
+    link = Link(0.1, 10.0)
+    full = simulate(schedule, p, m, stages, v=v, link=lambda a, b: link, keep_events=False)
+    runs: list[int] = []
+
+    def counted(*args: object, **kwargs: object) -> object:
+        runs.append(int(args[2]))  # type: ignore[call-overload]
+        return simulate(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sim_mod, "simulate", counted)
+    fast = sim_mod.simulate_steady(schedule, p, m, stages, v=v, link=lambda a, b: link)
+    assert runs == [12, 15, 18]  # three short runs, extrapolated (no fallback to m = 60)
+    assert fast.step_time_s == pytest.approx(full.step_time_s, rel=1e-9)
+    assert fast.bubble_rate == pytest.approx(full.bubble_rate, rel=1e-9, abs=1e-12)
+    for a, b in zip(fast.devices, full.devices, strict=True):
+        assert a.busy_s == pytest.approx(b.busy_s, rel=1e-9)
+        assert a.peak_activation_bytes == pytest.approx(b.peak_activation_bytes, rel=1e-9)
+        assert a.peak_inflight == b.peak_inflight

@@ -137,8 +137,11 @@ def test_comparison_keys_and_signed_error() -> None:
         RankStep(0, 0, 40 * ms, (OpStamp("F", 0, 0, 0, 2 * ms), OpStamp("B", 0, 0, 30 * ms, 34 * ms))),
         RankStep(1, 0, 40 * ms, (OpStamp("F", 0, 1, 3 * ms, 5 * ms), OpStamp("B", 0, 1, 5 * ms, 9 * ms))),
     ]
-    doc = compare.comparison(spec("gpipe"), pred, summarize([ranks], p=2))
+    doc = compare.comparison(spec("gpipe"), pred, summarize([ranks], p=2), [123.0, None])
     assert doc["step_time_error"] == pytest.approx((30 - 40) / 40)
+    assert [d["peak_activation_bytes"] for d in doc["measured"]["devices"]] == [123.0, None]
+    assert [d["peak_activation_bytes"] for d in doc["predicted"]["devices"]] == [
+        d.peak_activation_bytes for d in pred.result.devices]
     for side in ("predicted", "measured"):
         assert set(doc[side]) >= {"step_time_s", "bubble_rate", "devices"}
         assert all({"busy_s", "idle_s"} <= set(d) for d in doc[side]["devices"])

@@ -1,0 +1,114 @@
+"""Memory per GPU: training state, working copies, activations, p2p buffers, reserve.
+
+- Training state and working copies follow the sharding (sharding.py).
+- Activations come from the simulated schedule: a micro-batch's saved
+  tensors on a stage are held from its ``F`` until its backward completes
+  (``B``; ``W`` for split-backward schedules, which keep the W-pending
+  tensors, an upper bound), per chunk for interleaved-1f1b and zbv, in the
+  schedule's real op order (simulate.py). The stage's output is not held:
+  Megatron-LM frees a pipeline stage's output once sent and keeps only its
+  autograd node (megatron/core/pipeline_parallel/schedules.py,
+  ``deallocate_output_tensor``). The last stage's fp32 logits are part of
+  the head's saved activations (analytic.py).
+- p2p buffers: on each stage boundary a device holds one received tensor
+  (activation or gradient) and one it is sending, ``out_bytes`` each.
+- Reserve: a stated allowance per GPU for the CUDA context, NCCL buffers and
+  allocator fragmentation (``--reserve-gib``, 2 GiB by default; an
+  assumption, not a measurement).
+
+Recomputation (activation checkpointing) trades the saved tensors of a block
+for a second forward before its backward (Chen et al. 2016):
+
+- ``full``: every block keeps only its input (Megatron-LM
+  ``--recompute-granularity full``; torchtitan ``mode = "full"``);
+- ``selective`` with ``every = N``: torchtitan's per-layer selective AC
+  checkpoints every N-th block (``selective_ac_option = "2"`` is its default;
+  torchtitan counts blocks from 1 and wraps those with ``count % N == 0``);
+- ``selective`` without ``every``: Megatron-LM's selective recomputation of
+  core attention (Korthikanti et al. 2022, sec. 4.2), which drops the
+  attention-score tensors (their ``5 a s / h`` term). Flash attention, which
+  the analytic costs assume, stores none of those, so it changes neither
+  memory nor time here; a profile measured without flash attention keeps them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from pptune.costmodel.table import CostTable, LayerCosts
+
+DEFAULT_RESERVE_BYTES = 2 * 1024**3  # CUDA context + NCCL buffers + fragmentation (assumed)
+TORCHTITAN_SELECTIVE_EVERY = 2  # torchtitan [activation_checkpoint] selective_ac_option = "2"
+
+
+class Recompute(str, Enum):
+    NONE = "none"
+    SELECTIVE = "selective"
+    FULL = "full"
+
+
+def recomputed_layers(
+    names: Sequence[str], recompute: Recompute, every: int | None = TORCHTITAN_SELECTIVE_EVERY
+) -> list[int]:
+    """Indices of the layers that keep only their input and rerun their forward."""
+    blocks = [i for i, n in enumerate(names) if n.startswith("block")] or list(range(len(names)))
+    if recompute is Recompute.FULL:
+        return blocks
+    if recompute is Recompute.SELECTIVE and every:
+        return [i for k, i in enumerate(blocks, 1) if k % every == 0]
+    return []
+
+
+def with_recompute(
+    table: CostTable, recompute: Recompute, every: int | None = TORCHTITAN_SELECTIVE_EVERY
+) -> CostTable:
+    """The table with recomputed layers: activations = the layer's input, backward += forward."""
+    layers = set(recomputed_layers(table.names, recompute, every))
+    if not layers:
+        return table
+    by = {}
+    for b, c in table.by_mb.items():
+        n = len(c.fwd_s)
+        redo = [i in layers for i in range(n)]
+        by[b] = LayerCosts(
+            fwd_s=c.fwd_s,
+            bwd_s=[c.bwd_s[i] + (c.fwd_s[i] if redo[i] else 0.0) for i in range(n)],
+            wgrad_s=c.wgrad_s,
+            act_bytes=[min(c.act_bytes[i], c.out_bytes[i - 1] if i else 0.0) if redo[i]
+                       else c.act_bytes[i] for i in range(n)],
+            out_bytes=c.out_bytes,
+        )
+    return dataclasses.replace(table, by_mb=by)
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    """One GPU's peak, by part (bytes)."""
+
+    state_bytes: float
+    working_bytes: float
+    activation_bytes: float
+    p2p_bytes: float
+    reserve_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return (self.state_bytes + self.working_bytes + self.activation_bytes
+                + self.p2p_bytes + self.reserve_bytes)
+
+
+def p2p_buffer_bytes(
+    out_bytes: Sequence[float], device_of: Sequence[int], p: int
+) -> list[float]:
+    """Per device: one buffer per stage boundary it receives over, one per boundary it sends over."""
+    buf = [0.0] * p
+    last = len(out_bytes) - 1
+    for k in range(last):
+        a, z = device_of[k], device_of[k + 1]
+        if a != z:
+            buf[a] += out_bytes[k]  # activation sent, gradient received
+            buf[z] += out_bytes[k]  # activation received, gradient sent
+    return buf

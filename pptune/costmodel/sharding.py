@@ -1,0 +1,178 @@
+"""Training-state sharding over data parallelism: its memory and its traffic.
+
+Mixed-precision Adam keeps, per parameter, bf16 weights (2 bytes), gradients
+(fp32 = 4 in Megatron-LM, whose DDP accumulates into an fp32 ``main_grad``;
+bf16 = 2 in DeepSpeed by default), and fp32 master weights plus two fp32
+Adam moments (12). What each sharding keeps per GPU, over ``dp`` ranks:
+
+============  ====================================  =================  ==========================
+sharding      framework                             bytes / parameter  communication per step
+============  ====================================  =================  ==========================
+``none``      DDP / ZeRO-0 (Megatron-LM default)    2 + 4 + 12 = 18    all-reduce fp32 grads
+``zero1``     Megatron-LM --use-distributed-opt.    6 + 12/dp          reduce-scatter fp32 grads,
+                                                                       all-gather bf16 weights
+``zero2``     DeepSpeed ZeRO stage 2                2 + (2 + 12)/dp    reduce-scatter bf16 grads
+                                                                       every micro-batch, all-gather
+                                                                       bf16 weights after the step
+``zero3``     DeepSpeed ZeRO stage 3                (2 + 2 + 12)/dp    per micro-batch: all-gather
+                                                                       weights in forward and in
+                                                                       backward, reduce-scatter grads
+``fsdp``      torch FSDP2 full shard (torchtitan)   (4 + 4 + 8)/dp     see below
+============  ====================================  =================  ==========================
+
+Sources: Megatron-LM docs (distributed optimizer: 18 vs 6 + 12/dp bytes),
+Rajbhandari et al. 2020 ("ZeRO", sec. 5.1 and fig. 1: 2 + 2 + K with K = 12,
+sharding the last term, then the gradients, then the weights). FSDP2 keeps
+sharded fp32 weights (the master copy), fp32 sharded gradients and the two
+moments (torch ``fully_shard`` with ``MixedPrecisionPolicy(param_dtype=bf16,
+reduce_dtype=fp32)``, torchtitan's default).
+
+Working copies, gathered while used: ZeRO-3 and FSDP with
+``reshard_after_forward`` hold the bf16 weights of the block in use and of
+the prefetched next one, and one block's unsharded gradient before it is
+reduce-scattered (bf16, plus its fp32 reduce copy for FSDP). torchtitan sets
+``reshard_after_forward = not pp_enabled`` by default
+(torchtitan/distributed/fsdp.py, ``get_fsdp_reshard_after_forward_policy``:
+"For PP, by default do not reshard after forward to avoid per-microbatch
+all-gathers"), and torch's pipeline stages run every backward but the last
+with ``set_requires_gradient_sync(False)`` and ``set_reshard_after_backward
+(False)`` (torch/distributed/pipelining/stage.py, ``backward_maybe_with_nosync``;
+the reduce-scatter runs once, in ``perform_reduce_grad``), accumulating the
+unsharded gradient in the fp32 reduce dtype (FSDPParam
+``to_accumulated_grad_if_needed``). So FSDP under pipeline parallelism keeps
+the stage's bf16 weights (2) and fp32 gradients (4) unsharded for the whole
+step, gathers once per step and reduce-scatters once per step.
+
+Overlap: per-micro-batch collectives run on their own stream, the next
+block's gather behind the current block's compute (FSDP and ZeRO-3
+prefetch): a stage's forward takes ``max(compute, gather)`` plus the first
+block's gather, which nothing hides. ``none`` and ``zero1`` reduce in buckets
+during the last backward and zero1 gathers ahead of the next forward
+(comm.py, ``dp_exposed_s``); what is left of that, and FSDP's once-per-step
+reduce-scatter under a pipeline, runs after the stage's last backward on the
+communication stream, where the simulator lets other stages' cool-down hide it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from pptune.costmodel.comm import (
+    AllReduceLink,
+    DpReduction,
+    all_gather_s,
+    dp_exposed_s,
+    reduce_scatter_s,
+)
+
+
+class Sharding(str, Enum):
+    NONE = "none"
+    ZERO1 = "zero1"
+    ZERO2 = "zero2"
+    ZERO3 = "zero3"
+    FSDP = "fsdp"
+
+
+# DeepSpeed's PipelineEngine asserts ZeRO stage < 2 ("ZeRO-2 and ZeRO-3 are
+# incompatible with pipeline parallelism", deepspeed/runtime/pipe/engine.py);
+# Megatron-LM has no ZeRO-2/3. FSDP composes with pipelines in torchtitan.
+PIPELINE_SHARDINGS = frozenset({Sharding.NONE, Sharding.ZERO1, Sharding.FSDP})
+
+BF16_BYTES = 2
+MEGATRON_GRAD_BYTES = 4  # fp32 main_grad (Megatron-LM DDP)
+DEEPSPEED_GRAD_BYTES = 2  # bf16 gradients (DeepSpeed default)
+FSDP_REDUCE_BYTES = 4  # fp32 reduce dtype (torchtitan mixed_precision_reduce = "float32")
+OPTIMIZER_BYTES = 12  # fp32 master weights + Adam m and v
+
+
+@dataclass(frozen=True)
+class StateBytes:
+    """Bytes per parameter held all step: ``fixed + sharded / dp``."""
+
+    fixed: float
+    sharded: float
+
+    def per_param(self, dp: int) -> float:
+        return self.fixed + self.sharded / dp
+
+
+STATE = {
+    Sharding.NONE: StateBytes(BF16_BYTES + MEGATRON_GRAD_BYTES + OPTIMIZER_BYTES, 0.0),
+    Sharding.ZERO1: StateBytes(BF16_BYTES + MEGATRON_GRAD_BYTES, OPTIMIZER_BYTES),
+    Sharding.ZERO2: StateBytes(BF16_BYTES, DEEPSPEED_GRAD_BYTES + OPTIMIZER_BYTES),
+    Sharding.ZERO3: StateBytes(0.0, BF16_BYTES + DEEPSPEED_GRAD_BYTES + OPTIMIZER_BYTES),
+    Sharding.FSDP: StateBytes(0.0, 4 + FSDP_REDUCE_BYTES + 8),  # fp32 weight, grad, Adam m, v
+}
+
+
+def state_bytes_per_param(sharding: Sharding, dp: int) -> float:
+    return STATE[sharding].per_param(dp)
+
+
+def reshards(sharding: Sharding, pp: int, fsdp_reshard: bool | None = None) -> bool:
+    """Whether weights are gathered per use (per micro-batch) rather than kept."""
+    if sharding is Sharding.ZERO3:
+        return True
+    if sharding is Sharding.FSDP:
+        return pp == 1 if fsdp_reshard is None else fsdp_reshard
+    return False
+
+
+def working_bytes(
+    sharding: Sharding, reshard: bool, device_params: float, largest_layer_params: float
+) -> float:
+    """Unsharded copies a device holds on top of its training state."""
+    if sharding is Sharding.ZERO3:
+        return largest_layer_params * (2 * BF16_BYTES + DEEPSPEED_GRAD_BYTES)
+    if sharding is Sharding.FSDP and reshard:
+        return largest_layer_params * (2 * BF16_BYTES + BF16_BYTES + FSDP_REDUCE_BYTES)
+    if sharding is Sharding.FSDP:
+        return device_params * (BF16_BYTES + FSDP_REDUCE_BYTES)
+    return 0.0
+
+
+@dataclass(frozen=True)
+class ShardComm:
+    """One stage's data-parallel traffic, in seconds."""
+
+    fwd_s: float = 0.0  # during each micro-batch's forward (overlaps it)
+    bwd_s: float = 0.0  # during each micro-batch's backward (overlaps it)
+    start_s: float = 0.0  # once, before the step's first forward
+    tail_s: float = 0.0  # once, after the stage's last backward
+
+
+def stage_comm(
+    sharding: Sharding, reshard: bool, params: float, dp: int, link: AllReduceLink,
+    grad_factor: float = 1.0, overlap: bool = True, bwd_window_s: float = 0.0,
+    fwd_window_s: float = 0.0,
+) -> ShardComm:
+    """Collective times of a stage with ``params`` parameters over ``dp`` ranks.
+
+    ``grad_factor`` scales gradient bytes (``--grad-compression``). ``none`` and
+    ``zero1`` reduce in buckets during the stage's last backward (``bwd_window_s``)
+    and zero1 gathers ahead of its first forward (``fwd_window_s``), as
+    ``comm.dp_exposed_s`` models it (``overlap``: bucketed, else after the backward).
+    """
+    if dp <= 1:
+        return ShardComm()
+
+    def gather() -> float:
+        return all_gather_s(params * BF16_BYTES, dp, link)
+
+    def scatter(grad_bytes: float) -> float:
+        return reduce_scatter_s(params * grad_bytes * grad_factor, dp, link)
+
+    if sharding in (Sharding.NONE, Sharding.ZERO1):
+        red = DpReduction(params, dp, link, MEGATRON_GRAD_BYTES * grad_factor, BF16_BYTES,
+                          sharded=sharding is Sharding.ZERO1, overlap=overlap)
+        return ShardComm(tail_s=dp_exposed_s(red, bwd_window_s, fwd_window_s))
+    if sharding is Sharding.ZERO2:
+        return ShardComm(bwd_s=scatter(DEEPSPEED_GRAD_BYTES), tail_s=gather())
+    if sharding is Sharding.ZERO3:
+        return ShardComm(fwd_s=gather(), bwd_s=gather() + scatter(DEEPSPEED_GRAD_BYTES))
+    if reshard:
+        return ShardComm(fwd_s=gather(), bwd_s=gather() + scatter(FSDP_REDUCE_BYTES))
+    # torch's pipeline runs the reduce-scatter once, after every backward (perform_reduce_grad)
+    return ShardComm(start_s=gather(), tail_s=scatter(FSDP_REDUCE_BYTES))

@@ -1,0 +1,124 @@
+"""The split a candidate starts from, and what bounds it (search.py's helpers).
+
+``min_bottleneck_within_memory`` finds the contiguous split that minimises
+the bottleneck stage (compute plus its p2p send and gradient receive) within
+each stage's memory: the stage's training state and working copies under the
+plan's sharding, its in-flight micro-batches' activations in the schedule's
+order and its p2p buffers (partition.py solves it exactly). The time-only
+optimum is computed once per depth, micro-batch size, schedule, chunks, rank
+order and recomputation and reused whenever it fits. ``lower_bound`` and
+``surely_oom`` let the search skip candidates without simulating them.
+"""
+
+from __future__ import annotations
+
+from pptune.costmodel.evaluate import PlanRequest, PlanSpec
+from pptune.costmodel.partition import SplitError, min_bottleneck_split, stage_bounds
+from pptune.costmodel.schedules import (
+    SPLIT_BACKWARD,
+    Schedule,
+    peak_inflight_per_stage,
+    stage_device,
+)
+from pptune.costmodel.sharding import reshards, state_bytes_per_param, working_bytes
+from pptune.costmodel.simulate import StageCost
+from pptune.costmodel.table import CostTable
+from pptune.costmodel.topology import Topology
+
+SplitCache = dict[tuple[object, ...], "list[int] | None"]
+
+
+def per_param_bytes(req: PlanRequest, spec: PlanSpec) -> tuple[float, float]:
+    """(bytes per parameter that scale with a stage, fixed working bytes) on one device."""
+    dp = req.gpus // (spec.pp * req.tp)
+    reshard = reshards(spec.sharding, spec.pp, req.fsdp_reshard_after_forward)
+    per = state_bytes_per_param(spec.sharding, dp) + working_bytes(spec.sharding, reshard, 1.0, 0.0)
+    return per, 0.0 if not reshard else working_bytes(spec.sharding, reshard, 0.0, 1.0)
+
+
+def surely_oom(table: CostTable, req: PlanRequest, spec: PlanSpec,
+                stages: list[StageCost]) -> bool:
+    """A lower bound on a device's peak (all its state, the largest in-flight
+    activation set of any one chunk) already exceeds its memory."""
+    p = spec.pp
+    inflight = peak_inflight_per_stage(spec.schedule, p, spec.num_microbatches,
+                                       spec.virtual_stages)
+    per, _ = per_param_bytes(req, spec)
+    static = [0.0] * p
+    act = [0.0] * p
+    for k, (s, e) in enumerate(stage_bounds(spec.stage_layers)):
+        d = stage_device(spec.schedule, p, k)
+        static[d] += table.params(s, e) * per
+        act[d] = max(act[d], inflight[k] * stages[k].act_bytes)
+    usable = table.memory_bytes - req.reserve_bytes
+    return any(static[d] + act[d] > usable for d in range(p))
+
+
+def lower_bound(schedule: Schedule, p: int, m: int, stages: list[StageCost]) -> float:
+    per_dev = [0.0] * p
+    for k, s in enumerate(stages):
+        per_dev[stage_device(schedule, p, k)] += s.total_s * m
+    bound = max(per_dev)
+    if len(stages) == p:
+        split = schedule in SPLIT_BACKWARD
+        head = 0.0
+        for s in stages:
+            # micro-batch 0 must pass F of stages < j before j starts, and the
+            # last backward must pass B of stages < j after j ends
+            bound = max(bound, head + m * s.total_s)
+            head += s.fwd_s + s.bwd_s + (0.0 if split else s.wgrad_s)
+    return bound
+
+
+def min_bottleneck_within_memory(
+    table: CostTable, req: PlanRequest, spec: PlanSpec, cache: SplitCache
+) -> list[int] | None:
+    p, m, v, schedule = spec.pp, spec.num_microbatches, spec.virtual_stages, spec.schedule
+    c = table.by_mb[spec.micro_batch_size]
+    costs = [c.fwd_s[i] + c.bwd_s[i] + c.wgrad_s[i] for i in range(len(c.fwd_s))]
+    n_stages = p * v
+    dp = req.gpus // (p * req.tp)
+    topo = Topology(p, dp, req.tp, req.gpus_per_node, spec.rank_order)
+    inflight = peak_inflight_per_stage(schedule, p, m, v)
+    per_param, fixed = per_param_bytes(req, spec)
+    largest = max(table.params(i, i + 1) for i in range(len(costs)))
+    out = max(c.out_bytes[:-1]) if len(c.out_bytes) > 1 else 0.0
+    # a device's memory shared evenly by its chunks, less its fixed working copies
+    budget = (table.memory_bytes - req.reserve_bytes - fixed * largest) / v
+    # a stage's extra cost: sending its output forward and receiving the
+    # gradient back (same size), over the link to the next stage's device
+    extra = []
+    for k in range(n_stages):
+        a, z = stage_device(schedule, p, k), stage_device(schedule, p, min(k + 1, n_stages - 1))
+        hop = k < n_stages - 1 and a != z
+        link = table.p2p_intra if topo.same_node(a, z) else table.p2p_inter
+        extra.append(2 * link.time_s(out) if hop else 0.0)
+    static = [0.0]
+    act = [0.0]
+    for i in range(len(costs)):
+        static.append(static[-1] + table.params(i, i + 1) * per_param)
+        act.append(act[-1] + c.act_bytes[i])
+
+    def fits(k: int, s: int, e: int) -> bool:
+        p2p = out * ((k > 0) + (k < n_stages - 1))
+        return static[e] - static[s] + inflight[k] * (act[e] - act[s]) + p2p <= budget
+
+    key = (p, spec.micro_batch_size, schedule, v, spec.rank_order, spec.recompute)
+    if key not in cache:
+        try:
+            cache[key] = min_bottleneck_split(costs, n_stages, extra)
+        except SplitError:
+            cache[key] = None
+    free = cache[key]
+    if free is None:
+        return None
+    if all(fits(k, s, e) for k, (s, e) in enumerate(stage_bounds(free))):
+        return free  # the time-only optimum fits: no need to constrain it
+    try:
+        return min_bottleneck_split(costs, n_stages, extra, fits)
+    except SplitError:
+        if v == 1:
+            return None  # exact: one stage per device, the budget is the device's
+    # Several chunks share a device: the even share per chunk was too strict.
+    # Split for time alone; the simulated per-device peak decides the fit.
+    return free
