@@ -10,15 +10,15 @@ gpt-small on 4 GPUs, 1F1B, m = 4, micro-batch 8 simulates faster as
 Starting from the min-max split, ``refine_split`` moves one layer from a
 stage to another (any other for ``pp <= ALL_PAIRS_MAX_PP``, where the stages
 in between shift by one so the split stays contiguous; a neighbour beyond),
-simulates, and keeps any move that shortens the step and still
-fits in memory; when no such move helps it tries moving two layers, and stops
-when that does not help either or after ``MAX_RUNS_PER_STAGE * pp``
-simulations (hill climbing). When the layers allow at
-most ``EXHAUSTIVE_MAX_SPLITS`` contiguous splits it simulates every one of
-them instead, which is exact. It runs for
-``pp <= MAX_REFINE_PP`` and ``m <= REFINE_MAX_M_PER_PP * pp`` (over all
-``pp * v`` stages for interleaved-1f1b and zbv): beyond that the min-max split is already within the planner's
-tolerance and each simulation costs more.
+simulates, and keeps any move that shortens the step and still fits in
+memory; when no such move helps it tries moving two layers, and stops when
+that does not help either or after ``MAX_RUNS_PER_STAGE * pp`` simulations
+(hill climbing). When the layers allow at most ``EXHAUSTIVE_MAX_SPLITS``
+contiguous splits it simulates every one of them instead, which is exact;
+with several chunks per device (interleaved-1f1b, zbv) only that exact
+search runs, over all ``pp * v`` stages. It runs for ``pp <= MAX_REFINE_PP``
+and ``m <= REFINE_MAX_M_PER_PP * pp``: beyond that the min-max split is
+already within the planner's tolerance and each simulation costs more.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ MAX_REFINE_PP = 16
 REFINE_MAX_M_PER_PP = 4
 MAX_MOVES = 64  # accepted moves per plan, a safety bound on the climb
 MAX_MOVE_LAYERS = 2  # a move shifts 1 layer; 2 when no 1-layer move helps
-MAX_RUNS_PER_STAGE = 16  # simulations per plan at most 16 * stages
+MAX_RUNS_PER_STAGE = 8  # simulations per plan at most 8 * stages
 ALL_PAIRS_MAX_PP = 4  # deeper pipelines move layers between neighbouring stages only
 EXHAUSTIVE_MAX_SPLITS = 120  # this few contiguous splits: simulate them all (exact)
 
@@ -47,6 +47,8 @@ def refine_split(table: CostTable, req: PlanRequest, plan: Plan) -> tuple[Plan, 
     n, k = sum(plan.stage_layers), len(plan.stage_layers)
     if math.comb(n - 1, k - 1) <= EXHAUSTIVE_MAX_SPLITS:
         return _every_split(table, req, plan)
+    if k > plan.pp:
+        return plan, 0  # several chunks per device: only the exact search above
     best, runs, moves = plan, 0, 0
     size = 1
     while size <= MAX_MOVE_LAYERS and moves < MAX_MOVES:
