@@ -12,8 +12,6 @@ that names the key, not a silently ignored value.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,7 +24,8 @@ PROFILE_SCHEMA_VERSION = 1
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=False)
+    # NaN and infinity are refused in every file pptune reads or writes: JSON has no such numbers
+    model_config = ConfigDict(extra="forbid", frozen=False, allow_inf_nan=False)
 
 
 class LayerCost(Strict):
@@ -97,6 +96,9 @@ class ModelInfo(Strict):
     global_batch: int | None = Field(None, ge=1, description="default global batch (samples)")
     hidden_size: int | None = Field(None, ge=1)
     num_blocks: int | None = Field(None, ge=1, description="transformer blocks (layers minus embedding/head)")
+    hf_config: str | None = Field(
+        None, description="the Hugging Face config.json the probe measured (validate rebuilds it)"
+    )
 
 
 class Profile(Strict):
@@ -288,6 +290,10 @@ class PlanRecord(Strict):
     headroom_bytes: float
     ideal_step_s: float
     efficiency: float = Field(description="ideal step time / predicted step time")
+    mfu: float | None = Field(
+        None, description="model FLOPs utilisation: model FLOPs per step / (step x GPUs x peak "
+        "FLOP/s); null when the device's peak is unknown"
+    )
     gradient_accumulation_aligned: bool = Field(description="micro-batches a multiple of pp")
     exposed_p2p_s: float | None = None
     exposed_allreduce_s: float | None = None
@@ -315,22 +321,30 @@ class PlanFile(Strict):
     notes: list[str] = Field(default_factory=list)
 
 
+# profile and plan files: a 4,096-layer profile with eight micro-batch sizes is
+# about 8 MiB of JSON
+MAX_JSON_FILE_BYTES = 64 << 20
+
+
 def load_json_model(path: Path, model: type[Strict], what: str) -> Any:
     """Read and validate a JSON file; BadInput with one line on any problem."""
+    from pptune.files import read_limited
+
+    raw = read_limited(Path(path), f"{what} file", MAX_JSON_FILE_BYTES)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BadInput(f"{what} file not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"cannot read {what} file {path}: {exc}") from None
-    try:
-        data = json.loads(text)
+        data = json.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        raise BadInput(f"{what} file {path} is not UTF-8 text; expected JSON") from None
     except json.JSONDecodeError as exc:
         raise BadInput(f"{what} file {path} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise BadInput(f"{what} file {path}: JSON nested too deeply to be a {what}") from None
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         raise BadInput(f"{what} file {path} is invalid: {one_line(exc)}") from None
+    except RecursionError:
+        raise BadInput(f"{what} file {path}: JSON nested too deeply to be a {what}") from None
 
 
 def one_line(exc: ValidationError) -> str:
@@ -343,25 +357,11 @@ def one_line(exc: ValidationError) -> str:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temp file and rename: never half a file."""
-    path = Path(path)
-    directory = path.parent if str(path.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
-    except OSError as exc:
-        raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the usual file mode
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
+    """Write ``text`` to ``path`` whole or not at all (``pptune.files.write_text``:
+    regular files only; a symlink's target is written, never the link)."""
+    from pptune.files import write_text
+
+    write_text(Path(path), text)
 
 
 def load_profile(path: Path) -> Profile:

@@ -18,7 +18,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "pptune"
 # Higher layers may import lower ones; a layer never imports its own level
 # (other than its own package) or anything above it.
 LAYERS = {
-    "costmodel": 0, "errors": 0,
+    "costmodel": 0, "errors": 0, "limits": 0,
+    "files": 0.5,  # bounded reads and safe writes: raise errors' BadInput, used by schemas
     "schemas": 1,
     "costs": 2, "configs": 2, "report": 2, "launch": 2,
     "plan": 3, "check": 3, "observe": 3, "probe": 3, "validate": 3,

@@ -34,7 +34,7 @@ from pptune.costmodel.search import (
     search,
 )
 from pptune.costs.modelspec import from_hf_config, from_sizes, with_seq_len
-from pptune.costs.profiles import analytic_profile, cost_table, load_profile
+from pptune.costs.resolve import analytic_costs, measured_costs
 from pptune.errors import PptuneError
 from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
 from pptune.schemas import TrainingConfig
@@ -218,18 +218,20 @@ def config_sharding(cfg: TrainingConfig) -> Sharding:
 
 
 def _costs(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions, add: Any) -> tuple[CostTable | None, str]:
-    """The config's per-layer costs: its profile, else analytic costs of its model."""
+    """The config's per-layer costs: its profile, else analytic costs of its model.
+
+    A profile named in the config is relative to the config's folder; one
+    given on the command line (``opts.profile``) comes resolved by the CLI.
+    """
     profile_path = opts.profile or (Path(cfg.profile) if cfg.profile else None)
     try:
         if profile_path is not None:
             path = profile_path if profile_path.is_absolute() else base_dir / profile_path
-            table = cost_table(load_profile(path), tp=cfg.tp * cfg.cp, tp_in_costs=1)
-            origin = f"profile {path}"
-        else:
-            found = _analytic(cfg, base_dir, opts, add)
-            if found is None:
-                return None, "none"
-            table, origin = found
+            return measured_costs(path, cfg.tp * cfg.cp), f"profile {path}"
+        found = _analytic(cfg, base_dir, opts, add)
+        if found is None:
+            return None, "none"
+        table, origin = found
     except PptuneError as exc:
         add("costs-unavailable", "error", f"cannot build costs: {exc}")
         return None, "none"
@@ -272,10 +274,9 @@ def _analytic(
         return None
     sizes = sorted({1, 2, 4, 8, cfg.micro_batch_size})
     attention = cfg.attention or "flash"  # not stated: the per-op model's default
-    prof = analytic_profile(shape, gpu, sizes, tp=cfg.tp, sequence_parallel=cfg.sequence_parallel,
-                            attention=attention)
-    return (cost_table(prof, tp=cfg.tp * cfg.cp, tp_in_costs=cfg.tp),
-            f"analytic {shape.name} on {gpu}, {attention} attention")
+    table, _ = analytic_costs(shape, gpu, sizes, tp=cfg.tp, sequence_parallel=cfg.sequence_parallel,
+                              table_tp=cfg.tp * cfg.cp, attention=attention)
+    return table, f"analytic {shape.name} on {gpu}, {attention} attention"
 
 
 def _split(cfg: TrainingConfig, table: CostTable, n_stages: int) -> list[int]:

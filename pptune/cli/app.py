@@ -15,15 +15,73 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
+from typer.core import TyperGroup
 
+from pptune import limits
+from pptune.cli.options import (
+    AttentionOpt,
+    EfficiencyOpt,
+    GpuOpt,
+    HfConfigOpt,
+    MicroBatchSizesOpt,
+    ModelOpt,
+    ProfileOpt,
+    SeqLenOpt,
+    SequenceParallelOpt,
+    TpCommOverlapOpt,
+    TpOpt,
+    cost_option,
+)
 from pptune.cli.util import out_console as _out
 from pptune.cli.util import parse_ints as _ints
 from pptune.cli.util import say as _say
 from pptune.errors import BadInput, NoFeasiblePlan, PptuneError
+from pptune.files import check_folder, check_output
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+try:  # typer >= 0.20 carries its own copy of click
+    from typer._click.exceptions import ClickException
+except ImportError:  # pragma: no cover - older typer with click installed
+    from click.exceptions import ClickException  # type: ignore[no-redef]
+
+
+class _OneLineErrors(TyperGroup):
+    """Usage errors from the option parser as one line ``pptune: error: ...`` (exit 2),
+    like every other bad input, instead of click's four-line usage block."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except ClickException as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError":  # bare `pptune`: the help itself
+                typer.echo(exc.format_message())
+                sys.exit(exc.exit_code)
+            msg = " ".join(exc.format_message().split())
+            command = getattr(getattr(exc, "ctx", None), "command_path", "") or "pptune"
+            typer.echo(f"pptune: error: {msg} (see {command} --help)", err=True)
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            typer.echo("pptune: error: aborted", err=True)
+            sys.exit(130)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"pptune {version('pptune')}")
+        except PackageNotFoundError:  # pragma: no cover - run from a source tree
+            typer.echo("pptune (version unknown: not installed)")
+        raise typer.Exit(0)
+
+
 app = typer.Typer(
+    cls=_OneLineErrors,
     name="pptune",
     help="Pipeline-parallel tuning advisor: probe your cards, simulate schedules, "
     "recommend stage splits and micro-batches, check training configs in CI.",
@@ -32,6 +90,14 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="print pptune's version and exit"),
+) -> None:
+    """Pipeline-parallel tuning advisor."""
 
 
 def _guard(fn: F) -> F:
@@ -57,6 +123,12 @@ def _guard(fn: F) -> F:
 
 
 
+
+
+def _check_width(width: int) -> None:
+    found = limits.problem("--width", width, 20, limits.MAX_TIMELINE_WIDTH)
+    if found:
+        raise BadInput(found)
 
 
 def _schedules(text: str | None) -> list[Any]:
@@ -104,17 +176,17 @@ def simulate_cmd(
     bwd_ms: float | None = typer.Option(None, "--bwd-ms", help="backward (input-grad) time per device"),
     wgrad_ms: float = typer.Option(0.0, "--wgrad-ms", help="weight-grad time per device"),
     p2p_ms: float = typer.Option(0.0, "--p2p-ms", help="time of one stage-to-stage send"),
-    model: str | None = typer.Option(None, "--model", help="model preset (see pptune presets)"),
-    hf_config: Path | None = typer.Option(None, "--hf-config", help="Hugging Face config.json: analytic costs of that shape"),
-    seq_len: int | None = typer.Option(None, "--seq-len", help="sequence length (default: the model's)"),
-    gpu: str | None = typer.Option(None, "--gpu", help="GPU preset"),
-    profile: Path | None = typer.Option(None, "--profile", help="profile JSON (pptune probe)"),
+    model: ModelOpt = None,
+    hf_config: HfConfigOpt = None,
+    seq_len: SeqLenOpt = None,
+    gpu: GpuOpt = None,
+    profile: ProfileOpt = None,
     micro_batch_size: int = typer.Option(1, "--micro-batch-size", "-b", help="samples per micro-batch"),
     split: str | None = typer.Option(None, "--split", help="layers per stage, e.g. 6,6,6,6 (default even)"),
-    tp: int = typer.Option(1, "--tp", help="tensor-parallel size inside each stage"),
-    efficiency: float | None = typer.Option(None, "--efficiency", help="one fraction of peak FLOP/s for every GEMM (analytic costs; default: per GEMM shape)"),
-    attention: str = typer.Option("flash", "--attention", help="flash or eager (unfused) attention (analytic costs)"),
-    tp_comm_overlap: bool = typer.Option(False, "--tp-comm-overlap", help="tensor-parallel collectives hidden behind their GEMMs (analytic costs; Megatron-LM --tp-comm-overlap)"),
+    tp: TpOpt = 1,
+    efficiency: EfficiencyOpt = None,
+    attention: AttentionOpt = None,
+    tp_comm_overlap: TpCommOverlapOpt = False,
     blocking_send: bool = typer.Option(False, "--blocking-send", help="sends block the sender"),
     timeline: bool = typer.Option(False, "--timeline", help="draw the timeline"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable result on stdout"),
@@ -124,8 +196,10 @@ def simulate_cmd(
 ) -> None:
     from pptune.plan import whatif as simulation
 
-    if width < 20:
-        raise BadInput(f"--width must be >= 20 columns (got {width})")
+    _check_width(width)
+    for flag, path in (("--trace", trace), ("--svg", svg)):
+        if path is not None:
+            check_output(path, flag)
     spec = simulation.SimSpec(
         schedule=schedule, pp=pp, microbatches=microbatches, virtual_stages=virtual_stages,
         fwd_ms=fwd_ms, bwd_ms=bwd_ms, wgrad_ms=wgrad_ms, p2p_ms=p2p_ms,
@@ -172,24 +246,24 @@ else the embedded default (llama3-8b on h100-sxm). Exit 1 when no plan fits.
 @_guard
 def recommend_cmd(
     gpus: int = typer.Option(..., "--gpus", "-n", help="total GPUs"),
-    tp: int = typer.Option(1, "--tp", help="tensor-parallel size"),
+    tp: TpOpt = 1,
     gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="GPUs per node (NVLink domain)"),
     global_batch: int | None = typer.Option(None, "--global-batch", help="samples per optimizer step (default: the model's)"),
-    micro_batch_sizes: str | None = typer.Option(None, "--micro-batch-sizes", help="candidates, e.g. 1,2,4 (default: the profile's)"),
+    micro_batch_sizes: MicroBatchSizesOpt = None,
     schedules: str | None = typer.Option(None, "--schedules", help="comma list (default all: gpipe,1f1b,interleaved-1f1b,zb-h1,zbv)"),
     virtual_stages: str = typer.Option("2,3,4", "--virtual-stages", help="v candidates for interleaved-1f1b"),
     pp: str | None = typer.Option(None, "--pp", help="restrict pipeline depths, e.g. 4,8"),
-    model: str | None = typer.Option(None, "--model", help="model preset"),
-    hf_config: Path | None = typer.Option(None, "--hf-config", help="Hugging Face config.json: analytic costs of that shape"),
-    seq_len: int | None = typer.Option(None, "--seq-len", help="sequence length (default: the model's)"),
-    gpu: str | None = typer.Option(None, "--gpu", help="GPU preset"),
-    profile: Path | None = typer.Option(None, "--profile", help="profile JSON (pptune probe)"),
-    efficiency: float | None = typer.Option(None, "--efficiency", help="one fraction of peak FLOP/s for every GEMM (analytic costs; default: per GEMM shape)"),
-    attention: str = typer.Option("flash", "--attention", help="flash or eager (unfused) attention (analytic costs)"),
-    tp_comm_overlap: bool = typer.Option(False, "--tp-comm-overlap", help="tensor-parallel collectives hidden behind their GEMMs (analytic costs; Megatron-LM --tp-comm-overlap)"),
+    model: ModelOpt = None,
+    hf_config: HfConfigOpt = None,
+    seq_len: SeqLenOpt = None,
+    gpu: GpuOpt = None,
+    profile: ProfileOpt = None,
+    efficiency: EfficiencyOpt = None,
+    attention: AttentionOpt = None,
+    tp_comm_overlap: TpCommOverlapOpt = False,
     sharded_optimizer: bool = typer.Option(False, "--sharded-optimizer", help="alias of --sharding zero1 (optimizer state sharded over dp, 6 + 12/dp bytes/param)"),
     sharding: str | None = typer.Option(None, "--sharding", help="training-state sharding to search, comma list of none, zero1, zero2, zero3, fsdp (default all)"),
-    sequence_parallel: bool = typer.Option(False, "--sequence-parallel", help="with --tp: split activations along the sequence too (Megatron-LM)"),
+    sequence_parallel: SequenceParallelOpt = False,
     recompute: str | None = typer.Option(None, "--recompute", help="activation recomputation to search, comma list of none, selective, full (default all)"),
     recompute_every: int = typer.Option(2, "--recompute-every", help="selective: checkpoint every N-th block (torchtitan's selective_ac_option)"),
     grad_compression: str | None = typer.Option(None, "--grad-compression", help="none, fp16, bf16 or topk:FRACTION"),
@@ -204,6 +278,7 @@ def recommend_cmd(
     emit: str | None = typer.Option(None, "--emit", help="write the plan as megatron, deepspeed, torchtitan or pptune config"),
     plan_rank: int = typer.Option(1, "--plan", help="which ranked plan --emit writes"),
     train_tokens: float | None = typer.Option(None, "--train-tokens", help="tokens to train on: adds days and GPU-hours per plan"),
+    force: bool = typer.Option(False, "--force", help="with --emit -o DIR: overwrite files already in DIR"),
 ) -> None:
     from pptune.plan import recommend as planning
 
@@ -218,20 +293,28 @@ def recommend_cmd(
         recompute_every=recompute_every, hf_config=hf_config, seq_len=seq_len, attention=attention,
         tp_comm_overlap=tp_comm_overlap, overlap_grad_reduce=overlap_grad_reduce,
     )
-    if width < 20:
-        raise BadInput(f"--width must be >= 20 columns (got {width})")
-    if train_tokens is not None and not train_tokens > 0:
-        raise BadInput(f"--train-tokens must be > 0 (got {train_tokens})")
+    _check_width(width)
+    if train_tokens is not None:
+        found = limits.problem("--train-tokens", train_tokens, 0, limits.MAX_TRAIN_TOKENS, lo_open=True)
+        if found:
+            raise BadInput(found)
+    if emit is not None and output is not None:
+        from pptune.plan.emit import file_names
+
+        check_folder(output, file_names(emit), force)
+    elif output is not None:
+        check_output(output, "-o")
     run = planning.recommend(req)
     for note in run.notes:
         _say(note)
     from pptune.report.plans import plan_file, plans_table, rejected_line, why_lines
 
     if emit is not None:
-        _emit(run, emit, plan_rank, output)
+        _emit(run, emit, plan_rank, output, force)
         return
     doc = plan_file(run.result, run.names, run.global_batch, run.origin, run.request,
-                    train_tokens=train_tokens)
+                    train_tokens=train_tokens, model_flops_per_step=run.model_flops_per_step,
+                    peak_flops=run.peak_flops)
     text = doc.model_dump_json(indent=2)
     if output is not None:
         from pptune.schemas import write_atomic
@@ -246,7 +329,9 @@ def recommend_cmd(
         typer.echo(text)
         return
     out = _out()
-    out.print(plans_table(run.result, run.global_batch * run.table.seq_len, train_tokens))
+    out.print(plans_table(run.result, run.global_batch * run.table.seq_len, train_tokens,
+                          width=out.width, model_flops_per_step=run.model_flops_per_step,
+                          peak_flops=run.peak_flops))
     for line in why_lines(run.result):
         out.print(line, highlight=False, markup=False)
     out.print(rejected_line(run.result), highlight=False, markup=False)
@@ -266,7 +351,7 @@ def recommend_cmd(
             out.print(timeline_text(window, width=width))
 
 
-def _emit(run: Any, framework: str, rank: int, output: Path | None) -> None:
+def _emit(run: Any, framework: str, rank: int, output: Path | None, force: bool) -> None:
     from pptune.plan import emit as emit_mod
 
     if not run.result.plans:
@@ -284,7 +369,7 @@ def _emit(run: Any, framework: str, rank: int, output: Path | None) -> None:
             typer.echo(f"# ----- {name}")
             typer.echo(text.rstrip("\n"))
         return
-    for path in emit_mod.write(emitted, output):
+    for path in emit_mod.write(emitted, output, force):
         _say(f"wrote {path}")
 
 
@@ -347,9 +432,9 @@ def check_config_cmd(
     pp: int | None = typer.Option(None, "--pp", help="pipeline size when the file lacks it"),
     gpus: int | None = typer.Option(None, "--gpus", help="GPU count when the file lacks it"),
     tp: int | None = typer.Option(None, "--tp", help="tensor-parallel size when the file lacks it"),
-    model: str | None = typer.Option(None, "--model", help="model preset (overrides the file)"),
-    gpu: str | None = typer.Option(None, "--gpu", help="GPU preset (overrides the file)"),
-    profile: Path | None = typer.Option(None, "--profile", help="profile JSON (overrides the file)"),
+    model: str | None = cost_option("--model", more="overrides the file"),
+    gpu: str | None = cost_option("--gpu", more="overrides the file"),
+    profile: Path | None = cost_option("--profile", more="overrides the file; relative to the working folder"),
     max_bubble: float | None = typer.Option(None, "--max-bubble", help="bubble-rate limit (default 0.25 or the file's)"),
     max_slowdown: float | None = typer.Option(None, "--max-slowdown", help="step time limit vs the best plan (default 1.10)"),
     no_compare: bool = typer.Option(False, "--no-compare", help="skip the search for a faster plan"),
@@ -366,15 +451,22 @@ def check_config_cmd(
         raise BadInput("check-config needs a CONFIG file (or --schema)")
     if output not in ("text", "json", "github"):
         raise BadInput(f"--output must be text, json or github (got {output!r})")
-    if max_bubble is not None and not 0 <= max_bubble <= 1:
-        raise BadInput(f"--max-bubble must be between 0 and 1 (got {max_bubble})")
-    if max_slowdown is not None and max_slowdown < 1:
-        raise BadInput(f"--max-slowdown must be >= 1 (got {max_slowdown})")
+    found = limits.problems(*(
+        limits.problem(flag, value, lo, hi, capped=flag != "--max-bubble")
+        for flag, value, lo, hi in (
+            ("--max-bubble", max_bubble, 0, 1), ("--max-slowdown", max_slowdown, 1, 1e6),
+            ("--pp", pp, 1, limits.MAX_GPUS), ("--gpus", gpus, 1, limits.MAX_GPUS),
+            ("--tp", tp, 1, limits.MAX_TP)) if value is not None
+    ))
+    if found:
+        raise BadInput("; ".join(found))
     from pptune.check.render import findings_github, findings_json, findings_text
     from pptune.check.rules import CheckOptions, check
     from pptune.configs import read_config
 
     read = read_config(config, format_in, pp=pp, gpus=gpus, tp=tp)
+    if profile is not None:  # the command line's path is the working folder's, not the config's
+        profile = Path.cwd() / profile
     opts = CheckOptions(max_bubble=max_bubble, max_slowdown=max_slowdown, model=model,
                         gpu=gpu, profile=profile, compare_best=not no_compare)
     report = check(read.config, config.parent, opts)

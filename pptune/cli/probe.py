@@ -7,6 +7,7 @@ file atomically and prints the summary (or ``--json``) on stdout.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
+from pptune import limits
 from pptune.cli.util import out_console
 from pptune.errors import BadInput
+from pptune.files import check_output
 from pptune.probe.build import (
     DEFAULT_OUTPUT,
     DeviceChoice,
@@ -99,6 +102,20 @@ def _sizes(text: str | None) -> list[int] | None:
     return out
 
 
+def _check_numbers(timeout: float | None, repeats: int | None, warmup: int | None,
+                   threads: int | None, seq_len: int | None) -> None:
+    """Non-finite values and the caps; the probe's own options check the lower bounds."""
+    found = limits.problems(*(
+        limits.problem(flag, value, -math.inf, hi) for flag, value, hi in (
+            ("--timeout", timeout, limits.MAX_TIMEOUT_S), ("--repeats", repeats, limits.MAX_STEPS),
+            ("--warmup", warmup, limits.MAX_STEPS), ("--threads", threads, 4096),
+            ("--seq-len", seq_len, limits.MAX_SEQ_LEN),
+        ) if value is not None
+    ))
+    if found:
+        raise BadInput("; ".join(found))
+
+
 def probe(
     model: str | None = typer.Option(
         None, "--model", metavar="NAME", help="built-in model preset (default gpt-small, the CPU demo size)"
@@ -144,6 +161,8 @@ def probe(
     ),
 ) -> None:
     stderr = Console(stderr=True)
+    _check_numbers(timeout, repeats, warmup, threads, seq_len)
+    check_output(output, "-o")  # before the measurement, not after it
     try:
         opts = ProbeOptions(
             model=model,

@@ -16,10 +16,13 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from pptune import limits
+from pptune.cli.options import cost_option
 from pptune.cli.util import out_console as _out
 from pptune.cli.util import parse_ints as _ints
 from pptune.cli.util import say as _say
 from pptune.errors import BadInput
+from pptune.files import check_output
 
 DEFAULT_PLANS_FILE = "pptune-plans.json"
 
@@ -111,13 +114,13 @@ def validate(
     virtual_stages: int | None = typer.Option(
         None, "--virtual-stages", "-v", help="chunks per device for interleaved-1f1b [default: 2]"
     ),
-    model: str | None = typer.Option(None, "--model", help="model preset [default: gpt-small, the CPU demo size]"),
-    hf_config: Path | None = typer.Option(None, "--hf-config", help="Hugging Face config.json: decoder blocks of that shape"),
+    model: str | None = cost_option("--model", more="[default: gpt-small, the CPU demo size]"),
+    hf_config: Path | None = cost_option("--hf-config", more="run decoder blocks of that shape"),
     module: str | None = typer.Option(None, "--module", help="your layers: 'pkg.mod:factory' (see pptune probe --help)"),
-    seq_len: int | None = typer.Option(None, "--seq-len", help="override the model's sequence length"),
+    seq_len: int | None = cost_option("--seq-len"),
     dtype: str = typer.Option("auto", "--dtype", help="auto (fp32 on CPU, bf16 on CUDA), fp32, bf16, fp16"),
-    profile: Path | None = typer.Option(
-        None, "--profile", help="profile JSON for the prediction [default: ./pptune-profile.json, else a quick probe]"
+    profile: Path | None = cost_option(
+        "--profile", more="for the prediction [default: ./pptune-profile.json, else a quick probe]"
     ),
     warmup: int = typer.Option(2, "--warmup", help="untimed steps first"),
     steps: int = typer.Option(5, "--steps", help="timed steps; the median counts"),
@@ -140,6 +143,21 @@ def validate(
         plan_path = plans
     if dtype not in ("auto", "fp32", "bf16", "fp16"):
         raise BadInput(f"--dtype must be auto, fp32, bf16 or fp16 (got {dtype!r})")
+    found = limits.problems(
+        limits.problem("--timeout", timeout, 0.001, limits.MAX_TIMEOUT_S),
+        limits.problem("--warmup", warmup, 0, limits.MAX_STEPS),
+        limits.problem("--steps", steps, 1, limits.MAX_STEPS),
+        limits.problem("--width", width, 20, limits.MAX_TIMELINE_WIDTH),
+        *(limits.problem(flag, value, 1, cap) for flag, value, cap in (
+            ("--pp", pp, limits.MAX_GPUS), ("--microbatches", microbatches, limits.MAX_GLOBAL_BATCH),
+            ("--micro-batch-size", micro_batch_size, limits.MAX_MICRO_BATCH),
+            ("--virtual-stages", virtual_stages, limits.MAX_LAYERS),
+            ("--seq-len", seq_len, limits.MAX_SEQ_LEN)) if value is not None),
+    )
+    if found:
+        raise BadInput("; ".join(found))
+    if trace is not None:
+        check_output(trace, "--trace")  # before the run, not after it
     req = ValidateRequest(
         plan=plan_path, rank=rank, pp=pp, microbatches=microbatches, schedule=schedule,
         split=_ints(split, "--split"), micro_batch_size=micro_batch_size,

@@ -10,8 +10,13 @@ from typing import Any
 
 from pptune.costmodel.presets import MODELS, ModelShape
 from pptune.errors import BadInput
+from pptune.files import read_limited
+from pptune.limits import MAX_LAYERS
 
 MAX_HF_CONFIG_BYTES = 1 << 20
+# any one size (hidden, FFN, vocabulary, heads, positions): 2^24 is far above
+# every published decoder (vocabularies reach 2^18, FFN widths 2^16)
+MAX_HF_SIZE = 1 << 24
 # Llama-style families: RMSNorm, SwiGLU MLP, no dropout.
 LLAMA_TYPES = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2", "phi3"}
 
@@ -25,13 +30,16 @@ class HfModel:
     notes: list[str] = field(default_factory=list)
 
 
-def _int(cfg: dict[str, Any], keys: tuple[str, ...], path: Path, default: int | None = None) -> int:
+def _int(cfg: dict[str, Any], keys: tuple[str, ...], path: Path, default: int | None = None,
+         cap: int = MAX_HF_SIZE) -> int:
     for key in keys:
         value = cfg.get(key)
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise BadInput(f"--hf-config {path}: {key} must be a positive integer, got {value!r}")
+        if value > cap:
+            raise BadInput(f"--hf-config {path}: {key} is {value:,}; pptune takes up to {cap:,}")
         return value
     if default is not None:
         return default
@@ -50,24 +58,19 @@ def read_hf_config(
     gated MLP; a multimodal config's ``text_config`` is the decoder.
     """
     path = Path(path)
-    try:
-        raw = path.read_bytes()[: MAX_HF_CONFIG_BYTES + 1]
-    except FileNotFoundError:
-        raise BadInput(f"--hf-config: file not found: {path}") from None
-    except OSError as exc:
-        raise BadInput(f"--hf-config: cannot read {path}: {exc.strerror or exc}") from None
-    if len(raw) > MAX_HF_CONFIG_BYTES:
-        raise BadInput(f"--hf-config {path} is larger than 1 MiB; is it a config.json?")
+    raw = read_limited(path, "--hf-config file", MAX_HF_CONFIG_BYTES)
     try:
         cfg = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BadInput(f"--hf-config {path} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise BadInput(f"--hf-config {path}: JSON nested too deeply to be a config.json") from None
     if not isinstance(cfg, dict):
         raise BadInput(f"--hf-config {path}: expected a JSON object, got {type(cfg).__name__}")
     if isinstance(cfg.get("text_config"), dict):  # multimodal configs nest the decoder
         cfg = {**cfg, **cfg["text_config"]}
     hidden = _int(cfg, ("hidden_size", "n_embd", "d_model"), path)
-    layers = _int(cfg, ("num_hidden_layers", "n_layer", "num_layers"), path)
+    layers = _int(cfg, ("num_hidden_layers", "n_layer", "num_layers"), path, cap=MAX_LAYERS)
     heads = _int(cfg, ("num_attention_heads", "n_head"), path)
     kv_heads = _int(cfg, ("num_key_value_heads",), path, default=heads)
     ffn = _int(cfg, ("intermediate_size", "n_inner", "ffn_dim"), path, default=4 * hidden)
@@ -101,8 +104,13 @@ def read_hf_config(
         if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
             dropout_p = float(value)
             break
-    if cfg.get("num_local_experts") or cfg.get("num_experts"):
-        notes.append("mixture-of-experts config: taken as a dense MLP of intermediate_size")
+    experts = cfg.get("num_local_experts") or cfg.get("num_experts")
+    if experts:
+        notes.append(
+            f"mixture-of-experts config ({experts} experts): pptune does not model experts yet "
+            "and plans it as a dense MLP of intermediate_size; expert parameters, their "
+            "memory and the all-to-all are not counted"
+        )
     shape = ModelShape(
         name=str(cfg.get("_name_or_path") or model_type or path.stem)[:60],
         num_blocks=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn=ffn,

@@ -7,8 +7,6 @@ Turns a ``Profile`` (pydantic, the file format) into the planner's plain
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TypeVar
 
 from pptune.costmodel import presets
@@ -27,7 +25,6 @@ from pptune.schemas import (
     LinkSpec,
     ModelInfo,
     Profile,
-    load_profile,
 )
 
 DEFAULT_PROFILE_FILE = "pptune-profile.json"
@@ -134,63 +131,6 @@ def analytic_profile(
             + f" of peak {spec.peak_flops / 1e12:g} TFLOP/s; links from the {gpu} spec sheet"
         ],
     )
-
-
-@dataclass(frozen=True)
-class CostSource:
-    profile: Profile
-    origin: str  # one line: where the costs came from
-    tp_applied: int  # tensor parallelism already inside the costs
-
-
-def resolve_source(
-    profile: Path | None,
-    model: str | presets.ModelShape | None,
-    gpu: str | None,
-    tp: int = 1,
-    efficiency: float | None = presets.DEFAULT_EFFICIENCY,
-    micro_batch_sizes: list[int] | None = None,
-    cwd: Path | None = None,
-    sequence_parallel: bool = False,
-    attention: str = "flash",
-    tp_comm_overlap: bool = False,
-) -> CostSource:
-    """--profile FILE, else --model/--gpu presets, else ./pptune-profile.json, else defaults."""
-    if profile is not None:
-        prof = load_profile(profile)
-        return CostSource(prof, f"profile {profile} ({prof.source})", 1)
-    local = (cwd or Path.cwd()) / DEFAULT_PROFILE_FILE
-    if model is None and gpu is None and local.exists():
-        prof = load_profile(local)
-        return CostSource(prof, f"profile ./{DEFAULT_PROFILE_FILE} ({prof.source})", 1)
-    sizes = tuple(micro_batch_sizes or DEFAULT_MICRO_BATCH_SIZES)
-    m = model or presets.DEFAULT_MODEL
-    g = gpu or presets.DEFAULT_GPU
-    prof = analytic_profile(m, g, sizes, tp=tp, efficiency=efficiency,
-                            sequence_parallel=sequence_parallel, attention=attention,
-                            tp_comm_overlap=tp_comm_overlap)
-    defaulted = model is None and gpu is None
-    name = m.name if isinstance(m, presets.ModelShape) else m
-    origin = f"analytic {name} on {g}" + (
-        " (embedded default: no profile found)" if defaulted else "")
-    return CostSource(prof, origin, tp)
-
-
-def model_shape(
-    model: str | None, hf_config: Path | None, seq_len: int | None
-) -> str | presets.ModelShape | None:
-    """--model NAME or --hf-config PATH (with --seq-len), for the analytic costs."""
-    from pptune.costs.modelspec import from_hf_config, with_seq_len
-
-    if model is not None and hf_config is not None:
-        raise BadInput("--model and --hf-config both name the model; give one of them")
-    if seq_len is not None and seq_len < 1:
-        raise BadInput(f"--seq-len must be >= 1 (got {seq_len})")
-    if hf_config is not None:
-        return from_hf_config(hf_config, seq_len)
-    if model is not None and seq_len is not None:
-        return with_seq_len(model_preset(model), seq_len)
-    return model
 
 
 def cost_table(profile: Profile, tp: int = 1, tp_in_costs: int = 1) -> CostTable:

@@ -43,16 +43,17 @@ Files from different processes are put on one clock through their
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import re
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pptune.errors import BadInput
+from pptune.files import read_limited
 
 Interval = tuple[float, float]  # (start_us, end_us)
 
@@ -168,23 +169,33 @@ def parse_trace(obj: object, label: str = "trace") -> TraceFile:
     return TraceFile(label=label, events=events, rank=rank, base_ns=base_ns)
 
 
+# A profiler trace of a few steps is tens of MiB; JSON in memory takes about
+# ten times its text, so 512 MiB of text is already several GiB resident.
+MAX_TRACE_BYTES = 512 << 20
+
+
+def _gunzip(data: bytes, label: str) -> bytes:
+    """Decompress at most MAX_TRACE_BYTES (a small gzip can expand a thousandfold)."""
+    inflate = zlib.decompressobj(wbits=31)
+    try:
+        out = inflate.decompress(data, MAX_TRACE_BYTES + 1)
+    except zlib.error as exc:
+        raise BadInput(f"{label}: broken gzip file ({exc})") from None
+    if len(out) > MAX_TRACE_BYTES:
+        raise BadInput(f"{label}: expands to over {MAX_TRACE_BYTES >> 20} MiB; pptune reads "
+                       "traces up to that size (trim it to a few steps)")
+    if not inflate.eof:
+        raise BadInput(f"{label}: broken gzip file (truncated)")
+    return out
+
+
 def load_trace(path: Path | str) -> TraceFile:
     """Read and parse one trace file (``.json`` or gzipped); ``BadInput`` on any problem."""
     p = Path(path)
     label = str(path)
-    try:
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise BadInput(f"{label}: no such file") from None
-    except IsADirectoryError:
-        raise BadInput(f"{label}: is a directory, expected a trace file") from None
-    except OSError as exc:
-        raise BadInput(f"{label}: cannot read ({exc.strerror or exc})") from None
+    data = read_limited(p, "trace", MAX_TRACE_BYTES)
     if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise BadInput(f"{label}: broken gzip file ({exc})") from None
+        data = _gunzip(data, label)
     if not data or data.isspace():
         raise BadInput(f"{label}: empty file, expected a Chrome trace (JSON)")
     try:

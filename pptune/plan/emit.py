@@ -40,9 +40,9 @@ from pptune.costmodel.search import (
     evaluate,
 )
 from pptune.errors import BadInput
+from pptune.files import write_all
 from pptune.plan.recommend import RecommendRun
 from pptune.report.fmt import fmt_pct, fmt_seconds
-from pptune.schemas import write_atomic
 
 
 class Framework(str, Enum):
@@ -203,8 +203,10 @@ def _megatron(run: RecommendRun, plan: Plan) -> dict[str, str]:
         if shape.gated_mlp:
             args += ["--swiglu", "--normalization RMSNorm", "--position-embedding-type rope",
                      "--untie-embeddings-and-output-weights", "--disable-bias-linear"]
-    else:
-        args.append(f"--num-layers {sum(blocks)}  # set --hidden-size etc. for your model")
+    else:  # a comment inside the continued command would end it: say it above
+        lines.append("# the profile names no model shape: add --hidden-size, "
+                     "--num-attention-heads etc. for your model")
+        args.append(f"--num-layers {sum(blocks)}")
     args += [
         f"--micro-batch-size {plan.micro_batch_size}",
         f"--global-batch-size {run.global_batch}",
@@ -275,7 +277,10 @@ def _torchtitan(run: RecommendRun, plan: Plan) -> dict[str, str]:
         names.append(part)
     flavor = {"llama3-8b": ("llama3", "8B"), "llama3-70b": ("llama3", "70B")}.get(
         str(run.request.get("model")), (str(run.request.get("model")), "custom"))
-    local = plan.micro_batch_size * plan.num_microbatches
+    # with pp > 1 torchtitan splits local_batch_size into pipeline micro-batches; with
+    # pp = 1 there is no pipeline, so the micro-batches are gradient-accumulation
+    # steps: global_batch_size / (local_batch_size x dp)
+    local = plan.micro_batch_size * (plan.num_microbatches if plan.pp > 1 else 1)
     fsdp = plan.sharding is Sharding.FSDP
     lines = [
         *_header(plan, run, "#"),
@@ -337,14 +342,18 @@ def _pptune(run: RecommendRun, plan: Plan) -> dict[str, str]:
     return {"pptune.yaml": "\n".join(lines) + "\n"}
 
 
-def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitted:
-    """Render plan ``rank`` (1-based) of a recommendation for ``framework``."""
+def parse_framework(framework: Framework | str) -> Framework:
     try:
-        fw = Framework(framework)
+        return Framework(framework)
     except ValueError:
         raise BadInput(
             f"unknown --emit {framework!r}; choose {', '.join(f.value for f in Framework)}"
         ) from None
+
+
+def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitted:
+    """Render plan ``rank`` (1-based) of a recommendation for ``framework``."""
+    fw = parse_framework(framework)
     plans = run.result.plans
     if not 1 <= rank <= len(plans):
         raise BadInput(f"--plan {rank} is not among the {len(plans)} ranked plans")
@@ -412,19 +421,20 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitte
     return Emitted(fw, chosen, files, notes, exact)
 
 
-def write(emitted: Emitted, directory: Path) -> list[Path]:
-    if directory.exists() and not directory.is_dir():
-        raise BadInput(f"-o {directory} exists and is not a directory (with --emit, -o is a folder)")
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise BadInput(f"cannot create {directory}: {exc.strerror or exc}") from None
-    out = []
-    for name, text in emitted.files.items():
-        path = directory / name
-        write_atomic(path, text)
-        if name.endswith(".sh"):
-            path.chmod(0o755)
-        out.append(path)
-    return out
+FILES: dict[Framework, tuple[str, ...]] = {
+    Framework.MEGATRON: ("pretrain_megatron.sh",),
+    Framework.DEEPSPEED: ("ds_config.json", "ds_partition.txt"),
+    Framework.TORCHTITAN: ("torchtitan.toml",),
+    Framework.PPTUNE: ("pptune.yaml",),
+}
 
+
+def file_names(framework: str) -> list[str]:
+    """The files ``--emit FRAMEWORK -o DIR`` writes (checked before the search)."""
+    return list(FILES[parse_framework(framework)])
+
+
+def write(emitted: Emitted, directory: Path, force: bool = False) -> list[Path]:
+    """All files or none; existing ones only with ``force`` (``pptune.files.write_all``)."""
+    modes = {name: 0o777 if name.endswith(".sh") else 0o666 for name in emitted.files}
+    return write_all(directory, emitted.files, force, modes)

@@ -7,6 +7,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pptune import limits
 from pptune.costmodel.comm import compression_factor
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.schedules import Schedule
@@ -18,11 +19,14 @@ from pptune.costmodel.search import (
     Sharding,
     search,
 )
-from pptune.costs.profiles import cost_table, model_shape, resolve_source
+from pptune.costs.resolve import CostOptions, resolve
 from pptune.errors import BadInput
 
 GIB = 1024**3
 E = TypeVar("E", bound=Enum)
+# samples per step when neither --global-batch nor the profile names one: the
+# batch pptune assumes for a Hugging Face config (pptune.costs.modelspec)
+DEFAULT_GLOBAL_BATCH = 512
 
 
 @dataclass
@@ -39,7 +43,7 @@ class RecommendSpec:
     gpu: str | None = None
     profile: Path | None = None
     efficiency: float | None = None  # None: per GEMM shape (ops.py)
-    attention: str = "flash"
+    attention: str | None = None  # None: flash
     tp_comm_overlap: bool = False
     overlap_grad_reduce: bool = True
     sharded_optimizer: bool = False
@@ -66,31 +70,37 @@ class RecommendRun:
     request: dict[str, Any]
     notes: list[str]
     shape: ModelShape | None = None  # a model given by --hf-config or with --seq-len
+    model_flops_per_step: float | None = None  # for MFU (pptune.costs.resolve)
+    peak_flops: float | None = None  # per GPU, dense bf16
 
 
 def check_spec(spec: RecommendSpec) -> None:
-    """Every bad flag at once, in one line."""
-    problems = []
-    if spec.gpus < 1:
-        problems.append(f"--gpus must be >= 1 (got {spec.gpus})")
-    if spec.tp < 1:
-        problems.append(f"--tp must be >= 1 (got {spec.tp})")
-    elif spec.gpus >= 1 and spec.gpus % spec.tp:
+    """Every bad flag at once, in one line (the cost flags: ``resolve``)."""
+    problems = limits.problems(
+        limits.problem("--gpus", spec.gpus, 1, limits.MAX_GPUS),
+        limits.problem("--tp", spec.tp, 1, limits.MAX_TP),
+        limits.problem("--gpus-per-node", spec.gpus_per_node, 1, limits.MAX_GPUS),
+        None if spec.global_batch is None else limits.problem(
+            "--global-batch", spec.global_batch, 1, limits.MAX_GLOBAL_BATCH),
+        limits.problem("--top", spec.top, 1, limits.MAX_TOP),
+        limits.problem("--reserve-gib", spec.reserve_gib, 0, limits.MAX_RESERVE_GIB),
+    )
+    if not problems and spec.gpus % spec.tp:
         problems.append(f"--tp {spec.tp} must divide --gpus {spec.gpus}")
-    if spec.gpus_per_node < 1:
-        problems.append(f"--gpus-per-node must be >= 1 (got {spec.gpus_per_node})")
-    if spec.global_batch is not None and spec.global_batch < 1:
-        problems.append(f"--global-batch must be >= 1 (got {spec.global_batch})")
-    if spec.top < 1:
-        problems.append(f"--top must be >= 1 (got {spec.top})")
-    if spec.efficiency is not None and not 0 < spec.efficiency <= 1:
-        problems.append(f"--efficiency must be in (0, 1] (got {spec.efficiency})")
-    if spec.reserve_gib < 0:
-        problems.append(f"--reserve-gib must be >= 0 (got {spec.reserve_gib})")
     if spec.recompute_every < 1:
         problems.append(f"--recompute-every must be >= 1 (got {spec.recompute_every})")
     if any(v < 2 for v in spec.virtual_stages):
         problems.append("--virtual-stages candidates must be >= 2 (interleaved-1f1b)")
+    elif any(v > limits.MAX_LAYERS for v in spec.virtual_stages):
+        problems.append(f"--virtual-stages candidates must be <= {limits.MAX_LAYERS}")
+    if not problems and spec.pp:
+        ranks = spec.gpus // spec.tp
+        bad = [p for p in spec.pp if ranks % p]
+        if bad:
+            problems.append(
+                f"--pp {','.join(map(str, bad))} does not divide the {ranks} pipeline x "
+                f"data-parallel ranks (--gpus {spec.gpus} / --tp {spec.tp}); choose from "
+                f"{', '.join(str(p) for p in range(1, ranks + 1) if ranks % p == 0)}")
     if problems:
         raise BadInput("; ".join(problems))
 
@@ -108,34 +118,21 @@ def recommend(spec: RecommendSpec) -> RecommendRun:
         if spec.sharding is not None and shardings != [Sharding.ZERO1]:
             raise BadInput("--sharded-optimizer means --sharding zero1; drop one of them")
         shardings = [Sharding.ZERO1]
-    shape = model_shape(spec.model, spec.hf_config, spec.seq_len)
-    if spec.profile is not None and shape is not None:
-        raise BadInput("--profile carries its own model; drop --model/--hf-config/--seq-len")
-    src = resolve_source(
-        spec.profile, shape, spec.gpu, tp=spec.tp, efficiency=spec.efficiency,
-        micro_batch_sizes=spec.micro_batch_sizes, sequence_parallel=spec.sequence_parallel,
+    costs = resolve(CostOptions(
+        profile=spec.profile, model=spec.model, hf_config=spec.hf_config, seq_len=spec.seq_len,
+        gpu=spec.gpu, tp=spec.tp, efficiency=spec.efficiency,
+        sequence_parallel=spec.sequence_parallel,
+        micro_batch_sizes=tuple(spec.micro_batch_sizes) if spec.micro_batch_sizes else None,
         attention=spec.attention, tp_comm_overlap=spec.tp_comm_overlap,
-    )
-    notes = [f"costs: {src.origin}"]
-    if spec.sequence_parallel and src.profile.source == "probe":
-        notes.append("--sequence-parallel changes analytic activation sizes only; "
-                     "a probe profile keeps its measured bytes")
-    if src.tp_applied != spec.tp:
-        notes.append(
-            f"the profile was measured without tensor parallelism; --tp {spec.tp} divides its "
-            "compute, memory and sends by tp (linear scaling, an approximation)"
-        )
-    table = cost_table(src.profile, tp=spec.tp, tp_in_costs=src.tp_applied)
+    ))
+    notes = [*costs.notes, f"costs: {costs.origin}"]
+    table = costs.table
     sizes = spec.micro_batch_sizes or sorted(table.by_mb)
-    missing = [b for b in sizes if b not in table.by_mb]
-    if missing:
-        raise BadInput(
-            f"the profile has no costs for micro-batch sizes {missing}; it has "
-            f"{sorted(table.by_mb)} (pptune probe --micro-batch-sizes)"
-        )
-    global_batch = spec.global_batch or src.profile.model.global_batch
+    global_batch = spec.global_batch or costs.profile.model.global_batch
     if global_batch is None:
-        raise BadInput("the profile names no default global batch; pass --global-batch")
+        global_batch = DEFAULT_GLOBAL_BATCH
+        notes.append(f"the profile names no global batch; planning for {global_batch} samples "
+                     "per step (pass --global-batch to change it)")
     req = PlanRequest(
         gpus=spec.gpus, global_batch=global_batch, tp=spec.tp, gpus_per_node=spec.gpus_per_node,
         schedules=tuple(schedules), virtual_stages=tuple(spec.virtual_stages),
@@ -166,19 +163,28 @@ def recommend(spec: RecommendSpec) -> RecommendRun:
         "gpus": spec.gpus, "tp": spec.tp, "gpus_per_node": spec.gpus_per_node,
         "global_batch": global_batch, "global_batch_requested": requested,
         "micro_batch_sizes": list(sizes),
-        "schedules": [s.value for s in schedules], "model": src.profile.model.name,
-        "device": src.profile.device.name, "sharded_optimizer": spec.sharded_optimizer,
+        "schedules": [s.value for s in schedules], "model": costs.profile.model.name,
+        "device": costs.profile.device.name, "sharded_optimizer": spec.sharded_optimizer,
         "grad_compression": spec.grad_compression or "none", "seq_len": table.seq_len,
         "sequence_parallel": spec.sequence_parallel,
         "recompute": ",".join(r.value for r in recomputes),
         "sharding": ",".join(s.value for s in shardings),
         "recompute_every": spec.recompute_every,
-        "attention": spec.attention if src.profile.source == "analytic" else None,
+        "attention": (spec.attention or "flash") if not costs.measured else None,
         "tp_comm_overlap": spec.tp_comm_overlap,
         "overlap_grad_reduce": spec.overlap_grad_reduce,
     }
-    return RecommendRun(result, table, req, list(table.names), global_batch, src.origin,
-                        request, notes, shape if isinstance(shape, ModelShape) else None)
+    hf = spec.hf_config.resolve() if spec.hf_config is not None else costs.profile.model.hf_config
+    if hf is not None:  # validate --plan rebuilds the model from it
+        request["hf_config"] = str(hf)
+    return RecommendRun(result, table, req, list(table.names), global_batch, costs.origin,
+                        request, notes, costs.shape,
+                        _times(costs.model_flops_per_token, global_batch * table.seq_len),
+                        costs.profile.device.peak_flops)
+
+
+def _times(a: float | None, b: float) -> float | None:
+    return None if a is None else a * b
 
 
 def choices(text: str | None, kind: type[E], flag: str) -> list[E]:

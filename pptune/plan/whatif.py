@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pptune import limits
 from pptune.costmodel.partition import SplitError, add_ends, even_split
 from pptune.costmodel.schedules import Schedule, ScheduleError, chunks_per_device, validate
 from pptune.costmodel.search import MAX_SIMULATED_OPS, CostTable, stage_costs
 from pptune.costmodel.simulate import Link, SimResult, simulate, uniform_stages
-from pptune.costs.profiles import cost_table, model_shape, resolve_source
+from pptune.costs.resolve import CostOptions, resolve
 from pptune.errors import BadInput
 
 
@@ -34,7 +34,7 @@ class SimSpec:
     split: list[int] | None = None
     tp: int = 1
     efficiency: float | None = None  # None: per GEMM shape (ops.py)
-    attention: str = "flash"
+    attention: str | None = None  # None: flash
     tp_comm_overlap: bool = False
     blocking_send: bool = False
 
@@ -64,10 +64,17 @@ def run(spec: SimSpec) -> SimRun:
     v = spec.virtual_stages
     if schedule is Schedule.ZBV and v == 1:
         v = 2
-    if p < 1:
-        raise BadInput(f"--pp must be >= 1 (got {p})")
-    if m < 1:
-        raise BadInput(f"--microbatches must be >= 1 (got {m})")
+    problems = limits.problems(
+        limits.problem("--pp", p, 1, limits.MAX_GPUS),
+        limits.problem("--microbatches", m, 1, limits.MAX_GLOBAL_BATCH),
+        limits.problem("--virtual-stages", v, 1, limits.MAX_LAYERS),
+        limits.problem("--micro-batch-size", spec.micro_batch_size, 1, limits.MAX_MICRO_BATCH),
+        *(limits.problem(flag, val, 0, limits.MAX_MS) for flag, val in (
+            ("--fwd-ms", spec.fwd_ms), ("--bwd-ms", spec.bwd_ms), ("--wgrad-ms", spec.wgrad_ms),
+            ("--p2p-ms", spec.p2p_ms)) if val is not None),
+    )
+    if problems:
+        raise BadInput("; ".join(problems))
     try:
         validate(schedule, p, m, v)
     except ScheduleError as exc:
@@ -89,13 +96,15 @@ def run(spec: SimSpec) -> SimRun:
     if textbook:
         if spec.fwd_ms is None or spec.bwd_ms is None:
             raise BadInput("textbook mode needs both --fwd-ms and --bwd-ms")
-        for flag, val in [("--fwd-ms", spec.fwd_ms), ("--bwd-ms", spec.bwd_ms),
-                          ("--wgrad-ms", spec.wgrad_ms), ("--p2p-ms", spec.p2p_ms)]:
-            if not (val >= 0 and math.isfinite(val)):
-                raise BadInput(f"{flag} must be a finite number >= 0 (got {val})")
-        if spec.model or spec.hf_config or spec.gpu or spec.profile or spec.split:
-            raise BadInput("--fwd-ms/--bwd-ms simulate equal stages; drop --model/--hf-config/"
-                           "--gpu/--profile/--split")
+        cost_flags = [flag for flag, given in (
+            ("--model", spec.model), ("--hf-config", spec.hf_config), ("--gpu", spec.gpu),
+            ("--profile", spec.profile), ("--split", spec.split), ("--seq-len", spec.seq_len),
+            ("--tp", spec.tp != 1), ("--efficiency", spec.efficiency is not None),
+            ("--micro-batch-size", spec.micro_batch_size != 1),
+            ("--attention", spec.attention), ("--tp-comm-overlap", spec.tp_comm_overlap)) if given]
+        if cost_flags:
+            raise BadInput("--fwd-ms/--bwd-ms simulate equal stages from times per device; "
+                           f"drop {'/'.join(cost_flags)} (they describe per-layer costs)")
         stages = uniform_stages(
             p * chunks, spec.fwd_ms / 1e3 / chunks, spec.bwd_ms / 1e3 / chunks,
             spec.wgrad_ms / 1e3 / chunks, act_bytes=0.0, out_bytes=1.0,
@@ -105,21 +114,9 @@ def run(spec: SimSpec) -> SimRun:
             schedule, p, m, stages, v=v, link=lambda a, b: link, blocking_send=spec.blocking_send
         )
         return SimRun(spec, schedule, result, notes)
-    shape = model_shape(spec.model, spec.hf_config, spec.seq_len)
-    if spec.profile is not None and shape is not None:
-        raise BadInput("--profile carries its own model; drop --model/--hf-config/--seq-len")
-    src = resolve_source(
-        spec.profile, shape, spec.gpu, tp=spec.tp, efficiency=spec.efficiency,
-        micro_batch_sizes=[spec.micro_batch_size], attention=spec.attention,
-        tp_comm_overlap=spec.tp_comm_overlap,
-    )
-    notes.append(f"costs: {src.origin}")
-    table = cost_table(src.profile, tp=spec.tp, tp_in_costs=src.tp_applied)
-    if spec.micro_batch_size not in table.by_mb:
-        raise BadInput(
-            f"the profile has no costs for micro-batch size {spec.micro_batch_size}; "
-            f"it has {sorted(table.by_mb)} (pptune probe --micro-batch-sizes)"
-        )
+    costs = resolve(cost_options_of(spec))
+    notes += [*costs.notes, f"costs: {costs.origin}"]
+    table = costs.table
     n_layers = len(table.names)
     n_stages = p * chunks
     if spec.split is not None:
@@ -149,7 +146,16 @@ def run(spec: SimSpec) -> SimRun:
             raise BadInput(str(exc)) from None
     result = simulate_table(table, schedule, p, m, v, spec.micro_batch_size, split,
                             spec.blocking_send)
-    return SimRun(spec, schedule, result, notes, split, src.origin)
+    return SimRun(spec, schedule, result, notes, split, costs.origin)
+
+
+def cost_options_of(spec: SimSpec) -> CostOptions:
+    return CostOptions(
+        profile=spec.profile, model=spec.model, hf_config=spec.hf_config, seq_len=spec.seq_len,
+        gpu=spec.gpu, tp=spec.tp, efficiency=spec.efficiency,
+        micro_batch_sizes=(spec.micro_batch_size,), attention=spec.attention,
+        tp_comm_overlap=spec.tp_comm_overlap,
+    )
 
 
 def simulate_table(

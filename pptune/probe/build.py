@@ -562,6 +562,7 @@ def _assemble(
             global_batch=plan.global_batch,
             hidden_size=plan.hidden_size,
             num_blocks=plan.num_blocks,
+            hf_config=str(Path(opts.hf_config).resolve()) if opts.hf_config is not None else None,
         ),
         device=DeviceInfo(
             name=inv.name, memory_bytes=inv.memory_bytes, count=inv.count, peak_flops=peak

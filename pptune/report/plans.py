@@ -1,5 +1,5 @@
-"""Rendering and export of ``recommend`` results: the ranked table, the
-explanation lines, the rejected counts and the JSON records."""
+"""Rendering and export of ``recommend`` results: the explanation lines, the
+rejected counts and the JSON records (the ranked table: ``plan_table``)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rich import box
-from rich.table import Table
-
 from pptune.costmodel.partition import stage_bounds
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import DP_INNER, Plan, SearchResult
 from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
+from pptune.report.plan_table import compact_split, fmt_rate, mfu, plans_table, training_cost
 from pptune.schemas import PlanFile, PlanRecord
+
+__all__ = ["compact_split", "fmt_rate", "plans_table", "training_cost"]
 
 REASON_TEXT = {
     "batch_not_divisible": "global batch does not divide",
@@ -26,85 +26,6 @@ REASON_TEXT = {
     "too_large_to_simulate": "too many micro-batches to simulate",
     "sharding_without_pipeline_only": "zero2/zero3 need pp = 1",
 }
-RECOMPUTE_SHORT = {"none": "none", "selective": "sel", "full": "full"}
-
-
-def fmt_rate(tokens_per_s: float) -> str:
-    for factor, unit in ((1e6, "M"), (1e3, "k")):
-        if tokens_per_s >= factor:
-            return f"{tokens_per_s / factor:.1f}{unit}"
-    return f"{tokens_per_s:.0f}"
-
-
-def compact_split(stage_layers: Sequence[int]) -> str:
-    """``8,9,9,8``; long uniform runs shortened: ``1,4x30,2``."""
-    parts: list[str] = []
-    i = 0
-    while i < len(stage_layers):
-        j = i
-        while j < len(stage_layers) and stage_layers[j] == stage_layers[i]:
-            j += 1
-        run = j - i
-        parts.append(f"{stage_layers[i]}x{run}" if run > 3 else ",".join([str(stage_layers[i])] * run))
-        i = j
-    return ",".join(parts)
-
-
-def training_cost(plan: Plan, tokens_per_step: float, train_tokens: float) -> tuple[float, float]:
-    """(days, GPU-hours) to train on ``train_tokens`` at this plan's step time."""
-    seconds = train_tokens / tokens_per_step * plan.step_time_s
-    return seconds / 86400, seconds * plan.pp * plan.dp * plan.tp / 3600
-
-
-def plans_table(
-    result: SearchResult, tokens_per_step: float = 0.0, train_tokens: float | None = None
-) -> Table:
-    """Ranked plans; ``m`` is also the gradient-accumulation steps (``*``: not a multiple of pp)."""
-    table = Table(
-        title="pptune recommend: ranked pipeline plans", title_justify="left",
-        box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0),
-        caption="m = micro-batches = gradient-accumulation steps (* not a multiple of pp); "
-        "eff = ideal step (compute / GPUs) / step; shard/rc = training-state sharding over dp / "
-        "activation recomputation (sel = selective)"
-        + ("; rank order tp-dp-pp = Megatron-LM's default, tp-pp-dp = a pipeline's stages on "
-           "neighbouring ranks (--use-tp-pp-dp-mapping)"
-           if any(p.rank_order != DP_INNER for p in result.plans) else ""),
-        caption_justify="left",
-    )
-    orders = any(plan.rank_order != DP_INNER for plan in result.plans)
-    for name, justify in [
-        ("#", "right"), ("pp×dp×tp", "left"),
-        *([("rank order", "left")] if orders else []),
-        ("schedule", "left"), ("v", "right"), ("shard/rc", "left"),
-        ("mbs", "right"), ("m", "right"), ("layers/stage", "left"), ("bubble", "right"),
-        ("step", "right"), ("tok/s", "right"), ("mem/GPU", "right"), ("free", "right"),
-        ("eff", "right"),
-    ] + ([("days", "right"), ("GPU-h", "right")] if train_tokens else []):
-        table.add_column(  # type: ignore[arg-type]
-            name, justify=justify, overflow="fold", no_wrap=name != "layers/stage",
-            min_width=8 if name == "layers/stage" else None,
-        )
-    for i, plan in enumerate(result.plans, 1):
-        table.add_row(
-            str(i), f"{plan.pp}×{plan.dp}×{plan.tp}",
-            *([plan.rank_order.value] if orders else []),
-            plan.schedule.value,
-            str(plan.virtual_stages),
-            f"{plan.sharding.value}/{RECOMPUTE_SHORT[plan.recompute.value]}",
-            str(plan.micro_batch_size),
-            f"{plan.num_microbatches}" + ("" if plan.aligned else "*"),
-            compact_split(plan.stage_layers), fmt_pct(plan.bubble_rate),
-            fmt_seconds(plan.step_time_s), fmt_rate(plan.tokens_per_s),
-            fmt_bytes(max(plan.peak_memory_bytes)), fmt_bytes(plan.headroom_bytes),
-            fmt_pct(plan.efficiency),
-            *(_cost_cells(plan, tokens_per_step, train_tokens) if train_tokens else []),
-        )
-    return table
-
-
-def _cost_cells(plan: Plan, tokens_per_step: float, train_tokens: float) -> list[str]:
-    days, gpu_hours = training_cost(plan, tokens_per_step, train_tokens)
-    return [f"{days:.1f}", f"{gpu_hours:,.0f}"]
 
 
 @dataclass
@@ -114,6 +35,7 @@ class Window:
     p: int
     step_time_s: float
     events: list[Any]
+    start_s: float = 0.0  # where the window starts in the step: the axis reads in step time
 
 
 def timeline_windows(sim: Any, p: int, m: int) -> list[tuple[str, Window]]:
@@ -134,7 +56,8 @@ def timeline_windows(sim: Any, p: int, m: int) -> list[tuple[str, Window]]:
             s, t = max(e.start_s, t0), min(e.end_s, t0 + width)
             if t > s:
                 evs.append(e._replace(start_s=s - t0, end_s=t - t0))
-        out.append((f"{label}, {fmt_seconds(t0)} to {fmt_seconds(t0 + width)}", Window(p, width, evs)))
+        out.append((f"{label}, {fmt_seconds(t0)} to {fmt_seconds(t0 + width)}",
+                    Window(p, width, evs, t0)))
     return out
 
 
@@ -240,6 +163,7 @@ def rejected_line(result: SearchResult) -> str:
 def plan_record(
     plan: Plan, rank: int, names: Sequence[str], global_batch: int,
     tokens_per_step: float = 0.0, train_tokens: float | None = None,
+    model_flops_per_step: float | None = None, peak_flops: float | None = None,
 ) -> PlanRecord:
     days, gpu_hours = (
         training_cost(plan, tokens_per_step, train_tokens) if train_tokens else (None, None)
@@ -258,17 +182,19 @@ def plan_record(
         gradient_accumulation_aligned=plan.aligned,
         exposed_p2p_s=plan.exposed_p2p_s, exposed_allreduce_s=plan.exposed_allreduce_s,
         rank_order=plan.rank_order, sharding=plan.sharding.value,
-        recompute=plan.recompute.value,
+        recompute=plan.recompute.value, mfu=mfu(plan, model_flops_per_step, peak_flops),
     )
 
 
 def plan_file(
     result: SearchResult, names: Sequence[str], global_batch: int, source: str,
     request: dict[str, object], train_tokens: float | None = None,
+    model_flops_per_step: float | None = None, peak_flops: float | None = None,
 ) -> PlanFile:
     tokens_per_step = global_batch * float(request.get("seq_len", 0) or 0)  # type: ignore[arg-type]
     return PlanFile(
-        plans=[plan_record(p, i, names, global_batch, tokens_per_step, train_tokens)
+        plans=[plan_record(p, i, names, global_batch, tokens_per_step, train_tokens,
+                           model_flops_per_step, peak_flops)
                for i, p in enumerate(result.plans, 1)],
         rejected=dict(sorted(result.rejected.items())),
         source=source,

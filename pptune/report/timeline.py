@@ -32,7 +32,7 @@ import math
 from rich.text import Text
 
 from pptune.report import axis
-from pptune.report.fmt import fmt_seconds
+from pptune.report.fmt import fmt_seconds, seconds_unit
 from pptune.report.protocol import Timeline, kind_of, legend_kinds, n_rows, op_label, span_s
 
 IDLE_CHAR = "."
@@ -112,16 +112,30 @@ def _row_cells(
     return cells
 
 
-def _axis(span: float, indent: int, bar_w: int) -> tuple[str, str]:
-    """Tick line and label line under the bars (labels in the makespan's unit)."""
+def _axis(span: float, indent: int, bar_w: int, start_s: float = 0.0) -> tuple[str, str]:
+    """Tick line and label line under the bars (labels in the makespan's unit).
+
+    A window of a longer step (``start_s`` > 0) reads in step time: its left
+    end is labelled ``start_s`` and the ticks are round times of the step.
+    """
     pad = " " * indent
     if span <= 0 or bar_w <= 0:
         return pad + "+", pad + "0 s"
-    factor, _unit, values = axis.ticks(span, max(1, bar_w // 12))
+    if start_s > 0:
+        factor, _unit, _dec = seconds_unit(start_s + span)
+        step = axis.nice_step(span / factor, max(1, bar_w // 12))
+        first = math.ceil(start_s / factor / step) * step
+        values = [start_s / factor] + [
+            first + k * step for k in range(int((start_s + span) / factor / step) + 1)
+            if first + k * step < (start_s + span) / factor * (1 - 1e-9)
+        ]
+    else:
+        factor, _unit, values = axis.ticks(span, max(1, bar_w // 12))
     span_u = span / factor
+    start_u = start_s / factor
 
     def col(t_u: float) -> int:
-        return min(bar_w - 1, max(0, int(t_u / span_u * bar_w)))
+        return min(bar_w - 1, max(0, int((t_u - start_u) / span_u * bar_w)))
 
     marks = ["-"] * bar_w
     labels = [" "] * bar_w
@@ -138,9 +152,9 @@ def _axis(span: float, indent: int, bar_w: int) -> tuple[str, str]:
             labels[start + i] = ch
             taken[start + i] = True
 
-    end_label = fmt_seconds(span)
+    end_label = fmt_seconds(start_s + span)
     place(end_label, bar_w - len(end_label), bar_w - 1)
-    place("0", 0, 0)
+    place(axis.fmt_tick(round(start_u, 3)) if start_s > 0 else "0", 0, 0)
     for t_u in values[1:]:
         text = axis.fmt_tick(t_u)
         c = col(t_u)
@@ -185,7 +199,7 @@ def timeline_text(result: Timeline, width: int = 80) -> Text:
             text.append("".join(cell[0] for cell in cells[i:j]), style=style)
             i = j
         text.append("\n")
-    tick_line, labels = _axis(span, label_w, bar_w)
+    tick_line, labels = _axis(span, label_w, bar_w, float(getattr(result, "start_s", 0.0)))
     text.append(tick_line + "\n", style=AXIS_STYLE)
     text.append(labels + "\n", style=AXIS_STYLE)
     # legend, wrapped onto more lines when narrower than one

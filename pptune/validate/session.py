@@ -20,9 +20,10 @@ from pptune.costmodel.partition import SplitError, even_split
 from pptune.costmodel.presets import MODELS
 from pptune.costmodel.schedules import Schedule
 from pptune.costs.profiles import DEFAULT_PROFILE_FILE
+from pptune.costs.resolve import find_profile
 from pptune.errors import BadInput
 from pptune.launch import ranks
-from pptune.schemas import PlanFile, Profile, load_json_model, load_profile
+from pptune.schemas import PlanFile, Profile, load_json_model
 from pptune.validate import compare
 from pptune.validate import spec as spec_mod
 from pptune.validate.measure import Measured, summarize
@@ -105,7 +106,7 @@ def _source(req: ValidateRequest, plan_doc: Any) -> tuple[ModelSource, list[str]
     if len(given) > 1:
         raise BadInput(f"{' and '.join(given)} both name the model; give one of them")
     notes = []
-    model, seq_len = req.model, req.seq_len
+    model, seq_len, hf_config = req.model, req.seq_len, req.hf_config
     if not given and plan_doc is not None:
         named = plan_doc.request.get("model")
         if isinstance(named, str) and named in MODELS:
@@ -114,6 +115,12 @@ def _source(req: ValidateRequest, plan_doc: Any) -> tuple[ModelSource, list[str]
             if seq_len is None and isinstance(planned_len, int) and planned_len != MODELS[named].seq_len:
                 seq_len = planned_len
             notes.append(f"model {named} from the plan file")
+        elif isinstance(plan_doc.request.get("hf_config"), str):
+            hf_config = Path(plan_doc.request["hf_config"])
+            planned_len = plan_doc.request.get("seq_len")
+            if seq_len is None and isinstance(planned_len, int):
+                seq_len = planned_len
+            notes.append(f"model from the plan file: Hugging Face config {hf_config}")
         elif named is not None:
             raise BadInput(
                 f"the plan file's model {str(named)[:60]!r} is not a preset; name it with "
@@ -122,7 +129,7 @@ def _source(req: ValidateRequest, plan_doc: Any) -> tuple[ModelSource, list[str]
     return (
         ModelSource(
             model=model,
-            hf_config=str(req.hf_config) if req.hf_config is not None else None,
+            hf_config=str(hf_config) if hf_config is not None else None,
             module=req.module,
             seq_len=seq_len,
             dtype=req.dtype,
@@ -192,13 +199,9 @@ def resolve_profile(
     req: ValidateRequest, spec: RunSpec, say: Say, cwd: Path | None = None
 ) -> tuple[Profile, str]:
     """--profile, else ./pptune-profile.json, else a quick in-process probe of the model."""
-    if req.profile is not None:
-        profile = load_profile(req.profile)
-        return profile, f"profile {req.profile} ({profile.source})"
-    local = (cwd or Path.cwd()) / DEFAULT_PROFILE_FILE
-    if local.exists():
-        profile = load_profile(local)
-        return profile, f"profile ./{DEFAULT_PROFILE_FILE} ({profile.source})"
+    found = find_profile(req.profile, cwd)
+    if found is not None:
+        return found
     from pptune.probe.build import DeviceChoice, DType, NullReporter, ProbeOptions, run_probe
 
     src = spec.source

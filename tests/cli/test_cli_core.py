@@ -162,7 +162,8 @@ def test_recommend_picks_up_profile_in_working_directory(
         (["--gpus", "2", "--model", "gpt3-175b", "--gpu", "a100-80gb"], 1, "out_of_memory"),
         (["--gpus", "8", "--sharding", "zero9"], 2, "--sharding takes a comma list"),
         (["--gpus", "8", "--sharding", "zero2", "--sharded-optimizer"], 2, "--sharded-optimizer"),
-        (["--gpus", "8", "--global-batch", "99999999999"], 1, "too_large_to_simulate"),
+        (["--gpus", "8", "--global-batch", "99999999"], 1, "too_large_to_simulate"),
+        (["--gpus", "8", "--global-batch", "99999999999"], 2, "--global-batch must be <="),
     ],
 )
 def test_recommend_errors(args: list[str], code: int, needle: str, tmp_path: Path,

@@ -126,7 +126,7 @@ def test_every_device_choice(device: DeviceChoice, tmp_path: Path) -> None:
         (["--repeats", "0"], "--repeats must be at least 1, got 0"),
         (["--timeout", "0"], "--timeout must be positive seconds"),
         (["--module", "nomodule"], "--module expects 'package.module:factory'"),
-        (["--hf-config", "missing-config.json"], "--hf-config: file not found"),
+        (["--hf-config", "missing-config.json"], "--hf-config file not found"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str, tmp_path: Path) -> None:

@@ -225,3 +225,14 @@ def test_rows_hold_only_known_cells(
         )
         expected = r.devices[d].idle_s / r.step_time_s * bar_w
         assert abs(bar.count(".") - expected) <= gaps + 1
+
+
+def test_a_window_of_a_step_reads_in_step_time() -> None:
+    """The cool-down window of a 10 s step, 8 s to 10 s: the axis says so."""
+    from pptune.report.plans import Window
+    from pptune.report.timeline import _axis
+
+    ticks, labels = _axis(2.0, 0, 60, start_s=8.0)
+    assert labels.split() == ["8", "8.5", "9", "9.5", "10.000", "s"]
+    assert ticks.startswith("+") and ticks.endswith("+")
+    assert Window(1, 2.0, [], 8.0).start_s == 8.0

@@ -1,0 +1,162 @@
+"""Reading and writing user files without surprises.
+
+Write rules (stated in the README):
+- only regular files are written; a device node, FIFO, socket or directory
+  in the way is refused;
+- a symlink is followed to its target, which is replaced atomically; the
+  link itself is never replaced;
+- every file appears whole or not at all (temp file + rename in the same
+  folder); several files (``--emit``) are staged in one temporary folder
+  beside them and moved into place only when all were written;
+- emitted files that already exist are kept unless ``--force``;
+- output paths are checked before the work starts (``check_output``).
+
+Reads are bounded: ``read_limited`` refuses anything that is not a regular
+file and anything larger than the stated limit, before reading it whole.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+
+from pptune.errors import BadInput
+
+MIB = 1 << 20
+
+
+def _size(n: int) -> str:
+    return f"{n / MIB:.0f} MiB" if n >= MIB else f"{n} bytes"
+
+
+def read_limited(path: Path, what: str, limit_bytes: int) -> bytes:
+    """The bytes of a regular file of at most ``limit_bytes``; BadInput otherwise."""
+    try:
+        st = path.stat()
+        if stat.S_ISDIR(st.st_mode):
+            raise BadInput(f"{what} {path} is a directory; expected a file")
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block or never end
+            raise BadInput(f"{what} {path} is not a regular file (a device, FIFO or socket)")
+        if st.st_size > limit_bytes:
+            raise BadInput(f"{what} {path} is {_size(st.st_size)}; pptune reads up to "
+                           f"{_size(limit_bytes)}")
+        with path.open("rb") as fh:
+            data = fh.read(limit_bytes + 1)
+    except FileNotFoundError:
+        raise BadInput(f"{what} not found: {path} (no such file)") from None
+    except OSError as exc:
+        raise BadInput(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    except ValueError:  # a NUL byte in the path
+        raise BadInput(f"cannot read {what} {str(path)!r}: the path is not valid") from None
+    if len(data) > limit_bytes:  # the file grew while we read it
+        raise BadInput(f"{what} {path} is larger than {_size(limit_bytes)}")
+    return data
+
+
+def _target(path: Path) -> Path:
+    """Where a write to ``path`` lands: a symlink's final target, else the path."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def check_output(path: Path, flag: str) -> None:
+    """Refuse an output path that cannot be written, before any work is done."""
+    try:
+        target = _target(path)
+        if target.exists() or target.is_symlink():
+            mode = target.lstat().st_mode
+            if stat.S_ISDIR(mode):
+                raise BadInput(f"{flag} {path} is a directory; give a file name")
+            if not stat.S_ISREG(mode):
+                raise BadInput(f"{flag} {path} is not a regular file (a device, FIFO or socket); "
+                               "pptune writes regular files only")
+        folder = target.parent if str(target.parent) else Path(".")
+        if not folder.is_dir():
+            raise BadInput(f"{flag} {path}: the folder {folder} does not exist")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise BadInput(f"{flag} {path}: the folder {folder} is not writable")
+    except (OSError, ValueError) as exc:
+        raise BadInput(f"{flag} {path}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def write_text(path: Path, text: str, mode: int = 0o666) -> None:
+    """Write ``text`` whole or not at all; a symlink's target is written, not the link."""
+    path = Path(path)
+    check_output(path, "cannot write")
+    target = _target(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=folder)
+    except OSError as exc:
+        raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode & ~_umask())  # mkstemp makes 0600; give the usual file mode
+        os.replace(tmp, target)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
+def check_folder(directory: Path, names: list[str], force: bool, flag: str = "-o") -> None:
+    """Refuse a folder whose files would be overwritten (without --force) or cannot be."""
+    if directory.exists() and not directory.is_dir():
+        raise BadInput(f"{flag} {directory} exists and is not a directory "
+                       "(with --emit, -o is a folder)")
+    if not directory.exists():
+        parent = directory.parent if str(directory.parent) else Path(".")
+        existing = next((p for p in [parent, *parent.parents] if p.exists()), Path("."))
+        if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+            raise BadInput(f"{flag} {directory}: cannot create it ({existing} is not writable)")
+        return
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise BadInput(f"{flag} {directory} is not writable")
+    present = [n for n in names if (directory / n).exists() or (directory / n).is_symlink()]
+    special = [n for n in present if not (directory / n).is_file()]
+    if special:
+        raise BadInput(f"{flag} {directory}: {', '.join(special)} exists and is not a regular "
+                       "file; pptune writes regular files only")
+    if present and not force:
+        raise BadInput(f"{flag} {directory} already has {', '.join(present)}; pass --force to "
+                       "overwrite, or choose another folder")
+
+
+def write_all(directory: Path, files: dict[str, str], force: bool,
+              modes: dict[str, int] | None = None) -> list[Path]:
+    """Write several files all-or-nothing: staged in a temporary folder beside
+    them, moved into place only when every one was written."""
+    check_folder(directory, list(files), force)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(prefix=".pptune-staging.", dir=directory))
+    except OSError as exc:
+        raise BadInput(f"cannot create {directory}: {exc.strerror or exc}") from None
+    try:
+        for name, text in files.items():
+            with (stage / name).open("w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(stage / name, (modes or {}).get(name, 0o666) & ~_umask())
+        out = []
+        for name in files:  # renames inside one folder: no data is written here
+            dest = _target(directory / name)
+            os.replace(stage / name, dest)
+            out.append(directory / name)
+        return out
+    except OSError as exc:
+        raise BadInput(f"cannot write into {directory}: {exc.strerror or exc}; "
+                       "no file was changed") from None
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)

@@ -1,0 +1,227 @@
+"""The ranked-plans table of ``recommend``, at any width without cutting a number.
+
+rich shrinks columns that do not fit and cuts their text. Here no cell is
+ever cut: the table is measured at its natural width; when that is wider
+than the console, the layers-per-stage text wraps at its commas, then whole
+low-priority columns are dropped (named once in the footnote), and when even
+the essential columns do not fit the plans are printed stacked, one block
+of ``name value`` items per plan, wrapped between items.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
+
+from pptune.costmodel.search import DP_INNER, Plan, SearchResult
+from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
+
+TITLE = "pptune recommend: ranked pipeline plans"
+# columns dropped first when the console is too narrow (lowest first); the
+# others (#, pp×dp×tp, schedule, v, mbs, m, layers/stage, bubble, step) stay
+DROP_ORDER = ("free", "tok/s", "rank order", "MFU", "eff", "GPU-h", "days", "mem/GPU")
+LAYER_WRAPS = (24, 16, 12)  # widths tried for the layers/stage text before dropping
+RECOMPUTE_SHORT = {"none": "none", "selective": "sel", "full": "full"}
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    right: bool
+    cells: list[str]
+
+
+def fmt_rate(tokens_per_s: float) -> str:
+    for factor, unit in ((1e6, "M"), (1e3, "k")):
+        if tokens_per_s >= factor:
+            return f"{tokens_per_s / factor:.1f}{unit}"
+    return f"{tokens_per_s:.0f}"
+
+
+def compact_split(stage_layers: Sequence[int]) -> str:
+    """``8,9,9,8``; long uniform runs shortened: ``1,4x30,2``."""
+    parts: list[str] = []
+    i = 0
+    while i < len(stage_layers):
+        j = i
+        while j < len(stage_layers) and stage_layers[j] == stage_layers[i]:
+            j += 1
+        run = j - i
+        parts.append(f"{stage_layers[i]}x{run}" if run > 3 else ",".join([str(stage_layers[i])] * run))
+        i = j
+    return ",".join(parts)
+
+
+def training_cost(plan: Plan, tokens_per_step: float, train_tokens: float) -> tuple[float, float]:
+    """(days, GPU-hours) to train on ``train_tokens`` at this plan's step time."""
+    seconds = train_tokens / tokens_per_step * plan.step_time_s
+    return seconds / 86400, seconds * plan.pp * plan.dp * plan.tp / 3600
+
+
+def mfu(plan: Plan, model_flops_per_step: float | None, peak_flops: float | None) -> float | None:
+    """Model FLOPs utilisation: model FLOPs per step / (step x GPUs x peak FLOP/s)."""
+    if not model_flops_per_step or not peak_flops or plan.step_time_s <= 0:
+        return None
+    return model_flops_per_step / (plan.step_time_s * plan.pp * plan.dp * plan.tp * peak_flops)
+
+
+def _columns(result: SearchResult, tokens_per_step: float, train_tokens: float | None,
+             flops: float | None, peak: float | None) -> list[Column]:
+    plans = result.plans
+    cols = [
+        Column("#", True, [str(i) for i in range(1, len(plans) + 1)]),
+        Column("pp×dp×tp", False, [f"{p.pp}×{p.dp}×{p.tp}" for p in plans]),
+    ]
+    if any(p.rank_order != DP_INNER for p in plans):
+        cols.append(Column("rank order", False, [p.rank_order.value for p in plans]))
+    cols += [
+        Column("schedule", False, [p.schedule.value for p in plans]),
+        Column("v", True, [str(p.virtual_stages) for p in plans]),
+        Column("shard/rc", False, [f"{p.sharding.value}/{RECOMPUTE_SHORT[p.recompute.value]}"
+                                   for p in plans]),
+        Column("mbs", True, [str(p.micro_batch_size) for p in plans]),
+        Column("m", True, [f"{p.num_microbatches}" + ("" if p.aligned else "*") for p in plans]),
+        Column("layers/stage", False, [compact_split(p.stage_layers) for p in plans]),
+        Column("bubble", True, [fmt_pct(p.bubble_rate) for p in plans]),
+        Column("step", True, [fmt_seconds(p.step_time_s) for p in plans]),
+        Column("tok/s", True, [fmt_rate(p.tokens_per_s) for p in plans]),
+        Column("mem/GPU", True, [fmt_bytes(max(p.peak_memory_bytes)) for p in plans]),
+        Column("free", True, [fmt_bytes(p.headroom_bytes) for p in plans]),
+        Column("eff", True, [fmt_pct(p.efficiency) for p in plans]),
+    ]
+    mfus = [mfu(p, flops, peak) for p in plans]
+    if any(x is not None for x in mfus):
+        cols.append(Column("MFU", True, ["-" if x is None else fmt_pct(x) for x in mfus]))
+    if train_tokens:
+        costs = [training_cost(p, tokens_per_step, train_tokens) for p in plans]
+        cols.append(Column("days", True, [f"{d:.1f}" for d, _ in costs]))
+        cols.append(Column("GPU-h", True, [f"{h:,.0f}" for _, h in costs]))
+    return cols
+
+
+def _footnote(cols: list[Column], dropped: list[str], width: int | None) -> str:
+    names = {c.name for c in cols}
+    parts = [
+        "m = micro-batches = gradient-accumulation steps (* not a multiple of pp)",
+        "layers/stage = layers of each stage in pipeline order, embedding and head included "
+        "(interleaved and zbv: of each chunk); 5x4 = four stages of 5 layers",
+    ]
+    if "shard/rc" in names:
+        parts.append("shard/rc = training-state sharding over dp / activation recomputation "
+                     "(sel = selective)")
+    if "eff" in names:
+        parts.append("eff = ideal step (compute / GPUs) / step")
+    if "MFU" in names:
+        parts.append("MFU = model FLOPs per step / (step x GPUs x peak FLOP/s), model FLOPs = "
+                     "6 x parameters (embedding table excluded) + 6 x layers x hidden x "
+                     "sequence (causal attention) per token (Kaplan et al. 2020; PaLM, "
+                     "Chowdhery et al. 2022, app. B)")
+    if "rank order" in names:
+        parts.append("rank order tp-dp-pp = Megatron-LM's default, tp-pp-dp = a pipeline's "
+                     "stages on neighbouring ranks (--use-tp-pp-dp-mapping)")
+    if dropped:
+        parts.append(f"not shown at {width} columns: {', '.join(dropped)} (widen the terminal "
+                     "or use --json)")
+    return "; ".join(parts)
+
+
+def _wrap_commas(text: str, width: int) -> str:
+    """Break ``text`` after commas into lines of at most ``width`` (a longer item stays whole)."""
+    lines: list[str] = []
+    for item in text.split(","):
+        if lines and len(lines[-1]) + 1 + len(item) <= width:
+            lines[-1] += "," + item
+        else:
+            if lines:
+                lines[-1] += ","
+            lines.append(item)
+    return "\n".join(lines)
+
+
+def _table(cols: list[Column], caption: str | None, layers_wrap: int | None) -> Table:
+    table = Table(title=TITLE, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                  padding=(0, 0), caption=caption, caption_justify="left")
+    for col in cols:
+        table.add_column(col.name, justify="right" if col.right else "left", no_wrap=True)
+    for i in range(len(cols[0].cells)):
+        table.add_row(*(
+            _wrap_commas(c.cells[i], layers_wrap)
+            if c.name == "layers/stage" and layers_wrap else c.cells[i] for c in cols
+        ))
+    return table
+
+
+def _natural_width(table: Table) -> int:
+    """Columns the table takes when nothing constrains it (padding included)."""
+    console = Console(width=100_000, color_system=None, file=io.StringIO(), no_color=True)
+    return Measurement.get(console, console.options, table).maximum
+
+
+def plans_table(
+    result: SearchResult, tokens_per_step: float = 0.0, train_tokens: float | None = None,
+    width: int | None = None, model_flops_per_step: float | None = None,
+    peak_flops: float | None = None,
+) -> RenderableType:
+    """Ranked plans that fit in ``width`` columns (None: any width) without a cut number."""
+    cols = _columns(result, tokens_per_step, train_tokens, model_flops_per_step, peak_flops)
+    dropped: list[str] = []
+    while True:
+        for wrap in (None, *LAYER_WRAPS):
+            if width is None or _natural_width(_table(cols, None, wrap)) <= width:
+                return _table(cols, _footnote(cols, dropped, width), wrap)
+        droppable = [n for n in DROP_ORDER if any(c.name == n for c in cols)]
+        if not droppable:
+            break
+        dropped.append(droppable[0])
+        cols = [c for c in cols if c.name != droppable[0]]
+    full = _columns(result, tokens_per_step, train_tokens, model_flops_per_step, peak_flops)
+    return stacked(full, width or 0)
+
+
+def stacked(cols: list[Column], width: int) -> RenderableType:
+    """One block per plan, ``name value`` items wrapped between items: for narrow consoles."""
+    lines = [TITLE, ""]
+    for i in range(len(cols[0].cells)):
+        items = [f"{c.name} {c.cells[i]}" for c in cols[1:]]
+        lines += _wrap_items(f"plan {cols[0].cells[i]}:", items, width)
+    lines += ["", *_wrap_items("", _footnote(cols, [], None).split("; "), width, sep="; ")]
+    return Group(*(Text(line, no_wrap=True, overflow="ignore") for line in lines))
+
+
+def _wrap_items(head: str, items: list[str], width: int, sep: str = ", ") -> list[str]:
+    """``head`` then ``items`` joined by ``sep``, broken between items; an item wider
+    than a line alone breaks at its spaces (and a split text at its commas)."""
+    lines: list[str] = []
+    cur = head
+    for n, item in enumerate(items):
+        piece = item + (sep.strip() if n < len(items) - 1 else "")
+        if cur and len(cur) + 1 + len(piece) <= width:
+            cur += " " + piece
+            continue
+        if cur:
+            lines.append(cur)
+        indent = "  " if lines else ""
+        words = _split_long(piece, width - len(indent))
+        lines += [indent + w for w in words[:-1]]
+        cur = indent + words[-1]
+    return [*lines, cur] if cur else lines
+
+
+def _split_long(item: str, width: int) -> list[str]:
+    if len(item) <= width:
+        return [item]
+    out = [""]
+    words = [w for word in item.split(" ") for w in _wrap_commas(word, width).split("\n")]
+    for word in words:
+        if out[-1] and len(out[-1]) + 1 + len(word) > width:
+            out.append(word)
+        else:
+            out[-1] = f"{out[-1]} {word}" if out[-1] else word
+    return out

@@ -1,0 +1,82 @@
+"""The README's cluster recipe, end to end on CPU with a tiny Hugging Face
+config; and an emitted launch script run with a stand-in ``torchrun``."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pptune.cli.app import app
+
+runner = CliRunner()
+TINY_HF = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+           "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 4,
+           "vocab_size": 256, "max_position_embeddings": 32}
+
+
+def ok(*args: str) -> str:
+    r = runner.invoke(app, list(args), env={"COLUMNS": "160"})
+    assert r.exit_code == 0, r.stdout + r.stderr
+    return r.stdout + r.stderr
+
+
+def _stand_in_torchrun(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """A ``torchrun`` on PATH (inside tmp_path) that records its argv, one per line."""
+    bin_dir, record = tmp_path / "bin", tmp_path / "torchrun-argv.txt"
+    bin_dir.mkdir()
+    fake = bin_dir / "torchrun"
+    fake.write_text(f'#!/usr/bin/env bash\nprintf "%s\\n" "$@" > {shlex.quote(str(record))}\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    return env, record
+
+
+@pytest.mark.parametrize("costs", [["--model", "gpt3-1.3b"], ["--profile", "PROFILE"]])
+def test_emitted_megatron_script_runs_with_every_argument(
+    tmp_path: Path, costs: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pptune.costs.profiles import analytic_profile
+
+    monkeypatch.chdir(tmp_path)
+    prof = tmp_path / "profile.json"
+    prof.write_text(analytic_profile("gpt-small", "h100-sxm", [1, 2]).model_dump_json())
+    costs = [str(prof) if c == "PROFILE" else c for c in costs]
+    ok("recommend", "--gpus", "8", *costs, "--schedules", "1f1b", "--emit", "megatron",
+       "-o", str(tmp_path / "launch"))
+    env, record = _stand_in_torchrun(tmp_path)
+    subprocess.run(["bash", str(tmp_path / "launch" / "pretrain_megatron.sh"), "--extra", "1"],
+                   env=env, check=True, cwd=tmp_path, timeout=30)
+    argv = record.read_text().splitlines()
+    assert "pretrain_gpt.py" in argv
+    for flag in ("--pipeline-model-parallel-size", "--num-layers", "--micro-batch-size",
+                 "--global-batch-size"):
+        assert flag in argv, argv
+    assert argv[-2:] == ["--extra", "1"]  # every continuation line reached torchrun
+    assert not any(a.startswith("#") for a in argv)
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_readme_recipe_end_to_end_on_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps(TINY_HF))
+    # 1. probe (one process here; torchrun on the cluster)
+    ok("probe", "--hf-config", "config.json", "--no-comm", "--micro-batch-sizes", "1",
+       "--repeats", "2", "--warmup", "1", "--device", "cpu", "-o", "pptune-profile.json")
+    # 2-3. recommend, then emit
+    ok("recommend", "--gpus", "64", "--tp", "8", "--sequence-parallel", "-o", "pptune-plans.json")
+    plans = json.loads((tmp_path / "pptune-plans.json").read_text())
+    assert plans["plans"] and plans["request"]["hf_config"].endswith("config.json")
+    ok("recommend", "--gpus", "64", "--tp", "8", "--sequence-parallel", "--emit", "megatron",
+       "-o", "launch/")
+    # 4. CI check and a real run of plan 1 (one pipeline, CPU)
+    ok("check-config", "launch/pretrain_megatron.sh", "--gpu", "h100-sxm")
+    out = ok("validate", "--plan", "1", "--warmup", "0", "--steps", "1", "--device", "cpu")
+    assert "Hugging Face config" in out
