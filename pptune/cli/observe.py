@@ -10,11 +10,13 @@ stderr.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from pptune import limits
 from pptune.cli.util import out_console
 from pptune.errors import EXIT_FINDINGS, BadInput
 from pptune.report.fmt import fmt_pct, fmt_seconds
@@ -59,6 +61,10 @@ Example, in a second shell while training runs:
   pptune monitor --interval 0.5 --duration 30
   pptune monitor --duration 60 --json > util.json
 """
+
+
+# samples a monitor run keeps: a week at one per second
+MAX_SAMPLES = 7 * 24 * 3600
 
 
 def _print(renderable: object) -> None:
@@ -111,6 +117,9 @@ def trace_report(
     from pptune.observe.trace_report import analyze, load_trace
 
     _fraction("--min-busy", min_busy)
+    for flag, value in (("--window-start-us", window_start_us), ("--window-end-us", window_end_us)):
+        if value is not None and not math.isfinite(value):
+            raise BadInput(f"{flag} must be a finite number of microseconds (got {value})")
     report = analyze(
         [load_trace(p) for p in traces],
         min_busy=min_busy,
@@ -159,6 +168,15 @@ def monitor(
         raise BadInput(f"--interval must be > 0 seconds (got {interval:g})")
     if not duration > 0:
         raise BadInput(f"--duration must be > 0 seconds (got {duration:g})")
+    found = limits.problems(
+        limits.problem("--interval", interval, 0, limits.MAX_TIMEOUT_S, lo_open=True),
+        limits.problem("--duration", duration, 0, limits.MAX_TIMEOUT_S, lo_open=True),
+    )
+    if found:
+        raise BadInput("; ".join(found))
+    if duration / interval > MAX_SAMPLES:  # every sample is kept in memory
+        raise BadInput(f"--duration {duration:g} / --interval {interval:g} is over "
+                       f"{MAX_SAMPLES:,} samples; sample less often")
     _fraction("--min-util", min_util)
     with nvml_gpus() as gpus:
         typer.echo(

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pptune.errors import BadInput
+from pptune.files import read_limited
 from pptune.launch.stats import median
 
 SUPPORTED = ("all_reduce", "sendrecv")
@@ -266,12 +267,10 @@ def parse_nccl_tests(text: str, source: str = "<text>") -> list[NcclTable]:
 def load_nccl_tests(path: Path) -> list[NcclTable]:
     """Read one output file; every problem is a one-line BadInput naming the file."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise BadInput(f"--nccl-tests: file not found: {path}") from None
-    except OSError as exc:
-        raise BadInput(f"--nccl-tests: cannot read {path}: {exc.strerror or exc}") from None
+    if not path.exists():
+        raise BadInput(f"--nccl-tests: file not found: {path}")
+    # an nccl-tests log is a few KiB per run; 16 MiB holds thousands of them
+    text = read_limited(path, "--nccl-tests file", 16 << 20).decode("utf-8", errors="replace")
     tables = parse_nccl_tests(text, source=str(path))
     for table in tables:
         if table.test is None:
