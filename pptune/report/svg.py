@@ -27,6 +27,7 @@ from pptune.schemas import write_atomic
 
 COLORS: dict[str, str] = {"F": "#43a047", "B": "#e53935", "W": "#1e88e5"}
 IDLE_COLOR = "#e6e6e6"
+CHUNK_OPACITY = (1.0, 0.6, 0.8, 0.45)  # chunk 0 full colour; later chunks lighter
 TEXT_COLOR = "#222222"
 FONT = "font-family=\"ui-monospace, Menlo, Consolas, monospace\""
 
@@ -49,6 +50,9 @@ def _title(result: Timeline) -> str:
     if schedule is not None:
         parts.append(str(getattr(schedule, "value", schedule)))
     parts.append(f"pp={result.p}")
+    v = int(getattr(result, "v", 1) or 1)
+    if v > 1:
+        parts.append(f"v={v}")
     if hasattr(result, "m"):
         parts.append(f"m={result.m}")
     parts.append(f"step {fmt_seconds(result.step_time_s)}")
@@ -98,13 +102,18 @@ def timeline_svg(result: Timeline, width_px: int = 960) -> str:
         x = left + e.start_s * scale
         w = max(0.0, (e.end_s - e.start_s) * scale)
         y = TOP + e.device * (ROW_H + ROW_GAP)
+        # interleaved and zbv: a device's later chunks (stage // p) are drawn lighter
+        chunk = e.op.stage // result.p if result.p else 0
         tip = (
-            f"dev{e.device} {kind}{e.op.mb} stage {e.op.stage} ({KIND_NAMES.get(kind, kind)}): "
-            f"{fmt_seconds(e.start_s)} - {fmt_seconds(e.end_s)}"
+            f"dev{e.device} {kind}{e.op.mb} stage {e.op.stage}"
+            + (f" (chunk {chunk})" if chunk else "")
+            + f" ({KIND_NAMES.get(kind, kind)}): {fmt_seconds(e.start_s)} - {fmt_seconds(e.end_s)}"
         )
+        shade = f' fill-opacity="{_n(CHUNK_OPACITY[chunk % len(CHUNK_OPACITY)])}"' if chunk else ""
+        css = f"op op-{kind}" + (f" chunk-{chunk}" if chunk else "")
         out.append(
-            f'<rect class={quoteattr(f"op op-{kind}")} x="{_n(x)}" y="{y}" width="{_n(w)}" '
-            f'height="{ROW_H}" fill="{COLORS.get(kind, "#888888")}" stroke="#ffffff" '
+            f'<rect class={quoteattr(css)} x="{_n(x)}" y="{y}" width="{_n(w)}" '
+            f'height="{ROW_H}" fill="{COLORS.get(kind, "#888888")}"{shade} stroke="#ffffff" '
             f'stroke-width="0.5"><title>{escape(tip)}</title></rect>'
         )
         label = op_label(e.op)

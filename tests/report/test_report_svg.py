@@ -95,3 +95,15 @@ def test_zero_length_and_many_devices() -> None:
     root = ET.fromstring(timeline_svg(r))
     assert len(op_rects(root)) == 64 * 128 * 2
     assert len([x for x in root.iter(f"{NS}rect") if x.get("class") == "idle"]) == 64
+
+
+def test_interleaved_svg_tells_chunks_apart_and_names_v() -> None:
+    from pptune.costmodel.schedules import Schedule
+    from pptune.costmodel.simulate import simulate, uniform_stages
+    from pptune.report.svg import timeline_svg
+
+    sim = simulate(Schedule.INTERLEAVED, 2, 4, uniform_stages(4, 1.0, 2.0), v=2)
+    svg = timeline_svg(sim)
+    assert "v=2" in svg
+    assert svg.count("chunk-1") == 2 * 2 * 4  # F and B of 4 micro-batches on 2 devices
+    assert "(chunk 1)" in svg and 'fill-opacity="0.6"' in svg
