@@ -80,3 +80,21 @@ def test_readme_recipe_end_to_end_on_cpu(tmp_path: Path, monkeypatch: pytest.Mon
     ok("check-config", "launch/pretrain_megatron.sh", "--gpu", "h100-sxm")
     out = ok("validate", "--plan", "1", "--warmup", "0", "--steps", "1", "--device", "cpu")
     assert "Hugging Face config" in out
+
+
+def test_torchtitan_without_a_pipeline_takes_the_micro_batches_as_accumulation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pp = 1: local_batch_size is the micro-batch; global / (local x dp) steps accumulate."""
+    import tomllib
+
+    monkeypatch.chdir(tmp_path)
+    out = ok("recommend", "--gpus", "8", "--model", "gpt3-1.3b", "--pp", "1", "--emit",
+             "torchtitan", "-o", "tt")
+    doc = tomllib.loads((tmp_path / "tt" / "torchtitan.toml").read_text())
+    train, par = doc["training"], doc["parallelism"]
+    assert par["pipeline_parallel_degree"] == 1
+    assert train["local_batch_size"] == par["pipeline_parallel_microbatch_size"]
+    step = out.split("predicted step ")[1].split(",")[0]
+    checked = ok("check-config", "tt/torchtitan.toml", "--gpu", "h100-sxm", "--model", "gpt3-1.3b")
+    assert f"step {step}" in checked and "memory-ok" in checked
