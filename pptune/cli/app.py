@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
-from typer.core import TyperGroup
 
 from pptune import limits
+from pptune.cli.errors import OneLineErrors, print_version
 from pptune.cli.options import (
     AttentionOpt,
     EfficiencyOpt,
@@ -30,7 +30,6 @@ from pptune.cli.options import (
     SequenceParallelOpt,
     TpCommOverlapOpt,
     TpOpt,
-    cost_option,
 )
 from pptune.cli.util import out_console as _out
 from pptune.cli.util import parse_ints as _ints
@@ -40,48 +39,9 @@ from pptune.files import check_folder, check_output
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-try:  # typer >= 0.20 carries its own copy of click
-    from typer._click.exceptions import ClickException
-except ImportError:  # pragma: no cover - older typer with click installed
-    from click.exceptions import ClickException  # type: ignore[no-redef]
-
-
-class _OneLineErrors(TyperGroup):
-    """Usage errors from the option parser as one line ``pptune: error: ...`` (exit 2),
-    like every other bad input, instead of click's four-line usage block."""
-
-    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
-        if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
-        try:
-            code = super().main(*args, standalone_mode=False, **kwargs)
-        except ClickException as exc:
-            if type(exc).__name__ == "NoArgsIsHelpError":  # bare `pptune`: the help itself
-                typer.echo(exc.format_message())
-                sys.exit(exc.exit_code)
-            msg = " ".join(exc.format_message().split())
-            command = getattr(getattr(exc, "ctx", None), "command_path", "") or "pptune"
-            typer.echo(f"pptune: error: {msg} (see {command} --help)", err=True)
-            sys.exit(exc.exit_code)
-        except typer.Abort:
-            typer.echo("pptune: error: aborted", err=True)
-            sys.exit(130)
-        sys.exit(code if isinstance(code, int) else 0)
-
-
-def _version(value: bool) -> None:
-    if value:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            typer.echo(f"pptune {version('pptune')}")
-        except PackageNotFoundError:  # pragma: no cover - run from a source tree
-            typer.echo("pptune (version unknown: not installed)")
-        raise typer.Exit(0)
-
 
 app = typer.Typer(
-    cls=_OneLineErrors,
+    cls=OneLineErrors,
     name="pptune",
     help="Pipeline-parallel tuning advisor: probe your cards, simulate schedules, "
     "recommend stage splits and micro-batches, check training configs in CI.",
@@ -94,7 +54,7 @@ app = typer.Typer(
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+    version: bool = typer.Option(False, "--version", callback=print_version, is_eager=True,
                                  help="print pptune's version and exit"),
 ) -> None:
     """Pipeline-parallel tuning advisor."""
@@ -410,83 +370,14 @@ def schema_cmd(kind: str = typer.Argument(..., help="profile, plan or config")) 
     typer.echo(json.dumps(models[kind].model_json_schema(), indent=2))
 
 
-CHECK_HELP = """CI sanity check of a training config: exit 0 when consistent and within
-limits, 1 with findings, 2 when the file cannot be read.
-
-\b
-  pptune check-config train.yaml
-  pptune check-config ds_config.json --pp 4 --gpus 32 --output github
-  pptune check-config pretrain_llama.sh --max-bubble 0.2 --strict
-  pptune check-config --schema
-
-Reads pptune's own YAML/TOML/JSON, DeepSpeed JSON, Megatron-LM argument lists or
-launch scripts, and torchtitan TOML (detected from the content; --format-in overrides).
-"""
-
-
-@app.command("check-config", help=CHECK_HELP)
-@_guard
-def check_config_cmd(
-    config: Path | None = typer.Argument(None, help="the training config file"),
-    format_in: str | None = typer.Option(None, "--format-in", help="pptune, deepspeed, megatron or torchtitan"),
-    pp: int | None = typer.Option(None, "--pp", help="pipeline size when the file lacks it"),
-    gpus: int | None = typer.Option(None, "--gpus", help="GPU count when the file lacks it"),
-    tp: int | None = typer.Option(None, "--tp", help="tensor-parallel size when the file lacks it"),
-    model: str | None = cost_option("--model", more="overrides the file"),
-    gpu: str | None = cost_option("--gpu", more="overrides the file"),
-    profile: Path | None = cost_option("--profile", more="overrides the file; relative to the working folder"),
-    max_bubble: float | None = typer.Option(None, "--max-bubble", help="bubble-rate limit (default 0.25 or the file's)"),
-    max_slowdown: float | None = typer.Option(None, "--max-slowdown", help="step time limit vs the best plan (default 1.10)"),
-    no_compare: bool = typer.Option(False, "--no-compare", help="skip the search for a faster plan"),
-    strict: bool = typer.Option(False, "--strict", help="warnings fail too"),
-    output: str = typer.Option("text", "--output", help="text, json or github (workflow annotations)"),
-    schema: bool = typer.Option(False, "--schema", help="print the JSON Schema of pptune's config and exit"),
-) -> None:
-    from pptune import schemas
-
-    if schema:
-        typer.echo(json.dumps(schemas.TrainingConfig.model_json_schema(), indent=2))
-        return
-    if config is None:
-        raise BadInput("check-config needs a CONFIG file (or --schema)")
-    if output not in ("text", "json", "github"):
-        raise BadInput(f"--output must be text, json or github (got {output!r})")
-    found = limits.problems(*(
-        limits.problem(flag, value, lo, hi, capped=flag != "--max-bubble")
-        for flag, value, lo, hi in (
-            ("--max-bubble", max_bubble, 0, 1), ("--max-slowdown", max_slowdown, 1, 1e6),
-            ("--pp", pp, 1, limits.MAX_GPUS), ("--gpus", gpus, 1, limits.MAX_GPUS),
-            ("--tp", tp, 1, limits.MAX_TP)) if value is not None
-    ))
-    if found:
-        raise BadInput("; ".join(found))
-    from pptune.check.render import findings_github, findings_json, findings_text
-    from pptune.check.rules import CheckOptions, check
-    from pptune.configs import read_config
-
-    read = read_config(config, format_in, pp=pp, gpus=gpus, tp=tp)
-    if profile is not None:  # the command line's path is the working folder's, not the config's
-        profile = Path.cwd() / profile
-    opts = CheckOptions(max_bubble=max_bubble, max_slowdown=max_slowdown, model=model,
-                        gpu=gpu, profile=profile, compare_best=not no_compare)
-    report = check(read.config, config.parent, opts)
-    failing = report.errors() + (report.warnings() if strict else [])
-    code = 1 if failing else 0
-    if output == "json":
-        typer.echo(json.dumps(findings_json(config, read, report, code), indent=2))
-    elif output == "github":
-        typer.echo(findings_github(config, read, report))
-    else:
-        _out().print(findings_text(config, read, report), highlight=False, markup=False)
-    raise typer.Exit(code)
-
-
 def _register_modules() -> None:
     """Commands that live in their own modules (each imports its heavy parts lazily)."""
+    from pptune.cli import check as cli_check
     from pptune.cli import observe as cli_observe
     from pptune.cli import probe as cli_probe
     from pptune.cli import validate as cli_validate
 
+    app.command("check-config", help=cli_check.CHECK_HELP)(_guard(cli_check.check_config))
     app.command("probe", help=cli_probe.HELP)(_guard(cli_probe.probe))
     app.command("validate", help=cli_validate.HELP)(_guard(cli_validate.validate))
     app.command("trace-report", help=cli_observe.TRACE_REPORT_HELP)(_guard(cli_observe.trace_report))

@@ -1,0 +1,81 @@
+"""`pptune check-config`: read a training config, check it, render the findings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from pptune import limits
+from pptune.cli.options import cost_option
+from pptune.cli.util import out_console as _out
+from pptune.errors import BadInput
+
+CHECK_HELP = """CI sanity check of a training config: exit 0 when consistent and within
+limits, 1 with findings, 2 when the file cannot be read.
+
+\b
+  pptune check-config train.yaml
+  pptune check-config ds_config.json --pp 4 --gpus 32 --output github
+  pptune check-config pretrain_llama.sh --max-bubble 0.2 --strict
+  pptune check-config --schema
+
+Reads pptune's own YAML/TOML/JSON, DeepSpeed JSON, Megatron-LM argument lists or
+launch scripts, and torchtitan TOML (detected from the content; --format-in overrides).
+"""
+
+
+def check_config(
+    config: Path | None = typer.Argument(None, help="the training config file"),
+    format_in: str | None = typer.Option(None, "--format-in", help="pptune, deepspeed, megatron or torchtitan"),
+    pp: int | None = typer.Option(None, "--pp", help="pipeline size when the file lacks it"),
+    gpus: int | None = typer.Option(None, "--gpus", help="GPU count when the file lacks it"),
+    tp: int | None = typer.Option(None, "--tp", help="tensor-parallel size when the file lacks it"),
+    model: str | None = cost_option("--model", more="overrides the file"),
+    gpu: str | None = cost_option("--gpu", more="overrides the file"),
+    profile: Path | None = cost_option("--profile", more="overrides the file; relative to the working folder"),
+    max_bubble: float | None = typer.Option(None, "--max-bubble", help="bubble-rate limit (default 0.25 or the file's)"),
+    max_slowdown: float | None = typer.Option(None, "--max-slowdown", help="step time limit vs the best plan (default 1.10)"),
+    no_compare: bool = typer.Option(False, "--no-compare", help="skip the search for a faster plan"),
+    strict: bool = typer.Option(False, "--strict", help="warnings fail too"),
+    output: str = typer.Option("text", "--output", help="text, json or github (workflow annotations)"),
+    schema: bool = typer.Option(False, "--schema", help="print the JSON Schema of pptune's config and exit"),
+) -> None:
+    from pptune import schemas
+
+    if schema:
+        typer.echo(json.dumps(schemas.TrainingConfig.model_json_schema(), indent=2))
+        return
+    if config is None:
+        raise BadInput("check-config needs a CONFIG file (or --schema)")
+    if output not in ("text", "json", "github"):
+        raise BadInput(f"--output must be text, json or github (got {output!r})")
+    found = limits.problems(*(
+        limits.problem(flag, value, lo, hi, capped=flag != "--max-bubble")
+        for flag, value, lo, hi in (
+            ("--max-bubble", max_bubble, 0, 1), ("--max-slowdown", max_slowdown, 1, 1e6),
+            ("--pp", pp, 1, limits.MAX_GPUS), ("--gpus", gpus, 1, limits.MAX_GPUS),
+            ("--tp", tp, 1, limits.MAX_TP)) if value is not None
+    ))
+    if found:
+        raise BadInput("; ".join(found))
+    from pptune.check.render import findings_github, findings_json, findings_text
+    from pptune.check.rules import CheckOptions, check
+    from pptune.configs import read_config
+
+    read = read_config(config, format_in, pp=pp, gpus=gpus, tp=tp)
+    if profile is not None:  # the command line's path is the working folder's, not the config's
+        profile = Path.cwd() / profile
+    opts = CheckOptions(max_bubble=max_bubble, max_slowdown=max_slowdown, model=model,
+                        gpu=gpu, profile=profile, compare_best=not no_compare)
+    report = check(read.config, config.parent, opts)
+    failing = report.errors() + (report.warnings() if strict else [])
+    code = 1 if failing else 0
+    if output == "json":
+        typer.echo(json.dumps(findings_json(config, read, report, code), indent=2))
+    elif output == "github":
+        typer.echo(findings_github(config, read, report))
+    else:
+        _out().print(findings_text(config, read, report), highlight=False, markup=False)
+    raise typer.Exit(code)
