@@ -115,9 +115,9 @@ def validate(
         None, "--virtual-stages", "-v", help="chunks per device for interleaved-1f1b [default: 2]"
     ),
     model: str | None = cost_option("--model", more="[default: gpt-small, the CPU demo size]"),
-    hf_config: Path | None = cost_option("--hf-config", more="run decoder blocks of that shape"),
+    hf_config: Path | None = typer.Option(None, "--hf-config", help="Hugging Face config.json: decoder blocks of that shape"),
     module: str | None = typer.Option(None, "--module", help="your layers: 'pkg.mod:factory' (see pptune probe --help)"),
-    seq_len: int | None = cost_option("--seq-len"),
+    seq_len: int | None = typer.Option(None, "--seq-len", help="override the model's sequence length"),
     dtype: str = typer.Option("auto", "--dtype", help="auto (fp32 on CPU, bf16 on CUDA), fp32, bf16, fp16"),
     profile: Path | None = cost_option(
         "--profile", more="for the prediction [default: ./pptune-profile.json, else a quick probe]"
