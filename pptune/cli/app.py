@@ -34,6 +34,7 @@ from pptune.cli.options import (
 from pptune.cli.util import out_console as _out
 from pptune.cli.util import parse_ints as _ints
 from pptune.cli.util import say as _say
+from pptune.cli.util import show as _show
 from pptune.errors import BadInput, NoFeasiblePlan, PptuneError
 from pptune.files import check_folder, check_output
 
@@ -183,7 +184,7 @@ def simulate_cmd(
         typer.echo(json.dumps(simulation.result_json(run), indent=2))
         return
     out = _out()
-    out.print(sim_summary_table(run.result))
+    _show(out, sim_summary_table(run.result))
     if timeline:
         out.print(timeline_text(run.result, width=width))
 
@@ -345,7 +346,7 @@ def presets_cmd(as_json: bool = typer.Option(False, "--json", help="machine-read
         return
     out = _out()
     for table in presets_tables():
-        out.print(table)
+        _show(out, table)
 
 
 SCHEMA_HELP = """Print the JSON Schema of a file pptune reads or writes.

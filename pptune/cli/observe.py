@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 
 from pptune import limits
-from pptune.cli.util import out_console
+from pptune.cli.util import out_console, show
 from pptune.errors import EXIT_FINDINGS, BadInput
 from pptune.report.fmt import fmt_pct, fmt_seconds
 
@@ -68,7 +68,8 @@ MAX_SAMPLES = 7 * 24 * 3600
 
 
 def _print(renderable: object) -> None:
-    out_console().print(renderable, highlight=False)
+    out = out_console()
+    show(out, renderable)
 
 
 def _fraction(flag: str, value: float) -> None:

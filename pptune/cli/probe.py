@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.text import Text
 
 from pptune import limits
-from pptune.cli.util import out_console
+from pptune.cli.util import out_console, show
 from pptune.errors import BadInput
 from pptune.files import check_output
 from pptune.probe.build import (
@@ -201,4 +201,4 @@ def probe(
 
     out = out_console()
     for part in summary(outcome.profile):
-        out.print(part)
+        show(out, part)

@@ -42,3 +42,10 @@ def out_console() -> Console:
     if width is None and not sys.stdout.isatty():
         width = 160
     return Console(no_color="NO_COLOR" in os.environ, width=width, soft_wrap=False)
+
+
+def show(out: Console, renderable: object) -> None:
+    """Print a table whole: stacked when it is wider than the console (``report.fit``)."""
+    from pptune.report.fit import fit
+
+    out.print(fit(renderable, out.width), highlight=False)  # type: ignore[arg-type]

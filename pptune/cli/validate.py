@@ -21,6 +21,7 @@ from pptune.cli.options import cost_option
 from pptune.cli.util import out_console as _out
 from pptune.cli.util import parse_ints as _ints
 from pptune.cli.util import say as _say
+from pptune.cli.util import show
 from pptune.errors import BadInput
 from pptune.files import check_output
 
@@ -187,8 +188,8 @@ def validate(
     from pptune.validate.render import comparison_table, ops_table, summary_lines
 
     out = _out()
-    out.print(comparison_table(doc))
-    out.print(ops_table(doc))
+    show(out, comparison_table(doc))
+    show(out, ops_table(doc))
     for line in summary_lines(doc):
         out.print(line, highlight=False, markup=False)
     if timeline:

@@ -10,17 +10,16 @@ of ``name value`` items per plan, wrapped between items.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich import box
-from rich.console import Console, Group, RenderableType
-from rich.measure import Measurement
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from pptune.costmodel.search import DP_INNER, Plan, SearchResult
+from pptune.report.fit import natural_width, wrap_commas, wrap_items
 from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
 
 TITLE = "pptune recommend: ranked pipeline plans"
@@ -132,19 +131,6 @@ def _footnote(cols: list[Column], dropped: list[str], width: int | None) -> str:
     return "; ".join(parts)
 
 
-def _wrap_commas(text: str, width: int) -> str:
-    """Break ``text`` after commas into lines of at most ``width`` (a longer item stays whole)."""
-    lines: list[str] = []
-    for item in text.split(","):
-        if lines and len(lines[-1]) + 1 + len(item) <= width:
-            lines[-1] += "," + item
-        else:
-            if lines:
-                lines[-1] += ","
-            lines.append(item)
-    return "\n".join(lines)
-
-
 def _table(cols: list[Column], caption: str | None, layers_wrap: int | None) -> Table:
     table = Table(title=TITLE, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
                   padding=(0, 0), caption=caption, caption_justify="left")
@@ -152,16 +138,10 @@ def _table(cols: list[Column], caption: str | None, layers_wrap: int | None) -> 
         table.add_column(col.name, justify="right" if col.right else "left", no_wrap=True)
     for i in range(len(cols[0].cells)):
         table.add_row(*(
-            _wrap_commas(c.cells[i], layers_wrap)
+            wrap_commas(c.cells[i], layers_wrap)
             if c.name == "layers/stage" and layers_wrap else c.cells[i] for c in cols
         ))
     return table
-
-
-def _natural_width(table: Table) -> int:
-    """Columns the table takes when nothing constrains it (padding included)."""
-    console = Console(width=100_000, color_system=None, file=io.StringIO(), no_color=True)
-    return Measurement.get(console, console.options, table).maximum
 
 
 def plans_table(
@@ -174,7 +154,7 @@ def plans_table(
     dropped: list[str] = []
     while True:
         for wrap in (None, *LAYER_WRAPS):
-            if width is None or _natural_width(_table(cols, None, wrap)) <= width:
+            if width is None or natural_width(_table(cols, None, wrap)) <= width:
                 return _table(cols, _footnote(cols, dropped, width), wrap)
         droppable = [n for n in DROP_ORDER if any(c.name == n for c in cols)]
         if not droppable:
@@ -190,38 +170,8 @@ def stacked(cols: list[Column], width: int) -> RenderableType:
     lines = [TITLE, ""]
     for i in range(len(cols[0].cells)):
         items = [f"{c.name} {c.cells[i]}" for c in cols[1:]]
-        lines += _wrap_items(f"plan {cols[0].cells[i]}:", items, width)
-    lines += ["", *_wrap_items("", _footnote(cols, [], None).split("; "), width, sep="; ")]
+        lines += wrap_items(f"plan {cols[0].cells[i]}:", items, width)
+    lines += ["", *wrap_items("", _footnote(cols, [], None).split("; "), width, sep="; ")]
     return Group(*(Text(line, no_wrap=True, overflow="ignore") for line in lines))
 
 
-def _wrap_items(head: str, items: list[str], width: int, sep: str = ", ") -> list[str]:
-    """``head`` then ``items`` joined by ``sep``, broken between items; an item wider
-    than a line alone breaks at its spaces (and a split text at its commas)."""
-    lines: list[str] = []
-    cur = head
-    for n, item in enumerate(items):
-        piece = item + (sep.strip() if n < len(items) - 1 else "")
-        if cur and len(cur) + 1 + len(piece) <= width:
-            cur += " " + piece
-            continue
-        if cur:
-            lines.append(cur)
-        indent = "  " if lines else ""
-        words = _split_long(piece, width - len(indent))
-        lines += [indent + w for w in words[:-1]]
-        cur = indent + words[-1]
-    return [*lines, cur] if cur else lines
-
-
-def _split_long(item: str, width: int) -> list[str]:
-    if len(item) <= width:
-        return [item]
-    out = [""]
-    words = [w for word in item.split(" ") for w in _wrap_commas(word, width).split("\n")]
-    for word in words:
-        if out[-1] and len(out[-1]) + 1 + len(word) > width:
-            out.append(word)
-        else:
-            out[-1] = f"{out[-1]} {word}" if out[-1] else word
-    return out

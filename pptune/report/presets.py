@@ -20,7 +20,8 @@ def presets_tables() -> list[Table]:
     models = Table(title="model presets (--model)", title_justify="left")
     for col in ["name", "params", "blocks", "hidden", "heads", "kv", "ffn", "vocab", "seq",
                 "global batch", "source"]:
-        models.add_column(col, justify="left" if col in ("name", "source") else "right")
+        models.add_column(col, justify="left" if col in ("name", "source") else "right",
+                          overflow="fold" if col == "source" else "ellipsis")
     for m in presets.MODELS.values():
         models.add_row(
             m.name, f"{_params(m) / 1e9:.2f}B", str(m.num_blocks), str(m.hidden), str(m.heads),
@@ -29,7 +30,8 @@ def presets_tables() -> list[Table]:
         )
     gpus = Table(title="GPU presets (--gpu)", title_justify="left")
     for col in ["name", "bf16 TFLOP/s", "memory", "HBM GB/s", "NVLink GB/s", "IB GB/s", "source"]:
-        gpus.add_column(col, justify="left" if col in ("name", "source") else "right")
+        gpus.add_column(col, justify="left" if col in ("name", "source") else "right",
+                        overflow="fold" if col == "source" else "ellipsis")
     for g in presets.GPUS.values():
         gpus.add_row(
             g.name, f"{g.peak_flops / 1e12:.0f}", fmt_bytes(g.memory_bytes),

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from pptune.plan.recommend import RecommendSpec, recommend
-from pptune.report.plan_table import _wrap_commas, compact_split, mfu, plans_table
+from pptune.report.fit import wrap_commas as _wrap_commas
+from pptune.report.plan_table import compact_split, mfu, plans_table
 from pptune.report.render import render_plain
 
 WIDTHS = (60, 80, 100, 120, 200)
