@@ -95,6 +95,27 @@ def _json_safe(obj: Any) -> Any:
     return obj
 
 
+def _check(timeout: float, warmup: int, steps: int, width: int, pp: int | None,
+           microbatches: int | None, micro_batch_size: int | None, virtual_stages: int | None,
+           seq_len: int | None, trace: Path | None) -> None:
+    """Every number finite and in range, and the --trace path writable, before any work."""
+    found = limits.problems(
+        limits.problem("--timeout", timeout, 0.001, limits.MAX_TIMEOUT_S),
+        limits.problem("--warmup", warmup, 0, limits.MAX_STEPS),
+        limits.problem("--steps", steps, 1, limits.MAX_STEPS),
+        limits.problem("--width", width, 20, limits.MAX_TIMELINE_WIDTH),
+        *(limits.problem(flag, value, 1, cap) for flag, value, cap in (
+            ("--pp", pp, limits.MAX_GPUS), ("--microbatches", microbatches, limits.MAX_GLOBAL_BATCH),
+            ("--micro-batch-size", micro_batch_size, limits.MAX_MICRO_BATCH),
+            ("--virtual-stages", virtual_stages, limits.MAX_LAYERS),
+            ("--seq-len", seq_len, limits.MAX_SEQ_LEN)) if value is not None),
+    )
+    if found:
+        raise BadInput("; ".join(found))
+    if trace is not None:
+        check_output(trace, "--trace")  # before the run, not after it
+
+
 def validate(
     plan: str | None = typer.Option(
         None, "--plan",
@@ -132,6 +153,8 @@ def validate(
     timeline: bool = typer.Option(False, "--timeline", help="draw the measured and predicted timelines"),
     width: int = typer.Option(80, "--width", help="timeline width in columns"),
 ) -> None:
+    _check(timeout, warmup, steps, width, pp, microbatches, micro_batch_size, virtual_stages,
+           seq_len, trace)  # before the session module, which imports torch
     from pptune.validate.session import ValidateRequest, outcome_json, run
 
     plan_path: Path | None = None
@@ -144,21 +167,6 @@ def validate(
         plan_path = plans
     if dtype not in ("auto", "fp32", "bf16", "fp16"):
         raise BadInput(f"--dtype must be auto, fp32, bf16 or fp16 (got {dtype!r})")
-    found = limits.problems(
-        limits.problem("--timeout", timeout, 0.001, limits.MAX_TIMEOUT_S),
-        limits.problem("--warmup", warmup, 0, limits.MAX_STEPS),
-        limits.problem("--steps", steps, 1, limits.MAX_STEPS),
-        limits.problem("--width", width, 20, limits.MAX_TIMELINE_WIDTH),
-        *(limits.problem(flag, value, 1, cap) for flag, value, cap in (
-            ("--pp", pp, limits.MAX_GPUS), ("--microbatches", microbatches, limits.MAX_GLOBAL_BATCH),
-            ("--micro-batch-size", micro_batch_size, limits.MAX_MICRO_BATCH),
-            ("--virtual-stages", virtual_stages, limits.MAX_LAYERS),
-            ("--seq-len", seq_len, limits.MAX_SEQ_LEN)) if value is not None),
-    )
-    if found:
-        raise BadInput("; ".join(found))
-    if trace is not None:
-        check_output(trace, "--trace")  # before the run, not after it
     req = ValidateRequest(
         plan=plan_path, rank=rank, pp=pp, microbatches=microbatches, schedule=schedule,
         split=_ints(split, "--split"), micro_batch_size=micro_batch_size,

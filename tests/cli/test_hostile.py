@@ -328,7 +328,16 @@ def test_the_table_is_large_enough() -> None:
     assert {"simulate", "recommend", "check-config", "validate", "probe", "trace-report"} <= commands
 
 
-@pytest.mark.parametrize(("args", "code", "words"), CASES, ids=lambda x: None)
+def _needs_torch(args: list[str]) -> bool:
+    """validate reads a plan file and probe --nccl-tests reads its logs with torch imported."""
+    return (args[0] == "validate" and "--plan" in args) or (
+        args[0] == "probe" and "--nccl-tests" in args)
+
+
+PARAMS = [pytest.param(*c, marks=pytest.mark.torch) if _needs_torch(c[0]) else c for c in CASES]
+
+
+@pytest.mark.parametrize(("args", "code", "words"), PARAMS, ids=lambda x: None)
 def test_hostile(tmp_files: Path, args: list[str], code: int, words: tuple[str, ...]) -> None:
     argv = [a.replace("{t}", str(tmp_files)) for a in args]
     if any("bomb.json.gz" in a for a in args):
