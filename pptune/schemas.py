@@ -309,6 +309,15 @@ class PlanRecord(Strict):
     )
     training_days: float | None = Field(None, description="with --train-tokens")
     gpu_hours: float | None = Field(None, description="with --train-tokens")
+    measured_step_s: float | None = Field(
+        None, description="pptune tune: median measured step of one pipeline of this plan"
+    )
+    calibrated_step_s: float | None = Field(
+        None, description="pptune tune: predicted step over the calibrated profile"
+    )
+    tune_status: str | None = Field(
+        None, description="pptune tune: measured, pruned, skipped, failed or not run (and why)"
+    )
 
 
 class PlanFile(Strict):

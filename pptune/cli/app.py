@@ -376,6 +376,7 @@ def _register_modules() -> None:
     from pptune.cli import check as cli_check
     from pptune.cli import observe as cli_observe
     from pptune.cli import probe as cli_probe
+    from pptune.cli import tune as cli_tune
     from pptune.cli import validate as cli_validate
 
     app.command("check-config", help=cli_check.CHECK_HELP)(_guard(cli_check.check_config))
@@ -383,6 +384,8 @@ def _register_modules() -> None:
     app.command("validate", help=cli_validate.HELP)(_guard(cli_validate.validate))
     app.command("trace-report", help=cli_observe.TRACE_REPORT_HELP)(_guard(cli_observe.trace_report))
     app.command("monitor", help=cli_observe.MONITOR_HELP)(_guard(cli_observe.monitor))
+    app.command("tune", help=cli_tune.HELP)(_guard(cli_tune.command(recommend_cmd)))
+    app.command("calibrate", help=cli_tune.CALIBRATE_HELP)(_guard(cli_tune.calibrate))
 
 
 _register_modules()

@@ -307,6 +307,7 @@ def run(
         profile, spec, {r.rank: r.ref_alone_s for r in data.ranks if r.ref_alone_s}
     )
     result["profile_speed"] = speed
+    result["loss_s"] = list(data.loss_s) if data.loss_s is not None else None  # for pptune calibrate
     if speed is not None and not 1 / STALE_PROFILE <= speed <= STALE_PROFILE:
         notes.append(
             f"the ranks' forwards ran alone in {speed:.2f}x the profile's time: the machine "

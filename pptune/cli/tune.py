@@ -1,0 +1,246 @@
+"""`pptune tune` and `pptune calibrate`: parse -> run -> render -> exit code.
+
+``tune`` takes recommend's cost, model and search flags as recommend
+declares them (``command`` copies their declarations from the recommend
+function it is given, so both spell and explain them the same way) plus its
+own. The work lives in ``pptune.tune`` (torch imported lazily).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from pptune.cli.util import out_console as _out
+from pptune.cli.util import parse_ints as _ints
+from pptune.cli.util import say as _say
+from pptune.errors import BadInput
+
+HELP = """Measure the best candidate plans for real, calibrate the costs, keep the fastest.
+
+Runs recommend's search, then runs its best candidates one after another with
+the validate machinery (a few timed steps each, one process per pipeline
+rank: gloo CPU processes here, NCCL on GPUs); after each trial it calibrates
+the per-layer costs and the link from the measured ops, re-predicts the rest
+and drops those whose calibrated lower bound cannot beat the best measured
+step. Stops when none left can win, at --max-trials or when --budget is spent.
+
+Examples:
+
+\b
+  pptune tune --gpus 2 --global-batch 8 -o tuned/
+  pptune tune --gpus 2 --global-batch 8 --resume tuned/
+  pptune tune --gpus 2 --profile profile.json --budget 300 --emit torchtitan -o tuned/
+  pptune calibrate run1.json run2.json --profile profile.json -o calibrated.json
+
+-o DIR gets tune.jsonl (one line per trial, appended as each finishes),
+pptune-profile.json (calibrated), pptune-plans.json (measured beside predicted)
+and, with --emit, the winner's framework config. Exit 1 when a trial fails
+(the trials already written stay; --resume DIR continues).
+"""
+
+# recommend's flags that mean the same for tune (cost source, model, search space)
+SHARED = (
+    "gpus", "tp", "gpus_per_node", "global_batch", "micro_batch_sizes", "schedules",
+    "virtual_stages", "pp", "model", "hf_config", "seq_len", "gpu", "profile", "efficiency",
+    "sharded_optimizer", "sequence_parallel", "recompute", "grad_compression", "reserve_gib",
+    "blocking_send",
+)
+
+
+def _own(
+    module: str | None = typer.Option(None, "--module", help="your layers: 'pkg.mod:factory' (see pptune probe --help)"),
+    steps: int = typer.Option(5, "--steps", help="timed steps per trial; the median counts"),
+    warmup: int = typer.Option(2, "--warmup", help="untimed steps first, per trial"),
+    max_trials: int = typer.Option(8, "--max-trials", help="measure at most this many candidates"),
+    budget: float = typer.Option(150.0, "--budget", help="seconds of trials; no trial starts that would not fit"),
+    candidates: int = typer.Option(12, "--candidates", help="how many of the search's best plans are candidates"),
+    output: Path | None = typer.Option(None, "--output", "-o", help="folder for tune.jsonl, the calibrated profile and the plan file"),
+    resume: Path | None = typer.Option(None, "--resume", help="continue the tune in DIR: trials in its tune.jsonl are not rerun"),
+    emit: str | None = typer.Option(None, "--emit", help="write the winner as megatron, deepspeed, torchtitan or pptune config"),
+    timeout: float = typer.Option(180.0, "--timeout", help="seconds a rank may stay silent before its trial fails"),
+    device: str = typer.Option("auto", "--device", help="auto (cuda if available), cpu or cuda"),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable outcome on stdout"),
+) -> None: ...
+
+
+def command(recommend_fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The ``tune`` command: recommend's shared parameters, then tune's own."""
+    fn = inspect.unwrap(recommend_fn)
+    hints = typing.get_type_hints(fn)
+    shared = inspect.signature(fn).parameters
+    own_hints = typing.get_type_hints(_own)
+    params = [shared[n].replace(annotation=hints[n]) for n in SHARED]
+    params += [p.replace(annotation=own_hints[n])
+               for n, p in inspect.signature(_own).parameters.items()]
+
+    def tune(**kwargs: Any) -> None:
+        _tune(kwargs, recommend_fn)
+
+    tune.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    tune.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
+    return tune
+
+
+class _Progress:
+    """Trials and budget on stderr (a rich bar on a terminal, one line per trial otherwise)."""
+
+    def __init__(self, budget_s: float, steps: int) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        self.console = Console(stderr=True)
+        self.budget_s = budget_s
+        self.steps = steps
+        self.bar: Any = None
+        if self.console.is_terminal:
+            self.bar = Progress(TextColumn("tune: {task.description}"), BarColumn(),
+                                MofNCompleteColumn(), console=self.console, transient=True)
+            self.trials = self.bar.add_task("trials", total=1)
+            self.bar.start()
+
+    def trial_started(self, n: int, limit: int, key: str, elapsed_s: float) -> None:
+        text = f"trial {n} (of at most {limit}): {key}; {elapsed_s:.0f} of {self.budget_s:g} s budget"
+        if self.bar is None:
+            _say(text)
+            return
+        self.bar.update(self.trials, description=text, total=limit, completed=n - 1)
+
+    def trial_done(self, n: int, row: Any, elapsed_s: float) -> None:
+        if self.bar is not None:
+            self.bar.update(self.trials, completed=n)
+        elif row.measured_s is not None:
+            _say(f"trial {n}: measured {row.measured_s * 1e3:.1f} ms per step "
+                 f"({elapsed_s:.0f} s elapsed)")
+
+    def step(self, rank: int, step: int) -> None:
+        pass
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
+
+def _tune(kw: dict[str, Any], recommend_fn: Callable[..., Any]) -> None:
+    from pptune.cli.app import _schedules
+    from pptune.plan.recommend import RecommendSpec
+    from pptune.tune import artifacts, session, trial
+
+    search = RecommendSpec(
+        gpus=kw["gpus"], tp=kw["tp"], gpus_per_node=kw["gpus_per_node"],
+        global_batch=kw["global_batch"],
+        micro_batch_sizes=_ints(kw["micro_batch_sizes"], "--micro-batch-sizes"),
+        schedules=_schedules(kw["schedules"]),
+        virtual_stages=_ints(kw["virtual_stages"], "--virtual-stages") or [],
+        pp=_ints(kw["pp"], "--pp"), model=kw["model"], gpu=kw["gpu"], profile=kw["profile"],
+        efficiency=kw["efficiency"], sharded_optimizer=kw["sharded_optimizer"],
+        grad_compression=kw["grad_compression"], reserve_gib=kw["reserve_gib"],
+        blocking_send=kw["blocking_send"], sequence_parallel=kw["sequence_parallel"],
+        recompute=kw["recompute"], hf_config=kw["hf_config"], seq_len=kw["seq_len"],
+    )
+    if kw["emit"] is not None:
+        from pptune.plan.emit import Framework
+
+        if kw["emit"] not in {f.value for f in Framework}:
+            raise BadInput(f"unknown --emit {kw['emit']!r}; choose "
+                           f"{', '.join(f.value for f in Framework)}")
+    req = session.TuneRequest(
+        search=search, module=kw["module"], steps=kw["steps"], warmup=kw["warmup"],
+        max_trials=kw["max_trials"], budget_s=kw["budget"], candidates=kw["candidates"],
+        output=kw["output"], resume=kw["resume"], timeout_s=kw["timeout"], device=kw["device"],
+    )
+    progress = _Progress(req.budget_s, req.steps)
+    try:
+        run = trial.run(req, _say, progress)
+    finally:
+        progress.close()
+    for note in run.notes:
+        _say(note)
+    if run.folder is not None:
+        for path in artifacts.write(run, run.folder):
+            _say(f"wrote {path}")
+    emitted = artifacts.emit_winner(run, kw["emit"]) if kw["emit"] else None
+    if emitted is not None:
+        _write_emitted(emitted, run.folder)
+    _render(run, kw["as_json"])
+
+
+def _write_emitted(emitted: Any, folder: Path | None) -> None:
+    from pptune.plan import emit as emit_mod
+
+    for note in emitted.notes:
+        _say(note)
+    _say(emitted.summary())
+    if folder is None:
+        for name, text in emitted.files.items():
+            _say(f"--emit without -o: {name} follows on stderr")
+            typer.echo(text.rstrip("\n"), err=True)
+        return
+    for path in emit_mod.write(emitted, folder):
+        _say(f"wrote {path}")
+
+
+def _render(run: Any, as_json: bool) -> None:
+    from pptune.report.tune import accounting_line, trials_table, why_lines
+    from pptune.tune import artifacts, loop
+
+    o = run.outcome
+    if as_json:
+        typer.echo(json.dumps(artifacts.summary_json(run), indent=2))
+        return
+    out = _out()
+    winner = o.winner
+    rows = artifacts.ordered_rows(o.rows, o.calibration)
+    f = o.calibration.contention if o.calibration is not None else None
+
+    def plan_s(row: Any) -> float:
+        return loop.plan_step_s(row, f)
+
+    out.print(trials_table(rows, winner.cand.key if winner else None, plan_s))
+    for line in why_lines(rows, winner, o.stopped, plan_s):
+        out.print(line, highlight=False, markup=False)
+    out.print(accounting_line(loop.accounting(o.rows)), highlight=False, markup=False)
+    if o.calibration is not None:
+        for note in o.calibration.notes:
+            out.print(f"calibration: {note}", highlight=False, markup=False)
+
+
+CALIBRATE_HELP = """Fold earlier `pptune validate --json` results into a calibrated profile.
+
+\b
+  pptune validate --plan 1 --profile profile.json --json > run1.json
+  pptune validate --plan 2 --profile profile.json --json > run2.json
+  pptune calibrate run1.json run2.json --profile profile.json -o calibrated.json
+
+Every result must have run the profile's model at one micro-batch size. The
+per-layer forward, input-gradient and weight-gradient factors are fitted to the
+measured op medians, the p2p latency to the measured step times.
+"""
+
+
+def calibrate(
+    results: list[Path] = typer.Argument(..., help="validate --json outputs"),
+    profile: Path = typer.Option(..., "--profile", help="the profile the runs are priced with"),
+    output: Path = typer.Option(..., "--output", "-o", help="where the calibrated profile goes"),
+) -> None:
+    from pptune.schemas import load_profile, write_atomic
+    from pptune.tune import model, validate_json
+
+    base = load_profile(profile)
+    trials = [validate_json.trial(path, base) for path in results]
+    cal = model.calibrate(base, trials) if len({t.micro_batch_size for t in trials}) == 1 else None
+    if cal is None:
+        raise BadInput("the results ran several micro-batch sizes; calibrate each size apart")
+    if output.exists() and output.resolve() == profile.resolve():
+        raise BadInput(f"-o {output} is the --profile itself; write the calibration elsewhere")
+    write_atomic(output, model.calibrated_profile(base, cal).model_dump_json(indent=2) + "\n")
+    for note in cal.notes:
+        _say(note)
+    _say(f"wrote {output}")

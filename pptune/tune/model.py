@@ -1,0 +1,215 @@
+"""Trials, the calibration they give, and predictions over a calibrated profile (no torch).
+
+A ``Trial`` is what one measured run of a candidate leaves (the op medians
+``pptune.validate`` stamps, the timed step times, the loss it timed alone,
+the contention it measured). ``calibrate`` turns trials into a
+``Calibration`` (``calibrate.py`` explains the arithmetic);
+``calibrated_profile`` applies it to a profile (schema v1, the same file
+``pptune probe`` writes, its notes saying what was calibrated from what);
+``predict`` prices a candidate over any profile with the corrections
+``pptune validate`` documents (the loss on the last stage, torch's split
+backward on stage 0) and, when given, its contention model: uncalibrated,
+without loss or contention, that is the planner's own figure for one
+pipeline; calibrated, with the trials' loss and median contention.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from pptune.costmodel.schedules import SPLIT_BACKWARD, Schedule
+from pptune.schemas import Profile
+from pptune.tune import calibrate as cal
+from pptune.validate import compare
+from pptune.validate.spec import RunSpec
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One measured candidate."""
+
+    key: str
+    schedule: Schedule
+    pp: int
+    microbatches: int
+    virtual_stages: int
+    micro_batch_size: int
+    stage_layers: tuple[int, ...]
+    step_times_s: tuple[float, ...]
+    op_medians_s: dict[tuple[str, int], float]
+    loss_s: tuple[float, float] | None = None
+    contention: float | None = None
+
+    @property
+    def measured_s(self) -> float:
+        return statistics.median(self.step_times_s)
+
+    @property
+    def noise(self) -> float:
+        """Half the relative range of the timed steps: how far their median may sit off."""
+        if len(self.step_times_s) < 2:
+            return 0.0
+        return (max(self.step_times_s) - min(self.step_times_s)) / (2 * self.measured_s)
+
+    def spec(self) -> RunSpec:
+        return RunSpec(self.schedule, self.pp, self.microbatches, self.virtual_stages,
+                       self.micro_batch_size, self.stage_layers)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    micro_batch_size: int
+    factors: dict[cal.Cell, float]
+    latency_s: float | None  # fitted p2p latency per message; None without a pp >= 2 trial
+    loss_s: tuple[float, float] | None
+    contention: float | None  # median measured contention of the pp >= 2 trials
+    sources: tuple[str, ...]  # the trials' keys
+    residual: float  # worst |fitted - measured| / measured over the op medians
+    notes: list[str] = field(default_factory=list)
+
+
+def base_cells(profile: Profile, b: int) -> dict[cal.Cell, float]:
+    out = {}
+    for i, layer in enumerate(profile.layers):
+        c = layer.cost(b)
+        out.update({(i, "fwd"): c.fwd_s, (i, "bwd"): c.bwd_s, (i, "wgrad"): c.wgrad_s})
+    return out
+
+
+def alone_medians(profile: Profile, t: Trial) -> dict[tuple[str, int], float]:
+    """The trial's op medians with its measured contention taken out.
+
+    ``pptune validate``'s processor-sharing model (``compare.stretch``): an
+    op that overlaps another rank's compute for a share o of its time runs
+    ``1 / (1 - o + o / f)`` times as long as alone. The shares come from the
+    trial simulated over ``profile``; one rank (pp=1) or no measured f: as is.
+    """
+    f = t.contention
+    if f is None or t.pp < 2 or f <= 1.0:
+        return dict(t.op_medians_s)
+    result = compare.predict(profile, t.spec(), t.loss_s).result
+    share = compare.overlap_fractions(result)
+    out = {}
+    for (kind, stage), x in t.op_medians_s.items():
+        o = share.get((kind, stage), 0.0)
+        out[(kind, stage)] = x * (1.0 - o + o / f)
+    return out
+
+
+def _observations(profile: Profile, trials: list[Trial]) -> list[cal.Observation]:
+    obs = []
+    for t in trials:
+        split = t.schedule in SPLIT_BACKWARD
+        obs += cal.observations(t.key, t.stage_layers, split, alone_medians(profile, t),
+                                ops_per_kind=t.microbatches * len(t.step_times_s))
+    return obs
+
+
+def calibrate(profile: Profile, trials: list[Trial]) -> Calibration:
+    """Factors from every trial's op medians, then the link latency from their step times.
+
+    All trials must share one micro-batch size (the factors are per size).
+    """
+    if not trials:
+        raise ValueError("calibrate needs at least one trial")
+    b = trials[0].micro_batch_size
+    if any(t.micro_batch_size != b for t in trials):
+        raise ValueError("trials of several micro-batch sizes: calibrate each size apart")
+    base = base_cells(profile, b)
+    obs = _observations(profile, trials)
+    factors = cal.fit_factors(base, obs)
+    residual = cal.fit_residual(obs, base, factors)
+    losses = [t.loss_s for t in trials if t.loss_s is not None]
+    loss = (statistics.median(x[0] for x in losses), statistics.median(x[1] for x in losses)) \
+        if losses else None
+    contentions = [t.contention for t in trials if t.contention is not None and t.pp >= 2]
+    contention = statistics.median(contentions) if contentions else None
+    draft = Calibration(b, factors, None, loss, contention, tuple(t.key for t in trials), residual)
+    scaled = apply(profile, draft)
+    latencies = []
+    for t in trials:
+        if t.pp < 2:
+            continue
+        spec = t.spec()
+        latencies.append(cal.fit_latency(
+            lambda lat, s=spec, f=t.contention: predict(with_latency(scaled, lat), s, loss, f),
+            t.measured_s,
+            hi_s=t.measured_s / max(1, 2 * t.microbatches),
+        ))
+    latency = statistics.median(latencies) if latencies else None
+    return Calibration(b, factors, latency, loss, contention, draft.sources, residual,
+                       _notes(profile, draft, latency))
+
+
+def _notes(profile: Profile, c: Calibration, latency: float | None) -> list[str]:
+    names = [layer.name for layer in profile.layers]
+    summary = cal.part_summary(c.factors, names)
+    parts = "; ".join(
+        f"{kind} " + ", ".join(f"{p} x{f:.2f}" for p, f in sorted(v.items()))
+        for kind, v in summary.items()
+    )
+    notes = [
+        f"calibrated by pptune tune from {len(c.sources)} measured trial(s) "
+        f"({', '.join(c.sources)}) at micro-batch size {c.micro_batch_size}: per-layer forward, "
+        f"input-gradient and weight-gradient factors fitted to the measured op medians "
+        f"(worst op misfit {c.residual:.1%}); median factors: {parts}",
+    ]
+    if c.contention is not None:
+        notes.append(
+            f"contention between ranks: {c.contention:.2f}x (median of the trials' measured "
+            "figures), taken out of the op times before fitting and applied when predicting "
+            "(pptune validate's processor-sharing model)"
+        )
+    if latency is not None:
+        notes.append(
+            f"intra-node p2p latency fitted to the trials' step times: {latency * 1e6:.0f} us per "
+            "message (link latency plus the framework's per-op work); bandwidth kept"
+        )
+    if c.loss_s is not None:
+        notes.append(
+            f"loss timed by the last rank: forward {c.loss_s[0] * 1e3:.2f} ms, backward "
+            f"{c.loss_s[1] * 1e3:.2f} ms (added to the last stage when predicting)"
+        )
+    return notes
+
+
+def apply(profile: Profile, c: Calibration) -> Profile:
+    """``profile`` with every micro-batch size's costs scaled by the factors."""
+    doc: dict[str, Any] = profile.model_dump()
+    for i, layer in enumerate(doc["layers"]):
+        for cost in layer["per_micro_batch"].values():
+            for part in cal.PARTS:
+                cost[f"{part}_s"] *= c.factors.get((i, part), 1.0)
+    return Profile.model_validate(doc)
+
+
+def with_latency(profile: Profile, latency_s: float) -> Profile:
+    links = profile.links.model_copy(deep=True)
+    links.intra_node.p2p.latency_s = latency_s
+    return profile.model_copy(update={"links": links})
+
+
+def calibrated_profile(profile: Profile, c: Calibration) -> Profile:
+    """The profile file ``tune`` writes: factors and latency applied, notes appended."""
+    out = apply(profile, c)
+    if c.latency_s is not None:
+        out = with_latency(out, c.latency_s)
+    sizes = out.micro_batch_sizes()
+    extra = [] if sizes == [c.micro_batch_size] else [
+        f"micro-batch sizes {[b for b in sizes if b != c.micro_batch_size]} scaled by the "
+        f"factors measured at size {c.micro_batch_size} (not measured themselves)"
+    ]
+    return out.model_copy(update={"notes": [*profile.notes, *c.notes, *extra]})
+
+
+def predict(profile: Profile, spec: RunSpec, loss_s: tuple[float, float] | None = None,
+            contention: float | None = None) -> float:
+    """Step time of one pipeline of ``spec`` over ``profile`` (module docstring)."""
+    return compare.predict(profile, spec, loss_s, contention).result.step_time_s
+
+
+def predict_stages(profile: Profile, spec: RunSpec, loss_s: tuple[float, float] | None = None) -> Any:
+    """The stage costs ``predict`` simulates (for the lower bound)."""
+    return compare.predict(profile, spec, loss_s).stages

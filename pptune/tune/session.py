@@ -1,0 +1,189 @@
+"""`pptune tune` from request to outcome: check, cost source, search, candidates, loop.
+
+Order: every flag and the output folder are checked before anything runs
+(budget, steps, an -o that cannot be written or would replace a journal);
+the cost source (--profile; --gpu: analytic costs, as recommend; else
+./pptune-profile.json; else a quick probe of the model here, saved beside
+the journal so a resumed tune prices the same way); the search (recommend's,
+its top ``candidates`` plans); one ``Candidate`` per plan; the loop
+(``loop.run``) with trials run by the validate machinery (``trial.py``).
+Talk goes through ``say``; nothing here prints.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pptune import launch
+from pptune.costmodel.presets import MODELS
+from pptune.costs.profiles import DEFAULT_PROFILE_FILE
+from pptune.errors import BadInput
+from pptune.plan.recommend import RecommendRun, RecommendSpec, recommend
+from pptune.schemas import Profile, load_profile, write_atomic
+from pptune.tune import candidates as cands
+from pptune.tune import journal, loop
+from pptune.validate.spec import ModelSource
+
+Say = Callable[[str], None]
+PROBE_FILE = "probe-profile.json"  # the uncalibrated profile a tune priced with
+QUICK_SIZES = [1, 2]  # the quick probe's micro-batch sizes (pptune probe --quick)
+
+
+@dataclass
+class TuneRequest:
+    search: RecommendSpec
+    module: str | None = None
+    steps: int = 5
+    warmup: int = 2
+    max_trials: int = 8
+    budget_s: float = 150.0
+    candidates: int = 12
+    output: Path | None = None
+    resume: Path | None = None
+    timeout_s: float = 180.0
+    device: str = "auto"
+
+
+@dataclass
+class TuneRun:
+    outcome: loop.Outcome
+    recommended: RecommendRun
+    profile: Profile
+    origin: str
+    folder: Path | None
+    notes: list[str] = field(default_factory=list)
+
+
+def check(req: TuneRequest) -> Path | None:
+    """Every bad flag at once; the folder the journal goes to (None: no -o / --resume)."""
+    problems = []
+    if not req.budget_s > 0:
+        problems.append(f"--budget must be > 0 seconds (got {req.budget_s:g})")
+    if req.steps < 1:
+        problems.append(f"--steps must be at least 1 (got {req.steps})")
+    if req.warmup < 0:
+        problems.append(f"--warmup must be 0 or more (got {req.warmup})")
+    if req.max_trials < 1:
+        problems.append(f"--max-trials must be at least 1 (got {req.max_trials})")
+    if req.candidates < 1:
+        problems.append(f"--candidates must be at least 1 (got {req.candidates})")
+    if not req.timeout_s > 0:
+        problems.append(f"--timeout must be positive seconds (got {req.timeout_s:g})")
+    if req.output is not None and req.resume is not None and req.output != req.resume:
+        problems.append(f"-o {req.output} and --resume {req.resume} differ: --resume DIR "
+                        "continues the tune in DIR and writes there")
+    if problems:
+        raise BadInput("; ".join(problems))
+    if req.resume is not None:
+        if not (req.resume / journal.FILE).is_file():
+            raise BadInput(f"--resume {req.resume}: no {journal.FILE} there to resume from")
+        return req.resume
+    if req.output is None:
+        return None
+    if (req.output / journal.FILE).exists():
+        raise BadInput(f"{req.output / journal.FILE} exists: continue it with --resume "
+                       f"{req.output}, or give another -o folder")
+    _writable(req.output)
+    return req.output
+
+
+def _writable(folder: Path) -> None:
+    if folder.exists() and not folder.is_dir():
+        raise BadInput(f"-o {folder} exists and is not a folder (tune writes several files)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise BadInput(f"-o {folder} cannot be written: {exc.strerror or exc}") from None
+
+
+def _source(req: TuneRequest, profile: Profile | None) -> ModelSource:
+    s = req.search
+    if req.module is not None and (s.model or s.hf_config):
+        raise BadInput("--module and --model/--hf-config both name the model; give one of them")
+    if req.module is not None or s.hf_config is not None:
+        return ModelSource(hf_config=str(s.hf_config) if s.hf_config else None,
+                           module=req.module, seq_len=s.seq_len)
+    name = s.model or (profile.model.name if profile is not None else "gpt-small")
+    if name not in MODELS:
+        raise BadInput(f"the profile's model {name[:60]!r} is not a preset; name it with "
+                       "--hf-config PATH or --module pkg.mod:factory")
+    seq_len = s.seq_len
+    if seq_len is None and profile is not None and profile.model.seq_len != MODELS[name].seq_len:
+        seq_len = profile.model.seq_len
+    return ModelSource(model=name, seq_len=seq_len)
+
+
+def resolve_profile(req: TuneRequest, folder: Path | None, say: Say,
+                    probe: Callable[[ModelSource, list[int]], Profile]) -> tuple[Profile | None, str]:
+    """The uncalibrated costs (module docstring); None when --gpu asks for analytic ones."""
+    s = req.search
+    if folder is not None and (folder / PROBE_FILE).exists() and req.resume is not None:
+        return load_profile(folder / PROBE_FILE), f"profile {folder / PROBE_FILE} (as first tuned)"
+    if s.profile is not None:
+        return load_profile(s.profile), f"profile {s.profile}"
+    if s.gpu is not None:
+        say(f"--gpu {s.gpu}: analytic costs of that GPU, but the trials run on this machine; "
+            "the calibration carries the difference")
+        return None, "analytic"
+    local = Path.cwd() / DEFAULT_PROFILE_FILE
+    if local.exists() and s.model is None and s.hf_config is None and req.module is None:
+        return load_profile(local), f"profile ./{DEFAULT_PROFILE_FILE}"
+    source = _source(req, None)
+    sizes = s.micro_batch_sizes or QUICK_SIZES
+    say(f"no --profile and no ./{DEFAULT_PROFILE_FILE}: measuring a quick profile of "
+        f"{source.label} here first (as pptune probe --quick --no-comm --micro-batch-sizes "
+        f"{','.join(map(str, sizes))})")
+    return probe(source, sizes), "quick probe here (--no-comm: default CPU/GPU links)"
+
+
+def search(req: TuneRequest, profile: Profile | None, folder: Path | None) -> RecommendRun:
+    """recommend's search over ``profile`` (saved first: recommend reads a file)."""
+    spec = replace(req.search, top=req.candidates)
+    if profile is not None:
+        path = (folder / PROBE_FILE) if folder is not None else None
+        if path is None:
+            tmp = tempfile.mkdtemp(prefix="pptune-tune-")
+            path = Path(tmp) / PROBE_FILE
+        if not path.exists():
+            write_atomic(path, profile.model_dump_json(indent=2) + "\n")
+        spec = replace(spec, profile=path, model=None, hf_config=None, seq_len=None, gpu=None)
+    return recommend(spec)
+
+
+def build_candidates(req: TuneRequest, run: RecommendRun, source: ModelSource, n_layers: int,
+                     local_devices: int, device: str) -> list[cands.Candidate]:
+    settings = cands.RunSettings(source, req.warmup, req.steps, req.timeout_s, device)
+    return [cands.candidate(p, i, n_layers, local_devices, settings)
+            for i, p in enumerate(run.result.plans, 1)]
+
+
+def resumed_records(folder: Path | None, req: TuneRequest, say: Say) -> list[dict[str, Any]]:
+    if req.resume is None or folder is None:
+        return []
+    records, notes = journal.load(folder / journal.FILE)
+    for note in notes:
+        say(note)
+    done = sum(1 for r in records if r.get("status") == loop.MEASURED)
+    say(f"--resume {folder}: {done} measured trial(s) in {journal.FILE} are kept, not rerun")
+    return records
+
+
+def local_devices(torch: Any, device: str) -> int:
+    """Ranks one host can give a pipeline: its GPUs, or its cores for CPU processes."""
+    import os
+
+    if device == "cuda":
+        return int(torch.cuda.device_count())
+    return os.cpu_count() or 1
+
+
+def refuse_torchrun() -> None:
+    if launch.torchrun_env() is not None:
+        raise BadInput("pptune tune launches its own ranks, one trial after another; under "
+                       "torchrun, run pptune validate --plan N per plan and pptune calibrate")
