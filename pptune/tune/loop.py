@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pptune.errors import PptuneError
 from pptune.schemas import Profile
@@ -105,12 +105,20 @@ def plan_step_s(row: Row, contention: float | None, pipeline_s: float | None = N
     return pipeline_s * stretch + row.extra_s
 
 
-class Progress:
-    """What the loop reports as it goes (the CLI draws a bar; tests record)."""
+class Progress(Protocol):
+    """What the loop reports as it goes (the CLI draws a bar)."""
 
     def trial_started(self, n: int, limit: int, key: str, elapsed_s: float) -> None: ...
 
     def trial_done(self, n: int, row: Row, elapsed_s: float) -> None: ...
+
+
+class Silent:
+    def trial_started(self, n: int, limit: int, key: str, elapsed_s: float) -> None:
+        pass
+
+    def trial_done(self, n: int, row: Row, elapsed_s: float) -> None:
+        pass
 
 
 RunTrial = Callable[[cands.Candidate], Trial]
@@ -126,7 +134,7 @@ def run(
     progress: Progress | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> Outcome:
-    progress = progress or Progress()
+    progress = progress or Silent()
     rows = []
     for c in candidates:
         before = model.predict(profile, c.spec)

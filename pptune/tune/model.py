@@ -128,19 +128,24 @@ def calibrate(profile: Profile, trials: list[Trial]) -> Calibration:
     contention = statistics.median(contentions) if contentions else None
     draft = Calibration(b, factors, None, loss, contention, tuple(t.key for t in trials), residual)
     scaled = apply(profile, draft)
-    latencies = []
-    for t in trials:
-        if t.pp < 2:
-            continue
-        spec = t.spec()
-        latencies.append(cal.fit_latency(
-            lambda lat, s=spec, f=t.contention: predict(with_latency(scaled, lat), s, loss, f),
-            t.measured_s,
-            hi_s=t.measured_s / max(1, 2 * t.microbatches),
-        ))
+    latencies = [_latency(scaled, t, loss) for t in trials if t.pp >= 2]
     latency = statistics.median(latencies) if latencies else None
     return Calibration(b, factors, latency, loss, contention, draft.sources, residual,
                        _notes(profile, draft, latency))
+
+
+def _latency(scaled: Profile, t: Trial, loss: tuple[float, float] | None) -> float:
+    """The p2p latency at which ``t``'s simulated step matches its measured one.
+
+    Searched up to the measured step over 2m messages (each micro-batch
+    sends at least its activation forward and its gradient back).
+    """
+    spec = t.spec()
+
+    def step_at(latency_s: float) -> float:
+        return predict(with_latency(scaled, latency_s), spec, loss, t.contention)
+
+    return cal.fit_latency(step_at, t.measured_s, hi_s=t.measured_s / (2 * t.microbatches))
 
 
 def _notes(profile: Profile, c: Calibration, latency: float | None) -> list[str]:

@@ -9,17 +9,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pptune.errors import BadInput
 from pptune.schemas import Profile
 from pptune.tune import candidates as cands
-from pptune.tune import loop, session
+from pptune.tune import journal, loop, session
 from pptune.tune.model import Trial
 from pptune.validate.spec import ModelSource
 
 
-class TrialProgress(loop.Progress):
+class TrialProgress(loop.Progress, Protocol):
     """loop.Progress plus the steps of the trial running now (rank 0's)."""
 
     def step(self, rank: int, step: int) -> None: ...
@@ -106,7 +106,7 @@ def run(req: session.TuneRequest, say: session.Say, progress: TrialProgress) -> 
         from pptune.plan.recommend import no_plan_message
 
         raise NoFeasiblePlan(no_plan_message(prepared.recommended))
-    journal_path = None if folder is None else folder / session.journal.FILE
+    journal_path = None if folder is None else folder / journal.FILE
     outcome = loop.run(
         prepared.profile, prepared.candidates, lambda c: measure(c, progress.step),
         loop.Limits(req.max_trials, req.budget_s), journal_path, prepared.resumed, progress,

@@ -110,7 +110,7 @@ def test_journal_line_per_trial_and_resume_after_a_failed_trial(tmp_path: Path) 
     a, b = one_rank(1, "gpipe", 2), one_rank(2, "1f1b", 2)
     with pytest.raises(loop.TrialFailed, match="trial '1f1b pp1 dp1 b1 m2 split 2' failed"):
         loop.run(BASE, [a, b], FakeRunner(fail={b.key}), loop.Limits(10, 1e9), path)
-    records, notes = journal.load(path)
+    records, _ = journal.load(path)
     assert [(r["key"], r["status"]) for r in records] == [(a.key, "measured"), (b.key, "failed")]
     assert records[1]["reason"].startswith("validate: rank 1 of 2 exited")
     # resume: the measured trial is kept, the failed one runs again
