@@ -19,12 +19,16 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 # The main job on the embedded default (analytic llama3-8b on h100-sxm), then
-# the same job from a profile measured on this machine (CPU, gloo).
+# the same job from a profile measured on this machine (CPU, gloo), then a
+# short measured tune of its best pipelines (2 gloo ranks, about a minute).
 demo: $(STAMP)
 	$(BIN)/pptune recommend --gpus 8 --timeline
 	@mkdir -p build
 	$(BIN)/pptune probe --quick -o build/demo-profile.json
 	$(BIN)/pptune recommend --gpus 2 --profile build/demo-profile.json --timeline
+	rm -rf build/tune
+	$(BIN)/pptune tune --gpus 2 --pp 2 --profile build/demo-profile.json --global-batch 4 \
+		--micro-batch-sizes 1 --max-trials 3 --warmup 1 --steps 3 -o build/tune
 
 # The whole suite: process spawning, torch, and GPU tests where there is a GPU.
 test: $(STAMP)

@@ -278,6 +278,9 @@ def main() -> None:
     except ImportError:
         return
     accuracy.main(quick=args.quick)
+    from bench import tune_bench
+
+    tune_bench.main(quick=args.quick)
 
 
 if __name__ == "__main__":

@@ -102,7 +102,7 @@ def _writable(folder: Path) -> None:
         raise BadInput(f"-o {folder} cannot be written: {exc.strerror or exc}") from None
 
 
-def _source(req: TuneRequest, profile: Profile | None) -> ModelSource:
+def model_source(req: TuneRequest, profile: Profile | None) -> ModelSource:
     s = req.search
     if req.module is not None and (s.model or s.hf_config):
         raise BadInput("--module and --model/--hf-config both name the model; give one of them")
@@ -134,7 +134,7 @@ def resolve_profile(req: TuneRequest, folder: Path | None, say: Say,
     local = Path.cwd() / DEFAULT_PROFILE_FILE
     if local.exists() and s.model is None and s.hf_config is None and req.module is None:
         return load_profile(local), f"profile ./{DEFAULT_PROFILE_FILE}"
-    source = _source(req, None)
+    source = model_source(req, None)
     sizes = s.micro_batch_sizes or QUICK_SIZES
     say(f"no --profile and no ./{DEFAULT_PROFILE_FILE}: measuring a quick profile of "
         f"{source.label} here first (as pptune probe --quick --no-comm --micro-batch-sizes "
@@ -145,15 +145,14 @@ def resolve_profile(req: TuneRequest, folder: Path | None, say: Say,
 def search(req: TuneRequest, profile: Profile | None, folder: Path | None) -> RecommendRun:
     """recommend's search over ``profile`` (saved first: recommend reads a file)."""
     spec = replace(req.search, top=req.candidates)
-    if profile is not None:
-        path = (folder / PROBE_FILE) if folder is not None else None
-        if path is None:
-            tmp = tempfile.mkdtemp(prefix="pptune-tune-")
-            path = Path(tmp) / PROBE_FILE
+    if profile is None:
+        return recommend(spec)
+    with tempfile.TemporaryDirectory(prefix="pptune-tune-") as tmp:
+        path = (folder if folder is not None else Path(tmp)) / PROBE_FILE
         if not path.exists():
             write_atomic(path, profile.model_dump_json(indent=2) + "\n")
-        spec = replace(spec, profile=path, model=None, hf_config=None, seq_len=None, gpu=None)
-    return recommend(spec)
+        return recommend(replace(spec, profile=path, model=None, hf_config=None, seq_len=None,
+                                 gpu=None))
 
 
 def build_candidates(req: TuneRequest, run: RecommendRun, source: ModelSource, n_layers: int,

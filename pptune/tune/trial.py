@@ -86,7 +86,7 @@ def prepare(req: session.TuneRequest, say: session.Say) -> tuple[Prepared, Any]:
         profile = resolve_source(None, s.model, s.gpu, efficiency=s.efficiency,
                                  micro_batch_sizes=s.micro_batch_sizes).profile
     origin = recommended.origin if origin == "analytic" else origin
-    source = session._source(req, profile)
+    source = session.model_source(req, profile)
     plan = runner.build_plan(source, "cpu", torch)
     n_layers = len(plan.layer_names)
     if n_layers != len(profile.layers):

@@ -148,3 +148,21 @@ def test_dp_plans_add_their_all_reduce_and_host_sharing() -> None:
     assert loop.plan_step_s(row, None) == 2.25
     assert loop.plan_step_s(row, 1.5) == 3.25  # 2 x 1.5 + 0.25
     assert loop.plan_step_s(row, 1.5, pipeline_s=1.0) == 1.75
+
+
+def test_the_table_and_the_lines_name_the_winner_and_every_drop() -> None:
+    from rich.console import Console
+
+    from pptune.report.tune import accounting_line, trials_table, why_lines
+
+    fast, slow = one_rank(1, "gpipe", 2), one_rank(3, "gpipe", 8)
+    out = loop.run(BASE, [fast, slow], FakeRunner(), loop.Limits(10, 1e9), None)
+    console = Console(width=200, no_color=True, record=True)
+    console.print(trials_table(out.rows, fast.key, lambda r: loop.plan_step_s(r, None)))
+    text = console.export_text()
+    assert "gpipe pp1 dp1 b1 m2 split 2" in text and "WINNER" in text and "pruned" in text
+    lines = why_lines(out.rows, out.winner, out.stopped, lambda r: loop.plan_step_s(r, None))
+    assert lines[0].startswith("winner: #1 gpipe pp1 dp1 b1 m2 split 2: measured 12.0 ms")
+    assert lines[1].startswith("#3 pruned: calibrated lower bound 48.0 ms")
+    assert accounting_line(loop.accounting(out.rows)).startswith(
+        "prediction error on held-out trials: none yet")
