@@ -102,7 +102,8 @@ def main(quick: bool = False) -> dict[str, Any]:
     for c in cands:
         t = every[c.key]
         tune_row = next(r for r in tuned.rows if r.cand.key == c.key)
-        after = (model.predict(calibrated, c.spec, cal.loss_s, cal.contention)
+        after = (model.predict(calibrated, c.spec, cal.loss_for(c.spec.micro_batch_size),
+                               cal.contention)
                  if cal is not None and calibrated is not None else None)
         rows.append({
             "candidate": c.key, "planner_rank": c.rank, "tune_status": tune_row.status,

@@ -219,9 +219,9 @@ CALIBRATE_HELP = """Fold earlier `pptune validate --json` results into a calibra
   pptune validate --plan 2 --profile profile.json --json > run2.json
   pptune calibrate run1.json run2.json --profile profile.json -o calibrated.json
 
-Every result must have run the profile's model at one micro-batch size. The
-per-layer forward, input-gradient and weight-gradient factors are fitted to the
-measured op medians, the p2p latency to the measured step times.
+Every result must have run the profile's model. The per-layer forward,
+input-gradient and weight-gradient factors are fitted per micro-batch size to
+the measured op medians, the p2p latency to the measured step times.
 """
 
 
@@ -235,11 +235,9 @@ def calibrate(
 
     base = load_profile(profile)
     trials = [validate_json.trial(path, base) for path in results]
-    cal = model.calibrate(base, trials) if len({t.micro_batch_size for t in trials}) == 1 else None
-    if cal is None:
-        raise BadInput("the results ran several micro-batch sizes; calibrate each size apart")
     if output.exists() and output.resolve() == profile.resolve():
         raise BadInput(f"-o {output} is the --profile itself; write the calibration elsewhere")
+    cal = model.calibrate(base, trials)
     write_atomic(output, model.calibrated_profile(base, cal).model_dump_json(indent=2) + "\n")
     for note in cal.notes:
         _say(note)

@@ -87,8 +87,9 @@ def summary_json(run: TuneRun) -> dict[str, Any]:
                    for r in o.rows],
         "accounting": loop.accounting(o.rows),
         "calibration": None if cal is None else {
-            "from": list(cal.sources), "micro_batch_size": cal.micro_batch_size,
-            "p2p_latency_s": cal.latency_s, "loss_s": list(cal.loss_s) if cal.loss_s else None,
+            "from": list(cal.sources), "micro_batch_sizes": sorted(cal.factors),
+            "p2p_latency_s": cal.latency_s,
+            "loss_s": {str(b): list(x) for b, x in sorted(cal.losses_s.items())},
             "contention": cal.contention, "worst_op_misfit": cal.residual, "notes": cal.notes,
         },
         "notes": run.notes,

@@ -206,10 +206,7 @@ def _trials(rows: list[Row]) -> list[Trial]:
 
 
 def _calibrate(profile: Profile, trials: list[Trial]) -> tuple[Calibration, Profile]:
-    # the factors are per micro-batch size: calibrate from the size measured most
-    sizes = [t.micro_batch_size for t in trials]
-    b = max(set(sizes), key=sizes.count)
-    cal = model.calibrate(profile, [t for t in trials if t.micro_batch_size == b])
+    cal = model.calibrate(profile, trials)
     return cal, model.calibrated_profile(profile, cal)
 
 
@@ -221,8 +218,9 @@ def _reprice_and_prune(rows: list[Row], calibrated: Profile, cal: Calibration) -
     for r in rows:
         if r.status != NOT_RUN or r.reason:
             continue
-        r.after_s = model.predict(calibrated, r.cand.spec, cal.loss_s, f)
-        lb = cands.lower_bound_s(calibrated, r.cand.spec, cal.loss_s)
+        loss = cal.loss_for(r.cand.spec.micro_batch_size)
+        r.after_s = model.predict(calibrated, r.cand.spec, loss, f)
+        lb = cands.lower_bound_s(calibrated, r.cand.spec, loss)
         bounds[r.cand.key] = plan_step_s(r, f, lb)
     by_key = {r.cand.key: r for r in rows}
     noise = best.trial.noise if best.trial is not None else 0.0

@@ -16,7 +16,8 @@ pipeline; calibrated, with the trials' loss and median contention.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pptune.costmodel.schedules import SPLIT_BACKWARD, Schedule
@@ -60,14 +61,31 @@ class Trial:
 
 @dataclass(frozen=True)
 class Calibration:
-    micro_batch_size: int
-    factors: dict[cal.Cell, float]
+    factors: dict[int, dict[cal.Cell, float]]  # per micro-batch size measured
+    default_size: int  # the size measured most: its factors stand in for sizes not measured
     latency_s: float | None  # fitted p2p latency per message; None without a pp >= 2 trial
-    loss_s: tuple[float, float] | None
+    losses_s: dict[int, tuple[float, float]]  # loss (forward, backward) timed per size
     contention: float | None  # median measured contention of the pp >= 2 trials
     sources: tuple[str, ...]  # the trials' keys
     residual: float  # worst |fitted - measured| / measured over the op medians
     notes: list[str] = field(default_factory=list)
+
+    def factors_for(self, b: int) -> dict[cal.Cell, float]:
+        return self.factors.get(b) or self.factors[self.default_size]
+
+    def loss_for(self, b: int) -> tuple[float, float] | None:
+        """The loss timed at size ``b``, else scaled from the nearest size timed.
+
+        Cross-entropy's work is proportional to the logits' elements (b x
+        sequence x vocabulary), so linearly in b.
+        """
+        if b in self.losses_s:
+            return self.losses_s[b]
+        if not self.losses_s:
+            return None
+        near = min(self.losses_s, key=lambda x: (abs(x - b), x))
+        f, w = self.losses_s[near]
+        return f * b / near, w * b / near
 
 
 def base_cells(profile: Profile, b: int) -> dict[cal.Cell, float]:
@@ -108,30 +126,33 @@ def _observations(profile: Profile, trials: list[Trial]) -> list[cal.Observation
 
 
 def calibrate(profile: Profile, trials: list[Trial]) -> Calibration:
-    """Factors from every trial's op medians, then the link latency from their step times.
-
-    All trials must share one micro-batch size (the factors are per size).
-    """
+    """Factors per micro-batch size from the op medians, then the link latency from the steps."""
     if not trials:
         raise ValueError("calibrate needs at least one trial")
-    b = trials[0].micro_batch_size
-    if any(t.micro_batch_size != b for t in trials):
-        raise ValueError("trials of several micro-batch sizes: calibrate each size apart")
-    base = base_cells(profile, b)
-    obs = _observations(profile, trials)
-    factors = cal.fit_factors(base, obs)
-    residual = cal.fit_residual(obs, base, factors)
-    losses = [t.loss_s for t in trials if t.loss_s is not None]
-    loss = (statistics.median(x[0] for x in losses), statistics.median(x[1] for x in losses)) \
-        if losses else None
+    counts = Counter(t.micro_batch_size for t in trials)
+    default = min(counts, key=lambda b: (-counts[b], b))
+    factors: dict[int, dict[cal.Cell, float]] = {}
+    residual = 0.0
+    losses: dict[int, tuple[float, float]] = {}
+    for b in sorted(counts):
+        group = [t for t in trials if t.micro_batch_size == b]
+        base = base_cells(profile, b)
+        obs = _observations(profile, group)
+        factors[b] = cal.fit_factors(base, obs)
+        residual = max(residual, cal.fit_residual(obs, base, factors[b]))
+        timed = [t.loss_s for t in group if t.loss_s is not None]
+        if timed:
+            losses[b] = (statistics.median(x[0] for x in timed),
+                         statistics.median(x[1] for x in timed))
     contentions = [t.contention for t in trials if t.contention is not None and t.pp >= 2]
     contention = statistics.median(contentions) if contentions else None
-    draft = Calibration(b, factors, None, loss, contention, tuple(t.key for t in trials), residual)
+    draft = Calibration(factors, default, None, losses, contention,
+                        tuple(t.key for t in trials), residual)
     scaled = apply(profile, draft)
-    latencies = [_latency(scaled, t, loss) for t in trials if t.pp >= 2]
+    latencies = [_latency(scaled, t, draft.loss_for(t.micro_batch_size))
+                 for t in trials if t.pp >= 2]
     latency = statistics.median(latencies) if latencies else None
-    return Calibration(b, factors, latency, loss, contention, draft.sources, residual,
-                       _notes(profile, draft, latency))
+    return replace(draft, latency_s=latency, notes=_notes(profile, draft, latency))
 
 
 def _latency(scaled: Profile, t: Trial, loss: tuple[float, float] | None) -> float:
@@ -150,16 +171,17 @@ def _latency(scaled: Profile, t: Trial, loss: tuple[float, float] | None) -> flo
 
 def _notes(profile: Profile, c: Calibration, latency: float | None) -> list[str]:
     names = [layer.name for layer in profile.layers]
-    summary = cal.part_summary(c.factors, names)
-    parts = "; ".join(
-        f"{kind} " + ", ".join(f"{p} x{f:.2f}" for p, f in sorted(v.items()))
-        for kind, v in summary.items()
-    )
+    per_size = []
+    for b, factors in sorted(c.factors.items()):
+        summary = cal.part_summary(factors, names)
+        per_size.append(f"size {b}: " + "; ".join(
+            f"{kind} " + ", ".join(f"{p} x{f:.2f}" for p, f in sorted(v.items()))
+            for kind, v in summary.items()))
     notes = [
         f"calibrated by pptune tune from {len(c.sources)} measured trial(s) "
-        f"({', '.join(c.sources)}) at micro-batch size {c.micro_batch_size}: per-layer forward, "
-        f"input-gradient and weight-gradient factors fitted to the measured op medians "
-        f"(worst op misfit {c.residual:.1%}); median factors: {parts}",
+        f"({', '.join(c.sources)}): per-layer forward, input-gradient and weight-gradient "
+        f"factors fitted to the measured op medians (worst op misfit {c.residual:.1%}); "
+        f"median factors per micro-batch size, {' | '.join(per_size)}",
     ]
     if c.contention is not None:
         notes.append(
@@ -172,10 +194,11 @@ def _notes(profile: Profile, c: Calibration, latency: float | None) -> list[str]
             f"intra-node p2p latency fitted to the trials' step times: {latency * 1e6:.0f} us per "
             "message (link latency plus the framework's per-op work); bandwidth kept"
         )
-    if c.loss_s is not None:
+    for b, (f, w) in sorted(c.losses_s.items()):
         notes.append(
-            f"loss timed by the last rank: forward {c.loss_s[0] * 1e3:.2f} ms, backward "
-            f"{c.loss_s[1] * 1e3:.2f} ms (added to the last stage when predicting)"
+            f"loss timed by the last rank at micro-batch size {b}: forward {f * 1e3:.2f} ms, "
+            f"backward {w * 1e3:.2f} ms (added to the last stage when predicting; other sizes "
+            "scaled linearly)"
         )
     return notes
 
@@ -184,9 +207,10 @@ def apply(profile: Profile, c: Calibration) -> Profile:
     """``profile`` with every micro-batch size's costs scaled by the factors."""
     doc: dict[str, Any] = profile.model_dump()
     for i, layer in enumerate(doc["layers"]):
-        for cost in layer["per_micro_batch"].values():
+        for size, cost in layer["per_micro_batch"].items():
+            factors = c.factors_for(int(size))
             for part in cal.PARTS:
-                cost[f"{part}_s"] *= c.factors.get((i, part), 1.0)
+                cost[f"{part}_s"] *= factors.get((i, part), 1.0)
     return Profile.model_validate(doc)
 
 
@@ -201,11 +225,9 @@ def calibrated_profile(profile: Profile, c: Calibration) -> Profile:
     out = apply(profile, c)
     if c.latency_s is not None:
         out = with_latency(out, c.latency_s)
-    sizes = out.micro_batch_sizes()
-    extra = [] if sizes == [c.micro_batch_size] else [
-        f"micro-batch sizes {[b for b in sizes if b != c.micro_batch_size]} scaled by the "
-        f"factors measured at size {c.micro_batch_size} (not measured themselves)"
-    ]
+    unmeasured = [b for b in out.micro_batch_sizes() if b not in c.factors]
+    extra = [f"micro-batch sizes {unmeasured} scaled by the factors measured at size "
+             f"{c.default_size} (not measured themselves)"] if unmeasured else []
     return out.model_copy(update={"notes": [*profile.notes, *c.notes, *extra]})
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from tune_helpers import MS, profile, trial
 
@@ -79,8 +81,8 @@ def test_calibrate_a_one_rank_gpipe_trial_by_hand() -> None:
     base = profile([1.0, 1.0], [2.0, 2.0])
     t = trial("t1", "gpipe", 1, 2, (2,), {"F0": 4.0, "B0": 6.0}, steps_ms=(20.0, 22.0))
     c = model.calibrate(base, [t])
-    assert c.factors[(0, "fwd")] == pytest.approx(2.0)
-    assert c.factors[(1, "bwd")] == pytest.approx(1.5)
+    assert c.factors[1][(0, "fwd")] == pytest.approx(2.0)
+    assert c.factors[1][(1, "bwd")] == pytest.approx(1.5)
     assert c.latency_s is None  # one rank: no link to fit
     assert c.residual == pytest.approx(0.0, abs=1e-12)
     out = model.calibrated_profile(base, c)
@@ -88,6 +90,8 @@ def test_calibrate_a_one_rank_gpipe_trial_by_hand() -> None:
     assert out.layers[0].cost(1).fwd_s == pytest.approx(2 * MS)
     assert out.layers[1].cost(1).bwd_s == pytest.approx(3 * MS)
     assert "calibrated by pptune tune from 1 measured trial(s) (t1)" in out.notes[0]
+    # the profile has no W cost to fit: W takes the median of every factor (2, 2, 1.5, 1.5)
+    assert "size 1: block bwd x1.50, fwd x2.00, wgrad x1.75" in out.notes[0]
     # gpipe, one rank, m = 2: (4 + 6) ms per micro-batch
     assert model.predict(out, t.spec()) == pytest.approx(20 * MS)
 
@@ -99,7 +103,7 @@ def test_link_latency_fits_the_step_residual() -> None:
     t = trial("t", "gpipe", 2, 1, (1, 1), {"F0": 1.0, "F1": 1.0, "B0": 1.0, "B1": 1.0},
               steps_ms=(5.0,))
     c = model.calibrate(base, [t])
-    assert c.factors[(0, "fwd")] == pytest.approx(1.0)
+    assert c.factors[1][(0, "fwd")] == pytest.approx(1.0)
     assert c.latency_s == pytest.approx(0.5 * MS, rel=1e-6)  # 1 ms over 2 hops
 
 
@@ -114,6 +118,24 @@ def test_contention_is_taken_out_before_fitting() -> None:
     # gpipe m=1 never overlaps the two ranks: nothing to take out even at f = 2
     t2 = trial("c", "gpipe", 2, 1, (1, 1), ops, contention=2.0)
     assert model.alone_medians(base, t2) == pytest.approx(t2.op_medians_s)
+
+
+def test_each_micro_batch_size_gets_its_own_factors_and_loss() -> None:
+    base = profile([1.0, 1.0], [2.0, 2.0])
+    doc = base.model_dump()
+    for layer in doc["layers"]:
+        layer["per_micro_batch"]["4"] = dict(layer["per_micro_batch"]["1"])
+    two_sizes = type(base).model_validate(doc)
+    t1 = trial("b1", "gpipe", 1, 2, (2,), {"F0": 4.0, "B0": 4.0})  # F x2, B x1
+    t4 = trial("b4", "gpipe", 1, 2, (2,), {"F0": 3.0, "B0": 8.0})  # F x1.5, B x2
+    t4 = replace(t4, micro_batch_size=4, loss_s=(0.004, 0.008))
+    c = model.calibrate(two_sizes, [t1, t4])
+    assert c.factors[1][(0, "fwd")] == pytest.approx(2.0)
+    assert c.factors[4][(0, "fwd")] == pytest.approx(1.5)
+    assert c.factors_for(2) == c.factors[1]  # a tie: the smaller size stands in
+    # the loss was timed at size 4 only: size 1 gets a quarter of it
+    assert c.loss_for(4) == (0.004, 0.008)
+    assert c.loss_for(1) == pytest.approx((0.001, 0.002))
 
 
 def test_trial_noise_is_half_the_relative_range() -> None:
