@@ -23,7 +23,8 @@ LAYERS = {
     "schemas": 1,
     "costs": 2, "configs": 2, "report": 2, "launch": 2,
     "plan": 3, "check": 3, "observe": 3, "probe": 3, "validate": 3,
-    "cli": 4,
+    "tune": 4,  # runs the planner's search and validate's trials
+    "cli": 5,
 }
 # Same-level imports that are part of the design: validate builds its stages
 # with the probe's layer builders and measures a quick profile with it.

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from pptune.errors import PptuneError
+from pptune.errors import PptuneError, RunFailed
 from pptune.schemas import Profile
 from pptune.tune import candidates as cands
 from pptune.tune import journal, model
@@ -45,10 +45,8 @@ MEASURED, FAILED, PRUNED, SKIPPED, NOT_RUN = "measured", "failed", "pruned", "sk
 RETRY_SPREAD = 0.25
 
 
-class TrialFailed(PptuneError):
+class TrialFailed(RunFailed):
     """A trial's run failed (exit 1); the journal keeps the trials before it."""
-
-    exit_code = 1
 
 
 @dataclass

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pptune import launch
 from pptune.costmodel.presets import MODELS
 from pptune.costs.profiles import DEFAULT_PROFILE_FILE
 from pptune.errors import BadInput
+from pptune.launch import ranks
 from pptune.plan.recommend import RecommendRun, RecommendSpec, recommend
 from pptune.schemas import Profile, load_profile, write_atomic
 from pptune.tune import candidates as cands
@@ -183,6 +183,6 @@ def local_devices(torch: Any, device: str) -> int:
 
 
 def refuse_torchrun() -> None:
-    if launch.torchrun_env() is not None:
+    if ranks.torchrun_env() is not None:
         raise BadInput("pptune tune launches its own ranks, one trial after another; under "
                        "torchrun, run pptune validate --plan N per plan and pptune calibrate")

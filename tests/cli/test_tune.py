@@ -3,40 +3,58 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from tune_helpers import profile
-from typer.testing import CliRunner
+from typer.testing import Result
 
-from pptune.cli.app import app
 from pptune.schemas import Profile, load_profile
 
-runner = CliRunner()
+Cli = Callable[..., Result]
+ErrorLine = Callable[[Result], str]
 
 
-def invoke(*args: str):  # type: ignore[no-untyped-def]
-    return runner.invoke(app, list(args), catch_exceptions=False)
-
-
-def one_error_line(result, code: int = 2) -> str:  # type: ignore[no-untyped-def]
-    assert result.exit_code == code, (result.stdout, result.stderr)
+def failed_line(result: Result) -> str:
+    """The one error line of a run that started and failed (exit 1)."""
+    assert result.exit_code == 1, (result.stdout, result.stderr)
     lines = [x for x in result.stderr.splitlines() if x.startswith("pptune: error:")]
     assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.output + result.stderr
+    assert "Traceback" not in result.output
     return lines[0]
 
 
-def test_help_shares_recommends_flags_and_adds_its_own() -> None:
-    r = invoke("tune", "--help")
+def two_layer_profile() -> Profile:
+    """Two layers at micro-batch size 1: F 1 ms and B 2 ms each, free links."""
+    link = {"latency_s": 0.0, "bytes_per_s": 1e30}
+    cost = {"fwd_s": 0.001, "bwd_s": 0.002, "wgrad_s": 0.0, "act_bytes": 0.0, "out_bytes": 0.0}
+    return Profile.model_validate({
+        "source": "probe", "model": {"name": "gpt-small", "seq_len": 8},
+        "device": {"name": "cpu", "memory_bytes": 1e12},
+        "links": {"intra_node": {"p2p": link, "allreduce": link},
+                  "inter_node": {"p2p": link, "allreduce": link}},
+        "layers": [{"name": f"block.{i}", "param_bytes": 0.0, "per_micro_batch": {"1": cost}}
+                   for i in range(2)],
+    })
+
+
+def test_help_shares_recommends_flags_and_adds_its_own(cli: Cli) -> None:
+    r = cli("tune", "--help")
     assert r.exit_code == 0
     assert "pptune tune --gpus 2 --global-batch 8 -o tuned/" in r.stdout
     for flag in ("--gpus", "--global-batch", "--schedules", "--profile", "--micro-batch-sizes",
                  "--steps", "--warmup", "--max-trials", "--budget", "--resume", "--emit"):
         assert flag in r.stdout
-    rec = invoke("recommend", "--help").stdout
-    # the same declaration, the same help text
-    assert "fraction of peak FLOP/s (analytic costs)" in rec and "fraction of peak FLOP/s" in r.stdout
+    # the same declaration objects as recommend's, not copies
+    import inspect
+
+    from pptune.cli import tune as cli_tune
+    from pptune.cli.app import recommend_cmd
+
+    ours = inspect.signature(cli_tune.command(recommend_cmd)).parameters
+    theirs = inspect.signature(inspect.unwrap(recommend_cmd)).parameters
+    for name in cli_tune.SHARED:
+        assert ours[name].default is theirs[name].default, name
 
 
 @pytest.mark.parametrize(
@@ -53,12 +71,13 @@ def test_help_shares_recommends_flags_and_adds_its_own() -> None:
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], text: str, tmp_path: Path,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+                                          monkeypatch: pytest.MonkeyPatch, cli: Cli,
+                                          error_line: ErrorLine) -> None:
     monkeypatch.chdir(tmp_path)
     Path("FILE").write_text("x")
     Path("DONE").mkdir()
     Path("DONE/tune.jsonl").write_text("")
-    line = one_error_line(invoke("tune", "--gpus", "2", *args))
+    line = error_line(cli("tune", "--gpus", "2", *args))
     assert text in line
 
 
@@ -71,13 +90,14 @@ def _validate_doc(schedule: str, split: list[int], ops: dict[str, float], m: int
     }
 
 
-def test_calibrate_folds_validate_results_into_a_profile(tmp_path: Path) -> None:
+def test_calibrate_folds_validate_results_into_a_profile(tmp_path: Path, cli: Cli,
+                                                        error_line: ErrorLine) -> None:
     base = tmp_path / "p.json"
-    base.write_text(profile([1.0, 1.0], [2.0, 2.0]).model_dump_json())
+    base.write_text(two_layer_profile().model_dump_json())
     run = tmp_path / "run1.json"
     run.write_text(json.dumps(_validate_doc("gpipe", [2], {"F0": 0.004, "B0": 0.006}, 2)))
     out = tmp_path / "cal.json"
-    r = invoke("calibrate", str(run), "--profile", str(base), "-o", str(out))
+    r = cli("calibrate", run, "--profile", base, "-o", out)
     assert r.exit_code == 0, r.stderr
     cal = load_profile(out)
     # F: 4 ms over 1 + 1 ms -> x2; B: 6 ms over 2 + 2 ms -> x1.5
@@ -87,23 +107,21 @@ def test_calibrate_folds_validate_results_into_a_profile(tmp_path: Path) -> None
     # errors: a file that is not a result, one of another model, the profile itself as -o
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
-    assert "is not a pptune validate --json result" in one_error_line(
-        invoke("calibrate", str(bad), "--profile", str(base), "-o", str(out)))
+    assert "is not a pptune validate --json result" in error_line(
+        cli("calibrate", bad, "--profile", base, "-o", out))
     other = tmp_path / "other.json"
     other.write_text(json.dumps(_validate_doc("gpipe", [3], {"F0": 0.004}, 2)))
-    assert "ran 3 layers but the profile has 2" in one_error_line(
-        invoke("calibrate", str(other), "--profile", str(base), "-o", str(out)))
-    assert "is the --profile itself" in one_error_line(
-        invoke("calibrate", str(run), "--profile", str(base), "-o", str(base)))
+    assert "ran 3 layers but the profile has 2" in error_line(
+        cli("calibrate", other, "--profile", base, "-o", out))
+    assert "is the --profile itself" in error_line(cli("calibrate", run, "--profile", base, "-o", base))
 
 
 @pytest.mark.torch
 @pytest.mark.slow
-def test_real_two_rank_cpu_tune(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_real_two_rank_cpu_tune(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Cli) -> None:
     """gpt-small (sequence 32) on two gloo CPU ranks, the quick-probe fallback, --emit."""
-    pytest.importorskip("torch")
     monkeypatch.chdir(tmp_path)
-    r = invoke("tune", "--gpus", "2", "--pp", "2", "--global-batch", "4", "--seq-len", "32",
+    r = cli("tune", "--gpus", "2", "--pp", "2", "--global-batch", "4", "--seq-len", "32",
                "--micro-batch-sizes", "1", "--schedules", "gpipe,1f1b", "--max-trials", "2",
                "--steps", "2", "--warmup", "1", "-o", "out", "--emit", "pptune", "--json")
     assert r.exit_code == 0, r.stderr
@@ -156,21 +174,21 @@ def layers():
 
 @pytest.mark.torch
 @pytest.mark.slow
-def test_resume_after_a_rank_dies_mid_trial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("torch")
+def test_resume_after_a_rank_dies_mid_trial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            cli: Cli) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PPTUNE_TEST_COUNTER", str(tmp_path / "counter"))
     Path("dying.py").write_text(DYING_MODULE)
     args = ["tune", "--gpus", "2", "--pp", "2", "--global-batch", "4", "--module", "dying:layers",
             "--micro-batch-sizes", "1", "--schedules", "gpipe,1f1b,zb-h1", "--steps", "1",
             "--warmup", "0", "--timeout", "60"]
-    line = one_error_line(invoke(*args, "-o", "out"), code=1)
+    line = failed_line(cli(*args, "-o", "out"))
     # the parent sees rank 1 exit, or rank 0 first reports its peer's lost connection
     assert "failed: validate: rank 1 of 2 exited with code 3" in line or (
         "failed: validate: rank 0 of 2 failed" in line), line
     first = Path("out/tune.jsonl").read_text().splitlines()
     assert [json.loads(x)["status"] for x in first] == ["measured", "failed"]
-    r = invoke(*args, "--resume", "out")
+    r = cli(*args, "--resume", "out")
     assert r.exit_code == 0, r.stderr
     assert "1 measured trial(s) in tune.jsonl are kept, not rerun" in r.stderr
     after = Path("out/tune.jsonl").read_text().splitlines()
