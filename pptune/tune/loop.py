@@ -28,6 +28,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -37,11 +38,23 @@ from pptune.tune import candidates as cands
 from pptune.tune import journal, model
 from pptune.tune.model import Calibration, Trial
 
-MEASURED, FAILED, PRUNED, SKIPPED, NOT_RUN = "measured", "failed", "pruned", "skipped", "not run"
+
+class Status(StrEnum):
+    """What became of a candidate (the journal's and --json's ``status``)."""
+
+    MEASURED = "measured"
+    FAILED = "failed"
+    PRUNED = "pruned"
+    SKIPPED = "skipped"
+    NOT_RUN = "not run"
+
+
+MEASURED, FAILED, PRUNED, SKIPPED, NOT_RUN = tuple(Status)
 # A trial whose timed steps spread (max - min) by more than this share of
 # their median is run once more and the quieter run kept: CPU step times
-# carry 2-10% noise with rare bursts of +35-50% from other load (the rule
-# bench/accuracy.py applies; it looks at the run's noise, never its error).
+# carry 2-10% noise with rare bursts of +35-50% from other load
+# (docs/measured.md, run-to-run noise; bench/accuracy.py applies the same
+# rule). It looks at the run's noise, never at its error.
 RETRY_SPREAD = 0.25
 
 

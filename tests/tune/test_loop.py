@@ -166,3 +166,9 @@ def test_the_table_and_the_lines_name_the_winner_and_every_drop() -> None:
     assert lines[1].startswith("#3 pruned: calibrated lower bound 48.0 ms")
     assert accounting_line(loop.accounting(out.rows)).startswith(
         "prediction error on held-out trials: none yet")
+
+
+def test_every_status_is_a_word_the_journal_keeps() -> None:
+    assert [str(s) for s in loop.Status] == ["measured", "failed", "pruned", "skipped", "not run"]
+    for status in loop.Status:
+        assert json.loads(json.dumps({"status": status}))["status"] == status.value
