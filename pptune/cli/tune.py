@@ -21,7 +21,7 @@ from rich.console import Console
 from pptune.cli.util import out_console as _out
 from pptune.cli.util import parse_ints as _ints
 from pptune.cli.util import say as _say
-from pptune.errors import BadInput
+from pptune.errors import BadInput, RunFailed
 
 HELP = """Measure the best candidate plans for real, calibrate the costs, keep the fastest.
 
@@ -170,6 +170,9 @@ def _tune(kw: dict[str, Any], recommend_fn: Callable[..., Any]) -> None:
     if emitted is not None:
         _write_emitted(emitted, run.folder)
     _render(run, kw["as_json"])
+    if run.outcome.winner is None:
+        raise RunFailed(f"tune: none of the {len(run.outcome.rows)} candidates was measured "
+                        "(the table says why each was skipped); nothing to recommend")
 
 
 def _write_emitted(emitted: Any, folder: Path | None) -> None:

@@ -196,3 +196,16 @@ def test_resume_after_a_rank_dies_mid_trial(tmp_path: Path, monkeypatch: pytest.
     again = [json.loads(x) for x in after[2:]]
     assert again and json.loads(first[0])["key"] not in {x["key"] for x in again}
     assert "(resumed)" in r.stdout
+
+
+@pytest.mark.torch
+def test_nothing_runnable_is_a_failed_run_with_the_reasons(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          cli: Cli) -> None:
+    from pptune.costs.profiles import analytic_profile
+
+    monkeypatch.chdir(tmp_path)
+    Path("p.json").write_text(analytic_profile("gpt-small", "h100-sxm", [1]).model_dump_json())
+    r = cli("tune", "--gpus", "2", "--tp", "2", "--profile", "p.json", "--global-batch", "4")
+    assert "none of the" in failed_line(r) and "candidates was measured" in failed_line(r)
+    assert "tp=2: tune runs no tensor parallelism" in r.stdout
