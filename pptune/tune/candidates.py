@@ -9,8 +9,11 @@ devices, a plan torch's schedule classes refuse).
 The pruning rule: after each trial, every remaining candidate is priced over
 the calibrated profile, and one whose *lower bound* (the planner's: the
 busiest device's work, and the pipeline's fill in front of the bottleneck
-stage) exceeds the best measured step by more than that trial's own noise
-cannot win and is dropped without being run.
+stage) exceeds the best measured step by more than the measured noise cannot
+win and is dropped without being run. The noise is that trial's own (half
+the range of its timed steps) plus the error the calibrated predictions have
+shown so far on trials they had not seen: on a host whose speed drifts
+between launches the second is the larger, and the rule then measures more.
 """
 
 from __future__ import annotations
@@ -101,7 +104,13 @@ def lower_bound_s(profile: Profile, spec: RunSpec, loss_s: tuple[float, float] |
 class Verdict:
     key: str
     lower_bound_s: float
-    threshold_s: float
+    best_s: float
+    noise: float  # the best trial's own step noise
+    prediction_error: float  # the calibrated predictions' measured error so far
+
+    @property
+    def threshold_s(self) -> float:
+        return self.best_s * (1.0 + self.noise + self.prediction_error)
 
     @property
     def dropped(self) -> bool:
@@ -109,10 +118,14 @@ class Verdict:
 
     def reason(self) -> str:
         return (f"calibrated lower bound {self.lower_bound_s * 1e3:.1f} ms > best measured "
-                f"step plus its noise {self.threshold_s * 1e3:.1f} ms: cannot win")
+                f"{self.best_s * 1e3:.1f} ms + {self.noise:.1%} noise + {self.prediction_error:.1%}"
+                " prediction error: cannot win")
 
 
-def prune(bounds: dict[str, float], best_s: float, noise: float) -> list[Verdict]:
-    """One verdict per candidate: dropped when its bound exceeds ``best_s * (1 + noise)``."""
-    threshold = best_s * (1.0 + noise)
-    return [Verdict(k, lb, threshold) for k, lb in bounds.items()]
+def prune(bounds: dict[str, float], best_s: float, noise: float,
+          prediction_error: float = 0.0) -> list[Verdict]:
+    """One verdict per candidate: dropped when its lower bound exceeds the best
+    measured step by more than that trial's noise plus the prediction error
+    measured so far (the median |error| of the calibrated predictions of the
+    trials run since: how far a calibrated figure may be off on this host)."""
+    return [Verdict(k, lb, best_s, noise, prediction_error) for k, lb in bounds.items()]

@@ -235,7 +235,9 @@ def _reprice_and_prune(rows: list[Row], calibrated: Profile, cal: Calibration) -
         bounds[r.cand.key] = plan_step_s(r, f, lb)
     by_key = {r.cand.key: r for r in rows}
     noise = best.trial.noise if best.trial is not None else 0.0
-    for verdict in cands.prune(bounds, plan_step_s(best, f), noise):
+    held = [abs(error(r.after_s, r.measured_s) or 0.0) for r in measured if r.after_s is not None]
+    seen_error = statistics.median(held) if held else 0.0
+    for verdict in cands.prune(bounds, plan_step_s(best, f), noise, seen_error):
         if verdict.dropped:
             row = by_key[verdict.key]
             row.status, row.reason = PRUNED, verdict.reason()

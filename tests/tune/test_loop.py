@@ -53,16 +53,41 @@ def test_a_candidate_whose_lower_bound_is_slower_is_never_run() -> None:
     assert runner.ran == [fast.key, tie.key]
     rows = {r.cand.key: r for r in out.rows}
     assert rows[slow.key].status == loop.PRUNED
-    assert rows[slow.key].reason == ("calibrated lower bound 48.0 ms > best measured step plus "
-                                     "its noise 12.0 ms: cannot win")
+    assert rows[slow.key].reason == ("calibrated lower bound 48.0 ms > best measured 12.0 ms "
+                                     "+ 0.0% noise + 0.0% prediction error: cannot win")
     assert rows[fast.key].measured_s == pytest.approx(12 * MS)
     assert out.winner is not None and out.winner.cand.key == fast.key
     assert out.stopped == "every candidate was measured or ruled out"
 
 
-def test_prune_keeps_bounds_within_the_noise() -> None:
+def test_prune_keeps_bounds_within_the_noise_and_the_prediction_error() -> None:
     verdicts = {v.key: v.dropped for v in cands.prune({"a": 1.05, "b": 1.11}, 1.0, 0.1)}
     assert verdicts == {"a": False, "b": True}
+    # 10% noise + 20% error seen on held-out trials: only a bound past 1.3 goes
+    verdicts = {v.key: v.dropped for v in cands.prune({"a": 1.29, "b": 1.31}, 1.0, 0.1, 0.2)}
+    assert verdicts == {"a": False, "b": True}
+
+
+def test_a_held_out_miss_widens_the_margin() -> None:
+    # two trials resumed: both measured 13 ms (ops as profiled, 1 ms of overhead), the
+    # second predicted at 6.5 ms from the first: a 50% miss. gpipe m=3's bound, 18 ms,
+    # is above 13 ms but within 13 ms x (1 + 50%): it is run, not dropped.
+    a, b, c = one_rank(1, "gpipe", 2), one_rank(2, "1f1b", 2), one_rank(3, "gpipe", 3)
+    records = []
+    for cand, after in ((a, None), (b, 6.5 * MS)):
+        s = cand.spec
+        t = Trial(cand.key, s.schedule, 1, 2, 1, 1, (2,), (13 * MS,),
+                  {("F", 0): 2 * MS, ("B", 0): 4 * MS})
+        records.append(loop.record(loop.Row(cand, 12 * MS, status=loop.MEASURED, after_s=after,
+                                             measured_s=13 * MS, trial=t)))
+    runner = FakeRunner()
+    loop.run(BASE, [a, b, c], runner, loop.Limits(10, 1e9), None, resumed=records)
+    assert runner.ran == [c.key]
+    # without that miss the same bound is dropped
+    records[1]["predicted_after_s"] = 13 * MS
+    runner = FakeRunner()
+    out = loop.run(BASE, [a, b, c], runner, loop.Limits(10, 1e9), None, resumed=records)
+    assert runner.ran == [] and out.rows[2].status == loop.PRUNED
 
 
 def test_max_trials_stops_and_says_so() -> None:
