@@ -20,9 +20,7 @@ from pptune.costs.profiles import DEFAULT_PROFILE_FILE
 from pptune.schemas import PlanFile, write_atomic
 from pptune.tune import journal, loop
 from pptune.tune.model import Calibration
-from pptune.tune.session import TuneRun
-
-PLANS_FILE = "pptune-plans.json"
+from pptune.tune.session import PLANS_FILE, TuneRun
 
 
 def ordered_rows(rows: list[loop.Row], cal: Calibration | None) -> list[loop.Row]:

@@ -30,6 +30,8 @@ from pptune.validate.spec import ModelSource
 
 Say = Callable[[str], None]
 PROBE_FILE = "probe-profile.json"  # the uncalibrated profile a tune priced with
+PLANS_FILE = "pptune-plans.json"
+OUTPUT_FILES = (PROBE_FILE, DEFAULT_PROFILE_FILE, PLANS_FILE)  # what -o DIR gets
 QUICK_SIZES = [1, 2]  # the quick probe's micro-batch sizes (pptune probe --quick)
 
 
@@ -87,6 +89,10 @@ def check(req: TuneRequest) -> Path | None:
     if (req.output / journal.FILE).exists():
         raise BadInput(f"{req.output / journal.FILE} exists: continue it with --resume "
                        f"{req.output}, or give another -o folder")
+    taken = [n for n in OUTPUT_FILES if (req.output / n).exists()]
+    if taken:
+        raise BadInput(f"-o {req.output} already has {', '.join(taken)}: tune would replace "
+                       "it; give a new or empty folder")
     _writable(req.output)
     return req.output
 

@@ -68,6 +68,7 @@ def test_help_shares_recommends_flags_and_adds_its_own(cli: Cli) -> None:
         (["-o", "FILE"], "exists and is not a folder"),
         (["-o", "DONE"], "tune.jsonl exists: continue it with --resume"),
         (["-o", "A", "--resume", "B"], "-o A and --resume B differ"),
+        (["-o", "MINE"], "-o MINE already has pptune-profile.json: tune would replace it"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], text: str, tmp_path: Path,
@@ -77,6 +78,8 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], text: str, tmp_path: 
     Path("FILE").write_text("x")
     Path("DONE").mkdir()
     Path("DONE/tune.jsonl").write_text("")
+    Path("MINE").mkdir()
+    Path("MINE/pptune-profile.json").write_text("{}")
     line = error_line(cli("tune", "--gpus", "2", *args))
     assert text in line
 
