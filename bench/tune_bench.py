@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +65,8 @@ def _candidates(path: Path, warmup: int, steps: int) -> tuple[Any, list[Any]]:
     for p in list(plans):  # the even split of the same plan
         even = even_split(n, len(p.stage_layers))
         if even != list(p.stage_layers):
-            plans.append(evaluate(run.table, run.plan_request, p.schedule, p.pp,
-                                  p.micro_batch_size, p.num_microbatches, p.virtual_stages, even))
+            plans.append(evaluate(run.table, run.plan_request,
+                                  replace(p.spec, stage_layers=tuple(even))))
     settings = cands.RunSettings(ModelSource("gpt-small"), warmup, steps, 300.0, "cpu")
     out = [cands.candidate(p, i, n, 2, settings) for i, p in enumerate(plans, 1)]
     return profile, [c for c in out if c.skip is None]

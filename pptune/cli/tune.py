@@ -8,6 +8,7 @@ own. The work lives in ``pptune.tune`` (torch imported lazily).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import typing
@@ -40,6 +41,9 @@ Examples:
   pptune tune --gpus 2 --profile profile.json --budget 300 --emit torchtitan -o tuned/
   pptune calibrate run1.json run2.json --profile profile.json -o calibrated.json
 
+--recompute defaults to none here: the trials run without activation
+recomputation, so tune searches what they can measure.
+
 -o DIR gets tune.jsonl (one line per trial, appended as each finishes),
 pptune-profile.json (calibrated), pptune-plans.json (measured beside predicted)
 and, with --emit, the winner's framework config. Exit 1 when a trial fails
@@ -51,7 +55,8 @@ SHARED = (
     "gpus", "tp", "gpus_per_node", "global_batch", "micro_batch_sizes", "schedules",
     "virtual_stages", "pp", "model", "hf_config", "seq_len", "gpu", "profile", "efficiency",
     "sharded_optimizer", "sequence_parallel", "recompute", "grad_compression", "reserve_gib",
-    "blocking_send",
+    "blocking_send", "attention", "tp_comm_overlap", "sharding", "recompute_every",
+    "overlap_grad_reduce",
 )
 
 
@@ -74,10 +79,10 @@ def _own(
 def command(recommend_fn: Callable[..., Any]) -> Callable[..., Any]:
     """The ``tune`` command: recommend's shared parameters, then tune's own."""
     fn = inspect.unwrap(recommend_fn)
-    hints = typing.get_type_hints(fn)
+    hints = typing.get_type_hints(fn, include_extras=True)  # Annotated options keep theirs
     shared = inspect.signature(fn).parameters
     own_hints = typing.get_type_hints(_own)
-    params = [shared[n].replace(annotation=hints[n]) for n in SHARED]
+    params = [shared[n].replace(annotation=hints[n]) for n in SHARED if n in shared]
     params += [p.replace(annotation=own_hints[n])
                for n, p in inspect.signature(_own).parameters.items()]
 
@@ -133,18 +138,15 @@ def _tune(kw: dict[str, Any], recommend_fn: Callable[..., Any]) -> None:
     from pptune.plan.recommend import RecommendSpec
     from pptune.tune import artifacts, session, trial
 
-    search = RecommendSpec(
-        gpus=kw["gpus"], tp=kw["tp"], gpus_per_node=kw["gpus_per_node"],
-        global_batch=kw["global_batch"],
-        micro_batch_sizes=_ints(kw["micro_batch_sizes"], "--micro-batch-sizes"),
-        schedules=_schedules(kw["schedules"]),
-        virtual_stages=_ints(kw["virtual_stages"], "--virtual-stages") or [],
-        pp=_ints(kw["pp"], "--pp"), model=kw["model"], gpu=kw["gpu"], profile=kw["profile"],
-        efficiency=kw["efficiency"], sharded_optimizer=kw["sharded_optimizer"],
-        grad_compression=kw["grad_compression"], reserve_gib=kw["reserve_gib"],
-        blocking_send=kw["blocking_send"], sequence_parallel=kw["sequence_parallel"],
-        recompute=kw["recompute"], hf_config=kw["hf_config"], seq_len=kw["seq_len"],
-    )
+    fields = {f.name for f in dataclasses.fields(RecommendSpec)}
+    search = RecommendSpec(**{k: kw[k] for k in SHARED if k in fields and k in kw} | {
+        "micro_batch_sizes": _ints(kw["micro_batch_sizes"], "--micro-batch-sizes"),
+        "schedules": _schedules(kw["schedules"]),
+        "virtual_stages": _ints(kw["virtual_stages"], "--virtual-stages") or [],
+        "pp": _ints(kw["pp"], "--pp"),
+    })
+    if getattr(search, "recompute", "none") is None:
+        search.recompute = "none"  # the trials run without it: search what they can measure
     if kw["emit"] is not None:
         from pptune.plan.emit import Framework
 

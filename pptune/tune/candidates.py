@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pptune.costmodel.schedules import Schedule
-from pptune.costmodel.search import _lower_bound as planner_lower_bound
+from pptune.costmodel.splitting import lower_bound as planner_lower_bound
 from pptune.errors import BadInput
 from pptune.schemas import Profile
 from pptune.tune import model
@@ -66,6 +66,10 @@ def candidate(plan: Any, rank: int, n_layers: int, local_devices: int,
     """``plan`` as one pipeline on this machine."""
     key = plan_key(plan.schedule, plan.pp, plan.dp, plan.virtual_stages,
                    plan.micro_batch_size, plan.num_microbatches, plan.stage_layers)
+    sharding = str(getattr(getattr(plan, "sharding", None), "value", "none"))
+    recompute = str(getattr(getattr(plan, "recompute", None), "value", "none"))
+    key += "".join(f" {name}" for name in (sharding, f"recompute-{recompute}")
+                   if name not in ("none", "recompute-none"))
     spec = RunSpec(
         plan.schedule, plan.pp, plan.num_microbatches, plan.virtual_stages,
         plan.micro_batch_size, tuple(plan.stage_layers), run.source, run.warmup,
@@ -74,6 +78,10 @@ def candidate(plan: Any, rank: int, n_layers: int, local_devices: int,
     if plan.tp > 1:
         skip = (f"tp={plan.tp}: tune runs no tensor parallelism, and the stages at tp=1 "
                 "would be another plan")
+        return Candidate(key, rank, plan, spec, skip=skip)
+    if recompute != "none":
+        skip = (f"recompute={recompute}: the trials run without activation recomputation; "
+                "the same plan without it is its own candidate")
         return Candidate(key, rank, plan, spec, skip=skip)
     if plan.pp > local_devices:
         skip = (f"pp={plan.pp} needs {plan.pp} local devices, one rank each; this machine "
@@ -86,7 +94,8 @@ def candidate(plan: Any, rank: int, n_layers: int, local_devices: int,
     if plan.dp == 1:
         return Candidate(key, rank, plan, spec)
     note = (f"dp={plan.dp}: one pipeline measured (dp=1); its data-parallel all-reduce "
-            "is predicted, not measured")
+            + (f"and {sharding} gathers " if sharding != "none" else "")
+            + "predicted, not measured")
     shares = run.device == "cpu"
     if shares:
         note += ("; its replicas would share this host's cores, so the pipeline's step is "

@@ -79,12 +79,15 @@ def prepare(req: session.TuneRequest, say: session.Say) -> tuple[Prepared, Any]:
     profile, origin = session.resolve_profile(
         req, folder, say, lambda src, sizes: quick_probe(src, sizes, device))
     recommended = session.search(req, profile, folder)
-    if profile is None:  # analytic costs (--gpu): the search resolved them
-        from pptune.costs.profiles import resolve_source
+    if profile is None:  # analytic costs (--gpu): as the search resolved them
+        from pptune.costs.resolve import CostOptions, resolve
 
         s = req.search
-        profile = resolve_source(None, s.model, s.gpu, efficiency=s.efficiency,
-                                 micro_batch_sizes=s.micro_batch_sizes).profile
+        profile = resolve(CostOptions(
+            model=s.model, hf_config=s.hf_config, seq_len=s.seq_len, gpu=s.gpu,
+            efficiency=s.efficiency, attention=s.attention,
+            micro_batch_sizes=tuple(s.micro_batch_sizes) if s.micro_batch_sizes else None,
+        )).profile
     origin = recommended.origin if origin == "analytic" else origin
     source = session.model_source(req, profile)
     plan = runner.build_plan(source, "cpu", torch)
