@@ -11,6 +11,14 @@ Hugging Face Trainer at run time) is noted and left unset.
 DeepSpeed's PipelineEngine runs ``TrainSchedule``, a 1F1B schedule
 (deepspeed/runtime/pipe/schedule.py), with gradient_accumulation_steps
 micro-batches per step: schedule is always 1f1b.
+
+Rules follow DeepSpeed 0.19.8 (see pptune/configs/frameworks.py). Absent
+settings take DeepSpeed's defaults: the batch trio is completed as
+``DeepSpeedConfig._set_batch_related_parameters`` does (train_batch_size
+alone: GA 1, micro = train_batch_size // dp); the partition method is
+PipelineModule's default "parameters"; activation checkpointing is off
+(PipelineModule activation_checkpoint_interval 0); attention is whatever
+the model code runs, eager unless the file says otherwise.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ DEEPSPEED_KEYS = frozenset(
 
 _READ = DEEPSPEED_KEYS | {"pipeline", "pipeline_parallel_size", "bf16", "bfloat16", "fp16",
                           "tensor_parallel", "activation_checkpointing"}
+_SHARDING = {0: "none", 1: "zero1", 2: "zero2", 3: "zero3"}
 
 
 def read_deepspeed(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
@@ -43,24 +52,21 @@ def read_deepspeed(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
         "grad_accum_steps": accum,
         "zero_stage": zero_stage,
         "sharded_optimizer": zero_stage >= 1,
+        "sharding": _SHARDING[zero_stage],
         "pp": _pipeline_size(ctx, data),
-        "partition_method": _partition(data.get("pipeline")),
+        "partition_method": _partition(ctx, data.get("pipeline")),
         "tp": _tensor_size(ctx, data.get("tensor_parallel")),
         "precision": _precision(ctx, data),
+        "attention": "eager",
         "schedule": "1f1b",
         "source_format": "deepspeed",
     }
-    if accum is None and "gradient_accumulation_steps" not in data:
-        ctx.note("gradient_accumulation_steps not stated: DeepSpeed derives it as "
-                 "train_batch_size / (micro-batch size x dp)")
     apply_flags(ctx, fields, {"pp": "a pipeline size", "gpus": "a GPU count",
                               "tp": "a tensor-parallel size"})
     if fields["pp"] is None:
         ctx.note("pp not stated (DeepSpeed sets it in PipelineModule); assumed 1: pass --pp")
-    fields["micro_batch_size"] = micro if micro is not None else _derive_micro(ctx, fields, data)
-    if "activation_checkpointing" in data:
-        ctx.note("activation_checkpointing takes effect only where the model code calls "
-                 "deepspeed.checkpointing; recompute left unset")
+    _batch_trio(ctx, fields, micro, data)
+    fields["recompute"] = _recompute(ctx, data)
     ignored = sorted(str(k) for k in data if k not in _READ)
     if ignored:
         shown = ", ".join(ignored[:8]) + (f" and {len(ignored) - 8} more" if len(ignored) > 8 else "")
@@ -118,13 +124,40 @@ def _pipeline_size(ctx: Ctx, data: dict[str, Any]) -> int | None:
     return sizes.get("pipeline.stages", sizes.get("pipeline_parallel_size"))
 
 
-def _partition(section: Any) -> str | None:
-    """DeepSpeed's PipelineModule partition method, when the config states one
-    ("best" is DeepSpeed's placeholder default, the same as not stating it)."""
-    if not isinstance(section, dict):
-        return None
-    method = section.get("partition")
-    return method[:200] if isinstance(method, str) and method != "best" else None
+def _partition(ctx: Ctx, section: Any) -> str:
+    """DeepSpeed's PipelineModule partition method (deepspeed/runtime/pipe/module.py
+    ``_partition_layers``): "parameters" by default ("best" is the config's
+    placeholder for it); "uniform" and "type:REGEX" as stated; anything else
+    raises NotImplementedError in DeepSpeed."""
+    method = section.get("partition") if isinstance(section, dict) else None
+    if not isinstance(method, str) or method.lower() == "best":
+        ctx.note("pipeline partition not stated: PipelineModule's default "
+                 "partition_method=\"parameters\" (balanced parameter counts)")
+        return "parameters"
+    lower = method.lower()
+    if lower.startswith("type:"):
+        ctx.unmodelled("deepspeed-partition-type",
+                       f"pipeline.partition {method[:60]!r} balances layers by class name, which "
+                       "pptune cannot see; predictions use an even split")
+    elif lower not in ("uniform", "parameters"):
+        ctx.refuse("deepspeed-partition-method",
+                   f"pipeline.partition {method[:60]!r}: DeepSpeed's PipelineModule raises "
+                   "NotImplementedError('Partitioning method ... not implemented') "
+                   "(deepspeed/runtime/pipe/module.py _partition_layers); use \"parameters\", "
+                   "\"uniform\" or \"type:REGEX\"")
+    return method[:200]
+
+
+def _recompute(ctx: Ctx, data: dict[str, Any]) -> str:
+    """Full recomputation when PipelineModule checkpoints every N layers
+    (pipeline.activation_checkpoint_interval > 0; default 0, off)."""
+    section = data.get("pipeline")
+    interval = section.get("activation_checkpoint_interval", 0) if isinstance(section, dict) else 0
+    interval = whole(ctx, "pipeline.activation_checkpoint_interval", interval, minimum=0)
+    if "activation_checkpointing" in data and not interval:
+        ctx.note("activation_checkpointing takes effect only where the model code calls "
+                 "deepspeed.checkpointing; recompute read as none")
+    return "full" if interval else "none"
 
 
 def _tensor_size(ctx: Ctx, section: Any) -> int | None:
@@ -158,29 +191,69 @@ def _precision(ctx: Ctx, data: dict[str, Any]) -> str | None:
         enabled[name] = enabled.get(name, False) or flag
     on = [name for name, flag in enabled.items() if flag]
     if len(on) > 1:
-        ctx.note("both bf16 and fp16 are enabled (DeepSpeed refuses this); precision left unset")
+        ctx.refuse("deepspeed-bf16-fp16",
+                   "bf16 and fp16 are both enabled: DeepSpeed asserts 'bfloat16 and fp16 modes "
+                   "cannot be simultaneously enabled' (deepspeed/runtime/config.py "
+                   "DeepSpeedConfig._initialize_params); enable one")
         return None
     if on:
         return on[0]
     return "fp32" if enabled else None
 
 
-def _derive_micro(ctx: Ctx, fields: dict[str, Any], data: dict[str, Any]) -> int:
-    """DeepSpeed's own rule when only the batch and GA are given:
-    micro = train_batch_size / (gradient_accumulation_steps * dp)."""
-    batch, accum, gpus = fields["global_batch"], fields["grad_accum_steps"], fields.get("gpus")
+def _batch_trio(ctx: Ctx, fields: dict[str, Any], micro: int | None,
+                data: dict[str, Any]) -> None:
+    """Complete the batch trio as deepspeed/runtime/config.py
+    ``_set_batch_related_parameters`` does (integer division, dp = the
+    data-parallel world size), refusing what ``_batch_assertion`` refuses."""
+    batch, accum = fields["global_batch"], fields["grad_accum_steps"]
+    gpus = fields.get("gpus")
     model_parallel = (fields["pp"] or 1) * (fields["tp"] or 1)
-    if batch is not None and accum is not None and gpus is not None and gpus % model_parallel == 0:
-        dp = gpus // model_parallel
-        if batch % (accum * dp) == 0:
-            micro: int = batch // (accum * dp)
-            ctx.note(f"micro-batch size {micro} derived as DeepSpeed does: train_batch_size "
-                     f"{batch} / (gradient_accumulation_steps {accum} x dp {dp})")
-            return micro
-    found = show(data["train_micro_batch_size_per_gpu"]) if (
-        "train_micro_batch_size_per_gpu" in data) else "missing"
-    raise ctx.bad(
-        f"train_micro_batch_size_per_gpu is {found} and cannot be derived exactly from "
-        f"train_batch_size, gradient_accumulation_steps and --gpus; set "
-        "train_micro_batch_size_per_gpu to a number"
-    )
+    dp = gpus // model_parallel if gpus is not None and gpus % model_parallel == 0 else None
+    trio = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+    if any(data.get(k) == "auto" for k in trio):  # the HF Trainer fills these at run time
+        if micro is not None:
+            fields["micro_batch_size"] = micro
+            return
+        if dp is None or batch is None:
+            raise ctx.bad("train_micro_batch_size_per_gpu is 'auto' (filled in by the Hugging "
+                          "Face Trainer at run time) and cannot be derived without --gpus and "
+                          "train_batch_size; set it to a number")
+    if dp is None and micro is None:
+        ctx.note("dp unknown (pass --gpus): DeepSpeed's batch derivation assumed with dp 1")
+    world = dp or 1
+    if micro is None and batch is not None:
+        accum = accum or 1
+        derived = batch // world // accum
+        how = ("train_batch_size // dp // gradient_accumulation_steps"
+               if "gradient_accumulation_steps" in data else "train_batch_size // dp (GA 1)")
+        if derived < 1:
+            ctx.refuse("deepspeed-batch",
+                       f"train_batch_size {batch} gives a micro-batch of {derived} ({how}); "
+                       "DeepSpeed asserts 'Micro batch size per gpu: 0 has to be greater than "
+                       "0' (deepspeed/runtime/config.py _batch_assertion)")
+            derived = 1
+        ctx.note(f"micro-batch size {derived} derived as DeepSpeed does: {how}")
+        micro = derived
+    elif micro is not None and batch is not None and accum is None:
+        accum = batch // micro // world
+        ctx.note(f"gradient_accumulation_steps {accum} derived as DeepSpeed does: "
+                 "train_batch_size // micro // dp")
+        if accum < 1:
+            ctx.refuse("deepspeed-batch",
+                       f"train_batch_size {batch} < micro-batch {micro} x dp {world}: DeepSpeed "
+                       "asserts 'Gradient accumulation steps: 0 has to be greater than 0' "
+                       "(deepspeed/runtime/config.py _batch_assertion)")
+            accum = 1
+    elif micro is not None and batch is None:
+        accum = accum or 1
+        if dp is not None:
+            batch = micro * accum * dp
+        ctx.note("train_batch_size not stated: DeepSpeed sets it to micro x GA x dp")
+    elif micro is None:
+        ctx.refuse("deepspeed-batch",
+                   "neither train_batch_size nor train_micro_batch_size_per_gpu is set: DeepSpeed "
+                   "asserts 'Either train_batch_size or train_micro_batch_size_per_gpu needs to "
+                   "be provided' (deepspeed/runtime/config.py _set_batch_related_parameters)")
+        micro, accum = 1, accum or 1
+    fields.update(micro_batch_size=micro, grad_accum_steps=accum, global_batch=batch)

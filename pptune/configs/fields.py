@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from pptune.configs.frameworks import Versions
 from pptune.errors import BadInput
 from pptune.schemas import Limits, TrainingConfig
 
@@ -36,6 +37,31 @@ class Flags:
     tp: int | None = None
 
 
+@dataclass(frozen=True)
+class ReaderFinding:
+    """A finding a reader makes from the file alone.
+
+    ``error``: the framework's own validation refuses the file (the message
+    cites the rule); ``warning``: a setting pptune cannot model (the message
+    names the flag). check-config reports both beside its own findings.
+    """
+
+    id: str
+    severity: str
+    message: str
+
+
+@dataclass
+class Semantics:
+    """What a reader learnt about the framework's behaviour beyond TrainingConfig."""
+
+    versions: Versions = field(default_factory=Versions)
+    findings: list[ReaderFinding] = field(default_factory=list)
+    microbatch_group: int | None = None  # Megatron-LM --microbatch-group-size-per-vp-stage
+    overlap_p2p: bool = True  # Megatron-LM: off with --no-overlap-p2p-communication
+    torch_schedule: bool = False  # the run goes through torch.distributed.pipelining
+
+
 @dataclass
 class Ctx:
     """What a reader needs besides the data: the file's name, the flags, the notes."""
@@ -43,11 +69,24 @@ class Ctx:
     name: str
     flags: Flags = Flags()
     notes: list[str] = field(default_factory=list)
+    semantics: Semantics = field(default_factory=Semantics)
 
     def note(self, text: str) -> None:
         line = " ".join(text.split())
         if line not in self.notes:
             self.notes.append(line)
+
+    def refuse(self, rule_id: str, text: str) -> None:
+        """The framework's own validation refuses this (error finding, exit 1)."""
+        self._find(ReaderFinding(rule_id, "error", " ".join(text.split())))
+
+    def unmodelled(self, rule_id: str, text: str) -> None:
+        """pptune cannot model this setting (warning naming the flag, never an error)."""
+        self._find(ReaderFinding(rule_id, "warning", " ".join(text.split())))
+
+    def _find(self, finding: ReaderFinding) -> None:
+        if finding not in self.semantics.findings:
+            self.semantics.findings.append(finding)
 
     def bad(self, text: str) -> BadInput:
         return BadInput(" ".join(f"{self.name}: {text}".split()))

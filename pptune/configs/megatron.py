@@ -9,7 +9,18 @@ so only exact names count; the last of a repeated flag wins).
 Megatron-LM's batch identity (megatron/core/num_microbatches_calculator.py):
 ``global_batch_size = micro_batch_size * num_microbatches * dp``; the script
 states the global and micro batch, never the micro-batch count, so
-grad_accum_steps stays unset for check-config to derive.
+grad_accum_steps stays unset for check-config to derive. Without
+``--global-batch-size`` Megatron-LM uses micro-batch-size x dp (validate_args),
+one micro-batch per step.
+
+Rules follow Megatron-LM core_r0.16 / megatron-core 0.16.1
+(pptune/configs/frameworks.py): the layer split (even, uneven first/last,
+account-for-embedding/loss, virtual stages) is computed as megatron-core
+builds it, and what validate_args or TransformerConfig refuses becomes an
+error finding citing the rule. Defaults when a flag is absent: no
+recomputation, no distributed optimizer, Transformer Engine attention
+(fused, flash-class; --transformer-impl transformer_engine is the default),
+micro-batch group per virtual stage = pp.
 """
 
 from __future__ import annotations
@@ -19,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pptune.configs.fields import MAX_COUNT, MAX_DEVICES, Ctx, apply_flags, build, whole_text
+from pptune.configs.frameworks import FrameworkRefusal, MegatronSplit, megatron_blocks
 from pptune.configs.shell import Script, ShellLimit, interpret
 from pptune.costmodel.presets import MODELS
 from pptune.schemas import TrainingConfig
@@ -42,6 +54,11 @@ VALUE_FLAGS = (
     "--decoder-first-pipeline-num-layers",
     "--decoder-last-pipeline-num-layers",
     "--recompute-granularity",
+    "--recompute-method",
+    "--recompute-num-layers",
+    "--microbatch-group-size-per-virtual-pipeline-stage",
+    "--transformer-impl",
+    "--attention-backend",
 )
 BOOL_FLAGS = (
     "--use-distributed-optimizer",
@@ -52,14 +69,20 @@ BOOL_FLAGS = (
     "--swiglu",
     "--group-query-attention",
     "--recompute-activations",
+    "--account-for-embedding-in-pipeline-split",
+    "--account-for-loss-in-pipeline-split",
+    "--use-flash-attn",
+    "--no-overlap-p2p-communication",
+    "--use-torch-fsdp2",
+    "--overlap-grad-reduce",
+    "--overlap-param-gather",
 )
 NOTED_FLAGS = {
     "--rampup-batch-size": "--rampup-batch-size ignored: checked at the final --global-batch-size",
-    "--pipeline-model-parallel-layout": "--pipeline-model-parallel-layout not modelled: "
-    "pptune splits the layers itself",
-    "--account-for-embedding-in-pipeline-split": "--account-for-embedding-in-pipeline-split "
-    "not modelled",
-    "--account-for-loss-in-pipeline-split": "--account-for-loss-in-pipeline-split not modelled",
+}
+UNMODELLED_FLAGS = {
+    "--pipeline-model-parallel-layout": "--pipeline-model-parallel-layout places layers by a "
+    "layout string pptune does not model; predictions use an even split",
 }
 # torchrun / torch.distributed.launch, and the deepspeed launcher (per node)
 NODES_FLAGS = ("--nnodes", "--num_nodes", "--num-nodes")
@@ -107,7 +130,8 @@ def parse_flags(words: list[str], bools: tuple[str, ...] = BOOL_FLAGS) -> Flagge
             value = words[i]
             i += 1
         out.values.setdefault(name, []).append(value)
-        known = name in VALUE_FLAGS or name in bools or name in NOTED_FLAGS
+        known = (name in VALUE_FLAGS or name in bools or name in NOTED_FLAGS
+                 or name in UNMODELLED_FLAGS)
         if not known and name not in out.unknown:
             out.unknown.append(name)
     return out
@@ -125,6 +149,7 @@ def read_megatron(text: str, ctx: Ctx) -> TrainingConfig:
     launcher = parse_flags(launcher_words, bools=())
     reader = _Reader(ctx, args)
     fields = _fields(reader, launcher)
+    _environment(ctx, script, fields, launched=launcher_words is not arg_words)
     _note_shell(ctx, script, launcher_words + arg_words, args)
     return build(ctx, fields)
 
@@ -202,6 +227,8 @@ def _fields(r: _Reader, launcher: Flagged) -> dict[str, Any]:
         "ffn_hidden_size": r.number("--ffn-hidden-size"),
         "vocab_size": r.number("--vocab-size"),
         "sharded_optimizer": flags.has("--use-distributed-optimizer"),
+        "sharding": _sharding(ctx, flags),
+        "attention": _attention(r),
         "sequence_parallel": flags.has("--sequence-parallel"),
         "rank_order": "tp-pp-dp" if flags.has("--use-tp-pp-dp-mapping") else None,
         "gated_mlp": flags.has("--swiglu"),  # Megatron-LM's default MLP is GeLU
@@ -215,8 +242,9 @@ def _fields(r: _Reader, launcher: Flagged) -> dict[str, Any]:
                       "--micro-batch-size N with a number (Megatron-LM requires it)")
     fields["micro_batch_size"] = micro
     if fields["global_batch"] is None and not flags.has("--global-batch-size"):
+        fields["grad_accum_steps"] = 1
         ctx.note("--global-batch-size not given: Megatron-LM then uses micro-batch-size x dp "
-                 "(one micro-batch per step)")
+                 "(one micro-batch per step; validate_args)")
     queries = r.number("--num-query-groups")
     if queries is not None and not flags.has("--group-query-attention"):
         ctx.note("--num-query-groups ignored without --group-query-attention (as Megatron-LM does)")
@@ -237,6 +265,9 @@ def _fields(r: _Reader, launcher: Flagged) -> dict[str, Any]:
     for name, text in NOTED_FLAGS.items():
         if flags.has(name):
             ctx.note(text)
+    for name, text in UNMODELLED_FLAGS.items():
+        if flags.has(name):
+            ctx.unmodelled("megatron-unmodelled-flag", text)
     return fields
 
 
@@ -271,77 +302,147 @@ def _launcher(ctx: Ctx, launcher: Flagged) -> dict[str, Any]:
 def _precision(ctx: Ctx, flags: Flagged) -> str | None:
     bf16, fp16 = flags.has("--bf16"), flags.has("--fp16")
     if bf16 and fp16:
-        ctx.note("both --bf16 and --fp16 given (Megatron-LM refuses this); precision left unset")
+        ctx.refuse("megatron-bf16-fp16",
+                   "--bf16 and --fp16 are both given: Megatron-LM validate_args asserts "
+                   "'not args.bf16' when --fp16 is set (megatron/training/arguments.py); "
+                   "keep one")
         return None
     return "bf16" if bf16 else "fp16" if fp16 else "fp32"
 
 
+def _sharding(ctx: Ctx, flags: Flagged) -> str:
+    """--use-distributed-optimizer shards the optimizer state over dp (ZeRO-1)."""
+    if flags.has("--use-torch-fsdp2"):
+        ctx.unmodelled("megatron-unmodelled-flag",
+                       "--use-torch-fsdp2 (torch FSDP2 inside Megatron-LM) is modelled as FSDP "
+                       "full sharding; Megatron-LM's own overlap is not modelled")
+        return "fsdp"
+    return "zero1" if flags.has("--use-distributed-optimizer") else "none"
+
+
+def _attention(r: _Reader) -> str:
+    """Flash-class unless the local (unfused) implementation runs without
+    --use-flash-attn; --transformer-impl defaults to transformer_engine."""
+    impl = r.text("--transformer-impl") or "transformer_engine"
+    backend = r.text("--attention-backend") or "auto"
+    if r.flags.has("--use-flash-attn") or (impl == "transformer_engine" and backend != "unfused"):
+        return "flash"
+    return "eager"
+
+
 def _recompute(r: _Reader) -> str | None:
+    """--recompute-granularity full|selective; --recompute-activations = selective
+    (validate_args). Selective with --recompute-method is refused by Megatron-LM."""
     granularity = r.text("--recompute-granularity")
-    if granularity is not None:
-        if granularity not in ("full", "selective"):
-            raise r.ctx.bad(f"--recompute-granularity is {granularity!r}; expected full or "
-                            "selective")
-        return granularity
-    if r.flags.has("--recompute-activations"):  # Megatron-LM: same as selective
-        return "selective"
-    return None if r.flags.has("--recompute-granularity") else "none"
+    if granularity is None and r.flags.has("--recompute-activations"):
+        granularity = "selective"
+    if granularity is not None and granularity not in ("full", "selective"):
+        raise r.ctx.bad(f"--recompute-granularity is {granularity!r}; expected full or "
+                        "selective")
+    method = r.text("--recompute-method")
+    if method is not None and granularity == "selective":
+        r.ctx.refuse("megatron-recompute-method",
+                     f"--recompute-method {method} with selective recomputation: Megatron-LM "
+                     "validate_args asserts 'recompute method is not yet supported for selective "
+                     "recomputing granularity' (megatron/training/arguments.py)")
+    if granularity == "full" and method == "block":
+        r.ctx.unmodelled("megatron-unmodelled-flag",
+                         "--recompute-method block recomputes only --recompute-num-layers layers "
+                         "per stage; pptune models full recomputation of every layer")
+    if granularity is None:
+        return None if r.flags.has("--recompute-granularity") else "none"
+    return granularity
 
 
 def _pipeline(r: _Reader, fields: dict[str, Any]) -> None:
-    """Virtual stages, schedule and an uneven first/last split, once pp is known."""
-    ctx = r.ctx
+    """Virtual stages, schedule and the layer split, as Megatron-LM computes them.
+
+    megatron/training/arguments.py validate_args: at most one of the three
+    virtual-pipeline flags; --num-layers-per-virtual-pipeline-stage cannot be
+    combined with uneven first/last stages and derives vpp from
+    (num_layers [+1 embedding] [+1 loss]) / pp; interleaving needs pp > 1
+    (pp > 2 with --no-overlap-p2p-communication).
+    """
+    ctx, flags = r.ctx, r.flags
     pp, layers = fields["pp"] or 1, fields["num_layers"]
     direct = r.number("--num-virtual-stages-per-pipeline-rank")
     per_virtual = r.number("--num-layers-per-virtual-pipeline-stage")
-    virtual = direct
-    if direct is not None and per_virtual is not None:
-        ctx.note("both --num-virtual-stages-per-pipeline-rank and "
-                 "--num-layers-per-virtual-pipeline-stage given; used the first")
-    elif per_virtual is not None and layers is None:
-        ctx.note("--num-layers-per-virtual-pipeline-stage without a known --num-layers; "
-                 "virtual stages left at 1")
-    elif per_virtual is not None and layers is not None:
-        if layers % (pp * per_virtual):
-            raise ctx.bad(
-                f"--num-layers {layers} is not a multiple of pp {pp} x "
-                f"--num-layers-per-virtual-pipeline-stage {per_virtual} = {pp * per_virtual} "
-                "(Megatron-LM refuses this split); change one of them"
-            )
-        virtual = layers // (pp * per_virtual)
-    fields["virtual_stages"] = virtual
-    fields["schedule"] = "interleaved-1f1b" if virtual and virtual > 1 else "1f1b"
     first = r.number("--decoder-first-pipeline-num-layers", minimum=0)
     last = r.number("--decoder-last-pipeline-num-layers", minimum=0)
-    if first is None and last is None:
+    account_emb = flags.has("--account-for-embedding-in-pipeline-split")
+    account_loss = flags.has("--account-for-loss-in-pipeline-split")
+    ctx.semantics.microbatch_group = r.number(
+        "--microbatch-group-size-per-virtual-pipeline-stage")
+    ctx.semantics.overlap_p2p = not flags.has("--no-overlap-p2p-communication")
+    vpp_flags = [n for n in ("--num-layers-per-virtual-pipeline-stage",
+                             "--num-virtual-stages-per-pipeline-rank",
+                             "--pipeline-model-parallel-layout") if flags.has(n)]
+    if len(vpp_flags) > 1:
+        ctx.refuse("megatron-vpp-flags",
+                   f"{' and '.join(vpp_flags)} are all given: Megatron-LM validate_args allows "
+                   "'No more than one of the following arguments ... at the same time'; keep one")
+    virtual = direct
+    uneven = first is not None or last is not None
+    if per_virtual is not None and direct is None:
+        if uneven:
+            ctx.refuse("megatron-uneven-vpp",
+                       "--num-layers-per-virtual-pipeline-stage with --decoder-first/last-"
+                       "pipeline-num-layers: Megatron-LM validate_args asserts 'please use "
+                       "--num-virtual-stages-per-pipeline-rank to specify virtual pipeline "
+                       "parallel degree when enable uneven pipeline parallelism'")
+            return _schedule(fields, None)
+        virtual = _virtual_from_layers(ctx, layers, pp, per_virtual, account_emb + account_loss)
+    _schedule(fields, virtual)
+    if layers is None:
         return
-    if virtual and virtual > 1:
-        ctx.note("uneven first/last stage layers with virtual stages not modelled; "
-                 "stage_layers left unset")
+    split = MegatronSplit(layers, pp, virtual or 1, first, last, account_emb, account_loss)
+    if uneven and pp < 2:
+        ctx.note("--decoder-first/last-pipeline-num-layers need pp >= 2; ignored")
         return
-    if layers is None or pp < 2:
-        ctx.note("--decoder-first/last-pipeline-num-layers need --num-layers and pp >= 2; "
-                 "stage_layers left unset")
+    try:
+        blocks = megatron_blocks(split)
+    except FrameworkRefusal as exc:
+        ctx.refuse(exc.rule_id, str(exc))
         return
-    fields["stage_layers"] = _uneven_split(ctx, layers, pp, first, last)
+    if len(set(blocks)) > 1:
+        fields["stage_layers"] = blocks
 
 
-def _uneven_split(ctx: Ctx, layers: int, pp: int, first: int | None, last: int | None) -> list[int]:
-    middle = pp - (first is not None) - (last is not None)
-    rest = layers - (first or 0) - (last or 0)
-    if rest < 0 or (middle == 0 and rest != 0) or (middle > 0 and rest % middle):
-        raise ctx.bad(
-            f"--num-layers {layers} minus first {first} / last {last} stage layers leaves {rest} "
-            f"for {middle} middle stages, which does not divide evenly (Megatron-LM refuses "
-            "this); change --decoder-first/last-pipeline-num-layers"
-        )
-    each = rest // middle if middle else 0
-    split = [each] * middle
-    if first is not None:
-        split.insert(0, first)
-    if last is not None:
-        split.append(last)
-    return split
+def _virtual_from_layers(ctx: Ctx, layers: int | None, pp: int, per_virtual: int,
+                         extra: int) -> int | None:
+    if layers is None:
+        ctx.note("--num-layers-per-virtual-pipeline-stage without a known --num-layers; "
+                 "virtual stages left at 1")
+        return None
+    total = layers + extra
+    if total % pp or (total // pp) % per_virtual:
+        ctx.refuse("megatron-layers-not-divisible",
+                   f"--num-layers {layers} (+{extra} for the account-for flags) over pp {pp} "
+                   f"is not a multiple of --num-layers-per-virtual-pipeline-stage {per_virtual}: "
+                   "Megatron-LM validate_args asserts 'number of layers per pipeline stage must "
+                   "be divisible number of layers per virtual pipeline stage'")
+        return None
+    vpp = total // pp // per_virtual
+    return vpp if vpp > 1 else None
+
+
+def _schedule(fields: dict[str, Any], virtual: int | None) -> None:
+    fields["virtual_stages"] = virtual
+    fields["schedule"] = "interleaved-1f1b" if virtual and virtual > 1 else "1f1b"
+
+
+def _environment(ctx: Ctx, script: Script, fields: dict[str, Any], launched: bool) -> None:
+    """Megatron-LM asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with tp > 1 or cp > 1 on GPUs
+    before Blackwell (validate_args); a launch script should export it."""
+    if not launched or ((fields["tp"] or 1) == 1 and (fields["cp"] or 1) == 1):
+        return
+    if script.scalars.get("CUDA_DEVICE_MAX_CONNECTIONS") != "1":
+        ctx.unmodelled("megatron-cuda-connections",
+                       "tensor or context parallelism without CUDA_DEVICE_MAX_CONNECTIONS=1 in the "
+                       "script: Megatron-LM validate_args asserts it on GPUs before Blackwell "
+                       "('Using tensor model parallelism or context parallelism require setting "
+                       "the environment variable CUDA_DEVICE_MAX_CONNECTIONS to 1'); export it "
+                       "unless the job environment does")
 
 
 def _preset_by_shape(fields: dict[str, Any]) -> str | None:

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from pptune.configs.deepspeed import DEEPSPEED_KEYS, read_deepspeed
-from pptune.configs.fields import Ctx, check_flags, show
+from pptune.configs.fields import Ctx, Semantics, check_flags, show
+from pptune.configs.frameworks import Versions, version_tuple
 from pptune.configs.megatron import looks_like_megatron, read_megatron
 from pptune.configs.own import read_own
 from pptune.configs.source import Refused, parse_json, parse_toml, parse_yaml, read_text
@@ -46,6 +47,7 @@ class ReadResult:
     config: TrainingConfig
     format: ConfigFormat
     notes: list[str] = field(default_factory=list)  # inferred or ignored, one line each
+    semantics: Semantics = field(default_factory=Semantics)
 
 
 def read_config(
@@ -55,6 +57,7 @@ def read_config(
     pp: int | None = None,
     gpus: int | None = None,
     tp: int | None = None,
+    framework_versions: list[str] | None = None,
 ) -> ReadResult:
     """Read a training config; BadInput (one line, naming the file) on any problem.
 
@@ -76,6 +79,7 @@ def read_config(
     ctx = Ctx(name=str(path), flags=check_flags(pp, gpus, tp))
     text = read_text(path)
     fmt, data = (wanted, _parse_as(wanted, text, path)) if wanted else _detect(text, path)
+    ctx.semantics.versions = parse_versions(framework_versions or [], fmt)
     if fmt is ConfigFormat.MEGATRON:
         config = read_megatron(text, ctx)
     else:
@@ -87,7 +91,33 @@ def read_config(
         readers = {ConfigFormat.PPTUNE: read_own, ConfigFormat.DEEPSPEED: read_deepspeed,
                    ConfigFormat.TORCHTITAN: read_torchtitan}
         config = readers[fmt](data, ctx)
-    return ReadResult(config=config, format=fmt, notes=ctx.notes)
+    return ReadResult(config=config, format=fmt, notes=ctx.notes, semantics=ctx.semantics)
+
+
+_VERSION_KEYS = {"deepspeed": "deepspeed", "megatron": "megatron", "megatron-core": "megatron",
+                 "torchtitan": "torchtitan", "torch": "torch"}
+
+
+def parse_versions(values: list[str], fmt: ConfigFormat) -> Versions:
+    """``--framework-version`` values: ``NAME=VERSION`` (deepspeed, megatron-core,
+    torchtitan, torch) or a bare version for the config's own framework."""
+    chosen: dict[str, str] = {}
+    for value in values:
+        name, eq, version = value.partition("=")
+        if not eq:
+            name, version = fmt.value, value
+        key = _VERSION_KEYS.get(name.strip().lower())
+        if key is None:
+            raise BadInput(f"--framework-version {show(value)}: expected NAME=VERSION with NAME "
+                           f"one of {', '.join(_VERSION_KEYS)}, or a bare version for the "
+                           "config's framework")
+        try:
+            version_tuple(version)
+        except ValueError:
+            raise BadInput(f"--framework-version {show(value)}: the version must be dotted "
+                           "numbers such as 0.2.2") from None
+        chosen[key] = version.strip().lstrip("v")
+    return Versions(**chosen)
 
 
 def _format(value: ConfigFormat | str | None) -> ConfigFormat | None:

@@ -70,7 +70,10 @@ def test_deepspeed_config_maps_batch_zero_and_pipeline() -> None:
     assert fields(result) == {
         "gpus": 8, "pp": 2, "micro_batch_size": 2, "global_batch": 64, "grad_accum_steps": 8,
         "partition_method": "parameters", "precision": "bf16", "zero_stage": 1,
-        "sharded_optimizer": True, "source_format": "deepspeed",
+        "sharded_optimizer": True, "source_format": "deepspeed", "sharding": "zero1",
+        "attention": "eager",
+        # pipeline.activation_checkpoint_interval 1: PipelineModule checkpoints every layer
+        "recompute": "full",
     }
     assert "gpus 8 from --gpus: the file does not state a GPU count" in result.notes
     assert any(n.startswith("ignored keys: gradient_clipping, optimizer") for n in result.notes)
@@ -125,11 +128,11 @@ def test_megatron_llama3_script_resolves_variables_arrays_and_launcher() -> None
         "num_layers": 32, "hidden_size": 4096, "num_heads": 32, "num_kv_heads": 8,
         "ffn_hidden_size": 14336, "gated_mlp": True, "precision": "bf16",
         "recompute": "selective", "sharded_optimizer": True, "sequence_parallel": True,
-        "source_format": "megatron",
+        "source_format": "megatron", "sharding": "zero1", "attention": "flash",
     }
     assert "shell variable NUM_NODES is not set in the script; used its default '2'" in (
         result.notes)
-    assert any(n.startswith("ignored 28 other flags: --use-mcore-models") for n in result.notes)
+    assert any(n.startswith("ignored 27 other flags: --use-mcore-models") for n in result.notes)
 
 
 def test_megatron_gpt3_string_variables_and_distributed_launch() -> None:
