@@ -18,6 +18,17 @@ schedules (1F1B, GPipe) hold 1; looped ones 2 unless
 pipeline_parallel_layers_per_stage is set, in which case the stage count is
 ceil((layers + first_stage_less_layers + last_stage_less_layers) /
 layers_per_stage) over the pp ranks (both "less layers" default to 1).
+
+Rules and defaults follow torchtitan 0.2.2, the last release that reads
+TOML job files (``--framework-version torchtitan=0.3.0`` checks module names
+against the current release, whose LM head is ``lm_head``), running on
+torch 2.13's schedules. Absent settings take torchtitan's defaults from its
+own config definitions (torchtitan/config/job_config.py):
+``[activation_checkpoint] mode = "selective"``, ``selective_ac_option =
+"2"`` (every second block checkpointed); ``data_parallel_shard_degree = -1``
+(FSDP over the remaining ranks); ``fsdp_reshard_after_forward = "default"``
+(reshard only without pipeline parallelism); attention through SDPA (flash).
+What torchtitan or torch refuses is an error finding, not an unreadable file.
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ from itertools import pairwise
 from typing import Any
 
 from pptune.configs.fields import MAX_COUNT, MAX_DEVICES, Ctx, apply_flags, build, show, whole
+from pptune.configs.frameworks import torchtitan_stage_count
 from pptune.costmodel.presets import MODELS
 from pptune.schemas import TrainingConfig
 
@@ -41,6 +53,8 @@ SCHEDULES: dict[str, tuple[str, int | None]] = {
     "zbvzerobubble": ("zbv", 2),
 }
 SUPPORTED = "1F1B, GPipe, Interleaved1F1B, InterleavedZeroBubble (as zb-h1), ZBVZeroBubble"
+# torch schedules pptune cannot model, and the schedule it predicts them with
+UNMODELLED = {"loopedbfs": ("interleaved-1f1b", None), "dualpipev": ("zbv", 2)}
 
 # ([model] name, flavor) -> pptune preset; torchtitan's llama3 flavors
 PRESETS = {("llama3", "8b"): "llama3-8b", ("llama3", "70b"): "llama3-70b"}
@@ -78,6 +92,11 @@ class _Table:
 
 
 def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
+    if not ctx.semantics.versions.torchtitan_reads_toml():
+        ctx.unmodelled("torchtitan-toml",
+                       f"torchtitan {ctx.semantics.versions.torchtitan} does not read TOML job "
+                       "files (configs are Python functions since 0.3.0); checked with that "
+                       "release's module names")
     par = _parallelism(ctx, data)
     train = _Table(ctx, "training", data)
     model = _Table(ctx, "model", data)
@@ -86,8 +105,10 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
         "pp": par.count("pipeline_parallel_degree", None, **devices),
         "tp": par.count("tensor_parallel_degree", None, **devices),
         "cp": par.count("context_parallel_degree", None, **devices),
+        "attention": "flash",  # torchtitan's attention is SDPA or flex: fused kernels
         "source_format": "torchtitan",
     }
+    ctx.semantics.torch_schedule = True
     apply_flags(ctx, fields, {"pp": "parallelism.pipeline_parallel_degree",
                               "tp": "parallelism.tensor_parallel_degree",
                               "gpus": "a GPU count (torchtitan takes it from the launcher)"})
@@ -95,9 +116,10 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     preset = _preset(ctx, model)
     fields["model"] = preset
     fields["dp"], sharded = _data_parallel(ctx, par, fields)
+    fields["sharding"] = "fsdp" if sharded else "none"
     if sharded:
         fields["sharded_optimizer"] = True
-        fields["zero_stage"] = _fsdp_stage(ctx, par, pp)
+        fields["zero_stage"], fields["fsdp_reshard_after_forward"] = _fsdp_stage(ctx, par, pp)
     fields.update(_schedule(ctx, par, pp, MODELS[preset].num_blocks if preset else None))
     fields.update(_batch(ctx, par, train, pp, fields["dp"]))
     seq = train.count("seq_len", None)
@@ -107,7 +129,8 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     fields["seq_len"] = seq
     fields["precision"] = {"bfloat16": "bf16", "float32": "fp32"}.get(
         train.text("mixed_precision_param", "") or "")
-    fields["recompute"] = _recompute(ctx, _Table(ctx, "activation_checkpoint", data))
+    fields["recompute"], fields["recompute_every"] = _recompute(
+        ctx, _Table(ctx, "activation_checkpoint", data))
     ignored = sorted(str(k) for k in data if k not in _READ_TABLES)
     if ignored:
         ctx.note(f"ignored tables: {', '.join(ignored[:10])}")
@@ -168,20 +191,25 @@ def _is_rest(value: Any) -> bool:
     return type(value) is int and value == -1
 
 
-def _fsdp_stage(ctx: Ctx, par: _Table, pp: int) -> int:
-    """FSDP2 as a ZeRO stage: 3 when parameters are resharded after forward, else 2.
+def _fsdp_stage(ctx: Ctx, par: _Table, pp: int) -> tuple[int, bool]:
+    """(ZeRO stage kept for the contract, reshard after forward?): FSDP2 shards
+    weights, gradients and optimizer state; zero_stage 3 when it reshards
+    after forward, else 2.
 
     torchtitan's fsdp_reshard_after_forward "default" reshards only without
     pipeline parallelism (parallelize.py: ``reshard_after_forward = not pp_enabled``).
     """
     policy = par.text("fsdp_reshard_after_forward", "default")
     if policy not in ("default", "always", "never"):
-        raise ctx.bad(f"parallelism.fsdp_reshard_after_forward is {policy!r}; expected "
-                      "default, always or never")
+        ctx.refuse("torchtitan-reshard-policy",
+                   f"parallelism.fsdp_reshard_after_forward is {policy[:40]!r}: torchtitan "
+                   "raises 'Invalid reshard_after_forward_policy' (parallelize.py); use "
+                   "default, always or never")
+        policy = "default"
     reshard = policy == "always" or (policy == "default" and pp == 1)
-    ctx.note(f"FSDP sharding read as ZeRO stage {3 if reshard else 2} "
+    ctx.note(f"FSDP full sharding, reshard after forward {'on' if reshard else 'off'} "
              f"(fsdp_reshard_after_forward {policy}, pp {pp})")
-    return 3 if reshard else 2
+    return (3 if reshard else 2), reshard
 
 
 def _schedule(ctx: Ctx, par: _Table, pp: int, layers: int | None) -> dict[str, Any]:
@@ -192,11 +220,22 @@ def _schedule(ctx: Ctx, par: _Table, pp: int, layers: int | None) -> dict[str, A
                      f"pipeline_parallel_schedule {name}")
         return {"schedule": "1f1b", "virtual_stages": 1}
     if par.text("pipeline_parallel_schedule_csv", "") or None:
-        ctx.note("pipeline_parallel_schedule_csv not modelled")
+        ctx.unmodelled("torchtitan-unmodelled",
+                       "pipeline_parallel_schedule_csv (a custom schedule) is not modelled; "
+                       f"predictions use {name}")
     mapped = SCHEDULES.get(name.lower())
+    if mapped is None and name.lower() in UNMODELLED:
+        mapped = UNMODELLED[name.lower()]
+        ctx.unmodelled("torchtitan-unmodelled",
+                       f"pipeline_parallel_schedule {name} is not modelled; predictions use "
+                       f"{mapped[0]}")
     if mapped is None:
-        raise ctx.bad(f"parallelism.pipeline_parallel_schedule is {name!r}, which pptune cannot "
-                      f"model; expected one of {SUPPORTED}")
+        ctx.refuse("torchtitan-schedule",
+                   f"parallelism.pipeline_parallel_schedule {name[:40]!r}: torch's "
+                   "get_schedule_class raises 'Unknown schedule type' "
+                   "(torch/distributed/pipelining/schedules.py); use one of "
+                   f"{SUPPORTED}")
+        return {"schedule": "1f1b", "virtual_stages": 1}
     schedule, chunks = mapped
     if name.lower() == "interleavedzerobubble":
         ctx.note("InterleavedZeroBubble modelled as zb-h1 with one chunk per device")
@@ -204,17 +243,39 @@ def _schedule(ctx: Ctx, par: _Table, pp: int, layers: int | None) -> dict[str, A
     if split is not None:
         return _with_split(ctx, name, schedule, chunks, pp, split)
     per_stage = par.count("pipeline_parallel_layers_per_stage", None)
-    if chunks is None:
-        chunks = _looped_chunks(ctx, par, pp, layers, per_stage)
-    elif per_stage is not None and layers is not None:
-        stages = _stage_count(par, layers, per_stage)
-        if stages != pp * chunks:
-            raise ctx.bad(
-                f"pipeline_parallel_layers_per_stage {per_stage} gives {stages} stages for "
-                f"{layers} layers, but {name} needs {pp * chunks} (pp {pp} x {chunks}) "
-                "(torchtitan refuses this); change pipeline_parallel_layers_per_stage"
-            )
-    return {"schedule": schedule, "virtual_stages": chunks}
+    if per_stage is None or layers is None:
+        if per_stage is not None:
+            ctx.note("pipeline_parallel_layers_per_stage needs the model's layer count; stages "
+                     "per rank assumed torchtitan's default")
+        if chunks is None:
+            ctx.note("virtual stages 2 per device: torchtitan's default for looped schedules")
+        return {"schedule": schedule, "virtual_stages": chunks or 2}
+    stages = _stage_count(par, layers, per_stage)
+    single = chunks == 1 and schedule != "zb-h1"
+    if stages % pp:
+        ctx.refuse("torchtitan-stage-count",
+                   f"pipeline_parallel_layers_per_stage {per_stage} gives {stages} stages for "
+                   f"{layers} layers: torchtitan raises 'Number of virtual stages ({stages}) must "
+                   f"be divisible by pipeline parallel size ({pp})' (torchtitan/distributed/"
+                   "pipeline_parallel.py pipeline_llm); change pipeline_parallel_layers_per_stage")
+    elif single and stages != pp:
+        ctx.refuse("torchtitan-stage-count",
+                   f"pipeline_parallel_layers_per_stage {per_stage} gives {stages // pp} stages "
+                   f"per rank: torchtitan raises 'Single stage schedule requires exactly 1 stage "
+                   f"per rank' for {name} (pipeline_llm); change pipeline_parallel_layers_per_stage")
+    elif not single and stages // pp < 2:
+        ctx.refuse("torchtitan-stage-count",
+                   f"pipeline_parallel_layers_per_stage {per_stage} gives 1 stage per rank: "
+                   f"torchtitan raises 'Multi-stage schedule requires at least 2 stages per "
+                   f"rank' for {name} (pipeline_llm); change pipeline_parallel_layers_per_stage")
+    elif chunks is not None and stages // pp != chunks and schedule != "zb-h1":
+        ctx.refuse("torchtitan-stage-count",
+                   f"{name} runs exactly {chunks} stages per rank but "
+                   f"pipeline_parallel_layers_per_stage {per_stage} gives {stages // pp} "
+                   "(torch: 'ZBV requires exactly 2 stages per rank'); change it")
+    else:
+        return {"schedule": schedule, "virtual_stages": 1 if schedule == "zb-h1" else stages // pp}
+    return {"schedule": schedule, "virtual_stages": chunks or 2}
 
 
 _BLOCK = re.compile(r"layers\.([0-9]{1,9})")
@@ -235,6 +296,7 @@ def _explicit_split(ctx: Ctx, par: _Table, layers: int | None) -> list[int] | No
                 for part in parts)):
             raise ctx.bad(f"parallelism.module_fqns_per_model_part is {show(parts)}; expected "
                           'a list of lists of module names, e.g. [["tok_embeddings", "layers.0"]]')
+        _check_modules(ctx, parts)
         return [sum(1 for n in part if _BLOCK.fullmatch(n)) for part in parts]
     points = par.data.get("pipeline_parallel_split_points")
     if not points:
@@ -256,12 +318,39 @@ def _explicit_split(ctx: Ctx, par: _Table, layers: int | None) -> list[int] | No
     return [b - a for a, b in pairwise(bounds)]
 
 
+def _check_modules(ctx: Ctx, parts: list[list[str]]) -> None:
+    """Every top-level module must sit on some stage: pipeline_module_split keeps
+    only the named modules, so a misspelt or other-version name drops a module.
+    The LM head is ``output`` up to torchtitan 0.2.x and ``lm_head`` from 0.3.0
+    (torchtitan/distributed/pipeline_parallel.py generate_llm_fqn_per_model_part)."""
+    versions = ctx.semantics.versions
+    head = versions.torchtitan_head()
+    names = {n for part in parts for n in part}
+    for module in ("tok_embeddings", "norm", head):
+        if module in names:
+            continue
+        other = {"output": "lm_head", "lm_head": "output"}.get(module)
+        hint = (f" ('{other}' is the head's name in torchtitan "
+                f"{'0.3.0 and later' if other == 'lm_head' else '0.2.x and earlier'})"
+                if other in names else "")
+        ctx.refuse("torchtitan-module-missing",
+                   f"module_fqns_per_model_part places no '{module}' on any stage{hint}: "
+                   f"torchtitan {versions.torchtitan}'s pipeline_module_split keeps only the "
+                   "named modules, so that module would be dropped; name it in the first "
+                   "(embedding) or last (norm, head) part")
+
+
 def _with_split(ctx: Ctx, name: str, schedule: str, chunks: int | None, pp: int,
                 split: list[int]) -> dict[str, Any]:
-    """Schedule fields when the file fixes the stages: their count sets the chunks."""
+    """Schedule fields when the file fixes the stages: their count sets the chunks
+    (torchtitan pipeline_module_split: 'num_stages must be evenly divisible by pp_degree')."""
+    fallback = {"schedule": schedule, "virtual_stages": chunks or 2}
     if len(split) % pp:
-        raise ctx.bad(f"the config's stage split has {len(split)} stages, not a multiple of "
-                      f"pp {pp} (torchtitan refuses this); give pp x chunks stages")
+        ctx.refuse("torchtitan-stage-count",
+                   f"the config's stage split has {len(split)} stages, not a multiple of pp {pp}: "
+                   f"torchtitan asserts 'num_stages {len(split)} must be evenly divisible by "
+                   f"pp_degree {pp}' (pipeline_module_split); give pp x chunks stages")
+        return fallback
     per_rank = len(split) // pp
     if schedule == "zb-h1":  # InterleavedZeroBubble: modelled with one chunk per device
         ctx.note("stage split of InterleavedZeroBubble not carried: modelled as zb-h1 with "
@@ -269,34 +358,19 @@ def _with_split(ctx: Ctx, name: str, schedule: str, chunks: int | None, pp: int,
         return {"schedule": schedule, "virtual_stages": 1}
     wanted = chunks if chunks is not None else max(per_rank, 2)
     if per_rank != wanted:
-        raise ctx.bad(f"the config's stage split has {per_rank} stages per rank, but {name} "
-                      f"runs {wanted} (torchtitan refuses this); change the split")
+        kind = "Single" if wanted == 1 else "Multi"
+        ctx.refuse("torchtitan-stage-count",
+                   f"the config's stage split has {per_rank} stages per rank, but {name} runs "
+                   f"{wanted}: torchtitan raises '{kind}-stage schedule requires ...' "
+                   "(pipeline_llm); change the split")
+        return fallback
     return {"schedule": schedule, "virtual_stages": per_rank, "stage_layers": split}
 
 
 def _stage_count(par: _Table, layers: int, per_stage: int) -> int:
     first = par.count("pipeline_parallel_first_stage_less_layers", 1, minimum=0) or 0
     last = par.count("pipeline_parallel_last_stage_less_layers", 1, minimum=0) or 0
-    return math.ceil((layers + first + last) / per_stage)
-
-
-def _looped_chunks(ctx: Ctx, par: _Table, pp: int, layers: int | None,
-                   per_stage: int | None) -> int:
-    if per_stage is None:
-        ctx.note("virtual stages 2 per device: torchtitan's default for looped schedules")
-        return 2
-    if layers is None:
-        ctx.note("pipeline_parallel_layers_per_stage needs the model's layer count; "
-                 "virtual stages assumed 2 (torchtitan's default)")
-        return 2
-    stages = _stage_count(par, layers, per_stage)
-    if stages % pp or stages // pp < 2:
-        raise ctx.bad(
-            f"pipeline_parallel_layers_per_stage {per_stage} gives {stages} stages for {layers} "
-            f"layers, which is not a multiple (>= 2x) of pp {pp} (torchtitan refuses this); "
-            "change pipeline_parallel_layers_per_stage"
-        )
-    return stages // pp
+    return torchtitan_stage_count(layers, per_stage, first, last)
 
 
 def _batch(ctx: Ctx, par: _Table, train: _Table, pp: int, dp: int | None) -> dict[str, Any]:
@@ -316,8 +390,10 @@ def _batch(ctx: Ctx, par: _Table, train: _Table, pp: int, dp: int | None) -> dic
     elif dp is not None and global_batch % (local * dp) == 0:
         runs = global_batch // (local * dp)
     elif dp is not None:
-        ctx.note(f"global_batch_size {global_batch} is not a multiple of local_batch_size "
-                 f"{local} x dp {dp} (torchtitan refuses this)")
+        ctx.refuse("torchtitan-global-batch",
+                   f"global_batch_size {global_batch} is not a multiple of local_batch_size "
+                   f"{local} x dp {dp}: torchtitan asserts 'global batch size must be multiple "
+                   "of local batch size times data-parallel degree' (train.py)")
     if pp == 1:  # no pipeline: each local batch is one micro-batch
         accum = runs if dp is not None or global_batch is None else None
         return {"micro_batch_size": local, "grad_accum_steps": accum, "pipeline_flushes": 1,
@@ -329,15 +405,16 @@ def _batch(ctx: Ctx, par: _Table, train: _Table, pp: int, dp: int | None) -> dic
             raise ctx.bad(f"training.{key} {local} is not a multiple of "
                           f"pipeline_parallel_microbatches {count}; change either")
         micro = local // count
+    if micro is not None and local % micro:
+        ctx.refuse("torchtitan-microbatch-size",
+                   f"training.{key} {local} is not a multiple of "
+                   f"parallelism.pipeline_parallel_microbatch_size {micro}: torchtitan raises "
+                   f"'Batch size {local} must be divisible by microbatch_size {micro}' "
+                   "(build_pipeline_schedule); change either")
+        micro = local
     if micro is None:
         micro = 1
         ctx.note("pipeline_parallel_microbatch_size not given: torchtitan's default 1")
-    if local % micro:
-        raise ctx.bad(
-            f"training.{key} {local} is not a multiple of "
-            f"parallelism.pipeline_parallel_microbatch_size {micro} (torchtitan refuses this); "
-            "change either"
-        )
     per_run = local // micro
     known_runs = dp is not None or _is_rest(stated_global)
     return {
@@ -348,11 +425,33 @@ def _batch(ctx: Ctx, par: _Table, train: _Table, pp: int, dp: int | None) -> dic
     }
 
 
-def _recompute(ctx: Ctx, table: _Table) -> str | None:
+def _recompute(ctx: Ctx, table: _Table) -> tuple[str | None, int | None]:
+    """(recompute, every Nth block) from [activation_checkpoint], with torchtitan's
+    defaults (job_config.py ActivationCheckpoint: mode "selective",
+    selective_ac_option "2": every second block checkpointed; "op": per-op)."""
     mode = table.text("mode", None)
     if mode is None:
-        return None
+        mode = "selective"
+        ctx.note("activation_checkpoint.mode not given: torchtitan's default \"selective\"")
+    if mode == "memory_budget":
+        ctx.unmodelled("torchtitan-unmodelled",
+                       "activation_checkpoint.mode \"memory_budget\" is not modelled; predicted "
+                       "as no recomputation")
+        return "none", None
     if mode not in ("none", "selective", "full"):
-        ctx.note(f"activation_checkpoint.mode {mode[:40]!r} not recognised; recompute left unset")
-        return None
-    return mode
+        ctx.refuse("torchtitan-ac-mode",
+                   f"activation_checkpoint.mode {mode[:40]!r}: torchtitan accepts selective, "
+                   "full, memory_budget or none (job_config.py ActivationCheckpoint)")
+        return None, None
+    if mode != "selective":
+        return mode, None
+    option = table.data.get("selective_ac_option", "2")
+    if option == "op":
+        return "selective", None
+    text = str(option).strip()
+    if isinstance(option, (bool, float)) or not text.isdigit() or int(text) < 1:
+        ctx.refuse("torchtitan-ac-option",
+                   f"activation_checkpoint.selective_ac_option {show(option)}: torchtitan "
+                   "expects 'op' or a positive integer as a string (apply_ac)")
+        return "selective", None
+    return "selective", int(text)
