@@ -59,3 +59,10 @@ def findings_github(path: Path, read: ReadResult, report: CheckReport) -> str:
     ]
     out.append(f"{path} ({read.format.value}): {_count(report)}")
     return "\n".join(out)
+
+
+def github_error(path: Path, message: str) -> str:
+    """One annotation for a file that could not be checked (exit 2), so a CI job
+    never shows nothing."""
+    return (f"::error file={_escape(str(path))},title=pptune cannot-check::{_escape(message)}\n"
+            f"{path}: not checked")

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pptune.costmodel import presets
-from pptune.costmodel.partition import add_ends, deepspeed_split, even_split, strip_ends
-from pptune.costmodel.schedules import Schedule, chunks_per_device
+from pptune.check.costs import costs
+from pptune.check.framework import deepspeed_rules, megatron_interleave_rule, schedule_rules
+from pptune.configs.fields import Semantics
+from pptune.configs.frameworks import ds_split
+from pptune.costmodel.partition import add_ends, even_split, strip_ends
+from pptune.costmodel.schedules import Schedule, ScheduleError, chunks_per_device
 from pptune.costmodel.search import (
     MAX_SIMULATED_OPS,
     CostTable,
@@ -33,9 +36,6 @@ from pptune.costmodel.search import (
     evaluate,
     search,
 )
-from pptune.costs.modelspec import from_hf_config, from_sizes, with_seq_len
-from pptune.costs.resolve import analytic_costs, measured_costs
-from pptune.errors import PptuneError
 from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
 from pptune.schemas import TrainingConfig
 
@@ -58,6 +58,7 @@ class CheckOptions:
     gpu: str | None = None
     profile: Path | None = None
     compare_best: bool = True
+    strict: bool = False  # bubble and slowdown over their limits are errors
 
 
 @dataclass
@@ -74,9 +75,13 @@ class CheckReport:
         return [f for f in self.findings if f.severity == "warning"]
 
 
-def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None) -> CheckReport:
+def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
+          semantics: Semantics | None = None) -> CheckReport:
+    """All findings about ``cfg``; ``semantics`` carries what the reader learnt of
+    the framework (its findings, version and schedule knobs)."""
     opts = opts or CheckOptions()
-    out: list[Finding] = []
+    sem = semantics or Semantics()
+    out: list[Finding] = [Finding(f.id, f.severity, f.message) for f in sem.findings]
 
     def add(id_: str, severity: str, message: str, **values: Any) -> None:
         out.append(Finding(id_, severity, message, values))
@@ -131,6 +136,8 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None)
         elif ga is None:
             add("batch-unknown", "error",
                 "the config states neither the global batch nor the GA steps; set one")
+    if dp is not None and cfg.global_batch is not None and ga is not None and ga < 1:
+        ga = None
     m = ga // cfg.pipeline_flushes if ga is not None else None
     if ga is not None and ga % cfg.pipeline_flushes:
         add("flushes-mismatch", "error",
@@ -158,21 +165,14 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None)
             "(Megatron-LM: --decoder-first/last-pipeline-num-layers)",
             num_layers=blocks, pp=p, virtual_stages=chunks)
 
-    # --- framework schedule rules --------------------------------------------
+    # --- framework schedule rules (the config's framework and version) --------
     if m is not None:
-        if schedule is Schedule.ONE_F_ONE_B and m < p:
-            add("1f1b-m-lt-pp", "error",
-                f"1f1b needs micro-batches >= pipeline stages ({m} < {p}); torch's Schedule1F1B "
-                f"and Megatron-LM refuse it: raise GA steps to >= {p}", microbatches=m, pp=p)
-        if schedule is Schedule.INTERLEAVED and m % p:
-            add("interleaved-m-not-multiple", "error",
-                f"interleaved-1f1b needs micro-batches ({m}) to be a multiple of pp ({p}) "
-                f"(Megatron-LM, torch); use {m + p - m % p}", microbatches=m, pp=p)
+        schedule_rules(cfg, m, sem, add)
         if schedule is Schedule.ZBV and m < p:
             add("zbv-m-lt-pp", "warning",
                 f"zbv with fewer micro-batches than stages ({m} < {p}) leaves most of the V idle",
                 microbatches=m, pp=p)
-        if m % p and schedule is not Schedule.INTERLEAVED:
+        if m % p:
             add("ga-not-aligned", "warning",
                 f"micro-batches per pipeline run ({m}) are not a multiple of pp ({p}); "
                 f"{m + p - m % p} would align gradient accumulation to pipeline depth",
@@ -182,26 +182,27 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None)
             f"interleaved-1f1b needs >= 2 virtual stages per device (got {v})", virtual_stages=v)
     if schedule is Schedule.ZBV and v not in (1, 2):
         add("zbv-chunks", "error",
-            f"zbv runs exactly two chunks per device (got virtual stages {v})", virtual_stages=v)
+            f"zbv runs exactly two chunks per device (got virtual stages {v}): torch's "
+            "ScheduleZBVZeroBubble raises 'ZBV requires exactly 2 stages per rank'",
+            virtual_stages=v)
     if schedule not in (Schedule.INTERLEAVED, Schedule.ZBV) and v > 1:
         add("virtual-stages-ignored", "error",
             f"{schedule.value} runs one chunk per device but virtual stages is {v}; "
             "use interleaved-1f1b or set virtual stages to 1", virtual_stages=v)
-    if cfg.zero_stage >= 2 and p > 1 and cfg.source_format == "deepspeed":
-        add("deepspeed-zero-pp", "error",
-            f"ZeRO stage {cfg.zero_stage} with pipeline parallelism (pp={p}): DeepSpeed's "
-            "PipelineEngine supports ZeRO stage 0 or 1 only; use stage 1", zero_stage=cfg.zero_stage)
+    megatron_interleave_rule(cfg, sem, add)
+    deepspeed_rules(cfg, add)
 
     report = CheckReport(out, derived={"dp": dp, "grad_accum_steps": ga, "microbatches": m})
     structural = any(f.severity == "error" for f in out)
-    table, origin = _costs(cfg, base_dir, opts, add)
+    table, origin = costs(cfg, base_dir, opts, add)
     report.derived["cost_source"] = origin
     if table is None or structural or dp is None or m is None:
         if table is not None and structural:
             add("prediction-skipped", "info",
                 "memory, bubble and step time not predicted until the errors above are fixed")
         return report
-    _predict(cfg, table, opts, report, add, dp=dp, m=m, schedule=schedule, chunks=chunks)
+    _predict(cfg, table, opts, report, add, dp=dp, m=m, schedule=schedule, chunks=chunks,
+             sem=sem)
     return report
 
 
@@ -217,82 +218,22 @@ def config_sharding(cfg: TrainingConfig) -> Sharding:
     return Sharding.ZERO1 if cfg.sharded_optimizer else Sharding.NONE
 
 
-def _costs(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions, add: Any) -> tuple[CostTable | None, str]:
-    """The config's per-layer costs: its profile, else analytic costs of its model.
-
-    A profile named in the config is relative to the config's folder; one
-    given on the command line (``opts.profile``) comes resolved by the CLI.
-    """
-    profile_path = opts.profile or (Path(cfg.profile) if cfg.profile else None)
-    try:
-        if profile_path is not None:
-            path = profile_path if profile_path.is_absolute() else base_dir / profile_path
-            return measured_costs(path, cfg.tp * cfg.cp), f"profile {path}"
-        found = _analytic(cfg, base_dir, opts, add)
-        if found is None:
-            return None, "none"
-        table, origin = found
-    except PptuneError as exc:
-        add("costs-unavailable", "error", f"cannot build costs: {exc}")
-        return None, "none"
-    return table, origin
-
-
-def _analytic(
-    cfg: TrainingConfig, base_dir: Path, opts: CheckOptions, add: Any
-) -> tuple[CostTable, str] | None:
-    shape = None
-    name = opts.model or cfg.model
-    if name is not None:
-        from pptune.costs.profiles import model_preset
-
-        shape = with_seq_len(model_preset(name), cfg.seq_len)
-    elif cfg.hf_config:
-        hf = Path(cfg.hf_config)
-        shape = from_hf_config(hf if hf.is_absolute() else base_dir / hf, cfg.seq_len)
-    elif cfg.num_layers and cfg.hidden_size and cfg.num_heads and cfg.seq_len:
-        shape = from_sizes(cfg.num_layers, cfg.hidden_size, cfg.num_heads, cfg.seq_len,
-                           kv_heads=cfg.num_kv_heads, ffn=cfg.ffn_hidden_size,
-                           vocab=cfg.vocab_size, gated=cfg.gated_mlp)
-    if shape is None:
-        add("model-unknown", "warning",
-            "no model (preset, hf_config, profile, or layer/hidden/head/seq sizes) in the "
-            "config: memory, bubble and step time are not checked; pass --model or --profile")
-        return None
-    if cfg.num_layers is not None and cfg.num_layers != shape.num_blocks:
-        add("layers-from-config", "info",
-            f"using the config's {cfg.num_layers} layers instead of {shape.num_blocks}")
-        shape = replace(shape, num_blocks=cfg.num_layers)
-    gpu = opts.gpu or cfg.gpu
-    if gpu is None:
-        gpu = presets.DEFAULT_GPU
-        add("gpu-assumed", "warning",
-            f"no GPU named; predictions assume {gpu} (set gpu: or pass --gpu)", gpu=gpu)
-    if shape.heads % cfg.tp:
-        add("tp-heads", "error",
-            f"tp {cfg.tp} does not divide the {shape.heads} attention heads", tp=cfg.tp)
-        return None
-    sizes = sorted({1, 2, 4, 8, cfg.micro_batch_size})
-    attention = cfg.attention or "flash"  # not stated: the per-op model's default
-    table, _ = analytic_costs(shape, gpu, sizes, tp=cfg.tp, sequence_parallel=cfg.sequence_parallel,
-                              table_tp=cfg.tp * cfg.cp, attention=attention)
-    return table, f"analytic {shape.name} on {gpu}, {attention} attention"
-
-
 def _split(cfg: TrainingConfig, table: CostTable, n_stages: int) -> list[int]:
     """Blocks per stage (stated, DeepSpeed's partition_method, or even), plus
     the embedding on the first stage and the head on the last."""
     n_layers = len(table.names)
-    if cfg.stage_layers is None and cfg.partition_method in ("uniform", "parameters"):
+    if cfg.stage_layers is None and cfg.partition_method is not None:
         params = [b / table.param_dtype_bytes for b in table.param_bytes]
-        return deepspeed_split(cfg.partition_method, params, n_stages)
+        split = ds_split(cfg.partition_method, params, n_stages)
+        if split is not None:
+            return split
     blocks = n_layers - 2
     return add_ends(cfg.stage_layers if cfg.stage_layers else even_split(blocks, n_stages))
 
 
 def _predict(
     cfg: TrainingConfig, table: CostTable, opts: CheckOptions, report: CheckReport, add: Any,
-    *, dp: int, m: int, schedule: Schedule, chunks: int,
+    *, dp: int, m: int, schedule: Schedule, chunks: int, sem: Semantics,
 ) -> None:
     p = cfg.pp
     n_stages = p * chunks
@@ -326,7 +267,13 @@ def _predict(
     v = cfg.virtual_stages if schedule is Schedule.INTERLEAVED else 1
     spec = PlanSpec(schedule, p, cfg.micro_batch_size, m, tuple(split), v,
                     RankOrder(cfg.rank_order), sharding, recompute)
-    plan = evaluate(table, req, spec)
+    try:
+        plan = evaluate(table, req, spec)
+    except ScheduleError as exc:  # the framework runs it; pptune's simulator cannot
+        add("schedule-not-modelled", "warning",
+            f"pptune cannot simulate this schedule ({exc}); memory, bubble and step time not "
+            "predicted", schedule=schedule.value, microbatches=m, pp=p)
+        return
     report.plan = plan
     step = plan.step_time_s * cfg.pipeline_flushes
     report.derived.update(step_time_s=step, bubble_rate=plan.bubble_rate,
@@ -348,7 +295,7 @@ def _predict(
     if plan.bubble_rate > max_bubble:
         need = math.ceil((p - 1) * (1 - max_bubble) / max_bubble) if max_bubble > 0 else None
         hint = (f"; the equal-stage bound (p-1)/(m+p-1) needs m >= {need}" if need else "")
-        add("bubble-over-limit", "error",
+        add("bubble-over-limit", _limit_severity(opts, cfg, opts.max_bubble),
             f"predicted bubble {fmt_pct(plan.bubble_rate)} exceeds the limit "
             f"{fmt_pct(max_bubble)} (pp={p}, m={m}, {schedule.value}){hint}",
             bubble_rate=plan.bubble_rate, max_bubble=max_bubble)
@@ -368,7 +315,7 @@ def _predict(
     ratio = plan.step_time_s / best.step_time_s
     report.derived["slowdown_vs_best"] = ratio
     if ratio > max_slow:
-        add("slower-than-best", "warning",
+        add("slower-than-best", _limit_severity(opts, cfg, opts.max_slowdown),
             f"predicted step {fmt_seconds(plan.step_time_s)} is {ratio:.2f}x the best plan "
             f"for the same {gpus} GPUs and batch (limit {max_slow:.2f}x): pp={best.pp} "
             f"dp={best.dp} {best.schedule.value}"
@@ -378,3 +325,10 @@ def _predict(
             f"stage {','.join(map(str, strip_ends(best.stage_layers)))} at "
             f"{fmt_seconds(best.step_time_s)}",
             slowdown=ratio, max_slowdown=max_slow, best_step_time_s=best.step_time_s)
+
+
+def _limit_severity(opts: CheckOptions, cfg: TrainingConfig, flag: float | None) -> str:
+    """A predicted bubble or slowdown is not a framework rule: a warning, unless the
+    user set the limit (flag or the config's ``limits``) or asked for --strict."""
+    stated = flag is not None or "limits" in cfg.model_fields_set
+    return "error" if stated or opts.strict else "warning"

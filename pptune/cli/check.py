@@ -4,22 +4,28 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import typer
 
 from pptune import limits
 from pptune.cli.options import cost_option
 from pptune.cli.util import out_console as _out
-from pptune.errors import BadInput
+from pptune.errors import BadInput, PptuneError
 
 CHECK_HELP = """CI sanity check of a training config: exit 0 when consistent and within
-limits, 1 with findings, 2 when the file cannot be read.
+limits, 1 with findings (including anything the framework itself would refuse),
+2 when the file cannot be read or a flag is wrong.
 
 \b
   pptune check-config train.yaml
   pptune check-config ds_config.json --pp 4 --gpus 32 --output github
   pptune check-config pretrain_llama.sh --max-bubble 0.2 --strict
+  pptune check-config job.toml --framework-version torchtitan=0.3.0
   pptune check-config --schema
+
+Predicted bubble and slowdown over their limits are warnings unless you set
+--max-bubble / --max-slowdown (or limits in the file) or pass --strict.
 
 Reads pptune's own YAML/TOML/JSON, DeepSpeed JSON, Megatron-LM argument lists or
 launch scripts, and torchtitan TOML (detected from the content; --format-in overrides).
@@ -38,7 +44,11 @@ def check_config(
     max_bubble: float | None = typer.Option(None, "--max-bubble", help="bubble-rate limit (default 0.25 or the file's)"),
     max_slowdown: float | None = typer.Option(None, "--max-slowdown", help="step time limit vs the best plan (default 1.10)"),
     no_compare: bool = typer.Option(False, "--no-compare", help="skip the search for a faster plan"),
-    strict: bool = typer.Option(False, "--strict", help="warnings fail too"),
+    strict: bool = typer.Option(False, "--strict", help="warnings fail too; bubble and slowdown limits are errors"),
+    framework_version: list[str] | None = typer.Option(
+        None, "--framework-version",
+        help="rules of another release: NAME=VERSION (deepspeed, megatron-core, torchtitan, "
+        "torch) or a bare version for the config's framework; repeatable"),
     output: str = typer.Option("text", "--output", help="text, json or github (workflow annotations)"),
     schema: bool = typer.Option(False, "--schema", help="print the JSON Schema of pptune's config and exit"),
 ) -> None:
@@ -51,6 +61,39 @@ def check_config(
         raise BadInput("check-config needs a CONFIG file (or --schema)")
     if output not in ("text", "json", "github"):
         raise BadInput(f"--output must be text, json or github (got {output!r})")
+    try:
+        report, read = _run(config, format_in, pp, gpus, tp, framework_version or [], max_bubble,
+                            max_slowdown, CheckFlags(model, gpu, profile, not no_compare, strict))
+    except PptuneError as exc:
+        if output == "github":  # a CI job shows an annotation, never nothing
+            from pptune.check.render import github_error
+
+            typer.echo(github_error(config, " ".join(str(exc).split())))
+        raise
+    failing = report.errors() + (report.warnings() if strict else [])
+    code = 1 if failing else 0
+    from pptune.check.render import findings_github, findings_json, findings_text
+
+    if output == "json":
+        typer.echo(json.dumps(findings_json(config, read, report, code), indent=2))
+    elif output == "github":
+        typer.echo(findings_github(config, read, report))
+    else:
+        _out().print(findings_text(config, read, report), highlight=False, markup=False)
+    raise typer.Exit(code)
+
+
+class CheckFlags(NamedTuple):
+    model: str | None
+    gpu: str | None
+    profile: Path | None
+    compare_best: bool
+    strict: bool
+
+
+def _run(config: Path, format_in: str | None, pp: int | None, gpus: int | None,
+         tp: int | None, versions: list[str], max_bubble: float | None,
+         max_slowdown: float | None, flags: CheckFlags) -> tuple[Any, Any]:
     found = limits.problems(*(
         limits.problem(flag, value, lo, hi, capped=flag != "--max-bubble")
         for flag, value, lo, hi in (
@@ -60,22 +103,14 @@ def check_config(
     ))
     if found:
         raise BadInput("; ".join(found))
-    from pptune.check.render import findings_github, findings_json, findings_text
     from pptune.check.rules import CheckOptions, check
     from pptune.configs import read_config
 
-    read = read_config(config, format_in, pp=pp, gpus=gpus, tp=tp)
+    read = read_config(config, format_in, pp=pp, gpus=gpus, tp=tp, framework_versions=versions)
+    profile = flags.profile
     if profile is not None:  # the command line's path is the working folder's, not the config's
         profile = Path.cwd() / profile
-    opts = CheckOptions(max_bubble=max_bubble, max_slowdown=max_slowdown, model=model,
-                        gpu=gpu, profile=profile, compare_best=not no_compare)
-    report = check(read.config, config.parent, opts)
-    failing = report.errors() + (report.warnings() if strict else [])
-    code = 1 if failing else 0
-    if output == "json":
-        typer.echo(json.dumps(findings_json(config, read, report, code), indent=2))
-    elif output == "github":
-        typer.echo(findings_github(config, read, report))
-    else:
-        _out().print(findings_text(config, read, report), highlight=False, markup=False)
-    raise typer.Exit(code)
+    opts = CheckOptions(max_bubble=max_bubble, max_slowdown=max_slowdown, model=flags.model,
+                        gpu=flags.gpu, profile=profile, compare_best=flags.compare_best,
+                        strict=flags.strict)
+    return check(read.config, config.parent, opts, read.semantics), read

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 DEEPSPEED_VERSION = "0.19.8"
 MEGATRON_VERSION = "0.16.1"  # megatron-core; Megatron-LM core_r0.16 arguments.py
@@ -135,7 +136,7 @@ def ds_partition_balanced(weights: Sequence[float], num_parts: int) -> list[int]
 
 def sizes(bounds: Sequence[int]) -> list[int]:
     """Boundaries [0, b1, ..., n] -> items per part."""
-    return [b - a for a, b in zip(bounds, bounds[1:], strict=False)]
+    return [b - a for a, b in pairwise(bounds)]
 
 
 def ds_split(method: str, param_counts: Sequence[float], num_stages: int,

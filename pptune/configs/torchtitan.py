@@ -33,7 +33,6 @@ What torchtitan or torch refuses is an error finding, not an unreadable file.
 
 from __future__ import annotations
 
-import math
 import re
 from itertools import pairwise
 from typing import Any
