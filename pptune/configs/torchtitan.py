@@ -38,7 +38,7 @@ from itertools import pairwise
 from typing import Any
 
 from pptune.configs.fields import MAX_COUNT, MAX_DEVICES, Ctx, apply_flags, build, show, whole
-from pptune.configs.frameworks import torchtitan_stage_count
+from pptune.configs.frameworks import FrameworkRefusal, torchtitan_fqns, torchtitan_stage_count
 from pptune.costmodel.presets import MODELS
 from pptune.schemas import TrainingConfig
 
@@ -119,7 +119,9 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     if sharded:
         fields["sharded_optimizer"] = True
         fields["zero_stage"], fields["fsdp_reshard_after_forward"] = _fsdp_stage(ctx, par, pp)
-    fields.update(_schedule(ctx, par, pp, MODELS[preset].num_blocks if preset else None))
+    layers = MODELS[preset].num_blocks if preset else None
+    fields.update(_schedule(ctx, par, pp, layers))
+    _default_split(ctx, par, fields, layers)
     fields.update(_batch(ctx, par, train, pp, fields["dp"]))
     seq = train.count("seq_len", None)
     if seq is None:
@@ -315,6 +317,24 @@ def _explicit_split(ctx: Ctx, par: _Table, layers: int | None) -> list[int] | No
         raise ctx.bad(f"parallelism.pipeline_parallel_split_points {show(points)} must be "
                       f"increasing block indices below {layers}")
     return [b - a for a, b in pairwise(bounds)]
+
+
+def _default_split(ctx: Ctx, par: _Table, fields: dict[str, Any], layers: int | None) -> None:
+    """Without module_fqns_per_model_part torchtitan splits with
+    generate_llm_fqn_per_model_part: the embedding and the norm+head count as
+    first/last_stage_less_layers layers and the first stages take the extra ones."""
+    pp = fields["pp"] or 1
+    if layers is None or pp == 1 or "stage_layers" in fields or fields["schedule"] == "zb-h1":
+        return
+    stages = pp * (fields["virtual_stages"] or 1)
+    first = par.count("pipeline_parallel_first_stage_less_layers", 1, minimum=0) or 0
+    last = par.count("pipeline_parallel_last_stage_less_layers", 1, minimum=0) or 0
+    try:
+        parts = torchtitan_fqns(stages, layers, input_weight=first, output_weight=last)
+    except FrameworkRefusal as exc:
+        ctx.refuse(exc.rule_id, str(exc))
+        return
+    fields["stage_layers"] = [sum(1 for n in part if _BLOCK.fullmatch(n)) for part in parts]
 
 
 def _check_modules(ctx: Ctx, parts: list[list[str]]) -> None:

@@ -206,6 +206,9 @@ def test_torchtitan_llama3_8b_pipeline_config() -> None:
         "model": "llama3-8b", "precision": "bf16", "recompute": "selective", "zero_stage": 2,
         "sharded_optimizer": True, "source_format": "torchtitan", "sharding": "fsdp",
         "fsdp_reshard_after_forward": False, "attention": "flash",
+        # torchtitan's generate_llm_fqn_per_model_part: 32 + 2 effective layers over 4
+        # stages -> 9, 9, 8, 8 with the embedding and the norm + head counting one each
+        "stage_layers": [8, 9, 8, 7],
     }
     assert "virtual stages 2 per device: torchtitan's default for looped schedules" in (
         result.notes)
