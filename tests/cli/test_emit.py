@@ -134,3 +134,62 @@ def test_multi_node_rank_order_round_trips(run32, tmp_path: Path) -> None:
         doc = check_json(folder / name, *flags)
         assert doc["exit_code"] == 0, (framework, doc["findings"])
         assert doc["derived"]["step_time_s"] == pytest.approx(emitted.plan.step_time_s, rel=1e-9)
+
+
+@pytest.fixture(scope="module")
+def run12():
+    return recommend(RecommendSpec(gpus=12))  # pp 6 x dp 2 on 8-GPU nodes
+
+
+def test_launch_uses_exactly_the_plans_gpus(run12, tmp_path: Path) -> None:
+    """12 GPUs on 8-GPU nodes launch as 2 x 6 ranks, never 2 x 8 = 16 (megatron-core's
+    initialize_model_parallel needs world = tp x pp x dp)."""
+    from pptune.plan.emit import write
+    from pptune.plan.writers import launch_shape
+
+    assert launch_shape(12, 8) == (2, 6) and launch_shape(16, 8) == (2, 8)
+    assert launch_shape(7, 8) == (1, 7) and launch_shape(13, 8) == (13, 1)
+    text = emit("megatron", run12).files["pretrain_megatron.sh"]
+    assert "torchrun --nnodes 2 --nproc_per_node 6 " in text
+    assert "--num_nodes 2 --num_gpus 6" in emit("deepspeed", run12).files["ds_partition.txt"]
+    for framework, (name, flags) in ROUND_TRIP.items():
+        emitted = emit(framework, run12)
+        write(emitted, tmp_path / framework.value)
+        extra = ["--gpus", "12", *flags[2:]] if framework is Framework.DEEPSPEED else flags
+        doc = check_json(tmp_path / framework.value / name, *extra)
+        assert doc["exit_code"] == 0, (framework, doc["findings"])
+        assert doc["derived"]["step_time_s"] == pytest.approx(emitted.plan.step_time_s, rel=1e-9)
+        assert doc["derived"]["bubble_rate"] == pytest.approx(emitted.plan.bubble_rate, rel=1e-9)
+
+
+def test_tensor_parallel_megatron_exports_max_connections(run32) -> None:
+    """Megatron-LM validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with tp > 1
+    (before Blackwell); its example scripts export it."""
+    text = emit("megatron", run32).files["pretrain_megatron.sh"]
+    assert "export CUDA_DEVICE_MAX_CONNECTIONS=1" in text
+    assert "CUDA_DEVICE_MAX_CONNECTIONS" not in emit("megatron", run12_plain()).files[
+        "pretrain_megatron.sh"]
+
+
+def run12_plain():
+    return recommend(RecommendSpec(gpus=4, pp=[4]))
+
+
+def test_deepspeed_partition_is_deepspeeds_own(run8) -> None:
+    """deepspeed/runtime/utils.py partition_uniform / partition_balanced over the layer
+    list decide the stages; the emitted plan is evaluated on exactly that split."""
+    from pptune.configs.frameworks import ds_split
+
+    out = emit("deepspeed", run8)
+    method = json.loads(out.files["ds_config.json"])["pipeline"]["partition"]
+    params = [b / run8.table.param_dtype_bytes for b in run8.table.param_bytes]
+    assert out.plan.stage_layers == ds_split(method, params, out.plan.pp)
+
+
+def test_torchtitan_file_names_the_head_for_its_release(run8) -> None:
+    """torchtitan 0.2.2 (the last TOML release) names the head 'output'
+    (pipeline_parallel.py generate_llm_fqn_per_model_part); the file states the
+    activation checkpointing the plan assumes, since torchtitan defaults to selective."""
+    text = emit("torchtitan", run8).files["torchtitan.toml"]
+    assert '"norm", "output"]' in text and "lm_head" not in text
+    assert '[activation_checkpoint]\nmode = "none"' in text
