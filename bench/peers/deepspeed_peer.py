@@ -1,0 +1,77 @@
+"""DeepSpeed 0.19.8 judges a DeepSpeed JSON config: ``deepspeed.initialize`` with a
+``PipelineModule`` (the PipelineEngine's own checks, DeepSpeedConfig's batch
+derivation and assertions) and the stage boundaries PipelineModule builds
+over the model's layer list (embedding, blocks, head) with the config's
+partition method.
+
+Stand-in: DeepSpeed's CPU accelerator reports fp16 unsupported, which would
+refuse every fp16 config for a reason that is not a DeepSpeed rule; the
+harness tells it fp16 is supported (``is_fp16_supported``) since only the
+rules are checked. The layer list's parameter counts are divided by their
+greatest common divisor (exact: partition_balanced compares sums of
+integers, which a common factor does not reorder) so an 8B model fits in
+memory.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from bench.peers.common import init_fake_world, main, verdict
+
+
+def judge(case: dict[str, Any]) -> dict[str, Any]:
+    cfg = json.loads(open(case["file"], encoding="utf-8").read())
+    gpus, tp = case["gpus"], case.get("tp", 1)
+    section = cfg.get("pipeline") if isinstance(cfg.get("pipeline"), dict) else {}
+    pp = section.get("stages") if isinstance(section.get("stages"), int) else case.get("pp", 1)
+    init_fake_world(gpus)
+    import deepspeed
+    import torch
+    from deepspeed.accelerator import get_accelerator
+    from deepspeed.pipe import LayerSpec, PipelineModule
+    from deepspeed.runtime.pipe.topology import (
+        PipeDataParallelTopology,
+        PipeModelDataParallelTopology,
+    )
+
+    deepspeed.init_distributed(dist_backend="fake")
+    get_accelerator().is_fp16_supported = lambda: True  # stand-in, see the module docstring
+    dp = gpus // (pp * tp)
+
+    def topology() -> Any:
+        if tp > 1:
+            return PipeModelDataParallelTopology(num_pp=pp, num_mp=tp, num_dp=dp)
+        return PipeDataParallelTopology(num_pp=pp, num_dp=dp)
+
+    class Block(torch.nn.Module):
+        def __init__(self, numel: int) -> None:
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.zeros(numel))
+
+        def forward(self, x: Any) -> Any:
+            return x
+
+    method = section.get("partition", "parameters")
+    method = "parameters" if method == "best" else method
+    counts = case.get("layer_params")
+    stage_layers = None
+    if counts and pp <= len(counts):
+        unit = math.gcd(*counts)
+        model = PipelineModule(layers=[LayerSpec(Block, n // unit) for n in counts],
+                               num_stages=pp, topology=topology(), partition_method=method)
+        stage_layers = [int(b - a) for a, b in zip(model.parts, model.parts[1:], strict=False)]
+    tiny = PipelineModule(layers=[LayerSpec(Block, 8) for _ in range(pp)], num_stages=pp,
+                          topology=topology(), partition_method="uniform")
+    engine, *_ = deepspeed.initialize(model=tiny, config=cfg,
+                                      optimizer=torch.optim.AdamW(tiny.parameters()))
+    return verdict(True, stage_layers=stage_layers,
+                   micro_batch_size=engine.train_micro_batch_size_per_gpu(),
+                   microbatches=engine.gradient_accumulation_steps(),
+                   train_batch_size=engine.train_batch_size())
+
+
+if __name__ == "__main__":
+    main(judge)

@@ -1,0 +1,200 @@
+"""Megatron-LM judges a launch script: megatron-core 0.16.1's own code, plus the
+pipeline rules of Megatron-LM's ``validate_args`` re-stated from source.
+
+- megatron-core (imported, run): ``parallel_state.initialize_model_parallel``
+  on a fake process group of the script's world size,
+  ``TransformerConfig.__post_init__`` (uneven and account-for splits),
+  ``get_num_layers_to_build`` for every pipeline rank and virtual stage (the
+  split), the micro-batch calculator, and the schedule itself
+  (``get_forward_backward_func()``) run until its first forward step, which
+  is where its micro-batch checks have passed. Stand-in: the schedule
+  allocates a token counter with ``torch.zeros(..., device="cuda")``; the
+  harness makes that one allocation on the CPU (there is no GPU here).
+- Megatron-LM ``validate_args`` (megatron/training/arguments.py, core_r0.16)
+  lives in the Megatron-LM repository, not in megatron-core, and imports
+  Triton and Transformer Engine at module level (GPU libraries), so its
+  pipeline rules are re-stated below from that source rather than imported.
+- The script's words (shell variables, the torchrun line) are parsed with
+  pptune's shell reader; parsing only, the verdict is Megatron's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.peers.common import init_fake_world, main, verdict
+
+
+class _Reached(Exception):
+    """The schedule called the first forward step: its checks have passed."""
+
+
+def _args(path: str) -> tuple[dict[str, list[str | None]], dict[str, list[str | None]], dict]:
+    from pptune.configs.fields import Ctx
+    from pptune.configs.megatron import _launch, parse_flags
+    from pptune.configs.shell import interpret
+
+    script = interpret(open(path, encoding="utf-8").read())
+    launcher, words = _launch(script, Ctx(name=path))
+    return parse_flags(words).values, parse_flags(launcher, bools=()).values, script.scalars
+
+
+def validate_args(a: dict[str, Any]) -> dict[str, Any]:
+    """The pipeline rules of Megatron-LM's validate_args, in its order and words."""
+    tp, pp, cp, world = a["tp"], a["pp"], a["cp"], a["world"]
+    total = tp * pp * cp
+    assert world % total == 0, (
+        f"world size ({world}) is not divisible by total_model_size ({total=})")
+    dp = world // total
+    vpp_flags = [a["layers_per_virtual"], a["virtual_per_rank"], a["layout"]]
+    assert sum(x is not None for x in vpp_flags) <= 1, (
+        "No more than one of the following arguments can be set at the same time: "
+        "--num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank, "
+        "--pipeline-model-parallel-layout")
+    vpp = a["virtual_per_rank"]
+    layers = a["num_layers"] + a["account_embedding"] + a["account_loss"]
+    if a["layers_per_virtual"] is not None:
+        assert a["first"] is None and a["last"] is None, (
+            "please use --num-virtual-stages-per-pipeline-rank to specify virtual pipeline "
+            "parallel degree when enable uneven pipeline parallelism")
+        assert layers % pp == 0, (
+            "number of layers of the model must be divisible pipeline model parallel size")
+        assert (layers // pp) % a["layers_per_virtual"] == 0, (
+            "number of layers per pipeline stage must be divisible number of layers per "
+            "virtual pipeline stage")
+        vpp = layers // pp // a["layers_per_virtual"]
+    elif vpp is None and a["first"] is None and a["last"] is None and a["layout"] is None:
+        assert layers % pp == 0, (
+            "Number of layers should be divisible by the pipeline-model-parallel size")
+    vpp = None if vpp == 1 else vpp
+    if vpp is not None:
+        floor = 1 if a["overlap_p2p"] else 2
+        assert pp > floor, (
+            f"When interleaved schedule is used, pipeline-model-parallel size should be "
+            f"greater than {floor}")
+    if a["fp16"]:
+        assert not a["bf16"]
+    if a["recompute"] == "selective":
+        assert a["recompute_method"] is None, (
+            "recompute method is not yet supported for selective recomputing granularity")
+    gbs = a["global_batch"] if a["global_batch"] is not None else a["micro"] * dp
+    return {"dp": dp, "vpp": vpp, "global_batch": gbs}
+
+
+def _read(path: str, case: dict[str, Any]) -> dict[str, Any]:
+    flags, launcher, env = _args(path)
+
+    def last(name: str) -> str | None:
+        return flags[name][-1] if name in flags else None
+
+    def num(name: str) -> int | None:
+        value = last(name)
+        return int(value) if value is not None else None
+
+    procs = launcher.get("--nproc_per_node") or launcher.get("--nproc-per-node")
+    per_node = int(procs[-1]) if procs and procs[-1] else case["gpus"]
+    nodes = int(launcher["--nnodes"][-1]) if "--nnodes" in launcher else 1
+    recompute = last("--recompute-granularity") or (
+        "selective" if "--recompute-activations" in flags else None)
+    return {
+        "world": nodes * per_node, "tp": num("--tensor-model-parallel-size") or 1,
+        "pp": num("--pipeline-model-parallel-size") or 1,
+        "cp": num("--context-parallel-size") or 1, "num_layers": num("--num-layers"),
+        "hidden": num("--hidden-size") or 4096, "heads": num("--num-attention-heads") or 32,
+        "seq": num("--seq-length") or 4096, "micro": num("--micro-batch-size"),
+        "global_batch": num("--global-batch-size"),
+        "layers_per_virtual": num("--num-layers-per-virtual-pipeline-stage"),
+        "virtual_per_rank": num("--num-virtual-stages-per-pipeline-rank"),
+        "layout": last("--pipeline-model-parallel-layout"),
+        "first": num("--decoder-first-pipeline-num-layers"),
+        "last": num("--decoder-last-pipeline-num-layers"),
+        "account_embedding": "--account-for-embedding-in-pipeline-split" in flags,
+        "account_loss": "--account-for-loss-in-pipeline-split" in flags,
+        "group": num("--microbatch-group-size-per-virtual-pipeline-stage"),
+        "overlap_p2p": "--no-overlap-p2p-communication" not in flags,
+        "bf16": "--bf16" in flags, "fp16": "--fp16" in flags, "recompute": recompute,
+        "recompute_method": last("--recompute-method"),
+        "tp_pp_dp": "--use-tp-pp-dp-mapping" in flags,
+        "max_connections": env.get("CUDA_DEVICE_MAX_CONNECTIONS"),
+    }
+
+
+def judge(case: dict[str, Any]) -> dict[str, Any]:
+    a = _read(case["file"], case)
+    derived = validate_args(a)
+    init_fake_world(a["world"])
+    import torch
+    from megatron.core import parallel_state
+    from megatron.core.num_microbatches_calculator import (
+        get_num_microbatches,
+        init_num_microbatches_calculator,
+    )
+    from megatron.core.transformer.transformer_block import get_num_layers_to_build
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    pp, vpp = a["pp"], derived["vpp"]
+    parallel_state.initialize_model_parallel(
+        tensor_model_parallel_size=a["tp"], pipeline_model_parallel_size=pp,
+        virtual_pipeline_model_parallel_size=vpp, context_parallel_size=a["cp"],
+        order="tp-cp-ep-pp-dp" if a["tp_pp_dp"] else "tp-cp-ep-dp-pp",
+        create_gloo_process_groups=False)  # gloo groups need a real backend
+    config = TransformerConfig(
+        num_layers=a["num_layers"], hidden_size=a["hidden"], num_attention_heads=a["heads"],
+        tensor_model_parallel_size=a["tp"], pipeline_model_parallel_size=pp,
+        virtual_pipeline_model_parallel_size=vpp, context_parallel_size=a["cp"],
+        num_layers_in_first_pipeline_stage=a["first"], num_layers_in_last_pipeline_stage=a["last"],
+        account_for_embedding_in_pipeline_split=a["account_embedding"],
+        account_for_loss_in_pipeline_split=a["account_loss"],
+        microbatch_group_size_per_vp_stage=a["group"], pipeline_dtype=torch.bfloat16,
+        bf16=a["bf16"], overlap_p2p_comm=a["overlap_p2p"] and vpp is not None,
+        batch_p2p_comm=not (a["overlap_p2p"] and vpp is not None))
+    chunks = vpp or 1
+    split = [get_num_layers_to_build(config, vp_stage=c if vpp else None, pp_rank=r)
+             for c in range(chunks) for r in range(pp)]
+    init_num_microbatches_calculator(0, None, derived["global_batch"], a["micro"], derived["dp"])
+    m = get_num_microbatches()
+    _run_schedule(config, m, a, chunks)
+    return verdict(True, stage_layers=split, microbatches=m, dp=derived["dp"], vpp=vpp,
+                   max_connections_set=a["max_connections"] == "1")
+
+
+def _run_schedule(config: Any, m: int, a: dict[str, Any], chunks: int) -> None:
+    """Megatron's own schedule, until its first forward step (rank 0 starts there)."""
+    import torch
+    from megatron.core.enums import ModelType
+    from megatron.core.pipeline_parallel import get_forward_backward_func
+
+    class Chunk(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.config = config
+            self.model_type = ModelType.encoder_or_decoder
+
+        def set_input_tensor(self, _tensor: Any) -> None:
+            return None
+
+    def first_forward(*_args: Any, **_kwargs: Any) -> Any:
+        raise _Reached
+
+    model = [Chunk() for _ in range(chunks)]
+    zeros = torch.zeros
+
+    def cpu_zeros(*args: Any, **kwargs: Any) -> Any:  # stand-in: no CUDA on this machine
+        if kwargs.get("device") == "cuda":
+            kwargs["device"] = "cpu"
+        return zeros(*args, **kwargs)
+
+    torch.zeros = cpu_zeros  # type: ignore[assignment]
+    try:
+        get_forward_backward_func()(
+            forward_step_func=first_forward, data_iterator=[None] * chunks if chunks > 1 else None,
+            model=model if chunks > 1 else model[0], num_microbatches=m,
+            seq_length=a["seq"], micro_batch_size=a["micro"], forward_only=False)
+    except _Reached:
+        return
+    finally:
+        torch.zeros = zeros  # type: ignore[assignment]
+
+
+if __name__ == "__main__":
+    main(judge)
