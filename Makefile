@@ -7,7 +7,7 @@ STAMP   := $(VENV)/.installed
 # request downloads gigabytes.
 TORCH   := torch==2.13.0
 
-.PHONY: install demo test test-fast bench lint clean
+.PHONY: install demo test test-fast bench lint clean peers
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -43,9 +43,28 @@ test-fast: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
 
+# The frameworks' own validation, on CPU, judging the test configs and every
+# file `recommend --emit` writes (not part of `make test`): a separate venv
+# with DeepSpeed, megatron-core and torchtitan beside the same torch.
+PEERS   := .venv-peers
+PSTAMP  := $(PEERS)/.installed
+
+$(PSTAMP): pyproject.toml
+	$(PY) -m venv $(PEERS)
+	$(PEERS)/bin/pip install -q --upgrade pip
+	$(PEERS)/bin/pip install -q $(TORCH) numpy
+	DS_BUILD_OPS=0 $(PEERS)/bin/pip install -q deepspeed==0.19.8 megatron-core==0.16.1
+	$(PEERS)/bin/pip install -q --no-deps torchtitan==0.2.2
+	$(PEERS)/bin/pip install -q tyro einops tomli fsspec tokenizers torchdata datasets tensorboard pillow
+	$(PEERS)/bin/pip install -q -e .
+	touch $(PSTAMP)
+
+peers: $(PSTAMP)
+	$(PEERS)/bin/python -m bench.peers.run
+
 lint: $(STAMP)
 	$(BIN)/ruff check pptune tests bench
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(PEERS) build *.egg-info

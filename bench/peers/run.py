@@ -20,6 +20,8 @@ from bench.peers.suite import REPO, SKIPPED, Case, emitted_cases, repo_cases, wr
 
 RESULTS = REPO / "bench" / "results" / "peers.json"
 WORK = REPO / "build" / "peers"
+# A stage set that drops the embedding or the head cannot train: counted as the
+# framework refusing it (the verdict lists modules_dropped).
 PREDICTIONS = {"memory-overflow", "bubble-over-limit", "slower-than-best", "costs-unavailable",
                "too-large-to-simulate", "prediction-skipped"}
 PEERS = {"deepspeed": "bench.peers.deepspeed_peer", "megatron": "bench.peers.megatron_peer",
@@ -32,7 +34,8 @@ STAND_INS = [
     "schedule's one torch.zeros(device='cuda') is made on the CPU",
     "torchtitan: torchtitan/models/moe/kernels.py (imports Triton) replaced by a module whose "
     "function raises; the Trainer's inline batch assertions re-stated from torchtitan/train.py; "
-    "per-stage parallelize_fn (FSDP/TP/AC wrapping) not applied",
+    "per-stage parallelize_fn (FSDP/TP/AC wrapping) not applied; a model torchtitan has no "
+    "TrainSpec for is built as llama3 with that model's depth, width, heads and vocabulary",
     "all: torch's single-process 'fake' process group sized to the config's world, rank 0 "
     "(torchtitan pipelines also at the last rank)",
 ]
@@ -65,6 +68,19 @@ def layer_params(case: Case) -> list[int] | None:
     gpu = case.flags[case.flags.index("--gpu") + 1]
     prof = analytic_profile(model_preset(model), gpu, [1], tp=case.tp)
     return [round(layer.param_bytes / prof.param_dtype_bytes) for layer in prof.layers]
+
+
+def model_shape(case: Case) -> dict[str, int] | None:
+    """The shape of the model an emitted torchtitan file names (for models torchtitan
+    has no TrainSpec for)."""
+    from pptune.costmodel.presets import MODELS
+
+    name = case.model
+    if name not in MODELS:
+        return None
+    m = MODELS[name]
+    return {"layers": m.num_blocks, "hidden": m.hidden, "heads": m.heads,
+            "kv_heads": m.kv_heads, "vocab": m.vocab}
 
 
 def peer(case: Case, **extra: Any) -> dict[str, Any]:
@@ -134,14 +150,17 @@ def judge(case: Case) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     if case.framework == "deepspeed":
         extra["layer_params"] = layer_params(case)
+    if case.framework == "torchtitan":
+        extra["model_shape"] = model_shape(case)
     theirs = peer(case, **extra)
     splits = [split_agrees(case, ours, theirs)]
     if case.framework == "torchtitan" and theirs.get("stage_modules") and case.gpus > 1:
-        last = peer(case, rank=case.gpus - 1)
+        last = peer(case, rank=case.gpus - 1, model_shape=extra.get("model_shape"))
         last["pp_rank"] = (ours.get("config") or {}).get("pp", 1) - 1
         theirs["last_rank"] = last
         splits.append(split_agrees(case, ours, last))
-    refused = theirs.get("accepted") is False
+    refused = theirs.get("accepted") is False or bool(theirs.get("modules_dropped")) or bool(
+        theirs.get("last_rank", {}).get("modules_dropped"))
     verdict_ok = None if theirs.get("accepted") is None else ours["refuses"] == refused
     split_ok = None if all(s is None for s in splits) else all(s is not False for s in splits)
     ours.pop("config", None)

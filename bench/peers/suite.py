@@ -31,6 +31,7 @@ class Case:
     flags: list[str] = field(default_factory=list)  # for check-config
     pp: int = 1
     tp: int = 1
+    model: str = "llama3-8b"
 
 
 MODEL = ["--model", "llama3-8b", "--gpu", "h100-sxm"]
@@ -132,9 +133,11 @@ TORCHTITAN: dict[str, tuple[dict, int]] = {  # name: (fields, gpus)
     "tt-layers-per-stage-bad": ({"local": 8, "schedule": "Interleaved1F1B",
                                  "parallel": "pipeline_parallel_layers_per_stage = 7"}, 4),
     "tt-layers-per-stage-ok": ({"local": 8, "schedule": "Interleaved1F1B",
-                                "parallel": "pipeline_parallel_layers_per_stage = 4"}, 4),
+                                "parallel": "pipeline_parallel_layers_per_stage = 3"}, 4),
     "tt-single-stage-per-stage-bad": ({"local": 8,
-                                       "parallel": "pipeline_parallel_layers_per_stage = 4"}, 4),
+                                       "parallel": "pipeline_parallel_layers_per_stage = 3"}, 4),
+    "tt-single-stage-per-stage-ok": ({"local": 8,
+                                      "parallel": "pipeline_parallel_layers_per_stage = 9"}, 4),
     "tt-zbv": ({"local": 8, "schedule": "ZBVZeroBubble"}, 4),
     "tt-unknown-schedule": ({"local": 8, "schedule": "Fancy1F1B"}, 4),
     "tt-global-indivisible": ({"local": 8, "training": "global_batch_size = 20", "shard": 2}, 8),
@@ -217,5 +220,5 @@ def emitted_cases(folder: Path) -> list[Case]:
             flags = (["--gpus", str(gpus), "--tp", str(tp), "--model", model, "--gpu", gpu]
                      if framework == "deepspeed" else ["--gpus", str(gpus), "--gpu", gpu])
             out.append(Case(f"{tag}/{name}", framework, target / name, gpus, flags, pp=pp,
-                            tp=tp))
+                            tp=tp, model=model))
     return out

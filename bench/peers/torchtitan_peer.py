@@ -14,6 +14,14 @@ Stand-ins:
 - The per-stage ``parallelize_fn`` (FSDP, TP, activation checkpointing) is
   not applied: it wraps modules but changes neither the stages nor the
   schedule.
+- A model torchtitan has no TrainSpec for (pptune's gpt3 presets) is built
+  as torchtitan's llama3 with that model's depth, width, heads and vocabulary
+  (``model_stand_in`` in the verdict): the stage and schedule rules depend on
+  the layer count only.
+
+Besides the verdict, the stages it built are listed; a stage set without
+the LM head (``output``) or the embedding cannot train (the last stage would
+hand hidden states to the loss), reported as ``modules_dropped``.
 """
 
 from __future__ import annotations
@@ -59,12 +67,12 @@ def judge(case: dict[str, Any]) -> dict[str, Any]:
         f"global batch size must be multiple of local batch size times data-parallel degree "
         f"({global_batch} % ({job.training.local_batch_size} * {batch_degree}) != 0)")
     accum = global_batch // (job.training.local_batch_size * batch_degree)
-    spec = get_train_spec(job.model.name)
-    args = spec.model_args[job.model.flavor]
+    spec, args, stand_in = _model(job, case, get_train_spec)
     args.update_from_config(job)
     with torch.device("meta"):
         model = spec.model_cls(args)
     facts: dict[str, Any] = {"grad_accum_runs": accum, "dp": batch_degree,
+                             "model_stand_in": stand_in,
                              "ac_mode": job.activation_checkpoint.mode,
                              "ac_option": job.activation_checkpoint.selective_ac_option}
     if not dims.pp_enabled:
@@ -73,9 +81,29 @@ def judge(case: dict[str, Any]) -> dict[str, Any]:
         spec.build_loss_fn(job))
     schedule, parts, _first, _last = spec.pipelining_fn(
         model, dims, job, torch.device("cpu"), args, lambda m, *_a, **_k: m, loss_fn)
-    return verdict(True, stage_modules=[_modules(part) for part in parts],
+    modules = [_modules(part) for part in parts]
+    held = {name for part in modules for name in part}
+    edge = [name for name, there in (("tok_embeddings", _first), ("output", _last)) if there]
+    facts["modules_dropped"] = [name for name in edge if name not in held]
+    return verdict(True, stage_modules=modules,
                    stages_per_rank=len(parts), schedule=type(schedule).__name__,
                    microbatches=getattr(schedule, "_n_microbatches", None), **facts)
+
+
+def _model(job: Any, case: dict[str, Any], get_train_spec: Any) -> tuple[Any, Any, bool]:
+    try:
+        spec = get_train_spec(job.model.name)
+    except ValueError:
+        shape = case.get("model_shape")
+        if not shape:
+            raise
+        from torchtitan.models.llama3.model.args import TransformerModelArgs
+
+        args = TransformerModelArgs(dim=shape["hidden"], n_layers=shape["layers"],
+                                    n_heads=shape["heads"], n_kv_heads=shape["kv_heads"],
+                                    vocab_size=shape["vocab"])
+        return get_train_spec("llama3"), args, True
+    return spec, spec.model_args[job.model.flavor], False
 
 
 def _takes_dims(spec: Any) -> bool:

@@ -196,6 +196,8 @@ def torchtitan(run: RecommendRun, plan: Plan) -> dict[str, str]:
         *header(plan, run, "#"),
         f"# torchtitan {TORCHTITAN_TOML_VERSION} job file; launch: torchrun --nnodes {nodes} "
         f"--nproc_per_node {per_node} -m torchtitan.train --job.config_file torchtitan.toml",
+        *([f"# torchtitan has no built-in {flavor[0]}: register a TrainSpec of that name with a "
+           "'custom' flavor of this shape"] if flavor[1] == "custom" else []),
         "",
         "[model]",
         f'name = "{flavor[0]}"',
