@@ -295,7 +295,7 @@ def _predict(
     if plan.bubble_rate > max_bubble:
         need = math.ceil((p - 1) * (1 - max_bubble) / max_bubble) if max_bubble > 0 else None
         hint = (f"; the equal-stage bound (p-1)/(m+p-1) needs m >= {need}" if need else "")
-        add("bubble-over-limit", _limit_severity(opts, cfg, opts.max_bubble),
+        add("bubble-over-limit", _limit_severity(opts, cfg, opts.max_bubble, "max_bubble"),
             f"predicted bubble {fmt_pct(plan.bubble_rate)} exceeds the limit "
             f"{fmt_pct(max_bubble)} (pp={p}, m={m}, {schedule.value}){hint}",
             bubble_rate=plan.bubble_rate, max_bubble=max_bubble)
@@ -315,7 +315,7 @@ def _predict(
     ratio = plan.step_time_s / best.step_time_s
     report.derived["slowdown_vs_best"] = ratio
     if ratio > max_slow:
-        add("slower-than-best", _limit_severity(opts, cfg, opts.max_slowdown),
+        add("slower-than-best", _limit_severity(opts, cfg, opts.max_slowdown, "max_slowdown"),
             f"predicted step {fmt_seconds(plan.step_time_s)} is {ratio:.2f}x the best plan "
             f"for the same {gpus} GPUs and batch (limit {max_slow:.2f}x): pp={best.pp} "
             f"dp={best.dp} {best.schedule.value}"
@@ -327,8 +327,9 @@ def _predict(
             slowdown=ratio, max_slowdown=max_slow, best_step_time_s=best.step_time_s)
 
 
-def _limit_severity(opts: CheckOptions, cfg: TrainingConfig, flag: float | None) -> str:
+def _limit_severity(opts: CheckOptions, cfg: TrainingConfig, flag: float | None,
+                    key: str) -> str:
     """A predicted bubble or slowdown is not a framework rule: a warning, unless the
-    user set the limit (flag or the config's ``limits``) or asked for --strict."""
-    stated = flag is not None or "limits" in cfg.model_fields_set
+    user set that limit (the flag or ``limits`` in the file) or asked for --strict."""
+    stated = flag is not None or key in cfg.limits.model_fields_set
     return "error" if stated or opts.strict else "warning"

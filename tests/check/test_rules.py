@@ -86,6 +86,7 @@ def test_bubble_and_slowdown_are_warnings_unless_a_limit_is_set_or_strict() -> N
     assert ids(cfg, strict=True)["bubble-over-limit"] == "error"
     assert ids(cfg, max_bubble=0.25)["bubble-over-limit"] == "error"
     assert ids({**cfg, "limits": {"max_bubble": 0.25}})["bubble-over-limit"] == "error"
+    assert ids({**cfg, "limits": {"max_slowdown": 1.5}})["bubble-over-limit"] == "warning"
 
 
 def test_no_model_is_a_warning_not_a_silent_pass() -> None:
