@@ -18,7 +18,9 @@ settings take DeepSpeed's defaults: the batch trio is completed as
 alone: GA 1, micro = train_batch_size // dp); the partition method is
 PipelineModule's default "parameters"; activation checkpointing is off
 (PipelineModule activation_checkpoint_interval 0); attention is whatever
-the model code runs, eager unless the file says otherwise.
+the model code runs: eager (unfused) unless the file states
+``"pptune": {"attention": "flash"}``, a key DeepSpeed ignores (checked by
+``make peers``) that ``recommend --emit deepspeed`` writes.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ DEEPSPEED_KEYS = frozenset(
 )
 
 _READ = DEEPSPEED_KEYS | {"pipeline", "pipeline_parallel_size", "bf16", "bfloat16", "fp16",
-                          "tensor_parallel", "activation_checkpointing"}
+                          "tensor_parallel", "activation_checkpointing", "pptune"}
 _SHARDING = {0: "none", 1: "zero1", 2: "zero2", 3: "zero3"}
 
 
@@ -57,7 +59,7 @@ def read_deepspeed(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
         "partition_method": _partition(ctx, data.get("pipeline")),
         "tp": _tensor_size(ctx, data.get("tensor_parallel")),
         "precision": _precision(ctx, data),
-        "attention": "eager",
+        "attention": _attention(ctx, data.get("pptune")),
         "schedule": "1f1b",
         "source_format": "deepspeed",
     }
@@ -146,6 +148,19 @@ def _partition(ctx: Ctx, section: Any) -> str:
                    "(deepspeed/runtime/pipe/module.py _partition_layers); use \"parameters\", "
                    "\"uniform\" or \"type:REGEX\"")
     return method[:200]
+
+
+def _attention(ctx: Ctx, section: Any) -> str:
+    """The model code's attention kernel: DeepSpeed's config does not say, so
+    eager unless ``"pptune": {"attention": ...}`` states it."""
+    stated = section.get("attention") if isinstance(section, dict) else None
+    if stated in ("flash", "eager"):
+        return str(stated)
+    if stated is not None:
+        raise ctx.bad(f"pptune.attention is {show(stated)}; expected \"flash\" or \"eager\"")
+    ctx.note("attention is the model code's choice; predicted as eager (unfused): state "
+             "\"pptune\": {\"attention\": \"flash\"} when the model runs flash attention")
+    return "eager"
 
 
 def _recompute(ctx: Ctx, data: dict[str, Any]) -> str:

@@ -126,6 +126,8 @@ def megatron(run: RecommendRun, plan: Plan, split: MegatronSplit) -> dict[str, s
         # every N-th block as Megatron-LM expresses it: the first blocks/N of each stage
         args += ["--recompute-granularity full", "--recompute-method block",
                  f"--recompute-num-layers {blocks_per_stage // run.plan_request.recompute_every}"]
+    if run.request.get("attention") == "eager":  # Transformer Engine (the default) fuses it
+        args.append("--transformer-impl local")
     if plan.rank_order == PP_INNER:
         args.append("--use-tp-pp-dp-mapping")
     lines.append(
@@ -149,6 +151,8 @@ def deepspeed(run: RecommendRun, plan: Plan, method: str) -> dict[str, str]:
     if plan.recompute is not Recompute.NONE:
         every = 1 if plan.recompute is Recompute.FULL else run.plan_request.recompute_every or 1
         ds["pipeline"]["activation_checkpoint_interval"] = every  # type: ignore[index]
+    if run.request.get("attention"):  # the model code's kernel, for pptune check-config
+        ds["pptune"] = {"attention": run.request["attention"]}
     bounds = [0] + [e for _s, e in stage_bounds(plan.stage_layers)]
     names = run.names
     nodes, per_node = launch_shape(plan.pp * plan.dp * plan.tp, _gpus_per_node(run))

@@ -193,3 +193,18 @@ def test_torchtitan_file_names_the_head_for_its_release(run8) -> None:
     text = emit("torchtitan", run8).files["torchtitan.toml"]
     assert '"norm", "output"]' in text and "lm_head" not in text
     assert '[activation_checkpoint]\nmode = "none"' in text
+
+
+def test_full_recompute_is_carried_into_every_framework(tmp_path: Path) -> None:
+    """recommend --recompute full: Megatron-LM --recompute-granularity full, DeepSpeed
+    pipeline.activation_checkpoint_interval 1, torchtitan mode "full"; each reads back
+    as full recomputation with the same prediction."""
+    from pptune.plan.emit import write
+
+    run = recommend(RecommendSpec(gpus=8, recompute="full"))
+    for framework, (name, flags) in ROUND_TRIP.items():
+        emitted = emit(framework, run)
+        write(emitted, tmp_path / framework.value)
+        doc = check_json(tmp_path / framework.value / name, *flags)
+        assert doc["config"]["recompute"] == "full", framework
+        assert doc["derived"]["step_time_s"] == pytest.approx(emitted.plan.step_time_s, rel=1e-9)
