@@ -134,20 +134,23 @@ def megatron_split(plan: Plan) -> MegatronSplit | None:
 
 
 def _megatron_options(plan: Plan, n_blocks: int) -> list[tuple[Schedule, int, list[int]]]:
-    """Splits Megatron-LM builds near the plan's first and last ranks (+-6 blocks)."""
+    """Splits Megatron-LM builds near the plan's first and last ranks (+-6 blocks): with
+    the plan's virtual stages when interleaved, and without (1F1B)."""
     p = plan.pp
     blocks = strip_ends(plan.stage_layers)
-    schedule = Schedule.INTERLEAVED if plan.schedule is Schedule.INTERLEAVED else Schedule.ONE_F_ONE_B
-    v = plan.virtual_stages if schedule is Schedule.INTERLEAVED else 1
+    shapes = [(Schedule.ONE_F_ONE_B, 1)]
+    if plan.schedule is Schedule.INTERLEAVED:
+        shapes.insert(0, (Schedule.INTERLEAVED, plan.virtual_stages))
     near = range(-6, 7)
-    firsts = sorted({sum(blocks[0::p]) + d for d in near} & set(range(v, n_blocks, v)))
-    lasts = sorted({sum(blocks[p - 1::p]) + d for d in near} & set(range(v, n_blocks, v)))
     opts: list[tuple[Schedule, int, list[int]]] = []
-    for cand in _megatron_candidates(n_blocks, p, v, firsts, lasts):
-        try:
-            opts.append((schedule, v, add_ends(megatron_blocks(cand))))
-        except FrameworkRefusal:
-            continue
+    for schedule, v in shapes:
+        firsts = sorted({sum(blocks[0::p]) + d for d in near} & set(range(v, n_blocks, v)))
+        lasts = sorted({sum(blocks[p - 1::p]) + d for d in near} & set(range(v, n_blocks, v)))
+        for cand in _megatron_candidates(n_blocks, p, v, firsts, lasts):
+            try:
+                opts.append((schedule, v, add_ends(megatron_blocks(cand))))
+            except FrameworkRefusal:
+                continue
     return opts
 
 
