@@ -57,14 +57,17 @@ def judge(case: dict[str, Any]) -> dict[str, Any]:
     method = section.get("partition", "parameters")
     method = "parameters" if method == "best" else method
     counts = case.get("layer_params")
-    stage_layers = None
-    if counts and pp <= len(counts):
+    stage_layers = [len(counts)] if counts and pp == 1 else None
+    if counts and 1 < pp <= len(counts):
         unit = math.gcd(*counts)
         model = PipelineModule(layers=[LayerSpec(Block, n // unit) for n in counts],
                                num_stages=pp, topology=topology(), partition_method=method)
         stage_layers = [int(b - a) for a, b in zip(model.parts, model.parts[1:], strict=False)]
-    tiny = PipelineModule(layers=[LayerSpec(Block, 8) for _ in range(pp)], num_stages=pp,
-                          topology=topology(), partition_method="uniform")
+    if "stages" not in section and pp == 1:  # no pipeline: DeepSpeedEngine on a plain model
+        tiny: Any = torch.nn.Sequential(Block(8), Block(8))
+    else:
+        tiny = PipelineModule(layers=[LayerSpec(Block, 8) for _ in range(pp)], num_stages=pp,
+                              topology=topology(), partition_method="uniform")
     engine, *_ = deepspeed.initialize(model=tiny, config=cfg,
                                       optimizer=torch.optim.AdamW(tiny.parameters()))
     return verdict(True, stage_layers=stage_layers,

@@ -146,11 +146,15 @@ def deepspeed(run: RecommendRun, plan: Plan, method: str) -> dict[str, str]:
         "gradient_accumulation_steps": plan.num_microbatches,
         "bf16": {"enabled": True},
         "zero_optimization": {"stage": DEEPSPEED_ZERO_STAGE.get(plan.sharding, 3)},
-        "pipeline": {"stages": plan.pp, "partition": method},
     }
+    # Without pipeline parallelism the model is not a PipelineModule: no stages (the
+    # PipelineEngine refuses ZeRO-2/3 even on one stage, deepspeed/runtime/pipe/engine.py)
+    pipeline: dict[str, object] = {"stages": plan.pp, "partition": method} if plan.pp > 1 else {}
     if plan.recompute is not Recompute.NONE:
         every = 1 if plan.recompute is Recompute.FULL else run.plan_request.recompute_every or 1
-        ds["pipeline"]["activation_checkpoint_interval"] = every  # type: ignore[index]
+        pipeline["activation_checkpoint_interval"] = every
+    if pipeline:
+        ds["pipeline"] = pipeline
     if run.request.get("attention"):  # the model code's kernel, for pptune check-config
         ds["pptune"] = {"attention": run.request["attention"]}
     bounds = [0] + [e for _s, e in stage_bounds(plan.stage_layers)]
@@ -158,7 +162,8 @@ def deepspeed(run: RecommendRun, plan: Plan, method: str) -> dict[str, str]:
     nodes, per_node = launch_shape(plan.pp * plan.dp * plan.tp, _gpus_per_node(run))
     side = [
         *header(plan, run, "#"),
-        f"# PipelineModule(layers=..., num_stages={plan.pp}, partition_method=\"{method}\")",
+        (f"# PipelineModule(layers=..., num_stages={plan.pp}, partition_method=\"{method}\")"
+         if plan.pp > 1 else "# no pipeline: deepspeed.initialize(model=...) on the whole model"),
         f"# DeepSpeed {Versions().deepspeed}'s partition_{'uniform' if method == 'uniform' else 'balanced'}"
         f" over the {len(names)} layers (embedding, blocks, head) gives the boundaries {bounds}",
     ] + [
