@@ -215,8 +215,8 @@ def emitted_cases(folder: Path) -> list[Case]:
             r = runner.invoke(app, ["recommend", *args, "--emit", framework, "-o", str(target)])
             if r.exit_code != 0:
                 raise RuntimeError(f"recommend {' '.join(args)} --emit {framework}: {r.stderr}")
-            pp = json.loads((target / name).read_text())["pipeline"]["stages"] if (
-                framework == "deepspeed") else 1
+            pp = json.loads((target / name).read_text()).get("pipeline", {}).get(
+                "stages", 1) if framework == "deepspeed" else 1
             flags = (["--gpus", str(gpus), "--tp", str(tp), "--model", model, "--gpu", gpu]
                      if framework == "deepspeed" else ["--gpus", str(gpus), "--gpu", gpu])
             out.append(Case(f"{tag}/{name}", framework, target / name, gpus, flags, pp=pp,
