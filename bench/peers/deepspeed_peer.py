@@ -68,7 +68,12 @@ def judge(case: dict[str, Any]) -> dict[str, Any]:
     else:
         tiny = PipelineModule(layers=[LayerSpec(Block, 8) for _ in range(pp)], num_stages=pp,
                               topology=topology(), partition_method="uniform")
-    engine, *_ = deepspeed.initialize(model=tiny, config=cfg,
+    # without a PipelineModule DeepSpeed learns tensor parallelism from an mpu (as
+    # Megatron-DeepSpeed passes one); the grid of the same topology plays that part
+    from deepspeed.runtime.pipe.topology import PipelineParallelGrid
+
+    mpu = PipelineParallelGrid(topology=topology()) if tp > 1 and pp == 1 else None
+    engine, *_ = deepspeed.initialize(model=tiny, config=cfg, mpu=mpu,
                                       optimizer=torch.optim.AdamW(tiny.parameters()))
     return verdict(True, stage_layers=stage_layers,
                    micro_batch_size=engine.train_micro_batch_size_per_gpu(),

@@ -218,6 +218,16 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitte
             options = [(Schedule.ONE_F_ONE_B, 1, sp) for sp in methods.values()]
             fallback(options, why, DP_INNER)
             method = next(n for n, sp in methods.items() if sp == chosen.stage_layers)
+        if chosen.pp > 1 and chosen.sharding not in (Sharding.NONE, Sharding.ZERO1):
+            # PipelineEngine: 'ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism'
+            alt = evaluate(run.table, run.plan_request, replace(chosen.spec, sharding=Sharding.ZERO1))
+            if not _fits(run, alt):
+                raise BadInput(f"deepspeed cannot express plan {rank}: its pipeline engine runs "
+                               f"ZeRO-0/1 only and the plan does not fit with ZeRO-1")
+            notes.append(f"deepspeed's pipeline engine runs ZeRO stage 0 or 1 only: emitting the "
+                         f"plan with ZeRO-1 instead of {chosen.sharding.value}, predicted step "
+                         f"{fmt_seconds(alt.step_time_s)}")
+            chosen, exact = alt, False
         files = writers.deepspeed(run, chosen, method)
     elif fw is Framework.TORCHTITAN:
         few = plan.schedule is Schedule.ONE_F_ONE_B and plan.num_microbatches < plan.pp
