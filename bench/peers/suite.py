@@ -212,7 +212,8 @@ def emitted_cases(folder: Path) -> list[Case]:
                                 ("megatron", "pretrain_megatron.sh"),
                                 ("torchtitan", "torchtitan.toml")):
             target = folder / tag / framework
-            r = runner.invoke(app, ["recommend", *args, "--emit", framework, "-o", str(target)])
+            r = runner.invoke(app, ["recommend", *args, "--emit", framework, "-o", str(target),
+                                    "--force"])
             if r.exit_code != 0:
                 raise RuntimeError(f"recommend {' '.join(args)} --emit {framework}: {r.stderr}")
             pp = json.loads((target / name).read_text()).get("pipeline", {}).get(
