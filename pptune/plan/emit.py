@@ -172,8 +172,8 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitte
     plan = plans[rank - 1]
     n_blocks = len(run.names) - 2
     notes: list[str] = []
+    plan, exact = _stateable_sharding(run, plan, fw, notes)
     chosen = plan
-    exact = True
 
     def fallback(
         options: list[tuple[Schedule, int, list[int]]], why: str, order: str | None = None
@@ -257,6 +257,31 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitte
             f"{fmt_seconds(placed.step_time_s)} (plan: {fmt_seconds(chosen.step_time_s)})")
         chosen = placed
     return Emitted(fw, chosen, files, notes, exact)
+
+
+_NAMES = {Sharding.NONE: "no sharding", Sharding.ZERO1: "ZeRO-1", Sharding.ZERO2: "ZeRO-2",
+          Sharding.ZERO3: "ZeRO-3", Sharding.FSDP: "FSDP"}
+# shardings each framework's emitted file states, best first as a substitute
+STATEABLE = {Framework.MEGATRON: (Sharding.ZERO1, Sharding.NONE),
+             Framework.TORCHTITAN: (Sharding.FSDP, Sharding.NONE)}
+
+
+def _stateable_sharding(run: RecommendRun, plan: Plan, fw: Framework,
+                        notes: list[str]) -> tuple[Plan, bool]:
+    """The plan with a sharding the file can state (Megatron-LM: the distributed
+    optimizer; torchtitan: FSDP), when one fits; otherwise the plan as it is (a note
+    then says to configure the sharding by hand)."""
+    options = STATEABLE.get(fw)
+    if options is None or plan.sharding in options:
+        return plan, True
+    for sharding in options:
+        alt = evaluate(run.table, run.plan_request, replace(plan.spec, sharding=sharding))
+        if _fits(run, alt):
+            notes.append(f"{fw.value} files state no {_NAMES[plan.sharding]}: emitting the plan "
+                         f"with {_NAMES[sharding]}, predicted step {fmt_seconds(alt.step_time_s)} "
+                         f"({alt.step_time_s / plan.step_time_s:.3f}x)")
+            return alt, False
+    return plan, True
 
 
 def _placed(run: RecommendRun, plan: Plan, fw: Framework) -> Plan:
