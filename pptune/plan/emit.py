@@ -33,7 +33,7 @@ from pathlib import Path
 from pptune.configs.frameworks import FrameworkRefusal, MegatronSplit, ds_split, megatron_blocks
 from pptune.costmodel.partition import add_ends, strip_ends
 from pptune.costmodel.schedules import Schedule
-from pptune.costmodel.search import DP_INNER, Plan, RankOrder, Sharding, evaluate
+from pptune.costmodel.search import DP_INNER, Plan, RankOrder, Sharding, evaluate, search
 from pptune.errors import BadInput
 from pptune.files import write_all
 from pptune.plan import writers
@@ -281,6 +281,16 @@ def _stateable_sharding(run: RecommendRun, plan: Plan, fw: Framework,
                          f"with {_NAMES[sharding]}, predicted step {fmt_seconds(alt.step_time_s)} "
                          f"({alt.step_time_s / plan.step_time_s:.3f}x)")
             return alt, False
+    # Same spec, other sharding: none fits. The best plan the file can state instead.
+    best = search(run.table, replace(run.plan_request, shardings=options, top=1)).plans
+    if best:
+        alt = best[0]
+        notes.append(f"{fw.value} files state no {_NAMES[plan.sharding]} and the plan does not "
+                     f"fit with what they state: emitting the best plan with "
+                     f"{' or '.join(_NAMES[o] for o in options)} instead (pp={alt.pp} "
+                     f"dp={alt.dp} {alt.sharding.value}/{alt.recompute.value}), predicted step "
+                     f"{fmt_seconds(alt.step_time_s)} ({alt.step_time_s / plan.step_time_s:.3f}x)")
+        return alt, False
     return plan, True
 
 

@@ -220,3 +220,23 @@ def test_deepspeed_pipeline_file_never_asks_for_zero2_or_3() -> None:
     out = emit("deepspeed", run)
     assert json.loads(out.files["ds_config.json"])["zero_optimization"]["stage"] <= 1
     assert not out.exact and any("ZeRO stage 0 or 1" in n for n in out.notes)
+
+
+@pytest.mark.parametrize("framework", [Framework.MEGATRON, Framework.TORCHTITAN])
+def test_default_search_emits_a_plan_the_file_states(framework: Framework, tmp_path: Path) -> None:
+    """The default search picks ZeRO-2/3 at pp = 1 on 4 GPUs; Megatron-LM and torchtitan
+    files cannot state those, and nothing they can state fits that spec, so emit falls
+    back to the best plan with what the file states: check-config then predicts it
+    exactly (no memory overflow, same step time)."""
+    run = recommend(RecommendSpec(gpus=4))
+    assert run.result.plans[0].sharding.value in ("zero2", "zero3")
+    out = emit(framework, run)
+    assert out.plan.sharding.value in ("zero1", "none", "fsdp")
+    assert any("best plan with" in n for n in out.notes)
+    name, extra = ROUND_TRIP[framework]
+    from pptune.plan.emit import write
+
+    write(out, tmp_path)
+    doc = check_json(tmp_path / name, *extra)
+    assert doc["exit_code"] == 0, doc["findings"]
+    assert doc["derived"]["step_time_s"] == pytest.approx(out.plan.step_time_s, rel=1e-9)
