@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from pptune.errors import BadInput
+from pptune.files import read_limited
 
 # Training configs are kilobytes (DeepSpeed and torchtitan ~2-5 KB, Megatron-LM
 # launch scripts ~10 KB). 1 MiB is a hundred times that, and the most
@@ -32,30 +33,7 @@ class Refused(BadInput):
 
 def read_text(path: Path) -> str:
     """The file's text (UTF-8, BOM allowed); BadInput naming the file otherwise."""
-    try:
-        size = path.stat().st_size
-        if path.is_dir():
-            raise BadInput(f"{path} is a directory; expected a config file inside it")
-        if not path.is_file():  # a FIFO or device would block or never end
-            raise BadInput(f"{path} is not a regular file; expected a config file")
-        if size > MAX_BYTES:
-            raise BadInput(
-                f"{path} is {_size(size)}; pptune reads config files up to {_size(MAX_BYTES)} (1 MiB): "
-                "point it at the training config itself"
-            )
-        with path.open("rb") as fh:
-            data = fh.read(MAX_BYTES + 1)
-    except FileNotFoundError:
-        raise BadInput(f"config file not found: {path}") from None
-    except OSError as exc:
-        raise BadInput(f"cannot read config file {path}: {exc.strerror or exc}") from None
-    except ValueError:  # a NUL byte in the path
-        raise BadInput(f"cannot read config file {str(path)!r}: the path is not valid") from None
-    if len(data) > MAX_BYTES:  # a pipe or a file that grew while we looked
-        raise BadInput(
-            f"{path} is larger than {_size(MAX_BYTES)}; pptune reads config files up to "
-            "that size: point it at the training config itself"
-        )
+    data = read_limited(path, "config file", MAX_BYTES)
     nul = data.find(b"\x00")
     if nul >= 0:
         raise BadInput(

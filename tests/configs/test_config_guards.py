@@ -40,7 +40,8 @@ def write(tmp_path: Path, name: str, content: str | bytes) -> Path:
 
 
 def test_missing_file_directory_and_invalid_path(tmp_path: Path) -> None:
-    assert bad(tmp_path / "nope.yaml") == f"config file not found: {tmp_path / 'nope.yaml'}"
+    assert bad(tmp_path / "nope.yaml") == (
+        f"config file not found: {tmp_path / 'nope.yaml'} (no such file)")
     assert "is a directory" in bad(tmp_path)
     assert "the path is not valid" in bad(tmp_path / "a\x00b.yaml")
 
@@ -49,10 +50,8 @@ def test_huge_file_is_refused_without_reading_it(tmp_path: Path) -> None:
     path = tmp_path / "huge.json"
     with path.open("wb") as fh:
         fh.truncate(100 * 1024 * 1024)  # sparse: instant to create
-    start = time.perf_counter()
-    message = bad(path)
-    assert time.perf_counter() - start < 1.0
-    assert f"is 104,857,600 bytes; pptune reads config files up to {MAX_BYTES:,} bytes" in message
+    message = bad(path)  # its size is checked before any byte is read
+    assert message.endswith(f"huge.json is 100 MiB; pptune reads up to {MAX_BYTES >> 20} MiB")
 
 
 @pytest.mark.parametrize(("content", "expected"), [
