@@ -27,6 +27,7 @@ TITLE = "pptune recommend: ranked pipeline plans"
 # others (#, pp×dp×tp, schedule, v, mbs, m, layers/stage, bubble, step) stay
 DROP_ORDER = ("free", "tok/s", "rank order", "MFU", "eff", "GPU-h", "days", "mem/GPU")
 LAYER_WRAPS = (24, 16, 12)  # widths tried for the layers/stage text before dropping
+NARROW_LAYERS_WRAP = 8  # with the narrow cells, last before a column is dropped
 RECOMPUTE_SHORT = {"none": "none", "selective": "sel", "full": "full"}
 
 
@@ -131,15 +132,30 @@ def _footnote(cols: list[Column], dropped: list[str], width: int | None) -> str:
     return "; ".join(parts)
 
 
-def _table(cols: list[Column], caption: str | None, layers_wrap: int | None) -> Table:
+def _narrow(name: str, cell: str) -> str:
+    """A cell of a narrow table: long names break after '-' or '/'."""
+    if name == "schedule" and len(cell) > 8 and "-" in cell:
+        head, tail = cell.split("-", 1)
+        return f"{head}-\n{tail}"
+    if name == "shard/rc":
+        return cell.replace("/", "/\n", 1)
+    return cell
+
+
+def _table(cols: list[Column], caption: str | None, layers_wrap: int | None,
+           narrow: bool = False) -> Table:
+    """``narrow``: schedule and shard/rc break inside their cells, layers/stage's header
+    takes two lines, so memory keeps its column on an 80-column terminal."""
     table = Table(title=TITLE, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
                   padding=(0, 0), caption=caption, caption_justify="left")
     for col in cols:
-        table.add_column(col.name, justify="right" if col.right else "left", no_wrap=True)
+        header = "layers/\nstage" if narrow and col.name == "layers/stage" else col.name
+        table.add_column(header, justify="right" if col.right else "left", no_wrap=True)
     for i in range(len(cols[0].cells)):
         table.add_row(*(
             wrap_commas(c.cells[i], layers_wrap)
-            if c.name == "layers/stage" and layers_wrap else c.cells[i] for c in cols
+            if c.name == "layers/stage" and layers_wrap
+            else _narrow(c.name, c.cells[i]) if narrow else c.cells[i] for c in cols
         ))
     return table
 
@@ -153,9 +169,10 @@ def plans_table(
     cols = _columns(result, tokens_per_step, train_tokens, model_flops_per_step, peak_flops)
     dropped: list[str] = []
     while True:
-        for wrap in (None, *LAYER_WRAPS):
-            if width is None or natural_width(_table(cols, None, wrap)) <= width:
-                return _table(cols, _footnote(cols, dropped, width), wrap)
+        for wrap, narrow in ((None, False), *((w, False) for w in LAYER_WRAPS),
+                             (NARROW_LAYERS_WRAP, True)):
+            if width is None or natural_width(_table(cols, None, wrap, narrow)) <= width:
+                return _table(cols, _footnote(cols, dropped, width), wrap, narrow)
         droppable = [n for n in DROP_ORDER if any(c.name == n for c in cols)]
         if not droppable:
             break
