@@ -31,9 +31,11 @@ from enum import Enum
 from pathlib import Path
 
 from pptune.configs.frameworks import FrameworkRefusal, MegatronSplit, ds_split, megatron_blocks
+from pptune.costmodel import presets
 from pptune.costmodel.partition import add_ends, strip_ends
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import DP_INNER, Plan, RankOrder, Sharding, evaluate, search
+from pptune.costs.resolve import analytic_costs
 from pptune.errors import BadInput
 from pptune.files import write_all
 from pptune.plan import writers
@@ -172,6 +174,11 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitte
     plan = plans[rank - 1]
     n_blocks = len(run.names) - 2
     notes: list[str] = []
+    flash = _flash_run(run, fw)
+    if flash is not run:
+        run, plan = flash, evaluate(flash.table, flash.plan_request, plan.spec)
+        notes.append(f"{fw.value} runs attention through SDPA (a fused, flash kernel), not eager: "
+                     f"predicted with flash attention, step {fmt_seconds(plan.step_time_s)}")
     plan, exact = _stateable_sharding(run, plan, fw, notes)
     chosen = plan
 
@@ -257,6 +264,21 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitte
             f"{fmt_seconds(placed.step_time_s)} (plan: {fmt_seconds(chosen.step_time_s)})")
         chosen = placed
     return Emitted(fw, chosen, files, notes, exact)
+
+
+def _flash_run(run: RecommendRun, fw: Framework) -> RecommendRun:
+    """The run with flash-attention costs where the framework always runs a fused
+    kernel (torchtitan: SDPA or flex attention) and the plan was costed eager."""
+    shape, gpu = writers.model_shape(run), str(run.request.get("device"))
+    if (fw is not Framework.TORCHTITAN or run.request.get("attention") != "eager"
+            or shape is None or gpu not in presets.GPUS):
+        return run
+    table, _ = analytic_costs(
+        shape, gpu, sorted(run.table.by_mb), tp=run.plan_request.tp,
+        efficiency=run.request.get("efficiency"),
+        sequence_parallel=bool(run.request.get("sequence_parallel")), attention="flash",
+        tp_comm_overlap=bool(run.request.get("tp_comm_overlap")))
+    return replace(run, table=table)
 
 
 _NAMES = {Sharding.NONE: "no sharding", Sharding.ZERO1: "ZeRO-1", Sharding.ZERO2: "ZeRO-2",

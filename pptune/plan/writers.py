@@ -256,7 +256,10 @@ def pptune(run: RecommendRun, plan: Plan) -> dict[str, str]:
         *([f"recompute_every: {run.plan_request.recompute_every}"]
           if plan.recompute is Recompute.SELECTIVE and run.plan_request.recompute_every else []),
         f"rank_order: {plan.rank_order.value}",
+        f"sequence_parallel: {'true' if run.request.get('sequence_parallel') else 'false'}",
     ]
+    if run.request.get("attention"):  # analytic costs only: a profile measured its kernel
+        lines.append(f"attention: {run.request['attention']}")
     if model in presets.MODELS:
         lines.append(f"model: {model}")
     if str(run.request.get("device")) in presets.GPUS:
