@@ -99,6 +99,9 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     pp = fields["pp"] or 1
     preset = _preset(ctx, model)
     fields["model"] = preset
+    # torchtitan's tensor-parallel plan shards the norms and dropout along the sequence
+    # (torch.distributed.tensor.parallel SequenceParallel): sequence parallelism with tp
+    fields["sequence_parallel"] = (fields["tp"] or 1) > 1
     fields["dp"], sharded = _data_parallel(ctx, par, fields)
     fields["sharding"] = "fsdp" if sharded else "none"
     if sharded:

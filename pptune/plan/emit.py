@@ -34,7 +34,15 @@ from pptune.configs.frameworks import FrameworkRefusal, MegatronSplit, ds_split,
 from pptune.costmodel import presets
 from pptune.costmodel.partition import add_ends, strip_ends
 from pptune.costmodel.schedules import Schedule
-from pptune.costmodel.search import DP_INNER, Plan, RankOrder, Sharding, evaluate, search
+from pptune.costmodel.search import (
+    DP_INNER,
+    Plan,
+    RankOrder,
+    Recompute,
+    Sharding,
+    evaluate,
+    search,
+)
 from pptune.costs.resolve import analytic_costs
 from pptune.errors import BadInput
 from pptune.files import write_all
@@ -174,12 +182,15 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitte
     plan = plans[rank - 1]
     n_blocks = len(run.names) - 2
     notes: list[str] = []
-    flash = _flash_run(run, fw)
-    if flash is not run:
-        run, plan = flash, evaluate(flash.table, flash.plan_request, plan.spec)
-        notes.append(f"{fw.value} runs attention through SDPA (a fused, flash kernel), not eager: "
-                     f"predicted with flash attention, step {fmt_seconds(plan.step_time_s)}")
+    as_run = _torchtitan_run(run, fw)
+    if as_run is not run:
+        run, plan = as_run, evaluate(as_run.table, as_run.plan_request, plan.spec)
+        notes.append(f"{fw.value} runs attention through SDPA (a fused, flash kernel) and tensor "
+                     f"parallelism with sequence parallelism: predicted that way, step "
+                     f"{fmt_seconds(plan.step_time_s)}")
     plan, exact = _stateable_sharding(run, plan, fw, notes)
+    if fw is Framework.MEGATRON and plan.recompute is Recompute.SELECTIVE:
+        plan, exact = _megatron_recompute(run, plan, notes), False
     chosen = plan
 
     def fallback(
@@ -266,19 +277,32 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitte
     return Emitted(fw, chosen, files, notes, exact)
 
 
-def _flash_run(run: RecommendRun, fw: Framework) -> RecommendRun:
-    """The run with flash-attention costs where the framework always runs a fused
-    kernel (torchtitan: SDPA or flex attention) and the plan was costed eager."""
-    shape, gpu = writers.model_shape(run), str(run.request.get("device"))
-    if (fw is not Framework.TORCHTITAN or run.request.get("attention") != "eager"
-            or shape is None or gpu not in presets.GPUS):
+def _torchtitan_run(run: RecommendRun, fw: Framework) -> RecommendRun:
+    """The run with the costs torchtitan always runs: a fused attention kernel (SDPA or
+    flex attention) and, with tensor parallelism, sequence parallelism. The run as it
+    is for other frameworks, measured costs, or when it already plans that way."""
+    shape, gpu, tp = writers.model_shape(run), str(run.request.get("device")), run.plan_request.tp
+    eager = run.request.get("attention") == "eager"
+    no_sp = tp > 1 and not run.request.get("sequence_parallel")
+    if fw is not Framework.TORCHTITAN or not (eager or no_sp) or shape is None \
+            or gpu not in presets.GPUS or run.request.get("attention") is None:
         return run
     table, _ = analytic_costs(
-        shape, gpu, sorted(run.table.by_mb), tp=run.plan_request.tp,
-        efficiency=run.request.get("efficiency"),
-        sequence_parallel=bool(run.request.get("sequence_parallel")), attention="flash",
-        tp_comm_overlap=bool(run.request.get("tp_comm_overlap")))
+        shape, gpu, sorted(run.table.by_mb), tp=tp, sequence_parallel=tp > 1,
+        attention="flash", tp_comm_overlap=bool(run.request.get("tp_comm_overlap")))
     return replace(run, table=table)
+
+
+def _megatron_recompute(run: RecommendRun, plan: Plan, notes: list[str]) -> Plan:
+    """The plan with full recomputation of every block: the planner's selective
+    recomputation checkpoints every Nth block of each stage, Megatron-LM's
+    ``--recompute-granularity selective`` only core attention, and its block method one
+    count of blocks for every stage, so neither states the plan's."""
+    alt = evaluate(run.table, run.plan_request, replace(plan.spec, recompute=Recompute.FULL))
+    notes.append("megatron states no every-Nth-block selective recomputation (its selective is "
+                 "core attention only): emitting the plan with full recomputation, predicted step "
+                 f"{fmt_seconds(alt.step_time_s)} ({alt.step_time_s / plan.step_time_s:.3f}x)")
+    return alt
 
 
 _NAMES = {Sharding.NONE: "no sharding", Sharding.ZERO1: "ZeRO-1", Sharding.ZERO2: "ZeRO-2",

@@ -126,6 +126,8 @@ def megatron(run: RecommendRun, plan: Plan, split: MegatronSplit) -> dict[str, s
         # every N-th block as Megatron-LM expresses it: the first blocks/N of each stage
         args += ["--recompute-granularity full", "--recompute-method block",
                  f"--recompute-num-layers {blocks_per_stage // run.plan_request.recompute_every}"]
+    if plan.tp > 1 and run.request.get("sequence_parallel"):
+        args.append("--sequence-parallel")
     if run.request.get("attention") == "eager":  # Transformer Engine (the default) fuses it
         args.append("--transformer-impl local")
     if plan.rank_order == PP_INNER:

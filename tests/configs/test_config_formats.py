@@ -222,6 +222,7 @@ def test_torchtitan_older_layout() -> None:
         "stage_layers": [20, 20, 20, 20], "precision": "bf16", "recompute": "full",
         "zero_stage": 2, "sharded_optimizer": True, "source_format": "torchtitan",
         "sharding": "fsdp", "fsdp_reshard_after_forward": False, "attention": "flash",
+        "sequence_parallel": True,  # torchtitan's tensor parallelism always is
     }
     assert "read tensor_parallel_degree from [training] (older torchtitan)" in result.notes
 
