@@ -182,15 +182,17 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitte
     plan = plans[rank - 1]
     n_blocks = len(run.names) - 2
     notes: list[str] = []
-    as_run = _torchtitan_run(run, fw)
+    as_run = _framework_run(run, fw)
     if as_run is not run:
         run, plan = as_run, evaluate(as_run.table, as_run.plan_request, plan.spec)
-        notes.append(f"{fw.value} runs attention through SDPA (a fused, flash kernel) and tensor "
-                     f"parallelism with sequence parallelism: predicted that way, step "
+        runs = ("flash attention (SDPA) and sequence parallelism with tensor parallelism"
+                if fw is Framework.TORCHTITAN
+                else "tensor parallelism (AutoTP) without sequence parallelism")
+        notes.append(f"{fw.value} runs {runs}: predicted that way, step "
                      f"{fmt_seconds(plan.step_time_s)}")
     plan, exact = _stateable_sharding(run, plan, fw, notes)
-    if fw is Framework.MEGATRON and plan.recompute is Recompute.SELECTIVE:
-        plan, exact = _megatron_recompute(run, plan, notes), False
+    if fw in (Framework.MEGATRON, Framework.DEEPSPEED) and plan.recompute is Recompute.SELECTIVE:
+        plan, exact = _full_recompute(run, plan, fw, notes), False
     chosen = plan
 
     def fallback(
@@ -277,31 +279,38 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitte
     return Emitted(fw, chosen, files, notes, exact)
 
 
-def _torchtitan_run(run: RecommendRun, fw: Framework) -> RecommendRun:
-    """The run with the costs torchtitan always runs: a fused attention kernel (SDPA or
-    flex attention) and, with tensor parallelism, sequence parallelism. The run as it
+def _framework_run(run: RecommendRun, fw: Framework) -> RecommendRun:
+    """The run with the costs the framework's file can state: torchtitan always runs a
+    fused attention kernel (SDPA or flex attention) and sequence parallelism with its
+    tensor parallelism; DeepSpeed's AutoTP has no sequence parallelism. The run as it
     is for other frameworks, measured costs, or when it already plans that way."""
     shape, gpu, tp = writers.model_shape(run), str(run.request.get("device")), run.plan_request.tp
-    eager = run.request.get("attention") == "eager"
-    no_sp = tp > 1 and not run.request.get("sequence_parallel")
-    if fw is not Framework.TORCHTITAN or not (eager or no_sp) or shape is None \
-            or gpu not in presets.GPUS or run.request.get("attention") is None:
+    attention, sp = run.request.get("attention"), bool(run.request.get("sequence_parallel"))
+    if fw is Framework.TORCHTITAN:
+        want_attention, want_sp = "flash", tp > 1
+    elif fw is Framework.DEEPSPEED:
+        want_attention, want_sp = attention, False
+    else:
+        return run
+    if (attention, sp) == (want_attention, want_sp) or shape is None \
+            or gpu not in presets.GPUS or attention is None:
         return run
     table, _ = analytic_costs(
-        shape, gpu, sorted(run.table.by_mb), tp=tp, sequence_parallel=tp > 1,
-        attention="flash", tp_comm_overlap=bool(run.request.get("tp_comm_overlap")))
+        shape, gpu, sorted(run.table.by_mb), tp=tp, sequence_parallel=want_sp,
+        attention=str(want_attention), tp_comm_overlap=bool(run.request.get("tp_comm_overlap")))
     return replace(run, table=table)
 
 
-def _megatron_recompute(run: RecommendRun, plan: Plan, notes: list[str]) -> Plan:
-    """The plan with full recomputation of every block: the planner's selective
-    recomputation checkpoints every Nth block of each stage, Megatron-LM's
-    ``--recompute-granularity selective`` only core attention, and its block method one
-    count of blocks for every stage, so neither states the plan's."""
+def _full_recompute(run: RecommendRun, plan: Plan, fw: Framework, notes: list[str]) -> Plan:
+    """The plan with full recomputation of every block. The planner's selective
+    recomputation checkpoints every Nth block of each stage; neither Megatron-LM (its
+    selective is core attention only; its block method one count for every stage) nor
+    DeepSpeed (activation_checkpoint_interval N checkpoints every layer, N at a time)
+    states that."""
     alt = evaluate(run.table, run.plan_request, replace(plan.spec, recompute=Recompute.FULL))
-    notes.append("megatron states no every-Nth-block selective recomputation (its selective is "
-                 "core attention only): emitting the plan with full recomputation, predicted step "
-                 f"{fmt_seconds(alt.step_time_s)} ({alt.step_time_s / plan.step_time_s:.3f}x)")
+    notes.append(f"{fw.value} states no every-Nth-block selective recomputation: emitting the "
+                 f"plan with full recomputation, predicted step {fmt_seconds(alt.step_time_s)} "
+                 f"({alt.step_time_s / plan.step_time_s:.3f}x)")
     return alt
 
 

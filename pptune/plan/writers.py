@@ -157,6 +157,8 @@ def deepspeed(run: RecommendRun, plan: Plan, method: str) -> dict[str, str]:
         pipeline["activation_checkpoint_interval"] = every
     if pipeline:
         ds["pipeline"] = pipeline
+    if plan.tp > 1:  # DeepSpeed AutoTP
+        ds["tensor_parallel"] = {"autotp_size": plan.tp}
     if run.request.get("attention"):  # the model code's kernel, for pptune check-config
         ds["pptune"] = {"attention": run.request["attention"]}
     bounds = [0] + [e for _s, e in stage_bounds(plan.stage_layers)]

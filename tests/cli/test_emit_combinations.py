@@ -30,36 +30,17 @@ SCHEDULES = ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv"]
 # pipeline plans hold these shardings (ZeRO-2/3 only without a pipeline)
 SHARDINGS = ["none", "zero1", "fsdp"]
 RECOMPUTES = ["none", "selective", "full"]
-# Known round-trip gaps (found by this test, not yet mended): the re-prediction after a
-# framework fallback (gpipe on Megatron-LM, ZeRO-1 on torchtitan), Megatron-LM's
-# selective recomputation (core attention) against the planner's every-other-block
-# selective, and tensor parallelism with sequence parallelism in a few files. Each is
-# listed so the gap stays visible.
+# Known round-trip gaps (found by this test, not yet mended): a torchtitan TOML does not
+# carry the node shape, so check-config predicts 8 GPUs per node where the plan was made
+# for 2 (the multi-node cases). Each is listed so the gap stays visible.
 KNOWN_GAPS = frozenset({
     "gpipe-none-none-flash-True-True",
-    "gpipe-none-selective-eager-False-False",
-    "gpipe-zero1-selective-flash-False-False",
-    "gpipe-zero1-full-eager-True-False",
     "gpipe-fsdp-selective-eager-False-True",
-    "1f1b-none-selective-flash-True-False",
-    "1f1b-zero1-selective-eager-False-False",
     "1f1b-zero1-full-flash-False-True",
-    "1f1b-fsdp-none-eager-True-False",
-    "1f1b-fsdp-selective-flash-False-False",
-    "interleaved-1f1b-none-selective-eager-False-False",
-    "interleaved-1f1b-none-full-flash-True-False",
     "interleaved-1f1b-zero1-none-eager-False-True",
-    "interleaved-1f1b-zero1-selective-flash-False-False",
-    "interleaved-1f1b-fsdp-selective-eager-True-False",
     "zb-h1-none-selective-flash-False-True",
-    "zb-h1-zero1-none-flash-True-False",
-    "zb-h1-zero1-selective-eager-False-False",
-    "zb-h1-fsdp-selective-flash-False-False",
     "zb-h1-fsdp-full-eager-True-True",
-    "zbv-none-selective-eager-False-False",
-    "zbv-zero1-selective-flash-True-False",
     "zbv-fsdp-none-flash-False-True",
-    "zbv-fsdp-selective-eager-False-False",
 })
 CASES = [
     # schedule x sharding x recompute, attention alternating; tensor parallelism with
