@@ -9,7 +9,6 @@ one stderr line and an exit code by the CLI's central handler.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from pptune.cli.util import say as _say
 from pptune.cli.util import show
 from pptune.errors import BadInput
 from pptune.files import check_output
+from pptune.report.fmt import json_safe
 
 DEFAULT_PLANS_FILE = "pptune-plans.json"
 
@@ -82,17 +82,6 @@ class _Progress:
         if self.bar is not None:
             self.bar.stop()
             self.bar = None
-
-
-def _json_safe(obj: Any) -> Any:
-    """NaN / inf become null: JSON has no such numbers."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_json_safe(v) for v in obj]
-    return obj
 
 
 def _check(timeout: float, warmup: int, steps: int, width: int, pp: int | None,
@@ -191,7 +180,7 @@ def validate(
         write_trace(trace, outcome.measured, name="pptune validate (measured)")
         _say(f"wrote {trace} (open in https://ui.perfetto.dev)")
     if as_json:
-        typer.echo(json.dumps(_json_safe(doc), indent=2))
+        typer.echo(json.dumps(json_safe(doc), indent=2))
         return
     from pptune.validate.render import comparison_table, ops_table, summary_lines
 

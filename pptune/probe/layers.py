@@ -126,13 +126,15 @@ def saved_tensor_bytes(
     return out, sum(seen.values())
 
 
-def _storage_ptrs(layer: Any) -> set[int]:
+def storage_ptrs(*modules: Any) -> set[int]:
+    """Storage addresses of every parameter and buffer (never counted as saved)."""
     ptrs = set()
-    for t in list(layer.parameters()) + list(layer.buffers()):
-        try:
-            ptrs.add(t.untyped_storage().data_ptr())
-        except (RuntimeError, NotImplementedError):
-            pass
+    for module in modules:
+        for t in list(module.parameters()) + list(module.buffers()):
+            try:
+                ptrs.add(t.untyped_storage().data_ptr())
+            except (RuntimeError, NotImplementedError):
+                pass
     return ptrs
 
 
@@ -158,7 +160,7 @@ def measure_layer(
         return x.detach().requires_grad_(True) if input_grad else x
 
     inp = fresh()
-    y, act_bytes = saved_tensor_bytes(torch, functools.partial(layer, inp), _storage_ptrs(layer))
+    y, act_bytes = saved_tensor_bytes(torch, functools.partial(layer, inp), storage_ptrs(layer))
     if not isinstance(y, torch.Tensor):
         raise BadInput(
             f"{label} returned a {type(y).__name__}; each layer must return one tensor "

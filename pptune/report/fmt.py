@@ -14,6 +14,7 @@ quantity reads the same everywhere:
 from __future__ import annotations
 
 import math
+from typing import Any
 
 # (factor in seconds, unit name, decimals), largest first.
 _TIME_UNITS: tuple[tuple[float, str, int], ...] = (
@@ -76,3 +77,14 @@ def fmt_pct(x: float) -> str:
     if math.isnan(x):
         return "nan"
     return f"{x * 100:.1f}%"
+
+
+def json_safe(obj: Any) -> Any:
+    """NaN and inf become null: JSON has no such numbers."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [json_safe(v) for v in obj]
+    return obj

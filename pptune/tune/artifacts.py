@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from pptune.costs.profiles import DEFAULT_PROFILE_FILE
+from pptune.report.fmt import json_safe
 from pptune.schemas import PlanFile, write_atomic
-from pptune.tune import journal, loop
+from pptune.tune import loop
 from pptune.tune.model import Calibration
 from pptune.tune.session import PLANS_FILE, TuneRun
 
@@ -92,4 +93,4 @@ def summary_json(run: TuneRun) -> dict[str, Any]:
         },
         "notes": run.notes,
     }
-    return journal.json_safe(doc)  # type: ignore[no-any-return]
+    return json_safe(doc)  # type: ignore[no-any-return]

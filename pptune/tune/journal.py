@@ -10,27 +10,16 @@ ignored with a note, any other bad line is an error naming the line.
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any
 
 from pptune.costmodel.schedules import Schedule
 from pptune.errors import BadInput
+from pptune.report.fmt import json_safe
 from pptune.tune.model import Trial
 
 FILE = "tune.jsonl"
-
-
-def json_safe(x: Any) -> Any:
-    """NaN and inf become null: JSON has no such numbers."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: json_safe(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [json_safe(v) for v in x]
-    return x
 
 
 def append(path: Path, record: dict[str, Any]) -> None:

@@ -84,11 +84,6 @@ class SavedTensorPeak:
 
 def parameter_ptrs(modules: list[Any]) -> set[int]:
     """Storage addresses of every parameter and buffer (never counted as saved)."""
-    ptrs = set()
-    for module in modules:
-        for t in list(module.parameters()) + list(module.buffers()):
-            try:
-                ptrs.add(t.untyped_storage().data_ptr())
-            except (RuntimeError, NotImplementedError):
-                pass
-    return ptrs
+    from pptune.probe.layers import storage_ptrs
+
+    return storage_ptrs(*modules)
