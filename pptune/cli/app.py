@@ -93,10 +93,10 @@ def _check_width(width: int) -> None:
 
 
 def _schedules(text: str | None) -> list[Any]:
-    from pptune.costmodel.schedules import Schedule
+    from pptune.costmodel.schedules import DEFAULT_SCHEDULES, Schedule
 
     if text is None:
-        return list(Schedule)
+        return list(DEFAULT_SCHEDULES)
     out = []
     for name in [x.strip() for x in text.split(",") if x.strip()]:
         try:

@@ -25,7 +25,12 @@ from pptune.costmodel.memory import (
     with_recompute,
 )
 from pptune.costmodel.partition import stage_bounds
-from pptune.costmodel.schedules import Schedule, chunks_per_device, stage_device
+from pptune.costmodel.schedules import (
+    DEFAULT_SCHEDULES,
+    Schedule,
+    chunks_per_device,
+    stage_device,
+)
 from pptune.costmodel.sharding import (
     ShardComm,
     Sharding,
@@ -54,7 +59,7 @@ class PlanRequest:
     global_batch: int
     tp: int = 1
     gpus_per_node: int = 8
-    schedules: Sequence[Schedule] = tuple(Schedule)
+    schedules: Sequence[Schedule] = DEFAULT_SCHEDULES
     virtual_stages: Sequence[int] = DEFAULT_VIRTUAL_STAGES
     micro_batch_sizes: Sequence[int] | None = None  # None: all in the table
     pp: Sequence[int] | None = None  # None: every divisor

@@ -36,6 +36,11 @@ class Schedule(str, Enum):
     ZBV = "zbv"
 
 
+# What recommend searches when --schedules is not given (every schedule the
+# simulator runs that a torch or Megatron-LM runtime can run as planned).
+DEFAULT_SCHEDULES: tuple[Schedule, ...] = tuple(Schedule)
+
+
 class OpKind(str, Enum):
     F = "F"
     B = "B"

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from pptune import limits
 from pptune.costmodel.comm import compression_factor
 from pptune.costmodel.presets import ModelShape
-from pptune.costmodel.schedules import Schedule
+from pptune.costmodel.schedules import DEFAULT_SCHEDULES, Schedule
 from pptune.costmodel.search import (
     CostTable,
     PlanRequest,
@@ -36,7 +36,7 @@ class RecommendSpec:
     gpus_per_node: int = 8
     global_batch: int | None = None
     micro_batch_sizes: list[int] | None = None
-    schedules: list[Schedule] = field(default_factory=lambda: list(Schedule))
+    schedules: list[Schedule] = field(default_factory=lambda: list(DEFAULT_SCHEDULES))
     virtual_stages: list[int] = field(default_factory=lambda: [2, 3, 4])
     pp: list[int] | None = None
     model: str | None = None
