@@ -58,18 +58,18 @@ def _cell(text: str) -> str:
 def _type(param: Any, ctx: Any) -> str:
     if getattr(param, "is_flag", False):
         return "flag"
-    return param.display_type(ctx).strip("<>")
+    return str(param.display_type(ctx)).strip("<>")
 
 
 def _default(param: Any, ctx: Any) -> str:
     if param.required:
         return "required"
     if isinstance(getattr(param, "show_default", None), str):
-        return param.show_default
+        return str(param.show_default)
     value = param.get_default(ctx, call=False)
     if getattr(param, "is_flag", False):
         if param.secondary_opts:
-            return (param.opts if value else param.secondary_opts)[0]
+            return str((param.opts if value else param.secondary_opts)[0])
         return "on" if value else ""
     if value is None or value == () or value == []:
         return ""
@@ -116,7 +116,7 @@ def cli_reference() -> str:
 
     from pptune.cli.app import app
 
-    root = typer.main.get_command(app)
+    root: Any = typer.main.get_command(app)
     ctx = _ctx(root, "pptune")
     names = root.list_commands(ctx)
     lines = [
@@ -151,7 +151,7 @@ def cli_flags() -> dict[str, list[str]]:
 
     from pptune.cli.app import app
 
-    root = typer.main.get_command(app)
+    root: Any = typer.main.get_command(app)
     ctx = _ctx(root, "pptune")
     out = {"": [o for p in root.get_params(ctx) if p.param_type_name == "option"
                 for o in (*p.opts, *p.secondary_opts)]}

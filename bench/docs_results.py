@@ -124,13 +124,17 @@ def _published_reading(doc: dict[str, Any]) -> list[str]:
     kt = doc["korthikanti_table4_layer"]
     rows = {r["experiment"]: r for r in kt["rows"]}
     base, sp = rows["Baseline no recompute"], rows["Sequence Parallelism"]
-    sel = rows["Selective Recompute"]
+    sel, full = rows["Selective Recompute"], rows["Baseline with recompute"]
     parts = kt["breakdown_ms"]
     comm = parts.get("F.comm", 0.0) + parts.get("B.comm", 0.0)
     w_err = [r["w_ms_predicted"] / r["w_ms_published"] - 1 for r in analytic["rows"]]
     f_err = [r["f_ms_predicted"] / r["f_ms_published"] - 1 for r in analytic["rows"]]
     wf_ok = sorted({r["model"] for r in analytic["rows"] if r["wf_within"]})
     per_token = _zb_per_token(doc)
+    from bench.published import GPU
+    from pptune.costs.profiles import gpu_preset
+
+    gemm_fraction = gpu_preset(GPU).gemm_fraction
     t4 = [r["error"] for r in doc["zb_table4_interleaved"]["rows"]]
     t4_prof = [r["interleaved_gain_from_profile"] / r["interleaved_gain_measured"] - 1
                for r in doc["zb_table4_interleaved"]["rows"]]
@@ -161,7 +165,11 @@ def _published_reading(doc: dict[str, Any]) -> list[str]:
         f"{_span([1 - r['ratio'] for r in kt['rows']], fast)} too fast.** The differences "
         f"between the experiments come out right (sequence parallelism saves "
         f"{base['forward_ms_predicted'] - sp['forward_ms_predicted']:.2f} ms of forward, "
-        f"measured {base['forward_ms_published'] - sp['forward_ms_published']:.1f}; selective "
+        f"measured {base['forward_ms_published'] - sp['forward_ms_published']:.1f}; full "
+        f"recomputation adds {full['backward_ms_predicted'] - base['backward_ms_predicted']:.2f} ms "
+        f"to the backward, one forward ({base['forward_ms_predicted']:.2f} ms; measured "
+        f"{full['backward_ms_published'] - base['backward_ms_published']:.1f} and "
+        f"{base['forward_ms_published']:.1f}); selective "
         f"recomputation adds {sel['backward_ms_predicted'] - base['backward_ms_predicted']:.1f} ms "
         f"of backward, measured {sel['backward_ms_published'] - base['backward_ms_published']:.1f}),"
         f" so the op list is complete; the level is off. Of the "
@@ -171,8 +179,9 @@ def _published_reading(doc: dict[str, Any]) -> list[str]:
         f"{_span([abs(x) for x in f_err], fast)} too fast** "
         f"(W/F within 0.10 on {analytic['wf_within']} of {analytic['of']} runs: "
         f"{', '.join(wf_ok) or 'none'}). W is the weight GEMMs alone, and the profiled W implies "
-        f"{_span([p[1] for p in per_token], lambda x: f'{x:.2f}')} of peak for them: the GEMM "
-        f"model holds where GEMMs are all there is. The measured F - W, the forward's "
+        f"{_span([p[1] for p in per_token], lambda x: f'{x:.2f}')} of peak for them, against "
+        f"the {gemm_fraction:.3f} large-GEMM fraction of the preset: the GEMM model holds where "
+        f"GEMMs are all there is. The measured F - W, the forward's "
         f"non-weight-GEMM time, is {_span([p[2] for p in per_token], lambda x: f'{x:.2f}')} ns "
         f"per token and hidden unit on all four models, "
         f"{statistics.median(p[2] / p[3] for p in per_token):.1f}x (median) what the per-op "
@@ -290,7 +299,7 @@ def own_runs_section(acc: dict[str, Any] | None, tune: dict[str, Any] | None) ->
         wo = acc["without_contention_model"]
         s = acc["setup"]
         lines += [
-            f"### Prediction accuracy", "",
+            "### Prediction accuracy", "",
             f"From {_source('prediction_accuracy.json', acc)}: {s['model']} on {s['pp']} "
             f"{s['backend']} ranks ({s['threads_per_rank']} thread each), split "
             f"{','.join(map(str, s['stage_layers']))}, against one fresh profile "
@@ -328,7 +337,8 @@ def own_runs_section(acc: dict[str, Any] | None, tune: dict[str, Any] | None) ->
             "### Tune against running everything", "",
             f"From {_source('tune.json', tune)} (`bench/tune_bench.py`): {s['pp']} CPU ranks, "
             f"{s['model']}, global batch {s['global_batch']}, {' / '.join(s['schedules'])} at "
-            f"micro-batch {', '.join(map(str, s['micro_batch_sizes']))}: "
+            f"micro-batch {', '.join(map(str, s['micro_batch_sizes']))}, each with the planner's "
+            f"split and the even split: "
             f"{tune['candidates']} candidates. The tune measured {tune['trials_run_by_tune']} of "
             f"them ({_pct(tune['trials_share'])}; the target is a third) in "
             f"{tune['tune_wall_s']:.0f} s and picked {tune['winner']}. In a pass over all "
