@@ -62,6 +62,13 @@ $(PSTAMP): pyproject.toml
 peers: $(PSTAMP)
 	$(PEERS)/bin/python -m bench.peers.run
 
+# Regenerate what the docs compute rather than state: docs/cli.md from the app,
+# docs/accuracy.md and docs/benchmarks.md from bench/results/, and every
+# `<!-- example: pptune ... -->` block in README.md and docs/ (bench/docs.py).
+.PHONY: docs
+docs: $(STAMP)
+	$(BIN)/python -m bench.docs
+
 lint: $(STAMP)
 	$(BIN)/ruff check pptune tests bench
 	$(BIN)/mypy
