@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pptune.configs.frameworks import Versions
 from pptune.errors import BadInput
+from pptune.frameworks.common.versions import Versions
 from pptune.schemas import Limits, TrainingConfig
 
 # Same bounds as TrainingConfig (see its docstring): device counts above
@@ -53,13 +53,15 @@ class ReaderFinding:
 
 @dataclass
 class Semantics:
-    """What a reader learnt about the framework's behaviour beyond TrainingConfig."""
+    """What a reader learnt about the framework's behaviour beyond TrainingConfig.
+
+    ``details`` is the framework's own record (e.g. Megatron-LM's schedule
+    knobs), written by its reader and read by its rules only.
+    """
 
     versions: Versions = field(default_factory=Versions)
     findings: list[ReaderFinding] = field(default_factory=list)
-    microbatch_group: int | None = None  # Megatron-LM --microbatch-group-size-per-vp-stage
-    overlap_p2p: bool = True  # Megatron-LM: off with --no-overlap-p2p-communication
-    torch_schedule: bool = False  # the run goes through torch.distributed.pipelining
+    details: Any = None
 
 
 @dataclass

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pptune.configs.megatron import parse_flags
-from pptune.configs.shell import interpret, split_statements
+from pptune.frameworks.common.shell import interpret, split_statements
+from pptune.frameworks.megatron.flags import parse_flags
 
 
 def commands(text: str) -> list[list[str]]:

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pptune.configs import read_config
-from pptune.configs.source import MAX_BYTES
 from pptune.errors import BadInput
+from pptune.frameworks.common.source import MAX_BYTES
+from pptune.frameworks.read import read_config
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "configs"
 FORMATS = [None, "pptune", "deepspeed", "megatron", "torchtitan"]

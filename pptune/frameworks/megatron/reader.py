@@ -2,9 +2,8 @@
 
 Reads the ``pretrain_*.py`` command of a launch script (through
 ``torchrun`` / ``python -m torch.distributed.launch`` / ``deepspeed``), or,
-in a plain argument file, every line of flags. Flag names and defaults
-follow megatron/training/arguments.py (argparse with ``allow_abbrev=False``,
-so only exact names count; the last of a repeated flag wins).
+in a plain argument file, every line of flags (``flags.py``: names and
+parsing as megatron/training/arguments.py has them).
 
 Megatron-LM's batch identity (megatron/core/num_microbatches_calculator.py):
 ``global_batch_size = micro_batch_size * num_microbatches * dp``; the script
@@ -14,7 +13,7 @@ grad_accum_steps stays unset for check-config to derive. Without
 one micro-batch per step.
 
 Rules follow Megatron-LM core_r0.16 / megatron-core 0.16.1
-(pptune/configs/frameworks.py): the layer split (even, uneven first/last,
+(``split.py``): the layer split (even, uneven first/last,
 account-for-embedding/loss, virtual stages) is computed as megatron-core
 builds it, and what validate_args or TransformerConfig refuses becomes an
 error finding citing the rule. Defaults when a flag is absent: no
@@ -26,67 +25,24 @@ micro-batch group per virtual stage = pp.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
-from pptune.configs.fields import MAX_COUNT, MAX_DEVICES, Ctx, apply_flags, build, whole_text
-from pptune.configs.megatron_pipeline import environment, pipeline
-from pptune.configs.shell import Script, ShellLimit, interpret
 from pptune.costmodel.presets import MODELS
+from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build, whole_text
+from pptune.frameworks.common.shell import Script, ShellLimit, interpret
+from pptune.frameworks.megatron.flags import (
+    BOOL_FLAGS,
+    NODES_FLAGS,
+    NOTED_FLAGS,
+    PER_NODE_FLAGS,
+    UNMODELLED_FLAGS,
+    VALUE_FLAGS,
+    Flagged,
+    FlagReader,
+    parse_flags,
+)
+from pptune.frameworks.megatron.pipeline import environment, pipeline
 from pptune.schemas import TrainingConfig
-
-# Megatron-LM flags read here (mapped in _fields / _pipeline); others are noted as ignored
-VALUE_FLAGS = (
-    "--pipeline-model-parallel-size",
-    "--tensor-model-parallel-size",
-    "--context-parallel-size",
-    "--num-layers",
-    "--num-layers-per-virtual-pipeline-stage",
-    "--num-virtual-stages-per-pipeline-rank",
-    "--micro-batch-size",
-    "--global-batch-size",
-    "--hidden-size",
-    "--seq-length",
-    "--num-attention-heads",
-    "--ffn-hidden-size",
-    "--num-query-groups",
-    "--vocab-size",
-    "--decoder-first-pipeline-num-layers",
-    "--decoder-last-pipeline-num-layers",
-    "--recompute-granularity",
-    "--recompute-method",
-    "--recompute-num-layers",
-    "--microbatch-group-size-per-virtual-pipeline-stage",
-    "--transformer-impl",
-    "--attention-backend",
-)
-BOOL_FLAGS = (
-    "--use-distributed-optimizer",
-    "--sequence-parallel",
-    "--use-tp-pp-dp-mapping",
-    "--bf16",
-    "--fp16",
-    "--swiglu",
-    "--group-query-attention",
-    "--recompute-activations",
-    "--account-for-embedding-in-pipeline-split",
-    "--account-for-loss-in-pipeline-split",
-    "--use-flash-attn",
-    "--no-overlap-p2p-communication",
-    "--use-torch-fsdp2",
-    "--overlap-grad-reduce",
-    "--overlap-param-gather",
-)
-NOTED_FLAGS = {
-    "--rampup-batch-size": "--rampup-batch-size ignored: checked at the final --global-batch-size",
-}
-UNMODELLED_FLAGS = {
-    "--pipeline-model-parallel-layout": "--pipeline-model-parallel-layout places layers by a "
-    "layout string pptune does not model; predictions use an even split",
-}
-# torchrun / torch.distributed.launch, and the deepspeed launcher (per node)
-NODES_FLAGS = ("--nnodes", "--num_nodes", "--num-nodes")
-PER_NODE_FLAGS = ("--nproc_per_node", "--nproc-per-node", "--num_gpus", "--num-gpus")
 
 _ENTRY = re.compile(r"(?:.*/)?pretrain_\w*\.py")
 _SIGNAL = re.compile(
@@ -102,41 +58,6 @@ def looks_like_megatron(text: str) -> bool:
     return _SIGNAL.search(text) is not None
 
 
-@dataclass
-class Flagged:
-    """Flags of one command: every occurrence's value (None for a bare flag)."""
-
-    values: dict[str, list[str | None]] = field(default_factory=dict)
-    unknown: list[str] = field(default_factory=list)
-
-    def has(self, name: str) -> bool:
-        return name in self.values
-
-
-def parse_flags(words: list[str], bools: tuple[str, ...] = BOOL_FLAGS) -> Flagged:
-    """argparse-style: ``--flag value``, ``--flag=value``; a bare ``--flag`` is boolean."""
-    out = Flagged()
-    i = 0
-    while i < len(words):
-        word = words[i]
-        i += 1
-        if not word.startswith("--") or word == "--":
-            continue
-        name, eq, inline = word.partition("=")
-        value: str | None = None
-        if eq:
-            value = inline
-        elif name not in bools and i < len(words) and not words[i].startswith("--"):
-            value = words[i]
-            i += 1
-        out.values.setdefault(name, []).append(value)
-        known = (name in VALUE_FLAGS or name in bools or name in NOTED_FLAGS
-                 or name in UNMODELLED_FLAGS)
-        if not known and name not in out.unknown:
-            out.unknown.append(name)
-    return out
-
-
 def read_megatron(text: str, ctx: Ctx) -> TrainingConfig:
     try:
         script = interpret(text)
@@ -144,17 +65,17 @@ def read_megatron(text: str, ctx: Ctx) -> TrainingConfig:
         raise ctx.bad(f"{exc}; write the Megatron-LM arguments out plainly") from None
     for line in script.notes:
         ctx.note(line)
-    launcher_words, arg_words = _launch(script, ctx)
+    launcher_words, arg_words = launch_words(script, ctx)
     args = parse_flags(arg_words)
     launcher = parse_flags(launcher_words, bools=())
-    reader = _Reader(ctx, args)
+    reader = FlagReader(ctx, args)
     fields = _fields(reader, launcher)
     environment(ctx, script, fields, launched=launcher_words is not arg_words)
     _note_shell(ctx, script, launcher_words + arg_words, args)
     return build(ctx, fields)
 
 
-def _launch(script: Script, ctx: Ctx) -> tuple[list[str], list[str]]:
+def launch_words(script: Script, ctx: Ctx) -> tuple[list[str], list[str]]:
     """(launcher words, Megatron argument words) of the command that runs training."""
     launches = []
     for cmd in script.commands:
@@ -181,38 +102,7 @@ def _launch(script: Script, ctx: Ctx) -> tuple[list[str], list[str]]:
     return best[1].words, best[1].words
 
 
-class _Reader:
-    def __init__(self, ctx: Ctx, flags: Flagged) -> None:
-        self.ctx = ctx
-        self.flags = flags
-
-    def text(self, name: str) -> str | None:
-        """Last value of ``name``; None when absent or an unresolved shell reference."""
-        seen = self.flags.values.get(name)
-        if not seen:
-            return None
-        value = seen[-1]
-        if value is None:
-            raise self.ctx.bad(f"{name} has no value; expected {name} N")
-        distinct = list(dict.fromkeys(v for v in seen if v is not None))
-        if len(distinct) > 1:
-            self.ctx.note(f"{name} given {len(seen)} times ({', '.join(distinct[:4])}); "
-                          f"Megatron-LM uses the last, {value}")
-        if "$" in value:
-            self.ctx.note(f"{name} is {value[:40]}, which pptune cannot resolve without running "
-                          "the script; left unset")
-            return None
-        return value
-
-    def number(self, name: str, minimum: int = 1, maximum: int = MAX_COUNT) -> int | None:
-        value = self.text(name)
-        if value is None:
-            return None
-        return whole_text(self.ctx, name, value, minimum=minimum, maximum=maximum,
-                          fix=f"set {name} to a whole number >= {minimum}")
-
-
-def _fields(r: _Reader, launcher: Flagged) -> dict[str, Any]:
+def _fields(r: FlagReader, launcher: Flagged) -> dict[str, Any]:
     ctx, flags = r.ctx, r.flags
     devices = {"maximum": MAX_DEVICES}
     fields: dict[str, Any] = {
@@ -320,7 +210,7 @@ def _sharding(ctx: Ctx, flags: Flagged) -> str:
     return "zero1" if flags.has("--use-distributed-optimizer") else "none"
 
 
-def _attention(r: _Reader) -> str:
+def _attention(r: FlagReader) -> str:
     """Flash-class unless the local (unfused) implementation runs without
     --use-flash-attn; --transformer-impl defaults to transformer_engine."""
     impl = r.text("--transformer-impl") or "transformer_engine"
@@ -330,7 +220,7 @@ def _attention(r: _Reader) -> str:
     return "eager"
 
 
-def _recompute(r: _Reader) -> str | None:
+def _recompute(r: FlagReader) -> str | None:
     """--recompute-granularity full|selective; --recompute-activations = selective
     (validate_args). Selective with --recompute-method is refused by Megatron-LM."""
     granularity = r.text("--recompute-granularity")

@@ -2,30 +2,31 @@
 
 The rules are Megatron-LM core_r0.16's (validate_args in
 megatron/training/arguments.py; megatron-core 0.16.1's TransformerConfig
-for the split, re-stated in pptune/configs/frameworks.py); what they refuse
+for the split, re-stated in ``split.py``); what they refuse
 becomes an error finding through ``ctx.refuse``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
-from pptune.configs.fields import Ctx
-from pptune.configs.frameworks import FrameworkRefusal, MegatronSplit, megatron_blocks
-from pptune.configs.shell import Script
-
-if TYPE_CHECKING:
-    from pptune.configs.megatron import Flagged
-
-
-class Reader(Protocol):
-    ctx: Ctx
-    flags: Flagged
-
-    def number(self, name: str, minimum: int = 1, maximum: int = ...) -> int | None: ...
+from pptune.frameworks.common.fields import Ctx
+from pptune.frameworks.common.shell import Script
+from pptune.frameworks.common.versions import FrameworkRefusal
+from pptune.frameworks.megatron.flags import FlagReader
+from pptune.frameworks.megatron.split import MegatronSplit, megatron_blocks
 
 
-def pipeline(r: Reader, fields: dict[str, Any]) -> None:
+@dataclass(frozen=True)
+class Knobs:
+    """Megatron-LM's schedule knobs beyond TrainingConfig (``Semantics.details``)."""
+
+    microbatch_group: int | None = None  # --microbatch-group-size-per-virtual-pipeline-stage
+    overlap_p2p: bool = True  # off with --no-overlap-p2p-communication
+
+
+def pipeline(r: FlagReader, fields: dict[str, Any]) -> None:
     """Virtual stages, schedule and the layer split, as Megatron-LM computes them.
 
     megatron/training/arguments.py validate_args: at most one of the three
@@ -42,9 +43,9 @@ def pipeline(r: Reader, fields: dict[str, Any]) -> None:
     last = r.number("--decoder-last-pipeline-num-layers", minimum=0)
     account_emb = flags.has("--account-for-embedding-in-pipeline-split")
     account_loss = flags.has("--account-for-loss-in-pipeline-split")
-    ctx.semantics.microbatch_group = r.number(
-        "--microbatch-group-size-per-virtual-pipeline-stage")
-    ctx.semantics.overlap_p2p = not flags.has("--no-overlap-p2p-communication")
+    ctx.semantics.details = Knobs(
+        microbatch_group=r.number("--microbatch-group-size-per-virtual-pipeline-stage"),
+        overlap_p2p=not flags.has("--no-overlap-p2p-communication"))
     vpp_flags = [n for n in ("--num-layers-per-virtual-pipeline-stage",
                              "--num-virtual-stages-per-pipeline-rank",
                              "--pipeline-model-parallel-layout") if flags.has(n)]

@@ -35,13 +35,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from pptune.configs.fields import MAX_COUNT, MAX_DEVICES, Ctx, apply_flags, build, show, whole
-from pptune.configs.torchtitan_stages import default_split, schedule
 from pptune.costmodel.presets import MODELS
+from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build, show, whole
+from pptune.frameworks.torchtitan.fqns import TORCHTITAN, reads_toml
+from pptune.frameworks.torchtitan.stages import default_split, schedule
+from pptune.frameworks.torchtitan.table import Table
 from pptune.schemas import TrainingConfig
 
-# ([model] name, flavor) -> pptune preset; torchtitan's llama3 flavors
-PRESETS = {("llama3", "8b"): "llama3-8b", ("llama3", "70b"): "llama3-70b"}
+# pptune preset -> torchtitan's ([model] name, flavor) (torchtitan/models/llama3)
+FLAVORS = {"llama3-8b": ("llama3", "8B"), "llama3-70b": ("llama3", "70B")}
+# (name, flavor) as the reader matches them (case-insensitively) -> pptune preset
+PRESETS = {(name.lower(), flavor.lower()): preset for preset, (name, flavor) in FLAVORS.items()}
 
 _READ_TABLES = {"parallelism", "training", "model", "experimental", "activation_checkpoint"}
 
@@ -51,39 +55,15 @@ def looks_like_torchtitan(data: dict[str, Any]) -> bool:
     return "parallelism" in tables or {"training", "model"} <= tables
 
 
-class _Table:
-    def __init__(self, ctx: Ctx, name: str, data: dict[str, Any]) -> None:
-        value = data.get(name, {})
-        if not isinstance(value, dict):
-            raise ctx.bad(f"{name} is {show(value)}; expected a [{name}] table")
-        self.ctx, self.name, self.data = ctx, name, value
-
-    def has(self, key: str) -> bool:
-        return key in self.data
-
-    def count(self, key: str, default: int | None, minimum: int = 1,
-              maximum: int = MAX_COUNT) -> int | None:
-        if key not in self.data:
-            return default
-        return whole(self.ctx, f"{self.name}.{key}", self.data[key], minimum=minimum,
-                     maximum=maximum)
-
-    def text(self, key: str, default: str | None) -> str | None:
-        value = self.data.get(key, default)
-        if value is not None and not isinstance(value, str):
-            raise self.ctx.bad(f"{self.name}.{key} is {show(value)}; expected a string")
-        return value
-
-
 def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
-    if not ctx.semantics.versions.torchtitan_reads_toml():
+    if not reads_toml(ctx.semantics.versions):
         ctx.unmodelled("torchtitan-toml",
-                       f"torchtitan {ctx.semantics.versions.torchtitan} does not read TOML job "
+                       f"torchtitan {ctx.semantics.versions.of(TORCHTITAN)} does not read TOML job "
                        "files (configs are Python functions since 0.3.0); checked with that "
                        "release's module names")
     par = _parallelism(ctx, data)
-    train = _Table(ctx, "training", data)
-    model = _Table(ctx, "model", data)
+    train = Table(ctx, "training", data)
+    model = Table(ctx, "model", data)
     devices = {"maximum": MAX_DEVICES}
     fields: dict[str, Any] = {
         "pp": par.count("pipeline_parallel_degree", None, **devices),
@@ -92,7 +72,6 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
         "attention": "flash",  # torchtitan's attention is SDPA or flex: fused kernels
         "source_format": "torchtitan",
     }
-    ctx.semantics.torch_schedule = True
     apply_flags(ctx, fields, {"pp": "parallelism.pipeline_parallel_degree",
                               "tp": "parallelism.tensor_parallel_degree",
                               "gpus": "a GPU count (torchtitan takes it from the launcher)"})
@@ -119,19 +98,19 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     fields["precision"] = {"bfloat16": "bf16", "float32": "fp32"}.get(
         train.text("mixed_precision_param", "") or "")
     fields["recompute"], fields["recompute_every"] = _recompute(
-        ctx, _Table(ctx, "activation_checkpoint", data))
+        ctx, Table(ctx, "activation_checkpoint", data))
     ignored = sorted(str(k) for k in data if k not in _READ_TABLES)
     if ignored:
         ctx.note(f"ignored tables: {', '.join(ignored[:10])}")
     return build(ctx, fields)
 
 
-def _parallelism(ctx: Ctx, data: dict[str, Any]) -> _Table:
+def _parallelism(ctx: Ctx, data: dict[str, Any]) -> Table:
     """[parallelism], plus what older torchtitan kept elsewhere: pipeline keys
     under [experimental], parallel degrees under [training]."""
-    par = _Table(ctx, "parallelism", data)
+    par = Table(ctx, "parallelism", data)
     for table, wanted in (("experimental", "pipeline_parallel"), ("training", "_parallel_degree")):
-        old = _Table(ctx, table, data)
+        old = Table(ctx, table, data)
         moved = {k: v for k, v in old.data.items()
                  if str(k).startswith(wanted) or (wanted[0] == "_" and str(k).endswith(wanted))}
         moved = {k: v for k, v in moved.items() if k not in par.data}
@@ -141,7 +120,7 @@ def _parallelism(ctx: Ctx, data: dict[str, Any]) -> _Table:
     return par
 
 
-def _preset(ctx: Ctx, model: _Table) -> str | None:
+def _preset(ctx: Ctx, model: Table) -> str | None:
     name, flavor = model.text("name", "llama3"), model.text("flavor", "debugmodel")
     preset = PRESETS.get(((name or "").lower(), (flavor or "").lower()))
     if preset is None:
@@ -151,7 +130,7 @@ def _preset(ctx: Ctx, model: _Table) -> str | None:
     return preset
 
 
-def _data_parallel(ctx: Ctx, par: _Table, fields: dict[str, Any]) -> tuple[int | None, bool]:
+def _data_parallel(ctx: Ctx, par: Table, fields: dict[str, Any]) -> tuple[int | None, bool]:
     """(dp, sharded?) from the replicate and shard degrees; shard -1 means "the rest"."""
     replicate = par.count("data_parallel_replicate_degree", 1, maximum=MAX_DEVICES) or 1
     shard_raw = par.data.get("data_parallel_shard_degree", -1)
@@ -180,7 +159,7 @@ def _is_rest(value: Any) -> bool:
     return type(value) is int and value == -1
 
 
-def _fsdp_stage(ctx: Ctx, par: _Table, pp: int) -> tuple[int, bool]:
+def _fsdp_stage(ctx: Ctx, par: Table, pp: int) -> tuple[int, bool]:
     """(ZeRO stage kept for the contract, reshard after forward?): FSDP2 shards
     weights, gradients and optimizer state; zero_stage 3 when it reshards
     after forward, else 2.
@@ -201,7 +180,7 @@ def _fsdp_stage(ctx: Ctx, par: _Table, pp: int) -> tuple[int, bool]:
     return (3 if reshard else 2), reshard
 
 
-def _batch(ctx: Ctx, par: _Table, train: _Table, pp: int, dp: int | None) -> dict[str, Any]:
+def _batch(ctx: Ctx, par: Table, train: Table, pp: int, dp: int | None) -> dict[str, Any]:
     key = "local_batch_size" if train.has("local_batch_size") or not train.has(
         "batch_size") else "batch_size"
     local = train.count(key, None)
@@ -253,7 +232,7 @@ def _batch(ctx: Ctx, par: _Table, train: _Table, pp: int, dp: int | None) -> dic
     }
 
 
-def _recompute(ctx: Ctx, table: _Table) -> tuple[str | None, int | None]:
+def _recompute(ctx: Ctx, table: Table) -> tuple[str | None, int | None]:
     """(recompute, every Nth block) from [activation_checkpoint], with torchtitan's
     defaults (job_config.py ActivationCheckpoint: mode "selective",
     selective_ac_option "2": every second block checkpointed; "op": per-op)."""

@@ -12,7 +12,7 @@ DeepSpeed's PipelineEngine runs ``TrainSchedule``, a 1F1B schedule
 (deepspeed/runtime/pipe/schedule.py), with gradient_accumulation_steps
 micro-batches per step: schedule is always 1f1b.
 
-Rules follow DeepSpeed 0.19.8 (see pptune/configs/frameworks.py). Absent
+Rules follow DeepSpeed 0.19.8 (``partition.py``). Absent
 settings take DeepSpeed's defaults: the batch trio is completed as
 ``DeepSpeedConfig._set_batch_related_parameters`` does (train_batch_size
 alone: GA 1, micro = train_batch_size // dp); the partition method is
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pptune.configs.fields import MAX_DEVICES, Ctx, apply_flags, build, show, whole
+from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build, show, whole
 from pptune.schemas import TrainingConfig
 
 DEEPSPEED_KEYS = frozenset(

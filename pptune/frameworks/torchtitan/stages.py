@@ -10,20 +10,17 @@ from __future__ import annotations
 
 import re
 from itertools import pairwise
-from typing import Any, Protocol
+from typing import Any
 
-from pptune.configs.fields import Ctx, show
-from pptune.configs.frameworks import FrameworkRefusal, torchtitan_fqns, torchtitan_stage_count
-
-
-class Table(Protocol):
-    data: dict[str, Any]
-
-    def has(self, key: str) -> bool: ...
-    def count(self, key: str, default: int | None, minimum: int = 1,
-              maximum: int = ...) -> int | None: ...
-    def text(self, key: str, default: str | None) -> str | None: ...
-
+from pptune.frameworks.common.fields import Ctx, show
+from pptune.frameworks.common.versions import FrameworkRefusal
+from pptune.frameworks.torchtitan.fqns import (
+    TORCHTITAN,
+    head,
+    torchtitan_fqns,
+    torchtitan_stage_count,
+)
+from pptune.frameworks.torchtitan.table import Table
 
 # torch.distributed.pipelining's names (matched case-insensitively, as
 # torch's get_schedule_class does) -> (pptune schedule, chunks per device)
@@ -169,9 +166,8 @@ def _check_modules(ctx: Ctx, parts: list[list[str]]) -> None:
     The LM head is ``output`` up to torchtitan 0.2.x and ``lm_head`` from 0.3.0
     (torchtitan/distributed/pipeline_parallel.py generate_llm_fqn_per_model_part)."""
     versions = ctx.semantics.versions
-    head = versions.torchtitan_head()
     names = {n for part in parts for n in part}
-    for module in ("tok_embeddings", "norm", head):
+    for module in ("tok_embeddings", "norm", head(versions)):
         if module in names:
             continue
         other = {"output": "lm_head", "lm_head": "output"}.get(module)
@@ -180,7 +176,7 @@ def _check_modules(ctx: Ctx, parts: list[list[str]]) -> None:
                 if other in names else "")
         ctx.refuse("torchtitan-module-missing",
                    f"module_fqns_per_model_part places no '{module}' on any stage{hint}: "
-                   f"torchtitan {versions.torchtitan}'s pipeline_module_split keeps only the "
+                   f"torchtitan {versions.of(TORCHTITAN)}'s pipeline_module_split keeps only the "
                    "named modules, so that module would be dropped; name it in the first "
                    "(embedding) or last (norm, head) part")
 

@@ -179,3 +179,8 @@ def _first_line(exc: BaseException) -> str:
     if text and "integer string conversion" in text[0]:  # Python's 4300-digit guard
         return "a number with thousands of digits; expected counts like 8 or 512"
     return text[0][:200] if text else type(exc).__name__
+
+
+def json_like(text: str) -> bool:
+    """Whether the text starts like JSON (an object or an array)."""
+    return text.lstrip()[:1] in ("{", "[")

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pptune.configs import ConfigFormat, ReadResult, read_config
 from pptune.costmodel.schedules import Schedule
 from pptune.errors import BadInput
+from pptune.frameworks.read import ConfigFormat, ReadResult, read_config
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "configs"
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pptune.configs.fields import Ctx, apply_flags, build
+from pptune.frameworks.common.fields import Ctx, apply_flags, build
 from pptune.schemas import TrainingConfig
 
 

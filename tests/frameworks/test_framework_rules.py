@@ -14,13 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from pptune.cli.app import app
-from pptune.configs.frameworks import (
-    MegatronSplit,
-    ds_partition_balanced,
-    ds_partition_uniform,
-    megatron_blocks,
-    torchtitan_fqns,
-)
+from pptune.frameworks.deepspeed.partition import ds_partition_balanced, ds_partition_uniform
+from pptune.frameworks.megatron.split import MegatronSplit, megatron_blocks
+from pptune.frameworks.torchtitan.fqns import torchtitan_fqns
 
 runner = CliRunner()
 
