@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, overload
 
 from pptune.frameworks.common.fields import MAX_COUNT, Ctx, show, whole
 
@@ -26,7 +26,13 @@ class Table:
         return whole(self.ctx, f"{self.name}.{key}", self.data[key], minimum=minimum,
                      maximum=maximum)
 
+    @overload
+    def text(self, key: str, default: str) -> str: ...
+    @overload
+    def text(self, key: str, default: None) -> str | None: ...
+
     def text(self, key: str, default: str | None) -> str | None:
+        """The key's string (TOML has no null: a stated key is never None)."""
         value = self.data.get(key, default)
         if value is not None and not isinstance(value, str):
             raise self.ctx.bad(f"{self.name}.{key} is {show(value)}; expected a string")
