@@ -21,7 +21,8 @@ LAYERS = {
     "costmodel": 0, "errors": 0, "limits": 0,
     "files": 0.5,  # bounded reads and safe writes: raise errors' BadInput, used by schemas
     "schemas": 1,
-    "costs": 2, "configs": 2, "report": 2, "launch": 2,
+    "costs": 2, "report": 2, "launch": 2,
+    "frameworks": 2.5,  # one adapter per framework: reads configs, prices and writes plans
     "plan": 3, "check": 3, "observe": 3, "probe": 3, "validate": 3,
     "tune": 4,  # runs the planner's search and validate's trials
     "cli": 5,

@@ -30,12 +30,13 @@ class _Reached(Exception):
 
 
 def _args(path: str) -> tuple[dict[str, list[str | None]], dict[str, list[str | None]], dict]:
-    from pptune.configs.fields import Ctx
-    from pptune.configs.megatron import _launch, parse_flags
-    from pptune.configs.shell import interpret
+    from pptune.frameworks.common.fields import Ctx
+    from pptune.frameworks.common.shell import interpret
+    from pptune.frameworks.megatron.flags import parse_flags
+    from pptune.frameworks.megatron.reader import launch_words
 
     script = interpret(open(path, encoding="utf-8").read())
-    launcher, words = _launch(script, Ctx(name=path))
+    launcher, words = launch_words(script, Ctx(name=path))
     return parse_flags(words).values, parse_flags(launcher, bools=()).values, script.scalars
 
 

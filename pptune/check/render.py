@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from pptune.check.rules import CheckReport
-from pptune.configs import ReadResult
+from pptune.frameworks.read import ReadResult
 
 _ORDER = {"error": 0, "warning": 1, "info": 2}
 

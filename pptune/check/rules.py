@@ -19,9 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pptune.check.costs import costs
-from pptune.check.framework import deepspeed_rules, megatron_interleave_rule, schedule_rules
-from pptune.configs.fields import Semantics
-from pptune.configs.frameworks import ds_split
+from pptune.check.framework import config_rules, framework_split, microbatch_rules
 from pptune.costmodel.partition import add_ends, even_split, strip_ends
 from pptune.costmodel.schedules import Schedule, ScheduleError, chunks_per_device
 from pptune.costmodel.search import (
@@ -36,6 +34,7 @@ from pptune.costmodel.search import (
     evaluate,
     search,
 )
+from pptune.frameworks.common.fields import Semantics
 from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
 from pptune.schemas import TrainingConfig
 
@@ -167,7 +166,7 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
 
     # --- framework schedule rules (the config's framework and version) --------
     if m is not None:
-        schedule_rules(cfg, m, sem, add)
+        microbatch_rules(cfg, m, sem, add)
         if schedule is Schedule.ZBV and m < p:
             add("zbv-m-lt-pp", "warning",
                 f"zbv with fewer micro-batches than stages ({m} < {p}) leaves most of the V idle",
@@ -189,8 +188,7 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
         add("virtual-stages-ignored", "error",
             f"{schedule.value} runs one chunk per device but virtual stages is {v}; "
             "use interleaved-1f1b or set virtual stages to 1", virtual_stages=v)
-    megatron_interleave_rule(cfg, sem, add)
-    deepspeed_rules(cfg, add)
+    config_rules(cfg, sem, add)
 
     report = CheckReport(out, derived={"dp": dp, "grad_accum_steps": ga, "microbatches": m})
     structural = any(f.severity == "error" for f in out)
@@ -219,12 +217,12 @@ def config_sharding(cfg: TrainingConfig) -> Sharding:
 
 
 def _split(cfg: TrainingConfig, table: CostTable, n_stages: int) -> list[int]:
-    """Blocks per stage (stated, DeepSpeed's partition_method, or even), plus
-    the embedding on the first stage and the head on the last."""
+    """Blocks per stage (stated, the framework's own such as DeepSpeed's partition_method,
+    or even), plus the embedding on the first stage and the head on the last."""
     n_layers = len(table.names)
-    if cfg.stage_layers is None and cfg.partition_method is not None:
+    if cfg.stage_layers is None:
         params = [b / table.param_dtype_bytes for b in table.param_bytes]
-        split = ds_split(cfg.partition_method, params, n_stages)
+        split = framework_split(cfg, params, n_stages)
         if split is not None:
             return split
     blocks = n_layers - 2

@@ -104,7 +104,7 @@ def _run(config: Path, format_in: str | None, pp: int | None, gpus: int | None,
     if found:
         raise BadInput("; ".join(found))
     from pptune.check.rules import CheckOptions, check
-    from pptune.configs import read_config
+    from pptune.frameworks.read import read_config
 
     read = read_config(config, format_in, pp=pp, gpus=gpus, tp=tp, framework_versions=versions)
     profile = flags.profile

@@ -145,8 +145,8 @@ def run12():
 def test_launch_uses_exactly_the_plans_gpus(run12, tmp_path: Path) -> None:
     """12 GPUs on 8-GPU nodes launch as 2 x 6 ranks, never 2 x 8 = 16 (megatron-core's
     initialize_model_parallel needs world = tp x pp x dp)."""
+    from pptune.frameworks.common.writing import launch_shape
     from pptune.plan.emit import write
-    from pptune.plan.writers import launch_shape
 
     assert launch_shape(12, 8) == (2, 6) and launch_shape(16, 8) == (2, 8)
     assert launch_shape(7, 8) == (1, 7) and launch_shape(13, 8) == (13, 1)
@@ -179,7 +179,7 @@ def run12_plain():
 def test_deepspeed_partition_is_deepspeeds_own(run8) -> None:
     """deepspeed/runtime/utils.py partition_uniform / partition_balanced over the layer
     list decide the stages; the emitted plan is evaluated on exactly that split."""
-    from pptune.configs.frameworks import ds_split
+    from pptune.frameworks.deepspeed.partition import ds_split
 
     out = emit("deepspeed", run8)
     method = json.loads(out.files["ds_config.json"])["pipeline"]["partition"]

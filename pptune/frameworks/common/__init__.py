@@ -1,0 +1,1 @@
+"""What the adapters share: reading, fields, releases, the closest-plan steps, writing."""

@@ -1,0 +1,106 @@
+"""What every framework adapter offers, and the plain values it works on.
+
+An adapter is one framework's knowledge in one folder
+(``pptune/frameworks/<name>/``): how its files are recognised and read, the
+rules it enforces (per release), the closest plan its files can state and
+how they are written. ``pptune.frameworks.registry`` lists the adapters;
+check-config and ``recommend --emit`` look them up there.
+
+The adapters never see pptune's planner objects (RecommendRun): ``Job`` is
+the job a plan was made for, as plain values, built once by
+``pptune.plan.emit``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pptune.costmodel.presets import ModelShape
+from pptune.costmodel.search import CostTable, Plan, PlanRequest
+from pptune.frameworks.common.fields import Ctx, Semantics
+from pptune.frameworks.common.versions import VersionKey
+from pptune.schemas import TrainingConfig
+
+# add(id, severity, message, **values): one check-config finding
+Add = Callable[..., None]
+
+
+@dataclass(frozen=True)
+class Job:
+    """The job a plan was made for: its costs, its request and what the files state
+    beside the plan (the model, the GPU, the attention kernel)."""
+
+    table: CostTable  # per-layer costs the plans were priced with
+    request: PlanRequest  # the search's request (GPUs per node, recompute_every, ...)
+    layer_names: tuple[str, ...]  # embedding, blocks, head
+    global_batch: int
+    origin: str  # where the costs came from ("profile PATH", "analytic ...")
+    shape: ModelShape | None  # the model's shape, when known
+    model: str | None  # the model's name (a preset name, or a profile's)
+    device: str | None  # the GPU's name (a preset name, or a profile's)
+    attention: str | None  # the kernel priced: flash or eager; None for measured costs
+    sequence_parallel: bool
+    tp_comm_overlap: bool
+
+
+@dataclass(frozen=True)
+class Stated:
+    """The plan a framework's files state for a requested plan, and why it differs."""
+
+    job: Job  # the job as the framework runs it (costs re-priced where its files differ)
+    plan: Plan
+    exact: bool  # the requested plan itself
+    notes: tuple[str, ...]
+    detail: Any = None  # the adapter's own choice for its writer (a Megatron-LM split, ...)
+
+
+class Adapter:
+    """One framework: what check-config and ``recommend --emit`` need of it.
+
+    Each framework's ``adapter.py`` subclasses this; the defaults here are
+    "no such rule" and "no such knob".
+    """
+
+    name: str  # --format-in / --emit value, and TrainingConfig.source_format
+    title: str  # the framework's name in messages ("Megatron-LM")
+    files: tuple[str, ...]  # the files --emit writes
+    syntaxes: tuple[str, ...]  # what its configs are written in: json, toml, yaml, text
+    fallback = False  # recognised only when no other adapter recognises a file
+    versions: tuple[VersionKey, ...] = ()  # its releases; a bare --framework-version names the first
+    states_node_shape = False  # its files say how many GPUs each node runs
+
+    def detect(self, data: Any) -> bool:
+        """Whether parsed data (a mapping, or a script's text) is this framework's."""
+        raise NotImplementedError
+
+    def parse(self, text: str, path: Path) -> Any:
+        """The file's data when ``--format-in`` names this framework."""
+        raise NotImplementedError
+
+    def read(self, data: Any, ctx: Ctx) -> TrainingConfig:
+        """The config as pptune's TrainingConfig; findings and notes go to ``ctx``."""
+        raise NotImplementedError
+
+    def microbatch_rules(self, cfg: TrainingConfig, m: int, semantics: Semantics,
+                         add: Add) -> None:
+        """Error findings for the micro-batch count ``m`` where the framework refuses it."""
+
+    def config_rules(self, cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
+        """Error findings for other settings the framework refuses."""
+
+    def stage_split(self, cfg: TrainingConfig, param_counts: Sequence[float],
+                    num_stages: int) -> list[int] | None:
+        """Layers per stage (embedding, blocks, head) the framework builds when the config
+        states no split; None: an even split of the blocks."""
+        return None
+
+    def express(self, job: Job, plan: Plan, rank: int) -> Stated:
+        """The plan its files state: ``plan`` itself, or the closest one they can."""
+        raise NotImplementedError
+
+    def write(self, stated: Stated) -> dict[str, str]:
+        """File name -> content for the stated plan."""
+        raise NotImplementedError

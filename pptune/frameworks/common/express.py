@@ -1,0 +1,148 @@
+"""The steps every adapter's ``express`` composes: the closest plan a framework states.
+
+Each framework can state only some plans. When it cannot state the one
+pptune chose (a schedule it lacks, an uneven split or a sharding it has no
+knob for), its adapter picks the fastest plan it *can* state with the same
+pp, dp, tp, micro-batch size and count, says so in one line, and reports
+that plan's own predicted numbers — never a silently different plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from pptune.costmodel import presets
+from pptune.costmodel.partition import strip_ends
+from pptune.costmodel.schedules import Schedule
+from pptune.costmodel.search import Plan, RankOrder, Recompute, Sharding, evaluate, search
+from pptune.costs.resolve import analytic_costs
+from pptune.errors import BadInput
+from pptune.frameworks.common.adapter import Job
+from pptune.frameworks.common.writing import plan_launch
+from pptune.report.fmt import fmt_pct, fmt_seconds
+
+# (schedule, virtual stages, layers per stage with the embedding and the head)
+Option = tuple[Schedule, int, list[int]]
+
+SHARDING_NAMES = {Sharding.NONE: "no sharding", Sharding.ZERO1: "ZeRO-1",
+                  Sharding.ZERO2: "ZeRO-2", Sharding.ZERO3: "ZeRO-3", Sharding.FSDP: "FSDP"}
+
+
+def refit(job: Job, plan: Plan, schedule: Schedule, split: list[int], v: int,
+          rank_order: str | None = None) -> Plan:
+    """The plan re-predicted with another schedule, split or rank order."""
+    spec = replace(plan.spec, schedule=schedule, stage_layers=tuple(split), virtual_stages=v,
+                   rank_order=plan.rank_order if rank_order is None else RankOrder(rank_order))
+    return evaluate(job.table, job.request, spec)
+
+
+def fits(job: Job, plan: Plan) -> bool:
+    return max(plan.peak_memory_bytes) <= job.table.memory_bytes
+
+
+def closest(job: Job, plan: Plan, options: Sequence[Option],
+            rank_order: str | None = None) -> Plan | None:
+    """The fastest option that fits (None when none does)."""
+    best: Plan | None = None
+    for schedule, v, split in options:
+        if any(n < 1 for n in split):
+            continue
+        cand = refit(job, plan, schedule, split, v, rank_order)
+        if fits(job, cand) and (best is None or cand.step_time_s < best.step_time_s):
+            best = cand
+    return best
+
+
+def closest_or_refuse(job: Job, plan: Plan, options: Sequence[Option], *, name: str, rank: int,
+                      why: str, notes: list[str], rank_order: str | None = None) -> Plan:
+    """The closest option, with a note saying why and what it costs; BadInput when
+    none fits."""
+    alt = closest(job, plan, options, rank_order)
+    if alt is None:
+        raise BadInput(f"{name} cannot express plan {rank} ({why}) and no close plan fits")
+    notes.append(
+        f"{name} cannot express plan {rank} ({why}); emitting the closest plan it can run: "
+        f"{alt.schedule.value}, layers/stage {','.join(map(str, strip_ends(alt.stage_layers)))}"
+        + (f", rank order {alt.rank_order.value}" if alt.rank_order != plan.rank_order else "")
+        + f", predicted step {fmt_seconds(alt.step_time_s)} ({alt.step_time_s / plan.step_time_s:.3f}x)"
+        f", bubble {fmt_pct(alt.bubble_rate)}"
+    )
+    return alt
+
+
+def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
+                  sequence_parallel: bool, runs: str, notes: list[str]) -> tuple[Job, Plan]:
+    """The job and plan re-priced with the attention kernel and sequence parallelism
+    the framework's files run (``runs`` says which, in the note). Unchanged for
+    measured costs, a shape or GPU pptune cannot price, or when the job already
+    plans that way."""
+    gpu = str(job.device)
+    if ((job.attention, job.sequence_parallel) == (attention, sequence_parallel)
+            or job.shape is None or gpu not in presets.GPUS or job.attention is None):
+        return job, plan
+    table, _ = analytic_costs(
+        job.shape, gpu, sorted(job.table.by_mb), tp=job.request.tp,
+        sequence_parallel=sequence_parallel, attention=str(attention),
+        tp_comm_overlap=job.tp_comm_overlap)
+    job = replace(job, table=table)
+    plan = evaluate(job.table, job.request, plan.spec)
+    notes.append(f"{name} runs {runs}: predicted that way, step {fmt_seconds(plan.step_time_s)}")
+    return job, plan
+
+
+def stateable_sharding(job: Job, plan: Plan, *, name: str, options: tuple[Sharding, ...],
+                       notes: list[str]) -> tuple[Plan, bool]:
+    """(plan, exact): the plan with a sharding the files can state (``options``, best
+    first as a substitute) when one fits; else the best plan with one of them; else
+    the plan as it is (a note then says to configure the sharding by hand)."""
+    if plan.sharding in options:
+        return plan, True
+    for sharding in options:
+        alt = evaluate(job.table, job.request, replace(plan.spec, sharding=sharding))
+        if fits(job, alt):
+            notes.append(f"{name} files state no {SHARDING_NAMES[plan.sharding]}: emitting the "
+                         f"plan with {SHARDING_NAMES[sharding]}, predicted step "
+                         f"{fmt_seconds(alt.step_time_s)} "
+                         f"({alt.step_time_s / plan.step_time_s:.3f}x)")
+            return alt, False
+    # Same spec, other sharding: none fits. The best plan the file can state instead.
+    best = search(job.table, replace(job.request, shardings=options, top=1)).plans
+    if best:
+        alt = best[0]
+        notes.append(f"{name} files state no {SHARDING_NAMES[plan.sharding]} and the plan does "
+                     f"not fit with what they state: emitting the best plan with "
+                     f"{' or '.join(SHARDING_NAMES[o] for o in options)} instead (pp={alt.pp} "
+                     f"dp={alt.dp} {alt.sharding.value}/{alt.recompute.value}), predicted step "
+                     f"{fmt_seconds(alt.step_time_s)} ({alt.step_time_s / plan.step_time_s:.3f}x)")
+        return alt, False
+    return plan, True
+
+
+def full_recompute(job: Job, plan: Plan, *, name: str, notes: list[str]) -> Plan:
+    """The plan with full recomputation of every block, for a framework that states no
+    every-Nth-block selective recomputation (the planner's selective checkpoints
+    every Nth block of each stage)."""
+    alt = evaluate(job.table, job.request, replace(plan.spec, recompute=Recompute.FULL))
+    notes.append(f"{name} states no every-Nth-block selective recomputation: emitting the "
+                 f"plan with full recomputation, predicted step {fmt_seconds(alt.step_time_s)} "
+                 f"({alt.step_time_s / plan.step_time_s:.3f}x)")
+    return alt
+
+
+def unstated_sharding(plan: Plan, *, name: str, unstated: dict[Sharding, str],
+                      notes: list[str]) -> None:
+    """A note when the files cannot state the plan's sharding at all."""
+    what = unstated.get(plan.sharding)
+    if what:
+        notes.append(f"{name}: the plan's sharding is {what}; these files do not set it, "
+                     f"configure it by hand (pptune predicted it as {plan.sharding.value})")
+
+
+def placed(job: Job, plan: Plan) -> Plan:
+    """The plan re-predicted on the node shape its files launch (the same number of
+    ranks on every node): itself when that is the request's shape."""
+    nodes, per_node = plan_launch(plan, job)
+    if nodes == 1 or per_node == job.request.gpus_per_node:
+        return plan
+    return evaluate(job.table, replace(job.request, gpus_per_node=per_node), plan.spec)

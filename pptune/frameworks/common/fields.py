@@ -1,0 +1,216 @@
+"""Shared pieces of the readers: flag values, notes, number checks, validation.
+
+Every reader collects TrainingConfig fields in a plain dict (``None`` where
+the file is silent), lets the user's flags fill the gaps, and validates
+once. Errors are one line: the file, what was found, what was expected and
+the knob to change.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from pptune.errors import BadInput
+from pptune.frameworks.common.versions import Versions
+from pptune.schemas import Limits, TrainingConfig
+
+# Same bounds as TrainingConfig (see its docstring): device counts above
+# 2**20 and other counts above 2**31 - 1 are typos, not runs.
+MAX_DEVICES = 1 << 20
+MAX_COUNT = 2**31 - 1
+
+FLAG_KEYS = ("pp", "gpus", "tp")
+MAX_ERRORS = 6  # problems listed in one message; the rest are counted
+
+
+@dataclass(frozen=True)
+class Flags:
+    """Values the user passed on the command line (``--pp``, ``--gpus``, ``--tp``)."""
+
+    pp: int | None = None
+    gpus: int | None = None
+    tp: int | None = None
+
+
+@dataclass(frozen=True)
+class ReaderFinding:
+    """A finding a reader makes from the file alone.
+
+    ``error``: the framework's own validation refuses the file (the message
+    cites the rule); ``warning``: a setting pptune cannot model (the message
+    names the flag). check-config reports both beside its own findings.
+    """
+
+    id: str
+    severity: str
+    message: str
+
+
+@dataclass
+class Semantics:
+    """What a reader learnt about the framework's behaviour beyond TrainingConfig.
+
+    ``details`` is the framework's own record (e.g. Megatron-LM's schedule
+    knobs), written by its reader and read by its rules only.
+    """
+
+    versions: Versions = field(default_factory=Versions)
+    findings: list[ReaderFinding] = field(default_factory=list)
+    details: Any = None
+
+
+@dataclass
+class Ctx:
+    """What a reader needs besides the data: the file's name, the flags, the notes."""
+
+    name: str
+    flags: Flags = Flags()
+    notes: list[str] = field(default_factory=list)
+    semantics: Semantics = field(default_factory=Semantics)
+
+    def note(self, text: str) -> None:
+        line = " ".join(text.split())
+        if line not in self.notes:
+            self.notes.append(line)
+
+    def refuse(self, rule_id: str, text: str) -> None:
+        """The framework's own validation refuses this (error finding, exit 1)."""
+        self._find(ReaderFinding(rule_id, "error", " ".join(text.split())))
+
+    def unmodelled(self, rule_id: str, text: str) -> None:
+        """pptune cannot model this setting (warning naming the flag, never an error)."""
+        self._find(ReaderFinding(rule_id, "warning", " ".join(text.split())))
+
+    def _find(self, finding: ReaderFinding) -> None:
+        if finding not in self.semantics.findings:
+            self.semantics.findings.append(finding)
+
+    def bad(self, text: str) -> BadInput:
+        return BadInput(" ".join(f"{self.name}: {text}".split()))
+
+
+def show(value: Any) -> str:
+    """A short, one-line rendering of a value for messages."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"a {len(str(abs(value))) if value.bit_length() < 10000 else 'huge'}-digit number"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def check_flags(pp: Any, gpus: Any, tp: Any) -> Flags:
+    """Validate the flag values themselves (they come from the CLI, not a file)."""
+    for key, value in (("pp", pp), ("gpus", gpus), ("tp", tp)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DEVICES:
+            raise BadInput(f"--{key} {show(value)}: expected a whole number from 1 to {MAX_DEVICES}")
+    return Flags(pp=pp, gpus=gpus, tp=tp)
+
+
+def whole(
+    ctx: Ctx,
+    key: str,
+    value: Any,
+    *,
+    minimum: int = 1,
+    maximum: int = MAX_COUNT,
+    fix: str = "",
+) -> int:
+    """``value`` as an int in [minimum, maximum]; BadInput naming ``key`` otherwise.
+
+    Only real integers pass: a bool, a float (even 8.0) or a string is the
+    wrong type, so a quoted "8" in a JSON file is reported, not guessed at.
+    """
+    hint = f"; {fix}" if fix else f"; change {key}"
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ctx.bad(
+            f"{key} is {show(value)} ({_kind(value)}); expected a whole number "
+            f">= {minimum}{hint}"
+        )
+    if not minimum <= value <= maximum:
+        raise ctx.bad(
+            f"{key} is {show(value)}; expected a whole number from {minimum} to {maximum}{hint}"
+        )
+    return value
+
+
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+
+
+def whole_text(
+    ctx: Ctx, key: str, text: str, *, minimum: int = 1, maximum: int = MAX_COUNT, fix: str = ""
+) -> int:
+    """Parse a command-line style number (``"32"``) and check it like ``whole``."""
+    stripped = text.strip()
+    hint = f"; {fix}" if fix else f"; change {key}"
+    if not _INT_TEXT.fullmatch(stripped):
+        raise ctx.bad(f"{key} is {show(text)}; expected a whole number >= {minimum}{hint}")
+    if len(stripped.lstrip("+-")) > 30:  # int() of thousands of digits is slow and pointless
+        raise ctx.bad(f"{key} is a {len(stripped.lstrip('+-'))}-digit number; expected a whole "
+                      f"number from {minimum} to {maximum}{hint}")
+    return whole(ctx, key, int(stripped), minimum=minimum, maximum=maximum, fix=fix)
+
+
+def _kind(value: Any) -> str:
+    names = {bool: "a boolean", float: "a decimal number", str: "a string", list: "a list",
+             dict: "a mapping", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+def apply_flags(ctx: Ctx, fields: dict[str, Any], file_keys: dict[str, str]) -> None:
+    """Fill pp / gpus / tp from the flags where the file is silent.
+
+    The file wins: a flag only fills a value the file does not state (or
+    states through a shell variable pptune cannot resolve). A flag that
+    disagrees with the file is ignored with a note, so the check reports
+    the config that will actually run.
+    """
+    for key in FLAG_KEYS:
+        flag = getattr(ctx.flags, key)
+        if flag is None:
+            continue
+        stated = fields.get(key)
+        where = file_keys.get(key, key)
+        if stated is None:
+            fields[key] = flag
+            ctx.note(f"{key} {flag} from --{key}: the file does not state {where}")
+        elif stated != flag:
+            ctx.note(f"--{key} {flag} ignored: the file states {where} = {stated}")
+
+
+def build(ctx: Ctx, fields: dict[str, Any]) -> TrainingConfig:
+    """Validate the collected fields; ``None`` means "not stated" (the default applies)."""
+    data = {k: v for k, v in fields.items() if v is not None}
+    try:
+        return TrainingConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ctx.bad(describe(exc)) from None
+
+
+def describe(exc: ValidationError) -> str:
+    """All of a ValidationError on one line, with the values found and close key names."""
+    parts = []
+    errors = exc.errors()
+    for err in errors[:MAX_ERRORS]:
+        loc = ".".join(str(x) for x in err["loc"])
+        if err["type"] == "extra_forbidden":
+            nested = len(err["loc"]) == 2 and err["loc"][0] == "limits"
+            known = list((Limits if nested else TrainingConfig).model_fields)
+            close = difflib.get_close_matches(str(err["loc"][-1]), known, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            parts.append(f"unknown key {loc!r}{hint}")
+        elif err["type"] == "invalid_key":
+            parts.append(f"key {show(err['loc'][-1])} is not a name; expected keys such as "
+                         "micro_batch_size")
+        elif not loc:
+            parts.append(str(err["msg"]).removeprefix("Value error, "))
+        else:
+            parts.append(f"{loc} is {show(err.get('input'))}: {err['msg']}")
+    if len(errors) > MAX_ERRORS:
+        parts.append(f"and {len(errors) - MAX_ERRORS} more")
+    return "; ".join(parts)

@@ -1,0 +1,178 @@
+"""Just enough of bash to read a Megatron-LM launch script, without running it.
+
+``interpret(text)`` splits the script into statements (comments dropped,
+backslash continuations joined, ``;`` ``&&`` ``||`` ``|`` and newlines as
+separators, parentheses kept together so ``ARGS=( ... )`` is one
+statement), then walks them in order: simple assignments (``PP=4``,
+``export GBS=512``, ``ARGS=( --num-layers 32 )``, ``ARGS+=( ... )``) update
+the variables, and every other statement becomes a command: its words after
+expansion of ``$VAR``, ``${VAR}``, ``${VAR:-default}``, ``${ARR[@]}`` and
+integer ``$(( ... ))``, split as bash would (``shlex``).
+
+What it cannot know (environment variables, positional parameters,
+``$(command)``) stays in the words as written, beginning with ``$``; the
+caller treats such a value as unresolved. Nothing is executed and control
+flow is ignored: both branches of an ``if`` run in order.
+
+Bounds: a variable may hold 100,000 characters or array elements and a
+statement may expand to 1,000,000 characters; past that the script is
+refused (``A="$A$A"`` doubling would otherwise eat the machine).
+"""
+
+from __future__ import annotations
+
+import re
+
+from pptune.frameworks.common.shell_state import (
+    MAX_STATEMENT_CHARS,
+    Command,
+    Expander,
+    Script,
+    ShellLimit,
+    set_array,
+    set_scalar,
+    words,
+)
+
+__all__ = ["Command", "Script", "ShellLimit", "interpret", "split_statements", "words"]
+
+_ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)", re.DOTALL)
+_ARRAY_ASSIGN = re.compile(
+    r"\s*(?:(?:export|declare|typeset|local|readonly)(?:\s+-[A-Za-z]+)*\s+)?"
+    r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=\((.*)\)\s*",
+    re.DOTALL,
+)
+_DECLARERS = frozenset({"export", "declare", "typeset", "local", "readonly"})
+_KEYWORDS = frozenset({"then", "do", "else", "{", "(", "!", "time"})
+_CLOSERS = frozenset({"fi", "done", "}", ")", "esac", ";;"})
+
+
+def interpret(text: str) -> Script:
+    script = Script()
+    for line, statement in split_statements(text):
+        expanded = Expander(script, line).expand(statement)
+        if len(expanded) > MAX_STATEMENT_CHARS:
+            raise ShellLimit(
+                f"the statement at line {line} expands to more than {MAX_STATEMENT_CHARS} "
+                "characters"
+            )
+        _run(script, line, expanded)
+    return script
+
+
+# --- statements -------------------------------------------------------------
+
+
+# Runs of characters that need no attention, by quote state (outside
+# quotes a newline matters only at depth 0, so it is not part of a run).
+_RUNS = {
+    "": re.compile(r"[^\\'\"`#()\n;|&]+"),
+    "'": re.compile(r"[^']+"),
+    '"': re.compile(r'[^\\"]+'),
+    "`": re.compile(r"[^\\`]+"),
+}
+
+
+def split_statements(text: str) -> list[tuple[int, str]]:
+    """(first line, statement) pairs, comments removed; linear in ``len(text)``."""
+    out: list[tuple[int, str]] = []
+    buf: list[str] = []
+    line = 1
+    start = 0  # line of the statement's first non-blank character; 0 while blank
+    quote = ""  # "'", '"' or "`" while inside one
+    depth = 0  # open parentheses outside quotes: ARGS=( ... ) spans lines
+    i, n = 0, len(text)
+
+    def put(piece: str) -> None:
+        nonlocal start
+        if not start and not piece.isspace():
+            start = line
+        buf.append(piece)
+
+    def flush() -> None:
+        nonlocal start
+        stmt = "".join(buf).strip()
+        if stmt:
+            out.append((start or line, stmt))
+        buf.clear()
+        start = 0
+
+    while i < n:
+        run = _RUNS[quote].match(text, i)  # ordinary characters: take them in one go
+        if run:
+            put(run.group())
+            line += run.group().count("\n")
+            i = run.end()
+            continue
+        ch = text[i]
+        if ch == "\\" and quote != "'" and i + 1 < n:
+            if text[i + 1] == "\n":  # continuation: drop both characters
+                line += 1
+            else:
+                put(text[i : i + 2])
+            i += 2
+            continue
+        if quote:
+            put(ch)
+            quote = "" if ch == quote else quote
+        elif ch in "'\"`":
+            quote = ch
+            put(ch)
+        elif ch == "#" and (not buf or buf[-1][-1] in " \t;&|("):
+            end = text.find("\n", i)
+            i = n if end < 0 else end  # the newline itself is handled next round
+            continue
+        elif depth == 0 and ch in "\n;|&" and not (ch == "&" and buf and buf[-1][-1] in "<>"):
+            flush()
+        else:
+            if ch == "(":
+                depth += 1
+            elif ch == ")" and depth > 0:
+                depth -= 1
+            put(" " if ch == "\n" else ch)
+        if ch == "\n":
+            line += 1
+        i += 1
+    flush()
+    return out
+
+
+# --- running statements -----------------------------------------------------
+
+
+def _run(script: Script, line: int, statement: str) -> None:
+    array = _ARRAY_ASSIGN.fullmatch(statement)
+    if array:
+        name, append, body = array.groups()
+        items, broken = words(body)
+        if broken:
+            script.notes.append(f"line {line}: unbalanced quotes in array {name}; split on spaces")
+        set_array(script, name, (script.arrays.get(name, []) if append else []) + items)
+        return
+    ws, broken = words(statement)
+    if broken:
+        script.notes.append(f"line {line}: unbalanced quotes; split on spaces")
+    while ws and ws[0] in _KEYWORDS:
+        ws = ws[1:]
+    if not ws or ws[0] in _CLOSERS:
+        return
+    declared = ws[0] in _DECLARERS
+    if declared:
+        ws = [w for w in ws[1:] if not w.startswith("-")]
+    if ws and ws[0] == "unset":
+        for name in ws[1:]:
+            script.scalars.pop(name, None)
+            script.arrays.pop(name, None)
+        return
+    while ws:
+        match = _ASSIGN.fullmatch(ws[0])
+        if not match:
+            break
+        name, append, value = match.groups()
+        set_scalar(script, name, (script.scalars.get(name, "") if append else "") + value)
+        ws = ws[1:]
+    if ws and not declared:
+        if ws[0] in ("source", "."):
+            script.notes.append(f"line {line}: {ws[0]} {' '.join(ws[1:2])} not followed")
+            return
+        script.commands.append(Command(line, ws))

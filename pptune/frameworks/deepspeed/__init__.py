@@ -1,0 +1,1 @@
+"""DeepSpeed: JSON or YAML configs (adapter.py ties the pieces together)."""

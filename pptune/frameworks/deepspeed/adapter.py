@@ -1,0 +1,53 @@
+"""DeepSpeed: JSON (or YAML) configs, read, judged and written."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pptune.costmodel.search import Plan
+from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
+from pptune.frameworks.common.fields import Ctx, Semantics
+from pptune.frameworks.common.source import json_like, parse_json, parse_yaml
+from pptune.frameworks.deepspeed import rules, writer
+from pptune.frameworks.deepspeed.closest import closest_plan
+from pptune.frameworks.deepspeed.partition import DEEPSPEED, ds_split
+from pptune.frameworks.deepspeed.reader import DEEPSPEED_KEYS, read_deepspeed
+from pptune.schemas import TrainingConfig
+
+
+class DeepSpeedAdapter(Adapter):
+    name = "deepspeed"
+    title = "DeepSpeed"
+    files = (writer.CONFIG, writer.PARTITION)
+    syntaxes = ("json", "yaml")
+    versions = (DEEPSPEED,)
+
+    def detect(self, data: Any) -> bool:
+        return any(key in DEEPSPEED_KEYS for key in data if isinstance(key, str))
+
+    def parse(self, text: str, path: Path) -> Any:
+        return parse_json(text, str(path)) if json_like(text) else parse_yaml(text, str(path))
+
+    def read(self, data: Any, ctx: Ctx) -> TrainingConfig:
+        return read_deepspeed(data, ctx)
+
+    def config_rules(self, cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
+        rules.zero_rule(cfg, add)
+
+    def stage_split(self, cfg: TrainingConfig, param_counts: Sequence[float],
+                    num_stages: int) -> list[int] | None:
+        """PipelineModule's partition_method (the reader states it, "parameters" by default)."""
+        if cfg.partition_method is None:
+            return None
+        return ds_split(cfg.partition_method, param_counts, num_stages)
+
+    def express(self, job: Job, plan: Plan, rank: int) -> Stated:
+        return closest_plan(job, plan, rank)
+
+    def write(self, stated: Stated) -> dict[str, str]:
+        return writer.write(stated, stated.detail)
+
+
+ADAPTER = DeepSpeedAdapter()

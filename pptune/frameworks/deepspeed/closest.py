@@ -1,0 +1,67 @@
+"""The closest plan a DeepSpeed config states.
+
+Its PipelineEngine runs 1F1B only (``TrainSchedule``) with data-parallel
+ranks innermost, on the partitions DeepSpeed's ``partition_uniform`` /
+``partition_balanced`` build for ``partition_method`` "uniform" /
+"parameters" (``partition.py``); ZeRO-2/3 only without a pipeline. AutoTP
+runs tensor parallelism without sequence parallelism, and the model code's
+attention kernel is kept; recomputation is full (activation_checkpoint_interval
+checkpoints every layer, N at a time: no every-Nth-block selective).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pptune.costmodel.schedules import Schedule
+from pptune.costmodel.search import DP_INNER, Plan, Recompute, Sharding, evaluate
+from pptune.errors import BadInput
+from pptune.frameworks.common import express as ex
+from pptune.frameworks.common.adapter import Job, Stated
+from pptune.frameworks.deepspeed.partition import ds_split
+from pptune.report.fmt import fmt_seconds
+
+NAME = "deepspeed"
+UNSTATED = {Sharding.FSDP: "torch FSDP (written as ZeRO stage 3, its equivalent)"}
+METHODS = ("uniform", "parameters")  # PipelineModule partition_method values pptune places
+
+
+def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
+    """The plan itself when the config states it, else the closest one that does; the
+    detail is the partition method."""
+    notes: list[str] = []
+    job, plan = ex.priced_as_run(job, plan, name=NAME, attention=job.attention,
+                                 sequence_parallel=False, notes=notes,
+                                 runs="tensor parallelism (AutoTP) without sequence parallelism")
+    exact = True
+    if plan.recompute is Recompute.SELECTIVE:
+        plan, exact = ex.full_recompute(job, plan, name=NAME, notes=notes), False
+    params = [b / job.table.param_dtype_bytes for b in job.table.param_bytes]
+    methods = {m: sp for m in METHODS if (sp := ds_split(m, params, plan.pp)) is not None}
+    same = [name for name, sp in methods.items() if sp == plan.stage_layers]
+    chosen = plan
+    if (plan.schedule is Schedule.ONE_F_ONE_B and plan.virtual_stages == 1 and same
+            and plan.rank_order == DP_INNER):
+        method = same[0]
+    else:
+        why = ("DeepSpeed's pipeline engine runs 1F1B only"
+               if plan.schedule is not Schedule.ONE_F_ONE_B
+               else "partition_method cannot place these boundaries"
+               if not same else "its topology keeps data-parallel ranks innermost")
+        options = [(Schedule.ONE_F_ONE_B, 1, sp) for sp in methods.values()]
+        chosen = ex.closest_or_refuse(job, plan, options, name=NAME, rank=rank, why=why,
+                                      notes=notes, rank_order=DP_INNER)
+        exact = False
+        method = next(n for n, sp in methods.items() if sp == chosen.stage_layers)
+    if chosen.pp > 1 and chosen.sharding not in (Sharding.NONE, Sharding.ZERO1):
+        # PipelineEngine: 'ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism'
+        alt = evaluate(job.table, job.request, replace(chosen.spec, sharding=Sharding.ZERO1))
+        if not ex.fits(job, alt):
+            raise BadInput(f"deepspeed cannot express plan {rank}: its pipeline engine runs "
+                           f"ZeRO-0/1 only and the plan does not fit with ZeRO-1")
+        notes.append(f"deepspeed's pipeline engine runs ZeRO stage 0 or 1 only: emitting the "
+                     f"plan with ZeRO-1 instead of {chosen.sharding.value}, predicted step "
+                     f"{fmt_seconds(alt.step_time_s)}")
+        chosen, exact = alt, False
+    ex.unstated_sharding(chosen, name=NAME, unstated=UNSTATED, notes=notes)
+    return Stated(job, chosen, exact, tuple(notes), method)

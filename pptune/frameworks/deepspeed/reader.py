@@ -1,0 +1,274 @@
+"""DeepSpeed JSON config -> TrainingConfig.
+
+DeepSpeed's batch identity (deepspeed/runtime/config.py,
+``_batch_assertion``): ``train_batch_size = train_micro_batch_size_per_gpu
+* gradient_accumulation_steps * dp``. A JSON config states at most these
+three and the ZeRO stage; the pipeline depth lives in the model code
+(``PipelineModule(num_stages=...)``) and the GPU count in the launcher, so
+``--pp`` and ``--gpus`` usually supply them. ``"auto"`` (filled in by the
+Hugging Face Trainer at run time) is noted and left unset.
+
+DeepSpeed's PipelineEngine runs ``TrainSchedule``, a 1F1B schedule
+(deepspeed/runtime/pipe/schedule.py), with gradient_accumulation_steps
+micro-batches per step: schedule is always 1f1b.
+
+Rules follow DeepSpeed 0.19.8 (``partition.py``). Absent
+settings take DeepSpeed's defaults: the batch trio is completed as
+``DeepSpeedConfig._set_batch_related_parameters`` does (train_batch_size
+alone: GA 1, micro = train_batch_size // dp); the partition method is
+PipelineModule's default "parameters"; activation checkpointing is off
+(PipelineModule activation_checkpoint_interval 0); attention is whatever
+the model code runs: eager (unfused) unless the file states
+``"pptune": {"attention": "flash"}``, a key DeepSpeed ignores (checked by
+``make peers``) that ``recommend --emit deepspeed`` writes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build, show, whole
+from pptune.schemas import TrainingConfig
+
+DEEPSPEED_KEYS = frozenset(
+    {
+        "train_batch_size",
+        "train_micro_batch_size_per_gpu",
+        "gradient_accumulation_steps",
+        "zero_optimization",
+    }
+)
+
+_READ = DEEPSPEED_KEYS | {"pipeline", "pipeline_parallel_size", "bf16", "bfloat16", "fp16",
+                          "tensor_parallel", "activation_checkpointing", "pptune"}
+_SHARDING = {0: "none", 1: "zero1", 2: "zero2", 3: "zero3"}
+
+
+def read_deepspeed(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
+    global_batch = _count_or_auto(ctx, data, "train_batch_size")
+    micro = _count_or_auto(ctx, data, "train_micro_batch_size_per_gpu")
+    accum = _count_or_auto(ctx, data, "gradient_accumulation_steps")
+    zero_stage = _zero_stage(ctx, data.get("zero_optimization"))
+    fields: dict[str, Any] = {
+        "global_batch": global_batch,
+        "grad_accum_steps": accum,
+        "zero_stage": zero_stage,
+        "sharded_optimizer": zero_stage >= 1,
+        "sharding": _SHARDING[zero_stage],
+        "pp": _pipeline_size(ctx, data),
+        "partition_method": _partition(ctx, data.get("pipeline")),
+        "tp": _tensor_size(ctx, data.get("tensor_parallel")),
+        "precision": _precision(ctx, data),
+        "attention": _attention(ctx, data.get("pptune")),
+        "schedule": "1f1b",
+        "source_format": "deepspeed",
+    }
+    apply_flags(ctx, fields, {"pp": "a pipeline size", "gpus": "a GPU count",
+                              "tp": "a tensor-parallel size"})
+    if fields["pp"] is None:
+        ctx.note("pp not stated (DeepSpeed sets it in PipelineModule); assumed 1: pass --pp")
+    _batch_trio(ctx, fields, micro, data)
+    fields["recompute"] = _recompute(ctx, data)
+    ignored = sorted(str(k) for k in data if k not in _READ)
+    if ignored:
+        shown = ", ".join(ignored[:8]) + (f" and {len(ignored) - 8} more" if len(ignored) > 8 else "")
+        ctx.note(f"ignored keys: {shown}")
+    return build(ctx, fields)
+
+
+def _count_or_auto(ctx: Ctx, data: dict[str, Any], key: str) -> int | None:
+    if key not in data:
+        return None
+    value = data[key]
+    if value == "auto":
+        ctx.note(f"{key} is \"auto\" (set by the Hugging Face Trainer at run time); left unset")
+        return None
+    return whole(ctx, key, value, fix=f"set {key} to a positive integer or \"auto\"")
+
+
+def _zero_stage(ctx: Ctx, section: Any) -> int:
+    if section is None:
+        return 0
+    if not isinstance(section, dict):
+        raise ctx.bad(f"zero_optimization is {show(section)}; expected a mapping such as "
+                      "{\"stage\": 1}")
+    stage = section.get("stage", 0)
+    if stage == "auto":
+        ctx.note("zero_optimization.stage is \"auto\"; assumed 0 (no sharding)")
+        return 0
+    return whole(ctx, "zero_optimization.stage", stage, minimum=0, maximum=3,
+                 fix="ZeRO stages are 0, 1, 2 or 3")
+
+
+def _pipeline_size(ctx: Ctx, data: dict[str, Any]) -> int | None:
+    sizes: dict[str, int] = {}
+    section = data.get("pipeline")
+    if section is not None and not isinstance(section, dict):
+        raise ctx.bad(f"pipeline is {show(section)}; expected a mapping such as "
+                      "{\"stages\": 4}")
+    if isinstance(section, dict):
+        stages = section.get("stages")
+        if stages == "auto":
+            ctx.note("pipeline.stages is \"auto\" (taken from PipelineModule at run time)")
+        elif stages is not None:
+            sizes["pipeline.stages"] = whole(ctx, "pipeline.stages", stages, maximum=MAX_DEVICES)
+        partition = section.get("partition")
+        if partition is not None and not isinstance(partition, str):
+            raise ctx.bad(f"pipeline.partition is {show(partition)}; expected a method name "
+                          "such as \"parameters\" or \"uniform\"")
+    if "pipeline_parallel_size" in data:
+        sizes["pipeline_parallel_size"] = whole(
+            ctx, "pipeline_parallel_size", data["pipeline_parallel_size"], maximum=MAX_DEVICES
+        )
+    if len(set(sizes.values())) > 1:
+        ctx.note(f"pipeline.stages {sizes['pipeline.stages']} and pipeline_parallel_size "
+                 f"{sizes['pipeline_parallel_size']} disagree; used pipeline.stages")
+    return sizes.get("pipeline.stages", sizes.get("pipeline_parallel_size"))
+
+
+def _partition(ctx: Ctx, section: Any) -> str:
+    """DeepSpeed's PipelineModule partition method (deepspeed/runtime/pipe/module.py
+    ``_partition_layers``): "parameters" by default ("best" is the config's
+    placeholder for it); "uniform" and "type:REGEX" as stated; anything else
+    raises NotImplementedError in DeepSpeed."""
+    method = section.get("partition") if isinstance(section, dict) else None
+    if not isinstance(method, str) or method.lower() == "best":
+        ctx.note("pipeline partition not stated: PipelineModule's default "
+                 "partition_method=\"parameters\" (balanced parameter counts)")
+        return "parameters"
+    lower = method.lower()
+    if lower.startswith("type:"):
+        ctx.unmodelled("deepspeed-partition-type",
+                       f"pipeline.partition {method[:60]!r} balances layers by class name, which "
+                       "pptune cannot see; predictions use an even split")
+    elif lower not in ("uniform", "parameters"):
+        ctx.refuse("deepspeed-partition-method",
+                   f"pipeline.partition {method[:60]!r}: DeepSpeed's PipelineModule raises "
+                   "NotImplementedError('Partitioning method ... not implemented') "
+                   "(deepspeed/runtime/pipe/module.py _partition_layers); use \"parameters\", "
+                   "\"uniform\" or \"type:REGEX\"")
+    return method[:200]
+
+
+def _attention(ctx: Ctx, section: Any) -> str:
+    """The model code's attention kernel: DeepSpeed's config does not say, so
+    eager unless ``"pptune": {"attention": ...}`` states it."""
+    stated = section.get("attention") if isinstance(section, dict) else None
+    if stated in ("flash", "eager"):
+        return str(stated)
+    if stated is not None:
+        raise ctx.bad(f"pptune.attention is {show(stated)}; expected \"flash\" or \"eager\"")
+    ctx.note("attention is the model code's choice; predicted as eager (unfused): state "
+             "\"pptune\": {\"attention\": \"flash\"} when the model runs flash attention")
+    return "eager"
+
+
+def _recompute(ctx: Ctx, data: dict[str, Any]) -> str:
+    """Full recomputation when PipelineModule checkpoints every N layers
+    (pipeline.activation_checkpoint_interval > 0; default 0, off)."""
+    section = data.get("pipeline")
+    interval = section.get("activation_checkpoint_interval", 0) if isinstance(section, dict) else 0
+    interval = whole(ctx, "pipeline.activation_checkpoint_interval", interval, minimum=0)
+    if "activation_checkpointing" in data and not interval:
+        ctx.note("activation_checkpointing takes effect only where the model code calls "
+                 "deepspeed.checkpointing; recompute read as none")
+    return "full" if interval else "none"
+
+
+def _tensor_size(ctx: Ctx, section: Any) -> int | None:
+    """DeepSpeed AutoTP (``"tensor_parallel": {"autotp_size": N}``), when present."""
+    if section is None:
+        return None
+    if not isinstance(section, dict):
+        raise ctx.bad(f"tensor_parallel is {show(section)}; expected a mapping such as "
+                      "{\"autotp_size\": 2}")
+    for key in ("autotp_size", "tp_size"):
+        if key in section:
+            return whole(ctx, f"tensor_parallel.{key}", section[key], maximum=MAX_DEVICES)
+    return None
+
+
+def _precision(ctx: Ctx, data: dict[str, Any]) -> str | None:
+    enabled: dict[str, bool] = {}
+    for key, name in (("bf16", "bf16"), ("bfloat16", "bf16"), ("fp16", "fp16")):
+        section = data.get(key)
+        if section is None:
+            continue
+        if not isinstance(section, dict):
+            raise ctx.bad(f"{key} is {show(section)}; expected a mapping such as "
+                          "{\"enabled\": true}")
+        flag = section.get("enabled", False)
+        if flag == "auto":
+            ctx.note(f"{key}.enabled is \"auto\"; precision left unset")
+            return None
+        if not isinstance(flag, bool):
+            raise ctx.bad(f"{key}.enabled is {show(flag)}; expected true, false or \"auto\"")
+        enabled[name] = enabled.get(name, False) or flag
+    on = [name for name, flag in enabled.items() if flag]
+    if len(on) > 1:
+        ctx.refuse("deepspeed-bf16-fp16",
+                   "bf16 and fp16 are both enabled: DeepSpeed asserts 'bfloat16 and fp16 modes "
+                   "cannot be simultaneously enabled' (deepspeed/runtime/config.py "
+                   "DeepSpeedConfig._initialize_params); enable one")
+        return None
+    if on:
+        return on[0]
+    return "fp32" if enabled else None
+
+
+def _batch_trio(ctx: Ctx, fields: dict[str, Any], micro: int | None,
+                data: dict[str, Any]) -> None:
+    """Complete the batch trio as deepspeed/runtime/config.py
+    ``_set_batch_related_parameters`` does (integer division, dp = the
+    data-parallel world size), refusing what ``_batch_assertion`` refuses."""
+    batch, accum = fields["global_batch"], fields["grad_accum_steps"]
+    gpus = fields.get("gpus")
+    model_parallel = (fields["pp"] or 1) * (fields["tp"] or 1)
+    dp = gpus // model_parallel if gpus is not None and gpus % model_parallel == 0 else None
+    trio = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+    if any(data.get(k) == "auto" for k in trio):  # the HF Trainer fills these at run time
+        if micro is not None:
+            fields["micro_batch_size"] = micro
+            return
+        if dp is None or batch is None:
+            raise ctx.bad("train_micro_batch_size_per_gpu is 'auto' (filled in by the Hugging "
+                          "Face Trainer at run time) and cannot be derived without --gpus and "
+                          "train_batch_size; set it to a number")
+    if dp is None and micro is None:
+        ctx.note("dp unknown (pass --gpus): DeepSpeed's batch derivation assumed with dp 1")
+    world = dp or 1
+    if micro is None and batch is not None:
+        accum = accum or 1
+        derived = batch // world // accum
+        how = ("train_batch_size // dp // gradient_accumulation_steps"
+               if "gradient_accumulation_steps" in data else "train_batch_size // dp (GA 1)")
+        if derived < 1:
+            ctx.refuse("deepspeed-batch",
+                       f"train_batch_size {batch} gives a micro-batch of {derived} ({how}); "
+                       "DeepSpeed asserts 'Micro batch size per gpu: 0 has to be greater than "
+                       "0' (deepspeed/runtime/config.py _batch_assertion)")
+            derived = 1
+        ctx.note(f"micro-batch size {derived} derived as DeepSpeed does: {how}")
+        micro = derived
+    elif micro is not None and batch is not None and accum is None:
+        accum = batch // micro // world
+        ctx.note(f"gradient_accumulation_steps {accum} derived as DeepSpeed does: "
+                 "train_batch_size // micro // dp")
+        if accum < 1:
+            ctx.refuse("deepspeed-batch",
+                       f"train_batch_size {batch} < micro-batch {micro} x dp {world}: DeepSpeed "
+                       "asserts 'Gradient accumulation steps: 0 has to be greater than 0' "
+                       "(deepspeed/runtime/config.py _batch_assertion)")
+            accum = 1
+    elif micro is not None and batch is None:
+        accum = accum or 1
+        if dp is not None:
+            batch = micro * accum * dp
+        ctx.note("train_batch_size not stated: DeepSpeed sets it to micro x GA x dp")
+    elif micro is None:
+        ctx.refuse("deepspeed-batch",
+                   "neither train_batch_size nor train_micro_batch_size_per_gpu is set: DeepSpeed "
+                   "asserts 'Either train_batch_size or train_micro_batch_size_per_gpu needs to "
+                   "be provided' (deepspeed/runtime/config.py _set_batch_related_parameters)")
+        micro, accum = 1, accum or 1
+    fields.update(micro_batch_size=micro, grad_accum_steps=accum, global_batch=batch)

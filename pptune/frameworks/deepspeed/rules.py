@@ -1,0 +1,22 @@
+"""DeepSpeed's pipeline rules, as check-config applies them (0.19.8).
+
+``TrainSchedule`` (deepspeed/runtime/pipe/schedule.py) runs any number of
+micro-batches (GA) on any number of stages: no micro-batch rule. The
+PipelineEngine (deepspeed/runtime/pipe/engine.py) refuses ZeRO-2/3.
+"""
+
+from __future__ import annotations
+
+from pptune.frameworks.common.adapter import Add
+from pptune.schemas import TrainingConfig
+
+
+def zero_rule(cfg: TrainingConfig, add: Add) -> None:
+    """DeepSpeed PipelineEngine.__init__ asserts 'ZeRO-2 and ZeRO-3 are incompatible with
+    pipeline parallelism' (deepspeed/runtime/pipe/engine.py)."""
+    if cfg.zero_stage >= 2 and cfg.pp > 1:
+        add("deepspeed-zero-pp", "error",
+            f"ZeRO stage {cfg.zero_stage} with pipeline parallelism (pp={cfg.pp}): DeepSpeed's "
+            "PipelineEngine asserts 'ZeRO-2 and ZeRO-3 are incompatible with pipeline "
+            "parallelism' (deepspeed/runtime/pipe/engine.py); use stage 0 or 1",
+            zero_stage=cfg.zero_stage)

@@ -1,0 +1,63 @@
+"""``ds_config.json`` and ``ds_partition.txt``: a DeepSpeed config and its pipeline.
+
+The JSON states the batch trio, bf16, the ZeRO stage, the pipeline (stages,
+partition method, full recomputation as activation_checkpoint_interval 1),
+AutoTP, and the attention kernel under ``"pptune"`` (a key DeepSpeed
+ignores) for check-config; the text file says how to build the
+PipelineModule, the stage boundaries DeepSpeed's partition gives, and the
+launch on exactly the plan's GPUs.
+"""
+
+from __future__ import annotations
+
+import json
+
+from pptune.costmodel.partition import stage_bounds
+from pptune.costmodel.search import Recompute, Sharding
+from pptune.frameworks.common.adapter import Stated
+from pptune.frameworks.common.writing import header, plan_launch
+from pptune.frameworks.deepspeed.partition import DEEPSPEED
+
+CONFIG, PARTITION = "ds_config.json", "ds_partition.txt"
+ZERO_STAGE = {Sharding.NONE: 0, Sharding.ZERO1: 1, Sharding.ZERO2: 2, Sharding.ZERO3: 3}
+
+
+def write(stated: Stated, method: str) -> dict[str, str]:
+    """Both files; ``express`` never hands it a selective-recompute plan."""
+    job, plan = stated.job, stated.plan
+    ds = {
+        "train_batch_size": job.global_batch,
+        "train_micro_batch_size_per_gpu": plan.micro_batch_size,
+        "gradient_accumulation_steps": plan.num_microbatches,
+        "bf16": {"enabled": True},
+        "zero_optimization": {"stage": ZERO_STAGE.get(plan.sharding, 3)},
+    }
+    # Without pipeline parallelism the model is not a PipelineModule: no stages (the
+    # PipelineEngine refuses ZeRO-2/3 even on one stage, deepspeed/runtime/pipe/engine.py)
+    pipeline: dict[str, object] = {"stages": plan.pp, "partition": method} if plan.pp > 1 else {}
+    if plan.recompute is Recompute.FULL:
+        pipeline["activation_checkpoint_interval"] = 1
+    if pipeline:
+        ds["pipeline"] = pipeline
+    if plan.tp > 1:  # DeepSpeed AutoTP
+        ds["tensor_parallel"] = {"autotp_size": plan.tp}
+    if job.attention:  # the model code's kernel, for pptune check-config
+        ds["pptune"] = {"attention": job.attention}
+    bounds = [0] + [e for _s, e in stage_bounds(plan.stage_layers)]
+    names = job.layer_names
+    nodes, per_node = plan_launch(plan, job)
+    side = [
+        *header(plan, job, "#"),
+        (f"# PipelineModule(layers=..., num_stages={plan.pp}, partition_method=\"{method}\")"
+         if plan.pp > 1 else "# no pipeline: deepspeed.initialize(model=...) on the whole model"),
+        f"# DeepSpeed {DEEPSPEED.default}'s partition_{'uniform' if method == 'uniform' else 'balanced'}"
+        f" over the {len(names)} layers (embedding, blocks, head) gives the boundaries {bounds}",
+    ] + [
+        f"#   stage {i}: {names[s]} .. {names[e - 1]} ({e - s} layers)"
+        for i, (s, e) in enumerate(stage_bounds(plan.stage_layers))
+    ] + [
+        f"# launch: deepspeed --num_nodes {nodes} --num_gpus {per_node} train.py "
+        "--deepspeed_config ds_config.json",
+        "",
+    ]
+    return {CONFIG: json.dumps(ds, indent=2) + "\n", PARTITION: "\n".join(side)}

@@ -1,0 +1,1 @@
+"""Megatron-LM: launch scripts and argument files (adapter.py ties the pieces together)."""

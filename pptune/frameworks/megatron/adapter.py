@@ -1,0 +1,49 @@
+"""Megatron-LM: launch scripts and argument files, read, judged and written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pptune.costmodel.search import Plan
+from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
+from pptune.frameworks.common.fields import Ctx, Semantics
+from pptune.frameworks.megatron import rules, writer
+from pptune.frameworks.megatron.closest import closest_plan
+from pptune.frameworks.megatron.reader import looks_like_megatron, read_megatron
+from pptune.frameworks.megatron.split import MEGATRON
+from pptune.schemas import TrainingConfig
+
+
+class MegatronAdapter(Adapter):
+    name = "megatron"
+    title = "Megatron-LM"
+    files = (writer.FILE,)
+    syntaxes = ("text",)
+    versions = (MEGATRON,)
+    states_node_shape = True  # torchrun --nnodes N --nproc_per_node K
+
+    def detect(self, data: Any) -> bool:
+        return isinstance(data, str) and looks_like_megatron(data)
+
+    def parse(self, text: str, path: Path) -> Any:
+        return text
+
+    def read(self, data: Any, ctx: Ctx) -> TrainingConfig:
+        return read_megatron(data, ctx)
+
+    def microbatch_rules(self, cfg: TrainingConfig, m: int, semantics: Semantics,
+                         add: Add) -> None:
+        rules.microbatch_rules(cfg, m, semantics, add)
+
+    def config_rules(self, cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
+        rules.interleave_rule(cfg, semantics, add)
+
+    def express(self, job: Job, plan: Plan, rank: int) -> Stated:
+        return closest_plan(job, plan, rank)
+
+    def write(self, stated: Stated) -> dict[str, str]:
+        return writer.write(stated, stated.detail)
+
+
+ADAPTER = MegatronAdapter()

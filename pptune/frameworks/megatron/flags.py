@@ -1,0 +1,134 @@
+"""Megatron-LM's command line: the flags pptune reads, and an argparse-style parser.
+
+Flag names follow megatron/training/arguments.py (argparse with
+``allow_abbrev=False``, so only exact names count; the last of a repeated
+flag wins). A flag for a new dimension is added here (to VALUE_FLAGS or
+BOOL_FLAGS) and read in ``reader._fields``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pptune.frameworks.common.fields import MAX_COUNT, Ctx, whole_text
+
+# Megatron-LM flags read here (mapped in _fields / _pipeline); others are noted as ignored
+VALUE_FLAGS = (
+    "--pipeline-model-parallel-size",
+    "--tensor-model-parallel-size",
+    "--context-parallel-size",
+    "--num-layers",
+    "--num-layers-per-virtual-pipeline-stage",
+    "--num-virtual-stages-per-pipeline-rank",
+    "--micro-batch-size",
+    "--global-batch-size",
+    "--hidden-size",
+    "--seq-length",
+    "--num-attention-heads",
+    "--ffn-hidden-size",
+    "--num-query-groups",
+    "--vocab-size",
+    "--decoder-first-pipeline-num-layers",
+    "--decoder-last-pipeline-num-layers",
+    "--recompute-granularity",
+    "--recompute-method",
+    "--recompute-num-layers",
+    "--microbatch-group-size-per-virtual-pipeline-stage",
+    "--transformer-impl",
+    "--attention-backend",
+)
+BOOL_FLAGS = (
+    "--use-distributed-optimizer",
+    "--sequence-parallel",
+    "--use-tp-pp-dp-mapping",
+    "--bf16",
+    "--fp16",
+    "--swiglu",
+    "--group-query-attention",
+    "--recompute-activations",
+    "--account-for-embedding-in-pipeline-split",
+    "--account-for-loss-in-pipeline-split",
+    "--use-flash-attn",
+    "--no-overlap-p2p-communication",
+    "--use-torch-fsdp2",
+    "--overlap-grad-reduce",
+    "--overlap-param-gather",
+)
+NOTED_FLAGS = {
+    "--rampup-batch-size": "--rampup-batch-size ignored: checked at the final --global-batch-size",
+}
+UNMODELLED_FLAGS = {
+    "--pipeline-model-parallel-layout": "--pipeline-model-parallel-layout places layers by a "
+    "layout string pptune does not model; predictions use an even split",
+}
+# torchrun / torch.distributed.launch, and the deepspeed launcher (per node)
+NODES_FLAGS = ("--nnodes", "--num_nodes", "--num-nodes")
+PER_NODE_FLAGS = ("--nproc_per_node", "--nproc-per-node", "--num_gpus", "--num-gpus")
+
+
+@dataclass
+class Flagged:
+    """Flags of one command: every occurrence's value (None for a bare flag)."""
+
+    values: dict[str, list[str | None]] = field(default_factory=dict)
+    unknown: list[str] = field(default_factory=list)
+
+    def has(self, name: str) -> bool:
+        return name in self.values
+
+
+def parse_flags(words: list[str], bools: tuple[str, ...] = BOOL_FLAGS) -> Flagged:
+    """argparse-style: ``--flag value``, ``--flag=value``; a bare ``--flag`` is boolean."""
+    out = Flagged()
+    i = 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if not word.startswith("--") or word == "--":
+            continue
+        name, eq, inline = word.partition("=")
+        value: str | None = None
+        if eq:
+            value = inline
+        elif name not in bools and i < len(words) and not words[i].startswith("--"):
+            value = words[i]
+            i += 1
+        out.values.setdefault(name, []).append(value)
+        known = (name in VALUE_FLAGS or name in bools or name in NOTED_FLAGS
+                 or name in UNMODELLED_FLAGS)
+        if not known and name not in out.unknown:
+            out.unknown.append(name)
+    return out
+
+
+class FlagReader:
+    """Values of one command's flags, with the notes and errors a reader gives."""
+
+    def __init__(self, ctx: Ctx, flags: Flagged) -> None:
+        self.ctx = ctx
+        self.flags = flags
+
+    def text(self, name: str) -> str | None:
+        """Last value of ``name``; None when absent or an unresolved shell reference."""
+        seen = self.flags.values.get(name)
+        if not seen:
+            return None
+        value = seen[-1]
+        if value is None:
+            raise self.ctx.bad(f"{name} has no value; expected {name} N")
+        distinct = list(dict.fromkeys(v for v in seen if v is not None))
+        if len(distinct) > 1:
+            self.ctx.note(f"{name} given {len(seen)} times ({', '.join(distinct[:4])}); "
+                          f"Megatron-LM uses the last, {value}")
+        if "$" in value:
+            self.ctx.note(f"{name} is {value[:40]}, which pptune cannot resolve without running "
+                          "the script; left unset")
+            return None
+        return value
+
+    def number(self, name: str, minimum: int = 1, maximum: int = MAX_COUNT) -> int | None:
+        value = self.text(name)
+        if value is None:
+            return None
+        return whole_text(self.ctx, name, value, minimum=minimum, maximum=maximum,
+                          fix=f"set {name} to a whole number >= {minimum}")

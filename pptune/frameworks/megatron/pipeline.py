@@ -1,0 +1,117 @@
+"""Megatron-LM's pipeline flags -> virtual stages, schedule and layer split.
+
+The rules are Megatron-LM core_r0.16's (validate_args in
+megatron/training/arguments.py; megatron-core 0.16.1's TransformerConfig
+for the split, re-stated in ``split.py``); what they refuse
+becomes an error finding through ``ctx.refuse``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pptune.frameworks.common.fields import Ctx
+from pptune.frameworks.common.shell import Script
+from pptune.frameworks.common.versions import FrameworkRefusal
+from pptune.frameworks.megatron.flags import FlagReader
+from pptune.frameworks.megatron.split import MegatronSplit, megatron_blocks
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """Megatron-LM's schedule knobs beyond TrainingConfig (``Semantics.details``)."""
+
+    microbatch_group: int | None = None  # --microbatch-group-size-per-virtual-pipeline-stage
+    overlap_p2p: bool = True  # off with --no-overlap-p2p-communication
+
+
+def pipeline(r: FlagReader, fields: dict[str, Any]) -> None:
+    """Virtual stages, schedule and the layer split, as Megatron-LM computes them.
+
+    megatron/training/arguments.py validate_args: at most one of the three
+    virtual-pipeline flags; --num-layers-per-virtual-pipeline-stage cannot be
+    combined with uneven first/last stages and derives vpp from
+    (num_layers [+1 embedding] [+1 loss]) / pp; interleaving needs pp > 1
+    (pp > 2 with --no-overlap-p2p-communication).
+    """
+    ctx, flags = r.ctx, r.flags
+    pp, layers = fields["pp"] or 1, fields["num_layers"]
+    direct = r.number("--num-virtual-stages-per-pipeline-rank")
+    per_virtual = r.number("--num-layers-per-virtual-pipeline-stage")
+    first = r.number("--decoder-first-pipeline-num-layers", minimum=0)
+    last = r.number("--decoder-last-pipeline-num-layers", minimum=0)
+    account_emb = flags.has("--account-for-embedding-in-pipeline-split")
+    account_loss = flags.has("--account-for-loss-in-pipeline-split")
+    ctx.semantics.details = Knobs(
+        microbatch_group=r.number("--microbatch-group-size-per-virtual-pipeline-stage"),
+        overlap_p2p=not flags.has("--no-overlap-p2p-communication"))
+    vpp_flags = [n for n in ("--num-layers-per-virtual-pipeline-stage",
+                             "--num-virtual-stages-per-pipeline-rank",
+                             "--pipeline-model-parallel-layout") if flags.has(n)]
+    if len(vpp_flags) > 1:
+        ctx.refuse("megatron-vpp-flags",
+                   f"{' and '.join(vpp_flags)} are all given: Megatron-LM validate_args allows "
+                   "'No more than one of the following arguments ... at the same time'; keep one")
+    virtual = direct
+    uneven = first is not None or last is not None
+    if per_virtual is not None and direct is None:
+        if uneven:
+            ctx.refuse("megatron-uneven-vpp",
+                       "--num-layers-per-virtual-pipeline-stage with --decoder-first/last-"
+                       "pipeline-num-layers: Megatron-LM validate_args asserts 'please use "
+                       "--num-virtual-stages-per-pipeline-rank to specify virtual pipeline "
+                       "parallel degree when enable uneven pipeline parallelism'")
+            return _schedule(fields, None)
+        virtual = _virtual_from_layers(ctx, layers, pp, per_virtual, account_emb + account_loss)
+    _schedule(fields, virtual)
+    if layers is None:
+        return
+    split = MegatronSplit(layers, pp, virtual or 1, first, last, account_emb, account_loss)
+    if uneven and pp < 2:
+        ctx.note("--decoder-first/last-pipeline-num-layers need pp >= 2; ignored")
+        return
+    try:
+        blocks = megatron_blocks(split)
+    except FrameworkRefusal as exc:
+        ctx.refuse(exc.rule_id, str(exc))
+        return
+    if len(set(blocks)) > 1:
+        fields["stage_layers"] = blocks
+
+
+def _virtual_from_layers(ctx: Ctx, layers: int | None, pp: int, per_virtual: int,
+                         extra: int) -> int | None:
+    if layers is None:
+        ctx.note("--num-layers-per-virtual-pipeline-stage without a known --num-layers; "
+                 "virtual stages left at 1")
+        return None
+    total = layers + extra
+    if total % pp or (total // pp) % per_virtual:
+        ctx.refuse("megatron-layers-not-divisible",
+                   f"--num-layers {layers} (+{extra} for the account-for flags) over pp {pp} "
+                   f"is not a multiple of --num-layers-per-virtual-pipeline-stage {per_virtual}: "
+                   "Megatron-LM validate_args asserts 'number of layers per pipeline stage must "
+                   "be divisible number of layers per virtual pipeline stage'")
+        return None
+    vpp = total // pp // per_virtual
+    return vpp if vpp > 1 else None
+
+
+def _schedule(fields: dict[str, Any], virtual: int | None) -> None:
+    fields["virtual_stages"] = virtual
+    fields["schedule"] = "interleaved-1f1b" if virtual and virtual > 1 else "1f1b"
+
+
+def environment(ctx: Ctx, script: Script, fields: dict[str, Any], launched: bool) -> None:
+    """Megatron-LM asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with tp > 1 or cp > 1 on GPUs
+    before Blackwell (validate_args); a launch script should export it."""
+    if not launched or ((fields["tp"] or 1) == 1 and (fields["cp"] or 1) == 1):
+        return
+    if script.scalars.get("CUDA_DEVICE_MAX_CONNECTIONS") != "1":
+        ctx.unmodelled("megatron-cuda-connections",
+                       "tensor or context parallelism without CUDA_DEVICE_MAX_CONNECTIONS=1 in the "
+                       "script: Megatron-LM validate_args asserts it on GPUs before Blackwell "
+                       "('Using tensor model parallelism or context parallelism require setting "
+                       "the environment variable CUDA_DEVICE_MAX_CONNECTIONS to 1'); export it "
+                       "unless the job environment does")

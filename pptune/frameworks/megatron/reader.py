@@ -1,0 +1,273 @@
+"""Megatron-LM launch script or argument list -> TrainingConfig.
+
+Reads the ``pretrain_*.py`` command of a launch script (through
+``torchrun`` / ``python -m torch.distributed.launch`` / ``deepspeed``), or,
+in a plain argument file, every line of flags (``flags.py``: names and
+parsing as megatron/training/arguments.py has them).
+
+Megatron-LM's batch identity (megatron/core/num_microbatches_calculator.py):
+``global_batch_size = micro_batch_size * num_microbatches * dp``; the script
+states the global and micro batch, never the micro-batch count, so
+grad_accum_steps stays unset for check-config to derive. Without
+``--global-batch-size`` Megatron-LM uses micro-batch-size x dp (validate_args),
+one micro-batch per step.
+
+Rules follow Megatron-LM core_r0.16 / megatron-core 0.16.1
+(``split.py``): the layer split (even, uneven first/last,
+account-for-embedding/loss, virtual stages) is computed as megatron-core
+builds it, and what validate_args or TransformerConfig refuses becomes an
+error finding citing the rule. Defaults when a flag is absent: no
+recomputation, no distributed optimizer, Transformer Engine attention
+(fused, flash-class; --transformer-impl transformer_engine is the default),
+micro-batch group per virtual stage = pp.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pptune.costmodel.presets import MODELS
+from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build, whole_text
+from pptune.frameworks.common.shell import Script, ShellLimit, interpret
+from pptune.frameworks.megatron.flags import (
+    BOOL_FLAGS,
+    NODES_FLAGS,
+    NOTED_FLAGS,
+    PER_NODE_FLAGS,
+    UNMODELLED_FLAGS,
+    VALUE_FLAGS,
+    Flagged,
+    FlagReader,
+    parse_flags,
+)
+from pptune.frameworks.megatron.pipeline import environment, pipeline
+from pptune.schemas import TrainingConfig
+
+_ENTRY = re.compile(r"(?:.*/)?pretrain_\w*\.py")
+_SIGNAL = re.compile(
+    r"^[^#\n]*pretrain_\w*\.py|^\s*--(?:pipeline-model-parallel-size|"
+    r"tensor-model-parallel-size|num-layers|micro-batch-size|global-batch-size)\b",
+    re.MULTILINE,
+)
+
+
+def looks_like_megatron(text: str) -> bool:
+    """Content test for format detection: a ``pretrain_*.py`` launch (outside a
+    comment line) or lines that start with Megatron-LM flags."""
+    return _SIGNAL.search(text) is not None
+
+
+def read_megatron(text: str, ctx: Ctx) -> TrainingConfig:
+    try:
+        script = interpret(text)
+    except ShellLimit as exc:
+        raise ctx.bad(f"{exc}; write the Megatron-LM arguments out plainly") from None
+    for line in script.notes:
+        ctx.note(line)
+    launcher_words, arg_words = launch_words(script, ctx)
+    args = parse_flags(arg_words)
+    launcher = parse_flags(launcher_words, bools=())
+    reader = FlagReader(ctx, args)
+    fields = _fields(reader, launcher)
+    environment(ctx, script, fields, launched=launcher_words is not arg_words)
+    _note_shell(ctx, script, launcher_words + arg_words, args)
+    return build(ctx, fields)
+
+
+def launch_words(script: Script, ctx: Ctx) -> tuple[list[str], list[str]]:
+    """(launcher words, Megatron argument words) of the command that runs training."""
+    launches = []
+    for cmd in script.commands:
+        entry = next((j for j, word in enumerate(cmd.words) if _ENTRY.fullmatch(word)), None)
+        if entry is not None:
+            launches.append((cmd, entry))
+    if launches:
+        cmd, k = launches[-1]
+        if len(launches) > 1:
+            ctx.note(f"{len(launches)} pretrain_*.py launches; read the last one (line {cmd.line})")
+        return cmd.words[:k], cmd.words[k + 1 :]
+    arg_lines = [w for cmd in script.commands if cmd.words[0].startswith("-") for w in cmd.words]
+    if arg_lines:
+        return arg_lines, arg_lines
+    known = set(VALUE_FLAGS) | set(BOOL_FLAGS)
+    scored = [(sum(w.partition("=")[0] in known for w in c.words), c) for c in script.commands]
+    best = max(scored, key=lambda pair: pair[0], default=(0, None))
+    if best[1] is None or best[0] == 0:
+        raise ctx.bad(
+            "found no Megatron-LM arguments (--num-layers, --micro-batch-size, "
+            "--pipeline-model-parallel-size, ...); expected a pretrain_*.py launch script "
+            "or a file of arguments; pass --format-in to read it as another format"
+        )
+    return best[1].words, best[1].words
+
+
+def _fields(r: FlagReader, launcher: Flagged) -> dict[str, Any]:
+    ctx, flags = r.ctx, r.flags
+    devices = {"maximum": MAX_DEVICES}
+    fields: dict[str, Any] = {
+        "pp": r.number("--pipeline-model-parallel-size", **devices),
+        "tp": r.number("--tensor-model-parallel-size", **devices),
+        "cp": r.number("--context-parallel-size", **devices),
+        "num_layers": r.number("--num-layers"),
+        "global_batch": r.number("--global-batch-size"),
+        "hidden_size": r.number("--hidden-size"),
+        "seq_len": r.number("--seq-length"),
+        "num_heads": r.number("--num-attention-heads"),
+        "ffn_hidden_size": r.number("--ffn-hidden-size"),
+        "vocab_size": r.number("--vocab-size"),
+        "sharded_optimizer": flags.has("--use-distributed-optimizer"),
+        "sharding": _sharding(ctx, flags),
+        "attention": _attention(r),
+        "sequence_parallel": flags.has("--sequence-parallel"),
+        "rank_order": "tp-pp-dp" if flags.has("--use-tp-pp-dp-mapping") else None,
+        "gated_mlp": flags.has("--swiglu"),  # Megatron-LM's default MLP is GeLU
+        "precision": _precision(ctx, flags),
+        "recompute": _recompute(r),
+        "source_format": "megatron",
+    }
+    micro = r.number("--micro-batch-size")
+    if micro is None:
+        raise ctx.bad("--micro-batch-size is missing or unresolved; expected "
+                      "--micro-batch-size N with a number (Megatron-LM requires it)")
+    fields["micro_batch_size"] = micro
+    if fields["global_batch"] is None and not flags.has("--global-batch-size"):
+        fields["grad_accum_steps"] = 1
+        ctx.note("--global-batch-size not given: Megatron-LM then uses micro-batch-size x dp "
+                 "(one micro-batch per step; validate_args)")
+    queries = r.number("--num-query-groups")
+    if queries is not None and not flags.has("--group-query-attention"):
+        ctx.note("--num-query-groups ignored without --group-query-attention (as Megatron-LM does)")
+        queries = None
+    fields["num_kv_heads"] = queries
+    fields.update(_launcher(ctx, launcher))
+    apply_flags(ctx, fields, {"pp": "--pipeline-model-parallel-size",
+                              "tp": "--tensor-model-parallel-size",
+                              "gpus": "a GPU count (--nnodes x --nproc_per_node)"})
+    if fields["pp"] is None and flags.has("--pipeline-model-parallel-size"):
+        ctx.note("pp assumed 1: pass --pp")
+    pipeline(r, fields)
+    preset = _preset_by_shape(fields)
+    if preset:
+        fields["model"] = preset
+        ctx.note(f"model preset {preset} inferred from the shape ({fields['num_layers']} layers, "
+                 f"hidden {fields['hidden_size']}, {fields['num_heads']} heads)")
+    for name, text in NOTED_FLAGS.items():
+        if flags.has(name):
+            ctx.note(text)
+    for name, text in UNMODELLED_FLAGS.items():
+        if flags.has(name):
+            ctx.unmodelled("megatron-unmodelled-flag", text)
+    return fields
+
+
+def _launcher(ctx: Ctx, launcher: Flagged) -> dict[str, Any]:
+    """gpus = nodes x processes per node, from torchrun's (or deepspeed's) flags."""
+
+    def last(names: tuple[str, ...]) -> tuple[str, str] | None:
+        found = [(n, launcher.values[n][-1]) for n in names if launcher.has(n)]
+        if not found or found[-1][1] is None:
+            return None
+        return found[-1]  # type: ignore[return-value]
+
+    per_node, nodes = last(PER_NODE_FLAGS), last(NODES_FLAGS)
+    if per_node is None:
+        return {}
+    name, value = per_node
+    if "$" in value or not re.fullmatch(r"[+-]?[0-9]+", value.strip()):
+        ctx.note(f"{name} {value} is not a number pptune can resolve; GPU count left unset")
+        return {}
+    procs = whole_text(ctx, name, value, maximum=MAX_DEVICES)
+    count = 1
+    if nodes is None:
+        ctx.note(f"{NODES_FLAGS[0]} not given: one node (torchrun's default)")
+    elif "$" in nodes[1] or not re.fullmatch(r"[+-]?[0-9]+", nodes[1].strip()):
+        ctx.note(f"{nodes[0]} {nodes[1]} is not a number pptune can resolve; GPU count left unset")
+        return {"gpus_per_node": procs}
+    else:
+        count = whole_text(ctx, nodes[0], nodes[1], maximum=MAX_DEVICES)
+    return {"gpus_per_node": procs, "gpus": count * procs}
+
+
+def _precision(ctx: Ctx, flags: Flagged) -> str | None:
+    bf16, fp16 = flags.has("--bf16"), flags.has("--fp16")
+    if bf16 and fp16:
+        ctx.refuse("megatron-bf16-fp16",
+                   "--bf16 and --fp16 are both given: Megatron-LM validate_args asserts "
+                   "'not args.bf16' when --fp16 is set (megatron/training/arguments.py); "
+                   "keep one")
+        return None
+    return "bf16" if bf16 else "fp16" if fp16 else "fp32"
+
+
+def _sharding(ctx: Ctx, flags: Flagged) -> str:
+    """--use-distributed-optimizer shards the optimizer state over dp (ZeRO-1)."""
+    if flags.has("--use-torch-fsdp2"):
+        ctx.unmodelled("megatron-unmodelled-flag",
+                       "--use-torch-fsdp2 (torch FSDP2 inside Megatron-LM) is modelled as FSDP "
+                       "full sharding; Megatron-LM's own overlap is not modelled")
+        return "fsdp"
+    return "zero1" if flags.has("--use-distributed-optimizer") else "none"
+
+
+def _attention(r: FlagReader) -> str:
+    """Flash-class unless the local (unfused) implementation runs without
+    --use-flash-attn; --transformer-impl defaults to transformer_engine."""
+    impl = r.text("--transformer-impl") or "transformer_engine"
+    backend = r.text("--attention-backend") or "auto"
+    if r.flags.has("--use-flash-attn") or (impl == "transformer_engine" and backend != "unfused"):
+        return "flash"
+    return "eager"
+
+
+def _recompute(r: FlagReader) -> str | None:
+    """--recompute-granularity full|selective; --recompute-activations = selective
+    (validate_args). Selective with --recompute-method is refused by Megatron-LM."""
+    granularity = r.text("--recompute-granularity")
+    if granularity is None and r.flags.has("--recompute-activations"):
+        granularity = "selective"
+    if granularity is not None and granularity not in ("full", "selective"):
+        raise r.ctx.bad(f"--recompute-granularity is {granularity!r}; expected full or "
+                        "selective")
+    method = r.text("--recompute-method")
+    if method is not None and granularity == "selective":
+        r.ctx.refuse("megatron-recompute-method",
+                     f"--recompute-method {method} with selective recomputation: Megatron-LM "
+                     "validate_args asserts 'recompute method is not yet supported for selective "
+                     "recomputing granularity' (megatron/training/arguments.py)")
+    if granularity == "full" and method == "block":
+        r.ctx.unmodelled("megatron-unmodelled-flag",
+                         "--recompute-method block recomputes only --recompute-num-layers layers "
+                         "per stage; pptune models full recomputation of every layer")
+    if granularity is None:
+        return None if r.flags.has("--recompute-granularity") else "none"
+    return granularity
+
+
+def _preset_by_shape(fields: dict[str, Any]) -> str | None:
+    shape = (fields["num_layers"], fields["hidden_size"], fields["num_heads"])
+    if None in shape:
+        return None
+    for model in MODELS.values():
+        if shape != (model.num_blocks, model.hidden, model.heads):
+            continue
+        ffn = fields["ffn_hidden_size"]
+        if (ffn if ffn is not None else 4 * model.hidden) != model.ffn:
+            continue
+        kv = fields["num_kv_heads"] or model.heads
+        if kv == model.kv_heads and fields["gated_mlp"] == model.gated_mlp:
+            return model.name
+    return None
+
+
+def _note_shell(ctx: Ctx, script: Script, words: list[str], args: Flagged) -> None:
+    for name, value in list(script.defaults_used.items())[:5]:
+        ctx.note(f"shell variable {name} is not set in the script; used its default {value!r}")
+    unresolved = list(dict.fromkeys(w for w in words if w.startswith("$")))
+    if unresolved:
+        shown = ", ".join(w[:30] for w in unresolved[:6])
+        ctx.note(f"shell references left as written (not resolvable without running): {shown}")
+    if args.unknown:
+        extra = len(args.unknown) - 8
+        names = ", ".join(args.unknown[:8]) + (f" and {extra} more" if extra > 0 else "")
+        ctx.note(f"ignored {len(args.unknown)} other flags: {names}")

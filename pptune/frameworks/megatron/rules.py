@@ -1,0 +1,58 @@
+"""Megatron-LM's schedule rules, as check-config applies them (core_r0.16).
+
+The non-interleaved schedule clamps its warm-up (``get_pp_rank_microbatches``),
+so m < pp runs; the interleaved one
+(``forward_backward_pipelining_with_interleaving``,
+megatron/core/pipeline_parallel/schedules.py) needs the micro-batch group N
+(default pp) within [pp, m] and ``m % N`` either 0 or >= pp; interleaving
+needs pp > 1, or pp > 2 without p2p overlap (validate_args,
+megatron/training/arguments.py).
+"""
+
+from __future__ import annotations
+
+from pptune.costmodel.schedules import Schedule
+from pptune.frameworks.common.adapter import Add
+from pptune.frameworks.common.fields import Semantics
+from pptune.frameworks.megatron.pipeline import Knobs
+from pptune.schemas import TrainingConfig
+
+
+def knobs(semantics: Semantics) -> Knobs:
+    """The reader's knobs; Megatron-LM's defaults for a config it did not read."""
+    return semantics.details if isinstance(semantics.details, Knobs) else Knobs()
+
+
+def microbatch_rules(cfg: TrainingConfig, m: int, semantics: Semantics, add: Add) -> None:
+    p = cfg.pp
+    if cfg.schedule is not Schedule.INTERLEAVED:
+        return
+    group = knobs(semantics).microbatch_group or p
+    where = ("(megatron/core/pipeline_parallel/schedules.py "
+             "forward_backward_pipelining_with_interleaving)")
+    if not p <= group <= m:
+        add("megatron-microbatch-group", "error",
+            f"interleaved schedule with {m} micro-batches and a micro-batch group of {group} "
+            f"per virtual stage (pp {p}): Megatron-LM raises 'The number of contiguous "
+            f"micro-batches in a virtual pipeline stage should range in [PP={p} , M={m}]' "
+            f"{where}; use >= {max(p, group)} micro-batches", microbatches=m, pp=p, group=group)
+    elif 0 < m % group < p:
+        add("interleaved-m-not-multiple", "error",
+            f"interleaved schedule: {m} micro-batches leave a remainder of {m % group} after "
+            f"groups of {group}, below pp {p}: Megatron-LM raises 'The remainder of M ... "
+            f"should be 0, or larger than or equal to the pipeline-parallel size' {where}; "
+            f"use {m + group - m % group}", microbatches=m, pp=p, group=group)
+
+
+def interleave_rule(cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
+    """validate_args: interleaving needs pp > 1, or pp > 2 with --no-overlap-p2p-communication."""
+    if cfg.schedule is not Schedule.INTERLEAVED:
+        return
+    overlap = knobs(semantics).overlap_p2p
+    floor = 1 if overlap else 2
+    if cfg.pp <= floor:
+        add("megatron-interleaved-pp", "error",
+            f"interleaved schedule with pp {cfg.pp}: Megatron-LM validate_args requires the "
+            f"pipeline-model-parallel size to be greater than {floor}"
+            + ("" if overlap else " without p2p overlap")
+            + " (megatron/training/arguments.py)", pp=cfg.pp)

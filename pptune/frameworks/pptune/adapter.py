@@ -1,0 +1,68 @@
+"""pptune's own config (YAML, TOML or JSON): read, judged and written.
+
+Recognised only when no framework recognises the file: its keys are
+TrainingConfig's, which a framework's file may share. Its runs go through
+torch.distributed.pipelining, so torch's schedule rules judge it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pptune.costmodel.search import Plan
+from pptune.frameworks.common import torch_schedules
+from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
+from pptune.frameworks.common.fields import Ctx, Semantics
+from pptune.frameworks.common.source import json_like, parse_json, parse_toml, parse_yaml
+from pptune.frameworks.deepspeed.partition import ds_split
+from pptune.frameworks.pptune import writer
+from pptune.frameworks.pptune.reader import read_own
+from pptune.schemas import TrainingConfig
+
+
+class PptuneAdapter(Adapter):
+    name = "pptune"
+    title = "pptune"
+    files = (writer.FILE,)
+    syntaxes = ("json", "toml", "yaml")
+    fallback = True
+    states_node_shape = True  # gpus_per_node
+
+    def detect(self, data: Any) -> bool:
+        return any(key in TrainingConfig.model_fields for key in data if isinstance(key, str))
+
+    def parse(self, text: str, path: Path) -> Any:
+        name = str(path)
+        suffix = path.suffix.lower()
+        if suffix == ".toml":
+            return parse_toml(text, name)
+        if suffix == ".json" or json_like(text):
+            return parse_json(text, name)
+        return parse_yaml(text, name)
+
+    def read(self, data: Any, ctx: Ctx) -> TrainingConfig:
+        return read_own(data, ctx)
+
+    def microbatch_rules(self, cfg: TrainingConfig, m: int, semantics: Semantics,
+                         add: Add) -> None:
+        """torch's schedule classes; pptune's own zb-h1 runs one stage per rank."""
+        torch_schedules.microbatch_rules(cfg, m, semantics, add, zb_h1_rounds=False)
+
+    def stage_split(self, cfg: TrainingConfig, param_counts: Sequence[float],
+                    num_stages: int) -> list[int] | None:
+        """A stated partition_method means DeepSpeed's (TrainingConfig.partition_method)."""
+        if cfg.partition_method is None:
+            return None
+        return ds_split(cfg.partition_method, param_counts, num_stages)
+
+    def express(self, job: Job, plan: Plan, rank: int) -> Stated:
+        """Every plan: pptune's own runs state them all."""
+        return Stated(job, plan, True, ())
+
+    def write(self, stated: Stated) -> dict[str, str]:
+        return writer.write(stated)
+
+
+ADAPTER = PptuneAdapter()

@@ -1,0 +1,50 @@
+"""``pptune.yaml``: the plan in pptune's own config, every field stated.
+
+pptune's own runs (``pptune validate``, ``tune``) state every plan, so
+``express`` hands the plan over as it is; the file carries the node shape
+it launches, and the model, GPU and profile the costs came from.
+"""
+
+from __future__ import annotations
+
+from pptune.costmodel import presets
+from pptune.costmodel.partition import strip_ends
+from pptune.costmodel.search import Recompute, Sharding
+from pptune.frameworks.common.adapter import Stated
+from pptune.frameworks.common.writing import header, node_size
+
+FILE = "pptune.yaml"
+
+
+def write(stated: Stated) -> dict[str, str]:
+    job, plan = stated.job, stated.plan
+    lines = [
+        *header(plan, job, "#"),
+        f"gpus: {plan.pp * plan.dp * plan.tp}",
+        f"gpus_per_node: {node_size(plan, job)}",
+        f"tp: {plan.tp}",
+        f"pp: {plan.pp}",
+        f"dp: {plan.dp}",
+        f"schedule: {plan.schedule.value}",
+        f"virtual_stages: {plan.virtual_stages}",
+        f"micro_batch_size: {plan.micro_batch_size}",
+        f"global_batch: {job.global_batch}",
+        f"grad_accum_steps: {plan.num_microbatches}",
+        f"stage_layers: [{', '.join(map(str, strip_ends(plan.stage_layers)))}]",
+        f"sharded_optimizer: {'true' if plan.sharding is Sharding.ZERO1 else 'false'}",
+        f"sharding: {plan.sharding.value}",
+        f"recompute: {plan.recompute.value}",
+        *([f"recompute_every: {job.request.recompute_every}"]
+          if plan.recompute is Recompute.SELECTIVE and job.request.recompute_every else []),
+        f"rank_order: {plan.rank_order.value}",
+        f"sequence_parallel: {'true' if job.sequence_parallel else 'false'}",
+    ]
+    if job.attention:  # analytic costs only: a profile measured its kernel
+        lines.append(f"attention: {job.attention}")
+    if job.model in presets.MODELS:
+        lines.append(f"model: {job.model}")
+    if str(job.device) in presets.GPUS:
+        lines.append(f"gpu: {job.device}")
+    if job.origin.startswith("profile "):
+        lines.append(f"profile: {job.origin.split()[1]}")
+    return {FILE: "\n".join(lines) + "\n"}

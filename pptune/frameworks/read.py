@@ -1,0 +1,222 @@
+"""``read_config``: any supported training config -> TrainingConfig, with notes.
+
+The format is recognised from the content (``format_in`` overrides the
+guess): the file is tried as JSON (when it starts like JSON), TOML, a
+script, then YAML, and each parse is offered to the adapters written in
+that syntax (``Adapter.syntaxes``, ``Adapter.detect``: DeepSpeed's batch or
+ZeRO keys, torchtitan's [parallelism] table or [training] and [model],
+Megatron-LM's ``pretrain_*.py`` launch or lines of its flags), pptune's own
+keys (TrainingConfig's) last.
+
+Flags (``pp``, ``gpus``, ``tp``) fill only what the file does not state; a
+flag that disagrees with the file is ignored with a note, so check-config
+judges the config that will actually run.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pptune.errors import BadInput
+from pptune.frameworks.common.adapter import Adapter
+from pptune.frameworks.common.fields import Ctx, Semantics, check_flags, show
+from pptune.frameworks.common.source import (
+    Refused,
+    json_like,
+    parse_json,
+    parse_toml,
+    parse_yaml,
+    read_text,
+)
+from pptune.frameworks.common.versions import Versions, version_tuple
+from pptune.frameworks.registry import ADAPTERS, NAMES, VERSION_KEYS, Framework, find
+from pptune.schemas import TrainingConfig
+
+ConfigFormat = Framework  # the formats read are the frameworks' (one list: the registry)
+
+FORMAT_NAMES = "|".join(NAMES)
+SYNTAX_ORDER = ("json", "toml", "text", "yaml")  # as _detect tries them
+
+
+@dataclass
+class ReadResult:
+    config: TrainingConfig
+    format: Framework
+    notes: list[str] = field(default_factory=list)  # inferred or ignored, one line each
+    semantics: Semantics = field(default_factory=Semantics)
+
+
+def read_config(
+    path: Path | str,
+    format_in: Framework | str | None = None,
+    *,
+    pp: int | None = None,
+    gpus: int | None = None,
+    tp: int | None = None,
+    framework_versions: list[str] | None = None,
+) -> ReadResult:
+    """Read a training config; BadInput (one line, naming the file) on any problem.
+
+    ``pp``, ``gpus`` and ``tp`` are the user's flag values. Each fills the
+    field only when the file does not state it (DeepSpeed JSON never states
+    the GPU count and rarely the pipeline size; a Megatron-LM script may
+    leave ``$PP`` to the environment, which counts as not stated); when the
+    file does state it, the file wins and a note says the flag was ignored,
+    so check-config judges the run the file describes.
+
+    Values that are valid one by one but disagree (gpus != tp * pp * dp, a
+    batch that GA steps do not make) are carried as stated for the checks to
+    report; only what cannot be represented (zero or negative counts, text
+    or decimals where whole numbers belong, splits the framework itself
+    refuses) raises BadInput.
+    """
+    path = Path(path)
+    wanted = _format(format_in)
+    ctx = Ctx(name=str(path), flags=check_flags(pp, gpus, tp))
+    text = read_text(path)
+    fmt, data = (wanted, ADAPTERS[wanted].parse(text, path)) if wanted else _detect(text, path)
+    adapter = ADAPTERS[fmt]
+    ctx.semantics.versions = parse_versions(framework_versions or [], fmt)
+    if "text" not in adapter.syntaxes and not isinstance(data, dict):
+        raise ctx.bad(
+            f"the top level is {_kind(data)}; expected a mapping of keys "
+            f"(e.g. micro_batch_size: 1) for the {fmt.value} format"
+        )
+    config = adapter.read(data, ctx)
+    return ReadResult(config=config, format=fmt, notes=ctx.notes, semantics=ctx.semantics)
+
+
+def parse_versions(values: list[str], fmt: Framework) -> Versions:
+    """``--framework-version`` values: ``NAME=VERSION`` (a key of VERSION_KEYS) or a bare
+    version for the config's own framework."""
+    spellings = {s: key for key in VERSION_KEYS for s in key.spellings}
+    own = ADAPTERS[fmt].versions
+    chosen: dict[str, str] = {}
+    for value in values:
+        name, eq, version = value.partition("=")
+        if eq:
+            key = spellings.get(name.strip().lower())
+        else:
+            key, version = (own[0] if own else None), value
+        if key is None:
+            raise BadInput(f"--framework-version {show(value)}: expected NAME=VERSION with NAME "
+                           f"one of {', '.join(spellings)}, or a bare version for the "
+                           "config's framework")
+        try:
+            version_tuple(version)
+        except ValueError:
+            raise BadInput(f"--framework-version {show(value)}: the version must be dotted "
+                           "numbers such as 0.2.2") from None
+        chosen[key.name] = version.strip().lstrip("v")
+    return Versions(chosen)
+
+
+def _format(value: Framework | str | None) -> Framework | None:
+    if value is None or isinstance(value, Framework):
+        return value
+    found = find(str(value).strip().lower())
+    if found is None:
+        raise BadInput(f"--format-in {show(value)} is unknown; expected one of {FORMAT_NAMES}")
+    return Framework(found.name)
+
+
+def _kind(data: Any) -> str:
+    if isinstance(data, list):
+        return "a list"
+    if isinstance(data, str):
+        return "a single string"
+    return f"a single value ({show(data)})"
+
+
+def _written_in(syntax: str) -> list[Framework]:
+    """The formats written in ``syntax``, in detection order: frameworks, then pptune's own."""
+    fmts = [f for f, a in ADAPTERS.items() if syntax in a.syntaxes]
+    return sorted(fmts, key=lambda f: ADAPTERS[f].fallback)
+
+
+def _match(data: Any, syntax: str) -> Framework | None:
+    return next((f for f in _written_in(syntax) if ADAPTERS[f].detect(data)), None)
+
+
+def _detect(text: str, path: Path) -> tuple[Framework, Any]:
+    """Guess the format from the content; parse errors are kept for the final message."""
+    name = str(path)
+    if json_like(text):
+        try:
+            data = parse_json(text, name)
+        except Refused:
+            raise
+        except BadInput as exc:
+            json_error: BadInput | None = exc
+        else:
+            return _classify_mapping(data, name, "json")
+    else:
+        json_error = None
+    try:
+        table = parse_toml(text, name)
+    except Refused:
+        raise
+    except BadInput:
+        pass
+    else:
+        found = _match(table, "toml")
+        if found is not None:
+            return found, table
+    found = _match(text, "text")
+    if found is not None:
+        return found, text
+    yaml_error: BadInput | None = None
+    data = None
+    try:
+        data = parse_yaml(text, name)
+    except BadInput as exc:
+        yaml_error = exc
+    else:
+        if isinstance(data, dict) and _match(data, "yaml") is not None:
+            return _classify_mapping(data, name, "yaml")
+    if isinstance(yaml_error, Refused):
+        raise yaml_error
+    if json_error is not None:
+        raise json_error  # it starts like JSON: the JSON error is the useful one
+    if yaml_error is not None and _YAML_KEY.search(text):
+        raise yaml_error  # it has "key: value" lines: the YAML error is the useful one
+    if isinstance(data, list):
+        raise BadInput(f"{name}: the top level is a list; expected a mapping of config keys "
+                       "(e.g. micro_batch_size: 1)")
+    raise BadInput(f"cannot tell the format of {name}: no {_titles(_tried(), 'or')} keys found; "
+                   f"pass --format-in {FORMAT_NAMES}")
+
+
+_YAML_KEY = re.compile(r"^[A-Za-z_][\w.-]*\s*:(?:\s|$)", re.MULTILINE)
+
+
+def _tried() -> list[Adapter]:
+    """Every adapter in the order detection tries it (pptune's own last)."""
+    order = [ADAPTERS[f] for syntax in SYNTAX_ORDER for f in _written_in(syntax)]
+    unique = list(dict.fromkeys(order))
+    return sorted(unique, key=lambda a: a.fallback)
+
+
+def _titles(adapters: list[Adapter], joiner: str, possessive: bool = False) -> str:
+    """"A, B or C" of the adapters' titles (A's, B's nor C's with ``possessive``)."""
+    names = [a.title + ("'s" if possessive else "") for a in adapters]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {joiner} {names[-1]}"
+
+
+def _classify_mapping(data: Any, name: str, syntax: str) -> tuple[Framework, Any]:
+    label = syntax.upper()
+    if not isinstance(data, dict):
+        raise BadInput(f"{name}: the top level is {_kind(data)}; expected a {label} mapping "
+                       "of config keys")
+    found = _match(data, syntax)
+    if found is not None:
+        return found, data
+    keys = ", ".join(show(key) for key in list(data)[:5]) or "none"
+    owners = [ADAPTERS[f] for f in _written_in(syntax)]
+    raise BadInput(
+        f"cannot tell the format of {name}: its {label} keys ({keys}) are "
+        f"neither {_titles(owners, 'nor', possessive=True)}; pass --format-in {FORMAT_NAMES}"
+    )

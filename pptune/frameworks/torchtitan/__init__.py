@@ -1,0 +1,1 @@
+"""torchtitan: TOML job files (adapter.py ties the pieces together)."""

@@ -1,0 +1,48 @@
+"""torchtitan: TOML job files, read, judged and written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pptune.costmodel.search import Plan
+from pptune.frameworks.common import torch_schedules
+from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
+from pptune.frameworks.common.fields import Ctx, Semantics
+from pptune.frameworks.common.source import parse_toml
+from pptune.frameworks.torchtitan import writer
+from pptune.frameworks.torchtitan.closest import closest_plan
+from pptune.frameworks.torchtitan.fqns import TORCHTITAN
+from pptune.frameworks.torchtitan.reader import looks_like_torchtitan, read_torchtitan
+from pptune.schemas import TrainingConfig
+
+
+class TorchtitanAdapter(Adapter):
+    name = "torchtitan"
+    title = "torchtitan"
+    files = (writer.FILE,)
+    syntaxes = ("toml",)
+    versions = (TORCHTITAN,)
+
+    def detect(self, data: Any) -> bool:
+        return looks_like_torchtitan(data)
+
+    def parse(self, text: str, path: Path) -> Any:
+        return parse_toml(text, str(path))
+
+    def read(self, data: Any, ctx: Ctx) -> TrainingConfig:
+        return read_torchtitan(data, ctx)
+
+    def microbatch_rules(self, cfg: TrainingConfig, m: int, semantics: Semantics,
+                         add: Add) -> None:
+        """torch's schedule classes; zb-h1 runs as ScheduleInterleavedZeroBubble."""
+        torch_schedules.microbatch_rules(cfg, m, semantics, add, zb_h1_rounds=True)
+
+    def express(self, job: Job, plan: Plan, rank: int) -> Stated:
+        return closest_plan(job, plan, rank)
+
+    def write(self, stated: Stated) -> dict[str, str]:
+        return writer.write(stated)
+
+
+ADAPTER = TorchtitanAdapter()

@@ -1,0 +1,74 @@
+"""How torchtitan splits a model into pipeline stages, re-stated from its source.
+
+torchtitan 0.2.2 (the last release that reads TOML job files; its head
+module is ``output``) and 0.3.0 (configs are Python; the head is
+``lm_head``): ``torchtitan/distributed/pipeline_parallel.py`` (``pipeline_llm``,
+``generate_llm_fqn_per_model_part``, ``pipeline_module_split``).
+"""
+
+from __future__ import annotations
+
+import math
+
+from pptune.frameworks.common.versions import FrameworkRefusal, VersionKey, Versions
+
+TORCHTITAN = VersionKey(
+    "torchtitan", ("torchtitan",), "0.2.2",
+    "torchtitan 0.2.2 torchtitan/distributed/pipeline_parallel.py and "
+    "torchtitan/config/job_config.py; 0.3.0 for the head's module name")
+TOML_RELEASE = TORCHTITAN.default  # the last release that reads TOML job files
+
+
+def head(versions: Versions) -> str:
+    """The LM head's module name: ``output`` up to 0.2.x, ``lm_head`` from 0.3.0
+    (torchtitan/distributed/pipeline_parallel.py, generate_llm_fqn_per_model_part)."""
+    return "lm_head" if versions.at_least(TORCHTITAN, 0, 3) else "output"
+
+
+def reads_toml(versions: Versions) -> bool:
+    """torchtitan 0.3.0 replaced TOML job files by Python config functions (PR #2386)."""
+    return not versions.at_least(TORCHTITAN, 0, 3)
+
+
+def torchtitan_stage_count(num_layers: int, layers_per_stage: int, input_weight: int = 1,
+                           output_weight: int = 1) -> int:
+    """Stages from pipeline_parallel_layers_per_stage (torchtitan pipeline_llm):
+    ceil((layers + input_weight + output_weight) / layers_per_stage)."""
+    return math.ceil((num_layers + input_weight + output_weight) / layers_per_stage)
+
+
+def torchtitan_fqns(num_stages: int, num_layers: int, head: str = "output",
+                    input_weight: int = 1, output_weight: int = 1) -> list[list[str]]:
+    """Module names per stage as torchtitan's ``generate_llm_fqn_per_model_part``
+    builds them: the embedding and the head (with the norm) count as
+    input_weight / output_weight layers, the first ``effective % stages``
+    stages get one layer more. FrameworkRefusal with torchtitan's message."""
+    if num_stages == 1:
+        return [["tok_embeddings", *(f"layers.{i}" for i in range(num_layers)), "norm", head]]
+    effective = num_layers + input_weight + output_weight
+    if num_stages > effective:
+        raise FrameworkRefusal(
+            "torchtitan-too-many-stages",
+            f"Number of stages ({num_stages}) cannot be greater than effective layers "
+            f"({effective}) (torchtitan generate_llm_fqn_per_model_part)")
+    per, extra = divmod(effective, num_stages)
+    if input_weight > per or output_weight > per:
+        raise FrameworkRefusal(
+            "torchtitan-weights",
+            f"input/output weight ({input_weight}/{output_weight}) exceeds minimum layers per "
+            f"stage ({per}) (torchtitan generate_llm_fqn_per_model_part)")
+    parts, layer = [], 0
+    for stage in range(num_stages):
+        size = per + (stage < extra)
+        names: list[str] = []
+        if stage == 0:
+            names.append("tok_embeddings")
+            size -= input_weight
+        elif stage == num_stages - 1:
+            size -= output_weight
+        names += [f"layers.{i}" for i in range(layer, layer + size)]
+        layer += size
+        if stage == num_stages - 1:
+            names += ["norm", head]
+        parts.append(names)
+    return parts

@@ -1,0 +1,264 @@
+"""torchtitan TOML job config -> TrainingConfig.
+
+Key names and defaults follow torchtitan's ``torchtitan/config/job_config.py``
+(``[parallelism]``, ``[training]``, ``[model]``; older releases kept the
+pipeline keys under ``[experimental]`` and called local_batch_size
+``batch_size``).
+
+torchtitan's batch semantics (train.py): local_batch_size is per
+data-parallel rank; global_batch_size defaults to local_batch_size * dp and
+otherwise must be a multiple of it, the quotient being gradient-accumulation
+steps, each of which runs the whole pipeline schedule once over
+local_batch_size / pipeline_parallel_microbatch_size micro-batches. So:
+grad_accum_steps (micro-batches per optimizer step) = that count times the
+runs, and pipeline_flushes = the runs.
+
+Stages per rank (torchtitan/distributed/pipeline_parallel.py): single-stage
+schedules (1F1B, GPipe) hold 1; looped ones 2 unless
+pipeline_parallel_layers_per_stage is set, in which case the stage count is
+ceil((layers + first_stage_less_layers + last_stage_less_layers) /
+layers_per_stage) over the pp ranks (both "less layers" default to 1).
+
+Rules and defaults follow torchtitan 0.2.2, the last release that reads
+TOML job files (``--framework-version torchtitan=0.3.0`` checks module names
+against the current release, whose LM head is ``lm_head``), running on
+torch 2.13's schedules. Absent settings take torchtitan's defaults from its
+own config definitions (torchtitan/config/job_config.py):
+``[activation_checkpoint] mode = "selective"``, ``selective_ac_option =
+"2"`` (every second block checkpointed); ``data_parallel_shard_degree = -1``
+(FSDP over the remaining ranks); ``fsdp_reshard_after_forward = "default"``
+(reshard only without pipeline parallelism); attention through SDPA (flash).
+What torchtitan or torch refuses is an error finding, not an unreadable file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pptune.costmodel.presets import MODELS
+from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build, show, whole
+from pptune.frameworks.torchtitan.fqns import TORCHTITAN, reads_toml
+from pptune.frameworks.torchtitan.stages import default_split, schedule
+from pptune.frameworks.torchtitan.table import Table
+from pptune.schemas import TrainingConfig
+
+# pptune preset -> torchtitan's ([model] name, flavor) (torchtitan/models/llama3)
+FLAVORS = {"llama3-8b": ("llama3", "8B"), "llama3-70b": ("llama3", "70B")}
+# (name, flavor) as the reader matches them (case-insensitively) -> pptune preset
+PRESETS = {(name.lower(), flavor.lower()): preset for preset, (name, flavor) in FLAVORS.items()}
+
+_READ_TABLES = {"parallelism", "training", "model", "experimental", "activation_checkpoint"}
+
+
+def looks_like_torchtitan(data: dict[str, Any]) -> bool:
+    tables = {k for k, v in data.items() if isinstance(v, dict)}
+    return "parallelism" in tables or {"training", "model"} <= tables
+
+
+def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
+    if not reads_toml(ctx.semantics.versions):
+        ctx.unmodelled("torchtitan-toml",
+                       f"torchtitan {ctx.semantics.versions.of(TORCHTITAN)} does not read TOML job "
+                       "files (configs are Python functions since 0.3.0); checked with that "
+                       "release's module names")
+    par = _parallelism(ctx, data)
+    train = Table(ctx, "training", data)
+    model = Table(ctx, "model", data)
+    devices = {"maximum": MAX_DEVICES}
+    fields: dict[str, Any] = {
+        "pp": par.count("pipeline_parallel_degree", None, **devices),
+        "tp": par.count("tensor_parallel_degree", None, **devices),
+        "cp": par.count("context_parallel_degree", None, **devices),
+        "attention": "flash",  # torchtitan's attention is SDPA or flex: fused kernels
+        "source_format": "torchtitan",
+    }
+    apply_flags(ctx, fields, {"pp": "parallelism.pipeline_parallel_degree",
+                              "tp": "parallelism.tensor_parallel_degree",
+                              "gpus": "a GPU count (torchtitan takes it from the launcher)"})
+    pp = fields["pp"] or 1
+    preset = _preset(ctx, model)
+    fields["model"] = preset
+    # torchtitan's tensor-parallel plan shards the norms and dropout along the sequence
+    # (torch.distributed.tensor.parallel SequenceParallel): sequence parallelism with tp
+    fields["sequence_parallel"] = (fields["tp"] or 1) > 1
+    fields["dp"], sharded = _data_parallel(ctx, par, fields)
+    fields["sharding"] = "fsdp" if sharded else "none"
+    if sharded:
+        fields["sharded_optimizer"] = True
+        fields["zero_stage"], fields["fsdp_reshard_after_forward"] = _fsdp_stage(ctx, par, pp)
+    layers = MODELS[preset].num_blocks if preset else None
+    fields.update(schedule(ctx, par, pp, layers))
+    default_split(ctx, par, fields, layers)
+    fields.update(_batch(ctx, par, train, pp, fields["dp"]))
+    seq = train.count("seq_len", None)
+    if seq is None:
+        seq = 2048
+        ctx.note("training.seq_len not given: torchtitan's default 2048")
+    fields["seq_len"] = seq
+    fields["precision"] = {"bfloat16": "bf16", "float32": "fp32"}.get(
+        train.text("mixed_precision_param", "") or "")
+    fields["recompute"], fields["recompute_every"] = _recompute(
+        ctx, Table(ctx, "activation_checkpoint", data))
+    ignored = sorted(str(k) for k in data if k not in _READ_TABLES)
+    if ignored:
+        ctx.note(f"ignored tables: {', '.join(ignored[:10])}")
+    return build(ctx, fields)
+
+
+def _parallelism(ctx: Ctx, data: dict[str, Any]) -> Table:
+    """[parallelism], plus what older torchtitan kept elsewhere: pipeline keys
+    under [experimental], parallel degrees under [training]."""
+    par = Table(ctx, "parallelism", data)
+    for table, wanted in (("experimental", "pipeline_parallel"), ("training", "_parallel_degree")):
+        old = Table(ctx, table, data)
+        moved = {k: v for k, v in old.data.items()
+                 if str(k).startswith(wanted) or (wanted[0] == "_" and str(k).endswith(wanted))}
+        moved = {k: v for k, v in moved.items() if k not in par.data}
+        if moved:
+            ctx.note(f"read {', '.join(sorted(moved))} from [{table}] (older torchtitan)")
+            par.data = {**par.data, **moved}
+    return par
+
+
+def _preset(ctx: Ctx, model: Table) -> str | None:
+    name, flavor = model.text("name", "llama3"), model.text("flavor", "debugmodel")
+    preset = PRESETS.get(((name or "").lower(), (flavor or "").lower()))
+    if preset is None:
+        ctx.note(f"model {name[:40] if name else name} flavor "
+                 f"{flavor[:40] if flavor else flavor} has no pptune preset; give --model, "
+                 "a profile or a Hugging Face config for the cost model")
+    return preset
+
+
+def _data_parallel(ctx: Ctx, par: Table, fields: dict[str, Any]) -> tuple[int | None, bool]:
+    """(dp, sharded?) from the replicate and shard degrees; shard -1 means "the rest"."""
+    replicate = par.count("data_parallel_replicate_degree", 1, maximum=MAX_DEVICES) or 1
+    shard_raw = par.data.get("data_parallel_shard_degree", -1)
+    if not _is_rest(shard_raw):
+        shard = whole(ctx, "parallelism.data_parallel_shard_degree", shard_raw,
+                      maximum=MAX_DEVICES, fix="use -1 (the remaining GPUs) or a degree >= 1")
+        return replicate * shard, shard > 1
+    gpus = fields.get("gpus")
+    others = replicate * (fields["tp"] or 1) * (fields["pp"] or 1) * (fields["cp"] or 1)
+    if gpus is not None and gpus % others == 0:
+        shard = gpus // others
+        ctx.note(f"data_parallel_shard_degree -1 resolved to {shard}: --gpus {gpus} / "
+                 f"(replicate {replicate} x tp x pp x cp = {others})")
+        return replicate * shard, shard > 1
+    if gpus is None:
+        ctx.note("data_parallel_shard_degree is -1 (the remaining GPUs); dp left unset: pass "
+                 "--gpus to resolve it; FSDP sharding assumed")
+    else:
+        ctx.note(f"data_parallel_shard_degree is -1 but --gpus {gpus} is not a multiple of "
+                 f"replicate x tp x pp x cp = {others}; dp left unset; FSDP sharding assumed")
+    return None, True
+
+
+def _is_rest(value: Any) -> bool:
+    """torchtitan's -1: "the remaining ranks" (shard degree) or "derive it" (global batch)."""
+    return type(value) is int and value == -1
+
+
+def _fsdp_stage(ctx: Ctx, par: Table, pp: int) -> tuple[int, bool]:
+    """(ZeRO stage kept for the contract, reshard after forward?): FSDP2 shards
+    weights, gradients and optimizer state; zero_stage 3 when it reshards
+    after forward, else 2.
+
+    torchtitan's fsdp_reshard_after_forward "default" reshards only without
+    pipeline parallelism (parallelize.py: ``reshard_after_forward = not pp_enabled``).
+    """
+    policy = par.text("fsdp_reshard_after_forward", "default")
+    if policy not in ("default", "always", "never"):
+        ctx.refuse("torchtitan-reshard-policy",
+                   f"parallelism.fsdp_reshard_after_forward is {policy[:40]!r}: torchtitan "
+                   "raises 'Invalid reshard_after_forward_policy' (parallelize.py); use "
+                   "default, always or never")
+        policy = "default"
+    reshard = policy == "always" or (policy == "default" and pp == 1)
+    ctx.note(f"FSDP full sharding, reshard after forward {'on' if reshard else 'off'} "
+             f"(fsdp_reshard_after_forward {policy}, pp {pp})")
+    return (3 if reshard else 2), reshard
+
+
+def _batch(ctx: Ctx, par: Table, train: Table, pp: int, dp: int | None) -> dict[str, Any]:
+    key = "local_batch_size" if train.has("local_batch_size") or not train.has(
+        "batch_size") else "batch_size"
+    local = train.count(key, None)
+    if local is None:
+        local = 8
+        ctx.note("training.local_batch_size not given: torchtitan's default 8")
+    stated_global = train.data.get("global_batch_size", -1)
+    global_batch = None if _is_rest(stated_global) else train.count("global_batch_size", None)
+    runs = 1
+    if global_batch is None:
+        global_batch = local * dp if dp is not None else None
+        if dp is None:
+            ctx.note("global batch left unset: it is local_batch_size x dp and dp is unknown")
+    elif dp is not None and global_batch % (local * dp) == 0:
+        runs = global_batch // (local * dp)
+    elif dp is not None:
+        ctx.refuse("torchtitan-global-batch",
+                   f"global_batch_size {global_batch} is not a multiple of local_batch_size "
+                   f"{local} x dp {dp}: torchtitan asserts 'global batch size must be multiple "
+                   "of local batch size times data-parallel degree' (train.py)")
+    if pp == 1:  # no pipeline: each local batch is one micro-batch
+        accum = runs if dp is not None or global_batch is None else None
+        return {"micro_batch_size": local, "grad_accum_steps": accum, "pipeline_flushes": 1,
+                "global_batch": global_batch}
+    micro = par.count("pipeline_parallel_microbatch_size", None)
+    count = par.count("pipeline_parallel_microbatches", None)  # older torchtitan: the count
+    if micro is None and count is not None:
+        if local % count:
+            raise ctx.bad(f"training.{key} {local} is not a multiple of "
+                          f"pipeline_parallel_microbatches {count}; change either")
+        micro = local // count
+    if micro is not None and local % micro:
+        ctx.refuse("torchtitan-microbatch-size",
+                   f"training.{key} {local} is not a multiple of "
+                   f"parallelism.pipeline_parallel_microbatch_size {micro}: torchtitan raises "
+                   f"'Batch size {local} must be divisible by microbatch_size {micro}' "
+                   "(build_pipeline_schedule); change either")
+        micro = local
+    if micro is None:
+        micro = 1
+        ctx.note("pipeline_parallel_microbatch_size not given: torchtitan's default 1")
+    per_run = local // micro
+    known_runs = dp is not None or _is_rest(stated_global)
+    return {
+        "micro_batch_size": micro,
+        "grad_accum_steps": per_run * runs if known_runs else None,
+        "pipeline_flushes": runs,
+        "global_batch": global_batch,
+    }
+
+
+def _recompute(ctx: Ctx, table: Table) -> tuple[str | None, int | None]:
+    """(recompute, every Nth block) from [activation_checkpoint], with torchtitan's
+    defaults (job_config.py ActivationCheckpoint: mode "selective",
+    selective_ac_option "2": every second block checkpointed; "op": per-op)."""
+    mode = table.text("mode", None)
+    if mode is None:
+        mode = "selective"
+        ctx.note("activation_checkpoint.mode not given: torchtitan's default \"selective\"")
+    if mode == "memory_budget":
+        ctx.unmodelled("torchtitan-unmodelled",
+                       "activation_checkpoint.mode \"memory_budget\" is not modelled; predicted "
+                       "as no recomputation")
+        return "none", None
+    if mode not in ("none", "selective", "full"):
+        ctx.refuse("torchtitan-ac-mode",
+                   f"activation_checkpoint.mode {mode[:40]!r}: torchtitan accepts selective, "
+                   "full, memory_budget or none (job_config.py ActivationCheckpoint)")
+        return None, None
+    if mode != "selective":
+        return mode, None
+    option = table.data.get("selective_ac_option", "2")
+    if option == "op":
+        return "selective", None
+    text = str(option).strip()
+    if isinstance(option, (bool, float)) or not text.isdigit() or int(text) < 1:
+        ctx.refuse("torchtitan-ac-option",
+                   f"activation_checkpoint.selective_ac_option {show(option)}: torchtitan "
+                   "expects 'op' or a positive integer as a string (apply_ac)")
+        return "selective", None
+    return "selective", int(text)

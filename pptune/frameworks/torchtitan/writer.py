@@ -1,0 +1,87 @@
+"""``torchtitan.toml``: a torchtitan 0.2.2 job file (the last release that reads TOML).
+
+It states the model flavor, the batch, the activation checkpointing (always:
+torchtitan defaults to selective), the data-parallel replicate and shard
+degrees, tensor and pipeline degrees, the schedule and each stage's modules
+(``module_fqns_per_model_part``; the LM head is ``output`` there, ``lm_head``
+from 0.3.0). The node shape is only in the launch comment: a job file does
+not carry it.
+"""
+
+from __future__ import annotations
+
+import json
+
+from pptune.costmodel.partition import stage_bounds
+from pptune.costmodel.schedules import Schedule
+from pptune.costmodel.search import Recompute, Sharding
+from pptune.frameworks.common.adapter import Stated
+from pptune.frameworks.common.versions import Versions
+from pptune.frameworks.common.writing import header, plan_launch
+from pptune.frameworks.torchtitan.fqns import TOML_RELEASE, TORCHTITAN, head
+from pptune.frameworks.torchtitan.reader import FLAVORS
+
+FILE = "torchtitan.toml"
+# torch.distributed.pipelining's class names, as pipeline_parallel_schedule takes them
+SCHEDULES = {
+    Schedule.GPIPE: "GPipe",
+    Schedule.ONE_F_ONE_B: "1F1B",
+    Schedule.INTERLEAVED: "Interleaved1F1B",
+    Schedule.ZBV: "ZBVZeroBubble",
+}
+
+
+def write(stated: Stated) -> dict[str, str]:
+    job, plan = stated.job, stated.plan
+    shape = job.shape
+    head_name = head(Versions({TORCHTITAN.name: TOML_RELEASE}))
+    names = []
+    for s, e in stage_bounds(plan.stage_layers):
+        part = []
+        for i in range(s, e):
+            if i == 0:
+                part.append("tok_embeddings")
+            elif i == len(job.layer_names) - 1:
+                part += ["norm", head_name]
+            else:
+                part.append(f"layers.{i - 1}")
+        names.append(part)
+    flavor = FLAVORS.get(str(job.model), (str(job.model), "custom"))
+    # with pp > 1 torchtitan splits local_batch_size into pipeline micro-batches; with
+    # pp = 1 there is no pipeline, so the micro-batches are gradient-accumulation
+    # steps: global_batch_size / (local_batch_size x dp)
+    local = plan.micro_batch_size * (plan.num_microbatches if plan.pp > 1 else 1)
+    fsdp = plan.sharding is Sharding.FSDP
+    nodes, per_node = plan_launch(plan, job)
+    lines = [
+        *header(plan, job, "#"),
+        f"# torchtitan {TOML_RELEASE} job file; launch: torchrun --nnodes {nodes} "
+        f"--nproc_per_node {per_node} -m torchtitan.train --job.config_file torchtitan.toml",
+        *([f"# torchtitan has no built-in {flavor[0]}: register a TrainSpec of that name with a "
+           "'custom' flavor of this shape"] if flavor[1] == "custom" else []),
+        "",
+        "[model]",
+        f'name = "{flavor[0]}"',
+        f'flavor = "{flavor[1]}"',
+        "",
+        "[training]",
+        f"local_batch_size = {local}",
+        f"global_batch_size = {job.global_batch}",
+        f"seq_len = {shape.seq_len if shape else job.table.seq_len}",
+        "",
+        "[activation_checkpoint]",
+        f'mode = "{plan.recompute.value}"  # stated: torchtitan defaults to selective',
+        *([f'selective_ac_option = "{job.request.recompute_every or "op"}"']
+          if plan.recompute is Recompute.SELECTIVE else []),
+        "",
+        "[parallelism]",
+        f"data_parallel_replicate_degree = {1 if fsdp else plan.dp}",
+        f"data_parallel_shard_degree = {plan.dp if fsdp else 1}",
+        f"tensor_parallel_degree = {plan.tp}",
+        f"pipeline_parallel_degree = {plan.pp}",
+        f'pipeline_parallel_schedule = "{SCHEDULES[plan.schedule]}"',
+        f"pipeline_parallel_microbatch_size = {plan.micro_batch_size}",
+        "module_fqns_per_model_part = [",
+    ]
+    lines += [f"    {json.dumps(part)}," for part in names] + ["]", ""]
+    return {FILE: "\n".join(lines)}

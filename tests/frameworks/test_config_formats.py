@@ -1,0 +1,394 @@
+"""Each reader on a consistent, real-shaped config: exact fields and notes."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from pptune.costmodel.schedules import Schedule
+from pptune.errors import BadInput
+from pptune.frameworks.read import ConfigFormat, ReadResult, read_config
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "configs"
+
+
+def fields(result: ReadResult) -> dict:
+    return result.config.model_dump(exclude_defaults=True, mode="json")
+
+
+# --- pptune's own format ----------------------------------------------------
+
+
+def test_pptune_yaml_reads_every_field_as_written() -> None:
+    result = read_config(DATA / "pptune.yaml")
+    assert result.format is ConfigFormat.PPTUNE
+    assert fields(result) == {
+        "gpus": 16, "tp": 2, "pp": 4, "dp": 2, "schedule": "interleaved-1f1b",
+        "virtual_stages": 2, "micro_batch_size": 1, "global_batch": 128,
+        "grad_accum_steps": 64, "seq_len": 8192, "model": "llama3-8b", "gpu": "h100-sxm",
+        "limits": {"max_bubble": 0.2, "memory_fraction": 0.9},
+    }
+    assert result.notes == []
+
+
+def test_pptune_toml_and_json_read_the_same_run(tmp_path: Path) -> None:
+    toml = read_config(DATA / "pptune.toml").config
+    as_json = tmp_path / "run.json"
+    as_json.write_text(json.dumps({"gpus": 16, "tp": 2, "pp": 4, "schedule": "interleaved-1f1b",
+                                   "virtual_stages": 2, "micro_batch_size": 1,
+                                   "global_batch": 128, "model": "llama3-8b",
+                                   "gpu": "h100-sxm", "limits": {"max_bubble": 0.2}}))
+    assert read_config(as_json).config == toml
+    assert toml.schedule is Schedule.INTERLEAVED and toml.limits.max_bubble == 0.2
+
+
+def test_pptune_schedule_name_is_case_insensitive(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("micro_batch_size: 2\nschedule: ZB-H1\n")
+    assert read_config(path).config.schedule is Schedule.ZB_H1
+
+
+def test_pptune_inconsistent_values_are_carried_not_rejected(tmp_path: Path) -> None:
+    # 10 GPUs cannot be tp 2 x pp 4 x dp 2, and 1 x 7 x 2 != 128: findings for the check
+    path = tmp_path / "c.yaml"
+    path.write_text("gpus: 10\ntp: 2\npp: 4\ndp: 2\nmicro_batch_size: 1\n"
+                    "global_batch: 128\ngrad_accum_steps: 7\n")
+    cfg = read_config(path).config
+    assert (cfg.gpus, cfg.tp, cfg.pp, cfg.dp) == (10, 2, 4, 2)
+    assert (cfg.global_batch, cfg.grad_accum_steps) == (128, 7)
+
+
+# --- DeepSpeed ----------------------------------------------------------------
+
+
+def test_deepspeed_config_maps_batch_zero_and_pipeline() -> None:
+    result = read_config(DATA / "ds_config.json", gpus=8)
+    assert result.format is ConfigFormat.DEEPSPEED
+    assert fields(result) == {
+        "gpus": 8, "pp": 2, "micro_batch_size": 2, "global_batch": 64, "grad_accum_steps": 8,
+        "partition_method": "parameters", "precision": "bf16", "zero_stage": 1,
+        "sharded_optimizer": True, "source_format": "deepspeed", "sharding": "zero1",
+        "attention": "eager",
+        # pipeline.activation_checkpoint_interval 1: PipelineModule checkpoints every layer
+        "recompute": "full",
+    }
+    assert "gpus 8 from --gpus: the file does not state a GPU count" in result.notes
+    assert any(n.startswith("ignored keys: gradient_clipping, optimizer") for n in result.notes)
+
+
+def test_deepspeed_auto_values_are_noted_and_left_unset() -> None:
+    result = read_config(DATA / "ds_config_hf_auto.json", pp=4)
+    cfg = result.config
+    assert (cfg.global_batch, cfg.grad_accum_steps, cfg.precision) == (None, None, None)
+    assert (cfg.micro_batch_size, cfg.pp, cfg.zero_stage, cfg.sharded_optimizer) == (4, 4, 3, True)
+    auto = [n for n in result.notes if '"auto"' in n]
+    assert len(auto) == 3 and any(n.startswith("train_batch_size") for n in auto)
+
+
+def test_deepspeed_pipeline_size_top_level_and_flag_does_not_override(tmp_path: Path) -> None:
+    path = tmp_path / "ds.json"
+    path.write_text('{"train_batch_size": 32, "train_micro_batch_size_per_gpu": 1,'
+                    ' "pipeline_parallel_size": 4}')
+    result = read_config(path, pp=8)
+    assert result.config.pp == 4
+    assert "--pp 8 ignored: the file states a pipeline size = 4" in result.notes
+
+
+def test_deepspeed_micro_batch_derived_like_deepspeed(tmp_path: Path) -> None:
+    path = tmp_path / "ds.json"
+    path.write_text('{"train_batch_size": 64, "gradient_accumulation_steps": 4,'
+                    ' "train_micro_batch_size_per_gpu": "auto"}')
+    result = read_config(path, gpus=8, pp=2)  # dp = 8 / 2 = 4 -> 64 / (4 x 4) = 4
+    assert result.config.micro_batch_size == 4
+    assert any("derived as DeepSpeed does" in n for n in result.notes)
+    with pytest.raises(BadInput, match="train_micro_batch_size_per_gpu is 'auto'"):
+        read_config(path)  # no --gpus: cannot derive
+
+
+def test_deepspeed_inconsistent_batch_is_carried(tmp_path: Path) -> None:
+    path = tmp_path / "ds.json"  # 2 x 8 x dp never makes 100 with 8 GPUs: a finding
+    path.write_text('{"train_batch_size": 100, "train_micro_batch_size_per_gpu": 2,'
+                    ' "gradient_accumulation_steps": 8}')
+    cfg = read_config(path, gpus=8).config
+    assert (cfg.global_batch, cfg.micro_batch_size, cfg.grad_accum_steps) == (100, 2, 8)
+
+
+# --- Megatron-LM ----------------------------------------------------------------
+
+
+def test_megatron_llama3_script_resolves_variables_arrays_and_launcher() -> None:
+    result = read_config(DATA / "megatron_llama3_8b.sh")
+    assert result.format is ConfigFormat.MEGATRON
+    assert fields(result) == {
+        "gpus": 16, "tp": 2, "pp": 4, "schedule": "interleaved-1f1b", "virtual_stages": 2,
+        "micro_batch_size": 1, "global_batch": 128, "seq_len": 8192, "model": "llama3-8b",
+        "num_layers": 32, "hidden_size": 4096, "num_heads": 32, "num_kv_heads": 8,
+        "ffn_hidden_size": 14336, "gated_mlp": True, "precision": "bf16",
+        "recompute": "selective", "sharded_optimizer": True, "sequence_parallel": True,
+        "source_format": "megatron", "sharding": "zero1", "attention": "flash",
+    }
+    assert "shell variable NUM_NODES is not set in the script; used its default '2'" in (
+        result.notes)
+    assert any(n.startswith("ignored 27 other flags: --use-mcore-models") for n in result.notes)
+
+
+def test_megatron_gpt3_string_variables_and_distributed_launch() -> None:
+    result = read_config(DATA / "megatron_gpt3_175b.sh")
+    cfg = result.config
+    assert (cfg.gpus, cfg.gpus_per_node, cfg.tp, cfg.pp) == (128, 8, 8, 16)
+    assert (cfg.micro_batch_size, cfg.global_batch, cfg.grad_accum_steps) == (1, 1536, None)
+    assert (cfg.model, cfg.precision, cfg.schedule) == ("gpt3-175b", "fp16", Schedule.ONE_F_ONE_B)
+    assert "--rampup-batch-size ignored: checked at the final --global-batch-size" in result.notes
+
+
+def test_megatron_argument_file_with_uneven_first_and_last_stage() -> None:
+    cfg = read_config(DATA / "megatron_args.txt").config
+    assert cfg.stage_layers == [5, 7, 7, 5]  # 24 - 5 - 5 = 14 over 2 middle stages
+    assert (cfg.pp, cfg.num_layers, cfg.micro_batch_size, cfg.global_batch) == (4, 24, 2, 512)
+    assert cfg.gpus is None  # no launcher: --gpus would fill it
+
+
+def test_megatron_unresolved_variable_left_unset_then_flag_fills(tmp_path: Path) -> None:
+    path = tmp_path / "run.sh"
+    path.write_text("torchrun --nproc_per_node 8 pretrain_gpt.py --micro-batch-size 1 \\\n"
+                    "  --pipeline-model-parallel-size $PP --global-batch-size ${GBS}\n")
+    result = read_config(path)
+    assert (result.config.pp, result.config.global_batch, result.config.gpus) == (1, None, 8)
+    assert ("--pipeline-model-parallel-size is $PP, which pptune cannot resolve without running "
+            "the script; left unset") in result.notes
+    assert "pp assumed 1: pass --pp" in result.notes
+    filled = read_config(path, pp=4)
+    assert filled.config.pp == 4
+    assert any(n.startswith("pp 4 from --pp") for n in filled.notes)
+
+
+def test_megatron_flag_does_not_override_the_script(tmp_path: Path) -> None:
+    path = tmp_path / "run.sh"
+    path.write_text("python pretrain_gpt.py --micro-batch-size 1 "
+                    "--pipeline-model-parallel-size 2\n")
+    result = read_config(path, pp=8)
+    assert result.config.pp == 2
+    assert "--pp 8 ignored: the file states --pipeline-model-parallel-size = 2" in result.notes
+
+
+def test_megatron_virtual_stages_direct_and_last_repeat_wins(tmp_path: Path) -> None:
+    path = tmp_path / "run.sh"
+    path.write_text("python pretrain_gpt.py --micro-batch-size 1 --micro-batch-size 2 "
+                    "--pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 3\n")
+    result = read_config(path)
+    assert (result.config.micro_batch_size, result.config.virtual_stages) == (2, 3)
+    assert result.config.schedule is Schedule.INTERLEAVED
+    assert any("given 2 times (1, 2); Megatron-LM uses the last, 2" in n for n in result.notes)
+
+
+def test_megatron_arithmetic_and_default_expansions(tmp_path: Path) -> None:
+    path = tmp_path / "run.sh"
+    path.write_text("NODES=${NODES:-4}\nGPN=8\nTP=$((64 / GPN))\nexport PP=4\n"
+                    "torchrun --nnodes=$NODES --nproc-per-node=$GPN pretrain_gpt.py "
+                    "--tensor-model-parallel-size $TP --pipeline-model-parallel-size=${PP} "
+                    "--micro-batch-size 1 --global-batch-size $(( 4 * 64 ))\n")
+    cfg = read_config(path).config
+    assert (cfg.gpus, cfg.gpus_per_node, cfg.tp, cfg.pp, cfg.global_batch) == (32, 8, 8, 4, 256)
+
+
+# --- torchtitan -------------------------------------------------------------------
+
+
+def test_torchtitan_llama3_8b_pipeline_config() -> None:
+    result = read_config(DATA / "torchtitan_llama3_8b.toml")
+    assert result.format is ConfigFormat.TORCHTITAN
+    assert fields(result) == {
+        "pp": 2, "dp": 4, "schedule": "interleaved-1f1b", "virtual_stages": 2,
+        "micro_batch_size": 1, "global_batch": 32, "grad_accum_steps": 8, "seq_len": 8192,
+        "model": "llama3-8b", "precision": "bf16", "recompute": "selective", "zero_stage": 2,
+        "sharded_optimizer": True, "source_format": "torchtitan", "sharding": "fsdp",
+        "fsdp_reshard_after_forward": False, "attention": "flash",
+        # torchtitan's generate_llm_fqn_per_model_part: 32 + 2 effective layers over 4
+        # stages -> 9, 9, 8, 8 with the embedding and the norm + head counting one each
+        "stage_layers": [8, 9, 8, 7],
+    }
+    assert "virtual stages 2 per device: torchtitan's default for looped schedules" in (
+        result.notes)
+
+
+def test_torchtitan_older_layout() -> None:
+    result = read_config(DATA / "torchtitan_llama3_70b_legacy.toml", gpus=64)
+    assert fields(result) == {
+        "gpus": 64, "tp": 8, "pp": 4, "dp": 2, "micro_batch_size": 2, "global_batch": 32,
+        "grad_accum_steps": 8, "seq_len": 8192, "model": "llama3-70b",
+        "stage_layers": [20, 20, 20, 20], "precision": "bf16", "recompute": "full",
+        "zero_stage": 2, "sharded_optimizer": True, "source_format": "torchtitan",
+        "sharding": "fsdp", "fsdp_reshard_after_forward": False, "attention": "flash",
+        "sequence_parallel": True,  # torchtitan's tensor parallelism always is
+    }
+    assert "read tensor_parallel_degree from [training] (older torchtitan)" in result.notes
+
+
+TITAN = """
+[model]
+name = "llama3"
+flavor = "{flavor}"
+[training]
+local_batch_size = 16
+{extra_training}
+[parallelism]
+pipeline_parallel_degree = 4
+pipeline_parallel_schedule = "{schedule}"
+pipeline_parallel_microbatch_size = 2
+data_parallel_shard_degree = {shard}
+{extra_parallel}
+"""
+
+
+def titan(tmp_path: Path, flavor: str = "70B", schedule: str = "1F1B", shard: int = 2,
+          extra_training: str = "", extra_parallel: str = "") -> Path:
+    path = tmp_path / "job.toml"
+    path.write_text(TITAN.format(flavor=flavor, schedule=schedule, shard=shard,
+                                 extra_training=extra_training, extra_parallel=extra_parallel))
+    return path
+
+
+@pytest.mark.parametrize(("name", "schedule", "chunks"), [
+    ("1F1B", "1f1b", 1), ("gpipe", "gpipe", 1), ("Interleaved1F1B", "interleaved-1f1b", 2),
+    ("InterleavedZeroBubble", "zb-h1", 1), ("ZBVZeroBubble", "zbv", 2),
+])
+def test_torchtitan_schedule_names(tmp_path: Path, name: str, schedule: str, chunks: int) -> None:
+    cfg = read_config(titan(tmp_path, schedule=name)).config
+    assert (cfg.schedule.value, cfg.virtual_stages) == (schedule, chunks)
+
+
+def test_torchtitan_unmodelled_schedule_is_a_warning_unknown_one_a_refusal(
+        tmp_path: Path) -> None:
+    """torch's get_schedule_class knows LoopedBFS (pptune cannot model it: a warning
+    naming it) and refuses unknown names ('Unknown schedule type',
+    torch/distributed/pipelining/schedules.py): an error finding, not exit 2."""
+    found = read_config(titan(tmp_path, schedule="LoopedBFS")).semantics.findings
+    assert [(f.id, f.severity) for f in found] == [("torchtitan-unmodelled", "warning")]
+    assert "LoopedBFS is not modelled" in found[0].message
+    found = read_config(titan(tmp_path, schedule="Fancy")).semantics.findings
+    assert [(f.id, f.severity) for f in found] == [("torchtitan-schedule", "error")]
+    assert "expected" not in found[0].message and "1F1B, GPipe, Interleaved1F1B" in found[0].message
+
+
+def test_torchtitan_global_batch_over_local_times_dp_is_pipeline_runs(tmp_path: Path) -> None:
+    path = titan(tmp_path, extra_training="global_batch_size = 96")
+    cfg = read_config(path).config  # local 16 x dp 2 = 32: 3 runs of 16 / 2 = 8 micro-batches
+    assert (cfg.global_batch, cfg.pipeline_flushes, cfg.grad_accum_steps) == (96, 3, 24)
+    assert (cfg.micro_batch_size, cfg.dp, cfg.model) == (2, 2, "llama3-70b")
+    # global = micro x GA x dp holds, as it must for check-config
+    assert cfg.global_batch == cfg.micro_batch_size * cfg.grad_accum_steps * cfg.dp
+
+
+def test_torchtitan_layers_per_stage_sets_virtual_stages(tmp_path: Path) -> None:
+    path = titan(tmp_path, schedule="Interleaved1F1B",
+                 extra_parallel="pipeline_parallel_layers_per_stage = 7")
+    cfg = read_config(path).config  # ceil((80 + 1 + 1) / 7) = 12 stages over pp 4 -> 3
+    assert cfg.virtual_stages == 3
+    path = titan(tmp_path, schedule="Interleaved1F1B",
+                 extra_parallel="pipeline_parallel_layers_per_stage = 9")  # 10 stages
+    found = read_config(path).semantics.findings
+    assert found[0].id == "torchtitan-stage-count" and found[0].severity == "error"
+    assert "gives 10 stages for 80 layers" in found[0].message
+
+
+def test_torchtitan_rest_of_gpus_shard(tmp_path: Path) -> None:
+    path = titan(tmp_path, shard=-1, flavor="debugmodel")
+    result = read_config(path)
+    assert (result.config.dp, result.config.global_batch, result.config.model) == (None, None,
+                                                                                   None)
+    assert any("data_parallel_shard_degree is -1" in n for n in result.notes)
+    assert any("flavor debugmodel has no pptune preset" in n for n in result.notes)
+    resolved = read_config(path, gpus=16).config  # 16 / pp 4 = 4
+    assert (resolved.dp, resolved.global_batch, resolved.gpus) == (4, 64, 16)
+
+
+def test_torchtitan_local_not_multiple_of_microbatch(tmp_path: Path) -> None:
+    path = titan(tmp_path, extra_parallel="")
+    path.write_text(path.read_text().replace("microbatch_size = 2", "microbatch_size = 3"))
+    found = read_config(path).semantics.findings
+    assert found[0].id == "torchtitan-microbatch-size"
+    assert ("local_batch_size 16 is not a multiple of "
+            "parallelism.pipeline_parallel_microbatch_size 3") in found[0].message
+
+
+def test_torchtitan_without_pipeline_each_local_batch_is_a_micro_batch(tmp_path: Path) -> None:
+    path = tmp_path / "fsdp.toml"
+    path.write_text('[model]\nname = "llama3"\nflavor = "8B"\n[training]\nlocal_batch_size = 4\n'
+                    "seq_len = 8192\n[parallelism]\ndata_parallel_shard_degree = 8\n")
+    cfg = read_config(path).config
+    assert (cfg.pp, cfg.micro_batch_size, cfg.grad_accum_steps, cfg.global_batch) == (1, 4, 1, 32)
+    assert cfg.zero_stage == 3  # FSDP reshards after forward without PP
+
+
+# --- detection and format_in -------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", list(ConfigFormat))
+def test_every_format_member_round_trips_by_name(fmt: ConfigFormat) -> None:
+    sample = {ConfigFormat.PPTUNE: "pptune.yaml", ConfigFormat.DEEPSPEED: "ds_config.json",
+              ConfigFormat.MEGATRON: "megatron_llama3_8b.sh",
+              ConfigFormat.TORCHTITAN: "torchtitan_llama3_8b.toml"}[fmt]
+    detected = read_config(DATA / sample)
+    forced = read_config(DATA / sample, fmt.value)
+    assert detected.format is fmt and forced.format is fmt
+    assert forced.config == detected.config
+    assert forced.config.source_format == fmt.value
+
+
+def test_format_in_overrides_detection(tmp_path: Path) -> None:
+    path = tmp_path / "args"
+    path.write_text("--micro-batch-size 4\n")
+    assert read_config(path, "megatron").config.micro_batch_size == 4
+    with pytest.raises(BadInput, match=re.escape("--format-in 'xml' is unknown; expected one of "
+                                                 "pptune|deepspeed|megatron|torchtitan")):
+        read_config(path, "xml")
+
+
+def test_unknown_content_asks_for_format_in(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("hello: world\n")
+    with pytest.raises(BadInput, match=r"cannot tell the format of .*notes\.txt.*"
+                                       r"--format-in pptune\|deepspeed"):
+        read_config(path)
+
+
+def test_comment_mentioning_pretrain_does_not_make_yaml_megatron(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("# ported from pretrain_gpt.py\nmicro_batch_size: 2\npp: 2\n")
+    assert read_config(path).format is ConfigFormat.PPTUNE
+
+
+def test_torchtitan_module_fqns_per_model_part_gives_the_split(tmp_path: Path) -> None:
+    parts = [["tok_embeddings"] + [f"layers.{i}" for i in range(0, 19)],
+             [f"layers.{i}" for i in range(19, 40)],
+             [f"layers.{i}" for i in range(40, 61)],
+             [f"layers.{i}" for i in range(61, 80)] + ["norm", "output"]]
+    path = titan(tmp_path, extra_parallel=f"module_fqns_per_model_part = {json.dumps(parts)}")
+    cfg = read_config(path).config
+    assert (cfg.stage_layers, cfg.virtual_stages) == ([19, 21, 21, 19], 1)
+
+
+def test_torchtitan_split_sets_chunks_for_interleaved(tmp_path: Path) -> None:
+    parts = [[f"layers.{i}" for i in range(k * 10, k * 10 + 10)] for k in range(8)]
+    parts[0].insert(0, "tok_embeddings")
+    parts[-1] += ["norm", "output"]
+    path = titan(tmp_path, schedule="Interleaved1F1B",
+                 extra_parallel=f"module_fqns_per_model_part = {json.dumps(parts)}")
+    cfg = read_config(path).config
+    assert (cfg.virtual_stages, cfg.stage_layers) == (2, [10] * 8)
+    path = titan(tmp_path, schedule="1F1B",
+                 extra_parallel=f"module_fqns_per_model_part = {json.dumps(parts)}")
+    found = read_config(path).semantics.findings
+    assert "has 2 stages per rank, but 1F1B runs 1" in found[0].message
+
+
+def test_torchtitan_split_points(tmp_path: Path) -> None:
+    path = titan(tmp_path, extra_parallel='pipeline_parallel_split_points = '
+                                          '["layers.18", "layers.40", "layers.62"]')
+    assert read_config(path).config.stage_layers == [18, 22, 22, 18]
+    path = titan(tmp_path, extra_parallel='pipeline_parallel_split_points = ["layers.40", 7]')
+    with pytest.raises(BadInput, match="expected block names such as"):
+        read_config(path)
