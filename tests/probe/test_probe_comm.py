@@ -8,7 +8,7 @@ import pytest
 from probe_spawn_helpers import crash_entry, fail_entry, hang_entry, ok_entry
 
 from pptune.errors import BadInput, RunFailed
-from pptune.probe.build import points_from_comm
+from pptune.probe.links import points_from_comm
 from pptune.probe.comm import (
     CommPlan,
     Measurement,
