@@ -62,6 +62,9 @@ $(PSTAMP): pyproject.toml
 peers: $(PSTAMP)
 	$(PEERS)/bin/python -m bench.peers.run
 
+# What CI runs before the tests (.ci/run): ruff over the code, tests and benchmarks,
+# then mypy, strict, over the whole package ([tool.mypy] in pyproject.toml). The
+# tools' versions are pinned in pyproject's dev extra.
 lint: $(STAMP)
 	$(BIN)/ruff check pptune tests bench
 	$(BIN)/mypy
