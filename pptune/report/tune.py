@@ -38,9 +38,10 @@ def trials_table(rows: Sequence[Any], winner_key: str | None,
     for name, just in columns:
         t.add_column(name, justify=just)
     for r in rows:
-        status = r.status + (" (resumed)" if r.resumed else "")
-        if r.cand.key == winner_key:
-            status = "WINNER"
+        # a trial kept from an earlier run says so, the winner too
+        status = ("WINNER" if r.cand.key == winner_key else r.status) + (
+            " (resumed)" if r.resumed else ""
+        )
         t.add_row(str(r.cand.rank), r.cand.key, _ms(r.before_s), _ms(r.after_s), _ms(r.measured_s),
                   _err(r.before_s, r.measured_s), _err(r.after_s, r.measured_s),
                   fmt_seconds(plan_s(r)), status)
