@@ -69,6 +69,9 @@ peers: $(PSTAMP)
 docs: $(STAMP)
 	$(BIN)/python -m bench.docs
 
+# What CI runs before the tests (.ci/run): ruff over the code, tests and benchmarks,
+# then mypy, strict, over the whole package ([tool.mypy] in pyproject.toml). The
+# tools' versions are pinned in pyproject's dev extra.
 lint: $(STAMP)
 	$(BIN)/ruff check pptune tests bench
 	$(BIN)/mypy

@@ -9,14 +9,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import itertools
-import json
-import platform
 import random
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
+from bench.write import write_result
 from pptune.costmodel import presets
 from pptune.costmodel.comm import AllReduceLink
 from pptune.costmodel.partition import min_bottleneck_split
@@ -34,19 +32,6 @@ from pptune.costmodel.search import (
 )
 from pptune.costmodel.simulate import Link, simulate, uniform_stages
 from pptune.costs.profiles import analytic_profile, cost_table
-
-RESULTS = Path(__file__).parent / "results"
-
-
-def _write(name: str, doc: dict[str, Any]) -> None:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    doc = {"benchmark": name, "machine": f"{platform.machine()} {platform.python_version()}",
-           "date": time.strftime("%Y-%m-%d"), **doc}
-    path = RESULTS / f"{name}.json"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    tmp.replace(path)
-    print(f"wrote {path}")
 
 
 def _timed(fn: Any, repeats: int) -> float:
@@ -73,7 +58,7 @@ def bench_simulator(repeats: int) -> None:
             rows.append({"schedule": schedule, "pp": p, "microbatches": m, "virtual_stages": v,
                          "keep_events": keep, "ops": ops, "median_s": round(t, 4),
                          "us_per_op": round(t / ops * 1e6, 2)})
-    _write("simulator_speed", {"repeats": repeats, "results": rows})
+    write_result("simulator_speed", {"repeats": repeats, "results": rows})
 
 
 def _random_table(rng: random.Random, n: int) -> CostTable:
@@ -116,7 +101,7 @@ def bench_optimality(instances: int) -> None:
                         split = [bounds[i + 1] - bounds[i] for i in range(p)]
                         best = min(best, evaluate(table, req, PlanSpec(s, p, b, m, tuple(split))).step_time_s)
         ratios.append(got / best)
-    _write("planner_optimality", {
+    write_result("planner_optimality", {
         "instances": instances,
         "description": "chosen plan's simulated step time / best of exhaustive enumeration "
                        "of every pp, micro-batch size, schedule and contiguous split",
@@ -161,7 +146,7 @@ def bench_fixed_depth_optimality(instances: int) -> None:
         climb = _fixed_depth_rows(instances)
     finally:
         refine.EXHAUSTIVE_MAX_SPLITS = saved
-    _write("planner_optimality_fixed_depth", {
+    write_result("planner_optimality_fixed_depth", {
         "description": "chosen split's simulated step / best of all contiguous splits, "
                        "pp and m fixed (random per-layer costs, one micro-batch size); "
                        "these instances are small enough for the exact refinement, "
@@ -183,7 +168,7 @@ def _compositions(n: int, k: int) -> list[tuple[int, ...]]:
 def bench_published_memory() -> None:
     from bench import memory
 
-    _write("published_memory", memory.main())
+    write_result("published_memory", memory.main())
 
 
 def _baseline_splits(table: CostTable, p: int) -> dict[str, list[int]]:
@@ -229,7 +214,7 @@ def bench_baselines() -> None:
                 row[f"{name}_step_s"] = round(base.step_time_s, 4)
                 row[f"ratio_vs_{name}"] = round(ours.step_time_s / base.step_time_s, 4)
             rows.append(row)
-    _write("planner_vs_baselines", {
+    write_result("planner_vs_baselines", {
         "description": "pptune's split vs Megatron-LM's even block split and DeepSpeed's "
                        "parameter-balanced split, same pp, schedule, micro-batch size 1 and m; "
                        "analytic costs; ratio < 1 means pptune's plan is faster "
@@ -256,7 +241,7 @@ def bench_planner_speed(repeats: int) -> None:
                          "feasible_plans_found": len(res.plans), "median_s": round(t, 3)})
     finally:
         del presets.MODELS[big.name]
-    _write("planner_speed", {"repeats": repeats, "results": rows})
+    write_result("planner_speed", {"repeats": repeats, "results": rows})
 
 
 def main() -> None:
@@ -272,7 +257,7 @@ def main() -> None:
     bench_planner_speed(repeats)
     from bench import published
 
-    _write("published", published.main())
+    write_result("published", published.main())
     try:
         from bench import accuracy
     except ImportError:

@@ -149,9 +149,9 @@ def main(quick: bool = False) -> dict[str, Any]:
         "calibration_notes": cal.notes if cal else [],
         "rows": rows,
     }
-    from bench.run import _write
+    from bench.write import write_result
 
-    _write("tune", doc)
+    write_result("tune", doc)
     return doc
 
 

@@ -148,7 +148,7 @@ def _tune(kw: dict[str, Any], recommend_fn: Callable[..., Any]) -> None:
     if getattr(search, "recompute", "none") is None:
         search.recompute = "none"  # the trials run without it: search what they can measure
     if kw["emit"] is not None:
-        from pptune.plan.emit import Framework
+        from pptune.frameworks.registry import Framework
 
         if kw["emit"] not in {f.value for f in Framework}:
             raise BadInput(f"unknown --emit {kw['emit']!r}; choose "

@@ -123,16 +123,3 @@ def bottleneck(
 ) -> float:
     extra = list(stage_extra) if stage_extra is not None else [0.0] * len(stage_layers)
     return max(sum(costs[s:e]) + extra[k] for k, (s, e) in enumerate(stage_bounds(stage_layers)))
-
-
-def deepspeed_split(method: str, param_counts: Sequence[float], n_stages: int) -> list[int]:
-    """A split as DeepSpeed's ``partition_method`` would balance it.
-
-    "uniform" balances the number of layers, "parameters" the parameter
-    counts (DeepSpeed PipelineModule); both as the exact min-max split.
-    """
-    if method == "parameters":
-        return min_bottleneck_split(list(param_counts), n_stages)
-    if method == "uniform":
-        return min_bottleneck_split([1.0] * len(param_counts), n_stages)
-    raise SplitError(f"partition_method {method!r} is not modelled; use uniform or parameters")

@@ -1,341 +1,46 @@
 """Measured busy, communication and idle share per rank from torch.profiler traces.
 
-Reads Chrome traces as ``torch.profiler.profile.export_chrome_trace`` writes
-them (``{"traceEvents": [...], "distributedInfo": {"rank": r, ...},
-"baseTimeNanoseconds": ...}`` or a bare list of events, optionally gzipped as
-``tensorboard_trace_handler(use_gzip=True)`` writes them). Only complete
-events count (``"ph": "X"``, ``ts`` and ``dur`` in microseconds); the
-profiler's own span (``cat`` ``"Trace"``) is skipped.
-
-Which events belong to which rank:
-
-- a file whose ``distributedInfo`` names a rank is that rank;
-- several files without it are ranks 0, 1, ... in the order given;
-- one file without it is a merged trace: each distinct ``pid`` that runs GPU
-  kernels is a rank (torch gives a GPU's events its device index as pid), or,
-  when there are no kernels, each ``pid`` with CPU ops; ranks are numbered in
-  pid order.
-
-What counts as busy (compute) on a rank:
-
-- GPU kernels (``cat`` ``"kernel"``) on any of its streams when it has any,
-  which is what ``nvmlDeviceGetUtilizationRates().gpu`` counts too;
-- otherwise top-level CPU ops (``cpu_op`` not nested in another ``cpu_op``
-  on the same thread). User annotations do not count as compute:
-  ``torch.distributed.pipelining`` wraps each step in ``Forward i`` /
-  ``Backward i`` / ``PP:...`` markers that include the time spent waiting to
-  receive, and ``ProfilerStep#k`` spans the whole step (measured 2026-11-29,
-  docs/measured.md: busy time is the union of the compute ops).
-
-Communication is reported apart, never as compute: kernels or ops whose name
-contains ``nccl`` or ``gloo`` (``ncclDevKernel_SendRecv``,
-``ncclKernel_AllReduce_RING_LL_Sum_float``, the ``gloo:all_reduce``
-annotation), and CPU ops ``c10d::*`` and ``record_param_comms``. Memory
-copies (``gpu_memcpy``, ``gpu_memset``) are neither.
+The traces are read by ``pptune.observe.trace_file``; which events belong to
+which rank, and which count as compute or communication, is decided in
+``pptune.observe.trace_ranks`` (the rules are in its module doc).
 
 Each share is a union of intervals clipped to the window, so overlapping
 streams or threads never count twice. ``idle = window - busy``: exposed
 communication is part of idle, overlapped communication is not.
-
-Files from different processes are put on one clock through their
-``baseTimeNanoseconds`` (Kineto writes ``ts`` relative to it).
 """
 
 from __future__ import annotations
 
-import json
-import math
-import re
-import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pptune.errors import BadInput
-from pptune.files import read_limited
+from pptune.observe.trace_file import TraceFile, load_trace
+from pptune.observe.trace_ranks import (
+    SOURCE_CPU,
+    SOURCE_GPU,
+    align_clocks,
+    clip,
+    profiler_steps,
+    rank_intervals,
+    split_ranks,
+    union_length,
+)
 
-Interval = tuple[float, float]  # (start_us, end_us)
+# load_trace and the SOURCE_* labels stay importable from here, where the CLI
+# and its tests take them.
+__all__ = [
+    "DEFAULT_MIN_BUSY",
+    "SOURCE_CPU",
+    "SOURCE_GPU",
+    "DeviceShare",
+    "TraceReport",
+    "analyze",
+    "load_trace",
+]
 
-PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
-COMM_SUBSTRINGS = ("nccl", "gloo")
-COMM_PREFIXES = ("c10d::", "record_param_comms")
 DEFAULT_MIN_BUSY = 0.6  # rule of thumb: a GPU busy under ~60% of a step loses it to the bubble
-SOURCE_GPU = "gpu kernels"
-SOURCE_CPU = "cpu ops"
-
-
-# ---------------------------------------------------------------- intervals
-
-
-def merge_intervals(intervals: Iterable[Interval]) -> list[Interval]:
-    """Sorted, disjoint intervals covering the same time; empty ones dropped."""
-    out: list[list[float]] = []
-    for start, end in sorted(iv for iv in intervals if iv[1] > iv[0]):
-        if out and start <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], end)
-        else:
-            out.append([start, end])
-    return [(a, b) for a, b in out]
-
-
-def union_length(intervals: Iterable[Interval]) -> float:
-    """Total time covered by at least one interval: ``[(0, 2), (1, 3), (5, 6)]`` -> 4."""
-    return sum(end - start for start, end in merge_intervals(intervals))
-
-
-def clip(intervals: Iterable[Interval], lo: float, hi: float) -> list[Interval]:
-    """The parts of ``intervals`` inside ``[lo, hi]``."""
-    out = []
-    for start, end in intervals:
-        a, b = max(start, lo), min(end, hi)
-        if b > a:
-            out.append((a, b))
-    return out
-
-
-def is_comm(name: str) -> bool:
-    """True for communication kernels and ops (NCCL, gloo, c10d collectives)."""
-    low = name.lower()
-    return any(s in low for s in COMM_SUBSTRINGS) or name.startswith(COMM_PREFIXES)
-
-
-# ---------------------------------------------------------------- reading
-
-
-@dataclass(frozen=True)
-class TraceFile:
-    """One parsed trace: its complete events and what identifies its rank."""
-
-    label: str
-    events: list[dict[str, Any]]
-    rank: int | None = None
-    base_ns: int | None = None
-
-
-def _is_number(x: object) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def _usable(e: object) -> bool:
-    return (
-        isinstance(e, dict)
-        and e.get("ph") == "X"
-        and e.get("cat") != "Trace"
-        and _is_number(e.get("ts"))
-        and _is_number(e.get("dur"))
-        and e["dur"] >= 0
-        and all(
-            isinstance(e.get(k), (int, float, str, type(None))) for k in ("pid", "tid", "name")
-        )
-    )
-
-
-def parse_trace(obj: object, label: str = "trace") -> TraceFile:
-    """A ``TraceFile`` from decoded trace JSON; ``BadInput`` when it is not a trace."""
-    if isinstance(obj, list):
-        raw, meta = obj, {}
-    elif isinstance(obj, dict):
-        if "traceEvents" not in obj:
-            raise BadInput(
-                f"{label}: JSON without 'traceEvents': not a Chrome trace "
-                "(torch.profiler's export_chrome_trace writes one)"
-            )
-        raw, meta = obj["traceEvents"], obj
-    else:
-        raise BadInput(
-            f"{label}: JSON {type(obj).__name__} is not a Chrome trace "
-            "(expected an object with 'traceEvents' or a list of events)"
-        )
-    if not isinstance(raw, list):
-        raise BadInput(f"{label}: 'traceEvents' is a {type(raw).__name__}, expected a list")
-    events = [e for e in raw if _usable(e)]
-    if not events:
-        raise BadInput(
-            f"{label}: no timed events ('ph': 'X' with 'ts' and 'dur') among "
-            f"{len(raw)} trace events"
-        )
-    rank = None
-    info = meta.get("distributedInfo")
-    if isinstance(info, str):  # some writers keep the metadata JSON-encoded
-        try:
-            info = json.loads(info)
-        except ValueError:
-            info = None
-    if isinstance(info, dict) and isinstance(info.get("rank"), int) and info["rank"] >= 0:
-        rank = int(info["rank"])
-    base = meta.get("baseTimeNanoseconds")
-    base_ns = int(base) if isinstance(base, int) and not isinstance(base, bool) else None
-    return TraceFile(label=label, events=events, rank=rank, base_ns=base_ns)
-
-
-# A profiler trace of a few steps is tens of MiB; JSON in memory takes about
-# ten times its text, so 512 MiB of text is already several GiB resident.
-MAX_TRACE_BYTES = 512 << 20
-
-
-def _gunzip(data: bytes, label: str) -> bytes:
-    """Decompress at most MAX_TRACE_BYTES (a small gzip can expand a thousandfold)."""
-    inflate = zlib.decompressobj(wbits=31)
-    try:
-        out = inflate.decompress(data, MAX_TRACE_BYTES + 1)
-    except zlib.error as exc:
-        raise BadInput(f"{label}: broken gzip file ({exc})") from None
-    if len(out) > MAX_TRACE_BYTES:
-        raise BadInput(f"{label}: expands to over {MAX_TRACE_BYTES >> 20} MiB; pptune reads "
-                       "traces up to that size (trim it to a few steps)")
-    if not inflate.eof:
-        raise BadInput(f"{label}: broken gzip file (truncated)")
-    return out
-
-
-def load_trace(path: Path | str) -> TraceFile:
-    """Read and parse one trace file (``.json`` or gzipped); ``BadInput`` on any problem."""
-    p = Path(path)
-    label = str(path)
-    data = read_limited(p, "trace", MAX_TRACE_BYTES)
-    if data[:2] == b"\x1f\x8b":
-        data = _gunzip(data, label)
-    if not data or data.isspace():
-        raise BadInput(f"{label}: empty file, expected a Chrome trace (JSON)")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise BadInput(f"{label}: binary data, expected a Chrome trace (JSON)") from None
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BadInput(
-            f"{label}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
-            "expected a Chrome trace"
-        ) from None
-    except RecursionError:
-        raise BadInput(f"{label}: JSON nested too deeply to be a Chrome trace") from None
-    return parse_trace(obj, label)
-
-
-# ---------------------------------------------------------------- ranks
-
-
-@dataclass(frozen=True)
-class RankEvents:
-    rank: int
-    label: str  # where the rank came from: a file, or a pid in a merged file
-    events: list[dict[str, Any]]  # on the common clock (align_clocks), in us
-
-
-def _pid_key(pid: object) -> tuple[int, float, str]:
-    """Numeric pids first, in numeric order, then named ones."""
-    if isinstance(pid, (int, float)):
-        return (0, float(pid), "")
-    return (1, 0.0, str(pid))
-
-
-def align_clocks(traces: Sequence[TraceFile]) -> list[TraceFile]:
-    """The traces with ``ts`` moved onto the clock of the earliest ``baseTimeNanoseconds``."""
-    bases = [t.base_ns for t in traces if t.base_ns is not None]
-    base0 = min(bases) if bases else 0
-    out = []
-    for t in traces:
-        off_us = (t.base_ns - base0) / 1000.0 if t.base_ns is not None else 0.0
-        events = t.events if off_us == 0 else [{**e, "ts": e["ts"] + off_us} for e in t.events]
-        out.append(TraceFile(t.label, events, t.rank, base0 if t.base_ns is not None else None))
-    return out
-
-
-def split_ranks(traces: Sequence[TraceFile]) -> list[RankEvents]:
-    """Events per rank, sorted by rank (see the module doc for the rules).
-
-    Give traces already on one clock (``align_clocks``)."""
-    if not traces:
-        raise BadInput("no trace files given")
-    if len(traces) == 1 and traces[0].rank is None:
-        t = traces[0]
-        kernel_pids = {e.get("pid") for e in t.events if e.get("cat") == "kernel"}
-        if kernel_pids:
-            pids = kernel_pids
-        else:
-            pids = {
-                e.get("pid") for e in t.events if e.get("cat") in ("cpu_op", "user_annotation")
-            }
-        if len(pids) <= 1:
-            return [RankEvents(0, t.label, t.events)]
-        ordered = sorted(pids, key=_pid_key)
-        return [
-            RankEvents(r, f"{t.label} pid {pid}", [e for e in t.events if e.get("pid") == pid])
-            for r, pid in enumerate(ordered)
-        ]
-
-    by_rank: dict[int, list[TraceFile]] = {}
-    for i, t in enumerate(traces):
-        by_rank.setdefault(i if t.rank is None else t.rank, []).append(t)
-    clashes = [
-        f"rank {r}: {', '.join(t.label for t in ts)}" for r, ts in sorted(by_rank.items())
-        if len(ts) > 1
-    ]
-    if clashes:
-        raise BadInput(
-            "two trace files claim the same rank (" + "; ".join(clashes) + "); "
-            "pass one file per rank (files without distributedInfo take their position)"
-        )
-    return [RankEvents(r, ts[0].label, ts[0].events) for r, ts in sorted(by_rank.items())]
-
-
-def _top_level(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Events not contained in an earlier event of the same (pid, tid)."""
-    out = []
-    threads: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for e in events:
-        threads.setdefault((str(e.get("pid")), str(e.get("tid"))), []).append(e)
-    for evs in threads.values():
-        evs.sort(key=lambda e: (e["ts"], -e["dur"]))
-        cur_end = -math.inf
-        for e in evs:
-            end = e["ts"] + e["dur"]
-            if end <= cur_end:  # starts no earlier (sorted) and ends inside: nested
-                continue
-            out.append(e)
-            cur_end = max(cur_end, end)
-    return out
-
-
-def rank_intervals(events: Sequence[dict[str, Any]]) -> tuple[str, list[Interval], list[Interval]]:
-    """``(source, compute, comm)`` intervals of one rank's events, merged, in us."""
-
-    def iv(e: dict[str, Any]) -> Interval:
-        return (float(e["ts"]), float(e["ts"] + e["dur"]))
-
-    kernels = [e for e in events if e.get("cat") == "kernel"]
-    if kernels:
-        compute = [iv(e) for e in kernels if not is_comm(str(e.get("name", "")))]
-        comm = [iv(e) for e in kernels if is_comm(str(e.get("name", "")))]
-        return SOURCE_GPU, merge_intervals(compute), merge_intervals(comm)
-    ops = _top_level([e for e in events if e.get("cat") == "cpu_op"])
-    compute = [iv(e) for e in ops if not is_comm(str(e.get("name", "")))]
-    comm = [iv(e) for e in ops if is_comm(str(e.get("name", "")))]
-    comm += [
-        iv(e) for e in events
-        if e.get("cat") == "user_annotation" and is_comm(str(e.get("name", "")))
-    ]
-    return SOURCE_CPU, merge_intervals(compute), merge_intervals(comm)
-
-
-def profiler_steps(events: Iterable[dict[str, Any]]) -> dict[int, Interval]:
-    """``ProfilerStep#k`` -> its span over all events (earliest start, latest end), in us.
-
-    Both the CPU annotation and the GPU one (``gpu_user_annotation``) count."""
-    steps: dict[int, Interval] = {}
-    for e in events:
-        m = PROFILER_STEP.match(str(e.get("name", "")))
-        if m:
-            k = int(m.group(1))
-            a, b = float(e["ts"]), float(e["ts"] + e["dur"])
-            lo, hi = steps.get(k, (a, b))
-            steps[k] = (min(lo, a), max(hi, b))
-    return steps
-
-
-# ---------------------------------------------------------------- report
 
 
 @dataclass(frozen=True)

@@ -4,95 +4,57 @@ Order: resolve the options; inventory (NVML, else the CPU); the model plan
 (so a bad model input fails before anything is spawned); links (measured,
 read from nccl-tests output, or documented defaults); then per-layer costs
 on rank 0. Talk goes through a ``Reporter`` (warnings, progress); nothing
-here prints.
+here prints. The options and their checks are in ``pptune.probe.options``,
+the link fits and defaults in ``pptune.probe.links``.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
-from enum import Enum
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from pptune.costmodel import presets
 from pptune.errors import BadInput
 from pptune.launch import ranks
 from pptune.launch.deps import import_torch
 from pptune.launch.stats import HIGH_SPREAD
 from pptune.probe import comm as comm_mod
-from pptune.probe.fit import AlphaBeta, fit_alpha_beta
 from pptune.probe.inventory import Inventory, cpu_inventory, gpu_inventory, peak_flops_for
-from pptune.report.fmt import fmt_bytes
-from pptune.schemas import (
-    DeviceInfo,
-    Layer,
-    LayerCost,
-    LinkPair,
-    Links,
-    LinkSpec,
-    ModelInfo,
-    Profile,
+from pptune.probe.links import (
+    Points,
+    default_links,
+    links_from_points,
+    points_from_comm,
+    points_from_nccl_tests,
 )
+from pptune.probe.options import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MICRO_BATCH_SIZES,
+    DEFAULT_MODEL,
+    DEFAULT_OUTPUT,
+    DEFAULT_REPEATS,
+    DEFAULT_TIMEOUT_S,
+    TORCH_DTYPES,
+    DeviceChoice,
+    DType,
+    ProbeOptions,
+    resolve_options,
+)
+from pptune.report.fmt import fmt_bytes
+from pptune.schemas import DeviceInfo, Layer, LayerCost, Links, ModelInfo, Profile
 
-MIB = 1024**2
-DEFAULT_OUTPUT = Path("pptune-profile.json")
-DEFAULT_MODEL = "gpt-small"
-DEFAULT_MICRO_BATCH_SIZES = [1, 2, 4]
-DEFAULT_REPEATS = 10
-DEFAULT_WARMUP = 3
-DEFAULT_TIMEOUT_S = 120.0
-DEFAULT_MAX_BYTES = {"cpu": 64 * MIB, "cuda": 256 * MIB}
-# --quick: the CI smoke run, well under a minute on a 2-core CPU machine.
-QUICK = {"micro_batch_sizes": [1, 2], "repeats": 5, "warmup": 2, "max_bytes": 4 * MIB}
-
-# Links when they are not measured (--no-comm, one GPU, or missing from
-# --nccl-tests files). Always written with a note saying so.
-# CPU: round figures of the order of a loopback TCP socket between two
-# processes of a small host (gloo over loopback was seen at ~100-240 us one
-# way and 1.5-2.7 GB/s p2p, all-reduce busbw 0.3-0.95 GB/s; docs/measured.md).
-CPU_LOOPBACK_P2P = AlphaBeta(latency_s=100e-6, bytes_per_s=1.0e9)
-CPU_LOOPBACK_ALLREDUCE = AlphaBeta(latency_s=200e-6, bytes_per_s=0.5e9)
-# GPU without NVLink: PCIe 4.0 x16 carries 31.5 GB/s per direction (PCI-SIG,
-# 16 GT/s x 16 lanes, 128b/130b); ~80% of it is what copies reach.
-PCIE4_X16_BYTES_PER_S = 25e9
-
-
-class DeviceChoice(str, Enum):
-    AUTO = "auto"
-    CPU = "cpu"
-    CUDA = "cuda"
-
-
-class DType(str, Enum):
-    AUTO = "auto"  # fp32 on CPU, bf16 on CUDA
-    FP32 = "fp32"
-    BF16 = "bf16"
-    FP16 = "fp16"
-
-
-_TORCH_DTYPES = {DType.FP32: "float32", DType.BF16: "bfloat16", DType.FP16: "float16"}
-
-
-@dataclass
-class ProbeOptions:
-    """What the user asked for; ``None`` means "not given" (quick or normal default)."""
-
-    model: str | None = None
-    hf_config: Path | None = None
-    module: str | None = None
-    micro_batch_sizes: list[int] | None = None
-    repeats: int | None = None
-    warmup: int | None = None
-    comm: bool = True
-    nccl_tests: list[Path] = field(default_factory=list)
-    max_bytes: int | None = None
-    timeout_s: float | None = None
-    quick: bool = False
-    device: DeviceChoice | None = None
-    dtype: DType = DType.AUTO
-    threads: int | None = None
-    seq_len: int | None = None
+# The options live in pptune.probe.options; the names callers import from here stay.
+__all__ = [
+    "DEFAULT_OUTPUT",
+    "DType",
+    "DeviceChoice",
+    "NullReporter",
+    "ProbeOptions",
+    "ProbeOutcome",
+    "Reporter",
+    "run_probe",
+]
 
 
 class Reporter(Protocol):
@@ -120,57 +82,6 @@ class NullReporter:
 class ProbeOutcome:
     profile: Profile | None  # None on torchrun ranks other than 0
     rank: int = 0
-    high_spread: list[str] = field(default_factory=list)
-
-
-def resolve_options(opts: ProbeOptions) -> ProbeOptions:
-    """Fill defaults (``--quick`` ones first) and check every value; BadInput names the knob."""
-    sources = [
-        flag
-        for flag, value in (("--model", opts.model), ("--hf-config", opts.hf_config),
-                            ("--module", opts.module))
-        if value is not None
-    ]
-    if len(sources) > 1:
-        raise BadInput(f"{' and '.join(sources)} both name the model; give one of them")
-    if opts.nccl_tests and not opts.comm:
-        raise BadInput("--nccl-tests and --no-comm both given; --nccl-tests already skips the "
-                       "bandwidth probe, drop one")
-    quick: dict[str, Any] = QUICK if opts.quick else {}
-    out = replace(
-        opts,
-        model=opts.model if sources else DEFAULT_MODEL,
-        micro_batch_sizes=opts.micro_batch_sizes
-        or quick.get("micro_batch_sizes", DEFAULT_MICRO_BATCH_SIZES),
-        repeats=opts.repeats if opts.repeats is not None else quick.get("repeats", DEFAULT_REPEATS),
-        warmup=opts.warmup if opts.warmup is not None else quick.get("warmup", DEFAULT_WARMUP),
-        max_bytes=opts.max_bytes if opts.max_bytes is not None else quick.get("max_bytes"),
-        timeout_s=opts.timeout_s if opts.timeout_s is not None else DEFAULT_TIMEOUT_S,
-        device=opts.device or (DeviceChoice.CPU if opts.quick else DeviceChoice.AUTO),
-    )
-    sizes = out.micro_batch_sizes or []
-    bad = [b for b in sizes if b < 1]
-    if bad or not sizes:
-        raise BadInput(f"--micro-batch-sizes must be positive integers, got {sizes}")
-    if len(set(sizes)) != len(sizes):
-        raise BadInput(f"--micro-batch-sizes has repeated values: {sizes}")
-    out.micro_batch_sizes = sorted(sizes)
-    if (out.repeats or 0) < 1:
-        raise BadInput(f"--repeats must be at least 1, got {out.repeats}")
-    if (out.warmup or 0) < 0:
-        raise BadInput(f"--warmup must be 0 or more, got {out.warmup}")
-    if out.max_bytes is not None and out.max_bytes < comm_mod.MIN_BYTES:
-        raise BadInput(
-            f"--max-bytes {out.max_bytes} is below the smallest message "
-            f"({comm_mod.MIN_BYTES} bytes); give e.g. 64M"
-        )
-    if (out.timeout_s or 0) <= 0:
-        raise BadInput(f"--timeout must be positive seconds, got {out.timeout_s}")
-    if out.threads is not None and out.threads < 1:
-        raise BadInput(f"--threads must be at least 1, got {out.threads}")
-    if out.seq_len is not None and out.seq_len < 1:
-        raise BadInput(f"--seq-len must be at least 1, got {out.seq_len}")
-    return out
 
 
 def _device(choice: DeviceChoice, torch: Any) -> str:
@@ -219,139 +130,6 @@ def _plan_model(opts: ProbeOptions, device: str, torch_dtype: Any) -> Any:
     return models.plan_preset(opts.model or DEFAULT_MODEL, device, torch_dtype, opts.seq_len)
 
 
-def _spec(ab: AlphaBeta) -> LinkSpec:
-    return LinkSpec(latency_s=ab.latency_s, bytes_per_s=ab.bytes_per_s)
-
-
-def _fit(points: list[tuple[float, float]], what: str) -> AlphaBeta:
-    try:
-        return fit_alpha_beta(points)
-    except ValueError as exc:
-        raise BadInput(
-            f"cannot fit latency and bandwidth to the {what} sweep: {exc}; its largest messages "
-            "are too small to show the bandwidth through the noise: raise --max-bytes or rerun"
-        ) from None
-
-
-def _default_links(inv: Inventory, device: str) -> tuple[dict[str, AlphaBeta], str]:
-    """Per-op defaults for unmeasured links, and where they come from."""
-    if device == "cpu":
-        return (
-            {"p2p": CPU_LOOPBACK_P2P, "allreduce": CPU_LOOPBACK_ALLREDUCE},
-            "CPU loopback defaults (p2p 100 us + 1 GB/s, all-reduce 200 us + 0.5 GB/s bus; "
-            "pptune.probe.build)",
-        )
-    nvlink = any(link.kind == "NVLink" for link in inv.links if {link.a, link.b} == {0, 1})
-    _, key = peak_flops_for(inv.name)
-    if nvlink and key is not None:
-        bw = presets.GPUS[key].nvlink_bytes_per_s
-        src = f"{key} NVLink figure from pptune presets"
-    else:
-        bw = PCIE4_X16_BYTES_PER_S
-        src = "PCIe 4.0 x16 (~80% of 31.5 GB/s)"
-    # Across nodes a GPU talks through its NIC: the preset's InfiniBand figure,
-    # or one 200 Gb/s HDR NIC per GPU when the card is not a preset.
-    ib = presets.GPUS[key].ib_bytes_per_s if key is not None else 25e9
-    return (
-        {
-            "p2p": AlphaBeta(presets.P2P_LATENCY_INTRA_S, bw),
-            "allreduce": AlphaBeta(presets.ALLREDUCE_LATENCY_INTRA_S, bw),
-            "inter.p2p": AlphaBeta(presets.P2P_LATENCY_INTER_S, ib),
-            "inter.allreduce": AlphaBeta(presets.ALLREDUCE_LATENCY_INTER_S, ib),
-        },
-        f"GPU defaults: {src}, latencies from pptune presets",
-    )
-
-
-def _links_from_points(
-    found: dict[tuple[str, str], tuple[list[tuple[float, float]], str]],
-    defaults: tuple[dict[str, AlphaBeta], str],
-    notes: list[str],
-) -> tuple[Links, dict[str, Any]]:
-    """Fit each (scope, op) found; fill the rest, each with a note.
-
-    ``found[(scope, op)] = (points, source)`` where points are (bus bytes, s).
-    Missing intra-node links take the defaults; missing inter-node links take
-    the NIC default on GPUs and copy the intra-node figure on CPU.
-    """
-    fits: dict[tuple[str, str], AlphaBeta] = {}
-    fit_raw: dict[str, Any] = {}
-    for (scope, op), (points, source) in sorted(found.items()):
-        fits[(scope, op)] = _fit(points, f"{scope} {op} ({source})")
-        ab = fits[(scope, op)]
-        fit_raw[f"{scope}.{op}"] = {
-            "latency_s": ab.latency_s,
-            "bytes_per_s": ab.bytes_per_s,
-            "source": source,
-            "points": len(points),
-        }
-    values, default_src = defaults
-    for op in ("p2p", "allreduce"):
-        if ("intra_node", op) not in fits:
-            fits[("intra_node", op)] = values[op]
-            notes.append(f"intra-node {op} link NOT measured: {default_src}")
-            fit_raw[f"intra_node.{op}"] = {"source": "default: " + default_src}
-        if ("inter_node", op) not in fits and f"inter.{op}" in values:
-            fits[("inter_node", op)] = values[f"inter.{op}"]
-            notes.append(
-                f"inter-node {op} link NOT measured: InfiniBand default "
-                f"({values[f'inter.{op}'].bytes_per_s / 1e9:.0f} GB/s per GPU; probe under "
-                "torchrun --nnodes 2 to measure it)"
-            )
-            fit_raw[f"inter_node.{op}"] = {"source": "default: InfiniBand per-GPU NIC"}
-        elif ("inter_node", op) not in fits:
-            fits[("inter_node", op)] = fits[("intra_node", op)]
-            notes.append(f"inter-node {op} link NOT measured: copied from intra-node")
-            fit_raw[f"inter_node.{op}"] = {"source": "copy of intra_node"}
-    links = Links(
-        intra_node=LinkPair(
-            p2p=_spec(fits[("intra_node", "p2p")]),
-            allreduce=_spec(fits[("intra_node", "allreduce")]),
-        ),
-        inter_node=LinkPair(
-            p2p=_spec(fits[("inter_node", "p2p")]),
-            allreduce=_spec(fits[("inter_node", "allreduce")]),
-        ),
-    )
-    return links, fit_raw
-
-
-def points_from_comm(result: dict[str, Any]) -> dict[tuple[str, str], tuple[list[tuple[float, float]], str]]:
-    """(bus bytes, median seconds) per measured (scope, op) of a comm sweep."""
-    found = {}
-    for sweep in result.get("sweeps", []):
-        n = len(sweep["ranks"])
-        factor = 1.0 if sweep["op"] == "p2p" else 2.0 * (n - 1) / n
-        pts = [(row["bytes"] * factor, row["time_s"]) for row in sweep["rows"]]
-        found[(sweep["scope"], sweep["op"])] = (pts, f"measured, {result['backend']}, {n} ranks")
-    return found
-
-
-def points_from_nccl_tests(
-    paths: list[Path], notes: list[str]
-) -> tuple[dict[tuple[str, str], tuple[list[tuple[float, float]], str]], list[dict[str, Any]]]:
-    from pptune.probe.nccl_tests import load_nccl_tests
-
-    found: dict[tuple[str, str], tuple[list[tuple[float, float]], str]] = {}
-    raw = []
-    for path in paths:
-        for table in load_nccl_tests(path):
-            op = "p2p" if table.test == "sendrecv" else "allreduce"
-            key = (table.scope, op)
-            if key in found:
-                raise BadInput(
-                    f"--nccl-tests: two {table.test}_perf tables for {table.scope} links "
-                    f"({found[key][1]} and {path}); give one"
-                )
-            factor = table.bus_factor()
-            pts = [(r.size_bytes * factor, r.time_s) for r in table.rows]
-            found[key] = (pts, f"nccl-tests {table.test}_perf, {path}")
-            raw.append(table.to_raw())
-            if not table.hosts:
-                notes.append(f"{path}: no rank list in the output; taken as intra-node")
-    return found, raw
-
-
 @dataclass
 class _Run:
     """One probe run's settled facts, shared by its steps."""
@@ -391,19 +169,19 @@ def run_probe(opts: ProbeOptions, reporter: Reporter | None = None) -> ProbeOutc
     if dtype == DType.AUTO:
         dtype = DType.BF16 if device == "cuda" else DType.FP32
     # the model plan before any process is spawned: a bad model input fails at once
-    plan = _plan_model(opts, run.compute_device, getattr(torch, _TORCH_DTYPES[dtype]))
+    plan = _plan_model(opts, run.compute_device, getattr(torch, TORCH_DTYPES[dtype]))
     for message in plan.warnings:
         reporter.warn(message)
 
     found = _measure_links(run)
     if rank != 0:
         return ProbeOutcome(profile=None, rank=rank)
-    links, run.raw["links_fit"] = _links_from_points(found, _default_links(run.inv, device), run.notes)
+    links, run.raw["links_fit"] = links_from_points(found, default_links(run.inv, device), run.notes)
     layers, high = _measure_layers(run, plan)
-    return ProbeOutcome(profile=_assemble(run, plan, dtype, links, layers, high), high_spread=high)
+    return ProbeOutcome(profile=_assemble(run, plan, dtype, links, layers, high))
 
 
-def _measure_links(run: _Run) -> dict[tuple[str, str], tuple[list[tuple[float, float]], str]]:
+def _measure_links(run: _Run) -> Points:
     """Link points from nccl-tests files or the sweeps; nothing with --no-comm."""
     opts, notes = run.opts, run.notes
     if opts.nccl_tests:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich import box
+from rich.console import JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -24,12 +25,13 @@ def layer_table(profile: Profile) -> Table:
         box=box.SIMPLE_HEAD,
         pad_edge=False,
     )
-    for name, justify in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("layer", "left"), ("params", "right"), ("mb", "right"), ("fwd ms", "right"),
         ("B ms", "right"), ("W ms", "right"), ("act", "right"), ("out", "right"),
         ("spread", "right"),
-    ):
-        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    )
+    for name, justify in columns:
+        table.add_column(name, justify=justify, no_wrap=True)
     for layer in profile.layers:
         for i, size in enumerate(sorted(layer.per_micro_batch, key=int)):
             c = layer.per_micro_batch[size]

@@ -181,7 +181,7 @@ def plan_record(
         ideal_step_s=plan.ideal_step_s, efficiency=plan.efficiency,
         gradient_accumulation_aligned=plan.aligned,
         exposed_p2p_s=plan.exposed_p2p_s, exposed_allreduce_s=plan.exposed_allreduce_s,
-        rank_order=plan.rank_order, sharding=plan.sharding.value,
+        rank_order=plan.rank_order.value, sharding=plan.sharding.value,
         recompute=plan.recompute.value, mfu=mfu(plan, model_flops_per_step, peak_flops),
     )
 

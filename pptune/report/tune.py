@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich import box
+from rich.console import JustifyMethod
 from rich.table import Table
 
 from pptune.report.fmt import fmt_seconds
@@ -29,14 +30,18 @@ def trials_table(rows: Sequence[Any], winner_key: str | None,
     """
     t = Table(title="pptune tune: candidates, predicted and measured (one pipeline each)",
               box=box.SIMPLE_HEAD, title_justify="left")
-    for name, just in (("#", "right"), ("plan", "left"), ("predicted", "right"),
-                       ("calibrated", "right"), ("measured", "right"), ("err before", "right"),
-                       ("err after", "right"), ("plan step", "right"), ("status", "left")):
-        t.add_column(name, justify=just)  # type: ignore[arg-type]
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("#", "right"), ("plan", "left"), ("predicted", "right"), ("calibrated", "right"),
+        ("measured", "right"), ("err before", "right"), ("err after", "right"),
+        ("plan step", "right"), ("status", "left"),
+    )
+    for name, just in columns:
+        t.add_column(name, justify=just)
     for r in rows:
-        status = r.status + (" (resumed)" if r.resumed else "")
-        if r.cand.key == winner_key:
-            status = "WINNER"
+        # a trial kept from an earlier run says so, the winner too
+        status = ("WINNER" if r.cand.key == winner_key else r.status) + (
+            " (resumed)" if r.resumed else ""
+        )
         t.add_row(str(r.cand.rank), r.cand.key, _ms(r.before_s), _ms(r.after_s), _ms(r.measured_s),
                   _err(r.before_s, r.measured_s), _err(r.after_s, r.measured_s),
                   fmt_seconds(plan_s(r)), status)

@@ -38,7 +38,6 @@ from pptune.costmodel.schedules import Op, OpKind
 from pptune.launch.stats import median
 
 NS_PER_S = 1e9
-KINDS = ("F", "B", "W", "L")
 
 
 class OpStamp(NamedTuple):

@@ -14,17 +14,16 @@ from hypothesis import strategies as st
 
 from pptune.errors import BadInput
 from pptune.observe.render import trace_report_table
-from pptune.observe.trace_report import (
+from pptune.observe.trace_file import load_trace, parse_trace
+from pptune.observe.trace_ranks import (
     SOURCE_CPU,
     SOURCE_GPU,
-    analyze,
     clip,
     is_comm,
-    load_trace,
     merge_intervals,
-    parse_trace,
     union_length,
 )
+from pptune.observe.trace_report import analyze
 from pptune.report.render import render_plain
 
 TRACES = Path(__file__).resolve().parent.parent / "data" / "traces"

@@ -8,7 +8,6 @@ import pytest
 from probe_spawn_helpers import crash_entry, fail_entry, hang_entry, ok_entry
 
 from pptune.errors import BadInput, RunFailed
-from pptune.probe.build import points_from_comm
 from pptune.probe.comm import (
     CommPlan,
     Measurement,
@@ -19,6 +18,7 @@ from pptune.probe.comm import (
     spawn_ranks,
 )
 from pptune.probe.fit import fit_alpha_beta
+from pptune.probe.links import points_from_comm
 
 
 def test_message_sizes_double_from_1_kib_like_nccl_tests() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -186,6 +187,11 @@ def test_the_table_and_the_lines_name_the_winner_and_every_drop() -> None:
     console.print(trials_table(out.rows, fast.key, lambda r: loop.plan_step_s(r, None)))
     text = console.export_text()
     assert "gpipe pp1 dp1 b1 m2 split 2" in text and "WINNER" in text and "pruned" in text
+    assert "(resumed)" not in text
+    # the winner kept from an earlier run keeps its mark
+    resumed = [replace(r, resumed=r.cand.key == fast.key) for r in out.rows]
+    console.print(trials_table(resumed, fast.key, lambda r: loop.plan_step_s(r, None)))
+    assert "WINNER (resumed)" in console.export_text()
     lines = why_lines(out.rows, out.winner, out.stopped, lambda r: loop.plan_step_s(r, None))
     assert lines[0].startswith("winner: #1 gpipe pp1 dp1 b1 m2 split 2: measured 12.0 ms")
     assert lines[1].startswith("#3 pruned: calibrated lower bound 48.0 ms")

@@ -1,0 +1,64 @@
+"""The profile's links from sweep points, and the documented defaults for the
+links that were not measured (pure: no torch, no process)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pptune.costmodel import presets
+from pptune.probe.fit import AlphaBeta
+from pptune.probe.inventory import Inventory, PairLink
+from pptune.probe.links import default_links, links_from_points
+
+CPU = Inventory(kind="cpu", name="x86_64", memory_bytes=0.0, count=1)
+
+
+def test_cpu_links_not_measured_take_the_loopback_defaults_with_a_note_each() -> None:
+    notes: list[str] = []
+    links, raw = links_from_points({}, default_links(CPU, "cpu"), notes)
+    assert (links.intra_node.p2p.latency_s, links.intra_node.p2p.bytes_per_s) == (100e-6, 1e9)
+    assert (links.intra_node.allreduce.latency_s, links.intra_node.allreduce.bytes_per_s) == (
+        200e-6, 0.5e9,
+    )
+    assert links.inter_node == links.intra_node  # a CPU has no NIC figure: copied
+    assert [n.split(":")[0] for n in notes] == [
+        "intra-node p2p link NOT measured",
+        "inter-node p2p link NOT measured",
+        "intra-node allreduce link NOT measured",
+        "inter-node allreduce link NOT measured",
+    ]
+    assert raw["inter_node.p2p"] == {"source": "copy of intra_node"}
+    assert raw["intra_node.p2p"]["source"].startswith("default: CPU loopback defaults")
+
+
+def test_gpu_defaults_nvlink_preset_and_pcie_otherwise() -> None:
+    h100 = Inventory(kind="gpu", name="NVIDIA H100 80GB HBM3", memory_bytes=80e9, count=8,
+                     links=[PairLink(0, 1, "NVLink", "18 links")])
+    values, source = default_links(h100, "cuda")
+    gpu = presets.GPUS["h100-sxm"]
+    assert values["p2p"] == AlphaBeta(presets.P2P_LATENCY_INTRA_S, gpu.nvlink_bytes_per_s)
+    assert values["inter.allreduce"] == AlphaBeta(presets.ALLREDUCE_LATENCY_INTER_S, gpu.ib_bytes_per_s)
+    assert "h100-sxm NVLink" in source
+
+    # no NVLink between GPUs 0 and 1, and a card that is not a preset:
+    # PCIe 4.0 x16 at ~80% of 31.5 GB/s, one 200 Gb/s NIC (25 GB/s) per GPU
+    t4 = Inventory(kind="gpu", name="Tesla T4", memory_bytes=16e9, count=2)
+    values, source = default_links(t4, "cuda")
+    assert values["p2p"].bytes_per_s == 25e9
+    assert values["inter.p2p"].bytes_per_s == 25e9
+    assert "PCIe 4.0 x16" in source
+
+
+def test_measured_points_are_fitted_and_only_the_rest_defaulted() -> None:
+    # points on t = 20 us + bytes / 2 GB/s exactly: the fit gives them back
+    pts = [(float(n), 20e-6 + n / 2e9) for n in (1 << 10, 1 << 16, 1 << 20, 1 << 24)]
+    notes: list[str] = []
+    links, raw = links_from_points(
+        {("intra_node", "p2p"): (pts, "measured, gloo, 2 ranks")}, default_links(CPU, "cpu"), notes
+    )
+    assert links.intra_node.p2p.latency_s == pytest.approx(20e-6, rel=1e-6)
+    assert links.intra_node.p2p.bytes_per_s == pytest.approx(2e9, rel=1e-6)
+    assert raw["intra_node.p2p"]["points"] == 4
+    assert links.inter_node.p2p == links.intra_node.p2p  # copied on CPU
+    assert not any(n.startswith("intra-node p2p") for n in notes)
+    assert any(n.startswith("intra-node allreduce link NOT measured") for n in notes)
