@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pptune.costmodel.comm import AllReduceLink
+from pptune.costmodel.layout import Dim, Layout, RankOrder
 from pptune.costmodel.memory import (
     DEFAULT_RESERVE_BYTES,
     TORCHTITAN_SELECTIVE_EVERY,
@@ -48,7 +49,6 @@ from pptune.costmodel.simulate import (
     with_allreduce,
 )
 from pptune.costmodel.table import CostTable, stage_costs
-from pptune.costmodel.topology import RankOrder, Topology
 
 DEFAULT_VIRTUAL_STAGES = (2, 3, 4)
 
@@ -74,6 +74,11 @@ class PlanRequest:
     top: int = 5
     rank_orders: Sequence[RankOrder] = tuple(RankOrder)
     with_best_pp1: bool = True  # keep the best plan without a pipeline in the list
+
+    def layout(self, spec: PlanSpec) -> Layout:
+        """The plan's ranks: ``gpus = pp x tp x dp`` (layout.py does the arithmetic)."""
+        return Layout(pp=spec.pp, dp=self.gpus // (spec.pp * self.tp), tp=self.tp,
+                      gpus_per_node=self.gpus_per_node, order=spec.rank_order)
 
 
 @dataclass(frozen=True)
@@ -164,7 +169,7 @@ def with_comm(stages: Sequence[StageCost], comm: Sequence[ShardComm],
 
 
 @dataclass(frozen=True)
-class _Layout:
+class StageLayout:
     """Per-stage quantities of one spec that do not need the simulator."""
 
     stages: list[StageCost]
@@ -174,10 +179,10 @@ class _Layout:
     device_of: list[int]
 
 
-def layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> _Layout:
-    dp = req.gpus // (spec.pp * req.tp)
-    topo = Topology(spec.pp, dp, req.tp, req.gpus_per_node, spec.rank_order)
-    ar_link = table.ar_intra if topo.dp_intra() else table.ar_inter
+def stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLayout:
+    lay = req.layout(spec)
+    dp = lay.dp
+    ar_link = table.ar_intra if lay.group(Dim.DP).intra else table.ar_inter
     bounds = stage_bounds(spec.stage_layers)
     params = [table.params(s, e) for s, e in bounds]
     largest = [max(table.params(i, i + 1) for i in range(s, e)) for s, e in bounds]
@@ -190,15 +195,15 @@ def layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> _Layout:
     share = [lg / n if n > 0 else 0.0 for lg, n in zip(largest, params, strict=True)]
     stages = with_comm(compute, comm, share)
     device_of = [stage_device(spec.schedule, spec.pp, k) for k in range(len(bounds))]
-    return _Layout(stages, comm, params, largest, device_of)
+    return StageLayout(stages, comm, params, largest, device_of)
 
 
 def device_memory(
-    req: PlanRequest, spec: PlanSpec, lay: _Layout, activation_bytes: Sequence[float]
+    req: PlanRequest, spec: PlanSpec, lay: StageLayout, activation_bytes: Sequence[float]
 ) -> list[DeviceMemory]:
     """Each pipeline rank's peak, by part (memory.py, sharding.py)."""
     p = spec.pp
-    dp = req.gpus // (p * req.tp)
+    dp = req.layout(spec).dp
     per_param = state_bytes_per_param(spec.sharding, dp)
     reshard = reshards(spec.sharding, p, req.fsdp_reshard_after_forward)
     params = [0.0] * p
@@ -224,9 +229,9 @@ def evaluate(
 ) -> Plan:
     """Simulate one fully specified plan (also used for configs and baselines)."""
     p, m = spec.pp, spec.num_microbatches
-    dp = req.gpus // (p * req.tp)
-    topo = Topology(p, dp, req.tp, req.gpus_per_node, spec.rank_order)
-    lay = layout(table, req, spec)
+    ranks = req.layout(spec)
+    dp = ranks.dp
+    lay = stage_layout(table, req, spec)
     start = [0.0] * p
     for k, d in enumerate(lay.device_of):
         # a once-per-step gather overlaps the first forward, block by block
@@ -236,12 +241,12 @@ def evaluate(
     tail = [c.tail_s for c in lay.comm]
     if keep_events:
         sim = simulate(spec.schedule, p, m, lay.stages, v=spec.virtual_stages,
-                       link=topo.link(table.p2p_intra, table.p2p_inter),
+                       link=ranks.link(table.p2p_intra, table.p2p_inter),
                        blocking_send=req.blocking_send, dp_allreduce_s=tail,
                        device_start_s=start)
     else:
         ops = _ops(spec.schedule, p, m, spec.virtual_stages, tuple(lay.stages), tuple(start),
-                   topo, table.p2p_intra, table.p2p_inter, req.blocking_send)
+                   ranks, table.p2p_intra, table.p2p_inter, req.blocking_send)
         sim = with_allreduce(ops, tail)
     memory = device_memory(req, spec, lay, [d.peak_activation_bytes for d in sim.devices])
     work = sum(s.total_s for s in lay.stages) * m  # one replica's compute, device-seconds / tp
@@ -259,11 +264,11 @@ def evaluate(
 
 @functools.lru_cache(maxsize=512)
 def _ops(schedule: Schedule, p: int, m: int, v: int, stages: tuple[StageCost, ...],
-         start: tuple[float, ...], topo: Topology, intra: Link, inter: Link,
+         start: tuple[float, ...], ranks: Layout, intra: Link, inter: Link,
          blocking_send: bool) -> SimResult:
     """The op timeline, shared by plans that differ only in their once-per-step
     data-parallel traffic (e.g. sharding none and zero1)."""
-    return simulate_steady(schedule, p, m, stages, v=v, link=topo.link(intra, inter),
+    return simulate_steady(schedule, p, m, stages, v=v, link=ranks.link(intra, inter),
                            blocking_send=blocking_send, device_start_s=start)
 
 
@@ -273,7 +278,8 @@ def explain(table: CostTable, req: PlanRequest, plan: Plan) -> Plan:
     free = AllReduceLink(0.0, math.inf)
     quiet = dataclasses.replace(table, ar_intra=free, ar_inter=free)
     no_comm = simulate(plan.schedule, plan.pp, plan.num_microbatches,
-                       layout(quiet, req, spec).stages, v=plan.virtual_stages, keep_events=False)
+                       stage_layout(quiet, req, spec).stages, v=plan.virtual_stages,
+                       keep_events=False)
     with_p2p = evaluate(quiet, req, spec)
     return dataclasses.replace(
         plan,

@@ -40,8 +40,9 @@ from pptune.costmodel.evaluate import (
     PlanSpec,
     evaluate,
     explain,
-    layout,
+    stage_layout,
 )
+from pptune.costmodel.layout import DP_INNER, PP_INNER, RANK_ORDERS, RankOrder
 from pptune.costmodel.memory import DEFAULT_RESERVE_BYTES, Recompute, with_recompute
 from pptune.costmodel.refine import refine_split
 from pptune.costmodel.schedules import (
@@ -63,7 +64,6 @@ from pptune.costmodel.splitting import (
     surely_oom,
 )
 from pptune.costmodel.table import CostTable, LayerCosts, stage_costs
-from pptune.costmodel.topology import DP_INNER, PP_INNER, RANK_ORDERS, RankOrder
 
 __all__ = [
     "DEFAULT_RESERVE_BYTES", "DEFAULT_VIRTUAL_STAGES", "DP_INNER", "GRAD_DTYPE_BYTES",
@@ -307,7 +307,7 @@ def _split_candidate(
     if split is None:
         return None
     split_spec = replace(spec, stage_layers=tuple(split))
-    stages = layout(table, req, split_spec).stages
+    stages = stage_layout(table, req, split_spec).stages
     if spec.virtual_stages > 1 and surely_oom(rc, req, split_spec, stages):
         return None
     return Candidate(lower_bound(spec.schedule, spec.pp, spec.num_microbatches, stages),
