@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pptune.costmodel.comm import AllReduceLink
+from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.layout import Dim, Layout, RankOrder
 from pptune.costmodel.memory import (
     DEFAULT_RESERVE_BYTES,
@@ -74,11 +75,22 @@ class PlanRequest:
     top: int = 5
     rank_orders: Sequence[RankOrder] = tuple(RankOrder)
     with_best_pp1: bool = True  # keep the best plan without a pipeline in the list
+    # the per-layer splits and precisions to search, one cost table each (keys.py);
+    # None: the one key of ``tp`` in BF16
+    cost_keys: Sequence[CostKey] | None = None
+
+    def keys(self) -> tuple[CostKey, ...]:
+        return tuple(self.cost_keys) if self.cost_keys else (CostKey(tp=self.tp),)
+
+    def key_of(self, spec: PlanSpec) -> CostKey:
+        return spec.key if spec.key is not None else self.keys()[0]
 
     def layout(self, spec: PlanSpec) -> Layout:
-        """The plan's ranks: ``gpus = pp x tp x dp`` (layout.py does the arithmetic)."""
-        return Layout(pp=spec.pp, dp=self.gpus // (spec.pp * self.tp), tp=self.tp,
-                      gpus_per_node=self.gpus_per_node, order=spec.rank_order)
+        """The plan's ranks: ``gpus = pp x tp x cp x dp`` (layout.py does the arithmetic)."""
+        k = self.key_of(spec)
+        return Layout(pp=spec.pp, dp=self.gpus // (spec.pp * k.tp * k.cp), tp=k.tp, cp=k.cp,
+                      ep=k.ep, etp=k.etp, gpus_per_node=self.gpus_per_node,
+                      order=spec.rank_order)
 
 
 @dataclass(frozen=True)
@@ -94,6 +106,7 @@ class PlanSpec:
     rank_order: RankOrder = RankOrder.DP_INNER
     sharding: Sharding = Sharding.NONE
     recompute: Recompute = Recompute.NONE
+    key: CostKey | None = None  # None: the request's first (PlanRequest.key_of)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stage_layers", tuple(self.stage_layers))
@@ -124,12 +137,29 @@ class Plan:
     sharding: Sharding = Sharding.NONE
     recompute: Recompute = Recompute.NONE
     memory: tuple[DeviceMemory, ...] = field(default=(), repr=False)
+    key: CostKey = field(default_factory=CostKey)
 
     @property
     def spec(self) -> PlanSpec:
         return PlanSpec(self.schedule, self.pp, self.micro_batch_size, self.num_microbatches,
                         tuple(self.stage_layers), self.virtual_stages, self.rank_order,
-                        self.sharding, self.recompute)
+                        self.sharding, self.recompute, self.key)
+
+    @property
+    def cp(self) -> int:
+        return self.key.cp
+
+    @property
+    def ep(self) -> int:
+        return self.key.ep
+
+    @property
+    def etp(self) -> int:
+        return self.key.etp
+
+    @property
+    def precision(self) -> Precision:
+        return self.key.precision
 
     @property
     def grad_accum_steps(self) -> int:
@@ -181,8 +211,11 @@ class StageLayout:
 
 def stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLayout:
     lay = req.layout(spec)
-    dp = lay.dp
-    ar_link = table.ar_intra if lay.group(Dim.DP).intra else table.ar_inter
+    # Megatron-core reduces dense gradients (and shards the distributed optimizer)
+    # over data and context parallelism together (its data-parallel group with cp)
+    dp = lay.dp * lay.cp
+    group = lay.group(Dim.CP, Dim.DP)
+    ar_link = table.ar_intra if group.intra else table.ar_inter
     bounds = stage_bounds(spec.stage_layers)
     params = [table.params(s, e) for s, e in bounds]
     largest = [max(table.params(i, i + 1) for i in range(s, e)) for s, e in bounds]
@@ -203,7 +236,8 @@ def device_memory(
 ) -> list[DeviceMemory]:
     """Each pipeline rank's peak, by part (memory.py, sharding.py)."""
     p = spec.pp
-    dp = req.layout(spec).dp
+    ranks = req.layout(spec)
+    dp = ranks.dp * ranks.cp  # state sharded over the data-parallel group with cp
     per_param = state_bytes_per_param(spec.sharding, dp)
     reshard = reshards(spec.sharding, p, req.fsdp_reshard_after_forward)
     params = [0.0] * p
@@ -251,14 +285,14 @@ def evaluate(
     memory = device_memory(req, spec, lay, [d.peak_activation_bytes for d in sim.devices])
     work = sum(s.total_s for s in lay.stages) * m  # one replica's compute, device-seconds / tp
     return Plan(
-        pp=p, dp=dp, tp=req.tp, schedule=spec.schedule, virtual_stages=spec.virtual_stages,
+        pp=p, dp=dp, tp=ranks.tp, schedule=spec.schedule, virtual_stages=spec.virtual_stages,
         micro_batch_size=spec.micro_batch_size, num_microbatches=m,
         stage_layers=list(spec.stage_layers),
         step_time_s=sim.step_time_s, bubble_rate=sim.bubble_rate,
         tokens_per_s=req.global_batch * table.seq_len / sim.step_time_s if sim.step_time_s else 0.0,
         peak_memory_bytes=[x.total_bytes for x in memory], memory_capacity_bytes=table.memory_bytes,
         ideal_step_s=work / p, sim=sim, rank_order=spec.rank_order, sharding=spec.sharding,
-        recompute=spec.recompute, memory=tuple(memory),
+        recompute=spec.recompute, memory=tuple(memory), key=req.key_of(spec),
     )
 
 
