@@ -27,6 +27,18 @@ ends is exposed. The distributed optimizer (ZeRO-1) reduce-scatters the
 gradients the same way and all-gathers the updated bf16 parameters,
 overlapped with the next step's first forward (``--overlap-param-gather``).
 
+Where the group sits (layout.py's ``Group``) sets its bandwidth. Inside one
+node a collective runs at the node's bus bandwidth. Across nodes NCCL runs
+one ring channel through each member's NIC, so a group with q members on
+every node moves q NICs' worth of traffic at once: its bus bandwidth is q
+times one member's cross-node figure, up to the node's own (``group_link``;
+e.g. 8 x 48 GB/s = 384 GB/s for a full DGX H100 node, where nccl-tests
+maintainers quote 46-48 GB/s per 400 Gb/s NIC, NVIDIA/nccl-tests issue 290;
+8 x 24 = 192 GB/s measured on a DGX A100's eight 200 Gb/s NICs, NVIDIA/nccl
+issue 812). An all-to-all (expert dispatch and combine) sends each member's
+share to every other member: the shares for members on its own node go over
+NVLink, the others through its NIC, both at once (``all_to_all_s``).
+
 Gradient compression changes the bytes: fp16/bf16 halves fp32 gradients;
 top-k keeps a fraction k of the values plus an int32 index each
 (Lin et al. 2018, "Deep Gradient Compression"; Aji & Heafield 2017).
@@ -37,6 +49,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -85,6 +98,50 @@ def reduce_scatter_s(nbytes: float, n: int, link: AllReduceLink) -> float:
 
 
 all_gather_s = reduce_scatter_s
+
+
+class Placement(Protocol):
+    """Where a group's ranks sit (layout.Group)."""
+
+    @property
+    def size(self) -> int: ...
+    @property
+    def per_node(self) -> int: ...
+    @property
+    def intra(self) -> bool: ...
+
+
+class PointLink(Protocol):
+    """Alpha-beta point-to-point link (simulate.Link)."""
+
+    @property
+    def latency_s(self) -> float: ...
+    @property
+    def bytes_per_s(self) -> float: ...
+
+
+def group_link(group: Placement, intra: AllReduceLink, inter: AllReduceLink) -> AllReduceLink:
+    """The link a group's collectives run at: the node's inside one node; across
+    nodes ``per_node`` NICs at once (``inter`` is one member per node), up to the
+    node's own bus bandwidth."""
+    if group.intra:
+        return intra
+    return AllReduceLink(inter.latency_s,
+                         min(intra.busbw_bytes_per_s, group.per_node * inter.busbw_bytes_per_s))
+
+
+def all_to_all_s(nbytes: float, group: Placement, intra: PointLink, inter: PointLink) -> float:
+    """All-to-all of ``nbytes`` per member, spread evenly over the ``group``: the
+    shares for the ``per_node - 1`` others on its node over NVLink (``intra``), the
+    rest through its NIC (``inter``), concurrently."""
+    n = group.size
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    near = (group.per_node - 1) / n * nbytes
+    far = (n - group.per_node) / n * nbytes
+    if far <= 0:
+        return intra.latency_s + near / intra.bytes_per_s
+    return inter.latency_s + max(near / intra.bytes_per_s, far / inter.bytes_per_s)
 
 
 def torch_ddp_bucket_params(grad_bytes: float) -> float:

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pptune.costmodel.comm import AllReduceLink
+from pptune.costmodel.keys import CostKey, Precision
+from pptune.costmodel.layout import Dim, Layout, RankOrder
 from pptune.costmodel.memory import (
     DEFAULT_RESERVE_BYTES,
     TORCHTITAN_SELECTIVE_EVERY,
@@ -48,7 +50,6 @@ from pptune.costmodel.simulate import (
     with_allreduce,
 )
 from pptune.costmodel.table import CostTable, stage_costs
-from pptune.costmodel.topology import RankOrder, Topology
 
 DEFAULT_VIRTUAL_STAGES = (2, 3, 4)
 
@@ -74,6 +75,22 @@ class PlanRequest:
     top: int = 5
     rank_orders: Sequence[RankOrder] = tuple(RankOrder)
     with_best_pp1: bool = True  # keep the best plan without a pipeline in the list
+    # the per-layer splits and precisions to search, one cost table each (keys.py);
+    # None: the one key of ``tp`` in BF16
+    cost_keys: Sequence[CostKey] | None = None
+
+    def keys(self) -> tuple[CostKey, ...]:
+        return tuple(self.cost_keys) if self.cost_keys else (CostKey(tp=self.tp),)
+
+    def key_of(self, spec: PlanSpec) -> CostKey:
+        return spec.key if spec.key is not None else self.keys()[0]
+
+    def layout(self, spec: PlanSpec) -> Layout:
+        """The plan's ranks: ``gpus = pp x tp x cp x dp`` (layout.py does the arithmetic)."""
+        k = self.key_of(spec)
+        return Layout(pp=spec.pp, dp=self.gpus // (spec.pp * k.tp * k.cp), tp=k.tp, cp=k.cp,
+                      ep=k.ep, etp=k.etp, gpus_per_node=self.gpus_per_node,
+                      order=spec.rank_order)
 
 
 @dataclass(frozen=True)
@@ -89,6 +106,7 @@ class PlanSpec:
     rank_order: RankOrder = RankOrder.DP_INNER
     sharding: Sharding = Sharding.NONE
     recompute: Recompute = Recompute.NONE
+    key: CostKey | None = None  # None: the request's first (PlanRequest.key_of)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stage_layers", tuple(self.stage_layers))
@@ -119,12 +137,29 @@ class Plan:
     sharding: Sharding = Sharding.NONE
     recompute: Recompute = Recompute.NONE
     memory: tuple[DeviceMemory, ...] = field(default=(), repr=False)
+    key: CostKey = field(default_factory=CostKey)
 
     @property
     def spec(self) -> PlanSpec:
         return PlanSpec(self.schedule, self.pp, self.micro_batch_size, self.num_microbatches,
                         tuple(self.stage_layers), self.virtual_stages, self.rank_order,
-                        self.sharding, self.recompute)
+                        self.sharding, self.recompute, self.key)
+
+    @property
+    def cp(self) -> int:
+        return self.key.cp
+
+    @property
+    def ep(self) -> int:
+        return self.key.ep
+
+    @property
+    def etp(self) -> int:
+        return self.key.etp
+
+    @property
+    def precision(self) -> Precision:
+        return self.key.precision
 
     @property
     def grad_accum_steps(self) -> int:
@@ -164,7 +199,7 @@ def with_comm(stages: Sequence[StageCost], comm: Sequence[ShardComm],
 
 
 @dataclass(frozen=True)
-class _Layout:
+class StageLayout:
     """Per-stage quantities of one spec that do not need the simulator."""
 
     stages: list[StageCost]
@@ -174,10 +209,13 @@ class _Layout:
     device_of: list[int]
 
 
-def layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> _Layout:
-    dp = req.gpus // (spec.pp * req.tp)
-    topo = Topology(spec.pp, dp, req.tp, req.gpus_per_node, spec.rank_order)
-    ar_link = table.ar_intra if topo.dp_intra() else table.ar_inter
+def stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLayout:
+    lay = req.layout(spec)
+    # Megatron-core reduces dense gradients (and shards the distributed optimizer)
+    # over data and context parallelism together (its data-parallel group with cp)
+    dp = lay.dp * lay.cp
+    group = lay.group(Dim.CP, Dim.DP)
+    ar_link = table.ar_intra if group.intra else table.ar_inter
     bounds = stage_bounds(spec.stage_layers)
     params = [table.params(s, e) for s, e in bounds]
     largest = [max(table.params(i, i + 1) for i in range(s, e)) for s, e in bounds]
@@ -190,15 +228,16 @@ def layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> _Layout:
     share = [lg / n if n > 0 else 0.0 for lg, n in zip(largest, params, strict=True)]
     stages = with_comm(compute, comm, share)
     device_of = [stage_device(spec.schedule, spec.pp, k) for k in range(len(bounds))]
-    return _Layout(stages, comm, params, largest, device_of)
+    return StageLayout(stages, comm, params, largest, device_of)
 
 
 def device_memory(
-    req: PlanRequest, spec: PlanSpec, lay: _Layout, activation_bytes: Sequence[float]
+    req: PlanRequest, spec: PlanSpec, lay: StageLayout, activation_bytes: Sequence[float]
 ) -> list[DeviceMemory]:
     """Each pipeline rank's peak, by part (memory.py, sharding.py)."""
     p = spec.pp
-    dp = req.gpus // (p * req.tp)
+    ranks = req.layout(spec)
+    dp = ranks.dp * ranks.cp  # state sharded over the data-parallel group with cp
     per_param = state_bytes_per_param(spec.sharding, dp)
     reshard = reshards(spec.sharding, p, req.fsdp_reshard_after_forward)
     params = [0.0] * p
@@ -224,9 +263,9 @@ def evaluate(
 ) -> Plan:
     """Simulate one fully specified plan (also used for configs and baselines)."""
     p, m = spec.pp, spec.num_microbatches
-    dp = req.gpus // (p * req.tp)
-    topo = Topology(p, dp, req.tp, req.gpus_per_node, spec.rank_order)
-    lay = layout(table, req, spec)
+    ranks = req.layout(spec)
+    dp = ranks.dp
+    lay = stage_layout(table, req, spec)
     start = [0.0] * p
     for k, d in enumerate(lay.device_of):
         # a once-per-step gather overlaps the first forward, block by block
@@ -236,34 +275,34 @@ def evaluate(
     tail = [c.tail_s for c in lay.comm]
     if keep_events:
         sim = simulate(spec.schedule, p, m, lay.stages, v=spec.virtual_stages,
-                       link=topo.link(table.p2p_intra, table.p2p_inter),
+                       link=ranks.link(table.p2p_intra, table.p2p_inter),
                        blocking_send=req.blocking_send, dp_allreduce_s=tail,
                        device_start_s=start)
     else:
         ops = _ops(spec.schedule, p, m, spec.virtual_stages, tuple(lay.stages), tuple(start),
-                   topo, table.p2p_intra, table.p2p_inter, req.blocking_send)
+                   ranks, table.p2p_intra, table.p2p_inter, req.blocking_send)
         sim = with_allreduce(ops, tail)
     memory = device_memory(req, spec, lay, [d.peak_activation_bytes for d in sim.devices])
     work = sum(s.total_s for s in lay.stages) * m  # one replica's compute, device-seconds / tp
     return Plan(
-        pp=p, dp=dp, tp=req.tp, schedule=spec.schedule, virtual_stages=spec.virtual_stages,
+        pp=p, dp=dp, tp=ranks.tp, schedule=spec.schedule, virtual_stages=spec.virtual_stages,
         micro_batch_size=spec.micro_batch_size, num_microbatches=m,
         stage_layers=list(spec.stage_layers),
         step_time_s=sim.step_time_s, bubble_rate=sim.bubble_rate,
         tokens_per_s=req.global_batch * table.seq_len / sim.step_time_s if sim.step_time_s else 0.0,
         peak_memory_bytes=[x.total_bytes for x in memory], memory_capacity_bytes=table.memory_bytes,
         ideal_step_s=work / p, sim=sim, rank_order=spec.rank_order, sharding=spec.sharding,
-        recompute=spec.recompute, memory=tuple(memory),
+        recompute=spec.recompute, memory=tuple(memory), key=req.key_of(spec),
     )
 
 
 @functools.lru_cache(maxsize=512)
 def _ops(schedule: Schedule, p: int, m: int, v: int, stages: tuple[StageCost, ...],
-         start: tuple[float, ...], topo: Topology, intra: Link, inter: Link,
+         start: tuple[float, ...], ranks: Layout, intra: Link, inter: Link,
          blocking_send: bool) -> SimResult:
     """The op timeline, shared by plans that differ only in their once-per-step
     data-parallel traffic (e.g. sharding none and zero1)."""
-    return simulate_steady(schedule, p, m, stages, v=v, link=topo.link(intra, inter),
+    return simulate_steady(schedule, p, m, stages, v=v, link=ranks.link(intra, inter),
                            blocking_send=blocking_send, device_start_s=start)
 
 
@@ -273,7 +312,8 @@ def explain(table: CostTable, req: PlanRequest, plan: Plan) -> Plan:
     free = AllReduceLink(0.0, math.inf)
     quiet = dataclasses.replace(table, ar_intra=free, ar_inter=free)
     no_comm = simulate(plan.schedule, plan.pp, plan.num_microbatches,
-                       layout(quiet, req, spec).stages, v=plan.virtual_stages, keep_events=False)
+                       stage_layout(quiet, req, spec).stages, v=plan.virtual_stages,
+                       keep_events=False)
     with_p2p = evaluate(quiet, req, spec)
     return dataclasses.replace(
         plan,

@@ -40,8 +40,10 @@ from pptune.costmodel.evaluate import (
     PlanSpec,
     evaluate,
     explain,
-    layout,
+    stage_layout,
 )
+from pptune.costmodel.keys import CostKey, TableSource
+from pptune.costmodel.layout import DP_INNER, PP_INNER, RANK_ORDERS, RankOrder
 from pptune.costmodel.memory import DEFAULT_RESERVE_BYTES, Recompute, with_recompute
 from pptune.costmodel.refine import refine_split
 from pptune.costmodel.schedules import (
@@ -63,14 +65,34 @@ from pptune.costmodel.splitting import (
     surely_oom,
 )
 from pptune.costmodel.table import CostTable, LayerCosts, stage_costs
-from pptune.costmodel.topology import DP_INNER, PP_INNER, RANK_ORDERS, RankOrder
 
 __all__ = [
-    "DEFAULT_RESERVE_BYTES", "DEFAULT_VIRTUAL_STAGES", "DP_INNER", "GRAD_DTYPE_BYTES",
+    "DEFAULT_RESERVE_BYTES",
+    "DEFAULT_VIRTUAL_STAGES",
+    "DP_INNER",
+    "GRAD_DTYPE_BYTES",
     "MAX_SIMULATED_OPS",
-    "PP_INNER", "RANK_ORDERS", "Candidate", "CostTable", "LayerCosts", "Plan", "PlanRequest",
-    "PlanSpec", "RankOrder", "Reason", "Recompute", "SearchResult", "Sharding", "candidates",
-    "divisors", "evaluate", "rank", "search", "stage_costs", "state_bytes_per_param",
+    "PP_INNER",
+    "RANK_ORDERS",
+    "Candidate",
+    "CostKey",
+    "CostTable",
+    "LayerCosts",
+    "Plan",
+    "PlanRequest",
+    "PlanSpec",
+    "RankOrder",
+    "Reason",
+    "Recompute",
+    "SearchResult",
+    "Sharding",
+    "candidates",
+    "divisors",
+    "evaluate",
+    "rank",
+    "search",
+    "stage_costs",
+    "state_bytes_per_param",
 ]
 
 
@@ -85,6 +107,7 @@ class Reason(str, Enum):
     OOM = "out_of_memory"
     TOO_LARGE = "too_large_to_simulate"
     SHARDING_PP = "sharding_without_pipeline_only"
+    EXPERTS_WORLD = "experts_do_not_divide_ranks"
 
 
 GRAD_DTYPE_BYTES = MEGATRON_GRAD_BYTES  # gradients reduced in fp32 (Megatron-LM's default)
@@ -104,12 +127,12 @@ class Candidate:
     def split(self) -> bool:
         return bool(self.spec.stage_layers)
 
-    def key(self) -> tuple[float, int, int, int, int, int, int, int, int]:
+    def key(self) -> tuple[object, ...]:
         s = self.spec
         return (self.bound_s, s.pp, list(Schedule).index(s.schedule), s.virtual_stages,
                 s.micro_batch_size, RANK_ORDERS.index(s.rank_order),
                 list(Sharding).index(s.sharding), list(Recompute).index(s.recompute),
-                0 if self.split else 1)
+                s.key or CostKey(), 0 if self.split else 1)
 
 
 @dataclass
@@ -143,49 +166,75 @@ def _structure(req: PlanRequest, p: int, m: int, schedule: Schedule, v: int,
     return None
 
 
-def candidates(table: CostTable, req: PlanRequest) -> tuple[list[Candidate], Counter[str], int]:
+def candidates(tables: CostTable | TableSource, req: PlanRequest
+               ) -> tuple[list[Candidate], Counter[str], int]:
     """Every plan the frameworks accept, with a split-free lower bound; rejected counts."""
-    n_layers = len(table.names)
+    source = table_source(tables, req)
     rejected: Counter[str] = Counter()
     out: list[Candidate] = []
     plain = [s for s in req.schedules if s not in (Schedule.INTERLEAVED, Schedule.ZBV)]
     single = Schedule.ONE_F_ONE_B if Schedule.ONE_F_ONE_B in plain else (
         plain[0] if plain else None)
-    work = {r: {b: _layer_work(with_recompute(table, r, req.recompute_every), b)
-                for b in _sizes(table, req)} for r in req.recomputes}
     count = 0
-    for p in [p for p in divisors(req.gpus // req.tp) if req.pp is None or p in req.pp]:
-        dp = req.gpus // (p * req.tp)
-        distinct = req.gpus > req.gpus_per_node and p > 1 and dp > 1
-        orders = [o for o in req.rank_orders if distinct or o is DP_INNER] or [DP_INNER]
-        shardings = list(req.shardings) if dp > 1 else list(req.shardings)[:1]
-        if p > 1 and dp > 1 and _zero1_dominates(req):
-            shardings.remove(Sharding.NONE)
-        for b in _sizes(table, req):
-            for schedule in req.schedules:
-                vs = (list(req.virtual_stages) if schedule is Schedule.INTERLEAVED
-                      else [chunks_per_device(schedule, 1)])
-                for v, sharding, r in ((v, sh, r) for v in vs for sh in shardings
-                                       for r in req.recomputes):
-                    count += 1
-                    m = req.global_batch // (b * dp)
-                    why = (Reason.BATCH if req.global_batch % (b * dp) else
-                           _structure(req, p, m, schedule, v, single))
-                    n_stages = p * chunks_per_device(schedule, v)
-                    if why is None and n_stages > n_layers:
-                        why = Reason.FEW_LAYERS
-                    if why is None and n_stages * m * 3 > MAX_SIMULATED_OPS:
-                        why = Reason.TOO_LARGE
-                    if why is None and p > 1 and sharding not in PIPELINE_SHARDINGS:
-                        why = Reason.SHARDING_PP
-                    if why is not None:
-                        rejected[why.value] += 1
-                        continue
-                    per_layer = work[r][b]
-                    bound = m * max(sum(per_layer) / p, max(per_layer))
-                    out.extend(Candidate(bound, PlanSpec(schedule, p, b, m, (), v, o, sharding, r))
-                               for o in orders)
+    for key in req.keys():
+        table = source(key)
+        n_layers = len(table.names)
+        work = {r: {b: _layer_work(with_recompute(table, r, req.recompute_every), b)
+                    for b in _sizes(table, req)} for r in req.recomputes}
+        ranks = req.gpus // (key.tp * key.cp) if req.gpus % (key.tp * key.cp) == 0 else 0
+        for p in [p for p in divisors(ranks) if req.pp is None or p in req.pp]:
+            dp = ranks // p
+            if (key.tp * key.cp * dp) % (key.ep * key.etp):
+                rejected[Reason.EXPERTS_WORLD.value] += 1
+                continue
+            distinct = req.gpus > req.gpus_per_node and p > 1 and dp > 1
+            orders = [o for o in req.rank_orders if distinct or o is DP_INNER] or [DP_INNER]
+            shardings = list(req.shardings) if dp * key.cp > 1 else list(req.shardings)[:1]
+            if p > 1 and dp * key.cp > 1 and _zero1_dominates(req):
+                shardings.remove(Sharding.NONE)
+            for b in _sizes(table, req):
+                for schedule in req.schedules:
+                    vs = (list(req.virtual_stages) if schedule is Schedule.INTERLEAVED
+                          else [chunks_per_device(schedule, 1)])
+                    for v, sharding, r in ((v, sh, r) for v in vs for sh in shardings
+                                           for r in req.recomputes):
+                        count += 1
+                        m = req.global_batch // (b * dp)
+                        why = (Reason.BATCH if req.global_batch % (b * dp) else
+                               _structure(req, p, m, schedule, v, single))
+                        n_stages = p * chunks_per_device(schedule, v)
+                        if why is None and n_stages > n_layers:
+                            why = Reason.FEW_LAYERS
+                        if why is None and n_stages * m * 3 > MAX_SIMULATED_OPS:
+                            why = Reason.TOO_LARGE
+                        if why is None and p > 1 and sharding not in PIPELINE_SHARDINGS:
+                            why = Reason.SHARDING_PP
+                        if why is not None:
+                            rejected[why.value] += 1
+                            continue
+                        per_layer = work[r][b]
+                        bound = m * max(sum(per_layer) / p, max(per_layer))
+                        out.extend(Candidate(bound, PlanSpec(schedule, p, b, m, (), v, o,
+                                                             sharding, r, key))
+                                   for o in orders)
     return out, rejected, count
+
+
+def table_source(tables: CostTable | TableSource, req: PlanRequest) -> TableSource:
+    """The request's cost tables: one table answers for the request's one key."""
+    if not isinstance(tables, CostTable):
+        return tables
+    keys = req.keys()
+    if len(keys) != 1:
+        raise ValueError(f"one cost table for {len(keys)} cost keys; pass a table source")
+    only = tables
+
+    def one(key: CostKey) -> CostTable:
+        if key != keys[0]:
+            raise ValueError(f"no cost table for {key} (the table is for {keys[0]})")
+        return only
+
+    return one
 
 
 def _zero1_dominates(req: PlanRequest) -> bool:
@@ -205,9 +254,10 @@ def _layer_work(table: CostTable, b: int) -> list[float]:
     return [c.fwd_s[i] + c.bwd_s[i] + c.wgrad_s[i] for i in range(len(c.fwd_s))]
 
 
-def rank(table: CostTable, req: PlanRequest, pending: list[Candidate],
+def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candidate],
          rejected: Counter[str]) -> tuple[list[Plan], dict[Schedule, Plan], Plan | None, int]:
     """Best-first: (feasible plans, best per schedule, best pp=1 plan, simulations)."""
+    source = table_source(tables, req)
     heap = [(c.key(), c) for c in pending]
     heapq.heapify(heap)
     plans: list[Plan] = []
@@ -216,10 +266,12 @@ def rank(table: CostTable, req: PlanRequest, pending: list[Candidate],
     times: list[float] = []  # the top step times so far, sorted
     simulated = 0
     oom_seen: set[tuple[object, ...]] = set()
-    splits: SplitCache = {}  # time-only splits, shared by shardings and micro-batch counts
+    splits: dict[CostKey, SplitCache] = {}  # time-only splits, shared by shardings and m
     while heap:
         _, cand = heapq.heappop(heap)
         spec = cand.spec
+        key = req.key_of(spec)
+        table = source(key)
         kth = times[req.top - 1] if len(times) >= req.top else math.inf
         # the best 1f1b plan is kept exact (the reference the report compares against)
         own = (best_by[spec.schedule].step_time_s if spec.schedule in best_by else math.inf) if (
@@ -229,11 +281,11 @@ def rank(table: CostTable, req: PlanRequest, pending: list[Candidate],
         if cand.bound_s > kth and cand.bound_s > own and cand.bound_s > pp1:
             continue
         if not cand.split:
-            shape = (spec.pp, spec.micro_batch_size, spec.schedule, spec.virtual_stages,
+            shape = (key, spec.pp, spec.micro_batch_size, spec.schedule, spec.virtual_stages,
                      spec.sharding, spec.recompute)
             if shape in oom_seen:
                 continue  # memory does not depend on the rank order
-            tighter = _split_candidate(table, req, spec, splits)
+            tighter = _split_candidate(table, req, spec, splits.setdefault(key, {}))
             if tighter is None:
                 oom_seen.add(shape)
                 rejected[Reason.OOM.value] += 1
@@ -257,17 +309,21 @@ def rank(table: CostTable, req: PlanRequest, pending: list[Candidate],
     return plans, best_by, best_pp1, simulated
 
 
-def search(table: CostTable, req: PlanRequest) -> SearchResult:
-    """Every feasible plan's simulated step time, fastest first (top ``req.top``)."""
-    pending, rejected, count = candidates(table, req)
-    plans, best_by, best_pp1, simulated = rank(table, req, pending, rejected)
+def search(tables: CostTable | TableSource, req: PlanRequest) -> SearchResult:
+    """Every feasible plan's simulated step time, fastest first (top ``req.top``).
+
+    ``tables``: one cost table (for the request's one key), or a source with a
+    table per key of ``req.keys()``."""
+    source = table_source(tables, req)
+    pending, rejected, count = candidates(source, req)
+    plans, best_by, best_pp1, simulated = rank(source, req, pending, rejected)
     top = list(_unique(sorted(plans, key=_order)))[: req.top]
     if top:
-        top[0] = explain(table, req, top[0])
+        top[0] = explain(source(top[0].key), req, top[0])
     if req.with_best_pp1 and best_pp1 is not None and all(p.pp > 1 for p in top):
         top.append(best_pp1)  # the honest baseline: the best plan without a pipeline
     notes = []
-    sizes = _sizes(table, req)
+    sizes = _sizes(source(top[0].key), req) if top else []
     if top and not any(
         req.global_batch % (b * top[0].dp) == 0
         and (req.global_batch // (b * top[0].dp)) % top[0].pp == 0
@@ -281,10 +337,10 @@ def search(table: CostTable, req: PlanRequest) -> SearchResult:
     return SearchResult(top, rejected, count, simulated, best_by, notes)
 
 
-def _order(plan: Plan) -> tuple[float, bool, int, int, int, int, int]:
+def _order(plan: Plan) -> tuple[object, ...]:
     return (plan.step_time_s, not plan.aligned, plan.pp, list(Schedule).index(plan.schedule),
             RANK_ORDERS.index(plan.rank_order), list(Sharding).index(plan.sharding),
-            list(Recompute).index(plan.recompute))
+            list(Recompute).index(plan.recompute), plan.key)
 
 
 def _unique(plans: list[Plan]) -> Iterator[Plan]:
@@ -292,7 +348,8 @@ def _unique(plans: list[Plan]) -> Iterator[Plan]:
     seen: set[tuple[object, ...]] = set()
     for plan in plans:
         key = (plan.pp, plan.dp, plan.schedule, plan.virtual_stages, plan.micro_batch_size,
-               plan.num_microbatches, tuple(plan.stage_layers), plan.sharding, plan.recompute)
+               plan.num_microbatches, tuple(plan.stage_layers), plan.sharding, plan.recompute,
+               plan.key)
         if key not in seen:
             seen.add(key)
             yield plan
@@ -307,7 +364,7 @@ def _split_candidate(
     if split is None:
         return None
     split_spec = replace(spec, stage_layers=tuple(split))
-    stages = layout(table, req, split_spec).stages
+    stages = stage_layout(table, req, split_spec).stages
     if spec.virtual_stages > 1 and surely_oom(rc, req, split_spec, stages):
         return None
     return Candidate(lower_bound(spec.schedule, spec.pp, spec.num_microbatches, stages),

@@ -23,14 +23,14 @@ from pptune.costmodel.schedules import (
 from pptune.costmodel.sharding import reshards, state_bytes_per_param, working_bytes
 from pptune.costmodel.simulate import StageCost
 from pptune.costmodel.table import CostTable
-from pptune.costmodel.topology import Topology
 
 SplitCache = dict[tuple[object, ...], "list[int] | None"]
 
 
 def per_param_bytes(req: PlanRequest, spec: PlanSpec) -> tuple[float, float]:
     """(bytes per parameter that scale with a stage, fixed working bytes) on one device."""
-    dp = req.gpus // (spec.pp * req.tp)
+    ranks = req.layout(spec)
+    dp = ranks.dp * ranks.cp  # state sharded over the data-parallel group with cp
     reshard = reshards(spec.sharding, spec.pp, req.fsdp_reshard_after_forward)
     per = state_bytes_per_param(spec.sharding, dp) + working_bytes(spec.sharding, reshard, 1.0, 0.0)
     return per, 0.0 if not reshard else working_bytes(spec.sharding, reshard, 0.0, 1.0)
@@ -77,8 +77,7 @@ def min_bottleneck_within_memory(
     c = table.by_mb[spec.micro_batch_size]
     costs = [c.fwd_s[i] + c.bwd_s[i] + c.wgrad_s[i] for i in range(len(c.fwd_s))]
     n_stages = p * v
-    dp = req.gpus // (p * req.tp)
-    topo = Topology(p, dp, req.tp, req.gpus_per_node, spec.rank_order)
+    ranks = req.layout(spec)
     inflight = peak_inflight_per_stage(schedule, p, m, v)
     per_param, fixed = per_param_bytes(req, spec)
     largest = max(table.params(i, i + 1) for i in range(len(costs)))
@@ -91,7 +90,7 @@ def min_bottleneck_within_memory(
     for k in range(n_stages):
         a, z = stage_device(schedule, p, k), stage_device(schedule, p, min(k + 1, n_stages - 1))
         hop = k < n_stages - 1 and a != z
-        link = table.p2p_intra if topo.same_node(a, z) else table.p2p_inter
+        link = table.p2p_intra if ranks.same_node(a, z) else table.p2p_inter
         extra.append(2 * link.time_s(out) if hop else 0.0)
     static = [0.0]
     act = [0.0]
