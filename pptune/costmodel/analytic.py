@@ -160,16 +160,18 @@ def mtp_extra_params(m: ModelShape, tp: int = 1) -> float:
     return 2 * h * h / tp + 3 * h + m.vocab * h / tp
 
 
-def model_params(m: ModelShape) -> float:
+def model_params(m: ModelShape, active: bool = False) -> float:
     """Every parameter of the model: blocks, MTP modules, embedding and LM head
-    (a dense model: ``num_blocks x block_params + 2 V h``)."""
+    (a dense model: ``num_blocks x block_params + 2 V h``). ``active``: the
+    parameters one token uses, the routed experts counted top_k / experts."""
     emb = m.vocab * m.hidden
     if not (m.moe or m.mla or m.mtp_layers or m.qk_norm):
         return m.num_blocks * block_params(m) + 2 * emb
     total = 0.0
+    share = m.top_k / m.experts if active and m.moe else 1.0
     for i in range(m.num_blocks + m.mtp_layers):
         dense, expert = layer_params(m, i)
-        total += dense + expert
+        total += dense + expert * share
     h = m.hidden
     total += m.mtp_layers * (2 * h * h + 3 * h)  # MTP projections and norms (embedding shared)
     return total + 2 * emb

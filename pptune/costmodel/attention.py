@@ -91,15 +91,15 @@ def mla_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     dq, dc, dr = m.q_lora_rank, m.kv_lora_rank, m.qk_rope_head_dim
     dn, dv = m.qk_nope_head_dim, m.v_head_dim
     q_cols = heads * (dn + dr)
+    q_down: list[OpCost] = []
+    q_norm: list[OpCost] = []
     if dq:
-        q_down = linear("q_down", rep_i, h, dq, rates)
+        q_down = list(linear("q_down", rep_i, h, dq, rates))
         q_up = linear("q_up", tokens, dq, _split(q_cols, t), rates)
-        q_norm = (memory("q_norm", Phase.F, 4 * dq * rep, rates),
-                  memory("q_norm.bwd", Phase.B, 6 * dq * rep, rates))
+        q_norm = [memory("q_norm", Phase.F, 4 * dq * rep, rates),
+                  memory("q_norm.bwd", Phase.B, 6 * dq * rep, rates)]
     else:
-        q_down = ()
         q_up = linear("q_proj", tokens, h, _split(q_cols, t), rates)
-        q_norm = ()
     kv_down = linear("kv_down", rep_i, h, dc + dr, rates)
     kv_up = linear("kv_up", tokens, dc, _split(heads * (dn + dv), t), rates)
     kv_norm = (memory("kv_norm", Phase.F, 4 * dc * rep, rates),
@@ -115,14 +115,14 @@ def mla_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     up_fwd = [q_up[0], kv_up[0], memory("rotary", Phase.F, rotary, rates)]
     redo = [OpCost(o.name + ".recompute", Phase.B, o.kind, o.flops, o.hbm_bytes, o.time_s,
                    o.kernels) for o in up_fwd] if recompute_up else []
-    fwd = [*([q_down[0]] if dq else []), *q_norm[:1], kv_down[0], kv_norm[0], *up_fwd,
+    fwd = [*q_down[:1], *q_norm[:1], kv_down[0], kv_norm[0], *up_fwd,
            *[o for o in core if o.phase is Phase.F],
            proj[0], tp_collective("tp_attn", Phase.F, comm, par, proj[0])]
     bwd = [proj[1], *redo, *[o for o in core if o.phase is Phase.B],
            memory("rotary.bwd", Phase.B, rotary, rates), q_up[1], kv_up[1],
            tp_collective("tp_attn.bwd", Phase.B, comm, par, kv_up[1]),
-           kv_norm[1], *q_norm[1:], kv_down[1], *([q_down[1]] if dq else [])]
-    wgrad = [*([q_down[2]] if dq else []), q_up[2], kv_down[2], kv_up[2], proj[2]]
+           kv_norm[1], *q_norm[1:], kv_down[1], *q_down[1:2]]
+    wgrad = [*q_down[2:], q_up[2], kv_down[2], kv_up[2], proj[2]]
     return BlockPart(fwd, bwd, wgrad)
 
 

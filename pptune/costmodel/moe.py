@@ -86,7 +86,12 @@ from pptune.costmodel.ops import (
     memory,
     mlp_part,
 )
-from pptune.costmodel.presets import ModelShape
+from pptune.costmodel.presets import (
+    ALLREDUCE_LATENCY_INTRA_S,
+    P2P_LATENCY_INTER_S,
+    P2P_LATENCY_INTRA_S,
+    ModelShape,
+)
 from pptune.costmodel.simulate import Link
 
 FP32_BYTES = 4
@@ -94,6 +99,14 @@ INDEX_BYTES = 8  # int64 expert indices (torch.topk)
 # FP8 dispatch: one byte an element plus one fp32 scale per 128 (DeepSeek-V3 sec. 3.3)
 FP8_DISPATCH_BYTES = 1 + FP32_BYTES / 128
 DEEPSEEK_NODE_LIMIT = 4  # "each token will be sent to at most 4 nodes" (DeepSeek-V3 sec. 2.1.2)
+
+
+# Default links: the h100-sxm preset's (presets.py: NVLink 450 GB/s a direction,
+# one 400 Gb/s NIC per GPU, nccl-tests-order latencies); costs/profiles.py
+# passes each GPU preset's own.
+DEFAULT_NVLINK = Link(P2P_LATENCY_INTRA_S, 450e9)
+DEFAULT_NIC = Link(P2P_LATENCY_INTER_S, 50e9)
+DEFAULT_ETP_LINK = AllReduceLink(ALLREDUCE_LATENCY_INTRA_S, 450e9)
 
 
 @dataclass(frozen=True)
@@ -107,9 +120,9 @@ class ExpertParallel:
     dispatch_bytes: float = float(BF16_BYTES)  # per dispatched element (FP8_DISPATCH_BYTES)
     grouped_gemm: bool = True  # local experts in one grouped GEMM (Megatron --moe-grouped-gemm)
     node_limit: int = 0  # each token to at most this many nodes (0: no limit)
-    intra: Link = Link(10e-6, 450e9)  # NVLink, one direction per GPU
-    inter: Link = Link(20e-6, 50e9)  # the GPU's NIC
-    etp_link: AllReduceLink = AllReduceLink(20e-6, 450e9)  # the etp group's collectives
+    intra: Link = DEFAULT_NVLINK  # NVLink, one direction per GPU
+    inter: Link = DEFAULT_NIC  # the GPU's NIC
+    etp_link: AllReduceLink = DEFAULT_ETP_LINK  # the etp group's collectives
 
     def __post_init__(self) -> None:
         for name in ("ep", "etp", "gpus_per_node"):
