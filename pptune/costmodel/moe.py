@@ -21,10 +21,11 @@ over the mean; 1.0 when routing is forced to balance, as benchmarks do):
   gradients (4k + 4E + 2E).
 - **permute / unpermute** (moe_utils.permute and unpermute): forward permute
   reads each token once and writes its k copies, ``2h T (1 + k)`` bytes;
-  unpermute reads the k expert outputs and writes their weighted sum, the same
-  bytes. Their backward passes move the same bytes in reverse, unpermute's
-  backward also reading the expert outputs for the weights' gradient
-  (``2h T (1 + 2k)``).
+  unpermute reads the k expert outputs and writes their sum, the same bytes;
+  their backward passes move the same bytes in reverse. The routing weights
+  scale the activation inside the experts (megatron/core/transformer/moe/
+  experts.py: ``permuted_probs`` into the "scaled activation",
+  ``weighted_bias_swiglu_impl``), so unpermute's sum is unweighted.
 - **experts**: each rank holds E / ep experts, each split etp ways along f.
   After the all-gather over the etp group an expert sees
   ``m = T k r ep etp / E`` tokens (every rank of the expert's ep x etp group
@@ -57,12 +58,14 @@ over the mean; 1.0 when routing is forced to balance, as benchmarks do):
   tokens, split by tensor parallelism like any MLP (ops.mlp_part).
 
 Activation bytes kept for backward by the MoE part of a block (2 bytes an
-element unless stated): the fp32 router scores ``4 E T``, the permuted
-expert inputs ``2h R``, the expert MLP's inner tensors (gate, up, activation
-output and product for SwiGLU, ``8 f/etp`` a row; GeLU input and output ``4
-f/etp``) and the expert outputs before unpermute ``2h T k r``, where ``R = T
-k r etp`` rows are on the rank after the all-gather; plus the shared experts'
-inner tensors as a dense MLP's.
+element unless stated), with ``R = T k r etp`` rows on the rank after the
+all-gather: the fp32 router scores ``4 E T``, the permuted expert inputs
+``2h R`` (fc1's input), fc1's output (gate and up, ``2 x 2 f/etp`` a row; GeLU
+``2 f/etp``) which the fused weighted SwiGLU keeps instead of its
+intermediates, its output (fc2's input, ``2 f/etp``) and the fp32 routing
+weights (``4 R``); the expert outputs are not kept, the unpermute being an
+unweighted sum; plus the shared experts' inner tensors as a dense MLP's
+(analytic.py).
 """
 
 from __future__ import annotations
@@ -239,7 +242,6 @@ def moe_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     scores_f = t_loc * ((2 + 4) * e + 4 * e + (FP32_BYTES + INDEX_BYTES) * k)
     scores_b = t_loc * (FP32_BYTES * k + FP32_BYTES * e + BF16_BYTES * e)
     permute = 2 * h * t_loc * (1 + k * r)
-    unpermute_b = 2 * h * t_loc * (1 + 2 * k * r)
     tokens_bytes = BF16_BYTES * h * copies
     gathered = BF16_BYTES * h * rows
     fwd = [
@@ -253,7 +255,7 @@ def moe_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
         memory("unpermute", Phase.F, permute, rates),
     ]
     bwd = [
-        memory("unpermute.bwd", Phase.B, unpermute_b, rates),
+        memory("unpermute.bwd", Phase.B, permute, rates),
         _a2a("a2a_combine.bwd", Phase.B, tokens_bytes, m, ex),
         _etp_collective("etp_scatter.bwd", Phase.B, gathered, ex),
         fc2[1], memory("expert_activation.bwd", Phase.B, act_b * rows, rates), fc1[1],
@@ -276,11 +278,10 @@ def moe_act_bytes(m: ModelShape, b: int, par: Parallel, ex: ExpertParallel) -> f
     the shared experts' inner tensors included."""
     h, e, k, r = m.hidden, m.experts, m.top_k, ex.imbalance
     t_loc = local_tokens(m, b, par)
-    copies = t_loc * k * r
-    rows = copies * ex.etp
+    rows = t_loc * k * r * ex.etp
     f_loc = m.expert_ffn // ex.etp
-    inner = (8 if m.gated_mlp else 4) * f_loc * rows
-    total = FP32_BYTES * e * t_loc + BF16_BYTES * h * rows + inner + BF16_BYTES * h * copies
+    inner = (6 if m.gated_mlp else 4) * f_loc * rows  # fc1's output and the activation's
+    total = FP32_BYTES * e * t_loc + BF16_BYTES * h * rows + inner + FP32_BYTES * rows
     if m.shared_ffn:
         tokens = b * m.seq_len
         total += (8 if m.gated_mlp else 4) * m.shared_ffn * tokens / par.tp

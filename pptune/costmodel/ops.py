@@ -46,7 +46,9 @@ parallelism splits too, Korthikanti et al. 2022 sec. 4.2.2):
     bias-dropout-add (GPT)  F: read x, bias, residual, write y, 1-byte
                     mask: 7h;  B: dropout's backward (read dy and the
                     mask, write dx: 5h) and the gradient sum (6h)
-    rotary          F and B: read and write q and k: 4 (h + g d) / t
+    rotary          F and B: read and write q and k: 4 (a d + g d) / t
+    QK norm (Qwen3) F: read q and k, write them: 4 (a d + g d) / t;
+                    B: read them and the gradient, write it: 6 (a d + g d) / t
     GeLU            F: read, write 4f/t;  B: read x, dy, write dx: 6f/t
     SwiGLU          F: read gate, up, write: 6f/t;  B: read gate, up, dy,
                     write two: 10f/t

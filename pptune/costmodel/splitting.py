@@ -99,7 +99,7 @@ def min_bottleneck_within_memory(
 ) -> list[int] | None:
     p, m, v, schedule = spec.pp, spec.num_microbatches, spec.virtual_stages, spec.schedule
     c = table.by_mb[spec.micro_batch_size]
-    costs = [c.fwd_s[i] + c.bwd_s[i] + c.wgrad_s[i] for i in range(len(c.fwd_s))]
+    costs = c.work_s()
     n_stages = p * v
     ranks = req.layout(spec)
     inflight = peak_inflight_per_stage(schedule, p, m, v)

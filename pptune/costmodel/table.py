@@ -27,6 +27,13 @@ class LayerCosts:
     fwd_a2a_s: Sequence[float] = ()
     bwd_a2a_s: Sequence[float] = ()
 
+    def work_s(self) -> list[float]:
+        """Each layer's F + B + W, its exposed all-to-alls included."""
+        work = [self.fwd_s[i] + self.bwd_s[i] + self.wgrad_s[i] for i in range(len(self.fwd_s))]
+        if self.fwd_a2a_s or self.bwd_a2a_s:
+            work = [w + self.fwd_a2a_s[i] + self.bwd_a2a_s[i] for i, w in enumerate(work)]
+        return work
+
 
 @dataclass(frozen=True)
 class CostTable:

@@ -89,7 +89,7 @@ def test_router_permutation_and_activation_bytes() -> None:
     assert op(part.bwd, "router_topk.bwd").hbm_bytes == 128 * (8 + 32 + 16)
     # permute: read 128 tokens of 256 bf16, write 2 copies each
     assert op(part.fwd, "permute").hbm_bytes == 2 * 256 * 128 * 3
-    assert op(part.bwd, "unpermute.bwd").hbm_bytes == 2 * 256 * 128 * 5
+    assert op(part.bwd, "unpermute.bwd").hbm_bytes == 2 * 256 * 128 * 3
     # SwiGLU over 256 rows of 512: 6 and 10 bytes an element
     assert op(part.fwd, "expert_activation").hbm_bytes == 6 * 512 * 256
     assert op(part.bwd, "expert_activation.bwd").hbm_bytes == 10 * 512 * 256
@@ -157,16 +157,16 @@ def test_layer_keeps_the_all_to_all_apart_and_the_stage_adds_it() -> None:
 
 
 def test_moe_activation_bytes_per_rank() -> None:
-    # fp32 scores 4 x 8 x 128, expert inputs 2 x 256 x 256 rows, SwiGLU inner 8 x 512 x 256,
-    # expert outputs 2 x 256 x 256
-    moe = 4096 + 131072 + 1_048_576 + 131072
-    assert moe_act_bytes(SMALL, 1, PAR, ex(ep=2)) == moe
+    # fp32 scores 4 x 8 x 128; 256 rows: expert inputs 2 x 256, fc1 output (gate, up)
+    # 2 x 1024 and the activation output 2 x 512 a row, fp32 routing weights 4 a row
+    moe = 4096 + 2 * 256 * 256 + 6 * 512 * 256 + 4 * 256
+    assert moe_act_bytes(SMALL, 1, PAR, ex(ep=2)) == moe == 922_624
     # the block: norm and sub-layer inputs (8 bytes a token x h) and attention's Q K V and
     # projection input (8), plus the MoE part instead of a dense MLP's
     assert block_act_bytes(SMALL, 1, mlp_bytes=moe) == 16 * 128 * 256 + moe
     # etp 2: the rank holds the gathered 512 rows at half the width
     assert moe_act_bytes(SMALL, 1, PAR, ex(ep=2, etp=2)) == (
-        4096 + 2 * 256 * 512 + 8 * 256 * 512 + 131072)
+        4096 + 2 * 256 * 512 + 6 * 256 * 512 + 4 * 512)
 
 
 def test_expert_parameters_are_split_by_ep_and_etp_not_tp() -> None:
