@@ -132,3 +132,25 @@ def test_dense_presets_count_as_before() -> None:
     for m in presets.MODELS.values():
         if not m.moe:
             assert model_params(m) == m.num_blocks * block_params(m) + 2 * m.vocab * m.hidden
+
+
+def test_selective_recompute_of_dense_mlps_and_mla_up_projections() -> None:
+    ds = dataclasses.replace(presets.MODELS["deepseek-v3"], num_blocks=4, seq_len=512,
+                             mtp_layers=0)
+    gpu, ex = presets.GPUS["h100-sxm"], ExpertParallel(ep=8)
+    plain = analytic_layers(ds, gpu, [1], experts=ex)
+    mlp = analytic_layers(ds, gpu, [1], experts=ex, recompute_modules=frozenset({"mlp"}))
+    dense0, dense1 = plain[1].per_micro_batch[1], mlp[1].per_micro_batch[1]
+    # a dense block keeps only its MLP's input: the gate, up, activation and product
+    # (8 bytes a token x f) go, and its forward reruns before the backward
+    assert dense0.act_bytes - dense1.act_bytes == pytest.approx(8 * 18432 * 512)
+    assert dense1.bwd_s > dense0.bwd_s and dense1.fwd_s == dense0.fwd_s
+    # Megatron-core's "mlp" skips MoE blocks (transformer_layer.py: not self.is_moe_layer)
+    assert mlp[4].per_micro_batch == plain[4].per_micro_batch
+    up = analytic_layers(ds, gpu, [1], experts=ex, recompute_modules=frozenset({"mla_up_proj"}))
+    # Q, K, V: 128 heads x (2 x 192 + 128) x 2 bytes a token dropped from every block
+    for i in (1, 4):
+        assert plain[i].per_micro_batch[1].act_bytes - up[i].per_micro_batch[1].act_bytes == (
+            pytest.approx(2 * 512 * 128 * 512))
+    with pytest.raises(ValueError, match="not modelled"):
+        analytic_layers(ds, gpu, [1], experts=ex, recompute_modules=frozenset({"moe_act"}))

@@ -205,3 +205,21 @@ def test_experts_the_frameworks_cannot_place_are_refused() -> None:
         ExpertParallel(imbalance=0.5)
     with pytest.raises(BadInput, match="--ep 3 does not divide the 8 routed experts"):
         analytic_profile(SMALL, "h100-sxm", [1], experts=ExpertParallel(ep=3))
+
+
+def test_expert_gradients_reduce_over_the_expert_data_parallel_group() -> None:
+    # one layer of 1e6 dense and 3e6 expert parameters (bf16 bytes), 16 GPUs, ep 4: dense
+    # gradients all-reduce over dp 16, expert gradients over edp = 16 / 4 = 4, one after
+    # the other after the backward (no overlap), fp32 on the wire
+    from pptune.costmodel.comm import allreduce_s
+    from pptune.costmodel.evaluate import stage_layout
+
+    c = LayerCosts([1.0], [1.0], [0.0], [0.0], [0.0])
+    link = AllReduceLink(1e-5, 1e10)
+    table = CostTable(["block0"], [8e6], 2, {1: c}, 128, 1e12, Link(), Link(), link, link,
+                      expert_param_bytes=[6e6])
+    key = CostKey(ep=4)
+    req = PlanRequest(gpus=16, global_batch=16, cost_keys=(key,), overlap_grad_reduce=False)
+    spec = PlanSpec(Schedule.ONE_F_ONE_B, 1, 1, 1, (1,), key=key)
+    tail = stage_layout(table, req, spec).comm[0].tail_s
+    assert tail == pytest.approx(allreduce_s(1e6 * 4, 16, link) + allreduce_s(3e6 * 4, 4, link))
