@@ -101,7 +101,6 @@ FP32_BYTES = 4
 INDEX_BYTES = 8  # int64 expert indices (torch.topk)
 # FP8 dispatch: one byte an element plus one fp32 scale per 128 (DeepSeek-V3 sec. 3.3)
 FP8_DISPATCH_BYTES = 1 + FP32_BYTES / 128
-DEEPSEEK_NODE_LIMIT = 4  # "each token will be sent to at most 4 nodes" (DeepSeek-V3 sec. 2.1.2)
 
 
 # Default links: the h100-sxm preset's (presets.py: NVLink 450 GB/s a direction,
@@ -122,7 +121,7 @@ class ExpertParallel:
     imbalance: float = 1.0  # tokens of the busiest expert / the mean (1.0: force-balanced)
     dispatch_bytes: float = float(BF16_BYTES)  # per dispatched element (FP8_DISPATCH_BYTES)
     grouped_gemm: bool = True  # local experts in one grouped GEMM (Megatron --moe-grouped-gemm)
-    node_limit: int = 0  # each token to at most this many nodes (0: no limit)
+    node_limit: int = 0  # each token to at most this many nodes (0: none; DeepSeek-V3: 4)
     intra: Link = DEFAULT_NVLINK  # NVLink, one direction per GPU
     inter: Link = DEFAULT_NIC  # the GPU's NIC
     etp_link: AllReduceLink = DEFAULT_ETP_LINK  # the etp group's collectives
