@@ -255,9 +255,10 @@ def main() -> None:
     bench_published_memory()
     bench_baselines()
     bench_planner_speed(repeats)
-    from bench import published
+    from bench import published, published_moe
 
     write_result("published", published.main())
+    write_result("published_moe", published_moe.main())
     try:
         from bench import accuracy
     except ImportError:

@@ -15,12 +15,29 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from pptune.costmodel.schedules import Schedule
 from pptune.errors import BadInput
 
 PROFILE_SCHEMA_VERSION = 1
+
+
+def _drop_zeros(doc: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """A dense model's files stay as they were: its zero mixture-of-experts fields
+    are left out (they default to zero when read)."""
+    for key in keys:
+        if doc.get(key) == 0.0:
+            del doc[key]
+    return doc
 
 
 class Strict(BaseModel):
@@ -41,19 +58,40 @@ class LayerCost(Strict):
     )
     bwd_spread: float | None = Field(None, ge=0, description="probe only: spread of bwd_s")
     wgrad_spread: float | None = Field(None, ge=0, description="probe only: spread of wgrad_s")
+    fwd_a2a_s: float = Field(
+        0.0, ge=0, description="mixture of experts: dispatch and combine all-to-all in the "
+        "forward, seconds (not in fwd_s)")
+    bwd_a2a_s: float = Field(
+        0.0, ge=0, description="mixture of experts: the all-to-alls of the backward, seconds "
+        "(not in bwd_s)")
+
+    @model_serializer(mode="wrap")
+    def _without_zero_moe(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _drop_zeros(handler(self), ("fwd_a2a_s", "bwd_a2a_s"))
 
 
 class Layer(Strict):
     name: str = Field(min_length=1)
     param_bytes: float = Field(ge=0, description="bytes of this layer's parameters")
+    expert_param_bytes: float = Field(
+        0.0, ge=0, description="mixture of experts: the routed experts' part of param_bytes "
+        "(sharded over expert data parallelism)")
     per_micro_batch: dict[str, LayerCost] = Field(
         description="costs keyed by micro-batch size, as a string: {\"1\": {...}, \"2\": {...}}"
     )
+
+    @model_serializer(mode="wrap")
+    def _without_zero_moe(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _drop_zeros(handler(self), ("expert_param_bytes",))
 
     @model_validator(mode="after")
     def _keys_are_sizes(self) -> Layer:
         if not self.per_micro_batch:
             raise ValueError(f"layer {self.name!r} has no per_micro_batch costs")
+        if self.expert_param_bytes > self.param_bytes:
+            raise ValueError(f"layer {self.name!r}: expert_param_bytes "
+                             f"({self.expert_param_bytes:g}) exceeds param_bytes "
+                             f"({self.param_bytes:g}); they are part of them")
         for key in self.per_micro_batch:
             if not key.isdigit() or int(key) < 1:
                 raise ValueError(

@@ -33,21 +33,45 @@ FFN width, gated MLPs and models without dropout; with flash attention
 (Dao et al. 2022) the ``5 a s / h`` score term is not stored. The LM head
 keeps the fp32 logits for the loss, ``4 s b V / t`` (Korthikanti et al.
 2022, sec. 4.3).
+
+Block types: each block is priced as it is built. Its attention is the
+model's grouped-query attention (ops.attention_part), a sliding window
+(GPT-OSS's every other block, ``ModelShape.sliding_block``) or multi-head
+latent attention (attention.py); its MLP a dense one of ``ffn`` or, where
+``ModelShape.moe_block`` says so, a router with routed and shared experts
+(moe.py), whose dispatch and combine all-to-all are the layer's own figures
+(``fwd_a2a_s``, ``bwd_a2a_s``) and whose routed-expert parameters are counted
+apart (``expert_param_bytes``: sharded over expert and expert-data
+parallelism, not data parallelism). DeepSeek-V3's multi-token-prediction
+modules (sec. 2.2 of its report) follow the last block as layers ``mtp0`` ..:
+each embeds the shifted tokens again, normalises them and the hidden state,
+projects their concatenation (2h -> h), runs one block of the model's kind and
+its own LM head and loss; Megatron-core keeps a copy of the embedding on the
+MTP stage (gpt_model.py: ``if self.pre_process or self.mtp_process``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pptune.costmodel.attention import MLA_UP_PROJ, mla_act_bytes, mla_params, mla_part
+from pptune.costmodel.moe import ExpertParallel, check_experts, moe_act_bytes, moe_params, moe_part
 from pptune.costmodel.ops import (
+    BlockPart,
+    Kind,
     OpCost,
     Parallel,
     Phase,
     Rates,
+    attention_part,
     block_ops,
     embedding_ops,
     head_ops,
+    linear,
+    memory,
+    mlp_part,
     phase_s,
+    tp_collective,
 )
 from pptune.costmodel.presets import GpuSpec, ModelShape
 
@@ -63,6 +87,8 @@ class LayerSpec:
     wgrad_s: float
     act_bytes: float
     out_bytes: float
+    fwd_a2a_s: float = 0.0  # expert dispatch and combine all-to-all, forward (moe.py)
+    bwd_a2a_s: float = 0.0  # the same in the backward
 
 
 @dataclass(frozen=True)
@@ -70,6 +96,14 @@ class AnalyticLayer:
     name: str
     param_bytes: float
     per_micro_batch: dict[int, LayerSpec]
+    expert_param_bytes: float = 0.0  # the routed experts' part of param_bytes
+
+
+# Megatron-core --recompute-modules this model prices (selective recomputation):
+# "mla_up_proj" (attention.py) and "mlp", the dense MLP of non-MoE blocks
+# (transformer_layer.py: ``if "mlp" in recompute_modules: if not self.is_moe_layer``).
+RECOMPUTE_MLP = "mlp"
+RECOMPUTE_MODULES = frozenset({MLA_UP_PROJ, RECOMPUTE_MLP})
 
 
 def block_flops_per_token(m: ModelShape, causal_skip: bool = False) -> tuple[float, float]:
@@ -79,49 +113,138 @@ def block_flops_per_token(m: ModelShape, causal_skip: bool = False) -> tuple[flo
     a flash-attention kernel with a causal mask computes them.
     """
     h, f, d = m.hidden, m.ffn, m.head_dim
-    gemm = 2 * h * (h + 2 * m.kv_heads * d) + 2 * h * h + 2 * h * f * (3 if m.gated_mlp else 2)
-    attn = 4 * m.seq_len * h * (0.5 if causal_skip else 1.0)
+    q = m.heads * d
+    gemm = 2 * h * (q + 2 * m.kv_heads * d) + 2 * q * h + 2 * h * f * (3 if m.gated_mlp else 2)
+    attn = 4 * m.seq_len * q * (0.5 if causal_skip else 1.0)
     return float(gemm), float(attn)
 
 
 def block_params(m: ModelShape) -> float:
+    """Parameters of a dense block (grouped-query attention, an MLP of ``ffn``)."""
     h, f, d = m.hidden, m.ffn, m.head_dim
-    attn = h * (h + 2 * m.kv_heads * d) + h * h
+    q = m.heads * d
+    attn = h * (q + 2 * m.kv_heads * d) + q * h
     mlp = h * f * (3 if m.gated_mlp else 2)
     norms = 2 * h * (2 if m.dropout else 1)  # GPT layernorms have a bias, RMSNorm none
     return float(attn + mlp + norms)
 
 
+def attention_params(m: ModelShape, tp: int = 1) -> float:
+    """One rank's attention parameters (QKV and output projections; MLA's
+    attention.mla_params; Qwen3's per-head q and k norms)."""
+    if m.mla:
+        return mla_params(m, tp)
+    h, d = m.hidden, m.head_dim
+    q = m.heads * d
+    return (h * (q + 2 * m.kv_heads * d) + q * h) / tp + (2 * d if m.qk_norm else 0)
+
+
+def layer_params(m: ModelShape, i: int, tp: int = 1,
+                 experts: ExpertParallel | None = None) -> tuple[float, float]:
+    """(dense, routed-expert) parameters of block i on one rank: attention,
+    the two RMSNorms (LayerNorms with bias for GPT) and a dense MLP or the MoE
+    part (moe.moe_params)."""
+    norms = 2 * m.hidden * (2 if m.dropout else 1)
+    attn = attention_params(m, tp)
+    if m.moe_block(i):
+        dense, expert = moe_params(m, tp, experts or ExpertParallel())
+        return attn + norms + dense, expert
+    return attn + norms + m.hidden * m.ffn * (3 if m.gated_mlp else 2) / tp, 0.0
+
+
+def mtp_extra_params(m: ModelShape, tp: int = 1) -> float:
+    """An MTP module's parameters besides its block: the projection 2h -> h, the
+    norms of the embedding, the hidden state and its output, and the copy of the
+    embedding its stage keeps."""
+    h = m.hidden
+    return 2 * h * h / tp + 3 * h + m.vocab * h / tp
+
+
+def model_params(m: ModelShape, active: bool = False) -> float:
+    """Every parameter of the model: blocks, MTP modules, embedding and LM head
+    (a dense model: ``num_blocks x block_params + 2 V h``). ``active``: the
+    parameters one token uses, the routed experts counted top_k / experts."""
+    emb = m.vocab * m.hidden
+    if not (m.moe or m.mla or m.mtp_layers or m.qk_norm):
+        return m.num_blocks * block_params(m) + 2 * emb
+    total = 0.0
+    share = m.top_k / m.experts if active and m.moe else 1.0
+    for i in range(m.num_blocks + m.mtp_layers):
+        dense, expert = layer_params(m, i)
+        total += dense + expert * share
+    h = m.hidden
+    total += m.mtp_layers * (2 * h * h + 3 * h)  # MTP projections and norms (embedding shared)
+    return total + 2 * emb
+
+
 def block_act_bytes(
     m: ModelShape, b: int, tp: int = 1, flash_attention: bool = True,
-    sequence_parallel: bool = False,
+    sequence_parallel: bool = False, *, attn_bytes: float | None = None,
+    mlp_bytes: float | None = None,
 ) -> float:
     """Bytes one block keeps for backward, per micro-batch (Korthikanti et al. 2022).
 
     With sequence parallelism the parts tensor parallelism leaves whole
     (layernorms, dropout, block inputs) are split along the sequence too:
     ``s b h (34/t + 5 a s / (h t))`` for a GPT block (their eq. 4).
+    ``attn_bytes`` / ``mlp_bytes``: the attention's (MLA) or MLP's (MoE, or a
+    recomputed MLP: 0) inner tensors in bytes, instead of a dense block's.
     """
     s, h, f, a = m.seq_len, m.hidden, m.ffn, m.heads
     kv_frac = m.kv_heads * m.head_dim / h
+    q_frac = m.heads * m.head_dim / h  # 1 unless the model sets its head dimension
     drop = 1.0 if m.dropout else 0.0
     # Not split by tensor parallelism: two layernorm inputs (2 + 2), the
     # inputs of the attention and MLP blocks (2 + 2), two dropout masks.
     replicated = 4 + 2 + 2 + 2 * drop
     # Split by tensor parallelism: Q (2), K and V (2 each, scaled for GQA),
     # the output-projection input (2), the MLP's inner tensors.
-    attn_inner = 2 + 4 * kv_frac + 2
+    attn_inner = 2 * q_frac + 4 * kv_frac + 2 * q_frac
     if m.gated_mlp:
         mlp_inner = 8 * f / h  # gate, up, activation output, product (2 bytes each)
     else:
         mlp_inner = 4 * f / h  # GeLU input and output (2 bytes each)
-    sharded = attn_inner + mlp_inner
+    if attn_bytes is None and mlp_bytes is None:
+        sharded = attn_inner + mlp_inner
+    else:
+        sharded = (attn_inner if attn_bytes is None else 0.0) + (
+            mlp_inner if mlp_bytes is None else 0.0)
     per_token_h = (replicated + sharded) / tp if sequence_parallel else replicated + sharded / tp
     total = s * b * h * per_token_h
+    if attn_bytes is not None:
+        total += attn_bytes
+    if mlp_bytes is not None:
+        total += mlp_bytes
     if not flash_attention:
         # softmax output (2), its dropout mask (1), dropout output (2) per score
         total += (2 + 3 * drop) * a * s * s * b / tp
     return total
+
+
+def _mtp_ops(m: ModelShape, b: int, rates: Rates, par: Parallel,
+             block: list[OpCost]) -> list[OpCost]:
+    """An MTP module: its embedding, the two norms and the projection 2h -> h,
+    its block, and its LM head with the loss (module docstring)."""
+    h, t = m.hidden, par.tp
+    tokens = b * m.seq_len
+    rep = tokens / t if par.sequence_parallel else float(tokens)
+    proj = linear("mtp_proj", tokens, 2 * h, -(-h // t), rates)
+    act = 2.0 * tokens * h
+    pre = [
+        *embedding_ops(m, b, rates, par),
+        memory("mtp_norms", Phase.F, 2 * 4 * h * rep, rates, kernels=2), proj[0],
+        tp_collective("tp_mtp", Phase.F, act, par, proj[0]),
+        memory("mtp_norms.bwd", Phase.B, 2 * 6 * h * rep, rates, kernels=2), proj[1],
+        tp_collective("tp_mtp.bwd", Phase.B, act, par, proj[1]), proj[2],
+    ]
+    return pre + block + head_ops(m, b, rates, par)
+
+
+def _split_a2a(ops: list[OpCost], phase: Phase, rates: Rates) -> tuple[float, float]:
+    """(the phase's time without its all-to-alls, the all-to-alls' time)."""
+    rest = [o for o in ops if o.kind is not Kind.ALL_TO_ALL]
+    a2a = [o for o in ops if o.kind is Kind.ALL_TO_ALL]
+    return phase_s(rest, phase, rates), phase_s(a2a, phase, rates)
 
 
 def analytic_layers(
@@ -134,42 +257,107 @@ def analytic_layers(
     tp_allreduce: tuple[float, float] = (20e-6, 450e9),
     sequence_parallel: bool = False,
     tp_comm_overlap: bool = False,
+    experts: ExpertParallel | None = None,
+    recompute_modules: frozenset[str] = frozenset(),
 ) -> list[AnalyticLayer]:
-    """Embedding, blocks and head with costs for each micro-batch size.
+    """Embedding, blocks (and MTP modules) and head with costs for each micro-batch size.
 
     ``efficiency``: one fraction of peak for every GEMM instead of the
     shape-dependent one. ``tp_allreduce`` is (latency_s, bus bytes/s) of the
     tensor-parallel group; ``tp_comm_overlap`` hides its collectives behind
-    their GEMMs (ops.tp_collective).
+    their GEMMs (ops.tp_collective). ``experts``: how MoE blocks are placed
+    (moe.ExpertParallel; default one rank, balanced routing).
+    ``recompute_modules``: Megatron-core's selective recomputation of
+    ``mla_up_proj`` and ``mlp`` (dense MLPs), priced into the layers.
     """
     if efficiency is not None and not 0 < efficiency <= 1:
         raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
+    unknown = set(recompute_modules) - RECOMPUTE_MODULES
+    if unknown:
+        raise ValueError(f"recompute modules {sorted(unknown)} are not modelled; "
+                         f"choose from {sorted(RECOMPUTE_MODULES)}")
+    ex = experts or ExpertParallel()
+    check_experts(m, ex)
     rates = Rates.of(gpu, efficiency)
     par = Parallel(tp, sequence_parallel, flash_attention, *tp_allreduce, tp_comm_overlap)
     s, h, v = m.seq_len, m.hidden, m.vocab
+    redo_up = MLA_UP_PROJ in recompute_modules and m.mla
+    redo_mlp = RECOMPUTE_MLP in recompute_modules
 
     def spec(ops: list[OpCost], act_bytes: float, out_bytes: float) -> LayerSpec:
-        return LayerSpec(phase_s(ops, Phase.F, rates), phase_s(ops, Phase.B, rates),
-                         phase_s(ops, Phase.W, rates), act_bytes, out_bytes)
+        fwd, fwd_a2a = _split_a2a(ops, Phase.F, rates)
+        bwd, bwd_a2a = _split_a2a(ops, Phase.B, rates)
+        return LayerSpec(fwd, bwd, phase_s(ops, Phase.W, rates), act_bytes, out_bytes,
+                         fwd_a2a, bwd_a2a)
+
+    plain = not (m.moe or m.mla or m.sliding_window or m.mtp_layers) and not redo_mlp
+
+    def kind(i: int) -> tuple[bool, bool]:
+        return m.moe_block(i), m.sliding_block(i)
+
+    def block(i: int, b: int) -> tuple[list[OpCost], float]:
+        """Block i's ops and saved bytes at micro-batch size b."""
+        moe, sliding = kind(i)
+        if plain:
+            return block_ops(m, b, rates, par), block_act_bytes(
+                m, b, tp, flash_attention, sequence_parallel)
+        attn: BlockPart | None = None
+        attn_bytes: float | None = None
+        if m.mla:
+            attn = mla_part(m, b, rates, par, redo_up)
+            attn_bytes = mla_act_bytes(m, b, par, redo_up)
+        elif sliding:
+            attn = attention_part(m, b, rates, par, window=m.sliding_window)
+        if moe:
+            mlp = moe_part(m, b, rates, par, ex)
+            mlp_bytes: float | None = moe_act_bytes(m, b, par, ex)
+        else:
+            mlp = mlp_part(m, b, rates, par)
+            mlp_bytes = None
+            if redo_mlp:  # checkpointed: only its input is kept; its forward reruns in B
+                mlp = BlockPart(mlp.fwd, [
+                    OpCost(o.name + ".recompute", Phase.B, o.kind, o.flops, o.hbm_bytes,
+                           o.time_s, o.kernels) for o in mlp.fwd] + mlp.bwd, mlp.wgrad)
+                mlp_bytes = 0.0
+        ops = block_ops(m, b, rates, par, attn, mlp)
+        return ops, block_act_bytes(m, b, tp, flash_attention, sequence_parallel,
+                                    attn_bytes=attn_bytes, mlp_bytes=mlp_bytes)
 
     emb: dict[int, LayerSpec] = {}
-    blocks: dict[int, LayerSpec] = {}
+    blocks: dict[tuple[bool, bool], dict[int, LayerSpec]] = {}
+    mtp: dict[int, LayerSpec] = {}
     head: dict[int, LayerSpec] = {}
+    first = {kind(i): i for i in reversed(range(m.num_blocks))}
     for b in micro_batch_sizes:
         tokens = b * s
         hidden_bytes = tokens * h * BF16_BYTES
         send_bytes = hidden_bytes / tp  # scatter/gather optimisation, Narayanan et al. sec. 4.1
         emb[b] = spec(embedding_ops(m, b, rates, par), 0.0, send_bytes)
-        blocks[b] = spec(block_ops(m, b, rates, par),
-                         block_act_bytes(m, b, tp, flash_attention, sequence_parallel),
-                         send_bytes)
+        for k, i in first.items():
+            ops, act = block(i, b)
+            blocks.setdefault(k, {})[b] = spec(ops, act, send_bytes)
+        if m.mtp_layers:
+            ops, act = block(m.num_blocks, b)
+            rep = tokens / tp if sequence_parallel else float(tokens)
+            # its block's, the two norm inputs and the projection's 2h input, its head's
+            act += 4 * BF16_BYTES * h * rep + 2 * hidden_bytes + 4 * tokens * v / tp
+            mtp[b] = spec(_mtp_ops(m, b, rates, par, ops), act, send_bytes)
         # the loss scalar leaves the head; it keeps its input and fp32 logits
         head[b] = spec(head_ops(m, b, rates, par), 2 * hidden_bytes + 4 * tokens * v / tp, 4.0)
     emb_params = (v * h + (s * h if m.dropout else 0)) / tp  # GPT adds learned positions
     layers = [AnalyticLayer("embedding", emb_params * BF16_BYTES, emb)]
-    layers += [
-        AnalyticLayer(f"block{i}", block_params(m) / tp * BF16_BYTES, blocks)
-        for i in range(m.num_blocks)
-    ]
+    for i in range(m.num_blocks):
+        if plain:
+            layers.append(AnalyticLayer(f"block{i}", block_params(m) / tp * BF16_BYTES,
+                                        blocks[kind(i)]))
+            continue
+        dense, expert = layer_params(m, i, tp, ex)
+        layers.append(AnalyticLayer(f"block{i}", (dense + expert) * BF16_BYTES,
+                                    blocks[kind(i)], expert * BF16_BYTES))
+    for j in range(m.mtp_layers):
+        dense, expert = layer_params(m, m.num_blocks + j, tp, ex)
+        dense += mtp_extra_params(m, tp)
+        layers.append(AnalyticLayer(f"mtp{j}", (dense + expert) * BF16_BYTES, mtp,
+                                    expert * BF16_BYTES))
     layers.append(AnalyticLayer("head", (v * h / tp + h) * BF16_BYTES, head))
     return layers

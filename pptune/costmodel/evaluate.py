@@ -207,6 +207,13 @@ class StageLayout:
     params: list[float]
     largest: list[float]
     device_of: list[int]
+    expert_params: list[float] = field(default_factory=list)  # the routed experts' part
+
+
+def _both(a: ShardComm, b: ShardComm) -> ShardComm:
+    """Dense and expert traffic of one stage, one after the other on its stream."""
+    return ShardComm(a.fwd_s + b.fwd_s, a.bwd_s + b.bwd_s, a.start_s + b.start_s,
+                     a.tail_s + b.tail_s)
 
 
 def stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLayout:
@@ -222,13 +229,27 @@ def stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLay
     reshard = reshards(spec.sharding, spec.pp, req.fsdp_reshard_after_forward)
     rc = with_recompute(table, spec.recompute, req.recompute_every)
     compute = stage_costs(rc, spec.micro_batch_size, spec.stage_layers)
-    comm = [stage_comm(spec.sharding, reshard, n, dp, ar_link, req.grad_bytes_factor,
-                       req.overlap_grad_reduce, st.bwd_s + st.wgrad_s, st.fwd_s)
-            for n, st in zip(params, compute, strict=True)]
+    experts = [table.expert_params(s, e) for s, e in bounds] if table.expert_param_bytes else []
+    if not experts:
+        comm = [stage_comm(spec.sharding, reshard, n, dp, ar_link, req.grad_bytes_factor,
+                           req.overlap_grad_reduce, st.bwd_s + st.wgrad_s, st.fwd_s)
+                for n, st in zip(params, compute, strict=True)]
+    else:
+        # routed experts' gradients reduce over the expert data-parallel group
+        # (megatron-core's expert_data_parallel group: edp = tp cp dp / (ep etp))
+        edp_group = lay.group(Dim.EDP)
+        edp_link = table.ar_intra if edp_group.intra else table.ar_inter
+        comm = [_both(stage_comm(spec.sharding, reshard, n - x, dp, ar_link,
+                                 req.grad_bytes_factor, req.overlap_grad_reduce,
+                                 st.bwd_s + st.wgrad_s, st.fwd_s),
+                      stage_comm(spec.sharding, reshard, x, lay.edp, edp_link,
+                                 req.grad_bytes_factor, req.overlap_grad_reduce,
+                                 st.bwd_s + st.wgrad_s, st.fwd_s))
+                for n, x, st in zip(params, experts, compute, strict=True)]
     share = [lg / n if n > 0 else 0.0 for lg, n in zip(largest, params, strict=True)]
     stages = with_comm(compute, comm, share)
     device_of = [stage_device(spec.schedule, spec.pp, k) for k in range(len(bounds))]
-    return StageLayout(stages, comm, params, largest, device_of)
+    return StageLayout(stages, comm, params, largest, device_of, experts)
 
 
 def device_memory(
@@ -242,13 +263,19 @@ def device_memory(
     reshard = reshards(spec.sharding, p, req.fsdp_reshard_after_forward)
     params = [0.0] * p
     largest = [0.0] * p
+    experts = [0.0] * p
     for k, d in enumerate(lay.device_of):
         params[d] += lay.params[k]
         largest[d] = max(largest[d], lay.largest[k])
+        if lay.expert_params:
+            experts[d] += lay.expert_params[k]
     p2p = p2p_buffer_bytes([s.out_bytes for s in lay.stages], lay.device_of, p)
+    # routed experts' state is sharded over the expert data-parallel group
+    per_expert = state_bytes_per_param(spec.sharding, ranks.edp) if lay.expert_params else 0.0
     return [
         DeviceMemory(
-            state_bytes=params[d] * per_param,
+            state_bytes=(params[d] * per_param if not lay.expert_params else
+                         (params[d] - experts[d]) * per_param + experts[d] * per_expert),
             working_bytes=working_bytes(spec.sharding, reshard, params[d], largest[d]),
             activation_bytes=activation_bytes[d],
             p2p_bytes=p2p[d],

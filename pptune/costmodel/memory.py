@@ -80,6 +80,10 @@ def with_recompute(
             act_bytes=[min(c.act_bytes[i], c.out_bytes[i - 1] if i else 0.0) if redo[i]
                        else c.act_bytes[i] for i in range(n)],
             out_bytes=c.out_bytes,
+            fwd_a2a_s=c.fwd_a2a_s,
+            # the rerun forward dispatches and combines its tokens again
+            bwd_a2a_s=[c.bwd_a2a_s[i] + (c.fwd_a2a_s[i] if redo[i] else 0.0)
+                       for i in range(n)] if c.bwd_a2a_s else c.bwd_a2a_s,
         )
     return dataclasses.replace(table, by_mb=by)
 

@@ -46,7 +46,9 @@ parallelism splits too, Korthikanti et al. 2022 sec. 4.2.2):
     bias-dropout-add (GPT)  F: read x, bias, residual, write y, 1-byte
                     mask: 7h;  B: dropout's backward (read dy and the
                     mask, write dx: 5h) and the gradient sum (6h)
-    rotary          F and B: read and write q and k: 4 (h + g d) / t
+    rotary          F and B: read and write q and k: 4 (a d + g d) / t
+    QK norm (Qwen3) F: read q and k, write them: 4 (a d + g d) / t;
+                    B: read them and the gradient, write it: 6 (a d + g d) / t
     GeLU            F: read, write 4f/t;  B: read x, dy, write dx: 6f/t
     SwiGLU          F: read gate, up, write: 6f/t;  B: read gate, up, dy,
                     write two: 10f/t
@@ -86,6 +88,7 @@ class Kind(str, Enum):
     ATTENTION = "attention"
     MEMORY = "memory"
     COMM = "comm"
+    ALL_TO_ALL = "all_to_all"  # expert dispatch and combine: its own figure (moe.py)
 
 
 @dataclass(frozen=True)
@@ -195,11 +198,20 @@ def tp_collective(name: str, phase: Phase, nbytes: float, par: Parallel,
     return OpCost(name, phase, Kind.COMM, 0.0, nbytes, time_s, 0)
 
 
-def attention_ops(m: ModelShape, b: int, rates: Rates, par: Parallel) -> list[OpCost]:
-    """Core attention (scores, softmax, weighted sum) for the local heads."""
+def attention_ops(m: ModelShape, b: int, rates: Rates, par: Parallel,
+                  window: int = 0) -> list[OpCost]:
+    """Core attention (scores, softmax, weighted sum) for the local heads.
+
+    ``window`` > 0: each query attends to at most the last ``window`` keys
+    (sliding-window attention); a flash kernel skips the tiles outside it, so
+    the causal ``s^2 / 2`` query-key pairs become ``s w - w^2 / 2`` (w <= s).
+    Eager attention computes the whole masked score matrix either way."""
     s, d, heads = m.seq_len, m.head_dim, m.heads // par.tp
     if par.flash_attention:
-        fwd_flops = 4.0 * s * s * d * heads * b / 2  # causal: half the tiles
+        if 0 < window < s:
+            fwd_flops = 4.0 * d * heads * b * (s * window - window * window / 2)
+        else:
+            fwd_flops = 4.0 * s * s * d * heads * b / 2  # causal: half the tiles
         rate = rates.peak_flops * rates.attention_fraction
         return [
             OpCost("flash_attn", Phase.F, Kind.ATTENTION, fwd_flops, 0.0, fwd_flops / rate),
@@ -230,42 +242,91 @@ def _split(n: int, t: int) -> int:
     return -(-n // t)
 
 
-def block_ops(m: ModelShape, b: int, rates: Rates, par: Parallel) -> list[OpCost]:
-    """Every op of one transformer block's forward, B and W, in that order."""
-    t, h, f = par.tp, m.hidden, m.ffn
+@dataclass(frozen=True)
+class BlockPart:
+    """One sub-layer of a block (attention, MLP or MoE): its ops by phase, in
+    the order they run."""
+
+    fwd: list[OpCost]
+    bwd: list[OpCost]
+    wgrad: list[OpCost]
+
+
+def attention_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
+                   window: int = 0) -> BlockPart:
+    """Grouped-query (or multi-head) attention: QKV and output projections,
+    rotary, core attention and the tensor-parallel collective around them.
+    Queries and outputs are ``heads x head_dim`` wide (the hidden size unless
+    the model sets its head dimension, e.g. Qwen3 and GPT-OSS)."""
+    t, h = par.tp, m.hidden
     tokens = b * m.seq_len
+    q = m.heads * m.head_dim
     kv = m.kv_heads * m.head_dim
-    rep = tokens / t if par.sequence_parallel else float(tokens)  # tokens of the unsplit parts
     act = BF16_BYTES * tokens * h  # bytes of one hidden-state tensor
-    qkv = linear("qkv", tokens, h, _split(h + 2 * kv, t), rates)
-    proj = linear("attn_out", tokens, _split(h, t), h, rates)
-    up = linear("mlp_up", tokens, h, _split(f * (2 if m.gated_mlp else 1), t), rates)
-    down = linear("mlp_down", tokens, _split(f, t), h, rates)
+    qkv = linear("qkv", tokens, h, _split(q + 2 * kv, t), rates)
+    proj = linear("attn_out", tokens, _split(q, t), h, rates)
+    rotary = 4 * tokens * (q + kv) / t
+    qk_norm = [memory("qk_norm", Phase.F, 4 * tokens * (q + kv) / t, rates)] if m.qk_norm else []
+    qk_norm_b = ([memory("qk_norm.bwd", Phase.B, 6 * tokens * (q + kv) / t, rates)]
+                 if m.qk_norm else [])
+    core = attention_ops(m, b, rates, par, window)
+    return BlockPart(
+        fwd=[qkv[0], *qk_norm,
+             *([memory("rotary", Phase.F, rotary, rates)] if m.rotary else []),
+             *[o for o in core if o.phase is Phase.F],
+             proj[0], tp_collective("tp_attn", Phase.F, act, par, proj[0])],
+        bwd=[proj[1], *[o for o in core if o.phase is Phase.B],
+             *([memory("rotary.bwd", Phase.B, rotary, rates)] if m.rotary else []),
+             *qk_norm_b, qkv[1], tp_collective("tp_attn.bwd", Phase.B, act, par, qkv[1])],
+        wgrad=[qkv[2], proj[2]],
+    )
+
+
+def mlp_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
+             ffn: int | None = None, name: str = "mlp") -> BlockPart:
+    """A dense MLP of width ``ffn`` (default the model's): up (gate and up for
+    SwiGLU), activation, down, and its tensor-parallel collective."""
+    t, h, f = par.tp, m.hidden, m.ffn if ffn is None else ffn
+    tokens = b * m.seq_len
+    act = BF16_BYTES * tokens * h
+    up = linear(f"{name}_up", tokens, h, _split(f * (2 if m.gated_mlp else 1), t), rates)
+    down = linear(f"{name}_down", tokens, _split(f, t), h, rates)
+    act_f, act_b = (6 * f, 10 * f) if m.gated_mlp else (4 * f, 6 * f)
+    prefix = "" if name == "mlp" else f"{name}_"
+    return BlockPart(
+        fwd=[up[0], memory(f"{prefix}activation", Phase.F, act_f * tokens / t, rates), down[0],
+             tp_collective(f"tp_{name}", Phase.F, act, par, down[0])],
+        bwd=[down[1], memory(f"{prefix}activation.bwd", Phase.B, act_b * tokens / t, rates),
+             up[1], tp_collective(f"tp_{name}.bwd", Phase.B, act, par, up[1])],
+        wgrad=[up[2], down[2]],
+    )
+
+
+def block_ops(m: ModelShape, b: int, rates: Rates, par: Parallel,
+              attn: BlockPart | None = None, mlp: BlockPart | None = None) -> list[OpCost]:
+    """Every op of one transformer block's forward, B and W, in that order: the
+    norms and residuals around its attention and its MLP (default: the model's
+    attention and a dense MLP; analytic.py passes MLA, sliding-window and MoE
+    parts for blocks of those types)."""
+    h = m.hidden
+    tokens = b * m.seq_len
+    rep = tokens / par.tp if par.sequence_parallel else float(tokens)  # tokens of the unsplit parts
+    attn = attn or attention_part(m, b, rates, par)
+    mlp = mlp or mlp_part(m, b, rates, par)
     norm_f, norm_b = 4 * h * rep, 6 * h * rep
     res_f, res_b = (7 * h * rep, 11 * h * rep) if m.dropout else (6 * h * rep, 6 * h * rep)
-    act_f, act_b = (6 * f, 10 * f) if m.gated_mlp else (4 * f, 6 * f)
     fwd = [
-        memory("norm1", Phase.F, norm_f, rates), qkv[0],
-        *([memory("rotary", Phase.F, 4 * tokens * (h + kv) / t, rates)] if m.rotary else []),
-        *[o for o in attention_ops(m, b, rates, par) if o.phase is Phase.F],
-        proj[0], tp_collective("tp_attn", Phase.F, act, par, proj[0]),
+        memory("norm1", Phase.F, norm_f, rates), *attn.fwd,
         memory("residual1", Phase.F, res_f, rates), memory("norm2", Phase.F, norm_f, rates),
-        up[0], memory("activation", Phase.F, act_f * tokens / t, rates), down[0],
-        tp_collective("tp_mlp", Phase.F, act, par, down[0]),
-        memory("residual2", Phase.F, res_f, rates),
+        *mlp.fwd, memory("residual2", Phase.F, res_f, rates),
     ]
     bwd = [
-        memory("residual2.bwd", Phase.B, res_b, rates), down[1],
-        memory("activation.bwd", Phase.B, act_b * tokens / t, rates), up[1],
-        tp_collective("tp_mlp.bwd", Phase.B, act, par, up[1]),
+        memory("residual2.bwd", Phase.B, res_b, rates), *mlp.bwd,
         memory("norm2.bwd", Phase.B, norm_b, rates),
-        memory("residual1.bwd", Phase.B, res_b, rates), proj[1],
-        *[o for o in attention_ops(m, b, rates, par) if o.phase is Phase.B],
-        *([memory("rotary.bwd", Phase.B, 4 * tokens * (h + kv) / t, rates)] if m.rotary else []),
-        qkv[1], tp_collective("tp_attn.bwd", Phase.B, act, par, qkv[1]),
+        memory("residual1.bwd", Phase.B, res_b, rates), *attn.bwd,
         memory("norm1.bwd", Phase.B, norm_b, rates),
     ]
-    return fwd + bwd + [qkv[2], proj[2], up[2], down[2]]
+    return fwd + bwd + attn.wgrad + mlp.wgrad
 
 
 def embedding_ops(m: ModelShape, b: int, rates: Rates, par: Parallel) -> list[OpCost]:

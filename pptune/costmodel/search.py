@@ -43,7 +43,14 @@ from pptune.costmodel.evaluate import (
     stage_layout,
 )
 from pptune.costmodel.keys import CostKey, TableSource
-from pptune.costmodel.layout import DP_INNER, PP_INNER, RANK_ORDERS, RankOrder
+from pptune.costmodel.layout import (
+    DP_INNER,
+    PP_INNER,
+    RANK_ORDERS,
+    Layout,
+    LayoutError,
+    RankOrder,
+)
 from pptune.costmodel.memory import DEFAULT_RESERVE_BYTES, Recompute, with_recompute
 from pptune.costmodel.refine import refine_split
 from pptune.costmodel.schedules import (
@@ -188,7 +195,8 @@ def candidates(tables: CostTable | TableSource, req: PlanRequest
                 rejected[Reason.EXPERTS_WORLD.value] += 1
                 continue
             distinct = req.gpus > req.gpus_per_node and p > 1 and dp > 1
-            orders = [o for o in req.rank_orders if distinct or o is DP_INNER] or [DP_INNER]
+            orders = [o for o in req.rank_orders if (distinct or o is DP_INNER)
+                      and _order_holds(req, key, p, dp, o)] or [DP_INNER]
             shardings = list(req.shardings) if dp * key.cp > 1 else list(req.shardings)[:1]
             if p > 1 and dp * key.cp > 1 and _zero1_dominates(req):
                 shardings.remove(Sharding.NONE)
@@ -218,6 +226,17 @@ def candidates(tables: CostTable | TableSource, req: PlanRequest
                                                              sharding, r, key))
                                    for o in orders)
     return out, rejected, count
+
+
+def _order_holds(req: PlanRequest, key: CostKey, p: int, dp: int, order: RankOrder) -> bool:
+    """Whether megatron-core can lay the key's expert groups out in this rank order
+    (layout.py says when it cannot)."""
+    try:
+        Layout(pp=p, dp=dp, tp=key.tp, cp=key.cp, ep=key.ep, etp=key.etp,
+               gpus_per_node=req.gpus_per_node, order=order)
+    except LayoutError:
+        return False
+    return True
 
 
 def table_source(tables: CostTable | TableSource, req: PlanRequest) -> TableSource:
@@ -250,8 +269,7 @@ def _sizes(table: CostTable, req: PlanRequest) -> list[int]:
 
 
 def _layer_work(table: CostTable, b: int) -> list[float]:
-    c = table.by_mb[b]
-    return [c.fwd_s[i] + c.bwd_s[i] + c.wgrad_s[i] for i in range(len(c.fwd_s))]
+    return table.by_mb[b].work_s()
 
 
 def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candidate],
@@ -364,7 +382,12 @@ def _split_candidate(
     if split is None:
         return None
     split_spec = replace(spec, stage_layers=tuple(split))
-    stages = stage_layout(table, req, split_spec).stages
+    if spec.sharding in (Sharding.NONE, Sharding.ZERO1):
+        # their data-parallel traffic runs once per step (tail_s), never inside an op:
+        # the stages are the compute alone (evaluate.with_comm leaves them as they are)
+        stages = stage_costs(rc, spec.micro_batch_size, split_spec.stage_layers)
+    else:
+        stages = stage_layout(table, req, split_spec).stages
     if spec.virtual_stages > 1 and surely_oom(rc, req, split_spec, stages):
         return None
     return Candidate(lower_bound(spec.schedule, spec.pp, spec.num_microbatches, stages),

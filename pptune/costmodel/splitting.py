@@ -36,6 +36,29 @@ def per_param_bytes(req: PlanRequest, spec: PlanSpec) -> tuple[float, float]:
     return per, 0.0 if not reshard else working_bytes(spec.sharding, reshard, 0.0, 1.0)
 
 
+def expert_per_param_bytes(req: PlanRequest, spec: PlanSpec) -> float:
+    """Bytes per routed-expert parameter: their training state is sharded over the
+    expert data-parallel group rather than data parallelism."""
+    ranks = req.layout(spec)
+    reshard = reshards(spec.sharding, spec.pp, req.fsdp_reshard_after_forward)
+    return (state_bytes_per_param(spec.sharding, ranks.edp)
+            + working_bytes(spec.sharding, reshard, 1.0, 0.0))
+
+
+def layer_state_bytes(table: CostTable, req: PlanRequest, spec: PlanSpec) -> list[float]:
+    """Each layer's training state (and kept working copies) on one device."""
+    per, _ = per_param_bytes(req, spec)
+    n = len(table.param_bytes)
+    if not table.expert_param_bytes:
+        return [table.params(i, i + 1) * per for i in range(n)]
+    per_expert = expert_per_param_bytes(req, spec)
+    out = []
+    for i in range(n):
+        expert = table.expert_params(i, i + 1)
+        out.append((table.params(i, i + 1) - expert) * per + expert * per_expert)
+    return out
+
+
 def surely_oom(table: CostTable, req: PlanRequest, spec: PlanSpec,
                 stages: list[StageCost]) -> bool:
     """A lower bound on a device's peak (all its state, the largest in-flight
@@ -44,11 +67,12 @@ def surely_oom(table: CostTable, req: PlanRequest, spec: PlanSpec,
     inflight = peak_inflight_per_stage(spec.schedule, p, spec.num_microbatches,
                                        spec.virtual_stages)
     per, _ = per_param_bytes(req, spec)
+    state = layer_state_bytes(table, req, spec) if table.expert_param_bytes else []
     static = [0.0] * p
     act = [0.0] * p
     for k, (s, e) in enumerate(stage_bounds(spec.stage_layers)):
         d = stage_device(spec.schedule, p, k)
-        static[d] += table.params(s, e) * per
+        static[d] += sum(state[s:e]) if state else table.params(s, e) * per
         act[d] = max(act[d], inflight[k] * stages[k].act_bytes)
     usable = table.memory_bytes - req.reserve_bytes
     return any(static[d] + act[d] > usable for d in range(p))
@@ -75,7 +99,7 @@ def min_bottleneck_within_memory(
 ) -> list[int] | None:
     p, m, v, schedule = spec.pp, spec.num_microbatches, spec.virtual_stages, spec.schedule
     c = table.by_mb[spec.micro_batch_size]
-    costs = [c.fwd_s[i] + c.bwd_s[i] + c.wgrad_s[i] for i in range(len(c.fwd_s))]
+    costs = c.work_s()
     n_stages = p * v
     ranks = req.layout(spec)
     inflight = peak_inflight_per_stage(schedule, p, m, v)
@@ -94,8 +118,9 @@ def min_bottleneck_within_memory(
         extra.append(2 * link.time_s(out) if hop else 0.0)
     static = [0.0]
     act = [0.0]
+    state = layer_state_bytes(table, req, spec) if table.expert_param_bytes else []
     for i in range(len(costs)):
-        static.append(static[-1] + table.params(i, i + 1) * per_param)
+        static.append(static[-1] + (state[i] if state else table.params(i, i + 1) * per_param))
         act.append(act[-1] + c.act_bytes[i])
 
     def fits(k: int, s: int, e: int) -> bool:

@@ -12,13 +12,27 @@ from pptune.costmodel.simulate import Link, StageCost
 
 @dataclass(frozen=True)
 class LayerCosts:
-    """Per-layer costs at one micro-batch size (plain lists, same length)."""
+    """Per-layer costs at one micro-batch size (plain lists, same length).
+
+    ``fwd_a2a_s`` / ``bwd_a2a_s``: the expert dispatch and combine all-to-all of
+    MoE layers, kept apart from ``fwd_s`` / ``bwd_s`` (empty: none) so that a
+    schedule that overlaps them can hide them; ``stage_costs`` adds them to the
+    stage's F and B, exposed, as 1F1B and interleaved 1F1B run them."""
 
     fwd_s: Sequence[float]
     bwd_s: Sequence[float]
     wgrad_s: Sequence[float]
     act_bytes: Sequence[float]
     out_bytes: Sequence[float]
+    fwd_a2a_s: Sequence[float] = ()
+    bwd_a2a_s: Sequence[float] = ()
+
+    def work_s(self) -> list[float]:
+        """Each layer's F + B + W, its exposed all-to-alls included."""
+        work = [self.fwd_s[i] + self.bwd_s[i] + self.wgrad_s[i] for i in range(len(self.fwd_s))]
+        if self.fwd_a2a_s or self.bwd_a2a_s:
+            work = [w + self.fwd_a2a_s[i] + self.bwd_a2a_s[i] for i, w in enumerate(work)]
+        return work
 
 
 @dataclass(frozen=True)
@@ -33,10 +47,19 @@ class CostTable:
     p2p_inter: Link
     ar_intra: AllReduceLink
     ar_inter: AllReduceLink
+    # the routed experts' part of each layer's param_bytes (empty: none), whose
+    # gradients and optimizer state are sharded over expert data parallelism
+    expert_param_bytes: Sequence[float] = ()
 
     def params(self, start: int, end: int) -> float:
         """Parameter count of layers [start, end)."""
         return sum(self.param_bytes[start:end]) / self.param_dtype_bytes
+
+    def expert_params(self, start: int, end: int) -> float:
+        """Routed-expert parameter count of layers [start, end) (in ``params``)."""
+        if not self.expert_param_bytes:
+            return 0.0
+        return sum(self.expert_param_bytes[start:end]) / self.param_dtype_bytes
 
 
 def stage_costs(table: CostTable, b: int, stage_layers: Sequence[int]) -> list[StageCost]:
@@ -44,10 +67,14 @@ def stage_costs(table: CostTable, b: int, stage_layers: Sequence[int]) -> list[S
     c = table.by_mb[b]
     out = []
     for s, e in stage_bounds(stage_layers):
+        fwd_s, bwd_s = sum(c.fwd_s[s:e]), sum(c.bwd_s[s:e])
+        if c.fwd_a2a_s or c.bwd_a2a_s:  # exposed (no overlapping schedule yet)
+            fwd_s += sum(c.fwd_a2a_s[s:e])
+            bwd_s += sum(c.bwd_a2a_s[s:e])
         out.append(
             StageCost(
-                fwd_s=sum(c.fwd_s[s:e]),
-                bwd_s=sum(c.bwd_s[s:e]),
+                fwd_s=fwd_s,
+                bwd_s=bwd_s,
                 wgrad_s=sum(c.wgrad_s[s:e]),
                 act_bytes=sum(c.act_bytes[s:e]),
                 out_bytes=c.out_bytes[e - 1],

@@ -7,13 +7,12 @@ from typing import Any
 from rich.table import Table
 
 from pptune.costmodel import presets
-from pptune.costmodel.analytic import block_params
+from pptune.costmodel.analytic import model_params
 from pptune.report.fmt import fmt_bytes
 
 
 def _params(m: presets.ModelShape) -> float:
-    emb = m.vocab * m.hidden
-    return m.num_blocks * block_params(m) + 2 * emb
+    return model_params(m)
 
 
 def presets_tables() -> list[Table]:

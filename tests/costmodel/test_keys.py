@@ -84,3 +84,26 @@ def test_all_to_all_splits_near_and_far_shares() -> None:
     # 64 over 8 nodes: 7/64 near (NVLink), 56/64 far (NIC) at once: the NIC decides
     assert all_to_all_s(64e6, Group(64, 8, 8), nv, nic) == pytest.approx(20e-6 + 56e6 / 50e9)
     assert all_to_all_s(1e6, Group(1, 1, 1), nv, nic) == 0.0
+
+
+def test_rank_orders_megatron_cannot_lay_out_are_not_searched() -> None:
+    # ep 2 with tp 1: the pipeline-inside-dp order needs ep x etp = tp x cp, so only
+    # tp-dp-pp is planned (layout.py's rule), without an error
+    key = CostKey(ep=2)
+    req = PlanRequest(gpus=16, global_batch=16, pp=(2,), cost_keys=(key,), top=3,
+                      **PLAIN)  # type: ignore[arg-type]
+    res = search({key: table(1.0)}.__getitem__, req)
+    assert res.plans and {p.rank_order.value for p in res.plans} == {"tp-dp-pp"}
+
+
+def test_the_split_balances_layers_with_their_all_to_all() -> None:
+    # four equal layers, the last two with 3 s of all-to-all each: two stages split 3 + 1
+    c = LayerCosts([1.0] * 4, [1.0] * 4, [0.0] * 4, [0.0] * 4, [0.0] * 4,
+                   fwd_a2a_s=[0.0, 0.0, 1.5, 1.5], bwd_a2a_s=[0.0, 0.0, 1.5, 1.5])
+    assert c.work_s() == [2.0, 2.0, 5.0, 5.0]
+    free = AllReduceLink(0.0, 1e30)
+    t = CostTable([f"l{i}" for i in range(4)], [0.0] * 4, 2, {1: c}, 128, 1e12,
+                  Link(0.0, 1e30), Link(0.0, 1e30), free, free)
+    req = PlanRequest(gpus=2, global_batch=4, pp=(2,), top=1, with_best_pp1=False,
+                      **PLAIN)  # type: ignore[arg-type]
+    assert search(t, req).plans[0].stage_layers == [3, 1]

@@ -70,3 +70,91 @@ def test_sizes_fill_the_rest_from_a_preset_or_gpt_defaults() -> None:
     assert s.name == "custom-4L-256h"
     assert with_seq_len(s, None) is s and with_seq_len(s, 512) is s
     assert with_seq_len(s, 128).seq_len == 128
+
+
+HF = QWEN2.parent
+
+
+def test_mixtral_config_reads_its_experts() -> None:
+    s = read_hf_config(HF / "mixtral-8x7b-config.json", seq_len=4096).shape
+    assert (s.experts, s.top_k, s.expert_ffn, s.shared_ffn, s.first_dense) == (8, 2, 14336, 0, 0)
+    assert (s.num_blocks, s.hidden, s.heads, s.kv_heads, s.vocab) == (32, 4096, 32, 8, 32000)
+    assert s.sliding_window == 0  # "sliding_window": null
+    assert all(s.moe_block(i) for i in range(32))
+
+
+def test_qwen3_moe_config_reads_head_dim_qk_norm_and_sparse_step() -> None:
+    s = read_hf_config(HF / "qwen3-30b-a3b-config.json", seq_len=4096).shape
+    assert (s.experts, s.top_k, s.expert_ffn, s.ffn) == (128, 8, 768, 6144)
+    assert (s.head_dim, s.kv_heads, s.qk_norm) == (128, 4, True)  # head_dim 128, not 2048 / 32
+    assert (s.moe_every, s.moe_offset, s.first_dense) == (1, 0, 0)
+
+
+def test_deepseek_v3_config_reads_mla_shared_experts_dense_layers_and_mtp() -> None:
+    s = read_hf_config(HF / "deepseek-v3-config.json", seq_len=4096).shape
+    assert (s.experts, s.top_k, s.expert_ffn, s.shared_ffn) == (256, 8, 2048, 2048)
+    assert (s.first_dense, s.moe_every, s.mtp_layers, s.ffn) == (3, 1, 1, 18432)
+    assert (s.q_lora_rank, s.kv_lora_rank, s.qk_rope_head_dim, s.qk_nope_head_dim,
+            s.v_head_dim) == (1536, 512, 64, 128, 128)
+    assert s.mla and not s.moe_block(2) and s.moe_block(3)
+
+
+def test_gpt_oss_config_reads_alternating_sliding_windows() -> None:
+    s = read_hf_config(HF / "gpt-oss-120b-config.json", seq_len=4096).shape
+    assert (s.experts, s.top_k, s.expert_ffn, s.head_dim) == (128, 4, 2880, 64)
+    assert (s.sliding_window, s.full_attention_every) == (128, 2)
+    assert [s.sliding_block(i) for i in range(4)] == [True, False, True, False]
+
+
+def test_llama4_text_config_reads_experts_shared_expert_and_dense_width() -> None:
+    s = read_hf_config(HF / "llama4-scout-17b-16e-config.json", seq_len=8192).shape
+    assert (s.experts, s.top_k, s.expert_ffn, s.shared_ffn, s.ffn) == (16, 1, 8192, 8192, 16384)
+    assert (s.num_blocks, s.hidden, s.heads, s.kv_heads, s.vocab) == (48, 5120, 40, 8, 202048)
+    assert (s.moe_every, s.moe_offset) == (1, 0)
+
+
+def _moe_doc(**changes: object) -> dict[str, object]:
+    doc = json.loads((HF / "deepseek-v3-config.json").read_text())
+    doc.update(changes)
+    return {k: v for k, v in doc.items() if v is not None}
+
+
+@pytest.mark.parametrize(
+    ("doc", "needle"),
+    [
+        (_moe_doc(n_routed_experts=8.5), "n_routed_experts must be a positive integer, got 8.5"),
+        (_moe_doc(n_routed_experts="256"), "n_routed_experts must be a positive integer"),
+        (_moe_doc(num_experts_per_tok=300),
+         "num_experts_per_tok (300) must not exceed n_routed_experts (256)"),
+        (_moe_doc(moe_intermediate_size=None), "missing moe_intermediate_size"),
+        (_moe_doc(kv_lora_rank=None), "missing kv_lora_rank"),
+        (_moe_doc(first_k_dense_replace=-1), "first_k_dense_replace must be an integer >= 0"),
+        ({"model_type": "gpt_oss", "hidden_size": 64, "num_hidden_layers": 4,
+          "num_attention_heads": 4, "vocab_size": 8, "num_local_experts": 4,
+          "num_experts_per_tok": 2, "intermediate_size": 64, "sliding_window": 16,
+          "layer_types": ["sliding_attention", "full_attention", "full_attention",
+                          "sliding_attention"]},
+         "layer_types places full-attention layers irregularly"),
+        ({"model_type": "qwen3_moe", "hidden_size": 64, "num_hidden_layers": 4,
+          "num_attention_heads": 4, "vocab_size": 8, "num_experts": 4, "num_experts_per_tok": 2,
+          "moe_intermediate_size": 32, "mlp_only_layers": [2]},
+         "mlp_only_layers [2] are not the first layers"),
+    ],
+)
+def test_bad_moe_configs_are_refused_naming_the_key(tmp_path: Path, doc: object,
+                                                    needle: str) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(BadInput) as err:
+        read_hf_config(path, seq_len=4096)
+    assert needle in str(err.value) and str(path) in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_unknown_moe_family_is_planned_dense_with_a_note(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "olmoe", "hidden_size": 64, "num_hidden_layers": 2,
+                                "num_attention_heads": 4, "vocab_size": 8, "num_experts": 8}))
+    hf = read_hf_config(path, seq_len=128)
+    assert not hf.shape.moe
+    assert any("'olmoe'" in n and "planned as a dense MLP" in n for n in hf.notes)

@@ -1,0 +1,297 @@
+"""Mixture-of-experts layers: what one MoE block costs, op by op.
+
+A MoE block replaces the dense MLP with a router and routed experts (and,
+in DeepSeek's and Llama 4's designs, shared experts that see every token).
+Megatron-core's all-to-all token dispatcher runs it as (megatron/core/
+transformer/moe/token_dispatcher.py, ``MoEAlltoAllTokenDispatcher``):
+
+    router -> permute -> A2A(EP) -> AG(ETP) -> experts -> RS(ETP) -> A2A(EP) -> unpermute
+
+Per micro-batch of b sequences of s tokens, on one rank of tensor-parallel
+size t (sequence parallelism: the rank holds T = b s / t of the tokens; Megatron
+runs MoE with sequence parallelism whenever t > 1), with E routed experts,
+top-k routing, expert FFN width f, expert-parallel size ep, expert
+tensor-parallel size etp and routing imbalance r (tokens of the busiest expert
+over the mean; 1.0 when routing is forced to balance, as benchmarks do):
+
+- **router**: a GEMM T x h by h x E, then scores and top-k over HBM: forward
+  reads the bf16 logits and writes fp32 scores (2E + 4E bytes a token), top-k
+  reads them and writes k fp32 weights and k int64 indices (4E + 12k);
+  backward reads the k weight gradients and the scores and writes the logit
+  gradients (4k + 4E + 2E).
+- **permute / unpermute** (moe_utils.permute and unpermute): forward permute
+  reads each token once and writes its k copies, ``2h T (1 + k)`` bytes;
+  unpermute reads the k expert outputs and writes their sum, the same bytes;
+  their backward passes move the same bytes in reverse. The routing weights
+  scale the activation inside the experts (megatron/core/transformer/moe/
+  experts.py: ``permuted_probs`` into the "scaled activation",
+  ``weighted_bias_swiglu_impl``), so unpermute's sum is unweighted.
+- **experts**: each rank holds E / ep experts, each split etp ways along f.
+  After the all-gather over the etp group an expert sees
+  ``m = T k r ep etp / E`` tokens (every rank of the expert's ep x etp group
+  sends it its share). Their GEMMs (fc1: m x h by h x 2f/etp for a gated MLP,
+  fc2: m x f/etp by f/etp x h) run as one grouped GEMM over the local experts
+  (``--moe-grouped-gemm``; one launch, its tiles in common waves) or one GEMM
+  per expert; the efficiency comes from the per-expert m through the same
+  tile and wave model as every GEMM (ops.gemm_efficiency). The activation
+  moves ``6 f/etp`` bytes a row forward and ``10 f/etp`` backward (SwiGLU; GeLU
+  4 and 6), over ``T k r etp`` rows.
+- **expert tensor parallelism** (etp > 1): the dispatched tokens are
+  all-gathered over the etp group before the experts and the outputs
+  reduce-scattered after (forward), and the same for the gradients (backward):
+  ``(etp - 1)/etp`` of ``etp T k r h`` bf16 elements each way (comm.py's
+  reduce-scatter / all-gather time).
+- **dispatch and combine all-to-all**: each rank sends ``T k r`` token copies
+  of h elements to the ranks of its ep group, 2 bytes each in BF16 or
+  ``1 + 4/128`` in FP8 with one fp32 scale per 128 elements (DeepSeek-V3
+  report sec. 3.3: dispatched activations in FP8 with 1 x 128 tile scales,
+  combine in BF16); combine and both backward all-to-alls move BF16. The time
+  is comm.all_to_all_s over the ep group's placement (NVLink for the members
+  on the rank's node, its NIC for the rest, concurrently). With node-limited
+  routing (DeepSeek-V3 sec. 2.1.2: each token to at most M = 4 nodes; DeepEP
+  forwards inside the node) a token crosses the network once per distinct
+  remote node, not once per expert: ``min(k, M, nodes) (nodes - 1)/nodes``
+  copies go through the NIC and its k copies over NVLink. The all-to-all is
+  its own figure (``fwd_a2a_s``, ``bwd_a2a_s``) so that a schedule or framework
+  that overlaps it can hide it; the others sum into the block's F, B and W.
+- **shared experts**: a dense MLP of their combined width over the block's
+  tokens, split by tensor parallelism like any MLP (ops.mlp_part).
+
+Activation bytes kept for backward by the MoE part of a block (2 bytes an
+element unless stated), with ``R = T k r etp`` rows on the rank after the
+all-gather: the fp32 router scores ``4 E T``, the permuted expert inputs
+``2h R`` (fc1's input), fc1's output (gate and up, ``2 x 2 f/etp`` a row; GeLU
+``2 f/etp``) which the fused weighted SwiGLU keeps instead of its
+intermediates, its output (fc2's input, ``2 f/etp``) and the fp32 routing
+weights (``4 R``); the expert outputs are not kept, the unpermute being an
+unweighted sum; plus the shared experts' inner tensors as a dense MLP's
+(analytic.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+from pptune.costmodel.comm import AllReduceLink, all_gather_s, all_to_all_s
+from pptune.costmodel.layout import Dim, Group, Layout
+from pptune.costmodel.ops import (
+    BF16_BYTES,
+    BlockPart,
+    Kind,
+    OpCost,
+    Parallel,
+    Phase,
+    Rates,
+    gemm,
+    linear,
+    memory,
+    mlp_part,
+)
+from pptune.costmodel.presets import (
+    ALLREDUCE_LATENCY_INTRA_S,
+    P2P_LATENCY_INTER_S,
+    P2P_LATENCY_INTRA_S,
+    ModelShape,
+)
+from pptune.costmodel.simulate import Link
+
+FP32_BYTES = 4
+INDEX_BYTES = 8  # int64 expert indices (torch.topk)
+# FP8 dispatch: one byte an element plus one fp32 scale per 128 (DeepSeek-V3 sec. 3.3)
+FP8_DISPATCH_BYTES = 1 + FP32_BYTES / 128
+
+
+# Default links: the h100-sxm preset's (presets.py: NVLink 450 GB/s a direction,
+# one 400 Gb/s NIC per GPU, nccl-tests-order latencies); costs/profiles.py
+# passes each GPU preset's own.
+DEFAULT_NVLINK = Link(P2P_LATENCY_INTRA_S, 450e9)
+DEFAULT_NIC = Link(P2P_LATENCY_INTER_S, 50e9)
+DEFAULT_ETP_LINK = AllReduceLink(ALLREDUCE_LATENCY_INTRA_S, 450e9)
+
+
+@dataclass(frozen=True)
+class ExpertParallel:
+    """How a MoE block's experts are placed and fed."""
+
+    ep: int = 1
+    etp: int = 1
+    gpus_per_node: int = 8
+    imbalance: float = 1.0  # tokens of the busiest expert / the mean (1.0: force-balanced)
+    dispatch_bytes: float = float(BF16_BYTES)  # per dispatched element (FP8_DISPATCH_BYTES)
+    grouped_gemm: bool = True  # local experts in one grouped GEMM (Megatron --moe-grouped-gemm)
+    node_limit: int = 0  # each token to at most this many nodes (0: none; DeepSeek-V3: 4)
+    intra: Link = DEFAULT_NVLINK  # NVLink, one direction per GPU
+    inter: Link = DEFAULT_NIC  # the GPU's NIC
+    etp_link: AllReduceLink = DEFAULT_ETP_LINK  # the etp group's collectives
+
+    def __post_init__(self) -> None:
+        for name in ("ep", "etp", "gpus_per_node"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer (got {value!r})")
+        if not self.imbalance >= 1.0:
+            raise ValueError(f"the routing imbalance is the busiest expert's tokens over the "
+                             f"mean, at least 1.0 (got {self.imbalance!r})")
+
+    def group(self, dim: Dim) -> Group:
+        """Where the ep (or etp) group's ranks sit: experts are grouped etp fastest,
+        then ep (megatron-core's expert rank order etp-ep-edp-pp), so the placement
+        depends on etp, ep and the node size only."""
+        return _expert_group(self.ep, self.etp, self.gpus_per_node, dim)
+
+
+@functools.lru_cache(maxsize=256)
+def _expert_group(ep: int, etp: int, gpus_per_node: int, dim: Dim) -> Group:
+    return Layout(pp=1, dp=ep * etp, ep=ep, etp=etp, gpus_per_node=gpus_per_node).group(dim)
+
+
+def check_experts(m: ModelShape, ex: ExpertParallel) -> None:
+    """The frameworks' own rules for placing the model's experts (ValueError)."""
+    if not m.moe:
+        return
+    if m.experts % ex.ep:
+        raise ValueError(f"ep {ex.ep} must divide the {m.experts} routed experts "
+                         f"(each rank holds experts / ep of them)")
+    if m.expert_ffn % ex.etp:
+        raise ValueError(f"etp {ex.etp} must divide the expert FFN width {m.expert_ffn}")
+
+
+def local_tokens(m: ModelShape, b: int, par: Parallel) -> float:
+    """Tokens of a micro-batch on one rank as the MoE layer sees them."""
+    tokens = b * m.seq_len
+    return tokens / par.tp if par.sequence_parallel else float(tokens)
+
+
+def tokens_per_expert(m: ModelShape, b: int, par: Parallel, ex: ExpertParallel) -> int:
+    """m of each local expert's GEMMs: ``T k r ep etp / E`` (rounded up)."""
+    t_loc = local_tokens(m, b, par)
+    return math.ceil(t_loc * m.top_k * ex.imbalance * ex.ep * ex.etp / m.experts)
+
+
+def dispatch_s(nbytes: float, top_k: int, ex: ExpertParallel) -> float:
+    """One all-to-all of ``nbytes`` per rank (its k copies of its tokens) over the
+    ep group.
+
+    Without a node limit: comm.all_to_all_s over the group's placement. With one,
+    the NIC carries ``min(k, M, nodes) (nodes - 1) / nodes`` copies a token (one
+    per distinct remote node) and NVLink the k copies' share for the node's other
+    GPUs, concurrently."""
+    group = ex.group(Dim.EP)
+    if nbytes <= 0 or group.size <= 1:
+        return 0.0
+    if ex.node_limit <= 0 or group.intra:
+        return all_to_all_s(nbytes, group, ex.intra, ex.inter)
+    nodes = group.nodes
+    per_copy = nbytes / top_k
+    far = min(top_k, ex.node_limit, nodes) * (nodes - 1) / nodes * per_copy
+    near = (group.per_node - 1) / group.per_node * nbytes
+    return ex.inter.latency_s + max(near / ex.intra.bytes_per_s, far / ex.inter.bytes_per_s)
+
+
+def _a2a(name: str, phase: Phase, nbytes: float, m: ModelShape, ex: ExpertParallel) -> OpCost:
+    time_s = dispatch_s(nbytes, m.top_k, ex)
+    return OpCost(name, phase, Kind.ALL_TO_ALL, 0.0, nbytes, time_s, 0)
+
+
+def _etp_collective(name: str, phase: Phase, nbytes: float, ex: ExpertParallel) -> OpCost:
+    """All-gather (or reduce-scatter) of an ``nbytes`` array over the etp group."""
+    if ex.etp == 1:
+        return OpCost(name, phase, Kind.COMM, 0.0, 0.0, 0.0, 0)
+    return OpCost(name, phase, Kind.COMM, 0.0, nbytes, all_gather_s(nbytes, ex.etp, ex.etp_link), 0)
+
+
+def _expert_gemms(name: str, phase: Phase, m_tok: int, n: int, k: int, experts: int,
+                  rates: Rates, grouped: bool) -> OpCost:
+    """``experts`` GEMMs of m_tok x k by k x n: one grouped launch or one each."""
+    if grouped:
+        return gemm(name, phase, m_tok, n, k, rates, batch=experts)
+    one = gemm(name, phase, m_tok, n, k, rates)
+    return OpCost(name, phase, Kind.GEMM, one.flops * experts, one.hbm_bytes * experts,
+                  one.time_s * experts, kernels=experts)
+
+
+def expert_linear(name: str, m_tok: int, k: int, n: int, experts: int, rates: Rates,
+                  grouped: bool) -> tuple[OpCost, OpCost, OpCost]:
+    """F, B (data gradient) and W (weight gradient) of the local experts' y = x W."""
+    return (
+        _expert_gemms(name, Phase.F, m_tok, n, k, experts, rates, grouped),
+        _expert_gemms(name + ".dgrad", Phase.B, m_tok, k, n, experts, rates, grouped),
+        _expert_gemms(name + ".wgrad", Phase.W, k, n, m_tok, experts, rates, grouped),
+    )
+
+
+def moe_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
+             ex: ExpertParallel) -> BlockPart:
+    """The MoE sub-layer of a block: router, permutation, dispatch, experts,
+    combine, unpermutation and the shared experts (the module docstring's ops)."""
+    h, e, k, r = m.hidden, m.experts, m.top_k, ex.imbalance
+    t_loc = local_tokens(m, b, par)
+    copies = t_loc * k * r  # routed token copies this rank sends and receives
+    rows = copies * ex.etp  # rows on this rank after the etp all-gather
+    f_loc = m.expert_ffn // ex.etp
+    n_local = e // ex.ep
+    m_tok = tokens_per_expert(m, b, par, ex)
+    router = linear("router", math.ceil(t_loc), h, e, rates)
+    fc1 = expert_linear("expert_fc1", m_tok, h, f_loc * (2 if m.gated_mlp else 1), n_local,
+                        rates, ex.grouped_gemm)
+    fc2 = expert_linear("expert_fc2", m_tok, f_loc, h, n_local, rates, ex.grouped_gemm)
+    act_f, act_b = (6 * f_loc, 10 * f_loc) if m.gated_mlp else (4 * f_loc, 6 * f_loc)
+    scores_f = t_loc * ((2 + 4) * e + 4 * e + (FP32_BYTES + INDEX_BYTES) * k)
+    scores_b = t_loc * (FP32_BYTES * k + FP32_BYTES * e + BF16_BYTES * e)
+    permute = 2 * h * t_loc * (1 + k * r)
+    tokens_bytes = BF16_BYTES * h * copies
+    gathered = BF16_BYTES * h * rows
+    fwd = [
+        router[0], memory("router_topk", Phase.F, scores_f, rates, kernels=3),
+        memory("permute", Phase.F, permute, rates),
+        _a2a("a2a_dispatch", Phase.F, ex.dispatch_bytes * h * copies, m, ex),
+        _etp_collective("etp_gather", Phase.F, gathered, ex),
+        fc1[0], memory("expert_activation", Phase.F, act_f * rows, rates), fc2[0],
+        _etp_collective("etp_scatter", Phase.F, gathered, ex),
+        _a2a("a2a_combine", Phase.F, tokens_bytes, m, ex),
+        memory("unpermute", Phase.F, permute, rates),
+    ]
+    bwd = [
+        memory("unpermute.bwd", Phase.B, permute, rates),
+        _a2a("a2a_combine.bwd", Phase.B, tokens_bytes, m, ex),
+        _etp_collective("etp_scatter.bwd", Phase.B, gathered, ex),
+        fc2[1], memory("expert_activation.bwd", Phase.B, act_b * rows, rates), fc1[1],
+        _etp_collective("etp_gather.bwd", Phase.B, gathered, ex),
+        _a2a("a2a_dispatch.bwd", Phase.B, tokens_bytes, m, ex),
+        memory("permute.bwd", Phase.B, permute, rates),
+        memory("router_topk.bwd", Phase.B, scores_b, rates, kernels=2), router[1],
+    ]
+    wgrad = [router[2], fc1[2], fc2[2]]
+    if m.shared_ffn:
+        shared = mlp_part(m, b, rates, par, ffn=m.shared_ffn, name="shared")
+        fwd += shared.fwd
+        bwd = shared.bwd + bwd
+        wgrad += shared.wgrad
+    return BlockPart(fwd, bwd, wgrad)
+
+
+def moe_act_bytes(m: ModelShape, b: int, par: Parallel, ex: ExpertParallel) -> float:
+    """Bytes the MoE sub-layer keeps for backward per micro-batch (module docstring),
+    the shared experts' inner tensors included."""
+    h, e, k, r = m.hidden, m.experts, m.top_k, ex.imbalance
+    t_loc = local_tokens(m, b, par)
+    rows = t_loc * k * r * ex.etp
+    f_loc = m.expert_ffn // ex.etp
+    inner = (6 if m.gated_mlp else 4) * f_loc * rows  # fc1's output and the activation's
+    total = FP32_BYTES * e * t_loc + BF16_BYTES * h * rows + inner + FP32_BYTES * rows
+    if m.shared_ffn:
+        tokens = b * m.seq_len
+        total += (8 if m.gated_mlp else 4) * m.shared_ffn * tokens / par.tp
+    return total
+
+
+def moe_params(m: ModelShape, tp: int, ex: ExpertParallel) -> tuple[float, float]:
+    """(dense, expert) parameters of one rank's MoE sub-layer: the router (h E,
+    replicated over tensor parallelism) and shared experts (split by tp) are
+    dense; the routed experts ``E / ep`` per rank, each split etp ways."""
+    mats = 3 if m.gated_mlp else 2
+    dense = m.hidden * m.experts + mats * m.hidden * m.shared_ffn / tp
+    expert = m.experts / ex.ep * mats * m.hidden * m.expert_ffn / ex.etp
+    return float(dense), float(expert)

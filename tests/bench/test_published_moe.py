@@ -1,0 +1,43 @@
+"""The published-MoE benchmark's rows as their sources state them (no predictions asserted)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.published_moe import RUNS, _deepseek_keys, _even_split
+
+
+def test_every_development_set_moe_row_is_present_and_consistent() -> None:
+    # dgxc Grok-1: 9 scales x BF16 and FP8; NeMo 25.02 Mixtral 8x7B and 8x22B; DeepSeek-V3
+    assert len(RUNS) == 21
+    assert sum(r.model == "grok-1" for r in RUNS) == 18
+    for r in RUNS:
+        ranks = r.tp * r.pp * r.cp
+        assert r.gpus % ranks == 0, r
+        dp = r.gpus // ranks
+        assert r.gbs % (r.mbs * dp) == 0, r  # GBS = MBS x micro-batches x dp exactly
+        assert (r.tp * r.cp * dp) % r.ep == 0, r  # ep divides a stage's ranks
+
+
+def test_per_gpu_figures_follow_from_the_printed_ones() -> None:
+    grok = next(r for r in RUNS if (r.model, r.gpus, r.precision) == ("grok-1", 512, "bf16"))
+    assert grok.tokens_per_s_per_gpu == pytest.approx(399191 / 512)
+    # 8192 tokens x 1024 sequences / 21.01 s: the README's 399,191 tokens/s
+    assert 8192 * 1024 / 21.01 == pytest.approx(399191, rel=5e-4)  # step printed to 10 ms
+    ds = next(r for r in RUNS if r.model == "deepseek-v3")
+    assert ds.tokens_per_s_per_gpu == pytest.approx(1543.2, abs=0.1)  # 1e12 / (180e3 h)
+
+
+def test_rows_that_need_other_work_say_what() -> None:
+    needs = {(r.model, r.gpus, r.precision): r.needs for r in RUNS}
+    assert needs[("grok-1", 8, "bf16")] == ()
+    assert "FP8 precision" in needs[("grok-1", 8, "fp8")]
+    assert "context parallelism (cp 2)" in needs[("grok-1", 64, "bf16")]
+    assert "a b200 GPU preset" in needs[("mixtral-8x7b", 64, "fp8")]
+    assert "the DualPipe schedule" in needs[("deepseek-v3", 2048, "fp8")]
+
+
+def test_megatron_placement_and_searched_keys() -> None:
+    assert _even_split(16, 16) == [2] + [1] * 14 + [2]
+    assert sum(_even_split(64, 8)) == 66
+    assert all(256 % k.ep == 0 for k in _deepseek_keys())
