@@ -75,6 +75,20 @@ DEFAULT_SCHEDULES: tuple[Schedule, ...] = (
 SPLIT_BACKWARD = frozenset({Schedule.ZB_H1, Schedule.ZBV, Schedule.DUALPIPE, Schedule.DUALPIPEV})
 # Schedules with overlapped F&B pairs (and whole backwards, BW, beside split ones).
 OVERLAPPED = frozenset({Schedule.DUALPIPE, Schedule.DUALPIPEV})
+# Schedules the simulator core runs that pptune's commands do not take yet
+# (the search, validate's runner, emit, check-config and simulate's cost
+# split and pictures come with their integration): the commands refuse them.
+CORE_ONLY = OVERLAPPED
+
+
+def core_only_message(schedule: Schedule) -> str:
+    """What a command says when asked for a CORE_ONLY schedule."""
+    return (
+        f"schedule {schedule.value!r} is not available in pptune's commands yet (only its op "
+        f"order and costs are modelled); use one of {', '.join(s.value for s in DEFAULT_SCHEDULES)}"
+    )
+
+
 # Two chunks per device placed in a V (device d: stages d and 2p-1-d).
 _V_SHAPED = frozenset({Schedule.ZBV, Schedule.DUALPIPE, Schedule.DUALPIPEV})
 

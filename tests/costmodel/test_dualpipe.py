@@ -62,7 +62,7 @@ def test_dualpipe_ranks_mirror_each_other() -> None:
     )
 
     def mirror(op: Op) -> Op:
-        swap = lambda mb, k: ((mb + m // 2) % m, (k + p) % (2 * p))  # noqa: E731
+        swap = lambda mb, k: ((mb + m // 2) % m, (k + p) % (2 * p))
         mb, k = swap(op.mb, op.stage)
         if op.kind is OpKind.FB:
             return Op(op.kind, mb, k, *swap(op.b_mb, op.b_stage))

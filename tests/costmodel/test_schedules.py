@@ -207,3 +207,13 @@ def test_peak_inflight_saturates_as_claimed(schedule: Schedule, p: int) -> None:
     assert peak_inflight_per_stage(schedule, p, 10 * cap, v) == list(
         _peak_inflight(schedule, p, cap, v)
     )
+
+
+def test_commands_refuse_core_only_schedules_with_the_choices() -> None:
+    from pptune.costmodel.schedules import CORE_ONLY, core_only_message
+
+    assert CORE_ONLY == {Schedule.DUALPIPE, Schedule.DUALPIPEV}
+    assert core_only_message(Schedule.DUALPIPEV) == (
+        "schedule 'dualpipev' is not available in pptune's commands yet (only its op order "
+        "and costs are modelled); use one of gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv"
+    )
