@@ -42,11 +42,10 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 
-from pptune.costmodel.schedule_ops import RAW_BW, RAW_F, RAW_FB, RAW_W, to_op
+from pptune.costmodel.schedule_ops import RAW_B, RAW_BW, RAW_F, RAW_FB, RAW_W, to_op
 from pptune.costmodel.schedules import (
     OVERLAPPED,
     SPLIT_BACKWARD,
-    Op,
     Schedule,
     chunks_per_device,
     raw_orders,
@@ -138,8 +137,8 @@ def simulate(
             send_s[1][k] = get_link(dev_of[k], dev_of[prv]).time_s(stages[prv].out_bytes)
 
     # output available to its consumer, by (0 forward / 1 backward, mb, stage)
-    arrival: dict[tuple[int, int, int], float] = {}
-    waiting: dict[tuple[int, int, int], list[int]] = {}
+    arrival: dict[tuple[int, ...], float] = {}
+    waiting: dict[tuple[int, ...], list[int]] = {}
     link_free: dict[tuple[int, int], float] = {}
     ptr = [0] * p
     dev_free = list(device_start_s) if device_start_s is not None else [0.0] * p
@@ -158,44 +157,25 @@ def simulate(
     events: list[Event] = []
     transfers: list[Transfer] = []
 
-    def dep_of(kind: int, mb: int, k: int) -> tuple[int, int, int] | None:
-        # F on F of the stage before; B/BW on B of the stage after (or this
-        # stage's F on a pipeline's last stage); W on its B
-        if kind == RAW_F:
-            prv = prev_of[k]
-            return (0, mb, prv) if prv is not None else None
-        if kind == RAW_W:
-            return (1, mb, k)
-        nxt = next_of[k]
-        return (0, mb, k) if nxt is None else (1, mb, nxt)
+    # per (raw kind, stage): the output it waits on, as (0 fwd / 1 bwd, stage),
+    # stage -1 for none: F on F of the stage before; B/BW on B of the stage
+    # after (or this stage's F on a pipeline's last stage); W on its B
+    dep_out = [[0] * n_stages for _ in range(4)]
+    dep_stage = [[-1] * n_stages for _ in range(4)]
+    for k in range(n_stages):
+        prv, nxt = prev_of[k], next_of[k]
+        if prv is not None:
+            dep_stage[RAW_F][k] = prv
+        for kind in (RAW_B, RAW_BW):
+            dep_out[kind][k], dep_stage[kind][k] = (0, k) if nxt is None else (1, nxt)
+        dep_out[RAW_W][k], dep_stage[RAW_W][k] = 1, k
+    frees = tuple(releases(schedule, kind) for kind in range(4))
+    exposed_of = [[c - x for c, x in zip(cost_of[kind], comp_of[kind], strict=True)]
+                  for kind in range(4)]
 
-    def deliver(d: int, out: int, mb: int, k: int, end: float, op: Op | None) -> float:
-        """Record output ``out`` (0 fwd / 1 bwd) of (mb, k); return when it has left."""
-        key = (out, mb, k)
-        consumer = send_to[out][k]
-        if consumer is None:
-            arrival[key] = end
-            t1 = end
-        else:
-            lk = (d, consumer)
-            t0 = max(link_free.get(lk, 0.0), end)
-            t1 = t0 + send_s[out][k]
-            link_free[lk] = t1
-            arrival[key] = t1
-            if op is not None:
-                transfers.append(Transfer(d, consumer, op, t0, t1))
-        woken = waiting.pop(key, None)
-        if woken:
-            stack.extend(woken)
-        return t1
-
-    def released(d: int, k: int, end: float) -> None:
-        inflight[d] -= 1
-        act_now[d] -= act_of[k]
-        bwd_left[k] -= 1
-        if bwd_left[k] == 0:
-            stage_grads_done[k] = end
-
+    # The loop below is the planner's hot path: no closures (their cells slow
+    # every local access); a pair's two outputs go through the same code as
+    # one op's one.
     stack = list(range(p - 1, -1, -1))
     while stack:
         d = stack.pop()
@@ -206,58 +186,89 @@ def simulate(
         while i < n_ops:
             op = order[i]
             kind, mb, k = op[0], op[1], op[2]
+            pair = kind == RAW_FB
+            # the outputs this op delivers, as (0 fwd / 1 bwd, mb, stage) (a raw
+            # F or B is its own key); the stage it adds activations to and the
+            # one it frees (-1: none); the outputs it waits on
+            gives: tuple[tuple[int, ...], ...]
             start = free
-            if kind == RAW_FB:
-                b_mb, b_k = op[3], op[4]
-                deps: tuple[tuple[int, int, int] | None, ...] = (
-                    dep_of(RAW_F, mb, k), dep_of(RAW_BW, b_mb, b_k))
-            else:
-                deps = (dep_of(kind, mb, k),)
             blocked = None
-            for dep in deps:
-                if dep is not None:
+            if pair:
+                b_mb, b_k = op[3], op[4]
+                gives = ((0, mb, k), (1, b_mb, b_k))
+                grows, frees_k = k, b_k
+                for dep in ((0, mb, dep_stage[RAW_F][k]),
+                            (dep_out[RAW_BW][b_k], b_mb, dep_stage[RAW_BW][b_k])):
+                    if dep[2] >= 0:
+                        ready = arrival.get(dep)
+                        if ready is None:
+                            blocked = dep
+                            break
+                        if ready > start:
+                            start = ready
+            else:
+                gives = (op,) if kind < RAW_W else ((1, mb, k),) if kind == RAW_BW else ()
+                grows = k if kind == RAW_F else -1
+                frees_k = k if frees[kind] else -1
+                ds = dep_stage[kind][k]
+                if ds >= 0:
+                    dep = (dep_out[kind][k], mb, ds)
                     ready = arrival.get(dep)
                     if ready is None:
                         blocked = dep
-                        break
-                    start = max(start, ready)
+                    elif ready > start:
+                        start = ready
             if blocked is not None:
                 waiting.setdefault(blocked, []).append(d)
                 break
-            if kind == RAW_FB:
+            if pair:
                 cost = pair_cost.get((k, b_k))
                 if cost is None:
                     cost = pair_cost[(k, b_k)] = overlapped_pair_s(stages[k], stages[b_k])
-                comp = comp_of[0][k] + comp_of[3][b_k]
+                exposed[d] += cost - comp_of[0][k] - comp_of[3][b_k]
             else:
                 cost = cost_of[kind][k]
-                comp = comp_of[kind][k]
+                exposed[d] += exposed_of[kind][k]
             end = start + cost
             busy[d] += cost
-            exposed[d] += cost - comp
             free = end
             named = to_op(op) if keep_events else None
             if named is not None:
                 events.append(Event(d, named, start, end))
-            if kind == RAW_F or kind == RAW_FB:
+            if grows >= 0:
                 inflight[d] += 1
-                act_now[d] += act_of[k]
-                peak_inflight[d] = max(peak_inflight[d], inflight[d])
-                peak_act[d] = max(peak_act[d], act_now[d])
-            if kind == RAW_FB:
-                released(d, b_k, end)
-                halves = named.halves() if named is not None else (None, None)
-                t_f = deliver(d, 0, mb, k, end, halves[0])
-                t_b = deliver(d, 1, b_mb, b_k, end, halves[1])
-                if blocking_send:
-                    free = max(t_f, t_b)
-            else:
-                if releases(schedule, kind):
-                    released(d, k, end)
-                if kind != RAW_W:
-                    t1 = deliver(d, 0 if kind == RAW_F else 1, mb, k, end, named)
-                    if blocking_send:
+                act_now[d] += act_of[grows]
+                if inflight[d] > peak_inflight[d]:
+                    peak_inflight[d] = inflight[d]
+                if act_now[d] > peak_act[d]:
+                    peak_act[d] = act_now[d]
+            if frees_k >= 0:
+                inflight[d] -= 1
+                act_now[d] -= act_of[frees_k]
+                bwd_left[frees_k] -= 1
+                if bwd_left[frees_k] == 0:
+                    stage_grads_done[frees_k] = end
+            for key in gives:
+                out, ks = key[0], key[2]
+                consumer = send_to[out][ks]
+                if consumer is None:
+                    arrival[key] = end
+                else:
+                    lk = (d, consumer)
+                    t0 = link_free.get(lk, 0.0)
+                    if end > t0:
+                        t0 = end
+                    t1 = t0 + send_s[out][ks]
+                    link_free[lk] = t1
+                    arrival[key] = t1
+                    if named is not None:
+                        half = named.halves()[out] if pair else named
+                        transfers.append(Transfer(d, consumer, half, t0, t1))
+                    if blocking_send and t1 > free:
                         free = t1
+                woken = waiting.pop(key, None)
+                if woken:
+                    stack.extend(woken)
             i += 1
         ptr[d] = i
         dev_free[d] = free
