@@ -307,3 +307,19 @@ def test_pair_sends_both_outputs_when_it_ends() -> None:
     for t in sent:
         (op,) = [op for op in pair_end if t.op in op.halves()]
         assert t.start_s >= pair_end[op] and t.end_s == pytest.approx(t.start_s + 0.5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(0.0, 10.0, allow_nan=False), min_size=5, max_size=5))
+def test_a_pair_never_costs_more_than_its_chunks_apart(xs: list[float]) -> None:
+    fc, fa, bi, bw, ba = xs
+    fwd = StageCost(fc, 0.0, fwd_comm_s=fa)
+    bwd = StageCost(0.0, bi, bw, bwd_comm_s=ba)
+    pair = overlapped_pair_s(fwd, bwd)
+    bc = bi + bw
+    # no faster than either stream's work or either chunk alone; no slower
+    # than running the two chunks one after the other
+    assert min(fc + bc, fa + ba, fc + fa, bc + ba) <= pair <= fc + fa + bc + ba
+    assert pair >= fc + bc and pair >= fa + ba and pair >= fc + fa and pair >= bc + ba
+    if fa <= bc and ba <= fc:
+        assert pair == fc + bc  # the all-to-alls hidden
