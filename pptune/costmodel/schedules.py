@@ -89,7 +89,8 @@ def core_only_message(schedule: Schedule) -> str:
     )
 
 
-# Two chunks per device placed in a V (device d: stages d and 2p-1-d).
+# Two stages per device numbered as a V: device d runs stages d and 2p-1-d
+# (dualpipe numbers its up direction p..2p-1 from the last device back).
 _V_SHAPED = frozenset({Schedule.ZBV, Schedule.DUALPIPE, Schedule.DUALPIPEV})
 
 
