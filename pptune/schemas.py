@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from pptune.costmodel.schedules import Schedule
+from pptune.costmodel.schedules import CORE_ONLY, DEFAULT_SCHEDULES, Schedule, core_only_message
 from pptune.errors import BadInput
 
 PROFILE_SCHEMA_VERSION = 1
@@ -277,10 +277,12 @@ class TrainingConfig(Strict):
             try:
                 schedule = Schedule(name.strip().lower())
             except ValueError:
-                allowed = ", ".join(s.value for s in Schedule)
+                allowed = ", ".join(s.value for s in DEFAULT_SCHEDULES)
                 raise ValueError(
                     f"schedule {name[:40]!r} is unknown; expected one of {allowed}"
                 ) from None
+            if schedule in CORE_ONLY:
+                raise ValueError(core_only_message(schedule))
             data = {**data, "schedule": schedule}
         return data
 

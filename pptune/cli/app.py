@@ -93,7 +93,12 @@ def _check_width(width: int) -> None:
 
 
 def _schedules(text: str | None) -> list[Any]:
-    from pptune.costmodel.schedules import DEFAULT_SCHEDULES, Schedule
+    from pptune.costmodel.schedules import (
+        CORE_ONLY,
+        DEFAULT_SCHEDULES,
+        Schedule,
+        core_only_message,
+    )
 
     if text is None:
         return list(DEFAULT_SCHEDULES)
@@ -103,8 +108,11 @@ def _schedules(text: str | None) -> list[Any]:
             out.append(Schedule(name))
         except ValueError:
             raise BadInput(
-                f"unknown schedule {name!r}; choose from {', '.join(s.value for s in Schedule)}"
+                f"unknown schedule {name!r}; "
+                f"choose from {', '.join(s.value for s in DEFAULT_SCHEDULES)}"
             ) from None
+        if out[-1] in CORE_ONLY:
+            raise BadInput(core_only_message(out[-1]))
     if not out:
         raise BadInput("--schedules is empty")
     return out

@@ -1,18 +1,25 @@
 """Per-device op orders for each pipeline schedule.
 
-An op is ``F`` (forward), ``B`` (backward; input-gradient only in schedules
-that split it, the whole backward otherwise) or ``W`` (weight-gradient) of
-micro-batch ``mb`` on pipeline stage ``stage`` (a global index over the
-``p * v`` model chunks). ``op_orders(name, p, m, v)`` returns, for each of
-the ``p`` devices, the ordered list of ops it executes; nothing here knows
-about time. The simulator turns an order into a timeline.
+An op (schedule_ops.py) is ``F`` (forward), ``B`` (backward; input-gradient
+only in schedules that split it, the whole backward otherwise), ``W``
+(weight-gradient), ``BW`` (a whole backward where the others are split) or
+``F&B`` (an overlapped forward and whole backward) of micro-batch ``mb`` on
+pipeline stage ``stage`` (a global index over the model chunks). ``op_orders(
+name, p, m, v)`` returns, for each of the ``p`` devices, the ordered list of
+ops it executes; nothing here knows about time. The simulator turns an
+order into a timeline.
 
 Stage-to-device placement:
 - one chunk per device (gpipe, 1f1b, zb-h1): stage ``s`` on device ``s``;
 - interleaved-1f1b ("loop" placement, Megatron-LM): stage ``c*p + d`` is
   chunk ``c`` of device ``d``;
-- zbv ("V" placement, Qi et al. 2024): device ``d`` holds stages ``d`` and
-  ``2p-1-d``, so the last stage sits on device 0 beside the first.
+- zbv and dualpipev ("V" placement, Qi et al. 2024; torch's style="v"):
+  device ``d`` holds stages ``d`` and ``2p-1-d``, so the last stage sits on
+  device 0 beside the first;
+- dualpipe (bidirectional, DeepSeek-AI 2024): two pipelines over the same
+  devices, down (stages 0..p-1, stage ``s`` on device ``s``) and up (stages
+  p..2p-1, stage ``p+j`` on device ``p-1-j``), each fed half the
+  micro-batches; stages ``c`` and ``p+c`` run the same model chunk.
 
 Example, 1f1b with p=3, m=4 (Narayanan et al. 2021, fig. 4)::
 
@@ -24,8 +31,26 @@ Example, 1f1b with p=3, m=4 (Narayanan et al. 2021, fig. 4)::
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from enum import Enum
-from typing import NamedTuple
+from fractions import Fraction
+
+from pptune.costmodel import schedule_orders as orders
+from pptune.costmodel.dualpipe import dualpipe_rank, dualpipev_rank
+from pptune.costmodel.schedule_ops import (
+    RAW_B,
+    RAW_BW,
+    RAW_F,
+    RAW_FB,
+    RAW_W,
+    Op,
+    OpKind,
+    RawOp,
+    parse_op,
+    to_op,
+)
+
+__all__ = ["Op", "OpKind", "RawOp", "parse_op"]
 
 
 class Schedule(str, Enum):
@@ -34,52 +59,57 @@ class Schedule(str, Enum):
     INTERLEAVED = "interleaved-1f1b"
     ZB_H1 = "zb-h1"
     ZBV = "zbv"
+    DUALPIPE = "dualpipe"
+    DUALPIPEV = "dualpipev"
 
 
 # What recommend searches when --schedules is not given (every schedule the
-# simulator runs that a torch or Megatron-LM runtime can run as planned).
-DEFAULT_SCHEDULES: tuple[Schedule, ...] = tuple(Schedule)
+# simulator runs that a torch or Megatron-LM runtime can run as planned and
+# that search, validate, emit and check-config handle; the DualPipe family is
+# simulated only, for now).
+DEFAULT_SCHEDULES: tuple[Schedule, ...] = (
+    Schedule.GPIPE, Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED, Schedule.ZB_H1, Schedule.ZBV,
+)
+
+# Schedules that split backward into B (input-grad) and W (weight-grad).
+SPLIT_BACKWARD = frozenset({Schedule.ZB_H1, Schedule.ZBV, Schedule.DUALPIPE, Schedule.DUALPIPEV})
+# Schedules with overlapped F&B pairs (and whole backwards, BW, beside split ones).
+OVERLAPPED = frozenset({Schedule.DUALPIPE, Schedule.DUALPIPEV})
+# Schedules the simulator core runs that pptune's commands do not take yet
+# (the search, validate's runner, emit, check-config and simulate's cost
+# split and pictures come with their integration): the commands refuse them.
+CORE_ONLY = OVERLAPPED
 
 
-class OpKind(str, Enum):
-    F = "F"
-    B = "B"
-    W = "W"
+def core_only_message(schedule: Schedule) -> str:
+    """What a command says when asked for a CORE_ONLY schedule."""
+    return (
+        f"schedule {schedule.value!r} is not available in pptune's commands yet (only its op "
+        f"order and costs are modelled); use one of {', '.join(s.value for s in DEFAULT_SCHEDULES)}"
+    )
 
 
-class Op(NamedTuple):
-    kind: OpKind
-    mb: int
-    stage: int
-
-    def __str__(self) -> str:
-        return f"{self.kind.value}{self.mb}@{self.stage}"
+# Two stages per device numbered as a V: device d runs stages d and 2p-1-d
+# (dualpipe numbers its up direction p..2p-1 from the last device back).
+_V_SHAPED = frozenset({Schedule.ZBV, Schedule.DUALPIPE, Schedule.DUALPIPEV})
 
 
 class ScheduleError(ValueError):
     """A schedule cannot be built for these parameters."""
 
 
-# Raw ops: (kind, micro-batch, stage) with kind 0=F, 1=B, 2=W.
-RawOp = tuple[int, int, int]
-_F, _B, _W = 0, 1, 2
-
-# Schedules that split backward into B (input-grad) and W (weight-grad).
-SPLIT_BACKWARD = frozenset({Schedule.ZB_H1, Schedule.ZBV})
-
-
 def chunks_per_device(schedule: Schedule, v: int) -> int:
-    """Model chunks each device holds: v for interleaved, 2 for zbv, else 1."""
+    """Stages each device runs: v for interleaved, 2 for zbv and the DualPipes, else 1."""
     if schedule is Schedule.INTERLEAVED:
         return v
-    if schedule is Schedule.ZBV:
+    if schedule in _V_SHAPED:
         return 2
     return 1
 
 
 def stage_device(schedule: Schedule, p: int, stage: int) -> int:
     """Device that runs global stage ``stage``."""
-    if schedule is Schedule.ZBV:
+    if schedule in _V_SHAPED:
         return stage if stage < p else 2 * p - 1 - stage
     return stage % p
 
@@ -91,6 +121,34 @@ def device_stages(schedule: Schedule, p: int, v: int = 1) -> list[list[int]]:
     for s in range(n):
         out[stage_device(schedule, p, s)].append(s)
     return out
+
+
+def stage_chains(schedule: Schedule, p: int, v: int = 1) -> list[list[int]]:
+    """The pipelines a micro-batch runs through, each a list of stages in order:
+    one over every stage, or dualpipe's two (down 0..p-1, up p..2p-1)."""
+    n = p * chunks_per_device(schedule, v)
+    if schedule is Schedule.DUALPIPE:
+        return [list(range(p)), list(range(p, n))]
+    return [list(range(n))]
+
+
+def model_chunk(schedule: Schedule, p: int, stage: int) -> int:
+    """Which slice of the model's layers global stage ``stage`` runs: the
+    stage itself, except under dualpipe where up stage p+c runs chunk c."""
+    return stage % p if schedule is Schedule.DUALPIPE else stage
+
+
+def model_chunks(schedule: Schedule, p: int, v: int = 1) -> int:
+    """How many slices the model's layers are cut into (dualpipe: p, run twice)."""
+    return p if schedule is Schedule.DUALPIPE else p * chunks_per_device(schedule, v)
+
+
+def param_share_per_device(schedule: Schedule, p: int, v: int = 1) -> Fraction:
+    """Share of the model's parameters a device holds with equal chunks: 1/p
+    for every schedule but dualpipe, whose devices hold two distinct chunks
+    of p (2/p, the "2x" of DeepSeek's README table)."""
+    held = {model_chunk(schedule, p, s) for s in device_stages(schedule, p, v)[0]}
+    return Fraction(len(held), model_chunks(schedule, p, v))
 
 
 def validate(schedule: Schedule, p: int, m: int, v: int = 1) -> None:
@@ -106,30 +164,62 @@ def validate(schedule: Schedule, p: int, m: int, v: int = 1) -> None:
                 "use 1f1b for one chunk per device"
             )
         if m % p != 0:
+            # megatron-core 0.16 pipeline_parallel/schedules.py (interleaved):
+            # the micro-batch group per virtual stage (default pp) must lie in
+            # [PP, M] and "The remainder of M ... divided by N ... should be 0,
+            # or larger than or equal to the pipeline-parallel size". pptune
+            # builds Megatron-LM's order; torch 2.13 relaxes the rule (m a
+            # multiple of max(1, m // pp)) with an order of its own.
             raise ScheduleError(
                 f"interleaved-1f1b needs micro-batches ({m}) to be a multiple of "
-                f"pipeline depth ({p}), as Megatron-LM and torch require; "
-                f"try {max(p, m - m % p)} or {m + p - m % p}"
+                f"pipeline depth ({p}), as Megatron-LM requires for the order pptune "
+                f"simulates; try {max(p, m - m % p)} or {m + p - m % p}"
             )
-    elif v != 1 and schedule is not Schedule.ZBV:
+    elif schedule in _V_SHAPED:
+        if v not in (1, 2):
+            raise ScheduleError(
+                f"{schedule.value} always holds 2 chunks per device (got virtual stages {v})"
+            )
+        if schedule is Schedule.DUALPIPEV and m < 2 * p:
+            # torch 2.13 ScheduleDualPipeV.__init__, verbatim
+            raise ScheduleError(
+                "DualPipeV requires at least as many microbatches as stages, but got "
+                f"{m} microbatches and {2 * p} stages. (dualpipev with pp={p} runs "
+                f"{2 * p} stages: use {2 * p} micro-batches or more)"
+            )
+        if schedule is Schedule.DUALPIPE:
+            _validate_dualpipe(p, m)
+    elif v != 1:
         raise ScheduleError(
             f"{schedule.value} runs one chunk per device; virtual stages must be 1 (got {v})"
         )
-    elif schedule is Schedule.ZBV and v not in (1, 2):
-        raise ScheduleError(f"zbv always holds 2 chunks per device (got virtual stages {v})")
+
+
+def _validate_dualpipe(p: int, m: int) -> None:
+    # DeepSeek's dualpipe/dualpipe.py, DualPipe.step: "assert num_ranks % 2 == 0"
+    # and "assert num_chunks > 0 and num_chunks % 2 == 0 and num_chunks >=
+    # num_ranks * 2" (asserts, without words of their own).
+    if p % 2:
+        raise ScheduleError(
+            f"dualpipe needs an even pipeline depth (got pp={p}): it pairs rank r with "
+            f"rank pp-1-r (DeepSeek's DualPipe asserts num_ranks % 2 == 0); "
+            f"use pp={p + 1}, or dualpipev"
+        )
+    if m % 2 or m < 2 * p:
+        raise ScheduleError(
+            f"dualpipe needs an even number of micro-batches, at least 2 x pp = {2 * p} "
+            f"(got {m}): half enter at each end (DeepSeek's DualPipe asserts num_chunks "
+            f"% 2 == 0 and num_chunks >= num_ranks * 2); use {max(2 * p, m + m % 2)}"
+        )
 
 
 def op_orders(schedule: Schedule | str, p: int, m: int, v: int = 1) -> list[list[Op]]:
     """Ordered ops per device for ``schedule`` with depth p, m micro-batches, v chunks."""
-    schedule = Schedule(schedule)
-    validate(schedule, p, m, v)
-    build = _BUILDERS[schedule]
-    kinds = (OpKind.F, OpKind.B, OpKind.W)
-    return [[Op(kinds[k], mb, st) for k, mb, st in build(p, m, v, d)] for d in range(p)]
+    return [[to_op(raw) for raw in ops] for ops in raw_orders(schedule, p, m, v)]
 
 
 def raw_orders(schedule: Schedule | str, p: int, m: int, v: int = 1) -> list[list[RawOp]]:
-    """``op_orders`` as plain ``(kind, mb, stage)`` tuples, kind 0=F 1=B 2=W (fast path)."""
+    """``op_orders`` as plain int tuples (schedule_ops.RawOp; the fast path)."""
     schedule = Schedule(schedule)
     validate(schedule, p, m, v)
     return [_BUILDERS[schedule](p, m, v, d) for d in range(p)]
@@ -140,132 +230,8 @@ def format_orders(orders: list[list[Op]]) -> str:
     multi = len({op.stage for ops in orders for op in ops}) > len(orders)
     lines = []
     for d, ops in enumerate(orders):
-        cells = [str(op) if multi else f"{op.kind.value}{op.mb}" for op in ops]
-        lines.append(f"dev{d}: " + " ".join(cells))
+        lines.append(f"dev{d}: " + " ".join(op.label(with_stage=multi) for op in ops))
     return "\n".join(lines)
-
-
-def _gpipe(p: int, m: int, v: int, d: int) -> list[RawOp]:
-    # Huang et al. 2019: all forwards, then all backwards (in micro-batch
-    # order, as torch.distributed.pipelining's ScheduleGPipe runs them).
-    return [(_F, i, d) for i in range(m)] + [(_B, i, d) for i in range(m)]
-
-
-def _one_f_one_b(p: int, m: int, v: int, d: int) -> list[RawOp]:
-    # PipeDream-Flush / Megatron-LM non-interleaved 1F1B: p-d-1 warm-up
-    # forwards, then alternate one forward and one backward, then drain.
-    warmup = min(p - d - 1, m)
-    ops = [(_F, i, d) for i in range(warmup)]
-    for i in range(m - warmup):
-        ops.append((_F, warmup + i, d))
-        ops.append((_B, i, d))
-    ops += [(_B, i, d) for i in range(m - warmup, m)]
-    return ops
-
-
-def _interleaved(p: int, m: int, v: int, d: int) -> list[RawOp]:
-    # Megatron-LM forward_backward_pipelining_with_interleaving: virtual
-    # micro-batch k maps to chunk (k // p) % v and micro-batch
-    # (k // (p*v)) * p + k % p; backward visits chunks in reverse. Warm-up
-    # is (p - d - 1) * 2 + (v - 1) * p forwards.
-    total = m * v
-
-    def fwd(k: int) -> RawOp:
-        chunk = (k // p) % v
-        return (_F, (k // (p * v)) * p + k % p, chunk * p + d)
-
-    def bwd(k: int) -> RawOp:
-        chunk = v - 1 - (k // p) % v
-        return (_B, (k // (p * v)) * p + k % p, chunk * p + d)
-
-    warmup = min((p - d - 1) * 2 + (v - 1) * p, total)
-    ops = [fwd(k) for k in range(warmup)]
-    for k in range(total - warmup):
-        ops.append(fwd(warmup + k))
-        ops.append(bwd(k))
-    ops += [bwd(k) for k in range(total - warmup, total)]
-    return ops
-
-
-def _zb_h1(p: int, m: int, v: int, d: int) -> list[RawOp]:
-    # ZB-H1 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism", sec. 3.1),
-    # ordered as torch's ScheduleInterleavedZeroBubble does with one stage
-    # per rank: p-d-1 warm-up forwards, then F,B pairs; the W of each
-    # micro-batch is issued d steps after its B (device 0 at once, the last
-    # device latest, filling its cool-down), then the remaining Ws drain.
-    warmup = min(p - d - 1, m)
-    ops = [(_F, i, d) for i in range(warmup)]
-    next_w = 0
-    for i in range(m):
-        if warmup + i < m:
-            ops.append((_F, warmup + i, d))
-        ops.append((_B, i, d))
-        if i - next_w >= d:
-            ops.append((_W, next_w, d))
-            next_w += 1
-    ops += [(_W, i, d) for i in range(next_w, m)]
-    return ops
-
-
-def _zbv(p: int, m: int, v: int, d: int) -> list[RawOp]:
-    # ZB-V (Qi et al. 2024, "Pipeline Parallelism with Controllable Memory",
-    # and the ZB paper's sec. 6), in the phase structure torch 2.13's
-    # ScheduleZBVZeroBubble uses. Device d holds chunk a = stage d and chunk
-    # b = stage 2p-1-d. The order is built for max(m, 2p-1) micro-batches and
-    # then ops of micro-batches >= m are dropped, which keeps it valid for
-    # small m.
-    a, b = d, 2 * p - 1 - d
-    n = max(m, 2 * p - 1)
-    ops: list[RawOp] = []
-    fa = fb = ba = bb = 0
-
-    def emit(kind: int, mb: int, stage: int) -> None:
-        ops.append((kind, mb, stage))
-
-    # warm-up: forwards of chunk a, then alternate b/a, then b with its
-    # backward and weight-grad at once (the bottom of the V).
-    for _ in range(2 * (p - d) - 1):
-        emit(_F, fa, a)
-        fa += 1
-    for _ in range(d):
-        emit(_F, fb, b)
-        fb += 1
-        emit(_F, fa, a)
-        fa += 1
-    for _ in range(p - d):
-        emit(_F, fb, b)
-        fb += 1
-        for kind in (_B, _W):
-            emit(kind, bb, b)
-        bb += 1
-    # steady state: F/B/W on chunk a, then F/B/W on chunk b.
-    while fb < fa or fa < n:
-        if fa < n:
-            emit(_F, fa, a)
-            fa += 1
-        emit(_B, ba, a)
-        emit(_W, ba, a)
-        ba += 1
-        emit(_F, fb, b)
-        fb += 1
-        emit(_B, bb, b)
-        emit(_W, bb, b)
-        bb += 1
-    # cool-down: input-grads first, weight-grads deferred into the tail.
-    wa, wb = ba, bb
-    for _ in range(d):
-        emit(_B, ba, a)
-        ba += 1
-        emit(_B, bb, b)
-        bb += 1
-    for _ in range(p - d):
-        emit(_B, ba, a)
-        ba += 1
-        emit(_W, wa, a)
-        wa += 1
-    ops += [(_W, i, b) for i in range(wb, bb)]
-    ops += [(_W, i, a) for i in range(wa, ba)]
-    return [op for op in ops if op[1] < m]
 
 
 def peak_inflight_per_stage(schedule: Schedule | str, p: int, m: int, v: int = 1) -> list[int]:
@@ -273,7 +239,8 @@ def peak_inflight_per_stage(schedule: Schedule | str, p: int, m: int, v: int = 1
 
     Follows only the op order (timing cannot change it): a micro-batch is
     in flight on a stage from its F until its backward completes (B, or W
-    where backward is split). 1F1B gives ``min(m, p - s)``, GPipe ``m``.
+    where backward is split, or a whole backward BW, alone or in an F&B
+    pair). 1F1B gives ``min(m, p - s)``, GPipe ``m``.
     """
     schedule = Schedule(schedule)
     n_stages = p * chunks_per_device(schedule, v)
@@ -285,34 +252,50 @@ def peak_inflight_per_stage(schedule: Schedule | str, p: int, m: int, v: int = 1
 def inflight_saturation(p: int, v: int) -> int:
     """A micro-batch count past which no schedule but GPipe holds more in flight.
 
-    Warm-up phases are at most (p-1)*2 + (v-1)*p forwards long (interleaved)
-    or 2p-1 (zbv), so past 2*p*max(v, 2) micro-batches the steady state only
-    repeats; tests check the peaks agree with the full order beyond that.
+    Warm-up phases are at most (p-1)*2 + (v-1)*p forwards long (interleaved),
+    2p-1 (zbv) or 2p (the DualPipes, whose steady step 4 adds pairs that
+    each start one micro-batch and finish another), so past 2*p*max(v, 2)
+    micro-batches the steady state only repeats; tests check the peaks agree
+    with the full order beyond that.
     """
     return 2 * p * max(v, 2)
+
+
+def releases(schedule: Schedule, kind: int) -> bool:
+    """Whether a raw op of ``kind`` completes a micro-batch's backward on its
+    stage (frees its activations): W, BW or an F&B pair where backward is
+    split, B otherwise."""
+    if schedule in SPLIT_BACKWARD:
+        return kind in (RAW_W, RAW_BW, RAW_FB)
+    return kind == RAW_B
 
 
 @functools.lru_cache(maxsize=1024)
 def _peak_inflight(schedule: Schedule, p: int, m: int, v: int) -> tuple[int, ...]:
     orders = raw_orders(schedule, p, m, v)
     n_stages = p * chunks_per_device(schedule, v)
-    release = _W if schedule in SPLIT_BACKWARD else _B
     now = [0] * n_stages
     peak = [0] * n_stages
     for ops in orders:
-        for kind, _mb, stage in ops:
-            if kind == _F:
+        for op in ops:
+            kind, stage = op[0], op[2]
+            if kind in (RAW_F, RAW_FB):  # a pair's forward counts before its backward frees
                 now[stage] += 1
                 peak[stage] = max(peak[stage], now[stage])
-            elif kind == release:
+            if kind == RAW_FB:
+                now[op[4]] -= 1
+            elif releases(schedule, kind):
                 now[stage] -= 1
     return tuple(peak)
 
 
-_BUILDERS = {
-    Schedule.GPIPE: _gpipe,
-    Schedule.ONE_F_ONE_B: _one_f_one_b,
-    Schedule.INTERLEAVED: _interleaved,
-    Schedule.ZB_H1: _zb_h1,
-    Schedule.ZBV: _zbv,
+# builder(p, m, v, device) -> that device's raw ops
+_BUILDERS: dict[Schedule, Callable[[int, int, int, int], list[RawOp]]] = {
+    Schedule.GPIPE: orders.gpipe,
+    Schedule.ONE_F_ONE_B: orders.one_f_one_b,
+    Schedule.INTERLEAVED: orders.interleaved,
+    Schedule.ZB_H1: orders.zb_h1,
+    Schedule.ZBV: orders.zbv,
+    Schedule.DUALPIPE: lambda p, m, v, d: dualpipe_rank(p, m, d),
+    Schedule.DUALPIPEV: lambda p, m, v, d: dualpipev_rank(p, m, d),
 }

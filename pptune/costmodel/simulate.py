@@ -2,14 +2,22 @@
 
 Each device runs its ops strictly in the order ``schedules.op_orders`` gives,
 one at a time; an op starts when the device is free and its input has
-arrived:
+arrived. Stages form pipelines (``schedules.stage_chains``: one over all
+stages, or dualpipe's two directions):
 
-- ``F`` of micro-batch i on stage k needs ``F`` of i on stage k-1, plus the
-  point-to-point transfer of stage k-1's output when the two stages sit on
-  different devices;
-- ``B`` of i on stage k needs ``B`` of i on stage k+1 (plus the transfer of
-  the input-gradient back), or, on the last stage, its own ``F`` (the loss);
-- ``W`` of i on stage k needs ``B`` of i on stage k.
+- ``F`` of micro-batch i on a stage needs ``F`` of i on the stage before it
+  in its pipeline, plus the point-to-point transfer of that stage's output
+  when the two stages sit on different devices;
+- ``B`` (or a whole backward ``BW``) of i on a stage needs ``B``/``BW`` of i
+  on the stage after it (plus the transfer of the input-gradient back), or,
+  on a pipeline's last stage, its own ``F`` (the loss);
+- ``W`` of i on a stage needs ``B`` of i on that stage;
+- an overlapped pair ``F&B`` needs both its halves' inputs and delivers
+  both outputs when it ends.
+
+Op times come from each stage's ``StageCost`` (sim_records.py: a plain op
+adds the communication its compute waits on; an overlapped ``F&B`` pair
+hides one chunk's communication behind the other's compute).
 
 A transfer is ``latency + bytes / bandwidth`` (the alpha-beta model, see
 comm.py) and queues FIFO on its directed link. By default it runs on a
@@ -22,102 +30,47 @@ other stages and only its exposed tail lengthens the step.
 Bubble rate = total idle time / (p * makespan), the idle share of the step
 (Huang et al. 2019; Narayanan et al. 2021 sec. 2.2). Activation memory: a
 micro-batch's activations on a stage are held from its ``F`` until its
-backward is complete (``B`` where backward is not split, ``W`` where it is,
-an upper bound for the split case).
+backward is complete (``B`` where backward is not split; ``W``, ``BW`` or
+the backward half of an ``F&B`` where it is, an upper bound for the split
+case); in a pair the forward's activations count before the backward's are
+freed (both are alive while the pair runs).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import NamedTuple
 
+from pptune.costmodel.schedule_ops import RAW_B, RAW_BW, RAW_F, RAW_FB, RAW_W, to_op
 from pptune.costmodel.schedules import (
+    OVERLAPPED,
     SPLIT_BACKWARD,
-    Op,
-    OpKind,
     Schedule,
     chunks_per_device,
     raw_orders,
+    releases,
+    stage_chains,
     stage_device,
 )
+from pptune.costmodel.sim_records import (
+    FREE_LINK,
+    DeadlockError,
+    DeviceStats,
+    Event,
+    Link,
+    SimResult,
+    StageCost,
+    Transfer,
+    overlapped_pair_s,
+    uniform_stages,
+)
 
-
-@dataclass(frozen=True)
-class StageCost:
-    """Costs of one pipeline stage for one micro-batch."""
-
-    fwd_s: float
-    bwd_s: float  # input-gradient part of backward
-    wgrad_s: float = 0.0  # weight-gradient part of backward
-    act_bytes: float = 0.0  # activations kept from F until backward completes
-    out_bytes: float = 0.0  # sent to the next stage (the gradient back has the same size)
-
-    @property
-    def total_s(self) -> float:
-        return self.fwd_s + self.bwd_s + self.wgrad_s
-
-
-@dataclass(frozen=True)
-class Link:
-    """Alpha-beta link: ``latency_s + bytes / bytes_per_s``."""
-
-    latency_s: float = 0.0
-    bytes_per_s: float = math.inf
-
-    def time_s(self, nbytes: float) -> float:
-        return self.latency_s + nbytes / self.bytes_per_s
-
-
-FREE_LINK = Link()
-
-
-class Event(NamedTuple):
-    device: int
-    op: Op
-    start_s: float
-    end_s: float
-
-
-class Transfer(NamedTuple):
-    src: int
-    dst: int
-    op: Op  # the op whose output is sent
-    start_s: float
-    end_s: float
-
-
-@dataclass
-class DeviceStats:
-    busy_s: float = 0.0
-    idle_s: float = 0.0
-    compute_end_s: float = 0.0
-    allreduce_end_s: float = 0.0
-    peak_inflight: int = 0
-    peak_activation_bytes: float = 0.0
-
-
-@dataclass
-class SimResult:
-    schedule: Schedule
-    p: int
-    m: int
-    v: int
-    step_time_s: float
-    bubble_rate: float
-    devices: list[DeviceStats]
-    events: list[Event] = field(repr=False)
-    transfers: list[Transfer] = field(repr=False)
-    stage_grads_done_s: list[float] = field(default_factory=list, repr=False)
-
-    @property
-    def busiest_s(self) -> float:
-        return max(d.busy_s for d in self.devices)
-
-
-class DeadlockError(RuntimeError):
-    """The op orders wait on each other (a schedule bug, never user input)."""
+__all__ = [
+    "FREE_LINK", "DeadlockError", "DeviceStats", "Event", "Link", "SimResult", "StageCost",
+    "Transfer", "overlapped_pair_s", "simulate", "simulate_steady", "uniform_stages",
+    "with_allreduce",
+]
 
 
 def simulate(
@@ -150,42 +103,79 @@ def simulate(
     get_link = link or (lambda _s, _d: FREE_LINK)
     allreduce = list(dp_allreduce_s) if dp_allreduce_s is not None else [0.0] * n_stages
     dev_of = [stage_device(schedule, p, k) for k in range(n_stages)]
-    last = n_stages - 1
-    kinds = (OpKind.F, OpKind.B, OpKind.W)
-    # op cost by (kind, stage); B carries the weight-grad where backward is not split
-    cost_of = [
+    prev_of: list[int | None] = [None] * n_stages
+    next_of: list[int | None] = [None] * n_stages
+    for chain in stage_chains(schedule, p, v):
+        for a, b in itertools.pairwise(chain):
+            next_of[a], prev_of[b] = b, a
+    # op time and its compute part by (raw kind, stage); pairs priced on first use
+    comm_b = [st.bwd_comm_s for st in stages]
+    comp_of = [
         [st.fwd_s for st in stages],
         [st.bwd_s if split else st.bwd_s + st.wgrad_s for st in stages],
         [st.wgrad_s for st in stages],
+        [st.bwd_s + st.wgrad_s for st in stages],
     ]
+    cost_of = [
+        [st.fwd_s + st.fwd_comm_s for st in stages],
+        [c + a for c, a in zip(comp_of[1], comm_b, strict=True)],
+        comp_of[2],
+        [c + a for c, a in zip(comp_of[3], comm_b, strict=True)],
+    ]
+    pair_cost: dict[tuple[int, int], float] = {}
     act_of = [st.act_bytes for st in stages]
-    # where each op's output goes (None: nowhere, or the same device) and its transfer time
-    send_to: list[list[int | None]] = [[None] * n_stages for _ in range(3)]
-    send_s: list[list[float]] = [[0.0] * n_stages for _ in range(3)]
+    # where each stage's output goes (None: nowhere, or the same device) and its transfer time
+    send_to: list[list[int | None]] = [[None] * n_stages for _ in range(2)]
+    send_s: list[list[float]] = [[0.0] * n_stages for _ in range(2)]
     for k in range(n_stages):
-        if k < last and dev_of[k + 1] != dev_of[k]:
-            send_to[0][k] = dev_of[k + 1]
-            send_s[0][k] = get_link(dev_of[k], dev_of[k + 1]).time_s(stages[k].out_bytes)
-        if k > 0 and dev_of[k - 1] != dev_of[k]:
-            send_to[1][k] = dev_of[k - 1]
-            send_s[1][k] = get_link(dev_of[k], dev_of[k - 1]).time_s(stages[k - 1].out_bytes)
-    release = 2 if split else 1
+        nxt, prv = next_of[k], prev_of[k]
+        if nxt is not None and dev_of[nxt] != dev_of[k]:
+            send_to[0][k] = dev_of[nxt]
+            send_s[0][k] = get_link(dev_of[k], dev_of[nxt]).time_s(stages[k].out_bytes)
+        if prv is not None and dev_of[prv] != dev_of[k]:
+            send_to[1][k] = dev_of[prv]
+            send_s[1][k] = get_link(dev_of[k], dev_of[prv]).time_s(stages[prv].out_bytes)
 
-    arrival: dict[tuple[int, int, int], float] = {}  # output available to its consumer
-    waiting: dict[tuple[int, int, int], list[int]] = {}
+    # output available to its consumer, by (0 forward / 1 backward, mb, stage)
+    arrival: dict[tuple[int, ...], float] = {}
+    waiting: dict[tuple[int, ...], list[int]] = {}
     link_free: dict[tuple[int, int], float] = {}
     ptr = [0] * p
     dev_free = list(device_start_s) if device_start_s is not None else [0.0] * p
     busy = [0.0] * p
+    exposed = [0.0] * p
     inflight = [0] * p
     act_now = [0.0] * p
     peak_inflight = [0] * p
     peak_act = [0.0] * p
-    bwd_left = [m * (2 if split else 1) for _ in range(n_stages)]
+    bwd_left = [0] * n_stages  # micro-batches whose backward is still to complete
+    for ops in plan:
+        for op in ops:
+            if op[0] == RAW_F or op[0] == RAW_FB:
+                bwd_left[op[2]] += 1
     stage_grads_done = [0.0] * n_stages
     events: list[Event] = []
     transfers: list[Transfer] = []
 
+    # per (raw kind, stage): the output it waits on, as (0 fwd / 1 bwd, stage),
+    # stage -1 for none: F on F of the stage before; B/BW on B of the stage
+    # after (or this stage's F on a pipeline's last stage); W on its B
+    dep_out = [[0] * n_stages for _ in range(4)]
+    dep_stage = [[-1] * n_stages for _ in range(4)]
+    for k in range(n_stages):
+        prv, nxt = prev_of[k], next_of[k]
+        if prv is not None:
+            dep_stage[RAW_F][k] = prv
+        for kind in (RAW_B, RAW_BW):
+            dep_out[kind][k], dep_stage[kind][k] = (0, k) if nxt is None else (1, nxt)
+        dep_out[RAW_W][k], dep_stage[RAW_W][k] = 1, k
+    frees = tuple(releases(schedule, kind) for kind in range(4))
+    exposed_of = [[c - x for c, x in zip(cost_of[kind], comp_of[kind], strict=True)]
+                  for kind in range(4)]
+
+    # The loop below is the planner's hot path: no closures (their cells slow
+    # every local access); a pair's two outputs go through the same code as
+    # one op's one.
     stack = list(range(p - 1, -1, -1))
     while stack:
         d = stack.pop()
@@ -195,56 +185,88 @@ def simulate(
         free = dev_free[d]
         while i < n_ops:
             op = order[i]
-            kind, mb, k = op
-            # dependency: F on F of the stage before; B on B of the stage
-            # after (or this stage's F on the last stage); W on its B
-            if kind == 0:
-                dep = (0, mb, k - 1) if k > 0 else None
-            elif kind == 1:
-                dep = (0, mb, k) if k == last else (1, mb, k + 1)
-            else:
-                dep = (1, mb, k)
+            kind, mb, k = op[0], op[1], op[2]
+            pair = kind == RAW_FB
+            # the outputs this op delivers, as (0 fwd / 1 bwd, mb, stage) (a raw
+            # F or B is its own key); the stage it adds activations to and the
+            # one it frees (-1: none); the outputs it waits on
+            gives: tuple[tuple[int, ...], ...]
             start = free
-            if dep is not None:
-                ready = arrival.get(dep)
-                if ready is None:
-                    waiting.setdefault(dep, []).append(d)
-                    break
-                start = max(start, ready)
-            cost = cost_of[kind][k]
+            blocked = None
+            if pair:
+                b_mb, b_k = op[3], op[4]
+                gives = ((0, mb, k), (1, b_mb, b_k))
+                grows, frees_k = k, b_k
+                for dep in ((0, mb, dep_stage[RAW_F][k]),
+                            (dep_out[RAW_BW][b_k], b_mb, dep_stage[RAW_BW][b_k])):
+                    if dep[2] >= 0:
+                        ready = arrival.get(dep)
+                        if ready is None:
+                            blocked = dep
+                            break
+                        if ready > start:
+                            start = ready
+            else:
+                gives = (op,) if kind < RAW_W else ((1, mb, k),) if kind == RAW_BW else ()
+                grows = k if kind == RAW_F else -1
+                frees_k = k if frees[kind] else -1
+                ds = dep_stage[kind][k]
+                if ds >= 0:
+                    dep = (dep_out[kind][k], mb, ds)
+                    ready = arrival.get(dep)
+                    if ready is None:
+                        blocked = dep
+                    elif ready > start:
+                        start = ready
+            if blocked is not None:
+                waiting.setdefault(blocked, []).append(d)
+                break
+            if pair:
+                cost = pair_cost.get((k, b_k))
+                if cost is None:
+                    cost = pair_cost[(k, b_k)] = overlapped_pair_s(stages[k], stages[b_k])
+                exposed[d] += cost - comp_of[0][k] - comp_of[3][b_k]
+            else:
+                cost = cost_of[kind][k]
+                exposed[d] += exposed_of[kind][k]
             end = start + cost
             busy[d] += cost
             free = end
-            if keep_events:
-                events.append(Event(d, Op(kinds[kind], mb, k), start, end))
-            if kind == 0:
+            named = to_op(op) if keep_events else None
+            if named is not None:
+                events.append(Event(d, named, start, end))
+            if grows >= 0:
                 inflight[d] += 1
-                act_now[d] += act_of[k]
-                peak_inflight[d] = max(peak_inflight[d], inflight[d])
-                peak_act[d] = max(peak_act[d], act_now[d])
-            else:
-                if kind == release:
-                    inflight[d] -= 1
-                    act_now[d] -= act_of[k]
-                bwd_left[k] -= 1
-                if bwd_left[k] == 0:
-                    stage_grads_done[k] = end
-            if kind != 2:
-                consumer = send_to[kind][k]
+                act_now[d] += act_of[grows]
+                if inflight[d] > peak_inflight[d]:
+                    peak_inflight[d] = inflight[d]
+                if act_now[d] > peak_act[d]:
+                    peak_act[d] = act_now[d]
+            if frees_k >= 0:
+                inflight[d] -= 1
+                act_now[d] -= act_of[frees_k]
+                bwd_left[frees_k] -= 1
+                if bwd_left[frees_k] == 0:
+                    stage_grads_done[frees_k] = end
+            for key in gives:
+                out, ks = key[0], key[2]
+                consumer = send_to[out][ks]
                 if consumer is None:
-                    arrival[op] = end
+                    arrival[key] = end
                 else:
                     lk = (d, consumer)
                     t0 = link_free.get(lk, 0.0)
-                    t0 = max(t0, end)
-                    t1 = t0 + send_s[kind][k]
+                    if end > t0:
+                        t0 = end
+                    t1 = t0 + send_s[out][ks]
                     link_free[lk] = t1
-                    arrival[op] = t1
-                    if keep_events:
-                        transfers.append(Transfer(d, consumer, Op(kinds[kind], mb, k), t0, t1))
-                    if blocking_send:
+                    arrival[key] = t1
+                    if named is not None:
+                        half = named.halves()[out] if pair else named
+                        transfers.append(Transfer(d, consumer, half, t0, t1))
+                    if blocking_send and t1 > free:
                         free = t1
-                woken = waiting.pop(op, None)
+                woken = waiting.pop(key, None)
                 if woken:
                     stack.extend(woken)
             i += 1
@@ -252,13 +274,14 @@ def simulate(
         dev_free[d] = free
 
     if any(ptr[d] < len(plan[d]) for d in range(p)):
-        stuck = [f"dev{d}@{plan[d][ptr[d]]}" for d in range(p) if ptr[d] < len(plan[d])]
+        stuck = [f"dev{d}@{to_op(plan[d][ptr[d]])}" for d in range(p) if ptr[d] < len(plan[d])]
         raise DeadlockError(f"{schedule.value} order deadlocks: " + ", ".join(stuck))
 
     base = SimResult(
         schedule, p, m, v, 0.0, 0.0,
         [DeviceStats(busy_s=busy[d], compute_end_s=dev_free[d], peak_inflight=peak_inflight[d],
-                     peak_activation_bytes=peak_act[d]) for d in range(p)],
+                     peak_activation_bytes=peak_act[d], exposed_comm_s=exposed[d])
+         for d in range(p)],
         sorted(events, key=lambda e: (e.device, e.start_s)), transfers, stage_grads_done,
     )
     return with_allreduce(base, allreduce)
@@ -284,20 +307,13 @@ def with_allreduce(sim: SimResult, dp_allreduce_s: Sequence[float]) -> SimResult
             allreduce_end_s=comm_free[i],
             peak_inflight=d.peak_inflight,
             peak_activation_bytes=d.peak_activation_bytes,
+            exposed_comm_s=d.exposed_comm_s,
         )
         for i, d in enumerate(sim.devices)
     ]
     bubble = sum(x.idle_s for x in devices) / (p * makespan) if makespan > 0 else 0.0
     return SimResult(sim.schedule, p, sim.m, sim.v, makespan, bubble, devices, sim.events,
                      sim.transfers, done)
-
-
-def uniform_stages(
-    n: int, fwd_s: float, bwd_s: float, wgrad_s: float = 0.0, act_bytes: float = 0.0,
-    out_bytes: float = 0.0,
-) -> list[StageCost]:
-    """``n`` identical stages (the textbook what-if)."""
-    return [StageCost(fwd_s, bwd_s, wgrad_s, act_bytes, out_bytes) for _ in range(n)]
 
 
 # Past the warm-up every schedule repeats one period per micro-batch (per p
@@ -312,14 +328,21 @@ def simulate_steady(
 ) -> SimResult:
     """``simulate`` without events and without traffic tails, for large m in
     O(warm-up) instead of O(m): three runs past the warm-up, ``p`` micro-batches
-    apart; when every device's end, busy time and activation peak and every
+    apart (an even number, in line with m, for the DualPipes); when every device's end, busy time and activation peak and every
     stage's last backward grow by the same step between them (a periodic
     steady state), the result at ``m`` is extrapolated; otherwise, or when m
     is small, the full run."""
     schedule = Schedule(schedule)
     base = 2 * p * max(v, 2)  # schedules.inflight_saturation: warm-up is over
-    probes = [base + i * p for i in range(LINEAR_PROBES)]
-    if m <= probes[-1] + p:
+    step = p
+    if schedule in OVERLAPPED:
+        # their pairs alternate the two chunks' roles: the step can repeat
+        # every two micro-batches only, so probe an even distance apart,
+        # in line with m
+        step = p if p % 2 == 0 else 2 * p
+        base += (m - base) % step
+    probes = [base + i * step for i in range(LINEAR_PROBES)]
+    if m <= probes[-1] + step:
         return simulate(schedule, p, m, stages, v=v, link=link, blocking_send=blocking_send,
                         keep_events=False, device_start_s=device_start_s)
     runs = [simulate(schedule, p, k, stages, v=v, link=link, blocking_send=blocking_send,
@@ -327,22 +350,23 @@ def simulate_steady(
 
     def series(r: SimResult) -> list[float]:
         return ([d.compute_end_s for d in r.devices] + [d.busy_s for d in r.devices]
-                + [d.peak_activation_bytes for d in r.devices] + list(r.stage_grads_done_s))
+                + [d.peak_activation_bytes for d in r.devices]
+                + [d.exposed_comm_s for d in r.devices] + list(r.stage_grads_done_s))
 
     a, b, c = (series(r) for r in runs)
     if any(not math.isclose(y - x, z - y, rel_tol=1e-9, abs_tol=1e-12 * max(1.0, abs(z)))
            for x, y, z in zip(a, b, c, strict=True)):
         return simulate(schedule, p, m, stages, v=v, link=link, blocking_send=blocking_send,
                         keep_events=False, device_start_s=device_start_s)
-    scale = (m - probes[-1]) / p
+    scale = (m - probes[-1]) / step
     out = [z + (z - y) * scale for y, z in zip(b, c, strict=True)]
     last = runs[-1]
     devices = [
         DeviceStats(busy_s=out[p + d], compute_end_s=out[d],
                     peak_inflight=last.devices[d].peak_inflight
                     if schedule is not Schedule.GPIPE else m,
-                    peak_activation_bytes=out[2 * p + d])
+                    peak_activation_bytes=out[2 * p + d], exposed_comm_s=out[3 * p + d])
         for d in range(p)
     ]
-    steady = SimResult(schedule, p, m, v, 0.0, 0.0, devices, [], [], out[3 * p:])
+    steady = SimResult(schedule, p, m, v, 0.0, 0.0, devices, [], [], out[4 * p:])
     return with_allreduce(steady, [0.0] * len(stages))

@@ -8,7 +8,15 @@ from typing import Any
 
 from pptune import limits
 from pptune.costmodel.partition import SplitError, add_ends, even_split
-from pptune.costmodel.schedules import Schedule, ScheduleError, chunks_per_device, validate
+from pptune.costmodel.schedules import (
+    CORE_ONLY,
+    DEFAULT_SCHEDULES,
+    Schedule,
+    ScheduleError,
+    chunks_per_device,
+    core_only_message,
+    validate,
+)
 from pptune.costmodel.search import MAX_SIMULATED_OPS, CostTable, stage_costs
 from pptune.costmodel.simulate import Link, SimResult, simulate, uniform_stages
 from pptune.costs.resolve import CostOptions, resolve
@@ -51,11 +59,15 @@ class SimRun:
 
 def parse_schedule(name: str) -> Schedule:
     try:
-        return Schedule(name)
+        schedule = Schedule(name)
     except ValueError:
         raise BadInput(
-            f"unknown schedule {name!r}; choose from {', '.join(s.value for s in Schedule)}"
+            f"unknown schedule {name!r}; "
+            f"choose from {', '.join(s.value for s in DEFAULT_SCHEDULES)}"
         ) from None
+    if schedule in CORE_ONLY:
+        raise BadInput(core_only_message(schedule))
+    return schedule
 
 
 def run(spec: SimSpec) -> SimRun:

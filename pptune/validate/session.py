@@ -18,7 +18,7 @@ from typing import Any
 
 from pptune.costmodel.partition import SplitError, even_split
 from pptune.costmodel.presets import MODELS
-from pptune.costmodel.schedules import Schedule
+from pptune.costmodel.schedules import CORE_ONLY, DEFAULT_SCHEDULES, Schedule, core_only_message
 from pptune.costs.profiles import DEFAULT_PROFILE_FILE
 from pptune.costs.resolve import find_profile
 from pptune.errors import BadInput
@@ -90,11 +90,15 @@ def _plan_record(path: Path, rank: int) -> Any:
 
 def _schedule(name: str) -> Schedule:
     try:
-        return Schedule(name.strip().lower())
+        schedule = Schedule(name.strip().lower())
     except ValueError:
         raise BadInput(
-            f"unknown schedule {name!r}; choose from {', '.join(s.value for s in Schedule)}"
+            f"unknown schedule {name!r}; "
+            f"choose from {', '.join(s.value for s in DEFAULT_SCHEDULES)}"
         ) from None
+    if schedule in CORE_ONLY:
+        raise BadInput(core_only_message(schedule))
+    return schedule
 
 
 def _source(req: ValidateRequest, plan_doc: Any) -> tuple[ModelSource, list[str]]:

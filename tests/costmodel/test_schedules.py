@@ -5,6 +5,9 @@ from __future__ import annotations
 import pytest
 
 from pptune.costmodel.schedules import (
+    DEFAULT_SCHEDULES,
+    OVERLAPPED,
+    SPLIT_BACKWARD,
     Op,
     OpKind,
     Schedule,
@@ -12,7 +15,10 @@ from pptune.costmodel.schedules import (
     device_stages,
     format_orders,
     op_orders,
+    parse_op,
     peak_inflight_per_stage,
+    stage_chains,
+    validate,
 )
 
 
@@ -53,21 +59,63 @@ def test_zbv_places_stages_in_a_v() -> None:
     assert device_stages(Schedule.INTERLEAVED, 2, 3) == [[0, 2, 4], [1, 3, 5]]
 
 
+def _valid(schedule: Schedule, p: int, m: int, v: int) -> bool:
+    try:
+        validate(schedule, p, m, v)
+    except ScheduleError:
+        return False
+    return True
+
+
 @pytest.mark.parametrize("schedule", list(Schedule))
-@pytest.mark.parametrize("p,m", [(1, 1), (2, 2), (3, 6), (4, 8), (4, 12)])
+@pytest.mark.parametrize("p,m", [(1, 1), (1, 2), (2, 2), (2, 4), (3, 6), (4, 8), (4, 12)])
 def test_every_op_appears_exactly_once(schedule: Schedule, p: int, m: int) -> None:
-    v = 2 if schedule in (Schedule.INTERLEAVED, Schedule.ZBV) else 1
-    if schedule is Schedule.INTERLEAVED and m % p:
-        pytest.skip("interleaved needs m % p == 0")
+    v = 2 if schedule is Schedule.INTERLEAVED else 1
+    if not _valid(schedule, p, m, v):
+        pytest.skip("the schedule refuses (p, m)")
     orders = op_orders(schedule, p, m, v)
-    n_stages = p * v
-    kinds = [OpKind.F, OpKind.B] + ([OpKind.W] if schedule in (Schedule.ZB_H1, Schedule.ZBV) else [])
-    expected = sorted(Op(k, i, s) for k in kinds for i in range(m) for s in range(n_stages))
-    got = sorted(op for ops in orders for op in ops)
-    assert got == expected
+    # micro-batches per pipeline: all of them, or dualpipe's half per direction
+    chains = stage_chains(schedule, p, v)
+    per_chain = m // len(chains)
+    mbs = {k: range(c * per_chain, (c + 1) * per_chain)
+           for c, chain in enumerate(chains) for k in chain}
+    # each (micro-batch, stage) runs one F and one backward: B (then W where
+    # the schedule splits it) or a whole BW, alone or inside an F&B pair
+    halves = sorted(h for ops in orders for op in ops for h in op.halves())
+    forwards = sorted(Op(OpKind.F, i, k) for k in mbs for i in mbs[k])
+    assert [h for h in halves if h.kind is OpKind.F] == forwards
+    split = schedule in SPLIT_BACKWARD
+    for k in mbs:
+        for i in mbs[k]:
+            kinds = sorted(h.kind.value for h in halves if (h.mb, h.stage) == (i, k))
+            assert kinds in (["B", "F", "W"], ["BW", "F"]) if split else kinds == ["B", "F"]
     placement = device_stages(schedule, p, v)
     for d, ops in enumerate(orders):
-        assert {op.stage for op in ops} == set(placement[d])
+        assert {h.stage for op in ops for h in op.halves()} == set(placement[d])
+
+
+def test_ops_print_and_parse_back() -> None:
+    ops = [Op(OpKind.F, 3, 2), Op(OpKind.B, 0, 1), Op(OpKind.W, 12, 0), Op(OpKind.BW, 4, 5),
+           Op(OpKind.FB, 3, 0, 1, 3)]
+    assert [str(o) for o in ops] == ["F3@2", "B0@1", "W12@0", "BW4@5", "F3@0&B1@3"]
+    assert [parse_op(str(o)) for o in ops] == ops
+    assert [o.label() for o in ops] == ["F3", "B0", "W12", "BW4", "F3&B1"]
+    assert Op(OpKind.FB, 3, 0, 1, 3).halves() == (Op(OpKind.F, 3, 0), Op(OpKind.BW, 1, 3))
+    for bad in ("F3", "X1@0", "F1@0&W2@1", "B1@0&F2@1", "F1@0&B2@1&B3@1", ""):
+        with pytest.raises(ValueError, match="not an op"):
+            parse_op(bad)
+
+
+def test_every_kind_is_named() -> None:
+    assert [k.value for k in OpKind] == ["F", "B", "W", "BW", "F&B"]
+    assert all(parse_op(f"{k.value}0@0").kind is k for k in OpKind if k is not OpKind.FB)
+
+
+def test_default_schedules_leave_the_dualpipes_out() -> None:
+    # recommend searches these without --schedules; the DualPipes are simulated only
+    assert Schedule.DUALPIPE not in DEFAULT_SCHEDULES
+    assert Schedule.DUALPIPEV not in DEFAULT_SCHEDULES
+    assert set(DEFAULT_SCHEDULES) | OVERLAPPED == set(Schedule)
 
 
 @pytest.mark.parametrize(
@@ -148,12 +196,24 @@ def test_peak_inflight_saturates_as_claimed(schedule: Schedule, p: int) -> None:
 
     if p == 1 and schedule in (Schedule.INTERLEAVED, Schedule.ZBV):
         pytest.skip("needs pp >= 2")
+    if schedule is Schedule.DUALPIPE and p % 2:
+        pytest.skip("dualpipe needs an even pp")
     v = 2 if schedule in (Schedule.INTERLEAVED, Schedule.ZBV) else 1
     cap = inflight_saturation(p, v)
     for m in range(cap, 2 * cap + 3):
-        if schedule is Schedule.INTERLEAVED and m % p:
+        if not _valid(schedule, p, m, v):
             continue
         assert _peak_inflight(schedule, p, m, v) == _peak_inflight(schedule, p, cap, v)
     assert peak_inflight_per_stage(schedule, p, 10 * cap, v) == list(
         _peak_inflight(schedule, p, cap, v)
+    )
+
+
+def test_commands_refuse_core_only_schedules_with_the_choices() -> None:
+    from pptune.costmodel.schedules import CORE_ONLY, core_only_message
+
+    assert CORE_ONLY == {Schedule.DUALPIPE, Schedule.DUALPIPEV}
+    assert core_only_message(Schedule.DUALPIPEV) == (
+        "schedule 'dualpipev' is not available in pptune's commands yet (only its op order "
+        "and costs are modelled); use one of gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv"
     )

@@ -9,8 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pptune.costmodel.schedules import SPLIT_BACKWARD, Schedule, chunks_per_device, stage_device
-from pptune.costmodel.simulate import Link, StageCost, simulate, uniform_stages
+from pptune.costmodel.schedules import (
+    SPLIT_BACKWARD,
+    Schedule,
+    chunks_per_device,
+    stage_chains,
+    stage_device,
+)
+from pptune.costmodel.simulate import Link, StageCost, overlapped_pair_s, simulate, uniform_stages
 
 PM = [(p, m) for p in (1, 2, 3, 4, 8) for m in (1, 2, 3, 4, 8, 16, 32)]
 
@@ -136,6 +142,11 @@ def cases(draw: st.DrawFn) -> tuple[Schedule, int, int, int, list[StageCost], fl
     if schedule is Schedule.INTERLEAVED:
         v = draw(st.integers(2, 3))
         m = p * draw(st.integers(1, 3))
+    elif schedule is Schedule.DUALPIPE:
+        p = 2 * draw(st.integers(1, 3))
+        m = 2 * draw(st.integers(p, p + 4))
+    elif schedule is Schedule.DUALPIPEV:
+        m = draw(st.integers(2 * p, 2 * p + 6))
     else:
         m = draw(st.integers(1, 10))
         if schedule is Schedule.ZBV:
@@ -162,29 +173,37 @@ def test_simulation_invariants(case: tuple, blocking: bool) -> None:
     end_of = {}
     for e in r.events:
         by_dev.setdefault(e.device, []).append(e)
-        end_of[(e.op.kind.value, e.op.mb, e.op.stage)] = e
-        assert e.device == stage_device(schedule, p, e.op.stage)
+        for h in e.op.halves():  # a pair's forward and backward end together
+            kind = "B" if h.kind.value == "BW" else h.kind.value
+            end_of[(kind, h.mb, h.stage)] = e
+            assert e.device == stage_device(schedule, p, h.stage)
     # a device never runs two ops at once
     for evs in by_dev.values():
         evs.sort(key=lambda e: e.start_s)
         for a, b in itertools.pairwise(evs):
             assert b.start_s >= a.end_s - 1e-9
-    # every dependency honoured (transfers take time across devices)
-    last = len(stages) - 1
+    # every dependency honoured (transfers take time across devices), along
+    # each pipeline (dualpipe has two)
+    prev_of, next_of = {}, {}
+    for chain in stage_chains(schedule, p, v):
+        for a, b in itertools.pairwise(chain):
+            next_of[a], prev_of[b] = b, a
     for (kind, mb, k), e in end_of.items():
-        if kind == "F" and k > 0:
-            assert e.start_s >= end_of[("F", mb, k - 1)].end_s - 1e-9
+        if kind == "F" and k in prev_of:
+            assert e.start_s >= end_of[("F", mb, prev_of[k])].end_s - 1e-9
         if kind == "B":
-            dep = end_of[("F", mb, k)] if k == last else end_of[("B", mb, k + 1)]
+            dep = end_of[("F", mb, k)] if k not in next_of else end_of[("B", mb, next_of[k])]
             assert e.start_s >= dep.end_s - 1e-9
         if kind == "W":
             assert e.start_s >= end_of[("B", mb, k)].end_s - 1e-9
-    # busy time equals the sum of op costs
+    # busy time equals the sum of op costs (no communication inside the stages)
     for d, dev in enumerate(r.devices):
         mine = [s for k, s in enumerate(stages) if stage_device(schedule, p, k) == d]
-        want = m * sum(s.fwd_s + s.bwd_s + s.wgrad_s for s in mine)
+        visits = m // len(stage_chains(schedule, p, v))
+        want = visits * sum(s.fwd_s + s.bwd_s + s.wgrad_s for s in mine)
         assert dev.busy_s == pytest.approx(want)
         assert dev.idle_s >= -1e-9
+        assert dev.exposed_comm_s == pytest.approx(0.0, abs=1e-9)
     # makespan is at least the busiest device's work
     assert r.step_time_s >= r.busiest_s - 1e-9
     assert 0.0 <= r.bubble_rate < 1.0
@@ -200,7 +219,7 @@ def test_steady_state_extrapolation_matches_the_full_run(
     from pptune.costmodel import simulate as sim_mod
 
     rng = random.Random(5)
-    p, m = 3, 60
+    p, m = (4 if schedule is Schedule.DUALPIPE else 3), 60
     v = chunks_per_device(schedule, 2)
     n = p * v
     stages = [StageCost(rng.uniform(1, 2), rng.uniform(1, 3), rng.uniform(0, 1), 10.0, 1.0)
@@ -215,10 +234,92 @@ def test_steady_state_extrapolation_matches_the_full_run(
 
     monkeypatch.setattr(sim_mod, "simulate", counted)
     fast = sim_mod.simulate_steady(schedule, p, m, stages, v=v, link=lambda a, b: link)
-    assert runs == [12, 15, 18]  # three short runs, extrapolated (no fallback to m = 60)
+    # three short runs past the warm-up (4p), extrapolated: no fallback to m = 60;
+    # p apart, or 2p in line with m for the DualPipes on an odd p
+    step = 2 * p if schedule is Schedule.DUALPIPEV else p
+    first = 4 * p + (m - 4 * p) % step
+    assert runs == [first, first + step, first + 2 * step]
     assert fast.step_time_s == pytest.approx(full.step_time_s, rel=1e-9)
     assert fast.bubble_rate == pytest.approx(full.bubble_rate, rel=1e-9, abs=1e-12)
     for a, b in zip(fast.devices, full.devices, strict=True):
         assert a.busy_s == pytest.approx(b.busy_s, rel=1e-9)
         assert a.peak_activation_bytes == pytest.approx(b.peak_activation_bytes, rel=1e-9)
         assert a.peak_inflight == b.peak_inflight
+
+
+# --- communication inside a stage: exposed alone, hidden in an F&B pair -------
+
+
+def test_overlapped_pair_time_by_hand() -> None:
+    # F&B = max(Fc + Bc, Fa + Ba, Fc + Fa, Bc + Ba), Bc the whole backward
+    fwd = StageCost(2.0, 1.0, 0.5, fwd_comm_s=1.0, bwd_comm_s=0.25)
+    bwd = StageCost(1.0, 1.5, 1.0, fwd_comm_s=0.5, bwd_comm_s=2.0)
+    # Fc = 2, Fa = 1; Bc = 1.5 + 1 = 2.5, Ba = 2: each all-to-all fits in the
+    # other chunk's compute (1 <= 2.5, 2 <= 2): the pair costs its compute
+    assert overlapped_pair_s(fwd, bwd) == 4.5
+    # the backward chunk's own chain, 2.5 + 3, is longer than both streams' work
+    heavy = StageCost(1.0, 1.5, 1.0, bwd_comm_s=3.0)
+    assert overlapped_pair_s(fwd, heavy) == 5.5  # max(4.5, 4, 3, 5.5)
+    # communication longer than all compute: the communication stream decides
+    fat = StageCost(0.5, 0.5, 0.0, fwd_comm_s=4.0, bwd_comm_s=4.0)
+    assert overlapped_pair_s(fat, fat) == 8.0  # max(1, 8, 4.5, 4.5)
+    # without communication a pair is its two chunks back to back
+    assert overlapped_pair_s(StageCost(1, 2, 3), StageCost(4, 5, 6)) == 1 + 5 + 6
+
+
+def test_plain_ops_carry_their_exposed_communication() -> None:
+    # one device, one stage each way of a 1F1B pp=1 run: F = 1 + 0.5 and
+    # B = 2 + 0.25 per micro-batch, all of the communication on the path
+    stages = [StageCost(1.0, 2.0, fwd_comm_s=0.5, bwd_comm_s=0.25)]
+    r = simulate("1f1b", 1, 4, stages)
+    assert r.step_time_s == 4 * (1.5 + 2.25)
+    assert r.devices[0].exposed_comm_s == 4 * 0.75
+    # split backward: W carries no communication (the weight gradient needs
+    # no all-to-all); B does
+    z = simulate("zb-h1", 1, 2, [StageCost(1.0, 2.0, 1.0, fwd_comm_s=0.5, bwd_comm_s=0.25)])
+    assert z.step_time_s == 2 * (1.5 + 2.25 + 1.0)
+
+
+def test_dualpipev_hides_communication_that_1f1b_exposes() -> None:
+    # pp=1, dualpipev with m=2 runs "F0@0 F0@1 F1@0 BW0@1 F1@1&B0@0 BW1@1
+    # B1@0 W1@0". With F = 1 (+0.5 all-to-all), I = 1 (+0.5), W = 1:
+    # plain F 1.5, plain BW 2.5, B 1.5, W 1; the pair max(1 + 2, 0.5 + 0.5,
+    # 1.5, 2.5) = 3 hides both all-to-alls. Step: 3 F (4.5) + 2 BW (5) +
+    # pair (3) + B (1.5) + W (1) = 15; exposed: 3 x 0.5 + 2 x 0.5 + 0.5 = 3.
+    stages = uniform_stages(2, 1.0, 1.0, 1.0, fwd_comm_s=0.5, bwd_comm_s=0.5)
+    r = simulate("dualpipev", 1, 2, stages)
+    assert r.step_time_s == 15.0
+    assert r.devices[0].exposed_comm_s == 3.0
+    pair = [e for e in r.events if e.op.kind.value == "F&B"]
+    assert [(str(e.op), e.end_s - e.start_s) for e in pair] == [("F1@1&B0@0", 3.0)]
+    # the same stages without communication: 12, the pair the sum of its chunks
+    assert simulate("dualpipev", 1, 2, uniform_stages(2, 1, 1, 1)).step_time_s == 12.0
+
+
+def test_pair_sends_both_outputs_when_it_ends() -> None:
+    # dualpipev pp=2, m=4 with a 0.5 s link: every transfer that leaves a
+    # pair starts at the pair's end, one per direction
+    stages = uniform_stages(4, 1, 1, 1, out_bytes=1.0)
+    r = simulate("dualpipev", 2, 4, stages, link=lambda a, b: Link(0.5, float("inf")))
+    pair_end = {e.op: e.end_s for e in r.events if e.op.kind.value == "F&B"}
+    sent = [t for t in r.transfers if any(t.op in op.halves() for op in pair_end)]
+    assert sent
+    for t in sent:
+        (op,) = [op for op in pair_end if t.op in op.halves()]
+        assert t.start_s >= pair_end[op] and t.end_s == pytest.approx(t.start_s + 0.5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(0.0, 10.0, allow_nan=False), min_size=5, max_size=5))
+def test_a_pair_never_costs_more_than_its_chunks_apart(xs: list[float]) -> None:
+    fc, fa, bi, bw, ba = xs
+    fwd = StageCost(fc, 0.0, fwd_comm_s=fa)
+    bwd = StageCost(0.0, bi, bw, bwd_comm_s=ba)
+    pair = overlapped_pair_s(fwd, bwd)
+    bc = bi + bw
+    # no faster than either stream's work or either chunk alone; no slower
+    # than running the two chunks one after the other
+    assert min(fc + bc, fa + ba, fc + fa, bc + ba) <= pair <= fc + fa + bc + ba
+    assert pair >= fc + bc and pair >= fa + ba and pair >= fc + fa and pair >= bc + ba
+    if fa <= bc and ba <= fc:
+        assert pair == fc + bc  # the all-to-alls hidden

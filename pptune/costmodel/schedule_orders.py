@@ -1,0 +1,136 @@
+"""Op orders of the one-direction schedules: GPipe, 1F1B, interleaved 1F1B,
+ZB-H1 and ZB-V, one function per schedule, ``builder(p, m, v, d)`` -> device
+d's raw ops (schedule_ops.RawOp). Placement and validation live in
+schedules.py; DualPipe and DualPipeV in dualpipe.py.
+"""
+
+from __future__ import annotations
+
+from pptune.costmodel.schedule_ops import RAW_B as _B
+from pptune.costmodel.schedule_ops import RAW_F as _F
+from pptune.costmodel.schedule_ops import RAW_W as _W
+from pptune.costmodel.schedule_ops import RawOp
+
+
+def gpipe(p: int, m: int, v: int, d: int) -> list[RawOp]:
+    # Huang et al. 2019: all forwards, then all backwards (in micro-batch
+    # order, as torch.distributed.pipelining's ScheduleGPipe runs them).
+    ops: list[RawOp] = [(_F, i, d) for i in range(m)]
+    return ops + [(_B, i, d) for i in range(m)]
+
+
+def one_f_one_b(p: int, m: int, v: int, d: int) -> list[RawOp]:
+    # PipeDream-Flush / Megatron-LM non-interleaved 1F1B: p-d-1 warm-up
+    # forwards, then alternate one forward and one backward, then drain.
+    warmup = min(p - d - 1, m)
+    ops: list[RawOp] = [(_F, i, d) for i in range(warmup)]
+    for i in range(m - warmup):
+        ops.append((_F, warmup + i, d))
+        ops.append((_B, i, d))
+    ops += [(_B, i, d) for i in range(m - warmup, m)]
+    return ops
+
+
+def interleaved(p: int, m: int, v: int, d: int) -> list[RawOp]:
+    # Megatron-LM forward_backward_pipelining_with_interleaving: virtual
+    # micro-batch k maps to chunk (k // p) % v and micro-batch
+    # (k // (p*v)) * p + k % p; backward visits chunks in reverse. Warm-up
+    # is (p - d - 1) * 2 + (v - 1) * p forwards.
+    total = m * v
+
+    def fwd(k: int) -> RawOp:
+        chunk = (k // p) % v
+        return (_F, (k // (p * v)) * p + k % p, chunk * p + d)
+
+    def bwd(k: int) -> RawOp:
+        chunk = v - 1 - (k // p) % v
+        return (_B, (k // (p * v)) * p + k % p, chunk * p + d)
+
+    warmup = min((p - d - 1) * 2 + (v - 1) * p, total)
+    ops = [fwd(k) for k in range(warmup)]
+    for k in range(total - warmup):
+        ops.append(fwd(warmup + k))
+        ops.append(bwd(k))
+    ops += [bwd(k) for k in range(total - warmup, total)]
+    return ops
+
+
+def zb_h1(p: int, m: int, v: int, d: int) -> list[RawOp]:
+    # ZB-H1 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism", sec. 3.1),
+    # ordered as torch's ScheduleInterleavedZeroBubble does with one stage
+    # per rank: p-d-1 warm-up forwards, then F,B pairs; the W of each
+    # micro-batch is issued d steps after its B (device 0 at once, the last
+    # device latest, filling its cool-down), then the remaining Ws drain.
+    warmup = min(p - d - 1, m)
+    ops: list[RawOp] = [(_F, i, d) for i in range(warmup)]
+    next_w = 0
+    for i in range(m):
+        if warmup + i < m:
+            ops.append((_F, warmup + i, d))
+        ops.append((_B, i, d))
+        if i - next_w >= d:
+            ops.append((_W, next_w, d))
+            next_w += 1
+    ops += [(_W, i, d) for i in range(next_w, m)]
+    return ops
+
+
+def zbv(p: int, m: int, v: int, d: int) -> list[RawOp]:
+    # ZB-V (Qi et al. 2024, "Pipeline Parallelism with Controllable Memory",
+    # and the ZB paper's sec. 6), in the phase structure torch 2.13's
+    # ScheduleZBVZeroBubble uses. Device d holds chunk a = stage d and chunk
+    # b = stage 2p-1-d. The order is built for max(m, 2p-1) micro-batches and
+    # then ops of micro-batches >= m are dropped, which keeps it valid for
+    # small m.
+    a, b = d, 2 * p - 1 - d
+    n = max(m, 2 * p - 1)
+    ops: list[RawOp] = []
+    fa = fb = ba = bb = 0
+
+    def emit(kind: int, mb: int, stage: int) -> None:
+        ops.append((kind, mb, stage))
+
+    # warm-up: forwards of chunk a, then alternate b/a, then b with its
+    # backward and weight-grad at once (the bottom of the V).
+    for _ in range(2 * (p - d) - 1):
+        emit(_F, fa, a)
+        fa += 1
+    for _ in range(d):
+        emit(_F, fb, b)
+        fb += 1
+        emit(_F, fa, a)
+        fa += 1
+    for _ in range(p - d):
+        emit(_F, fb, b)
+        fb += 1
+        for kind in (_B, _W):
+            emit(kind, bb, b)
+        bb += 1
+    # steady state: F/B/W on chunk a, then F/B/W on chunk b.
+    while fb < fa or fa < n:
+        if fa < n:
+            emit(_F, fa, a)
+            fa += 1
+        emit(_B, ba, a)
+        emit(_W, ba, a)
+        ba += 1
+        emit(_F, fb, b)
+        fb += 1
+        emit(_B, bb, b)
+        emit(_W, bb, b)
+        bb += 1
+    # cool-down: input-grads first, weight-grads deferred into the tail.
+    wa, wb = ba, bb
+    for _ in range(d):
+        emit(_B, ba, a)
+        ba += 1
+        emit(_B, bb, b)
+        bb += 1
+    for _ in range(p - d):
+        emit(_B, ba, a)
+        ba += 1
+        emit(_W, wa, a)
+        wa += 1
+    ops += [(_W, i, b) for i in range(wb, bb)]
+    ops += [(_W, i, a) for i in range(wa, ba)]
+    return [op for op in ops if op[1] < m]

@@ -1,0 +1,140 @@
+"""What the simulator reads and returns: per-stage costs, links, events and
+per-device statistics (plain records, re-exported by simulate.py).
+
+Op times, per micro-batch, from the stage's ``StageCost``:
+
+- ``F``: ``fwd_s + fwd_comm_s``; ``B``: ``bwd_s + bwd_comm_s`` (plus
+  ``wgrad_s`` where backward is not split); ``W``: ``wgrad_s``; ``BW``:
+  ``bwd_s + wgrad_s + bwd_comm_s``. ``fwd_comm_s`` / ``bwd_comm_s`` are the
+  communication inside a stage's own forward / backward that its next
+  compute waits on (the MoE dispatch and combine all-to-alls: the expert
+  MLP needs its dispatched tokens, the next layer the combined output), run
+  on a communication stream; alone, a chunk cannot overlap them with its
+  own compute, so they add up (exposed).
+- ``F&B`` (``overlapped_pair_s``): the pair runs the forward chunk's compute
+  ``Fc`` and communication ``Fa`` and the backward chunk's ``Bc`` (input
+  and weight gradient) and ``Ba`` on two streams, compute on one and
+  communication on the other, each chunk's parts alternating as its data
+  dependencies require. DeepSeek-V3's report (DeepSeek-AI 2024, sec. 3.2.1,
+  fig. 4) cuts each chunk into attention, all-to-all dispatch, MLP and
+  all-to-all combine and interleaves the two chunks so that one chunk's
+  all-to-all runs during the other's compute, "both all-to-all and PP
+  communication can be fully hidden". The pair can end no sooner than
+  either stream's total work, nor than either chunk's own chain (its
+  communication and compute alternate, never overlap each other)::
+
+      F&B = max(Fc + Bc, Fa + Ba, Fc + Fa, Bc + Ba)
+
+  a lower bound, used as the pair's time. With ``Fa <= Bc`` and ``Ba <= Fc``
+  (each chunk's all-to-all no longer than the other chunk's compute) it is
+  ``Fc + Bc``: the communication is hidden, the case the report describes.
+  Where the components' sizes do not interleave that well the bound is
+  optimistic (a real pair also gives some SMs to communication, which the
+  report tunes by hand). Without communication the pair costs the sum of
+  its two chunks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from pptune.costmodel.schedule_ops import Op
+from pptune.costmodel.schedules import Schedule
+
+
+@dataclass(frozen=True)
+class StageCost:
+    """Costs of one pipeline stage for one micro-batch."""
+
+    fwd_s: float
+    bwd_s: float  # input-gradient part of backward
+    wgrad_s: float = 0.0  # weight-gradient part of backward
+    act_bytes: float = 0.0  # activations kept from F until backward completes
+    out_bytes: float = 0.0  # sent to the next stage (the gradient back has the same size)
+    fwd_comm_s: float = 0.0  # communication the forward waits on (MoE all-to-alls)
+    bwd_comm_s: float = 0.0  # communication the input-gradient backward waits on
+
+    @property
+    def total_s(self) -> float:
+        return self.fwd_s + self.bwd_s + self.wgrad_s
+
+
+def overlapped_pair_s(fwd: StageCost, bwd: StageCost) -> float:
+    """Time of an F&B pair: the forward of ``fwd``'s stage overlapped with the
+    whole backward of ``bwd``'s (module docstring: DeepSeek-V3 sec. 3.2.1)."""
+    fc, fa = fwd.fwd_s, fwd.fwd_comm_s
+    bc, ba = bwd.bwd_s + bwd.wgrad_s, bwd.bwd_comm_s
+    return max(fc + bc, fa + ba, fc + fa, bc + ba)
+
+
+@dataclass(frozen=True)
+class Link:
+    """Alpha-beta link: ``latency_s + bytes / bytes_per_s``."""
+
+    latency_s: float = 0.0
+    bytes_per_s: float = math.inf
+
+    def time_s(self, nbytes: float) -> float:
+        return self.latency_s + nbytes / self.bytes_per_s
+
+
+FREE_LINK = Link()
+
+
+class Event(NamedTuple):
+    device: int
+    op: Op
+    start_s: float
+    end_s: float
+
+
+class Transfer(NamedTuple):
+    src: int
+    dst: int
+    op: Op  # the op whose output is sent (a pair's half: its F or its BW)
+    start_s: float
+    end_s: float
+
+
+@dataclass
+class DeviceStats:
+    busy_s: float = 0.0
+    idle_s: float = 0.0
+    compute_end_s: float = 0.0
+    allreduce_end_s: float = 0.0
+    peak_inflight: int = 0
+    peak_activation_bytes: float = 0.0
+    exposed_comm_s: float = 0.0  # of busy_s: communication the compute waited on
+
+
+@dataclass
+class SimResult:
+    schedule: Schedule
+    p: int
+    m: int
+    v: int
+    step_time_s: float
+    bubble_rate: float
+    devices: list[DeviceStats]
+    events: list[Event] = field(repr=False)
+    transfers: list[Transfer] = field(repr=False)
+    stage_grads_done_s: list[float] = field(default_factory=list, repr=False)
+
+    @property
+    def busiest_s(self) -> float:
+        return max(d.busy_s for d in self.devices)
+
+
+class DeadlockError(RuntimeError):
+    """The op orders wait on each other (a schedule bug, never user input)."""
+
+
+def uniform_stages(
+    n: int, fwd_s: float, bwd_s: float, wgrad_s: float = 0.0, act_bytes: float = 0.0,
+    out_bytes: float = 0.0, fwd_comm_s: float = 0.0, bwd_comm_s: float = 0.0,
+) -> list[StageCost]:
+    """``n`` identical stages (the textbook what-if)."""
+    return [StageCost(fwd_s, bwd_s, wgrad_s, act_bytes, out_bytes, fwd_comm_s, bwd_comm_s)
+            for _ in range(n)]
