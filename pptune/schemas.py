@@ -4,9 +4,12 @@
   analytic presets, read by ``simulate``, ``recommend`` and ``check-config``.
 - ``TrainingConfig``: pptune's own training config, and the normalized form
   every framework reader (DeepSpeed, Megatron-LM, torchtitan) produces.
+- ``PlanFile``: what ``pptune recommend --json`` prints and ``-o`` saves; its
+  ``request`` is the planning options (``pptune.options.record``).
 
 All models forbid unknown keys, so a typo in a hand-written file is an error
-that names the key, not a silently ignored value.
+that names the key, not a silently ignored value (a plan file's ``request``
+ignores keys it does not know, so a newer pptune's plan file still loads).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from pptune.costmodel.schedules import Schedule
 from pptune.errors import BadInput
+from pptune.options.record import PlanFileRequest, RequestField
 
 PROFILE_SCHEMA_VERSION = 1
 
@@ -326,7 +330,9 @@ class PlanFile(Strict):
     plans: list[PlanRecord]
     rejected: dict[str, int]
     source: str = Field(description="where the costs came from")
-    request: dict[str, Any] = Field(default_factory=dict)
+    request: RequestField = Field(
+        default_factory=PlanFileRequest,
+        description="what the plan was made for: the planning options as the run resolved them")
     notes: list[str] = Field(default_factory=list)
 
 

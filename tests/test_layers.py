@@ -20,6 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "pptune"
 LAYERS = {
     "costmodel": 0, "errors": 0, "limits": 0,
     "files": 0.5,  # bounded reads and safe writes: raise errors' BadInput, used by schemas
+    "options": 0.75,  # the option groups, declared once: the CLI's flags and the plan file's request
     "schemas": 1,
     "costs": 2, "configs": 2, "report": 2, "launch": 2,
     "plan": 3, "check": 3, "observe": 3, "probe": 3, "validate": 3,

@@ -284,8 +284,9 @@ def _framework_run(run: RecommendRun, fw: Framework) -> RecommendRun:
     fused attention kernel (SDPA or flex attention) and sequence parallelism with its
     tensor parallelism; DeepSpeed's AutoTP has no sequence parallelism. The run as it
     is for other frameworks, measured costs, or when it already plans that way."""
-    shape, gpu, tp = writers.model_shape(run), str(run.request.get("device")), run.plan_request.tp
-    attention, sp = run.request.get("attention"), bool(run.request.get("sequence_parallel"))
+    shape, gpu, tp = writers.model_shape(run), str(run.request.costs.gpu), run.plan_request.tp
+    attention = run.request.costs.attention.value if run.request.costs.attention else None
+    sp = run.request.costs.sequence_parallel
     if fw is Framework.TORCHTITAN:
         want_attention, want_sp = "flash", tp > 1
     elif fw is Framework.DEEPSPEED:
@@ -297,7 +298,7 @@ def _framework_run(run: RecommendRun, fw: Framework) -> RecommendRun:
         return run
     table, _ = analytic_costs(
         shape, gpu, sorted(run.table.by_mb), tp=tp, sequence_parallel=want_sp,
-        attention=str(want_attention), tp_comm_overlap=bool(run.request.get("tp_comm_overlap")))
+        attention=str(want_attention), tp_comm_overlap=run.request.costs.tp_comm_overlap)
     return replace(run, table=table)
 
 

@@ -47,7 +47,7 @@ def _node_size(plan: Plan, run: RecommendRun) -> int:
 
 
 def model_shape(run: RecommendRun) -> presets.ModelShape | None:
-    return run.shape or presets.MODELS.get(str(run.request.get("model")))
+    return run.shape or presets.MODELS.get(str(run.request.costs.model))
 
 
 def header(plan: Plan, run: RecommendRun, comment: str) -> list[str]:
@@ -63,7 +63,7 @@ def header(plan: Plan, run: RecommendRun, comment: str) -> list[str]:
 
 
 def _gpus_per_node(run: RecommendRun) -> int:
-    return int(run.request.get("gpus_per_node", 8))
+    return run.plan_request.gpus_per_node
 
 
 def _megatron_split_args(split: MegatronSplit) -> list[str]:
@@ -126,9 +126,9 @@ def megatron(run: RecommendRun, plan: Plan, split: MegatronSplit) -> dict[str, s
         # every N-th block as Megatron-LM expresses it: the first blocks/N of each stage
         args += ["--recompute-granularity full", "--recompute-method block",
                  f"--recompute-num-layers {blocks_per_stage // run.plan_request.recompute_every}"]
-    if plan.tp > 1 and run.request.get("sequence_parallel"):
+    if plan.tp > 1 and run.request.costs.sequence_parallel:
         args.append("--sequence-parallel")
-    if run.request.get("attention") == "eager":  # Transformer Engine (the default) fuses it
+    if run.request.costs.attention == "eager":  # Transformer Engine (the default) fuses it
         args.append("--transformer-impl local")
     if plan.rank_order == PP_INNER:
         args.append("--use-tp-pp-dp-mapping")
@@ -159,8 +159,8 @@ def deepspeed(run: RecommendRun, plan: Plan, method: str) -> dict[str, str]:
         ds["pipeline"] = pipeline
     if plan.tp > 1:  # DeepSpeed AutoTP
         ds["tensor_parallel"] = {"autotp_size": plan.tp}
-    if run.request.get("attention"):  # the model code's kernel, for pptune check-config
-        ds["pptune"] = {"attention": run.request["attention"]}
+    if run.request.costs.attention:  # the model code's kernel, for pptune check-config
+        ds["pptune"] = {"attention": run.request.costs.attention.value}
     bounds = [0] + [e for _s, e in stage_bounds(plan.stage_layers)]
     names = run.names
     nodes, per_node = launch_shape(plan.pp * plan.dp * plan.tp, _gpus_per_node(run))
@@ -198,7 +198,7 @@ def torchtitan(run: RecommendRun, plan: Plan) -> dict[str, str]:
                 part.append(f"layers.{i - 1}")
         names.append(part)
     flavor = {"llama3-8b": ("llama3", "8B"), "llama3-70b": ("llama3", "70B")}.get(
-        str(run.request.get("model")), (str(run.request.get("model")), "custom"))
+        str(run.request.costs.model), (str(run.request.costs.model), "custom"))
     # with pp > 1 torchtitan splits local_batch_size into pipeline micro-batches; with
     # pp = 1 there is no pipeline, so the micro-batches are gradient-accumulation
     # steps: global_batch_size / (local_batch_size x dp)
@@ -240,7 +240,7 @@ def torchtitan(run: RecommendRun, plan: Plan) -> dict[str, str]:
 
 
 def pptune(run: RecommendRun, plan: Plan) -> dict[str, str]:
-    model = run.request.get("model")
+    model = run.request.costs.model
     lines = [
         *header(plan, run, "#"),
         f"gpus: {plan.pp * plan.dp * plan.tp}",
@@ -260,14 +260,14 @@ def pptune(run: RecommendRun, plan: Plan) -> dict[str, str]:
         *([f"recompute_every: {run.plan_request.recompute_every}"]
           if plan.recompute is Recompute.SELECTIVE and run.plan_request.recompute_every else []),
         f"rank_order: {plan.rank_order.value}",
-        f"sequence_parallel: {'true' if run.request.get('sequence_parallel') else 'false'}",
+        f"sequence_parallel: {'true' if run.request.costs.sequence_parallel else 'false'}",
     ]
-    if run.request.get("attention"):  # analytic costs only: a profile measured its kernel
-        lines.append(f"attention: {run.request['attention']}")
+    if run.request.costs.attention:  # analytic costs only: a profile measured its kernel
+        lines.append(f"attention: {run.request.costs.attention.value}")
     if model in presets.MODELS:
         lines.append(f"model: {model}")
-    if str(run.request.get("device")) in presets.GPUS:
-        lines.append(f"gpu: {run.request.get('device')}")
+    if str(run.request.costs.gpu) in presets.GPUS:
+        lines.append(f"gpu: {run.request.costs.gpu}")
     if run.origin.startswith("profile "):
         lines.append(f"profile: {run.origin.split()[1]}")
     return {"pptune.yaml": "\n".join(lines) + "\n"}

@@ -49,11 +49,12 @@ def test_analytic_flags_are_refused_with_a_profile(tmp_path: Path, opts: CostOpt
     (CostOptions(efficiency=float("nan")), "--efficiency must be a finite number"),
     (CostOptions(efficiency=0.0), r"--efficiency must be in \(0, 1\]"),
     (CostOptions(seq_len=0), "--seq-len must be >= 1"),
-    (CostOptions(micro_batch_sizes=(1, 0)), "micro-batch size must be >= 1"),
 ])
 def test_numbers_are_checked_once_naming_the_flag(opts: CostOptions, words: str) -> None:
     with pytest.raises(BadInput, match=words):
         resolve(opts)
+    with pytest.raises(BadInput, match="micro-batch size must be >= 1"):
+        resolve(CostOptions(), sizes=(1, 0))
 
 
 def test_model_flops_per_token_by_hand() -> None:
