@@ -96,7 +96,8 @@ def uses(**groups: type | Use) -> Callable[[F], F]:
 
         @functools.wraps(fn)
         def command(**kwargs: Any) -> Any:
-            built, problems = {}, []
+            built: dict[str, Any] = {}
+            problems: list[str] = []
             for param, names in fields_by_param.items():
                 try:
                     built[param] = build(taken[param].group, {n: kwargs.pop(n) for n in names})

@@ -31,7 +31,9 @@ here, once, with one line naming the flag. A measured profile holds costs at
 one sequence length on one device, so ``--seq-len`` (other than the measured
 one), ``--gpu``, ``--efficiency``, ``--attention`` and ``--tp-comm-overlap``
 are refused with it rather than silently ignored (RUN: ``--model``,
-``--hf-config`` and ``--seq-len`` name the model that runs, not costs).
+``--hf-config`` and ``--seq-len`` name the model that runs, not costs;
+CHECK: the config's GPU and attention describe its job, and a profile the
+config or ``--profile`` names prices it as measured, as check-config always has).
 """
 
 from __future__ import annotations
@@ -146,6 +148,7 @@ def resolve(opts: CostOptions, *, sizes: tuple[int, ...] | None = None, cwd: Pat
     if found is not None:
         return found
     if probe is not None:
+        _refuse_with_measured(opts, probe.origin, mode)  # before a minute of measuring
         return _measured(probe.measure(), probe.origin, opts, mode, sizes, table_tp)
     return _analytic(opts, None, sizes, table_tp, default=True)
 
@@ -161,7 +164,9 @@ def find(opts: CostOptions, mode: Mode = Mode.PLAN, *, sizes: tuple[int, ...] | 
         raise BadInput("; ".join(problems))
     given = profile if profile is not None else opts.profile
     if isinstance(given, Profile):
-        return _measured(given, f"profile ({given.source})", opts, mode, sizes, table_tp)
+        origin = f"profile of {given.model.name} on {given.device.name} ({given.source})"
+        _refuse_with_measured(opts, origin, mode)
+        return _measured(given, origin, opts, mode, sizes, table_tp)
     if given is not None:
         prof = _load(given, f"--profile {given}", opts, mode)
         return _measured(prof, f"profile {given} ({prof.source})", opts, mode, sizes, table_tp)
@@ -223,6 +228,8 @@ def _load(path: Path, where: str, opts: CostOptions, mode: Mode) -> Profile:
 
 
 def _refuse_with_measured(opts: CostOptions, where: str, mode: Mode) -> None:
+    if mode is Mode.CHECK:  # the config's GPU and kernel describe its job; the profile prices it
+        return
     named = () if mode is Mode.RUN else (("--model", opts.model), ("--hf-config", opts.hf_config))
     flags = [f for f, v in (*named, ("--gpu", opts.gpu), ("--efficiency", opts.efficiency),
                             ("--attention", opts.attention),

@@ -96,7 +96,7 @@ def _flat_model() -> type[BaseModel]:
             spec[f.plan_key] = (f.flag.kind.json_type() | None,
                                 Field(None, description=f"{f.flag.name}: {f.flag.help}"))
     order = [k for k in KEYS_0_1 if k in spec] + [k for k in spec if k not in KEYS_0_1]
-    return create_model(  # type: ignore[call-overload, no-any-return]
+    return create_model(
         "PlanFileRequest",
         __config__=ConfigDict(extra="ignore", allow_inf_nan=False),
         __doc__="What the plan was made for: the planning options as the run resolved them.",
