@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -69,12 +70,20 @@ def option_for(group: type, name: str, more: str = "") -> Any:
     return typer_option(f, more)
 
 
+def _own_hints(fn: Callable[..., Any], skip: set[str]) -> dict[str, Any]:
+    """The resolved annotations of ``fn``'s own parameters (a group's may be local to a test)."""
+    own = types.SimpleNamespace(__annotations__={
+        k: v for k, v in fn.__annotations__.items() if k not in skip and k != "return"})
+    return typing.get_type_hints(own, globalns=getattr(fn, "__globals__", {}),
+                                 include_extras=True)
+
+
 def uses(**groups: type | Use) -> Callable[[F], F]:
     """Expand the parameters named in ``groups`` into their groups' options (module docstring)."""
 
     def decorate(fn: F) -> F:
         taken = {name: (g if isinstance(g, Use) else Use(g)) for name, g in groups.items()}
-        hints = typing.get_type_hints(fn, include_extras=True)
+        hints = _own_hints(fn, set(taken))
         params: list[inspect.Parameter] = []
         fields_by_param: dict[str, list[str]] = {}
         for p in inspect.signature(fn).parameters.values():

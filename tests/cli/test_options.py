@@ -19,6 +19,7 @@ import typer
 import typer.main
 from typer.testing import Result
 
+from pptune.costmodel.sharding import Sharding
 from pptune.costs.profiles import analytic_profile
 from pptune.options import CostOptions, Field, OutputOptions, PlanSpace, RunOptions, fields_of
 from pptune.options.kinds import Ints, ListOf, OneOf
@@ -128,3 +129,46 @@ def test_every_planning_field_round_trips_through_the_plan_file(
     request: PlanFileRequest = load_json_model(tmp_path / "plan.json", PlanFile, "plan").request
     holder = request.costs if group is CostOptions else request.space
     assert getattr(holder, f.name) == value
+
+
+# ---------------------------------------------------------------- the mechanism
+
+
+def test_a_group_becomes_options_parsed_all_at_once(tmp_path: Path) -> None:
+    """A toy group through ``uses``: its fields are the command's flags, in place, and
+    every bad value is one clause of one error line (exit 2, as every bad input)."""
+    from dataclasses import dataclass
+
+    from typer.testing import CliRunner
+
+    from pptune.cli.app import _guard
+    from pptune.cli.errors import OneLineErrors
+    from pptune.cli.options import Use, uses
+    from pptune.options.groups import INTS, SHARDINGS, option
+
+    @dataclass(frozen=True, kw_only=True)
+    class Toy:
+        depths: tuple[int, ...] | None = option(None, "--depths", kind=INTS, help="depths")
+        sharding: tuple[Any, ...] | None = option(None, "--sharding", kind=SHARDINGS, help="s")
+
+    seen: list[Toy] = []
+    toy = typer.Typer(cls=OneLineErrors)
+
+    @toy.command("go")
+    @_guard
+    @uses(toy=Use(Toy, more={"depths": "e.g. 2,4"}))
+    def go(*, first: int = typer.Option(1, "--first"), toy: Toy) -> None:
+        seen.append(toy)
+
+    @toy.command("other")
+    def other() -> None: ...
+
+    runner = CliRunner()
+    assert "depths; e.g. 2,4" in runner.invoke(toy, ["go", "--help"]).stdout
+    assert runner.invoke(toy, ["go", "--depths", "2,4", "--sharding", "zero1"]).exit_code == 0
+    assert seen == [Toy(depths=(2, 4), sharding=(Sharding.ZERO1,))]
+    r = runner.invoke(toy, ["go", "--depths", "2,x", "--sharding", "zero9"])
+    assert r.exit_code == 2
+    assert r.stderr.strip() == (
+        "pptune: error: --depths takes comma-separated integers, e.g. 1,2,4 (got '2,x'); "
+        "--sharding takes a comma list of none, zero1, zero2, zero3, fsdp (got 'zero9')")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pptune.costs.profiles import analytic_profile
 from pptune.costs.modelspec import from_sizes
+from pptune.costs.profiles import analytic_profile
 from pptune.costs.resolve import (
     CostOptions,
     Costs,
