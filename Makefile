@@ -35,7 +35,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 # The pure core and the CLI: no torch, no spawned process (~20 s on 2 idle cores).
-FAST_DIRS := tests/costmodel tests/costs tests/launch tests/plan tests/check tests/frameworks \
+FAST_DIRS := tests/costmodel tests/options tests/costs tests/launch tests/plan tests/check tests/frameworks \
 	tests/report tests/observe tests/validate tests/tune tests/cli tests/test_layers.py
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow and not torch and not gpu" $(FAST_DIRS)

@@ -56,7 +56,7 @@ def _candidates(path: Path, warmup: int, steps: int) -> tuple[Any, list[Any]]:
     from pptune.validate.spec import ModelSource
 
     profile = load_profile(path)
-    run = recommend(RecommendSpec(
+    run = recommend(RecommendSpec.of(
         gpus=2, pp=[2], global_batch=GLOBAL_BATCH, micro_batch_sizes=list(SIZES),
         schedules=[Schedule(s) for s in SCHEDULES], virtual_stages=[2], profile=path, top=500,
     ))

@@ -1,49 +1,77 @@
-"""The per-layer costs check-config predicts with: the config's profile, else
-analytic costs of its model on its GPU (findings say what was assumed)."""
+"""The per-layer costs check-config predicts with, by the one resolver's table
+(``pptune.costs.resolve``, its CHECK column); findings say what was assumed.
+
+1. a profile: ``--profile`` (relative to the working folder), else the
+   config's ``profile:`` (relative to the config's folder);
+2. analytic costs of the config's model: ``--model`` (overrides the file),
+   else its ``model``, ``hf_config`` or layer sizes, on ``--gpu`` or its
+   ``gpu`` (h100-sxm assumed, with a warning);
+3. ``./pptune-profile.json`` (what ``pptune probe`` writes), when the config
+   names no model;
+4. none: a ``model-unknown`` warning, and memory, bubble and step time are
+   not checked.
+"""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pptune.costmodel import presets
+from pptune.costmodel.ops import Attention
+from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.search import CostTable
 from pptune.costs.modelspec import from_hf_config, from_sizes, with_seq_len
-from pptune.costs.resolve import analytic_costs, measured_costs
+from pptune.costs.resolve import Mode, find
 from pptune.errors import PptuneError
+from pptune.options import CostOptions
 from pptune.schemas import TrainingConfig
 
-if TYPE_CHECKING:
-    from pptune.check.rules import CheckOptions
 
+def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions,
+          add: Any) -> tuple[CostTable | None, str]:
+    """The config's per-layer costs and where they came from ("none" when there are none).
 
-def costs(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions, add: Any) -> tuple[CostTable | None, str]:
-    """The config's per-layer costs: its profile, else analytic costs of its model.
-
-    A profile named in the config is relative to the config's folder; one
-    given on the command line (``opts.profile``) comes resolved by the CLI.
+    ``flags``: the command line's ``--profile`` (already resolved by the CLI),
+    ``--model`` and ``--gpu``.
     """
-    profile_path = opts.profile or (Path(cfg.profile) if cfg.profile else None)
+    profile = flags.profile or (Path(cfg.profile) if cfg.profile else None)
+    if profile is not None and not profile.is_absolute():
+        profile = base_dir / profile
     try:
-        if profile_path is not None:
-            path = profile_path if profile_path.is_absolute() else base_dir / profile_path
-            return measured_costs(path, cfg.tp * cfg.cp), f"profile {path}"
-        found = _analytic(cfg, base_dir, opts, add)
-        if found is None:
-            return None, "none"
-        table, origin = found
+        shape = None if profile is not None else _config_shape(cfg, base_dir, flags.model, add)
+        attention = Attention(cfg.attention or "flash")  # not stated: the per-op model's default
+        opts, sizes = CostOptions(tp=cfg.tp), None  # a profile: the sizes it measured
+        if shape is not None:
+            opts = CostOptions(tp=cfg.tp, gpu=_gpu(flags, cfg, add),
+                               sequence_parallel=cfg.sequence_parallel, attention=attention)
+            sizes = tuple(sorted({1, 2, 4, 8, cfg.micro_batch_size}))
+            if shape.heads % cfg.tp:
+                add("tp-heads", "error",
+                    f"tp {cfg.tp} does not divide the {shape.heads} attention heads", tp=cfg.tp)
+                return None, "none"
+        found = find(opts, Mode.CHECK, sizes=sizes, table_tp=cfg.tp * cfg.cp, profile=profile,
+                     shape=shape)
     except PptuneError as exc:
         add("costs-unavailable", "error", f"cannot build costs: {exc}")
         return None, "none"
-    return table, origin
+    if found is None:
+        add("model-unknown", "warning",
+            "no model (preset, hf_config, profile, or layer/hidden/head/seq sizes) in the "
+            "config and no ./pptune-profile.json: memory, bubble and step time are not "
+            "checked; pass --model or --profile")
+        return None, "none"
+    if found.measured:  # "profile PATH (probe)": check-config names the file alone
+        return found.table, found.origin.rsplit(" (", 1)[0]
+    return found.table, f"{found.origin}, {attention.value} attention"
 
 
-def _analytic(
-    cfg: TrainingConfig, base_dir: Path, opts: CheckOptions, add: Any
-) -> tuple[CostTable, str] | None:
+def _config_shape(cfg: TrainingConfig, base_dir: Path, model: str | None,
+                  add: Any) -> ModelShape | None:
+    """The model the config describes (``--model`` first), or None."""
     shape = None
-    name = opts.model or cfg.model
+    name = model or cfg.model
     if name is not None:
         from pptune.costs.profiles import model_preset
 
@@ -55,26 +83,17 @@ def _analytic(
         shape = from_sizes(cfg.num_layers, cfg.hidden_size, cfg.num_heads, cfg.seq_len,
                            kv_heads=cfg.num_kv_heads, ffn=cfg.ffn_hidden_size,
                            vocab=cfg.vocab_size, gated=cfg.gated_mlp)
-    if shape is None:
-        add("model-unknown", "warning",
-            "no model (preset, hf_config, profile, or layer/hidden/head/seq sizes) in the "
-            "config: memory, bubble and step time are not checked; pass --model or --profile")
-        return None
-    if cfg.num_layers is not None and cfg.num_layers != shape.num_blocks:
+    if shape is not None and cfg.num_layers is not None and cfg.num_layers != shape.num_blocks:
         add("layers-from-config", "info",
             f"using the config's {cfg.num_layers} layers instead of {shape.num_blocks}")
         shape = replace(shape, num_blocks=cfg.num_layers)
-    gpu = opts.gpu or cfg.gpu
+    return shape
+
+
+def _gpu(flags: CostOptions, cfg: TrainingConfig, add: Any) -> str:
+    gpu = flags.gpu or cfg.gpu
     if gpu is None:
         gpu = presets.DEFAULT_GPU
         add("gpu-assumed", "warning",
             f"no GPU named; predictions assume {gpu} (set gpu: or pass --gpu)", gpu=gpu)
-    if shape.heads % cfg.tp:
-        add("tp-heads", "error",
-            f"tp {cfg.tp} does not divide the {shape.heads} attention heads", tp=cfg.tp)
-        return None
-    sizes = sorted({1, 2, 4, 8, cfg.micro_batch_size})
-    attention = cfg.attention or "flash"  # not stated: the per-op model's default
-    table, _ = analytic_costs(shape, gpu, sizes, tp=cfg.tp, sequence_parallel=cfg.sequence_parallel,
-                              table_tp=cfg.tp * cfg.cp, attention=attention)
-    return table, f"analytic {shape.name} on {gpu}, {attention} attention"
+    return gpu

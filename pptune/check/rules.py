@@ -35,6 +35,7 @@ from pptune.costmodel.search import (
     search,
 )
 from pptune.frameworks.common.fields import Semantics
+from pptune.options import CostOptions
 from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
 from pptune.schemas import TrainingConfig
 
@@ -53,9 +54,8 @@ class Finding:
 class CheckOptions:
     max_bubble: float | None = None  # None: the config's limits, else 0.25
     max_slowdown: float | None = None
-    model: str | None = None
-    gpu: str | None = None
-    profile: Path | None = None
+    # the command line's --profile, --model and --gpu (they override the file's)
+    costs: CostOptions = field(default_factory=CostOptions)
     compare_best: bool = True
     strict: bool = False  # bubble and slowdown over their limits are errors
 
@@ -192,7 +192,7 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
 
     report = CheckReport(out, derived={"dp": dp, "grad_accum_steps": ga, "microbatches": m})
     structural = any(f.severity == "error" for f in out)
-    table, origin = costs(cfg, base_dir, opts, add)
+    table, origin = costs(cfg, base_dir, opts.costs, add)
     report.derived["cost_source"] = origin
     if table is None or structural or dp is None or m is None:
         if table is not None and structural:

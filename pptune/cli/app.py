@@ -18,25 +18,14 @@ import typer
 
 from pptune import limits
 from pptune.cli.errors import OneLineErrors, print_version
-from pptune.cli.options import (
-    AttentionOpt,
-    EfficiencyOpt,
-    GpuOpt,
-    HfConfigOpt,
-    MicroBatchSizesOpt,
-    ModelOpt,
-    ProfileOpt,
-    SeqLenOpt,
-    SequenceParallelOpt,
-    TpCommOverlapOpt,
-    TpOpt,
-)
+from pptune.cli.options import Use, option_for, uses
 from pptune.cli.util import out_console as _out
 from pptune.cli.util import parse_ints as _ints
 from pptune.cli.util import say as _say
 from pptune.cli.util import show as _show
 from pptune.errors import BadInput, NoFeasiblePlan, PptuneError
 from pptune.files import check_folder, check_output
+from pptune.options import CostOptions, OutputOptions, PlanSpace
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -80,42 +69,10 @@ def _guard(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-
-
-
-
-
-
 def _check_width(width: int) -> None:
     found = limits.problem("--width", width, 20, limits.MAX_TIMELINE_WIDTH)
     if found:
         raise BadInput(found)
-
-
-def _schedules(text: str | None) -> list[Any]:
-    from pptune.costmodel.schedules import (
-        CORE_ONLY,
-        DEFAULT_SCHEDULES,
-        Schedule,
-        core_only_message,
-    )
-
-    if text is None:
-        return list(DEFAULT_SCHEDULES)
-    out = []
-    for name in [x.strip() for x in text.split(",") if x.strip()]:
-        try:
-            out.append(Schedule(name))
-        except ValueError:
-            raise BadInput(
-                f"unknown schedule {name!r}; "
-                f"choose from {', '.join(s.value for s in DEFAULT_SCHEDULES)}"
-            ) from None
-        if out[-1] in CORE_ONLY:
-            raise BadInput(core_only_message(out[-1]))
-    if not out:
-        raise BadInput("--schedules is empty")
-    return out
 
 
 # --------------------------------------------------------------------------- simulate
@@ -136,7 +93,9 @@ Per-layer costs from a preset or a profile:
 
 @app.command("simulate", help=SIMULATE_HELP)
 @_guard
+@uses(costs=CostOptions, out=OutputOptions)
 def simulate_cmd(
+    *,
     schedule: str = typer.Option("1f1b", "--schedule", "-s", help="gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv"),
     pp: int = typer.Option(4, "--pp", help="pipeline stages (devices)"),
     microbatches: int = typer.Option(8, "--microbatches", "-m", help="micro-batches per step"),
@@ -145,37 +104,25 @@ def simulate_cmd(
     bwd_ms: float | None = typer.Option(None, "--bwd-ms", help="backward (input-grad) time per device"),
     wgrad_ms: float = typer.Option(0.0, "--wgrad-ms", help="weight-grad time per device"),
     p2p_ms: float = typer.Option(0.0, "--p2p-ms", help="time of one stage-to-stage send"),
-    model: ModelOpt = None,
-    hf_config: HfConfigOpt = None,
-    seq_len: SeqLenOpt = None,
-    gpu: GpuOpt = None,
-    profile: ProfileOpt = None,
     micro_batch_size: int = typer.Option(1, "--micro-batch-size", "-b", help="samples per micro-batch"),
     split: str | None = typer.Option(None, "--split", help="layers per stage, e.g. 6,6,6,6 (default even)"),
-    tp: TpOpt = 1,
-    efficiency: EfficiencyOpt = None,
-    attention: AttentionOpt = None,
-    tp_comm_overlap: TpCommOverlapOpt = False,
-    blocking_send: bool = typer.Option(False, "--blocking-send", help="sends block the sender"),
-    timeline: bool = typer.Option(False, "--timeline", help="draw the timeline"),
-    as_json: bool = typer.Option(False, "--json", help="machine-readable result on stdout"),
+    costs: CostOptions,
+    blocking_send: bool = option_for(PlanSpace, "blocking_send"),
+    out: OutputOptions,
     trace: Path | None = typer.Option(None, "--trace", help="write Chrome trace JSON (Perfetto)"),
     svg: Path | None = typer.Option(None, "--svg", help="write the timeline as SVG"),
-    width: int = typer.Option(80, "--width", help="timeline width in columns"),
 ) -> None:
     from pptune.plan import whatif as simulation
 
-    _check_width(width)
+    _check_width(out.width)
     for flag, path in (("--trace", trace), ("--svg", svg)):
         if path is not None:
             check_output(path, flag)
     spec = simulation.SimSpec(
         schedule=schedule, pp=pp, microbatches=microbatches, virtual_stages=virtual_stages,
-        fwd_ms=fwd_ms, bwd_ms=bwd_ms, wgrad_ms=wgrad_ms, p2p_ms=p2p_ms,
-        model=model, hf_config=hf_config, seq_len=seq_len, gpu=gpu, profile=profile,
-        micro_batch_size=micro_batch_size,
-        split=_ints(split, "--split"), tp=tp, efficiency=efficiency, blocking_send=blocking_send,
-        attention=attention, tp_comm_overlap=tp_comm_overlap,
+        fwd_ms=fwd_ms, bwd_ms=bwd_ms, wgrad_ms=wgrad_ms, p2p_ms=p2p_ms, costs=costs,
+        micro_batch_size=micro_batch_size, split=_ints(split, "--split"),
+        blocking_send=blocking_send,
     )
     run = simulation.run(spec)
     for note in run.notes:
@@ -188,13 +135,13 @@ def simulate_cmd(
     if svg is not None:
         write_svg(svg, run.result)
         _say(f"wrote {svg}")
-    if as_json:
+    if out.as_json:
         typer.echo(json.dumps(simulation.result_json(run), indent=2))
         return
-    out = _out()
-    _show(out, sim_summary_table(run.result))
-    if timeline:
-        out.print(timeline_text(run.result, width=width))
+    console = _out()
+    _show(console, sim_summary_table(run.result))
+    if out.timeline:
+        console.print(timeline_text(run.result, width=out.width))
 
 
 # --------------------------------------------------------------------------- recommend
@@ -213,37 +160,16 @@ else the embedded default (llama3-8b on h100-sxm). Exit 1 when no plan fits.
 
 @app.command("recommend", help=RECOMMEND_HELP)
 @_guard
+@uses(space=PlanSpace, costs=CostOptions,
+      out=Use(OutputOptions, more={"as_json": '{"plans": [...], "rejected": {...}}',
+                                   "timeline": "the winner's"}))
 def recommend_cmd(
-    gpus: int = typer.Option(..., "--gpus", "-n", help="total GPUs"),
-    tp: TpOpt = 1,
-    gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="GPUs per node (NVLink domain)"),
-    global_batch: int | None = typer.Option(None, "--global-batch", help="samples per optimizer step (default: the model's)"),
-    micro_batch_sizes: MicroBatchSizesOpt = None,
-    schedules: str | None = typer.Option(None, "--schedules", help="comma list (default all: gpipe,1f1b,interleaved-1f1b,zb-h1,zbv)"),
-    virtual_stages: str = typer.Option("2,3,4", "--virtual-stages", help="v candidates for interleaved-1f1b"),
-    pp: str | None = typer.Option(None, "--pp", help="restrict pipeline depths, e.g. 4,8"),
-    model: ModelOpt = None,
-    hf_config: HfConfigOpt = None,
-    seq_len: SeqLenOpt = None,
-    gpu: GpuOpt = None,
-    profile: ProfileOpt = None,
-    efficiency: EfficiencyOpt = None,
-    attention: AttentionOpt = None,
-    tp_comm_overlap: TpCommOverlapOpt = False,
-    sharded_optimizer: bool = typer.Option(False, "--sharded-optimizer", help="alias of --sharding zero1 (optimizer state sharded over dp, 6 + 12/dp bytes/param)"),
-    sharding: str | None = typer.Option(None, "--sharding", help="training-state sharding to search, comma list of none, zero1, zero2, zero3, fsdp (default all)"),
-    sequence_parallel: SequenceParallelOpt = False,
-    recompute: str | None = typer.Option(None, "--recompute", help="activation recomputation to search, comma list of none, selective, full (default all)"),
-    recompute_every: int = typer.Option(2, "--recompute-every", help="selective: checkpoint every N-th block (torchtitan's selective_ac_option)"),
-    grad_compression: str | None = typer.Option(None, "--grad-compression", help="none, fp16, bf16 or topk:FRACTION"),
-    overlap_grad_reduce: bool = typer.Option(True, "--overlap-grad-reduce/--no-overlap-grad-reduce", help="reduce gradients in buckets during the last backward (DDP, Megatron-LM --overlap-grad-reduce) or after it"),
-    reserve_gib: float = typer.Option(2.0, "--reserve-gib", help="memory kept back per GPU (context, NCCL, fragmentation)"),
-    blocking_send: bool = typer.Option(False, "--blocking-send", help="sends block the sender"),
+    *,
+    space: PlanSpace,
+    costs: CostOptions,
     top: int = typer.Option(5, "--top", help="plans to show"),
-    timeline: bool = typer.Option(False, "--timeline", help="draw the winner's timeline"),
-    as_json: bool = typer.Option(False, "--json", help='print {"plans": [...], "rejected": {...}}'),
+    out: OutputOptions,
     output: Path | None = typer.Option(None, "--output", "-o", help="save the JSON to FILE (with --emit: the folder for the files)"),
-    width: int = typer.Option(80, "--width", help="timeline width in columns"),
     emit: str | None = typer.Option(None, "--emit", help="write the plan as megatron, deepspeed, torchtitan or pptune config"),
     plan_rank: int = typer.Option(1, "--plan", help="which ranked plan --emit writes"),
     train_tokens: float | None = typer.Option(None, "--train-tokens", help="tokens to train on: adds days and GPU-hours per plan"),
@@ -251,18 +177,8 @@ def recommend_cmd(
 ) -> None:
     from pptune.plan import recommend as planning
 
-    req = planning.RecommendSpec(
-        gpus=gpus, tp=tp, gpus_per_node=gpus_per_node, global_batch=global_batch,
-        micro_batch_sizes=_ints(micro_batch_sizes, "--micro-batch-sizes"),
-        schedules=_schedules(schedules), virtual_stages=_ints(virtual_stages, "--virtual-stages") or [],
-        pp=_ints(pp, "--pp"), model=model, gpu=gpu, profile=profile, efficiency=efficiency,
-        sharded_optimizer=sharded_optimizer, grad_compression=grad_compression,
-        reserve_gib=reserve_gib, blocking_send=blocking_send, top=top,
-        sequence_parallel=sequence_parallel, recompute=recompute, sharding=sharding,
-        recompute_every=recompute_every, hf_config=hf_config, seq_len=seq_len, attention=attention,
-        tp_comm_overlap=tp_comm_overlap, overlap_grad_reduce=overlap_grad_reduce,
-    )
-    _check_width(width)
+    req = planning.RecommendSpec(space, costs, top)
+    _check_width(out.width)
     if train_tokens is not None:
         found = limits.problem("--train-tokens", train_tokens, 0, limits.MAX_TRAIN_TOKENS, lo_open=True)
         if found:
@@ -276,7 +192,7 @@ def recommend_cmd(
     run = planning.recommend(req)
     for note in run.notes:
         _say(note)
-    from pptune.report.plans import plan_file, plans_table, rejected_line, why_lines
+    from pptune.report.plans import plan_file
 
     if emit is not None:
         _emit(run, emit, plan_rank, output, force)
@@ -294,19 +210,25 @@ def recommend_cmd(
         for note in run.result.notes:
             _say(f"note: {note}")
         raise NoFeasiblePlan(planning.no_plan_message(run))
-    if as_json:
+    if out.as_json:
         typer.echo(text)
         return
-    out = _out()
-    out.print(plans_table(run.result, run.global_batch * run.table.seq_len, train_tokens,
-                          width=out.width, model_flops_per_step=run.model_flops_per_step,
-                          peak_flops=run.peak_flops))
+    _show_plans(run, train_tokens, out)
+
+
+def _show_plans(run: Any, train_tokens: float | None, out: OutputOptions) -> None:
+    from pptune.report.plans import plans_table, rejected_line, why_lines
+
+    console = _out()
+    console.print(plans_table(run.result, run.global_batch * run.table.seq_len, train_tokens,
+                              width=console.width, model_flops_per_step=run.model_flops_per_step,
+                              peak_flops=run.peak_flops))
     for line in why_lines(run.result):
-        out.print(line, highlight=False, markup=False)
-    out.print(rejected_line(run.result), highlight=False, markup=False)
+        console.print(line, highlight=False, markup=False)
+    console.print(rejected_line(run.result), highlight=False, markup=False)
     for note in run.result.notes:
-        out.print(f"note: {note}", highlight=False, markup=False)
-    if timeline:
+        console.print(f"note: {note}", highlight=False, markup=False)
+    if out.timeline:
         from pptune.costmodel.search import evaluate
         from pptune.report import timeline_text
 
@@ -316,8 +238,9 @@ def recommend_cmd(
 
         for label, window in timeline_windows(full.sim, w.pp, w.num_microbatches):
             head = f"timeline of plan 1 (one pipeline, {w.pp} GPU{'s' * (w.pp > 1)})"
-            out.print(f"{head}, {label}:" if label else f"{head}:", highlight=False, markup=False)
-            out.print(timeline_text(window, width=width))
+            console.print(f"{head}, {label}:" if label else f"{head}:", highlight=False,
+                          markup=False)
+            console.print(timeline_text(window, width=out.width))
 
 
 def _emit(run: Any, framework: str, rank: int, output: Path | None, force: bool) -> None:
@@ -392,7 +315,7 @@ def _register_modules() -> None:
     app.command("validate", help=cli_validate.HELP)(_guard(cli_validate.validate))
     app.command("trace-report", help=cli_observe.TRACE_REPORT_HELP)(_guard(cli_observe.trace_report))
     app.command("monitor", help=cli_observe.MONITOR_HELP)(_guard(cli_observe.monitor))
-    app.command("tune", help=cli_tune.HELP)(_guard(cli_tune.command(recommend_cmd)))
+    app.command("tune", help=cli_tune.HELP)(_guard(cli_tune.tune))
     app.command("calibrate", help=cli_tune.CALIBRATE_HELP)(_guard(cli_tune.calibrate))
 
 

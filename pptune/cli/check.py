@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import typer
 
 from pptune import limits
-from pptune.cli.options import cost_option
+from pptune.cli.options import Use, uses
 from pptune.cli.util import out_console as _out
 from pptune.errors import BadInput, PptuneError
+from pptune.options import CostOptions
 
 CHECK_HELP = """CI sanity check of a training config: exit 0 when consistent and within
 limits, 1 with findings (including anything the framework itself would refuse),
@@ -32,15 +34,18 @@ launch scripts, and torchtitan TOML (detected from the content; --format-in over
 """
 
 
+@uses(costs=Use(CostOptions, only=("model", "gpu", "profile"), more={
+    "model": "overrides the file", "gpu": "overrides the file",
+    "profile": "overrides the file; relative to the working folder [default: the file's, "
+    "else ./pptune-profile.json when the file names no model]"}))
 def check_config(
+    *,
     config: Path | None = typer.Argument(None, help="the training config file"),
     format_in: str | None = typer.Option(None, "--format-in", help="pptune, deepspeed, megatron or torchtitan"),
     pp: int | None = typer.Option(None, "--pp", help="pipeline size when the file lacks it"),
     gpus: int | None = typer.Option(None, "--gpus", help="GPU count when the file lacks it"),
     tp: int | None = typer.Option(None, "--tp", help="tensor-parallel size when the file lacks it"),
-    model: str | None = cost_option("--model", more="overrides the file"),
-    gpu: str | None = cost_option("--gpu", more="overrides the file"),
-    profile: Path | None = cost_option("--profile", more="overrides the file; relative to the working folder"),
+    costs: CostOptions,
     max_bubble: float | None = typer.Option(None, "--max-bubble", help="bubble-rate limit (default 0.25 or the file's)"),
     max_slowdown: float | None = typer.Option(None, "--max-slowdown", help="step time limit vs the best plan (default 1.10)"),
     no_compare: bool = typer.Option(False, "--no-compare", help="skip the search for a faster plan"),
@@ -63,7 +68,7 @@ def check_config(
         raise BadInput(f"--output must be text, json or github (got {output!r})")
     try:
         report, read = _run(config, format_in, pp, gpus, tp, framework_version or [], max_bubble,
-                            max_slowdown, CheckFlags(model, gpu, profile, not no_compare, strict))
+                            max_slowdown, CheckFlags(costs, not no_compare, strict))
     except PptuneError as exc:
         if output == "github":  # a CI job shows an annotation, never nothing
             from pptune.check.render import github_error
@@ -84,9 +89,7 @@ def check_config(
 
 
 class CheckFlags(NamedTuple):
-    model: str | None
-    gpu: str | None
-    profile: Path | None
+    costs: CostOptions  # --model, --gpu, --profile
     compare_best: bool
     strict: bool
 
@@ -107,10 +110,9 @@ def _run(config: Path, format_in: str | None, pp: int | None, gpus: int | None,
     from pptune.frameworks.read import read_config
 
     read = read_config(config, format_in, pp=pp, gpus=gpus, tp=tp, framework_versions=versions)
-    profile = flags.profile
-    if profile is not None:  # the command line's path is the working folder's, not the config's
-        profile = Path.cwd() / profile
-    opts = CheckOptions(max_bubble=max_bubble, max_slowdown=max_slowdown, model=flags.model,
-                        gpu=flags.gpu, profile=profile, compare_best=flags.compare_best,
-                        strict=flags.strict)
+    costs = flags.costs
+    if costs.profile is not None:  # the command line's path is the working folder's
+        costs = replace(costs, profile=Path.cwd() / costs.profile)
+    opts = CheckOptions(max_bubble=max_bubble, max_slowdown=max_slowdown, costs=costs,
+                        compare_best=flags.compare_best, strict=flags.strict)
     return check(read.config, config.parent, opts, read.semantics), read

@@ -11,7 +11,7 @@ from typer.core import TyperGroup
 try:  # typer >= 0.20 carries its own copy of click
     from typer._click.exceptions import ClickException
 except ImportError:  # pragma: no cover - older typer with click installed
-    from click.exceptions import ClickException  # type: ignore[no-redef]
+    from click.exceptions import ClickException  # type: ignore[no-redef,import-not-found]
 
 
 class OneLineErrors(TyperGroup):
@@ -19,10 +19,11 @@ class OneLineErrors(TyperGroup):
     like every other bad input, instead of click's four-line usage block."""
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        run: Any = super().main  # click's main takes standalone_mode by keyword
         if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return run(*args, standalone_mode=False, **kwargs)
         try:
-            code = super().main(*args, standalone_mode=False, **kwargs)
+            code = run(*args, standalone_mode=False, **kwargs)
         except ClickException as exc:
             if type(exc).__name__ == "NoArgsIsHelpError":  # bare `pptune`: the help itself
                 typer.echo(exc.format_message())

@@ -1,28 +1,25 @@
 """`pptune tune` and `pptune calibrate`: parse -> run -> render -> exit code.
 
-``tune`` takes recommend's cost, model and search flags as recommend
-declares them (``command`` copies their declarations from the recommend
-function it is given, so both spell and explain them the same way) plus its
+``tune`` takes recommend's option groups (the job and search space, the
+cost source: ``pptune.options``), the run settings validate takes, and its
 own. The work lives in ``pptune.tune`` (torch imported lazily).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 import json
-import typing
-from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.console import Console
 
+from pptune.cli.options import Use, uses
 from pptune.cli.util import out_console as _out
-from pptune.cli.util import parse_ints as _ints
 from pptune.cli.util import say as _say
 from pptune.errors import BadInput, RunFailed
+from pptune.options import CostOptions, OutputOptions, PlanSpace, RunOptions
 
 HELP = """Measure the best candidate plans for real, calibrate the costs, keep the fastest.
 
@@ -50,48 +47,58 @@ and, with --emit, the winner's framework config. Exit 1 when a trial fails
 (the trials already written stay; --resume DIR continues).
 """
 
-# recommend's flags that mean the same for tune (cost source, model, search space)
-SHARED = (
-    "gpus", "tp", "gpus_per_node", "global_batch", "micro_batch_sizes", "schedules",
-    "virtual_stages", "pp", "model", "hf_config", "seq_len", "gpu", "profile", "efficiency",
-    "sharded_optimizer", "sequence_parallel", "recompute", "grad_compression", "reserve_gib",
-    "blocking_send", "attention", "tp_comm_overlap", "sharding", "recompute_every",
-    "overlap_grad_reduce",
-)
-
-
-def _own(
-    module: str | None = typer.Option(None, "--module", help="your layers: 'pkg.mod:factory' (see pptune probe --help)"),
-    steps: int = typer.Option(5, "--steps", help="timed steps per trial; the median counts"),
-    warmup: int = typer.Option(2, "--warmup", help="untimed steps first, per trial"),
+@uses(space=Use(PlanSpace, more={"recompute": "tune: none unless given (its trials run "
+                                               "without it)"}),
+      costs=CostOptions,
+      trials=Use(RunOptions, more={"warmup": "per trial", "steps": "per trial",
+                                   "timeout": "in tune its trial fails"}),
+      out=Use(OutputOptions, only=("as_json",), more={"as_json": "the outcome"}))
+def tune(
+    *,
+    space: PlanSpace,
+    costs: CostOptions,
+    trials: RunOptions,
     max_trials: int = typer.Option(8, "--max-trials", help="measure at most this many candidates"),
     budget: float = typer.Option(150.0, "--budget", help="seconds of trials; no trial starts that would not fit"),
     candidates: int = typer.Option(12, "--candidates", help="how many of the search's best plans are candidates"),
     output: Path | None = typer.Option(None, "--output", "-o", help="folder for tune.jsonl, the calibrated profile and the plan file"),
     resume: Path | None = typer.Option(None, "--resume", help="continue the tune in DIR: trials in its tune.jsonl are not rerun"),
     emit: str | None = typer.Option(None, "--emit", help="write the winner as megatron, deepspeed, torchtitan or pptune config"),
-    timeout: float = typer.Option(180.0, "--timeout", help="seconds a rank may stay silent before its trial fails"),
-    device: str = typer.Option("auto", "--device", help="auto (cuda if available), cpu or cuda"),
-    as_json: bool = typer.Option(False, "--json", help="machine-readable outcome on stdout"),
-) -> None: ...
+    out: OutputOptions,
+) -> None:
+    from pptune.costmodel.memory import Recompute
+    from pptune.plan.recommend import RecommendSpec
+    from pptune.tune import artifacts, session, trial
 
+    if space.recompute is None:  # the trials run without it: search what they can measure
+        space = replace(space, recompute=(Recompute.NONE,))
+    if emit is not None:
+        from pptune.frameworks.registry import Framework
 
-def command(recommend_fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The ``tune`` command: recommend's shared parameters, then tune's own."""
-    fn = inspect.unwrap(recommend_fn)
-    hints = typing.get_type_hints(fn, include_extras=True)  # Annotated options keep theirs
-    shared = inspect.signature(fn).parameters
-    own_hints = typing.get_type_hints(_own)
-    params = [shared[n].replace(annotation=hints[n]) for n in SHARED if n in shared]
-    params += [p.replace(annotation=own_hints[n])
-               for n, p in inspect.signature(_own).parameters.items()]
-
-    def tune(**kwargs: Any) -> None:
-        _tune(kwargs, recommend_fn)
-
-    tune.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    tune.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
-    return tune
+        if emit not in {f.value for f in Framework}:
+            raise BadInput(f"unknown --emit {emit!r}; choose "
+                           f"{', '.join(f.value for f in Framework)}")
+    req = session.TuneRequest(
+        search=RecommendSpec(space, costs), run=trials, max_trials=max_trials, budget_s=budget,
+        candidates=candidates, output=output, resume=resume,
+    )
+    progress = _Progress(req.budget_s, trials.steps)
+    try:
+        run = trial.run(req, _say, progress)
+    finally:
+        progress.close()
+    for note in run.notes:
+        _say(note)
+    if run.folder is not None:
+        for path in artifacts.write(run, run.folder):
+            _say(f"wrote {path}")
+    emitted = artifacts.emit_winner(run, emit) if emit else None
+    if emitted is not None:
+        _write_emitted(emitted, run.folder)
+    _render(run, out.as_json)
+    if run.outcome.winner is None:
+        raise RunFailed(f"tune: none of the {len(run.outcome.rows)} candidates was measured "
+                        "(the table says why each was skipped); nothing to recommend")
 
 
 class _Progress:
@@ -131,50 +138,6 @@ class _Progress:
         if self.bar is not None:
             self.bar.stop()
             self.bar = None
-
-
-def _tune(kw: dict[str, Any], recommend_fn: Callable[..., Any]) -> None:
-    from pptune.cli.app import _schedules
-    from pptune.plan.recommend import RecommendSpec
-    from pptune.tune import artifacts, session, trial
-
-    fields = {f.name for f in dataclasses.fields(RecommendSpec)}
-    search = RecommendSpec(**{k: kw[k] for k in SHARED if k in fields and k in kw} | {
-        "micro_batch_sizes": _ints(kw["micro_batch_sizes"], "--micro-batch-sizes"),
-        "schedules": _schedules(kw["schedules"]),
-        "virtual_stages": _ints(kw["virtual_stages"], "--virtual-stages") or [],
-        "pp": _ints(kw["pp"], "--pp"),
-    })
-    if getattr(search, "recompute", "none") is None:
-        search.recompute = "none"  # the trials run without it: search what they can measure
-    if kw["emit"] is not None:
-        from pptune.frameworks.registry import Framework
-
-        if kw["emit"] not in {f.value for f in Framework}:
-            raise BadInput(f"unknown --emit {kw['emit']!r}; choose "
-                           f"{', '.join(f.value for f in Framework)}")
-    req = session.TuneRequest(
-        search=search, module=kw["module"], steps=kw["steps"], warmup=kw["warmup"],
-        max_trials=kw["max_trials"], budget_s=kw["budget"], candidates=kw["candidates"],
-        output=kw["output"], resume=kw["resume"], timeout_s=kw["timeout"], device=kw["device"],
-    )
-    progress = _Progress(req.budget_s, req.steps)
-    try:
-        run = trial.run(req, _say, progress)
-    finally:
-        progress.close()
-    for note in run.notes:
-        _say(note)
-    if run.folder is not None:
-        for path in artifacts.write(run, run.folder):
-            _say(f"wrote {path}")
-    emitted = artifacts.emit_winner(run, kw["emit"]) if kw["emit"] else None
-    if emitted is not None:
-        _write_emitted(emitted, run.folder)
-    _render(run, kw["as_json"])
-    if run.outcome.winner is None:
-        raise RunFailed(f"tune: none of the {len(run.outcome.rows)} candidates was measured "
-                        "(the table says why each was skipped); nothing to recommend")
 
 
 def _write_emitted(emitted: Any, folder: Path | None) -> None:

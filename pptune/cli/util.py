@@ -8,27 +8,9 @@ import sys
 import typer
 from rich.console import Console
 
-from pptune.errors import BadInput
-from pptune.limits import MAX_LAYERS
+from pptune.options.kinds import parse_ints
 
-# a --split may list one value per stage: at most one per layer
-MAX_LIST_ITEMS = MAX_LAYERS + 2
-
-
-def parse_ints(text: str | None, flag: str) -> list[int] | None:
-    """``"1,2,4"`` -> [1, 2, 4]; BadInput naming the flag for anything else
-    (an empty item such as ``1,,2`` included)."""
-    if text is None:
-        return None
-    items = text.replace(" ", "").split(",")
-    if len(items) > MAX_LIST_ITEMS:
-        raise BadInput(f"{flag} lists {len(items):,} values; pptune takes up to {MAX_LIST_ITEMS:,}")
-    if any(not x.removeprefix("-").isdigit() for x in items):
-        raise BadInput(f"{flag} takes comma-separated integers, e.g. 1,2,4 (got {text!r})")
-    values = [int(x) for x in items]
-    if any(x < 1 for x in values):
-        raise BadInput(f"{flag} needs positive integers (got {text!r})")
-    return values
+__all__ = ["out_console", "parse_ints", "say", "show"]
 
 
 def say(line: str) -> None:

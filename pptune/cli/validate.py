@@ -16,13 +16,14 @@ import typer
 from rich.console import Console
 
 from pptune import limits
-from pptune.cli.options import cost_option
+from pptune.cli.options import Use, uses
 from pptune.cli.util import out_console as _out
 from pptune.cli.util import parse_ints as _ints
 from pptune.cli.util import say as _say
 from pptune.cli.util import show
 from pptune.errors import BadInput
 from pptune.files import check_output
+from pptune.options import CostOptions, OutputOptions, RunOptions
 from pptune.report.fmt import json_safe
 
 DEFAULT_PLANS_FILE = "pptune-plans.json"
@@ -52,12 +53,6 @@ Examples:
 """
 
 
-
-
-
-
-
-
 class _Progress:
     """``step i/N`` of rank 0 on stderr (a rich bar on a terminal, nothing otherwise)."""
 
@@ -84,14 +79,14 @@ class _Progress:
             self.bar = None
 
 
-def _check(timeout: float, warmup: int, steps: int, width: int, pp: int | None,
+def _check(run: RunOptions, width: int, pp: int | None,
            microbatches: int | None, micro_batch_size: int | None, virtual_stages: int | None,
            seq_len: int | None, trace: Path | None) -> None:
     """Every number finite and in range, and the --trace path writable, before any work."""
     found = limits.problems(
-        limits.problem("--timeout", timeout, 0.001, limits.MAX_TIMEOUT_S),
-        limits.problem("--warmup", warmup, 0, limits.MAX_STEPS),
-        limits.problem("--steps", steps, 1, limits.MAX_STEPS),
+        limits.problem("--timeout", run.timeout, 0.001, limits.MAX_TIMEOUT_S),
+        limits.problem("--warmup", run.warmup, 0, limits.MAX_STEPS),
+        limits.problem("--steps", run.steps, 1, limits.MAX_STEPS),
         limits.problem("--width", width, 20, limits.MAX_TIMELINE_WIDTH),
         *(limits.problem(flag, value, 1, cap) for flag, value, cap in (
             ("--pp", pp, limits.MAX_GPUS), ("--microbatches", microbatches, limits.MAX_GLOBAL_BATCH),
@@ -105,7 +100,13 @@ def _check(timeout: float, warmup: int, steps: int, width: int, pp: int | None,
         check_output(trace, "--trace")  # before the run, not after it
 
 
+@uses(costs=Use(CostOptions, only=("model", "hf_config", "seq_len", "profile"), more={
+          "model": "[default: gpt-small, the CPU demo size]",
+          "profile": "for the prediction [default: ./pptune-profile.json, else a quick probe]"}),
+      run=RunOptions,
+      out=Use(OutputOptions, more={"timeline": "the measured and predicted ones"}))
 def validate(
+    *,
     plan: str | None = typer.Option(
         None, "--plan",
         help="N: plan N of ./pptune-plans.json (or --plans FILE); or the path of a plan JSON "
@@ -125,26 +126,16 @@ def validate(
     virtual_stages: int | None = typer.Option(
         None, "--virtual-stages", "-v", help="chunks per device for interleaved-1f1b [default: 2]"
     ),
-    model: str | None = cost_option("--model", more="[default: gpt-small, the CPU demo size]"),
-    hf_config: Path | None = typer.Option(None, "--hf-config", help="Hugging Face config.json: decoder blocks of that shape"),
-    module: str | None = typer.Option(None, "--module", help="your layers: 'pkg.mod:factory' (see pptune probe --help)"),
-    seq_len: int | None = typer.Option(None, "--seq-len", help="override the model's sequence length"),
+    costs: CostOptions,
     dtype: str = typer.Option("auto", "--dtype", help="auto (fp32 on CPU, bf16 on CUDA), fp32, bf16, fp16"),
-    profile: Path | None = cost_option(
-        "--profile", more="for the prediction [default: ./pptune-profile.json, else a quick probe]"
-    ),
-    warmup: int = typer.Option(2, "--warmup", help="untimed steps first"),
-    steps: int = typer.Option(5, "--steps", help="timed steps; the median counts"),
-    timeout: float = typer.Option(180.0, "--timeout", help="seconds a rank may stay silent before the run is abandoned"),
-    device: str = typer.Option("auto", "--device", help="auto (cuda if available), cpu or cuda"),
-    as_json: bool = typer.Option(False, "--json", help="machine-readable comparison on stdout"),
+    run: RunOptions,
+    out: OutputOptions,
     trace: Path | None = typer.Option(None, "--trace", help="write the measured timeline as Chrome trace JSON"),
-    timeline: bool = typer.Option(False, "--timeline", help="draw the measured and predicted timelines"),
-    width: int = typer.Option(80, "--width", help="timeline width in columns"),
 ) -> None:
-    _check(timeout, warmup, steps, width, pp, microbatches, micro_batch_size, virtual_stages,
-           seq_len, trace)  # before the session module, which imports torch
-    from pptune.validate.session import ValidateRequest, outcome_json, run
+    _check(run, out.width, pp, microbatches, micro_batch_size, virtual_stages,
+           costs.seq_len, trace)  # before the session module, which imports torch
+    from pptune.validate.session import ValidateRequest, outcome_json
+    from pptune.validate.session import run as run_validate
 
     plan_path: Path | None = None
     if plan is not None and plan.strip().isdigit():
@@ -159,13 +150,11 @@ def validate(
     req = ValidateRequest(
         plan=plan_path, rank=rank, pp=pp, microbatches=microbatches, schedule=schedule,
         split=_ints(split, "--split"), micro_batch_size=micro_batch_size,
-        virtual_stages=virtual_stages, model=model, hf_config=hf_config, module=module,
-        seq_len=seq_len, dtype=dtype, profile=profile, warmup=warmup, steps=steps,
-        timeout_s=timeout, device=device,
+        virtual_stages=virtual_stages, costs=costs, dtype=dtype, run=run,
     )
-    progress = _Progress(warmup + steps)
+    progress = _Progress(run.warmup + run.steps)
     try:
-        outcome = run(req, _say, progress)
+        outcome = run_validate(req, _say, progress)
     finally:
         progress.close()
     if outcome is None:
@@ -179,20 +168,20 @@ def validate(
 
         write_trace(trace, outcome.measured, name="pptune validate (measured)")
         _say(f"wrote {trace} (open in https://ui.perfetto.dev)")
-    if as_json:
+    if out.as_json:
         typer.echo(json.dumps(json_safe(doc), indent=2))
         return
     from pptune.validate.render import comparison_table, ops_table, summary_lines
 
-    out = _out()
-    show(out, comparison_table(doc))
-    show(out, ops_table(doc))
+    console = _out()
+    show(console, comparison_table(doc))
+    show(console, ops_table(doc))
     for line in summary_lines(doc):
-        out.print(line, highlight=False, markup=False)
-    if timeline:
+        console.print(line, highlight=False, markup=False)
+    if out.timeline:
         from pptune.report import timeline_text
 
-        out.print("measured (median step):", highlight=False, markup=False)
-        out.print(timeline_text(outcome.measured, width=width))
-        out.print("predicted:", highlight=False, markup=False)
-        out.print(timeline_text(outcome.prediction.result, width=width))
+        console.print("measured (median step):", highlight=False, markup=False)
+        console.print(timeline_text(outcome.measured, width=out.width))
+        console.print("predicted:", highlight=False, markup=False)
+        console.print(timeline_text(outcome.prediction.result, width=out.width))

@@ -1,20 +1,46 @@
 """Where the per-layer costs come from: the one resolver every command uses.
 
-Order: ``--profile FILE``; else ``--model``/``--hf-config``/``--gpu``
-presets (analytic); else ``./pptune-profile.json``; else the embedded
-default (analytic llama3-8b on h100-sxm). The result is the planner's
-``CostTable`` plus one line saying where it came from and the notes the
-user should see. Every cost flag is checked here, once, with one line
-naming the flag.
+The first row that applies gives the costs:
 
-A measured profile holds costs at one sequence length on one device, so
-``--seq-len`` (other than the measured one), ``--gpu`` and ``--efficiency``
-are refused with it rather than silently ignored.
+====  ==========================================  ===========================================
+row   costs from                                  taken when
+====  ==========================================  ===========================================
+1     a profile: ``--profile FILE``, or one the   given (a path or a ``Profile`` object; the
+      command names (check-config: the config's  command's own beats --profile: a resumed
+      ``profile:``; tune --resume: the probe      tune prices as it first did)
+      profile it first priced with)
+2     analytic: the model (``--model``,           PLAN (recommend, simulate): a model or a GPU
+      ``--hf-config``; check-config: also the     is named. CHECK (check-config): a model is
+      config's model, ``hf_config`` or layer      named (its GPU alone is not a model). RUN
+      sizes) on ``--gpu`` [default h100-sxm]      (validate, tune): ``--gpu`` is named (their
+                                                  model flags name what runs here, not costs)
+3     ``./pptune-profile.json``                   the file is there. RUN: and no flag names
+                                                  the model (the file may hold another one)
+4     embedded default: analytic llama3-8b on     PLAN
+      h100-sxm
+5     a quick probe of the model here (the        RUN (validate, tune: their runs are priced
+      caller's ``QuickProbe``)                    from this machine, not from an H100 preset)
+====  ==========================================  ===========================================
+
+CHECK has neither row 4 nor 5: ``find`` returns None and check-config warns
+(``model-unknown``) instead of predicting memory and time.
+
+The result is the planner's ``CostTable`` plus one line saying where it
+came from and the notes the user should see. Every cost flag is checked
+here, once, with one line naming the flag. A measured profile holds costs at
+one sequence length on one device, so ``--seq-len`` (other than the measured
+one), ``--gpu``, ``--efficiency``, ``--attention`` and ``--tp-comm-overlap``
+are refused with it rather than silently ignored (RUN: ``--model``,
+``--hf-config`` and ``--seq-len`` name the model that runs, not costs;
+CHECK: the config's GPU and attention describe its job, and a profile the
+config or ``--profile`` names prices it as measured, as check-config always has).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from pptune import limits
@@ -30,24 +56,28 @@ from pptune.costs.profiles import (
     model_preset,
 )
 from pptune.errors import BadInput
+from pptune.options import CostOptions
 from pptune.schemas import Profile, load_profile
+
+__all__ = ["CostOptions", "Costs", "Mode", "QuickProbe", "find", "resolve"]
+
+
+class Mode(Enum):
+    """Which column of the table applies: what the command does with the costs."""
+
+    PLAN = "plan"  # recommend, simulate: price a plan anywhere
+    CHECK = "check"  # check-config: price the config's own model
+    RUN = "run"  # validate, tune: price what runs on this machine
 
 
 @dataclass(frozen=True)
-class CostOptions:
-    """The cost flags, as every command declares them (``pptune.cli.options``)."""
+class QuickProbe:
+    """Row 5: measure the model here (validate, tune). ``measure`` says what it does
+    (on stderr) and returns the profile; ``origin`` is the line the costs then carry."""
 
-    profile: Path | None = None
-    model: str | None = None
-    hf_config: Path | None = None
-    seq_len: int | None = None
-    gpu: str | None = None
-    tp: int = 1
-    efficiency: float | None = None  # None: each GEMM's from the per-op model
-    attention: str | None = None  # None: flash
-    tp_comm_overlap: bool = False
-    sequence_parallel: bool = False
-    micro_batch_sizes: tuple[int, ...] | None = None
+    measure: Callable[[], Profile]
+    origin: str
+    names_model: bool = False  # a flag names the model the run takes: skip row 3
 
 
 @dataclass(frozen=True)
@@ -55,15 +85,14 @@ class Costs:
     table: CostTable
     profile: Profile
     origin: str  # one line: where the costs came from
-    measured: bool  # from a profile file (probe), not the analytic model
+    measured: bool  # from a profile (probe), not the analytic model
     shape: ModelShape | None = None  # the analytic model's shape
     notes: list[str] = field(default_factory=list)
+    tp_in_costs: int = 1  # tensor parallelism already inside the profile's numbers
 
     @property
     def model_flops_per_token(self) -> float | None:
         return model_flops_per_token(self.profile, 1 if self.measured else self.tp_in_costs)
-
-    tp_in_costs: int = 1  # tensor parallelism already inside the profile's numbers
 
 
 def model_flops_per_token(profile: Profile, tp_in_costs: int = 1) -> float | None:
@@ -86,8 +115,8 @@ def model_flops_per_token(profile: Profile, tp_in_costs: int = 1) -> float | Non
     return 6 * params + attention
 
 
-def check_options(opts: CostOptions) -> list[str]:
-    """Every bad cost flag, one clause each."""
+def check_options(opts: CostOptions, sizes: tuple[int, ...] = ()) -> list[str]:
+    """Every bad cost flag, one clause each (``sizes``: the micro-batch sizes to price)."""
     out = limits.problems(
         limits.problem("--tp", opts.tp, 1, limits.MAX_TP),
         None if opts.seq_len is None else limits.problem("--seq-len", opts.seq_len, 1,
@@ -95,7 +124,6 @@ def check_options(opts: CostOptions) -> list[str]:
         None if opts.efficiency is None else limits.problem("--efficiency", opts.efficiency,
                                                             0, 1, lo_open=True, capped=False),
     )
-    sizes = opts.micro_batch_sizes or ()
     if len(sizes) > limits.MAX_MICRO_BATCH_CANDIDATES:
         out.append(f"--micro-batch-sizes lists {len(sizes)} sizes; pptune takes up to "
                    f"{limits.MAX_MICRO_BATCH_CANDIDATES}")
@@ -106,31 +134,66 @@ def check_options(opts: CostOptions) -> list[str]:
     return out
 
 
-def resolve(opts: CostOptions, cwd: Path | None = None, table_tp: int | None = None) -> Costs:
-    """The cost table for these flags; ``table_tp`` divides the costs further
-    (check-config's tp x cp), default ``opts.tp``."""
-    problems = check_options(opts)
+def resolve(opts: CostOptions, *, sizes: tuple[int, ...] | None = None, cwd: Path | None = None,
+            table_tp: int | None = None, profile: Profile | Path | None = None,
+            probe: QuickProbe | None = None) -> Costs:
+    """The costs by the table above: rows 1-4 (PLAN), or rows 1-3 and 5 with ``probe`` (RUN).
+
+    ``sizes``: the micro-batch sizes to price (None: the profile's, or 1, 2, 4, 8);
+    ``table_tp`` divides the costs further (check-config's tp x cp), default ``opts.tp``.
+    """
+    mode = Mode.RUN if probe is not None else Mode.PLAN
+    found = find(opts, mode, sizes=sizes, cwd=cwd, table_tp=table_tp, profile=profile,
+                 names_model=probe is not None and probe.names_model)
+    if found is not None:
+        return found
+    if probe is not None:
+        _refuse_with_measured(opts, probe.origin, mode)  # before a minute of measuring
+        return _measured(probe.measure(), probe.origin, opts, mode, sizes, table_tp)
+    return _analytic(opts, None, sizes, table_tp, default=True)
+
+
+def find(opts: CostOptions, mode: Mode = Mode.PLAN, *, sizes: tuple[int, ...] | None = None,
+         cwd: Path | None = None, table_tp: int | None = None,
+         profile: Profile | Path | None = None, shape: ModelShape | None = None,
+         names_model: bool = False) -> Costs | None:
+    """Rows 1-3 of the table; None when none applies. ``shape``: a model the caller
+    built (check-config: from the config's layer sizes), which names the model."""
+    problems = check_options(opts, sizes or ())
     if problems:
         raise BadInput("; ".join(problems))
-    analytic_asked = opts.model is not None or opts.hf_config is not None or opts.gpu is not None
-    if opts.profile is not None:
-        _refuse_with_measured(opts, f"--profile {opts.profile}")
-        prof = load_profile(opts.profile)
-        return _measured(prof, f"profile {opts.profile} ({prof.source})", opts, table_tp)
+    given = profile if profile is not None else opts.profile
+    if isinstance(given, Profile):
+        origin = f"profile of {given.model.name} on {given.device.name} ({given.source})"
+        _refuse_with_measured(opts, origin, mode)
+        return _measured(given, origin, opts, mode, sizes, table_tp)
+    if given is not None:
+        prof = _load(given, f"--profile {given}", opts, mode)
+        return _measured(prof, f"profile {given} ({prof.source})", opts, mode, sizes, table_tp)
+    model_named = opts.model is not None or opts.hf_config is not None or shape is not None
+    analytic = {Mode.PLAN: model_named or opts.gpu is not None, Mode.CHECK: model_named,
+                Mode.RUN: opts.gpu is not None}[mode]
+    if analytic:
+        return _analytic(opts, shape, sizes, table_tp, default=False)
     local = (cwd or Path.cwd()) / DEFAULT_PROFILE_FILE
-    if not analytic_asked and local.is_file():
-        _refuse_with_measured(opts, f"./{DEFAULT_PROFILE_FILE}")
-        prof = load_profile(local)
-        return _measured(prof, f"profile ./{DEFAULT_PROFILE_FILE} ({prof.source})", opts, table_tp)
+    if local.is_file() and not (mode is Mode.RUN and (model_named or names_model)):
+        where = f"./{DEFAULT_PROFILE_FILE}"
+        prof = _load(local, where, opts, mode)
+        return _measured(prof, f"profile {where} ({prof.source})", opts, mode, sizes, table_tp)
+    return None
+
+
+def _analytic(opts: CostOptions, shape: ModelShape | None, sizes: tuple[int, ...] | None,
+              table_tp: int | None, *, default: bool) -> Costs:
     notes: list[str] = []
-    shape = model_shape(opts, notes)
+    shape = shape or model_shape(opts, notes)
     gpu = opts.gpu or presets.DEFAULT_GPU
-    table, prof = analytic_costs(shape, gpu, opts.micro_batch_sizes or DEFAULT_MICRO_BATCH_SIZES,
-                                 opts.tp, opts.efficiency, opts.sequence_parallel, table_tp,
-                                 attention=opts.attention or "flash",
-                                 tp_comm_overlap=opts.tp_comm_overlap)
+    attention = opts.attention.value if opts.attention is not None else "flash"
+    table, prof = analytic_costs(shape, gpu, sizes or DEFAULT_MICRO_BATCH_SIZES, opts.tp,
+                                 opts.efficiency, opts.sequence_parallel, table_tp,
+                                 attention=attention, tp_comm_overlap=opts.tp_comm_overlap)
     origin = f"analytic {shape.name} on {gpu}" + (
-        "" if analytic_asked else " (embedded default: no profile found)")
+        " (embedded default: no profile found)" if default else "")
     return Costs(table, prof, origin, measured=False, shape=shape, notes=notes,
                  tp_in_costs=opts.tp)
 
@@ -159,28 +222,16 @@ def analytic_costs(
     return cost_table(prof, tp=table_tp or tp, tp_in_costs=tp), prof
 
 
-def measured_costs(path: Path, table_tp: int = 1) -> CostTable:
-    """The cost table of a profile file (measured at tp=1), divided by ``table_tp``."""
-    prof = load_profile(path)
-    _check_profile_size(prof, str(path))
-    return cost_table(prof, tp=table_tp, tp_in_costs=1)
+def _load(path: Path, where: str, opts: CostOptions, mode: Mode) -> Profile:
+    _refuse_with_measured(opts, where, mode)
+    return load_profile(path)
 
 
-def find_profile(profile: Path | None, cwd: Path | None = None) -> tuple[Profile, str] | None:
-    """--profile FILE, else ./pptune-profile.json, else None (validate then probes)."""
-    if profile is not None:
-        prof = load_profile(profile)
-        return prof, f"profile {profile} ({prof.source})"
-    local = (cwd or Path.cwd()) / DEFAULT_PROFILE_FILE
-    if local.is_file():
-        prof = load_profile(local)
-        return prof, f"profile ./{DEFAULT_PROFILE_FILE} ({prof.source})"
-    return None
-
-
-def _refuse_with_measured(opts: CostOptions, where: str) -> None:
-    flags = [f for f, v in (("--model", opts.model), ("--hf-config", opts.hf_config),
-                            ("--gpu", opts.gpu), ("--efficiency", opts.efficiency),
+def _refuse_with_measured(opts: CostOptions, where: str, mode: Mode) -> None:
+    if mode is Mode.CHECK:  # the config's GPU and kernel describe its job; the profile prices it
+        return
+    named = () if mode is Mode.RUN else (("--model", opts.model), ("--hf-config", opts.hf_config))
+    flags = [f for f, v in (*named, ("--gpu", opts.gpu), ("--efficiency", opts.efficiency),
                             ("--attention", opts.attention),
                             ("--tp-comm-overlap", opts.tp_comm_overlap or None))
              if v is not None]
@@ -195,9 +246,10 @@ def _check_profile_size(prof: Profile, where: str) -> None:
                        f"{limits.MAX_LAYERS:,}")
 
 
-def _measured(prof: Profile, origin: str, opts: CostOptions, table_tp: int | None) -> Costs:
+def _measured(prof: Profile, origin: str, opts: CostOptions, mode: Mode,
+              sizes: tuple[int, ...] | None, table_tp: int | None) -> Costs:
     _check_profile_size(prof, origin)
-    if opts.seq_len is not None and opts.seq_len != prof.model.seq_len:
+    if mode is not Mode.RUN and opts.seq_len is not None and opts.seq_len != prof.model.seq_len:
         raise BadInput(
             f"--seq-len {opts.seq_len}: the {origin} was measured at sequence length "
             f"{prof.model.seq_len}; measure a profile at {opts.seq_len} "
@@ -213,7 +265,7 @@ def _measured(prof: Profile, origin: str, opts: CostOptions, table_tp: int | Non
             "compute, memory and sends by tp (linear scaling, an approximation)"
         )
     table = cost_table(prof, tp=table_tp or opts.tp, tp_in_costs=1)
-    missing = [b for b in (opts.micro_batch_sizes or ()) if b not in table.by_mb]
+    missing = [b for b in (sizes or ()) if b not in table.by_mb]
     if missing:
         raise BadInput(
             f"the profile has no costs for micro-batch size(s) {missing}; it has "

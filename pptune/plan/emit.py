@@ -54,15 +54,15 @@ def parse_framework(framework: Framework | str) -> Framework:
 
 def job_of(run: RecommendRun) -> Job:
     """The job as the adapters see it: the one place a run's ``request`` is read."""
-    request = run.request
+    costs = run.request.costs
     return Job(
         table=run.table, request=run.plan_request, layer_names=tuple(run.names),
         global_batch=run.global_batch, origin=run.origin,
-        shape=run.shape or presets.MODELS.get(str(request.get("model"))),
-        model=request.get("model"), device=request.get("device"),
-        attention=request.get("attention"),
-        sequence_parallel=bool(request.get("sequence_parallel")),
-        tp_comm_overlap=bool(request.get("tp_comm_overlap")),
+        shape=run.shape or presets.MODELS.get(str(costs.model)),
+        model=costs.model, device=costs.gpu,
+        attention=costs.attention.value if costs.attention else None,
+        sequence_parallel=costs.sequence_parallel,
+        tp_comm_overlap=costs.tp_comm_overlap,
     )
 
 

@@ -1,16 +1,24 @@
-"""`pptune recommend`: resolve the cost source, build the request, search."""
+"""`pptune recommend`: resolve the cost source, build the request, search.
+
+A ``RecommendSpec`` is the command's option groups (``pptune.options``):
+the job and search space (``PlanSpace``), the cost source (``CostOptions``)
+and how many plans to keep. ``recommend`` resolves what was left open (the
+costs by ``pptune.costs.resolve``, every schedule, sharding and
+recomputation when none was named, the model's batch) and records the
+groups as resolved in the plan file's ``request`` (``PlanFileRequest``).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from enum import Enum
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from pptune import limits
 from pptune.costmodel.comm import compression_factor
+from pptune.costmodel.ops import Attention
 from pptune.costmodel.presets import ModelShape
-from pptune.costmodel.schedules import DEFAULT_SCHEDULES, Schedule
+from pptune.costmodel.schedules import DEFAULT_SCHEDULES
 from pptune.costmodel.search import (
     CostTable,
     PlanRequest,
@@ -19,44 +27,32 @@ from pptune.costmodel.search import (
     Sharding,
     search,
 )
-from pptune.costs.resolve import CostOptions, resolve
+from pptune.costs.resolve import Costs, resolve
 from pptune.errors import BadInput
+from pptune.options import CostOptions, PlanSpace, build, fields_of
+from pptune.options.record import PlanFileRequest
 
 GIB = 1024**3
-E = TypeVar("E", bound=Enum)
 # samples per step when neither --global-batch nor the profile names one: the
 # batch pptune assumes for a Hugging Face config (pptune.costs.modelspec)
 DEFAULT_GLOBAL_BATCH = 512
 
 
-@dataclass
+@dataclass(frozen=True)
 class RecommendSpec:
-    gpus: int
-    tp: int = 1
-    gpus_per_node: int = 8
-    global_batch: int | None = None
-    micro_batch_sizes: list[int] | None = None
-    schedules: list[Schedule] = field(default_factory=lambda: list(DEFAULT_SCHEDULES))
-    virtual_stages: list[int] = field(default_factory=lambda: [2, 3, 4])
-    pp: list[int] | None = None
-    model: str | None = None
-    gpu: str | None = None
-    profile: Path | None = None
-    efficiency: float | None = None  # None: per GEMM shape (ops.py)
-    attention: str | None = None  # None: flash
-    tp_comm_overlap: bool = False
-    overlap_grad_reduce: bool = True
-    sharded_optimizer: bool = False
-    grad_compression: str | None = None
-    reserve_gib: float = 2.0
-    blocking_send: bool = False
+    """What recommend was asked: the job and search space, the cost source, the plans kept."""
+
+    space: PlanSpace
+    costs: CostOptions = field(default_factory=CostOptions)
     top: int = 5
-    sequence_parallel: bool = False
-    recompute: str | None = None  # comma list of none, selective, full; None: all
-    sharding: str | None = None  # comma list of none, zero1, zero2, zero3, fsdp; None: all
-    recompute_every: int = 2
-    hf_config: Path | None = None
-    seq_len: int | None = None
+
+    @classmethod
+    def of(cls, *, top: int = 5, **flags: Any) -> RecommendSpec:
+        """From the flags by field name, values as text or typed, e.g.
+        ``RecommendSpec.of(gpus=8, sharding="none", tp=2)`` (BadInput as on the command line)."""
+        cost_names = {f.name for f in fields_of(CostOptions)}
+        return cls(build(PlanSpace, {k: v for k, v in flags.items() if k not in cost_names}),
+                   build(CostOptions, {k: v for k, v in flags.items() if k in cost_names}), top)
 
 
 @dataclass
@@ -67,7 +63,7 @@ class RecommendRun:
     names: list[str]
     global_batch: int
     origin: str
-    request: dict[str, Any]
+    request: PlanFileRequest  # the plan file's request: the options as resolved
     notes: list[str]
     shape: ModelShape | None = None  # a model given by --hf-config or with --seq-len
     model_flops_per_step: float | None = None  # for MFU (pptune.costs.resolve)
@@ -76,71 +72,69 @@ class RecommendRun:
 
 def check_spec(spec: RecommendSpec) -> None:
     """Every bad flag at once, in one line (the cost flags: ``resolve``)."""
+    s, tp = spec.space, spec.costs.tp
     problems = limits.problems(
-        limits.problem("--gpus", spec.gpus, 1, limits.MAX_GPUS),
-        limits.problem("--tp", spec.tp, 1, limits.MAX_TP),
-        limits.problem("--gpus-per-node", spec.gpus_per_node, 1, limits.MAX_GPUS),
-        None if spec.global_batch is None else limits.problem(
-            "--global-batch", spec.global_batch, 1, limits.MAX_GLOBAL_BATCH),
+        limits.problem("--gpus", s.gpus, 1, limits.MAX_GPUS),
+        limits.problem("--tp", tp, 1, limits.MAX_TP),
+        limits.problem("--gpus-per-node", s.gpus_per_node, 1, limits.MAX_GPUS),
+        None if s.global_batch is None else limits.problem(
+            "--global-batch", s.global_batch, 1, limits.MAX_GLOBAL_BATCH),
         limits.problem("--top", spec.top, 1, limits.MAX_TOP),
-        limits.problem("--reserve-gib", spec.reserve_gib, 0, limits.MAX_RESERVE_GIB),
+        limits.problem("--reserve-gib", s.reserve_gib, 0, limits.MAX_RESERVE_GIB),
     )
-    if not problems and spec.gpus % spec.tp:
-        problems.append(f"--tp {spec.tp} must divide --gpus {spec.gpus}")
-    if spec.recompute_every < 1:
-        problems.append(f"--recompute-every must be >= 1 (got {spec.recompute_every})")
-    if any(v < 2 for v in spec.virtual_stages):
+    if not problems and s.gpus % tp:
+        problems.append(f"--tp {tp} must divide --gpus {s.gpus}")
+    if s.recompute_every < 1:
+        problems.append(f"--recompute-every must be >= 1 (got {s.recompute_every})")
+    if any(v < 2 for v in s.virtual_stages):
         problems.append("--virtual-stages candidates must be >= 2 (interleaved-1f1b)")
-    elif any(v > limits.MAX_LAYERS for v in spec.virtual_stages):
+    elif any(v > limits.MAX_LAYERS for v in s.virtual_stages):
         problems.append(f"--virtual-stages candidates must be <= {limits.MAX_LAYERS}")
-    if not problems and spec.pp:
-        ranks = spec.gpus // spec.tp
-        bad = [p for p in spec.pp if ranks % p]
+    if not problems and s.pp:
+        ranks = s.gpus // tp
+        bad = [p for p in s.pp if ranks % p]
         if bad:
             problems.append(
                 f"--pp {','.join(map(str, bad))} does not divide the {ranks} pipeline x "
-                f"data-parallel ranks (--gpus {spec.gpus} / --tp {spec.tp}); choose from "
+                f"data-parallel ranks (--gpus {s.gpus} / --tp {tp}); choose from "
                 f"{', '.join(str(p) for p in range(1, ranks + 1) if ranks % p == 0)}")
     if problems:
         raise BadInput("; ".join(problems))
 
 
-def recommend(spec: RecommendSpec) -> RecommendRun:
+def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
+    """The search over ``costs`` (None: resolved from ``spec.costs``; tune passes its own)."""
     check_spec(spec)
-    schedules = [Schedule(s) for s in spec.schedules]
+    s = spec.space
     try:
-        factor = compression_factor(spec.grad_compression)
+        factor = compression_factor(s.grad_compression)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
-    recomputes = choices(spec.recompute, Recompute, "--recompute")
-    shardings = choices(spec.sharding, Sharding, "--sharding")
-    if spec.sharded_optimizer:
-        if spec.sharding is not None and shardings != [Sharding.ZERO1]:
+    recomputes = s.recompute or tuple(Recompute)
+    shardings = s.sharding or tuple(Sharding)
+    if s.sharded_optimizer:
+        if s.sharding is not None and shardings != (Sharding.ZERO1,):
             raise BadInput("--sharded-optimizer means --sharding zero1; drop one of them")
-        shardings = [Sharding.ZERO1]
-    costs = resolve(CostOptions(
-        profile=spec.profile, model=spec.model, hf_config=spec.hf_config, seq_len=spec.seq_len,
-        gpu=spec.gpu, tp=spec.tp, efficiency=spec.efficiency,
-        sequence_parallel=spec.sequence_parallel,
-        micro_batch_sizes=tuple(spec.micro_batch_sizes) if spec.micro_batch_sizes else None,
-        attention=spec.attention, tp_comm_overlap=spec.tp_comm_overlap,
-    ))
+        shardings = (Sharding.ZERO1,)
+    if costs is None:
+        costs = resolve(spec.costs, sizes=s.micro_batch_sizes)
     notes = [*costs.notes, f"costs: {costs.origin}"]
     table = costs.table
-    sizes = spec.micro_batch_sizes or sorted(table.by_mb)
-    global_batch = spec.global_batch or costs.profile.model.global_batch
+    sizes = s.micro_batch_sizes or tuple(sorted(table.by_mb))
+    schedules = s.schedules or DEFAULT_SCHEDULES
+    global_batch = s.global_batch or costs.profile.model.global_batch
     if global_batch is None:
         global_batch = DEFAULT_GLOBAL_BATCH
         notes.append(f"the profile names no global batch; planning for {global_batch} samples "
                      "per step (pass --global-batch to change it)")
     req = PlanRequest(
-        gpus=spec.gpus, global_batch=global_batch, tp=spec.tp, gpus_per_node=spec.gpus_per_node,
-        schedules=tuple(schedules), virtual_stages=tuple(spec.virtual_stages),
-        micro_batch_sizes=tuple(sizes), pp=tuple(spec.pp) if spec.pp else None,
-        shardings=tuple(shardings), recomputes=tuple(recomputes),
-        recompute_every=spec.recompute_every, reserve_bytes=spec.reserve_gib * GIB,
-        grad_bytes_factor=factor, blocking_send=spec.blocking_send, top=spec.top,
-        overlap_grad_reduce=spec.overlap_grad_reduce,
+        gpus=s.gpus, global_batch=global_batch, tp=spec.costs.tp, gpus_per_node=s.gpus_per_node,
+        schedules=tuple(schedules), virtual_stages=s.virtual_stages,
+        micro_batch_sizes=sizes, pp=s.pp or None,
+        shardings=shardings, recomputes=recomputes,
+        recompute_every=s.recompute_every, reserve_bytes=s.reserve_gib * GIB,
+        grad_bytes_factor=factor, blocking_send=s.blocking_send, top=spec.top,
+        overlap_grad_reduce=s.overlap_grad_reduce,
     )
     result = search(table, req)
     requested = global_batch
@@ -156,27 +150,19 @@ def recommend(spec: RecommendSpec) -> RecommendRun:
                 "(e.g. linearly with the batch, Goyal et al. 2017)"
             ))
     if result.rejected.get("out_of_memory", 0):
-        hint = _memory_what_if(table, req, result, spec)
+        hint = _memory_what_if(table, req, result)
         if hint:
             result.notes.append(hint)
-    request = {
-        "gpus": spec.gpus, "tp": spec.tp, "gpus_per_node": spec.gpus_per_node,
-        "global_batch": global_batch, "global_batch_requested": requested,
-        "micro_batch_sizes": list(sizes),
-        "schedules": [s.value for s in schedules], "model": costs.profile.model.name,
-        "device": costs.profile.device.name, "sharded_optimizer": spec.sharded_optimizer,
-        "grad_compression": spec.grad_compression or "none", "seq_len": table.seq_len,
-        "sequence_parallel": spec.sequence_parallel,
-        "recompute": ",".join(r.value for r in recomputes),
-        "sharding": ",".join(s.value for s in shardings),
-        "recompute_every": spec.recompute_every,
-        "attention": (spec.attention or "flash") if not costs.measured else None,
-        "tp_comm_overlap": spec.tp_comm_overlap,
-        "overlap_grad_reduce": spec.overlap_grad_reduce,
-    }
-    hf = spec.hf_config.resolve() if spec.hf_config is not None else costs.profile.model.hf_config
-    if hf is not None:  # validate --plan rebuilds the model from it
-        request["hf_config"] = str(hf)
+    c = spec.costs
+    hf = c.hf_config.resolve() if c.hf_config is not None else costs.profile.model.hf_config
+    request = PlanFileRequest(
+        costs=replace(c, model=costs.profile.model.name, gpu=costs.profile.device.name,
+                      seq_len=table.seq_len, hf_config=None if hf is None else Path(hf),
+                      attention=None if costs.measured else c.attention or Attention.FLASH),
+        space=replace(s, global_batch=global_batch, micro_batch_sizes=sizes,
+                      schedules=tuple(schedules), recompute=recomputes, sharding=shardings),
+        global_batch_requested=requested,
+    )
     return RecommendRun(result, table, req, list(table.names), global_batch, costs.origin,
                         request, notes, costs.shape,
                         _times(costs.model_flops_per_token, global_batch * table.seq_len),
@@ -187,25 +173,9 @@ def _times(a: float | None, b: float) -> float | None:
     return None if a is None else a * b
 
 
-def choices(text: str | None, kind: type[E], flag: str) -> list[E]:
-    """A comma list of enum values (all of them when None); bad names in one line."""
-    if text is None:
-        return list(kind)
-    names = [x.strip() for x in text.split(",") if x.strip()]
-    bad = [n for n in names if n not in {k.value for k in kind}]
-    if bad or not names:
-        raise BadInput(f"{flag} takes a comma list of {', '.join(k.value for k in kind)} "
-                       f"(got {text!r})")
-    return list(dict.fromkeys(kind(n) for n in names))
-
-
-def _memory_what_if(
-    table: CostTable, req: PlanRequest, result: SearchResult, spec: RecommendSpec
-) -> str | None:
+def _memory_what_if(table: CostTable, req: PlanRequest, result: SearchResult) -> str | None:
     """When memory rejected candidates: would a sharding or a recomputation the
     search was told to skip give a faster plan (or any plan)? One line, with the figures."""
-    from dataclasses import replace
-
     best = result.plans[0].step_time_s if result.plans else None
     options = []
     if set(req.shardings) != set(Sharding):
@@ -229,8 +199,6 @@ def _memory_what_if(
 
 def _nearby_batch(table: CostTable, req: PlanRequest) -> tuple[PlanRequest, SearchResult] | None:
     """The closest global batch (within 25%) for which the search finds a plan."""
-    from dataclasses import replace
-
     gb = req.global_batch
     sizes = req.micro_batch_sizes or sorted(table.by_mb)
     depths = [p for p in range(1, req.gpus // req.tp + 1) if (req.gpus // req.tp) % p == 0]

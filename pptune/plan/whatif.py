@@ -3,24 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pptune import limits
 from pptune.costmodel.partition import SplitError, add_ends, even_split
-from pptune.costmodel.schedules import (
-    CORE_ONLY,
-    DEFAULT_SCHEDULES,
-    Schedule,
-    ScheduleError,
-    chunks_per_device,
-    core_only_message,
-    validate,
-)
+from pptune.costmodel.schedules import Schedule, ScheduleError, chunks_per_device, validate
 from pptune.costmodel.search import MAX_SIMULATED_OPS, CostTable, stage_costs
 from pptune.costmodel.simulate import Link, SimResult, simulate, uniform_stages
-from pptune.costs.resolve import CostOptions, resolve
+from pptune.costs.resolve import resolve
 from pptune.errors import BadInput
+from pptune.options import CostOptions, fields_of
+from pptune.options.groups import SCHEDULE
 
 
 @dataclass
@@ -33,17 +26,9 @@ class SimSpec:
     bwd_ms: float | None = None
     wgrad_ms: float = 0.0
     p2p_ms: float = 0.0
-    model: str | None = None
-    hf_config: Path | None = None
-    seq_len: int | None = None
-    gpu: str | None = None
-    profile: Path | None = None
+    costs: CostOptions = field(default_factory=CostOptions)  # per-layer costs (not textbook)
     micro_batch_size: int = 1
     split: list[int] | None = None
-    tp: int = 1
-    efficiency: float | None = None  # None: per GEMM shape (ops.py)
-    attention: str | None = None  # None: flash
-    tp_comm_overlap: bool = False
     blocking_send: bool = False
 
 
@@ -58,15 +43,9 @@ class SimRun:
 
 
 def parse_schedule(name: str) -> Schedule:
-    try:
-        schedule = Schedule(name)
-    except ValueError:
-        raise BadInput(
-            f"unknown schedule {name!r}; "
-            f"choose from {', '.join(s.value for s in DEFAULT_SCHEDULES)}"
-        ) from None
-    if schedule in CORE_ONLY:
-        raise BadInput(core_only_message(schedule))
+    schedule = SCHEDULE.parse(name, "--schedule")
+    if schedule is None:
+        raise BadInput("--schedule is empty")
     return schedule
 
 
@@ -108,12 +87,10 @@ def run(spec: SimSpec) -> SimRun:
     if textbook:
         if spec.fwd_ms is None or spec.bwd_ms is None:
             raise BadInput("textbook mode needs both --fwd-ms and --bwd-ms")
-        cost_flags = [flag for flag, given in (
-            ("--model", spec.model), ("--hf-config", spec.hf_config), ("--gpu", spec.gpu),
-            ("--profile", spec.profile), ("--split", spec.split), ("--seq-len", spec.seq_len),
-            ("--tp", spec.tp != 1), ("--efficiency", spec.efficiency is not None),
-            ("--micro-batch-size", spec.micro_batch_size != 1),
-            ("--attention", spec.attention), ("--tp-comm-overlap", spec.tp_comm_overlap)) if given]
+        cost_flags = [f.flag.name for f in fields_of(CostOptions)
+                      if getattr(spec.costs, f.name) != f.default]
+        cost_flags += [flag for flag, given in (
+            ("--split", spec.split), ("--micro-batch-size", spec.micro_batch_size != 1)) if given]
         if cost_flags:
             raise BadInput("--fwd-ms/--bwd-ms simulate equal stages from times per device; "
                            f"drop {'/'.join(cost_flags)} (they describe per-layer costs)")
@@ -126,7 +103,7 @@ def run(spec: SimSpec) -> SimRun:
             schedule, p, m, stages, v=v, link=lambda a, b: link, blocking_send=spec.blocking_send
         )
         return SimRun(spec, schedule, result, notes)
-    costs = resolve(cost_options_of(spec))
+    costs = resolve(spec.costs, sizes=(spec.micro_batch_size,))
     notes += [*costs.notes, f"costs: {costs.origin}"]
     table = costs.table
     n_layers = len(table.names)
@@ -159,15 +136,6 @@ def run(spec: SimSpec) -> SimRun:
     result = simulate_table(table, schedule, p, m, v, spec.micro_batch_size, split,
                             spec.blocking_send)
     return SimRun(spec, schedule, result, notes, split, costs.origin)
-
-
-def cost_options_of(spec: SimSpec) -> CostOptions:
-    return CostOptions(
-        profile=spec.profile, model=spec.model, hf_config=spec.hf_config, seq_len=spec.seq_len,
-        gpu=spec.gpu, tp=spec.tp, efficiency=spec.efficiency,
-        micro_batch_sizes=(spec.micro_batch_size,), attention=spec.attention,
-        tp_comm_overlap=spec.tp_comm_overlap,
-    )
 
 
 def simulate_table(

@@ -10,6 +10,7 @@ from typing import Any
 from pptune.costmodel.partition import stage_bounds
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import DP_INNER, Plan, SearchResult
+from pptune.options.record import PlanFileRequest
 from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
 from pptune.report.plan_table import compact_split, fmt_rate, mfu, plans_table, training_cost
 from pptune.schemas import PlanFile, PlanRecord
@@ -25,6 +26,7 @@ REASON_TEXT = {
     "out_of_memory": "out of memory",
     "too_large_to_simulate": "too many micro-batches to simulate",
     "sharding_without_pipeline_only": "zero2/zero3 need pp = 1",
+    "experts_do_not_divide_ranks": "ep x etp does not divide the stage",
 }
 
 
@@ -188,10 +190,10 @@ def plan_record(
 
 def plan_file(
     result: SearchResult, names: Sequence[str], global_batch: int, source: str,
-    request: dict[str, object], train_tokens: float | None = None,
+    request: PlanFileRequest, train_tokens: float | None = None,
     model_flops_per_step: float | None = None, peak_flops: float | None = None,
 ) -> PlanFile:
-    tokens_per_step = global_batch * float(request.get("seq_len", 0) or 0)  # type: ignore[arg-type]
+    tokens_per_step = global_batch * float(request.costs.seq_len or 0)
     return PlanFile(
         plans=[plan_record(p, i, names, global_batch, tokens_per_step, train_tokens,
                            model_flops_per_step, peak_flops)

@@ -2,12 +2,14 @@
 
 Order: every flag and the output folder are checked before anything runs
 (budget, steps, an -o that cannot be written or would replace a journal);
-the cost source (--profile; --gpu: analytic costs, as recommend; else
-./pptune-profile.json; else a quick probe of the model here, saved beside
-the journal so a resumed tune prices the same way); the search (recommend's,
-its top ``candidates`` plans); one ``Candidate`` per plan; the loop
-(``loop.run``) with trials run by the validate machinery (``trial.py``).
-Talk goes through ``say``; nothing here prints.
+the cost source, by the one resolver's RUN column (``pptune.costs.resolve``:
+on --resume the profile the tune first priced with; --profile; --gpu:
+analytic costs, as recommend; else ./pptune-profile.json unless a flag
+names the model; else a quick probe of the model here), a measured one
+saved beside the journal so a resumed tune prices the same way; the search
+(recommend's over those costs, its top ``candidates`` plans); one
+``Candidate`` per plan; the loop (``loop.run``) with trials run by the
+validate machinery (``trial.py``). Talk goes through ``say``; nothing here prints.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from typing import Any
 
 from pptune.costmodel.presets import MODELS
 from pptune.costs.profiles import DEFAULT_PROFILE_FILE
+from pptune.costs.resolve import Costs, QuickProbe, resolve
 from pptune.errors import BadInput
 from pptune.launch import ranks
+from pptune.options import RunOptions
 from pptune.plan.recommend import RecommendRun, RecommendSpec, recommend
-from pptune.schemas import Profile, load_profile, write_atomic
+from pptune.schemas import Profile, write_atomic
 from pptune.tune import candidates as cands
 from pptune.tune import journal, loop
 from pptune.validate.spec import ModelSource
@@ -38,16 +42,12 @@ QUICK_SIZES = [1, 2]  # the quick probe's micro-batch sizes (pptune probe --quic
 @dataclass
 class TuneRequest:
     search: RecommendSpec
-    module: str | None = None
-    steps: int = 5
-    warmup: int = 2
+    run: RunOptions = field(default_factory=RunOptions)  # how each trial runs
     max_trials: int = 8
     budget_s: float = 150.0
     candidates: int = 12
     output: Path | None = None
     resume: Path | None = None
-    timeout_s: float = 180.0
-    device: str = "auto"
 
 
 @dataclass
@@ -65,16 +65,16 @@ def check(req: TuneRequest) -> Path | None:
     problems = []
     if not req.budget_s > 0:
         problems.append(f"--budget must be > 0 seconds (got {req.budget_s:g})")
-    if req.steps < 1:
-        problems.append(f"--steps must be at least 1 (got {req.steps})")
-    if req.warmup < 0:
-        problems.append(f"--warmup must be 0 or more (got {req.warmup})")
+    if req.run.steps < 1:
+        problems.append(f"--steps must be at least 1 (got {req.run.steps})")
+    if req.run.warmup < 0:
+        problems.append(f"--warmup must be 0 or more (got {req.run.warmup})")
     if req.max_trials < 1:
         problems.append(f"--max-trials must be at least 1 (got {req.max_trials})")
     if req.candidates < 1:
         problems.append(f"--candidates must be at least 1 (got {req.candidates})")
-    if not req.timeout_s > 0:
-        problems.append(f"--timeout must be positive seconds (got {req.timeout_s:g})")
+    if not req.run.timeout > 0:
+        problems.append(f"--timeout must be positive seconds (got {req.run.timeout:g})")
     if req.output is not None and req.resume is not None and req.output != req.resume:
         problems.append(f"-o {req.output} and --resume {req.resume} differ: --resume DIR "
                         "continues the tune in DIR and writes there")
@@ -109,12 +109,12 @@ def _writable(folder: Path) -> None:
 
 
 def model_source(req: TuneRequest, profile: Profile | None) -> ModelSource:
-    s = req.search
-    if req.module is not None and (s.model or s.hf_config):
+    s, module = req.search.costs, req.run.module
+    if module is not None and (s.model or s.hf_config):
         raise BadInput("--module and --model/--hf-config both name the model; give one of them")
-    if req.module is not None or s.hf_config is not None:
+    if module is not None or s.hf_config is not None:
         return ModelSource(hf_config=str(s.hf_config) if s.hf_config else None,
-                           module=req.module, seq_len=s.seq_len)
+                           module=module, seq_len=s.seq_len)
     name = s.model or (profile.model.name if profile is not None else "gpt-small")
     if name not in MODELS:
         raise BadInput(f"the profile's model {name[:60]!r} is not a preset; name it with "
@@ -125,45 +125,41 @@ def model_source(req: TuneRequest, profile: Profile | None) -> ModelSource:
     return ModelSource(model=name, seq_len=seq_len)
 
 
-def resolve_profile(req: TuneRequest, folder: Path | None, say: Say,
-                    probe: Callable[[ModelSource, list[int]], Profile]) -> tuple[Profile | None, str]:
-    """The uncalibrated costs (module docstring); None when --gpu asks for analytic ones."""
-    s = req.search
-    if folder is not None and (folder / PROBE_FILE).exists() and req.resume is not None:
-        return load_profile(folder / PROBE_FILE), f"profile {folder / PROBE_FILE} (as first tuned)"
-    if s.profile is not None:
-        return load_profile(s.profile), f"profile {s.profile}"
-    if s.gpu is not None:
-        say(f"--gpu {s.gpu}: analytic costs of that GPU, but the trials run on this machine; "
+def resolve_costs(req: TuneRequest, folder: Path | None, say: Say,
+                  probe: Callable[[ModelSource, list[int]], Profile]) -> Costs:
+    """The uncalibrated costs (module docstring): ``probe`` measures a model here."""
+    c, sizes = req.search.costs, req.search.space.micro_batch_sizes
+    resumed = None if folder is None or req.resume is None else folder / PROBE_FILE
+    if resumed is not None and not resumed.exists():
+        resumed = None
+    if c.gpu is not None and resumed is None and c.profile is None:
+        say(f"--gpu {c.gpu}: analytic costs of that GPU, but the trials run on this machine; "
             "the calibration carries the difference")
-        return None, "analytic"
-    local = Path.cwd() / DEFAULT_PROFILE_FILE
-    if local.exists() and s.model is None and s.hf_config is None and req.module is None:
-        return load_profile(local), f"profile ./{DEFAULT_PROFILE_FILE}"
-    source = model_source(req, None)
-    sizes = s.micro_batch_sizes or QUICK_SIZES
-    say(f"no --profile and no ./{DEFAULT_PROFILE_FILE}: measuring a quick profile of "
-        f"{source.label} here first (as pptune probe --quick --no-comm --micro-batch-sizes "
-        f"{','.join(map(str, sizes))})")
-    return probe(source, sizes), "quick probe here (--no-comm: default CPU/GPU links)"
+    quick = list(sizes or QUICK_SIZES)
+
+    def measure() -> Profile:
+        source = model_source(req, None)
+        say(f"no --profile and no ./{DEFAULT_PROFILE_FILE}: measuring a quick profile of "
+            f"{source.label} here first (as pptune probe --quick --no-comm --micro-batch-sizes "
+            f"{','.join(map(str, quick))})")
+        return probe(source, quick)
+
+    return resolve(c, sizes=sizes, profile=resumed, probe=QuickProbe(
+        measure, "quick probe here (--no-comm: default CPU/GPU links)",
+        names_model=req.run.module is not None))
 
 
-def search(req: TuneRequest, profile: Profile | None, folder: Path | None) -> RecommendRun:
-    """recommend's search over ``profile`` (saved first: recommend reads a file)."""
-    spec = replace(req.search, top=req.candidates)
-    if profile is None:
-        return recommend(spec)
-    with tempfile.TemporaryDirectory(prefix="pptune-tune-") as tmp:
-        path = (folder if folder is not None else Path(tmp)) / PROBE_FILE
-        if not path.exists():
-            write_atomic(path, profile.model_dump_json(indent=2) + "\n")
-        return recommend(replace(spec, profile=path, model=None, hf_config=None, seq_len=None,
-                                 gpu=None))
+def search(req: TuneRequest, costs: Costs, folder: Path | None) -> RecommendRun:
+    """recommend's search over the tune's costs; a measured profile is saved beside the
+    journal first (``PROBE_FILE``), so that a resumed tune prices the same way."""
+    if costs.measured and folder is not None and not (folder / PROBE_FILE).exists():
+        write_atomic(folder / PROBE_FILE, costs.profile.model_dump_json(indent=2) + "\n")
+    return recommend(replace(req.search, top=req.candidates), costs)
 
 
 def build_candidates(req: TuneRequest, run: RecommendRun, source: ModelSource, n_layers: int,
                      local_devices: int, device: str) -> list[cands.Candidate]:
-    settings = cands.RunSettings(source, req.warmup, req.steps, req.timeout_s, device)
+    settings = cands.RunSettings(source, req.run.warmup, req.run.steps, req.run.timeout, device)
     return [cands.candidate(p, i, n_layers, local_devices, settings)
             for i, p in enumerate(run.result.plans, 1)]
 

@@ -75,20 +75,11 @@ def prepare(req: session.TuneRequest, say: session.Say) -> tuple[Prepared, Any]:
     folder = session.check(req)
     session.refuse_torchrun()
     torch = runner.import_torch()
-    device = pick_device(req.device, torch)
-    profile, origin = session.resolve_profile(
+    device = pick_device(req.run.device, torch)
+    costs = session.resolve_costs(
         req, folder, say, lambda src, sizes: quick_probe(src, sizes, device))
-    recommended = session.search(req, profile, folder)
-    if profile is None:  # analytic costs (--gpu): as the search resolved them
-        from pptune.costs.resolve import CostOptions, resolve
-
-        s = req.search
-        profile = resolve(CostOptions(
-            model=s.model, hf_config=s.hf_config, seq_len=s.seq_len, gpu=s.gpu,
-            efficiency=s.efficiency, attention=s.attention,
-            micro_batch_sizes=tuple(s.micro_batch_sizes) if s.micro_batch_sizes else None,
-        )).profile
-    origin = recommended.origin if origin == "analytic" else origin
+    recommended = session.search(req, costs, folder)
+    profile, origin = costs.profile, costs.origin
     source = session.model_source(req, profile)
     plan = runner.build_plan(source, "cpu", torch)
     n_layers = len(plan.layer_names)

@@ -1,8 +1,9 @@
 """`pptune validate` from request to comparison: resolve, predict, run, measure, compare.
 
 Order: the plan (``--plan`` file or flags) and the model's layer list (so a
-bad split fails before anything starts); the cost source (``--profile``,
-else ./pptune-profile.json, else a quick in-process probe); the run (spawned
+bad split fails before anything starts); the cost source, by the one
+resolver's RUN column (``pptune.costs.resolve``: ``--profile``, else
+./pptune-profile.json, else a quick in-process probe); the run (spawned
 ranks, or this process's part of a torchrun job); the measurement; the
 prediction (with the loss cost the last rank timed); the comparison. Talk
 goes through ``say`` (stderr in the CLI); nothing here prints.
@@ -18,11 +19,13 @@ from typing import Any
 
 from pptune.costmodel.partition import SplitError, even_split
 from pptune.costmodel.presets import MODELS
-from pptune.costmodel.schedules import CORE_ONLY, DEFAULT_SCHEDULES, Schedule, core_only_message
+from pptune.costmodel.schedules import Schedule
 from pptune.costs.profiles import DEFAULT_PROFILE_FILE
-from pptune.costs.resolve import find_profile
+from pptune.costs.resolve import QuickProbe, resolve
 from pptune.errors import BadInput
 from pptune.launch import ranks
+from pptune.options import CostOptions, RunOptions
+from pptune.options.groups import SCHEDULE
 from pptune.schemas import PlanFile, Profile, load_json_model
 from pptune.validate import compare
 from pptune.validate import spec as spec_mod
@@ -47,16 +50,9 @@ class ValidateRequest:
     split: list[int] | None = None
     micro_batch_size: int | None = None
     virtual_stages: int | None = None
-    model: str | None = None
-    hf_config: Path | None = None
-    module: str | None = None
-    seq_len: int | None = None
+    costs: CostOptions = field(default_factory=CostOptions)  # model, hf_config, seq_len, profile
     dtype: str = "auto"
-    profile: Path | None = None
-    warmup: int = spec_mod.DEFAULT_WARMUP
-    steps: int = spec_mod.DEFAULT_STEPS
-    timeout_s: float = spec_mod.DEFAULT_TIMEOUT_S
-    device: str = "auto"  # auto, cpu, cuda
+    run: RunOptions = field(default_factory=RunOptions)  # module, warmup, steps, timeout, device
 
 
 # flag defaults when neither --plan nor the flag gives a value
@@ -89,40 +85,34 @@ def _plan_record(path: Path, rank: int) -> Any:
 
 
 def _schedule(name: str) -> Schedule:
-    try:
-        schedule = Schedule(name.strip().lower())
-    except ValueError:
-        raise BadInput(
-            f"unknown schedule {name!r}; "
-            f"choose from {', '.join(s.value for s in DEFAULT_SCHEDULES)}"
-        ) from None
-    if schedule in CORE_ONLY:
-        raise BadInput(core_only_message(schedule))
+    schedule = SCHEDULE.parse(name, "--schedule")
+    if schedule is None:  # pragma: no cover - name is a str
+        raise BadInput("--schedule is empty")
     return schedule
 
 
 def _source(req: ValidateRequest, plan_doc: Any) -> tuple[ModelSource, list[str]]:
+    c, module = req.costs, req.run.module
     given = [
         flag for flag, value in (
-            ("--model", req.model), ("--hf-config", req.hf_config), ("--module", req.module)
+            ("--model", c.model), ("--hf-config", c.hf_config), ("--module", module)
         ) if value is not None
     ]
     if len(given) > 1:
         raise BadInput(f"{' and '.join(given)} both name the model; give one of them")
     notes = []
-    model, seq_len, hf_config = req.model, req.seq_len, req.hf_config
+    model, seq_len, hf_config = c.model, c.seq_len, c.hf_config
     if not given and plan_doc is not None:
-        named = plan_doc.request.get("model")
-        if isinstance(named, str) and named in MODELS:
+        planned = plan_doc.request.costs
+        named, planned_len = planned.model, planned.seq_len
+        if named is not None and named in MODELS:
             model = named
-            planned_len = plan_doc.request.get("seq_len")
-            if seq_len is None and isinstance(planned_len, int) and planned_len != MODELS[named].seq_len:
+            if seq_len is None and planned_len is not None and planned_len != MODELS[named].seq_len:
                 seq_len = planned_len
             notes.append(f"model {named} from the plan file")
-        elif isinstance(plan_doc.request.get("hf_config"), str):
-            hf_config = Path(plan_doc.request["hf_config"])
-            planned_len = plan_doc.request.get("seq_len")
-            if seq_len is None and isinstance(planned_len, int):
+        elif planned.hf_config is not None:
+            hf_config = planned.hf_config
+            if seq_len is None and planned_len is not None:
                 seq_len = planned_len
             notes.append(f"model from the plan file: Hugging Face config {hf_config}")
         elif named is not None:
@@ -134,7 +124,7 @@ def _source(req: ValidateRequest, plan_doc: Any) -> tuple[ModelSource, list[str]
         ModelSource(
             model=model,
             hf_config=str(hf_config) if hf_config is not None else None,
-            module=req.module,
+            module=module,
             seq_len=seq_len,
             dtype=req.dtype,
         ),
@@ -187,8 +177,8 @@ def build_spec(req: ValidateRequest, n_layers_of: Callable[[ModelSource], int],
         split = list(req.split) if req.split is not None else []
     spec = RunSpec(
         schedule=schedule, pp=pp, microbatches=m, virtual_stages=v, micro_batch_size=b,
-        stage_layers=tuple(split), source=source, warmup=req.warmup, steps=req.steps,
-        timeout_s=req.timeout_s, device=device, threads=threads,
+        stage_layers=tuple(split), source=source, warmup=req.run.warmup, steps=req.run.steps,
+        timeout_s=req.run.timeout, device=device, threads=threads,
     )
     if not split and pp >= 1:
         try:
@@ -202,34 +192,38 @@ def build_spec(req: ValidateRequest, n_layers_of: Callable[[ModelSource], int],
 def resolve_profile(
     req: ValidateRequest, spec: RunSpec, say: Say, cwd: Path | None = None
 ) -> tuple[Profile, str]:
-    """--profile, else ./pptune-profile.json, else a quick in-process probe of the model."""
-    found = find_profile(req.profile, cwd)
-    if found is not None:
-        return found
-    from pptune.probe.build import DeviceChoice, DType, NullReporter, ProbeOptions, run_probe
+    """--profile, else ./pptune-profile.json, else a quick in-process probe of the model
+    (the resolver's RUN column; validate's model flags name what runs, not costs)."""
 
-    src = spec.source
-    say(
-        f"no --profile and no ./{DEFAULT_PROFILE_FILE}: measuring a quick profile of "
-        f"{src.label} in this process first (as pptune probe --quick --no-comm "
-        f"--micro-batch-sizes {spec.micro_batch_size}); save one with pptune probe to skip this"
-    )
-    opts = ProbeOptions(
-        model=src.model if src.hf_config is None and src.module is None else None,
-        hf_config=Path(src.hf_config) if src.hf_config is not None else None,
-        module=src.module,
-        micro_batch_sizes=[spec.micro_batch_size],
-        comm=False,
-        quick=True,
-        device=DeviceChoice(spec.device),
-        dtype=DType(src.dtype),
-        threads=spec.threads,
-        seq_len=src.seq_len,
-    )
-    outcome = run_probe(opts, NullReporter())
-    if outcome.profile is None:  # pragma: no cover - only torchrun ranks > 0
-        raise BadInput("the quick probe returned no profile")
-    return outcome.profile, "quick in-process probe (--no-comm: default CPU/GPU links)"
+    def measure() -> Profile:
+        from pptune.probe.build import DeviceChoice, DType, NullReporter, ProbeOptions, run_probe
+
+        src = spec.source
+        say(
+            f"no --profile and no ./{DEFAULT_PROFILE_FILE}: measuring a quick profile of "
+            f"{src.label} in this process first (as pptune probe --quick --no-comm "
+            f"--micro-batch-sizes {spec.micro_batch_size}); save one with pptune probe to skip this"
+        )
+        opts = ProbeOptions(
+            model=src.model if src.hf_config is None and src.module is None else None,
+            hf_config=Path(src.hf_config) if src.hf_config is not None else None,
+            module=src.module,
+            micro_batch_sizes=[spec.micro_batch_size],
+            comm=False,
+            quick=True,
+            device=DeviceChoice(spec.device),
+            dtype=DType(src.dtype),
+            threads=spec.threads,
+            seq_len=src.seq_len,
+        )
+        outcome = run_probe(opts, NullReporter())
+        if outcome.profile is None:  # pragma: no cover - only torchrun ranks > 0
+            raise BadInput("the quick probe returned no profile")
+        return outcome.profile
+
+    costs = resolve(CostOptions(profile=req.costs.profile), cwd=cwd, probe=QuickProbe(
+        measure, "quick in-process probe (--no-comm: default CPU/GPU links)"))
+    return costs.profile, costs.origin
 
 
 def pick_device(choice: str, torch: Any) -> str:
@@ -257,7 +251,7 @@ def run(
     mismatch = torch_hooks.check(torch)
     if mismatch is not None:
         say(mismatch)
-    device = pick_device(req.device, torch)
+    device = pick_device(req.run.device, torch)
     layer_counts: dict[ModelSource, int] = {}
     plans: dict[ModelSource, Any] = {}
 

@@ -22,10 +22,12 @@ from pptune.costmodel.schedules import (
     validate,
 )
 from pptune.errors import BadInput
+from pptune.options import RunOptions
 
-DEFAULT_WARMUP = 2
-DEFAULT_STEPS = 5
-DEFAULT_TIMEOUT_S = 180.0
+# the run settings' defaults, as --warmup, --steps and --timeout declare them
+DEFAULT_WARMUP = RunOptions().warmup
+DEFAULT_STEPS = RunOptions().steps
+DEFAULT_TIMEOUT_S = RunOptions().timeout
 # torch.distributed.pipelining class for each of our schedule names. zb-h1 is
 # torch's ZB1P order (ScheduleInterleavedZeroBubble) run with one stage per
 # rank, which torch 2.13 accepts; docs/measured.md checked its order against the

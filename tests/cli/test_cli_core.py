@@ -329,3 +329,38 @@ def test_gradient_reduction_after_backward_exposes_more(tmp_path: Path,
     bucketed, after = best(), best("--no-overlap-grad-reduce")
     assert after["request"]["overlap_grad_reduce"] is False
     assert after["plans"][0]["exposed_allreduce_s"] > bucketed["plans"][0]["exposed_allreduce_s"]
+
+
+def test_simulate_takes_sequence_parallel_as_recommend_does() -> None:
+    def peak(*extra: str) -> float:
+        r = run("simulate", "--model", "gpt3-13b", "--gpu", "a100-80gb", "--tp", "8", "--json",
+                *extra)
+        assert r.exit_code == 0, r.stderr
+        return max(d["peak_activation_bytes"] for d in json.loads(r.stdout)["devices"])
+
+    assert peak("--sequence-parallel") < peak()
+    r = run("simulate", "--fwd-ms", "1", "--bwd-ms", "2", "--sequence-parallel")
+    assert r.exit_code == 2 and "drop --sequence-parallel" in one_error_line(r)
+
+
+def test_check_config_reads_the_local_profile_when_the_config_names_no_model(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The resolver's CHECK column: the config's model first, then ./pptune-profile.json."""
+    monkeypatch.chdir(tmp_path)
+    Path("nomodel.yaml").write_text("pp: 2\ngpus: 2\nmicro_batch_size: 1\nglobal_batch: 8\n")
+    Path("named.yaml").write_text("pp: 2\ngpus: 2\nmicro_batch_size: 1\nglobal_batch: 8\n"
+                                  "model: gpt-small\ngpu: h100-sxm\n")
+
+    def derived(config: str) -> tuple[str, set[str]]:
+        r = run("check-config", config, "--output", "json", "--no-compare")
+        doc = json.loads(r.stdout)
+        return doc["derived"]["cost_source"], {f["id"] for f in doc["findings"]}
+
+    source, ids = derived("nomodel.yaml")
+    assert source == "none" and "model-unknown" in ids
+    Path("pptune-profile.json").write_text(
+        analytic_profile("gpt-small", "h100-sxm", [1]).model_dump_json())
+    source, ids = derived("nomodel.yaml")
+    assert source == "profile ./pptune-profile.json" and "model-unknown" not in ids
+    assert "memory-ok" in ids
+    assert derived("named.yaml")[0] == "analytic gpt-small on h100-sxm, flash attention"

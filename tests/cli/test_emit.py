@@ -18,7 +18,7 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def run8():
     # llama3-8b on h100-sxm with plain data parallelism: pp=4, uneven split
-    return recommend(RecommendSpec(gpus=8, sharding="none", recompute="none"))
+    return recommend(RecommendSpec.of(gpus=8, sharding="none", recompute="none"))
 
 
 def check_json(path: Path, *extra: str) -> dict:
@@ -58,7 +58,7 @@ def test_megatron_script_carries_the_uneven_split(run8) -> None:
 
 
 def test_sharding_and_recompute_reach_every_framework() -> None:
-    run = recommend(RecommendSpec(gpus=8, pp=[4], sharding="zero1", recompute="full"))
+    run = recommend(RecommendSpec.of(gpus=8, pp=[4], sharding="zero1", recompute="full"))
     assert run.result.plans[0].sharding.value == "zero1"
     megatron = emit("megatron", run).files["pretrain_megatron.sh"]
     assert "--use-distributed-optimizer" in megatron
@@ -74,7 +74,7 @@ def test_sharding_and_recompute_reach_every_framework() -> None:
 
 
 def test_unexpressible_schedule_falls_back_and_says_so() -> None:
-    run = recommend(RecommendSpec(gpus=8, schedules=["zb-h1"], pp=[8]))
+    run = recommend(RecommendSpec.of(gpus=8, schedules=["zb-h1"], pp=[8]))
     out = emit("megatron", run)
     assert not out.exact
     assert out.plan.schedule.value == "1f1b"
@@ -110,7 +110,7 @@ def test_train_tokens_adds_days_and_gpu_hours(tmp_path: Path, monkeypatch: pytes
 def run32():
     # 4 nodes of 8 A100s, a pipeline of 4: the winner keeps each pipeline
     # inside a node (tp-pp-dp)
-    return recommend(RecommendSpec(gpus=32, model="gpt3-13b", gpu="a100-80gb", tp=2,
+    return recommend(RecommendSpec.of(gpus=32, model="gpt3-13b", gpu="a100-80gb", tp=2,
                                    sharded_optimizer=True, pp=[4]))
 
 
@@ -139,7 +139,7 @@ def test_multi_node_rank_order_round_trips(run32, tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def run12():
     # 8-GPU nodes; sharding every framework's file can state, so all four round-trip
-    return recommend(RecommendSpec(gpus=12, sharding="none"))
+    return recommend(RecommendSpec.of(gpus=12, sharding="none"))
 
 
 def test_launch_uses_exactly_the_plans_gpus(run12, tmp_path: Path) -> None:
@@ -173,7 +173,7 @@ def test_tensor_parallel_megatron_exports_max_connections(run32) -> None:
 
 
 def run12_plain():
-    return recommend(RecommendSpec(gpus=4, pp=[4]))
+    return recommend(RecommendSpec.of(gpus=4, pp=[4]))
 
 
 def test_deepspeed_partition_is_deepspeeds_own(run8) -> None:
@@ -202,7 +202,7 @@ def test_full_recompute_is_carried_into_every_framework(tmp_path: Path) -> None:
     as full recomputation with the same prediction."""
     from pptune.plan.emit import write
 
-    run = recommend(RecommendSpec(gpus=8, pp=[4], recompute="full", sharding="none"))
+    run = recommend(RecommendSpec.of(gpus=8, pp=[4], recompute="full", sharding="none"))
     for framework, (name, flags) in ROUND_TRIP.items():
         emitted = emit(framework, run)
         write(emitted, tmp_path / framework.value)
@@ -214,7 +214,7 @@ def test_full_recompute_is_carried_into_every_framework(tmp_path: Path) -> None:
 def test_deepspeed_pipeline_file_never_asks_for_zero2_or_3() -> None:
     """deepspeed/runtime/pipe/engine.py PipelineEngine.__init__: 'ZeRO-2 and ZeRO-3 are
     incompatible with pipeline parallelism': a pipelined plan is emitted with ZeRO-1."""
-    run = recommend(RecommendSpec(gpus=16))  # the best plan: pp 2 with FSDP (ZeRO-3 in DeepSpeed)
+    run = recommend(RecommendSpec.of(gpus=16))  # the best plan: pp 2 with FSDP (ZeRO-3 in DeepSpeed)
     plan = run.result.plans[0]
     assert plan.pp > 1 and plan.sharding.value in ("zero2", "zero3", "fsdp")
     out = emit("deepspeed", run)
@@ -228,7 +228,7 @@ def test_default_search_emits_a_plan_the_file_states(framework: Framework, tmp_p
     files cannot state those, and nothing they can state fits that spec, so emit falls
     back to the best plan with what the file states: check-config then predicts it
     exactly (no memory overflow, same step time)."""
-    run = recommend(RecommendSpec(gpus=4))
+    run = recommend(RecommendSpec.of(gpus=4))
     assert run.result.plans[0].sharding.value in ("zero2", "zero3")
     out = emit(framework, run)
     assert out.plan.sharding.value in ("zero1", "none", "fsdp")

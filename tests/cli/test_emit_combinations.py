@@ -56,10 +56,11 @@ CASES = [
 ]
 
 
-def _spec(sched: str, shard: str, rc: str, attention: str, tp2: bool) -> RecommendSpec:
-    return RecommendSpec(
+def _spec(sched: str, shard: str, rc: str, attention: str, tp2: bool,
+          gpus_per_node: int = 8) -> RecommendSpec:
+    return RecommendSpec.of(
         gpus=8, model="gpt3-1.3b", gpu="a100-80gb", pp=[2], schedules=[sched],
-        global_batch=32, micro_batch_sizes=[1],
+        global_batch=32, micro_batch_sizes=[1], gpus_per_node=gpus_per_node,
         sharding=shard, recompute=rc, attention=attention, tp=2 if tp2 else 1,
         sequence_parallel=tp2, top=1,
     )
@@ -68,9 +69,7 @@ def _spec(sched: str, shard: str, rc: str, attention: str, tp2: bool) -> Recomme
 @pytest.mark.parametrize(("sched", "shard", "rc", "attention", "tp2", "multi_node"), CASES)
 def test_every_setting_round_trips(sched: str, shard: str, rc: str, attention: str,
                                    tp2: bool, multi_node: bool, tmp_path: Path) -> None:
-    spec = _spec(sched, shard, rc, attention, tp2)
-    if multi_node:
-        spec = RecommendSpec(**{**spec.__dict__, "gpus_per_node": 2})
+    spec = _spec(sched, shard, rc, attention, tp2, gpus_per_node=2 if multi_node else 8)
     run = recommend(spec)
     assert run.result.plans, f"no plan for {sched}/{shard}/{rc}"
     plan = run.result.plans[0]

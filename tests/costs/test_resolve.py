@@ -1,4 +1,4 @@
-"""The one cost resolver: where the costs come from, what it refuses, model FLOPs."""
+"""The one cost resolver: its precedence table row by row, what it refuses, model FLOPs."""
 
 from __future__ import annotations
 
@@ -6,8 +6,17 @@ from pathlib import Path
 
 import pytest
 
+from pptune.costs.modelspec import from_sizes
 from pptune.costs.profiles import analytic_profile
-from pptune.costs.resolve import CostOptions, model_flops_per_token, resolve
+from pptune.costs.resolve import (
+    CostOptions,
+    Costs,
+    Mode,
+    QuickProbe,
+    find,
+    model_flops_per_token,
+    resolve,
+)
 from pptune.errors import BadInput
 from pptune.schemas import DeviceInfo, Layer, LayerCost, Profile
 
@@ -25,6 +34,89 @@ def test_order_profile_then_presets_then_local_file_then_default(tmp_path: Path)
     assert resolve(CostOptions(), cwd=tmp_path).origin == "profile ./pptune-profile.json (analytic)"
     got = resolve(CostOptions(model="gpt3-1.3b", gpu="a100-80gb"), cwd=tmp_path)
     assert got.origin == "analytic gpt3-1.3b on a100-80gb" and not got.measured
+
+
+def _probe(calls: list[str]) -> QuickProbe:
+    def measure() -> Profile:
+        calls.append("probe")
+        return analytic_profile("gpt-small", "a100-80gb", [1])
+
+    return QuickProbe(measure, "quick probe here")
+
+
+LOCAL = "profile ./pptune-profile.json (analytic)"
+DEFAULT = "analytic llama3-8b on h100-sxm (embedded default: no profile found)"
+# (mode, the options named, a local ./pptune-profile.json?, where the costs come from):
+# one row per row and column of the table in pptune/costs/resolve.py
+TABLE = [
+    # row 1: a profile beats everything
+    ("plan", {"profile": "p.json"}, True, "profile {t}/p.json (analytic)"),
+    ("check", {"profile": "p.json"}, True, "profile {t}/p.json (analytic)"),
+    ("run", {"profile": "p.json", "model": "gpt-small"}, True, "profile {t}/p.json (analytic)"),
+    # row 2: analytic costs when asked, before the local profile
+    ("plan", {"model": "gpt-small"}, True, "analytic gpt-small on h100-sxm"),
+    ("plan", {"gpu": "a100-80gb"}, True, "analytic llama3-8b on a100-80gb"),
+    ("check", {"model": "gpt-small"}, True, "analytic gpt-small on h100-sxm"),
+    ("check", {"gpu": "a100-80gb"}, True, LOCAL),  # a GPU alone names no model
+    ("run", {"gpu": "a100-80gb", "model": "gpt-small"}, True, "analytic gpt-small on a100-80gb"),
+    # row 3: the local profile; RUN skips it when a flag names the model
+    ("plan", {}, True, LOCAL),
+    ("check", {}, True, LOCAL),
+    ("run", {}, True, LOCAL),
+    ("run", {"model": "gpt-small"}, True, "quick probe here"),
+    # rows 4 and 5: nothing found
+    ("plan", {}, False, DEFAULT),
+    ("check", {}, False, None),
+    ("run", {}, False, "quick probe here"),
+]
+
+
+@pytest.mark.parametrize(("mode", "named", "local", "origin"), TABLE)
+def test_the_precedence_table_row_by_row(tmp_path: Path, mode: str, named: dict[str, str],
+                                         local: bool, origin: str | None) -> None:
+    _write_profile(tmp_path / "p.json")
+    if local:
+        _write_profile(tmp_path / "pptune-profile.json")
+    opts = CostOptions(**{k: tmp_path / v if k == "profile" else v for k, v in named.items()})
+    calls: list[str] = []
+    if mode == "run":
+        got: Costs | None = resolve(opts, cwd=tmp_path, probe=_probe(calls))
+    elif mode == "check":
+        got = find(opts, Mode.CHECK, cwd=tmp_path)
+    else:
+        got = resolve(opts, cwd=tmp_path)
+    want = None if origin is None else origin.replace("{t}", str(tmp_path))
+    assert (None if got is None else got.origin) == want
+    assert calls == (["probe"] if want == "quick probe here" else [])  # probed only when last
+
+
+def test_the_commands_own_profile_beats_the_flag_and_may_be_an_object(tmp_path: Path) -> None:
+    flag = _write_profile(tmp_path / "p.json")
+    own = _write_profile(tmp_path / "own.json")
+    assert resolve(CostOptions(profile=flag), profile=own).origin == f"profile {own} (analytic)"
+    obj = analytic_profile("gpt-small", "a100-80gb", [1, 2])
+    got = resolve(CostOptions(profile=flag), profile=obj)
+    assert got.measured and got.profile is obj
+    assert got.origin == "profile of gpt-small on a100-80gb (analytic)"
+
+
+def test_run_mode_lets_model_flags_name_what_runs(tmp_path: Path) -> None:
+    """validate and tune: --model, --hf-config and --seq-len with a profile name the model
+    that runs; with recommend they would be analytic costs the profile cannot give."""
+    prof = _write_profile(tmp_path / "p.json")
+    opts = CostOptions(profile=prof, model="gpt-small", seq_len=64)
+    assert resolve(opts, probe=_probe([])).measured
+    with pytest.raises(BadInput, match="--model describe analytic costs"):
+        resolve(CostOptions(profile=prof, model="gpt-small"))
+    with pytest.raises(BadInput, match="--gpu describe analytic costs"):
+        resolve(CostOptions(profile=prof, gpu="h200"), probe=_probe([]))
+
+
+def test_check_mode_prices_a_shape_the_caller_built(tmp_path: Path) -> None:
+    shape = from_sizes(2, 64, 4, 32)
+    got = find(CostOptions(), Mode.CHECK, cwd=tmp_path, shape=shape, sizes=(1,))
+    assert got is not None and got.origin == f"analytic {shape.name} on h100-sxm"
+    assert len(got.table.names) == 4  # embedding + 2 blocks + head
 
 
 def test_seq_len_is_honoured_for_analytic_costs_and_refused_for_measured(tmp_path: Path) -> None:
@@ -49,11 +141,12 @@ def test_analytic_flags_are_refused_with_a_profile(tmp_path: Path, opts: CostOpt
     (CostOptions(efficiency=float("nan")), "--efficiency must be a finite number"),
     (CostOptions(efficiency=0.0), r"--efficiency must be in \(0, 1\]"),
     (CostOptions(seq_len=0), "--seq-len must be >= 1"),
-    (CostOptions(micro_batch_sizes=(1, 0)), "micro-batch size must be >= 1"),
 ])
 def test_numbers_are_checked_once_naming_the_flag(opts: CostOptions, words: str) -> None:
     with pytest.raises(BadInput, match=words):
         resolve(opts)
+    with pytest.raises(BadInput, match="micro-batch size must be >= 1"):
+        resolve(CostOptions(), sizes=(1, 0))
 
 
 def test_model_flops_per_token_by_hand() -> None:

@@ -26,7 +26,7 @@ def check_golden(name: str, text: str) -> None:
 
 
 def test_recommend_table_gpt3_13b_on_32_a100() -> None:
-    run = recommend(RecommendSpec(gpus=32, model="gpt3-13b", gpu="a100-80gb", tp=2,
+    run = recommend(RecommendSpec.of(gpus=32, model="gpt3-13b", gpu="a100-80gb", tp=2,
                                   sharded_optimizer=True))
     text = render_plain(plans_table(run.result), width=150)
     text += "\n".join([*why_lines(run.result), rejected_line(run.result)]) + "\n"

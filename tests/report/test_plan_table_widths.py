@@ -28,7 +28,7 @@ def check_golden(name: str, text: str) -> None:
 
 @pytest.fixture(scope="module")
 def run():  # type: ignore[no-untyped-def]
-    return recommend(RecommendSpec(gpus=8, model="llama3-8b", gpu="h100-sxm"))
+    return recommend(RecommendSpec.of(gpus=8, model="llama3-8b", gpu="h100-sxm"))
 
 
 @pytest.mark.parametrize("width", WIDTHS)

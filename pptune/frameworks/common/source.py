@@ -92,7 +92,7 @@ class _NoAliasLoader(yaml.SafeLoader):
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+            event = self.peek_event()  # type: ignore[no-untyped-call]
             raise _AliasFound(str(event.anchor), event.start_mark.line + 1)
         return super().compose_node(parent, index)
 
@@ -108,9 +108,10 @@ def _prescan(text: str, name: str) -> None:
     in the composer. Configs need neither, so both are refused here.
     """
     depth = 0
-    for event in yaml.parse(text, Loader=_FAST_LOADER):
+    for event in yaml.parse(text, Loader=_FAST_LOADER or yaml.SafeLoader):
         if isinstance(event, yaml.AliasEvent):
-            raise _AliasFound(str(event.anchor), event.start_mark.line + 1)
+            mark = event.start_mark
+            raise _AliasFound(str(event.anchor), mark.line + 1 if mark is not None else 0)
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:

@@ -1,0 +1,227 @@
+"""The option groups, declared once: every field carries its flag, kind, default and help.
+
+A group is a frozen dataclass; each field is declared with ``option(default,
+"--flag", kind=..., help=...)``, which stores a ``Flag`` in the field's
+metadata. From that one declaration come the command-line options of every
+command that takes the group (``pptune.cli.options.uses``), the parsing and
+its error lines (``build``), and, for the planning groups, the keys of a plan
+file's ``request`` (``pptune.options.record``). So adding a field to a group
+adds the flag to each command taking the group and the key to the plan file,
+with no other edit.
+
+- ``CostOptions``: where the per-layer costs come from (simulate, recommend,
+  tune; check-config and validate take the flags they honour).
+- ``PlanSpace``: the job (GPUs, batch, gradient reduction, memory kept back)
+  and what the search may choose (recommend, tune).
+- ``OutputOptions``: how results are shown (simulate, recommend, validate, tune).
+- ``RunOptions``: how a plan is run here (validate, tune).
+
+None as a default means "not given": the resolver or the search fills it in
+(``--sharding`` None: every sharding; ``--attention`` None: flash, and with a
+measured profile, what it measured).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pptune.costmodel.memory import Recompute
+from pptune.costmodel.ops import Attention
+from pptune.costmodel.schedules import CORE_ONLY, DEFAULT_SCHEDULES, Schedule, core_only_message
+from pptune.costmodel.sharding import Sharding
+from pptune.errors import BadInput
+from pptune.options.kinds import Ints, Kind, ListOf, OneOf
+
+FLAG = "pptune.flag"  # the metadata key of a field's Flag
+G = TypeVar("G")
+
+INT: Kind[int] = Kind(int)
+FLOAT: Kind[float] = Kind(float)
+BOOL: Kind[bool] = Kind(bool)
+STR: Kind[str] = Kind(str)
+PATH: Kind[Path] = Kind(Path)
+INTS = Ints()
+_COMMA_LIST = "{flag} takes a comma list of {choices} (got {text!r})"
+
+
+def _not_yet(schedule: Schedule) -> str | None:
+    return core_only_message(schedule) if schedule in CORE_ONLY else None
+
+
+SCHEDULE = OneOf(Schedule, "unknown schedule {value!r}; choose from {choices}",
+                 shown=DEFAULT_SCHEDULES, refuse=_not_yet)
+SCHEDULES = ListOf(Schedule, "unknown schedule {value!r}; choose from {choices}",
+                   "{flag} is empty", shown=DEFAULT_SCHEDULES, refuse=_not_yet)
+SHARDINGS = ListOf(Sharding, _COMMA_LIST, _COMMA_LIST, unique=True, as_text=True)
+RECOMPUTES = ListOf(Recompute, _COMMA_LIST, _COMMA_LIST, unique=True, as_text=True)
+ATTENTION = OneOf(Attention, "{flag} must be one of {choices} (got {value!r})")
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A field's command-line flag: its names, help and kind."""
+
+    names: tuple[str, ...]  # ("--gpus", "-n"); an on/off pair as one: "--x/--no-x"
+    help: str
+    kind: Kind[Any]
+    required: bool = False
+    plan_key: str | None = None  # its key in a plan file's request, when not the field's name
+
+    @property
+    def name(self) -> str:
+        """The long flag, as error lines name it."""
+        return self.names[0].split("/")[0]
+
+
+def option(default: Any, *names: str, kind: Kind[Any], help: str,
+           plan_key: str | None = None) -> Any:
+    """A group field with its flag; ``default`` ``...``: the flag is required."""
+    flag = Flag(tuple(names), help, kind, required=default is ..., plan_key=plan_key)
+    if default is ...:
+        return field(metadata={FLAG: flag})
+    return field(default=default, metadata={FLAG: flag})
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a group, as the CLI and the plan file see it."""
+
+    name: str
+    flag: Flag
+    default: Any  # ``...`` when required
+
+    @property
+    def plan_key(self) -> str:
+        return self.flag.plan_key or self.name
+
+
+def fields_of(group: type) -> tuple[Field, ...]:
+    """The group's fields, in declaration order."""
+    return tuple(
+        Field(f.name, f.metadata[FLAG], ... if f.default is dataclasses.MISSING else f.default)
+        for f in dataclasses.fields(group) if FLAG in f.metadata
+    )
+
+
+def build(group: type[G], values: Mapping[str, Any]) -> G:
+    """The group from values by field name (the flags' text, or values given in code);
+    BadInput lists every bad value, one clause each. Fields not given keep their defaults."""
+    fields = fields_of(group)
+    unknown = set(values) - {f.name for f in fields}
+    if unknown:  # a caller's mistake, not the user's
+        raise TypeError(f"{group.__name__} has no option {', '.join(sorted(unknown))}")
+    parsed, problems = {}, []
+    for f in fields:
+        if f.name not in values:
+            continue
+        try:
+            parsed[f.name] = f.flag.kind.parse(values[f.name], f.flag.name)
+        except BadInput as exc:
+            problems.append(str(exc))
+    if problems:
+        raise BadInput("; ".join(problems))
+    return group(**parsed)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CostOptions:
+    """Where the per-layer costs come from (the resolver: ``pptune.costs.resolve``)."""
+
+    model: str | None = option(None, "--model", kind=STR,
+                               help="model preset (see pptune presets)")
+    hf_config: Path | None = option(None, "--hf-config", kind=PATH,
+                                    help="Hugging Face config.json: a model of that shape")
+    seq_len: int | None = option(None, "--seq-len", kind=INT,
+                                 help="sequence length (default: the model's)")
+    gpu: str | None = option(None, "--gpu", kind=STR, help="GPU preset", plan_key="device")
+    profile: Path | None = option(None, "--profile", kind=PATH,
+                                  help="profile JSON (pptune probe)")
+    tp: int = option(1, "--tp", kind=INT, help="tensor-parallel size inside each stage")
+    efficiency: float | None = option(
+        None, "--efficiency", kind=FLOAT,
+        help="one fraction of peak FLOP/s for every GEMM (analytic costs; default: per GEMM "
+        "shape)")
+    attention: Attention | None = option(
+        None, "--attention", kind=ATTENTION,
+        help="flash or eager (unfused) attention (analytic costs) [default: flash]")
+    tp_comm_overlap: bool = option(
+        False, "--tp-comm-overlap", kind=BOOL,
+        help="tensor-parallel collectives hidden behind their GEMMs (analytic costs; "
+        "Megatron-LM --tp-comm-overlap)")
+    sequence_parallel: bool = option(
+        False, "--sequence-parallel", kind=BOOL,
+        help="with --tp: split activations along the sequence too (Megatron-LM)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanSpace:
+    """The job and what the search may choose (``pptune.plan.recommend``)."""
+
+    gpus: int = option(..., "--gpus", "-n", kind=INT, help="total GPUs")
+    gpus_per_node: int = option(8, "--gpus-per-node", kind=INT,
+                                help="GPUs per node (NVLink domain)")
+    global_batch: int | None = option(
+        None, "--global-batch", kind=INT,
+        help="samples per optimizer step (default: the model's)")
+    micro_batch_sizes: tuple[int, ...] | None = option(
+        None, "--micro-batch-sizes", kind=INTS,
+        help="candidates, e.g. 1,2,4 (default: the profile's)")
+    schedules: tuple[Schedule, ...] | None = option(
+        None, "--schedules", kind=SCHEDULES,
+        help="comma list (default all: gpipe,1f1b,interleaved-1f1b,zb-h1,zbv)")
+    virtual_stages: tuple[int, ...] = option(
+        (2, 3, 4), "--virtual-stages", kind=INTS, help="v candidates for interleaved-1f1b")
+    pp: tuple[int, ...] | None = option(None, "--pp", kind=INTS,
+                                        help="restrict pipeline depths, e.g. 4,8")
+    sharding: tuple[Sharding, ...] | None = option(
+        None, "--sharding", kind=SHARDINGS,
+        help="training-state sharding to search, comma list of none, zero1, zero2, zero3, "
+        "fsdp (default all)")
+    sharded_optimizer: bool = option(
+        False, "--sharded-optimizer", kind=BOOL,
+        help="alias of --sharding zero1 (optimizer state sharded over dp, 6 + 12/dp "
+        "bytes/param)")
+    recompute: tuple[Recompute, ...] | None = option(
+        None, "--recompute", kind=RECOMPUTES,
+        help="activation recomputation to search, comma list of none, selective, full "
+        "(default all)")
+    recompute_every: int = option(
+        2, "--recompute-every", kind=INT,
+        help="selective: checkpoint every N-th block (torchtitan's selective_ac_option)")
+    grad_compression: str = option("none", "--grad-compression", kind=STR,
+                                   help="none, fp16, bf16 or topk:FRACTION")
+    overlap_grad_reduce: bool = option(
+        True, "--overlap-grad-reduce/--no-overlap-grad-reduce", kind=BOOL,
+        help="reduce gradients in buckets during the last backward (DDP, Megatron-LM "
+        "--overlap-grad-reduce) or after it")
+    reserve_gib: float = option(2.0, "--reserve-gib", kind=FLOAT,
+                                help="memory kept back per GPU (context, NCCL, fragmentation)")
+    blocking_send: bool = option(False, "--blocking-send", kind=BOOL,
+                                 help="sends block the sender")
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutputOptions:
+    """How a command shows its result on stdout."""
+
+    as_json: bool = option(False, "--json", kind=BOOL, help="machine-readable result on stdout")
+    timeline: bool = option(False, "--timeline", kind=BOOL, help="draw the timeline")
+    width: int = option(80, "--width", kind=INT, help="timeline width in columns")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    """How a plan runs on this machine (``pptune validate``, and each trial of ``pptune tune``)."""
+
+    module: str | None = option(None, "--module", kind=STR,
+                                help="your layers: 'pkg.mod:factory' (see pptune probe --help)")
+    warmup: int = option(2, "--warmup", kind=INT, help="untimed steps first")
+    steps: int = option(5, "--steps", kind=INT, help="timed steps; the median counts")
+    timeout: float = option(180.0, "--timeout", kind=FLOAT,
+                            help="seconds a rank may stay silent before the run is abandoned")
+    device: str = option("auto", "--device", kind=STR,
+                         help="auto (cuda if available), cpu or cuda")

@@ -1,0 +1,193 @@
+"""How a flag's value becomes an option's value: one parser per kind of option.
+
+A ``Kind`` knows what the command-line parser (click, under typer) hands
+over (``cli_type``: int, float, bool, str or Path), how that becomes the
+option's value (``parse``: ``"1,2,4"`` -> ``(1, 2, 4)``, ``"zero1"`` ->
+``Sharding.ZERO1``) and back (``text``: the default as ``--help`` shows it).
+``parse`` also takes the value a caller passes in code (a list, an enum
+member), so ``RecommendSpec.of(sharding="none")`` and the command line go
+through the same checks. A bad value is ``BadInput`` with one line naming the
+flag and the value: the lines ``pptune`` has always printed, e.g.
+``--sharding takes a comma list of none, zero1, zero2, zero3, fsdp (got 'z')``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from enum import Enum
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from pptune.errors import BadInput
+from pptune.limits import MAX_LAYERS
+
+E = TypeVar("E", bound=Enum)
+T = TypeVar("T")
+
+# a --split may list one value per stage: at most one per layer
+MAX_LIST_ITEMS = MAX_LAYERS + 2
+
+
+def parse_ints(text: str | None, flag: str) -> list[int] | None:
+    """``"1,2,4"`` -> [1, 2, 4]; BadInput naming the flag for anything else
+    (an empty item such as ``1,,2`` included)."""
+    if text is None:
+        return None
+    items = text.replace(" ", "").split(",")
+    if len(items) > MAX_LIST_ITEMS:
+        raise BadInput(f"{flag} lists {len(items):,} values; pptune takes up to {MAX_LIST_ITEMS:,}")
+    if any(not x.removeprefix("-").isdigit() for x in items):
+        raise BadInput(f"{flag} takes comma-separated integers, e.g. 1,2,4 (got {text!r})")
+    values = [int(x) for x in items]
+    if any(x < 1 for x in values):
+        raise BadInput(f"{flag} needs positive integers (got {text!r})")
+    return values
+
+
+class Kind(Generic[T]):
+    """A plain value: what click parses is the option's value (int, float, bool, str, Path)."""
+
+    def __init__(self, cli_type: type) -> None:
+        self.cli_type = cli_type
+
+    def parse(self, raw: Any, flag: str) -> T | None:
+        if raw is None or self.cli_type is not Path:
+            return raw  # type: ignore[no-any-return]
+        return Path(raw)  # type: ignore[return-value]
+
+    def text(self, value: T | None) -> Any:
+        return str(value) if isinstance(value, Path) else value
+
+    def json_type(self) -> Any:
+        """The value's type in a plan file (``pptune.options.record``)."""
+        return self.cli_type
+
+    def to_json(self, value: T | None) -> Any:
+        """The value as a plan file holds it (``parse`` reads it back)."""
+        return self.text(value)
+
+
+class Ints(Kind[tuple[int, ...]]):
+    """A comma list of positive integers: ``--pp 4,8`` -> ``(4, 8)``."""
+
+    def __init__(self) -> None:
+        super().__init__(str)
+
+    def parse(self, raw: Any, flag: str) -> tuple[int, ...] | None:
+        if raw is None:
+            return None
+        if isinstance(raw, str):
+            return tuple(parse_ints(raw, flag) or ())
+        return tuple(parse_ints(",".join(str(x) for x in raw), flag) or ())
+
+    def text(self, value: tuple[int, ...] | None) -> Any:
+        return None if value is None else ",".join(map(str, value))
+
+    def json_type(self) -> Any:
+        return list[int]
+
+    def to_json(self, value: tuple[int, ...] | None) -> Any:
+        return None if value is None else list(value)
+
+
+def _names(raw: str | Iterable[Any]) -> list[str]:
+    """The items of a comma list (or of a list given in code), stripped, empty ones dropped."""
+    items = raw.split(",") if isinstance(raw, str) else [getattr(x, "value", x) for x in raw]
+    return [str(x).strip() for x in items if str(x).strip()]
+
+
+class OneOf(Kind[E]):
+    """One member of an enum by its value: ``--attention eager`` -> ``Attention.EAGER``.
+
+    ``bad`` is the error line, formatted with ``flag``, ``value`` (as given)
+    and ``choices`` (the members' values, comma-separated)."""
+
+    def __init__(self, enum: type[E], bad: str, *, shown: Sequence[E] | None = None,
+                 refuse: Callable[[E], str | None] | None = None) -> None:
+        super().__init__(str)
+        self.enum = enum
+        self.bad = bad
+        self.shown = shown  # the members the error lines list (default: all)
+        self.refuse = refuse  # a member commands do not take yet: its one-line reason
+
+    def choices(self) -> str:
+        return ", ".join(str(m.value) for m in (self.shown or list(self.enum)))
+
+    def parse(self, raw: Any, flag: str) -> E | None:
+        if raw is None:
+            return None
+        if isinstance(raw, self.enum):
+            value = raw
+        else:
+            try:
+                value = self.enum(str(raw).strip().lower())
+            except ValueError:
+                raise BadInput(self.bad.format(flag=flag, value=raw,
+                                               choices=self.choices())) from None
+        why = self.refuse(value) if self.refuse else None
+        if why:
+            raise BadInput(why)
+        return value
+
+    def text(self, value: E | None) -> Any:
+        return None if value is None else value.value
+
+    def json_type(self) -> Any:
+        return self.enum
+
+    def to_json(self, value: E | None) -> Any:
+        return self.text(value)
+
+
+class ListOf(Kind[tuple[E, ...]]):
+    """A comma list of an enum's values: ``--sharding none,zero1``.
+
+    ``bad`` (an unknown name; formatted with ``flag``, ``value``, ``text``
+    and ``choices``) and ``empty`` (nothing listed) are the error lines;
+    ``unique`` drops repeats, keeping the first. ``as_text``: the plan file
+    writes the list as the comma text (``"none,zero1"``), as it always has."""
+
+    def __init__(self, enum: type[E], bad: str, empty: str, *, unique: bool = False,
+                 as_text: bool = False, shown: Sequence[E] | None = None,
+                 refuse: Callable[[E], str | None] | None = None) -> None:
+        super().__init__(str)
+        self.enum = enum
+        self.bad = bad
+        self.empty = empty
+        self.unique = unique
+        self.as_text = as_text
+        self.shown = shown  # the members the error lines list (default: all)
+        self.refuse = refuse  # a member commands do not take yet: its one-line reason
+
+    def choices(self) -> str:
+        return ", ".join(str(m.value) for m in (self.shown or list(self.enum)))
+
+    def parse(self, raw: Any, flag: str) -> tuple[E, ...] | None:
+        if raw is None:
+            return None
+        text = raw if isinstance(raw, str) else ",".join(_names(raw))
+        names = _names(raw)
+        known = {str(m.value) for m in self.enum}
+        for name in names:
+            if name.lower() not in known:
+                raise BadInput(self.bad.format(flag=flag, value=name, text=text,
+                                               choices=self.choices()))
+        if not names:
+            raise BadInput(self.empty.format(flag=flag, text=text, choices=self.choices()))
+        values = [self.enum(n.lower()) for n in names]
+        for value in values:
+            why = self.refuse(value) if self.refuse else None
+            if why:
+                raise BadInput(why)
+        return tuple(dict.fromkeys(values)) if self.unique else tuple(values)
+
+    def text(self, value: tuple[E, ...] | None) -> Any:
+        return None if value is None else ",".join(str(m.value) for m in value)
+
+    def json_type(self) -> Any:
+        return str if self.as_text else list[self.enum]  # type: ignore[name-defined]
+
+    def to_json(self, value: tuple[E, ...] | None) -> Any:
+        if value is None or self.as_text:
+            return self.text(value)
+        return [m.value for m in value]

@@ -1,0 +1,76 @@
+"""What every file model shares: strict parsing, bounded reads, one-line errors,
+whole-or-nothing writes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    ValidationError,
+)
+
+from pptune.errors import BadInput
+
+
+def _drop_zeros(doc: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """A dense model's files stay as they were: its zero mixture-of-experts fields
+    are left out (they default to zero when read)."""
+    for key in keys:
+        if doc.get(key) == 0.0:
+            del doc[key]
+    return doc
+
+class Strict(BaseModel):
+    # NaN and infinity are refused in every file pptune reads or writes: JSON has no such numbers
+    model_config = ConfigDict(extra="forbid", frozen=False, allow_inf_nan=False)
+
+
+
+
+# profile and plan files: a 4,096-layer profile with eight micro-batch sizes is
+# about 8 MiB of JSON
+MAX_JSON_FILE_BYTES = 64 << 20
+
+
+def load_json_model(path: Path, model: type[Strict], what: str) -> Any:
+    """Read and validate a JSON file; BadInput with one line on any problem."""
+    from pptune.files import read_limited
+
+    raw = read_limited(Path(path), f"{what} file", MAX_JSON_FILE_BYTES)
+    try:
+        data = json.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        raise BadInput(f"{what} file {path} is not UTF-8 text; expected JSON") from None
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"{what} file {path} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise BadInput(f"{what} file {path}: JSON nested too deeply to be a {what}") from None
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise BadInput(f"{what} file {path} is invalid: {one_line(exc)}") from None
+    except RecursionError:
+        raise BadInput(f"{what} file {path}: JSON nested too deeply to be a {what}") from None
+
+
+def one_line(exc: ValidationError) -> str:
+    """All pydantic errors of a ValidationError, joined on one line."""
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (``pptune.files.write_text``:
+    regular files only; a symlink's target is written, never the link)."""
+    from pptune.files import write_text
+
+    write_text(Path(path), text)
+
+

@@ -1,0 +1,159 @@
+"""``TrainingConfig``: pptune's own training config, the form every framework
+reader produces (``pptune schema config``)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import (
+    ConfigDict,
+    Field,
+    model_validator,
+)
+
+from pptune.costmodel.schedules import CORE_ONLY, DEFAULT_SCHEDULES, Schedule, core_only_message
+from pptune.schemas.base import Strict
+
+
+class Limits(Strict):
+    # strict: a quoted "0.2" in a hand-written file is an error, not a number.
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    max_bubble: float = Field(0.25, ge=0, le=1)
+    max_slowdown: float = Field(1.10, ge=1)
+    memory_fraction: float = Field(1.0, gt=0, le=1, description="usable share of device memory")
+
+
+class TrainingConfig(Strict):
+    """pptune's own training config; every framework reader produces one.
+
+    Strict types: a string where a number belongs ("8") or a bool where a
+    count belongs is an error that names the field, never a silent coercion.
+    Bounds reject what cannot be a run (zero or negative counts) and what is
+    surely a typo: device counts above 2**20 (about ten times the largest GPU
+    clusters announced in 2024) and other counts above 2**31 - 1.
+
+    Values that are valid one by one but disagree with each other
+    (gpus != tp * pp * cp * dp, a global batch that is not
+    micro_batch_size * grad_accum_steps * dp) are carried as stated:
+    check-config reports them as findings.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    gpus: int | None = Field(None, ge=1, le=1 << 20, description="total GPUs; default tp * pp * cp * dp")
+    gpus_per_node: int = Field(8, ge=1, le=1 << 20)
+    tp: int = Field(1, ge=1, le=1 << 20, description="tensor-parallel degree")
+    pp: int = Field(1, ge=1, le=1 << 20, description="pipeline-parallel degree (devices per pipeline)")
+    cp: int = Field(1, ge=1, le=1 << 20, description="context-parallel degree (Megatron-LM, torchtitan)")
+    dp: int | None = Field(None, ge=1, le=1 << 20, description="data-parallel degree, when the file says")
+    schedule: Schedule = Schedule.ONE_F_ONE_B
+    virtual_stages: int = Field(1, ge=1, le=2**31 - 1, description="model chunks per device")
+    micro_batch_size: int = Field(ge=1, le=2**31 - 1, description="samples per micro-batch")
+    global_batch: int | None = Field(None, ge=1, le=2**31 - 1, description="samples per optimizer step")
+    grad_accum_steps: int | None = Field(
+        None, ge=1, le=2**31 - 1,
+        description="micro-batches per optimizer step on one pipeline (DeepSpeed's meaning)",
+    )
+    pipeline_flushes: int = Field(
+        1, ge=1, le=2**31 - 1,
+        description="pipeline schedule runs per optimizer step (torchtitan accumulates gradients "
+        "over global / (local * dp) runs); each run has grad_accum_steps / pipeline_flushes "
+        "micro-batches",
+    )
+    seq_len: int | None = Field(None, ge=1, le=2**31 - 1, description="tokens per sample")
+    model: str | None = Field(None, description="model preset name")
+    hf_config: str | None = Field(None, description="path to a Hugging Face config.json")
+    profile: str | None = Field(None, description="path to a pptune profile JSON")
+    gpu: str | None = Field(None, description="GPU preset name")
+    num_layers: int | None = Field(
+        None, ge=1, le=2**31 - 1, description="transformer blocks, when the file says"
+    )
+    stage_layers: list[int] | None = Field(None, description="explicit layers per stage")
+    partition_method: str | None = Field(
+        None, max_length=200,
+        description="how the framework splits layers when stage_layers is unset, as the file "
+        "states it (DeepSpeed PipelineModule: 'parameters', 'uniform', 'type:REGEX')",
+    )
+    hidden_size: int | None = Field(None, ge=1, le=2**31 - 1, description="model width, when the file says")
+    num_heads: int | None = Field(None, ge=1, le=2**31 - 1, description="attention heads")
+    num_kv_heads: int | None = Field(
+        None, ge=1, le=2**31 - 1, description="key/value heads (grouped-query attention)"
+    )
+    ffn_hidden_size: int | None = Field(None, ge=1, le=2**31 - 1, description="MLP inner width")
+    vocab_size: int | None = Field(None, ge=1, le=2**31 - 1)
+    gated_mlp: bool | None = Field(None, description="SwiGLU-style MLP (3 matrices), when stated")
+    precision: Literal["fp32", "fp16", "bf16"] | None = Field(
+        None, description="training compute dtype, when the file says"
+    )
+    recompute: Literal["none", "selective", "full"] | None = Field(
+        None, description="activation recomputation (checkpointing), when the file says"
+    )
+    sequence_parallel: bool = Field(
+        False, description="Megatron-LM --sequence-parallel: activations split by tp along the sequence"
+    )
+    rank_order: Literal["tp-dp-pp", "tp-pp-dp"] = Field(
+        "tp-dp-pp", description="global rank order, fastest first (Megatron-LM "
+        "--use-tp-pp-dp-mapping gives tp-pp-dp)"
+    )
+    recompute_every: int | None = Field(
+        None, ge=1, le=2**31 - 1,
+        description="selective recomputation per layer: every Nth block fully checkpointed "
+        "(torchtitan selective_ac_option = N)",
+    )
+    sharding: Literal["none", "zero1", "zero2", "zero3", "fsdp"] | None = Field(
+        None, description="training-state sharding over data parallelism, when the file says: "
+        "zero1 = optimizer state (Megatron-LM --use-distributed-optimizer), zero2 = + gradients, "
+        "zero3 = + weights (DeepSpeed), fsdp = torch FSDP full shard (torchtitan)",
+    )
+    fsdp_reshard_after_forward: bool | None = Field(
+        None, description="FSDP frees gathered weights after forward (torchtitan "
+        "fsdp_reshard_after_forward), when the file says",
+    )
+    attention: Literal["flash", "eager"] | None = Field(
+        None, description="attention kernel: fused flash attention or the unfused (eager) path",
+    )
+    zero_stage: int = Field(0, ge=0, le=3)
+    sharded_optimizer: bool = False
+    limits: Limits = Field(default_factory=Limits)
+    source_format: str = Field("pptune", description="which reader produced this")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _schedule_by_name(cls, data: Any) -> Any:
+        """Accept a schedule by its name in any case; list the names when unknown."""
+        if isinstance(data, dict) and isinstance(data.get("schedule"), str):
+            name = data["schedule"]
+            try:
+                schedule = Schedule(name.strip().lower())
+            except ValueError:
+                allowed = ", ".join(s.value for s in DEFAULT_SCHEDULES)
+                raise ValueError(
+                    f"schedule {name[:40]!r} is unknown; expected one of {allowed}"
+                ) from None
+            if schedule in CORE_ONLY:
+                raise ValueError(core_only_message(schedule))
+            data = {**data, "schedule": schedule}
+        return data
+
+    @model_validator(mode="after")
+    def _names_and_splits(self) -> TrainingConfig:
+        from pptune.costmodel.presets import GPUS, MODELS
+
+        if self.model is not None and self.model not in MODELS:
+            raise ValueError(
+                f"model {self.model[:40]!r} is not a preset; expected one of "
+                f"{', '.join(MODELS)} (or give hf_config / profile instead)"
+            )
+        if self.gpu is not None and self.gpu not in GPUS:
+            raise ValueError(
+                f"gpu {self.gpu[:40]!r} is not a preset; expected one of {', '.join(GPUS)}"
+            )
+        layers = self.stage_layers
+        if layers is not None and (not layers or any(n < 0 or n > 2**31 - 1 for n in layers)):
+            raise ValueError(
+                f"stage_layers {layers[:16]} must list one layer count (>= 0) per pipeline stage"
+            )
+        return self
+
+

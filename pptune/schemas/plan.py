@@ -1,0 +1,80 @@
+"""``PlanFile``: what ``pptune recommend --json`` prints and ``-o`` saves
+(``pptune schema plan``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import (
+    Field,
+)
+
+from pptune.costmodel.schedules import Schedule
+from pptune.options.record import PlanFileRequest, RequestField
+from pptune.schemas.base import Strict
+
+
+class PlanRecord(Strict):
+    """One ranked plan, as ``pptune recommend --json`` prints it."""
+
+    rank: int = Field(ge=1)
+    pp: int = Field(ge=1)
+    dp: int = Field(ge=1)
+    tp: int = Field(ge=1)
+    schedule: Schedule
+    virtual_stages: int = Field(ge=1)
+    micro_batch_size: int = Field(ge=1)
+    num_microbatches: int = Field(ge=1)
+    grad_accum_steps: int = Field(ge=1)
+    global_batch: int = Field(ge=1)
+    stage_layers: list[int] = Field(description="layer count per stage (pp * chunks entries)")
+    stage_layer_names: list[list[str]] = Field(description="first and last layer of each stage")
+    bubble_rate: float
+    step_time_s: float
+    tokens_per_s: float
+    peak_memory_bytes: list[float] = Field(description="per pipeline rank (GPU)")
+    memory_capacity_bytes: float
+    headroom_bytes: float
+    ideal_step_s: float
+    efficiency: float = Field(description="ideal step time / predicted step time")
+    mfu: float | None = Field(
+        None, description="model FLOPs utilisation: model FLOPs per step / (step x GPUs x peak "
+        "FLOP/s); null when the device's peak is unknown"
+    )
+    gradient_accumulation_aligned: bool = Field(description="micro-batches a multiple of pp")
+    exposed_p2p_s: float | None = None
+    exposed_allreduce_s: float | None = None
+    rank_order: Literal["tp-dp-pp", "tp-pp-dp"] = Field(
+        "tp-dp-pp", description="global rank order, fastest first (Megatron-LM: tp-cp-ep-dp-pp "
+        "default, tp-cp-ep-pp-dp with --use-tp-pp-dp-mapping)"
+    )
+    sharding: Literal["none", "zero1", "zero2", "zero3", "fsdp"] = Field(
+        "none", description="training-state sharding over data parallelism"
+    )
+    recompute: Literal["none", "selective", "full"] = Field(
+        "none", description="activation recomputation"
+    )
+    training_days: float | None = Field(None, description="with --train-tokens")
+    gpu_hours: float | None = Field(None, description="with --train-tokens")
+    measured_step_s: float | None = Field(
+        None, description="pptune tune: median measured step of one pipeline of this plan"
+    )
+    calibrated_step_s: float | None = Field(
+        None, description="pptune tune: predicted step over the calibrated profile"
+    )
+    tune_status: str | None = Field(
+        None, description="pptune tune: measured, pruned, skipped, failed or not run (and why)"
+    )
+
+
+class PlanFile(Strict):
+    """What ``pptune recommend --json`` prints and ``-o FILE`` saves."""
+
+    plans: list[PlanRecord]
+    rejected: dict[str, int]
+    source: str = Field(description="where the costs came from")
+    request: RequestField = Field(
+        default_factory=PlanFileRequest,
+        description="what the plan was made for: the planning options as the run resolved them")
+    notes: list[str] = Field(default_factory=list)
+

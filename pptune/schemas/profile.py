@@ -1,0 +1,142 @@
+"""``Profile``: per-layer costs and links (``pptune schema profile``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
+
+from pptune.schemas.base import Strict, _drop_zeros, load_json_model
+
+PROFILE_SCHEMA_VERSION: Literal[1] = 1
+
+
+class LayerCost(Strict):
+    """One layer's costs for one micro-batch of a given size."""
+
+    fwd_s: float = Field(ge=0, description="forward time, seconds")
+    bwd_s: float = Field(ge=0, description="input-gradient (B) time, seconds")
+    wgrad_s: float = Field(0.0, ge=0, description="weight-gradient (W) time, seconds")
+    act_bytes: float = Field(ge=0, description="activation bytes kept for backward")
+    out_bytes: float = Field(ge=0, description="bytes of the output sent to the next stage")
+    fwd_spread: float | None = Field(
+        None, ge=0, description="probe only: relative spread (IQR / median) of fwd_s"
+    )
+    bwd_spread: float | None = Field(None, ge=0, description="probe only: spread of bwd_s")
+    wgrad_spread: float | None = Field(None, ge=0, description="probe only: spread of wgrad_s")
+    fwd_a2a_s: float = Field(
+        0.0, ge=0, description="mixture of experts: dispatch and combine all-to-all in the "
+        "forward, seconds (not in fwd_s)")
+    bwd_a2a_s: float = Field(
+        0.0, ge=0, description="mixture of experts: the all-to-alls of the backward, seconds "
+        "(not in bwd_s)")
+
+    @model_serializer(mode="wrap")
+    def _without_zero_moe(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _drop_zeros(handler(self), ("fwd_a2a_s", "bwd_a2a_s"))
+
+
+class Layer(Strict):
+    name: str = Field(min_length=1)
+    param_bytes: float = Field(ge=0, description="bytes of this layer's parameters")
+    expert_param_bytes: float = Field(
+        0.0, ge=0, description="mixture of experts: the routed experts' part of param_bytes "
+        "(sharded over expert data parallelism)")
+    per_micro_batch: dict[str, LayerCost] = Field(
+        description="costs keyed by micro-batch size, as a string: {\"1\": {...}, \"2\": {...}}"
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_zero_moe(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _drop_zeros(handler(self), ("expert_param_bytes",))
+
+    @model_validator(mode="after")
+    def _keys_are_sizes(self) -> Layer:
+        if not self.per_micro_batch:
+            raise ValueError(f"layer {self.name!r} has no per_micro_batch costs")
+        if self.expert_param_bytes > self.param_bytes:
+            raise ValueError(f"layer {self.name!r}: expert_param_bytes "
+                             f"({self.expert_param_bytes:g}) exceeds param_bytes "
+                             f"({self.param_bytes:g}); they are part of them")
+        for key in self.per_micro_batch:
+            if not key.isdigit() or int(key) < 1:
+                raise ValueError(
+                    f"layer {self.name!r}: micro-batch size keys must be positive integers "
+                    f"as strings, got {key!r}"
+                )
+        return self
+
+    def cost(self, micro_batch_size: int) -> LayerCost:
+        return self.per_micro_batch[str(micro_batch_size)]
+
+
+class LinkSpec(Strict):
+    """Alpha-beta link: time = latency_s + bytes / bytes_per_s."""
+
+    latency_s: float = Field(ge=0)
+    bytes_per_s: float = Field(gt=0, description="for all-reduce: bus bandwidth (nccl-tests)")
+
+
+class LinkPair(Strict):
+    p2p: LinkSpec
+    allreduce: LinkSpec
+
+
+class Links(Strict):
+    intra_node: LinkPair
+    inter_node: LinkPair
+
+
+class DeviceInfo(Strict):
+    name: str
+    memory_bytes: float = Field(gt=0)
+    count: int = Field(1, ge=1, description="devices seen by the probe")
+    peak_flops: float | None = Field(None, gt=0, description="peak dense bf16 FLOP/s, if known")
+
+
+class ModelInfo(Strict):
+    name: str
+    seq_len: int = Field(ge=1, description="tokens per sample")
+    global_batch: int | None = Field(None, ge=1, description="default global batch (samples)")
+    hidden_size: int | None = Field(None, ge=1)
+    num_blocks: int | None = Field(None, ge=1, description="transformer blocks (layers minus embedding/head)")
+    hf_config: str | None = Field(
+        None, description="the Hugging Face config.json the probe measured (validate rebuilds it)"
+    )
+
+
+class Profile(Strict):
+    schema_version: Literal[1] = PROFILE_SCHEMA_VERSION
+    source: Literal["analytic", "probe"]
+    model: ModelInfo
+    device: DeviceInfo
+    links: Links
+    param_dtype_bytes: int = Field(2, ge=1, le=8, description="bytes per parameter as stored")
+    layers: list[Layer] = Field(min_length=1)
+    notes: list[str] = Field(default_factory=list)
+    raw: dict[str, Any] | None = Field(None, description="probe only: raw sweeps and samples")
+
+    @model_validator(mode="after")
+    def _same_sizes(self) -> Profile:
+        sizes = set(self.layers[0].per_micro_batch)
+        for layer in self.layers[1:]:
+            if set(layer.per_micro_batch) != sizes:
+                raise ValueError(
+                    f"layer {layer.name!r} has micro-batch sizes {sorted(layer.per_micro_batch)}"
+                    f" but the first layer has {sorted(sizes)}; every layer needs the same sizes"
+                )
+        return self
+
+    def micro_batch_sizes(self) -> list[int]:
+        return sorted(int(k) for k in self.layers[0].per_micro_batch)
+
+
+
+def load_profile(path: Path) -> Profile:
+    return load_json_model(path, Profile, "profile")  # type: ignore[no-any-return]
