@@ -98,7 +98,7 @@ def _sample(f: Field, tmp: Path) -> tuple[list[str], Any]:
     if isinstance(kind, Ints):
         return [f.flag.name, "2"], (2,)
     if isinstance(kind, ListOf | OneOf):
-        last: Enum = list(kind.enum)[-1]
+        last: Enum = list(kind.shown or list(kind.enum))[-1]
         return [f.flag.name, str(last.value)], (last,) if isinstance(kind, ListOf) else last
     if kind.cli_type is int:
         value = 2 * default if isinstance(default, int) else 8

@@ -65,7 +65,7 @@ def test_the_undetectable_message_names_every_format_in_the_order_tried(tmp_path
 
 @pytest.fixture(scope="module")
 def small_run():
-    return recommend(RecommendSpec(gpus=4, model="gpt-small", gpu="a100-80gb", pp=[2],
+    return recommend(RecommendSpec.of(gpus=4, model="gpt-small", gpu="a100-80gb", pp=[2],
                                    schedules=["1f1b"], sharding="none", recompute="none"))
 
 
