@@ -49,6 +49,9 @@ from pptune.costmodel.ops import (
     head_ops,
     phase_s,
 )
+from pptune.costmodel import precision
+from pptune.costmodel.context import CpComm, CpLinks
+from pptune.costmodel.keys import Precision
 from pptune.costmodel.presets import GpuSpec, ModelShape
 
 BF16_BYTES = 2
@@ -94,31 +97,38 @@ def block_params(m: ModelShape) -> float:
 
 def block_act_bytes(
     m: ModelShape, b: int, tp: int = 1, flash_attention: bool = True,
-    sequence_parallel: bool = False,
+    sequence_parallel: bool = False, cp: int = 1, gemm_input_bytes: float = 2.0,
 ) -> float:
     """Bytes one block keeps for backward, per micro-batch (Korthikanti et al. 2022).
 
     With sequence parallelism the parts tensor parallelism leaves whole
     (layernorms, dropout, block inputs) are split along the sequence too:
-    ``s b h (34/t + 5 a s / (h t))`` for a GPT block (their eq. 4).
+    ``s b h (34/t + 5 a s / (h t))`` for a GPT block (their eq. 4). Context
+    parallelism keeps ``s / cp`` tokens a rank (context.py). Under FP8 the four
+    GEMM inputs (QKV, attention output, both MLP inputs) are saved at
+    ``gemm_input_bytes`` instead of 2 (precision.py).
     """
-    s, h, f, a = m.seq_len, m.hidden, m.ffn, m.heads
+    s, h, f, a = m.seq_len // cp, m.hidden, m.ffn, m.heads
+    low = 2.0 - gemm_input_bytes  # saved per GEMM-input element by FP8
     kv_frac = m.kv_heads * m.head_dim / h
     drop = 1.0 if m.dropout else 0.0
     # Not split by tensor parallelism: two layernorm inputs (2 + 2), the
     # inputs of the attention and MLP blocks (2 + 2), two dropout masks.
-    replicated = 4 + 2 + 2 + 2 * drop
+    replicated = 4 + (2 - low) + (2 - low) + 2 * drop
     # Split by tensor parallelism: Q (2), K and V (2 each, scaled for GQA),
     # the output-projection input (2), the MLP's inner tensors.
-    attn_inner = 2 + 4 * kv_frac + 2
+    attn_inner = 2 + 4 * kv_frac + (2 - low)
     if m.gated_mlp:
-        mlp_inner = 8 * f / h  # gate, up, activation output, product (2 bytes each)
+        # gate, up, activation output, product (2 bytes each; the product feeds a GEMM)
+        mlp_inner = (8 - low) * f / h
     else:
-        mlp_inner = 4 * f / h  # GeLU input and output (2 bytes each)
+        mlp_inner = (4 - low) * f / h  # GeLU input and output (the output feeds a GEMM)
     sharded = attn_inner + mlp_inner
     per_token_h = (replicated + sharded) / tp if sequence_parallel else replicated + sharded / tp
     total = s * b * h * per_token_h
     if not flash_attention:
+        if cp > 1:
+            raise ValueError("context parallelism needs flash (fused) attention")
         # softmax output (2), its dropout mask (1), dropout output (2) per score
         total += (2 + 3 * drop) * a * s * s * b / tp
     return total
@@ -134,19 +144,27 @@ def analytic_layers(
     tp_allreduce: tuple[float, float] = (20e-6, 450e9),
     sequence_parallel: bool = False,
     tp_comm_overlap: bool = False,
+    cp: int = 1,
+    cp_comm: CpComm = CpComm.P2P,
+    cp_links: CpLinks | None = None,
+    gemm_precision: Precision = Precision.BF16,
 ) -> list[AnalyticLayer]:
     """Embedding, blocks and head with costs for each micro-batch size.
 
     ``efficiency``: one fraction of peak for every GEMM instead of the
     shape-dependent one. ``tp_allreduce`` is (latency_s, bus bytes/s) of the
     tensor-parallel group; ``tp_comm_overlap`` hides its collectives behind
-    their GEMMs (ops.tp_collective).
+    their GEMMs (ops.tp_collective). ``cp``: context parallelism over ``cp``
+    ranks exchanging K/V by ``cp_comm`` over ``cp_links`` (context.py);
+    ``gemm_precision``: the block GEMMs' precision (precision.py).
     """
     if efficiency is not None and not 0 < efficiency <= 1:
         raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
     rates = Rates.of(gpu, efficiency)
-    par = Parallel(tp, sequence_parallel, flash_attention, *tp_allreduce, tp_comm_overlap)
-    s, h, v = m.seq_len, m.hidden, m.vocab
+    par = Parallel(tp, sequence_parallel, flash_attention, *tp_allreduce, tp_comm_overlap,
+                   cp, cp_comm, cp_links, gemm_precision)
+    s, h, v = m.seq_len // cp, m.hidden, m.vocab
+    saved = precision.gemm_input_bytes(gemm_precision)
 
     def spec(ops: list[OpCost], act_bytes: float, out_bytes: float) -> LayerSpec:
         return LayerSpec(phase_s(ops, Phase.F, rates), phase_s(ops, Phase.B, rates),
@@ -161,11 +179,11 @@ def analytic_layers(
         send_bytes = hidden_bytes / tp  # scatter/gather optimisation, Narayanan et al. sec. 4.1
         emb[b] = spec(embedding_ops(m, b, rates, par), 0.0, send_bytes)
         blocks[b] = spec(block_ops(m, b, rates, par),
-                         block_act_bytes(m, b, tp, flash_attention, sequence_parallel),
+                         block_act_bytes(m, b, tp, flash_attention, sequence_parallel, cp, saved),
                          send_bytes)
         # the loss scalar leaves the head; it keeps its input and fp32 logits
         head[b] = spec(head_ops(m, b, rates, par), 2 * hidden_bytes + 4 * tokens * v / tp, 4.0)
-    emb_params = (v * h + (s * h if m.dropout else 0)) / tp  # GPT adds learned positions
+    emb_params = (v * h + (m.seq_len * h if m.dropout else 0)) / tp  # GPT adds learned positions
     layers = [AnalyticLayer("embedding", emb_params * BF16_BYTES, emb)]
     layers += [
         AnalyticLayer(f"block{i}", block_params(m) / tp * BF16_BYTES, blocks)

@@ -62,6 +62,9 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
+from pptune.costmodel import context, precision
+from pptune.costmodel.context import AttentionRates, CpComm, CpLinks, CpShape
+from pptune.costmodel.keys import Precision
 from pptune.costmodel.presets import GpuSpec, ModelShape
 
 BF16_BYTES = 2
@@ -110,6 +113,10 @@ class Rates:
     attention_fraction: float
     launch_s: float
     gemm_efficiency: float | None = None  # user override (--efficiency)
+    fp8_peak_flops: float | None = None  # dense FP8 (precision.py); None: no FP8
+    fp8_gemm_fraction: float | None = None
+    causal_attention: tuple[tuple[int, float], ...] = ()  # share of peak by kernel length
+    full_attention: tuple[tuple[int, float], ...] = ()
 
     @classmethod
     def of(cls, gpu: GpuSpec, efficiency: float | None = None) -> Rates:
@@ -117,8 +124,14 @@ class Rates:
             peak_flops=gpu.peak_flops, hbm_bytes_per_s=gpu.hbm_bytes_per_s * gpu.hbm_fraction,
             sm_count=gpu.sm_count, gemm_fraction=gpu.gemm_fraction,
             attention_fraction=gpu.attention_fraction, launch_s=gpu.launch_s,
-            gemm_efficiency=efficiency,
+            gemm_efficiency=efficiency, fp8_peak_flops=gpu.fp8_peak_flops,
+            fp8_gemm_fraction=gpu.fp8_gemm_fraction, causal_attention=gpu.causal_attention,
+            full_attention=gpu.full_attention,
         )
+
+    def attention(self) -> AttentionRates:
+        return AttentionRates(self.peak_flops, self.attention_fraction,
+                              self.causal_attention, self.full_attention)
 
 
 @dataclass(frozen=True)
@@ -132,6 +145,14 @@ class Parallel:
     tp_latency_s: float = 20e-6
     tp_busbw_bytes_per_s: float = 450e9
     tp_comm_overlap: bool = False  # collectives pipelined with their GEMM (--tp-comm-overlap)
+    cp: int = 1  # context parallelism: the sequence over cp ranks (context.py)
+    cp_comm: CpComm = CpComm.P2P  # how they exchange K/V (--cp-comm-type)
+    cp_links: CpLinks | None = None  # where the cp group sits; None: nothing priced
+    precision: Precision = Precision.BF16  # of the block's GEMMs (precision.py)
+
+    @property
+    def fp8(self) -> bool:
+        return precision.is_low(self.precision)
 
 
 def wave_utilisation(m: int, n: int, sm_count: int, batch: int = 1) -> float:
@@ -144,30 +165,43 @@ def wave_utilisation(m: int, n: int, sm_count: int, batch: int = 1) -> float:
     return best
 
 
-def gemm_efficiency(m: int, n: int, rates: Rates, batch: int = 1) -> float:
-    """Fraction of peak a GEMM with an m x n output reaches."""
+def gemm_efficiency(m: int, n: int, rates: Rates, batch: int = 1, fp8: bool = False) -> float:
+    """Fraction of peak (the FP8 peak for an FP8 GEMM) an m x n output reaches."""
     if rates.gemm_efficiency is not None:
         return rates.gemm_efficiency
-    return rates.gemm_fraction * wave_utilisation(m, n, rates.sm_count, batch)
+    fraction = rates.gemm_fraction
+    if fp8:
+        if rates.fp8_gemm_fraction is None:
+            raise ValueError("an FP8 GEMM on a GPU without a measured FP8 matmul rate")
+        fraction = rates.fp8_gemm_fraction
+    return fraction * wave_utilisation(m, n, rates.sm_count, batch)
 
 
 def gemm(name: str, phase: Phase, m: int, n: int, k: int, rates: Rates,
-         batch: int = 1) -> OpCost:
-    """(m x k) @ (k x n), ``batch`` times, as a roofline."""
+         batch: int = 1, fp8: bool = False) -> OpCost:
+    """(m x k) @ (k x n), ``batch`` times, as a roofline; ``fp8``: at the FP8
+    peak with 1-byte inputs and a BF16 output (precision.py)."""
     flops = 2.0 * m * n * k * batch
-    nbytes = BF16_BYTES * float(m * k + k * n + m * n) * batch
-    compute_s = flops / (rates.peak_flops * gemm_efficiency(m, n, rates, batch))
+    inputs = 1.0 if fp8 else BF16_BYTES
+    nbytes = (inputs * float(m * k + k * n) + BF16_BYTES * float(m * n)) * batch
+    peak = rates.peak_flops
+    if fp8:
+        if rates.fp8_peak_flops is None:
+            raise ValueError("an FP8 GEMM on a GPU without FP8 tensor cores")
+        peak = rates.fp8_peak_flops
+    compute_s = flops / (peak * gemm_efficiency(m, n, rates, batch, fp8))
     return OpCost(name, phase, Kind.GEMM, flops, nbytes,
                   max(compute_s, nbytes / rates.hbm_bytes_per_s))
 
 
-def linear(name: str, tokens: int, k: int, n: int, rates: Rates) -> tuple[OpCost, ...]:
+def linear(name: str, tokens: int, k: int, n: int, rates: Rates,
+           fp8: bool = False) -> tuple[OpCost, ...]:
     """A weight GEMM y = x W (x: tokens x k, W: k x n): forward, its data
     gradient (B: dx = dy W^T) and its weight gradient (W: dW = x^T dy)."""
     return (
-        gemm(name, Phase.F, tokens, n, k, rates),
-        gemm(name + ".dgrad", Phase.B, tokens, k, n, rates),
-        gemm(name + ".wgrad", Phase.W, k, n, tokens, rates),
+        gemm(name, Phase.F, tokens, n, k, rates, fp8=fp8),
+        gemm(name + ".dgrad", Phase.B, tokens, k, n, rates, fp8=fp8),
+        gemm(name + ".wgrad", Phase.W, k, n, tokens, rates, fp8=fp8),
     )
 
 
@@ -196,16 +230,27 @@ def tp_collective(name: str, phase: Phase, nbytes: float, par: Parallel,
 
 
 def attention_ops(m: ModelShape, b: int, rates: Rates, par: Parallel) -> list[OpCost]:
-    """Core attention (scores, softmax, weighted sum) for the local heads."""
+    """Core attention (scores, softmax, weighted sum) for the local heads; flash
+    attention under ``par.cp``-way context parallelism with its K/V exchange
+    (context.py), exposed traffic as comm ops."""
     s, d, heads = m.seq_len, m.head_dim, m.heads // par.tp
     if par.flash_attention:
-        fwd_flops = 4.0 * s * s * d * heads * b / 2  # causal: half the tiles
-        rate = rates.peak_flops * rates.attention_fraction
-        return [
-            OpCost("flash_attn", Phase.F, Kind.ATTENTION, fwd_flops, 0.0, fwd_flops / rate),
-            OpCost("flash_attn.bwd", Phase.B, Kind.ATTENTION, 2.5 * fwd_flops, 0.0,
-                   2.5 * fwd_flops / rate, kernels=3),
+        shape = CpShape(s, d, heads, max(1, m.kv_heads // par.tp), b)
+        att = context.attention(shape, par.cp, par.cp_comm, rates.attention(), par.cp_links)
+        ops = [
+            OpCost("flash_attn", Phase.F, Kind.ATTENTION, att.fwd_flops, 0.0, att.fwd_compute_s,
+                   kernels=att.steps),
+            OpCost("flash_attn.bwd", Phase.B, Kind.ATTENTION, att.bwd_flops, 0.0,
+                   att.bwd_compute_s, kernels=3 * att.steps),
         ]
+        if par.cp > 1:
+            ops.insert(1, OpCost("cp_kv", Phase.F, Kind.COMM, 0.0, att.fwd_bytes,
+                                 att.fwd_comm_s, 0))
+            ops.append(OpCost("cp_kv.bwd", Phase.B, Kind.COMM, 0.0, att.bwd_bytes,
+                              att.bwd_comm_s, 0))
+        return ops
+    if par.cp > 1:
+        raise ValueError("context parallelism needs flash (fused) attention")
     bh = b * heads
     scores = float(s * s * bh)  # elements of the score matrix
     drop = m.dropout
@@ -233,14 +278,15 @@ def _split(n: int, t: int) -> int:
 def block_ops(m: ModelShape, b: int, rates: Rates, par: Parallel) -> list[OpCost]:
     """Every op of one transformer block's forward, B and W, in that order."""
     t, h, f = par.tp, m.hidden, m.ffn
-    tokens = b * m.seq_len
+    tokens = b * m.seq_len // par.cp  # this context-parallel rank's share
     kv = m.kv_heads * m.head_dim
     rep = tokens / t if par.sequence_parallel else float(tokens)  # tokens of the unsplit parts
     act = BF16_BYTES * tokens * h  # bytes of one hidden-state tensor
-    qkv = linear("qkv", tokens, h, _split(h + 2 * kv, t), rates)
-    proj = linear("attn_out", tokens, _split(h, t), h, rates)
-    up = linear("mlp_up", tokens, h, _split(f * (2 if m.gated_mlp else 1), t), rates)
-    down = linear("mlp_down", tokens, _split(f, t), h, rates)
+    fp8 = par.fp8
+    qkv = linear("qkv", tokens, h, _split(h + 2 * kv, t), rates, fp8)
+    proj = linear("attn_out", tokens, _split(h, t), h, rates, fp8)
+    up = linear("mlp_up", tokens, h, _split(f * (2 if m.gated_mlp else 1), t), rates, fp8)
+    down = linear("mlp_down", tokens, _split(f, t), h, rates, fp8)
     norm_f, norm_b = 4 * h * rep, 6 * h * rep
     res_f, res_b = (7 * h * rep, 11 * h * rep) if m.dropout else (6 * h * rep, 6 * h * rep)
     act_f, act_b = (6 * f, 10 * f) if m.gated_mlp else (4 * f, 6 * f)
@@ -254,6 +300,8 @@ def block_ops(m: ModelShape, b: int, rates: Rates, par: Parallel) -> list[OpCost
         tp_collective("tp_mlp", Phase.F, act, par, down[0]),
         memory("residual2", Phase.F, res_f, rates),
     ]
+    if fp8:
+        fwd += _fp8_casts(tokens, h, f, t, rates, Phase.F)
     bwd = [
         memory("residual2.bwd", Phase.B, res_b, rates), down[1],
         memory("activation.bwd", Phase.B, act_b * tokens / t, rates), up[1],
@@ -265,12 +313,28 @@ def block_ops(m: ModelShape, b: int, rates: Rates, par: Parallel) -> list[OpCost
         qkv[1], tp_collective("tp_attn.bwd", Phase.B, act, par, qkv[1]),
         memory("norm1.bwd", Phase.B, norm_b, rates),
     ]
+    if fp8:
+        bwd += _fp8_casts(tokens, h, f, t, rates, Phase.B, qkv_out=h + 2 * kv,
+                          up_out=f * (2 if m.gated_mlp else 1))
     return fwd + bwd + [qkv[2], proj[2], up[2], down[2]]
+
+
+def _fp8_casts(tokens: int, h: int, f: int, t: int, rates: Rates, phase: Phase,
+               qkv_out: int = 0, up_out: int = 0) -> list[OpCost]:
+    """Transformer Engine's FP8 cast-transposes (precision.py): forward the
+    attention-output and second MLP inputs (the norm writes the other two);
+    backward the output gradient of all four GEMMs."""
+    per = precision.CAST_BYTES_PER_ELEMENT * tokens
+    if phase is Phase.F:
+        return [memory("fp8_cast.attn_out", phase, per * _split(h, t), rates),
+                memory("fp8_cast.mlp_down", phase, per * _split(f, t), rates)]
+    return [memory("fp8_cast.bwd", phase,
+                   per * (_split(qkv_out, t) + h + _split(up_out, t) + h), rates, kernels=4)]
 
 
 def embedding_ops(m: ModelShape, b: int, rates: Rates, par: Parallel) -> list[OpCost]:
     """Token (and, GPT-style, position) embedding: a gather, its scatter-add."""
-    tokens, h = b * m.seq_len, m.hidden
+    tokens, h = b * m.seq_len // par.cp, m.hidden
     gather = (7 if m.dropout else 4) * h * tokens  # + position add and dropout
     return [
         memory("embed", Phase.F, gather, rates, kernels=3 if m.dropout else 1),
@@ -283,7 +347,7 @@ def embedding_ops(m: ModelShape, b: int, rates: Rates, par: Parallel) -> list[Op
 def head_ops(m: ModelShape, b: int, rates: Rates, par: Parallel) -> list[OpCost]:
     """Final norm, LM head GEMM and the (vocabulary-parallel) cross-entropy."""
     t, h, v = par.tp, m.hidden, m.vocab
-    tokens = b * m.seq_len
+    tokens = b * m.seq_len // par.cp  # the LM head stays BF16 (precision.py)
     rep = tokens / t if par.sequence_parallel else float(tokens)
     logits = tokens * v / t
     lm = linear("lm_head", tokens, h, _split(v, t), rates)
