@@ -270,9 +270,10 @@ def main() -> None:
     bench_published_memory()
     bench_baselines()
     bench_planner_speed(repeats)
-    from bench import published
+    from bench import published, published_modern
 
     _write("published", published.main())
+    _write("published_modern", published_modern.main(quick=args.quick))
     try:
         from bench import accuracy
     except ImportError:

@@ -39,6 +39,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pptune.costmodel import precision
+from pptune.costmodel.context import CpComm, CpLinks
+from pptune.costmodel.keys import Precision
 from pptune.costmodel.ops import (
     OpCost,
     Parallel,
@@ -49,9 +52,6 @@ from pptune.costmodel.ops import (
     head_ops,
     phase_s,
 )
-from pptune.costmodel import precision
-from pptune.costmodel.context import CpComm, CpLinks
-from pptune.costmodel.keys import Precision
 from pptune.costmodel.presets import GpuSpec, ModelShape
 
 BF16_BYTES = 2

@@ -47,6 +47,7 @@ their length (presets.py curves): ``s / cp`` tokens for p2p and all-gather,
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -103,7 +104,7 @@ def fraction_at(curve: Sequence[tuple[int, float]], seq: float, default: float) 
         return pts[0][1]
     if seq >= pts[-1][0]:
         return pts[-1][1]
-    for (s0, f0), (s1, f1) in zip(pts, pts[1:], strict=False):
+    for (s0, f0), (s1, f1) in itertools.pairwise(pts):
         if s0 <= seq <= s1:
             w = (math.log2(seq) - math.log2(s0)) / (math.log2(s1) - math.log2(s0))
             return f0 + w * (f1 - f0)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pptune.costmodel import collectives, optimizer, precision
-from pptune.costmodel.comm import AllReduceLink, group_link, megatron_bucket_params
+from pptune.costmodel.comm import AllReduceLink, Placement, group_link, megatron_bucket_params
 from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.layout import Dim, Layout, RankOrder
 from pptune.costmodel.memory import (
@@ -249,7 +249,7 @@ def stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLay
     return StageLayout(stages, comm, params, largest, device_of, cache)
 
 
-def dp_link(table: CostTable, sharding: Sharding, group: collectives.Placement, dp: int,
+def dp_link(table: CostTable, sharding: Sharding, group: Placement, dp: int,
             grad_factor: float = 1.0) -> AllReduceLink:
     """The link the data-parallel gradient collectives run at: NCCL's algorithm for
     one bucket over this group where the table has the fabric (collectives.py),
