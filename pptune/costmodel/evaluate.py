@@ -15,7 +15,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pptune.costmodel.comm import AllReduceLink
+from pptune.costmodel import collectives, optimizer, precision
+from pptune.costmodel.comm import AllReduceLink, Placement, group_link, megatron_bucket_params
 from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.layout import Dim, Layout, RankOrder
 from pptune.costmodel.memory import (
@@ -34,6 +35,7 @@ from pptune.costmodel.schedules import (
     stage_device,
 )
 from pptune.costmodel.sharding import (
+    MEGATRON_GRAD_BYTES,
     ShardComm,
     Sharding,
     reshards,
@@ -72,6 +74,15 @@ class PlanRequest:
     grad_bytes_factor: float = 1.0  # gradient compression
     blocking_send: bool = False
     overlap_grad_reduce: bool = True  # DP reduction in buckets during backward (comm.py)
+    # the distributed optimizer's parameter all-gather behind the next forward
+    # (--overlap-param-gather); None: as overlap_grad_reduce
+    overlap_param_gather: bool | None = None
+    fp8_param_gather: bool = False  # FP8 parameters, gathered in FP8 (--fp8-param-gather)
+    optimizer_step: bool = True  # price Adam's step where the table knows HBM (optimizer.py)
+    moment_bytes: float = 4.0  # Adam moments: FP32 (4) or BF16 (2)
+    # Megatron's gradient buffer: None FP32 (4); 2 where gradients are kept and
+    # reduced in BF16 (NeMo grad_sync_dtype bf16, megatron-core grad_reduce_in_fp32 off)
+    grad_buffer_bytes: float | None = None
     top: int = 5
     rank_orders: Sequence[RankOrder] = tuple(RankOrder)
     with_best_pp1: bool = True  # keep the best plan without a pipeline in the list
@@ -138,6 +149,7 @@ class Plan:
     recompute: Recompute = Recompute.NONE
     memory: tuple[DeviceMemory, ...] = field(default=(), repr=False)
     key: CostKey = field(default_factory=CostKey)
+    optimizer_s: float = 0.0  # the optimizer step, part of step_time_s (optimizer.py)
 
     @property
     def spec(self) -> PlanSpec:
@@ -208,6 +220,7 @@ class StageLayout:
     largest: list[float]
     device_of: list[int]
     expert_params: list[float] = field(default_factory=list)  # the routed experts' part
+    cache: list[float] = field(default_factory=list)  # per stage, precision.py
 
 
 def _both(a: ShardComm, b: ShardComm) -> ShardComm:
@@ -221,35 +234,50 @@ def stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLay
     # Megatron-core reduces dense gradients (and shards the distributed optimizer)
     # over data and context parallelism together (its data-parallel group with cp)
     dp = lay.dp * lay.cp
-    group = lay.group(Dim.CP, Dim.DP)
-    ar_link = table.ar_intra if group.intra else table.ar_inter
+    ar_link = dp_link(table, spec.sharding, lay.group(Dim.CP, Dim.DP), dp, req.grad_bytes_factor)
+    key = req.key_of(spec)
+    gather_bytes = precision.param_gather_bytes(key.precision, req.fp8_param_gather)
     bounds = stage_bounds(spec.stage_layers)
     params = [table.params(s, e) for s, e in bounds]
     largest = [max(table.params(i, i + 1) for i in range(s, e)) for s, e in bounds]
     reshard = reshards(spec.sharding, spec.pp, req.fsdp_reshard_after_forward)
     rc = with_recompute(table, spec.recompute, req.recompute_every)
     compute = stage_costs(rc, spec.micro_batch_size, spec.stage_layers)
+
+    def traffic(n: float, ranks: int, link: AllReduceLink, st: StageCost) -> ShardComm:
+        return stage_comm(spec.sharding, reshard, n, ranks, link, req.grad_bytes_factor,
+                          req.overlap_grad_reduce, st.bwd_s + st.wgrad_s, st.fwd_s,
+                          param_bytes=gather_bytes, overlap_gather=req.overlap_param_gather)
+
     experts = [table.expert_params(s, e) for s, e in bounds] if table.expert_param_bytes else []
     if not experts:
-        comm = [stage_comm(spec.sharding, reshard, n, dp, ar_link, req.grad_bytes_factor,
-                           req.overlap_grad_reduce, st.bwd_s + st.wgrad_s, st.fwd_s)
-                for n, st in zip(params, compute, strict=True)]
+        comm = [traffic(n, dp, ar_link, st) for n, st in zip(params, compute, strict=True)]
     else:
         # routed experts' gradients reduce over the expert data-parallel group
         # (megatron-core's expert_data_parallel group: edp = tp cp dp / (ep etp))
-        edp_group = lay.group(Dim.EDP)
-        edp_link = table.ar_intra if edp_group.intra else table.ar_inter
-        comm = [_both(stage_comm(spec.sharding, reshard, n - x, dp, ar_link,
-                                 req.grad_bytes_factor, req.overlap_grad_reduce,
-                                 st.bwd_s + st.wgrad_s, st.fwd_s),
-                      stage_comm(spec.sharding, reshard, x, lay.edp, edp_link,
-                                 req.grad_bytes_factor, req.overlap_grad_reduce,
-                                 st.bwd_s + st.wgrad_s, st.fwd_s))
+        edp_link = dp_link(table, spec.sharding, lay.group(Dim.EDP), lay.edp,
+                           req.grad_bytes_factor)
+        comm = [_both(traffic(n - x, dp, ar_link, st), traffic(x, lay.edp, edp_link, st))
                 for n, x, st in zip(params, experts, compute, strict=True)]
     share = [lg / n if n > 0 else 0.0 for lg, n in zip(largest, params, strict=True)]
     stages = with_comm(compute, comm, share)
     device_of = [stage_device(spec.schedule, spec.pp, k) for k in range(len(bounds))]
-    return StageLayout(stages, comm, params, largest, device_of, experts)
+    cache = ([sum(table.cache_bytes[s:e]) for s, e in bounds] if table.cache_bytes
+             else [0.0] * len(bounds))
+    return StageLayout(stages, comm, params, largest, device_of, experts, cache)
+
+
+def dp_link(table: CostTable, sharding: Sharding, group: Placement, dp: int,
+            grad_factor: float = 1.0) -> AllReduceLink:
+    """The link the data-parallel gradient collectives run at: NCCL's algorithm for
+    one bucket over this group where the table has the fabric (collectives.py),
+    else the table's links with the group's NICs (comm.group_link)."""
+    if table.fabric is None:
+        return group_link(group, table.ar_intra, table.ar_inter)
+    kind = (collectives.Collective.ALL_REDUCE if sharding is Sharding.NONE
+            else collectives.Collective.REDUCE_SCATTER)
+    bucket = megatron_bucket_params(dp) * MEGATRON_GRAD_BYTES * grad_factor
+    return collectives.link_for(kind, bucket, group, table.fabric)
 
 
 def device_memory(
@@ -259,23 +287,26 @@ def device_memory(
     p = spec.pp
     ranks = req.layout(spec)
     dp = ranks.dp * ranks.cp  # state sharded over the data-parallel group with cp
-    per_param = state_bytes_per_param(spec.sharding, dp)
+    per_param = state_bytes_per_param(spec.sharding, dp, req.grad_buffer_bytes)
+    # routed experts' state is sharded over the expert data-parallel group
+    per_expert = (state_bytes_per_param(spec.sharding, ranks.edp, req.grad_buffer_bytes)
+                  if lay.expert_params else 0.0)
     reshard = reshards(spec.sharding, p, req.fsdp_reshard_after_forward)
     params = [0.0] * p
     largest = [0.0] * p
     experts = [0.0] * p
+    cache = [0.0] * p
     for k, d in enumerate(lay.device_of):
         params[d] += lay.params[k]
         largest[d] = max(largest[d], lay.largest[k])
         if lay.expert_params:
             experts[d] += lay.expert_params[k]
+        cache[d] += lay.cache[k] if lay.cache else 0.0
     p2p = p2p_buffer_bytes([s.out_bytes for s in lay.stages], lay.device_of, p)
-    # routed experts' state is sharded over the expert data-parallel group
-    per_expert = state_bytes_per_param(spec.sharding, ranks.edp) if lay.expert_params else 0.0
     return [
         DeviceMemory(
-            state_bytes=(params[d] * per_param if not lay.expert_params else
-                         (params[d] - experts[d]) * per_param + experts[d] * per_expert),
+            state_bytes=((params[d] - experts[d]) * per_param + experts[d] * per_expert
+                         + cache[d]),
             working_bytes=working_bytes(spec.sharding, reshard, params[d], largest[d]),
             activation_bytes=activation_bytes[d],
             p2p_bytes=p2p[d],
@@ -311,16 +342,35 @@ def evaluate(
         sim = with_allreduce(ops, tail)
     memory = device_memory(req, spec, lay, [d.peak_activation_bytes for d in sim.devices])
     work = sum(s.total_s for s in lay.stages) * m  # one replica's compute, device-seconds / tp
+    opt_s = optimizer_step_s(table, req, spec, lay)
+    step_s = sim.step_time_s + opt_s
     return Plan(
         pp=p, dp=dp, tp=ranks.tp, schedule=spec.schedule, virtual_stages=spec.virtual_stages,
         micro_batch_size=spec.micro_batch_size, num_microbatches=m,
         stage_layers=list(spec.stage_layers),
-        step_time_s=sim.step_time_s, bubble_rate=sim.bubble_rate,
-        tokens_per_s=req.global_batch * table.seq_len / sim.step_time_s if sim.step_time_s else 0.0,
+        step_time_s=step_s, bubble_rate=sim.bubble_rate,
+        tokens_per_s=req.global_batch * table.seq_len / step_s if step_s else 0.0,
         peak_memory_bytes=[x.total_bytes for x in memory], memory_capacity_bytes=table.memory_bytes,
         ideal_step_s=work / p, sim=sim, rank_order=spec.rank_order, sharding=spec.sharding,
-        recompute=spec.recompute, memory=tuple(memory), key=req.key_of(spec),
+        recompute=spec.recompute, memory=tuple(memory), key=req.key_of(spec), optimizer_s=opt_s,
     )
+
+
+def optimizer_step_s(table: CostTable, req: PlanRequest, spec: PlanSpec,
+                     lay: StageLayout) -> float:
+    """The slowest pipeline rank's Adam step after its last backward (optimizer.py):
+    its shard of the state is ``1 / (dp x cp)`` of its parameters under any sharding
+    of the optimizer state, all of them without."""
+    if not req.optimizer_step or table.hbm_bytes_per_s is None:
+        return 0.0
+    ranks = req.layout(spec)
+    shards = ranks.dp * ranks.cp if spec.sharding is not Sharding.NONE else 1
+    local = [0.0] * spec.pp
+    for k, d in enumerate(lay.device_of):
+        local[d] += lay.params[k]
+    grad = req.grad_buffer_bytes or MEGATRON_GRAD_BYTES
+    return max(optimizer.step_s(optimizer.AdamStep(n / shards, n, req.moment_bytes, grad),
+                                table.hbm_bytes_per_s) for n in local)
 
 
 @functools.lru_cache(maxsize=512)
@@ -337,13 +387,13 @@ def explain(table: CostTable, req: PlanRequest, plan: Plan) -> Plan:
     """The plan with its exposed p2p and data-parallel times: re-simulated without each."""
     spec = plan.spec
     free = AllReduceLink(0.0, math.inf)
-    quiet = dataclasses.replace(table, ar_intra=free, ar_inter=free)
+    quiet = dataclasses.replace(table, ar_intra=free, ar_inter=free, fabric=None)
     no_comm = simulate(plan.schedule, plan.pp, plan.num_microbatches,
                        stage_layout(quiet, req, spec).stages, v=plan.virtual_stages,
                        keep_events=False)
     with_p2p = evaluate(quiet, req, spec)
     return dataclasses.replace(
         plan,
-        exposed_p2p_s=max(0.0, with_p2p.step_time_s - no_comm.step_time_s),
+        exposed_p2p_s=max(0.0, with_p2p.step_time_s - no_comm.step_time_s - plan.optimizer_s),
         exposed_allreduce_s=max(0.0, plan.step_time_s - with_p2p.step_time_s),
     )
