@@ -165,3 +165,22 @@ def test_tp_comm_overlap_exposes_only_what_outlasts_the_gemm() -> None:
     fast = block_ops(GPT, 1, RATES, dataclasses.replace(par, tp_comm_overlap=True,
                                                           tp_busbw_bytes_per_s=1e12))
     assert _op(fast, "tp_mlp").time_s == 0.0  # shorter than the down projection: hidden
+
+
+def test_split_k_fills_the_sms_a_small_output_leaves_idle() -> None:
+    # 128 x 128 output, k = 4096 on 4 SMs: one 128 x 128 tile, a quarter of the wave; split
+    # into 4 slices of 1024 the 4 blocks fill it, plus 4 FP32 partials written and read back
+    op = gemm("g", Phase.F, 128, 128, 4096, RATES)
+    flops = 2 * 128 * 128 * 4096
+    partials = 8 * 4 * 128 * 128
+    assert op.time_s == pytest.approx(flops / 50e12 + partials / 1e12)
+    # k = 512 allows two slices of 256 only: half the wave, two partials
+    shallow = gemm("g", Phase.F, 128, 128, 512, RATES)
+    assert shallow.time_s == pytest.approx(2 * 128 * 128 * 512 / (50e12 * 0.5)
+                                           + 8 * 2 * 128 * 128 / 1e12)
+
+
+def test_no_split_k_where_the_tiles_already_fill_the_waves() -> None:
+    # 512 x 3072: 48 tiles of 256 x 128 fill 12 waves of 4 SMs; any split only adds traffic
+    op = gemm("g", Phase.F, 512, 3072, 4096, RATES)
+    assert op.time_s == pytest.approx(2 * 512 * 3072 * 4096 / 50e12)
