@@ -107,6 +107,11 @@ def attention_ops(m: ModelShape, b: int, rates: Rates, par: Parallel,
                                  att.fwd_comm_s, 0))
             ops.append(OpCost("cp_kv.bwd", Phase.B, Kind.COMM, 0.0, att.bwd_bytes,
                               att.bwd_comm_s, 0))
+            if att.fwd_merge_bytes:
+                ops.insert(2, memory("cp_merge", Phase.F, att.fwd_merge_bytes, rates,
+                                     kernels=par.cp + 2))
+                ops.append(memory("cp_merge.bwd", Phase.B, att.bwd_merge_bytes, rates,
+                                  kernels=3 * par.cp))
         return ops
     if par.cp > 1:
         raise ValueError("context parallelism needs flash (fused) attention")

@@ -163,3 +163,17 @@ def test_cp_needs_flash_attention() -> None:
     m = dataclasses.replace(presets.MODELS["gpt3-1.3b"])
     with pytest.raises(ValueError, match="flash"):
         block_act_bytes(m, 1, flash_attention=False, cp=2)
+
+
+def test_p2p_merges_each_steps_output_and_gradients() -> None:
+    # cp = 4: a rank's Q (and O, dQ) is 2048 tokens x 8 heads x 128 x 2 bytes = 4 MiB, its K/V
+    # 2 MiB. Forward: concatenate K and V (read, write: 2 kv), zero O (q), merge 4 partial
+    # outputs (read both, write one: 3 q each); backward: 4 x (add dQ: 3 q; concatenate dK,
+    # dV: 2 kv; add them into the travelling buffer: 3 kv)
+    cp = 4
+    att = attention(SHAPE, cp, CpComm.P2P, RATES, links(cp, 4))
+    q = 2048 * 8 * 128 * 2
+    kv = kv_bytes(cp)
+    assert att.fwd_merge_bytes == 2 * kv + q + 4 * 3 * q
+    assert att.bwd_merge_bytes == 4 * (3 * q + 5 * kv)
+    assert attention(SHAPE, 1, CpComm.P2P, RATES, None).fwd_merge_bytes == 0.0
