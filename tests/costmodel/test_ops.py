@@ -190,3 +190,33 @@ def test_no_split_k_where_the_tiles_already_fill_the_waves() -> None:
     # 512 x 3072: 96 tiles of 128 x 128 fill 24 waves of 4 SMs; any split only adds traffic
     op = gemm("g", Phase.F, 512, 3072, 4096, RATES)
     assert op.time_s == pytest.approx(2 * 512 * 3072 * 4096 / 50e12 + 2 * 512 * 3072 / 24 / 1e12)
+
+
+def test_the_last_waves_epilogue_is_one_waves_share_of_the_output() -> None:
+    # 1024 x 1024 output, k = 1024: 32 tiles of 256 x 128 (or 128 x 256) in 8 full waves of
+    # 4 SMs, 64 of 128 x 128 in 16: both useful throughout, so 2.15 GFLOP at 50 TFLOP/s =
+    # 42.9 us; the last wave writes its share of the 2 MiB BF16 output after its mainloop:
+    # 2 MiB / 16 at 1 TB/s (the 16-wave tile leaves the smallest share)
+    flops = 2 * 1024**3
+    op = gemm("g", Phase.F, 1024, 1024, 1024, RATES)
+    assert op.time_s == pytest.approx(flops / 50e12 + 2 * 1024 * 1024 / 16 / 1e12)
+    # without the term: the roofline alone, as the model stood before it
+    bare = gemm("g", Phase.F, 1024, 1024, 1024, RATES, last_wave=False)
+    assert bare.time_s == pytest.approx(flops / 50e12)
+
+
+def test_without_split_k_a_small_output_runs_on_its_tiles_alone() -> None:
+    # 128 x 128, k = 4096 on 4 SMs without split-K: one tile, a quarter of the wave useful,
+    # and the one wave writes the whole output after its mainloop
+    op = gemm("g", Phase.F, 128, 128, 4096, RATES, split_k=False)
+    assert op.time_s == pytest.approx(2 * 128 * 128 * 4096 / (50e12 * 0.25)
+                                      + 2 * 128 * 128 / 1e12)
+    both_off = gemm("g", Phase.F, 128, 128, 4096, RATES, split_k=False, last_wave=False)
+    assert both_off.time_s == pytest.approx(2 * 128 * 128 * 4096 / (50e12 * 0.25))
+
+
+def test_a_single_efficiency_has_no_shape_terms() -> None:
+    # --efficiency 0.4: that one fraction of peak, no split-K, no epilogue
+    rates = dataclasses.replace(RATES, gemm_efficiency=0.4)
+    op = gemm("g", Phase.F, 128, 128, 4096, rates)
+    assert op.time_s == pytest.approx(2 * 128 * 128 * 4096 / 40e12)
