@@ -54,6 +54,7 @@ from pptune.costmodel.layout import (
 from pptune.costmodel.memory import DEFAULT_RESERVE_BYTES, Recompute, with_recompute
 from pptune.costmodel.refine import refine_split
 from pptune.costmodel.schedules import (
+    SPLIT_BACKWARD,
     Schedule,
     ScheduleError,
     chunks_per_device,
@@ -188,6 +189,8 @@ def candidates(tables: CostTable | TableSource, req: PlanRequest
         n_layers = len(table.names)
         work = {r: {b: _layer_work(with_recompute(table, r, req.recompute_every), b)
                     for b in _sizes(table, req)} for r in req.recomputes}
+        chain = {r: {b: _chain_s(with_recompute(table, r, req.recompute_every), b)
+                     for b in _sizes(table, req)} for r in req.recomputes}
         ranks = req.gpus // (key.tp * key.cp) if req.gpus % (key.tp * key.cp) == 0 else 0
         for p in [p for p in divisors(ranks) if req.pp is None or p in req.pp]:
             dp = ranks // p
@@ -221,7 +224,11 @@ def candidates(tables: CostTable | TableSource, req: PlanRequest
                             rejected[why.value] += 1
                             continue
                         per_layer = work[r][b]
-                        bound = m * max(sum(per_layer) / p, max(per_layer))
+                        # the busiest device works at least the average, and one
+                        # micro-batch's forward and backward pass every layer in turn
+                        split_bwd = schedule in SPLIT_BACKWARD
+                        bound = max(m * max(sum(per_layer) / p, max(per_layer)),
+                                    chain[r][b][1 if split_bwd else 0])
                         out.extend(Candidate(bound, PlanSpec(schedule, p, b, m, (), v, o,
                                                              sharding, r, key))
                                    for o in orders)
@@ -266,6 +273,14 @@ def _zero1_dominates(req: PlanRequest) -> bool:
 
 def _sizes(table: CostTable, req: PlanRequest) -> list[int]:
     return sorted(req.micro_batch_sizes or table.by_mb)
+
+
+def _chain_s(table: CostTable, b: int) -> tuple[float, float]:
+    """One micro-batch's path through every layer: (F + B + W, F + B), the second for
+    schedules that defer W (the chain a micro-batch must run whatever the split)."""
+    c = table.by_mb[b]
+    fb = sum(c.fwd_s) + sum(c.bwd_s)
+    return fb + sum(c.wgrad_s), fb
 
 
 def _layer_work(table: CostTable, b: int) -> list[float]:
