@@ -28,9 +28,13 @@ from pptune.costmodel.memory import (
 )
 from pptune.costmodel.partition import stage_bounds
 from pptune.costmodel.schedules import (
+    COMBINABLE,
     DEFAULT_SCHEDULES,
+    OVERLAPPED,
     Schedule,
+    chains,
     chunks_per_device,
+    stage_chunk_map,
     stage_device,
 )
 from pptune.costmodel.sharding import (
@@ -107,6 +111,22 @@ class PlanSpec:
     sharding: Sharding = Sharding.NONE
     recompute: Recompute = Recompute.NONE
     key: CostKey | None = None  # None: the request's first (PlanRequest.key_of)
+    # the expert all-to-all hidden behind another micro-batch's compute: the
+    # DualPipes' F&B pairs, or Megatron-LM's combined 1F1B order for 1f1b and
+    # interleaved-1f1b (--overlap-moe-expert-parallel-comm); False without MoE
+    a2a_overlap: bool = False
+
+    @property
+    def combined(self) -> bool:
+        """Whether the op order is the combined one (schedules.COMBINABLE)."""
+        return self.a2a_overlap and self.schedule in COMBINABLE
+
+    @property
+    def a2a_stream(self) -> bool:
+        """Whether the all-to-alls stay on the communication stream, where an F&B
+        pair can hide them (table.stage_costs); without the overlap the DualPipes'
+        pairs run their forward and backward one after the other."""
+        return self.a2a_overlap or self.schedule not in OVERLAPPED
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stage_layers", tuple(self.stage_layers))
@@ -138,12 +158,13 @@ class Plan:
     recompute: Recompute = Recompute.NONE
     memory: tuple[DeviceMemory, ...] = field(default=(), repr=False)
     key: CostKey = field(default_factory=CostKey)
+    a2a_overlap: bool = False
 
     @property
     def spec(self) -> PlanSpec:
         return PlanSpec(self.schedule, self.pp, self.micro_batch_size, self.num_microbatches,
                         tuple(self.stage_layers), self.virtual_stages, self.rank_order,
-                        self.sharding, self.recompute, self.key)
+                        self.sharding, self.recompute, self.key, self.a2a_overlap)
 
     @property
     def cp(self) -> int:
@@ -183,17 +204,20 @@ def with_comm(stages: Sequence[StageCost], comm: Sequence[ShardComm],
               first_share: Sequence[float]) -> list[StageCost]:
     """Fold per-micro-batch collectives into the ops they overlap.
 
-    A gather or reduce-scatter of block i+1 runs behind the compute of block
-    i, so an op takes ``max(compute, traffic)`` plus the share of the first
+    A gather or reduce-scatter of block i+1 runs behind the work of block
+    i, so an op takes ``max(work, traffic)`` plus the share of the first
     block, which nothing hides (``first_share``: largest block / stage params).
+    The work is the op's compute and its all-to-alls, which stay on the
+    communication stream (``fwd_comm_s`` / ``bwd_comm_s``): a plain op's time
+    is ``max(compute + all-to-all, traffic) + first share``.
     """
     out = []
     for s, c, share in zip(stages, comm, first_share, strict=True):
         if c.fwd_s == 0 and c.bwd_s == 0:
             out.append(s)
             continue
-        fwd = max(s.fwd_s, c.fwd_s) + c.fwd_s * share
-        bwd = max(s.bwd_s, c.bwd_s) + c.bwd_s * share
+        fwd = max(s.fwd_s + s.fwd_comm_s, c.fwd_s) + c.fwd_s * share - s.fwd_comm_s
+        bwd = max(s.bwd_s + s.bwd_comm_s, c.bwd_s) + c.bwd_s * share - s.bwd_comm_s
         out.append(dataclasses.replace(s, fwd_s=fwd, bwd_s=bwd))
     return out
 
@@ -217,38 +241,51 @@ def _both(a: ShardComm, b: ShardComm) -> ShardComm:
 
 
 def stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLayout:
+    """Per global stage (schedules.stage_chunk_map: under dualpipe each chunk's
+    figures twice, for its down and its up copy)."""
     lay = req.layout(spec)
     # Megatron-core reduces dense gradients (and shards the distributed optimizer)
-    # over data and context parallelism together (its data-parallel group with cp)
-    dp = lay.dp * lay.cp
+    # over data and context parallelism together (its data-parallel group with cp);
+    # dualpipe holds each chunk twice (ranks c and pp-1-c), and the two copies
+    # must end the step with one gradient: its reduction spans both, 2 x dp ranks
+    copies = chains(spec.schedule)
+    dp = lay.dp * lay.cp * copies
     group = lay.group(Dim.CP, Dim.DP)
-    ar_link = table.ar_intra if group.intra else table.ar_inter
+    intra = group.intra and (copies == 1 or lay.same_node(0, spec.pp - 1))
+    ar_link = table.ar_intra if intra else table.ar_inter
     bounds = stage_bounds(spec.stage_layers)
     params = [table.params(s, e) for s, e in bounds]
     largest = [max(table.params(i, i + 1) for i in range(s, e)) for s, e in bounds]
     reshard = reshards(spec.sharding, spec.pp, req.fsdp_reshard_after_forward)
     rc = with_recompute(table, spec.recompute, req.recompute_every)
-    compute = stage_costs(rc, spec.micro_batch_size, spec.stage_layers)
+    compute = stage_costs(rc, spec.micro_batch_size, spec.stage_layers, spec.a2a_stream)
     experts = [table.expert_params(s, e) for s, e in bounds] if table.expert_param_bytes else []
+    # the windows the data-parallel traffic overlaps: each op's compute and all-to-alls
+    windows = [(st.bwd_s + st.wgrad_s + st.bwd_comm_s, st.fwd_s + st.fwd_comm_s)
+               for st in compute]
     if not experts:
         comm = [stage_comm(spec.sharding, reshard, n, dp, ar_link, req.grad_bytes_factor,
-                           req.overlap_grad_reduce, st.bwd_s + st.wgrad_s, st.fwd_s)
-                for n, st in zip(params, compute, strict=True)]
+                           req.overlap_grad_reduce, *win)
+                for n, win in zip(params, windows, strict=True)]
     else:
         # routed experts' gradients reduce over the expert data-parallel group
         # (megatron-core's expert_data_parallel group: edp = tp cp dp / (ep etp))
         edp_group = lay.group(Dim.EDP)
-        edp_link = table.ar_intra if edp_group.intra else table.ar_inter
+        edp_intra = edp_group.intra and (copies == 1 or lay.same_node(0, spec.pp - 1))
+        edp_link = table.ar_intra if edp_intra else table.ar_inter
         comm = [_both(stage_comm(spec.sharding, reshard, n - x, dp, ar_link,
-                                 req.grad_bytes_factor, req.overlap_grad_reduce,
-                                 st.bwd_s + st.wgrad_s, st.fwd_s),
-                      stage_comm(spec.sharding, reshard, x, lay.edp, edp_link,
-                                 req.grad_bytes_factor, req.overlap_grad_reduce,
-                                 st.bwd_s + st.wgrad_s, st.fwd_s))
-                for n, x, st in zip(params, experts, compute, strict=True)]
+                                 req.grad_bytes_factor, req.overlap_grad_reduce, *win),
+                      stage_comm(spec.sharding, reshard, x, lay.edp * copies, edp_link,
+                                 req.grad_bytes_factor, req.overlap_grad_reduce, *win))
+                for n, x, win in zip(params, experts, windows, strict=True)]
     share = [lg / n if n > 0 else 0.0 for lg, n in zip(largest, params, strict=True)]
     stages = with_comm(compute, comm, share)
-    device_of = [stage_device(spec.schedule, spec.pp, k) for k in range(len(bounds))]
+    chunk_of = stage_chunk_map(spec.schedule, spec.pp, spec.virtual_stages)
+    if len(chunk_of) != len(bounds) or chunk_of != list(range(len(bounds))):
+        stages, comm, params, largest = ([xs[c] for c in chunk_of]
+                                         for xs in (stages, comm, params, largest))
+        experts = [experts[c] for c in chunk_of] if experts else []
+    device_of = [stage_device(spec.schedule, spec.pp, k) for k in range(len(chunk_of))]
     return StageLayout(stages, comm, params, largest, device_of, experts)
 
 
@@ -304,13 +341,16 @@ def evaluate(
         sim = simulate(spec.schedule, p, m, lay.stages, v=spec.virtual_stages,
                        link=ranks.link(table.p2p_intra, table.p2p_inter),
                        blocking_send=req.blocking_send, dp_allreduce_s=tail,
-                       device_start_s=start)
+                       device_start_s=start, combined=spec.combined)
     else:
         ops = _ops(spec.schedule, p, m, spec.virtual_stages, tuple(lay.stages), tuple(start),
-                   ranks, table.p2p_intra, table.p2p_inter, req.blocking_send)
+                   ranks, table.p2p_intra, table.p2p_inter, req.blocking_send, spec.combined)
         sim = with_allreduce(ops, tail)
     memory = device_memory(req, spec, lay, [d.peak_activation_bytes for d in sim.devices])
-    work = sum(s.total_s for s in lay.stages) * m  # one replica's compute, device-seconds / tp
+    # one replica's work, all-to-alls included, device-seconds / tp (each stage
+    # runs m micro-batches, dualpipe's m / 2 in each direction)
+    work = sum(s.total_s + s.fwd_comm_s + s.bwd_comm_s for s in lay.stages) * m / chains(
+        spec.schedule)
     return Plan(
         pp=p, dp=dp, tp=ranks.tp, schedule=spec.schedule, virtual_stages=spec.virtual_stages,
         micro_batch_size=spec.micro_batch_size, num_microbatches=m,
@@ -320,17 +360,19 @@ def evaluate(
         peak_memory_bytes=[x.total_bytes for x in memory], memory_capacity_bytes=table.memory_bytes,
         ideal_step_s=work / p, sim=sim, rank_order=spec.rank_order, sharding=spec.sharding,
         recompute=spec.recompute, memory=tuple(memory), key=req.key_of(spec),
+        a2a_overlap=spec.a2a_overlap,
     )
 
 
 @functools.lru_cache(maxsize=512)
 def _ops(schedule: Schedule, p: int, m: int, v: int, stages: tuple[StageCost, ...],
          start: tuple[float, ...], ranks: Layout, intra: Link, inter: Link,
-         blocking_send: bool) -> SimResult:
+         blocking_send: bool, combined: bool) -> SimResult:
     """The op timeline, shared by plans that differ only in their once-per-step
     data-parallel traffic (e.g. sharding none and zero1)."""
     return simulate_steady(schedule, p, m, stages, v=v, link=ranks.link(intra, inter),
-                           blocking_send=blocking_send, device_start_s=start)
+                           blocking_send=blocking_send, device_start_s=start,
+                           combined=combined)
 
 
 def explain(table: CostTable, req: PlanRequest, plan: Plan) -> Plan:
@@ -340,7 +382,7 @@ def explain(table: CostTable, req: PlanRequest, plan: Plan) -> Plan:
     quiet = dataclasses.replace(table, ar_intra=free, ar_inter=free)
     no_comm = simulate(plan.schedule, plan.pp, plan.num_microbatches,
                        stage_layout(quiet, req, spec).stages, v=plan.virtual_stages,
-                       keep_events=False)
+                       keep_events=False, combined=spec.combined)
     with_p2p = evaluate(quiet, req, spec)
     return dataclasses.replace(
         plan,

@@ -11,7 +11,7 @@ from pydantic import (
     model_validator,
 )
 
-from pptune.costmodel.schedules import CORE_ONLY, DEFAULT_SCHEDULES, Schedule, core_only_message
+from pptune.costmodel.schedules import Schedule
 from pptune.schemas.base import Strict
 
 
@@ -127,12 +127,10 @@ class TrainingConfig(Strict):
             try:
                 schedule = Schedule(name.strip().lower())
             except ValueError:
-                allowed = ", ".join(s.value for s in DEFAULT_SCHEDULES)
+                allowed = ", ".join(s.value for s in Schedule)
                 raise ValueError(
                     f"schedule {name[:40]!r} is unknown; expected one of {allowed}"
                 ) from None
-            if schedule in CORE_ONLY:
-                raise ValueError(core_only_message(schedule))
             data = {**data, "schedule": schedule}
         return data
 
