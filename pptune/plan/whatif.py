@@ -79,7 +79,7 @@ def run(spec: SimSpec) -> SimRun:
     if spec.a2a_overlap and schedule not in COMBINABLE:
         raise BadInput(
             f"--a2a-overlap runs Megatron-LM's combined order, which only "
-            f"{' and '.join(s.value for s in COMBINABLE)} have (got --schedule "
+            f"{' and '.join(s.value for s in Schedule if s in COMBINABLE)} have (got --schedule "
             f"{schedule.value}; the DualPipes overlap their F&B pairs always)"
         )
     try:

@@ -115,20 +115,11 @@ def _row_cells(
             _s, _e, kind, label = events[idx]
             alt = (not alt) if kind == prev_kind else False
             prev_kind = kind
-            shown = label if len(label) <= width else _short(label, width)
+            shown = label if len(label) <= width else ""
             shown += FILL.get(kind, kind) * (width - len(shown))
             cells.extend((ch, kind, alt) for ch in shown)
         c = run_end + 1
     return cells
-
-
-def _short(label: str, width: int) -> str:
-    """A pair's label without its letters (``3&1``) where ``F3&B1`` does not fit, else none."""
-    if "&" in label:
-        f, b = label.split("&")
-        short = f"{f[1:]}&{b[1:]}"
-        return short if len(short) <= width else ""
-    return ""
 
 
 def _axis(span: float, indent: int, bar_w: int, start_s: float = 0.0) -> tuple[str, str]:

@@ -71,12 +71,12 @@ def chrome_trace(result: Timeline, name: str = "pptune simulate") -> dict[str, A
     for e in result.events:
         kind = kind_of(e.op)
         args: dict[str, Any] = {"mb": e.op.mb, "stage": e.op.stage, "kind": kind}
-        name = f"{kind}{e.op.mb} s{e.op.stage}"
+        label = f"{kind}{e.op.mb} s{e.op.stage}"
         if kind == "F&B":
             b_mb, b_stage = getattr(e.op, "b_mb", -1), getattr(e.op, "b_stage", -1)
             args.update(b_mb=b_mb, b_stage=b_stage)
-            name = f"F{e.op.mb}&B{b_mb} s{e.op.stage}&s{b_stage}"
-        event = _span(name, "compute", e.device, COMPUTE_TID, e.start_s, e.end_s, args=args)
+            label = f"F{e.op.mb}&B{b_mb} s{e.op.stage}&s{b_stage}"
+        event = _span(label, "compute", e.device, COMPUTE_TID, e.start_s, e.end_s, args=args)
         if kind in CNAMES:
             event["cname"] = CNAMES[kind]
         events.append(event)

@@ -113,6 +113,11 @@ class TrainingConfig(Strict):
     attention: Literal["flash", "eager"] | None = Field(
         None, description="attention kernel: fused flash attention or the unfused (eager) path",
     )
+    a2a_overlap: bool | None = Field(
+        None, description="the MoE expert all-to-all hidden behind another micro-batch's "
+        "compute (the DualPipes' F&B pairs; Megatron-LM --overlap-moe-expert-parallel-comm), "
+        "when the file says",
+    )
     zero_stage: int = Field(0, ge=0, le=3)
     sharded_optimizer: bool = False
     limits: Limits = Field(default_factory=Limits)

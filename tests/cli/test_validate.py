@@ -34,11 +34,12 @@ def one_error_line(result: Result, exit_code: int = 2) -> str:
 
 @pytest.fixture(scope="module")
 def plans(tmp_path_factory: pytest.TempPathFactory, cli: Cli) -> Path:
-    """A real plan file: `pptune recommend` on analytic gpt-small costs, pp=2."""
+    """A real plan file: `pptune recommend` on analytic gpt-small costs, pp=2, ten plans
+    (the DualPipes lead it; a zb-h1 plan is among them)."""
     out = tmp_path_factory.mktemp("plans") / "plans.json"
     r = cli(
         "recommend", "--gpus", "2", "--pp", "2", "--model", "gpt-small", "--gpu", "h100-sxm",
-        "-o", out, "--json",
+        "--top", "10", "-o", out, "--json",
     )
     assert r.exit_code == 0, r.stderr
     return out
@@ -64,6 +65,16 @@ def test_plan_file_becomes_the_run_spec(plans: Path) -> None:
     assert list(spec.stage_layers) == record["stage_layers"]
     assert spec.source.model == "gpt-small"
     assert any("from the plan file" in n for n in notes)
+    # a dualpipev plan runs as torch's ScheduleDualPipeV, its 2 x pp stages in a V
+    vee = next(p for p in doc["plans"] if p["schedule"] == "dualpipev")
+    assert vee["virtual_stages"] == 2 and len(vee["stage_layers"]) == 4
+    spec, _ = build_spec(ValidateRequest(plan=plans, rank=vee["rank"]), lambda s: 8, "cpu")
+    assert spec.schedule is Schedule.DUALPIPEV and spec.stages_of(0) == [0, 3]
+    # a dualpipe plan: no torch runtime, one line
+    dual = next(p for p in doc["plans"] if p["schedule"] == "dualpipe")
+    assert len(dual["stage_layers"]) == 2  # its pp chunks, each on two ranks
+    with pytest.raises(BadInput, match="--schedule dualpipe: no torch runtime has it"):
+        build_spec(ValidateRequest(plan=plans, rank=dual["rank"]), lambda s: 8, "cpu")
 
 
 def test_flags_default_to_an_even_split() -> None:
