@@ -217,7 +217,8 @@ def pages() -> dict[Path, str]:
         DOCS / "cli.md": cli_reference(),
         DOCS / "accuracy.md": docs_results.accuracy_page(),
         DOCS / "benchmarks.md": docs_results.benchmarks_page(),
-        DOCS / "dualpipe.md": dualpipe_table.page(),
+        DOCS / "dualpipe.md": dualpipe_table.page(
+            GENERATED.format(source=" from bench/dualpipe_table.py")),
     }
     for path in example_pages():
         if path not in out and path.is_file():

@@ -240,13 +240,11 @@ Regenerate with `make docs`; the rows and columns are in
 """
 
 
-def page() -> str:
-    """docs/dualpipe.md as it should read."""
-    from bench.docs import GENERATED
-
+def page(generated: str = "") -> str:
+    """docs/dualpipe.md as it should read, with ``generated`` (bench/docs.py's
+    banner) under its title."""
     table = ratios()
-    lines = [INTRO.split("\n", 1)[0], "",
-             GENERATED.format(source=" from bench/dualpipe_table.py"),
+    lines = [INTRO.split("\n", 1)[0], "", generated,
              INTRO.split("\n", 1)[1].rstrip("\n"), "", *step_table(table), "",
              *reading(table), MEMORY.rstrip("\n"), "", *memory_table(), FOOT.rstrip("\n")]
     return "\n".join(lines) + "\n"

@@ -37,6 +37,7 @@ MEGATRON_FLAGS = {
     "--microbatch-group-size-per-virtual-pipeline-stage", "--no-overlap-p2p-communication",
     "--num-attention-heads", "--num-layers", "--num-layers-per-virtual-pipeline-stage",
     "--num-query-groups", "--num-virtual-stages-per-pipeline-rank", "--overlap-param-gather",
+    "--overlap-moe-expert-parallel-comm",
     "--pipeline-model-parallel-layout", "--pipeline-model-parallel-size",
     "--rampup-batch-size", "--recompute-activations", "--recompute-granularity",
     "--recompute-method", "--recompute-num-layers", "--seq-length", "--swiglu",

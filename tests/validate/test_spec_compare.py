@@ -47,6 +47,7 @@ def test_stage_placement_loop_and_v() -> None:
     vee = spec("dualpipev", split=(1, 1, 1, 1))
     assert [vee.stages_of(r) for r in range(2)] == [[0, 3], [1, 2]]
     assert (vee.sim_v, vee.n_stages) == (2, 4)
+    assert zbv.n_stages == 4 and zbv.sim_v == 2
 
 
 def test_dualpipe_refuses_in_one_line_and_dualpipev_follows_torchs_rule() -> None:
@@ -61,7 +62,6 @@ def test_dualpipe_refuses_in_one_line_and_dualpipev_follows_torchs_rule() -> Non
     with pytest.raises(BadInput, match="DualPipeV requires at least as many microbatches"):
         check(spec("dualpipev", pp=2, m=2, split=(1, 1, 1, 1)), 4)
     check(spec("dualpipev", pp=2, m=4, split=(1, 1, 1, 1)), 4)
-    assert zbv.n_stages == 4 and zbv.sim_v == 2
 
 
 def test_good_specs_pass() -> None:
