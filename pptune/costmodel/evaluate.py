@@ -281,9 +281,11 @@ def stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLay
     share = [lg / n if n > 0 else 0.0 for lg, n in zip(largest, params, strict=True)]
     stages = with_comm(compute, comm, share)
     chunk_of = stage_chunk_map(spec.schedule, spec.pp, spec.virtual_stages)
-    if len(chunk_of) != len(bounds) or chunk_of != list(range(len(bounds))):
-        stages, comm, params, largest = ([xs[c] for c in chunk_of]
-                                         for xs in (stages, comm, params, largest))
+    if chunk_of != list(range(len(bounds))):  # dualpipe: each chunk on two stages
+        stages = [stages[c] for c in chunk_of]
+        comm = [comm[c] for c in chunk_of]
+        params = [params[c] for c in chunk_of]
+        largest = [largest[c] for c in chunk_of]
         experts = [experts[c] for c in chunk_of] if experts else []
     device_of = [stage_device(spec.schedule, spec.pp, k) for k in range(len(chunk_of))]
     return StageLayout(stages, comm, params, largest, device_of, experts)

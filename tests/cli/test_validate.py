@@ -107,6 +107,11 @@ def test_plan_and_flags_together_is_an_error(plans: Path) -> None:
         (["--plan", "/nonexistent/plans.json"], "plan file not found"),
         (["--profile", "/nonexistent/p.json"], "profile file not found"),
         (["--micro-batch-size", "3", "--profile", "PROFILE"], "no costs for micro-batch size 3"),
+        (["--schedule", "dualpipe", "--microbatches", "4"],
+         "--schedule dualpipe: no torch runtime has it"),
+        (["--schedule", "dualpipev", "--microbatches", "2"],
+         "DualPipeV requires at least as many microbatches as stages, but got 2 microbatches "
+         "and 4 stages"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
@@ -187,6 +192,31 @@ def test_real_two_rank_cpu_run(
     events = json.loads(trace.read_text())["traceEvents"]
     computes = [e for e in events if e["ph"] == "X"]
     assert len(computes) == 2 * 4 * 2  # 2 ranks x 4 micro-batches x (F, B)
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_dualpipev_runs_through_torchs_schedule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Cli
+) -> None:
+    """gpt-small, dualpipev, pp=2 (4 stages in a V), m=4 on two gloo CPU processes."""
+    pytest.importorskip("torch")
+    monkeypatch.chdir(tmp_path)
+    r = run(
+        "--schedule", "dualpipev", "--pp", "2", "--microbatches", "4", "--seq-len", "64",
+        "--warmup", "1", "--steps", "2", "--json",
+    )
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["torch_schedule"] == "ScheduleDualPipeV"
+    assert doc["stage_layers"] == [2, 2, 2, 2]
+    for side in ("predicted", "measured"):
+        assert len(doc[side]["devices"]) == 2 and doc[side]["step_time_s"] > 0
+    # rank 0 holds stages 0 and 3, rank 1 stages 1 and 2; torch runs the pairs as a
+    # forward then a whole backward, stamped BW beside the split B and W
+    kinds = {(o["kind"], o["stage"]) for o in doc["ops"]}
+    assert {("F", 0), ("F", 3), ("BW", 1), ("BW", 3), ("W", 0)} <= kinds
+    assert math.isfinite(doc["step_time_error"])
 
 
 HANGING_MODULE = '''
