@@ -4,13 +4,16 @@ recommend, emit for every framework, check-config of what emit wrote."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from typer.testing import Result
 
 from pptune.plan.emit import emit, write
 from pptune.plan.recommend import RecommendSpec, recommend
-from tests.conftest import Cli
+
+Cli = Callable[..., Result]  # the ``cli`` fixture of tests/conftest.py
 
 TEXTBOOK = ["--fwd-ms", "1", "--bwd-ms", "1", "--wgrad-ms", "1"]
 

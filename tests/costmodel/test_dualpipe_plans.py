@@ -200,7 +200,7 @@ def test_search_tries_megatrons_overlap_both_ways_on_moe() -> None:
     cands, _, count = candidates(table(a2a=0.25), req)
     assert count == 2 and sorted(c.spec.a2a_overlap for c in cands) == [False, True]
     res = search(table(a2a=0.25), req)
-    assert [p.a2a_overlap for p in res.plans][0] is True  # the pairs hide the all-to-all
+    assert res.plans[0].a2a_overlap is True  # the pairs hide the all-to-all
     # dense: nothing to overlap, one candidate
     assert candidates(table(), req)[2] == 1
 
