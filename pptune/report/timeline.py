@@ -20,8 +20,7 @@ other cells repeat its kind letter, so the picture reads without colour:
 a whole backward beside split ones, ``BW``, is labelled ``BW3`` and filled
 with ``B``), ``W`` weight-gradient, ``&`` an overlapped forward and backward
 pair (DualPipe's F&B, labelled ``F3&B1``: forward of micro-batch 3, backward
-of 1), ``.`` idle; a BW or F&B block too narrow for its label starts with
-``BW`` or ``F&B``. With colour, forward is green, backward red, a whole
+of 1), ``.`` idle; a BW block too narrow for its label starts with ``BW``. With colour, forward is green, backward red, a whole
 backward magenta, weight-gradient blue, a pair yellow and idle grey, and
 back-to-back blocks of one kind alternate two shades. Labels name the
 micro-batch, not the stage: on multi-chunk schedules (interleaved, zbv, the
@@ -116,9 +115,10 @@ def _row_cells(
             _s, _e, kind, label = events[idx]
             alt = (not alt) if kind == prev_kind else False
             prev_kind = kind
-            # too narrow for the label: a BW or F&B block still names its kind
+            # too narrow for its label, a whole backward still says BW (its fill
+            # letter is B's); a pair's & fill names it
             shown = (label if len(label) <= width
-                     else kind if kind in FILL and len(kind) <= width else "")
+                     else kind if kind == "BW" and len(kind) <= width else "")
             shown += FILL.get(kind, kind) * (width - len(shown))
             cells.extend((ch, kind, alt) for ch in shown)
         c = run_end + 1

@@ -39,11 +39,11 @@ def test_text_timeline_labels_pairs_and_whole_backwards() -> None:
 
 
 def test_a_narrow_pair_fills_with_its_sign() -> None:
-    # 12 cells: one a second; the pair (3 cells) cannot hold F1&B0 and a whole
-    # backward (2 cells) not BW0: they still name their kind
+    # 12 cells: one a second; the pair (3 cells) cannot hold F1&B0: its & fill names
+    # it; a whole backward (2 cells) cannot hold BW0 but still starts with BW
     row = next(line for line in plain_timeline(dual(), width=17).splitlines()
                if line.startswith("dev0"))
-    assert row == "dev0 FFFBWF&BBWBW"
+    assert row == "dev0 FFFBW&&&BWBW"
     # 6 cells: two seconds a cell; the pair owns one and a half: filled with &
     row = next(line for line in plain_timeline(dual(), width=11).splitlines()
                if line.startswith("dev0"))
