@@ -6,17 +6,21 @@ size b over the sizes the cost table has, the number of micro-batches m
 from ``global_batch = b * m * dp`` (exactly; m is also the gradient-
 accumulation steps), the schedules asked for (for interleaved-1f1b the
 virtual stages v), the rank orders, the sharding of the training state
-(sharding.py) and the recomputation (memory.py).
+(sharding.py), the recomputation (memory.py) and, on MoE costs, the
+all-to-all overlap.
 
-``candidates`` lists every combination the frameworks accept, each with a
-lower bound on its step time that needs no split (the busiest device does
-at least the average work). ``rank`` then pops candidates cheapest bound
+``candidates`` (candidates.py) lists every combination the frameworks
+accept, each with a lower bound on its step time that needs no split (the
+busiest device does at least the average work). ``rank`` then pops candidates cheapest bound
 first: the first time, it finds the contiguous split that minimises the
 bottleneck stage within each stage's memory (partition.py) and pushes the
 candidate back with a tighter bound (the busiest device's work, and with
 one chunk per device the pipeline fill in front of each stage); the second
 time it simulates it (evaluate.py) and, for shallow pipelines with few
-micro-batches, improves the split for the simulated step (refine.py). A
+micro-batches, improves the split for the simulated step (refine.py; with
+several chunks per device, where the exact search is cheap, for every
+simulated candidate, which then keeps its split-free bound; a split refined
+under one rank order is tried under the others). A
 candidate whose bound exceeds the ``top``-th step time found (and, for 1f1b,
 the best 1f1b plan; for pp = 1, the best plan without a pipeline) is never
 split or simulated: the top plans, the best 1f1b plan and the best plan
