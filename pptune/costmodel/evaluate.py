@@ -1,8 +1,9 @@
 """One fully specified plan -> its simulated step time and memory per GPU.
 
 A ``PlanSpec`` names everything a plan chooses (schedule, depth, micro-batch
-size and count, chunks, split, rank order, sharding, recomputation); the
-``PlanRequest`` holds the job (GPUs, batch, tp, links, limits). ``evaluate``
+size and count, chunks, split, rank order, sharding, recomputation, the
+all-to-all overlap); the ``PlanRequest`` holds the job (GPUs, batch, tp,
+links, limits); both and the ``Plan`` are in plan_records.py. ``evaluate``
 simulates the spec and returns a frozen ``Plan``; ``explain`` returns a new
 ``Plan`` with the exposed p2p and data-parallel times filled in.
 """
@@ -15,29 +16,20 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pptune.costmodel.comm import AllReduceLink
-from pptune.costmodel.keys import CostKey, Precision
-from pptune.costmodel.layout import Dim, Layout, RankOrder
-from pptune.costmodel.memory import (
-    DEFAULT_RESERVE_BYTES,
-    TORCHTITAN_SELECTIVE_EVERY,
-    DeviceMemory,
-    Recompute,
-    p2p_buffer_bytes,
-    with_recompute,
-)
+from pptune.costmodel import collectives, optimizer, precision
+from pptune.costmodel.comm import AllReduceLink, Placement, group_link, megatron_bucket_params
+from pptune.costmodel.layout import Dim, Group, Layout
+from pptune.costmodel.memory import DeviceMemory, p2p_buffer_bytes, with_recompute
 from pptune.costmodel.partition import stage_bounds
-from pptune.costmodel.schedules import (
-    COMBINABLE,
-    DEFAULT_SCHEDULES,
-    OVERLAPPED,
-    Schedule,
-    chains,
-    chunks_per_device,
-    stage_chunk_map,
-    stage_device,
+from pptune.costmodel.plan_records import (
+    DEFAULT_VIRTUAL_STAGES,
+    Plan,
+    PlanRequest,
+    PlanSpec,
 )
+from pptune.costmodel.schedules import Schedule, chains, stage_chunk_map, stage_device
 from pptune.costmodel.sharding import (
+    MEGATRON_GRAD_BYTES,
     ShardComm,
     Sharding,
     reshards,
@@ -55,149 +47,8 @@ from pptune.costmodel.simulate import (
 )
 from pptune.costmodel.table import CostTable, stage_costs
 
-DEFAULT_VIRTUAL_STAGES = (2, 3, 4)
-
-
-@dataclass(frozen=True)
-class PlanRequest:
-    gpus: int
-    global_batch: int
-    tp: int = 1
-    gpus_per_node: int = 8
-    schedules: Sequence[Schedule] = DEFAULT_SCHEDULES
-    virtual_stages: Sequence[int] = DEFAULT_VIRTUAL_STAGES
-    micro_batch_sizes: Sequence[int] | None = None  # None: all in the table
-    pp: Sequence[int] | None = None  # None: every divisor
-    shardings: Sequence[Sharding] = tuple(Sharding)
-    recomputes: Sequence[Recompute] = tuple(Recompute)
-    recompute_every: int | None = TORCHTITAN_SELECTIVE_EVERY  # selective: every N-th block
-    fsdp_reshard_after_forward: bool | None = None  # None: torchtitan's default (not with pp)
-    reserve_bytes: float = DEFAULT_RESERVE_BYTES
-    grad_bytes_factor: float = 1.0  # gradient compression
-    blocking_send: bool = False
-    overlap_grad_reduce: bool = True  # DP reduction in buckets during backward (comm.py)
-    top: int = 5
-    rank_orders: Sequence[RankOrder] = tuple(RankOrder)
-    with_best_pp1: bool = True  # keep the best plan without a pipeline in the list
-    # the per-layer splits and precisions to search, one cost table each (keys.py);
-    # None: the one key of ``tp`` in BF16
-    cost_keys: Sequence[CostKey] | None = None
-
-    def keys(self) -> tuple[CostKey, ...]:
-        return tuple(self.cost_keys) if self.cost_keys else (CostKey(tp=self.tp),)
-
-    def key_of(self, spec: PlanSpec) -> CostKey:
-        return spec.key if spec.key is not None else self.keys()[0]
-
-    def layout(self, spec: PlanSpec) -> Layout:
-        """The plan's ranks: ``gpus = pp x tp x cp x dp`` (layout.py does the arithmetic)."""
-        k = self.key_of(spec)
-        return Layout(pp=spec.pp, dp=self.gpus // (spec.pp * k.tp * k.cp), tp=k.tp, cp=k.cp,
-                      ep=k.ep, etp=k.etp, gpus_per_node=self.gpus_per_node,
-                      order=spec.rank_order)
-
-
-@dataclass(frozen=True)
-class PlanSpec:
-    """Everything one plan chooses."""
-
-    schedule: Schedule
-    pp: int
-    micro_batch_size: int
-    num_microbatches: int
-    stage_layers: tuple[int, ...]
-    virtual_stages: int = 1  # chunks per device: v for interleaved, 2 for zbv, else 1
-    rank_order: RankOrder = RankOrder.DP_INNER
-    sharding: Sharding = Sharding.NONE
-    recompute: Recompute = Recompute.NONE
-    key: CostKey | None = None  # None: the request's first (PlanRequest.key_of)
-    # the expert all-to-all hidden behind another micro-batch's compute: the
-    # DualPipes' F&B pairs, or Megatron-LM's combined 1F1B order for 1f1b and
-    # interleaved-1f1b (--overlap-moe-expert-parallel-comm); False without MoE
-    a2a_overlap: bool = False
-
-    @property
-    def combined(self) -> bool:
-        """Whether the op order is the combined one (schedules.COMBINABLE)."""
-        return self.a2a_overlap and self.schedule in COMBINABLE
-
-    @property
-    def a2a_stream(self) -> bool:
-        """Whether the all-to-alls stay on the communication stream, where an F&B
-        pair can hide them (table.stage_costs); without the overlap the DualPipes'
-        pairs run their forward and backward one after the other."""
-        return self.a2a_overlap or self.schedule not in OVERLAPPED
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "stage_layers", tuple(self.stage_layers))
-        object.__setattr__(self, "virtual_stages",
-                           chunks_per_device(self.schedule, self.virtual_stages))
-
-
-@dataclass(frozen=True)
-class Plan:
-    pp: int
-    dp: int
-    tp: int
-    schedule: Schedule
-    virtual_stages: int
-    micro_batch_size: int
-    num_microbatches: int
-    stage_layers: list[int]  # per global stage (pp * virtual_stages entries)
-    step_time_s: float
-    bubble_rate: float
-    tokens_per_s: float
-    peak_memory_bytes: list[float]  # per device (pipeline rank)
-    memory_capacity_bytes: float
-    ideal_step_s: float
-    sim: SimResult = field(repr=False)
-    exposed_p2p_s: float | None = None
-    exposed_allreduce_s: float | None = None
-    rank_order: RankOrder = RankOrder.DP_INNER
-    sharding: Sharding = Sharding.NONE
-    recompute: Recompute = Recompute.NONE
-    memory: tuple[DeviceMemory, ...] = field(default=(), repr=False)
-    key: CostKey = field(default_factory=CostKey)
-    a2a_overlap: bool = False
-
-    @property
-    def spec(self) -> PlanSpec:
-        return PlanSpec(self.schedule, self.pp, self.micro_batch_size, self.num_microbatches,
-                        tuple(self.stage_layers), self.virtual_stages, self.rank_order,
-                        self.sharding, self.recompute, self.key, self.a2a_overlap)
-
-    @property
-    def cp(self) -> int:
-        return self.key.cp
-
-    @property
-    def ep(self) -> int:
-        return self.key.ep
-
-    @property
-    def etp(self) -> int:
-        return self.key.etp
-
-    @property
-    def precision(self) -> Precision:
-        return self.key.precision
-
-    @property
-    def grad_accum_steps(self) -> int:
-        return self.num_microbatches
-
-    @property
-    def aligned(self) -> bool:
-        return self.num_microbatches % self.pp == 0
-
-    @property
-    def efficiency(self) -> float:
-        # at most 1: the step is never shorter than the ideal (float rounding aside)
-        return min(1.0, self.ideal_step_s / self.step_time_s) if self.step_time_s > 0 else 0.0
-
-    @property
-    def headroom_bytes(self) -> float:
-        return self.memory_capacity_bytes - max(self.peak_memory_bytes)
+__all__ = ["DEFAULT_VIRTUAL_STAGES", "Plan", "PlanRequest", "PlanSpec", "StageLayout",
+           "device_memory", "evaluate", "explain", "stage_layout", "with_comm"]
 
 
 def with_comm(stages: Sequence[StageCost], comm: Sequence[ShardComm],
@@ -232,6 +83,7 @@ class StageLayout:
     largest: list[float]
     device_of: list[int]
     expert_params: list[float] = field(default_factory=list)  # the routed experts' part
+    cache: list[float] = field(default_factory=list)  # per stage, precision.py
 
 
 def _both(a: ShardComm, b: ShardComm) -> ShardComm:
@@ -249,37 +101,42 @@ def stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLay
     # dualpipe holds each chunk twice (ranks c and pp-1-c), and the two copies
     # must end the step with one gradient: its reduction spans both, 2 x dp ranks
     copies = chains(spec.schedule)
+    together = copies == 1 or lay.same_node(0, spec.pp - 1)
     dp = lay.dp * lay.cp * copies
-    group = lay.group(Dim.CP, Dim.DP)
-    intra = group.intra and (copies == 1 or lay.same_node(0, spec.pp - 1))
-    ar_link = table.ar_intra if intra else table.ar_inter
+    ar_link = dp_link(table, spec.sharding, _both_copies(lay.group(Dim.CP, Dim.DP), copies,
+                                                         together), dp, req.grad_bytes_factor)
+    key = req.key_of(spec)
+    gather_bytes = precision.param_gather_bytes(key.precision, req.fp8_param_gather)
     bounds = stage_bounds(spec.stage_layers)
     params = [table.params(s, e) for s, e in bounds]
     largest = [max(table.params(i, i + 1) for i in range(s, e)) for s, e in bounds]
     reshard = reshards(spec.sharding, spec.pp, req.fsdp_reshard_after_forward)
     rc = with_recompute(table, spec.recompute, req.recompute_every)
     compute = stage_costs(rc, spec.micro_batch_size, spec.stage_layers, spec.a2a_stream)
+
+    def traffic(n: float, ranks: int, link: AllReduceLink, st: StageCost) -> ShardComm:
+        # the windows it overlaps: the op's compute and its all-to-alls
+        return stage_comm(spec.sharding, reshard, n, ranks, link, req.grad_bytes_factor,
+                          req.overlap_grad_reduce, st.bwd_s + st.wgrad_s + st.bwd_comm_s,
+                          st.fwd_s + st.fwd_comm_s, param_bytes=gather_bytes,
+                          overlap_gather=req.overlap_param_gather)
+
     experts = [table.expert_params(s, e) for s, e in bounds] if table.expert_param_bytes else []
-    # the windows the data-parallel traffic overlaps: each op's compute and all-to-alls
-    windows = [(st.bwd_s + st.wgrad_s + st.bwd_comm_s, st.fwd_s + st.fwd_comm_s)
-               for st in compute]
     if not experts:
-        comm = [stage_comm(spec.sharding, reshard, n, dp, ar_link, req.grad_bytes_factor,
-                           req.overlap_grad_reduce, *win)
-                for n, win in zip(params, windows, strict=True)]
+        comm = [traffic(n, dp, ar_link, st) for n, st in zip(params, compute, strict=True)]
     else:
         # routed experts' gradients reduce over the expert data-parallel group
         # (megatron-core's expert_data_parallel group: edp = tp cp dp / (ep etp))
-        edp_group = lay.group(Dim.EDP)
-        edp_intra = edp_group.intra and (copies == 1 or lay.same_node(0, spec.pp - 1))
-        edp_link = table.ar_intra if edp_intra else table.ar_inter
-        comm = [_both(stage_comm(spec.sharding, reshard, n - x, dp, ar_link,
-                                 req.grad_bytes_factor, req.overlap_grad_reduce, *win),
-                      stage_comm(spec.sharding, reshard, x, lay.edp * copies, edp_link,
-                                 req.grad_bytes_factor, req.overlap_grad_reduce, *win))
-                for n, x, win in zip(params, experts, windows, strict=True)]
+        edp = lay.edp * copies
+        edp_link = dp_link(table, spec.sharding, _both_copies(lay.group(Dim.EDP), copies,
+                                                              together), edp,
+                           req.grad_bytes_factor)
+        comm = [_both(traffic(n - x, dp, ar_link, st), traffic(x, edp, edp_link, st))
+                for n, x, st in zip(params, experts, compute, strict=True)]
     share = [lg / n if n > 0 else 0.0 for lg, n in zip(largest, params, strict=True)]
     stages = with_comm(compute, comm, share)
+    cache = ([sum(table.cache_bytes[s:e]) for s, e in bounds] if table.cache_bytes
+             else [0.0] * len(bounds))
     chunk_of = stage_chunk_map(spec.schedule, spec.pp, spec.virtual_stages)
     if chunk_of != list(range(len(bounds))):  # dualpipe: each chunk on two stages
         stages = [stages[c] for c in chunk_of]
@@ -287,8 +144,32 @@ def stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLay
         params = [params[c] for c in chunk_of]
         largest = [largest[c] for c in chunk_of]
         experts = [experts[c] for c in chunk_of] if experts else []
+        cache = [cache[c] for c in chunk_of]
     device_of = [stage_device(spec.schedule, spec.pp, k) for k in range(len(chunk_of))]
-    return StageLayout(stages, comm, params, largest, device_of, experts)
+    return StageLayout(stages, comm, params, largest, device_of, experts, cache)
+
+
+def _both_copies(group: Group, copies: int, together: bool) -> Group:
+    """A reduction group over both copies of a dualpipe chunk: twice the ranks, on the
+    same nodes when the rank pair shares them, else on twice the nodes."""
+    if copies == 1:
+        return group
+    if together:
+        return Group(group.size * copies, group.per_node * copies, group.nodes)
+    return Group(group.size * copies, group.per_node, group.nodes * copies)
+
+
+def dp_link(table: CostTable, sharding: Sharding, group: Placement, dp: int,
+            grad_factor: float = 1.0) -> AllReduceLink:
+    """The link the data-parallel gradient collectives run at: NCCL's algorithm for
+    one bucket over this group where the table has the fabric (collectives.py),
+    else the table's links with the group's NICs (comm.group_link)."""
+    if table.fabric is None:
+        return group_link(group, table.ar_intra, table.ar_inter)
+    kind = (collectives.Collective.ALL_REDUCE if sharding is Sharding.NONE
+            else collectives.Collective.REDUCE_SCATTER)
+    bucket = megatron_bucket_params(dp) * MEGATRON_GRAD_BYTES * grad_factor
+    return collectives.link_for(kind, bucket, group, table.fabric)
 
 
 def device_memory(
@@ -298,23 +179,26 @@ def device_memory(
     p = spec.pp
     ranks = req.layout(spec)
     dp = ranks.dp * ranks.cp  # state sharded over the data-parallel group with cp
-    per_param = state_bytes_per_param(spec.sharding, dp)
+    per_param = state_bytes_per_param(spec.sharding, dp, req.grad_buffer_bytes)
+    # routed experts' state is sharded over the expert data-parallel group
+    per_expert = (state_bytes_per_param(spec.sharding, ranks.edp, req.grad_buffer_bytes)
+                  if lay.expert_params else 0.0)
     reshard = reshards(spec.sharding, p, req.fsdp_reshard_after_forward)
     params = [0.0] * p
     largest = [0.0] * p
     experts = [0.0] * p
+    cache = [0.0] * p
     for k, d in enumerate(lay.device_of):
         params[d] += lay.params[k]
         largest[d] = max(largest[d], lay.largest[k])
         if lay.expert_params:
             experts[d] += lay.expert_params[k]
+        cache[d] += lay.cache[k] if lay.cache else 0.0
     p2p = p2p_buffer_bytes([s.out_bytes for s in lay.stages], lay.device_of, p)
-    # routed experts' state is sharded over the expert data-parallel group
-    per_expert = state_bytes_per_param(spec.sharding, ranks.edp) if lay.expert_params else 0.0
     return [
         DeviceMemory(
-            state_bytes=(params[d] * per_param if not lay.expert_params else
-                         (params[d] - experts[d]) * per_param + experts[d] * per_expert),
+            state_bytes=((params[d] - experts[d]) * per_param + experts[d] * per_expert
+                         + cache[d]),
             working_bytes=working_bytes(spec.sharding, reshard, params[d], largest[d]),
             activation_bytes=activation_bytes[d],
             p2p_bytes=p2p[d],
@@ -353,17 +237,36 @@ def evaluate(
     # runs m micro-batches, dualpipe's m / 2 in each direction)
     work = sum(s.total_s + s.fwd_comm_s + s.bwd_comm_s for s in lay.stages) * m / chains(
         spec.schedule)
+    opt_s = optimizer_step_s(table, req, spec, lay)
+    step_s = sim.step_time_s + opt_s
     return Plan(
         pp=p, dp=dp, tp=ranks.tp, schedule=spec.schedule, virtual_stages=spec.virtual_stages,
         micro_batch_size=spec.micro_batch_size, num_microbatches=m,
         stage_layers=list(spec.stage_layers),
-        step_time_s=sim.step_time_s, bubble_rate=sim.bubble_rate,
-        tokens_per_s=req.global_batch * table.seq_len / sim.step_time_s if sim.step_time_s else 0.0,
+        step_time_s=step_s, bubble_rate=sim.bubble_rate,
+        tokens_per_s=req.global_batch * table.seq_len / step_s if step_s else 0.0,
         peak_memory_bytes=[x.total_bytes for x in memory], memory_capacity_bytes=table.memory_bytes,
         ideal_step_s=work / p, sim=sim, rank_order=spec.rank_order, sharding=spec.sharding,
-        recompute=spec.recompute, memory=tuple(memory), key=req.key_of(spec),
+        recompute=spec.recompute, memory=tuple(memory), key=req.key_of(spec), optimizer_s=opt_s,
         a2a_overlap=spec.a2a_overlap,
     )
+
+
+def optimizer_step_s(table: CostTable, req: PlanRequest, spec: PlanSpec,
+                     lay: StageLayout) -> float:
+    """The slowest pipeline rank's Adam step after its last backward (optimizer.py):
+    its shard of the state is ``1 / (dp x cp)`` of its parameters under any sharding
+    of the optimizer state, all of them without."""
+    if not req.optimizer_step or table.hbm_bytes_per_s is None:
+        return 0.0
+    ranks = req.layout(spec)
+    shards = ranks.dp * ranks.cp if spec.sharding is not Sharding.NONE else 1
+    local = [0.0] * spec.pp
+    for k, d in enumerate(lay.device_of):
+        local[d] += lay.params[k]
+    grad = req.grad_buffer_bytes or MEGATRON_GRAD_BYTES
+    return max(optimizer.step_s(optimizer.AdamStep(n / shards, n, req.moment_bytes, grad),
+                                table.hbm_bytes_per_s) for n in local)
 
 
 @functools.lru_cache(maxsize=512)
@@ -381,13 +284,13 @@ def explain(table: CostTable, req: PlanRequest, plan: Plan) -> Plan:
     """The plan with its exposed p2p and data-parallel times: re-simulated without each."""
     spec = plan.spec
     free = AllReduceLink(0.0, math.inf)
-    quiet = dataclasses.replace(table, ar_intra=free, ar_inter=free)
+    quiet = dataclasses.replace(table, ar_intra=free, ar_inter=free, fabric=None)
     no_comm = simulate(plan.schedule, plan.pp, plan.num_microbatches,
                        stage_layout(quiet, req, spec).stages, v=plan.virtual_stages,
                        keep_events=False, combined=spec.combined)
     with_p2p = evaluate(quiet, req, spec)
     return dataclasses.replace(
         plan,
-        exposed_p2p_s=max(0.0, with_p2p.step_time_s - no_comm.step_time_s),
+        exposed_p2p_s=max(0.0, with_p2p.step_time_s - no_comm.step_time_s - plan.optimizer_s),
         exposed_allreduce_s=max(0.0, plan.step_time_s - with_p2p.step_time_s),
     )

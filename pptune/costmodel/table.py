@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pptune.costmodel.collectives import Fabric
 from pptune.costmodel.comm import AllReduceLink
 from pptune.costmodel.partition import stage_bounds
 from pptune.costmodel.simulate import Link, StageCost
@@ -57,7 +58,14 @@ class CostTable:
     p2p_intra: Link
     p2p_inter: Link
     ar_intra: AllReduceLink
-    ar_inter: AllReduceLink
+    ar_inter: AllReduceLink  # one member a node: one NIC's cross-node bus bandwidth
+    # What NCCL achieves (collectives.py): with it the data-parallel collectives take
+    # NCCL's algorithm for their size and group; None: ar_intra / ar_inter (comm.group_link)
+    fabric: Fabric | None = None
+    hbm_bytes_per_s: float | None = None  # achieved; prices the optimizer step (optimizer.py)
+    # per layer, bytes held all step outside the training state (FP8 weight copies and
+    # transposes, precision.py); None: nothing
+    cache_bytes: Sequence[float] | None = None
     # the routed experts' part of each layer's param_bytes (empty: none), whose
     # gradients and optimizer state are sharded over expert data parallelism
     expert_param_bytes: Sequence[float] = ()
