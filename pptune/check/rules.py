@@ -20,6 +20,7 @@ from typing import Any
 
 from pptune.check.costs import costs
 from pptune.check.framework import config_rules, framework_split, microbatch_rules
+from pptune.costmodel.keys import CostKey
 from pptune.costmodel.partition import add_ends, even_split, strip_ends
 from pptune.costmodel.schedules import (
     OVERLAPPED,
@@ -212,14 +213,14 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
 
     report = CheckReport(out, derived={"dp": dp, "grad_accum_steps": ga, "microbatches": m})
     structural = any(f.severity == "error" for f in out)
-    table, origin = costs(cfg, base_dir, opts.costs, add)
+    table, origin, key = costs(cfg, base_dir, opts.costs, add)
     report.derived["cost_source"] = origin
     if table is None or structural or dp is None or m is None:
         if table is not None and structural:
             add("prediction-skipped", "info",
                 "memory, bubble and step time not predicted until the errors above are fixed")
         return report
-    _predict(cfg, table, opts, report, add, dp=dp, m=m, schedule=schedule, chunks=chunks,
+    _predict(cfg, table, key, opts, report, add, dp=dp, m=m, schedule=schedule, chunks=chunks,
              sem=sem)
     return report
 
@@ -250,7 +251,8 @@ def _split(cfg: TrainingConfig, table: CostTable, n_stages: int) -> list[int]:
 
 
 def _predict(
-    cfg: TrainingConfig, table: CostTable, opts: CheckOptions, report: CheckReport, add: Any,
+    cfg: TrainingConfig, table: CostTable, key: CostKey, opts: CheckOptions,
+    report: CheckReport, add: Any,
     *, dp: int, m: int, schedule: Schedule, chunks: int, sem: Semantics,
 ) -> None:
     p = cfg.pp
@@ -273,11 +275,12 @@ def _predict(
             ops=ops)
         return
     split = _split(cfg, table, n_stages)
-    gpus = p * cfg.tp * dp  # context parallelism is folded into the per-layer costs
+    gpus = p * key.tp * key.cp * dp  # a profile folds cp into its per-layer costs (key cp 1)
     global_batch = cfg.micro_batch_size * m * cfg.pipeline_flushes * dp
     sharding, recompute = config_sharding(cfg), Recompute(cfg.recompute or "none")
     req = PlanRequest(
-        gpus=gpus, global_batch=global_batch, tp=cfg.tp, gpus_per_node=cfg.gpus_per_node,
+        gpus=gpus, global_batch=global_batch, tp=key.tp, gpus_per_node=cfg.gpus_per_node,
+        cost_keys=(key,),
         shardings=(sharding,), recomputes=(recompute,), recompute_every=cfg.recompute_every,
         fsdp_reshard_after_forward=cfg.fsdp_reshard_after_forward,
         reserve_bytes=2 * GIB, micro_batch_sizes=(cfg.micro_batch_size,),

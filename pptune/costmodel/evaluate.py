@@ -3,7 +3,7 @@
 A ``PlanSpec`` names everything a plan chooses (schedule, depth, micro-batch
 size and count, chunks, split, rank order, sharding, recomputation, the
 all-to-all overlap); the ``PlanRequest`` holds the job (GPUs, batch, tp,
-links, limits); both and the ``Plan`` are in plan_records.py. ``evaluate``
+links, limits); both and the ``Plan`` are in records.py. ``evaluate``
 simulates the spec and returns a frozen ``Plan``; ``explain`` returns a new
 ``Plan`` with the exposed p2p and data-parallel times filled in.
 """
@@ -21,7 +21,7 @@ from pptune.costmodel.comm import AllReduceLink, Placement, group_link, megatron
 from pptune.costmodel.layout import Dim, Group, Layout
 from pptune.costmodel.memory import DeviceMemory, p2p_buffer_bytes, with_recompute
 from pptune.costmodel.partition import stage_bounds
-from pptune.costmodel.plan_records import (
+from pptune.costmodel.records import (
     DEFAULT_VIRTUAL_STAGES,
     Plan,
     PlanRequest,

@@ -233,12 +233,13 @@ def preset_tables(
     gpu: str,
     micro_batch_sizes: tuple[int, ...] | list[int] = DEFAULT_MICRO_BATCH_SIZES,
     experts: ExpertParallel | None = None,
+    profiles: dict[CostKey, Profile] | None = None,
     **options: object,
 ) -> TableSource:
     """A cost table per cost key (tp, cp, ep, etp, precision) of a model and GPU
     preset, built on first use; ``experts`` the MoE settings besides ep and etp
     (routing imbalance, dispatch precision), ``options`` as ``analytic_profile``
-    takes them."""
+    takes them; ``profiles`` collects each key's profile as it is built."""
     shape = model if isinstance(model, presets.ModelShape) else model_preset(model)
     built: dict[CostKey, CostTable] = {}
 
@@ -252,6 +253,8 @@ def preset_tables(
                                     gemm_precision=key.precision, experts=ex,
                                     **options)  # type: ignore[arg-type]
             built[key] = cost_table(prof, tp=key.tp, tp_in_costs=key.tp)
+            if profiles is not None:
+                profiles[key] = prof
         return built[key]
 
     return table

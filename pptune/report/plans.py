@@ -12,7 +12,7 @@ from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import DP_INNER, Plan, SearchResult
 from pptune.options.record import PlanFileRequest
 from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
-from pptune.report.plan_table import compact_split, fmt_rate, mfu, plans_table, training_cost
+from pptune.report.plan_table import Peaks, compact_split, fmt_rate, mfu, plans_table, training_cost
 from pptune.schemas import PlanFile, PlanRecord
 
 __all__ = ["compact_split", "fmt_rate", "plans_table", "training_cost"]
@@ -168,14 +168,15 @@ def rejected_line(result: SearchResult) -> str:
 def plan_record(
     plan: Plan, rank: int, names: Sequence[str], global_batch: int,
     tokens_per_step: float = 0.0, train_tokens: float | None = None,
-    model_flops_per_step: float | None = None, peak_flops: float | None = None,
+    model_flops_per_step: float | None = None, peak_flops: Peaks = None,
 ) -> PlanRecord:
     days, gpu_hours = (
         training_cost(plan, tokens_per_step, train_tokens) if train_tokens else (None, None)
     )
     return PlanRecord(
         training_days=days, gpu_hours=gpu_hours,
-        rank=rank, pp=plan.pp, dp=plan.dp, tp=plan.tp, schedule=plan.schedule,
+        rank=rank, pp=plan.pp, dp=plan.dp, tp=plan.tp, cp=plan.cp, ep=plan.ep, etp=plan.etp,
+        precision=plan.precision, schedule=plan.schedule,
         virtual_stages=plan.virtual_stages, micro_batch_size=plan.micro_batch_size,
         num_microbatches=plan.num_microbatches, grad_accum_steps=plan.grad_accum_steps,
         global_batch=global_batch, stage_layers=plan.stage_layers,
@@ -195,7 +196,7 @@ def plan_record(
 def plan_file(
     result: SearchResult, names: Sequence[str], global_batch: int, source: str,
     request: PlanFileRequest, train_tokens: float | None = None,
-    model_flops_per_step: float | None = None, peak_flops: float | None = None,
+    model_flops_per_step: float | None = None, peak_flops: Peaks = None,
 ) -> PlanFile:
     tokens_per_step = global_batch * float(request.costs.seq_len or 0)
     return PlanFile(

@@ -9,6 +9,7 @@ from pydantic import (
     Field,
 )
 
+from pptune.costmodel.keys import Precision
 from pptune.costmodel.schedules import Schedule
 from pptune.options.record import PlanFileRequest, RequestField
 from pptune.schemas.base import Strict
@@ -21,6 +22,10 @@ class PlanRecord(Strict):
     pp: int = Field(ge=1)
     dp: int = Field(ge=1)
     tp: int = Field(ge=1)
+    cp: int = Field(1, ge=1, description="context-parallel size: the sequence over cp ranks")
+    ep: int = Field(1, ge=1, description="expert-parallel size (mixture of experts)")
+    etp: int = Field(1, ge=1, description="expert tensor-parallel size")
+    precision: Precision = Field(Precision.BF16, description="GEMM precision")
     schedule: Schedule
     virtual_stages: int = Field(ge=1)
     micro_batch_size: int = Field(ge=1)

@@ -60,7 +60,7 @@ def test_defaults_show_as_the_command_line_writes_them() -> None:
 def test_build_lists_every_bad_value_at_once_and_keeps_the_defaults() -> None:
     space = build(PlanSpace, {"gpus": 8, "recompute": "full", "pp": "2,4"})
     assert (space.gpus, space.recompute, space.pp) == (8, (Recompute.FULL,), (2, 4))
-    assert (space.gpus_per_node, space.virtual_stages, space.sharding) == (8, (2, 3, 4), None)
+    assert (space.gpus_per_node, space.virtual_stages, space.sharding) == (None, (2, 3, 4), None)
     with pytest.raises(BadInput) as err:
         build(PlanSpace, {"gpus": 8, "recompute": "half", "pp": "x"})
     assert str(err.value) == ("--pp takes comma-separated integers, e.g. 1,2,4 (got 'x'); "

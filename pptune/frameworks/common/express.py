@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from pptune.costmodel import presets
+from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.partition import add_ends, even_split, strip_ends
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import Plan, RankOrder, Recompute, Sharding, evaluate, search
@@ -20,6 +21,7 @@ from pptune.costs.resolve import analytic_costs
 from pptune.errors import BadInput
 from pptune.frameworks.common.adapter import Job
 from pptune.frameworks.common.writing import plan_launch
+from pptune.options import CostOptions
 from pptune.report.fmt import fmt_pct, fmt_seconds
 
 # (schedule, virtual stages, layers per stage with the embedding and the head)
@@ -96,10 +98,12 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
     if ((job.attention, job.sequence_parallel) == (attention, sequence_parallel)
             or job.shape is None or gpu not in presets.GPUS or job.attention is None):
         return job, plan
+    c = job.cost_options or CostOptions()
     table, _ = analytic_costs(
-        job.shape, gpu, sorted(job.table.by_mb), tp=job.request.tp,
-        sequence_parallel=sequence_parallel, attention=str(attention),
-        tp_comm_overlap=job.tp_comm_overlap)
+        job.shape, gpu, sorted(job.table.by_mb), job.request.keys()[0],
+        ExpertParallel(imbalance=c.moe_imbalance), sequence_parallel=sequence_parallel,
+        attention=str(attention), tp_comm_overlap=job.tp_comm_overlap, cp_comm=c.cp_comm,
+        fp8_params=c.fp8_param_gather, gpus_per_node=job.request.gpus_per_node)
     job = replace(job, table=table)
     plan = evaluate(job.table, job.request, plan.spec)
     notes.append(f"{name} runs {runs}: predicted that way, step {fmt_seconds(plan.step_time_s)}")

@@ -17,6 +17,7 @@ from pptune.schemas import TrainingConfig
 
 class MegatronAdapter(Adapter):
     name = "megatron"
+    states_dims = frozenset({"cp"})
     title = "Megatron-LM"
     files = (writer.FILE,)
     syntaxes = ("text",)

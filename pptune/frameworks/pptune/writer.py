@@ -20,9 +20,10 @@ def write(stated: Stated) -> dict[str, str]:
     job, plan = stated.job, stated.plan
     lines = [
         *header(plan, job, "#"),
-        f"gpus: {plan.pp * plan.dp * plan.tp}",
+        f"gpus: {plan.world}",
         f"gpus_per_node: {node_size(plan, job)}",
         f"tp: {plan.tp}",
+        *([f"cp: {plan.cp}"] if plan.cp > 1 else []),
         f"pp: {plan.pp}",
         f"dp: {plan.dp}",
         f"schedule: {plan.schedule.value}",

@@ -90,6 +90,7 @@ def write(stated: Stated) -> dict[str, str]:
         f"data_parallel_replicate_degree = {1 if fsdp else plan.dp}",
         f"data_parallel_shard_degree = {plan.dp if fsdp else 1}",
         f"tensor_parallel_degree = {plan.tp}",
+        *([f"context_parallel_degree = {plan.cp}"] if plan.cp > 1 else []),
         f"pipeline_parallel_degree = {plan.pp}",
         f'pipeline_parallel_schedule = "{SCHEDULES[plan.schedule]}"',
         *_ep_overlap(plan),

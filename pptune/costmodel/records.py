@@ -1,6 +1,6 @@
-"""The records a plan is made of: the job (``PlanRequest``), what a plan chooses
-(``PlanSpec``) and the evaluated result (``Plan``), plain frozen values
-(evaluate.py simulates a spec into a plan and re-exports these)."""
+"""The records of the planner: the request (the job and what the search may
+choose), one plan's specification, and the plan it evaluates to (evaluate.py).
+"""
 
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ class Plan:
     virtual_stages: int
     micro_batch_size: int
     num_microbatches: int
-    stage_layers: list[int]  # per global stage (pp * virtual_stages entries)
+    stage_layers: list[int]  # per model chunk (pp * virtual_stages; dualpipe: pp)
     step_time_s: float
     bubble_rate: float
     tokens_per_s: float
@@ -149,6 +149,11 @@ class Plan:
     @property
     def cp(self) -> int:
         return self.key.cp
+
+    @property
+    def world(self) -> int:
+        """GPUs the plan runs on: pp x dp x tp x cp."""
+        return self.pp * self.dp * self.tp * self.key.cp
 
     @property
     def ep(self) -> int:
