@@ -22,7 +22,14 @@ from pptune.check.costs import costs
 from pptune.check.framework import config_rules, framework_split, microbatch_rules
 from pptune.costmodel.keys import CostKey
 from pptune.costmodel.partition import add_ends, even_split, strip_ends
-from pptune.costmodel.schedules import Schedule, ScheduleError, chunks_per_device
+from pptune.costmodel.schedules import (
+    OVERLAPPED,
+    Schedule,
+    ScheduleError,
+    chunks_per_device,
+    model_chunks,
+    validate,
+)
 from pptune.costmodel.search import (
     MAX_SIMULATED_OPS,
     CostTable,
@@ -146,13 +153,15 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
         m = None
 
     # --- layers -------------------------------------------------------------
-    n_stages = p * chunks
+    n_stages = model_chunks(schedule, p, v)  # dualpipe: pp chunks, each on two ranks
+    dual = " (one per model chunk: dualpipe runs each on two ranks)" if (
+        schedule is Schedule.DUALPIPE) else ""
     blocks = cfg.num_layers
     if cfg.stage_layers is not None:
         if len(cfg.stage_layers) != n_stages:
             add("split-mismatch", "error",
                 f"stage_layers has {len(cfg.stage_layers)} entries; {schedule.value} with pp={p} "
-                f"and {chunks} chunk(s) per device needs {n_stages}",
+                f"and {chunks} chunk(s) per device needs {n_stages}{dual}",
                 stage_layers=cfg.stage_layers, stages=n_stages)
         elif blocks is not None and sum(cfg.stage_layers) != blocks:
             add("split-mismatch", "error",
@@ -160,7 +169,9 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
                 stage_layers=cfg.stage_layers, num_layers=blocks)
     elif blocks is not None and blocks % n_stages:
         add("layers-not-divisible", "error",
-            f"{blocks} layers do not divide into pp*v = {p}*{chunks} = {n_stages} stages; "
+            f"{blocks} layers do not divide into "
+            + (f"pp = {n_stages} chunks{dual}" if dual else
+               f"pp*v = {p}*{chunks} = {n_stages} stages") + "; "
             "change pp or virtual stages, or give an explicit stage_layers split "
             "(Megatron-LM: --decoder-first/last-pipeline-num-layers)",
             num_layers=blocks, pp=p, virtual_stages=chunks)
@@ -172,6 +183,11 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
             add("zbv-m-lt-pp", "warning",
                 f"zbv with fewer micro-batches than stages ({m} < {p}) leaves most of the V idle",
                 microbatches=m, pp=p)
+        if schedule in OVERLAPPED:
+            try:  # torch's ScheduleDualPipeV and DeepSeek's DualPipe refuse these
+                validate(schedule, p, m, 2)
+            except ScheduleError as exc:
+                add("dualpipe-microbatches", "error", str(exc), microbatches=m, pp=p)
         if m % p:
             add("ga-not-aligned", "warning",
                 f"micro-batches per pipeline run ({m}) are not a multiple of pp ({p}); "
@@ -185,7 +201,11 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
             f"zbv runs exactly two chunks per device (got virtual stages {v}): torch's "
             "ScheduleZBVZeroBubble raises 'ZBV requires exactly 2 stages per rank'",
             virtual_stages=v)
-    if schedule not in (Schedule.INTERLEAVED, Schedule.ZBV) and v > 1:
+    if schedule in OVERLAPPED and v not in (1, 2):
+        add("zbv-chunks", "error",
+            f"{schedule.value} runs exactly two chunks per device (got virtual stages {v})",
+            virtual_stages=v)
+    if schedule not in {Schedule.INTERLEAVED, Schedule.ZBV} | OVERLAPPED and v > 1:
         add("virtual-stages-ignored", "error",
             f"{schedule.value} runs one chunk per device but virtual stages is {v}; "
             "use interleaved-1f1b or set virtual stages to 1", virtual_stages=v)
@@ -236,7 +256,7 @@ def _predict(
     *, dp: int, m: int, schedule: Schedule, chunks: int, sem: Semantics,
 ) -> None:
     p = cfg.pp
-    n_stages = p * chunks
+    n_stages = model_chunks(schedule, p, cfg.virtual_stages)
     n_layers = len(table.names)
     if n_layers - 2 < n_stages:
         add("too-few-layers", "error",
@@ -267,7 +287,8 @@ def _predict(
     )
     v = cfg.virtual_stages if schedule is Schedule.INTERLEAVED else 1
     spec = PlanSpec(schedule, p, cfg.micro_batch_size, m, tuple(split), v,
-                    RankOrder(cfg.rank_order), sharding, recompute)
+                    RankOrder(cfg.rank_order), sharding, recompute,
+                    a2a_overlap=bool(cfg.a2a_overlap))
     try:
         plan = evaluate(table, req, spec)
     except ScheduleError as exc:  # the framework runs it; pptune's simulator cannot

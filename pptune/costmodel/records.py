@@ -15,7 +15,13 @@ from pptune.costmodel.memory import (
     DeviceMemory,
     Recompute,
 )
-from pptune.costmodel.schedules import DEFAULT_SCHEDULES, Schedule, chunks_per_device
+from pptune.costmodel.schedules import (
+    COMBINABLE,
+    DEFAULT_SCHEDULES,
+    OVERLAPPED,
+    Schedule,
+    chunks_per_device,
+)
 from pptune.costmodel.sharding import Sharding
 from pptune.costmodel.simulate import SimResult
 
@@ -84,6 +90,22 @@ class PlanSpec:
     sharding: Sharding = Sharding.NONE
     recompute: Recompute = Recompute.NONE
     key: CostKey | None = None  # None: the request's first (PlanRequest.key_of)
+    # the expert all-to-all hidden behind another micro-batch's compute: the
+    # DualPipes' F&B pairs, or Megatron-LM's combined 1F1B order for 1f1b and
+    # interleaved-1f1b (--overlap-moe-expert-parallel-comm); False without MoE
+    a2a_overlap: bool = False
+
+    @property
+    def combined(self) -> bool:
+        """Whether the op order is the combined one (schedules.COMBINABLE)."""
+        return self.a2a_overlap and self.schedule in COMBINABLE
+
+    @property
+    def a2a_stream(self) -> bool:
+        """Whether the all-to-alls stay on the communication stream, where an F&B
+        pair can hide them (table.stage_costs); without the overlap the DualPipes'
+        pairs run their forward and backward one after the other."""
+        return self.a2a_overlap or self.schedule not in OVERLAPPED
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stage_layers", tuple(self.stage_layers))
@@ -100,7 +122,7 @@ class Plan:
     virtual_stages: int
     micro_batch_size: int
     num_microbatches: int
-    stage_layers: list[int]  # per global stage (pp * virtual_stages entries)
+    stage_layers: list[int]  # per model chunk (pp * virtual_stages; dualpipe: pp)
     step_time_s: float
     bubble_rate: float
     tokens_per_s: float
@@ -116,12 +138,13 @@ class Plan:
     memory: tuple[DeviceMemory, ...] = field(default=(), repr=False)
     key: CostKey = field(default_factory=CostKey)
     optimizer_s: float = 0.0  # the optimizer step, part of step_time_s (optimizer.py)
+    a2a_overlap: bool = False
 
     @property
     def spec(self) -> PlanSpec:
         return PlanSpec(self.schedule, self.pp, self.micro_batch_size, self.num_microbatches,
                         tuple(self.stage_layers), self.virtual_stages, self.rank_order,
-                        self.sharding, self.recompute, self.key)
+                        self.sharding, self.recompute, self.key, self.a2a_overlap)
 
     @property
     def cp(self) -> int:

@@ -33,7 +33,7 @@ from pptune.costmodel.context import CpComm
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.memory import Recompute
 from pptune.costmodel.ops import Attention
-from pptune.costmodel.schedules import CORE_ONLY, DEFAULT_SCHEDULES, Schedule, core_only_message
+from pptune.costmodel.schedules import DEFAULT_SCHEDULES, Schedule
 from pptune.costmodel.sharding import Sharding
 from pptune.errors import BadInput
 from pptune.options.kinds import Ints, Kind, ListOf, OneOf, Sizes
@@ -51,14 +51,9 @@ SIZES = Sizes()
 _COMMA_LIST = "{flag} takes a comma list of {choices} (got {text!r})"
 
 
-def _not_yet(schedule: Schedule) -> str | None:
-    return core_only_message(schedule) if schedule in CORE_ONLY else None
-
-
-SCHEDULE = OneOf(Schedule, "unknown schedule {value!r}; choose from {choices}",
-                 shown=DEFAULT_SCHEDULES, refuse=_not_yet)
+SCHEDULE = OneOf(Schedule, "unknown schedule {value!r}; choose from {choices}")
 SCHEDULES = ListOf(Schedule, "unknown schedule {value!r}; choose from {choices}",
-                   "{flag} is empty", shown=DEFAULT_SCHEDULES, refuse=_not_yet)
+                   "{flag} is empty")
 SHARDINGS = ListOf(Sharding, _COMMA_LIST, _COMMA_LIST, unique=True, as_text=True)
 RECOMPUTES = ListOf(Recompute, _COMMA_LIST, _COMMA_LIST, unique=True, as_text=True)
 ATTENTION = OneOf(Attention, "{flag} must be one of {choices} (got {value!r})")
@@ -219,7 +214,7 @@ class PlanSpace:
         help="candidates, e.g. 1,2,4 (default: the profile's)")
     schedules: tuple[Schedule, ...] | None = option(
         None, "--schedules", kind=SCHEDULES,
-        help="comma list (default all: gpipe,1f1b,interleaved-1f1b,zb-h1,zbv)")
+        help="comma list (default all: " + ",".join(s.value for s in DEFAULT_SCHEDULES) + ")")
     virtual_stages: tuple[int, ...] = option(
         (2, 3, 4), "--virtual-stages", kind=INTS, help="v candidates for interleaved-1f1b")
     pp: tuple[int, ...] | None = option(None, "--pp", kind=INTS,

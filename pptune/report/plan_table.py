@@ -96,7 +96,8 @@ def _columns(result: SearchResult, tokens_per_step: float, train_tokens: float |
     if any(p.rank_order != DP_INNER for p in plans):
         cols.append(Column("rank order", False, [p.rank_order.value for p in plans]))
     cols += [
-        Column("schedule", False, [p.schedule.value for p in plans]),
+        Column("schedule", False, [p.schedule.value + ("+a2a" if p.a2a_overlap else "")
+                                   for p in plans]),
         Column("v", True, [str(p.virtual_stages) for p in plans]),
         Column("shard/rc", False, [f"{p.sharding.value}/{RECOMPUTE_SHORT[p.recompute.value]}"
                                    for p in plans]),
@@ -122,6 +123,10 @@ def _columns(result: SearchResult, tokens_per_step: float, train_tokens: float |
 
 def _footnote(cols: list[Column], dropped: list[str], width: int | None) -> str:
     names = {c.name for c in cols}
+    schedules = " ".join(c for col in cols if col.name == "schedule" for c in col.cells)
+    chunks = ("interleaved, zbv and dualpipev: of each chunk; dualpipe: of each of its pp "
+              "chunks, each run by two GPUs" if "dualpipe" in schedules
+              else "interleaved and zbv: of each chunk")
     parts = []
     if "pp×dp×tp×cp" in names:
         parts.append("pp×dp×tp×cp = pipeline x data x tensor x context-parallel sizes")
@@ -132,8 +137,11 @@ def _footnote(cols: list[Column], dropped: list[str], width: int | None) -> str:
     parts += [
         "m = micro-batches = gradient-accumulation steps (* not a multiple of pp)",
         "layers/stage = layers of each stage in pipeline order, embedding and head included "
-        "(interleaved and zbv: of each chunk); 5x4 = four stages of 5 layers",
+        f"({chunks}); 5x4 = four stages of 5 layers",
     ]
+    if "+a2a" in schedules:
+        parts.append("+a2a = the expert all-to-all hidden behind another micro-batch's compute "
+                     "(the DualPipes' F&B pairs; Megatron-LM --overlap-moe-expert-parallel-comm)")
     if "shard/rc" in names:
         parts.append("shard/rc = training-state sharding over dp / activation recomputation "
                      "(sel = selective)")

@@ -27,6 +27,8 @@ REASON_TEXT = {
     "too_large_to_simulate": "too many micro-batches to simulate",
     "sharding_without_pipeline_only": "zero2/zero3 need pp = 1",
     "experts_do_not_divide_ranks": "ep x etp does not divide the stage",
+    "microbatches_less_than_stages": "m < 2 pp (the DualPipes)",
+    "dualpipe_needs_even_pp_and_microbatches": "odd pp or m (dualpipe)",
 }
 
 
@@ -86,6 +88,7 @@ def why_lines(result: SearchResult) -> list[str]:
         + (f" (rank order {w.rank_order.value})" if w.rank_order != DP_INNER else "")
         + f" {w.schedule.value}"
         + (f" v={w.virtual_stages}" if w.virtual_stages > 1 else "")
+        + (" with the all-to-all overlapped" if w.a2a_overlap else "")
         + f", {w.num_microbatches} micro-batches of {w.micro_batch_size}"
     )
     rival = _rival(result, w)
@@ -186,6 +189,7 @@ def plan_record(
         exposed_p2p_s=plan.exposed_p2p_s, exposed_allreduce_s=plan.exposed_allreduce_s,
         rank_order=plan.rank_order.value, sharding=plan.sharding.value,
         recompute=plan.recompute.value, mfu=mfu(plan, model_flops_per_step, peak_flops),
+        a2a_overlap=plan.a2a_overlap,
     )
 
 

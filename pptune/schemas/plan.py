@@ -32,7 +32,9 @@ class PlanRecord(Strict):
     num_microbatches: int = Field(ge=1)
     grad_accum_steps: int = Field(ge=1)
     global_batch: int = Field(ge=1)
-    stage_layers: list[int] = Field(description="layer count per stage (pp * chunks entries)")
+    stage_layers: list[int] = Field(
+        description="layer count per stage in pipeline order (pp * chunks entries; dualpipe: "
+        "pp, each chunk run by two ranks, down and up)")
     stage_layer_names: list[list[str]] = Field(description="first and last layer of each stage")
     bubble_rate: float
     step_time_s: float
@@ -58,6 +60,11 @@ class PlanRecord(Strict):
     )
     recompute: Literal["none", "selective", "full"] = Field(
         "none", description="activation recomputation"
+    )
+    a2a_overlap: bool = Field(
+        False, description="the MoE expert all-to-all hidden behind another micro-batch's "
+        "compute: the DualPipes' F&B pairs, or Megatron-LM's combined 1F1B "
+        "(--overlap-moe-expert-parallel-comm) for 1f1b and interleaved-1f1b; false without MoE"
     )
     training_days: float | None = Field(None, description="with --train-tokens")
     gpu_hours: float | None = Field(None, description="with --train-tokens")

@@ -156,8 +156,9 @@ def test_recommend_picks_up_profile_in_working_directory(
         (["--gpus", "0"], 2, "--gpus must be >= 1 (got 0)"),
         (["--gpus", "8", "--tp", "3"], 2, "--tp 3 must divide --gpus 8"),
         (["--gpus", "8", "--schedules", "1f1b,pipedream"], 2, "unknown schedule 'pipedream'"),
-        (["--gpus", "8", "--schedules", "1f1b,dualpipe"], 2,
-         "schedule 'dualpipe' is not available in pptune's commands yet"),
+        (["--gpus", "8", "--schedules", "1f1b,dualpipe,zbx"], 2,
+         "unknown schedule 'zbx'; choose from gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv, "
+         "dualpipe, dualpipev"),
         (["--gpus", "8", "--grad-compression", "zip"], 2, "unknown --grad-compression"),
         (["--gpus", "8", "--global-batch", "3", "--schedules", "1f1b", "--model", "gpt3-1.3b",
           "--tp", "1"], 1,

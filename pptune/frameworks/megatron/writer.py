@@ -82,6 +82,8 @@ def write(stated: Stated, split: MegatronSplit) -> dict[str, str]:
         args.append("--transformer-impl local")
     if plan.rank_order == PP_INNER:
         args.append("--use-tp-pp-dp-mapping")
+    if plan.a2a_overlap:  # megatron-core 0.16: the combined 1F1B order (combined_1f1b.py)
+        args.append("--overlap-moe-expert-parallel-comm")
     lines.append(
         f"torchrun --nnodes {nodes} --nproc_per_node {per_node} "
         "--rdzv_backend c10d --rdzv_endpoint \"${MASTER_ADDR:-localhost}:${MASTER_PORT:-29500}\" \\"

@@ -38,6 +38,7 @@ def write(stated: Stated) -> dict[str, str]:
         *([f"recompute_every: {job.request.recompute_every}"]
           if plan.recompute is Recompute.SELECTIVE and job.request.recompute_every else []),
         f"rank_order: {plan.rank_order.value}",
+        *(["a2a_overlap: true"] if plan.a2a_overlap else []),
         f"sequence_parallel: {'true' if job.sequence_parallel else 'false'}",
     ]
     if job.attention:  # analytic costs only: a profile measured its kernel
