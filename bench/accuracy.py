@@ -68,11 +68,11 @@ def _launch(profile: Any, schedule: str, m: int, warmup: int, steps: int) -> dic
     data = runner.run_spawned(spec)
     wall = time.perf_counter() - t0
     measured = summarize(data.steps(), PP, data.shared_clock)
-    pred = compare.predict(profile, spec, data.loss_s, data.contention)
+    alone = {r.rank: r.ref_alone_s for r in data.ranks if r.ref_alone_s}
+    pred = compare.predict(profile, spec, data.loss_s, data.contention,
+                           compare.rank_speeds(profile, spec, alone))
     doc = compare.comparison(spec, pred, measured)
-    speed = compare.profile_speed(
-        profile, spec, {r.rank: r.ref_alone_s for r in data.ranks if r.ref_alone_s}
-    )
+    speed = compare.profile_speed(profile, spec, alone)
     return {
         "predicted_step_s": doc["predicted"]["step_time_s"],
         "measured_step_s": doc["measured"]["step_time_s"],
@@ -86,6 +86,10 @@ def _launch(profile: Any, schedule: str, m: int, warmup: int, steps: int) -> dic
             "step_time_s"),
         "error_without_contention": (doc["predicted_without_contention"] or {}).get(
             "step_time_error"),
+        "speed": doc["speed"],
+        "predicted_step_s_from_profile": (doc["predicted_from_profile"] or {}).get(
+            "step_time_s"),
+        "error_from_profile": (doc["predicted_from_profile"] or {}).get("step_time_error"),
         "step_times_s": doc["measured"]["step_times_s"],
         "spread": doc["measured"]["spread"],
         "ops": doc["ops"],

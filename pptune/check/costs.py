@@ -26,23 +26,32 @@ from pptune.costs.modelspec import from_hf_config, from_sizes, with_seq_len
 from pptune.costs.resolve import Mode, find
 from pptune.errors import PptuneError
 from pptune.options import CostOptions
-from pptune.schemas import TrainingConfig
+from pptune.schemas import Profile, TrainingConfig, load_profile
 
 
-def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions,
-          add: Any) -> tuple[CostTable | None, str]:
+def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
+          given: Profile | None = None) -> tuple[CostTable | None, str]:
     """The config's per-layer costs and where they came from ("none" when there are none).
 
     ``flags``: the command line's ``--profile`` (already resolved by the CLI),
-    ``--model`` and ``--gpu``.
+    ``--model`` and ``--gpu``; ``given``: a profile object that beats them all
+    (pptune calibrate prices its jobs so).
     """
-    profile = flags.profile or (Path(cfg.profile) if cfg.profile else None)
-    if profile is not None and not profile.is_absolute():
-        profile = base_dir / profile
+    path = flags.profile or (Path(cfg.profile) if cfg.profile else None)
+    if path is not None and not path.is_absolute():
+        path = base_dir / path
     try:
+        profile = given if given is not None else (
+            load_profile(path) if path is not None else None)
         shape = None if profile is not None else _config_shape(cfg, base_dir, flags.model, add)
         attention = Attention(cfg.attention or "flash")  # not stated: the per-op model's default
         opts, sizes = CostOptions(tp=cfg.tp), None  # a profile: the sizes it measured
+        if profile is not None and profile.calibration is not None:
+            # calibrated (pptune calibrate --run): the model priced for this config's settings
+            opts = CostOptions(tp=cfg.tp, seq_len=cfg.seq_len,
+                               sequence_parallel=cfg.sequence_parallel,
+                               attention=Attention(cfg.attention) if cfg.attention else None)
+            sizes = tuple(sorted({1, 2, 4, 8, cfg.micro_batch_size}))
         if shape is not None:
             opts = CostOptions(tp=cfg.tp, gpu=_gpu(flags, cfg, add),
                                sequence_parallel=cfg.sequence_parallel, attention=attention)
@@ -51,8 +60,8 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions,
                 add("tp-heads", "error",
                     f"tp {cfg.tp} does not divide the {shape.heads} attention heads", tp=cfg.tp)
                 return None, "none"
-        found = find(opts, Mode.CHECK, sizes=sizes, table_tp=cfg.tp * cfg.cp, profile=profile,
-                     shape=shape)
+        found = find(opts, Mode.CHECK, sizes=sizes, table_tp=cfg.tp * cfg.cp,
+                     profile=given if given is not None else path, shape=shape)
     except PptuneError as exc:
         add("costs-unavailable", "error", f"cannot build costs: {exc}")
         return None, "none"

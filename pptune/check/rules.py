@@ -37,7 +37,7 @@ from pptune.costmodel.search import (
 from pptune.frameworks.common.fields import Semantics
 from pptune.options import CostOptions
 from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
-from pptune.schemas import TrainingConfig
+from pptune.schemas import Profile, TrainingConfig
 
 GIB = 1024**3
 
@@ -58,6 +58,7 @@ class CheckOptions:
     costs: CostOptions = field(default_factory=CostOptions)
     compare_best: bool = True
     strict: bool = False  # bubble and slowdown over their limits are errors
+    profile: Profile | None = None  # a profile object that beats costs.profile (calibrate's)
 
 
 @dataclass
@@ -66,6 +67,8 @@ class CheckReport:
     plan: Plan | None = None
     best: Plan | None = None
     derived: dict[str, Any] = field(default_factory=dict)
+    table: CostTable | None = None  # the costs the plan was priced with
+    request: PlanRequest | None = None  # the request it was simulated under
 
     def errors(self) -> list[Finding]:
         return [f for f in self.findings if f.severity == "error"]
@@ -192,8 +195,9 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
 
     report = CheckReport(out, derived={"dp": dp, "grad_accum_steps": ga, "microbatches": m})
     structural = any(f.severity == "error" for f in out)
-    table, origin = costs(cfg, base_dir, opts.costs, add)
+    table, origin = costs(cfg, base_dir, opts.costs, add, opts.profile)
     report.derived["cost_source"] = origin
+    report.table = table
     if table is None or structural or dp is None or m is None:
         if table is not None and structural:
             add("prediction-skipped", "info",
@@ -273,6 +277,7 @@ def _predict(
             "predicted", schedule=schedule.value, microbatches=m, pp=p)
         return
     report.plan = plan
+    report.request = req
     step = plan.step_time_s * cfg.pipeline_flushes
     report.derived.update(step_time_s=step, bubble_rate=plan.bubble_rate,
                           peak_memory_bytes=plan.peak_memory_bytes, stage_layers=split)

@@ -105,7 +105,7 @@ def _tp_link(fabric: Fabric, tp: int, sequence_parallel: bool, nbytes: float) ->
 
 def analytic_profile(
     model: str | presets.ModelShape,
-    gpu: str,
+    gpu: str | presets.GpuSpec,
     micro_batch_sizes: tuple[int, ...] | list[int] = DEFAULT_MICRO_BATCH_SIZES,
     tp: int = 1,
     efficiency: float | None = presets.DEFAULT_EFFICIENCY,
@@ -121,7 +121,8 @@ def analytic_profile(
     nvls: bool = True,
     fp8_params: bool = False,
 ) -> Profile:
-    """Per-layer costs of a preset (or any ModelShape) on a GPU preset.
+    """Per-layer costs of a preset (or any ModelShape) on a GPU preset (or a GpuSpec:
+    a calibrated one, pptune.costmodel.calibration).
 
     ``efficiency`` None: each GEMM's from the per-op model; else one fraction
     of peak for every GEMM. ``attention``: flash or eager (unfused). ``cp``:
@@ -134,7 +135,8 @@ def analytic_profile(
     Megatron-core's selective recomputation priced into the layers."""
     shape = model if isinstance(model, presets.ModelShape) else model_preset(model)
     model = shape.name
-    spec = gpu_preset(gpu)
+    spec = gpu if isinstance(gpu, presets.GpuSpec) else gpu_preset(gpu)
+    gpu = spec.name
     if efficiency is not None and not 0 < efficiency <= 1:
         raise BadInput(f"--efficiency must be in (0, 1], got {efficiency}")
     if attention not in ATTENTION_KINDS:

@@ -47,6 +47,7 @@ from pptune import limits
 from pptune.costmodel import presets
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.search import CostTable
+from pptune.costs import calibrated
 from pptune.costs.modelspec import read_hf_config, with_seq_len
 from pptune.costs.profiles import (
     DEFAULT_MICRO_BATCH_SIZES,
@@ -89,6 +90,9 @@ class Costs:
     shape: ModelShape | None = None  # the analytic model's shape
     notes: list[str] = field(default_factory=list)
     tp_in_costs: int = 1  # tensor parallelism already inside the profile's numbers
+    # memory per GPU beyond the modelled tensors that a calibrated profile measured in
+    # the jobs' logs (None: --reserve-gib's default applies)
+    reserve_bytes: float | None = None
 
     @property
     def model_flops_per_token(self) -> float | None:
@@ -165,11 +169,11 @@ def find(opts: CostOptions, mode: Mode = Mode.PLAN, *, sizes: tuple[int, ...] | 
     given = profile if profile is not None else opts.profile
     if isinstance(given, Profile):
         origin = f"profile of {given.model.name} on {given.device.name} ({given.source})"
-        _refuse_with_measured(opts, origin, mode)
-        return _measured(given, origin, opts, mode, sizes, table_tp)
+        return _profile_costs(given, origin, opts, mode, sizes, table_tp)
     if given is not None:
-        prof = _load(given, f"--profile {given}", opts, mode)
-        return _measured(prof, f"profile {given} ({prof.source})", opts, mode, sizes, table_tp)
+        prof = load_profile(given)
+        return _profile_costs(prof, f"profile {given} ({prof.source})", opts, mode, sizes,
+                              table_tp)
     model_named = opts.model is not None or opts.hf_config is not None or shape is not None
     analytic = {Mode.PLAN: model_named or opts.gpu is not None, Mode.CHECK: model_named,
                 Mode.RUN: opts.gpu is not None}[mode]
@@ -178,8 +182,9 @@ def find(opts: CostOptions, mode: Mode = Mode.PLAN, *, sizes: tuple[int, ...] | 
     local = (cwd or Path.cwd()) / DEFAULT_PROFILE_FILE
     if local.is_file() and not (mode is Mode.RUN and (model_named or names_model)):
         where = f"./{DEFAULT_PROFILE_FILE}"
-        prof = _load(local, where, opts, mode)
-        return _measured(prof, f"profile {where} ({prof.source})", opts, mode, sizes, table_tp)
+        prof = load_profile(local)
+        return _profile_costs(prof, f"profile {where} ({prof.source})", opts, mode, sizes,
+                              table_tp)
     return None
 
 
@@ -222,9 +227,32 @@ def analytic_costs(
     return cost_table(prof, tp=table_tp or tp, tp_in_costs=tp), prof
 
 
-def _load(path: Path, where: str, opts: CostOptions, mode: Mode) -> Profile:
-    _refuse_with_measured(opts, where, mode)
-    return load_profile(path)
+def _profile_costs(prof: Profile, origin: str, opts: CostOptions, mode: Mode,
+                   sizes: tuple[int, ...] | None, table_tp: int | None) -> Costs:
+    """Row 1: a calibrated profile rebuilds the analytic costs for the configuration asked
+    (PLAN, CHECK); any other profile prices as measured."""
+    if prof.calibration is None or mode is Mode.RUN:
+        _refuse_with_measured(opts, origin, mode)
+        return _measured(prof, origin, opts, mode, sizes, table_tp)
+    cal = prof.calibration
+    if mode is Mode.PLAN:
+        flags = [f for f, v in (("--model", opts.model), ("--hf-config", opts.hf_config),
+                                ("--gpu", opts.gpu), ("--efficiency", opts.efficiency))
+                 if v is not None]
+        if flags:
+            raise BadInput(f"{' and '.join(flags)}: the costs come from {origin}, calibrated "
+                           f"for {cal.model.get('name')} on {cal.gpu}; drop {'/'.join(flags)} "
+                           "or the profile (a calibration holds for its model and GPU)")
+    priced = calibrated.sizes_of(prof, sizes)
+    rebuilt = calibrated.profile(
+        cal, priced, tp=opts.tp, seq_len=opts.seq_len, sequence_parallel=opts.sequence_parallel,
+        attention=opts.attention.value if opts.attention is not None else None,
+        tp_comm_overlap=opts.tp_comm_overlap)
+    table = cost_table(rebuilt, tp=table_tp or opts.tp, tp_in_costs=opts.tp)
+    shape = calibrated.shape(cal, opts.seq_len)
+    where = f"{origin}, calibrated for {shape.name} on {cal.gpu}"
+    return Costs(table, rebuilt, where, measured=False, shape=shape, notes=[],
+                 tp_in_costs=opts.tp, reserve_bytes=cal.reserve_bytes)
 
 
 def _refuse_with_measured(opts: CostOptions, where: str, mode: Mode) -> None:
