@@ -30,8 +30,9 @@ from pptune.schemas import Profile, TrainingConfig, load_profile
 
 
 def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
-          given: Profile | None = None) -> tuple[CostTable | None, str]:
-    """The config's per-layer costs and where they came from ("none" when there are none).
+          given: Profile | None = None) -> tuple[CostTable | None, str, float | None]:
+    """The config's per-layer costs, where they came from ("none" when there are none)
+    and the memory reserve a calibrated profile measured (None: none).
 
     ``flags``: the command line's ``--profile`` (already resolved by the CLI),
     ``--model`` and ``--gpu``; ``given``: a profile object that beats them all
@@ -43,7 +44,7 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
     try:
         profile = given if given is not None else (
             load_profile(path) if path is not None else None)
-        shape = None if profile is not None else _config_shape(cfg, base_dir, flags.model, add)
+        shape = None if profile is not None else config_shape(cfg, base_dir, flags.model, add)
         attention = Attention(cfg.attention or "flash")  # not stated: the per-op model's default
         opts, sizes = CostOptions(tp=cfg.tp), None  # a profile: the sizes it measured
         if profile is not None and profile.calibration is not None:
@@ -59,24 +60,24 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
             if shape.heads % cfg.tp:
                 add("tp-heads", "error",
                     f"tp {cfg.tp} does not divide the {shape.heads} attention heads", tp=cfg.tp)
-                return None, "none"
+                return None, "none", None
         found = find(opts, Mode.CHECK, sizes=sizes, table_tp=cfg.tp * cfg.cp,
                      profile=given if given is not None else path, shape=shape)
     except PptuneError as exc:
         add("costs-unavailable", "error", f"cannot build costs: {exc}")
-        return None, "none"
+        return None, "none", None
     if found is None:
         add("model-unknown", "warning",
             "no model (preset, hf_config, profile, or layer/hidden/head/seq sizes) in the "
             "config and no ./pptune-profile.json: memory, bubble and step time are not "
             "checked; pass --model or --profile")
-        return None, "none"
+        return None, "none", None
     if found.measured:  # "profile PATH (probe)": check-config names the file alone
-        return found.table, found.origin.rsplit(" (", 1)[0]
-    return found.table, f"{found.origin}, {attention.value} attention"
+        return found.table, found.origin.rsplit(" (", 1)[0], found.reserve_bytes
+    return found.table, f"{found.origin}, {attention.value} attention", found.reserve_bytes
 
 
-def _config_shape(cfg: TrainingConfig, base_dir: Path, model: str | None,
+def config_shape(cfg: TrainingConfig, base_dir: Path, model: str | None,
                   add: Any) -> ModelShape | None:
     """The model the config describes (``--model`` first), or None."""
     shape = None

@@ -195,7 +195,7 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
 
     report = CheckReport(out, derived={"dp": dp, "grad_accum_steps": ga, "microbatches": m})
     structural = any(f.severity == "error" for f in out)
-    table, origin = costs(cfg, base_dir, opts.costs, add, opts.profile)
+    table, origin, reserve = costs(cfg, base_dir, opts.costs, add, opts.profile)
     report.derived["cost_source"] = origin
     report.table = table
     if table is None or structural or dp is None or m is None:
@@ -204,7 +204,7 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
                 "memory, bubble and step time not predicted until the errors above are fixed")
         return report
     _predict(cfg, table, opts, report, add, dp=dp, m=m, schedule=schedule, chunks=chunks,
-             sem=sem)
+             sem=sem, reserve_bytes=2 * GIB if reserve is None else reserve)
     return report
 
 
@@ -236,6 +236,7 @@ def _split(cfg: TrainingConfig, table: CostTable, n_stages: int) -> list[int]:
 def _predict(
     cfg: TrainingConfig, table: CostTable, opts: CheckOptions, report: CheckReport, add: Any,
     *, dp: int, m: int, schedule: Schedule, chunks: int, sem: Semantics,
+    reserve_bytes: float = 2 * GIB,
 ) -> None:
     p = cfg.pp
     n_stages = p * chunks
@@ -264,7 +265,7 @@ def _predict(
         gpus=gpus, global_batch=global_batch, tp=cfg.tp, gpus_per_node=cfg.gpus_per_node,
         shardings=(sharding,), recomputes=(recompute,), recompute_every=cfg.recompute_every,
         fsdp_reshard_after_forward=cfg.fsdp_reshard_after_forward,
-        reserve_bytes=2 * GIB, micro_batch_sizes=(cfg.micro_batch_size,),
+        reserve_bytes=reserve_bytes, micro_batch_sizes=(cfg.micro_batch_size,),
     )
     v = cfg.virtual_stages if schedule is Schedule.INTERLEAVED else 1
     spec = PlanSpec(schedule, p, cfg.micro_batch_size, m, tuple(split), v,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pptune.costmodel.analytic import AnalyticLayer
 from pptune.costmodel.calibration import Factors, scaled_gpu
 from pptune.costmodel.keys import CostKey, Precision, TableSource
 from pptune.costmodel.moe import ExpertParallel
@@ -49,7 +50,8 @@ def sizes_of(cal_profile: Profile, sizes: Sequence[int] | None) -> tuple[int, ..
 
 def profile(cal: Calibration, sizes: Sequence[int], *, tp: int = 1, seq_len: int | None = None,
             sequence_parallel: bool = False, attention: str | None = None,
-            tp_comm_overlap: bool = False, ep: int = 1, etp: int = 1) -> Profile:
+            tp_comm_overlap: bool = False, ep: int = 1, etp: int = 1,
+            layers_out: list[AnalyticLayer] | None = None) -> Profile:
     """The analytic profile of the calibrated model on the calibrated GPU, for one
     configuration; the calibration rides along."""
     m = shape(cal, seq_len)
@@ -59,7 +61,7 @@ def profile(cal: Calibration, sizes: Sequence[int], *, tp: int = 1, seq_len: int
     prof = analytic_profile(m, gpu(cal), tuple(sizes), tp=tp, efficiency=None,
                             sequence_parallel=sequence_parallel,
                             attention=attention or cal.attention, tp_comm_overlap=tp_comm_overlap,
-                            experts=experts)
+                            experts=experts, layers_out=layers_out)
     f = factors(cal)
     note = (f"calibrated: {cal.gpu}'s rates x compute {f.compute:.3g}, memory {f.memory:.3g}, "
             f"communication {f.communication:.3g} (fitted to {len(cal.runs)} job(s))")

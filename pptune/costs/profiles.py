@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import TypeVar
 
 from pptune.costmodel import collectives, context, precision, presets
-from pptune.costmodel.analytic import analytic_layers, block_params
+from pptune.costmodel.analytic import AnalyticLayer, analytic_layers, block_params
 from pptune.costmodel.collectives import Collective, Fabric
 from pptune.costmodel.comm import AllReduceLink
 from pptune.costmodel.context import CpComm
@@ -120,6 +120,7 @@ def analytic_profile(
     gpus_per_node: int | None = None,
     nvls: bool = True,
     fp8_params: bool = False,
+    layers_out: list[AnalyticLayer] | None = None,
 ) -> Profile:
     """Per-layer costs of a preset (or any ModelShape) on a GPU preset (or a GpuSpec:
     a calibrated one, pptune.costmodel.calibration).
@@ -132,7 +133,8 @@ def analytic_profile(
     ``nvls``: NCCL may use NVLink SHARP (recipes that set NCCL_NVLS_ENABLE=0 do not).
     ``experts``: expert parallelism of a MoE model (its all-to-all over the
     GPU's NVLink and NIC unless the settings name links). ``recompute_modules``:
-    Megatron-core's selective recomputation priced into the layers."""
+    Megatron-core's selective recomputation priced into the layers. ``layers_out``
+    receives the analytic layers themselves (their times by part: costmodel.parts)."""
     shape = model if isinstance(model, presets.ModelShape) else model_preset(model)
     model = shape.name
     spec = gpu if isinstance(gpu, presets.GpuSpec) else gpu_preset(gpu)
@@ -176,6 +178,8 @@ def analytic_profile(
         )
     except ValueError as exc:
         raise BadInput(f"{model}: {exc}") from None
+    if layers_out is not None:
+        layers_out.extend(layers)
     cache = _weight_cache_bytes(shape, tp, gemm_precision, fp8_params)
     return Profile(
         source="analytic",

@@ -198,8 +198,10 @@ class PlanSpace:
         True, "--overlap-grad-reduce/--no-overlap-grad-reduce", kind=BOOL,
         help="reduce gradients in buckets during the last backward (DDP, Megatron-LM "
         "--overlap-grad-reduce) or after it")
-    reserve_gib: float = option(2.0, "--reserve-gib", kind=FLOAT,
-                                help="memory kept back per GPU (context, NCCL, fragmentation)")
+    reserve_gib: float | None = option(
+        None, "--reserve-gib", kind=FLOAT,
+        help="memory kept back per GPU (context, NCCL, fragmentation) [default: 2, or what a "
+        "calibrated --profile measured in the jobs' logs]")
     blocking_send: bool = option(False, "--blocking-send", kind=BOOL,
                                  help="sends block the sender")
 

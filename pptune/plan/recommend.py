@@ -16,6 +16,7 @@ from typing import Any
 
 from pptune import limits
 from pptune.costmodel.comm import compression_factor
+from pptune.costmodel.memory import DEFAULT_RESERVE_BYTES
 from pptune.costmodel.ops import Attention
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.schedules import DEFAULT_SCHEDULES
@@ -80,7 +81,8 @@ def check_spec(spec: RecommendSpec) -> None:
         None if s.global_batch is None else limits.problem(
             "--global-batch", s.global_batch, 1, limits.MAX_GLOBAL_BATCH),
         limits.problem("--top", spec.top, 1, limits.MAX_TOP),
-        limits.problem("--reserve-gib", s.reserve_gib, 0, limits.MAX_RESERVE_GIB),
+        None if s.reserve_gib is None else limits.problem(
+            "--reserve-gib", s.reserve_gib, 0, limits.MAX_RESERVE_GIB),
     )
     if not problems and s.gpus % tp:
         problems.append(f"--tp {tp} must divide --gpus {s.gpus}")
@@ -127,12 +129,16 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         global_batch = DEFAULT_GLOBAL_BATCH
         notes.append(f"the profile names no global batch; planning for {global_batch} samples "
                      "per step (pass --global-batch to change it)")
+    reserve = reserve_bytes(s, costs)
+    if s.reserve_gib is None and costs.reserve_bytes is not None:
+        notes.append(f"reserve: {reserve / GIB:.2f} GiB a GPU, what the calibrated profile's "
+                     "jobs held beyond pptune's tensors (--reserve-gib overrides)")
     req = PlanRequest(
         gpus=s.gpus, global_batch=global_batch, tp=spec.costs.tp, gpus_per_node=s.gpus_per_node,
         schedules=tuple(schedules), virtual_stages=s.virtual_stages,
         micro_batch_sizes=sizes, pp=s.pp or None,
         shardings=shardings, recomputes=recomputes,
-        recompute_every=s.recompute_every, reserve_bytes=s.reserve_gib * GIB,
+        recompute_every=s.recompute_every, reserve_bytes=reserve,
         grad_bytes_factor=factor, blocking_send=s.blocking_send, top=spec.top,
         overlap_grad_reduce=s.overlap_grad_reduce,
     )
@@ -160,13 +166,21 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
                       seq_len=table.seq_len, hf_config=None if hf is None else Path(hf),
                       attention=None if costs.measured else c.attention or Attention.FLASH),
         space=replace(s, global_batch=global_batch, micro_batch_sizes=sizes,
-                      schedules=tuple(schedules), recompute=recomputes, sharding=shardings),
+                      schedules=tuple(schedules), recompute=recomputes, sharding=shardings,
+                      reserve_gib=s.reserve_gib if costs.reserve_bytes is None else reserve / GIB),
         global_batch_requested=requested,
     )
     return RecommendRun(result, table, req, list(table.names), global_batch, costs.origin,
                         request, notes, costs.shape,
                         _times(costs.model_flops_per_token, global_batch * table.seq_len),
                         costs.profile.device.peak_flops)
+
+
+def reserve_bytes(s: PlanSpace, costs: Costs) -> float:
+    """--reserve-gib, else what a calibrated profile measured, else 2 GiB."""
+    if s.reserve_gib is not None:
+        return s.reserve_gib * GIB
+    return costs.reserve_bytes if costs.reserve_bytes is not None else DEFAULT_RESERVE_BYTES
 
 
 def _times(a: float | None, b: float) -> float | None:

@@ -22,7 +22,7 @@ from pptune.validate.measure import OpStamp
 
 LOSS_REPEATS = 7
 LOSS_WARMUP = 2
-CONTENTION_ROUNDS = 3
+CONTENTION_ROUNDS = 2  # before the timed steps, and again after them
 CONTENTION_REPEATS = 3
 
 
@@ -84,10 +84,10 @@ def keep_first_input(store: dict[int, Any], index: int) -> Callable[..., None]:
 
 def contention(
     torch: Any, dist: Any, modules: list[Any], inputs: dict[int, Any], rank: int, world: int,
-    cuda: bool, device: str,
-) -> tuple[float | None, float | None, list[float]]:
+    cuda: bool, device: str, rounds: int = CONTENTION_ROUNDS,
+) -> tuple[list[float], list[float], list[float]]:
     """This rank's reference work (its stages' training work) timed alone, then with every
-    rank at once.
+    rank at once, ``rounds`` times.
 
     The reference work is what the rank's ops do in a step, one micro-batch of
     it: each of its stages' forward with autograd and the full backward (input
@@ -109,11 +109,13 @@ def contention(
     memory bandwidth (and the host's other load); on GPUs, one per rank, it
     stays near 1. The alone time, against the profile's forward, input and
     weight gradient of the same stages, is how fast this host runs the
-    rank's work now (``compare.profile_speed``). Returns the median alone and
-    together times and the ratios.
+    rank's work now (``compare.profile_speed``). The runner measures rounds
+    before and after the timed steps, so the figures bracket them while the
+    host's other load comes and goes. Returns each round's median alone and
+    together times and their ratios.
     """
     if not inputs:
-        return None, None, []
+        return [], [], []
 
     def once() -> float:
         if cuda:
@@ -135,7 +137,7 @@ def contention(
     alones: list[float] = []
     togethers: list[float] = []
     ratios: list[float] = []
-    for _ in range(CONTENTION_ROUNDS):
+    for _ in range(rounds):
         alone = 0.0
         for r in range(world):
             dist.barrier()
@@ -155,7 +157,7 @@ def contention(
         if alone > 0:
             ratios.append(together / alone)
     dist.barrier()
-    return median(alones), median(togethers), ratios
+    return alones, togethers, ratios
 
 
 def time_loss(
