@@ -100,7 +100,7 @@ def _normal(jac: list[list[float]]) -> list[list[float]]:
 def _solve(a: list[list[float]], b: list[float]) -> list[float]:
     """Gaussian elimination with partial pivoting (k <= 3)."""
     n = len(b)
-    m = [list(row) + [b[i]] for i, row in enumerate(a)]
+    m = [[*row, b[i]] for i, row in enumerate(a)]
     for c in range(n):
         p = max(range(c, n), key=lambda r: abs(m[r][c]))
         m[c], m[p] = m[p], m[c]

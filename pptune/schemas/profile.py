@@ -221,7 +221,7 @@ class Profile(Strict):
 
     @model_serializer(mode="wrap")
     def _without_calibration(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        doc = handler(self)
+        doc: dict[str, Any] = handler(self)
         if doc.get("calibration", 0) is None:  # profiles without one stay as they were
             del doc["calibration"]
         return doc

@@ -27,7 +27,7 @@ from pptune.costmodel.parts import PartTimes
 from pptune.costs import calibrated
 from pptune.costs.profiles import DEFAULT_MICRO_BATCH_SIZES
 from pptune.errors import BadInput
-from pptune.schemas import Calibration, CalibrationRun, Profile
+from pptune.schemas import CalibrationRun, Profile
 from pptune.tune.jobs import Job, calibration, simulated, step_at
 
 GIB = 1024**3

@@ -140,9 +140,10 @@ def calibration(shape: ModelShape, gpu: str, attention: str | None, f: Factors,
                 fitted: list[list[str]] | None = None, runs: list[CalibrationRun] | None = None,
                 reserve_bytes: float | None = None, notes: list[str] | None = None) -> Calibration:
     """The calibration section for these factors (validated when ``runs`` are given)."""
-    values = dict(gpu=gpu, model=dataclasses.asdict(shape), attention=attention or "flash",
-                  factors=f.as_dict(), fitted=fitted or [], reserve_bytes=reserve_bytes,
-                  runs=runs or [], notes=notes or [])
+    values: dict[str, Any] = dict(
+        gpu=gpu, model=dataclasses.asdict(shape), attention=attention or "flash",
+        factors=f.as_dict(), fitted=fitted or [], reserve_bytes=reserve_bytes, runs=runs or [],
+        notes=notes or [])
     if runs:
         return Calibration(**values)
     return Calibration.model_construct(**values)  # a trial's: never written
