@@ -496,6 +496,9 @@ def accuracy_page(results: Path = RESULTS) -> str:
                           ("published_memory.json", memory_section)):
         doc = load(name, results)
         lines += section(doc) if doc is not None else [f"(`bench/results/{name}` is missing.)", ""]
+    from bench.docs_calibrate import calibration_section
+
+    lines += calibration_section(load("calibrate.json", results))
     lines += own_runs_section(load("prediction_accuracy.json", results),
                               load("tune.json", results))
     peers = load("peers.json", results)
