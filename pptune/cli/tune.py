@@ -38,6 +38,15 @@ Examples:
   pptune tune --gpus 2 --profile profile.json --budget 300 --emit torchtitan -o tuned/
   pptune calibrate --run pretrain.sh --log train.log -o calibrated.json
 
+On a cluster, --launcher runs each trial through the engine you already use:
+tune fills the template per trial and rank 0 of each trial (pptune validate
+under torchrun) prints its timings for tune to read; -o must be on a
+filesystem the nodes share.
+
+\b
+  pptune tune --gpus 64 --gpu h100-sxm -o /shared/tuned --launcher \\
+    'torchrun --nnodes {nodes} --nproc-per-node {nproc_per_node} --rdzv-backend c10d --rdzv-endpoint head:29500 {module}'
+
 --recompute defaults to none here: the trials run without activation
 recomputation, so tune searches what they can measure.
 
@@ -64,6 +73,11 @@ def tune(
     output: Path | None = typer.Option(None, "--output", "-o", help="folder for tune.jsonl, the calibrated profile and the plan file"),
     resume: Path | None = typer.Option(None, "--resume", help="continue the tune in DIR: trials in its tune.jsonl are not rerun"),
     emit: str | None = typer.Option(None, "--emit", help="write the winner as megatron, deepspeed, torchtitan or pptune config"),
+    launcher: str | None = typer.Option(
+        None, "--launcher", help="run each trial through this command (a cluster): "
+        "{nproc}, {nodes}, {nproc_per_node}, {command}, {module}, {python} filled per trial, "
+        "e.g. 'torchrun --nnodes {nodes} --nproc-per-node {nproc_per_node} --rdzv-backend "
+        "c10d --rdzv-endpoint head:29500 {module}'; needs -o on a shared filesystem"),
     out: OutputOptions,
 ) -> None:
     from pptune.costmodel.memory import Recompute
@@ -80,7 +94,7 @@ def tune(
                            f"{', '.join(f.value for f in Framework)}")
     req = session.TuneRequest(
         search=RecommendSpec(space, costs), run=trials, max_trials=max_trials, budget_s=budget,
-        candidates=candidates, output=output, resume=resume,
+        candidates=candidates, output=output, resume=resume, launcher=launcher,
     )
     progress = _Progress(req.budget_s, trials.steps)
     try:
