@@ -21,13 +21,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pptune.costmodel.comm import compression_factor
 from pptune.costmodel.presets import MODELS
 from pptune.costs.profiles import DEFAULT_PROFILE_FILE
 from pptune.costs.resolve import Costs, QuickProbe, resolve
 from pptune.errors import BadInput
 from pptune.launch import ranks
 from pptune.options import RunOptions
-from pptune.costmodel.comm import compression_factor
 from pptune.plan.recommend import RecommendRun, RecommendSpec, check_spec, recommend
 from pptune.schemas import Profile, write_atomic
 from pptune.tune import candidates as cands
