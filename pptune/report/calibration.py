@@ -13,6 +13,10 @@ def _pct(x: float) -> str:
     return f"{x:+.1%}"
 
 
+def _names(groups: list[str]) -> str:
+    return groups[0] if len(groups) == 1 else f"{', '.join(groups[:-1])} and {groups[-1]}"
+
+
 def _s(x: float) -> str:
     return f"{x:.4g} s" if x >= 1e-3 else f"{x * 1e6:.4g} us"
 
@@ -21,7 +25,8 @@ def calibration_text(cal: Calibration) -> str:
     """Plain text, one line per fact (stdout)."""
     model = cal.model.get("name", "the model")
     f = cal.factors
-    shown = [f"{' and '.join(tie)} {f[tie[0]]:.3f}" for tie in cal.fitted]
+    shown = [f"{_names(tie)} {f[tie[0]]:.3f}" + (" (one factor)" if len(tie) > 1 else "")
+             for tie in cal.fitted]
     fitted = {g for tie in cal.fitted for g in tie}
     shown += [f"{g} {f[g]:.3f} (not fitted)" for g in f if g not in fitted]
     lines = [f"calibrated {model} on {cal.gpu} from {len(cal.runs)} run(s); factors on the "
