@@ -100,9 +100,11 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None)
         raise BadInput(f"--gpu {name!r} is not a preset; choose one of {', '.join(presets.GPUS)}")
     report = _check(read, m.config, _trial_profile(shape, name, cfg.attention, Factors()))
     errors = report.errors()
-    if errors or report.plan is None:
+    if report.plan is None:  # the config cannot be simulated: structural errors
         why = errors[0].message if errors else "its step was not simulated"
         raise BadInput(f"--run {m.config}: pptune cannot price this config: {why}")
+    # the job ran: a finding about its plan (memory over the GPU's, a limit) is a note
+    notes += [f"{m.config}: check-config finds {e.id}: {e.message}" for e in errors]
     size = _size(read, report, shape)
     if m.step_s is not None:
         step, source, peak, what = m.step_s, "--step-s", None, ""

@@ -188,3 +188,52 @@ def test_runs_of_two_models_are_refused(tmp_path: Path, cli: Cli,
     line = error_line(cli("calibrate", "--run", a, "--step-s", "4", "--run", MEGATRON,
                           "--step-s", "9", "-o", out))
     assert "a calibration is for one GPU type" in line or "for one model" in line
+
+
+def test_a_torchtitan_job_and_its_log(tmp_path: Path, cli: Cli) -> None:
+    config = DATA / "torchtitan_llama3_8b.toml"  # 8 GPUs, local batch 8 of 8192 tokens
+    log = tmp_path / "titan.log"
+    tps = (812.0, 1210.0, 1190.0, 1205.0)
+    log.write_text("\n".join(torchtitan_step(s, t, 300.0, 30.0, 70.0)
+                             for s, t in zip((1, 10, 20, 30), tps, strict=True)) + "\n")
+    out = tmp_path / "cal.json"
+    r = cli("calibrate", "--run", config, "--log", log, "--gpu", "h100-sxm", "-o", out)
+    assert r.exit_code == 0, r.stderr
+    run = load_profile(out).calibration.runs[0]  # type: ignore[union-attr]
+    # global batch 8 x dp 4 = 32 samples; a step is 32 x 8192 / (8 GPUs x tps), median tps 1205
+    assert run.measured_step_s == pytest.approx(32 * 8192 / (8 * 1205.0))
+    assert run.peak_memory_bytes == pytest.approx(70.0 * GIB)
+    # pptune predicts more memory than the job used: said, not refused
+    assert "check-config finds memory-overflow" in r.stderr
+
+
+def test_a_deepspeed_job_and_its_log(tmp_path: Path, cli: Cli) -> None:
+    from tests.frameworks.test_job_logs import deepspeed_pipe
+
+    config = DATA / "ds_config.json"  # no model in a DeepSpeed config: --model names it
+    log = tmp_path / "ds.log"
+    log.write_text("\n".join(deepspeed_pipe(s, t) for s, t in ((10, 2.1), (20, 1.61),
+                                                               (30, 1.59), (40, 1.6))) + "\n")
+    out = tmp_path / "cal.json"
+    r = cli("calibrate", "--run", config, "--log", log, "--model", "gpt3-1.3b", "--gpu",
+            "a100-80gb", "-o", out)
+    assert r.exit_code == 0, r.stderr
+    cal = load_profile(out).calibration
+    assert cal is not None and cal.runs[0].measured_step_s == pytest.approx(1.60)
+    assert cal.model["name"] == "gpt3-1.3b" and cal.runs[0].framework == "deepspeed"
+
+
+def test_a_log_that_is_a_fifo_or_a_folder_is_refused_at_once(tmp_path: Path, cli: Cli,
+                                                             error_line: ErrorLine) -> None:
+    import os
+
+    fifo = tmp_path / "log.fifo"
+    os.mkfifo(fifo)
+    out = tmp_path / "cal.json"
+    assert "not a regular file" in error_line(
+        cli("calibrate", "--run", MEGATRON, "--log", fifo, "-o", out))
+    assert "is a directory" in error_line(
+        cli("calibrate", "--run", MEGATRON, "--log", tmp_path, "-o", out))
+    assert "is a directory" in error_line(
+        cli("calibrate", "--run", MEGATRON, "--step-s", "9", "-o", tmp_path))
+    assert not out.exists()
