@@ -152,6 +152,7 @@ def _explain(rows: list[dict[str, Any]], load: list[float]) -> str:
     model = statistics.median(abs(r["error"]) for r in rows)
     factors = [r["contention"] for r in rows if r["contention"] is not None]
     speeds = [r["profile_speed"] for r in rows if r["profile_speed"] is not None]
+    alone = [abs(r["error_from_profile"]) for r in rows if r.get("error_from_profile") is not None]
     by_kind: dict[str, list[float]] = {}
     for r in rows:
         for op in r["ops"]:
@@ -166,10 +167,13 @@ def _explain(rows: list[dict[str, Any]], load: list[float]) -> str:
         f"|error|) against {model:.1%} for the step time, while the predicted bubble is within "
         f"{bubble * 100:.1f} points of the measured one (median). "
         f"Per op (simulated duration vs measured median), forwards were off by {f_err:+.1%} "
-        f"and backwards by {b_err:+.1%} (median over configurations): the quick profile "
-        "times each layer alone, 5 repeats, on a host whose speed drifts (the ranks' forwards "
-        f"ran alone in {min(speeds):.2f}x-{max(speeds):.2f}x the profile's time across launches), "
-        "and a stage's fused backward did not always cost the sum of its layers' B + W. "
+        f"and backwards by {b_err:+.1%} (median over configurations). The quick profile "
+        "times each layer alone, in a loop that keeps its weights in cache, on a host whose "
+        "speed drifts: each rank's training work (its stages' forward and backward) ran alone "
+        f"in {min(speeds):.2f}x-{max(speeds):.2f}x the profile's time across launches, and "
+        "each rank's costs are scaled by its own figure"
+        + (f" (from the profile alone, unscaled, the median |error| is "
+           f"{statistics.median(alone):.1%})" if alone else "") + ". "
         "Contention between the two ranks on 2 cores (plus the host's other load: load average "
         f"{load[0]:.1f} at the start, {load[1]:.1f} at the end) measured {min(factors):.2f}x-"
         f"{max(factors):.2f}x per launch; without modelling it the median |error| is "
