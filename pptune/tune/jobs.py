@@ -27,10 +27,10 @@ from typing import Any
 from pptune.check.costs import config_shape
 from pptune.check.rules import CheckOptions, CheckReport, check
 from pptune.costmodel import presets
+from pptune.costmodel.analytic import model_params
 from pptune.costmodel.calibration import Factors
 from pptune.costmodel.presets import ModelShape
 from pptune.costs import calibrated
-from pptune.costs.resolve import model_flops_per_token
 from pptune.errors import BadInput
 from pptune.frameworks.common.joblog import JobSize, steady_step_s
 from pptune.frameworks.logs import read_log
@@ -178,13 +178,18 @@ def step_at(job: Job) -> Callable[[Factors], float]:
 
 
 def _refuse_faster_than_peak(job: Job) -> None:
-    """A step shorter than the config's model FLOPs at every GPU's datasheet peak."""
-    base = calibrated.profile(calibration(job.shape, job.gpu, None, Factors()), (1,), tp=1)
-    per_token = model_flops_per_token(base)
-    if per_token is None:
-        return
-    flops = per_token * job.size.global_batch * job.size.seq_len
-    peak = presets.GPUS[job.gpu].peak_flops
+    """A step shorter than the config's least model FLOPs at every GPU's highest peak.
+
+    The least FLOPs: 6 per active parameter per token (Kaplan et al. 2020, sec.
+    2.1; a mixture of experts counts the experts a token uses, top_k of them),
+    the embedding table's left out and attention's products not counted; the
+    peak: the largest the GPU preset states (an FP8 peak where it has one), so
+    the bound never refuses a step a job could take."""
+    m = job.shape
+    params = model_params(m, active=True) - m.vocab * m.hidden
+    flops = 6 * params * job.size.global_batch * job.size.seq_len
+    spec = presets.GPUS[job.gpu]
+    peak = max(spec.peak_flops, float(getattr(spec, "fp8_peak_flops", None) or 0.0))
     least = flops / (job.size.gpus * peak)
     if job.measured_step_s < least:
         raise BadInput(

@@ -237,3 +237,30 @@ def test_a_log_that_is_a_fifo_or_a_folder_is_refused_at_once(tmp_path: Path, cli
     assert "is a directory" in error_line(
         cli("calibrate", "--run", MEGATRON, "--step-s", "9", "-o", tmp_path))
     assert not out.exists()
+
+
+def test_the_peak_bound_counts_the_experts_a_token_uses(tmp_path: Path) -> None:
+    import dataclasses
+
+    from pptune.costmodel.analytic import model_params
+    from pptune.costmodel.presets import MODELS
+
+    path = tmp_path / "moe.yaml"
+    path.write_text("model: mixtral-8x7b\ngpu: h100-sxm\ngpus: 64\ntp: 8\npp: 4\n"
+                    "micro_batch_size: 1\nglobal_batch: 256\nschedule: 1f1b\nsharding: zero1\n")
+    job = jobs.load(jobs.Measurement(path, step_s=1e3), None, None, None)
+    m = MODELS["mixtral-8x7b"]
+    active = model_params(m, active=True) - m.vocab * m.hidden  # top-2 of 8 experts
+    least = 6 * active * 256 * m.seq_len / (64 * 989e12)
+    jobs._refuse_faster_than_peak(dataclasses.replace(job, measured_step_s=least * 1.001))
+    with pytest.raises(BadInput, match="need at least"):
+        jobs._refuse_faster_than_peak(dataclasses.replace(job, measured_step_s=least * 0.999))
+
+
+def test_the_calibration_as_json(tmp_path: Path, cli: Cli) -> None:
+    out = tmp_path / "cal.json"
+    r = cli("calibrate", "--run", MEGATRON, "--step-s", "9.0", "-o", out, "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc == load_profile(out).calibration.model_dump(mode="json")  # type: ignore[union-attr]
+    assert doc["runs"][0]["parts"]["gemm"] > 0 and doc["gpu"] == "h100-sxm"
