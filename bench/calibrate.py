@@ -14,11 +14,11 @@ scaled (pptune.costmodel.calibration.scaled_gpu). Families:
 - Megatron-LM SC21 Table 1 on A100 (Narayanan et al. 2021), each row as
   bench/published_megatron.py runs it, its step from eq. 3's FLOPs at the
   published TFLOP/s per GPU;
-- the modern H100 rows (NVIDIA dgxc-benchmarking), when bench/
-  published_modern.py provides ``calibration_families()`` (a list of
-  ``(name, source, rows)`` with rows as here): the weak-scaling series of
-  each model (calibrate on one GPU count, predict the others) and across
-  models (calibrate on one model's smallest run, predict the others).
+- the modern H100 rows (NVIDIA dgxc-benchmarking v25.02, each as bench/
+  published_modern.py runs it, ``step_s``): the weak-scaling series of each
+  model and precision (calibrate on one GPU count, predict the others) and
+  across models (calibrate on one model's smallest run, predict every run of
+  the other models of the same precision).
 
 Targets (issue 22): median |error| <= 5%, worst <= 10%, every row reported.
 """
@@ -58,26 +58,65 @@ def megatron_family() -> tuple[str, str, list[Row]]:
             "as bench/published_megatron.py runs them", rows)
 
 
+def _modern_row(run: Any) -> Row:
+    from bench import published_modern
+
+    label = f"{run.recipe.model} {run.precision} {run.gpus} {run.gpu}"
+    published = run.global_batch * published_modern.shape_of(
+        run.recipe.model, run.tp, run.recipe.kv_heads, run.layers,
+        run.recipe.seq_len).seq_len / (run.published_tokens_per_gpu * run.gpus)
+    return Row(label, published, lambda f, run=run: published_modern.step_s(run, f),
+               {"table": run.table, "published_tokens_per_gpu": run.published_tokens_per_gpu})
+
+
 def modern_families() -> list[tuple[str, str, list[Row]]]:
-    """B2's bench/published_modern.py rows, once it provides them (module docstring)."""
+    """The dgxc-benchmarking v25.02 H100 rows (bench/published_modern_data.py):
+    each weak-scaling series (one model and precision over GPU counts) on its own,
+    and across models (each model's smallest run calibrates, the other models'
+    runs of that precision are predicted: ``across``)."""
     try:
-        from bench import published_modern  # type: ignore[attr-defined]
+        from bench.published_modern_data import RUNS
     except ImportError:
         return []
-    make = getattr(published_modern, "calibration_families", None)
-    return list(make()) if make is not None else []
+    dgxc = [r for r in RUNS if r.table.startswith("dgxc") and r.gpu == "h100-sxm"]
+    series: dict[str, list[Any]] = {}
+    for r in dgxc:
+        series.setdefault(r.table, []).append(r)
+    out = [(f"weak scaling: {name}", "NVIDIA dgxc-benchmarking v25.02, H100 (one series)",
+            [_modern_row(r) for r in sorted(runs, key=lambda r: r.gpus)])
+           for name, runs in series.items() if len(runs) > 1]
+    for precision in sorted({r.precision for r in dgxc}):
+        runs = sorted((r for r in dgxc if r.precision == precision),
+                      key=lambda r: (r.recipe.model, r.gpus))
+        out.append((f"across models: dgxc {precision}",
+                    "NVIDIA dgxc-benchmarking v25.02, H100: calibrated on each model's smallest "
+                    "run, every run of the other models predicted",
+                    [_modern_row(r) for r in runs]))
+    return out
+
+
+def _smallest_of_each_model(rows: list[Row]) -> list[int]:
+    """The index of each model's smallest run (rows sorted by model, then GPUs)."""
+    seen: dict[str, int] = {}
+    for i, r in enumerate(rows):
+        seen.setdefault(r.label.split()[0], i)
+    return list(seen.values())
 
 
 def leave_one_out(name: str, source: str, rows: list[Row]) -> dict[str, Any]:
-    """Calibrate on each row in turn; predict the others (module docstring)."""
+    """Calibrate on each row in turn; predict the others (module docstring). Across
+    models, only each model's smallest run calibrates and the other models' runs
+    are predicted."""
+    across = name.startswith("across models")
     rounds = []
     errors = []
-    for i, cal in enumerate(rows):
+    for i in (_smallest_of_each_model(rows) if across else range(len(rows))):
+        cal = rows[i]
         res = fit([Observed(cal.label, cal.published_step_s, cal.step_at)])
         f = res.factors
         preds = []
         for j, other in enumerate(rows):
-            if j == i:
+            if j == i or (across and other.label.split()[0] == cal.label.split()[0]):
                 continue
             predicted = other.step_at(f)
             err = predicted / other.published_step_s - 1
@@ -108,6 +147,6 @@ def main() -> dict[str, Any]:
         "targets": {"median_abs_error": MEDIAN_TARGET, "worst_abs_error": WORST_TARGET},
         "families": results,
         "modern_rows": "included" if len(families) > 1 else
-        "not yet: bench/published_modern.py (issue 20) provides no calibration_families()",
+        "not available: bench/published_modern_data.py is missing",
         "total_s": round(time.perf_counter() - t0, 1),
     }

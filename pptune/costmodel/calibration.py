@@ -35,8 +35,10 @@ hardware can do, nor below ``SANITY_FLOOR``:
   table"), 3.6% apart: ``COMPUTE_CEILING`` = 1.04 allows that spread between
   units and no more;
 - memory: at most the datasheet bandwidth (``1 / hbm_fraction``);
-- communication: at most the line rate the preset states for each link
-  (the presets' link figures are line rates: ceiling 1);
+- communication: at most the line rate the preset states for each link:
+  the achieved figures of its fabric (what NCCL reaches) may grow to the
+  NVLink and NIC line rates, no further (without a fabric the links are at
+  line rate: ceiling 1);
 - every factor: at least ``SANITY_FLOOR`` = 0.1. Published runs of tuned
   stacks reach 41-62% MFU on H100 (Megatron-LM's README table of
   Megatron-Core r0.8; NVIDIA's 2025 DGX Cloud benchmarks) and 44-52% on A100
@@ -50,6 +52,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from pptune.costmodel.presets import GpuSpec
 
@@ -62,19 +65,32 @@ class RateGroup(str, Enum):
     COMMUNICATION = "communication"  # link bandwidths
 
 
-# GpuSpec fields that are rates, and the group that scales each.
+# GpuSpec fields that are rates, and the group that scales each. A field may
+# be a number, None (not known: left None), a table of (size, share) pairs
+# (the shares scaled) or a record of rates (presets' ``Fabric``: its float
+# fields scaled, its counts and switches left as they are).
 GPU_RATES: dict[str, RateGroup] = {
     "gemm_fraction": RateGroup.COMPUTE,
+    "fp8_gemm_fraction": RateGroup.COMPUTE,
     "attention_fraction": RateGroup.COMPUTE,
+    "causal_attention": RateGroup.COMPUTE,
+    "full_attention": RateGroup.COMPUTE,
     "hbm_fraction": RateGroup.MEMORY,
     "nvlink_bytes_per_s": RateGroup.COMMUNICATION,
     "ib_bytes_per_s": RateGroup.COMMUNICATION,
+    "fabric": RateGroup.COMMUNICATION,  # what NCCL achieves (collectives.Fabric)
 }
 # GpuSpec fields a calibration leaves alone: names, sizes, datasheet peaks,
-# fixed per-kernel costs.
+# fixed per-kernel costs, what the hardware supports, the node's size.
 GPU_FIXED = frozenset({
     "name", "source", "peak_flops", "memory_bytes", "hbm_bytes_per_s", "sm_count", "launch_s",
+    "fp8_peak_flops", "fp4_peak_flops", "mxfp8", "gpus_per_node",
 })
+# Of the fabric's achieved bandwidths, the line rate each is bounded by (the
+# NVLink-SHARP all-reduce reduces in the switch and may exceed the per-GPU line)
+FABRIC_LINES = {"ring_busbw_bytes_per_s": "nvlink_bytes_per_s",
+                "p2p_bytes_per_s": "nvlink_bytes_per_s",
+                "nic_busbw_bytes_per_s": "ib_bytes_per_s"}
 
 COMPUTE_CEILING = 1.04  # module docstring: one die's measured matmul peak, two systems
 SANITY_FLOOR = 0.1  # module docstring
@@ -104,21 +120,42 @@ class Factors:
         return {g.value: self.of(g) for g in RateGroup}
 
 
+def _scaled(value: Any, f: float) -> Any:
+    """A rate field times ``f`` (the forms GPU_RATES describes)."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return value * f
+    if isinstance(value, tuple):
+        return tuple((size, share * f) for size, share in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(value, **{
+            k.name: getattr(value, k.name) * f for k in dataclasses.fields(value)
+            if type(getattr(value, k.name)) is float})
+    raise TypeError(f"cannot scale a rate of type {type(value).__name__}")
+
+
 def scaled_gpu(gpu: GpuSpec, factors: Factors) -> GpuSpec:
     """The preset with each rate of ``GPU_RATES`` multiplied by its group's factor."""
     if factors == Factors():
         return gpu
-    return dataclasses.replace(
-        gpu, **{name: getattr(gpu, name) * factors.of(group) for name, group in GPU_RATES.items()})
+    return dataclasses.replace(gpu, **{name: _scaled(getattr(gpu, name), factors.of(group))
+                                       for name, group in GPU_RATES.items()})
 
 
 def ceiling(gpu: GpuSpec, group: RateGroup) -> float:
-    """The largest physical factor of ``group`` on ``gpu`` (module docstring)."""
+    """The largest physical factor of ``group`` on ``gpu`` (module docstring): for
+    communication, the least headroom any link has to its line rate."""
     if group is RateGroup.COMPUTE:
         return COMPUTE_CEILING
     if group is RateGroup.MEMORY:
         return 1.0 / gpu.hbm_fraction
-    return 1.0
+    fabric = getattr(gpu, "fabric", None)
+    if fabric is None:  # the links are the line rates themselves
+        return 1.0
+    headroom = [getattr(gpu, line) / getattr(fabric, name)
+                for name, line in FABRIC_LINES.items() if getattr(fabric, name, None)]
+    return min(headroom) if headroom else 1.0
 
 
 # What each group's rate is, as a sentence names it.

@@ -16,12 +16,11 @@ from collections.abc import Sequence
 
 from pptune.costmodel.analytic import AnalyticLayer
 from pptune.costmodel.calibration import Factors, scaled_gpu
-from pptune.costmodel.keys import CostKey, Precision, TableSource
+from pptune.costmodel.keys import TableSource
 from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.presets import GPUS, GpuSpec, ModelShape
-from pptune.costmodel.search import CostTable
 from pptune.costs.modelspec import with_seq_len
-from pptune.costs.profiles import DEFAULT_MICRO_BATCH_SIZES, analytic_profile, cost_table
+from pptune.costs.profiles import DEFAULT_MICRO_BATCH_SIZES, analytic_profile, preset_tables
 from pptune.errors import BadInput
 from pptune.schemas import Calibration, Profile
 
@@ -71,22 +70,9 @@ def profile(cal: Calibration, sizes: Sequence[int], *, tp: int = 1, seq_len: int
 def tables(cal: Calibration, sizes: Sequence[int], *, seq_len: int | None = None,
            sequence_parallel: bool = False, attention: str | None = None,
            tp_comm_overlap: bool = False) -> TableSource:
-    """A cost table per cost key, built on first use (the search walks keys).
-
-    Context parallelism and low precision are priced by the analytic model once it
-    prices them (issue 20); until then a key that asks for them is refused."""
-    built: dict[CostKey, CostTable] = {}
-
-    def table(key: CostKey) -> CostTable:
-        if key.cp != 1 or key.precision not in (Precision.BF16, Precision.FP16):
-            raise BadInput(f"the analytic model does not price {key} yet (context "
-                           "parallelism and FP8 arrive with issue 20)")
-        if key not in built:
-            prof = profile(cal, sizes, tp=key.tp, seq_len=seq_len,
-                           sequence_parallel=sequence_parallel, attention=attention,
-                           tp_comm_overlap=tp_comm_overlap, ep=key.ep, etp=key.etp)
-            built[key] = cost_table(prof, tp=key.tp, tp_in_costs=key.tp)
-        return built[key]
-
-    return table
-
+    """A cost table per cost key (tp, cp, ep, etp, precision), built on first use (the
+    search walks keys): the presets' own per-key tables (``preset_tables``), on the
+    calibrated GPU."""
+    return preset_tables(shape(cal, seq_len), gpu(cal), tuple(sizes),
+                         sequence_parallel=sequence_parallel,
+                         attention=attention or cal.attention, tp_comm_overlap=tp_comm_overlap)

@@ -236,7 +236,7 @@ def _weight_cache_bytes(shape: presets.ModelShape, tp: int, gemm_precision: Prec
 
 def preset_tables(
     model: str | presets.ModelShape,
-    gpu: str,
+    gpu: str | presets.GpuSpec,
     micro_batch_sizes: tuple[int, ...] | list[int] = DEFAULT_MICRO_BATCH_SIZES,
     experts: ExpertParallel | None = None,
     **options: object,

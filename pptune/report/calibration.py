@@ -10,7 +10,7 @@ SHOWN_PARTS = 8  # the largest parts of a step; the rest summed as "other"
 
 
 def _pct(x: float) -> str:
-    return f"{x:+.1%}"
+    return f"{0.0 if abs(x) < 5e-4 else x:+.1%}"  # no "-0.0%"
 
 
 def _names(groups: list[str]) -> str:

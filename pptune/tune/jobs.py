@@ -183,13 +183,15 @@ def _refuse_faster_than_peak(job: Job) -> None:
     The least FLOPs: 6 per active parameter per token (Kaplan et al. 2020, sec.
     2.1; a mixture of experts counts the experts a token uses, top_k of them),
     the embedding table's left out and attention's products not counted; the
-    peak: the largest the GPU preset states (an FP8 peak where it has one), so
-    the bound never refuses a step a job could take."""
+    peak: the dense peak of the GEMMs' precision the config states (BF16 and
+    FP16 share one; FP8 where the config says so and the GPU has it), so the
+    bound never refuses a step a job could take."""
     m = job.shape
     params = model_params(m, active=True) - m.vocab * m.hidden
     flops = 6 * params * job.size.global_batch * job.size.seq_len
     spec = presets.GPUS[job.gpu]
-    peak = max(spec.peak_flops, float(getattr(spec, "fp8_peak_flops", None) or 0.0))
+    low = str(job.read.config.precision or "").endswith("fp8")  # fp8, mxfp8
+    peak = (spec.fp8_peak_flops or spec.peak_flops) if low else spec.peak_flops
     least = flops / (job.size.gpus * peak)
     if job.measured_step_s < least:
         raise BadInput(

@@ -38,3 +38,17 @@ def test_the_megatron_family_is_every_table_1_row() -> None:
     first = rows[0]  # 1.7B on 32 GPUs at 137 TFLOP/s: eq. 3's FLOPs over that rate
     assert first.published_step_s == pytest.approx(3.528, rel=1e-3)
     assert first.step_at(Factors.common(0.5)) > first.step_at(Factors())
+
+
+def test_the_modern_families_are_each_dgxc_series_and_the_models_across() -> None:
+    from bench.calibrate import modern_families
+
+    fams = {name: rows for name, _, rows in modern_families()}
+    weak = [n for n in fams if n.startswith("weak scaling: dgxc")]
+    assert len(weak) == 12  # 6 models with several GPU counts x BF16, FP8
+    assert sorted(n for n in fams if n.startswith("across")) == [
+        "across models: dgxc bf16", "across models: dgxc fp8"]
+    rows = fams["weak scaling: dgxc llama3.1-8b bf16"]
+    assert [r.label for r in rows][0] == "llama3-8b bf16 8 h100-sxm"
+    # 8 H100 at 10,254 tokens/s each, global batch 128 of 8192 tokens
+    assert rows[0].published_step_s == pytest.approx(128 * 8192 / (10254 * 8), rel=1e-3)

@@ -9,7 +9,7 @@ import pytest
 
 from pptune.costmodel import presets
 from pptune.costmodel.analytic import analytic_layers
-from pptune.costmodel.breakdown import BUBBLE, DATA_PARALLEL, SENDS, step_parts
+from pptune.costmodel.breakdown import BUBBLE, DATA_PARALLEL, OPTIMIZER, SENDS, step_parts
 from pptune.costmodel.calibration import (
     COMPUTE_CEILING,
     GPU_FIXED,
@@ -17,6 +17,7 @@ from pptune.costmodel.calibration import (
     SANITY_FLOOR,
     Factors,
     RateGroup,
+    ceiling,
     problems,
     scaled_gpu,
 )
@@ -43,11 +44,18 @@ def test_every_gpu_field_is_a_rate_or_fixed() -> None:
 def test_scaled_gpu_multiplies_the_rates_of_each_group_only() -> None:
     f = Factors(compute=0.5, memory=0.8, communication=0.25)
     g = scaled_gpu(H100, f)
-    assert g.gemm_fraction == pytest.approx(0.801 * 0.5)
-    assert g.attention_fraction == pytest.approx(0.34 * 0.5)
-    assert g.hbm_fraction == pytest.approx(0.90 * 0.8)
+    assert g.gemm_fraction == pytest.approx(H100.gemm_fraction * 0.5)
+    assert g.fp8_gemm_fraction == pytest.approx(H100.fp8_gemm_fraction * 0.5)  # type: ignore[operator]
+    assert g.attention_fraction == pytest.approx(H100.attention_fraction * 0.5)
+    assert [n for n, _ in g.causal_attention] == [n for n, _ in H100.causal_attention]
+    assert [x for _, x in g.causal_attention] == pytest.approx(
+        [x * 0.5 for _, x in H100.causal_attention])
+    assert g.hbm_fraction == pytest.approx(H100.hbm_fraction * 0.8)
     assert g.nvlink_bytes_per_s == pytest.approx(450e9 * 0.25)
     assert g.ib_bytes_per_s == pytest.approx(50e9 * 0.25)
+    assert H100.fabric is not None and g.fabric is not None
+    assert g.fabric.ring_busbw_bytes_per_s == pytest.approx(H100.fabric.ring_busbw_bytes_per_s / 4)
+    assert g.fabric.nvls_min_ranks == H100.fabric.nvls_min_ranks  # a count, not a rate
     for name in GPU_FIXED:
         assert getattr(g, name) == getattr(H100, name)
     assert scaled_gpu(H100, Factors()) is H100
@@ -57,11 +65,17 @@ def test_factors_outside_the_physical_range_name_the_rate() -> None:
     assert problems(H100, Factors(0.6, 1.0, 0.9)) == []
     fast = problems(H100, Factors(compute=COMPUTE_CEILING + 0.01))
     assert len(fast) == 1 and "above the GPU's measured matmul peak" in fast[0]
-    line = problems(H100, Factors(communication=1.01))
+    # NCCL reaches 47 GB/s of the NIC's 50 (presets' fabric): 50 / 47 is the headroom
+    assert ceiling(H100, RateGroup.COMMUNICATION) == pytest.approx(50 / 47)
+    assert problems(H100, Factors(communication=1.06)) == []
+    line = problems(H100, Factors(communication=1.07))
     assert "above the links' line rate" in line[0]
+    lines_only = dataclasses.replace(H100, fabric=None)
+    assert ceiling(lines_only, RateGroup.COMMUNICATION) == 1.0
     # the datasheet HBM bandwidth is 1 / 0.90 of the achieved one the preset prices
-    assert problems(H100, Factors(memory=1 / 0.90 - 1e-9)) == []
-    assert "datasheet HBM" in problems(H100, Factors(memory=1 / 0.90 + 1e-3))[0]
+    top = 1 / H100.hbm_fraction
+    assert problems(H100, Factors(memory=top - 1e-9)) == []
+    assert "datasheet HBM" in problems(H100, Factors(memory=top + 1e-3))[0]
     slow = problems(H100, Factors.common(SANITY_FLOOR / 2))
     assert len(slow) == 3 and all("below a tenth" in p for p in slow)
     assert problems(H100, Factors(compute=2.0), (RateGroup.COMMUNICATION,)) == []
@@ -141,7 +155,8 @@ def test_gpipe_step_splits_into_its_compute_and_the_bubble() -> None:
     assert plan.step_time_s == pytest.approx(9.0)
     split = step_parts(table, req, plan, [one, one])
     assert dict(split.parts) == pytest.approx({"gemm": 5.2, "memory-bound": 0.8,
-                                               DATA_PARALLEL: 0.0, SENDS: 0.0, BUBBLE: 3.0})
+                                               DATA_PARALLEL: 0.0, SENDS: 0.0, OPTIMIZER: 0.0,
+                                               BUBBLE: 3.0})
     assert sum(s for _, s in split.parts) == pytest.approx(split.step_s)
     assert split.share(BUBBLE) == pytest.approx(1 / 3)
 

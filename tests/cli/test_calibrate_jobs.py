@@ -76,6 +76,9 @@ def test_one_run_fits_one_common_factor_and_check_config_gives_the_step_back(
     assert cal is not None and cal.fitted == [["compute", "memory", "communication"]]
     assert len(set(cal.factors.values())) == 1 and 0.5 < cal.factors["compute"] < 1
     assert "one run gives one equation" in r.stdout
+    run = cal.runs[0]  # the step's parts add up to it, the optimizer's step among them
+    assert sum(run.parts.values()) == pytest.approx(run.predicted_step_s, rel=1e-6)
+    assert run.parts["optimizer step"] > 0 and run.parts["tp communication"] > 0
     back = cli("check-config", MEGATRON, "--profile", out, "--no-compare", "--output", "json")
     doc = json.loads(back.stdout)
     assert doc["derived"]["step_time_s"] == pytest.approx(9.0, rel=1e-3)
