@@ -49,6 +49,6 @@ def test_the_modern_families_are_each_dgxc_series_and_the_models_across() -> Non
     assert sorted(n for n in fams if n.startswith("across")) == [
         "across models: dgxc bf16", "across models: dgxc fp8"]
     rows = fams["weak scaling: dgxc llama3.1-8b bf16"]
-    assert [r.label for r in rows][0] == "llama3-8b bf16 8 h100-sxm"
+    assert rows[0].label == "llama3-8b bf16 8 h100-sxm"
     # 8 H100 at 10,254 tokens/s each, global batch 128 of 8192 tokens
     assert rows[0].published_step_s == pytest.approx(128 * 8192 / (10254 * 8), rel=1e-3)
