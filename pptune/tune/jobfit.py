@@ -18,6 +18,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from pptune.check.rules import CheckReport
 from pptune.costmodel import presets
 from pptune.costmodel.analytic import AnalyticLayer
 from pptune.costmodel.breakdown import StepParts, step_parts
@@ -106,11 +107,8 @@ def _hint(f: Factors) -> str:
             "job's GPU count and batch?")
 
 
-def _parts(job: Job, f: Factors, report: object) -> StepParts:
+def _parts(job: Job, f: Factors, report: CheckReport) -> StepParts:
     """The job's step at ``f`` split into parts (breakdown.step_parts)."""
-    from pptune.check.rules import CheckReport
-
-    assert isinstance(report, CheckReport)
     c = job.read.config
     if report.plan is None or report.table is None or report.request is None:
         raise BadInput(f"--run {job.config}: pptune no longer simulates its step at {f}")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,6 @@ class Job:
     peak_memory_bytes: float | None = None
     memory_what: str = ""
     notes: tuple[str, ...] = ()
-    _base: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def title(self) -> str:
@@ -83,10 +82,9 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None)
     read = read_config(m.config)
     cfg = read.config
     notes: list[str] = []
-    found: list[str] = []
 
     def add(id_: str, severity: str, message: str, **values: Any) -> None:
-        found.append(message)
+        """The shape's findings are check-config's to report; calibrate needs the shape."""
 
     shape = config_shape(cfg, m.config.parent, model, add)
     if shape is None:
@@ -111,16 +109,16 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None)
         if not step > 0 or not math.isfinite(step):
             raise BadInput(f"--step-s {step:g} for {m.config}: a step takes a positive, finite "
                            "number of seconds")
+    elif m.log is None:
+        raise BadInput(f"--run {m.config} has no --step-s or --log after it")
     else:
-        assert m.log is not None
         log = read_log(m.log, read.format)
         steady = steady_step_s(log, size, f"--log {m.log}", warmup)
         step, peak, what = steady.step_s, log.peak_memory_bytes, log.memory_what
         source = (f"log {m.log}: median of {len(steady.used)} {log.title} line(s), "
                   f"iterations {steady.used[0]}-{steady.used[-1]} (warm-up "
                   f"{', '.join(map(str, steady.skipped))} left out)")
-    job = Job(m.config, read, shape, name, step, source, size, peak, what, tuple(notes),
-              {"report": report})
+    job = Job(m.config, read, shape, name, step, source, size, peak, what, tuple(notes))
     _refuse_faster_than_peak(job)
     return job
 
