@@ -20,8 +20,16 @@ from typing import Any
 
 from pptune.check.costs import costs
 from pptune.check.framework import config_rules, framework_split, microbatch_rules
+from pptune.costmodel.keys import CostKey
 from pptune.costmodel.partition import add_ends, even_split, strip_ends
-from pptune.costmodel.schedules import Schedule, ScheduleError, chunks_per_device
+from pptune.costmodel.schedules import (
+    OVERLAPPED,
+    Schedule,
+    ScheduleError,
+    chunks_per_device,
+    model_chunks,
+    validate,
+)
 from pptune.costmodel.search import (
     MAX_SIMULATED_OPS,
     CostTable,
@@ -37,7 +45,7 @@ from pptune.costmodel.search import (
 from pptune.frameworks.common.fields import Semantics
 from pptune.options import CostOptions
 from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
-from pptune.schemas import TrainingConfig
+from pptune.schemas import Profile, TrainingConfig
 
 GIB = 1024**3
 
@@ -58,6 +66,7 @@ class CheckOptions:
     costs: CostOptions = field(default_factory=CostOptions)
     compare_best: bool = True
     strict: bool = False  # bubble and slowdown over their limits are errors
+    profile: Profile | None = None  # a profile object that beats costs.profile (calibrate's)
 
 
 @dataclass
@@ -66,6 +75,8 @@ class CheckReport:
     plan: Plan | None = None
     best: Plan | None = None
     derived: dict[str, Any] = field(default_factory=dict)
+    table: CostTable | None = None  # the costs the plan was priced with
+    request: PlanRequest | None = None  # the request it was simulated under
 
     def errors(self) -> list[Finding]:
         return [f for f in self.findings if f.severity == "error"]
@@ -145,13 +156,15 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
         m = None
 
     # --- layers -------------------------------------------------------------
-    n_stages = p * chunks
+    n_stages = model_chunks(schedule, p, v)  # dualpipe: pp chunks, each on two ranks
+    dual = " (one per model chunk: dualpipe runs each on two ranks)" if (
+        schedule is Schedule.DUALPIPE) else ""
     blocks = cfg.num_layers
     if cfg.stage_layers is not None:
         if len(cfg.stage_layers) != n_stages:
             add("split-mismatch", "error",
                 f"stage_layers has {len(cfg.stage_layers)} entries; {schedule.value} with pp={p} "
-                f"and {chunks} chunk(s) per device needs {n_stages}",
+                f"and {chunks} chunk(s) per device needs {n_stages}{dual}",
                 stage_layers=cfg.stage_layers, stages=n_stages)
         elif blocks is not None and sum(cfg.stage_layers) != blocks:
             add("split-mismatch", "error",
@@ -159,7 +172,9 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
                 stage_layers=cfg.stage_layers, num_layers=blocks)
     elif blocks is not None and blocks % n_stages:
         add("layers-not-divisible", "error",
-            f"{blocks} layers do not divide into pp*v = {p}*{chunks} = {n_stages} stages; "
+            f"{blocks} layers do not divide into "
+            + (f"pp = {n_stages} chunks{dual}" if dual else
+               f"pp*v = {p}*{chunks} = {n_stages} stages") + "; "
             "change pp or virtual stages, or give an explicit stage_layers split "
             "(Megatron-LM: --decoder-first/last-pipeline-num-layers)",
             num_layers=blocks, pp=p, virtual_stages=chunks)
@@ -171,6 +186,11 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
             add("zbv-m-lt-pp", "warning",
                 f"zbv with fewer micro-batches than stages ({m} < {p}) leaves most of the V idle",
                 microbatches=m, pp=p)
+        if schedule in OVERLAPPED:
+            try:  # torch's ScheduleDualPipeV and DeepSeek's DualPipe refuse these
+                validate(schedule, p, m, 2)
+            except ScheduleError as exc:
+                add("dualpipe-microbatches", "error", str(exc), microbatches=m, pp=p)
         if m % p:
             add("ga-not-aligned", "warning",
                 f"micro-batches per pipeline run ({m}) are not a multiple of pp ({p}); "
@@ -184,7 +204,11 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
             f"zbv runs exactly two chunks per device (got virtual stages {v}): torch's "
             "ScheduleZBVZeroBubble raises 'ZBV requires exactly 2 stages per rank'",
             virtual_stages=v)
-    if schedule not in (Schedule.INTERLEAVED, Schedule.ZBV) and v > 1:
+    if schedule in OVERLAPPED and v not in (1, 2):
+        add("zbv-chunks", "error",
+            f"{schedule.value} runs exactly two chunks per device (got virtual stages {v})",
+            virtual_stages=v)
+    if schedule not in {Schedule.INTERLEAVED, Schedule.ZBV} | OVERLAPPED and v > 1:
         add("virtual-stages-ignored", "error",
             f"{schedule.value} runs one chunk per device but virtual stages is {v}; "
             "use interleaved-1f1b or set virtual stages to 1", virtual_stages=v)
@@ -192,15 +216,16 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
 
     report = CheckReport(out, derived={"dp": dp, "grad_accum_steps": ga, "microbatches": m})
     structural = any(f.severity == "error" for f in out)
-    table, origin = costs(cfg, base_dir, opts.costs, add)
+    table, origin, key, reserve = costs(cfg, base_dir, opts.costs, add, opts.profile)
     report.derived["cost_source"] = origin
+    report.table = table
     if table is None or structural or dp is None or m is None:
         if table is not None and structural:
             add("prediction-skipped", "info",
                 "memory, bubble and step time not predicted until the errors above are fixed")
         return report
-    _predict(cfg, table, opts, report, add, dp=dp, m=m, schedule=schedule, chunks=chunks,
-             sem=sem)
+    _predict(cfg, table, key, opts, report, add, dp=dp, m=m, schedule=schedule, chunks=chunks,
+             sem=sem, reserve_bytes=2 * GIB if reserve is None else reserve)
     return report
 
 
@@ -230,11 +255,13 @@ def _split(cfg: TrainingConfig, table: CostTable, n_stages: int) -> list[int]:
 
 
 def _predict(
-    cfg: TrainingConfig, table: CostTable, opts: CheckOptions, report: CheckReport, add: Any,
+    cfg: TrainingConfig, table: CostTable, key: CostKey, opts: CheckOptions,
+    report: CheckReport, add: Any,
     *, dp: int, m: int, schedule: Schedule, chunks: int, sem: Semantics,
+    reserve_bytes: float = 2 * GIB,
 ) -> None:
     p = cfg.pp
-    n_stages = p * chunks
+    n_stages = model_chunks(schedule, p, cfg.virtual_stages)
     n_layers = len(table.names)
     if n_layers - 2 < n_stages:
         add("too-few-layers", "error",
@@ -253,18 +280,20 @@ def _predict(
             ops=ops)
         return
     split = _split(cfg, table, n_stages)
-    gpus = p * cfg.tp * dp  # context parallelism is folded into the per-layer costs
+    gpus = p * key.tp * key.cp * dp  # a profile folds cp into its per-layer costs (key cp 1)
     global_batch = cfg.micro_batch_size * m * cfg.pipeline_flushes * dp
     sharding, recompute = config_sharding(cfg), Recompute(cfg.recompute or "none")
     req = PlanRequest(
-        gpus=gpus, global_batch=global_batch, tp=cfg.tp, gpus_per_node=cfg.gpus_per_node,
+        gpus=gpus, global_batch=global_batch, tp=key.tp, gpus_per_node=cfg.gpus_per_node,
+        cost_keys=(key,),
         shardings=(sharding,), recomputes=(recompute,), recompute_every=cfg.recompute_every,
         fsdp_reshard_after_forward=cfg.fsdp_reshard_after_forward,
-        reserve_bytes=2 * GIB, micro_batch_sizes=(cfg.micro_batch_size,),
+        reserve_bytes=reserve_bytes, micro_batch_sizes=(cfg.micro_batch_size,),
     )
     v = cfg.virtual_stages if schedule is Schedule.INTERLEAVED else 1
     spec = PlanSpec(schedule, p, cfg.micro_batch_size, m, tuple(split), v,
-                    RankOrder(cfg.rank_order), sharding, recompute)
+                    RankOrder(cfg.rank_order), sharding, recompute,
+                    a2a_overlap=bool(cfg.a2a_overlap))
     try:
         plan = evaluate(table, req, spec)
     except ScheduleError as exc:  # the framework runs it; pptune's simulator cannot
@@ -273,6 +302,7 @@ def _predict(
             "predicted", schedule=schedule.value, microbatches=m, pp=p)
         return
     report.plan = plan
+    report.request = req
     step = plan.step_time_s * cfg.pipeline_flushes
     report.derived.update(step_time_s=step, bubble_rate=plan.bubble_rate,
                           peak_memory_bytes=plan.peak_memory_bytes, stage_layers=split)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import TypeVar
 
 from pptune.costmodel import collectives, context, precision, presets
-from pptune.costmodel.analytic import analytic_layers, block_params
+from pptune.costmodel.analytic import AnalyticLayer, analytic_layers, block_params
 from pptune.costmodel.collectives import Collective, Fabric
 from pptune.costmodel.comm import AllReduceLink
 from pptune.costmodel.context import CpComm
@@ -106,7 +106,7 @@ def _tp_link(fabric: Fabric, tp: int, sequence_parallel: bool, nbytes: float) ->
 
 def analytic_profile(
     model: str | presets.ModelShape,
-    gpu: str,
+    gpu: str | presets.GpuSpec,
     micro_batch_sizes: tuple[int, ...] | list[int] = DEFAULT_MICRO_BATCH_SIZES,
     tp: int = 1,
     efficiency: float | None = presets.DEFAULT_EFFICIENCY,
@@ -122,8 +122,10 @@ def analytic_profile(
     nvls: bool = True,
     fp8_params: bool = False,
     tp_overlap: TpOverlap | None = None,
+    layers_out: list[AnalyticLayer] | None = None,
 ) -> Profile:
-    """Per-layer costs of a preset (or any ModelShape) on a GPU preset.
+    """Per-layer costs of a preset (or any ModelShape) on a GPU preset (or a GpuSpec:
+    a calibrated one, pptune.costmodel.calibration).
 
     ``efficiency`` None: each GEMM's from the per-op model; else one fraction
     of peak for every GEMM. ``attention``: flash or eager (unfused). ``cp``:
@@ -135,10 +137,12 @@ def analytic_profile(
     (costmodel/tp_overlap.py; None: its defaults).
     ``experts``: expert parallelism of a MoE model (its all-to-all over the
     GPU's NVLink and NIC unless the settings name links). ``recompute_modules``:
-    Megatron-core's selective recomputation priced into the layers."""
+    Megatron-core's selective recomputation priced into the layers. ``layers_out``
+    receives the analytic layers themselves (their times by part: costmodel.parts)."""
     shape = model if isinstance(model, presets.ModelShape) else model_preset(model)
     model = shape.name
-    spec = gpu_preset(gpu)
+    spec = gpu if isinstance(gpu, presets.GpuSpec) else gpu_preset(gpu)
+    gpu = spec.name
     if efficiency is not None and not 0 < efficiency <= 1:
         raise BadInput(f"--efficiency must be in (0, 1], got {efficiency}")
     if attention not in ATTENTION_KINDS:
@@ -179,6 +183,8 @@ def analytic_profile(
         )
     except ValueError as exc:
         raise BadInput(f"{model}: {exc}") from None
+    if layers_out is not None:
+        layers_out.extend(layers)
     cache = _weight_cache_bytes(shape, tp, gemm_precision, fp8_params)
     return Profile(
         source="analytic",
@@ -235,15 +241,16 @@ def _weight_cache_bytes(shape: presets.ModelShape, tp: int, gemm_precision: Prec
 
 def preset_tables(
     model: str | presets.ModelShape,
-    gpu: str,
+    gpu: str | presets.GpuSpec,
     micro_batch_sizes: tuple[int, ...] | list[int] = DEFAULT_MICRO_BATCH_SIZES,
     experts: ExpertParallel | None = None,
+    profiles: dict[CostKey, Profile] | None = None,
     **options: object,
 ) -> TableSource:
     """A cost table per cost key (tp, cp, ep, etp, precision) of a model and GPU
     preset, built on first use; ``experts`` the MoE settings besides ep and etp
     (routing imbalance, dispatch precision), ``options`` as ``analytic_profile``
-    takes them."""
+    takes them; ``profiles`` collects each key's profile as it is built."""
     shape = model if isinstance(model, presets.ModelShape) else model_preset(model)
     built: dict[CostKey, CostTable] = {}
 
@@ -257,6 +264,8 @@ def preset_tables(
                                     gemm_precision=key.precision, experts=ex,
                                     **options)  # type: ignore[arg-type]
             built[key] = cost_table(prof, tp=key.tp, tp_in_costs=key.tp)
+            if profiles is not None:
+                profiles[key] = prof
         return built[key]
 
     return table

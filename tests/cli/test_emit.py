@@ -108,10 +108,13 @@ def test_train_tokens_adds_days_and_gpu_hours(tmp_path: Path, monkeypatch: pytes
 
 @pytest.fixture(scope="module")
 def run32():
-    # 4 nodes of 8 A100s, a pipeline of 4: the winner keeps each pipeline
-    # inside a node (tp-pp-dp)
+    # 4 nodes of 8 A100s, a pipeline of 4, the one-direction schedules: the winner
+    # keeps each pipeline inside a node (tp-pp-dp). (Dualpipe wins in tp-dp-pp: its
+    # pipelines cross the nodes and its data-parallel groups stay inside them.)
     return recommend(RecommendSpec.of(gpus=32, model="gpt3-13b", gpu="a100-80gb", tp=2,
-                                   sharded_optimizer=True, pp=[4]))
+                                   sharded_optimizer=True, pp=[4],
+                                   schedules=["gpipe", "1f1b", "interleaved-1f1b", "zb-h1",
+                                              "zbv"]))
 
 
 def test_multi_node_rank_order_round_trips(run32, tmp_path: Path) -> None:

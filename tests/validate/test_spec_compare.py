@@ -29,11 +29,12 @@ def spec(schedule: str = "1f1b", pp: int = 2, m: int = 4, v: int = 1, split=(2, 
 
 @pytest.mark.torch
 def test_every_schedule_maps_to_a_torch_class() -> None:
-    assert set(TORCH_SCHEDULES) == set(DEFAULT_SCHEDULES)  # the DualPipes: not validated yet
+    # every schedule but dualpipe, which no torch runtime has
+    assert set(TORCH_SCHEDULES) == set(DEFAULT_SCHEDULES) - {Schedule.DUALPIPE}
     torch = pytest.importorskip("torch")
     from torch.distributed.pipelining import schedules
 
-    for schedule in DEFAULT_SCHEDULES:
+    for schedule in TORCH_SCHEDULES:
         assert hasattr(schedules, TORCH_SCHEDULES[schedule]), (schedule, torch.__version__)
 
 
@@ -43,7 +44,24 @@ def test_stage_placement_loop_and_v() -> None:
     assert [inter.stages_of(r) for r in range(2)] == [[0, 2], [1, 3]]
     zbv = spec("zbv", split=(1, 1, 1, 1))
     assert [zbv.stages_of(r) for r in range(2)] == [[0, 3], [1, 2]]  # torch's style="v"
+    vee = spec("dualpipev", split=(1, 1, 1, 1))
+    assert [vee.stages_of(r) for r in range(2)] == [[0, 3], [1, 2]]
+    assert (vee.sim_v, vee.n_stages) == (2, 4)
     assert zbv.n_stages == 4 and zbv.sim_v == 2
+
+
+def test_dualpipe_refuses_in_one_line_and_dualpipev_follows_torchs_rule() -> None:
+    with pytest.raises(BadInput) as err:
+        check(spec("dualpipe", pp=2, m=4, split=(2, 2)), 4)
+    assert str(err.value) == (
+        "--schedule dualpipe: no torch runtime has it (torch.distributed.pipelining has "
+        "DualPipeV, not the bidirectional DualPipe, which is DeepSeek's own implementation), "
+        "so validate cannot run it; validate --schedule dualpipev, or pptune simulate "
+        "--schedule dualpipe"
+    )
+    with pytest.raises(BadInput, match="DualPipeV requires at least as many microbatches"):
+        check(spec("dualpipev", pp=2, m=2, split=(1, 1, 1, 1)), 4)
+    check(spec("dualpipev", pp=2, m=4, split=(1, 1, 1, 1)), 4)
 
 
 def test_good_specs_pass() -> None:
@@ -185,10 +203,25 @@ def test_contention_lengthens_the_prediction_only_where_ranks_overlap() -> None:
     assert solo.plain is None
 
 
-def test_profile_speed_compares_alone_forwards_with_the_profile() -> None:
-    # stages of 2 layers: the profile's forward is 2 s per stage
-    assert compare.profile_speed(profile(), spec(), {0: 3.0, 1: 5.0}) == pytest.approx(2.0)
+def test_profile_speed_compares_the_ranks_training_work_with_the_profile() -> None:
+    # stages of 2 layers: the profile's F + B + W is 2 + 3 + 1 = 6 s per stage
+    assert compare.rank_speeds(profile(), spec(), {0: 9.0, 1: 15.0}) == {
+        0: pytest.approx(1.5), 1: pytest.approx(2.5)}
+    assert compare.profile_speed(profile(), spec(), {0: 9.0, 1: 15.0}) == pytest.approx(2.0)
     assert compare.profile_speed(profile(), spec(), {}) is None
+
+
+def test_each_ranks_speed_scales_its_stage_costs() -> None:
+    # gpipe, pp 2, m 4, F = 2, B = 4 per stage; rank 1 runs at half the profile's pace
+    plain = compare.predict(profile(), spec("gpipe"))
+    slow = compare.predict(profile(), spec("gpipe"), speed={0: 1.0, 1: 2.0})
+    assert [s.fwd_s for s in slow.stages] == pytest.approx([2.0, 4.0])
+    assert [s.bwd_s for s in slow.stages] == pytest.approx([3.0, 6.0])
+    # rank 1 is the bottleneck: F0 then 4 x (F1 + B1) then B0 = 2 + 4 x 12 + 4
+    assert slow.result.step_time_s == pytest.approx(2 + 4 * 12 + 4)
+    assert slow.profile_only is not None
+    assert slow.profile_only.step_time_s == pytest.approx(plain.result.step_time_s)
+    assert any("host speed" in n for n in slow.notes)
 
 
 def test_bench_ranking_helpers() -> None:
