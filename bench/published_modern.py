@@ -36,6 +36,7 @@ from pptune.costmodel.memory import Recompute
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import PlanRequest, PlanSpec, Sharding, evaluate, search
+from pptune.costmodel.tp_overlap import GemmOverlap, Method, TpOverlap
 from pptune.costs.profiles import analytic_profile, cost_table, preset_tables
 
 TOLERANCE = 0.10  # issue 20: dense rows within +-10%
@@ -77,6 +78,26 @@ def precision_of(name: str) -> Precision:
     return Precision(name)
 
 
+def overlap_of(ub: tuple[tuple[str, str], ...] | None) -> TpOverlap | None:
+    """A recipe's ub_tp_comm_overlap_cfg (published_modern_data.Recipe.ub) as the cost
+    model's TpOverlap; None: the recipe names none (Transformer Engine's defaults)."""
+    if ub is None:
+        return None
+    cfgs = {}
+    for name, spec in ub:
+        kind, *rest = spec.split(":")
+        margin = "margin" in rest
+        num_sm = int(rest[0]) if rest and rest[0].isdigit() else 1
+        if kind in ("ring", "ring+agg"):
+            cfgs[name] = GemmOverlap(Method.RING_EXCHANGE, num_sm, margin,
+                                     aggregate=kind == "ring+agg")
+        elif kind == "pipe":
+            cfgs[name] = GemmOverlap(Method.PIPELINE, num_sm, margin, num_splits=4)
+        else:
+            cfgs[name] = GemmOverlap(Method.BULK, num_sm, margin)
+    return TpOverlap(**cfgs)
+
+
 def _request(run: Run, key: CostKey) -> PlanRequest:
     gpu = presets.GPUS[run.gpu]
     fp8 = key.precision is not Precision.BF16
@@ -111,7 +132,8 @@ def _evaluated(run: Run, factors: Factors | None = None) -> Evaluated:
         shape, gpu, [run.micro_batch], tp=run.tp,
         sequence_parallel=r.sequence_parallel and run.tp > 1,
         tp_comm_overlap=r.tp_comm_overlap and run.tp > 1, cp=run.cp,
-        gemm_precision=key.precision, nvls=False, fp8_params=r.fp8_params)
+        gemm_precision=key.precision, nvls=False, fp8_params=r.fp8_params,
+        tp_overlap=overlap_of(r.ub))
     table = cost_table(prof, tp=run.tp, tp_in_costs=run.tp)
     req = _request(run, key)
     dp = run.gpus // (run.tp * run.pp * run.cp)

@@ -69,6 +69,13 @@ class Recipe:
     kv_heads: int | None = None  # the recipe's query groups where they differ from the model
     seq_len: int | None = None
     source: str = ""
+    # Transformer Engine's per-GEMM TP overlap (``ub_tp_comm_overlap_cfg``) as the recipe
+    # sets it, one entry per GEMM name (UB_NAMES): "ring" (ring exchange), "ring+agg"
+    # (aggregate), "ring:1:margin" (num_sm 1, set_sm_margin), "pipe:24:margin"
+    # (pipeline, num_sm 24, set_sm_margin, 4 splits), "bulk:4" (num_sm 4); None: the
+    # recipe names no configuration (Transformer Engine v1.13's defaults apply)
+    ub: tuple[tuple[str, str], ...] | None = None
+    ub_source: str = ""
 
 
 @dataclass(frozen=True)
@@ -95,19 +102,53 @@ class Run:
 
 # --------------------------------------------------------------------------- recipes
 
+UB_NAMES = ("qkv_fprop", "proj_fprop", "fc1_fprop", "fc2_fprop", "proj_dgrad", "fc2_dgrad",
+            "qkv_dgrad", "fc1_dgrad", "qkv_wgrad", "fc1_wgrad")
+
+
+def _ub(qkv_dgrad: int, qkv_wgrad: int, fc1_dgrad: int, fc1_wgrad: int, proj_fprop: str,
+        fc2_fprop: str, ring: str = "ring", fc2_dgrad: str | None = None
+        ) -> tuple[tuple[str, str], ...]:
+    """A ub_tp_comm_overlap_cfg: bulk SM counts of the four dgrad/wgrad overlaps, the two
+    forward reduce-scatters, the ring exchanges (``ring`` for all four unless fc2_dgrad
+    differs)."""
+    return (("qkv_fprop", ring), ("proj_fprop", proj_fprop), ("fc1_fprop", ring),
+            ("fc2_fprop", fc2_fprop), ("proj_dgrad", ring), ("fc2_dgrad", fc2_dgrad or ring),
+            ("qkv_dgrad", f"bulk:{qkv_dgrad}"), ("fc1_dgrad", f"bulk:{fc1_dgrad}"),
+            ("qkv_wgrad", f"bulk:{qkv_wgrad}"), ("fc1_wgrad", f"bulk:{fc1_wgrad}"))
+
+
+# dgxc v25.02 recipe files, model.ub_tp_comm_overlap_cfg (every set_sm_margin 0 unless named)
+UB_GPT3_175B = _ub(4, 8, 2, 4, "pipe:24:margin", "pipe:20:margin", fc2_dgrad="ring+agg")
+UB_LLAMA31_70B = _ub(4, 24, 2, 4, "pipe:24:margin", "pipe:16:margin")
+UB_LLAMA31_405B = _ub(2, 24, 2, 2, "pipe:24:margin", "pipe:8:margin", ring="ring+agg")
+# NeMo-Framework-Launcher (48af207b) launcher_scripts/conf/training/tp_overlap/*.yaml
+UB_H6144_TP2_MBS2_S2048 = _ub(8, 16, 4, 16, "pipe:16:margin", "pipe:24:margin")
+UB_H8192_TP4_MBS1_S4096 = _ub(8, 16, 2, 4, "pipe:24:margin", "pipe:16:margin",
+                              fc2_dgrad="ring+agg")
+UB_H8192_TP4_MBS1_S8192 = _ub(4, 24, 2, 4, "pipe:24:margin", "pipe:16:margin")
+# NeMo v2.2.0 nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py (b200 entries)
+UB_FP8_B200_H12288_TP4 = _ub(4, 16, 2, 8, "ring:1:margin", "ring:1:margin")
+UB_FP8_B200_H8192_TP2 = _ub(4, 24, 2, 4, "ring:1:margin", "ring:1:margin")
+UB_FP8_B200_H16384_TP4_CP2 = _ub(8, 32, 2, 8, "ring:1:margin", "ring:1:margin", ring="ring+agg")
+UB_BF16_B200_H18432_TP8 = _ub(8, 32, 2, 8, "ring:1:margin", "pipe:24:margin")
+
 LLAMA31_8B = Recipe("llama3-8b", sequence_parallel=False, tp_comm_overlap=False, grad_bytes=2,
                     source=f"{DGXC} llama3.1/llama3.1_8b.yaml: sequence_parallel false, "
                     "ub_tp_comm_overlap false, optim distributed_fused_adam grad_sync_dtype bf16")
 LLAMA31_70B = Recipe("llama3-70b", sequence_parallel=True, tp_comm_overlap=True, grad_bytes=2,
                      source=f"{DGXC} llama3.1/llama3.1_70b.yaml: sequence_parallel true, "
-                     "ub_tp_comm_overlap true, grad_sync_dtype bf16")
+                     "ub_tp_comm_overlap true, grad_sync_dtype bf16",
+                     ub=UB_LLAMA31_70B, ub_source=f"{DGXC} llama3.1/llama3.1_70b.yaml")
 LLAMA31_405B = Recipe("llama3.1-405b", sequence_parallel=True, tp_comm_overlap=True,
                       grad_bytes=2, kv_heads=16,
                       source=f"{DGXC} llama3.1/llama3.1_405b.yaml: sequence_parallel true, "
-                      "ub_tp_comm_overlap true, num_query_groups 16, grad_sync_dtype bf16")
+                      "ub_tp_comm_overlap true, num_query_groups 16, grad_sync_dtype bf16",
+                      ub=UB_LLAMA31_405B, ub_source=f"{DGXC} llama3.1/llama3.1_405b.yaml")
 GPT3_175B = Recipe("gpt3-175b", sequence_parallel=True, tp_comm_overlap=True, grad_bytes=2,
                    source=f"{DGXC} nemo_megatron/gpt3_175b_hydra.yaml: sequence_parallel true, "
-                   "ub_tp_comm_overlap true, dropout 0.1, grad_sync_dtype bf16")
+                   "ub_tp_comm_overlap true, dropout 0.1, grad_sync_dtype bf16",
+                   ub=UB_GPT3_175B, ub_source=f"{DGXC} nemo_megatron/gpt3_175b_hydra.yaml")
 NEMOTRON4_15B = Recipe("nemotron4-15b", sequence_parallel=True, tp_comm_overlap=True,
                        grad_bytes=4,
                        source=f"{DGXC} nemotron/configure.sh (model.sequence_parallel=True, "
@@ -120,9 +161,11 @@ NEMOTRON4_340B = Recipe("nemotron4-340b", sequence_parallel=True, tp_comm_overla
 
 # NeMo 24.07 (launcher confs): sequence_parallel / ub_tp_comm_overlap as each file sets them
 def _launcher(model: str, name: str, sp: bool, overlap: bool, kv: int | None = None,
-              grad_bytes: int = 4) -> Recipe:
+              grad_bytes: int = 4, ub: tuple[tuple[str, str], ...] | None = None,
+              ub_file: str = "") -> Recipe:
     return Recipe(model, sequence_parallel=sp, tp_comm_overlap=overlap, grad_bytes=grad_bytes,
-                  fp8_params=False, kv_heads=kv,
+                  fp8_params=False, kv_heads=kv, ub=ub,
+                  ub_source=f"{LAUNCHER} tp_overlap/{ub_file}.yaml" if ub_file else "",
                   source=f"{LAUNCHER} {name}: sequence_parallel {str(sp).lower()}, "
                   f"ub_tp_comm_overlap {str(overlap).lower()}, distributed_fused_adam"
                   + (", grad_sync_dtype bf16" if grad_bytes == 2 else "")
@@ -130,23 +173,30 @@ def _launcher(model: str, name: str, sp: bool, overlap: bool, kv: int | None = N
 
 
 L_GPT3_5B = _launcher("gpt3-5b", "gpt3/5b.yaml", False, False)
-L_GPT3_20B = _launcher("gpt3-20b", "gpt3/20b.yaml", True, True)
+L_GPT3_20B = _launcher("gpt3-20b", "gpt3/20b.yaml", True, True, ub=UB_H6144_TP2_MBS2_S2048,
+                       ub_file="ub_cfg_h100_h6144_tp2_mbs2_seqlen2048")
 L_GPT3_175B = _launcher("gpt3-175b", "gpt3/175b.yaml", True, False)
 L_LLAMA2_7B = _launcher("llama2-7b", "llama/llama2_7b.yaml", False, False)
 L_LLAMA2_13B = _launcher("llama2-13b", "llama/llama2_13b.yaml", False, False)
-L_LLAMA2_70B = _launcher("llama2-70b", "llama/llama2_70b.yaml", True, True)
+L_LLAMA2_70B = _launcher("llama2-70b", "llama/llama2_70b.yaml", True, True,
+                         ub=UB_H8192_TP4_MBS1_S4096, ub_file="ub_cfg_h100_h8192_tp4_mbs1_seqlen4096")
 L_NEMOTRON_8B = _launcher("nemotron3-8b", "nemotron/nemotron_8b.yaml", True, True)
 L_NEMOTRON_22B = _launcher("nemotron3-22b", "nemotron/nemotron_22b.yaml", True, True)
 L_NEMOTRON_340B = _launcher("nemotron4-340b", "nemotron/nemotron_340b.yaml", True, False,
                             grad_bytes=2)
 L_LLAMA3_8B = _launcher("llama3-8b", "llama/llama3_8b.yaml", False, False)
-L_LLAMA3_70B = _launcher("llama3-70b", "llama/llama3_70b.yaml", True, True)
+L_LLAMA3_70B = _launcher("llama3-70b", "llama/llama3_70b.yaml", True, True,
+                         ub=UB_H8192_TP4_MBS1_S8192, ub_file="ub_cfg_h100_h8192_tp4_mbs1_seqlen8192")
 
 
-def _nemo2(model: str, sp: bool, kv: int | None = None) -> Recipe:
+def _nemo2(model: str, sp: bool, kv: int | None = None, ub: tuple[tuple[str, str], ...] | None = None,
+           ub_name: str = "") -> Recipe:
     """NeMo 2.2 performance recipes: performance_mode (TP communication overlap where
-    tp > 1), FP8 with fp8_params and BF16 gradients."""
+    tp > 1), FP8 with fp8_params and BF16 gradients; ``ub``: the userbuffers
+    configuration scripts/llm/performance/pretrain_<model>.py picks for b200."""
     return Recipe(model, sequence_parallel=sp, tp_comm_overlap=sp, grad_bytes=2, kv_heads=kv,
+                  ub=ub, ub_source=f"{NEMO22} tp_overlap_configs/userbuffers.py {ub_name}"
+                  if ub_name else "",
                   source=f"{NEMO22}: pretrain_recipe(performance_mode=True), "
                   "bf16_with_fp8_mixed (fp8_params True), grad_reduce_in_fp32 False")
 
@@ -235,12 +285,20 @@ for recipe, gpus, gbs, mbs, tp, pp, cp, vp, tok in [
 
 # NeMo 25.02, DGX-B200, FP8 (the page's dense rows; the Mixtral rows are mixtures of experts)
 for recipe, gpus, gbs, mbs, tp, pp, cp, vp, tok in [
-    (_nemo2("gpt3-175b", True), 512, 2048, 2, 4, 4, 1, 6, 1600),
+    (_nemo2("gpt3-175b", True, ub=UB_FP8_B200_H12288_TP4,
+            ub_name="userbuffers_fp8_b200_h12288_tp4_mbs1_seqlen2048"), 512, 2048, 2, 4, 4, 1, 6,
+     1600),
     (_nemo2("llama3-8b", False), 8, 128, 2, 1, 1, 1, 1, 26006),
-    (_nemo2("llama3-70b", True), 64, 128, 1, 2, 4, 2, 5, 3062),
-    (_nemo2("llama3.1-405b", True, kv=8), 128, 64, 1, 4, 8, 2, 8, 625),
+    (_nemo2("llama3-70b", True, ub=UB_FP8_B200_H8192_TP2,
+            ub_name="userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192"), 64, 128, 1, 2, 4, 2, 5,
+     3062),
+    (_nemo2("llama3.1-405b", True, kv=8, ub=UB_FP8_B200_H16384_TP4_CP2,
+            ub_name="userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192"), 128, 64, 1, 4, 8, 2,
+     8, 625),
     (_nemo2("nemotron4-15b", False), 64, 256, 2, 1, 1, 1, 1, 14760),
-    (_nemo2("nemotron4-340b", True), 128, 32, 1, 8, 4, 1, 12, 602),
+    (_nemo2("nemotron4-340b", True, ub=UB_BF16_B200_H18432_TP8,
+            ub_name="userbuffers_bf16_b200_h18432_tp8_mbs1_seqlen4096 (the only b200 entry "
+            "pretrain_nemotron4_340b.py imports)"), 128, 32, 1, 8, 4, 1, 12, 602),
 ]:
     RUNS.append(Run(f"nemo25.02 {recipe.model} fp8 b200", recipe, "b200", "fp8", gpus, gbs,
                     mbs, tp, pp, cp, vp, tok, NEMO2502, "tokens/s/GPU [V]"))

@@ -77,6 +77,7 @@ from pptune.costmodel.ops import (
 )
 from pptune.costmodel.parts import PartTimes, layer_parts
 from pptune.costmodel.presets import GpuSpec, ModelShape
+from pptune.costmodel.tp_overlap import TpOverlap
 
 BF16_BYTES = 2
 
@@ -276,6 +277,8 @@ def analytic_layers(
     cp_comm: CpComm = CpComm.P2P,
     cp_links: CpLinks | None = None,
     gemm_precision: Precision = Precision.BF16,
+    tp_overlap: TpOverlap | None = None,
+    tp_p2p: tuple[float, float] = (10e-6, 396.4e9),
 ) -> list[AnalyticLayer]:
     """Embedding, blocks (and MTP modules) and head with costs for each micro-batch size.
 
@@ -288,7 +291,10 @@ def analytic_layers(
     ``mla_up_proj`` and ``mlp`` (dense MLPs), priced into the layers.
     ``cp``: context parallelism over ``cp`` ranks exchanging K/V by ``cp_comm``
     over ``cp_links`` (context.py); ``gemm_precision``: the block GEMMs'
-    precision (precision.py).
+    precision (precision.py). ``tp_overlap``: Transformer Engine's per-GEMM
+    overlap configuration (tp_overlap.py; None: its defaults) where
+    ``tp_comm_overlap`` and sequence parallelism are on, its ring exchange over
+    ``tp_p2p`` (latency_s, bytes/s: a pairwise NVLink copy).
     """
     if efficiency is not None and not 0 < efficiency <= 1:
         raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
@@ -300,7 +306,7 @@ def analytic_layers(
     check_experts(m, ex)
     rates = Rates.of(gpu, efficiency)
     par = Parallel(tp, sequence_parallel, flash_attention, *tp_allreduce, tp_comm_overlap,
-                   cp, cp_comm, cp_links, gemm_precision)
+                   cp, cp_comm, cp_links, gemm_precision, tp_overlap, *tp_p2p)
     s, h, v = m.seq_len // cp, m.hidden, m.vocab
     saved = precision.gemm_input_bytes(gemm_precision)
     redo_up = MLA_UP_PROJ in recompute_modules and m.mla

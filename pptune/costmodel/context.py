@@ -27,6 +27,15 @@ The algorithms (Megatron-LM ``--cp-comm-type``; Transformer Engine
               what outlasts the step's compute is exposed. Backward passes K/V
               and their gradients (2 kv a hop) around the ring again and
               returns the gradients to their owner (one more kv hop).
+              Around the kernels (Transformer Engine v1.13 ``AttnFuncWithCPAndKVP2P``,
+              BF16): forward concatenates K and V into the send buffer (read
+              and write kv), zeroes the output (q bytes) and merges every
+              step's partial output into it by its softmax statistics
+              (``flash_attn_fwd_out_correction``: read both, write one, 3 q a
+              step); backward adds every step's dQ into dQ (3 q a step) and
+              concatenates dK, dV (2 kv) and adds them into the travelling
+              gradient buffer (3 kv) a step. The slowest rank merges whole
+              blocks every step, so ``cp`` steps of each are priced.
 ``all-gather``  all-gather K/V (``(cp - 1) kv`` bytes in, Llama 3's method,
               Dubey et al. 2024 sec. 3.3.2) before attention, exposed; backward
               gathers again and reduce-scatters dK/dV.
@@ -138,6 +147,10 @@ class CpAttention:
     fwd_bytes: float = 0.0  # moved per rank
     bwd_bytes: float = 0.0
     steps: int = 1  # kernels per phase (ring steps)
+    # HBM bytes of the elementwise work around the ring's kernels (p2p: merging each
+    # step's partial output, accumulating dQ and dK/dV; module docstring)
+    fwd_merge_bytes: float = 0.0
+    bwd_merge_bytes: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -188,9 +201,12 @@ def _p2p(shape: CpShape, cp: int, rates: AttentionRates, hop: Link) -> CpAttenti
     if cp > 1:
         bwd_comm += hop.time_s(kv)  # the gradients' last hop home
     fwd_s = sum(steps_s)
+    q_bytes = BF16_BYTES * b * (s / cp) * shape.heads * d  # this rank's Q (and O, dQ)
+    merge_f = cp * 3 * q_bytes + q_bytes + 2 * kv if cp > 1 else 0.0
+    merge_b = cp * (3 * q_bytes + 5 * kv) if cp > 1 else 0.0
     return CpAttention(mine, fwd_s, fwd_comm, BWD_OVER_FWD * mine, BWD_OVER_FWD * fwd_s,
                        bwd_comm, (cp - 1) * kv, (cp - 1) * 2 * kv + (kv if cp > 1 else 0.0),
-                       steps=cp)
+                       steps=cp, fwd_merge_bytes=merge_f, bwd_merge_bytes=merge_b)
 
 
 def _all_gather(shape: CpShape, cp: int, rates: AttentionRates, links: CpLinks) -> CpAttention:

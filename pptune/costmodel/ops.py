@@ -10,24 +10,10 @@ the bytes it moves through HBM; its time is a roofline:
                dropout, cross-entropy, embedding gather and scatter)
 
 plus ``launch_s`` per kernel. HBM here is the *achieved* bandwidth, the
-datasheet figure times the GPU's measured fraction (presets.py).
-
-GEMM efficiency (NVIDIA, "Matrix Multiplication Background User's Guide",
-sec. 3.1 tile quantization and 3.2 wave quantization): cuBLAS splits the
-m x n output into tiles, one thread block each, and runs them in waves of
-one tile per SM. A wave that is partly empty, or tiles that hang over the
-matrix edge, compute nothing useful, so the useful share is
-
-    m n / (waves * sm_count * tile_m * tile_n),  waves = ceil(tiles / sm_count)
-
-taken at the best of the tile shapes in ``GEMM_TILES`` (cuBLAS picks among
-several), times the fraction of peak the largest GEMMs reach when
-quantization costs nothing (measured per GPU, presets.py).
-
-FLOPs: a GEMM of m x k by k x n costs 2 m k n (Narayanan et al. 2021,
-appendix). Flash attention, forward ``4 s^2 d`` per head and sample, halved
-with a causal mask; backward 2.5x forward (Dao 2023, FlashAttention-2,
-sec. 4.1: five matmuls against two, one of them the recomputation).
+datasheet figure times the GPU's measured fraction (presets.py). One kernel's
+cost (the GEMM roofline with its tile and wave quantisation, memory ops, the
+tensor-parallel collectives) is kernels.py's; the two linears of a sub-layer
+with their tensor-parallel communication, overlapped or not, tensor_parallel.py's.
 
 Split of backward (Qi et al. 2024, Zero Bubble, sec. 2): B computes the
 input gradients: every GEMM's data gradient, attention's backward and every
@@ -60,176 +46,32 @@ parallelism splits too, Korthikanti et al. 2022 sec. 4.2.2):
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from enum import Enum
 
 from pptune.costmodel import context, precision
-from pptune.costmodel.context import AttentionRates, CpComm, CpLinks, CpShape
-from pptune.costmodel.keys import Precision
-from pptune.costmodel.presets import GpuSpec, ModelShape
-
-BF16_BYTES = 2
-# Tile shapes cuBLAS's bf16 kernels use on A100/H100 (the cuBLASLt
-# MatmulTile enum lists 256x128, 128x256 and 128x128 among others).
-GEMM_TILES: tuple[tuple[int, int], ...] = ((256, 128), (128, 256), (128, 128))
+from pptune.costmodel.context import CpShape
+from pptune.costmodel.kernels import BF16_BYTES as BF16_BYTES
+from pptune.costmodel.kernels import GEMM_TILES as GEMM_TILES
+from pptune.costmodel.kernels import Kind as Kind
+from pptune.costmodel.kernels import OpCost as OpCost
+from pptune.costmodel.kernels import Phase as Phase
+from pptune.costmodel.kernels import gemm as gemm
+from pptune.costmodel.kernels import gemm_efficiency as gemm_efficiency
+from pptune.costmodel.kernels import linear as linear
+from pptune.costmodel.kernels import memory as memory
+from pptune.costmodel.kernels import phase_s as phase_s
+from pptune.costmodel.kernels import tp_collective as tp_collective
+from pptune.costmodel.kernels import wave_utilisation as wave_utilisation
+from pptune.costmodel.presets import ModelShape
+from pptune.costmodel.rates import Parallel as Parallel
+from pptune.costmodel.rates import Rates as Rates
+from pptune.costmodel.tensor_parallel import tp_pair
 
 
 class Attention(str, Enum):
     FLASH = "flash"  # fused kernel (FlashAttention-2, PyTorch SDPA)
     EAGER = "eager"  # score and value GEMMs, softmax and dropout over HBM
-
-
-class Phase(str, Enum):
-    F = "F"  # forward
-    B = "B"  # input gradient
-    W = "W"  # weight gradient
-
-
-class Kind(str, Enum):
-    GEMM = "gemm"
-    ATTENTION = "attention"
-    MEMORY = "memory"
-    COMM = "comm"
-    ALL_TO_ALL = "all_to_all"  # expert dispatch and combine: its own figure (moe.py)
-
-
-@dataclass(frozen=True)
-class OpCost:
-    name: str
-    phase: Phase
-    kind: Kind
-    flops: float
-    hbm_bytes: float
-    time_s: float  # without the launch
-    kernels: int = 1
-
-
-@dataclass(frozen=True)
-class Rates:
-    """What the ops run at: one GPU's peaks, achieved fractions and overrides."""
-
-    peak_flops: float
-    hbm_bytes_per_s: float  # achieved, not the datasheet figure
-    sm_count: int
-    gemm_fraction: float
-    attention_fraction: float
-    launch_s: float
-    gemm_efficiency: float | None = None  # user override (--efficiency)
-    fp8_peak_flops: float | None = None  # dense FP8 (precision.py); None: no FP8
-    fp8_gemm_fraction: float | None = None
-    causal_attention: tuple[tuple[int, float], ...] = ()  # share of peak by kernel length
-    full_attention: tuple[tuple[int, float], ...] = ()
-
-    @classmethod
-    def of(cls, gpu: GpuSpec, efficiency: float | None = None) -> Rates:
-        return cls(
-            peak_flops=gpu.peak_flops, hbm_bytes_per_s=gpu.hbm_bytes_per_s * gpu.hbm_fraction,
-            sm_count=gpu.sm_count, gemm_fraction=gpu.gemm_fraction,
-            attention_fraction=gpu.attention_fraction, launch_s=gpu.launch_s,
-            gemm_efficiency=efficiency, fp8_peak_flops=gpu.fp8_peak_flops,
-            fp8_gemm_fraction=gpu.fp8_gemm_fraction, causal_attention=gpu.causal_attention,
-            full_attention=gpu.full_attention,
-        )
-
-    def attention(self) -> AttentionRates:
-        return AttentionRates(self.peak_flops, self.attention_fraction,
-                              self.causal_attention, self.full_attention)
-
-
-@dataclass(frozen=True)
-class Parallel:
-    """How the layer is split: tensor parallelism, sequence parallelism,
-    attention kernel, and the tensor-parallel group's collective link."""
-
-    tp: int = 1
-    sequence_parallel: bool = False
-    flash_attention: bool = True
-    tp_latency_s: float = 20e-6
-    tp_busbw_bytes_per_s: float = 450e9
-    tp_comm_overlap: bool = False  # collectives pipelined with their GEMM (--tp-comm-overlap)
-    cp: int = 1  # context parallelism: the sequence over cp ranks (context.py)
-    cp_comm: CpComm = CpComm.P2P  # how they exchange K/V (--cp-comm-type)
-    cp_links: CpLinks | None = None  # where the cp group sits; None: nothing priced
-    precision: Precision = Precision.BF16  # of the block's GEMMs (precision.py)
-
-    @property
-    def fp8(self) -> bool:
-        return precision.is_low(self.precision)
-
-
-def wave_utilisation(m: int, n: int, sm_count: int, batch: int = 1) -> float:
-    """Useful share of the tiles cuBLAS runs for an m x n output (best tile)."""
-    best = 0.0
-    for tm, tn in GEMM_TILES:
-        tiles = math.ceil(m / tm) * math.ceil(n / tn) * batch
-        waves = math.ceil(tiles / sm_count)
-        best = max(best, m * n * batch / (waves * sm_count * tm * tn))
-    return best
-
-
-def gemm_efficiency(m: int, n: int, rates: Rates, batch: int = 1, fp8: bool = False) -> float:
-    """Fraction of peak (the FP8 peak for an FP8 GEMM) an m x n output reaches."""
-    if rates.gemm_efficiency is not None:
-        return rates.gemm_efficiency
-    fraction = rates.gemm_fraction
-    if fp8:
-        if rates.fp8_gemm_fraction is None:
-            raise ValueError("an FP8 GEMM on a GPU without a measured FP8 matmul rate")
-        fraction = rates.fp8_gemm_fraction
-    return fraction * wave_utilisation(m, n, rates.sm_count, batch)
-
-
-def gemm(name: str, phase: Phase, m: int, n: int, k: int, rates: Rates,
-         batch: int = 1, fp8: bool = False) -> OpCost:
-    """(m x k) @ (k x n), ``batch`` times, as a roofline; ``fp8``: at the FP8
-    peak with 1-byte inputs and a BF16 output (precision.py)."""
-    flops = 2.0 * m * n * k * batch
-    inputs = 1.0 if fp8 else BF16_BYTES
-    nbytes = (inputs * float(m * k + k * n) + BF16_BYTES * float(m * n)) * batch
-    peak = rates.peak_flops
-    if fp8:
-        if rates.fp8_peak_flops is None:
-            raise ValueError("an FP8 GEMM on a GPU without FP8 tensor cores")
-        peak = rates.fp8_peak_flops
-    compute_s = flops / (peak * gemm_efficiency(m, n, rates, batch, fp8))
-    return OpCost(name, phase, Kind.GEMM, flops, nbytes,
-                  max(compute_s, nbytes / rates.hbm_bytes_per_s))
-
-
-def linear(name: str, tokens: int, k: int, n: int, rates: Rates,
-           fp8: bool = False) -> tuple[OpCost, ...]:
-    """A weight GEMM y = x W (x: tokens x k, W: k x n): forward, its data
-    gradient (B: dx = dy W^T) and its weight gradient (W: dW = x^T dy)."""
-    return (
-        gemm(name, Phase.F, tokens, n, k, rates, fp8=fp8),
-        gemm(name + ".dgrad", Phase.B, tokens, k, n, rates, fp8=fp8),
-        gemm(name + ".wgrad", Phase.W, k, n, tokens, rates, fp8=fp8),
-    )
-
-
-def memory(name: str, phase: Phase, nbytes: float, rates: Rates, kernels: int = 1) -> OpCost:
-    return OpCost(name, phase, Kind.MEMORY, 0.0, nbytes, nbytes / rates.hbm_bytes_per_s, kernels)
-
-
-def tp_collective(name: str, phase: Phase, nbytes: float, par: Parallel,
-                  gemm_op: OpCost | None = None) -> OpCost:
-    """All-reduce of ``nbytes`` over the tensor-parallel group (ring, nccl-tests
-    busbw); with sequence parallelism the same bytes move as a reduce-scatter
-    and an all-gather, (t-1)/t each, so the time is the same plus one latency.
-
-    Exposed in full, unless ``par.tp_comm_overlap``: then it runs in chunks
-    pipelined with ``gemm_op``, the GEMM that produces its input (Megatron-LM
-    / Transformer Engine ``--tp-comm-overlap``), and only what outlasts that
-    GEMM is exposed."""
-    t = par.tp
-    if t == 1:
-        return OpCost(name, phase, Kind.COMM, 0.0, 0.0, 0.0, 0)
-    latency = par.tp_latency_s * (2 if par.sequence_parallel else 1)
-    time_s = latency + 2 * (t - 1) / t * nbytes / par.tp_busbw_bytes_per_s
-    if par.tp_comm_overlap and gemm_op is not None:
-        time_s = max(0.0, time_s - gemm_op.time_s)
-    return OpCost(name, phase, Kind.COMM, 0.0, nbytes, time_s, 0)
 
 
 def attention_ops(m: ModelShape, b: int, rates: Rates, par: Parallel,
@@ -265,6 +107,11 @@ def attention_ops(m: ModelShape, b: int, rates: Rates, par: Parallel,
                                  att.fwd_comm_s, 0))
             ops.append(OpCost("cp_kv.bwd", Phase.B, Kind.COMM, 0.0, att.bwd_bytes,
                               att.bwd_comm_s, 0))
+            if att.fwd_merge_bytes:
+                ops.insert(2, memory("cp_merge", Phase.F, att.fwd_merge_bytes, rates,
+                                     kernels=par.cp + 2))
+                ops.append(memory("cp_merge.bwd", Phase.B, att.bwd_merge_bytes, rates,
+                                  kernels=3 * par.cp))
         return ops
     if par.cp > 1:
         raise ValueError("context parallelism needs flash (fused) attention")
@@ -312,9 +159,9 @@ def attention_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     tokens = b * m.seq_len // par.cp  # this context-parallel rank's share
     q = m.heads * m.head_dim
     kv = m.kv_heads * m.head_dim
-    act = BF16_BYTES * tokens * h  # bytes of one hidden-state tensor
-    qkv = linear("qkv", tokens, h, _split(q + 2 * kv, t), rates, fp8)
-    proj = linear("attn_out", tokens, _split(q, t), h, rates, fp8)
+    pair = tp_pair("attn", "qkv", "attn_out", tokens, h, _split(q + 2 * kv, t), _split(q, t),
+                   rates, par, "attn")
+    qkv, proj = pair.col, pair.row
     rotary = 4 * tokens * (q + kv) / t
     qk_norm = [memory("qk_norm", Phase.F, 4 * tokens * (q + kv) / t, rates)] if m.qk_norm else []
     qk_norm_b = ([memory("qk_norm.bwd", Phase.B, 6 * tokens * (q + kv) / t, rates)]
@@ -325,12 +172,12 @@ def attention_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
              *([memory("rotary", Phase.F, rotary, rates)] if m.rotary else []),
              *[o for o in core if o.phase is Phase.F],
              *fp8_casts("attn_out", Phase.F, tokens, [_split(q, t)], rates, fp8),
-             proj[0], tp_collective("tp_attn", Phase.F, act, par, proj[0])],
+             proj[0], pair.fwd_comm],
         bwd=[*fp8_casts("attn", Phase.B, tokens, [h, _split(q + 2 * kv, t)], rates, fp8),
              proj[1], *[o for o in core if o.phase is Phase.B],
              *([memory("rotary.bwd", Phase.B, rotary, rates)] if m.rotary else []),
-             *qk_norm_b, qkv[1], tp_collective("tp_attn.bwd", Phase.B, act, par, qkv[1])],
-        wgrad=[qkv[2], proj[2]],
+             *qk_norm_b, qkv[1], pair.bwd_comm],
+        wgrad=[qkv[2], proj[2], *pair.wgrad_comm],
     )
 
 
@@ -340,20 +187,20 @@ def mlp_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     SwiGLU), activation, down, and its tensor-parallel collective."""
     t, h, f, fp8 = par.tp, m.hidden, m.ffn if ffn is None else ffn, par.fp8
     tokens = b * m.seq_len // par.cp  # this context-parallel rank's share
-    act = BF16_BYTES * tokens * h
     up_n = f * (2 if m.gated_mlp else 1)
-    up = linear(f"{name}_up", tokens, h, _split(up_n, t), rates, fp8)
-    down = linear(f"{name}_down", tokens, _split(f, t), h, rates, fp8)
+    pair = tp_pair(name, f"{name}_up", f"{name}_down", tokens, h, _split(up_n, t), _split(f, t),
+                   rates, par, "mlp")
+    up, down = pair.col, pair.row
     act_f, act_b = (6 * f, 10 * f) if m.gated_mlp else (4 * f, 6 * f)
     prefix = "" if name == "mlp" else f"{name}_"
     return BlockPart(
         fwd=[up[0], memory(f"{prefix}activation", Phase.F, act_f * tokens / t, rates),
              *fp8_casts(f"{name}_down", Phase.F, tokens, [_split(f, t)], rates, fp8), down[0],
-             tp_collective(f"tp_{name}", Phase.F, act, par, down[0])],
+             pair.fwd_comm],
         bwd=[*fp8_casts(name, Phase.B, tokens, [h, _split(up_n, t)], rates, fp8),
              down[1], memory(f"{prefix}activation.bwd", Phase.B, act_b * tokens / t, rates),
-             up[1], tp_collective(f"tp_{name}.bwd", Phase.B, act, par, up[1])],
-        wgrad=[up[2], down[2]],
+             up[1], pair.bwd_comm],
+        wgrad=[up[2], down[2], *pair.wgrad_comm],
     )
 
 
@@ -393,8 +240,3 @@ def block_ops(m: ModelShape, b: int, rates: Rates, par: Parallel,
         memory("norm1.bwd", Phase.B, norm_b, rates),
     ]
     return fwd + bwd + attn.wgrad + mlp.wgrad
-
-
-def phase_s(ops: list[OpCost], phase: Phase, rates: Rates) -> float:
-    """Time of one phase: its ops' roofline times plus a launch per kernel."""
-    return sum(o.time_s + o.kernels * rates.launch_s for o in ops if o.phase is phase)

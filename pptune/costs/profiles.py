@@ -21,6 +21,7 @@ from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.ops import Attention
 from pptune.costmodel.search import CostTable, LayerCosts
 from pptune.costmodel.simulate import Link
+from pptune.costmodel.tp_overlap import TpOverlap
 from pptune.errors import BadInput
 from pptune.schemas import (
     DeviceInfo,
@@ -120,6 +121,7 @@ def analytic_profile(
     gpus_per_node: int | None = None,
     nvls: bool = True,
     fp8_params: bool = False,
+    tp_overlap: TpOverlap | None = None,
     layers_out: list[AnalyticLayer] | None = None,
 ) -> Profile:
     """Per-layer costs of a preset (or any ModelShape) on a GPU preset (or a GpuSpec:
@@ -130,7 +132,9 @@ def analytic_profile(
     context parallelism with ``cp_comm`` (context.py) on a node of
     ``gpus_per_node`` (None: the GPU's NVLink domain); ``gemm_precision`` of the
     block GEMMs (precision.py), ``fp8_params``: FP8 weights (no cached copies);
-    ``nvls``: NCCL may use NVLink SHARP (recipes that set NCCL_NVLS_ENABLE=0 do not).
+    ``nvls``: NCCL may use NVLink SHARP (recipes that set NCCL_NVLS_ENABLE=0 do not);
+    ``tp_overlap``: Transformer Engine's per-GEMM overlap under ``tp_comm_overlap``
+    (costmodel/tp_overlap.py; None: its defaults).
     ``experts``: expert parallelism of a MoE model (its all-to-all over the
     GPU's NVLink and NIC unless the settings name links). ``recompute_modules``:
     Megatron-core's selective recomputation priced into the layers. ``layers_out``
@@ -175,6 +179,7 @@ def analytic_profile(
             sequence_parallel=sequence_parallel and tp > 1, tp_comm_overlap=tp_comm_overlap,
             experts=ex, recompute_modules=recompute_modules,
             cp=cp, cp_comm=cp_comm, cp_links=cp_links, gemm_precision=gemm_precision,
+            tp_overlap=tp_overlap, tp_p2p=(presets.P2P_LATENCY_INTRA_S, fabric.p2p_bytes_per_s),
         )
     except ValueError as exc:
         raise BadInput(f"{model}: {exc}") from None

@@ -163,3 +163,40 @@ def test_cp_needs_flash_attention() -> None:
     m = dataclasses.replace(presets.MODELS["gpt3-1.3b"])
     with pytest.raises(ValueError, match="flash"):
         block_act_bytes(m, 1, flash_attention=False, cp=2)
+
+
+def test_p2p_merges_each_steps_output_and_gradients() -> None:
+    # cp = 4: a rank's Q (and O, dQ) is 2048 tokens x 8 heads x 128 x 2 bytes = 4 MiB, its K/V
+    # 2 MiB. Forward: concatenate K and V (read, write: 2 kv), zero O (q), merge 4 partial
+    # outputs (read both, write one: 3 q each); backward: 4 x (add dQ: 3 q; concatenate dK,
+    # dV: 2 kv; add them into the travelling buffer: 3 kv)
+    cp = 4
+    att = attention(SHAPE, cp, CpComm.P2P, RATES, links(cp, 4))
+    q = 2048 * 8 * 128 * 2
+    kv = kv_bytes(cp)
+    assert att.fwd_merge_bytes == 2 * kv + q + 4 * 3 * q
+    assert att.bwd_merge_bytes == 4 * (3 * q + 5 * kv)
+    assert attention(SHAPE, 1, CpComm.P2P, RATES, None).fwd_merge_bytes == 0.0
+
+
+def test_the_merge_kernels_run_at_the_hbm_rate_in_the_blocks_ops() -> None:
+    # llama3-8b, 8192 tokens over cp = 2 in one node: a rank's Q (and O, dQ) is 4096 tokens x
+    # 32 heads x 128 x 2 bytes = 32 MiB, its K/V 2 x 4096 x 8 x 128 x 2 = 16 MiB. Forward:
+    # 2 kv + q + 2 x 3 q = 256 MiB in cp + 2 = 4 kernels; backward: 2 x (3 q + 5 kv) = 352 MiB
+    # in 3 cp = 6; each at the achieved HBM bandwidth
+    from pptune.costmodel.ops import Parallel, Rates, block_ops
+
+    m, gpu = presets.MODELS["llama3-8b"], presets.GPUS["h100-sxm"]
+    rates = Rates.of(gpu)
+    par = Parallel(cp=2, cp_links=local_links(2, 1, 8, gpu.fabric))
+    ops = {o.name: o for o in block_ops(m, 1, rates, par)}
+    mib = 2.0**20
+    q, kv = 32 * mib, 16 * mib
+    fwd, bwd = ops["cp_merge"], ops["cp_merge.bwd"]
+    assert (fwd.hbm_bytes, fwd.kernels) == (2 * kv + q + 2 * 3 * q, 4)
+    assert (bwd.hbm_bytes, bwd.kernels) == (2 * (3 * q + 5 * kv), 6)
+    assert fwd.time_s == pytest.approx(256 * mib / (gpu.hbm_bytes_per_s * gpu.hbm_fraction))
+    assert bwd.time_s == pytest.approx(352 * mib / (gpu.hbm_bytes_per_s * gpu.hbm_fraction))
+    # the all-gather and Ulysses methods run attention whole: no per-step merge
+    gathered = block_ops(m, 1, rates, dataclasses.replace(par, cp_comm=CpComm.ALL_GATHER))
+    assert not [o for o in gathered if o.name.startswith("cp_merge")]

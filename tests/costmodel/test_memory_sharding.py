@@ -161,5 +161,5 @@ def test_split_is_optimal_for_the_step_with_few_microbatches() -> None:
     best = min((tuple(b - a for a, b in itertools.pairwise((0, *cut, 8)))
                 for cut in itertools.combinations(range(1, 8), 3)), key=step)
     got = search(table, req).plans[0]
-    assert tuple(got.stage_layers) == best == (3, 2, 2, 1)
+    assert tuple(got.stage_layers) == best != tuple(minmax)
     assert got.step_time_s < step((2, 2, 2, 2))

@@ -55,13 +55,17 @@ def test_qkv_gemm_is_compute_bound_at_the_large_gemm_rate() -> None:
     flops = 2 * S * 3 * H * H  # 3.22e9
     assert op.flops == flops and op.kind is Kind.GEMM
     assert op.hbm_bytes == 2 * (S * H + H * 3 * H + S * 3 * H)  # 10.5 MB: 10.5 us < 64 us
-    assert op.time_s == pytest.approx(flops / 50e12)
+    # 2 x 24 tiles of 256 x 128 fill 12 waves of 4 SMs, 4 x 24 of 128 x 128 fill 24: as
+    # fast, and the last of 24 waves writes a 24th of the output after its mainloop
+    assert op.time_s == pytest.approx(flops / 50e12 + 2 * S * 3 * H / 24 / 1e12)
 
 
 def test_gemm_roofline_takes_the_memory_time_when_it_is_longer() -> None:
-    # 4096 x 4096 output, k = 8: 0.27 GFLOP (5.4 us at 50 TFLOP/s), 33.8 MB (33.8 us)
+    # 4096 x 4096 output, k = 8: 0.27 GFLOP (5.4 us at 50 TFLOP/s), 33.8 MB (33.8 us), and
+    # the last of 256 waves (1024 tiles of 128 x 128 on 4 SMs) writes its outputs after
     op = gemm("thin", Phase.F, 4096, 4096, 8, RATES)
-    assert op.time_s == pytest.approx(2 * (4096 * 8 * 2 + 4096 * 4096) / 1e12)
+    assert op.time_s == pytest.approx(2 * (4096 * 8 * 2 + 4096 * 4096) / 1e12
+                                      + 2 * 4096 * 4096 / 256 / 1e12)
 
 
 def test_elementwise_ops_move_their_bytes_over_hbm() -> None:
@@ -155,13 +159,64 @@ def test_tp_comm_overlap_exposes_only_what_outlasts_the_gemm() -> None:
     par = Parallel(tp=2, tp_latency_s=10e-6, tp_busbw_bytes_per_s=100e9)
     plain = block_ops(GPT, 1, RATES, par)
     hidden = block_ops(GPT, 1, RATES, dataclasses.replace(par, tp_comm_overlap=True))
-    # attention output GEMM 512 x 1024 x 512: 0.54 GFLOP at 50 TFLOP/s = 10.7 us;
-    # its all-reduce of 1 MiB: 10 us + 1 MiB / 100 GB/s = 20.5 us; 9.7 us left over
+    # attention output GEMM 512 x 1024 x 512: 0.54 GFLOP at 50 TFLOP/s = 10.7 us, plus the
+    # last of 8 waves' outputs (32 tiles of 128 x 128: 1 MiB / 8 at 1 TB/s); its all-reduce
+    # of 1 MiB: 10 us + 1 MiB / 100 GB/s = 20.5 us; the rest left over
     proj = _op(plain, "attn_out")
-    assert proj.time_s == pytest.approx(2 * 512 * 1024 * 512 / 50e12)
+    assert proj.time_s == pytest.approx(2 * 512 * 1024 * 512 / 50e12 + 2 * 512 * 1024 / 8 / 1e12)
     assert _op(plain, "tp_attn").time_s == pytest.approx(10e-6 + S * H * 2 / 100e9)
     assert _op(hidden, "tp_attn").time_s == pytest.approx(
         _op(plain, "tp_attn").time_s - proj.time_s)
     fast = block_ops(GPT, 1, RATES, dataclasses.replace(par, tp_comm_overlap=True,
                                                           tp_busbw_bytes_per_s=1e12))
     assert _op(fast, "tp_mlp").time_s == 0.0  # shorter than the down projection: hidden
+
+
+def test_split_k_fills_the_sms_a_small_output_leaves_idle() -> None:
+    # 128 x 128 output, k = 4096 on 4 SMs: one 128 x 128 tile, a quarter of the wave; split
+    # into 4 slices of 1024 the 4 blocks fill it, plus 4 FP32 partials written and read back
+    op = gemm("g", Phase.F, 128, 128, 4096, RATES)
+    flops = 2 * 128 * 128 * 4096
+    partials = 8 * 4 * 128 * 128
+    last_wave = 2 * 128 * 128  # one wave: all the output is written after it
+    assert op.time_s == pytest.approx(flops / 50e12 + (partials + last_wave) / 1e12)
+    # k = 512 allows two slices of 256 only: half the wave, two partials
+    shallow = gemm("g", Phase.F, 128, 128, 512, RATES)
+    assert shallow.time_s == pytest.approx(2 * 128 * 128 * 512 / (50e12 * 0.5)
+                                           + (8 * 2 * 128 * 128 + last_wave) / 1e12)
+
+
+def test_no_split_k_where_the_tiles_already_fill_the_waves() -> None:
+    # 512 x 3072: 96 tiles of 128 x 128 fill 24 waves of 4 SMs; any split only adds traffic
+    op = gemm("g", Phase.F, 512, 3072, 4096, RATES)
+    assert op.time_s == pytest.approx(2 * 512 * 3072 * 4096 / 50e12 + 2 * 512 * 3072 / 24 / 1e12)
+
+
+def test_the_last_waves_epilogue_is_one_waves_share_of_the_output() -> None:
+    # 1024 x 1024 output, k = 1024: 32 tiles of 256 x 128 (or 128 x 256) in 8 full waves of
+    # 4 SMs, 64 of 128 x 128 in 16: both useful throughout, so 2.15 GFLOP at 50 TFLOP/s =
+    # 42.9 us; the last wave writes its share of the 2 MiB BF16 output after its mainloop:
+    # 2 MiB / 16 at 1 TB/s (the 16-wave tile leaves the smallest share)
+    flops = 2 * 1024**3
+    op = gemm("g", Phase.F, 1024, 1024, 1024, RATES)
+    assert op.time_s == pytest.approx(flops / 50e12 + 2 * 1024 * 1024 / 16 / 1e12)
+    # without the term: the roofline alone, as the model stood before it
+    bare = gemm("g", Phase.F, 1024, 1024, 1024, RATES, last_wave=False)
+    assert bare.time_s == pytest.approx(flops / 50e12)
+
+
+def test_without_split_k_a_small_output_runs_on_its_tiles_alone() -> None:
+    # 128 x 128, k = 4096 on 4 SMs without split-K: one tile, a quarter of the wave useful,
+    # and the one wave writes the whole output after its mainloop
+    op = gemm("g", Phase.F, 128, 128, 4096, RATES, split_k=False)
+    assert op.time_s == pytest.approx(2 * 128 * 128 * 4096 / (50e12 * 0.25)
+                                      + 2 * 128 * 128 / 1e12)
+    both_off = gemm("g", Phase.F, 128, 128, 4096, RATES, split_k=False, last_wave=False)
+    assert both_off.time_s == pytest.approx(2 * 128 * 128 * 4096 / (50e12 * 0.25))
+
+
+def test_a_single_efficiency_has_no_shape_terms() -> None:
+    # --efficiency 0.4: that one fraction of peak, no split-K, no epilogue
+    rates = dataclasses.replace(RATES, gemm_efficiency=0.4)
+    op = gemm("g", Phase.F, 128, 128, 4096, rates)
+    assert op.time_s == pytest.approx(2 * 128 * 128 * 4096 / 40e12)

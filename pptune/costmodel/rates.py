@@ -1,0 +1,86 @@
+"""What the per-op model runs at (``Rates``: one GPU's peaks and measured
+fractions) and how a layer is split (``Parallel``: tensor, sequence and context
+parallelism, the attention kernel, the tensor-parallel links and precision).
+ops.py prices every op from these two records."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from pptune.costmodel import precision
+from pptune.costmodel.context import AttentionRates, CpComm, CpLinks
+from pptune.costmodel.keys import Precision
+from pptune.costmodel.presets import GpuSpec
+from pptune.costmodel.tp_overlap import TpOverlap
+
+
+@dataclass(frozen=True)
+class Rates:
+    """What the ops run at: one GPU's peaks, achieved fractions and overrides."""
+
+    peak_flops: float
+    hbm_bytes_per_s: float  # achieved, not the datasheet figure
+    sm_count: int
+    gemm_fraction: float
+    attention_fraction: float
+    launch_s: float
+    gemm_efficiency: float | None = None  # user override (--efficiency)
+    fp8_peak_flops: float | None = None  # dense FP8 (precision.py); None: no FP8
+    fp8_gemm_fraction: float | None = None
+    causal_attention: tuple[tuple[int, float], ...] = ()  # share of peak by kernel length
+    full_attention: tuple[tuple[int, float], ...] = ()
+
+    @classmethod
+    def of(cls, gpu: GpuSpec, efficiency: float | None = None) -> Rates:
+        return cls(
+            peak_flops=gpu.peak_flops, hbm_bytes_per_s=gpu.hbm_bytes_per_s * gpu.hbm_fraction,
+            sm_count=gpu.sm_count, gemm_fraction=gpu.gemm_fraction,
+            attention_fraction=gpu.attention_fraction, launch_s=gpu.launch_s,
+            gemm_efficiency=efficiency, fp8_peak_flops=gpu.fp8_peak_flops,
+            fp8_gemm_fraction=gpu.fp8_gemm_fraction, causal_attention=gpu.causal_attention,
+            full_attention=gpu.full_attention,
+        )
+
+    def attention(self) -> AttentionRates:
+        return AttentionRates(self.peak_flops, self.attention_fraction,
+                              self.causal_attention, self.full_attention)
+
+    def with_sms(self, sms: int) -> Rates:
+        """The same GPU with a kernel confined to ``sms`` of its SMs: the tensor-core
+        peaks in proportion, the tile waves counted on ``sms`` (ops.gemm); HBM
+        bandwidth is the whole GPU's (a streaming kernel on a fraction of the SMs
+        still reaches most of it; only GEMMs are confined here)."""
+        if sms == self.sm_count:
+            return self
+        share = sms / self.sm_count
+        fp8 = self.fp8_peak_flops * share if self.fp8_peak_flops is not None else None
+        return dataclasses.replace(self, sm_count=sms, peak_flops=self.peak_flops * share,
+                                   fp8_peak_flops=fp8)
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """How the layer is split: tensor parallelism, sequence parallelism,
+    attention kernel, and the tensor-parallel group's collective and
+    point-to-point links."""
+
+    tp: int = 1
+    sequence_parallel: bool = False
+    flash_attention: bool = True
+    tp_latency_s: float = 20e-6
+    tp_busbw_bytes_per_s: float = 450e9
+    tp_comm_overlap: bool = False  # collectives pipelined with their GEMM (--tp-comm-overlap)
+    cp: int = 1  # context parallelism: the sequence over cp ranks (context.py)
+    cp_comm: CpComm = CpComm.P2P  # how they exchange K/V (--cp-comm-type)
+    cp_links: CpLinks | None = None  # where the cp group sits; None: nothing priced
+    precision: Precision = Precision.BF16  # of the block's GEMMs (precision.py)
+    # Transformer Engine's per-GEMM overlap (tp_overlap.py) when tp_comm_overlap and
+    # sequence parallelism are on; None: its v1.13 defaults
+    tp_overlap: TpOverlap | None = None
+    tp_p2p_latency_s: float = 10e-6  # one userbuffers copy between TP peers (ring exchange)
+    tp_p2p_bytes_per_s: float = 396.4e9  # pairwise NVLink copy (presets.py fabric)
+
+    @property
+    def fp8(self) -> bool:
+        return precision.is_low(self.precision)
