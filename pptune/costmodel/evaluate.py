@@ -75,6 +75,9 @@ class PlanRequest:
     top: int = 5
     rank_orders: Sequence[RankOrder] = tuple(RankOrder)
     with_best_pp1: bool = True  # keep the best plan without a pipeline in the list
+    # full recomputation searched per stage too: the memory-bound stages recompute
+    # (stage_recompute.py)
+    stage_recompute: bool = True
     # the per-layer splits and precisions to search, one cost table each (keys.py);
     # None: the one key of ``tp`` in BF16
     cost_keys: Sequence[CostKey] | None = None
@@ -107,11 +110,16 @@ class PlanSpec:
     sharding: Sharding = Sharding.NONE
     recompute: Recompute = Recompute.NONE
     key: CostKey | None = None  # None: the request's first (PlanRequest.key_of)
+    # blocks recomputed in full on each stage (memory.stage_recomputed_layers), which
+    # replaces ``recompute``'s uniform choice; None: ``recompute`` on every block
+    recompute_layers: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stage_layers", tuple(self.stage_layers))
         object.__setattr__(self, "virtual_stages",
                            chunks_per_device(self.schedule, self.virtual_stages))
+        if self.recompute_layers is not None:
+            object.__setattr__(self, "recompute_layers", tuple(self.recompute_layers))
 
 
 @dataclass(frozen=True)
@@ -138,12 +146,13 @@ class Plan:
     recompute: Recompute = Recompute.NONE
     memory: tuple[DeviceMemory, ...] = field(default=(), repr=False)
     key: CostKey = field(default_factory=CostKey)
+    recompute_layers: tuple[int, ...] | None = None  # per stage (PlanSpec.recompute_layers)
 
     @property
     def spec(self) -> PlanSpec:
         return PlanSpec(self.schedule, self.pp, self.micro_batch_size, self.num_microbatches,
                         tuple(self.stage_layers), self.virtual_stages, self.rank_order,
-                        self.sharding, self.recompute, self.key)
+                        self.sharding, self.recompute, self.key, self.recompute_layers)
 
     @property
     def cp(self) -> int:
@@ -216,6 +225,13 @@ def _both(a: ShardComm, b: ShardComm) -> ShardComm:
                      a.tail_s + b.tail_s)
 
 
+def recompute_table(table: CostTable, req: PlanRequest, spec: PlanSpec) -> CostTable:
+    """The table with the spec's recomputation: per stage when it states counts."""
+    per_stage = ((spec.stage_layers, spec.recompute_layers)
+                 if spec.recompute_layers is not None else None)
+    return with_recompute(table, spec.recompute, req.recompute_every, per_stage)
+
+
 def stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLayout:
     lay = req.layout(spec)
     # Megatron-core reduces dense gradients (and shards the distributed optimizer)
@@ -225,9 +241,11 @@ def stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLay
     ar_link = table.ar_intra if group.intra else table.ar_inter
     bounds = stage_bounds(spec.stage_layers)
     params = [table.params(s, e) for s, e in bounds]
-    largest = [max(table.params(i, i + 1) for i in range(s, e)) for s, e in bounds]
+    # an empty stage (a Megatron-LM layout may state one) holds no parameters
+    largest = [max((table.params(i, i + 1) for i in range(s, e)), default=0.0)
+               for s, e in bounds]
     reshard = reshards(spec.sharding, spec.pp, req.fsdp_reshard_after_forward)
-    rc = with_recompute(table, spec.recompute, req.recompute_every)
+    rc = recompute_table(table, req, spec)
     compute = stage_costs(rc, spec.micro_batch_size, spec.stage_layers)
     experts = [table.expert_params(s, e) for s, e in bounds] if table.expert_param_bytes else []
     if not experts:
@@ -320,6 +338,7 @@ def evaluate(
         peak_memory_bytes=[x.total_bytes for x in memory], memory_capacity_bytes=table.memory_bytes,
         ideal_step_s=work / p, sim=sim, rank_order=spec.rank_order, sharding=spec.sharding,
         recompute=spec.recompute, memory=tuple(memory), key=req.key_of(spec),
+        recompute_layers=spec.recompute_layers,
     )
 
 

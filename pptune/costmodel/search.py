@@ -30,7 +30,7 @@ import heapq
 import math
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import Enum
 
 from pptune.costmodel.evaluate import (
@@ -40,7 +40,6 @@ from pptune.costmodel.evaluate import (
     PlanSpec,
     evaluate,
     explain,
-    stage_layout,
 )
 from pptune.costmodel.keys import CostKey, TableSource
 from pptune.costmodel.layout import (
@@ -65,12 +64,8 @@ from pptune.costmodel.sharding import (
     Sharding,
     state_bytes_per_param,
 )
-from pptune.costmodel.splitting import (
-    SplitCache,
-    lower_bound,
-    min_bottleneck_within_memory,
-    surely_oom,
-)
+from pptune.costmodel.splitting import SplitCache, bound_recompute, split_with_bound
+from pptune.costmodel.stage_recompute import fit_stage_recompute
 from pptune.costmodel.table import CostTable, LayerCosts, stage_costs
 
 __all__ = [
@@ -186,7 +181,10 @@ def candidates(tables: CostTable | TableSource, req: PlanRequest
     for key in req.keys():
         table = source(key)
         n_layers = len(table.names)
-        work = {r: {b: _layer_work(with_recompute(table, r, req.recompute_every), b)
+        # a per-stage variant of full recomputation may recompute nothing: bound it
+        # by the work without recomputation (bound_recompute)
+        work = {r: {b: _layer_work(with_recompute(table, bound_recompute(req, r),
+                                                  req.recompute_every), b)
                     for b in _sizes(table, req)} for r in req.recomputes}
         ranks = req.gpus // (key.tp * key.cp) if req.gpus % (key.tp * key.cp) == 0 else 0
         for p in [p for p in divisors(ranks) if req.pp is None or p in req.pp]:
@@ -318,6 +316,9 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
         if plan.step_time_s < kth and spec.pp > 1:
             plan, extra = refine_split(table, req, plan)
             simulated += extra
+        if plan.recompute is Recompute.FULL and req.stage_recompute and spec.pp > 1:
+            plan, extra = fit_stage_recompute(table, req, plan)
+            simulated += extra
         plans.append(plan)
         times = sorted([*times, plan.step_time_s])[: req.top]
         if spec.schedule not in best_by or plan.step_time_s < best_by[spec.schedule].step_time_s:
@@ -367,30 +368,14 @@ def _unique(plans: list[Plan]) -> Iterator[Plan]:
     for plan in plans:
         key = (plan.pp, plan.dp, plan.schedule, plan.virtual_stages, plan.micro_batch_size,
                plan.num_microbatches, tuple(plan.stage_layers), plan.sharding, plan.recompute,
-               plan.key)
+               plan.key, plan.recompute_layers)
         if key not in seen:
             seen.add(key)
             yield plan
 
 
-def _split_candidate(
-    table: CostTable, req: PlanRequest, spec: PlanSpec, cache: SplitCache
-) -> Candidate | None:
+def _split_candidate(table: CostTable, req: PlanRequest, spec: PlanSpec,
+                     cache: SplitCache) -> Candidate | None:
     """The candidate with its min-bottleneck split and a tighter bound, or None (memory)."""
-    rc = with_recompute(table, spec.recompute, req.recompute_every)
-    split = min_bottleneck_within_memory(rc, req, spec, cache)
-    if split is None:
-        return None
-    split_spec = replace(spec, stage_layers=tuple(split))
-    if spec.sharding in (Sharding.NONE, Sharding.ZERO1):
-        # their data-parallel traffic runs once per step (tail_s), never inside an op:
-        # the stages are the compute alone (evaluate.with_comm leaves them as they are)
-        stages = stage_costs(rc, spec.micro_batch_size, split_spec.stage_layers)
-    else:
-        stages = stage_layout(table, req, split_spec).stages
-    if spec.virtual_stages > 1 and surely_oom(rc, req, split_spec, stages):
-        return None
-    return Candidate(lower_bound(spec.schedule, spec.pp, spec.num_microbatches, stages),
-                     split_spec)
-
-
+    found = split_with_bound(table, req, spec, cache)
+    return None if found is None else Candidate(found[0], found[1])

@@ -12,7 +12,10 @@ order and recomputation and reused whenever it fits. ``lower_bound`` and
 
 from __future__ import annotations
 
-from pptune.costmodel.evaluate import PlanRequest, PlanSpec
+from dataclasses import replace
+
+from pptune.costmodel.evaluate import PlanRequest, PlanSpec, stage_layout
+from pptune.costmodel.memory import Recompute, with_recompute
 from pptune.costmodel.partition import SplitError, min_bottleneck_split, stage_bounds
 from pptune.costmodel.schedules import (
     SPLIT_BACKWARD,
@@ -20,9 +23,9 @@ from pptune.costmodel.schedules import (
     peak_inflight_per_stage,
     stage_device,
 )
-from pptune.costmodel.sharding import reshards, state_bytes_per_param, working_bytes
+from pptune.costmodel.sharding import Sharding, reshards, state_bytes_per_param, working_bytes
 from pptune.costmodel.simulate import StageCost
-from pptune.costmodel.table import CostTable
+from pptune.costmodel.table import CostTable, stage_costs
 
 SplitCache = dict[tuple[object, ...], "list[int] | None"]
 
@@ -146,3 +149,38 @@ def min_bottleneck_within_memory(
     # Several chunks share a device: the even share per chunk was too strict.
     # Split for time alone; the simulated per-device peak decides the fit.
     return free
+
+
+def split_with_bound(table: CostTable, req: PlanRequest, spec: PlanSpec,
+                     cache: SplitCache) -> tuple[float, PlanSpec] | None:
+    """(a tighter step-time bound, the spec with its min-bottleneck split), or None
+    (nothing fits in memory)."""
+    rc = with_recompute(table, spec.recompute, req.recompute_every)
+    split = min_bottleneck_within_memory(rc, req, spec, cache)
+    if split is None:
+        return None
+    split_spec = replace(spec, stage_layers=tuple(split))
+    bounded = replace(split_spec, recompute=bound_recompute(req, spec.recompute))
+    if spec.sharding in (Sharding.NONE, Sharding.ZERO1):
+        # their data-parallel traffic runs once per step (tail_s), never inside an op:
+        # the stages are the compute alone (evaluate.with_comm leaves them as they are)
+        stages = stage_costs(rc, spec.micro_batch_size, split_spec.stage_layers)
+        fastest = stages if bounded == split_spec else stage_costs(
+            with_recompute(table, bounded.recompute, req.recompute_every),
+            spec.micro_batch_size, split_spec.stage_layers)
+    else:
+        stages = stage_layout(table, req, split_spec).stages
+        fastest = stages if bounded == split_spec else stage_layout(table, req, bounded).stages
+    if spec.virtual_stages > 1 and surely_oom(rc, req, split_spec, stages):
+        return None
+    return lower_bound(spec.schedule, spec.pp, spec.num_microbatches, fastest), split_spec
+
+
+def bound_recompute(req: PlanRequest, recompute: Recompute) -> Recompute:
+    """The recomputation a candidate's step-time bound assumes: none for full
+    recomputation searched per stage (its plan may recompute no block at all)."""
+    if recompute is Recompute.FULL and req.stage_recompute:
+        return Recompute.NONE
+    return recompute
+
+
