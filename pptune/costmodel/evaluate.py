@@ -75,9 +75,13 @@ class PlanRequest:
     top: int = 5
     rank_orders: Sequence[RankOrder] = tuple(RankOrder)
     with_best_pp1: bool = True  # keep the best plan without a pipeline in the list
-    # full recomputation searched per stage too: the memory-bound stages recompute
-    # (stage_recompute.py)
+    # full recomputation searched per stage too when no recomputation is searched as
+    # well (a mix of both): the memory-bound stages recompute (stage_recompute.py)
     stage_recompute: bool = True
+
+    def per_stage_recompute(self) -> bool:
+        return (self.stage_recompute and Recompute.FULL in self.recomputes
+                and Recompute.NONE in self.recomputes)
     # the per-layer splits and precisions to search, one cost table each (keys.py);
     # None: the one key of ``tp`` in BF16
     cost_keys: Sequence[CostKey] | None = None

@@ -316,7 +316,7 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
         if plan.step_time_s < kth and spec.pp > 1:
             plan, extra = refine_split(table, req, plan)
             simulated += extra
-        if plan.recompute is Recompute.FULL and req.stage_recompute and spec.pp > 1:
+        if plan.recompute is Recompute.FULL and req.per_stage_recompute() and spec.pp > 1:
             plan, extra = fit_stage_recompute(table, req, plan)
             simulated += extra
         plans.append(plan)

@@ -179,7 +179,7 @@ def split_with_bound(table: CostTable, req: PlanRequest, spec: PlanSpec,
 def bound_recompute(req: PlanRequest, recompute: Recompute) -> Recompute:
     """The recomputation a candidate's step-time bound assumes: none for full
     recomputation searched per stage (its plan may recompute no block at all)."""
-    if recompute is Recompute.FULL and req.stage_recompute:
+    if recompute is Recompute.FULL and req.per_stage_recompute():
         return Recompute.NONE
     return recompute
 

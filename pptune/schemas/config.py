@@ -112,6 +112,10 @@ class TrainingConfig(Strict):
         description="full recomputation of only the first N transformer layers of every stage "
         "(Megatron-LM --recompute-method block --recompute-num-layers N), when the file says",
     )
+    recompute_layers_per_stage: list[int] | None = Field(
+        None, description="transformer blocks recomputed in full on each stage (the first N_k "
+        "of stage k; pp x chunks entries), when the file says (pptune's own plans)",
+    )
     recompute_every: int | None = Field(
         None, ge=1, le=2**31 - 1,
         description="selective recomputation per layer: every Nth block fully checkpointed "
@@ -165,6 +169,13 @@ class TrainingConfig(Strict):
             raise ValueError(
                 f"gpu {self.gpu[:40]!r} is not a preset; expected one of {', '.join(GPUS)}"
             )
+        if self.pipeline_layout is not None:
+            from pptune.costmodel.layout_grammar import LayoutError, expand
+
+            try:
+                expand(self.pipeline_layout)
+            except LayoutError as exc:
+                raise ValueError(f"pipeline_layout: {exc}") from None
         layers = self.stage_layers
         if layers is not None and (not layers or any(n < 0 or n > 2**31 - 1 for n in layers)):
             raise ValueError(

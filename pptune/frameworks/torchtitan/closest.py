@@ -5,7 +5,9 @@ Interleaved1F1B and ZBVZeroBubble with pipeline ranks outermost in its
 device mesh, on any split (``module_fqns_per_model_part``); ZB-H1 with one
 stage per rank is not expressible there (InterleavedZeroBubble needs two).
 Its attention is a fused kernel (SDPA or flex attention) and its tensor
-parallelism shards the sequence too; its files state FSDP or no sharding.
+parallelism shards the sequence too; its files state FSDP or no sharding,
+and one activation checkpointing for every block (full, or selective: every
+Nth block or per op), never a count per stage.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
         notes=notes,
         runs="flash attention (SDPA) and sequence parallelism with tensor parallelism")
     plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=STATEABLE, notes=notes)
+    plan, same = ex.uniform_recompute(job, plan, name=NAME, notes=notes,
+                                      knob="[activation_checkpoint] mode, applied to every block")
+    exact = exact and same
     chosen = plan
     few = plan.schedule is Schedule.ONE_F_ONE_B and plan.num_microbatches < plan.pp
     if plan.schedule is Schedule.ZB_H1 or plan.rank_order != DP_INNER or few:
