@@ -317,7 +317,7 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
             plan, extra = refine_split(table, req, plan)
             simulated += extra
         if plan.recompute is Recompute.FULL and req.per_stage_recompute() and spec.pp > 1:
-            plan, extra = fit_stage_recompute(table, req, plan)
+            plan, extra = fit_stage_recompute(table, req, plan, max(kth, own, pp1))
             simulated += extra
         plans.append(plan)
         times = sorted([*times, plan.step_time_s])[: req.top]

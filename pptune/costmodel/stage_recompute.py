@@ -13,20 +13,36 @@ so fewer recomputed blocks are never slower. A rank's peak depends only on
 its own stages' activations in the schedule's op order (simulate.py), so
 the ranks are fitted independently: an over-full rank adds blocks on its
 stage with the most micro-batches in flight (an estimate from the blocks'
-savings, then simulated again until it fits), and a last pass takes back a
-block wherever the rank still fits without it.
+savings, then its peak counted again until it fits), and a last pass takes
+back a block wherever the rank still fits without it. The peaks are counted
+on the op order alone (``activation_peaks``); the fitted plan is simulated.
 
 The split stays the one found for full recomputation.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from pptune.costmodel.evaluate import Plan, PlanRequest, evaluate
-from pptune.costmodel.memory import Recompute, recomputed_layers, recomputed_per_stage
+from pptune.costmodel.memory import (
+    Recompute,
+    recomputed_layers,
+    recomputed_per_stage,
+    stage_recomputed_layers,
+)
 from pptune.costmodel.partition import stage_bounds
-from pptune.costmodel.schedules import peak_inflight_per_stage, stage_device
+from pptune.costmodel.schedule_ops import RAW_F, RAW_FB
+from pptune.costmodel.schedules import (
+    Schedule,
+    inflight_saturation,
+    peak_inflight_per_stage,
+    raw_orders,
+    releases,
+    stage_device,
+)
 from pptune.costmodel.table import CostTable
 
 
@@ -36,11 +52,16 @@ def stage_blocks(names: list[str] | tuple[str, ...], stage_layers: list[int] | t
     return recomputed_per_stage(names, stage_layers, recomputed_layers(names, Recompute.FULL))
 
 
-def fit_stage_recompute(table: CostTable, req: PlanRequest, plan: Plan) -> tuple[Plan, int]:
+def fit_stage_recompute(table: CostTable, req: PlanRequest, plan: Plan,
+                        limit_s: float = math.inf) -> tuple[Plan, int]:
     """(the plan with the fewest recomputed blocks per stage that fits, simulations run).
 
     ``plan`` recomputes every block and fits; it comes back unchanged when every
-    block is needed, with ``recompute`` none when no stage needs any."""
+    block is needed, with ``recompute`` none when no stage needs any, and unchanged
+    when even no recomputation at all is not faster than ``limit_s`` (a search's
+    cut-off: no per-stage variant can then be). The counts are fitted on each rank's
+    activation peak in the schedule's op order (``activation_peaks``: the
+    simulator's own accounting, without its timing); the result is simulated."""
     if plan.recompute is not Recompute.FULL or plan.recompute_layers is not None:
         return plan, 0
     names, split = list(table.names), list(plan.stage_layers)
@@ -49,25 +70,62 @@ def fit_stage_recompute(table: CostTable, req: PlanRequest, plan: Plan) -> tuple
                                        plan.virtual_stages)
     saving = _savings(table, plan.micro_batch_size, split)
     cap = table.memory_bytes
+    # what a rank holds besides activations does not depend on recomputation
+    base = [mem.total_bytes - mem.activation_bytes for mem in plan.memory]
+    c = table.by_mb[plan.micro_batch_size]
+
+    def peaks(counts: list[int]) -> list[float]:
+        redo = set(stage_recomputed_layers(names, split, counts))
+        act = [sum(min(c.act_bytes[i], c.out_bytes[i - 1] if i else 0.0) if i in redo
+                   else c.act_bytes[i] for i in range(s, e)) for s, e in stage_bounds(split)]
+        held = activation_peaks(plan.schedule, plan.pp, plan.num_microbatches,
+                                plan.virtual_stages, act)
+        return [b + a for b, a in zip(base, held, strict=True)]
+
     counts = [0] * len(split)
-    runs = 0
+    fastest = evaluate(table, req, replace(plan.spec, recompute_layers=tuple(counts)))
+    if fastest.step_time_s >= limit_s:
+        return plan, 1
     for _ in range(sum(blocks) + 1):
-        cand = evaluate(table, req, replace(plan.spec, recompute_layers=tuple(counts)))
-        runs += 1
-        over = [(d, peak - cap) for d, peak in enumerate(cand.peak_memory_bytes) if peak > cap]
+        over = [(d, peak - cap) for d, peak in enumerate(peaks(counts)) if peak > cap]
         if not over:
             break
         if not _grow(plan, counts, blocks, inflight, saving, over):
-            return plan, runs
+            return plan, 1
     else:
-        return plan, runs
-    cand, trimmed = _trim(table, req, cand, counts, inflight, saving)
-    runs += trimmed
+        return plan, 1
+    _trim(cap, plan, counts, inflight, saving, peaks)
     if counts == blocks:
-        return plan, runs
+        return plan, 1
     if not any(counts):
-        return replace(cand, recompute=Recompute.NONE, recompute_layers=None), runs
-    return cand, runs
+        return replace(fastest, recompute=Recompute.NONE, recompute_layers=None), 1
+    cand = evaluate(table, req, replace(plan.spec, recompute_layers=tuple(counts)))
+    if max(cand.peak_memory_bytes) > cap:  # the walk and the simulator disagree: keep full
+        return plan, 2
+    return cand, 2
+
+
+def activation_peaks(schedule: Schedule, p: int, m: int, v: int,
+                     act_bytes: Sequence[float]) -> list[float]:
+    """Each rank's most activation bytes held at once: a micro-batch's ``act_bytes[k]``
+    on stage k from its F until its backward frees it, in the schedule's op order
+    (as simulate.py counts them; timing cannot change the order). Past
+    ``inflight_saturation`` micro-batches only GPipe holds more."""
+    held_m = m if schedule is Schedule.GPIPE else min(m, inflight_saturation(p, v))
+    out = []
+    for ops in raw_orders(schedule, p, held_m, v):
+        now = peak = 0.0
+        for op in ops:
+            kind, stage = op[0], op[2]
+            if kind in (RAW_F, RAW_FB):  # a pair's forward counts before its backward frees
+                now += act_bytes[stage]
+                peak = max(peak, now)
+            if kind == RAW_FB:
+                now -= act_bytes[op[4]]
+            elif releases(schedule, kind):
+                now -= act_bytes[stage]
+        out.append(peak)
+    return out
 
 
 def _savings(table: CostTable, b: int, split: list[int]) -> list[list[float]]:
@@ -81,25 +139,17 @@ def _savings(table: CostTable, b: int, split: list[int]) -> list[list[float]]:
     return out
 
 
-def _trim(table: CostTable, req: PlanRequest, plan: Plan, counts: list[int],
-          inflight: list[int], saving: list[list[float]]) -> tuple[Plan, int]:
-    """Drop one recomputed block from a stage whose rank's headroom looks large enough,
-    kept when the rank still fits (the estimate in ``_grow`` can overshoot where a rank
-    holds several stages)."""
-    runs = 0
+def _trim(cap: float, plan: Plan, counts: list[int], inflight: list[int],
+          saving: list[list[float]], peaks: Callable[[list[int]], list[float]]) -> None:
+    """Drop recomputed blocks wherever the rank still fits without them (the estimate
+    in ``_grow`` can overshoot where a rank holds several stages)."""
     for k in range(len(counts)):
         d = stage_device(plan.schedule, plan.pp, k)
-        if not counts[k] or (table.memory_bytes - plan.peak_memory_bytes[d]
-                             < inflight[k] * saving[k][counts[k] - 1]):
-            continue
-        counts[k] -= 1
-        cand = evaluate(table, req, replace(plan.spec, recompute_layers=tuple(counts)))
-        runs += 1
-        if max(cand.peak_memory_bytes) <= table.memory_bytes:
-            plan = cand
-        else:
-            counts[k] += 1
-    return plan, runs
+        while counts[k]:
+            counts[k] -= 1
+            if peaks(counts)[d] > cap:
+                counts[k] += 1
+                break
 
 
 def _grow(plan: Plan, counts: list[int], blocks: list[int], inflight: list[int],
