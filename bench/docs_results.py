@@ -570,6 +570,7 @@ def benchmarks_page(results: Path = RESULTS) -> str:
             "DeepSpeed's parameter-balanced split is small (the embedding has parameters but "
             "almost no compute, the LM head both); Megatron-LM's even block split ignores that "
             "the LM head costs several blocks."]), ""]
+    lines += stage_recompute_section(load("stage_recompute.json", results))
     speed = load("planner_speed.json", results)
     if speed is not None:
         lines += ["## Planner speed", "",
@@ -591,3 +592,26 @@ def benchmarks_page(results: Path = RESULTS) -> str:
             "the `p * m` of the candidates that must be simulated, not N itself (see "
             "[models.md](models.md#how-the-search-stays-fast))."]), ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def stage_recompute_section(doc: dict[str, Any] | None) -> list[str]:
+    """Recomputation per stage against uniform recomputation (bench/stage_recompute.py)."""
+    if doc is None:
+        return []
+    lines = ["## Recomputation per stage", "",
+             f"From {_source('stage_recompute.json', doc)}: one fixed plan per job, where it does "
+             "not fit without recomputation, priced with each recomputation choice; per stage "
+             "recomputes the fewest blocks on each stage with which every rank fits "
+             "(predictions of the model, not measurements).", ""]
+    for r in doc["results"]:
+        lines += [f"{r['job']} ({r['memory_gib']} GiB per GPU):", "",
+                  "| recomputation | step | peak memory | fits | per stage's step / this |",
+                  "|---|---|---|---|---|"]
+        for label, fig in r["plans"].items():
+            ratio = r["per_stage_step_ratio"].get(label)
+            lines.append(f"| {label} | {fig['step_time_s']:.3f} s | {fig['peak_memory_gib']} GiB "
+                         f"| {'yes' if fig['fits'] else 'no'} "
+                         f"| {'-' if ratio is None else f'{ratio:.3f}'} |")
+        per = r["plans"]["per stage"].get("blocks_recomputed_per_stage")
+        lines += ["", f"Blocks recomputed per stage: {per}.", ""]
+    return lines
