@@ -443,6 +443,7 @@ def peers_section(doc: dict[str, Any]) -> list[str]:
            "emit of this tree; rerun `make peers`."
            if overflow else "pptune's own check-config passes every emitted file."),
         "",
+        *_layout_lines(doc.get("layouts")),
         "Not judged: " + "; ".join(f"`{k}` ({why})" for k, why in doc["skipped"].items()) + ".",
         "",
         "Stand-ins, only where a GPU library or a GPU is needed:",
@@ -451,6 +452,22 @@ def peers_section(doc: dict[str, Any]) -> list[str]:
         "",
     ]
     return lines
+
+
+def _layout_lines(layouts: dict[str, Any] | None) -> list[str]:
+    """megatron-core's layout parser against pptune's (bench/peers/layout_peer.py)."""
+    if not layouts or "summary" not in layouts:
+        return []
+    lines = ["Layout strings (`--pipeline-model-parallel-layout`), megatron-core's "
+             "`PipelineParallelLayerLayout` (parse, then `validate_layer_layout`) against "
+             "pptune's parser on the same strings, pipeline sizes and layer counts: both "
+             "verdicts and both stage lists.", "",
+             "| strings | count | agree | pptune refuses what megatron-core reads |",
+             "|---|---|---|---|"]
+    for kind, row in layouts["summary"].items():
+        lines.append(f"| {kind} | {row['strings']} | {row['agree']}/{row['strings']} "
+                     f"| {row['pptune_stricter']} |")
+    return [*lines, ""]
 
 
 # --------------------------------------------------------------------------- GPU check

@@ -192,10 +192,23 @@ def main() -> None:
         "emitted_split_identical": sum(bool(r["split_agrees"]) for r in emitted),
         "seconds": math.ceil(time.time() - started),
     }
+    layouts = layout_parsers()
+    summary["layout_strings"] = sum(v["strings"] for v in layouts.get("summary", {}).values())
+    summary["layout_strings_agree"] = sum(v["agree"] for v in layouts.get("summary", {}).values())
     doc = {"versions": _versions(), "stand_ins": STAND_INS, "skipped": SKIPPED,
-           "summary": summary, "cases": results}
+           "summary": summary, "cases": results, "layouts": layouts}
     RESULTS.write_text(json.dumps(doc, indent=2) + "\n")
     print(json.dumps(summary), file=sys.stderr)
+
+
+def layout_parsers() -> dict[str, Any]:
+    """megatron-core's layout parser against pptune's (layout_peer.py), in one process."""
+    done = subprocess.run([sys.executable, "-m", "bench.peers.layout_peer"], capture_output=True,
+                          text=True, timeout=600, cwd=REPO)
+    if done.returncode != 0 or not done.stdout.startswith("{"):
+        return {"error": f"layout peer failed: {done.stderr.strip()[-300:]}"}
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
 
 
 def _versions() -> dict[str, str]:
