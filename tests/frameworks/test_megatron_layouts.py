@@ -75,7 +75,7 @@ def test_an_uneven_layout_is_predicted_as_stated(tmp_path: Path) -> None:
 
 
 def test_empty_stages_and_a_stage_of_its_own_for_the_loss(tmp_path: Path) -> None:
-    code, doc, _ = script(tmp_path, "--pipeline-model-parallel-layout 'Et*4|t*4||L'")
+    _code, doc, _ = script(tmp_path, "--pipeline-model-parallel-layout 'Et*4|t*4||L'")
     assert rule_errors(doc) == [], doc["findings"]
     assert doc["derived"]["stage_layers"] == [5, 4, 0, 1]
     assert len(doc["derived"]["peak_memory_bytes"]) == 4
@@ -123,11 +123,11 @@ def test_megatron_refusals_are_error_findings(tmp_path: Path, extra: str, rule: 
 
 
 def test_an_mtp_layout_needs_its_mtp_layers_stated(tmp_path: Path) -> None:
-    code, doc, _ = script(tmp_path, "--pipeline-model-parallel-layout 'Et|ttt|ttt|tmL' "
-                          "--mtp-num-layers 1")
+    _, doc, _ = script(tmp_path, "--pipeline-model-parallel-layout 'Et|ttt|ttt|tmL' "
+                       "--mtp-num-layers 1")
     assert rule_errors(doc) == [] and doc["config"]["mtp_layers"] == 1
-    code, doc, _ = script(tmp_path, "--pipeline-model-parallel-layout 'Et|ttt|ttt|tL' "
-                          "--mtp-num-layers 1")
+    _, doc, _ = script(tmp_path, "--pipeline-model-parallel-layout 'Et|ttt|ttt|tL' "
+                       "--mtp-num-layers 1")
     assert "megatron-layout" in rule_errors(doc)
 
 
