@@ -157,3 +157,23 @@ def test_full_recomputation_needs_a_method_and_a_count(tmp_path: Path) -> None:
     code, _, err = script(tmp_path, "--recompute-granularity full --recompute-method blocks "
                           "--recompute-num-layers 1")
     assert code == 2 and "--recompute-method is 'blocks'" in err
+
+
+def test_pptune_configs_state_layouts_too(tmp_path: Path) -> None:
+    """pptune's own config: pipeline_layout with pp x virtual_stages stages."""
+    base = ("gpus: 2\npp: 2\nschedule: interleaved-1f1b\nvirtual_stages: 2\n"
+            "micro_batch_size: 1\nglobal_batch: 8\nmodel: gpt-small\ngpu: h100-sxm\n")
+    path = tmp_path / "ok.yaml"
+    path.write_text(base + "pipeline_layout: 'Et|t|tt|ttL'\n")
+    code, doc, _ = check(path)
+    assert rule_errors(doc) == [] and doc["derived"]["stage_layers"] == [2, 1, 2, 3]
+    path = tmp_path / "stages.yaml"
+    path.write_text(base + "pipeline_layout: 'Et|tt|tttL'\n")  # 3 stages for pp 2 x 2
+    code, doc, _ = check(path)
+    assert code == 1 and "pipeline-layout" in rule_errors(doc)
+    found = {f["id"]: f["message"] for f in doc["findings"]}
+    assert "3 stages where pp x vp = 2 x 2 = 4 are needed" in found["pipeline-layout"]
+    path = tmp_path / "bad.yaml"
+    path.write_text(base + "pipeline_layout: 'Et|t(t|ttL'\n")
+    code, _, err = check(path)
+    assert code == 2 and "pipeline_layout" in err and "at column 5" in err
