@@ -165,8 +165,18 @@ def judge(case: dict[str, Any]) -> dict[str, Any]:
         bf16=a["bf16"], overlap_p2p_comm=a["overlap_p2p"] and vpp is not None,
         batch_p2p_comm=not (a["overlap_p2p"] and vpp is not None))
     chunks = vpp or 1
-    split = [get_num_layers_to_build(config, vp_stage=c if vpp else None, pp_rank=r)
-             for c in range(chunks) for r in range(pp)]
+    if config.pipeline_model_parallel_layout is not None:
+        # megatron-core's get_num_layers_to_build ignores pp_rank with a layout (it asks
+        # the process's own rank): the layout is asked for each rank instead
+        from megatron.core.transformer.enums import LayerType
+
+        layout = config.pipeline_model_parallel_layout
+        split = [layout.get_num_layers_to_build(LayerType.decoder, vp_stage=c if vpp else None,
+                                                pp_rank=r)
+                 for c in range(chunks) for r in range(pp)]
+    else:
+        split = [get_num_layers_to_build(config, vp_stage=c if vpp else None, pp_rank=r)
+                 for c in range(chunks) for r in range(pp)]
     init_num_microbatches_calculator(0, None, derived["global_batch"], a["micro"], derived["dp"])
     m = get_num_microbatches()
     _run_schedule(config, m, a, chunks)
