@@ -175,8 +175,8 @@ def judge(case: Case) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="+", metavar="CASE",
-                    help="judge these repo or written cases again and update peers.json "
-                    "(the other cases, the layouts and the run time are kept)")
+                    help="judge these cases again and update peers.json (the other cases, "
+                    "the layouts and the run time are kept)")
     args = ap.parse_args(argv)
     if args.only:
         return _rejudge(args.only)
@@ -198,10 +198,13 @@ def main(argv: list[str] | None = None) -> None:
 
 def _rejudge(names: list[str]) -> None:
     doc = json.loads(RESULTS.read_text())
-    cases = {c.name: c for c in repo_cases() + written_cases(WORK / "written")}
+    found = repo_cases() + written_cases(WORK / "written")
+    if any(n.startswith("recommend") for n in names):  # written again by this tree's emit
+        found += emitted_cases(WORK / "emitted")
+    cases = {c.name: c for c in found}
     unknown = [n for n in names if n not in cases]
     if unknown:
-        raise SystemExit(f"--only: no repo or written case {', '.join(unknown)}")
+        raise SystemExit(f"--only: no case {', '.join(unknown)}")
     rows = {r["file"]: r for r in doc["cases"]}
     for name in names:
         rows[name] = judge(cases[name])

@@ -60,10 +60,19 @@ def test_megatron_states_an_uneven_split_as_a_layout(spec: RecommendSpec, tmp_pa
 
 
 def test_torchtitan_states_a_split_it_builds_through_its_options(tmp_path: Path) -> None:
-    model = ["--model", "gpt-small", "--gpu", "h100-sxm"]
-    out, doc, text = round_trip(UNEVEN, Framework.TORCHTITAN, tmp_path, *model)
+    """llama3-8b (a flavor torchtitan ships), pp 4, 8 micro-batches: blocks 7,9,9,7 are
+    generate_llm_fqn_per_model_part's split with the embedding counted as 2 layers."""
+    spec = RecommendSpec.of(gpus=4, pp=[4], schedules=["1f1b"], global_batch=8,
+                            recompute="none", sharding="none", top=1)
+    out, doc, text = round_trip(spec, Framework.TORCHTITAN, tmp_path, "--gpu", "h100-sxm")
     assert "module_fqns_per_model_part" not in text
-    assert "pipeline_parallel_first_stage_less_layers = 0" in text
+    assert "pipeline_parallel_first_stage_less_layers = 2" in text
+    same_prediction(out, doc)
+    # a model torchtitan has no flavor for: the reader cannot know its layer count,
+    # so each stage's modules are written
+    out, doc, text = round_trip(UNEVEN, Framework.TORCHTITAN, tmp_path / "small",
+                                "--model", "gpt-small", "--gpu", "h100-sxm")
+    assert "module_fqns_per_model_part" in text
     same_prediction(out, doc)
     # a split generate_llm_fqn_per_model_part does not build: each stage's modules
     out, doc, text = round_trip(INTERLEAVED, Framework.TORCHTITAN, tmp_path / "b",

@@ -85,7 +85,9 @@ def write(stated: Stated) -> dict[str, str]:
         f'pipeline_parallel_schedule = "{SCHEDULES[plan.schedule]}"',
         f"pipeline_parallel_microbatch_size = {plan.micro_batch_size}",
     ]
-    built = stage_options(plan) if plan.pp > 1 else None
+    # the options need the model's layer count, which a reader knows only for the
+    # flavors torchtitan ships (a custom TrainSpec's count is not in the file)
+    built = stage_options(plan) if plan.pp > 1 and flavor[1] != "custom" else None
     if built is not None:  # torchtitan builds this split itself (placement.py)
         lines += [*built, ""]
     else:
