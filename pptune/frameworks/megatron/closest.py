@@ -33,6 +33,7 @@ NAME = "megatron"
 STATEABLE = (Sharding.ZERO1, Sharding.NONE)  # best first as a substitute
 UNSTATED = {Sharding.ZERO2: "ZeRO-2", Sharding.ZERO3: "ZeRO-3", Sharding.FSDP: "FSDP"}
 BLOCK = "--recompute-method block --recompute-num-layers"
+RUNS = (Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED)  # Megatron-LM's schedules
 
 
 @dataclass(frozen=True)
@@ -69,9 +70,6 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     chosen, block, same = _block_recompute(job, chosen, notes)
     ex.unstated_sharding(chosen, name=NAME, unstated=UNSTATED, notes=notes)
     return Stated(job, chosen, exact and same, tuple(notes), Placement(split, layout, block))
-
-
-RUNS = (Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED)
 
 
 def _block_recompute(job: Job, plan: Plan, notes: list[str]) -> tuple[Plan, int | None, bool]:
