@@ -56,13 +56,18 @@ def fit_stage_recompute(table: CostTable, req: PlanRequest, plan: Plan,
                         limit_s: float = math.inf) -> tuple[Plan, int]:
     """(the plan with the fewest recomputed blocks per stage that fits, simulations run).
 
-    ``plan`` recomputes every block and fits; it comes back unchanged when every
+    ``plan`` recomputes every block and fits; it comes back unchanged (dualpipe's
+    too, whose chunks each run on two ranks) when every
     block is needed, with ``recompute`` none when no stage needs any, and unchanged
     when even no recomputation at all is not faster than ``limit_s`` (a search's
     cut-off: no per-stage variant can then be). The counts are fitted on each rank's
     activation peak in the schedule's op order (``activation_peaks``: the
     simulator's own accounting, without its timing); the result is simulated."""
     if plan.recompute is not Recompute.FULL or plan.recompute_layers is not None:
+        return plan, 0
+    if plan.schedule is Schedule.DUALPIPE:
+        # each chunk runs on two ranks (schedules.stage_chunk_map): one count per chunk
+        # would bind both copies; the fit below walks one stage per chunk
         return plan, 0
     names, split = list(table.names), list(plan.stage_layers)
     blocks = stage_blocks(names, split)
@@ -98,6 +103,8 @@ def fit_stage_recompute(table: CostTable, req: PlanRequest, plan: Plan,
     if counts == blocks:
         return plan, 1
     if not any(counts):
+        if max(fastest.peak_memory_bytes) > cap:  # the walk and the simulator disagree
+            return plan, 1
         return replace(fastest, recompute=Recompute.NONE, recompute_layers=None), 1
     cand = evaluate(table, req, replace(plan.spec, recompute_layers=tuple(counts)))
     if max(cand.peak_memory_bytes) > cap:  # the walk and the simulator disagree: keep full

@@ -93,6 +93,15 @@ def test_a_plan_slower_than_the_cut_off_is_left_as_it_is() -> None:
     assert plan is full and runs == 1
 
 
+def test_a_dualpipe_plan_is_left_as_it_is() -> None:
+    """dualpipe's chunks each run on two ranks (stage_chunk_map): not fitted per stage."""
+    table = _table(500.0)
+    full = evaluate(table, REQ, PlanSpec(Schedule.DUALPIPE, 4, 1, 8, SPLIT,
+                                         recompute=Recompute.FULL))
+    plan, runs = fit_stage_recompute(table, REQ, full)
+    assert plan is full and runs == 0
+
+
 @pytest.mark.parametrize(("schedule", "v", "split"), [
     (Schedule.GPIPE, 1, (3, 2, 2, 3)),
     (Schedule.ONE_F_ONE_B, 1, (3, 2, 2, 3)),

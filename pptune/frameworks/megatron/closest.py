@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from pptune.costmodel.partition import add_ends, strip_ends
-from pptune.costmodel.schedules import Schedule
+from pptune.costmodel.schedules import OVERLAPPED, Schedule
 from pptune.costmodel.search import Plan, Recompute, Sharding, evaluate
 from pptune.costmodel.stage_recompute import stage_blocks
 from pptune.errors import BadInput
@@ -56,7 +56,10 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     if megatron_split(plan, names) is None:
         layout = plan_layout(names, plan.stage_layers, plan.pp) if plan.schedule in RUNS else None
         if layout is None:
-            why = (f"Megatron-LM has no {plan.schedule.value} schedule"
+            why = (f"Megatron-LM has no {plan.schedule.value} schedule" + (
+                       " (no DualPipe nor DualPipeV: it overlaps the expert all-to-all inside "
+                       "interleaved 1F1B instead, --overlap-moe-expert-parallel-comm)"
+                       if plan.schedule in OVERLAPPED else "")
                    if plan.schedule not in RUNS
                    else "megatron-core places every MTP layer in one stage, the last virtual "
                    "stage of its rank")

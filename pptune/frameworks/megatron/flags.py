@@ -57,6 +57,7 @@ BOOL_FLAGS = (
     "--use-torch-fsdp2",
     "--overlap-grad-reduce",
     "--overlap-param-gather",
+    "--overlap-moe-expert-parallel-comm",
 )
 NOTED_FLAGS = {
     "--rampup-batch-size": "--rampup-batch-size ignored: checked at the final --global-batch-size",
