@@ -70,11 +70,11 @@ def _launch(profile: Any, schedule: str, m: int, warmup: int, steps: int,
     data = runner.run_spawned(spec)
     wall = time.perf_counter() - t0
     measured = summarize(data.steps(), PP, data.shared_clock)
-    pred = compare.predict(profile, spec, data.loss_s, data.contention)
+    alone = {r.rank: r.ref_alone_s for r in data.ranks if r.ref_alone_s}
+    pred = compare.predict(profile, spec, data.loss_s, data.contention,
+                           compare.rank_speeds(profile, spec, alone))
     doc = compare.comparison(spec, pred, measured)
-    speed = compare.profile_speed(
-        profile, spec, {r.rank: r.ref_alone_s for r in data.ranks if r.ref_alone_s}
-    )
+    speed = compare.profile_speed(profile, spec, alone)
     return {
         "predicted_step_s": doc["predicted"]["step_time_s"],
         "measured_step_s": doc["measured"]["step_time_s"],
@@ -88,6 +88,10 @@ def _launch(profile: Any, schedule: str, m: int, warmup: int, steps: int,
             "step_time_s"),
         "error_without_contention": (doc["predicted_without_contention"] or {}).get(
             "step_time_error"),
+        "speed": doc["speed"],
+        "predicted_step_s_from_profile": (doc["predicted_from_profile"] or {}).get(
+            "step_time_s"),
+        "error_from_profile": (doc["predicted_from_profile"] or {}).get("step_time_error"),
         "step_times_s": doc["measured"]["step_times_s"],
         "spread": doc["measured"]["spread"],
         "ops": doc["ops"],
@@ -150,6 +154,7 @@ def _explain(rows: list[dict[str, Any]], load: list[float]) -> str:
     model = statistics.median(abs(r["error"]) for r in rows)
     factors = [r["contention"] for r in rows if r["contention"] is not None]
     speeds = [r["profile_speed"] for r in rows if r["profile_speed"] is not None]
+    alone = [abs(r["error_from_profile"]) for r in rows if r.get("error_from_profile") is not None]
     by_kind: dict[str, list[float]] = {}
     for r in rows:
         for op in r["ops"]:
@@ -164,10 +169,13 @@ def _explain(rows: list[dict[str, Any]], load: list[float]) -> str:
         f"|error|) against {model:.1%} for the step time, while the predicted bubble is within "
         f"{bubble * 100:.1f} points of the measured one (median). "
         f"Per op (simulated duration vs measured median), forwards were off by {f_err:+.1%} "
-        f"and backwards by {b_err:+.1%} (median over configurations): the quick profile "
-        "times each layer alone, 5 repeats, on a host whose speed drifts (the ranks' forwards "
-        f"ran alone in {min(speeds):.2f}x-{max(speeds):.2f}x the profile's time across launches), "
-        "and a stage's fused backward did not always cost the sum of its layers' B + W. "
+        f"and backwards by {b_err:+.1%} (median over configurations). The quick profile "
+        "times each layer alone, in a loop that keeps its weights in cache, on a host whose "
+        "speed drifts: each rank's training work (its stages' forward and backward) ran alone "
+        f"in {min(speeds):.2f}x-{max(speeds):.2f}x the profile's time across launches, and "
+        "each rank's costs are scaled by its own figure"
+        + (f" (from the profile alone, unscaled, the median |error| is "
+           f"{statistics.median(alone):.1%})" if alone else "") + ". "
         "Contention between the two ranks on 2 cores (plus the host's other load: load average "
         f"{load[0]:.1f} at the start, {load[1]:.1f} at the end) measured {min(factors):.2f}x-"
         f"{max(factors):.2f}x per launch; without modelling it the median |error| is "

@@ -169,35 +169,48 @@ def cli_flags() -> dict[str, list[str]]:
 
 def run_example(argv: list[str], columns: int = WIDTH) -> tuple[str, int]:
     """One ``pptune`` command as a user at a terminal of that width sees it (no colour)."""
+    return run_examples([argv], columns)[0]
+
+
+def run_examples(argvs: list[list[str]], columns: int = WIDTH) -> list[tuple[str, int]]:
+    """``pptune`` commands one after another in one scratch folder (a later one reads what
+    an earlier one wrote), each as a user at a terminal of that width sees it."""
     from typer.testing import CliRunner
 
     from pptune.cli.app import app
 
     old = os.getcwd()
+    out = []
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copytree(REPO / "examples", Path(tmp) / "examples")
         os.chdir(tmp)
         try:
-            result = CliRunner().invoke(app, argv, env={"COLUMNS": str(columns), "NO_COLOR": "1"},
-                                        catch_exceptions=False)
+            for argv in argvs:
+                result = CliRunner().invoke(app, argv, env={"COLUMNS": str(columns),
+                                                            "NO_COLOR": "1"},
+                                            catch_exceptions=False)
+                text = result.stderr + result.stdout
+                out.append(("\n".join(line.rstrip() for line in text.rstrip().splitlines()),
+                            result.exit_code))
         finally:
             os.chdir(old)
-    text = result.stderr + result.stdout
-    return "\n".join(line.rstrip() for line in text.rstrip().splitlines()), result.exit_code
+    return out
 
 
 def refresh_examples(text: str) -> str:
-    """Every ``<!-- example: pptune ARGS -->`` block of a page, rerun."""
+    """Every ``<!-- example: pptune ARGS -->`` block of a page, rerun (``pptune A && pptune
+    B``: both, in one folder, the second after the first)."""
 
     def block(match: re.Match[str]) -> str:
         args = match["args"]
         echo = args.endswith("; echo $?")
-        argv = shlex.split(args.removesuffix("; echo $?"))
+        argvs = [shlex.split(a) for a in args.removesuffix("; echo $?").split(" && pptune ")]
         cols = f"COLUMNS={match['cols']} " if match["cols"] else ""
-        output, code = run_example(argv, int(match["cols"] or WIDTH))
-        shown = f"$ {cols}pptune {shlex.join(argv)}\n{output}\n"
+        runs = run_examples(argvs, int(match["cols"] or WIDTH))
+        shown = "".join(f"$ {cols}pptune {shlex.join(argv)}\n{output}\n"
+                        for argv, (output, _) in zip(argvs, runs, strict=True))
         if echo:
-            shown += f"$ echo $?\n{code}\n"
+            shown += f"$ echo $?\n{runs[-1][1]}\n"
         return f"<!-- example: {cols}pptune {args} -->\n```text\n{shown}```\n"
 
     return EXAMPLE.sub(block, text)

@@ -40,6 +40,7 @@ from bench.published_data import (
     MEGATRON_VOCAB,
     MegatronRow,
 )
+from pptune.costmodel.calibration import Factors, scaled_gpu
 from pptune.costmodel.comm import (
     AllReduceLink,
     DpReduction,
@@ -49,7 +50,7 @@ from pptune.costmodel.comm import (
 from pptune.costmodel.evaluate import dp_link
 from pptune.costmodel.layout import Dim
 from pptune.costmodel.memory import Recompute, with_recompute
-from pptune.costmodel.presets import ModelShape
+from pptune.costmodel.presets import GPUS, ModelShape
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import (
     GRAD_DTYPE_BYTES,
@@ -97,15 +98,32 @@ def _torch_ddp_step_s(table: CostTable, req: PlanRequest, no_dp: Plan, b: int) -
     return no_dp.step_time_s + dp_exposed_s(red, sum(c.bwd_s) + sum(c.wgrad_s), sum(c.fwd_s))
 
 
-def megatron_row(row: MegatronRow) -> dict[str, Any]:
+def megatron_shape(row: MegatronRow) -> ModelShape:
+    h = row.hidden_size
+    return ModelShape(f"gpt-{row.params_billion}b", row.layers, h, row.attention_heads,
+                      row.attention_heads, 4 * h, MEGATRON_VOCAB, MEGATRON_SEQ_LEN,
+                      row.batch_size, False, True, "Narayanan et al. 2021 Table 1")
+
+
+def published_step_s(row: MegatronRow) -> float:
+    """The row's seconds per iteration: eq. 3's FLOPs at its published TFLOP/s per GPU."""
+    return megatron_model_flops(row) / (row.tflops_per_gpu * 1e12 * row.num_gpus)
+
+
+def megatron_step_s(row: MegatronRow, factors: Factors = Factors()) -> float:
+    """The row's simulated seconds per iteration on the A100 with its rates scaled by
+    ``factors`` (pptune.costmodel.calibration; bench/calibrate.py)."""
+    return float(megatron_row(row, factors)["step_time_s_exact"])
+
+
+def megatron_row(row: MegatronRow, factors: Factors = Factors()) -> dict[str, Any]:
     h, t, p = row.hidden_size, row.tensor_parallel, row.pipeline_parallel
     run = MEGATRON_SCRIPT[row.params_billion]
     b = run.micro_batch_size
-    shape = ModelShape(f"gpt-{row.params_billion}b", row.layers, h, row.attention_heads,
-                       row.attention_heads, 4 * h, MEGATRON_VOCAB, MEGATRON_SEQ_LEN,
-                       row.batch_size, False, True, "Narayanan et al. 2021 Table 1")
+    shape = megatron_shape(row)
+    gpu = scaled_gpu(GPUS[GPU], factors)
     table = _blocks_recomputed(cost_table(
-        analytic_profile(shape, GPU, [b], tp=t, attention="eager"), tp=t, tp_in_costs=t))
+        analytic_profile(shape, gpu, [b], tp=t, attention="eager"), tp=t, tp_in_costs=t))
     per_stage = row.layers // p
     v = per_stage // run.layers_per_virtual_stage if run.layers_per_virtual_stage else 1
     schedule = Schedule.INTERLEAVED if v > 1 else Schedule.ONE_F_ONE_B
@@ -138,7 +156,8 @@ def megatron_row(row: MegatronRow) -> dict[str, Any]:
         "schedule": plan.schedule.value, "virtual_stages": plan.virtual_stages,
         "ddp": ("PyTorch DDP, fp16 gradients in 25 MiB buckets during the backward"
                 if not local_ddp else "Megatron local DDP, fp16 gradients after the backward"),
-        "step_time_s": round(step_s, 3), "bubble_rate": round(plan.bubble_rate, 4),
+        "step_time_s": round(step_s, 3), "step_time_s_exact": step_s,
+        "bubble_rate": round(plan.bubble_rate, 4),
         "peak_memory_gib": round(max(plan.peak_memory_bytes) / 2**30, 1),
         "exposed_dp_reduction_s": round(step_s - no_dp.step_time_s, 4),
         "published_tflops": row.tflops_per_gpu, "predicted_tflops": round(tflops, 1),
@@ -149,6 +168,8 @@ def megatron_row(row: MegatronRow) -> dict[str, Any]:
 
 def megatron_rows() -> dict[str, Any]:
     rows = [megatron_row(r) for r in MEGATRON_TABLE1]
+    for r in rows:
+        del r["step_time_s_exact"]
     by = {r["params_billion"]: r for r in rows}
     big, ref = by[1008.0], by[145.6]
     pub = big["published_tflops"] / ref["published_tflops"]

@@ -29,6 +29,7 @@ from typing import Any
 
 from bench.published_modern_data import LONG_RUNS, RUNS, LongRun, Run
 from pptune.costmodel import presets
+from pptune.costmodel.calibration import Factors, scaled_gpu
 from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.layout import RankOrder
 from pptune.costmodel.memory import Recompute
@@ -87,12 +88,27 @@ def _request(run: Run, key: CostKey) -> PlanRequest:
         cost_keys=(key,), reserve_bytes=presets.GIB * 2)
 
 
-def predict(run: Run) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class Evaluated:
+    """One row's plan and what the row's report needs beside it."""
+
+    plan: Any
+    shape: ModelShape
+    table: Any
+    dp: int
+    microbatches: int
+    sharding: Sharding
+
+
+def _evaluated(run: Run, factors: Factors | None = None) -> Evaluated:
+    """The row's plan as its recipe ran it (module docstring), on the GPU preset with
+    its rates scaled by ``factors`` when given (bench/calibrate.py calibrates so)."""
     r = run.recipe
     key = CostKey(tp=run.tp, cp=run.cp, precision=precision_of(run.precision))
     shape = shape_of(r.model, run.tp, r.kv_heads, run.layers, r.seq_len)
+    gpu = run.gpu if factors is None else scaled_gpu(presets.GPUS[run.gpu], factors)
     prof = analytic_profile(
-        shape, run.gpu, [run.micro_batch], tp=run.tp,
+        shape, gpu, [run.micro_batch], tp=run.tp,
         sequence_parallel=r.sequence_parallel and run.tp > 1,
         tp_comm_overlap=r.tp_comm_overlap and run.tp > 1, cp=run.cp,
         gemm_precision=key.precision, nvls=False, fp8_params=r.fp8_params)
@@ -105,7 +121,19 @@ def predict(run: Run) -> dict[str, Any]:
     sharding = Sharding.ZERO1 if dp * run.cp > 1 else Sharding.NONE
     spec = PlanSpec(schedule, run.pp, run.micro_batch, m, split, run.vp, RankOrder.DP_INNER,
                     sharding, Recompute.NONE, key)
-    plan = evaluate(table, req, spec)
+    return Evaluated(evaluate(table, req, spec), shape, table, dp, m, sharding)
+
+
+def step_s(run: Run, factors: Factors | None = None) -> float:
+    """The row's simulated seconds per step (at ``factors``: bench/calibrate.py)."""
+    return float(_evaluated(run, factors).plan.step_time_s)
+
+
+def predict(run: Run) -> dict[str, Any]:
+    r = run.recipe
+    ev = _evaluated(run)
+    plan, shape, table, dp, m, sharding = (ev.plan, ev.shape, ev.table, ev.dp, ev.microbatches,
+                                           ev.sharding)
     predicted = plan.tokens_per_s / run.gpus
     ratio = predicted / run.published_tokens_per_gpu
     peak = max(plan.peak_memory_bytes)

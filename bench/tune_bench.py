@@ -12,6 +12,15 @@ the even split. One fresh quick probe profile (sizes 1, 2, 4, 8) prices them.
    predictions over the tune's final calibration on the candidates it did
    not measure (held out), before and after calibration.
 
+3. the host's drift: the planner's first candidate (the reference) runs
+   again before the tune, after it, after every ``DRIFT_EVERY`` candidates
+   of the pass over all, and at the end. Its step over the bench's duration
+   is how much the host's speed moved; each measurement is also read
+   against the reference at its own time (linear between the reference's
+   runs), and the winner's miss and the held-out errors are given both ways:
+   what remains once the drift is divided out is the method's (and noise),
+   the difference is the drift's.
+
 Every row is reported, misses included. The host is shared: the 1-minute
 load average is written beside the figures at the start and the end.
 
@@ -20,6 +29,7 @@ Run: ``python -m bench.run`` (calls ``main``), or ``python -m bench.tune_bench``
 
 from __future__ import annotations
 
+import itertools
 import os
 import statistics
 import subprocess
@@ -33,6 +43,7 @@ from typing import Any
 GLOBAL_BATCH = 16
 SIZES = (1, 2, 4, 8)
 SCHEDULES = ("gpipe", "1f1b", "zb-h1", "interleaved-1f1b")
+DRIFT_EVERY = 8  # candidates of the pass over all between two runs of the reference
 
 
 def _probe(path: Path) -> float:
@@ -87,16 +98,48 @@ def main(quick: bool = False) -> dict[str, Any]:
         probe_s = _probe(path)
         profile, cands = _candidates(path, warmup, steps)
 
+    began = time.perf_counter()
+    at: dict[str, float] = {}  # when each candidate's measurement ran (seconds in)
+
     def run_trial(c: Any) -> Any:
+        at.setdefault(c.key, time.perf_counter() - began)
         return measure(c, lambda rank, step: None)
 
+    ref = cands[0]
+    reference: list[dict[str, Any]] = []
+
+    def run_reference(label: str) -> None:
+        t = time.perf_counter() - began
+        reference.append({"label": label, "at_s": round(t, 1),
+                          "step_s": measure(ref, lambda rank, step: None).measured_s})
+
+    run_reference("before the tune")
     t0 = time.perf_counter()
     tuned = loop.run(profile, cands, run_trial, loop.Limits(len(cands), float("inf")), None)
     tune_wall = time.perf_counter() - t0
+    tune_at = dict(at)
+    run_reference("after the tune")
     winner = tuned.winner
     t0 = time.perf_counter()
-    every = {c.key: run_trial(c) for c in cands}
+    every, pass_at = {}, {}
+    for i, c in enumerate(cands, 1):
+        pass_at[c.key] = time.perf_counter() - began
+        every[c.key] = measure(c, lambda rank, step: None)
+        if i % DRIFT_EVERY == 0 and i < len(cands):
+            run_reference(f"pass over all, after {i}")
     all_wall = time.perf_counter() - t0
+    run_reference("end")
+    ref_median = statistics.median(r["step_s"] for r in reference)
+
+    def speed(t: float) -> float:
+        """The reference's step at time t over its median (linear between its runs)."""
+        pts = [(r["at_s"], r["step_s"]) for r in reference]
+        if t <= pts[0][0]:
+            return pts[0][1] / ref_median
+        for (a, x), (b, y) in itertools.pairwise(pts):
+            if a <= t <= b:
+                return (x + (y - x) * (t - a) / (b - a if b > a else 1.0)) / ref_median
+        return pts[-1][1] / ref_median
     cal, calibrated = tuned.calibration, tuned.calibrated
     measured_by_tune = {r.cand.key for r in tuned.rows if r.status == loop.MEASURED}
     rows = []
@@ -106,8 +149,14 @@ def main(quick: bool = False) -> dict[str, Any]:
         after = (model.predict(calibrated, c.spec, cal.loss_for(c.spec.micro_batch_size),
                                cal.contention)
                  if cal is not None and calibrated is not None else None)
+        host = speed(pass_at[c.key])
+        tune_speed = statistics.median(speed(x) for x in tune_at.values()) if tune_at else 1.0
         rows.append({
             "candidate": c.key, "planner_rank": c.rank, "tune_status": tune_row.status,
+            "host_speed_at_pass": host,
+            "measured_step_s_drift_corrected": t.measured_s / host,
+            "error_after_drift_corrected": None if after is None else _err(
+                after, t.measured_s / host * tune_speed),
             "tune_reason": tune_row.reason, "tune_measured_step_s": tune_row.measured_s,
             "measured_step_s": t.measured_s, "step_times_s": list(t.step_times_s),
             "predicted_before_s": tune_row.before_s, "predicted_after_s": after,
@@ -116,6 +165,7 @@ def main(quick: bool = False) -> dict[str, Any]:
             "held_out": c.key not in measured_by_tune,
         })
     best = min(rows, key=lambda r: r["measured_step_s"])
+    best_corr = min(rows, key=lambda r: r["measured_step_s_drift_corrected"])
     win_row = next((r for r in rows if winner and r["candidate"] == winner.cand.key), None)
     held = [r for r in rows if r["held_out"] and r["error_after"] is not None]
 
@@ -145,7 +195,18 @@ def main(quick: bool = False) -> dict[str, Any]:
         if win_row else None,
         "tune_accounting": loop.accounting(tuned.rows),
         "held_out_error_in_all_pass": {"plans": len(held), "before": stats("error_before"),
-                                       "after": stats("error_after")},
+                                       "after": stats("error_after"),
+                                       "after_drift_corrected":
+                                           stats("error_after_drift_corrected")},
+        "drift": {
+            "reference": ref.key, "runs": reference,
+            "spread": (max(r["step_s"] for r in reference) - min(r["step_s"] for r in reference))
+            / ref_median,
+            "best_in_all_pass_drift_corrected": best_corr["candidate"],
+            "winner_vs_best_drift_corrected": (
+                win_row["measured_step_s_drift_corrected"]
+                / best_corr["measured_step_s_drift_corrected"] - 1) if win_row else None,
+        },
         "calibration_notes": cal.notes if cal else [],
         "rows": rows,
     }

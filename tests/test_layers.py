@@ -29,7 +29,7 @@ LAYERS = {
     "frameworks": 2.5,  # one adapter per framework: reads configs, prices and writes plans
     "plan": 3, "check": 3, "observe": 3, "probe": 3, "validate": 3,
     "tune": 4,  # runs the planner's search and validate's trials
-    "cli": 5,
+    "cli": 5, "__main__": 6,  # python -m pptune: runs the command line
 }
 # Same-level imports that are part of the design: validate builds its stages
 # with the probe's layer builders and measures a quick profile with it.

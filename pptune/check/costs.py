@@ -27,26 +27,39 @@ from pptune.costs.modelspec import from_hf_config, from_sizes, with_seq_len
 from pptune.costs.resolve import Mode, find
 from pptune.errors import PptuneError
 from pptune.options import CostOptions
-from pptune.schemas import TrainingConfig
+from pptune.schemas import Profile, TrainingConfig, load_profile
 
 
-def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions,
-          add: Any) -> tuple[CostTable | None, str, CostKey]:
-    """The config's per-layer costs and where they came from ("none" when there are none).
+def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
+          given: Profile | None = None
+          ) -> tuple[CostTable | None, str, CostKey, float | None]:
+    """The config's per-layer costs, where they came from ("none" when there are none),
+    the layout the table prices, and the memory reserve a calibrated profile measured
+    (None: none).
 
     ``flags``: the command line's ``--profile`` (already resolved by the CLI),
-    ``--model`` and ``--gpu``. The key is the layout the table prices: a profile's
-    (tp x cp folded into its per-layer costs, linearly), or the config's tensor and
-    context parallelism priced analytically.
+    ``--model`` and ``--gpu``; ``given``: a profile object that beats them all
+    (pptune calibrate prices its jobs so). The key is the layout the table prices: a
+    measured profile's (tp x cp folded into its per-layer costs, linearly), or the
+    config's tensor and context parallelism priced analytically (a calibrated profile
+    too).
     """
     folded = CostKey(tp=cfg.tp)
-    profile = flags.profile or (Path(cfg.profile) if cfg.profile else None)
-    if profile is not None and not profile.is_absolute():
-        profile = base_dir / profile
+    path = flags.profile or (Path(cfg.profile) if cfg.profile else None)
+    if path is not None and not path.is_absolute():
+        path = base_dir / path
     try:
-        shape = None if profile is not None else _config_shape(cfg, base_dir, flags.model, add)
+        profile = given if given is not None else (
+            load_profile(path) if path is not None else None)
+        shape = None if profile is not None else config_shape(cfg, base_dir, flags.model, add)
         attention = Attention(cfg.attention or "flash")  # not stated: the per-op model's default
         opts, sizes = CostOptions(tp=(cfg.tp,)), None  # a profile: the sizes it measured
+        if profile is not None and profile.calibration is not None:
+            # calibrated (pptune calibrate --run): the model priced for this config's settings
+            opts = CostOptions(tp=(cfg.tp,), cp=(cfg.cp,), seq_len=cfg.seq_len,
+                               sequence_parallel=cfg.sequence_parallel,
+                               attention=Attention(cfg.attention) if cfg.attention else None)
+            sizes = tuple(sorted({1, 2, 4, 8, cfg.micro_batch_size}))
         if shape is not None:
             opts = CostOptions(tp=(cfg.tp,), cp=(cfg.cp,), gpu=_gpu(flags, cfg, add),
                                sequence_parallel=cfg.sequence_parallel, attention=attention)
@@ -54,24 +67,25 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions,
             if shape.heads % cfg.tp:
                 add("tp-heads", "error",
                     f"tp {cfg.tp} does not divide the {shape.heads} attention heads", tp=cfg.tp)
-                return None, "none", folded
-        found = find(opts, Mode.CHECK, sizes=sizes, table_tp=cfg.tp * cfg.cp, profile=profile,
-                     shape=shape)
+                return None, "none", folded, None
+        found = find(opts, Mode.CHECK, sizes=sizes, table_tp=cfg.tp * cfg.cp,
+                     profile=given if given is not None else path, shape=shape)
     except PptuneError as exc:
         add("costs-unavailable", "error", f"cannot build costs: {exc}")
-        return None, "none", folded
+        return None, "none", folded, None
     if found is None:
         add("model-unknown", "warning",
             "no model (preset, hf_config, profile, or layer/hidden/head/seq sizes) in the "
             "config and no ./pptune-profile.json: memory, bubble and step time are not "
             "checked; pass --model or --profile")
-        return None, "none", folded
+        return None, "none", folded, None
     if found.measured:  # "profile PATH (probe)": check-config names the file alone
-        return found.table, found.origin.rsplit(" (", 1)[0], folded
-    return found.table, f"{found.origin}, {attention.value} attention", found.key
+        return found.table, found.origin.rsplit(" (", 1)[0], folded, found.reserve_bytes
+    return (found.table, f"{found.origin}, {attention.value} attention", found.key,
+            found.reserve_bytes)
 
 
-def _config_shape(cfg: TrainingConfig, base_dir: Path, model: str | None,
+def config_shape(cfg: TrainingConfig, base_dir: Path, model: str | None,
                   add: Any) -> ModelShape | None:
     """The model the config describes (``--model`` first), or None."""
     shape = None

@@ -54,7 +54,7 @@ from pptune.costmodel.stage_recompute import summary_blocks
 from pptune.frameworks.common.fields import Semantics
 from pptune.options import CostOptions
 from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
-from pptune.schemas import TrainingConfig
+from pptune.schemas import Profile, TrainingConfig
 
 GIB = 1024**3
 
@@ -75,6 +75,7 @@ class CheckOptions:
     costs: CostOptions = field(default_factory=CostOptions)
     compare_best: bool = True
     strict: bool = False  # bubble and slowdown over their limits are errors
+    profile: Profile | None = None  # a profile object that beats costs.profile (calibrate's)
 
 
 @dataclass
@@ -83,6 +84,8 @@ class CheckReport:
     plan: Plan | None = None
     best: Plan | None = None
     derived: dict[str, Any] = field(default_factory=dict)
+    table: CostTable | None = None  # the costs the plan was priced with
+    request: PlanRequest | None = None  # the request it was simulated under
 
     def errors(self) -> list[Finding]:
         return [f for f in self.findings if f.severity == "error"]
@@ -235,15 +238,16 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
 
     report = CheckReport(out, derived={"dp": dp, "grad_accum_steps": ga, "microbatches": m})
     structural = any(f.severity == "error" for f in out)
-    table, origin, key = costs(cfg, base_dir, opts.costs, add)
+    table, origin, key, reserve = costs(cfg, base_dir, opts.costs, add, opts.profile)
     report.derived["cost_source"] = origin
+    report.table = table
     if table is None or structural or dp is None or m is None:
         if table is not None and structural:
             add("prediction-skipped", "info",
                 "memory, bubble and step time not predicted until the errors above are fixed")
         return report
     _predict(cfg, table, key, opts, report, add, dp=dp, m=m, schedule=schedule, chunks=chunks,
-             sem=sem)
+             sem=sem, reserve_bytes=2 * GIB if reserve is None else reserve)
     return report
 
 
@@ -263,6 +267,7 @@ def _predict(
     cfg: TrainingConfig, table: CostTable, key: CostKey, opts: CheckOptions,
     report: CheckReport, add: Any,
     *, dp: int, m: int, schedule: Schedule, chunks: int, sem: Semantics,
+    reserve_bytes: float = 2 * GIB,
 ) -> None:
     p = cfg.pp
     n_stages = model_chunks(schedule, p, cfg.virtual_stages)
@@ -295,7 +300,7 @@ def _predict(
         cost_keys=(key,),
         shardings=(sharding,), recomputes=(recompute,), recompute_every=cfg.recompute_every,
         fsdp_reshard_after_forward=cfg.fsdp_reshard_after_forward,
-        reserve_bytes=2 * GIB, micro_batch_sizes=(cfg.micro_batch_size,),
+        reserve_bytes=reserve_bytes, micro_batch_sizes=(cfg.micro_batch_size,),
     )
     v = cfg.virtual_stages if schedule is Schedule.INTERLEAVED else 1
     try:
@@ -314,6 +319,7 @@ def _predict(
             "predicted", schedule=schedule.value, microbatches=m, pp=p)
         return
     report.plan = plan
+    report.request = req
     step = plan.step_time_s * cfg.pipeline_flushes
     report.derived.update(step_time_s=step, bubble_rate=plan.bubble_rate,
                           peak_memory_bytes=plan.peak_memory_bytes, stage_layers=split,

@@ -312,6 +312,7 @@ def schema_cmd(kind: str = typer.Argument(..., help="profile, plan or config")) 
 
 def _register_modules() -> None:
     """Commands that live in their own modules (each imports its heavy parts lazily)."""
+    from pptune.cli import calibrate as cli_calibrate
     from pptune.cli import check as cli_check
     from pptune.cli import observe as cli_observe
     from pptune.cli import probe as cli_probe
@@ -324,7 +325,8 @@ def _register_modules() -> None:
     app.command("trace-report", help=cli_observe.TRACE_REPORT_HELP)(_guard(cli_observe.trace_report))
     app.command("monitor", help=cli_observe.MONITOR_HELP)(_guard(cli_observe.monitor))
     app.command("tune", help=cli_tune.HELP)(_guard(cli_tune.tune))
-    app.command("calibrate", help=cli_tune.CALIBRATE_HELP)(_guard(cli_tune.calibrate))
+    app.command("calibrate", help=cli_calibrate.HELP, cls=cli_calibrate.InOrder)(
+        _guard(cli_calibrate.calibrate))
 
 
 _register_modules()

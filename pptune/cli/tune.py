@@ -36,7 +36,16 @@ Examples:
   pptune tune --gpus 2 --global-batch 8 -o tuned/
   pptune tune --gpus 2 --global-batch 8 --resume tuned/
   pptune tune --gpus 2 --profile profile.json --budget 300 --emit torchtitan -o tuned/
-  pptune calibrate run1.json run2.json --profile profile.json -o calibrated.json
+  pptune calibrate --run pretrain.sh --log train.log -o calibrated.json
+
+On a cluster, --launcher runs each trial through the engine you already use:
+tune fills the template per trial and rank 0 of each trial (pptune validate
+under torchrun) prints its timings for tune to read; -o must be on a
+filesystem the nodes share.
+
+\b
+  pptune tune --gpus 64 --gpu h100-sxm -o /shared/tuned --launcher \\
+    'torchrun --nnodes {nodes} --nproc-per-node {nproc_per_node} --rdzv-backend c10d --rdzv-endpoint head:29500 {module}'
 
 --recompute defaults to none here: the trials run without activation
 recomputation, so tune searches what they can measure.
@@ -64,6 +73,11 @@ def tune(
     output: Path | None = typer.Option(None, "--output", "-o", help="folder for tune.jsonl, the calibrated profile and the plan file"),
     resume: Path | None = typer.Option(None, "--resume", help="continue the tune in DIR: trials in its tune.jsonl are not rerun"),
     emit: str | None = typer.Option(None, "--emit", help="write the winner as megatron, deepspeed, torchtitan or pptune config"),
+    launcher: str | None = typer.Option(
+        None, "--launcher", help="run each trial through this command (a cluster): "
+        "{nproc}, {nodes}, {nproc_per_node}, {command}, {module}, {python} filled per trial, "
+        "e.g. 'torchrun --nnodes {nodes} --nproc-per-node {nproc_per_node} --rdzv-backend "
+        "c10d --rdzv-endpoint head:29500 {module}'; needs -o on a shared filesystem"),
     out: OutputOptions,
 ) -> None:
     from pptune.costmodel.memory import Recompute
@@ -80,7 +94,7 @@ def tune(
                            f"{', '.join(f.value for f in Framework)}")
     req = session.TuneRequest(
         search=RecommendSpec(space, costs), run=trials, max_trials=max_trials, budget_s=budget,
-        candidates=candidates, output=output, resume=resume,
+        candidates=candidates, output=output, resume=resume, launcher=launcher,
     )
     progress = _Progress(req.budget_s, trials.steps)
     try:
@@ -178,35 +192,3 @@ def _render(run: Any, as_json: bool) -> None:
     if o.calibration is not None:
         for note in o.calibration.notes:
             out.print(f"calibration: {note}", highlight=False, markup=False)
-
-
-CALIBRATE_HELP = """Fold earlier `pptune validate --json` results into a calibrated profile.
-
-\b
-  pptune validate --plan 1 --profile profile.json --json > run1.json
-  pptune validate --plan 2 --profile profile.json --json > run2.json
-  pptune calibrate run1.json run2.json --profile profile.json -o calibrated.json
-
-Every result must have run the profile's model. The per-layer forward,
-input-gradient and weight-gradient factors are fitted per micro-batch size to
-the measured op medians, the p2p latency to the measured step times.
-"""
-
-
-def calibrate(
-    results: list[Path] = typer.Argument(..., help="validate --json outputs"),
-    profile: Path = typer.Option(..., "--profile", help="the profile the runs are priced with"),
-    output: Path = typer.Option(..., "--output", "-o", help="where the calibrated profile goes"),
-) -> None:
-    from pptune.schemas import load_profile, write_atomic
-    from pptune.tune import model, validate_json
-
-    base = load_profile(profile)
-    trials = [validate_json.trial(path, base) for path in results]
-    if output.exists() and output.resolve() == profile.resolve():
-        raise BadInput(f"-o {output} is the --profile itself; write the calibration elsewhere")
-    cal = model.calibrate(base, trials)
-    write_atomic(output, model.calibrated_profile(base, cal).model_dump_json(indent=2) + "\n")
-    for note in cal.notes:
-        _say(note)
-    _say(f"wrote {output}")

@@ -75,6 +75,7 @@ from pptune.costmodel.ops import (
     phase_s,
     tp_collective,
 )
+from pptune.costmodel.parts import PartTimes, layer_parts
 from pptune.costmodel.presets import GpuSpec, ModelShape
 
 BF16_BYTES = 2
@@ -91,6 +92,9 @@ class LayerSpec:
     out_bytes: float
     fwd_a2a_s: float = 0.0  # expert dispatch and combine all-to-all, forward (moe.py)
     bwd_a2a_s: float = 0.0  # the same in the backward
+    # the same seconds split by what the ops are (parts.py: gemm, attention,
+    # memory-bound, launch, each communication group); they sum to the above
+    parts: tuple[PartTimes, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -306,7 +310,7 @@ def analytic_layers(
         fwd, fwd_a2a = _split_a2a(ops, Phase.F, rates)
         bwd, bwd_a2a = _split_a2a(ops, Phase.B, rates)
         return LayerSpec(fwd, bwd, phase_s(ops, Phase.W, rates), act_bytes, out_bytes,
-                         fwd_a2a, bwd_a2a)
+                         fwd_a2a, bwd_a2a, layer_parts(ops, rates))
 
     plain = not (m.moe or m.mla or m.sliding_window or m.mtp_layers) and not redo_mlp
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import TypeVar
 
 from pptune.costmodel import collectives, context, precision, presets
-from pptune.costmodel.analytic import analytic_layers, block_params
+from pptune.costmodel.analytic import AnalyticLayer, analytic_layers, block_params
 from pptune.costmodel.collectives import Collective, Fabric
 from pptune.costmodel.comm import AllReduceLink
 from pptune.costmodel.context import CpComm
@@ -105,7 +105,7 @@ def _tp_link(fabric: Fabric, tp: int, sequence_parallel: bool, nbytes: float) ->
 
 def analytic_profile(
     model: str | presets.ModelShape,
-    gpu: str,
+    gpu: str | presets.GpuSpec,
     micro_batch_sizes: tuple[int, ...] | list[int] = DEFAULT_MICRO_BATCH_SIZES,
     tp: int = 1,
     efficiency: float | None = presets.DEFAULT_EFFICIENCY,
@@ -120,8 +120,10 @@ def analytic_profile(
     gpus_per_node: int | None = None,
     nvls: bool = True,
     fp8_params: bool = False,
+    layers_out: list[AnalyticLayer] | None = None,
 ) -> Profile:
-    """Per-layer costs of a preset (or any ModelShape) on a GPU preset.
+    """Per-layer costs of a preset (or any ModelShape) on a GPU preset (or a GpuSpec:
+    a calibrated one, pptune.costmodel.calibration).
 
     ``efficiency`` None: each GEMM's from the per-op model; else one fraction
     of peak for every GEMM. ``attention``: flash or eager (unfused). ``cp``:
@@ -131,10 +133,12 @@ def analytic_profile(
     ``nvls``: NCCL may use NVLink SHARP (recipes that set NCCL_NVLS_ENABLE=0 do not).
     ``experts``: expert parallelism of a MoE model (its all-to-all over the
     GPU's NVLink and NIC unless the settings name links). ``recompute_modules``:
-    Megatron-core's selective recomputation priced into the layers."""
+    Megatron-core's selective recomputation priced into the layers. ``layers_out``
+    receives the analytic layers themselves (their times by part: costmodel.parts)."""
     shape = model if isinstance(model, presets.ModelShape) else model_preset(model)
     model = shape.name
-    spec = gpu_preset(gpu)
+    spec = gpu if isinstance(gpu, presets.GpuSpec) else gpu_preset(gpu)
+    gpu = spec.name
     if efficiency is not None and not 0 < efficiency <= 1:
         raise BadInput(f"--efficiency must be in (0, 1], got {efficiency}")
     if attention not in ATTENTION_KINDS:
@@ -174,6 +178,8 @@ def analytic_profile(
         )
     except ValueError as exc:
         raise BadInput(f"{model}: {exc}") from None
+    if layers_out is not None:
+        layers_out.extend(layers)
     cache = _weight_cache_bytes(shape, tp, gemm_precision, fp8_params)
     return Profile(
         source="analytic",
@@ -230,7 +236,7 @@ def _weight_cache_bytes(shape: presets.ModelShape, tp: int, gemm_precision: Prec
 
 def preset_tables(
     model: str | presets.ModelShape,
-    gpu: str,
+    gpu: str | presets.GpuSpec,
     micro_batch_sizes: tuple[int, ...] | list[int] = DEFAULT_MICRO_BATCH_SIZES,
     experts: ExpertParallel | None = None,
     profiles: dict[CostKey, Profile] | None = None,

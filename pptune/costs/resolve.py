@@ -49,6 +49,7 @@ from pptune.costmodel.keys import CostKey, Precision, TableSource
 from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.presets import GpuSpec, ModelShape
 from pptune.costmodel.search import CostTable
+from pptune.costs import calibrated
 from pptune.costs.dims import single_key
 from pptune.costs.modelspec import read_hf_config, with_seq_len
 from pptune.costs.profiles import (
@@ -106,6 +107,10 @@ class Costs:
             raise BadInput(f"the costs of {self.origin} price {self.key} only, not {key}; "
                            "use analytic costs (--model/--hf-config) to price other layouts")
         return self.tables(key)
+
+    # memory per GPU beyond the modelled tensors that a calibrated profile measured in
+    # the jobs' logs (None: --reserve-gib's default applies)
+    reserve_bytes: float | None = None
 
     @property
     def model_flops_per_token(self) -> float | None:
@@ -195,12 +200,12 @@ def find(opts: CostOptions, mode: Mode = Mode.PLAN, *, sizes: tuple[int, ...] | 
     given = profile if profile is not None else opts.profile
     if isinstance(given, Profile):
         origin = f"profile of {given.model.name} on {given.device.name} ({given.source})"
-        _refuse_with_measured(opts, origin, mode)
-        return _measured(given, origin, opts, mode, sizes, table_tp, search)
+        return _profile_costs(given, origin, opts, mode, sizes, table_tp, search,
+                              gpus_per_node)
     if given is not None:
-        prof = _load(given, f"--profile {given}", opts, mode)
-        return _measured(prof, f"profile {given} ({prof.source})", opts, mode, sizes, table_tp,
-                         search)
+        prof = load_profile(given)
+        return _profile_costs(prof, f"profile {given} ({prof.source})", opts, mode, sizes,
+                              table_tp, search, gpus_per_node)
     model_named = opts.model is not None or opts.hf_config is not None or shape is not None
     analytic = {Mode.PLAN: model_named or opts.gpu is not None, Mode.CHECK: model_named,
                 Mode.RUN: opts.gpu is not None}[mode]
@@ -210,9 +215,9 @@ def find(opts: CostOptions, mode: Mode = Mode.PLAN, *, sizes: tuple[int, ...] | 
     local = (cwd or Path.cwd()) / DEFAULT_PROFILE_FILE
     if local.is_file() and not (mode is Mode.RUN and (model_named or names_model)):
         where = f"./{DEFAULT_PROFILE_FILE}"
-        prof = _load(local, where, opts, mode)
-        return _measured(prof, f"profile {where} ({prof.source})", opts, mode, sizes, table_tp,
-                         search)
+        prof = load_profile(local)
+        return _profile_costs(prof, f"profile {where} ({prof.source})", opts, mode, sizes,
+                              table_tp, search, gpus_per_node)
     return None
 
 
@@ -272,9 +277,38 @@ def analytic_costs(
     return table, built[key]
 
 
-def _load(path: Path, where: str, opts: CostOptions, mode: Mode) -> Profile:
-    _refuse_with_measured(opts, where, mode)
-    return load_profile(path)
+def _profile_costs(prof: Profile, origin: str, opts: CostOptions, mode: Mode,
+                   sizes: tuple[int, ...] | None, table_tp: int | None, search: bool,
+                   gpus_per_node: int | None) -> Costs:
+    """Row 1: a calibrated profile rebuilds the analytic costs for the configuration asked
+    (PLAN, CHECK), a table per cost key; any other profile prices as measured."""
+    if prof.calibration is None or mode is Mode.RUN:
+        _refuse_with_measured(opts, origin, mode)
+        return _measured(prof, origin, opts, mode, sizes, table_tp, search)
+    cal = prof.calibration
+    if mode is Mode.PLAN:
+        flags = [f for f, v in (("--model", opts.model), ("--hf-config", opts.hf_config),
+                                ("--gpu", opts.gpu), ("--efficiency", opts.efficiency))
+                 if v is not None]
+        if flags:
+            raise BadInput(f"{' and '.join(flags)}: the costs come from {origin}, calibrated "
+                           f"for {cal.model.get('name')} on {cal.gpu}; drop {'/'.join(flags)} "
+                           "or the profile (a calibration holds for its model and GPU)")
+    built: dict[CostKey, Profile] = {}
+    tables = calibrated.tables(
+        cal, calibrated.sizes_of(prof, sizes), seq_len=opts.seq_len,
+        sequence_parallel=opts.sequence_parallel,
+        attention=opts.attention.value if opts.attention is not None else None,
+        tp_comm_overlap=opts.tp_comm_overlap, profiles=built,
+        experts=ExpertParallel(imbalance=opts.moe_imbalance), cp_comm=opts.cp_comm,
+        fp8_params=opts.fp8_param_gather, gpus_per_node=gpus_per_node)
+    key = single_key(opts) if not search else CostKey()
+    table = tables(key)
+    shape = calibrated.shape(cal, opts.seq_len)
+    where = f"{origin}, calibrated for {shape.name} on {cal.gpu}"
+    return Costs(table, calibrated.with_calibration(built[key], cal), where, measured=False,
+                 shape=shape, notes=[], tp_in_costs=key.tp, key=key, tables=tables,
+                 gpu=calibrated.gpu(cal), reserve_bytes=cal.reserve_bytes)
 
 
 def _refuse_with_measured(opts: CostOptions, where: str, mode: Mode) -> None:

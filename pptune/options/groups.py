@@ -244,8 +244,10 @@ class PlanSpace:
         True, "--overlap-param-gather/--no-overlap-param-gather", kind=BOOL,
         help="the distributed optimizer's parameter all-gather behind the next forward "
         "(Megatron-LM --overlap-param-gather) or before it")
-    reserve_gib: float = option(2.0, "--reserve-gib", kind=FLOAT,
-                                help="memory kept back per GPU (context, NCCL, fragmentation)")
+    reserve_gib: float | None = option(
+        None, "--reserve-gib", kind=FLOAT,
+        help="memory kept back per GPU (context, NCCL, fragmentation) [default: 2, or what a "
+        "calibrated --profile measured in the jobs' logs]")
     blocking_send: bool = option(False, "--blocking-send", kind=BOOL,
                                  help="sends block the sender")
 

@@ -17,6 +17,7 @@ from typing import Any
 from pptune import limits
 from pptune.costmodel.comm import compression_factor
 from pptune.costmodel.keys import CostKey, Precision, TableSource
+from pptune.costmodel.memory import DEFAULT_RESERVE_BYTES
 from pptune.costmodel.ops import Attention
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.schedules import DEFAULT_SCHEDULES
@@ -88,7 +89,8 @@ def check_spec(spec: RecommendSpec) -> None:
         None if s.global_batch is None else limits.problem(
             "--global-batch", s.global_batch, 1, limits.MAX_GLOBAL_BATCH),
         limits.problem("--top", spec.top, 1, limits.MAX_TOP),
-        limits.problem("--reserve-gib", s.reserve_gib, 0, limits.MAX_RESERVE_GIB),
+        None if s.reserve_gib is None else limits.problem(
+            "--reserve-gib", s.reserve_gib, 0, limits.MAX_RESERVE_GIB),
     )
     for tp in tps if not problems else ():
         if s.gpus % tp:
@@ -143,6 +145,10 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         global_batch = DEFAULT_GLOBAL_BATCH
         notes.append(f"the profile names no global batch; planning for {global_batch} samples "
                      "per step (pass --global-batch to change it)")
+    reserve = reserve_bytes(s, costs)
+    if s.reserve_gib is None and costs.reserve_bytes is not None:
+        notes.append(f"reserve: {reserve / GIB:.2f} GiB a GPU, what the calibrated profile's "
+                     "jobs held beyond pptune's tensors (--reserve-gib overrides)")
     req = PlanRequest(
         gpus=s.gpus, global_batch=global_batch, tp=keys[0].tp, gpus_per_node=gpn,
         cost_keys=keys, overlap_param_gather=s.overlap_param_gather,
@@ -150,7 +156,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         schedules=tuple(schedules), virtual_stages=s.virtual_stages,
         micro_batch_sizes=sizes, pp=s.pp or None,
         shardings=shardings, recomputes=recomputes,
-        recompute_every=s.recompute_every, reserve_bytes=s.reserve_gib * GIB,
+        recompute_every=s.recompute_every, reserve_bytes=reserve,
         grad_bytes_factor=factor, blocking_send=s.blocking_send, top=spec.top,
         overlap_grad_reduce=s.overlap_grad_reduce,
     )
@@ -185,7 +191,8 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
                       ep=searched([k.ep for k in keys]), etp=searched([k.etp for k in keys]),
                       precision=tuple(dict.fromkeys(k.precision for k in keys))),
         space=replace(s, global_batch=global_batch, micro_batch_sizes=sizes, gpus_per_node=gpn,
-                      schedules=tuple(schedules), recompute=recomputes, sharding=shardings),
+                      schedules=tuple(schedules), recompute=recomputes, sharding=shardings,
+                      reserve_gib=s.reserve_gib if costs.reserve_bytes is None else reserve / GIB),
         global_batch_requested=requested,
     )
     return RecommendRun(result, table, req, list(table.names), global_batch, costs.origin,
@@ -203,6 +210,13 @@ def _peaks(costs: Costs) -> dict[Precision, float] | float | None:
     if costs.gpu.fp8_peak_flops is not None:
         out |= {Precision.FP8: costs.gpu.fp8_peak_flops, Precision.MXFP8: costs.gpu.fp8_peak_flops}
     return out
+
+
+def reserve_bytes(s: PlanSpace, costs: Costs) -> float:
+    """--reserve-gib, else what a calibrated profile measured, else 2 GiB."""
+    if s.reserve_gib is not None:
+        return s.reserve_gib * GIB
+    return costs.reserve_bytes if costs.reserve_bytes is not None else DEFAULT_RESERVE_BYTES
 
 
 def _times(a: float | None, b: float) -> float | None:

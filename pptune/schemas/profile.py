@@ -142,6 +142,69 @@ class ModelInfo(Strict):
     )
 
 
+class CalibrationRun(Strict):
+    """One job the calibration was fitted to (``pptune calibrate --run``)."""
+
+    config: str = Field(min_length=1, description="the job's config file, as given")
+    framework: str = Field(description="whose config it is (megatron, torchtitan, ...)")
+    step_source: str = Field(description="where the measured step came from: --step-s, or "
+                             "the log and the iterations read")
+    measured_step_s: float = Field(gt=0, description="seconds per step the job ran")
+    predicted_step_s: float = Field(gt=0, description="seconds per step at the calibration")
+    residual: float = Field(description="predicted / measured - 1")
+    peak_memory_bytes: float | None = Field(
+        None, ge=0, description="the log's peak memory of the first pipeline rank, if printed")
+    predicted_memory_bytes: float | None = Field(
+        None, ge=0, description="pptune's peak for that rank, reserve left out")
+    parts: dict[str, float] = Field(
+        default_factory=dict, description="the step at the calibration, by part, seconds "
+        "(pptune.costmodel.breakdown)")
+    elasticity: dict[str, float] = Field(
+        default_factory=dict, description="per rate group: -d log step / d log factor")
+
+
+class Calibration(Strict):
+    """Factors on the analytic model's rates, fitted to jobs of one model on one GPU
+    type (``pptune calibrate --run``): with them the resolver rebuilds analytic costs
+    for any configuration of that model and GPU (pptune.costmodel.calibration)."""
+
+    gpu: str = Field(description="the GPU preset the factors scale")
+    model: dict[str, Any] = Field(description="the model's shape (pptune's ModelShape fields)")
+    attention: Literal["flash", "eager"] = Field("flash", description="the jobs' attention")
+    factors: dict[str, float] = Field(description="compute, memory and communication factors")
+    fitted: list[list[str]] = Field(description="the factors fitted; groups listed together "
+                                    "share one factor")
+    reserve_bytes: float | None = Field(
+        None, ge=0, description="memory per GPU beyond the modelled tensors, from the logs' "
+        "peak (replaces --reserve-gib's 2 GiB default)")
+    runs: list[CalibrationRun] = Field(min_length=1)
+    notes: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _known(self) -> Calibration:
+        from pptune.costmodel.calibration import RateGroup
+        from pptune.costmodel.presets import GPUS, ModelShape
+
+        if self.gpu not in GPUS:
+            raise ValueError(f"calibration gpu {self.gpu[:40]!r} is not a preset; expected one "
+                             f"of {', '.join(GPUS)}")
+        groups = {g.value for g in RateGroup}
+        if set(self.factors) != groups:
+            raise ValueError(f"calibration factors must be {', '.join(sorted(groups))}; got "
+                             f"{', '.join(sorted(self.factors)) or 'none'}")
+        bad = [k for k, v in self.factors.items() if not v > 0]
+        if bad:
+            raise ValueError(f"calibration factor {bad[0]} must be positive")
+        if any(g not in groups for tie in self.fitted for g in tie):
+            raise ValueError(f"calibration fitted lists an unknown group; expected "
+                             f"{', '.join(sorted(groups))}")
+        try:
+            ModelShape(**self.model)
+        except TypeError as exc:
+            raise ValueError(f"calibration model is not a model shape: {exc}") from None
+        return self
+
+
 class Profile(Strict):
     schema_version: Literal[1] = PROFILE_SCHEMA_VERSION
     source: Literal["analytic", "probe"]
@@ -152,6 +215,16 @@ class Profile(Strict):
     layers: list[Layer] = Field(min_length=1)
     notes: list[str] = Field(default_factory=list)
     raw: dict[str, Any] | None = Field(None, description="probe only: raw sweeps and samples")
+    calibration: Calibration | None = Field(
+        None, description="pptune calibrate --run: the analytic model's rates scaled to the "
+        "jobs it measured; the layers are then the costs of the first job's configuration")
+
+    @model_serializer(mode="wrap")
+    def _without_calibration(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        doc: dict[str, Any] = handler(self)
+        if doc.get("calibration", 0) is None:  # profiles without one stay as they were
+            del doc["calibration"]
+        return doc
 
     @model_validator(mode="after")
     def _same_sizes(self) -> Profile:

@@ -10,4 +10,7 @@ Modules (torch only inside ``trial``, lazily):
 - ``trial``      the torch side: quick probe, one trial with validate's runner, the run
 - ``artifacts``  the calibrated profile, the plan file, the winner's config, --json
 - ``validate_json`` a ``pptune validate --json`` result as a trial (``pptune calibrate``)
+- ``launcher``   trials through the user's launcher (``tune --launcher``, a cluster)
+- ``jobs``       a job you run: its config, measured step, simulated step (``calibrate --run``)
+- ``jobfit``     the factors jobs give, refused when unphysical; the calibrated profile
 """

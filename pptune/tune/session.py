@@ -1,7 +1,8 @@
 """`pptune tune` from request to outcome: check, cost source, search, candidates, loop.
 
 Order: every flag and the output folder are checked before anything runs
-(budget, steps, an -o that cannot be written or would replace a journal);
+(budget, steps, the search's --gpus, --pp and the rest as recommend checks
+them, an -o that cannot be written or would replace a journal);
 the cost source, by the one resolver's RUN column (``pptune.costs.resolve``:
 on --resume the profile the tune first priced with; --profile; --gpu:
 analytic costs, as recommend; else ./pptune-profile.json unless a flag
@@ -20,16 +21,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pptune.costmodel.comm import compression_factor
 from pptune.costmodel.presets import MODELS
 from pptune.costs.profiles import DEFAULT_PROFILE_FILE
 from pptune.costs.resolve import Costs, QuickProbe, resolve
 from pptune.errors import BadInput
 from pptune.launch import ranks
 from pptune.options import RunOptions
-from pptune.plan.recommend import RecommendRun, RecommendSpec, recommend
+from pptune.plan.recommend import RecommendRun, RecommendSpec, check_spec, recommend
 from pptune.schemas import Profile, write_atomic
 from pptune.tune import candidates as cands
 from pptune.tune import journal, loop
+from pptune.tune.launcher import Launcher
 from pptune.validate.spec import ModelSource
 
 Say = Callable[[str], None]
@@ -48,6 +51,7 @@ class TuneRequest:
     candidates: int = 12
     output: Path | None = None
     resume: Path | None = None
+    launcher: str | None = None  # run each trial through this command (launcher.py)
 
 
 @dataclass
@@ -78,6 +82,22 @@ def check(req: TuneRequest) -> Path | None:
     if req.output is not None and req.resume is not None and req.output != req.resume:
         problems.append(f"-o {req.output} and --resume {req.resume} differ: --resume DIR "
                         "continues the tune in DIR and writes there")
+    if req.launcher is not None:
+        if req.output is None and req.resume is None:
+            problems.append("--launcher needs -o DIR on a filesystem the nodes share: each "
+                            "trial's rank 0 reads the tune's profile there")
+        try:
+            Launcher(req.launcher, req.search.space.gpus_per_node or 1, Path()).check()
+        except BadInput as exc:
+            problems.append(str(exc))
+    try:  # the search's own flags (--gpus, --pp, ...), before any probe or trial runs
+        check_spec(req.search)
+    except BadInput as exc:
+        problems.insert(0, str(exc))
+    try:
+        compression_factor(req.search.space.grad_compression)
+    except ValueError as exc:
+        problems.append(str(exc))
     if problems:
         raise BadInput("; ".join(problems))
     if req.resume is not None:
@@ -150,9 +170,11 @@ def resolve_costs(req: TuneRequest, folder: Path | None, say: Say,
 
 
 def search(req: TuneRequest, costs: Costs, folder: Path | None) -> RecommendRun:
-    """recommend's search over the tune's costs; a measured profile is saved beside the
-    journal first (``PROBE_FILE``), so that a resumed tune prices the same way."""
-    if costs.measured and folder is not None and not (folder / PROBE_FILE).exists():
+    """recommend's search over the tune's costs; a measured profile (any, with a
+    launcher: its trials price with it) is saved beside the journal first
+    (``PROBE_FILE``), so that a resumed tune prices the same way."""
+    keep = costs.measured or req.launcher is not None
+    if keep and folder is not None and not (folder / PROBE_FILE).exists():
         write_atomic(folder / PROBE_FILE, costs.profile.model_dump_json(indent=2) + "\n")
     return recommend(replace(req.search, top=req.candidates), costs)
 

@@ -15,6 +15,7 @@ from pptune.errors import BadInput
 from pptune.schemas import Profile
 from pptune.tune import candidates as cands
 from pptune.tune import journal, loop, session
+from pptune.tune.launcher import Launcher
 from pptune.tune.model import Trial
 from pptune.validate.spec import ModelSource
 
@@ -86,7 +87,9 @@ def prepare(req: session.TuneRequest, say: session.Say) -> tuple[Prepared, Any]:
     if n_layers != len(profile.layers):
         raise BadInput(f"the profile has {len(profile.layers)} layers but model {source.label} "
                        f"has {n_layers}; probe this model (pptune probe) or give its --profile")
-    devices = session.local_devices(torch, device)
+    # with a launcher the trials run on the cluster's GPUs, not this host's
+    devices = (req.search.space.gpus if req.launcher is not None
+               else session.local_devices(torch, device))
     candidates = session.build_candidates(req, recommended, source, n_layers, devices, device)
     notes = list(recommended.notes) + list(plan.warnings)
     resumed = session.resumed_records(folder, req, say)
@@ -101,8 +104,20 @@ def run(req: session.TuneRequest, say: session.Say, progress: TrialProgress) -> 
 
         raise NoFeasiblePlan(no_plan_message(prepared.recommended))
     journal_path = None if folder is None else folder / journal.FILE
+
+    launcher = None
+    if req.launcher is not None and folder is not None:  # session.check: -o is given
+        # the node the search planned for (--gpus-per-node, else the GPU's NVLink domain)
+        launcher = Launcher(req.launcher, prepared.recommended.plan_request.gpus_per_node,
+                            folder / session.PROBE_FILE, req.run.device)
+
+    def trial(c: cands.Candidate) -> Trial:
+        if launcher is not None:
+            return launcher.measure(c.key, c.spec, prepared.profile)
+        return measure(c, progress.step)
+
     outcome = loop.run(
-        prepared.profile, prepared.candidates, lambda c: measure(c, progress.step),
+        prepared.profile, prepared.candidates, trial,
         loop.Limits(req.max_trials, req.budget_s), journal_path, prepared.resumed, progress,
     )
     return session.TuneRun(outcome, prepared.recommended, prepared.profile, prepared.origin,

@@ -21,6 +21,13 @@ def trial(path: Path, profile: Profile) -> Trial:
         raise BadInput(f"validate result not found: {path}") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BadInput(f"cannot read validate result {path}: {exc}") from None
+    return trial_from(doc, f"{path.name}: ", profile, label=str(path))
+
+
+def trial_from(doc: Any, key: str, profile: Profile, label: str = "the result") -> Trial:
+    """A validate result already parsed; ``key`` names the trial (a prefix when it ends
+    with ': ', followed by the plan's key). BadInput naming ``label`` when it is not one."""
+    path = label
     try:
         schedule = Schedule(doc["schedule"])
         split = tuple(int(x) for x in doc["stage_layers"])
@@ -28,9 +35,10 @@ def trial(path: Path, profile: Profile) -> Trial:
         times = tuple(float(x) for x in doc["measured"]["step_times_s"])
         ops = {(str(o["kind"]), int(o["stage"])): float(o["measured_s"]) for o in doc["ops"]}
         loss = doc.get("loss_s")
+        name = key + plan_key(schedule, int(doc["pp"]), 1, int(doc["virtual_stages"]), b, m,
+                              split) if key.endswith(": ") else key
         t = Trial(
-            key=f"{path.name}: " + plan_key(schedule, int(doc["pp"]), 1,
-                                            int(doc["virtual_stages"]), b, m, split),
+            key=name,
             schedule=schedule, pp=int(doc["pp"]), microbatches=m,
             virtual_stages=int(doc["virtual_stages"]), micro_batch_size=b, stage_layers=split,
             step_times_s=times, op_medians_s=ops,

@@ -17,11 +17,17 @@ the model describe what torch.distributed.pipelining actually runs:
   ``backward_weight_one_chunk`` runs the whole backward there (torch 2.13
   ``stage.py``: "Skip the backward for the first stage ..."). For zb-h1 and
   zbv the prediction moves stage 0's input-gradient time into its W;
-- contention between ranks (``stretch``), when the run measured it: the
-  profile times each layer alone in one process; in the run the ranks
-  compute at the same time and, on a CPU host, share cores, caches, memory
-  bandwidth and the host's other load. Each rank times a reference workload
-  (its own stage forwards) alone and then with all ranks at once
+- the host's speed now (``speed``), when the run measured it: the profile
+  times each layer alone, in a loop that keeps its weights in cache, on a
+  host whose load drifts between the probe and the run. Each rank times its
+  training work (its stages' forward and backward, one micro-batch) alone
+  in the run (``timing.contention``); that time over the profile's F + B + W
+  of the same stages (``profile_speed``) scales the rank's stage costs, so
+  the profile gives the split between ops and the run the pace they run at;
+- contention between ranks (``stretch``), when the run measured it: in the
+  run the ranks compute at the same time and, on a CPU host, share cores,
+  caches, memory bandwidth and the host's other load. Each rank times the
+  same training work alone and then with all ranks at once
   (``timing.contention``); the ratio f is applied as processor sharing: an
   op runs at rate 1 alone and 1/f while another rank computes, so an op that
   overlaps others for a share o of its time takes ``work / (1 - o + o/f)``,
@@ -52,7 +58,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pptune.costmodel.schedules import SPLIT_BACKWARD
+from pptune.costmodel.schedules import SPLIT_BACKWARD, Schedule, stage_device
 from pptune.costmodel.search import stage_costs
 from pptune.costmodel.simulate import SimResult, StageCost, simulate
 from pptune.costs.profiles import cost_table
@@ -72,6 +78,8 @@ class Prediction:
     notes: list[str] = field(default_factory=list)
     plain: SimResult | None = None  # without the contention model, when one was applied
     contention: float | None = None
+    speed: dict[int, float] = field(default_factory=dict)  # per rank, when applied
+    profile_only: SimResult | None = None  # the profile as probed: no speed, no contention
 
 
 def check_profile(profile: Profile, spec: RunSpec, layer_names: list[str]) -> list[str]:
@@ -113,27 +121,34 @@ def predict(
     spec: RunSpec,
     loss_s: tuple[float, float] | None = None,
     contention: float | None = None,
+    speed: dict[int, float] | None = None,
 ) -> Prediction:
     """Simulate ``spec`` over ``profile`` with the corrections of the module docstring.
 
     ``contention``: the measured slowdown of a rank's work while all ranks
-    compute at once (``timing.contention``); None leaves it out.
+    compute at once (``timing.contention``); ``speed``: per rank, its work
+    alone now over the profile's (``profile_speed``); None leaves each out.
     """
     table = cost_table(profile)
-    stages = stage_costs(table, spec.micro_batch_size, list(spec.stage_layers))
+    probed = stage_costs(table, spec.micro_batch_size, list(spec.stage_layers))
+    stages = list(probed)
     notes = []
+    if speed:
+        for k, st in enumerate(stages):
+            f = speed.get(stage_device(spec.schedule, spec.pp, k), 1.0)
+            stages[k] = replace(st, fwd_s=st.fwd_s * f, bwd_s=st.bwd_s * f, wgrad_s=st.wgrad_s * f)
+        notes.append(
+            "host speed: each rank's training work ran alone in "
+            + ", ".join(f"{speed[r]:.2f}x" for r in sorted(speed))
+            + " the profile's time (rank 0, 1, ...); its stage costs are scaled by that")
     if loss_s is not None:
-        f, b = loss_s
-        last = stages[-1]
-        stages[-1] = replace(last, fwd_s=last.fwd_s + f, bwd_s=last.bwd_s + b)
         notes.append(
             f"loss (timed alone by the last rank) added to the last stage: forward "
-            f"{f * 1e3:.2f} ms, backward {b * 1e3:.2f} ms"
+            f"{loss_s[0] * 1e3:.2f} ms, backward {loss_s[1] * 1e3:.2f} ms"
         )
     if spec.schedule in SPLIT_BACKWARD:
-        first = stages[0]
-        stages[0] = replace(first, bwd_s=0.0, wgrad_s=first.bwd_s + first.wgrad_s)
         notes.append("torch runs stage 0's whole backward in W (its B is empty): predicted so")
+    stages = _as_torch_runs(stages, loss_s, spec.schedule)
     link = table.p2p_intra
 
     def run(costs: list[StageCost]) -> SimResult:
@@ -143,8 +158,9 @@ def predict(
         )
 
     plain = run(stages)
+    only = run(_as_torch_runs(probed, loss_s, spec.schedule)) if speed else None
     if contention is None or spec.pp < 2:
-        return Prediction(plain, stages, notes)
+        return Prediction(plain, stages, notes, profile_only=only, speed=dict(speed or {}))
     f = max(1.0, contention)
     result = plain
     for _ in range(CONTENTION_ITERATIONS):
@@ -154,24 +170,42 @@ def predict(
         f"computing at once as alone; ops are stretched by the share of their time another "
         f"rank computes (without this: step {plain.step_time_s * 1e3:.1f} ms)"
     )
-    return Prediction(result, stages, notes, plain, contention)
+    return Prediction(result, stages, notes, plain, contention, dict(speed or {}), only)
+
+
+def _as_torch_runs(stages: list[StageCost], loss_s: tuple[float, float] | None,
+                   schedule: Schedule) -> list[StageCost]:
+    """The loss on the last stage; stage 0's whole backward in W where backward is split."""
+    out = list(stages)
+    if loss_s is not None:
+        last = out[-1]
+        out[-1] = replace(last, fwd_s=last.fwd_s + loss_s[0], bwd_s=last.bwd_s + loss_s[1])
+    if schedule in SPLIT_BACKWARD:
+        first = out[0]
+        out[0] = replace(first, bwd_s=0.0, wgrad_s=first.bwd_s + first.wgrad_s)
+    return out
 
 
 def profile_speed(profile: Profile, spec: RunSpec, alone_s: dict[int, float]) -> float | None:
-    """Median over ranks of (its stage forwards timed alone in the run) / (the profile's).
+    """Median over ranks of ``rank_speeds``: far from 1, the machine runs at another
+    speed than when it was probed (other load then or now, another machine)."""
+    ratios = list(rank_speeds(profile, spec, alone_s).values())
+    return median(ratios) if ratios else None
 
-    Far from 1, the machine runs at another speed than when it was probed
-    (other load then or now, another machine): the profile is stale. The
-    run's reference is a forward without autograd, a few per cent cheaper.
-    """
+
+def rank_speeds(profile: Profile, spec: RunSpec, alone_s: dict[int, float]) -> dict[int, float]:
+    """Per rank: its training work timed alone in the run (``timing.contention``: each
+    of its stages' forward and full backward, one micro-batch) over the profile's
+    F + B + W of the same stages."""
     table = cost_table(profile)
     stages = stage_costs(table, spec.micro_batch_size, list(spec.stage_layers))
-    ratios = []
+    out = {}
     for rank, t in alone_s.items():
-        fwd = sum(stages[k].fwd_s for k in spec.stages_of(rank))
-        if fwd > 0 and t > 0:
-            ratios.append(t / fwd)
-    return median(ratios) if ratios else None
+        work = sum(stages[k].fwd_s + stages[k].bwd_s + stages[k].wgrad_s
+                   for k in spec.stages_of(rank))
+        if work > 0 and t > 0:
+            out[rank] = t / work
+    return out
 
 
 def overlap_fractions(result: SimResult) -> dict[tuple[str, int], float]:
@@ -321,6 +355,11 @@ def comparison(
         "bubble_rate_error": sim.bubble_rate - meas.bubble_rate,
         "busy_error": rel_error(sum(p_busy), sum(m_busy)),
         "contention": pred.contention,
+        "speed": {str(r): f for r, f in sorted(pred.speed.items())} or None,
+        "predicted_from_profile": None if pred.profile_only is None else {
+            "step_time_s": pred.profile_only.step_time_s,
+            "step_time_error": rel_error(pred.profile_only.step_time_s, meas.step_time_s),
+        },
         "predicted_without_contention": None if pred.plain is None else {
             "step_time_s": pred.plain.step_time_s,
             "bubble_rate": pred.plain.bubble_rate,

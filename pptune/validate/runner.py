@@ -240,7 +240,15 @@ def rank_main(
     steps: list[RankStep] = []
     saved = SavedTensorPeak(torch, parameter_ptrs(modules))
     peak_saved = 0
+    # The saved-tensor accounting runs Python for every tensor autograd saves (a few per
+    # cent of a CPU op): it watches the last warm-up step, never a timed one (with no
+    # warm-up, the first timed step), so the timed ops run as the profile's did.
+    watched = max(0, spec.warmup - 1)
+    before: tuple[list[float], list[float], list[float]] = ([], [], [])
     for i in range(spec.warmup + spec.steps):
+        if i == spec.warmup and i > 0:  # the warm-up captured each stage's inputs
+            before = timing.contention(torch, dist, modules, ref_inputs, rank, world, cuda,
+                                       device)
         for module in modules:
             module.zero_grad(set_to_none=True)
         gc.collect()
@@ -251,22 +259,25 @@ def rank_main(
         try:
             t0 = time.perf_counter_ns()
             stamper.begin(t0)
-            saved.reset()
-            with saved:
+            if i == watched:
+                saved.reset()
+                with saved:
+                    schedule.step(*args, **kwargs)
+            else:
                 schedule.step(*args, **kwargs)
             if cuda:
                 torch.cuda.synchronize(device)
             t1 = time.perf_counter_ns()
         finally:
             gc.enable()
+        if i == watched:
+            peak_saved = saved.peak_bytes
         if i >= spec.warmup:
             steps.append(RankStep(rank, t0, t1, stamper.resolve()))
-            peak_saved = max(peak_saved, saved.peak_bytes)
         report(i)
 
-    alone_s, together_s, ratios = timing.contention(
-        torch, dist, modules, ref_inputs, rank, world, cuda, device
-    )
+    after = timing.contention(torch, dist, modules, ref_inputs, rank, world, cuda, device)
+    alones, togethers, ratios = (before[k] + after[k] for k in range(3))
     loss_f = loss_b = None
     if has_last and "shape" in last_out:
         loss_f, loss_b = timing.time_loss(torch, loss_fn, last_out, device, cuda)
@@ -277,8 +288,8 @@ def rank_main(
         loss_fwd_s=loss_f,
         loss_bwd_s=loss_b,
         threads=torch.get_num_threads() if not cuda else None,
-        ref_alone_s=alone_s,
-        ref_together_s=together_s,
+        ref_alone_s=median(alones) if alones else None,
+        ref_together_s=median(togethers) if togethers else None,
         ref_ratios=ratios,
         peak_saved_bytes=peak_saved,
     )

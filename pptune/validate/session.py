@@ -298,19 +298,20 @@ def run(
             "ranks on several hosts: each rank's ops are placed from its own step start "
             "(aligned by the barrier); cross-host waits are approximate"
         )
-    pred = compare.predict(profile, spec, data.loss_s, data.contention)
+    alone = {r.rank: r.ref_alone_s for r in data.ranks if r.ref_alone_s}
+    speeds = compare.rank_speeds(profile, spec, alone)
+    pred = compare.predict(profile, spec, data.loss_s, data.contention, speeds)
     notes += pred.notes
     result = compare.comparison(spec, pred, measured, data.peak_saved_bytes())
-    speed = compare.profile_speed(
-        profile, spec, {r.rank: r.ref_alone_s for r in data.ranks if r.ref_alone_s}
-    )
+    speed = compare.profile_speed(profile, spec, alone)
     result["profile_speed"] = speed
     result["loss_s"] = list(data.loss_s) if data.loss_s is not None else None  # for pptune calibrate
     if speed is not None and not 1 / STALE_PROFILE <= speed <= STALE_PROFILE:
         notes.append(
-            f"the ranks' forwards ran alone in {speed:.2f}x the profile's time: the machine "
-            f"is {'slower' if speed > 1 else 'faster'} now than when {origin} was measured "
-            "(other load then or now?); re-probe for a fair prediction"
+            f"the ranks' training work ran alone in {speed:.2f}x the profile's time: the "
+            f"machine is {'slower' if speed > 1 else 'faster'} now than when {origin} was "
+            "measured (other load then or now?); the prediction scales each rank's costs by "
+            "its own figure, re-probe for a profile of the host as it is"
         )
     return Outcome(spec, pred, measured, result, origin, data.torch_version, notes)
 

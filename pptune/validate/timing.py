@@ -22,7 +22,7 @@ from pptune.validate.measure import OpStamp
 
 LOSS_REPEATS = 7
 LOSS_WARMUP = 2
-CONTENTION_ROUNDS = 3
+CONTENTION_ROUNDS = 2  # before the timed steps, and again after them
 CONTENTION_REPEATS = 3
 
 
@@ -88,9 +88,19 @@ def keep_first_input(store: dict[int, Any], index: int) -> Callable[..., None]:
 
 def contention(
     torch: Any, dist: Any, modules: list[Any], inputs: dict[int, Any], rank: int, world: int,
-    cuda: bool, device: str,
-) -> tuple[float | None, float | None, list[float]]:
-    """This rank's reference work (its stages' forwards) timed alone, then with every rank at once.
+    cuda: bool, device: str, rounds: int = CONTENTION_ROUNDS,
+) -> tuple[list[float], list[float], list[float]]:
+    """This rank's reference work (its stages' training work) timed alone, then with every
+    rank at once, ``rounds`` times.
+
+    The reference work is what the rank's ops do in a step, one micro-batch of
+    it: each of its stages' forward with autograd and the full backward (input
+    and weight gradients, ``torch.autograd.grad``, which leaves ``.grad`` as it
+    is), on an input the stage saw in the timed steps. A forward without
+    autograd, the reference until pptune 0.1, neither saves activations nor
+    reads them back, so on a CPU host it reads the caches and memory bandwidth
+    the ranks share far less than their backward does: in the runs that
+    reported 1.03 the ops ran ~20% over the profile (issue 22).
 
     ``CONTENTION_ROUNDS`` rounds, each: every rank in turn runs the work
     ``CONTENTION_REPEATS`` times while the others wait in a barrier, then all
@@ -101,27 +111,37 @@ def contention(
     ``together / alone`` is the slowdown ranks inflict on each other when
     they compute at the same time: on a CPU host they share cores, caches and
     memory bandwidth (and the host's other load); on GPUs, one per rank, it
-    stays near 1. Returns the median alone and together times and the ratios.
+    stays near 1. The alone time, against the profile's forward, input and
+    weight gradient of the same stages, is how fast this host runs the
+    rank's work now (``compare.profile_speed``). The runner measures rounds
+    before and after the timed steps, so the figures bracket them while the
+    host's other load comes and goes. Returns each round's median alone and
+    together times and their ratios.
     """
     if not inputs:
-        return None, None, []
+        return [], [], []
 
     def once() -> float:
-        with torch.no_grad():
-            if cuda:
-                torch.cuda.synchronize(device)
-            t0 = time.perf_counter_ns()
-            for i, x in inputs.items():
-                modules[i](x)
-            if cuda:
-                torch.cuda.synchronize(device)
+        if cuda:
+            torch.cuda.synchronize(device)
+        t0 = time.perf_counter_ns()
+        for i, x in inputs.items():
+            x_in = x.detach().requires_grad_(True) if x.is_floating_point() else x
+            y = modules[i](x_in)
+            targets = [p for p in modules[i].parameters() if p.requires_grad]
+            if x_in.requires_grad:
+                targets.append(x_in)
+            if targets and y.requires_grad:
+                torch.autograd.grad(y, targets, torch.ones_like(y), allow_unused=True)
+        if cuda:
+            torch.cuda.synchronize(device)
         return (time.perf_counter_ns() - t0) / 1e9
 
     once()  # warm
     alones: list[float] = []
     togethers: list[float] = []
     ratios: list[float] = []
-    for _ in range(CONTENTION_ROUNDS):
+    for _ in range(rounds):
         alone = 0.0
         for r in range(world):
             dist.barrier()
@@ -141,7 +161,7 @@ def contention(
         if alone > 0:
             ratios.append(together / alone)
     dist.barrier()
-    return median(alones), median(togethers), ratios
+    return alones, togethers, ratios
 
 
 def time_loss(

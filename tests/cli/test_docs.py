@@ -47,9 +47,15 @@ MEGATRON_FLAGS = {
     "--cp-comm-type", "--expert-model-parallel-size", "--expert-tensor-parallel-size",
     "--fp8-format", "--fp8-recipe", "--fp8-param-gather", "--num-experts",
     "--overlap-moe-expert-parallel-comm", "--tp-comm-overlap",
+    # in the example launch script's flags that check-config and calibrate read past
+    "--disable-bias-linear", "--max-position-embeddings", "--normalization",
+    "--position-embedding-type", "--rotary-base", "--train-iters",
+    "--untie-embeddings-and-output-weights", "--use-mcore-models",
 }
-TORCHRUN_FLAGS = {"--nnodes", "--nproc-per-node", "--nproc"}  # `--nproc_per_node` too
-FOREIGN = MEGATRON_FLAGS | TORCHRUN_FLAGS
+TORCHRUN_FLAGS = {"--nnodes", "--nproc-per-node", "--nproc",  # `--nproc_per_node` too
+                  "--rdzv-backend", "--rdzv-endpoint"}
+SLURM_FLAGS = {"--ntasks-per-node"}  # srun, in tune --launcher templates
+FOREIGN = MEGATRON_FLAGS | TORCHRUN_FLAGS | SLURM_FLAGS
 
 
 def _prose(path: Path) -> str:

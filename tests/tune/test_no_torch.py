@@ -11,7 +11,8 @@ def test_import_without_torch() -> None:
         "import sys; sys.modules['torch'] = None\n"
         "import pptune.cli.tune\n"
         "from pptune.tune import artifacts, calibrate, candidates, journal, loop, model\n"
-        "from pptune.tune import session, trial, validate_json\n"
+        "from pptune.tune import session, trial, validate_json, jobs, jobfit, launcher\n"
+        "import pptune.cli.calibrate\n"
         "print('ok')\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

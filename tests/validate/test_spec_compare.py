@@ -203,10 +203,25 @@ def test_contention_lengthens_the_prediction_only_where_ranks_overlap() -> None:
     assert solo.plain is None
 
 
-def test_profile_speed_compares_alone_forwards_with_the_profile() -> None:
-    # stages of 2 layers: the profile's forward is 2 s per stage
-    assert compare.profile_speed(profile(), spec(), {0: 3.0, 1: 5.0}) == pytest.approx(2.0)
+def test_profile_speed_compares_the_ranks_training_work_with_the_profile() -> None:
+    # stages of 2 layers: the profile's F + B + W is 2 + 3 + 1 = 6 s per stage
+    assert compare.rank_speeds(profile(), spec(), {0: 9.0, 1: 15.0}) == {
+        0: pytest.approx(1.5), 1: pytest.approx(2.5)}
+    assert compare.profile_speed(profile(), spec(), {0: 9.0, 1: 15.0}) == pytest.approx(2.0)
     assert compare.profile_speed(profile(), spec(), {}) is None
+
+
+def test_each_ranks_speed_scales_its_stage_costs() -> None:
+    # gpipe, pp 2, m 4, F = 2, B = 4 per stage; rank 1 runs at half the profile's pace
+    plain = compare.predict(profile(), spec("gpipe"))
+    slow = compare.predict(profile(), spec("gpipe"), speed={0: 1.0, 1: 2.0})
+    assert [s.fwd_s for s in slow.stages] == pytest.approx([2.0, 4.0])
+    assert [s.bwd_s for s in slow.stages] == pytest.approx([3.0, 6.0])
+    # rank 1 is the bottleneck: F0 then 4 x (F1 + B1) then B0 = 2 + 4 x 12 + 4
+    assert slow.result.step_time_s == pytest.approx(2 + 4 * 12 + 4)
+    assert slow.profile_only is not None
+    assert slow.profile_only.step_time_s == pytest.approx(plain.result.step_time_s)
+    assert any("host speed" in n for n in slow.notes)
 
 
 def test_bench_ranking_helpers() -> None:

@@ -22,6 +22,7 @@ from pptune.costmodel.keys import CostKey
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.search import CostTable, Plan, PlanRequest
 from pptune.frameworks.common.fields import Ctx, Semantics
+from pptune.frameworks.common.joblog import JobLog
 from pptune.frameworks.common.versions import VersionKey
 from pptune.options import CostOptions
 from pptune.schemas import TrainingConfig
@@ -120,3 +121,11 @@ class Adapter:
     def write(self, stated: Stated) -> dict[str, str]:
         """File name -> content for the stated plan."""
         raise NotImplementedError
+
+    def log_lines(self, text: str) -> bool:
+        """Whether a training log's text has this framework's iteration lines."""
+        return False
+
+    def read_log(self, text: str) -> JobLog | None:
+        """The framework's training log (its ``log.py``); None: it has no log format."""
+        return None

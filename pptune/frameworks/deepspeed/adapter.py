@@ -9,8 +9,9 @@ from typing import Any
 from pptune.costmodel.search import Plan
 from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
+from pptune.frameworks.common.joblog import JobLog
 from pptune.frameworks.common.source import json_like, parse_json, parse_yaml
-from pptune.frameworks.deepspeed import rules, writer
+from pptune.frameworks.deepspeed import log, rules, writer
 from pptune.frameworks.deepspeed.closest import closest_plan
 from pptune.frameworks.deepspeed.partition import DEEPSPEED, ds_split
 from pptune.frameworks.deepspeed.reader import DEEPSPEED_KEYS, read_deepspeed
@@ -48,6 +49,12 @@ class DeepSpeedAdapter(Adapter):
 
     def write(self, stated: Stated) -> dict[str, str]:
         return writer.write(stated, stated.detail)
+
+    def log_lines(self, text: str) -> bool:
+        return log.detect(text)
+
+    def read_log(self, text: str) -> JobLog | None:
+        return log.read(text)
 
 
 ADAPTER = DeepSpeedAdapter()

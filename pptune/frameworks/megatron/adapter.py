@@ -8,7 +8,8 @@ from typing import Any
 from pptune.costmodel.search import Plan
 from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
-from pptune.frameworks.megatron import rules, writer
+from pptune.frameworks.common.joblog import JobLog
+from pptune.frameworks.megatron import log, rules, writer
 from pptune.frameworks.megatron.closest import closest_plan
 from pptune.frameworks.megatron.reader import looks_like_megatron, read_megatron
 from pptune.frameworks.megatron.split import MEGATRON
@@ -46,6 +47,12 @@ class MegatronAdapter(Adapter):
 
     def write(self, stated: Stated) -> dict[str, str]:
         return writer.write(stated, stated.detail)
+
+    def log_lines(self, text: str) -> bool:
+        return log.detect(text)
+
+    def read_log(self, text: str) -> JobLog | None:
+        return log.read(text)
 
 
 ADAPTER = MegatronAdapter()

@@ -9,8 +9,9 @@ from pptune.costmodel.search import Plan
 from pptune.frameworks.common import torch_schedules
 from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
+from pptune.frameworks.common.joblog import JobLog
 from pptune.frameworks.common.source import parse_toml
-from pptune.frameworks.torchtitan import writer
+from pptune.frameworks.torchtitan import log, writer
 from pptune.frameworks.torchtitan.closest import closest_plan
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN
 from pptune.frameworks.torchtitan.reader import looks_like_torchtitan, read_torchtitan
@@ -44,6 +45,12 @@ class TorchtitanAdapter(Adapter):
 
     def write(self, stated: Stated) -> dict[str, str]:
         return writer.write(stated)
+
+    def log_lines(self, text: str) -> bool:
+        return log.detect(text)
+
+    def read_log(self, text: str) -> JobLog | None:
+        return log.read(text)
 
 
 ADAPTER = TorchtitanAdapter()

@@ -1,0 +1,140 @@
+"""What a training job's own log says: iterations, their time or throughput, peak memory.
+
+Each framework's adapter reads its own log format (``Adapter.read_log``, in
+``pptune/frameworks/<name>/log.py``) into a ``JobLog``: one ``LoggedStep``
+per line the framework prints for an iteration (or for the last
+``log_interval`` iterations, averaged: Megatron-LM and torchtitan print the
+mean over the interval), with whatever the line states, and the largest peak
+memory the log printed. ``steady_step_s`` turns the steps into one time per
+step: the median over the steady iterations, the warm-up left out.
+
+A line that states no time but a throughput is converted with the job's
+batch (``JobSize``): torchtitan's ``tps`` is tokens per second per GPU
+(``ntokens_since_last_log / (time_delta * non_data_parallel_size)`` with
+the local batch's tokens, torchtitan/components/metrics.py), so a step is
+``global_batch * seq_len / (gpus * tps)``; DeepSpeed's ``CurrSamplesPerSec``
+is the global batch over the step (deepspeed/utils/timer.py).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pptune.errors import BadInput
+
+MIB = 1024**2
+GIB = 1024**3
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # colour codes (torchtitan's Color)
+
+
+@dataclass(frozen=True)
+class LoggedStep:
+    """One iteration line: its iteration number and what it states."""
+
+    iteration: int
+    step_s: float | None = None  # seconds per iteration
+    tokens_per_s_per_gpu: float | None = None
+    samples_per_s: float | None = None  # the whole job's
+    tflops_per_gpu: float | None = None  # as the framework counts model FLOPs
+    mfu: float | None = None  # fraction of the GPU's peak, as the framework counts it
+
+
+@dataclass(frozen=True)
+class JobLog:
+    framework: str  # the adapter's name
+    title: str  # the framework's name in messages
+    steps: tuple[LoggedStep, ...]
+    peak_memory_bytes: float | None = None  # the largest the log printed
+    memory_what: str = ""  # what that figure is ("max reserved over the ranks printed")
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class JobSize:
+    """What converts a throughput into seconds per step."""
+
+    global_batch: int  # samples per optimizer step
+    seq_len: int  # tokens per sample
+    gpus: int
+
+
+@dataclass(frozen=True)
+class SteadyStep:
+    step_s: float
+    used: tuple[int, ...]  # the iterations whose lines gave the median
+    skipped: tuple[int, ...]  # warm-up
+    notes: list[str] = field(default_factory=list)
+
+
+def clean(line: str) -> str:
+    return ANSI.sub("", line).rstrip("\r\n")
+
+
+def number(text: str) -> float:
+    """A number as logs print it: ``5,678``, ``1.2E+01``."""
+    return float(text.replace(",", ""))
+
+
+def seconds_of(step: LoggedStep, size: JobSize | None) -> float | None:
+    """The line's seconds per step, from its time or its throughput."""
+    if step.step_s is not None:
+        return step.step_s
+    if size is None:
+        return None
+    if step.tokens_per_s_per_gpu:
+        return size.global_batch * size.seq_len / (size.gpus * step.tokens_per_s_per_gpu)
+    if step.samples_per_s:
+        return size.global_batch / step.samples_per_s
+    return None
+
+
+def steady_step_s(log: JobLog, size: JobSize | None, where: str,
+                  warmup: int | None = None) -> SteadyStep:
+    """The median seconds per step over the steady lines (module docstring).
+
+    Warm-up: the first line printed (it holds start-up, compilation and the
+    allocator's first growth; Megatron-LM prints iteration 1 on purpose "to
+    document initialization overhead", torchtitan logs step 1), or, with
+    ``warmup``, every line up to iteration ``warmup``. BadInput when nothing
+    steady is left."""
+    lines = sorted(log.steps, key=lambda s: s.iteration)
+    if not lines:
+        raise BadInput(f"{where}: no {log.title} iteration lines found")
+    if warmup is None:
+        skip = {lines[0].iteration}
+        rule = "the first line printed"
+    else:
+        skip = {s.iteration for s in lines if s.iteration <= warmup}
+        rule = f"iterations up to {warmup} (--warmup)"
+    steady = [s for s in lines if s.iteration not in skip]
+    if not steady:
+        raise BadInput(f"{where}: its {len(lines)} {log.title} iteration line(s) are all "
+                       f"warm-up ({rule}); give a longer log or a smaller --warmup")
+    times = [(s.iteration, seconds_of(s, size)) for s in steady]
+    known = [(i, t) for i, t in times if t is not None]
+    if not known:
+        raise BadInput(f"{where}: its {log.title} lines state neither a time nor a throughput "
+                       "pptune can turn into seconds per step")
+    bad = [(i, t) for i, t in known if not t > 0]
+    if bad:
+        raise BadInput(f"{where}: iteration {bad[0][0]} states a step of {bad[0][1]:g} s; "
+                       "a step takes a positive time")
+    return SteadyStep(statistics.median(t for _, t in known), tuple(i for i, _ in known),
+                      tuple(sorted(skip)))
+
+
+def fields(text: str, separator: str = "|") -> dict[str, str]:
+    """``key: value`` pairs of a line, split at ``separator``."""
+    out = {}
+    for part in text.split(separator):
+        key, colon, value = part.partition(":")
+        if colon:
+            out[key.strip()] = value.strip()
+    return out
+
+
+def first_of(steps: Sequence[LoggedStep]) -> int | None:
+    return min((s.iteration for s in steps), default=None)

@@ -1,0 +1,71 @@
+"""Megatron-LM's training log: iteration lines and memory reports.
+
+``training_log`` in megatron/training/training.py (NVIDIA/Megatron-LM at
+d98e8a6, lines 3567-3620; the same keys since Megatron-LM v2) prints, every
+``--log-interval`` iterations (and after the first, "to document
+initialization overhead"), one line on the last rank:
+
+    [2026-08-22 15:22:22.123456] iteration      100/    5000 | consumed samples:
+    102400 | elapsed time per iteration (ms): 1234.5 | throughput per GPU
+    (TFLOP/s/GPU): 456.7 | learning rate: 1.000000E-04 | global batch size:
+    1024 | lm loss: 5.123456E+00 | loss scale: 1.0 | grad norm: 1.234 | number
+    of skipped iterations:   0 | number of nan iterations:   0 |
+
+(one line; the timestamp came in 2024, throughput with ``--log-throughput``),
+the elapsed time being the mean over the interval. ``report_memory``
+(megatron/training/utils/common_utils.py, lines 313-334) prints, on the first
+data-parallel rank of every model-parallel rank, after the first logged
+iterations:
+
+    [Rank 0] (after 10 iterations) memory (MB) | allocated: 1234.56 | max
+    allocated: 2345.67 | reserved: 3456.00 | max reserved: 3456.00
+
+The peak memory is the largest ``max reserved`` printed (what the caching
+allocator held, MB = 2^20 bytes).
+"""
+
+from __future__ import annotations
+
+import re
+
+from pptune.frameworks.common.joblog import MIB, JobLog, LoggedStep, clean, fields, number
+
+TITLE = "Megatron-LM"
+ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*\d+\s*\|(.*)$")
+MEMORY = re.compile(r"\[Rank (\d+)\].*memory \(MB\)\s*\|(.*)$")
+ELAPSED = "elapsed time per iteration (ms)"
+TFLOPS = "throughput per GPU (TFLOP/s/GPU)"
+
+
+def detect(text: str) -> bool:
+    return any(ITERATION.search(clean(line)) and ELAPSED in line for line in text.splitlines())
+
+
+def read(text: str) -> JobLog:
+    steps = []
+    peak = None
+    ranks = set()
+    for raw in text.splitlines():
+        line = clean(raw)
+        it = ITERATION.search(line)
+        if it and ELAPSED in line:
+            kv = fields(it.group(2))
+            try:
+                ms = number(kv[ELAPSED])
+                tflops = number(kv[TFLOPS]) if TFLOPS in kv else None
+            except (KeyError, ValueError):
+                continue
+            steps.append(LoggedStep(int(it.group(1)), step_s=ms / 1e3, tflops_per_gpu=tflops))
+            continue
+        mem = MEMORY.search(line)
+        if mem:
+            kv = fields(mem.group(2))
+            try:
+                reserved = number(kv["max reserved"]) * MIB
+            except (KeyError, ValueError):
+                continue
+            ranks.add(int(mem.group(1)))
+            peak = reserved if peak is None else max(peak, reserved)
+    what = (f"max reserved, the largest of {len(ranks)} rank(s) reported"
+            if peak is not None else "")
+    return JobLog("megatron", TITLE, tuple(steps), peak, what)

@@ -1,0 +1,66 @@
+"""torchtitan's training log: the metrics line of each logged step.
+
+``MetricsProcessor.log`` in torchtitan/components/metrics.py (pytorch/
+torchtitan v0.2.2, lines 461-470; the same keys at b5bcd76, lines 527-536)
+prints, every ``metrics.log_freq`` steps and at step 1, through the
+``[titan] %(asctime)s - %(name)s - %(levelname)s - %(message)s`` logger
+(torchtitan/tools/logging.py), in colour (torchtitan/tools/utils.py Color):
+
+    [titan] 2025-07-15 13:49:37,000 - root - INFO - step: 10  loss:  7.1234
+    grad_norm:  1.2345  memory: 30.12GiB(38.05%)  tps: 5,678  tflops: 123.45
+    mfu: 39.12%
+
+(one line). ``tps`` is tokens per second per GPU over the interval,
+``memory`` the interval's peak reserved memory (``reserved_bytes.all.peak``)
+in GiB, ``mfu`` "N/A" under FP8/MX since 2025. ``validate step:`` lines are
+not training steps.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pptune.frameworks.common.joblog import GIB, JobLog, LoggedStep, clean, number
+
+TITLE = "torchtitan"
+STEP = re.compile(r"\bstep:\s*(\d+)\s")
+TPS = re.compile(r"\btps:\s*([\d,]+(?:\.\d+)?)")
+TFLOPS = re.compile(r"\btflops:\s*([\d,]+(?:\.\d+)?)")
+MFU = re.compile(r"\bmfu:\s*([\d.]+)%")
+MEMORY = re.compile(r"\bmemory:\s*([\d.]+)\s*GiB")
+
+
+def _step(line: str) -> re.Match[str] | None:
+    if "validate step:" in line:
+        return None
+    m = STEP.search(line)
+    return m if m and TPS.search(line) else None
+
+
+def detect(text: str) -> bool:
+    return any(_step(clean(line)) for line in text.splitlines())
+
+
+def read(text: str) -> JobLog:
+    steps = []
+    peak = None
+    for raw in text.splitlines():
+        line = clean(raw)
+        m = _step(line)
+        if not m:
+            continue
+        tps = TPS.search(line)
+        tflops = TFLOPS.search(line)
+        mfu = MFU.search(line)
+        mem = MEMORY.search(line)
+        steps.append(LoggedStep(
+            int(m.group(1)),
+            tokens_per_s_per_gpu=number(tps.group(1)) if tps else None,
+            tflops_per_gpu=number(tflops.group(1)) if tflops else None,
+            mfu=number(mfu.group(1)) / 100 if mfu else None,
+        ))
+        if mem:
+            b = number(mem.group(1)) * GIB
+            peak = b if peak is None else max(peak, b)
+    return JobLog("torchtitan", TITLE, tuple(steps), peak,
+                  "peak reserved (memory: GiB) of the ranks logged" if peak is not None else "")

@@ -1,0 +1,61 @@
+"""What ``pptune calibrate --run`` prints: the factors, each run's residual, each step's parts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pptune.schemas import Calibration
+
+SHOWN_PARTS = 8  # the largest parts of a step; the rest summed as "other"
+
+
+def _pct(x: float) -> str:
+    return f"{0.0 if abs(x) < 5e-4 else x:+.1%}"  # no "-0.0%"
+
+
+def _names(groups: list[str]) -> str:
+    return groups[0] if len(groups) == 1 else f"{', '.join(groups[:-1])} and {groups[-1]}"
+
+
+def _s(x: float) -> str:
+    return f"{x:.4g} s" if x >= 1e-3 else f"{x * 1e6:.4g} us"
+
+
+def calibration_text(cal: Calibration) -> str:
+    """Plain text, one line per fact (stdout)."""
+    model = cal.model.get("name", "the model")
+    f = cal.factors
+    shown = [f"{_names(tie)} {f[tie[0]]:.3f}" + (" (one factor)" if len(tie) > 1 else "")
+             for tie in cal.fitted]
+    fitted = {g for tie in cal.fitted for g in tie}
+    shown += [f"{g} {f[g]:.3f} (not fitted)" for g in f if g not in fitted]
+    lines = [f"calibrated {model} on {cal.gpu} from {len(cal.runs)} run(s); factors on the "
+             f"analytic model's rates: {'; '.join(shown)}"]
+    width = max(len(r.config) for r in cal.runs)
+    lines.append(f"  {'run':<{width}}  {'measured':>10}  {'predicted':>10}  {'residual':>8}  "
+                 "step from")
+    for r in cal.runs:
+        lines.append(f"  {r.config:<{width}}  {_s(r.measured_step_s):>10}  "
+                     f"{_s(r.predicted_step_s):>10}  {_pct(r.residual):>8}  {r.step_source}")
+    for r in cal.runs:
+        total = sum(r.parts.values())
+        if total <= 0:
+            continue
+        ranked = sorted(r.parts.items(), key=lambda kv: -kv[1])
+        head = [(p, s) for p, s in ranked[:SHOWN_PARTS] if s > 0]
+        rest = sum(s for _, s in ranked[SHOWN_PARTS:])
+        text = ", ".join(f"{p} {s / total:.1%}" for p, s in head)
+        if rest > 0:
+            text += f", other {rest / total:.1%}"
+        lines.append(f"  {r.config}: the step at the calibration is {text}")
+    if cal.reserve_bytes is not None:
+        lines.append(f"  reserve: {cal.reserve_bytes / 1024**3:.2f} GiB a GPU beyond pptune's "
+                     "tensors, from the logs' peak memory (used instead of --reserve-gib's "
+                     "default)")
+    for note in cal.notes:
+        lines.append(f"  note: {note}")
+    return "\n".join(lines)
+
+
+def calibration_json(cal: Calibration) -> dict[str, Any]:
+    return cal.model_dump(mode="json")

@@ -1,0 +1,146 @@
+"""Calibrate on jobs: fit the factors, refuse the unphysical, price the memory, write it down.
+
+``calibrate`` takes one or more jobs of one model on one GPU type
+(``jobs.load``), fits the factors on the analytic model's rates that their
+step times determine (pptune.costmodel.fit: one run, one factor common to
+every rate; several runs, as many as they separate), refuses factors outside
+the physical range (pptune.costmodel.calibration.problems) with what looks
+wrong in the jobs' description, splits each job's step into its parts at the
+factors (pptune.costmodel.breakdown), and, where a log printed the peak
+memory, takes what the allocator held beyond pptune's tensors as the reserve
+(the median over the jobs, at least 0). The result is a profile of the
+existing schema whose ``calibration`` section records all of it; its layers
+are the first job's configuration.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from pptune.check.rules import CheckReport
+from pptune.costmodel import presets
+from pptune.costmodel.analytic import AnalyticLayer
+from pptune.costmodel.breakdown import StepParts, step_parts
+from pptune.costmodel.calibration import Factors, RateGroup, problems
+from pptune.costmodel.fit import FitResult, Observed, fit
+from pptune.costmodel.parts import PartTimes
+from pptune.costs import calibrated
+from pptune.costs.profiles import DEFAULT_MICRO_BATCH_SIZES
+from pptune.errors import BadInput
+from pptune.schemas import CalibrationRun, Profile
+from pptune.tune.jobs import Job, calibration, simulated, step_at
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class Outcome:
+    profile: Profile  # the calibrated profile to write
+    fit: FitResult
+    parts: tuple[StepParts, ...]  # per job, at the factors
+
+
+def calibrate(jobs: list[Job]) -> Outcome:
+    """The calibration the jobs give (module docstring); BadInput when unphysical."""
+    _one_model(jobs)
+    first = jobs[0]
+    obs = [Observed(str(j.config), j.measured_step_s, step_at(j)) for j in jobs]
+    try:
+        res = fit(obs)
+    except ValueError as exc:
+        raise BadInput(f"calibrate: {exc}") from None
+    gpu = presets.GPUS[first.gpu]
+    wrong = problems(gpu, res.factors)
+    if wrong:
+        raise BadInput(f"calibrate: {wrong[0]}: {_hint(res.factors)}; the job(s): "
+                       + "; ".join(j.describe() + f", {j.step_source}" for j in jobs))
+    reports = [simulated(j, res.factors) for j in jobs]
+    parts = tuple(_parts(j, res.factors, r) for j, r in zip(jobs, reports, strict=True))
+    runs, reserves = [], []
+    for j, r, p, pred, resid, el in zip(jobs, reports, parts, res.predicted_s, res.residuals,
+                                        res.elasticity, strict=True):
+        tensors = None
+        if r.plan is not None and r.plan.memory:
+            tensors = max(m.total_bytes - m.reserve_bytes for m in r.plan.memory)
+            if j.peak_memory_bytes is not None:
+                reserves.append(j.peak_memory_bytes - tensors)
+        runs.append(CalibrationRun(
+            config=str(j.config), framework=j.read.format.value, step_source=j.step_source,
+            measured_step_s=j.measured_step_s, predicted_step_s=pred, residual=resid,
+            peak_memory_bytes=j.peak_memory_bytes, predicted_memory_bytes=tensors,
+            parts={name: s for name, s in p.parts}, elasticity={g.value: v for g, v in el.items()}))
+    reserve = max(0.0, statistics.median(reserves)) if reserves else None
+    notes = _notes(res, jobs, reserves)
+    cal = calibration(first.shape, first.gpu, first.read.config.attention, res.factors,
+                      [[g.value for g in tie] for tie in res.fitted], runs, reserve, notes)
+    c = first.read.config
+    sizes = tuple(sorted(set(DEFAULT_MICRO_BATCH_SIZES) | {c.micro_batch_size}))
+    prof = calibrated.profile(cal, sizes, tp=c.tp, seq_len=c.seq_len,
+                              sequence_parallel=c.sequence_parallel, attention=c.attention)
+    return Outcome(prof, res, parts)
+
+
+def _one_model(jobs: list[Job]) -> None:
+    a = jobs[0]
+    for b in jobs[1:]:
+        if b.gpu != a.gpu:
+            raise BadInput(f"--run {b.config} ran on {b.gpu}, --run {a.config} on {a.gpu}: a "
+                           "calibration is for one GPU type; calibrate them apart")
+        if b.shape.name != a.shape.name or _without_seq(b) != _without_seq(a):
+            raise BadInput(f"--run {b.config} trains {b.shape.name}, --run {a.config} "
+                           f"{a.shape.name}: a calibration is for one model; calibrate them apart")
+
+
+def _without_seq(j: Job) -> tuple[object, ...]:
+    s = j.shape
+    return (s.num_blocks, s.hidden, s.heads, s.kv_heads, s.ffn, s.vocab, s.experts)
+
+
+def _hint(f: Factors) -> str:
+    if max(f.of(g) for g in RateGroup) > 1:
+        return ("the job ran faster than pptune can price it at the GPU's best rates: does "
+                "it run on more GPUs, a smaller batch, a shorter sequence or without the "
+                "recomputation its config states, or on another GPU?")
+    return ("the job ran over ten times slower than pptune prices it: is the step in seconds "
+            "(not milliseconds) and the GPU the one named, and does the config state the "
+            "job's GPU count and batch?")
+
+
+def _parts(job: Job, f: Factors, report: CheckReport) -> StepParts:
+    """The job's step at ``f`` split into parts (breakdown.step_parts)."""
+    c = job.read.config
+    if report.plan is None or report.table is None or report.request is None:
+        raise BadInput(f"--run {job.config}: pptune no longer simulates its step at {f}")
+    layers: list[AnalyticLayer] = []
+    calibrated.profile(calibration(job.shape, job.gpu, c.attention, f), (c.micro_batch_size,),
+                       tp=c.tp, seq_len=c.seq_len, sequence_parallel=c.sequence_parallel,
+                       attention=c.attention, layers_out=layers)
+    per = [tuple(PartTimes(p.part, p.fwd_s / c.cp, p.bwd_s / c.cp, p.wgrad_s / c.cp)
+                 for p in layer.per_micro_batch[c.micro_batch_size].parts) for layer in layers]
+    return step_parts(report.table, report.request, report.plan, per)
+
+
+def _notes(res: FitResult, jobs: list[Job], reserves: list[float]) -> list[str]:
+    out = []
+    if len(res.fitted) == 1:
+        if len(jobs) == 1:
+            out.append("one run gives one equation: one factor common to compute, memory and "
+                       "communication; how the step splits between them is the model's (give "
+                       "runs that communicate more or less, e.g. another tp or dp, to fit them "
+                       "apart)")
+        else:
+            out.append(f"the {len(jobs)} runs split their steps alike (the smallest singular "
+                       f"value of their sensitivities is {res.smallest_singular or 0:.3g}): one "
+                       "common factor fitted; runs with other tp, dp or micro-batch sizes "
+                       "separate compute from communication")
+    else:
+        tied = [" and ".join(g.value for g in tie) for tie in res.fitted if len(tie) > 1]
+        out.append(f"{len(res.fitted)} factors fitted from {len(jobs)} runs"
+                   + (f"; {tied[0]} share one (the runs do not tell them apart)" if tied else ""))
+    if reserves:
+        neg = [r for r in reserves if r < 0]
+        if neg:
+            out.append(f"the logs' peak memory is {-min(neg) / GIB:.2f} GiB below pptune's "
+                       "tensors: the reserve is taken as 0 and memory stays over-predicted")
+    return out

@@ -1,0 +1,199 @@
+"""A job the user already runs: its config, its measured step, and its simulated step.
+
+``load`` reads one ``--run CONFIG`` with its ``--step-s`` or ``--log``: the
+config through ``read_config`` (any file check-config reads), the log
+through the config's framework adapter (``pptune.frameworks.logs``), the
+step as the median over the steady iterations. The model is the config's
+(``--model`` overrides, as in check-config), the GPU ``--gpu``, else the
+config's, else h100-sxm with a note.
+
+``simulated`` prices the job exactly as ``check-config --profile`` prices it
+(``pptune.check.rules.check``, its own split, schedule, sharding and
+recomputation), with the analytic costs rebuilt on the GPU scaled by the
+given factors (``pptune.costs.calibrated``). So the calibrated profile
+``calibrate`` writes gives back the fitted step when check-config reads the
+job's config with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pptune.check.costs import config_shape
+from pptune.check.rules import CheckOptions, CheckReport, check
+from pptune.costmodel import presets
+from pptune.costmodel.analytic import model_params
+from pptune.costmodel.calibration import Factors
+from pptune.costmodel.presets import ModelShape
+from pptune.costs import calibrated
+from pptune.errors import BadInput
+from pptune.frameworks.common.joblog import JobSize, steady_step_s
+from pptune.frameworks.logs import read_log
+from pptune.frameworks.read import ReadResult, read_config
+from pptune.frameworks.registry import ADAPTERS
+from pptune.schemas import Calibration, CalibrationRun, Profile
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One ``--run CONFIG`` and what measured it: ``--step-s`` or ``--log``."""
+
+    config: Path
+    step_s: float | None = None
+    log: Path | None = None
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job as calibrate sees it."""
+
+    config: Path
+    read: ReadResult
+    shape: ModelShape
+    gpu: str
+    measured_step_s: float
+    step_source: str
+    size: JobSize
+    peak_memory_bytes: float | None = None
+    memory_what: str = ""
+    notes: tuple[str, ...] = ()
+
+    @property
+    def title(self) -> str:
+        return ADAPTERS[self.read.format].title
+
+    def describe(self) -> str:
+        """The job's description, as a refusal names it."""
+        c = self.read.config
+        dp = self.size.gpus // max(1, c.tp * c.pp * c.cp)
+        return (f"{self.config}: {self.size.gpus} x {self.gpu}, tp {c.tp} pp {c.pp} dp {dp}"
+                + (f" cp {c.cp}" if c.cp > 1 else "")
+                + f", global batch {self.size.global_batch} x {self.size.seq_len} tokens, "
+                f"micro-batch {c.micro_batch_size}")
+
+
+def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None) -> Job:
+    """The job ``m`` names (module docstring); BadInput (one line) on any problem."""
+    read = read_config(m.config)
+    cfg = read.config
+    notes: list[str] = []
+
+    def add(id_: str, severity: str, message: str, **values: Any) -> None:
+        """The shape's findings are check-config's to report; calibrate needs the shape."""
+
+    shape = config_shape(cfg, m.config.parent, model, add)
+    if shape is None:
+        raise BadInput(f"--run {m.config}: the config names no model pptune can price (no "
+                       "preset, hf_config or layer/hidden/head/sequence sizes); pass --model")
+    name = gpu or cfg.gpu
+    if name is None:
+        name = presets.DEFAULT_GPU
+        notes.append(f"{m.config}: no GPU named; calibrating {name} (pass --gpu)")
+    if name not in presets.GPUS:
+        raise BadInput(f"--gpu {name!r} is not a preset; choose one of {', '.join(presets.GPUS)}")
+    report = _check(read, m.config, _trial_profile(shape, name, cfg.attention, Factors()))
+    errors = report.errors()
+    if report.plan is None:  # the config cannot be simulated: structural errors
+        why = errors[0].message if errors else "its step was not simulated"
+        raise BadInput(f"--run {m.config}: pptune cannot price this config: {why}")
+    # the job ran: a finding about its plan (memory over the GPU's, a limit) is a note
+    notes += [f"{m.config}: check-config finds {e.id}: {e.message}" for e in errors]
+    size = _size(read, report, shape)
+    if m.step_s is not None:
+        step, source, peak, what = m.step_s, "--step-s", None, ""
+        if not step > 0 or not math.isfinite(step):
+            raise BadInput(f"--step-s {step:g} for {m.config}: a step takes a positive, finite "
+                           "number of seconds")
+    elif m.log is None:
+        raise BadInput(f"--run {m.config} has no --step-s or --log after it")
+    else:
+        log = read_log(m.log, read.format)
+        steady = steady_step_s(log, size, f"--log {m.log}", warmup)
+        step, peak, what = steady.step_s, log.peak_memory_bytes, log.memory_what
+        source = (f"log {m.log}: median of {len(steady.used)} {log.title} line(s), "
+                  f"iterations {steady.used[0]}-{steady.used[-1]} (warm-up "
+                  f"{', '.join(map(str, steady.skipped))} left out)")
+    job = Job(m.config, read, shape, name, step, source, size, peak, what, tuple(notes))
+    _refuse_faster_than_peak(job)
+    return job
+
+
+def _size(read: ReadResult, report: CheckReport, shape: ModelShape) -> JobSize:
+    """The job's batch and GPUs as check-config derived them."""
+    c = read.config
+    dp, m = int(report.derived["dp"]), int(report.derived["microbatches"])
+    return JobSize(c.micro_batch_size * m * c.pipeline_flushes * dp, shape.seq_len,
+                   c.tp * c.pp * c.cp * dp)
+
+
+def _check(read: ReadResult, config: Path, profile: Profile) -> CheckReport:
+    opts = CheckOptions(compare_best=False, profile=profile)
+    return check(read.config, config.parent, opts, read.semantics)
+
+
+def calibration(shape: ModelShape, gpu: str, attention: str | None, f: Factors,
+                fitted: list[list[str]] | None = None, runs: list[CalibrationRun] | None = None,
+                reserve_bytes: float | None = None, notes: list[str] | None = None) -> Calibration:
+    """The calibration section for these factors (validated when ``runs`` are given)."""
+    values: dict[str, Any] = dict(
+        gpu=gpu, model=dataclasses.asdict(shape), attention=attention or "flash",
+        factors=f.as_dict(), fitted=fitted or [], reserve_bytes=reserve_bytes, runs=runs or [],
+        notes=notes or [])
+    if runs:
+        return Calibration(**values)
+    return Calibration.model_construct(**values)  # a trial's: never written
+
+
+def _trial_profile(shape: ModelShape, gpu: str, attention: str | None, f: Factors) -> Profile:
+    """A profile that carries the calibration; its layers are never read (the resolver
+    rebuilds the costs from the calibration)."""
+    cal = calibration(shape, gpu, attention, f)
+    base = calibrated.profile(cal, (1,), tp=1)
+    return base.model_copy(update={"calibration": cal})
+
+
+def simulated(job: Job, f: Factors) -> CheckReport:
+    """The job priced as check-config prices it, at factors ``f`` (module docstring)."""
+    prof = _trial_profile(job.shape, job.gpu, job.read.config.attention, f)
+    return _check(job.read, job.config, prof)
+
+
+def step_at(job: Job) -> Callable[[Factors], float]:
+    """Seconds per step of the job as simulated at given factors."""
+    def at(f: Factors) -> float:
+        report = simulated(job, f)
+        step = report.derived.get("step_time_s")
+        if step is None:
+            raise BadInput(f"--run {job.config}: at {f} pptune no longer simulates its step")
+        return float(step)
+
+    return at
+
+
+def _refuse_faster_than_peak(job: Job) -> None:
+    """A step shorter than the config's least model FLOPs at every GPU's highest peak.
+
+    The least FLOPs: 6 per active parameter per token (Kaplan et al. 2020, sec.
+    2.1; a mixture of experts counts the experts a token uses, top_k of them),
+    the embedding table's left out and attention's products not counted; the
+    peak: the dense peak of the GEMMs' precision the config states (BF16 and
+    FP16 share one; FP8 where the config says so and the GPU has it), so the
+    bound never refuses a step a job could take."""
+    m = job.shape
+    params = model_params(m, active=True) - m.vocab * m.hidden
+    flops = 6 * params * job.size.global_batch * job.size.seq_len
+    spec = presets.GPUS[job.gpu]
+    low = str(job.read.config.precision or "").endswith("fp8")  # fp8, mxfp8
+    peak = (spec.fp8_peak_flops or spec.peak_flops) if low else spec.peak_flops
+    least = flops / (job.size.gpus * peak)
+    if job.measured_step_s < least:
+        raise BadInput(
+            f"{job.step_source} gives {job.measured_step_s:.4g} s a step, but the config's "
+            f"{flops:.3g} model FLOPs a step need at least {least:.4g} s on {job.size.gpus} "
+            f"{job.gpu} at their {peak / 1e12:g} TFLOP/s peak; check the description "
+            f"({job.describe()}) and the step's units (seconds)")

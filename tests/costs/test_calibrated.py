@@ -1,0 +1,95 @@
+"""A calibrated profile: the resolver rebuilds the analytic costs on the scaled GPU."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from pptune.costmodel import presets
+from pptune.costmodel.calibration import Factors, scaled_gpu
+from pptune.costmodel.keys import CostKey, Precision
+from pptune.costs import calibrated
+from pptune.costs.profiles import analytic_profile, cost_table
+from pptune.costs.resolve import CostOptions, Mode, find, resolve
+from pptune.errors import BadInput
+from pptune.schemas import CalibrationRun, Profile
+from pptune.tune.jobs import calibration
+
+SHAPE = dataclasses.replace(presets.MODELS["gpt3-1.3b"], num_blocks=4)
+RUN = CalibrationRun(config="job.sh", framework="megatron", step_source="--step-s",
+                     measured_step_s=1.0, predicted_step_s=1.0, residual=0.0)
+
+
+def _profile(f: Factors, reserve: float | None = None) -> Profile:
+    cal = calibration(SHAPE, "a100-80gb", None, f, [["compute", "memory", "communication"]],
+                      [RUN], reserve)
+    return calibrated.profile(cal, (1, 2), tp=1)
+
+
+def test_the_rebuilt_costs_are_the_analytic_ones_on_the_scaled_gpu(tmp_path: Path) -> None:
+    f = Factors(0.7, 0.9, 0.5)
+    path = tmp_path / "cal.json"
+    path.write_text(_profile(f).model_dump_json())
+    got = resolve(CostOptions(profile=path, tp=2))  # another tp than the job's
+    want = cost_table(analytic_profile(SHAPE, scaled_gpu(presets.GPUS["a100-80gb"], f), (1, 2),
+                                       tp=2), tp=2, tp_in_costs=2)
+    assert got.table.by_mb[2].fwd_s == pytest.approx(want.by_mb[2].fwd_s)
+    assert got.table.by_mb[1].bwd_s == pytest.approx(want.by_mb[1].bwd_s)
+    assert not got.measured and got.tp_in_costs == 2
+    assert got.origin.endswith("calibrated for gpt3-1.3b on a100-80gb")
+    # the sizes asked for are priced (a calibrated model is priced at any size)
+    assert sorted(resolve(CostOptions(profile=path), sizes=(16,)).table.by_mb) == [16]
+
+
+def test_check_config_prices_the_configs_cp_on_the_calibrated_gpu() -> None:
+    prof = _profile(Factors.common(0.8))
+    assert prof.calibration is not None
+    found = find(CostOptions(tp=2, cp=2), Mode.CHECK, sizes=(1,), table_tp=4, profile=prof)
+    assert found is not None and found.key == CostKey(tp=2, cp=2)
+    # context parallelism priced as the analytic model prices it (its exchange, its
+    # attention per rank), not the profile's layers divided by cp
+    want = calibrated.tables(prof.calibration, (1,))(CostKey(tp=2, cp=2))
+    assert found.table.by_mb[1].fwd_s == pytest.approx(want.by_mb[1].fwd_s)
+    assert found.tables is not None and found.table_for(CostKey(tp=4)).names == want.names
+
+
+def test_the_reserve_rides_with_the_costs() -> None:
+    assert resolve(CostOptions(), profile=_profile(Factors(), 3e9)).reserve_bytes == 3e9
+    assert resolve(CostOptions(), profile=_profile(Factors())).reserve_bytes is None
+
+
+def test_one_table_per_cost_key() -> None:
+    cal = _profile(Factors.common(0.8)).calibration
+    assert cal is not None
+    source = calibrated.tables(cal, (1,))
+    t1, t2 = source(CostKey(tp=1)), source(CostKey(tp=2))
+    assert source(CostKey(tp=1)) is t1  # built once
+    assert sum(t2.param_bytes) == pytest.approx(sum(t1.param_bytes) / 2, rel=0.01)
+    # context parallelism and FP8 GEMMs on the calibrated GPU: its rates, scaled
+    cp2 = source(CostKey(cp=2))
+    assert sum(cp2.by_mb[1].fwd_s) < sum(t1.by_mb[1].fwd_s)
+    with pytest.raises(BadInput, match="a100-80gb has no FP8 tensor cores"):
+        source(CostKey(precision=Precision.FP8))  # the A100 the calibration is for
+    with pytest.raises(BadInput, match="no expert layers"):
+        source(CostKey(ep=2))
+
+
+def test_another_model_or_gpu_beside_a_calibration_is_refused() -> None:
+    prof = _profile(Factors())
+    with pytest.raises(BadInput, match=r"--gpu: the costs come from .* calibrated for gpt3-1\.3b"):
+        resolve(CostOptions(gpu="h100-sxm"), profile=prof)
+    with pytest.raises(BadInput, match="--model and --efficiency"):
+        resolve(CostOptions(model="llama3-8b", efficiency=0.5), profile=prof)
+
+
+def test_a_calibration_names_a_preset_gpu_and_a_model_shape(tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(_profile(Factors()).model_dump_json().replace('"gpu":"a100-80gb"',
+                                                                 '"gpu":"tpu-v9"'))
+    with pytest.raises(BadInput, match="calibration gpu 'tpu-v9' is not a preset"):
+        resolve(CostOptions(profile=path))
+    path.write_text(_profile(Factors()).model_dump_json().replace('"hidden":2048', '"width":2048'))
+    with pytest.raises(BadInput, match="calibration model is not a model shape"):
+        resolve(CostOptions(profile=path))
