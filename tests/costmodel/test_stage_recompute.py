@@ -121,6 +121,12 @@ def test_the_activation_walk_is_the_simulators(schedule: Schedule, v: int,
     assert walk == [d.peak_activation_bytes for d in sim.devices]
 
 
+@pytest.mark.parametrize("m", [8, 12, 20])  # DualPipeV needs m >= its 2 x pp stages
+def test_the_activation_walk_is_the_simulators_under_dualpipev(m: int) -> None:
+    """Its F&B pairs: a pair's forward counts before its backward frees."""
+    test_the_activation_walk_is_the_simulators(Schedule.DUALPIPEV, 2, (1, 2, 1, 1, 1, 1, 1, 2), m)
+
+
 def test_the_search_recomputes_where_memory_binds() -> None:
     table = _table(500.0)
     req = replace(REQ, pp=[4], schedules=(Schedule.ONE_F_ONE_B,), micro_batch_sizes=(1,),
