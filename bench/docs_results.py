@@ -457,6 +457,7 @@ def peers_section(doc: dict[str, Any]) -> list[str]:
            "emit of this tree; rerun `make peers`."
            if overflow else "pptune's own check-config passes every emitted file."),
         "",
+        *_layout_lines(doc.get("layouts")),
         "Not judged: " + "; ".join(f"`{k}` ({why})" for k, why in doc["skipped"].items()) + ".",
         "",
         "Stand-ins, only where a GPU library or a GPU is needed:",
@@ -465,6 +466,22 @@ def peers_section(doc: dict[str, Any]) -> list[str]:
         "",
     ]
     return lines
+
+
+def _layout_lines(layouts: dict[str, Any] | None) -> list[str]:
+    """megatron-core's layout parser against pptune's (bench/peers/layout_peer.py)."""
+    if not layouts or "summary" not in layouts:
+        return []
+    lines = ["Layout strings (`--pipeline-model-parallel-layout`), megatron-core's "
+             "`PipelineParallelLayerLayout` (parse, then `validate_layer_layout`) against "
+             "pptune's parser on the same strings, pipeline sizes and layer counts: both "
+             "verdicts and both stage lists.", "",
+             "| strings | count | agree | pptune refuses what megatron-core reads |",
+             "|---|---|---|---|"]
+    for kind, row in layouts["summary"].items():
+        lines.append(f"| {kind} | {row['strings']} | {row['agree']}/{row['strings']} "
+                     f"| {row['pptune_stricter']} |")
+    return [*lines, ""]
 
 
 # --------------------------------------------------------------------------- GPU check
@@ -624,6 +641,7 @@ def benchmarks_page(results: Path = RESULTS) -> str:
             "DeepSpeed's parameter-balanced split is small (the embedding has parameters but "
             "almost no compute, the LM head both); Megatron-LM's even block split ignores that "
             "the LM head costs several blocks."]), ""]
+    lines += stage_recompute_section(load("stage_recompute.json", results))
     speed = load("planner_speed.json", results)
     if speed is not None:
         lines += ["## Planner speed", "",
@@ -645,3 +663,26 @@ def benchmarks_page(results: Path = RESULTS) -> str:
             "the `p * m` of the candidates that must be simulated, not N itself (see "
             "[models.md](models.md#how-the-search-stays-fast))."]), ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def stage_recompute_section(doc: dict[str, Any] | None) -> list[str]:
+    """Recomputation per stage against uniform recomputation (bench/stage_recompute.py)."""
+    if doc is None:
+        return []
+    lines = ["## Recomputation per stage", "",
+             f"From {_source('stage_recompute.json', doc)}: one fixed plan per job, where it does "
+             "not fit without recomputation, priced with each recomputation choice; per stage "
+             "recomputes the fewest blocks on each stage with which every rank fits "
+             "(predictions of the model, not measurements).", ""]
+    for r in doc["results"]:
+        lines += [f"{r['job']} ({r['memory_gib']} GiB per GPU):", "",
+                  "| recomputation | step | peak memory | fits | per stage's step / this |",
+                  "|---|---|---|---|---|"]
+        for label, fig in r["plans"].items():
+            ratio = r["per_stage_step_ratio"].get(label)
+            lines.append(f"| {label} | {fig['step_time_s']:.3f} s | {fig['peak_memory_gib']} GiB "
+                         f"| {'yes' if fig['fits'] else 'no'} "
+                         f"| {'-' if ratio is None else f'{ratio:.3f}'} |")
+        per = r["plans"]["per stage"].get("blocks_recomputed_per_stage")
+        lines += ["", f"Blocks recomputed per stage: {per}.", ""]
+    return lines

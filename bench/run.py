@@ -255,12 +255,14 @@ def main() -> None:
     bench_published_memory()
     bench_baselines()
     bench_planner_speed(repeats)
-    from bench import calibrate, published, published_gemm, published_modern, published_moe
+    from bench import (calibrate, published, published_gemm, published_modern, published_moe,
+                       stage_recompute)
 
     write_result("published", published.main())
     write_result("published_gemm", published_gemm.main())
     write_result("published_moe", published_moe.main())
     write_result("published_modern", published_modern.main(quick=args.quick))
+    write_result("stage_recompute", stage_recompute.main())
     write_result("calibrate", calibrate.main())
     try:
         from bench import accuracy

@@ -54,7 +54,17 @@ def validate_args(a: dict[str, Any]) -> dict[str, Any]:
         "--pipeline-model-parallel-layout")
     vpp = a["virtual_per_rank"]
     layers = a["num_layers"] + a["account_embedding"] + a["account_loss"]
-    if a["layers_per_virtual"] is not None:
+    if a["layout"] is not None:
+        from megatron.core.transformer.pipeline_parallel_layer_layout import (
+            PipelineParallelLayerLayout,
+        )
+
+        stages = PipelineParallelLayerLayout.get_num_stages_from_str(a["layout"])
+        assert stages % pp == 0, (
+            "The length of pipeline_model_parallel_layout must be divisible by "
+            "pipeline_model_parallel_size")
+        vpp = stages // pp
+    elif a["layers_per_virtual"] is not None:
         assert a["first"] is None and a["last"] is None, (
             "please use --num-virtual-stages-per-pipeline-rank to specify virtual pipeline "
             "parallel degree when enable uneven pipeline parallelism")
@@ -115,6 +125,8 @@ def _read(path: str, case: dict[str, Any]) -> dict[str, Any]:
         "overlap_p2p": "--no-overlap-p2p-communication" not in flags,
         "bf16": "--bf16" in flags, "fp16": "--fp16" in flags, "recompute": recompute,
         "recompute_method": last("--recompute-method"),
+        "recompute_num_layers": num("--recompute-num-layers"),
+        "mtp": num("--mtp-num-layers"),
         "tp_pp_dp": "--use-tp-pp-dp-mapping" in flags,
         "max_connections": env.get("CUDA_DEVICE_MAX_CONNECTIONS"),
     }
@@ -147,11 +159,24 @@ def judge(case: dict[str, Any]) -> dict[str, Any]:
         account_for_embedding_in_pipeline_split=a["account_embedding"],
         account_for_loss_in_pipeline_split=a["account_loss"],
         microbatch_group_size_per_vp_stage=a["group"], pipeline_dtype=torch.bfloat16,
+        pipeline_model_parallel_layout=a["layout"], mtp_num_layers=a["mtp"],
+        recompute_granularity=a["recompute"], recompute_method=a["recompute_method"],
+        recompute_num_layers=a["recompute_num_layers"],
         bf16=a["bf16"], overlap_p2p_comm=a["overlap_p2p"] and vpp is not None,
         batch_p2p_comm=not (a["overlap_p2p"] and vpp is not None))
     chunks = vpp or 1
-    split = [get_num_layers_to_build(config, vp_stage=c if vpp else None, pp_rank=r)
-             for c in range(chunks) for r in range(pp)]
+    if config.pipeline_model_parallel_layout is not None:
+        # megatron-core's get_num_layers_to_build ignores pp_rank with a layout (it asks
+        # the process's own rank): the layout is asked for each rank instead
+        from megatron.core.transformer.enums import LayerType
+
+        layout = config.pipeline_model_parallel_layout
+        split = [layout.get_num_layers_to_build(LayerType.decoder, vp_stage=c if vpp else None,
+                                                pp_rank=r)
+                 for c in range(chunks) for r in range(pp)]
+    else:
+        split = [get_num_layers_to_build(config, vp_stage=c if vpp else None, pp_rank=r)
+                 for c in range(chunks) for r in range(pp)]
     init_num_microbatches_calculator(0, None, derived["global_batch"], a["micro"], derived["dp"])
     m = get_num_microbatches()
     _run_schedule(config, m, a, chunks)

@@ -9,6 +9,7 @@ count as a refusal.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import subprocess
@@ -31,7 +32,9 @@ STAND_INS = [
     "which is not a DeepSpeed rule); layer parameter counts divided by their gcd (exact)",
     "Megatron-LM: validate_args (megatron/training/arguments.py) is re-stated from source: it "
     "is not in megatron-core and imports Triton / Transformer Engine at module level; the "
-    "schedule's one torch.zeros(device='cuda') is made on the CPU",
+    "schedule's one torch.zeros(device='cuda') is made on the CPU; with a layout the split is "
+    "asked of the layout for each rank (get_num_layers_to_build ignores pp_rank then and "
+    "answers for the process's own rank)",
     "torchtitan: torchtitan/models/moe/kernels.py (imports Triton) replaced by a module whose "
     "function raises; the Trainer's inline batch assertions re-stated from torchtitan/train.py; "
     "per-stage parallelize_fn (FSDP/TP/AC wrapping) not applied; a model torchtitan has no "
@@ -169,7 +172,14 @@ def judge(case: Case) -> dict[str, Any]:
             "agrees": verdict_ok is not False and split_ok is not False}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", nargs="+", metavar="CASE",
+                    help="judge these cases again and update peers.json (the other cases, "
+                    "the layouts and the run time are kept)")
+    args = ap.parse_args(argv)
+    if args.only:
+        return _rejudge(args.only)
     started = time.time()
     cases = repo_cases() + written_cases(WORK / "written") + emitted_cases(WORK / "emitted")
     results = []
@@ -178,9 +188,40 @@ def main() -> None:
         results.append(row)
         mark = "ok " if row["agrees"] else "DIFF"
         print(f"[{k}/{len(cases)}] {mark} {case.name}", file=sys.stderr, flush=True)
+    layouts = layout_parsers()
+    summary = summarize(results, layouts, math.ceil(time.time() - started))
+    doc = {"versions": _versions(), "stand_ins": STAND_INS, "skipped": SKIPPED,
+           "summary": summary, "cases": results, "layouts": layouts}
+    RESULTS.write_text(json.dumps(doc, indent=2) + "\n")
+    print(json.dumps(summary), file=sys.stderr)
+
+
+def _rejudge(names: list[str]) -> None:
+    doc = json.loads(RESULTS.read_text())
+    found = repo_cases() + written_cases(WORK / "written")
+    if any(n.startswith("recommend") for n in names):  # written again by this tree's emit
+        found += emitted_cases(WORK / "emitted")
+    cases = {c.name: c for c in found}
+    unknown = [n for n in names if n not in cases]
+    if unknown:
+        raise SystemExit(f"--only: no case {', '.join(unknown)}")
+    rows = {r["file"]: r for r in doc["cases"]}
+    for name in names:
+        rows[name] = judge(cases[name])
+        print(f"{'ok ' if rows[name]['agrees'] else 'DIFF'} {name}", file=sys.stderr)
+    doc["cases"] = list(rows.values())
+    doc["stand_ins"] = STAND_INS
+    doc["summary"] = summarize(doc["cases"], doc.get("layouts", {}), doc["summary"]["seconds"])
+    RESULTS.write_text(json.dumps(doc, indent=2) + "\n")
+    print(json.dumps(doc["summary"]), file=sys.stderr)
+
+
+def summarize(results: list[dict[str, Any]], layouts: dict[str, Any],
+              seconds: int) -> dict[str, Any]:
     judged = [r for r in results if r["verdict_agrees"] is not None]
     emitted = [r for r in results if "/" in r["file"] and r["file"].startswith("recommend")]
-    summary = {
+    found = layouts.get("summary", {})
+    return {
         "cases": len(results),
         "agree": sum(r["agrees"] for r in results),
         "verdicts_compared": len(judged),
@@ -190,12 +231,20 @@ def main() -> None:
         "emitted_files": len(emitted),
         "emitted_accepted": sum(bool(r["framework_verdict"].get("accepted")) for r in emitted),
         "emitted_split_identical": sum(bool(r["split_agrees"]) for r in emitted),
-        "seconds": math.ceil(time.time() - started),
+        "layout_strings": sum(v["strings"] for v in found.values()),
+        "layout_strings_agree": sum(v["agree"] for v in found.values()),
+        "seconds": seconds,
     }
-    doc = {"versions": _versions(), "stand_ins": STAND_INS, "skipped": SKIPPED,
-           "summary": summary, "cases": results}
-    RESULTS.write_text(json.dumps(doc, indent=2) + "\n")
-    print(json.dumps(summary), file=sys.stderr)
+
+
+def layout_parsers() -> dict[str, Any]:
+    """megatron-core's layout parser against pptune's (layout_peer.py), in one process."""
+    done = subprocess.run([sys.executable, "-m", "bench.peers.layout_peer"], capture_output=True,
+                          text=True, timeout=600, cwd=REPO)
+    if done.returncode != 0 or not done.stdout.startswith("{"):
+        return {"error": f"layout peer failed: {done.stderr.strip()[-300:]}"}
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
 
 
 def _versions() -> dict[str, str]:

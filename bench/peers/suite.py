@@ -105,6 +105,24 @@ MEGATRON: dict[str, tuple[str, int]] = {  # name: (extra flags, gpus)
     "mg-interleaved-pp2-no-overlap": ("--pipeline-model-parallel-size 2 --global-batch-size 8 "
                                       "--num-virtual-stages-per-pipeline-rank 2 "
                                       "--no-overlap-p2p-communication", 2),
+    "mg-layout-uneven": ("--pipeline-model-parallel-size 4 --global-batch-size 16 "
+                         "--pipeline-model-parallel-layout 'Et*7|t*9|t*9|t*7L'", 4),
+    "mg-layout-vpp": ("--pipeline-model-parallel-size 4 --global-batch-size 16 "
+                      "--pipeline-model-parallel-layout 'Et*3|(t*4|)*5,t*9|L'", 4),
+    "mg-layout-empty-stage": ("--pipeline-model-parallel-size 4 --global-batch-size 16 "
+                              "--pipeline-model-parallel-layout 'Et*16|t*16||L'", 4),
+    "mg-layout-wrong-layers": ("--pipeline-model-parallel-size 4 --global-batch-size 16 "
+                               "--pipeline-model-parallel-layout 'Et*8|t*8|t*8|t*9L'", 4),
+    "mg-layout-wrong-stages": ("--pipeline-model-parallel-size 4 --global-batch-size 16 "
+                               "--pipeline-model-parallel-layout 'Et*8|t*8|t*8|t*4|t*4L'", 4),
+    "mg-layout-and-first": ("--pipeline-model-parallel-size 4 --global-batch-size 16 "
+                            "--pipeline-model-parallel-layout 'Et*8|t*8|t*8|t*8L' "
+                            "--decoder-first-pipeline-num-layers 8", 4),
+    "mg-block-recompute": ("--pipeline-model-parallel-size 4 --global-batch-size 16 "
+                           "--recompute-granularity full --recompute-method block "
+                           "--recompute-num-layers 3", 4),
+    "mg-full-no-method": ("--pipeline-model-parallel-size 4 --global-batch-size 16 "
+                          "--recompute-granularity full", 4),
     "mg-world-mismatch": ("--pipeline-model-parallel-size 4 --global-batch-size 8", 6),
     "mg-batch-indivisible": ("--pipeline-model-parallel-size 4 --global-batch-size 9", 8),
 }
@@ -168,6 +186,10 @@ def repo_cases() -> list[Case]:
         Case("repo/megatron_llama3_8b.sh", "megatron", DATA / "megatron_llama3_8b.sh", 0, []),
         Case("repo/torchtitan_llama3_8b.toml", "torchtitan", DATA / "torchtitan_llama3_8b.toml",
              8, ["--gpus", "8"]),
+        Case("repo/megatron_deepseek_v3_layout.sh", "megatron",
+             DATA / "megatron_deepseek_v3_layout.sh", 0, []),
+        Case("repo/megatron_llama3_70b_fp8_layout.sh", "megatron",
+             DATA / "megatron_llama3_70b_fp8_layout.sh", 0, []),
     ]
 
 

@@ -105,6 +105,10 @@ def config_shape(cfg: TrainingConfig, base_dir: Path, model: str | None,
         add("layers-from-config", "info",
             f"using the config's {cfg.num_layers} layers instead of {shape.num_blocks}")
         shape = replace(shape, num_blocks=cfg.num_layers)
+    if shape is not None and cfg.mtp_layers is not None and cfg.mtp_layers != shape.mtp_layers:
+        add("mtp-from-config", "info",
+            f"using the config's {cfg.mtp_layers} MTP layers instead of {shape.mtp_layers}")
+        shape = replace(shape, mtp_layers=cfg.mtp_layers)
     return shape
 
 

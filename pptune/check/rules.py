@@ -19,9 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from pptune.check.costs import costs
-from pptune.check.framework import config_rules, framework_split, microbatch_rules
+from pptune.check.framework import config_rules, microbatch_rules
+from pptune.check.split import (
+    StageRecomputeError,
+    layout_fits,
+    recompute_layers,
+    table_blocks,
+    table_split,
+)
 from pptune.costmodel.keys import CostKey
-from pptune.costmodel.partition import add_ends, even_split, strip_ends
+from pptune.costmodel.layout_grammar import LayoutError, parse_layout
+from pptune.costmodel.partition import strip_ends
 from pptune.costmodel.schedules import (
     OVERLAPPED,
     Schedule,
@@ -42,6 +50,7 @@ from pptune.costmodel.search import (
     evaluate,
     search,
 )
+from pptune.costmodel.stage_recompute import summary_blocks
 from pptune.frameworks.common.fields import Semantics
 from pptune.options import CostOptions
 from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
@@ -160,7 +169,20 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
     dual = " (one per model chunk: dualpipe runs each on two ranks)" if (
         schedule is Schedule.DUALPIPE) else ""
     blocks = cfg.num_layers
-    if cfg.stage_layers is not None:
+    if cfg.pipeline_layout is not None:
+        try:
+            layout = parse_layout(cfg.pipeline_layout, p, chunks, num_layers=blocks,
+                                  mtp_layers=cfg.mtp_layers or 0)
+        except LayoutError as exc:
+            add("pipeline-layout", "error", f"{exc}; pipeline_layout must place the model's "
+                f"layers on pp x chunks = {p} x {chunks} stages", stages=n_stages)
+        else:
+            if cfg.stage_layers is not None and cfg.stage_layers != layout.layers_per_stage():
+                add("split-mismatch", "error",
+                    f"stage_layers {cfg.stage_layers[:16]} are not the layout's "
+                    f"{layout.layers_per_stage()[:16]}; give one of them",
+                    stage_layers=cfg.stage_layers)
+    elif cfg.stage_layers is not None:
         if len(cfg.stage_layers) != n_stages:
             add("split-mismatch", "error",
                 f"stage_layers has {len(cfg.stage_layers)} entries; {schedule.value} with pp={p} "
@@ -241,19 +263,6 @@ def config_sharding(cfg: TrainingConfig) -> Sharding:
     return Sharding.ZERO1 if cfg.sharded_optimizer else Sharding.NONE
 
 
-def _split(cfg: TrainingConfig, table: CostTable, n_stages: int) -> list[int]:
-    """Blocks per stage (stated, the framework's own such as DeepSpeed's partition_method,
-    or even), plus the embedding on the first stage and the head on the last."""
-    n_layers = len(table.names)
-    if cfg.stage_layers is None:
-        params = [b / table.param_dtype_bytes for b in table.param_bytes]
-        split = framework_split(cfg, params, n_stages)
-        if split is not None:
-            return split
-    blocks = n_layers - 2
-    return add_ends(cfg.stage_layers if cfg.stage_layers else even_split(blocks, n_stages))
-
-
 def _predict(
     cfg: TrainingConfig, table: CostTable, key: CostKey, opts: CheckOptions,
     report: CheckReport, add: Any,
@@ -262,15 +271,18 @@ def _predict(
 ) -> None:
     p = cfg.pp
     n_stages = model_chunks(schedule, p, cfg.virtual_stages)
-    n_layers = len(table.names)
-    if n_layers - 2 < n_stages:
-        add("too-few-layers", "error",
-            f"{n_layers - 2} layers cannot fill {n_stages} stages", stages=n_stages)
+    n_blocks, _ = table_blocks(table)
+    if not layout_fits(cfg, table, add):
         return
-    if cfg.stage_layers is not None and sum(cfg.stage_layers) != n_layers - 2:
+    if cfg.pipeline_layout is None and n_blocks < n_stages:  # a layout may state empty stages
+        add("too-few-layers", "error",
+            f"{n_blocks} layers cannot fill {n_stages} stages", stages=n_stages)
+        return
+    if (cfg.pipeline_layout is None and cfg.stage_layers is not None
+            and sum(cfg.stage_layers) != n_blocks):
         add("split-mismatch", "error",
-            f"stage_layers sum to {sum(cfg.stage_layers)}, not the model's {n_layers - 2} layers",
-            stage_layers=cfg.stage_layers, num_layers=n_layers - 2)
+            f"stage_layers sum to {sum(cfg.stage_layers)}, not the model's {n_blocks} layers",
+            stage_layers=cfg.stage_layers, num_layers=n_blocks)
         return
     ops = n_stages * m * 3
     if ops > MAX_SIMULATED_OPS:
@@ -279,7 +291,7 @@ def _predict(
             "pptune simulates in a check; memory, bubble and step time not predicted",
             ops=ops)
         return
-    split = _split(cfg, table, n_stages)
+    split = table_split(cfg, table, n_stages)
     gpus = p * key.tp * key.cp * dp  # a profile folds cp into its per-layer costs (key cp 1)
     global_batch = cfg.micro_batch_size * m * cfg.pipeline_flushes * dp
     sharding, recompute = config_sharding(cfg), Recompute(cfg.recompute or "none")
@@ -291,9 +303,14 @@ def _predict(
         reserve_bytes=reserve_bytes, micro_batch_sizes=(cfg.micro_batch_size,),
     )
     v = cfg.virtual_stages if schedule is Schedule.INTERLEAVED else 1
+    try:
+        per_stage = recompute_layers(cfg, table, split)
+    except StageRecomputeError as exc:
+        add("recompute-layers", "error", str(exc))
+        return
     spec = PlanSpec(schedule, p, cfg.micro_batch_size, m, tuple(split), v,
                     RankOrder(cfg.rank_order), sharding, recompute,
-                    a2a_overlap=bool(cfg.a2a_overlap))
+                    a2a_overlap=bool(cfg.a2a_overlap), recompute_layers=per_stage)
     try:
         plan = evaluate(table, req, spec)
     except ScheduleError as exc:  # the framework runs it; pptune's simulator cannot
@@ -305,7 +322,9 @@ def _predict(
     report.request = req
     step = plan.step_time_s * cfg.pipeline_flushes
     report.derived.update(step_time_s=step, bubble_rate=plan.bubble_rate,
-                          peak_memory_bytes=plan.peak_memory_bytes, stage_layers=split)
+                          peak_memory_bytes=plan.peak_memory_bytes, stage_layers=split,
+                          recompute_layers_per_stage=summary_blocks(table, plan,
+                                                                    cfg.recompute_every))
     cap = table.memory_bytes * cfg.limits.memory_fraction
     over = [(d, b) for d, b in enumerate(plan.peak_memory_bytes) if b > cap]
     for d, b in over:

@@ -49,6 +49,7 @@ from pptune.costmodel.schedules import (
     validate,
 )
 from pptune.costmodel.sharding import MEGATRON_GRAD_BYTES, PIPELINE_SHARDINGS, Sharding
+from pptune.costmodel.splitting import bound_recompute
 from pptune.costmodel.table import CostTable
 
 
@@ -188,13 +189,16 @@ def candidates(tables: CostTable | TableSource, req: PlanRequest
                                 rejected[why.value] += 1
                                 continue
                             hides = overlap or schedule in OVERLAPPED
-                            per_layer = (compute if hides else work)[r][b]
+                            # a per-stage variant of full recomputation may recompute
+                            # nothing: bound it by the work without recomputation
+                            rb = bound_recompute(req, r, p, schedule)
+                            per_layer = (compute if hides else work)[rb][b]
                             # the busiest device works at least the average, and one
                             # micro-batch's forward and backward pass every layer in turn
                             split_bwd = schedule in SPLIT_BACKWARD
                             bound = max(m * max(sum(per_layer) / p,
                                                 max(per_layer) / chains(schedule)),
-                                        chain[r][b][1 if split_bwd else 0])
+                                        chain[rb][b][1 if split_bwd else 0])
                             out.extend(Candidate(bound, PlanSpec(schedule, p, b, m, (), v, o,
                                                                  sharding, r, key, overlap))
                                        for o in orders)

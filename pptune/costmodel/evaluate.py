@@ -48,7 +48,8 @@ from pptune.costmodel.simulate import (
 from pptune.costmodel.table import CostTable, stage_costs
 
 __all__ = ["DEFAULT_VIRTUAL_STAGES", "Plan", "PlanRequest", "PlanSpec", "StageLayout",
-           "device_memory", "evaluate", "explain", "stage_layout", "with_comm"]
+           "device_memory", "evaluate", "explain", "recompute_table", "stage_layout",
+           "with_comm"]
 
 
 def with_comm(stages: Sequence[StageCost], comm: Sequence[ShardComm],
@@ -92,6 +93,13 @@ def _both(a: ShardComm, b: ShardComm) -> ShardComm:
                      a.tail_s + b.tail_s)
 
 
+def recompute_table(table: CostTable, req: PlanRequest, spec: PlanSpec) -> CostTable:
+    """The table with the spec's recomputation: per stage when it states counts."""
+    per_stage = ((spec.stage_layers, spec.recompute_layers)
+                 if spec.recompute_layers is not None else None)
+    return with_recompute(table, spec.recompute, req.recompute_every, per_stage)
+
+
 def stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLayout:
     """Per global stage (schedules.stage_chunk_map: under dualpipe each chunk's
     figures twice, for its down and its up copy)."""
@@ -109,9 +117,11 @@ def stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLay
     gather_bytes = precision.param_gather_bytes(key.precision, req.fp8_param_gather)
     bounds = stage_bounds(spec.stage_layers)
     params = [table.params(s, e) for s, e in bounds]
-    largest = [max(table.params(i, i + 1) for i in range(s, e)) for s, e in bounds]
+    # an empty stage (a Megatron-LM layout may state one) holds no parameters
+    largest = [max((table.params(i, i + 1) for i in range(s, e)), default=0.0)
+               for s, e in bounds]
     reshard = reshards(spec.sharding, spec.pp, req.fsdp_reshard_after_forward)
-    rc = with_recompute(table, spec.recompute, req.recompute_every)
+    rc = recompute_table(table, req, spec)
     compute = stage_costs(rc, spec.micro_batch_size, spec.stage_layers, spec.a2a_stream)
 
     def traffic(n: float, ranks: int, link: AllReduceLink, st: StageCost) -> ShardComm:
@@ -248,7 +258,7 @@ def evaluate(
         peak_memory_bytes=[x.total_bytes for x in memory], memory_capacity_bytes=table.memory_bytes,
         ideal_step_s=work / p, sim=sim, rank_order=spec.rank_order, sharding=spec.sharding,
         recompute=spec.recompute, memory=tuple(memory), key=req.key_of(spec), optimizer_s=opt_s,
-        a2a_overlap=spec.a2a_overlap,
+        a2a_overlap=spec.a2a_overlap, recompute_layers=spec.recompute_layers,
     )
 
 

@@ -24,6 +24,10 @@ for a second forward before its backward (Chen et al. 2016):
 - ``selective`` with ``every = N``: torchtitan's per-layer selective AC
   checkpoints every N-th block (``selective_ac_option = "2"`` is its default;
   torchtitan counts blocks from 1 and wraps those with ``count % N == 0``);
+- per stage: the first N_k blocks of stage k, each stage its own N_k (what
+  ``--recompute-method block --recompute-num-layers N`` does with one N for
+  every stage); the memory-bound stages recompute, the others do not
+  (``stage_recompute.py`` chooses the counts);
 - ``selective`` without ``every``: Megatron-LM's selective recomputation of
   core attention (Korthikanti et al. 2022, sec. 4.2), which drops the
   attention-score tensors (their ``5 a s / h`` term). Flash attention, which
@@ -63,10 +67,54 @@ def recomputed_layers(
 
 
 def with_recompute(
-    table: CostTable, recompute: Recompute, every: int | None = TORCHTITAN_SELECTIVE_EVERY
+    table: CostTable, recompute: Recompute, every: int | None = TORCHTITAN_SELECTIVE_EVERY,
+    per_stage: tuple[Sequence[int], Sequence[int]] | None = None,
 ) -> CostTable:
-    """The table with recomputed layers: activations = the layer's input, backward += forward."""
-    layers = set(recomputed_layers(table.names, recompute, every))
+    """The table with recomputed layers: activations = the layer's input, backward += forward.
+
+    ``per_stage``: (stage_layers, recomputed blocks per stage) for recomputation
+    per stage (``stage_recomputed_layers``); it replaces ``recompute``'s choice."""
+    if per_stage is not None:
+        return with_layers_recomputed(table, stage_recomputed_layers(table.names, *per_stage))
+    return with_layers_recomputed(table, recomputed_layers(table.names, recompute, every))
+
+
+def stage_recomputed_layers(names: Sequence[str], stage_layers: Sequence[int],
+                            per_stage: Sequence[int]) -> list[int]:
+    """Indices of the first ``per_stage[k]`` blocks of each stage k: Megatron-LM's
+    ``--recompute-method block --recompute-num-layers N`` recomputes the first N
+    transformer layers of every stage and none of the rest
+    (megatron/core/transformer/transformer_block.py ``_checkpointed_forward``);
+    here each stage has its own count. MTP layers, the embedding and the head are
+    never among them (megatron-core skips MTP under the block method)."""
+    if len(per_stage) != len(stage_layers):
+        raise ValueError(f"{len(per_stage)} recompute counts for {len(stage_layers)} stages")
+    out: list[int] = []
+    start = 0
+    for n, want in zip(stage_layers, per_stage, strict=True):
+        blocks = [i for i in range(start, start + n) if names[i].startswith("block")]
+        if not 0 <= want <= len(blocks):
+            raise ValueError(f"{want} recomputed blocks on a stage of {len(blocks)} blocks")
+        out += blocks[:want]
+        start += n
+    return out
+
+
+def recomputed_per_stage(names: Sequence[str], stage_layers: Sequence[int],
+                         layers: Sequence[int]) -> list[int]:
+    """How many of ``layers`` (indices) each stage holds."""
+    chosen = set(layers)
+    out, start = [], 0
+    for n in stage_layers:
+        out.append(sum(1 for i in range(start, start + n) if i in chosen))
+        start += n
+    return out
+
+
+def with_layers_recomputed(table: CostTable, recomputed: Sequence[int]) -> CostTable:
+    """The table with ``recomputed`` layers keeping only their input and running
+    their forward again before their backward (Chen et al. 2016)."""
+    layers = set(recomputed)
     if not layers:
         return table
     by = {}

@@ -58,9 +58,16 @@ class PlanRequest:
     top: int = 5
     rank_orders: Sequence[RankOrder] = tuple(RankOrder)
     with_best_pp1: bool = True  # keep the best plan without a pipeline in the list
+    # full recomputation searched per stage too when no recomputation is searched as
+    # well (a mix of both): the memory-bound stages recompute (stage_recompute.py)
+    stage_recompute: bool = True
     # the per-layer splits and precisions to search, one cost table each (keys.py);
     # None: the one key of ``tp`` in BF16
     cost_keys: Sequence[CostKey] | None = None
+
+    def per_stage_recompute(self) -> bool:
+        return (self.stage_recompute and Recompute.FULL in self.recomputes
+                and Recompute.NONE in self.recomputes)
 
     def keys(self) -> tuple[CostKey, ...]:
         return tuple(self.cost_keys) if self.cost_keys else (CostKey(tp=self.tp),)
@@ -94,6 +101,9 @@ class PlanSpec:
     # DualPipes' F&B pairs, or Megatron-LM's combined 1F1B order for 1f1b and
     # interleaved-1f1b (--overlap-moe-expert-parallel-comm); False without MoE
     a2a_overlap: bool = False
+    # blocks recomputed in full on each stage (memory.stage_recomputed_layers), which
+    # replaces ``recompute``'s uniform choice; None: ``recompute`` on every block
+    recompute_layers: tuple[int, ...] | None = None
 
     @property
     def combined(self) -> bool:
@@ -111,6 +121,8 @@ class PlanSpec:
         object.__setattr__(self, "stage_layers", tuple(self.stage_layers))
         object.__setattr__(self, "virtual_stages",
                            chunks_per_device(self.schedule, self.virtual_stages))
+        if self.recompute_layers is not None:
+            object.__setattr__(self, "recompute_layers", tuple(self.recompute_layers))
 
 
 @dataclass(frozen=True)
@@ -139,12 +151,14 @@ class Plan:
     key: CostKey = field(default_factory=CostKey)
     optimizer_s: float = 0.0  # the optimizer step, part of step_time_s (optimizer.py)
     a2a_overlap: bool = False
+    recompute_layers: tuple[int, ...] | None = None  # per stage (PlanSpec.recompute_layers)
 
     @property
     def spec(self) -> PlanSpec:
         return PlanSpec(self.schedule, self.pp, self.micro_batch_size, self.num_microbatches,
                         tuple(self.stage_layers), self.virtual_stages, self.rank_order,
-                        self.sharding, self.recompute, self.key, self.a2a_overlap)
+                        self.sharding, self.recompute, self.key, self.a2a_overlap,
+                        self.recompute_layers)
 
     @property
     def cp(self) -> int:

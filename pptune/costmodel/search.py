@@ -53,20 +53,15 @@ from pptune.costmodel.evaluate import (
     PlanSpec,
     evaluate,
     explain,
-    stage_layout,
 )
 from pptune.costmodel.keys import CostKey, TableSource
 from pptune.costmodel.layout import DP_INNER, PP_INNER, RANK_ORDERS, RankOrder
-from pptune.costmodel.memory import DEFAULT_RESERVE_BYTES, Recompute, with_recompute
+from pptune.costmodel.memory import DEFAULT_RESERVE_BYTES, Recompute
 from pptune.costmodel.refine import always_refined, refine_split
-from pptune.costmodel.schedules import Schedule, stage_chunk_map
+from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.sharding import Sharding, state_bytes_per_param
-from pptune.costmodel.splitting import (
-    SplitCache,
-    lower_bound,
-    min_bottleneck_within_memory,
-    surely_oom,
-)
+from pptune.costmodel.splitting import SplitCache, fitted_per_stage, split_with_bound
+from pptune.costmodel.stage_recompute import fit_stage_recompute
 from pptune.costmodel.table import CostTable, LayerCosts, stage_costs
 
 __all__ = [
@@ -168,6 +163,9 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
             simulated += extra
             if extra:
                 refined[twin] = tuple(plan.stage_layers)
+        if fitted_per_stage(req, plan.recompute, spec.pp, spec.schedule):
+            plan, extra = fit_stage_recompute(table, req, plan, max(kth, own, pp1))
+            simulated += extra
         plans.append(plan)
         times = sorted([*times, plan.step_time_s])[: req.top]
         if spec.schedule not in best_by or plan.step_time_s < best_by[spec.schedule].step_time_s:
@@ -217,7 +215,7 @@ def _unique(plans: list[Plan]) -> Iterator[Plan]:
     for plan in plans:
         key = (plan.pp, plan.dp, plan.schedule, plan.virtual_stages, plan.micro_batch_size,
                plan.num_microbatches, tuple(plan.stage_layers), plan.sharding, plan.recompute,
-               plan.key, plan.a2a_overlap)
+               plan.key, plan.a2a_overlap, plan.recompute_layers)
         if key not in seen:
             seen.add(key)
             yield plan
@@ -227,24 +225,10 @@ def _split_candidate(
     table: CostTable, req: PlanRequest, cand: Candidate, cache: SplitCache
 ) -> Candidate | None:
     """The candidate with its min-bottleneck split and a tighter bound, or None (memory)."""
-    spec, bound_s = cand.spec, cand.bound_s
-    rc = with_recompute(table, spec.recompute, req.recompute_every)
-    split = min_bottleneck_within_memory(rc, req, spec, cache)
-    if split is None:
+    found = split_with_bound(table, req, cand.spec, cache)
+    if found is None:
         return None
-    split_spec = replace(spec, stage_layers=tuple(split))
-    if spec.sharding in (Sharding.NONE, Sharding.ZERO1):
-        # their data-parallel traffic runs once per step (tail_s), never inside an op:
-        # the stages are the compute alone (evaluate.with_comm leaves them as they are)
-        chunks = stage_costs(rc, spec.micro_batch_size, split_spec.stage_layers,
-                             spec.a2a_stream)
-        stages = [chunks[c] for c in stage_chunk_map(spec.schedule, spec.pp,
-                                                     spec.virtual_stages)]
-    else:
-        stages = stage_layout(table, req, split_spec).stages
-    if spec.virtual_stages > 1 and surely_oom(rc, req, split_spec, stages):
-        return None
+    bound_s, split_spec = found
     if always_refined(split_spec):  # another split may beat this one's bound
-        return Candidate(bound_s, split_spec)
-    return Candidate(lower_bound(spec.schedule, spec.pp, spec.num_microbatches, stages,
-                                 spec.combined), split_spec)
+        return Candidate(cand.bound_s, split_spec)
+    return Candidate(bound_s, split_spec)

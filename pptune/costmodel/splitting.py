@@ -12,7 +12,10 @@ order and recomputation and reused whenever it fits. ``lower_bound`` and
 
 from __future__ import annotations
 
-from pptune.costmodel.evaluate import PlanRequest, PlanSpec
+from dataclasses import replace
+
+from pptune.costmodel.evaluate import PlanRequest, PlanSpec, stage_layout
+from pptune.costmodel.memory import Recompute, with_recompute
 from pptune.costmodel.partition import SplitError, min_bottleneck_split, stage_bounds
 from pptune.costmodel.schedules import (
     OVERLAPPED,
@@ -24,9 +27,9 @@ from pptune.costmodel.schedules import (
     stage_chunk_map,
     stage_device,
 )
-from pptune.costmodel.sharding import reshards, state_bytes_per_param, working_bytes
+from pptune.costmodel.sharding import Sharding, reshards, state_bytes_per_param, working_bytes
 from pptune.costmodel.simulate import StageCost
-from pptune.costmodel.table import CostTable
+from pptune.costmodel.table import CostTable, stage_costs
 
 SplitCache = dict[tuple[object, ...], "list[int] | None"]
 
@@ -172,3 +175,51 @@ def min_bottleneck_within_memory(
     # Several chunks share a device: the even share per chunk was too strict.
     # Split for time alone; the simulated per-device peak decides the fit.
     return free
+
+
+def split_with_bound(table: CostTable, req: PlanRequest, spec: PlanSpec,
+                     cache: SplitCache) -> tuple[float, PlanSpec] | None:
+    """(a tighter step-time bound, the spec with its min-bottleneck split), or None
+    (nothing fits in memory)."""
+    rc = with_recompute(table, spec.recompute, req.recompute_every)
+    split = min_bottleneck_within_memory(rc, req, spec, cache)
+    if split is None:
+        return None
+    split_spec = replace(spec, stage_layers=tuple(split))
+    bounded = replace(split_spec, recompute=bound_recompute(req, spec.recompute, spec.pp,
+                                                            spec.schedule))
+    if spec.sharding in (Sharding.NONE, Sharding.ZERO1):
+        # their data-parallel traffic runs once per step (tail_s), never inside an op:
+        # the stages are the compute alone (evaluate.with_comm leaves them as they are)
+        stages = _compute_stages(rc, split_spec)
+        fastest = stages if bounded == split_spec else _compute_stages(
+            with_recompute(table, bounded.recompute, req.recompute_every), split_spec)
+    else:
+        stages = stage_layout(table, req, split_spec).stages
+        fastest = stages if bounded == split_spec else stage_layout(table, req, bounded).stages
+    if spec.virtual_stages > 1 and surely_oom(rc, req, split_spec, stages):
+        return None
+    return (lower_bound(spec.schedule, spec.pp, spec.num_microbatches, fastest,
+                        spec.combined), split_spec)
+
+
+def _compute_stages(rc: CostTable, spec: PlanSpec) -> list[StageCost]:
+    """Per global stage, the compute alone (dualpipe: each chunk on two stages)."""
+    chunks = stage_costs(rc, spec.micro_batch_size, spec.stage_layers, spec.a2a_stream)
+    return [chunks[c] for c in stage_chunk_map(spec.schedule, spec.pp, spec.virtual_stages)]
+
+
+def fitted_per_stage(req: PlanRequest, recompute: Recompute, pp: int,
+                     schedule: Schedule) -> bool:
+    """Whether the search fits full recomputation per stage for such a plan
+    (stage_recompute.py): under a pipeline, not for dualpipe (each of its chunks runs
+    on two ranks)."""
+    return (recompute is Recompute.FULL and pp > 1 and schedule is not Schedule.DUALPIPE
+            and req.per_stage_recompute())
+
+
+def bound_recompute(req: PlanRequest, recompute: Recompute, pp: int,
+                    schedule: Schedule) -> Recompute:
+    """The recomputation a candidate's step-time bound assumes: none for full
+    recomputation fitted per stage (its plan may recompute no block at all)."""
+    return Recompute.NONE if fitted_per_stage(req, recompute, pp, schedule) else recompute

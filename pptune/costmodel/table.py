@@ -104,7 +104,8 @@ def stage_costs(table: CostTable, b: int, stage_layers: Sequence[int],
                 bwd_s=bwd_s,
                 wgrad_s=sum(c.wgrad_s[s:e]),
                 act_bytes=sum(c.act_bytes[s:e]),
-                out_bytes=c.out_bytes[e - 1],
+                # an empty stage passes on what it received
+                out_bytes=c.out_bytes[e - 1] if e > 0 else 0.0,
                 fwd_comm_s=fwd_comm_s,
                 bwd_comm_s=bwd_comm_s,
             )

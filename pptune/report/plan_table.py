@@ -32,6 +32,11 @@ NARROW_LAYERS_WRAP = 8  # with the narrow cells, last before a column is dropped
 RECOMPUTE_SHORT = {"none": "none", "selective": "sel", "full": "full"}
 
 
+def recompute_short(plan: Plan) -> str:
+    """The recomputation column: "stage" when full recomputation is per stage."""
+    return "stage" if plan.recompute_layers is not None else RECOMPUTE_SHORT[plan.recompute.value]
+
+
 @dataclass(frozen=True)
 class Column:
     name: str
@@ -99,8 +104,7 @@ def _columns(result: SearchResult, tokens_per_step: float, train_tokens: float |
         Column("schedule", False, [p.schedule.value + ("+a2a" if p.a2a_overlap else "")
                                    for p in plans]),
         Column("v", True, [str(p.virtual_stages) for p in plans]),
-        Column("shard/rc", False, [f"{p.sharding.value}/{RECOMPUTE_SHORT[p.recompute.value]}"
-                                   for p in plans]),
+        Column("shard/rc", False, [f"{p.sharding.value}/{recompute_short(p)}" for p in plans]),
         Column("mbs", True, [str(p.micro_batch_size) for p in plans]),
         Column("m", True, [f"{p.num_microbatches}" + ("" if p.aligned else "*") for p in plans]),
         Column("layers/stage", False, [compact_split(p.stage_layers) for p in plans]),
@@ -119,6 +123,10 @@ def _columns(result: SearchResult, tokens_per_step: float, train_tokens: float |
         cols.append(Column("days", True, [f"{d:.1f}" for d, _ in costs]))
         cols.append(Column("GPU-h", True, [f"{h:,.0f}" for _, h in costs]))
     return cols
+
+
+def _per_stage(cols: list[Column]) -> bool:
+    return any(v.endswith("/stage") for c in cols if c.name == "shard/rc" for v in c.cells)
 
 
 def _footnote(cols: list[Column], dropped: list[str], width: int | None) -> str:
@@ -144,7 +152,8 @@ def _footnote(cols: list[Column], dropped: list[str], width: int | None) -> str:
                      "(the DualPipes' F&B pairs; Megatron-LM --overlap-moe-expert-parallel-comm)")
     if "shard/rc" in names:
         parts.append("shard/rc = training-state sharding over dp / activation recomputation "
-                     "(sel = selective)")
+                     "(sel = selective" + ("; stage = full where memory binds, blocks per stage "
+                                           "in --json" if _per_stage(cols) else "") + ")")
     if "eff" in names:
         parts.append("eff = ideal step (compute / GPUs) / step")
     if "MFU" in names:

@@ -7,6 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pptune.costmodel.memory import (
+    TORCHTITAN_SELECTIVE_EVERY,
+    recomputed_layers,
+    recomputed_per_stage,
+)
 from pptune.costmodel.partition import stage_bounds
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import DP_INNER, Plan, SearchResult
@@ -169,6 +174,7 @@ def plan_record(
     plan: Plan, rank: int, names: Sequence[str], global_batch: int,
     tokens_per_step: float = 0.0, train_tokens: float | None = None,
     model_flops_per_step: float | None = None, peak_flops: Peaks = None,
+    recompute_every: int | None = TORCHTITAN_SELECTIVE_EVERY,
 ) -> PlanRecord:
     days, gpu_hours = (
         training_cost(plan, tokens_per_step, train_tokens) if train_tokens else (None, None)
@@ -189,8 +195,18 @@ def plan_record(
         exposed_p2p_s=plan.exposed_p2p_s, exposed_allreduce_s=plan.exposed_allreduce_s,
         rank_order=plan.rank_order.value, sharding=plan.sharding.value,
         recompute=plan.recompute.value, mfu=mfu(plan, model_flops_per_step, peak_flops),
+        recompute_layers_per_stage=recomputed_blocks(plan, names, recompute_every),
         a2a_overlap=plan.a2a_overlap,
     )
+
+
+def recomputed_blocks(plan: Plan, names: Sequence[str], every: int | None) -> list[int]:
+    """Blocks recomputed in full on each stage: the plan's per-stage counts, or what
+    its uniform recomputation reruns (``every``: the selective every-Nth block)."""
+    if plan.recompute_layers is not None:
+        return list(plan.recompute_layers)
+    layers = recomputed_layers(names, plan.recompute, every)
+    return recomputed_per_stage(names, plan.stage_layers, layers)
 
 
 def plan_file(
@@ -201,7 +217,9 @@ def plan_file(
     tokens_per_step = global_batch * float(request.costs.seq_len or 0)
     return PlanFile(
         plans=[plan_record(p, i, names, global_batch, tokens_per_step, train_tokens,
-                           model_flops_per_step, peak_flops)
+                           model_flops_per_step, peak_flops,
+                           request.space.recompute_every if request.space
+                           else TORCHTITAN_SELECTIVE_EVERY)
                for i, p in enumerate(result.plans, 1)],
         rejected=dict(sorted(result.rejected.items())),
         source=source,

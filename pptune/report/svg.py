@@ -12,8 +12,8 @@ axis with round ticks and a legend sit below the rows.
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
-from xml.sax.saxutils import escape, quoteattr
 
 from pptune.report import axis
 from pptune.report.fmt import fmt_pct, fmt_seconds
@@ -41,6 +41,18 @@ ROW_GAP = 4
 TOP = 30
 RIGHT = 16
 CHAR_W = 6.2  # approximate advance of the 10 px monospace font
+
+
+def escape(text: str) -> str:
+    """Text for an SVG element (&, < and > escaped; the html module is lighter to import
+    than xml.sax.saxutils, which pulls in urllib)."""
+    return html.escape(text, quote=False)
+
+
+def _attr(value: str) -> str:
+    """A double-quoted SVG attribute value."""
+    return '"' + html.escape(value, quote=True) + '"'
+
 
 
 def _n(x: float) -> str:
@@ -120,7 +132,7 @@ def timeline_svg(result: Timeline, width_px: int = 960) -> str:
         css = f"op op-{CSS_KIND.get(kind, kind)}" + (f" chunk-{chunk}" if chunk else "")
         if kind == PAIR:  # the forward half over the backward half
             out.append(
-                f'<g class={quoteattr(css)}><title>{escape(tip)}</title>'
+                f'<g class={_attr(css)}><title>{escape(tip)}</title>'
                 f'<rect x="{_n(x)}" y="{y}" width="{_n(w)}" height="{_n(ROW_H / 2)}" '
                 f'fill="{COLORS["F"]}" stroke="#ffffff" stroke-width="0.5"/>'
                 f'<rect x="{_n(x)}" y="{_n(y + ROW_H / 2)}" width="{_n(w)}" '
@@ -129,7 +141,7 @@ def timeline_svg(result: Timeline, width_px: int = 960) -> str:
             )
         else:
             out.append(
-                f'<rect class={quoteattr(css)} x="{_n(x)}" y="{y}" width="{_n(w)}" '
+                f'<rect class={_attr(css)} x="{_n(x)}" y="{y}" width="{_n(w)}" '
                 f'height="{ROW_H}" fill="{COLORS.get(kind, "#888888")}"{shade} stroke="#ffffff" '
                 f'stroke-width="0.5"><title>{escape(tip)}</title></rect>'
             )

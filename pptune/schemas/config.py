@@ -70,6 +70,17 @@ class TrainingConfig(Strict):
         None, ge=1, le=2**31 - 1, description="transformer blocks, when the file says"
     )
     stage_layers: list[int] | None = Field(None, description="explicit layers per stage")
+    pipeline_layout: str | None = Field(
+        None, max_length=10_000,
+        description="the stages as the file states them in Megatron-LM's layout grammar (E "
+        "embedding, t transformer layer, m MTP layer, L loss, | between stages in virtual-stage "
+        "order; --pipeline-model-parallel-layout); stage_layers then holds its t per stage",
+    )
+    mtp_layers: int | None = Field(
+        None, ge=0, le=2**31 - 1,
+        description="multi-token-prediction layers after the last block (Megatron-LM "
+        "--mtp-num-layers), when the file says",
+    )
     partition_method: str | None = Field(
         None, max_length=200,
         description="how the framework splits layers when stage_layers is unset, as the file "
@@ -95,6 +106,15 @@ class TrainingConfig(Strict):
     rank_order: Literal["tp-dp-pp", "tp-pp-dp"] = Field(
         "tp-dp-pp", description="global rank order, fastest first (Megatron-LM "
         "--use-tp-pp-dp-mapping gives tp-pp-dp)"
+    )
+    recompute_block_layers: int | None = Field(
+        None, ge=1, le=2**31 - 1,
+        description="full recomputation of only the first N transformer layers of every stage "
+        "(Megatron-LM --recompute-method block --recompute-num-layers N), when the file says",
+    )
+    recompute_layers_per_stage: list[int] | None = Field(
+        None, description="transformer blocks recomputed in full on each stage (the first N_k "
+        "of stage k; pp x chunks entries), when the file says (pptune's own plans)",
     )
     recompute_every: int | None = Field(
         None, ge=1, le=2**31 - 1,
@@ -152,6 +172,13 @@ class TrainingConfig(Strict):
             raise ValueError(
                 f"gpu {self.gpu[:40]!r} is not a preset; expected one of {', '.join(GPUS)}"
             )
+        if self.pipeline_layout is not None:
+            from pptune.costmodel.layout_grammar import LayoutError, expand
+
+            try:
+                expand(self.pipeline_layout)
+            except LayoutError as exc:
+                raise ValueError(f"pipeline_layout: {exc}") from None
         layers = self.stage_layers
         if layers is not None and (not layers or any(n < 0 or n > 2**31 - 1 for n in layers)):
             raise ValueError(

@@ -59,7 +59,14 @@ class PlanRecord(Strict):
         "none", description="training-state sharding over data parallelism"
     )
     recompute: Literal["none", "selective", "full"] = Field(
-        "none", description="activation recomputation"
+        "none", description="activation recomputation (the summary: see "
+        "recompute_layers_per_stage)"
+    )
+    recompute_layers_per_stage: list[int] | None = Field(
+        None, description="transformer blocks recomputed in full on each stage (pp * chunks "
+        "entries, as stage_layers): the first N of the stage, as Megatron-LM's --recompute-method "
+        "block runs them; full recomputation searched per stage recomputes only where memory "
+        "binds. Selective recomputation of core attention counts 0"
     )
     a2a_overlap: bool = Field(
         False, description="the MoE expert all-to-all hidden behind another micro-batch's "

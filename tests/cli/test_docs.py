@@ -39,7 +39,8 @@ MEGATRON_FLAGS = {
     "--num-query-groups", "--num-virtual-stages-per-pipeline-rank", "--overlap-param-gather",
     "--pipeline-model-parallel-layout", "--pipeline-model-parallel-size",
     "--rampup-batch-size", "--recompute-activations", "--recompute-granularity",
-    "--recompute-method", "--recompute-num-layers", "--seq-length", "--swiglu",
+    "--recompute-method", "--recompute-num-layers", "--recompute-modules", "--mtp-num-layers",
+    "--seq-length", "--swiglu",
     "--tensor-model-parallel-size", "--transformer-impl", "--use-distributed-optimizer",
     "--use-flash-attn", "--use-torch-fsdp2", "--use-tp-pp-dp-mapping", "--vocab-size",
     "--account-for-embedding",  # as in `--account-for-embedding/loss-in-pipeline-split`

@@ -39,7 +39,7 @@ def plans(tmp_path_factory: pytest.TempPathFactory, cli: Cli) -> Path:
     out = tmp_path_factory.mktemp("plans") / "plans.json"
     r = cli(
         "recommend", "--gpus", "2", "--pp", "2", "--model", "gpt-small", "--gpu", "h100-sxm",
-        "--top", "10", "-o", out, "--json",
+        "--recompute", "none", "--top", "10", "-o", out, "--json",
     )
     assert r.exit_code == 0, r.stderr
     return out

@@ -234,12 +234,6 @@ def test_megatron_tensor_parallel_script_without_max_connections_warns(tmp_path:
     assert "megatron-cuda-connections" not in r.stdout
 
 
-def test_megatron_layout_flag_is_a_warning(tmp_path: Path) -> None:
-    """--pipeline-model-parallel-layout places layers by a layout pptune cannot model."""
-    code, found, _ = mega(tmp_path, "--pipeline-model-parallel-layout 'E|(t|)*3,m|m||L'")
-    assert code == 0 and found["megatron-unmodelled-flag"] == "warning"
-
-
 # --- torch 2.13 / torchtitan 0.2.2 and 0.3.0 ---------------------------------------
 
 TITAN = """[model]

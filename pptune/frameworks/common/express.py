@@ -16,7 +16,16 @@ from pptune.costmodel import presets
 from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.partition import add_ends, even_split, strip_ends
 from pptune.costmodel.schedules import Schedule
-from pptune.costmodel.search import Plan, RankOrder, Recompute, Sharding, evaluate, search
+from pptune.costmodel.search import (
+    Plan,
+    PlanSpec,
+    RankOrder,
+    Recompute,
+    Sharding,
+    evaluate,
+    search,
+)
+from pptune.costmodel.stage_recompute import fit_stage_recompute
 from pptune.costs.resolve import analytic_costs
 from pptune.errors import BadInput
 from pptune.frameworks.common.adapter import Job
@@ -31,6 +40,15 @@ SHARDING_NAMES = {Sharding.NONE: "no sharding", Sharding.ZERO1: "ZeRO-1",
                   Sharding.ZERO2: "ZeRO-2", Sharding.ZERO3: "ZeRO-3", Sharding.FSDP: "FSDP"}
 
 
+def price(job: Job, spec: PlanSpec) -> Plan:
+    """The spec predicted; recomputation per stage is fitted again for its split,
+    schedule and sharding (the counts belong to them: stage_recompute.py)."""
+    if spec.recompute_layers is None:
+        return evaluate(job.table, job.request, spec)
+    full = evaluate(job.table, job.request, replace(spec, recompute_layers=None))
+    return fit_stage_recompute(job.table, job.request, full)[0] if fits(job, full) else full
+
+
 def refit(job: Job, plan: Plan, schedule: Schedule, split: list[int], v: int,
           rank_order: str | None = None) -> Plan:
     """The plan re-predicted with another schedule, split or rank order; another
@@ -39,7 +57,21 @@ def refit(job: Job, plan: Plan, schedule: Schedule, split: list[int], v: int,
     spec = replace(plan.spec, schedule=schedule, stage_layers=tuple(split), virtual_stages=v,
                    rank_order=plan.rank_order if rank_order is None else RankOrder(rank_order),
                    a2a_overlap=plan.a2a_overlap and schedule is plan.schedule)
-    return evaluate(job.table, job.request, spec)
+    return price(job, spec)
+
+
+def uniform_recompute(job: Job, plan: Plan, *, name: str, knob: str,
+                      notes: list[str]) -> tuple[Plan, bool]:
+    """(plan, exact): a plan recomputing per stage becomes full recomputation of every
+    block, for a framework whose ``knob`` applies one choice to every layer."""
+    if plan.recompute_layers is None:
+        return plan, True
+    alt = evaluate(job.table, job.request, replace(plan.spec, recompute_layers=None))
+    notes.append(f"{name} states one recomputation for every layer ({knob}), not blocks "
+                 f"per stage {list(plan.recompute_layers)}: emitting full recomputation of "
+                 f"every block, predicted step {fmt_seconds(alt.step_time_s)} "
+                 f"({alt.step_time_s / plan.step_time_s:.3f}x)")
+    return alt, False
 
 
 def dualpipe_options(job: Job, plan: Plan) -> list[Option]:
@@ -118,7 +150,7 @@ def stateable_sharding(job: Job, plan: Plan, *, name: str, options: tuple[Shardi
     if plan.sharding in options:
         return plan, True
     for sharding in options:
-        alt = evaluate(job.table, job.request, replace(plan.spec, sharding=sharding))
+        alt = price(job, replace(plan.spec, sharding=sharding))
         if fits(job, alt):
             notes.append(f"{name} files state no {SHARDING_NAMES[plan.sharding]}: emitting the "
                          f"plan with {SHARDING_NAMES[sharding]}, predicted step "
@@ -164,4 +196,4 @@ def placed(job: Job, plan: Plan) -> Plan:
     nodes, per_node = plan_launch(plan, job)
     if nodes == 1 or per_node == job.request.gpus_per_node:
         return plan
-    return evaluate(job.table, replace(job.request, gpus_per_node=per_node), plan.spec)
+    return price(replace(job, request=replace(job.request, gpus_per_node=per_node)), plan.spec)

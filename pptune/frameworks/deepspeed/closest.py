@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pptune.costmodel.schedules import OVERLAPPED, Schedule
-from pptune.costmodel.search import DP_INNER, Plan, Recompute, Sharding, evaluate
+from pptune.costmodel.search import DP_INNER, Plan, Recompute, Sharding
 from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated
@@ -33,7 +33,8 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     job, plan = ex.priced_as_run(job, plan, name=NAME, attention=job.attention,
                                  sequence_parallel=False, notes=notes,
                                  runs="tensor parallelism (AutoTP) without sequence parallelism")
-    exact = True
+    plan, exact = ex.uniform_recompute(job, plan, name=NAME, notes=notes,
+                                       knob="pipeline.activation_checkpoint_interval")
     if plan.recompute is Recompute.SELECTIVE:
         plan, exact = ex.full_recompute(job, plan, name=NAME, notes=notes), False
     params = [b / job.table.param_dtype_bytes for b in job.table.param_bytes]
@@ -56,7 +57,7 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
         method = next(n for n, sp in methods.items() if sp == chosen.stage_layers)
     if chosen.pp > 1 and chosen.sharding not in (Sharding.NONE, Sharding.ZERO1):
         # PipelineEngine: 'ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism'
-        alt = evaluate(job.table, job.request, replace(chosen.spec, sharding=Sharding.ZERO1))
+        alt = ex.price(job, replace(chosen.spec, sharding=Sharding.ZERO1))
         if not ex.fits(job, alt):
             raise BadInput(f"deepspeed cannot express plan {rank}: its pipeline engine runs "
                            f"ZeRO-0/1 only and the plan does not fit with ZeRO-1")

@@ -3,26 +3,46 @@
 Megatron-LM runs 1f1b and interleaved-1f1b, on the splits megatron-core
 builds (``split.py``): even, uneven ``--decoder-first/last-pipeline-num-layers``
 (also with ``--num-virtual-stages-per-pipeline-rank``), or the embedding /
-loss counted as a layer (``--account-for-embedding/loss-in-pipeline-split``).
-Its scripts state the distributed optimizer (ZeRO-1) or no sharding, and
-full recomputation (its selective recomputes core attention only, and its
-block method one count for every stage: no every-Nth-block selective).
+loss counted as a layer (``--account-for-embedding/loss-in-pipeline-split``);
+any other split (and any MTP placement) as ``--pipeline-model-parallel-layout``
+(``layout.py``), unless megatron-core's MTP rules refuse it. Its scripts state
+the distributed optimizer (ZeRO-1) or no sharding, and full recomputation (its
+selective recomputes core attention only: no every-Nth-block selective), of
+every layer or of the first N of every stage (the block method: one N for all
+stages, so a plan recomputing per stage is emitted with its largest count).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
 from pptune.costmodel.partition import add_ends, strip_ends
 from pptune.costmodel.schedules import OVERLAPPED, Schedule
-from pptune.costmodel.search import Plan, Recompute, Sharding
+from pptune.costmodel.search import Plan, Recompute, Sharding, evaluate
+from pptune.costmodel.stage_recompute import stage_blocks
 from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated
 from pptune.frameworks.common.versions import FrameworkRefusal
+from pptune.frameworks.megatron.layout import plan_layout
 from pptune.frameworks.megatron.split import MegatronSplit, megatron_blocks
+from pptune.report.fmt import fmt_seconds
 
 NAME = "megatron"
 STATEABLE = (Sharding.ZERO1, Sharding.NONE)  # best first as a substitute
 UNSTATED = {Sharding.ZERO2: "ZeRO-2", Sharding.ZERO3: "ZeRO-3", Sharding.FSDP: "FSDP"}
+BLOCK = "--recompute-method block --recompute-num-layers"
+RUNS = (Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED)  # Megatron-LM's schedules
+
+
+@dataclass(frozen=True)
+class Placement:
+    """How the script states the plan's stages and recomputation."""
+
+    split: MegatronSplit | None  # the split flags, or None: the layout states the split
+    layout: str | None = None  # --pipeline-model-parallel-layout
+    block_layers: int | None = None  # --recompute-method block --recompute-num-layers N
 
 
 def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
@@ -31,23 +51,47 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=STATEABLE, notes=notes)
     if plan.recompute is Recompute.SELECTIVE:
         plan, exact = ex.full_recompute(job, plan, name=NAME, notes=notes), False
-    chosen = plan
-    if megatron_split(plan) is None:
-        why = (f"Megatron-LM has no {plan.schedule.value} schedule" + (
-                   " (no DualPipe nor DualPipeV: it overlaps the expert all-to-all inside "
-                   "interleaved 1F1B instead, --overlap-moe-expert-parallel-comm)"
-                   if plan.schedule in OVERLAPPED else "")
-               if plan.schedule not in (Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED)
-               else "megatron-core builds no such split")
-        options = _options(plan, len(job.layer_names) - 2)
-        chosen = ex.closest_or_refuse(job, plan, options, name=NAME, rank=rank, why=why,
-                                      notes=notes)
-        exact = False
-    split = megatron_split(chosen)
-    if split is None:  # every option is a split megatron-core builds
+    chosen, names = plan, job.layer_names
+    layout = None
+    if megatron_split(plan, names) is None:
+        layout = plan_layout(names, plan.stage_layers, plan.pp) if plan.schedule in RUNS else None
+        if layout is None:
+            why = (f"Megatron-LM has no {plan.schedule.value} schedule" + (
+                       " (no DualPipe nor DualPipeV: it overlaps the expert all-to-all inside "
+                       "interleaved 1F1B instead, --overlap-moe-expert-parallel-comm)"
+                       if plan.schedule in OVERLAPPED else "")
+                   if plan.schedule not in RUNS
+                   else "megatron-core places every MTP layer in one stage, the last virtual "
+                   "stage of its rank")
+            options = _options(plan, names)
+            chosen = ex.closest_or_refuse(job, plan, options, name=NAME, rank=rank, why=why,
+                                          notes=notes)
+            exact = False
+    split = None if layout is not None else megatron_split(chosen, names)
+    if split is None and layout is None:  # every option is a split megatron-core builds
         raise BadInput(f"megatron cannot express plan {rank}")
+    chosen, block, same = _block_recompute(job, chosen, notes)
     ex.unstated_sharding(chosen, name=NAME, unstated=UNSTATED, notes=notes)
-    return Stated(job, chosen, exact, tuple(notes), split)
+    return Stated(job, chosen, exact and same, tuple(notes), Placement(split, layout, block))
+
+
+def _block_recompute(job: Job, plan: Plan, notes: list[str]) -> tuple[Plan, int | None, bool]:
+    """(plan as run, N, exact): Megatron-LM's block method recomputes the first N
+    layers of every stage, one N for all (transformer_block.py ``_checkpointed_forward``):
+    the plan's largest per-stage count, which recomputes at least as much everywhere."""
+    if plan.recompute_layers is None:
+        return plan, None, True
+    n = max(plan.recompute_layers)
+    blocks = stage_blocks(list(job.table.names), plan.stage_layers)
+    runs = tuple(min(n, b) for b in blocks)
+    if runs == plan.recompute_layers:
+        return plan, n, True
+    alt = evaluate(job.table, job.request, replace(plan.spec, recompute_layers=runs))
+    notes.append(f"Megatron-LM applies one {BLOCK} to every stage: emitting N = {n} (blocks "
+                 f"recomputed per stage {list(runs)} for the plan's "
+                 f"{list(plan.recompute_layers)}), predicted step "
+                 f"{fmt_seconds(alt.step_time_s)} ({alt.step_time_s / plan.step_time_s:.3f}x)")
+    return alt, n, False
 
 
 def _candidates(blocks_total: int, p: int, v: int, firsts: list[int],
@@ -62,11 +106,16 @@ def _candidates(blocks_total: int, p: int, v: int, firsts: list[int],
     return out
 
 
-def megatron_split(plan: Plan) -> MegatronSplit | None:
-    """The Megatron-LM flags whose split (as megatron-core builds it) is the plan's."""
-    if plan.schedule not in (Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED):
+def megatron_split(plan: Plan, names: Sequence[str]) -> MegatronSplit | None:
+    """The Megatron-LM flags whose split (as megatron-core builds it) is the plan's:
+    its MTP layers, if any, all on the last stage (where megatron-core builds them
+    without a layout)."""
+    if plan.schedule not in RUNS:
+        return None
+    if any(n.startswith("mtp") for n in names[:len(names) - plan.stage_layers[-1]]):
         return None
     blocks = strip_ends(plan.stage_layers)
+    blocks[-1] -= sum(1 for n in names if n.startswith("mtp"))
     p, v = plan.pp, plan.virtual_stages if plan.schedule is Schedule.INTERLEAVED else 1
     first, last = sum(blocks[0::p]), sum(blocks[p - 1::p])
     for cand in _candidates(sum(blocks), p, v, [first], [last]):
@@ -78,10 +127,13 @@ def megatron_split(plan: Plan) -> MegatronSplit | None:
     return None
 
 
-def _options(plan: Plan, n_blocks: int) -> list[ex.Option]:
+def _options(plan: Plan, names: Sequence[str]) -> list[ex.Option]:
     """Splits Megatron-LM builds near the plan's first and last ranks (+-6 blocks): with
-    the plan's virtual stages when interleaved, and without (1F1B)."""
+    the plan's virtual stages when interleaved, and without (1F1B); MTP layers on the
+    last stage."""
     p = plan.pp
+    mtp = sum(1 for n in names if n.startswith("mtp"))
+    n_blocks = len(names) - 2 - mtp
     blocks = strip_ends(plan.stage_layers)
     shapes = [(Schedule.ONE_F_ONE_B, 1)]
     if plan.schedule is Schedule.INTERLEAVED:
@@ -93,7 +145,9 @@ def _options(plan: Plan, n_blocks: int) -> list[ex.Option]:
         lasts = sorted({sum(blocks[p - 1::p]) + d for d in near} & set(range(v, n_blocks, v)))
         for cand in _candidates(n_blocks, p, v, firsts, lasts):
             try:
-                opts.append((schedule, v, add_ends(megatron_blocks(cand))))
+                split = add_ends(megatron_blocks(cand))
             except FrameworkRefusal:
                 continue
+            split[-1] += mtp
+            opts.append((schedule, v, split))
     return opts

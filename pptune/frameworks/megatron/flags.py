@@ -36,7 +36,11 @@ VALUE_FLAGS = (
     "--microbatch-group-size-per-virtual-pipeline-stage",
     "--transformer-impl",
     "--attention-backend",
+    "--pipeline-model-parallel-layout",
+    "--mtp-num-layers",
 )
+# flags that take every following word up to the next flag (argparse nargs="+")
+LIST_FLAGS = ("--recompute-modules",)
 BOOL_FLAGS = (
     "--use-distributed-optimizer",
     "--sequence-parallel",
@@ -58,10 +62,7 @@ BOOL_FLAGS = (
 NOTED_FLAGS = {
     "--rampup-batch-size": "--rampup-batch-size ignored: checked at the final --global-batch-size",
 }
-UNMODELLED_FLAGS = {
-    "--pipeline-model-parallel-layout": "--pipeline-model-parallel-layout places layers by a "
-    "layout string pptune does not model; predictions use an even split",
-}
+UNMODELLED_FLAGS: dict[str, str] = {}
 # torchrun / torch.distributed.launch, and the deepspeed launcher (per node)
 NODES_FLAGS = ("--nnodes", "--num_nodes", "--num-nodes")
 PER_NODE_FLAGS = ("--nproc_per_node", "--nproc-per-node", "--num_gpus", "--num-gpus")
@@ -91,12 +92,17 @@ def parse_flags(words: list[str], bools: tuple[str, ...] = BOOL_FLAGS) -> Flagge
         value: str | None = None
         if eq:
             value = inline
+        elif name in LIST_FLAGS:
+            start = i
+            while i < len(words) and not words[i].startswith("--"):
+                i += 1
+            value = " ".join(words[start:i]) if i > start else None
         elif name not in bools and i < len(words) and not words[i].startswith("--"):
             value = words[i]
             i += 1
         out.values.setdefault(name, []).append(value)
         known = (name in VALUE_FLAGS or name in bools or name in NOTED_FLAGS
-                 or name in UNMODELLED_FLAGS)
+                 or name in UNMODELLED_FLAGS or name in LIST_FLAGS)
         if not known and name not in out.unknown:
             out.unknown.append(name)
     return out

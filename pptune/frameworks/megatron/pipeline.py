@@ -15,6 +15,7 @@ from pptune.frameworks.common.fields import Ctx
 from pptune.frameworks.common.shell import Script
 from pptune.frameworks.common.versions import FrameworkRefusal
 from pptune.frameworks.megatron.flags import FlagReader
+from pptune.frameworks.megatron.layout import read_layout
 from pptune.frameworks.megatron.split import MegatronSplit, megatron_blocks
 
 
@@ -29,7 +30,8 @@ class Knobs:
 def pipeline(r: FlagReader, fields: dict[str, Any]) -> None:
     """Virtual stages, schedule and the layer split, as Megatron-LM computes them.
 
-    megatron/training/arguments.py validate_args: at most one of the three
+    A ``--pipeline-model-parallel-layout`` states all three (layout.py).
+    Otherwise megatron/training/arguments.py validate_args: at most one of the three
     virtual-pipeline flags; --num-layers-per-virtual-pipeline-stage cannot be
     combined with uneven first/last stages and derives vpp from
     (num_layers [+1 embedding] [+1 loss]) / pp; interleaving needs pp > 1
@@ -53,6 +55,8 @@ def pipeline(r: FlagReader, fields: dict[str, Any]) -> None:
         ctx.refuse("megatron-vpp-flags",
                    f"{' and '.join(vpp_flags)} are all given: Megatron-LM validate_args allows "
                    "'No more than one of the following arguments ... at the same time'; keep one")
+    if read_layout(r, fields):  # the layout places every layer (layout.py)
+        return
     virtual = direct
     uneven = first is not None or last is not None
     if per_virtual is not None and direct is None:

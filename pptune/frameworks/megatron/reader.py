@@ -110,6 +110,7 @@ def _fields(r: FlagReader, launcher: Flagged) -> dict[str, Any]:
         "tp": r.number("--tensor-model-parallel-size", **devices),
         "cp": r.number("--context-parallel-size", **devices),
         "num_layers": r.number("--num-layers"),
+        "mtp_layers": r.number("--mtp-num-layers", minimum=0),
         "global_batch": r.number("--global-batch-size"),
         "hidden_size": r.number("--hidden-size"),
         "seq_len": r.number("--seq-length"),
@@ -124,9 +125,9 @@ def _fields(r: FlagReader, launcher: Flagged) -> dict[str, Any]:
         "a2a_overlap": flags.has("--overlap-moe-expert-parallel-comm") or None,
         "gated_mlp": flags.has("--swiglu"),  # Megatron-LM's default MLP is GeLU
         "precision": _precision(ctx, flags),
-        "recompute": _recompute(r),
         "source_format": "megatron",
     }
+    fields["recompute"], fields["recompute_block_layers"] = _recompute(r)
     micro = r.number("--micro-batch-size")
     if micro is None:
         raise ctx.bad("--micro-batch-size is missing or unresolved; expected "
@@ -221,9 +222,13 @@ def _attention(r: FlagReader) -> str:
     return "eager"
 
 
-def _recompute(r: FlagReader) -> str | None:
-    """--recompute-granularity full|selective; --recompute-activations = selective
-    (validate_args). Selective with --recompute-method is refused by Megatron-LM."""
+def _recompute(r: FlagReader) -> tuple[str | None, int | None]:
+    """(granularity, block layers): --recompute-granularity full|selective;
+    --recompute-activations = selective (validate_args). Selective with
+    --recompute-method is refused by Megatron-LM; full needs a method and a
+    layer count (megatron-core TransformerConfig.__post_init__). ``block``
+    recomputes the first N layers of every stage (transformer_block.py
+    ``_checkpointed_forward``); ``uniform`` every layer, in groups of N."""
     granularity = r.text("--recompute-granularity")
     if granularity is None and r.flags.has("--recompute-activations"):
         granularity = "selective"
@@ -231,18 +236,43 @@ def _recompute(r: FlagReader) -> str | None:
         raise r.ctx.bad(f"--recompute-granularity is {granularity!r}; expected full or "
                         "selective")
     method = r.text("--recompute-method")
+    if method is not None and method not in ("uniform", "block"):
+        raise r.ctx.bad(f"--recompute-method is {method[:40]!r}; expected uniform or block")
+    count = r.number("--recompute-num-layers")
     if method is not None and granularity == "selective":
         r.ctx.refuse("megatron-recompute-method",
                      f"--recompute-method {method} with selective recomputation: Megatron-LM "
                      "validate_args asserts 'recompute method is not yet supported for selective "
                      "recomputing granularity' (megatron/training/arguments.py)")
-    if granularity == "full" and method == "block":
-        r.ctx.unmodelled("megatron-unmodelled-flag",
-                         "--recompute-method block recomputes only --recompute-num-layers layers "
-                         "per stage; pptune models full recomputation of every layer")
+    if granularity == "full" and (method is None or count is None):
+        missing = "--recompute-method block|uniform" if method is None else (
+            "--recompute-num-layers N")
+        r.ctx.refuse("megatron-recompute-full",
+                     f"--recompute-granularity full without {missing}: megatron-core "
+                     "TransformerConfig raises 'recompute_method must be \"block\" or "
+                     "\"uniform\"' / 'recompute_num_layers must be between 1 and "
+                     "num_layers_per_pipeline_rank' (transformer_config.py); add it")
+    _modules(r, granularity)
     if granularity is None:
-        return None if r.flags.has("--recompute-granularity") else "none"
-    return granularity
+        return (None if r.flags.has("--recompute-granularity") else "none"), None
+    block = count if granularity == "full" and method == "block" else None
+    return granularity, block
+
+
+def _modules(r: FlagReader, granularity: str | None) -> None:
+    """--recompute-modules: what selective recomputation reruns (core_attn by default)."""
+    text = r.text("--recompute-modules")
+    if text is None:
+        return
+    modules = text.split()
+    if granularity != "selective":
+        r.ctx.note(f"--recompute-modules {text[:60]} ignored without --recompute-granularity "
+                   "selective (as megatron-core does)")
+    elif modules != ["core_attn"]:
+        r.ctx.unmodelled("megatron-unmodelled-flag",
+                         f"--recompute-modules {text[:60]}: check-config prices selective "
+                         "recomputation of core attention only (no memory or time change with "
+                         "flash attention)")
 
 
 def _preset_by_shape(fields: dict[str, Any]) -> str | None:

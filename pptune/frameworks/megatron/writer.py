@@ -1,18 +1,22 @@
 """``pretrain_megatron.sh``: a torchrun launch of Megatron-LM's pretrain_gpt.py.
 
 The flags state the plan's tensor and pipeline sizes, its split (as
-``express`` found it: ``split.py`` builds exactly that), the model shape,
-the batch, the distributed optimizer, full recomputation, sequence
-parallelism, the local attention implementation when the plan priced
-unfused attention, and the tp-pp-dp rank order; the launch runs exactly
+``express`` found it: the split flags ``split.py`` builds exactly, or a
+``--pipeline-model-parallel-layout``, single-quoted for the shell), the model
+shape with its MTP layers, the batch, the distributed optimizer, full
+recomputation (every layer, or the block method's first N layers of every
+stage), sequence parallelism, the local attention implementation when the plan
+priced unfused attention, and the tp-pp-dp rank order; the launch runs exactly
 the plan's GPUs (``launch_shape``).
 """
 
 from __future__ import annotations
 
+from pptune.costmodel.layout_grammar import KNOB
 from pptune.costmodel.search import PP_INNER, Recompute, Sharding
 from pptune.frameworks.common.adapter import Stated
 from pptune.frameworks.common.writing import header, plan_launch
+from pptune.frameworks.megatron.closest import Placement
 from pptune.frameworks.megatron.split import MegatronSplit
 
 FILE = "pretrain_megatron.sh"
@@ -33,9 +37,10 @@ def _split_args(split: MegatronSplit) -> list[str]:
     return args
 
 
-def write(stated: Stated, split: MegatronSplit) -> dict[str, str]:
+def write(stated: Stated, placed: Placement) -> dict[str, str]:
     """The launch script; ``express`` never hands it a selective-recompute plan."""
     job, plan = stated.job, stated.plan
+    split = placed.split
     shape = job.shape
     nodes, per_node = plan_launch(plan, job)
     lines = ["#!/usr/bin/env bash", *header(plan, job, "#"), "set -euo pipefail", ""]
@@ -46,7 +51,8 @@ def write(stated: Stated, split: MegatronSplit) -> dict[str, str]:
         f"--tensor-model-parallel-size {plan.tp}",
         f"--pipeline-model-parallel-size {plan.pp}",
         *([f"--context-parallel-size {plan.cp}"] if plan.cp > 1 else []),
-        *_split_args(split),
+        # the layout states the virtual stages too (validate_args derives them from it)
+        *(_split_args(split) if split is not None else [f"{KNOB} '{placed.layout}'"]),
     ]
     if shape is not None:
         args += [
@@ -57,6 +63,8 @@ def write(stated: Stated, split: MegatronSplit) -> dict[str, str]:
             f"--seq-length {shape.seq_len}",
             f"--max-position-embeddings {shape.seq_len}",
         ]
+        if shape.mtp_layers:
+            args.append(f"--mtp-num-layers {shape.mtp_layers}")
         if shape.kv_heads != shape.heads:
             args += ["--group-query-attention", f"--num-query-groups {shape.kv_heads}"]
         if shape.gated_mlp:
@@ -65,7 +73,8 @@ def write(stated: Stated, split: MegatronSplit) -> dict[str, str]:
     else:  # a comment inside the continued command would end it: say it above
         lines.append("# the profile names no model shape: add --hidden-size, "
                      "--num-attention-heads etc. for your model")
-        args.append(f"--num-layers {split.num_layers}")
+        blocks = sum(1 for n in job.layer_names[1:-1] if not n.startswith("mtp"))
+        args.append(f"--num-layers {blocks}")
     args += [
         f"--micro-batch-size {plan.micro_batch_size}",
         f"--global-batch-size {job.global_batch}",
@@ -73,7 +82,10 @@ def write(stated: Stated, split: MegatronSplit) -> dict[str, str]:
     ]
     if plan.sharding is Sharding.ZERO1:
         args.append("--use-distributed-optimizer")
-    if plan.recompute is Recompute.FULL:
+    if plan.recompute is Recompute.FULL and placed.block_layers is not None:
+        args += ["--recompute-granularity full", "--recompute-method block",
+                 f"--recompute-num-layers {placed.block_layers}"]
+    elif plan.recompute is Recompute.FULL:
         args += ["--recompute-granularity full", "--recompute-method uniform",
                  "--recompute-num-layers 1"]
     if plan.tp > 1 and job.sequence_parallel:

@@ -35,6 +35,8 @@ def write(stated: Stated) -> dict[str, str]:
         f"sharded_optimizer: {'true' if plan.sharding is Sharding.ZERO1 else 'false'}",
         f"sharding: {plan.sharding.value}",
         f"recompute: {plan.recompute.value}",
+        *([f"recompute_layers_per_stage: [{', '.join(map(str, plan.recompute_layers))}]"]
+          if plan.recompute_layers is not None else []),
         *([f"recompute_every: {job.request.recompute_every}"]
           if plan.recompute is Recompute.SELECTIVE and job.request.recompute_every else []),
         f"rank_order: {plan.rank_order.value}",

@@ -8,7 +8,9 @@ expressible there (InterleavedZeroBubble needs two), nor DeepSeek's
 bidirectional DualPipe (torch has none): its closest plans are DualPipeV and
 ZBV on the same ranks (2 x pp stages, split evenly) and 1F1B over its pp chunks.
 Its attention is a fused kernel (SDPA or flex attention) and its tensor
-parallelism shards the sequence too; its files state FSDP or no sharding.
+parallelism shards the sequence too; its files state FSDP or no sharding,
+and one activation checkpointing for every block (full, or selective: every
+Nth block or per op), never a count per stage.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
         notes=notes,
         runs="flash attention (SDPA) and sequence parallelism with tensor parallelism")
     plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=STATEABLE, notes=notes)
+    plan, same = ex.uniform_recompute(job, plan, name=NAME, notes=notes,
+                                      knob="[activation_checkpoint] mode, applied to every block")
+    exact = exact and same
     chosen = plan
     few = plan.schedule is Schedule.ONE_F_ONE_B and plan.num_microbatches < plan.pp
     if plan.schedule is Schedule.DUALPIPE:

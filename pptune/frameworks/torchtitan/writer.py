@@ -2,9 +2,11 @@
 
 It states the model flavor, the batch, the activation checkpointing (always:
 torchtitan defaults to selective), the data-parallel replicate and shard
-degrees, tensor and pipeline degrees, the schedule and each stage's modules
-(``module_fqns_per_model_part``; the LM head is ``output`` there, ``lm_head``
-from 0.3.0). The node shape is only in the launch comment: a job file does
+degrees, tensor and pipeline degrees, the schedule and the split: through
+the options torchtitan builds it from when they can (``placement.py``:
+``pipeline_parallel_layers_per_stage``, the first/last-stage "less layers"),
+else each stage's modules (``module_fqns_per_model_part``; the LM head is
+``output`` there, ``lm_head`` from 0.3.0). The node shape is only in the launch comment: a job file does
 not carry it.
 """
 
@@ -19,6 +21,7 @@ from pptune.frameworks.common.adapter import Stated
 from pptune.frameworks.common.versions import Versions
 from pptune.frameworks.common.writing import header, plan_launch
 from pptune.frameworks.torchtitan.fqns import TOML_RELEASE, TORCHTITAN, head
+from pptune.frameworks.torchtitan.placement import stage_options
 from pptune.frameworks.torchtitan.reader import FLAVORS
 
 FILE = "torchtitan.toml"
@@ -95,7 +98,13 @@ def write(stated: Stated) -> dict[str, str]:
         f'pipeline_parallel_schedule = "{SCHEDULES[plan.schedule]}"',
         *_ep_overlap(plan),
         f"pipeline_parallel_microbatch_size = {plan.micro_batch_size}",
-        "module_fqns_per_model_part = [",
     ]
-    lines += [f"    {json.dumps(part)}," for part in names] + ["]", ""]
+    # the options need the model's layer count, which a reader knows only for the
+    # flavors torchtitan ships (a custom TrainSpec's count is not in the file)
+    built = stage_options(plan) if plan.pp > 1 and flavor[1] != "custom" else None
+    if built is not None:  # torchtitan builds this split itself (placement.py)
+        lines += [*built, ""]
+    else:
+        lines += ["module_fqns_per_model_part = [",
+                  *(f"    {json.dumps(part)}," for part in names), "]", ""]
     return {FILE: "\n".join(lines)}

@@ -1,0 +1,186 @@
+"""Recomputation per stage: the memory-bound stages recompute, the others do not.
+
+Full recomputation of every block (``Recompute.FULL``) is priced by the
+busiest stage only where memory binds: under 1F1B stage s holds
+``min(m, p - s)`` micro-batches' activations, so the first stages need
+recomputation long before the last ones do. ``fit_stage_recompute`` starts
+from a plan that fits with every block recomputed and gives each stage the
+fewest recomputed blocks (the first N_k of stage k, Megatron-LM's block
+method with a count per stage) with which every pipeline rank still fits:
+each recomputed block keeps only its input instead of its saved tensors and
+runs its forward again before its backward (memory.with_layers_recomputed),
+so fewer recomputed blocks are never slower. A rank's peak depends only on
+its own stages' activations in the schedule's op order (simulate.py), so
+the ranks are fitted independently: an over-full rank adds blocks on its
+stage with the most micro-batches in flight (an estimate from the blocks'
+savings, then its peak counted again until it fits), and a last pass takes
+back a block wherever the rank still fits without it. The peaks are counted
+on the op order alone (``activation_peaks``); the fitted plan is simulated.
+
+The split stays the one found for full recomputation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from pptune.costmodel.evaluate import Plan, PlanRequest, evaluate
+from pptune.costmodel.memory import (
+    Recompute,
+    recomputed_layers,
+    recomputed_per_stage,
+    stage_recomputed_layers,
+)
+from pptune.costmodel.partition import stage_bounds
+from pptune.costmodel.schedule_ops import RAW_F, RAW_FB
+from pptune.costmodel.schedules import (
+    Schedule,
+    inflight_saturation,
+    peak_inflight_per_stage,
+    raw_orders,
+    releases,
+    stage_device,
+)
+from pptune.costmodel.table import CostTable
+
+
+def stage_blocks(names: list[str] | tuple[str, ...], stage_layers: list[int] | tuple[int, ...]
+                 ) -> list[int]:
+    """Transformer blocks per stage (what full recomputation reruns)."""
+    return recomputed_per_stage(names, stage_layers, recomputed_layers(names, Recompute.FULL))
+
+
+def fit_stage_recompute(table: CostTable, req: PlanRequest, plan: Plan,
+                        limit_s: float = math.inf) -> tuple[Plan, int]:
+    """(the plan with the fewest recomputed blocks per stage that fits, simulations run).
+
+    ``plan`` recomputes every block and fits; it comes back unchanged (dualpipe's
+    too, whose chunks each run on two ranks) when every
+    block is needed, with ``recompute`` none when no stage needs any, and unchanged
+    when the fitted plan is not faster than ``limit_s`` (a search's cut-off). The counts are fitted on each rank's
+    activation peak in the schedule's op order (``activation_peaks``: the
+    simulator's own accounting, without its timing); the result is simulated."""
+    if plan.recompute is not Recompute.FULL or plan.recompute_layers is not None:
+        return plan, 0
+    if plan.schedule is Schedule.DUALPIPE:
+        # each chunk runs on two ranks (schedules.stage_chunk_map): one count per chunk
+        # would bind both copies; the fit below walks one stage per chunk
+        return plan, 0
+    names, split = list(table.names), list(plan.stage_layers)
+    blocks = stage_blocks(names, split)
+    inflight = peak_inflight_per_stage(plan.schedule, plan.pp, plan.num_microbatches,
+                                       plan.virtual_stages)
+    saving = _savings(table, plan.micro_batch_size, split)
+    cap = table.memory_bytes
+    # what a rank holds besides activations does not depend on recomputation
+    base = [mem.total_bytes - mem.activation_bytes for mem in plan.memory]
+    c = table.by_mb[plan.micro_batch_size]
+
+    def peaks(counts: list[int]) -> list[float]:
+        redo = set(stage_recomputed_layers(names, split, counts))
+        act = [sum(min(c.act_bytes[i], c.out_bytes[i - 1] if i else 0.0) if i in redo
+                   else c.act_bytes[i] for i in range(s, e)) for s, e in stage_bounds(split)]
+        held = activation_peaks(plan.schedule, plan.pp, plan.num_microbatches,
+                                plan.virtual_stages, act)
+        return [b + a for b, a in zip(base, held, strict=True)]
+
+    counts = [0] * len(split)
+    for _ in range(sum(blocks) + 1):
+        over = [(d, peak - cap) for d, peak in enumerate(peaks(counts)) if peak > cap]
+        if not over:
+            break
+        if not _grow(plan, counts, blocks, inflight, saving, over):
+            return plan, 0
+    else:
+        return plan, 0
+    _trim(cap, plan, counts, inflight, saving, peaks)
+    if counts == blocks:
+        return plan, 0
+    fitted = evaluate(table, req, replace(plan.spec, recompute_layers=tuple(counts)))
+    if max(fitted.peak_memory_bytes) > cap:  # the walk and the simulator disagree: keep full
+        return plan, 1
+    if fitted.step_time_s >= limit_s:  # not among the search's best: no need to list it
+        return plan, 1
+    if not any(counts):
+        return replace(fitted, recompute=Recompute.NONE, recompute_layers=None), 1
+    return fitted, 1
+
+
+def activation_peaks(schedule: Schedule, p: int, m: int, v: int,
+                     act_bytes: Sequence[float]) -> list[float]:
+    """Each rank's most activation bytes held at once: a micro-batch's ``act_bytes[k]``
+    on stage k from its F until its backward frees it, in the schedule's op order
+    (as simulate.py counts them; timing cannot change the order). Past
+    ``inflight_saturation`` micro-batches only GPipe holds more."""
+    held_m = m if schedule is Schedule.GPIPE else min(m, inflight_saturation(p, v))
+    out = []
+    for ops in raw_orders(schedule, p, held_m, v):
+        now = peak = 0.0
+        for op in ops:
+            kind, stage = op[0], op[2]
+            if kind in (RAW_F, RAW_FB):  # a pair's forward counts before its backward frees
+                now += act_bytes[stage]
+                peak = max(peak, now)
+            if kind == RAW_FB:
+                now -= act_bytes[op[4]]
+            elif releases(schedule, kind):
+                now -= act_bytes[stage]
+        out.append(peak)
+    return out
+
+
+def _savings(table: CostTable, b: int, split: list[int]) -> list[list[float]]:
+    """Per stage, the bytes each of its blocks stops holding per micro-batch when
+    recomputed (its saved tensors less its input), in block order."""
+    c = table.by_mb[b]
+    out = []
+    for s, e in stage_bounds(split):
+        out.append([max(0.0, c.act_bytes[i] - (c.out_bytes[i - 1] if i else 0.0))
+                    for i in range(s, e) if table.names[i].startswith("block")])
+    return out
+
+
+def _trim(cap: float, plan: Plan, counts: list[int], inflight: list[int],
+          saving: list[list[float]], peaks: Callable[[list[int]], list[float]]) -> None:
+    """Drop recomputed blocks wherever the rank still fits without them (the estimate
+    in ``_grow`` can overshoot where a rank holds several stages)."""
+    for k in range(len(counts)):
+        d = stage_device(plan.schedule, plan.pp, k)
+        while counts[k]:
+            counts[k] -= 1
+            if peaks(counts)[d] > cap:
+                counts[k] += 1
+                break
+
+
+def _grow(plan: Plan, counts: list[int], blocks: list[int], inflight: list[int],
+          saving: list[list[float]], over: list[tuple[int, float]]) -> bool:
+    """Add recomputed blocks on each over-full rank; False when none can be added."""
+    grew = False
+    for d, excess in over:
+        mine = [k for k in range(len(counts)) if stage_device(plan.schedule, plan.pp, k) == d
+                and counts[k] < blocks[k]]
+        if not mine:
+            continue
+        k = max(mine, key=lambda j: (inflight[j], -j))
+        need, freed = 0, 0.0
+        for step in saving[k][counts[k]:]:
+            need += 1
+            freed += inflight[k] * step
+            if freed >= excess:
+                break
+        counts[k] += max(1, min(need, blocks[k] - counts[k]))
+        grew = True
+    return grew
+
+
+def summary_blocks(table: CostTable, plan: Plan, every: int | None) -> list[int]:
+    """Blocks recomputed in full on each stage of ``plan`` (its per-stage counts, or what
+    its uniform choice recomputes)."""
+    if plan.recompute_layers is not None:
+        return list(plan.recompute_layers)
+    layers = recomputed_layers(table.names, plan.recompute, every)
+    return recomputed_per_stage(table.names, plan.stage_layers, layers)
+

@@ -1,0 +1,126 @@
+"""Splits and recomputation per stage through every framework's file and back:
+emit -> check-config gives the same split, the same blocks recomputed per stage
+and the same prediction."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pptune.cli.app import app
+from pptune.costmodel.layout_grammar import parse_layout
+from pptune.frameworks.megatron.layout import layout_stages, plan_layout
+from pptune.plan.emit import Framework, emit, write
+from pptune.plan.recommend import RecommendSpec, recommend
+
+runner = CliRunner()
+FILES = {Framework.MEGATRON: "pretrain_megatron.sh", Framework.TORCHTITAN: "torchtitan.toml",
+         Framework.PPTUNE: "pptune.yaml", Framework.DEEPSPEED: "ds_config.json"}
+
+
+def round_trip(spec: RecommendSpec, framework: Framework, tmp_path: Path,
+               *flags: str) -> tuple[object, dict, str]:
+    run = recommend(spec)
+    out = emit(framework, run)
+    write(out, tmp_path)
+    name = FILES[framework]
+    r = runner.invoke(app, ["check-config", str(tmp_path / name), "--output", "json",
+                            "--no-compare", *flags])
+    assert r.exit_code == 0, r.stdout + r.stderr
+    return out, json.loads(r.stdout), out.files[name]
+
+
+def same_prediction(out: object, doc: dict) -> None:
+    plan = out.plan  # type: ignore[attr-defined]
+    assert doc["derived"]["stage_layers"] == plan.stage_layers
+    assert doc["derived"]["step_time_s"] == pytest.approx(plan.step_time_s, rel=1e-9)
+    assert doc["derived"]["peak_memory_bytes"] == pytest.approx(plan.peak_memory_bytes, rel=1e-9)
+
+
+INTERLEAVED = RecommendSpec.of(gpus=8, model="gpt3-1.3b", gpu="a100-80gb", pp=[2],
+                               schedules=["interleaved-1f1b"], global_batch=32,
+                               micro_batch_sizes=[1], top=1)
+UNEVEN = RecommendSpec.of(gpus=4, model="gpt-small", gpu="h100-sxm", pp=[4],
+                          schedules=["1f1b"], global_batch=8, top=1)
+
+
+@pytest.mark.parametrize("spec", [INTERLEAVED, UNEVEN], ids=["interleaved", "uneven-1f1b"])
+def test_megatron_states_an_uneven_split_as_a_layout(spec: RecommendSpec, tmp_path: Path) -> None:
+    model = ["--model", spec.costs.model or "", "--gpu", spec.costs.gpu or ""]
+    out, doc, text = round_trip(spec, Framework.MEGATRON, tmp_path, *model)
+    assert out.exact, out.notes  # type: ignore[attr-defined]
+    assert "--pipeline-model-parallel-layout '" in text
+    assert "--decoder-first-pipeline-num-layers" not in text
+    assert "--num-virtual-stages-per-pipeline-rank" not in text  # the layout states them
+    same_prediction(out, doc)
+    assert doc["config"]["virtual_stages"] == out.plan.virtual_stages  # type: ignore[attr-defined]
+
+
+def test_torchtitan_states_a_split_it_builds_through_its_options(tmp_path: Path) -> None:
+    """llama3-8b (a flavor torchtitan ships), pp 4, 8 micro-batches: blocks 7,9,9,7 are
+    generate_llm_fqn_per_model_part's split with the embedding counted as 2 layers."""
+    spec = RecommendSpec.of(gpus=4, pp=[4], schedules=["1f1b"], global_batch=8,
+                            recompute="none", sharding="none", top=1)
+    out, doc, text = round_trip(spec, Framework.TORCHTITAN, tmp_path, "--gpu", "h100-sxm")
+    assert "module_fqns_per_model_part" not in text
+    assert "pipeline_parallel_first_stage_less_layers = 2" in text
+    same_prediction(out, doc)
+    # a model torchtitan has no flavor for: the reader cannot know its layer count,
+    # so each stage's modules are written
+    out, doc, text = round_trip(UNEVEN, Framework.TORCHTITAN, tmp_path / "small",
+                                "--model", "gpt-small", "--gpu", "h100-sxm")
+    assert "module_fqns_per_model_part" in text
+    same_prediction(out, doc)
+    # a split generate_llm_fqn_per_model_part does not build: each stage's modules
+    out, doc, text = round_trip(INTERLEAVED, Framework.TORCHTITAN, tmp_path / "b",
+                                "--model", "gpt3-1.3b", "--gpu", "a100-80gb")
+    assert "module_fqns_per_model_part" in text
+    same_prediction(out, doc)
+
+
+PER_STAGE = RecommendSpec.of(gpus=4, pp=[4], schedules=["1f1b"], sharding="none", top=1)
+
+
+def test_recomputation_per_stage_round_trips(tmp_path: Path) -> None:
+    """llama3-8b on 4 H100, pp 4: only the first stage recomputes (it holds 4 micro-
+    batches); pptune's file states the counts, Megatron-LM's block method one N for
+    every stage (the plan's largest), DeepSpeed and torchtitan every block."""
+    run = recommend(PER_STAGE)
+    plan = run.result.plans[0]
+    assert plan.recompute_layers is not None and plan.recompute_layers[-1] == 0
+    counts = list(plan.recompute_layers)
+    flags = {Framework.MEGATRON: ["--model", "llama3-8b", "--gpu", "h100-sxm"],
+             Framework.TORCHTITAN: ["--gpu", "h100-sxm"], Framework.PPTUNE: [],
+             Framework.DEEPSPEED: ["--gpus", "4", "--model", "llama3-8b", "--gpu", "h100-sxm"]}
+    for framework, extra in flags.items():
+        folder = tmp_path / framework.value
+        out, doc, text = round_trip(PER_STAGE, framework, folder, *extra)
+        emitted = out.plan  # type: ignore[attr-defined]
+        derived = doc["derived"]["recompute_layers_per_stage"]
+        assert doc["derived"]["step_time_s"] == pytest.approx(emitted.step_time_s, rel=1e-9)
+        if framework is Framework.PPTUNE:
+            assert out.exact and derived == counts  # type: ignore[attr-defined]
+        elif framework is Framework.MEGATRON:
+            n = max(counts)
+            assert f"--recompute-method block \\\n    --recompute-num-layers {n}" in text
+            assert derived == [min(n, b - (k == 0) - (k == 3))
+                               for k, b in enumerate(emitted.stage_layers)]
+        else:
+            assert derived == [b - (k == 0) - (k == 3) for k, b in enumerate(emitted.stage_layers)]
+            assert any("one recomputation for every layer" in n for n in out.notes)  # type: ignore[attr-defined]
+
+
+def test_mtp_layers_are_placed_where_megatron_core_builds_them() -> None:
+    names = ["embedding", "block0", "block1", "block2", "mtp0", "head"]
+    assert layout_stages(names, [2, 2, 2]) == parse_layout("Et|tt|mL", 3).stages
+    assert plan_layout(names, [2, 2, 2], 3) == "Et|tt|mL"
+    assert plan_layout(names, [2, 3, 1], 3) == "Et|ttm|L"  # mtp_standalone: allowed
+    # MTP layers split over two stages: megatron-core refuses, no layout
+    two = ["embedding", "block0", "block1", "mtp0", "mtp1", "head"]
+    assert plan_layout(two, [2, 2, 2], 3) is None
+    # interleaved (pp 2, 2 chunks): rank 0's last chunk may hold it, rank 1's first not
+    assert plan_layout(names, [2, 1, 2, 1], 2) == "Et|t|tm|L"
+    assert plan_layout(names, [2, 3, 0, 1], 2) is None

@@ -1,0 +1,141 @@
+"""Recomputation per stage: the counts the fitter chooses (hand-derived), the
+per-stage table, the activation walk against the simulator, and the search."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from pptune.costmodel.comm import AllReduceLink
+from pptune.costmodel.evaluate import PlanRequest, PlanSpec, evaluate, stage_layout
+from pptune.costmodel.memory import (
+    Recompute,
+    recomputed_per_stage,
+    stage_recomputed_layers,
+    with_recompute,
+)
+from pptune.costmodel.schedules import Schedule
+from pptune.costmodel.search import search
+from pptune.costmodel.simulate import Link, simulate
+from pptune.costmodel.stage_recompute import (
+    activation_peaks,
+    fit_stage_recompute,
+    stage_blocks,
+    summary_blocks,
+)
+from pptune.costmodel.table import CostTable, LayerCosts
+
+SPLIT = (3, 2, 2, 3)  # embedding + 2 blocks, 2, 2, 2 blocks + head
+
+
+def _table(memory: float, n_blocks: int = 8) -> CostTable:
+    """Every layer: F 1 s, B 2 s, 100 activation bytes, 5 output bytes, 1 parameter."""
+    names = ["embedding", *[f"block{i}" for i in range(n_blocks)], "head"]
+    n = len(names)
+    costs = LayerCosts([1.0] * n, [2.0] * n, [0.0] * n, [100.0] * n, [5.0] * n)
+    return CostTable(names, [2.0] * n, 2, {1: costs}, 128, memory,
+                     Link(0.0), Link(0.0), AllReduceLink(0.0, 1e9), AllReduceLink(0.0, 1e9))
+
+
+REQ = PlanRequest(gpus=4, global_batch=8, reserve_bytes=0.0)
+
+
+def _full(table: CostTable, split: tuple[int, ...] = SPLIT) -> object:
+    return evaluate(table, REQ, PlanSpec(Schedule.ONE_F_ONE_B, 4, 1, 8, split,
+                                         recompute=Recompute.FULL))
+
+
+def test_the_first_blocks_of_each_stage_recompute() -> None:
+    names = list(_table(1e9).names)
+    # stage 0 holds layers 0-2 (blocks 1, 2), stage 1 layers 3-4
+    assert stage_recomputed_layers(names, SPLIT, (2, 1, 0, 0)) == [1, 2, 3]
+    assert stage_blocks(names, SPLIT) == [2, 2, 2, 2]
+    assert recomputed_per_stage(names, SPLIT, [1, 2, 3]) == [2, 1, 0, 0]
+    with pytest.raises(ValueError, match="3 recomputed blocks on a stage of 2"):
+        stage_recomputed_layers(names, SPLIT, (3, 0, 0, 0))
+    table = with_recompute(_table(1e9), Recompute.NONE, per_stage=(SPLIT, (2, 1, 0, 0)))
+    c = table.by_mb[1]
+    # recomputed: input (5 bytes) kept, forward (1 s) again in the backward
+    assert list(c.act_bytes) == [100, 5, 5, 5, 100, 100, 100, 100, 100, 100]
+    assert list(c.bwd_s) == [2, 3, 3, 3, 2, 2, 2, 2, 2, 2]
+
+
+def test_only_the_memory_bound_stages_recompute() -> None:
+    # 1F1B pp 4, m 8: stages hold 4, 3, 2, 1 micro-batches. A recomputed block frees
+    # 100 - 5 = 95 bytes per micro-batch. Besides activations: 18 bytes of state per
+    # parameter (one per layer) and a 5-byte p2p buffer per boundary side.
+    #   rank 0: 54 + 5 + 4 x (300 - 95 r) -> r = 2: 499 <= 500 (r = 1: 879)
+    #   rank 1: 36 + 10 + 3 x (200 - 95 r) -> r = 1: 361 (r = 0: 646)
+    #   rank 2: 36 + 10 + 2 x 200 = 446;  rank 3: 54 + 5 + 300 = 359: no recomputation
+    table = _table(500.0)
+    plan, runs = fit_stage_recompute(table, REQ, _full(table))  # type: ignore[arg-type]
+    assert plan.recompute_layers == (2, 1, 0, 0) and plan.recompute is Recompute.FULL
+    assert plan.peak_memory_bytes == [499.0, 361.0, 446.0, 359.0]
+    assert runs == 1  # the counts are fitted on the op order's peaks; one simulation
+    # three blocks recomputed instead of eight: three forwards more than none, five fewer
+    # than full
+    assert plan.step_time_s < _full(table).step_time_s  # type: ignore[attr-defined]
+    assert summary_blocks(table, plan, None) == [2, 1, 0, 0]
+    assert summary_blocks(table, _full(table), None) == [2, 2, 2, 2]  # type: ignore[arg-type]
+
+
+def test_no_stage_needs_it_and_none_fits_either() -> None:
+    table = _table(1e9)
+    plan, _ = fit_stage_recompute(table, REQ, _full(table))  # type: ignore[arg-type]
+    assert (plan.recompute, plan.recompute_layers) == (Recompute.NONE, None)
+
+
+def test_a_plan_slower_than_the_cut_off_is_left_as_it_is() -> None:
+    table = _table(500.0)
+    full = _full(table)
+    plan, runs = fit_stage_recompute(table, REQ, full, limit_s=1.0)  # type: ignore[arg-type]
+    assert plan is full and runs == 1
+
+
+def test_a_dualpipe_plan_is_left_as_it_is() -> None:
+    """dualpipe's chunks each run on two ranks (stage_chunk_map): not fitted per stage."""
+    table = _table(500.0)
+    full = evaluate(table, REQ, PlanSpec(Schedule.DUALPIPE, 4, 1, 8, SPLIT,
+                                         recompute=Recompute.FULL))
+    plan, runs = fit_stage_recompute(table, REQ, full)
+    assert plan is full and runs == 0
+
+
+@pytest.mark.parametrize(("schedule", "v", "split"), [
+    (Schedule.GPIPE, 1, (3, 2, 2, 3)),
+    (Schedule.ONE_F_ONE_B, 1, (3, 2, 2, 3)),
+    (Schedule.ZB_H1, 1, (2, 3, 3, 2)),
+    (Schedule.INTERLEAVED, 2, (2, 1, 1, 1, 1, 1, 1, 2)),
+    (Schedule.ZBV, 2, (1, 2, 1, 1, 1, 1, 1, 2)),
+])
+@pytest.mark.parametrize("m", [4, 8, 20])
+def test_the_activation_walk_is_the_simulators(schedule: Schedule, v: int,
+                                               split: tuple[int, ...], m: int) -> None:
+    table = _table(1e9)
+    spec = PlanSpec(schedule, 4, 1, m, split, v, recompute=Recompute.FULL,
+                    recompute_layers=tuple(min(1, b) for b in stage_blocks(table.names, split)))
+    stages = stage_layout(table, REQ, spec).stages
+    sim = simulate(schedule, 4, m, stages, v=v, keep_events=False)
+    walk = activation_peaks(schedule, 4, m, v, [s.act_bytes for s in stages])
+    assert walk == [d.peak_activation_bytes for d in sim.devices]
+
+
+@pytest.mark.parametrize("m", [8, 12, 20])  # DualPipeV needs m >= its 2 x pp stages
+def test_the_activation_walk_is_the_simulators_under_dualpipev(m: int) -> None:
+    """Its F&B pairs: a pair's forward counts before its backward frees."""
+    test_the_activation_walk_is_the_simulators(Schedule.DUALPIPEV, 2, (1, 2, 1, 1, 1, 1, 1, 2), m)
+
+
+def test_the_search_recomputes_where_memory_binds() -> None:
+    table = _table(500.0)
+    req = replace(REQ, pp=[4], schedules=(Schedule.ONE_F_ONE_B,), micro_batch_sizes=(1,),
+                  recomputes=(Recompute.NONE, Recompute.FULL), top=1)
+    best = search(table, req).plans[0]
+    assert best.recompute_layers is not None and 0 < sum(best.recompute_layers) < 8
+    assert max(best.peak_memory_bytes) <= 500.0
+    uniform = evaluate(table, req, replace(best.spec, recompute_layers=None))
+    assert best.step_time_s < uniform.step_time_s
+    # full recomputation alone asked for: every block recomputes, as asked
+    only_full = search(table, replace(req, recomputes=(Recompute.FULL,))).plans[0]
+    assert only_full.recompute_layers is None and only_full.recompute is Recompute.FULL
