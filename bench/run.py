@@ -255,8 +255,14 @@ def main() -> None:
     bench_published_memory()
     bench_baselines()
     bench_planner_speed(repeats)
-    from bench import (calibrate, published, published_gemm, published_modern, published_moe,
-                       stage_recompute)
+    from bench import (
+        calibrate,
+        published,
+        published_gemm,
+        published_modern,
+        published_moe,
+        stage_recompute,
+    )
 
     write_result("published", published.main())
     write_result("published_gemm", published_gemm.main())
