@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pptune.check.experts import placement, stated_shape
 from pptune.costmodel import presets
 from pptune.costmodel.ops import Attention
 from pptune.costmodel.presets import ModelShape
@@ -51,8 +52,13 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions,
                 add("tp-heads", "error",
                     f"tp {cfg.tp} does not divide the {shape.heads} attention heads", tp=cfg.tp)
                 return None, "none"
+        experts = None
+        if shape is not None and shape.moe:
+            experts = placement(cfg)
+            if shape.experts % cfg.ep or shape.expert_ffn % cfg.etp:
+                experts = None  # an error finding says why (check.experts); priced at ep 1
         found = find(opts, Mode.CHECK, sizes=sizes, table_tp=cfg.tp * cfg.cp, profile=profile,
-                     shape=shape)
+                     shape=shape, experts=experts)
     except PptuneError as exc:
         add("costs-unavailable", "error", f"cannot build costs: {exc}")
         return None, "none"
@@ -63,8 +69,25 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions,
             "checked; pass --model or --profile")
         return None, "none"
     if found.measured:  # "profile PATH (probe)": check-config names the file alone
+        if cfg.ep > 1 or cfg.etp > 1:
+            add("moe-measured-local", "warning",
+                f"ep {cfg.ep} / etp {cfg.etp}: the profile measured every expert on one rank; "
+                "its costs are used as measured, without the all-to-all or the expert split "
+                "(use analytic costs, --model or the config's sizes, to price them)",
+                ep=cfg.ep, etp=cfg.etp)
         return found.table, found.origin.rsplit(" (", 1)[0]
     return found.table, f"{found.origin}, {attention.value} attention"
+
+
+def model_of(cfg: TrainingConfig, base_dir: Path, flags: CostOptions) -> ModelShape | None:
+    """The model check-config prices for ``cfg`` (None: a profile's, or none; a bad
+    model is reported when the costs are built)."""
+    if flags.profile or cfg.profile:
+        return None
+    try:
+        return _config_shape(cfg, base_dir, flags.model, lambda *_a, **_k: None)
+    except PptuneError:
+        return None
 
 
 def _config_shape(cfg: TrainingConfig, base_dir: Path, model: str | None,
@@ -83,6 +106,8 @@ def _config_shape(cfg: TrainingConfig, base_dir: Path, model: str | None,
         shape = from_sizes(cfg.num_layers, cfg.hidden_size, cfg.num_heads, cfg.seq_len,
                            kv_heads=cfg.num_kv_heads, ffn=cfg.ffn_hidden_size,
                            vocab=cfg.vocab_size, gated=cfg.gated_mlp)
+    if shape is not None:
+        shape = stated_shape(cfg, shape)
     if shape is not None and cfg.num_layers is not None and cfg.num_layers != shape.num_blocks:
         add("layers-from-config", "info",
             f"using the config's {cfg.num_layers} layers instead of {shape.num_blocks}")

@@ -18,12 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pptune.check.costs import costs
+from pptune.check.costs import costs, model_of
+from pptune.check.experts import cost_key, expert_rules
 from pptune.check.framework import config_rules, framework_split, microbatch_rules
+from pptune.costmodel.layout import LayoutError
 from pptune.costmodel.partition import add_ends, even_split, strip_ends
 from pptune.costmodel.schedules import Schedule, ScheduleError, chunks_per_device
 from pptune.costmodel.search import (
     MAX_SIMULATED_OPS,
+    CostKey,
     CostTable,
     Plan,
     PlanRequest,
@@ -188,6 +191,8 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
         add("virtual-stages-ignored", "error",
             f"{schedule.value} runs one chunk per device but virtual stages is {v}; "
             "use interleaved-1f1b or set virtual stages to 1", virtual_stages=v)
+    shape = model_of(cfg, base_dir, opts.costs)
+    expert_rules(cfg, dp, add, shape)
     config_rules(cfg, sem, add)
 
     report = CheckReport(out, derived={"dp": dp, "grad_accum_steps": ga, "microbatches": m})
@@ -200,7 +205,7 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
                 "memory, bubble and step time not predicted until the errors above are fixed")
         return report
     _predict(cfg, table, opts, report, add, dp=dp, m=m, schedule=schedule, chunks=chunks,
-             sem=sem)
+             key=cost_key(cfg, shape))
     return report
 
 
@@ -216,26 +221,35 @@ def config_sharding(cfg: TrainingConfig) -> Sharding:
     return Sharding.ZERO1 if cfg.sharded_optimizer else Sharding.NONE
 
 
+def mtp_count(table: CostTable) -> int:
+    """Multi-token-prediction modules among the table's layers (before the head)."""
+    return sum(1 for name in table.names if name.startswith("mtp"))
+
+
 def _split(cfg: TrainingConfig, table: CostTable, n_stages: int) -> list[int]:
     """Blocks per stage (stated, the framework's own such as DeepSpeed's partition_method,
-    or even), plus the embedding on the first stage and the head on the last."""
-    n_layers = len(table.names)
-    if cfg.stage_layers is None:
+    or even), plus the embedding on the first stage and the head on the last, with the
+    MTP modules before it (megatron-core builds them on the last pipeline stage:
+    multi_token_prediction.py ``get_mtp_num_layers_to_build``)."""
+    n_layers, mtp = len(table.names), mtp_count(table)
+    if cfg.stage_layers is None and not mtp:
         params = [b / table.param_dtype_bytes for b in table.param_bytes]
         split = framework_split(cfg, params, n_stages)
         if split is not None:
             return split
-    blocks = n_layers - 2
-    return add_ends(cfg.stage_layers if cfg.stage_layers else even_split(blocks, n_stages))
+    blocks = n_layers - 2 - mtp
+    split = add_ends(cfg.stage_layers if cfg.stage_layers else even_split(blocks, n_stages))
+    split[-1] += mtp
+    return split
 
 
 def _predict(
     cfg: TrainingConfig, table: CostTable, opts: CheckOptions, report: CheckReport, add: Any,
-    *, dp: int, m: int, schedule: Schedule, chunks: int, sem: Semantics,
+    *, dp: int, m: int, schedule: Schedule, chunks: int, key: CostKey,
 ) -> None:
     p = cfg.pp
     n_stages = p * chunks
-    n_layers = len(table.names)
+    n_layers = len(table.names) - mtp_count(table)
     if n_layers - 2 < n_stages:
         add("too-few-layers", "error",
             f"{n_layers - 2} layers cannot fill {n_stages} stages", stages=n_stages)
@@ -258,15 +272,21 @@ def _predict(
     sharding, recompute = config_sharding(cfg), Recompute(cfg.recompute or "none")
     req = PlanRequest(
         gpus=gpus, global_batch=global_batch, tp=cfg.tp, gpus_per_node=cfg.gpus_per_node,
+        cost_keys=(key,),
         shardings=(sharding,), recomputes=(recompute,), recompute_every=cfg.recompute_every,
         fsdp_reshard_after_forward=cfg.fsdp_reshard_after_forward,
         reserve_bytes=2 * GIB, micro_batch_sizes=(cfg.micro_batch_size,),
     )
     v = cfg.virtual_stages if schedule is Schedule.INTERLEAVED else 1
     spec = PlanSpec(schedule, p, cfg.micro_batch_size, m, tuple(split), v,
-                    RankOrder(cfg.rank_order), sharding, recompute)
+                    RankOrder(cfg.rank_order), sharding, recompute, key)
     try:
         plan = evaluate(table, req, spec)
+    except LayoutError as exc:  # experts with context parallelism folded into the costs
+        add("moe-not-predicted", "warning",
+            f"the expert placement cannot be priced with cp {cfg.cp} folded into the costs "
+            f"({exc}); memory, bubble and step time not predicted", ep=cfg.ep, cp=cfg.cp)
+        return
     except ScheduleError as exc:  # the framework runs it; pptune's simulator cannot
         add("schedule-not-modelled", "warning",
             f"pptune cannot simulate this schedule ({exc}); memory, bubble and step time not "

@@ -120,6 +120,7 @@ def analytic_profile(
         model=ModelInfo(
             name=model, seq_len=shape.seq_len, global_batch=shape.global_batch,
             hidden_size=shape.hidden, num_blocks=shape.num_blocks,
+            experts=shape.experts or None, top_k=shape.top_k if shape.moe else None,
         ),
         device=DeviceInfo(name=gpu, memory_bytes=spec.memory_bytes, peak_flops=spec.peak_flops),
         links=preset_links(spec),

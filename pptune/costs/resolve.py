@@ -45,6 +45,8 @@ from pathlib import Path
 
 from pptune import limits
 from pptune.costmodel import presets
+from pptune.costmodel.analytic import model_params
+from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.search import CostTable
 from pptune.costs.modelspec import read_hf_config, with_seq_len
@@ -92,10 +94,12 @@ class Costs:
 
     @property
     def model_flops_per_token(self) -> float | None:
-        return model_flops_per_token(self.profile, 1 if self.measured else self.tp_in_costs)
+        return model_flops_per_token(self.profile, 1 if self.measured else self.tp_in_costs,
+                                     None if self.measured else self.shape)
 
 
-def model_flops_per_token(profile: Profile, tp_in_costs: int = 1) -> float | None:
+def model_flops_per_token(profile: Profile, tp_in_costs: int = 1,
+                          shape: ModelShape | None = None) -> float | None:
     """Training FLOPs per token of the model (forward + backward, no recomputation).
 
     6 x N for the weight matmuls (2 forward, 4 backward; Kaplan et al. 2020,
@@ -105,9 +109,22 @@ def model_flops_per_token(profile: Profile, tp_in_costs: int = 1) -> float | Non
     the analytic cost model counts it, so 6 x L x h x s. N counts every
     parameter but the embedding table's (a lookup, no matmul); the LM head is
     counted. None when the profile has no parameters.
+
+    A mixture of experts counts its active parameters: a token passes through
+    top_k of the E routed experts, so their parameters count top_k / E
+    (analytic.model_params ``active=True`` for a shape; for a profile, its
+    layers' ``expert_param_bytes`` times the model's ``top_k / experts``), as
+    NVIDIA's MoE benchmarks count model FLOPs (dgxc-benchmarking
+    grok1/README_314b.md: 20.6 GFLOP a token for its 2-layer Grok-1 row).
     """
     layers = profile.layers[1:] if profile.layers[0].name == "embedding" else profile.layers
-    params = sum(layer.param_bytes for layer in layers) / profile.param_dtype_bytes * tp_in_costs
+    if shape is not None and shape.moe:
+        params = model_params(shape, active=True) - shape.vocab * shape.hidden
+    else:
+        info = profile.model
+        idle = 1 - info.top_k / info.experts if info.experts and info.top_k else 0.0
+        params = sum(layer.param_bytes - idle * layer.expert_param_bytes
+                     for layer in layers) / profile.param_dtype_bytes * tp_in_costs
     if params <= 0:
         return None
     m = profile.model
@@ -156,9 +173,10 @@ def resolve(opts: CostOptions, *, sizes: tuple[int, ...] | None = None, cwd: Pat
 def find(opts: CostOptions, mode: Mode = Mode.PLAN, *, sizes: tuple[int, ...] | None = None,
          cwd: Path | None = None, table_tp: int | None = None,
          profile: Profile | Path | None = None, shape: ModelShape | None = None,
-         names_model: bool = False) -> Costs | None:
+         names_model: bool = False, experts: ExpertParallel | None = None) -> Costs | None:
     """Rows 1-3 of the table; None when none applies. ``shape``: a model the caller
-    built (check-config: from the config's layer sizes), which names the model."""
+    built (check-config: from the config's layer sizes), which names the model;
+    ``experts``: how its MoE layers are placed (check-config: the config's ep, etp)."""
     problems = check_options(opts, sizes or ())
     if problems:
         raise BadInput("; ".join(problems))
@@ -174,7 +192,7 @@ def find(opts: CostOptions, mode: Mode = Mode.PLAN, *, sizes: tuple[int, ...] | 
     analytic = {Mode.PLAN: model_named or opts.gpu is not None, Mode.CHECK: model_named,
                 Mode.RUN: opts.gpu is not None}[mode]
     if analytic:
-        return _analytic(opts, shape, sizes, table_tp, default=False)
+        return _analytic(opts, shape, sizes, table_tp, default=False, experts=experts)
     local = (cwd or Path.cwd()) / DEFAULT_PROFILE_FILE
     if local.is_file() and not (mode is Mode.RUN and (model_named or names_model)):
         where = f"./{DEFAULT_PROFILE_FILE}"
@@ -184,14 +202,16 @@ def find(opts: CostOptions, mode: Mode = Mode.PLAN, *, sizes: tuple[int, ...] | 
 
 
 def _analytic(opts: CostOptions, shape: ModelShape | None, sizes: tuple[int, ...] | None,
-              table_tp: int | None, *, default: bool) -> Costs:
+              table_tp: int | None, *, default: bool,
+              experts: ExpertParallel | None = None) -> Costs:
     notes: list[str] = []
     shape = shape or model_shape(opts, notes)
     gpu = opts.gpu or presets.DEFAULT_GPU
     attention = opts.attention.value if opts.attention is not None else "flash"
     table, prof = analytic_costs(shape, gpu, sizes or DEFAULT_MICRO_BATCH_SIZES, opts.tp,
                                  opts.efficiency, opts.sequence_parallel, table_tp,
-                                 attention=attention, tp_comm_overlap=opts.tp_comm_overlap)
+                                 attention=attention, tp_comm_overlap=opts.tp_comm_overlap,
+                                 experts=experts)
     origin = f"analytic {shape.name} on {gpu}" + (
         " (embedded default: no profile found)" if default else "")
     return Costs(table, prof, origin, measured=False, shape=shape, notes=notes,
@@ -211,14 +231,17 @@ def analytic_costs(
     shape: ModelShape, gpu: str, micro_batch_sizes: tuple[int, ...] | list[int], tp: int = 1,
     efficiency: float | None = None, sequence_parallel: bool = False,
     table_tp: int | None = None, attention: str = "flash", tp_comm_overlap: bool = False,
+    experts: ExpertParallel | None = None,
 ) -> tuple[CostTable, Profile]:
-    """Analytic per-layer costs of ``shape`` on a GPU preset, tensor-parallel ``tp``."""
+    """Analytic per-layer costs of ``shape`` on a GPU preset, tensor-parallel ``tp``
+    (``experts``: the MoE layers' placement, default one rank)."""
     if shape.num_blocks > limits.MAX_LAYERS:
         raise BadInput(f"{shape.name} has {shape.num_blocks:,} layers; pptune plans up to "
                        f"{limits.MAX_LAYERS:,}")
     prof = analytic_profile(shape, gpu, tuple(sorted(set(micro_batch_sizes))), tp=tp,
                             efficiency=efficiency, sequence_parallel=sequence_parallel,
-                            attention=attention, tp_comm_overlap=tp_comm_overlap)
+                            attention=attention, tp_comm_overlap=tp_comm_overlap,
+                            experts=experts)
     return cost_table(prof, tp=table_tp or tp, tp_in_costs=tp), prof
 
 

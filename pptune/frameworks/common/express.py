@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from pptune.costmodel import presets
+from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.partition import strip_ends
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import Plan, RankOrder, Recompute, Sharding, evaluate, search
@@ -81,10 +82,12 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
     if ((job.attention, job.sequence_parallel) == (attention, sequence_parallel)
             or job.shape is None or gpu not in presets.GPUS or job.attention is None):
         return job, plan
+    experts = (ExpertParallel(ep=plan.ep, etp=plan.etp, gpus_per_node=job.request.gpus_per_node)
+               if job.shape.moe else None)  # the plan's expert placement, priced as the search did
     table, _ = analytic_costs(
         job.shape, gpu, sorted(job.table.by_mb), tp=job.request.tp,
         sequence_parallel=sequence_parallel, attention=str(attention),
-        tp_comm_overlap=job.tp_comm_overlap)
+        tp_comm_overlap=job.tp_comm_overlap, experts=experts)
     job = replace(job, table=table)
     plan = evaluate(job.table, job.request, plan.spec)
     notes.append(f"{name} runs {runs}: predicted that way, step {fmt_seconds(plan.step_time_s)}")

@@ -64,4 +64,19 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
                      f"{fmt_seconds(alt.step_time_s)}")
         chosen, exact = alt, False
     ex.unstated_sharding(chosen, name=NAME, unstated=UNSTATED, notes=notes)
+    _experts(chosen, rank)
     return Stated(job, chosen, exact, tuple(notes), method)
+
+
+def _experts(plan: Plan, rank: int) -> None:
+    """What AutoEP refuses (experts.py): expert tensor parallelism, and AutoTP with
+    expert parallelism beside a pipeline."""
+    if plan.ep == 1:
+        return
+    if plan.etp != 1:
+        raise BadInput(f"deepspeed cannot express plan {rank}: etp {plan.etp} (AutoEP's "
+                       "expert_tensor_parallel_size is not supported beyond 1); choose a plan "
+                       "with etp 1 or another framework")
+    if plan.tp > 1 and plan.pp > 1:
+        raise BadInput(f"deepspeed cannot express plan {rank}: AutoEP with AutoTP (tp "
+                       f"{plan.tp}) supports pp 1 only; choose another plan or framework")

@@ -32,15 +32,16 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     if plan.recompute is Recompute.SELECTIVE:
         plan, exact = ex.full_recompute(job, plan, name=NAME, notes=notes), False
     chosen = plan
-    if megatron_split(plan) is None:
+    mtp = sum(1 for name in job.layer_names if name.startswith("mtp"))
+    if megatron_split(plan, mtp) is None:
         why = (f"Megatron-LM has no {plan.schedule.value} schedule"
                if plan.schedule not in (Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED)
                else "megatron-core builds no such split")
-        options = _options(plan, len(job.layer_names) - 2)
+        options = _options(plan, len(job.layer_names) - 2 - mtp, mtp)
         chosen = ex.closest_or_refuse(job, plan, options, name=NAME, rank=rank, why=why,
                                       notes=notes)
         exact = False
-    split = megatron_split(chosen)
+    split = megatron_split(chosen, mtp)
     if split is None:  # every option is a split megatron-core builds
         raise BadInput(f"megatron cannot express plan {rank}")
     ex.unstated_sharding(chosen, name=NAME, unstated=UNSTATED, notes=notes)
@@ -59,11 +60,16 @@ def _candidates(blocks_total: int, p: int, v: int, firsts: list[int],
     return out
 
 
-def megatron_split(plan: Plan) -> MegatronSplit | None:
-    """The Megatron-LM flags whose split (as megatron-core builds it) is the plan's."""
+def megatron_split(plan: Plan, mtp: int = 0) -> MegatronSplit | None:
+    """The Megatron-LM flags whose split (as megatron-core builds it) is the plan's;
+    ``mtp`` multi-token-prediction modules sit on the last stage, where megatron-core
+    builds them (multi_token_prediction.py ``get_mtp_num_layers_to_build``)."""
     if plan.schedule not in (Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED):
         return None
     blocks = strip_ends(plan.stage_layers)
+    blocks[-1] -= mtp
+    if blocks[-1] < 0:
+        return None
     p, v = plan.pp, plan.virtual_stages if plan.schedule is Schedule.INTERLEAVED else 1
     first, last = sum(blocks[0::p]), sum(blocks[p - 1::p])
     for cand in _candidates(sum(blocks), p, v, [first], [last]):
@@ -75,7 +81,7 @@ def megatron_split(plan: Plan) -> MegatronSplit | None:
     return None
 
 
-def _options(plan: Plan, n_blocks: int) -> list[ex.Option]:
+def _options(plan: Plan, n_blocks: int, mtp: int = 0) -> list[ex.Option]:
     """Splits Megatron-LM builds near the plan's first and last ranks (+-6 blocks): with
     the plan's virtual stages when interleaved, and without (1F1B)."""
     p = plan.pp
@@ -90,7 +96,9 @@ def _options(plan: Plan, n_blocks: int) -> list[ex.Option]:
         lasts = sorted({sum(blocks[p - 1::p]) + d for d in near} & set(range(v, n_blocks, v)))
         for cand in _candidates(n_blocks, p, v, firsts, lasts):
             try:
-                opts.append((schedule, v, add_ends(megatron_blocks(cand))))
+                built = megatron_blocks(cand)
+                built[-1] += mtp
+                opts.append((schedule, v, add_ends(built)))
             except FrameworkRefusal:
                 continue
     return opts

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pptune.frameworks.common.fields import MAX_COUNT, Ctx, whole_text
 
 # Megatron-LM flags read here (mapped in _fields / _pipeline); others are noted as ignored
-VALUE_FLAGS = (
+VALUE_FLAGS: tuple[str, ...] = (
     "--pipeline-model-parallel-size",
     "--tensor-model-parallel-size",
     "--context-parallel-size",
@@ -37,7 +37,7 @@ VALUE_FLAGS = (
     "--transformer-impl",
     "--attention-backend",
 )
-BOOL_FLAGS = (
+BOOL_FLAGS: tuple[str, ...] = (
     "--use-distributed-optimizer",
     "--sequence-parallel",
     "--use-tp-pp-dp-mapping",
@@ -54,6 +54,40 @@ BOOL_FLAGS = (
     "--overlap-grad-reduce",
     "--overlap-param-gather",
 )
+# Mixture of experts, MTP and MLA (read in moe.py)
+MOE_VALUE_FLAGS = (
+    "--num-experts",
+    "--expert-model-parallel-size",
+    "--expert-tensor-parallel-size",
+    "--moe-router-topk",
+    "--moe-ffn-hidden-size",
+    "--moe-shared-expert-intermediate-size",
+    "--moe-layer-freq",
+    "--moe-token-dispatcher-type",
+    "--moe-router-load-balancing-type",
+    "--moe-router-score-function",
+    "--moe-expert-capacity-factor",
+    "--mtp-num-layers",
+    "--q-lora-rank",
+    "--kv-lora-rank",
+    "--qk-head-dim",
+    "--qk-pos-emb-head-dim",
+    "--v-head-dim",
+    "--kv-channels",
+    "--position-embedding-type",
+)
+MOE_BOOL_FLAGS = (
+    "--moe-grouped-gemm",
+    "--moe-pad-expert-input-to-capacity",
+    "--moe-shared-expert-overlap",
+    "--moe-router-pre-softmax",
+    "--overlap-moe-expert-parallel-comm",
+    "--multi-latent-attention",
+    "--qk-layernorm",
+)
+VALUE_FLAGS += MOE_VALUE_FLAGS
+BOOL_FLAGS += MOE_BOOL_FLAGS
+
 NOTED_FLAGS = {
     "--rampup-batch-size": "--rampup-batch-size ignored: checked at the final --global-batch-size",
 }

@@ -10,10 +10,14 @@ parallelism shards the sequence too; its files state FSDP or no sharding.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pptune.costmodel.schedules import Schedule
-from pptune.costmodel.search import DP_INNER, Plan, Sharding
+from pptune.costmodel.search import DP_INNER, Plan, Sharding, evaluate
+from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated
+from pptune.report.fmt import fmt_seconds
 
 NAME = "torchtitan"
 STATEABLE = (Sharding.FSDP, Sharding.NONE)  # best first as a substitute
@@ -43,4 +47,34 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
                                       notes=notes, rank_order=DP_INNER)
         exact = False
     ex.unstated_sharding(chosen, name=NAME, unstated=UNSTATED, notes=notes)
+    chosen, exact = _experts(job, chosen, rank, notes, exact)
     return Stated(job, chosen, exact, tuple(notes))
+
+
+def _experts(job: Job, plan: Plan, rank: int, notes: list[str], exact: bool
+             ) -> tuple[Plan, bool]:
+    """torchtitan's expert mesh (experts.py): etp is 1 or tp, and ep x etp divides
+    dp_shard x cp x tp, so a plan without FSDP keeps ep x etp inside tp x cp; with ep 1
+    its tensor-parallel plan shards the experts by tp."""
+    if job.shape is None or not job.shape.moe:
+        return plan, exact
+    if plan.ep == 1:
+        if plan.tp > 1 and plan.etp != plan.tp:
+            notes.append(f"torchtitan shards the experts by tp {plan.tp} when ep is 1 (its "
+                         f"tensor-parallel plan); this plan was priced with etp {plan.etp}")
+        return plan, exact
+    if plan.etp not in (1, plan.tp):
+        raise BadInput(f"torchtitan cannot express plan {rank}: etp {plan.etp} with tp "
+                       f"{plan.tp} (torchtitan supports ETP=TP or ETP=1); choose another plan "
+                       "or framework")
+    shard = plan.dp if plan.sharding is Sharding.FSDP else 1
+    if (shard * plan.cp * plan.tp) % (plan.ep * plan.etp) == 0:
+        return plan, exact
+    if (plan.dp * plan.cp * plan.tp) % (plan.ep * plan.etp):
+        raise BadInput(f"torchtitan cannot express plan {rank}: ep {plan.ep} x etp "
+                       f"{plan.etp} does not divide dp x cp x tp")
+    fsdp = evaluate(job.table, job.request, replace(plan.spec, sharding=Sharding.FSDP))
+    notes.append(f"torchtitan's expert parallelism borrows FSDP ranks (ep {plan.ep} > tp x cp): "
+                 f"stated with FSDP over dp {plan.dp}; predicted step "
+                 f"{fmt_seconds(fsdp.step_time_s)} (plan: {fmt_seconds(plan.step_time_s)})")
+    return fsdp, False

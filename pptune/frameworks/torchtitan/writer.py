@@ -2,7 +2,7 @@
 
 It states the model flavor, the batch, the activation checkpointing (always:
 torchtitan defaults to selective), the data-parallel replicate and shard
-degrees, tensor and pipeline degrees, the schedule and each stage's modules
+degrees, tensor, expert (0.2.0 and later) and pipeline degrees, the schedule and each stage's modules
 (``module_fqns_per_model_part``; the LM head is ``output`` there, ``lm_head``
 from 0.3.0). The node shape is only in the launch comment: a job file does
 not carry it.
@@ -78,6 +78,8 @@ def write(stated: Stated) -> dict[str, str]:
         f"data_parallel_replicate_degree = {1 if fsdp else plan.dp}",
         f"data_parallel_shard_degree = {plan.dp if fsdp else 1}",
         f"tensor_parallel_degree = {plan.tp}",
+        *([f"expert_parallel_degree = {plan.ep}",
+           f"expert_tensor_parallel_degree = {plan.etp}"] if plan.ep > 1 else []),
         f"pipeline_parallel_degree = {plan.pp}",
         f'pipeline_parallel_schedule = "{SCHEDULES[plan.schedule]}"',
         f"pipeline_parallel_microbatch_size = {plan.micro_batch_size}",
