@@ -53,6 +53,8 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions,
                     f"tp {cfg.tp} does not divide the {shape.heads} attention heads", tp=cfg.tp)
                 return None, "none"
         experts = None
+        if shape is not None and shape.moe and shape.top_k > shape.experts:
+            return None, "none"  # no model to price: the moe-topk finding says why
         if shape is not None and shape.moe:
             experts = placement(cfg)
             if shape.experts % cfg.ep or shape.expert_ffn % cfg.etp:

@@ -214,6 +214,9 @@ def preset_experts(gpu: presets.GpuSpec, experts: ExpertParallel | None) -> Expe
 
 def expert_problem(shape: presets.ModelShape, ex: ExpertParallel) -> str | None:
     """Why ``ex`` cannot place the model's experts, as one line naming the knob."""
+    if shape.top_k > shape.experts:
+        return (f"{shape.name} routes each token to {shape.top_k} of its {shape.experts} "
+                f"experts; the top-k must be at most the experts")
     if shape.experts % ex.ep:
         return (f"--ep {ex.ep} does not divide the {shape.experts} routed experts of "
                 f"{shape.name}; choose an ep that divides {shape.experts}")

@@ -105,9 +105,9 @@ def layer_pattern(shape: ModelShape) -> str:
             runs[-1] = (v, runs[-1][1] + 1)
         else:
             runs.append((v, 1))
-    if len(runs) <= 4:
-        return '"(' + "+".join(f"[{v}]*{k}" for v, k in runs) + ')"'
-    return '"[' + ",".join(map(str, flags)) + ']"'
+    listed = '"[' + ",".join(map(str, flags)) + ']"'
+    repeated = '"(' + "+".join(f"[{v}]*{k}" for v, k in runs) + ')"'
+    return min(listed, repeated, key=len)
 
 
 def moe_args(shape: ModelShape, plan: Plan) -> list[str]:
