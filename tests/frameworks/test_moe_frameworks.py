@@ -353,7 +353,7 @@ def test_emitted_deepseek_script_reads_back_its_mla_mtp_and_layers(tmp_path: Pat
                  "--moe-shared-expert-intermediate-size 2048"):
         assert flag in text
     assert "--group-query-attention" not in text  # MLA excludes it (validate_args)
-    code, found, doc = run(tmp_path, "pretrain_megatron.sh", text, "--gpu", "h100-sxm")
+    _code, found, doc = run(tmp_path, "pretrain_megatron.sh", text, "--gpu", "h100-sxm")
     assert "megatron-unmodelled-flag" not in found and "moe-world" not in found
     assert doc["derived"]["step_time_s"] == pytest.approx(stated.plan.step_time_s, rel=1e-9)
 
