@@ -91,10 +91,9 @@ def expert_rules(cfg: TrainingConfig, dp: int | None, add: Any,
     ep, etp = cfg.ep, cfg.etp
     if not experts:
         if ep > 1:
-            add("moe-ep-dense", "error",
-                f"ep {ep} with a model that has no routed experts: Megatron-LM asserts "
-                "'num_experts must be non None to use expert model parallelism' "
-                "(validate_args); set num_experts or ep 1", ep=ep)
+            add("moe-ep-dense", "warning",
+                f"ep {ep} with a model that has no routed experts: expert parallelism has no "
+                "effect on it (priced as ep 1); set num_experts or ep 1", ep=ep)
         return
     if top_k > experts:
         add("moe-topk", "error",

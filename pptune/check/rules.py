@@ -37,6 +37,7 @@ from pptune.costmodel.search import (
     evaluate,
     search,
 )
+from pptune.costmodel.table import built_params
 from pptune.frameworks.common.fields import Semantics
 from pptune.options import CostOptions
 from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
@@ -226,15 +227,14 @@ def mtp_count(table: CostTable) -> int:
     return sum(1 for name in table.names if name.startswith("mtp"))
 
 
-def _split(cfg: TrainingConfig, table: CostTable, n_stages: int) -> list[int]:
+def _split(cfg: TrainingConfig, table: CostTable, n_stages: int, key: CostKey) -> list[int]:
     """Blocks per stage (stated, the framework's own such as DeepSpeed's partition_method,
     or even), plus the embedding on the first stage and the head on the last, with the
     MTP modules before it (megatron-core builds them on the last pipeline stage:
     multi_token_prediction.py ``get_mtp_num_layers_to_build``)."""
     n_layers, mtp = len(table.names), mtp_count(table)
     if cfg.stage_layers is None and not mtp:
-        params = [b / table.param_dtype_bytes for b in table.param_bytes]
-        split = framework_split(cfg, params, n_stages)
+        split = framework_split(cfg, built_params(table, key.tp, key.ep, key.etp), n_stages)
         if split is not None:
             return split
     blocks = n_layers - 2 - mtp
@@ -266,7 +266,7 @@ def _predict(
             "pptune simulates in a check; memory, bubble and step time not predicted",
             ops=ops)
         return
-    split = _split(cfg, table, n_stages)
+    split = _split(cfg, table, n_stages, key)
     gpus = p * cfg.tp * dp  # context parallelism is folded into the per-layer costs
     global_batch = cfg.micro_batch_size * m * cfg.pipeline_flushes * dp
     sharding, recompute = config_sharding(cfg), Recompute(cfg.recompute or "none")

@@ -55,10 +55,12 @@ def test_placements_the_frameworks_refuse(tmp_path: Path, extra: str, rule: str,
     assert "step_time_s" not in doc["derived"]  # nothing predicted for a refused run
 
 
-def test_expert_parallelism_without_experts_is_refused(tmp_path: Path) -> None:
-    code, found, _ = check(tmp_path, "micro_batch_size: 1\nglobal_batch: 64\nmodel: llama3-8b\n"
-                           "gpu: h100-sxm\ngpus: 16\npp: 2\nep: 2\n")
-    assert code == 1 and "num_experts must be non None" in found["moe-ep-dense"]
+def test_expert_parallelism_without_experts_has_no_effect(tmp_path: Path) -> None:
+    code, found, doc = check(tmp_path, "micro_batch_size: 1\nglobal_batch: 64\n"
+                             "model: llama3-8b\ngpu: h100-sxm\ngpus: 16\npp: 2\nep: 2\n"
+                             "sharding: zero1\n")
+    assert code == 0 and "has no effect on it (priced as ep 1)" in found["moe-ep-dense"]
+    assert doc["derived"]["step_time_s"] > 0
 
 
 def test_top_k_above_the_experts_is_a_finding_naming_the_fix(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import DP_INNER, Plan, Recompute, Sharding, evaluate
+from pptune.costmodel.table import built_params
 from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated
@@ -36,7 +37,7 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     exact = True
     if plan.recompute is Recompute.SELECTIVE:
         plan, exact = ex.full_recompute(job, plan, name=NAME, notes=notes), False
-    params = [b / job.table.param_dtype_bytes for b in job.table.param_bytes]
+    params = built_params(job.table, plan.tp, plan.ep, plan.etp)
     methods = {m: sp for m in METHODS if (sp := ds_split(m, params, plan.pp)) is not None}
     same = [name for name, sp in methods.items() if sp == plan.stage_layers]
     chosen = plan

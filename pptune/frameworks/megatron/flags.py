@@ -84,6 +84,7 @@ MOE_BOOL_FLAGS = (
     "--overlap-moe-expert-parallel-comm",
     "--multi-latent-attention",
     "--qk-layernorm",
+    "--disable-bias-linear",
 )
 VALUE_FLAGS += MOE_VALUE_FLAGS
 BOOL_FLAGS += MOE_BOOL_FLAGS

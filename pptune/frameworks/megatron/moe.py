@@ -66,7 +66,12 @@ def read_moe(r: FlagReader, fields: dict[str, Any]) -> None:
                    f"asserts '--use-torch-fsdp2 is not supported with expert parallelism' "
                    f"{CITE_ARGS}")
     fields["ep"] = ep
-    if not experts:  # 0 means None (validate_args); ep > 1 without experts: check.experts
+    if not experts and ep > 1:
+        ctx.refuse("megatron-ep-dense",
+                   f"--expert-model-parallel-size {ep} without --num-experts: Megatron-LM "
+                   "asserts 'num_experts must be non None to use expert model parallelism' "
+                   f"{CITE_ARGS}; add --num-experts or drop the expert-parallel size")
+    if not experts:  # 0 means None (validate_args)
         for name in ("--moe-router-topk", "--moe-ffn-hidden-size", "--moe-grouped-gemm",
                      "--expert-tensor-parallel-size"):
             if flags.has(name):
@@ -75,6 +80,12 @@ def read_moe(r: FlagReader, fields: dict[str, Any]) -> None:
     fields["num_experts"] = experts
     fields["etp"] = r.number("--expert-tensor-parallel-size", maximum=MAX_DEVICES) or (
         fields["tp"] or 1)
+    if fields["etp"] > 1 and not flags.has("--disable-bias-linear"):
+        ctx.refuse("megatron-moe-bias",
+                   f"experts with linear biases (no --disable-bias-linear) and expert tensor "
+                   f"parallel size {fields['etp']}: megatron-core asserts 'Bias in Moe is only "
+                   f"supported when ETP==1' {CITE_CONFIG}; add --disable-bias-linear or set "
+                   "--expert-tensor-parallel-size 1")
     top_k = r.number("--moe-router-topk") or 2
     fields["moe_top_k"] = top_k
     fields["moe_ffn_hidden_size"] = r.number("--moe-ffn-hidden-size")

@@ -137,6 +137,8 @@ def moe_args(shape: ModelShape, plan: Plan) -> list[str]:
     if pattern != "1":
         args.append(f"--moe-layer-freq {pattern}")
     # pptune prices the all-to-all dispatcher and the local experts as one grouped GEMM
+    if plan.etp > 1 and not shape.gated_mlp:  # 'Bias in Moe is only supported when ETP==1'
+        args.append("--disable-bias-linear")
     args += ["--moe-token-dispatcher-type alltoall", "--moe-grouped-gemm",
              f"--expert-model-parallel-size {plan.ep}",
              f"--expert-tensor-parallel-size {plan.etp}"]

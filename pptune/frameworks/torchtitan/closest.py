@@ -17,6 +17,7 @@ from pptune.costmodel.search import DP_INNER, Plan, Sharding, evaluate
 from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated
+from pptune.frameworks.torchtitan.reader import FLAVORS, NO_PIPELINE
 from pptune.report.fmt import fmt_seconds
 
 NAME = "torchtitan"
@@ -27,6 +28,11 @@ UNSTATED = {Sharding.ZERO1: "ZeRO-1", Sharding.ZERO2: "ZeRO-2", Sharding.ZERO3: 
 def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     """The plan itself when the job file states it, else the closest one that does."""
     notes: list[str] = []
+    model = FLAVORS.get(str(job.model), ("", ""))[0]
+    if plan.pp > 1 and model in NO_PIPELINE:
+        raise BadInput(f"torchtitan cannot express plan {rank}: its {model} model has no "
+                       "pipelining (pipelining_fn None in torchtitan 0.2.2); choose a plan "
+                       "with pp 1 (--pp 1) or another framework")
     job, plan = ex.priced_as_run(
         job, plan, name=NAME, attention="flash", sequence_parallel=job.request.tp > 1,
         notes=notes,
@@ -58,6 +64,11 @@ def _experts(job: Job, plan: Plan, rank: int, notes: list[str], exact: bool
     its tensor-parallel plan shards the experts by tp."""
     if job.shape is None or not job.shape.moe:
         return plan, exact
+    if job.shape.mtp_layers:
+        notes.append(f"torchtitan builds no multi-token-prediction module: the plan's "
+                     f"{job.shape.mtp_layers} MTP layer(s) are left out of the file "
+                     "(the prediction includes them)")
+        exact = False
     if plan.ep == 1:
         if plan.tp > 1 and plan.etp != plan.tp:
             notes.append(f"torchtitan shards the experts by tp {plan.tp} when ep is 1 (its "

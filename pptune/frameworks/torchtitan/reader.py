@@ -50,6 +50,8 @@ FLAVORS = {"llama3-8b": ("llama3", "8B"), "llama3-70b": ("llama3", "70B"),
            "deepseek-v3": ("deepseek_v3", "671B"), "gpt-oss-120b": ("gpt_oss", "120b")}
 # torchtitan's deepseek_v3 has no multi-token-prediction module (models/deepseek_v3/model)
 NO_MTP = {"deepseek-v3"}
+# TrainSpecs with pipelining_fn=None in torchtitan 0.2.2 (models/qwen3, gpt_oss, flux)
+NO_PIPELINE = ("qwen3", "gpt_oss", "flux")
 # (name, flavor) as the reader matches them (case-insensitively) -> pptune preset
 PRESETS = {(name.lower(), flavor.lower()): preset for preset, (name, flavor) in FLAVORS.items()}
 
@@ -83,6 +85,12 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
                               "gpus": "a GPU count (torchtitan takes it from the launcher)"})
     pp = fields["pp"] or 1
     preset = _preset(ctx, model)
+    name = model.text("name", "llama3")
+    if pp > 1 and name in NO_PIPELINE:
+        ctx.refuse("torchtitan-no-pipelining",
+                   f"pipeline_parallel_degree {pp} with model {name}: torchtitan raises "
+                   f"'Pipeline Parallel is enabled but {name} does not support pipelining' "
+                   "(train.py; its TrainSpec has no pipelining_fn); use pp 1 or another model")
     fields["model"] = preset
     # torchtitan's tensor-parallel plan shards the norms and dropout along the sequence
     # (torch.distributed.tensor.parallel SequenceParallel): sequence parallelism with tp

@@ -43,6 +43,8 @@ def write(stated: Stated) -> dict[str, str]:
                 part.append("tok_embeddings")
             elif i == len(job.layer_names) - 1:
                 part += ["norm", head_name]
+            elif job.layer_names[i].startswith("mtp"):
+                continue  # torchtitan's models build no multi-token-prediction module
             else:
                 part.append(f"layers.{i - 1}")
         names.append(part)
