@@ -86,6 +86,17 @@ class LinkSpec(Strict):
 class LinkPair(Strict):
     p2p: LinkSpec
     allreduce: LinkSpec
+    all_to_all: LinkSpec | None = Field(
+        None, description="all-to-all bus bandwidth (nccl-tests alltoall_perf: algbw x "
+        "(n-1)/n), the expert dispatch and combine of a mixture of experts; only when "
+        "measured")
+
+    @model_serializer(mode="wrap")
+    def _without_unmeasured(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        doc: dict[str, Any] = handler(self)
+        if doc.get("all_to_all") is None:  # files without a sweep stay as they were
+            doc.pop("all_to_all", None)
+        return doc
 
 
 class Links(Strict):
