@@ -112,3 +112,27 @@ def test_the_cost_key_carries_ep_and_etp_for_experts_only() -> None:
     dense = TrainingConfig.model_validate({"micro_batch_size": 1, "model": "llama3-8b",
                                            "tp": 2, "etp": 2})
     assert cost_key(dense) == CostKey(tp=2)
+
+
+@pytest.mark.parametrize(("drop", "set_", "words"), [
+    ("num_experts_per_tok", {}, "missing num_experts_per_tok"),
+    ("", {"num_experts_per_tok": 12}, "num_experts_per_tok (12) must not exceed "
+     "num_local_experts (8)"),
+])
+def test_an_moe_hf_config_missing_a_key_writes_nothing(tmp_path: Path, drop: str, set_: dict,
+                                                      words: str) -> None:
+    doc = json.loads((Path(__file__).parents[1] / "data" / "hf" /
+                      "mixtral-8x7b-config.json").read_text())
+    doc.pop(drop, None)
+    doc.update(set_)
+    hf = tmp_path / "config.json"
+    hf.write_text(json.dumps(doc))
+    out = tmp_path / "plans.json"
+    r = runner.invoke(app, ["recommend", "--gpus", "64", "--hf-config", str(hf), "-o", str(out)])
+    assert r.exit_code == 2 and words in r.stderr, r.stderr
+    assert r.stderr.strip().count("\n") == 0 and "Traceback" not in r.stderr
+    assert not out.exists()
+    emit = tmp_path / "launch"
+    r = runner.invoke(app, ["recommend", "--gpus", "64", "--hf-config", str(hf), "--emit",
+                            "megatron", "-o", str(emit)])
+    assert r.exit_code == 2 and not emit.exists()
