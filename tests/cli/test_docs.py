@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from bench import docs, docs_results
 from pptune.cli.app import app
+from pptune.frameworks.megatron.flags import MOE_BOOL_FLAGS, MOE_VALUE_FLAGS
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
@@ -44,6 +45,8 @@ MEGATRON_FLAGS = {
     "--use-flash-attn", "--use-torch-fsdp2", "--use-tp-pp-dp-mapping", "--vocab-size",
     "--account-for-embedding",  # as in `--account-for-embedding/loss-in-pipeline-split`
 }
+MEGATRON_FLAGS |= set(MOE_VALUE_FLAGS) | set(MOE_BOOL_FLAGS) | {
+    "--moe-router-num-groups", "--moe-router-group-topk"}  # group-limited routing, ignored
 TORCHRUN_FLAGS = {"--nnodes", "--nproc-per-node", "--nproc"}  # `--nproc_per_node` too
 FOREIGN = MEGATRON_FLAGS | TORCHRUN_FLAGS
 
