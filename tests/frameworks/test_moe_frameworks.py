@@ -379,3 +379,14 @@ def test_frameworks_that_cannot_place_the_experts_say_so() -> None:
     job, plan = moe_job("qwen3-30b-a3b", tp=2, ep=8, pp=1, gpus=64)
     stated = ADAPTERS[Framework.TORCHTITAN].express(job, plan, 1)  # ZeRO-1 -> FSDP
     assert stated.plan.sharding is Sharding.FSDP and not stated.exact
+
+
+def test_torchtitan_deepseek_file_leaves_out_the_mtp_module() -> None:
+    """torchtitan's deepseek_v3 builds no MTP module: the file names blocks 0..60 only."""
+    job, plan = moe_job("deepseek-v3", tp=2, ep=64, pp=8, gpus=1024)
+    adapter = ADAPTERS[Framework.TORCHTITAN]
+    stated = adapter.express(job, plan, 1)
+    text = adapter.write(stated)["torchtitan.toml"]
+    assert '"layers.60"' in text and '"layers.61"' not in text
+    assert "expert_parallel_degree = 64" in text and not stated.exact
+    assert any("no multi-token-prediction module" in n for n in stated.notes)
