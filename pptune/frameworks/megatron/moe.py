@@ -50,7 +50,8 @@ def read_moe(r: FlagReader, fields: dict[str, Any]) -> None:
     fields["qk_norm"] = flags.has("--qk-layernorm") or None
     _mla(r, fields)
     mtp = r.number("--mtp-num-layers", minimum=0)
-    fields["mtp_layers"] = mtp or 0  # none unless stated (a preset's own MTP is not built)
+    if mtp is not None or flags.has("--num-experts") or flags.has("--multi-latent-attention"):
+        fields["mtp_layers"] = mtp or 0  # none unless stated: a preset's own MTP is not built
     position = r.text("--position-embedding-type") or "learned_absolute"
     if mtp and position not in ("rope", "none"):
         ctx.refuse("megatron-mtp-position",
