@@ -53,15 +53,17 @@ def _profile(path: Path, quick: bool) -> float:
     return time.perf_counter() - t0
 
 
-def _launch(profile: Any, schedule: str, m: int, warmup: int, steps: int) -> dict[str, Any]:
+def _launch(profile: Any, schedule: str, m: int, warmup: int, steps: int,
+            split: tuple[int, ...] = (4, 4)) -> dict[str, Any]:
+    """One launch of gpt-small on PP ranks (``split``: layers per stage, pp x chunks)."""
     from pptune.costmodel.schedules import Schedule
     from pptune.validate import compare, runner
     from pptune.validate.measure import summarize
     from pptune.validate.spec import ModelSource, RunSpec, check
 
     spec = RunSpec(
-        Schedule(schedule), PP, m, 1, MICRO_BATCH_SIZE, (4, 4), ModelSource("gpt-small"),
-        warmup=warmup, steps=steps,
+        Schedule(schedule), PP, m, len(split) // PP, MICRO_BATCH_SIZE, split,
+        ModelSource("gpt-small"), warmup=warmup, steps=steps,
     )
     check(spec, len(profile.layers))
     t0 = time.perf_counter()

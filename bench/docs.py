@@ -5,6 +5,8 @@
   (``typer.main.get_command``), at a fixed width and without colour;
 - docs/accuracy.md and docs/benchmarks.md: rendered from bench/results/*.json
   (bench/docs_results.py);
+- docs/dualpipe.md: when DualPipeV wins and when it loses, a table the
+  simulator computes (bench/dualpipe_table.py);
 - every example block in README.md and docs/**/*.md: a line
   ``<!-- example: pptune ARGS -->`` (optionally ending in ``; echo $?``, or
   starting ``COLUMNS=N``) followed by a fenced block; the block becomes the
@@ -209,12 +211,14 @@ def example_pages() -> list[Path]:
 
 def pages() -> dict[Path, str]:
     """Every generated page (or page with example blocks) as it should read now."""
-    from bench import docs_results
+    from bench import docs_results, dualpipe_table
 
     out = {
         DOCS / "cli.md": cli_reference(),
         DOCS / "accuracy.md": docs_results.accuracy_page(),
         DOCS / "benchmarks.md": docs_results.benchmarks_page(),
+        DOCS / "dualpipe.md": dualpipe_table.page(
+            GENERATED.format(source=" from bench/dualpipe_table.py")),
     }
     for path in example_pages():
         if path not in out and path.is_file():

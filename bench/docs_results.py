@@ -479,6 +479,36 @@ def gpu_section(doc: dict[str, Any] | None) -> list[str]:
     return [*lines, ""]
 
 
+def dualpipev_section(doc: dict[str, Any] | None) -> list[str]:
+    """validate's DualPipeV runs beside 1f1b and zbv (bench/dualpipe_accuracy.py)."""
+    if doc is None:
+        return []
+    s, dual, other = doc["setup"], doc["dualpipev"], doc["other_schedules"]
+    lines = [
+        "### DualPipeV through torch's ScheduleDualPipeV", "",
+        f"From {_source('dualpipev_accuracy.json', doc)} (`bench/dualpipe_accuracy.py`): "
+        f"{s['model']} on {s['pp']} {s['backend']} ranks, one fresh profile ({s['profile']}), "
+        f"{s['warmup_steps']} warm-up and {s['timed_steps']} timed steps per launch; a launch "
+        f"whose steps spread by more than {_pct(s['retry_when_spread_above'])} ran again and "
+        "the quieter counts. The load average is the host's at each launch (a shared "
+        "2-core machine).", "",
+        "| configuration | stages | predicted step | measured step | error | contention "
+        "| load average |", "|---|---|---|---|---|---|---|",
+    ]
+    lines += [f"| {c['config']} | {','.join(map(str, c['stage_layers']))} "
+              f"| {1e3 * c['predicted_step_s']:.1f} ms | {1e3 * c['measured_step_s']:.1f} ms "
+              f"| {_pct(c['error'], True)} | {c['contention']:.2f}x | {c['load_average']:.1f} |"
+              for c in doc["configs"]]
+    lines += [
+        "",
+        f"DualPipeV: median \\|step time error\\| {_pct(dual['median_abs_error'])}, worst "
+        f"{_pct(dual['worst_abs_error'])}; 1f1b and zbv in the same runs: "
+        f"{_pct(other['median_abs_error'])} and {_pct(other['worst_abs_error'])}.",
+        "",
+    ]
+    return lines
+
+
 def accuracy_page(results: Path = RESULTS) -> str:
     lines = [
         "# Accuracy: predictions against published and measured runs",
@@ -498,6 +528,7 @@ def accuracy_page(results: Path = RESULTS) -> str:
         lines += section(doc) if doc is not None else [f"(`bench/results/{name}` is missing.)", ""]
     lines += own_runs_section(load("prediction_accuracy.json", results),
                               load("tune.json", results))
+    lines += dualpipev_section(load("dualpipev_accuracy.json", results))
     peers = load("peers.json", results)
     lines += peers_section(peers) if peers is not None else []
     lines += gpu_section(load("gpu_check.json", results))

@@ -48,9 +48,10 @@ def _layer_ops(gpu: str, sequence_parallel: bool) -> tuple[list[OpCost], Rates]:
                        cfg.global_batch_size, False, True, "Korthikanti et al. 2022 Table 3")
     spec = GPUS[gpu]
     rates = Rates.of(spec)
+    # the tensor-parallel all-reduce at what NCCL's ring reaches on the node (presets.py)
     par = Parallel(cfg.tensor_parallel, sequence_parallel, flash_attention=False,
                    tp_latency_s=ALLREDUCE_LATENCY_INTRA_S,
-                   tp_busbw_bytes_per_s=spec.nvlink_bytes_per_s)
+                   tp_busbw_bytes_per_s=spec.fabric_or_line().ring_busbw_bytes_per_s)
     return block_ops(shape, cfg.micro_batch_size, rates, par), rates
 
 

@@ -46,6 +46,8 @@ from pptune.costmodel.comm import (
     dp_exposed_s,
     torch_ddp_bucket_params,
 )
+from pptune.costmodel.evaluate import dp_link
+from pptune.costmodel.layout import Dim
 from pptune.costmodel.memory import Recompute, with_recompute
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.schedules import Schedule
@@ -55,6 +57,7 @@ from pptune.costmodel.search import (
     Plan,
     PlanRequest,
     PlanSpec,
+    Sharding,
     evaluate,
 )
 from pptune.costs.profiles import analytic_profile, cost_table
@@ -81,13 +84,15 @@ def _blocks_recomputed(table: CostTable) -> CostTable:
     return with_recompute(table, Recompute.FULL)
 
 
-def _torch_ddp_step_s(table: CostTable, no_dp: Plan, b: int) -> float:
+def _torch_ddp_step_s(table: CostTable, req: PlanRequest, no_dp: Plan, b: int) -> float:
     """One pp=1 replica's step under PyTorch DDP: fp16 gradients all-reduced in
     25 MiB buckets while the last micro-batch's backward runs (Megatron-LM v2
     wraps the others in ``model.no_sync()``); the exposed tail is added."""
     c = table.by_mb[b]
     params = sum(table.param_bytes) / table.param_dtype_bytes
-    red = DpReduction(params, no_dp.dp, table.ar_inter, FP16_BYTES, FP16_BYTES,
+    group = req.layout(no_dp.spec).group(Dim.CP, Dim.DP)
+    link = dp_link(table, Sharding.NONE, group, no_dp.dp, FP16_BYTES / GRAD_DTYPE_BYTES)
+    red = DpReduction(params, no_dp.dp, link, FP16_BYTES, FP16_BYTES,
                       bucket_params=torch_ddp_bucket_params(FP16_BYTES))
     return no_dp.step_time_s + dp_exposed_s(red, sum(c.bwd_s) + sum(c.wgrad_s), sum(c.fwd_s))
 
@@ -107,6 +112,7 @@ def megatron_row(row: MegatronRow) -> dict[str, Any]:
     dp = row.num_gpus // (t * p)
     local_ddp = run.ddp_impl == "local"
     req = PlanRequest(gpus=row.num_gpus, global_batch=row.batch_size, tp=t, blocking_send=True,
+                      grad_buffer_bytes=FP16_BYTES,
                       grad_bytes_factor=FP16_BYTES / GRAD_DTYPE_BYTES,
                       overlap_grad_reduce=not local_ddp)
     m = row.batch_size // (dp * b)
@@ -118,11 +124,12 @@ def megatron_row(row: MegatronRow) -> dict[str, Any]:
     spec = PlanSpec(schedule, p, b, m, tuple(split), v)
     plan = evaluate(table, req, spec)
     free = AllReduceLink(0.0, math.inf)
-    no_dp = evaluate(dataclasses.replace(table, ar_intra=free, ar_inter=free), req, spec)
+    no_dp = evaluate(dataclasses.replace(table, ar_intra=free, ar_inter=free, fabric=None),
+                     req, spec)
     step_s = plan.step_time_s
     if not local_ddp:  # PyTorch DDP (the pp=1 rows): its own bucket size
         assert p == 1, "the script runs PyTorch DDP only without pipelining"
-        step_s = _torch_ddp_step_s(table, no_dp, b)
+        step_s = _torch_ddp_step_s(table, req, no_dp, b)
     tflops = megatron_model_flops(row) / step_s / row.num_gpus / 1e12
     return {
         "params_billion": row.params_billion, "hidden": h, "layers": row.layers,

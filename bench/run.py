@@ -255,10 +255,11 @@ def main() -> None:
     bench_published_memory()
     bench_baselines()
     bench_planner_speed(repeats)
-    from bench import published, published_moe
+    from bench import published, published_modern, published_moe
 
     write_result("published", published.main())
     write_result("published_moe", published_moe.main())
+    write_result("published_modern", published_modern.main(quick=args.quick))
     try:
         from bench import accuracy
     except ImportError:

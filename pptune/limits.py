@@ -16,6 +16,7 @@ MAX_GPUS = 131_072
 # (GPT-3 175B: 96; Llama 3.1 405B: 126).
 MAX_LAYERS = 4_096
 MAX_TP = 1_024
+MAX_MOE_IMBALANCE = 64.0  # busiest expert over the mean: beyond this a run is not balanced
 MAX_MICRO_BATCH = 65_536
 MAX_MICRO_BATCH_CANDIDATES = 64
 MAX_SEQ_LEN = 1 << 24  # 16M tokens

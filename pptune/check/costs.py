@@ -18,8 +18,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pptune.check.experts import placement, stated_shape
+from pptune.check.experts import cost_key, placement, stated_shape
 from pptune.costmodel import presets
+from pptune.costmodel.keys import CostKey
 from pptune.costmodel.ops import Attention
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.search import CostTable
@@ -31,45 +32,51 @@ from pptune.schemas import TrainingConfig
 
 
 def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions,
-          add: Any) -> tuple[CostTable | None, str]:
+          add: Any) -> tuple[CostTable | None, str, CostKey]:
     """The config's per-layer costs and where they came from ("none" when there are none).
 
     ``flags``: the command line's ``--profile`` (already resolved by the CLI),
-    ``--model`` and ``--gpu``.
+    ``--model`` and ``--gpu``. The key is the layout the table prices: a profile's
+    (tp x cp folded into its per-layer costs, linearly), or the config's tensor and
+    context parallelism priced analytically.
     """
+    folded = CostKey(tp=cfg.tp)
     profile = flags.profile or (Path(cfg.profile) if cfg.profile else None)
     if profile is not None and not profile.is_absolute():
         profile = base_dir / profile
     try:
         shape = None if profile is not None else _config_shape(cfg, base_dir, flags.model, add)
         attention = Attention(cfg.attention or "flash")  # not stated: the per-op model's default
-        opts, sizes = CostOptions(tp=cfg.tp), None  # a profile: the sizes it measured
+        opts, sizes = CostOptions(tp=(cfg.tp,)), None  # a profile: the sizes it measured
         if shape is not None:
-            opts = CostOptions(tp=cfg.tp, gpu=_gpu(flags, cfg, add),
+            opts = CostOptions(tp=(cfg.tp,), cp=(cfg.cp,), gpu=_gpu(flags, cfg, add),
                                sequence_parallel=cfg.sequence_parallel, attention=attention)
             sizes = tuple(sorted({1, 2, 4, 8, cfg.micro_batch_size}))
             if shape.heads % cfg.tp:
                 add("tp-heads", "error",
                     f"tp {cfg.tp} does not divide the {shape.heads} attention heads", tp=cfg.tp)
-                return None, "none"
+                return None, "none", folded
         experts = None
         if shape is not None and shape.moe and shape.top_k > shape.experts:
-            return None, "none"  # no model to price: the moe-topk finding says why
+            return None, "none", folded  # no model to price: the moe-topk finding says why
         if shape is not None and shape.moe:
-            experts = placement(cfg)
-            if shape.experts % cfg.ep or shape.expert_ffn % cfg.etp:
-                experts = None  # an error finding says why (check.experts); priced at ep 1
+            experts = placement(cfg)  # routing and grouped GEMMs; ep and etp go in the key
+            key = cost_key(cfg, shape)
+            if shape.experts % key.ep or shape.expert_ffn % key.etp:
+                key = replace(key, ep=1, etp=1)  # an error finding says why (check.experts)
+            opts = replace(opts, ep=(key.ep,), etp=(key.etp,),
+                           moe_imbalance=experts.imbalance)
         found = find(opts, Mode.CHECK, sizes=sizes, table_tp=cfg.tp * cfg.cp, profile=profile,
                      shape=shape, experts=experts)
     except PptuneError as exc:
         add("costs-unavailable", "error", f"cannot build costs: {exc}")
-        return None, "none"
+        return None, "none", folded
     if found is None:
         add("model-unknown", "warning",
             "no model (preset, hf_config, profile, or layer/hidden/head/seq sizes) in the "
             "config and no ./pptune-profile.json: memory, bubble and step time are not "
             "checked; pass --model or --profile")
-        return None, "none"
+        return None, "none", folded
     if found.measured:  # "profile PATH (probe)": check-config names the file alone
         if cfg.ep > 1 or cfg.etp > 1:
             add("moe-measured-local", "warning",
@@ -77,8 +84,8 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions,
                 "its costs are used as measured, without the all-to-all or the expert split "
                 "(use analytic costs, --model or the config's sizes, to price them)",
                 ep=cfg.ep, etp=cfg.etp)
-        return found.table, found.origin.rsplit(" (", 1)[0]
-    return found.table, f"{found.origin}, {attention.value} attention"
+        return found.table, found.origin.rsplit(" (", 1)[0], folded
+    return found.table, f"{found.origin}, {attention.value} attention", found.key
 
 
 def model_of(cfg: TrainingConfig, base_dir: Path, flags: CostOptions) -> ModelShape | None:

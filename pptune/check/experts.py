@@ -75,12 +75,11 @@ def placement(cfg: TrainingConfig) -> ExpertParallel:
 
 
 def cost_key(cfg: TrainingConfig, shape: ModelShape | None = None) -> CostKey:
-    """The key of the config's cost table (context parallelism is folded into the
-    per-layer costs by check-config, so it stays out of the key); a dense model's is
-    its tensor-parallel size alone."""
+    """The key of the config's analytic cost table: its tensor and context parallelism,
+    and for a mixture of experts its ep and etp (a dense model's ep and etp stay 1)."""
     if not experts_of(cfg, shape)[0]:
-        return CostKey(tp=cfg.tp)
-    return CostKey(tp=cfg.tp, ep=cfg.ep, etp=cfg.etp)
+        return CostKey(tp=cfg.tp, cp=cfg.cp)
+    return CostKey(tp=cfg.tp, cp=cfg.cp, ep=cfg.ep, etp=cfg.etp)
 
 
 def expert_rules(cfg: TrainingConfig, dp: int | None, add: Any,

@@ -19,14 +19,21 @@ from pathlib import Path
 from typing import Any
 
 from pptune.check.costs import costs, model_of
-from pptune.check.experts import cost_key, expert_rules
+from pptune.check.experts import expert_rules
 from pptune.check.framework import config_rules, framework_split, microbatch_rules
+from pptune.costmodel.keys import CostKey
 from pptune.costmodel.layout import LayoutError
 from pptune.costmodel.partition import add_ends, even_split, strip_ends
-from pptune.costmodel.schedules import Schedule, ScheduleError, chunks_per_device
+from pptune.costmodel.schedules import (
+    OVERLAPPED,
+    Schedule,
+    ScheduleError,
+    chunks_per_device,
+    model_chunks,
+    validate,
+)
 from pptune.costmodel.search import (
     MAX_SIMULATED_OPS,
-    CostKey,
     CostTable,
     Plan,
     PlanRequest,
@@ -149,13 +156,15 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
         m = None
 
     # --- layers -------------------------------------------------------------
-    n_stages = p * chunks
+    n_stages = model_chunks(schedule, p, v)  # dualpipe: pp chunks, each on two ranks
+    dual = " (one per model chunk: dualpipe runs each on two ranks)" if (
+        schedule is Schedule.DUALPIPE) else ""
     blocks = cfg.num_layers
     if cfg.stage_layers is not None:
         if len(cfg.stage_layers) != n_stages:
             add("split-mismatch", "error",
                 f"stage_layers has {len(cfg.stage_layers)} entries; {schedule.value} with pp={p} "
-                f"and {chunks} chunk(s) per device needs {n_stages}",
+                f"and {chunks} chunk(s) per device needs {n_stages}{dual}",
                 stage_layers=cfg.stage_layers, stages=n_stages)
         elif blocks is not None and sum(cfg.stage_layers) != blocks:
             add("split-mismatch", "error",
@@ -163,7 +172,9 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
                 stage_layers=cfg.stage_layers, num_layers=blocks)
     elif blocks is not None and blocks % n_stages:
         add("layers-not-divisible", "error",
-            f"{blocks} layers do not divide into pp*v = {p}*{chunks} = {n_stages} stages; "
+            f"{blocks} layers do not divide into "
+            + (f"pp = {n_stages} chunks{dual}" if dual else
+               f"pp*v = {p}*{chunks} = {n_stages} stages") + "; "
             "change pp or virtual stages, or give an explicit stage_layers split "
             "(Megatron-LM: --decoder-first/last-pipeline-num-layers)",
             num_layers=blocks, pp=p, virtual_stages=chunks)
@@ -175,6 +186,11 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
             add("zbv-m-lt-pp", "warning",
                 f"zbv with fewer micro-batches than stages ({m} < {p}) leaves most of the V idle",
                 microbatches=m, pp=p)
+        if schedule in OVERLAPPED:
+            try:  # torch's ScheduleDualPipeV and DeepSeek's DualPipe refuse these
+                validate(schedule, p, m, 2)
+            except ScheduleError as exc:
+                add("dualpipe-microbatches", "error", str(exc), microbatches=m, pp=p)
         if m % p:
             add("ga-not-aligned", "warning",
                 f"micro-batches per pipeline run ({m}) are not a multiple of pp ({p}); "
@@ -188,7 +204,11 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
             f"zbv runs exactly two chunks per device (got virtual stages {v}): torch's "
             "ScheduleZBVZeroBubble raises 'ZBV requires exactly 2 stages per rank'",
             virtual_stages=v)
-    if schedule not in (Schedule.INTERLEAVED, Schedule.ZBV) and v > 1:
+    if schedule in OVERLAPPED and v not in (1, 2):
+        add("zbv-chunks", "error",
+            f"{schedule.value} runs exactly two chunks per device (got virtual stages {v})",
+            virtual_stages=v)
+    if schedule not in {Schedule.INTERLEAVED, Schedule.ZBV} | OVERLAPPED and v > 1:
         add("virtual-stages-ignored", "error",
             f"{schedule.value} runs one chunk per device but virtual stages is {v}; "
             "use interleaved-1f1b or set virtual stages to 1", virtual_stages=v)
@@ -198,15 +218,15 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
 
     report = CheckReport(out, derived={"dp": dp, "grad_accum_steps": ga, "microbatches": m})
     structural = any(f.severity == "error" for f in out)
-    table, origin = costs(cfg, base_dir, opts.costs, add)
+    table, origin, key = costs(cfg, base_dir, opts.costs, add)
     report.derived["cost_source"] = origin
     if table is None or structural or dp is None or m is None:
         if table is not None and structural:
             add("prediction-skipped", "info",
                 "memory, bubble and step time not predicted until the errors above are fixed")
         return report
-    _predict(cfg, table, opts, report, add, dp=dp, m=m, schedule=schedule, chunks=chunks,
-             key=cost_key(cfg, shape))
+    _predict(cfg, table, key, opts, report, add, dp=dp, m=m, schedule=schedule, chunks=chunks,
+             sem=sem)
     return report
 
 
@@ -244,11 +264,12 @@ def _split(cfg: TrainingConfig, table: CostTable, n_stages: int, key: CostKey) -
 
 
 def _predict(
-    cfg: TrainingConfig, table: CostTable, opts: CheckOptions, report: CheckReport, add: Any,
-    *, dp: int, m: int, schedule: Schedule, chunks: int, key: CostKey,
+    cfg: TrainingConfig, table: CostTable, key: CostKey, opts: CheckOptions,
+    report: CheckReport, add: Any,
+    *, dp: int, m: int, schedule: Schedule, chunks: int, sem: Semantics,
 ) -> None:
     p = cfg.pp
-    n_stages = p * chunks
+    n_stages = model_chunks(schedule, p, cfg.virtual_stages)
     n_layers = len(table.names) - mtp_count(table)
     if n_layers - 2 < n_stages:
         add("too-few-layers", "error",
@@ -267,11 +288,11 @@ def _predict(
             ops=ops)
         return
     split = _split(cfg, table, n_stages, key)
-    gpus = p * cfg.tp * dp  # context parallelism is folded into the per-layer costs
+    gpus = p * key.tp * key.cp * dp  # a profile folds cp into its per-layer costs (key cp 1)
     global_batch = cfg.micro_batch_size * m * cfg.pipeline_flushes * dp
     sharding, recompute = config_sharding(cfg), Recompute(cfg.recompute or "none")
     req = PlanRequest(
-        gpus=gpus, global_batch=global_batch, tp=cfg.tp, gpus_per_node=cfg.gpus_per_node,
+        gpus=gpus, global_batch=global_batch, tp=key.tp, gpus_per_node=cfg.gpus_per_node,
         cost_keys=(key,),
         shardings=(sharding,), recomputes=(recompute,), recompute_every=cfg.recompute_every,
         fsdp_reshard_after_forward=cfg.fsdp_reshard_after_forward,
@@ -279,13 +300,14 @@ def _predict(
     )
     v = cfg.virtual_stages if schedule is Schedule.INTERLEAVED else 1
     spec = PlanSpec(schedule, p, cfg.micro_batch_size, m, tuple(split), v,
-                    RankOrder(cfg.rank_order), sharding, recompute, key)
+                    RankOrder(cfg.rank_order), sharding, recompute, key,
+                    a2a_overlap=bool(cfg.a2a_overlap))
     try:
         plan = evaluate(table, req, spec)
-    except LayoutError as exc:  # experts with context parallelism folded into the costs
+    except LayoutError as exc:  # an expert placement the rank layout cannot hold
         add("moe-not-predicted", "warning",
-            f"the expert placement cannot be priced with cp {cfg.cp} folded into the costs "
-            f"({exc}); memory, bubble and step time not predicted", ep=cfg.ep, cp=cfg.cp)
+            f"the expert placement ep {key.ep}, etp {key.etp} cannot be priced on this "
+            f"layout ({exc}); memory, bubble and step time not predicted", ep=cfg.ep, cp=cfg.cp)
         return
     except ScheduleError as exc:  # the framework runs it; pptune's simulator cannot
         add("schedule-not-modelled", "warning",

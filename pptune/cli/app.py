@@ -88,6 +88,11 @@ Per-layer costs from a preset or a profile:
 
 \b
   pptune simulate --model gpt3-1.3b --gpu h100-sxm --pp 4 --microbatches 8 --split 7,6,6,7
+
+DualPipeV's overlapped F&B pairs hiding an expert all-to-all:
+
+\b
+  pptune simulate --schedule dualpipev --pp 4 -m 16 --fwd-ms 1 --bwd-ms 1 --wgrad-ms 1 --a2a-ms 0.5 --timeline
 """
 
 
@@ -96,14 +101,16 @@ Per-layer costs from a preset or a profile:
 @uses(costs=CostOptions, out=OutputOptions)
 def simulate_cmd(
     *,
-    schedule: str = typer.Option("1f1b", "--schedule", "-s", help="gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv"),
+    schedule: str = typer.Option("1f1b", "--schedule", "-s", help="gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv, dualpipe, dualpipev"),
     pp: int = typer.Option(4, "--pp", help="pipeline stages (devices)"),
     microbatches: int = typer.Option(8, "--microbatches", "-m", help="micro-batches per step"),
-    virtual_stages: int = typer.Option(1, "--virtual-stages", "-v", help="chunks per device (interleaved-1f1b)"),
+    virtual_stages: int = typer.Option(1, "--virtual-stages", "-v", help="chunks per device (interleaved-1f1b; zbv and the DualPipes always 2)"),
     fwd_ms: float | None = typer.Option(None, "--fwd-ms", help="forward time per device per micro-batch (textbook mode)"),
     bwd_ms: float | None = typer.Option(None, "--bwd-ms", help="backward (input-grad) time per device"),
     wgrad_ms: float = typer.Option(0.0, "--wgrad-ms", help="weight-grad time per device"),
     p2p_ms: float = typer.Option(0.0, "--p2p-ms", help="time of one stage-to-stage send"),
+    a2a_ms: float = typer.Option(0.0, "--a2a-ms", help="expert all-to-all per device per micro-batch, in forward and again in backward (textbook mode; F&B pairs hide it)"),
+    a2a_overlap: bool = typer.Option(False, "--a2a-overlap", help="1f1b / interleaved-1f1b: Megatron-LM's combined order (--overlap-moe-expert-parallel-comm)"),
     micro_batch_size: int = typer.Option(1, "--micro-batch-size", "-b", help="samples per micro-batch"),
     split: str | None = typer.Option(None, "--split", help="layers per stage, e.g. 6,6,6,6 (default even)"),
     costs: CostOptions,
@@ -120,7 +127,8 @@ def simulate_cmd(
             check_output(path, flag)
     spec = simulation.SimSpec(
         schedule=schedule, pp=pp, microbatches=microbatches, virtual_stages=virtual_stages,
-        fwd_ms=fwd_ms, bwd_ms=bwd_ms, wgrad_ms=wgrad_ms, p2p_ms=p2p_ms, costs=costs,
+        fwd_ms=fwd_ms, bwd_ms=bwd_ms, wgrad_ms=wgrad_ms, p2p_ms=p2p_ms, a2a_ms=a2a_ms,
+        a2a_overlap=a2a_overlap, costs=costs,
         micro_batch_size=micro_batch_size, split=_ints(split, "--split"),
         blocking_send=blocking_send,
     )

@@ -117,7 +117,7 @@ def validate(
     pp: int | None = typer.Option(None, "--pp", help="pipeline stages (devices) [default: 2]"),
     microbatches: int | None = typer.Option(None, "--microbatches", "-m", help="micro-batches per step [default: 4]"),
     schedule: str | None = typer.Option(
-        None, "--schedule", "-s", help="gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv [default: 1f1b]"
+        None, "--schedule", "-s", help="gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv, dualpipev [default: 1f1b]"
     ),
     split: str | None = typer.Option(
         None, "--split", help="layers per stage, embedding and head included, e.g. 4,4 [default: even]"

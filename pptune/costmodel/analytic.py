@@ -54,7 +54,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pptune.costmodel import precision
 from pptune.costmodel.attention import MLA_UP_PROJ, mla_act_bytes, mla_params, mla_part
+from pptune.costmodel.context import CpComm, CpLinks
+from pptune.costmodel.ends import embedding_ops, head_ops
+from pptune.costmodel.keys import Precision
 from pptune.costmodel.moe import ExpertParallel, check_experts, moe_act_bytes, moe_params, moe_part
 from pptune.costmodel.ops import (
     BlockPart,
@@ -65,8 +69,6 @@ from pptune.costmodel.ops import (
     Rates,
     attention_part,
     block_ops,
-    embedding_ops,
-    head_ops,
     linear,
     memory,
     mlp_part,
@@ -180,7 +182,7 @@ def model_params(m: ModelShape, active: bool = False) -> float:
 def block_act_bytes(
     m: ModelShape, b: int, tp: int = 1, flash_attention: bool = True,
     sequence_parallel: bool = False, *, attn_bytes: float | None = None,
-    mlp_bytes: float | None = None,
+    mlp_bytes: float | None = None, cp: int = 1, gemm_input_bytes: float = 2.0,
 ) -> float:
     """Bytes one block keeps for backward, per micro-batch (Korthikanti et al. 2022).
 
@@ -189,21 +191,26 @@ def block_act_bytes(
     ``s b h (34/t + 5 a s / (h t))`` for a GPT block (their eq. 4).
     ``attn_bytes`` / ``mlp_bytes``: the attention's (MLA) or MLP's (MoE, or a
     recomputed MLP: 0) inner tensors in bytes, instead of a dense block's.
+    Context parallelism keeps ``s / cp`` tokens a rank (context.py). Under FP8
+    the GEMM inputs (QKV, attention output, both MLP inputs) are saved at
+    ``gemm_input_bytes`` instead of 2 (precision.py).
     """
-    s, h, f, a = m.seq_len, m.hidden, m.ffn, m.heads
+    s, h, f, a = m.seq_len // cp, m.hidden, m.ffn, m.heads
+    low = 2.0 - gemm_input_bytes  # saved per GEMM-input element by FP8
     kv_frac = m.kv_heads * m.head_dim / h
     q_frac = m.heads * m.head_dim / h  # 1 unless the model sets its head dimension
     drop = 1.0 if m.dropout else 0.0
     # Not split by tensor parallelism: two layernorm inputs (2 + 2), the
     # inputs of the attention and MLP blocks (2 + 2), two dropout masks.
-    replicated = 4 + 2 + 2 + 2 * drop
+    replicated = 4 + (2 - low) + (2 - low) + 2 * drop
     # Split by tensor parallelism: Q (2), K and V (2 each, scaled for GQA),
     # the output-projection input (2), the MLP's inner tensors.
-    attn_inner = 2 * q_frac + 4 * kv_frac + 2 * q_frac
+    attn_inner = 2 * q_frac + 4 * kv_frac + (2 - low) * q_frac
     if m.gated_mlp:
-        mlp_inner = 8 * f / h  # gate, up, activation output, product (2 bytes each)
+        # gate, up, activation output, product (2 bytes each; the product feeds a GEMM)
+        mlp_inner = (8 - low) * f / h
     else:
-        mlp_inner = 4 * f / h  # GeLU input and output (2 bytes each)
+        mlp_inner = (4 - low) * f / h  # GeLU input and output (the output feeds a GEMM)
     if attn_bytes is None and mlp_bytes is None:
         sharded = attn_inner + mlp_inner
     else:
@@ -216,6 +223,8 @@ def block_act_bytes(
     if mlp_bytes is not None:
         total += mlp_bytes
     if not flash_attention:
+        if cp > 1:
+            raise ValueError("context parallelism needs flash (fused) attention")
         # softmax output (2), its dropout mask (1), dropout output (2) per score
         total += (2 + 3 * drop) * a * s * s * b / tp
     return total
@@ -226,7 +235,7 @@ def _mtp_ops(m: ModelShape, b: int, rates: Rates, par: Parallel,
     """An MTP module: its embedding, the two norms and the projection 2h -> h,
     its block, and its LM head with the loss (module docstring)."""
     h, t = m.hidden, par.tp
-    tokens = b * m.seq_len
+    tokens = b * m.seq_len // par.cp
     rep = tokens / t if par.sequence_parallel else float(tokens)
     proj = linear("mtp_proj", tokens, 2 * h, -(-h // t), rates)
     act = 2.0 * tokens * h
@@ -259,6 +268,10 @@ def analytic_layers(
     tp_comm_overlap: bool = False,
     experts: ExpertParallel | None = None,
     recompute_modules: frozenset[str] = frozenset(),
+    cp: int = 1,
+    cp_comm: CpComm = CpComm.P2P,
+    cp_links: CpLinks | None = None,
+    gemm_precision: Precision = Precision.BF16,
 ) -> list[AnalyticLayer]:
     """Embedding, blocks (and MTP modules) and head with costs for each micro-batch size.
 
@@ -269,6 +282,9 @@ def analytic_layers(
     (moe.ExpertParallel; default one rank, balanced routing).
     ``recompute_modules``: Megatron-core's selective recomputation of
     ``mla_up_proj`` and ``mlp`` (dense MLPs), priced into the layers.
+    ``cp``: context parallelism over ``cp`` ranks exchanging K/V by ``cp_comm``
+    over ``cp_links`` (context.py); ``gemm_precision``: the block GEMMs'
+    precision (precision.py).
     """
     if efficiency is not None and not 0 < efficiency <= 1:
         raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
@@ -279,8 +295,10 @@ def analytic_layers(
     ex = experts or ExpertParallel()
     check_experts(m, ex)
     rates = Rates.of(gpu, efficiency)
-    par = Parallel(tp, sequence_parallel, flash_attention, *tp_allreduce, tp_comm_overlap)
-    s, h, v = m.seq_len, m.hidden, m.vocab
+    par = Parallel(tp, sequence_parallel, flash_attention, *tp_allreduce, tp_comm_overlap,
+                   cp, cp_comm, cp_links, gemm_precision)
+    s, h, v = m.seq_len // cp, m.hidden, m.vocab
+    saved = precision.gemm_input_bytes(gemm_precision)
     redo_up = MLA_UP_PROJ in recompute_modules and m.mla
     redo_mlp = RECOMPUTE_MLP in recompute_modules
 
@@ -300,7 +318,7 @@ def analytic_layers(
         moe, sliding = kind(i)
         if plain:
             return block_ops(m, b, rates, par), block_act_bytes(
-                m, b, tp, flash_attention, sequence_parallel)
+                m, b, tp, flash_attention, sequence_parallel, cp=cp, gemm_input_bytes=saved)
         attn: BlockPart | None = None
         attn_bytes: float | None = None
         if m.mla:
@@ -321,7 +339,8 @@ def analytic_layers(
                 mlp_bytes = 0.0
         ops = block_ops(m, b, rates, par, attn, mlp)
         return ops, block_act_bytes(m, b, tp, flash_attention, sequence_parallel,
-                                    attn_bytes=attn_bytes, mlp_bytes=mlp_bytes)
+                                    attn_bytes=attn_bytes, mlp_bytes=mlp_bytes, cp=cp,
+                                    gemm_input_bytes=saved)
 
     emb: dict[int, LayerSpec] = {}
     blocks: dict[tuple[bool, bool], dict[int, LayerSpec]] = {}
@@ -344,7 +363,7 @@ def analytic_layers(
             mtp[b] = spec(_mtp_ops(m, b, rates, par, ops), act, send_bytes)
         # the loss scalar leaves the head; it keeps its input and fp32 logits
         head[b] = spec(head_ops(m, b, rates, par), 2 * hidden_bytes + 4 * tokens * v / tp, 4.0)
-    emb_params = (v * h + (s * h if m.dropout else 0)) / tp  # GPT adds learned positions
+    emb_params = (v * h + (m.seq_len * h if m.dropout else 0)) / tp  # GPT adds learned positions
     layers = [AnalyticLayer("embedding", emb_params * BF16_BYTES, emb)]
     for i in range(m.num_blocks):
         if plain:

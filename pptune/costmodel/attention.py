@@ -50,12 +50,14 @@ MLA_UP_PROJ = "mla_up_proj"  # Megatron-core's recompute module name
 
 
 def _rep_tokens(m: ModelShape, b: int, par: Parallel) -> float:
-    tokens = b * m.seq_len
+    tokens = b * m.seq_len // par.cp
     return tokens / par.tp if par.sequence_parallel else float(tokens)
 
 
 def mla_core_ops(m: ModelShape, b: int, rates: Rates, par: Parallel) -> list[OpCost]:
     """Core attention of the local heads with MLA's head dimensions."""
+    if par.cp > 1:
+        raise ValueError("context parallelism with multi-head latent attention is not modelled")
     s, heads = m.seq_len, m.heads // par.tp
     dqk, dv = m.qk_nope_head_dim + m.qk_rope_head_dim, m.v_head_dim
     if par.flash_attention:
@@ -84,8 +86,8 @@ def mla_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
              recompute_up: bool = False) -> BlockPart:
     """MLA's ops by phase (module docstring). ``recompute_up``: the up
     projections and rotary run again before the backward (``mla_up_proj``)."""
-    t, h, heads = par.tp, m.hidden, m.heads
-    tokens = b * m.seq_len
+    t, h, heads, fp8 = par.tp, m.hidden, m.heads, par.fp8
+    tokens = b * m.seq_len // par.cp
     rep = _rep_tokens(m, b, par)
     rep_i = max(1, round(rep))
     dq, dc, dr = m.q_lora_rank, m.kv_lora_rank, m.qk_rope_head_dim
@@ -94,17 +96,17 @@ def mla_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     q_down: list[OpCost] = []
     q_norm: list[OpCost] = []
     if dq:
-        q_down = list(linear("q_down", rep_i, h, dq, rates))
-        q_up = linear("q_up", tokens, dq, _split(q_cols, t), rates)
+        q_down = list(linear("q_down", rep_i, h, dq, rates, fp8))
+        q_up = linear("q_up", tokens, dq, _split(q_cols, t), rates, fp8)
         q_norm = [memory("q_norm", Phase.F, 4 * dq * rep, rates),
                   memory("q_norm.bwd", Phase.B, 6 * dq * rep, rates)]
     else:
-        q_up = linear("q_proj", tokens, h, _split(q_cols, t), rates)
-    kv_down = linear("kv_down", rep_i, h, dc + dr, rates)
-    kv_up = linear("kv_up", tokens, dc, _split(heads * (dn + dv), t), rates)
+        q_up = linear("q_proj", tokens, h, _split(q_cols, t), rates, fp8)
+    kv_down = linear("kv_down", rep_i, h, dc + dr, rates, fp8)
+    kv_up = linear("kv_up", tokens, dc, _split(heads * (dn + dv), t), rates, fp8)
     kv_norm = (memory("kv_norm", Phase.F, 4 * dc * rep, rates),
                memory("kv_norm.bwd", Phase.B, 6 * dc * rep, rates))
-    proj = linear("attn_out", tokens, _split(heads * dv, t), h, rates)
+    proj = linear("attn_out", tokens, _split(heads * dv, t), h, rates, fp8)
     rotary = 4 * tokens * (heads * dr / t + dr)
     act = BF16_BYTES * tokens * h
     # with sequence parallelism the latents are all-gathered and the output
@@ -130,7 +132,7 @@ def mla_act_bytes(m: ModelShape, b: int, par: Parallel, recompute_up: bool = Fal
     """Bytes MLA keeps for backward beyond the block's input and norm inputs
     (module docstring), per micro-batch."""
     t, heads = par.tp, m.heads
-    tokens = b * m.seq_len
+    tokens = b * m.seq_len // par.cp
     rep = _rep_tokens(m, b, par)
     dq, dc, dr = m.q_lora_rank, m.kv_lora_rank, m.qk_rope_head_dim
     dn, dv = m.qk_nope_head_dim, m.v_head_dim

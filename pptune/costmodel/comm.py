@@ -190,6 +190,7 @@ class DpReduction:
     sharded: bool = False  # distributed optimizer: reduce-scatter + all-gather
     overlap: bool = True  # bucketed, during the last backward (and next forward)
     bucket_params: float | None = None  # None: Megatron-LM's default (megatron_bucket_params)
+    overlap_gather: bool | None = None  # the parameter all-gather's own switch; None: overlap
 
 
 def dp_exposed_s(red: DpReduction, bwd_window_s: float, fwd_window_s: float) -> float:
@@ -201,18 +202,19 @@ def dp_exposed_s(red: DpReduction, bwd_window_s: float, fwd_window_s: float) -> 
     if red.dp <= 1 or red.params <= 0:
         return 0.0
     grad_op = reduce_scatter_s if red.sharded else allreduce_s
-    if not red.overlap:
-        exposed = grad_op(red.params * red.grad_bytes, red.dp, red.link)
-        if red.sharded:
-            exposed += all_gather_s(red.params * red.param_bytes, red.dp, red.link)
-        return exposed
+    gather_overlap = red.overlap if red.overlap_gather is None else red.overlap_gather
     bucket = red.bucket_params or megatron_bucket_params(red.dp)
     sizes = buckets(red.params, bucket)
-    grads = [grad_op(n * red.grad_bytes, red.dp, red.link) for n in sizes]
-    exposed = overlapped_tail_s(grads, sizes, bwd_window_s)
-    if red.sharded:
+    if red.overlap:
+        grads = [grad_op(n * red.grad_bytes, red.dp, red.link) for n in sizes]
+        exposed = overlapped_tail_s(grads, sizes, bwd_window_s)
+    else:
+        exposed = grad_op(red.params * red.grad_bytes, red.dp, red.link)
+    if red.sharded and gather_overlap:
         gathers = [all_gather_s(n * red.param_bytes, red.dp, red.link) for n in sizes]
         exposed += prefetch_stall_s(gathers, sizes, fwd_window_s)
+    elif red.sharded:
+        exposed += all_gather_s(red.params * red.param_bytes, red.dp, red.link)
     return exposed
 
 

@@ -1,8 +1,9 @@
 """One fully specified plan -> its simulated step time and memory per GPU.
 
 A ``PlanSpec`` names everything a plan chooses (schedule, depth, micro-batch
-size and count, chunks, split, rank order, sharding, recomputation); the
-``PlanRequest`` holds the job (GPUs, batch, tp, links, limits). ``evaluate``
+size and count, chunks, split, rank order, sharding, recomputation, the
+all-to-all overlap); the ``PlanRequest`` holds the job (GPUs, batch, tp,
+links, limits); both and the ``Plan`` are in records.py. ``evaluate``
 simulates the spec and returns a frozen ``Plan``; ``explain`` returns a new
 ``Plan`` with the exposed p2p and data-parallel times filled in.
 """
@@ -15,25 +16,20 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pptune.costmodel.comm import AllReduceLink
-from pptune.costmodel.keys import CostKey, Precision
-from pptune.costmodel.layout import Dim, Layout, RankOrder
-from pptune.costmodel.memory import (
-    DEFAULT_RESERVE_BYTES,
-    TORCHTITAN_SELECTIVE_EVERY,
-    DeviceMemory,
-    Recompute,
-    p2p_buffer_bytes,
-    with_recompute,
-)
+from pptune.costmodel import collectives, optimizer, precision
+from pptune.costmodel.comm import AllReduceLink, Placement, group_link, megatron_bucket_params
+from pptune.costmodel.layout import Dim, Group, Layout
+from pptune.costmodel.memory import DeviceMemory, p2p_buffer_bytes, with_recompute
 from pptune.costmodel.partition import stage_bounds
-from pptune.costmodel.schedules import (
-    DEFAULT_SCHEDULES,
-    Schedule,
-    chunks_per_device,
-    stage_device,
+from pptune.costmodel.records import (
+    DEFAULT_VIRTUAL_STAGES,
+    Plan,
+    PlanRequest,
+    PlanSpec,
 )
+from pptune.costmodel.schedules import Schedule, chains, stage_chunk_map, stage_device
 from pptune.costmodel.sharding import (
+    MEGATRON_GRAD_BYTES,
     ShardComm,
     Sharding,
     reshards,
@@ -51,149 +47,28 @@ from pptune.costmodel.simulate import (
 )
 from pptune.costmodel.table import CostTable, stage_costs
 
-DEFAULT_VIRTUAL_STAGES = (2, 3, 4)
-
-
-@dataclass(frozen=True)
-class PlanRequest:
-    gpus: int
-    global_batch: int
-    tp: int = 1
-    gpus_per_node: int = 8
-    schedules: Sequence[Schedule] = DEFAULT_SCHEDULES
-    virtual_stages: Sequence[int] = DEFAULT_VIRTUAL_STAGES
-    micro_batch_sizes: Sequence[int] | None = None  # None: all in the table
-    pp: Sequence[int] | None = None  # None: every divisor
-    shardings: Sequence[Sharding] = tuple(Sharding)
-    recomputes: Sequence[Recompute] = tuple(Recompute)
-    recompute_every: int | None = TORCHTITAN_SELECTIVE_EVERY  # selective: every N-th block
-    fsdp_reshard_after_forward: bool | None = None  # None: torchtitan's default (not with pp)
-    reserve_bytes: float = DEFAULT_RESERVE_BYTES
-    grad_bytes_factor: float = 1.0  # gradient compression
-    blocking_send: bool = False
-    overlap_grad_reduce: bool = True  # DP reduction in buckets during backward (comm.py)
-    top: int = 5
-    rank_orders: Sequence[RankOrder] = tuple(RankOrder)
-    with_best_pp1: bool = True  # keep the best plan without a pipeline in the list
-    # the per-layer splits and precisions to search, one cost table each (keys.py);
-    # None: the one key of ``tp`` in BF16
-    cost_keys: Sequence[CostKey] | None = None
-
-    def keys(self) -> tuple[CostKey, ...]:
-        return tuple(self.cost_keys) if self.cost_keys else (CostKey(tp=self.tp),)
-
-    def key_of(self, spec: PlanSpec) -> CostKey:
-        return spec.key if spec.key is not None else self.keys()[0]
-
-    def layout(self, spec: PlanSpec) -> Layout:
-        """The plan's ranks: ``gpus = pp x tp x cp x dp`` (layout.py does the arithmetic)."""
-        k = self.key_of(spec)
-        return Layout(pp=spec.pp, dp=self.gpus // (spec.pp * k.tp * k.cp), tp=k.tp, cp=k.cp,
-                      ep=k.ep, etp=k.etp, gpus_per_node=self.gpus_per_node,
-                      order=spec.rank_order)
-
-
-@dataclass(frozen=True)
-class PlanSpec:
-    """Everything one plan chooses."""
-
-    schedule: Schedule
-    pp: int
-    micro_batch_size: int
-    num_microbatches: int
-    stage_layers: tuple[int, ...]
-    virtual_stages: int = 1  # chunks per device: v for interleaved, 2 for zbv, else 1
-    rank_order: RankOrder = RankOrder.DP_INNER
-    sharding: Sharding = Sharding.NONE
-    recompute: Recompute = Recompute.NONE
-    key: CostKey | None = None  # None: the request's first (PlanRequest.key_of)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "stage_layers", tuple(self.stage_layers))
-        object.__setattr__(self, "virtual_stages",
-                           chunks_per_device(self.schedule, self.virtual_stages))
-
-
-@dataclass(frozen=True)
-class Plan:
-    pp: int
-    dp: int
-    tp: int
-    schedule: Schedule
-    virtual_stages: int
-    micro_batch_size: int
-    num_microbatches: int
-    stage_layers: list[int]  # per global stage (pp * virtual_stages entries)
-    step_time_s: float
-    bubble_rate: float
-    tokens_per_s: float
-    peak_memory_bytes: list[float]  # per device (pipeline rank)
-    memory_capacity_bytes: float
-    ideal_step_s: float
-    sim: SimResult = field(repr=False)
-    exposed_p2p_s: float | None = None
-    exposed_allreduce_s: float | None = None
-    rank_order: RankOrder = RankOrder.DP_INNER
-    sharding: Sharding = Sharding.NONE
-    recompute: Recompute = Recompute.NONE
-    memory: tuple[DeviceMemory, ...] = field(default=(), repr=False)
-    key: CostKey = field(default_factory=CostKey)
-
-    @property
-    def spec(self) -> PlanSpec:
-        return PlanSpec(self.schedule, self.pp, self.micro_batch_size, self.num_microbatches,
-                        tuple(self.stage_layers), self.virtual_stages, self.rank_order,
-                        self.sharding, self.recompute, self.key)
-
-    @property
-    def cp(self) -> int:
-        return self.key.cp
-
-    @property
-    def ep(self) -> int:
-        return self.key.ep
-
-    @property
-    def etp(self) -> int:
-        return self.key.etp
-
-    @property
-    def precision(self) -> Precision:
-        return self.key.precision
-
-    @property
-    def grad_accum_steps(self) -> int:
-        return self.num_microbatches
-
-    @property
-    def aligned(self) -> bool:
-        return self.num_microbatches % self.pp == 0
-
-    @property
-    def efficiency(self) -> float:
-        # at most 1: the step is never shorter than the ideal (float rounding aside)
-        return min(1.0, self.ideal_step_s / self.step_time_s) if self.step_time_s > 0 else 0.0
-
-    @property
-    def headroom_bytes(self) -> float:
-        return self.memory_capacity_bytes - max(self.peak_memory_bytes)
+__all__ = ["DEFAULT_VIRTUAL_STAGES", "Plan", "PlanRequest", "PlanSpec", "StageLayout",
+           "device_memory", "evaluate", "explain", "stage_layout", "with_comm"]
 
 
 def with_comm(stages: Sequence[StageCost], comm: Sequence[ShardComm],
               first_share: Sequence[float]) -> list[StageCost]:
     """Fold per-micro-batch collectives into the ops they overlap.
 
-    A gather or reduce-scatter of block i+1 runs behind the compute of block
-    i, so an op takes ``max(compute, traffic)`` plus the share of the first
+    A gather or reduce-scatter of block i+1 runs behind the work of block
+    i, so an op takes ``max(work, traffic)`` plus the share of the first
     block, which nothing hides (``first_share``: largest block / stage params).
+    The work is the op's compute and its all-to-alls, which stay on the
+    communication stream (``fwd_comm_s`` / ``bwd_comm_s``): a plain op's time
+    is ``max(compute + all-to-all, traffic) + first share``.
     """
     out = []
     for s, c, share in zip(stages, comm, first_share, strict=True):
         if c.fwd_s == 0 and c.bwd_s == 0:
             out.append(s)
             continue
-        fwd = max(s.fwd_s, c.fwd_s) + c.fwd_s * share
-        bwd = max(s.bwd_s, c.bwd_s) + c.bwd_s * share
+        fwd = max(s.fwd_s + s.fwd_comm_s, c.fwd_s) + c.fwd_s * share - s.fwd_comm_s
+        bwd = max(s.bwd_s + s.bwd_comm_s, c.bwd_s) + c.bwd_s * share - s.bwd_comm_s
         out.append(dataclasses.replace(s, fwd_s=fwd, bwd_s=bwd))
     return out
 
@@ -208,6 +83,7 @@ class StageLayout:
     largest: list[float]
     device_of: list[int]
     expert_params: list[float] = field(default_factory=list)  # the routed experts' part
+    cache: list[float] = field(default_factory=list)  # per stage, precision.py
 
 
 def _both(a: ShardComm, b: ShardComm) -> ShardComm:
@@ -217,39 +93,83 @@ def _both(a: ShardComm, b: ShardComm) -> ShardComm:
 
 
 def stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLayout:
+    """Per global stage (schedules.stage_chunk_map: under dualpipe each chunk's
+    figures twice, for its down and its up copy)."""
     lay = req.layout(spec)
     # Megatron-core reduces dense gradients (and shards the distributed optimizer)
-    # over data and context parallelism together (its data-parallel group with cp)
-    dp = lay.dp * lay.cp
-    group = lay.group(Dim.CP, Dim.DP)
-    ar_link = table.ar_intra if group.intra else table.ar_inter
+    # over data and context parallelism together (its data-parallel group with cp);
+    # dualpipe holds each chunk twice (ranks c and pp-1-c), and the two copies
+    # must end the step with one gradient: its reduction spans both, 2 x dp ranks
+    copies = chains(spec.schedule)
+    together = copies == 1 or lay.same_node(0, spec.pp - 1)
+    dp = lay.dp * lay.cp * copies
+    ar_link = dp_link(table, spec.sharding, _both_copies(lay.group(Dim.CP, Dim.DP), copies,
+                                                         together), dp, req.grad_bytes_factor)
+    key = req.key_of(spec)
+    gather_bytes = precision.param_gather_bytes(key.precision, req.fp8_param_gather)
     bounds = stage_bounds(spec.stage_layers)
     params = [table.params(s, e) for s, e in bounds]
     largest = [max(table.params(i, i + 1) for i in range(s, e)) for s, e in bounds]
     reshard = reshards(spec.sharding, spec.pp, req.fsdp_reshard_after_forward)
     rc = with_recompute(table, spec.recompute, req.recompute_every)
-    compute = stage_costs(rc, spec.micro_batch_size, spec.stage_layers)
+    compute = stage_costs(rc, spec.micro_batch_size, spec.stage_layers, spec.a2a_stream)
+
+    def traffic(n: float, ranks: int, link: AllReduceLink, st: StageCost) -> ShardComm:
+        # the windows it overlaps: the op's compute and its all-to-alls
+        return stage_comm(spec.sharding, reshard, n, ranks, link, req.grad_bytes_factor,
+                          req.overlap_grad_reduce, st.bwd_s + st.wgrad_s + st.bwd_comm_s,
+                          st.fwd_s + st.fwd_comm_s, param_bytes=gather_bytes,
+                          overlap_gather=req.overlap_param_gather)
+
     experts = [table.expert_params(s, e) for s, e in bounds] if table.expert_param_bytes else []
     if not experts:
-        comm = [stage_comm(spec.sharding, reshard, n, dp, ar_link, req.grad_bytes_factor,
-                           req.overlap_grad_reduce, st.bwd_s + st.wgrad_s, st.fwd_s)
-                for n, st in zip(params, compute, strict=True)]
+        comm = [traffic(n, dp, ar_link, st) for n, st in zip(params, compute, strict=True)]
     else:
         # routed experts' gradients reduce over the expert data-parallel group
         # (megatron-core's expert_data_parallel group: edp = tp cp dp / (ep etp))
-        edp_group = lay.group(Dim.EDP)
-        edp_link = table.ar_intra if edp_group.intra else table.ar_inter
-        comm = [_both(stage_comm(spec.sharding, reshard, n - x, dp, ar_link,
-                                 req.grad_bytes_factor, req.overlap_grad_reduce,
-                                 st.bwd_s + st.wgrad_s, st.fwd_s),
-                      stage_comm(spec.sharding, reshard, x, lay.edp, edp_link,
-                                 req.grad_bytes_factor, req.overlap_grad_reduce,
-                                 st.bwd_s + st.wgrad_s, st.fwd_s))
+        edp = lay.edp * copies
+        edp_link = dp_link(table, spec.sharding, _both_copies(lay.group(Dim.EDP), copies,
+                                                              together), edp,
+                           req.grad_bytes_factor)
+        comm = [_both(traffic(n - x, dp, ar_link, st), traffic(x, edp, edp_link, st))
                 for n, x, st in zip(params, experts, compute, strict=True)]
     share = [lg / n if n > 0 else 0.0 for lg, n in zip(largest, params, strict=True)]
     stages = with_comm(compute, comm, share)
-    device_of = [stage_device(spec.schedule, spec.pp, k) for k in range(len(bounds))]
-    return StageLayout(stages, comm, params, largest, device_of, experts)
+    cache = ([sum(table.cache_bytes[s:e]) for s, e in bounds] if table.cache_bytes
+             else [0.0] * len(bounds))
+    chunk_of = stage_chunk_map(spec.schedule, spec.pp, spec.virtual_stages)
+    if chunk_of != list(range(len(bounds))):  # dualpipe: each chunk on two stages
+        stages = [stages[c] for c in chunk_of]
+        comm = [comm[c] for c in chunk_of]
+        params = [params[c] for c in chunk_of]
+        largest = [largest[c] for c in chunk_of]
+        experts = [experts[c] for c in chunk_of] if experts else []
+        cache = [cache[c] for c in chunk_of]
+    device_of = [stage_device(spec.schedule, spec.pp, k) for k in range(len(chunk_of))]
+    return StageLayout(stages, comm, params, largest, device_of, experts, cache)
+
+
+def _both_copies(group: Group, copies: int, together: bool) -> Group:
+    """A reduction group over both copies of a dualpipe chunk: twice the ranks, on the
+    same nodes when the rank pair shares them, else on twice the nodes."""
+    if copies == 1:
+        return group
+    if together:
+        return Group(group.size * copies, group.per_node * copies, group.nodes)
+    return Group(group.size * copies, group.per_node, group.nodes * copies)
+
+
+def dp_link(table: CostTable, sharding: Sharding, group: Placement, dp: int,
+            grad_factor: float = 1.0) -> AllReduceLink:
+    """The link the data-parallel gradient collectives run at: NCCL's algorithm for
+    one bucket over this group where the table has the fabric (collectives.py),
+    else the table's links with the group's NICs (comm.group_link)."""
+    if table.fabric is None:
+        return group_link(group, table.ar_intra, table.ar_inter)
+    kind = (collectives.Collective.ALL_REDUCE if sharding is Sharding.NONE
+            else collectives.Collective.REDUCE_SCATTER)
+    bucket = megatron_bucket_params(dp) * MEGATRON_GRAD_BYTES * grad_factor
+    return collectives.link_for(kind, bucket, group, table.fabric)
 
 
 def device_memory(
@@ -259,23 +179,26 @@ def device_memory(
     p = spec.pp
     ranks = req.layout(spec)
     dp = ranks.dp * ranks.cp  # state sharded over the data-parallel group with cp
-    per_param = state_bytes_per_param(spec.sharding, dp)
+    per_param = state_bytes_per_param(spec.sharding, dp, req.grad_buffer_bytes)
+    # routed experts' state is sharded over the expert data-parallel group
+    per_expert = (state_bytes_per_param(spec.sharding, ranks.edp, req.grad_buffer_bytes)
+                  if lay.expert_params else 0.0)
     reshard = reshards(spec.sharding, p, req.fsdp_reshard_after_forward)
     params = [0.0] * p
     largest = [0.0] * p
     experts = [0.0] * p
+    cache = [0.0] * p
     for k, d in enumerate(lay.device_of):
         params[d] += lay.params[k]
         largest[d] = max(largest[d], lay.largest[k])
         if lay.expert_params:
             experts[d] += lay.expert_params[k]
+        cache[d] += lay.cache[k] if lay.cache else 0.0
     p2p = p2p_buffer_bytes([s.out_bytes for s in lay.stages], lay.device_of, p)
-    # routed experts' state is sharded over the expert data-parallel group
-    per_expert = state_bytes_per_param(spec.sharding, ranks.edp) if lay.expert_params else 0.0
     return [
         DeviceMemory(
-            state_bytes=(params[d] * per_param if not lay.expert_params else
-                         (params[d] - experts[d]) * per_param + experts[d] * per_expert),
+            state_bytes=((params[d] - experts[d]) * per_param + experts[d] * per_expert
+                         + cache[d]),
             working_bytes=working_bytes(spec.sharding, reshard, params[d], largest[d]),
             activation_bytes=activation_bytes[d],
             p2p_bytes=p2p[d],
@@ -304,46 +227,70 @@ def evaluate(
         sim = simulate(spec.schedule, p, m, lay.stages, v=spec.virtual_stages,
                        link=ranks.link(table.p2p_intra, table.p2p_inter),
                        blocking_send=req.blocking_send, dp_allreduce_s=tail,
-                       device_start_s=start)
+                       device_start_s=start, combined=spec.combined)
     else:
         ops = _ops(spec.schedule, p, m, spec.virtual_stages, tuple(lay.stages), tuple(start),
-                   ranks, table.p2p_intra, table.p2p_inter, req.blocking_send)
+                   ranks, table.p2p_intra, table.p2p_inter, req.blocking_send, spec.combined)
         sim = with_allreduce(ops, tail)
     memory = device_memory(req, spec, lay, [d.peak_activation_bytes for d in sim.devices])
-    work = sum(s.total_s for s in lay.stages) * m  # one replica's compute, device-seconds / tp
+    # one replica's work, all-to-alls included, device-seconds / tp (each stage
+    # runs m micro-batches, dualpipe's m / 2 in each direction)
+    work = sum(s.total_s + s.fwd_comm_s + s.bwd_comm_s for s in lay.stages) * m / chains(
+        spec.schedule)
+    opt_s = optimizer_step_s(table, req, spec, lay)
+    step_s = sim.step_time_s + opt_s
     return Plan(
         pp=p, dp=dp, tp=ranks.tp, schedule=spec.schedule, virtual_stages=spec.virtual_stages,
         micro_batch_size=spec.micro_batch_size, num_microbatches=m,
         stage_layers=list(spec.stage_layers),
-        step_time_s=sim.step_time_s, bubble_rate=sim.bubble_rate,
-        tokens_per_s=req.global_batch * table.seq_len / sim.step_time_s if sim.step_time_s else 0.0,
+        step_time_s=step_s, bubble_rate=sim.bubble_rate,
+        tokens_per_s=req.global_batch * table.seq_len / step_s if step_s else 0.0,
         peak_memory_bytes=[x.total_bytes for x in memory], memory_capacity_bytes=table.memory_bytes,
         ideal_step_s=work / p, sim=sim, rank_order=spec.rank_order, sharding=spec.sharding,
-        recompute=spec.recompute, memory=tuple(memory), key=req.key_of(spec),
+        recompute=spec.recompute, memory=tuple(memory), key=req.key_of(spec), optimizer_s=opt_s,
+        a2a_overlap=spec.a2a_overlap,
     )
+
+
+def optimizer_step_s(table: CostTable, req: PlanRequest, spec: PlanSpec,
+                     lay: StageLayout) -> float:
+    """The slowest pipeline rank's Adam step after its last backward (optimizer.py):
+    its shard of the state is ``1 / (dp x cp)`` of its parameters under any sharding
+    of the optimizer state, all of them without."""
+    if not req.optimizer_step or table.hbm_bytes_per_s is None:
+        return 0.0
+    ranks = req.layout(spec)
+    shards = ranks.dp * ranks.cp if spec.sharding is not Sharding.NONE else 1
+    local = [0.0] * spec.pp
+    for k, d in enumerate(lay.device_of):
+        local[d] += lay.params[k]
+    grad = req.grad_buffer_bytes or MEGATRON_GRAD_BYTES
+    return max(optimizer.step_s(optimizer.AdamStep(n / shards, n, req.moment_bytes, grad),
+                                table.hbm_bytes_per_s) for n in local)
 
 
 @functools.lru_cache(maxsize=512)
 def _ops(schedule: Schedule, p: int, m: int, v: int, stages: tuple[StageCost, ...],
          start: tuple[float, ...], ranks: Layout, intra: Link, inter: Link,
-         blocking_send: bool) -> SimResult:
+         blocking_send: bool, combined: bool) -> SimResult:
     """The op timeline, shared by plans that differ only in their once-per-step
     data-parallel traffic (e.g. sharding none and zero1)."""
     return simulate_steady(schedule, p, m, stages, v=v, link=ranks.link(intra, inter),
-                           blocking_send=blocking_send, device_start_s=start)
+                           blocking_send=blocking_send, device_start_s=start,
+                           combined=combined)
 
 
 def explain(table: CostTable, req: PlanRequest, plan: Plan) -> Plan:
     """The plan with its exposed p2p and data-parallel times: re-simulated without each."""
     spec = plan.spec
     free = AllReduceLink(0.0, math.inf)
-    quiet = dataclasses.replace(table, ar_intra=free, ar_inter=free)
+    quiet = dataclasses.replace(table, ar_intra=free, ar_inter=free, fabric=None)
     no_comm = simulate(plan.schedule, plan.pp, plan.num_microbatches,
                        stage_layout(quiet, req, spec).stages, v=plan.virtual_stages,
-                       keep_events=False)
+                       keep_events=False, combined=spec.combined)
     with_p2p = evaluate(quiet, req, spec)
     return dataclasses.replace(
         plan,
-        exposed_p2p_s=max(0.0, with_p2p.step_time_s - no_comm.step_time_s),
+        exposed_p2p_s=max(0.0, with_p2p.step_time_s - no_comm.step_time_s - plan.optimizer_s),
         exposed_allreduce_s=max(0.0, plan.step_time_s - with_p2p.step_time_s),
     )

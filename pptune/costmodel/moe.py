@@ -160,7 +160,7 @@ def check_experts(m: ModelShape, ex: ExpertParallel) -> None:
 
 def local_tokens(m: ModelShape, b: int, par: Parallel) -> float:
     """Tokens of a micro-batch on one rank as the MoE layer sees them."""
-    tokens = b * m.seq_len
+    tokens = b * m.seq_len // par.cp  # this context-parallel rank's share
     return tokens / par.tp if par.sequence_parallel else float(tokens)
 
 
@@ -203,22 +203,23 @@ def _etp_collective(name: str, phase: Phase, nbytes: float, ex: ExpertParallel) 
 
 
 def _expert_gemms(name: str, phase: Phase, m_tok: int, n: int, k: int, experts: int,
-                  rates: Rates, grouped: bool) -> OpCost:
-    """``experts`` GEMMs of m_tok x k by k x n: one grouped launch or one each."""
+                  rates: Rates, grouped: bool, fp8: bool = False) -> OpCost:
+    """``experts`` GEMMs of m_tok x k by k x n: one grouped launch or one each
+    (``fp8``: FP8 inputs at the FP8 rate, ops.gemm)."""
     if grouped:
-        return gemm(name, phase, m_tok, n, k, rates, batch=experts)
-    one = gemm(name, phase, m_tok, n, k, rates)
+        return gemm(name, phase, m_tok, n, k, rates, batch=experts, fp8=fp8)
+    one = gemm(name, phase, m_tok, n, k, rates, fp8=fp8)
     return OpCost(name, phase, Kind.GEMM, one.flops * experts, one.hbm_bytes * experts,
                   one.time_s * experts, kernels=experts)
 
 
 def expert_linear(name: str, m_tok: int, k: int, n: int, experts: int, rates: Rates,
-                  grouped: bool) -> tuple[OpCost, OpCost, OpCost]:
+                  grouped: bool, fp8: bool = False) -> tuple[OpCost, OpCost, OpCost]:
     """F, B (data gradient) and W (weight gradient) of the local experts' y = x W."""
     return (
-        _expert_gemms(name, Phase.F, m_tok, n, k, experts, rates, grouped),
-        _expert_gemms(name + ".dgrad", Phase.B, m_tok, k, n, experts, rates, grouped),
-        _expert_gemms(name + ".wgrad", Phase.W, k, n, m_tok, experts, rates, grouped),
+        _expert_gemms(name, Phase.F, m_tok, n, k, experts, rates, grouped, fp8),
+        _expert_gemms(name + ".dgrad", Phase.B, m_tok, k, n, experts, rates, grouped, fp8),
+        _expert_gemms(name + ".wgrad", Phase.W, k, n, m_tok, experts, rates, grouped, fp8),
     )
 
 
@@ -234,9 +235,10 @@ def moe_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     n_local = e // ex.ep
     m_tok = tokens_per_expert(m, b, par, ex)
     router = linear("router", math.ceil(t_loc), h, e, rates)
+    # the router stays BF16 (DeepSeek-V3 report sec. 3.3.1: gating in BF16)
     fc1 = expert_linear("expert_fc1", m_tok, h, f_loc * (2 if m.gated_mlp else 1), n_local,
-                        rates, ex.grouped_gemm)
-    fc2 = expert_linear("expert_fc2", m_tok, f_loc, h, n_local, rates, ex.grouped_gemm)
+                        rates, ex.grouped_gemm, par.fp8)
+    fc2 = expert_linear("expert_fc2", m_tok, f_loc, h, n_local, rates, ex.grouped_gemm, par.fp8)
     act_f, act_b = (6 * f_loc, 10 * f_loc) if m.gated_mlp else (4 * f_loc, 6 * f_loc)
     scores_f = t_loc * ((2 + 4) * e + 4 * e + (FP32_BYTES + INDEX_BYTES) * k)
     scores_b = t_loc * (FP32_BYTES * k + FP32_BYTES * e + BF16_BYTES * e)
@@ -282,7 +284,7 @@ def moe_act_bytes(m: ModelShape, b: int, par: Parallel, ex: ExpertParallel) -> f
     inner = (6 if m.gated_mlp else 4) * f_loc * rows  # fc1's output and the activation's
     total = FP32_BYTES * e * t_loc + BF16_BYTES * h * rows + inner + FP32_BYTES * rows
     if m.shared_ffn:
-        tokens = b * m.seq_len
+        tokens = b * m.seq_len // par.cp
         total += (8 if m.gated_mlp else 4) * m.shared_ffn * tokens / par.tp
     return total
 

@@ -64,6 +64,9 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
+from pptune.costmodel import context, precision
+from pptune.costmodel.context import AttentionRates, CpComm, CpLinks, CpShape
+from pptune.costmodel.keys import Precision
 from pptune.costmodel.presets import GpuSpec, ModelShape
 
 BF16_BYTES = 2
@@ -113,6 +116,10 @@ class Rates:
     attention_fraction: float
     launch_s: float
     gemm_efficiency: float | None = None  # user override (--efficiency)
+    fp8_peak_flops: float | None = None  # dense FP8 (precision.py); None: no FP8
+    fp8_gemm_fraction: float | None = None
+    causal_attention: tuple[tuple[int, float], ...] = ()  # share of peak by kernel length
+    full_attention: tuple[tuple[int, float], ...] = ()
 
     @classmethod
     def of(cls, gpu: GpuSpec, efficiency: float | None = None) -> Rates:
@@ -120,8 +127,14 @@ class Rates:
             peak_flops=gpu.peak_flops, hbm_bytes_per_s=gpu.hbm_bytes_per_s * gpu.hbm_fraction,
             sm_count=gpu.sm_count, gemm_fraction=gpu.gemm_fraction,
             attention_fraction=gpu.attention_fraction, launch_s=gpu.launch_s,
-            gemm_efficiency=efficiency,
+            gemm_efficiency=efficiency, fp8_peak_flops=gpu.fp8_peak_flops,
+            fp8_gemm_fraction=gpu.fp8_gemm_fraction, causal_attention=gpu.causal_attention,
+            full_attention=gpu.full_attention,
         )
+
+    def attention(self) -> AttentionRates:
+        return AttentionRates(self.peak_flops, self.attention_fraction,
+                              self.causal_attention, self.full_attention)
 
 
 @dataclass(frozen=True)
@@ -135,6 +148,14 @@ class Parallel:
     tp_latency_s: float = 20e-6
     tp_busbw_bytes_per_s: float = 450e9
     tp_comm_overlap: bool = False  # collectives pipelined with their GEMM (--tp-comm-overlap)
+    cp: int = 1  # context parallelism: the sequence over cp ranks (context.py)
+    cp_comm: CpComm = CpComm.P2P  # how they exchange K/V (--cp-comm-type)
+    cp_links: CpLinks | None = None  # where the cp group sits; None: nothing priced
+    precision: Precision = Precision.BF16  # of the block's GEMMs (precision.py)
+
+    @property
+    def fp8(self) -> bool:
+        return precision.is_low(self.precision)
 
 
 def wave_utilisation(m: int, n: int, sm_count: int, batch: int = 1) -> float:
@@ -147,30 +168,43 @@ def wave_utilisation(m: int, n: int, sm_count: int, batch: int = 1) -> float:
     return best
 
 
-def gemm_efficiency(m: int, n: int, rates: Rates, batch: int = 1) -> float:
-    """Fraction of peak a GEMM with an m x n output reaches."""
+def gemm_efficiency(m: int, n: int, rates: Rates, batch: int = 1, fp8: bool = False) -> float:
+    """Fraction of peak (the FP8 peak for an FP8 GEMM) an m x n output reaches."""
     if rates.gemm_efficiency is not None:
         return rates.gemm_efficiency
-    return rates.gemm_fraction * wave_utilisation(m, n, rates.sm_count, batch)
+    fraction = rates.gemm_fraction
+    if fp8:
+        if rates.fp8_gemm_fraction is None:
+            raise ValueError("an FP8 GEMM on a GPU without a measured FP8 matmul rate")
+        fraction = rates.fp8_gemm_fraction
+    return fraction * wave_utilisation(m, n, rates.sm_count, batch)
 
 
 def gemm(name: str, phase: Phase, m: int, n: int, k: int, rates: Rates,
-         batch: int = 1) -> OpCost:
-    """(m x k) @ (k x n), ``batch`` times, as a roofline."""
+         batch: int = 1, fp8: bool = False) -> OpCost:
+    """(m x k) @ (k x n), ``batch`` times, as a roofline; ``fp8``: at the FP8
+    peak with 1-byte inputs and a BF16 output (precision.py)."""
     flops = 2.0 * m * n * k * batch
-    nbytes = BF16_BYTES * float(m * k + k * n + m * n) * batch
-    compute_s = flops / (rates.peak_flops * gemm_efficiency(m, n, rates, batch))
+    inputs = 1.0 if fp8 else BF16_BYTES
+    nbytes = (inputs * float(m * k + k * n) + BF16_BYTES * float(m * n)) * batch
+    peak = rates.peak_flops
+    if fp8:
+        if rates.fp8_peak_flops is None:
+            raise ValueError("an FP8 GEMM on a GPU without FP8 tensor cores")
+        peak = rates.fp8_peak_flops
+    compute_s = flops / (peak * gemm_efficiency(m, n, rates, batch, fp8))
     return OpCost(name, phase, Kind.GEMM, flops, nbytes,
                   max(compute_s, nbytes / rates.hbm_bytes_per_s))
 
 
-def linear(name: str, tokens: int, k: int, n: int, rates: Rates) -> tuple[OpCost, ...]:
+def linear(name: str, tokens: int, k: int, n: int, rates: Rates,
+           fp8: bool = False) -> tuple[OpCost, ...]:
     """A weight GEMM y = x W (x: tokens x k, W: k x n): forward, its data
     gradient (B: dx = dy W^T) and its weight gradient (W: dW = x^T dy)."""
     return (
-        gemm(name, Phase.F, tokens, n, k, rates),
-        gemm(name + ".dgrad", Phase.B, tokens, k, n, rates),
-        gemm(name + ".wgrad", Phase.W, k, n, tokens, rates),
+        gemm(name, Phase.F, tokens, n, k, rates, fp8=fp8),
+        gemm(name + ".dgrad", Phase.B, tokens, k, n, rates, fp8=fp8),
+        gemm(name + ".wgrad", Phase.W, k, n, tokens, rates, fp8=fp8),
     )
 
 
@@ -207,17 +241,33 @@ def attention_ops(m: ModelShape, b: int, rates: Rates, par: Parallel,
     the causal ``s^2 / 2`` query-key pairs become ``s w - w^2 / 2`` (w <= s).
     Eager attention computes the whole masked score matrix either way."""
     s, d, heads = m.seq_len, m.head_dim, m.heads // par.tp
-    if par.flash_attention:
-        if 0 < window < s:
-            fwd_flops = 4.0 * d * heads * b * (s * window - window * window / 2)
-        else:
-            fwd_flops = 4.0 * s * s * d * heads * b / 2  # causal: half the tiles
-        rate = rates.peak_flops * rates.attention_fraction
+    if par.flash_attention and 0 < window < s:
+        if par.cp > 1:
+            raise ValueError("context parallelism with sliding-window attention is not modelled")
+        fwd_flops = 4.0 * d * heads * b * (s * window - window * window / 2)
+        rate = rates.attention().rate(window, causal=True)  # each query's keys: one window
         return [
             OpCost("flash_attn", Phase.F, Kind.ATTENTION, fwd_flops, 0.0, fwd_flops / rate),
             OpCost("flash_attn.bwd", Phase.B, Kind.ATTENTION, 2.5 * fwd_flops, 0.0,
                    2.5 * fwd_flops / rate, kernels=3),
         ]
+    if par.flash_attention:
+        shape = CpShape(s, d, heads, max(1, m.kv_heads // par.tp), b)
+        att = context.attention(shape, par.cp, par.cp_comm, rates.attention(), par.cp_links)
+        ops = [
+            OpCost("flash_attn", Phase.F, Kind.ATTENTION, att.fwd_flops, 0.0, att.fwd_compute_s,
+                   kernels=att.steps),
+            OpCost("flash_attn.bwd", Phase.B, Kind.ATTENTION, att.bwd_flops, 0.0,
+                   att.bwd_compute_s, kernels=3 * att.steps),
+        ]
+        if par.cp > 1:
+            ops.insert(1, OpCost("cp_kv", Phase.F, Kind.COMM, 0.0, att.fwd_bytes,
+                                 att.fwd_comm_s, 0))
+            ops.append(OpCost("cp_kv.bwd", Phase.B, Kind.COMM, 0.0, att.bwd_bytes,
+                              att.bwd_comm_s, 0))
+        return ops
+    if par.cp > 1:
+        raise ValueError("context parallelism needs flash (fused) attention")
     bh = b * heads
     scores = float(s * s * bh)  # elements of the score matrix
     drop = m.dropout
@@ -258,13 +308,13 @@ def attention_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     rotary, core attention and the tensor-parallel collective around them.
     Queries and outputs are ``heads x head_dim`` wide (the hidden size unless
     the model sets its head dimension, e.g. Qwen3 and GPT-OSS)."""
-    t, h = par.tp, m.hidden
-    tokens = b * m.seq_len
+    t, h, fp8 = par.tp, m.hidden, par.fp8
+    tokens = b * m.seq_len // par.cp  # this context-parallel rank's share
     q = m.heads * m.head_dim
     kv = m.kv_heads * m.head_dim
     act = BF16_BYTES * tokens * h  # bytes of one hidden-state tensor
-    qkv = linear("qkv", tokens, h, _split(q + 2 * kv, t), rates)
-    proj = linear("attn_out", tokens, _split(q, t), h, rates)
+    qkv = linear("qkv", tokens, h, _split(q + 2 * kv, t), rates, fp8)
+    proj = linear("attn_out", tokens, _split(q, t), h, rates, fp8)
     rotary = 4 * tokens * (q + kv) / t
     qk_norm = [memory("qk_norm", Phase.F, 4 * tokens * (q + kv) / t, rates)] if m.qk_norm else []
     qk_norm_b = ([memory("qk_norm.bwd", Phase.B, 6 * tokens * (q + kv) / t, rates)]
@@ -274,8 +324,10 @@ def attention_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
         fwd=[qkv[0], *qk_norm,
              *([memory("rotary", Phase.F, rotary, rates)] if m.rotary else []),
              *[o for o in core if o.phase is Phase.F],
+             *fp8_casts("attn_out", Phase.F, tokens, [_split(q, t)], rates, fp8),
              proj[0], tp_collective("tp_attn", Phase.F, act, par, proj[0])],
-        bwd=[proj[1], *[o for o in core if o.phase is Phase.B],
+        bwd=[*fp8_casts("attn", Phase.B, tokens, [h, _split(q + 2 * kv, t)], rates, fp8),
+             proj[1], *[o for o in core if o.phase is Phase.B],
              *([memory("rotary.bwd", Phase.B, rotary, rates)] if m.rotary else []),
              *qk_norm_b, qkv[1], tp_collective("tp_attn.bwd", Phase.B, act, par, qkv[1])],
         wgrad=[qkv[2], proj[2]],
@@ -286,20 +338,34 @@ def mlp_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
              ffn: int | None = None, name: str = "mlp") -> BlockPart:
     """A dense MLP of width ``ffn`` (default the model's): up (gate and up for
     SwiGLU), activation, down, and its tensor-parallel collective."""
-    t, h, f = par.tp, m.hidden, m.ffn if ffn is None else ffn
-    tokens = b * m.seq_len
+    t, h, f, fp8 = par.tp, m.hidden, m.ffn if ffn is None else ffn, par.fp8
+    tokens = b * m.seq_len // par.cp  # this context-parallel rank's share
     act = BF16_BYTES * tokens * h
-    up = linear(f"{name}_up", tokens, h, _split(f * (2 if m.gated_mlp else 1), t), rates)
-    down = linear(f"{name}_down", tokens, _split(f, t), h, rates)
+    up_n = f * (2 if m.gated_mlp else 1)
+    up = linear(f"{name}_up", tokens, h, _split(up_n, t), rates, fp8)
+    down = linear(f"{name}_down", tokens, _split(f, t), h, rates, fp8)
     act_f, act_b = (6 * f, 10 * f) if m.gated_mlp else (4 * f, 6 * f)
     prefix = "" if name == "mlp" else f"{name}_"
     return BlockPart(
-        fwd=[up[0], memory(f"{prefix}activation", Phase.F, act_f * tokens / t, rates), down[0],
+        fwd=[up[0], memory(f"{prefix}activation", Phase.F, act_f * tokens / t, rates),
+             *fp8_casts(f"{name}_down", Phase.F, tokens, [_split(f, t)], rates, fp8), down[0],
              tp_collective(f"tp_{name}", Phase.F, act, par, down[0])],
-        bwd=[down[1], memory(f"{prefix}activation.bwd", Phase.B, act_b * tokens / t, rates),
+        bwd=[*fp8_casts(name, Phase.B, tokens, [h, _split(up_n, t)], rates, fp8),
+             down[1], memory(f"{prefix}activation.bwd", Phase.B, act_b * tokens / t, rates),
              up[1], tp_collective(f"tp_{name}.bwd", Phase.B, act, par, up[1])],
         wgrad=[up[2], down[2]],
     )
+
+
+def fp8_casts(name: str, phase: Phase, tokens: int, widths: list[int], rates: Rates,
+              fp8: bool) -> list[OpCost]:
+    """Transformer Engine's FP8 cast-transposes (precision.py): forward, the inputs no norm
+    writes in FP8 (attention output, second MLP GEMM); backward, every GEMM's output grad."""
+    if not fp8:
+        return []
+    per = precision.CAST_BYTES_PER_ELEMENT * tokens
+    return [memory(f"fp8_cast.{name}" + (".bwd" if phase is Phase.B else ""), phase,
+                   per * sum(widths), rates, kernels=len(widths))]
 
 
 def block_ops(m: ModelShape, b: int, rates: Rates, par: Parallel,
@@ -309,7 +375,7 @@ def block_ops(m: ModelShape, b: int, rates: Rates, par: Parallel,
     attention and a dense MLP; analytic.py passes MLA, sliding-window and MoE
     parts for blocks of those types)."""
     h = m.hidden
-    tokens = b * m.seq_len
+    tokens = b * m.seq_len // par.cp
     rep = tokens / par.tp if par.sequence_parallel else float(tokens)  # tokens of the unsplit parts
     attn = attn or attention_part(m, b, rates, par)
     mlp = mlp or mlp_part(m, b, rates, par)
@@ -327,34 +393,6 @@ def block_ops(m: ModelShape, b: int, rates: Rates, par: Parallel,
         memory("norm1.bwd", Phase.B, norm_b, rates),
     ]
     return fwd + bwd + attn.wgrad + mlp.wgrad
-
-
-def embedding_ops(m: ModelShape, b: int, rates: Rates, par: Parallel) -> list[OpCost]:
-    """Token (and, GPT-style, position) embedding: a gather, its scatter-add."""
-    tokens, h = b * m.seq_len, m.hidden
-    gather = (7 if m.dropout else 4) * h * tokens  # + position add and dropout
-    return [
-        memory("embed", Phase.F, gather, rates, kernels=3 if m.dropout else 1),
-        tp_collective("tp_embed", Phase.F, BF16_BYTES * tokens * h, par),
-        memory("embed.wgrad", Phase.W, (15 if m.dropout else 10) * h * tokens, rates,
-               kernels=2 if m.dropout else 1),
-    ]
-
-
-def head_ops(m: ModelShape, b: int, rates: Rates, par: Parallel) -> list[OpCost]:
-    """Final norm, LM head GEMM and the (vocabulary-parallel) cross-entropy."""
-    t, h, v = par.tp, m.hidden, m.vocab
-    tokens = b * m.seq_len
-    rep = tokens / t if par.sequence_parallel else float(tokens)
-    logits = tokens * v / t
-    lm = linear("lm_head", tokens, h, _split(v, t), rates)
-    return [
-        memory("final_norm", Phase.F, 4 * h * rep, rates), lm[0],
-        memory("cross_entropy", Phase.F, 6 * logits, rates, kernels=4),
-        memory("cross_entropy.bwd", Phase.B, 6 * logits, rates, kernels=2), lm[1],
-        tp_collective("tp_head.bwd", Phase.B, BF16_BYTES * tokens * h, par),
-        memory("final_norm.bwd", Phase.B, 6 * h * rep, rates), lm[2],
-    ]
 
 
 def phase_s(ops: list[OpCost], phase: Phase, rates: Rates) -> float:

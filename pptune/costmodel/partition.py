@@ -94,14 +94,16 @@ def min_bottleneck_split(
         if ok(0, 0, e):
             best[0][e] = prefix[e] + extra[0]
     for k in range(1, n_stages):
-        prev, cur, cur_arg = best[k - 1], best[k], arg[k]
+        prev, cur, cur_arg, xk = best[k - 1], best[k], arg[k], extra[k]
         for e in range(k + 1, n - (n_stages - 1 - k) + 1):
             top, where = inf, -1
+            pe = prefix[e]
             for s in range(e - 1, k - 1, -1):
-                last = prefix[e] - prefix[s] + extra[k]
-                if last >= top or not ok(k, s, e):
+                last = pe - prefix[s] + xk
+                if last >= top or (fits is not None and not fits(k, s, e)):
                     break
-                val = max(last, prev[s])
+                before = prev[s]
+                val = last if last > before else before
                 if val < top:
                     top, where = val, s
             cur[e], cur_arg[e] = top, where

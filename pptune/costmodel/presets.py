@@ -7,83 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pptune.costmodel.collectives import Fabric
+from pptune.costmodel.models import MODELS, ModelShape
+
 GIB = 1024**3
 GB = 1e9
 
+__all__ = ["GPUS", "MODELS", "GpuSpec", "ModelShape", "gpu_names", "model_names"]
 
-@dataclass(frozen=True)
-class ModelShape:
-    name: str
-    num_blocks: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    ffn: int
-    vocab: int
-    seq_len: int
-    global_batch: int  # samples (sequences) per optimizer step
-    gated_mlp: bool  # SwiGLU (3 matrices) vs GeLU MLP (2 matrices)
-    dropout: bool  # GPT-style dropout masks kept for backward
-    source: str
-    # Mixture of experts (``experts`` 0: a dense model, every block an MLP of
-    # ``ffn``). A block is MoE when ``moe_block(i)``: DeepSeek's dense blocks
-    # first (``first_k_dense_replace``), then every ``moe_every``-th block from
-    # ``moe_offset`` (Hugging Face's deepseek_v3 ``moe_layer_freq``: i % f == 0;
-    # qwen3_moe ``decoder_sparse_step`` and llama4 ``interleave_moe_layer_step``:
-    # (i + 1) % s == 0, offset s - 1).
-    experts: int = 0  # routed experts of a MoE block
-    top_k: int = 0  # routed experts per token
-    expert_ffn: int = 0  # FFN width of one routed expert
-    shared_ffn: int = 0  # FFN width of the shared experts together (count x width)
-    first_dense: int = 0  # leading blocks with a dense MLP
-    moe_every: int = 1
-    moe_offset: int = 0
-    mtp_layers: int = 0  # multi-token-prediction blocks after the last block (DeepSeek-V3)
-    # Attention
-    kv_channels: int = 0  # head dimension; 0: hidden / heads (Qwen3 and GPT-OSS set it)
-    qk_norm: bool = False  # RMSNorm over each head's query and key (Qwen3)
-    # Multi-head latent attention (DeepSeek-V2/V3) when ``kv_lora_rank`` > 0:
-    # queries through a ``q_lora_rank`` latent (0: projected directly), keys and
-    # values through a ``kv_lora_rank`` latent plus a shared rotary key
-    q_lora_rank: int = 0
-    kv_lora_rank: int = 0
-    qk_rope_head_dim: int = 0
-    qk_nope_head_dim: int = 0
-    v_head_dim: int = 0
-    # Sliding-window attention (GPT-OSS) when ``sliding_window`` > 0: block i
-    # attends to all earlier tokens when (i + 1) % full_attention_every == 0
-    # (0: never), else to the last ``sliding_window`` tokens
-    sliding_window: int = 0
-    full_attention_every: int = 0
-
-    @property
-    def head_dim(self) -> int:
-        return self.kv_channels or self.hidden // self.heads
-
-    @property
-    def moe(self) -> bool:
-        return self.experts > 0
-
-    @property
-    def mla(self) -> bool:
-        return self.kv_lora_rank > 0
-
-    def moe_block(self, i: int) -> bool:
-        """Block i (MTP blocks after the last: num_blocks, ...) routes to experts."""
-        return (self.moe and i >= self.first_dense
-                and i % self.moe_every == self.moe_offset % self.moe_every)
-
-    def sliding_block(self, i: int) -> bool:
-        """Block i attends to a sliding window rather than to every earlier token."""
-        if self.sliding_window <= 0 or self.mla:
-            return False
-        return not (self.full_attention_every and (i + 1) % self.full_attention_every == 0)
-
-    @property
-    def rotary(self) -> bool:
-        """Rotary position embeddings (Llama family); GPT-2/3 shapes, the ones
-        with dropout, add learned positions in the embedding instead."""
-        return not self.dropout
 
 
 @dataclass(frozen=True)
@@ -101,144 +32,157 @@ class GpuSpec:
     hbm_fraction: float = 0.88  # of hbm_bytes_per_s, streaming kernels, measured
     attention_fraction: float = 0.35  # of peak, flash attention forward+backward
     launch_s: float = 4e-6  # per kernel: launch and tail
+    # Low precision (precision.py): dense FP8 / FP4 tensor-core peaks and the
+    # measured share of the FP8 peak the largest FP8 GEMMs reach; None: not
+    # supported (or not measured, so not priced).
+    fp8_peak_flops: float | None = None
+    fp4_peak_flops: float | None = None
+    fp8_gemm_fraction: float | None = None
+    mxfp8: bool = False  # OCP microscaling FP8 in the tensor cores (Blackwell)
+    # The NVLink domain: GPUs that reach each other over NVLink (8 on a DGX/HGX,
+    # 72 on a GB200 NVL72). A request's gpus_per_node defaults to it.
+    gpus_per_node: int = 8
+    # What NCCL achieves on this node type (collectives.py); None: the line rates.
+    fabric: Fabric | None = None
+    # Causal flash attention forward+backward as a share of peak at kernel
+    # sequence lengths (tokens, fraction), interpolated in log2(seq) and
+    # clamped at the ends (context.py); empty: ``attention_fraction`` throughout.
+    causal_attention: tuple[tuple[int, float], ...] = ()
+    full_attention: tuple[tuple[int, float], ...] = ()  # the same without a mask
+
+    def fabric_or_line(self) -> Fabric:
+        """The measured fabric, or one at the line rates when none is known."""
+        if self.fabric is not None:
+            return self.fabric
+        return Fabric(self.nvlink_bytes_per_s, self.nvlink_bytes_per_s, self.ib_bytes_per_s)
 
 
-MODELS: dict[str, ModelShape] = {
-    m.name: m
-    for m in [
-        # The CPU demo model: the block measured in docs/measured.md
-        # (d=256, 4 heads, ffn 1024, seq 128, 8k vocabulary).
-        ModelShape("gpt-small", 6, 256, 4, 4, 1024, 8192, 128, 32, False, True,
-                   "pptune CPU demo size (docs/measured.md)"),
-        # The CPU demo mixture of experts: gpt-small's width with Mixtral's layout in
-        # miniature (RMSNorm, SwiGLU experts, 8 routed experts, top-2; Jiang et al. 2024
-        # table 1), for probe and validate on a CPU (docs/measured.md).
-        ModelShape("moe-small", 4, 256, 4, 4, 512, 8192, 128, 32, True, False,
-                   "pptune CPU demo size, Mixtral's layout (docs/measured.md)",
-                   experts=8, top_k=2, expert_ffn=512),
-        # Brown et al. 2020, "Language Models are Few-Shot Learners", table 2.1
-        # (layers, d_model, batch in tokens / 2048); heads as Megatron-LM's
-        # GPT-3 examples use them (d_head 128).
-        ModelShape("gpt3-1.3b", 24, 2048, 16, 16, 8192, 50257, 2048, 512, False, True,
-                   "Brown et al. 2020 table 2.1 (GPT-3 XL)"),
-        ModelShape("gpt3-13b", 40, 5120, 40, 40, 20480, 50257, 2048, 1024, False, True,
-                   "Brown et al. 2020 table 2.1 (GPT-3 13B; d_model 5120 as in Megatron-LM)"),
-        ModelShape("gpt3-175b", 96, 12288, 96, 96, 49152, 50257, 2048, 1536, False, True,
-                   "Brown et al. 2020 table 2.1 (GPT-3 175B)"),
-        # Llama 3 model cards / Dubey et al. 2024 table 3 (layers, model dim,
-        # FFN dim, heads, KV heads, vocabulary 128,256); sequence 8192; global
-        # batch 512 x 8192 = 4M tokens (the paper's 405B batch, assumed here).
-        ModelShape("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192, 512, True, False,
-                   "Dubey et al. 2024 table 3 (Llama 3 8B)"),
-        ModelShape("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192, 512, True, False,
-                   "Dubey et al. 2024 table 3 (Llama 3 70B)"),
-        # Mixtures of experts. Sequence length and global batch: the published
-        # recipe each cites (NVIDIA's NeMo / dgxc-benchmarking runs).
-        # Jiang et al. 2024, "Mixtral of Experts", table 1 (dim 4096, 32 layers,
-        # head_dim 128, hidden_dim 14336, 32 heads, 8 KV heads, vocabulary 32000,
-        # 8 experts, top-2); NVIDIA/NeMo nemo/collections/llm/gpt/model/mixtral.py
-        # MixtralConfig8x7B (seq_length 4096); GBS 256 of NeMo 25.02's
-        # Mixtral-8x7B row (docs.nvidia.com NeMo performance summary).
-        ModelShape("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 4096, 256, True, False,
-                   "Jiang et al. 2024 table 1; NVIDIA/NeMo mixtral.py MixtralConfig8x7B",
-                   experts=8, top_k=2, expert_ffn=14336),
-        # NVIDIA/NeMo mixtral.py MixtralConfig8x22B (56 layers, hidden 6144, 48
-        # heads, 8 query groups, FFN 16384, seq_length 65536); vocabulary 32768:
-        # mistralai/mistral-inference README ("mixtral-8x22B-v0.3 ... extended
-        # vocabulary of 32768 tokens"); GBS 64 of NeMo 25.02's Mixtral-8x22B row.
-        ModelShape("mixtral-8x22b", 56, 6144, 48, 8, 16384, 32768, 65536, 64, True, False,
-                   "NVIDIA/NeMo mixtral.py MixtralConfig8x22B; mistral-inference README",
-                   experts=8, top_k=2, expert_ffn=16384),
-        # NVIDIA/NeMo nemo/collections/llm/gpt/model/qwen3.py (commit 00558c4f):
-        # Qwen3MoEConfig (128 experts, top-8, kv_channels 128, QK layernorm,
-        # vocabulary 151936), Qwen3Config30B_A3B (48 layers, hidden 2048, 32
-        # heads, 4 query groups, moe_ffn_hidden_size 768) and Qwen3Config235B_A22B
-        # (94 layers, hidden 4096, 64 heads, 4 groups, 1536); the Hugging Face
-        # configs Qwen/Qwen3-30B-A3B and Qwen/Qwen3-235B-A22B they cite. Sequence
-        # 4096 and GBS: NVIDIA/dgxc-benchmarking qwen3/pretrain/README.md
-        # (commit 841f546; 30B on 8 GPUs GBS 512, 235B on 256 GPUs GBS 8192).
-        ModelShape("qwen3-30b-a3b", 48, 2048, 32, 4, 6144, 151936, 4096, 512, True, False,
-                   "NVIDIA/NeMo qwen3.py Qwen3Config30B_A3B (Qwen/Qwen3-30B-A3B config.json)",
-                   experts=128, top_k=8, expert_ffn=768, kv_channels=128, qk_norm=True),
-        ModelShape("qwen3-235b-a22b", 94, 4096, 64, 4, 12288, 151936, 4096, 8192, True, False,
-                   "NVIDIA/NeMo qwen3.py Qwen3Config235B_A22B (Qwen/Qwen3-235B-A22B config.json)",
-                   experts=128, top_k=8, expert_ffn=1536, kv_channels=128, qk_norm=True),
-        # deepseek-ai/DeepSeek-V3 inference/configs/config_671B.json (commit
-        # 4c2fdb8f): 61 layers, dim 7168, inter_dim 18432, moe_inter_dim 2048,
-        # 3 dense layers, 128 heads, 256 routed + 1 shared expert, 8 activated,
-        # q_lora_rank 1536, kv_lora_rank 512, qk_nope 128, qk_rope 64, v_head 128,
-        # vocabulary 129280; DeepSeek-V3 technical report (arXiv 2412.19437)
-        # sec. 4.2: MTP depth 1, sequence 4096, batch ramped to 15360.
-        ModelShape("deepseek-v3", 61, 7168, 128, 128, 18432, 129280, 4096, 15360, True, False,
-                   "deepseek-ai/DeepSeek-V3 inference/configs/config_671B.json; "
-                   "DeepSeek-V3 report sec. 4.2",
-                   experts=256, top_k=8, expert_ffn=2048, shared_ffn=2048, first_dense=3,
-                   mtp_layers=1, kv_channels=128, q_lora_rank=1536, kv_lora_rank=512,
-                   qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128),
-        # openai/gpt-oss gpt_oss/torch/model.py ModelConfig (commit 7b583341): 36
-        # layers, 128 experts, 4 per token, vocabulary 201088, hidden 2880,
-        # intermediate 2880, head_dim 64, 64 heads, 8 KV heads, sliding window
-        # 128 on every other layer (AttentionBlock: layer_idx % 2 == 0),
-        # initial_context_length 4096; GBS 1280: NVIDIA/dgxc-benchmarking
-        # gpt-oss/pretrain/README.md (H100, 64 GPUs, GBS = GPUs x 20).
-        ModelShape("gpt-oss-120b", 36, 2880, 64, 8, 2880, 201088, 4096, 1280, True, False,
-                   "openai/gpt-oss gpt_oss/torch/model.py ModelConfig",
-                   experts=128, top_k=4, expert_ffn=2880, kv_channels=64, sliding_window=128,
-                   full_attention_every=2),
-        # xai-org/grok-1 run.py (commit 7050ed20): emb_size 48 x 128 = 6144,
-        # widening_factor 8 (model.py ffn_size: 8 x 6144 x 2/3 = 32768, a gated
-        # GeLU), key_size 128, 48 query and 8 KV heads, 64 layers, 8 experts, 2
-        # selected, vocabulary 128 x 1024, sequence_len 8192; GBS 1024:
-        # NVIDIA/dgxc-benchmarking grok1/README_314b.md (v25.02, 512 GPUs).
-        ModelShape("grok-1", 64, 6144, 48, 8, 32768, 131072, 8192, 1024, True, False,
-                   "xai-org/grok-1 run.py and model.py",
-                   experts=8, top_k=2, expert_ffn=32768),
-    ]
-}
 
 # Per-op model constants, the same sources for every preset:
 # - sm_count: NVIDIA A100 / H100 architecture whitepapers (108 SMs on A100,
-#   132 on H100 SXM5; H200 is the same GH100 die).
-# - gemm_fraction: largest bf16 matmul throughput found by a shape sweep,
-#   over peak: "Maximum Achievable Matmul FLOPS" table of
-#   stas00/ml-engineering, compute/accelerator/README.md (mamf-finder.py):
-#   A100 SXM 267.9/312 = 0.859, H100 SXM 792.1/989 = 0.801, GH200 (the H200's
-#   GPU and HBM3e) 821.0/989 = 0.830.
+#   132 on H100 SXM5; H200 and H800 are the same GH100 die); 148 on B200
+#   (NVIDIA Blackwell architecture technical brief; torch's
+#   multi_processor_count on a B200).
+# - gemm_fraction / fp8_gemm_fraction: the largest BF16 / FP8 (float8_e4m3fn)
+#   matmul throughput a shape sweep finds, over the dense peak: the "Maximum
+#   Achievable Matmul FLOPS" tables of stas00/ml-engineering,
+#   compute/accelerator/README.md (commit 744d01e1, mamf-finder.py, mean of
+#   100 iterations after 50 warm-up): BF16 A100 SXM 271.2/312 = 0.869, H100 SXM
+#   794.5/989 = 0.803 ("H200 is the same"), B200 1745.0/2250 = 0.776, GB200
+#   1822.0/2500 = 0.729; FP8 H100 SXM 1402.6/1979 = 0.709, H200 1453.4/1979 =
+#   0.734, B200 3432.5/4500 = 0.763, GB200 3615.6/5000 = 0.723. A best-shape
+#   mean, not a training-shape figure (the tile and wave model of ops.py
+#   prices the shape).
+# - dense peaks: the same repository's "TFLOPS comparison table" (NVIDIA's
+#   spec sheets, no sparsity): H100/H200/H800 989 BF16, 1979 FP8; B200 2250,
+#   4500, FP4 9000; GB200 2500, 5000, FP4 10000 (per GPU).
 # - hbm_fraction: A100 80GB: 1.80 of 2.04 TB/s read, "88% of peak bandwidth"
 #   by Nsight Compute (NVIDIA developer forum, "Trouble to reach peak
 #   bandwidth of A100"); H100/H200: STREAM triad and device copies reach
-#   90-92% (public H100 HBM3 runs); 0.90 taken for both.
-# - attention_fraction: FlashAttention-2 (Dao 2023, sec. 4): forward+backward
-#   "up to 230 TFLOPs/s, 73% of the theoretical maximum" on A100; the same
-#   kernels reach 335 TFLOP/s on H100 (its Fig. 8), 0.34 of 989 (PyTorch's
-#   SDPA flash backend is FlashAttention-2).
+#   90-92% (public H100 HBM3 runs); 0.90 taken for both, and assumed for the
+#   Blackwell parts (no published STREAM figure found).
+# - attention_fraction and the causal/full curves: FlashAttention-2 forward +
+#   backward, head dim 128, batch x seq = 16k tokens, on H100 SXM5
+#   (Dao-AILab/flash-attention assets/flash2_h100_fwd_bwd_benchmark.png, HEAD
+#   0251105a): causal 163/221/265/294/308/328 and no mask 248/294/320/326/
+#   335/338 TFLOP/s at 512/1k/2k/4k/8k/16k tokens, over 989. On A100 the
+#   constant is FlashAttention-2's "up to 230 TFLOPs/s, 73% of the
+#   theoretical maximum" (Dao 2023, sec. 4). The Blackwell parts take
+#   H100's shares of peak: an assumption, no public fwd+bwd sweep was found.
 # - launch_s: a CUDA kernel launch costs ~3-5 us (empty-kernel launch rate
 #   ~334k/s, cs.virginia.edu kernel_overhead measurements; ~4 us per op issued
 #   from Python); a per-kernel gap of 4 us is taken.
+# - fabric (collectives.py), what NCCL reaches, stas00/ml-engineering
+#   network/README.md (commit 744d01e1) unless stated: 8 x H200 (NVLink 4, the
+#   H100's fabric), nccl-tests 16 GiB: ring all-reduce 367.2 GB/s with NVLS off
+#   (all-gather 361.4, reduce-scatter 362.9), NVLS 480.0, NVLS picked from 5
+#   GPUs; nvbandwidth pairwise copy 396.4 GB/s (88% of 450). 8 x B200: ring
+#   682.2, NVLS 838.0, NVLS from 6 GPUs; NVL72: 680 ring, 850 NVLS (NVIDIA GTC25
+#   session S72583, quoted there). One 400 Gb/s NIC in a cross-node ring: "you
+#   should see 46-48 GB/s per NIC" (NVIDIA/nccl-tests issue 290, maintainer):
+#   47. DGX A100: 192 GB/s all-reduce over its eight 200 Gb/s NICs, 24 per NIC
+#   (NVIDIA/nccl issue 812, maintainer), 235 GB/s inside the node (the
+#   ml-engineering case study; NCCL's own tuner caps A100 at 235 GB/s,
+#   src/graph/tuning.cc). A pairwise copy's share of the line rate where no
+#   copy was measured (A100, B200, GB200) is H200's 0.881, an assumption.
+_H100_CAUSAL = ((512, 163 / 989), (1024, 221 / 989), (2048, 265 / 989), (4096, 294 / 989),
+                (8192, 308 / 989), (16384, 328 / 989))
+_H100_FULL = ((512, 248 / 989), (1024, 294 / 989), (2048, 320 / 989), (4096, 326 / 989),
+              (8192, 335 / 989), (16384, 338 / 989))
+_NIC_400G_BUSBW = 47 * GB  # nccl-tests issue 290: 46-48 GB/s per 400 Gb/s NIC
+_P2P_SHARE = 396.4 / 450  # nvbandwidth copy over NVLink 4's line rate (8 x H200)
+_HOPPER_FABRIC = Fabric(ring_busbw_bytes_per_s=367.2 * GB, p2p_bytes_per_s=396.4 * GB,
+                        nic_busbw_bytes_per_s=_NIC_400G_BUSBW,
+                        nvls_busbw_bytes_per_s=480.0 * GB, nvls_min_ranks=5)
+
 GPUS: dict[str, GpuSpec] = {
     g.name: g
     for g in [
         # NVIDIA A100 datasheet: 312 TFLOP/s dense BF16, 80 GB HBM2e at
         # 2,039 GB/s (SXM), NVLink 3 600 GB/s bidirectional; DGX A100 user
-        # guide: one 200 Gb/s HDR InfiniBand NIC per GPU.
+        # guide: one 200 Gb/s HDR InfiniBand NIC per GPU. No FP8.
         GpuSpec("a100-80gb", 312e12, 80 * GIB, 2039 * GB, 300 * GB, 25 * GB,
                 "NVIDIA A100 datasheet; DGX A100 user guide",
-                sm_count=108, gemm_fraction=0.859, hbm_fraction=0.88,
-                attention_fraction=0.73, launch_s=4e-6),
-        # NVIDIA H100 datasheet (SXM5): 989 TFLOP/s dense BF16, 80 GB HBM3 at
-        # 3.35 TB/s, NVLink 4 900 GB/s bidirectional; DGX H100: one 400 Gb/s
-        # NDR InfiniBand NIC per GPU.
+                sm_count=108, gemm_fraction=0.869, hbm_fraction=0.88,
+                attention_fraction=0.73, launch_s=4e-6,
+                fabric=Fabric(235 * GB, _P2P_SHARE * 300 * GB, 24 * GB)),
+        # NVIDIA H100 datasheet (SXM5): 989 TFLOP/s dense BF16, 1979 FP8, 80 GB
+        # HBM3 at 3.35 TB/s, NVLink 4 900 GB/s bidirectional; DGX H100: one
+        # 400 Gb/s NDR InfiniBand NIC per GPU.
         GpuSpec("h100-sxm", 989e12, 80 * GIB, 3350 * GB, 450 * GB, 50 * GB,
                 "NVIDIA H100 datasheet (SXM5); DGX H100 user guide",
-                sm_count=132, gemm_fraction=0.801, hbm_fraction=0.90,
-                attention_fraction=0.34, launch_s=4e-6),
+                sm_count=132, gemm_fraction=0.803, hbm_fraction=0.90,
+                attention_fraction=0.34, launch_s=4e-6,
+                fp8_peak_flops=1979e12, fp8_gemm_fraction=0.709, fabric=_HOPPER_FABRIC,
+                causal_attention=_H100_CAUSAL, full_attention=_H100_FULL),
         # NVIDIA H200 datasheet (SXM): same tensor cores as H100 (989 TFLOP/s
-        # dense BF16), 141 GB HBM3e at 4.8 TB/s, NVLink 900 GB/s; DGX H200:
-        # one 400 Gb/s NDR NIC per GPU.
+        # dense BF16, 1979 FP8), 141 GB HBM3e at 4.8 TB/s, NVLink 900 GB/s;
+        # DGX H200: one 400 Gb/s NDR NIC per GPU.
         GpuSpec("h200", 989e12, 141 * GB, 4800 * GB, 450 * GB, 50 * GB,
                 "NVIDIA H200 datasheet; DGX H200 user guide",
-                sm_count=132, gemm_fraction=0.830, hbm_fraction=0.90,
-                attention_fraction=0.34, launch_s=4e-6),
+                sm_count=132, gemm_fraction=0.803, hbm_fraction=0.90,
+                attention_fraction=0.34, launch_s=4e-6,
+                fp8_peak_flops=1979e12, fp8_gemm_fraction=0.734, fabric=_HOPPER_FABRIC,
+                causal_attention=_H100_CAUSAL, full_attention=_H100_FULL),
+        # H800 (DeepSeek-V3's GPU): H100 SXM compute and memory with NVLink cut to
+        # 400 GB/s bidirectional (NVIDIA H800 product brief); DeepSeek-V3 report
+        # (arXiv 2412.19437, sec. 3.2.2): "NVLink offers a bandwidth of 160 GB/s,
+        # roughly 3.2 times that of IB (50 GB/s)", the figure taken for every
+        # NVLink transfer (no nccl-tests sweep published); one 400 Gb/s NIC per GPU.
+        GpuSpec("h800", 989e12, 80 * GIB, 3350 * GB, 200 * GB, 50 * GB,
+                "NVIDIA H800 product brief; DeepSeek-V3 report sec. 3.2.2",
+                sm_count=132, gemm_fraction=0.803, hbm_fraction=0.90,
+                attention_fraction=0.34, launch_s=4e-6,
+                fp8_peak_flops=1979e12, fp8_gemm_fraction=0.709,
+                fabric=Fabric(160 * GB, 160 * GB, _NIC_400G_BUSBW),
+                causal_attention=_H100_CAUSAL, full_attention=_H100_FULL),
+        # NVIDIA DGX B200 datasheet: eight B200, 1,440 GB HBM3e (180 GB each),
+        # 64 TB/s (8 TB/s each), NVLink 5 1.8 TB/s bidirectional per GPU; 2,250 /
+        # 4,500 / 9,000 TFLOP/s dense BF16 / FP8 / FP4; DGX BasePOD reference
+        # architecture: eight single-port ConnectX-7 400 Gb/s NICs.
+        GpuSpec("b200", 2250e12, 180 * GB, 8000 * GB, 900 * GB, 50 * GB,
+                "NVIDIA DGX B200 datasheet; DGX BasePOD reference architecture",
+                sm_count=148, gemm_fraction=0.776, hbm_fraction=0.90,
+                attention_fraction=0.34, launch_s=4e-6,
+                fp8_peak_flops=4500e12, fp4_peak_flops=9000e12, fp8_gemm_fraction=0.763,
+                mxfp8=True,
+                fabric=Fabric(682.2 * GB, _P2P_SHARE * 900 * GB, _NIC_400G_BUSBW,
+                              838.0 * GB, nvls_min_ranks=6),
+                causal_attention=_H100_CAUSAL, full_attention=_H100_FULL),
+        # NVIDIA GB200 NVL72: 72 Blackwell GPUs in one NVLink domain, 1.8 TB/s
+        # NVLink 5 each, 13.4 TB HBM3e at 576 TB/s (186 GB, 8 TB/s a GPU:
+        # MLCommons GB200-NVL72 system descriptions); 2,500 / 5,000 / 10,000
+        # TFLOP/s dense BF16 / FP8 / FP4 a GPU; one ConnectX-7 400 Gb/s NIC a
+        # GPU (4 per 4-GPU compute tray, MLCommons system description).
+        GpuSpec("gb200", 2500e12, 186 * GB, 8000 * GB, 900 * GB, 50 * GB,
+                "NVIDIA GB200 NVL72 specifications; MLCommons GB200-NVL72 system description",
+                sm_count=148, gemm_fraction=0.729, hbm_fraction=0.90,
+                attention_fraction=0.34, launch_s=4e-6,
+                fp8_peak_flops=5000e12, fp4_peak_flops=10000e12, fp8_gemm_fraction=0.723,
+                mxfp8=True, gpus_per_node=72,
+                fabric=Fabric(680 * GB, _P2P_SHARE * 900 * GB, _NIC_400G_BUSBW,
+                              850 * GB, nvls_min_ranks=5),
+                causal_attention=_H100_CAUSAL, full_attention=_H100_FULL),
     ]
 }
 

@@ -16,7 +16,8 @@ that does not help either or after ``MAX_RUNS_PER_STAGE * pp`` simulations
 (hill climbing). When the layers allow at most ``EXHAUSTIVE_MAX_SPLITS``
 contiguous splits it simulates every one of them instead, which is exact;
 with several chunks per device (interleaved-1f1b, zbv) only that exact
-search runs, over all ``pp * v`` stages. It runs for ``pp <= MAX_REFINE_PP``
+search runs, over all ``pp * v`` stages (the search runs that one even for
+plans outside its top, ``always_refined``). It runs for ``pp <= MAX_REFINE_PP``
 and ``m <= REFINE_MAX_M_PER_PP * pp``: beyond that the min-max split is
 already within the planner's tolerance and each simulation costs more.
 """
@@ -27,7 +28,7 @@ import itertools
 import math
 from dataclasses import replace
 
-from pptune.costmodel.evaluate import Plan, PlanRequest, evaluate
+from pptune.costmodel.evaluate import Plan, PlanRequest, PlanSpec, evaluate
 from pptune.costmodel.table import CostTable
 
 MAX_REFINE_PP = 16
@@ -37,6 +38,18 @@ MAX_MOVE_LAYERS = 2  # a move shifts 1 layer; 2 when no 1-layer move helps
 MAX_RUNS_PER_STAGE = 8  # simulations per plan at most 8 * stages
 ALL_PAIRS_MAX_PP = 4  # deeper pipelines move layers between neighbouring stages only
 EXHAUSTIVE_MAX_SPLITS = 120  # this few contiguous splits: simulate them all (exact)
+
+
+def always_refined(spec: PlanSpec) -> bool:
+    """Whether the search refines this split plan even when it simulates outside
+    the top (and bounds it by its split-free bound, not its split's): with several
+    chunks per device (interleaved-1f1b, zbv, the DualPipes) the min-max split
+    over chunks is no device's bottleneck, so it may simulate far from the plan's
+    best split; where the exact search is cheap it runs anyway."""
+    n, k = sum(spec.stage_layers), len(spec.stage_layers)
+    return (spec.virtual_stages > 1 and 1 < spec.pp <= MAX_REFINE_PP
+            and spec.num_microbatches <= REFINE_MAX_M_PER_PP * spec.pp
+            and math.comb(n - 1, k - 1) <= EXHAUSTIVE_MAX_SPLITS)
 
 
 def refine_split(table: CostTable, req: PlanRequest, plan: Plan) -> tuple[Plan, int]:

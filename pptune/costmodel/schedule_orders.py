@@ -1,6 +1,8 @@
 """Op orders of the one-direction schedules: GPipe, 1F1B, interleaved 1F1B,
 ZB-H1 and ZB-V, one function per schedule, ``builder(p, m, v, d)`` -> device
-d's raw ops (schedule_ops.RawOp). Placement and validation live in
+d's raw ops (schedule_ops.RawOp), and ``combined``: 1F1B and interleaved
+1F1B with each steady forward and backward overlapped as Megatron-LM runs
+them to hide the expert all-to-all. Placement and validation live in
 schedules.py; DualPipe and DualPipeV in dualpipe.py.
 """
 
@@ -8,6 +10,7 @@ from __future__ import annotations
 
 from pptune.costmodel.schedule_ops import RAW_B as _B
 from pptune.costmodel.schedule_ops import RAW_F as _F
+from pptune.costmodel.schedule_ops import RAW_FB as _FB
 from pptune.costmodel.schedule_ops import RAW_W as _W
 from pptune.costmodel.schedule_ops import RawOp
 
@@ -134,3 +137,30 @@ def zbv(p: int, m: int, v: int, d: int) -> list[RawOp]:
     ops += [(_W, i, b) for i in range(wb, bb)]
     ops += [(_W, i, a) for i in range(wa, ba)]
     return [op for op in ops if op[1] < m]
+
+
+def combined(p: int, m: int, v: int, d: int) -> list[RawOp]:
+    # Megatron-LM's EP all-to-all overlap (--overlap-moe-expert-parallel-comm,
+    # megatron-core 0.16 pipeline_parallel/combined_1f1b.py): the 1F1B order
+    # (interleaved with v > 1) with one more warm-up forward ("we schedule one
+    # extra micro-batch forward step before the 1f1b stages ... to ensure the
+    # forward and backward computations are independent in all 1f1b steps",
+    # schedules.py get_pp_rank_microbatches), then each steady step's forward
+    # and backward run as one overlapped pair (combined_forward_backward_step),
+    # then the cool-down backwards alone. Virtual micro-batches map to chunks
+    # as in ``interleaved``; with v = 1 (megatron-core allows it only at pp = 1,
+    # combined_1f1b_schedule_for_no_pipelining) each device has one chunk.
+    total = m * v
+    group = p * v
+
+    def chunk_mb(k: int, forward: bool) -> tuple[int, int]:
+        c = (k // p) % v
+        return (k // group) * p + k % p, (c if forward else v - 1 - c) * p + d
+
+    base = (p - d - 1) * 2 + (v - 1) * p if v > 1 else p - d - 1
+    warmup = min(base + 1, total)
+    ops: list[RawOp] = [(_F, *chunk_mb(k, True)) for k in range(warmup)]
+    for k in range(total - warmup):
+        ops.append((_FB, *chunk_mb(warmup + k, True), *chunk_mb(k, False)))
+    ops += [(_B, *chunk_mb(k, False)) for k in range(total - warmup, total)]
+    return ops

@@ -63,32 +63,19 @@ class Schedule(str, Enum):
     DUALPIPEV = "dualpipev"
 
 
-# What recommend searches when --schedules is not given (every schedule the
-# simulator runs that a torch or Megatron-LM runtime can run as planned and
-# that search, validate, emit and check-config handle; the DualPipe family is
-# simulated only, for now).
-DEFAULT_SCHEDULES: tuple[Schedule, ...] = (
-    Schedule.GPIPE, Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED, Schedule.ZB_H1, Schedule.ZBV,
-)
+# What recommend searches when --schedules is not given: every schedule the
+# simulator runs (the DualPipes too: a planner should say which wins for the
+# user's costs rather than leave it to a trial on the cluster).
+DEFAULT_SCHEDULES: tuple[Schedule, ...] = tuple(Schedule)
 
 # Schedules that split backward into B (input-grad) and W (weight-grad).
 SPLIT_BACKWARD = frozenset({Schedule.ZB_H1, Schedule.ZBV, Schedule.DUALPIPE, Schedule.DUALPIPEV})
 # Schedules with overlapped F&B pairs (and whole backwards, BW, beside split ones).
 OVERLAPPED = frozenset({Schedule.DUALPIPE, Schedule.DUALPIPEV})
-# Schedules the simulator core runs that pptune's commands do not take yet
-# (the search, validate's runner, emit, check-config and simulate's cost
-# split and pictures come with their integration): the commands refuse them.
-CORE_ONLY = OVERLAPPED
-
-
-def core_only_message(schedule: Schedule) -> str:
-    """What a command says when asked for a CORE_ONLY schedule."""
-    return (
-        f"schedule {schedule.value!r} is not available in pptune's commands yet (only its op "
-        f"order and costs are modelled); use one of {', '.join(s.value for s in DEFAULT_SCHEDULES)}"
-    )
-
-
+# Schedules with a combined order (``combined=True``): Megatron-LM's EP
+# all-to-all overlap pairs each steady forward with a backward
+# (schedule_orders.combined).
+COMBINABLE = frozenset({Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED})
 # Two stages per device numbered as a V: device d runs stages d and 2p-1-d
 # (dualpipe numbers its up direction p..2p-1 from the last device back).
 _V_SHAPED = frozenset({Schedule.ZBV, Schedule.DUALPIPE, Schedule.DUALPIPEV})
@@ -139,8 +126,20 @@ def model_chunk(schedule: Schedule, p: int, stage: int) -> int:
 
 
 def model_chunks(schedule: Schedule, p: int, v: int = 1) -> int:
-    """How many slices the model's layers are cut into (dualpipe: p, run twice)."""
+    """How many slices the model's layers are cut into (dualpipe: p, run twice):
+    the entries of a plan's ``stage_layers``."""
     return p if schedule is Schedule.DUALPIPE else p * chunks_per_device(schedule, v)
+
+
+def stage_chunk_map(schedule: Schedule, p: int, v: int = 1) -> list[int]:
+    """For each global stage, the model chunk it runs (``model_chunk``): how
+    per-chunk costs become the simulator's per-stage costs."""
+    return [model_chunk(schedule, p, k) for k in range(p * chunks_per_device(schedule, v))]
+
+
+def chains(schedule: Schedule) -> int:
+    """How many pipelines share the micro-batches: 2 for dualpipe (half each way), else 1."""
+    return 2 if schedule is Schedule.DUALPIPE else 1
 
 
 def param_share_per_device(schedule: Schedule, p: int, v: int = 1) -> Fraction:
@@ -151,8 +150,14 @@ def param_share_per_device(schedule: Schedule, p: int, v: int = 1) -> Fraction:
     return Fraction(len(held), model_chunks(schedule, p, v))
 
 
-def validate(schedule: Schedule, p: int, m: int, v: int = 1) -> None:
-    """Raise ScheduleError with the values and the knob when (p, m, v) is invalid."""
+def validate(schedule: Schedule, p: int, m: int, v: int = 1, combined: bool = False) -> None:
+    """Raise ScheduleError with the values and the knob when (p, m, v) is invalid;
+    ``combined``: the order with overlapped steady pairs (COMBINABLE only)."""
+    if combined and schedule not in COMBINABLE:
+        raise ScheduleError(
+            f"{schedule.value} has no combined order (the all-to-all overlap pairs of "
+            f"Megatron-LM run 1f1b and interleaved-1f1b)"
+        )
     if p < 1:
         raise ScheduleError(f"pipeline depth must be >= 1 (got pp={p})")
     if m < 1:
@@ -213,16 +218,20 @@ def _validate_dualpipe(p: int, m: int) -> None:
         )
 
 
-def op_orders(schedule: Schedule | str, p: int, m: int, v: int = 1) -> list[list[Op]]:
-    """Ordered ops per device for ``schedule`` with depth p, m micro-batches, v chunks."""
-    return [[to_op(raw) for raw in ops] for ops in raw_orders(schedule, p, m, v)]
+def op_orders(schedule: Schedule | str, p: int, m: int, v: int = 1,
+              combined: bool = False) -> list[list[Op]]:
+    """Ordered ops per device for ``schedule`` with depth p, m micro-batches, v chunks
+    (``combined``: with Megatron-LM's overlapped steady pairs, schedule_orders.combined)."""
+    return [[to_op(raw) for raw in ops] for ops in raw_orders(schedule, p, m, v, combined)]
 
 
-def raw_orders(schedule: Schedule | str, p: int, m: int, v: int = 1) -> list[list[RawOp]]:
+def raw_orders(schedule: Schedule | str, p: int, m: int, v: int = 1,
+               combined: bool = False) -> list[list[RawOp]]:
     """``op_orders`` as plain int tuples (schedule_ops.RawOp; the fast path)."""
     schedule = Schedule(schedule)
-    validate(schedule, p, m, v)
-    return [_BUILDERS[schedule](p, m, v, d) for d in range(p)]
+    validate(schedule, p, m, v, combined)
+    build = orders.combined if combined else _BUILDERS[schedule]
+    return [build(p, m, v if schedule is Schedule.INTERLEAVED else 1, d) for d in range(p)]
 
 
 def format_orders(orders: list[list[Op]]) -> str:
@@ -234,19 +243,21 @@ def format_orders(orders: list[list[Op]]) -> str:
     return "\n".join(lines)
 
 
-def peak_inflight_per_stage(schedule: Schedule | str, p: int, m: int, v: int = 1) -> list[int]:
+def peak_inflight_per_stage(schedule: Schedule | str, p: int, m: int, v: int = 1,
+                            combined: bool = False) -> list[int]:
     """Most micro-batches whose activations each stage holds at once.
 
     Follows only the op order (timing cannot change it): a micro-batch is
     in flight on a stage from its F until its backward completes (B, or W
     where backward is split, or a whole backward BW, alone or in an F&B
-    pair). 1F1B gives ``min(m, p - s)``, GPipe ``m``.
+    pair). 1F1B gives ``min(m, p - s)``, GPipe ``m``; a combined order holds
+    one micro-batch more where its warm-up is not cut short.
     """
     schedule = Schedule(schedule)
     n_stages = p * chunks_per_device(schedule, v)
     if schedule is Schedule.GPIPE:
         return [m] * n_stages
-    return list(_peak_inflight(schedule, p, min(m, inflight_saturation(p, v)), v))
+    return list(_peak_inflight(schedule, p, min(m, inflight_saturation(p, v)), v, combined))
 
 
 def inflight_saturation(p: int, v: int) -> int:
@@ -271,8 +282,9 @@ def releases(schedule: Schedule, kind: int) -> bool:
 
 
 @functools.lru_cache(maxsize=1024)
-def _peak_inflight(schedule: Schedule, p: int, m: int, v: int) -> tuple[int, ...]:
-    orders = raw_orders(schedule, p, m, v)
+def _peak_inflight(schedule: Schedule, p: int, m: int, v: int,
+                   combined: bool = False) -> tuple[int, ...]:
+    orders = raw_orders(schedule, p, m, v, combined)
     n_stages = p * chunks_per_device(schedule, v)
     now = [0] * n_stages
     peak = [0] * n_stages

@@ -6,17 +6,21 @@ size b over the sizes the cost table has, the number of micro-batches m
 from ``global_batch = b * m * dp`` (exactly; m is also the gradient-
 accumulation steps), the schedules asked for (for interleaved-1f1b the
 virtual stages v), the rank orders, the sharding of the training state
-(sharding.py) and the recomputation (memory.py).
+(sharding.py), the recomputation (memory.py) and, on MoE costs, the
+all-to-all overlap.
 
-``candidates`` lists every combination the frameworks accept, each with a
-lower bound on its step time that needs no split (the busiest device does
-at least the average work). ``rank`` then pops candidates cheapest bound
+``candidates`` (candidates.py) lists every combination the frameworks
+accept, each with a lower bound on its step time that needs no split (the
+busiest device does at least the average work). ``rank`` then pops candidates cheapest bound
 first: the first time, it finds the contiguous split that minimises the
 bottleneck stage within each stage's memory (partition.py) and pushes the
 candidate back with a tighter bound (the busiest device's work, and with
 one chunk per device the pipeline fill in front of each stage); the second
 time it simulates it (evaluate.py) and, for shallow pipelines with few
-micro-batches, improves the split for the simulated step (refine.py). A
+micro-batches, improves the split for the simulated step (refine.py; with
+several chunks per device, where the exact search is cheap, for every
+simulated candidate, which then keeps its split-free bound; a split refined
+under one rank order is tried under the others). A
 candidate whose bound exceeds the ``top``-th step time found (and, for 1f1b,
 the best 1f1b plan; for pp = 1, the best plan without a pipeline) is never
 split or simulated: the top plans, the best 1f1b plan and the best plan
@@ -31,8 +35,17 @@ import math
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from enum import Enum
 
+from pptune.costmodel.candidates import (
+    GRAD_DTYPE_BYTES,
+    MAX_SIMULATED_OPS,
+    Candidate,
+    Reason,
+    candidates,
+    divisors,
+    sizes,
+    table_source,
+)
 from pptune.costmodel.evaluate import (
     DEFAULT_VIRTUAL_STAGES,
     Plan,
@@ -43,28 +56,11 @@ from pptune.costmodel.evaluate import (
     stage_layout,
 )
 from pptune.costmodel.keys import CostKey, TableSource
-from pptune.costmodel.layout import (
-    DP_INNER,
-    PP_INNER,
-    RANK_ORDERS,
-    Layout,
-    LayoutError,
-    RankOrder,
-)
+from pptune.costmodel.layout import DP_INNER, PP_INNER, RANK_ORDERS, RankOrder
 from pptune.costmodel.memory import DEFAULT_RESERVE_BYTES, Recompute, with_recompute
-from pptune.costmodel.refine import refine_split
-from pptune.costmodel.schedules import (
-    Schedule,
-    ScheduleError,
-    chunks_per_device,
-    validate,
-)
-from pptune.costmodel.sharding import (
-    MEGATRON_GRAD_BYTES,
-    PIPELINE_SHARDINGS,
-    Sharding,
-    state_bytes_per_param,
-)
+from pptune.costmodel.refine import always_refined, refine_split
+from pptune.costmodel.schedules import Schedule, stage_chunk_map
+from pptune.costmodel.sharding import Sharding, state_bytes_per_param
 from pptune.costmodel.splitting import (
     SplitCache,
     lower_bound,
@@ -100,46 +96,8 @@ __all__ = [
     "search",
     "stage_costs",
     "state_bytes_per_param",
+    "table_source",
 ]
-
-
-class Reason(str, Enum):
-    """Why a candidate was rejected (stable JSON keys)."""
-
-    BATCH = "batch_not_divisible"
-    M_LT_P = "microbatches_less_than_pp"
-    INTERLEAVE_MULT = "microbatches_not_multiple_of_pp"
-    NEEDS_PP2 = "schedule_needs_pp_2"
-    FEW_LAYERS = "too_few_layers"
-    OOM = "out_of_memory"
-    TOO_LARGE = "too_large_to_simulate"
-    SHARDING_PP = "sharding_without_pipeline_only"
-    EXPERTS_WORLD = "experts_do_not_divide_ranks"
-
-
-GRAD_DTYPE_BYTES = MEGATRON_GRAD_BYTES  # gradients reduced in fp32 (Megatron-LM's default)
-
-# Candidates with more ops than this are not simulated (~3 us an op: ~6 s).
-MAX_SIMULATED_OPS = 2_000_000
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A plan to try; ``spec.stage_layers`` is empty until it is split."""
-
-    bound_s: float
-    spec: PlanSpec
-
-    @property
-    def split(self) -> bool:
-        return bool(self.spec.stage_layers)
-
-    def key(self) -> tuple[object, ...]:
-        s = self.spec
-        return (self.bound_s, s.pp, list(Schedule).index(s.schedule), s.virtual_stages,
-                s.micro_batch_size, RANK_ORDERS.index(s.rank_order),
-                list(Sharding).index(s.sharding), list(Recompute).index(s.recompute),
-                s.key or CostKey(), 0 if self.split else 1)
 
 
 @dataclass
@@ -150,126 +108,6 @@ class SearchResult:
     simulated: int
     best_by_schedule: dict[Schedule, Plan]
     notes: list[str] = field(default_factory=list)
-
-
-def divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
-def _structure(req: PlanRequest, p: int, m: int, schedule: Schedule, v: int,
-               single: Schedule | None) -> Reason | None:
-    """Why the frameworks refuse (p, m, schedule, v), or None."""
-    if p == 1 and schedule is not single:
-        # without a pipeline every schedule is the same run: keep one
-        return Reason.NEEDS_PP2
-    if schedule is Schedule.ONE_F_ONE_B and m < p:
-        return Reason.M_LT_P
-    if schedule is Schedule.INTERLEAVED and m % p:
-        return Reason.INTERLEAVE_MULT
-    try:
-        validate(schedule, p, m, v)
-    except ScheduleError:
-        return Reason.INTERLEAVE_MULT
-    return None
-
-
-def candidates(tables: CostTable | TableSource, req: PlanRequest
-               ) -> tuple[list[Candidate], Counter[str], int]:
-    """Every plan the frameworks accept, with a split-free lower bound; rejected counts."""
-    source = table_source(tables, req)
-    rejected: Counter[str] = Counter()
-    out: list[Candidate] = []
-    plain = [s for s in req.schedules if s not in (Schedule.INTERLEAVED, Schedule.ZBV)]
-    single = Schedule.ONE_F_ONE_B if Schedule.ONE_F_ONE_B in plain else (
-        plain[0] if plain else None)
-    count = 0
-    for key in req.keys():
-        table = source(key)
-        n_layers = len(table.names)
-        work = {r: {b: _layer_work(with_recompute(table, r, req.recompute_every), b)
-                    for b in _sizes(table, req)} for r in req.recomputes}
-        ranks = req.gpus // (key.tp * key.cp) if req.gpus % (key.tp * key.cp) == 0 else 0
-        for p in [p for p in divisors(ranks) if req.pp is None or p in req.pp]:
-            dp = ranks // p
-            if (key.tp * key.cp * dp) % (key.ep * key.etp):
-                rejected[Reason.EXPERTS_WORLD.value] += 1
-                continue
-            distinct = req.gpus > req.gpus_per_node and p > 1 and dp > 1
-            orders = [o for o in req.rank_orders if (distinct or o is DP_INNER)
-                      and _order_holds(req, key, p, dp, o)] or [DP_INNER]
-            shardings = list(req.shardings) if dp * key.cp > 1 else list(req.shardings)[:1]
-            if p > 1 and dp * key.cp > 1 and _zero1_dominates(req):
-                shardings.remove(Sharding.NONE)
-            for b in _sizes(table, req):
-                for schedule in req.schedules:
-                    vs = (list(req.virtual_stages) if schedule is Schedule.INTERLEAVED
-                          else [chunks_per_device(schedule, 1)])
-                    for v, sharding, r in ((v, sh, r) for v in vs for sh in shardings
-                                           for r in req.recomputes):
-                        count += 1
-                        m = req.global_batch // (b * dp)
-                        why = (Reason.BATCH if req.global_batch % (b * dp) else
-                               _structure(req, p, m, schedule, v, single))
-                        n_stages = p * chunks_per_device(schedule, v)
-                        if why is None and n_stages > n_layers:
-                            why = Reason.FEW_LAYERS
-                        if why is None and n_stages * m * 3 > MAX_SIMULATED_OPS:
-                            why = Reason.TOO_LARGE
-                        if why is None and p > 1 and sharding not in PIPELINE_SHARDINGS:
-                            why = Reason.SHARDING_PP
-                        if why is not None:
-                            rejected[why.value] += 1
-                            continue
-                        per_layer = work[r][b]
-                        bound = m * max(sum(per_layer) / p, max(per_layer))
-                        out.extend(Candidate(bound, PlanSpec(schedule, p, b, m, (), v, o,
-                                                             sharding, r, key))
-                                   for o in orders)
-    return out, rejected, count
-
-
-def _order_holds(req: PlanRequest, key: CostKey, p: int, dp: int, order: RankOrder) -> bool:
-    """Whether megatron-core can lay the key's expert groups out in this rank order
-    (layout.py says when it cannot)."""
-    try:
-        Layout(pp=p, dp=dp, tp=key.tp, cp=key.cp, ep=key.ep, etp=key.etp,
-               gpus_per_node=req.gpus_per_node, order=order)
-    except LayoutError:
-        return False
-    return True
-
-
-def table_source(tables: CostTable | TableSource, req: PlanRequest) -> TableSource:
-    """The request's cost tables: one table answers for the request's one key."""
-    if not isinstance(tables, CostTable):
-        return tables
-    keys = req.keys()
-    if len(keys) != 1:
-        raise ValueError(f"one cost table for {len(keys)} cost keys; pass a table source")
-    only = tables
-
-    def one(key: CostKey) -> CostTable:
-        if key != keys[0]:
-            raise ValueError(f"no cost table for {key} (the table is for {keys[0]})")
-        return only
-
-    return one
-
-
-def _zero1_dominates(req: PlanRequest) -> bool:
-    """Under a pipeline with data parallelism, no sharding is left out when ZeRO-1 is
-    searched too: both run the same ops, ZeRO-1 holds less memory, and their
-    data-parallel tails differ by about one bucket's transfer (comm.py). A
-    search policy, stated in the README; ``--sharding none`` shows the plan."""
-    return Sharding.NONE in req.shardings and Sharding.ZERO1 in req.shardings
-
-
-def _sizes(table: CostTable, req: PlanRequest) -> list[int]:
-    return sorted(req.micro_batch_sizes or table.by_mb)
-
-
-def _layer_work(table: CostTable, b: int) -> list[float]:
-    return table.by_mb[b].work_s()
 
 
 def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candidate],
@@ -285,6 +123,7 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
     simulated = 0
     oom_seen: set[tuple[object, ...]] = set()
     splits: dict[CostKey, SplitCache] = {}  # time-only splits, shared by shardings and m
+    refined: dict[PlanSpec, tuple[int, ...]] = {}  # refined splits, by spec less its order
     while heap:
         _, cand = heapq.heappop(heap)
         spec = cand.spec
@@ -300,10 +139,10 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
             continue
         if not cand.split:
             shape = (key, spec.pp, spec.micro_batch_size, spec.schedule, spec.virtual_stages,
-                     spec.sharding, spec.recompute)
+                     spec.sharding, spec.recompute, spec.a2a_overlap)
             if shape in oom_seen:
                 continue  # memory does not depend on the rank order
-            tighter = _split_candidate(table, req, spec, splits.setdefault(key, {}))
+            tighter = _split_candidate(table, req, cand, splits.setdefault(key, {}))
             if tighter is None:
                 oom_seen.add(shape)
                 rejected[Reason.OOM.value] += 1
@@ -312,12 +151,23 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
             continue
         plan = evaluate(table, req, spec)
         simulated += 1
+        # a split refined under another rank order is tried under this one too
+        twin = replace(spec, rank_order=DP_INNER, stage_layers=())
+        if refined.get(twin, spec.stage_layers) != spec.stage_layers:
+            alt = evaluate(table, req, replace(spec, stage_layers=refined[twin]))
+            simulated += 1
+            if (max(alt.peak_memory_bytes) <= table.memory_bytes
+                    and (alt.step_time_s < plan.step_time_s
+                         or max(plan.peak_memory_bytes) > table.memory_bytes)):
+                plan = alt
         if max(plan.peak_memory_bytes) > table.memory_bytes:
             rejected[Reason.OOM.value] += 1
             continue
-        if plan.step_time_s < kth and spec.pp > 1:
+        if spec.pp > 1 and (plan.step_time_s < kth or always_refined(spec)):
             plan, extra = refine_split(table, req, plan)
             simulated += extra
+            if extra:
+                refined[twin] = tuple(plan.stage_layers)
         plans.append(plan)
         times = sorted([*times, plan.step_time_s])[: req.top]
         if spec.schedule not in best_by or plan.step_time_s < best_by[spec.schedule].step_time_s:
@@ -341,11 +191,11 @@ def search(tables: CostTable | TableSource, req: PlanRequest) -> SearchResult:
     if req.with_best_pp1 and best_pp1 is not None and all(p.pp > 1 for p in top):
         top.append(best_pp1)  # the honest baseline: the best plan without a pipeline
     notes = []
-    sizes = _sizes(source(top[0].key), req) if top else []
+    shown = sizes(source(top[0].key), req) if top else []
     if top and not any(
         req.global_batch % (b * top[0].dp) == 0
         and (req.global_batch // (b * top[0].dp)) % top[0].pp == 0
-        for b in sizes
+        for b in shown
     ):
         notes.append(
             f"no micro-batch size makes the micro-batch count a multiple of pp={top[0].pp} "
@@ -358,7 +208,7 @@ def search(tables: CostTable | TableSource, req: PlanRequest) -> SearchResult:
 def _order(plan: Plan) -> tuple[object, ...]:
     return (plan.step_time_s, not plan.aligned, plan.pp, list(Schedule).index(plan.schedule),
             RANK_ORDERS.index(plan.rank_order), list(Sharding).index(plan.sharding),
-            list(Recompute).index(plan.recompute), plan.key)
+            list(Recompute).index(plan.recompute), plan.key, plan.a2a_overlap)
 
 
 def _unique(plans: list[Plan]) -> Iterator[Plan]:
@@ -367,16 +217,17 @@ def _unique(plans: list[Plan]) -> Iterator[Plan]:
     for plan in plans:
         key = (plan.pp, plan.dp, plan.schedule, plan.virtual_stages, plan.micro_batch_size,
                plan.num_microbatches, tuple(plan.stage_layers), plan.sharding, plan.recompute,
-               plan.key)
+               plan.key, plan.a2a_overlap)
         if key not in seen:
             seen.add(key)
             yield plan
 
 
 def _split_candidate(
-    table: CostTable, req: PlanRequest, spec: PlanSpec, cache: SplitCache
+    table: CostTable, req: PlanRequest, cand: Candidate, cache: SplitCache
 ) -> Candidate | None:
     """The candidate with its min-bottleneck split and a tighter bound, or None (memory)."""
+    spec, bound_s = cand.spec, cand.bound_s
     rc = with_recompute(table, spec.recompute, req.recompute_every)
     split = min_bottleneck_within_memory(rc, req, spec, cache)
     if split is None:
@@ -385,12 +236,15 @@ def _split_candidate(
     if spec.sharding in (Sharding.NONE, Sharding.ZERO1):
         # their data-parallel traffic runs once per step (tail_s), never inside an op:
         # the stages are the compute alone (evaluate.with_comm leaves them as they are)
-        stages = stage_costs(rc, spec.micro_batch_size, split_spec.stage_layers)
+        chunks = stage_costs(rc, spec.micro_batch_size, split_spec.stage_layers,
+                             spec.a2a_stream)
+        stages = [chunks[c] for c in stage_chunk_map(spec.schedule, spec.pp,
+                                                     spec.virtual_stages)]
     else:
         stages = stage_layout(table, req, split_spec).stages
     if spec.virtual_stages > 1 and surely_oom(rc, req, split_spec, stages):
         return None
-    return Candidate(lower_bound(spec.schedule, spec.pp, spec.num_microbatches, stages),
-                     split_spec)
-
-
+    if always_refined(split_spec):  # another split may beat this one's bound
+        return Candidate(bound_s, split_spec)
+    return Candidate(lower_bound(spec.schedule, spec.pp, spec.num_microbatches, stages,
+                                 spec.combined), split_spec)

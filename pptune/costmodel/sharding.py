@@ -107,7 +107,13 @@ STATE = {
 }
 
 
-def state_bytes_per_param(sharding: Sharding, dp: int) -> float:
+def state_bytes_per_param(sharding: Sharding, dp: int, grad_bytes: float | None = None) -> float:
+    """Bytes per parameter of the training state; ``grad_bytes``: Megatron's gradient
+    buffer at another width than FP32 (NeMo's ``grad_sync_dtype: bf16`` keeps BF16
+    gradient buckets, 2 bytes), for ``none`` and ``zero1``."""
+    if grad_bytes is not None and sharding in (Sharding.NONE, Sharding.ZERO1):
+        st = STATE[sharding]
+        return st.per_param(dp) - MEGATRON_GRAD_BYTES + grad_bytes
     return STATE[sharding].per_param(dp)
 
 
@@ -146,27 +152,31 @@ class ShardComm:
 def stage_comm(
     sharding: Sharding, reshard: bool, params: float, dp: int, link: AllReduceLink,
     grad_factor: float = 1.0, overlap: bool = True, bwd_window_s: float = 0.0,
-    fwd_window_s: float = 0.0,
+    fwd_window_s: float = 0.0, param_bytes: float = BF16_BYTES,
+    overlap_gather: bool | None = None,
 ) -> ShardComm:
     """Collective times of a stage with ``params`` parameters over ``dp`` ranks.
 
     ``grad_factor`` scales gradient bytes (``--grad-compression``). ``none`` and
     ``zero1`` reduce in buckets during the stage's last backward (``bwd_window_s``)
     and zero1 gathers ahead of its first forward (``fwd_window_s``), as
-    ``comm.dp_exposed_s`` models it (``overlap``: bucketed, else after the backward).
+    ``comm.dp_exposed_s`` models it (``overlap``: bucketed, else after the backward;
+    ``overlap_gather``: the gather's own switch, None: as ``overlap``).
+    ``param_bytes``: bytes a parameter moves in the gathers (1 for FP8 parameters).
     """
     if dp <= 1:
         return ShardComm()
 
     def gather() -> float:
-        return all_gather_s(params * BF16_BYTES, dp, link)
+        return all_gather_s(params * param_bytes, dp, link)
 
     def scatter(grad_bytes: float) -> float:
         return reduce_scatter_s(params * grad_bytes * grad_factor, dp, link)
 
     if sharding in (Sharding.NONE, Sharding.ZERO1):
-        red = DpReduction(params, dp, link, MEGATRON_GRAD_BYTES * grad_factor, BF16_BYTES,
-                          sharded=sharding is Sharding.ZERO1, overlap=overlap)
+        red = DpReduction(params, dp, link, MEGATRON_GRAD_BYTES * grad_factor, param_bytes,
+                          sharded=sharding is Sharding.ZERO1, overlap=overlap,
+                          overlap_gather=overlap_gather)
         return ShardComm(tail_s=dp_exposed_s(red, bwd_window_s, fwd_window_s))
     if sharding is Sharding.ZERO2:
         return ShardComm(bwd_s=scatter(DEEPSPEED_GRAD_BYTES), tail_s=gather())

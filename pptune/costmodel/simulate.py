@@ -84,16 +84,18 @@ def simulate(
     dp_allreduce_s: Sequence[float] | None = None,
     keep_events: bool = True,
     device_start_s: Sequence[float] | None = None,
+    combined: bool = False,
 ) -> SimResult:
     """Run ``schedule`` over ``stages`` (one StageCost per global stage).
 
     ``link(src, dst)`` gives the link between two devices (free by default).
     ``dp_allreduce_s[k]`` is stage k's gradient all-reduce time (0 by default).
     ``device_start_s[d]``: when device d may start its first op (e.g. after a
-    once-per-step parameter all-gather; 0 by default).
+    once-per-step parameter all-gather; 0 by default). ``combined``: the
+    order with overlapped steady pairs (schedules.COMBINABLE).
     """
     schedule = Schedule(schedule)
-    plan = raw_orders(schedule, p, m, v)
+    plan = raw_orders(schedule, p, m, v, combined)
     n_stages = p * chunks_per_device(schedule, v)
     if len(stages) != n_stages:
         raise ValueError(
@@ -324,7 +326,7 @@ LINEAR_PROBES = 3
 def simulate_steady(
     schedule: Schedule | str, p: int, m: int, stages: Sequence[StageCost], v: int = 1,
     link: Callable[[int, int], Link] | None = None, blocking_send: bool = False,
-    device_start_s: Sequence[float] | None = None,
+    device_start_s: Sequence[float] | None = None, combined: bool = False,
 ) -> SimResult:
     """``simulate`` without events and without traffic tails, for large m in
     O(warm-up) instead of O(m): three runs past the warm-up, ``p`` micro-batches
@@ -344,9 +346,10 @@ def simulate_steady(
     probes = [base + i * step for i in range(LINEAR_PROBES)]
     if m <= probes[-1] + step:
         return simulate(schedule, p, m, stages, v=v, link=link, blocking_send=blocking_send,
-                        keep_events=False, device_start_s=device_start_s)
+                        keep_events=False, device_start_s=device_start_s, combined=combined)
     runs = [simulate(schedule, p, k, stages, v=v, link=link, blocking_send=blocking_send,
-                     keep_events=False, device_start_s=device_start_s) for k in probes]
+                     keep_events=False, device_start_s=device_start_s, combined=combined)
+            for k in probes]
 
     def series(r: SimResult) -> list[float]:
         return ([d.compute_end_s for d in r.devices] + [d.busy_s for d in r.devices]
@@ -357,7 +360,7 @@ def simulate_steady(
     if any(not math.isclose(y - x, z - y, rel_tol=1e-9, abs_tol=1e-12 * max(1.0, abs(z)))
            for x, y, z in zip(a, b, c, strict=True)):
         return simulate(schedule, p, m, stages, v=v, link=link, blocking_send=blocking_send,
-                        keep_events=False, device_start_s=device_start_s)
+                        keep_events=False, device_start_s=device_start_s, combined=combined)
     scale = (m - probes[-1]) / step
     out = [z + (z - y) * scale for y, z in zip(b, c, strict=True)]
     last = runs[-1]

@@ -15,9 +15,13 @@ from __future__ import annotations
 from pptune.costmodel.evaluate import PlanRequest, PlanSpec
 from pptune.costmodel.partition import SplitError, min_bottleneck_split, stage_bounds
 from pptune.costmodel.schedules import (
+    OVERLAPPED,
     SPLIT_BACKWARD,
     Schedule,
+    chains,
+    model_chunks,
     peak_inflight_per_stage,
+    stage_chunk_map,
     stage_device,
 )
 from pptune.costmodel.sharding import reshards, state_bytes_per_param, working_bytes
@@ -32,7 +36,7 @@ def per_param_bytes(req: PlanRequest, spec: PlanSpec) -> tuple[float, float]:
     ranks = req.layout(spec)
     dp = ranks.dp * ranks.cp  # state sharded over the data-parallel group with cp
     reshard = reshards(spec.sharding, spec.pp, req.fsdp_reshard_after_forward)
-    per = state_bytes_per_param(spec.sharding, dp) + working_bytes(spec.sharding, reshard, 1.0, 0.0)
+    per = state_bytes_per_param(spec.sharding, dp, req.grad_buffer_bytes) + working_bytes(spec.sharding, reshard, 1.0, 0.0)
     return per, 0.0 if not reshard else working_bytes(spec.sharding, reshard, 0.0, 1.0)
 
 
@@ -62,15 +66,18 @@ def layer_state_bytes(table: CostTable, req: PlanRequest, spec: PlanSpec) -> lis
 def surely_oom(table: CostTable, req: PlanRequest, spec: PlanSpec,
                 stages: list[StageCost]) -> bool:
     """A lower bound on a device's peak (all its state, the largest in-flight
-    activation set of any one chunk) already exceeds its memory."""
+    activation set of any one chunk) already exceeds its memory; ``stages``
+    per global stage."""
     p = spec.pp
     inflight = peak_inflight_per_stage(spec.schedule, p, spec.num_microbatches,
-                                       spec.virtual_stages)
+                                       spec.virtual_stages, spec.combined)
     per, _ = per_param_bytes(req, spec)
     state = layer_state_bytes(table, req, spec) if table.expert_param_bytes else []
     static = [0.0] * p
     act = [0.0] * p
-    for k, (s, e) in enumerate(stage_bounds(spec.stage_layers)):
+    bounds = stage_bounds(spec.stage_layers)
+    for k, chunk in enumerate(stage_chunk_map(spec.schedule, p, spec.virtual_stages)):
+        s, e = bounds[chunk]
         d = stage_device(spec.schedule, p, k)
         static[d] += sum(state[s:e]) if state else table.params(s, e) * per
         act[d] = max(act[d], inflight[k] * stages[k].act_bytes)
@@ -78,10 +85,18 @@ def surely_oom(table: CostTable, req: PlanRequest, spec: PlanSpec,
     return any(static[d] + act[d] > usable for d in range(p))
 
 
-def lower_bound(schedule: Schedule, p: int, m: int, stages: list[StageCost]) -> float:
+def lower_bound(schedule: Schedule, p: int, m: int, stages: list[StageCost],
+                combined: bool = False) -> float:
+    """A step time no plan of these per-global-stage costs beats: the busiest
+    device's work and, with one chunk per device, the pipeline fill in front of
+    each stage. An op pays its all-to-alls unless the schedule's F&B pairs may
+    hide them (the DualPipes, or a ``combined`` order); each stage runs m
+    micro-batches (dualpipe's m / 2 in each direction)."""
+    hides = combined or schedule in OVERLAPPED
+    runs = m / chains(schedule)
     per_dev = [0.0] * p
     for k, s in enumerate(stages):
-        per_dev[stage_device(schedule, p, k)] += s.total_s * m
+        per_dev[stage_device(schedule, p, k)] += _op_s(s, hides) * runs
     bound = max(per_dev)
     if len(stages) == p:
         split = schedule in SPLIT_BACKWARD
@@ -89,9 +104,16 @@ def lower_bound(schedule: Schedule, p: int, m: int, stages: list[StageCost]) -> 
         for s in stages:
             # micro-batch 0 must pass F of stages < j before j starts, and the
             # last backward must pass B of stages < j after j ends
-            bound = max(bound, head + m * s.total_s)
+            bound = max(bound, head + m * _op_s(s, hides))
             head += s.fwd_s + s.bwd_s + (0.0 if split else s.wgrad_s)
+            if not hides:
+                head += s.fwd_comm_s + s.bwd_comm_s
     return bound
+
+
+def _op_s(s: StageCost, hides: bool) -> float:
+    """A micro-batch's work on a stage: its compute, and its all-to-alls unless hidden."""
+    return s.total_s if hides else s.total_s + s.fwd_comm_s + s.bwd_comm_s
 
 
 def min_bottleneck_within_memory(
@@ -100,9 +122,13 @@ def min_bottleneck_within_memory(
     p, m, v, schedule = spec.pp, spec.num_microbatches, spec.virtual_stages, spec.schedule
     c = table.by_mb[spec.micro_batch_size]
     costs = c.work_s()
-    n_stages = p * v
+    n_stages = model_chunks(schedule, p, v)
     ranks = req.layout(spec)
-    inflight = peak_inflight_per_stage(schedule, p, m, v)
+    # each chunk's most in-flight micro-batches over its stages (dualpipe runs each twice)
+    per_stage = peak_inflight_per_stage(schedule, p, m, v, spec.combined)
+    inflight = [0] * n_stages
+    for k, chunk in enumerate(stage_chunk_map(schedule, p, v)):
+        inflight[chunk] = max(inflight[chunk], per_stage[k])
     per_param, fixed = per_param_bytes(req, spec)
     largest = max(table.params(i, i + 1) for i in range(len(costs)))
     out = max(c.out_bytes[:-1]) if len(c.out_bytes) > 1 else 0.0

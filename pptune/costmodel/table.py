@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pptune.costmodel.collectives import Fabric
 from pptune.costmodel.comm import AllReduceLink
 from pptune.costmodel.partition import stage_bounds
 from pptune.costmodel.simulate import Link, StageCost
@@ -16,8 +17,10 @@ class LayerCosts:
 
     ``fwd_a2a_s`` / ``bwd_a2a_s``: the expert dispatch and combine all-to-all of
     MoE layers, kept apart from ``fwd_s`` / ``bwd_s`` (empty: none) so that a
-    schedule that overlaps them can hide them; ``stage_costs`` adds them to the
-    stage's F and B, exposed, as 1F1B and interleaved 1F1B run them."""
+    schedule that overlaps them can hide them; ``stage_costs`` puts them on the
+    stage's communication stream (``StageCost.fwd_comm_s`` / ``bwd_comm_s``):
+    a plain op waits for them (exposed), an overlapped F&B pair hides them
+    behind the other chunk's compute (sim_records.overlapped_pair_s)."""
 
     fwd_s: Sequence[float]
     bwd_s: Sequence[float]
@@ -26,6 +29,15 @@ class LayerCosts:
     out_bytes: Sequence[float]
     fwd_a2a_s: Sequence[float] = ()
     bwd_a2a_s: Sequence[float] = ()
+
+    def compute_s(self) -> list[float]:
+        """Each layer's F + B + W, without its all-to-alls (what no overlap hides)."""
+        return [self.fwd_s[i] + self.bwd_s[i] + self.wgrad_s[i] for i in range(len(self.fwd_s))]
+
+    @property
+    def has_a2a(self) -> bool:
+        """Whether any layer has an expert all-to-all."""
+        return any(self.fwd_a2a_s) or any(self.bwd_a2a_s)
 
     def work_s(self) -> list[float]:
         """Each layer's F + B + W, its exposed all-to-alls included."""
@@ -46,7 +58,14 @@ class CostTable:
     p2p_intra: Link
     p2p_inter: Link
     ar_intra: AllReduceLink
-    ar_inter: AllReduceLink
+    ar_inter: AllReduceLink  # one member a node: one NIC's cross-node bus bandwidth
+    # What NCCL achieves (collectives.py): with it the data-parallel collectives take
+    # NCCL's algorithm for their size and group; None: ar_intra / ar_inter (comm.group_link)
+    fabric: Fabric | None = None
+    hbm_bytes_per_s: float | None = None  # achieved; prices the optimizer step (optimizer.py)
+    # per layer, bytes held all step outside the training state (FP8 weight copies and
+    # transposes, precision.py); None: nothing
+    cache_bytes: Sequence[float] | None = None
     # the routed experts' part of each layer's param_bytes (empty: none), whose
     # gradients and optimizer state are sharded over expert data parallelism
     expert_param_bytes: Sequence[float] = ()
@@ -62,15 +81,23 @@ class CostTable:
         return sum(self.expert_param_bytes[start:end]) / self.param_dtype_bytes
 
 
-def stage_costs(table: CostTable, b: int, stage_layers: Sequence[int]) -> list[StageCost]:
-    """Per-stage sums of the per-layer costs at micro-batch size ``b``."""
+def stage_costs(table: CostTable, b: int, stage_layers: Sequence[int],
+                a2a_stream: bool = True) -> list[StageCost]:
+    """Per-stage sums of the per-layer costs at micro-batch size ``b``.
+
+    The MoE all-to-alls go to each stage's communication stream
+    (``fwd_comm_s`` / ``bwd_comm_s``), or with ``a2a_stream=False`` into its
+    compute (a runtime that does not overlap them: every op pays them either
+    way, but an F&B pair then hides nothing)."""
     c = table.by_mb[b]
+    a2a = bool(c.fwd_a2a_s or c.bwd_a2a_s)
     out = []
     for s, e in stage_bounds(stage_layers):
         fwd_s, bwd_s = sum(c.fwd_s[s:e]), sum(c.bwd_s[s:e])
-        if c.fwd_a2a_s or c.bwd_a2a_s:  # exposed (no overlapping schedule yet)
-            fwd_s += sum(c.fwd_a2a_s[s:e])
-            bwd_s += sum(c.bwd_a2a_s[s:e])
+        fwd_comm_s = sum(c.fwd_a2a_s[s:e]) if a2a else 0.0
+        bwd_comm_s = sum(c.bwd_a2a_s[s:e]) if a2a else 0.0
+        if not a2a_stream:
+            fwd_s, bwd_s, fwd_comm_s, bwd_comm_s = fwd_s + fwd_comm_s, bwd_s + bwd_comm_s, 0.0, 0.0
         out.append(
             StageCost(
                 fwd_s=fwd_s,
@@ -78,6 +105,8 @@ def stage_costs(table: CostTable, b: int, stage_layers: Sequence[int]) -> list[S
                 wgrad_s=sum(c.wgrad_s[s:e]),
                 act_bytes=sum(c.act_bytes[s:e]),
                 out_bytes=c.out_bytes[e - 1],
+                fwd_comm_s=fwd_comm_s,
+                bwd_comm_s=bwd_comm_s,
             )
         )
     return out

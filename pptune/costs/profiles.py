@@ -10,9 +10,13 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TypeVar
 
-from pptune.costmodel import presets
-from pptune.costmodel.analytic import analytic_layers
+from pptune.costmodel import collectives, context, precision, presets
+from pptune.costmodel.analytic import analytic_layers, block_params
+from pptune.costmodel.collectives import Collective, Fabric
 from pptune.costmodel.comm import AllReduceLink
+from pptune.costmodel.context import CpComm
+from pptune.costmodel.keys import CostKey, Precision, TableSource
+from pptune.costmodel.layout import Group
 from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.ops import Attention
 from pptune.costmodel.search import CostTable, LayerCosts
@@ -20,6 +24,7 @@ from pptune.costmodel.simulate import Link
 from pptune.errors import BadInput
 from pptune.schemas import (
     DeviceInfo,
+    FabricSpec,
     Layer,
     LayerCost,
     LinkPair,
@@ -51,21 +56,51 @@ def gpu_preset(name: str) -> presets.GpuSpec:
     return _preset("GPU", presets.GPUS, name)
 
 
-def preset_links(gpu: presets.GpuSpec) -> Links:
+def preset_links(gpu: presets.GpuSpec, nvls: bool = True) -> Links:
+    """A GPU preset's links at what NCCL achieves (presets.py fabric): a pairwise
+    NVLink copy and the ring bus bandwidth inside a node, one NIC across (one
+    member a node), and the fabric itself for the planner's algorithm choice."""
+    f = gpu.fabric_or_line()
     return Links(
         intra_node=LinkPair(
-            p2p=LinkSpec(latency_s=presets.P2P_LATENCY_INTRA_S, bytes_per_s=gpu.nvlink_bytes_per_s),
+            p2p=LinkSpec(latency_s=presets.P2P_LATENCY_INTRA_S, bytes_per_s=f.p2p_bytes_per_s),
             allreduce=LinkSpec(
-                latency_s=presets.ALLREDUCE_LATENCY_INTRA_S, bytes_per_s=gpu.nvlink_bytes_per_s
+                latency_s=presets.ALLREDUCE_LATENCY_INTRA_S, bytes_per_s=f.ring_busbw_bytes_per_s
             ),
         ),
         inter_node=LinkPair(
-            p2p=LinkSpec(latency_s=presets.P2P_LATENCY_INTER_S, bytes_per_s=gpu.ib_bytes_per_s),
+            p2p=LinkSpec(latency_s=presets.P2P_LATENCY_INTER_S,
+                         bytes_per_s=f.nic_busbw_bytes_per_s),
             allreduce=LinkSpec(
-                latency_s=presets.ALLREDUCE_LATENCY_INTER_S, bytes_per_s=gpu.ib_bytes_per_s
+                latency_s=presets.ALLREDUCE_LATENCY_INTER_S, bytes_per_s=f.nic_busbw_bytes_per_s
             ),
         ),
+        fabric=FabricSpec(
+            ring_busbw_bytes_per_s=f.ring_busbw_bytes_per_s, p2p_bytes_per_s=f.p2p_bytes_per_s,
+            nic_busbw_bytes_per_s=f.nic_busbw_bytes_per_s,
+            nvls_busbw_bytes_per_s=f.nvls_busbw_bytes_per_s, nvls_min_ranks=f.nvls_min_ranks,
+            nvls_enabled=f.nvls_enabled and nvls,
+        ),
     )
+
+
+def fabric_of(links: Links) -> Fabric | None:
+    spec = links.fabric
+    if spec is None:
+        return None
+    return Fabric(spec.ring_busbw_bytes_per_s, spec.p2p_bytes_per_s, spec.nic_busbw_bytes_per_s,
+                  spec.nvls_busbw_bytes_per_s, spec.nvls_min_ranks, spec.nvls_enabled)
+
+
+def _tp_link(fabric: Fabric, tp: int, sequence_parallel: bool, nbytes: float) -> tuple[float, float]:
+    """(latency, bus bandwidth) of the tensor-parallel collectives inside a node:
+    NCCL's pick for one hidden-state tensor (a reduce-scatter and an all-gather
+    under sequence parallelism, else an all-reduce, NVLS where it qualifies)."""
+    if tp <= 1:
+        return presets.ALLREDUCE_LATENCY_INTRA_S, fabric.ring_busbw_bytes_per_s
+    kind = Collective.REDUCE_SCATTER if sequence_parallel else Collective.ALL_REDUCE
+    link = collectives.link_for(kind, nbytes, Group(tp, tp, 1), fabric)
+    return link.latency_s, link.busbw_bytes_per_s
 
 
 def analytic_profile(
@@ -79,11 +114,21 @@ def analytic_profile(
     tp_comm_overlap: bool = False,
     experts: ExpertParallel | None = None,
     recompute_modules: frozenset[str] = frozenset(),
+    cp: int = 1,
+    cp_comm: CpComm = CpComm.P2P,
+    gemm_precision: Precision = Precision.BF16,
+    gpus_per_node: int | None = None,
+    nvls: bool = True,
+    fp8_params: bool = False,
 ) -> Profile:
     """Per-layer costs of a preset (or any ModelShape) on a GPU preset.
 
     ``efficiency`` None: each GEMM's from the per-op model; else one fraction
-    of peak for every GEMM. ``attention``: flash or eager (unfused).
+    of peak for every GEMM. ``attention``: flash or eager (unfused). ``cp``:
+    context parallelism with ``cp_comm`` (context.py) on a node of
+    ``gpus_per_node`` (None: the GPU's NVLink domain); ``gemm_precision`` of the
+    block GEMMs (precision.py), ``fp8_params``: FP8 weights (no cached copies);
+    ``nvls``: NCCL may use NVLink SHARP (recipes that set NCCL_NVLS_ENABLE=0 do not).
     ``experts``: expert parallelism of a MoE model (its all-to-all over the
     GPU's NVLink and NIC unless the settings name links). ``recompute_modules``:
     Megatron-core's selective recomputation priced into the layers."""
@@ -100,21 +145,36 @@ def analytic_profile(
         raise BadInput(
             f"--tp {tp} does not divide the {shape.heads} attention heads of {model}"
         )
-    ex = preset_experts(spec, experts) if shape.moe else None
+    problems = precision.problems(gemm_precision, spec)
+    if cp > 1 and Attention(attention) is not Attention.FLASH:
+        problems.append(f"--cp {cp} needs flash (fused) attention, not --attention {attention}")
+    problems += context.problems(shape.seq_len, shape.heads // tp, max(1, shape.kv_heads // tp),
+                                 cp, cp_comm)
+    gpn = gpus_per_node or spec.gpus_per_node
+    fabric = spec.fabric_or_line() if nvls else spec.fabric_or_line().without_nvls()
+    ex = preset_experts(fabric, gpn, experts) if shape.moe else None
     if ex is not None:
         problem = expert_problem(shape, ex)
         if problem:
-            raise BadInput(problem)
+            problems.append(problem)
+    if problems:
+        raise BadInput("; ".join(problems))
+    links = preset_links(spec, nvls)
+    hidden = max(micro_batch_sizes) * shape.seq_len // cp * shape.hidden * 2
+    cp_links = (context.local_links(cp, tp, gpn, fabric, presets.P2P_LATENCY_INTRA_S,
+                                    presets.P2P_LATENCY_INTER_S) if cp > 1 else None)
     try:
         layers = analytic_layers(
             shape, spec, list(micro_batch_sizes), tp=tp, efficiency=efficiency,
             flash_attention=Attention(attention) is Attention.FLASH,
-            tp_allreduce=(presets.ALLREDUCE_LATENCY_INTRA_S, spec.nvlink_bytes_per_s),
+            tp_allreduce=_tp_link(fabric, tp, sequence_parallel and tp > 1, hidden),
             sequence_parallel=sequence_parallel and tp > 1, tp_comm_overlap=tp_comm_overlap,
             experts=ex, recompute_modules=recompute_modules,
+            cp=cp, cp_comm=cp_comm, cp_links=cp_links, gemm_precision=gemm_precision,
         )
     except ValueError as exc:
         raise BadInput(f"{model}: {exc}") from None
+    cache = _weight_cache_bytes(shape, tp, gemm_precision, fp8_params)
     return Profile(
         source="analytic",
         model=ModelInfo(
@@ -122,14 +182,16 @@ def analytic_profile(
             hidden_size=shape.hidden, num_blocks=shape.num_blocks,
             experts=shape.experts or None, top_k=shape.top_k if shape.moe else None,
         ),
-        device=DeviceInfo(name=gpu, memory_bytes=spec.memory_bytes, peak_flops=spec.peak_flops),
-        links=preset_links(spec),
+        device=DeviceInfo(name=gpu, memory_bytes=spec.memory_bytes, peak_flops=spec.peak_flops,
+                          hbm_bytes_per_s=spec.hbm_bytes_per_s * spec.hbm_fraction),
+        links=links,
         param_dtype_bytes=2,
         layers=[
             Layer(
                 name=layer.name,
                 param_bytes=layer.param_bytes,
                 expert_param_bytes=layer.expert_param_bytes,
+                cache_bytes=cache if layer.name.startswith("block") and cache else None,
                 per_micro_batch={
                     str(b): LayerCost(
                         fwd_s=c.fwd_s, bwd_s=c.bwd_s, wgrad_s=c.wgrad_s,
@@ -145,13 +207,58 @@ def analytic_profile(
             f"analytic: {model} on {gpu}, tp={tp}"
             + (" with sequence parallelism" if sequence_parallel and tp > 1 else "")
             + (", tensor-parallel communication overlapped" if tp_comm_overlap and tp > 1 else "")
+            + (f", context-parallel {cp} ({cp_comm.value})" if cp > 1 else "")
+            + (f", {gemm_precision.value} GEMMs" if gemm_precision is not Precision.BF16 else "")
             + f", {attention} attention, GEMM efficiency "
             + (f"{efficiency:g}" if efficiency is not None else "per shape")
-            + f" of peak {spec.peak_flops / 1e12:g} TFLOP/s; links from the {gpu} spec sheet"
+            + f" of peak {spec.peak_flops / 1e12:g} TFLOP/s; links at what NCCL achieves on "
+            f"{gpu} (pptune presets)"
             + (f"; experts: ep={ex.ep}, etp={ex.etp}, routing imbalance {ex.imbalance:g}"
                if ex is not None else "")
         ],
     )
+
+
+def _weight_cache_bytes(shape: presets.ModelShape, tp: int, gemm_precision: Precision,
+                        fp8_params: bool) -> float:
+    """A block's FP8 weight copies and transposes on one tensor-parallel rank (precision.py)."""
+    per = precision.weight_cache_bytes_per_param(gemm_precision, fp8_params)
+    if per <= 0:
+        return 0.0
+    norms = 2 * shape.hidden * (2 if shape.dropout else 1)
+    return (block_params(shape) - norms) / tp * per
+
+
+def preset_tables(
+    model: str | presets.ModelShape,
+    gpu: str,
+    micro_batch_sizes: tuple[int, ...] | list[int] = DEFAULT_MICRO_BATCH_SIZES,
+    experts: ExpertParallel | None = None,
+    profiles: dict[CostKey, Profile] | None = None,
+    **options: object,
+) -> TableSource:
+    """A cost table per cost key (tp, cp, ep, etp, precision) of a model and GPU
+    preset, built on first use; ``experts`` the MoE settings besides ep and etp
+    (routing imbalance, dispatch precision), ``options`` as ``analytic_profile``
+    takes them; ``profiles`` collects each key's profile as it is built."""
+    shape = model if isinstance(model, presets.ModelShape) else model_preset(model)
+    built: dict[CostKey, CostTable] = {}
+
+    def table(key: CostKey) -> CostTable:
+        if not shape.moe and (key.ep != 1 or key.etp != 1):
+            raise BadInput(f"{shape.name} has no expert layers to split ({key})")
+        if key not in built:
+            ex = (dataclasses.replace(experts or ExpertParallel(), ep=key.ep, etp=key.etp)
+                  if shape.moe else None)
+            prof = analytic_profile(shape, gpu, micro_batch_sizes, tp=key.tp, cp=key.cp,
+                                    gemm_precision=key.precision, experts=ex,
+                                    **options)  # type: ignore[arg-type]
+            built[key] = cost_table(prof, tp=key.tp, tp_in_costs=key.tp)
+            if profiles is not None:
+                profiles[key] = prof
+        return built[key]
+
+    return table
 
 
 def cost_table(profile: Profile, tp: int = 1, tp_in_costs: int = 1) -> CostTable:
@@ -182,8 +289,10 @@ def cost_table(profile: Profile, tp: int = 1, tp_in_costs: int = 1) -> CostTable
         return Link(spec.latency_s, spec.bytes_per_s)
 
     def ar(spec: LinkSpec) -> AllReduceLink:
-        return AllReduceLink(spec.latency_s, spec.bytes_per_s)
+        # a cross-node figure measured with G ranks a node is G NICs' worth (schemas.LinkSpec)
+        return AllReduceLink(spec.latency_s, spec.bytes_per_s / (spec.ranks_per_node or 1))
 
+    cache = [(layer.cache_bytes or 0.0) / scale for layer in profile.layers]
     return CostTable(
         names=[layer.name for layer in profile.layers],
         param_bytes=[layer.param_bytes / scale for layer in profile.layers],
@@ -197,18 +306,24 @@ def cost_table(profile: Profile, tp: int = 1, tp_in_costs: int = 1) -> CostTable
         ar_inter=ar(links.inter_node.allreduce),
         expert_param_bytes=[layer.expert_param_bytes / scale for layer in profile.layers]
         if experts else (),
+        fabric=fabric_of(links),
+        hbm_bytes_per_s=profile.device.hbm_bytes_per_s,
+        cache_bytes=cache if any(cache) else None,
     )
 
 
-def preset_experts(gpu: presets.GpuSpec, experts: ExpertParallel | None) -> ExpertParallel:
-    """The expert settings with the GPU's own NVLink and NIC for the all-to-all
-    and NVLink for the etp group's collectives (the preset links)."""
+def preset_experts(fabric: Fabric, gpus_per_node: int,
+                   experts: ExpertParallel | None) -> ExpertParallel:
+    """The expert settings on the GPU's node as NCCL achieves it: pairwise copies
+    over NVLink and one NIC for the all-to-all, the ring bus bandwidth for the
+    etp group's collectives."""
     ex = experts or ExpertParallel()
     return dataclasses.replace(
         ex,
-        intra=Link(presets.P2P_LATENCY_INTRA_S, gpu.nvlink_bytes_per_s),
-        inter=Link(presets.P2P_LATENCY_INTER_S, gpu.ib_bytes_per_s),
-        etp_link=AllReduceLink(presets.ALLREDUCE_LATENCY_INTRA_S, gpu.nvlink_bytes_per_s),
+        gpus_per_node=gpus_per_node,
+        intra=Link(presets.P2P_LATENCY_INTRA_S, fabric.p2p_bytes_per_s),
+        inter=Link(presets.P2P_LATENCY_INTER_S, fabric.nic_busbw_bytes_per_s),
+        etp_link=AllReduceLink(presets.ALLREDUCE_LATENCY_INTRA_S, fabric.ring_busbw_bytes_per_s),
     )
 
 

@@ -46,16 +46,19 @@ from pathlib import Path
 from pptune import limits
 from pptune.costmodel import presets
 from pptune.costmodel.analytic import model_params
+from pptune.costmodel.keys import CostKey, Precision, TableSource
 from pptune.costmodel.moe import ExpertParallel
-from pptune.costmodel.presets import ModelShape
+from pptune.costmodel.presets import GpuSpec, ModelShape
 from pptune.costmodel.search import CostTable
+from pptune.costs.dims import single_key
 from pptune.costs.modelspec import read_hf_config, with_seq_len
 from pptune.costs.profiles import (
     DEFAULT_MICRO_BATCH_SIZES,
     DEFAULT_PROFILE_FILE,
-    analytic_profile,
     cost_table,
+    gpu_preset,
     model_preset,
+    preset_tables,
 )
 from pptune.errors import BadInput
 from pptune.options import CostOptions
@@ -84,13 +87,26 @@ class QuickProbe:
 
 @dataclass(frozen=True)
 class Costs:
-    table: CostTable
+    table: CostTable  # at ``key``
     profile: Profile
     origin: str  # one line: where the costs came from
     measured: bool  # from a profile (probe), not the analytic model
     shape: ModelShape | None = None  # the analytic model's shape
     notes: list[str] = field(default_factory=list)
     tp_in_costs: int = 1  # tensor parallelism already inside the profile's numbers
+    key: CostKey = field(default_factory=CostKey)  # the layout ``table`` prices
+    # a table for every key (analytic costs: built on first use); a measured
+    # profile answers for its own key only
+    tables: TableSource | None = None
+    gpu: GpuSpec | None = None  # the analytic costs' GPU preset
+
+    def table_for(self, key: CostKey) -> CostTable:
+        if key == self.key:
+            return self.table
+        if self.tables is None:
+            raise BadInput(f"the costs of {self.origin} price {self.key} only, not {key}; "
+                           "use analytic costs (--model/--hf-config) to price other layouts")
+        return self.tables(key)
 
     @property
     def model_flops_per_token(self) -> float | None:
@@ -135,7 +151,10 @@ def model_flops_per_token(profile: Profile, tp_in_costs: int = 1,
 def check_options(opts: CostOptions, sizes: tuple[int, ...] = ()) -> list[str]:
     """Every bad cost flag, one clause each (``sizes``: the micro-batch sizes to price)."""
     out = limits.problems(
-        limits.problem("--tp", opts.tp, 1, limits.MAX_TP),
+        *(limits.problem(flag, v, 1, limits.MAX_TP)
+          for flag, values in (("--tp", opts.tp), ("--cp", opts.cp), ("--ep", opts.ep),
+                               ("--etp", opts.etp)) for v in values or ()),
+        limits.problem("--moe-imbalance", opts.moe_imbalance, 1, limits.MAX_MOE_IMBALANCE),
         None if opts.seq_len is None else limits.problem("--seq-len", opts.seq_len, 1,
                                                          limits.MAX_SEQ_LEN),
         None if opts.efficiency is None else limits.problem("--efficiency", opts.efficiency,
@@ -153,69 +172,100 @@ def check_options(opts: CostOptions, sizes: tuple[int, ...] = ()) -> list[str]:
 
 def resolve(opts: CostOptions, *, sizes: tuple[int, ...] | None = None, cwd: Path | None = None,
             table_tp: int | None = None, profile: Profile | Path | None = None,
-            probe: QuickProbe | None = None) -> Costs:
+            probe: QuickProbe | None = None, search: bool = False,
+            gpus_per_node: int | None = None) -> Costs:
     """The costs by the table above: rows 1-4 (PLAN), or rows 1-3 and 5 with ``probe`` (RUN).
 
     ``sizes``: the micro-batch sizes to price (None: the profile's, or 1, 2, 4, 8);
-    ``table_tp`` divides the costs further (check-config's tp x cp), default ``opts.tp``.
+    ``table_tp`` divides measured costs further (check-config's tp x cp), default the
+    key's tp. ``search``: the caller walks several keys (recommend; dims.py), so the
+    flags may list sizes; otherwise they name one key (dims.single_key).
+    ``gpus_per_node``: the node the analytic costs' collectives sit in (None: the
+    GPU preset's NVLink domain).
     """
     mode = Mode.RUN if probe is not None else Mode.PLAN
     found = find(opts, mode, sizes=sizes, cwd=cwd, table_tp=table_tp, profile=profile,
-                 names_model=probe is not None and probe.names_model)
+                 names_model=probe is not None and probe.names_model, search=search,
+                 gpus_per_node=gpus_per_node)
     if found is not None:
         return found
     if probe is not None:
         _refuse_with_measured(opts, probe.origin, mode)  # before a minute of measuring
-        return _measured(probe.measure(), probe.origin, opts, mode, sizes, table_tp)
-    return _analytic(opts, None, sizes, table_tp, default=True)
+        return _measured(probe.measure(), probe.origin, opts, mode, sizes, table_tp, search)
+    return _analytic(opts, None, sizes, default=True, search=search,
+                     gpus_per_node=gpus_per_node)
 
 
 def find(opts: CostOptions, mode: Mode = Mode.PLAN, *, sizes: tuple[int, ...] | None = None,
          cwd: Path | None = None, table_tp: int | None = None,
          profile: Profile | Path | None = None, shape: ModelShape | None = None,
-         names_model: bool = False, experts: ExpertParallel | None = None) -> Costs | None:
+         names_model: bool = False, search: bool = False,
+         gpus_per_node: int | None = None,
+         experts: ExpertParallel | None = None) -> Costs | None:
     """Rows 1-3 of the table; None when none applies. ``shape``: a model the caller
     built (check-config: from the config's layer sizes), which names the model;
-    ``experts``: how its MoE layers are placed (check-config: the config's ep, etp)."""
+    ``experts``: its MoE settings besides ep and etp, which the key holds (check-config:
+    the config's routing imbalance and grouped GEMMs; default --moe-imbalance)."""
     problems = check_options(opts, sizes or ())
     if problems:
         raise BadInput("; ".join(problems))
+    if not search:
+        single_key(opts)  # one value each, before anything is read or measured
     given = profile if profile is not None else opts.profile
     if isinstance(given, Profile):
         origin = f"profile of {given.model.name} on {given.device.name} ({given.source})"
         _refuse_with_measured(opts, origin, mode)
-        return _measured(given, origin, opts, mode, sizes, table_tp)
+        return _measured(given, origin, opts, mode, sizes, table_tp, search)
     if given is not None:
         prof = _load(given, f"--profile {given}", opts, mode)
-        return _measured(prof, f"profile {given} ({prof.source})", opts, mode, sizes, table_tp)
+        return _measured(prof, f"profile {given} ({prof.source})", opts, mode, sizes, table_tp,
+                         search)
     model_named = opts.model is not None or opts.hf_config is not None or shape is not None
     analytic = {Mode.PLAN: model_named or opts.gpu is not None, Mode.CHECK: model_named,
                 Mode.RUN: opts.gpu is not None}[mode]
     if analytic:
-        return _analytic(opts, shape, sizes, table_tp, default=False, experts=experts)
+        return _analytic(opts, shape, sizes, default=False, search=search,
+                         gpus_per_node=gpus_per_node, experts=experts)
     local = (cwd or Path.cwd()) / DEFAULT_PROFILE_FILE
     if local.is_file() and not (mode is Mode.RUN and (model_named or names_model)):
         where = f"./{DEFAULT_PROFILE_FILE}"
         prof = _load(local, where, opts, mode)
-        return _measured(prof, f"profile {where} ({prof.source})", opts, mode, sizes, table_tp)
+        return _measured(prof, f"profile {where} ({prof.source})", opts, mode, sizes, table_tp,
+                         search)
     return None
 
 
-def _analytic(opts: CostOptions, shape: ModelShape | None, sizes: tuple[int, ...] | None,
-              table_tp: int | None, *, default: bool,
+def _analytic(opts: CostOptions, shape: ModelShape | None, sizes: tuple[int, ...] | None, *,
+              default: bool, search: bool, gpus_per_node: int | None,
               experts: ExpertParallel | None = None) -> Costs:
     notes: list[str] = []
     shape = shape or model_shape(opts, notes)
+    if shape.num_blocks > limits.MAX_LAYERS:
+        raise BadInput(f"{shape.name} has {shape.num_blocks:,} layers; pptune plans up to "
+                       f"{limits.MAX_LAYERS:,}")
     gpu = opts.gpu or presets.DEFAULT_GPU
+    spec = gpu_preset(gpu)
     attention = opts.attention.value if opts.attention is not None else "flash"
-    table, prof = analytic_costs(shape, gpu, sizes or DEFAULT_MICRO_BATCH_SIZES, opts.tp,
-                                 opts.efficiency, opts.sequence_parallel, table_tp,
-                                 attention=attention, tp_comm_overlap=opts.tp_comm_overlap,
-                                 experts=experts)
+    tables = preset_tables(
+        shape, gpu, tuple(sorted(set(sizes or DEFAULT_MICRO_BATCH_SIZES))),
+        experts=experts or ExpertParallel(imbalance=opts.moe_imbalance),
+        efficiency=opts.efficiency,
+        sequence_parallel=opts.sequence_parallel, attention=attention,
+        tp_comm_overlap=opts.tp_comm_overlap, cp_comm=opts.cp_comm,
+        fp8_params=opts.fp8_param_gather, gpus_per_node=gpus_per_node,
+        profiles=(built := dict[CostKey, Profile]()))
+    # searching: the plain layout prices the table's common parts (names, sizes,
+    # memory); the search checks and prices the keys the flags ask for (dims.py)
+    key = single_key(opts) if not search else CostKey()
+    table = tables(key)
     origin = f"analytic {shape.name} on {gpu}" + (
         " (embedded default: no profile found)" if default else "")
-    return Costs(table, prof, origin, measured=False, shape=shape, notes=notes,
-                 tp_in_costs=opts.tp)
+    return Costs(table, built[key], origin, measured=False, shape=shape, notes=notes,
+                 tp_in_costs=key.tp, key=key, tables=tables, gpu=spec)
+
+
+def _first(values: tuple[int, ...] | None) -> int:
+    return values[0] if values else 1
 
 
 def model_shape(opts: CostOptions, notes: list[str]) -> ModelShape:
@@ -228,21 +278,19 @@ def model_shape(opts: CostOptions, notes: list[str]) -> ModelShape:
 
 
 def analytic_costs(
-    shape: ModelShape, gpu: str, micro_batch_sizes: tuple[int, ...] | list[int], tp: int = 1,
-    efficiency: float | None = None, sequence_parallel: bool = False,
-    table_tp: int | None = None, attention: str = "flash", tp_comm_overlap: bool = False,
-    experts: ExpertParallel | None = None,
+    shape: ModelShape, gpu: str, micro_batch_sizes: tuple[int, ...] | list[int],
+    key: CostKey | None = None, experts: ExpertParallel | None = None, **options: object,
 ) -> tuple[CostTable, Profile]:
-    """Analytic per-layer costs of ``shape`` on a GPU preset, tensor-parallel ``tp``
-    (``experts``: the MoE layers' placement, default one rank)."""
+    """Analytic per-layer costs of ``shape`` on a GPU preset at one cost key
+    (``options`` as ``profiles.analytic_profile`` takes them)."""
     if shape.num_blocks > limits.MAX_LAYERS:
         raise BadInput(f"{shape.name} has {shape.num_blocks:,} layers; pptune plans up to "
                        f"{limits.MAX_LAYERS:,}")
-    prof = analytic_profile(shape, gpu, tuple(sorted(set(micro_batch_sizes))), tp=tp,
-                            efficiency=efficiency, sequence_parallel=sequence_parallel,
-                            attention=attention, tp_comm_overlap=tp_comm_overlap,
-                            experts=experts)
-    return cost_table(prof, tp=table_tp or tp, tp_in_costs=tp), prof
+    built: dict[CostKey, Profile] = {}
+    key = key or CostKey()
+    table = preset_tables(shape, gpu, tuple(sorted(set(micro_batch_sizes))), experts=experts,
+                          profiles=built, **options)(key)
+    return table, built[key]
 
 
 def _load(path: Path, where: str, opts: CostOptions, mode: Mode) -> Profile:
@@ -270,8 +318,21 @@ def _check_profile_size(prof: Profile, where: str) -> None:
 
 
 def _measured(prof: Profile, origin: str, opts: CostOptions, mode: Mode,
-              sizes: tuple[int, ...] | None, table_tp: int | None) -> Costs:
+              sizes: tuple[int, ...] | None, table_tp: int | None, search: bool) -> Costs:
     _check_profile_size(prof, origin)
+    other = [f"{flag} {','.join(str(getattr(v, 'value', v)) for v in values)}"
+             for flag, values, plain in (("--cp", opts.cp, 1), ("--ep", opts.ep, 1),
+                                          ("--etp", opts.etp, 1),
+                                          ("--precision", opts.precision, Precision.BF16))
+             if values and tuple(values) != (plain,)]
+    if mode is not Mode.CHECK and other:
+        raise BadInput(f"{' and '.join(other)} price other layouts, but the costs come from "
+                       f"{origin} (measured without them); use analytic costs "
+                       "(--model/--hf-config) or drop them")
+    if opts.tp and len(opts.tp) > 1:
+        raise BadInput(f"--tp {','.join(map(str, opts.tp))}: the costs come from {origin} "
+                       "(measured at tp 1); give one --tp or use analytic costs to search tp")
+    tp = _first(opts.tp)
     if mode is not Mode.RUN and opts.seq_len is not None and opts.seq_len != prof.model.seq_len:
         raise BadInput(
             f"--seq-len {opts.seq_len}: the {origin} was measured at sequence length "
@@ -282,16 +343,16 @@ def _measured(prof: Profile, origin: str, opts: CostOptions, mode: Mode,
     if opts.sequence_parallel and prof.source == "probe":
         notes.append("--sequence-parallel changes analytic activation sizes only; "
                      "a probe profile keeps its measured bytes")
-    if opts.tp != 1:
+    if tp != 1:
         notes.append(
-            f"the profile was measured without tensor parallelism; --tp {opts.tp} divides its "
+            f"the profile was measured without tensor parallelism; --tp {tp} divides its "
             "compute, memory and sends by tp (linear scaling, an approximation)"
         )
-    table = cost_table(prof, tp=table_tp or opts.tp, tp_in_costs=1)
+    table = cost_table(prof, tp=table_tp or tp, tp_in_costs=1)
     missing = [b for b in (sizes or ()) if b not in table.by_mb]
     if missing:
         raise BadInput(
             f"the profile has no costs for micro-batch size(s) {missing}; it has "
             f"{sorted(table.by_mb)} (pptune probe --micro-batch-sizes)"
         )
-    return Costs(table, prof, origin, measured=True, notes=notes)
+    return Costs(table, prof, origin, measured=True, notes=notes, key=CostKey(tp=tp))

@@ -29,12 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pptune.costmodel.context import CpComm
+from pptune.costmodel.keys import Precision
 from pptune.costmodel.memory import Recompute
 from pptune.costmodel.ops import Attention
-from pptune.costmodel.schedules import CORE_ONLY, DEFAULT_SCHEDULES, Schedule, core_only_message
+from pptune.costmodel.schedules import DEFAULT_SCHEDULES, Schedule
 from pptune.costmodel.sharding import Sharding
 from pptune.errors import BadInput
-from pptune.options.kinds import Ints, Kind, ListOf, OneOf
+from pptune.options.kinds import Ints, Kind, ListOf, OneOf, Sizes
 
 FLAG = "pptune.flag"  # the metadata key of a field's Flag
 G = TypeVar("G")
@@ -45,20 +47,18 @@ BOOL: Kind[bool] = Kind(bool)
 STR: Kind[str] = Kind(str)
 PATH: Kind[Path] = Kind(Path)
 INTS = Ints()
+SIZES = Sizes()
 _COMMA_LIST = "{flag} takes a comma list of {choices} (got {text!r})"
 
 
-def _not_yet(schedule: Schedule) -> str | None:
-    return core_only_message(schedule) if schedule in CORE_ONLY else None
-
-
-SCHEDULE = OneOf(Schedule, "unknown schedule {value!r}; choose from {choices}",
-                 shown=DEFAULT_SCHEDULES, refuse=_not_yet)
+SCHEDULE = OneOf(Schedule, "unknown schedule {value!r}; choose from {choices}")
 SCHEDULES = ListOf(Schedule, "unknown schedule {value!r}; choose from {choices}",
-                   "{flag} is empty", shown=DEFAULT_SCHEDULES, refuse=_not_yet)
+                   "{flag} is empty")
 SHARDINGS = ListOf(Sharding, _COMMA_LIST, _COMMA_LIST, unique=True, as_text=True)
 RECOMPUTES = ListOf(Recompute, _COMMA_LIST, _COMMA_LIST, unique=True, as_text=True)
 ATTENTION = OneOf(Attention, "{flag} must be one of {choices} (got {value!r})")
+PRECISIONS = ListOf(Precision, _COMMA_LIST, _COMMA_LIST, unique=True)
+CP_COMM = OneOf(CpComm, "{flag} must be one of {choices} (got {value!r})")
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,48 @@ class CostOptions:
     gpu: str | None = option(None, "--gpu", kind=STR, help="GPU preset", plan_key="device")
     profile: Path | None = option(None, "--profile", kind=PATH,
                                   help="profile JSON (pptune probe)")
-    tp: int = option(1, "--tp", kind=INT, help="tensor-parallel size inside each stage")
+    tp: tuple[int, ...] | None = option(
+        None, "--tp", kind=SIZES,
+        help="tensor-parallel size inside each stage, or a comma list to search (default: "
+        "recommend searches 1, 2, 4, 8 within a node for analytic costs; 1 otherwise)")
+    cp: tuple[int, ...] | None = option(
+        None, "--cp", kind=SIZES,
+        help="context-parallel size (the sequence split over cp ranks), or a comma list to "
+        "search (default: recommend searches sizes that leave >= 2,048 tokens a rank for "
+        "analytic costs; 1 otherwise)")
+    ep: tuple[int, ...] | None = option(
+        None, "--ep", kind=SIZES,
+        help="expert-parallel size of a mixture-of-experts model, or a comma list to search "
+        "(default: recommend searches the powers of two dividing the experts; 1 otherwise)")
+    etp: tuple[int, ...] | None = option(
+        None, "--etp", kind=SIZES,
+        help="expert tensor-parallel size (Megatron-LM --expert-tensor-parallel-size) "
+        "[default: 1]")
+    precision: tuple[Precision, ...] | None = option(
+        None, "--precision", kind=PRECISIONS,
+        help="GEMM precision, or a comma list to search: bf16, fp16, fp8, mxfp8 "
+        "[default: bf16]")
+    cp_comm: CpComm = option(
+        CpComm.P2P, "--cp-comm", kind=CP_COMM,
+        help="how context-parallel ranks exchange K/V: p2p (Megatron-LM's ring), all-gather "
+        "(Llama 3), a2a (Ulysses), a2a+p2p (Megatron-LM --cp-comm-type)")
+    fp8_param_gather: bool = option(
+        False, "--fp8-param-gather", kind=BOOL,
+        help="FP8 plans keep and all-gather their weights in FP8 (Megatron-LM "
+        "--fp8-param-gather): no cached FP8 copies, half the gather bytes")
+    moe_imbalance: float = option(
+        1.0, "--moe-imbalance", kind=FLOAT,
+        help="tokens of the busiest expert over the mean (1.0: balanced routing, as "
+        "force-balanced benchmarks run; a measured value for real routing)")
+
+    def __post_init__(self) -> None:
+        """One size or precision given in code (``CostOptions(tp=2)``) is a list of one."""
+        for name in ("tp", "cp", "ep", "etp"):
+            value = getattr(self, name)
+            if isinstance(value, int) and not isinstance(value, bool):
+                object.__setattr__(self, name, (value,))
+        if isinstance(self.precision, Precision):
+            object.__setattr__(self, "precision", (self.precision,))
     efficiency: float | None = option(
         None, "--efficiency", kind=FLOAT,
         help="one fraction of peak FLOP/s for every GEMM (analytic costs; default: per GEMM "
@@ -162,8 +203,9 @@ class PlanSpace:
     """The job and what the search may choose (``pptune.plan.recommend``)."""
 
     gpus: int = option(..., "--gpus", "-n", kind=INT, help="total GPUs")
-    gpus_per_node: int = option(8, "--gpus-per-node", kind=INT,
-                                help="GPUs per node (NVLink domain)")
+    gpus_per_node: int | None = option(
+        None, "--gpus-per-node", kind=INT,
+        help="GPUs per node (NVLink domain) [default: the GPU preset's: 8, 72 for gb200]")
     global_batch: int | None = option(
         None, "--global-batch", kind=INT,
         help="samples per optimizer step (default: the model's)")
@@ -172,7 +214,7 @@ class PlanSpace:
         help="candidates, e.g. 1,2,4 (default: the profile's)")
     schedules: tuple[Schedule, ...] | None = option(
         None, "--schedules", kind=SCHEDULES,
-        help="comma list (default all: gpipe,1f1b,interleaved-1f1b,zb-h1,zbv)")
+        help="comma list (default all: " + ",".join(s.value for s in DEFAULT_SCHEDULES) + ")")
     virtual_stages: tuple[int, ...] = option(
         (2, 3, 4), "--virtual-stages", kind=INTS, help="v candidates for interleaved-1f1b")
     pp: tuple[int, ...] | None = option(None, "--pp", kind=INTS,
@@ -198,6 +240,10 @@ class PlanSpace:
         True, "--overlap-grad-reduce/--no-overlap-grad-reduce", kind=BOOL,
         help="reduce gradients in buckets during the last backward (DDP, Megatron-LM "
         "--overlap-grad-reduce) or after it")
+    overlap_param_gather: bool = option(
+        True, "--overlap-param-gather/--no-overlap-param-gather", kind=BOOL,
+        help="the distributed optimizer's parameter all-gather behind the next forward "
+        "(Megatron-LM --overlap-param-gather) or before it")
     reserve_gib: float = option(2.0, "--reserve-gib", kind=FLOAT,
                                 help="memory kept back per GPU (context, NCCL, fragmentation)")
     blocking_send: bool = option(False, "--blocking-send", kind=BOOL,

@@ -90,6 +90,25 @@ class Ints(Kind[tuple[int, ...]]):
         return None if value is None else list(value)
 
 
+class Sizes(Ints):
+    """Sizes of a parallel dimension: one (``--tp 8``) or a comma list to search
+    (``--tp 1,2,4``). A plan file holds one as a number (as it always has for
+    ``tp``) and several as a list; either reads back."""
+
+    def parse(self, raw: Any, flag: str) -> tuple[int, ...] | None:
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            raw = str(raw)
+        return super().parse(raw, flag)
+
+    def json_type(self) -> Any:
+        return int | list[int]
+
+    def to_json(self, value: tuple[int, ...] | None) -> Any:
+        if value is not None and len(value) == 1:
+            return value[0]
+        return super().to_json(value)
+
+
 def _names(raw: str | Iterable[Any]) -> list[str]:
     """The items of a comma list (or of a list given in code), stripped, empty ones dropped."""
     items = raw.split(",") if isinstance(raw, str) else [getattr(x, "value", x) for x in raw]

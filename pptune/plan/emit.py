@@ -10,12 +10,12 @@ node shape it launches, the plan is re-predicted on that shape.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pptune.costmodel import presets
 from pptune.costmodel.partition import strip_ends
-from pptune.costmodel.search import Plan
+from pptune.costmodel.search import Plan, search
 from pptune.errors import BadInput
 from pptune.files import write_all
 from pptune.frameworks.common.adapter import Adapter, Job
@@ -52,17 +52,20 @@ def parse_framework(framework: Framework | str) -> Framework:
     return Framework(adapter.name)
 
 
-def job_of(run: RecommendRun) -> Job:
-    """The job as the adapters see it: the one place a run's ``request`` is read."""
+def job_of(run: RecommendRun, plan: Plan) -> Job:
+    """The job of one plan as the adapters see it (its cost table, the request for its
+    one cost key): the one place a run's ``request`` is read."""
     costs = run.request.costs
     return Job(
-        table=run.table, request=run.plan_request, layer_names=tuple(run.names),
+        table=run.table_for(plan.key),
+        request=replace(run.plan_request, cost_keys=(plan.key,), tp=plan.key.tp),
+        layer_names=tuple(run.names),
         global_batch=run.global_batch, origin=run.origin,
         shape=run.shape or presets.MODELS.get(str(costs.model)),
         model=costs.model, device=costs.gpu,
         attention=costs.attention.value if costs.attention else None,
         sequence_parallel=costs.sequence_parallel,
-        tp_comm_overlap=costs.tp_comm_overlap,
+        tp_comm_overlap=costs.tp_comm_overlap, cost_options=costs,
     )
 
 
@@ -73,13 +76,14 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitte
     plans = run.result.plans
     if not 1 <= rank <= len(plans):
         raise BadInput(f"--plan {rank} is not among the {len(plans)} ranked plans")
-    stated = adapter.express(job_of(run), plans[rank - 1], rank)
+    plan, notes = _stateable_layout(adapter, run, plans[rank - 1], rank)
+    stated = adapter.express(job_of(run, plan), plan, rank)
     files = adapter.write(stated)
-    chosen, notes = stated.plan, list(stated.notes)
+    chosen, notes = stated.plan, [*notes, *stated.notes]
     if adapter.states_node_shape:
         where = placed(stated.job, chosen)
         if where is not chosen:
-            nodes, per_node = launch_shape(chosen.pp * chosen.dp * chosen.tp,
+            nodes, per_node = launch_shape(chosen.world,
                                            stated.job.request.gpus_per_node)
             notes.append(
                 f"launched as {nodes} nodes x {per_node} GPUs (torchrun runs the same number "
@@ -87,6 +91,25 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitte
                 f"{fmt_seconds(where.step_time_s)} (plan: {fmt_seconds(chosen.step_time_s)})")
             chosen = where
     return Emitted(fw, chosen, files, notes, stated.exact)
+
+
+def _stateable_layout(adapter: Adapter, run: RecommendRun, plan: Plan,
+                      rank: int) -> tuple[Plan, list[str]]:
+    """The plan, or when the files cannot state its layout (context or expert
+    parallelism, FP8) the best plan of the same search whose layout they state."""
+    why = adapter.cannot_state(plan.key)
+    if why is None:
+        return plan, []
+    keys = tuple(k for k in run.plan_request.keys() if adapter.cannot_state(k) is None)
+    best = (search(run.table_for, replace(run.plan_request, cost_keys=keys, tp=keys[0].tp,
+                                          top=1)).plans if keys else [])
+    if not best:
+        raise BadInput(f"{adapter.name} cannot express plan {rank} ({why}) and no plan it can "
+                       "state fits")
+    alt = best[0]
+    return alt, [f"{adapter.name} cannot express plan {rank} ({why}): emitting the best plan "
+                 f"it can state ({alt.key}, pp={alt.pp} dp={alt.dp}), predicted step "
+                 f"{fmt_seconds(alt.step_time_s)} ({alt.step_time_s / plan.step_time_s:.3f}x)"]
 
 
 def file_names(framework: str) -> list[str]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from pptune import limits
 from pptune.costmodel.comm import compression_factor
+from pptune.costmodel.keys import CostKey, Precision, TableSource
 from pptune.costmodel.ops import Attention
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.schedules import DEFAULT_SCHEDULES
@@ -27,6 +28,7 @@ from pptune.costmodel.search import (
     Sharding,
     search,
 )
+from pptune.costs.dims import search_keys
 from pptune.costs.resolve import Costs, resolve
 from pptune.errors import BadInput
 from pptune.options import CostOptions, PlanSpace, build, fields_of
@@ -67,30 +69,38 @@ class RecommendRun:
     notes: list[str]
     shape: ModelShape | None = None  # a model given by --hf-config or with --seq-len
     model_flops_per_step: float | None = None  # for MFU (pptune.costs.resolve)
-    peak_flops: float | None = None  # per GPU, dense bf16
+    peak_flops: float | dict[Precision, float] | None = None  # per GPU, by GEMM precision
+    costs: Costs | None = None  # the resolved costs: a table per searched key
+
+    def table_for(self, key: CostKey) -> CostTable:
+        """The cost table a plan of ``key`` was priced with."""
+        return self.costs.table_for(key) if self.costs is not None else self.table
 
 
 def check_spec(spec: RecommendSpec) -> None:
     """Every bad flag at once, in one line (the cost flags: ``resolve``)."""
-    s, tp = spec.space, spec.costs.tp
+    s, tps = spec.space, spec.costs.tp or ()
     problems = limits.problems(
         limits.problem("--gpus", s.gpus, 1, limits.MAX_GPUS),
-        limits.problem("--tp", tp, 1, limits.MAX_TP),
-        limits.problem("--gpus-per-node", s.gpus_per_node, 1, limits.MAX_GPUS),
+        *(limits.problem("--tp", tp, 1, limits.MAX_TP) for tp in tps),
+        None if s.gpus_per_node is None else limits.problem(
+            "--gpus-per-node", s.gpus_per_node, 1, limits.MAX_GPUS),
         None if s.global_batch is None else limits.problem(
             "--global-batch", s.global_batch, 1, limits.MAX_GLOBAL_BATCH),
         limits.problem("--top", spec.top, 1, limits.MAX_TOP),
         limits.problem("--reserve-gib", s.reserve_gib, 0, limits.MAX_RESERVE_GIB),
     )
-    if not problems and s.gpus % tp:
-        problems.append(f"--tp {tp} must divide --gpus {s.gpus}")
+    for tp in tps if not problems else ():
+        if s.gpus % tp:
+            problems.append(f"--tp {tp} must divide --gpus {s.gpus}")
     if s.recompute_every < 1:
         problems.append(f"--recompute-every must be >= 1 (got {s.recompute_every})")
     if any(v < 2 for v in s.virtual_stages):
         problems.append("--virtual-stages candidates must be >= 2 (interleaved-1f1b)")
     elif any(v > limits.MAX_LAYERS for v in s.virtual_stages):
         problems.append(f"--virtual-stages candidates must be <= {limits.MAX_LAYERS}")
-    if not problems and s.pp:
+    if not problems and s.pp and len(tps) <= 1:
+        tp = tps[0] if tps else 1
         ranks = s.gpus // tp
         bad = [p for p in s.pp if ranks % p]
         if bad:
@@ -103,7 +113,8 @@ def check_spec(spec: RecommendSpec) -> None:
 
 
 def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
-    """The search over ``costs`` (None: resolved from ``spec.costs``; tune passes its own)."""
+    """The search over ``costs`` (None: resolved from ``spec.costs`` with every layout its
+    flags allow, dims.search_keys; tune passes its own, priced at the one layout it runs)."""
     check_spec(spec)
     s = spec.space
     try:
@@ -116,10 +127,15 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         if s.sharding is not None and shardings != (Sharding.ZERO1,):
             raise BadInput("--sharded-optimizer means --sharding zero1; drop one of them")
         shardings = (Sharding.ZERO1,)
+    given = costs is not None  # tune prices one layout, the one its trials run
     if costs is None:
-        costs = resolve(spec.costs, sizes=s.micro_batch_sizes)
+        costs = resolve(spec.costs, sizes=s.micro_batch_sizes, search=True,
+                        gpus_per_node=s.gpus_per_node)
     notes = [*costs.notes, f"costs: {costs.origin}"]
     table = costs.table
+    gpn = s.gpus_per_node or (costs.gpu.gpus_per_node if costs.gpu is not None else 8)
+    keys = ((costs.key,) if given or costs.shape is None or costs.gpu is None
+            else search_keys(spec.costs, costs.shape, costs.gpu, s.gpus, gpn))
     sizes = s.micro_batch_sizes or tuple(sorted(table.by_mb))
     schedules = s.schedules or DEFAULT_SCHEDULES
     global_batch = s.global_batch or costs.profile.model.global_batch
@@ -128,7 +144,9 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         notes.append(f"the profile names no global batch; planning for {global_batch} samples "
                      "per step (pass --global-batch to change it)")
     req = PlanRequest(
-        gpus=s.gpus, global_batch=global_batch, tp=spec.costs.tp, gpus_per_node=s.gpus_per_node,
+        gpus=s.gpus, global_batch=global_batch, tp=keys[0].tp, gpus_per_node=gpn,
+        cost_keys=keys, overlap_param_gather=s.overlap_param_gather,
+        fp8_param_gather=spec.costs.fp8_param_gather,
         schedules=tuple(schedules), virtual_stages=s.virtual_stages,
         micro_batch_sizes=sizes, pp=s.pp or None,
         shardings=shardings, recomputes=recomputes,
@@ -136,10 +154,11 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         grad_bytes_factor=factor, blocking_send=s.blocking_send, top=spec.top,
         overlap_grad_reduce=s.overlap_grad_reduce,
     )
-    result = search(table, req)
+    tables = costs.table_for
+    result = search(tables, req)
     requested = global_batch
     if not result.plans and result.rejected.get("out_of_memory", 0) == 0:
-        alt = _nearby_batch(table, req)
+        alt = _nearby_batch(tables, table, req)
         if alt is not None:
             req, result = alt
             global_batch = req.global_batch
@@ -150,30 +169,47 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
                 "(e.g. linearly with the batch, Goyal et al. 2017)"
             ))
     if result.rejected.get("out_of_memory", 0):
-        hint = _memory_what_if(table, req, result)
+        hint = _memory_what_if(tables, req, result)
         if hint:
             result.notes.append(hint)
     c = spec.costs
     hf = c.hf_config.resolve() if c.hf_config is not None else costs.profile.model.hf_config
+    def searched(values: list[int]) -> tuple[int, ...]:
+        return tuple(sorted(set(values)))
+
     request = PlanFileRequest(
         costs=replace(c, model=costs.profile.model.name, gpu=costs.profile.device.name,
                       seq_len=table.seq_len, hf_config=None if hf is None else Path(hf),
-                      attention=None if costs.measured else c.attention or Attention.FLASH),
-        space=replace(s, global_batch=global_batch, micro_batch_sizes=sizes,
+                      attention=None if costs.measured else c.attention or Attention.FLASH,
+                      tp=searched([k.tp for k in keys]), cp=searched([k.cp for k in keys]),
+                      ep=searched([k.ep for k in keys]), etp=searched([k.etp for k in keys]),
+                      precision=tuple(dict.fromkeys(k.precision for k in keys))),
+        space=replace(s, global_batch=global_batch, micro_batch_sizes=sizes, gpus_per_node=gpn,
                       schedules=tuple(schedules), recompute=recomputes, sharding=shardings),
         global_batch_requested=requested,
     )
     return RecommendRun(result, table, req, list(table.names), global_batch, costs.origin,
                         request, notes, costs.shape,
                         _times(costs.model_flops_per_token, global_batch * table.seq_len),
-                        costs.profile.device.peak_flops)
+                        _peaks(costs), costs)
+
+
+def _peaks(costs: Costs) -> dict[Precision, float] | float | None:
+    """The GPU's dense peak by GEMM precision (MFU is reported against the plan's own)."""
+    bf16 = costs.profile.device.peak_flops
+    if costs.gpu is None or bf16 is None:
+        return bf16
+    out = {p: bf16 for p in (Precision.BF16, Precision.FP16)}
+    if costs.gpu.fp8_peak_flops is not None:
+        out |= {Precision.FP8: costs.gpu.fp8_peak_flops, Precision.MXFP8: costs.gpu.fp8_peak_flops}
+    return out
 
 
 def _times(a: float | None, b: float) -> float | None:
     return None if a is None else a * b
 
 
-def _memory_what_if(table: CostTable, req: PlanRequest, result: SearchResult) -> str | None:
+def _memory_what_if(table: TableSource, req: PlanRequest, result: SearchResult) -> str | None:
     """When memory rejected candidates: would a sharding or a recomputation the
     search was told to skip give a faster plan (or any plan)? One line, with the figures."""
     best = result.plans[0].step_time_s if result.plans else None
@@ -197,18 +233,20 @@ def _memory_what_if(table: CostTable, req: PlanRequest, result: SearchResult) ->
     return None
 
 
-def _nearby_batch(table: CostTable, req: PlanRequest) -> tuple[PlanRequest, SearchResult] | None:
+def _nearby_batch(tables: TableSource, table: CostTable,
+                  req: PlanRequest) -> tuple[PlanRequest, SearchResult] | None:
     """The closest global batch (within 25%) for which the search finds a plan."""
     gb = req.global_batch
     sizes = req.micro_batch_sizes or sorted(table.by_mb)
-    depths = [p for p in range(1, req.gpus // req.tp + 1) if (req.gpus // req.tp) % p == 0]
+    ranks = sorted({req.gpus // (k.tp * k.cp) for k in req.keys()})
 
     def could(g: int) -> bool:
-        for p in depths:
-            dp = req.gpus // (p * req.tp)
-            for b in sizes:
-                if g % (b * dp) == 0 and g // (b * dp) >= p:
-                    return True
+        for n in ranks:
+            for p in (p for p in range(1, n + 1) if n % p == 0):
+                dp = n // p
+                for b in sizes:
+                    if g % (b * dp) == 0 and g // (b * dp) >= p:
+                        return True
         return False
 
     tried = 0
@@ -217,7 +255,7 @@ def _nearby_batch(table: CostTable, req: PlanRequest) -> tuple[PlanRequest, Sear
             if g < 1 or not could(g):
                 continue
             alt = replace(req, global_batch=g)
-            res = search(table, alt)
+            res = search(tables, alt)
             tried += 1
             if res.plans:
                 return alt, res

@@ -7,7 +7,15 @@ from typing import Any
 
 from pptune import limits
 from pptune.costmodel.partition import SplitError, add_ends, even_split
-from pptune.costmodel.schedules import Schedule, ScheduleError, chunks_per_device, validate
+from pptune.costmodel.schedules import (
+    COMBINABLE,
+    Schedule,
+    ScheduleError,
+    chunks_per_device,
+    model_chunks,
+    stage_chunk_map,
+    validate,
+)
 from pptune.costmodel.search import MAX_SIMULATED_OPS, CostTable, stage_costs
 from pptune.costmodel.simulate import Link, SimResult, simulate, uniform_stages
 from pptune.costs.resolve import resolve
@@ -26,6 +34,8 @@ class SimSpec:
     bwd_ms: float | None = None
     wgrad_ms: float = 0.0
     p2p_ms: float = 0.0
+    a2a_ms: float = 0.0  # textbook: expert all-to-all per device per micro-batch, F and B each
+    a2a_overlap: bool = False  # 1f1b / interleaved-1f1b: Megatron-LM's combined order
     costs: CostOptions = field(default_factory=CostOptions)  # per-layer costs (not textbook)
     micro_batch_size: int = 1
     split: list[int] | None = None
@@ -53,7 +63,7 @@ def run(spec: SimSpec) -> SimRun:
     schedule = parse_schedule(spec.schedule)
     p, m = spec.pp, spec.microbatches
     v = spec.virtual_stages
-    if schedule is Schedule.ZBV and v == 1:
+    if chunks_per_device(schedule, 1) == 2 and v == 1:  # zbv and the DualPipes: always 2
         v = 2
     problems = limits.problems(
         limits.problem("--pp", p, 1, limits.MAX_GPUS),
@@ -62,10 +72,16 @@ def run(spec: SimSpec) -> SimRun:
         limits.problem("--micro-batch-size", spec.micro_batch_size, 1, limits.MAX_MICRO_BATCH),
         *(limits.problem(flag, val, 0, limits.MAX_MS) for flag, val in (
             ("--fwd-ms", spec.fwd_ms), ("--bwd-ms", spec.bwd_ms), ("--wgrad-ms", spec.wgrad_ms),
-            ("--p2p-ms", spec.p2p_ms)) if val is not None),
+            ("--p2p-ms", spec.p2p_ms), ("--a2a-ms", spec.a2a_ms)) if val is not None),
     )
     if problems:
         raise BadInput("; ".join(problems))
+    if spec.a2a_overlap and schedule not in COMBINABLE:
+        raise BadInput(
+            f"--a2a-overlap runs Megatron-LM's combined order, which only "
+            f"{' and '.join(s.value for s in Schedule if s in COMBINABLE)} have (got --schedule "
+            f"{schedule.value}; the DualPipes overlap their F&B pairs always)"
+        )
     try:
         validate(schedule, p, m, v)
     except ScheduleError as exc:
@@ -84,6 +100,9 @@ def run(spec: SimSpec) -> SimRun:
             f"to {MAX_SIMULATED_OPS:,} per step: use fewer micro-batches"
         )
     textbook = spec.fwd_ms is not None or spec.bwd_ms is not None
+    if not textbook and spec.a2a_ms:
+        raise BadInput("--a2a-ms is a textbook-mode time (with --fwd-ms/--bwd-ms); per-layer "
+                       "costs carry their own all-to-alls")
     if textbook:
         if spec.fwd_ms is None or spec.bwd_ms is None:
             raise BadInput("textbook mode needs both --fwd-ms and --bwd-ms")
@@ -94,20 +113,26 @@ def run(spec: SimSpec) -> SimRun:
         if cost_flags:
             raise BadInput("--fwd-ms/--bwd-ms simulate equal stages from times per device; "
                            f"drop {'/'.join(cost_flags)} (they describe per-layer costs)")
+        # times per device per micro-batch: a micro-batch passes each device
+        # model_chunks / p times (dualpipe once, on one of its two chunks)
+        visits = model_chunks(schedule, p, v) // p
+        a2a_s = spec.a2a_ms / 1e3 / visits
         stages = uniform_stages(
-            p * chunks, spec.fwd_ms / 1e3 / chunks, spec.bwd_ms / 1e3 / chunks,
-            spec.wgrad_ms / 1e3 / chunks, act_bytes=0.0, out_bytes=1.0,
+            p * chunks, spec.fwd_ms / 1e3 / visits, spec.bwd_ms / 1e3 / visits,
+            spec.wgrad_ms / 1e3 / visits, act_bytes=0.0, out_bytes=1.0,
+            fwd_comm_s=a2a_s, bwd_comm_s=a2a_s,
         )
         link = Link(spec.p2p_ms / 1e3, float("inf"))
         result = simulate(
-            schedule, p, m, stages, v=v, link=lambda a, b: link, blocking_send=spec.blocking_send
+            schedule, p, m, stages, v=v, link=lambda a, b: link, blocking_send=spec.blocking_send,
+            combined=spec.a2a_overlap,
         )
         return SimRun(spec, schedule, result, notes)
     costs = resolve(spec.costs, sizes=(spec.micro_batch_size,))
     notes += [*costs.notes, f"costs: {costs.origin}"]
     table = costs.table
     n_layers = len(table.names)
-    n_stages = p * chunks
+    n_stages = model_chunks(schedule, p, v)  # the split's entries (dualpipe: p chunks)
     if spec.split is not None:
         ends = table.names[0] == "embedding" and table.names[-1] == "head"
         if len(spec.split) == n_stages and sum(spec.split) == n_layers:
@@ -125,7 +150,8 @@ def run(spec: SimSpec) -> SimRun:
             blocks = f" or the {n_layers - 2} blocks" if ends else ""
             raise BadInput(
                 f"--split {','.join(map(str, spec.split))} must have {n_stages} entries "
-                f"(pp x chunks) summing to the {n_layers} layers (embedding + {n_layers - 2} "
+                f"({_entries(schedule)}) summing to the {n_layers} layers (embedding + "
+                f"{n_layers - 2} "
                 f"blocks + head){blocks}; it has {len(spec.split)} summing to {sum(spec.split)}"
             )
     else:
@@ -134,19 +160,27 @@ def run(spec: SimSpec) -> SimRun:
         except SplitError as exc:
             raise BadInput(str(exc)) from None
     result = simulate_table(table, schedule, p, m, v, spec.micro_batch_size, split,
-                            spec.blocking_send)
+                            spec.blocking_send, spec.a2a_overlap)
     return SimRun(spec, schedule, result, notes, split, costs.origin)
+
+
+def _entries(schedule: Schedule) -> str:
+    return ("pp: dualpipe's chunks, each run by two ranks" if schedule is Schedule.DUALPIPE
+            else "pp x chunks")
 
 
 def simulate_table(
     table: CostTable, schedule: Schedule, p: int, m: int, v: int, b: int, split: list[int],
-    blocking_send: bool = False,
+    blocking_send: bool = False, combined: bool = False,
 ) -> SimResult:
-    """Simulate one pipeline with per-layer costs; links inside one node."""
-    stages = stage_costs(table, b, split)
+    """Simulate one pipeline with per-layer costs (one entry of ``split`` per model
+    chunk); links inside one node. The MoE all-to-alls run on each stage's
+    communication stream: the DualPipes' F&B pairs hide them."""
+    chunks = stage_costs(table, b, split)
+    stages = [chunks[c] for c in stage_chunk_map(schedule, p, v)]
     return simulate(
         schedule, p, m, stages, v=v, link=lambda a, z: table.p2p_intra,
-        blocking_send=blocking_send,
+        blocking_send=blocking_send, combined=combined,
     )
 
 

@@ -10,7 +10,7 @@ of ``name value`` items per plan, wrapped between items.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from rich import box
@@ -18,6 +18,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from pptune.costmodel.keys import Precision
 from pptune.costmodel.search import DP_INNER, Plan, SearchResult
 from pptune.report.fit import natural_width, wrap_commas, wrap_items
 from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
@@ -62,27 +63,41 @@ def compact_split(stage_layers: Sequence[int]) -> str:
 def training_cost(plan: Plan, tokens_per_step: float, train_tokens: float) -> tuple[float, float]:
     """(days, GPU-hours) to train on ``train_tokens`` at this plan's step time."""
     seconds = train_tokens / tokens_per_step * plan.step_time_s
-    return seconds / 86400, seconds * plan.pp * plan.dp * plan.tp / 3600
+    return seconds / 86400, seconds * plan.world / 3600
 
 
-def mfu(plan: Plan, model_flops_per_step: float | None, peak_flops: float | None) -> float | None:
-    """Model FLOPs utilisation: model FLOPs per step / (step x GPUs x peak FLOP/s)."""
-    if not model_flops_per_step or not peak_flops or plan.step_time_s <= 0:
+Peaks = float | Mapping[Precision, float] | None
+
+
+def mfu(plan: Plan, model_flops_per_step: float | None, peak_flops: Peaks) -> float | None:
+    """Model FLOPs utilisation: model FLOPs per step / (step x GPUs x peak FLOP/s), the
+    peak of the plan's GEMM precision (as NVIDIA reports FP8 runs) where ``peak_flops``
+    maps precisions to peaks."""
+    peak = peak_flops.get(plan.precision) if isinstance(peak_flops, Mapping) else peak_flops
+    if not model_flops_per_step or not peak or plan.step_time_s <= 0:
         return None
-    return model_flops_per_step / (plan.step_time_s * plan.pp * plan.dp * plan.tp * peak_flops)
+    return model_flops_per_step / (plan.step_time_s * plan.world * peak)
 
 
 def _columns(result: SearchResult, tokens_per_step: float, train_tokens: float | None,
-             flops: float | None, peak: float | None) -> list[Column]:
+             flops: float | None, peak: Peaks) -> list[Column]:
     plans = result.plans
-    cols = [
-        Column("#", True, [str(i) for i in range(1, len(plans) + 1)]),
-        Column("pp×dp×tp", False, [f"{p.pp}×{p.dp}×{p.tp}" for p in plans]),
-    ]
+    cols = [Column("#", True, [str(i) for i in range(1, len(plans) + 1)])]
+    if any(p.cp > 1 for p in plans):
+        cols.append(Column("pp×dp×tp×cp", False,
+                           [f"{p.pp}×{p.dp}×{p.tp}×{p.cp}" for p in plans]))
+    else:
+        cols.append(Column("pp×dp×tp", False, [f"{p.pp}×{p.dp}×{p.tp}" for p in plans]))
+    if any(p.ep > 1 or p.etp > 1 for p in plans):
+        cols.append(Column("ep", True, [f"{p.ep}" + (f"/{p.etp}" if p.etp > 1 else "")
+                                        for p in plans]))
+    if any(p.precision.value != "bf16" for p in plans):
+        cols.append(Column("prec", False, [p.precision.value for p in plans]))
     if any(p.rank_order != DP_INNER for p in plans):
         cols.append(Column("rank order", False, [p.rank_order.value for p in plans]))
     cols += [
-        Column("schedule", False, [p.schedule.value for p in plans]),
+        Column("schedule", False, [p.schedule.value + ("+a2a" if p.a2a_overlap else "")
+                                   for p in plans]),
         Column("v", True, [str(p.virtual_stages) for p in plans]),
         Column("shard/rc", False, [f"{p.sharding.value}/{RECOMPUTE_SHORT[p.recompute.value]}"
                                    for p in plans]),
@@ -108,18 +123,33 @@ def _columns(result: SearchResult, tokens_per_step: float, train_tokens: float |
 
 def _footnote(cols: list[Column], dropped: list[str], width: int | None) -> str:
     names = {c.name for c in cols}
-    parts = [
+    schedules = " ".join(c for col in cols if col.name == "schedule" for c in col.cells)
+    chunks = ("interleaved, zbv and dualpipev: of each chunk; dualpipe: of each of its pp "
+              "chunks, each run by two GPUs" if "dualpipe" in schedules
+              else "interleaved and zbv: of each chunk")
+    parts = []
+    if "pp×dp×tp×cp" in names:
+        parts.append("pp×dp×tp×cp = pipeline x data x tensor x context-parallel sizes")
+    if "ep" in names:
+        parts.append("ep = expert-parallel size (/N: expert tensor-parallel N)")
+    if "prec" in names:
+        parts.append("prec = GEMM precision")
+    parts += [
         "m = micro-batches = gradient-accumulation steps (* not a multiple of pp)",
         "layers/stage = layers of each stage in pipeline order, embedding and head included "
-        "(interleaved and zbv: of each chunk); 5x4 = four stages of 5 layers",
+        f"({chunks}); 5x4 = four stages of 5 layers",
     ]
+    if "+a2a" in schedules:
+        parts.append("+a2a = the expert all-to-all hidden behind another micro-batch's compute "
+                     "(the DualPipes' F&B pairs; Megatron-LM --overlap-moe-expert-parallel-comm)")
     if "shard/rc" in names:
         parts.append("shard/rc = training-state sharding over dp / activation recomputation "
                      "(sel = selective)")
     if "eff" in names:
         parts.append("eff = ideal step (compute / GPUs) / step")
     if "MFU" in names:
-        parts.append("MFU = model FLOPs per step / (step x GPUs x peak FLOP/s), model FLOPs = "
+        parts.append("MFU = model FLOPs per step / (step x GPUs x peak FLOP/s of the plan's "
+                     "precision), model FLOPs = "
                      "6 x parameters (embedding table excluded) + 6 x layers x hidden x "
                      "sequence (causal attention) per token (Kaplan et al. 2020; PaLM, "
                      "Chowdhery et al. 2022, app. B)")
@@ -163,7 +193,7 @@ def _table(cols: list[Column], caption: str | None, layers_wrap: int | None,
 def plans_table(
     result: SearchResult, tokens_per_step: float = 0.0, train_tokens: float | None = None,
     width: int | None = None, model_flops_per_step: float | None = None,
-    peak_flops: float | None = None,
+    peak_flops: Peaks = None,
 ) -> RenderableType:
     """Ranked plans that fit in ``width`` columns (None: any width) without a cut number."""
     cols = _columns(result, tokens_per_step, train_tokens, model_flops_per_step, peak_flops)

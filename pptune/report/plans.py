@@ -12,7 +12,7 @@ from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import DP_INNER, Plan, SearchResult
 from pptune.options.record import PlanFileRequest
 from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
-from pptune.report.plan_table import compact_split, fmt_rate, mfu, plans_table, training_cost
+from pptune.report.plan_table import Peaks, compact_split, fmt_rate, mfu, plans_table, training_cost
 from pptune.schemas import PlanFile, PlanRecord
 
 __all__ = ["compact_split", "fmt_rate", "plans_table", "training_cost"]
@@ -27,6 +27,8 @@ REASON_TEXT = {
     "too_large_to_simulate": "too many micro-batches to simulate",
     "sharding_without_pipeline_only": "zero2/zero3 need pp = 1",
     "experts_do_not_divide_ranks": "ep x etp does not divide the stage",
+    "microbatches_less_than_stages": "m < 2 pp (the DualPipes)",
+    "dualpipe_needs_even_pp_and_microbatches": "odd pp or m (dualpipe)",
 }
 
 
@@ -86,6 +88,7 @@ def why_lines(result: SearchResult) -> list[str]:
         + (f" (rank order {w.rank_order.value})" if w.rank_order != DP_INNER else "")
         + f" {w.schedule.value}"
         + (f" v={w.virtual_stages}" if w.virtual_stages > 1 else "")
+        + (" with the all-to-all overlapped" if w.a2a_overlap else "")
         + f", {w.num_microbatches} micro-batches of {w.micro_batch_size}"
     )
     rival = _rival(result, w)
@@ -165,14 +168,15 @@ def rejected_line(result: SearchResult) -> str:
 def plan_record(
     plan: Plan, rank: int, names: Sequence[str], global_batch: int,
     tokens_per_step: float = 0.0, train_tokens: float | None = None,
-    model_flops_per_step: float | None = None, peak_flops: float | None = None,
+    model_flops_per_step: float | None = None, peak_flops: Peaks = None,
 ) -> PlanRecord:
     days, gpu_hours = (
         training_cost(plan, tokens_per_step, train_tokens) if train_tokens else (None, None)
     )
     return PlanRecord(
         training_days=days, gpu_hours=gpu_hours,
-        rank=rank, pp=plan.pp, dp=plan.dp, tp=plan.tp, schedule=plan.schedule,
+        rank=rank, pp=plan.pp, dp=plan.dp, tp=plan.tp, cp=plan.cp, ep=plan.ep, etp=plan.etp,
+        precision=plan.precision, schedule=plan.schedule,
         virtual_stages=plan.virtual_stages, micro_batch_size=plan.micro_batch_size,
         num_microbatches=plan.num_microbatches, grad_accum_steps=plan.grad_accum_steps,
         global_batch=global_batch, stage_layers=plan.stage_layers,
@@ -185,13 +189,14 @@ def plan_record(
         exposed_p2p_s=plan.exposed_p2p_s, exposed_allreduce_s=plan.exposed_allreduce_s,
         rank_order=plan.rank_order.value, sharding=plan.sharding.value,
         recompute=plan.recompute.value, mfu=mfu(plan, model_flops_per_step, peak_flops),
+        a2a_overlap=plan.a2a_overlap,
     )
 
 
 def plan_file(
     result: SearchResult, names: Sequence[str], global_batch: int, source: str,
     request: PlanFileRequest, train_tokens: float | None = None,
-    model_flops_per_step: float | None = None, peak_flops: float | None = None,
+    model_flops_per_step: float | None = None, peak_flops: Peaks = None,
 ) -> PlanFile:
     tokens_per_step = global_batch * float(request.costs.seq_len or 0)
     return PlanFile(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from rich.table import Table
@@ -45,7 +46,7 @@ def presets_json() -> dict[str, Any]:
         "models": [
             {**m.__dict__, "params": _params(m)} for m in presets.MODELS.values()
         ],
-        "gpus": [g.__dict__ for g in presets.GPUS.values()],
+        "gpus": [dataclasses.asdict(g) for g in presets.GPUS.values()],
         "defaults": {"model": presets.DEFAULT_MODEL, "gpu": presets.DEFAULT_GPU,
                      "efficiency": presets.DEFAULT_EFFICIENCY,
                      "op_overhead_s": presets.GPUS[presets.DEFAULT_GPU].launch_s,

@@ -7,8 +7,11 @@ it carries:
 - ``p``: the number of devices (rows; a device index >= p still gets a row);
 - ``step_time_s``: the length of the step in seconds;
 - ``events``: items with ``device`` (int), ``op`` (with ``kind`` ``"F"``,
-  ``"B"`` or ``"W"``, as ``OpKind`` or a plain string, ``mb`` and ``stage``),
-  ``start_s`` and ``end_s``, in seconds from the start of the step.
+  ``"B"``, ``"W"``, ``"BW"`` (a whole backward where the others are split)
+  or ``"F&B"`` (an overlapped pair, which also carries ``b_mb`` and
+  ``b_stage``: its backward half), as ``OpKind`` or a plain string, ``mb``
+  and ``stage``), ``start_s`` and ``end_s``, in seconds from the start of
+  the step.
 
 Only ``chrome_trace`` also reads ``transfers`` (``src``, ``dst``, ``op``,
 ``start_s``, ``end_s``), and only when the object has them; only
@@ -57,26 +60,37 @@ class Timeline(Protocol):
     def events(self) -> Sequence[TimelineEvent]: ...
 
 
-KIND_NAMES: dict[str, str] = {"F": "forward", "B": "backward", "W": "weight-grad"}
+KIND_NAMES: dict[str, str] = {
+    "F": "forward", "B": "backward", "W": "weight-grad", "BW": "whole backward",
+    "F&B": "overlapped forward & backward",
+}
+# the kinds a legend lists only when the timeline has them (F and B always)
+OPTIONAL_KINDS = ("W", "BW", "F&B")
 
 
 def kind_of(op: TimelineOp) -> str:
-    """``"F"``, ``"B"`` or ``"W"`` for an op whose kind is an enum or a string."""
+    """``"F"``, ``"B"``, ``"W"``, ``"BW"`` or ``"F&B"`` for an op whose kind is an
+    enum or a string."""
     kind = op.kind
     return str(getattr(kind, "value", kind))
 
 
 def legend_kinds(result: Timeline) -> list[tuple[str, str]]:
-    """``(kind, name)`` pairs for a legend: F and B always, W only when the
-    timeline holds weight-gradient ops (zero-bubble schedules), so a 1F1B
-    picture does not list a colour it never shows."""
-    has_w = any(kind_of(e.op) == "W" for e in result.events)
-    return [(k, name) for k, name in KIND_NAMES.items() if k != "W" or has_w]
+    """``(kind, name)`` pairs for a legend: F and B always, W, BW and F&B only
+    when the timeline holds such ops (zero-bubble and DualPipe schedules), so a
+    1F1B picture does not list a colour it never shows."""
+    present = {kind_of(e.op) for e in result.events}
+    return [(k, name) for k, name in KIND_NAMES.items()
+            if k not in OPTIONAL_KINDS or k in present]
 
 
 def op_label(op: TimelineOp) -> str:
-    """Short name of an op: ``F3`` (kind and micro-batch)."""
-    return f"{kind_of(op)}{op.mb}"
+    """Short name of an op: ``F3`` (kind and micro-batch), ``BW3``, and for an
+    overlapped pair both halves' micro-batches, ``F3&B1``."""
+    kind = kind_of(op)
+    if kind == "F&B":
+        return f"F{op.mb}&B{getattr(op, 'b_mb', '?')}"
+    return f"{kind}{op.mb}"
 
 
 def span_s(result: Timeline) -> float:

@@ -1,10 +1,13 @@
 """Standalone SVG picture of a timeline (no dependencies; opens in any browser).
 
 One row per device, time to the right: forward green, backward red,
-weight-gradient blue, on a light grey row background that shows as idle.
-Every op is one ``<rect class="op op-F">`` (``op-B``, ``op-W``) with a
-``<title>`` tooltip; the micro-batch is written inside blocks wide enough to
-hold it. A time axis with round ticks and a legend sit below the rows.
+weight-gradient blue, a whole backward beside split ones (BW) purple, on a
+light grey row background that shows as idle. Every op is one ``<rect
+class="op op-F">`` (``op-B``, ``op-W``, ``op-BW``) with a ``<title>``
+tooltip; an overlapped F&B pair (DualPipe) is one ``<rect class="op
+op-FB">`` drawn as its two halves, the forward's green over the backward's
+red. The micro-batch is written inside blocks wide enough to hold it. A time
+axis with round ticks and a legend sit below the rows.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from pptune.report.protocol import (
 )
 from pptune.schemas import write_atomic
 
-COLORS: dict[str, str] = {"F": "#43a047", "B": "#e53935", "W": "#1e88e5"}
+COLORS: dict[str, str] = {"F": "#43a047", "B": "#e53935", "W": "#1e88e5", "BW": "#8e24aa"}
+PAIR = "F&B"
+CSS_KIND = {PAIR: "FB"}  # kind -> the class suffix (op-FB)
 IDLE_COLOR = "#e6e6e6"
 CHUNK_OPACITY = (1.0, 0.6, 0.8, 0.45)  # chunk 0 full colour; later chunks lighter
 TEXT_COLOR = "#222222"
@@ -104,18 +109,30 @@ def timeline_svg(result: Timeline, width_px: int = 960) -> str:
         y = TOP + e.device * (ROW_H + ROW_GAP)
         # interleaved and zbv: a device's later chunks (stage // p) are drawn lighter
         chunk = e.op.stage // result.p if result.p else 0
+        what = (f"{op_label(e.op)} stages {e.op.stage}&{getattr(e.op, 'b_stage', '?')}"
+                if kind == PAIR else f"{kind}{e.op.mb} stage {e.op.stage}")
         tip = (
-            f"dev{e.device} {kind}{e.op.mb} stage {e.op.stage}"
+            f"dev{e.device} {what}"
             + (f" (chunk {chunk})" if chunk else "")
             + f" ({KIND_NAMES.get(kind, kind)}): {fmt_seconds(e.start_s)} - {fmt_seconds(e.end_s)}"
         )
         shade = f' fill-opacity="{_n(CHUNK_OPACITY[chunk % len(CHUNK_OPACITY)])}"' if chunk else ""
-        css = f"op op-{kind}" + (f" chunk-{chunk}" if chunk else "")
-        out.append(
-            f'<rect class={quoteattr(css)} x="{_n(x)}" y="{y}" width="{_n(w)}" '
-            f'height="{ROW_H}" fill="{COLORS.get(kind, "#888888")}"{shade} stroke="#ffffff" '
-            f'stroke-width="0.5"><title>{escape(tip)}</title></rect>'
-        )
+        css = f"op op-{CSS_KIND.get(kind, kind)}" + (f" chunk-{chunk}" if chunk else "")
+        if kind == PAIR:  # the forward half over the backward half
+            out.append(
+                f'<g class={quoteattr(css)}><title>{escape(tip)}</title>'
+                f'<rect x="{_n(x)}" y="{y}" width="{_n(w)}" height="{_n(ROW_H / 2)}" '
+                f'fill="{COLORS["F"]}" stroke="#ffffff" stroke-width="0.5"/>'
+                f'<rect x="{_n(x)}" y="{_n(y + ROW_H / 2)}" width="{_n(w)}" '
+                f'height="{_n(ROW_H / 2)}" fill="{COLORS["B"]}" stroke="#ffffff" '
+                f'stroke-width="0.5"/></g>'
+            )
+        else:
+            out.append(
+                f'<rect class={quoteattr(css)} x="{_n(x)}" y="{y}" width="{_n(w)}" '
+                f'height="{ROW_H}" fill="{COLORS.get(kind, "#888888")}"{shade} stroke="#ffffff" '
+                f'stroke-width="0.5"><title>{escape(tip)}</title></rect>'
+            )
         label = op_label(e.op)
         if w >= CHAR_W * len(label) + 4:
             labels.append(
@@ -143,11 +160,17 @@ def timeline_svg(result: Timeline, width_px: int = 960) -> str:
     # legend
     x = left
     for kind, name in [*legend_kinds(result), ("idle", "idle")]:
-        color = COLORS.get(kind, IDLE_COLOR)
-        out.append(
-            f'<rect class="legend" x="{_n(x)}" y="{_n(legend_y - 10)}" width="12" height="12" '
-            f'fill="{color}"/>'
-        )
+        if kind == PAIR:
+            out.append(
+                f'<rect class="legend" x="{_n(x)}" y="{_n(legend_y - 10)}" width="12" '
+                f'height="6" fill="{COLORS["F"]}"/><rect class="legend" x="{_n(x)}" '
+                f'y="{_n(legend_y - 4)}" width="12" height="6" fill="{COLORS["B"]}"/>'
+            )
+        else:
+            out.append(
+                f'<rect class="legend" x="{_n(x)}" y="{_n(legend_y - 10)}" width="12" '
+                f'height="12" fill="{COLORS.get(kind, IDLE_COLOR)}"/>'
+            )
         out.append(
             f'<text x="{_n(x + 16)}" y="{_n(legend_y)}" fill="{TEXT_COLOR}">{escape(name)}</text>'
         )

@@ -16,11 +16,15 @@ device that is busy most of a coarse cell never reads idle. Ties go to the
 earliest op, so the picture is deterministic. Where an op owns enough
 consecutive cells its block starts with its name (``F0``, ``B12``); the
 other cells repeat its kind letter, so the picture reads without colour:
-``F`` forward, ``B`` backward (input-gradient where the schedule splits it),
-``W`` weight-gradient, ``.`` idle. With colour, forward is green, backward
-red, weight-gradient blue and idle grey, and back-to-back blocks of one
-kind alternate two shades. Labels name the micro-batch, not the stage: on
-multi-chunk schedules (interleaved, zbv) the chunk is not shown.
+``F`` forward, ``B`` backward (input-gradient where the schedule splits it;
+a whole backward beside split ones, ``BW``, is labelled ``BW3`` and filled
+with ``B``), ``W`` weight-gradient, ``&`` an overlapped forward and backward
+pair (DualPipe's F&B, labelled ``F3&B1``: forward of micro-batch 3, backward
+of 1), ``.`` idle; a BW block too narrow for its label starts with ``BW``. With colour, forward is green, backward red, a whole
+backward magenta, weight-gradient blue, a pair yellow and idle grey, and
+back-to-back blocks of one kind alternate two shades. Labels name the
+micro-batch, not the stage: on multi-chunk schedules (interleaved, zbv, the
+DualPipes) the chunk is not shown.
 
 Works for anything that satisfies ``pptune.report.protocol.Timeline``.
 """
@@ -42,14 +46,20 @@ STYLES: dict[str, str] = {
     "F": "black on green3",
     "B": "white on red3",
     "W": "white on blue3",
+    "BW": "white on magenta3",
+    "F&B": "black on yellow3",
     IDLE_CHAR: "grey58 on grey23",
 }
 ALT_STYLES: dict[str, str] = {
     "F": "black on green4",
     "B": "white on dark_red",
     "W": "white on dodger_blue3",
+    "BW": "white on dark_magenta",
+    "F&B": "black on gold3",
     IDLE_CHAR: STYLES[IDLE_CHAR],
 }
+# the character that fills a block of each kind (its own letter otherwise)
+FILL = {"BW": "B", "F&B": "&"}
 AXIS_STYLE = "dim"
 
 
@@ -105,8 +115,11 @@ def _row_cells(
             _s, _e, kind, label = events[idx]
             alt = (not alt) if kind == prev_kind else False
             prev_kind = kind
-            shown = label if len(label) <= width else ""
-            shown += kind * (width - len(shown))
+            # too narrow for its label, a whole backward still says BW (its fill
+            # letter is B's); a pair's & fill names it
+            shown = (label if len(label) <= width
+                     else kind if kind == "BW" and len(kind) <= width else "")
+            shown += FILL.get(kind, kind) * (width - len(shown))
             cells.extend((ch, kind, alt) for ch in shown)
         c = run_end + 1
     return cells

@@ -9,6 +9,8 @@ Format: the JSON Object Format of the Trace Event Format spec (Google,
   ``process_sort_index``;
 - thread 0 (``compute``) holds one complete event (``"ph": "X"``) per op, named
   like ``F3 s1`` (kind, micro-batch, stage) with ``args`` ``{mb, stage, kind}``;
+  a whole backward beside split ones is ``BW3 s1``, an overlapped pair
+  (DualPipe's F&B) ``F3&B1 s0&s3`` with ``b_mb`` and ``b_stage`` in its args;
 - thread 1 (``p2p send``) holds the point-to-point transfers the device sends,
   when the timeline has ``transfers``; transfers of zero duration (a free link)
   are left out, and so is idle time;
@@ -28,7 +30,8 @@ COMPUTE_TID = 0
 SEND_TID = 1
 # Reserved colour names of the trace viewer (catapult's color_scheme);
 # Perfetto ignores them and picks its own colours.
-CNAMES: dict[str, str] = {"F": "good", "B": "bad", "W": "rail_response"}
+CNAMES: dict[str, str] = {"F": "good", "B": "bad", "W": "rail_response", "BW": "terrible",
+                          "F&B": "yellow"}
 SEND_CNAME = "grey"
 _US_PER_S = 1e6
 
@@ -67,10 +70,13 @@ def chrome_trace(result: Timeline, name: str = "pptune simulate") -> dict[str, A
             events.append(_meta("thread_sort_index", d, {"sort_index": SEND_TID}, SEND_TID))
     for e in result.events:
         kind = kind_of(e.op)
-        event = _span(
-            f"{kind}{e.op.mb} s{e.op.stage}", "compute", e.device, COMPUTE_TID, e.start_s, e.end_s,
-            args={"mb": e.op.mb, "stage": e.op.stage, "kind": kind},
-        )
+        args: dict[str, Any] = {"mb": e.op.mb, "stage": e.op.stage, "kind": kind}
+        label = f"{kind}{e.op.mb} s{e.op.stage}"
+        if kind == "F&B":
+            b_mb, b_stage = getattr(e.op, "b_mb", -1), getattr(e.op, "b_stage", -1)
+            args.update(b_mb=b_mb, b_stage=b_stage)
+            label = f"F{e.op.mb}&B{b_mb} s{e.op.stage}&s{b_stage}"
+        event = _span(label, "compute", e.device, COMPUTE_TID, e.start_s, e.end_s, args=args)
         if kind in CNAMES:
             event["cname"] = CNAMES[kind]
         events.append(event)

@@ -24,6 +24,7 @@ from pptune.schemas.plan import PlanFile, PlanRecord
 from pptune.schemas.profile import (
     PROFILE_SCHEMA_VERSION,
     DeviceInfo,
+    FabricSpec,
     Layer,
     LayerCost,
     LinkPair,
@@ -35,7 +36,7 @@ from pptune.schemas.profile import (
 )
 
 __all__ = [
-    "MAX_JSON_FILE_BYTES", "PROFILE_SCHEMA_VERSION", "DeviceInfo", "Layer", "LayerCost",
+    "MAX_JSON_FILE_BYTES", "PROFILE_SCHEMA_VERSION", "DeviceInfo", "FabricSpec", "Layer", "LayerCost",
     "Limits", "LinkPair", "LinkSpec", "Links", "ModelInfo", "PlanFile", "PlanRecord",
     "Profile", "Strict", "TrainingConfig", "load_json_model", "load_profile", "one_line",
     "write_atomic",

@@ -17,12 +17,13 @@ from pptune.errors import BadInput
 
 
 def _drop_zeros(doc: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
-    """A dense model's files stay as they were: its zero mixture-of-experts fields
-    are left out (they default to zero when read)."""
+    """A dense BF16 model's files stay as they were: its zero (or unset)
+    mixture-of-experts and FP8 fields are left out (they default when read)."""
     for key in keys:
-        if doc.get(key) == 0.0:
+        if key in doc and doc[key] in (0.0, None):
             del doc[key]
     return doc
+
 
 class Strict(BaseModel):
     # NaN and infinity are refused in every file pptune reads or writes: JSON has no such numbers

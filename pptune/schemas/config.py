@@ -11,7 +11,7 @@ from pydantic import (
     model_validator,
 )
 
-from pptune.costmodel.schedules import CORE_ONLY, DEFAULT_SCHEDULES, Schedule, core_only_message
+from pptune.costmodel.schedules import Schedule
 from pptune.schemas.base import Strict
 
 
@@ -150,6 +150,11 @@ class TrainingConfig(Strict):
     qk_nope_head_dim: int | None = Field(None, ge=1, le=2**31 - 1)
     qk_rope_head_dim: int | None = Field(None, ge=1, le=2**31 - 1)
     v_head_dim: int | None = Field(None, ge=1, le=2**31 - 1)
+    a2a_overlap: bool | None = Field(
+        None, description="the MoE expert all-to-all hidden behind another micro-batch's "
+        "compute (the DualPipes' F&B pairs; Megatron-LM --overlap-moe-expert-parallel-comm), "
+        "when the file says",
+    )
     zero_stage: int = Field(0, ge=0, le=3)
     sharded_optimizer: bool = False
     limits: Limits = Field(default_factory=Limits)
@@ -164,12 +169,10 @@ class TrainingConfig(Strict):
             try:
                 schedule = Schedule(name.strip().lower())
             except ValueError:
-                allowed = ", ".join(s.value for s in DEFAULT_SCHEDULES)
+                allowed = ", ".join(s.value for s in Schedule)
                 raise ValueError(
                     f"schedule {name[:40]!r} is unknown; expected one of {allowed}"
                 ) from None
-            if schedule in CORE_ONLY:
-                raise ValueError(core_only_message(schedule))
             data = {**data, "schedule": schedule}
         return data
 

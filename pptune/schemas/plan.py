@@ -9,6 +9,7 @@ from pydantic import (
     Field,
 )
 
+from pptune.costmodel.keys import Precision
 from pptune.costmodel.schedules import Schedule
 from pptune.options.record import PlanFileRequest, RequestField
 from pptune.schemas.base import Strict
@@ -21,13 +22,19 @@ class PlanRecord(Strict):
     pp: int = Field(ge=1)
     dp: int = Field(ge=1)
     tp: int = Field(ge=1)
+    cp: int = Field(1, ge=1, description="context-parallel size: the sequence over cp ranks")
+    ep: int = Field(1, ge=1, description="expert-parallel size (mixture of experts)")
+    etp: int = Field(1, ge=1, description="expert tensor-parallel size")
+    precision: Precision = Field(Precision.BF16, description="GEMM precision")
     schedule: Schedule
     virtual_stages: int = Field(ge=1)
     micro_batch_size: int = Field(ge=1)
     num_microbatches: int = Field(ge=1)
     grad_accum_steps: int = Field(ge=1)
     global_batch: int = Field(ge=1)
-    stage_layers: list[int] = Field(description="layer count per stage (pp * chunks entries)")
+    stage_layers: list[int] = Field(
+        description="layer count per stage in pipeline order (pp * chunks entries; dualpipe: "
+        "pp, each chunk run by two ranks, down and up)")
     stage_layer_names: list[list[str]] = Field(description="first and last layer of each stage")
     bubble_rate: float
     step_time_s: float
@@ -53,6 +60,11 @@ class PlanRecord(Strict):
     )
     recompute: Literal["none", "selective", "full"] = Field(
         "none", description="activation recomputation"
+    )
+    a2a_overlap: bool = Field(
+        False, description="the MoE expert all-to-all hidden behind another micro-batch's "
+        "compute: the DualPipes' F&B pairs, or Megatron-LM's combined 1F1B "
+        "(--overlap-moe-expert-parallel-comm) for 1f1b and interleaved-1f1b; false without MoE"
     )
     training_days: float | None = Field(None, description="with --train-tokens")
     gpu_hours: float | None = Field(None, description="with --train-tokens")

@@ -45,6 +45,10 @@ class LayerCost(Strict):
 class Layer(Strict):
     name: str = Field(min_length=1)
     param_bytes: float = Field(ge=0, description="bytes of this layer's parameters")
+    cache_bytes: float | None = Field(
+        None, ge=0, description="bytes held all step outside the training state (FP8 weight "
+        "copies and transposes, pptune.costmodel.precision); None: none"
+    )
     expert_param_bytes: float = Field(
         0.0, ge=0, description="mixture of experts: the routed experts' part of param_bytes "
         "(sharded over expert data parallelism)")
@@ -54,7 +58,7 @@ class Layer(Strict):
 
     @model_serializer(mode="wrap")
     def _without_zero_moe(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _drop_zeros(handler(self), ("expert_param_bytes",))
+        return _drop_zeros(handler(self), ("expert_param_bytes", "cache_bytes"))
 
     @model_validator(mode="after")
     def _keys_are_sizes(self) -> Layer:
@@ -81,6 +85,14 @@ class LinkSpec(Strict):
 
     latency_s: float = Field(ge=0)
     bytes_per_s: float = Field(gt=0, description="for all-reduce: bus bandwidth (nccl-tests)")
+    ranks_per_node: int | None = Field(
+        None, ge=1,
+        description="inter_node.allreduce only: ranks on each node the bus bandwidth was "
+        "measured with. A cross-node all-reduce with G ranks a node drives G NICs at once, "
+        "so the planner divides bytes_per_s by this to get one member a node (one NIC) and "
+        "scales it by each group's members per node. None: already one member a node (the "
+        "analytic presets' per-NIC figure, the probe's default)",
+    )
 
 
 class LinkPair(Strict):
@@ -99,9 +111,24 @@ class LinkPair(Strict):
         return doc
 
 
+class FabricSpec(Strict):
+    """What NCCL achieves on the node type (pptune.costmodel.collectives): with it the
+    planner picks each collective's algorithm by message size and group shape."""
+
+    ring_busbw_bytes_per_s: float = Field(gt=0, description="ring all-reduce bus bandwidth in a node")
+    p2p_bytes_per_s: float = Field(gt=0, description="one pairwise copy in a node, one direction")
+    nic_busbw_bytes_per_s: float = Field(gt=0, description="one NIC in a cross-node ring")
+    nvls_busbw_bytes_per_s: float | None = Field(None, gt=0, description="NVLink SHARP all-reduce")
+    nvls_min_ranks: int = Field(5, ge=2, description="NCCL picks NVLS from this many ranks")
+    nvls_enabled: bool = Field(True, description="NCCL_NVLS_ENABLE")
+
+
 class Links(Strict):
     intra_node: LinkPair
     inter_node: LinkPair
+    fabric: FabricSpec | None = Field(
+        None, description="measured NCCL figures (analytic presets); None: the links above"
+    )
 
 
 class DeviceInfo(Strict):
@@ -109,6 +136,10 @@ class DeviceInfo(Strict):
     memory_bytes: float = Field(gt=0)
     count: int = Field(1, ge=1, description="devices seen by the probe")
     peak_flops: float | None = Field(None, gt=0, description="peak dense bf16 FLOP/s, if known")
+    hbm_bytes_per_s: float | None = Field(
+        None, gt=0, description="achieved HBM bandwidth, for the optimizer step (optimizer.py); "
+        "None: the step is not priced"
+    )
 
 
 class ModelInfo(Strict):

@@ -175,7 +175,10 @@ def profile_speed(profile: Profile, spec: RunSpec, alone_s: dict[int, float]) ->
 
 
 def overlap_fractions(result: SimResult) -> dict[tuple[str, int], float]:
-    """Per (kind, stage): the share of its ops' time during which another device computes."""
+    """Per (kind, stage): the share of its ops' time during which another device computes.
+
+    A whole backward (BW) counts for its stage's B and W, an F&B pair for its
+    forward's F and its backward's B and W: those are the costs ``stretch`` scales."""
     by_dev: dict[int, list[tuple[float, float]]] = {}
     for e in result.events:
         by_dev.setdefault(e.device, []).append((e.start_s, e.end_s))
@@ -183,10 +186,21 @@ def overlap_fractions(result: SimResult) -> dict[tuple[str, int], float]:
     over: dict[tuple[str, int], float] = {}
     total: dict[tuple[str, int], float] = {}
     for e in result.events:
-        key = (str(getattr(e.op.kind, "value", e.op.kind)), e.op.stage)
-        total[key] = total.get(key, 0.0) + (e.end_s - e.start_s)
-        over[key] = over.get(key, 0.0) + _overlap(others[e.device], e.start_s, e.end_s)
+        kind = str(getattr(e.op.kind, "value", e.op.kind))
+        shared = _overlap(others[e.device], e.start_s, e.end_s)
+        for key in _cost_keys(kind, e.op):
+            total[key] = total.get(key, 0.0) + (e.end_s - e.start_s)
+            over[key] = over.get(key, 0.0) + shared
     return {k: over[k] / total[k] if total[k] > 0 else 0.0 for k in total}
+
+
+def _cost_keys(kind: str, op: Any) -> list[tuple[str, int]]:
+    """The (kind, stage) costs an op of ``kind`` runs."""
+    if kind == "BW":
+        return [("B", op.stage), ("W", op.stage)]
+    if kind == "F&B":
+        return [("F", op.stage), ("B", op.b_stage), ("W", op.b_stage)]
+    return [(kind, op.stage)]
 
 
 def stretch(

@@ -10,8 +10,11 @@ Each rank builds its stages from the model's layers (the probe's layer list:
 embedding, blocks, head) with the plan's split, as ``nn.Sequential`` modules
 wrapped in ``PipelineStage(module, stage_index, n_stages, device)``, and runs
 the torch schedule class our schedule name maps to (``spec.TORCH_SCHEDULES``;
-zbv's stages sit in the V placement, torch's
+zbv's and dualpipev's stages sit in the V placement, torch's
 ``generate_stage_to_rank_mapping(..., style="v")``, which the schedule sets).
+ScheduleDualPipeV without a registered overlap function runs each
+``OVERLAP_F_B`` action as its forward, then its whole backward; those are
+stamped ``F`` and ``BW``.
 
 Timing: each stage's ``forward_one_chunk``, ``backward_one_chunk`` and
 ``backward_weight_one_chunk``, and the schedule's loss, are wrapped with
@@ -192,7 +195,8 @@ def rank_main(
     plan = build_plan(spec.source, device, torch)
     bounds = spec.stage_bounds()
     my_stages = spec.stages_of(rank)
-    stamper = timing.Stamper(torch, cuda)
+    # DualPipeV runs whole backwards beside split ones: they are stamped BW, as simulated
+    stamper = timing.Stamper(torch, cuda, "BW" if spec.schedule is Schedule.DUALPIPEV else "B")
     stages = []
     modules = []
     ref_inputs: dict[int, Any] = {}  # module index -> a micro-batch input it saw

@@ -38,7 +38,11 @@ TORCH_SCHEDULES = {
     Schedule.INTERLEAVED: "ScheduleInterleaved1F1B",
     Schedule.ZB_H1: "ScheduleInterleavedZeroBubble",
     Schedule.ZBV: "ScheduleZBVZeroBubble",
+    Schedule.DUALPIPEV: "ScheduleDualPipeV",
 }
+# Schedules torch runs in the V placement (two stages per rank, stage r and
+# 2p-1-r; torch's generate_stage_to_rank_mapping(..., style="v"))
+V_PLACED = frozenset({Schedule.ZBV, Schedule.DUALPIPEV})
 
 
 @dataclass(frozen=True)
@@ -89,11 +93,14 @@ class RunSpec:
 
     @property
     def sim_v(self) -> int:
-        """The ``v`` the simulator takes: chunks for interleaved, 2 for zbv, else 1."""
-        return self.chunks if self.schedule in (Schedule.INTERLEAVED, Schedule.ZBV) else 1
+        """The ``v`` the simulator takes: chunks for interleaved, 2 for zbv and dualpipev,
+        else 1."""
+        return self.chunks if self.schedule is Schedule.INTERLEAVED or (
+            self.schedule in V_PLACED) else 1
 
     def stages_of(self, rank: int) -> list[int]:
-        """Global stage indices rank ``rank`` holds (loop placement, or V for zbv)."""
+        """Global stage indices rank ``rank`` holds (loop placement, or V for zbv and
+        dualpipev)."""
         return device_stages(self.schedule, self.pp, self.sim_v)[rank]
 
     def stage_bounds(self) -> list[tuple[int, int]]:
@@ -122,6 +129,13 @@ def check(spec: RunSpec, n_layers: int) -> None:
         problems.append(f"--timeout must be positive seconds (got {spec.timeout_s:g})")
     if problems:
         raise BadInput("; ".join(problems))
+    if s not in TORCH_SCHEDULES:
+        raise BadInput(
+            f"--schedule {s.value}: no torch runtime has it (torch.distributed.pipelining "
+            f"has DualPipeV, not the bidirectional DualPipe, which is DeepSeek's own "
+            f"implementation), so validate cannot run it; validate --schedule dualpipev, "
+            f"or pptune simulate --schedule {s.value}"
+        )
     try:
         validate(s, p, m, spec.virtual_stages)
     except ScheduleError as exc:

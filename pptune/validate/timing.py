@@ -29,9 +29,12 @@ CONTENTION_REPEATS = 3
 class Stamper:
     """Records (kind, mb, stage, start, end) of wrapped calls on the host clock."""
 
-    def __init__(self, torch: Any, cuda: bool) -> None:
+    def __init__(self, torch: Any, cuda: bool, whole_backward: str = "B") -> None:
         self.torch = torch
         self.cuda = cuda
+        # the kind a whole backward (backward_one_chunk(full_backward=True)) is stamped
+        # as: B, or BW in a schedule that also runs split ones beside it (DualPipeV)
+        self.whole_backward = whole_backward
         self.open: list[tuple[str, int, int, Any, Any]] = []
         self.anchor: Any = None
         self.t0_ns = 0
@@ -47,11 +50,12 @@ class Stamper:
         """``fn`` stamped as op ``kind`` of ``stage``; its first argument is the micro-batch."""
         def timed(*args: Any, **kwargs: Any) -> Any:
             mb = int(args[0]) if args else int(next(iter(kwargs.values()), -1))
+            shown = self.whole_backward if kind == "B" and kwargs.get("full_backward") else kind
             start = self.now()
             try:
                 return fn(*args, **kwargs)
             finally:
-                self.open.append((kind, mb, stage, start, self.now()))
+                self.open.append((shown, mb, stage, start, self.now()))
 
         return timed
 

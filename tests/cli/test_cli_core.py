@@ -116,7 +116,7 @@ def test_recommend_default_json_contract(tmp_path: Path, monkeypatch: pytest.Mon
     assert times == sorted(times)
     for p in doc["plans"]:
         assert p["micro_batch_size"] * p["num_microbatches"] * p["dp"] == 512
-        assert p["pp"] * p["dp"] * p["tp"] == 8
+        assert p["pp"] * p["dp"] * p["tp"] * p["cp"] == 8
         assert len(p["peak_memory_bytes"]) == p["pp"]
     assert json.loads(out.read_text()) == doc
 
@@ -156,10 +156,12 @@ def test_recommend_picks_up_profile_in_working_directory(
         (["--gpus", "0"], 2, "--gpus must be >= 1 (got 0)"),
         (["--gpus", "8", "--tp", "3"], 2, "--tp 3 must divide --gpus 8"),
         (["--gpus", "8", "--schedules", "1f1b,pipedream"], 2, "unknown schedule 'pipedream'"),
-        (["--gpus", "8", "--schedules", "1f1b,dualpipe"], 2,
-         "schedule 'dualpipe' is not available in pptune's commands yet"),
+        (["--gpus", "8", "--schedules", "1f1b,dualpipe,zbx"], 2,
+         "unknown schedule 'zbx'; choose from gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv, "
+         "dualpipe, dualpipev"),
         (["--gpus", "8", "--grad-compression", "zip"], 2, "unknown --grad-compression"),
-        (["--gpus", "8", "--global-batch", "3", "--schedules", "1f1b", "--model", "gpt3-1.3b"], 1,
+        (["--gpus", "8", "--global-batch", "3", "--schedules", "1f1b", "--model", "gpt3-1.3b",
+          "--tp", "1"], 1,
          "no feasible plan"),
         (["--gpus", "2", "--model", "gpt3-175b", "--gpu", "a100-80gb"], 1, "out_of_memory"),
         (["--gpus", "8", "--sharding", "zero9"], 2, "--sharding takes a comma list"),
@@ -364,3 +366,56 @@ def test_check_config_reads_the_local_profile_when_the_config_names_no_model(
     assert source == "profile ./pptune-profile.json" and "model-unknown" not in ids
     assert "memory-ok" in ids
     assert derived("named.yaml")[0] == "analytic gpt-small on h100-sxm, flash attention"
+
+
+def test_recommend_states_the_layout_it_searched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--cp / --ep / --precision are searched dimensions: each plan says its own (JSON keys
+    cp, ep, etp, precision) and the request records what was searched."""
+    monkeypatch.chdir(tmp_path)
+    r = run("recommend", "--gpus", "16", "--model", "mixtral-8x7b", "--tp", "2", "--cp", "1,2",
+            "--ep", "4,8", "--precision", "bf16,fp8", "--pp", "1,2", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    for p in doc["plans"]:
+        assert p["tp"] == 2 and p["cp"] in (1, 2) and p["ep"] in (4, 8)
+        assert p["precision"] in ("bf16", "fp8") and p["etp"] == 1
+        assert p["pp"] * p["dp"] * p["tp"] * p["cp"] == 16
+    assert (doc["request"]["tp"], doc["request"]["cp"], doc["request"]["ep"]) == (2, [1, 2], [4, 8])
+    assert doc["request"]["precision"] == ["bf16", "fp8"]
+    table = run("recommend", "--gpus", "16", "--model", "mixtral-8x7b", "--tp", "2", "--cp", "2",
+                "--ep", "8", "--precision", "fp8", "--pp", "1")
+    assert table.exit_code == 0, table.stderr
+    assert "pp×dp×tp×cp" in table.stdout and " ep " in table.stdout and "prec" in table.stdout
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--gpus", "8", "--cp", "3"], "--cp 3: does not divide --gpus 8"),
+        (["--gpus", "8", "--cp", "0"], "--cp needs positive integers"),
+        (["--gpus", "8", "--precision", "fp8", "--gpu", "a100-80gb"], "a100-80gb has no FP8"),
+        (["--gpus", "8", "--precision", "fp4"], "--precision takes a comma list"),
+        (["--gpus", "8", "--ep", "2"], "llama3-8b has no experts to split"),
+        (["--gpus", "8", "--model", "mixtral-8x7b", "--ep", "3"], "does not divide the 8 routed"),
+        (["--gpus", "8", "--moe-imbalance", "0.5"], "--moe-imbalance must be >= 1"),
+        (["--gpus", "8", "--cp-comm", "ring"], "--cp-comm must be one of"),
+    ],
+)
+def test_bad_dimensions_are_one_line_exit_2(args: list[str], needle: str, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    r = run("recommend", *args)
+    assert r.exit_code == 2, r.stdout
+    assert needle in one_error_line(r)
+
+
+def test_commands_pricing_one_layout_refuse_lists_and_measured_layouts(tmp_path: Path) -> None:
+    r = run("simulate", "--model", "gpt-small", "--tp", "1,2")
+    assert r.exit_code == 2 and "prices one layout: give one value to --tp" in one_error_line(r)
+    prof = tmp_path / "p.json"
+    prof.write_text(analytic_profile("gpt-small", "h100-sxm", [1]).model_dump_json())
+    r = run("recommend", "--gpus", "4", "--profile", str(prof), "--cp", "2")
+    assert r.exit_code == 2 and "measured without them" in one_error_line(r)
+    r = run("simulate", "--model", "llama3-8b", "--cp", "2", "--pp", "2", "--microbatches", "4",
+            "--json")
+    assert r.exit_code == 0, r.stderr

@@ -44,6 +44,9 @@ MEGATRON_FLAGS = {
     "--tensor-model-parallel-size", "--transformer-impl", "--use-distributed-optimizer",
     "--use-flash-attn", "--use-torch-fsdp2", "--use-tp-pp-dp-mapping", "--vocab-size",
     "--account-for-embedding",  # as in `--account-for-embedding/loss-in-pipeline-split`
+    "--cp-comm-type", "--expert-model-parallel-size", "--expert-tensor-parallel-size",
+    "--fp8-format", "--fp8-recipe", "--fp8-param-gather", "--num-experts",
+    "--overlap-moe-expert-parallel-comm", "--tp-comm-overlap",
 }
 MEGATRON_FLAGS |= set(MOE_VALUE_FLAGS) | set(MOE_BOOL_FLAGS) | {
     "--moe-router-num-groups", "--moe-router-group-topk"}  # group-limited routing, ignored

@@ -26,7 +26,7 @@ FILES = {
     Framework.PPTUNE: ("pptune.yaml", []),
     Framework.DEEPSPEED: ("ds_config.json", ["--gpus", "8", *MODEL]),
 }
-SCHEDULES = ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv"]
+SCHEDULES = ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv", "dualpipe", "dualpipev"]
 # pipeline plans hold these shardings (ZeRO-2/3 only without a pipeline)
 SHARDINGS = ["none", "zero1", "fsdp"]
 RECOMPUTES = ["none", "selective", "full"]
@@ -41,6 +41,8 @@ KNOWN_GAPS = frozenset({
     "zb-h1-none-selective-flash-False-True",
     "zb-h1-fsdp-full-eager-True-True",
     "zbv-fsdp-none-flash-False-True",
+    "dualpipe-zero1-selective-eager-False-True",
+    "dualpipev-none-full-flash-False-True",
 })
 CASES = [
     # schedule x sharding x recompute, attention alternating; tensor parallelism with

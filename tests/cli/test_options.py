@@ -19,6 +19,7 @@ import typer
 import typer.main
 from typer.testing import Result
 
+from pptune.costmodel.keys import Precision
 from pptune.costmodel.sharding import Sharding
 from pptune.costs.profiles import analytic_profile
 from pptune.options import CostOptions, Field, OutputOptions, PlanSpace, RunOptions, fields_of
@@ -78,6 +79,11 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "profile": {"file": "profile.json", "drop": ("model",)},
     "hf_config": {"file": "hf.json", "drop": ("model",)},
     "sharded_optimizer": {"drop": ("sharding",)},
+    # the expert dimensions need a mixture of experts, mxfp8 a Blackwell GPU
+    "ep": {"text": "2", "value": (2,), "base": {"model": "mixtral-8x7b"}},
+    "etp": {"text": "2", "value": (2,), "base": {"model": "mixtral-8x7b"}},
+    "precision": {"text": "mxfp8", "value": (Precision.MXFP8,), "base": {"gpu": "b200"}},
+    "moe_imbalance": {"text": "1.5", "value": 1.5, "base": {"model": "mixtral-8x7b"}},
 }
 TINY_HF = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
            "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 4,
@@ -91,7 +97,7 @@ def _sample(f: Field, tmp: Path) -> tuple[list[str], Any]:
         path = (tmp / given["file"]).resolve()
         return [f.flag.name, str(path)], path
     if "text" in given:
-        return [f.flag.name, given["text"]], given["text"]
+        return [f.flag.name, given["text"]], given.get("value", given["text"])
     if kind.cli_type is bool:
         flag = f.flag.names[0].split("/")[-1] if default else f.flag.name
         return [flag], not default
@@ -121,8 +127,9 @@ def test_every_planning_field_round_trips_through_the_plan_file(
     (tmp_path / "hf.json").write_text(json.dumps(TINY_HF))
     flags, value = _sample(f, tmp_path)
     assert value != f.default
-    base = {k: v for k, v in BASE.items() if k != f.name and k not in SAMPLES.get(f.name, {}).get(
-        "drop", ())}
+    given = SAMPLES.get(f.name, {})
+    base = {k: v for k, v in (BASE | given.get("base", {})).items()
+            if k != f.name and k not in given.get("drop", ())}
     argv = [x for k, v in base.items() for x in (f"--{k.replace('_', '-')}", v)] + flags
     r = cli("recommend", *argv, "-o", tmp_path / "plan.json")
     assert r.exit_code in (0, 1), r.stderr  # 1: no plan fits; the file is written either way

@@ -34,11 +34,12 @@ def one_error_line(result: Result, exit_code: int = 2) -> str:
 
 @pytest.fixture(scope="module")
 def plans(tmp_path_factory: pytest.TempPathFactory, cli: Cli) -> Path:
-    """A real plan file: `pptune recommend` on analytic gpt-small costs, pp=2."""
+    """A real plan file: `pptune recommend` on analytic gpt-small costs, pp=2, ten plans
+    (the DualPipes lead it; a zb-h1 plan is among them)."""
     out = tmp_path_factory.mktemp("plans") / "plans.json"
     r = cli(
         "recommend", "--gpus", "2", "--pp", "2", "--model", "gpt-small", "--gpu", "h100-sxm",
-        "-o", out, "--json",
+        "--top", "10", "-o", out, "--json",
     )
     assert r.exit_code == 0, r.stderr
     return out
@@ -64,6 +65,16 @@ def test_plan_file_becomes_the_run_spec(plans: Path) -> None:
     assert list(spec.stage_layers) == record["stage_layers"]
     assert spec.source.model == "gpt-small"
     assert any("from the plan file" in n for n in notes)
+    # a dualpipev plan runs as torch's ScheduleDualPipeV, its 2 x pp stages in a V
+    vee = next(p for p in doc["plans"] if p["schedule"] == "dualpipev")
+    assert vee["virtual_stages"] == 2 and len(vee["stage_layers"]) == 4
+    spec, _ = build_spec(ValidateRequest(plan=plans, rank=vee["rank"]), lambda s: 8, "cpu")
+    assert spec.schedule is Schedule.DUALPIPEV and spec.stages_of(0) == [0, 3]
+    # a dualpipe plan: no torch runtime, one line
+    dual = next(p for p in doc["plans"] if p["schedule"] == "dualpipe")
+    assert len(dual["stage_layers"]) == 2  # its pp chunks, each on two ranks
+    with pytest.raises(BadInput, match="--schedule dualpipe: no torch runtime has it"):
+        build_spec(ValidateRequest(plan=plans, rank=dual["rank"]), lambda s: 8, "cpu")
 
 
 def test_flags_default_to_an_even_split() -> None:
@@ -96,6 +107,11 @@ def test_plan_and_flags_together_is_an_error(plans: Path) -> None:
         (["--plan", "/nonexistent/plans.json"], "plan file not found"),
         (["--profile", "/nonexistent/p.json"], "profile file not found"),
         (["--micro-batch-size", "3", "--profile", "PROFILE"], "no costs for micro-batch size 3"),
+        (["--schedule", "dualpipe", "--microbatches", "4"],
+         "--schedule dualpipe: no torch runtime has it"),
+        (["--schedule", "dualpipev", "--microbatches", "2"],
+         "DualPipeV requires at least as many microbatches as stages, but got 2 microbatches "
+         "and 4 stages"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
@@ -195,6 +211,31 @@ def test_mixture_of_experts_runs_through_pipelining_on_two_cpu_ranks(
     assert doc["stage_layers"] == [3, 3]  # embedding + 2 MoE blocks, 2 MoE blocks + head
     assert doc["predicted"]["step_time_s"] > 0 and doc["measured"]["step_time_s"] > 0
     assert doc["step_time_error"] is not None and math.isfinite(doc["step_time_error"])
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_dualpipev_runs_through_torchs_schedule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Cli
+) -> None:
+    """gpt-small, dualpipev, pp=2 (4 stages in a V), m=4 on two gloo CPU processes."""
+    pytest.importorskip("torch")
+    monkeypatch.chdir(tmp_path)
+    r = run(
+        "--schedule", "dualpipev", "--pp", "2", "--microbatches", "4", "--seq-len", "64",
+        "--warmup", "1", "--steps", "2", "--json",
+    )
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["torch_schedule"] == "ScheduleDualPipeV"
+    assert doc["stage_layers"] == [2, 2, 2, 2]
+    for side in ("predicted", "measured"):
+        assert len(doc[side]["devices"]) == 2 and doc[side]["step_time_s"] > 0
+    # rank 0 holds stages 0 and 3, rank 1 stages 1 and 2; torch runs the pairs as a
+    # forward then a whole backward, stamped BW beside the split B and W
+    kinds = {(o["kind"], o["stage"]) for o in doc["ops"]}
+    assert {("F", 0), ("F", 3), ("BW", 1), ("BW", 3), ("W", 0)} <= kinds
+    assert math.isfinite(doc["step_time_error"])
 
 
 HANGING_MODULE = '''

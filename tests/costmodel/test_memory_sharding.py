@@ -126,12 +126,14 @@ def test_device_memory_by_part() -> None:
 
 def test_zbv_reports_two_chunks_and_every_plan_lists_pp_times_v_stages() -> None:
     table = _table(n_blocks=14)
-    res = search(table, PlanRequest(gpus=8, global_batch=64, top=50))
-    assert any(p.schedule is Schedule.ZBV for p in res.plans)
+    res = search(table, PlanRequest(gpus=8, global_batch=64, top=80))
+    assert {Schedule.ZBV, Schedule.DUALPIPE, Schedule.DUALPIPEV} <= {p.schedule for p in res.plans}
     for plan in res.plans:
-        if plan.schedule is Schedule.ZBV:
+        if plan.schedule in (Schedule.ZBV, Schedule.DUALPIPE, Schedule.DUALPIPEV):
             assert plan.virtual_stages == 2
-        assert len(plan.stage_layers) == plan.pp * plan.virtual_stages
+        # dualpipe cuts the model into pp chunks, each held by two ranks (down and up)
+        chunks = plan.pp if plan.schedule is Schedule.DUALPIPE else plan.pp * plan.virtual_stages
+        assert len(plan.stage_layers) == chunks
         assert plan.pp == 1 or plan.sharding not in (Sharding.ZERO2, Sharding.ZERO3)
     assert res.rejected[Reason.SHARDING_PP.value] > 0
 

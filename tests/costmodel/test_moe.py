@@ -134,7 +134,7 @@ def test_expert_tensor_parallel_collectives() -> None:
     assert op(moe_part(SMALL, 1, RATES, PAR, ex(ep=2)).fwd, "etp_gather").time_s == 0.0
 
 
-def test_layer_keeps_the_all_to_all_apart_and_the_stage_adds_it() -> None:
+def test_layer_keeps_the_all_to_all_apart_and_the_stage_streams_it() -> None:
     gpu = GpuSpec("test", 1e12, 80e9, 1e12 / 0.9, 1e11, 1e10, "test", sm_count=4,
                   gemm_fraction=1.0, hbm_fraction=0.9, attention_fraction=0.5, launch_s=0.0)
     layers = analytic_layers(SMALL, gpu, [1], experts=ex(ep=2))
@@ -149,8 +149,12 @@ def test_layer_keeps_the_all_to_all_apart_and_the_stage_adds_it() -> None:
                    fwd_a2a_s=[0.0, 0.5], bwd_a2a_s=[0.0, 0.25])
     free = AllReduceLink(0.0, 1e30)
     table = CostTable(["a", "b"], [0.0, 0.0], 2, {1: c}, 128, 1e12, Link(), Link(), free, free)
+    # the stage's all-to-alls go to its communication stream (an F&B pair can
+    # hide them), or into its compute for a runtime that does not overlap them
     st = stage_costs(table, 1, [2])[0]
-    assert (st.fwd_s, st.bwd_s) == (3.5, 7.25)
+    assert (st.fwd_s, st.bwd_s, st.fwd_comm_s, st.bwd_comm_s) == (3.0, 7.0, 0.5, 0.25)
+    st = stage_costs(table, 1, [2], a2a_stream=False)[0]
+    assert (st.fwd_s, st.bwd_s, st.fwd_comm_s, st.bwd_comm_s) == (3.5, 7.25, 0.0, 0.0)
     # a recomputed layer dispatches its tokens again before its backward
     rc = with_recompute(dataclasses.replace(table, names=["block0", "block1"]), Recompute.FULL)
     assert list(rc.by_mb[1].bwd_a2a_s) == [0.0, 0.75]

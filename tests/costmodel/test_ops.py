@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from pptune.costmodel import presets
+from pptune.costmodel.ends import embedding_ops, head_ops
 from pptune.costmodel.ops import (
     Attention,
     Kind,
@@ -15,9 +16,7 @@ from pptune.costmodel.ops import (
     Rates,
     attention_ops,
     block_ops,
-    embedding_ops,
     gemm,
-    head_ops,
     phase_s,
     wave_utilisation,
 )

@@ -18,7 +18,6 @@ from typer.testing import CliRunner
 from pptune.cli.app import app
 from pptune.costmodel import presets
 from pptune.costmodel.keys import CostKey
-from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import PlanRequest, PlanSpec, Sharding, evaluate
 from pptune.costs.resolve import analytic_costs
@@ -158,8 +157,10 @@ def test_megatron_moe_layer_freq(tmp_path: Path, freq: str, expect: tuple[int, i
     ("--use-torch-fsdp2", "megatron-fsdp2-ep", "not supported with expert parallelism"),
     ("--mtp-num-layers 1 --position-embedding-type learned_absolute", "megatron-mtp-position",
      "Multi-Token Prediction (MTP) is not supported with learned_absolute"),
-    ("--overlap-moe-expert-parallel-comm", "megatron-moe-overlap",
+    ("--overlap-moe-expert-parallel-comm", "megatron-a2a-overlap",
      "virtual_pipeline_model_parallel_size must be specified"),
+    ("--overlap-moe-expert-parallel-comm --moe-token-dispatcher-type allgather",
+     "megatron-moe-overlap", "supported with alltoall/flex token dispatcher"),
 ])
 def test_megatron_refuses(tmp_path: Path, moe: str, rule: str, words: str) -> None:
     code, found, _ = mixtral(tmp_path, moe)
@@ -319,9 +320,8 @@ FLAGS = {
 def moe_job(model: str, tp: int, ep: int, pp: int, gpus: int) -> tuple[Job, object]:
     """A job priced at CostKey(tp, ep) and a 1F1B plan of it with an even split."""
     shape = presets.MODELS[model]
-    table, _ = analytic_costs(shape, "h100-sxm", (1,), tp, sequence_parallel=tp > 1,
-                              experts=ExpertParallel(ep=ep))
     key = CostKey(tp=tp, ep=ep)
+    table, _ = analytic_costs(shape, "h100-sxm", (1,), key, sequence_parallel=tp > 1)
     req = PlanRequest(gpus=gpus, global_batch=shape.global_batch, tp=tp, cost_keys=(key,))
     per = shape.num_blocks // pp  # the rest on the first stage (--decoder-first-...)
     blocks = [shape.num_blocks - per * (pp - 1)] + [per] * (pp - 1)

@@ -22,10 +22,12 @@ from pptune.options.groups import ATTENTION, INTS, PATH, SCHEDULE, SCHEDULES, SH
     (SHARDINGS, "--sharding", ",", "--sharding takes a comma list of none, zero1, zero2, zero3, "
      "fsdp (got ',')"),
     (SCHEDULES, "--schedules", "1f1b,bogus",
-     "unknown schedule 'bogus'; choose from gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv"),
+     "unknown schedule 'bogus'; choose from gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv, "
+         "dualpipe, dualpipev"),
     (SCHEDULES, "--schedules", ",", "--schedules is empty"),
     (SCHEDULE, "--schedule", "pipedream",
-     "unknown schedule 'pipedream'; choose from gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv"),
+     "unknown schedule 'pipedream'; choose from gpipe, 1f1b, interleaved-1f1b, zb-h1, "
+         "zbv, dualpipe, dualpipev"),
     (ATTENTION, "--attention", "sparse", "--attention must be one of flash, eager (got 'sparse')"),
     (INTS, "--pp", "2,,4", "--pp takes comma-separated integers, e.g. 1,2,4 (got '2,,4')"),
     (INTS, "--pp", "0", "--pp needs positive integers (got '0')"),
@@ -58,7 +60,7 @@ def test_defaults_show_as_the_command_line_writes_them() -> None:
 def test_build_lists_every_bad_value_at_once_and_keeps_the_defaults() -> None:
     space = build(PlanSpace, {"gpus": 8, "recompute": "full", "pp": "2,4"})
     assert (space.gpus, space.recompute, space.pp) == (8, (Recompute.FULL,), (2, 4))
-    assert (space.gpus_per_node, space.virtual_stages, space.sharding) == (8, (2, 3, 4), None)
+    assert (space.gpus_per_node, space.virtual_stages, space.sharding) == (None, (2, 3, 4), None)
     with pytest.raises(BadInput) as err:
         build(PlanSpace, {"gpus": 8, "recompute": "half", "pp": "x"})
     assert str(err.value) == ("--pp takes comma-separated integers, e.g. 1,2,4 (got 'x'); "

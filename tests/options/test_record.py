@@ -19,9 +19,10 @@ from pptune.schemas import PlanFile, load_json_model
 
 
 def _request(**space: object) -> PlanFileRequest:
+    # as recommend records them: the sizes searched, the node size taken
     costs = CostOptions(model="llama3-8b", gpu="h100-sxm", seq_len=8192,
-                        attention=Attention.FLASH)
-    base = {"gpus": 8, "global_batch": 512, "micro_batch_sizes": (1, 2),
+                        attention=Attention.FLASH, tp=1)
+    base = {"gpus": 8, "gpus_per_node": 8, "global_batch": 512, "micro_batch_sizes": (1, 2),
             "schedules": (Schedule.GPIPE, Schedule.ZBV),
             "recompute": (Recompute.NONE, Recompute.FULL), "sharding": (Sharding.ZERO1,)}
     return PlanFileRequest(costs, PlanSpace(**(base | space)), 500)  # type: ignore[arg-type]
@@ -59,7 +60,7 @@ def test_a_plan_file_of_pptune_0_1_loads(tmp_path: Path) -> None:
     path = tmp_path / "plans.json"
     path.write_text(json.dumps({"plans": [], "rejected": {}, "source": "x", "request": old}))
     req = load_json_model(path, PlanFile, "plan").request
-    assert req.costs == CostOptions(model="llama3-8b", gpu="h100-sxm", seq_len=8192)
+    assert req.costs == CostOptions(model="llama3-8b", gpu="h100-sxm", seq_len=8192, tp=1)
     assert req.space is not None
     assert (req.space.gpus, req.space.schedules) == (8, (Schedule.GPIPE, Schedule.ONE_F_ONE_B))
     assert (req.space.recompute, req.space.sharding, req.global_batch_requested) == (

@@ -49,7 +49,7 @@ def test_every_number_is_whole_at_every_width(run, width: int) -> None:  # type:
 
 
 def test_dropped_columns_are_named_once(run) -> None:  # type: ignore[no-untyped-def]
-    text = render_plain(plans_table(run.result, width=90), width=90)
+    text = " ".join(render_plain(plans_table(run.result, width=90), width=90).split())
     assert text.count("not shown at 90 columns") == 1 and "free" in text
 
 
@@ -60,7 +60,7 @@ def test_wrap_commas_breaks_only_after_commas() -> None:
 
 def test_mfu_from_model_flops() -> None:
     class P:
-        step_time_s, pp, dp, tp = 2.0, 2, 2, 1
+        step_time_s, pp, dp, tp, world = 2.0, 2, 2, 1, 4
 
     # 4e15 FLOPs per step over 2 s on 4 GPUs of 1e15 FLOP/s peak: 50%
     assert mfu(P(), 4e15, 1e15) == pytest.approx(0.5)  # type: ignore[arg-type]

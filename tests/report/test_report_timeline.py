@@ -207,15 +207,17 @@ def test_rows_hold_only_known_cells(
     schedule: str, p: int, m_mult: int, fwd: float, bwd: float, wgrad: float, width: int
 ) -> None:
     v = 2 if schedule == "interleaved-1f1b" else 1
-    m = p * m_mult
-    n_stages = p * (2 if schedule in ("interleaved-1f1b", "zbv") else 1)
+    if schedule == "dualpipe":
+        p += p % 2  # an even depth, and an even m of at least 2 p (DeepSeek's asserts)
+    m = p * m_mult * (2 if schedule in ("dualpipe", "dualpipev") else 1)
+    n_stages = p * (2 if schedule in ("interleaved-1f1b", "zbv", "dualpipe", "dualpipev") else 1)
     r = simulate(schedule, p, m, uniform_stages(n_stages, fwd, bwd, wgrad), v=v)
     rows = rows_of(plain_timeline(r, width=width))
     assert sorted(rows) == list(range(p))
     bar_w = width - len(f"dev{p - 1} ")
     for d, bar in rows.items():
         assert len(bar) == bar_w
-        assert set(bar) <= set("FBW.0123456789")
+        assert set(bar) <= set("FBW&.0123456789")
         # a digit only ever follows a kind letter or another digit
         assert not re.search(r"(^|\.)\d", bar)
         # idle cells within one cell per idle gap of the true idle share

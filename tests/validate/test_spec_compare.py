@@ -29,11 +29,12 @@ def spec(schedule: str = "1f1b", pp: int = 2, m: int = 4, v: int = 1, split=(2, 
 
 @pytest.mark.torch
 def test_every_schedule_maps_to_a_torch_class() -> None:
-    assert set(TORCH_SCHEDULES) == set(DEFAULT_SCHEDULES)  # the DualPipes: not validated yet
+    # every schedule but dualpipe, which no torch runtime has
+    assert set(TORCH_SCHEDULES) == set(DEFAULT_SCHEDULES) - {Schedule.DUALPIPE}
     torch = pytest.importorskip("torch")
     from torch.distributed.pipelining import schedules
 
-    for schedule in DEFAULT_SCHEDULES:
+    for schedule in TORCH_SCHEDULES:
         assert hasattr(schedules, TORCH_SCHEDULES[schedule]), (schedule, torch.__version__)
 
 
@@ -43,7 +44,24 @@ def test_stage_placement_loop_and_v() -> None:
     assert [inter.stages_of(r) for r in range(2)] == [[0, 2], [1, 3]]
     zbv = spec("zbv", split=(1, 1, 1, 1))
     assert [zbv.stages_of(r) for r in range(2)] == [[0, 3], [1, 2]]  # torch's style="v"
+    vee = spec("dualpipev", split=(1, 1, 1, 1))
+    assert [vee.stages_of(r) for r in range(2)] == [[0, 3], [1, 2]]
+    assert (vee.sim_v, vee.n_stages) == (2, 4)
     assert zbv.n_stages == 4 and zbv.sim_v == 2
+
+
+def test_dualpipe_refuses_in_one_line_and_dualpipev_follows_torchs_rule() -> None:
+    with pytest.raises(BadInput) as err:
+        check(spec("dualpipe", pp=2, m=4, split=(2, 2)), 4)
+    assert str(err.value) == (
+        "--schedule dualpipe: no torch runtime has it (torch.distributed.pipelining has "
+        "DualPipeV, not the bidirectional DualPipe, which is DeepSeek's own implementation), "
+        "so validate cannot run it; validate --schedule dualpipev, or pptune simulate "
+        "--schedule dualpipe"
+    )
+    with pytest.raises(BadInput, match="DualPipeV requires at least as many microbatches"):
+        check(spec("dualpipev", pp=2, m=2, split=(1, 1, 1, 1)), 4)
+    check(spec("dualpipev", pp=2, m=4, split=(1, 1, 1, 1)), 4)
 
 
 def test_good_specs_pass() -> None:

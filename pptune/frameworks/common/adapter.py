@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pptune.costmodel.keys import CostKey
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.search import CostTable, Plan, PlanRequest
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.versions import VersionKey
+from pptune.options import CostOptions
 from pptune.schemas import TrainingConfig
 
 # add(id, severity, message, **values): one check-config finding
@@ -44,6 +46,7 @@ class Job:
     attention: str | None  # the kernel priced: flash or eager; None for measured costs
     sequence_parallel: bool
     tp_comm_overlap: bool
+    cost_options: CostOptions | None = None  # the flags the analytic costs were built with
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,19 @@ class Adapter:
     fallback = False  # recognised only when no other adapter recognises a file
     versions: tuple[VersionKey, ...] = ()  # its releases; a bare --framework-version names the first
     states_node_shape = False  # its files say how many GPUs each node runs
+    # the layout dimensions beyond pp, dp and tp its files state ("cp", "ep", "etp",
+    # "precision"); a plan that needs another one is emitted as the best plan without it
+    states_dims: frozenset[str] = frozenset()
+
+    def cannot_state(self, key: CostKey) -> str | None:
+        """Why its files cannot state a plan of this cost key (None: they can)."""
+        missing = [f"{name} {value}" for name, value, plain in (
+            ("cp", key.cp, 1), ("ep", key.ep, 1), ("etp", key.etp, 1),
+            ("precision", key.precision.value, "bf16")) if value != plain
+            and name not in self.states_dims]
+        if missing:
+            return f"{self.title} files here state no {', '.join(missing)}"
+        return None
 
     def detect(self, data: Any) -> bool:
         """Whether parsed data (a mapping, or a script's text) is this framework's."""

@@ -14,13 +14,14 @@ from dataclasses import replace
 
 from pptune.costmodel import presets
 from pptune.costmodel.moe import ExpertParallel
-from pptune.costmodel.partition import strip_ends
+from pptune.costmodel.partition import add_ends, even_split, strip_ends
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import Plan, RankOrder, Recompute, Sharding, evaluate, search
 from pptune.costs.resolve import analytic_costs
 from pptune.errors import BadInput
 from pptune.frameworks.common.adapter import Job
 from pptune.frameworks.common.writing import plan_launch
+from pptune.options import CostOptions
 from pptune.report.fmt import fmt_pct, fmt_seconds
 
 # (schedule, virtual stages, layers per stage with the embedding and the head)
@@ -32,10 +33,25 @@ SHARDING_NAMES = {Sharding.NONE: "no sharding", Sharding.ZERO1: "ZeRO-1",
 
 def refit(job: Job, plan: Plan, schedule: Schedule, split: list[int], v: int,
           rank_order: str | None = None) -> Plan:
-    """The plan re-predicted with another schedule, split or rank order."""
+    """The plan re-predicted with another schedule, split or rank order; another
+    schedule runs without the all-to-all overlap (its own framework flags, when it
+    has any, are not the plan's)."""
     spec = replace(plan.spec, schedule=schedule, stage_layers=tuple(split), virtual_stages=v,
-                   rank_order=plan.rank_order if rank_order is None else RankOrder(rank_order))
+                   rank_order=plan.rank_order if rank_order is None else RankOrder(rank_order),
+                   a2a_overlap=plan.a2a_overlap and schedule is plan.schedule)
     return evaluate(job.table, job.request, spec)
+
+
+def dualpipe_options(job: Job, plan: Plan) -> list[Option]:
+    """What a framework without DeepSeek's DualPipe may run on the same ranks:
+    DualPipeV and ZBV over 2 x pp stages (the blocks split evenly) and 1F1B over
+    the plan's pp chunks."""
+    n_blocks = len(job.layer_names) - 2
+    opts: list[Option] = [(Schedule.ONE_F_ONE_B, 1, list(plan.stage_layers))]
+    if n_blocks >= 2 * plan.pp:
+        vee = add_ends(even_split(n_blocks, 2 * plan.pp))
+        opts += [(Schedule.DUALPIPEV, 2, vee), (Schedule.ZBV, 2, vee)]
+    return opts
 
 
 def fits(job: Job, plan: Plan) -> bool:
@@ -82,12 +98,12 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
     if ((job.attention, job.sequence_parallel) == (attention, sequence_parallel)
             or job.shape is None or gpu not in presets.GPUS or job.attention is None):
         return job, plan
-    experts = (ExpertParallel(ep=plan.ep, etp=plan.etp, gpus_per_node=job.request.gpus_per_node)
-               if job.shape.moe else None)  # the plan's expert placement, priced as the search did
+    c = job.cost_options or CostOptions()
     table, _ = analytic_costs(
-        job.shape, gpu, sorted(job.table.by_mb), tp=job.request.tp,
-        sequence_parallel=sequence_parallel, attention=str(attention),
-        tp_comm_overlap=job.tp_comm_overlap, experts=experts)
+        job.shape, gpu, sorted(job.table.by_mb), job.request.keys()[0],
+        ExpertParallel(imbalance=c.moe_imbalance), sequence_parallel=sequence_parallel,
+        attention=str(attention), tp_comm_overlap=job.tp_comm_overlap, cp_comm=c.cp_comm,
+        fp8_params=c.fp8_param_gather, gpus_per_node=job.request.gpus_per_node)
     job = replace(job, table=table)
     plan = evaluate(job.table, job.request, plan.spec)
     notes.append(f"{name} runs {runs}: predicted that way, step {fmt_seconds(plan.step_time_s)}")

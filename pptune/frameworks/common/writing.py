@@ -25,7 +25,7 @@ def launch_shape(gpus: int, gpus_per_node: int) -> tuple[int, int]:
 
 def plan_launch(plan: Plan, job: Job) -> tuple[int, int]:
     """(nodes, processes per node) the plan's files launch."""
-    return launch_shape(plan.pp * plan.dp * plan.tp, job.request.gpus_per_node)
+    return launch_shape(plan.world, job.request.gpus_per_node)
 
 
 def node_size(plan: Plan, job: Job) -> int:

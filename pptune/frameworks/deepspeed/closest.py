@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pptune.costmodel.schedules import Schedule
+from pptune.costmodel.schedules import OVERLAPPED, Schedule
 from pptune.costmodel.search import DP_INNER, Plan, Recompute, Sharding, evaluate
 from pptune.costmodel.table import built_params
 from pptune.errors import BadInput
@@ -45,7 +45,8 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
             and plan.rank_order == DP_INNER):
         method = same[0]
     else:
-        why = ("DeepSpeed's pipeline engine runs 1F1B only"
+        why = ("DeepSpeed's pipeline engine runs 1F1B only" + (
+                   " (no DualPipe nor DualPipeV)" if plan.schedule in OVERLAPPED else "")
                if plan.schedule is not Schedule.ONE_F_ONE_B
                else "partition_method cannot place these boundaries"
                if not same else "its topology keeps data-parallel ranks innermost")

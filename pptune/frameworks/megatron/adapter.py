@@ -17,6 +17,7 @@ from pptune.schemas import TrainingConfig
 
 class MegatronAdapter(Adapter):
     name = "megatron"
+    states_dims = frozenset({"cp", "ep", "etp"})
     title = "Megatron-LM"
     files = (writer.FILE,)
     syntaxes = ("text",)
@@ -38,6 +39,7 @@ class MegatronAdapter(Adapter):
 
     def config_rules(self, cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
         rules.interleave_rule(cfg, semantics, add)
+        rules.a2a_overlap_rule(cfg, add)
 
     def express(self, job: Job, plan: Plan, rank: int) -> Stated:
         return closest_plan(job, plan, rank)

@@ -12,7 +12,7 @@ block method one count for every stage: no every-Nth-block selective).
 from __future__ import annotations
 
 from pptune.costmodel.partition import add_ends, strip_ends
-from pptune.costmodel.schedules import Schedule
+from pptune.costmodel.schedules import OVERLAPPED, Schedule
 from pptune.costmodel.search import Plan, Recompute, Sharding
 from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
@@ -34,7 +34,10 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     chosen = plan
     mtp = sum(1 for name in job.layer_names if name.startswith("mtp"))
     if megatron_split(plan, mtp) is None:
-        why = (f"Megatron-LM has no {plan.schedule.value} schedule"
+        why = (f"Megatron-LM has no {plan.schedule.value} schedule" + (
+                   " (no DualPipe nor DualPipeV: it overlaps the expert all-to-all inside "
+                   "interleaved 1F1B instead, --overlap-moe-expert-parallel-comm)"
+                   if plan.schedule in OVERLAPPED else "")
                if plan.schedule not in (Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED)
                else "megatron-core builds no such split")
         options = _options(plan, len(job.layer_names) - 2 - mtp, mtp)

@@ -53,6 +53,7 @@ BOOL_FLAGS: tuple[str, ...] = (
     "--use-torch-fsdp2",
     "--overlap-grad-reduce",
     "--overlap-param-gather",
+    "--overlap-moe-expert-parallel-comm",
 )
 # Mixture of experts, MTP and MLA (read in moe.py)
 MOE_VALUE_FLAGS = (
@@ -81,7 +82,6 @@ MOE_BOOL_FLAGS = (
     "--moe-pad-expert-input-to-capacity",
     "--moe-shared-expert-overlap",
     "--moe-router-pre-softmax",
-    "--overlap-moe-expert-parallel-comm",
     "--multi-latent-attention",
     "--qk-layernorm",
     "--disable-bias-linear",

@@ -181,9 +181,9 @@ def _router_rules(r: FlagReader, top_k: int, balancing: str, dispatcher: str) ->
 
 def _overlap_rules(r: FlagReader, fields: dict[str, Any], dispatcher: str, ep: int,
                    mtp: int | None) -> None:
-    """--overlap-moe-expert-parallel-comm: megatron-core's asserts, then the warning that
-    pptune prices the all-to-all exposed."""
-    ctx = r.ctx
+    """--overlap-moe-expert-parallel-comm: megatron-core's asserts on the experts, the
+    dispatcher, MTP and precision (the pipeline and recomputation ones are
+    rules.a2a_overlap_rule); pptune prices the overlap (the combined 1F1B order)."""
     problems = []
     if ep <= 1:
         problems.append("'overlap_moe_expert_parallel_comm is only supported with expert model "
@@ -191,12 +191,6 @@ def _overlap_rules(r: FlagReader, fields: dict[str, Any], dispatcher: str, ep: i
     if dispatcher not in ("alltoall", "flex"):
         problems.append("'overlap_moe_expert_parallel_comm is supported with alltoall/flex "
                         "token dispatcher'")
-    if fields.get("recompute") == "full":
-        problems.append("'disable full recomputation when enabling "
-                        "overlap_moe_expert_parallel_comm'")
-    if (fields["pp"] or 1) > 1 and fields.get("virtual_stages") in (None, 1):
-        problems.append("'virtual_pipeline_model_parallel_size must be specified when "
-                        "pipeline_model_parallel_size > 1'")
     if mtp and mtp > 1:
         problems.append("'MTP layernum only supports 1 when enabling "
                         "overlap_moe_expert_parallel_comm.'")
@@ -204,12 +198,9 @@ def _overlap_rules(r: FlagReader, fields: dict[str, Any], dispatcher: str, ep: i
         problems.append("'overlap_moe_expert_parallel_comm is only supported with bf16 or fp16 "
                         "model'")
     for text in problems:
-        ctx.refuse("megatron-moe-overlap",
-                   f"--overlap-moe-expert-parallel-comm: megatron-core asserts {text} "
-                   f"{CITE_CONFIG}")
-    ctx.unmodelled("megatron-unmodelled-flag",
-                   "--overlap-moe-expert-parallel-comm hides the all-to-all behind another "
-                   "micro-batch's compute; pptune prices it exposed")
+        r.ctx.refuse("megatron-moe-overlap",
+                     f"--overlap-moe-expert-parallel-comm: megatron-core asserts {text} "
+                     f"{CITE_CONFIG}")
 
 
 def _layer_freq(r: FlagReader, fields: dict[str, Any]) -> None:

@@ -122,6 +122,7 @@ def _fields(r: FlagReader, launcher: Flagged) -> dict[str, Any]:
         "attention": _attention(r),
         "sequence_parallel": flags.has("--sequence-parallel"),
         "rank_order": "tp-pp-dp" if flags.has("--use-tp-pp-dp-mapping") else None,
+        "a2a_overlap": flags.has("--overlap-moe-expert-parallel-comm") or None,
         "gated_mlp": flags.has("--swiglu"),  # Megatron-LM's default MLP is GeLU
         "precision": _precision(ctx, flags),
         "recompute": _recompute(r),

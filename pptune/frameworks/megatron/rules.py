@@ -56,3 +56,22 @@ def interleave_rule(cfg: TrainingConfig, semantics: Semantics, add: Add) -> None
             f"pipeline-model-parallel size to be greater than {floor}"
             + ("" if overlap else " without p2p overlap")
             + " (megatron/training/arguments.py)", pp=cfg.pp)
+
+
+def a2a_overlap_rule(cfg: TrainingConfig, add: Add) -> None:
+    """--overlap-moe-expert-parallel-comm: megatron-core 0.16 TransformerConfig asserts a
+    virtual pipeline with pp > 1 and no full recomputation (transformer_config.py)."""
+    if not cfg.a2a_overlap:
+        return
+    if cfg.pp > 1 and cfg.schedule is not Schedule.INTERLEAVED:
+        add("megatron-a2a-overlap", "error",
+            f"--overlap-moe-expert-parallel-comm with pp {cfg.pp} and no virtual pipeline: "
+            "megatron-core asserts 'If enabling EP A2A overlap, "
+            "virtual_pipeline_model_parallel_size must be specified when "
+            "pipeline_model_parallel_size > 1' (transformer_config.py); add "
+            "--num-virtual-stages-per-pipeline-rank", pp=cfg.pp)
+    if cfg.recompute == "full":
+        add("megatron-a2a-overlap", "error",
+            "--overlap-moe-expert-parallel-comm with full recomputation: megatron-core asserts "
+            "'disable full recomputation when enabling overlap_moe_expert_parallel_comm' "
+            "(transformer_config.py)")

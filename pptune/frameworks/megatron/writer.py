@@ -40,12 +40,13 @@ def write(stated: Stated, split: MegatronSplit) -> dict[str, str]:
     shape = job.shape
     nodes, per_node = plan_launch(plan, job)
     lines = ["#!/usr/bin/env bash", *header(plan, job, "#"), "set -euo pipefail", ""]
-    if plan.tp > 1:  # Megatron-LM validate_args asserts it with tp > 1 before Blackwell
-        lines += ["# Megatron-LM requires this with tensor parallelism (validate_args)",
+    if plan.tp > 1 or plan.cp > 1:  # validate_args asserts it (tp or cp > 1) before Blackwell
+        lines += ["# Megatron-LM requires this with tensor or context parallelism (validate_args)",
                   "export CUDA_DEVICE_MAX_CONNECTIONS=1", ""]
     args = [
         f"--tensor-model-parallel-size {plan.tp}",
         f"--pipeline-model-parallel-size {plan.pp}",
+        *([f"--context-parallel-size {plan.cp}"] if plan.cp > 1 else []),
         *_split_args(split),
     ]
     if shape is not None:
@@ -83,6 +84,8 @@ def write(stated: Stated, split: MegatronSplit) -> dict[str, str]:
         args.append("--transformer-impl local")
     if plan.rank_order == PP_INNER:
         args.append("--use-tp-pp-dp-mapping")
+    if plan.a2a_overlap:  # megatron-core 0.16: the combined 1F1B order (combined_1f1b.py)
+        args.append("--overlap-moe-expert-parallel-comm")
     lines.append(
         f"torchrun --nnodes {nodes} --nproc_per_node {per_node} "
         "--rdzv_backend c10d --rdzv_endpoint \"${MASTER_ADDR:-localhost}:${MASTER_PORT:-29500}\" \\"

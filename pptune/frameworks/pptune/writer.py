@@ -20,9 +20,10 @@ def write(stated: Stated) -> dict[str, str]:
     job, plan = stated.job, stated.plan
     lines = [
         *header(plan, job, "#"),
-        f"gpus: {plan.pp * plan.dp * plan.tp}",
+        f"gpus: {plan.world}",
         f"gpus_per_node: {node_size(plan, job)}",
         f"tp: {plan.tp}",
+        *([f"cp: {plan.cp}"] if plan.cp > 1 else []),
         f"pp: {plan.pp}",
         f"dp: {plan.dp}",
         f"schedule: {plan.schedule.value}",
@@ -38,6 +39,7 @@ def write(stated: Stated) -> dict[str, str]:
           if plan.recompute is Recompute.SELECTIVE and job.request.recompute_every else []),
         f"rank_order: {plan.rank_order.value}",
         *([f"ep: {plan.ep}", f"etp: {plan.etp}"] if plan.ep > 1 or plan.etp > 1 else []),
+        *(["a2a_overlap: true"] if plan.a2a_overlap else []),
         f"sequence_parallel: {'true' if job.sequence_parallel else 'false'}",
     ]
     if job.attention:  # analytic costs only: a profile measured its kernel

@@ -1,9 +1,12 @@
 """The closest plan a torchtitan job file states.
 
 torchtitan runs GPipe, 1F1B (micro-batches >= stages, torch's Schedule1F1B),
-Interleaved1F1B and ZBVZeroBubble with pipeline ranks outermost in its
-device mesh, on any split (``module_fqns_per_model_part``); ZB-H1 with one
-stage per rank is not expressible there (InterleavedZeroBubble needs two).
+Interleaved1F1B, ZBVZeroBubble and DualPipeV (torch's ScheduleDualPipeV) with
+pipeline ranks outermost in its device mesh, on any split
+(``module_fqns_per_model_part``); ZB-H1 with one stage per rank is not
+expressible there (InterleavedZeroBubble needs two), nor DeepSeek's
+bidirectional DualPipe (torch has none): its closest plans are DualPipeV and
+ZBV on the same ranks (2 x pp stages, split evenly) and 1F1B over its pp chunks.
 Its attention is a fused kernel (SDPA or flex attention) and its tensor
 parallelism shards the sequence too; its files state FSDP or no sharding.
 """
@@ -40,7 +43,13 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=STATEABLE, notes=notes)
     chosen = plan
     few = plan.schedule is Schedule.ONE_F_ONE_B and plan.num_microbatches < plan.pp
-    if plan.schedule is Schedule.ZB_H1 or plan.rank_order != DP_INNER or few:
+    if plan.schedule is Schedule.DUALPIPE:
+        chosen = ex.closest_or_refuse(
+            job, plan, ex.dualpipe_options(job, plan), name=NAME, rank=rank, notes=notes,
+            why="torch.distributed.pipelining has DualPipeV, not the bidirectional DualPipe",
+            rank_order=DP_INNER)
+        exact = False
+    elif plan.schedule is Schedule.ZB_H1 or plan.rank_order != DP_INNER or few:
         why = ("torchtitan's InterleavedZeroBubble needs >= 2 stages per rank"
                if plan.schedule is Schedule.ZB_H1
                else "torch's Schedule1F1B needs micro-batches >= stages" if few

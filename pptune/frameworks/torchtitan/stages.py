@@ -30,10 +30,12 @@ SCHEDULES: dict[str, tuple[str, int | None]] = {
     "interleaved1f1b": ("interleaved-1f1b", None),  # None: 2 or from layers_per_stage
     "interleavedzerobubble": ("zb-h1", 1),
     "zbvzerobubble": ("zbv", 2),
+    "dualpipev": ("dualpipev", 2),
 }
-SUPPORTED = "1F1B, GPipe, Interleaved1F1B, InterleavedZeroBubble (as zb-h1), ZBVZeroBubble"
+SUPPORTED = ("1F1B, GPipe, Interleaved1F1B, InterleavedZeroBubble (as zb-h1), ZBVZeroBubble, "
+             "DualPipeV")
 # torch schedules pptune cannot model, and the schedule it predicts them with
-UNMODELLED = {"loopedbfs": ("interleaved-1f1b", None), "dualpipev": ("zbv", 2)}
+UNMODELLED = {"loopedbfs": ("interleaved-1f1b", None)}
 
 
 def schedule(ctx: Ctx, par: Table, pp: int, layers: int | None) -> dict[str, Any]:

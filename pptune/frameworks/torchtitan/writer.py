@@ -14,7 +14,7 @@ import json
 
 from pptune.costmodel.partition import stage_bounds
 from pptune.costmodel.schedules import Schedule
-from pptune.costmodel.search import Recompute, Sharding
+from pptune.costmodel.search import Plan, Recompute, Sharding
 from pptune.frameworks.common.adapter import Stated
 from pptune.frameworks.common.versions import Versions
 from pptune.frameworks.common.writing import header, plan_launch
@@ -28,7 +28,19 @@ SCHEDULES = {
     Schedule.ONE_F_ONE_B: "1F1B",
     Schedule.INTERLEAVED: "Interleaved1F1B",
     Schedule.ZBV: "ZBVZeroBubble",
+    Schedule.DUALPIPEV: "DualPipeV",  # torch's ScheduleDualPipeV (get_schedule_class)
 }
+
+
+def _ep_overlap(plan: Plan) -> list[str]:
+    """DualPipeV with experts: torchtitan 0.2.2 overlaps the expert all-to-all in its
+    F&B pairs by default (pipeline_parallel_expert_parallel_overlap = true) and refuses
+    that with activation checkpointing (distributed/dual_pipe_v.py,
+    get_dual_pipe_v_flag): a plan without the overlap states it off."""
+    if plan.schedule is not Schedule.DUALPIPEV or plan.ep == 1:
+        return []
+    return [f"pipeline_parallel_expert_parallel_overlap = "
+            f"{'true' if plan.a2a_overlap else 'false'}"]
 
 
 def write(stated: Stated) -> dict[str, str]:
@@ -82,8 +94,10 @@ def write(stated: Stated) -> dict[str, str]:
         f"tensor_parallel_degree = {plan.tp}",
         *([f"expert_parallel_degree = {plan.ep}",
            f"expert_tensor_parallel_degree = {plan.etp}"] if plan.ep > 1 else []),
+        *([f"context_parallel_degree = {plan.cp}"] if plan.cp > 1 else []),
         f"pipeline_parallel_degree = {plan.pp}",
         f'pipeline_parallel_schedule = "{SCHEDULES[plan.schedule]}"',
+        *_ep_overlap(plan),
         f"pipeline_parallel_microbatch_size = {plan.micro_batch_size}",
         "module_fqns_per_model_part = [",
     ]

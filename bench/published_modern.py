@@ -1,0 +1,278 @@
+"""Predictions against today's published runs: bench/results/published_modern.json.
+
+Every row of bench/published_modern_data.py (dgxc-benchmarking v25.02, NeMo 24.07's
+FP8 table, NeMo 25.02's B200 rows) is run as its recipe ran it: the published
+micro-batch, global batch, TP, PP, CP and VP; sequence parallelism, TP
+communication overlap, the distributed optimizer with its gradient dtype, FP8 with
+FP8 parameters, NVLS off, as the recipe files state; Megatron-core's layer split
+(blocks evenly over the pp x vp chunks, the embedding with the first, the LM head
+with the last; NeMo 2.0's 405B recipe counts the embedding and the loss as one
+layer each, ``account_for_*_in_pipeline_split``); megatron-core's rank order
+(tp-cp-dp-pp). Nothing is fitted: the cost model is the one pptune ships, the same
+for every row. Per row: configuration, published tokens/s per GPU, predicted,
+ratio, predicted peak memory. Per series (one table, model and precision across
+GPU counts): the weak-scaling trend, published and predicted, largest over smallest
+count. Long-context runs: whether they fit.
+
+``speed()`` times the search over cost keys (tp x cp x precision) for the issue's
+speed targets, tables built per key from the presets.
+
+Run: python -m bench.published_modern  (prints the markdown table)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Any
+
+from bench.published_modern_data import LONG_RUNS, RUNS, LongRun, Run
+from pptune.costmodel import presets
+from pptune.costmodel.keys import CostKey, Precision
+from pptune.costmodel.layout import RankOrder
+from pptune.costmodel.memory import Recompute
+from pptune.costmodel.presets import ModelShape
+from pptune.costmodel.schedules import Schedule
+from pptune.costmodel.search import PlanRequest, PlanSpec, Sharding, evaluate, search
+from pptune.costs.profiles import analytic_profile, cost_table, preset_tables
+
+TOLERANCE = 0.10  # issue 20: dense rows within +-10%
+TREND_TOLERANCE = 0.03  # issue 20: each model's weak-scaling trend within +-3%
+GIB = 2**30
+
+
+def padded_vocab(vocab: int, tp: int, multiple: int = 128) -> int:
+    """Megatron's ``_vocab_size_with_padding``: a multiple of 128 x tp."""
+    step = multiple * tp
+    return -(-vocab // step) * step
+
+
+def shape_of(recipe_model: str, tp: int, kv_heads: int | None, layers: int | None,
+             seq_len: int | None = None) -> ModelShape:
+    base = presets.MODELS[recipe_model]
+    return dataclasses.replace(
+        base, name=f"{base.name}-recipe", kv_heads=kv_heads or base.kv_heads,
+        vocab=padded_vocab(base.vocab, tp), num_blocks=layers or base.num_blocks,
+        seq_len=seq_len or base.seq_len)
+
+
+def megatron_split(blocks: int, chunks: int) -> tuple[int, ...]:
+    """Blocks evenly over the chunks, embedding first, head last; when the blocks do
+    not divide, the embedding and the loss count as one layer each (NeMo 2.0's
+    ``account_for_embedding_in_pipeline_split`` / ``..._loss_...``)."""
+    if blocks % chunks == 0:
+        split = [blocks // chunks] * chunks
+        split[0] += 1
+        split[-1] += 1
+        return tuple(split)
+    if (blocks + 2) % chunks:
+        raise ValueError(f"{blocks} blocks do not split over {chunks} chunks")
+    split = [(blocks + 2) // chunks] * chunks  # embedding and head are one each
+    return tuple(split)
+
+
+def precision_of(name: str) -> Precision:
+    return Precision(name)
+
+
+def _request(run: Run, key: CostKey) -> PlanRequest:
+    gpu = presets.GPUS[run.gpu]
+    fp8 = key.precision is not Precision.BF16
+    return PlanRequest(
+        gpus=run.gpus, global_batch=run.global_batch, tp=run.tp,
+        gpus_per_node=gpu.gpus_per_node, grad_bytes_factor=run.recipe.grad_bytes / 4,
+        fp8_param_gather=fp8 and run.recipe.fp8_params, moment_bytes=run.recipe.moment_bytes,
+        grad_buffer_bytes=2.0 if run.recipe.grad_bytes == 2 else None,
+        cost_keys=(key,), reserve_bytes=presets.GIB * 2)
+
+
+def predict(run: Run) -> dict[str, Any]:
+    r = run.recipe
+    key = CostKey(tp=run.tp, cp=run.cp, precision=precision_of(run.precision))
+    shape = shape_of(r.model, run.tp, r.kv_heads, run.layers, r.seq_len)
+    prof = analytic_profile(
+        shape, run.gpu, [run.micro_batch], tp=run.tp,
+        sequence_parallel=r.sequence_parallel and run.tp > 1,
+        tp_comm_overlap=r.tp_comm_overlap and run.tp > 1, cp=run.cp,
+        gemm_precision=key.precision, nvls=False, fp8_params=r.fp8_params)
+    table = cost_table(prof, tp=run.tp, tp_in_costs=run.tp)
+    req = _request(run, key)
+    dp = run.gpus // (run.tp * run.pp * run.cp)
+    m = run.global_batch // (dp * run.micro_batch)
+    split = megatron_split(shape.num_blocks, run.pp * run.vp)
+    schedule = Schedule.INTERLEAVED if run.vp > 1 else Schedule.ONE_F_ONE_B
+    sharding = Sharding.ZERO1 if dp * run.cp > 1 else Sharding.NONE
+    spec = PlanSpec(schedule, run.pp, run.micro_batch, m, split, run.vp, RankOrder.DP_INNER,
+                    sharding, Recompute.NONE, key)
+    plan = evaluate(table, req, spec)
+    predicted = plan.tokens_per_s / run.gpus
+    ratio = predicted / run.published_tokens_per_gpu
+    peak = max(plan.peak_memory_bytes)
+    return {
+        "table": run.table, "model": r.model, "gpu": run.gpu, "precision": run.precision,
+        "gpus": run.gpus, "layers": shape.num_blocks, "seq_len": shape.seq_len,
+        "global_batch": run.global_batch, "micro_batch": run.micro_batch, "tp": run.tp,
+        "pp": run.pp, "cp": run.cp, "vp": run.vp, "dp": dp, "microbatches": m,
+        "sequence_parallel": r.sequence_parallel and run.tp > 1,
+        "tp_comm_overlap": r.tp_comm_overlap and run.tp > 1,
+        "distributed_optimizer": sharding is Sharding.ZERO1,
+        "grad_bytes": r.grad_bytes, "fp8_params": r.fp8_params and run.precision != "bf16",
+        "published_tokens_per_gpu": round(run.published_tokens_per_gpu, 1),
+        "predicted_tokens_per_gpu": round(predicted, 1), "ratio": round(ratio, 3),
+        "within": abs(ratio - 1) <= TOLERANCE,
+        "predicted_step_s": round(plan.step_time_s, 3),
+        "published_step_s": round(run.global_batch * shape.seq_len
+                                  / (run.published_tokens_per_gpu * run.gpus), 3),
+        "bubble_rate": round(plan.bubble_rate, 4),
+        "optimizer_s": round(plan.optimizer_s, 4),
+        "peak_memory_gib": round(peak / GIB, 1),
+        "fits": peak <= table.memory_bytes,
+        "source": run.source, "derivation": run.derivation, "recipe": r.source,
+    }
+
+
+def trends(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per series with more than one GPU count: largest over smallest count."""
+    out = []
+    series: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        series.setdefault(row["table"], []).append(row)
+    for name, rs in series.items():
+        full = [r for r in rs if r["layers"] == max(x["layers"] for x in rs)]
+        if len(full) < 2:
+            continue
+        small, big = min(full, key=lambda r: r["gpus"]), max(full, key=lambda r: r["gpus"])
+        pub = big["published_tokens_per_gpu"] / small["published_tokens_per_gpu"]
+        pred = big["predicted_tokens_per_gpu"] / small["predicted_tokens_per_gpu"]
+        out.append({"table": name, "from_gpus": small["gpus"], "to_gpus": big["gpus"],
+                    "published": round(pub, 4), "predicted": round(pred, 4),
+                    "error": round(pred / pub - 1, 4),
+                    "within": abs(pred / pub - 1) <= TREND_TOLERANCE})
+    return out
+
+
+def long_context(run: LongRun) -> dict[str, Any]:
+    """The search at the run's tp, cp and pp: does any plan fit (recomputation and
+    sharding searched), and what it predicts."""
+    key = CostKey(tp=run.tp, cp=run.cp, precision=Precision(run.precision))
+    shape = shape_of(run.model, run.tp, None, None, run.seq_len)
+    tables = preset_tables(shape, run.gpu, [1], sequence_parallel=run.sequence_parallel,
+                           tp_comm_overlap=True, nvls=False, fp8_params=True)
+    req = PlanRequest(gpus=run.gpus, global_batch=run.global_batch, tp=run.tp, pp=(run.pp,),
+                      cost_keys=(key,), gpus_per_node=presets.GPUS[run.gpu].gpus_per_node,
+                      grad_bytes_factor=0.5, fp8_param_gather=run.precision != "bf16",
+                      grad_buffer_bytes=2.0,
+                      top=1, with_best_pp1=False)
+    res = search(tables, req)
+    row: dict[str, Any] = {"name": run.name, "model": run.model, "gpu": run.gpu,
+                           "precision": run.precision, "seq_len": run.seq_len,
+                           "gpus": run.gpus, "global_batch": run.global_batch, "tp": run.tp,
+                           "pp": run.pp, "cp": run.cp, "source": run.source,
+                           "fits": bool(res.plans), "rejected": dict(res.rejected)}
+    if res.plans:
+        p = res.plans[0]
+        flops = model_flops_per_token(shape) * run.global_batch * run.seq_len
+        row.update({
+            "schedule": p.schedule.value, "virtual_stages": p.virtual_stages,
+            "recompute": p.recompute.value, "sharding": p.sharding.value,
+            "peak_memory_gib": round(max(p.peak_memory_bytes) / GIB, 1),
+            "predicted_tokens_per_gpu": round(p.tokens_per_s / run.gpus, 1),
+            "predicted_model_tflops_per_gpu": round(flops / p.step_time_s / run.gpus / 1e12, 1),
+            "published_model_tflops_per_gpu": run.published_tflops_per_gpu,
+        })
+    return row
+
+
+def model_flops_per_token(m: ModelShape) -> float:
+    """The model-FLOPs count NVIDIA's tables use (dgxc README "Notes"; NeMo
+    flops_formulas): per token ``L h^2 (12 + 12 G/A + 18 F/h + 12 s/h) + 6 V h`` for a
+    gated MLP, full (not causal) attention; GPT-style 2-matrix MLPs count 12 F/h."""
+    h, n = m.hidden, m.num_blocks
+    mlp = 18 * m.ffn / h if m.gated_mlp else 12 * m.ffn / h
+    return n * h * h * (12 + 12 * m.kv_heads / m.heads + mlp + 12 * m.seq_len / h) + 6 * m.vocab * h
+
+
+def speed(repeats: int = 1) -> list[dict[str, Any]]:
+    """The search over cost keys on the presets (tables built per key, timed with the
+    search: what ``recommend`` will do once --cp and --precision reach the CLI)."""
+    out = []
+    for model, gpus, tps, cps in [("llama3-8b", 8, (1, 2, 4, 8), (1, 2, 4, 8)),
+                                  ("llama3-70b", 4096, (1, 2, 4, 8), (1, 2, 4, 8))]:
+        keys = tuple(CostKey(tp=t, cp=c, precision=p) for t in tps for c in cps
+                     for p in (Precision.BF16, Precision.FP8)
+                     if gpus % (t * c) == 0)
+        times = []
+        res = None
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            tables = preset_tables(model, "h100-sxm")
+            req = PlanRequest(gpus=gpus, global_batch=presets.MODELS[model].global_batch,
+                              cost_keys=keys)
+            res = search(tables, req)
+            times.append(time.perf_counter() - t0)
+        assert res is not None
+        best = res.plans[0] if res.plans else None
+        out.append({"model": model, "gpus": gpus, "cost_keys": len(keys),
+                    "candidates": res.candidates, "simulated": res.simulated,
+                    "seconds": round(min(times), 2),
+                    "best": str(best.key) + f" pp{best.pp} dp{best.dp}" if best else None})
+    return out
+
+
+def main(quick: bool = False) -> dict[str, Any]:
+    rows = [predict(r) for r in RUNS]
+    within = [r for r in rows if r["within"]]
+    tr = trends(rows)
+    return {
+        "description": __doc__.split("\n\n")[1].replace("\n", " ") if __doc__ else "",
+        "tolerance": TOLERANCE, "trend_tolerance": TREND_TOLERANCE,
+        "rows": rows, "within": len(within), "of": len(rows),
+        "worst_ratio": max(rows, key=lambda r: abs(r["ratio"] - 1))["ratio"],
+        "trends": tr, "trends_within": sum(t["within"] for t in tr), "trends_of": len(tr),
+        "long_context": [long_context(r) for r in LONG_RUNS],
+        "speed": speed(1 if quick else 2),
+    }
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    lines = ["| table | GPUs | TP | PP | CP | VP | MBS | GBS | published tok/s/GPU "
+             "| predicted | ratio | memory GiB |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in doc["rows"]:
+        lay = f" ({r['layers']} layers)" if r["layers"] != presets.MODELS[r["model"]].num_blocks \
+            else ""
+        lines.append(
+            f"| {r['table']}{lay} | {r['gpus']} | {r['tp']} | {r['pp']} | {r['cp']} | {r['vp']} "
+            f"| {r['micro_batch']} | {r['global_batch']} | {r['published_tokens_per_gpu']:.0f} "
+            f"| {r['predicted_tokens_per_gpu']:.0f} | {r['ratio']:.3f} "
+            f"| {r['peak_memory_gib']}{'' if r['fits'] else ' (OOM)'} |")
+    lines += ["", f"Within {100 * doc['tolerance']:.0f}%: {doc['within']} of {doc['of']} rows.",
+              "", "| series | GPUs | published trend | predicted | error |", "|---|---|---|---|---|"]
+    for t in doc["trends"]:
+        lines.append(f"| {t['table']} | {t['from_gpus']} -> {t['to_gpus']} | {t['published']:.3f} "
+                     f"| {t['predicted']:.3f} | {100 * t['error']:+.1f}% |")
+    lines += ["", "| long-context run | GPUs | TP | CP | PP | fits | plan | memory GiB "
+              "| predicted TFLOP/s/GPU | published |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in doc["long_context"]:
+        plan = f"{r.get('schedule')} v{r.get('virtual_stages')} {r.get('recompute')} " \
+               f"{r.get('sharding')}" if r["fits"] else "-"
+        lines.append(f"| {r['name']} | {r['gpus']} | {r['tp']} | {r['cp']} | {r['pp']} "
+                     f"| {'yes' if r['fits'] else 'no'} | {plan} | {r.get('peak_memory_gib', '-')} "
+                     f"| {r.get('predicted_model_tflops_per_gpu', '-')} "
+                     f"| {r.get('published_model_tflops_per_gpu') or '-'} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).parent / "results" / "published_modern.json"
+    if "--run" in sys.argv:
+        doc = main(quick=True)
+        print(json.dumps({k: doc[k] for k in ("within", "of", "trends_within", "trends_of")}))
+        print(markdown(doc))
+    else:
+        print(markdown(json.loads(path.read_text())))
+    _ = math

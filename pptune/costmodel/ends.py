@@ -1,0 +1,46 @@
+"""The layers at the two ends of the model: the embedding (token, and GPT-style
+position, lookup) and the head (final norm, LM head GEMM and cross-entropy),
+priced by the per-op model (ops.py's docstring has their bytes per token)."""
+
+from __future__ import annotations
+
+from pptune.costmodel.ops import (
+    BF16_BYTES,
+    OpCost,
+    Parallel,
+    Phase,
+    Rates,
+    _split,
+    linear,
+    memory,
+    tp_collective,
+)
+from pptune.costmodel.presets import ModelShape
+
+
+def embedding_ops(m: ModelShape, b: int, rates: Rates, par: Parallel) -> list[OpCost]:
+    """Token (and, GPT-style, position) embedding: a gather, its scatter-add."""
+    tokens, h = b * m.seq_len // par.cp, m.hidden
+    gather = (7 if m.dropout else 4) * h * tokens  # + position add and dropout
+    return [
+        memory("embed", Phase.F, gather, rates, kernels=3 if m.dropout else 1),
+        tp_collective("tp_embed", Phase.F, BF16_BYTES * tokens * h, par),
+        memory("embed.wgrad", Phase.W, (15 if m.dropout else 10) * h * tokens, rates,
+               kernels=2 if m.dropout else 1),
+    ]
+
+
+def head_ops(m: ModelShape, b: int, rates: Rates, par: Parallel) -> list[OpCost]:
+    """Final norm, LM head GEMM and the (vocabulary-parallel) cross-entropy."""
+    t, h, v = par.tp, m.hidden, m.vocab
+    tokens = b * m.seq_len // par.cp  # the LM head stays BF16 (precision.py)
+    rep = tokens / t if par.sequence_parallel else float(tokens)
+    logits = tokens * v / t
+    lm = linear("lm_head", tokens, h, _split(v, t), rates)
+    return [
+        memory("final_norm", Phase.F, 4 * h * rep, rates), lm[0],
+        memory("cross_entropy", Phase.F, 6 * logits, rates, kernels=4),
+        memory("cross_entropy.bwd", Phase.B, 6 * logits, rates, kernels=2), lm[1],
+        tp_collective("tp_head.bwd", Phase.B, BF16_BYTES * tokens * h, par),
+        memory("final_norm.bwd", Phase.B, 6 * h * rep, rates), lm[2],
+    ]

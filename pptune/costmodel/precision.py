@@ -1,0 +1,98 @@
+"""GEMM precision: what FP8 speeds up, what it adds, and the memory it really costs.
+
+Transformer Engine's FP8 recipes (``fp8_autocast`` with delayed or blockwise
+scaling; Megatron-LM ``--fp8-format hybrid``, ``--fp8-recipe``) run the
+linear layers of a transformer block in FP8: the QKV, attention-output and
+two MLP GEMMs, forward (E4M3) and both backward GEMMs (E5M2 gradients in the
+hybrid format). Attention itself, norms, softmax, the activation function,
+the embedding and the LM head stay in BF16 (TE's ``te.Linear`` layers are the
+block's only FP8 ops; Megatron's output layer is a plain BF16
+``ColumnParallelLinear``). DeepSeek-V3 keeps the same split (its report, sec.
+3.3: "the embedding module, the output head, MoE gating modules,
+normalization operators, and attention operators" in BF16/FP32).
+
+Rates: an FP8 GEMM runs at the GPU's dense FP8 peak times its measured FP8
+matmul fraction (presets.py) and the same tile and wave quantisation as BF16
+(ops.py); its inputs are 1 byte an element. FP16 runs at BF16's rate (the same
+tensor-core throughput on A100 and later).
+
+Casts (TE ``cast_transpose``): an FP8 GEMM needs its inputs quantised, and its
+weight-gradient GEMM the transposed copy (Hopper FP8 GEMMs take only the TN
+layout): a cast reads the BF16 tensor (2 bytes) and writes the FP8 tensor and
+its transpose (1 + 1). TE fuses the cast of the QKV and first MLP inputs into
+the preceding norm (``LayerNormLinear``), so the forward pays separate casts
+for the attention-output and second MLP inputs only; backward casts the
+output gradient of all four GEMMs.
+
+Memory that FP8 really costs:
+
+- weights: BF16 weights and FP32 master weights and moments stay (the
+  optimizer is unchanged); TE caches an FP8 copy of each GEMM weight and its
+  transpose for the whole step, +2 bytes a parameter, unless the parameters
+  themselves are FP8 (Megatron-LM ``--fp8-param-gather``, NeMo
+  ``fp8_params``): then the FP8 weight and its cached transpose (1 + 1) take
+  the BF16 weight's 2 bytes, +0. MXFP8 keeps row- and column-wise copies with
+  one E8M0 scale a 32-element block (OCP Microscaling Formats v1.0): +1/32 a
+  copy.
+- activations: the saved input of each FP8 GEMM is its FP8 copy (1 byte, TE
+  saves the quantised tensor for the weight gradient) instead of BF16's 2; every
+  other saved tensor (norm inputs, Q, K, V, attention output for its backward,
+  the MLP's inner tensors) stays BF16.
+- the distributed optimizer / FSDP all-gather FP8 parameters (1 byte) when
+  the parameters are FP8, BF16 (2) otherwise.
+"""
+
+from __future__ import annotations
+
+from pptune.costmodel.keys import Precision
+from pptune.costmodel.presets import GpuSpec
+
+LOW_PRECISION = frozenset({Precision.FP8, Precision.MXFP8})
+CAST_BYTES_PER_ELEMENT = 4.0  # read BF16 (2), write FP8 and its transpose (1 + 1)
+MX_BLOCK = 32  # elements per E8M0 scale (OCP Microscaling Formats v1.0)
+
+
+def is_low(precision: Precision) -> bool:
+    """GEMMs in 8-bit floating point."""
+    return precision in LOW_PRECISION
+
+
+def problems(precision: Precision, gpu: GpuSpec) -> list[str]:
+    """Why ``gpu`` cannot be priced at ``precision`` (empty: it can)."""
+    if precision is Precision.MXFP8 and not gpu.mxfp8:
+        return [f"--precision mxfp8 needs microscaling FP8 tensor cores (Blackwell); "
+                f"{gpu.name} has none: use fp8 or bf16"]
+    if is_low(precision) and (gpu.fp8_peak_flops is None or gpu.fp8_gemm_fraction is None):
+        return [f"--precision {precision.value}: {gpu.name} has no FP8 tensor cores "
+                "(or no measured FP8 matmul rate); use bf16 or fp16"]
+    return []
+
+
+def gemm_peak(precision: Precision, gpu: GpuSpec) -> tuple[float, float]:
+    """(dense peak FLOP/s, measured large-GEMM fraction) of a block GEMM."""
+    if is_low(precision):
+        if gpu.fp8_peak_flops is None or gpu.fp8_gemm_fraction is None:
+            raise ValueError("; ".join(problems(precision, gpu)))
+        return gpu.fp8_peak_flops, gpu.fp8_gemm_fraction
+    return gpu.peak_flops, gpu.gemm_fraction
+
+
+def gemm_input_bytes(precision: Precision) -> float:
+    """Bytes a GEMM input element occupies (and is saved as) under ``precision``."""
+    if precision is Precision.MXFP8:
+        return 1.0 + 1.0 / MX_BLOCK
+    return 1.0 if is_low(precision) else 2.0
+
+
+def weight_cache_bytes_per_param(precision: Precision, fp8_params: bool = False) -> float:
+    """Bytes a GEMM weight parameter holds all step beyond its BF16 training state."""
+    if not is_low(precision):
+        return 0.0
+    scales = 2.0 / MX_BLOCK if precision is Precision.MXFP8 else 0.0
+    copies = 2.0 + scales  # the FP8 copy and its transpose (row- and column-wise)
+    return copies - 2.0 if fp8_params else copies  # FP8 params replace the BF16 weight
+
+
+def param_gather_bytes(precision: Precision, fp8_params: bool = False) -> float:
+    """Bytes a parameter moves in the optimizer's / FSDP's all-gather."""
+    return gemm_input_bytes(precision) if (fp8_params and is_low(precision)) else 2.0

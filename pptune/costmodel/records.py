@@ -1,0 +1,185 @@
+"""The records of the planner: the request (the job and what the search may
+choose), one plan's specification, and the plan it evaluates to (evaluate.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pptune.costmodel.keys import CostKey, Precision
+from pptune.costmodel.layout import Layout, RankOrder
+from pptune.costmodel.memory import (
+    DEFAULT_RESERVE_BYTES,
+    TORCHTITAN_SELECTIVE_EVERY,
+    DeviceMemory,
+    Recompute,
+)
+from pptune.costmodel.schedules import (
+    COMBINABLE,
+    DEFAULT_SCHEDULES,
+    OVERLAPPED,
+    Schedule,
+    chunks_per_device,
+)
+from pptune.costmodel.sharding import Sharding
+from pptune.costmodel.simulate import SimResult
+
+DEFAULT_VIRTUAL_STAGES = (2, 3, 4)
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    gpus: int
+    global_batch: int
+    tp: int = 1
+    gpus_per_node: int = 8
+    schedules: Sequence[Schedule] = DEFAULT_SCHEDULES
+    virtual_stages: Sequence[int] = DEFAULT_VIRTUAL_STAGES
+    micro_batch_sizes: Sequence[int] | None = None  # None: all in the table
+    pp: Sequence[int] | None = None  # None: every divisor
+    shardings: Sequence[Sharding] = tuple(Sharding)
+    recomputes: Sequence[Recompute] = tuple(Recompute)
+    recompute_every: int | None = TORCHTITAN_SELECTIVE_EVERY  # selective: every N-th block
+    fsdp_reshard_after_forward: bool | None = None  # None: torchtitan's default (not with pp)
+    reserve_bytes: float = DEFAULT_RESERVE_BYTES
+    grad_bytes_factor: float = 1.0  # gradient compression
+    blocking_send: bool = False
+    overlap_grad_reduce: bool = True  # DP reduction in buckets during backward (comm.py)
+    # the distributed optimizer's parameter all-gather behind the next forward
+    # (--overlap-param-gather); None: as overlap_grad_reduce
+    overlap_param_gather: bool | None = None
+    fp8_param_gather: bool = False  # FP8 parameters, gathered in FP8 (--fp8-param-gather)
+    optimizer_step: bool = True  # price Adam's step where the table knows HBM (optimizer.py)
+    moment_bytes: float = 4.0  # Adam moments: FP32 (4) or BF16 (2)
+    # Megatron's gradient buffer: None FP32 (4); 2 where gradients are kept and
+    # reduced in BF16 (NeMo grad_sync_dtype bf16, megatron-core grad_reduce_in_fp32 off)
+    grad_buffer_bytes: float | None = None
+    top: int = 5
+    rank_orders: Sequence[RankOrder] = tuple(RankOrder)
+    with_best_pp1: bool = True  # keep the best plan without a pipeline in the list
+    # the per-layer splits and precisions to search, one cost table each (keys.py);
+    # None: the one key of ``tp`` in BF16
+    cost_keys: Sequence[CostKey] | None = None
+
+    def keys(self) -> tuple[CostKey, ...]:
+        return tuple(self.cost_keys) if self.cost_keys else (CostKey(tp=self.tp),)
+
+    def key_of(self, spec: PlanSpec) -> CostKey:
+        return spec.key if spec.key is not None else self.keys()[0]
+
+    def layout(self, spec: PlanSpec) -> Layout:
+        """The plan's ranks: ``gpus = pp x tp x cp x dp`` (layout.py does the arithmetic)."""
+        k = self.key_of(spec)
+        return Layout(pp=spec.pp, dp=self.gpus // (spec.pp * k.tp * k.cp), tp=k.tp, cp=k.cp,
+                      ep=k.ep, etp=k.etp, gpus_per_node=self.gpus_per_node,
+                      order=spec.rank_order)
+
+
+@dataclass(frozen=True)
+class PlanSpec:
+    """Everything one plan chooses."""
+
+    schedule: Schedule
+    pp: int
+    micro_batch_size: int
+    num_microbatches: int
+    stage_layers: tuple[int, ...]
+    virtual_stages: int = 1  # chunks per device: v for interleaved, 2 for zbv, else 1
+    rank_order: RankOrder = RankOrder.DP_INNER
+    sharding: Sharding = Sharding.NONE
+    recompute: Recompute = Recompute.NONE
+    key: CostKey | None = None  # None: the request's first (PlanRequest.key_of)
+    # the expert all-to-all hidden behind another micro-batch's compute: the
+    # DualPipes' F&B pairs, or Megatron-LM's combined 1F1B order for 1f1b and
+    # interleaved-1f1b (--overlap-moe-expert-parallel-comm); False without MoE
+    a2a_overlap: bool = False
+
+    @property
+    def combined(self) -> bool:
+        """Whether the op order is the combined one (schedules.COMBINABLE)."""
+        return self.a2a_overlap and self.schedule in COMBINABLE
+
+    @property
+    def a2a_stream(self) -> bool:
+        """Whether the all-to-alls stay on the communication stream, where an F&B
+        pair can hide them (table.stage_costs); without the overlap the DualPipes'
+        pairs run their forward and backward one after the other."""
+        return self.a2a_overlap or self.schedule not in OVERLAPPED
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stage_layers", tuple(self.stage_layers))
+        object.__setattr__(self, "virtual_stages",
+                           chunks_per_device(self.schedule, self.virtual_stages))
+
+
+@dataclass(frozen=True)
+class Plan:
+    pp: int
+    dp: int
+    tp: int
+    schedule: Schedule
+    virtual_stages: int
+    micro_batch_size: int
+    num_microbatches: int
+    stage_layers: list[int]  # per model chunk (pp * virtual_stages; dualpipe: pp)
+    step_time_s: float
+    bubble_rate: float
+    tokens_per_s: float
+    peak_memory_bytes: list[float]  # per device (pipeline rank)
+    memory_capacity_bytes: float
+    ideal_step_s: float
+    sim: SimResult = field(repr=False)
+    exposed_p2p_s: float | None = None
+    exposed_allreduce_s: float | None = None
+    rank_order: RankOrder = RankOrder.DP_INNER
+    sharding: Sharding = Sharding.NONE
+    recompute: Recompute = Recompute.NONE
+    memory: tuple[DeviceMemory, ...] = field(default=(), repr=False)
+    key: CostKey = field(default_factory=CostKey)
+    optimizer_s: float = 0.0  # the optimizer step, part of step_time_s (optimizer.py)
+    a2a_overlap: bool = False
+
+    @property
+    def spec(self) -> PlanSpec:
+        return PlanSpec(self.schedule, self.pp, self.micro_batch_size, self.num_microbatches,
+                        tuple(self.stage_layers), self.virtual_stages, self.rank_order,
+                        self.sharding, self.recompute, self.key, self.a2a_overlap)
+
+    @property
+    def cp(self) -> int:
+        return self.key.cp
+
+    @property
+    def world(self) -> int:
+        """GPUs the plan runs on: pp x dp x tp x cp."""
+        return self.pp * self.dp * self.tp * self.key.cp
+
+    @property
+    def ep(self) -> int:
+        return self.key.ep
+
+    @property
+    def etp(self) -> int:
+        return self.key.etp
+
+    @property
+    def precision(self) -> Precision:
+        return self.key.precision
+
+    @property
+    def grad_accum_steps(self) -> int:
+        return self.num_microbatches
+
+    @property
+    def aligned(self) -> bool:
+        return self.num_microbatches % self.pp == 0
+
+    @property
+    def efficiency(self) -> float:
+        # at most 1: the step is never shorter than the ideal (float rounding aside)
+        return min(1.0, self.ideal_step_s / self.step_time_s) if self.step_time_s > 0 else 0.0
+
+    @property
+    def headroom_bytes(self) -> float:
+        return self.memory_capacity_bytes - max(self.peak_memory_bytes)

@@ -1,0 +1,156 @@
+"""Which cost keys a command prices: the sizes of tensor, context, expert and
+expert-tensor parallelism and the GEMM precisions (``keys.CostKey``).
+
+``recommend`` searches every key the flags allow; a dimension the user does
+not give is searched over the sizes a practitioner would try with analytic
+costs (``DEFAULT_*`` below, a search policy, not a cost): tensor parallelism
+1, 2, 4, 8 inside a node (NVIDIA's recipes keep TP inside the NVLink domain);
+context parallelism in powers of two that leave at least ``MIN_CP_TOKENS``
+tokens a rank (NVIDIA's Llama 3.1 recipes run CP2 at 8,192 tokens, Meta ran
+CP16 at 131,072: 4,096 and 8,192 a rank); expert parallelism in the powers of
+two that divide a mixture-of-experts model's routed experts; expert tensor
+parallelism 1; BF16 (FP8 changes the numerics: the user asks for it). The
+other commands price one key: one size each, 1 and BF16 by default.
+
+A size the user gives that the model or the GPU cannot take is bad input (one
+line naming the flag); a default size that does not fit is left out.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from pptune.costmodel import context, precision
+from pptune.costmodel.keys import CostKey, Precision
+from pptune.costmodel.presets import GpuSpec, ModelShape
+from pptune.errors import BadInput
+from pptune.options import CostOptions
+
+DEFAULT_TP = (1, 2, 4, 8)
+MIN_CP_TOKENS = 2048
+MAX_DEFAULT_CP = 64
+DEFAULT_PRECISION = (Precision.BF16,)
+
+
+def single_key(opts: CostOptions, verb: str = "this command") -> CostKey:
+    """The one key of a command that prices one layout (1 and BF16 by default)."""
+    many = [flag for flag, values in (("--tp", opts.tp), ("--cp", opts.cp), ("--ep", opts.ep),
+                                      ("--etp", opts.etp), ("--precision", opts.precision))
+            if values is not None and len(values) > 1]
+    if many:
+        raise BadInput(f"{verb} prices one layout: give one value to {', '.join(many)} "
+                       "(recommend searches lists)")
+    return CostKey(tp=_one(opts.tp), cp=_one(opts.cp), ep=_one(opts.ep), etp=_one(opts.etp),
+                   precision=(opts.precision or DEFAULT_PRECISION)[0])
+
+
+def _one(values: tuple[int, ...] | None) -> int:
+    return values[0] if values else 1
+
+
+def search_keys(opts: CostOptions, shape: ModelShape, gpu: GpuSpec, gpus: int,
+                gpus_per_node: int) -> tuple[CostKey, ...]:
+    """Every key recommend searches for these flags (module docstring), in order."""
+    problems: list[str] = []
+    tps = _given("--tp", opts.tp, lambda t: tp_problem(shape, t, gpus), problems) or tuple(
+        t for t in DEFAULT_TP if t <= gpus_per_node and not tp_problem(shape, t, gpus))
+    cps = _given("--cp", opts.cp, lambda c: cp_problem(shape, c, opts, gpus), problems) or (
+        default_cp(shape, opts, gpus))
+    eps = _given("--ep", opts.ep, lambda e: ep_problem(shape, e, gpus), problems) or (
+        default_ep(shape, gpus))
+    etps = _given("--etp", opts.etp, lambda e: etp_problem(shape, e), problems) or (1,)
+    precs = opts.precision or DEFAULT_PRECISION
+    for p in precs:
+        problems += precision.problems(p, gpu)
+    if problems:
+        raise BadInput("; ".join(dict.fromkeys(problems)))
+    keys = [CostKey(tp, cp, ep, etp, prec)
+            for prec, tp, cp, ep, etp in itertools.product(precs, tps, cps, eps, etps)
+            if gpus % (tp * cp) == 0 and ep * etp <= gpus]
+    if not keys:
+        raise BadInput(
+            f"no layout of {gpus} GPUs takes tp x cp from {{{', '.join(map(str, tps))}}} x "
+            f"{{{', '.join(map(str, cps))}}} with ep x etp dividing the ranks; choose sizes "
+            f"whose product divides --gpus {gpus}")
+    return tuple(keys)
+
+
+def _given(flag: str, values: Sequence[int] | None, problem: object,
+           problems: list[str]) -> tuple[int, ...] | None:
+    if not values:
+        return None
+    for v in values:
+        why = problem(v)  # type: ignore[operator]
+        if why:
+            problems.append(f"{flag} {v}: {why}")
+    return tuple(values)
+
+
+def tp_problem(shape: ModelShape, tp: int, gpus: int) -> str | None:
+    if gpus % tp:
+        return f"does not divide --gpus {gpus}"
+    if shape.heads % tp:
+        return f"does not divide the {shape.heads} attention heads of {shape.name}"
+    if not shape.mla and shape.kv_heads % tp:
+        return (f"does not divide the {shape.kv_heads} key/value heads of {shape.name} "
+                "(Megatron-LM: num_query_groups % tp == 0)")
+    return None
+
+
+def cp_problem(shape: ModelShape, cp: int, opts: CostOptions, gpus: int) -> str | None:
+    if gpus % cp:
+        return f"does not divide --gpus {gpus}"
+    if cp == 1:
+        return None
+    if shape.mla:
+        return f"context parallelism with {shape.name}'s latent attention is not modelled"
+    if shape.sliding_window:
+        return f"context parallelism with {shape.name}'s sliding windows is not modelled"
+    if opts.attention is not None and opts.attention.value != "flash":
+        return "context parallelism needs flash (fused) attention"
+    found = context.problems(shape.seq_len, shape.heads, max(1, shape.kv_heads), cp,
+                             opts.cp_comm)
+    return "; ".join(found) or None
+
+
+def default_cp(shape: ModelShape, opts: CostOptions, gpus: int) -> tuple[int, ...]:
+    out, cp = [], 1
+    while cp <= min(MAX_DEFAULT_CP, gpus) and (cp == 1 or shape.seq_len // cp >= MIN_CP_TOKENS):
+        if cp_problem(shape, cp, opts, gpus) is None:
+            out.append(cp)
+        cp *= 2
+    return tuple(out) or (1,)
+
+
+def ep_problem(shape: ModelShape, ep: int, gpus: int) -> str | None:
+    if ep == 1:
+        return None
+    if not shape.moe:
+        return f"{shape.name} has no experts to split"
+    if shape.experts % ep:
+        return f"does not divide the {shape.experts} routed experts of {shape.name}"
+    if ep > gpus:
+        return f"is more than --gpus {gpus}"
+    return None
+
+
+def default_ep(shape: ModelShape, gpus: int) -> tuple[int, ...]:
+    if not shape.moe:
+        return (1,)
+    out, ep = [], 1
+    while ep <= min(shape.experts, gpus):
+        if shape.experts % ep == 0:
+            out.append(ep)
+        ep *= 2
+    return tuple(out)
+
+
+def etp_problem(shape: ModelShape, etp: int) -> str | None:
+    if etp == 1:
+        return None
+    if not shape.moe:
+        return f"{shape.name} has no experts to split"
+    if shape.expert_ffn % etp:
+        return f"does not divide the expert FFN width {shape.expert_ffn} of {shape.name}"
+    return None

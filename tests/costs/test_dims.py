@@ -1,0 +1,59 @@
+"""Which cost keys a command prices (pptune.costs.dims)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pptune.costmodel.keys import CostKey, Precision
+from pptune.costmodel.presets import GPUS, MODELS
+from pptune.costs.dims import default_cp, default_ep, search_keys, single_key
+from pptune.errors import BadInput
+from pptune.options import CostOptions
+
+H100 = GPUS["h100-sxm"]
+LLAMA8B = MODELS["llama3-8b"]  # 32 heads, 8 KV heads, sequence 8192
+MIXTRAL = MODELS["mixtral-8x7b"]  # 8 experts
+
+
+def test_recommend_searches_tp_within_a_node_and_cp_leaving_2k_tokens() -> None:
+    keys = search_keys(CostOptions(), LLAMA8B, H100, gpus=8, gpus_per_node=8)
+    pairs = [(k.tp, k.cp) for k in keys]
+    # tp 1, 2, 4, 8 x cp 1, 2, 4 (8192 / 4 = 2048 tokens a rank), tp x cp dividing 8
+    assert pairs == [(1, 1), (1, 2), (1, 4), (2, 1), (2, 2), (2, 4), (4, 1), (4, 2), (8, 1)]
+    assert {k.ep for k in keys} == {1} and {k.precision for k in keys} == {Precision.BF16}
+
+
+def test_defaults_follow_the_model() -> None:
+    assert default_cp(MODELS["gpt3-1.3b"], CostOptions(), 64) == (1,)  # 2048 tokens: no cp
+    assert default_cp(LLAMA8B, CostOptions(), 2) == (1, 2)  # no more than the GPUs
+    assert default_ep(MIXTRAL, 64) == (1, 2, 4, 8)  # powers of two dividing 8 experts
+    assert default_ep(LLAMA8B, 64) == (1,)
+    # a GB200 NVL72 domain still searches tp up to 8
+    keys = search_keys(CostOptions(cp=(1,)), LLAMA8B, GPUS["gb200"], 72, 72)
+    assert [k.tp for k in keys] == [1, 2, 4, 8]
+
+
+def test_given_sizes_are_searched_and_checked() -> None:
+    keys = search_keys(CostOptions(tp=(2,), cp=(1, 2), precision=(Precision.BF16, Precision.FP8)),
+                       LLAMA8B, H100, 8, 8)
+    assert keys == (CostKey(2, 1), CostKey(2, 2), CostKey(2, 1, precision=Precision.FP8),
+                    CostKey(2, 2, precision=Precision.FP8))
+    with pytest.raises(BadInput) as err:
+        search_keys(CostOptions(tp=(3,), cp=(3,), ep=(2,)), LLAMA8B, H100, 8, 8)
+    line = str(err.value)
+    assert "--tp 3: does not divide --gpus 8" in line
+    assert "--cp 3: does not divide --gpus 8" in line
+    assert "--ep 2: llama3-8b has no experts to split" in line
+    with pytest.raises(BadInput, match="sequence 8192 is not divisible by 2 x cp = 6"):
+        search_keys(CostOptions(cp=(3,)), LLAMA8B, H100, 12, 8)
+    with pytest.raises(BadInput, match="--precision mxfp8 needs microscaling FP8"):
+        search_keys(CostOptions(precision=(Precision.MXFP8,)), LLAMA8B, H100, 8, 8)
+    with pytest.raises(BadInput, match="--ep 3: does not divide the 8 routed experts"):
+        search_keys(CostOptions(ep=(3,)), MIXTRAL, H100, 8, 8)
+
+
+def test_one_layout_for_the_other_commands() -> None:
+    assert single_key(CostOptions()) == CostKey()
+    assert single_key(CostOptions(tp=2, cp=4)) == CostKey(tp=2, cp=4)
+    with pytest.raises(BadInput, match="simulate prices one layout: give one value to --tp"):
+        single_key(CostOptions(tp=(1, 2)), "simulate")

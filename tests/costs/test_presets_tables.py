@@ -1,0 +1,108 @@
+"""GPU presets, their links at what NCCL achieves, and the cost tables per cost key."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from pptune.costmodel import presets
+from pptune.costmodel.comm import AllReduceLink, group_link
+from pptune.costmodel.context import CpComm
+from pptune.costmodel.evaluate import dp_link
+from pptune.costmodel.keys import CostKey, Precision
+from pptune.costmodel.layout import Group
+from pptune.costmodel.search import PlanRequest, PlanSpec, Schedule, Sharding, evaluate
+from pptune.costs.profiles import analytic_profile, cost_table, preset_links, preset_tables
+from pptune.errors import BadInput
+from pptune.schemas import Profile
+
+
+@pytest.mark.parametrize("name", list(presets.GPUS))
+def test_every_gpu_preset_states_its_numbers(name: str) -> None:
+    g = presets.GPUS[name]
+    assert g.source and g.fabric is not None and g.gpus_per_node >= 8
+    assert 0 < g.gemm_fraction < 1 and 0 < g.hbm_fraction <= 1
+    if g.fp8_peak_flops is not None:
+        assert g.fp8_peak_flops == pytest.approx(2 * g.peak_flops, rel=1e-3)
+        assert g.fp8_gemm_fraction is not None
+
+
+def test_the_cited_matmul_fractions() -> None:
+    # ml-engineering MAMF tables: 794.5 / 989, 1402.6 / 1979, 1745.0 / 2250, 3432.5 / 4500
+    g = presets.GPUS
+    assert g["h100-sxm"].gemm_fraction == round(794.5 / 989, 3)
+    assert g["h100-sxm"].fp8_gemm_fraction == round(1402.6 / 1979, 3)
+    assert g["b200"].gemm_fraction == round(1745.0 / 2250, 3)
+    assert g["b200"].fp8_gemm_fraction == round(3432.5 / 4500, 3)
+    assert g["gb200"].gpus_per_node == 72 and g["gb200"].fp4_peak_flops == 10000e12
+    assert g["h800"].nvlink_bytes_per_s == 200e9  # 400 GB/s bidirectional
+
+
+def test_preset_links_are_what_nccl_achieves() -> None:
+    links = preset_links(presets.GPUS["h100-sxm"])
+    assert links.intra_node.p2p.bytes_per_s == 396.4e9
+    assert links.intra_node.allreduce.bytes_per_s == 367.2e9
+    assert links.inter_node.allreduce.bytes_per_s == 47e9  # one member a node: one NIC
+    assert links.fabric is not None and links.fabric.nvls_busbw_bytes_per_s == 480e9
+    assert preset_links(presets.GPUS["h100-sxm"], nvls=False).fabric.nvls_enabled is False  # type: ignore[union-attr]
+
+
+def test_a_measured_all_reduce_over_g_ranks_a_node_is_converted_to_one_nic() -> None:
+    prof = analytic_profile("gpt-small", "h100-sxm", [1])
+    doc = prof.model_dump()
+    doc["links"]["fabric"] = None
+    doc["links"]["inter_node"]["allreduce"] = {"latency_s": 40e-6, "bytes_per_s": 376e9,
+                                               "ranks_per_node": 8}
+    table = cost_table(Profile.model_validate(doc))
+    assert table.ar_inter == AllReduceLink(40e-6, 47e9)
+    assert table.fabric is None
+    # a data-parallel group with 4 members a node drives 4 NICs (comm.group_link)
+    assert dp_link(table, Sharding.NONE, Group(16, 4, 4), 16).busbw_bytes_per_s == 188e9
+    assert group_link(Group(16, 4, 4), table.ar_intra, table.ar_inter).busbw_bytes_per_s \
+        == 188e9
+
+
+def test_tables_per_cost_key() -> None:
+    tables = preset_tables("llama3-8b", "h100-sxm", [1])
+    base, cp2, fp8 = (tables(CostKey()), tables(CostKey(cp=2)),
+                      tables(CostKey(precision=Precision.FP8)))
+    assert tables(CostKey(cp=2)) is cp2  # built once
+    assert cp2.by_mb[1].act_bytes[1] == pytest.approx(base.by_mb[1].act_bytes[1] / 2)
+    assert fp8.by_mb[1].fwd_s[1] < base.by_mb[1].fwd_s[1]
+    # FP8 weight copies and transposes, 2 bytes a GEMM weight, held all step
+    m = presets.MODELS["llama3-8b"]
+    gemm_params = (m.hidden * (m.hidden + 2 * m.kv_heads * m.head_dim) + m.hidden ** 2
+                   + 3 * m.hidden * m.ffn)
+    assert fp8.cache_bytes is not None and fp8.cache_bytes[1] == pytest.approx(2 * gemm_params)
+    assert base.cache_bytes is None and base.hbm_bytes_per_s == pytest.approx(3350e9 * 0.9)
+    with pytest.raises(BadInput, match="expert"):
+        tables(CostKey(ep=2))
+
+
+def test_fp8_weight_copies_count_in_the_plans_memory() -> None:
+    tables = preset_tables("llama3-8b", "h100-sxm", [1])
+    req = PlanRequest(gpus=8, global_batch=64, cost_keys=(CostKey(),))
+    spec = PlanSpec(Schedule.ONE_F_ONE_B, 1, 1, 8, (34,), sharding=Sharding.ZERO1)
+    bf16 = evaluate(tables(CostKey()), req, spec)
+    key = CostKey(precision=Precision.FP8)
+    fp8 = evaluate(tables(key), dataclasses.replace(req, cost_keys=(key,)),
+                   dataclasses.replace(spec, key=key))
+    cache = sum(tables(key).cache_bytes or [])
+    assert fp8.memory[0].state_bytes == pytest.approx(bf16.memory[0].state_bytes + cache)
+
+
+@pytest.mark.parametrize(("kwargs", "words"), [
+    (dict(gpu="a100-80gb", gemm_precision=Precision.FP8), ["--precision fp8", "a100-80gb"]),
+    (dict(cp=3), ["2 x cp = 6"]),
+    (dict(cp=16, cp_comm=CpComm.A2A), ["a2a", "key/value heads"]),
+    (dict(cp=2, attention="eager"), ["--cp 2", "flash"]),
+])
+def test_bad_cp_and_precision_are_one_line_naming_the_knob(kwargs: dict, words: list[str]) -> None:
+    args = {"gpu": "h100-sxm", **kwargs}
+    gpu = str(args.pop("gpu"))
+    with pytest.raises(BadInput) as err:
+        analytic_profile("llama3-8b", gpu, [1], **args)  # type: ignore[arg-type]
+    assert "\n" not in str(err.value)
+    for w in words:
+        assert w in str(err.value)
