@@ -343,7 +343,6 @@ def moe_emitted_cases(folder: Path) -> list[Case]:
     of the blocks on the first stage), as its adapter expresses and writes them."""
     from pptune.costmodel import presets
     from pptune.costmodel.keys import CostKey
-    from pptune.costmodel.moe import ExpertParallel
     from pptune.costmodel.schedules import Schedule
     from pptune.costmodel.search import PlanRequest, PlanSpec, Sharding, evaluate
     from pptune.costs.resolve import analytic_costs
@@ -354,9 +353,8 @@ def moe_emitted_cases(folder: Path) -> list[Case]:
     out = []
     for model, gpus, tp, ep, pp in MOE_PLANS:
         shape = presets.MODELS[model]
-        table, _ = analytic_costs(shape, "h100-sxm", (1,), tp, sequence_parallel=tp > 1,
-                                  experts=ExpertParallel(ep=ep))
         key = CostKey(tp=tp, ep=ep)
+        table, _ = analytic_costs(shape, "h100-sxm", (1,), key, sequence_parallel=tp > 1)
         req = PlanRequest(gpus=gpus, global_batch=shape.global_batch, tp=tp, cost_keys=(key,))
         per = shape.num_blocks // pp
         blocks = [shape.num_blocks - per * (pp - 1)] + [per] * (pp - 1)

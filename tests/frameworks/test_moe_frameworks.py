@@ -317,11 +317,14 @@ FLAGS = {
 }
 
 
-def moe_job(model: str, tp: int, ep: int, pp: int, gpus: int) -> tuple[Job, object]:
-    """A job priced at CostKey(tp, ep) and a 1F1B plan of it with an even split."""
+def moe_job(model: str, tp: int, ep: int, pp: int, gpus: int,
+            sp: bool | None = None) -> tuple[Job, object]:
+    """A job priced at CostKey(tp, ep) and a 1F1B plan of it with an even split
+    (``sp``: sequence parallelism, default with tp > 1)."""
     shape = presets.MODELS[model]
     key = CostKey(tp=tp, ep=ep)
-    table, _ = analytic_costs(shape, "h100-sxm", (1,), key, sequence_parallel=tp > 1)
+    sp = tp > 1 if sp is None else sp
+    table, _ = analytic_costs(shape, "h100-sxm", (1,), key, sequence_parallel=sp)
     req = PlanRequest(gpus=gpus, global_batch=shape.global_batch, tp=tp, cost_keys=(key,))
     per = shape.num_blocks // pp  # the rest on the first stage (--decoder-first-...)
     blocks = [shape.num_blocks - per * (pp - 1)] + [per] * (pp - 1)
@@ -331,7 +334,7 @@ def moe_job(model: str, tp: int, ep: int, pp: int, gpus: int) -> tuple[Job, obje
     plan = evaluate(table, req, PlanSpec(Schedule.ONE_F_ONE_B, pp, 1, m, tuple(split), 1,
                                          sharding=Sharding.ZERO1, key=key))
     job = Job(table, req, tuple(table.names), shape.global_batch,
-              f"analytic {model} on h100-sxm", shape, model, "h100-sxm", "flash", tp > 1, False)
+              f"analytic {model} on h100-sxm", shape, model, "h100-sxm", "flash", sp, False)
     return job, plan
 
 
@@ -390,3 +393,35 @@ def test_torchtitan_deepseek_file_leaves_out_the_mtp_module() -> None:
     assert '"layers.60"' in text and '"layers.61"' not in text
     assert "expert_parallel_degree = 64" in text and not stated.exact
     assert any("no multi-token-prediction module" in n for n in stated.notes)
+
+
+def test_megatron_warns_without_sequence_parallelism_for_tp_with_ep(tmp_path: Path) -> None:
+    """megatron-core 0.16.1 model_parallel_config.py warns (and runs) when ep > 1 and
+    tp > 1 have no sequence parallelism."""
+    script = MIXTRAL_SCRIPT.replace(" --sequence-parallel", "")
+    # 64 GPUs, pp 4, tp 2: 16 ranks a stage for ep 8 x etp 2 (etp defaults to tp)
+    code, found, _ = run(tmp_path, "m.sh", script.format(moe="", tp=2, ep=8, nodes=8),
+                         "--gpu", "h100-sxm")
+    assert code == 0, found
+    assert "sequence parallelism must be used" in found["megatron-moe-sequence-parallel"]
+    code, found, _ = mixtral(tmp_path, "", 2, 8, 8)  # the script states --sequence-parallel
+    assert "megatron-moe-sequence-parallel" not in found
+
+
+def test_megatron_emits_sequence_parallelism_for_tp_with_ep(tmp_path: Path) -> None:
+    """A tp 2, ep 8 plan priced without sequence parallelism is written with
+    --sequence-parallel, re-priced that way (a note), and reads back the same."""
+    job, plan = moe_job("qwen3-30b-a3b", tp=2, ep=8, pp=4, gpus=64, sp=False)
+    adapter = ADAPTERS[Framework.MEGATRON]
+    stated = adapter.express(job, plan, 1)
+    assert stated.job.sequence_parallel and not job.sequence_parallel
+    assert any("sequence parallelism with tp x ep" in n for n in stated.notes)
+    # the same plan priced with sequence parallelism from the start
+    _sp_job, sp_plan = moe_job("qwen3-30b-a3b", tp=2, ep=8, pp=4, gpus=64, sp=True)
+    assert stated.plan.step_time_s == pytest.approx(sp_plan.step_time_s, rel=1e-12)
+    text = adapter.write(stated)["pretrain_megatron.sh"]
+    assert "--sequence-parallel" in text
+    _code, found, doc = run(tmp_path, "pretrain_megatron.sh", text, "--gpu", "h100-sxm")
+    assert "megatron-moe-sequence-parallel" not in found
+    assert doc["config"]["sequence_parallel"] is True
+    assert doc["derived"]["step_time_s"] == pytest.approx(stated.plan.step_time_s, rel=1e-9)

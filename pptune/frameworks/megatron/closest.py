@@ -11,6 +11,8 @@ block method one count for every stage: no every-Nth-block selective).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pptune.costmodel.partition import add_ends, strip_ends
 from pptune.costmodel.schedules import OVERLAPPED, Schedule
 from pptune.costmodel.search import Plan, Recompute, Sharding
@@ -28,6 +30,13 @@ UNSTATED = {Sharding.ZERO2: "ZeRO-2", Sharding.ZERO3: "ZeRO-3", Sharding.FSDP: "
 def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     """The plan itself when a script states it, else the closest one that does."""
     notes: list[str] = []
+    if plan.tp > 1 and plan.ep > 1 and not job.sequence_parallel:
+        # megatron-core warns without sequence parallelism here (model_parallel_config.py);
+        # the script states --sequence-parallel, so the plan is priced that way
+        job, plan = ex.priced_as_run(job, plan, name=NAME, attention=job.attention,
+                                     sequence_parallel=True, notes=notes,
+                                     runs="sequence parallelism with tp x ep")
+        job = replace(job, sequence_parallel=True)
     plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=STATEABLE, notes=notes)
     if plan.recompute is Recompute.SELECTIVE:
         plan, exact = ex.full_recompute(job, plan, name=NAME, notes=notes), False

@@ -24,8 +24,8 @@ their defaults are the dataclass's):
   (64), ``--v-head-dim`` (128); ``--kv-channels``, ``--qk-layernorm``.
 
 What Megatron-LM refuses is an error finding citing its source; what pptune does
-not price (the allgather and flex dispatchers, overlapped expert-parallel
-communication, irregular layer patterns) is a warning naming the flag.
+not price (the allgather and flex dispatchers, irregular layer patterns) is a
+warning naming the flag, and so is what megatron-core itself warns about.
 """
 
 from __future__ import annotations
@@ -67,6 +67,14 @@ def read_moe(r: FlagReader, fields: dict[str, Any]) -> None:
                    f"asserts '--use-torch-fsdp2 is not supported with expert parallelism' "
                    f"{CITE_ARGS}")
     fields["ep"] = ep
+    tp = fields["tp"] or 1
+    if experts and ep > 1 and tp > 1 and not flags.has("--sequence-parallel"):
+        ctx.warn("megatron-moe-sequence-parallel",
+                 f"--expert-model-parallel-size {ep} with tensor parallel size {tp} and no "
+                 "--sequence-parallel: megatron-core warns 'When using expert parallelism and "
+                 "tensor parallelism for training, sequence parallelism must be used' "
+                 "(megatron/core/model_parallel_config.py __post_init__); every tensor-parallel "
+                 "rank then routes the whole sequence; add --sequence-parallel")
     if not experts and ep > 1:
         ctx.refuse("megatron-ep-dense",
                    f"--expert-model-parallel-size {ep} without --num-experts: Megatron-LM "
