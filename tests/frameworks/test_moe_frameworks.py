@@ -425,3 +425,13 @@ def test_megatron_emits_sequence_parallelism_for_tp_with_ep(tmp_path: Path) -> N
     assert "megatron-moe-sequence-parallel" not in found
     assert doc["config"]["sequence_parallel"] is True
     assert doc["derived"]["step_time_s"] == pytest.approx(stated.plan.step_time_s, rel=1e-9)
+
+
+def test_which_files_state_expert_layouts() -> None:
+    """emit's stateable-layout check: every writer states ep; DeepSpeed's AutoEP no etp."""
+    experts = CostKey(tp=2, ep=8, etp=2)
+    for framework in (Framework.MEGATRON, Framework.TORCHTITAN, Framework.PPTUNE):
+        assert ADAPTERS[framework].cannot_state(experts) is None
+    assert ADAPTERS[Framework.DEEPSPEED].cannot_state(CostKey(tp=2, ep=8)) is None
+    assert ADAPTERS[Framework.DEEPSPEED].cannot_state(experts) == (
+        "DeepSpeed files here state no etp 2")
