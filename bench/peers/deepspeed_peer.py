@@ -11,6 +11,14 @@ rules are checked. The layer list's parameter counts are divided by their
 greatest common divisor (exact: partition_balanced compares sums of
 integers, which a common factor does not reorder) so an 8B model fits in
 memory.
+
+Expert parallelism (AutoEP, ``"expert_parallel"``): DeepSpeed's own
+``parse_autoep_config``, ``validate_autoep_config`` (the folding rules over the
+world, pipeline and AutoTP sizes) and ``validate_autoep_post_detection`` (the
+experts of each MoE layer over ``autoep_size``) run on the model's experts as
+the case names them (stand-in for the detection of a Hugging Face MoE model's
+layers); the section is then taken out of the config given to
+``deepspeed.initialize``, whose stand-in model has no MoE layer to replace.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ def judge(case: dict[str, Any]) -> dict[str, Any]:
     )
 
     deepspeed.init_distributed(dist_backend="fake")
+    experts = _autoep(cfg, gpus, pp, tp, case.get("experts"))
     get_accelerator().is_fp16_supported = lambda: True  # stand-in, see the module docstring
     dp = gpus // (pp * tp)
 
@@ -78,7 +87,36 @@ def judge(case: dict[str, Any]) -> dict[str, Any]:
     return verdict(True, stage_layers=stage_layers,
                    micro_batch_size=engine.train_micro_batch_size_per_gpu(),
                    microbatches=engine.gradient_accumulation_steps(),
-                   train_batch_size=engine.train_batch_size())
+                   train_batch_size=engine.train_batch_size(), **experts)
+
+
+def _autoep(cfg: dict[str, Any], world: int, pp: int, tp: int,
+            experts: list[int] | None) -> dict[str, Any]:
+    """AutoEP's own validation (module docstring); the section leaves ``cfg``."""
+    section = cfg.pop("expert_parallel", None)
+    if not isinstance(section, dict):
+        return {}
+    from deepspeed.module_inject.auto_ep_config import (
+        MoELayerSpec,
+        parse_autoep_config,
+        validate_autoep_config,
+        validate_autoep_post_detection,
+    )
+
+    config = parse_autoep_config(section)
+    validate_autoep_config(config, world, pp, tp, 1)
+    if experts and config.enabled:
+        spec = MoELayerSpec(
+            moe_module_name="layers.0.mlp", model_family="mixtral", router_name="gate",
+            experts_name="experts", expert_storage="module_list", expert_w1_name="w1",
+            expert_w2_name="w2", expert_w3_name="w3", num_experts=experts[0], top_k=experts[1],
+            hidden_size=8, ffn_hidden_size=8, score_func="softmax", score_apply="post",
+            route_norm=True, gate_bias=False, return_router_logits=False,
+            router_logits_capture_target="none", router_logits_capture_index=None,
+            router_logits_capture_layer_name=None, has_shared_experts=False,
+            shared_experts_name="")
+        validate_autoep_post_detection(config, [spec])
+    return {"autoep_size": config.autoep_size if config.enabled else 1}
 
 
 if __name__ == "__main__":

@@ -2,8 +2,12 @@
 pipeline rules of Megatron-LM's ``validate_args`` re-stated from source.
 
 - megatron-core (imported, run): ``parallel_state.initialize_model_parallel``
-  on a fake process group of the script's world size,
-  ``TransformerConfig.__post_init__`` (uneven and account-for splits),
+  on a fake process group of the script's world size, with the script's expert
+  parallel sizes (its expert rank generator and their asserts),
+  ``TransformerConfig.__post_init__`` (uneven and account-for splits; the MoE,
+  MTP and MLA checks, ``MLATransformerConfig`` with --multi-latent-attention),
+  the MoE layer pattern as ``get_gpt_decoder_block_spec`` builds it (local
+  spec), the router's ``torch.topk`` over the experts,
   ``get_num_layers_to_build`` for every pipeline rank and virtual stage (the
   split), the micro-batch calculator, and the schedule itself
   (``get_forward_backward_func()``) run until its first forward step, which
@@ -88,8 +92,24 @@ def validate_args(a: dict[str, Any]) -> dict[str, Any]:
     if a["recompute"] == "selective":
         assert a["recompute_method"] is None, (
             "recompute method is not yet supported for selective recomputing granularity")
+    experts = a["num_experts"] or None  # "if args.num_experts == 0: args.num_experts = None"
+    etp = a["etp"] if a["etp"] is not None else tp
+    if a["fsdp2"]:
+        assert a["ep"] == 1, '--use-torch-fsdp2 is not supported with expert parallelism'
+    if a["ep"] > 1:
+        assert experts is not None, (
+            "num_experts must be non None to use expert model parallelism")
+        assert experts % a["ep"] == 0, (
+            "Number of experts should be a multiple of expert model parallel_size.")
+    if a["mtp"]:
+        assert a["position"] in ("rope", "none"), (
+            f"Multi-Token Prediction (MTP) is not supported with {a['position']} position "
+            "embedding type.")
+    if a["mla"]:
+        assert not a["gqa"], (
+            "Group query attention is mutually exclusive with multi latent attention.")
     gbs = a["global_batch"] if a["global_batch"] is not None else a["micro"] * dp
-    return {"dp": dp, "vpp": vpp, "global_batch": gbs}
+    return {"dp": dp, "vpp": vpp, "global_batch": gbs, "experts": experts, "etp": etp}
 
 
 def _read(path: str, case: dict[str, Any]) -> dict[str, Any]:
@@ -129,6 +149,27 @@ def _read(path: str, case: dict[str, Any]) -> dict[str, Any]:
         "mtp": num("--mtp-num-layers"),
         "tp_pp_dp": "--use-tp-pp-dp-mapping" in flags,
         "max_connections": env.get("CUDA_DEVICE_MAX_CONNECTIONS"),
+        "num_experts": num("--num-experts"), "ep": num("--expert-model-parallel-size") or 1,
+        "etp": num("--expert-tensor-parallel-size"), "topk": num("--moe-router-topk") or 2,
+        "moe_ffn": num("--moe-ffn-hidden-size"), "ffn": num("--ffn-hidden-size"),
+        "shared": num("--moe-shared-expert-intermediate-size"),
+        "layer_freq": last("--moe-layer-freq"),
+        "dispatcher": last("--moe-token-dispatcher-type") or "allgather",
+        "balancing": last("--moe-router-load-balancing-type") or "aux_loss",
+        "score": last("--moe-router-score-function") or "softmax",
+        "capacity": last("--moe-expert-capacity-factor"),
+        "pad": "--moe-pad-expert-input-to-capacity" in flags,
+        "pre_softmax": "--moe-router-pre-softmax" in flags,
+        "shared_overlap": "--moe-shared-expert-overlap" in flags,
+        "grouped": "--moe-grouped-gemm" in flags,
+        "moe_overlap": "--overlap-moe-expert-parallel-comm" in flags,
+        "bias": "--disable-bias-linear" not in flags,
+        "position": last("--position-embedding-type") or "learned_absolute",
+        "mla": "--multi-latent-attention" in flags, "gqa": "--group-query-attention" in flags,
+        "q_lora": num("--q-lora-rank"), "kv_lora": num("--kv-lora-rank") or 32,
+        "qk_head": num("--qk-head-dim") or 128, "qk_pos": num("--qk-pos-emb-head-dim") or 64,
+        "v_head": num("--v-head-dim") or 128, "fsdp2": "--use-torch-fsdp2" in flags,
+        "recompute_full": recompute == "full",
     }
 
 
@@ -143,15 +184,15 @@ def judge(case: dict[str, Any]) -> dict[str, Any]:
         init_num_microbatches_calculator,
     )
     from megatron.core.transformer.transformer_block import get_num_layers_to_build
-    from megatron.core.transformer.transformer_config import TransformerConfig
 
     pp, vpp = a["pp"], derived["vpp"]
     parallel_state.initialize_model_parallel(
         tensor_model_parallel_size=a["tp"], pipeline_model_parallel_size=pp,
         virtual_pipeline_model_parallel_size=vpp, context_parallel_size=a["cp"],
+        expert_model_parallel_size=a["ep"], expert_tensor_parallel_size=derived["etp"],
         order="tp-cp-ep-pp-dp" if a["tp_pp_dp"] else "tp-cp-ep-dp-pp",
         create_gloo_process_groups=False)  # gloo groups need a real backend
-    config = TransformerConfig(
+    config = _config_class(a)(
         num_layers=a["num_layers"], hidden_size=a["hidden"], num_attention_heads=a["heads"],
         tensor_model_parallel_size=a["tp"], pipeline_model_parallel_size=pp,
         virtual_pipeline_model_parallel_size=vpp, context_parallel_size=a["cp"],
@@ -163,7 +204,8 @@ def judge(case: dict[str, Any]) -> dict[str, Any]:
         recompute_granularity=a["recompute"], recompute_method=a["recompute_method"],
         recompute_num_layers=a["recompute_num_layers"],
         bf16=a["bf16"], overlap_p2p_comm=a["overlap_p2p"] and vpp is not None,
-        batch_p2p_comm=not (a["overlap_p2p"] and vpp is not None))
+        batch_p2p_comm=not (a["overlap_p2p"] and vpp is not None), **_moe_kwargs(a, derived))
+    experts = _experts(config, a, derived)
     chunks = vpp or 1
     if config.pipeline_model_parallel_layout is not None:
         # megatron-core's get_num_layers_to_build ignores pp_rank with a layout (it asks
@@ -181,7 +223,79 @@ def judge(case: dict[str, Any]) -> dict[str, Any]:
     m = get_num_microbatches()
     _run_schedule(config, m, a, chunks)
     return verdict(True, stage_layers=split, microbatches=m, dp=derived["dp"], vpp=vpp,
-                   max_connections_set=a["max_connections"] == "1")
+                   max_connections_set=a["max_connections"] == "1", **experts)
+
+
+def moe_freq_type(x: str) -> int | list[int]:
+    """Megatron-LM's --moe-layer-freq type (arguments.py ``moe_freq_type`` and
+    ``_eval_pattern``: only digits, commas, brackets, parentheses, + and *, evaluated)."""
+    import re
+
+    if "[" not in x:
+        return int(x)
+    if re.compile(r"[^,\d\[\]\(\)\+\*]").search(x):
+        raise ValueError(f"Invalid pattern: {x}")
+    return eval(x)
+
+
+def _config_class(a: dict[str, Any]) -> Any:
+    from megatron.core.transformer.transformer_config import (
+        MLATransformerConfig,
+        TransformerConfig,
+    )
+
+    return MLATransformerConfig if a["mla"] else TransformerConfig
+
+
+def _moe_kwargs(a: dict[str, Any], derived: dict[str, Any]) -> dict[str, Any]:
+    """The MoE, MTP and MLA fields of TransformerConfig as
+    core_transformer_config_from_args passes them (num_experts -> num_moe_experts)."""
+    out: dict[str, Any] = {"add_bias_linear": a["bias"], "mtp_num_layers": a["mtp"] or None,
+                           "expert_model_parallel_size": a["ep"],
+                           "expert_tensor_parallel_size": derived["etp"],
+                           "overlap_moe_expert_parallel_comm": a["moe_overlap"],
+                           "recompute_granularity": "full" if a["recompute_full"] else None}
+    if a["mla"]:
+        out.update(q_lora_rank=a["q_lora"], kv_lora_rank=a["kv_lora"],
+                   qk_head_dim=a["qk_head"], qk_pos_emb_head_dim=a["qk_pos"],
+                   v_head_dim=a["v_head"])
+    if derived["experts"] is None:
+        return out
+    freq: Any = a["layer_freq"] or 1
+    if isinstance(freq, str):
+        freq = moe_freq_type(freq.strip("'\""))
+    out.update(
+        num_moe_experts=derived["experts"], moe_router_topk=a["topk"],
+        moe_ffn_hidden_size=a["moe_ffn"] or a["ffn"],
+        moe_shared_expert_intermediate_size=a["shared"], moe_layer_freq=freq,
+        moe_token_dispatcher_type=a["dispatcher"],
+        moe_router_load_balancing_type=a["balancing"],
+        moe_router_score_function=a["score"], moe_router_pre_softmax=a["pre_softmax"],
+        moe_expert_capacity_factor=None if a["capacity"] is None else float(a["capacity"]),
+        moe_pad_expert_input_to_capacity=a["pad"], moe_shared_expert_overlap=a["shared_overlap"],
+        moe_grouped_gemm=a["grouped"])
+    return out
+
+
+def _experts(config: Any, a: dict[str, Any], derived: dict[str, Any]) -> dict[str, Any]:
+    """The expert groups megatron-core built, the MoE layer pattern of its layer specs
+    and the router's top-k over the experts (router.py: ``torch.topk(logits, k=topk)``)."""
+    import torch
+    from megatron.core import parallel_state as ps
+
+    facts: dict[str, Any] = {"ep": ps.get_expert_model_parallel_world_size(),
+                             "etp": ps.get_expert_tensor_parallel_world_size(),
+                             "edp": ps.get_expert_data_parallel_world_size()}
+    if derived["experts"] is None:
+        return facts
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_block_spec
+
+    spec = get_gpt_decoder_block_spec(config, use_transformer_engine=False)
+    facts["moe_layers"] = sum(1 for layer in spec.layer_specs
+                              if getattr(layer.submodules.mlp, "module", None).__name__
+                              == "MoELayer")
+    torch.topk(torch.zeros(1, derived["experts"]), k=a["topk"], dim=1)
+    return facts
 
 
 def _run_schedule(config: Any, m: int, a: dict[str, Any], chunks: int) -> None:

@@ -17,7 +17,15 @@ import sys
 import time
 from typing import Any
 
-from bench.peers.suite import REPO, SKIPPED, Case, emitted_cases, repo_cases, written_cases
+from bench.peers.suite import (
+    REPO,
+    SKIPPED,
+    Case,
+    emitted_cases,
+    moe_emitted_cases,
+    repo_cases,
+    written_cases,
+)
 
 RESULTS = REPO / "bench" / "results" / "peers.json"
 WORK = REPO / "build" / "peers"
@@ -71,6 +79,14 @@ def layer_params(case: Case) -> list[int] | None:
     gpu = case.flags[case.flags.index("--gpu") + 1]
     prof = analytic_profile(model_preset(model), gpu, [1], tp=case.tp)
     return [round(layer.param_bytes / prof.param_dtype_bytes) for layer in prof.layers]
+
+
+def model_experts(case: Case) -> list[int] | None:
+    """[routed experts, top-k] of the model --model names (None: dense)."""
+    from pptune.costmodel.presets import MODELS
+
+    m = MODELS.get(case.flags[case.flags.index("--model") + 1]) if "--model" in case.flags else None
+    return [m.experts, m.top_k] if m is not None and m.moe else None
 
 
 def model_shape(case: Case) -> dict[str, int] | None:
@@ -153,6 +169,7 @@ def judge(case: Case) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     if case.framework == "deepspeed":
         extra["layer_params"] = layer_params(case)
+        extra["experts"] = model_experts(case)
     if case.framework == "torchtitan":
         extra["model_shape"] = model_shape(case)
     theirs = peer(case, **extra)
@@ -181,7 +198,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.only:
         return _rejudge(args.only)
     started = time.time()
-    cases = repo_cases() + written_cases(WORK / "written") + emitted_cases(WORK / "emitted")
+    cases = (repo_cases() + written_cases(WORK / "written") + emitted_cases(WORK / "emitted")
+             + moe_emitted_cases(WORK / "emitted"))
     results = []
     for k, case in enumerate(cases, 1):
         row = judge(case)
@@ -201,6 +219,8 @@ def _rejudge(names: list[str]) -> None:
     found = repo_cases() + written_cases(WORK / "written")
     if any(n.startswith("recommend") for n in names):  # written again by this tree's emit
         found += emitted_cases(WORK / "emitted")
+    if any(n.startswith("moe-") for n in names):
+        found += moe_emitted_cases(WORK / "emitted")
     cases = {c.name: c for c in found}
     unknown = [n for n in names if n not in cases]
     if unknown:
@@ -219,7 +239,8 @@ def _rejudge(names: list[str]) -> None:
 def summarize(results: list[dict[str, Any]], layouts: dict[str, Any],
               seconds: int) -> dict[str, Any]:
     judged = [r for r in results if r["verdict_agrees"] is not None]
-    emitted = [r for r in results if "/" in r["file"] and r["file"].startswith("recommend")]
+    emitted = [r for r in results if "/" in r["file"]
+               and r["file"].startswith(("recommend", "moe-"))]
     found = layouts.get("summary", {})
     return {
         "cases": len(results),

@@ -127,6 +127,50 @@ MEGATRON: dict[str, tuple[str, int]] = {  # name: (extra flags, gpus)
     "mg-batch-indivisible": ("--pipeline-model-parallel-size 4 --global-batch-size 9", 8),
 }
 
+# Mixture of experts: Megatron-LM's MoE flags over the same base (megatron-core's own
+# expert groups, TransformerConfig checks, layer specs and router run on each)
+MEGATRON_MOE_BASE = (MEGATRON_BASE + " --num-experts 8 --moe-router-topk 2 --moe-grouped-gemm "
+                     "--moe-token-dispatcher-type alltoall --disable-bias-linear "
+                     "--position-embedding-type rope")
+MEGATRON_MOE: dict[str, tuple[str, int]] = {  # name: (extra flags, gpus)
+    "mg-moe-ep8": ("--pipeline-model-parallel-size 4 --tensor-model-parallel-size 2 "
+                   "--expert-model-parallel-size 8 --global-batch-size 64", 64),
+    "mg-moe-ep8-etp2": ("--pipeline-model-parallel-size 2 --tensor-model-parallel-size 2 "
+                        "--expert-model-parallel-size 4 --expert-tensor-parallel-size 2 "
+                        "--global-batch-size 64 --sequence-parallel", 32),
+    "mg-moe-freq-2": ("--pipeline-model-parallel-size 4 --expert-model-parallel-size 4 "
+                      "--moe-layer-freq 2 --global-batch-size 64", 16),
+    "mg-moe-freq-list": ("--pipeline-model-parallel-size 4 --expert-model-parallel-size 4 "
+                         "--moe-layer-freq ([0]*2+[1]*30) --global-batch-size 64", 16),
+    "mg-moe-ep3": ("--pipeline-model-parallel-size 4 --expert-model-parallel-size 3 "
+                   "--global-batch-size 48", 24),
+    "mg-moe-world": ("--pipeline-model-parallel-size 4 --tensor-model-parallel-size 2 "
+                     "--expert-model-parallel-size 8 --global-batch-size 64", 16),
+    "mg-moe-topk-above": ("--pipeline-model-parallel-size 4 --moe-router-topk 10 "
+                          "--global-batch-size 64", 8),
+    "mg-moe-topk1": ("--pipeline-model-parallel-size 4 --moe-router-topk 1 "
+                     "--global-batch-size 64", 8),
+    "mg-moe-capacity-sinkhorn": ("--pipeline-model-parallel-size 4 "
+                                 "--moe-router-load-balancing-type sinkhorn "
+                                 "--moe-expert-capacity-factor 1.0 --global-batch-size 64", 8),
+    "mg-moe-freq-length": ("--pipeline-model-parallel-size 4 --moe-layer-freq ([1]*30) "
+                           "--global-batch-size 64", 8),
+    "mg-moe-rank-order": ("--pipeline-model-parallel-size 4 --tensor-model-parallel-size 2 "
+                          "--expert-model-parallel-size 8 --use-tp-pp-dp-mapping "
+                          "--global-batch-size 64", 64),
+    "mg-moe-overlap-no-vpp": ("--pipeline-model-parallel-size 4 --expert-model-parallel-size 4 "
+                              "--overlap-moe-expert-parallel-comm --global-batch-size 64", 16),
+    "mg-moe-mtp-learned": ("--pipeline-model-parallel-size 4 --mtp-num-layers 1 "
+                           "--position-embedding-type learned_absolute --global-batch-size 64",
+                           8),
+}
+MEGATRON_MOE_RAW: dict[str, tuple[str, int]] = {  # without the MoE base's bias and rope flags
+    "mg-moe-bias-etp": (MEGATRON_BASE + " --num-experts 8 --pipeline-model-parallel-size 2 "
+                        "--tensor-model-parallel-size 2 --global-batch-size 64", 8),
+    "mg-dense-ep": (MEGATRON_BASE + " --pipeline-model-parallel-size 4 "
+                    "--expert-model-parallel-size 2 --global-batch-size 64", 8),
+}
+
 TITAN = """[model]
 name = "llama3"
 flavor = "8B"
@@ -169,6 +213,50 @@ TORCHTITAN: dict[str, tuple[dict, int]] = {  # name: (fields, gpus)
             [f"layers.{i}" for i in range(24, 32)] + ["norm", "lm_head"])) + "]"}, 4),
 }
 
+TITAN_MOE = """[model]
+name = "{name}"
+flavor = "{flavor}"
+
+[training]
+local_batch_size = 8
+seq_len = 4096
+
+[parallelism]
+data_parallel_replicate_degree = {replicate}
+data_parallel_shard_degree = {shard}
+tensor_parallel_degree = {tp}
+expert_parallel_degree = {ep}
+expert_tensor_parallel_degree = {etp}
+pipeline_parallel_degree = {pp}
+pipeline_parallel_schedule = "1F1B"
+"""
+DEEPSEEK_671B = {"name": "deepseek_v3", "flavor": "671B", "pp": 2}
+QWEN3_30B = {"name": "qwen3", "flavor": "30B-A3B", "pp": 1}
+TORCHTITAN_MOE: dict[str, tuple[dict, int]] = {  # name: (model and degrees, gpus)
+    "tt-moe-ep4": ({**DEEPSEEK_671B, "shard": 4, "tp": 1, "ep": 4, "etp": 1}, 8),
+    "tt-moe-ep4-etp-tp": ({**DEEPSEEK_671B, "shard": 4, "tp": 2, "ep": 4, "etp": 2}, 16),
+    "tt-moe-etp-other": ({**DEEPSEEK_671B, "shard": 2, "tp": 4, "ep": 2, "etp": 2}, 16),
+    "tt-moe-replicas": ({**DEEPSEEK_671B, "replicate": 4, "shard": 1, "tp": 2, "ep": 8,
+                         "etp": 1}, 16),
+    "tt-moe-qwen3-ep8": ({**QWEN3_30B, "shard": 8, "tp": 1, "ep": 8, "etp": 1}, 8),
+    "tt-moe-qwen3-pp": ({**QWEN3_30B, "pp": 2, "shard": 4, "tp": 1, "ep": 4, "etp": 1}, 8),
+}
+# DeepSpeed AutoEP (expert_parallel) over the model --model names
+DEEPSPEED_MOE: dict[str, tuple[dict, int, int]] = {  # name: (config, gpus, pp)
+    "ds-autoep-8": ({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 8,
+                     "bf16": {"enabled": True}, "zero_optimization": {"stage": 1},
+                     "pipeline": {"stages": 4, "partition": "uniform"},
+                     "expert_parallel": {"enabled": True, "autoep_size": 8}}, 64, 4),
+    "ds-autoep-3": ({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 8,
+                     "bf16": {"enabled": True}, "pipeline": {"stages": 4, "partition": "uniform"},
+                     "expert_parallel": {"enabled": True, "autoep_size": 3}}, 48, 4),
+    "ds-autoep-etp": ({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 8,
+                       "bf16": {"enabled": True}, "pipeline": {"stages": 4, "partition": "uniform"},
+                       "expert_parallel": {"enabled": True, "autoep_size": 4,
+                                           "expert_tensor_parallel_size": 2}}, 64, 4),
+}
+MOE_MODEL = ["--model", "mixtral-8x7b", "--gpu", "h100-sxm"]
+
 RECOMMEND = [  # recommend runs whose emitted files the peers judge
     ["--gpus", "4"], ["--gpus", "8"], ["--gpus", "12"], ["--gpus", "16"],
     ["--gpus", "32", "--model", "gpt3-13b", "--gpu", "a100-80gb", "--tp", "2",
@@ -206,6 +294,25 @@ def written_cases(folder: Path) -> list[Case]:
         path.write_text(f"torchrun --nproc_per_node {gpus} pretrain_gpt.py {MEGATRON_BASE} "
                         f"{extra}\n")
         out.append(Case(name, "megatron", path, gpus, ["--gpu", "h100-sxm"]))
+    for name, (extra, gpus) in MEGATRON_MOE.items():
+        path = folder / f"{name}.sh"
+        path.write_text(f"torchrun --nproc_per_node {gpus} pretrain_gpt.py {MEGATRON_MOE_BASE} "
+                        f"{extra}\n")
+        out.append(Case(name, "megatron", path, gpus, ["--gpu", "h100-sxm"]))
+    for name, (flags, gpus) in MEGATRON_MOE_RAW.items():
+        path = folder / f"{name}.sh"
+        path.write_text(f"torchrun --nproc_per_node {gpus} pretrain_gpt.py {flags}\n")
+        out.append(Case(name, "megatron", path, gpus, ["--gpu", "h100-sxm"]))
+    for name, (degrees, gpus) in TORCHTITAN_MOE.items():
+        path = folder / f"{name}.toml"
+        path.write_text(TITAN_MOE.format(**{"replicate": 1, **degrees}))
+        out.append(Case(name, "torchtitan", path, gpus, ["--gpus", str(gpus), "--gpu",
+                                                        "h100-sxm"]))
+    for name, (config, gpus, pp) in DEEPSPEED_MOE.items():
+        path = folder / f"{name}.json"
+        path.write_text(json.dumps(config, indent=2) + "\n")
+        out.append(Case(name, "deepspeed", path, gpus, ["--gpus", str(gpus), "--pp", str(pp),
+                                                        *MOE_MODEL], pp=pp, model="mixtral-8x7b"))
     for name, (fields, gpus) in TORCHTITAN.items():
         values = {"local": 8, "schedule": "1F1B", "shard": 1, "training": "", "parallel": "",
                   **fields}
@@ -244,4 +351,59 @@ def emitted_cases(folder: Path) -> list[Case]:
                      if framework == "deepspeed" else ["--gpus", str(gpus), "--gpu", gpu])
             out.append(Case(f"{tag}/{name}", framework, target / name, gpus, flags, pp=pp,
                             tp=tp, model=model))
+    return out
+
+
+# Expert-parallel plans written by each framework's writer (``recommend --emit`` once the
+# CLI takes --ep): (model, GPUs, tp, ep, pp)
+MOE_PLANS = [("qwen3-30b-a3b", 64, 1, 8, 4), ("qwen3-30b-a3b", 64, 1, 8, 1),
+             ("mixtral-8x7b", 64, 2, 8, 4), ("deepseek-v3", 1024, 2, 64, 8)]
+
+
+def moe_emitted_cases(folder: Path) -> list[Case]:
+    """Each framework's files for expert-parallel plans (1F1B, an even split with the rest
+    of the blocks on the first stage), as its adapter expresses and writes them."""
+    from pptune.costmodel import presets
+    from pptune.costmodel.keys import CostKey
+    from pptune.costmodel.schedules import Schedule
+    from pptune.costmodel.search import PlanRequest, PlanSpec, Sharding, evaluate
+    from pptune.costs.resolve import analytic_costs
+    from pptune.errors import BadInput
+    from pptune.frameworks.common.adapter import Job
+    from pptune.frameworks.registry import ADAPTERS, Framework
+
+    out = []
+    for model, gpus, tp, ep, pp in MOE_PLANS:
+        shape = presets.MODELS[model]
+        key = CostKey(tp=tp, ep=ep)
+        table, _ = analytic_costs(shape, "h100-sxm", (1,), key, sequence_parallel=tp > 1)
+        req = PlanRequest(gpus=gpus, global_batch=shape.global_batch, tp=tp, cost_keys=(key,))
+        per = shape.num_blocks // pp
+        blocks = [shape.num_blocks - per * (pp - 1)] + [per] * (pp - 1)
+        split = ((shape.num_blocks + 2 + shape.mtp_layers,) if pp == 1 else
+                 (blocks[0] + 1, *blocks[1:-1], blocks[-1] + 1 + shape.mtp_layers))
+        m = shape.global_batch // (gpus // (tp * pp))
+        plan = evaluate(table, req, PlanSpec(Schedule.ONE_F_ONE_B, pp, 1, m, split, 1,
+                                             sharding=Sharding.ZERO1, key=key))
+        job = Job(table, req, tuple(table.names), shape.global_batch, f"analytic {model}",
+                  shape, model, "h100-sxm", "flash", tp > 1, False)
+        tag = f"moe-{model}-{gpus}-tp{tp}-ep{ep}-pp{pp}"
+        for framework, name in ((Framework.DEEPSPEED, "ds_config.json"),
+                                (Framework.MEGATRON, "pretrain_megatron.sh"),
+                                (Framework.TORCHTITAN, "torchtitan.toml")):
+            adapter = ADAPTERS[framework]
+            try:
+                stated = adapter.express(job, plan, 1)
+            except BadInput:  # the framework cannot place these experts: nothing written
+                continue
+            target = folder / tag / framework.value
+            target.mkdir(parents=True, exist_ok=True)
+            for file, text in adapter.write(stated).items():
+                (target / file).write_text(text)
+            pp_stated = stated.plan.pp if framework is Framework.DEEPSPEED else 1
+            flags = (["--gpus", str(gpus), "--tp", str(tp), "--model", model, "--gpu",
+                      "h100-sxm"] if framework is Framework.DEEPSPEED else
+                     ["--gpus", str(gpus), "--gpu", "h100-sxm"])
+            out.append(Case(f"{tag}/{name}", framework.value, target / name, gpus, flags,
+                            pp=pp_stated, tp=tp, model=model))
     return out

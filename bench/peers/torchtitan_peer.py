@@ -8,7 +8,8 @@ Stand-ins:
 - torchtitan/models/moe/kernels.py imports Triton (a GPU library) at module
   level; the harness registers a module of the same name whose
   ``generate_permute_indices`` raises (MoE routing is never run here).
-- Trainer.__init__'s batch checks are inline in the Trainer, which also
+- Trainer.__init__'s batch checks, and its refusal to pipeline a model whose
+  TrainSpec has no ``pipelining_fn``, are inline in the Trainer, which also
   builds the tokenizer and data loader; they are re-stated here from
   torchtitan/train.py (same expressions and messages).
 - The per-stage ``parallelize_fn`` (FSDP, TP, activation checkpointing) is
@@ -77,6 +78,9 @@ def judge(case: dict[str, Any]) -> dict[str, Any]:
                              "ac_option": job.activation_checkpoint.selective_ac_option}
     if not dims.pp_enabled:
         return verdict(True, **facts)
+    if not spec.pipelining_fn:  # Trainer.__init__, re-stated from torchtitan/train.py
+        raise RuntimeError(f"Pipeline Parallel is enabled but {job.model.name} does not "
+                           "support pipelining")
     loss_fn = spec.build_loss_fn(job, parallel_dims=dims) if _takes_dims(spec) else (
         spec.build_loss_fn(job))
     schedule, parts, _first, _last = spec.pipelining_fn(

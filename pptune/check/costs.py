@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pptune.check.experts import cost_key, placement, stated_shape
 from pptune.costmodel import presets
 from pptune.costmodel.keys import CostKey
 from pptune.costmodel.ops import Attention
@@ -68,8 +69,19 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
                 add("tp-heads", "error",
                     f"tp {cfg.tp} does not divide the {shape.heads} attention heads", tp=cfg.tp)
                 return None, "none", folded, None
+        experts = None
+        if shape is not None and shape.moe and shape.top_k > shape.experts:
+            return None, "none", folded, None  # no model to price: the moe-topk finding says why
+        if shape is not None and shape.moe:
+            experts = placement(cfg)  # routing and grouped GEMMs; ep and etp go in the key
+            key = cost_key(cfg, shape)
+            if shape.experts % key.ep or shape.expert_ffn % key.etp:
+                key = replace(key, ep=1, etp=1)  # an error finding says why (check.experts)
+            opts = replace(opts, ep=(key.ep,), etp=(key.etp,),
+                           moe_imbalance=experts.imbalance)
         found = find(opts, Mode.CHECK, sizes=sizes, table_tp=cfg.tp * cfg.cp,
-                     profile=given if given is not None else path, shape=shape)
+                     profile=given if given is not None else path, shape=shape,
+                     experts=experts)
     except PptuneError as exc:
         add("costs-unavailable", "error", f"cannot build costs: {exc}")
         return None, "none", folded, None
@@ -80,9 +92,26 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
             "checked; pass --model or --profile")
         return None, "none", folded, None
     if found.measured:  # "profile PATH (probe)": check-config names the file alone
+        if cfg.ep > 1 or cfg.etp > 1:
+            add("moe-measured-local", "warning",
+                f"ep {cfg.ep} / etp {cfg.etp}: the profile measured every expert on one rank; "
+                "its costs are used as measured, without the all-to-all or the expert split "
+                "(use analytic costs, --model or the config's sizes, to price them)",
+                ep=cfg.ep, etp=cfg.etp)
         return found.table, found.origin.rsplit(" (", 1)[0], folded, found.reserve_bytes
     return (found.table, f"{found.origin}, {attention.value} attention", found.key,
             found.reserve_bytes)
+
+
+def model_of(cfg: TrainingConfig, base_dir: Path, flags: CostOptions) -> ModelShape | None:
+    """The model check-config prices for ``cfg`` (None: a profile's, or none; a bad
+    model is reported when the costs are built)."""
+    if flags.profile or cfg.profile:
+        return None
+    try:
+        return config_shape(cfg, base_dir, flags.model, lambda *_a, **_k: None)
+    except PptuneError:
+        return None
 
 
 def config_shape(cfg: TrainingConfig, base_dir: Path, model: str | None,
@@ -101,6 +130,8 @@ def config_shape(cfg: TrainingConfig, base_dir: Path, model: str | None,
         shape = from_sizes(cfg.num_layers, cfg.hidden_size, cfg.num_heads, cfg.seq_len,
                            kv_heads=cfg.num_kv_heads, ffn=cfg.ffn_hidden_size,
                            vocab=cfg.vocab_size, gated=cfg.gated_mlp)
+    if shape is not None:
+        shape = stated_shape(cfg, shape)
     if shape is not None and cfg.num_layers is not None and cfg.num_layers != shape.num_blocks:
         add("layers-from-config", "info",
             f"using the config's {cfg.num_layers} layers instead of {shape.num_blocks}")

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pptune.check.costs import costs
+from pptune.check.costs import costs, model_of
+from pptune.check.experts import expert_rules
 from pptune.check.framework import config_rules, microbatch_rules
 from pptune.check.split import (
     StageRecomputeError,
@@ -28,6 +29,7 @@ from pptune.check.split import (
     table_split,
 )
 from pptune.costmodel.keys import CostKey
+from pptune.costmodel.layout import LayoutError as PlacementError
 from pptune.costmodel.layout_grammar import LayoutError, parse_layout
 from pptune.costmodel.partition import strip_ends
 from pptune.costmodel.schedules import (
@@ -234,6 +236,8 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
         add("virtual-stages-ignored", "error",
             f"{schedule.value} runs one chunk per device but virtual stages is {v}; "
             "use interleaved-1f1b or set virtual stages to 1", virtual_stages=v)
+    shape = model_of(cfg, base_dir, opts.costs)
+    expert_rules(cfg, dp, add, shape)
     config_rules(cfg, sem, add)
 
     report = CheckReport(out, derived={"dp": dp, "grad_accum_steps": ga, "microbatches": m})
@@ -291,7 +295,7 @@ def _predict(
             "pptune simulates in a check; memory, bubble and step time not predicted",
             ops=ops)
         return
-    split = table_split(cfg, table, n_stages)
+    split = table_split(cfg, table, n_stages, key)
     gpus = p * key.tp * key.cp * dp  # a profile folds cp into its per-layer costs (key cp 1)
     global_batch = cfg.micro_batch_size * m * cfg.pipeline_flushes * dp
     sharding, recompute = config_sharding(cfg), Recompute(cfg.recompute or "none")
@@ -309,10 +313,15 @@ def _predict(
         add("recompute-layers", "error", str(exc))
         return
     spec = PlanSpec(schedule, p, cfg.micro_batch_size, m, tuple(split), v,
-                    RankOrder(cfg.rank_order), sharding, recompute,
+                    RankOrder(cfg.rank_order), sharding, recompute, key,
                     a2a_overlap=bool(cfg.a2a_overlap), recompute_layers=per_stage)
     try:
         plan = evaluate(table, req, spec)
+    except PlacementError as exc:  # an expert placement the rank layout cannot hold
+        add("moe-not-predicted", "warning",
+            f"the expert placement ep {key.ep}, etp {key.etp} cannot be priced on this "
+            f"layout ({exc}); memory, bubble and step time not predicted", ep=cfg.ep, cp=cfg.cp)
+        return
     except ScheduleError as exc:  # the framework runs it; pptune's simulator cannot
         add("schedule-not-modelled", "warning",
             f"pptune cannot simulate this schedule ({exc}); memory, bubble and step time not "

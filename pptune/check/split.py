@@ -6,26 +6,32 @@ from __future__ import annotations
 from typing import Any
 
 from pptune.check.framework import framework_split
+from pptune.costmodel.keys import CostKey
 from pptune.costmodel.layout_grammar import LayoutError, parse_layout
 from pptune.costmodel.partition import add_ends, even_split
 from pptune.costmodel.search import CostTable
 from pptune.costmodel.stage_recompute import stage_blocks
+from pptune.costmodel.table import built_params
 from pptune.schemas import TrainingConfig
 
 
-def table_split(cfg: TrainingConfig, table: CostTable, n_stages: int) -> list[int]:
+def table_split(cfg: TrainingConfig, table: CostTable, n_stages: int,
+                key: CostKey | None = None) -> list[int]:
     """The cost table's layers per stage: a stated layout's stages as they stand;
     else blocks per stage (stated, the framework's own such as DeepSpeed's
     partition_method, or even), plus the embedding on the first stage and the
-    head and any MTP layers on the last (where megatron-core builds them)."""
+    head and any MTP layers on the last (where megatron-core builds them:
+    multi_token_prediction.py ``get_mtp_num_layers_to_build``). A framework's
+    split by parameters counts each layer's parameters as built on a rank of
+    ``key``'s layout (expert layers over ep x etp)."""
     if cfg.pipeline_layout is not None:
         return [len(stage) for stage in parse_layout(cfg.pipeline_layout, cfg.pp).stages]
-    if cfg.stage_layers is None:
-        params = [b / table.param_dtype_bytes for b in table.param_bytes]
-        split = framework_split(cfg, params, n_stages)
+    blocks, mtp = table_blocks(table)
+    if cfg.stage_layers is None and not mtp:
+        k = key or CostKey(tp=cfg.tp)
+        split = framework_split(cfg, built_params(table, k.tp, k.ep, k.etp), n_stages)
         if split is not None:
             return split
-    blocks, mtp = table_blocks(table)
     split = add_ends(cfg.stage_layers if cfg.stage_layers else even_split(blocks, n_stages))
     split[-1] += mtp
     return split

@@ -91,6 +91,12 @@ MODELS: dict[str, ModelShape] = {
         # (d=256, 4 heads, ffn 1024, seq 128, 8k vocabulary).
         ModelShape("gpt-small", 6, 256, 4, 4, 1024, 8192, 128, 32, False, True,
                    "pptune CPU demo size (docs/measured.md)"),
+        # The CPU demo mixture of experts: gpt-small's width with Mixtral's layout in
+        # miniature (RMSNorm, SwiGLU experts, 8 routed experts, top-2; Jiang et al. 2024
+        # table 1), for probe and validate on a CPU (docs/measured.md).
+        ModelShape("moe-small", 4, 256, 4, 4, 512, 8192, 128, 32, True, False,
+                   "pptune CPU demo size, Mixtral's layout (docs/measured.md)",
+                   experts=8, top_k=2, expert_ffn=512),
         # Brown et al. 2020, "Language Models are Few-Shot Learners", table 2.1
         # (layers, d_model, batch in tokens / 2048); heads as Megatron-LM's
         # GPT-3 examples use them (d_head 128).

@@ -111,3 +111,15 @@ def stage_costs(table: CostTable, b: int, stage_layers: Sequence[int],
             )
         )
     return out
+
+
+def built_params(table: CostTable, tp: int = 1, ep: int = 1, etp: int = 1) -> list[float]:
+    """Relative parameter counts of the layers as a model builds them, before tensor and
+    expert parallelism shard them (what a partition by parameter counts sees: DeepSpeed's
+    PipelineModule partitions at construction, and AutoTP / AutoEP shard afterwards): a
+    rank's routed experts count ``ep x etp`` times their share, its other weights ``tp``
+    times; only the ratios matter."""
+    experts = table.expert_param_bytes or [0.0] * len(table.param_bytes)
+    scale = ep * etp / tp
+    return [(b - e + e * scale) / table.param_dtype_bytes
+            for b, e in zip(table.param_bytes, experts, strict=True)]

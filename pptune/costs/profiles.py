@@ -191,6 +191,7 @@ def analytic_profile(
         model=ModelInfo(
             name=model, seq_len=shape.seq_len, global_batch=shape.global_batch,
             hidden_size=shape.hidden, num_blocks=shape.num_blocks,
+            experts=shape.experts or None, top_k=shape.top_k if shape.moe else None,
         ),
         device=DeviceInfo(name=gpu, memory_bytes=spec.memory_bytes, peak_flops=spec.peak_flops,
                           hbm_bytes_per_s=spec.hbm_bytes_per_s * spec.hbm_fraction),
@@ -339,6 +340,9 @@ def preset_experts(fabric: Fabric, gpus_per_node: int,
 
 def expert_problem(shape: presets.ModelShape, ex: ExpertParallel) -> str | None:
     """Why ``ex`` cannot place the model's experts, as one line naming the knob."""
+    if shape.top_k > shape.experts:
+        return (f"{shape.name} routes each token to {shape.top_k} of its {shape.experts} "
+                f"experts; the top-k must be at most the experts")
     if shape.experts % ex.ep:
         return (f"--ep {ex.ep} does not divide the {shape.experts} routed experts of "
                 f"{shape.name}; choose an ep that divides {shape.experts}")

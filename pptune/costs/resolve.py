@@ -45,6 +45,7 @@ from pathlib import Path
 
 from pptune import limits
 from pptune.costmodel import presets
+from pptune.costmodel.analytic import model_params
 from pptune.costmodel.keys import CostKey, Precision, TableSource
 from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.presets import GpuSpec, ModelShape
@@ -114,10 +115,12 @@ class Costs:
 
     @property
     def model_flops_per_token(self) -> float | None:
-        return model_flops_per_token(self.profile, 1 if self.measured else self.tp_in_costs)
+        return model_flops_per_token(self.profile, 1 if self.measured else self.tp_in_costs,
+                                     None if self.measured else self.shape)
 
 
-def model_flops_per_token(profile: Profile, tp_in_costs: int = 1) -> float | None:
+def model_flops_per_token(profile: Profile, tp_in_costs: int = 1,
+                          shape: ModelShape | None = None) -> float | None:
     """Training FLOPs per token of the model (forward + backward, no recomputation).
 
     6 x N for the weight matmuls (2 forward, 4 backward; Kaplan et al. 2020,
@@ -127,9 +130,22 @@ def model_flops_per_token(profile: Profile, tp_in_costs: int = 1) -> float | Non
     the analytic cost model counts it, so 6 x L x h x s. N counts every
     parameter but the embedding table's (a lookup, no matmul); the LM head is
     counted. None when the profile has no parameters.
+
+    A mixture of experts counts its active parameters: a token passes through
+    top_k of the E routed experts, so their parameters count top_k / E
+    (analytic.model_params ``active=True`` for a shape; for a profile, its
+    layers' ``expert_param_bytes`` times the model's ``top_k / experts``), as
+    NVIDIA's MoE benchmarks count model FLOPs (dgxc-benchmarking
+    grok1/README_314b.md: 20.6 GFLOP a token for its 2-layer Grok-1 row).
     """
     layers = profile.layers[1:] if profile.layers[0].name == "embedding" else profile.layers
-    params = sum(layer.param_bytes for layer in layers) / profile.param_dtype_bytes * tp_in_costs
+    if shape is not None and shape.moe:
+        params = model_params(shape, active=True) - shape.vocab * shape.hidden
+    else:
+        info = profile.model
+        idle = 1 - info.top_k / info.experts if info.experts and info.top_k else 0.0
+        params = sum(layer.param_bytes - idle * layer.expert_param_bytes
+                     for layer in layers) / profile.param_dtype_bytes * tp_in_costs
     if params <= 0:
         return None
     m = profile.model
@@ -189,9 +205,12 @@ def find(opts: CostOptions, mode: Mode = Mode.PLAN, *, sizes: tuple[int, ...] | 
          cwd: Path | None = None, table_tp: int | None = None,
          profile: Profile | Path | None = None, shape: ModelShape | None = None,
          names_model: bool = False, search: bool = False,
-         gpus_per_node: int | None = None) -> Costs | None:
+         gpus_per_node: int | None = None,
+         experts: ExpertParallel | None = None) -> Costs | None:
     """Rows 1-3 of the table; None when none applies. ``shape``: a model the caller
-    built (check-config: from the config's layer sizes), which names the model."""
+    built (check-config: from the config's layer sizes), which names the model;
+    ``experts``: its MoE settings besides ep and etp, which the key holds (check-config:
+    the config's routing imbalance and grouped GEMMs; default --moe-imbalance)."""
     problems = check_options(opts, sizes or ())
     if problems:
         raise BadInput("; ".join(problems))
@@ -211,7 +230,7 @@ def find(opts: CostOptions, mode: Mode = Mode.PLAN, *, sizes: tuple[int, ...] | 
                 Mode.RUN: opts.gpu is not None}[mode]
     if analytic:
         return _analytic(opts, shape, sizes, default=False, search=search,
-                         gpus_per_node=gpus_per_node)
+                         gpus_per_node=gpus_per_node, experts=experts)
     local = (cwd or Path.cwd()) / DEFAULT_PROFILE_FILE
     if local.is_file() and not (mode is Mode.RUN and (model_named or names_model)):
         where = f"./{DEFAULT_PROFILE_FILE}"
@@ -222,7 +241,8 @@ def find(opts: CostOptions, mode: Mode = Mode.PLAN, *, sizes: tuple[int, ...] | 
 
 
 def _analytic(opts: CostOptions, shape: ModelShape | None, sizes: tuple[int, ...] | None, *,
-              default: bool, search: bool, gpus_per_node: int | None) -> Costs:
+              default: bool, search: bool, gpus_per_node: int | None,
+              experts: ExpertParallel | None = None) -> Costs:
     notes: list[str] = []
     shape = shape or model_shape(opts, notes)
     if shape.num_blocks > limits.MAX_LAYERS:
@@ -233,7 +253,8 @@ def _analytic(opts: CostOptions, shape: ModelShape | None, sizes: tuple[int, ...
     attention = opts.attention.value if opts.attention is not None else "flash"
     tables = preset_tables(
         shape, gpu, tuple(sorted(set(sizes or DEFAULT_MICRO_BATCH_SIZES))),
-        experts=ExpertParallel(imbalance=opts.moe_imbalance), efficiency=opts.efficiency,
+        experts=experts or ExpertParallel(imbalance=opts.moe_imbalance),
+        efficiency=opts.efficiency,
         sequence_parallel=opts.sequence_parallel, attention=attention,
         tp_comm_overlap=opts.tp_comm_overlap, cp_comm=opts.cp_comm,
         fp8_params=opts.fp8_param_gather, gpus_per_node=gpus_per_node,

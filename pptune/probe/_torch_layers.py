@@ -12,6 +12,14 @@ one record of a model's sizes); two flavours, chosen by its ``gated_mlp``:
   small next to the matrix products.
 Attention is ``scaled_dot_product_attention(is_causal=True)``, as training
 code uses it, so the score matrix is not kept for backward.
+
+A mixture-of-experts block (``ModelShape.moe_block``) replaces the MLP by a
+router and routed experts on this rank (no expert parallelism), as Mixtral's
+and Qwen3-MoE's Hugging Face code runs them (``MixtralSparseMoeBlock``): a
+linear router, softmax, top-k with the k weights renormalised to sum to 1,
+then each expert's MLP over the tokens routed to it (gathered, computed,
+weighted and scattered back with ``index_add_``), plus shared experts (a dense
+MLP of ``shared_ffn``) seeing every token when the model has them.
 """
 
 from __future__ import annotations
@@ -72,15 +80,16 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, s: ModelShape) -> None:
+    def __init__(self, s: ModelShape, ffn: int | None = None) -> None:
         super().__init__()
         self.gated = s.gated_mlp
+        width = s.ffn if ffn is None else ffn
         if self.gated:
-            self.up = nn.Linear(s.hidden, 2 * s.ffn, bias=False)  # gate and up, fused
-            self.down = nn.Linear(s.ffn, s.hidden, bias=False)
+            self.up = nn.Linear(s.hidden, 2 * width, bias=False)  # gate and up, fused
+            self.down = nn.Linear(width, s.hidden, bias=False)
         else:
-            self.up = nn.Linear(s.hidden, s.ffn)
-            self.down = nn.Linear(s.ffn, s.hidden)
+            self.up = nn.Linear(s.hidden, width)
+            self.down = nn.Linear(width, s.hidden)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.gated:
@@ -89,13 +98,45 @@ class MLP(nn.Module):
         return self.down(F.gelu(self.up(x)))
 
 
-class Block(nn.Module):
-    """Pre-norm decoder block: x + attn(norm(x)), then x + mlp(norm(x))."""
+class MoE(nn.Module):
+    """Router, top-k routed experts and shared experts (module docstring)."""
 
-    def __init__(self, s: ModelShape, dropout_p: float) -> None:
+    def __init__(self, s: ModelShape) -> None:
+        super().__init__()
+        self.top_k = s.top_k
+        self.router = nn.Linear(s.hidden, s.experts, bias=False)
+        self.experts = nn.ModuleList(MLP(s, s.expert_ffn) for _ in range(s.experts))
+        self.shared = MLP(s, s.shared_ffn) if s.shared_ffn else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        flat = x.reshape(-1, shape[-1])
+        probs = F.softmax(self.router(flat), dim=-1, dtype=torch.float32)
+        weights, chosen = torch.topk(probs, self.top_k, dim=-1)
+        weights = (weights / weights.sum(dim=-1, keepdim=True)).to(x.dtype)
+        out = torch.zeros_like(flat)
+        for e, expert in enumerate(self.experts):
+            token, slot = torch.where(chosen == e)
+            if token.numel():
+                out.index_add_(0, token, expert(flat[token]) * weights[token, slot, None])
+        if self.shared is not None:
+            out = out + self.shared(flat)
+        return out.reshape(shape)
+
+
+class Block(nn.Module):
+    """Pre-norm decoder block: x + attn(norm(x)), then x + mlp(norm(x)); the MLP is a
+    mixture of experts in the model's MoE blocks."""
+
+    def __init__(self, s: ModelShape, dropout_p: float, index: int = 0) -> None:
         super().__init__()
         self.norm1, self.attn, self.drop1 = _norm(s), Attention(s), _dropout(dropout_p)
-        self.norm2, self.mlp, self.drop2 = _norm(s), MLP(s), _dropout(dropout_p)
+        mlp: nn.Module = MoE(s) if s.moe_block(index) else MLP(s)
+        self.norm2, self.mlp, self.drop2 = _norm(s), mlp, _dropout(dropout_p)
+
+    def routed_parameters(self) -> list[nn.Parameter]:
+        """The routed experts' weights (sharded over expert parallelism in a plan)."""
+        return list(self.mlp.experts.parameters()) if isinstance(self.mlp, MoE) else []
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.drop1(self.attn(self.norm1(x)))

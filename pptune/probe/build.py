@@ -222,7 +222,7 @@ def _measure_links(run: _Run) -> Points:
         if world < 2:
             notes.append("one GPU: no link to measure")
             return {}
-        run.reporter.start(f"bandwidth ({world} local processes)", len(cplan.sizes) * 2)
+        run.reporter.start(f"bandwidth ({world} local processes)", len(cplan.sizes) * 3)
         try:
             result = comm_mod.spawn_ranks(
                 comm_mod.comm_entry, (cplan,), world, cplan.timeout_s, on_progress
@@ -291,7 +291,8 @@ def _measure_layers(run: _Run, plan: Any) -> tuple[list[Layer], list[str]]:
             if worst:
                 high.append(f"{res.name} @ {b} ({', '.join(worst)})")
         layers.append(
-            Layer(name=res.name, param_bytes=float(res.param_bytes), per_micro_batch=per_mb)
+            Layer(name=res.name, param_bytes=float(res.param_bytes),
+                  expert_param_bytes=float(res.expert_param_bytes), per_micro_batch=per_mb)
         )
     run.raw["layer_samples"] = samples
     return layers, high
@@ -341,6 +342,7 @@ def _assemble(
             hidden_size=plan.hidden_size,
             num_blocks=plan.num_blocks,
             hf_config=str(Path(opts.hf_config).resolve()) if opts.hf_config is not None else None,
+            experts=getattr(plan, "experts", None), top_k=getattr(plan, "top_k", None),
         ),
         device=DeviceInfo(
             name=inv.name, memory_bytes=inv.memory_bytes, count=inv.count, peak_flops=peak

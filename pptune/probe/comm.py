@@ -1,14 +1,20 @@
-"""Link bandwidth: point-to-point and all-reduce sweeps between processes.
+"""Link bandwidth: point-to-point, all-reduce and all-to-all sweeps between processes.
 
-Measured the way NVIDIA nccl-tests measures (sendrecv_perf, all_reduce_perf):
+Measured the way NVIDIA nccl-tests measures (sendrecv_perf, all_reduce_perf, alltoall_perf):
 message sizes doubling from 1 KiB to ``max_bytes``, warm-up iterations, then
 timed iterations; time per operation, algorithm bandwidth ``algbw = bytes /
 time`` and bus bandwidth (nccl-tests doc/PERFORMANCE.md): ``busbw = algbw *
-2(n-1)/n`` for all-reduce over n ranks, ``busbw = algbw`` for send/recv.
+2(n-1)/n`` for all-reduce over n ranks, ``busbw = algbw`` for send/recv,
+``busbw = algbw * (n-1)/n`` for all-to-all (each rank's ``bytes`` split into n
+equal blocks, one to each rank, as alltoall_perf sends them).
 
 - p2p: the two ranks of a pair send to and receive from each other at once
   (sendrecv_perf's exchange with 2 ranks); the time is rank 0's.
 - all-reduce: a sum over a group, in place.
+- all-to-all (``all_to_all_single``, the expert dispatch and combine of a
+  mixture of experts): over the same groups as the all-reduce; NCCL on GPUs,
+  gloo on CPU (torch 2.13's gloo backend runs it). A backend that refuses it
+  is skipped with a stated reason in ``not_measured``.
 Each timed repeat is a barrier, then ``iters`` back-to-back operations
 (enough for ~1 MiB of traffic, like nccl-tests' aggregated iterations, so the
 clock resolution and the barrier skew do not dominate small messages), then a
@@ -42,6 +48,10 @@ from pptune.launch.deps import import_torch
 from pptune.launch.stats import median, spread
 
 MIN_BYTES = 1024
+# busbw / algbw per op over n ranks (nccl-tests doc/PERFORMANCE.md)
+BUS_FACTOR: dict[str, Callable[[int], float]] = {
+    "p2p": lambda n: 1.0, "allreduce": lambda n: 2.0 * (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n}
 AGGREGATE_BYTES = 1 << 20  # iterations per timed repeat: enough to move ~1 MiB
 MAX_ITERS = 20
 DTYPE_BYTES = 4  # float32 buffers, as nccl-tests' default -d float
@@ -81,11 +91,13 @@ def plan_measurements(hosts: list[str]) -> tuple[list[Measurement], list[str]]:
     if len(local) >= 2:
         todo.append(Measurement("intra_node", "p2p", (0, local[1])))
         todo.append(Measurement("intra_node", "allreduce", local))
+        todo.append(Measurement("intra_node", "alltoall", local))
     else:
         missing.append("intra_node: one rank on rank 0's host, no intra-node pair to measure")
     if remote:
         todo.append(Measurement("inter_node", "p2p", (0, remote[0])))
         todo.append(Measurement("inter_node", "allreduce", tuple(range(world))))
+        todo.append(Measurement("inter_node", "alltoall", tuple(range(world))))
     else:
         missing.append("inter_node: every rank on one host, no inter-node link to measure")
     return todo, missing
@@ -141,11 +153,15 @@ def _sweep(
     cuda = plan.device == "cuda"
     peer = m.ranks[1] if rank == m.ranks[0] else m.ranks[0]
     n = len(m.ranks)
-    bus_factor = 1.0 if m.op == "p2p" else 2.0 * (n - 1) / n
+    bus_factor = BUS_FACTOR[m.op](n)
 
     def once(count: int) -> None:
         if m.op == "allreduce":
             dist.all_reduce(send[:count], group=group)
+            return
+        if m.op == "alltoall":  # n equal blocks, one to each rank
+            count -= count % n
+            dist.all_to_all_single(recv[:count], send[:count], group=group)
             return
         s, r = send[:count], recv[:count]
         if plan.backend == "nccl":
@@ -200,8 +216,16 @@ def rank_main(
         # every rank takes part in creating every group (torch.distributed rule)
         group = None if len(m.ranks) == world else dist.new_group(list(m.ranks))
         if rank in m.ranks:
-            sweep = _sweep(torch, dist, plan, m, group, rank, device, report)
-            sweeps.append(sweep)
+            try:
+                sweep = _sweep(torch, dist, plan, m, group, rank, device, report)
+            except RuntimeError as exc:  # the backend does not run this collective
+                if m.op != "alltoall":
+                    raise
+                missing.append(f"{m.scope} alltoall: the {plan.backend} backend of torch "
+                               f"{torch.__version__} refused all_to_all_single "
+                               f"({ranks.one_line(exc)[:120]})")
+            else:
+                sweeps.append(sweep)
         dist.barrier()
     if rank != 0:
         return None

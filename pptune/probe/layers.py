@@ -75,6 +75,7 @@ class LayerCosts:
 class LayerResult:
     name: str
     param_bytes: int
+    expert_param_bytes: int = 0  # the routed experts' part (a MoE block's routed_parameters)
     per_micro_batch: dict[int, LayerCosts] = field(default_factory=dict)
 
 
@@ -217,7 +218,9 @@ def measure_model(
         label = f"layer {i} ({name})"
         layer = plan.build_layer(i)
         param_bytes = sum(p.numel() * p.element_size() for p in layer.parameters())
-        result = LayerResult(name=name, param_bytes=param_bytes)
+        routed = getattr(layer, "routed_parameters", None)
+        experts = sum(p.numel() * p.element_size() for p in routed()) if callable(routed) else 0
+        result = LayerResult(name=name, param_bytes=param_bytes, expert_param_bytes=experts)
         for b in micro_batch_sizes:
             try:
                 result.per_micro_batch[b] = measure_layer(

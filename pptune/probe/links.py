@@ -116,25 +116,23 @@ def links_from_points(
             fits[("inter_node", op)] = fits[("intra_node", op)]
             notes.append(f"inter-node {op} link NOT measured: copied from intra-node")
             fit_raw[f"inter_node.{op}"] = {"source": "copy of intra_node"}
-    links = Links(
-        intra_node=LinkPair(
-            p2p=_spec(fits[("intra_node", "p2p")]),
-            allreduce=_spec(fits[("intra_node", "allreduce")]),
-        ),
-        inter_node=LinkPair(
-            p2p=_spec(fits[("inter_node", "p2p")]),
-            allreduce=_spec(fits[("inter_node", "allreduce")]),
-        ),
-    )
-    return links, fit_raw
+    def pair(scope: str) -> LinkPair:
+        a2a = fits.get((scope, "alltoall"))  # measured only: no default is written
+        return LinkPair(p2p=_spec(fits[(scope, "p2p")]),
+                        allreduce=_spec(fits[(scope, "allreduce")]),
+                        all_to_all=None if a2a is None else _spec(a2a))
+
+    return Links(intra_node=pair("intra_node"), inter_node=pair("inter_node")), fit_raw
 
 
 def points_from_comm(result: dict[str, Any]) -> Points:
     """(bus bytes, median seconds) per measured (scope, op) of a comm sweep."""
     found = {}
+    from pptune.probe.comm import BUS_FACTOR
+
     for sweep in result.get("sweeps", []):
         n = len(sweep["ranks"])
-        factor = 1.0 if sweep["op"] == "p2p" else 2.0 * (n - 1) / n
+        factor = BUS_FACTOR[sweep["op"]](n)
         pts = [(row["bytes"] * factor, row["time_s"]) for row in sweep["rows"]]
         found[(sweep["scope"], sweep["op"])] = (pts, f"measured, {result['backend']}, {n} ranks")
     return found

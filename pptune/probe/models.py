@@ -52,6 +52,7 @@ from pptune.launch import ranks
 from pptune.launch.deps import import_torch
 
 CPU_DEMO_MODEL = "gpt-small"
+CPU_DEMO_MODELS = (CPU_DEMO_MODEL, "moe-small")  # sized for a CPU: no size warning
 # A config's max_position_embeddings can be 128k (Llama 3.1); a probe at that
 # length is rarely what anyone means. Above this cap we measure at the cap
 # and say so; --seq-len sets any length.
@@ -69,6 +70,8 @@ class ModelPlan:
     global_batch: int | None = None
     hidden_size: int | None = None
     num_blocks: int | None = None
+    experts: int | None = None  # mixture of experts: routed experts and top-k
+    top_k: int | None = None
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -89,7 +92,7 @@ def _transformer_plan(
             if i == 0:
                 layer = tl.Embedding(shape, dropout_p)
             elif i <= num_blocks:
-                layer = tl.Block(shape, dropout_p)
+                layer = tl.Block(shape, dropout_p, i - 1)
             else:
                 layer = tl.Head(shape)
         return layer.to(dtype)
@@ -108,6 +111,16 @@ def _transformer_plan(
         f"{f', dropout {dropout_p}' if dropout_p else ''}); the head's cost "
         "excludes the loss",
     ]
+    if shape.moe:
+        moe_blocks = sum(shape.moe_block(i) for i in range(num_blocks))
+        notes.append(
+            f"{moe_blocks} of the blocks are mixtures of experts: a router, top-{shape.top_k} "
+            f"of {shape.experts} experts of width {shape.expert_ffn}"
+            + (f" and shared experts of width {shape.shared_ffn}" if shape.shared_ffn else "")
+            + ", every expert on this device (no expert parallelism)")
+    if shape.mla or shape.sliding_window or shape.mtp_layers:
+        notes.append("multi-head latent attention, sliding windows and MTP modules are "
+                     "measured as the standard attention of the same heads and no MTP")
     itemsize = torch.empty((), dtype=dtype).element_size()
     return ModelPlan(
         name=name,
@@ -119,6 +132,8 @@ def _transformer_plan(
         global_batch=global_batch,
         hidden_size=shape.hidden,
         num_blocks=num_blocks,
+        experts=shape.experts if shape.moe else None,
+        top_k=shape.top_k if shape.moe else None,
         notes=notes,
     )
 
@@ -127,13 +142,16 @@ def param_count(shape: ModelShape) -> int:
     """Parameters of [embedding, blocks, head] as _torch_layers builds them (biases ignored)."""
     d, hd = shape.hidden, shape.head_dim
     attn = d * (shape.heads + 2 * shape.kv_heads) * hd + shape.heads * hd * d
-    mlp = (3 if shape.gated_mlp else 2) * d * shape.ffn
+    mats = 3 if shape.gated_mlp else 2
+    moe = d * shape.experts + mats * d * (shape.experts * shape.expert_ffn + shape.shared_ffn)
+    mlps = sum(moe if shape.moe_block(i) else mats * d * shape.ffn
+               for i in range(shape.num_blocks))
     pos = 0 if shape.gated_mlp else shape.seq_len * d
-    return int(2 * shape.vocab * d + pos + shape.num_blocks * (attn + mlp))
+    return int(2 * shape.vocab * d + pos + shape.num_blocks * attn + mlps)
 
 
 def _warn_if_large(plan: ModelPlan, shape: ModelShape, device: str) -> None:
-    if device != "cpu" or plan.name == CPU_DEMO_MODEL:
+    if device != "cpu" or plan.name in CPU_DEMO_MODELS:
         return
     params = param_count(shape)
     plan.warnings.append(

@@ -66,12 +66,15 @@ def links_table(profile: Profile) -> Table:
     table.add_column("source")
     for scope in ("intra_node", "inter_node"):
         pair = getattr(profile.links, scope)
-        for op in ("p2p", "allreduce"):
-            spec = getattr(pair, op)
+        for op, field_name in (("p2p", "p2p"), ("allreduce", "allreduce"),
+                               ("alltoall", "all_to_all")):
+            spec = getattr(pair, field_name)
+            if spec is None:  # all-to-all: only when measured
+                continue
             source = str(fits.get(f"{scope}.{op}", {}).get("source", ""))
             table.add_row(
                 scope.replace("_", "-"),
-                op if op == "p2p" else "all-reduce (bus)",
+                {"p2p": "p2p", "allreduce": "all-reduce (bus)"}.get(op, "all-to-all (bus)"),
                 f"{spec.latency_s * 1e6:.1f}",
                 f"{spec.bytes_per_s / 1e9:.3g}",
                 source,

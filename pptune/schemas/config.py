@@ -133,6 +133,41 @@ class TrainingConfig(Strict):
     attention: Literal["flash", "eager"] | None = Field(
         None, description="attention kernel: fused flash attention or the unfused (eager) path",
     )
+    # Mixture of experts (absent: a dense model). Names follow pptune's ModelShape;
+    # each framework's reader maps its own (Megatron-LM --num-experts, ...).
+    ep: int = Field(1, ge=1, le=1 << 20, description="expert-parallel degree: the routed "
+                    "experts are split over ep ranks")
+    etp: int = Field(1, ge=1, le=1 << 20, description="expert tensor-parallel degree: each "
+                     "expert split etp ways (Megatron-LM's default when unset: tp)")
+    num_experts: int | None = Field(None, ge=1, le=2**31 - 1,
+                                    description="routed experts of each MoE layer")
+    moe_top_k: int | None = Field(None, ge=1, le=2**31 - 1,
+                                  description="routed experts per token")
+    moe_ffn_hidden_size: int | None = Field(
+        None, ge=1, le=2**31 - 1, description="FFN width of one routed expert (default: "
+        "ffn_hidden_size)")
+    moe_shared_ffn_hidden_size: int | None = Field(
+        None, ge=1, le=2**31 - 1, description="FFN width of the shared experts together")
+    moe_first_dense_layers: int = Field(0, ge=0, le=2**31 - 1,
+                                        description="leading blocks with a dense MLP")
+    moe_layer_freq: int = Field(1, ge=1, le=2**31 - 1, description="from the first MoE "
+                                "block on, block i is MoE when i % moe_layer_freq == "
+                                "moe_layer_offset")
+    moe_layer_offset: int = Field(0, ge=0, le=2**31 - 1)
+    moe_grouped_gemm: bool | None = Field(
+        None, description="the local experts' GEMMs as one grouped GEMM (default: grouped)")
+    moe_routing_imbalance: float | None = Field(
+        None, ge=1, le=1 << 20, description="tokens of the busiest expert over the mean "
+        "(default 1.0: balanced routing)")
+    kv_channels: int | None = Field(None, ge=1, le=2**31 - 1,
+                                    description="attention head dimension (default hidden / heads)")
+    qk_norm: bool = Field(False, description="RMSNorm over each head's query and key")
+    # Multi-head latent attention (DeepSeek-V2/V3) when kv_lora_rank is set
+    q_lora_rank: int | None = Field(None, ge=1, le=2**31 - 1)
+    kv_lora_rank: int | None = Field(None, ge=1, le=2**31 - 1)
+    qk_nope_head_dim: int | None = Field(None, ge=1, le=2**31 - 1)
+    qk_rope_head_dim: int | None = Field(None, ge=1, le=2**31 - 1)
+    v_head_dim: int | None = Field(None, ge=1, le=2**31 - 1)
     a2a_overlap: bool | None = Field(
         None, description="the MoE expert all-to-all hidden behind another micro-batch's "
         "compute (the DualPipes' F&B pairs; Megatron-LM --overlap-moe-expert-parallel-comm), "
@@ -184,6 +219,28 @@ class TrainingConfig(Strict):
             raise ValueError(
                 f"stage_layers {layers[:16]} must list one layer count (>= 0) per pipeline stage"
             )
+        self._moe_keys()
         return self
+
+    def _moe_keys(self) -> None:
+        """An MoE or MLA shape needs its keys together: one line naming the missing one."""
+        if self.num_experts is not None and self.moe_top_k is None:
+            raise ValueError(f"num_experts {self.num_experts} needs moe_top_k (the routed "
+                             "experts per token); set moe_top_k")
+        if self.num_experts is None:
+            stray = [k for k in ("moe_top_k", "moe_ffn_hidden_size", "moe_shared_ffn_hidden_size")
+                     if getattr(self, k) is not None]
+            if stray:
+                raise ValueError(f"{stray[0]} describes routed experts but num_experts is not "
+                                 "set; set num_experts or drop it")
+        mla = ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+        if self.kv_lora_rank is not None:
+            missing = [k for k in mla if getattr(self, k) is None]
+            if missing:
+                raise ValueError(f"kv_lora_rank {self.kv_lora_rank} (multi-head latent "
+                                 f"attention) needs {missing[0]}; set {', '.join(missing)}")
+        elif self.q_lora_rank is not None:
+            raise ValueError("q_lora_rank needs kv_lora_rank (multi-head latent attention); "
+                             "set kv_lora_rank or drop q_lora_rank")
 
 

@@ -98,6 +98,17 @@ class LinkSpec(Strict):
 class LinkPair(Strict):
     p2p: LinkSpec
     allreduce: LinkSpec
+    all_to_all: LinkSpec | None = Field(
+        None, description="all-to-all bus bandwidth (nccl-tests alltoall_perf: algbw x "
+        "(n-1)/n), the expert dispatch and combine of a mixture of experts; only when "
+        "measured")
+
+    @model_serializer(mode="wrap")
+    def _without_unmeasured(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        doc: dict[str, Any] = handler(self)
+        if doc.get("all_to_all") is None:  # files without a sweep stay as they were
+            doc.pop("all_to_all", None)
+        return doc
 
 
 class FabricSpec(Strict):
@@ -140,6 +151,26 @@ class ModelInfo(Strict):
     hf_config: str | None = Field(
         None, description="the Hugging Face config.json the probe measured (validate rebuilds it)"
     )
+    experts: int | None = Field(None, ge=1, description="mixture of experts: routed experts "
+                                "of each MoE layer (model FLOPs count top_k / experts of them)")
+    top_k: int | None = Field(None, ge=1, description="mixture of experts: routed experts "
+                              "per token")
+
+    @model_serializer(mode="wrap")
+    def _without_moe(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        doc: dict[str, Any] = handler(self)
+        for key in ("experts", "top_k"):  # a dense model's file stays as it was
+            if doc.get(key) is None:
+                doc.pop(key, None)
+        return doc
+
+    @model_validator(mode="after")
+    def _top_k_of_experts(self) -> ModelInfo:
+        if (self.experts is None) != (self.top_k is None):
+            raise ValueError("experts and top_k come together (a mixture of experts)")
+        if self.experts is not None and self.top_k is not None and self.top_k > self.experts:
+            raise ValueError(f"top_k {self.top_k} exceeds the {self.experts} experts")
+        return self
 
 
 class CalibrationRun(Strict):

@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from bench import docs, docs_results
 from pptune.cli.app import app
+from pptune.frameworks.megatron.flags import MOE_BOOL_FLAGS, MOE_VALUE_FLAGS
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
@@ -50,8 +51,11 @@ MEGATRON_FLAGS = {
     # in the example launch script's flags that check-config and calibrate read past
     "--disable-bias-linear", "--max-position-embeddings", "--normalization",
     "--position-embedding-type", "--rotary-base", "--train-iters",
-    "--untie-embeddings-and-output-weights", "--use-mcore-models",
+    "--untie-embeddings-and-output-weights", "--use-mcore-models", "--adam-beta1",
+    "--weight-decay",
 }
+MEGATRON_FLAGS |= set(MOE_VALUE_FLAGS) | set(MOE_BOOL_FLAGS) | {
+    "--moe-router-num-groups", "--moe-router-group-topk"}  # group-limited routing, ignored
 TORCHRUN_FLAGS = {"--nnodes", "--nproc-per-node", "--nproc",  # `--nproc_per_node` too
                   "--rdzv-backend", "--rdzv-endpoint"}
 SLURM_FLAGS = {"--ntasks-per-node"}  # srun, in tune --launcher templates

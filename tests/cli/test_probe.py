@@ -57,10 +57,26 @@ def test_quick_probe_end_to_end(tmp_path: Path) -> None:
     assert fits["intra_node.p2p"]["source"].startswith("measured, gloo, 2 ranks")
     assert fits["intra_node.allreduce"]["source"].startswith("measured")
     assert any("inter-node p2p link NOT measured" in n for n in profile.notes)
+    # torch 2.13's gloo runs all_to_all_single: the expert dispatch is swept and fitted
+    assert fits["intra_node.alltoall"]["source"].startswith("measured, gloo, 2 ranks")
+    assert profile.links.intra_node.all_to_all is not None
     assert len(profile.raw["layer_samples"]["block.0"]["1"]["fwd_s"]) == 5  # type: ignore[index]
     assert "per-layer costs" in r.stdout and "links" in r.stdout
     assert "pptune:" in r.stderr  # the NVML / CPU line, progress: talk goes to stderr
     assert "per-layer costs" not in r.stderr
+
+
+def test_moe_blocks_are_measured_with_their_expert_parameters(tmp_path: Path) -> None:
+    out = tmp_path / "moe.json"
+    r = run("--model", "moe-small", *TINY, "-o", str(out))
+    assert r.exit_code == 0, r.stderr
+    profile = Profile.model_validate(json.loads(out.read_text()))
+    assert (profile.model.experts, profile.model.top_k) == (8, 2)
+    block = profile.layers[1]
+    # fp32: eight SwiGLU experts of 256 x 2 x 512 + 512 x 256 weights, every one local
+    assert block.expert_param_bytes == 4 * 8 * (256 * 2 * 512 + 512 * 256)
+    assert block.cost(1).fwd_s > 0 and profile.layers[0].expert_param_bytes == 0
+    assert any("mixtures of experts" in n for n in profile.notes)
 
 
 def test_json_goes_to_stdout_and_matches_the_file(tmp_path: Path) -> None:

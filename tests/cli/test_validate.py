@@ -196,6 +196,25 @@ def test_real_two_rank_cpu_run(
 
 @pytest.mark.torch
 @pytest.mark.slow
+def test_mixture_of_experts_runs_through_pipelining_on_two_cpu_ranks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Cli
+) -> None:
+    """moe-small (8 local experts, top-2, ep 1) as 1f1b on two gloo ranks, priced from a
+    quick probe of the same blocks."""
+    pytest.importorskip("torch")
+    monkeypatch.chdir(tmp_path)
+    r = run("--model", "moe-small", "--schedule", "1f1b", "--pp", "2", "--microbatches", "2",
+            "--seq-len", "32", "--warmup", "1", "--steps", "1", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert "measuring a quick profile of moe-small" in r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["stage_layers"] == [3, 3]  # embedding + 2 MoE blocks, 2 MoE blocks + head
+    assert doc["predicted"]["step_time_s"] > 0 and doc["measured"]["step_time_s"] > 0
+    assert doc["step_time_error"] is not None and math.isfinite(doc["step_time_error"])
+
+
+@pytest.mark.torch
+@pytest.mark.slow
 def test_dualpipev_runs_through_torchs_schedule(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Cli
 ) -> None:

@@ -162,3 +162,37 @@ def test_model_flops_per_token_by_hand() -> None:
     # N = (400 + 200) bytes / 2 = 300 parameters: 6 x 300 + 6 x 1 x 8 x 16 = 1800 + 768
     assert model_flops_per_token(prof) == 2568
     assert model_flops_per_token(prof, tp_in_costs=2) == 2 * 1800 + 768
+
+
+def test_moe_model_flops_count_the_active_experts_by_hand() -> None:
+    from pptune.costmodel.presets import ModelShape
+
+    # 2 blocks of h 8, 2 heads, GeLU experts: 4 experts of width 16, top-2, vocab 32, seq 4
+    shape = ModelShape("toy-moe", 2, 8, 2, 2, 16, 32, 4, 8, False, False, "test",
+                       experts=4, top_k=2, expert_ffn=16)
+    # a block: attention 8 x (8 + 2 x 8) + 8 x 8 = 256, two RMSNorms 16, router 8 x 4 = 32
+    # (dense 304); experts 4 x 2 x 8 x 16 = 1024, of which top_k / experts = 2 / 4 count:
+    # 304 + 512 = 816 a block; the LM head 32 x 8 = 256 (the embedding's table is no matmul)
+    n = 2 * 816 + 256
+    prof = analytic_profile(shape, "h100-sxm", [1])
+    assert model_flops_per_token(prof, shape=shape) == 6 * n + 6 * 2 * 8 * 4
+    # a measured profile: its layers' expert bytes and the model's top_k / experts
+    cost = LayerCost(fwd_s=1e-3, bwd_s=2e-3, act_bytes=0, out_bytes=0)
+    measured = Profile(
+        source="probe", model={"name": "toy-moe", "seq_len": 4, "hidden_size": 8,
+                               "num_blocks": 2, "experts": 4, "top_k": 2},
+        device=DeviceInfo(name="x", memory_bytes=1e9), links=prof.links,
+        layers=[Layer(name=n_, param_bytes=b, expert_param_bytes=e, per_micro_batch={"1": cost})
+                for n_, b, e in (("embedding", 512, 0), ("block0", 2 * 1328, 2 * 1024),
+                                 ("block1", 2 * 1328, 2 * 1024), ("head", 512, 0))],
+    )
+    assert model_flops_per_token(measured) == 6 * n + 6 * 2 * 8 * 4
+
+
+def test_profile_model_experts_come_with_their_top_k() -> None:
+    with pytest.raises(ValueError, match="experts and top_k come together"):
+        Profile.model_validate({**analytic_profile("gpt-small", "h100-sxm", [1]).model_dump(),
+                                "model": {"name": "m", "seq_len": 4, "experts": 8}})
+    doc = analytic_profile("mixtral-8x7b", "h100-sxm", [1]).model_dump()
+    assert (doc["model"]["experts"], doc["model"]["top_k"]) == (8, 2)
+    assert "experts" not in analytic_profile("gpt-small", "h100-sxm", [1]).model_dump()["model"]

@@ -132,7 +132,7 @@ def test_megatron_llama3_script_resolves_variables_arrays_and_launcher() -> None
     }
     assert "shell variable NUM_NODES is not set in the script; used its default '2'" in (
         result.notes)
-    assert any(n.startswith("ignored 27 other flags: --use-mcore-models") for n in result.notes)
+    assert any(n.startswith("ignored 25 other flags: --use-mcore-models") for n in result.notes)
 
 
 def test_megatron_gpt3_string_variables_and_distributed_launch() -> None:

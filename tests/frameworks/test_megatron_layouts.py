@@ -123,11 +123,12 @@ def test_megatron_refusals_are_error_findings(tmp_path: Path, extra: str, rule: 
 
 
 def test_an_mtp_layout_needs_its_mtp_layers_stated(tmp_path: Path) -> None:
+    rope = "--position-embedding-type rope"  # MTP refuses learned absolute positions
     _, doc, _ = script(tmp_path, "--pipeline-model-parallel-layout 'Et|ttt|ttt|tmL' "
-                       "--mtp-num-layers 1")
+                       f"--mtp-num-layers 1 {rope}")
     assert rule_errors(doc) == [] and doc["config"]["mtp_layers"] == 1
     _, doc, _ = script(tmp_path, "--pipeline-model-parallel-layout 'Et|ttt|ttt|tL' "
-                       "--mtp-num-layers 1")
+                       f"--mtp-num-layers 1 {rope}")
     assert "megatron-layout" in rule_errors(doc)
 
 

@@ -41,6 +41,7 @@ def test_plan_one_host() -> None:
     assert todo == [
         Measurement("intra_node", "p2p", (0, 1)),
         Measurement("intra_node", "allreduce", (0, 1)),
+        Measurement("intra_node", "alltoall", (0, 1)),
     ]
     assert len(missing) == 1 and missing[0].startswith("inter_node")
 
@@ -51,15 +52,17 @@ def test_plan_two_nodes_pairs_rank_0_with_a_rank_on_another_host() -> None:
     assert todo == [
         Measurement("intra_node", "p2p", (0, 1)),
         Measurement("intra_node", "allreduce", (0, 1, 2, 3)),
+        Measurement("intra_node", "alltoall", (0, 1, 2, 3)),
         Measurement("inter_node", "p2p", (0, 4)),
         Measurement("inter_node", "allreduce", tuple(range(8))),
+        Measurement("inter_node", "alltoall", tuple(range(8))),
     ]
     assert missing == []
 
 
 def test_plan_one_rank_per_node_has_no_intra_pair() -> None:
     todo, missing = plan_measurements(["a", "b"])
-    assert [m.scope for m in todo] == ["inter_node", "inter_node"]
+    assert [m.scope for m in todo] == ["inter_node"] * 3
     assert missing[0].startswith("intra_node")
 
 
@@ -106,17 +109,21 @@ def test_real_gloo_sweep_between_two_processes() -> None:
     progress: list[object] = []
     result = spawn_ranks(comm_entry, (plan,), 2, 60.0, progress.append)
     assert result["backend"] == "gloo" and result["world_size"] == 2
-    assert len(progress) == 2 * len(plan.sizes)
+    assert len(progress) == 3 * len(plan.sizes)
     sweeps = {(s["scope"], s["op"]): s for s in result["sweeps"]}
-    assert set(sweeps) == {("intra_node", "p2p"), ("intra_node", "allreduce")}
+    # torch 2.13's gloo runs all_to_all_single: the expert dispatch is swept on CPU too
+    assert set(sweeps) == {("intra_node", "p2p"), ("intra_node", "allreduce"),
+                           ("intra_node", "alltoall")}
     for sweep in sweeps.values():
         assert [r["bytes"] for r in sweep["rows"]] == plan.sizes
         for row in sweep["rows"]:
             assert len(row["samples_s"]) == 3
             assert row["time_s"] > 0
             assert row["algbw_bytes_per_s"] == pytest.approx(row["bytes"] / row["time_s"])
-            # 2 ranks: all-reduce busbw = algbw * 2(n-1)/n = algbw; p2p busbw = algbw
-            assert row["busbw_bytes_per_s"] == pytest.approx(row["algbw_bytes_per_s"])
+            # 2 ranks: all-reduce busbw = algbw * 2(n-1)/n = algbw; p2p busbw = algbw;
+            # all-to-all busbw = algbw * (n-1)/n = algbw / 2
+            factor = 0.5 if sweep["op"] == "alltoall" else 1.0
+            assert row["busbw_bytes_per_s"] == pytest.approx(factor * row["algbw_bytes_per_s"])
     found = points_from_comm(result)
     for points, _source in found.values():
         fit = fit_alpha_beta(points)

@@ -62,3 +62,17 @@ def test_measured_points_are_fitted_and_only_the_rest_defaulted() -> None:
     assert links.inter_node.p2p == links.intra_node.p2p  # copied on CPU
     assert not any(n.startswith("intra-node p2p") for n in notes)
     assert any(n.startswith("intra-node allreduce link NOT measured") for n in notes)
+
+
+def test_a_measured_all_to_all_is_fitted_and_an_unmeasured_one_left_out() -> None:
+    # all-to-all over 2 ranks: busbw = algbw x (n-1)/n; points on 50 us + bus bytes / 1 GB/s
+    algbw_bytes = (1 << 12, 1 << 18, 1 << 22)
+    pts = [(n * 0.5, 50e-6 + n * 0.5 / 1e9) for n in algbw_bytes]
+    links, raw = links_from_points({("intra_node", "alltoall"): (pts, "measured, gloo, 2 ranks")},
+                                   default_links(CPU, "cpu"), [])
+    a2a = links.intra_node.all_to_all
+    assert a2a is not None and a2a.bytes_per_s == pytest.approx(1e9, rel=1e-6)
+    assert a2a.latency_s == pytest.approx(50e-6, rel=1e-6)
+    assert links.inter_node.all_to_all is None  # never defaulted
+    assert "all_to_all" not in links.inter_node.model_dump()
+    assert raw["intra_node.alltoall"]["points"] == 3

@@ -159,3 +159,35 @@ def test_module_contract(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     ]:
         with pytest.raises(BadInput, match=match):
             plan_module(spec, "cpu")
+
+
+def test_moe_small_blocks_route_each_token_to_its_top_k_experts() -> None:
+    from pptune.probe._torch_layers import MoE
+
+    plan = plan_preset("moe-small", "cpu", torch.float32)
+    block = plan.build_layer(1)
+    assert isinstance(block.mlp, MoE) and len(block.mlp.experts) == 8 and not plan.warnings
+    assert (plan.experts, plan.top_k) == (8, 2)
+    # parameters: attention 256 x (4 + 2 x 4) x 64 + 256 x 256, two RMSNorms 2 x 256,
+    # router 256 x 8, eight SwiGLU experts 8 x (256 x 2 x 512 + 512 x 256)
+    experts = 8 * (256 * 2 * 512 + 512 * 256)
+    assert _params(block) == 256 * 12 * 64 + 256 * 256 + 2 * 256 + 256 * 8 + experts
+    assert sum(p.numel() for p in block.routed_parameters()) == experts
+    # the layer as the router defines it: each token's output is the weighted sum of its
+    # top-2 experts' outputs, the two softmax weights renormalised to 1
+    moe = block.mlp
+    x = torch.randn(1, 5, 256)
+    probs = torch.softmax(moe.router(x[0]), dim=-1)
+    weights, chosen = torch.topk(probs, 2, dim=-1)
+    weights = weights / weights.sum(dim=-1, keepdim=True)
+    expected = torch.stack([sum(weights[t, k] * moe.experts[int(chosen[t, k])](x[0, t])
+                                for k in range(2)) for t in range(5)])
+    assert torch.allclose(moe(x)[0], expected, atol=1e-5)
+    assert param_count(presets_shape("moe-small")) == sum(
+        _params(plan.build_layer(i)) for i in range(len(plan.layer_names))) - 4 * 2 * 256 - 256
+
+
+def presets_shape(name: str):  # type: ignore[no-untyped-def]
+    from pptune.costmodel.presets import MODELS
+
+    return MODELS[name]

@@ -82,6 +82,10 @@ class Ctx:
         """The framework's own validation refuses this (error finding, exit 1)."""
         self._find(ReaderFinding(rule_id, "error", " ".join(text.split())))
 
+    def warn(self, rule_id: str, text: str) -> None:
+        """The framework warns about this and runs it (warning finding)."""
+        self._find(ReaderFinding(rule_id, "warning", " ".join(text.split())))
+
     def unmodelled(self, rule_id: str, text: str) -> None:
         """pptune cannot model this setting (warning naming the flag, never an error)."""
         self._find(ReaderFinding(rule_id, "warning", " ".join(text.split())))

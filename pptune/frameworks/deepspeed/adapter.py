@@ -24,6 +24,7 @@ class DeepSpeedAdapter(Adapter):
     files = (writer.CONFIG, writer.PARTITION)
     syntaxes = ("json", "yaml")
     versions = (DEEPSPEED,)
+    states_dims = frozenset({"ep"})  # AutoEP's expert_parallel; etp beyond 1 it refuses
 
     def detect(self, data: Any) -> bool:
         return any(key in DEEPSPEED_KEYS for key in data if isinstance(key, str))

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from pptune.costmodel.schedules import OVERLAPPED, Schedule
 from pptune.costmodel.search import DP_INNER, Plan, Recompute, Sharding
+from pptune.costmodel.table import built_params
 from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated
@@ -37,7 +38,7 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
                                        knob="pipeline.activation_checkpoint_interval")
     if plan.recompute is Recompute.SELECTIVE:
         plan, exact = ex.full_recompute(job, plan, name=NAME, notes=notes), False
-    params = [b / job.table.param_dtype_bytes for b in job.table.param_bytes]
+    params = built_params(job.table, plan.tp, plan.ep, plan.etp)
     methods = {m: sp for m in METHODS if (sp := ds_split(m, params, plan.pp)) is not None}
     same = [name for name, sp in methods.items() if sp == plan.stage_layers]
     chosen = plan
@@ -66,4 +67,19 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
                      f"{fmt_seconds(alt.step_time_s)}")
         chosen, exact = alt, False
     ex.unstated_sharding(chosen, name=NAME, unstated=UNSTATED, notes=notes)
+    _experts(chosen, rank)
     return Stated(job, chosen, exact, tuple(notes), method)
+
+
+def _experts(plan: Plan, rank: int) -> None:
+    """What AutoEP refuses (experts.py): expert tensor parallelism, and AutoTP with
+    expert parallelism beside a pipeline."""
+    if plan.ep == 1:
+        return
+    if plan.etp != 1:
+        raise BadInput(f"deepspeed cannot express plan {rank}: etp {plan.etp} (AutoEP's "
+                       "expert_tensor_parallel_size is not supported beyond 1); choose a plan "
+                       "with etp 1 or another framework")
+    if plan.tp > 1 and plan.pp > 1:
+        raise BadInput(f"deepspeed cannot express plan {rank}: AutoEP with AutoTP (tp "
+                       f"{plan.tp}) supports pp 1 only; choose another plan or framework")

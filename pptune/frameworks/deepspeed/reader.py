@@ -12,7 +12,8 @@ DeepSpeed's PipelineEngine runs ``TrainSchedule``, a 1F1B schedule
 (deepspeed/runtime/pipe/schedule.py), with gradient_accumulation_steps
 micro-batches per step: schedule is always 1f1b.
 
-Rules follow DeepSpeed 0.19.8 (``partition.py``). Absent
+Rules follow DeepSpeed 0.19.8 (``partition.py``; AutoEP's expert parallelism,
+``"expert_parallel"``, in ``experts.py``). Absent
 settings take DeepSpeed's defaults: the batch trio is completed as
 ``DeepSpeedConfig._set_batch_related_parameters`` does (train_batch_size
 alone: GA 1, micro = train_batch_size // dp); the partition method is
@@ -28,6 +29,8 @@ from __future__ import annotations
 from typing import Any
 
 from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build, show, whole
+from pptune.frameworks.deepspeed.experts import SECTION as EXPERT_SECTION
+from pptune.frameworks.deepspeed.experts import read_experts
 from pptune.schemas import TrainingConfig
 
 DEEPSPEED_KEYS = frozenset(
@@ -40,7 +43,8 @@ DEEPSPEED_KEYS = frozenset(
 )
 
 _READ = DEEPSPEED_KEYS | {"pipeline", "pipeline_parallel_size", "bf16", "bfloat16", "fp16",
-                          "tensor_parallel", "activation_checkpointing", "pptune"}
+                          "tensor_parallel", "activation_checkpointing", "pptune",
+                          EXPERT_SECTION}
 _SHARDING = {0: "none", 1: "zero1", 2: "zero2", 3: "zero3"}
 
 
@@ -67,6 +71,7 @@ def read_deepspeed(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
                               "tp": "a tensor-parallel size"})
     if fields["pp"] is None:
         ctx.note("pp not stated (DeepSpeed sets it in PipelineModule); assumed 1: pass --pp")
+    read_experts(ctx, data, fields)
     _batch_trio(ctx, fields, micro, data)
     fields["recompute"] = _recompute(ctx, data)
     ignored = sorted(str(k) for k in data if k not in _READ)

@@ -2,7 +2,7 @@
 
 The JSON states the batch trio, bf16, the ZeRO stage, the pipeline (stages,
 partition method, full recomputation as activation_checkpoint_interval 1),
-AutoTP, and the attention kernel under ``"pptune"`` (a key DeepSpeed
+AutoTP, AutoEP (``expert_parallel``), and the attention kernel under ``"pptune"`` (a key DeepSpeed
 ignores) for check-config; the text file says how to build the
 PipelineModule, the stage boundaries DeepSpeed's partition gives, and the
 launch on exactly the plan's GPUs.
@@ -41,6 +41,9 @@ def write(stated: Stated, method: str) -> dict[str, str]:
         ds["pipeline"] = pipeline
     if plan.tp > 1:  # DeepSpeed AutoTP
         ds["tensor_parallel"] = {"autotp_size": plan.tp}
+    if plan.ep > 1:  # DeepSpeed AutoEP (experts.py)
+        ds["expert_parallel"] = {"enabled": True, "autoep_size": plan.ep,
+                                 "expert_tensor_parallel_size": plan.etp}
     if job.attention:  # the model code's kernel, for pptune check-config
         ds["pptune"] = {"attention": job.attention}
     bounds = [0] + [e for _s, e in stage_bounds(plan.stage_layers)]
@@ -56,6 +59,9 @@ def write(stated: Stated, method: str) -> dict[str, str]:
         f"#   stage {i}: {names[s]} .. {names[e - 1]} ({e - s} layers)"
         for i, (s, e) in enumerate(stage_bounds(plan.stage_layers))
     ] + [
+        *([f"# expert_parallel: AutoEP places the experts of a Hugging Face MoE model it has a "
+           f"preset for over {plan.ep} ranks; deepspeed.moe.layer.MoE layers take "
+           f"ep_size={plan.ep} in the model code instead"] if plan.ep > 1 else []),
         f"# launch: deepspeed --num_nodes {nodes} --num_gpus {per_node} train.py "
         "--deepspeed_config ds_config.json",
         "",

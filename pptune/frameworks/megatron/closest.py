@@ -48,6 +48,13 @@ class Placement:
 def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     """The plan itself when a script states it, else the closest one that does."""
     notes: list[str] = []
+    if plan.tp > 1 and plan.ep > 1 and not job.sequence_parallel:
+        # megatron-core warns without sequence parallelism here (model_parallel_config.py);
+        # the script states --sequence-parallel, so the plan is priced that way
+        job, plan = ex.priced_as_run(job, plan, name=NAME, attention=job.attention,
+                                     sequence_parallel=True, notes=notes,
+                                     runs="sequence parallelism with tp x ep")
+        job = replace(job, sequence_parallel=True)
     plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=STATEABLE, notes=notes)
     if plan.recompute is Recompute.SELECTIVE:
         plan, exact = ex.full_recompute(job, plan, name=NAME, notes=notes), False

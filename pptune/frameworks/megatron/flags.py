@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pptune.frameworks.common.fields import MAX_COUNT, Ctx, whole_text
 
 # Megatron-LM flags read here (mapped in _fields / _pipeline); others are noted as ignored
-VALUE_FLAGS = (
+VALUE_FLAGS: tuple[str, ...] = (
     "--pipeline-model-parallel-size",
     "--tensor-model-parallel-size",
     "--context-parallel-size",
@@ -41,7 +41,7 @@ VALUE_FLAGS = (
 )
 # flags that take every following word up to the next flag (argparse nargs="+")
 LIST_FLAGS = ("--recompute-modules",)
-BOOL_FLAGS = (
+BOOL_FLAGS: tuple[str, ...] = (
     "--use-distributed-optimizer",
     "--sequence-parallel",
     "--use-tp-pp-dp-mapping",
@@ -59,6 +59,39 @@ BOOL_FLAGS = (
     "--overlap-param-gather",
     "--overlap-moe-expert-parallel-comm",
 )
+# Mixture of experts, MTP and MLA (read in moe.py)
+MOE_VALUE_FLAGS = (
+    "--num-experts",
+    "--expert-model-parallel-size",
+    "--expert-tensor-parallel-size",
+    "--moe-router-topk",
+    "--moe-ffn-hidden-size",
+    "--moe-shared-expert-intermediate-size",
+    "--moe-layer-freq",
+    "--moe-token-dispatcher-type",
+    "--moe-router-load-balancing-type",
+    "--moe-router-score-function",
+    "--moe-expert-capacity-factor",
+    "--q-lora-rank",
+    "--kv-lora-rank",
+    "--qk-head-dim",
+    "--qk-pos-emb-head-dim",
+    "--v-head-dim",
+    "--kv-channels",
+    "--position-embedding-type",
+)
+MOE_BOOL_FLAGS = (
+    "--moe-grouped-gemm",
+    "--moe-pad-expert-input-to-capacity",
+    "--moe-shared-expert-overlap",
+    "--moe-router-pre-softmax",
+    "--multi-latent-attention",
+    "--qk-layernorm",
+    "--disable-bias-linear",
+)
+VALUE_FLAGS += MOE_VALUE_FLAGS
+BOOL_FLAGS += MOE_BOOL_FLAGS
+
 NOTED_FLAGS = {
     "--rampup-batch-size": "--rampup-batch-size ignored: checked at the final --global-batch-size",
 }

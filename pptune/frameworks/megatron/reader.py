@@ -41,6 +41,7 @@ from pptune.frameworks.megatron.flags import (
     FlagReader,
     parse_flags,
 )
+from pptune.frameworks.megatron.moe import read_moe
 from pptune.frameworks.megatron.pipeline import environment, pipeline
 from pptune.schemas import TrainingConfig
 
@@ -149,6 +150,7 @@ def _fields(r: FlagReader, launcher: Flagged) -> dict[str, Any]:
     if fields["pp"] is None and flags.has("--pipeline-model-parallel-size"):
         ctx.note("pp assumed 1: pass --pp")
     pipeline(r, fields)
+    read_moe(r, fields)
     preset = _preset_by_shape(fields)
     if preset:
         fields["model"] = preset
@@ -286,7 +288,9 @@ def _preset_by_shape(fields: dict[str, Any]) -> str | None:
         if (ffn if ffn is not None else 4 * model.hidden) != model.ffn:
             continue
         kv = fields["num_kv_heads"] or model.heads
-        if kv == model.kv_heads and fields["gated_mlp"] == model.gated_mlp:
+        experts = (fields.get("num_experts") or 0, fields.get("moe_top_k") or 0)
+        if (kv == model.kv_heads and fields["gated_mlp"] == model.gated_mlp
+                and experts == (model.experts, model.top_k)):
             return model.name
     return None
 

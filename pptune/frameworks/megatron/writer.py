@@ -13,7 +13,8 @@ the plan's GPUs (``launch_shape``).
 from __future__ import annotations
 
 from pptune.costmodel.layout_grammar import KNOB
-from pptune.costmodel.search import PP_INNER, Recompute, Sharding
+from pptune.costmodel.presets import ModelShape
+from pptune.costmodel.search import PP_INNER, Plan, Recompute, Sharding
 from pptune.frameworks.common.adapter import Stated
 from pptune.frameworks.common.writing import header, plan_launch
 from pptune.frameworks.megatron.closest import Placement
@@ -63,13 +64,12 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
             f"--seq-length {shape.seq_len}",
             f"--max-position-embeddings {shape.seq_len}",
         ]
-        if shape.mtp_layers:
-            args.append(f"--mtp-num-layers {shape.mtp_layers}")
-        if shape.kv_heads != shape.heads:
+        if shape.kv_heads != shape.heads and not shape.mla:
             args += ["--group-query-attention", f"--num-query-groups {shape.kv_heads}"]
         if shape.gated_mlp:
             args += ["--swiglu", "--normalization RMSNorm", "--position-embedding-type rope",
                      "--untie-embeddings-and-output-weights", "--disable-bias-linear"]
+        args += moe_args(shape, plan)
     else:  # a comment inside the continued command would end it: say it above
         lines.append("# the profile names no model shape: add --hidden-size, "
                      "--num-attention-heads etc. for your model")
@@ -103,3 +103,56 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
     lines.append("    pretrain_gpt.py \\")
     lines += [f"    {a} \\" for a in args[:-1]] + [f"    {args[-1]} \\", '    "$@"', ""]
     return {FILE: "\n".join(lines)}
+
+
+def layer_pattern(shape: ModelShape) -> str:
+    """``--moe-layer-freq``: N when block i is MoE for i % N == 0, else the list
+    expression of one 0 (dense) or 1 (MoE) per block (gpt_layer_specs.py)."""
+    n = shape.num_blocks
+    flags = [int(shape.moe_block(i)) for i in range(n)]
+    if not shape.first_dense and shape.moe_offset % shape.moe_every == 0:
+        return str(shape.moe_every)
+    runs: list[tuple[int, int]] = []  # (value, length)
+    for v in flags:
+        if runs and runs[-1][0] == v:
+            runs[-1] = (v, runs[-1][1] + 1)
+        else:
+            runs.append((v, 1))
+    listed = '"[' + ",".join(map(str, flags)) + ']"'
+    repeated = '"(' + "+".join(f"[{v}]*{k}" for v, k in runs) + ')"'
+    return min(listed, repeated, key=len)
+
+
+def moe_args(shape: ModelShape, plan: Plan) -> list[str]:
+    """The flags of the shape's experts, MTP modules and attention variant, and the
+    plan's expert placement (moe.py reads them back)."""
+    args: list[str] = []
+    if shape.kv_channels and not shape.mla:
+        args.append(f"--kv-channels {shape.kv_channels}")
+    if shape.qk_norm:
+        args.append("--qk-layernorm")
+    if shape.mla:
+        args.append("--multi-latent-attention")
+        if shape.q_lora_rank:
+            args.append(f"--q-lora-rank {shape.q_lora_rank}")
+        args += [f"--kv-lora-rank {shape.kv_lora_rank}", f"--qk-head-dim {shape.qk_nope_head_dim}",
+                 f"--qk-pos-emb-head-dim {shape.qk_rope_head_dim}",
+                 f"--v-head-dim {shape.v_head_dim}"]
+    if shape.mtp_layers:
+        args.append(f"--mtp-num-layers {shape.mtp_layers}")
+    if not shape.moe:
+        return args
+    args += [f"--num-experts {shape.experts}", f"--moe-router-topk {shape.top_k}",
+             f"--moe-ffn-hidden-size {shape.expert_ffn}"]
+    if shape.shared_ffn:
+        args.append(f"--moe-shared-expert-intermediate-size {shape.shared_ffn}")
+    pattern = layer_pattern(shape)
+    if pattern != "1":
+        args.append(f"--moe-layer-freq {pattern}")
+    # pptune prices the all-to-all dispatcher and the local experts as one grouped GEMM
+    if plan.etp > 1 and not shape.gated_mlp:  # 'Bias in Moe is only supported when ETP==1'
+        args.append("--disable-bias-linear")
+    args += ["--moe-token-dispatcher-type alltoall", "--moe-grouped-gemm",
+             f"--expert-model-parallel-size {plan.ep}",
+             f"--expert-tensor-parallel-size {plan.etp}"]
+    return args

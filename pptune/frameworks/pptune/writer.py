@@ -40,6 +40,7 @@ def write(stated: Stated) -> dict[str, str]:
         *([f"recompute_every: {job.request.recompute_every}"]
           if plan.recompute is Recompute.SELECTIVE and job.request.recompute_every else []),
         f"rank_order: {plan.rank_order.value}",
+        *([f"ep: {plan.ep}", f"etp: {plan.etp}"] if plan.ep > 1 or plan.etp > 1 else []),
         *(["a2a_overlap: true"] if plan.a2a_overlap else []),
         f"sequence_parallel: {'true' if job.sequence_parallel else 'false'}",
     ]

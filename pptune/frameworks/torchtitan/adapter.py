@@ -20,7 +20,7 @@ from pptune.schemas import TrainingConfig
 
 class TorchtitanAdapter(Adapter):
     name = "torchtitan"
-    states_dims = frozenset({"cp"})
+    states_dims = frozenset({"cp", "ep", "etp"})
     title = "torchtitan"
     files = (writer.FILE,)
     syntaxes = ("toml",)

@@ -15,10 +15,15 @@ Nth block or per op), never a count per stage.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pptune.costmodel.schedules import Schedule
-from pptune.costmodel.search import DP_INNER, Plan, Sharding
+from pptune.costmodel.search import DP_INNER, Plan, Sharding, evaluate
+from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated
+from pptune.frameworks.torchtitan.reader import FLAVORS, NO_PIPELINE
+from pptune.report.fmt import fmt_seconds
 
 NAME = "torchtitan"
 STATEABLE = (Sharding.FSDP, Sharding.NONE)  # best first as a substitute
@@ -28,6 +33,11 @@ UNSTATED = {Sharding.ZERO1: "ZeRO-1", Sharding.ZERO2: "ZeRO-2", Sharding.ZERO3: 
 def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     """The plan itself when the job file states it, else the closest one that does."""
     notes: list[str] = []
+    model = FLAVORS.get(str(job.model), ("", ""))[0]
+    if plan.pp > 1 and model in NO_PIPELINE:
+        raise BadInput(f"torchtitan cannot express plan {rank}: its {model} model has no "
+                       "pipelining (pipelining_fn None in torchtitan 0.2.2); choose a plan "
+                       "with pp 1 (--pp 1) or another framework")
     job, plan = ex.priced_as_run(
         job, plan, name=NAME, attention="flash", sequence_parallel=job.request.tp > 1,
         notes=notes,
@@ -57,4 +67,39 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
                                       notes=notes, rank_order=DP_INNER)
         exact = False
     ex.unstated_sharding(chosen, name=NAME, unstated=UNSTATED, notes=notes)
+    chosen, exact = _experts(job, chosen, rank, notes, exact)
     return Stated(job, chosen, exact, tuple(notes))
+
+
+def _experts(job: Job, plan: Plan, rank: int, notes: list[str], exact: bool
+             ) -> tuple[Plan, bool]:
+    """torchtitan's expert mesh (experts.py): etp is 1 or tp, and ep x etp divides
+    dp_shard x cp x tp, so a plan without FSDP keeps ep x etp inside tp x cp; with ep 1
+    its tensor-parallel plan shards the experts by tp."""
+    if job.shape is None or not job.shape.moe:
+        return plan, exact
+    if job.shape.mtp_layers:
+        notes.append(f"torchtitan builds no multi-token-prediction module: the plan's "
+                     f"{job.shape.mtp_layers} MTP layer(s) are left out of the file "
+                     "(the prediction includes them)")
+        exact = False
+    if plan.ep == 1:
+        if plan.tp > 1 and plan.etp != plan.tp:
+            notes.append(f"torchtitan shards the experts by tp {plan.tp} when ep is 1 (its "
+                         f"tensor-parallel plan); this plan was priced with etp {plan.etp}")
+        return plan, exact
+    if plan.etp not in (1, plan.tp):
+        raise BadInput(f"torchtitan cannot express plan {rank}: etp {plan.etp} with tp "
+                       f"{plan.tp} (torchtitan supports ETP=TP or ETP=1); choose another plan "
+                       "or framework")
+    shard = plan.dp if plan.sharding is Sharding.FSDP else 1
+    if (shard * plan.cp * plan.tp) % (plan.ep * plan.etp) == 0:
+        return plan, exact
+    if (plan.dp * plan.cp * plan.tp) % (plan.ep * plan.etp):
+        raise BadInput(f"torchtitan cannot express plan {rank}: ep {plan.ep} x etp "
+                       f"{plan.etp} does not divide dp x cp x tp")
+    fsdp = evaluate(job.table, job.request, replace(plan.spec, sharding=Sharding.FSDP))
+    notes.append(f"torchtitan's expert parallelism borrows FSDP ranks (ep {plan.ep} > tp x cp): "
+                 f"stated with FSDP over dp {plan.dp}; predicted step "
+                 f"{fmt_seconds(fsdp.step_time_s)} (plan: {fmt_seconds(plan.step_time_s)})")
+    return fsdp, False

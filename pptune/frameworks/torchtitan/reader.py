@@ -37,13 +37,21 @@ from typing import Any
 
 from pptune.costmodel.presets import MODELS
 from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build, show, whole
+from pptune.frameworks.torchtitan.experts import read_experts
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN, reads_toml
 from pptune.frameworks.torchtitan.stages import default_split, schedule
 from pptune.frameworks.torchtitan.table import Table
 from pptune.schemas import TrainingConfig
 
-# pptune preset -> torchtitan's ([model] name, flavor) (torchtitan/models/llama3)
-FLAVORS = {"llama3-8b": ("llama3", "8B"), "llama3-70b": ("llama3", "70B")}
+# pptune preset -> torchtitan's ([model] name, flavor) (torchtitan 0.2.2 torchtitan/models:
+# llama3, qwen3, deepseek_v3, gpt_oss and their flavors of these shapes)
+FLAVORS = {"llama3-8b": ("llama3", "8B"), "llama3-70b": ("llama3", "70B"),
+           "qwen3-30b-a3b": ("qwen3", "30B-A3B"), "qwen3-235b-a22b": ("qwen3", "235B-A22B"),
+           "deepseek-v3": ("deepseek_v3", "671B"), "gpt-oss-120b": ("gpt_oss", "120b")}
+# torchtitan's deepseek_v3 has no multi-token-prediction module (models/deepseek_v3/model)
+NO_MTP = {"deepseek-v3"}
+# TrainSpecs with pipelining_fn=None in torchtitan 0.2.2 (models/qwen3, gpt_oss, flux)
+NO_PIPELINE = ("qwen3", "gpt_oss", "flux")
 # (name, flavor) as the reader matches them (case-insensitively) -> pptune preset
 PRESETS = {(name.lower(), flavor.lower()): preset for preset, (name, flavor) in FLAVORS.items()}
 
@@ -77,6 +85,12 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
                               "gpus": "a GPU count (torchtitan takes it from the launcher)"})
     pp = fields["pp"] or 1
     preset = _preset(ctx, model)
+    name = model.text("name", "llama3")
+    if pp > 1 and name in NO_PIPELINE:
+        ctx.refuse("torchtitan-no-pipelining",
+                   f"pipeline_parallel_degree {pp} with model {name}: torchtitan raises "
+                   f"'Pipeline Parallel is enabled but {name} does not support pipelining' "
+                   "(train.py; its TrainSpec has no pipelining_fn); use pp 1 or another model")
     fields["model"] = preset
     # torchtitan's tensor-parallel plan shards the norms and dropout along the sequence
     # (torch.distributed.tensor.parallel SequenceParallel): sequence parallelism with tp
@@ -86,6 +100,11 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     if sharded:
         fields["sharded_optimizer"] = True
         fields["zero_stage"], fields["fsdp_reshard_after_forward"] = _fsdp_stage(ctx, par, pp)
+    replicate = par.count("data_parallel_replicate_degree", 1, maximum=MAX_DEVICES) or 1
+    shard = fields["dp"] // replicate if fields["dp"] is not None else None
+    read_experts(ctx, par, fields, shard, bool(preset and MODELS[preset].moe))
+    if preset in NO_MTP:
+        fields["mtp_layers"] = 0
     layers = MODELS[preset].num_blocks if preset else None
     fields.update(schedule(ctx, par, pp, layers))
     default_split(ctx, par, fields, layers)

@@ -2,11 +2,12 @@
 
 It states the model flavor, the batch, the activation checkpointing (always:
 torchtitan defaults to selective), the data-parallel replicate and shard
-degrees, tensor and pipeline degrees, the schedule and the split: through
-the options torchtitan builds it from when they can (``placement.py``:
-``pipeline_parallel_layers_per_stage``, the first/last-stage "less layers"),
-else each stage's modules (``module_fqns_per_model_part``; the LM head is
-``output`` there, ``lm_head`` from 0.3.0). The node shape is only in the launch comment: a job file does
+degrees, tensor, expert (0.2.0 and later) and pipeline degrees, the schedule and
+the split: through the options torchtitan builds it from when they can
+(``placement.py``: ``pipeline_parallel_layers_per_stage``, the first/last-stage
+"less layers"), else each stage's modules (``module_fqns_per_model_part``; the
+LM head is ``output`` there, ``lm_head`` from 0.3.0). The node shape is only in
+the launch comment: a job file does
 not carry it.
 """
 
@@ -58,6 +59,8 @@ def write(stated: Stated) -> dict[str, str]:
                 part.append("tok_embeddings")
             elif i == len(job.layer_names) - 1:
                 part += ["norm", head_name]
+            elif job.layer_names[i].startswith("mtp"):
+                continue  # torchtitan's models build no multi-token-prediction module
             else:
                 part.append(f"layers.{i - 1}")
         names.append(part)
@@ -93,6 +96,8 @@ def write(stated: Stated) -> dict[str, str]:
         f"data_parallel_replicate_degree = {1 if fsdp else plan.dp}",
         f"data_parallel_shard_degree = {plan.dp if fsdp else 1}",
         f"tensor_parallel_degree = {plan.tp}",
+        *([f"expert_parallel_degree = {plan.ep}",
+           f"expert_tensor_parallel_degree = {plan.etp}"] if plan.ep > 1 else []),
         *([f"context_parallel_degree = {plan.cp}"] if plan.cp > 1 else []),
         f"pipeline_parallel_degree = {plan.pp}",
         f'pipeline_parallel_schedule = "{SCHEDULES[plan.schedule]}"',

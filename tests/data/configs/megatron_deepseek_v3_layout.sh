@@ -6,7 +6,8 @@
 # src/megatron/bridge/perf_recipes/deepseek/h100/deepseek_v3.py,
 # deepseek_v3_pretrain_1024gpu_h100_bf16_config; recompute modules as there).
 # The model sizes are DeepSeek-V3's (its config.json); written as a Megatron-LM
-# launch of pretrain_gpt.py. Megatron-LM derives the 4 virtual stages from the
+# launch of pretrain_gpt.py, with rotary position embeddings as the recipe's
+# model provider uses (MTP refuses learned absolute ones). Megatron-LM derives the 4 virtual stages from the
 # layout's 32 stages (validate_args), so the script does not state them.
 
 export CUDA_DEVICE_MAX_CONNECTIONS=1
@@ -21,6 +22,7 @@ MODEL_ARGS=(
     --num-attention-heads 128
     --seq-length 4096
     --max-position-embeddings 4096
+    --position-embedding-type rope
     --swiglu
     --normalization RMSNorm
     --untie-embeddings-and-output-weights

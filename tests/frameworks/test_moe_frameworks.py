@@ -1,0 +1,437 @@
+"""Mixtures of experts in each framework's files: read, judged by the framework's own
+rules, written, and read back to the same expert placement and prediction.
+
+Megatron-LM core_v0.16.1 / megatron-core 0.16.1 (megatron/training/arguments.py
+validate_args, megatron/core/transformer/transformer_config.py, moe_layer.py,
+parallel_state.py), torchtitan 0.2.2 (torchtitan/distributed/parallel_dims.py),
+DeepSpeed 0.19.8 (deepspeed/module_inject/auto_ep_*.py).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pptune.cli.app import app
+from pptune.costmodel import presets
+from pptune.costmodel.keys import CostKey
+from pptune.costmodel.schedules import Schedule
+from pptune.costmodel.search import PlanRequest, PlanSpec, Sharding, evaluate
+from pptune.costs.resolve import analytic_costs
+from pptune.frameworks.common.adapter import Job
+from pptune.frameworks.megatron.writer import layer_pattern
+from pptune.frameworks.registry import ADAPTERS, Framework
+
+runner = CliRunner()
+
+# Written like Megatron-LM's examples/mixtral/train_mixtral_8x7b_distributed.sh
+# (arrays of flags, the MoE flags apart, torchrun with per-node processes)
+MIXTRAL_SCRIPT = """#!/bin/bash
+export CUDA_DEVICE_MAX_CONNECTIONS=1
+GPUS_PER_NODE=8
+NNODES=${{SLURM_NNODES:-"{nodes}"}}
+DISTRIBUTED_ARGS=(--nproc_per_node $GPUS_PER_NODE --nnodes $NNODES)
+MODEL_ARGS=(
+    --use-mcore-models --disable-bias-linear --seq-length 4096
+    --max-position-embeddings 32768 --num-layers 32 --hidden-size 4096
+    --ffn-hidden-size 14336 --num-attention-heads 32 --normalization RMSNorm
+    --position-embedding-type rope --swiglu --untie-embeddings-and-output-weights
+    --group-query-attention --num-query-groups 8 --rotary-base 1000000
+)
+MOE_ARGS=(
+    --num-experts 8 --moe-router-topk 2 --moe-router-load-balancing-type aux_loss
+    --moe-aux-loss-coeff 1e-2 --moe-grouped-gemm --moe-token-dispatcher-type alltoall
+    {moe}
+)
+TRAINING_ARGS=(--micro-batch-size 1 --global-batch-size 256 --bf16)
+MODEL_PARALLEL_ARGS=(
+    --tensor-model-parallel-size {tp} --pipeline-model-parallel-size 4
+    --expert-model-parallel-size {ep} --use-distributed-optimizer --sequence-parallel
+)
+torchrun ${{DISTRIBUTED_ARGS[@]}} pretrain_gpt.py ${{MODEL_ARGS[@]}} ${{MOE_ARGS[@]}} \\
+    ${{TRAINING_ARGS[@]}} ${{MODEL_PARALLEL_ARGS[@]}}
+"""
+
+# Written like the DeepSeek flags of Megatron-LM's
+# examples/post_training/modelopt/conf/deepseek-ai/DeepSeek-R1.sh, with its parallel sizes
+DEEPSEEK_ARGS = """--micro-batch-size 1 --global-batch-size 8192 --bf16 --disable-bias-linear
+--untie-embeddings-and-output-weights --position-embedding-type rope --normalization RMSNorm
+--swiglu --num-layers 61 --hidden-size 7168 --ffn-hidden-size 18432
+--num-attention-heads 128 --kv-channels 128 --multi-latent-attention --kv-lora-rank 512
+--v-head-dim 128 --q-lora-rank 1536 --qk-head-dim 128 --qk-layernorm --qk-pos-emb-head-dim 64
+--num-experts 256 --moe-layer-freq [0]*3+[1]*58 --moe-ffn-hidden-size 2048
+--moe-router-score-function sigmoid --moe-router-topk 8 --moe-router-pre-softmax
+--moe-shared-expert-overlap --moe-shared-expert-intermediate-size 2048
+--moe-router-load-balancing-type seq_aux_loss --moe-token-dispatcher-type alltoall
+--moe-grouped-gemm --seq-length 4096 --sequence-parallel --use-distributed-optimizer
+--tensor-model-parallel-size 2 --pipeline-model-parallel-size 8
+--expert-model-parallel-size 64 --expert-tensor-parallel-size 1 --mtp-num-layers 1
+--decoder-first-pipeline-num-layers 7 --decoder-last-pipeline-num-layers 6
+"""
+
+
+def run(tmp_path: Path, name: str, text: str, *flags: str) -> tuple[int, dict[str, str], dict]:
+    path = tmp_path / name
+    path.write_text(text)
+    r = runner.invoke(app, ["check-config", str(path), "--output", "json", "--no-compare",
+                            *flags])
+    assert r.exit_code in (0, 1), r.stderr
+    doc = json.loads(r.stdout)
+    return r.exit_code, {f["id"]: f["message"] for f in doc["findings"]}, doc
+
+
+def mixtral(tmp_path: Path, moe: str = "", tp: int = 1, ep: int = 8, nodes: int = 4,
+            *flags: str) -> tuple[int, dict[str, str], dict]:
+    return run(tmp_path, "mixtral.sh", MIXTRAL_SCRIPT.format(moe=moe, tp=tp, ep=ep, nodes=nodes),
+               "--gpu", "h100-sxm", *flags)
+
+
+# --- Megatron-LM: reading --------------------------------------------------------
+
+
+def test_megatron_mixtral_script_reads_its_experts(tmp_path: Path) -> None:
+    code, found, doc = mixtral(tmp_path)
+    cfg = doc["config"]
+    assert code == 0, found
+    assert (cfg["num_experts"], cfg["moe_top_k"], cfg["ep"], cfg["etp"]) == (8, 2, 8, 1)
+    assert cfg["moe_grouped_gemm"] is True and cfg["model"] == "mixtral-8x7b"
+    assert doc["derived"]["dp"] == 8 and doc["derived"]["step_time_s"] > 0
+    assert "routing priced as balanced" in " ".join(doc["notes"])
+
+
+def test_megatron_expert_tensor_parallel_defaults_to_tp(tmp_path: Path) -> None:
+    """validate_args: ``args.expert_tensor_parallel_size = args.tensor_model_parallel_size``."""
+    cfg = mixtral(tmp_path, tp=2)[2]["config"]
+    assert (cfg["tp"], cfg["etp"]) == (2, 2)
+
+
+def test_megatron_deepseek_flags_read_as_its_shape(tmp_path: Path) -> None:
+    code, found, doc = run(tmp_path, "ds.txt", DEEPSEEK_ARGS, "--gpus", "1024", "--gpu",
+                           "h100-sxm")
+    cfg = doc["config"]
+    assert (cfg["q_lora_rank"], cfg["kv_lora_rank"], cfg["qk_nope_head_dim"],
+            cfg["qk_rope_head_dim"], cfg["v_head_dim"]) == (1536, 512, 128, 64, 128)
+    assert (cfg["moe_first_dense_layers"], cfg["moe_layer_freq"], cfg["mtp_layers"]) == (3, 1, 1)
+    assert cfg["moe_shared_ffn_hidden_size"] == 2048 and cfg["model"] == "deepseek-v3"
+    # the MTP module sits on the last stage with its 6 blocks (megatron-core builds it there)
+    assert doc["derived"]["stage_layers"][-1] == 6 + 1 + 1  # blocks, mtp0, head
+    assert "megatron-unmodelled-flag" not in found and code in (0, 1)
+
+
+def test_megatron_dense_script_without_mtp_flag_builds_none(tmp_path: Path) -> None:
+    text = DEEPSEEK_ARGS.replace("--mtp-num-layers 1", "")
+    doc = run(tmp_path, "ds.txt", text, "--gpus", "1024", "--gpu", "h100-sxm")[2]
+    assert doc["config"]["mtp_layers"] == 0
+    assert doc["derived"]["stage_layers"][-1] == 6 + 1
+
+
+@pytest.mark.parametrize(("freq", "expect"), [
+    ("2", (0, 2, 0)),
+    ('"([0]*2+[1]*30)"', (2, 1, 0)),
+    ('"([0,1]*16)"', (1, 2, 1)),
+])
+def test_megatron_moe_layer_freq(tmp_path: Path, freq: str, expect: tuple[int, int, int]) -> None:
+    """Megatron's int N: block i is MoE when i % N == 0; a list: one 0/1 per block
+    (gpt_layer_specs.py)."""
+    cfg = mixtral(tmp_path, f"--moe-layer-freq {freq}")[2]["config"]
+    assert (cfg["moe_first_dense_layers"], cfg["moe_layer_freq"], cfg["moe_layer_offset"]) == expect
+
+
+# --- Megatron-LM: its refusals and what pptune does not price ----------------------
+
+
+@pytest.mark.parametrize(("moe", "rule", "words"), [
+    ("--moe-router-topk 1", "megatron-topk1-softmax",
+     "Please use --moe-router-pre-softmax when topk is 1."),
+    ("--moe-token-dispatcher-type allgather --moe-shared-expert-overlap",
+     "megatron-shared-overlap", "moe_shared_expert_overlap only works with alltoall"),
+    ("--moe-router-load-balancing-type sinkhorn --moe-expert-capacity-factor 1.0",
+     "megatron-capacity-balancing", "moe_expert_capacity_factor only works with aux_loss"),
+    ('--moe-layer-freq "([1]*30)"', "megatron-moe-layer-freq",
+     "Invalid length of moe_layer_pattern"),
+    ("--multi-latent-attention", "megatron-mla-gqa",
+     "Group query attention is mutually exclusive with multi latent attention"),
+    ("--use-torch-fsdp2", "megatron-fsdp2-ep", "not supported with expert parallelism"),
+    ("--mtp-num-layers 1 --position-embedding-type learned_absolute", "megatron-mtp-position",
+     "Multi-Token Prediction (MTP) is not supported with learned_absolute"),
+    ("--overlap-moe-expert-parallel-comm", "megatron-a2a-overlap",
+     "virtual_pipeline_model_parallel_size must be specified"),
+    ("--overlap-moe-expert-parallel-comm --moe-token-dispatcher-type allgather",
+     "megatron-moe-overlap", "supported with alltoall/flex token dispatcher"),
+])
+def test_megatron_refuses(tmp_path: Path, moe: str, rule: str, words: str) -> None:
+    code, found, _ = mixtral(tmp_path, moe)
+    assert code == 1 and rule in found, found
+    assert words in found[rule]
+
+
+def test_megatron_generic_placement_rules(tmp_path: Path) -> None:
+    code, found, _ = mixtral(tmp_path, ep=3)
+    assert code == 1 and "num_moe_experts % ep_size == 0" in found["moe-experts-ep"]
+    code, found, _ = mixtral(tmp_path, ep=8, nodes=1, tp=2)  # 8 GPUs, pp 4, tp 2: 2 a stage
+    assert code == 1 and "expert_tensor_model_pipeline_parallel" in found["moe-world"]
+
+
+def test_megatron_what_pptune_does_not_price_is_a_warning(tmp_path: Path) -> None:
+    script = MIXTRAL_SCRIPT.replace("--moe-token-dispatcher-type alltoall", "")
+    code, found, _ = run(tmp_path, "m.sh", script.format(moe="", tp=1, ep=8, nodes=4),
+                         "--gpu", "h100-sxm")
+    assert code == 0 and "(Megatron-LM's default)" in found["megatron-unmodelled-flag"]
+    code, found, _ = mixtral(tmp_path, '--moe-layer-freq "([1,1,0]*10+[1,1])"')
+    assert "places MoE layers irregularly" in found["megatron-unmodelled-flag"]
+
+
+def test_megatron_capacity_padding_is_the_imbalance_priced(tmp_path: Path) -> None:
+    cfg = mixtral(tmp_path, "--moe-expert-capacity-factor 1.25 "
+                  "--moe-pad-expert-input-to-capacity")[2]["config"]
+    assert cfg["moe_routing_imbalance"] == 1.25
+
+
+@pytest.mark.parametrize(("moe", "words"), [
+    ("--moe-token-dispatcher-type alltoal", "--moe-token-dispatcher-type is 'alltoal'"),
+    ('--moe-layer-freq "[1]*2**40"', "is not a list expression of 0s and 1s"),
+    ("--moe-layer-freq \"[__import__('os')]\"", "is not a list expression of 0s and 1s"),
+    ("--moe-expert-capacity-factor lots", "--moe-expert-capacity-factor is 'lots'"),
+])
+def test_megatron_bad_moe_values_are_bad_input(tmp_path: Path, moe: str, words: str) -> None:
+    path = tmp_path / "bad.sh"
+    path.write_text(MIXTRAL_SCRIPT.format(moe=moe, tp=1, ep=8, nodes=4))
+    r = runner.invoke(app, ["check-config", str(path)])
+    assert r.exit_code == 2 and words in r.stderr and "Traceback" not in r.stderr
+
+
+def test_megatron_layer_pattern_flag_of_each_shape() -> None:
+    assert layer_pattern(presets.MODELS["mixtral-8x7b"]) == "1"
+    assert layer_pattern(presets.MODELS["deepseek-v3"]) == '"([0]*3+[1]*58)"'
+    qwen_like = presets.ModelShape("q", 4, 64, 4, 4, 128, 100, 16, 8, True, False, "t",
+                                   experts=4, top_k=2, expert_ffn=32, moe_every=2, moe_offset=1)
+    assert layer_pattern(qwen_like) == '"[0,1,0,1]"'
+
+
+# --- torchtitan 0.2.2 -------------------------------------------------------------
+
+TITAN = """[model]
+name = "qwen3"
+flavor = "30B-A3B"
+[training]
+local_batch_size = 2
+seq_len = 4096
+[parallelism]
+pipeline_parallel_degree = {pp}
+data_parallel_shard_degree = {shard}
+tensor_parallel_degree = {tp}
+{extra}
+"""
+
+
+def titan(tmp_path: Path, extra: str, shard: int = 8, tp: int = 2, gpus: int = 16,
+          *flags: str, pp: int = 1) -> tuple[int, dict[str, str], dict]:
+    return run(tmp_path, "job.toml", TITAN.format(extra=extra, shard=shard, tp=tp, pp=pp),
+               "--gpus", str(gpus), "--gpu", "h100-sxm", *flags)
+
+
+def test_torchtitan_cannot_pipeline_its_qwen3(tmp_path: Path) -> None:
+    """torchtitan 0.2.2 train.py: 'Pipeline Parallel is enabled but qwen3 does not support
+    pipelining' (models/qwen3: pipelining_fn=None)."""
+    code, found, _ = titan(tmp_path, "expert_parallel_degree = 4", 4, pp=2)
+    assert code == 1 and "does not support pipelining" in found["torchtitan-no-pipelining"]
+
+
+def test_torchtitan_reads_its_expert_degrees(tmp_path: Path) -> None:
+    code, found, doc = titan(tmp_path, "expert_parallel_degree = 8\n"
+                             "expert_tensor_parallel_degree = 1")
+    cfg = doc["config"]
+    assert code == 0, found
+    assert (cfg["model"], cfg["ep"], cfg["etp"]) == ("qwen3-30b-a3b", 8, 1)
+    # ep 1: its tensor-parallel plan shards the experts (apply_moe_ep_tp)
+    assert titan(tmp_path, "")[2]["config"]["etp"] == 2
+
+
+def test_torchtitan_refuses_other_expert_tensor_degrees(tmp_path: Path) -> None:
+    code, found, _ = titan(tmp_path, "expert_parallel_degree = 2\n"
+                           "expert_tensor_parallel_degree = 2", shard=4, tp=4)
+    assert code == 1 and "Currently we only support ETP=TP or ETP=1" in found["torchtitan-etp"]
+
+
+def test_torchtitan_experts_borrow_fsdp_ranks_not_replicas(tmp_path: Path) -> None:
+    """efsdp = dp_shard x cp x tp / (etp x ep): replicas lend no ranks to the experts."""
+    code, found, _ = titan(tmp_path, "data_parallel_replicate_degree = 4\n"
+                           "expert_parallel_degree = 8\nexpert_tensor_parallel_degree = 1",
+                           shard=1, tp=2, gpus=8)
+    assert code == 1 and "not replicas" in found["torchtitan-ep-mesh"]
+
+
+def test_torchtitan_versions_before_the_expert_keys(tmp_path: Path) -> None:
+    code, found, doc = titan(tmp_path, "expert_parallel_degree = 8", 8, 2, 16,
+                             "--framework-version", "torchtitan=0.1.0")
+    assert "the keys arrived in 0.2.0" in found["torchtitan-unmodelled"]
+    assert doc["config"]["ep"] == 1
+    # 0.2.0 asserted ep % (cp x tp) == 0 with etp 1
+    code, found, _ = titan(tmp_path, "expert_parallel_degree = 4\n"
+                           "expert_tensor_parallel_degree = 1", 8, 8, 64,
+                           "--framework-version", "torchtitan=0.2.0")
+    assert code == 1 and "ep % (cp * tp) == 0" in found["torchtitan-ep-mesh"]
+
+
+# --- DeepSpeed 0.19.8 AutoEP ------------------------------------------------------
+
+DS = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 8,
+      "bf16": {"enabled": True}, "zero_optimization": {"stage": 1},
+      "pptune": {"attention": "flash"}}
+
+
+def ds(tmp_path: Path, section: dict, *flags: str) -> tuple[int, dict[str, str], dict]:
+    return run(tmp_path, "ds.json", json.dumps({**DS, "expert_parallel": section}),
+               "--model", "mixtral-8x7b", "--gpu", "h100-sxm", *flags)
+
+
+def test_deepspeed_autoep_states_the_expert_parallel_size(tmp_path: Path) -> None:
+    code, found, doc = ds(tmp_path, {"enabled": True, "autoep_size": 8}, "--gpus", "64",
+                          "--pp", "4")
+    assert code == 0, found
+    assert (doc["config"]["ep"], doc["config"]["etp"]) == (8, 1)
+    off = ds(tmp_path, {"enabled": False, "autoep_size": 8}, "--gpus", "8")[2]
+    assert off["config"]["ep"] == 1 and any("AutoEP off" in n for n in off["notes"])
+
+
+def test_deepspeed_autoep_refusals(tmp_path: Path) -> None:
+    code, found, _ = ds(tmp_path, {"enabled": True, "autoep_size": 4,
+                                   "expert_tensor_parallel_size": 2}, "--gpus", "8")
+    assert code == 1 and "is not supported yet" in found["deepspeed-autoep-etp"]
+    code, found, _ = ds(tmp_path, {"enabled": True, "autoep_size": 2}, "--gpus", "8",
+                        "--pp", "2", "--tp", "2")
+    assert code == 1 and "supports pp_size=1 only" in found["deepspeed-autoep-pp"]
+
+
+# --- emit -> check-config: the same experts and prediction --------------------------
+
+FLAGS = {
+    Framework.MEGATRON: ("pretrain_megatron.sh", ["--gpu", "h100-sxm"]),
+    Framework.TORCHTITAN: ("torchtitan.toml", ["--gpu", "h100-sxm", "--gpus", "64"]),
+    Framework.PPTUNE: ("pptune.yaml", []),
+    Framework.DEEPSPEED: ("ds_config.json", ["--gpus", "64", "--model", "qwen3-30b-a3b",
+                                             "--gpu", "h100-sxm"]),
+}
+
+
+def moe_job(model: str, tp: int, ep: int, pp: int, gpus: int,
+            sp: bool | None = None) -> tuple[Job, object]:
+    """A job priced at CostKey(tp, ep) and a 1F1B plan of it with an even split
+    (``sp``: sequence parallelism, default with tp > 1)."""
+    shape = presets.MODELS[model]
+    key = CostKey(tp=tp, ep=ep)
+    sp = tp > 1 if sp is None else sp
+    table, _ = analytic_costs(shape, "h100-sxm", (1,), key, sequence_parallel=sp)
+    req = PlanRequest(gpus=gpus, global_batch=shape.global_batch, tp=tp, cost_keys=(key,))
+    per = shape.num_blocks // pp  # the rest on the first stage (--decoder-first-...)
+    blocks = [shape.num_blocks - per * (pp - 1)] + [per] * (pp - 1)
+    split = ([shape.num_blocks + 2 + shape.mtp_layers] if pp == 1 else
+             [blocks[0] + 1, *blocks[1:-1], blocks[-1] + 1 + shape.mtp_layers])
+    m = shape.global_batch // (gpus // (tp * pp))
+    plan = evaluate(table, req, PlanSpec(Schedule.ONE_F_ONE_B, pp, 1, m, tuple(split), 1,
+                                         sharding=Sharding.ZERO1, key=key))
+    job = Job(table, req, tuple(table.names), shape.global_batch,
+              f"analytic {model} on h100-sxm", shape, model, "h100-sxm", "flash", sp, False)
+    return job, plan
+
+
+@pytest.mark.parametrize("framework", list(Framework))
+def test_emitted_expert_plans_read_back_the_same(framework: Framework, tmp_path: Path) -> None:
+    # torchtitan 0.2.2 pipelines no qwen3 (its TrainSpec has no pipelining_fn): pp 1 there
+    pp = 1 if framework is Framework.TORCHTITAN else 4
+    job, plan = moe_job("qwen3-30b-a3b", tp=1, ep=8, pp=pp, gpus=64)
+    adapter = ADAPTERS[framework]
+    stated = adapter.express(job, plan, 1)
+    for name, text in adapter.write(stated).items():
+        (tmp_path / name).write_text(text)
+    name, flags = FLAGS[framework]
+    r = runner.invoke(app, ["check-config", str(tmp_path / name), "--output", "json", *flags])
+    doc = json.loads(r.stdout)
+    assert doc["exit_code"] == 0, doc["findings"]
+    assert (doc["config"]["ep"], doc["config"]["etp"]) == (8, 1)
+    assert doc["derived"]["step_time_s"] == pytest.approx(stated.plan.step_time_s, rel=1e-9)
+    assert doc["derived"]["peak_memory_bytes"] == pytest.approx(stated.plan.peak_memory_bytes)
+
+
+def test_emitted_deepseek_script_reads_back_its_mla_mtp_and_layers(tmp_path: Path) -> None:
+    job, plan = moe_job("deepseek-v3", tp=2, ep=64, pp=8, gpus=1024)
+    adapter = ADAPTERS[Framework.MEGATRON]
+    stated = adapter.express(job, plan, 1)
+    text = adapter.write(stated)["pretrain_megatron.sh"]
+    for flag in ("--multi-latent-attention", "--q-lora-rank 1536", "--mtp-num-layers 1",
+                 '--moe-layer-freq "([0]*3+[1]*58)"', "--expert-model-parallel-size 64",
+                 "--moe-shared-expert-intermediate-size 2048"):
+        assert flag in text
+    assert "--group-query-attention" not in text  # MLA excludes it (validate_args)
+    _code, found, doc = run(tmp_path, "pretrain_megatron.sh", text, "--gpu", "h100-sxm")
+    assert "megatron-unmodelled-flag" not in found and "moe-world" not in found
+    assert doc["derived"]["step_time_s"] == pytest.approx(stated.plan.step_time_s, rel=1e-9)
+
+
+def test_frameworks_that_cannot_place_the_experts_say_so() -> None:
+    from pptune.errors import BadInput
+
+    job, plan = moe_job("qwen3-30b-a3b", tp=2, ep=8, pp=4, gpus=64)
+    with pytest.raises(BadInput, match="AutoEP with AutoTP"):
+        ADAPTERS[Framework.DEEPSPEED].express(job, plan, 1)
+    with pytest.raises(BadInput, match="its qwen3 model has no pipelining"):
+        ADAPTERS[Framework.TORCHTITAN].express(job, plan, 1)
+    job, plan = moe_job("qwen3-30b-a3b", tp=2, ep=8, pp=1, gpus=64)
+    stated = ADAPTERS[Framework.TORCHTITAN].express(job, plan, 1)  # ZeRO-1 -> FSDP
+    assert stated.plan.sharding is Sharding.FSDP and not stated.exact
+
+
+def test_torchtitan_deepseek_file_leaves_out_the_mtp_module() -> None:
+    """torchtitan's deepseek_v3 builds no MTP module: the file names blocks 0..60 only."""
+    job, plan = moe_job("deepseek-v3", tp=2, ep=64, pp=8, gpus=1024)
+    adapter = ADAPTERS[Framework.TORCHTITAN]
+    stated = adapter.express(job, plan, 1)
+    text = adapter.write(stated)["torchtitan.toml"]
+    assert '"layers.60"' in text and '"layers.61"' not in text
+    assert "expert_parallel_degree = 64" in text and not stated.exact
+    assert any("no multi-token-prediction module" in n for n in stated.notes)
+
+
+def test_megatron_warns_without_sequence_parallelism_for_tp_with_ep(tmp_path: Path) -> None:
+    """megatron-core 0.16.1 model_parallel_config.py warns (and runs) when ep > 1 and
+    tp > 1 have no sequence parallelism."""
+    script = MIXTRAL_SCRIPT.replace(" --sequence-parallel", "")
+    # 64 GPUs, pp 4, tp 2: 16 ranks a stage for ep 8 x etp 2 (etp defaults to tp)
+    code, found, _ = run(tmp_path, "m.sh", script.format(moe="", tp=2, ep=8, nodes=8),
+                         "--gpu", "h100-sxm")
+    assert code == 0, found
+    assert "sequence parallelism must be used" in found["megatron-moe-sequence-parallel"]
+    code, found, _ = mixtral(tmp_path, "", 2, 8, 8)  # the script states --sequence-parallel
+    assert "megatron-moe-sequence-parallel" not in found
+
+
+def test_megatron_emits_sequence_parallelism_for_tp_with_ep(tmp_path: Path) -> None:
+    """A tp 2, ep 8 plan priced without sequence parallelism is written with
+    --sequence-parallel, re-priced that way (a note), and reads back the same."""
+    job, plan = moe_job("qwen3-30b-a3b", tp=2, ep=8, pp=4, gpus=64, sp=False)
+    adapter = ADAPTERS[Framework.MEGATRON]
+    stated = adapter.express(job, plan, 1)
+    assert stated.job.sequence_parallel and not job.sequence_parallel
+    assert any("sequence parallelism with tp x ep" in n for n in stated.notes)
+    # the same plan priced with sequence parallelism from the start
+    _sp_job, sp_plan = moe_job("qwen3-30b-a3b", tp=2, ep=8, pp=4, gpus=64, sp=True)
+    assert stated.plan.step_time_s == pytest.approx(sp_plan.step_time_s, rel=1e-12)
+    text = adapter.write(stated)["pretrain_megatron.sh"]
+    assert "--sequence-parallel" in text
+    _code, found, doc = run(tmp_path, "pretrain_megatron.sh", text, "--gpu", "h100-sxm")
+    assert "megatron-moe-sequence-parallel" not in found
+    assert doc["config"]["sequence_parallel"] is True
+    assert doc["derived"]["step_time_s"] == pytest.approx(stated.plan.step_time_s, rel=1e-9)
+
+
+def test_which_files_state_expert_layouts() -> None:
+    """emit's stateable-layout check: every writer states ep; DeepSpeed's AutoEP no etp."""
+    experts = CostKey(tp=2, ep=8, etp=2)
+    for framework in (Framework.MEGATRON, Framework.TORCHTITAN, Framework.PPTUNE):
+        assert ADAPTERS[framework].cannot_state(experts) is None
+    assert ADAPTERS[Framework.DEEPSPEED].cannot_state(CostKey(tp=2, ep=8)) is None
+    assert ADAPTERS[Framework.DEEPSPEED].cannot_state(experts) == (
+        "DeepSpeed files here state no etp 2")
