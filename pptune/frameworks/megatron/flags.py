@@ -36,7 +36,14 @@ VALUE_FLAGS = (
     "--microbatch-group-size-per-virtual-pipeline-stage",
     "--transformer-impl",
     "--attention-backend",
+    # context parallelism and FP8 (cp_fp8.py)
+    "--cp-comm-type",
+    "--hierarchical-context-parallel-sizes",
+    "--fp8-format",
+    "--fp8-recipe",
 )
+# argparse nargs="+": every following word up to the next flag (kept space-separated)
+MULTI_FLAGS = ("--cp-comm-type", "--hierarchical-context-parallel-sizes")
 BOOL_FLAGS = (
     "--use-distributed-optimizer",
     "--sequence-parallel",
@@ -54,6 +61,7 @@ BOOL_FLAGS = (
     "--overlap-grad-reduce",
     "--overlap-param-gather",
     "--overlap-moe-expert-parallel-comm",
+    "--fp8-param-gather",
 )
 NOTED_FLAGS = {
     "--rampup-batch-size": "--rampup-batch-size ignored: checked at the final --global-batch-size",
@@ -91,6 +99,11 @@ def parse_flags(words: list[str], bools: tuple[str, ...] = BOOL_FLAGS) -> Flagge
         value: str | None = None
         if eq:
             value = inline
+        elif name in MULTI_FLAGS:
+            start = i
+            while i < len(words) and not words[i].startswith("--"):
+                i += 1
+            value = " ".join(words[start:i]) if i > start else None
         elif name not in bools and i < len(words) and not words[i].startswith("--"):
             value = words[i]
             i += 1
