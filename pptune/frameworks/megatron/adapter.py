@@ -18,7 +18,7 @@ from pptune.schemas import TrainingConfig
 
 class MegatronAdapter(Adapter):
     name = "megatron"
-    states_dims = frozenset({"cp"})
+    states_dims = frozenset({"cp", "precision"})
     title = "Megatron-LM"
     files = (writer.FILE,)
     syntaxes = ("text",)

@@ -17,10 +17,14 @@ warning naming it.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import Any
 
+from pptune.costmodel.keys import Precision
+from pptune.costmodel.layout import Dim, Layout
 from pptune.frameworks.megatron.flags import FlagReader
+from pptune.options import CostOptions
 
 # --cp-comm-type value -> pptune's CpComm name ("allgather" is how the flag's help spells it)
 CP_COMM = {"p2p": "p2p", "all_gather": "all-gather", "allgather": "all-gather", "a2a": "a2a",
@@ -168,3 +172,39 @@ def _fp8(r: FlagReader, fields: dict[str, Any]) -> None:
         fields["fp8_param_gather"] = False
         return
     fields["fp8_param_gather"] = True
+
+
+def hierarchical_sizes(cp: int, tp: int, gpus_per_node: int) -> tuple[int, int]:
+    """(a2a ranks, p2p ranks) of an a2a+p2p exchange as pptune prices it
+    (costmodel/context.py): the all-to-all over the cp group's members on one node,
+    the ring across nodes; Megatron-LM lists the inner size first."""
+    group = Layout(pp=1, dp=1, tp=tp, cp=cp, gpus_per_node=gpus_per_node).group(Dim.CP)
+    inner = math.gcd(cp if group.intra else group.per_node, cp)
+    return inner, cp // inner
+
+
+def cp_fp8_args(cp: int, tp: int, precision: Precision, costs: CostOptions | None,
+                gpus_per_node: int, sharded: bool, notes: list[str]) -> list[str]:
+    """The flags stating a plan's context-parallel exchange and FP8 GEMMs as priced
+    (``costs``: the options its costs were built with; ``sharded``: the distributed
+    optimizer or FSDP, which --fp8-param-gather needs)."""
+    c = costs or CostOptions()
+    args = []
+    if cp > 1:
+        comm = c.cp_comm.value
+        args.append(f"--cp-comm-type {CP_COMM_FLAG[comm]}")
+        if comm == "a2a+p2p":
+            inner, outer = hierarchical_sizes(cp, tp, gpus_per_node)
+            args.append(f"--hierarchical-context-parallel-sizes {inner} {outer}")
+    if precision in (Precision.FP8, Precision.MXFP8):
+        # hybrid: E4M3 forward, E5M2 gradients (TransformerConfig.fp8); delayed is
+        # megatron-core's default recipe, mxfp8 its Blackwell microscaling one
+        recipe = "mxfp8" if precision is Precision.MXFP8 else "delayed"
+        args += ["--fp8-format hybrid", f"--fp8-recipe {recipe}"]
+        if c.fp8_param_gather and sharded:
+            args.append("--fp8-param-gather")
+        elif c.fp8_param_gather:
+            notes.append("the plan was priced with FP8 parameters but runs without the "
+                         "distributed optimizer, which Megatron-LM's --fp8-param-gather needs: "
+                         "written without it")
+    return args

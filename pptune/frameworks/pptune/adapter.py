@@ -24,7 +24,7 @@ from pptune.schemas import TrainingConfig
 
 class PptuneAdapter(Adapter):
     name = "pptune"
-    states_dims = frozenset({"cp"})
+    states_dims = frozenset({"cp", "precision"})
     title = "pptune"
     files = (writer.FILE,)
     syntaxes = ("json", "toml", "yaml")

@@ -17,6 +17,7 @@ from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import DP_INNER, Plan, Sharding
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated
+from pptune.frameworks.torchtitan.cp_fp8 import stateable_exchange
 
 NAME = "torchtitan"
 STATEABLE = (Sharding.FSDP, Sharding.NONE)  # best first as a substitute
@@ -30,6 +31,7 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
         job, plan, name=NAME, attention="flash", sequence_parallel=job.request.tp > 1,
         notes=notes,
         runs="flash attention (SDPA) and sequence parallelism with tensor parallelism")
+    job, plan = stateable_exchange(job, plan, notes)
     plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=STATEABLE, notes=notes)
     chosen = plan
     few = plan.schedule is Schedule.ONE_F_ONE_B and plan.num_microbatches < plan.pp

@@ -15,9 +15,11 @@ import json
 from pptune.costmodel.partition import stage_bounds
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import Plan, Recompute, Sharding
+from pptune.options import CostOptions
 from pptune.frameworks.common.adapter import Stated
 from pptune.frameworks.common.versions import Versions
 from pptune.frameworks.common.writing import header, plan_launch
+from pptune.frameworks.torchtitan.cp_fp8 import ROTATE_NAME, fp8_lines
 from pptune.frameworks.torchtitan.fqns import TOML_RELEASE, TORCHTITAN, head
 from pptune.frameworks.torchtitan.reader import FLAVORS
 
@@ -65,6 +67,8 @@ def write(stated: Stated) -> dict[str, str]:
     local = plan.micro_batch_size * (plan.num_microbatches if plan.pp > 1 else 1)
     fsdp = plan.sharding is Sharding.FSDP
     nodes, per_node = plan_launch(plan, job)
+    fp8_model, fp8_tables = fp8_lines(plan, job)
+    comm = (job.cost_options or CostOptions()).cp_comm.value
     lines = [
         *header(plan, job, "#"),
         f"# torchtitan {TOML_RELEASE} job file; launch: torchrun --nnodes {nodes} "
@@ -75,6 +79,7 @@ def write(stated: Stated) -> dict[str, str]:
         "[model]",
         f'name = "{flavor[0]}"',
         f'flavor = "{flavor[1]}"',
+        *fp8_model,
         "",
         "[training]",
         f"local_batch_size = {local}",
@@ -90,12 +95,15 @@ def write(stated: Stated) -> dict[str, str]:
         f"data_parallel_replicate_degree = {1 if fsdp else plan.dp}",
         f"data_parallel_shard_degree = {plan.dp if fsdp else 1}",
         f"tensor_parallel_degree = {plan.tp}",
-        *([f"context_parallel_degree = {plan.cp}"] if plan.cp > 1 else []),
+        *([f"context_parallel_degree = {plan.cp}",
+           f'context_parallel_rotate_method = "{ROTATE_NAME.get(comm, "allgather")}"']
+          if plan.cp > 1 else []),
         f"pipeline_parallel_degree = {plan.pp}",
         f'pipeline_parallel_schedule = "{SCHEDULES[plan.schedule]}"',
         *_ep_overlap(plan),
         f"pipeline_parallel_microbatch_size = {plan.micro_batch_size}",
         "module_fqns_per_model_part = [",
     ]
-    lines += [f"    {json.dumps(part)}," for part in names] + ["]", ""]
+    lines += [f"    {json.dumps(part)}," for part in names] + ["]"]
+    lines += [*fp8_tables, ""]
     return {FILE: "\n".join(lines)}
