@@ -76,7 +76,7 @@ def _table(ctx: Ctx, data: dict[str, Any], path: str) -> dict[str, Any]:
         node = node.get(part, {}) if isinstance(node, dict) else None
         if not isinstance(node, dict):
             raise ctx.bad(f"{path} is {show(node)}; expected a [{path}] table")
-    return node
+    return dict(node)
 
 
 def _fp8(ctx: Ctx, data: dict[str, Any], fields: dict[str, Any]) -> None:

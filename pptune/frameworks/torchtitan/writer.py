@@ -15,13 +15,13 @@ import json
 from pptune.costmodel.partition import stage_bounds
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import Plan, Recompute, Sharding
-from pptune.options import CostOptions
 from pptune.frameworks.common.adapter import Stated
 from pptune.frameworks.common.versions import Versions
 from pptune.frameworks.common.writing import header, plan_launch
 from pptune.frameworks.torchtitan.cp_fp8 import ROTATE_NAME, fp8_lines
 from pptune.frameworks.torchtitan.fqns import TOML_RELEASE, TORCHTITAN, head
 from pptune.frameworks.torchtitan.reader import FLAVORS
+from pptune.options import CostOptions
 
 FILE = "torchtitan.toml"
 # torch.distributed.pipelining's class names, as pipeline_parallel_schedule takes them
