@@ -243,3 +243,25 @@ def test_torchtitan_mx_and_older_float8_converters(tmp_path: Path) -> None:
     assert (doc["config"]["precision"], doc["config"]["fp8_param_gather"]) == ("fp8", True)
     code, _, doc = titan(tmp_path, converters='converters = "quantize.linear.float8"')
     assert code == 0 and doc["config"]["precision"] == "fp8"  # the command line's comma-separated form
+
+
+# --- DeepSpeed 0.19.8: Ulysses sequence parallelism, no FP8 key -----------------------
+
+
+def test_deepspeed_ulysses_is_cp_with_the_all_to_all(tmp_path: Path) -> None:
+    config = {"train_batch_size": 64, "train_micro_batch_size_per_gpu": 1,
+              "sequence_parallel_size": 4, "bf16": {"enabled": True},
+              "zero_optimization": {"stage": 1}}
+    code, found, doc = check(tmp_path, "ds.json", json.dumps(config), "--gpus", "16",
+                             "--model", "llama3-8b", "--gpu", "h100-sxm")
+    assert code == 0, doc["findings"]
+    assert (doc["config"]["cp"], doc["config"]["cp_comm"]) == (4, "a2a")
+    # dp = 16 / sp 4; GA = 64 // 1 // dp
+    assert (doc["derived"]["dp"], doc["derived"]["grad_accum_steps"]) == (4, 16)
+    assert doc["derived"]["cost_key"] == "tp1 cp4 bf16"
+    # DeepSpeed's attention is the model code's (eager by default here): priced fused
+    assert found["cp-attention"] == "warning"
+    piped = {**config, "pipeline": {"stages": 2}}
+    code, found, doc = check(tmp_path, "ds.json", json.dumps(piped), "--gpus", "16",
+                             "--model", "llama3-8b", "--gpu", "h100-sxm")
+    assert found["deepspeed-unmodelled"] == "warning" and doc["config"]["cp"] == 1
