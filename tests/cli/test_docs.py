@@ -50,6 +50,7 @@ MEGATRON_FLAGS = {
     "--disable-bias-linear", "--max-position-embeddings", "--normalization",
     "--position-embedding-type", "--rotary-base", "--train-iters",
     "--untie-embeddings-and-output-weights", "--use-mcore-models",
+    "--hierarchical-context-parallel-sizes",
 }
 TORCHRUN_FLAGS = {"--nnodes", "--nproc-per-node", "--nproc",  # `--nproc_per_node` too
                   "--rdzv-backend", "--rdzv-endpoint"}
