@@ -3,7 +3,9 @@ pipeline rules of Megatron-LM's ``validate_args`` re-stated from source.
 
 - megatron-core (imported, run): ``parallel_state.initialize_model_parallel``
   on a fake process group of the script's world size,
-  ``TransformerConfig.__post_init__`` (uneven and account-for splits),
+  ``TransformerConfig.__post_init__`` (uneven and account-for splits; FP8
+  format, recipe and parameters; a per-layer ``cp_comm_type`` of one type a
+  layer), the context-parallel and hierarchical context-parallel groups,
   ``get_num_layers_to_build`` for every pipeline rank and virtual stage (the
   split), the micro-batch calculator, and the schedule itself
   (``get_forward_backward_func()``) run until its first forward step, which
@@ -20,6 +22,7 @@ pipeline rules of Megatron-LM's ``validate_args`` re-stated from source.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from bench.peers.common import init_fake_world, main, verdict
@@ -78,6 +81,20 @@ def validate_args(a: dict[str, Any]) -> dict[str, Any]:
     if a["recompute"] == "selective":
         assert a["recompute_method"] is None, (
             "recompute method is not yet supported for selective recomputing granularity")
+    # context parallelism and FP8 (validate_args, core_r0.16)
+    if a["hierarchical"]:
+        assert cp == math.prod(a["hierarchical"])
+    if "a2a+p2p" in a["cp_comm"]:
+        assert a["hierarchical"] is not None, (
+            "--hierarchical-context-parallel-sizes must be set when a2a+p2p is used in cp comm")
+    if a["fp8_param"]:
+        assert a["dist_opt"] or a["fsdp2"], (
+            "--fp8-param-gather only supported with distributed optimizer, torch fsdp2, "
+            "megatron fsdp, or inference mode")
+    if cp > 1:
+        assert a["seq"] % (cp * 2) == 0, (
+            "seq-length should be a multiple of 2 * context-parallel-size if "
+            "context-parallel-size > 1.")
     gbs = a["global_batch"] if a["global_batch"] is not None else a["micro"] * dp
     return {"dp": dp, "vpp": vpp, "global_batch": gbs}
 
@@ -117,6 +134,12 @@ def _read(path: str, case: dict[str, Any]) -> dict[str, Any]:
         "recompute_method": last("--recompute-method"),
         "tp_pp_dp": "--use-tp-pp-dp-mapping" in flags,
         "max_connections": env.get("CUDA_DEVICE_MAX_CONNECTIONS"),
+        "cp_comm": (last("--cp-comm-type") or "p2p").split(),
+        "hierarchical": [int(n) for n in (last("--hierarchical-context-parallel-sizes")
+                                          or "").split()] or None,
+        "fp8": last("--fp8-format"), "fp8_recipe": last("--fp8-recipe") or "delayed",
+        "fp8_param": "--fp8-param-gather" in flags,
+        "dist_opt": "--use-distributed-optimizer" in flags, "fsdp2": "--use-torch-fsdp2" in flags,
     }
 
 
@@ -137,6 +160,7 @@ def judge(case: dict[str, Any]) -> dict[str, Any]:
     parallel_state.initialize_model_parallel(
         tensor_model_parallel_size=a["tp"], pipeline_model_parallel_size=pp,
         virtual_pipeline_model_parallel_size=vpp, context_parallel_size=a["cp"],
+        hierarchical_context_parallel_sizes=a["hierarchical"],
         order="tp-cp-ep-pp-dp" if a["tp_pp_dp"] else "tp-cp-ep-dp-pp",
         create_gloo_process_groups=False)  # gloo groups need a real backend
     config = TransformerConfig(
@@ -148,7 +172,9 @@ def judge(case: dict[str, Any]) -> dict[str, Any]:
         account_for_loss_in_pipeline_split=a["account_loss"],
         microbatch_group_size_per_vp_stage=a["group"], pipeline_dtype=torch.bfloat16,
         bf16=a["bf16"], overlap_p2p_comm=a["overlap_p2p"] and vpp is not None,
-        batch_p2p_comm=not (a["overlap_p2p"] and vpp is not None))
+        batch_p2p_comm=not (a["overlap_p2p"] and vpp is not None),
+        fp8=a["fp8"], fp8_recipe=a["fp8_recipe"], fp8_param=a["fp8_param"],
+        cp_comm_type=a["cp_comm"][0] if len(a["cp_comm"]) == 1 else a["cp_comm"])
     chunks = vpp or 1
     split = [get_num_layers_to_build(config, vp_stage=c if vpp else None, pp_rank=r)
              for c in range(chunks) for r in range(pp)]

@@ -93,3 +93,18 @@ def test_deepspeed_files_state_no_cp_or_fp8(runs: Runs) -> None:
     (no context parallelism; FP8 is not a ds_config setting), so there is nothing to emit."""
     with pytest.raises(BadInput, match=r"cannot express plan 1 \(.*state no cp 2, precision fp8"):
         emit(Framework.DEEPSPEED, runs("h100-sxm", "fp8", "p2p"))
+
+
+def test_megatron_states_pp_last_order_with_cp(tmp_path: Path) -> None:
+    """The plan Megatron-LM's files can state here (ZeRO-1, pp 2) runs tp-pp-dp with cp 2,
+    which megatron-core refuses (parallel_state.py): the script states it in
+    tp-cp-dp-pp instead, re-predicted, with a note."""
+    run = recommend(RecommendSpec.of(gpus=16, model="llama3-8b", gpu="h100-sxm",
+                                     seq_len=16384, cp="2", precision="fp8",
+                                     cp_comm="a2a+p2p", fp8_param_gather=True))
+    emitted, doc = round_trip(Framework.MEGATRON, run, tmp_path)
+    assert any("refuses --use-tp-pp-dp-mapping" in n for n in emitted.notes)
+    assert (emitted.plan.cp, emitted.plan.rank_order.value) == (2, "tp-dp-pp")
+    assert "--use-tp-pp-dp-mapping" not in emitted.files[FILES[Framework.MEGATRON]]
+    assert doc["exit_code"] == 0, doc["findings"]
+    assert doc["derived"]["step_time_s"] == pytest.approx(emitted.plan.step_time_s, rel=1e-9)

@@ -265,3 +265,17 @@ def test_deepspeed_ulysses_is_cp_with_the_all_to_all(tmp_path: Path) -> None:
     code, found, doc = check(tmp_path, "ds.json", json.dumps(piped), "--gpus", "16",
                              "--model", "llama3-8b", "--gpu", "h100-sxm")
     assert found["deepspeed-unmodelled"] == "warning" and doc["config"]["cp"] == 1
+
+
+def test_megatron_tp_pp_dp_mapping_with_cp_and_a_pipeline_is_refused(tmp_path: Path) -> None:
+    """megatron-core's initialize_model_parallel (parallel_state.py): without pp-last
+    ordering the dense and expert data-parallel sizes must agree, and the expert groups
+    hold no cp (found by `make peers` on an emitted script)."""
+    text = RECIPE.format(cp=2, cp_flags="--pipeline-model-parallel-size 2 "
+                         "--use-tp-pp-dp-mapping", seq=8192, fp8="")
+    text = text.replace("--pipeline-model-parallel-size 1 ", "")
+    code, found, _ = check(tmp_path, "run.sh", text, "--gpu", "h100-sxm")
+    assert code == 1 and found["megatron-cp-rank-order"] == "error"
+    code, found, _ = check(tmp_path, "run.sh", text.replace("--use-tp-pp-dp-mapping", ""),
+                           "--gpu", "h100-sxm")
+    assert "megatron-cp-rank-order" not in found

@@ -18,6 +18,7 @@ from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated
 from pptune.frameworks.common.versions import FrameworkRefusal
+from pptune.frameworks.megatron.cp_fp8 import pp_last_with_cp
 from pptune.frameworks.megatron.split import MegatronSplit, megatron_blocks
 
 NAME = "megatron"
@@ -31,7 +32,9 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=STATEABLE, notes=notes)
     if plan.recompute is Recompute.SELECTIVE:
         plan, exact = ex.full_recompute(job, plan, name=NAME, notes=notes), False
-    chosen = plan
+    moved = pp_last_with_cp(job, plan, rank=rank, notes=notes)
+    exact = exact and moved is plan
+    chosen = plan = moved
     if megatron_split(plan) is None:
         why = (f"Megatron-LM has no {plan.schedule.value} schedule" + (
                    " (no DualPipe nor DualPipeV: it overlaps the expert all-to-all inside "

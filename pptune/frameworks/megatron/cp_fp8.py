@@ -23,6 +23,9 @@ from typing import Any
 
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.layout import Dim, Layout
+from pptune.costmodel.search import DP_INNER, PP_INNER, Plan
+from pptune.frameworks.common import express as ex
+from pptune.frameworks.common.adapter import Job
 from pptune.frameworks.megatron.flags import FlagReader
 from pptune.options import CostOptions
 
@@ -83,6 +86,16 @@ def _cp(r: FlagReader, fields: dict[str, Any]) -> None:
     if cp == 1:
         return
     fields["cp_comm"] = comm
+    pp = fields.get("pp") or 1
+    if r.flags.has("--use-tp-pp-dp-mapping") and pp > 1 and not r.flags.has(
+            "--expert-model-parallel-size"):
+        ctx.refuse("megatron-cp-rank-order",
+                   f"--use-tp-pp-dp-mapping with --context-parallel-size {cp} and pp {pp}: "
+                   "megatron-core asserts 'When not using pp-last rank ordering, the data "
+                   "parallel size of the attention and moe layers must be the same' "
+                   "(megatron/core/parallel_state.py initialize_model_parallel: the expert "
+                   "groups hold no cp, so their dp is cp times the dense one); drop "
+                   "--use-tp-pp-dp-mapping")
     seq = fields.get("seq_len")
     if seq is not None and seq % (2 * cp):
         ctx.refuse("megatron-cp-seq",
@@ -208,3 +221,15 @@ def cp_fp8_args(cp: int, tp: int, precision: Precision, costs: CostOptions | Non
                          "distributed optimizer, which Megatron-LM's --fp8-param-gather needs: "
                          "written without it")
     return args
+
+
+def pp_last_with_cp(job: Job, plan: Plan, *, rank: int, notes: list[str]) -> Plan:
+    """The plan in the tp-cp-dp-pp order when it has cp > 1 in tp-pp-dp with pp > 1:
+    megatron-core then refuses --use-tp-pp-dp-mapping (the dense and expert data-parallel
+    sizes differ; parallel_state.py), so the script states the pp-last order."""
+    if plan.cp == 1 or plan.pp == 1 or plan.rank_order != PP_INNER or plan.ep > 1:
+        return plan
+    return ex.closest_or_refuse(
+        job, plan, [(plan.schedule, plan.virtual_stages, list(plan.stage_layers))],
+        name="megatron", rank=rank, notes=notes, rank_order=DP_INNER,
+        why="megatron-core refuses --use-tp-pp-dp-mapping with context parallelism and pp > 1")
