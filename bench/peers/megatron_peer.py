@@ -7,7 +7,9 @@ pipeline rules of Megatron-LM's ``validate_args`` re-stated from source.
   ``TransformerConfig.__post_init__`` (uneven and account-for splits; the MoE,
   MTP and MLA checks, ``MLATransformerConfig`` with --multi-latent-attention),
   the MoE layer pattern as ``get_gpt_decoder_block_spec`` builds it (local
-  spec), the router's ``torch.topk`` over the experts,
+  spec), the router's ``torch.topk`` over the experts, its FP8 format, recipe
+  and parameter checks and a per-layer ``cp_comm_type`` of one type a layer,
+  the context-parallel and hierarchical context-parallel groups,
   ``get_num_layers_to_build`` for every pipeline rank and virtual stage (the
   split), the micro-batch calculator, and the schedule itself
   (``get_forward_backward_func()``) run until its first forward step, which
@@ -24,6 +26,7 @@ pipeline rules of Megatron-LM's ``validate_args`` re-stated from source.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from bench.peers.common import init_fake_world, main, verdict
@@ -108,6 +111,20 @@ def validate_args(a: dict[str, Any]) -> dict[str, Any]:
     if a["mla"]:
         assert not a["gqa"], (
             "Group query attention is mutually exclusive with multi latent attention.")
+    # context parallelism and FP8 (validate_args, core_r0.16)
+    if a["hierarchical"]:
+        assert cp == math.prod(a["hierarchical"])
+    if "a2a+p2p" in a["cp_comm"]:
+        assert a["hierarchical"] is not None, (
+            "--hierarchical-context-parallel-sizes must be set when a2a+p2p is used in cp comm")
+    if a["fp8_param"]:
+        assert a["dist_opt"] or a["fsdp2"], (
+            "--fp8-param-gather only supported with distributed optimizer, torch fsdp2, "
+            "megatron fsdp, or inference mode")
+    if cp > 1:
+        assert a["seq"] % (cp * 2) == 0, (
+            "seq-length should be a multiple of 2 * context-parallel-size if "
+            "context-parallel-size > 1.")
     gbs = a["global_batch"] if a["global_batch"] is not None else a["micro"] * dp
     return {"dp": dp, "vpp": vpp, "global_batch": gbs, "experts": experts, "etp": etp}
 
@@ -170,6 +187,12 @@ def _read(path: str, case: dict[str, Any]) -> dict[str, Any]:
         "qk_head": num("--qk-head-dim") or 128, "qk_pos": num("--qk-pos-emb-head-dim") or 64,
         "v_head": num("--v-head-dim") or 128, "fsdp2": "--use-torch-fsdp2" in flags,
         "recompute_full": recompute == "full",
+        "cp_comm": (last("--cp-comm-type") or "p2p").split(),
+        "hierarchical": [int(n) for n in (last("--hierarchical-context-parallel-sizes")
+                                          or "").split()] or None,
+        "fp8": last("--fp8-format"), "fp8_recipe": last("--fp8-recipe") or "delayed",
+        "fp8_param": "--fp8-param-gather" in flags,
+        "dist_opt": "--use-distributed-optimizer" in flags,
     }
 
 
@@ -190,6 +213,7 @@ def judge(case: dict[str, Any]) -> dict[str, Any]:
         tensor_model_parallel_size=a["tp"], pipeline_model_parallel_size=pp,
         virtual_pipeline_model_parallel_size=vpp, context_parallel_size=a["cp"],
         expert_model_parallel_size=a["ep"], expert_tensor_parallel_size=derived["etp"],
+        hierarchical_context_parallel_sizes=a["hierarchical"],
         order="tp-cp-ep-pp-dp" if a["tp_pp_dp"] else "tp-cp-ep-dp-pp",
         create_gloo_process_groups=False)  # gloo groups need a real backend
     config = _config_class(a)(
@@ -204,7 +228,10 @@ def judge(case: dict[str, Any]) -> dict[str, Any]:
         recompute_granularity=a["recompute"], recompute_method=a["recompute_method"],
         recompute_num_layers=a["recompute_num_layers"],
         bf16=a["bf16"], overlap_p2p_comm=a["overlap_p2p"] and vpp is not None,
-        batch_p2p_comm=not (a["overlap_p2p"] and vpp is not None), **_moe_kwargs(a, derived))
+        batch_p2p_comm=not (a["overlap_p2p"] and vpp is not None),
+        fp8=a["fp8"], fp8_recipe=a["fp8_recipe"], fp8_param=a["fp8_param"],
+        cp_comm_type=a["cp_comm"][0] if len(a["cp_comm"]) == 1 else a["cp_comm"],
+        **_moe_kwargs(a, derived))
     experts = _experts(config, a, derived)
     chunks = vpp or 1
     if config.pipeline_model_parallel_layout is not None:

@@ -125,6 +125,23 @@ MEGATRON: dict[str, tuple[str, int]] = {  # name: (extra flags, gpus)
                           "--recompute-granularity full", 4),
     "mg-world-mismatch": ("--pipeline-model-parallel-size 4 --global-batch-size 8", 6),
     "mg-batch-indivisible": ("--pipeline-model-parallel-size 4 --global-batch-size 9", 8),
+    # context parallelism and FP8 (NVIDIA's Llama 3.1 8B recipe: CP2, FP8 hybrid)
+    "mg-cp2-fp8": ("--context-parallel-size 2 --global-batch-size 64 --fp8-format hybrid "
+                   "--fp8-recipe tensorwise --fp8-param-gather --use-distributed-optimizer", 8),
+    "mg-cp-seq": ("--context-parallel-size 4 --global-batch-size 64 --seq-length 8196", 8),
+    "mg-cp-a2a": ("--context-parallel-size 2 --global-batch-size 64 --cp-comm-type a2a", 8),
+    "mg-cp-hier-no-sizes": ("--context-parallel-size 4 --global-batch-size 64 "
+                            "--cp-comm-type a2a+p2p", 8),
+    "mg-cp-hier": ("--context-parallel-size 4 --global-batch-size 64 --cp-comm-type a2a+p2p "
+                   "--hierarchical-context-parallel-sizes 2 2", 8),
+    "mg-cp-hier-product": ("--context-parallel-size 4 --global-batch-size 64 "
+                           "--cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 2 4", 8),
+    "mg-cp-comm-per-layer-short": ("--context-parallel-size 2 --global-batch-size 64 "
+                                   "--cp-comm-type p2p a2a", 8),
+    "mg-fp8-param-no-dist-opt": ("--global-batch-size 64 --fp8-format hybrid "
+                                 "--fp8-param-gather", 8),
+    "mg-fp8-param-no-format": ("--global-batch-size 64 --fp8-param-gather "
+                               "--use-distributed-optimizer", 8),
 }
 
 # Mixture of experts: Megatron-LM's MoE flags over the same base (megatron-core's own
@@ -206,6 +223,9 @@ TORCHTITAN: dict[str, tuple[dict, int]] = {  # name: (fields, gpus)
     "tt-microbatch-indivisible": ({"local": 8, "parallel":
                                    "pipeline_parallel_microbatch_size = 3"}, 4),
     "tt-fsdp-rest": ({"local": 8, "shard": -1}, 8),
+    "tt-cp2": ({"local": 8, "parallel": "context_parallel_degree = 2\n"
+                "context_parallel_rotate_method = \"alltoall\""}, 8),
+    "tt-cp-seq": ({"local": 8, "parallel": "context_parallel_degree = 3"}, 12),  # 8192 % 6
     "tt-lm-head-name": ({"local": 8, "parallel": "module_fqns_per_model_part = [" + ", ".join(
         json.dumps(part) for part in (
             ["tok_embeddings"] + [f"layers.{i}" for i in range(8)],
@@ -261,6 +281,8 @@ RECOMMEND = [  # recommend runs whose emitted files the peers judge
     ["--gpus", "4"], ["--gpus", "8"], ["--gpus", "12"], ["--gpus", "16"],
     ["--gpus", "32", "--model", "gpt3-13b", "--gpu", "a100-80gb", "--tp", "2",
      "--sharded-optimizer"],
+    ["--gpus", "16", "--seq-len", "16384", "--tp", "1", "--cp", "2", "--precision", "fp8",
+     "--fp8-param-gather"],
 ]
 
 
@@ -340,6 +362,8 @@ def emitted_cases(folder: Path) -> list[Case]:
         for framework, name in (("deepspeed", "ds_config.json"),
                                 ("megatron", "pretrain_megatron.sh"),
                                 ("torchtitan", "torchtitan.toml")):
+            if framework == "deepspeed" and "--cp" in args:
+                continue  # its JSON states neither cp nor FP8: emit has nothing to write
             target = folder / tag / framework
             r = runner.invoke(app, ["recommend", *args, "--emit", framework, "-o", str(target),
                                     "--force"])

@@ -60,6 +60,10 @@ def judge(case: dict[str, Any]) -> dict[str, Any]:
                         ep=p.expert_parallel_degree, etp=p.expert_tensor_parallel_degree,
                         world_size=world)
     dims.build_mesh()
+    # torchtitan/models/llama3/infra/parallelize.py (run by parallelize_fn, not applied here)
+    assert job.training.seq_len % dims.seq_len_divisor == 0, (
+        f"Sequence length {job.training.seq_len} must be divisible by the product of TP degree "
+        f"({dims.tp}) and 2 * CP degree ({dims.cp}).")
     batch_degree = dims.dp_replicate * dims.dp_shard if dims.dp_enabled else 1
     global_batch = job.training.global_batch_size
     if global_batch < 0:

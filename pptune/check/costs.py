@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from pptune.check.experts import cost_key, placement, stated_shape
-from pptune.costmodel import presets
-from pptune.costmodel.keys import CostKey
+from pptune.costmodel import context, presets
+from pptune.costmodel.context import CpComm
+from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.ops import Attention
+from pptune.costmodel.precision import problems
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.search import CostTable
 from pptune.costs.modelspec import from_hf_config, from_sizes, with_seq_len
@@ -32,7 +34,7 @@ from pptune.schemas import Profile, TrainingConfig, load_profile
 
 
 def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
-          given: Profile | None = None
+          given: Profile | None = None, *, refused: bool = False
           ) -> tuple[CostTable | None, str, CostKey, float | None]:
     """The config's per-layer costs, where they came from ("none" when there are none),
     the layout the table prices, and the memory reserve a calibrated profile measured
@@ -43,7 +45,8 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
     (pptune calibrate prices its jobs so). The key is the layout the table prices: a
     measured profile's (tp x cp folded into its per-layer costs, linearly), or the
     config's tensor and context parallelism priced analytically (a calibrated profile
-    too).
+    too). ``refused``: the config already has error findings; a context-parallel
+    layout the model cannot take then adds none of its own (the framework's rule said it).
     """
     folded = CostKey(tp=cfg.tp)
     path = flags.profile or (Path(cfg.profile) if cfg.profile else None)
@@ -54,20 +57,38 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
             load_profile(path) if path is not None else None)
         shape = None if profile is not None else config_shape(cfg, base_dir, flags.model, add)
         attention = Attention(cfg.attention or "flash")  # not stated: the per-op model's default
+        if cfg.cp > 1 and attention is not Attention.FLASH:
+            add("cp-attention", "warning",
+                f"context parallelism {cfg.cp} with {attention.value} attention: pptune prices "
+                "context-parallel attention with fused (flash) kernels only; predicted so")
+            attention = Attention.FLASH
         opts, sizes = CostOptions(tp=(cfg.tp,)), None  # a profile: the sizes it measured
         if profile is not None and profile.calibration is not None:
             # calibrated (pptune calibrate --run): the model priced for this config's settings
             opts = CostOptions(tp=(cfg.tp,), cp=(cfg.cp,), seq_len=cfg.seq_len,
                                sequence_parallel=cfg.sequence_parallel,
-                               attention=Attention(cfg.attention) if cfg.attention else None)
+                               attention=Attention(cfg.attention) if cfg.attention else None,
+                               **layout_options(cfg))
             sizes = tuple(sorted({1, 2, 4, 8, cfg.micro_batch_size}))
         if shape is not None:
             opts = CostOptions(tp=(cfg.tp,), cp=(cfg.cp,), gpu=_gpu(flags, cfg, add),
-                               sequence_parallel=cfg.sequence_parallel, attention=attention)
+                               sequence_parallel=cfg.sequence_parallel, attention=attention,
+                               **layout_options(cfg))
             sizes = tuple(sorted({1, 2, 4, 8, cfg.micro_batch_size}))
             if shape.heads % cfg.tp:
                 add("tp-heads", "error",
                     f"tp {cfg.tp} does not divide the {shape.heads} attention heads", tp=cfg.tp)
+                return None, "none", folded, None
+            why = _precision_problem(cfg, str(opts.gpu))
+            if why:
+                add("precision-gpu", "error", why, precision=cfg.precision, gpu=opts.gpu)
+                return None, "none", folded, None
+            split = context.problems(shape.seq_len, shape.heads // cfg.tp,
+                                     max(1, shape.kv_heads // cfg.tp), cfg.cp, opts.cp_comm)
+            if split:
+                if not refused:
+                    add("cp-layout", "error", f"context parallelism {cfg.cp}: "
+                        + "; ".join(split).replace("--cp-comm", "cp_comm"), cp=cfg.cp)
                 return None, "none", folded, None
         experts = None
         if shape is not None and shape.moe and shape.top_k > shape.experts:
@@ -112,6 +133,35 @@ def model_of(cfg: TrainingConfig, base_dir: Path, flags: CostOptions) -> ModelSh
         return config_shape(cfg, base_dir, flags.model, lambda *_a, **_k: None)
     except PptuneError:
         return None
+
+
+# the config's precision -> the GEMM precision priced (fp32: pptune prices BF16 GEMMs)
+PRECISIONS = {"fp16": Precision.FP16, "fp8": Precision.FP8, "mxfp8": Precision.MXFP8}
+
+
+def layout_options(cfg: TrainingConfig) -> dict[str, Any]:
+    """The cost options of the layout the config states beyond tp and cp: its GEMM
+    precision, its context-parallel exchange and FP8 parameters (defaults when unsaid)."""
+    out: dict[str, Any] = {"precision": (PRECISIONS.get(cfg.precision or "", Precision.BF16),)}
+    if cfg.cp_comm is not None:
+        out["cp_comm"] = CpComm(cfg.cp_comm)
+    if cfg.fp8_param_gather and cfg.precision in ("fp8", "mxfp8"):
+        out["fp8_param_gather"] = True
+    return out
+
+
+def _precision_problem(cfg: TrainingConfig, gpu: str) -> str | None:
+    """Why the config's GPU cannot run its FP8 GEMMs (None: it can, or none are asked)."""
+    precision = PRECISIONS.get(cfg.precision or "")
+    spec = presets.GPUS.get(gpu)
+    if precision is None or spec is None:
+        return None
+    found = problems(precision, spec)
+    if not found:
+        return None
+    return (f"precision {cfg.precision} on {gpu}: "
+            + "; ".join(found).removeprefix(f"--precision {precision.value}: ")
+            + " (the config's precision or gpu)")
 
 
 def config_shape(cfg: TrainingConfig, base_dir: Path, model: str | None,

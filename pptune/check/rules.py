@@ -242,8 +242,11 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
 
     report = CheckReport(out, derived={"dp": dp, "grad_accum_steps": ga, "microbatches": m})
     structural = any(f.severity == "error" for f in out)
-    table, origin, key, reserve = costs(cfg, base_dir, opts.costs, add, opts.profile)
+    table, origin, key, reserve = costs(cfg, base_dir, opts.costs, add, opts.profile,
+                                        refused=structural)
     report.derived["cost_source"] = origin
+    if table is not None:  # the layout priced: tp, cp, ep, etp and the GEMM precision
+        report.derived["cost_key"] = str(key)
     report.table = table
     if table is None or structural or dp is None or m is None:
         if table is not None and structural:
@@ -302,6 +305,7 @@ def _predict(
     req = PlanRequest(
         gpus=gpus, global_batch=global_batch, tp=key.tp, gpus_per_node=cfg.gpus_per_node,
         cost_keys=(key,),
+        fp8_param_gather=bool(cfg.fp8_param_gather and cfg.precision in ("fp8", "mxfp8")),
         shardings=(sharding,), recomputes=(recompute,), recompute_every=cfg.recompute_every,
         fsdp_reshard_after_forward=cfg.fsdp_reshard_after_forward,
         reserve_bytes=reserve_bytes, micro_batch_sizes=(cfg.micro_batch_size,),

@@ -94,8 +94,26 @@ class TrainingConfig(Strict):
     ffn_hidden_size: int | None = Field(None, ge=1, le=2**31 - 1, description="MLP inner width")
     vocab_size: int | None = Field(None, ge=1, le=2**31 - 1)
     gated_mlp: bool | None = Field(None, description="SwiGLU-style MLP (3 matrices), when stated")
-    precision: Literal["fp32", "fp16", "bf16"] | None = Field(
-        None, description="training compute dtype, when the file says"
+    precision: Literal["fp32", "fp16", "bf16", "fp8", "mxfp8"] | None = Field(
+        None, description="training compute dtype, when the file says: fp8 / mxfp8 are the "
+        "block GEMMs in FP8 (per-tensor or blockwise scaling) or OCP microscaling FP8, the "
+        "rest in BF16 (Megatron-LM --fp8-format / --fp8-recipe, torchtitan's float8 and mx "
+        "converters)"
+    )
+    cp_comm: Literal["p2p", "all-gather", "a2a", "a2a+p2p"] | None = Field(
+        None, description="how context-parallel ranks exchange K/V, when the file says "
+        "(Megatron-LM --cp-comm-type; torchtitan context_parallel_rotate_method: alltoall is "
+        "the ring, p2p here)"
+    )
+    fp8_recipe: str | None = Field(
+        None, max_length=40, description="the FP8 scaling recipe as the file names it "
+        "(Megatron-LM --fp8-recipe delayed|tensorwise|blockwise|mxfp8; torchtitan "
+        "recipe_name tensorwise|rowwise|...)"
+    )
+    fp8_param_gather: bool | None = Field(
+        None, description="FP8 weights kept and all-gathered in FP8, no cached FP8 copies "
+        "(Megatron-LM --fp8-param-gather; torchtitan enable_fsdp_float8_all_gather), when "
+        "the file says"
     )
     recompute: Literal["none", "selective", "full"] | None = Field(
         None, description="activation recomputation (checkpointing), when the file says"

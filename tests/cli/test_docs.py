@@ -53,6 +53,7 @@ MEGATRON_FLAGS = {
     "--position-embedding-type", "--rotary-base", "--train-iters",
     "--untie-embeddings-and-output-weights", "--use-mcore-models", "--adam-beta1",
     "--weight-decay",
+    "--hierarchical-context-parallel-sizes",
 }
 MEGATRON_FLAGS |= set(MOE_VALUE_FLAGS) | set(MOE_BOOL_FLAGS) | {
     "--moe-router-num-groups", "--moe-router-group-topk"}  # group-limited routing, ignored

@@ -44,7 +44,8 @@ DEEPSPEED_KEYS = frozenset(
 
 _READ = DEEPSPEED_KEYS | {"pipeline", "pipeline_parallel_size", "bf16", "bfloat16", "fp16",
                           "tensor_parallel", "activation_checkpointing", "pptune",
-                          EXPERT_SECTION}
+                          EXPERT_SECTION,
+                          "sequence_parallel_size"}
 _SHARDING = {0: "none", 1: "zero1", 2: "zero2", 3: "zero3"}
 
 
@@ -72,6 +73,7 @@ def read_deepspeed(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     if fields["pp"] is None:
         ctx.note("pp not stated (DeepSpeed sets it in PipelineModule); assumed 1: pass --pp")
     read_experts(ctx, data, fields)
+    fields.update(_sequence_parallel(ctx, data, fields["pp"] or 1))
     _batch_trio(ctx, fields, micro, data)
     fields["recompute"] = _recompute(ctx, data)
     ignored = sorted(str(k) for k in data if k not in _READ)
@@ -221,6 +223,30 @@ def _precision(ctx: Ctx, data: dict[str, Any]) -> str | None:
     return "fp32" if enabled else None
 
 
+def _sequence_parallel(ctx: Ctx, data: dict[str, Any], pp: int) -> dict[str, Any]:
+    """DeepSpeed-Ulysses: ``sequence_parallel_size`` splits the sequence over ranks that
+    exchange Q/K/V by all-to-all over the heads (pptune's cp with the a2a exchange).
+    The JSON key divides the data-parallel world when no model-parallel unit builds the
+    groups (deepspeed/runtime/config.py, DeepSpeedConfig); a PipelineModule's grid has
+    no sequence dimension, so with a pipeline it is not read. DeepSpeed's JSON has no
+    FP8 setting: FP8 comes from the model code (Transformer Engine), not this file."""
+    if "sequence_parallel_size" not in data:
+        return {}
+    sp = whole(ctx, "sequence_parallel_size", data["sequence_parallel_size"],
+               maximum=MAX_DEVICES)
+    if sp == 1:
+        return {}
+    if pp > 1:
+        ctx.unmodelled("deepspeed-unmodelled",
+                       f"sequence_parallel_size {sp} with a {pp}-stage pipeline: DeepSpeed's "
+                       "PipelineModule grid has no sequence-parallel dimension; not modelled, "
+                       "predicted without it")
+        return {}
+    ctx.note(f"sequence_parallel_size {sp} read as DeepSpeed-Ulysses context parallelism "
+             "(all-to-all over the heads, cp a2a)")
+    return {"cp": sp, "cp_comm": "a2a"}
+
+
 def _batch_trio(ctx: Ctx, fields: dict[str, Any], micro: int | None,
                 data: dict[str, Any]) -> None:
     """Complete the batch trio as deepspeed/runtime/config.py
@@ -228,7 +254,7 @@ def _batch_trio(ctx: Ctx, fields: dict[str, Any], micro: int | None,
     data-parallel world size), refusing what ``_batch_assertion`` refuses."""
     batch, accum = fields["global_batch"], fields["grad_accum_steps"]
     gpus = fields.get("gpus")
-    model_parallel = (fields["pp"] or 1) * (fields["tp"] or 1)
+    model_parallel = (fields["pp"] or 1) * (fields["tp"] or 1) * (fields.get("cp") or 1)
     dp = gpus // model_parallel if gpus is not None and gpus % model_parallel == 0 else None
     trio = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
     if any(data.get(k) == "auto" for k in trio):  # the HF Trainer fills these at run time

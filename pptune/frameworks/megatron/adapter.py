@@ -18,7 +18,7 @@ from pptune.schemas import TrainingConfig
 
 class MegatronAdapter(Adapter):
     name = "megatron"
-    states_dims = frozenset({"cp", "ep", "etp"})
+    states_dims = frozenset({"cp", "ep", "etp", "precision"})
     title = "Megatron-LM"
     files = (writer.FILE,)
     syntaxes = ("text",)

@@ -25,6 +25,7 @@ from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated
 from pptune.frameworks.common.versions import FrameworkRefusal
+from pptune.frameworks.megatron.cp_fp8 import pp_last_with_cp
 from pptune.frameworks.megatron.layout import plan_layout
 from pptune.frameworks.megatron.split import MegatronSplit, megatron_blocks
 from pptune.report.fmt import fmt_seconds
@@ -58,6 +59,9 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=STATEABLE, notes=notes)
     if plan.recompute is Recompute.SELECTIVE:
         plan, exact = ex.full_recompute(job, plan, name=NAME, notes=notes), False
+    moved = pp_last_with_cp(job, plan, rank=rank, notes=notes)
+    exact = exact and moved is plan
+    plan = moved
     chosen, names = plan, job.layer_names
     layout = None
     if megatron_split(plan, names) is None:

@@ -38,9 +38,15 @@ VALUE_FLAGS: tuple[str, ...] = (
     "--attention-backend",
     "--pipeline-model-parallel-layout",
     "--mtp-num-layers",
+    # context parallelism and FP8 (cp_fp8.py)
+    "--cp-comm-type",
+    "--hierarchical-context-parallel-sizes",
+    "--fp8-format",
+    "--fp8-recipe",
 )
-# flags that take every following word up to the next flag (argparse nargs="+")
-LIST_FLAGS = ("--recompute-modules",)
+# flags that take every following word up to the next flag (argparse nargs="+"; the
+# words kept space-separated)
+LIST_FLAGS = ("--recompute-modules", "--cp-comm-type", "--hierarchical-context-parallel-sizes")
 BOOL_FLAGS: tuple[str, ...] = (
     "--use-distributed-optimizer",
     "--sequence-parallel",
@@ -58,6 +64,7 @@ BOOL_FLAGS: tuple[str, ...] = (
     "--overlap-grad-reduce",
     "--overlap-param-gather",
     "--overlap-moe-expert-parallel-comm",
+    "--fp8-param-gather",
 )
 # Mixture of experts, MTP and MLA (read in moe.py)
 MOE_VALUE_FLAGS = (

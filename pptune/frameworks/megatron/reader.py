@@ -30,6 +30,7 @@ from typing import Any
 from pptune.costmodel.presets import MODELS
 from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build, whole_text
 from pptune.frameworks.common.shell import Script, ShellLimit, interpret
+from pptune.frameworks.megatron.cp_fp8 import read_cp_fp8
 from pptune.frameworks.megatron.flags import (
     BOOL_FLAGS,
     NODES_FLAGS,
@@ -143,6 +144,7 @@ def _fields(r: FlagReader, launcher: Flagged) -> dict[str, Any]:
         ctx.note("--num-query-groups ignored without --group-query-attention (as Megatron-LM does)")
         queries = None
     fields["num_kv_heads"] = queries
+    read_cp_fp8(r, fields)
     fields.update(_launcher(ctx, launcher))
     apply_flags(ctx, fields, {"pp": "--pipeline-model-parallel-size",
                               "tp": "--tensor-model-parallel-size",

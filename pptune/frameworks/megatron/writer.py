@@ -12,12 +12,14 @@ the plan's GPUs (``launch_shape``).
 
 from __future__ import annotations
 
+from pptune.costmodel.keys import Precision
 from pptune.costmodel.layout_grammar import KNOB
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.search import PP_INNER, Plan, Recompute, Sharding
 from pptune.frameworks.common.adapter import Stated
 from pptune.frameworks.common.writing import header, plan_launch
 from pptune.frameworks.megatron.closest import Placement
+from pptune.frameworks.megatron.cp_fp8 import cp_fp8_args
 from pptune.frameworks.megatron.split import MegatronSplit
 
 FILE = "pretrain_megatron.sh"
@@ -78,8 +80,12 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
     args += [
         f"--micro-batch-size {plan.micro_batch_size}",
         f"--global-batch-size {job.global_batch}",
-        "--bf16",
+        "--fp16" if plan.precision is Precision.FP16 else "--bf16",
     ]
+    unsaid: list[str] = []
+    args += cp_fp8_args(plan.cp, plan.tp, plan.precision, job.cost_options,
+                        job.request.gpus_per_node, plan.sharding is Sharding.ZERO1, unsaid)
+    lines += [f"# {line}" for line in unsaid]
     if plan.sharding is Sharding.ZERO1:
         args.append("--use-distributed-optimizer")
     if plan.recompute is Recompute.FULL and placed.block_layers is not None:

@@ -24,7 +24,7 @@ from pptune.schemas import TrainingConfig
 
 class PptuneAdapter(Adapter):
     name = "pptune"
-    states_dims = frozenset({"cp", "ep", "etp"})
+    states_dims = frozenset({"cp", "ep", "etp", "precision"})
     title = "pptune"
     files = (writer.FILE,)
     syntaxes = ("json", "toml", "yaml")

@@ -8,22 +8,28 @@ it launches, and the model, GPU and profile the costs came from.
 from __future__ import annotations
 
 from pptune.costmodel import presets
+from pptune.costmodel.keys import Precision
 from pptune.costmodel.partition import strip_ends
 from pptune.costmodel.search import Recompute, Sharding
 from pptune.frameworks.common.adapter import Stated
 from pptune.frameworks.common.writing import header, node_size
+from pptune.options import CostOptions
 
 FILE = "pptune.yaml"
 
 
 def write(stated: Stated) -> dict[str, str]:
     job, plan = stated.job, stated.plan
+    costs = job.cost_options or CostOptions()
+    low = plan.precision in (Precision.FP8, Precision.MXFP8)
     lines = [
         *header(plan, job, "#"),
         f"gpus: {plan.world}",
         f"gpus_per_node: {node_size(plan, job)}",
         f"tp: {plan.tp}",
-        *([f"cp: {plan.cp}"] if plan.cp > 1 else []),
+        *([f"cp: {plan.cp}", f"cp_comm: {costs.cp_comm.value}"] if plan.cp > 1 else []),
+        *([f"precision: {plan.precision.value}"] if plan.precision is not Precision.BF16 else []),
+        *(["fp8_param_gather: true"] if low and costs.fp8_param_gather else []),
         f"pp: {plan.pp}",
         f"dp: {plan.dp}",
         f"schedule: {plan.schedule.value}",
@@ -48,6 +54,8 @@ def write(stated: Stated) -> dict[str, str]:
         lines.append(f"attention: {job.attention}")
     if job.model in presets.MODELS:
         lines.append(f"model: {job.model}")
+    if job.shape is not None:  # the sequence the costs priced (a preset's may differ)
+        lines.append(f"seq_len: {job.shape.seq_len}")
     if str(job.device) in presets.GPUS:
         lines.append(f"gpu: {job.device}")
     if job.origin.startswith("profile "):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.search import Plan
 from pptune.frameworks.common import torch_schedules
 from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
@@ -20,11 +21,18 @@ from pptune.schemas import TrainingConfig
 
 class TorchtitanAdapter(Adapter):
     name = "torchtitan"
-    states_dims = frozenset({"cp", "ep", "etp"})
+    states_dims = frozenset({"cp", "ep", "etp", "precision"})
     title = "torchtitan"
     files = (writer.FILE,)
     syntaxes = ("toml",)
     versions = (TORCHTITAN,)
+
+    def cannot_state(self, key: CostKey) -> str | None:
+        """FP16: training.mixed_precision_param takes bfloat16 or float32 (job_config.py)."""
+        if key.precision is Precision.FP16:
+            return "torchtitan files state no precision fp16 (mixed_precision_param: bfloat16 " \
+                "or float32)"
+        return super().cannot_state(key)
 
     def detect(self, data: Any) -> bool:
         return looks_like_torchtitan(data)

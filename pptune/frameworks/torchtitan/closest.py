@@ -22,6 +22,7 @@ from pptune.costmodel.search import DP_INNER, Plan, Sharding, evaluate
 from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated
+from pptune.frameworks.torchtitan.cp_fp8 import stateable_exchange
 from pptune.frameworks.torchtitan.reader import FLAVORS, NO_PIPELINE
 from pptune.report.fmt import fmt_seconds
 
@@ -42,6 +43,7 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
         job, plan, name=NAME, attention="flash", sequence_parallel=job.request.tp > 1,
         notes=notes,
         runs="flash attention (SDPA) and sequence parallelism with tensor parallelism")
+    job, plan = stateable_exchange(job, plan, notes)
     plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=STATEABLE, notes=notes)
     plan, same = ex.uniform_recompute(job, plan, name=NAME, notes=notes,
                                       knob="[activation_checkpoint] mode, applied to every block")

@@ -37,6 +37,8 @@ from typing import Any
 
 from pptune.costmodel.presets import MODELS
 from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build, show, whole
+from pptune.frameworks.torchtitan.cp_fp8 import TABLES as CP_FP8_TABLES
+from pptune.frameworks.torchtitan.cp_fp8 import read_cp_fp8
 from pptune.frameworks.torchtitan.experts import read_experts
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN, reads_toml
 from pptune.frameworks.torchtitan.stages import default_split, schedule
@@ -55,7 +57,8 @@ NO_PIPELINE = ("qwen3", "gpt_oss", "flux")
 # (name, flavor) as the reader matches them (case-insensitively) -> pptune preset
 PRESETS = {(name.lower(), flavor.lower()): preset for preset, (name, flavor) in FLAVORS.items()}
 
-_READ_TABLES = {"parallelism", "training", "model", "experimental", "activation_checkpoint"}
+_READ_TABLES = {"parallelism", "training", "model", "experimental", "activation_checkpoint",
+                *CP_FP8_TABLES}
 
 
 def looks_like_torchtitan(data: dict[str, Any]) -> bool:
@@ -116,6 +119,7 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     fields["seq_len"] = seq
     fields["precision"] = {"bfloat16": "bf16", "float32": "fp32"}.get(
         train.text("mixed_precision_param", "") or "")
+    read_cp_fp8(ctx, data, par, fields)
     fields["recompute"], fields["recompute_every"] = _recompute(
         ctx, Table(ctx, "activation_checkpoint", data))
     ignored = sorted(str(k) for k in data if k not in _READ_TABLES)

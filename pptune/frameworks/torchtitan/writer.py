@@ -21,9 +21,11 @@ from pptune.costmodel.search import Plan, Recompute, Sharding
 from pptune.frameworks.common.adapter import Stated
 from pptune.frameworks.common.versions import Versions
 from pptune.frameworks.common.writing import header, plan_launch
+from pptune.frameworks.torchtitan.cp_fp8 import ROTATE_NAME, fp8_lines
 from pptune.frameworks.torchtitan.fqns import TOML_RELEASE, TORCHTITAN, head
 from pptune.frameworks.torchtitan.placement import stage_options
 from pptune.frameworks.torchtitan.reader import FLAVORS
+from pptune.options import CostOptions
 
 FILE = "torchtitan.toml"
 # torch.distributed.pipelining's class names, as pipeline_parallel_schedule takes them
@@ -71,6 +73,8 @@ def write(stated: Stated) -> dict[str, str]:
     local = plan.micro_batch_size * (plan.num_microbatches if plan.pp > 1 else 1)
     fsdp = plan.sharding is Sharding.FSDP
     nodes, per_node = plan_launch(plan, job)
+    fp8_model, fp8_tables = fp8_lines(plan, job)
+    comm = (job.cost_options or CostOptions()).cp_comm.value
     lines = [
         *header(plan, job, "#"),
         f"# torchtitan {TOML_RELEASE} job file; launch: torchrun --nnodes {nodes} "
@@ -81,6 +85,7 @@ def write(stated: Stated) -> dict[str, str]:
         "[model]",
         f'name = "{flavor[0]}"',
         f'flavor = "{flavor[1]}"',
+        *fp8_model,
         "",
         "[training]",
         f"local_batch_size = {local}",
@@ -98,7 +103,9 @@ def write(stated: Stated) -> dict[str, str]:
         f"tensor_parallel_degree = {plan.tp}",
         *([f"expert_parallel_degree = {plan.ep}",
            f"expert_tensor_parallel_degree = {plan.etp}"] if plan.ep > 1 else []),
-        *([f"context_parallel_degree = {plan.cp}"] if plan.cp > 1 else []),
+        *([f"context_parallel_degree = {plan.cp}",
+           f'context_parallel_rotate_method = "{ROTATE_NAME.get(comm, "allgather")}"']
+          if plan.cp > 1 else []),
         f"pipeline_parallel_degree = {plan.pp}",
         f'pipeline_parallel_schedule = "{SCHEDULES[plan.schedule]}"',
         *_ep_overlap(plan),
@@ -108,8 +115,9 @@ def write(stated: Stated) -> dict[str, str]:
     # flavors torchtitan ships (a custom TrainSpec's count is not in the file)
     built = stage_options(plan) if plan.pp > 1 and flavor[1] != "custom" else None
     if built is not None:  # torchtitan builds this split itself (placement.py)
-        lines += [*built, ""]
+        lines += [*built]
     else:
         lines += ["module_fqns_per_model_part = [",
-                  *(f"    {json.dumps(part)}," for part in names), "]", ""]
+                  *(f"    {json.dumps(part)}," for part in names), "]"]
+    lines += [*fp8_tables, ""]
     return {FILE: "\n".join(lines)}

@@ -1,0 +1,160 @@
+"""torchtitan's context-parallel and float8 settings: read, checked by its own rules,
+stated.
+
+Names and defaults follow torchtitan 0.2.2 (torchtitan/config/job_config.py):
+``[parallelism] context_parallel_rotate_method`` is ``allgather`` (the default:
+every rank gathers the K/V shards) or ``alltoall`` (torch's ring: each step passes
+the shard to the next rank, torch/distributed/tensor/experimental/_context_parallel
+``_AllToAllRotater``), pptune's ``all-gather`` and ``p2p``; Ulysses and the
+hierarchical exchange have no torchtitan setting. FP8 is a model converter
+(``[model] converters``): ``quantize.linear.float8`` (torchao Float8Linear, table
+``[quantize.linear.float8]``: ``recipe_name`` tensorwise | rowwise |
+rowwise_with_gw_hp, unset = tensorwise; ``enable_fsdp_float8_all_gather``;
+``emulate``) or ``quantize.linear.mx`` (MXFP8, ``[quantize.linear.mx]``); releases
+before 0.2 named the converter ``float8`` with a ``[float8]`` table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from pptune.costmodel import presets
+from pptune.costmodel.context import CpComm
+from pptune.costmodel.keys import Precision
+from pptune.costmodel.moe import ExpertParallel
+from pptune.costmodel.search import Plan, Sharding, evaluate
+from pptune.costs.resolve import analytic_costs
+from pptune.frameworks.common.adapter import Job
+from pptune.frameworks.common.fields import Ctx, show
+from pptune.frameworks.torchtitan.table import Table
+from pptune.options import CostOptions
+from pptune.report.fmt import fmt_seconds
+
+ROTATE = {"allgather": "all-gather", "alltoall": "p2p"}
+ROTATE_NAME = {comm: name for name, comm in ROTATE.items()}
+FLOAT8_RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")
+FLOAT8, MX, OLD_FLOAT8 = "quantize.linear.float8", "quantize.linear.mx", "float8"
+TABLES = ("quantize", "float8")  # the tables read here
+
+
+def read_cp_fp8(ctx: Ctx, data: dict[str, Any], par: Table, fields: dict[str, Any]) -> None:
+    """Fill cp_comm, precision (fp8 / mxfp8), fp8_recipe and fp8_param_gather."""
+    cp, tp = fields.get("cp") or 1, fields.get("tp") or 1
+    method = par.text("context_parallel_rotate_method", "allgather")
+    if method not in ROTATE:
+        ctx.refuse("torchtitan-cp-rotate",
+                   f"parallelism.context_parallel_rotate_method {method[:40]!r}: torchtitan "
+                   "takes allgather or alltoall (job_config.py) and torch raises 'Context "
+                   "Parallel does not support using ... for kv shards rotation'")
+        method = "allgather"
+    if cp > 1:
+        fields["cp_comm"] = ROTATE[method]
+        seq = fields.get("seq_len")
+        if seq is not None and seq % (tp * 2 * cp):
+            ctx.refuse("torchtitan-cp-seq",
+                       f"training.seq_len {seq} with tensor parallel {tp} and context parallel "
+                       f"{cp}: torchtitan asserts the sequence length 'must be divisible by the "
+                       "product of TP degree and 2 * CP degree' "
+                       "(torchtitan/models/llama3/infra/parallelize.py); use a multiple of "
+                       f"{tp * 2 * cp}")
+    _fp8(ctx, data, fields)
+
+
+def _converters(ctx: Ctx, model: Table) -> list[str]:
+    value = model.data.get("converters", [])
+    if isinstance(value, str):  # the command line's comma-separated form
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ctx.bad(f"model.converters is {show(value)}; expected a list of converter names")
+    return value
+
+
+def _table(ctx: Ctx, data: dict[str, Any], path: str) -> dict[str, Any]:
+    node: Any = data
+    for part in path.split("."):
+        node = node.get(part, {}) if isinstance(node, dict) else None
+        if not isinstance(node, dict):
+            raise ctx.bad(f"{path} is {show(node)}; expected a [{path}] table")
+    return dict(node)
+
+
+def _fp8(ctx: Ctx, data: dict[str, Any], fields: dict[str, Any]) -> None:
+    converters = _converters(ctx, Table(ctx, "model", data))
+    low = [c for c in converters if c in (FLOAT8, MX, OLD_FLOAT8)]
+    if not low:
+        return
+    if len(set(low)) > 1:
+        ctx.unmodelled("torchtitan-unmodelled",
+                       f"model.converters lists {', '.join(low)}; priced as the first, {low[0]}")
+    if low[0] == MX:
+        mx = _table(ctx, data, MX)
+        fields["precision"], fields["fp8_recipe"] = "mxfp8", str(
+            mx.get("recipe_name", "mxfp8_cublas"))[:40]
+        return
+    name = FLOAT8 if low[0] == FLOAT8 else OLD_FLOAT8
+    table = _table(ctx, data, name)
+    recipe, gather = table.get("recipe_name"), table.get("enable_fsdp_float8_all_gather", False)
+    if recipe is not None and recipe not in FLOAT8_RECIPES:
+        ctx.refuse("torchtitan-float8-recipe",
+                   f"{name}.recipe_name {show(recipe)}: torchtitan takes "
+                   f"{', '.join(FLOAT8_RECIPES)} (job_config.py Float8Linear)")
+        recipe = None
+    if recipe is not None and gather is True:
+        ctx.refuse("torchtitan-float8-all-gather",
+                   f"{name}.enable_fsdp_float8_all_gather with recipe_name {recipe}: torchtitan "
+                   "asserts 'using float8_config.enable_fsdp_float8_all_gather together with "
+                   "float8_config.recipe_name is not supported' "
+                   "(torchtitan/components/quantization/float8.py)")
+    if table.get("emulate") is True:
+        ctx.unmodelled("torchtitan-unmodelled",
+                       f"{name}.emulate runs float8 without FP8 tensor cores; priced as BF16")
+        return
+    fields["precision"], fields["fp8_recipe"] = "fp8", recipe or "tensorwise"
+    # the float8 all-gather runs only over FSDP shards (Float8LinearConverter: dp_shard_enabled)
+    fields["fp8_param_gather"] = gather is True and recipe is None and (
+        fields.get("sharding") == "fsdp")
+
+
+def stateable_exchange(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan]:
+    """The job and plan priced with torchtitan's default exchange (allgather) when the
+    plan's (a2a, a2a+p2p) has no torchtitan setting; unchanged otherwise."""
+    c = job.cost_options or CostOptions()
+    if plan.cp == 1 or c.cp_comm.value in ROTATE_NAME:
+        return job, plan
+    gpu = str(job.device)
+    if job.shape is None or gpu not in presets.GPUS or job.attention is None:
+        notes.append(f"torchtitan has no {c.cp_comm.value} context-parallel exchange: the file "
+                     "runs allgather, which pptune did not price with these costs")
+        return job, plan
+    options = replace(c, cp_comm=CpComm.ALL_GATHER)
+    table, _ = analytic_costs(
+        job.shape, gpu, sorted(job.table.by_mb), job.request.keys()[0],
+        ExpertParallel(imbalance=c.moe_imbalance), sequence_parallel=job.sequence_parallel,
+        attention=job.attention, tp_comm_overlap=job.tp_comm_overlap,
+        cp_comm=CpComm.ALL_GATHER, fp8_params=c.fp8_param_gather,
+        gpus_per_node=job.request.gpus_per_node)
+    job = replace(job, table=table, cost_options=options)
+    alt = evaluate(job.table, job.request, plan.spec)
+    notes.append(f"torchtitan has no {c.cp_comm.value} context-parallel exchange: emitting it "
+                 f"with allgather (torchtitan's default), predicted step "
+                 f"{fmt_seconds(alt.step_time_s)} ({alt.step_time_s / plan.step_time_s:.3f}x)")
+    return job, alt
+
+
+def fp8_lines(plan: Plan, job: Job) -> tuple[list[str], list[str]]:
+    """([model] lines, the tables after it) stating the plan's FP8 GEMMs as priced."""
+    if plan.precision not in (Precision.FP8, Precision.MXFP8):
+        return [], []
+    # torchtitan docs/float8.md: torch.compile "required for competitive performance"
+    compile_ = ["", "[compile]", "enable = true  # fuses the float8 casts (docs/float8.md)"]
+    if plan.precision is Precision.MXFP8:
+        return ([f'converters = ["{MX}"]'],
+                [*compile_, "", f"[{MX}]", 'recipe_name = "mxfp8_cublas"'])
+    c = job.cost_options or CostOptions()
+    gather = c.fp8_param_gather and plan.sharding is Sharding.FSDP
+    tables = [*compile_, "", f"[{FLOAT8}]", "# tensorwise scaling (recipe_name unset)"]
+    if gather:
+        tables += ["enable_fsdp_float8_all_gather = true",
+                   "precompute_float8_dynamic_scale_for_fsdp = true"]
+    return [f'converters = ["{FLOAT8}"]'], tables

@@ -1,0 +1,110 @@
+"""recommend --emit with context parallelism and FP8, round-tripped through
+check-config: the file states the plan's cost key (tp, cp, precision), its
+context-parallel exchange and FP8 parameters, and check-config predicts the
+same split and step time from it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from pptune.cli.app import app
+from pptune.errors import BadInput
+from pptune.plan.emit import Emitted, Framework, emit, write
+from pptune.plan.recommend import RecommendRun, RecommendSpec, recommend
+
+runner = CliRunner()
+Runs = Callable[[str, str, str], RecommendRun]
+FILES = {Framework.MEGATRON: "pretrain_megatron.sh", Framework.TORCHTITAN: "torchtitan.toml",
+         Framework.PPTUNE: "pptune.yaml"}
+
+
+def planned(gpu: str, precision: str, cp_comm: str) -> RecommendRun:
+    return recommend(RecommendSpec.of(
+        gpus=16, model="llama3-8b", gpu=gpu, seq_len=16384, tp="1", cp="2",
+        precision=precision, cp_comm=cp_comm, fp8_param_gather=True, sharding="zero1,none,fsdp",
+        top=1))
+
+
+@pytest.fixture(scope="module")
+def runs() -> Runs:
+    cache: dict[tuple[str, str, str], RecommendRun] = {}
+
+    def get(gpu: str, precision: str, comm: str) -> RecommendRun:
+        if (gpu, precision, comm) not in cache:
+            cache[gpu, precision, comm] = planned(gpu, precision, comm)
+        return cache[gpu, precision, comm]
+    return get
+
+
+def round_trip(framework: Framework, run: RecommendRun, tmp_path: Path
+               ) -> tuple[Emitted, dict[str, Any]]:
+    emitted = emit(framework, run)
+    write(emitted, tmp_path)
+    r = runner.invoke(app, ["check-config", str(tmp_path / FILES[framework]), "--output",
+                            "json", "--no-compare", "--gpu", str(run.request.costs.gpu)])
+    assert r.exit_code in (0, 1), r.stderr
+    return emitted, json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("framework", list(FILES))
+@pytest.mark.parametrize("comm", ["p2p", "all-gather", "a2a"])
+def test_cp_and_fp8_round_trip(framework: Framework, comm: str, runs: Runs, tmp_path: Path) -> None:
+    emitted, doc = round_trip(framework, runs("h100-sxm", "fp8", comm), tmp_path)
+    plan = emitted.plan
+    assert doc["exit_code"] == 0, doc["findings"]
+    assert doc["derived"]["cost_key"] == str(plan.key) == "tp1 cp2 fp8"
+    assert doc["derived"]["step_time_s"] == pytest.approx(plan.step_time_s, rel=1e-9)
+    assert doc["derived"]["bubble_rate"] == pytest.approx(plan.bubble_rate, rel=1e-9)
+    cfg = doc["config"]
+    # torchtitan has no Ulysses exchange: its file runs allgather, re-priced so
+    stated = "all-gather" if framework is Framework.TORCHTITAN and comm == "a2a" else comm
+    assert (cfg["precision"], cfg["cp_comm"]) == ("fp8", stated)
+    assert cfg["fp8_param_gather"] is (plan.sharding.value in ("zero1", "fsdp")
+                                       if framework is not Framework.PPTUNE else True)
+
+
+def test_torchtitan_notes_the_exchange_it_runs(runs: Runs) -> None:
+    run = runs("h100-sxm", "fp8", "a2a")
+    out = emit(Framework.TORCHTITAN, run)
+    assert any("no a2a context-parallel exchange" in n for n in out.notes)
+    assert 'context_parallel_rotate_method = "allgather"' in out.files["torchtitan.toml"]
+
+
+def test_megatron_states_the_hierarchical_exchange_and_mxfp8(runs, tmp_path: Path) -> None:
+    emitted, doc = round_trip(Framework.MEGATRON, runs("b200", "mxfp8", "a2a+p2p"), tmp_path)
+    script = emitted.files[FILES[Framework.MEGATRON]]
+    assert "--cp-comm-type a2a+p2p" in script and "--fp8-recipe mxfp8" in script
+    # cp 2 inside one node: the all-to-all spans both ranks, the ring none
+    assert "--hierarchical-context-parallel-sizes 2 1" in script
+    assert doc["exit_code"] == 0, doc["findings"]
+    assert doc["derived"]["cost_key"] == "tp1 cp2 mxfp8"
+    assert doc["derived"]["step_time_s"] == pytest.approx(
+        emitted.plan.step_time_s, rel=1e-9)
+
+
+def test_deepspeed_files_state_no_cp_or_fp8(runs: Runs) -> None:
+    """Every plan of this search has cp 2 and FP8 GEMMs: DeepSpeed's JSON states neither
+    (no context parallelism; FP8 is not a ds_config setting), so there is nothing to emit."""
+    with pytest.raises(BadInput, match=r"cannot express plan 1 \(.*state no cp 2, precision fp8"):
+        emit(Framework.DEEPSPEED, runs("h100-sxm", "fp8", "p2p"))
+
+
+def test_megatron_states_pp_last_order_with_cp(tmp_path: Path) -> None:
+    """The plan Megatron-LM's files can state here (ZeRO-1, pp 2) runs tp-pp-dp with cp 2,
+    which megatron-core refuses (parallel_state.py): the script states it in
+    tp-cp-dp-pp instead, re-predicted, with a note."""
+    run = recommend(RecommendSpec.of(gpus=16, model="llama3-8b", gpu="h100-sxm",
+                                     seq_len=16384, cp="2", precision="fp8",
+                                     cp_comm="a2a+p2p", fp8_param_gather=True))
+    emitted, doc = round_trip(Framework.MEGATRON, run, tmp_path)
+    assert any("refuses --use-tp-pp-dp-mapping" in n for n in emitted.notes)
+    assert (emitted.plan.cp, emitted.plan.rank_order.value) == (2, "tp-dp-pp")
+    assert "--use-tp-pp-dp-mapping" not in emitted.files[FILES[Framework.MEGATRON]]
+    assert doc["exit_code"] == 0, doc["findings"]
+    assert doc["derived"]["step_time_s"] == pytest.approx(emitted.plan.step_time_s, rel=1e-9)

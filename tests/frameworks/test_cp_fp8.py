@@ -1,0 +1,281 @@
+"""Context parallelism and FP8 in the frameworks' files: read, checked by each
+framework's own rules, and priced at the layout the file states.
+
+The Megatron-LM scripts follow NVIDIA's Llama 3.1 8B pretraining recipe
+(megatron-bridge / NeMo llama31_8b: TP1 PP1 CP2, sequence 8192, micro-batch 1,
+global batch 128, FP8 hybrid with the distributed optimizer), written as
+Megatron-LM flags; the torchtitan jobs follow torchtitan 0.2.2's
+``torchtitan/models/llama3/train_configs/llama3_8b.toml`` with its
+``[parallelism]`` keys and the float8 settings of its docs/float8.md.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from pptune.cli.app import app
+
+runner = CliRunner()
+
+RECIPE = (
+    "#!/bin/bash\n"
+    "export CUDA_DEVICE_MAX_CONNECTIONS=1\n"
+    "torchrun --nnodes 1 --nproc_per_node 8 pretrain_gpt.py \\\n"
+    "  --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 \\\n"
+    "  --context-parallel-size {cp} {cp_flags} \\\n"
+    "  --num-layers 32 --hidden-size 4096 --num-attention-heads 32 --ffn-hidden-size 14336 \\\n"
+    "  --group-query-attention --num-query-groups 8 --swiglu --seq-length {seq} \\\n"
+    "  --micro-batch-size 1 --global-batch-size 128 --bf16 --use-distributed-optimizer \\\n"
+    "  {fp8}\n"
+)
+FP8 = "--fp8-format hybrid --fp8-recipe tensorwise --fp8-param-gather"
+
+
+def check(tmp_path: Path, name: str, text: str, *flags: str) -> tuple[int, dict[str, str], dict]:
+    path = tmp_path / name
+    path.write_text(text)
+    r = runner.invoke(app, ["check-config", str(path), "--output", "json", "--no-compare",
+                            *flags])
+    assert r.exit_code in (0, 1), r.stderr
+    doc = json.loads(r.stdout)
+    return r.exit_code, {f["id"]: f["severity"] for f in doc["findings"]}, doc
+
+
+def mega(tmp_path: Path, *, cp: int = 2, cp_flags: str = "", seq: int = 8192, fp8: str = FP8,
+         gpu: str = "h100-sxm") -> tuple[int, dict[str, str], dict]:
+    text = RECIPE.format(cp=cp, cp_flags=cp_flags, seq=seq, fp8=fp8)
+    return check(tmp_path, "run.sh", text, "--gpu", gpu)
+
+
+# --- Megatron-LM (core_r0.16 / megatron-core 0.16.1) ----------------------------------
+
+
+def test_megatron_recipe_reads_cp_and_fp8_and_prices_that_key(tmp_path: Path) -> None:
+    code, _, doc = mega(tmp_path)
+    cfg = doc["config"]
+    assert code == 0, doc["findings"]
+    assert (cfg["cp"], cfg["cp_comm"], cfg["precision"], cfg["fp8_recipe"],
+            cfg["fp8_param_gather"]) == (2, "p2p", "fp8", "tensorwise", True)
+    assert doc["derived"]["cost_key"] == "tp1 cp2 fp8"
+    _, _, bf16 = mega(tmp_path, fp8="")
+    assert bf16["config"]["precision"] == "bf16"
+    assert bf16["derived"]["cost_key"] == "tp1 cp2 bf16"
+    # FP8 GEMMs run at the FP8 peak: the same job is faster than in BF16
+    assert doc["derived"]["step_time_s"] < bf16["derived"]["step_time_s"]
+
+
+def test_megatron_cp_comm_types_and_their_spellings(tmp_path: Path) -> None:
+    for flags, comm in (("--cp-comm-type a2a", "a2a"), ("--cp-comm-type all_gather", "all-gather"),
+                        ("--cp-comm-type=p2p", "p2p")):
+        code, _, doc = mega(tmp_path, cp_flags=flags)
+        assert (code, doc["config"]["cp_comm"]) == (0, comm), (flags, doc["findings"])
+    code, _, doc = mega(tmp_path, cp_flags="--cp-comm-type allgather")
+    assert doc["config"]["cp_comm"] == "all-gather"
+    assert any("allgather read as all_gather" in n for n in doc["notes"])
+    code, found, _ = mega(tmp_path, cp_flags="--cp-comm-type ring")
+    assert found["megatron-cp-comm-type"] == "error" and code == 1
+
+
+def test_megatron_per_layer_cp_comm_type(tmp_path: Path) -> None:
+    types = " ".join(["a2a"] * 20 + ["p2p"] * 12)
+    code, found, doc = mega(tmp_path, cp_flags=f"--cp-comm-type {types}")
+    assert doc["config"]["cp_comm"] == "a2a"  # the most common of the 32 layers
+    assert found["megatron-unmodelled-flag"] == "warning" and code == 0
+    code, found, _ = mega(tmp_path, cp_flags="--cp-comm-type p2p a2a")
+    assert found["megatron-cp-comm-type"] == "error"  # 2 types for 32 layers
+
+
+def test_megatron_hierarchical_cp_needs_its_sizes(tmp_path: Path) -> None:
+    code, found, _ = mega(tmp_path, cp=4, cp_flags="--cp-comm-type a2a+p2p")
+    assert found["megatron-cp-hierarchical"] == "error" and code == 1
+    code, found, _ = mega(tmp_path, cp=4, cp_flags="--cp-comm-type a2a+p2p "
+                          "--hierarchical-context-parallel-sizes 2 4")
+    assert found["megatron-cp-hierarchical"] == "error"  # 2 x 4 != cp 4
+    code, found, doc = mega(tmp_path, cp=4, cp_flags="--cp-comm-type a2a+p2p "
+                            "--hierarchical-context-parallel-sizes 2 2")
+    assert code == 0 and doc["config"]["cp_comm"] == "a2a+p2p", doc["findings"]
+
+
+def test_megatron_sequence_not_divisible_by_2cp_is_one_finding(tmp_path: Path) -> None:
+    code, _, doc = mega(tmp_path, seq=8190)
+    errors = [f for f in doc["findings"] if f["severity"] == "error"]
+    assert code == 1 and [f["id"] for f in errors] == ["megatron-cp-seq"]
+    assert "multiple of 4" in errors[0]["message"]
+
+
+def test_megatron_cp_and_fp8_need_transformer_engine(tmp_path: Path) -> None:
+    code, found, _ = mega(tmp_path, cp_flags="--transformer-impl local")
+    assert code == 1 and found["megatron-cp-attention"] == "error"
+    assert found["megatron-fp8-te"] == "error"
+
+
+def test_megatron_a2a_needs_heads_divisible_by_cp(tmp_path: Path) -> None:
+    # 8 query groups cannot be split over 16 ranks (8192 tokens: 2 x 16 divides them)
+    code, found, _ = mega(tmp_path, cp=16, cp_flags="--cp-comm-type a2a", fp8="")
+    assert found["megatron-cp-a2a-heads"] == "error" and code == 1
+
+
+def test_megatron_fp8_param_gather_rules(tmp_path: Path) -> None:
+    text = RECIPE.format(cp=2, cp_flags="", seq=8192, fp8=FP8).replace(
+        "--use-distributed-optimizer", "")
+    code, found, _ = check(tmp_path, "a.sh", text, "--gpu", "h100-sxm")
+    assert found["megatron-fp8-param-gather"] == "error"
+    code, found, doc = mega(tmp_path, fp8="--fp8-param-gather")
+    assert code == 1 and found["megatron-fp8-param-gather"] == "error"
+    assert doc["config"]["precision"] == "bf16"
+
+
+def test_megatron_recipes_map_to_precisions(tmp_path: Path) -> None:
+    code, _, doc = mega(tmp_path, fp8="--fp8-format e4m3")
+    assert (doc["config"]["precision"], doc["config"]["fp8_recipe"]) == ("fp8", "delayed")
+    code, found, doc = mega(tmp_path, fp8="--fp8-format hybrid --fp8-recipe mxfp8", gpu="b200")
+    assert code == 0 and doc["derived"]["cost_key"] == "tp1 cp2 mxfp8", doc["findings"]
+    code, found, _ = mega(tmp_path, fp8="--fp8-format hybrid --fp8-recipe custom")
+    assert found["megatron-unmodelled-flag"] == "warning"
+
+
+def test_fp8_on_a_gpu_without_it_is_one_error(tmp_path: Path) -> None:
+    code, found, doc = mega(tmp_path, gpu="a100-80gb")
+    errors = [f for f in doc["findings"] if f["severity"] == "error"]
+    assert code == 1 and [f["id"] for f in errors] == ["precision-gpu"]
+    assert "a100-80gb has no FP8" in errors[0]["message"]
+    code, found, _ = mega(tmp_path, fp8="--fp8-format hybrid --fp8-recipe mxfp8")
+    assert found["precision-gpu"] == "error"  # microscaling FP8 is Blackwell's
+
+
+def test_megatron_bad_fp8_format_is_one_line_exit_2(tmp_path: Path) -> None:
+    path = tmp_path / "run.sh"
+    path.write_text(RECIPE.format(cp=2, cp_flags="", seq=8192, fp8="--fp8-format e5m2"))
+    r = runner.invoke(app, ["check-config", str(path)])
+    assert r.exit_code == 2
+    assert r.stderr.strip().count("\n") == 0 and "--fp8-format 'e5m2'" in r.stderr
+    path.write_text(RECIPE.format(cp=2, cp_flags="--hierarchical-context-parallel-sizes x 2",
+                                  seq=8192, fp8=""))
+    r = runner.invoke(app, ["check-config", str(path)])
+    assert r.exit_code == 2 and "--hierarchical-context-parallel-sizes" in r.stderr
+
+
+# --- torchtitan 0.2.2 ----------------------------------------------------------------
+
+TITAN = """\
+[model]
+name = "llama3"
+flavor = "8B"
+{converters}
+
+[training]
+local_batch_size = 1
+seq_len = {seq}
+
+[activation_checkpoint]
+mode = "none"
+
+[parallelism]
+data_parallel_shard_degree = -1
+tensor_parallel_degree = 1
+context_parallel_degree = {cp}
+{rotate}
+{tables}
+"""
+
+
+def titan(tmp_path: Path, *, cp: int = 2, rotate: str = "", seq: int = 8192,
+          converters: str = "", tables: str = "", gpu: str = "h100-sxm"
+          ) -> tuple[int, dict[str, str], dict]:
+    text = TITAN.format(cp=cp, rotate=rotate, seq=seq, converters=converters, tables=tables)
+    return check(tmp_path, "job.toml", text, "--gpus", "8", "--gpu", gpu)
+
+
+def test_torchtitan_rotate_methods(tmp_path: Path) -> None:
+    code, _, doc = titan(tmp_path)
+    assert (code, doc["config"]["cp_comm"]) == (0, "all-gather")  # torchtitan's default
+    assert doc["derived"]["cost_key"] == "tp1 cp2 bf16"
+    code, _, doc = titan(tmp_path, rotate='context_parallel_rotate_method = "alltoall"')
+    assert doc["config"]["cp_comm"] == "p2p"  # torch's ring of all-to-all shifts
+    code, found, _ = titan(tmp_path, rotate='context_parallel_rotate_method = "ring"')
+    assert found["torchtitan-cp-rotate"] == "error"
+
+
+def test_torchtitan_sequence_divisible_by_tp_times_2cp(tmp_path: Path) -> None:
+    code, _, doc = titan(tmp_path, cp=4, seq=8196)
+    errors = [f["id"] for f in doc["findings"] if f["severity"] == "error"]
+    assert code == 1 and errors == ["torchtitan-cp-seq"]
+
+
+FLOAT8 = 'converters = ["quantize.linear.float8"]'
+
+
+def test_torchtitan_float8_with_fsdp_all_gather(tmp_path: Path) -> None:
+    tables = ("[quantize.linear.float8]\nenable_fsdp_float8_all_gather = true\n"
+              "precompute_float8_dynamic_scale_for_fsdp = true\n")
+    code, _, doc = titan(tmp_path, converters=FLOAT8, tables=tables)
+    cfg = doc["config"]
+    assert code == 0, doc["findings"]
+    assert (cfg["precision"], cfg["fp8_recipe"], cfg["fp8_param_gather"], cfg["sharding"]) == (
+        "fp8", "tensorwise", True, "fsdp")
+    assert doc["derived"]["cost_key"] == "tp1 cp2 fp8"
+    assert not any("ignored tables" in n for n in doc["notes"])
+
+
+def test_torchtitan_float8_rules(tmp_path: Path) -> None:
+    rowwise = ('[quantize.linear.float8]\nrecipe_name = "rowwise"\n'
+               "enable_fsdp_float8_all_gather = true\n")
+    code, found, _ = titan(tmp_path, converters=FLOAT8, tables=rowwise)
+    assert found["torchtitan-float8-all-gather"] == "error"
+    code, found, _ = titan(tmp_path, converters=FLOAT8,
+                           tables='[quantize.linear.float8]\nrecipe_name = "blockwise"\n')
+    assert found["torchtitan-float8-recipe"] == "error"
+    code, found, doc = titan(tmp_path, converters=FLOAT8,
+                             tables="[quantize.linear.float8]\nemulate = true\n")
+    assert found["torchtitan-unmodelled"] == "warning" and doc["config"]["precision"] != "fp8"
+    code, found, _ = titan(tmp_path, converters=FLOAT8, gpu="a100-80gb")
+    assert code == 1 and found["precision-gpu"] == "error"
+
+
+def test_torchtitan_mx_and_older_float8_converters(tmp_path: Path) -> None:
+    code, _, doc = titan(tmp_path, converters='converters = ["quantize.linear.mx"]', gpu="b200")
+    assert (doc["config"]["precision"], doc["config"]["fp8_recipe"]) == ("mxfp8", "mxfp8_cublas")
+    code, _, doc = titan(tmp_path, converters='converters = ["float8"]',
+                         tables="[float8]\nenable_fsdp_float8_all_gather = true\n")
+    assert (doc["config"]["precision"], doc["config"]["fp8_param_gather"]) == ("fp8", True)
+    code, _, doc = titan(tmp_path, converters='converters = "quantize.linear.float8"')
+    assert code == 0 and doc["config"]["precision"] == "fp8"  # the command line's comma-separated form
+
+
+# --- DeepSpeed 0.19.8: Ulysses sequence parallelism, no FP8 key -----------------------
+
+
+def test_deepspeed_ulysses_is_cp_with_the_all_to_all(tmp_path: Path) -> None:
+    config = {"train_batch_size": 64, "train_micro_batch_size_per_gpu": 1,
+              "sequence_parallel_size": 4, "bf16": {"enabled": True},
+              "zero_optimization": {"stage": 1}}
+    code, found, doc = check(tmp_path, "ds.json", json.dumps(config), "--gpus", "16",
+                             "--model", "llama3-8b", "--gpu", "h100-sxm")
+    assert code == 0, doc["findings"]
+    assert (doc["config"]["cp"], doc["config"]["cp_comm"]) == (4, "a2a")
+    # dp = 16 / sp 4; GA = 64 // 1 // dp
+    assert (doc["derived"]["dp"], doc["derived"]["grad_accum_steps"]) == (4, 16)
+    assert doc["derived"]["cost_key"] == "tp1 cp4 bf16"
+    # DeepSpeed's attention is the model code's (eager by default here): priced fused
+    assert found["cp-attention"] == "warning"
+    piped = {**config, "pipeline": {"stages": 2}}
+    code, found, doc = check(tmp_path, "ds.json", json.dumps(piped), "--gpus", "16",
+                             "--model", "llama3-8b", "--gpu", "h100-sxm")
+    assert found["deepspeed-unmodelled"] == "warning" and doc["config"]["cp"] == 1
+
+
+def test_megatron_tp_pp_dp_mapping_with_cp_and_a_pipeline_is_refused(tmp_path: Path) -> None:
+    """megatron-core's initialize_model_parallel (parallel_state.py): without pp-last
+    ordering the dense and expert data-parallel sizes must agree, and the expert groups
+    hold no cp (found by `make peers` on an emitted script)."""
+    text = RECIPE.format(cp=2, cp_flags="--pipeline-model-parallel-size 2 "
+                         "--use-tp-pp-dp-mapping", seq=8192, fp8="")
+    text = text.replace("--pipeline-model-parallel-size 1 ", "")
+    code, found, _ = check(tmp_path, "run.sh", text, "--gpu", "h100-sxm")
+    assert code == 1 and found["megatron-cp-rank-order"] == "error"
+    code, found, _ = check(tmp_path, "run.sh", text.replace("--use-tp-pp-dp-mapping", ""),
+                           "--gpu", "h100-sxm")
+    assert "megatron-cp-rank-order" not in found
