@@ -148,7 +148,9 @@ def run(
     progress = progress or Silent()
     rows = []
     for c in candidates:
-        before = model.predict(profile, c.spec)
+        # a skipped candidate is never run: its figure is the plan's own (validate's
+        # predictor cannot price every plan recommend makes, e.g. dualpipe)
+        before = float(c.plan.step_time_s) if c.skip else model.predict(profile, c.spec)
         extra = max(0.0, float(c.plan.step_time_s) - before) if c.plan.dp > 1 else 0.0
         rows.append(Row(c, before, extra))
     by_key = {r.cand.key: r for r in rows}

@@ -125,6 +125,16 @@ def test_skipped_candidates_say_why() -> None:
     assert out.winner is None
 
 
+def test_a_plan_torch_cannot_run_is_skipped_with_the_plans_own_step() -> None:
+    # dualpipe (pp 2, two model chunks) has no torch runtime: validate's predictor
+    # cannot price it, so the skipped row keeps the planner's 0.5 s
+    dual = candidate(1, "dualpipe", 2, 4, [1, 1], step_s=0.5)
+    assert dual.skip is not None and dual.skip.startswith("torch cannot run it")
+    out = loop.run(BASE, [dual, one_rank(2, "1f1b", 2)], FakeRunner(), loop.Limits(10, 1e9), None)
+    assert [r.status for r in out.rows] == [loop.SKIPPED, loop.MEASURED]
+    assert out.rows[0].before_s == 0.5
+
+
 def test_noisy_trial_runs_again_and_the_quieter_counts() -> None:
     runner = FakeRunner(steps_ms=(10.0, 14.0))  # spread 40% > 25%
     out = loop.run(BASE, [one_rank(1, "gpipe", 2)], runner, loop.Limits(10, 1e9), None)
