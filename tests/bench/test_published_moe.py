@@ -28,13 +28,16 @@ def test_per_gpu_figures_follow_from_the_printed_ones() -> None:
     assert ds.tokens_per_s_per_gpu == pytest.approx(1543.2, abs=0.1)  # 1e12 / (180e3 h)
 
 
-def test_rows_that_need_other_work_say_what() -> None:
-    needs = {(r.model, r.gpus, r.precision): r.needs for r in RUNS}
-    assert needs[("grok-1", 8, "bf16")] == ()
-    assert "FP8 precision" in needs[("grok-1", 8, "fp8")]
-    assert "context parallelism (cp 2)" in needs[("grok-1", 64, "bf16")]
-    assert "a b200 GPU preset" in needs[("mixtral-8x7b", 64, "fp8")]
-    assert "the DualPipe schedule" in needs[("deepseek-v3", 2048, "fp8")]
+def test_every_row_is_expressible_with_its_published_layout() -> None:
+    """FP8, context parallelism, the B200 and H800 presets and DualPipe are all there:
+    no row needs other work, and each states the settings its source gives."""
+    assert all(r.needs == () for r in RUNS)
+    ds = next(r for r in RUNS if r.model == "deepseek-v3")
+    assert (ds.gpu, ds.precision, ds.pp, ds.ep, ds.etp, ds.node_limit) == (
+        "h800", "fp8", 16, 64, 1, 4)
+    assert ds.schedule is not None and ds.schedule.value == "dualpipe"
+    grok = [r for r in RUNS if r.model == "grok-1"]
+    assert all(not r.grouped and r.grad_bf16 and r.etp is None for r in grok)  # etp = tp
 
 
 def test_megatron_placement_and_searched_keys() -> None:
