@@ -16,7 +16,12 @@ from dataclasses import replace
 
 from pptune.costmodel.evaluate import PlanRequest, PlanSpec, stage_layout
 from pptune.costmodel.memory import Recompute, with_recompute
-from pptune.costmodel.partition import SplitError, min_bottleneck_split, stage_bounds
+from pptune.costmodel.partition import (
+    SplitError,
+    lowest_starts,
+    min_bottleneck_split,
+    stage_bounds,
+)
 from pptune.costmodel.schedules import (
     OVERLAPPED,
     SPLIT_BACKWARD,
@@ -167,11 +172,20 @@ def min_bottleneck_within_memory(
         return None
     if all(fits(k, s, e) for k, (s, e) in enumerate(stage_bounds(free))):
         return free  # the time-only optimum fits: no need to constrain it
-    try:
-        return min_bottleneck_split(costs, n_stages, extra, fits)
-    except SplitError:
-        if v == 1:
-            return None  # exact: one stage per device, the budget is the device's
+    # what the memory allows each stage decides the split: shardings, micro-batch
+    # counts and data-parallel sizes that allow the same stages share it
+    starts = lowest_starts(len(costs), n_stages, fits)
+    fitted_key = (*key, starts)
+    if fitted_key not in cache:
+        try:
+            cache[fitted_key] = min_bottleneck_split(costs, n_stages, extra, starts=starts)
+        except SplitError:
+            cache[fitted_key] = None
+    fitted = cache[fitted_key]
+    if fitted is not None:
+        return fitted
+    if v == 1:
+        return None  # exact: one stage per device, the budget is the device's
     # Several chunks share a device: the even share per chunk was too strict.
     # Split for time alone; the simulated per-device peak decides the fit.
     return free
