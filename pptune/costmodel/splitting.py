@@ -12,6 +12,8 @@ order and recomputation and reused whenever it fits. ``lower_bound`` and
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass, field, replace
 
 from pptune.costmodel.evaluate import PlanRequest, PlanSpec, stage_layout
@@ -182,10 +184,7 @@ def min_bottleneck_within_memory(
     key = (p, b, schedule, v, spec.rank_order, spec.recompute)
     splits = cache.splits
     if key not in splits:
-        try:
-            splits[key] = min_bottleneck_split(c.work_s(), n_stages, _hop_extra(table, req, spec))
-        except SplitError:
-            splits[key] = None
+        splits[key] = time_only_split(c.work_s(), n_stages, _hop_extra(table, req, spec))
     free = splits[key]
     if free is None:
         return None
@@ -234,15 +233,29 @@ def any_split_bound(table: CostTable, req: PlanRequest, spec: PlanSpec,
     if b_key not in cache.sums:
         extra = _hop_extra(rc, req, spec)
         if key not in cache.splits:
-            try:
-                cache.splits[key] = min_bottleneck_split(
-                    c.work_s(), model_chunks(spec.schedule, spec.pp, v), extra)
-            except SplitError:
-                cache.splits[key] = None
+            cache.splits[key] = time_only_split(
+                c.work_s(), model_chunks(spec.schedule, spec.pp, v), extra)
         free = cache.splits[key]
         cache.sums[b_key] = [0.0 if free is None else
                              bottleneck(c.work_s(), free, extra) - max(extra)]
     return spec.num_microbatches / chains(spec.schedule) * cache.sums[b_key][0] * (1 - 1e-9)
+
+
+def time_only_split(costs: list[float], n_stages: int, extra: list[float]) -> list[int] | None:
+    """The min-bottleneck split without a memory test, or None (too few layers);
+    shared by every cost key whose layers cost the same (e.g. rank orders whose
+    hops cross the same links)."""
+    found = _time_only(tuple(costs), n_stages, tuple(extra))
+    return list(found) if found is not None else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _time_only(costs: tuple[float, ...], n_stages: int, extra: tuple[float, ...]
+               ) -> tuple[int, ...] | None:
+    try:
+        return tuple(min_bottleneck_split(costs, n_stages, extra))
+    except SplitError:
+        return None
 
 
 def _hop_extra(table: CostTable, req: PlanRequest, spec: PlanSpec) -> list[float]:
