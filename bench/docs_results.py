@@ -653,6 +653,14 @@ def benchmarks_page(results: Path = RESULTS) -> str:
         lines += [f"| {r['model']} | {r['layers']} | {r['gpus']:,} | {r['tp']} | {r['candidates']:,} "
                   f"| {r['simulated']} | {r['feasible_plans_found']} | {r['median_s']:.3f} s |"
                   for r in speed["results"]]
+        if speed.get("cli"):
+            lines += ["", "The planner's targets as whole-CLI runs (one process each, imports "
+                      "included; user CPU seconds are the steadier figure on this shared "
+                      "2-core machine, shown with its 1-minute load average):", "",
+                      "| command | target | wall | user CPU | load average |",
+                      "|---|---|---|---|---|"]
+            lines += [f"| `{r['command']}` | {r['target_s']:g} s | {r['wall_s']:.2f} s "
+                      f"| {r['user_s']:.2f} s | {r['load_average']:.2f} |" for r in speed["cli"]]
         lines += ["", *_analysis(speed, "2026-12-01", [
             "This shared 2-core machine ran at load average 4-5 from other jobs, which slows "
             "any run 2-3x; across runs the figures were: llama3-8b 0.06-0.14 s at N=8 and "
