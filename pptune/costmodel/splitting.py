@@ -13,7 +13,6 @@ order and recomputation and reused whenever it fits. ``lower_bound`` and
 from __future__ import annotations
 
 import functools
-
 from dataclasses import dataclass, field, replace
 
 from pptune.costmodel.evaluate import PlanRequest, PlanSpec, stage_layout
@@ -38,6 +37,7 @@ from pptune.costmodel.schedules import (
 from pptune.costmodel.sharding import Sharding, reshards, state_bytes_per_param, working_bytes
 from pptune.costmodel.simulate import StageCost
 from pptune.costmodel.table import CostTable, stage_costs
+
 
 def per_param_bytes(req: PlanRequest, spec: PlanSpec) -> tuple[float, float]:
     """(bytes per parameter that scale with a stage, fixed working bytes) on one device."""
