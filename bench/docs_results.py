@@ -668,7 +668,8 @@ def benchmarks_page(results: Path = RESULTS) -> str:
             "llama3-70b (tp=8) 0.3-0.4 s at N=64 and 0.7-1.0 s at N=512; the 128-layer model "
             "(tp=8) 2.2-8 s at N=512 and 2.3-7 s at N=4096. The 128-layer model now "
             "simulates 743 candidates at N=512 (52 before) and is the slowest case left "
-            "(73 s of CPU in a lone run at load 4.8). Time follows "
+            "(73 s of CPU in a lone run at load 4.8, 184 s at load 3.5 before the split "
+            "caches and the bound over every split). Time follows "
             "the `p * m` of the candidates that must be simulated, not N itself (see "
             "[models.md](models.md#how-the-search-stays-fast))."]), ""]
     return "\n".join(lines).rstrip() + "\n"
