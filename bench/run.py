@@ -9,9 +9,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import itertools
+import os
 import random
+import resource
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from bench.write import write_result
@@ -241,14 +246,46 @@ def bench_planner_speed(repeats: int) -> None:
                          "feasible_plans_found": len(res.plans), "median_s": round(t, 3)})
     finally:
         del presets.MODELS[big.name]
-    write_result("planner_speed", {"repeats": repeats, "results": rows})
+    write_result("planner_speed", {"repeats": repeats, "results": rows, "cli": bench_cli_speed()})
+
+
+# The planner's speed targets (issues 19 and 20): whole-CLI runs, with their targets.
+CLI_TARGETS = [
+    (["--gpus", "8"], 1.0),
+    (["--gpus", "2048", "--hf-config", "tests/data/hf/deepseek-v3-config.json", "--gpu",
+      "h100-sxm", "--seq-len", "4096", "--global-batch", "15360"], 10.0),
+    (["--gpus", "4096", "--model", "llama3-70b", "--precision", "bf16,fp8"], 5.0),
+]
+
+
+def bench_cli_speed() -> list[dict[str, Any]]:
+    """Each target command once as its own process: wall clock and user CPU seconds
+    (the steadier figure on a shared machine), with the 1-minute load average."""
+    rows = []
+    root = Path(__file__).resolve().parent.parent
+    for args, target in CLI_TARGETS:
+        load = os.getloadavg()[0]
+        used = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "pptune", "recommend", *args], check=True,
+                       cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wall = time.perf_counter() - t0
+        user = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime - used
+        rows.append({"command": "pptune recommend " + " ".join(args), "target_s": target,
+                     "wall_s": round(wall, 2), "user_s": round(user, 2),
+                     "load_average": round(load, 2)})
+    return rows
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="fewer repeats and instances")
+    ap.add_argument("--only", choices=["planner_speed"], help="run this part alone")
     args = ap.parse_args()
     repeats = 1 if args.quick else 3
+    if args.only == "planner_speed":
+        bench_planner_speed(repeats)
+        return
     bench_simulator(repeats)
     bench_optimality(10 if args.quick else 40)
     bench_fixed_depth_optimality(3 if args.quick else 10)

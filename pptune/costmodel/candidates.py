@@ -81,6 +81,8 @@ class Candidate:
 
     bound_s: float
     spec: PlanSpec
+    # the bound already covers every split (splitting.any_split_bound)
+    any_split: bool = False
 
     @property
     def split(self) -> bool:

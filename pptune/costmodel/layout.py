@@ -142,7 +142,7 @@ class Layout:
     def group(self, *dims: Dim) -> Group:
         """The group of ranks that differ only along ``dims`` (one grouping: dense or
         expert dims, e.g. ``group(Dim.CP, Dim.DP)`` for Megatron's gradient reduction)."""
-        return _group(self._key(dims))
+        return _layout_group(self, dims)
 
     def _key(self, dims: tuple[Dim, ...]) -> tuple[tuple[tuple[int, bool], ...], int]:
         if not dims:
@@ -162,7 +162,7 @@ class Layout:
 
     def same_node(self, a: int, b: int) -> bool:
         """Every pipeline hop from stage a to stage b stays inside a node."""
-        return _hop_intra(self._key((Dim.PP,)), self.stride(Dim.PP), a, b)
+        return _same_node(self, a, b)
 
     def link(self, intra: L, inter: L) -> Callable[[int, int], L]:
         """The point-to-point link between two pipeline ranks."""
@@ -172,6 +172,16 @@ class Layout:
             return intra if self.same_node(a, z) else inter
 
         return between
+
+
+@functools.lru_cache(maxsize=4096)
+def _layout_group(lay: Layout, dims: tuple[Dim, ...]) -> Group:
+    return _group(lay._key(dims))
+
+
+@functools.lru_cache(maxsize=65536)
+def _same_node(lay: Layout, a: int, b: int) -> bool:
+    return _hop_intra(lay._key((Dim.PP,)), lay.stride(Dim.PP), a, b)
 
 
 # A layout's shape for the arithmetic below: the sizes of its grouping in rank

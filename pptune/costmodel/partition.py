@@ -58,17 +58,41 @@ def even_split(n_layers: int, n_stages: int) -> list[int]:
     return [q + 1 if i < r else q for i in range(n_stages)]
 
 
+Starts = tuple[tuple[int, ...], ...]
+
+
+def lowest_starts(n: int, n_stages: int, fits: Callable[[int, int, int], bool]) -> Starts:
+    """``out[k][e]``: the first layer a stage k ending at layer e may start at and still
+    fit (``e`` when none fits), for the ends a split into ``n_stages`` can give it.
+
+    ``fits`` is monotone (a longer stage never fits better), so the start only moves
+    forward as the end does: two pointers, about 2 (n - n_stages) tests a stage. What
+    ``fits`` says is all a split depends on: equal tables give equal splits."""
+    out = []
+    for k in range(n_stages):
+        row = [0] * (n + 1)
+        s = k
+        for e in range(k + 1, n - (n_stages - 1 - k) + 1):
+            while s < e and not fits(k, s, e):
+                s += 1
+            row[e] = s
+        out.append(tuple(row))
+    return tuple(out)
+
+
 def min_bottleneck_split(
     costs: Sequence[float],
     n_stages: int,
     stage_extra: Sequence[float] | None = None,
     fits: Callable[[int, int, int], bool] | None = None,
+    starts: Starts | None = None,
 ) -> list[int]:
     """Layers per stage minimising ``max_k(sum(costs[stage k]) + stage_extra[k])``.
 
     ``fits(k, start, end)`` says whether layers [start, end) fit on stage k;
-    it must be monotone (a longer stage never fits better). Raises
-    SplitError when no split fits.
+    it must be monotone (a longer stage never fits better). ``starts``
+    (``lowest_starts(len(costs), n_stages, fits)``) may stand in for ``fits``.
+    Raises SplitError when no split fits.
 
     Dynamic programming over (stages, prefix length): ``best[k][e]`` is the
     smallest bottleneck of layers [0, e) on stages 0..k. The inner loop
@@ -86,21 +110,24 @@ def min_bottleneck_split(
     for c in costs:
         prefix.append(prefix[-1] + c)
     extra = list(stage_extra) if stage_extra is not None else [0.0] * n_stages
-    ok = fits or (lambda _k, _s, _e: True)
+    if starts is None and fits is not None:
+        starts = lowest_starts(n, n_stages, fits)
     inf = math.inf
     best = [[inf] * (n + 1) for _ in range(n_stages)]
     arg = [[-1] * (n + 1) for _ in range(n_stages)]
     for e in range(1, n - n_stages + 2):
-        if ok(0, 0, e):
+        if starts is None or starts[0][e] == 0:
             best[0][e] = prefix[e] + extra[0]
     for k in range(1, n_stages):
         prev, cur, cur_arg, xk = best[k - 1], best[k], arg[k], extra[k]
+        lo = starts[k] if starts is not None else None
         for e in range(k + 1, n - (n_stages - 1 - k) + 1):
             top, where = inf, -1
             pe = prefix[e]
-            for s in range(e - 1, k - 1, -1):
+            # the last stage's start walks down while it fits (monotone: from lo[e] up)
+            for s in range(e - 1, (k if lo is None else lo[e]) - 1, -1):
                 last = pe - prefix[s] + xk
-                if last >= top or (fits is not None and not fits(k, s, e)):
+                if last >= top:
                     break
                 before = prev[s]
                 val = last if last > before else before

@@ -60,7 +60,12 @@ from pptune.costmodel.memory import DEFAULT_RESERVE_BYTES, Recompute
 from pptune.costmodel.refine import always_refined, refine_split
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.sharding import Sharding, state_bytes_per_param
-from pptune.costmodel.splitting import SplitCache, fitted_per_stage, split_with_bound
+from pptune.costmodel.splitting import (
+    SplitCache,
+    any_split_bound,
+    fitted_per_stage,
+    split_with_bound,
+)
 from pptune.costmodel.stage_recompute import fit_stage_recompute
 from pptune.costmodel.table import CostTable, LayerCosts, stage_costs
 
@@ -137,7 +142,15 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
                      spec.sharding, spec.recompute, spec.a2a_overlap)
             if shape in oom_seen:
                 continue  # memory does not depend on the rank order
-            tighter = _split_candidate(table, req, cand, splits.setdefault(key, {}))
+            cache = splits.setdefault(key, SplitCache())
+            if not cand.any_split:
+                # first a bound over every split (cheap: the time-only split is shared)
+                above = any_split_bound(table, req, spec, cache)
+                if above > cand.bound_s:
+                    raised = Candidate(above, spec, any_split=True)
+                    heapq.heappush(heap, (raised.key(), raised))
+                    continue
+            tighter = _split_candidate(table, req, cand, cache)
             if tighter is None:
                 oom_seen.add(shape)
                 rejected[Reason.OOM.value] += 1

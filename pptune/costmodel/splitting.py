@@ -12,11 +12,18 @@ order and recomputation and reused whenever it fits. ``lower_bound`` and
 
 from __future__ import annotations
 
-from dataclasses import replace
+import functools
+from dataclasses import dataclass, field, replace
 
 from pptune.costmodel.evaluate import PlanRequest, PlanSpec, stage_layout
 from pptune.costmodel.memory import Recompute, with_recompute
-from pptune.costmodel.partition import SplitError, min_bottleneck_split, stage_bounds
+from pptune.costmodel.partition import (
+    SplitError,
+    bottleneck,
+    lowest_starts,
+    min_bottleneck_split,
+    stage_bounds,
+)
 from pptune.costmodel.schedules import (
     OVERLAPPED,
     SPLIT_BACKWARD,
@@ -30,8 +37,6 @@ from pptune.costmodel.schedules import (
 from pptune.costmodel.sharding import Sharding, reshards, state_bytes_per_param, working_bytes
 from pptune.costmodel.simulate import StageCost
 from pptune.costmodel.table import CostTable, stage_costs
-
-SplitCache = dict[tuple[object, ...], "list[int] | None"]
 
 
 def per_param_bytes(req: PlanRequest, spec: PlanSpec) -> tuple[float, float]:
@@ -119,69 +124,162 @@ def _op_s(s: StageCost, hides: bool) -> float:
     return s.total_s if hides else s.total_s + s.fwd_comm_s + s.bwd_comm_s
 
 
+@dataclass
+class SplitCache:
+    """What the splits of one cost table share across candidates (search.py keeps
+    one a cost key): the splits, the recomputed tables, per-layer prefix sums."""
+
+    splits: dict[tuple[object, ...], list[int] | None] = field(default_factory=dict)
+    tables: dict[tuple[object, ...], CostTable] = field(default_factory=dict)
+    sums: dict[tuple[object, ...], list[float]] = field(default_factory=dict)
+
+    def recomputed(self, table: CostTable, recompute: Recompute, every: int | None) -> CostTable:
+        key = (recompute, every)
+        if key not in self.tables:
+            self.tables[key] = with_recompute(table, recompute, every)
+        return self.tables[key]
+
+
 def min_bottleneck_within_memory(
     table: CostTable, req: PlanRequest, spec: PlanSpec, cache: SplitCache
 ) -> list[int] | None:
     p, m, v, schedule = spec.pp, spec.num_microbatches, spec.virtual_stages, spec.schedule
-    c = table.by_mb[spec.micro_batch_size]
-    costs = c.work_s()
+    b = spec.micro_batch_size
+    c = table.by_mb[b]
     n_stages = model_chunks(schedule, p, v)
-    ranks = req.layout(spec)
     # each chunk's most in-flight micro-batches over its stages (dualpipe runs each twice)
     per_stage = peak_inflight_per_stage(schedule, p, m, v, spec.combined)
     inflight = [0] * n_stages
     for k, chunk in enumerate(stage_chunk_map(schedule, p, v)):
         inflight[chunk] = max(inflight[chunk], per_stage[k])
     per_param, fixed = per_param_bytes(req, spec)
-    largest = max(table.params(i, i + 1) for i in range(len(costs)))
+    n = len(c.act_bytes)
+    if ("largest",) not in cache.sums:
+        cache.sums[("largest",)] = [max(table.params(i, i + 1) for i in range(n))]
+    largest = cache.sums[("largest",)][0]
     out = max(c.out_bytes[:-1]) if len(c.out_bytes) > 1 else 0.0
     # a device's memory shared evenly by its chunks, less its fixed working copies
     budget = (table.memory_bytes - req.reserve_bytes - fixed * largest) / v
-    # a stage's extra cost: sending its output forward and receiving the
-    # gradient back (same size), over the link to the next stage's device
+    experts = bool(table.expert_param_bytes)
+    static_key = ("static", per_param, expert_per_param_bytes(req, spec) if experts else None)
+    if static_key not in cache.sums:
+        static = [0.0]
+        state = layer_state_bytes(table, req, spec) if experts else []
+        for i in range(n):
+            static.append(static[-1] + (state[i] if state else table.params(i, i + 1) * per_param))
+        cache.sums[static_key] = static
+    static = cache.sums[static_key]
+    act_key = ("act", spec.recompute, b)
+    if act_key not in cache.sums:
+        act = [0.0]
+        for i in range(n):
+            act.append(act[-1] + c.act_bytes[i])
+        cache.sums[act_key] = act
+    act = cache.sums[act_key]
+
+    def fits(k: int, s: int, e: int) -> bool:
+        p2p = out * ((k > 0) + (k < n_stages - 1))
+        return static[e] - static[s] + inflight[k] * (act[e] - act[s]) + p2p <= budget
+
+    key = (p, b, schedule, v, spec.rank_order, spec.recompute)
+    splits = cache.splits
+    if key not in splits:
+        splits[key] = time_only_split(c.work_s(), n_stages, _hop_extra(table, req, spec))
+    free = splits[key]
+    if free is None:
+        return None
+    if all(fits(k, s, e) for k, (s, e) in enumerate(stage_bounds(free))):
+        return free  # the time-only optimum fits: no need to constrain it
+    # what the memory allows each stage decides the split: shardings, micro-batch
+    # counts and data-parallel sizes that allow the same stages share it
+    starts = lowest_starts(n, n_stages, fits)
+    fitted_key = (*key, starts)
+    if fitted_key not in splits:
+        try:
+            splits[fitted_key] = min_bottleneck_split(
+                c.work_s(), n_stages, _hop_extra(table, req, spec), starts=starts)
+        except SplitError:
+            splits[fitted_key] = None
+    fitted = splits[fitted_key]
+    if fitted is not None:
+        return fitted
+    if v == 1:
+        return None  # exact: one stage per device, the budget is the device's
+    # Several chunks share a device: the even share per chunk was too strict.
+    # Split for time alone; the simulated per-device peak decides the fit.
+    return free
+
+
+def any_split_bound(table: CostTable, req: PlanRequest, spec: PlanSpec,
+                    cache: SplitCache) -> float:
+    """A step time no split of ``spec`` beats (0 where this bound does not apply).
+
+    The time-only split (cached, shared by shardings and micro-batch counts) has the
+    least bottleneck B of any split, a stage's work plus its hop cost ``extra``; a
+    device runs its chunks ``m / chains`` times each, so every split's busiest device
+    works at least ``m / chains x (B - max extra)``. Per-stage recomputation is
+    bounded by the work without it (``bound_recompute``); where an overlap may hide
+    all-to-alls the ops are not the work this split weighs, so the bound is 0. A
+    relative 1e-9 covers the rounding of sums taken in another order."""
+    rb = bound_recompute(req, spec.recompute, spec.pp, spec.schedule)
+    rc = cache.recomputed(table, rb, req.recompute_every)
+    b = spec.micro_batch_size
+    c = rc.by_mb[b]
+    if c.has_a2a and (spec.a2a_overlap or spec.schedule in OVERLAPPED):
+        return 0.0
+    v = spec.virtual_stages
+    key = (spec.pp, b, spec.schedule, v, spec.rank_order, rb)
+    b_key = ("bottleneck", *key)
+    if b_key not in cache.sums:
+        extra = _hop_extra(rc, req, spec)
+        if key not in cache.splits:
+            cache.splits[key] = time_only_split(
+                c.work_s(), model_chunks(spec.schedule, spec.pp, v), extra)
+        free = cache.splits[key]
+        cache.sums[b_key] = [0.0 if free is None else
+                             bottleneck(c.work_s(), free, extra) - max(extra)]
+    return spec.num_microbatches / chains(spec.schedule) * cache.sums[b_key][0] * (1 - 1e-9)
+
+
+def time_only_split(costs: list[float], n_stages: int, extra: list[float]) -> list[int] | None:
+    """The min-bottleneck split without a memory test, or None (too few layers);
+    shared by every cost key whose layers cost the same (e.g. rank orders whose
+    hops cross the same links)."""
+    found = _time_only(tuple(costs), n_stages, tuple(extra))
+    return list(found) if found is not None else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _time_only(costs: tuple[float, ...], n_stages: int, extra: tuple[float, ...]
+               ) -> tuple[int, ...] | None:
+    try:
+        return tuple(min_bottleneck_split(costs, n_stages, extra))
+    except SplitError:
+        return None
+
+
+def _hop_extra(table: CostTable, req: PlanRequest, spec: PlanSpec) -> list[float]:
+    """A stage's extra cost: sending its output forward and receiving the gradient
+    back (same size), over the link to the next stage's device."""
+    p, schedule = spec.pp, spec.schedule
+    c = table.by_mb[spec.micro_batch_size]
+    n_stages = model_chunks(schedule, p, spec.virtual_stages)
+    ranks = req.layout(spec)
+    out = max(c.out_bytes[:-1]) if len(c.out_bytes) > 1 else 0.0
     extra = []
     for k in range(n_stages):
         a, z = stage_device(schedule, p, k), stage_device(schedule, p, min(k + 1, n_stages - 1))
         hop = k < n_stages - 1 and a != z
         link = table.p2p_intra if ranks.same_node(a, z) else table.p2p_inter
         extra.append(2 * link.time_s(out) if hop else 0.0)
-    static = [0.0]
-    act = [0.0]
-    state = layer_state_bytes(table, req, spec) if table.expert_param_bytes else []
-    for i in range(len(costs)):
-        static.append(static[-1] + (state[i] if state else table.params(i, i + 1) * per_param))
-        act.append(act[-1] + c.act_bytes[i])
-
-    def fits(k: int, s: int, e: int) -> bool:
-        p2p = out * ((k > 0) + (k < n_stages - 1))
-        return static[e] - static[s] + inflight[k] * (act[e] - act[s]) + p2p <= budget
-
-    key = (p, spec.micro_batch_size, schedule, v, spec.rank_order, spec.recompute)
-    if key not in cache:
-        try:
-            cache[key] = min_bottleneck_split(costs, n_stages, extra)
-        except SplitError:
-            cache[key] = None
-    free = cache[key]
-    if free is None:
-        return None
-    if all(fits(k, s, e) for k, (s, e) in enumerate(stage_bounds(free))):
-        return free  # the time-only optimum fits: no need to constrain it
-    try:
-        return min_bottleneck_split(costs, n_stages, extra, fits)
-    except SplitError:
-        if v == 1:
-            return None  # exact: one stage per device, the budget is the device's
-    # Several chunks share a device: the even share per chunk was too strict.
-    # Split for time alone; the simulated per-device peak decides the fit.
-    return free
+    return extra
 
 
 def split_with_bound(table: CostTable, req: PlanRequest, spec: PlanSpec,
                      cache: SplitCache) -> tuple[float, PlanSpec] | None:
     """(a tighter step-time bound, the spec with its min-bottleneck split), or None
     (nothing fits in memory)."""
-    rc = with_recompute(table, spec.recompute, req.recompute_every)
+    rc = cache.recomputed(table, spec.recompute, req.recompute_every)
     split = min_bottleneck_within_memory(rc, req, spec, cache)
     if split is None:
         return None
@@ -193,7 +291,7 @@ def split_with_bound(table: CostTable, req: PlanRequest, spec: PlanSpec,
         # the stages are the compute alone (evaluate.with_comm leaves them as they are)
         stages = _compute_stages(rc, split_spec)
         fastest = stages if bounded == split_spec else _compute_stages(
-            with_recompute(table, bounded.recompute, req.recompute_every), split_spec)
+            cache.recomputed(table, bounded.recompute, req.recompute_every), split_spec)
     else:
         stages = stage_layout(table, req, split_spec).stages
         fastest = stages if bounded == split_spec else stage_layout(table, req, bounded).stages

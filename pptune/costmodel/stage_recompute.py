@@ -22,6 +22,7 @@ The split stays the one found for full recomputation.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -116,19 +117,35 @@ def activation_peaks(schedule: Schedule, p: int, m: int, v: int,
     ``inflight_saturation`` micro-batches only GPipe holds more."""
     held_m = m if schedule is Schedule.GPIPE else min(m, inflight_saturation(p, v))
     out = []
-    for ops in raw_orders(schedule, p, held_m, v):
+    for events in _holds(schedule, p, held_m, v):
         now = peak = 0.0
-        for op in ops:
-            kind, stage = op[0], op[2]
-            if kind in (RAW_F, RAW_FB):  # a pair's forward counts before its backward frees
-                now += act_bytes[stage]
-                peak = max(peak, now)
-            if kind == RAW_FB:
-                now -= act_bytes[op[4]]
-            elif releases(schedule, kind):
-                now -= act_bytes[stage]
+        for add, free in events:
+            if add >= 0:
+                now += act_bytes[add]
+                if now > peak:
+                    peak = now
+            if free >= 0:
+                now -= act_bytes[free]
         out.append(peak)
     return out
+
+
+@functools.lru_cache(maxsize=256)
+def _holds(schedule: Schedule, p: int, m: int, v: int) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """Per rank, its ops that hold or free activations in order: (the stage an F
+    adds to or -1, the stage a backward frees or -1); a pair's forward counts
+    before its backward frees."""
+    out = []
+    for ops in raw_orders(schedule, p, m, v):
+        events = []
+        for op in ops:
+            kind, stage = op[0], op[2]
+            add = stage if kind in (RAW_F, RAW_FB) else -1
+            free = op[4] if kind == RAW_FB else stage if releases(schedule, kind) else -1
+            if add >= 0 or free >= 0:
+                events.append((add, free))
+        out.append(tuple(events))
+    return tuple(out)
 
 
 def _savings(table: CostTable, b: int, split: list[int]) -> list[list[float]]:

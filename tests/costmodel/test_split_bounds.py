@@ -1,0 +1,121 @@
+"""The planner's shortcuts that must not change what it returns: the stage starts
+memory allows (partition.lowest_starts) and the bound over every split
+(splitting.any_split_bound)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pptune.costmodel.comm import AllReduceLink
+from pptune.costmodel.evaluate import PlanRequest, PlanSpec, evaluate
+from pptune.costmodel.memory import Recompute
+from pptune.costmodel.partition import SplitError, lowest_starts, min_bottleneck_split
+from pptune.costmodel.schedules import Schedule
+from pptune.costmodel.sharding import Sharding
+from pptune.costmodel.simulate import Link
+from pptune.costmodel.splitting import SplitCache, any_split_bound
+from pptune.costmodel.table import CostTable, LayerCosts
+
+AR = AllReduceLink(0.0, 1e9)
+
+
+def reference_split(costs: list[float], k: int, extra: list[float], fits) -> list[int]:
+    """The dynamic programme as it read before ``starts``: ``fits`` asked in the loop."""
+    n = len(costs)
+    prefix = [0.0]
+    for c in costs:
+        prefix.append(prefix[-1] + c)
+    best = [[math.inf] * (n + 1) for _ in range(k)]
+    arg = [[-1] * (n + 1) for _ in range(k)]
+    for e in range(1, n - k + 2):
+        if fits(0, 0, e):
+            best[0][e] = prefix[e] + extra[0]
+    for j in range(1, k):
+        for e in range(j + 1, n - (k - 1 - j) + 1):
+            top, where = math.inf, -1
+            for s in range(e - 1, j - 1, -1):
+                last = prefix[e] - prefix[s] + extra[j]
+                if last >= top or not fits(j, s, e):
+                    break
+                val = max(last, best[j - 1][s])
+                if val < top:
+                    top, where = val, s
+            best[j][e], arg[j][e] = top, where
+    if best[k - 1][n] == math.inf:
+        raise SplitError("no split fits in memory")
+    out, e = [], n
+    for j in range(k - 1, 0, -1):
+        s = arg[j][e]
+        out.append(e - s)
+        e = s
+    out.append(e)
+    return out[::-1]
+
+
+def test_lowest_starts_by_hand() -> None:
+    # 4 layers of 1, 2 stages; stage k holds (2 - k) copies of its layers within 4:
+    # stage 0 fits 2 layers, stage 1 fits 4 (it can end anywhere from 2 to 4)
+    fits = lambda k, s, e: (e - s) * (2 - k) <= 4
+    starts = lowest_starts(4, 2, fits)
+    # stage 0 ends at 1..3: it starts at layer 0 while it holds <= 2 layers
+    assert starts[0][1:4] == (0, 0, 1)
+    # stage 1 ends at 2..4 and may start at layer 1 whatever its end
+    assert starts[1][2:5] == (1, 1, 1)
+    # so stage 0 takes 2 layers and stage 1 the other 2, never 3 + 1
+    assert min_bottleneck_split([1.0] * 4, 2, starts=starts) == [2, 2]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 40), min_size=1, max_size=10), st.integers(1, 5),
+       st.integers(0, 15), st.integers(0, 150))
+def test_starts_give_the_splits_the_loop_gave(costs: list[int], k: int, send: int,
+                                               mem: int) -> None:
+    # the same split, ties included, as the programme testing fits in its loop
+    if k > len(costs):
+        return
+    extra = [float(send)] * (k - 1) + [0.0]
+    fits = lambda stage, s, e: sum(costs[s:e]) * (k - stage) <= mem * 3 + 40
+    floats = [float(c) for c in costs]
+    try:
+        want = reference_split(floats, k, extra, fits)
+    except SplitError:
+        with pytest.raises(SplitError):
+            min_bottleneck_split(floats, k, extra, fits)
+        return
+    assert min_bottleneck_split(floats, k, extra, fits) == want
+    assert min_bottleneck_split(floats, k, extra,
+                                starts=lowest_starts(len(costs), k, fits)) == want
+
+
+def seven_layers(hop_s: float) -> CostTable:
+    """7 layers of F 1, B 2, W 0.5 (3.5 a micro-batch), hops of ``hop_s`` latency."""
+    names = ["embedding", *[f"block{i}" for i in range(5)], "head"]
+    costs = LayerCosts([1.0] * 7, [2.0] * 7, [0.5] * 7, [100.0] * 7, [5.0] * 7)
+    return CostTable(names, [2e6] * 7, 2, {1: costs}, 128, 1e12, Link(hop_s), Link(hop_s),
+                     AR, AR)
+
+
+def test_any_split_bound_by_hand() -> None:
+    # pp 2, 4 micro-batches; a hop costs 2 x 0.5 (output forward, gradient back) on
+    # stage 0. Splits 4+3: max(14 + 1, 10.5) = 15; 3+4: max(10.5 + 1, 14) = 14, so the
+    # least bottleneck is 14 and every split's busiest stage works >= 14 - 1 = 13
+    # a micro-batch: 4 x 13 = 52
+    table = seven_layers(0.5)
+    req = PlanRequest(gpus=2, global_batch=4, shardings=(Sharding.NONE,),
+                      recomputes=(Recompute.NONE,), with_best_pp1=False)
+    spec = PlanSpec(Schedule.ONE_F_ONE_B, 2, 1, 4, ())
+    bound = any_split_bound(table, req, spec, SplitCache())
+    assert bound == pytest.approx(52.0, rel=1e-9) and bound < 52.0
+    # no split beats it: 4+3 and 3+4 both hold a stage of 4 layers, 4 x 14 = 56 of work
+    for split in ((4, 3), (3, 4), (5, 2)):
+        plan = evaluate(table, req, PlanSpec(Schedule.ONE_F_ONE_B, 2, 1, 4, split))
+        assert plan.step_time_s >= bound
+    # dualpipe runs each chunk for half the micro-batches (m / 2 each way)
+    dual = PlanSpec(Schedule.DUALPIPE, 2, 1, 4, ())
+    free = seven_layers(0.0)
+    # 2 chunks (one a direction's stage): 4 + 3 layers, bottleneck 14, 2 x 14 = 28
+    assert any_split_bound(free, req, dual, SplitCache()) == pytest.approx(28.0)
