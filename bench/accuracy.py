@@ -20,7 +20,6 @@ Run: ``python -m bench.run [--quick]`` (the lead's driver calls ``main``).
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import platform
 import statistics
@@ -31,7 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).parent / "results"
+from bench.write import RESULTS, write_json
+
 SCHEDULES = ("gpipe", "1f1b")
 MICROBATCHES = (2, 4, 8)
 PP = 2
@@ -255,12 +255,7 @@ def main(quick: bool = False) -> dict[str, Any]:
         "total_s": round(time.perf_counter() - t_start, 1),
     }
     doc["explanation"] = _explain(rows, [load_start, load_end])
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / "prediction_accuracy.json"
-    tmp_out = out.with_suffix(".tmp")
-    tmp_out.write_text(json.dumps(doc, indent=2) + "\n")
-    tmp_out.replace(out)
-    print(f"wrote {out}")
+    write_json(RESULTS / "prediction_accuracy.json", doc)
     return doc
 
 

@@ -16,7 +16,6 @@ Run: ``python -m bench.dualpipe_accuracy [--quick]``; writes
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import statistics
@@ -26,7 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.accuracy import PP, RESULTS, RETRY_SPREAD, _launch, _profile
+from bench.accuracy import PP, RETRY_SPREAD, _launch, _profile
+from bench.write import RESULTS, write_json
 
 CONFIGS: tuple[tuple[str, tuple[int, ...]], ...] = (
     ("1f1b", (4, 4)), ("zbv", (2, 2, 2, 2)), ("dualpipev", (2, 2, 2, 2)),
@@ -81,11 +81,7 @@ def main(quick: bool = False) -> dict[str, Any]:
         "other_schedules": band(tuple(s for s, _ in CONFIGS if s != "dualpipev")),
         "total_s": round(time.perf_counter() - t_start, 1),
     }
-    out = RESULTS / "dualpipev_accuracy.json"
-    tmp_out = out.with_suffix(".tmp")
-    tmp_out.write_text(json.dumps(doc, indent=2) + "\n")
-    tmp_out.replace(out)
-    print(f"wrote {out}")
+    write_json(RESULTS / "dualpipev_accuracy.json", doc)
     return doc
 
 

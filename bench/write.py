@@ -17,7 +17,13 @@ def write_result(name: str, doc: dict[str, Any]) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     doc = {"benchmark": name, "machine": f"{platform.machine()} {platform.python_version()}",
            "date": time.strftime("%Y-%m-%d"), **doc}
-    path = RESULTS / f"{name}.json"
+    write_json(RESULTS / f"{name}.json", doc)
+
+
+def write_json(path: Path, doc: dict[str, Any]) -> None:
+    """``doc`` as indented JSON at ``path``, replaced atomically (a temporary file, then
+    a rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, indent=2) + "\n")
     tmp.replace(path)
