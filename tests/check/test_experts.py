@@ -15,19 +15,14 @@ from pptune.costmodel import presets
 from pptune.costmodel.keys import CostKey
 from pptune.costs.modelspec import from_sizes
 from pptune.schemas import TrainingConfig
+from tests.check_json import check_file
 
 runner = CliRunner()
 MIXTRAL = "micro_batch_size: 1\nglobal_batch: 256\nmodel: mixtral-8x7b\ngpu: h100-sxm\n"
 
 
 def check(tmp_path: Path, text: str, *flags: str) -> tuple[int, dict[str, str], dict]:
-    path = tmp_path / "pptune.yaml"
-    path.write_text(text)
-    r = runner.invoke(app, ["check-config", str(path), "--output", "json", "--no-compare",
-                            *flags])
-    assert r.exit_code in (0, 1), r.stderr
-    doc = json.loads(r.stdout)
-    return r.exit_code, {f["id"]: f["message"] for f in doc["findings"]}, doc
+    return check_file(tmp_path / "pptune.yaml", text, *flags, by="message")
 
 
 def test_expert_parallel_config_is_priced_with_its_key(tmp_path: Path) -> None:

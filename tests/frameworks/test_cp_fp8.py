@@ -17,6 +17,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from pptune.cli.app import app
+from tests.check_json import check_file
 
 runner = CliRunner()
 
@@ -35,13 +36,7 @@ FP8 = "--fp8-format hybrid --fp8-recipe tensorwise --fp8-param-gather"
 
 
 def check(tmp_path: Path, name: str, text: str, *flags: str) -> tuple[int, dict[str, str], dict]:
-    path = tmp_path / name
-    path.write_text(text)
-    r = runner.invoke(app, ["check-config", str(path), "--output", "json", "--no-compare",
-                            *flags])
-    assert r.exit_code in (0, 1), r.stderr
-    doc = json.loads(r.stdout)
-    return r.exit_code, {f["id"]: f["severity"] for f in doc["findings"]}, doc
+    return check_file(tmp_path / name, text, *flags)
 
 
 def mega(tmp_path: Path, *, cp: int = 2, cp_flags: str = "", seq: int = 8192, fp8: str = FP8,

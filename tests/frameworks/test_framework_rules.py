@@ -17,18 +17,13 @@ from pptune.cli.app import app
 from pptune.frameworks.deepspeed.partition import ds_partition_balanced, ds_partition_uniform
 from pptune.frameworks.megatron.split import MegatronSplit, megatron_blocks
 from pptune.frameworks.torchtitan.fqns import torchtitan_fqns
+from tests.check_json import check_file
 
 runner = CliRunner()
 
 
 def run(tmp_path: Path, name: str, text: str, *flags: str) -> tuple[int, dict[str, str], dict]:
-    path = tmp_path / name
-    path.write_text(text)
-    r = runner.invoke(app, ["check-config", str(path), "--output", "json", "--no-compare",
-                            *flags])
-    assert r.exit_code in (0, 1), r.stderr
-    doc = json.loads(r.stdout)
-    return r.exit_code, {f["id"]: f["severity"] for f in doc["findings"]}, doc
+    return check_file(tmp_path / name, text, *flags)
 
 
 def ds(tmp_path: Path, config: dict, *flags: str) -> tuple[int, dict[str, str], dict]:

@@ -24,6 +24,7 @@ from pptune.costs.resolve import analytic_costs
 from pptune.frameworks.common.adapter import Job
 from pptune.frameworks.megatron.writer import layer_pattern
 from pptune.frameworks.registry import ADAPTERS, Framework
+from tests.check_json import check_file
 
 runner = CliRunner()
 
@@ -74,13 +75,7 @@ DEEPSEEK_ARGS = """--micro-batch-size 1 --global-batch-size 8192 --bf16 --disabl
 
 
 def run(tmp_path: Path, name: str, text: str, *flags: str) -> tuple[int, dict[str, str], dict]:
-    path = tmp_path / name
-    path.write_text(text)
-    r = runner.invoke(app, ["check-config", str(path), "--output", "json", "--no-compare",
-                            *flags])
-    assert r.exit_code in (0, 1), r.stderr
-    doc = json.loads(r.stdout)
-    return r.exit_code, {f["id"]: f["message"] for f in doc["findings"]}, doc
+    return check_file(tmp_path / name, text, *flags, by="message")
 
 
 def mixtral(tmp_path: Path, moe: str = "", tp: int = 1, ep: int = 8, nodes: int = 4,
