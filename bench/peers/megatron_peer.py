@@ -224,7 +224,7 @@ def judge(case: dict[str, Any]) -> dict[str, Any]:
         account_for_embedding_in_pipeline_split=a["account_embedding"],
         account_for_loss_in_pipeline_split=a["account_loss"],
         microbatch_group_size_per_vp_stage=a["group"], pipeline_dtype=torch.bfloat16,
-        pipeline_model_parallel_layout=a["layout"], mtp_num_layers=a["mtp"],
+        pipeline_model_parallel_layout=a["layout"], mtp_num_layers=a["mtp"] or None,
         recompute_granularity=a["recompute"], recompute_method=a["recompute_method"],
         recompute_num_layers=a["recompute_num_layers"],
         bf16=a["bf16"], overlap_p2p_comm=a["overlap_p2p"] and vpp is not None,
@@ -277,11 +277,10 @@ def _config_class(a: dict[str, Any]) -> Any:
 def _moe_kwargs(a: dict[str, Any], derived: dict[str, Any]) -> dict[str, Any]:
     """The MoE, MTP and MLA fields of TransformerConfig as
     core_transformer_config_from_args passes them (num_experts -> num_moe_experts)."""
-    out: dict[str, Any] = {"add_bias_linear": a["bias"], "mtp_num_layers": a["mtp"] or None,
+    out: dict[str, Any] = {"add_bias_linear": a["bias"],
                            "expert_model_parallel_size": a["ep"],
                            "expert_tensor_parallel_size": derived["etp"],
-                           "overlap_moe_expert_parallel_comm": a["moe_overlap"],
-                           "recompute_granularity": "full" if a["recompute_full"] else None}
+                           "overlap_moe_expert_parallel_comm": a["moe_overlap"]}
     if a["mla"]:
         out.update(q_lora_rank=a["q_lora"], kv_lora_rank=a["kv_lora"],
                    qk_head_dim=a["qk_head"], qk_pos_emb_head_dim=a["qk_pos"],
@@ -317,10 +316,15 @@ def _experts(config: Any, a: dict[str, Any], derived: dict[str, Any]) -> dict[st
         return facts
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_block_spec
 
-    spec = get_gpt_decoder_block_spec(config, use_transformer_engine=False)
-    facts["moe_layers"] = sum(1 for layer in spec.layer_specs
-                              if getattr(layer.submodules.mlp, "module", None).__name__
-                              == "MoELayer")
+    # every rank's and virtual stage's block, as each rank builds its own (vp_stage is
+    # required with a virtual pipeline): the MoE layers of the whole model
+    vpp = config.virtual_pipeline_model_parallel_size
+    facts["moe_layers"] = sum(
+        1 for r in range(config.pipeline_model_parallel_size)
+        for c in (range(vpp) if vpp else [None])
+        for layer in get_gpt_decoder_block_spec(config, use_transformer_engine=False,
+                                                vp_stage=c, pp_rank=r).layer_specs
+        if getattr(layer.submodules.mlp, "module", None).__name__ == "MoELayer")
     torch.topk(torch.zeros(1, derived["experts"]), k=a["topk"], dim=1)
     return facts
 

@@ -135,7 +135,10 @@ def simulate_cmd(
     run = simulation.run(spec)
     for note in run.notes:
         _say(note)
-    from pptune.report import sim_summary_table, timeline_text, write_svg, write_trace
+    from pptune.report.svg import write_svg
+    from pptune.report.tables import sim_summary_table
+    from pptune.report.timeline import timeline_text
+    from pptune.report.trace import write_trace
 
     if trace is not None:
         write_trace(trace, run.result)
@@ -238,7 +241,7 @@ def _show_plans(run: Any, train_tokens: float | None, out: OutputOptions) -> Non
         console.print(f"note: {note}", highlight=False, markup=False)
     if out.timeline:
         from pptune.costmodel.search import evaluate
-        from pptune.report import timeline_text
+        from pptune.report.timeline import timeline_text
 
         w = run.result.plans[0]
         full = evaluate(run.table, run.plan_request, w.spec, keep_events=True)

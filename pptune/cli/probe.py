@@ -20,15 +20,8 @@ from pptune import limits
 from pptune.cli.util import out_console, show
 from pptune.errors import BadInput
 from pptune.files import check_output
-from pptune.probe.build import (
-    DEFAULT_OUTPUT,
-    DeviceChoice,
-    DType,
-    ProbeOptions,
-    run_probe,
-)
+from pptune.probe.options import DEFAULT_OUTPUT, DeviceChoice, DType
 from pptune.probe.units import parse_bytes
-from pptune.schemas import write_atomic
 
 HELP = """Measure per-layer costs and link bandwidth on this machine; write a profile.
 
@@ -163,6 +156,9 @@ def probe(
     stderr = Console(stderr=True)
     _check_numbers(timeout, repeats, warmup, threads, seq_len)
     check_output(output, "-o")  # before the measurement, not after it
+    from pptune.probe.build import ProbeOptions, run_probe
+    from pptune.schemas import write_atomic
+
     try:
         opts = ProbeOptions(
             model=model,

@@ -164,7 +164,7 @@ def validate(
         _say(note)
     doc = outcome_json(outcome)
     if trace is not None:
-        from pptune.report import write_trace
+        from pptune.report.trace import write_trace
 
         write_trace(trace, outcome.measured, name="pptune validate (measured)")
         _say(f"wrote {trace} (open in https://ui.perfetto.dev)")
@@ -179,7 +179,7 @@ def validate(
     for line in summary_lines(doc):
         console.print(line, highlight=False, markup=False)
     if out.timeline:
-        from pptune.report import timeline_text
+        from pptune.report.timeline import timeline_text
 
         console.print("measured (median step):", highlight=False, markup=False)
         console.print(timeline_text(outcome.measured, width=out.width))

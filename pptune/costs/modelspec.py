@@ -50,6 +50,33 @@ def _int(cfg: dict[str, Any], keys: tuple[str, ...], path: Path, default: int | 
     raise BadInput(f"--hf-config {path}: missing {keys[0]} (a positive integer)")
 
 
+def _trained_seq_len(cfg: dict[str, Any], path: Path, seq_cap: int | None,
+                     notes: list[str]) -> int:
+    """The sequence a config's model was pre-trained at: ``max_position_embeddings``,
+    or, where ``rope_scaling`` stretches the rotary embedding past the length it was
+    trained at (YaRN, Llama 3.1's "llama3" scaling), its
+    ``original_max_position_embeddings`` (DeepSeek-V3: 4,096 stretched to 163,840;
+    Llama 3.1: 8,192 to 131,072); capped at ``seq_cap``. Each choice is a note."""
+    max_pos = _int(cfg, ("max_position_embeddings", "n_positions", "n_ctx"), path,
+                   default=2048)
+    seq_len = max_pos
+    scaling = cfg.get("rope_scaling")
+    original = scaling.get("original_max_position_embeddings") if isinstance(scaling, dict) else None
+    if isinstance(original, int) and not isinstance(original, bool) and 0 < original < max_pos:
+        seq_len = original
+        kind = scaling.get("rope_type", scaling.get("type")) if isinstance(scaling, dict) else None
+        notes.append(
+            f"rope_scaling{f' ({kind})' if isinstance(kind, str) else ''} extends the context "
+            f"from {original} to max_position_embeddings {max_pos}: planned at the "
+            f"pre-training length {original} (set --seq-len to change)")
+    if seq_cap is not None and seq_len > seq_cap:
+        notes.append(
+            f"max_position_embeddings is {max_pos}; measured at sequence length "
+            f"{seq_cap} (set --seq-len to change)")
+        seq_len = seq_cap
+    return seq_len
+
+
 def read_hf_config(
     path: Path | str, seq_len: int | None = None, seq_cap: int | None = None
 ) -> HfModel:
@@ -93,14 +120,7 @@ def read_hf_config(
         )
     notes: list[str] = []
     if seq_len is None:
-        max_pos = _int(cfg, ("max_position_embeddings", "n_positions", "n_ctx"), path,
-                       default=2048)
-        seq_len = max_pos if seq_cap is None else min(max_pos, seq_cap)
-        if seq_len < max_pos:
-            notes.append(
-                f"max_position_embeddings is {max_pos}; measured at sequence length "
-                f"{seq_len} (set --seq-len to change)"
-            )
+        seq_len = _trained_seq_len(cfg, path, seq_cap, notes)
     act = str(cfg.get("hidden_act", cfg.get("activation_function", ""))).lower()
     gated = model_type in LLAMA_TYPES or act in ("silu", "swiglu", "swish")
     dropout_p = 0.0

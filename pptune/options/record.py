@@ -98,7 +98,7 @@ def _flat_model() -> type[BaseModel]:
     order = [k for k in KEYS_0_1 if k in spec] + [k for k in spec if k not in KEYS_0_1]
     return create_model(
         "PlanFileRequest",
-        __config__=ConfigDict(extra="ignore", allow_inf_nan=False),
+        __config__=ConfigDict(extra="ignore", allow_inf_nan=False, defer_build=True),
         __doc__="What the plan was made for: the planning options as the run resolved them.",
         **{k: spec[k] for k in order},
     )

@@ -27,7 +27,7 @@ def _drop_zeros(doc: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 
 class Strict(BaseModel):
     # NaN and infinity are refused in every file pptune reads or writes: JSON has no such numbers
-    model_config = ConfigDict(extra="forbid", frozen=False, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=False, allow_inf_nan=False, defer_build=True)
 
 
 

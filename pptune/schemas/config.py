@@ -17,7 +17,7 @@ from pptune.schemas.base import Strict
 
 class Limits(Strict):
     # strict: a quoted "0.2" in a hand-written file is an error, not a number.
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     max_bubble: float = Field(0.25, ge=0, le=1)
     max_slowdown: float = Field(1.10, ge=1)
@@ -39,7 +39,7 @@ class TrainingConfig(Strict):
     check-config reports them as findings.
     """
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     gpus: int | None = Field(None, ge=1, le=1 << 20, description="total GPUs; default tp * pp * cp * dp")
     gpus_per_node: int = Field(8, ge=1, le=1 << 20)

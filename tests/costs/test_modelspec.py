@@ -43,6 +43,32 @@ def test_gpt2_names_and_defaults(tmp_path: Path) -> None:
     assert not s.gated_mlp and s.dropout and hf.dropout_p == 0.1 and hf.notes == []
 
 
+DEEPSEEK_V3 = QWEN2.parent / "deepseek-v3-config.json"
+
+
+def test_rope_scaled_context_is_planned_at_its_pretraining_length(tmp_path: Path) -> None:
+    # DeepSeek-V3: YaRN stretches 4,096 to 163,840; the model trained at 4,096
+    hf = read_hf_config(DEEPSEEK_V3)
+    assert hf.shape.seq_len == 4096
+    assert any("rope_scaling (yarn) extends the context from 4096 to max_position_embeddings "
+               "163840: planned at the pre-training length 4096" in n for n in hf.notes)
+    assert read_hf_config(DEEPSEEK_V3, seq_len=32768).shape.seq_len == 32768
+    # a rope_scaling without the original length, or one not below the maximum: the maximum
+    doc = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "vocab_size": 8, "max_position_embeddings": 2048}
+    for scaling in (None, {"type": "linear", "factor": 2.0},
+                    {"rope_type": "llama3", "original_max_position_embeddings": 2048}):
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps({**doc, "rope_scaling": scaling}))
+        assert read_hf_config(path).shape.seq_len == 2048
+        assert read_hf_config(path).notes == []
+    # with a probe's cap below the pre-training length, the cap, and both notes
+    path.write_text(json.dumps({**doc, "max_position_embeddings": 131072, "rope_scaling": {
+        "rope_type": "llama3", "original_max_position_embeddings": 8192}}))
+    hf = read_hf_config(path, seq_cap=4096)
+    assert hf.shape.seq_len == 4096 and len(hf.notes) == 2
+
+
 @pytest.mark.parametrize(
     ("doc", "needle"),
     [

@@ -8,10 +8,10 @@ import pytest
 
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.simulate import simulate, uniform_stages
-from pptune.report import sim_summary_table
 from pptune.report.fit import fit, split_long, wrap_items
 from pptune.report.presets import presets_tables
 from pptune.report.render import render_plain
+from pptune.report.tables import sim_summary_table
 
 
 @pytest.mark.parametrize("width", [40, 60, 80, 120, 200])

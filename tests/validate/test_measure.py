@@ -7,7 +7,8 @@ import json
 import pytest
 
 from pptune.costmodel.schedules import Op, OpKind, Schedule
-from pptune.report import chrome_trace, plain_timeline
+from pptune.report.timeline import plain_timeline
+from pptune.report.trace import chrome_trace
 from pptune.validate.measure import (
     OpStamp,
     RankStep,
