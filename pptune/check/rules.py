@@ -306,6 +306,8 @@ def _predict(
         gpus=gpus, global_batch=global_batch, tp=key.tp, gpus_per_node=cfg.gpus_per_node,
         cost_keys=(key,),
         fp8_param_gather=bool(cfg.fp8_param_gather and cfg.precision in ("fp8", "mxfp8")),
+        overlap_grad_reduce=cfg.overlap_grad_reduce is not False,
+        overlap_param_gather=cfg.overlap_param_gather,
         shardings=(sharding,), recomputes=(recompute,), recompute_every=cfg.recompute_every,
         fsdp_reshard_after_forward=cfg.fsdp_reshard_after_forward,
         reserve_bytes=reserve_bytes, micro_batch_sizes=(cfg.micro_batch_size,),

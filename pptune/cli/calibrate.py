@@ -179,7 +179,7 @@ def _from_results(results: list[Path], profile: Path, output: Path) -> None:
     trials = [validate_json.trial(path, base) for path in results]
     if output.exists() and output.resolve() == profile.resolve():
         raise BadInput(f"-o {output} is the --profile itself; write the calibration elsewhere")
-    cal = model.calibrate(base, trials)
+    cal = model.calibrate(base, trials, by="pptune calibrate")
     write_atomic(output, model.calibrated_profile(base, cal).model_dump_json(indent=2) + "\n")
     for note in cal.notes:
         _say(note)

@@ -18,6 +18,7 @@ from rich.console import Console
 from pptune.cli.options import Use, uses
 from pptune.cli.util import out_console as _out
 from pptune.cli.util import say as _say
+from pptune.cli.util import show
 from pptune.errors import BadInput, RunFailed
 from pptune.options import CostOptions, OutputOptions, PlanSpace, RunOptions
 
@@ -185,7 +186,7 @@ def _render(run: Any, as_json: bool) -> None:
     def plan_s(row: Any) -> float:
         return loop.plan_step_s(row, f)
 
-    out.print(trials_table(rows, winner.cand.key if winner else None, plan_s))
+    show(out, trials_table(rows, winner.cand.key if winner else None, plan_s))
     for line in why_lines(rows, winner, o.stopped, plan_s):
         out.print(line, highlight=False, markup=False)
     out.print(accounting_line(loop.accounting(o.rows)), highlight=False, markup=False)

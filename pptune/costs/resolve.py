@@ -360,9 +360,11 @@ def _measured(prof: Profile, origin: str, opts: CostOptions, mode: Mode,
                                           ("--precision", opts.precision, Precision.BF16))
              if values and tuple(values) != (plain,)]
     if mode is not Mode.CHECK and other:
-        raise BadInput(f"{' and '.join(other)} price other layouts, but the costs come from "
-                       f"{origin} (measured without them); use analytic costs "
-                       "(--model/--hf-config) or drop them")
+        one = len(other) == 1
+        raise BadInput(f"{' and '.join(other)} {'asks' if one else 'ask'} for a layout the "
+                       f"costs were not measured with (they come from {origin}: no context "
+                       "or expert parallelism, the precision it ran in); use analytic costs "
+                       f"(--model/--hf-config) or drop {'it' if one else 'them'}")
     if opts.tp and len(opts.tp) > 1:
         raise BadInput(f"--tp {','.join(map(str, opts.tp))}: the costs come from {origin} "
                        "(measured at tp 1); give one --tp or use analytic costs to search tp")

@@ -186,6 +186,16 @@ class TrainingConfig(Strict):
     qk_nope_head_dim: int | None = Field(None, ge=1, le=2**31 - 1)
     qk_rope_head_dim: int | None = Field(None, ge=1, le=2**31 - 1)
     v_head_dim: int | None = Field(None, ge=1, le=2**31 - 1)
+    overlap_grad_reduce: bool | None = Field(
+        None, description="the data-parallel gradient reduction run in buckets during the "
+        "backward (Megatron-LM --overlap-grad-reduce, off unless given), when the file says; "
+        "unset: overlapped"
+    )
+    overlap_param_gather: bool | None = Field(
+        None, description="the distributed optimizer's parameter all-gather run behind the "
+        "next step's forward (Megatron-LM --overlap-param-gather, off unless given), when the "
+        "file says; unset: as overlap_grad_reduce"
+    )
     a2a_overlap: bool | None = Field(
         None, description="the MoE expert all-to-all hidden behind another micro-batch's "
         "compute (the DualPipes' F&B pairs; Megatron-LM --overlap-moe-expert-parallel-comm), "

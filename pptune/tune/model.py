@@ -125,8 +125,9 @@ def _observations(profile: Profile, trials: list[Trial]) -> list[cal.Observation
     return obs
 
 
-def calibrate(profile: Profile, trials: list[Trial]) -> Calibration:
-    """Factors per micro-batch size from the op medians, then the link latency from the steps."""
+def calibrate(profile: Profile, trials: list[Trial], by: str = "pptune tune") -> Calibration:
+    """Factors per micro-batch size from the op medians, then the link latency from the steps;
+    ``by``: the command the notes say calibrated it."""
     if not trials:
         raise ValueError("calibrate needs at least one trial")
     counts = Counter(t.micro_batch_size for t in trials)
@@ -152,7 +153,7 @@ def calibrate(profile: Profile, trials: list[Trial]) -> Calibration:
     latencies = [_latency(scaled, t, draft.loss_for(t.micro_batch_size))
                  for t in trials if t.pp >= 2]
     latency = statistics.median(latencies) if latencies else None
-    return replace(draft, latency_s=latency, notes=_notes(profile, draft, latency))
+    return replace(draft, latency_s=latency, notes=_notes(profile, draft, latency, by))
 
 
 def _latency(scaled: Profile, t: Trial, loss: tuple[float, float] | None) -> float:
@@ -169,7 +170,7 @@ def _latency(scaled: Profile, t: Trial, loss: tuple[float, float] | None) -> flo
     return cal.fit_latency(step_at, t.measured_s, hi_s=t.measured_s / (2 * t.microbatches))
 
 
-def _notes(profile: Profile, c: Calibration, latency: float | None) -> list[str]:
+def _notes(profile: Profile, c: Calibration, latency: float | None, by: str) -> list[str]:
     names = [layer.name for layer in profile.layers]
     per_size = []
     for b, factors in sorted(c.factors.items()):
@@ -178,7 +179,7 @@ def _notes(profile: Profile, c: Calibration, latency: float | None) -> list[str]
             f"{kind} " + ", ".join(f"{p} x{f:.2f}" for p, f in sorted(v.items()))
             for kind, v in summary.items()))
     notes = [
-        f"calibrated by pptune tune from {len(c.sources)} measured trial(s) "
+        f"calibrated by {by} from {len(c.sources)} measured trial(s) "
         f"({', '.join(c.sources)}): per-layer forward, input-gradient and weight-gradient "
         f"factors fitted to the measured op medians (worst op misfit {c.residual:.1%}); "
         f"median factors per micro-batch size, {' | '.join(per_size)}",

@@ -415,7 +415,7 @@ def test_commands_pricing_one_layout_refuse_lists_and_measured_layouts(tmp_path:
     prof = tmp_path / "p.json"
     prof.write_text(analytic_profile("gpt-small", "h100-sxm", [1]).model_dump_json())
     r = run("recommend", "--gpus", "4", "--profile", str(prof), "--cp", "2")
-    assert r.exit_code == 2 and "measured without them" in one_error_line(r)
+    assert r.exit_code == 2 and "for a layout the costs were not measured with" in one_error_line(r)
     r = run("simulate", "--model", "llama3-8b", "--cp", "2", "--pp", "2", "--microbatches", "4",
             "--json")
     assert r.exit_code == 0, r.stderr

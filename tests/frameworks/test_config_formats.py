@@ -129,6 +129,8 @@ def test_megatron_llama3_script_resolves_variables_arrays_and_launcher() -> None
         "ffn_hidden_size": 14336, "gated_mlp": True, "precision": "bf16",
         "recompute": "selective", "sharded_optimizer": True, "sequence_parallel": True,
         "source_format": "megatron", "sharding": "zero1", "attention": "flash",
+        # megatron-core overlaps neither unless the flags say: the script does not
+        "overlap_grad_reduce": False, "overlap_param_gather": False,
     }
     assert "shell variable NUM_NODES is not set in the script; used its default '2'" in (
         result.notes)

@@ -325,3 +325,32 @@ def test_bad_framework_version_is_bad_usage(tmp_path: Path, value: str) -> None:
     path.write_text("micro_batch_size: 1\n")
     r = runner.invoke(app, ["check-config", str(path), "--framework-version", value])
     assert r.exit_code == 2 and "--framework-version" in r.stderr
+
+
+def test_megatron_overlap_param_gather_needs_distributed_optimizer_and_grad_overlap(
+        tmp_path: Path) -> None:
+    """megatron/training/arguments.py validate_args: '--overlap-param-gather only supported
+    with distributed optimizer or megatron fsdp', 'Must use --overlap-param-gather with
+    --overlap-grad-reduce'."""
+    code, found, _ = mega(tmp_path, "--global-batch-size 8 --overlap-param-gather", gpus=8)
+    assert code == 1 and found["megatron-overlap-param-gather"] == "error"
+    ok = ("--global-batch-size 8 --use-distributed-optimizer --overlap-grad-reduce "
+          "--overlap-param-gather")
+    _code, found, doc = mega(tmp_path, ok, gpus=8)
+    assert "megatron-overlap-param-gather" not in found
+    assert (doc["config"]["overlap_grad_reduce"], doc["config"]["overlap_param_gather"]) == (
+        True, True)
+
+
+def test_megatron_data_parallel_overlap_is_priced_as_the_script_states(tmp_path: Path) -> None:
+    """megatron-core's DistributedDataParallelConfig overlaps neither the gradient
+    reduction nor the parameter gather unless the flags say: without them the traffic
+    is exposed after the last backward, so the predicted step is longer."""
+    base = "--global-batch-size 16 --bf16 --use-distributed-optimizer"
+    steps = {}
+    for name, extra in (("none", ""), ("both", " --overlap-grad-reduce --overlap-param-gather")):
+        _code, _found, doc = run(tmp_path, f"{name}.sh",
+                                 MEGATRON.format(layers=32, pp=2, gpus=8, extra=base + extra),
+                                 "--gpu", "h100-sxm", "--model", "llama3-8b")
+        steps[name] = doc["derived"]["step_time_s"]
+    assert steps["none"] > steps["both"] > 0

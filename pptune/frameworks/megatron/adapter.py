@@ -41,6 +41,7 @@ class MegatronAdapter(Adapter):
     def config_rules(self, cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
         rules.interleave_rule(cfg, semantics, add)
         rules.a2a_overlap_rule(cfg, add)
+        rules.overlap_rule(cfg, add)
 
     def express(self, job: Job, plan: Plan, rank: int) -> Stated:
         return closest_plan(job, plan, rank)

@@ -125,6 +125,11 @@ def _fields(r: FlagReader, launcher: Flagged) -> dict[str, Any]:
         "sequence_parallel": flags.has("--sequence-parallel"),
         "rank_order": "tp-pp-dp" if flags.has("--use-tp-pp-dp-mapping") else None,
         "a2a_overlap": flags.has("--overlap-moe-expert-parallel-comm") or None,
+        # megatron-core's DistributedDataParallelConfig: both off unless the flags say
+        "overlap_grad_reduce": flags.has("--overlap-grad-reduce"),
+        # (with Megatron FSDP, which pptune does not model, left unsaid)
+        "overlap_param_gather": None if flags.has("--use-megatron-fsdp")
+        else flags.has("--overlap-param-gather"),
         "gated_mlp": flags.has("--swiglu"),  # Megatron-LM's default MLP is GeLU
         "precision": _precision(ctx, flags),
         "source_format": "megatron",

@@ -88,6 +88,14 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
     lines += [f"# {line}" for line in unsaid]
     if plan.sharding is Sharding.ZERO1:
         args.append("--use-distributed-optimizer")
+    # the data-parallel overlap the plan was priced with (megatron-core: off unless said)
+    req = job.request
+    if req.overlap_grad_reduce:
+        args.append("--overlap-grad-reduce")
+        gather = req.overlap_grad_reduce if req.overlap_param_gather is None \
+            else req.overlap_param_gather
+        if gather and plan.sharding is Sharding.ZERO1:
+            args.append("--overlap-param-gather")
     if plan.recompute is Recompute.FULL and placed.block_layers is not None:
         args += ["--recompute-granularity full", "--recompute-method block",
                  f"--recompute-num-layers {placed.block_layers}"]
