@@ -90,6 +90,10 @@ def validate_args(a: dict[str, Any]) -> dict[str, Any]:
         assert pp > floor, (
             f"When interleaved schedule is used, pipeline-model-parallel size should be "
             f"greater than {floor}")
+    if a["overlap_param"]:
+        assert a["dist_opt"], (
+            "--overlap-param-gather only supported with distributed optimizer or megatron fsdp")
+        assert a["overlap_grad"], "Must use --overlap-param-gather with --overlap-grad-reduce"
     if a["fp16"]:
         assert not a["bf16"]
     if a["recompute"] == "selective":
@@ -193,6 +197,8 @@ def _read(path: str, case: dict[str, Any]) -> dict[str, Any]:
         "fp8": last("--fp8-format"), "fp8_recipe": last("--fp8-recipe") or "delayed",
         "fp8_param": "--fp8-param-gather" in flags,
         "dist_opt": "--use-distributed-optimizer" in flags,
+        "overlap_grad": "--overlap-grad-reduce" in flags,
+        "overlap_param": "--overlap-param-gather" in flags,
     }
 
 

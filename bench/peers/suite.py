@@ -95,6 +95,11 @@ MEGATRON: dict[str, tuple[str, int]] = {  # name: (extra flags, gpus)
                    "--num-layers-per-virtual-pipeline-stage 4 "
                    "--microbatch-group-size-per-virtual-pipeline-stage 8", 4),
     "mg-no-gbs": ("--pipeline-model-parallel-size 4", 8),
+    "mg-param-gather-alone": ("--pipeline-model-parallel-size 4 --global-batch-size 16 "
+                              "--use-distributed-optimizer --overlap-param-gather", 8),
+    "mg-param-gather": ("--pipeline-model-parallel-size 4 --global-batch-size 16 "
+                        "--use-distributed-optimizer --overlap-grad-reduce "
+                        "--overlap-param-gather", 8),
     "mg-layers-indivisible": ("--pipeline-model-parallel-size 5 --global-batch-size 10", 5),
     "mg-bf16-fp16": ("--pipeline-model-parallel-size 4 --global-batch-size 8 --fp16", 4),
     "mg-two-vpp-flags": ("--pipeline-model-parallel-size 4 --global-batch-size 8 "
