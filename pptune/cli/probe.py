@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from pptune import limits
@@ -22,6 +21,9 @@ from pptune.errors import BadInput
 from pptune.files import check_output
 from pptune.probe.options import DEFAULT_OUTPUT, DeviceChoice, DType
 from pptune.probe.units import parse_bytes
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 HELP = """Measure per-layer costs and link bandwidth on this machine; write a profile.
 
@@ -56,6 +58,14 @@ class RichReporter:
         self.console.print(Text(f"pptune: {message}"), soft_wrap=True)
 
     def start(self, label: str, total: int) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
         self.finish()
         self.progress = Progress(
             TextColumn("{task.fields[label]}"),

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from pptune.errors import BadInput
-from pptune.probe import comm as comm_mod
 
 MIB = 1024**2
 DEFAULT_OUTPUT = Path("pptune-profile.json")
@@ -100,6 +99,8 @@ def resolve_options(opts: ProbeOptions) -> ProbeOptions:
         raise BadInput(f"--repeats must be at least 1, got {out.repeats}")
     if (out.warmup or 0) < 0:
         raise BadInput(f"--warmup must be 0 or more, got {out.warmup}")
+    from pptune.probe import comm as comm_mod  # torch-free, but not needed to parse flags
+
     if out.max_bytes is not None and out.max_bytes < comm_mod.MIN_BYTES:
         raise BadInput(
             f"--max-bytes {out.max_bytes} is below the smallest message "
