@@ -63,7 +63,9 @@ all-gather: the fp32 router scores ``4 E T``, the permuted expert inputs
 ``2h R`` (fc1's input), fc1's output (gate and up, ``2 x 2 f/etp`` a row; GeLU
 ``2 f/etp``) which the fused weighted SwiGLU keeps instead of its
 intermediates, its output (fc2's input, ``2 f/etp``) and the fp32 routing
-weights (``4 R``); the expert outputs are not kept, the unpermute being an
+weights (``4 R``); under FP8 the two GEMM inputs are kept as their FP8 casts
+(1 byte an element, MXFP8 ``1 + 1/32``: Transformer Engine saves the cast
+input for the weight gradient, precision.py), as in a dense block; the expert outputs are not kept, the unpermute being an
 unweighted sum; plus the shared experts' inner tensors as a dense MLP's
 (analytic.py).
 """
@@ -89,6 +91,7 @@ from pptune.costmodel.ops import (
     memory,
     mlp_part,
 )
+from pptune.costmodel.precision import gemm_input_bytes
 from pptune.costmodel.presets import (
     ALLREDUCE_LATENCY_INTRA_S,
     P2P_LATENCY_INTER_S,
@@ -281,11 +284,14 @@ def moe_act_bytes(m: ModelShape, b: int, par: Parallel, ex: ExpertParallel) -> f
     t_loc = local_tokens(m, b, par)
     rows = t_loc * k * r * ex.etp
     f_loc = m.expert_ffn // ex.etp
-    inner = (6 if m.gated_mlp else 4) * f_loc * rows  # fc1's output and the activation's
-    total = FP32_BYTES * e * t_loc + BF16_BYTES * h * rows + inner + FP32_BYTES * rows
+    saved = gemm_input_bytes(par.precision)  # fc1's and fc2's inputs: FP8 casts under FP8
+    # fc1's output (gate and up, or GeLU's input) and the activation's output (fc2's input)
+    inner = ((4 if m.gated_mlp else 2) + saved) * f_loc * rows
+    total = FP32_BYTES * e * t_loc + saved * h * rows + inner + FP32_BYTES * rows
     if m.shared_ffn:
         tokens = b * m.seq_len // par.cp
-        total += (8 if m.gated_mlp else 4) * m.shared_ffn * tokens / par.tp
+        low = BF16_BYTES - saved  # the product feeds fc2, as in a dense MLP (analytic.py)
+        total += ((8 if m.gated_mlp else 4) - low) * m.shared_ffn * tokens / par.tp
     return total
 
 

@@ -10,6 +10,7 @@ import pytest
 from pptune.costmodel import presets
 from pptune.costmodel.analytic import analytic_layers, model_params
 from pptune.costmodel.attention import mla_act_bytes, mla_core_ops, mla_params, mla_part
+from pptune.costmodel.keys import Precision
 from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.ops import Parallel, Rates, attention_ops
 from pptune.costmodel.presets import ModelShape
@@ -54,6 +55,11 @@ def test_mla_saved_bytes_and_up_projection_recompute() -> None:
     latents, qkv, out = 2 * 128 * (112 + 96), 2 * 128 * 4 * 128, 2 * 128 * 4 * 32
     assert mla_act_bytes(MLA, 1, Parallel()) == latents + qkv + out
     assert mla_act_bytes(MLA, 1, Parallel(), recompute_up=True) == latents + out
+    # FP8: the normalised latents (the up projections' inputs) and the attention output
+    # (the output projection's input) are saved as their 1-byte casts
+    fp8 = Parallel(precision=Precision.FP8)
+    latents8, out8 = 2 * 128 * 112 + 1 * 128 * 96, 1 * 128 * 4 * 32
+    assert mla_act_bytes(MLA, 1, fp8) == latents8 + qkv + out8
     plain = mla_part(MLA, 1, RATES, Parallel())
     redo = mla_part(MLA, 1, RATES, Parallel(), recompute_up=True)
     extra = sum(o.time_s for o in redo.bwd) - sum(o.time_s for o in plain.bwd)

@@ -9,7 +9,7 @@ import pytest
 
 from pptune.costmodel.analytic import analytic_layers, block_act_bytes, layer_params
 from pptune.costmodel.comm import AllReduceLink
-from pptune.costmodel.keys import CostKey
+from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.layout import Dim, Group
 from pptune.costmodel.memory import Recompute, with_recompute
 from pptune.costmodel.moe import (
@@ -176,6 +176,23 @@ def test_moe_activation_bytes_per_rank() -> None:
     # etp 2: the rank holds the gathered 512 rows at half the width
     assert moe_act_bytes(SMALL, 1, PAR, ex(ep=2, etp=2)) == (
         4096 + 2 * 256 * 512 + 6 * 256 * 512 + 4 * 512)
+
+
+def test_moe_activation_bytes_keep_fp8_gemm_inputs_in_fp8() -> None:
+    # Transformer Engine saves an FP8 GEMM's input as its FP8 cast: fc1's input (the
+    # permuted rows, 1 byte) and fc2's (the activation output, 1 byte a column); the
+    # scores, fc1's output (the SwiGLU's input) and the routing weights stay as they are
+    fp8 = Parallel(precision=Precision.FP8)
+    assert moe_act_bytes(SMALL, 1, fp8, ex(ep=2)) == (
+        4096 + 1 * 256 * 256 + (4 + 1) * 512 * 256 + 4 * 256) == 726_016
+    # MXFP8: one byte and one 8-bit scale per 32 elements
+    mx = Parallel(precision=Precision.MXFP8)
+    assert moe_act_bytes(SMALL, 1, mx, ex(ep=2)) == pytest.approx(
+        4096 + (1 + 1 / 32) * 256 * 256 + (4 + 1 + 1 / 32) * 512 * 256 + 4 * 256)
+    shared = dataclasses.replace(SMALL, shared_ffn=512)
+    # shared experts: gate, up and activation output at 2, the product (fc2's input) at 1
+    assert (moe_act_bytes(shared, 1, fp8, ex(ep=2)) - moe_act_bytes(SMALL, 1, fp8, ex(ep=2))
+            == (8 - 1) * 512 * 128)
 
 
 def test_expert_parameters_are_split_by_ep_and_etp_not_tp() -> None:
