@@ -74,9 +74,29 @@ def test_deepspeed_config_maps_batch_zero_and_pipeline() -> None:
         "attention": "eager",
         # pipeline.activation_checkpoint_interval 1: PipelineModule checkpoints every layer
         "recompute": "full",
+        # the pipeline engine reduces gradients after the last micro-batch
+        "overlap_grad_reduce": False, "overlap_param_gather": False,
     }
     assert "gpus 8 from --gpus: the file does not state a GPU count" in result.notes
     assert any(n.startswith("ignored keys: gradient_clipping, optimizer") for n in result.notes)
+
+
+@pytest.mark.parametrize(("zero", "pp", "expect"), [
+    ({"stage": 3}, 1, (True, True)),  # overlap_comm defaults to stage == 3
+    ({"stage": 2}, 1, (False, False)),
+    ({"stage": 2, "overlap_comm": True}, 1, (True, False)),  # the gather follows the step
+    ({"stage": 0}, 1, (False, False)),  # all-reduce after the backward
+    ({"stage": 1, "overlap_comm": True}, 2, (False, False)),  # the pipeline engine's order
+])
+def test_deepspeed_overlap_follows_deepspeed(tmp_path: Path, zero: dict, pp: int,
+                                             expect: tuple[bool, bool]) -> None:
+    """deepspeed 0.19.8: runtime/zero/config.py overlap_comm_valid; runtime/pipe/schedule.py
+    TrainSchedule (ReduceGrads after the last micro-batch)."""
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({"train_batch_size": 16, "train_micro_batch_size_per_gpu": 1,
+                                "zero_optimization": zero, "bf16": {"enabled": True}}))
+    cfg = read_config(path, gpus=8, pp=pp).config
+    assert (cfg.overlap_grad_reduce, cfg.overlap_param_gather) == expect
 
 
 def test_deepspeed_auto_values_are_noted_and_left_unset() -> None:

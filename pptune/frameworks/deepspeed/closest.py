@@ -14,11 +14,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pptune.costmodel.schedules import OVERLAPPED, Schedule
-from pptune.costmodel.search import DP_INNER, Plan, Recompute, Sharding
+from pptune.costmodel.search import DP_INNER, Plan, Recompute, Sharding, evaluate
 from pptune.costmodel.table import built_params
 from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated
+from pptune.frameworks.deepspeed.engine import ZERO_STAGE, overlap
 from pptune.frameworks.deepspeed.partition import ds_split
 from pptune.report.fmt import fmt_seconds
 
@@ -68,7 +69,31 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
         chosen, exact = alt, False
     ex.unstated_sharding(chosen, name=NAME, unstated=UNSTATED, notes=notes)
     _experts(chosen, rank)
+    job, chosen, exact = _as_engine_overlaps(job, chosen, exact, notes)
     return Stated(job, chosen, exact, tuple(notes), method)
+
+
+def _as_engine_overlaps(job: Job, plan: Plan, exact: bool, notes: list[str]
+                        ) -> tuple[Job, Plan, bool]:
+    """The plan re-priced with the data-parallel overlap DeepSpeed's engine runs for the
+    file the writer states (engine.py; the writer sets overlap_comm for ZeRO-1/2
+    without a pipeline)."""
+    req = job.request
+    grad, gather = overlap(req.overlap_grad_reduce or None, ZERO_STAGE.get(plan.sharding, 3),
+                           plan.pp)
+    run = replace(req, overlap_grad_reduce=grad, overlap_param_gather=gather)
+    if run == req:
+        return job, plan, exact
+    alt = evaluate(job.table, run, plan.spec)
+    if alt.step_time_s != plan.step_time_s:
+        why = ("its pipeline engine reduces the gradients after the last micro-batch"
+               if plan.pp > 1 else "ZeRO gathers the updated parameters after the step"
+               if grad else "it overlaps no data-parallel traffic at this ZeRO stage")
+        notes.append(f"deepspeed: {why} (deepspeed/runtime/pipe/schedule.py, "
+                     f"runtime/zero/config.py): predicted so, step "
+                     f"{fmt_seconds(alt.step_time_s)} ({alt.step_time_s / plan.step_time_s:.3f}x)")
+        exact = False
+    return replace(job, request=run), alt, exact
 
 
 def _experts(plan: Plan, rank: int) -> None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build, show, whole
+from pptune.frameworks.deepspeed.engine import overlap
 from pptune.frameworks.deepspeed.experts import SECTION as EXPERT_SECTION
 from pptune.frameworks.deepspeed.experts import read_experts
 from pptune.schemas import TrainingConfig
@@ -73,6 +74,10 @@ def read_deepspeed(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     if fields["pp"] is None:
         ctx.note("pp not stated (DeepSpeed sets it in PipelineModule); assumed 1: pass --pp")
     read_experts(ctx, data, fields)
+    section = data.get("zero_optimization")
+    said = section.get("overlap_comm") if isinstance(section, dict) else None
+    fields["overlap_grad_reduce"], fields["overlap_param_gather"] = overlap(
+        said if isinstance(said, bool) else None, zero_stage, fields["pp"] or 1)
     fields.update(_sequence_parallel(ctx, data, fields["pp"] or 1))
     _batch_trio(ctx, fields, micro, data)
     fields["recompute"] = _recompute(ctx, data)
