@@ -332,8 +332,9 @@ def simulate_steady(
     O(warm-up) instead of O(m): three runs past the warm-up, ``p`` micro-batches
     apart (an even number, in line with m, for the DualPipes); when every device's end, busy time and activation peak and every
     stage's last backward grow by the same step between them (a periodic
-    steady state), the result at ``m`` is extrapolated; otherwise, or when m
-    is small, the full run."""
+    steady state) and no device's end grows slower than its busy time (its idle
+    still shrinking: not a steady state however linear the three look), the result
+    at ``m`` is extrapolated; otherwise, or when m is small, the full run."""
     schedule = Schedule(schedule)
     base = 2 * p * max(v, 2)  # schedules.inflight_saturation: warm-up is over
     step = p
@@ -357,8 +358,14 @@ def simulate_steady(
                 + [d.exposed_comm_s for d in r.devices] + list(r.stage_grads_done_s))
 
     a, b, c = (series(r) for r in runs)
-    if any(not math.isclose(y - x, z - y, rel_tol=1e-9, abs_tol=1e-12 * max(1.0, abs(z)))
-           for x, y, z in zip(a, b, c, strict=True)):
+    # a device's end cannot grow slower than its busy time for long (its idle time
+    # would fall below zero): where it does, the warm-up's idle is still being
+    # absorbed and the probes are not in the steady state yet (seen with ZBV)
+    filling = any(c[d] - b[d] < c[p + d] - b[p + d] - 1e-12 * max(1.0, abs(c[d]))
+                  for d in range(p))
+    if filling or any(
+            not math.isclose(y - x, z - y, rel_tol=1e-9, abs_tol=1e-12 * max(1.0, abs(z)))
+            for x, y, z in zip(a, b, c, strict=True)):
         return simulate(schedule, p, m, stages, v=v, link=link, blocking_send=blocking_send,
                         keep_events=False, device_start_s=device_start_s, combined=combined)
     scale = (m - probes[-1]) / step

@@ -99,6 +99,8 @@ def fit_stage_recompute(table: CostTable, req: PlanRequest, plan: Plan,
     _trim(cap, plan, counts, inflight, saving, peaks)
     if counts == blocks:
         return plan, 0
+    if busy_bound(table, plan, counts) >= limit_s:  # cannot come in under the cut-off
+        return plan, 0
     fitted = evaluate(table, req, replace(plan.spec, recompute_layers=tuple(counts)))
     if max(fitted.peak_memory_bytes) > cap:  # the walk and the simulator disagree: keep full
         return plan, 1
@@ -107,6 +109,28 @@ def fit_stage_recompute(table: CostTable, req: PlanRequest, plan: Plan,
     if not any(counts):
         return replace(fitted, recompute=Recompute.NONE, recompute_layers=None), 1
     return fitted, 1
+
+
+def busy_bound(table: CostTable, plan: Plan, counts: list[int]) -> float:
+    """A lower bound on the step of ``plan`` (every block recomputed) with only the first
+    ``counts[k]`` blocks of stage k recomputed: the busiest rank's compute once the
+    forwards it no longer reruns are gone. A rank computes one op at a time, so its
+    compute time bounds the step; each block not recomputed takes its forward (and the
+    dispatch and combine it reran, MoE) out of the rank's backward, m times
+    (memory.with_layers_recomputed)."""
+    names, split = list(table.names), list(plan.stage_layers)
+    c = table.by_mb[plan.micro_batch_size]
+    kept = set(stage_recomputed_layers(names, split, counts))
+    removed = [0.0] * plan.pp
+    for k, (s, e) in enumerate(stage_bounds(split)):
+        d = stage_device(plan.schedule, plan.pp, k)
+        for i in set(recomputed_layers(names, Recompute.FULL)) - kept:
+            if s <= i < e:
+                removed[d] += plan.num_microbatches * (
+                    c.fwd_s[i] + (c.fwd_a2a_s[i] if c.fwd_a2a_s else 0.0))
+    # compute only: what a rank's ops wait on for communication can overlap other work
+    return max(dev.busy_s - dev.exposed_comm_s - removed[d]
+               for d, dev in enumerate(plan.sim.devices))
 
 
 def activation_peaks(schedule: Schedule, p: int, m: int, v: int,

@@ -20,6 +20,7 @@ from pptune.costmodel.search import search
 from pptune.costmodel.simulate import Link, simulate
 from pptune.costmodel.stage_recompute import (
     activation_peaks,
+    busy_bound,
     fit_stage_recompute,
     stage_blocks,
     summary_blocks,
@@ -90,7 +91,23 @@ def test_a_plan_slower_than_the_cut_off_is_left_as_it_is() -> None:
     table = _table(500.0)
     full = _full(table)
     plan, runs = fit_stage_recompute(table, REQ, full, limit_s=1.0)  # type: ignore[arg-type]
+    assert plan is full and runs == 0  # its busiest rank alone outlasts 1 s: not simulated
+    # a cut-off the bound cannot rule out: simulated, and slower than it
+    plan, runs = fit_stage_recompute(table, REQ, full, limit_s=90.0)  # type: ignore[arg-type]
     assert plan is full and runs == 1
+
+
+def test_the_busy_bound_is_the_busiest_ranks_compute() -> None:
+    """F 1 s, B 2 s a layer, m 8; every block recomputed adds its 1 s forward to B. With
+    (2, 1, 0, 0) blocks recomputed: rank 0 (embedding, 2 blocks, both rerun) 8 x (3 + 6
+    + 2) = 88 s, rank 1 8 x (2 + 4 + 1) = 56, rank 2 48, rank 3 (2 blocks, head) 72."""
+    table = _table(500.0)
+    full = _full(table)
+    assert busy_bound(table, full, [2, 1, 0, 0]) == 88.0  # type: ignore[arg-type]
+    assert busy_bound(table, full, [0, 0, 0, 0]) == 72.0  # type: ignore[arg-type]
+    fitted = evaluate(table, REQ, replace(full.spec, recompute_layers=(2, 1, 0, 0)))  # type: ignore[attr-defined]
+    assert [d.busy_s for d in fitted.sim.devices] == [88.0, 56.0, 48.0, 72.0]
+    assert fitted.step_time_s >= 88.0
 
 
 def test_a_dualpipe_plan_is_left_as_it_is() -> None:
