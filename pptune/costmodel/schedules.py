@@ -226,12 +226,19 @@ def op_orders(schedule: Schedule | str, p: int, m: int, v: int = 1,
 
 
 def raw_orders(schedule: Schedule | str, p: int, m: int, v: int = 1,
-               combined: bool = False) -> list[list[RawOp]]:
-    """``op_orders`` as plain int tuples (schedule_ops.RawOp; the fast path)."""
-    schedule = Schedule(schedule)
+               combined: bool = False) -> tuple[tuple[RawOp, ...], ...]:
+    """``op_orders`` as plain int tuples (schedule_ops.RawOp; the fast path), read-only
+    and shared: a search simulates the same orders under many stage costs."""
+    return _raw_orders(Schedule(schedule), p, m, v, combined)
+
+
+@functools.lru_cache(maxsize=512)
+def _raw_orders(schedule: Schedule, p: int, m: int, v: int,
+                combined: bool) -> tuple[tuple[RawOp, ...], ...]:
     validate(schedule, p, m, v, combined)
     build = orders.combined if combined else _BUILDERS[schedule]
-    return [build(p, m, v if schedule is Schedule.INTERLEAVED else 1, d) for d in range(p)]
+    return tuple(tuple(build(p, m, v if schedule is Schedule.INTERLEAVED else 1, d))
+                 for d in range(p))
 
 
 def format_orders(orders: list[list[Op]]) -> str:

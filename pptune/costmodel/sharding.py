@@ -55,6 +55,7 @@ communication stream, where the simulator lets other stages' cool-down hide it.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from enum import Enum
 
@@ -149,6 +150,7 @@ class ShardComm:
     tail_s: float = 0.0  # once, after the stage's last backward
 
 
+@functools.lru_cache(maxsize=1 << 16)  # pure; a search asks it per stage of every plan
 def stage_comm(
     sharding: Sharding, reshard: bool, params: float, dp: int, link: AllReduceLink,
     grad_factor: float = 1.0, overlap: bool = True, bwd_window_s: float = 0.0,
