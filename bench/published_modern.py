@@ -225,7 +225,11 @@ def long_context(run: LongRun) -> dict[str, Any]:
         flops = model_flops_per_token(shape) * run.global_batch * run.seq_len
         row.update({
             "schedule": p.schedule.value, "virtual_stages": p.virtual_stages,
-            "recompute": p.recompute.value, "sharding": p.sharding.value,
+            # full recomputation fitted per stage (stage_recompute.py) says so
+            "recompute": p.recompute.value if p.recompute_layers is None else "stage",
+            "recompute_layers_per_stage": list(p.recompute_layers) if p.recompute_layers
+            else None,
+            "sharding": p.sharding.value,
             "peak_memory_gib": round(max(p.peak_memory_bytes) / GIB, 1),
             "predicted_tokens_per_gpu": round(p.tokens_per_s / run.gpus, 1),
             "predicted_model_tflops_per_gpu": round(flops / p.step_time_s / run.gpus / 1e12, 1),

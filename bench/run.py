@@ -254,6 +254,9 @@ CLI_TARGETS = [
     (["--gpus", "8"], 1.0),
     (["--gpus", "2048", "--hf-config", "tests/data/hf/deepseek-v3-config.json", "--gpu",
       "h100-sxm", "--seq-len", "4096", "--global-batch", "15360"], 10.0),
+    # the issue's own command: the config's pre-training length, the default batch
+    (["--gpus", "2048", "--hf-config", "tests/data/hf/deepseek-v3-config.json", "--gpu",
+      "h100-sxm"], 10.0),
     (["--gpus", "4096", "--model", "llama3-70b", "--precision", "bf16,fp8"], 5.0),
 ]
 
