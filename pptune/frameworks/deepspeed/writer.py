@@ -62,6 +62,10 @@ def write(stated: Stated, method: str) -> dict[str, str]:
         f"#   stage {i}: {names[s]} .. {names[e - 1]} ({e - s} layers)"
         for i, (s, e) in enumerate(stage_bounds(plan.stage_layers))
     ] + [
+        *([f"# tensor_parallel: AutoTP shards a Hugging Face model whose layers it has a "
+           f"policy for over {plan.tp} ranks; another model needs an injection policy "
+           f"(deepspeed/module_inject/auto_tp.py raises 'Not able to determine model policy "
+           f"automatically')"] if plan.tp > 1 else []),
         *([f"# expert_parallel: AutoEP places the experts of a Hugging Face MoE model it has a "
            f"preset for over {plan.ep} ranks; deepspeed.moe.layer.MoE layers take "
            f"ep_size={plan.ep} in the model code instead"] if plan.ep > 1 else []),
