@@ -120,12 +120,13 @@ def busy_bound(table: CostTable, plan: Plan, counts: list[int]) -> float:
     (memory.with_layers_recomputed)."""
     names, split = list(table.names), list(plan.stage_layers)
     c = table.by_mb[plan.micro_batch_size]
-    kept = set(stage_recomputed_layers(names, split, counts))
+    gone = set(recomputed_layers(names, Recompute.FULL)) - set(
+        stage_recomputed_layers(names, split, counts))
     removed = [0.0] * plan.pp
     for k, (s, e) in enumerate(stage_bounds(split)):
         d = stage_device(plan.schedule, plan.pp, k)
-        for i in set(recomputed_layers(names, Recompute.FULL)) - kept:
-            if s <= i < e:
+        for i in range(s, e):
+            if i in gone:
                 removed[d] += plan.num_microbatches * (
                     c.fwd_s[i] + (c.fwd_a2a_s[i] if c.fwd_a2a_s else 0.0))
     # compute only: what a rank's ops wait on for communication can overlap other work
