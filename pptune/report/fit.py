@@ -60,8 +60,10 @@ def fit(renderable: RenderableType, width: int | None) -> RenderableType:
     for row in zip(*columns, strict=True):
         items = [f"{h} {v}" if h else v for h, v in zip(headers[1:], row[1:], strict=True)
                  if v]
-        lines += wrap_items(f"{headers[0]} {row[0]}:".strip() if headers[0] else f"{row[0]}:",
-                            items, width)
+        # a row that continues the one above (its first cell empty) is indented under it
+        head = (" " if not row[0] else f"{headers[0]} {row[0]}:".strip() if headers[0]
+                else f"{row[0]}:")
+        lines += wrap_items(head, items, width)
     if table.caption:
         lines += ["", *wrap_items("", [_plain(table.caption)], width)]
     return Group(*(Text(line, no_wrap=True, overflow="ignore") for line in lines))

@@ -150,10 +150,21 @@ def calibrate(profile: Profile, trials: list[Trial], by: str = "pptune tune") ->
     draft = Calibration(factors, default, None, losses, contention,
                         tuple(t.key for t in trials), residual)
     scaled = apply(profile, draft)
-    latencies = [_latency(scaled, t, draft.loss_for(t.micro_batch_size))
-                 for t in trials if t.pp >= 2]
-    latency = statistics.median(latencies) if latencies else None
-    return replace(draft, latency_s=latency, notes=_notes(profile, draft, latency, by))
+    piped = [t for t in trials if t.pp >= 2]
+    fits = [_latency(scaled, t, draft.loss_for(t.micro_batch_size)) for t in piped]
+    # a fit at the end of its range (0: the step is met with a free link; the top: not
+    # met with any) measures no latency: the profile's own is kept
+    inside = [x for x, t in zip(fits, piped, strict=True)
+              if 0.0 < x < t.measured_s / (2 * t.microbatches)]
+    latency = statistics.median(inside) if inside else None
+    notes = _notes(profile, draft, latency, by)
+    if fits and not inside:
+        why = ("reach their measured steps with a free link (the calibrated ops already "
+               "account for them)" if not any(fits) else
+               "are not matched by any latency up to their step over 2m messages")
+        notes.append(f"intra-node p2p latency not fitted: the {len(fits)} pipelined trial(s) "
+                     f"{why}, so the profile's measured latency is kept")
+    return replace(draft, latency_s=latency, notes=notes)
 
 
 def _latency(scaled: Profile, t: Trial, loss: tuple[float, float] | None) -> float:

@@ -31,3 +31,15 @@ def test_wrap_items_breaks_between_items_only() -> None:
     items = ["busy 24.0 ms", "idle 9.0 ms", "busy % 72.7%"]
     assert wrap_items("dev0:", items, 20) == ["dev0: busy 24.0 ms,", "  idle 9.0 ms,", "  busy % 72.7%"]
     assert split_long("layers 5x4,4,5,4,1", 9) == ["layers", "5x4,4,5,", "4,1"]
+
+
+def test_a_stacked_row_that_continues_the_one_above_is_indented_under_it() -> None:
+    from rich.table import Table
+
+    t = Table("layer", "mb", "fwd ms", "B ms", "W ms", "act", "out", "spread")
+    t.add_row("block.0", "1", "5.278", "5.122", "3.266", "2.25 MiB", "128.00 KiB", "0.08")
+    t.add_row("", "2", "9.193", "9.359", "6.592", "4.51 MiB", "256.00 KiB", "0.10")
+    text = render_plain(fit(t, 40))
+    assert "layer :" not in text
+    assert text.splitlines()[0].startswith("layer block.0: mb 1,")
+    assert any(line.startswith("  mb 2,") for line in text.splitlines())

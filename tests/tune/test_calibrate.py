@@ -107,6 +107,17 @@ def test_link_latency_fits_the_step_residual() -> None:
     assert c.latency_s == pytest.approx(0.5 * MS, rel=1e-6)  # 1 ms over 2 hops
 
 
+def test_a_step_met_with_a_free_link_fits_no_latency() -> None:
+    # the same chain measured at 3.5 ms: under the 4 ms of compute it already takes, so
+    # no latency is measured (0 would claim a free link): the profile's is kept
+    base = profile([1.0, 1.0], [1.0, 1.0])
+    t = trial("t", "gpipe", 2, 1, (1, 1), {"F0": 1.0, "F1": 1.0, "B0": 1.0, "B1": 1.0},
+              steps_ms=(3.5,))
+    c = model.calibrate(base, [t])
+    assert c.latency_s is None
+    assert any(n.startswith("intra-node p2p latency not fitted") for n in c.notes)
+
+
 def test_contention_is_taken_out_before_fitting() -> None:
     base = profile([1.0, 1.0], [1.0, 1.0])
     ops = {"F0": 1.0, "F1": 1.0, "B0": 1.0, "B1": 1.0}
