@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from pptune.costmodel.evaluate import Plan, PlanRequest, evaluate
 from pptune.costmodel.memory import (
@@ -38,10 +38,12 @@ from pptune.costmodel.partition import stage_bounds
 from pptune.costmodel.schedule_ops import RAW_F, RAW_FB
 from pptune.costmodel.schedules import (
     Schedule,
+    chains,
     inflight_saturation,
     peak_inflight_per_stage,
     raw_orders,
     releases,
+    stage_chunk_map,
     stage_device,
 )
 from pptune.costmodel.table import CostTable
@@ -57,19 +59,17 @@ def fit_stage_recompute(table: CostTable, req: PlanRequest, plan: Plan,
                         limit_s: float = math.inf) -> tuple[Plan, int]:
     """(the plan with the fewest recomputed blocks per stage that fits, simulations run).
 
-    ``plan`` recomputes every block and fits; it comes back unchanged (dualpipe's
-    too, whose chunks each run on two ranks) when every
+    ``plan`` recomputes every block and fits; it comes back unchanged when every
     block is needed, with ``recompute`` none when no stage needs any, and unchanged
-    when the fitted plan is not faster than ``limit_s`` (a search's cut-off). The counts are fitted on each rank's
-    activation peak in the schedule's op order (``activation_peaks``: the
-    simulator's own accounting, without its timing); the result is simulated."""
+    when the fitted plan is not faster than ``limit_s`` (a search's cut-off). The
+    counts are one per model chunk (``plan.stage_layers``): under dualpipe each
+    chunk runs on two ranks, and its count binds both copies. They are fitted on
+    each rank's activation peak in the schedule's op order (``activation_peaks``:
+    the simulator's own accounting, without its timing); the result is simulated."""
     if plan.recompute is not Recompute.FULL or plan.recompute_layers is not None:
         return plan, 0
-    if plan.schedule is Schedule.DUALPIPE:
-        # each chunk runs on two ranks (schedules.stage_chunk_map): one count per chunk
-        # would bind both copies; the fit below walks one stage per chunk
-        return plan, 0
     names, split = list(table.names), list(plan.stage_layers)
+    chunks = _Chunks.of(plan)
     blocks = stage_blocks(names, split)
     inflight = peak_inflight_per_stage(plan.schedule, plan.pp, plan.num_microbatches,
                                        plan.virtual_stages)
@@ -84,7 +84,7 @@ def fit_stage_recompute(table: CostTable, req: PlanRequest, plan: Plan,
         act = [sum(min(c.act_bytes[i], c.out_bytes[i - 1] if i else 0.0) if i in redo
                    else c.act_bytes[i] for i in range(s, e)) for s, e in stage_bounds(split)]
         held = activation_peaks(plan.schedule, plan.pp, plan.num_microbatches,
-                                plan.virtual_stages, act)
+                                plan.virtual_stages, [act[ch] for ch in chunks.chunk_of])
         return [b + a for b, a in zip(base, held, strict=True)]
 
     counts = [0] * len(split)
@@ -92,11 +92,11 @@ def fit_stage_recompute(table: CostTable, req: PlanRequest, plan: Plan,
         over = [(d, peak - cap) for d, peak in enumerate(peaks(counts)) if peak > cap]
         if not over:
             break
-        if not _grow(plan, counts, blocks, inflight, saving, over):
+        if not _grow(chunks, counts, blocks, inflight, saving, over):
             return plan, 0
     else:
         return plan, 0
-    _trim(cap, plan, counts, inflight, saving, peaks)
+    _trim(cap, chunks, counts, peaks)
     if counts == blocks:
         return plan, 0
     if busy_bound(table, plan, counts) >= limit_s:  # cannot come in under the cut-off
@@ -111,24 +111,43 @@ def fit_stage_recompute(table: CostTable, req: PlanRequest, plan: Plan,
     return fitted, 1
 
 
+@dataclass(frozen=True)
+class _Chunks:
+    """Where a plan's model chunks run: the chunk of each global stage and its rank
+    (dualpipe: each chunk on two stages, one a direction; otherwise one each)."""
+
+    chunk_of: tuple[int, ...]
+    device_of: tuple[int, ...]
+    runs: float  # micro-batches each global stage runs
+
+    @classmethod
+    def of(cls, plan: Plan) -> _Chunks:
+        chunk_of = stage_chunk_map(plan.schedule, plan.pp, plan.virtual_stages)
+        return cls(tuple(chunk_of),
+                   tuple(stage_device(plan.schedule, plan.pp, k) for k in range(len(chunk_of))),
+                   plan.num_microbatches / chains(plan.schedule))
+
+    def devices(self, chunk: int) -> set[int]:
+        return {d for ch, d in zip(self.chunk_of, self.device_of, strict=True) if ch == chunk}
+
+
 def busy_bound(table: CostTable, plan: Plan, counts: list[int]) -> float:
     """A lower bound on the step of ``plan`` (every block recomputed) with only the first
-    ``counts[k]`` blocks of stage k recomputed: the busiest rank's compute once the
+    ``counts[k]`` blocks of chunk k recomputed: the busiest rank's compute once the
     forwards it no longer reruns are gone. A rank computes one op at a time, so its
     compute time bounds the step; each block not recomputed takes its forward (and the
-    dispatch and combine it reran, MoE) out of the rank's backward, m times
-    (memory.with_layers_recomputed)."""
+    dispatch and combine it reran, MoE) out of the rank's backward, once for every
+    micro-batch its stage runs (memory.with_layers_recomputed)."""
     names, split = list(table.names), list(plan.stage_layers)
     c = table.by_mb[plan.micro_batch_size]
+    chunks = _Chunks.of(plan)
     gone = set(recomputed_layers(names, Recompute.FULL)) - set(
         stage_recomputed_layers(names, split, counts))
+    per_chunk = [sum(c.fwd_s[i] + (c.fwd_a2a_s[i] if c.fwd_a2a_s else 0.0)
+                     for i in range(s, e) if i in gone) for s, e in stage_bounds(split)]
     removed = [0.0] * plan.pp
-    for k, (s, e) in enumerate(stage_bounds(split)):
-        d = stage_device(plan.schedule, plan.pp, k)
-        for i in range(s, e):
-            if i in gone:
-                removed[d] += plan.num_microbatches * (
-                    c.fwd_s[i] + (c.fwd_a2a_s[i] if c.fwd_a2a_s else 0.0))
+    for ch, d in zip(chunks.chunk_of, chunks.device_of, strict=True):
+        removed[d] += chunks.runs * per_chunk[ch]
     # compute only: what a rank's ops wait on for communication can overlap other work
     return max(dev.busy_s - dev.exposed_comm_s - removed[d]
                for d, dev in enumerate(plan.sim.devices))
@@ -184,33 +203,37 @@ def _savings(table: CostTable, b: int, split: list[int]) -> list[list[float]]:
     return out
 
 
-def _trim(cap: float, plan: Plan, counts: list[int], inflight: list[int],
-          saving: list[list[float]], peaks: Callable[[list[int]], list[float]]) -> None:
-    """Drop recomputed blocks wherever the rank still fits without them (the estimate
-    in ``_grow`` can overshoot where a rank holds several stages)."""
+def _trim(cap: float, chunks: _Chunks, counts: list[int],
+          peaks: Callable[[list[int]], list[float]]) -> None:
+    """Drop recomputed blocks wherever every rank of the chunk still fits without them
+    (the estimate in ``_grow`` can overshoot where a rank holds several stages)."""
     for k in range(len(counts)):
-        d = stage_device(plan.schedule, plan.pp, k)
+        ranks = chunks.devices(k)
         while counts[k]:
             counts[k] -= 1
-            if peaks(counts)[d] > cap:
+            held = peaks(counts)
+            if any(held[d] > cap for d in ranks):
                 counts[k] += 1
                 break
 
 
-def _grow(plan: Plan, counts: list[int], blocks: list[int], inflight: list[int],
+def _grow(chunks: _Chunks, counts: list[int], blocks: list[int], inflight: list[int],
           saving: list[list[float]], over: list[tuple[int, float]]) -> bool:
-    """Add recomputed blocks on each over-full rank; False when none can be added."""
+    """Add recomputed blocks on each over-full rank, on its stage with the most
+    micro-batches in flight; False when none can be added."""
     grew = False
     for d, excess in over:
-        mine = [k for k in range(len(counts)) if stage_device(plan.schedule, plan.pp, k) == d
-                and counts[k] < blocks[k]]
+        mine = [g for g, (ch, dev) in enumerate(zip(chunks.chunk_of, chunks.device_of,
+                                                    strict=True))
+                if dev == d and counts[ch] < blocks[ch]]
         if not mine:
             continue
-        k = max(mine, key=lambda j: (inflight[j], -j))
+        g = max(mine, key=lambda j: (inflight[j], -j))
+        k = chunks.chunk_of[g]
         need, freed = 0, 0.0
         for step in saving[k][counts[k]:]:
             need += 1
-            freed += inflight[k] * step
+            freed += inflight[g] * step
             if freed >= excess:
                 break
         counts[k] += max(1, min(need, blocks[k] - counts[k]))

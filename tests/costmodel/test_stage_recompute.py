@@ -110,13 +110,38 @@ def test_the_busy_bound_is_the_busiest_ranks_compute() -> None:
     assert fitted.step_time_s >= 88.0
 
 
-def test_a_dualpipe_plan_is_left_as_it_is() -> None:
-    """dualpipe's chunks each run on two ranks (stage_chunk_map): not fitted per stage."""
-    table = _table(500.0)
-    full = evaluate(table, REQ, PlanSpec(Schedule.DUALPIPE, 4, 1, 8, SPLIT,
-                                         recompute=Recompute.FULL))
-    plan, runs = fit_stage_recompute(table, REQ, full)
-    assert plan is full and runs == 0
+def _dualpipe(table: CostTable, recompute: Recompute = Recompute.FULL,
+              counts: tuple[int, ...] | None = None) -> object:
+    return evaluate(table, REQ, PlanSpec(Schedule.DUALPIPE, 4, 1, 8, SPLIT,
+                                         recompute=recompute, recompute_layers=counts))
+
+
+def test_a_dualpipe_chunk_count_binds_both_of_its_copies() -> None:
+    """dualpipe pp 4, m 8: rank d runs chunk d one way and chunk 3 - d the other, so
+    ranks 0 and 3 hold chunks 0 and 3 and peak at 1,618 bytes without recomputation
+    (ranks 1 and 2 at 1,092). Under a 1,500-byte cap one recomputed block of chunk 0
+    frees 95 bytes for each of the 4 micro-batches its copy holds on rank 0 and on
+    rank 3: both fall to 1,238, and one block more than needed is none."""
+    assert [round(x) for x in _dualpipe(_table(1e9), Recompute.NONE).peak_memory_bytes] == [  # type: ignore[attr-defined]
+        1618, 1092, 1092, 1618]
+    table = _table(1500.0)
+    plan, runs = fit_stage_recompute(table, REQ, _dualpipe(table))  # type: ignore[arg-type]
+    assert (plan.recompute, plan.recompute_layers, runs) == (Recompute.FULL, (1, 0, 0, 0), 1)
+    assert [round(x) for x in plan.peak_memory_bytes] == [1238, 1092, 1092, 1238]
+    assert plan.step_time_s < _dualpipe(table).step_time_s  # type: ignore[attr-defined]
+
+
+def test_a_dualpipe_fit_keeps_no_block_it_does_not_need() -> None:
+    # tighter: every rank fits, and dropping any recomputed block overflows one (the
+    # simulator's own memory, not the fit's walk)
+    table = _table(800.0)
+    plan, _ = fit_stage_recompute(table, REQ, _dualpipe(table))  # type: ignore[arg-type]
+    counts = plan.recompute_layers
+    assert counts is not None and max(plan.peak_memory_bytes) <= 800.0
+    for k, n in enumerate(counts):
+        if n:
+            fewer = tuple(c - (j == k) for j, c in enumerate(counts))
+            assert max(_dualpipe(table, counts=fewer).peak_memory_bytes) > 800.0  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(("schedule", "v", "split"), [
@@ -142,6 +167,12 @@ def test_the_activation_walk_is_the_simulators(schedule: Schedule, v: int,
 def test_the_activation_walk_is_the_simulators_under_dualpipev(m: int) -> None:
     """Its F&B pairs: a pair's forward counts before its backward frees."""
     test_the_activation_walk_is_the_simulators(Schedule.DUALPIPEV, 2, (1, 2, 1, 1, 1, 1, 1, 2), m)
+
+
+@pytest.mark.parametrize("m", [8, 12, 20])
+def test_the_activation_walk_is_the_simulators_under_dualpipe(m: int) -> None:
+    """Both directions: each chunk's two copies, on two ranks."""
+    test_the_activation_walk_is_the_simulators(Schedule.DUALPIPE, 1, SPLIT, m)
 
 
 def test_the_search_recomputes_where_memory_binds() -> None:
