@@ -99,7 +99,7 @@ def fit_stage_recompute(table: CostTable, req: PlanRequest, plan: Plan,
     _trim(cap, chunks, counts, peaks)
     if counts == blocks:
         return plan, 0
-    if busy_bound(table, plan, counts) >= limit_s:  # cannot come in under the cut-off
+    if step_bound(table, plan, counts) >= limit_s:  # cannot come in under the cut-off
         return plan, 0
     fitted = evaluate(table, req, replace(plan.spec, recompute_layers=tuple(counts)))
     if max(fitted.peak_memory_bytes) > cap:  # the walk and the simulator disagree: keep full
@@ -131,13 +131,19 @@ class _Chunks:
         return {d for ch, d in zip(self.chunk_of, self.device_of, strict=True) if ch == chunk}
 
 
-def busy_bound(table: CostTable, plan: Plan, counts: list[int]) -> float:
-    """A lower bound on the step of ``plan`` (every block recomputed) with only the first
-    ``counts[k]`` blocks of chunk k recomputed: the busiest rank's compute once the
-    forwards it no longer reruns are gone. A rank computes one op at a time, so its
-    compute time bounds the step; each block not recomputed takes its forward (and the
-    dispatch and combine it reran, MoE) out of the rank's backward, once for every
-    micro-batch its stage runs (memory.with_layers_recomputed)."""
+def step_bound(table: CostTable, plan: Plan, counts: list[int]) -> float:
+    """A lower bound on the step of ``plan`` with only the first ``counts[k]`` blocks of
+    chunk k recomputed: ``busy_bound``, or ``plan``'s own step less every forward no
+    longer rerun on any rank. Op orders are fixed, so every time in the step is a sum
+    of op times along some chain of dependencies (and link queues); shortening ops
+    shortens the step by at most the total they lose."""
+    removed = _removed(table, plan, counts)
+    return max(busy_bound(table, plan, counts), plan.step_time_s - sum(removed))
+
+
+def _removed(table: CostTable, plan: Plan, counts: list[int]) -> list[float]:
+    """Per rank, the seconds of rerun forwards (and their all-to-alls) a step loses when
+    only the first ``counts[k]`` blocks of chunk k are recomputed."""
     names, split = list(table.names), list(plan.stage_layers)
     c = table.by_mb[plan.micro_batch_size]
     chunks = _Chunks.of(plan)
@@ -148,6 +154,17 @@ def busy_bound(table: CostTable, plan: Plan, counts: list[int]) -> float:
     removed = [0.0] * plan.pp
     for ch, d in zip(chunks.chunk_of, chunks.device_of, strict=True):
         removed[d] += chunks.runs * per_chunk[ch]
+    return removed
+
+
+def busy_bound(table: CostTable, plan: Plan, counts: list[int]) -> float:
+    """A lower bound on the step of ``plan`` (every block recomputed) with only the first
+    ``counts[k]`` blocks of chunk k recomputed: the busiest rank's compute once the
+    forwards it no longer reruns are gone. A rank computes one op at a time, so its
+    compute time bounds the step; each block not recomputed takes its forward (and the
+    dispatch and combine it reran, MoE) out of the rank's backward, once for every
+    micro-batch its stage runs (memory.with_layers_recomputed)."""
+    removed = _removed(table, plan, counts)
     # compute only: what a rank's ops wait on for communication can overlap other work
     return max(dev.busy_s - dev.exposed_comm_s - removed[d]
                for d, dev in enumerate(plan.sim.devices))

@@ -23,6 +23,7 @@ from pptune.costmodel.stage_recompute import (
     busy_bound,
     fit_stage_recompute,
     stage_blocks,
+    step_bound,
     summary_blocks,
 )
 from pptune.costmodel.table import CostTable, LayerCosts
@@ -108,6 +109,21 @@ def test_the_busy_bound_is_the_busiest_ranks_compute() -> None:
     fitted = evaluate(table, REQ, replace(full.spec, recompute_layers=(2, 1, 0, 0)))  # type: ignore[attr-defined]
     assert [d.busy_s for d in fitted.sim.devices] == [88.0, 56.0, 48.0, 72.0]
     assert fitted.step_time_s >= 88.0
+
+
+def test_the_step_bound_is_the_full_step_less_every_forward_not_rerun() -> None:
+    """The full plan's step is 115 s. One block fewer on rank 3 takes 8 forwards of 1 s
+    out of its backwards: the step can fall by at most 8 s, to 107, which is what
+    the simulator gives. With (2, 1, 0, 0) the plan loses 40 s of forwards: the busy
+    bound (88 s) is the tighter one there (the step is 101 s)."""
+    table = _table(500.0)
+    full = _full(table)
+    assert full.step_time_s == 115.0  # type: ignore[attr-defined]
+    assert step_bound(table, full, [2, 2, 2, 1]) == 107.0  # type: ignore[arg-type]
+    fitted = evaluate(table, REQ, replace(full.spec, recompute_layers=(2, 2, 2, 1)))  # type: ignore[attr-defined]
+    assert fitted.step_time_s == 107.0
+    assert step_bound(table, full, [2, 1, 0, 0]) == 88.0  # type: ignore[arg-type]
+    assert evaluate(table, REQ, replace(full.spec, recompute_layers=(2, 1, 0, 0))).step_time_s == 101.0  # type: ignore[attr-defined]
 
 
 def _dualpipe(table: CostTable, recompute: Recompute = Recompute.FULL,
