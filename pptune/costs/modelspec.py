@@ -61,10 +61,11 @@ def _trained_seq_len(cfg: dict[str, Any], path: Path, seq_cap: int | None,
                    default=2048)
     seq_len = max_pos
     scaling = cfg.get("rope_scaling")
-    original = scaling.get("original_max_position_embeddings") if isinstance(scaling, dict) else None
+    scaling = scaling if isinstance(scaling, dict) else {}
+    original = scaling.get("original_max_position_embeddings")
     if isinstance(original, int) and not isinstance(original, bool) and 0 < original < max_pos:
         seq_len = original
-        kind = scaling.get("rope_type", scaling.get("type")) if isinstance(scaling, dict) else None
+        kind = scaling.get("rope_type", scaling.get("type"))
         notes.append(
             f"rope_scaling{f' ({kind})' if isinstance(kind, str) else ''} extends the context "
             f"from {original} to max_position_embeddings {max_pos}: planned at the "

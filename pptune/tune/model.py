@@ -154,8 +154,7 @@ def calibrate(profile: Profile, trials: list[Trial], by: str = "pptune tune") ->
     fits = [_latency(scaled, t, draft.loss_for(t.micro_batch_size)) for t in piped]
     # a fit at the end of its range (0: the step is met with a free link; the top: not
     # met with any) measures no latency: the profile's own is kept
-    inside = [x for x, t in zip(fits, piped, strict=True)
-              if 0.0 < x < t.measured_s / (2 * t.microbatches)]
+    inside = [x for x, t in zip(fits, piped, strict=True) if 0.0 < x < _latency_ceiling(t)]
     latency = statistics.median(inside) if inside else None
     notes = _notes(profile, draft, latency, by)
     if fits and not inside:
@@ -178,7 +177,12 @@ def _latency(scaled: Profile, t: Trial, loss: tuple[float, float] | None) -> flo
     def step_at(latency_s: float) -> float:
         return predict(with_latency(scaled, latency_s), spec, loss, t.contention)
 
-    return cal.fit_latency(step_at, t.measured_s, hi_s=t.measured_s / (2 * t.microbatches))
+    return cal.fit_latency(step_at, t.measured_s, hi_s=_latency_ceiling(t))
+
+
+def _latency_ceiling(t: Trial) -> float:
+    """The most latency a trial's step can hold: all of it over 2m messages."""
+    return t.measured_s / (2 * t.microbatches)
 
 
 def _notes(profile: Profile, c: Calibration, latency: float | None, by: str) -> list[str]:

@@ -19,7 +19,7 @@ from pptune.costmodel.table import built_params
 from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated
-from pptune.frameworks.deepspeed.engine import ZERO_STAGE, overlap
+from pptune.frameworks.deepspeed.engine import ZERO_STAGE, overlap, stated_overlap_comm
 from pptune.frameworks.deepspeed.partition import ds_split
 from pptune.report.fmt import fmt_seconds
 
@@ -76,11 +76,10 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
 def _as_engine_overlaps(job: Job, plan: Plan, exact: bool, notes: list[str]
                         ) -> tuple[Job, Plan, bool]:
     """The plan re-priced with the data-parallel overlap DeepSpeed's engine runs for the
-    file the writer states (engine.py; the writer sets overlap_comm for ZeRO-1/2
-    without a pipeline)."""
+    file the writer states (engine.py)."""
     req = job.request
-    grad, gather = overlap(req.overlap_grad_reduce or None, ZERO_STAGE.get(plan.sharding, 3),
-                           plan.pp)
+    said = stated_overlap_comm(req.overlap_grad_reduce, plan.sharding, plan.pp)
+    grad, gather = overlap(said, ZERO_STAGE.get(plan.sharding, 3), plan.pp)
     run = replace(req, overlap_grad_reduce=grad, overlap_param_gather=gather)
     if run == req:
         return job, plan, exact

@@ -23,3 +23,12 @@ def overlap(overlap_comm: bool | None, zero_stage: int, pp: int) -> tuple[bool, 
     on = pp == 1 and zero_stage > 0 and (
         overlap_comm if overlap_comm is not None else zero_stage == 3)
     return on, on and zero_stage == 3
+
+
+def stated_overlap_comm(overlap_grad_reduce: bool, sharding: Sharding, pp: int) -> bool | None:
+    """``zero_optimization.overlap_comm`` as pptune's files state it for a plan priced
+    with ``overlap_grad_reduce``: true for ZeRO-1/2 without a pipeline (stage 3 overlaps
+    by default, and a pipeline never does); None: left out."""
+    if overlap_grad_reduce and pp == 1 and sharding in (Sharding.ZERO1, Sharding.ZERO2):
+        return True
+    return None

@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 
 from pptune.costmodel.partition import stage_bounds
-from pptune.costmodel.search import Recompute, Sharding
+from pptune.costmodel.search import Recompute
 from pptune.frameworks.common.adapter import Stated
 from pptune.frameworks.common.writing import header, plan_launch
-from pptune.frameworks.deepspeed.engine import ZERO_STAGE
+from pptune.frameworks.deepspeed.engine import ZERO_STAGE, stated_overlap_comm
 from pptune.frameworks.deepspeed.partition import DEEPSPEED
 
 CONFIG, PARTITION = "ds_config.json", "ds_partition.txt"
@@ -32,8 +32,7 @@ def write(stated: Stated, method: str) -> dict[str, str]:
         "bf16": {"enabled": True},
         "zero_optimization": {"stage": ZERO_STAGE.get(plan.sharding, 3)},
     }
-    if stated.job.request.overlap_grad_reduce and plan.pp == 1 and plan.sharding in (
-            Sharding.ZERO1, Sharding.ZERO2):  # stage 3 overlaps by default (engine.py)
+    if stated_overlap_comm(stated.job.request.overlap_grad_reduce, plan.sharding, plan.pp):
         ds["zero_optimization"]["overlap_comm"] = True  # type: ignore[index]
     # Without pipeline parallelism the model is not a PipelineModule: no stages (the
     # PipelineEngine refuses ZeRO-2/3 even on one stage, deepspeed/runtime/pipe/engine.py)
