@@ -14,14 +14,22 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH) numpy
 	$(BIN)/pip install -q -e '.[dev,probe]'
+	$(BYTECODE)
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# An editable install leaves pptune's own modules uncompiled (pip compiles only what
+# it copies), and a shell with PYTHONDONTWRITEBYTECODE set never caches them: every
+# command would compile ~80 modules first (~0.2 s). Compile them ahead, as a wheel
+# install does; only changed files are recompiled.
+BYTECODE = $(BIN)/python -m compileall -q pptune
 
 # The main job on the embedded default (analytic llama3-8b on h100-sxm), then
 # the same job from a profile measured on this machine (CPU, gloo), then a
 # short measured tune of its best pipelines (2 gloo ranks, about a minute).
 demo: $(STAMP)
+	@$(BYTECODE)
 	$(BIN)/pptune recommend --gpus 8 --timeline
 	@mkdir -p build
 	$(BIN)/pptune probe --quick -o build/demo-profile.json

@@ -30,13 +30,14 @@ with all-to-alls (MoE with ep > 1):
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import dataclass
 from enum import Enum
 
 from pptune.costmodel.evaluate import PlanRequest, PlanSpec
 from pptune.costmodel.keys import CostKey, TableSource
-from pptune.costmodel.layout import DP_INNER, RANK_ORDERS, Layout, LayoutError, RankOrder
+from pptune.costmodel.layout import DP_INNER, Layout, LayoutError, RankOrder
 from pptune.costmodel.memory import Recompute, with_recompute
 from pptune.costmodel.schedules import (
     OVERLAPPED,
@@ -90,10 +91,16 @@ class Candidate:
 
     def key(self) -> tuple[object, ...]:
         s = self.spec
-        return (self.bound_s, s.pp, list(Schedule).index(s.schedule), s.virtual_stages,
-                s.micro_batch_size, RANK_ORDERS.index(s.rank_order),
-                list(Sharding).index(s.sharding), list(Recompute).index(s.recompute),
-                s.key or CostKey(), s.a2a_overlap, 0 if self.split else 1)
+        return (self.bound_s, s.pp, position(s.schedule), s.virtual_stages,
+                s.micro_batch_size, position(s.rank_order), position(s.sharding),
+                position(s.recompute), s.key or CostKey(), s.a2a_overlap,
+                0 if self.split else 1)
+
+
+@functools.cache
+def position(member: Enum) -> int:
+    """A member's place in its enum's declaration order (the search's tie-break)."""
+    return list(type(member)).index(member)
 
 
 def divisors(n: int) -> list[int]:

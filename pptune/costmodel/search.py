@@ -43,6 +43,7 @@ from pptune.costmodel.candidates import (
     Reason,
     candidates,
     divisors,
+    position,
     sizes,
     table_source,
 )
@@ -222,9 +223,9 @@ def search(tables: CostTable | TableSource, req: PlanRequest) -> SearchResult:
 
 
 def _order(plan: Plan) -> tuple[object, ...]:
-    return (plan.step_time_s, not plan.aligned, plan.pp, list(Schedule).index(plan.schedule),
-            RANK_ORDERS.index(plan.rank_order), list(Sharding).index(plan.sharding),
-            list(Recompute).index(plan.recompute), plan.key, plan.a2a_overlap)
+    return (plan.step_time_s, not plan.aligned, plan.pp, position(plan.schedule),
+            position(plan.rank_order), position(plan.sharding), position(plan.recompute),
+            plan.key, plan.a2a_overlap)
 
 
 def _listed_as(plan: Plan) -> tuple[object, ...]:
