@@ -20,6 +20,12 @@ row (nothing is fitted to them).
    1,543 tokens/s per GPU, a wall-clock average with every overhead; PP16 with
    DualPipe, EP64 over 8 nodes with each token's experts on at most 4 nodes,
    ZeRO-1, no TP, FP8 GEMMs, sequence 4096 (the MTP module on the last stage).
+   Its memory savings (sec. 3.2.3: RMSNorm and the MLA up-projections recomputed
+   in the backward pass; sec. 3.3.3: the SwiGLU's output in MoE recomputed from
+   its cached input) are priced as megatron-core's ``mla_up_proj`` and
+   ``moe_act`` recompute modules; not modelled: the RMSNorm recomputation, the
+   SwiGLU input and the attention output cached in its own low-precision formats,
+   the EMA kept in CPU memory and the embedding shared with the MTP module.
 
 What the Grok-1 runs state and pptune takes from them (configure.sh and the
 yaml): tensor parallelism 4 with sequence parallelism and ``ub_tp_comm_overlap``
@@ -117,6 +123,8 @@ class Run:
     grad_bf16: bool = False  # gradients reduced in bf16 (else Megatron's fp32 default)
     schedule: Schedule | None = None  # None: interleaved when vp > 1, else 1f1b
     node_limit: int = 0  # each token's experts on at most this many nodes (0: none)
+    # megatron-core recompute modules matching what the source says it recomputes
+    recompute_modules: tuple[str, ...] = ()
 
 
 def _grok(gpus: int, seq: int, layers: int, pp: int, cp: int, ep: int, vp: int, gbs: int,
@@ -149,7 +157,8 @@ RUNS: tuple[Run, ...] = (
     Run("deepseek-v3", "h800", "fp8", 2048, 4096, 61, 1, 16, 1, 64, 1, 1, 15360,
         1e12 / (180e3 * 3600), DEEPSEEK_REPORT,
         "1e12 tokens / (180K GPU-hours x 3600 s), wall clock with every overhead",
-        etp=1, schedule=Schedule.DUALPIPE, node_limit=4),
+        etp=1, schedule=Schedule.DUALPIPE, node_limit=4,
+        recompute_modules=("mla_up_proj", "moe_act")),
 )
 
 
@@ -168,7 +177,7 @@ def _table(run: Run) -> CostTable:
     ex = ExpertParallel(grouped_gemm=run.grouped, node_limit=run.node_limit)
     tables = preset_tables(shape, run.gpu, (run.mbs,), experts=ex,
                            sequence_parallel=run.tp > 1, tp_comm_overlap=run.tp > 1,
-                           attention="flash")
+                           attention="flash", recompute_modules=frozenset(run.recompute_modules))
     return tables(_key(run))
 
 
@@ -208,6 +217,7 @@ def predict(run: Run) -> dict[str, Any]:
     row.update(
         status="predicted", dp=dp, edp=dp * run.tp * run.cp // (run.ep * etp), microbatches=m,
         schedule=schedule.value, sharding="zero1",
+        recompute_modules=list(run.recompute_modules),
         experts=f"etp {etp}" + (" (= tp, megatron-core's default)" if run.etp is None else "")
         + (", one GEMM per local expert" if not run.grouped else ", grouped GEMM")
         + ", balanced routing",

@@ -180,6 +180,15 @@ MEGATRON_MOE: dict[str, tuple[str, int]] = {  # name: (extra flags, gpus)
     "mg-moe-rank-order": ("--pipeline-model-parallel-size 4 --tensor-model-parallel-size 2 "
                           "--expert-model-parallel-size 8 --use-tp-pp-dp-mapping "
                           "--global-batch-size 64", 64),
+    "mg-moe-recompute-act": ("--pipeline-model-parallel-size 4 --expert-model-parallel-size 4 "
+                             "--recompute-granularity selective --recompute-modules moe_act "
+                             "--global-batch-size 64", 16),
+    "mg-moe-recompute-mla-alone": ("--pipeline-model-parallel-size 4 "
+                                   "--recompute-granularity selective "
+                                   "--recompute-modules mla_up_proj --global-batch-size 64", 8),
+    "mg-moe-recompute-bad-module": ("--pipeline-model-parallel-size 4 "
+                                    "--recompute-granularity selective "
+                                    "--recompute-modules attention --global-batch-size 64", 8),
     "mg-moe-overlap-no-vpp": ("--pipeline-model-parallel-size 4 --expert-model-parallel-size 4 "
                               "--overlap-moe-expert-parallel-comm --global-batch-size 64", 16),
     "mg-moe-mtp-learned": ("--pipeline-model-parallel-size 4 --mtp-num-layers 1 "
@@ -189,6 +198,11 @@ MEGATRON_MOE: dict[str, tuple[str, int]] = {  # name: (extra flags, gpus)
 MEGATRON_MOE_RAW: dict[str, tuple[str, int]] = {  # without the MoE base's bias and rope flags
     "mg-moe-bias-etp": (MEGATRON_BASE + " --num-experts 8 --pipeline-model-parallel-size 2 "
                         "--tensor-model-parallel-size 2 --global-batch-size 64", 8),
+    "mg-moe-recompute-act-ungrouped": (
+        MEGATRON_BASE + " --num-experts 8 --moe-router-topk 2 --moe-token-dispatcher-type "
+        "alltoall --disable-bias-linear --position-embedding-type rope "
+        "--pipeline-model-parallel-size 4 --recompute-granularity selective "
+        "--recompute-modules moe_act --global-batch-size 64", 8),
     "mg-dense-ep": (MEGATRON_BASE + " --pipeline-model-parallel-size 4 "
                     "--expert-model-parallel-size 2 --global-batch-size 64", 8),
 }

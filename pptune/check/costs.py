@@ -20,6 +20,7 @@ from typing import Any
 
 from pptune.check.experts import cost_key, placement, stated_shape
 from pptune.costmodel import context, presets
+from pptune.costmodel.analytic import RECOMPUTE_MODULES
 from pptune.costmodel.context import CpComm
 from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.ops import Attention
@@ -102,7 +103,7 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
                            moe_imbalance=experts.imbalance)
         found = find(opts, Mode.CHECK, sizes=sizes, table_tp=cfg.tp * cfg.cp,
                      profile=given if given is not None else path, shape=shape,
-                     experts=experts)
+                     experts=experts, recompute_modules=priced_modules(cfg, add))
     except PptuneError as exc:
         add("costs-unavailable", "error", f"cannot build costs: {exc}")
         return None, "none", folded, None
@@ -137,6 +138,27 @@ def model_of(cfg: TrainingConfig, base_dir: Path, flags: CostOptions) -> ModelSh
 
 # the config's precision -> the GEMM precision priced (fp32: pptune prices BF16 GEMMs)
 PRECISIONS = {"fp16": Precision.FP16, "fp8": Precision.FP8, "mxfp8": Precision.MXFP8}
+
+
+def priced_modules(cfg: TrainingConfig, add: Any) -> frozenset[str]:
+    """The config's selective-recomputation modules the analytic costs price
+    (costmodel/analytic.py RECOMPUTE_MODULES); a warning names the others (core
+    attention aside: under flash attention it keeps nothing to recompute)."""
+    if not cfg.recompute_modules:
+        return frozenset()
+    if cfg.recompute != "selective":
+        add("recompute-modules-ignored", "warning",
+            f"recompute_modules {', '.join(cfg.recompute_modules)} without selective "
+            "recomputation: ignored, as megatron-core ignores them; set recompute: selective")
+        return frozenset()
+    unpriced = [m for m in cfg.recompute_modules
+                if m not in RECOMPUTE_MODULES and m != "core_attn"]
+    if unpriced:
+        add("recompute-modules-unmodelled", "warning",
+            f"recompute modules {', '.join(unpriced)}: not modelled; their activations are "
+            "priced as kept and their forward as not rerun (pptune prices mla_up_proj, mlp "
+            "and moe_act; core_attn costs nothing under flash attention)")
+    return frozenset(cfg.recompute_modules) & RECOMPUTE_MODULES
 
 
 def layout_options(cfg: TrainingConfig) -> dict[str, Any]:

@@ -107,10 +107,13 @@ class AnalyticLayer:
 
 
 # Megatron-core --recompute-modules this model prices (selective recomputation):
-# "mla_up_proj" (attention.py) and "mlp", the dense MLP of non-MoE blocks
-# (transformer_layer.py: ``if "mlp" in recompute_modules: if not self.is_moe_layer``).
+# "mla_up_proj" (attention.py), "mlp", the dense MLP of non-MoE blocks
+# (transformer_layer.py: ``if "mlp" in recompute_modules: if not self.is_moe_layer``),
+# and "moe_act", the routed experts' activation (moe/experts.py: its output discarded
+# after the forward and recomputed before fc2's backward; moe.py).
 RECOMPUTE_MLP = "mlp"
-RECOMPUTE_MODULES = frozenset({MLA_UP_PROJ, RECOMPUTE_MLP})
+RECOMPUTE_MOE_ACT = "moe_act"
+RECOMPUTE_MODULES = frozenset({MLA_UP_PROJ, RECOMPUTE_MLP, RECOMPUTE_MOE_ACT})
 
 
 def block_flops_per_token(m: ModelShape, causal_skip: bool = False) -> tuple[float, float]:
@@ -288,7 +291,8 @@ def analytic_layers(
     their GEMMs (ops.tp_collective). ``experts``: how MoE blocks are placed
     (moe.ExpertParallel; default one rank, balanced routing).
     ``recompute_modules``: Megatron-core's selective recomputation of
-    ``mla_up_proj`` and ``mlp`` (dense MLPs), priced into the layers.
+    ``mla_up_proj``, ``mlp`` (dense MLPs) and ``moe_act`` (the routed experts'
+    activation), priced into the layers (RECOMPUTE_MODULES).
     ``cp``: context parallelism over ``cp`` ranks exchanging K/V by ``cp_comm``
     over ``cp_links`` (context.py); ``gemm_precision``: the block GEMMs'
     precision (precision.py). ``tp_overlap``: Transformer Engine's per-GEMM
@@ -311,6 +315,7 @@ def analytic_layers(
     saved = precision.gemm_input_bytes(gemm_precision)
     redo_up = MLA_UP_PROJ in recompute_modules and m.mla
     redo_mlp = RECOMPUTE_MLP in recompute_modules
+    redo_act = RECOMPUTE_MOE_ACT in recompute_modules and m.moe
 
     def spec(ops: list[OpCost], act_bytes: float, out_bytes: float) -> LayerSpec:
         fwd, fwd_a2a = _split_a2a(ops, Phase.F, rates)
@@ -337,8 +342,8 @@ def analytic_layers(
         elif sliding:
             attn = attention_part(m, b, rates, par, window=m.sliding_window)
         if moe:
-            mlp = moe_part(m, b, rates, par, ex)
-            mlp_bytes: float | None = moe_act_bytes(m, b, par, ex)
+            mlp = moe_part(m, b, rates, par, ex, redo_act)
+            mlp_bytes: float | None = moe_act_bytes(m, b, par, ex, redo_act)
         else:
             mlp = mlp_part(m, b, rates, par)
             mlp_bytes = None

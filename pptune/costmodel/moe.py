@@ -67,7 +67,9 @@ weights (``4 R``); under FP8 the two GEMM inputs are kept as their FP8 casts
 (1 byte an element, MXFP8 ``1 + 1/32``: Transformer Engine saves the cast
 input for the weight gradient, precision.py), as in a dense block; the expert outputs are not kept, the unpermute being an
 unweighted sum; plus the shared experts' inner tensors as a dense MLP's
-(analytic.py).
+(analytic.py). With megatron-core's ``--recompute-modules moe_act`` the
+activation's output (fc2's input) is discarded after the forward and the
+activation reruns before fc2's backward (its forward bytes once more in B).
 """
 
 from __future__ import annotations
@@ -227,9 +229,11 @@ def expert_linear(name: str, m_tok: int, k: int, n: int, experts: int, rates: Ra
 
 
 def moe_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
-             ex: ExpertParallel) -> BlockPart:
+             ex: ExpertParallel, recompute_act: bool = False) -> BlockPart:
     """The MoE sub-layer of a block: router, permutation, dispatch, experts,
-    combine, unpermutation and the shared experts (the module docstring's ops)."""
+    combine, unpermutation and the shared experts (the module docstring's ops).
+    ``recompute_act``: megatron-core's ``--recompute-modules moe_act``, the experts'
+    activation rerun before fc2's backward (its output not kept: moe_act_bytes)."""
     h, e, k, r = m.hidden, m.experts, m.top_k, ex.imbalance
     t_loc = local_tokens(m, b, par)
     copies = t_loc * k * r  # routed token copies this rank sends and receives
@@ -262,6 +266,8 @@ def moe_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
         memory("unpermute.bwd", Phase.B, permute, rates),
         _a2a("a2a_combine.bwd", Phase.B, tokens_bytes, m, ex),
         _etp_collective("etp_scatter.bwd", Phase.B, gathered, ex),
+        *([memory("expert_activation.recompute", Phase.B, act_f * rows, rates)]
+          if recompute_act else []),
         fc2[1], memory("expert_activation.bwd", Phase.B, act_b * rows, rates), fc1[1],
         _etp_collective("etp_gather.bwd", Phase.B, gathered, ex),
         _a2a("a2a_dispatch.bwd", Phase.B, tokens_bytes, m, ex),
@@ -277,16 +283,18 @@ def moe_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     return BlockPart(fwd, bwd, wgrad)
 
 
-def moe_act_bytes(m: ModelShape, b: int, par: Parallel, ex: ExpertParallel) -> float:
+def moe_act_bytes(m: ModelShape, b: int, par: Parallel, ex: ExpertParallel,
+                  recompute_act: bool = False) -> float:
     """Bytes the MoE sub-layer keeps for backward per micro-batch (module docstring),
-    the shared experts' inner tensors included."""
+    the shared experts' inner tensors included; ``recompute_act`` (megatron-core's
+    ``moe_act``, output-discarding checkpointing): without the activation's output."""
     h, e, k, r = m.hidden, m.experts, m.top_k, ex.imbalance
     t_loc = local_tokens(m, b, par)
     rows = t_loc * k * r * ex.etp
     f_loc = m.expert_ffn // ex.etp
     saved = gemm_input_bytes(par.precision)  # fc1's and fc2's inputs: FP8 casts under FP8
     # fc1's output (gate and up, or GeLU's input) and the activation's output (fc2's input)
-    inner = ((4 if m.gated_mlp else 2) + saved) * f_loc * rows
+    inner = ((4 if m.gated_mlp else 2) + (0 if recompute_act else saved)) * f_loc * rows
     total = FP32_BYTES * e * t_loc + saved * h * rows + inner + FP32_BYTES * rows
     if m.shared_ffn:
         tokens = b * m.seq_len // par.cp

@@ -206,11 +206,13 @@ def find(opts: CostOptions, mode: Mode = Mode.PLAN, *, sizes: tuple[int, ...] | 
          profile: Profile | Path | None = None, shape: ModelShape | None = None,
          names_model: bool = False, search: bool = False,
          gpus_per_node: int | None = None,
-         experts: ExpertParallel | None = None) -> Costs | None:
+         experts: ExpertParallel | None = None,
+         recompute_modules: frozenset[str] = frozenset()) -> Costs | None:
     """Rows 1-3 of the table; None when none applies. ``shape``: a model the caller
     built (check-config: from the config's layer sizes), which names the model;
     ``experts``: its MoE settings besides ep and etp, which the key holds (check-config:
-    the config's routing imbalance and grouped GEMMs; default --moe-imbalance)."""
+    the config's routing imbalance and grouped GEMMs; default --moe-imbalance);
+    ``recompute_modules``: the modules recomputed (check-config: the config's)."""
     problems = check_options(opts, sizes or ())
     if problems:
         raise BadInput("; ".join(problems))
@@ -220,29 +222,31 @@ def find(opts: CostOptions, mode: Mode = Mode.PLAN, *, sizes: tuple[int, ...] | 
     if isinstance(given, Profile):
         origin = f"profile of {given.model.name} on {given.device.name} ({given.source})"
         return _profile_costs(given, origin, opts, mode, sizes, table_tp, search,
-                              gpus_per_node)
+                              gpus_per_node, recompute_modules)
     if given is not None:
         prof = load_profile(given)
         return _profile_costs(prof, f"profile {given} ({prof.source})", opts, mode, sizes,
-                              table_tp, search, gpus_per_node)
+                              table_tp, search, gpus_per_node, recompute_modules)
     model_named = opts.model is not None or opts.hf_config is not None or shape is not None
     analytic = {Mode.PLAN: model_named or opts.gpu is not None, Mode.CHECK: model_named,
                 Mode.RUN: opts.gpu is not None}[mode]
     if analytic:
         return _analytic(opts, shape, sizes, default=False, search=search,
-                         gpus_per_node=gpus_per_node, experts=experts)
+                         gpus_per_node=gpus_per_node, experts=experts,
+                         recompute_modules=recompute_modules)
     local = (cwd or Path.cwd()) / DEFAULT_PROFILE_FILE
     if local.is_file() and not (mode is Mode.RUN and (model_named or names_model)):
         where = f"./{DEFAULT_PROFILE_FILE}"
         prof = load_profile(local)
         return _profile_costs(prof, f"profile {where} ({prof.source})", opts, mode, sizes,
-                              table_tp, search, gpus_per_node)
+                              table_tp, search, gpus_per_node, recompute_modules)
     return None
 
 
 def _analytic(opts: CostOptions, shape: ModelShape | None, sizes: tuple[int, ...] | None, *,
               default: bool, search: bool, gpus_per_node: int | None,
-              experts: ExpertParallel | None = None) -> Costs:
+              experts: ExpertParallel | None = None,
+              recompute_modules: frozenset[str] = frozenset()) -> Costs:
     notes: list[str] = []
     shape = shape or model_shape(opts, notes)
     if shape.num_blocks > limits.MAX_LAYERS:
@@ -258,7 +262,7 @@ def _analytic(opts: CostOptions, shape: ModelShape | None, sizes: tuple[int, ...
         sequence_parallel=opts.sequence_parallel, attention=attention,
         tp_comm_overlap=opts.tp_comm_overlap, cp_comm=opts.cp_comm,
         fp8_params=opts.fp8_param_gather, gpus_per_node=gpus_per_node,
-        profiles=(built := dict[CostKey, Profile]()))
+        recompute_modules=recompute_modules, profiles=(built := dict[CostKey, Profile]()))
     # searching: the plain layout prices the table's common parts (names, sizes,
     # memory); the search checks and prices the keys the flags ask for (dims.py)
     key = single_key(opts) if not search else CostKey()
@@ -300,7 +304,8 @@ def analytic_costs(
 
 def _profile_costs(prof: Profile, origin: str, opts: CostOptions, mode: Mode,
                    sizes: tuple[int, ...] | None, table_tp: int | None, search: bool,
-                   gpus_per_node: int | None) -> Costs:
+                   gpus_per_node: int | None,
+                   recompute_modules: frozenset[str] = frozenset()) -> Costs:
     """Row 1: a calibrated profile rebuilds the analytic costs for the configuration asked
     (PLAN, CHECK), a table per cost key; any other profile prices as measured."""
     if prof.calibration is None or mode is Mode.RUN:
@@ -322,7 +327,8 @@ def _profile_costs(prof: Profile, origin: str, opts: CostOptions, mode: Mode,
         attention=opts.attention.value if opts.attention is not None else None,
         tp_comm_overlap=opts.tp_comm_overlap, profiles=built,
         experts=ExpertParallel(imbalance=opts.moe_imbalance), cp_comm=opts.cp_comm,
-        fp8_params=opts.fp8_param_gather, gpus_per_node=gpus_per_node)
+        fp8_params=opts.fp8_param_gather, gpus_per_node=gpus_per_node,
+        recompute_modules=recompute_modules)
     key = single_key(opts) if not search else CostKey()
     table = tables(key)
     shape = calibrated.shape(cal, opts.seq_len)

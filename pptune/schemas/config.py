@@ -118,6 +118,13 @@ class TrainingConfig(Strict):
     recompute: Literal["none", "selective", "full"] | None = Field(
         None, description="activation recomputation (checkpointing), when the file says"
     )
+    recompute_modules: list[Literal["core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp",
+                                    "moe", "shared_experts"]] | None = Field(
+        None, max_length=16, description="what selective recomputation reruns, megatron-core's "
+        "module names (Megatron-LM --recompute-modules; default core_attn): mla_up_proj, mlp "
+        "and moe_act are priced, core_attn costs nothing with flash attention, others are "
+        "warned about"
+    )
     sequence_parallel: bool = Field(
         False, description="Megatron-LM --sequence-parallel: activations split by tp along the sequence"
     )

@@ -159,4 +159,23 @@ def test_selective_recompute_of_dense_mlps_and_mla_up_projections() -> None:
         assert plain[i].per_micro_batch[1].act_bytes - up[i].per_micro_batch[1].act_bytes == (
             pytest.approx(2 * 512 * 128 * 512))
     with pytest.raises(ValueError, match="not modelled"):
-        analytic_layers(ds, gpu, [1], experts=ex, recompute_modules=frozenset({"moe_act"}))
+        analytic_layers(ds, gpu, [1], experts=ex, recompute_modules=frozenset({"moe"}))
+
+
+def test_selective_recompute_of_the_moe_activation() -> None:
+    # megatron-core "moe_act": the routed experts' activation output (fc2's input) is
+    # discarded after the forward and recomputed before fc2's backward
+    ds = dataclasses.replace(presets.MODELS["deepseek-v3"], num_blocks=4, seq_len=512,
+                             mtp_layers=0)
+    gpu, ex = presets.GPUS["h100-sxm"], ExpertParallel(ep=8)
+    plain = analytic_layers(ds, gpu, [1], experts=ex)
+    act = analytic_layers(ds, gpu, [1], experts=ex, recompute_modules=frozenset({"moe_act"}))
+    moe0, moe1 = plain[4].per_micro_batch[1], act[4].per_micro_batch[1]
+    # 512 tokens x top-8 rows of the 2,048-wide expert activation, 2 bytes each
+    assert moe0.act_bytes - moe1.act_bytes == 2 * 512 * 8 * 2048
+    # the SwiGLU forward (6 bytes a row and column) reruns in B at the HBM rate
+    rerun = 6 * 2048 * 512 * 8 / (gpu.hbm_bytes_per_s * gpu.hbm_fraction)
+    assert moe1.bwd_s - moe0.bwd_s == pytest.approx(rerun + gpu.launch_s)
+    assert moe1.fwd_s == moe0.fwd_s and moe1.wgrad_s == moe0.wgrad_s
+    # dense blocks have no routed experts: unchanged
+    assert act[1].per_micro_batch == plain[1].per_micro_batch

@@ -170,6 +170,8 @@ def test_moe_activation_bytes_per_rank() -> None:
     # 2 x 1024 and the activation output 2 x 512 a row, fp32 routing weights 4 a row
     moe = 4096 + 2 * 256 * 256 + 6 * 512 * 256 + 4 * 256
     assert moe_act_bytes(SMALL, 1, PAR, ex(ep=2)) == moe == 922_624
+    # moe_act recomputation: the activation output (2 x 512 a row) is not kept
+    assert moe_act_bytes(SMALL, 1, PAR, ex(ep=2), recompute_act=True) == moe - 2 * 512 * 256
     # the block: norm and sub-layer inputs (8 bytes a token x h) and attention's Q K V and
     # projection input (8), plus the MoE part instead of a dense MLP's
     assert block_act_bytes(SMALL, 1, mlp_bytes=moe) == 16 * 128 * 256 + moe

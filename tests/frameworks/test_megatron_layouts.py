@@ -52,6 +52,10 @@ def test_deepseek_v3_recipe_reads_as_megatron_runs_it() -> None:
     assert cfg["stage_layers"] == [1] + [2] * 30 + [0]  # transformer layers per stage
     # the plan file's key: the cost table's layers (embedding, blocks, MTP, head)
     assert doc["derived"]["stage_layers"] == [2] * 32
+    # its selective recomputation of the MLA up-projections and dense MLPs is priced:
+    # the recipe fits its 80 GB H100s (priced as kept, six of its eight ranks would not)
+    assert cfg["recompute_modules"] == ["mla_up_proj", "mlp"]
+    assert "memory-ok" in [f["id"] for f in doc["findings"]], doc["findings"]
 
 
 def test_llama3_70b_fp8_recipe_reads_forty_stages() -> None:

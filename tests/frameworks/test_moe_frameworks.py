@@ -163,6 +163,47 @@ def test_megatron_refuses(tmp_path: Path, moe: str, rule: str, words: str) -> No
     assert words in found[rule]
 
 
+SELECTIVE = "--recompute-granularity selective --recompute-modules "
+
+
+@pytest.mark.parametrize(("moe", "words"), [
+    (SELECTIVE + "moe_act attn", "'Invalid choices for recompute_modules'"),
+    (SELECTIVE + "mla_up_proj", "'mla_up_proj in recompute_modules is only supported with "
+     "multi_latent_attention'"),
+    (SELECTIVE + "moe_act --fp8-format e4m3",
+     "'Delayed scaling does not support moe_act and layernorm recompute for fp8'"),
+])
+def test_megatron_recompute_module_refusals(tmp_path: Path, moe: str, words: str) -> None:
+    """megatron-core TransformerConfig.__post_init__ (transformer_config.py)."""
+    code, found, _ = mixtral(tmp_path, moe)
+    assert code == 1 and words in found["megatron-recompute-modules"], found
+
+
+def test_megatron_moe_act_needs_grouped_gemm(tmp_path: Path) -> None:
+    script = MIXTRAL_SCRIPT.replace("--moe-grouped-gemm ", "")
+    code, found, _ = run(tmp_path, "m.sh", script.format(moe=SELECTIVE + "moe_act", tp=1, ep=8,
+                                                         nodes=4), "--gpu", "h100-sxm")
+    assert code == 1 and "only supported with moe_grouped_gemm" in (
+        found["megatron-recompute-modules"])
+
+
+def test_megatron_recompute_modules_are_priced(tmp_path: Path) -> None:
+    """moe_act drops the experts' activation output from every MoE block (moe.py): the
+    peak falls and the backward reruns the activation; layernorm is not priced (a
+    warning names it); without selective granularity the modules are ignored."""
+    base = mixtral(tmp_path)[2]
+    code, found, doc = mixtral(tmp_path, SELECTIVE + "moe_act")
+    assert code == 0 and doc["config"]["recompute_modules"] == ["moe_act"], found
+    assert max(doc["derived"]["peak_memory_bytes"]) < max(base["derived"]["peak_memory_bytes"])
+    assert doc["derived"]["step_time_s"] > base["derived"]["step_time_s"]
+    code, found, doc = mixtral(tmp_path, SELECTIVE + "core_attn layernorm")
+    assert "recompute modules layernorm: not modelled" in found["recompute-modules-unmodelled"]
+    assert doc["derived"]["peak_memory_bytes"] == base["derived"]["peak_memory_bytes"]
+    doc = mixtral(tmp_path, "--recompute-modules moe_act")[2]
+    assert doc["config"]["recompute_modules"] is None
+    assert "ignored without --recompute-granularity selective" in " ".join(doc["notes"])
+
+
 def test_megatron_generic_placement_rules(tmp_path: Path) -> None:
     code, found, _ = mixtral(tmp_path, ep=3)
     assert code == 1 and "num_moe_experts % ep_size == 0" in found["moe-experts-ep"]
@@ -430,3 +471,31 @@ def test_which_files_state_expert_layouts() -> None:
     assert ADAPTERS[Framework.DEEPSPEED].cannot_state(CostKey(tp=2, ep=8)) is None
     assert ADAPTERS[Framework.DEEPSPEED].cannot_state(experts) == (
         "DeepSpeed files here state no etp 2")
+
+
+PPTUNE_MOE = """gpus: 64
+pp: 1
+ep: 8
+model: mixtral-8x7b
+gpu: h100-sxm
+micro_batch_size: 1
+global_batch: 256
+sharded_optimizer: true
+{extra}"""
+
+
+def test_pptune_config_states_recompute_modules(tmp_path: Path) -> None:
+    base = run(tmp_path, "p.yaml", PPTUNE_MOE.format(extra=""))[2]
+    code, found, doc = run(tmp_path, "p.yaml", PPTUNE_MOE.format(
+        extra="recompute: selective\nrecompute_modules: [moe_act]\n"))
+    assert code == 0 and doc["config"]["recompute_modules"] == ["moe_act"], found
+    assert max(doc["derived"]["peak_memory_bytes"]) < max(base["derived"]["peak_memory_bytes"])
+    _, found, doc = run(tmp_path, "p.yaml", PPTUNE_MOE.format(
+        extra="recompute_modules: [moe_act]\n"))
+    assert "ignored, as megatron-core ignores them" in found["recompute-modules-ignored"]
+    assert doc["derived"]["peak_memory_bytes"] == base["derived"]["peak_memory_bytes"]
+    path = tmp_path / "bad.yaml"
+    path.write_text(PPTUNE_MOE.format(extra="recompute: selective\nrecompute_modules: [mlpp]\n"))
+    r = runner.invoke(app, ["check-config", str(path)])
+    assert r.exit_code == 2 and "recompute_modules" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr

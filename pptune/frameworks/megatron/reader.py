@@ -135,6 +135,7 @@ def _fields(r: FlagReader, launcher: Flagged) -> dict[str, Any]:
         "source_format": "megatron",
     }
     fields["recompute"], fields["recompute_block_layers"] = _recompute(r)
+    fields["recompute_modules"] = _modules(r, fields["recompute"])
     micro = r.number("--micro-batch-size")
     if micro is None:
         raise ctx.bad("--micro-batch-size is missing or unresolved; expected "
@@ -261,27 +262,55 @@ def _recompute(r: FlagReader) -> tuple[str | None, int | None]:
                      "TransformerConfig raises 'recompute_method must be \"block\" or "
                      "\"uniform\"' / 'recompute_num_layers must be between 1 and "
                      "num_layers_per_pipeline_rank' (transformer_config.py); add it")
-    _modules(r, granularity)
     if granularity is None:
         return (None if r.flags.has("--recompute-granularity") else "none"), None
     block = count if granularity == "full" and method == "block" else None
     return granularity, block
 
 
-def _modules(r: FlagReader, granularity: str | None) -> None:
-    """--recompute-modules: what selective recomputation reruns (core_attn by default)."""
+# megatron-core's --recompute-modules choices (TransformerConfig.__post_init__ asserts them)
+RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe",
+                     "shared_experts")
+
+
+def _modules(r: FlagReader, granularity: str | None) -> list[str] | None:
+    """--recompute-modules: what selective recomputation reruns (megatron-core's default
+    core_attn, which changes nothing under flash attention). check.costs prices
+    mla_up_proj, mlp and moe_act and warns of the rest; megatron-core's own refusals
+    are error findings here (transformer_config.py __post_init__)."""
     text = r.text("--recompute-modules")
     if text is None:
-        return
+        return None
     modules = text.split()
     if granularity != "selective":
         r.ctx.note(f"--recompute-modules {text[:60]} ignored without --recompute-granularity "
                    "selective (as megatron-core does)")
-    elif modules != ["core_attn"]:
-        r.ctx.unmodelled("megatron-unmodelled-flag",
-                         f"--recompute-modules {text[:60]}: check-config prices selective "
-                         "recomputation of core attention only (no memory or time change with "
-                         "flash attention)")
+        return None
+    where = "(megatron-core megatron/core/transformer/transformer_config.py __post_init__)"
+    invalid = sorted(set(modules) - set(RECOMPUTE_MODULES))
+    if invalid:
+        r.ctx.refuse("megatron-recompute-modules",
+                     f"--recompute-modules {' '.join(invalid)[:60]}: megatron-core asserts "
+                     f"'Invalid choices for recompute_modules' {where}; choose from "
+                     + ", ".join(RECOMPUTE_MODULES))
+    if "moe_act" in modules and not r.flags.has("--moe-grouped-gemm"):
+        r.ctx.refuse("megatron-recompute-modules",
+                     "--recompute-modules moe_act without --moe-grouped-gemm: megatron-core "
+                     f"raises 'moe_act in recompute_modules is only supported with "
+                     f"moe_grouped_gemm' {where}; add --moe-grouped-gemm")
+    if "mla_up_proj" in modules and not r.flags.has("--multi-latent-attention"):
+        r.ctx.refuse("megatron-recompute-modules",
+                     "--recompute-modules mla_up_proj without --multi-latent-attention: "
+                     "megatron-core raises 'mla_up_proj in recompute_modules is only supported "
+                     f"with multi_latent_attention' {where}; drop mla_up_proj")
+    if r.flags.has("--fp8-format") and (r.text("--fp8-recipe") or "delayed") == "delayed" and (
+            {"moe_act", "layernorm"} & set(modules)):
+        r.ctx.refuse("megatron-recompute-modules",
+                     "--recompute-modules moe_act/layernorm with the delayed FP8 recipe "
+                     "(megatron-core's default --fp8-recipe): megatron-core raises 'Delayed "
+                     f"scaling does not support moe_act and layernorm recompute for fp8' {where}; "
+                     "use --fp8-recipe tensorwise, blockwise or mxfp8")
+    return [m for m in modules if m in RECOMPUTE_MODULES]  # check.costs warns of the rest
 
 
 def _preset_by_shape(fields: dict[str, Any]) -> str | None:
