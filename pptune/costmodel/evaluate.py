@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,7 +28,13 @@ from pptune.costmodel.records import (
     PlanRequest,
     PlanSpec,
 )
-from pptune.costmodel.schedules import Schedule, chains, stage_chunk_map, stage_device
+from pptune.costmodel.schedules import (
+    Schedule,
+    chains,
+    stage_chains,
+    stage_chunk_map,
+    stage_device,
+)
 from pptune.costmodel.sharding import (
     MEGATRON_GRAD_BYTES,
     ShardComm,
@@ -100,9 +107,30 @@ def recompute_table(table: CostTable, req: PlanRequest, spec: PlanSpec) -> CostT
     return with_recompute(table, spec.recompute, req.recompute_every, per_stage)
 
 
+# stage_layout's results by (table, request, spec): the search asks for a spec's layout
+# when it bounds it and again when it simulates it. Keyed by the objects' identities,
+# each entry holding its table and request so that an identity is never reused while
+# its entry lives; cleared when it grows past _LAYOUTS_MAX.
+_LAYOUTS: dict[tuple[int, int, PlanSpec], tuple[CostTable, PlanRequest, StageLayout]] = {}
+_LAYOUTS_MAX = 8192
+
+
 def stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLayout:
     """Per global stage (schedules.stage_chunk_map: under dualpipe each chunk's
-    figures twice, for its down and its up copy)."""
+    figures twice, for its down and its up copy). The result is shared: read it,
+    do not change it."""
+    key = (id(table), id(req), spec)
+    hit = _LAYOUTS.get(key)
+    if hit is not None and hit[0] is table and hit[1] is req:
+        return hit[2]
+    if len(_LAYOUTS) >= _LAYOUTS_MAX:
+        _LAYOUTS.clear()
+    out = _stage_layout(table, req, spec)
+    _LAYOUTS[key] = (table, req, out)
+    return out
+
+
+def _stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLayout:
     lay = req.layout(spec)
     # Megatron-core reduces dense gradients (and shards the distributed optimizer)
     # over data and context parallelism together (its data-parallel group with cp);
@@ -118,8 +146,8 @@ def stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLay
     bounds = stage_bounds(spec.stage_layers)
     params = [table.params(s, e) for s, e in bounds]
     # an empty stage (a Megatron-LM layout may state one) holds no parameters
-    largest = [max((table.params(i, i + 1) for i in range(s, e)), default=0.0)
-               for s, e in bounds]
+    each = table.layer_params
+    largest = [max(each[s:e], default=0.0) for s, e in bounds]
     reshard = reshards(spec.sharding, spec.pp, req.fsdp_reshard_after_forward)
     rc = recompute_table(table, req, spec)
     compute = stage_costs(rc, spec.micro_batch_size, spec.stage_layers, spec.a2a_stream)
@@ -240,7 +268,8 @@ def evaluate(
                        device_start_s=start, combined=spec.combined)
     else:
         ops = _ops(spec.schedule, p, m, spec.virtual_stages, tuple(lay.stages), tuple(start),
-                   ranks, table.p2p_intra, table.p2p_inter, req.blocking_send, spec.combined)
+                   _hops(spec.schedule, p, spec.virtual_stages, ranks), table.p2p_intra,
+                   table.p2p_inter, req.blocking_send, spec.combined)
         sim = with_allreduce(ops, tail)
     memory = device_memory(req, spec, lay, [d.peak_activation_bytes for d in sim.devices])
     # one replica's work, all-to-alls included, device-seconds / tp (each stage
@@ -279,15 +308,31 @@ def optimizer_step_s(table: CostTable, req: PlanRequest, spec: PlanSpec,
                                 table.hbm_bytes_per_s) for n in local)
 
 
-@functools.lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=4096)
 def _ops(schedule: Schedule, p: int, m: int, v: int, stages: tuple[StageCost, ...],
-         start: tuple[float, ...], ranks: Layout, intra: Link, inter: Link,
-         blocking_send: bool, combined: bool) -> SimResult:
+         start: tuple[float, ...], hops: tuple[tuple[int, int, bool], ...], intra: Link,
+         inter: Link, blocking_send: bool, combined: bool) -> SimResult:
     """The op timeline, shared by plans that differ only in their once-per-step
-    data-parallel traffic (e.g. sharding none and zero1)."""
-    return simulate_steady(schedule, p, m, stages, v=v, link=ranks.link(intra, inter),
+    data-parallel traffic (e.g. sharding none and zero1) or in a rank layout whose
+    pipeline hops cross the same links (``_hops``: e.g. another data-parallel size)."""
+    inside = {(a, z): same for a, z, same in hops}
+    return simulate_steady(schedule, p, m, stages, v=v,
+                           link=lambda a, z: intra if inside[(a, z)] else inter,
                            blocking_send=blocking_send, device_start_s=start,
                            combined=combined)
+
+
+@functools.lru_cache(maxsize=4096)
+def _hops(schedule: Schedule, p: int, v: int, ranks: Layout) -> tuple[tuple[int, int, bool], ...]:
+    """The device pairs the schedule's stages send between (each way), and whether
+    each pair shares a node: all of the layout the op timeline depends on."""
+    out = set()
+    for chain in stage_chains(schedule, p, v):
+        for a, b in itertools.pairwise(chain):
+            da, db = stage_device(schedule, p, a), stage_device(schedule, p, b)
+            if da != db:
+                out |= {(da, db, ranks.same_node(da, db)), (db, da, ranks.same_node(db, da))}
+    return tuple(sorted(out))
 
 
 def explain(table: CostTable, req: PlanRequest, plan: Plan) -> Plan:

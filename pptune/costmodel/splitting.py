@@ -62,12 +62,12 @@ def layer_state_bytes(table: CostTable, req: PlanRequest, spec: PlanSpec) -> lis
     per, _ = per_param_bytes(req, spec)
     n = len(table.param_bytes)
     if not table.expert_param_bytes:
-        return [table.params(i, i + 1) * per for i in range(n)]
+        return [x * per for x in table.layer_params]
     per_expert = expert_per_param_bytes(req, spec)
     out = []
     for i in range(n):
         expert = table.expert_params(i, i + 1)
-        out.append((table.params(i, i + 1) - expert) * per + expert * per_expert)
+        out.append((table.layer_params[i] - expert) * per + expert * per_expert)
     return out
 
 
@@ -155,7 +155,7 @@ def min_bottleneck_within_memory(
     per_param, fixed = per_param_bytes(req, spec)
     n = len(c.act_bytes)
     if ("largest",) not in cache.sums:
-        cache.sums[("largest",)] = [max(table.params(i, i + 1) for i in range(n))]
+        cache.sums[("largest",)] = [max(table.layer_params)]
     largest = cache.sums[("largest",)][0]
     out = max(c.out_bytes[:-1]) if len(c.out_bytes) > 1 else 0.0
     # a device's memory shared evenly by its chunks, less its fixed working copies
@@ -166,7 +166,7 @@ def min_bottleneck_within_memory(
         static = [0.0]
         state = layer_state_bytes(table, req, spec) if experts else []
         for i in range(n):
-            static.append(static[-1] + (state[i] if state else table.params(i, i + 1) * per_param))
+            static.append(static[-1] + (state[i] if state else table.layer_params[i] * per_param))
         cache.sums[static_key] = static
     static = cache.sums[static_key]
     act_key = ("act", spec.recompute, b)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -73,6 +74,11 @@ class CostTable:
     def params(self, start: int, end: int) -> float:
         """Parameter count of layers [start, end)."""
         return sum(self.param_bytes[start:end]) / self.param_dtype_bytes
+
+    @functools.cached_property
+    def layer_params(self) -> tuple[float, ...]:
+        """Each layer's parameter count (``params(i, i + 1)``), computed once."""
+        return tuple(self.params(i, i + 1) for i in range(len(self.param_bytes)))
 
     def expert_params(self, start: int, end: int) -> float:
         """Routed-expert parameter count of layers [start, end) (in ``params``)."""
