@@ -66,6 +66,14 @@ def recomputed_layers(
     return []
 
 
+# with_recompute's tables by (table identity, recomputed layers), each entry holding its
+# table so that an identity is never reused while it lives: the search recomputes the
+# same layers of the same table for every spec, and the tables' own caches (their
+# per-stage sums) then carry over
+_RECOMPUTED: dict[tuple[int, tuple[int, ...]], tuple[CostTable, CostTable]] = {}
+_RECOMPUTED_MAX = 1024
+
+
 def with_recompute(
     table: CostTable, recompute: Recompute, every: int | None = TORCHTITAN_SELECTIVE_EVERY,
     per_stage: tuple[Sequence[int], Sequence[int]] | None = None,
@@ -75,8 +83,21 @@ def with_recompute(
     ``per_stage``: (stage_layers, recomputed blocks per stage) for recomputation
     per stage (``stage_recomputed_layers``); it replaces ``recompute``'s choice."""
     if per_stage is not None:
-        return with_layers_recomputed(table, stage_recomputed_layers(table.names, *per_stage))
-    return with_layers_recomputed(table, recomputed_layers(table.names, recompute, every))
+        layers = stage_recomputed_layers(table.names, *per_stage)
+    else:
+        layers = recomputed_layers(table.names, recompute, every)
+    if not layers:
+        return table
+    key = (id(table), tuple(layers))
+    hit = _RECOMPUTED.get(key)
+    if hit is not None and hit[0] is table:
+        return hit[1]
+    if len(_RECOMPUTED) >= _RECOMPUTED_MAX:
+        _RECOMPUTED.clear()
+    out = with_layers_recomputed(table, layers)
+    _RECOMPUTED[key] = (table, out)
+    return out
+
 
 
 def stage_recomputed_layers(names: Sequence[str], stage_layers: Sequence[int],

@@ -87,14 +87,35 @@ class CostTable:
         return sum(self.expert_param_bytes[start:end]) / self.param_dtype_bytes
 
 
+# stage_costs' results by (table identity, b, split, a2a_stream), each entry holding its
+# table so that an identity is never reused while the entry lives (the search sums the
+# same split for every sharding, rank order and micro-batch count)
+_SUMS: dict[tuple[int, int, tuple[int, ...], bool], tuple[CostTable, list[StageCost]]] = {}
+_SUMS_MAX = 16384
+
+
 def stage_costs(table: CostTable, b: int, stage_layers: Sequence[int],
                 a2a_stream: bool = True) -> list[StageCost]:
-    """Per-stage sums of the per-layer costs at micro-batch size ``b``.
+    """Per-stage sums of the per-layer costs at micro-batch size ``b`` (a new list of
+    shared StageCosts).
 
     The MoE all-to-alls go to each stage's communication stream
     (``fwd_comm_s`` / ``bwd_comm_s``), or with ``a2a_stream=False`` into its
     compute (a runtime that does not overlap them: every op pays them either
     way, but an F&B pair then hides nothing)."""
+    key = (id(table), b, tuple(stage_layers), a2a_stream)
+    hit = _SUMS.get(key)
+    if hit is not None and hit[0] is table:
+        return list(hit[1])
+    if len(_SUMS) >= _SUMS_MAX:
+        _SUMS.clear()
+    out = _stage_sums(table, b, stage_layers, a2a_stream)
+    _SUMS[key] = (table, out)
+    return list(out)
+
+
+def _stage_sums(table: CostTable, b: int, stage_layers: Sequence[int],
+                a2a_stream: bool) -> list[StageCost]:
     c = table.by_mb[b]
     a2a = bool(c.fwd_a2a_s or c.bwd_a2a_s)
     out = []
