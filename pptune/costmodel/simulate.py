@@ -138,9 +138,13 @@ def simulate(
             send_to[1][k] = dev_of[prv]
             send_s[1][k] = get_link(dev_of[k], dev_of[prv]).time_s(stages[prv].out_bytes)
 
-    # output available to its consumer, by (0 forward / 1 backward, mb, stage)
-    arrival: dict[tuple[int, ...], float] = {}
-    waiting: dict[tuple[int, ...], list[int]] = {}
+    # an output (0 fwd / 1 bwd, micro-batch, stage) as one index into flat lists:
+    # (out * mbs + mb) * n_stages + stage, mbs counting the micro-batches the orders name
+    mbs = 1 + max((max(op[1], op[3]) if op[0] == RAW_FB else op[1])
+                  for ops in plan for op in ops) if any(plan) else 1
+    n_keys = 2 * mbs * n_stages
+    arrival = [-1.0] * n_keys  # when the output reaches its consumer (-1: not yet)
+    waiting: list[list[int] | None] = [None] * n_keys  # devices blocked on it
     link_free: dict[tuple[int, int], float] = {}
     ptr = [0] * p
     dev_free = list(device_start_s) if device_start_s is not None else [0.0] * p
@@ -174,10 +178,13 @@ def simulate(
     frees = tuple(releases(schedule, kind) for kind in range(4))
     exposed_of = [[c - x for c, x in zip(cost_of[kind], comp_of[kind], strict=True)]
                   for kind in range(4)]
+    # the output a plain op of each raw kind gives (0 fwd / 1 bwd; -1: none, W)
+    gives_out = (0, 1, -1, 1)
+    back = mbs * n_stages  # the index offset of the backward outputs
 
     # The loop below is the planner's hot path: no closures (their cells slow
-    # every local access); a pair's two outputs go through the same code as
-    # one op's one.
+    # every local access), flat lists for the outputs; a pair's two outputs go
+    # through the same code as one op's one.
     stack = list(range(p - 1, -1, -1))
     while stack:
         d = stack.pop()
@@ -189,39 +196,50 @@ def simulate(
             op = order[i]
             kind, mb, k = op[0], op[1], op[2]
             pair = kind == RAW_FB
-            # the outputs this op delivers, as (0 fwd / 1 bwd, mb, stage) (a raw
-            # F or B is its own key); the stage it adds activations to and the
-            # one it frees (-1: none); the outputs it waits on
-            gives: tuple[tuple[int, ...], ...]
+            # the outputs it delivers as (0 fwd / 1 bwd, stage, index), the stage it adds
+            # activations to and the one it frees (-1: none), the outputs it waits on
+            gives: tuple[tuple[int, int, int], ...]
             start = free
-            blocked = None
+            blocked = -1
             if pair:
                 b_mb, b_k = op[3], op[4]
-                gives = ((0, mb, k), (1, b_mb, b_k))
+                gives = ((0, k, mb * n_stages + k), (1, b_k, back + b_mb * n_stages + b_k))
                 grows, frees_k = k, b_k
-                for dep in ((0, mb, dep_stage[RAW_F][k]),
-                            (dep_out[RAW_BW][b_k], b_mb, dep_stage[RAW_BW][b_k])):
-                    if dep[2] >= 0:
-                        ready = arrival.get(dep)
-                        if ready is None:
-                            blocked = dep
-                            break
-                        if ready > start:
-                            start = ready
+                ds = dep_stage[RAW_F][k]
+                if ds >= 0:
+                    j = mb * n_stages + ds
+                    ready = arrival[j]
+                    if ready < 0.0:
+                        blocked = j
+                    elif ready > start:
+                        start = ready
+                ds = dep_stage[RAW_BW][b_k]
+                if blocked < 0 and ds >= 0:
+                    j = (dep_out[RAW_BW][b_k] * mbs + b_mb) * n_stages + ds
+                    ready = arrival[j]
+                    if ready < 0.0:
+                        blocked = j
+                    elif ready > start:
+                        start = ready
             else:
-                gives = (op,) if kind < RAW_W else ((1, mb, k),) if kind == RAW_BW else ()
+                out = gives_out[kind]
+                gives = ((out, k, (out * mbs + mb) * n_stages + k),) if out >= 0 else ()
                 grows = k if kind == RAW_F else -1
                 frees_k = k if frees[kind] else -1
                 ds = dep_stage[kind][k]
                 if ds >= 0:
-                    dep = (dep_out[kind][k], mb, ds)
-                    ready = arrival.get(dep)
-                    if ready is None:
-                        blocked = dep
+                    j = (dep_out[kind][k] * mbs + mb) * n_stages + ds
+                    ready = arrival[j]
+                    if ready < 0.0:
+                        blocked = j
                     elif ready > start:
                         start = ready
-            if blocked is not None:
-                waiting.setdefault(blocked, []).append(d)
+            if blocked >= 0:
+                queue = waiting[blocked]
+                if queue is None:
+                    waiting[blocked] = [d]
+                else:
+                    queue.append(d)
                 break
             if pair:
                 cost = pair_cost.get((k, b_k))
@@ -250,11 +268,10 @@ def simulate(
                 bwd_left[frees_k] -= 1
                 if bwd_left[frees_k] == 0:
                     stage_grads_done[frees_k] = end
-            for key in gives:
-                out, ks = key[0], key[2]
+            for out, ks, g in gives:
                 consumer = send_to[out][ks]
                 if consumer is None:
-                    arrival[key] = end
+                    arrival[g] = end
                 else:
                     lk = (d, consumer)
                     t0 = link_free.get(lk, 0.0)
@@ -262,14 +279,15 @@ def simulate(
                         t0 = end
                     t1 = t0 + send_s[out][ks]
                     link_free[lk] = t1
-                    arrival[key] = t1
+                    arrival[g] = t1
                     if named is not None:
                         half = named.halves()[out] if pair else named
                         transfers.append(Transfer(d, consumer, half, t0, t1))
                     if blocking_send and t1 > free:
                         free = t1
-                woken = waiting.pop(key, None)
-                if woken:
+                woken = waiting[g]
+                if woken is not None:
+                    waiting[g] = None
                     stack.extend(woken)
             i += 1
         ptr[d] = i
