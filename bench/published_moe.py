@@ -23,9 +23,10 @@ row (nothing is fitted to them).
    Its memory savings (sec. 3.2.3: RMSNorm and the MLA up-projections recomputed
    in the backward pass; sec. 3.3.3: the SwiGLU's output in MoE recomputed from
    its cached input) are priced as megatron-core's ``mla_up_proj`` and
-   ``moe_act`` recompute modules; not modelled: the RMSNorm recomputation, the
-   SwiGLU input and the attention output cached in its own low-precision formats,
-   the EMA kept in CPU memory and the embedding shared with the MTP module.
+   ``moe_act`` recompute modules, and its BF16 Adam moments (sec. 3.3.3) as
+   such; not modelled: the RMSNorm recomputation, the SwiGLU input and the
+   attention output cached in its own low-precision formats, the EMA kept in CPU
+   memory and the embedding shared with the MTP module.
 
 What the Grok-1 runs state and pptune takes from them (configure.sh and the
 yaml): tensor parallelism 4 with sequence parallelism and ``ub_tp_comm_overlap``
@@ -125,6 +126,7 @@ class Run:
     node_limit: int = 0  # each token's experts on at most this many nodes (0: none)
     # megatron-core recompute modules matching what the source says it recomputes
     recompute_modules: tuple[str, ...] = ()
+    moment_bytes: float = 4.0  # each Adam moment (2: BF16, where the source says so)
 
 
 def _grok(gpus: int, seq: int, layers: int, pp: int, cp: int, ep: int, vp: int, gbs: int,
@@ -158,7 +160,7 @@ RUNS: tuple[Run, ...] = (
         1e12 / (180e3 * 3600), DEEPSEEK_REPORT,
         "1e12 tokens / (180K GPU-hours x 3600 s), wall clock with every overhead",
         etp=1, schedule=Schedule.DUALPIPE, node_limit=4,
-        recompute_modules=("mla_up_proj", "moe_act")),
+        recompute_modules=("mla_up_proj", "moe_act"), moment_bytes=2.0),
 )
 
 
@@ -203,7 +205,8 @@ def predict(run: Run) -> dict[str, Any]:
     split = _even_split(len(table.names) - 2, model_chunks(schedule, run.pp, run.vp))
     req = PlanRequest(gpus=run.gpus, global_batch=run.gbs, tp=run.tp, cost_keys=(key,),
                       # bf16 gradient sync of fp32 main grads, where the recipe says so
-                      grad_bytes_factor=0.5 if run.grad_bf16 else 1.0)
+                      grad_bytes_factor=0.5 if run.grad_bf16 else 1.0,
+                      moment_bytes=run.moment_bytes)
     spec = PlanSpec(schedule, run.pp, run.mbs, m, tuple(split), run.vp,
                     sharding=Sharding.ZERO1, recompute=Recompute.NONE, key=key)
     plan = evaluate(table, req, spec)

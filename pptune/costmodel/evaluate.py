@@ -217,10 +217,11 @@ def device_memory(
     p = spec.pp
     ranks = req.layout(spec)
     dp = ranks.dp * ranks.cp  # state sharded over the data-parallel group with cp
-    per_param = state_bytes_per_param(spec.sharding, dp, req.grad_buffer_bytes)
+    per_param = state_bytes_per_param(spec.sharding, dp, req.grad_buffer_bytes,
+                                      req.moment_bytes)
     # routed experts' state is sharded over the expert data-parallel group
-    per_expert = (state_bytes_per_param(spec.sharding, ranks.edp, req.grad_buffer_bytes)
-                  if lay.expert_params else 0.0)
+    per_expert = (state_bytes_per_param(spec.sharding, ranks.edp, req.grad_buffer_bytes,
+                                        req.moment_bytes) if lay.expert_params else 0.0)
     reshard = reshards(spec.sharding, p, req.fsdp_reshard_after_forward)
     params = [0.0] * p
     largest = [0.0] * p

@@ -86,6 +86,7 @@ MEGATRON_GRAD_BYTES = 4  # fp32 main_grad (Megatron-LM DDP)
 DEEPSPEED_GRAD_BYTES = 2  # bf16 gradients (DeepSpeed default)
 FSDP_REDUCE_BYTES = 4  # fp32 reduce dtype (torchtitan mixed_precision_reduce = "float32")
 OPTIMIZER_BYTES = 12  # fp32 master weights + Adam m and v
+FP32_MOMENT_BYTES = 4.0  # each Adam moment in OPTIMIZER_BYTES (and FSDP's state)
 
 
 @dataclass(frozen=True)
@@ -108,14 +109,20 @@ STATE = {
 }
 
 
-def state_bytes_per_param(sharding: Sharding, dp: int, grad_bytes: float | None = None) -> float:
+def state_bytes_per_param(sharding: Sharding, dp: int, grad_bytes: float | None = None,
+                          moment_bytes: float = FP32_MOMENT_BYTES) -> float:
     """Bytes per parameter of the training state; ``grad_bytes``: Megatron's gradient
     buffer at another width than FP32 (NeMo's ``grad_sync_dtype: bf16`` keeps BF16
-    gradient buckets, 2 bytes), for ``none`` and ``zero1``."""
+    gradient buckets, 2 bytes), for ``none`` and ``zero1``; ``moment_bytes``: each of
+    Adam's two moments (2: BF16 moments, as Megatron-LM's precision-aware optimizer
+    and the DeepSeek-V3 report keep them), sharded wherever the optimizer state is."""
+    st = STATE[sharding]
+    out = st.per_param(dp)
     if grad_bytes is not None and sharding in (Sharding.NONE, Sharding.ZERO1):
-        st = STATE[sharding]
-        return st.per_param(dp) - MEGATRON_GRAD_BYTES + grad_bytes
-    return STATE[sharding].per_param(dp)
+        out = out - MEGATRON_GRAD_BYTES + grad_bytes
+    if moment_bytes != FP32_MOMENT_BYTES:
+        out -= 2 * (FP32_MOMENT_BYTES - moment_bytes) / (1 if sharding is Sharding.NONE else dp)
+    return out
 
 
 def reshards(sharding: Sharding, pp: int, fsdp_reshard: bool | None = None) -> bool:

@@ -44,7 +44,8 @@ def per_param_bytes(req: PlanRequest, spec: PlanSpec) -> tuple[float, float]:
     ranks = req.layout(spec)
     dp = ranks.dp * ranks.cp  # state sharded over the data-parallel group with cp
     reshard = reshards(spec.sharding, spec.pp, req.fsdp_reshard_after_forward)
-    per = state_bytes_per_param(spec.sharding, dp, req.grad_buffer_bytes) + working_bytes(spec.sharding, reshard, 1.0, 0.0)
+    per = (state_bytes_per_param(spec.sharding, dp, req.grad_buffer_bytes, req.moment_bytes)
+           + working_bytes(spec.sharding, reshard, 1.0, 0.0))
     return per, 0.0 if not reshard else working_bytes(spec.sharding, reshard, 0.0, 1.0)
 
 
@@ -53,7 +54,8 @@ def expert_per_param_bytes(req: PlanRequest, spec: PlanSpec) -> float:
     expert data-parallel group rather than data parallelism."""
     ranks = req.layout(spec)
     reshard = reshards(spec.sharding, spec.pp, req.fsdp_reshard_after_forward)
-    return (state_bytes_per_param(spec.sharding, ranks.edp)
+    return (state_bytes_per_param(spec.sharding, ranks.edp, req.grad_buffer_bytes,
+                                  req.moment_bytes)
             + working_bytes(spec.sharding, reshard, 1.0, 0.0))
 
 

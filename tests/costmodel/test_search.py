@@ -233,6 +233,12 @@ def test_sharded_optimizer_bytes() -> None:
     # Megatron-LM distributed optimizer: 18 bytes/param, or 6 + 12/dp sharded
     assert state_bytes_per_param(Sharding.NONE, 8) == 18
     assert state_bytes_per_param(Sharding.ZERO1, 8) == 6 + 12 / 8
+    # BF16 Adam moments (Megatron-LM's precision-aware optimizer): fp32 master + 2 + 2,
+    # sharded where the state is; with BF16 gradient buckets as well: 2 + 2 + 8 / dp
+    assert state_bytes_per_param(Sharding.NONE, 8, moment_bytes=2) == 2 + 4 + 8
+    assert state_bytes_per_param(Sharding.ZERO1, 8, 2, moment_bytes=2) == 2 + 2 + 8 / 8
+    assert state_bytes_per_param(Sharding.ZERO3, 4, moment_bytes=2) == (2 + 2 + 8) / 4
+    assert state_bytes_per_param(Sharding.FSDP, 4, moment_bytes=2) == (4 + 4 + 4) / 4
 
 
 def test_results_are_sorted_and_ideal_bounds_step() -> None:
