@@ -200,7 +200,28 @@ def _read(path: str, case: dict[str, Any]) -> dict[str, Any]:
         "dist_opt": "--use-distributed-optimizer" in flags,
         "overlap_grad": "--overlap-grad-reduce" in flags,
         "overlap_param": "--overlap-param-gather" in flags,
+        "aware": "--use-precision-aware-optimizer" in flags,
+        "state_dtypes": {k: last(f) for k, f in (("main_grads_dtype", "--main-grads-dtype"),
+                                                  ("exp_avg_dtype", "--exp-avg-dtype"),
+                                                  ("exp_avg_sq_dtype", "--exp-avg-sq-dtype"))
+                         if last(f) is not None},
     }
+
+
+def _optimizer_config(a: dict[str, Any]) -> None:
+    """megatron-core's OptimizerConfig checks of the precision-aware optimizer's widths.
+    An accepted precision-aware optimizer then imports Transformer Engine's FusedAdam,
+    which this CPU venv lacks: that last check is not run."""
+    if a["aware"] and a["dist_opt"]:
+        return
+    import torch
+    from megatron.core.optimizer import OptimizerConfig
+
+    dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
+              "fp8": torch.uint8}
+    OptimizerConfig(use_distributed_optimizer=a["dist_opt"],
+                    use_precision_aware_optimizer=a["aware"],
+                    **{k: dtypes[v] for k, v in a["state_dtypes"].items()})
 
 
 def judge(case: dict[str, Any]) -> dict[str, Any]:
@@ -240,6 +261,7 @@ def judge(case: dict[str, Any]) -> dict[str, Any]:
         fp8=a["fp8"], fp8_recipe=a["fp8_recipe"], fp8_param=a["fp8_param"],
         cp_comm_type=a["cp_comm"][0] if len(a["cp_comm"]) == 1 else a["cp_comm"],
         **_moe_kwargs(a, derived))
+    _optimizer_config(a)
     experts = _experts(config, a, derived)
     chunks = vpp or 1
     if config.pipeline_model_parallel_layout is not None:

@@ -189,6 +189,14 @@ MEGATRON_MOE: dict[str, tuple[str, int]] = {  # name: (extra flags, gpus)
     "mg-moe-recompute-bad-module": ("--pipeline-model-parallel-size 4 "
                                     "--recompute-granularity selective "
                                     "--recompute-modules attention --global-batch-size 64", 8),
+    "mg-moe-aware-optimizer": ("--pipeline-model-parallel-size 4 --global-batch-size 64 "
+                               "--use-distributed-optimizer --use-precision-aware-optimizer "
+                               "--main-grads-dtype bf16 --exp-avg-dtype bf16 "
+                               "--exp-avg-sq-dtype bf16", 8),
+    "mg-moe-aware-no-distopt": ("--pipeline-model-parallel-size 4 --global-batch-size 64 "
+                                "--use-precision-aware-optimizer --exp-avg-dtype bf16", 8),
+    "mg-moe-moments-unaware": ("--pipeline-model-parallel-size 4 --global-batch-size 64 "
+                               "--use-distributed-optimizer --exp-avg-dtype bf16", 8),
     "mg-moe-overlap-no-vpp": ("--pipeline-model-parallel-size 4 --expert-model-parallel-size 4 "
                               "--overlap-moe-expert-parallel-comm --global-batch-size 64", 16),
     "mg-moe-mtp-learned": ("--pipeline-model-parallel-size 4 --mtp-num-layers 1 "

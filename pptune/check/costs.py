@@ -140,6 +140,20 @@ def model_of(cfg: TrainingConfig, base_dir: Path, flags: CostOptions) -> ModelSh
 PRECISIONS = {"fp16": Precision.FP16, "fp8": Precision.FP8, "mxfp8": Precision.MXFP8}
 
 
+# bytes an element of each optimizer-state width the configs name
+STATE_DTYPE_BYTES = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0}
+
+
+def optimizer_widths(cfg: TrainingConfig) -> tuple[float | None, float, float]:
+    """(gradient buffer bytes a parameter (None: fp32), the data-parallel reduction's
+    bytes over fp32's, bytes of each Adam moment) as the config states them (Megatron-LM's
+    precision-aware optimizer): a BF16 gradient buffer holds and reduces 2 bytes."""
+    bf16 = cfg.main_grads_dtype == "bf16"
+    moments = (STATE_DTYPE_BYTES[cfg.exp_avg_dtype or "fp32"]
+               + STATE_DTYPE_BYTES[cfg.exp_avg_sq_dtype or "fp32"]) / 2
+    return (2.0 if bf16 else None), (0.5 if bf16 else 1.0), moments
+
+
 def priced_modules(cfg: TrainingConfig, add: Any) -> frozenset[str]:
     """The config's selective-recomputation modules the analytic costs price
     (costmodel/analytic.py RECOMPUTE_MODULES); a warning names the others (core

@@ -118,6 +118,19 @@ class TrainingConfig(Strict):
     recompute: Literal["none", "selective", "full"] | None = Field(
         None, description="activation recomputation (checkpointing), when the file says"
     )
+    main_grads_dtype: Literal["fp32", "bf16"] | None = Field(
+        None, description="the gradient buffer's width, in which gradients accumulate and "
+        "are reduced over data parallelism (Megatron-LM --main-grads-dtype with "
+        "--use-precision-aware-optimizer; default fp32)"
+    )
+    exp_avg_dtype: Literal["fp32", "fp16", "bf16", "fp8"] | None = Field(
+        None, description="Adam's first moment's width (Megatron-LM --exp-avg-dtype with "
+        "--use-precision-aware-optimizer; default fp32)"
+    )
+    exp_avg_sq_dtype: Literal["fp32", "fp16", "bf16", "fp8"] | None = Field(
+        None, description="Adam's second moment's width (Megatron-LM --exp-avg-sq-dtype; "
+        "default fp32)"
+    )
     recompute_modules: list[Literal["core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp",
                                     "moe", "shared_experts"]] | None = Field(
         None, max_length=16, description="what selective recomputation reruns, megatron-core's "

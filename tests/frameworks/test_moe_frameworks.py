@@ -499,3 +499,42 @@ def test_pptune_config_states_recompute_modules(tmp_path: Path) -> None:
     r = runner.invoke(app, ["check-config", str(path)])
     assert r.exit_code == 2 and "recompute_modules" in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+AWARE = ("--use-precision-aware-optimizer --main-grads-dtype bf16 --exp-avg-dtype bf16 "
+         "--exp-avg-sq-dtype bf16")
+
+
+def test_megatron_precision_aware_optimizer_states_its_widths(tmp_path: Path) -> None:
+    """megatron-core OptimizerConfig: BF16 gradient buffer and moments hold 2 bytes a
+    parameter each instead of 4 (sharding.state_bytes_per_param): the peak falls."""
+    base = mixtral(tmp_path)[2]
+    code, found, doc = mixtral(tmp_path, AWARE)
+    cfg = doc["config"]
+    assert code == 0, found
+    assert (cfg["main_grads_dtype"], cfg["exp_avg_dtype"], cfg["exp_avg_sq_dtype"]) == (
+        "bf16", "bf16", "bf16")
+    assert max(doc["derived"]["peak_memory_bytes"]) < max(base["derived"]["peak_memory_bytes"])
+
+
+@pytest.mark.parametrize(("moe", "words"), [
+    ("--exp-avg-dtype bf16", "'exp_avg_dtype can only be fp32 when not using "
+     "precision-aware optimizer'"),
+])
+def test_megatron_precision_aware_optimizer_refusals(tmp_path: Path, moe: str,
+                                                     words: str) -> None:
+    code, found, _ = mixtral(tmp_path, moe)
+    assert code == 1 and words in found["megatron-precision-aware-optimizer"], found
+
+
+def test_megatron_precision_aware_optimizer_needs_the_distributed_one(tmp_path: Path) -> None:
+    script = MIXTRAL_SCRIPT.replace("--use-distributed-optimizer ", "")
+    code, found, _ = run(tmp_path, "m.sh", script.format(moe=AWARE, tp=1, ep=8, nodes=4),
+                         "--gpu", "h100-sxm")
+    assert code == 1 and "only supported with distributed optimizer" in (
+        found["megatron-precision-aware-optimizer"])
+    path = tmp_path / "bad.sh"
+    path.write_text(MIXTRAL_SCRIPT.format(moe="--use-precision-aware-optimizer --exp-avg-dtype "
+                                          "int4", tp=1, ep=8, nodes=4))
+    r = runner.invoke(app, ["check-config", str(path)])
+    assert r.exit_code == 2 and "--exp-avg-dtype is 'int4'" in r.stderr

@@ -43,6 +43,10 @@ VALUE_FLAGS: tuple[str, ...] = (
     "--hierarchical-context-parallel-sizes",
     "--fp8-format",
     "--fp8-recipe",
+    # the precision-aware optimizer's state widths (reader._optimizer_dtypes)
+    "--main-grads-dtype",
+    "--exp-avg-dtype",
+    "--exp-avg-sq-dtype",
 )
 # flags that take every following word up to the next flag (argparse nargs="+"; the
 # words kept space-separated)
@@ -65,6 +69,7 @@ BOOL_FLAGS: tuple[str, ...] = (
     "--overlap-param-gather",
     "--overlap-moe-expert-parallel-comm",
     "--fp8-param-gather",
+    "--use-precision-aware-optimizer",
 )
 # Mixture of experts, MTP and MLA (read in moe.py)
 MOE_VALUE_FLAGS = (
