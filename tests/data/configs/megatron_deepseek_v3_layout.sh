@@ -4,7 +4,8 @@
 # the MTP layer beside the loss on the last stage, and the layout
 # "Et|(tt|)*30mL" (NVIDIA-NeMo/Megatron-Bridge,
 # src/megatron/bridge/perf_recipes/deepseek/h100/deepseek_v3.py,
-# deepseek_v3_pretrain_1024gpu_h100_bf16_config; recompute modules as there).
+# deepseek_v3_pretrain_1024gpu_h100_bf16_config; recompute modules and the
+# precision-aware optimizer's BF16 gradients and moments as there).
 # The model sizes are DeepSeek-V3's (its config.json); written as a Megatron-LM
 # launch of pretrain_gpt.py, with rotary position embeddings as the recipe's
 # model provider uses (MTP refuses learned absolute ones). Megatron-LM derives the 4 virtual stages from the
@@ -43,6 +44,10 @@ PARALLEL_ARGS=(
     --expert-model-parallel-size 64
     --sequence-parallel
     --use-distributed-optimizer
+    --use-precision-aware-optimizer
+    --main-grads-dtype bf16
+    --exp-avg-dtype bf16
+    --exp-avg-sq-dtype bf16
 )
 
 TRAINING_ARGS=(
