@@ -54,6 +54,8 @@ MEGATRON_FLAGS = {
     "--untie-embeddings-and-output-weights", "--use-mcore-models", "--adam-beta1",
     "--weight-decay",
     "--hierarchical-context-parallel-sizes",
+    "--use-precision-aware-optimizer", "--main-grads-dtype", "--exp-avg-dtype",
+    "--exp-avg-sq-dtype",
 }
 MEGATRON_FLAGS |= set(MOE_VALUE_FLAGS) | set(MOE_BOOL_FLAGS) | {
     "--moe-router-num-groups", "--moe-router-group-topk"}  # group-limited routing, ignored
