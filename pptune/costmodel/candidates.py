@@ -163,6 +163,10 @@ def candidates(tables: CostTable | TableSource, req: PlanRequest
         compute = {r: {b: rc.by_mb[b].compute_s() for b in sizes(table, req)}
                    for r, rc in rcs.items()}
         chain = {r: {b: _chain_s(rc, b) for b in sizes(table, req)} for r, rc in rcs.items()}
+        # each recomputation's per-layer work as (sum, largest layer), with and without
+        # what an overlapping schedule hides
+        totals = {r: {b: (sum(x), max(x)) for b, x in by.items()} for r, by in compute.items()}
+        work_totals = {r: {b: (sum(x), max(x)) for b, x in by.items()} for r, by in work.items()}
         a2a = any(c.has_a2a for c in table.by_mb.values())
         ranks = req.gpus // (key.tp * key.cp) if req.gpus % (key.tp * key.cp) == 0 else 0
         for p in [p for p in divisors(ranks) if req.pp is None or p in req.pp]:
@@ -177,40 +181,41 @@ def candidates(tables: CostTable | TableSource, req: PlanRequest
             if p > 1 and dp * key.cp > 1 and _zero1_dominates(req):
                 shardings.remove(Sharding.NONE)
             for b in sizes(table, req):
+                m = req.global_batch // (b * dp)
                 for schedule in req.schedules:
                     vs = (list(req.virtual_stages) if schedule is Schedule.INTERLEAVED
                           else [chunks_per_device(schedule, 1)])
-                    for v, sharding, r in ((v, sh, r) for v in vs for sh in shardings
-                                           for r in req.recomputes):
-                        for overlap in a2a_overlaps(a2a, schedule, p, r):
-                            count += 1
-                            m = req.global_batch // (b * dp)
-                            why = (Reason.BATCH if req.global_batch % (b * dp) else
-                                   _structure(p, m, schedule, v, single))
-                            n_stages = model_chunks(schedule, p, v)
-                            if why is None and n_stages > n_layers:
-                                why = Reason.FEW_LAYERS
-                            if why is None and p * v * m * 3 > MAX_SIMULATED_OPS:
-                                why = Reason.TOO_LARGE
+                    split_bwd = schedule in SPLIT_BACKWARD
+                    for v in vs:
+                        # what rules out (p, b, schedule, v) whatever the sharding
+                        why_v = (Reason.BATCH if req.global_batch % (b * dp) else
+                                 _structure(p, m, schedule, v, single))
+                        if why_v is None and model_chunks(schedule, p, v) > n_layers:
+                            why_v = Reason.FEW_LAYERS
+                        if why_v is None and p * v * m * 3 > MAX_SIMULATED_OPS:
+                            why_v = Reason.TOO_LARGE
+                        for sharding, r in ((sh, r) for sh in shardings for r in req.recomputes):
+                            overlaps = a2a_overlaps(a2a, schedule, p, r)
+                            count += len(overlaps)
+                            why = why_v
                             if why is None and p > 1 and sharding not in PIPELINE_SHARDINGS:
                                 why = Reason.SHARDING_PP
                             if why is not None:
-                                rejected[why.value] += 1
+                                rejected[why.value] += len(overlaps)
                                 continue
-                            hides = overlap or schedule in OVERLAPPED
                             # a per-stage variant of full recomputation may recompute
                             # nothing: bound it by the work without recomputation
                             rb = bound_recompute(req, r, p, schedule)
-                            per_layer = (compute if hides else work)[rb][b]
-                            # the busiest device works at least the average, and one
-                            # micro-batch's forward and backward pass every layer in turn
-                            split_bwd = schedule in SPLIT_BACKWARD
-                            bound = max(m * max(sum(per_layer) / p,
-                                                max(per_layer) / chains(schedule)),
-                                        chain[rb][b][1 if split_bwd else 0])
-                            out.extend(Candidate(bound, PlanSpec(schedule, p, b, m, (), v, o,
-                                                                 sharding, r, key, overlap))
-                                       for o in orders)
+                            for overlap in overlaps:
+                                hides = overlap or schedule in OVERLAPPED
+                                total, largest = (totals if hides else work_totals)[rb][b]
+                                # the busiest device works at least the average, and one
+                                # micro-batch's forward and backward pass every layer in turn
+                                bound = max(m * max(total / p, largest / chains(schedule)),
+                                            chain[rb][b][1 if split_bwd else 0])
+                                out.extend(Candidate(bound, PlanSpec(
+                                    schedule, p, b, m, (), v, o, sharding, r, key, overlap))
+                                    for o in orders)
     return out, rejected, count
 
 

@@ -13,14 +13,15 @@ order and recomputation and reused whenever it fits. ``lower_bound`` and
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from pptune.costmodel.evaluate import PlanRequest, PlanSpec, stage_layout
 from pptune.costmodel.memory import Recompute, with_recompute
 from pptune.costmodel.partition import (
     SplitError,
+    Starts,
     bottleneck,
-    lowest_starts,
     min_bottleneck_split,
     stage_bounds,
 )
@@ -142,6 +143,26 @@ class SplitCache:
         return self.tables[key]
 
 
+def memory_starts(n: int, n_stages: int, static: Sequence[float], act: Sequence[float],
+                  inflight: Sequence[int], out: float, budget: float) -> Starts:
+    """``lowest_starts(n, n_stages, fits)`` for min_bottleneck_within_memory's ``fits``
+    (prefix sums of the state and of one micro-batch's activations, ``inflight[k]``
+    micro-batches held on stage k, the p2p buffers beside them), its test written in
+    the loop: the search's hottest test, the same arithmetic, the same starts."""
+    rows = []
+    for k in range(n_stages):
+        row = [0] * (n + 1)
+        held, p2p = inflight[k], out * ((k > 0) + (k < n_stages - 1))
+        s = k
+        for e in range(k + 1, n - (n_stages - 1 - k) + 1):
+            se, ae = static[e], act[e]
+            while s < e and not se - static[s] + held * (ae - act[s]) + p2p <= budget:
+                s += 1
+            row[e] = s
+        rows.append(tuple(row))
+    return tuple(rows)
+
+
 def min_bottleneck_within_memory(
     table: CostTable, req: PlanRequest, spec: PlanSpec, cache: SplitCache
 ) -> list[int] | None:
@@ -194,7 +215,7 @@ def min_bottleneck_within_memory(
         return free  # the time-only optimum fits: no need to constrain it
     # what the memory allows each stage decides the split: shardings, micro-batch
     # counts and data-parallel sizes that allow the same stages share it
-    starts = lowest_starts(n, n_stages, fits)
+    starts = memory_starts(n, n_stages, static, act, inflight, out, budget)
     fitted_key = (*key, starts)
     if fitted_key not in splits:
         try:

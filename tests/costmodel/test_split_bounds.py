@@ -17,7 +17,7 @@ from pptune.costmodel.partition import SplitError, lowest_starts, min_bottleneck
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.sharding import Sharding
 from pptune.costmodel.simulate import Link
-from pptune.costmodel.splitting import SplitCache, any_split_bound
+from pptune.costmodel.splitting import SplitCache, any_split_bound, memory_starts
 from pptune.costmodel.table import CostTable, LayerCosts
 
 AR = AllReduceLink(0.0, 1e9)
@@ -119,3 +119,26 @@ def test_any_split_bound_by_hand() -> None:
     free = seven_layers(0.0)
     # 2 chunks (one a direction's stage): 4 + 3 layers, bottleneck 14, 2 x 14 = 28
     assert any_split_bound(free, req, dual, SplitCache()) == pytest.approx(28.0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0, 10), min_size=2, max_size=24),
+       st.lists(st.floats(0, 5), min_size=24, max_size=24),
+       st.integers(1, 6), st.floats(0, 3), st.floats(1, 80),
+       st.lists(st.integers(1, 8), min_size=6, max_size=6))
+def test_memory_starts_are_lowest_starts(state: list[float], acts: list[float], k: int,
+                                         out: float, budget: float, held: list[int]) -> None:
+    """splitting.memory_starts writes min_bottleneck_within_memory's test into the
+    loop: it must give lowest_starts' starts exactly, for any prefix sums."""
+    n = len(state)
+    k = min(k, n)
+    static, act = [0.0], [0.0]
+    for i in range(n):
+        static.append(static[-1] + state[i])
+        act.append(act[-1] + acts[i])
+
+    def fits(j: int, s: int, e: int) -> bool:
+        p2p = out * ((j > 0) + (j < k - 1))
+        return static[e] - static[s] + held[j] * (act[e] - act[s]) + p2p <= budget
+
+    assert memory_starts(n, k, static, act, held, out, budget) == lowest_starts(n, k, fits)
