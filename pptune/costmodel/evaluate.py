@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pptune.costmodel import collectives, optimizer, precision
 from pptune.costmodel.comm import AllReduceLink, Placement, group_link, megatron_bucket_params
 from pptune.costmodel.layout import Dim, Group, Layout
+from pptune.costmodel.memo import ByIdentity
 from pptune.costmodel.memory import DeviceMemory, p2p_buffer_bytes, with_recompute
 from pptune.costmodel.partition import stage_bounds
 from pptune.costmodel.records import (
@@ -108,26 +109,17 @@ def recompute_table(table: CostTable, req: PlanRequest, spec: PlanSpec) -> CostT
 
 
 # stage_layout's results by (table, request, spec): the search asks for a spec's layout
-# when it bounds it and again when it simulates it. Keyed by the objects' identities,
-# each entry holding its table and request so that an identity is never reused while
-# its entry lives; cleared when it grows past _LAYOUTS_MAX.
-_LAYOUTS: dict[tuple[int, int, PlanSpec], tuple[CostTable, PlanRequest, StageLayout]] = {}
-_LAYOUTS_MAX = 8192
+# when it bounds it and again when it simulates it
+_LAYOUTS: ByIdentity[StageLayout] = ByIdentity(8192)
 
 
 def stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLayout:
     """Per global stage (schedules.stage_chunk_map: under dualpipe each chunk's
     figures twice, for its down and its up copy). The result is shared: read it,
     do not change it."""
-    key = (id(table), id(req), spec)
-    hit = _LAYOUTS.get(key)
-    if hit is not None and hit[0] is table and hit[1] is req:
-        return hit[2]
-    if len(_LAYOUTS) >= _LAYOUTS_MAX:
-        _LAYOUTS.clear()
-    out = _stage_layout(table, req, spec)
-    _LAYOUTS[key] = (table, req, out)
-    return out
+    hit = _LAYOUTS.get((table, req), spec)
+    return hit if hit is not None else _LAYOUTS.put((table, req), spec,
+                                                   _stage_layout(table, req, spec))
 
 
 def _stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLayout:

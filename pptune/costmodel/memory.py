@@ -42,6 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from pptune.costmodel.memo import ByIdentity
 from pptune.costmodel.table import CostTable, LayerCosts
 
 DEFAULT_RESERVE_BYTES = 2 * 1024**3  # CUDA context + NCCL buffers + fragmentation (assumed)
@@ -66,12 +67,10 @@ def recomputed_layers(
     return []
 
 
-# with_recompute's tables by (table identity, recomputed layers), each entry holding its
-# table so that an identity is never reused while it lives: the search recomputes the
-# same layers of the same table for every spec, and the tables' own caches (their
+# with_recompute's tables by (table, recomputed layers): the search recomputes the same
+# layers of the same table for every spec, and the caches keyed by a table (its
 # per-stage sums) then carry over
-_RECOMPUTED: dict[tuple[int, tuple[int, ...]], tuple[CostTable, CostTable]] = {}
-_RECOMPUTED_MAX = 1024
+_RECOMPUTED: ByIdentity[CostTable] = ByIdentity(1024)
 
 
 def with_recompute(
@@ -88,15 +87,9 @@ def with_recompute(
         layers = recomputed_layers(table.names, recompute, every)
     if not layers:
         return table
-    key = (id(table), tuple(layers))
-    hit = _RECOMPUTED.get(key)
-    if hit is not None and hit[0] is table:
-        return hit[1]
-    if len(_RECOMPUTED) >= _RECOMPUTED_MAX:
-        _RECOMPUTED.clear()
-    out = with_layers_recomputed(table, layers)
-    _RECOMPUTED[key] = (table, out)
-    return out
+    hit = _RECOMPUTED.get((table,), tuple(layers))
+    return hit if hit is not None else _RECOMPUTED.put((table,), tuple(layers),
+                                                       with_layers_recomputed(table, layers))
 
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from pptune.costmodel.collectives import Fabric
 from pptune.costmodel.comm import AllReduceLink
+from pptune.costmodel.memo import ByIdentity
 from pptune.costmodel.partition import stage_bounds
 from pptune.costmodel.simulate import Link, StageCost
 
@@ -87,11 +88,9 @@ class CostTable:
         return sum(self.expert_param_bytes[start:end]) / self.param_dtype_bytes
 
 
-# stage_costs' results by (table identity, b, split, a2a_stream), each entry holding its
-# table so that an identity is never reused while the entry lives (the search sums the
-# same split for every sharding, rank order and micro-batch count)
-_SUMS: dict[tuple[int, int, tuple[int, ...], bool], tuple[CostTable, list[StageCost]]] = {}
-_SUMS_MAX = 16384
+# stage_costs' results by (table, b, split, a2a_stream): the search sums the same split
+# for every sharding, rank order and micro-batch count
+_SUMS: ByIdentity[list[StageCost]] = ByIdentity(16384)
 
 
 def stage_costs(table: CostTable, b: int, stage_layers: Sequence[int],
@@ -103,15 +102,11 @@ def stage_costs(table: CostTable, b: int, stage_layers: Sequence[int],
     (``fwd_comm_s`` / ``bwd_comm_s``), or with ``a2a_stream=False`` into its
     compute (a runtime that does not overlap them: every op pays them either
     way, but an F&B pair then hides nothing)."""
-    key = (id(table), b, tuple(stage_layers), a2a_stream)
-    hit = _SUMS.get(key)
-    if hit is not None and hit[0] is table:
-        return list(hit[1])
-    if len(_SUMS) >= _SUMS_MAX:
-        _SUMS.clear()
-    out = _stage_sums(table, b, stage_layers, a2a_stream)
-    _SUMS[key] = (table, out)
-    return list(out)
+    key = (b, tuple(stage_layers), a2a_stream)
+    hit = _SUMS.get((table,), key)
+    if hit is None:
+        hit = _SUMS.put((table,), key, _stage_sums(table, b, stage_layers, a2a_stream))
+    return list(hit)
 
 
 def _stage_sums(table: CostTable, b: int, stage_layers: Sequence[int],

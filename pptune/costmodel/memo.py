@@ -1,0 +1,35 @@
+"""A memo keyed by objects' identities, for the search's pure functions of frozen
+records whose fields cannot be hashed (a cost table's per-layer lists).
+
+An entry holds the objects it was made for, so an identity is never reused while
+the entry lives (CPython may give a freed object's id to a new one); the memo is
+cleared when it reaches ``max_entries``. Results are shared: callers read them and
+never change them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+R = TypeVar("R")
+
+
+class ByIdentity(Generic[R]):
+    """Results by (the identities of some objects, a hashable key)."""
+
+    def __init__(self, max_entries: int) -> None:
+        self._entries: dict[tuple[tuple[int, ...], Hashable], tuple[tuple[object, ...], R]] = {}
+        self._max = max_entries
+
+    def get(self, objs: tuple[object, ...], key: Hashable) -> R | None:
+        hit = self._entries.get((tuple(map(id, objs)), key))
+        if hit is None or any(a is not b for a, b in zip(hit[0], objs, strict=True)):
+            return None
+        return hit[1]
+
+    def put(self, objs: tuple[object, ...], key: Hashable, value: R) -> R:
+        if len(self._entries) >= self._max:
+            self._entries.clear()
+        self._entries[(tuple(map(id, objs)), key)] = (objs, value)
+        return value

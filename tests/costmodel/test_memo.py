@@ -1,0 +1,25 @@
+"""The search's identity memo: a hit only for the very objects an entry was made for."""
+
+from __future__ import annotations
+
+from pptune.costmodel.memo import ByIdentity
+
+
+def test_hits_only_the_same_objects() -> None:
+    memo: ByIdentity[int] = ByIdentity(8)
+    a, b = [1, 2], [1, 2]  # equal, not the same
+    assert memo.put((a,), "k", 7) == 7
+    assert memo.get((a,), "k") == 7
+    assert memo.get((b,), "k") is None  # an equal object is another entry
+    assert memo.get((a,), "other") is None
+    assert memo.get((a, b), "k") is None  # and so is a pair holding it
+
+
+def test_an_entry_keeps_its_objects_and_the_memo_clears_when_full() -> None:
+    memo: ByIdentity[int] = ByIdentity(2)
+    memo.put(([0],), 0, 0)  # the list lives on in the entry: its id is not reused
+    memo.put(([1],), 1, 1)
+    x = [2]
+    memo.put((x,), 2, 2)  # full: cleared first
+    assert memo.get((x,), 2) == 2
+    assert len(memo._entries) == 1
