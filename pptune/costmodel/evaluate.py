@@ -117,9 +117,7 @@ def stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLay
     """Per global stage (schedules.stage_chunk_map: under dualpipe each chunk's
     figures twice, for its down and its up copy). The result is shared: read it,
     do not change it."""
-    hit = _LAYOUTS.get((table, req), spec)
-    return hit if hit is not None else _LAYOUTS.put((table, req), spec,
-                                                   _stage_layout(table, req, spec))
+    return _LAYOUTS.of((table, req), spec, lambda: _stage_layout(table, req, spec))
 
 
 def _stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLayout:

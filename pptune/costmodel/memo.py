@@ -9,7 +9,7 @@ never change them.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 R = TypeVar("R")
@@ -33,3 +33,8 @@ class ByIdentity(Generic[R]):
             self._entries.clear()
         self._entries[(tuple(map(id, objs)), key)] = (objs, value)
         return value
+
+    def of(self, objs: tuple[object, ...], key: Hashable, make: Callable[[], R]) -> R:
+        """The entry for (objs, key), made by ``make()`` when there is none."""
+        hit = self.get(objs, key)
+        return hit if hit is not None else self.put(objs, key, make())

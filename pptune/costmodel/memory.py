@@ -87,10 +87,7 @@ def with_recompute(
         layers = recomputed_layers(table.names, recompute, every)
     if not layers:
         return table
-    hit = _RECOMPUTED.get((table,), tuple(layers))
-    return hit if hit is not None else _RECOMPUTED.put((table,), tuple(layers),
-                                                       with_layers_recomputed(table, layers))
-
+    return _RECOMPUTED.of((table,), tuple(layers), lambda: with_layers_recomputed(table, layers))
 
 
 def stage_recomputed_layers(names: Sequence[str], stage_layers: Sequence[int],

@@ -102,11 +102,8 @@ def stage_costs(table: CostTable, b: int, stage_layers: Sequence[int],
     (``fwd_comm_s`` / ``bwd_comm_s``), or with ``a2a_stream=False`` into its
     compute (a runtime that does not overlap them: every op pays them either
     way, but an F&B pair then hides nothing)."""
-    key = (b, tuple(stage_layers), a2a_stream)
-    hit = _SUMS.get((table,), key)
-    if hit is None:
-        hit = _SUMS.put((table,), key, _stage_sums(table, b, stage_layers, a2a_stream))
-    return list(hit)
+    return list(_SUMS.of((table,), (b, tuple(stage_layers), a2a_stream),
+                         lambda: _stage_sums(table, b, stage_layers, a2a_stream)))
 
 
 def _stage_sums(table: CostTable, b: int, stage_layers: Sequence[int],

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from pptune.costmodel import presets
-from pptune.costmodel.analytic import analytic_layers, model_params
+from pptune.costmodel.analytic import AnalyticLayer, analytic_layers, model_params
 from pptune.costmodel.attention import mla_act_bytes, mla_core_ops, mla_params, mla_part
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.moe import ExpertParallel
@@ -140,12 +140,20 @@ def test_dense_presets_count_as_before() -> None:
             assert model_params(m) == m.num_blocks * block_params(m) + 2 * m.vocab * m.hidden
 
 
+# DeepSeek-V3 cut to 4 blocks (3 dense, 1 MoE) of 512 tokens, ep 8, on an H100
+DS_SMALL = dataclasses.replace(presets.MODELS["deepseek-v3"], num_blocks=4, seq_len=512,
+                               mtp_layers=0)
+DS_GPU, DS_EX = presets.GPUS["h100-sxm"], ExpertParallel(ep=8)
+
+
+def ds_layers(*modules: str) -> list[AnalyticLayer]:
+    return analytic_layers(DS_SMALL, DS_GPU, [1], experts=DS_EX,
+                           recompute_modules=frozenset(modules))
+
+
 def test_selective_recompute_of_dense_mlps_and_mla_up_projections() -> None:
-    ds = dataclasses.replace(presets.MODELS["deepseek-v3"], num_blocks=4, seq_len=512,
-                             mtp_layers=0)
-    gpu, ex = presets.GPUS["h100-sxm"], ExpertParallel(ep=8)
-    plain = analytic_layers(ds, gpu, [1], experts=ex)
-    mlp = analytic_layers(ds, gpu, [1], experts=ex, recompute_modules=frozenset({"mlp"}))
+    plain = ds_layers()
+    mlp = ds_layers("mlp")
     dense0, dense1 = plain[1].per_micro_batch[1], mlp[1].per_micro_batch[1]
     # a dense block keeps only its MLP's input: the gate, up, activation and product
     # (8 bytes a token x f) go, and its forward reruns before the backward
@@ -153,23 +161,20 @@ def test_selective_recompute_of_dense_mlps_and_mla_up_projections() -> None:
     assert dense1.bwd_s > dense0.bwd_s and dense1.fwd_s == dense0.fwd_s
     # Megatron-core's "mlp" skips MoE blocks (transformer_layer.py: not self.is_moe_layer)
     assert mlp[4].per_micro_batch == plain[4].per_micro_batch
-    up = analytic_layers(ds, gpu, [1], experts=ex, recompute_modules=frozenset({"mla_up_proj"}))
+    up = ds_layers("mla_up_proj")
     # Q, K, V: 128 heads x (2 x 192 + 128) x 2 bytes a token dropped from every block
     for i in (1, 4):
         assert plain[i].per_micro_batch[1].act_bytes - up[i].per_micro_batch[1].act_bytes == (
             pytest.approx(2 * 512 * 128 * 512))
     with pytest.raises(ValueError, match="not modelled"):
-        analytic_layers(ds, gpu, [1], experts=ex, recompute_modules=frozenset({"moe"}))
+        ds_layers("moe")
 
 
 def test_selective_recompute_of_the_moe_activation() -> None:
     # megatron-core "moe_act": the routed experts' activation output (fc2's input) is
     # discarded after the forward and recomputed before fc2's backward
-    ds = dataclasses.replace(presets.MODELS["deepseek-v3"], num_blocks=4, seq_len=512,
-                             mtp_layers=0)
-    gpu, ex = presets.GPUS["h100-sxm"], ExpertParallel(ep=8)
-    plain = analytic_layers(ds, gpu, [1], experts=ex)
-    act = analytic_layers(ds, gpu, [1], experts=ex, recompute_modules=frozenset({"moe_act"}))
+    plain, gpu = ds_layers(), DS_GPU
+    act = ds_layers("moe_act")
     moe0, moe1 = plain[4].per_micro_batch[1], act[4].per_micro_batch[1]
     # 512 tokens x top-8 rows of the 2,048-wide expert activation, 2 bytes each
     assert moe0.act_bytes - moe1.act_bytes == 2 * 512 * 8 * 2048

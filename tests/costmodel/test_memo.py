@@ -13,6 +13,9 @@ def test_hits_only_the_same_objects() -> None:
     assert memo.get((b,), "k") is None  # an equal object is another entry
     assert memo.get((a,), "other") is None
     assert memo.get((a, b), "k") is None  # and so is a pair holding it
+    made: list[int] = []
+    assert memo.of((b,), "k", lambda: made.append(1) or 9) == 9  # made once
+    assert memo.of((b,), "k", lambda: made.append(1) or 0) == 9 and made == [1]
 
 
 def test_an_entry_keeps_its_objects_and_the_memo_clears_when_full() -> None:
