@@ -143,6 +143,9 @@ def with_layers_recomputed(table: CostTable, recomputed: Sequence[int]) -> CostT
             # the rerun forward dispatches and combines its tokens again
             bwd_a2a_s=[c.bwd_a2a_s[i] + (c.fwd_a2a_s[i] if redo[i] else 0.0)
                        for i in range(n)] if c.bwd_a2a_s else c.bwd_a2a_s,
+            split_bwd_s=[c.split_bwd_s[i] + (c.fwd_s[i] if redo[i] else 0.0)
+                         for i in range(n)] if c.split_bwd_s else c.split_bwd_s,
+            split_wgrad_s=c.split_wgrad_s,
         )
     return dataclasses.replace(table, by_mb=by)
 

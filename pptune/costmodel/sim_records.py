@@ -5,7 +5,12 @@ Op times, per micro-batch, from the stage's ``StageCost``:
 
 - ``F``: ``fwd_s + fwd_comm_s``; ``B``: ``bwd_s + bwd_comm_s`` (plus
   ``wgrad_s`` where backward is not split); ``W``: ``wgrad_s``; ``BW``:
-  ``bwd_s + wgrad_s + bwd_comm_s``. ``fwd_comm_s`` / ``bwd_comm_s`` are the
+  ``bwd_s + wgrad_s + bwd_comm_s``. Where backward is split, B and W take
+  ``split_bwd_s`` / ``split_wgrad_s`` when the stage has them: what a
+  runtime's split backward costs, more than the fused one (torch's
+  ``stage_backward_weight`` runs one autograd pass per parameter group from
+  the intermediates its B saved); a whole backward (BW, a pair's backward
+  half) stays fused. ``fwd_comm_s`` / ``bwd_comm_s`` are the
   communication inside a stage's own forward / backward that its next
   compute waits on (the MoE dispatch and combine all-to-alls: the expert
   MLP needs its dispatched tokens, the next layer the combined output), run
@@ -36,6 +41,7 @@ Op times, per micro-batch, from the stage's ``StageCost``:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -55,10 +61,32 @@ class StageCost:
     out_bytes: float = 0.0  # sent to the next stage (the gradient back has the same size)
     fwd_comm_s: float = 0.0  # communication the forward waits on (MoE all-to-alls)
     bwd_comm_s: float = 0.0  # communication the input-gradient backward waits on
+    # B and W as a split backward runs them (torch's stage_backward_input /
+    # stage_backward_weight, measured by the probe); None: bwd_s / wgrad_s
+    split_bwd_s: float | None = None
+    split_wgrad_s: float | None = None
 
     @property
     def total_s(self) -> float:
         return self.fwd_s + self.bwd_s + self.wgrad_s
+
+    @property
+    def split_b_s(self) -> float:
+        """B where backward is split: ``split_bwd_s``, else ``bwd_s``."""
+        return self.bwd_s if self.split_bwd_s is None else self.split_bwd_s
+
+    @property
+    def split_w_s(self) -> float:
+        """W where backward is split: ``split_wgrad_s``, else ``wgrad_s``."""
+        return self.wgrad_s if self.split_wgrad_s is None else self.split_wgrad_s
+
+    def scaled(self, fwd: float, bwd: float, wgrad: float) -> StageCost:
+        """The stage with its forward, input-gradient and weight-gradient times (the
+        split ones with them) multiplied by these factors."""
+        return dataclasses.replace(
+            self, fwd_s=self.fwd_s * fwd, bwd_s=self.bwd_s * bwd, wgrad_s=self.wgrad_s * wgrad,
+            split_bwd_s=None if self.split_bwd_s is None else self.split_bwd_s * bwd,
+            split_wgrad_s=None if self.split_wgrad_s is None else self.split_wgrad_s * wgrad)
 
 
 def overlapped_pair_s(fwd: StageCost, bwd: StageCost) -> float:

@@ -114,8 +114,8 @@ def simulate(
     comm_b = [st.bwd_comm_s for st in stages]
     comp_of = [
         [st.fwd_s for st in stages],
-        [st.bwd_s if split else st.bwd_s + st.wgrad_s for st in stages],
-        [st.wgrad_s for st in stages],
+        [st.split_b_s if split else st.bwd_s + st.wgrad_s for st in stages],
+        [st.split_w_s for st in stages],
         [st.bwd_s + st.wgrad_s for st in stages],
     ]
     cost_of = [

@@ -31,6 +31,10 @@ class LayerCosts:
     out_bytes: Sequence[float]
     fwd_a2a_s: Sequence[float] = ()
     bwd_a2a_s: Sequence[float] = ()
+    # B and W as a split backward runs them (StageCost.split_bwd_s; empty: as
+    # bwd_s / wgrad_s), from a probe that timed torch's split
+    split_bwd_s: Sequence[float] = ()
+    split_wgrad_s: Sequence[float] = ()
 
     def compute_s(self) -> list[float]:
         """Each layer's F + B + W, without its all-to-alls (what no overlap hides)."""
@@ -127,6 +131,8 @@ def _stage_sums(table: CostTable, b: int, stage_layers: Sequence[int],
                 out_bytes=c.out_bytes[e - 1] if e > 0 else 0.0,
                 fwd_comm_s=fwd_comm_s,
                 bwd_comm_s=bwd_comm_s,
+                split_bwd_s=sum(c.split_bwd_s[s:e]) if c.split_bwd_s else None,
+                split_wgrad_s=sum(c.split_wgrad_s[s:e]) if c.split_wgrad_s else None,
             )
         )
     return out

@@ -285,6 +285,7 @@ def cost_table(profile: Profile, tp: int = 1, tp_in_costs: int = 1) -> CostTable
     for b in sizes:
         cs = [layer.cost(b) for layer in profile.layers]
         a2a = any(c.fwd_a2a_s or c.bwd_a2a_s for c in cs)
+        split = any(c.split_bwd_s is not None or c.split_wgrad_s is not None for c in cs)
         by_mb[b] = LayerCosts(
             fwd_s=[c.fwd_s / scale for c in cs],
             bwd_s=[c.bwd_s / scale for c in cs],
@@ -293,6 +294,11 @@ def cost_table(profile: Profile, tp: int = 1, tp_in_costs: int = 1) -> CostTable
             out_bytes=[c.out_bytes / scale for c in cs],
             fwd_a2a_s=[c.fwd_a2a_s for c in cs] if a2a else (),
             bwd_a2a_s=[c.bwd_a2a_s for c in cs] if a2a else (),
+            # a layer the probe did not time split runs as its fused parts
+            split_bwd_s=[(c.bwd_s if c.split_bwd_s is None else c.split_bwd_s) / scale
+                         for c in cs] if split else (),
+            split_wgrad_s=[(c.wgrad_s if c.split_wgrad_s is None else c.split_wgrad_s) / scale
+                           for c in cs] if split else (),
         )
     links = profile.links
 

@@ -283,6 +283,9 @@ def _measure_layers(run: _Run, plan: Any) -> tuple[list[Layer], list[str]]:
             samples[res.name][str(b)] = {
                 "fwd_s": costs.fwd_s, "bwd_s": costs.bwd_s, "wgrad_s": costs.wgrad_s,
             }
+            if costs.split_bwd_s:
+                samples[res.name][str(b)].update(split_bwd_s=costs.split_bwd_s,
+                                                 split_wgrad_s=costs.split_wgrad_s)
             worst = [
                 f"{part} {summary[part + '_spread']:.2f}"
                 for part in ("fwd", "bwd", "wgrad")
@@ -309,8 +312,10 @@ def _assemble(
         f"{run.compute_device}, {dtype.value}{thread_text})",
         f"per layer: median of {opts.repeats} repeats after {opts.warmup} warm-up "
         f"({'CUDA events' if run.device == 'cuda' else 'perf_counter_ns'}); *_spread = IQR / "
-        "median; bwd_s = input-gradient pass (B), wgrad_s = full backward minus B; act_bytes = "
-        "tensors saved for backward, once per storage, parameters excluded",
+        "median; bwd_s = input-gradient pass (B), wgrad_s = full backward minus B; "
+        "split_bwd_s / split_wgrad_s = B and W as torch.distributed.pipelining's split "
+        "backward runs them; act_bytes = tensors saved for backward, once per storage, "
+        "parameters excluded",
     ]
     notes = list(run.notes)
     if high:

@@ -14,6 +14,16 @@ How each repeat runs one layer on one micro-batch:
    layer and count it twice, so ``bwd_s + wgrad_s`` would exceed a real
    backward; the difference keeps ``bwd_s + wgrad_s`` = one full backward,
    which is what the simulator adds up.
+4. Split, as torch.distributed.pipelining runs a zero-bubble backward: a
+   fresh forward, then ``stage_backward_input`` (B: the input gradient, and
+   the intermediates each parameter group's weight gradient starts from)
+   and ``stage_backward_weight`` (W: one autograd pass per parameter group
+   from them), each timed: ``split_bwd_s`` and ``split_wgrad_s``. On a CPU
+   they came to 1.15-1.25x B and 1.4-1.7x W of steps 2-3 for a gpt-small
+   block (the graph walk and the per-group passes are real work a split
+   schedule pays); zero-bubble and V schedules' B and W ops take them.
+   Only layers with both an input gradient and weights have them (torch
+   runs the first stage's whole backward as its W anyway).
 
 A layer whose input is not floating point (the embedding's token ids) has no
 input gradient: B = 0 and W = the whole backward. A layer without parameters
@@ -57,9 +67,12 @@ class LayerCosts:
     wgrad_s: list[float]
     act_bytes: int
     out_bytes: int
+    # B and W as torch's split backward runs them (empty: not timed, see measure_layer)
+    split_bwd_s: list[float] = field(default_factory=list)
+    split_wgrad_s: list[float] = field(default_factory=list)
 
     def summary(self) -> dict[str, float]:
-        return {
+        out = {
             "fwd_s": median(self.fwd_s),
             "bwd_s": median(self.bwd_s),
             "wgrad_s": median(self.wgrad_s),
@@ -69,6 +82,10 @@ class LayerCosts:
             "bwd_spread": spread(self.bwd_s),
             "wgrad_spread": spread(self.wgrad_s),
         }
+        if self.split_bwd_s:
+            out["split_bwd_s"] = median(self.split_bwd_s)
+            out["split_wgrad_s"] = median(self.split_wgrad_s)
+        return out
 
 
 @dataclass
@@ -143,6 +160,16 @@ def _grad(torch: Any, y: Any, targets: tuple[Any, ...], dy: Any, retain: bool) -
     return torch.autograd.grad(y, targets, dy, retain_graph=retain, allow_unused=True)
 
 
+def _split_backward(torch: Any) -> tuple[Any, Any] | None:
+    """torch.distributed.pipelining's ``stage_backward_input`` and
+    ``stage_backward_weight`` (None where torch has no distributed package)."""
+    try:
+        from torch.distributed.pipelining import _backward
+    except ImportError:
+        return None
+    return _backward.stage_backward_input, _backward.stage_backward_weight
+
+
 def measure_layer(
     torch: Any,
     layer: Any,
@@ -175,6 +202,10 @@ def measure_layer(
     fwd: list[float] = []
     bwd: list[float] = []
     wgrad: list[float] = []
+    split_b: list[float] = []
+    split_w: list[float] = []
+    # a layer with an input gradient and weights: its split backward as well (step 4)
+    splitter = _split_backward(torch) if has_backward and input_grad and params else None
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -190,6 +221,17 @@ def measure_layer(
                     _, t_full = timer(_grad, torch, y, targets, dy, False)
                     t_w = max(0.0, t_full - t_b)
             del y, inp
+            if splitter is not None:
+                inp = fresh()
+                y = layer(inp)
+                (_, groups), t_sb = timer(splitter[0], [y], [dy], [inp], iter(params))
+                _, t_sw = timer(splitter[1], iter(params), groups)
+                for p in params:
+                    p.grad = None
+                del y, inp, groups
+                if i >= warmup:
+                    split_b.append(t_sb)
+                    split_w.append(t_sw)
             if i >= warmup:
                 fwd.append(t_f)
                 bwd.append(t_b)
@@ -197,7 +239,7 @@ def measure_layer(
     finally:
         if gc_was_enabled:
             gc.enable()
-    return LayerCosts(fwd, bwd, wgrad, act_bytes, out_bytes)
+    return LayerCosts(fwd, bwd, wgrad, act_bytes, out_bytes, split_b, split_w)
 
 
 def measure_model(

@@ -36,10 +36,18 @@ class LayerCost(Strict):
     bwd_a2a_s: float = Field(
         0.0, ge=0, description="mixture of experts: the all-to-alls of the backward, seconds "
         "(not in bwd_s)")
+    split_bwd_s: float | None = Field(
+        None, ge=0, description="probe only: B as torch.distributed.pipelining's split "
+        "backward runs it (stage_backward_input), seconds; zero-bubble and V schedules' B "
+        "ops take it; None: bwd_s")
+    split_wgrad_s: float | None = Field(
+        None, ge=0, description="probe only: W as the split backward runs it "
+        "(stage_backward_weight), seconds; None: wgrad_s")
 
     @model_serializer(mode="wrap")
     def _without_zero_moe(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _drop_zeros(handler(self), ("fwd_a2a_s", "bwd_a2a_s"))
+        return _drop_zeros(handler(self), ("fwd_a2a_s", "bwd_a2a_s", "split_bwd_s",
+                                           "split_wgrad_s"))
 
 
 class Layer(Strict):

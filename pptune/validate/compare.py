@@ -136,7 +136,7 @@ def predict(
     if speed:
         for k, st in enumerate(stages):
             f = speed.get(stage_device(spec.schedule, spec.pp, k), 1.0)
-            stages[k] = replace(st, fwd_s=st.fwd_s * f, bwd_s=st.bwd_s * f, wgrad_s=st.wgrad_s * f)
+            stages[k] = st.scaled(f, f, f)
         notes.append(
             "host speed: each rank's training work ran alone in "
             + ", ".join(f"{speed[r]:.2f}x" for r in sorted(speed))
@@ -179,10 +179,13 @@ def _as_torch_runs(stages: list[StageCost], loss_s: tuple[float, float] | None,
     out = list(stages)
     if loss_s is not None:
         last = out[-1]
-        out[-1] = replace(last, fwd_s=last.fwd_s + loss_s[0], bwd_s=last.bwd_s + loss_s[1])
+        split_b = None if last.split_bwd_s is None else last.split_bwd_s + loss_s[1]
+        out[-1] = replace(last, fwd_s=last.fwd_s + loss_s[0], bwd_s=last.bwd_s + loss_s[1],
+                          split_bwd_s=split_b)
     if schedule in SPLIT_BACKWARD:
         first = out[0]
-        out[0] = replace(first, bwd_s=0.0, wgrad_s=first.bwd_s + first.wgrad_s)
+        whole = first.bwd_s + first.wgrad_s  # stage_backward: one fused backward
+        out[0] = replace(first, bwd_s=0.0, wgrad_s=whole, split_bwd_s=0.0, split_wgrad_s=whole)
     return out
 
 
@@ -251,15 +254,8 @@ def stretch(
         o = frac.get((kind, stage), 0.0)
         return 1.0 / (1.0 - o + o / f)
 
-    return [
-        replace(
-            st,
-            fwd_s=st.fwd_s * k("F", i),
-            bwd_s=st.bwd_s * k("B", i),
-            wgrad_s=st.wgrad_s * k("W" if split else "B", i),
-        )
-        for i, st in enumerate(stages)
-    ]
+    return [st.scaled(k("F", i), k("B", i), k("W" if split else "B", i))
+            for i, st in enumerate(stages)]
 
 
 def _merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:

@@ -87,6 +87,28 @@ def test_sleep_layers_are_recovered_within_a_few_percent(fwd_s: float, b_s: floa
     assert not errors, errors
 
 
+def _split_errors(b_s: float, w_s: float, repeats: int) -> list[str]:
+    layer = SleepLayer(0.002, b_s, w_s)
+    s = measure_layer(torch, layer, torch.randn(4, 8), repeats, 1, Timer(torch, "cpu")).summary()
+    errors = []
+    for key, nominal in (("split_bwd_s", b_s), ("split_wgrad_s", w_s)):
+        # 5% plus 1 ms: torch's split walks the graph and runs one pass per
+        # parameter group in Python, real work the probe rightly counts
+        if abs(s[key] - nominal) > 0.05 * nominal + 1e-3:
+            errors.append(f"{key}: probe {s[key] * 1e3:.3f} ms, slept {nominal * 1e3:.3f} ms")
+    return errors
+
+
+def test_split_backward_times_b_and_w_as_torch_runs_them() -> None:
+    # B's sleep runs in stage_backward_input only, W's in stage_backward_weight only
+    errors: list[str] = []
+    for _ in range(3):
+        errors = _split_errors(0.012, 0.006, 7)
+        if not errors:
+            break
+    assert not errors, errors
+
+
 def test_integer_input_has_no_input_grad_and_all_backward_is_w() -> None:
     emb = torch.nn.Embedding(100, 16)
     costs = measure_layer(torch, emb, torch.randint(0, 100, (2, 8)), 3, 1, Timer(torch, "cpu"))
@@ -94,12 +116,14 @@ def test_integer_input_has_no_input_grad_and_all_backward_is_w() -> None:
     assert all(w > 0 for w in costs.wgrad_s)
     assert costs.out_bytes == 2 * 8 * 16 * 4
     assert costs.act_bytes == 2 * 8 * 8  # the int64 indices
+    assert costs.split_bwd_s == costs.split_wgrad_s == []  # torch runs it whole (in W)
 
 
 def test_layer_without_parameters_has_no_w() -> None:
     costs = measure_layer(torch, torch.nn.GELU(), torch.randn(8, 64), 3, 0, Timer(torch, "cpu"))
     assert costs.wgrad_s == [0.0, 0.0, 0.0]
     assert costs.act_bytes == 8 * 64 * 4  # GELU saves its input
+    assert costs.split_bwd_s == []  # no weights: no split to time
 
 
 def test_linear_saves_exactly_its_input_and_not_its_weight() -> None:
