@@ -160,7 +160,7 @@ def priced_modules(cfg: TrainingConfig, add: Any) -> frozenset[str]:
     attention aside: under flash attention it keeps nothing to recompute)."""
     if not cfg.recompute_modules:
         return frozenset()
-    if cfg.recompute != "selective":
+    if cfg.recompute not in ("selective", "modules"):
         add("recompute-modules-ignored", "warning",
             f"recompute_modules {', '.join(cfg.recompute_modules)} without selective "
             "recomputation: ignored, as megatron-core ignores them; set recompute: selective")

@@ -157,7 +157,10 @@ def candidates(tables: CostTable | TableSource, req: PlanRequest
     for key in req.keys():
         table = source(key)
         n_layers = len(table.names)
-        rcs = {r: with_recompute(table, r, req.recompute_every) for r in req.recomputes}
+        # module recomputation where the table prices it (recompute_modules.py)
+        recomputes = [r for r in req.recomputes
+                      if r is not Recompute.MODULES or table.modules_table is not None]
+        rcs = {r: with_recompute(table, r, req.recompute_every) for r in recomputes}
         work = {r: {b: rc.by_mb[b].work_s() for b in sizes(table, req)}
                 for r, rc in rcs.items()}
         compute = {r: {b: rc.by_mb[b].compute_s() for b in sizes(table, req)}
@@ -194,7 +197,7 @@ def candidates(tables: CostTable | TableSource, req: PlanRequest
                             why_v = Reason.FEW_LAYERS
                         if why_v is None and p * v * m * 3 > MAX_SIMULATED_OPS:
                             why_v = Reason.TOO_LARGE
-                        for sharding, r in ((sh, r) for sh in shardings for r in req.recomputes):
+                        for sharding, r in ((sh, r) for sh in shardings for r in recomputes):
                             overlaps = a2a_overlaps(a2a, schedule, p, r)
                             count += len(overlaps)
                             why = why_v

@@ -279,6 +279,7 @@ def evaluate(
         ideal_step_s=work / p, sim=sim, rank_order=spec.rank_order, sharding=spec.sharding,
         recompute=spec.recompute, memory=tuple(memory), key=req.key_of(spec), optimizer_s=opt_s,
         a2a_overlap=spec.a2a_overlap, recompute_layers=spec.recompute_layers,
+        recompute_modules=recompute_table(table, req, spec).recompute_modules,
     )
 
 

@@ -53,6 +53,9 @@ class Recompute(str, Enum):
     NONE = "none"
     SELECTIVE = "selective"
     FULL = "full"
+    # Megatron-LM's selective recomputation by module (recompute_modules.py): the
+    # table's module-recomputed twin (CostTable.modules_table)
+    MODULES = "modules"
 
 
 def recomputed_layers(
@@ -77,10 +80,13 @@ def with_recompute(
     table: CostTable, recompute: Recompute, every: int | None = TORCHTITAN_SELECTIVE_EVERY,
     per_stage: tuple[Sequence[int], Sequence[int]] | None = None,
 ) -> CostTable:
-    """The table with recomputed layers: activations = the layer's input, backward += forward.
+    """The table with recomputed layers: activations = the layer's input, backward += forward;
+    ``Recompute.MODULES``: the table's module-recomputed twin (itself where it has none).
 
     ``per_stage``: (stage_layers, recomputed blocks per stage) for recomputation
     per stage (``stage_recomputed_layers``); it replaces ``recompute``'s choice."""
+    if recompute is Recompute.MODULES and per_stage is None:
+        return table.modules_table or table
     if per_stage is not None:
         layers = stage_recomputed_layers(table.names, *per_stage)
     else:

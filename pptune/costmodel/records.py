@@ -152,6 +152,8 @@ class Plan:
     optimizer_s: float = 0.0  # the optimizer step, part of step_time_s (optimizer.py)
     a2a_overlap: bool = False
     recompute_layers: tuple[int, ...] | None = None  # per stage (PlanSpec.recompute_layers)
+    # Recompute.MODULES: the modules it recomputes (CostTable.recompute_modules)
+    recompute_modules: tuple[str, ...] = ()
 
     @property
     def spec(self) -> PlanSpec:

@@ -75,6 +75,11 @@ class CostTable:
     # the routed experts' part of each layer's param_bytes (empty: none), whose
     # gradients and optimizer state are sharded over expert data parallelism
     expert_param_bytes: Sequence[float] = ()
+    # the same layers with Megatron-LM's --recompute-modules priced in (analytic
+    # tables of MoE and MLA models, recompute_modules.py), and on that twin the
+    # modules it recomputes; None / (): none
+    modules_table: CostTable | None = None
+    recompute_modules: tuple[str, ...] = ()
 
     def params(self, start: int, end: int) -> float:
         """Parameter count of layers [start, end)."""

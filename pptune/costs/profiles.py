@@ -19,6 +19,7 @@ from pptune.costmodel.keys import CostKey, Precision, TableSource
 from pptune.costmodel.layout import Group
 from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.ops import Attention
+from pptune.costmodel.recompute_modules import searched_modules
 from pptune.costmodel.search import CostTable, LayerCosts
 from pptune.costmodel.simulate import Link
 from pptune.costmodel.tp_overlap import TpOverlap
@@ -265,6 +266,14 @@ def preset_tables(
                                     gemm_precision=key.precision, experts=ex,
                                     **options)  # type: ignore[arg-type]
             built[key] = cost_table(prof, tp=key.tp, tp_in_costs=key.tp)
+            modules = () if options.get("recompute_modules") else searched_modules(
+                shape, key.precision, ex.grouped_gemm if ex is not None else True)
+            if modules:
+                twin = analytic_profile(shape, gpu, micro_batch_sizes, tp=key.tp, cp=key.cp,
+                                        gemm_precision=key.precision, experts=ex,
+                                        **{**options, "recompute_modules": frozenset(modules)})  # type: ignore[arg-type]
+                built[key] = dataclasses.replace(built[key], modules_table=dataclasses.replace(
+                    cost_table(twin, tp=key.tp, tp_in_costs=key.tp), recompute_modules=modules))
             if profiles is not None:
                 profiles[key] = prof
         return built[key]

@@ -229,8 +229,8 @@ class PlanSpace:
         "bytes/param)")
     recompute: tuple[Recompute, ...] | None = option(
         None, "--recompute", kind=RECOMPUTES,
-        help="activation recomputation to search, comma list of none, selective, full "
-        "(default all)")
+        help="activation recomputation to search, comma list of none, selective, full, "
+        "modules (Megatron-LM --recompute-modules; MoE and MLA models) (default all)")
     recompute_every: int = option(
         2, "--recompute-every", kind=INT,
         help="selective: checkpoint every N-th block (torchtitan's selective_ac_option)")

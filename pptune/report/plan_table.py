@@ -29,7 +29,7 @@ TITLE = "pptune recommend: ranked pipeline plans"
 DROP_ORDER = ("free", "tok/s", "rank order", "MFU", "eff", "GPU-h", "days", "mem/GPU")
 LAYER_WRAPS = (24, 16, 12)  # widths tried for the layers/stage text before dropping
 NARROW_LAYERS_WRAP = 8  # with the narrow cells, last before a column is dropped
-RECOMPUTE_SHORT = {"none": "none", "selective": "sel", "full": "full"}
+RECOMPUTE_SHORT = {"none": "none", "selective": "sel", "full": "full", "modules": "mod"}
 
 
 def recompute_short(plan: Plan) -> str:
@@ -125,8 +125,8 @@ def _columns(result: SearchResult, tokens_per_step: float, train_tokens: float |
     return cols
 
 
-def _per_stage(cols: list[Column]) -> bool:
-    return any(v.endswith("/stage") for c in cols if c.name == "shard/rc" for v in c.cells)
+def _per_stage(cols: list[Column], short: str = "stage") -> bool:
+    return any(v.endswith("/" + short) for c in cols if c.name == "shard/rc" for v in c.cells)
 
 
 def _footnote(cols: list[Column], dropped: list[str], width: int | None) -> str:
@@ -153,7 +153,9 @@ def _footnote(cols: list[Column], dropped: list[str], width: int | None) -> str:
     if "shard/rc" in names:
         parts.append("shard/rc = training-state sharding over dp / activation recomputation "
                      "(sel = selective" + ("; stage = full where memory binds, blocks per stage "
-                                           "in --json" if _per_stage(cols) else "") + ")")
+                                           "in --json" if _per_stage(cols) else "")
+                     + ("; mod = Megatron-LM's recomputed modules, named in --json"
+                        if _per_stage(cols, "mod") else "") + ")")
     if "eff" in names:
         parts.append("eff = ideal step (compute / GPUs) / step")
     if "MFU" in names:

@@ -196,6 +196,7 @@ def plan_record(
         rank_order=plan.rank_order.value, sharding=plan.sharding.value,
         recompute=plan.recompute.value, mfu=mfu(plan, model_flops_per_step, peak_flops),
         recompute_layers_per_stage=recomputed_blocks(plan, names, recompute_every),
+        recompute_modules=list(plan.recompute_modules) or None,
         a2a_overlap=plan.a2a_overlap,
     )
 

@@ -115,8 +115,10 @@ class TrainingConfig(Strict):
         "(Megatron-LM --fp8-param-gather; torchtitan enable_fsdp_float8_all_gather), when "
         "the file says"
     )
-    recompute: Literal["none", "selective", "full"] | None = Field(
-        None, description="activation recomputation (checkpointing), when the file says"
+    recompute: Literal["none", "selective", "full", "modules"] | None = Field(
+        None, description="activation recomputation (checkpointing), when the file says; "
+        "modules: recompute_modules only (pptune's own files; Megatron-LM states it as "
+        "selective with --recompute-modules)"
     )
     main_grads_dtype: Literal["fp32", "bf16"] | None = Field(
         None, description="the gradient buffer's width, in which gradients accumulate and "

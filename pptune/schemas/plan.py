@@ -58,9 +58,15 @@ class PlanRecord(Strict):
     sharding: Literal["none", "zero1", "zero2", "zero3", "fsdp"] = Field(
         "none", description="training-state sharding over data parallelism"
     )
-    recompute: Literal["none", "selective", "full"] = Field(
+    recompute: Literal["none", "selective", "full", "modules"] = Field(
         "none", description="activation recomputation (the summary: see "
-        "recompute_layers_per_stage)"
+        "recompute_layers_per_stage); modules: Megatron-LM's selective recomputation of "
+        "recompute_modules"
+    )
+    recompute_modules: list[str] | None = Field(
+        None, description="recompute modules: the modules recomputed in every block they "
+        "apply to (megatron-core's names: mla_up_proj, mlp of the dense blocks, moe_act); "
+        "null otherwise"
     )
     recompute_layers_per_stage: list[int] | None = Field(
         None, description="transformer blocks recomputed in full on each stage (pp * chunks "

@@ -31,7 +31,7 @@ from pptune.costmodel.table import CostTable, LayerCosts
 
 def test_every_enum_member_is_covered() -> None:
     assert [s.value for s in Sharding] == ["none", "zero1", "zero2", "zero3", "fsdp"]
-    assert [r.value for r in Recompute] == ["none", "selective", "full"]
+    assert [r.value for r in Recompute] == ["none", "selective", "full", "modules"]
     for s in Sharding:
         assert state_bytes_per_param(s, 1) in (16, 18)  # one rank keeps everything
 

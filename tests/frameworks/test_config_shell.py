@@ -82,3 +82,11 @@ def test_parse_flags_values_bools_and_unknowns() -> None:
     assert flags.values["--bf16"] == [None]
     assert flags.values["--micro-batch-size"] == ["-3"]
     assert flags.unknown == ["--lr", "--no-value"]
+
+
+def test_a_list_flag_stops_at_the_scripts_own_arguments() -> None:
+    # a script ends with "$@" (what it was called with): not a recompute module
+    flags = parse_flags(["--recompute-modules", "moe_act", "mlp", "$@"])
+    assert flags.values["--recompute-modules"] == ["moe_act mlp"]
+    flags = parse_flags(["--cp-comm-type", "a2a", "${@}", "--num-layers", "4"])
+    assert flags.values["--cp-comm-type"] == ["a2a"]

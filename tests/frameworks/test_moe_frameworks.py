@@ -538,3 +538,54 @@ def test_megatron_precision_aware_optimizer_needs_the_distributed_one(tmp_path: 
                                           "int4", tp=1, ep=8, nodes=4))
     r = runner.invoke(app, ["check-config", str(path)])
     assert r.exit_code == 2 and "--exp-avg-dtype is 'int4'" in r.stderr
+
+
+# --- recomputation by module: stated by Megatron-LM (and pptune), closest elsewhere ---
+
+def modules_plan(model: str, tp: int, ep: int, pp: int, gpus: int) -> tuple[Job, object]:
+    """moe_job's plan recomputing the modules its table prices (Recompute.MODULES)."""
+    from dataclasses import replace
+
+    from pptune.costmodel.memory import Recompute
+
+    job, plan = moe_job(model, tp, ep, pp, gpus)
+    spec = replace(plan.spec, recompute=Recompute.MODULES)  # type: ignore[attr-defined]
+    return job, evaluate(job.table, job.request, spec)
+
+
+@pytest.mark.parametrize("framework", list(Framework))
+def test_module_recomputation_reads_back_as_emitted(framework: Framework, tmp_path: Path) -> None:
+    pp = 1 if framework is Framework.TORCHTITAN else 4
+    job, plan = modules_plan("qwen3-30b-a3b", tp=1, ep=8, pp=pp, gpus=64)
+    assert plan.recompute_modules == ("moe_act",)  # type: ignore[attr-defined]
+    adapter = ADAPTERS[framework]
+    stated = adapter.express(job, plan, 1)
+    files = adapter.write(stated)
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    if framework in (Framework.MEGATRON, Framework.PPTUNE):
+        assert stated.plan is plan or stated.plan.recompute_modules == ("moe_act",)
+        text = "\n".join(files.values())
+        assert ("--recompute-granularity selective" in text
+                and "--recompute-modules moe_act" in text) if framework is Framework.MEGATRON \
+            else "recompute_modules: [moe_act]" in text
+    else:  # no recomputation by module there: the full-recomputation plan, said in a note
+        assert stated.plan.recompute.value == "full" and not stated.exact
+        assert any("recomputation by module" in n for n in stated.notes)
+    name, flags = FLAGS[framework]
+    r = runner.invoke(app, ["check-config", str(tmp_path / name), "--output", "json", *flags])
+    doc = json.loads(r.stdout)
+    assert doc["exit_code"] == 0, doc["findings"]
+    assert doc["derived"]["step_time_s"] == pytest.approx(stated.plan.step_time_s, rel=1e-9)
+    assert doc["derived"]["peak_memory_bytes"] == pytest.approx(stated.plan.peak_memory_bytes)
+
+
+def test_deepseek_module_recomputation_is_nvidias_recipe_flags(tmp_path: Path) -> None:
+    job, plan = modules_plan("deepseek-v3", tp=2, ep=64, pp=8, gpus=1024)
+    stated = ADAPTERS[Framework.MEGATRON].express(job, plan, 1)
+    text = ADAPTERS[Framework.MEGATRON].write(stated)["pretrain_megatron.sh"]
+    assert "--recompute-modules mla_up_proj mlp moe_act" in text
+    _code, found, doc = run(tmp_path, "pretrain_megatron.sh", text, "--gpu", "h100-sxm")
+    assert not {"recompute-modules-unmodelled", "megatron-recompute-modules"} & set(found)
+    assert doc["derived"]["step_time_s"] == pytest.approx(stated.plan.step_time_s, rel=1e-9)
+    assert doc["derived"]["peak_memory_bytes"] == pytest.approx(stated.plan.peak_memory_bytes)

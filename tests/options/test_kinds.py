@@ -64,7 +64,7 @@ def test_build_lists_every_bad_value_at_once_and_keeps_the_defaults() -> None:
     with pytest.raises(BadInput) as err:
         build(PlanSpace, {"gpus": 8, "recompute": "half", "pp": "x"})
     assert str(err.value) == ("--pp takes comma-separated integers, e.g. 1,2,4 (got 'x'); "
-                              "--recompute takes a comma list of none, selective, full "
-                              "(got 'half')")
+                              "--recompute takes a comma list of none, selective, full, "
+                              "modules (got 'half')")
     with pytest.raises(TypeError, match="has no option colour"):
         build(CostOptions, {"colour": "red"})

@@ -173,9 +173,12 @@ def stateable_sharding(job: Job, plan: Plan, *, name: str, options: tuple[Shardi
 def full_recompute(job: Job, plan: Plan, *, name: str, notes: list[str]) -> Plan:
     """The plan with full recomputation of every block, for a framework that states no
     every-Nth-block selective recomputation (the planner's selective checkpoints
-    every Nth block of each stage)."""
+    every Nth block of each stage) or no recomputation by module."""
     alt = evaluate(job.table, job.request, replace(plan.spec, recompute=Recompute.FULL))
-    notes.append(f"{name} states no every-Nth-block selective recomputation: emitting the "
+    what = ("recomputation by module (Megatron-LM --recompute-modules "
+            + " ".join(plan.recompute_modules) + ")" if plan.recompute is Recompute.MODULES
+            else "every-Nth-block selective recomputation")
+    notes.append(f"{name} states no {what}: emitting the "
                  f"plan with full recomputation, predicted step {fmt_seconds(alt.step_time_s)} "
                  f"({alt.step_time_s / plan.step_time_s:.3f}x)")
     return alt

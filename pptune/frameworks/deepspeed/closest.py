@@ -37,7 +37,7 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
                                  runs="tensor parallelism (AutoTP) without sequence parallelism")
     plan, exact = ex.uniform_recompute(job, plan, name=NAME, notes=notes,
                                        knob="pipeline.activation_checkpoint_interval")
-    if plan.recompute is Recompute.SELECTIVE:
+    if plan.recompute in (Recompute.SELECTIVE, Recompute.MODULES):
         plan, exact = ex.full_recompute(job, plan, name=NAME, notes=notes), False
     params = built_params(job.table, plan.tp, plan.ep, plan.etp)
     methods = {m: sp for m in METHODS if (sp := ds_split(m, params, plan.pp)) is not None}

@@ -51,6 +51,7 @@ VALUE_FLAGS: tuple[str, ...] = (
 # flags that take every following word up to the next flag (argparse nargs="+"; the
 # words kept space-separated)
 LIST_FLAGS = ("--recompute-modules", "--cp-comm-type", "--hierarchical-context-parallel-sizes")
+PASSTHROUGH = frozenset({"$@", "$*", "${@}", "${*}"})
 BOOL_FLAGS: tuple[str, ...] = (
     "--use-distributed-optimizer",
     "--sequence-parallel",
@@ -139,7 +140,9 @@ def parse_flags(words: list[str], bools: tuple[str, ...] = BOOL_FLAGS) -> Flagge
             value = inline
         elif name in LIST_FLAGS:
             start = i
-            while i < len(words) and not words[i].startswith("--"):
+            # up to the next flag, or the script's own arguments ("$@", which a shell
+            # expands to the flags it was called with)
+            while i < len(words) and not words[i].startswith("--") and words[i] not in PASSTHROUGH:
                 i += 1
             value = " ".join(words[start:i]) if i > start else None
         elif name not in bools and i < len(words) and not words[i].startswith("--"):

@@ -102,6 +102,9 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
     elif plan.recompute is Recompute.FULL:
         args += ["--recompute-granularity full", "--recompute-method uniform",
                  "--recompute-num-layers 1"]
+    elif plan.recompute is Recompute.MODULES:
+        args += ["--recompute-granularity selective",
+                 "--recompute-modules " + " ".join(plan.recompute_modules)]
     if plan.tp > 1 and job.sequence_parallel:
         args.append("--sequence-parallel")
     if job.attention == "eager":  # Transformer Engine (the default) fuses it

@@ -45,6 +45,8 @@ def write(stated: Stated) -> dict[str, str]:
           if plan.recompute_layers is not None else []),
         *([f"recompute_every: {job.request.recompute_every}"]
           if plan.recompute is Recompute.SELECTIVE and job.request.recompute_every else []),
+        *([f"recompute_modules: [{', '.join(plan.recompute_modules)}]"]
+          if plan.recompute is Recompute.MODULES else []),
         f"rank_order: {plan.rank_order.value}",
         *([f"ep: {plan.ep}", f"etp: {plan.etp}"] if plan.ep > 1 or plan.etp > 1 else []),
         *(["a2a_overlap: true"] if plan.a2a_overlap else []),

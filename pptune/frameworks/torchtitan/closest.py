@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pptune.costmodel.schedules import Schedule
-from pptune.costmodel.search import DP_INNER, Plan, Sharding, evaluate
+from pptune.costmodel.search import DP_INNER, Plan, Recompute, Sharding, evaluate
 from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated
@@ -45,6 +45,8 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
         runs="flash attention (SDPA) and sequence parallelism with tensor parallelism")
     job, plan = stateable_exchange(job, plan, notes)
     plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=STATEABLE, notes=notes)
+    if plan.recompute is Recompute.MODULES:  # its AC options name no megatron-core modules
+        plan, exact = ex.full_recompute(job, plan, name=NAME, notes=notes), False
     plan, same = ex.uniform_recompute(job, plan, name=NAME, notes=notes,
                                       knob="[activation_checkpoint] mode, applied to every block")
     exact = exact and same
