@@ -80,6 +80,28 @@ def lowest_starts(n: int, n_stages: int, fits: Callable[[int, int, int], bool]) 
     return tuple(out)
 
 
+def some_split_fits(starts: Starts, n: int, n_stages: int) -> bool:
+    """Whether any split of ``n`` layers into ``n_stages`` stages fits, given
+    ``lowest_starts``: stage k may end at e after stage k - 1 ended at some s in
+    [starts[k][e], e - 1]. The same answer as ``min_bottleneck_split`` raising
+    SplitError or not, in O(n_stages x n) (prefix counts of the reachable ends):
+    the search asks it first, since most memory-bound candidates fit nowhere."""
+    if n_stages < 1 or n < n_stages:
+        return False
+    reach = [False] * (n + 1)
+    for e in range(1, n - n_stages + 2):
+        reach[e] = starts[0][e] == 0
+    for k in range(1, n_stages):
+        count = [0] * (n + 2)
+        for i in range(n + 1):
+            count[i + 1] = count[i] + reach[i]
+        lo, nxt = starts[k], [False] * (n + 1)
+        for e in range(k + 1, n - (n_stages - 1 - k) + 1):
+            nxt[e] = lo[e] < e and count[e] > count[lo[e]]
+        reach = nxt
+    return reach[n]
+
+
 def min_bottleneck_split(
     costs: Sequence[float],
     n_stages: int,

@@ -23,6 +23,7 @@ from pptune.costmodel.partition import (
     Starts,
     bottleneck,
     min_bottleneck_split,
+    some_split_fits,
     stage_bounds,
 )
 from pptune.costmodel.schedules import (
@@ -163,6 +164,18 @@ def memory_starts(n: int, n_stages: int, static: Sequence[float], act: Sequence[
     return tuple(rows)
 
 
+def surely_over(static: Sequence[float], act: Sequence[float], inflight: Sequence[int],
+                out: float, budget: float, n: int, n_stages: int) -> bool:
+    """True only when no split of the layers fits ``memory_starts``' test: the stages
+    together hold every layer's state, at least the fewest in-flight copies of
+    every activation and their p2p buffers, more than all their budgets (a
+    relative 1e-9 margin for the rounding of the prefix sums). O(1): most
+    memory-bound candidates are ruled out here."""
+    p2p = out * 2 * (n_stages - 1)
+    need = static[n] - static[0] + min(inflight[:n_stages]) * (act[n] - act[0]) + p2p
+    return need > n_stages * budget * (1 + 1e-9) + 1e-9
+
+
 def min_bottleneck_within_memory(
     table: CostTable, req: PlanRequest, spec: PlanSpec, cache: SplitCache
 ) -> list[int] | None:
@@ -215,15 +228,19 @@ def min_bottleneck_within_memory(
         return free  # the time-only optimum fits: no need to constrain it
     # what the memory allows each stage decides the split: shardings, micro-batch
     # counts and data-parallel sizes that allow the same stages share it
-    starts = memory_starts(n, n_stages, static, act, inflight, out, budget)
-    fitted_key = (*key, starts)
-    if fitted_key not in splits:
-        try:
-            splits[fitted_key] = min_bottleneck_split(
-                c.work_s(), n_stages, _hop_extra(table, req, spec), starts=starts)
-        except SplitError:
+    fitted = None
+    if not surely_over(static, act, inflight, out, budget, n, n_stages):
+        starts = memory_starts(n, n_stages, static, act, inflight, out, budget)
+        fitted_key = (*key, starts)
+        if fitted_key not in splits:
             splits[fitted_key] = None
-    fitted = splits[fitted_key]
+            if some_split_fits(starts, n, n_stages):
+                try:
+                    splits[fitted_key] = min_bottleneck_split(
+                        c.work_s(), n_stages, _hop_extra(table, req, spec), starts=starts)
+                except SplitError:
+                    pass
+        fitted = splits[fitted_key]
     if fitted is not None:
         return fitted
     if v == 1:

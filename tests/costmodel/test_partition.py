@@ -12,7 +12,9 @@ from pptune.costmodel.partition import (
     SplitError,
     bottleneck,
     even_split,
+    lowest_starts,
     min_bottleneck_split,
+    some_split_fits,
     stage_bounds,
 )
 
@@ -85,6 +87,32 @@ def test_optimal_against_brute_force(costs: list[int], k: int, send: int, mem: i
     assert sum(got) == n and all(x >= 1 for x in got)
     assert all(fits(i, s, e) for i, (s, e) in enumerate(stage_bounds(got)))
     assert bottleneck(costs, got, extra) == best
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(0, 50), min_size=1, max_size=9),
+    st.integers(1, 5),
+    st.integers(0, 200),
+)
+def test_some_split_fits_exactly_when_a_split_is_found(costs: list[int], k: int,
+                                                        mem: int) -> None:
+    # the feasibility test the search runs before the split: brute force agrees,
+    # and so does min_bottleneck_split (it raises exactly when none fits)
+    n = len(costs)
+    if k > n:
+        return
+    fits = lambda stage, s, e: sum(costs[s:e]) * (k - stage) <= mem
+    starts = lowest_starts(n, k, fits)
+    brute = any(all(fits(i, s, e) for i, (s, e) in enumerate(stage_bounds(sp)))
+                for sp in all_splits(n, k))
+    assert some_split_fits(starts, n, k) == brute
+    try:
+        min_bottleneck_split([float(c) for c in costs], k, starts=starts)
+        found = True
+    except SplitError:
+        found = False
+    assert found == brute
 
 
 def test_large_instance_uses_bisection_and_stays_optimal_for_uniform_costs() -> None:

@@ -13,11 +13,16 @@ from hypothesis import strategies as st
 from pptune.costmodel.comm import AllReduceLink
 from pptune.costmodel.evaluate import PlanRequest, PlanSpec, evaluate
 from pptune.costmodel.memory import Recompute
-from pptune.costmodel.partition import SplitError, lowest_starts, min_bottleneck_split
+from pptune.costmodel.partition import (
+    SplitError,
+    lowest_starts,
+    min_bottleneck_split,
+    some_split_fits,
+)
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.sharding import Sharding
 from pptune.costmodel.simulate import Link
-from pptune.costmodel.splitting import SplitCache, any_split_bound, memory_starts
+from pptune.costmodel.splitting import SplitCache, any_split_bound, memory_starts, surely_over
 from pptune.costmodel.table import CostTable, LayerCosts
 
 AR = AllReduceLink(0.0, 1e9)
@@ -142,3 +147,28 @@ def test_memory_starts_are_lowest_starts(state: list[float], acts: list[float], 
         return static[e] - static[s] + held[j] * (act[e] - act[s]) + p2p <= budget
 
     assert memory_starts(n, k, static, act, held, out, budget) == lowest_starts(n, k, fits)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(0, 10), min_size=2, max_size=12),
+       st.lists(st.floats(0, 5), min_size=12, max_size=12),
+       st.integers(1, 6), st.floats(0, 3), st.floats(1, 80),
+       st.lists(st.integers(1, 8), min_size=6, max_size=6))
+def test_a_memory_sum_over_the_budgets_means_no_split_fits(
+        state: list[float], acts: list[float], k: int, out: float, budget: float,
+        held: list[int]) -> None:
+    """surely_over: the stages' memory summed is at least the state, the fewest
+    in-flight copies of the activations and the p2p buffers; above every stage's
+    budget together, no split fits (and it never says so of one that does)."""
+    n = len(state)
+    k = min(k, n)
+    static, act = [0.0], [0.0]
+    for i in range(n):
+        static.append(static[-1] + state[i])
+        act.append(act[-1] + acts[i])
+    starts = memory_starts(n, k, static, act, held[:k], out, budget)
+    if surely_over(static, act, held[:k], out, budget, n, k):
+        assert not some_split_fits(starts, n, k)
+    # a generous budget is never called over
+    assert not surely_over(static, act, held[:k], out, 2 * (static[n] + 8 * act[n] + 2 * out) + 1,
+                           n, k)
