@@ -68,11 +68,9 @@ def layer_state_bytes(table: CostTable, req: PlanRequest, spec: PlanSpec) -> lis
     if not table.expert_param_bytes:
         return [x * per for x in table.layer_params]
     per_expert = expert_per_param_bytes(req, spec)
-    out = []
-    for i in range(n):
-        expert = table.expert_params(i, i + 1)
-        out.append((table.layer_params[i] - expert) * per + expert * per_expert)
-    return out
+    experts = table.layer_expert_params
+    return [(table.layer_params[i] - experts[i]) * per + experts[i] * per_expert
+            for i in range(n)]
 
 
 def surely_oom(table: CostTable, req: PlanRequest, spec: PlanSpec,

@@ -90,6 +90,11 @@ class CostTable:
         """Each layer's parameter count (``params(i, i + 1)``), computed once."""
         return tuple(self.params(i, i + 1) for i in range(len(self.param_bytes)))
 
+    @functools.cached_property
+    def layer_expert_params(self) -> tuple[float, ...]:
+        """Each layer's routed-expert parameter count (``expert_params(i, i + 1)``)."""
+        return tuple(self.expert_params(i, i + 1) for i in range(len(self.param_bytes)))
+
     def expert_params(self, start: int, end: int) -> float:
         """Routed-expert parameter count of layers [start, end) (in ``params``)."""
         if not self.expert_param_bytes:
