@@ -699,5 +699,11 @@ def stage_recompute_section(doc: dict[str, Any] | None) -> list[str]:
                          f"| {'yes' if fig['fits'] else 'no'} "
                          f"| {'-' if ratio is None else f'{ratio:.3f}'} |")
         per = r["plans"]["per stage"].get("blocks_recomputed_per_stage")
-        lines += ["", f"Blocks recomputed per stage: {per}.", ""]
+        lines += ["", f"Blocks recomputed per stage: {per}."]
+        faster = [label for label, ratio in r["per_stage_step_ratio"].items() if ratio > 1]
+        if faster:
+            lines.append("Faster than per stage here: " + "; ".join(
+                f"{label}, {1 / r['per_stage_step_ratio'][label]:.3f}x its step" for label in faster)
+                + " (recommend searches it: `--recompute modules`).")
+        lines.append("")
     return lines

@@ -19,7 +19,8 @@ step-time ratio is per stage over each other choice that fits.
   deepseek_v3_pretrain_1024gpu_h100_bf16_config): 1,024 GPUs, TP 2, PP 8, VP 4,
   EP 64, micro-batch 1, global batch 16384, layout Et|(tt|)*30mL; here without
   the recipe's selective recompute modules (mla_up_proj, mlp), so that
-  recomputation is the question.
+  recomputation is the question, and with the modules recommend searches
+  (mla_up_proj, mlp, moe_act: recompute_modules.py) as one more choice.
 
 Nothing is fitted; these are predictions of the model, not measurements.
 """
@@ -30,8 +31,9 @@ import dataclasses
 from typing import Any
 
 from pptune.costmodel import presets
-from pptune.costmodel.keys import CostKey
+from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.moe import ExpertParallel
+from pptune.costmodel.recompute_modules import searched_modules
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import CostTable, PlanRequest, PlanSpec, Recompute, Sharding, evaluate
 from pptune.costmodel.stage_recompute import fit_stage_recompute, stage_blocks
@@ -63,6 +65,13 @@ def _deepseek() -> tuple[str, CostTable, PlanRequest, PlanSpec]:
                             sequence_parallel=True,
                             experts=ExpertParallel(ep=ep, etp=1, grouped_gemm=True))
     table = cost_table(prof, tp=tp, tp_in_costs=tp)
+    # its twin with every module megatron-core accepts recomputed (recommend's "modules")
+    modules = searched_modules(presets.MODELS["deepseek-v3"], Precision.BF16)
+    twin = analytic_profile(presets.MODELS["deepseek-v3"], "h100-sxm", [mbs], tp=tp,
+                            sequence_parallel=True, recompute_modules=frozenset(modules),
+                            experts=ExpertParallel(ep=ep, etp=1, grouped_gemm=True))
+    table = dataclasses.replace(table, modules_table=dataclasses.replace(
+        cost_table(twin, tp=tp, tp_in_costs=tp), recompute_modules=modules))
     key = CostKey(tp=tp, ep=ep)
     m = gbs // (mbs * (gpus // (tp * pp)))
     split = (2,) * 32  # Et|(tt|)*30mL over the table's embedding, 61 blocks, mtp0, head
@@ -80,6 +89,10 @@ def _row(job: str, table: CostTable, req: PlanRequest, spec: PlanSpec) -> dict[s
                         dataclasses.replace(spec, recompute=recompute))
         plans[label] = plan
         rows[label] = _figures(table, plan)
+    if table.modules_table is not None:
+        label = f"modules ({', '.join(table.modules_table.recompute_modules)})"
+        plans[label] = evaluate(table, req, dataclasses.replace(spec, recompute=Recompute.MODULES))
+        rows[label] = _figures(table, plans[label])
     staged, _ = fit_stage_recompute(table, req, plans["full"])
     rows["per stage"] = {**_figures(table, staged),
                          "blocks_recomputed_per_stage": list(staged.recompute_layers or ())}
