@@ -409,6 +409,8 @@ def emitted_cases(folder: Path) -> list[Case]:
 # CLI takes --ep): (model, GPUs, tp, ep, pp)
 MOE_PLANS = [("qwen3-30b-a3b", 64, 1, 8, 4), ("qwen3-30b-a3b", 64, 1, 8, 1),
              ("mixtral-8x7b", 64, 2, 8, 4), ("deepseek-v3", 1024, 2, 64, 8)]
+# the same plans recomputing modules (Recompute.MODULES), which Megatron-LM alone states
+MODULES_PLANS = [("qwen3-30b-a3b", 64, 1, 8, 4), ("deepseek-v3", 1024, 2, 64, 8)]
 
 
 def moe_emitted_cases(folder: Path) -> list[Case]:
@@ -416,6 +418,7 @@ def moe_emitted_cases(folder: Path) -> list[Case]:
     of the blocks on the first stage), as its adapter expresses and writes them."""
     from pptune.costmodel import presets
     from pptune.costmodel.keys import CostKey
+    from pptune.costmodel.memory import Recompute
     from pptune.costmodel.schedules import Schedule
     from pptune.costmodel.search import PlanRequest, PlanSpec, Sharding, evaluate
     from pptune.costs.resolve import analytic_costs
@@ -424,7 +427,9 @@ def moe_emitted_cases(folder: Path) -> list[Case]:
     from pptune.frameworks.registry import ADAPTERS, Framework
 
     out = []
-    for model, gpus, tp, ep, pp in MOE_PLANS:
+    plans = [(*p, Recompute.NONE) for p in MOE_PLANS] + [
+        (*p, Recompute.MODULES) for p in MODULES_PLANS]
+    for model, gpus, tp, ep, pp, recompute in plans:
         shape = presets.MODELS[model]
         key = CostKey(tp=tp, ep=ep)
         table, _ = analytic_costs(shape, "h100-sxm", (1,), key, sequence_parallel=tp > 1)
@@ -435,13 +440,16 @@ def moe_emitted_cases(folder: Path) -> list[Case]:
                  (blocks[0] + 1, *blocks[1:-1], blocks[-1] + 1 + shape.mtp_layers))
         m = shape.global_batch // (gpus // (tp * pp))
         plan = evaluate(table, req, PlanSpec(Schedule.ONE_F_ONE_B, pp, 1, m, split, 1,
-                                             sharding=Sharding.ZERO1, key=key))
+                                             sharding=Sharding.ZERO1, recompute=recompute,
+                                             key=key))
         job = Job(table, req, tuple(table.names), shape.global_batch, f"analytic {model}",
                   shape, model, "h100-sxm", "flash", tp > 1, False)
-        tag = f"moe-{model}-{gpus}-tp{tp}-ep{ep}-pp{pp}"
-        for framework, name in ((Framework.DEEPSPEED, "ds_config.json"),
-                                (Framework.MEGATRON, "pretrain_megatron.sh"),
-                                (Framework.TORCHTITAN, "torchtitan.toml")):
+        modules = recompute is Recompute.MODULES
+        tag = f"moe-{model}-{gpus}-tp{tp}-ep{ep}-pp{pp}" + ("-modules" if modules else "")
+        frameworks = [(Framework.MEGATRON, "pretrain_megatron.sh")] if modules else [
+            (Framework.DEEPSPEED, "ds_config.json"), (Framework.MEGATRON, "pretrain_megatron.sh"),
+            (Framework.TORCHTITAN, "torchtitan.toml")]
+        for framework, name in frameworks:
             adapter = ADAPTERS[framework]
             try:
                 stated = adapter.express(job, plan, 1)
