@@ -68,6 +68,8 @@ class Reason(str, Enum):
     EXPERTS_WORLD = "experts_do_not_divide_ranks"
     M_LT_STAGES = "microbatches_less_than_stages"  # the DualPipes: m >= 2 pp
     DUALPIPE_EVEN = "dualpipe_needs_even_pp_and_microbatches"
+    # recomputation by module of a plan that fits without recomputation (search.py)
+    NEEDLESS_MODULES = "modules_fit_without_recomputation"
 
 
 GRAD_DTYPE_BYTES = MEGATRON_GRAD_BYTES  # gradients reduced in fp32 (Megatron-LM's default)

@@ -125,6 +125,9 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
     simulated = 0
     oom_seen: set[tuple[object, ...]] = set()
     splits: dict[CostKey, SplitCache] = {}  # time-only splits, shared by shardings and m
+    # plans that fit without recomputation, less their split: recomputing modules there
+    # only slows them down (B reruns forwards, nothing else changes), so it is not tried
+    plain_fits: set[tuple[object, ...]] = set()
     refined: dict[PlanSpec, tuple[int, ...]] = {}  # refined splits, by spec less its order
     while heap:
         _, cand = heapq.heappop(heap)
@@ -138,6 +141,9 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
         pp1 = (best_pp1.step_time_s if best_pp1 else math.inf) if (
             spec.pp == 1 and req.with_best_pp1) else -math.inf
         if cand.bound_s > kth and cand.bound_s > own and cand.bound_s > pp1:
+            continue
+        if spec.recompute is Recompute.MODULES and _unsplit(spec) in plain_fits:
+            rejected[Reason.NEEDLESS_MODULES.value] += 1
             continue
         if not cand.split:
             shape = (key, spec.pp, spec.micro_batch_size, spec.schedule, spec.virtual_stages,
@@ -182,6 +188,8 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
             plan, extra = fit_stage_recompute(table, req, plan, max(kth, own, pp1))
             simulated += extra
         plans.append(plan)
+        if spec.recompute is Recompute.NONE:
+            plain_fits.add(_unsplit(spec))
         # a plan the list shows once (its rank-order twin, or a per-stage fit that came
         # out as a plan already found) counts once towards the cut-off
         k = _listed_as(plan)
@@ -220,6 +228,12 @@ def search(tables: CostTable | TableSource, req: PlanRequest) -> SearchResult:
             "gradient-accumulation steps cannot be aligned to pipeline depth"
         )
     return SearchResult(top, rejected, count, simulated, best_by, notes)
+
+
+def _unsplit(spec: PlanSpec) -> tuple[object, ...]:
+    """The plan less its split and recomputation (what plain_fits in ``rank`` keys)."""
+    return (spec.key, spec.pp, spec.micro_batch_size, spec.num_microbatches, spec.schedule,
+            spec.virtual_stages, spec.sharding, spec.rank_order, spec.a2a_overlap)
 
 
 def _order(plan: Plan) -> tuple[object, ...]:

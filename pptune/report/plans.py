@@ -34,6 +34,7 @@ REASON_TEXT = {
     "experts_do_not_divide_ranks": "ep x etp does not divide the stage",
     "microbatches_less_than_stages": "m < 2 pp (the DualPipes)",
     "dualpipe_needs_even_pp_and_microbatches": "odd pp or m (dualpipe)",
+    "modules_fit_without_recomputation": "fits without recomputing modules",
 }
 
 

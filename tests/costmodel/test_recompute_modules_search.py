@@ -121,3 +121,12 @@ def test_a_dense_search_offers_no_module_plans() -> None:
                       recomputes=(Recompute.NONE, Recompute.MODULES))
     result = search(preset_tables("llama3-8b", "h100-sxm", (1, 2)), req)
     assert result.plans and all(p.recompute is Recompute.NONE for p in result.plans)
+
+
+def test_modules_are_not_tried_where_the_plan_fits_without_recomputation() -> None:
+    # plenty of memory: every plan fits as it is, and recomputing modules would only
+    # rerun forwards; the search says so in its rejections instead of listing twins
+    _, source = _tables()
+    result = search(source, _request((Recompute.NONE, Recompute.MODULES)))  # type: ignore[arg-type]
+    assert result.plans and {p.recompute for p in result.plans} == {Recompute.NONE}
+    assert result.rejected["modules_fit_without_recomputation"] > 0
