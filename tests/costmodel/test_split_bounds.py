@@ -126,6 +126,16 @@ def test_any_split_bound_by_hand() -> None:
     assert any_split_bound(free, req, dual, SplitCache()) == pytest.approx(28.0)
 
 
+def _prefixes(state: list[float], acts: list[float],
+              k: int) -> tuple[int, int, list[float], list[float]]:
+    """(layers, stages, prefix sums of the state and of the activations)."""
+    static, act = [0.0], [0.0]
+    for i in range(len(state)):
+        static.append(static[-1] + state[i])
+        act.append(act[-1] + acts[i])
+    return len(state), min(k, len(state)), static, act
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.floats(0, 10), min_size=2, max_size=24),
        st.lists(st.floats(0, 5), min_size=24, max_size=24),
@@ -135,12 +145,7 @@ def test_memory_starts_are_lowest_starts(state: list[float], acts: list[float], 
                                          out: float, budget: float, held: list[int]) -> None:
     """splitting.memory_starts writes min_bottleneck_within_memory's test into the
     loop: it must give lowest_starts' starts exactly, for any prefix sums."""
-    n = len(state)
-    k = min(k, n)
-    static, act = [0.0], [0.0]
-    for i in range(n):
-        static.append(static[-1] + state[i])
-        act.append(act[-1] + acts[i])
+    n, k, static, act = _prefixes(state, acts, k)
 
     def fits(j: int, s: int, e: int) -> bool:
         p2p = out * ((j > 0) + (j < k - 1))
@@ -160,12 +165,7 @@ def test_a_memory_sum_over_the_budgets_means_no_split_fits(
     """surely_over: the stages' memory summed is at least the state, the fewest
     in-flight copies of the activations and the p2p buffers; above every stage's
     budget together, no split fits (and it never says so of one that does)."""
-    n = len(state)
-    k = min(k, n)
-    static, act = [0.0], [0.0]
-    for i in range(n):
-        static.append(static[-1] + state[i])
-        act.append(act[-1] + acts[i])
+    n, k, static, act = _prefixes(state, acts, k)
     starts = memory_starts(n, k, static, act, held[:k], out, budget)
     if surely_over(static, act, held[:k], out, budget, n, k):
         assert not some_split_fits(starts, n, k)
