@@ -72,7 +72,7 @@ def _launch(profile: Any, schedule: str, m: int, warmup: int, steps: int,
     measured = summarize(data.steps(), PP, data.shared_clock)
     alone = {r.rank: r.ref_alone_s for r in data.ranks if r.ref_alone_s}
     pred = compare.predict(profile, spec, data.loss_s, data.contention,
-                           compare.rank_speeds(profile, spec, alone))
+                           compare.rank_speeds(profile, spec, alone), data.tiny_step_s)
     doc = compare.comparison(spec, pred, measured)
     speed = compare.profile_speed(profile, spec, alone)
     return {
@@ -82,6 +82,7 @@ def _launch(profile: Any, schedule: str, m: int, warmup: int, steps: int,
         "predicted_bubble": doc["predicted"]["bubble_rate"],
         "measured_bubble": doc["measured"]["bubble_rate"],
         "busy_error": doc["busy_error"],
+        "runtime_per_action_s": doc["runtime_per_action_s"],
         "contention": doc["contention"],
         "profile_speed": speed,
         "predicted_step_s_without_contention": (doc["predicted_without_contention"] or {}).get(

@@ -66,6 +66,7 @@ from pptune.errors import BadInput
 from pptune.launch.stats import median
 from pptune.schemas import Profile
 from pptune.validate.measure import Measured
+from pptune.validate.runtime import per_action_s, with_overhead
 from pptune.validate.spec import RunSpec
 
 CONTENTION_ITERATIONS = 8
@@ -80,6 +81,7 @@ class Prediction:
     contention: float | None = None
     speed: dict[int, float] = field(default_factory=dict)  # per rank, when applied
     profile_only: SimResult | None = None  # the profile as probed: no speed, no contention
+    per_action_s: float | None = None  # the runtime's own time per action, when measured
 
 
 def check_profile(profile: Profile, spec: RunSpec, layer_names: list[str]) -> list[str]:
@@ -122,8 +124,12 @@ def predict(
     loss_s: tuple[float, float] | None = None,
     contention: float | None = None,
     speed: dict[int, float] | None = None,
+    tiny_step_s: float | None = None,
 ) -> Prediction:
     """Simulate ``spec`` over ``profile`` with the corrections of the module docstring.
+
+    ``tiny_step_s``: the schedule's step over tiny stages in the run
+    (runtime.py): the runtime's time per action is added to every op.
 
     ``contention``: the measured slowdown of a rank's work while all ranks
     compute at once (``timing.contention``); ``speed``: per rank, its work
@@ -150,17 +156,23 @@ def predict(
         notes.append("torch runs stage 0's whole backward in W (its B is empty): predicted so")
     stages = _as_torch_runs(stages, loss_s, spec.schedule)
     link = table.p2p_intra
+    action = None if tiny_step_s is None else per_action_s(spec, link, tiny_step_s)
+    if action is not None and tiny_step_s is not None:
+        notes.append(f"the pipelining runtime's own work: {action * 1e3:.3f} ms per action "
+                     f"(the schedule over tiny stages took {tiny_step_s * 1e3:.1f} ms a step), "
+                     "added to every op")
 
-    def run(costs: list[StageCost]) -> SimResult:
+    def run(costs: list[StageCost], extra: float | None = action) -> SimResult:
         return simulate(
-            spec.schedule, spec.pp, spec.microbatches, costs, v=spec.sim_v,
-            link=lambda a, z: link, keep_events=True,
+            spec.schedule, spec.pp, spec.microbatches, with_overhead(costs, extra or 0.0),
+            v=spec.sim_v, link=lambda a, z: link, keep_events=True,
         )
 
     plain = run(stages)
-    only = run(_as_torch_runs(probed, loss_s, spec.schedule)) if speed else None
+    only = run(_as_torch_runs(probed, loss_s, spec.schedule), None) if speed else None
     if contention is None or spec.pp < 2:
-        return Prediction(plain, stages, notes, profile_only=only, speed=dict(speed or {}))
+        return Prediction(plain, stages, notes, profile_only=only, speed=dict(speed or {}),
+                          per_action_s=action)
     f = max(1.0, contention)
     result = plain
     for _ in range(CONTENTION_ITERATIONS):
@@ -170,7 +182,7 @@ def predict(
         f"computing at once as alone; ops are stretched by the share of their time another "
         f"rank computes (without this: step {plain.step_time_s * 1e3:.1f} ms)"
     )
-    return Prediction(result, stages, notes, plain, contention, dict(speed or {}), only)
+    return Prediction(result, stages, notes, plain, contention, dict(speed or {}), only, action)
 
 
 def _as_torch_runs(stages: list[StageCost], loss_s: tuple[float, float] | None,
@@ -352,6 +364,7 @@ def comparison(
         "busy_error": rel_error(sum(p_busy), sum(m_busy)),
         "contention": pred.contention,
         "speed": {str(r): f for r, f in sorted(pred.speed.items())} or None,
+        "runtime_per_action_s": pred.per_action_s,
         "predicted_from_profile": None if pred.profile_only is None else {
             "step_time_s": pred.profile_only.step_time_s,
             "step_time_error": rel_error(pred.profile_only.step_time_s, meas.step_time_s),

@@ -45,7 +45,7 @@ from pptune.costmodel.schedules import Schedule
 from pptune.errors import BadInput
 from pptune.launch import deps, ranks
 from pptune.launch.stats import median
-from pptune.validate import timing, torch_hooks
+from pptune.validate import runtime, timing, torch_hooks
 from pptune.validate.measure import RankStep
 from pptune.validate.saved import SavedTensorPeak, parameter_ptrs
 from pptune.validate.spec import TORCH_SCHEDULES, ModelSource, RunSpec
@@ -70,6 +70,7 @@ class RankResult:
     ref_together_s: float | None = None  # ... and with every rank at once
     ref_ratios: list[float] = field(default_factory=list)  # together / alone, per round
     peak_saved_bytes: int | None = None  # most bytes saved for backward alive at once (saved.py)
+    tiny_step_s: float | None = None  # the schedule over tiny stages (runtime.py)
 
 
 @dataclass
@@ -106,6 +107,12 @@ class RunData:
         """Per rank (= pipeline rank): the most bytes saved for backward alive at once."""
         return [None if r.peak_saved_bytes is None else float(r.peak_saved_bytes)
                 for r in sorted(self.ranks, key=lambda r: r.rank)]
+
+    @property
+    def tiny_step_s(self) -> float | None:
+        """The slowest rank's tiny-stage step (runtime.tiny_step_s); None if not measured."""
+        seen = [r.tiny_step_s for r in self.ranks if r.tiny_step_s is not None]
+        return max(seen) if seen else None
 
     @property
     def loss_s(self) -> tuple[float, float] | None:
@@ -277,6 +284,7 @@ def rank_main(
         report(i)
 
     after = timing.contention(torch, dist, modules, ref_inputs, rank, world, cuda, device)
+    tiny = runtime.tiny_step_s(torch, dist, pl, cls, spec, my_stages, device, cuda)
     alones, togethers, ratios = (before[k] + after[k] for k in range(3))
     loss_f = loss_b = None
     if has_last and "shape" in last_out:
@@ -292,6 +300,7 @@ def rank_main(
         ref_together_s=median(togethers) if togethers else None,
         ref_ratios=ratios,
         peak_saved_bytes=peak_saved,
+        tiny_step_s=tiny,
     )
     gathered: list[Any] = [None] * world if rank == 0 else []
     dist.gather_object(mine, gathered if rank == 0 else None, dst=0)

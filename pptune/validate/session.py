@@ -300,7 +300,7 @@ def run(
         )
     alone = {r.rank: r.ref_alone_s for r in data.ranks if r.ref_alone_s}
     speeds = compare.rank_speeds(profile, spec, alone)
-    pred = compare.predict(profile, spec, data.loss_s, data.contention, speeds)
+    pred = compare.predict(profile, spec, data.loss_s, data.contention, speeds, data.tiny_step_s)
     notes += pred.notes
     result = compare.comparison(spec, pred, measured, data.peak_saved_bytes())
     speed = compare.profile_speed(profile, spec, alone)
