@@ -125,7 +125,8 @@ def _columns(result: SearchResult, tokens_per_step: float, train_tokens: float |
     return cols
 
 
-def _per_stage(cols: list[Column], short: str = "stage") -> bool:
+def _shows_recompute(cols: list[Column], short: str) -> bool:
+    """Whether a plan of the table recomputes as ``short`` (``stage``, ``mod``)."""
     return any(v.endswith("/" + short) for c in cols if c.name == "shard/rc" for v in c.cells)
 
 
@@ -153,9 +154,9 @@ def _footnote(cols: list[Column], dropped: list[str], width: int | None) -> str:
     if "shard/rc" in names:
         parts.append("shard/rc = training-state sharding over dp / activation recomputation "
                      "(sel = selective" + ("; stage = full where memory binds, blocks per stage "
-                                           "in --json" if _per_stage(cols) else "")
+                                           "in --json" if _shows_recompute(cols, "stage") else "")
                      + ("; mod = Megatron-LM's recomputed modules, named in --json"
-                        if _per_stage(cols, "mod") else "") + ")")
+                        if _shows_recompute(cols, "mod") else "") + ")")
     if "eff" in names:
         parts.append("eff = ideal step (compute / GPUs) / step")
     if "MFU" in names:
