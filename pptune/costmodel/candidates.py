@@ -262,9 +262,12 @@ def _zero1_dominates(req: PlanRequest) -> bool:
 
 def _chain_s(table: CostTable, b: int) -> tuple[float, float]:
     """One micro-batch's path through every layer: (F + B + W, F + B), the second for
-    schedules that defer W (the chain a micro-batch must run whatever the split)."""
+    schedules that defer W (the chain a micro-batch must run whatever the split). Its
+    all-to-alls are on the path under any schedule: an op's output waits on its own
+    all-to-all, and an F&B pair lasts at least each half's compute and communication
+    (sim_records.overlapped_pair_s)."""
     c = table.by_mb[b]
-    fb = sum(c.fwd_s) + sum(c.bwd_s)
+    fb = sum(c.fwd_s) + sum(c.bwd_s) + sum(c.fwd_a2a_s) + sum(c.bwd_a2a_s)
     return fb + sum(c.wgrad_s), fb
 
 

@@ -31,6 +31,7 @@ from pptune.costmodel.records import (
 )
 from pptune.costmodel.schedules import (
     Schedule,
+    activation_peaks,
     chains,
     stage_chains,
     stage_chunk_map,
@@ -281,6 +282,19 @@ def evaluate(
         a2a_overlap=spec.a2a_overlap, recompute_layers=spec.recompute_layers,
         recompute_modules=recompute_table(table, req, spec).recompute_modules,
     )
+
+
+def over_memory(table: CostTable, req: PlanRequest, spec: PlanSpec) -> bool:
+    """Whether the plan's peak exceeds the device's memory, known without simulating it:
+    its activations are held in the schedule's op order (schedules.activation_peaks,
+    the simulator's own accounting), which timing cannot change. A relative 1e-9
+    margin leaves a peak within rounding of the capacity to the simulation."""
+    lay = stage_layout(table, req, spec)
+    held = activation_peaks(spec.schedule, spec.pp, spec.num_microbatches,
+                            spec.virtual_stages, [s.act_bytes for s in lay.stages],
+                            spec.combined)
+    peak = max(x.total_bytes for x in device_memory(req, spec, lay, held))
+    return peak > table.memory_bytes * (1 + 1e-9)
 
 
 def optimizer_step_s(table: CostTable, req: PlanRequest, spec: PlanSpec,

@@ -44,6 +44,7 @@ FLOPs: a GEMM of m x k by k x n costs 2 m k n (Narayanan et al. 2021, appendix).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from enum import Enum
@@ -116,8 +117,15 @@ def _split_k_s(m: int, n: int, k: int, rates: Rates, batch: int, flops: float, p
                floor_s: float, fraction: float, split_k: bool, last_wave: bool) -> float:
     """The fastest tile and split-K choice: compute (or the input/output
     roofline floor) plus the FP32 partials' HBM traffic (module docstring)."""
+    return _best_tiling(m, n, k, rates.sm_count, batch, flops, peak * fraction, floor_s,
+                        rates.hbm_bytes_per_s, split_k, last_wave)
+
+
+@functools.lru_cache(maxsize=65536)
+def _best_tiling(m: int, n: int, k: int, sms: int, batch: int, flops: float, rate: float,
+                 floor_s: float, hbm: float, split_k: bool, last_wave: bool) -> float:
+    """``_split_k_s`` on plain numbers, cached: a model's layers repeat their shapes."""
     best = math.inf
-    sms = rates.sm_count
     for tm, tn in GEMM_TILES:
         tiles = math.ceil(m / tm) * math.ceil(n / tn) * batch
         for s in SPLIT_K:
@@ -125,11 +133,11 @@ def _split_k_s(m: int, n: int, k: int, rates: Rates, batch: int, flops: float, p
                 break
             waves = math.ceil(tiles * s / sms)
             useful = m * n * batch * s / (waves * sms * tm * tn)
-            t = max(flops / (peak * fraction * useful), floor_s)
+            t = max(flops / (rate * useful), floor_s)
             if s > 1:
-                t += SPLIT_K_BYTES * s * m * n * batch / rates.hbm_bytes_per_s
+                t += SPLIT_K_BYTES * s * m * n * batch / hbm
             if last_wave:  # its output tiles are written after its mainloop: nothing hides it
-                t += BF16_BYTES * m * n * batch / waves / rates.hbm_bytes_per_s
+                t += BF16_BYTES * m * n * batch / waves / hbm
             best = min(best, t)
     return best
 

@@ -31,7 +31,7 @@ Example, 1f1b with p=3, m=4 (Narayanan et al. 2021, fig. 4)::
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from enum import Enum
 from fractions import Fraction
 
@@ -306,6 +306,68 @@ def _peak_inflight(schedule: Schedule, p: int, m: int, v: int,
             elif releases(schedule, kind):
                 now[stage] -= 1
     return tuple(peak)
+
+
+def activation_peaks(schedule: Schedule, p: int, m: int, v: int,
+                     act_bytes: Sequence[float], combined: bool = False) -> list[float]:
+    """Each rank's most activation bytes held at once: a micro-batch's ``act_bytes[k]``
+    on stage k from its F until its backward frees it, in the schedule's op order
+    (as simulate.py counts them; timing cannot change the order). Past
+    ``inflight_saturation`` micro-batches only GPipe holds more. The peak is at one
+    of the moments ``held_counts`` keeps, whatever the bytes."""
+    held_m = m if schedule is Schedule.GPIPE else min(m, inflight_saturation(p, v))
+    out = []
+    for stages, moments in held_counts(schedule, p, held_m, v, combined):
+        peak = 0.0
+        for counts in moments:
+            now = sum(c * act_bytes[k] for c, k in zip(counts, stages, strict=True))
+            if now > peak:
+                peak = now
+        out.append(peak)
+    return out
+
+
+@functools.lru_cache(maxsize=1024)
+def held_counts(schedule: Schedule, p: int, m: int, v: int, combined: bool
+                ) -> tuple[tuple[tuple[int, ...], tuple[tuple[int, ...], ...]], ...]:
+    """Per rank: (its stages, the micro-batches held on each of them just after each
+    forward, less the moments another holds at least as many on every stage). Bytes
+    held are a non-negative sum over the stages, so a rank's peak is at one of these."""
+    out = []
+    for events in _holds(schedule, p, m, v, combined):
+        stages = tuple(sorted({k for pair in events for k in pair if k >= 0}))
+        index = {k: i for i, k in enumerate(stages)}
+        now = [0] * len(stages)
+        seen: set[tuple[int, ...]] = set()
+        for add, free in events:
+            if add >= 0:
+                now[index[add]] += 1
+                seen.add(tuple(now))
+            if free >= 0:
+                now[index[free]] -= 1
+        kept = tuple(sorted(c for c in seen if not any(
+            o != c and all(x <= y for x, y in zip(c, o, strict=True)) for o in seen)))
+        out.append((stages, kept))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=256)
+def _holds(schedule: Schedule, p: int, m: int, v: int,
+           combined: bool) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """Per rank, its ops that hold or free activations in order: (the stage an F
+    adds to or -1, the stage a backward frees or -1); a pair's forward counts
+    before its backward frees."""
+    out = []
+    for ops in raw_orders(schedule, p, m, v, combined):
+        events = []
+        for op in ops:
+            kind, stage = op[0], op[2]
+            add = stage if kind in (RAW_F, RAW_FB) else -1
+            free = op[4] if kind == RAW_FB else stage if releases(schedule, kind) else -1
+            if add >= 0 or free >= 0:
+                events.append((add, free))
+        out.append(tuple(events))
+    return tuple(out)
 
 
 # builder(p, m, v, device) -> that device's raw ops

@@ -54,6 +54,7 @@ from pptune.costmodel.evaluate import (
     PlanSpec,
     evaluate,
     explain,
+    over_memory,
 )
 from pptune.costmodel.keys import CostKey, TableSource
 from pptune.costmodel.layout import DP_INNER, PP_INNER, RANK_ORDERS, RankOrder
@@ -165,20 +166,23 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
                 continue
             heapq.heappush(heap, (tighter.key(), tighter))
             continue
-        plan = evaluate(table, req, spec)
-        simulated += 1
+        # a plan over memory in its op order alone is not simulated (over_memory)
+        found = None if over_memory(table, req, spec) else evaluate(table, req, spec)
+        simulated += found is not None
         # a split refined under another rank order is tried under this one too
         twin = replace(spec, rank_order=DP_INNER, stage_layers=())
-        if refined.get(twin, spec.stage_layers) != spec.stage_layers:
-            alt = evaluate(table, req, replace(spec, stage_layers=refined[twin]))
+        alt_spec = replace(spec, stage_layers=refined.get(twin, spec.stage_layers))
+        if alt_spec != spec and not over_memory(table, req, alt_spec):
+            alt = evaluate(table, req, alt_spec)
             simulated += 1
             if (max(alt.peak_memory_bytes) <= table.memory_bytes
-                    and (alt.step_time_s < plan.step_time_s
-                         or max(plan.peak_memory_bytes) > table.memory_bytes)):
-                plan = alt
-        if max(plan.peak_memory_bytes) > table.memory_bytes:
+                    and (found is None or alt.step_time_s < found.step_time_s
+                         or max(found.peak_memory_bytes) > table.memory_bytes)):
+                found = alt
+        if found is None or max(found.peak_memory_bytes) > table.memory_bytes:
             rejected[Reason.OOM.value] += 1
             continue
+        plan = found
         if spec.pp > 1 and (plan.step_time_s < kth or always_refined(spec)):
             plan, extra = refine_split(table, req, plan)
             simulated += extra

@@ -6,8 +6,9 @@ each stage's memory: the stage's training state and working copies under the
 plan's sharding, its in-flight micro-batches' activations in the schedule's
 order and its p2p buffers (partition.py solves it exactly). The time-only
 optimum is computed once per depth, micro-batch size, schedule, chunks, rank
-order and recomputation and reused whenever it fits. ``lower_bound`` and
-``surely_oom`` let the search skip candidates without simulating them.
+order and recomputation and reused whenever it fits. ``surely_oom`` and the
+split's ``lower_bound`` (bounds.py) let the search skip candidates without
+simulating them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from pptune.costmodel.bounds import lower_bound
 from pptune.costmodel.evaluate import PlanRequest, PlanSpec, stage_layout
 from pptune.costmodel.memory import Recompute, with_recompute
 from pptune.costmodel.partition import (
@@ -28,7 +30,6 @@ from pptune.costmodel.partition import (
 )
 from pptune.costmodel.schedules import (
     OVERLAPPED,
-    SPLIT_BACKWARD,
     Schedule,
     chains,
     model_chunks,
@@ -93,37 +94,6 @@ def surely_oom(table: CostTable, req: PlanRequest, spec: PlanSpec,
         act[d] = max(act[d], inflight[k] * stages[k].act_bytes)
     usable = table.memory_bytes - req.reserve_bytes
     return any(static[d] + act[d] > usable for d in range(p))
-
-
-def lower_bound(schedule: Schedule, p: int, m: int, stages: list[StageCost],
-                combined: bool = False) -> float:
-    """A step time no plan of these per-global-stage costs beats: the busiest
-    device's work and, with one chunk per device, the pipeline fill in front of
-    each stage. An op pays its all-to-alls unless the schedule's F&B pairs may
-    hide them (the DualPipes, or a ``combined`` order); each stage runs m
-    micro-batches (dualpipe's m / 2 in each direction)."""
-    hides = combined or schedule in OVERLAPPED
-    runs = m / chains(schedule)
-    per_dev = [0.0] * p
-    for k, s in enumerate(stages):
-        per_dev[stage_device(schedule, p, k)] += _op_s(s, hides) * runs
-    bound = max(per_dev)
-    if len(stages) == p:
-        split = schedule in SPLIT_BACKWARD
-        head = 0.0
-        for s in stages:
-            # micro-batch 0 must pass F of stages < j before j starts, and the
-            # last backward must pass B of stages < j after j ends
-            bound = max(bound, head + m * _op_s(s, hides))
-            head += s.fwd_s + s.bwd_s + (0.0 if split else s.wgrad_s)
-            if not hides:
-                head += s.fwd_comm_s + s.bwd_comm_s
-    return bound
-
-
-def _op_s(s: StageCost, hides: bool) -> float:
-    """A micro-batch's work on a stage: its compute, and its all-to-alls unless hidden."""
-    return s.total_s if hides else s.total_s + s.fwd_comm_s + s.bwd_comm_s
 
 
 @dataclass

@@ -22,9 +22,8 @@ The split stays the one found for full recomputation.
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from pptune.costmodel.evaluate import Plan, PlanRequest, evaluate
@@ -35,14 +34,10 @@ from pptune.costmodel.memory import (
     stage_recomputed_layers,
 )
 from pptune.costmodel.partition import stage_bounds
-from pptune.costmodel.schedule_ops import RAW_F, RAW_FB
 from pptune.costmodel.schedules import (
-    Schedule,
+    activation_peaks,
     chains,
-    inflight_saturation,
     peak_inflight_per_stage,
-    raw_orders,
-    releases,
     stage_chunk_map,
     stage_device,
 )
@@ -69,6 +64,8 @@ def fit_stage_recompute(table: CostTable, req: PlanRequest, plan: Plan,
     if plan.recompute is not Recompute.FULL or plan.recompute_layers is not None:
         return plan, 0
     names, split = list(table.names), list(plan.stage_layers)
+    if step_bound(table, plan, [0] * len(split)) >= limit_s:
+        return plan, 0  # not even recomputing nothing comes in under the cut-off
     chunks = _Chunks.of(plan)
     blocks = stage_blocks(names, split)
     inflight = peak_inflight_per_stage(plan.schedule, plan.pp, plan.num_microbatches,
@@ -84,7 +81,8 @@ def fit_stage_recompute(table: CostTable, req: PlanRequest, plan: Plan,
         act = [sum(min(c.act_bytes[i], c.out_bytes[i - 1] if i else 0.0) if i in redo
                    else c.act_bytes[i] for i in range(s, e)) for s, e in stage_bounds(split)]
         held = activation_peaks(plan.schedule, plan.pp, plan.num_microbatches,
-                                plan.virtual_stages, [act[ch] for ch in chunks.chunk_of])
+                                plan.virtual_stages, [act[ch] for ch in chunks.chunk_of],
+                                plan.spec.combined)
         return [b + a for b, a in zip(base, held, strict=True)]
 
     counts = [0] * len(split)
@@ -168,45 +166,6 @@ def busy_bound(table: CostTable, plan: Plan, counts: list[int]) -> float:
     # compute only: what a rank's ops wait on for communication can overlap other work
     return max(dev.busy_s - dev.exposed_comm_s - removed[d]
                for d, dev in enumerate(plan.sim.devices))
-
-
-def activation_peaks(schedule: Schedule, p: int, m: int, v: int,
-                     act_bytes: Sequence[float]) -> list[float]:
-    """Each rank's most activation bytes held at once: a micro-batch's ``act_bytes[k]``
-    on stage k from its F until its backward frees it, in the schedule's op order
-    (as simulate.py counts them; timing cannot change the order). Past
-    ``inflight_saturation`` micro-batches only GPipe holds more."""
-    held_m = m if schedule is Schedule.GPIPE else min(m, inflight_saturation(p, v))
-    out = []
-    for events in _holds(schedule, p, held_m, v):
-        now = peak = 0.0
-        for add, free in events:
-            if add >= 0:
-                now += act_bytes[add]
-                if now > peak:
-                    peak = now
-            if free >= 0:
-                now -= act_bytes[free]
-        out.append(peak)
-    return out
-
-
-@functools.lru_cache(maxsize=256)
-def _holds(schedule: Schedule, p: int, m: int, v: int) -> tuple[tuple[tuple[int, int], ...], ...]:
-    """Per rank, its ops that hold or free activations in order: (the stage an F
-    adds to or -1, the stage a backward frees or -1); a pair's forward counts
-    before its backward frees."""
-    out = []
-    for ops in raw_orders(schedule, p, m, v):
-        events = []
-        for op in ops:
-            kind, stage = op[0], op[2]
-            add = stage if kind in (RAW_F, RAW_FB) else -1
-            free = op[4] if kind == RAW_FB else stage if releases(schedule, kind) else -1
-            if add >= 0 or free >= 0:
-                events.append((add, free))
-        out.append(tuple(events))
-    return tuple(out)
 
 
 def _savings(table: CostTable, b: int, split: list[int]) -> list[list[float]]:

@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pptune.costmodel.bounds import lower_bound as planner_lower_bound
 from pptune.costmodel.schedules import Schedule
-from pptune.costmodel.splitting import lower_bound as planner_lower_bound
 from pptune.errors import BadInput
 from pptune.schemas import Profile
 from pptune.tune import model

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from pptune.costmodel.bounds import lower_bound
 from pptune.costmodel.candidates import Reason, a2a_overlaps, candidates
 from pptune.costmodel.comm import AllReduceLink
 from pptune.costmodel.evaluate import PlanRequest, PlanSpec, evaluate, stage_layout
@@ -20,7 +21,6 @@ from pptune.costmodel.schedules import (
 from pptune.costmodel.search import search
 from pptune.costmodel.sharding import Sharding, stage_comm
 from pptune.costmodel.simulate import Link, simulate, uniform_stages
-from pptune.costmodel.splitting import lower_bound
 from pptune.costmodel.table import CostTable, LayerCosts, stage_costs
 
 AR = AllReduceLink(0.0, 1e9)
@@ -161,8 +161,9 @@ def test_lower_bound_counts_half_the_micro_batches_each_way() -> None:
     # runs both chunks for 4 micro-batches each, (3.5 + 7) x 4 = 42
     stages = uniform_stages(1, 1.0, 2.0, 0.5) + uniform_stages(1, 2.0, 4.0, 1.0)
     assert lower_bound(Schedule.DUALPIPE, 2, 8, stages + stages) == 42.0
-    # dualpipev: both chunks of a device run all 8: device 0 holds stages 0 and 3
-    assert lower_bound(Schedule.DUALPIPEV, 2, 8, stages + stages) == (3.5 + 7.0) * 8
+    # dualpipev: both chunks of a device run all 8; device 1 holds stages 1 and 2 and
+    # starts after micro-batch 0's F on stage 0 (1.0)
+    assert lower_bound(Schedule.DUALPIPEV, 2, 8, stages + stages) == 1.0 + (3.5 + 7.0) * 8
     # 1F1B pays the all-to-all in every op; the DualPipes' bound is their compute
     comm = uniform_stages(2, 1.0, 2.0, 0.5, fwd_comm_s=0.5, bwd_comm_s=0.5)
     # (stage 1 starts after stage 0's first F and B, all-to-alls included: 4.5)

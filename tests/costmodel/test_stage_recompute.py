@@ -15,11 +15,10 @@ from pptune.costmodel.memory import (
     stage_recomputed_layers,
     with_recompute,
 )
-from pptune.costmodel.schedules import Schedule
+from pptune.costmodel.schedules import Schedule, activation_peaks
 from pptune.costmodel.search import search
 from pptune.costmodel.simulate import Link, simulate
 from pptune.costmodel.stage_recompute import (
-    activation_peaks,
     busy_bound,
     fit_stage_recompute,
     stage_blocks,

@@ -1,0 +1,118 @@
+"""The search's step-time bounds and its memory test before simulation: by hand, and
+never above what the simulator finds (hypothesis)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pptune.costmodel.bounds import lower_bound
+from pptune.costmodel.schedule_ops import RAW_F, RAW_FB
+from pptune.costmodel.schedules import (
+    COMBINABLE,
+    Schedule,
+    ScheduleError,
+    activation_peaks,
+    chunks_per_device,
+    raw_orders,
+    releases,
+    validate,
+)
+from pptune.costmodel.simulate import StageCost, simulate
+
+
+def test_interleaved_fill_bound_by_hand() -> None:
+    # interleaved p 2, v 2, m 2, every stage F 1, B 2, W 0: device 1 holds stages 1 and 3;
+    # it cannot start stage 1 before micro-batch 0's F on stage 0 (1), then runs both
+    # micro-batches' F of stages 1 and 3 and B of both: 1 + 2 x (1 + 1 + 2 + 2) = 13;
+    # its work alone is 2 x 2 x 3 = 12
+    stages = [StageCost(1.0, 2.0) for _ in range(4)]
+    assert lower_bound(Schedule.INTERLEAVED, 2, 2, stages) == 13.0
+    assert simulate(Schedule.INTERLEAVED, 2, 2, stages, v=2).step_time_s >= 13.0
+
+
+def test_v_fill_bound_by_hand() -> None:
+    # zbv p 2, m 2, stages F 1, B 1, W 1: device 0 holds stages 0 and 3, device 1 stages
+    # 1 and 2; device 1 waits for stage 0's first F (1), then runs all its work:
+    # 1 + 2 x (1 + 1 + 2 + 2) = 13 (its work alone: 12)
+    stages = [StageCost(1.0, 1.0, 1.0) for _ in range(4)]
+    assert lower_bound(Schedule.ZBV, 2, 2, stages) == 13.0
+    assert simulate(Schedule.ZBV, 2, 2, stages).step_time_s >= 13.0
+
+
+def test_overlapping_pairs_still_pay_the_larger_of_compute_and_communication() -> None:
+    # dualpipev p 1, m 4, two stages of F 0.5, B 0.5 and all-to-alls of 2 each way:
+    # a pair hides one half's communication behind the other's compute, but a device
+    # still sends 4 x 2 x (2 + 2) = 32 s of all-to-alls (its compute: 4 x 2 x 1 = 8)
+    stages = [StageCost(0.5, 0.5, fwd_comm_s=2.0, bwd_comm_s=2.0) for _ in range(2)]
+    assert lower_bound(Schedule.DUALPIPEV, 1, 4, stages) == 32.0
+    assert simulate(Schedule.DUALPIPEV, 1, 4, stages).step_time_s >= 32.0
+
+
+def _stage() -> st.SearchStrategy[StageCost]:
+    t = st.floats(0.0, 4.0, allow_nan=False)
+    return st.builds(StageCost, fwd_s=t, bwd_s=t, wgrad_s=t,
+                     act_bytes=st.floats(0.0, 100.0), out_bytes=st.just(0.0),
+                     fwd_comm_s=t, bwd_comm_s=t,
+                     split_bwd_s=st.none() | t, split_wgrad_s=st.none() | t)
+
+
+@settings(max_examples=300, deadline=None)
+@given(schedule=st.sampled_from(list(Schedule)), p=st.integers(1, 4), m=st.integers(1, 12),
+       v=st.integers(2, 3), combined=st.booleans(), data=st.data())
+def test_lower_bound_never_exceeds_the_simulated_step(
+        schedule: Schedule, p: int, m: int, v: int, combined: bool,
+        data: st.DataObject) -> None:
+    combined = combined and schedule in COMBINABLE
+    v = v if schedule is Schedule.INTERLEAVED else 1
+    try:
+        validate(schedule, p, m, v, combined)
+    except ScheduleError:
+        return
+    n = p * chunks_per_device(schedule, v)
+    stages = data.draw(st.lists(_stage(), min_size=n, max_size=n))
+    sim = simulate(schedule, p, m, stages, v=v, combined=combined)
+    bound = lower_bound(schedule, p, m, stages, combined)
+    assert bound <= sim.step_time_s * (1 + 1e-9) + 1e-9
+    # the activation peaks the search tests memory with are the simulator's
+    peaks = activation_peaks(schedule, p, m, v, [s.act_bytes for s in stages], combined)
+    for got, dev in zip(peaks, sim.devices, strict=True):
+        assert got == pytest.approx(dev.peak_activation_bytes, rel=1e-9, abs=1e-9)
+
+
+def _walk(schedule: Schedule, p: int, m: int, v: int, act: list[float],
+          combined: bool) -> list[float]:
+    """Each rank's peak by walking its op order (what activation_peaks stands for)."""
+    out = []
+    for ops in raw_orders(schedule, p, m, v, combined):
+        now = peak = 0.0
+        for op in ops:
+            if op[0] in (RAW_F, RAW_FB):
+                now += act[op[2]]
+                peak = max(peak, now)
+            if op[0] == RAW_FB:
+                now -= act[op[4]]
+            elif releases(schedule, op[0]):
+                now -= act[op[2]]
+        out.append(peak)
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(schedule=st.sampled_from(list(Schedule)), p=st.integers(1, 5), m=st.integers(1, 24),
+       v=st.integers(2, 4), combined=st.booleans(), data=st.data())
+def test_activation_peaks_match_a_walk_of_the_order(
+        schedule: Schedule, p: int, m: int, v: int, combined: bool,
+        data: st.DataObject) -> None:
+    combined = combined and schedule in COMBINABLE
+    v = v if schedule is Schedule.INTERLEAVED else 1
+    try:
+        validate(schedule, p, m, v, combined)
+    except ScheduleError:
+        return
+    n = p * chunks_per_device(schedule, v)
+    act = data.draw(st.lists(st.floats(0.0, 1e9), min_size=n, max_size=n))
+    got = activation_peaks(schedule, p, m, v, act, combined)
+    assert got == pytest.approx(_walk(schedule, p, m, v, act, combined), rel=1e-9, abs=1e-6)
+
