@@ -144,6 +144,21 @@ def surely_over(static: Sequence[float], act: Sequence[float], inflight: Sequenc
     return need > n_stages * budget * (1 + 1e-9) + 1e-9
 
 
+def every_split_over(state: float, act: float, inflight: Sequence[int], p: int,
+                     n_chunks: int, usable: float) -> bool:
+    """True only when ``surely_oom`` holds for every split: summed over the devices,
+    each one's state and the largest in-flight set of one of its stages (at least
+    their average over its stages, so at least the fewest in-flight copies of every
+    activation over the stages a device holds) exceed what ``p`` devices have.
+    ``state`` / ``act``: the model's state and one micro-batch's activations;
+    ``inflight`` per global stage (dualpipe holds each chunk twice). A relative 1e-9
+    margin for the rounding of the sums."""
+    copies = len(inflight) / n_chunks
+    per_device = len(inflight) / p
+    need = copies * (state + min(inflight) / per_device * act)
+    return need > p * usable * (1 + 1e-9) + 1e-9
+
+
 def min_bottleneck_within_memory(
     table: CostTable, req: PlanRequest, spec: PlanSpec, cache: SplitCache
 ) -> list[int] | None:
@@ -185,6 +200,13 @@ def min_bottleneck_within_memory(
         p2p = out * ((k > 0) + (k < n_stages - 1))
         return static[e] - static[s] + inflight[k] * (act[e] - act[s]) + p2p <= budget
 
+    # memory no split escapes: the time-only split need not be found (the same None
+    # as below: with one chunk a device the split search's, else surely_oom's)
+    usable = table.memory_bytes - req.reserve_bytes
+    if surely_over(static, act, inflight, out, budget, n, n_stages) if v == 1 else (
+            every_split_over(static[n] - static[0], act[n] - act[0], per_stage, p, n_stages,
+                             usable)):
+        return None
     key = (p, b, schedule, v, spec.rank_order, spec.recompute)
     splits = cache.splits
     if key not in splits:

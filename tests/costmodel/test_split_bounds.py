@@ -1,10 +1,12 @@
 """The planner's shortcuts that must not change what it returns: the stage starts
 memory allows (partition.lowest_starts) and the bound over every split
-(splitting.any_split_bound)."""
+(splitting.any_split_bound), and the memory sums that rule a candidate out before any
+split is sought (splitting.surely_over, every_split_over)."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -19,11 +21,24 @@ from pptune.costmodel.partition import (
     min_bottleneck_split,
     some_split_fits,
 )
-from pptune.costmodel.schedules import Schedule
+from pptune.costmodel.schedules import (
+    Schedule,
+    model_chunks,
+    peak_inflight_per_stage,
+    stage_chunk_map,
+)
 from pptune.costmodel.sharding import Sharding
 from pptune.costmodel.simulate import Link
-from pptune.costmodel.splitting import SplitCache, any_split_bound, memory_starts, surely_over
-from pptune.costmodel.table import CostTable, LayerCosts
+from pptune.costmodel.splitting import (
+    SplitCache,
+    any_split_bound,
+    every_split_over,
+    memory_starts,
+    per_param_bytes,
+    surely_oom,
+    surely_over,
+)
+from pptune.costmodel.table import CostTable, LayerCosts, stage_costs
 
 AR = AllReduceLink(0.0, 1e9)
 
@@ -172,3 +187,44 @@ def test_a_memory_sum_over_the_budgets_means_no_split_fits(
     # a generous budget is never called over
     assert not surely_over(static, act, held[:k], out, 2 * (static[n] + 8 * act[n] + 2 * out) + 1,
                            n, k)
+
+
+def _compositions(n: int, k: int) -> list[tuple[int, ...]]:
+    """Every split of n layers into k non-empty stages."""
+    if k == 1:
+        return [(n,)]
+    return [(first, *rest) for first in range(1, n - k + 2)
+            for rest in _compositions(n - first, k - 1)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(schedule=st.sampled_from([Schedule.INTERLEAVED, Schedule.ZBV, Schedule.DUALPIPEV,
+                                 Schedule.DUALPIPE]),
+       m=st.sampled_from([4, 8]), n=st.integers(4, 7),
+       params=st.lists(st.floats(1e3, 1e7), min_size=7, max_size=7),
+       acts=st.lists(st.floats(0.0, 1e8), min_size=7, max_size=7),
+       memory=st.floats(1e6, 1e9))
+def test_every_split_over_means_surely_oom_on_every_split(
+        schedule: Schedule, m: int, n: int, params: list[float], acts: list[float],
+        memory: float) -> None:
+    """every_split_over (several chunks a device): when it says so, surely_oom rejects
+    every split the search could try, so skipping the split search changes nothing."""
+    p, v = 2, 2
+    names = ["embedding", *[f"block{i}" for i in range(n - 2)], "head"]
+    costs = LayerCosts([1.0] * n, [2.0] * n, [0.5] * n, acts[:n], [5.0] * n)
+    table = CostTable(names, [2.0 * x for x in params[:n]], 2, {1: costs}, 128, memory,
+                      Link(0.0), Link(0.0), AR, AR)
+    req = PlanRequest(gpus=2, global_batch=m, shardings=(Sharding.NONE,),
+                      recomputes=(Recompute.NONE,), reserve_bytes=0.0)
+    spec = PlanSpec(schedule, p, 1, m, (), v if schedule is Schedule.INTERLEAVED else 2)
+    inflight = peak_inflight_per_stage(schedule, p, m, spec.virtual_stages)
+    n_chunks = model_chunks(schedule, p, spec.virtual_stages)
+    per, _ = per_param_bytes(req, spec)
+    state = sum(table.layer_params) * per
+    if not every_split_over(state, sum(acts[:n]), inflight, p, n_chunks, memory):
+        return
+    for split in _compositions(n, n_chunks):
+        s = replace(spec, stage_layers=split)
+        stages = stage_costs(table, 1, split)
+        per_stage = [stages[c] for c in stage_chunk_map(schedule, p, spec.virtual_stages)]
+        assert surely_oom(table, req, s, per_stage)
