@@ -33,6 +33,7 @@ from pptune.costmodel.schedules import (
     Schedule,
     activation_peaks,
     chains,
+    peak_inflight_per_stage,
     stage_chains,
     stage_chunk_map,
     stage_device,
@@ -290,11 +291,19 @@ def over_memory(table: CostTable, req: PlanRequest, spec: PlanSpec) -> bool:
     the simulator's own accounting), which timing cannot change. A relative 1e-9
     margin leaves a peak within rounding of the capacity to the simulation."""
     lay = stage_layout(table, req, spec)
+    # first with every stage at its most in flight at once: a peak no order exceeds
+    most = [0.0] * spec.pp
+    inflight = peak_inflight_per_stage(spec.schedule, spec.pp, spec.num_microbatches,
+                                       spec.virtual_stages, spec.combined)
+    for k, d in enumerate(lay.device_of):
+        most[d] += inflight[k] * lay.stages[k].act_bytes
+    cap = table.memory_bytes * (1 + 1e-9)
+    if max(x.total_bytes for x in device_memory(req, spec, lay, most)) <= cap:
+        return False
     held = activation_peaks(spec.schedule, spec.pp, spec.num_microbatches,
                             spec.virtual_stages, [s.act_bytes for s in lay.stages],
                             spec.combined)
-    peak = max(x.total_bytes for x in device_memory(req, spec, lay, held))
-    return peak > table.memory_bytes * (1 + 1e-9)
+    return max(x.total_bytes for x in device_memory(req, spec, lay, held)) > cap
 
 
 def optimizer_step_s(table: CostTable, req: PlanRequest, spec: PlanSpec,
