@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -204,15 +205,23 @@ def _group(shape: _Shape) -> Group:
         if gpn % stride == 0 and span % gpn == 0:
             per = gpn // stride
             return Group(size, per, size // per)
-    # irregular sizes (not dividing the node): count every rank once
-    members: dict[tuple[int, int], int] = {}
-    for rank in range(math.prod(n for n, _ in sizes)):
-        key = (_outside(rank, sizes), rank // gpn)
-        members[key] = members.get(key, 0) + 1
-    spans: dict[int, int] = {}
-    for group, _node in members:
-        spans[group] = spans.get(group, 0) + 1
-    return Group(size, min(members.values()), max(spans.values()))
+    # irregular sizes (not dividing the node): every group is one set of offsets from
+    # its first rank, and how its members fall on nodes depends only on that rank
+    # modulo the node size; a dimension outside the group, stepped c times, moves it
+    # by c x stride, whose residues repeat within gpn steps
+    stride, offsets, bases = 1, [0], {0}
+    for n, inside in sizes:
+        if inside:
+            offsets = [o + c * stride for c in range(n) for o in offsets]
+        else:
+            bases = {(b + c * stride) % gpn for b in bases for c in range(min(n, gpn))}
+        stride *= n
+    fewest, widest = size, 0
+    for base in bases:
+        on_node = Counter((base + o) // gpn for o in offsets)
+        fewest = min(fewest, min(on_node.values()))
+        widest = max(widest, len(on_node))
+    return Group(size, fewest, widest)
 
 
 def _adjacent(sizes: tuple[tuple[int, bool], ...]) -> tuple[int, int] | None:
@@ -224,16 +233,6 @@ def _adjacent(sizes: tuple[tuple[int, bool], ...]) -> tuple[int, int] | None:
         return None
     return (math.prod(n for n, _ in sizes[:first]),
             math.prod(n for n, _ in sizes[first:last + 1]))
-
-
-def _outside(rank: int, sizes: tuple[tuple[int, bool], ...]) -> int:
-    """The rank with its coordinates along the group's dimensions set to 0."""
-    out, stride = 0, 1
-    for n, inside in sizes:
-        if not inside:
-            out += (rank // stride) % n * stride
-        stride *= n
-    return out
 
 
 @functools.lru_cache(maxsize=65536)
