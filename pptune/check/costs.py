@@ -27,6 +27,7 @@ from pptune.costmodel.ops import Attention
 from pptune.costmodel.precision import problems
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.search import CostTable
+from pptune.costs import calibrated
 from pptune.costs.modelspec import from_hf_config, from_sizes, with_seq_len
 from pptune.costs.resolve import Mode, find
 from pptune.errors import PptuneError
@@ -92,12 +93,15 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
                         + "; ".join(split).replace("--cp-comm", "cp_comm"), cp=cfg.cp)
                 return None, "none", folded, None
         experts = None
-        if shape is not None and shape.moe and shape.top_k > shape.experts:
+        # the model whose experts the config places: its own, or a calibrated profile's
+        moe = shape if shape is not None or profile is None or profile.calibration is None \
+            else calibrated.shape(profile.calibration, cfg.seq_len)
+        if moe is not None and moe.moe and moe.top_k > moe.experts:
             return None, "none", folded, None  # no model to price: the moe-topk finding says why
-        if shape is not None and shape.moe:
+        if moe is not None and moe.moe:
             experts = placement(cfg)  # routing and grouped GEMMs; ep and etp go in the key
-            key = cost_key(cfg, shape)
-            if shape.experts % key.ep or shape.expert_ffn % key.etp:
+            key = cost_key(cfg, moe)
+            if moe.experts % key.ep or moe.expert_ffn % key.etp:
                 key = replace(key, ep=1, etp=1)  # an error finding says why (check.experts)
             opts = replace(opts, ep=(key.ep,), etp=(key.etp,),
                            moe_imbalance=experts.imbalance)
@@ -125,11 +129,20 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
             found.reserve_bytes)
 
 
-def model_of(cfg: TrainingConfig, base_dir: Path, flags: CostOptions) -> ModelShape | None:
-    """The model check-config prices for ``cfg`` (None: a profile's, or none; a bad
-    model is reported when the costs are built)."""
-    if flags.profile or cfg.profile:
-        return None
+def model_of(cfg: TrainingConfig, base_dir: Path, flags: CostOptions,
+             given: Profile | None = None) -> ModelShape | None:
+    """The model check-config prices for ``cfg``: the config's, a calibrated profile's
+    (``given``, or the file named), None for a measured profile or none (a bad model
+    or profile is reported when the costs are built)."""
+    path = flags.profile or (Path(cfg.profile) if cfg.profile else None)
+    if given is None and path is not None:
+        try:
+            given = load_profile(path if path.is_absolute() else base_dir / path)
+        except PptuneError:
+            return None
+    if given is not None:
+        cal = given.calibration
+        return None if cal is None else calibrated.shape(cal, cfg.seq_len)
     try:
         return config_shape(cfg, base_dir, flags.model, lambda *_a, **_k: None)
     except PptuneError:

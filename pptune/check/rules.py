@@ -236,7 +236,7 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
         add("virtual-stages-ignored", "error",
             f"{schedule.value} runs one chunk per device but virtual stages is {v}; "
             "use interleaved-1f1b or set virtual stages to 1", virtual_stages=v)
-    shape = model_of(cfg, base_dir, opts.costs)
+    shape = model_of(cfg, base_dir, opts.costs, opts.profile)
     expert_rules(cfg, dp, add, shape)
     config_rules(cfg, sem, add)
 

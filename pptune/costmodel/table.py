@@ -10,6 +10,7 @@ from pptune.costmodel.collectives import Fabric
 from pptune.costmodel.comm import AllReduceLink
 from pptune.costmodel.memo import ByIdentity
 from pptune.costmodel.partition import stage_bounds
+from pptune.costmodel.parts import PartTimes
 from pptune.costmodel.simulate import Link, StageCost
 
 
@@ -80,6 +81,9 @@ class CostTable:
     # modules it recomputes; None / (): none
     modules_table: CostTable | None = None
     recompute_modules: tuple[str, ...] = ()
+    # analytic tables: each layer's times by part (parts.py) at each micro-batch size,
+    # what breakdown.step_parts splits a step into; None: measured costs
+    layer_parts: dict[int, tuple[tuple[PartTimes, ...], ...]] | None = None
 
     def params(self, start: int, end: int) -> float:
         """Parameter count of layers [start, end)."""

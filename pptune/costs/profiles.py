@@ -262,18 +262,24 @@ def preset_tables(
         if key not in built:
             ex = (dataclasses.replace(experts or ExpertParallel(), ep=key.ep, etp=key.etp)
                   if shape.moe else None)
-            prof = analytic_profile(shape, gpu, micro_batch_sizes, tp=key.tp, cp=key.cp,
-                                    gemm_precision=key.precision, experts=ex,
-                                    **options)  # type: ignore[arg-type]
-            built[key] = cost_table(prof, tp=key.tp, tp_in_costs=key.tp)
+
+            def priced(**more: object) -> tuple[Profile, CostTable]:
+                layers: list[AnalyticLayer] = []
+                prof = analytic_profile(shape, gpu, micro_batch_sizes, tp=key.tp, cp=key.cp,
+                                        gemm_precision=key.precision, experts=ex,
+                                        layers_out=layers, **{**options, **more})  # type: ignore[arg-type]
+                parts = {b: tuple(layer.per_micro_batch[b].parts for layer in layers)
+                         for b in prof.micro_batch_sizes()}
+                return prof, dataclasses.replace(cost_table(prof, tp=key.tp, tp_in_costs=key.tp),
+                                                 layer_parts=parts)
+
+            prof, built[key] = priced()
             modules = () if options.get("recompute_modules") else searched_modules(
                 shape, key.precision, ex.grouped_gemm if ex is not None else True)
             if modules:
-                twin = analytic_profile(shape, gpu, micro_batch_sizes, tp=key.tp, cp=key.cp,
-                                        gemm_precision=key.precision, experts=ex,
-                                        **{**options, "recompute_modules": frozenset(modules)})  # type: ignore[arg-type]
+                _, twin = priced(recompute_modules=frozenset(modules))
                 built[key] = dataclasses.replace(built[key], modules_table=dataclasses.replace(
-                    cost_table(twin, tp=key.tp, tp_in_costs=key.tp), recompute_modules=modules))
+                    twin, recompute_modules=modules))
             if profiles is not None:
                 profiles[key] = prof
         return built[key]

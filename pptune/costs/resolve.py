@@ -222,11 +222,11 @@ def find(opts: CostOptions, mode: Mode = Mode.PLAN, *, sizes: tuple[int, ...] | 
     if isinstance(given, Profile):
         origin = f"profile of {given.model.name} on {given.device.name} ({given.source})"
         return _profile_costs(given, origin, opts, mode, sizes, table_tp, search,
-                              gpus_per_node, recompute_modules)
+                              gpus_per_node, recompute_modules, experts)
     if given is not None:
         prof = load_profile(given)
         return _profile_costs(prof, f"profile {given} ({prof.source})", opts, mode, sizes,
-                              table_tp, search, gpus_per_node, recompute_modules)
+                              table_tp, search, gpus_per_node, recompute_modules, experts)
     model_named = opts.model is not None or opts.hf_config is not None or shape is not None
     analytic = {Mode.PLAN: model_named or opts.gpu is not None, Mode.CHECK: model_named,
                 Mode.RUN: opts.gpu is not None}[mode]
@@ -239,7 +239,7 @@ def find(opts: CostOptions, mode: Mode = Mode.PLAN, *, sizes: tuple[int, ...] | 
         where = f"./{DEFAULT_PROFILE_FILE}"
         prof = load_profile(local)
         return _profile_costs(prof, f"profile {where} ({prof.source})", opts, mode, sizes,
-                              table_tp, search, gpus_per_node, recompute_modules)
+                              table_tp, search, gpus_per_node, recompute_modules, experts)
     return None
 
 
@@ -304,10 +304,10 @@ def analytic_costs(
 
 def _profile_costs(prof: Profile, origin: str, opts: CostOptions, mode: Mode,
                    sizes: tuple[int, ...] | None, table_tp: int | None, search: bool,
-                   gpus_per_node: int | None,
-                   recompute_modules: frozenset[str] = frozenset()) -> Costs:
+                   gpus_per_node: int | None, recompute_modules: frozenset[str] = frozenset(),
+                   experts: ExpertParallel | None = None) -> Costs:
     """Row 1: a calibrated profile rebuilds the analytic costs for the configuration asked
-    (PLAN, CHECK), a table per cost key; any other profile prices as measured."""
+    (PLAN, CHECK; ``experts`` as ``find``), a table per cost key; others price as measured."""
     if prof.calibration is None or mode is Mode.RUN:
         _refuse_with_measured(opts, origin, mode)
         return _measured(prof, origin, opts, mode, sizes, table_tp, search)
@@ -326,7 +326,7 @@ def _profile_costs(prof: Profile, origin: str, opts: CostOptions, mode: Mode,
         sequence_parallel=opts.sequence_parallel,
         attention=opts.attention.value if opts.attention is not None else None,
         tp_comm_overlap=opts.tp_comm_overlap, profiles=built,
-        experts=ExpertParallel(imbalance=opts.moe_imbalance), cp_comm=opts.cp_comm,
+        experts=experts or ExpertParallel(imbalance=opts.moe_imbalance), cp_comm=opts.cp_comm,
         fp8_params=opts.fp8_param_gather, gpus_per_node=gpus_per_node,
         recompute_modules=recompute_modules)
     key = single_key(opts) if not search else CostKey()

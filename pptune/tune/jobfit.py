@@ -20,11 +20,9 @@ from dataclasses import dataclass
 
 from pptune.check.rules import CheckReport
 from pptune.costmodel import presets
-from pptune.costmodel.analytic import AnalyticLayer
 from pptune.costmodel.breakdown import StepParts, step_parts
 from pptune.costmodel.calibration import Factors, RateGroup, problems
 from pptune.costmodel.fit import FitResult, Observed, fit
-from pptune.costmodel.parts import PartTimes
 from pptune.costs import calibrated
 from pptune.costs.profiles import DEFAULT_MICRO_BATCH_SIZES
 from pptune.errors import BadInput
@@ -108,17 +106,17 @@ def _hint(f: Factors) -> str:
 
 
 def _parts(job: Job, f: Factors, report: CheckReport) -> StepParts:
-    """The job's step at ``f`` split into parts (breakdown.step_parts)."""
-    c = job.read.config
-    if report.plan is None or report.table is None or report.request is None:
+    """The job's step at ``f`` split into parts (breakdown.step_parts), from the layers'
+    parts of the very table check-config priced it with (its context parallelism,
+    precision, expert layout and recomputed modules included)."""
+    b = job.read.config.micro_batch_size
+    table = report.table
+    if report.plan is None or table is None or report.request is None:
         raise BadInput(f"--run {job.config}: pptune no longer simulates its step at {f}")
-    layers: list[AnalyticLayer] = []
-    calibrated.profile(calibration(job.shape, job.gpu, c.attention, f), (c.micro_batch_size,),
-                       tp=c.tp, seq_len=c.seq_len, sequence_parallel=c.sequence_parallel,
-                       attention=c.attention, layers_out=layers)
-    per = [tuple(PartTimes(p.part, p.fwd_s / c.cp, p.bwd_s / c.cp, p.wgrad_s / c.cp)
-                 for p in layer.per_micro_batch[c.micro_batch_size].parts) for layer in layers]
-    return step_parts(report.table, report.request, report.plan, per)
+    if table.layer_parts is None or b not in table.layer_parts:
+        raise BadInput(f"--run {job.config}: its costs are measured, not split by part; "
+                       "calibrate a job priced analytically (--model, --gpu)")
+    return step_parts(table, report.request, report.plan, table.layer_parts[b])
 
 
 def _notes(res: FitResult, jobs: list[Job], reserves: list[float]) -> list[str]:

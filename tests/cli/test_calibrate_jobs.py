@@ -267,3 +267,74 @@ def test_the_calibration_as_json(tmp_path: Path, cli: Cli) -> None:
     doc = json.loads(r.stdout)
     assert doc == load_profile(out).calibration.model_dump(mode="json")  # type: ignore[union-attr]
     assert doc["runs"][0]["parts"]["gemm"] > 0 and doc["gpu"] == "h100-sxm"
+
+
+CP_JOB = """model: llama3-8b
+gpu: h100-sxm
+gpus: 8
+tp: 1
+pp: 1
+cp: 2
+seq_len: 8192
+micro_batch_size: 1
+global_batch: 32
+schedule: 1f1b
+sharding: zero1
+"""
+
+
+def test_a_context_parallel_jobs_parts_are_its_own(tmp_path: Path, cli: Cli) -> None:
+    # one pipeline rank: nothing of the step is bubble; the ring's K/V exchange is a part
+    job_file = tmp_path / "cp.yaml"
+    job_file.write_text(CP_JOB)
+    out = tmp_path / "cal.json"
+    r = cli("calibrate", "--run", job_file, "--step-s", "5", "-o", out)
+    assert r.exit_code == 0, r.stderr
+    cal = load_profile(out).calibration
+    assert cal is not None
+    parts = cal.runs[0].parts
+    assert parts["pipeline bubble"] == pytest.approx(0.0, abs=1e-9)
+    assert parts["cp communication"] > 0
+    assert sum(parts.values()) == pytest.approx(5.0, rel=1e-6)
+
+
+MOE_JOB = """hf_config: {hf}
+gpu: h100-sxm
+gpus: 64
+tp: 1
+pp: 1
+ep: 64
+num_layers: 4
+seq_len: 4096
+micro_batch_size: 1
+global_batch: 64
+schedule: 1f1b
+sharding: zero1
+recompute: selective
+recompute_modules: [mla_up_proj, moe_act]
+"""
+
+
+def test_an_expert_parallel_job_calibrates_with_its_experts_split(
+        tmp_path: Path, cli: Cli) -> None:
+    # the calibrated what-if prices the experts over ep as the uncalibrated check does:
+    # at factors 1 it gives check-config's own step back, with no finding about ep
+    job_file = tmp_path / "moe.yaml"
+    job_file.write_text(MOE_JOB.format(hf=DATA.parent / "hf" / "deepseek-v3-config.json"))
+    plain = json.loads(cli("check-config", job_file, "--no-compare", "--output", "json").stdout)
+    step = plain["derived"]["step_time_s"]
+    out = tmp_path / "cal.json"
+    r = cli("calibrate", "--run", job_file, "--step-s", f"{step:.9g}", "-o", out)
+    assert r.exit_code == 0, r.stderr
+    cal = load_profile(out).calibration
+    assert cal is not None
+    assert cal.factors["compute"] == pytest.approx(1.0, rel=1e-6)
+    assert cal.runs[0].parts["expert all-to-all"] > 0
+    back = json.loads(cli("check-config", job_file, "--profile", out, "--no-compare",
+                          "--output", "json").stdout)
+    assert back["derived"]["step_time_s"] == pytest.approx(step, rel=1e-6)
+    assert back["derived"]["cost_key"] == plain["derived"]["cost_key"]
+    assert not [f for f in back["findings"] if f["id"].startswith("moe-")]
+    memory = [[f["message"] for f in doc["findings"] if f["id"] == "memory-ok"]
+              for doc in (plain, back)]
+    assert memory[0] == memory[1] and memory[0]

@@ -23,11 +23,13 @@ from pptune.costmodel.calibration import (
 )
 from pptune.costmodel.comm import AllReduceLink
 from pptune.costmodel.fit import MIN_SINGULAR, Observed, fit, smallest_eigenvalue
+from pptune.costmodel.keys import CostKey
 from pptune.costmodel.ops import Kind, OpCost, Phase, Rates, phase_s
 from pptune.costmodel.parts import LAUNCH, PartTimes, layer_parts, part_of, rate_group
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import CostTable, LayerCosts, PlanRequest, PlanSpec, evaluate
 from pptune.costmodel.simulate import Link
+from pptune.costs.profiles import preset_tables
 
 H100 = presets.GPUS["h100-sxm"]
 
@@ -128,6 +130,26 @@ def test_analytic_layers_carry_parts_that_sum_to_their_times(model: str) -> None
         total = c.fwd_s + c.bwd_s + c.wgrad_s + c.fwd_a2a_s + c.bwd_a2a_s
         assert sum(p.total_s for p in c.parts) == pytest.approx(total, rel=1e-12)
         assert sum(p.fwd_s for p in c.parts) == pytest.approx(c.fwd_s + c.fwd_a2a_s)
+
+
+@pytest.mark.parametrize(("model", "cp", "modules"), [
+    ("llama3-8b", 2, frozenset()), ("deepseek-v3", 1, frozenset({"mla_up_proj", "moe_act"})),
+    ("mixtral-8x7b", 2, frozenset())])
+def test_a_tables_parts_are_its_layers_times(model: str, cp: int, modules: frozenset[str]) -> None:
+    # the parts a calibration splits a step into come with the table the step was priced
+    # with: its context parallelism, experts and recomputed modules included
+    m = dataclasses.replace(presets.MODELS[model], num_blocks=4, mtp_layers=0,
+                            first_dense=min(presets.MODELS[model].first_dense, 1))
+    table = preset_tables(m, "h100-sxm", (1, 2), recompute_modules=modules)(
+        CostKey(tp=2, cp=cp, ep=2 if m.moe else 1))
+    assert table.layer_parts is not None
+    for b, c in table.by_mb.items():
+        a2a = c.fwd_a2a_s or [0.0] * len(c.fwd_s)
+        for i, parts in enumerate(table.layer_parts[b]):
+            assert sum(p.fwd_s for p in parts) == pytest.approx(c.fwd_s[i] + a2a[i], rel=1e-12)
+            assert sum(p.wgrad_s for p in parts) == pytest.approx(c.wgrad_s[i], rel=1e-12)
+        if cp > 1:
+            assert any(p.part == "cp communication" for ps in table.layer_parts[b] for p in ps)
 
 
 # ------------------------------------------------------------------ parts of a step
