@@ -72,7 +72,8 @@ def _launch(profile: Any, schedule: str, m: int, warmup: int, steps: int,
     measured = summarize(data.steps(), PP, data.shared_clock)
     alone = {r.rank: r.ref_alone_s for r in data.ranks if r.ref_alone_s}
     pred = compare.predict(profile, spec, data.loss_s, data.contention,
-                           compare.rank_speeds(profile, spec, alone), data.tiny_step_s)
+                           compare.rank_speeds(profile, spec, alone), data.tiny_step_s,
+                           data.accumulation())
     doc = compare.comparison(spec, pred, measured)
     speed = compare.profile_speed(profile, spec, alone)
     return {
@@ -83,6 +84,7 @@ def _launch(profile: Any, schedule: str, m: int, warmup: int, steps: int,
         "measured_bubble": doc["measured"]["bubble_rate"],
         "busy_error": doc["busy_error"],
         "runtime_per_action_s": doc["runtime_per_action_s"],
+        "accumulation_s": {str(k): list(v) for k, v in sorted(data.accumulation().items())},
         "contention": doc["contention"],
         "profile_speed": speed,
         "predicted_step_s_without_contention": (doc["predicted_without_contention"] or {}).get(

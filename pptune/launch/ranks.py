@@ -25,6 +25,7 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from pptune.errors import EXIT_FAILED, BadInput, PptuneError, RunFailed
+from pptune.launch import allocator
 from pptune.launch.deps import import_torch
 
 
@@ -106,6 +107,7 @@ def init_group(torch: Any, group: GroupSettings, rank: int, world: int, local_ra
         kwargs["device_id"] = torch.device("cuda", local_rank)
     else:
         torch.set_num_threads(group.threads)
+        allocator.keep_freed_memory()  # time ops as a caching allocator would (allocator.py)
     torch.distributed.init_process_group(
         backend=group.backend, rank=rank, world_size=world,
         timeout=timedelta(seconds=group.timeout_s), **kwargs,

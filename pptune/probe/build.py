@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pptune.errors import BadInput
-from pptune.launch import ranks
+from pptune.launch import allocator, ranks
 from pptune.launch.deps import import_torch
 from pptune.launch.stats import HIGH_SPREAD
 from pptune.probe import comm as comm_mod
@@ -254,6 +254,7 @@ def _measure_layers(run: _Run, plan: Any) -> tuple[list[Layer], list[str]]:
     previous_threads = torch.get_num_threads()
     if run.device == "cpu":
         torch.set_num_threads(run.threads)
+        allocator.keep_freed_memory()  # time ops as a caching allocator would (allocator.py)
     run.reporter.start(
         f"layers of {plan.name} on {run.compute_device}", len(plan.layer_names) * len(sizes)
     )

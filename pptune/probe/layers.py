@@ -160,7 +160,7 @@ def _grad(torch: Any, y: Any, targets: tuple[Any, ...], dy: Any, retain: bool) -
     return torch.autograd.grad(y, targets, dy, retain_graph=retain, allow_unused=True)
 
 
-def _split_backward(torch: Any) -> tuple[Any, Any] | None:
+def split_backward(torch: Any) -> tuple[Any, Any] | None:
     """torch.distributed.pipelining's ``stage_backward_input`` and
     ``stage_backward_weight`` (None where torch has no distributed package)."""
     try:
@@ -205,7 +205,7 @@ def measure_layer(
     split_b: list[float] = []
     split_w: list[float] = []
     # a layer with an input gradient and weights: its split backward as well (step 4)
-    splitter = _split_backward(torch) if has_backward and input_grad and params else None
+    splitter = split_backward(torch) if has_backward and input_grad and params else None
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:

@@ -125,11 +125,15 @@ def predict(
     contention: float | None = None,
     speed: dict[int, float] | None = None,
     tiny_step_s: float | None = None,
+    accum_s: dict[int, tuple[float, float]] | None = None,
 ) -> Prediction:
     """Simulate ``spec`` over ``profile`` with the corrections of the module docstring.
 
     ``tiny_step_s``: the schedule's step over tiny stages in the run
     (runtime.py): the runtime's time per action is added to every op.
+    ``accum_s``: per stage, how much longer its whole backward and its split W
+    take into held gradients (``timing.time_accumulation``): every micro-batch
+    but a step's first pays it, so (m - 1) / m of it goes to each one's W.
 
     ``contention``: the measured slowdown of a rank's work while all ranks
     compute at once (``timing.contention``); ``speed``: per rank, its work
@@ -154,6 +158,12 @@ def predict(
         )
     if spec.schedule in SPLIT_BACKWARD:
         notes.append("torch runs stage 0's whole backward in W (its B is empty): predicted so")
+    if accum_s:
+        stages = _accumulating(stages, accum_s, spec.microbatches)
+        notes.append("gradient accumulation (a backward into held gradients, timed in the run) "
+                     "adds to W on " + ", ".join(f"stage {k} {w * 1e3:.2f} ms (split {v * 1e3:.2f})"
+                                                 for k, (w, v) in sorted(accum_s.items()))
+                     + f", for {spec.microbatches - 1} of {spec.microbatches} micro-batches")
     stages = _as_torch_runs(stages, loss_s, spec.schedule)
     link = table.p2p_intra
     action = None if tiny_step_s is None else per_action_s(spec, link, tiny_step_s)
@@ -183,6 +193,18 @@ def predict(
         f"rank computes (without this: step {plain.step_time_s * 1e3:.1f} ms)"
     )
     return Prediction(result, stages, notes, plain, contention, dict(speed or {}), only, action)
+
+
+def _accumulating(stages: list[StageCost], accum_s: dict[int, tuple[float, float]],
+                  m: int) -> list[StageCost]:
+    """Each stage's W (whole and split) with its measured extra into held gradients, for
+    the m - 1 of its m micro-batches that find them (``predict``)."""
+    share, out = (m - 1) / m, list(stages)
+    for k, (whole, split_w) in accum_s.items():
+        st = out[k]
+        out[k] = replace(st, wgrad_s=st.wgrad_s + share * whole,
+                         split_wgrad_s=st.split_w_s + share * split_w)
+    return out
 
 
 def _as_torch_runs(stages: list[StageCost], loss_s: tuple[float, float] | None,

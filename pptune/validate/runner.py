@@ -71,6 +71,7 @@ class RankResult:
     ref_ratios: list[float] = field(default_factory=list)  # together / alone, per round
     peak_saved_bytes: int | None = None  # most bytes saved for backward alive at once (saved.py)
     tiny_step_s: float | None = None  # the schedule over tiny stages (runtime.py)
+    accum_s: dict[int, tuple[float, float]] = field(default_factory=dict)  # timing.py
 
 
 @dataclass
@@ -102,6 +103,9 @@ class RunData:
                 if r.ref_alone_s and r.ref_together_s
             ]
         return median(ratios) if ratios else None
+
+    def accumulation(self) -> dict[int, tuple[float, float]]:  # timing.time_accumulation
+        return {k: v for r in self.ranks for k, v in r.accum_s.items()}
 
     def peak_saved_bytes(self) -> list[float | None]:
         """Per rank (= pipeline rank): the most bytes saved for backward alive at once."""
@@ -152,11 +156,8 @@ def loss_fn(output: Any, target: Any) -> Any:
     """
     import torch.nn.functional as F
 
-    if (
-        not target.is_floating_point()
-        and output.dim() == target.dim() + 1
-        and output.shape[:-1] == target.shape
-    ):
+    if (not target.is_floating_point() and output.dim() == target.dim() + 1
+            and output.shape[:-1] == target.shape):
         return F.cross_entropy(output.flatten(0, -2).float(), target.flatten())
     return output.float().square().mean()
 
@@ -285,6 +286,7 @@ def rank_main(
 
     after = timing.contention(torch, dist, modules, ref_inputs, rank, world, cuda, device)
     tiny = runtime.tiny_step_s(torch, dist, pl, cls, spec, my_stages, device, cuda)
+    accum = timing.time_accumulation(torch, modules, ref_inputs, cuda, device, spec.split)
     alones, togethers, ratios = (before[k] + after[k] for k in range(3))
     loss_f = loss_b = None
     if has_last and "shape" in last_out:
@@ -301,6 +303,7 @@ def rank_main(
         ref_ratios=ratios,
         peak_saved_bytes=peak_saved,
         tiny_step_s=tiny,
+        accum_s={my_stages[i]: extra for i, extra in accum.items()},
     )
     gathered: list[Any] = [None] * world if rank == 0 else []
     dist.gather_object(mine, gathered if rank == 0 else None, dst=0)

@@ -300,12 +300,15 @@ def run(
         )
     alone = {r.rank: r.ref_alone_s for r in data.ranks if r.ref_alone_s}
     speeds = compare.rank_speeds(profile, spec, alone)
-    pred = compare.predict(profile, spec, data.loss_s, data.contention, speeds, data.tiny_step_s)
+    pred = compare.predict(profile, spec, data.loss_s, data.contention, speeds, data.tiny_step_s,
+                           data.accumulation())
     notes += pred.notes
     result = compare.comparison(spec, pred, measured, data.peak_saved_bytes())
     speed = compare.profile_speed(profile, spec, alone)
     result["profile_speed"] = speed
     result["loss_s"] = list(data.loss_s) if data.loss_s is not None else None  # for pptune calibrate
+    # per stage: [whole backward, split W] extra seconds into held gradients (timing.py)
+    result["accumulation_s"] = {str(k): list(v) for k, v in sorted(data.accumulation().items())}
     if speed is not None and not 1 / STALE_PROFILE <= speed <= STALE_PROFILE:
         notes.append(
             f"the ranks' training work ran alone in {speed:.2f}x the profile's time: the "

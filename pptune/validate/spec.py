@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pptune.costmodel.schedules import (
+    SPLIT_BACKWARD,
     Schedule,
     ScheduleError,
     chunks_per_device,
@@ -90,6 +91,11 @@ class RunSpec:
     @property
     def backend(self) -> str:
         return "nccl" if self.device == "cuda" else "gloo"
+
+    @property
+    def split(self) -> bool:
+        """Whether torch runs this schedule's backward split into B and W ops."""
+        return self.schedule in SPLIT_BACKWARD
 
     @property
     def sim_v(self) -> int:

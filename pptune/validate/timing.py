@@ -6,7 +6,10 @@
 - ``time_loss`` times the loss alone on the rank holding the last stage (the
   profile's head excludes it; ``compare`` adds it to the prediction);
 - ``contention`` measures how much the ranks slow each other down when they
-  compute at once (``compare`` applies the ratio).
+  compute at once (``compare`` applies the ratio);
+- ``time_accumulation`` times how much longer a stage's backward takes when its
+  parameters already hold gradients, as every micro-batch after a step's first
+  finds them (``compare`` adds it to the backward ops).
 
 torch is passed in, never imported here.
 """
@@ -24,6 +27,7 @@ LOSS_REPEATS = 7
 LOSS_WARMUP = 2
 CONTENTION_ROUNDS = 2  # before the timed steps, and again after them
 CONTENTION_REPEATS = 3
+ACCUMULATION_REPEATS = 5  # each way, after one warm-up each
 
 
 class Stamper:
@@ -187,3 +191,66 @@ def time_loss(
             fwd.append((t1 - t0) / 1e9)
             bwd.append((t2 - t1) / 1e9)
     return median(fwd), median(bwd)
+
+
+def time_accumulation(torch: Any, modules: list[Any], inputs: dict[int, Any], cuda: bool,
+                      device: str, split: bool) -> dict[int, tuple[float, float]]:
+    """Per module index: the extra seconds of its backward when its parameters already
+    hold gradients, as (whole backward, split W), medians, at least 0.
+
+    Within a step only a stage's first micro-batch finds ``.grad`` empty; every later
+    one's backward accumulates into it (torch's AccumulateGrad: the new gradient is
+    added into the buffer, a read and a write of it beside the new one, where the
+    first takes the new tensor as it is). The profile's backward is the first kind
+    (``torch.autograd.grad``, and a split W into empty gradients). Timed here on an
+    input the stage saw, each way ``ACCUMULATION_REPEATS`` times: the whole backward
+    (``torch.autograd.backward``, as ``backward_one_chunk`` runs it), and with
+    ``split`` torch's split backward (``stage_backward_input`` then
+    ``stage_backward_weight``), whose W is what accumulates. The parameters'
+    gradients are left empty afterwards."""
+    from pptune.probe.layers import split_backward
+
+    splitter = split_backward(torch) if split else None
+    out: dict[int, tuple[float, float]] = {}
+    for i, x in inputs.items():
+        params = [p for p in modules[i].parameters() if p.requires_grad]
+        if not params:
+            continue
+        held = [torch.zeros_like(p) for p in params]
+        extra = []
+        for pair in [None] if splitter is None else [None, splitter]:
+            runs: dict[bool, list[float]] = {True: [], False: []}
+            for r in range(ACCUMULATION_REPEATS + 1):
+                for accumulate in (False, True):
+                    for p, g in zip(params, held, strict=True):
+                        p.grad = g if accumulate else None
+                    t = _backward_s(torch, modules[i], x, params, pair, cuda, device)
+                    if r:
+                        runs[accumulate].append(t)
+            extra.append(max(0.0, median(runs[True]) - median(runs[False])))
+        for p in params:
+            p.grad = None
+        out[i] = (extra[0], extra[1] if len(extra) > 1 else 0.0)
+    return out
+
+
+def _backward_s(torch: Any, module: Any, x: Any, params: list[Any],
+                split: tuple[Any, Any] | None, cuda: bool, device: str) -> float:
+    """One forward, then the seconds of its whole backward, or (``split``: torch's
+    stage_backward_input and stage_backward_weight) of its split W."""
+    x_in = x.detach().requires_grad_(True) if x.is_floating_point() else x
+    y = module(x_in)
+    dy = torch.ones_like(y)
+    if cuda:
+        torch.cuda.synchronize(device)
+    if split is None:
+        t0 = time.perf_counter_ns()
+        torch.autograd.backward(y, dy)
+    else:
+        inp = [x_in] if x_in.requires_grad else []
+        _, groups = split[0]([y], [dy], inp, iter(params))
+        t0 = time.perf_counter_ns()
+        split[1](iter(params), groups)
+    if cuda:
+        torch.cuda.synchronize(device)
+    return (time.perf_counter_ns() - t0) / 1e9

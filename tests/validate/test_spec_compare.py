@@ -133,6 +133,18 @@ def test_loss_is_added_to_the_last_stage() -> None:
     assert any("loss" in note for note in pred.notes)
 
 
+def test_gradient_accumulation_lengthens_w_for_all_but_the_first_micro_batch() -> None:
+    # stages of 2 layers (F 2, B 3, W 1); stage 1's backward into held gradients takes
+    # 0.4 s longer whole and 0.2 s longer as a split W: 3 of its 4 micro-batches pay
+    pred = compare.predict(profile(), spec("gpipe"), accum_s={1: (0.4, 0.2)})
+    assert pred.stages[1].wgrad_s == pytest.approx(1.0 + 0.75 * 0.4)
+    assert pred.stages[1].split_w_s == pytest.approx(1.0 + 0.75 * 0.2)
+    assert pred.stages[0].wgrad_s == pytest.approx(1.0)
+    # gpipe's step: (m + p - 1) x (F + B) with stage 1's backward 0.3 s longer
+    assert pred.result.step_time_s == pytest.approx(5 * 6 + 4 * 0.3)
+    assert any("gradient accumulation" in note for note in pred.notes)
+
+
 def test_zero_bubble_moves_stage0_backward_into_w() -> None:
     pred = compare.predict(profile(), spec("zb-h1"))
     assert (pred.stages[0].bwd_s, pred.stages[0].wgrad_s) == pytest.approx((0.0, 4.0))
