@@ -216,7 +216,8 @@ def time_accumulation(torch: Any, modules: list[Any], inputs: dict[int, Any], cu
         params = [p for p in modules[i].parameters() if p.requires_grad]
         if not params:
             continue
-        held = [torch.zeros_like(p) for p in params]
+        # the gradients the timed steps left (no more memory), else zeros like them
+        held = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
         extra = []
         for pair in [None] if splitter is None else [None, splitter]:
             runs: dict[bool, list[float]] = {True: [], False: []}

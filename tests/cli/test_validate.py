@@ -236,6 +236,9 @@ def test_dualpipev_runs_through_torchs_schedule(
     kinds = {(o["kind"], o["stage"]) for o in doc["ops"]}
     assert {("F", 0), ("F", 3), ("BW", 1), ("BW", 3), ("W", 0)} <= kinds
     assert math.isfinite(doc["step_time_error"])
+    # every stage's backward into held gradients, whole and split, timed in the run
+    assert sorted(doc["accumulation_s"]) == ["0", "1", "2", "3"]
+    assert all(x >= 0 for pair in doc["accumulation_s"].values() for x in pair)
 
 
 HANGING_MODULE = '''
