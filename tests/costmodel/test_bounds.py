@@ -4,7 +4,7 @@ never above what the simulator finds (hypothesis)."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pptune.costmodel.bounds import lower_bound
@@ -58,19 +58,26 @@ def _stage() -> st.SearchStrategy[StageCost]:
                      split_bwd_s=st.none() | t, split_wgrad_s=st.none() | t)
 
 
-@settings(max_examples=300, deadline=None)
-@given(schedule=st.sampled_from(list(Schedule)), p=st.integers(1, 4), m=st.integers(1, 12),
-       v=st.integers(2, 3), combined=st.booleans(), data=st.data())
-def test_lower_bound_never_exceeds_the_simulated_step(
-        schedule: Schedule, p: int, m: int, v: int, combined: bool,
-        data: st.DataObject) -> None:
-    combined = combined and schedule in COMBINABLE
-    v = v if schedule is Schedule.INTERLEAVED else 1
+@st.composite
+def runnable(draw: st.DrawFn, max_p: int, max_m: int,
+             max_v: int) -> tuple[Schedule, int, int, int, bool, int]:
+    """(schedule, p, m, v, combined, global stages) of an order the schedule builds."""
+    schedule = draw(st.sampled_from(list(Schedule)))
+    p, m = draw(st.integers(1, max_p)), draw(st.integers(1, max_m))
+    v = draw(st.integers(2, max_v)) if schedule is Schedule.INTERLEAVED else 1
+    combined = draw(st.booleans()) and schedule in COMBINABLE
     try:
         validate(schedule, p, m, v, combined)
     except ScheduleError:
-        return
-    n = p * chunks_per_device(schedule, v)
+        assume(False)
+    return schedule, p, m, v, combined, p * chunks_per_device(schedule, v)
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=runnable(4, 12, 3), data=st.data())
+def test_lower_bound_never_exceeds_the_simulated_step(
+        case: tuple[Schedule, int, int, int, bool, int], data: st.DataObject) -> None:
+    schedule, p, m, v, combined, n = case
     stages = data.draw(st.lists(_stage(), min_size=n, max_size=n))
     sim = simulate(schedule, p, m, stages, v=v, combined=combined)
     bound = lower_bound(schedule, p, m, stages, combined)
@@ -100,18 +107,10 @@ def _walk(schedule: Schedule, p: int, m: int, v: int, act: list[float],
 
 
 @settings(max_examples=200, deadline=None)
-@given(schedule=st.sampled_from(list(Schedule)), p=st.integers(1, 5), m=st.integers(1, 24),
-       v=st.integers(2, 4), combined=st.booleans(), data=st.data())
+@given(case=runnable(5, 24, 4), data=st.data())
 def test_activation_peaks_match_a_walk_of_the_order(
-        schedule: Schedule, p: int, m: int, v: int, combined: bool,
-        data: st.DataObject) -> None:
-    combined = combined and schedule in COMBINABLE
-    v = v if schedule is Schedule.INTERLEAVED else 1
-    try:
-        validate(schedule, p, m, v, combined)
-    except ScheduleError:
-        return
-    n = p * chunks_per_device(schedule, v)
+        case: tuple[Schedule, int, int, int, bool, int], data: st.DataObject) -> None:
+    schedule, p, m, v, combined, n = case
     act = data.draw(st.lists(st.floats(0.0, 1e9), min_size=n, max_size=n))
     got = activation_peaks(schedule, p, m, v, act, combined)
     assert got == pytest.approx(_walk(schedule, p, m, v, act, combined), rel=1e-9, abs=1e-6)
