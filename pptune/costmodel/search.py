@@ -171,8 +171,10 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
         simulated += found is not None
         # a split refined under another rank order is tried under this one too
         twin = replace(spec, rank_order=DP_INNER, stage_layers=())
-        alt_spec = replace(spec, stage_layers=refined.get(twin, spec.stage_layers))
-        if alt_spec != spec and not over_memory(table, req, alt_spec):
+        alt_layers = refined.get(twin, spec.stage_layers)
+        alt_spec = replace(spec, stage_layers=alt_layers) if alt_layers != spec.stage_layers \
+            else None
+        if alt_spec is not None and not over_memory(table, req, alt_spec):
             alt = evaluate(table, req, alt_spec)
             simulated += 1
             if (max(alt.peak_memory_bytes) <= table.memory_bytes
