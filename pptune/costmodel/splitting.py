@@ -203,9 +203,9 @@ def min_bottleneck_within_memory(
     # memory no split escapes: the time-only split need not be found (the same None
     # as below: with one chunk a device the split search's, else surely_oom's)
     usable = table.memory_bytes - req.reserve_bytes
-    if surely_over(static, act, inflight, out, budget, n, n_stages) if v == 1 else (
-            every_split_over(static[n] - static[0], act[n] - act[0], per_stage, p, n_stages,
-                             usable)):
+    over = surely_over(static, act, inflight, out, budget, n, n_stages)
+    if over if v == 1 else every_split_over(static[n] - static[0], act[n] - act[0],
+                                            per_stage, p, n_stages, usable):
         return None
     key = (p, b, schedule, v, spec.rank_order, spec.recompute)
     splits = cache.splits
@@ -219,7 +219,7 @@ def min_bottleneck_within_memory(
     # what the memory allows each stage decides the split: shardings, micro-batch
     # counts and data-parallel sizes that allow the same stages share it
     fitted = None
-    if not surely_over(static, act, inflight, out, budget, n, n_stages):
+    if not over:
         starts = memory_starts(n, n_stages, static, act, inflight, out, budget)
         fitted_key = (*key, starts)
         if fitted_key not in splits:

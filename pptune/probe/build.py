@@ -254,7 +254,10 @@ def _measure_layers(run: _Run, plan: Any) -> tuple[list[Layer], list[str]]:
     previous_threads = torch.get_num_threads()
     if run.device == "cpu":
         torch.set_num_threads(run.threads)
-        allocator.keep_freed_memory()  # time ops as a caching allocator would (allocator.py)
+        kept = allocator.keep_freed_memory()  # time ops as a caching allocator would
+        if kept is not None:
+            run.notes.append(f"{kept}: op times on this CPU may move with the op order "
+                             "(pptune/launch/allocator.py)")
     run.reporter.start(
         f"layers of {plan.name} on {run.compute_device}", len(plan.layer_names) * len(sizes)
     )
