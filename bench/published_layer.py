@@ -28,6 +28,7 @@ from bench.published_data import (
 )
 from pptune.costmodel.ops import OpCost, Parallel, Phase, Rates, block_ops, phase_s
 from pptune.costmodel.presets import ALLREDUCE_LATENCY_INTRA_S, GPUS, ModelShape
+from pptune.costmodel.variation import slowest_of
 
 CORE_ATTENTION_F = ("qk", "softmax", "attn_dropout", "pv")
 # Table 4 row -> (sequence parallel, recomputation: none, full or selective)
@@ -46,7 +47,7 @@ def _layer_ops(gpu: str, sequence_parallel: bool) -> tuple[list[OpCost], Rates]:
     shape = ModelShape("korthikanti-22b", cfg.layers, h, cfg.attention_heads,
                        cfg.attention_heads, 4 * h, KORTHIKANTI_VOCAB, KORTHIKANTI_SEQ_LEN,
                        cfg.global_batch_size, False, True, "Korthikanti et al. 2022 Table 3")
-    spec = GPUS[gpu]
+    spec = slowest_of(GPUS[gpu], cfg.tensor_parallel)  # the layer's t GPUs wait on the slowest
     rates = Rates.of(spec)
     # the tensor-parallel all-reduce at what NCCL's ring reaches on the node (presets.py)
     par = Parallel(cfg.tensor_parallel, sequence_parallel, flash_attention=False,

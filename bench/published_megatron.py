@@ -61,6 +61,7 @@ from pptune.costmodel.search import (
     Sharding,
     evaluate,
 )
+from pptune.costmodel.variation import slowest_of
 from pptune.costs.profiles import analytic_profile, cost_table
 
 GPU = "a100-80gb"  # "8 NVIDIA 80-GB A100 GPUs" a node (Sec. 5)
@@ -121,7 +122,7 @@ def megatron_row(row: MegatronRow, factors: Factors = Factors()) -> dict[str, An
     run = MEGATRON_SCRIPT[row.params_billion]
     b = run.micro_batch_size
     shape = megatron_shape(row)
-    gpu = scaled_gpu(GPUS[GPU], factors)
+    gpu = slowest_of(scaled_gpu(GPUS[GPU], factors), row.num_gpus)  # the slowest GPU's pace
     table = _blocks_recomputed(cost_table(
         analytic_profile(shape, gpu, [b], tp=t, attention="eager"), tp=t, tp_in_costs=t))
     per_stage = row.layers // p

@@ -37,6 +37,7 @@ from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import PlanRequest, PlanSpec, Sharding, evaluate, search
 from pptune.costmodel.tp_overlap import GemmOverlap, Method, TpOverlap
+from pptune.costmodel.variation import slowest_of
 from pptune.costs.profiles import analytic_profile, cost_table, preset_tables
 
 TOLERANCE = 0.10  # issue 20: dense rows within +-10%
@@ -127,7 +128,8 @@ def _evaluated(run: Run, factors: Factors | None = None) -> Evaluated:
     r = run.recipe
     key = CostKey(tp=run.tp, cp=run.cp, precision=precision_of(run.precision))
     shape = shape_of(r.model, run.tp, r.kv_heads, run.layers, r.seq_len)
-    gpu = run.gpu if factors is None else scaled_gpu(presets.GPUS[run.gpu], factors)
+    base = presets.GPUS[run.gpu] if factors is None else scaled_gpu(presets.GPUS[run.gpu], factors)
+    gpu = slowest_of(base, run.gpus)  # a job runs at its slowest GPU's pace (variation.py)
     prof = analytic_profile(
         shape, gpu, [run.micro_batch], tp=run.tp,
         sequence_parallel=r.sequence_parallel and run.tp > 1,
@@ -207,7 +209,8 @@ def long_context(run: LongRun) -> dict[str, Any]:
     sharding searched), and what it predicts."""
     key = CostKey(tp=run.tp, cp=run.cp, precision=Precision(run.precision))
     shape = shape_of(run.model, run.tp, None, None, run.seq_len)
-    tables = preset_tables(shape, run.gpu, [1], sequence_parallel=run.sequence_parallel,
+    tables = preset_tables(shape, slowest_of(presets.GPUS[run.gpu], run.gpus), [1],
+                           sequence_parallel=run.sequence_parallel,
                            tp_comm_overlap=True, nvls=False, fp8_params=True)
     req = PlanRequest(gpus=run.gpus, global_batch=run.global_batch, tp=run.tp, pp=(run.pp,),
                       cost_keys=(key,), gpus_per_node=presets.GPUS[run.gpu].gpus_per_node,

@@ -79,6 +79,7 @@ from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.schedules import Schedule, model_chunks
 from pptune.costmodel.search import CostTable, PlanRequest, PlanSpec, evaluate, search
 from pptune.costmodel.sharding import Sharding
+from pptune.costmodel.variation import slowest_of
 from pptune.costs.profiles import analytic_profile, cost_table, preset_tables
 
 GIB = 1024**3
@@ -177,7 +178,8 @@ def _table(run: Run) -> CostTable:
     if run.model == "grok-1":
         shape = dataclasses.replace(shape, vocab=GROK_VOCAB_PADDED)
     ex = ExpertParallel(grouped_gemm=run.grouped, node_limit=run.node_limit)
-    tables = preset_tables(shape, run.gpu, (run.mbs,), experts=ex,
+    gpu = slowest_of(presets.GPUS[run.gpu], run.gpus)  # a job runs at its slowest GPU's pace
+    tables = preset_tables(shape, gpu, (run.mbs,), experts=ex,
                            sequence_parallel=run.tp > 1, tp_comm_overlap=run.tp > 1,
                            attention="flash", recompute_modules=frozenset(run.recompute_modules))
     return tables(_key(run))
@@ -397,7 +399,8 @@ def grok_breakdown(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "published_block_ms": round((published_mb - ends) / run.layers * 1e3, 2),
             "block_ratio": round((published_mb - ends) / run.layers / per_layer[1], 3),
         })
-    prof = analytic_profile(NEMOTRON_15B, "h100-sxm", [4], tp=4, sequence_parallel=True)
+    prof = analytic_profile(NEMOTRON_15B, slowest_of(presets.GPUS["h100-sxm"], 16), [4], tp=4,
+                            sequence_parallel=True)
     table = cost_table(prof, tp=4, tp_in_costs=4)
     req = PlanRequest(gpus=16, global_batch=64, tp=4)
     plan = evaluate(table, req, PlanSpec(Schedule.ONE_F_ONE_B, 1, 4, 4, (34,),

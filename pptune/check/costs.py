@@ -36,7 +36,7 @@ from pptune.schemas import Profile, TrainingConfig, load_profile
 
 
 def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
-          given: Profile | None = None, *, refused: bool = False
+          given: Profile | None = None, *, refused: bool = False, gpus: int = 1
           ) -> tuple[CostTable | None, str, CostKey, float | None]:
     """The config's per-layer costs, where they came from ("none" when there are none),
     the layout the table prices, and the memory reserve a calibrated profile measured
@@ -49,6 +49,7 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
     config's tensor and context parallelism priced analytically (a calibrated profile
     too). ``refused``: the config already has error findings; a context-parallel
     layout the model cannot take then adds none of its own (the framework's rule said it).
+    ``gpus``: the job's GPUs, whose slowest sets the analytic compute rates.
     """
     folded = CostKey(tp=cfg.tp)
     path = flags.profile or (Path(cfg.profile) if cfg.profile else None)
@@ -107,7 +108,7 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
                            moe_imbalance=experts.imbalance)
         found = find(opts, Mode.CHECK, sizes=sizes, table_tp=cfg.tp * cfg.cp,
                      profile=given if given is not None else path, shape=shape,
-                     experts=experts, recompute_modules=priced_modules(cfg, add))
+                     experts=experts, recompute_modules=priced_modules(cfg, add), gpus=gpus)
     except PptuneError as exc:
         add("costs-unavailable", "error", f"cannot build costs: {exc}")
         return None, "none", folded, None

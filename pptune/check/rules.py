@@ -243,7 +243,7 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
     report = CheckReport(out, derived={"dp": dp, "grad_accum_steps": ga, "microbatches": m})
     structural = any(f.severity == "error" for f in out)
     table, origin, key, reserve = costs(cfg, base_dir, opts.costs, add, opts.profile,
-                                        refused=structural)
+                                        refused=structural, gpus=tp * p * cp * (dp or 1))
     report.derived["cost_source"] = origin
     if table is not None:  # the layout priced: tp, cp, ep, etp and the GEMM precision
         report.derived["cost_key"] = str(key)

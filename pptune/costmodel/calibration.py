@@ -84,7 +84,7 @@ GPU_RATES: dict[str, RateGroup] = {
 # fixed per-kernel costs, what the hardware supports, the node's size.
 GPU_FIXED = frozenset({
     "name", "source", "peak_flops", "memory_bytes", "hbm_bytes_per_s", "sm_count", "launch_s",
-    "fp8_peak_flops", "fp4_peak_flops", "mxfp8", "gpus_per_node",
+    "fp8_peak_flops", "fp4_peak_flops", "mxfp8", "gpus_per_node", "matmul_spread",
 })
 # Of the fabric's achieved bandwidths, the line rate each is bounded by (the
 # NVLink-SHARP all-reduce reduces in the switch and may exceed the per-GPU line)

@@ -49,6 +49,9 @@ class GpuSpec:
     # clamped at the ends (context.py); empty: ``attention_fraction`` throughout.
     causal_attention: tuple[tuple[int, float], ...] = ()
     full_attention: tuple[tuple[int, float], ...] = ()  # the same without a mask
+    # The range of sustained matmul throughput over the 8 GPUs of a node, relative
+    # to the median: a job runs at its slowest GPU's pace (variation.py).
+    matmul_spread: float = 0.05
 
     def fabric_or_line(self) -> Fabric:
         """The measured fabric, or one at the line rates when none is known."""
@@ -92,6 +95,10 @@ class GpuSpec:
 # - launch_s: a CUDA kernel launch costs ~3-5 us (empty-kernel launch rate
 #   ~334k/s, cs.virginia.edu kernel_overhead measurements; ~4 us per op issued
 #   from Python); a per-kernel gap of 4 us is taken.
+# - matmul_spread: "5% and higher differences" in matmul throughput between the
+#   GPUs of one 8-GPU node (stas00/ml-engineering compute/accelerator/README.md,
+#   commit 744d01e1, "silicon lottery"); the same for every preset, none
+#   published per SKU (variation.py).
 # - fabric (collectives.py), what NCCL reaches, stas00/ml-engineering
 #   network/README.md (commit 744d01e1) unless stated: 8 x H200 (NVLink 4, the
 #   H100's fabric), nccl-tests 16 GiB: ring all-reduce 367.2 GB/s with NVLS off

@@ -19,6 +19,7 @@ from pptune.costmodel.calibration import Factors, scaled_gpu
 from pptune.costmodel.keys import CostKey, TableSource
 from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.presets import GPUS, GpuSpec, ModelShape
+from pptune.costmodel.variation import slowest_of
 from pptune.costs.modelspec import with_seq_len
 from pptune.costs.profiles import DEFAULT_MICRO_BATCH_SIZES, analytic_profile, preset_tables
 from pptune.errors import BadInput
@@ -29,9 +30,10 @@ def factors(cal: Calibration) -> Factors:
     return Factors(**cal.factors)
 
 
-def gpu(cal: Calibration) -> GpuSpec:
-    """The calibration's GPU preset with its rates scaled by the factors."""
-    return scaled_gpu(GPUS[cal.gpu], factors(cal))
+def gpu(cal: Calibration, gpus: int = 1, spread: float | None = None) -> GpuSpec:
+    """The calibration's GPU preset with its rates scaled by the factors, at the pace of
+    the slowest of ``gpus`` (costmodel/variation.py; ``spread`` None: the preset's)."""
+    return slowest_of(scaled_gpu(GPUS[cal.gpu], factors(cal)), gpus, spread)
 
 
 def shape(cal: Calibration, seq_len: int | None = None) -> ModelShape:
@@ -50,14 +52,14 @@ def sizes_of(cal_profile: Profile, sizes: Sequence[int] | None) -> tuple[int, ..
 def profile(cal: Calibration, sizes: Sequence[int], *, tp: int = 1, seq_len: int | None = None,
             sequence_parallel: bool = False, attention: str | None = None,
             tp_comm_overlap: bool = False, ep: int = 1, etp: int = 1,
-            layers_out: list[AnalyticLayer] | None = None) -> Profile:
+            layers_out: list[AnalyticLayer] | None = None, gpus: int = 1) -> Profile:
     """The analytic profile of the calibrated model on the calibrated GPU, for one
-    configuration; the calibration rides along."""
+    configuration of ``gpus`` GPUs; the calibration rides along."""
     m = shape(cal, seq_len)
     experts = ExpertParallel(ep=ep, etp=etp) if m.moe else None
     if not m.moe and (ep, etp) != (1, 1):
         raise BadInput(f"--ep/--etp {ep}/{etp}: {m.name} has no experts to split")
-    prof = analytic_profile(m, gpu(cal), tuple(sizes), tp=tp, efficiency=None,
+    prof = analytic_profile(m, gpu(cal, gpus), tuple(sizes), tp=tp, efficiency=None,
                             sequence_parallel=sequence_parallel,
                             attention=attention or cal.attention, tp_comm_overlap=tp_comm_overlap,
                             experts=experts, layers_out=layers_out)
@@ -76,11 +78,14 @@ def with_calibration(prof: Profile, cal: Calibration) -> Profile:
 def tables(cal: Calibration, sizes: Sequence[int], *, seq_len: int | None = None,
            sequence_parallel: bool = False, attention: str | None = None,
            tp_comm_overlap: bool = False, profiles: dict[CostKey, Profile] | None = None,
-           experts: ExpertParallel | None = None, **options: object) -> TableSource:
+           experts: ExpertParallel | None = None, gpus: int = 1,
+           gpu_spread: float | None = None, **options: object) -> TableSource:
     """A cost table per cost key (tp, cp, ep, etp, precision), built on first use (the
     search walks keys): the presets' own per-key tables (``preset_tables``), on the
-    calibrated GPU; ``options`` as ``analytic_profile`` takes them."""
-    return preset_tables(shape(cal, seq_len), gpu(cal), tuple(sizes), experts=experts,
+    calibrated GPU at the slowest of ``gpus``' pace; ``options`` as ``analytic_profile``
+    takes them."""
+    return preset_tables(shape(cal, seq_len), gpu(cal, gpus, gpu_spread), tuple(sizes),
+                         experts=experts,
                          profiles=profiles, sequence_parallel=sequence_parallel,
                          attention=attention or cal.attention, tp_comm_overlap=tp_comm_overlap,
                          **options)

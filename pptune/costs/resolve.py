@@ -45,13 +45,14 @@ from pathlib import Path
 
 from pptune import limits
 from pptune.costmodel import presets
-from pptune.costmodel.analytic import model_params
 from pptune.costmodel.keys import CostKey, Precision, TableSource
 from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.presets import GpuSpec, ModelShape
 from pptune.costmodel.search import CostTable
+from pptune.costmodel.variation import pace_note, slowest_of
 from pptune.costs import calibrated
 from pptune.costs.dims import single_key
+from pptune.costs.flops import model_flops_per_token
 from pptune.costs.modelspec import read_hf_config, with_seq_len
 from pptune.costs.profiles import (
     DEFAULT_MICRO_BATCH_SIZES,
@@ -119,40 +120,6 @@ class Costs:
                                      None if self.measured else self.shape)
 
 
-def model_flops_per_token(profile: Profile, tp_in_costs: int = 1,
-                          shape: ModelShape | None = None) -> float | None:
-    """Training FLOPs per token of the model (forward + backward, no recomputation).
-
-    6 x N for the weight matmuls (2 forward, 4 backward; Kaplan et al. 2020,
-    "Scaling Laws for Neural Language Models", sec. 2.1) plus the attention
-    scores and their product with V: 12 x L x h x s for the full square
-    (Chowdhery et al. 2022, PaLM, appendix B), halved for causal masking as
-    the analytic cost model counts it, so 6 x L x h x s. N counts every
-    parameter but the embedding table's (a lookup, no matmul); the LM head is
-    counted. None when the profile has no parameters.
-
-    A mixture of experts counts its active parameters: a token passes through
-    top_k of the E routed experts, so their parameters count top_k / E
-    (analytic.model_params ``active=True`` for a shape; for a profile, its
-    layers' ``expert_param_bytes`` times the model's ``top_k / experts``), as
-    NVIDIA's MoE benchmarks count model FLOPs (dgxc-benchmarking
-    grok1/README_314b.md: 20.6 GFLOP a token for its 2-layer Grok-1 row).
-    """
-    layers = profile.layers[1:] if profile.layers[0].name == "embedding" else profile.layers
-    if shape is not None and shape.moe:
-        params = model_params(shape, active=True) - shape.vocab * shape.hidden
-    else:
-        info = profile.model
-        idle = 1 - info.top_k / info.experts if info.experts and info.top_k else 0.0
-        params = sum(layer.param_bytes - idle * layer.expert_param_bytes
-                     for layer in layers) / profile.param_dtype_bytes * tp_in_costs
-    if params <= 0:
-        return None
-    m = profile.model
-    attention = 6 * m.num_blocks * m.hidden_size * m.seq_len if m.num_blocks and m.hidden_size else 0
-    return 6 * params + attention
-
-
 def check_options(opts: CostOptions, sizes: tuple[int, ...] = ()) -> list[str]:
     """Every bad cost flag, one clause each (``sizes``: the micro-batch sizes to price)."""
     out = limits.problems(
@@ -164,6 +131,8 @@ def check_options(opts: CostOptions, sizes: tuple[int, ...] = ()) -> list[str]:
                                                          limits.MAX_SEQ_LEN),
         None if opts.efficiency is None else limits.problem("--efficiency", opts.efficiency,
                                                             0, 1, lo_open=True, capped=False),
+        None if opts.gpu_spread is None else limits.problem("--gpu-spread", opts.gpu_spread,
+                                                            0, 0.5, capped=False),
     )
     if len(sizes) > limits.MAX_MICRO_BATCH_CANDIDATES:
         out.append(f"--micro-batch-sizes lists {len(sizes)} sizes; pptune takes up to "
@@ -178,7 +147,7 @@ def check_options(opts: CostOptions, sizes: tuple[int, ...] = ()) -> list[str]:
 def resolve(opts: CostOptions, *, sizes: tuple[int, ...] | None = None, cwd: Path | None = None,
             table_tp: int | None = None, profile: Profile | Path | None = None,
             probe: QuickProbe | None = None, search: bool = False,
-            gpus_per_node: int | None = None) -> Costs:
+            gpus_per_node: int | None = None, gpus: int = 1) -> Costs:
     """The costs by the table above: rows 1-4 (PLAN), or rows 1-3 and 5 with ``probe`` (RUN).
 
     ``sizes``: the micro-batch sizes to price (None: the profile's, or 1, 2, 4, 8);
@@ -186,19 +155,20 @@ def resolve(opts: CostOptions, *, sizes: tuple[int, ...] | None = None, cwd: Pat
     key's tp. ``search``: the caller walks several keys (recommend; dims.py), so the
     flags may list sizes; otherwise they name one key (dims.single_key).
     ``gpus_per_node``: the node the analytic costs' collectives sit in (None: the
-    GPU preset's NVLink domain).
+    GPU preset's NVLink domain); ``gpus``: the GPUs of the job, whose slowest sets
+    the analytic compute rates (costmodel/variation.py).
     """
     mode = Mode.RUN if probe is not None else Mode.PLAN
     found = find(opts, mode, sizes=sizes, cwd=cwd, table_tp=table_tp, profile=profile,
                  names_model=probe is not None and probe.names_model, search=search,
-                 gpus_per_node=gpus_per_node)
+                 gpus_per_node=gpus_per_node, gpus=gpus)
     if found is not None:
         return found
     if probe is not None:
         _refuse_with_measured(opts, probe.origin, mode)  # before a minute of measuring
         return _measured(probe.measure(), probe.origin, opts, mode, sizes, table_tp, search)
     return _analytic(opts, None, sizes, default=True, search=search,
-                     gpus_per_node=gpus_per_node)
+                     gpus_per_node=gpus_per_node, gpus=gpus)
 
 
 def find(opts: CostOptions, mode: Mode = Mode.PLAN, *, sizes: tuple[int, ...] | None = None,
@@ -207,12 +177,13 @@ def find(opts: CostOptions, mode: Mode = Mode.PLAN, *, sizes: tuple[int, ...] | 
          names_model: bool = False, search: bool = False,
          gpus_per_node: int | None = None,
          experts: ExpertParallel | None = None,
-         recompute_modules: frozenset[str] = frozenset()) -> Costs | None:
+         recompute_modules: frozenset[str] = frozenset(), gpus: int = 1) -> Costs | None:
     """Rows 1-3 of the table; None when none applies. ``shape``: a model the caller
     built (check-config: from the config's layer sizes), which names the model;
     ``experts``: its MoE settings besides ep and etp, which the key holds (check-config:
     the config's routing imbalance and grouped GEMMs; default --moe-imbalance);
-    ``recompute_modules``: the modules recomputed (check-config: the config's)."""
+    ``recompute_modules``: the modules recomputed (check-config: the config's);
+    ``gpus``: the job's GPUs (analytic and calibrated costs run at the slowest's pace)."""
     problems = check_options(opts, sizes or ())
     if problems:
         raise BadInput("; ".join(problems))
@@ -222,41 +193,41 @@ def find(opts: CostOptions, mode: Mode = Mode.PLAN, *, sizes: tuple[int, ...] | 
     if isinstance(given, Profile):
         origin = f"profile of {given.model.name} on {given.device.name} ({given.source})"
         return _profile_costs(given, origin, opts, mode, sizes, table_tp, search,
-                              gpus_per_node, recompute_modules, experts)
+                              gpus_per_node, recompute_modules, experts, gpus)
     if given is not None:
         prof = load_profile(given)
         return _profile_costs(prof, f"profile {given} ({prof.source})", opts, mode, sizes,
-                              table_tp, search, gpus_per_node, recompute_modules, experts)
+                              table_tp, search, gpus_per_node, recompute_modules, experts, gpus)
     model_named = opts.model is not None or opts.hf_config is not None or shape is not None
     analytic = {Mode.PLAN: model_named or opts.gpu is not None, Mode.CHECK: model_named,
                 Mode.RUN: opts.gpu is not None}[mode]
     if analytic:
         return _analytic(opts, shape, sizes, default=False, search=search,
                          gpus_per_node=gpus_per_node, experts=experts,
-                         recompute_modules=recompute_modules)
+                         recompute_modules=recompute_modules, gpus=gpus)
     local = (cwd or Path.cwd()) / DEFAULT_PROFILE_FILE
     if local.is_file() and not (mode is Mode.RUN and (model_named or names_model)):
         where = f"./{DEFAULT_PROFILE_FILE}"
         prof = load_profile(local)
         return _profile_costs(prof, f"profile {where} ({prof.source})", opts, mode, sizes,
-                              table_tp, search, gpus_per_node, recompute_modules, experts)
+                              table_tp, search, gpus_per_node, recompute_modules, experts, gpus)
     return None
 
 
 def _analytic(opts: CostOptions, shape: ModelShape | None, sizes: tuple[int, ...] | None, *,
               default: bool, search: bool, gpus_per_node: int | None,
               experts: ExpertParallel | None = None,
-              recompute_modules: frozenset[str] = frozenset()) -> Costs:
+              recompute_modules: frozenset[str] = frozenset(), gpus: int = 1) -> Costs:
     notes: list[str] = []
     shape = shape or model_shape(opts, notes)
     if shape.num_blocks > limits.MAX_LAYERS:
         raise BadInput(f"{shape.name} has {shape.num_blocks:,} layers; pptune plans up to "
                        f"{limits.MAX_LAYERS:,}")
     gpu = opts.gpu or presets.DEFAULT_GPU
-    spec = gpu_preset(gpu)
+    spec = slowest_of(gpu_preset(gpu), gpus, opts.gpu_spread)
     attention = opts.attention.value if opts.attention is not None else "flash"
     tables = preset_tables(
-        shape, gpu, tuple(sorted(set(sizes or DEFAULT_MICRO_BATCH_SIZES))),
+        shape, spec, tuple(sorted(set(sizes or DEFAULT_MICRO_BATCH_SIZES))),
         experts=experts or ExpertParallel(imbalance=opts.moe_imbalance),
         efficiency=opts.efficiency,
         sequence_parallel=opts.sequence_parallel, attention=attention,
@@ -268,7 +239,8 @@ def _analytic(opts: CostOptions, shape: ModelShape | None, sizes: tuple[int, ...
     key = single_key(opts) if not search else CostKey()
     table = tables(key)
     origin = f"analytic {shape.name} on {gpu}" + (
-        " (embedded default: no profile found)" if default else "")
+        " (embedded default: no profile found)" if default else "") + pace_note(
+        gpu_preset(gpu), gpus, opts.gpu_spread)
     return Costs(table, built[key], origin, measured=False, shape=shape, notes=notes,
                  tp_in_costs=key.tp, key=key, tables=tables, gpu=spec)
 
@@ -288,16 +260,19 @@ def model_shape(opts: CostOptions, notes: list[str]) -> ModelShape:
 
 def analytic_costs(
     shape: ModelShape, gpu: str, micro_batch_sizes: tuple[int, ...] | list[int],
-    key: CostKey | None = None, experts: ExpertParallel | None = None, **options: object,
+    key: CostKey | None = None, experts: ExpertParallel | None = None, *, gpus: int = 1,
+    gpu_spread: float | None = None, **options: object,
 ) -> tuple[CostTable, Profile]:
-    """Analytic per-layer costs of ``shape`` on a GPU preset at one cost key
-    (``options`` as ``profiles.analytic_profile`` takes them)."""
+    """Analytic per-layer costs of ``shape`` on a GPU preset at one cost key, at the
+    slowest of ``gpus`` GPUs' pace (``options`` as ``profiles.analytic_profile`` takes
+    them)."""
     if shape.num_blocks > limits.MAX_LAYERS:
         raise BadInput(f"{shape.name} has {shape.num_blocks:,} layers; pptune plans up to "
                        f"{limits.MAX_LAYERS:,}")
     built: dict[CostKey, Profile] = {}
     key = key or CostKey()
-    table = preset_tables(shape, gpu, tuple(sorted(set(micro_batch_sizes))), experts=experts,
+    spec = slowest_of(gpu_preset(gpu), gpus, gpu_spread)
+    table = preset_tables(shape, spec, tuple(sorted(set(micro_batch_sizes))), experts=experts,
                           profiles=built, **options)(key)
     return table, built[key]
 
@@ -305,7 +280,7 @@ def analytic_costs(
 def _profile_costs(prof: Profile, origin: str, opts: CostOptions, mode: Mode,
                    sizes: tuple[int, ...] | None, table_tp: int | None, search: bool,
                    gpus_per_node: int | None, recompute_modules: frozenset[str] = frozenset(),
-                   experts: ExpertParallel | None = None) -> Costs:
+                   experts: ExpertParallel | None = None, gpus: int = 1) -> Costs:
     """Row 1: a calibrated profile rebuilds the analytic costs for the configuration asked
     (PLAN, CHECK; ``experts`` as ``find``), a table per cost key; others price as measured."""
     if prof.calibration is None or mode is Mode.RUN:
@@ -328,14 +303,15 @@ def _profile_costs(prof: Profile, origin: str, opts: CostOptions, mode: Mode,
         tp_comm_overlap=opts.tp_comm_overlap, profiles=built,
         experts=experts or ExpertParallel(imbalance=opts.moe_imbalance), cp_comm=opts.cp_comm,
         fp8_params=opts.fp8_param_gather, gpus_per_node=gpus_per_node,
-        recompute_modules=recompute_modules)
+        recompute_modules=recompute_modules, gpus=gpus, gpu_spread=opts.gpu_spread)
     key = single_key(opts) if not search else CostKey()
     table = tables(key)
     shape = calibrated.shape(cal, opts.seq_len)
-    where = f"{origin}, calibrated for {shape.name} on {cal.gpu}"
+    where = f"{origin}, calibrated for {shape.name} on {cal.gpu}" + pace_note(
+        presets.GPUS[cal.gpu], gpus, opts.gpu_spread)
     return Costs(table, calibrated.with_calibration(built[key], cal), where, measured=False,
                  shape=shape, notes=[], tp_in_costs=key.tp, key=key, tables=tables,
-                 gpu=calibrated.gpu(cal), reserve_bytes=cal.reserve_bytes)
+                 gpu=calibrated.gpu(cal, gpus, opts.gpu_spread), reserve_bytes=cal.reserve_bytes)
 
 
 def _refuse_with_measured(opts: CostOptions, where: str, mode: Mode) -> None:
@@ -343,6 +319,7 @@ def _refuse_with_measured(opts: CostOptions, where: str, mode: Mode) -> None:
         return
     named = () if mode is Mode.RUN else (("--model", opts.model), ("--hf-config", opts.hf_config))
     flags = [f for f, v in (*named, ("--gpu", opts.gpu), ("--efficiency", opts.efficiency),
+                            ("--gpu-spread", opts.gpu_spread),
                             ("--attention", opts.attention),
                             ("--tp-comm-overlap", opts.tp_comm_overlap or None))
              if v is not None]

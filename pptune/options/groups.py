@@ -186,6 +186,11 @@ class CostOptions:
         None, "--efficiency", kind=FLOAT,
         help="one fraction of peak FLOP/s for every GEMM (analytic costs; default: per GEMM "
         "shape)")
+    gpu_spread: float | None = option(
+        None, "--gpu-spread", kind=FLOAT,
+        help="range of sustained matmul throughput over a node's 8 GPUs, as a fraction of "
+        "the median (analytic costs): a job of N GPUs runs at its slowest one's pace "
+        "[default: the GPU preset's, 0.05]; 0 prices every GPU at the preset's rate")
     attention: Attention | None = option(
         None, "--attention", kind=ATTENTION,
         help="flash or eager (unfused) attention (analytic costs) [default: flash]")

@@ -132,7 +132,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     given = costs is not None  # tune prices one layout, the one its trials run
     if costs is None:
         costs = resolve(spec.costs, sizes=s.micro_batch_sizes, search=True,
-                        gpus_per_node=s.gpus_per_node)
+                        gpus_per_node=s.gpus_per_node, gpus=s.gpus)
     notes = [*costs.notes, f"costs: {costs.origin}"]
     table = costs.table
     gpn = s.gpus_per_node or (costs.gpu.gpus_per_node if costs.gpu is not None else 8)

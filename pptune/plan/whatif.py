@@ -18,6 +18,7 @@ from pptune.costmodel.schedules import (
 )
 from pptune.costmodel.search import MAX_SIMULATED_OPS, CostTable, stage_costs
 from pptune.costmodel.simulate import Link, SimResult, simulate, uniform_stages
+from pptune.costs.dims import single_key
 from pptune.costs.resolve import resolve
 from pptune.errors import BadInput
 from pptune.options import CostOptions, fields_of
@@ -128,7 +129,8 @@ def run(spec: SimSpec) -> SimRun:
             combined=spec.a2a_overlap,
         )
         return SimRun(spec, schedule, result, notes)
-    costs = resolve(spec.costs, sizes=(spec.micro_batch_size,))
+    key = single_key(spec.costs)  # one pipeline: its p x tp x cp GPUs set its pace
+    costs = resolve(spec.costs, sizes=(spec.micro_batch_size,), gpus=p * key.tp * key.cp)
     notes += [*costs.notes, f"costs: {costs.origin}"]
     table = costs.table
     n_layers = len(table.names)

@@ -75,7 +75,8 @@ def calibrate(jobs: list[Job]) -> Outcome:
     c = first.read.config
     sizes = tuple(sorted(set(DEFAULT_MICRO_BATCH_SIZES) | {c.micro_batch_size}))
     prof = calibrated.profile(cal, sizes, tp=c.tp, seq_len=c.seq_len,
-                              sequence_parallel=c.sequence_parallel, attention=c.attention)
+                              sequence_parallel=c.sequence_parallel, attention=c.attention,
+                              gpus=first.size.gpus)
     return Outcome(prof, res, parts)
 
 

@@ -360,7 +360,7 @@ def moe_job(model: str, tp: int, ep: int, pp: int, gpus: int,
     shape = presets.MODELS[model]
     key = CostKey(tp=tp, ep=ep)
     sp = tp > 1 if sp is None else sp
-    table, _ = analytic_costs(shape, "h100-sxm", (1,), key, sequence_parallel=sp)
+    table, _ = analytic_costs(shape, "h100-sxm", (1,), key, sequence_parallel=sp, gpus=gpus)
     req = PlanRequest(gpus=gpus, global_batch=shape.global_batch, tp=tp, cost_keys=(key,))
     per = shape.num_blocks // pp  # the rest on the first stage (--decoder-first-...)
     blocks = [shape.num_blocks - per * (pp - 1)] + [per] * (pp - 1)

@@ -135,7 +135,8 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
         job.shape, gpu, sorted(job.table.by_mb), job.request.keys()[0],
         ExpertParallel(imbalance=c.moe_imbalance), sequence_parallel=sequence_parallel,
         attention=str(attention), tp_comm_overlap=job.tp_comm_overlap, cp_comm=c.cp_comm,
-        fp8_params=c.fp8_param_gather, gpus_per_node=job.request.gpus_per_node)
+        fp8_params=c.fp8_param_gather, gpus_per_node=job.request.gpus_per_node,
+        gpus=job.request.gpus, gpu_spread=c.gpu_spread)
     job = replace(job, table=table)
     plan = evaluate(job.table, job.request, plan.spec)
     notes.append(f"{name} runs {runs}: predicted that way, step {fmt_seconds(plan.step_time_s)}")

@@ -133,7 +133,7 @@ def stateable_exchange(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Pla
         ExpertParallel(imbalance=c.moe_imbalance), sequence_parallel=job.sequence_parallel,
         attention=job.attention, tp_comm_overlap=job.tp_comm_overlap,
         cp_comm=CpComm.ALL_GATHER, fp8_params=c.fp8_param_gather,
-        gpus_per_node=job.request.gpus_per_node)
+        gpus_per_node=job.request.gpus_per_node, gpus=job.request.gpus, gpu_spread=c.gpu_spread)
     job = replace(job, table=table, cost_options=options)
     alt = evaluate(job.table, job.request, plan.spec)
     notes.append(f"torchtitan has no {c.cp_comm.value} context-parallel exchange: emitting it "

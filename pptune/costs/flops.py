@@ -1,0 +1,41 @@
+"""The model FLOPs a token costs: the count the MFU column reports."""
+
+from __future__ import annotations
+
+from pptune.costmodel.analytic import model_params
+from pptune.costmodel.presets import ModelShape
+from pptune.schemas import Profile
+
+
+def model_flops_per_token(profile: Profile, tp_in_costs: int = 1,
+                          shape: ModelShape | None = None) -> float | None:
+    """Training FLOPs per token of the model (forward + backward, no recomputation).
+
+    6 x N for the weight matmuls (2 forward, 4 backward; Kaplan et al. 2020,
+    "Scaling Laws for Neural Language Models", sec. 2.1) plus the attention
+    scores and their product with V: 12 x L x h x s for the full square
+    (Chowdhery et al. 2022, PaLM, appendix B), halved for causal masking as
+    the analytic cost model counts it, so 6 x L x h x s. N counts every
+    parameter but the embedding table's (a lookup, no matmul); the LM head is
+    counted. None when the profile has no parameters.
+
+    A mixture of experts counts its active parameters: a token passes through
+    top_k of the E routed experts, so their parameters count top_k / E
+    (analytic.model_params ``active=True`` for a shape; for a profile, its
+    layers' ``expert_param_bytes`` times the model's ``top_k / experts``), as
+    NVIDIA's MoE benchmarks count model FLOPs (dgxc-benchmarking
+    grok1/README_314b.md: 20.6 GFLOP a token for its 2-layer Grok-1 row).
+    """
+    layers = profile.layers[1:] if profile.layers[0].name == "embedding" else profile.layers
+    if shape is not None and shape.moe:
+        params = model_params(shape, active=True) - shape.vocab * shape.hidden
+    else:
+        info = profile.model
+        idle = 1 - info.top_k / info.experts if info.experts and info.top_k else 0.0
+        params = sum(layer.param_bytes - idle * layer.expert_param_bytes
+                     for layer in layers) / profile.param_dtype_bytes * tp_in_costs
+    if params <= 0:
+        return None
+    m = profile.model
+    attention = 6 * m.num_blocks * m.hidden_size * m.seq_len if m.num_blocks and m.hidden_size else 0
+    return 6 * params + attention
