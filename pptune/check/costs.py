@@ -69,12 +69,14 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
         if profile is not None and profile.calibration is not None:
             # calibrated (pptune calibrate --run): the model priced for this config's settings
             opts = CostOptions(tp=(cfg.tp,), cp=(cfg.cp,), seq_len=cfg.seq_len,
+                               gpu_spread=flags.gpu_spread,
                                sequence_parallel=cfg.sequence_parallel,
                                attention=Attention(cfg.attention) if cfg.attention else None,
                                **layout_options(cfg))
             sizes = tuple(sorted({1, 2, 4, 8, cfg.micro_batch_size}))
         if shape is not None:
             opts = CostOptions(tp=(cfg.tp,), cp=(cfg.cp,), gpu=_gpu(flags, cfg, add),
+                               gpu_spread=flags.gpu_spread,
                                sequence_parallel=cfg.sequence_parallel, attention=attention,
                                **layout_options(cfg))
             sizes = tuple(sorted({1, 2, 4, 8, cfg.micro_batch_size}))

@@ -34,7 +34,7 @@ launch scripts, and torchtitan TOML (detected from the content; --format-in over
 """
 
 
-@uses(costs=Use(CostOptions, only=("model", "gpu", "profile"), more={
+@uses(costs=Use(CostOptions, only=("model", "gpu", "profile", "gpu_spread"), more={
     "model": "overrides the file", "gpu": "overrides the file",
     "profile": "overrides the file; relative to the working folder [default: the file's, "
     "else ./pptune-profile.json when the file names no model]"}))
