@@ -39,6 +39,7 @@ recipe turns it off (``NCCL_NVLS_ENABLE=0``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from enum import Enum
@@ -81,11 +82,18 @@ class Fabric:
     nvls_busbw_bytes_per_s: float | None = None  # NVLink SHARP all-reduce, full node
     nvls_min_ranks: int = 5  # NCCL picks NVLS from this many ranks in the node
     nvls_enabled: bool = True  # NCCL_NVLS_ENABLE (the NVIDIA recipes set 0)
+    # NCCL runs a collective as one thread block (CTA) per channel, each on an SM of its
+    # own, so compute beside it runs on the others (evaluate.with_comm); 0: not priced
+    collective_ctas: int = 0
+    sm_count: int = 0
 
     def without_nvls(self) -> Fabric:
-        return Fabric(self.ring_busbw_bytes_per_s, self.p2p_bytes_per_s,
-                      self.nic_busbw_bytes_per_s, self.nvls_busbw_bytes_per_s,
-                      self.nvls_min_ranks, nvls_enabled=False)
+        return dataclasses.replace(self, nvls_enabled=False)
+
+    @property
+    def sm_share(self) -> float:
+        """The share of the GPU's SMs a running collective holds."""
+        return self.collective_ctas / self.sm_count if self.sm_count else 0.0
 
 
 @dataclass(frozen=True)

@@ -63,23 +63,29 @@ __all__ = ["DEFAULT_VIRTUAL_STAGES", "Plan", "PlanRequest", "PlanSpec", "StageLa
 
 
 def with_comm(stages: Sequence[StageCost], comm: Sequence[ShardComm],
-              first_share: Sequence[float]) -> list[StageCost]:
+              first_share: Sequence[float], sm_share: float = 0.0) -> list[StageCost]:
     """Fold per-micro-batch collectives into the ops they overlap.
 
     A gather or reduce-scatter of block i+1 runs behind the work of block
     i, so an op takes ``max(work, traffic)`` plus the share of the first
     block, which nothing hides (``first_share``: largest block / stage params).
     The work is the op's compute and its all-to-alls, which stay on the
-    communication stream (``fwd_comm_s`` / ``bwd_comm_s``): a plain op's time
-    is ``max(compute + all-to-all, traffic) + first share``.
+    communication stream (``fwd_comm_s`` / ``bwd_comm_s``). While a collective
+    runs it holds ``sm_share`` of the SMs (collectives.Fabric: one CTA a NCCL
+    channel), so the compute beside ``traffic`` seconds of it takes ``traffic x
+    sm_share`` longer, as Transformer Engine's overlap prices a GEMM beside its
+    communication kernel (tp_overlap.shared): a plain op's time is ``max(compute +
+    traffic x sm_share + all-to-all, traffic) + first share``.
     """
     out = []
     for s, c, share in zip(stages, comm, first_share, strict=True):
         if c.fwd_s == 0 and c.bwd_s == 0:
             out.append(s)
             continue
-        fwd = max(s.fwd_s + s.fwd_comm_s, c.fwd_s) + c.fwd_s * share - s.fwd_comm_s
-        bwd = max(s.bwd_s + s.bwd_comm_s, c.bwd_s) + c.bwd_s * share - s.bwd_comm_s
+        fwd = (max(s.fwd_s + c.fwd_s * sm_share + s.fwd_comm_s, c.fwd_s) + c.fwd_s * share
+               - s.fwd_comm_s)
+        bwd = (max(s.bwd_s + c.bwd_s * sm_share + s.bwd_comm_s, c.bwd_s) + c.bwd_s * share
+               - s.bwd_comm_s)
         out.append(dataclasses.replace(s, fwd_s=fwd, bwd_s=bwd))
     return out
 
@@ -164,7 +170,8 @@ def _stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLa
         comm = [_both(traffic(n - x, dp, ar_link, st), traffic(x, edp, edp_link, st))
                 for n, x, st in zip(params, experts, compute, strict=True)]
     share = [lg / n if n > 0 else 0.0 for lg, n in zip(largest, params, strict=True)]
-    stages = with_comm(compute, comm, share)
+    stages = with_comm(compute, comm, share,
+                       table.fabric.sm_share if table.fabric is not None else 0.0)
     cache = ([sum(table.cache_bytes[s:e]) for s, e in bounds] if table.cache_bytes
              else [0.0] * len(bounds))
     chunk_of = stage_chunk_map(spec.schedule, spec.pp, spec.virtual_stages)

@@ -112,15 +112,21 @@ class GpuSpec:
 #   ml-engineering case study; NCCL's own tuner caps A100 at 235 GB/s,
 #   src/graph/tuning.cc). A pairwise copy's share of the line rate where no
 #   copy was measured (A100, B200, GB200) is H200's 0.881, an assumption.
+# - collective_ctas: NCCL runs a collective as one CTA a channel; Hopper nodes run 16
+#   (NVIDIA/nccl issue 892: an H800 node's NCCL_DEBUG log, "16 coll channels";
+#   issue 1453: three H100 nodes, ring channels xx/16; src/transport/nvls.cc: 16 NVLS
+#   CTAs on sm_90). The same 16 is assumed on A100 and Blackwell (no log found).
 _H100_CAUSAL = ((512, 163 / 989), (1024, 221 / 989), (2048, 265 / 989), (4096, 294 / 989),
                 (8192, 308 / 989), (16384, 328 / 989))
 _H100_FULL = ((512, 248 / 989), (1024, 294 / 989), (2048, 320 / 989), (4096, 326 / 989),
               (8192, 335 / 989), (16384, 338 / 989))
 _NIC_400G_BUSBW = 47 * GB  # nccl-tests issue 290: 46-48 GB/s per 400 Gb/s NIC
 _P2P_SHARE = 396.4 / 450  # nvbandwidth copy over NVLink 4's line rate (8 x H200)
+_NCCL_CTAS = 16  # one CTA a channel: NCCL's collectives on Hopper nodes run 16 (above)
 _HOPPER_FABRIC = Fabric(ring_busbw_bytes_per_s=367.2 * GB, p2p_bytes_per_s=396.4 * GB,
                         nic_busbw_bytes_per_s=_NIC_400G_BUSBW,
-                        nvls_busbw_bytes_per_s=480.0 * GB, nvls_min_ranks=5)
+                        nvls_busbw_bytes_per_s=480.0 * GB, nvls_min_ranks=5,
+                        collective_ctas=_NCCL_CTAS, sm_count=132)
 
 GPUS: dict[str, GpuSpec] = {
     g.name: g
@@ -132,7 +138,8 @@ GPUS: dict[str, GpuSpec] = {
                 "NVIDIA A100 datasheet; DGX A100 user guide",
                 sm_count=108, gemm_fraction=0.869, hbm_fraction=0.88,
                 attention_fraction=0.73, launch_s=4e-6,
-                fabric=Fabric(235 * GB, _P2P_SHARE * 300 * GB, 24 * GB)),
+                fabric=Fabric(235 * GB, _P2P_SHARE * 300 * GB, 24 * GB,
+                              collective_ctas=_NCCL_CTAS, sm_count=108)),
         # NVIDIA H100 datasheet (SXM5): 989 TFLOP/s dense BF16, 1979 FP8, 80 GB
         # HBM3 at 3.35 TB/s, NVLink 4 900 GB/s bidirectional; DGX H100: one
         # 400 Gb/s NDR InfiniBand NIC per GPU.
@@ -161,7 +168,8 @@ GPUS: dict[str, GpuSpec] = {
                 sm_count=132, gemm_fraction=0.803, hbm_fraction=0.90,
                 attention_fraction=0.34, launch_s=4e-6,
                 fp8_peak_flops=1979e12, fp8_gemm_fraction=0.709,
-                fabric=Fabric(160 * GB, 160 * GB, _NIC_400G_BUSBW),
+                fabric=Fabric(160 * GB, 160 * GB, _NIC_400G_BUSBW, collective_ctas=_NCCL_CTAS,
+                              sm_count=132),
                 causal_attention=_H100_CAUSAL, full_attention=_H100_FULL),
         # NVIDIA DGX B200 datasheet: eight B200, 1,440 GB HBM3e (180 GB each),
         # 64 TB/s (8 TB/s each), NVLink 5 1.8 TB/s bidirectional per GPU; 2,250 /
@@ -174,7 +182,8 @@ GPUS: dict[str, GpuSpec] = {
                 fp8_peak_flops=4500e12, fp4_peak_flops=9000e12, fp8_gemm_fraction=0.763,
                 mxfp8=True,
                 fabric=Fabric(682.2 * GB, _P2P_SHARE * 900 * GB, _NIC_400G_BUSBW,
-                              838.0 * GB, nvls_min_ranks=6),
+                              838.0 * GB, nvls_min_ranks=6, collective_ctas=_NCCL_CTAS,
+                              sm_count=148),
                 causal_attention=_H100_CAUSAL, full_attention=_H100_FULL),
         # NVIDIA GB200 NVL72: 72 Blackwell GPUs in one NVLink domain, 1.8 TB/s
         # NVLink 5 each, 13.4 TB HBM3e at 576 TB/s (186 GB, 8 TB/s a GPU:
@@ -188,7 +197,8 @@ GPUS: dict[str, GpuSpec] = {
                 fp8_peak_flops=5000e12, fp4_peak_flops=10000e12, fp8_gemm_fraction=0.723,
                 mxfp8=True, gpus_per_node=72,
                 fabric=Fabric(680 * GB, _P2P_SHARE * 900 * GB, _NIC_400G_BUSBW,
-                              850 * GB, nvls_min_ranks=5),
+                              850 * GB, nvls_min_ranks=5, collective_ctas=_NCCL_CTAS,
+                              sm_count=148),
                 causal_attention=_H100_CAUSAL, full_attention=_H100_FULL),
     ]
 }

@@ -45,8 +45,9 @@ step, gathers once per step and reduce-scatters once per step.
 
 Overlap: per-micro-batch collectives run on their own stream, the next
 block's gather behind the current block's compute (FSDP and ZeRO-3
-prefetch): a stage's forward takes ``max(compute, gather)`` plus the first
-block's gather, which nothing hides. ``none`` and ``zero1`` reduce in buckets
+prefetch): a stage's forward takes ``max(compute + gather x sm_share, gather)``
+plus the first block's gather, which nothing hides (``sm_share``: the SMs NCCL's
+kernels hold while they run, collectives.Fabric; evaluate.with_comm). ``none`` and ``zero1`` reduce in buckets
 during the last backward and zero1 gathers ahead of the next forward
 (comm.py, ``dp_exposed_s``); what is left of that, and FSDP's once-per-step
 reduce-scatter under a pipeline, runs after the stage's last backward on the

@@ -81,7 +81,8 @@ def preset_links(gpu: presets.GpuSpec, nvls: bool = True) -> Links:
             ring_busbw_bytes_per_s=f.ring_busbw_bytes_per_s, p2p_bytes_per_s=f.p2p_bytes_per_s,
             nic_busbw_bytes_per_s=f.nic_busbw_bytes_per_s,
             nvls_busbw_bytes_per_s=f.nvls_busbw_bytes_per_s, nvls_min_ranks=f.nvls_min_ranks,
-            nvls_enabled=f.nvls_enabled and nvls,
+            nvls_enabled=f.nvls_enabled and nvls, collective_ctas=f.collective_ctas,
+            sm_count=f.sm_count,
         ),
     )
 
@@ -91,7 +92,8 @@ def fabric_of(links: Links) -> Fabric | None:
     if spec is None:
         return None
     return Fabric(spec.ring_busbw_bytes_per_s, spec.p2p_bytes_per_s, spec.nic_busbw_bytes_per_s,
-                  spec.nvls_busbw_bytes_per_s, spec.nvls_min_ranks, spec.nvls_enabled)
+                  spec.nvls_busbw_bytes_per_s, spec.nvls_min_ranks, spec.nvls_enabled,
+                  spec.collective_ctas, spec.sm_count)
 
 
 def _tp_link(fabric: Fabric, tp: int, sequence_parallel: bool, nbytes: float) -> tuple[float, float]:

@@ -129,6 +129,10 @@ class FabricSpec(Strict):
     nvls_busbw_bytes_per_s: float | None = Field(None, gt=0, description="NVLink SHARP all-reduce")
     nvls_min_ranks: int = Field(5, ge=2, description="NCCL picks NVLS from this many ranks")
     nvls_enabled: bool = Field(True, description="NCCL_NVLS_ENABLE")
+    collective_ctas: int = Field(0, ge=0, description="SMs (one CTA a channel) a running "
+                                 "NCCL collective holds; 0: not priced")
+    sm_count: int = Field(0, ge=0, description="the GPU's SMs (with collective_ctas: the "
+                          "share of them compute beside a collective loses)")
 
 
 class Links(Strict):

@@ -163,3 +163,30 @@ def test_split_is_optimal_for_the_step_with_few_microbatches() -> None:
     got = search(table, req).plans[0]
     assert tuple(got.stage_layers) == best != tuple(minmax)
     assert got.step_time_s < step((2, 2, 2, 2))
+
+
+def test_compute_beside_a_collective_loses_the_sms_it_holds() -> None:
+    # F 10 ms beside a 4 ms gather of the next block, 1/8 of the SMs held by NCCL's
+    # CTAs: 10 + 4/8 = 10.5 ms, plus the first block's gather (a quarter of the
+    # stage's parameters: 1 ms) that nothing hides; B 12 ms beside a 16 ms
+    # reduce-scatter: the traffic binds (16 > 12 + 2), 16 + 4 = 20 ms
+    from pptune.costmodel.evaluate import with_comm
+    from pptune.costmodel.sharding import ShardComm
+    from pptune.costmodel.simulate import StageCost
+
+    st = StageCost(fwd_s=10e-3, bwd_s=12e-3, wgrad_s=5e-3)
+    comm = ShardComm(fwd_s=4e-3, bwd_s=16e-3)
+    (out,) = with_comm([st], [comm], [0.25], sm_share=1 / 8)
+    assert out.fwd_s == pytest.approx(10.5e-3 + 1e-3)
+    assert out.bwd_s == pytest.approx(16e-3 + 4e-3)
+    assert out.wgrad_s == st.wgrad_s
+    (free,) = with_comm([st], [comm], [0.25])  # no SM share: the plain max
+    assert free.fwd_s == pytest.approx(10e-3 + 1e-3)
+
+
+def test_presets_price_nccl_ctas_on_their_sms() -> None:
+    from pptune.costmodel.presets import GPUS
+
+    assert GPUS["h100-sxm"].fabric.sm_share == pytest.approx(16 / 132)
+    assert GPUS["a100-80gb"].fabric.sm_share == pytest.approx(16 / 108)
+    assert GPUS["b200"].fabric.sm_share == pytest.approx(16 / 148)
