@@ -26,7 +26,22 @@ row (nothing is fitted to them).
    ``moe_act`` recompute modules, and its BF16 Adam moments (sec. 3.3.3) as
    such; not modelled: the RMSNorm recomputation, the SwiGLU input and the
    attention output cached in its own low-precision formats, the EMA kept in CPU
-   memory and the embedding shared with the MTP module.
+   memory and the embedding shared with the MTP module. DualPipe's F&B pairs
+   overlap the all-to-all (sec. 3.2.1: "both all-to-all and PP communication can
+   be fully hidden"), so the row runs with it (``PlanSpec.a2a_overlap``), as
+   recommend prices a DualPipe plan without block recomputation.
+4. DeepSeek's published profile of one DualPipe F&B pair (deepseek-ai/profile-data,
+   train.json at commit 449602428a1b023acb8a505d4f34fef536535db6: a PyTorch
+   profiler trace on an H800, "a pair of individual forward and backward chunks
+   ... Each chunk contains 4 MoE layers ... EP64, TP1 with 4K sequence length",
+   PP communication left out, balanced routing; one 4,096-token sequence, from the
+   attention kernels' grid: 32 query blocks of 128 x 128 heads x batch 1). Summed
+   from its kernel events (``deepseek_pair``): 129.0 ms from the first kernel to
+   the last; GEMM kernels (DeepSeek's FP8 grouped GEMMs, one stream and a second
+   one for part of the weight gradients) 75.0 ms, attention (FlashAttention-3
+   forward and backward) 22.0 ms, every other compute kernel (FP8 casts and
+   transposes, norms, rotary, SwiGLU, permutation) 32.5 ms, the all-to-all
+   kernels on the communication stream (DeepEP, their polling included) 113.4 ms.
 
 What the Grok-1 runs state and pptune takes from them (configure.sh and the
 yaml): tensor parallelism 4 with sequence parallelism and ``ub_tp_comm_overlap``
@@ -128,6 +143,7 @@ class Run:
     # megatron-core recompute modules matching what the source says it recomputes
     recompute_modules: tuple[str, ...] = ()
     moment_bytes: float = 4.0  # each Adam moment (2: BF16, where the source says so)
+    a2a_overlap: bool = False  # the F&B pairs overlap the all-to-all (the source says so)
 
 
 def _grok(gpus: int, seq: int, layers: int, pp: int, cp: int, ep: int, vp: int, gbs: int,
@@ -161,8 +177,16 @@ RUNS: tuple[Run, ...] = (
         1e12 / (180e3 * 3600), DEEPSEEK_REPORT,
         "1e12 tokens / (180K GPU-hours x 3600 s), wall clock with every overhead",
         etp=1, schedule=Schedule.DUALPIPE, node_limit=4,
-        recompute_modules=("mla_up_proj", "moe_act"), moment_bytes=2.0),
+        recompute_modules=("mla_up_proj", "moe_act"), moment_bytes=2.0, a2a_overlap=True),
 )
+
+# deepseek-ai/profile-data train.json (module docstring, item 4), milliseconds, summed
+# from its kernel events by kind
+DEEPSEEK_PAIR_SOURCE = ("deepseek-ai/profile-data train.json "
+                        "(449602428a1b023acb8a505d4f34fef536535db6), H800, EP64, TP1")
+DEEPSEEK_PAIR_LAYERS = 4  # MoE layers in each chunk
+DEEPSEEK_PAIR_MS = {"pair": 129.0, "gemm": 75.0, "attention": 22.0, "other compute": 32.5,
+                    "all-to-all kernels": 113.4}
 
 
 def _key(run: Run) -> CostKey:
@@ -210,7 +234,8 @@ def predict(run: Run) -> dict[str, Any]:
                       grad_bytes_factor=0.5 if run.grad_bf16 else 1.0,
                       moment_bytes=run.moment_bytes)
     spec = PlanSpec(schedule, run.pp, run.mbs, m, tuple(split), run.vp,
-                    sharding=Sharding.ZERO1, recompute=Recompute.NONE, key=key)
+                    sharding=Sharding.ZERO1, recompute=Recompute.NONE, key=key,
+                    a2a_overlap=run.a2a_overlap)
     plan = evaluate(table, req, spec)
     tokens = run.gbs * run.seq_len / plan.step_time_s / run.gpus
     ratio = tokens / run.tokens_per_s_per_gpu
@@ -421,6 +446,41 @@ def grok_breakdown(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def deepseek_pair() -> dict[str, Any]:
+    """DeepSeek's measured F&B pair (module docstring, item 4) against pptune's: a
+    forward chunk and a backward chunk of 4 DeepSeek-V3 MoE layers each, priced on the
+    DeepSeek-V3 row's table (H800, EP64, FP8, micro-batch 1 x 4,096 tokens) and
+    overlapped as an F&B pair (sim_records.overlapped_pair_s); by part, the layers'
+    forward plus backward and weight gradient (costmodel/parts.py)."""
+    from pptune.costmodel.sim_records import overlapped_pair_s
+    from pptune.costmodel.table import stage_costs
+
+    run = next(r for r in RUNS if r.model == "deepseek-v3")
+    table = _table(run)
+    shape = presets.MODELS[run.model]
+    first = 1 + next(i for i in range(run.layers) if shape.moe_block(i))  # a table index
+    n = DEEPSEEK_PAIR_LAYERS
+    split = [first, n, len(table.names) - first - n]
+    chunk = stage_costs(table, run.mbs, split, True)[1]
+    pair_ms = overlapped_pair_s(chunk, chunk) * 1e3
+    parts: dict[str, float] = {}
+    for p in table.layer_parts[run.mbs][first]:
+        parts[p.part] = parts.get(p.part, 0.0) + n * (p.fwd_s + p.bwd_s + p.wgrad_s) * 1e3
+    predicted = {"pair": pair_ms, "gemm": parts.get("gemm", 0.0),
+                 "attention": parts.get("attention", 0.0),
+                 "other compute": parts.get("memory-bound", 0.0) + parts.get("launch", 0.0),
+                 "all-to-all kernels": parts.get("expert all-to-all", 0.0)}
+    return {
+        "source": DEEPSEEK_PAIR_SOURCE, "layers_per_chunk": n, "tokens": run.seq_len,
+        "note": "measured: kernel time by kind in the trace (the all-to-all kernels' time "
+                "includes their polling); predicted: the same layers' forward, backward and "
+                "weight-gradient time by part, the pair overlapped with the all-to-all",
+        "rows": [{"part": k, "measured_ms": v, "predicted_ms": round(predicted[k], 1),
+                  "ratio": round(v / predicted[k], 3) if predicted[k] else None}
+                 for k, v in DEEPSEEK_PAIR_MS.items()],
+    }
+
+
 def main() -> dict[str, Any]:
     rows = [predict(r) for r in RUNS]
     predicted = [r for r in rows if r["ratio"] is not None]
@@ -437,5 +497,6 @@ def main() -> dict[str, Any]:
                                         / len(predicted)), 3) if predicted else None,
         "grok_breakdown": grok_breakdown(rows),
         "deepseek_v3_memory": deepseek_memory(),
+        "deepseek_pair": deepseek_pair(),
         "speed": speed(),
     }

@@ -28,15 +28,17 @@ Op times, per micro-batch, from the stage's ``StageCost``:
   either stream's total work, nor than either chunk's own chain (its
   communication and compute alternate, never overlap each other)::
 
-      F&B = max(Fc + Bc, Fa + Ba, Fc + Fa, Bc + Ba)
+      F&B = max(Fc + Bc + (Fa + Ba) s, Fa + Ba, Fc + Fa, Bc + Ba)
 
-  a lower bound, used as the pair's time. With ``Fa <= Bc`` and ``Ba <= Fc``
-  (each chunk's all-to-all no longer than the other chunk's compute) it is
-  ``Fc + Bc``: the communication is hidden, the case the report describes.
-  Where the components' sizes do not interleave that well the bound is
-  optimistic (a real pair also gives some SMs to communication, which the
-  report tunes by hand). Without communication the pair costs the sum of
-  its two chunks.
+  used as the pair's time, where ``s`` is the share of the SMs the
+  communication kernels hold while they run (``StageCost.comm_sm_share``:
+  NCCL's CTAs, collectives.Fabric; DeepSeek's own kernels take 20 of 132, report
+  sec. 3.2.2), which the compute beside them does without. With ``Fa <= Bc``
+  and ``Ba <= Fc`` (each chunk's all-to-all no longer than the other chunk's
+  compute) it is ``Fc + Bc`` plus that share: the communication is hidden, the
+  case the report describes. Where the components' sizes do not interleave
+  that well the bound is optimistic. Without communication the pair costs the
+  sum of its two chunks.
 """
 
 from __future__ import annotations
@@ -65,6 +67,9 @@ class StageCost:
     # stage_backward_weight, measured by the probe); None: bwd_s / wgrad_s
     split_bwd_s: float | None = None
     split_wgrad_s: float | None = None
+    # the share of the SMs this stage's all-to-all kernels hold while they run, which
+    # the compute of an F&B pair beside them does without (overlapped_pair_s)
+    comm_sm_share: float = 0.0
 
     @property
     def total_s(self) -> float:
@@ -94,7 +99,8 @@ def overlapped_pair_s(fwd: StageCost, bwd: StageCost) -> float:
     whole backward of ``bwd``'s (module docstring: DeepSeek-V3 sec. 3.2.1)."""
     fc, fa = fwd.fwd_s, fwd.fwd_comm_s
     bc, ba = bwd.bwd_s + bwd.wgrad_s, bwd.bwd_comm_s
-    return max(fc + bc, fa + ba, fc + fa, bc + ba)
+    share = max(fwd.comm_sm_share, bwd.comm_sm_share)
+    return max(fc + bc + (fa + ba) * share, fa + ba, fc + fa, bc + ba)
 
 
 @dataclass(frozen=True)

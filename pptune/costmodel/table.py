@@ -128,6 +128,7 @@ def _stage_sums(table: CostTable, b: int, stage_layers: Sequence[int],
                 a2a_stream: bool) -> list[StageCost]:
     c = table.by_mb[b]
     a2a = bool(c.fwd_a2a_s or c.bwd_a2a_s)
+    share = table.fabric.sm_share if a2a and a2a_stream and table.fabric is not None else 0.0
     out = []
     for s, e in stage_bounds(stage_layers):
         fwd_s, bwd_s = sum(c.fwd_s[s:e]), sum(c.bwd_s[s:e])
@@ -147,6 +148,7 @@ def _stage_sums(table: CostTable, b: int, stage_layers: Sequence[int],
                 bwd_comm_s=bwd_comm_s,
                 split_bwd_s=sum(c.split_bwd_s[s:e]) if c.split_bwd_s else None,
                 split_wgrad_s=sum(c.split_wgrad_s[s:e]) if c.split_wgrad_s else None,
+                comm_sm_share=share,
             )
         )
     return out

@@ -272,6 +272,10 @@ def test_overlapped_pair_time_by_hand() -> None:
     assert overlapped_pair_s(fat, fat) == 8.0  # max(1, 8, 4.5, 4.5)
     # without communication a pair is its two chunks back to back
     assert overlapped_pair_s(StageCost(1, 2, 3), StageCost(4, 5, 6)) == 1 + 5 + 6
+    # the all-to-all's kernels hold a quarter of the SMs: the compute beside its
+    # 1 + 2 = 3 units of communication takes 3 / 4 longer, 4.5 + 0.75 = 5.25
+    held = StageCost(1.0, 1.5, 1.0, fwd_comm_s=0.5, bwd_comm_s=2.0, comm_sm_share=0.25)
+    assert overlapped_pair_s(fwd, held) == 5.25
 
 
 def test_plain_ops_carry_their_exposed_communication() -> None:
