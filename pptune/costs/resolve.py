@@ -224,7 +224,8 @@ def _analytic(opts: CostOptions, shape: ModelShape | None, sizes: tuple[int, ...
         raise BadInput(f"{shape.name} has {shape.num_blocks:,} layers; pptune plans up to "
                        f"{limits.MAX_LAYERS:,}")
     gpu = opts.gpu or presets.DEFAULT_GPU
-    spec = slowest_of(gpu_preset(gpu), gpus, opts.gpu_spread)
+    median = gpu_preset(gpu)
+    spec = slowest_of(median, gpus, opts.gpu_spread)
     attention = opts.attention.value if opts.attention is not None else "flash"
     tables = preset_tables(
         shape, spec, tuple(sorted(set(sizes or DEFAULT_MICRO_BATCH_SIZES))),
@@ -240,7 +241,7 @@ def _analytic(opts: CostOptions, shape: ModelShape | None, sizes: tuple[int, ...
     table = tables(key)
     origin = f"analytic {shape.name} on {gpu}" + (
         " (embedded default: no profile found)" if default else "") + pace_note(
-        gpu_preset(gpu), gpus, opts.gpu_spread)
+        median, gpus, opts.gpu_spread)
     return Costs(table, built[key], origin, measured=False, shape=shape, notes=notes,
                  tp_in_costs=key.tp, key=key, tables=tables, gpu=spec)
 
