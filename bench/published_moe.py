@@ -94,6 +94,8 @@ from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.schedules import Schedule, model_chunks
 from pptune.costmodel.search import CostTable, PlanRequest, PlanSpec, evaluate, search
 from pptune.costmodel.sharding import Sharding
+from pptune.costmodel.sim_records import overlapped_pair_s
+from pptune.costmodel.table import stage_costs
 from pptune.costmodel.variation import slowest_of
 from pptune.costs.profiles import analytic_profile, cost_table, preset_tables
 
@@ -452,9 +454,6 @@ def deepseek_pair() -> dict[str, Any]:
     DeepSeek-V3 row's table (H800, EP64, FP8, micro-batch 1 x 4,096 tokens) and
     overlapped as an F&B pair (sim_records.overlapped_pair_s); by part, the layers'
     forward plus backward and weight gradient (costmodel/parts.py)."""
-    from pptune.costmodel.sim_records import overlapped_pair_s
-    from pptune.costmodel.table import stage_costs
-
     run = next(r for r in RUNS if r.model == "deepseek-v3")
     table = _table(run)
     shape = presets.MODELS[run.model]

@@ -83,7 +83,8 @@ class Fabric:
     nvls_min_ranks: int = 5  # NCCL picks NVLS from this many ranks in the node
     nvls_enabled: bool = True  # NCCL_NVLS_ENABLE (the NVIDIA recipes set 0)
     # NCCL runs a collective as one thread block (CTA) per channel, each on an SM of its
-    # own, so compute beside it runs on the others (evaluate.with_comm); 0: not priced
+    # own, so compute beside it runs on the others (evaluate.with_comm); 0: not priced.
+    # ``sm_count`` is the GPU's (presets.GpuSpec.fabric_or_line fills it in)
     collective_ctas: int = 0
     sm_count: int = 0
 

@@ -5,6 +5,7 @@ Names are lower-case and stable: scripts depend on them.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from pptune.costmodel.collectives import Fabric
@@ -55,8 +56,8 @@ class GpuSpec:
 
     def fabric_or_line(self) -> Fabric:
         """The measured fabric, or one at the line rates when none is known."""
-        if self.fabric is not None:
-            return self.fabric
+        if self.fabric is not None:  # its collectives' CTAs run on this GPU's SMs
+            return dataclasses.replace(self.fabric, sm_count=self.sm_count)
         return Fabric(self.nvlink_bytes_per_s, self.nvlink_bytes_per_s, self.ib_bytes_per_s)
 
 
@@ -126,7 +127,7 @@ _NCCL_CTAS = 16  # one CTA a channel: NCCL's collectives on Hopper nodes run 16 
 _HOPPER_FABRIC = Fabric(ring_busbw_bytes_per_s=367.2 * GB, p2p_bytes_per_s=396.4 * GB,
                         nic_busbw_bytes_per_s=_NIC_400G_BUSBW,
                         nvls_busbw_bytes_per_s=480.0 * GB, nvls_min_ranks=5,
-                        collective_ctas=_NCCL_CTAS, sm_count=132)
+                        collective_ctas=_NCCL_CTAS)
 
 GPUS: dict[str, GpuSpec] = {
     g.name: g
@@ -139,7 +140,7 @@ GPUS: dict[str, GpuSpec] = {
                 sm_count=108, gemm_fraction=0.869, hbm_fraction=0.88,
                 attention_fraction=0.73, launch_s=4e-6,
                 fabric=Fabric(235 * GB, _P2P_SHARE * 300 * GB, 24 * GB,
-                              collective_ctas=_NCCL_CTAS, sm_count=108)),
+                              collective_ctas=_NCCL_CTAS)),
         # NVIDIA H100 datasheet (SXM5): 989 TFLOP/s dense BF16, 1979 FP8, 80 GB
         # HBM3 at 3.35 TB/s, NVLink 4 900 GB/s bidirectional; DGX H100: one
         # 400 Gb/s NDR InfiniBand NIC per GPU.
@@ -168,8 +169,7 @@ GPUS: dict[str, GpuSpec] = {
                 sm_count=132, gemm_fraction=0.803, hbm_fraction=0.90,
                 attention_fraction=0.34, launch_s=4e-6,
                 fp8_peak_flops=1979e12, fp8_gemm_fraction=0.709,
-                fabric=Fabric(160 * GB, 160 * GB, _NIC_400G_BUSBW, collective_ctas=_NCCL_CTAS,
-                              sm_count=132),
+                fabric=Fabric(160 * GB, 160 * GB, _NIC_400G_BUSBW, collective_ctas=_NCCL_CTAS),
                 causal_attention=_H100_CAUSAL, full_attention=_H100_FULL),
         # NVIDIA DGX B200 datasheet: eight B200, 1,440 GB HBM3e (180 GB each),
         # 64 TB/s (8 TB/s each), NVLink 5 1.8 TB/s bidirectional per GPU; 2,250 /
@@ -182,8 +182,7 @@ GPUS: dict[str, GpuSpec] = {
                 fp8_peak_flops=4500e12, fp4_peak_flops=9000e12, fp8_gemm_fraction=0.763,
                 mxfp8=True,
                 fabric=Fabric(682.2 * GB, _P2P_SHARE * 900 * GB, _NIC_400G_BUSBW,
-                              838.0 * GB, nvls_min_ranks=6, collective_ctas=_NCCL_CTAS,
-                              sm_count=148),
+                              838.0 * GB, nvls_min_ranks=6, collective_ctas=_NCCL_CTAS),
                 causal_attention=_H100_CAUSAL, full_attention=_H100_FULL),
         # NVIDIA GB200 NVL72: 72 Blackwell GPUs in one NVLink domain, 1.8 TB/s
         # NVLink 5 each, 13.4 TB HBM3e at 576 TB/s (186 GB, 8 TB/s a GPU:
@@ -197,8 +196,7 @@ GPUS: dict[str, GpuSpec] = {
                 fp8_peak_flops=5000e12, fp4_peak_flops=10000e12, fp8_gemm_fraction=0.723,
                 mxfp8=True, gpus_per_node=72,
                 fabric=Fabric(680 * GB, _P2P_SHARE * 900 * GB, _NIC_400G_BUSBW,
-                              850 * GB, nvls_min_ranks=5, collective_ctas=_NCCL_CTAS,
-                              sm_count=148),
+                              850 * GB, nvls_min_ranks=5, collective_ctas=_NCCL_CTAS),
                 causal_attention=_H100_CAUSAL, full_attention=_H100_FULL),
     ]
 }

@@ -187,6 +187,7 @@ def test_compute_beside_a_collective_loses_the_sms_it_holds() -> None:
 def test_presets_price_nccl_ctas_on_their_sms() -> None:
     from pptune.costmodel.presets import GPUS
 
-    assert GPUS["h100-sxm"].fabric.sm_share == pytest.approx(16 / 132)
-    assert GPUS["a100-80gb"].fabric.sm_share == pytest.approx(16 / 108)
-    assert GPUS["b200"].fabric.sm_share == pytest.approx(16 / 148)
+    # the fabric's CTAs on the GPU's own SMs
+    assert GPUS["h100-sxm"].fabric_or_line().sm_share == pytest.approx(16 / 132)
+    assert GPUS["a100-80gb"].fabric_or_line().sm_share == pytest.approx(16 / 108)
+    assert GPUS["b200"].fabric_or_line().sm_share == pytest.approx(16 / 148)
