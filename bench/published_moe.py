@@ -146,6 +146,9 @@ class Run:
     recompute_modules: tuple[str, ...] = ()
     moment_bytes: float = 4.0  # each Adam moment (2: BF16, where the source says so)
     a2a_overlap: bool = False  # the F&B pairs overlap the all-to-all (the source says so)
+    # FP8 amaxes reduced over the stage each chunk pass: NeMo's delayed scaling; DeepSeek-V3
+    # scales each 1 x 128 / 128 x 128 block locally (its report, sec. 3.3)
+    amax_reduction: bool = True
 
 
 def _grok(gpus: int, seq: int, layers: int, pp: int, cp: int, ep: int, vp: int, gbs: int,
@@ -179,7 +182,8 @@ RUNS: tuple[Run, ...] = (
         1e12 / (180e3 * 3600), DEEPSEEK_REPORT,
         "1e12 tokens / (180K GPU-hours x 3600 s), wall clock with every overhead",
         etp=1, schedule=Schedule.DUALPIPE, node_limit=4,
-        recompute_modules=("mla_up_proj", "moe_act"), moment_bytes=2.0, a2a_overlap=True),
+        recompute_modules=("mla_up_proj", "moe_act"), moment_bytes=2.0, a2a_overlap=True,
+        amax_reduction=False),
 )
 
 # deepseek-ai/profile-data train.json (module docstring, item 4), milliseconds, summed
@@ -234,7 +238,7 @@ def predict(run: Run) -> dict[str, Any]:
     req = PlanRequest(gpus=run.gpus, global_batch=run.gbs, tp=run.tp, cost_keys=(key,),
                       # bf16 gradient sync of fp32 main grads, where the recipe says so
                       grad_bytes_factor=0.5 if run.grad_bf16 else 1.0,
-                      moment_bytes=run.moment_bytes)
+                      moment_bytes=run.moment_bytes, fp8_amax_reduction=run.amax_reduction)
     spec = PlanSpec(schedule, run.pp, run.mbs, m, tuple(split), run.vp,
                     sharding=Sharding.ZERO1, recompute=Recompute.NONE, key=key,
                     a2a_overlap=run.a2a_overlap)

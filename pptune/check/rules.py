@@ -307,6 +307,7 @@ def _predict(
         gpus=gpus, global_batch=global_batch, tp=key.tp, gpus_per_node=cfg.gpus_per_node,
         cost_keys=(key,),
         fp8_param_gather=bool(cfg.fp8_param_gather and cfg.precision in ("fp8", "mxfp8")),
+        fp8_amax_reduction=cfg.fp8_recipe in (None, "delayed"),
         overlap_grad_reduce=cfg.overlap_grad_reduce is not False,
         overlap_param_gather=cfg.overlap_param_gather,
         shardings=(sharding,), recomputes=(recompute,), recompute_every=cfg.recompute_every,

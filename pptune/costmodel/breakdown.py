@@ -14,6 +14,8 @@ step; its step is
 - exposed data-parallel traffic (gradient reduction, sharded-state gathers)
   and exposed pipeline sends, as ``evaluate.explain`` finds them (the step
   re-simulated without each);
+- the FP8 amax reductions delayed scaling waits on after each chunk pass
+  (amax.py), as ``explain`` finds them exposed;
 - the optimizer step after the last backward (``Plan.optimizer_s``,
   optimizer.py: HBM-bound over the rank's shard of the state);
 - the bubble: the rest of the step, the rank waiting on the others.
@@ -37,6 +39,7 @@ from pptune.costmodel.table import CostTable
 
 DATA_PARALLEL = "data-parallel communication"
 SENDS = "pipeline sends"
+AMAX = "FP8 amax reductions"
 OPTIMIZER = "optimizer step"
 BUBBLE = "pipeline bubble"
 
@@ -87,8 +90,10 @@ def step_parts(table: CostTable, req: PlanRequest, plan: Plan,
     shown = plan if plan.exposed_p2p_s is not None else explain(table, req, plan)
     dp_s = shown.exposed_allreduce_s or 0.0
     p2p_s = shown.exposed_p2p_s or 0.0
+    amax_s = shown.exposed_amax_s or 0.0
     opt_s = plan.optimizer_s
-    bubble = max(0.0, plan.step_time_s - busy[d] - dp_s - p2p_s - opt_s)
+    bubble = max(0.0, plan.step_time_s - busy[d] - dp_s - p2p_s - amax_s - opt_s)
     parts = [(p, s) for p, s in per_device[d].items() if s > 0]
-    parts += [(DATA_PARALLEL, dp_s), (SENDS, p2p_s), (OPTIMIZER, opt_s), (BUBBLE, bubble)]
-    return StepParts(busy[d] + dp_s + p2p_s + opt_s + bubble, d, tuple(parts))
+    parts += [(DATA_PARALLEL, dp_s), (SENDS, p2p_s), *([(AMAX, amax_s)] if amax_s else []),
+              (OPTIMIZER, opt_s), (BUBBLE, bubble)]
+    return StepParts(busy[d] + dp_s + p2p_s + amax_s + opt_s + bubble, d, tuple(parts))

@@ -22,6 +22,7 @@ algorithm  protocol  latency (us), n ranks on k nodes, ppn = n / k
 ring       Simple    8.4 + 3.4 per NVLink step + 14 per network step
 ring       LL        6.6 + 0.6 per NVLink step + 2.7 per network step
 tree       Simple    2 ((ppn - 1) 28 + log2(k) 28)          (all-reduce only)
+tree       LL        6.8 + 2 ((ppn - 1) 0.6 + log2(k) 5.0)  (all-reduce only)
 NVLS       Simple    23                  (all-reduce inside one node only)
 =========  ========  =========================================================
 
@@ -30,7 +31,8 @@ a reduce-scatter or all-gather ``n - 1`` (``k - 1``). The LL protocol moves a
 flag with every 8 bytes: a quarter of the bandwidth for all-reduce and across
 nodes, a third otherwise (tuning.cc). Tree all-reduce runs at 0.92 of the
 ring's bus bandwidth (tuning.cc) and sends every byte twice (algorithm
-bandwidth = bus bandwidth / 2). Across nodes a group with ``per_node`` members
+bandwidth = bus bandwidth / 2); its LL protocol at 1/3.8 of that (tuning.cc), the
+pick for the few bytes of an FP8 amax reduction across nodes. Across nodes a group with ``per_node`` members
 on each node drives ``per_node`` NICs at once, up to the node's own ring
 bandwidth (comm.group_link). NVLS is left out across nodes (NVLSTree measured
 below the ring: 310 vs 365 GB/s on 4 x 8 H200, ml-engineering) and where a
@@ -55,6 +57,10 @@ RING_LL_BASE_US = 6.6
 RING_LL_NVLINK_US = 0.6
 RING_LL_NET_US = 2.7
 TREE_SIMPLE_STEP_US = 28.0  # NVLink and network alike for Simple
+TREE_LL_BASE_US = 6.8
+TREE_LL_NVLINK_US = 0.6
+TREE_LL_NET_US = 5.0
+TREE_LL_SHARE = 1 / 3.8  # LL's share of the tree's bus bandwidth (tuning.cc)
 NVLS_SIMPLE_US = 23.0
 TREE_BW_FACTOR = 0.92  # busBw * .92 for trees (tuning.cc)
 
@@ -69,6 +75,7 @@ class Algorithm(str, Enum):
     RING = "ring"
     RING_LL = "ring-ll"
     TREE = "tree"
+    TREE_LL = "tree-ll"
     NVLS = "nvls"
 
 
@@ -146,9 +153,14 @@ def choices(kind: Collective, nbytes: float, group: Placement, fabric: Fabric) -
         + net * RING_LL_NET_US, bw * ll_share, factor)
     if kind is Collective.ALL_REDUCE and nodes > 1:
         ppn = max(1, n // nodes)
-        lat = 2 * ((ppn - 1) * TREE_SIMPLE_STEP_US + math.log2(nodes) * TREE_SIMPLE_STEP_US)
+        depth = int(math.log2(nodes))  # tuning.cc's log2i: the floor
+        lat = 2 * ((ppn - 1) * TREE_SIMPLE_STEP_US + depth * TREE_SIMPLE_STEP_US)
         # algorithm bandwidth = busbw / 2: 2 bytes per byte; busbw reported on the ring's scale
-        add(Algorithm.TREE, lat, TREE_BW_FACTOR * bw * factor / 2.0, factor)
+        tree_bw = TREE_BW_FACTOR * bw * factor / 2.0
+        add(Algorithm.TREE, lat, tree_bw, factor)
+        add(Algorithm.TREE_LL, TREE_LL_BASE_US + 2 * ((ppn - 1) * TREE_LL_NVLINK_US
+                                                      + depth * TREE_LL_NET_US),
+            tree_bw * TREE_LL_SHARE, factor)
     if (kind is Collective.ALL_REDUCE and group.intra and fabric.nvls_enabled
             and fabric.nvls_busbw_bytes_per_s and n >= fabric.nvls_min_ranks):
         add(Algorithm.NVLS, NVLS_SIMPLE_US, fabric.nvls_busbw_bytes_per_s, factor)

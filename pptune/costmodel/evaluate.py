@@ -17,8 +17,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pptune.costmodel import collectives, optimizer, precision
+from pptune.costmodel import amax, collectives, optimizer, precision
 from pptune.costmodel.comm import AllReduceLink, Placement, group_link, megatron_bucket_params
+from pptune.costmodel.keys import Precision
 from pptune.costmodel.layout import Dim, Group, Layout
 from pptune.costmodel.memo import ByIdentity
 from pptune.costmodel.memory import DeviceMemory, p2p_buffer_bytes, with_recompute
@@ -172,6 +173,12 @@ def _stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLa
     share = [lg / n if n > 0 else 0.0 for lg, n in zip(largest, params, strict=True)]
     stages = with_comm(compute, comm, share,
                        table.fabric.sm_share if table.fabric is not None else 0.0)
+    if key.precision is Precision.FP8 and req.fp8_amax_reduction:
+        # delayed scaling: every chunk pass waits on its amax all-reduce (amax.py)
+        group = lay.group(Dim.TP, Dim.CP, Dim.DP)
+        stages = amax.with_reductions(
+            stages, amax.block_counts(table.names, bounds),
+            lambda n: amax.reduction_s(n, group, table.fabric, table.ar_intra, table.ar_inter))
     cache = ([sum(table.cache_bytes[s:e]) for s, e in bounds] if table.cache_bytes
              else [0.0] * len(bounds))
     chunk_of = stage_chunk_map(spec.schedule, spec.pp, spec.virtual_stages)
@@ -358,16 +365,22 @@ def _hops(schedule: Schedule, p: int, v: int, ranks: Layout) -> tuple[tuple[int,
 
 
 def explain(table: CostTable, req: PlanRequest, plan: Plan) -> Plan:
-    """The plan with its exposed p2p and data-parallel times: re-simulated without each."""
+    """The plan with its exposed p2p, data-parallel and FP8 amax-reduction times:
+    re-simulated without each."""
     spec = plan.spec
     free = AllReduceLink(0.0, math.inf)
     quiet = dataclasses.replace(table, ar_intra=free, ar_inter=free, fabric=None)
+    bare = dataclasses.replace(req, fp8_amax_reduction=False)
     no_comm = simulate(plan.schedule, plan.pp, plan.num_microbatches,
-                       stage_layout(quiet, req, spec).stages, v=plan.virtual_stages,
+                       stage_layout(quiet, bare, spec).stages, v=plan.virtual_stages,
                        keep_events=False, combined=spec.combined)
-    with_p2p = evaluate(quiet, req, spec)
+    with_p2p = evaluate(quiet, bare, spec)
+    amax_s = 0.0
+    if req.fp8_amax_reduction and req.key_of(spec).precision is Precision.FP8:
+        amax_s = max(0.0, plan.step_time_s - evaluate(table, bare, spec).step_time_s)
     return dataclasses.replace(
         plan,
         exposed_p2p_s=max(0.0, with_p2p.step_time_s - no_comm.step_time_s - plan.optimizer_s),
-        exposed_allreduce_s=max(0.0, plan.step_time_s - with_p2p.step_time_s),
+        exposed_allreduce_s=max(0.0, plan.step_time_s - with_p2p.step_time_s - amax_s),
+        exposed_amax_s=amax_s,
     )

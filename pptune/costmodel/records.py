@@ -50,6 +50,10 @@ class PlanRequest:
     # (--overlap-param-gather); None: as overlap_grad_reduce
     overlap_param_gather: bool | None = None
     fp8_param_gather: bool = False  # FP8 parameters, gathered in FP8 (--fp8-param-gather)
+    # FP8 under delayed scaling (Megatron-LM's default --fp8-recipe) reduces its amaxes
+    # over the stage's ranks after each chunk pass (amax.py); False: a recipe that
+    # scales locally (tensorwise, blockwise)
+    fp8_amax_reduction: bool = True
     optimizer_step: bool = True  # price Adam's step where the table knows HBM (optimizer.py)
     moment_bytes: float = 4.0  # Adam moments: FP32 (4) or BF16 (2)
     # Megatron's gradient buffer: None FP32 (4); 2 where gradients are kept and
@@ -144,6 +148,7 @@ class Plan:
     sim: SimResult = field(repr=False)
     exposed_p2p_s: float | None = None
     exposed_allreduce_s: float | None = None
+    exposed_amax_s: float | None = None  # FP8 delayed scaling's amax reductions (amax.py)
     rank_order: RankOrder = RankOrder.DP_INNER
     sharding: Sharding = Sharding.NONE
     recompute: Recompute = Recompute.NONE

@@ -120,6 +120,10 @@ def why_lines(result: SearchResult) -> list[str]:
             f"DP {what} hidden behind compute" if share < 0.005
             else f"DP {what} exposes {fmt_seconds(w.exposed_allreduce_s)} ({fmt_pct(share)})"
         )
+    if w.exposed_amax_s:
+        share = w.exposed_amax_s / w.step_time_s if w.step_time_s else 0.0
+        comm.append(f"FP8 amax all-reduces add {fmt_seconds(w.exposed_amax_s)} "
+                    f"({fmt_pct(share)})")
     comm.append(
         f"peak memory {fmt_bytes(max(w.peak_memory_bytes))} of "
         f"{fmt_bytes(w.memory_capacity_bytes)} on the fullest GPU" + _memory_parts(w)
@@ -194,6 +198,7 @@ def plan_record(
         ideal_step_s=plan.ideal_step_s, efficiency=plan.efficiency,
         gradient_accumulation_aligned=plan.aligned,
         exposed_p2p_s=plan.exposed_p2p_s, exposed_allreduce_s=plan.exposed_allreduce_s,
+        exposed_amax_s=plan.exposed_amax_s,
         rank_order=plan.rank_order.value, sharding=plan.sharding.value,
         recompute=plan.recompute.value, mfu=mfu(plan, model_flops_per_step, peak_flops),
         recompute_layers_per_stage=recomputed_blocks(plan, names, recompute_every),

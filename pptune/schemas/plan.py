@@ -51,6 +51,11 @@ class PlanRecord(Strict):
     gradient_accumulation_aligned: bool = Field(description="micro-batches a multiple of pp")
     exposed_p2p_s: float | None = None
     exposed_allreduce_s: float | None = None
+    exposed_amax_s: float | None = Field(
+        None, description="seconds FP8 delayed scaling's amax all-reduces (one per chunk "
+        "forward and backward, over the stage's tp x cp x dp ranks) add to the step; 0 "
+        "without them, null when not explained"
+    )
     rank_order: Literal["tp-dp-pp", "tp-pp-dp"] = Field(
         "tp-dp-pp", description="global rank order, fastest first (Megatron-LM: tp-cp-ep-dp-pp "
         "default, tp-cp-ep-pp-dp with --use-tp-pp-dp-mapping)"

@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 from pptune.cli.app import app
 from pptune.errors import BadInput
-from pptune.plan.emit import Emitted, Framework, emit, write
+from pptune.frameworks.torchtitan.cp_fp8 import stateable_recipe
+from pptune.plan.emit import Emitted, Framework, emit, job_of, write
 from pptune.plan.recommend import RecommendRun, RecommendSpec, recommend
 
 runner = CliRunner()
@@ -74,6 +75,21 @@ def test_torchtitan_notes_the_exchange_it_runs(runs: Runs) -> None:
     out = emit(Framework.TORCHTITAN, run)
     assert any("no a2a context-parallel exchange" in n for n in out.notes)
     assert 'context_parallel_rotate_method = "allgather"' in out.files["torchtitan.toml"]
+
+
+def test_torchtitan_prices_its_tensorwise_scaling(runs: Runs) -> None:
+    """recommend prices FP8 as delayed scaling (Megatron-LM's default, what its script
+    states): an amax all-reduce over the stage's 8 ranks after every chunk's forward and
+    backward; torchtitan's float8 scales tensorwise, so its file is priced without them."""
+    run = runs("h100-sxm", "fp8", "p2p")
+    plan = run.result.plans[0]
+    notes: list[str] = []
+    job, alt = stateable_recipe(job_of(run, plan), plan, notes)
+    assert not job.request.fp8_amax_reduction and alt.step_time_s < plan.step_time_s
+    assert "scales tensorwise" in notes[0]
+    assert any("scales tensorwise" in n for n in emit(Framework.TORCHTITAN, run).notes)
+    script = emit(Framework.MEGATRON, run).files[FILES[Framework.MEGATRON]]
+    assert "--fp8-recipe delayed" in script
 
 
 def test_megatron_states_the_hierarchical_exchange_and_mxfp8(runs, tmp_path: Path) -> None:

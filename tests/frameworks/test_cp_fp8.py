@@ -123,6 +123,19 @@ def test_megatron_fp8_param_gather_rules(tmp_path: Path) -> None:
     assert doc["config"]["precision"] == "bf16"
 
 
+def test_delayed_scaling_pays_its_amax_reductions(tmp_path: Path) -> None:
+    # the recipe's 8 GPUs, cp 2 x dp 4: delayed scaling reduces its amaxes over all 8
+    # after each forward and backward (costmodel/amax.py); tensorwise scales locally
+    _, _, tensorwise = mega(tmp_path)
+    _, _, delayed = mega(tmp_path, fp8="--fp8-format hybrid --fp8-recipe delayed "
+                                       "--fp8-param-gather")
+    _, _, default = mega(tmp_path, fp8="--fp8-format hybrid --fp8-param-gather")
+    assert delayed["config"]["fp8_recipe"] == default["config"]["fp8_recipe"] == "delayed"
+    step = {name: d["derived"]["step_time_s"] for name, d in
+            (("tensorwise", tensorwise), ("delayed", delayed), ("default", default))}
+    assert step["tensorwise"] < step["delayed"] == step["default"]
+
+
 def test_megatron_recipes_map_to_precisions(tmp_path: Path) -> None:
     code, _, doc = mega(tmp_path, fp8="--fp8-format e4m3")
     assert (doc["config"]["precision"], doc["config"]["fp8_recipe"]) == ("fp8", "delayed")

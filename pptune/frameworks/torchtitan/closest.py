@@ -22,7 +22,7 @@ from pptune.costmodel.search import DP_INNER, Plan, Recompute, Sharding, evaluat
 from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated
-from pptune.frameworks.torchtitan.cp_fp8 import stateable_exchange
+from pptune.frameworks.torchtitan.cp_fp8 import stateable_exchange, stateable_recipe
 from pptune.frameworks.torchtitan.reader import FLAVORS, NO_PIPELINE
 from pptune.report.fmt import fmt_seconds
 
@@ -44,6 +44,7 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
         notes=notes,
         runs="flash attention (SDPA) and sequence parallelism with tensor parallelism")
     job, plan = stateable_exchange(job, plan, notes)
+    job, plan = stateable_recipe(job, plan, notes)
     plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=STATEABLE, notes=notes)
     if plan.recompute is Recompute.MODULES:  # its AC options name no megatron-core modules
         plan, exact = ex.full_recompute(job, plan, name=NAME, notes=notes), False

@@ -142,6 +142,20 @@ def stateable_exchange(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Pla
     return job, alt
 
 
+def stateable_recipe(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan]:
+    """The job and plan priced with torchtitan's float8 scaling, tensorwise: its scales
+    come from each tensor itself, so no amax reduction over the stage (costmodel/amax.py)
+    after each chunk pass, which an FP8 plan priced with delayed scaling pays."""
+    if plan.precision is not Precision.FP8 or not job.request.fp8_amax_reduction:
+        return job, plan
+    job = replace(job, request=replace(job.request, fp8_amax_reduction=False))
+    alt = evaluate(job.table, job.request, plan.spec)
+    notes.append("torchtitan's float8 scales tensorwise, without delayed scaling's amax "
+                 f"reductions: predicted step {fmt_seconds(alt.step_time_s)} "
+                 f"({alt.step_time_s / plan.step_time_s:.3f}x)")
+    return job, alt
+
+
 def fp8_lines(plan: Plan, job: Job) -> tuple[list[str], list[str]]:
     """([model] lines, the tables after it) stating the plan's FP8 GEMMs as priced."""
     if plan.precision not in (Precision.FP8, Precision.MXFP8):
