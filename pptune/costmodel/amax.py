@@ -29,12 +29,13 @@ over the stage (PlanRequest.fp8_amax_reduction False, or precision mxfp8).
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 
 from pptune.costmodel import collectives
 from pptune.costmodel.collectives import Fabric
-from pptune.costmodel.comm import AllReduceLink, Placement, allreduce_s, group_link
+from pptune.costmodel.comm import AllReduceLink, allreduce_s, group_link
+from pptune.costmodel.layout import Group
 from pptune.costmodel.sim_records import StageCost
 
 AMAX_BYTES = 4  # FP32
@@ -49,10 +50,12 @@ def reduction_bytes(blocks: int, forward: bool) -> float:
     return float(AMAX_BYTES * per_gemm * FP8_GEMMS_PER_BLOCK * blocks)
 
 
-def reduction_s(nbytes: float, group: Placement, fabric: Fabric | None,
+@functools.lru_cache(maxsize=4096)
+def reduction_s(nbytes: float, group: Group, fabric: Fabric | None,
                 intra: AllReduceLink, inter: AllReduceLink) -> float:
     """One all-reduce of ``nbytes`` over the stage's ranks: NCCL's pick on the fabric
-    (collectives.py), else the table's links (comm.group_link)."""
+    (collectives.py), else the table's links (comm.group_link). Cached: a search asks
+    for the same few sizes on the same group for every plan it prices."""
     if group.size <= 1 or nbytes <= 0:
         return 0.0
     if fabric is not None:
@@ -61,25 +64,22 @@ def reduction_s(nbytes: float, group: Placement, fabric: Fabric | None,
     return allreduce_s(nbytes, group.size, group_link(group, intra, inter))
 
 
-def block_counts(names: Sequence[str], bounds: Sequence[tuple[int, int]]) -> list[int]:
-    """Transformer blocks per stage (layers named ``block*``; a table that names
-    none is all blocks, as memory.py reads it)."""
-    named = any(n.startswith("block") for n in names)
-    return [sum(1 for n in names[s:e] if n.startswith("block")) if named else e - s
-            for s, e in bounds]
+def block_counts(blocks_before: Sequence[int], bounds: Sequence[tuple[int, int]]) -> list[int]:
+    """Transformer blocks per stage, from the table's running count of blocks
+    (``CostTable.blocks_before``)."""
+    return [blocks_before[e] - blocks_before[s] for s, e in bounds]
 
 
 def with_reductions(stages: Sequence[StageCost], blocks: Sequence[int],
                     pass_s: Callable[[float], float]) -> list[StageCost]:
     """Each stage's forward and input-gradient pass longer by its reduction
     (``pass_s(bytes)``); a stage without blocks reduces nothing."""
+    seconds = {n: (pass_s(reduction_bytes(n, True)), pass_s(reduction_bytes(n, False)))
+               for n in set(blocks) if n}
     out = []
     for s, n in zip(stages, blocks, strict=True):
         if n == 0:
             out.append(s)
             continue
-        f, b = pass_s(reduction_bytes(n, True)), pass_s(reduction_bytes(n, False))
-        split = None if s.split_bwd_s is None else s.split_bwd_s + b
-        out.append(dataclasses.replace(s, fwd_s=s.fwd_s + f, bwd_s=s.bwd_s + b,
-                                       split_bwd_s=split))
+        out.append(s.longer(*seconds[n]))
     return out

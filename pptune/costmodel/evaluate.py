@@ -177,7 +177,7 @@ def _stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLa
         # delayed scaling: every chunk pass waits on its amax all-reduce (amax.py)
         group = lay.group(Dim.TP, Dim.CP, Dim.DP)
         stages = amax.with_reductions(
-            stages, amax.block_counts(table.names, bounds),
+            stages, amax.block_counts(table.blocks_before, bounds),
             lambda n: amax.reduction_s(n, group, table.fabric, table.ar_intra, table.ar_inter))
     cache = ([sum(table.cache_bytes[s:e]) for s, e in bounds] if table.cache_bytes
              else [0.0] * len(bounds))

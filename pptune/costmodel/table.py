@@ -90,6 +90,16 @@ class CostTable:
         return sum(self.param_bytes[start:end]) / self.param_dtype_bytes
 
     @functools.cached_property
+    def blocks_before(self) -> tuple[int, ...]:
+        """How many transformer blocks precede each layer index (and the end): layers
+        named ``block*``, or every layer of a table that names none (memory.py)."""
+        named = any(n.startswith("block") for n in self.names)
+        counts = [0]
+        for n in self.names:
+            counts.append(counts[-1] + (1 if not named or n.startswith("block") else 0))
+        return tuple(counts)
+
+    @functools.cached_property
     def layer_params(self) -> tuple[float, ...]:
         """Each layer's parameter count (``params(i, i + 1)``), computed once."""
         return tuple(self.params(i, i + 1) for i in range(len(self.param_bytes)))

@@ -23,6 +23,7 @@ from pptune.costmodel.search import (
     Sharding,
     evaluate,
 )
+from pptune.costmodel.sim_records import StageCost
 from pptune.costmodel.simulate import Link
 
 H = presets.GPUS["h100-sxm"].fabric_or_line().without_nvls()
@@ -116,3 +117,13 @@ def test_explain_names_the_reductions_apart_from_data_parallel_traffic() -> None
     parts = step_parts(table, req, plan, [[zero]] * 4)
     assert parts.seconds(AMAX) == pytest.approx(5 * pair, rel=1e-6)
     assert sum(s for _, s in parts.parts) == pytest.approx(plan.step_time_s)
+
+
+def test_a_longer_stage_keeps_every_other_field() -> None:
+    s = StageCost(1.0, 2.0, 3.0, act_bytes=4.0, out_bytes=5.0, fwd_comm_s=6.0, bwd_comm_s=7.0,
+                  split_bwd_s=8.0, split_wgrad_s=9.0, comm_sm_share=0.1)
+    assert s.longer(0.5, 0.25) == dataclasses.replace(s, fwd_s=1.5, bwd_s=2.25,
+                                                      split_bwd_s=8.25)
+    plain = StageCost(1.0, 2.0)
+    assert plain.longer(1.0, 1.0) == StageCost(2.0, 3.0)
+    assert s.fwd_s == 1.0  # the original is untouched
