@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from pptune.costmodel import collectives
 from pptune.costmodel.collectives import Fabric
 from pptune.costmodel.comm import AllReduceLink, allreduce_s, group_link
+from pptune.costmodel.keys import Precision
 from pptune.costmodel.layout import Group
 from pptune.costmodel.sim_records import StageCost
 
@@ -42,6 +43,12 @@ AMAX_BYTES = 4  # FP32
 FWD_AMAXES_PER_GEMM = 3  # input, weight, output (TE's forward fp8_meta)
 BWD_AMAXES_PER_GEMM = 2  # output gradient, input gradient
 FP8_GEMMS_PER_BLOCK = 4  # QKV, attention output, the two MLP GEMMs (precision.py)
+
+
+def applies(precision: Precision, delayed: bool) -> bool:
+    """Whether a plan's chunks reduce amaxes: FP8 GEMMs under delayed scaling
+    (``delayed``: PlanRequest.fp8_amax_reduction)."""
+    return delayed and precision is Precision.FP8
 
 
 def reduction_bytes(blocks: int, forward: bool) -> float:

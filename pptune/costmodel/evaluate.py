@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 
 from pptune.costmodel import amax, collectives, optimizer, precision
 from pptune.costmodel.comm import AllReduceLink, Placement, group_link, megatron_bucket_params
-from pptune.costmodel.keys import Precision
 from pptune.costmodel.layout import Dim, Group, Layout
 from pptune.costmodel.memo import ByIdentity
 from pptune.costmodel.memory import DeviceMemory, p2p_buffer_bytes, with_recompute
@@ -173,7 +172,7 @@ def _stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLa
     share = [lg / n if n > 0 else 0.0 for lg, n in zip(largest, params, strict=True)]
     stages = with_comm(compute, comm, share,
                        table.fabric.sm_share if table.fabric is not None else 0.0)
-    if key.precision is Precision.FP8 and req.fp8_amax_reduction:
+    if amax.applies(key.precision, req.fp8_amax_reduction):
         # delayed scaling: every chunk pass waits on its amax all-reduce (amax.py)
         group = lay.group(Dim.TP, Dim.CP, Dim.DP)
         stages = amax.with_reductions(
@@ -376,7 +375,7 @@ def explain(table: CostTable, req: PlanRequest, plan: Plan) -> Plan:
                        keep_events=False, combined=spec.combined)
     with_p2p = evaluate(quiet, bare, spec)
     amax_s = 0.0
-    if req.fp8_amax_reduction and req.key_of(spec).precision is Precision.FP8:
+    if amax.applies(req.key_of(spec).precision, req.fp8_amax_reduction):
         amax_s = max(0.0, plan.step_time_s - evaluate(table, bare, spec).step_time_s)
     return dataclasses.replace(
         plan,

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from pptune.costmodel.memo import ByIdentity
-from pptune.costmodel.table import CostTable, LayerCosts
+from pptune.costmodel.table import CostTable, LayerCosts, block_layers
 
 DEFAULT_RESERVE_BYTES = 2 * 1024**3  # CUDA context + NCCL buffers + fragmentation (assumed)
 TORCHTITAN_SELECTIVE_EVERY = 2  # torchtitan [activation_checkpoint] selective_ac_option = "2"
@@ -62,7 +62,7 @@ def recomputed_layers(
     names: Sequence[str], recompute: Recompute, every: int | None = TORCHTITAN_SELECTIVE_EVERY
 ) -> list[int]:
     """Indices of the layers that keep only their input and rerun their forward."""
-    blocks = [i for i, n in enumerate(names) if n.startswith("block")] or list(range(len(names)))
+    blocks = block_layers(names)
     if recompute is Recompute.FULL:
         return blocks
     if recompute is Recompute.SELECTIVE and every:

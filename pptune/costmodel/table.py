@@ -54,6 +54,12 @@ class LayerCosts:
         return work
 
 
+def block_layers(names: Sequence[str]) -> list[int]:
+    """Indices of the transformer blocks: the layers named ``block*``, or every layer of
+    a table that names none (a measured profile's own names)."""
+    return [i for i, n in enumerate(names) if n.startswith("block")] or list(range(len(names)))
+
+
 @dataclass(frozen=True)
 class CostTable:
     names: Sequence[str]
@@ -91,12 +97,12 @@ class CostTable:
 
     @functools.cached_property
     def blocks_before(self) -> tuple[int, ...]:
-        """How many transformer blocks precede each layer index (and the end): layers
-        named ``block*``, or every layer of a table that names none (memory.py)."""
-        named = any(n.startswith("block") for n in self.names)
+        """How many transformer blocks (``block_layers``) precede each layer index, and
+        the end."""
+        blocks = frozenset(block_layers(self.names))
         counts = [0]
-        for n in self.names:
-            counts.append(counts[-1] + (1 if not named or n.startswith("block") else 0))
+        for i in range(len(self.names)):
+            counts.append(counts[-1] + (i in blocks))
         return tuple(counts)
 
     @functools.cached_property

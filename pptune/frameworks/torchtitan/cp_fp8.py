@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from pptune.costmodel import presets
+from pptune.costmodel import amax, presets
 from pptune.costmodel.context import CpComm
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.moe import ExpertParallel
@@ -146,7 +146,7 @@ def stateable_recipe(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan]
     """The job and plan priced with torchtitan's float8 scaling, tensorwise: its scales
     come from each tensor itself, so no amax reduction over the stage (costmodel/amax.py)
     after each chunk pass, which an FP8 plan priced with delayed scaling pays."""
-    if plan.precision is not Precision.FP8 or not job.request.fp8_amax_reduction:
+    if not amax.applies(plan.precision, job.request.fp8_amax_reduction):
         return job, plan
     job = replace(job, request=replace(job.request, fp8_amax_reduction=False))
     alt = evaluate(job.table, job.request, plan.spec)
