@@ -21,6 +21,7 @@ algorithm  protocol  latency (us), n ranks on k nodes, ppn = n / k
 =========  ========  =========================================================
 ring       Simple    8.4 + 3.4 per NVLink step + 14 per network step
 ring       LL        6.6 + 0.6 per NVLink step + 2.7 per network step
+                     (across nodes an NVLink step costs at least 1.0, Simple 3.0)
 tree       Simple    2 ((ppn - 1) 28 + log2(k) 28)          (all-reduce only)
 tree       LL        6.8 + 2 ((ppn - 1) 0.6 + log2(k) 5.0)  (all-reduce only)
 NVLS       Simple    23                  (all-reduce inside one node only)
@@ -57,6 +58,9 @@ RING_LL_BASE_US = 6.6
 RING_LL_NVLINK_US = 0.6
 RING_LL_NET_US = 2.7
 TREE_SIMPLE_STEP_US = 28.0  # NVLink and network alike for Simple
+# getNetOverhead: an x86 host's per-step network overhead (Intel 1.0 us, AMD 2.0; Intel
+# taken), three times that for Simple; a multi-node ring's NVLink steps pay at least it
+NET_OVERHEAD_US = 1.0
 TREE_LL_BASE_US = 6.8
 TREE_LL_NVLINK_US = 0.6
 TREE_LL_NET_US = 5.0
@@ -146,10 +150,13 @@ def choices(kind: Collective, nbytes: float, group: Placement, fabric: Fabric) -
         lat = lat_us * US
         out.append(Choice(algo, lat, busbw, lat + bus_factor * nbytes / busbw))
 
-    add(Algorithm.RING, RING_SIMPLE_BASE_US + (steps - net) * RING_SIMPLE_NVLINK_US
+    # across nodes every ring step pays at least the network's per-op overhead
+    overhead = NET_OVERHEAD_US if nodes > 1 else 0.0
+    add(Algorithm.RING, RING_SIMPLE_BASE_US + (steps - net) * max(RING_SIMPLE_NVLINK_US,
+                                                                  3 * overhead)
         + net * RING_SIMPLE_NET_US, bw, factor)
     ll_share = 0.25 if (nodes > 1 or kind is Collective.ALL_REDUCE) else 1 / 3
-    add(Algorithm.RING_LL, RING_LL_BASE_US + (steps - net) * RING_LL_NVLINK_US
+    add(Algorithm.RING_LL, RING_LL_BASE_US + (steps - net) * max(RING_LL_NVLINK_US, overhead)
         + net * RING_LL_NET_US, bw * ll_share, factor)
     if kind is Collective.ALL_REDUCE and nodes > 1:
         ppn = max(1, n // nodes)
