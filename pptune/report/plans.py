@@ -120,10 +120,10 @@ def why_lines(result: SearchResult) -> list[str]:
             f"DP {what} hidden behind compute" if share < 0.005
             else f"DP {what} exposes {fmt_seconds(w.exposed_allreduce_s)} ({fmt_pct(share)})"
         )
-    if w.exposed_amax_s:
-        share = w.exposed_amax_s / w.step_time_s if w.step_time_s else 0.0
-        comm.append(f"FP8 amax all-reduces add {fmt_seconds(w.exposed_amax_s)} "
-                    f"({fmt_pct(share)})")
+    amax_share = (w.exposed_amax_s or 0.0) / w.step_time_s if w.step_time_s else 0.0
+    if amax_share >= 0.005:  # below half a per cent: only in the JSON
+        comm.append(f"FP8 amax all-reduces add {fmt_seconds(w.exposed_amax_s or 0.0)} "
+                    f"({fmt_pct(amax_share)})")
     comm.append(
         f"peak memory {fmt_bytes(max(w.peak_memory_bytes))} of "
         f"{fmt_bytes(w.memory_capacity_bytes)} on the fullest GPU" + _memory_parts(w)

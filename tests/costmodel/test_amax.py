@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 
 import pytest
 
@@ -20,11 +21,13 @@ from pptune.costmodel.search import (
     PlanSpec,
     Recompute,
     Schedule,
+    SearchResult,
     Sharding,
     evaluate,
 )
 from pptune.costmodel.sim_records import StageCost
 from pptune.costmodel.simulate import Link
+from pptune.report.plans import why_lines
 
 H = presets.GPUS["h100-sxm"].fabric_or_line().without_nvls()
 
@@ -127,3 +130,18 @@ def test_a_longer_stage_keeps_every_other_field() -> None:
     plain = StageCost(1.0, 2.0)
     assert plain.longer(1.0, 1.0) == StageCost(2.0, 3.0)
     assert s.fwd_s == 1.0  # the original is untouched
+
+
+def test_the_winners_explanation_names_them_from_half_a_per_cent() -> None:
+    table = _table()
+    req = dataclasses.replace(_req(), overlap_grad_reduce=False)
+    shown = explain(table, req, evaluate(table, req, _spec(Precision.FP8)))
+
+    def lines(amax_s: float) -> str:
+        plan = dataclasses.replace(shown, exposed_amax_s=amax_s)
+        return " ".join(why_lines(SearchResult([plan], Counter(), 1, 1, {})))
+
+    step = shown.step_time_s
+    assert "FP8 amax all-reduces add" in lines(0.01 * step)
+    assert "(1.0%)" in lines(0.01 * step)
+    assert "amax" not in lines(0.001 * step)  # below half a per cent: the JSON only
