@@ -321,23 +321,24 @@ def own_runs_section(acc: dict[str, Any] | None, tune: dict[str, Any] | None) ->
             "",
             f"The run's own reading: {acc['explanation']}",
             "",
-            *_analysis(acc, "2026-12-01", [
-                "This run shared the 2 cores with other engineers' work: the load average rose "
-                "from 4.7 to 8.4, contention read 1.2x-3.1x and the timed steps of a launch "
-                "spread by a third of their median (five launches were run twice, the quieter "
-                "kept). Before this round the matrix missed by a median of 17% and a worst of "
-                "32% on a quieter host (issue 22), the predicted busy time ~19% short while "
-                "contention read 1.03: the contention reference was a forward without "
-                "autograd, which barely touches the caches and memory bandwidth the ranks' "
-                "backwards share, the ranks ran the saved-tensor accounting inside the timed "
-                "steps (+6-7% forward, +3-4% backward CPU time for a gpt-small stage, one "
-                "process, 80 pairs), and the quick profile's per-layer loop runs each layer "
-                "with its weights in cache (a block's forward took 43% and its backward 28% "
-                "longer after a 64 MB buffer was touched, one thread, CPU time). The "
-                "reference is now the rank's training work, timed before and after the steps, "
-                "its time alone scales the rank's costs, and the accounting watches a warm-up "
-                "step. On this host, before the change and under load 3.6-4.1, the same "
-                "matrix missed by a median of 39% and a worst of 42%."]),
+            *_analysis(acc, "2026-12-02", [
+                "A quiet run (load average 1.0-1.4): contention read 1.02x-1.04x and the matrix "
+                "came within a median of 2.0% (worst 3.3%), every prediction slightly short. "
+                "The previous run shared the 2 cores with other engineers' work (load 4.7 to "
+                "8.4, contention 1.2x-3.1x, the timed steps of a launch spread by a third of "
+                "their median). Before the round that changed the contention reference, the "
+                "matrix missed by a median of 17% and a worst of 32% on a quieter host (issue "
+                "22), the predicted busy time ~19% short while contention read 1.03: the "
+                "reference was a forward without autograd, which barely touches the caches and "
+                "memory bandwidth the ranks' backwards share, the ranks ran the saved-tensor "
+                "accounting inside the timed steps (+6-7% forward, +3-4% backward CPU time for "
+                "a gpt-small stage, one process, 80 pairs), and the quick profile's per-layer "
+                "loop runs each layer with its weights in cache (a block's forward took 43% "
+                "and its backward 28% longer after a 64 MB buffer was touched, one thread, CPU "
+                "time). The reference is now the rank's training work, timed before and after "
+                "the steps, its time alone scales the rank's costs, and the accounting watches "
+                "a warm-up step. On this host, before that change and under load 3.6-4.1, the "
+                "same matrix missed by a median of 39% and a worst of 42%."]),
             "",
         ]
     if tune is not None:
@@ -365,17 +366,16 @@ def own_runs_section(acc: dict[str, Any] | None, tune: dict[str, Any] | None) ->
             f"{tune['load_average_1min']['start']:.1f} at the start, "
             f"{tune['load_average_1min']['end']:.1f} at the end.",
             "",
-            *_analysis(tune, "2026-12-01", [
-                "The load fell during the run, so the tune's trials ran about 1.9x slower than "
-                "the same plans in the later pass: that is why the calibrated predictions of "
-                "the unmeasured plans are far off against the pass, and the misses widen the "
-                "pruning margin (the rule adds them), which is why two thirds were measured. "
-                "Two earlier runs, before that margin (the first also before the loss was timed "
-                "per micro-batch size), measured 10 of 28 (load 5.7-6.1) and 9 of 29 (load "
-                "1.6-3.1) and picked plans +97% and +202% slower than the best of their pass "
-                "over all: on a host whose speed moves this much between launches, one launch "
-                "per candidate cannot rank plans within 3%, and only the wider margin kept the "
-                "winner close."]),
+            *_analysis(tune, "2026-12-02", [
+                "A quiet run (load average 1.4-1.8): the tune measured 8 of 34 candidates and "
+                "its pick was the best plan of the pass over all. The previous run's load fell "
+                "during the run, so its trials ran about 1.9x slower than the same plans in "
+                "the later pass, the misses widened the pruning margin (the rule adds them) and "
+                "two thirds were measured. Two earlier runs, before that margin (the first "
+                "also before the loss was timed per micro-batch size), measured 10 of 28 (load "
+                "5.7-6.1) and 9 of 29 (load 1.6-3.1) and picked plans +97% and +202% slower "
+                "than the best of their pass over all: on a host whose speed moves this much "
+                "between launches, one launch per candidate cannot rank plans within 3%."]),
             "",
         ]
     lines += [
@@ -632,7 +632,7 @@ def benchmarks_page(results: Path = RESULTS) -> str:
                   f"| {r['microbatches']} | {r['pptune_step_s']:.3f} s "
                   f"| {r['ratio_vs_megatron_even']:.3f} | {r['ratio_vs_deepspeed_parameters']:.3f} |"
                   for r in base["results"]]
-        lines += ["", *_analysis(base, "2026-12-01", [
+        lines += ["", *_analysis(base, "2026-12-02", [
             "Parameter counts track compute closely for these models, so pptune's gain over "
             "DeepSpeed's parameter-balanced split is small (the embedding has parameters but "
             "almost no compute, the LM head both); Megatron-LM's even block split ignores that "
@@ -662,12 +662,12 @@ def benchmarks_page(results: Path = RESULTS) -> str:
                       f"| {r.get('median_wall_s', r['wall_s']):.2f} s | {r['user_s']:.2f} s "
                       f"| {r['load_average']:.2f} |" for r in speed["cli"]]
         lines += ["", *_analysis(speed, "2026-12-02", [
-            "Run in a quiet hour (load average 0.9; other jobs on this shared 2-core machine "
-            "slow any run 2-3x). All three whole-CLI targets are met. The Llama 3 70B search "
-            "over bf16 and fp8 takes 4.1 s, 0.5 s more than before FP8's amax all-reduces "
-            "were priced (every FP8 plan's stages lengthened by NCCL's time for them; "
+            "Run in a quiet hour (load average 0.8-0.9; other jobs on this shared 2-core "
+            "machine slow any run 2-3x). All three whole-CLI targets are met. The Llama 3 70B "
+            "search over bf16 and fp8 takes 3.9 s, 0.3 s more than before FP8's amax "
+            "all-reduces were priced (every FP8 plan's stages lengthened by NCCL's time for them; "
             "models.md, \"FP8 amax reductions\"). The 128-layer model at N=512 is the "
-            "slowest search (5.9 s, 632 candidates simulated). Time follows the `p * m` of "
+            "slowest search (about 6 s, 632 candidates simulated). Time follows the `p * m` of "
             "the candidates that must be simulated, not N itself (see "
             "[models.md](models.md#how-the-search-stays-fast))."]), ""]
     return "\n".join(lines).rstrip() + "\n"
