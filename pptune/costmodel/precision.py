@@ -44,10 +44,25 @@ Memory that FP8 really costs:
 
 from __future__ import annotations
 
+from enum import Enum
+
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.presets import GpuSpec
 
 LOW_PRECISION = frozenset({Precision.FP8, Precision.MXFP8})
+
+
+class Fp8Recipe(str, Enum):
+    """How an FP8 plan's scales are chosen (Transformer Engine's recipes, Megatron-LM
+    ``--fp8-recipe``). ``delayed``: from an amax history, the amaxes all-reduced over the
+    stage's ranks after every chunk pass (amax.py); ``tensorwise``: each tensor's own
+    amax (current scaling); ``blockwise``: 1 x 128 / 128 x 128 block scales, priced as
+    tensorwise (its extra casts and block-scaled GEMM rates are not modelled)."""
+
+    DELAYED = "delayed"
+    TENSORWISE = "tensorwise"
+    BLOCKWISE = "blockwise"
+
 CAST_BYTES_PER_ELEMENT = 4.0  # read BF16 (2), write FP8 and its transpose (1 + 1)
 MX_BLOCK = 32  # elements per E8M0 scale (OCP Microscaling Formats v1.0)
 

@@ -33,6 +33,7 @@ from pptune.costmodel.context import CpComm
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.memory import Recompute
 from pptune.costmodel.ops import Attention
+from pptune.costmodel.precision import Fp8Recipe
 from pptune.costmodel.schedules import DEFAULT_SCHEDULES, Schedule
 from pptune.costmodel.sharding import Sharding
 from pptune.errors import BadInput
@@ -59,6 +60,7 @@ RECOMPUTES = ListOf(Recompute, _COMMA_LIST, _COMMA_LIST, unique=True, as_text=Tr
 ATTENTION = OneOf(Attention, "{flag} must be one of {choices} (got {value!r})")
 PRECISIONS = ListOf(Precision, _COMMA_LIST, _COMMA_LIST, unique=True)
 CP_COMM = OneOf(CpComm, "{flag} must be one of {choices} (got {value!r})")
+FP8_RECIPE = OneOf(Fp8Recipe, "{flag} must be one of {choices} (got {value!r})")
 
 
 @dataclass(frozen=True)
@@ -169,6 +171,11 @@ class CostOptions:
         False, "--fp8-param-gather", kind=BOOL,
         help="FP8 plans keep and all-gather their weights in FP8 (Megatron-LM "
         "--fp8-param-gather): no cached FP8 copies, half the gather bytes")
+    fp8_recipe: Fp8Recipe = option(
+        Fp8Recipe.DELAYED, "--fp8-recipe", kind=FP8_RECIPE,
+        help="how FP8 plans scale: delayed (Megatron-LM's default; its amaxes all-reduced "
+        "over the stage's ranks after every chunk pass), tensorwise, blockwise (priced as "
+        "tensorwise) (Megatron-LM --fp8-recipe)")
     moe_imbalance: float = option(
         1.0, "--moe-imbalance", kind=FLOAT,
         help="tokens of the busiest expert over the mean (1.0: balanced routing, as "

@@ -92,6 +92,29 @@ def test_torchtitan_prices_its_tensorwise_scaling(runs: Runs) -> None:
     assert "--fp8-recipe delayed" in script
 
 
+def test_the_fp8_recipe_is_priced_and_written(tmp_path: Path) -> None:
+    """--fp8-recipe tensorwise: no amax all-reduces in the plans, and the files say the
+    recipe, so check-config prices them the same; a bad recipe is one line, exit 2."""
+    def run(recipe: str) -> RecommendRun:
+        return recommend(RecommendSpec.of(
+            gpus=16, model="llama3-8b", gpu="h100-sxm", seq_len=16384, tp="1", cp="2",
+            precision="fp8", fp8_recipe=recipe, fp8_param_gather=True, sharding="zero1",
+            top=1))
+    delayed, tensorwise = run("delayed"), run("tensorwise")
+    assert tensorwise.result.plans[0].step_time_s < delayed.result.plans[0].step_time_s
+    for framework in (Framework.MEGATRON, Framework.PPTUNE):
+        emitted, doc = round_trip(framework, tensorwise, tmp_path / framework.value)
+        assert doc["config"]["fp8_recipe"] == "tensorwise"
+        assert doc["derived"]["step_time_s"] == pytest.approx(emitted.plan.step_time_s,
+                                                               rel=1e-9)
+    assert "--fp8-recipe tensorwise" in emit(Framework.MEGATRON, tensorwise).files[
+        FILES[Framework.MEGATRON]]
+    r = runner.invoke(app, ["recommend", "--gpus", "8", "--precision", "fp8",
+                            "--fp8-recipe", "current"])
+    assert r.exit_code == 2 and r.stderr.strip().count("\n") == 0
+    assert "--fp8-recipe must be one of" in r.stderr
+
+
 def test_megatron_states_the_hierarchical_exchange_and_mxfp8(runs, tmp_path: Path) -> None:
     emitted, doc = round_trip(Framework.MEGATRON, runs("b200", "mxfp8", "a2a+p2p"), tmp_path)
     script = emitted.files[FILES[Framework.MEGATRON]]

@@ -287,3 +287,19 @@ def test_megatron_tp_pp_dp_mapping_with_cp_and_a_pipeline_is_refused(tmp_path: P
     code, found, _ = check(tmp_path, "run.sh", text.replace("--use-tp-pp-dp-mapping", ""),
                            "--gpu", "h100-sxm")
     assert "megatron-cp-rank-order" not in found
+
+
+OWN = ("model: llama3-8b\ngpus: 8\ntp: 1\ncp: 2\nprecision: fp8\n{recipe}pp: 1\ndp: 4\n"
+       "schedule: 1f1b\nmicro_batch_size: 1\nglobal_batch: 128\nsharding: zero1\n")
+
+
+def test_pptune_format_prices_its_fp8_recipe_and_refuses_others(tmp_path: Path) -> None:
+    _, _, delayed = check(tmp_path, "d.yaml", OWN.format(recipe=""), "--gpu", "h100-sxm")
+    _, _, tensorwise = check(tmp_path, "t.yaml", OWN.format(recipe="fp8_recipe: tensorwise\n"),
+                             "--gpu", "h100-sxm")
+    assert tensorwise["derived"]["step_time_s"] < delayed["derived"]["step_time_s"]
+    path = tmp_path / "bad.yaml"
+    path.write_text(OWN.format(recipe="fp8_recipe: current\n"))
+    r = runner.invoke(app, ["check-config", str(path)])
+    assert r.exit_code == 2 and r.stderr.strip().count("\n") == 0
+    assert "fp8_recipe 'current'" in r.stderr and "delayed, tensorwise" in r.stderr

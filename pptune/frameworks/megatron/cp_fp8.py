@@ -210,9 +210,10 @@ def cp_fp8_args(cp: int, tp: int, precision: Precision, costs: CostOptions | Non
             inner, outer = hierarchical_sizes(cp, tp, gpus_per_node)
             args.append(f"--hierarchical-context-parallel-sizes {inner} {outer}")
     if precision in (Precision.FP8, Precision.MXFP8):
-        # hybrid: E4M3 forward, E5M2 gradients (TransformerConfig.fp8); delayed is
-        # megatron-core's default recipe, mxfp8 its Blackwell microscaling one
-        recipe = "mxfp8" if precision is Precision.MXFP8 else "delayed"
+        # hybrid: E4M3 forward, E5M2 gradients (TransformerConfig.fp8); the recipe the plan
+        # was priced with (--fp8-recipe, delayed by default as in megatron-core), mxfp8
+        # its Blackwell microscaling one
+        recipe = "mxfp8" if precision is Precision.MXFP8 else c.fp8_recipe.value
         args += ["--fp8-format hybrid", f"--fp8-recipe {recipe}"]
         if c.fp8_param_gather and sharded:
             args.append("--fp8-param-gather")

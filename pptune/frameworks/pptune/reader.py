@@ -19,8 +19,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from pptune.costmodel.precision import Fp8Recipe
 from pptune.frameworks.common.fields import Ctx, apply_flags, build
 from pptune.schemas import TrainingConfig
+
+
+FP8_RECIPES = (*(r.value for r in Fp8Recipe), "mxfp8")  # what --emit pptune writes
 
 
 def read_own(data: dict[Any, Any], ctx: Ctx) -> TrainingConfig:
@@ -33,6 +37,10 @@ def read_own(data: dict[Any, Any], ctx: Ctx) -> TrainingConfig:
             "micro_batch_size is missing; expected the samples per micro-batch, "
             "e.g. micro_batch_size: 1"
         )
+    recipe = fields.get("fp8_recipe")
+    if recipe is not None and recipe not in FP8_RECIPES:
+        raise ctx.bad(f"fp8_recipe {str(recipe)[:40]!r}: pptune's format takes "
+                      f"{', '.join(FP8_RECIPES)}")
     apply_flags(ctx, fields, {"pp": "pp", "gpus": "gpus", "tp": "tp"})
     fields["source_format"] = "pptune"
     return build(ctx, fields)

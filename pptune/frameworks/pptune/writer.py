@@ -29,6 +29,7 @@ def write(stated: Stated) -> dict[str, str]:
         f"tp: {plan.tp}",
         *([f"cp: {plan.cp}", f"cp_comm: {costs.cp_comm.value}"] if plan.cp > 1 else []),
         *([f"precision: {plan.precision.value}"] if plan.precision is not Precision.BF16 else []),
+        *([f"fp8_recipe: {costs.fp8_recipe.value}"] if plan.precision is Precision.FP8 else []),
         *(["fp8_param_gather: true"] if low and costs.fp8_param_gather else []),
         f"pp: {plan.pp}",
         f"dp: {plan.dp}",
