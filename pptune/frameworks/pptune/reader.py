@@ -23,7 +23,6 @@ from pptune.costmodel.precision import Fp8Recipe
 from pptune.frameworks.common.fields import Ctx, apply_flags, build
 from pptune.schemas import TrainingConfig
 
-
 FP8_RECIPES = (*(r.value for r in Fp8Recipe), "mxfp8")  # what --emit pptune writes
 
 
