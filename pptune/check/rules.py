@@ -32,6 +32,7 @@ from pptune.costmodel.keys import CostKey
 from pptune.costmodel.layout import LayoutError as PlacementError
 from pptune.costmodel.layout_grammar import LayoutError, parse_layout
 from pptune.costmodel.partition import strip_ends
+from pptune.costmodel.precision import reduces_amax
 from pptune.costmodel.schedules import (
     OVERLAPPED,
     Schedule,
@@ -305,11 +306,10 @@ def _predict(
     grad_buffer, grad_factor, moments = optimizer_widths(cfg)
     req = PlanRequest(
         gpus=gpus, global_batch=global_batch, tp=key.tp, gpus_per_node=cfg.gpus_per_node,
-        cost_keys=(key,),
+        cost_keys=(key,), overlap_param_gather=cfg.overlap_param_gather,
         fp8_param_gather=bool(cfg.fp8_param_gather and cfg.precision in ("fp8", "mxfp8")),
-        fp8_amax_reduction=cfg.fp8_recipe in (None, "delayed"),
+        fp8_amax_reduction=reduces_amax(cfg.fp8_recipe),
         overlap_grad_reduce=cfg.overlap_grad_reduce is not False,
-        overlap_param_gather=cfg.overlap_param_gather,
         shardings=(sharding,), recomputes=(recompute,), recompute_every=cfg.recompute_every,
         fsdp_reshard_after_forward=cfg.fsdp_reshard_after_forward,
         reserve_bytes=reserve_bytes, micro_batch_sizes=(cfg.micro_batch_size,),

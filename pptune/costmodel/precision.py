@@ -63,6 +63,12 @@ class Fp8Recipe(str, Enum):
     TENSORWISE = "tensorwise"
     BLOCKWISE = "blockwise"
 
+
+def reduces_amax(recipe: str | None) -> bool:
+    """Whether an FP8 recipe, by name (None: unstated, Megatron-LM's default delayed),
+    all-reduces its amaxes over the stage after every chunk pass (amax.py)."""
+    return (recipe or Fp8Recipe.DELAYED.value) == Fp8Recipe.DELAYED.value
+
 CAST_BYTES_PER_ELEMENT = 4.0  # read BF16 (2), write FP8 and its transpose (1 + 1)
 MX_BLOCK = 32  # elements per E8M0 scale (OCP Microscaling Formats v1.0)
 

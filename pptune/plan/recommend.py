@@ -19,7 +19,7 @@ from pptune.costmodel.comm import compression_factor
 from pptune.costmodel.keys import CostKey, Precision, TableSource
 from pptune.costmodel.memory import DEFAULT_RESERVE_BYTES
 from pptune.costmodel.ops import Attention
-from pptune.costmodel.precision import Fp8Recipe
+from pptune.costmodel.precision import reduces_amax
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.schedules import DEFAULT_SCHEDULES
 from pptune.costmodel.search import (
@@ -154,7 +154,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         gpus=s.gpus, global_batch=global_batch, tp=keys[0].tp, gpus_per_node=gpn,
         cost_keys=keys, overlap_param_gather=s.overlap_param_gather,
         fp8_param_gather=spec.costs.fp8_param_gather,
-        fp8_amax_reduction=spec.costs.fp8_recipe is Fp8Recipe.DELAYED,
+        fp8_amax_reduction=reduces_amax(spec.costs.fp8_recipe.value),
         schedules=tuple(schedules), virtual_stages=s.virtual_stages,
         micro_batch_sizes=sizes, pp=s.pp or None,
         shardings=shardings, recomputes=recomputes,
