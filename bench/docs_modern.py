@@ -101,6 +101,36 @@ def modern_section(modern: dict[str, Any] | None, published: dict[str, Any] | No
     return [*lines, *analysis, ""]
 
 
+def holdout_section(doc: dict[str, Any] | None) -> list[str]:
+    """Runs no other benchmark here uses (bench/published_holdout.py)."""
+    lines = ["### Published runs outside these benchmarks", ""]
+    if doc is None:
+        return [*lines, "(`bench/results/published_holdout.json` is missing.)", ""]
+    from bench.published_holdout import markdown
+
+    ratios = [r["ratio"] for r in doc["rows"] if r["ratio"] is not None]
+    return [
+        *lines,
+        f"From `bench/results/published_holdout.json`, run {doc.get('date')}; `python -m "
+        "bench.published_holdout` prints the same table. " + doc["description"] + " The "
+        "torchtitan rows go through the torchtitan reader and check-config as a user's file "
+        "would; the Meta rows through the search at the published TP, CP and PP. Model "
+        "TFLOP/s for the Meta rows count full attention, as NVIDIA's tables do (the paper "
+        "does not say how it counts). torchtitan logs the caching allocator's peak reserved "
+        "memory, which the allocator's cached blocks put above what pptune counts (the "
+        "peak of live tensors plus a 2 GiB reserve).", "",
+        markdown(doc), "",
+        f"Within 10%: {doc['within_10pct']} of {doc['predicted']} rows; ratios "
+        f"{min(ratios):.2f} to {max(ratios):.2f}.", "",
+        "Before torchtitan's per-op checkpointing was priced (models.md, \"Activation "
+        "recomputation\"), the reader took `selective_ac_option = \"op\"` as no "
+        "recomputation: the Trainy rows were predicted at 1.35 and 1.37 of the published "
+        "rate with 86-88 GiB of memory a GPU, against the 47-48 GiB the runs reserved. Under float8 "
+        "that policy keeps no GEMM output and reruns every GEMM, which the model now prices.",
+        "",
+    ]
+
+
 # A dated reading (docs_results._analysis flags it when the results are of another run):
 # the same rows through main's model at aa92167, before the kernel terms, then with the
 # terms added one at a time (the branch's model with the later ones switched off).

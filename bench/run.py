@@ -307,6 +307,7 @@ def main() -> None:
         calibrate,
         published,
         published_gemm,
+        published_holdout,
         published_modern,
         published_moe,
         stage_recompute,
@@ -316,6 +317,7 @@ def main() -> None:
     write_result("published_gemm", published_gemm.main())
     write_result("published_moe", published_moe.main())
     write_result("published_modern", published_modern.main(quick=args.quick))
+    write_result("published_holdout", published_holdout.main())
     write_result("stage_recompute", stage_recompute.main())
     write_result("calibrate", calibrate.main())
     try:

@@ -23,6 +23,7 @@ from pptune.costmodel import context, presets
 from pptune.costmodel.analytic import RECOMPUTE_MODULES
 from pptune.costmodel.context import CpComm
 from pptune.costmodel.keys import CostKey, Precision
+from pptune.costmodel.op_sac import OP_SAC
 from pptune.costmodel.ops import Attention
 from pptune.costmodel.precision import problems
 from pptune.costmodel.presets import ModelShape
@@ -110,7 +111,7 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
                            moe_imbalance=experts.imbalance)
         found = find(opts, Mode.CHECK, sizes=sizes, table_tp=cfg.tp * cfg.cp,
                      profile=given if given is not None else path, shape=shape,
-                     experts=experts, recompute_modules=priced_modules(cfg, add), gpus=gpus)
+                     experts=experts, recompute_modules=priced_modules(cfg, add, moe), gpus=gpus)
     except PptuneError as exc:
         add("costs-unavailable", "error", f"cannot build costs: {exc}")
         return None, "none", folded, None
@@ -170,12 +171,20 @@ def optimizer_widths(cfg: TrainingConfig) -> tuple[float | None, float, float]:
     return (2.0 if bf16 else None), (0.5 if bf16 else 1.0), moments
 
 
-def priced_modules(cfg: TrainingConfig, add: Any) -> frozenset[str]:
+def priced_modules(cfg: TrainingConfig, add: Any,
+                   shape: ModelShape | None = None) -> frozenset[str]:
     """The config's selective-recomputation modules the analytic costs price
     (costmodel/analytic.py RECOMPUTE_MODULES); a warning names the others (core
-    attention aside: under flash attention it keeps nothing to recompute)."""
+    attention aside: under flash attention it keeps nothing to recompute), and
+    says where torchtitan's per-op policy is not priced (``shape``'s MoE and MLA
+    blocks)."""
     if not cfg.recompute_modules:
         return frozenset()
+    if OP_SAC in cfg.recompute_modules and shape is not None and (shape.moe or shape.mla):
+        add("recompute-op-unmodelled", "warning",
+            "per-op selective checkpointing (selective_ac_option \"op\") is priced on the "
+            "blocks without experts or latent attention only: this model's MoE and MLA "
+            "blocks are priced keeping their activations, without the rerun")
     if cfg.recompute not in ("selective", "modules"):
         add("recompute-modules-ignored", "warning",
             f"recompute_modules {', '.join(cfg.recompute_modules)} without selective "

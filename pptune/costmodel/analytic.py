@@ -54,10 +54,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pptune.costmodel import precision
+from pptune.costmodel import op_sac, precision
 from pptune.costmodel.attention import MLA_UP_PROJ, mla_act_bytes, mla_params, mla_part
 from pptune.costmodel.context import CpComm, CpLinks
-from pptune.costmodel.ends import embedding_ops, head_ops
+from pptune.costmodel.ends import embedding_ops, head_ops, mtp_ops
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.moe import ExpertParallel, check_experts, moe_act_bytes, moe_params, moe_part
 from pptune.costmodel.ops import (
@@ -67,13 +67,11 @@ from pptune.costmodel.ops import (
     Parallel,
     Phase,
     Rates,
+    attention_ops,
     attention_part,
     block_ops,
-    linear,
-    memory,
     mlp_part,
     phase_s,
-    tp_collective,
 )
 from pptune.costmodel.parts import PartTimes, layer_parts
 from pptune.costmodel.presets import GpuSpec, ModelShape
@@ -113,7 +111,8 @@ class AnalyticLayer:
 # after the forward and recomputed before fc2's backward; moe.py).
 RECOMPUTE_MLP = "mlp"
 RECOMPUTE_MOE_ACT = "moe_act"
-RECOMPUTE_MODULES = frozenset({MLA_UP_PROJ, RECOMPUTE_MLP, RECOMPUTE_MOE_ACT})
+# and torchtitan's per-op selective checkpointing of dense blocks (op_sac.py)
+RECOMPUTE_MODULES = frozenset({MLA_UP_PROJ, RECOMPUTE_MLP, RECOMPUTE_MOE_ACT, op_sac.OP_SAC})
 
 
 def block_flops_per_token(m: ModelShape, causal_skip: bool = False) -> tuple[float, float]:
@@ -238,25 +237,6 @@ def block_act_bytes(
     return total
 
 
-def _mtp_ops(m: ModelShape, b: int, rates: Rates, par: Parallel,
-             block: list[OpCost]) -> list[OpCost]:
-    """An MTP module: its embedding, the two norms and the projection 2h -> h,
-    its block, and its LM head with the loss (module docstring)."""
-    h, t = m.hidden, par.tp
-    tokens = b * m.seq_len // par.cp
-    rep = tokens / t if par.sequence_parallel else float(tokens)
-    proj = linear("mtp_proj", tokens, 2 * h, -(-h // t), rates)
-    act = 2.0 * tokens * h
-    pre = [
-        *embedding_ops(m, b, rates, par),
-        memory("mtp_norms", Phase.F, 2 * 4 * h * rep, rates, kernels=2), proj[0],
-        tp_collective("tp_mtp", Phase.F, act, par, proj[0]),
-        memory("mtp_norms.bwd", Phase.B, 2 * 6 * h * rep, rates, kernels=2), proj[1],
-        tp_collective("tp_mtp.bwd", Phase.B, act, par, proj[1]), proj[2],
-    ]
-    return pre + block + head_ops(m, b, rates, par)
-
-
 def _split_a2a(ops: list[OpCost], phase: Phase, rates: Rates) -> tuple[float, float]:
     """(the phase's time without its all-to-alls, the all-to-alls' time)."""
     rest = [o for o in ops if o.kind is not Kind.ALL_TO_ALL]
@@ -292,7 +272,8 @@ def analytic_layers(
     (moe.ExpertParallel; default one rank, balanced routing).
     ``recompute_modules``: Megatron-core's selective recomputation of
     ``mla_up_proj``, ``mlp`` (dense MLPs) and ``moe_act`` (the routed experts'
-    activation), priced into the layers (RECOMPUTE_MODULES).
+    activation), and torchtitan's per-op policy ``op_sac`` on the blocks without
+    experts or MLA (op_sac.py), priced into the layers (RECOMPUTE_MODULES).
     ``cp``: context parallelism over ``cp`` ranks exchanging K/V by ``cp_comm``
     over ``cp_links`` (context.py); ``gemm_precision``: the block GEMMs'
     precision (precision.py). ``tp_overlap``: Transformer Engine's per-GEMM
@@ -316,6 +297,7 @@ def analytic_layers(
     redo_up = MLA_UP_PROJ in recompute_modules and m.mla
     redo_mlp = RECOMPUTE_MLP in recompute_modules
     redo_act = RECOMPUTE_MOE_ACT in recompute_modules and m.moe
+    by_op = op_sac.OP_SAC in recompute_modules
 
     def spec(ops: list[OpCost], act_bytes: float, out_bytes: float) -> LayerSpec:
         fwd, fwd_a2a = _split_a2a(ops, Phase.F, rates)
@@ -323,7 +305,7 @@ def analytic_layers(
         return LayerSpec(fwd, bwd, phase_s(ops, Phase.W, rates), act_bytes, out_bytes,
                          fwd_a2a, bwd_a2a, layer_parts(ops, rates))
 
-    plain = not (m.moe or m.mla or m.sliding_window or m.mtp_layers) and not redo_mlp
+    plain = not (m.moe or m.mla or m.sliding_window or m.mtp_layers or redo_mlp or by_op)
 
     def kind(i: int) -> tuple[bool, bool]:
         return m.moe_block(i), m.sliding_block(i)
@@ -334,6 +316,12 @@ def analytic_layers(
         if plain:
             return block_ops(m, b, rates, par), block_act_bytes(
                 m, b, tp, flash_attention, sequence_parallel, cp=cp, gemm_input_bytes=saved)
+        if by_op and not (moe or m.mla):  # torchtitan's per-op policy (op_sac.py)
+            ops = block_ops(m, b, rates, par, attention_part(m, b, rates, par, window := (
+                m.sliding_window if sliding else 0)))
+            core = {o.name for o in attention_ops(m, b, rates, par, window)}
+            return (ops + op_sac.recompute_ops(ops, core, m, b, rates, par),
+                    op_sac.saved_bytes(m, b, par))
         attn: BlockPart | None = None
         attn_bytes: float | None = None
         if m.mla:
@@ -375,7 +363,7 @@ def analytic_layers(
             rep = tokens / tp if sequence_parallel else float(tokens)
             # its block's, the two norm inputs and the projection's 2h input, its head's
             act += 4 * BF16_BYTES * h * rep + 2 * hidden_bytes + 4 * tokens * v / tp
-            mtp[b] = spec(_mtp_ops(m, b, rates, par, ops), act, send_bytes)
+            mtp[b] = spec(mtp_ops(m, b, rates, par, ops), act, send_bytes)
         # the loss scalar leaves the head; it keeps its input and fp32 logits
         head[b] = spec(head_ops(m, b, rates, par), 2 * hidden_bytes + 4 * tokens * v / tp, 4.0)
     emb_params = (v * h + (m.seq_len * h if m.dropout else 0)) / tp  # GPT adds learned positions

@@ -44,3 +44,22 @@ def head_ops(m: ModelShape, b: int, rates: Rates, par: Parallel) -> list[OpCost]
         tp_collective("tp_head.bwd", Phase.B, BF16_BYTES * tokens * h, par),
         memory("final_norm.bwd", Phase.B, 6 * h * rep, rates), lm[2],
     ]
+
+
+def mtp_ops(m: ModelShape, b: int, rates: Rates, par: Parallel,
+            block: list[OpCost]) -> list[OpCost]:
+    """An MTP module: its embedding, the two norms and the projection 2h -> h,
+    its block, and its LM head with the loss (analytic.py's docstring)."""
+    h, t = m.hidden, par.tp
+    tokens = b * m.seq_len // par.cp
+    rep = tokens / t if par.sequence_parallel else float(tokens)
+    proj = linear("mtp_proj", tokens, 2 * h, -(-h // t), rates)
+    act = 2.0 * tokens * h
+    pre = [
+        *embedding_ops(m, b, rates, par),
+        memory("mtp_norms", Phase.F, 2 * 4 * h * rep, rates, kernels=2), proj[0],
+        tp_collective("tp_mtp", Phase.F, act, par, proj[0]),
+        memory("mtp_norms.bwd", Phase.B, 2 * 6 * h * rep, rates, kernels=2), proj[1],
+        tp_collective("tp_mtp.bwd", Phase.B, act, par, proj[1]), proj[2],
+    ]
+    return pre + block + head_ops(m, b, rates, par)

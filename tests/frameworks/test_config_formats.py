@@ -226,6 +226,8 @@ def test_torchtitan_llama3_8b_pipeline_config() -> None:
         "pp": 2, "dp": 4, "schedule": "interleaved-1f1b", "virtual_stages": 2,
         "micro_batch_size": 1, "global_batch": 32, "grad_accum_steps": 8, "seq_len": 8192,
         "model": "llama3-8b", "precision": "bf16", "recompute": "selective", "zero_stage": 2,
+        # selective_ac_option = "op": torchtitan's per-op policy (costmodel/op_sac.py)
+        "recompute_modules": ["op_sac"],
         "sharded_optimizer": True, "source_format": "torchtitan", "sharding": "fsdp",
         "fsdp_reshard_after_forward": False, "attention": "flash",
         # torchtitan's generate_llm_fqn_per_model_part: 32 + 2 effective layers over 4

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pptune.costmodel.op_sac import OP_SAC
 from pptune.costmodel.presets import MODELS
 from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build, show, whole
 from pptune.frameworks.torchtitan.cp_fp8 import TABLES as CP_FP8_TABLES
@@ -122,6 +123,8 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     read_cp_fp8(ctx, data, par, fields)
     fields["recompute"], fields["recompute_every"] = _recompute(
         ctx, Table(ctx, "activation_checkpoint", data))
+    if fields["recompute"] == "selective" and fields["recompute_every"] is None:
+        fields["recompute_modules"] = [OP_SAC]  # selective_ac_option "op" (op_sac.py)
     ignored = sorted(str(k) for k in data if k not in _READ_TABLES)
     if ignored:
         ctx.note(f"ignored tables: {', '.join(ignored[:10])}")

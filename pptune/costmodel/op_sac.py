@@ -1,0 +1,103 @@
+"""torchtitan's per-op selective activation checkpointing, priced on a dense block.
+
+``[activation_checkpoint] mode = "selective"`` with ``selective_ac_option = "op"``
+(torchtitan's default option in its Llama 3 configs) wraps every block in
+torch.utils.checkpoint with a policy by aten op (torchtitan
+torchtitan/models/llama3/parallelize_llama.py ``_save_list`` at commit e7c0cae,
+2025-06; the same rule in torchtitan/distributed/activation_checkpoint.py,
+``SelectiveAC``, 2026):
+
+- **saved**: the outputs of ``aten.mm`` except every second one in the block
+  (the policy counts the block's mms from 1 and recomputes the even ones), of
+  scaled-dot-product (flash) attention, of ``reduce_scatter_tensor`` and of
+  ``aten.max`` (the amax of dynamic float8 scaling: scalars);
+- **recomputed**: everything else, rerun from the block's input before its
+  backward: norms, rotary, the activation, residual adds, the even mms, the
+  all-gathers of tensor parallelism.
+
+The block's mms run in its forward order: ``wq, wk, wv, wo, w1, w3, w2`` (a
+gated MLP: ``w2(silu(w1 x) * w3 x)``) or ``wq, wk, wv, wo, w1, w2``, so the
+saved ones are ``wq, wv, w1, w2`` and the recomputed ``wk, wo, w3`` (torchtitan
+llama3 model.py order). Float8 and MXFP8 linears (torchao) run ``aten._scaled_mm``,
+which is not on the list: under them no GEMM output is saved and every GEMM of
+the block reruns.
+
+Per micro-batch on one rank (T tokens after context parallelism, t-way tensor
+parallelism with sequence parallelism as torchtitan's plan applies it, so the
+block input holds ``T / t`` tokens), the bytes kept are the block input
+``2 h T/t``, the attention output ``2 q T/t`` and its fp32 log-sum-exp ``4 (a/t) T``,
+the saved mm outputs ``2 T n`` for each (``n`` its output width on the rank: a
+column-parallel GEMM ``n/t``, a row-parallel one the whole ``h`` before its
+reduce-scatter), and under tensor parallelism the two reduce-scatter outputs
+``2 h T/t`` each. The backward pays the recomputed forward: every forward op of
+the block but attention, the recomputed GEMMs, and the all-gather half of each
+tensor-parallel forward collective (an all-gather moves the bytes its
+reduce-scatter does).
+"""
+
+from __future__ import annotations
+
+from pptune.costmodel.kernels import BF16_BYTES, Kind, OpCost, Phase, linear
+from pptune.costmodel.presets import ModelShape
+from pptune.costmodel.rates import Parallel, Rates
+
+OP_SAC = "op_sac"  # the recompute-module name pptune gives the policy
+FP32_BYTES = 4
+
+
+def _split(n: int, t: int) -> int:
+    return -(-n // t)
+
+
+def block_mms(m: ModelShape, t: int) -> list[tuple[str, int, int, bool]]:
+    """The block's mms in forward order: (name, k, n on the rank, column-parallel)."""
+    h, q, kv, f = m.hidden, m.heads * m.head_dim, m.kv_heads * m.head_dim, m.ffn
+    mms = [("wq", h, _split(q, t), True), ("wk", h, _split(kv, t), True),
+           ("wv", h, _split(kv, t), True), ("wo", _split(q, t), h, False),
+           ("w1", h, _split(f, t), True)]
+    if m.gated_mlp:
+        mms.append(("w3", h, _split(f, t), True))
+    return [*mms, ("w2", _split(f, t), h, False)]
+
+
+def saved_bytes(m: ModelShape, b: int, par: Parallel) -> float:
+    """Bytes one block keeps for backward under the policy (module docstring)."""
+    t = par.tp
+    tokens = b * m.seq_len // par.cp
+    rep = tokens / t if par.sequence_parallel else float(tokens)
+    q = m.heads * m.head_dim
+    out = BF16_BYTES * m.hidden * rep  # the block input
+    out += BF16_BYTES * tokens * _split(q, t) + FP32_BYTES * tokens * _split(m.heads, t)
+    if not par.fp8:  # aten.mm outputs: the odd ones of the block
+        out += sum(BF16_BYTES * tokens * n for i, (_, _, n, _) in enumerate(block_mms(m, t))
+                   if i % 2 == 0)
+    if t > 1 and par.sequence_parallel:
+        out += 2 * BF16_BYTES * m.hidden * rep  # the two reduce-scatter outputs
+    return out
+
+
+def recompute_ops(ops: list[OpCost], attention: set[str], m: ModelShape, b: int,
+                  rates: Rates, par: Parallel) -> list[OpCost]:
+    """The backward's rerun of the block's forward ``ops`` under the policy: its
+    forward memory ops but the attention's (``attention``: their names), its GEMMs
+    (all of them under FP8, else the even mms), half of each tensor-parallel
+    forward collective."""
+    tokens = b * m.seq_len // par.cp
+    redo: list[OpCost] = []
+    for o in ops:
+        if o.phase is not Phase.F or o.name in attention:
+            continue
+        if o.kind is Kind.MEMORY or (o.kind is Kind.GEMM and par.fp8):
+            redo.append(_again(o, 1.0))
+        elif o.kind is Kind.COMM and o.name.startswith("tp_"):
+            redo.append(_again(o, 0.5))
+    if not par.fp8:
+        for i, (name, k, n, _) in enumerate(block_mms(m, par.tp)):
+            if i % 2:
+                redo.append(_again(linear(name, tokens, k, n, rates)[0], 1.0))
+    return redo
+
+
+def _again(o: OpCost, share: float) -> OpCost:
+    return OpCost(o.name + ".recompute", Phase.B, o.kind, share * o.flops, share * o.hbm_bytes,
+                  share * o.time_s, o.kernels)
