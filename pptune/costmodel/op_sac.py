@@ -18,9 +18,13 @@ torchtitan/models/llama3/parallelize_llama.py ``_save_list`` at commit e7c0cae,
 The block's mms run in its forward order: ``wq, wk, wv, wo, w1, w3, w2`` (a
 gated MLP: ``w2(silu(w1 x) * w3 x)``) or ``wq, wk, wv, wo, w1, w2``, so the
 saved ones are ``wq, wv, w1, w2`` and the recomputed ``wk, wo, w3`` (torchtitan
-llama3 model.py order). Float8 and MXFP8 linears (torchao) run ``aten._scaled_mm``,
-which is not on the list: under them no GEMM output is saved and every GEMM of
-the block reruns.
+llama3 model.py order). Float8 linears keep the pattern: torchao's float8
+training calls ``torch.mm`` on its float8 tensor subclass, so the policy's
+dispatch mode sees ``aten.mm`` before the subclass lowers it to
+``aten._scaled_mm``, and saves the same bf16 outputs; torchtitan's own tables
+show it (docs/performance.md, Tables 1 and 3: 77.0 and 62.0 GiB under BF16 with
+torch.compile, 76.8 and 61.8 GiB with float8 added). The casts to float8 rerun
+with the rest; the recomputed GEMMs run at the float8 rate.
 
 Per micro-batch on one rank (T tokens after context parallelism, t-way tensor
 parallelism with sequence parallelism as torchtitan's plan applies it, so the
@@ -30,8 +34,9 @@ the saved mm outputs ``2 T n`` for each (``n`` its output width on the rank: a
 column-parallel GEMM ``n/t``, a row-parallel one the whole ``h`` before its
 reduce-scatter), and under tensor parallelism the two reduce-scatter outputs
 ``2 h T/t`` each. The backward pays the recomputed forward: every forward op of
-the block but attention, the recomputed GEMMs, and the all-gather half of each
-tensor-parallel forward collective (an all-gather moves the bytes its
+the block but attention and the saved GEMMs (its norms, rotary, activation,
+residuals and float8 casts), the recomputed GEMMs, and the all-gather half of
+each tensor-parallel forward collective (an all-gather moves the bytes its
 reduce-scatter does).
 """
 
@@ -68,9 +73,9 @@ def saved_bytes(m: ModelShape, b: int, par: Parallel) -> float:
     q = m.heads * m.head_dim
     out = BF16_BYTES * m.hidden * rep  # the block input
     out += BF16_BYTES * tokens * _split(q, t) + FP32_BYTES * tokens * _split(m.heads, t)
-    if not par.fp8:  # aten.mm outputs: the odd ones of the block
-        out += sum(BF16_BYTES * tokens * n for i, (_, _, n, _) in enumerate(block_mms(m, t))
-                   if i % 2 == 0)
+    # the odd aten.mm outputs of the block (bf16 under float8 too)
+    out += sum(BF16_BYTES * tokens * n for i, (_, _, n, _) in enumerate(block_mms(m, t))
+               if i % 2 == 0)
     if t > 1 and par.sequence_parallel:
         out += 2 * BF16_BYTES * m.hidden * rep  # the two reduce-scatter outputs
     return out
@@ -79,22 +84,21 @@ def saved_bytes(m: ModelShape, b: int, par: Parallel) -> float:
 def recompute_ops(ops: list[OpCost], attention: set[str], m: ModelShape, b: int,
                   rates: Rates, par: Parallel) -> list[OpCost]:
     """The backward's rerun of the block's forward ``ops`` under the policy: its
-    forward memory ops but the attention's (``attention``: their names), its GEMMs
-    (all of them under FP8, else the even mms), half of each tensor-parallel
+    forward memory ops but the attention's (``attention``: their names), the even
+    mms of the block (at the block's GEMM precision), half of each tensor-parallel
     forward collective."""
     tokens = b * m.seq_len // par.cp
     redo: list[OpCost] = []
     for o in ops:
         if o.phase is not Phase.F or o.name in attention:
             continue
-        if o.kind is Kind.MEMORY or (o.kind is Kind.GEMM and par.fp8):
+        if o.kind is Kind.MEMORY:
             redo.append(_again(o, 1.0))
         elif o.kind is Kind.COMM and o.name.startswith("tp_"):
             redo.append(_again(o, 0.5))
-    if not par.fp8:
-        for i, (name, k, n, _) in enumerate(block_mms(m, par.tp)):
-            if i % 2:
-                redo.append(_again(linear(name, tokens, k, n, rates)[0], 1.0))
+    for i, (name, k, n, _) in enumerate(block_mms(m, par.tp)):
+        if i % 2:
+            redo.append(_again(linear(name, tokens, k, n, rates, par.fp8)[0], 1.0))
     return redo
 
 

@@ -139,8 +139,8 @@ class TrainingConfig(Strict):
         "module names (Megatron-LM --recompute-modules; default core_attn): mla_up_proj, mlp "
         "and moe_act are priced, core_attn costs nothing with flash attention, others are "
         "warned about; op_sac: torchtitan's per-op policy (selective_ac_option = \"op\": "
-        "every second matmul and all but attention rerun, none of the float8 matmuls kept), "
-        "priced on blocks without experts or MLA"
+        "every second matmul and all but attention rerun), priced on blocks without experts "
+        "or MLA"
     )
     sequence_parallel: bool = Field(
         False, description="Megatron-LM --sequence-parallel: activations split by tp along the sequence"
