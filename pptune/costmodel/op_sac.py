@@ -42,27 +42,22 @@ reduce-scatter does).
 
 from __future__ import annotations
 
-from pptune.costmodel.kernels import BF16_BYTES, Kind, OpCost, Phase, linear
+from pptune.costmodel.ops import BF16_BYTES, Kind, OpCost, Parallel, Phase, Rates, _split, linear
 from pptune.costmodel.presets import ModelShape
-from pptune.costmodel.rates import Parallel, Rates
 
 OP_SAC = "op_sac"  # the recompute-module name pptune gives the policy
 FP32_BYTES = 4
 
 
-def _split(n: int, t: int) -> int:
-    return -(-n // t)
-
-
-def block_mms(m: ModelShape, t: int) -> list[tuple[str, int, int, bool]]:
-    """The block's mms in forward order: (name, k, n on the rank, column-parallel)."""
+def block_mms(m: ModelShape, t: int) -> list[tuple[str, int, int]]:
+    """The block's mms in forward order: (name, k, n), the output width n on the rank
+    (column-parallel ones split by t, row-parallel ones the whole h)."""
     h, q, kv, f = m.hidden, m.heads * m.head_dim, m.kv_heads * m.head_dim, m.ffn
-    mms = [("wq", h, _split(q, t), True), ("wk", h, _split(kv, t), True),
-           ("wv", h, _split(kv, t), True), ("wo", _split(q, t), h, False),
-           ("w1", h, _split(f, t), True)]
+    mms = [("wq", h, _split(q, t)), ("wk", h, _split(kv, t)), ("wv", h, _split(kv, t)),
+           ("wo", _split(q, t), h), ("w1", h, _split(f, t))]
     if m.gated_mlp:
-        mms.append(("w3", h, _split(f, t), True))
-    return [*mms, ("w2", _split(f, t), h, False)]
+        mms.append(("w3", h, _split(f, t)))
+    return [*mms, ("w2", _split(f, t), h)]
 
 
 def saved_bytes(m: ModelShape, b: int, par: Parallel) -> float:
@@ -74,7 +69,7 @@ def saved_bytes(m: ModelShape, b: int, par: Parallel) -> float:
     out = BF16_BYTES * m.hidden * rep  # the block input
     out += BF16_BYTES * tokens * _split(q, t) + FP32_BYTES * tokens * _split(m.heads, t)
     # the odd aten.mm outputs of the block (bf16 under float8 too)
-    out += sum(BF16_BYTES * tokens * n for i, (_, _, n, _) in enumerate(block_mms(m, t))
+    out += sum(BF16_BYTES * tokens * n for i, (_, _, n) in enumerate(block_mms(m, t))
                if i % 2 == 0)
     if t > 1 and par.sequence_parallel:
         out += 2 * BF16_BYTES * m.hidden * rep  # the two reduce-scatter outputs
@@ -96,7 +91,7 @@ def recompute_ops(ops: list[OpCost], attention: set[str], m: ModelShape, b: int,
             redo.append(_again(o, 1.0))
         elif o.kind is Kind.COMM and o.name.startswith("tp_"):
             redo.append(_again(o, 0.5))
-    for i, (name, k, n, _) in enumerate(block_mms(m, par.tp)):
+    for i, (name, k, n) in enumerate(block_mms(m, par.tp)):
         if i % 2:
             redo.append(_again(linear(name, tokens, k, n, rates, par.fp8)[0], 1.0))
     return redo
