@@ -87,7 +87,8 @@ PER_STAGE = RecommendSpec.of(gpus=4, pp=[4], schedules=["1f1b"], sharding="none"
 def test_recomputation_per_stage_round_trips(tmp_path: Path) -> None:
     """llama3-8b on 4 H100, pp 4: only the first stage recomputes (it holds 4 micro-
     batches); pptune's file states the counts, Megatron-LM's block method one N for
-    every stage (the plan's largest), DeepSpeed and torchtitan every block."""
+    every stage (the plan's largest), DeepSpeed every block, torchtitan its per-op
+    policy (every block recomputed is slower)."""
     run = recommend(PER_STAGE)
     plan = run.result.plans[0]
     assert plan.recompute_layers is not None and plan.recompute_layers[-1] == 0
@@ -108,9 +109,14 @@ def test_recomputation_per_stage_round_trips(tmp_path: Path) -> None:
             assert f"--recompute-method block \\\n    --recompute-num-layers {n}" in text
             assert derived == [min(n, b - (k == 0) - (k == 3))
                                for k, b in enumerate(emitted.stage_layers)]
-        else:
+        elif framework is Framework.DEEPSPEED:
             assert derived == [b - (k == 0) - (k == 3) for k, b in enumerate(emitted.stage_layers)]
             assert any("one recomputation for every layer" in n for n in out.notes)  # type: ignore[attr-defined]
+        else:  # every block, then torchtitan's per-op policy, which fits and is faster
+            notes = out.notes  # type: ignore[attr-defined]
+            assert any("one recomputation for every layer" in n for n in notes)
+            assert any("per-op selective checkpointing" in n for n in notes)
+            assert 'selective_ac_option = "op"' in text and derived == [0, 0, 0, 0]
 
 
 def test_mtp_layers_are_placed_where_megatron_core_builds_them() -> None:

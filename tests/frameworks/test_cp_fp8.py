@@ -213,6 +213,15 @@ def test_torchtitan_sequence_divisible_by_tp_times_2cp(tmp_path: Path) -> None:
     assert code == 1 and errors == ["torchtitan-cp-seq"]
 
 
+def test_torchtitan_shards_over_the_cp_ranks_too(tmp_path: Path) -> None:
+    # parallel_dims.py: fsdp_enabled = dp_shard_enabled or cp_enabled; 8 GPUs at cp 8
+    # leave a shard degree of 1, and FSDP still shards over the 8 cp ranks
+    _, _, doc = titan(tmp_path, cp=8)
+    assert (doc["config"]["dp"], doc["config"]["sharding"]) == (1, "fsdp")
+    _, _, doc = titan(tmp_path, cp=8, rotate="data_parallel_replicate_degree = 1")
+    assert doc["config"]["sharding"] == "fsdp"
+
+
 FLOAT8 = 'converters = ["quantize.linear.float8"]'
 
 

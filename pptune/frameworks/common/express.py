@@ -137,7 +137,7 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
         attention=str(attention), tp_comm_overlap=job.tp_comm_overlap, cp_comm=c.cp_comm,
         fp8_params=c.fp8_param_gather, gpus_per_node=job.request.gpus_per_node,
         gpus=job.request.gpus, gpu_spread=c.gpu_spread)
-    job = replace(job, table=table)
+    job = replace(job, table=table, attention=attention, sequence_parallel=sequence_parallel)
     plan = evaluate(job.table, job.request, plan.spec)
     notes.append(f"{name} runs {runs}: predicted that way, step {fmt_seconds(plan.step_time_s)}")
     return job, plan

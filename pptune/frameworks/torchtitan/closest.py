@@ -10,7 +10,9 @@ ZBV on the same ranks (2 x pp stages, split evenly) and 1F1B over its pp chunks.
 Its attention is a fused kernel (SDPA or flex attention) and its tensor
 parallelism shards the sequence too; its files state FSDP or no sharding,
 and one activation checkpointing for every block (full, or selective: every
-Nth block or per op), never a count per stage.
+Nth block or per op), never a count per stage. Where the plan recomputes fully
+or every Nth block, torchtitan's per-op policy is stated instead when it fits
+and is faster (its default option; costmodel/op_sac.py).
 """
 
 from __future__ import annotations
@@ -22,7 +24,11 @@ from pptune.costmodel.search import DP_INNER, Plan, Recompute, Sharding, evaluat
 from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated
-from pptune.frameworks.torchtitan.cp_fp8 import stateable_exchange, stateable_recipe
+from pptune.frameworks.torchtitan.cp_fp8 import (
+    per_op_checkpointing,
+    stateable_exchange,
+    stateable_recipe,
+)
 from pptune.frameworks.torchtitan.reader import FLAVORS, NO_PIPELINE
 from pptune.report.fmt import fmt_seconds
 
@@ -71,6 +77,9 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
         chosen = ex.closest_or_refuse(job, plan, options, name=NAME, rank=rank, why=why,
                                       notes=notes, rank_order=DP_INNER)
         exact = False
+    job, per_op = per_op_checkpointing(job, chosen, notes)
+    exact = exact and per_op is chosen
+    chosen = per_op
     ex.unstated_sharding(chosen, name=NAME, unstated=UNSTATED, notes=notes)
     chosen, exact = _experts(job, chosen, rank, notes, exact)
     return Stated(job, chosen, exact, tuple(notes))

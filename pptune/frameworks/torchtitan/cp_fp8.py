@@ -23,7 +23,8 @@ from pptune.costmodel import amax, presets
 from pptune.costmodel.context import CpComm
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.moe import ExpertParallel
-from pptune.costmodel.search import Plan, Sharding, evaluate
+from pptune.costmodel.op_sac import OP_SAC
+from pptune.costmodel.search import Plan, Recompute, Sharding, evaluate
 from pptune.costs.resolve import analytic_costs
 from pptune.frameworks.common.adapter import Job
 from pptune.frameworks.common.fields import Ctx, show
@@ -140,6 +141,38 @@ def stateable_exchange(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Pla
                  f"with allgather (torchtitan's default), predicted step "
                  f"{fmt_seconds(alt.step_time_s)} ({alt.step_time_s / plan.step_time_s:.3f}x)")
     return job, alt
+
+
+def per_op_checkpointing(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan]:
+    """The job and plan with torchtitan's per-op selective checkpointing
+    (``selective_ac_option = "op"``; costmodel/op_sac.py) in place of the plan's full or
+    every-Nth-block recomputation, when it fits and is faster; unchanged otherwise: when
+    the search was not asked to recompute by module (``--recompute modules``, on by
+    default: the per-op policy is torchtitan's recomputation by op), for MoE or MLA
+    models, measured costs, or a shape or GPU pptune cannot price."""
+    gpu = str(job.device)
+    if (plan.recompute not in (Recompute.FULL, Recompute.SELECTIVE)
+            or Recompute.MODULES not in job.request.recomputes or job.shape is None
+            or job.shape.moe or job.shape.mla or gpu not in presets.GPUS
+            or job.attention is None):
+        return job, plan
+    c = job.cost_options or CostOptions()
+    table, _ = analytic_costs(
+        job.shape, gpu, sorted(job.table.by_mb), job.request.keys()[0],
+        sequence_parallel=job.sequence_parallel, attention=job.attention,
+        tp_comm_overlap=job.tp_comm_overlap, cp_comm=c.cp_comm, fp8_params=c.fp8_param_gather,
+        gpus_per_node=job.request.gpus_per_node, gpus=job.request.gpus,
+        gpu_spread=c.gpu_spread, recompute_modules=frozenset({OP_SAC}))
+    table = replace(table, recompute_modules=(OP_SAC,))
+    alt = evaluate(table, job.request, replace(plan.spec, recompute=Recompute.MODULES,
+                                              recompute_layers=None))
+    if max(alt.peak_memory_bytes) > table.memory_bytes or alt.step_time_s >= plan.step_time_s:
+        return job, plan
+    notes.append("torchtitan's per-op selective checkpointing (selective_ac_option \"op\") "
+                 f"fits in place of {plan.recompute.value} recomputation and is faster: "
+                 f"predicted step {fmt_seconds(alt.step_time_s)} "
+                 f"({alt.step_time_s / plan.step_time_s:.3f}x)")
+    return replace(job, table=table), alt
 
 
 def stateable_recipe(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan]:

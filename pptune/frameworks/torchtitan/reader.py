@@ -157,20 +157,24 @@ def _preset(ctx: Ctx, model: Table) -> str | None:
 
 
 def _data_parallel(ctx: Ctx, par: Table, fields: dict[str, Any]) -> tuple[int | None, bool]:
-    """(dp, sharded?) from the replicate and shard degrees; shard -1 means "the rest"."""
+    """(dp, sharded?) from the replicate and shard degrees; shard -1 means "the rest".
+    FSDP runs when the shard degree or context parallelism is above 1: torchtitan
+    shards over the shard and cp ranks together (parallel_dims.py ``fsdp_enabled``:
+    ``dp_shard_enabled or cp_enabled``, the "fsdp" mesh)."""
     replicate = par.count("data_parallel_replicate_degree", 1, maximum=MAX_DEVICES) or 1
     shard_raw = par.data.get("data_parallel_shard_degree", -1)
+    cp = fields["cp"] or 1
     if not _is_rest(shard_raw):
         shard = whole(ctx, "parallelism.data_parallel_shard_degree", shard_raw,
                       maximum=MAX_DEVICES, fix="use -1 (the remaining GPUs) or a degree >= 1")
-        return replicate * shard, shard > 1
+        return replicate * shard, shard > 1 or cp > 1
     gpus = fields.get("gpus")
     others = replicate * (fields["tp"] or 1) * (fields["pp"] or 1) * (fields["cp"] or 1)
     if gpus is not None and gpus % others == 0:
         shard = gpus // others
         ctx.note(f"data_parallel_shard_degree -1 resolved to {shard}: --gpus {gpus} / "
                  f"(replicate {replicate} x tp x pp x cp = {others})")
-        return replicate * shard, shard > 1
+        return replicate * shard, shard > 1 or cp > 1
     if gpus is None:
         ctx.note("data_parallel_shard_degree is -1 (the remaining GPUs); dp left unset: pass "
                  "--gpus to resolve it; FSDP sharding assumed")

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import json
 
+from pptune.costmodel.op_sac import OP_SAC
 from pptune.costmodel.partition import stage_bounds
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import Plan, Recompute, Sharding
-from pptune.frameworks.common.adapter import Stated
+from pptune.frameworks.common.adapter import Job, Stated
 from pptune.frameworks.common.versions import Versions
 from pptune.frameworks.common.writing import header, plan_launch
 from pptune.frameworks.torchtitan.cp_fp8 import ROTATE_NAME, fp8_lines
@@ -93,9 +94,7 @@ def write(stated: Stated) -> dict[str, str]:
         f"seq_len = {shape.seq_len if shape else job.table.seq_len}",
         "",
         "[activation_checkpoint]",
-        f'mode = "{plan.recompute.value}"  # stated: torchtitan defaults to selective',
-        *([f'selective_ac_option = "{job.request.recompute_every or "op"}"']
-          if plan.recompute is Recompute.SELECTIVE else []),
+        *_checkpointing(job, plan),
         "",
         "[parallelism]",
         f"data_parallel_replicate_degree = {1 if fsdp else plan.dp}",
@@ -121,3 +120,17 @@ def write(stated: Stated) -> dict[str, str]:
                   *(f"    {json.dumps(part)}," for part in names), "]"]
     lines += [*fp8_tables, ""]
     return {FILE: "\n".join(lines)}
+
+
+def _checkpointing(job: Job, plan: Plan) -> list[str]:
+    """[activation_checkpoint] as the plan recomputes: per op (op_sac), every Nth block,
+    full or none (mode stated: torchtitan defaults to selective)."""
+    if plan.recompute is Recompute.MODULES and plan.recompute_modules == (OP_SAC,):
+        return ['mode = "selective"  # per-op: torchtitan\'s policy by aten op',
+                'selective_ac_option = "op"']
+    if plan.recompute is Recompute.SELECTIVE and job.request.recompute_every:
+        return ['mode = "selective"  # stated: torchtitan defaults to selective',
+                f'selective_ac_option = "{job.request.recompute_every}"']
+    # Megatron's selective (core attention) keeps nothing more under flash attention
+    mode = "none" if plan.recompute is Recompute.SELECTIVE else plan.recompute.value
+    return [f'mode = "{mode}"  # stated: torchtitan defaults to selective']
