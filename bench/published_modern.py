@@ -204,9 +204,10 @@ def trends(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def long_context(run: LongRun) -> dict[str, Any]:
+def long_context(run: LongRun, **space: Any) -> dict[str, Any]:
     """The search at the run's tp, cp and pp: does any plan fit (recomputation and
-    sharding searched), and what it predicts."""
+    sharding searched), and what it predicts; ``space``: PlanRequest fields that narrow
+    the search (the schedules a source states, ...)."""
     key = CostKey(tp=run.tp, cp=run.cp, precision=Precision(run.precision))
     shape = shape_of(run.model, run.tp, None, None, run.seq_len)
     tables = preset_tables(shape, slowest_of(presets.GPUS[run.gpu], run.gpus), [1],
@@ -216,7 +217,7 @@ def long_context(run: LongRun) -> dict[str, Any]:
                       cost_keys=(key,), gpus_per_node=presets.GPUS[run.gpu].gpus_per_node,
                       grad_bytes_factor=0.5, fp8_param_gather=run.precision != "bf16",
                       grad_buffer_bytes=2.0,
-                      top=1, with_best_pp1=False)
+                      top=1, with_best_pp1=False, **space)
     res = search(tables, req)
     row: dict[str, Any] = {"name": run.name, "model": run.model, "gpu": run.gpu,
                            "precision": run.precision, "seq_len": run.seq_len,
