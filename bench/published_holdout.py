@@ -46,8 +46,6 @@ from typing import Any
 from bench.published_modern import long_context
 from bench.published_modern_data import LongRun
 from pptune.check.rules import CheckOptions, check
-from pptune.costmodel.schedules import Schedule
-from pptune.costmodel.sharding import Sharding
 from pptune.frameworks.read import read_config
 from pptune.options import CostOptions
 
@@ -113,7 +111,7 @@ TITAN_RUNS = [
 # a batch = 2,048 sequences
 META_RUNS = [
     LongRun("llama3.1-405b 8k (Meta)", "llama3.1-405b", "h100-sxm", "bf16", 8192, gpus,
-            2048, 8, 16, 1, META, tflops)
+            2048, 8, 16, 1, META, tflops, schedule="interleaved-1f1b", sharding="fsdp")
     for gpus, tflops in ((8192, 430.0), (16384, 400.0))
 ]
 
@@ -159,7 +157,7 @@ def titan_row(run: TitanRun) -> dict[str, Any]:
 
 
 def meta_row(run: LongRun) -> dict[str, Any]:
-    row = long_context(run, schedules=(Schedule.INTERLEAVED,), shardings=(Sharding.FSDP,))
+    row = long_context(run)
     pub = run.published_tflops_per_gpu or 0.0
     pred = row.get("predicted_model_tflops_per_gpu")
     return {

@@ -204,10 +204,15 @@ def trends(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def long_context(run: LongRun, **space: Any) -> dict[str, Any]:
-    """The search at the run's tp, cp and pp: does any plan fit (recomputation and
-    sharding searched), and what it predicts; ``space``: PlanRequest fields that narrow
-    the search (the schedules a source states, ...)."""
+def long_context(run: LongRun) -> dict[str, Any]:
+    """The search at the run's tp, cp and pp, and at the schedule and sharding the source
+    states where it does: does any plan fit (recomputation, and what the source leaves
+    unsaid, searched), and what it predicts."""
+    space: dict[str, Any] = {}
+    if run.schedule is not None:
+        space["schedules"] = (Schedule(run.schedule),)
+    if run.sharding is not None:
+        space["shardings"] = (Sharding(run.sharding),)
     key = CostKey(tp=run.tp, cp=run.cp, precision=Precision(run.precision))
     shape = shape_of(run.model, run.tp, None, None, run.seq_len)
     tables = preset_tables(shape, slowest_of(presets.GPUS[run.gpu], run.gpus), [1],

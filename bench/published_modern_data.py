@@ -323,14 +323,19 @@ class LongRun:
     source: str
     published_tflops_per_gpu: float | None = None  # as the source counts model FLOPs
     sequence_parallel: bool = True
+    # the schedule and sharding the source states (None: searched)
+    schedule: str | None = None
+    sharding: str | None = None
 
 
 LONG_RUNS = [
     # Dubey et al. 2024 ("The Llama 3 Herd of Models"), table 4: 16,384 H100, TP 8,
     # CP 16, PP 16, DP 8, sequence 131,072, 16M tokens a batch (128 sequences),
     # 380 TFLOP/s per GPU, BF16.
+    # Sec. 3.3.2: an interleaved schedule, data parallelism as FSDP.
     LongRun("llama3.1-405b 131k (Meta)", "llama3.1-405b", "h100-sxm", "bf16", 131072, 16384,
-            128, 8, 16, 16, "Dubey et al. 2024 table 4", 380.0),
+            128, 8, 16, 16, "Dubey et al. 2024 table 4", 380.0,
+            schedule="interleaved-1f1b", sharding="fsdp"),
     # NVIDIA/NeMo docs/source/performance/performance_long_sequence.md (commit
     # a2c4cc8ee64eb98d83684fc616dd0225c25bdfa1), LLAMA2-7B (FP8), DGX-H100, NeMo
     # 24.03.01: 1,024K tokens on 1,024 GPUs, batch 4, TP 8, PP 1, DP 4, CP 32, 536

@@ -66,3 +66,5 @@ def test_long_context_runs_fit(run) -> None:  # type: ignore[no-untyped-def]
     row = long_context(run)
     assert row["fits"], row["rejected"]
     assert row["peak_memory_gib"] <= 80
+    # what the source states is what is priced (Meta: interleaved 1F1B and FSDP)
+    assert run.schedule in (None, row["schedule"]) and run.sharding in (None, row["sharding"])
