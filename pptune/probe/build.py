@@ -20,6 +20,7 @@ from pptune.launch import allocator, ranks
 from pptune.launch.deps import import_torch
 from pptune.launch.stats import HIGH_SPREAD
 from pptune.probe import comm as comm_mod
+from pptune.probe import host_memory
 from pptune.probe.inventory import Inventory, cpu_inventory, gpu_inventory, peak_flops_for
 from pptune.probe.links import (
     Points,
@@ -251,6 +252,13 @@ def _measure_layers(run: _Run, plan: Any) -> tuple[list[Layer], list[str]]:
 
     torch, opts = run.torch, run.opts
     sizes = opts.micro_batch_sizes or DEFAULT_MICRO_BATCH_SIZES
+    if run.device == "cpu" and plan.memory_need is not None:  # before the OOM killer
+        need, which = plan.memory_need(list(sizes))
+        host_memory.require(
+            need, f"a CPU probe of {plan.name} at micro-batch size {max(sizes)} needs at least "
+            f"{{need}} for {which}",
+            "lower --micro-batch-sizes or --seq-len, probe a smaller model, or probe on GPUs",
+            host_memory.available_bytes())
     previous_threads = torch.get_num_threads()
     if run.device == "cpu":
         torch.set_num_threads(run.threads)

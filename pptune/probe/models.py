@@ -50,6 +50,7 @@ from pptune.costs.modelspec import with_seq_len
 from pptune.errors import BadInput
 from pptune.launch import ranks
 from pptune.launch.deps import import_torch
+from pptune.probe import host_memory
 
 CPU_DEMO_MODEL = "gpt-small"
 CPU_DEMO_MODELS = (CPU_DEMO_MODEL, "moe-small")  # sized for a CPU: no size warning
@@ -74,6 +75,9 @@ class ModelPlan:
     top_k: int | None = None
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # (bytes, which layer) a probe at these micro-batch sizes needs at least
+    # (host_memory.probe_need); None: unknown (user modules)
+    memory_need: Callable[[list[int]], tuple[float, str]] | None = None
 
 
 def _transformer_plan(
@@ -132,6 +136,7 @@ def _transformer_plan(
         global_batch=global_batch,
         hidden_size=shape.hidden,
         num_blocks=num_blocks,
+        memory_need=lambda sizes: host_memory.probe_need(shape, sizes, itemsize),
         experts=shape.experts if shape.moe else None,
         top_k=shape.top_k if shape.moe else None,
         notes=notes,
