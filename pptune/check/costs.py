@@ -174,10 +174,9 @@ def optimizer_widths(cfg: TrainingConfig) -> tuple[float | None, float, float]:
 def priced_modules(cfg: TrainingConfig, add: Any,
                    shape: ModelShape | None = None) -> frozenset[str]:
     """The config's selective-recomputation modules the analytic costs price
-    (costmodel/analytic.py RECOMPUTE_MODULES); a warning names the others (core
-    attention aside: under flash attention it keeps nothing to recompute), and
-    says where torchtitan's per-op policy is not priced (``shape``'s MoE and MLA
-    blocks)."""
+    (costmodel/analytic.py RECOMPUTE_MODULES: all but core attention, which keeps
+    nothing to recompute under flash attention); a warning says where torchtitan's
+    per-op policy is not priced (``shape``'s MoE and MLA blocks)."""
     if not cfg.recompute_modules:
         return frozenset()
     if OP_SAC in cfg.recompute_modules and shape is not None and (shape.moe or shape.mla):
@@ -190,13 +189,8 @@ def priced_modules(cfg: TrainingConfig, add: Any,
             f"recompute_modules {', '.join(cfg.recompute_modules)} without selective "
             "recomputation: ignored, as megatron-core ignores them; set recompute: selective")
         return frozenset()
-    unpriced = [m for m in cfg.recompute_modules
-                if m not in RECOMPUTE_MODULES and m != "core_attn"]
-    if unpriced:
-        add("recompute-modules-unmodelled", "warning",
-            f"recompute modules {', '.join(unpriced)}: not modelled; their activations are "
-            "priced as kept and their forward as not rerun (pptune prices mla_up_proj, mlp "
-            "and moe_act; core_attn costs nothing under flash attention)")
+    # every module the config schema takes is priced but core_attn, which keeps
+    # nothing to recompute under flash attention
     return frozenset(cfg.recompute_modules) & RECOMPUTE_MODULES
 
 

@@ -62,7 +62,6 @@ from pptune.costmodel.keys import Precision
 from pptune.costmodel.moe import ExpertParallel, check_experts, moe_act_bytes, moe_params, moe_part
 from pptune.costmodel.ops import (
     BlockPart,
-    Kind,
     OpCost,
     Parallel,
     Phase,
@@ -71,7 +70,9 @@ from pptune.costmodel.ops import (
     attention_part,
     block_ops,
     mlp_part,
+    norm_reruns,
     phase_s,
+    split_a2a,
 )
 from pptune.costmodel.parts import PartTimes, layer_parts
 from pptune.costmodel.presets import GpuSpec, ModelShape
@@ -107,12 +108,21 @@ class AnalyticLayer:
 # Megatron-core --recompute-modules this model prices (selective recomputation):
 # "mla_up_proj" (attention.py), "mlp", the dense MLP of non-MoE blocks
 # (transformer_layer.py: ``if "mlp" in recompute_modules: if not self.is_moe_layer``),
-# and "moe_act", the routed experts' activation (moe/experts.py: its output discarded
-# after the forward and recomputed before fc2's backward; moe.py).
+# "moe_act", the routed experts' activation (moe/experts.py: its output discarded
+# after the forward and recomputed before fc2's backward; moe.py), "moe" and
+# "shared_experts", the whole MoE sub-layer or its shared experts checkpointed
+# (moe_layer.py), and "layernorm", the norms that are modules of their own (output
+# discarded, norm rerun; transformer_layer.py), which gpt_layer_specs.py builds for
+# MLA's input and a MoE layer's pre-MLP norm (the others are fused into the next
+# linear, Transformer Engine's LayerNormLinear).
 RECOMPUTE_MLP = "mlp"
 RECOMPUTE_MOE_ACT = "moe_act"
+RECOMPUTE_MOE = "moe"
+RECOMPUTE_SHARED = "shared_experts"
+RECOMPUTE_NORM = "layernorm"
 # and torchtitan's per-op selective checkpointing of dense blocks (op_sac.py)
-RECOMPUTE_MODULES = frozenset({MLA_UP_PROJ, RECOMPUTE_MLP, RECOMPUTE_MOE_ACT, op_sac.OP_SAC})
+RECOMPUTE_MODULES = frozenset({MLA_UP_PROJ, RECOMPUTE_MLP, RECOMPUTE_MOE_ACT, RECOMPUTE_MOE,
+                               RECOMPUTE_SHARED, RECOMPUTE_NORM, op_sac.OP_SAC})
 
 
 def block_flops_per_token(m: ModelShape, causal_skip: bool = False) -> tuple[float, float]:
@@ -190,6 +200,7 @@ def block_act_bytes(
     m: ModelShape, b: int, tp: int = 1, flash_attention: bool = True,
     sequence_parallel: bool = False, *, attn_bytes: float | None = None,
     mlp_bytes: float | None = None, cp: int = 1, gemm_input_bytes: float = 2.0,
+    kept_inputs: tuple[bool, bool] = (True, True),
 ) -> float:
     """Bytes one block keeps for backward, per micro-batch (Korthikanti et al. 2022).
 
@@ -198,6 +209,8 @@ def block_act_bytes(
     ``s b h (34/t + 5 a s / (h t))`` for a GPT block (their eq. 4).
     ``attn_bytes`` / ``mlp_bytes``: the attention's (MLA) or MLP's (MoE, or a
     recomputed MLP: 0) inner tensors in bytes, instead of a dense block's.
+    ``kept_inputs``: whether the attention's and the MLP's inputs (the norms' outputs)
+    are kept (megatron-core's ``layernorm`` recomputation drops them).
     Context parallelism keeps ``s / cp`` tokens a rank (context.py). Under FP8
     the GEMM inputs (QKV, attention output, both MLP inputs) are saved at
     ``gemm_input_bytes`` instead of 2 (precision.py).
@@ -209,7 +222,7 @@ def block_act_bytes(
     drop = 1.0 if m.dropout else 0.0
     # Not split by tensor parallelism: two layernorm inputs (2 + 2), the
     # inputs of the attention and MLP blocks (2 + 2), two dropout masks.
-    replicated = 4 + (2 - low) + (2 - low) + 2 * drop
+    replicated = 4 + (2 - low) * sum(kept_inputs) + 2 * drop
     # Split by tensor parallelism: Q (2), K and V (2 each, scaled for GQA),
     # the output-projection input (2), the MLP's inner tensors.
     attn_inner = 2 * q_frac + 4 * kv_frac + (2 - low) * q_frac
@@ -235,13 +248,6 @@ def block_act_bytes(
         # softmax output (2), its dropout mask (1), dropout output (2) per score
         total += (2 + 3 * drop) * a * s * s * b / tp
     return total
-
-
-def _split_a2a(ops: list[OpCost], phase: Phase, rates: Rates) -> tuple[float, float]:
-    """(the phase's time without its all-to-alls, the all-to-alls' time)."""
-    rest = [o for o in ops if o.kind is not Kind.ALL_TO_ALL]
-    a2a = [o for o in ops if o.kind is Kind.ALL_TO_ALL]
-    return phase_s(rest, phase, rates), phase_s(a2a, phase, rates)
 
 
 def analytic_layers(
@@ -271,9 +277,10 @@ def analytic_layers(
     their GEMMs (ops.tp_collective). ``experts``: how MoE blocks are placed
     (moe.ExpertParallel; default one rank, balanced routing).
     ``recompute_modules``: Megatron-core's selective recomputation of
-    ``mla_up_proj``, ``mlp`` (dense MLPs) and ``moe_act`` (the routed experts'
-    activation), and torchtitan's per-op policy ``op_sac`` on the blocks without
-    experts or MLA (op_sac.py), priced into the layers (RECOMPUTE_MODULES).
+    ``mla_up_proj``, ``mlp`` (dense MLPs), ``moe_act`` (the routed experts'
+    activation), ``moe``, ``shared_experts`` and ``layernorm`` (RECOMPUTE_MODULES), and
+    torchtitan's per-op policy ``op_sac`` on the blocks without experts or MLA
+    (op_sac.py), priced into the layers.
     ``cp``: context parallelism over ``cp`` ranks exchanging K/V by ``cp_comm``
     over ``cp_links`` (context.py); ``gemm_precision``: the block GEMMs'
     precision (precision.py). ``tp_overlap``: Transformer Engine's per-GEMM
@@ -297,11 +304,14 @@ def analytic_layers(
     redo_up = MLA_UP_PROJ in recompute_modules and m.mla
     redo_mlp = RECOMPUTE_MLP in recompute_modules
     redo_act = RECOMPUTE_MOE_ACT in recompute_modules and m.moe
+    redo_moe = RECOMPUTE_MOE in recompute_modules
+    redo_shared = RECOMPUTE_SHARED in recompute_modules
+    redo_norm = RECOMPUTE_NORM in recompute_modules
     by_op = op_sac.OP_SAC in recompute_modules
 
     def spec(ops: list[OpCost], act_bytes: float, out_bytes: float) -> LayerSpec:
-        fwd, fwd_a2a = _split_a2a(ops, Phase.F, rates)
-        bwd, bwd_a2a = _split_a2a(ops, Phase.B, rates)
+        fwd, fwd_a2a = split_a2a(ops, Phase.F, rates)
+        bwd, bwd_a2a = split_a2a(ops, Phase.B, rates)
         return LayerSpec(fwd, bwd, phase_s(ops, Phase.W, rates), act_bytes, out_bytes,
                          fwd_a2a, bwd_a2a, layer_parts(ops, rates))
 
@@ -329,20 +339,22 @@ def analytic_layers(
             attn_bytes = mla_act_bytes(m, b, par, redo_up)
         elif sliding:
             attn = attention_part(m, b, rates, par, window=m.sliding_window)
-        if moe:
-            mlp = moe_part(m, b, rates, par, ex, redo_act)
-            mlp_bytes: float | None = moe_act_bytes(m, b, par, ex, redo_act)
+        mlp_bytes: float | None = None
+        if moe and redo_moe:  # checkpointed: only its input is kept; its forward reruns
+            mlp, mlp_bytes = moe_part(m, b, rates, par, ex).checkpointed(), 0.0
+        elif moe:
+            mlp = moe_part(m, b, rates, par, ex, redo_act, redo_shared)
+            mlp_bytes = moe_act_bytes(m, b, par, ex, redo_act, redo_shared)
         else:
             mlp = mlp_part(m, b, rates, par)
-            mlp_bytes = None
-            if redo_mlp:  # checkpointed: only its input is kept; its forward reruns in B
-                mlp = BlockPart(mlp.fwd, [
-                    OpCost(o.name + ".recompute", Phase.B, o.kind, o.flops, o.hbm_bytes,
-                           o.time_s, o.kernels) for o in mlp.fwd] + mlp.bwd, mlp.wgrad)
-                mlp_bytes = 0.0
-        ops = block_ops(m, b, rates, par, attn, mlp)
+            if redo_mlp:
+                mlp, mlp_bytes = mlp.checkpointed(), 0.0
+        # "layernorm": the norms of their own (MLA's input, a MoE layer's pre-MLP)
+        kept = (not (redo_norm and m.mla), not (redo_norm and moe))
+        ops = block_ops(m, b, rates, par, attn, mlp) + norm_reruns(m, b, rates, par, kept)
         return ops, block_act_bytes(m, b, tp, flash_attention, sequence_parallel,
                                     attn_bytes=attn_bytes, mlp_bytes=mlp_bytes, cp=cp,
+                                    kept_inputs=kept,
                                     gemm_input_bytes=saved)
 
     emb: dict[int, LayerSpec] = {}

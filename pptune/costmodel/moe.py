@@ -229,11 +229,13 @@ def expert_linear(name: str, m_tok: int, k: int, n: int, experts: int, rates: Ra
 
 
 def moe_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
-             ex: ExpertParallel, recompute_act: bool = False) -> BlockPart:
+             ex: ExpertParallel, recompute_act: bool = False,
+             recompute_shared: bool = False) -> BlockPart:
     """The MoE sub-layer of a block: router, permutation, dispatch, experts,
     combine, unpermutation and the shared experts (the module docstring's ops).
     ``recompute_act``: megatron-core's ``--recompute-modules moe_act``, the experts'
-    activation rerun before fc2's backward (its output not kept: moe_act_bytes)."""
+    activation rerun before fc2's backward (its output not kept: moe_act_bytes);
+    ``recompute_shared``: ``shared_experts``, the shared experts checkpointed."""
     h, e, k, r = m.hidden, m.experts, m.top_k, ex.imbalance
     t_loc = local_tokens(m, b, par)
     copies = t_loc * k * r  # routed token copies this rank sends and receives
@@ -277,6 +279,8 @@ def moe_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     wgrad = [router[2], fc1[2], fc2[2]]
     if m.shared_ffn:
         shared = mlp_part(m, b, rates, par, ffn=m.shared_ffn, name="shared")
+        if recompute_shared:
+            shared = shared.checkpointed()
         fwd += shared.fwd
         bwd = shared.bwd + bwd
         wgrad += shared.wgrad
@@ -284,10 +288,11 @@ def moe_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
 
 
 def moe_act_bytes(m: ModelShape, b: int, par: Parallel, ex: ExpertParallel,
-                  recompute_act: bool = False) -> float:
+                  recompute_act: bool = False, recompute_shared: bool = False) -> float:
     """Bytes the MoE sub-layer keeps for backward per micro-batch (module docstring),
     the shared experts' inner tensors included; ``recompute_act`` (megatron-core's
-    ``moe_act``, output-discarding checkpointing): without the activation's output."""
+    ``moe_act``, output-discarding checkpointing): without the activation's output;
+    ``recompute_shared`` (``shared_experts``): without the shared experts' tensors."""
     h, e, k, r = m.hidden, m.experts, m.top_k, ex.imbalance
     t_loc = local_tokens(m, b, par)
     rows = t_loc * k * r * ex.etp
@@ -296,7 +301,7 @@ def moe_act_bytes(m: ModelShape, b: int, par: Parallel, ex: ExpertParallel,
     # fc1's output (gate and up, or GeLU's input) and the activation's output (fc2's input)
     inner = ((4 if m.gated_mlp else 2) + (0 if recompute_act else saved)) * f_loc * rows
     total = FP32_BYTES * e * t_loc + saved * h * rows + inner + FP32_BYTES * rows
-    if m.shared_ffn:
+    if m.shared_ffn and not recompute_shared:
         tokens = b * m.seq_len // par.cp
         low = BF16_BYTES - saved  # the product feeds fc2, as in a dense MLP (analytic.py)
         total += ((8 if m.gated_mlp else 4) - low) * m.shared_ffn * tokens / par.tp

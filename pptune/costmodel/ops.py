@@ -148,6 +148,17 @@ class BlockPart:
     bwd: list[OpCost]
     wgrad: list[OpCost]
 
+    def checkpointed(self) -> BlockPart:
+        """The sub-layer keeping only its input, its forward rerun before its backward
+        (megatron-core's selective recomputation of a module; Chen et al. 2016)."""
+        return BlockPart(self.fwd, rerun(self.fwd) + self.bwd, self.wgrad)
+
+
+def rerun(ops: list[OpCost]) -> list[OpCost]:
+    """Forward ops run again in the backward (B), as recomputation does."""
+    return [OpCost(o.name + ".recompute", Phase.B, o.kind, o.flops, o.hbm_bytes, o.time_s,
+                   o.kernels) for o in ops]
+
 
 def attention_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
                    window: int = 0) -> BlockPart:
@@ -204,6 +215,22 @@ def mlp_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     )
 
 
+def norm_reruns(m: ModelShape, b: int, rates: Rates, par: Parallel,
+                kept: tuple[bool, bool]) -> list[OpCost]:
+    """The norms whose outputs a block does not keep (``kept``: the attention's input,
+    the MLP's), rerun before its backward at a norm's forward bytes (block_ops); under
+    FP8 the attention's input is cast again for its linears' weight gradients."""
+    tokens = b * m.seq_len // par.cp
+    rep = tokens / par.tp if par.sequence_parallel else float(tokens)
+    out = []
+    if not kept[0]:
+        out += [memory("norm1.recompute", Phase.B, 4 * m.hidden * rep, rates),
+                *fp8_casts("norm1.recompute", Phase.B, tokens, [m.hidden], rates, par.fp8)]
+    if not kept[1]:
+        out.append(memory("norm2.recompute", Phase.B, 4 * m.hidden * rep, rates))
+    return out
+
+
 def fp8_casts(name: str, phase: Phase, tokens: int, widths: list[int], rates: Rates,
               fp8: bool) -> list[OpCost]:
     """Transformer Engine's FP8 cast-transposes (precision.py): forward, the inputs no norm
@@ -240,3 +267,10 @@ def block_ops(m: ModelShape, b: int, rates: Rates, par: Parallel,
         memory("norm1.bwd", Phase.B, norm_b, rates),
     ]
     return fwd + bwd + attn.wgrad + mlp.wgrad
+
+
+def split_a2a(ops: list[OpCost], phase: Phase, rates: Rates) -> tuple[float, float]:
+    """(the phase's time without its all-to-alls, the all-to-alls' time)."""
+    rest = [o for o in ops if o.kind is not Kind.ALL_TO_ALL]
+    a2a = [o for o in ops if o.kind is Kind.ALL_TO_ALL]
+    return phase_s(rest, phase, rates), phase_s(a2a, phase, rates)

@@ -2,9 +2,12 @@
 by module (``Recompute.MODULES``: ``--recompute-granularity selective
 --recompute-modules ...``).
 
-The set is every module the analytic model prices (analytic.RECOMPUTE_MODULES)
-that megatron-core accepts for the model (megatron-core 0.16.1,
-transformer_config.py and transformer_layer.py):
+The set is the modules below, where megatron-core accepts them for the model
+(megatron-core 0.16.1, transformer_config.py and transformer_layer.py); the
+analytic model also prices ``moe``, ``shared_experts`` and ``layernorm``
+(analytic.RECOMPUTE_MODULES) where a config states them, but the search leaves
+them out: ``moe`` reruns the whole MoE layer and its all-to-alls, and the other
+two drop little beside what the set drops:
 
 - ``mla_up_proj``: with multi-head latent attention only;
 - ``mlp``: the MLP of the dense blocks (megatron-core skips it on MoE blocks),

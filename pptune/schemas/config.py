@@ -136,9 +136,9 @@ class TrainingConfig(Strict):
     recompute_modules: list[Literal["core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp",
                                     "moe", "shared_experts", "op_sac"]] | None = Field(
         None, max_length=16, description="what selective recomputation reruns, megatron-core's "
-        "module names (Megatron-LM --recompute-modules; default core_attn): mla_up_proj, mlp "
-        "and moe_act are priced, core_attn costs nothing with flash attention, others are "
-        "warned about; op_sac: torchtitan's per-op policy (selective_ac_option = \"op\": "
+        "module names (Megatron-LM --recompute-modules; default core_attn): mla_up_proj, mlp, "
+        "moe_act, moe, shared_experts and layernorm are priced, core_attn costs nothing with "
+        "flash attention; op_sac: torchtitan's per-op policy (selective_ac_option = \"op\": "
         "every second matmul and all but attention rerun), priced on blocks without experts "
         "or MLA"
     )

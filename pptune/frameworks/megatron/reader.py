@@ -307,7 +307,7 @@ RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", 
 def _modules(r: FlagReader, granularity: str | None) -> list[str] | None:
     """--recompute-modules: what selective recomputation reruns (megatron-core's default
     core_attn, which changes nothing under flash attention). check.costs prices
-    mla_up_proj, mlp and moe_act and warns of the rest; megatron-core's own refusals
+    every module but core_attn; megatron-core's own refusals
     are error findings here (transformer_config.py __post_init__)."""
     text = r.text("--recompute-modules")
     if text is None:
