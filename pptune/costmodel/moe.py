@@ -19,6 +19,12 @@ over the mean; 1.0 when routing is forced to balance, as benchmarks do):
   reads them and writes k fp32 weights and k int64 indices (4E + 12k);
   backward reads the k weight gradients and the scores and writes the logit
   gradients (4k + 4E + 2E).
+- **sort by local expert** (the dispatcher's "Permutation 2", token_dispatcher.py:
+  ``sort_chunks_by_idxs``, or a transpose-copy when dropping and padding): with more
+  than one local expert the received rows, grouped by source rank, are reordered by
+  expert before the experts and back before the combine, each pass reading and
+  writing the ``T k r etp`` rows (in the dispatch precision before the experts,
+  BF16 after), and their gradients the same way back.
 - **permute / unpermute** (moe_utils.permute and unpermute): forward permute
   reads each token once and writes its k copies, ``2h T (1 + k)`` bytes;
   unpermute reads the k expert outputs and writes their sum, the same bytes;
@@ -254,12 +260,20 @@ def moe_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     permute = 2 * h * t_loc * (1 + k * r)
     tokens_bytes = BF16_BYTES * h * copies
     gathered = BF16_BYTES * h * rows
+
+    def by_expert(name: str, phase: Phase, element_bytes: float) -> list[OpCost]:
+        """The received rows reordered by local expert (read and written once)."""
+        return ([memory(name, phase, 2 * element_bytes * h * rows, rates)]
+                if n_local > 1 else [])
+
     fwd = [
         router[0], memory("router_topk", Phase.F, scores_f, rates, kernels=3),
         memory("permute", Phase.F, permute, rates),
         _a2a("a2a_dispatch", Phase.F, ex.dispatch_bytes * h * copies, m, ex),
         _etp_collective("etp_gather", Phase.F, gathered, ex),
+        *by_expert("sort_by_expert", Phase.F, ex.dispatch_bytes),
         fc1[0], memory("expert_activation", Phase.F, act_f * rows, rates), fc2[0],
+        *by_expert("unsort_by_expert", Phase.F, BF16_BYTES),
         _etp_collective("etp_scatter", Phase.F, gathered, ex),
         _a2a("a2a_combine", Phase.F, tokens_bytes, m, ex),
         memory("unpermute", Phase.F, permute, rates),
@@ -268,9 +282,11 @@ def moe_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
         memory("unpermute.bwd", Phase.B, permute, rates),
         _a2a("a2a_combine.bwd", Phase.B, tokens_bytes, m, ex),
         _etp_collective("etp_scatter.bwd", Phase.B, gathered, ex),
+        *by_expert("unsort_by_expert.bwd", Phase.B, BF16_BYTES),
         *([memory("expert_activation.recompute", Phase.B, act_f * rows, rates)]
           if recompute_act else []),
         fc2[1], memory("expert_activation.bwd", Phase.B, act_b * rows, rates), fc1[1],
+        *by_expert("sort_by_expert.bwd", Phase.B, BF16_BYTES),
         _etp_collective("etp_gather.bwd", Phase.B, gathered, ex),
         _a2a("a2a_dispatch.bwd", Phase.B, tokens_bytes, m, ex),
         memory("permute.bwd", Phase.B, permute, rates),

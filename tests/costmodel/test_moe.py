@@ -100,6 +100,27 @@ def test_router_permutation_and_activation_bytes() -> None:
     assert op(part.bwd, "expert_activation.bwd").hbm_bytes == 10 * 512 * 256
 
 
+def test_received_tokens_are_sorted_by_local_expert_and_back() -> None:
+    # megatron-core's alltoall dispatcher, "Permutation 2": with more than one local
+    # expert the received rows are reordered from [source rank][expert] to
+    # [expert][source rank] before the experts and back before the combine; each pass
+    # reads and writes the 256 rows (128 tokens x top-2) of 256 elements
+    part = moe_part(SMALL, 1, RATES, PAR, ex(ep=2))  # 4 local experts
+    bf16 = 2 * 2 * 256 * 256
+    assert op(part.fwd, "sort_by_expert").hbm_bytes == bf16
+    assert op(part.fwd, "unsort_by_expert").hbm_bytes == bf16
+    assert op(part.bwd, "unsort_by_expert.bwd").hbm_bytes == bf16
+    assert op(part.bwd, "sort_by_expert.bwd").hbm_bytes == bf16
+    assert op(part.fwd, "sort_by_expert").time_s == pytest.approx(bf16 / 1e12)
+    # FP8 dispatch: the forward sort moves the dispatched FP8 rows and their scales
+    fp8 = moe_part(SMALL, 1, RATES, PAR, ex(ep=2, dispatch_bytes=FP8_DISPATCH_BYTES))
+    assert op(fp8.fwd, "sort_by_expert").hbm_bytes == pytest.approx(
+        2 * FP8_DISPATCH_BYTES * 256 * 256)
+    # one local expert (ep 8): nothing to reorder
+    one = moe_part(SMALL, 1, RATES, PAR, ex(ep=8))
+    assert not [o for o in one.fwd + one.bwd if "sort_by_expert" in o.name]
+
+
 def test_dispatch_and_combine_volume_and_time_inside_a_node() -> None:
     part = moe_part(SMALL, 1, RATES, PAR, ex(ep=2))
     # each rank sends its 128 x 2 token copies of 256 bf16 elements: 131072 bytes; of them
