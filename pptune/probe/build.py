@@ -255,8 +255,7 @@ def _measure_layers(run: _Run, plan: Any) -> tuple[list[Layer], list[str]]:
     if run.device == "cpu" and plan.memory_need is not None:  # before the OOM killer
         need, which = plan.memory_need(list(sizes))
         host_memory.require(
-            need, f"a CPU probe of {plan.name} at micro-batch size {max(sizes)} needs at least "
-            f"{{need}} for {which}",
+            need, f"a CPU probe of {plan.name} at micro-batch size {max(sizes)}", which,
             "lower --micro-batch-sizes or --seq-len, probe a smaller model, or probe on GPUs",
             host_memory.available_bytes())
     previous_threads = torch.get_num_threads()

@@ -58,9 +58,9 @@ def probe_need(shape: ModelShape, micro_batch_sizes: list[int], dtype_bytes: int
     return block + inputs, "one of its blocks"
 
 
-def require(need: float, what: str, fix: str, available: int | None) -> None:
-    """BadInput when ``need`` bytes exceed ``available`` (None: unknown, no refusal);
-    ``what`` says who needs them ("a CPU probe of X needs at least N GiB for ...")."""
+def require(need: float, who: str, what: str, fix: str, available: int | None) -> None:
+    """BadInput when ``need`` bytes (``who`` needs them for ``what``) exceed ``available``
+    (None: unknown, no refusal)."""
     if available is not None and need > available:
-        raise BadInput(what.replace("{need}", f"{need / GIB:.1f} GiB") + ", more than the "
+        raise BadInput(f"{who} needs at least {need / GIB:.1f} GiB for {what}, more than the "
                        f"{available / GIB:.1f} GiB this machine has free (MemAvailable); {fix}")

@@ -29,12 +29,12 @@ def test_llama3_8b_at_eight_sequences_needs_its_head() -> None:
 
 
 def test_refused_only_when_it_does_not_fit() -> None:
-    what = "a CPU probe of m needs at least {need} for its head"
-    with pytest.raises(BadInput, match=r"needs at least 3.0 GiB for its head, more than the "
-                                        r"2.0 GiB this machine has free"):
-        host_memory.require(3 * 2**30, what, "lower it", 2 * 2**30)
-    host_memory.require(3 * 2**30, what, "lower it", 4 * 2**30)
-    host_memory.require(3 * 2**30, what, "lower it", None)  # unknown: nothing refused
+    who = "a CPU probe of m"
+    with pytest.raises(BadInput, match=r"^a CPU probe of m needs at least 3.0 GiB for its "
+                                        r"head, more than the 2.0 GiB this machine has free"):
+        host_memory.require(3 * 2**30, who, "its head", "lower it", 2 * 2**30)
+    host_memory.require(3 * 2**30, who, "its head", "lower it", 4 * 2**30)
+    host_memory.require(3 * 2**30, who, "its head", "lower it", None)  # unknown: no refusal
 
 
 @pytest.mark.torch
