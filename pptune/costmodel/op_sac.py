@@ -42,7 +42,19 @@ reduce-scatter does).
 
 from __future__ import annotations
 
-from pptune.costmodel.ops import BF16_BYTES, Kind, OpCost, Parallel, Phase, Rates, _split, linear
+from dataclasses import replace
+
+from pptune.costmodel.ops import (
+    BF16_BYTES,
+    Kind,
+    OpCost,
+    Parallel,
+    Phase,
+    Rates,
+    _split,
+    linear,
+    rerun,
+)
 from pptune.costmodel.presets import ModelShape
 
 OP_SAC = "op_sac"  # the recompute-module name pptune gives the policy
@@ -81,22 +93,11 @@ def recompute_ops(ops: list[OpCost], attention: set[str], m: ModelShape, b: int,
     """The backward's rerun of the block's forward ``ops`` under the policy: its
     forward memory ops but the attention's (``attention``: their names), the even
     mms of the block (at the block's GEMM precision), half of each tensor-parallel
-    forward collective."""
+    forward collective (its all-gather)."""
     tokens = b * m.seq_len // par.cp
-    redo: list[OpCost] = []
-    for o in ops:
-        if o.phase is not Phase.F or o.name in attention:
-            continue
-        if o.kind is Kind.MEMORY:
-            redo.append(_again(o, 1.0))
-        elif o.kind is Kind.COMM and o.name.startswith("tp_"):
-            redo.append(_again(o, 0.5))
-    for i, (name, k, n) in enumerate(block_mms(m, par.tp)):
-        if i % 2:
-            redo.append(_again(linear(name, tokens, k, n, rates, par.fp8)[0], 1.0))
-    return redo
-
-
-def _again(o: OpCost, share: float) -> OpCost:
-    return OpCost(o.name + ".recompute", Phase.B, o.kind, share * o.flops, share * o.hbm_bytes,
-                  share * o.time_s, o.kernels)
+    fwd = [o for o in ops if o.phase is Phase.F and o.name not in attention]
+    gathers = [replace(o, flops=o.flops / 2, hbm_bytes=o.hbm_bytes / 2, time_s=o.time_s / 2)
+               for o in fwd if o.kind is Kind.COMM and o.name.startswith("tp_")]
+    mms = [linear(name, tokens, k, n, rates, par.fp8)[0]
+           for i, (name, k, n) in enumerate(block_mms(m, par.tp)) if i % 2]
+    return rerun([o for o in fwd if o.kind is Kind.MEMORY] + gathers + mms)
