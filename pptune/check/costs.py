@@ -23,7 +23,7 @@ from pptune.costmodel import context, presets
 from pptune.costmodel.analytic import RECOMPUTE_MODULES
 from pptune.costmodel.context import CpComm
 from pptune.costmodel.keys import CostKey, Precision
-from pptune.costmodel.op_sac import OP_SAC
+from pptune.costmodel.op_sac import OP_SAC, unpriced
 from pptune.costmodel.ops import Attention
 from pptune.costmodel.precision import problems
 from pptune.costmodel.presets import ModelShape
@@ -176,14 +176,15 @@ def priced_modules(cfg: TrainingConfig, add: Any,
     """The config's selective-recomputation modules the analytic costs price
     (costmodel/analytic.py RECOMPUTE_MODULES: all but core attention, which keeps
     nothing to recompute under flash attention); a warning says where torchtitan's
-    per-op policy is not priced (``shape``'s MoE and MLA blocks)."""
+    per-op policy is not priced (costmodel/op_sac.py ``unpriced``)."""
     if not cfg.recompute_modules:
         return frozenset()
-    if OP_SAC in cfg.recompute_modules and shape is not None and (shape.moe or shape.mla):
+    why = unpriced(shape) if OP_SAC in cfg.recompute_modules and shape is not None else None
+    if why:
         add("recompute-op-unmodelled", "warning",
-            "per-op selective checkpointing (selective_ac_option \"op\") is priced on the "
-            "blocks without experts or latent attention only: this model's MoE and MLA "
-            "blocks are priced keeping their activations, without the rerun")
+            "per-op selective checkpointing (selective_ac_option \"op\") is not priced on "
+            f"{why}: this model's blocks are priced keeping their activations, "
+            "without the rerun")
     if cfg.recompute not in ("selective", "modules"):
         add("recompute-modules-ignored", "warning",
             f"recompute_modules {', '.join(cfg.recompute_modules)} without selective "

@@ -66,7 +66,6 @@ from pptune.costmodel.ops import (
     Parallel,
     Phase,
     Rates,
-    attention_ops,
     attention_part,
     block_ops,
     mlp_part,
@@ -120,7 +119,7 @@ RECOMPUTE_MOE_ACT = "moe_act"
 RECOMPUTE_MOE = "moe"
 RECOMPUTE_SHARED = "shared_experts"
 RECOMPUTE_NORM = "layernorm"
-# and torchtitan's per-op selective checkpointing of dense blocks (op_sac.py)
+# and torchtitan's per-op selective checkpointing (op_sac.py)
 RECOMPUTE_MODULES = frozenset({MLA_UP_PROJ, RECOMPUTE_MLP, RECOMPUTE_MOE_ACT, RECOMPUTE_MOE,
                                RECOMPUTE_SHARED, RECOMPUTE_NORM, op_sac.OP_SAC})
 
@@ -279,8 +278,8 @@ def analytic_layers(
     ``recompute_modules``: Megatron-core's selective recomputation of
     ``mla_up_proj``, ``mlp`` (dense MLPs), ``moe_act`` (the routed experts'
     activation), ``moe``, ``shared_experts`` and ``layernorm`` (RECOMPUTE_MODULES), and
-    torchtitan's per-op policy ``op_sac`` on the blocks without experts or MLA
-    (op_sac.py), priced into the layers.
+    torchtitan's per-op policy ``op_sac`` (op_sac.py; not on GPT-OSS-style
+    attention, ``op_sac.unpriced``), priced into the layers.
     ``cp``: context parallelism over ``cp`` ranks exchanging K/V by ``cp_comm``
     over ``cp_links`` (context.py); ``gemm_precision``: the block GEMMs'
     precision (precision.py). ``tp_overlap``: Transformer Engine's per-GEMM
@@ -326,12 +325,8 @@ def analytic_layers(
         if plain:
             return block_ops(m, b, rates, par), block_act_bytes(
                 m, b, tp, flash_attention, sequence_parallel, cp=cp, gemm_input_bytes=saved)
-        if by_op and not (moe or m.mla):  # torchtitan's per-op policy (op_sac.py)
-            ops = block_ops(m, b, rates, par, attention_part(m, b, rates, par, window := (
-                m.sliding_window if sliding else 0)))
-            core = {o.name for o in attention_ops(m, b, rates, par, window)}
-            return (ops + op_sac.recompute_ops(ops, core, m, b, rates, par),
-                    op_sac.saved_bytes(m, b, par))
+        if by_op and not op_sac.unpriced(m):  # torchtitan's per-op policy (op_sac.py)
+            return op_sac.block(m, b, rates, par, moe, m.sliding_window if sliding else 0, ex)
         attn: BlockPart | None = None
         attn_bytes: float | None = None
         if m.mla:

@@ -290,6 +290,33 @@ def test_torchtitan_reads_its_expert_degrees(tmp_path: Path) -> None:
     assert titan(tmp_path, "")[2]["config"]["etp"] == 2
 
 
+def test_torchtitan_per_op_checkpointing_is_priced_on_moe_blocks(tmp_path: Path) -> None:
+    """selective_ac_option "op" on Qwen3-30B-A3B (costmodel/op_sac.py): no warning, less
+    memory and a longer step than without checkpointing (the experts rerun, the
+    all-to-alls' outputs kept); 4 sequences a rank, so that compute sets the step."""
+    def job(ac: str) -> tuple[int, dict[str, str], dict]:
+        text = TITAN.format(extra="expert_parallel_degree = 8\n[activation_checkpoint]\n"
+                            + ac, shard=8, tp=2, pp=1)
+        return run(tmp_path, "job.toml", text.replace("local_batch_size = 2",
+                                                      "local_batch_size = 4"),
+                   "--gpus", "16", "--gpu", "h100-sxm")
+    code, found, base = job('mode = "none"')
+    assert code == 0, found
+    code, found, doc = job('mode = "selective"\nselective_ac_option = "op"')
+    assert code == 0 and "recompute-op-unmodelled" not in found, found
+    assert doc["config"]["recompute_modules"] == ["op_sac"]
+    assert max(doc["derived"]["peak_memory_bytes"]) < max(base["derived"]["peak_memory_bytes"])
+    assert doc["derived"]["step_time_s"] > base["derived"]["step_time_s"]
+
+
+def test_torchtitan_per_op_checkpointing_on_gpt_oss_is_a_warning(tmp_path: Path) -> None:
+    text = TITAN.format(extra='[activation_checkpoint]\nmode = "selective"\n'
+                        'selective_ac_option = "op"', shard=8, tp=1, pp=1)
+    text = text.replace('"qwen3"', '"gpt_oss"').replace('"30B-A3B"', '"120b"')
+    code, found, _ = run(tmp_path, "job.toml", text, "--gpus", "8", "--gpu", "h100-sxm")
+    assert "GPT-OSS-style attention" in found["recompute-op-unmodelled"], found
+
+
 def test_torchtitan_refuses_other_expert_tensor_degrees(tmp_path: Path) -> None:
     code, found, _ = titan(tmp_path, "expert_parallel_degree = 2\n"
                            "expert_tensor_parallel_degree = 2", shard=4, tp=4)

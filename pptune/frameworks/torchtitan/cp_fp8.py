@@ -23,7 +23,7 @@ from pptune.costmodel import amax, presets
 from pptune.costmodel.context import CpComm
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.moe import ExpertParallel
-from pptune.costmodel.op_sac import OP_SAC
+from pptune.costmodel.op_sac import OP_SAC, unpriced
 from pptune.costmodel.search import Plan, Recompute, Sharding, evaluate
 from pptune.costs.resolve import analytic_costs
 from pptune.frameworks.common.adapter import Job
@@ -148,12 +148,13 @@ def per_op_checkpointing(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, P
     (``selective_ac_option = "op"``; costmodel/op_sac.py) in place of the plan's full or
     every-Nth-block recomputation, when it fits and is faster; unchanged otherwise: when
     the search was not asked to recompute by module (``--recompute modules``, on by
-    default: the per-op policy is torchtitan's recomputation by op), for MoE or MLA
-    models, measured costs, or a shape or GPU pptune cannot price."""
+    default: the per-op policy is torchtitan's recomputation by op), for a model whose
+    blocks the policy is not priced on (op_sac.unpriced), measured costs, or a shape or
+    GPU pptune cannot price."""
     gpu = str(job.device)
     if (plan.recompute not in (Recompute.FULL, Recompute.SELECTIVE)
             or Recompute.MODULES not in job.request.recomputes or job.shape is None
-            or job.shape.moe or job.shape.mla or gpu not in presets.GPUS
+            or unpriced(job.shape) or gpu not in presets.GPUS
             or job.attention is None):
         return job, plan
     c = job.cost_options or CostOptions()
