@@ -130,13 +130,16 @@ def _structure(p: int, m: int, schedule: Schedule, v: int,
     return None
 
 
-def a2a_overlaps(a2a: bool, schedule: Schedule, p: int, recompute: Recompute) -> list[bool]:
-    """The all-to-all overlap settings to search (module docstring)."""
+def a2a_overlaps(a2a: bool, schedule: Schedule, p: int, recompute: Recompute,
+                 combined_order: bool = True) -> list[bool]:
+    """The all-to-all overlap settings to search (module docstring); ``combined_order``
+    False: no combined 1F1B order (PlanRequest.combined_order)."""
     if not a2a:
         return [False]
     if schedule in OVERLAPPED:
         return [recompute is Recompute.NONE]
-    combinable = schedule is Schedule.INTERLEAVED or (schedule is Schedule.ONE_F_ONE_B and p == 1)
+    combinable = combined_order and (
+        schedule is Schedule.INTERLEAVED or (schedule is Schedule.ONE_F_ONE_B and p == 1))
     return [False, True] if combinable and recompute is not Recompute.FULL else [False]
 
 
@@ -200,7 +203,7 @@ def candidates(tables: CostTable | TableSource, req: PlanRequest
                         if why_v is None and p * v * m * 3 > MAX_SIMULATED_OPS:
                             why_v = Reason.TOO_LARGE
                         for sharding, r in ((sh, r) for sh in shardings for r in recomputes):
-                            overlaps = a2a_overlaps(a2a, schedule, p, r)
+                            overlaps = a2a_overlaps(a2a, schedule, p, r, req.combined_order)
                             count += len(overlaps)
                             why = why_v
                             if why is None and p > 1 and sharding not in PIPELINE_SHARDINGS:

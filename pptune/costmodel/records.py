@@ -60,6 +60,9 @@ class PlanRequest:
     # reduced in BF16 (NeMo grad_sync_dtype bf16, megatron-core grad_reduce_in_fp32 off)
     grad_buffer_bytes: float | None = None
     top: int = 5
+    # Megatron-LM's combined 1F1B order (--overlap-moe-expert-parallel-comm) searched
+    # for 1f1b and interleaved-1f1b; False: a framework without it (torchtitan)
+    combined_order: bool = True
     rank_orders: Sequence[RankOrder] = tuple(RankOrder)
     with_best_pp1: bool = True  # keep the best plan without a pipeline in the list
     # full recomputation searched per stage too when no recomputation is searched as

@@ -18,6 +18,7 @@ from pptune.costmodel.partition import add_ends, even_split, strip_ends
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import (
     Plan,
+    PlanRequest,
     PlanSpec,
     RankOrder,
     Recompute,
@@ -144,29 +145,40 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
 
 
 def stateable_sharding(job: Job, plan: Plan, *, name: str, options: tuple[Sharding, ...],
-                       notes: list[str]) -> tuple[Plan, bool]:
-    """(plan, exact): the plan with a sharding the files can state (``options``, best
-    first as a substitute) when one fits; else the best plan with one of them; else
-    the plan as it is (a note then says to configure the sharding by hand)."""
+                       notes: list[str], within: PlanRequest | None = None) -> tuple[Plan, bool]:
+    """(plan, exact): the faster of the plan with a sharding the files can state
+    (``options``, best first as a substitute) when one fits, and the best plan of the
+    search with one of them (over ``within``, default the job's request: a framework
+    narrows it to what else its files state); else the plan as it is (a note then says
+    to configure the sharding by hand)."""
     if plan.sharding in options:
         return plan, True
+    same = None
     for sharding in options:
         alt = price(job, replace(plan.spec, sharding=sharding))
         if fits(job, alt):
-            notes.append(f"{name} files state no {SHARDING_NAMES[plan.sharding]}: emitting the "
-                         f"plan with {SHARDING_NAMES[sharding]}, predicted step "
-                         f"{fmt_seconds(alt.step_time_s)} "
-                         f"({alt.step_time_s / plan.step_time_s:.3f}x)")
-            return alt, False
-    # Same spec, other sharding: none fits. The best plan the file can state instead.
-    best = search(job.table, replace(job.request, shardings=options, top=1)).plans
-    if best:
-        alt = best[0]
-        notes.append(f"{name} files state no {SHARDING_NAMES[plan.sharding]} and the plan does "
-                     f"not fit with what they state: emitting the best plan with "
+            same = alt
+            break
+    searched = search(job.table, replace(within or job.request, shardings=options,
+                                         top=1)).plans
+    ratio = "{:.3f}x"
+    if same is not None and (not searched or same.step_time_s <= searched[0].step_time_s):
+        notes.append(f"{name} files state no {SHARDING_NAMES[plan.sharding]}: emitting the "
+                     f"plan with {SHARDING_NAMES[same.sharding]}, predicted step "
+                     f"{fmt_seconds(same.step_time_s)} "
+                     f"({ratio.format(same.step_time_s / plan.step_time_s)})")
+        return same, False
+    if searched:
+        alt = searched[0]
+        why = ("the plan does not fit with what they state" if same is None else
+               f"the plan with {SHARDING_NAMES[same.sharding]} would take "
+               f"{fmt_seconds(same.step_time_s)}")
+        notes.append(f"{name} files state no {SHARDING_NAMES[plan.sharding]} and {why}: "
+                     f"emitting the best plan with "
                      f"{' or '.join(SHARDING_NAMES[o] for o in options)} instead (pp={alt.pp} "
                      f"dp={alt.dp} {alt.sharding.value}/{alt.recompute.value}), predicted step "
-                     f"{fmt_seconds(alt.step_time_s)} ({alt.step_time_s / plan.step_time_s:.3f}x)")
+                     f"{fmt_seconds(alt.step_time_s)} "
+                     f"({ratio.format(alt.step_time_s / plan.step_time_s)})")
         return alt, False
     return plan, True
 

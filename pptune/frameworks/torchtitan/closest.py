@@ -51,7 +51,19 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
         runs="flash attention (SDPA) and sequence parallelism with tensor parallelism")
     job, plan = stateable_exchange(job, plan, notes)
     job, plan = stateable_recipe(job, plan, notes)
-    plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=STATEABLE, notes=notes)
+    # a substitute plan searched for: its pipelining and recomputation as the files state them
+    within = replace(job.request, pp=(1,) if model in NO_PIPELINE else job.request.pp,
+                     recomputes=tuple(r for r in job.request.recomputes
+                                      if r is not Recompute.MODULES) or (Recompute.NONE,),
+                     combined_order=False)
+    plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=STATEABLE, notes=notes,
+                                        within=within)
+    if plan.spec.combined:  # no combined 1F1B order in torch.distributed.pipelining
+        plan = ex.price(job, replace(plan.spec, a2a_overlap=False))
+        notes.append("torchtitan has no combined 1F1B order (Megatron-LM's "
+                     "--overlap-moe-expert-parallel-comm): emitting the plan with the expert "
+                     f"all-to-all exposed, predicted step {fmt_seconds(plan.step_time_s)}")
+        exact = False
     if plan.recompute is Recompute.MODULES:  # its AC options name no megatron-core modules
         plan, exact = ex.full_recompute(job, plan, name=NAME, notes=notes), False
     plan, same = ex.uniform_recompute(job, plan, name=NAME, notes=notes,
