@@ -1,0 +1,68 @@
+"""``--emit`` with a plan whose sharding or expert overlap the files cannot state.
+
+Qwen3-30B-A3B on 64 GPUs without a pipeline (torchtitan 0.2.2 pipelines no qwen3):
+the ranked plan shards by ZeRO-1, which torchtitan's files cannot state. The file
+states the faster of that plan with FSDP and the best plan searched with the
+shardings torchtitan states, searched without Megatron-LM's combined 1F1B order
+(torch.distributed.pipelining has none); check-config prices the file the same.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pptune.cli.app import app
+from pptune.costmodel.search import Sharding, evaluate
+from pptune.plan.emit import Framework, emit, write
+from pptune.plan.recommend import RecommendRun, RecommendSpec, recommend
+
+runner = CliRunner()
+FLAGS = ["--gpus", "64", "--gpu", "h100-sxm", "--output", "json", "--no-compare"]
+
+
+@pytest.fixture(scope="module")
+def run() -> RecommendRun:
+    return recommend(RecommendSpec.of(gpus=64, model="qwen3-30b-a3b", gpu="h100-sxm", pp=[1],
+                                      sharding="zero1,fsdp", top=1))
+
+
+def _read_back(tmp_path: Path) -> dict:
+    r = runner.invoke(app, ["check-config", str(tmp_path / "torchtitan.toml"), *FLAGS])
+    assert r.exit_code == 0, r.stdout
+    return json.loads(r.stdout)["derived"]
+
+
+def test_the_best_stateable_plan_beats_the_same_plan_with_fsdp(run: RecommendRun,
+                                                               tmp_path: Path) -> None:
+    ranked = run.result.plans[0]
+    assert ranked.sharding is Sharding.ZERO1
+    same = evaluate(run.table_for(ranked.key), run.plan_request,
+                    replace(ranked.spec, sharding=Sharding.FSDP, a2a_overlap=False))
+    emitted = emit(Framework.TORCHTITAN, run)
+    assert emitted.plan.sharding is Sharding.FSDP and not emitted.plan.a2a_overlap
+    assert emitted.plan.step_time_s < same.step_time_s
+    assert any("emitting the best plan with FSDP" in n for n in emitted.notes)
+    write(emitted, tmp_path)
+    assert _read_back(tmp_path)["step_time_s"] == pytest.approx(emitted.plan.step_time_s,
+                                                                rel=1e-9)
+
+
+def test_a_combined_order_plan_is_emitted_with_the_all_to_all_exposed(
+        run: RecommendRun, tmp_path: Path) -> None:
+    ranked = run.result.plans[0]
+    spec = replace(ranked.spec, sharding=Sharding.FSDP, a2a_overlap=True)
+    overlapped = evaluate(run.table_for(ranked.key), run.plan_request, spec)
+    assert overlapped.a2a_overlap
+    emitted = emit(Framework.TORCHTITAN, replace(run, result=replace(run.result,
+                                                                     plans=[overlapped])))
+    assert not emitted.plan.a2a_overlap
+    assert emitted.plan.step_time_s > overlapped.step_time_s
+    assert any("no combined 1F1B order" in n for n in emitted.notes)
+    write(emitted, tmp_path)
+    assert _read_back(tmp_path)["step_time_s"] == pytest.approx(emitted.plan.step_time_s,
+                                                                rel=1e-9)
