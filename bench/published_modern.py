@@ -4,7 +4,9 @@ Every row of bench/published_modern_data.py (dgxc-benchmarking v25.02, NeMo 24.0
 FP8 table, NeMo 25.02's B200 rows) is run as its recipe ran it: the published
 micro-batch, global batch, TP, PP, CP and VP; sequence parallelism, TP
 communication overlap, the distributed optimizer with its gradient dtype, FP8 with
-FP8 parameters, NVLS off, as the recipe files state; Megatron-core's layer split
+FP8 parameters, NVLS off, megatron-core's fused loss where the file sets
+cross_entropy_loss_fusion (else pptune's one-pass loss), as the recipe files
+state; Megatron-core's layer split
 (blocks evenly over the pp x vp chunks, the embedding with the first, the LM head
 with the last; NeMo 2.0's 405B recipe counts the embedding and the loss as one
 layer each, ``account_for_*_in_pipeline_split``); megatron-core's rank order
@@ -32,6 +34,7 @@ from pptune.costmodel import presets
 from pptune.costmodel.calibration import Factors, scaled_gpu
 from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.layout import RankOrder
+from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.memory import Recompute
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.schedules import Schedule
@@ -135,7 +138,7 @@ def _evaluated(run: Run, factors: Factors | None = None) -> Evaluated:
         sequence_parallel=r.sequence_parallel and run.tp > 1,
         tp_comm_overlap=r.tp_comm_overlap and run.tp > 1, cp=run.cp,
         gemm_precision=key.precision, nvls=False, fp8_params=r.fp8_params,
-        tp_overlap=overlap_of(r.ub))
+        tp_overlap=overlap_of(r.ub), cross_entropy=CrossEntropy(r.cross_entropy))
     table = cost_table(prof, tp=run.tp, tp_in_costs=run.tp)
     req = _request(run, key)
     dp = run.gpus // (run.tp * run.pp * run.cp)

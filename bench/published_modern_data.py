@@ -76,6 +76,9 @@ class Recipe:
     # recipe names no configuration (Transformer Engine v1.13's defaults apply)
     ub: tuple[tuple[str, str], ...] | None = None
     ub_source: str = ""
+    # the loss's kernels (pptune/costmodel/loss.py): "native" where the file sets
+    # cross_entropy_loss_fusion: true; unstated, pptune's default (one pass each way)
+    cross_entropy: str = "fused"
 
 
 @dataclass(frozen=True)
@@ -134,14 +137,18 @@ UB_FP8_B200_H16384_TP4_CP2 = _ub(8, 32, 2, 8, "ring:1:margin", "ring:1:margin", 
 UB_BF16_B200_H18432_TP8 = _ub(8, 32, 2, 8, "ring:1:margin", "pipe:24:margin")
 
 LLAMA31_8B = Recipe("llama3-8b", sequence_parallel=False, tp_comm_overlap=False, grad_bytes=2,
+                    cross_entropy="native",
                     source=f"{DGXC} llama3.1/llama3.1_8b.yaml: sequence_parallel false, "
-                    "ub_tp_comm_overlap false, optim distributed_fused_adam grad_sync_dtype bf16")
+                    "ub_tp_comm_overlap false, optim distributed_fused_adam grad_sync_dtype bf16, "
+                    "cross_entropy_loss_fusion true")
 LLAMA31_70B = Recipe("llama3-70b", sequence_parallel=True, tp_comm_overlap=True, grad_bytes=2,
+                     cross_entropy="native",
                      source=f"{DGXC} llama3.1/llama3.1_70b.yaml: sequence_parallel true, "
                      "ub_tp_comm_overlap true, grad_sync_dtype bf16",
                      ub=UB_LLAMA31_70B, ub_source=f"{DGXC} llama3.1/llama3.1_70b.yaml")
 LLAMA31_405B = Recipe("llama3.1-405b", sequence_parallel=True, tp_comm_overlap=True,
                       grad_bytes=2, kv_heads=16,
+                      cross_entropy="native",
                       source=f"{DGXC} llama3.1/llama3.1_405b.yaml: sequence_parallel true, "
                       "ub_tp_comm_overlap true, num_query_groups 16, grad_sync_dtype bf16",
                       ub=UB_LLAMA31_405B, ub_source=f"{DGXC} llama3.1/llama3.1_405b.yaml")
@@ -151,11 +158,13 @@ GPT3_175B = Recipe("gpt3-175b", sequence_parallel=True, tp_comm_overlap=True, gr
                    ub=UB_GPT3_175B, ub_source=f"{DGXC} nemo_megatron/gpt3_175b_hydra.yaml")
 NEMOTRON4_15B = Recipe("nemotron4-15b", sequence_parallel=True, tp_comm_overlap=True,
                        grad_bytes=4,
+                       cross_entropy="native",
                        source=f"{DGXC} nemotron/configure.sh (model.sequence_parallel=True, "
                        "model.ub_tp_comm_overlap=True) and nemotron4-15b-synth.yaml "
                        "(mcore_distributed_optim, FP32 gradient reduction)")
 NEMOTRON4_340B = Recipe("nemotron4-340b", sequence_parallel=True, tp_comm_overlap=True,
                         grad_bytes=2, moment_bytes=2.0,
+                        cross_entropy="native",
                         source=f"{DGXC} nemotron/configure.sh and nemotron4-340b-synth.yaml "
                         "(distributed_fused_adam, grad_sync_dtype bf16, optim dtype bf16)")
 

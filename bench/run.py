@@ -310,6 +310,7 @@ def main() -> None:
         published_holdout,
         published_modern,
         published_moe,
+        published_scaling,
         stage_recompute,
     )
 
@@ -318,6 +319,7 @@ def main() -> None:
     write_result("published_moe", published_moe.main())
     write_result("published_modern", published_modern.main(quick=args.quick))
     write_result("published_holdout", published_holdout.main())
+    write_result("published_scaling", published_scaling.main())
     write_result("stage_recompute", stage_recompute.main())
     write_result("calibrate", calibrate.main())
     try:

@@ -23,6 +23,7 @@ from pptune.costmodel import context, presets
 from pptune.costmodel.analytic import RECOMPUTE_MODULES
 from pptune.costmodel.context import CpComm
 from pptune.costmodel.keys import CostKey, Precision
+from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.op_sac import OP_SAC, unpriced
 from pptune.costmodel.ops import Attention
 from pptune.costmodel.precision import problems
@@ -197,12 +198,15 @@ def priced_modules(cfg: TrainingConfig, add: Any,
 
 def layout_options(cfg: TrainingConfig) -> dict[str, Any]:
     """The cost options of the layout the config states beyond tp and cp: its GEMM
-    precision, its context-parallel exchange and FP8 parameters (defaults when unsaid)."""
+    precision, its context-parallel exchange, FP8 parameters and loss kernels (defaults
+    when unsaid)."""
     out: dict[str, Any] = {"precision": (PRECISIONS.get(cfg.precision or "", Precision.BF16),)}
     if cfg.cp_comm is not None:
         out["cp_comm"] = CpComm(cfg.cp_comm)
     if cfg.fp8_param_gather and cfg.precision in ("fp8", "mxfp8"):
         out["fp8_param_gather"] = True
+    if cfg.cross_entropy is not None:
+        out["cross_entropy"] = CrossEntropy(cfg.cross_entropy)
     return out
 
 

@@ -59,6 +59,7 @@ from pptune.costmodel.attention import MLA_UP_PROJ, mla_act_bytes, mla_params, m
 from pptune.costmodel.context import CpComm, CpLinks
 from pptune.costmodel.ends import embedding_ops, head_ops, mtp_ops
 from pptune.costmodel.keys import Precision
+from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.moe import ExpertParallel, check_experts, moe_act_bytes, moe_params, moe_part
 from pptune.costmodel.ops import (
     BlockPart,
@@ -267,6 +268,7 @@ def analytic_layers(
     gemm_precision: Precision = Precision.BF16,
     tp_overlap: TpOverlap | None = None,
     tp_p2p: tuple[float, float] = (10e-6, 396.4e9),
+    cross_entropy: CrossEntropy = CrossEntropy.FUSED,
 ) -> list[AnalyticLayer]:
     """Embedding, blocks (and MTP modules) and head with costs for each micro-batch size.
 
@@ -285,7 +287,8 @@ def analytic_layers(
     precision (precision.py). ``tp_overlap``: Transformer Engine's per-GEMM
     overlap configuration (tp_overlap.py; None: its defaults) where
     ``tp_comm_overlap`` and sequence parallelism are on, its ring exchange over
-    ``tp_p2p`` (latency_s, bytes/s: a pairwise NVLink copy).
+    ``tp_p2p`` (latency_s, bytes/s: a pairwise NVLink copy); ``cross_entropy``: the
+    loss's kernels (loss.py).
     """
     if efficiency is not None and not 0 < efficiency <= 1:
         raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
@@ -297,7 +300,7 @@ def analytic_layers(
     check_experts(m, ex)
     rates = Rates.of(gpu, efficiency)
     par = Parallel(tp, sequence_parallel, flash_attention, *tp_allreduce, tp_comm_overlap,
-                   cp, cp_comm, cp_links, gemm_precision, tp_overlap, *tp_p2p)
+                   cp, cp_comm, cp_links, gemm_precision, tp_overlap, *tp_p2p, cross_entropy)
     s, h, v = m.seq_len // cp, m.hidden, m.vocab
     saved = precision.gemm_input_bytes(gemm_precision)
     redo_up = MLA_UP_PROJ in recompute_modules and m.mla

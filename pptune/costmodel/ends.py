@@ -4,6 +4,7 @@ priced by the per-op model (ops.py's docstring has their bytes per token)."""
 
 from __future__ import annotations
 
+from pptune.costmodel.loss import BYTES, KERNELS
 from pptune.costmodel.ops import (
     BF16_BYTES,
     OpCost,
@@ -31,16 +32,18 @@ def embedding_ops(m: ModelShape, b: int, rates: Rates, par: Parallel) -> list[Op
 
 
 def head_ops(m: ModelShape, b: int, rates: Rates, par: Parallel) -> list[OpCost]:
-    """Final norm, LM head GEMM and the (vocabulary-parallel) cross-entropy."""
+    """Final norm, LM head GEMM and the (vocabulary-parallel) cross-entropy, its bytes
+    per logit as ``par.cross_entropy``'s kernels move them (loss.py)."""
     t, h, v = par.tp, m.hidden, m.vocab
     tokens = b * m.seq_len // par.cp  # the LM head stays BF16 (precision.py)
     rep = tokens / t if par.sequence_parallel else float(tokens)
     logits = tokens * v / t
     lm = linear("lm_head", tokens, h, _split(v, t), rates)
+    (fwd, bwd), (k_fwd, k_bwd) = BYTES[par.cross_entropy], KERNELS[par.cross_entropy]
     return [
         memory("final_norm", Phase.F, 4 * h * rep, rates), lm[0],
-        memory("cross_entropy", Phase.F, 6 * logits, rates, kernels=4),
-        memory("cross_entropy.bwd", Phase.B, 6 * logits, rates, kernels=2), lm[1],
+        memory("cross_entropy", Phase.F, fwd * logits, rates, kernels=k_fwd),
+        memory("cross_entropy.bwd", Phase.B, bwd * logits, rates, kernels=k_bwd), lm[1],
         tp_collective("tp_head.bwd", Phase.B, BF16_BYTES * tokens * h, par),
         memory("final_norm.bwd", Phase.B, 6 * h * rep, rates), lm[2],
     ]

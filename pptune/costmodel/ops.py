@@ -38,8 +38,9 @@ parallelism splits too, Korthikanti et al. 2022 sec. 4.2.2):
     GeLU            F: read, write 4f/t;  B: read x, dy, write dx: 6f/t
     SwiGLU          F: read gate, up, write: 6f/t;  B: read gate, up, dy,
                     write two: 10f/t
-    cross-entropy   F: read bf16 logits, write fp32 probabilities 6V/t;
-                    B: read them, write the bf16 gradient 6V/t
+    cross-entropy   one pass each way: F read bf16 logits, write fp32
+                    probabilities 6V/t; B read them, write the bf16 gradient
+                    6V/t (loss.py: more for megatron-core's kernels)
     embedding       F: gather a row 4h (+ positions and dropout 7h, GPT);
                     W: read the gradient 2h, accumulate fp32 rows 8h
 """

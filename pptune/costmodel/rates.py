@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pptune.costmodel import precision
 from pptune.costmodel.context import AttentionRates, CpComm, CpLinks
 from pptune.costmodel.keys import Precision
+from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.presets import GpuSpec
 from pptune.costmodel.tp_overlap import TpOverlap
 
@@ -80,6 +81,7 @@ class Parallel:
     tp_overlap: TpOverlap | None = None
     tp_p2p_latency_s: float = 10e-6  # one userbuffers copy between TP peers (ring exchange)
     tp_p2p_bytes_per_s: float = 396.4e9  # pairwise NVLink copy (presets.py fabric)
+    cross_entropy: CrossEntropy = CrossEntropy.FUSED  # the loss's kernels (loss.py)
 
     @property
     def fp8(self) -> bool:

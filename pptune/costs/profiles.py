@@ -17,6 +17,7 @@ from pptune.costmodel.comm import AllReduceLink
 from pptune.costmodel.context import CpComm
 from pptune.costmodel.keys import CostKey, Precision, TableSource
 from pptune.costmodel.layout import Group
+from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.ops import Attention
 from pptune.costmodel.recompute_modules import searched_modules
@@ -126,6 +127,7 @@ def analytic_profile(
     fp8_params: bool = False,
     tp_overlap: TpOverlap | None = None,
     layers_out: list[AnalyticLayer] | None = None,
+    cross_entropy: CrossEntropy = CrossEntropy.FUSED,
 ) -> Profile:
     """Per-layer costs of a preset (or any ModelShape) on a GPU preset (or a GpuSpec:
     a calibrated one, pptune.costmodel.calibration).
@@ -137,7 +139,8 @@ def analytic_profile(
     block GEMMs (precision.py), ``fp8_params``: FP8 weights (no cached copies);
     ``nvls``: NCCL may use NVLink SHARP (recipes that set NCCL_NVLS_ENABLE=0 do not);
     ``tp_overlap``: Transformer Engine's per-GEMM overlap under ``tp_comm_overlap``
-    (costmodel/tp_overlap.py; None: its defaults).
+    (costmodel/tp_overlap.py; None: its defaults); ``cross_entropy``: the loss's
+    kernels (costmodel/loss.py).
     ``experts``: expert parallelism of a MoE model (its all-to-all over the
     GPU's NVLink and NIC unless the settings name links). ``recompute_modules``:
     Megatron-core's selective recomputation priced into the layers. ``layers_out``
@@ -183,6 +186,7 @@ def analytic_profile(
             experts=ex, recompute_modules=recompute_modules,
             cp=cp, cp_comm=cp_comm, cp_links=cp_links, gemm_precision=gemm_precision,
             tp_overlap=tp_overlap, tp_p2p=(presets.P2P_LATENCY_INTRA_S, fabric.p2p_bytes_per_s),
+            cross_entropy=CrossEntropy(cross_entropy),
         )
     except ValueError as exc:
         raise BadInput(f"{model}: {exc}") from None

@@ -234,7 +234,8 @@ def _analytic(opts: CostOptions, shape: ModelShape | None, sizes: tuple[int, ...
         sequence_parallel=opts.sequence_parallel, attention=attention,
         tp_comm_overlap=opts.tp_comm_overlap, cp_comm=opts.cp_comm,
         fp8_params=opts.fp8_param_gather, gpus_per_node=gpus_per_node,
-        recompute_modules=recompute_modules, profiles=(built := dict[CostKey, Profile]()))
+        recompute_modules=recompute_modules, cross_entropy=opts.cross_entropy,
+        profiles=(built := dict[CostKey, Profile]()))
     # searching: the plain layout prices the table's common parts (names, sizes,
     # memory); the search checks and prices the keys the flags ask for (dims.py)
     key = single_key(opts) if not search else CostKey()
@@ -304,7 +305,8 @@ def _profile_costs(prof: Profile, origin: str, opts: CostOptions, mode: Mode,
         tp_comm_overlap=opts.tp_comm_overlap, profiles=built,
         experts=experts or ExpertParallel(imbalance=opts.moe_imbalance), cp_comm=opts.cp_comm,
         fp8_params=opts.fp8_param_gather, gpus_per_node=gpus_per_node,
-        recompute_modules=recompute_modules, gpus=gpus, gpu_spread=opts.gpu_spread)
+        recompute_modules=recompute_modules, gpus=gpus, gpu_spread=opts.gpu_spread,
+        cross_entropy=opts.cross_entropy)
     key = single_key(opts) if not search else CostKey()
     table = tables(key)
     shape = calibrated.shape(cal, opts.seq_len)

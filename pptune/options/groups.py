@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 from pptune.costmodel.context import CpComm
 from pptune.costmodel.keys import Precision
+from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.memory import Recompute
 from pptune.costmodel.ops import Attention
 from pptune.costmodel.precision import Fp8Recipe
@@ -58,6 +59,7 @@ SCHEDULES = ListOf(Schedule, "unknown schedule {value!r}; choose from {choices}"
 SHARDINGS = ListOf(Sharding, _COMMA_LIST, _COMMA_LIST, unique=True, as_text=True)
 RECOMPUTES = ListOf(Recompute, _COMMA_LIST, _COMMA_LIST, unique=True, as_text=True)
 ATTENTION = OneOf(Attention, "{flag} must be one of {choices} (got {value!r})")
+CROSS_ENTROPY = OneOf(CrossEntropy, "{flag} must be one of {choices} (got {value!r})")
 PRECISIONS = ListOf(Precision, _COMMA_LIST, _COMMA_LIST, unique=True)
 CP_COMM = OneOf(CpComm, "{flag} must be one of {choices} (got {value!r})")
 FP8_RECIPE = OneOf(Fp8Recipe, "{flag} must be one of {choices} (got {value!r})")
@@ -176,6 +178,11 @@ class CostOptions:
         help="how FP8 plans scale: delayed (Megatron-LM's default; its amaxes all-reduced "
         "over the stage's ranks after every chunk pass), tensorwise, blockwise (priced as "
         "tensorwise) (Megatron-LM --fp8-recipe)")
+    cross_entropy: CrossEntropy = option(
+        CrossEntropy.FUSED, "--cross-entropy", kind=CROSS_ENTROPY,
+        help="the loss's kernels: fused (one pass each way: Transformer Engine, Liger, "
+        "torch.compile), native (Megatron-LM --cross-entropy-loss-fusion), unfused "
+        "(Megatron-LM without it)")
     moe_imbalance: float = option(
         1.0, "--moe-imbalance", kind=FLOAT,
         help="tokens of the busiest expert over the mean (1.0: balanced routing, as "

@@ -151,6 +151,8 @@ def test_megatron_llama3_script_resolves_variables_arrays_and_launcher() -> None
         "source_format": "megatron", "sharding": "zero1", "attention": "flash",
         # megatron-core overlaps neither unless the flags say: the script does not
         "overlap_grad_reduce": False, "overlap_param_gather": False,
+        # no --cross-entropy-loss-fusion: megatron-core's unfused loss (loss.py)
+        "cross_entropy": "unfused",
     }
     assert "shell variable NUM_NODES is not set in the script; used its default '2'" in (
         result.notes)

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from pptune.cli.app import app
 from pptune.costmodel import presets
 from pptune.costmodel.keys import CostKey
+from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import PlanRequest, PlanSpec, Sharding, evaluate
 from pptune.costs.resolve import analytic_costs
@@ -386,14 +387,15 @@ FLAGS = {
 }
 
 
-def moe_job(model: str, tp: int, ep: int, pp: int, gpus: int,
-            sp: bool | None = None) -> tuple[Job, object]:
+def moe_job(model: str, tp: int, ep: int, pp: int, gpus: int, sp: bool | None = None,
+            loss: CrossEntropy = CrossEntropy.FUSED) -> tuple[Job, object]:
     """A job priced at CostKey(tp, ep) and a 1F1B plan of it with an even split
-    (``sp``: sequence parallelism, default with tp > 1)."""
+    (``sp``: sequence parallelism, default with tp > 1; ``loss``: its kernels)."""
     shape = presets.MODELS[model]
     key = CostKey(tp=tp, ep=ep)
     sp = tp > 1 if sp is None else sp
-    table, _ = analytic_costs(shape, "h100-sxm", (1,), key, sequence_parallel=sp, gpus=gpus)
+    table, _ = analytic_costs(shape, "h100-sxm", (1,), key, sequence_parallel=sp, gpus=gpus,
+                              cross_entropy=loss)
     req = PlanRequest(gpus=gpus, global_batch=shape.global_batch, tp=tp, cost_keys=(key,))
     per = shape.num_blocks // pp  # the rest on the first stage (--decoder-first-...)
     blocks = [shape.num_blocks - per * (pp - 1)] + [per] * (pp - 1)
@@ -485,8 +487,10 @@ def test_megatron_emits_sequence_parallelism_for_tp_with_ep(tmp_path: Path) -> N
     stated = adapter.express(job, plan, 1)
     assert stated.job.sequence_parallel and not job.sequence_parallel
     assert any("sequence parallelism with tp x ep" in n for n in stated.notes)
-    # the same plan priced with sequence parallelism from the start
-    _sp_job, sp_plan = moe_job("qwen3-30b-a3b", tp=2, ep=8, pp=4, gpus=64, sp=True)
+    # the same plan priced with sequence parallelism (and the fused loss the script
+    # states, --cross-entropy-loss-fusion) from the start
+    _sp_job, sp_plan = moe_job("qwen3-30b-a3b", tp=2, ep=8, pp=4, gpus=64, sp=True,
+                               loss=CrossEntropy.NATIVE)
     assert stated.plan.step_time_s == pytest.approx(sp_plan.step_time_s, rel=1e-12)
     text = adapter.write(stated)["pretrain_megatron.sh"]
     assert "--sequence-parallel" in text

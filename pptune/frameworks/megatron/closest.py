@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.partition import add_ends, strip_ends
 from pptune.costmodel.schedules import OVERLAPPED, Schedule
 from pptune.costmodel.search import Plan, Recompute, Sharding, evaluate
@@ -56,6 +57,12 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
                                      sequence_parallel=True, notes=notes,
                                      runs="sequence parallelism with tp x ep")
         job = replace(job, sequence_parallel=True)
+    # the script states megatron-core's fused loss (writer.py): priced with its kernels
+    job, plan = ex.priced_as_run(job, plan, name=NAME, attention=job.attention,
+                                 sequence_parallel=job.sequence_parallel, notes=notes,
+                                 cross_entropy=CrossEntropy.NATIVE,
+                                 runs="megatron-core's fused cross-entropy "
+                                 "(--cross-entropy-loss-fusion, costmodel/loss.py)")
     plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=STATEABLE, notes=notes)
     if plan.recompute is Recompute.SELECTIVE:
         plan, exact = ex.full_recompute(job, plan, name=NAME, notes=notes), False

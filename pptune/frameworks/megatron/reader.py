@@ -131,6 +131,10 @@ def _fields(r: FlagReader, launcher: Flagged) -> dict[str, Any]:
         "overlap_param_gather": None if flags.has("--use-megatron-fsdp")
         else flags.has("--overlap-param-gather"),
         "gated_mlp": flags.has("--swiglu"),  # Megatron-LM's default MLP is GeLU
+        # megatron-core's loss: unfused unless --cross-entropy-loss-fusion (costmodel/loss.py)
+        "cross_entropy": ("unfused" if not flags.has("--cross-entropy-loss-fusion") else
+                          "fused" if r.text("--cross-entropy-fusion-impl") in ("te", "linear")
+                          else "native"),
         "precision": _precision(ctx, flags),
         "source_format": "megatron",
     }

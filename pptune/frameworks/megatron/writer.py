@@ -111,6 +111,7 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
         args.append("--transformer-impl local")
     if plan.rank_order == PP_INNER:
         args.append("--use-tp-pp-dp-mapping")
+    args.append("--cross-entropy-loss-fusion")  # the plan is priced so (closest.py)
     if plan.a2a_overlap:  # megatron-core 0.16: the combined 1F1B order (combined_1f1b.py)
         args.append("--overlap-moe-expert-parallel-comm")
     lines.append(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pptune.costmodel import presets
 from pptune.costmodel.keys import Precision
+from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.partition import strip_ends
 from pptune.costmodel.search import Recompute, Sharding
 from pptune.frameworks.common.adapter import Stated
@@ -31,6 +32,8 @@ def write(stated: Stated) -> dict[str, str]:
         *([f"precision: {plan.precision.value}"] if plan.precision is not Precision.BF16 else []),
         *([f"fp8_recipe: {costs.fp8_recipe.value}"] if plan.precision is Precision.FP8 else []),
         *(["fp8_param_gather: true"] if low and costs.fp8_param_gather else []),
+        *([f"cross_entropy: {costs.cross_entropy.value}"]
+          if costs.cross_entropy is not CrossEntropy.FUSED else []),
         f"pp: {plan.pp}",
         f"dp: {plan.dp}",
         f"schedule: {plan.schedule.value}",

@@ -134,7 +134,8 @@ def stateable_exchange(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Pla
         ExpertParallel(imbalance=c.moe_imbalance), sequence_parallel=job.sequence_parallel,
         attention=job.attention, tp_comm_overlap=job.tp_comm_overlap,
         cp_comm=CpComm.ALL_GATHER, fp8_params=c.fp8_param_gather,
-        gpus_per_node=job.request.gpus_per_node, gpus=job.request.gpus, gpu_spread=c.gpu_spread)
+        gpus_per_node=job.request.gpus_per_node, gpus=job.request.gpus, gpu_spread=c.gpu_spread,
+        cross_entropy=c.cross_entropy)
     job = replace(job, table=table, cost_options=options)
     alt = evaluate(job.table, job.request, plan.spec)
     notes.append(f"torchtitan has no {c.cp_comm.value} context-parallel exchange: emitting it "
@@ -160,10 +161,12 @@ def per_op_checkpointing(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, P
     c = job.cost_options or CostOptions()
     table, _ = analytic_costs(
         job.shape, gpu, sorted(job.table.by_mb), job.request.keys()[0],
+        ExpertParallel(imbalance=c.moe_imbalance),
         sequence_parallel=job.sequence_parallel, attention=job.attention,
         tp_comm_overlap=job.tp_comm_overlap, cp_comm=c.cp_comm, fp8_params=c.fp8_param_gather,
         gpus_per_node=job.request.gpus_per_node, gpus=job.request.gpus,
-        gpu_spread=c.gpu_spread, recompute_modules=frozenset({OP_SAC}))
+        gpu_spread=c.gpu_spread, recompute_modules=frozenset({OP_SAC}),
+        cross_entropy=c.cross_entropy)
     table = replace(table, recompute_modules=(OP_SAC,))
     alt = evaluate(table, job.request, replace(plan.spec, recompute=Recompute.MODULES,
                                               recompute_layers=None))
