@@ -166,12 +166,11 @@ def stateable_sharding(job: Job, plan: Plan, *, name: str, options: tuple[Shardi
             break
     searched = search(job.table, replace(within or job.request, shardings=options,
                                          top=1)).plans
-    ratio = "{:.3f}x"
     if same is not None and (not searched or same.step_time_s <= searched[0].step_time_s):
         notes.append(f"{name} files state no {SHARDING_NAMES[plan.sharding]}: emitting the "
                      f"plan with {SHARDING_NAMES[same.sharding]}, predicted step "
                      f"{fmt_seconds(same.step_time_s)} "
-                     f"({ratio.format(same.step_time_s / plan.step_time_s)})")
+                     f"({same.step_time_s / plan.step_time_s:.3f}x)")
         return same, False
     if searched:
         alt = searched[0]
@@ -183,7 +182,7 @@ def stateable_sharding(job: Job, plan: Plan, *, name: str, options: tuple[Shardi
                      f"{' or '.join(SHARDING_NAMES[o] for o in options)} instead (pp={alt.pp} "
                      f"dp={alt.dp} {alt.sharding.value}/{alt.recompute.value}), predicted step "
                      f"{fmt_seconds(alt.step_time_s)} "
-                     f"({ratio.format(alt.step_time_s / plan.step_time_s)})")
+                     f"({alt.step_time_s / plan.step_time_s:.3f}x)")
         return alt, False
     return plan, True
 
