@@ -47,6 +47,12 @@ over the mean; 1.0 when routing is forced to balance, as benchmarks do):
   reduce-scattered after (forward), and the same for the gradients (backward):
   ``(etp - 1)/etp`` of ``etp T k r h`` bf16 elements each way (comm.py's
   reduce-scatter / all-gather time).
+- **FP8 casts** (FP8 GEMMs, as Transformer Engine runs them; ops.fp8_casts,
+  precision.py: read BF16, write FP8 and its transpose): the experts' fc1
+  input (``R h``; with an FP8 dispatch the ``T k r`` copies are cast before
+  they leave instead) and fc2 input (``R f/etp``) forward, the two output
+  gradients (``R h`` and ``R 2f/etp``, gated) backward, as in a dense MLP but
+  for fc1's input, which no norm writes in FP8 here.
 - **dispatch and combine all-to-all**: each rank sends ``T k r`` token copies
   of h elements to the ranks of its ep group, 2 bytes each in BF16 or
   ``1 + 4/128`` in FP8 with one fp32 scale per 128 elements (DeepSeek-V3
@@ -94,6 +100,7 @@ from pptune.costmodel.ops import (
     Parallel,
     Phase,
     Rates,
+    fp8_casts,
     gemm,
     linear,
     memory,
@@ -261,6 +268,18 @@ def moe_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     tokens_bytes = BF16_BYTES * h * copies
     gathered = BF16_BYTES * h * rows
 
+    r_int = math.ceil(rows)
+    fp8_dispatch = ex.dispatch_bytes < BF16_BYTES
+    # FP8 casts of the expert GEMMs' inputs and output gradients (ops.fp8_casts): an
+    # FP8 dispatch casts its copies before they leave, else fc1 casts the rows it gets
+    cast_in = (fp8_casts("dispatch", Phase.F, math.ceil(copies), [h], rates, par.fp8)
+               if fp8_dispatch else [])
+    cast_fc1 = [] if fp8_dispatch else fp8_casts("expert_fc1", Phase.F, r_int, [h], rates,
+                                                 par.fp8)
+    cast_fc2 = fp8_casts("expert_fc2", Phase.F, r_int, [f_loc], rates, par.fp8)
+    cast_grads = fp8_casts("expert", Phase.B, r_int,
+                           [h, f_loc * (2 if m.gated_mlp else 1)], rates, par.fp8)
+
     def by_expert(name: str, phase: Phase, element_bytes: float) -> list[OpCost]:
         """The received rows reordered by local expert (read and written once)."""
         return ([memory(name, phase, 2 * element_bytes * h * rows, rates)]
@@ -268,11 +287,11 @@ def moe_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
 
     fwd = [
         router[0], memory("router_topk", Phase.F, scores_f, rates, kernels=3),
-        memory("permute", Phase.F, permute, rates),
+        memory("permute", Phase.F, permute, rates), *cast_in,
         _a2a("a2a_dispatch", Phase.F, ex.dispatch_bytes * h * copies, m, ex),
         _etp_collective("etp_gather", Phase.F, gathered, ex),
-        *by_expert("sort_by_expert", Phase.F, ex.dispatch_bytes),
-        fc1[0], memory("expert_activation", Phase.F, act_f * rows, rates), fc2[0],
+        *by_expert("sort_by_expert", Phase.F, ex.dispatch_bytes), *cast_fc1,
+        fc1[0], memory("expert_activation", Phase.F, act_f * rows, rates), *cast_fc2, fc2[0],
         *by_expert("unsort_by_expert", Phase.F, BF16_BYTES),
         _etp_collective("etp_scatter", Phase.F, gathered, ex),
         _a2a("a2a_combine", Phase.F, tokens_bytes, m, ex),
@@ -285,7 +304,7 @@ def moe_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
         *by_expert("unsort_by_expert.bwd", Phase.B, BF16_BYTES),
         *([memory("expert_activation.recompute", Phase.B, act_f * rows, rates)]
           if recompute_act else []),
-        fc2[1], memory("expert_activation.bwd", Phase.B, act_b * rows, rates), fc1[1],
+        *cast_grads, fc2[1], memory("expert_activation.bwd", Phase.B, act_b * rows, rates), fc1[1],
         *by_expert("sort_by_expert.bwd", Phase.B, BF16_BYTES),
         _etp_collective("etp_gather.bwd", Phase.B, gathered, ex),
         _a2a("a2a_dispatch.bwd", Phase.B, tokens_bytes, m, ex),

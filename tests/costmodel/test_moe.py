@@ -121,6 +121,27 @@ def test_received_tokens_are_sorted_by_local_expert_and_back() -> None:
     assert not [o for o in one.fwd + one.bwd if "sort_by_expert" in o.name]
 
 
+def test_fp8_experts_cast_their_gemm_inputs_and_output_gradients() -> None:
+    # Transformer Engine casts every FP8 GEMM input no norm wrote in FP8 (cast and
+    # transpose: read 2, write 1 + 1 bytes an element), as in a dense MLP: the experts'
+    # fc1 input (the dispatched rows, h wide) and fc2 input (the activation's output,
+    # f wide) forward; the two output gradients backward (fc2's h, fc1's gate and up 2f).
+    # 128 tokens x top-2 = 256 rows at ep 2, h = 256, f = 512
+    par = Parallel(precision=Precision.FP8)
+    rates = dataclasses.replace(RATES, fp8_peak_flops=2e12, fp8_gemm_fraction=1.0)
+    part = moe_part(SMALL, 1, rates, par, ex(ep=2))
+    assert op(part.fwd, "fp8_cast.expert_fc1").hbm_bytes == 4 * 256 * 256
+    assert op(part.fwd, "fp8_cast.expert_fc2").hbm_bytes == 4 * 256 * 512
+    assert op(part.bwd, "fp8_cast.expert.bwd").hbm_bytes == 4 * 256 * (256 + 2 * 512)
+    assert op(part.bwd, "fp8_cast.expert.bwd").kernels == 2
+    # an FP8 dispatch was cast before it left: the experts' fc1 input needs no cast
+    fp8_dispatch = moe_part(SMALL, 1, rates, par, ex(ep=2, dispatch_bytes=FP8_DISPATCH_BYTES))
+    assert not [o for o in fp8_dispatch.fwd if o.name == "fp8_cast.expert_fc1"]
+    assert op(fp8_dispatch.fwd, "fp8_cast.dispatch").hbm_bytes == 4 * 256 * 256
+    # BF16: no casts
+    assert not [o for o in moe_part(SMALL, 1, RATES, PAR, ex(ep=2)).fwd if "fp8_cast" in o.name]
+
+
 def test_dispatch_and_combine_volume_and_time_inside_a_node() -> None:
     part = moe_part(SMALL, 1, RATES, PAR, ex(ep=2))
     # each rank sends its 128 x 2 token copies of 256 bf16 elements: 131072 bytes; of them
