@@ -46,6 +46,7 @@ from pathlib import Path
 from pptune import limits
 from pptune.costmodel import presets
 from pptune.costmodel.keys import CostKey, Precision, TableSource
+from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.presets import GpuSpec, ModelShape
 from pptune.costmodel.search import CostTable
@@ -324,10 +325,13 @@ def _refuse_with_measured(opts: CostOptions, where: str, mode: Mode) -> None:
     flags = [f for f, v in (*named, ("--gpu", opts.gpu), ("--efficiency", opts.efficiency),
                             ("--gpu-spread", opts.gpu_spread),
                             ("--attention", opts.attention),
-                            ("--tp-comm-overlap", opts.tp_comm_overlap or None))
+                            ("--tp-comm-overlap", opts.tp_comm_overlap or None),
+                            ("--cross-entropy", None if opts.cross_entropy is CrossEntropy.FUSED
+                             else opts.cross_entropy.value))
              if v is not None]
     if flags:
-        raise BadInput(f"{' and '.join(flags)} describe analytic costs, but the costs come from "
+        verb = "describes" if len(flags) == 1 else "describe"
+        raise BadInput(f"{' and '.join(flags)} {verb} analytic costs, but the costs come from "
                        f"{where} (measured); drop {'/'.join(flags)} or the profile")
 
 

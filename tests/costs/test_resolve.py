@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from pptune.costmodel.loss import CrossEntropy
 from pptune.costs.modelspec import from_sizes
 from pptune.costs.profiles import analytic_profile
 from pptune.costs.resolve import (
@@ -106,9 +107,9 @@ def test_run_mode_lets_model_flags_name_what_runs(tmp_path: Path) -> None:
     prof = _write_profile(tmp_path / "p.json")
     opts = CostOptions(profile=prof, model="gpt-small", seq_len=64)
     assert resolve(opts, probe=_probe([])).measured
-    with pytest.raises(BadInput, match="--model describe analytic costs"):
+    with pytest.raises(BadInput, match="--model describes analytic costs"):
         resolve(CostOptions(profile=prof, model="gpt-small"))
-    with pytest.raises(BadInput, match="--gpu describe analytic costs"):
+    with pytest.raises(BadInput, match="--gpu describes analytic costs"):
         resolve(CostOptions(profile=prof, gpu="h200"), probe=_probe([]))
 
 
@@ -129,10 +130,11 @@ def test_seq_len_is_honoured_for_analytic_costs_and_refused_for_measured(tmp_pat
 
 
 @pytest.mark.parametrize("opts", [CostOptions(gpu="h200"), CostOptions(efficiency=0.4),
-                                  CostOptions(model="gpt-small")])
+                                  CostOptions(model="gpt-small"),
+                                  CostOptions(cross_entropy=CrossEntropy.UNFUSED)])
 def test_analytic_flags_are_refused_with_a_profile(tmp_path: Path, opts: CostOptions) -> None:
     prof = _write_profile(tmp_path / "p.json")
-    with pytest.raises(BadInput, match="describe analytic costs"):
+    with pytest.raises(BadInput, match="describes analytic costs"):
         resolve(CostOptions(**{**opts.__dict__, "profile": prof}), cwd=tmp_path)
 
 
