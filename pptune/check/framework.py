@@ -32,3 +32,8 @@ def framework_split(cfg: TrainingConfig, param_counts: Sequence[float],
     """Layers per stage the config's framework builds when the config states no split
     (DeepSpeed's partition_method); None: an even split."""
     return adapter_of(cfg.source_format).stage_split(cfg, param_counts, num_stages)
+
+
+def memory_fixes(cfg: TrainingConfig) -> str:
+    """What to change when a stage overflows, in the config's framework's own words."""
+    return adapter_of(cfg.source_format).memory_fixes

@@ -20,7 +20,7 @@ from typing import Any
 
 from pptune.check.costs import costs, model_of, optimizer_widths
 from pptune.check.experts import expert_rules
-from pptune.check.framework import config_rules, microbatch_rules
+from pptune.check.framework import config_rules, memory_fixes, microbatch_rules
 from pptune.check.split import (
     StageRecomputeError,
     layout_fits,
@@ -348,8 +348,7 @@ def _predict(
     for d, b in over:
         add("memory-overflow", "error",
             f"pipeline rank {d} needs {fmt_bytes(b)}, over the {fmt_bytes(cap)} it may use by "
-            f"{fmt_bytes(b - cap)}; use more pipeline stages, a sharded optimizer (ZeRO-1 / "
-            "--use-distributed-optimizer), activation recomputation or a smaller micro-batch",
+            f"{fmt_bytes(b - cap)}; {memory_fixes(cfg)}",
             rank=d, peak_bytes=b, capacity_bytes=cap)
     if not over:
         add("memory-ok", "info",

@@ -70,6 +70,9 @@ class Adapter:
 
     name: str  # --format-in / --emit value, and TrainingConfig.source_format
     title: str  # the framework's name in messages ("Megatron-LM")
+    # check-config's memory-overflow finding: what to change, in the files' own words
+    memory_fixes = ("use more pipeline stages, a sharded optimizer, activation recomputation "
+                    "or a smaller micro-batch")
     files: tuple[str, ...]  # the files --emit writes
     syntaxes: tuple[str, ...]  # what its configs are written in: json, toml, yaml, text
     fallback = False  # recognised only when no other adapter recognises a file

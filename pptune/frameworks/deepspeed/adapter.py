@@ -21,6 +21,8 @@ from pptune.schemas import TrainingConfig
 class DeepSpeedAdapter(Adapter):
     name = "deepspeed"
     title = "DeepSpeed"
+    memory_fixes = ("use more pipeline stages, ZeRO (zero_optimization.stage), activation "
+                    "checkpointing or a smaller train_micro_batch_size_per_gpu")
     files = (writer.CONFIG, writer.PARTITION)
     syntaxes = ("json", "yaml")
     versions = (DEEPSPEED,)
