@@ -23,6 +23,15 @@ the implementation (bytes per logit; bf16 2, fp32 4):
     backward, ``mul_`` by the incoming gradient (4 + 4) and autograd's cast of
     the fp32 gradient to the bf16 logits' dtype (4 + 2): 14.
 
+``eager`` (PyTorch's ``F.cross_entropy`` on the logits cast to fp32, as torchtitan
+    runs its loss without ``torch.compile``: torchtitan components/loss.py; the
+    kernels of aten/src/ATen/native/cuda/SoftMax.cu and LossNLL.cu): ``.float()``
+    (2 + 4) and log-softmax, whose ``cunn_SoftMaxForward`` reads a row three times
+    (max, sum of exps, the write pass) and writes it once (4 x 3 + 4): 22 forward;
+    backward, nll-loss's gradient zero-filled (4), ``cunn_SoftMaxBackward`` reading
+    the gradient twice and the output once and writing (4 x 3 + 4), and the cast back
+    to bf16 (4 + 2): 26.
+
 The kernels each launches (the small index and mask ops of the target lookup
 included) are counted for their launch time. Both files are the same at
 Megatron-LM f2e5db40 (July 2024) and at its 2026 head.
@@ -37,6 +46,7 @@ class CrossEntropy(str, Enum):
     FUSED = "fused"
     NATIVE = "native"
     UNFUSED = "unfused"
+    EAGER = "eager"
 
 
 # bytes per logit (forward, backward) and kernels (forward, backward)
@@ -44,9 +54,11 @@ BYTES: dict[CrossEntropy, tuple[float, float]] = {
     CrossEntropy.FUSED: (6.0, 6.0),
     CrossEntropy.NATIVE: (22.0, 10.0),
     CrossEntropy.UNFUSED: (38.0, 14.0),
+    CrossEntropy.EAGER: (22.0, 26.0),
 }
 KERNELS: dict[CrossEntropy, tuple[int, int]] = {
     CrossEntropy.FUSED: (4, 2),
     CrossEntropy.NATIVE: (4, 2),
     CrossEntropy.UNFUSED: (10, 3),
+    CrossEntropy.EAGER: (3, 4),
 }

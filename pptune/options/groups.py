@@ -182,7 +182,8 @@ class CostOptions:
         CrossEntropy.FUSED, "--cross-entropy", kind=CROSS_ENTROPY,
         help="the loss's kernels: fused (one pass each way: Transformer Engine, Liger, "
         "torch.compile), native (Megatron-LM --cross-entropy-loss-fusion), unfused "
-        "(Megatron-LM without it)")
+        "(Megatron-LM without it), eager (PyTorch's cross_entropy uncompiled: torchtitan "
+        "without [compile])")
     moe_imbalance: float = option(
         1.0, "--moe-imbalance", kind=FLOAT,
         help="tokens of the busiest expert over the mean (1.0: balanced routing, as "

@@ -105,10 +105,11 @@ class TrainingConfig(Strict):
         "(Megatron-LM --cp-comm-type; torchtitan context_parallel_rotate_method: alltoall is "
         "the ring, p2p here)"
     )
-    cross_entropy: Literal["fused", "native", "unfused"] | None = Field(
+    cross_entropy: Literal["fused", "native", "unfused", "eager"] | None = Field(
         None, description="the loss's kernels, when the file says: native "
         "(Megatron-LM --cross-entropy-loss-fusion), unfused (Megatron-LM without it), "
-        "fused (one pass each way: --cross-entropy-fusion-impl te or linear)"
+        "fused (one pass each way: --cross-entropy-fusion-impl te or linear, a compiled "
+        "torchtitan loss), eager (torchtitan's loss without torch.compile)"
     )
     fp8_recipe: str | None = Field(
         None, max_length=40, description="the FP8 scaling recipe as the file names it "

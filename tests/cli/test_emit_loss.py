@@ -54,3 +54,13 @@ def test_pptune_files_state_the_loss(run: RecommendRun, tmp_path: Path) -> None:
     path = tmp_path / "pptune.yaml"
     assert "cross_entropy: unfused" in path.read_text()
     assert _step(path) == pytest.approx(out.plan.step_time_s, rel=1e-9)
+
+
+def test_torchtitan_states_no_compile_for_bf16_and_predicts_the_eager_loss(
+        run: RecommendRun, tmp_path: Path) -> None:
+    out = emit(Framework.TORCHTITAN, run)
+    assert any("its cross-entropy eagerly" in n for n in out.notes)
+    write(out, tmp_path)
+    path = tmp_path / "torchtitan.toml"
+    assert "[compile]" not in path.read_text()
+    assert _step(path) == pytest.approx(out.plan.step_time_s, rel=1e-9)

@@ -35,6 +35,10 @@ def test_bytes_per_logit_of_each_implementation() -> None:
     assert BYTES[CrossEntropy.NATIVE] == ((2 + 4) + (4 + 4) + (4 + 4), (4 + 4) + 2)
     assert BYTES[CrossEntropy.UNFUSED] == ((2 + 4) + 4 + (4 + 4) + (4 + 4) + 4 + (4 + 4),
                                            (4 + 4) + (4 + 2))
+    # PyTorch eager: .float(), log-softmax reading a row three times and writing it;
+    # backward: nll's zero-filled gradient, softmax backward (two reads of the gradient,
+    # one of the output, one write), the cast back to bf16
+    assert BYTES[CrossEntropy.EAGER] == ((2 + 4) + (3 * 4 + 4), 4 + (3 * 4 + 4) + (4 + 2))
 
 
 def test_the_head_moves_its_logits_as_the_loss_does() -> None:
@@ -70,3 +74,18 @@ def test_megatron_scripts_state_their_loss(tmp_path: Path, flags: str, loss: str
                     "--hidden-size 4096 --num-attention-heads 32 --seq-length 8192 "
                     "--micro-batch-size 1 --global-batch-size 128 --bf16 " + flags + "\n")
     assert read_config(path).config.cross_entropy == loss
+
+
+@pytest.mark.parametrize("tables, loss", [
+    ("", "eager"),
+    ("[compile]\nenable = true\n", "fused"),
+    ('[compile]\nenable = true\ncomponents = ["model"]\n', "eager"),
+    ("[compile]\nenable = false\n", "eager"),
+])
+def test_torchtitan_files_state_their_loss(tmp_path: Path, tables: str, loss: str) -> None:
+    """torchtitan compiles its loss with [compile] enable and "loss" in components."""
+    path = tmp_path / "job.toml"
+    path.write_text('[model]\nname = "llama3"\nflavor = "8B"\n[training]\n'
+                    'local_batch_size = 1\nseq_len = 8192\n[parallelism]\n'
+                    "data_parallel_shard_degree = 8\n" + tables)
+    assert read_config(path, gpus=8).config.cross_entropy == loss

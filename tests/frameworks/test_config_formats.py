@@ -235,6 +235,8 @@ def test_torchtitan_llama3_8b_pipeline_config() -> None:
         # torchtitan's generate_llm_fqn_per_model_part: 32 + 2 effective layers over 4
         # stages -> 9, 9, 8, 8 with the embedding and the norm + head counting one each
         "stage_layers": [8, 9, 8, 7],
+        # no [compile]: PyTorch's eager cross-entropy (costmodel/loss.py)
+        "cross_entropy": "eager",
     }
     assert "virtual stages 2 per device: torchtitan's default for looped schedules" in (
         result.notes)
@@ -249,6 +251,7 @@ def test_torchtitan_older_layout() -> None:
         "zero_stage": 2, "sharded_optimizer": True, "source_format": "torchtitan",
         "sharding": "fsdp", "fsdp_reshard_after_forward": False, "attention": "flash",
         "sequence_parallel": True,  # torchtitan's tensor parallelism always is
+        "cross_entropy": "eager",  # no training.compile: the loss runs uncompiled
     }
     assert "read tensor_parallel_degree from [training] (older torchtitan)" in result.notes
 

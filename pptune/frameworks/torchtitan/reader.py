@@ -59,7 +59,7 @@ NO_PIPELINE = ("qwen3", "gpt_oss", "flux")
 PRESETS = {(name.lower(), flavor.lower()): preset for preset, (name, flavor) in FLAVORS.items()}
 
 _READ_TABLES = {"parallelism", "training", "model", "experimental", "activation_checkpoint",
-                *CP_FP8_TABLES}
+                "compile", *CP_FP8_TABLES}
 
 
 def looks_like_torchtitan(data: dict[str, Any]) -> bool:
@@ -121,6 +121,7 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     fields["precision"] = {"bfloat16": "bf16", "float32": "fp32"}.get(
         train.text("mixed_precision_param", "") or "")
     read_cp_fp8(ctx, data, par, fields)
+    fields["cross_entropy"] = _loss(ctx, data, train)
     fields["recompute"], fields["recompute_every"] = _recompute(
         ctx, Table(ctx, "activation_checkpoint", data))
     if fields["recompute"] == "selective" and fields["recompute_every"] is None:
@@ -129,6 +130,20 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     if ignored:
         ctx.note(f"ignored tables: {', '.join(ignored[:10])}")
     return build(ctx, fields)
+
+
+def _loss(ctx: Ctx, data: dict[str, Any], train: Table) -> str:
+    """The loss's kernels (costmodel/loss.py): torchtitan compiles its cross-entropy when
+    ``[compile] enable`` and "loss" in ``components`` (its default; components/loss.py
+    ``build_cross_entropy_loss``, 0.2), or with ``training.compile`` (0.1); else PyTorch
+    runs it eagerly on the logits cast to fp32."""
+    table = Table(ctx, "compile", data)
+    components = table.data.get("components", ["model", "loss"])
+    if not isinstance(components, list):
+        raise ctx.bad(f"compile.components is {components!r}; expected a list of names")
+    compiled = (table.flag("enable", False) and "loss" in components) or train.flag("compile",
+                                                                                    False)
+    return "fused" if compiled else "eager"
 
 
 def _parallelism(ctx: Ctx, data: dict[str, Any]) -> Table:

@@ -37,3 +37,9 @@ class Table:
         if value is not None and not isinstance(value, str):
             raise self.ctx.bad(f"{self.name}.{key} is {show(value)}; expected a string")
         return value
+
+    def flag(self, key: str, default: bool) -> bool:
+        value = self.data.get(key, default)
+        if not isinstance(value, bool):
+            raise self.ctx.bad(f"{self.name}.{key} is {show(value)}; expected true or false")
+        return value
