@@ -5,8 +5,8 @@ FP8 table, NeMo 25.02's B200 rows) is run as its recipe ran it: the published
 micro-batch, global batch, TP, PP, CP and VP; sequence parallelism, TP
 communication overlap, the distributed optimizer with its gradient dtype, FP8 with
 FP8 parameters, NVLS off, megatron-core's fused loss where the file sets
-cross_entropy_loss_fusion (else pptune's one-pass loss), as the recipe files
-state; Megatron-core's layer split
+cross_entropy_loss_fusion or NeMo 2.0 defaults to it (else pptune's one-pass
+loss), as the recipe files state; Megatron-core's layer split
 (blocks evenly over the pp x vp chunks, the embedding with the first, the LM head
 with the last; NeMo 2.0's 405B recipe counts the embedding and the loss as one
 layer each, ``account_for_*_in_pipeline_split``); megatron-core's rank order

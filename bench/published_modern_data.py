@@ -77,7 +77,8 @@ class Recipe:
     ub: tuple[tuple[str, str], ...] | None = None
     ub_source: str = ""
     # the loss's kernels (pptune/costmodel/loss.py): "native" where the file sets
-    # cross_entropy_loss_fusion: true; unstated, pptune's default (one pass each way)
+    # cross_entropy_loss_fusion: true or the framework defaults to it (NeMo 2.0's
+    # GPTConfig); NeMo 1.x recipes that state nothing: pptune's default (one pass)
     cross_entropy: str = "fused"
 
 
@@ -205,9 +206,12 @@ def _nemo2(model: str, sp: bool, kv: int | None = None, ub: tuple[tuple[str, str
     configuration scripts/llm/performance/pretrain_<model>.py picks for b200."""
     return Recipe(model, sequence_parallel=sp, tp_comm_overlap=sp, grad_bytes=2, kv_heads=kv,
                   ub=ub, ub_source=f"{NEMO22} tp_overlap_configs/userbuffers.py {ub_name}"
-                  if ub_name else "",
+                  if ub_name else "", cross_entropy="native",
                   source=f"{NEMO22}: pretrain_recipe(performance_mode=True), "
-                  "bf16_with_fp8_mixed (fp8_params True), grad_reduce_in_fp32 False")
+                  "bf16_with_fp8_mixed (fp8_params True), grad_reduce_in_fp32 False; "
+                  "GPTConfig's cross_entropy_loss_fusion True (NVIDIA/NeMo "
+                  "nemo/collections/llm/recipes/CONFIGURATION-HIERARCHY.md, the NeMo 2.0 "
+                  "defaults)")
 
 
 # --------------------------------------------------------------------------- runs

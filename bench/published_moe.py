@@ -89,6 +89,7 @@ from typing import Any
 
 from pptune.costmodel import presets
 from pptune.costmodel.keys import CostKey, Precision
+from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.memory import Recompute
 from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.schedules import Schedule, model_chunks
@@ -149,6 +150,10 @@ class Run:
     # FP8 amaxes reduced over the stage each chunk pass: NeMo's delayed scaling; DeepSeek-V3
     # scales each 1 x 128 / 128 x 128 block locally (its report, sec. 3.3)
     amax_reduction: bool = True
+    # the loss's kernels (pptune/costmodel/loss.py): NeMo 2.0's GPTConfig fuses it
+    # (cross_entropy_loss_fusion True, NVIDIA/NeMo nemo/collections/llm/recipes/
+    # CONFIGURATION-HIERARCHY.md); where the source states nothing, pptune's one pass
+    cross_entropy: CrossEntropy = CrossEntropy.FUSED
 
 
 def _grok(gpus: int, seq: int, layers: int, pp: int, cp: int, ep: int, vp: int, gbs: int,
@@ -174,10 +179,11 @@ RUNS: tuple[Run, ...] = (
     *_grok(1024, 8192, 64, 8, 2, 8, 8, 2048, (21.20, 791378), (17.01, 981295)),
     *_grok(2048, 8192, 64, 8, 2, 8, 8, 4096, (21.29, 1576065), (17.30, 1939562)),
     Run("mixtral-8x7b", "b200", "fp8", 64, 4096, 32, 1, 1, 1, 8, 1, 2, 256, 15457, NEMO_2502,
-        "printed tokens/s/GPU"),
+        "printed tokens/s/GPU", cross_entropy=CrossEntropy.NATIVE),
     # printed "GBS 1, MBS 64"; dp = 256 / (2 x 4 x 8) = 4 and GA 16 make it GBS 64, MBS 1
     Run("mixtral-8x22b", "b200", "fp8", 256, 65536, 56, 2, 4, 8, 8, 14, 1, 64, 2232, NEMO_2502,
-        "printed tokens/s/GPU (GBS/MBS read as 64/1: dp 4 x GA 16)"),
+        "printed tokens/s/GPU (GBS/MBS read as 64/1: dp 4 x GA 16)",
+        cross_entropy=CrossEntropy.NATIVE),
     Run("deepseek-v3", "h800", "fp8", 2048, 4096, 61, 1, 16, 1, 64, 1, 1, 15360,
         1e12 / (180e3 * 3600), DEEPSEEK_REPORT,
         "1e12 tokens / (180K GPU-hours x 3600 s), wall clock with every overhead",
@@ -211,7 +217,8 @@ def _table(run: Run) -> CostTable:
     gpu = slowest_of(presets.GPUS[run.gpu], run.gpus)  # a job runs at its slowest GPU's pace
     tables = preset_tables(shape, gpu, (run.mbs,), experts=ex,
                            sequence_parallel=run.tp > 1, tp_comm_overlap=run.tp > 1,
-                           attention="flash", recompute_modules=frozenset(run.recompute_modules))
+                           attention="flash", recompute_modules=frozenset(run.recompute_modules),
+                           cross_entropy=run.cross_entropy)
     return tables(_key(run))
 
 
