@@ -47,18 +47,15 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
         raise BadInput(f"torchtitan cannot express plan {rank}: its {model} model has no "
                        "pipelining (pipelining_fn None in torchtitan 0.2.2); choose a plan "
                        "with pp 1 (--pp 1) or another framework")
-    job, plan = ex.priced_as_run(
-        job, plan, name=NAME, attention="flash", sequence_parallel=job.request.tp > 1,
-        notes=notes,
-        runs="flash attention (SDPA) and sequence parallelism with tensor parallelism")
     # the loss as the file runs it: compiled where the file turns [compile] on (FP8
     # plans, fp8_lines), else PyTorch's eager kernels (costmodel/loss.py)
     compiled = is_low(plan.precision)
     job, plan = ex.priced_as_run(
-        job, plan, name=NAME, attention=job.attention, sequence_parallel=job.sequence_parallel,
-        notes=notes, cross_entropy=CrossEntropy.FUSED if compiled else CrossEntropy.EAGER,
-        runs="its loss compiled ([compile] enable)" if compiled else
-        "its cross-entropy eagerly (no [compile] for a BF16 plan; costmodel/loss.py)")
+        job, plan, name=NAME, attention="flash", sequence_parallel=job.request.tp > 1,
+        cross_entropy=CrossEntropy.FUSED if compiled else CrossEntropy.EAGER, notes=notes,
+        runs="flash attention (SDPA), sequence parallelism with tensor parallelism and "
+        + ("its loss compiled ([compile] enable)" if compiled else
+           "its cross-entropy eagerly (no [compile] for a BF16 plan; costmodel/loss.py)"))
     job, plan = stateable_exchange(job, plan, notes)
     job, plan = stateable_recipe(job, plan, notes)
     # a substitute plan searched for: its pipelining and recomputation as the files state them
