@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pptune.costmodel.search import PlanRequest
 from pptune.frameworks.common.adapter import Add
 from pptune.frameworks.common.fields import Semantics
 from pptune.frameworks.registry import adapter_of
@@ -37,3 +38,8 @@ def framework_split(cfg: TrainingConfig, param_counts: Sequence[float],
 def memory_fixes(cfg: TrainingConfig) -> str:
     """What to change when a stage overflows, in the config's framework's own words."""
     return adapter_of(cfg.source_format).memory_fixes
+
+
+def stateable_request(cfg: TrainingConfig, req: PlanRequest) -> PlanRequest:
+    """``req`` narrowed to the plans the config's framework states (Adapter.stateable)."""
+    return adapter_of(cfg.source_format).stateable(req, cfg.model)

@@ -20,7 +20,7 @@ from typing import Any
 
 from pptune.check.costs import costs, model_of, optimizer_widths
 from pptune.check.experts import expert_rules
-from pptune.check.framework import config_rules, memory_fixes, microbatch_rules
+from pptune.check.framework import config_rules, memory_fixes, microbatch_rules, stateable_request
 from pptune.check.split import (
     StageRecomputeError,
     layout_fits,
@@ -370,7 +370,8 @@ def _predict(
     if not opts.compare_best:
         return
     max_slow = opts.max_slowdown if opts.max_slowdown is not None else cfg.limits.max_slowdown
-    best_req = dataclasses.replace(req, micro_batch_sizes=tuple(sorted(table.by_mb)), top=1)
+    best_req = stateable_request(cfg, dataclasses.replace(
+        req, micro_batch_sizes=tuple(sorted(table.by_mb)), top=1))
     res = search(table, best_req)
     if not res.plans:
         return
@@ -380,8 +381,8 @@ def _predict(
     report.derived["slowdown_vs_best"] = ratio
     if ratio > max_slow:
         add("slower-than-best", _limit_severity(opts, cfg, opts.max_slowdown, "max_slowdown"),
-            f"predicted step {fmt_seconds(plan.step_time_s)} is {ratio:.2f}x the best plan "
-            f"for the same {gpus} GPUs and batch (limit {max_slow:.2f}x): pp={best.pp} "
+            f"predicted step {fmt_seconds(plan.step_time_s)} is {ratio:.2f}x the best plan its "
+            f"files state for the same {gpus} GPUs and batch (limit {max_slow:.2f}x): pp={best.pp} "
             f"dp={best.dp} {best.schedule.value}"
             + (f" v={best.virtual_stages}" if best.virtual_stages > 1 else "")
             + (f", rank order {best.rank_order.value}" if best.rank_order != cfg.rank_order else "")

@@ -117,6 +117,12 @@ class Adapter:
         states no split; None: an even split of the blocks."""
         return None
 
+    def stateable(self, req: PlanRequest, model: str | None) -> PlanRequest:
+        """``req`` narrowed to the plans its files state (shardings, schedules, rank
+        orders, pipelining of ``model``, a preset name): the search check-config compares
+        a config with, and the one a substitute plan comes from. Default: all."""
+        return req
+
     def express(self, job: Job, plan: Plan, rank: int) -> Stated:
         """The plan its files state: ``plan`` itself, or the closest one they can."""
         raise NotImplementedError
@@ -132,3 +138,8 @@ class Adapter:
     def read_log(self, text: str) -> JobLog | None:
         """The framework's training log (its ``log.py``); None: it has no log format."""
         return None
+
+
+def keep(asked: Sequence[Any], stated: Sequence[Any]) -> tuple[Any, ...]:
+    """The asked choices a framework's files state, or those it states when none is."""
+    return tuple(x for x in asked if x in stated) or tuple(stated)

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pptune.costmodel.search import Plan
+from pptune.costmodel.search import Plan, PlanRequest
 from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog
 from pptune.frameworks.megatron import log, rules, writer
-from pptune.frameworks.megatron.closest import closest_plan
+from pptune.frameworks.megatron.closest import closest_plan, stateable_request
 from pptune.frameworks.megatron.reader import looks_like_megatron, read_megatron
 from pptune.frameworks.megatron.split import MEGATRON
 from pptune.schemas import TrainingConfig
@@ -45,6 +45,9 @@ class MegatronAdapter(Adapter):
         rules.interleave_rule(cfg, semantics, add)
         rules.a2a_overlap_rule(cfg, add)
         rules.overlap_rule(cfg, add)
+
+    def stateable(self, req: PlanRequest, model: str | None) -> PlanRequest:
+        return stateable_request(req, model)
 
     def express(self, job: Job, plan: Plan, rank: int) -> Stated:
         return closest_plan(job, plan, rank)

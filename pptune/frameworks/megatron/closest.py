@@ -20,11 +20,11 @@ from dataclasses import dataclass, replace
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.partition import add_ends, strip_ends
 from pptune.costmodel.schedules import OVERLAPPED, Schedule
-from pptune.costmodel.search import Plan, Recompute, Sharding, evaluate
+from pptune.costmodel.search import Plan, PlanRequest, Recompute, Sharding, evaluate
 from pptune.costmodel.stage_recompute import stage_blocks
 from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
-from pptune.frameworks.common.adapter import Job, Stated
+from pptune.frameworks.common.adapter import Job, Stated, keep
 from pptune.frameworks.common.versions import FrameworkRefusal
 from pptune.frameworks.megatron.cp_fp8 import pp_last_with_cp
 from pptune.frameworks.megatron.layout import plan_layout
@@ -45,6 +45,14 @@ class Placement:
     split: MegatronSplit | None  # the split flags, or None: the layout states the split
     layout: str | None = None  # --pipeline-model-parallel-layout
     block_layers: int | None = None  # --recompute-method block --recompute-num-layers N
+
+
+def stateable_request(req: PlanRequest, model: str | None) -> PlanRequest:
+    """The search over what a Megatron-LM script states: the distributed optimizer or
+    none, 1F1B and interleaved 1F1B."""
+    del model  # every model's layers can be pipelined
+    return replace(req, shardings=keep(req.shardings, STATEABLE),
+                   schedules=keep(req.schedules, RUNS))
 
 
 def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:

@@ -6,14 +6,14 @@ from pathlib import Path
 from typing import Any
 
 from pptune.costmodel.keys import CostKey, Precision
-from pptune.costmodel.search import Plan
+from pptune.costmodel.search import Plan, PlanRequest
 from pptune.frameworks.common import torch_schedules
 from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog
 from pptune.frameworks.common.source import parse_toml
 from pptune.frameworks.torchtitan import log, writer
-from pptune.frameworks.torchtitan.closest import closest_plan
+from pptune.frameworks.torchtitan.closest import closest_plan, stateable_request
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN
 from pptune.frameworks.torchtitan.reader import looks_like_torchtitan, read_torchtitan
 from pptune.schemas import TrainingConfig
@@ -50,6 +50,9 @@ class TorchtitanAdapter(Adapter):
                          add: Add) -> None:
         """torch's schedule classes; zb-h1 runs as ScheduleInterleavedZeroBubble."""
         torch_schedules.microbatch_rules(cfg, m, semantics, add, zb_h1_rounds=True)
+
+    def stateable(self, req: PlanRequest, model: str | None) -> PlanRequest:
+        return stateable_request(req, model)
 
     def express(self, job: Job, plan: Plan, rank: int) -> Stated:
         return closest_plan(job, plan, rank)

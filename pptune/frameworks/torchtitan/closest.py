@@ -22,10 +22,10 @@ from dataclasses import replace
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.precision import is_low
 from pptune.costmodel.schedules import Schedule
-from pptune.costmodel.search import DP_INNER, Plan, Recompute, Sharding, evaluate
+from pptune.costmodel.search import DP_INNER, Plan, PlanRequest, Recompute, Sharding, evaluate
 from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
-from pptune.frameworks.common.adapter import Job, Stated
+from pptune.frameworks.common.adapter import Job, Stated, keep
 from pptune.frameworks.torchtitan.cp_fp8 import (
     per_op_checkpointing,
     stateable_exchange,
@@ -37,6 +37,22 @@ from pptune.report.fmt import fmt_seconds
 NAME = "torchtitan"
 STATEABLE = (Sharding.FSDP, Sharding.NONE)  # best first as a substitute
 UNSTATED = {Sharding.ZERO1: "ZeRO-1", Sharding.ZERO2: "ZeRO-2", Sharding.ZERO3: "ZeRO-3"}
+
+
+def stateable_request(req: PlanRequest, model: str | None) -> PlanRequest:
+    """The search over what a torchtitan file states: FSDP or no sharding; its
+    schedules (no bidirectional DualPipe; InterleavedZeroBubble, not ZB-H1's one stage
+    a rank); pipeline ranks outermost; no combined 1F1B order; no pipeline for the
+    models without a pipelining_fn; no megatron-core recompute modules (its per-op
+    policy is per_op_checkpointing's)."""
+    name = FLAVORS.get(str(model), ("", ""))[0]
+    return replace(req, shardings=keep(req.shardings, STATEABLE),
+                   schedules=keep(req.schedules, [s for s in Schedule
+                                                  if s not in (Schedule.DUALPIPE, Schedule.ZB_H1)]),
+                   rank_orders=(DP_INNER,), combined_order=False,
+                   pp=(1,) if name in NO_PIPELINE else req.pp,
+                   recomputes=keep(req.recomputes, [r for r in Recompute
+                                                    if r is not Recompute.MODULES]))
 
 
 def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
@@ -58,13 +74,8 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
            "its cross-entropy eagerly (no [compile] for a BF16 plan; costmodel/loss.py)"))
     job, plan = stateable_exchange(job, plan, notes)
     job, plan = stateable_recipe(job, plan, notes)
-    # a substitute plan searched for: its pipelining and recomputation as the files state them
-    within = replace(job.request, pp=(1,) if model in NO_PIPELINE else job.request.pp,
-                     recomputes=tuple(r for r in job.request.recomputes
-                                      if r is not Recompute.MODULES) or (Recompute.NONE,),
-                     combined_order=False)
     plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=STATEABLE, notes=notes,
-                                        within=within)
+                                        within=stateable_request(job.request, job.model))
     if plan.spec.combined:  # no combined 1F1B order in torch.distributed.pipelining
         plan = ex.price(job, replace(plan.spec, a2a_overlap=False))
         notes.append("torchtitan has no combined 1F1B order (Megatron-LM's "
