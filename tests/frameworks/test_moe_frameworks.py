@@ -15,16 +15,19 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from pptune.check.rules import CheckOptions, check
 from pptune.cli.app import app
 from pptune.costmodel import presets
 from pptune.costmodel.keys import CostKey
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.schedules import Schedule
-from pptune.costmodel.search import PlanRequest, PlanSpec, Sharding, evaluate
+from pptune.costmodel.search import PlanRequest, PlanSpec, Recompute, Sharding, evaluate
 from pptune.costs.resolve import analytic_costs
 from pptune.frameworks.common.adapter import Job
 from pptune.frameworks.megatron.writer import layer_pattern
+from pptune.frameworks.read import read_config
 from pptune.frameworks.registry import ADAPTERS, Framework
+from pptune.options import CostOptions
 from tests.check_json import check_file
 
 runner = CliRunner()
@@ -626,3 +629,31 @@ def test_deepseek_module_recomputation_is_nvidias_recipe_flags(tmp_path: Path) -
     assert not {"recompute-modules-unmodelled", "megatron-recompute-modules"} & set(found)
     assert doc["derived"]["step_time_s"] == pytest.approx(stated.plan.step_time_s, rel=1e-9)
     assert doc["derived"]["peak_memory_bytes"] == pytest.approx(stated.plan.peak_memory_bytes)
+
+
+def test_each_framework_narrows_the_search_to_what_its_files_state() -> None:
+    """Adapter.stateable: the search check-config compares with and --emit's substitute."""
+    req = PlanRequest(gpus=64, global_batch=512)
+    titan = ADAPTERS[Framework.TORCHTITAN].stateable(req, "qwen3-30b-a3b")
+    assert set(titan.shardings) == {Sharding.FSDP, Sharding.NONE}
+    assert titan.pp == (1,) and not titan.combined_order  # qwen3 has no pipelining_fn
+    assert Schedule.DUALPIPE not in titan.schedules and Schedule.ZB_H1 not in titan.schedules
+    assert Recompute.MODULES not in titan.recomputes and len(titan.rank_orders) == 1
+    assert ADAPTERS[Framework.TORCHTITAN].stateable(req, "llama3-8b").pp is None
+    megatron = ADAPTERS[Framework.MEGATRON].stateable(req, None)
+    assert set(megatron.shardings) == {Sharding.ZERO1, Sharding.NONE}
+    assert set(megatron.schedules) == {Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED}
+    assert ADAPTERS[Framework.PPTUNE].stateable(req, None) is req
+
+
+def test_check_config_compares_a_torchtitan_file_with_what_torchtitan_runs(
+        tmp_path: Path) -> None:
+    text = TITAN.format(extra="expert_parallel_degree = 8", shard=8, tp=2, pp=1)
+    path = tmp_path / "job.toml"
+    path.write_text(text)
+    read = read_config(path, gpus=16)
+    report = check(read.config, tmp_path, CheckOptions(costs=CostOptions(gpu="h100-sxm")),
+                   read.semantics)
+    assert report.best is not None
+    assert report.best.sharding in (Sharding.FSDP, Sharding.NONE)
+    assert not report.best.a2a_overlap and report.best.pp == 1
