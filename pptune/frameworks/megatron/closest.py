@@ -71,7 +71,8 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
                                  cross_entropy=CrossEntropy.NATIVE,
                                  runs="megatron-core's fused cross-entropy "
                                  "(--cross-entropy-loss-fusion, costmodel/loss.py)")
-    plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=STATEABLE, notes=notes)
+    plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=STATEABLE, notes=notes,
+                                        within=stateable_request(job.request, job.model))
     if plan.recompute is Recompute.SELECTIVE:
         plan, exact = ex.full_recompute(job, plan, name=NAME, notes=notes), False
     moved = pp_last_with_cp(job, plan, rank=rank, notes=notes)
