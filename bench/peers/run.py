@@ -148,7 +148,7 @@ def _titan_agrees(cfg: dict[str, Any], blocks: list[int], theirs: dict[str, Any]
         return None
     pp, rank_pp = cfg["pp"], theirs.get("pp_rank", 0)
     per_rank = len(modules)
-    if cfg["schedule"] == "zbv":
+    if cfg["schedule"] in ("zbv", "dualpipev"):  # V-shaped: torch's "v" stage-to-rank style
         stages = [rank_pp, 2 * pp - 1 - rank_pp]
     else:
         stages = [rank_pp + k * pp for k in range(per_rank)]
