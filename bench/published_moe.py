@@ -88,6 +88,7 @@ from pathlib import Path
 from typing import Any
 
 from pptune.costmodel import presets
+from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.memory import Recompute
@@ -142,7 +143,9 @@ class Run:
     grouped: bool = True  # local experts in one grouped GEMM
     grad_bf16: bool = False  # gradients reduced in bf16 (else Megatron's fp32 default)
     schedule: Schedule | None = None  # None: interleaved when vp > 1, else 1f1b
-    node_limit: int = 0  # each token's experts on at most this many nodes (0: none)
+    # how tokens reach their experts: DeepSeek's own kernels send a token once a node and
+    # forward it over NVLink (report sec. 3.2.2), DeepEP's design; NeMo's alltoall else
+    dispatcher: Dispatcher = Dispatcher.ALLTOALL
     # megatron-core recompute modules matching what the source says it recomputes
     recompute_modules: tuple[str, ...] = ()
     moment_bytes: float = 4.0  # each Adam moment (2: BF16, where the source says so)
@@ -187,7 +190,7 @@ RUNS: tuple[Run, ...] = (
     Run("deepseek-v3", "h800", "fp8", 2048, 4096, 61, 1, 16, 1, 64, 1, 1, 15360,
         1e12 / (180e3 * 3600), DEEPSEEK_REPORT,
         "1e12 tokens / (180K GPU-hours x 3600 s), wall clock with every overhead",
-        etp=1, schedule=Schedule.DUALPIPE, node_limit=4,
+        etp=1, schedule=Schedule.DUALPIPE, dispatcher=Dispatcher.DEEPEP,
         recompute_modules=("mla_up_proj", "moe_act"), moment_bytes=2.0, a2a_overlap=True,
         amax_reduction=False),
 )
@@ -213,7 +216,7 @@ def _table(run: Run) -> CostTable:
                                 seq_len=run.seq_len, global_batch=run.gbs)
     if run.model == "grok-1":
         shape = dataclasses.replace(shape, vocab=GROK_VOCAB_PADDED)
-    ex = ExpertParallel(grouped_gemm=run.grouped, node_limit=run.node_limit)
+    ex = ExpertParallel(grouped_gemm=run.grouped, dispatcher=run.dispatcher)
     gpu = slowest_of(presets.GPUS[run.gpu], run.gpus)  # a job runs at its slowest GPU's pace
     tables = preset_tables(shape, gpu, (run.mbs,), experts=ex,
                            sequence_parallel=run.tp > 1, tp_comm_overlap=run.tp > 1,

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import CostKey
 from pptune.costmodel.layout import Layout, LayoutError, RankOrder
 from pptune.costmodel.moe import ExpertParallel
@@ -35,6 +36,7 @@ SHAPE_FIELDS = {
     "kv_channels": "kv_channels", "qk_norm": "qk_norm", "q_lora_rank": "q_lora_rank",
     "kv_lora_rank": "kv_lora_rank", "qk_nope_head_dim": "qk_nope_head_dim",
     "qk_rope_head_dim": "qk_rope_head_dim", "v_head_dim": "v_head_dim",
+    "moe_router_num_groups": "route_groups", "moe_router_group_topk": "route_group_topk",
 }
 
 
@@ -71,7 +73,8 @@ def placement(cfg: TrainingConfig) -> ExpertParallel:
     return ExpertParallel(
         ep=cfg.ep, etp=cfg.etp, gpus_per_node=cfg.gpus_per_node,
         imbalance=cfg.moe_routing_imbalance or 1.0,
-        grouped_gemm=True if cfg.moe_grouped_gemm is None else cfg.moe_grouped_gemm)
+        grouped_gemm=True if cfg.moe_grouped_gemm is None else cfg.moe_grouped_gemm,
+        dispatcher=Dispatcher(cfg.moe_dispatcher or Dispatcher.ALLTOALL.value))
 
 
 def cost_key(cfg: TrainingConfig, shape: ModelShape | None = None) -> CostKey:

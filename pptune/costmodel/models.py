@@ -37,6 +37,10 @@ class ModelShape:
     moe_every: int = 1
     moe_offset: int = 0
     mtp_layers: int = 0  # multi-token-prediction blocks after the last block (DeepSeek-V3)
+    # Group-limited routing (dispatch.py): the routed experts in ``route_groups``
+    # equal groups, each token's experts from ``route_group_topk`` of them (0: none)
+    route_groups: int = 0
+    route_group_topk: int = 0
     # Attention
     kv_channels: int = 0  # head dimension; 0: hidden / heads (Qwen3 and GPT-OSS set it)
     qk_norm: bool = False  # RMSNorm over each head's query and key (Qwen3)
@@ -148,14 +152,16 @@ MODELS: dict[str, ModelShape] = {
         # 4c2fdb8f): 61 layers, dim 7168, inter_dim 18432, moe_inter_dim 2048,
         # 3 dense layers, 128 heads, 256 routed + 1 shared expert, 8 activated,
         # q_lora_rank 1536, kv_lora_rank 512, qk_nope 128, qk_rope 64, v_head 128,
-        # vocabulary 129280; DeepSeek-V3 technical report (arXiv 2412.19437)
-        # sec. 4.2: MTP depth 1, sequence 4096, batch ramped to 15360.
+        # vocabulary 129280, n_expert_groups 8, n_limited_groups 4; DeepSeek-V3
+        # technical report (arXiv 2412.19437) sec. 4.2: MTP depth 1, sequence 4096,
+        # batch ramped to 15360; sec. 2.1.2: each token to at most 4 nodes.
         ModelShape("deepseek-v3", 61, 7168, 128, 128, 18432, 129280, 4096, 15360, True, False,
                    "deepseek-ai/DeepSeek-V3 inference/configs/config_671B.json; "
                    "DeepSeek-V3 report sec. 4.2",
                    experts=256, top_k=8, expert_ffn=2048, shared_ffn=2048, first_dense=3,
                    mtp_layers=1, kv_channels=128, q_lora_rank=1536, kv_lora_rank=512,
-                   qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128),
+                   qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128,
+                   route_groups=8, route_group_topk=4),
         # openai/gpt-oss gpt_oss/torch/model.py ModelConfig (commit 7b583341): 36
         # layers, 128 experts, 4 per token, vocabulary 201088, hidden 2880,
         # intermediate 2880, head_dim 64, 64 heads, 8 KV heads, sliding window

@@ -59,11 +59,8 @@ over the mean; 1.0 when routing is forced to balance, as benchmarks do):
   report sec. 3.3: dispatched activations in FP8 with 1 x 128 tile scales,
   combine in BF16); combine and both backward all-to-alls move BF16. The time
   is comm.all_to_all_s over the ep group's placement (NVLink for the members
-  on the rank's node, its NIC for the rest, concurrently). With node-limited
-  routing (DeepSeek-V3 sec. 2.1.2: each token to at most M = 4 nodes; DeepEP
-  forwards inside the node) a token crosses the network once per distinct
-  remote node, not once per expert: ``min(k, M, nodes) (nodes - 1)/nodes``
-  copies go through the NIC and its k copies over NVLink. The all-to-all is
+  on the rank's node, its NIC for the rest, concurrently); the DeepEP and
+  allgather dispatchers move other copies (dispatch.py). The all-to-all is
   its own figure (``fwd_a2a_s``, ``bwd_a2a_s``) so that a schedule or framework
   that overlaps it can hide it; the others sum into the block's F, B and W.
 - **shared experts**: a dense MLP of their combined width over the block's
@@ -86,12 +83,11 @@ activation reruns before fc2's backward (its forward bytes once more in B).
 
 from __future__ import annotations
 
-import functools
 import math
-from dataclasses import dataclass
 
-from pptune.costmodel.comm import AllReduceLink, all_gather_s, all_to_all_s
-from pptune.costmodel.layout import Dim, Group, Layout
+# ExpertParallel (how the experts are placed and fed) lives beside the dispatchers
+from pptune.costmodel.dispatch import ExpertParallel as ExpertParallel
+from pptune.costmodel.dispatch import route
 from pptune.costmodel.ops import (
     BF16_BYTES,
     BlockPart,
@@ -107,62 +103,12 @@ from pptune.costmodel.ops import (
     mlp_part,
 )
 from pptune.costmodel.precision import gemm_input_bytes
-from pptune.costmodel.presets import (
-    ALLREDUCE_LATENCY_INTRA_S,
-    P2P_LATENCY_INTER_S,
-    P2P_LATENCY_INTRA_S,
-    ModelShape,
-)
-from pptune.costmodel.simulate import Link
+from pptune.costmodel.presets import ModelShape
 
 FP32_BYTES = 4
 INDEX_BYTES = 8  # int64 expert indices (torch.topk)
 # FP8 dispatch: one byte an element plus one fp32 scale per 128 (DeepSeek-V3 sec. 3.3)
 FP8_DISPATCH_BYTES = 1 + FP32_BYTES / 128
-
-
-# Default links: the h100-sxm preset's (presets.py: NVLink 450 GB/s a direction,
-# one 400 Gb/s NIC per GPU, nccl-tests-order latencies); costs/profiles.py
-# passes each GPU preset's own.
-DEFAULT_NVLINK = Link(P2P_LATENCY_INTRA_S, 450e9)
-DEFAULT_NIC = Link(P2P_LATENCY_INTER_S, 50e9)
-DEFAULT_ETP_LINK = AllReduceLink(ALLREDUCE_LATENCY_INTRA_S, 450e9)
-
-
-@dataclass(frozen=True)
-class ExpertParallel:
-    """How a MoE block's experts are placed and fed."""
-
-    ep: int = 1
-    etp: int = 1
-    gpus_per_node: int = 8
-    imbalance: float = 1.0  # tokens of the busiest expert / the mean (1.0: force-balanced)
-    dispatch_bytes: float = float(BF16_BYTES)  # per dispatched element (FP8_DISPATCH_BYTES)
-    grouped_gemm: bool = True  # local experts in one grouped GEMM (Megatron --moe-grouped-gemm)
-    node_limit: int = 0  # each token to at most this many nodes (0: none; DeepSeek-V3: 4)
-    intra: Link = DEFAULT_NVLINK  # NVLink, one direction per GPU
-    inter: Link = DEFAULT_NIC  # the GPU's NIC
-    etp_link: AllReduceLink = DEFAULT_ETP_LINK  # the etp group's collectives
-
-    def __post_init__(self) -> None:
-        for name in ("ep", "etp", "gpus_per_node"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer (got {value!r})")
-        if not self.imbalance >= 1.0:
-            raise ValueError(f"the routing imbalance is the busiest expert's tokens over the "
-                             f"mean, at least 1.0 (got {self.imbalance!r})")
-
-    def group(self, dim: Dim) -> Group:
-        """Where the ep (or etp) group's ranks sit: experts are grouped etp fastest,
-        then ep (megatron-core's expert rank order etp-ep-edp-pp), so the placement
-        depends on etp, ep and the node size only."""
-        return _expert_group(self.ep, self.etp, self.gpus_per_node, dim)
-
-
-@functools.lru_cache(maxsize=256)
-def _expert_group(ep: int, etp: int, gpus_per_node: int, dim: Dim) -> Group:
-    return Layout(pp=1, dp=ep * etp, ep=ep, etp=etp, gpus_per_node=gpus_per_node).group(dim)
 
 
 def check_experts(m: ModelShape, ex: ExpertParallel) -> None:
@@ -186,38 +132,6 @@ def tokens_per_expert(m: ModelShape, b: int, par: Parallel, ex: ExpertParallel) 
     """m of each local expert's GEMMs: ``T k r ep etp / E`` (rounded up)."""
     t_loc = local_tokens(m, b, par)
     return math.ceil(t_loc * m.top_k * ex.imbalance * ex.ep * ex.etp / m.experts)
-
-
-def dispatch_s(nbytes: float, top_k: int, ex: ExpertParallel) -> float:
-    """One all-to-all of ``nbytes`` per rank (its k copies of its tokens) over the
-    ep group.
-
-    Without a node limit: comm.all_to_all_s over the group's placement. With one,
-    the NIC carries ``min(k, M, nodes) (nodes - 1) / nodes`` copies a token (one
-    per distinct remote node) and NVLink the k copies' share for the node's other
-    GPUs, concurrently."""
-    group = ex.group(Dim.EP)
-    if nbytes <= 0 or group.size <= 1:
-        return 0.0
-    if ex.node_limit <= 0 or group.intra:
-        return all_to_all_s(nbytes, group, ex.intra, ex.inter)
-    nodes = group.nodes
-    per_copy = nbytes / top_k
-    far = min(top_k, ex.node_limit, nodes) * (nodes - 1) / nodes * per_copy
-    near = (group.per_node - 1) / group.per_node * nbytes
-    return ex.inter.latency_s + max(near / ex.intra.bytes_per_s, far / ex.inter.bytes_per_s)
-
-
-def _a2a(name: str, phase: Phase, nbytes: float, m: ModelShape, ex: ExpertParallel) -> OpCost:
-    time_s = dispatch_s(nbytes, m.top_k, ex)
-    return OpCost(name, phase, Kind.ALL_TO_ALL, 0.0, nbytes, time_s, 0)
-
-
-def _etp_collective(name: str, phase: Phase, nbytes: float, ex: ExpertParallel) -> OpCost:
-    """All-gather (or reduce-scatter) of an ``nbytes`` array over the etp group."""
-    if ex.etp == 1:
-        return OpCost(name, phase, Kind.COMM, 0.0, 0.0, 0.0, 0)
-    return OpCost(name, phase, Kind.COMM, 0.0, nbytes, all_gather_s(nbytes, ex.etp, ex.etp_link), 0)
 
 
 def _expert_gemms(name: str, phase: Phase, m_tok: int, n: int, k: int, experts: int,
@@ -264,9 +178,6 @@ def moe_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     act_f, act_b = (6 * f_loc, 10 * f_loc) if m.gated_mlp else (4 * f_loc, 6 * f_loc)
     scores_f = t_loc * ((2 + 4) * e + 4 * e + (FP32_BYTES + INDEX_BYTES) * k)
     scores_b = t_loc * (FP32_BYTES * k + FP32_BYTES * e + BF16_BYTES * e)
-    permute = 2 * h * t_loc * (1 + k * r)
-    tokens_bytes = BF16_BYTES * h * copies
-    gathered = BF16_BYTES * h * rows
 
     r_int = math.ceil(rows)
     fp8_dispatch = ex.dispatch_bytes < BF16_BYTES
@@ -279,36 +190,18 @@ def moe_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     cast_fc2 = fp8_casts("expert_fc2", Phase.F, r_int, [f_loc], rates, par.fp8)
     cast_grads = fp8_casts("expert", Phase.B, r_int,
                            [h, f_loc * (2 if m.gated_mlp else 1)], rates, par.fp8)
-
-    def by_expert(name: str, phase: Phase, element_bytes: float) -> list[OpCost]:
-        """The received rows reordered by local expert (read and written once)."""
-        return ([memory(name, phase, 2 * element_bytes * h * rows, rates)]
-                if n_local > 1 else [])
-
+    into, out_of, out_bwd, into_bwd = route(m, t_loc, rows, n_local, rates, ex, cast_in)
     fwd = [
-        router[0], memory("router_topk", Phase.F, scores_f, rates, kernels=3),
-        memory("permute", Phase.F, permute, rates), *cast_in,
-        _a2a("a2a_dispatch", Phase.F, ex.dispatch_bytes * h * copies, m, ex),
-        _etp_collective("etp_gather", Phase.F, gathered, ex),
-        *by_expert("sort_by_expert", Phase.F, ex.dispatch_bytes), *cast_fc1,
+        router[0], memory("router_topk", Phase.F, scores_f, rates, kernels=3), *into, *cast_fc1,
         fc1[0], memory("expert_activation", Phase.F, act_f * rows, rates), *cast_fc2, fc2[0],
-        *by_expert("unsort_by_expert", Phase.F, BF16_BYTES),
-        _etp_collective("etp_scatter", Phase.F, gathered, ex),
-        _a2a("a2a_combine", Phase.F, tokens_bytes, m, ex),
-        memory("unpermute", Phase.F, permute, rates),
+        *out_of,
     ]
     bwd = [
-        memory("unpermute.bwd", Phase.B, permute, rates),
-        _a2a("a2a_combine.bwd", Phase.B, tokens_bytes, m, ex),
-        _etp_collective("etp_scatter.bwd", Phase.B, gathered, ex),
-        *by_expert("unsort_by_expert.bwd", Phase.B, BF16_BYTES),
+        *out_bwd,
         *([memory("expert_activation.recompute", Phase.B, act_f * rows, rates)]
           if recompute_act else []),
         *cast_grads, fc2[1], memory("expert_activation.bwd", Phase.B, act_b * rows, rates), fc1[1],
-        *by_expert("sort_by_expert.bwd", Phase.B, BF16_BYTES),
-        _etp_collective("etp_gather.bwd", Phase.B, gathered, ex),
-        _a2a("a2a_dispatch.bwd", Phase.B, tokens_bytes, m, ex),
-        memory("permute.bwd", Phase.B, permute, rates),
+        *into_bwd,
         memory("router_topk.bwd", Phase.B, scores_b, rates, kernels=2), router[1],
     ]
     wgrad = [router[2], fc1[2], fc2[2]]

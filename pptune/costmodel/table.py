@@ -90,6 +90,9 @@ class CostTable:
     # analytic tables: each layer's times by part (parts.py) at each micro-batch size,
     # what breakdown.step_parts splits a step into; None: measured costs
     layer_parts: dict[int, tuple[tuple[PartTimes, ...], ...]] | None = None
+    # the share of the SMs the MoE dispatch kernels hold while they run beside compute
+    # (DeepEP's, dispatch.DEEPEP_SMS); None: one NCCL collective's (fabric.sm_share)
+    a2a_sm_share: float | None = None
 
     def params(self, start: int, end: int) -> float:
         """Parameter count of layers [start, end)."""
@@ -144,7 +147,10 @@ def _stage_sums(table: CostTable, b: int, stage_layers: Sequence[int],
                 a2a_stream: bool) -> list[StageCost]:
     c = table.by_mb[b]
     a2a = bool(c.fwd_a2a_s or c.bwd_a2a_s)
-    share = table.fabric.sm_share if a2a and a2a_stream and table.fabric is not None else 0.0
+    share = 0.0
+    if a2a and a2a_stream:
+        share = table.a2a_sm_share if table.a2a_sm_share is not None else (
+            table.fabric.sm_share if table.fabric is not None else 0.0)
     out = []
     for s, e in stage_bounds(stage_layers):
         fwd_s, bwd_s = sum(c.fwd_s[s:e]), sum(c.bwd_s[s:e])

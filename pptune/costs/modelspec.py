@@ -201,7 +201,9 @@ def _moe_fields(cfg: dict[str, Any], model_type: str, path: Path, layers: int,
       n_shared_experts (of that width), first_k_dense_replace, moe_layer_freq
       (block i >= first_k_dense_replace is MoE when i % freq == 0),
       num_nextn_predict_layers (MTP), q_lora_rank (null: no query latent),
-      kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, v_head_dim;
+      kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, v_head_dim, n_group and
+      topk_group (group-limited routing: each token's experts from topk_group of the
+      n_group expert groups);
     - gpt_oss: num_local_experts, num_experts_per_tok, intermediate_size,
       sliding_window with layer_types (default: sliding on even layers);
     - llama4 (its text_config): num_local_experts, num_experts_per_tok,
@@ -239,6 +241,14 @@ def _moe_fields(cfg: dict[str, Any], model_type: str, path: Path, layers: int,
         out["q_lora_rank"] = _int(cfg, ("q_lora_rank",), path, default=0, minimum=0)
         for key in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
             out[key] = _int(cfg, (key,), path)
+        groups = _int(cfg, ("n_group",), path, default=1)
+        chosen = _int(cfg, ("topk_group",), path, default=groups)
+        if out["experts"] % groups or chosen > groups:
+            raise BadInput(f"--hf-config {path}: n_group {groups} must divide the "
+                           f"{out['experts']} routed experts and topk_group {chosen} be at most "
+                           "n_group")
+        if chosen < groups:
+            out.update(route_groups=groups, route_group_topk=chosen)
     elif model_type == "gpt_oss":
         out.update(_experts(cfg, path, "num_local_experts", "intermediate_size"))
         window = _int(cfg, ("sliding_window",), path, default=0, minimum=0)

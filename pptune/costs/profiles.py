@@ -15,6 +15,7 @@ from pptune.costmodel.analytic import AnalyticLayer, analytic_layers, block_para
 from pptune.costmodel.collectives import Collective, Fabric
 from pptune.costmodel.comm import AllReduceLink
 from pptune.costmodel.context import CpComm
+from pptune.costmodel.dispatch import DEEPEP_SMS, Dispatcher
 from pptune.costmodel.keys import CostKey, Precision, TableSource
 from pptune.costmodel.layout import Group
 from pptune.costmodel.loss import CrossEntropy
@@ -276,8 +277,9 @@ def preset_tables(
                                         layers_out=layers, **{**options, **more})  # type: ignore[arg-type]
                 parts = {b: tuple(layer.per_micro_batch[b].parts for layer in layers)
                          for b in prof.micro_batch_sizes()}
-                return prof, dataclasses.replace(cost_table(prof, tp=key.tp, tp_in_costs=key.tp),
-                                                 layer_parts=parts)
+                table = cost_table(prof, tp=key.tp, tp_in_costs=key.tp)
+                return prof, dataclasses.replace(table, layer_parts=parts,
+                                                 a2a_sm_share=a2a_sm_share(ex, table.fabric))
 
             prof, built[key] = priced()
             modules = () if options.get("recompute_modules") else searched_modules(
@@ -348,6 +350,15 @@ def cost_table(profile: Profile, tp: int = 1, tp_in_costs: int = 1) -> CostTable
         hbm_bytes_per_s=profile.device.hbm_bytes_per_s,
         cache_bytes=cache if any(cache) else None,
     )
+
+
+def a2a_sm_share(ex: ExpertParallel | None, fabric: Fabric | None) -> float | None:
+    """The SMs DeepEP's kernels hold (dispatch.DEEPEP_SMS) as a share of the GPU's; None:
+    the dispatcher runs NCCL's collectives, at the fabric's share."""
+    if ex is None or ex.dispatcher is not Dispatcher.DEEPEP or fabric is None \
+            or not fabric.sm_count:
+        return None
+    return DEEPEP_SMS / fabric.sm_count
 
 
 def preset_experts(fabric: Fabric, gpus_per_node: int,

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pptune.costmodel.context import CpComm
+from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.memory import Recompute
@@ -63,6 +64,7 @@ CROSS_ENTROPY = OneOf(CrossEntropy, "{flag} must be one of {choices} (got {value
 PRECISIONS = ListOf(Precision, _COMMA_LIST, _COMMA_LIST, unique=True)
 CP_COMM = OneOf(CpComm, "{flag} must be one of {choices} (got {value!r})")
 FP8_RECIPE = OneOf(Fp8Recipe, "{flag} must be one of {choices} (got {value!r})")
+DISPATCHER = OneOf(Dispatcher, "{flag} must be one of {choices} (got {value!r})")
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,12 @@ class CostOptions:
         1.0, "--moe-imbalance", kind=FLOAT,
         help="tokens of the busiest expert over the mean (1.0: balanced routing, as "
         "force-balanced benchmarks run; a measured value for real routing)")
+    moe_dispatcher: Dispatcher = option(
+        Dispatcher.ALLTOALL, "--moe-dispatcher", kind=DISPATCHER,
+        help="how a mixture of experts' tokens reach their experts: alltoall (an NCCL "
+        "all-to-all, one copy a token and expert), deepep (DeepEP: one copy a node across "
+        "the network, one a rank over NVLink), allgather (Megatron-LM's default: every "
+        "token gathered over the ep x etp ranks)")
 
     def __post_init__(self) -> None:
         """One size or precision given in code (``CostOptions(tp=2)``) is a list of one."""

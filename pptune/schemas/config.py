@@ -207,6 +207,18 @@ class TrainingConfig(Strict):
     moe_routing_imbalance: float | None = Field(
         None, ge=1, le=1 << 20, description="tokens of the busiest expert over the mean "
         "(default 1.0: balanced routing)")
+    moe_dispatcher: Literal["alltoall", "deepep", "allgather"] | None = Field(
+        None, description="how tokens reach their experts: alltoall (one NCCL all-to-all "
+        "copy per token and expert; Megatron-LM --moe-token-dispatcher-type alltoall, "
+        "torchtitan's standard backend), deepep (one copy per node and rank; Megatron-LM flex "
+        "with the deepep backend, torchtitan expert_parallel_comm_backend deepep), allgather "
+        "(Megatron-LM's default) (default: alltoall)")
+    moe_router_num_groups: int | None = Field(
+        None, ge=1, le=2**31 - 1, description="group-limited routing: the routed experts in "
+        "this many equal groups (Megatron-LM --moe-router-num-groups)")
+    moe_router_group_topk: int | None = Field(
+        None, ge=1, le=2**31 - 1, description="group-limited routing: each token's experts "
+        "from this many groups (Megatron-LM --moe-router-group-topk)")
     kv_channels: int | None = Field(None, ge=1, le=2**31 - 1,
                                     description="attention head dimension (default hidden / heads)")
     qk_norm: bool = Field(False, description="RMSNorm over each head's query and key")

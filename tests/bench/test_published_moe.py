@@ -33,8 +33,8 @@ def test_every_row_is_expressible_with_its_published_layout() -> None:
     no row needs other work, and each states the settings its source gives."""
     assert all(r.needs == () for r in RUNS)
     ds = next(r for r in RUNS if r.model == "deepseek-v3")
-    assert (ds.gpu, ds.precision, ds.pp, ds.ep, ds.etp, ds.node_limit) == (
-        "h800", "fp8", 16, 64, 1, 4)
+    assert (ds.gpu, ds.precision, ds.pp, ds.ep, ds.etp, ds.dispatcher.value) == (
+        "h800", "fp8", 16, 64, 1, "deepep")
     assert ds.schedule is not None and ds.schedule.value == "dualpipe"
     grok = [r for r in RUNS if r.model == "grok-1"]
     assert all(not r.grouped and r.grad_bf16 and r.etp is None for r in grok)  # etp = tp

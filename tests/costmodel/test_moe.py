@@ -9,6 +9,7 @@ import pytest
 
 from pptune.costmodel.analytic import analytic_layers, block_act_bytes, layer_params
 from pptune.costmodel.comm import AllReduceLink
+from pptune.costmodel.dispatch import dispatch
 from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.layout import Dim, Group
 from pptune.costmodel.memory import Recompute, with_recompute
@@ -16,7 +17,6 @@ from pptune.costmodel.moe import (
     FP8_DISPATCH_BYTES,
     ExpertParallel,
     check_experts,
-    dispatch_s,
     moe_act_bytes,
     moe_params,
     moe_part,
@@ -157,16 +157,13 @@ def test_dispatch_and_combine_volume_and_time_inside_a_node() -> None:
     assert op(part.bwd, "a2a_dispatch.bwd").hbm_bytes == 131072
 
 
-def test_dispatch_across_nodes_and_with_node_limited_routing() -> None:
+def test_dispatch_across_nodes() -> None:
     # ep 16 over two nodes of 8: 7/16 of the bytes over NVLink, 8/16 through the NIC at once
-    nbytes = 131072.0
-    assert dispatch_s(nbytes, 2, ex(ep=16)) == pytest.approx(8 / 16 * nbytes / 1e10)
-    # at most 1 node a token: one copy per token crosses to the other node half the time,
-    # 0.5 of a copy's 65536 bytes; NVLink carries 7/8 of the copies
-    limited = ex(ep=16, node_limit=1)
-    assert dispatch_s(nbytes, 2, limited) == pytest.approx(
-        max(0.5 * 65536 / 1e10, 7 / 8 * nbytes / 1e11))
-    assert limited.group(Dim.EP) == Group(16, 8, 2)
+    one = 65536.0
+    nbytes, seconds = dispatch(one, SMALL, ex(ep=16))
+    assert nbytes == 2 * one
+    assert seconds == pytest.approx(8 / 16 * 2 * one / 1e10)
+    assert ex(ep=16).group(Dim.EP) == Group(16, 8, 2)
 
 
 def test_expert_tensor_parallel_collectives() -> None:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from pptune.costmodel import presets
+from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.partition import add_ends, even_split, strip_ends
@@ -124,26 +125,31 @@ def closest_or_refuse(job: Job, plan: Plan, options: Sequence[Option], *, name: 
 
 def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
                   sequence_parallel: bool, runs: str, notes: list[str],
-                  cross_entropy: CrossEntropy | None = None) -> tuple[Job, Plan]:
-    """The job and plan re-priced with the attention kernel, sequence parallelism and
-    loss kernels (``cross_entropy``, None: the job's) the framework's files run
-    (``runs`` says which, in the note). Unchanged for measured costs, a shape or GPU
-    pptune cannot price, or when the job already plans that way."""
+                  cross_entropy: CrossEntropy | None = None,
+                  dispatcher: Dispatcher | None = None) -> tuple[Job, Plan]:
+    """The job and plan re-priced with the attention kernel, sequence parallelism, loss
+    kernels (``cross_entropy``, None: the job's) and MoE dispatcher (``dispatcher``, None:
+    the job's) the framework's files run (``runs`` says which, in the note). Unchanged
+    for measured costs, a shape or GPU pptune cannot price, or when the job already plans
+    that way."""
     gpu = str(job.device)
     c = job.cost_options or CostOptions()
     loss = c.cross_entropy if cross_entropy is None else cross_entropy
-    if ((job.attention, job.sequence_parallel, c.cross_entropy)
-            == (attention, sequence_parallel, loss)
+    route = c.moe_dispatcher if dispatcher is None or job.shape is None \
+        or not job.shape.moe else dispatcher
+    if ((job.attention, job.sequence_parallel, c.cross_entropy, c.moe_dispatcher)
+            == (attention, sequence_parallel, loss, route)
             or job.shape is None or gpu not in presets.GPUS or job.attention is None):
         return job, plan
     table, _ = analytic_costs(
         job.shape, gpu, sorted(job.table.by_mb), job.request.keys()[0],
-        ExpertParallel(imbalance=c.moe_imbalance), sequence_parallel=sequence_parallel,
+        ExpertParallel(imbalance=c.moe_imbalance, dispatcher=route),
+        sequence_parallel=sequence_parallel,
         attention=str(attention), tp_comm_overlap=job.tp_comm_overlap, cp_comm=c.cp_comm,
         fp8_params=c.fp8_param_gather, gpus_per_node=job.request.gpus_per_node,
         gpus=job.request.gpus, gpu_spread=c.gpu_spread, cross_entropy=loss)
     job = replace(job, table=table, attention=attention, sequence_parallel=sequence_parallel,
-                  cost_options=replace(c, cross_entropy=loss))
+                  cost_options=replace(c, cross_entropy=loss, moe_dispatcher=route))
     plan = evaluate(job.table, job.request, plan.spec)
     notes.append(f"{name} runs {runs}: predicted that way, step {fmt_seconds(plan.step_time_s)}")
     return job, plan

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.schedules import OVERLAPPED, Schedule
 from pptune.costmodel.search import DP_INNER, Plan, Recompute, Sharding, evaluate
 from pptune.costmodel.table import built_params
@@ -34,7 +35,9 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     notes: list[str] = []
     job, plan = ex.priced_as_run(job, plan, name=NAME, attention=job.attention,
                                  sequence_parallel=False, notes=notes,
-                                 runs="tensor parallelism (AutoTP) without sequence parallelism")
+                                 dispatcher=Dispatcher.ALLTOALL,
+                                 runs="tensor parallelism (AutoTP) without sequence parallelism"
+                                 " and its MoE layers' all-to-all")
     plan, exact = ex.uniform_recompute(job, plan, name=NAME, notes=notes,
                                        knob="pipeline.activation_checkpoint_interval")
     if plan.recompute in (Recompute.SELECTIVE, Recompute.MODULES):

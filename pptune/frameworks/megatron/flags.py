@@ -27,6 +27,7 @@ VALUE_FLAGS: tuple[str, ...] = (
     "--num-attention-heads",
     "--ffn-hidden-size",
     "--num-query-groups",
+    "--cross-entropy-fusion-impl",
     "--vocab-size",
     "--decoder-first-pipeline-num-layers",
     "--decoder-last-pipeline-num-layers",
@@ -71,6 +72,7 @@ BOOL_FLAGS: tuple[str, ...] = (
     "--overlap-moe-expert-parallel-comm",
     "--fp8-param-gather",
     "--use-precision-aware-optimizer",
+    "--cross-entropy-loss-fusion",
 )
 # Mixture of experts, MTP and MLA (read in moe.py)
 MOE_VALUE_FLAGS = (
@@ -85,6 +87,9 @@ MOE_VALUE_FLAGS = (
     "--moe-router-load-balancing-type",
     "--moe-router-score-function",
     "--moe-expert-capacity-factor",
+    "--moe-flex-dispatcher-backend",
+    "--moe-router-num-groups",
+    "--moe-router-group-topk",
     "--q-lora-rank",
     "--kv-lora-rank",
     "--qk-head-dim",
@@ -98,6 +103,7 @@ MOE_BOOL_FLAGS = (
     "--moe-pad-expert-input-to-capacity",
     "--moe-shared-expert-overlap",
     "--moe-router-pre-softmax",
+    "--moe-enable-deepep",
     "--multi-latent-attention",
     "--qk-layernorm",
     "--disable-bias-linear",

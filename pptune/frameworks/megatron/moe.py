@@ -15,7 +15,11 @@ their defaults are the dataclass's):
   the tensor-parallel size, validate_args ``args.expert_tensor_parallel_size =
   args.tensor_model_parallel_size``);
 - ``--moe-grouped-gemm`` (off: one GEMM per local expert, ``SequentialMLP``),
-  ``--moe-token-dispatcher-type`` (``allgather``; ``alltoall``, ``flex``),
+  ``--moe-token-dispatcher-type`` (``allgather``; ``alltoall``, ``flex``) with
+  ``--moe-flex-dispatcher-backend`` (``deepep``; ``hybridep``) or the deprecated
+  ``--moe-enable-deepep``, priced as pptune's allgather, alltoall and deepep
+  dispatchers (costmodel/dispatch.py; HybridEP as DeepEP, with a warning),
+  ``--moe-router-num-groups`` / ``--moe-router-group-topk`` (group-limited routing),
   ``--moe-router-load-balancing-type`` (``aux_loss``), ``--moe-expert-capacity-factor``
   with ``--moe-pad-expert-input-to-capacity`` (every expert gets exactly its capacity:
   the routing imbalance pptune prices is the capacity factor);
@@ -24,8 +28,8 @@ their defaults are the dataclass's):
   (64), ``--v-head-dim`` (128); ``--kv-channels``, ``--qk-layernorm``.
 
 What Megatron-LM refuses is an error finding citing its source; what pptune does
-not price (the allgather and flex dispatchers, irregular layer patterns) is a
-warning naming the flag, and so is what megatron-core itself warns about.
+not price (HybridEP's own kernels, irregular layer patterns) is a warning naming
+the flag, and so is what megatron-core itself warns about.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from pptune.frameworks.megatron.flags import FlagReader
 from pptune.limits import MAX_LAYERS
 
 DISPATCHERS = ("allgather", "alltoall", "flex")
+FLEX_BACKENDS = ("deepep", "hybridep")
 LOAD_BALANCING = ("aux_loss", "seq_aux_loss", "global_aux_loss", "sinkhorn", "none")
 CITE_ARGS = "(Megatron-LM megatron/training/arguments.py validate_args)"
 CITE_CONFIG = "(megatron-core megatron/core/transformer/transformer_config.py __post_init__)"
@@ -105,15 +110,71 @@ def read_moe(r: FlagReader, fields: dict[str, Any]) -> None:
     balancing = _choice(r, "--moe-router-load-balancing-type", LOAD_BALANCING, "aux_loss")
     _routing(r, fields, balancing)
     _router_rules(r, top_k, balancing, dispatcher)
-    if dispatcher != "alltoall" and ep * fields["etp"] > 1:
-        ctx.unmodelled("megatron-unmodelled-flag",
-                       f"--moe-token-dispatcher-type {dispatcher}"
-                       + (" (Megatron-LM's default)" if dispatcher == "allgather" else "")
-                       + ": pptune prices the alltoall dispatcher's all-to-all over the ep "
-                       "group; state --moe-token-dispatcher-type alltoall to match the "
-                       "prediction")
+    _group_routing(r, fields, experts)
+    fields["moe_dispatcher"] = _dispatcher(r, dispatcher, tp * ep)
     if flags.has("--overlap-moe-expert-parallel-comm"):
         _overlap_rules(r, fields, dispatcher, ep, mtp)
+
+
+def _dispatcher(r: FlagReader, dispatcher: str, tp_ep: int) -> str:
+    """pptune's dispatcher for the flags (module docstring), and megatron-core's refusals
+    of the flex dispatcher's backends (transformer_config.py __post_init__,
+    token_dispatcher.py MoEFlexTokenDispatcher)."""
+    ctx, flags = r.ctx, r.flags
+    backend = _choice(r, "--moe-flex-dispatcher-backend", FLEX_BACKENDS, "deepep")
+    if flags.has("--moe-enable-deepep"):
+        if dispatcher != "flex":
+            ctx.refuse("megatron-deepep-flex",
+                       f"--moe-enable-deepep with --moe-token-dispatcher-type {dispatcher}: "
+                       "megatron-core raises 'DeepEP backend is only supported with flex token "
+                       f"dispatcher.' {CITE_CONFIG}; add --moe-token-dispatcher-type flex")
+        if backend == "hybridep":
+            ctx.refuse("megatron-deepep-flex",
+                       "--moe-enable-deepep with --moe-flex-dispatcher-backend hybridep: "
+                       "megatron-core raises 'Only one backend is supported for flex token "
+                       f"dispatcher.' {CITE_CONFIG}")
+        backend = "deepep"
+    if dispatcher != "flex":
+        return dispatcher
+    if tp_ep <= 1:
+        ctx.refuse("megatron-flex-tp-ep",
+                   "--moe-token-dispatcher-type flex with tensor x expert parallel size 1: "
+                   "megatron-core asserts 'Flex token dispatcher requires TPxEP > 1' "
+                   "(megatron/core/transformer/moe/token_dispatcher.py); use alltoall")
+    if backend == "deepep" and flags.has("--moe-pad-expert-input-to-capacity"):
+        ctx.refuse("megatron-deepep-capacity",
+                   "--moe-pad-expert-input-to-capacity with the flex dispatcher's deepep "
+                   "backend: megatron-core raises 'Flex token dispatcher with deepep backend "
+                   f"does not support moe_pad_expert_input_to_capacity' {CITE_CONFIG}")
+    if backend == "hybridep":
+        ctx.unmodelled("megatron-unmodelled-flag",
+                       "--moe-flex-dispatcher-backend hybridep: priced as DeepEP's kernels (a "
+                       "token once a node across the network, once a rank over NVLink); "
+                       "HybridEP's own are not modelled")
+    return "deepep"
+
+
+def _group_routing(r: FlagReader, fields: dict[str, Any], experts: int) -> None:
+    """--moe-router-num-groups / --moe-router-group-topk, and megatron-core's checks of
+    them (transformer_config.py __post_init__)."""
+    groups = r.number("--moe-router-num-groups")
+    chosen = r.number("--moe-router-group-topk")
+    if not chosen:
+        return
+    if not groups:
+        r.ctx.refuse("megatron-group-routing",
+                     f"--moe-router-group-topk {chosen} without --moe-router-num-groups: "
+                     "megatron-core raises 'When using group limited routing, "
+                     f"moe_router_num_groups must be specified.' {CITE_CONFIG}")
+        return
+    if experts % groups or chosen > groups:
+        r.ctx.refuse("megatron-group-routing",
+                     f"--moe-router-num-groups {groups} / --moe-router-group-topk {chosen} "
+                     f"with {experts} experts: megatron-core asserts the groups divide the "
+                     f"experts and the chosen groups are at most the groups {CITE_CONFIG}")
+        return
+    fields["moe_router_num_groups"] = groups
+    fields["moe_router_group_topk"] = chosen
 
 
 def _mla(r: FlagReader, fields: dict[str, Any]) -> None:

@@ -12,6 +12,7 @@ the plan's GPUs (``launch_shape``).
 
 from __future__ import annotations
 
+from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.layout_grammar import KNOB
 from pptune.costmodel.presets import ModelShape
@@ -21,6 +22,7 @@ from pptune.frameworks.common.writing import header, plan_launch
 from pptune.frameworks.megatron.closest import Placement
 from pptune.frameworks.megatron.cp_fp8 import cp_fp8_args
 from pptune.frameworks.megatron.split import MegatronSplit
+from pptune.options import CostOptions
 
 FILE = "pretrain_megatron.sh"
 
@@ -71,7 +73,7 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
         if shape.gated_mlp:
             args += ["--swiglu", "--normalization RMSNorm", "--position-embedding-type rope",
                      "--untie-embeddings-and-output-weights", "--disable-bias-linear"]
-        args += moe_args(shape, plan)
+        args += moe_args(shape, plan, (job.cost_options or CostOptions()).moe_dispatcher)
     else:  # a comment inside the continued command would end it: say it above
         lines.append("# the profile names no model shape: add --hidden-size, "
                      "--num-attention-heads etc. for your model")
@@ -141,9 +143,10 @@ def layer_pattern(shape: ModelShape) -> str:
     return min(listed, repeated, key=len)
 
 
-def moe_args(shape: ModelShape, plan: Plan) -> list[str]:
-    """The flags of the shape's experts, MTP modules and attention variant, and the
-    plan's expert placement (moe.py reads them back)."""
+def moe_args(shape: ModelShape, plan: Plan,
+             dispatcher: Dispatcher = Dispatcher.ALLTOALL) -> list[str]:
+    """The flags of the shape's experts, MTP modules and attention variant, the plan's
+    expert placement and the dispatcher it was priced with (moe.py reads them back)."""
     args: list[str] = []
     if shape.kv_channels and not shape.mla:
         args.append(f"--kv-channels {shape.kv_channels}")
@@ -167,10 +170,20 @@ def moe_args(shape: ModelShape, plan: Plan) -> list[str]:
     pattern = layer_pattern(shape)
     if pattern != "1":
         args.append(f"--moe-layer-freq {pattern}")
-    # pptune prices the all-to-all dispatcher and the local experts as one grouped GEMM
+    if shape.route_groups:
+        args += [f"--moe-router-num-groups {shape.route_groups}",
+                 f"--moe-router-group-topk {shape.route_group_topk}"]
     if plan.etp > 1 and not shape.gated_mlp:  # 'Bias in Moe is only supported when ETP==1'
         args.append("--disable-bias-linear")
-    args += ["--moe-token-dispatcher-type alltoall", "--moe-grouped-gemm",
+    # the dispatcher the plan was priced with (flex needs tp x ep > 1: else alltoall,
+    # which moves nothing then either); the local experts as one grouped GEMM
+    if dispatcher is Dispatcher.DEEPEP and plan.tp * plan.ep > 1:
+        args += ["--moe-token-dispatcher-type flex", "--moe-flex-dispatcher-backend deepep"]
+    elif dispatcher is Dispatcher.ALLGATHER:
+        args.append("--moe-token-dispatcher-type allgather")
+    else:
+        args.append("--moe-token-dispatcher-type alltoall")
+    args += ["--moe-grouped-gemm",
              f"--expert-model-parallel-size {plan.ep}",
              f"--expert-tensor-parallel-size {plan.etp}"]
     return args

@@ -8,6 +8,7 @@ it launches, and the model, GPU and profile the costs came from.
 from __future__ import annotations
 
 from pptune.costmodel import presets
+from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.partition import strip_ends
@@ -17,6 +18,14 @@ from pptune.frameworks.common.writing import header, node_size
 from pptune.options import CostOptions
 
 FILE = "pptune.yaml"
+
+
+def _blocks(stated: Stated) -> list[int]:
+    """Blocks per stage, as ``stage_layers`` states them: without the embedding and head,
+    and without the MTP layers, which the reader puts on the last stage (check/split.py)."""
+    blocks = list(strip_ends(stated.plan.stage_layers))
+    blocks[-1] -= sum(1 for name in stated.job.layer_names if name.startswith("mtp"))
+    return blocks
 
 
 def write(stated: Stated) -> dict[str, str]:
@@ -41,7 +50,7 @@ def write(stated: Stated) -> dict[str, str]:
         f"micro_batch_size: {plan.micro_batch_size}",
         f"global_batch: {job.global_batch}",
         f"grad_accum_steps: {plan.num_microbatches}",
-        f"stage_layers: [{', '.join(map(str, strip_ends(plan.stage_layers)))}]",
+        f"stage_layers: [{', '.join(map(str, _blocks(stated)))}]",
         f"sharded_optimizer: {'true' if plan.sharding is Sharding.ZERO1 else 'false'}",
         f"sharding: {plan.sharding.value}",
         f"recompute: {plan.recompute.value}",
@@ -54,6 +63,8 @@ def write(stated: Stated) -> dict[str, str]:
         f"rank_order: {plan.rank_order.value}",
         *([f"ep: {plan.ep}", f"etp: {plan.etp}"] if plan.ep > 1 or plan.etp > 1 else []),
         *(["a2a_overlap: true"] if plan.a2a_overlap else []),
+        *([f"moe_dispatcher: {costs.moe_dispatcher.value}"]
+          if plan.ep * plan.etp > 1 and costs.moe_dispatcher is not Dispatcher.ALLTOALL else []),
         f"sequence_parallel: {'true' if job.sequence_parallel else 'false'}",
     ]
     if job.attention:  # analytic costs only: a profile measured its kernel

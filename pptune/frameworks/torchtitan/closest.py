@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.precision import is_low
 from pptune.costmodel.schedules import Schedule
@@ -31,7 +32,9 @@ from pptune.frameworks.torchtitan.cp_fp8 import (
     stateable_exchange,
     stateable_recipe,
 )
+from pptune.frameworks.torchtitan.experts import DEEPEP_MODELS
 from pptune.frameworks.torchtitan.reader import FLAVORS, NO_PIPELINE
+from pptune.options import CostOptions
 from pptune.report.fmt import fmt_seconds
 
 NAME = "torchtitan"
@@ -55,6 +58,16 @@ def stateable_request(req: PlanRequest, model: str | None) -> PlanRequest:
                                                     if r is not Recompute.MODULES]))
 
 
+def dispatcher_of(job: Job, plan: Plan, model: str) -> Dispatcher:
+    """The MoE dispatcher a torchtitan file can state for the plan: DeepEP where the job
+    asks for it and torchtitan's model runs it (deepseek_v3, llama4; ep > 1, etp 1:
+    experts.py), else the standard all-to-all."""
+    asked = (job.cost_options or CostOptions()).moe_dispatcher
+    if asked is Dispatcher.DEEPEP and model in DEEPEP_MODELS and plan.ep > 1 and plan.etp == 1:
+        return Dispatcher.DEEPEP
+    return Dispatcher.ALLTOALL
+
+
 def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     """The plan itself when the job file states it, else the closest one that does."""
     notes: list[str] = []
@@ -66,12 +79,17 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     # the loss as the file runs it: compiled where the file turns [compile] on (FP8
     # plans, fp8_lines), else PyTorch's eager kernels (costmodel/loss.py)
     compiled = is_low(plan.precision)
+    route = dispatcher_of(job, plan, FLAVORS.get(str(job.model), (str(job.model), ""))[0])
     job, plan = ex.priced_as_run(
         job, plan, name=NAME, attention="flash", sequence_parallel=job.request.tp > 1,
         cross_entropy=CrossEntropy.FUSED if compiled else CrossEntropy.EAGER, notes=notes,
-        runs="flash attention (SDPA), sequence parallelism with tensor parallelism and "
-        + ("its loss compiled ([compile] enable)" if compiled else
-           "its cross-entropy eagerly (no [compile] for a BF16 plan; costmodel/loss.py)"))
+        dispatcher=route,
+        runs="flash attention (SDPA), sequence parallelism with tensor parallelism"
+        + (", the experts' " + ("DeepEP kernels" if route is Dispatcher.DEEPEP
+                                else "standard all-to-all") if plan.ep > 1 else "")
+        + " and " + ("its loss compiled ([compile] enable)" if compiled else
+                     "its cross-entropy eagerly (no [compile] for a BF16 plan; "
+                     "costmodel/loss.py)"))
     job, plan = stateable_exchange(job, plan, notes)
     job, plan = stateable_recipe(job, plan, notes)
     plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=STATEABLE, notes=notes,

@@ -12,6 +12,13 @@ and 0.2.1 also asserted ``ep % cp == 0`` (etp = tp) or ``ep % (cp x tp) == 0``
 (etp = 1). With ep = 1 the experts are sharded by the tensor-parallel plan
 (llama4/infra/parallelize.py ``apply_moe_ep_tp``: ``TensorParallel()`` when there is
 no ep mesh), so their tensor-parallel degree is tp.
+
+``expert_parallel_comm_backend`` (0.2.1 on; "standard": PyTorch's all-to-all, or
+"deepep") is pptune's alltoall or deepep dispatcher. The deepseek_v3 and llama4
+models read it (their infra/parallelize.py) and refuse DeepEP without expert
+parallelism ("DeepEP requires expert parallelism (ep_degree > 1)") and with expert
+tensor parallelism ("DeepEP with Expert Tensor Parallelism (ETP) is not supported
+yet"); the other models ignore it.
 """
 
 from __future__ import annotations
@@ -25,11 +32,16 @@ from pptune.frameworks.torchtitan.table import Table
 CITE = "(torchtitan/distributed/parallel_dims.py ParallelDims)"
 
 
+DEEPEP_MODELS = ("deepseek_v3", "llama4")  # the models whose parallelize reads the backend
+BACKENDS = {"standard": "alltoall", "deepep": "deepep"}
+
+
 def read_experts(ctx: Ctx, par: Table, fields: dict[str, Any], shard: int | None,
-                 moe: bool) -> None:
-    """ep and etp into ``fields`` (``moe``: the model has routed experts); torchtitan's
-    refusals as error findings."""
+                 moe: bool, model: str = "") -> None:
+    """ep, etp and the dispatcher into ``fields`` (``moe``: the model has routed experts;
+    ``model``: torchtitan's model name); torchtitan's refusals as error findings."""
     versions = ctx.semantics.versions
+    _backend(ctx, par, fields, model)
     keys = [k for k in ("expert_parallel_degree", "expert_tensor_parallel_degree") if par.has(k)]
     if keys and not versions.at_least(TORCHTITAN, 0, 2):
         ctx.unmodelled("torchtitan-unmodelled",
@@ -42,8 +54,10 @@ def read_experts(ctx: Ctx, par: Table, fields: dict[str, Any], shard: int | None
     if ep == 1:
         if moe:
             fields["etp"] = tp  # the tensor-parallel plan shards the experts
+        check_backend(ctx, fields)
         return
     fields.update(ep=ep, etp=etp)
+    check_backend(ctx, fields)
     if etp not in (1, tp):
         ctx.refuse("torchtitan-etp",
                    f"parallelism.expert_tensor_parallel_degree {etp} with tensor parallel "
@@ -68,3 +82,43 @@ def read_experts(ctx: Ctx, par: Table, fields: dict[str, Any], shard: int | None
                        + ("" if etp == tp else " x tp") + f"): torchtitan "
                        f"{versions.of(TORCHTITAN)} asserts ep % {'cp' if etp == tp else '(cp * tp)'}"
                        f" == 0 {CITE}")
+
+
+def _backend(ctx: Ctx, par: Table, fields: dict[str, Any], model: str) -> None:
+    """parallelism.expert_parallel_comm_backend (module docstring); checked against ep
+    and etp once read (``check``)."""
+    key = "expert_parallel_comm_backend"
+    if not par.has(key):
+        return
+    if not ctx.semantics.versions.at_least(TORCHTITAN, 0, 2, 1):
+        ctx.unmodelled("torchtitan-unmodelled",
+                       f"parallelism.{key}: torchtitan {ctx.semantics.versions.of(TORCHTITAN)} "
+                       "has no such key (it arrived in 0.2.1); read as the standard all-to-all")
+        return
+    value = par.text(key, "standard")
+    if value not in BACKENDS:
+        raise ctx.bad(f"parallelism.{key} is {value[:40]!r}; torchtitan takes standard or "
+                      "deepep")
+    if model not in DEEPEP_MODELS:
+        if value == "deepep":
+            ctx.note(f"parallelism.{key} deepep ignored: torchtitan's {model} model runs the "
+                     "standard all-to-all (only deepseek_v3 and llama4 read the key)")
+        return
+    fields["moe_dispatcher"] = BACKENDS[value]
+
+
+def check_backend(ctx: Ctx, fields: dict[str, Any]) -> None:
+    """torchtitan's refusals of DeepEP (module docstring)."""
+    if fields.get("moe_dispatcher") != "deepep":
+        return
+    cite = "(torchtitan models/*/infra/parallelize.py)"
+    if (fields.get("ep") or 1) == 1:
+        ctx.refuse("torchtitan-deepep",
+                   "expert_parallel_comm_backend deepep with expert_parallel_degree 1: "
+                   "torchtitan raises 'DeepEP requires expert parallelism (ep_degree > 1)' "
+                   f"{cite}; set expert_parallel_degree or the standard backend")
+    elif (fields.get("etp") or 1) > 1:
+        ctx.refuse("torchtitan-deepep",
+                   "expert_parallel_comm_backend deepep with expert_tensor_parallel_degree "
+                   f"{fields['etp']}: torchtitan raises 'DeepEP with Expert Tensor Parallelism "
+                   f"(ETP) is not supported yet' {cite}; set it to 1")

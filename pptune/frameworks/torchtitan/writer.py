@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 
+from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.op_sac import OP_SAC
 from pptune.costmodel.partition import stage_bounds
 from pptune.costmodel.schedules import Schedule
@@ -102,6 +103,9 @@ def write(stated: Stated) -> dict[str, str]:
         f"tensor_parallel_degree = {plan.tp}",
         *([f"expert_parallel_degree = {plan.ep}",
            f"expert_tensor_parallel_degree = {plan.etp}"] if plan.ep > 1 else []),
+        *(['expert_parallel_comm_backend = "deepep"']
+          if plan.ep > 1 and (job.cost_options or CostOptions()).moe_dispatcher
+          is Dispatcher.DEEPEP else []),
         *([f"context_parallel_degree = {plan.cp}",
            f'context_parallel_rotate_method = "{ROTATE_NAME.get(comm, "allgather")}"']
           if plan.cp > 1 else []),
