@@ -184,6 +184,10 @@ def _read(path: str, case: dict[str, Any]) -> dict[str, Any]:
         "pre_softmax": "--moe-router-pre-softmax" in flags,
         "shared_overlap": "--moe-shared-expert-overlap" in flags,
         "grouped": "--moe-grouped-gemm" in flags,
+        "enable_deepep": "--moe-enable-deepep" in flags,
+        "flex_backend": last("--moe-flex-dispatcher-backend") or "deepep",
+        "route_groups": num("--moe-router-num-groups"),
+        "route_topk": num("--moe-router-group-topk"),
         "moe_overlap": "--overlap-moe-expert-parallel-comm" in flags,
         "bias": "--disable-bias-linear" not in flags,
         "position": last("--position-embedding-type") or "learned_absolute",
@@ -329,7 +333,9 @@ def _moe_kwargs(a: dict[str, Any], derived: dict[str, Any]) -> dict[str, Any]:
         moe_router_score_function=a["score"], moe_router_pre_softmax=a["pre_softmax"],
         moe_expert_capacity_factor=None if a["capacity"] is None else float(a["capacity"]),
         moe_pad_expert_input_to_capacity=a["pad"], moe_shared_expert_overlap=a["shared_overlap"],
-        moe_grouped_gemm=a["grouped"])
+        moe_grouped_gemm=a["grouped"], moe_enable_deepep=a["enable_deepep"],
+        moe_flex_dispatcher_backend=a["flex_backend"],
+        moe_router_num_groups=a["route_groups"], moe_router_group_topk=a["route_topk"])
     return out
 
 

@@ -199,6 +199,24 @@ MEGATRON_MOE: dict[str, tuple[str, int]] = {  # name: (extra flags, gpus)
                                "--use-distributed-optimizer --exp-avg-dtype bf16", 8),
     "mg-moe-overlap-no-vpp": ("--pipeline-model-parallel-size 4 --expert-model-parallel-size 4 "
                               "--overlap-moe-expert-parallel-comm --global-batch-size 64", 16),
+    # the flex dispatcher's backends and group-limited routing (TransformerConfig checks)
+    "mg-moe-deepep-no-flex": ("--pipeline-model-parallel-size 4 --expert-model-parallel-size 4 "
+                              "--moe-enable-deepep --global-batch-size 64", 16),
+    "mg-moe-deepep-hybridep": ("--pipeline-model-parallel-size 4 --expert-model-parallel-size 4 "
+                               "--moe-token-dispatcher-type flex --moe-enable-deepep "
+                               "--moe-flex-dispatcher-backend hybridep --global-batch-size 64",
+                               16),
+    "mg-moe-deepep-capacity": ("--pipeline-model-parallel-size 4 --expert-model-parallel-size 4 "
+                               "--moe-token-dispatcher-type flex --moe-expert-capacity-factor 1.0 "
+                               "--moe-pad-expert-input-to-capacity --global-batch-size 64", 16),
+    "mg-moe-group-topk-alone": ("--pipeline-model-parallel-size 4 --expert-model-parallel-size 4 "
+                                "--moe-router-group-topk 2 --global-batch-size 64", 16),
+    "mg-moe-groups-divide": ("--pipeline-model-parallel-size 4 --expert-model-parallel-size 4 "
+                             "--moe-router-num-groups 3 --moe-router-group-topk 2 "
+                             "--global-batch-size 64", 16),
+    "mg-moe-group-routing": ("--pipeline-model-parallel-size 4 --expert-model-parallel-size 4 "
+                             "--moe-router-num-groups 4 --moe-router-group-topk 2 "
+                             "--global-batch-size 64", 16),
     "mg-moe-mtp-learned": ("--pipeline-model-parallel-size 4 --mtp-num-layers 1 "
                            "--position-embedding-type learned_absolute --global-batch-size 64",
                            8),
