@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from pptune.costmodel.comm import AllReduceLink
 from pptune.costmodel.dispatch import (
     Dispatcher,
     Reach,
@@ -14,25 +13,10 @@ from pptune.costmodel.dispatch import (
     expected_hit,
     reach,
 )
-from pptune.costmodel.moe import ExpertParallel, moe_part
-from pptune.costmodel.ops import Kind, OpCost, Parallel, Phase, Rates
-from pptune.costmodel.presets import MODELS, ModelShape
-from pptune.costmodel.simulate import Link
-
-SMALL = ModelShape("moe-small", 2, 256, 4, 4, 1024, 1024, 128, 8, True, False, "test",
-                   experts=8, top_k=2, expert_ffn=512)
-RATES = Rates(peak_flops=1e12, hbm_bytes_per_s=1e12, sm_count=4, gemm_fraction=1.0,
-              attention_fraction=0.5, launch_s=0.0)
-NVLINK, NIC = Link(0.0, 1e11), Link(0.0, 1e10)
-
-
-def ex(**kw: object) -> ExpertParallel:
-    base = dict(intra=NVLINK, inter=NIC, etp_link=AllReduceLink(0.0, 1e11))
-    return ExpertParallel(**{**base, **kw})  # type: ignore[arg-type]
-
-
-def op(ops: list[OpCost], name: str) -> OpCost:
-    return next(o for o in ops if o.name == name)
+from pptune.costmodel.moe import moe_part
+from pptune.costmodel.ops import Kind, OpCost, Parallel, Phase
+from pptune.costmodel.presets import MODELS
+from tests.costmodel.test_moe import RATES, SMALL, ex, op
 
 
 def names(ops: list[OpCost]) -> list[str]:

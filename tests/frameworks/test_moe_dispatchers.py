@@ -16,17 +16,11 @@ import pytest
 from typer.testing import CliRunner
 
 from pptune.cli.app import app
-from pptune.costmodel import presets
 from pptune.costmodel.dispatch import Dispatcher
-from pptune.costmodel.keys import CostKey
-from pptune.costmodel.moe import ExpertParallel
-from pptune.costmodel.schedules import Schedule
-from pptune.costmodel.search import PlanRequest, PlanSpec, Sharding, evaluate
-from pptune.costs.resolve import analytic_costs
 from pptune.frameworks.common.adapter import Job
 from pptune.frameworks.registry import ADAPTERS, Framework
 from pptune.options import CostOptions
-from tests.frameworks.test_moe_frameworks import FLAGS, mixtral, run
+from tests.frameworks.test_moe_frameworks import FLAGS, mixtral, moe_job, run
 
 runner = CliRunner()
 
@@ -180,23 +174,7 @@ def test_torchtitan_bad_backend_is_bad_input(tmp_path: Path) -> None:
 
 def deepep_job(model: str, tp: int, ep: int, pp: int, gpus: int) -> tuple[Job, object]:
     """A job priced with the DeepEP dispatcher, and a 1F1B plan of it."""
-    shape = presets.MODELS[model]
-    key = CostKey(tp=tp, ep=ep)
-    table, _ = analytic_costs(shape, "h100-sxm", (1,), key,
-                              ExpertParallel(dispatcher=Dispatcher.DEEPEP),
-                              sequence_parallel=tp > 1, gpus=gpus)
-    req = PlanRequest(gpus=gpus, global_batch=shape.global_batch, tp=tp, cost_keys=(key,))
-    per = shape.num_blocks // pp
-    blocks = [shape.num_blocks - per * (pp - 1)] + [per] * (pp - 1)
-    split = ([shape.num_blocks + 2 + shape.mtp_layers] if pp == 1 else
-             [blocks[0] + 1, *blocks[1:-1], blocks[-1] + 1 + shape.mtp_layers])
-    m = shape.global_batch // (gpus // (tp * pp))
-    plan = evaluate(table, req, PlanSpec(Schedule.ONE_F_ONE_B, pp, 1, m, tuple(split), 1,
-                                         sharding=Sharding.ZERO1, key=key))
-    job = Job(table, req, tuple(table.names), shape.global_batch,
-              f"analytic {model} on h100-sxm", shape, model, "h100-sxm", "flash", tp > 1, False,
-              CostOptions(moe_dispatcher=Dispatcher.DEEPEP))
-    return job, plan
+    return moe_job(model, tp, ep, pp, gpus, dispatcher=Dispatcher.DEEPEP)
 
 
 @pytest.mark.parametrize("framework", [Framework.MEGATRON, Framework.PPTUNE])

@@ -18,8 +18,10 @@ from typer.testing import CliRunner
 from pptune.check.rules import CheckOptions, check
 from pptune.cli.app import app
 from pptune.costmodel import presets
+from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import CostKey
 from pptune.costmodel.loss import CrossEntropy
+from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import PlanRequest, PlanSpec, Recompute, Sharding, evaluate
 from pptune.costs.resolve import analytic_costs
@@ -387,14 +389,17 @@ FLAGS = {
 
 
 def moe_job(model: str, tp: int, ep: int, pp: int, gpus: int, sp: bool | None = None,
-            loss: CrossEntropy = CrossEntropy.FUSED) -> tuple[Job, object]:
+            loss: CrossEntropy = CrossEntropy.FUSED,
+            dispatcher: Dispatcher = Dispatcher.ALLTOALL) -> tuple[Job, object]:
     """A job priced at CostKey(tp, ep) and a 1F1B plan of it with an even split
-    (``sp``: sequence parallelism, default with tp > 1; ``loss``: its kernels)."""
+    (``sp``: sequence parallelism, default with tp > 1; ``loss``: its kernels;
+    ``dispatcher``: its MoE dispatcher, in its cost options when not alltoall)."""
     shape = presets.MODELS[model]
     key = CostKey(tp=tp, ep=ep)
     sp = tp > 1 if sp is None else sp
-    table, _ = analytic_costs(shape, "h100-sxm", (1,), key, sequence_parallel=sp, gpus=gpus,
-                              cross_entropy=loss)
+    table, _ = analytic_costs(shape, "h100-sxm", (1,), key,
+                              ExpertParallel(dispatcher=dispatcher), sequence_parallel=sp,
+                              gpus=gpus, cross_entropy=loss)
     req = PlanRequest(gpus=gpus, global_batch=shape.global_batch, tp=tp, cost_keys=(key,))
     per = shape.num_blocks // pp  # the rest on the first stage (--decoder-first-...)
     blocks = [shape.num_blocks - per * (pp - 1)] + [per] * (pp - 1)
@@ -404,7 +409,9 @@ def moe_job(model: str, tp: int, ep: int, pp: int, gpus: int, sp: bool | None = 
     plan = evaluate(table, req, PlanSpec(Schedule.ONE_F_ONE_B, pp, 1, m, tuple(split), 1,
                                          sharding=Sharding.ZERO1, key=key))
     job = Job(table, req, tuple(table.names), shape.global_batch,
-              f"analytic {model} on h100-sxm", shape, model, "h100-sxm", "flash", sp, False)
+              f"analytic {model} on h100-sxm", shape, model, "h100-sxm", "flash", sp, False,
+              None if dispatcher is Dispatcher.ALLTOALL
+              else CostOptions(moe_dispatcher=dispatcher))
     return job, plan
 
 
