@@ -49,7 +49,6 @@ the chosen groups.
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
@@ -174,23 +173,23 @@ class Copies:
     nic: float
 
 
-def deepep_copies(r: Reach, ranks: int, per_node: int) -> Copies:
-    """DeepEP's copies a token per rank (module docstring): ``d_g (p - 1)/p`` over
-    NVLink, ``d_n (N - 1)/N`` over the NIC."""
-    nodes = max(1, math.ceil(ranks / per_node))
+def deepep_copies(r: Reach, nodes: int, per_node: int) -> Copies:
+    """DeepEP's copies a token per rank (module docstring) over ``nodes`` nodes of
+    ``per_node`` ranks of the group: ``d_g (p - 1)/p`` over NVLink, ``d_n (N - 1)/N``
+    over the NIC."""
     return Copies(r.ranks * (per_node - 1) / per_node, r.nodes * (nodes - 1) / nodes)
 
 
 def dispatch(token_bytes: float, m: ModelShape, ex: ExpertParallel) -> tuple[float, float]:
     """(bytes sent, seconds) of one dispatch or combine over the ep group, ``token_bytes``
     one copy of each of the rank's tokens: the alltoall dispatcher's ``k`` copies over
-    comm.all_to_all_s, DeepEP's copies per distinct node and rank (dispatch.py)."""
+    comm.all_to_all_s, DeepEP's copies per distinct node and rank (module docstring)."""
     group = ex.group(Dim.EP)
     if token_bytes <= 0 or group.size <= 1:
         return 0.0, 0.0
     if ex.dispatcher is Dispatcher.DEEPEP:
         c = deepep_copies(reach(m.experts, m.top_k, group.size, group.nodes, m.route_groups,
-                                m.route_group_topk), group.size, group.per_node)
+                                m.route_group_topk), group.nodes, group.per_node)
         latency = ex.inter.latency_s if c.nic > 0 else ex.intra.latency_s
         seconds = latency + max(c.nvlink * token_bytes / ex.intra.bytes_per_s,
                                 c.nic * token_bytes / ex.inter.bytes_per_s)
@@ -227,7 +226,7 @@ Ops = list[OpCost]
 def route(m: ModelShape, t_loc: float, rows: float, n_local: int, rates: Rates,
            ex: ExpertParallel, cast_in: Ops) -> tuple[Ops, Ops, Ops, Ops]:
     """The ops that take the rank's ``t_loc`` tokens to the ``rows`` rows of its experts
-    and back, by dispatcher (dispatch.py): forward in, forward out, backward out (the
+    and back, by dispatcher (module docstring): forward in, forward out, backward out (the
     combine's gradient), backward in (the dispatch's gradient); ``cast_in``: the FP8
     casts of an FP8 dispatch, before it."""
     h, k, r = m.hidden, m.top_k, ex.imbalance

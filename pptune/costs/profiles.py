@@ -232,7 +232,8 @@ def analytic_profile(
             + (f"{efficiency:g}" if efficiency is not None else "per shape")
             + f" of peak {spec.peak_flops / 1e12:g} TFLOP/s; links at what NCCL achieves on "
             f"{gpu} (pptune presets)"
-            + (f"; experts: ep={ex.ep}, etp={ex.etp}, routing imbalance {ex.imbalance:g}"
+            + (f"; experts: ep={ex.ep}, etp={ex.etp}, routing imbalance {ex.imbalance:g}, "
+               f"{ex.dispatcher.value} dispatch"
                if ex is not None else "")
         ],
     )

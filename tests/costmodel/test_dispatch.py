@@ -57,9 +57,9 @@ def test_reach_without_and_with_group_limited_routing() -> None:
 
 
 def test_deepep_copies_per_link() -> None:
-    # 16 ranks, 8 a node: the NIC carries 4 distinct nodes' (2 - 1)/2, NVLink every rank's
+    # 2 nodes of 8 ranks: the NIC carries 4 distinct nodes' (2 - 1)/2, NVLink every rank's
     # copy but the one reached directly, 6 (8 - 1)/8
-    c = deepep_copies(Reach(nodes=4, ranks=6), 16, 8)
+    c = deepep_copies(Reach(nodes=4, ranks=6), 2, 8)
     assert (c.nic, c.nvlink) == pytest.approx((2.0, 6 * 7 / 8))
 
 

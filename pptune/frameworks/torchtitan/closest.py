@@ -80,16 +80,15 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     # plans, fp8_lines), else PyTorch's eager kernels (costmodel/loss.py)
     compiled = is_low(plan.precision)
     route = dispatcher_of(job, plan, FLAVORS.get(str(job.model), (str(job.model), ""))[0])
+    experts = ("" if plan.ep == 1 else ", the experts' DeepEP kernels"
+               if route is Dispatcher.DEEPEP else ", the experts' standard all-to-all")
+    loss = ("its loss compiled ([compile] enable)" if compiled else
+            "its cross-entropy eagerly (no [compile] for a BF16 plan; costmodel/loss.py)")
     job, plan = ex.priced_as_run(
         job, plan, name=NAME, attention="flash", sequence_parallel=job.request.tp > 1,
         cross_entropy=CrossEntropy.FUSED if compiled else CrossEntropy.EAGER, notes=notes,
-        dispatcher=route,
-        runs="flash attention (SDPA), sequence parallelism with tensor parallelism"
-        + (", the experts' " + ("DeepEP kernels" if route is Dispatcher.DEEPEP
-                                else "standard all-to-all") if plan.ep > 1 else "")
-        + " and " + ("its loss compiled ([compile] enable)" if compiled else
-                     "its cross-entropy eagerly (no [compile] for a BF16 plan; "
-                     "costmodel/loss.py)"))
+        dispatcher=route, runs="flash attention (SDPA), sequence parallelism with tensor "
+        f"parallelism{experts} and {loss}")
     job, plan = stateable_exchange(job, plan, notes)
     job, plan = stateable_recipe(job, plan, notes)
     plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=STATEABLE, notes=notes,
