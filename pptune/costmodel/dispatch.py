@@ -237,16 +237,16 @@ def route(m: ModelShape, t_loc: float, rows: float, n_local: int, rates: Rates,
 
     if ex.dispatcher is Dispatcher.ALLGATHER:
         tokens = t_loc * ex.ep * ex.etp  # every rank's tokens, gathered
-        gather = _gathered("ag_dispatch", Phase.F, tokens * (
+        gather = _gathered("ep_gather", Phase.F, tokens * (
             BF16_BYTES * h + ROUTING_BYTES_PER_EXPERT * m.experts), ex)
         grads = tokens * BF16_BYTES * h
         keep = 2 * h * (tokens + rows)  # the local experts' rows picked from the gathered
         return ([*cast_in, gather, mem("permute", Phase.F, keep)],
-                [mem("unpermute", Phase.F, keep), _gathered("rs_combine", Phase.F, grads, ex)],
-                [_gathered("rs_combine.bwd", Phase.B, grads, ex),
+                [mem("unpermute", Phase.F, keep), _gathered("ep_scatter", Phase.F, grads, ex)],
+                [_gathered("ep_scatter.bwd", Phase.B, grads, ex),
                  mem("unpermute.bwd", Phase.B, keep)],
                 [mem("permute.bwd", Phase.B, keep),
-                 _gathered("ag_dispatch.bwd", Phase.B, grads, ex)])
+                 _gathered("ep_gather.bwd", Phase.B, grads, ex)])
     if ex.dispatcher is Dispatcher.DEEPEP:
         # one copy a destination rank arrives and is permuted into expert order there
         group = ex.group(Dim.EP)

@@ -15,6 +15,7 @@ from pptune.costmodel.dispatch import (
 )
 from pptune.costmodel.moe import moe_part
 from pptune.costmodel.ops import Kind, OpCost, Parallel, Phase
+from pptune.costmodel.parts import part_of
 from pptune.costmodel.presets import MODELS
 from tests.costmodel.test_moe import RATES, SMALL, ex, op
 
@@ -97,20 +98,22 @@ def test_deepep_permutes_on_arrival_and_skips_the_sort() -> None:
 
 def test_allgather_gathers_every_token_over_the_ep_etp_ranks() -> None:
     part = moe_part(SMALL, 1, RATES, Parallel(), ex(ep=2, dispatcher=Dispatcher.ALLGATHER))
-    gather = op(part.fwd, "ag_dispatch")
+    gather = op(part.fwd, "ep_gather")
     # 2 ranks' 128 tokens: BF16 hidden (512 bytes) + the routing map and fp32
     # probabilities of 8 experts (40 bytes), half of it crossing at the ring's 1e11
     assert gather.kind is Kind.COMM
     assert gather.hbm_bytes == 256 * (512 + 40)
     assert gather.time_s == pytest.approx(0.5 * 256 * 552 / 1e11)
-    assert op(part.fwd, "rs_combine").hbm_bytes == 256 * 512
-    assert op(part.bwd, "ag_dispatch.bwd").hbm_bytes == 256 * 512
+    assert op(part.fwd, "ep_scatter").hbm_bytes == 256 * 512
+    assert op(part.bwd, "ep_gather.bwd").hbm_bytes == 256 * 512
     # no all-to-all, no expert tensor-parallel gather: the group gather covers both
     assert not [o for o in part.fwd + part.bwd if o.kind is Kind.ALL_TO_ALL]
     assert "etp_gather" not in names(part.fwd)
     # the 256 rows of the local experts picked from the 256 gathered tokens
     assert op(part.fwd, "permute").hbm_bytes == 2 * 256 * (256 + 256)
     assert {o.phase for o in part.bwd} == {Phase.B}
+    # the step's breakdown names them after their group (parts.py)
+    assert part_of(gather) == "ep communication"
 
 
 def test_the_deepseek_preset_routes_to_four_of_eight_groups() -> None:
