@@ -228,10 +228,9 @@ def _analytic(opts: CostOptions, shape: ModelShape | None, sizes: tuple[int, ...
     median = gpu_preset(gpu)
     spec = slowest_of(median, gpus, opts.gpu_spread)
     attention = opts.attention.value if opts.attention is not None else "flash"
+    ex = experts or ExpertParallel(imbalance=opts.moe_imbalance, dispatcher=opts.moe_dispatcher)
     tables = preset_tables(
-        shape, spec, tuple(sorted(set(sizes or DEFAULT_MICRO_BATCH_SIZES))),
-        experts=experts or ExpertParallel(imbalance=opts.moe_imbalance,
-                                           dispatcher=opts.moe_dispatcher),
+        shape, spec, tuple(sorted(set(sizes or DEFAULT_MICRO_BATCH_SIZES))), experts=ex,
         efficiency=opts.efficiency,
         sequence_parallel=opts.sequence_parallel, attention=attention,
         tp_comm_overlap=opts.tp_comm_overlap, cp_comm=opts.cp_comm,
@@ -244,7 +243,7 @@ def _analytic(opts: CostOptions, shape: ModelShape | None, sizes: tuple[int, ...
     table = tables(key)
     origin = f"analytic {shape.name} on {gpu}" + (
         " (embedded default: no profile found)" if default else "") + pace_note(
-        median, gpus, opts.gpu_spread)
+        median, gpus, opts.gpu_spread) + (f", {ex.dispatcher.value} dispatch" if shape.moe else "")
     return Costs(table, built[key], origin, measured=False, shape=shape, notes=notes,
                  tp_in_costs=key.tp, key=key, tables=tables, gpu=spec)
 
