@@ -228,7 +228,7 @@ def _analytic(opts: CostOptions, shape: ModelShape | None, sizes: tuple[int, ...
     median = gpu_preset(gpu)
     spec = slowest_of(median, gpus, opts.gpu_spread)
     attention = opts.attention.value if opts.attention is not None else "flash"
-    ex = experts or ExpertParallel(imbalance=opts.moe_imbalance, dispatcher=opts.moe_dispatcher)
+    ex = experts or opts.experts()
     tables = preset_tables(
         shape, spec, tuple(sorted(set(sizes or DEFAULT_MICRO_BATCH_SIZES))), experts=ex,
         efficiency=opts.efficiency,
@@ -304,8 +304,7 @@ def _profile_costs(prof: Profile, origin: str, opts: CostOptions, mode: Mode,
         sequence_parallel=opts.sequence_parallel,
         attention=opts.attention.value if opts.attention is not None else None,
         tp_comm_overlap=opts.tp_comm_overlap, profiles=built,
-        experts=experts or ExpertParallel(imbalance=opts.moe_imbalance,
-                                           dispatcher=opts.moe_dispatcher), cp_comm=opts.cp_comm,
+        experts=experts or opts.experts(), cp_comm=opts.cp_comm,
         fp8_params=opts.fp8_param_gather, gpus_per_node=gpus_per_node,
         recompute_modules=recompute_modules, gpus=gpus, gpu_spread=opts.gpu_spread,
         cross_entropy=opts.cross_entropy)

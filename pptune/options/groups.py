@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pptune.costmodel.context import CpComm
-from pptune.costmodel.dispatch import Dispatcher
+from pptune.costmodel.dispatch import Dispatcher, ExpertParallel
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.memory import Recompute
@@ -205,6 +205,12 @@ class CostOptions:
                 object.__setattr__(self, name, (value,))
         if isinstance(self.precision, Precision):
             object.__setattr__(self, "precision", (self.precision,))
+
+    def experts(self) -> ExpertParallel:
+        """How a mixture of experts is fed under these options (ep and etp come with each
+        cost key): the routing imbalance and the dispatcher."""
+        return ExpertParallel(imbalance=self.moe_imbalance, dispatcher=self.moe_dispatcher)
+
     efficiency: float | None = option(
         None, "--efficiency", kind=FLOAT,
         help="one fraction of peak FLOP/s for every GEMM (analytic costs; default: per GEMM "

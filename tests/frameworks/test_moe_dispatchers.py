@@ -239,5 +239,10 @@ def test_emitting_a_deepep_plan_from_the_cli_states_it(tmp_path: Path) -> None:
                             "-o", str(out)])
     assert r.exit_code == 0, r.output
     assert "moe_dispatcher: deepep" in (out / "pptune.yaml").read_text()
-    assert replace(CostOptions(), moe_dispatcher=Dispatcher.DEEPEP).moe_dispatcher.value == \
-        "deepep"
+
+
+def test_cost_options_carry_the_dispatcher_into_every_repricing() -> None:
+    """Every re-pricing of a job (express.priced_as_run, torchtitan's exchange and per-op
+    checkpointing) builds its experts from the job's options, dispatcher included."""
+    ex = replace(CostOptions(moe_imbalance=1.5), moe_dispatcher=Dispatcher.DEEPEP).experts()
+    assert (ex.dispatcher, ex.imbalance, ex.ep, ex.etp) == (Dispatcher.DEEPEP, 1.5, 1, 1)

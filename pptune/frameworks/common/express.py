@@ -15,7 +15,6 @@ from dataclasses import replace
 from pptune.costmodel import presets
 from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.loss import CrossEntropy
-from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.partition import add_ends, even_split, strip_ends
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import (
@@ -143,7 +142,7 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
         return job, plan
     table, _ = analytic_costs(
         job.shape, gpu, sorted(job.table.by_mb), job.request.keys()[0],
-        ExpertParallel(imbalance=c.moe_imbalance, dispatcher=route),
+        replace(c, moe_dispatcher=route).experts(),
         sequence_parallel=sequence_parallel,
         attention=str(attention), tp_comm_overlap=job.tp_comm_overlap, cp_comm=c.cp_comm,
         fp8_params=c.fp8_param_gather, gpus_per_node=job.request.gpus_per_node,

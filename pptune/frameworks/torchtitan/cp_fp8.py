@@ -22,7 +22,6 @@ from typing import Any
 from pptune.costmodel import amax, presets
 from pptune.costmodel.context import CpComm
 from pptune.costmodel.keys import Precision
-from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.op_sac import OP_SAC, unpriced
 from pptune.costmodel.search import Plan, Recompute, Sharding, evaluate
 from pptune.costs.resolve import analytic_costs
@@ -131,7 +130,7 @@ def stateable_exchange(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Pla
     options = replace(c, cp_comm=CpComm.ALL_GATHER)
     table, _ = analytic_costs(
         job.shape, gpu, sorted(job.table.by_mb), job.request.keys()[0],
-        ExpertParallel(imbalance=c.moe_imbalance), sequence_parallel=job.sequence_parallel,
+        c.experts(), sequence_parallel=job.sequence_parallel,
         attention=job.attention, tp_comm_overlap=job.tp_comm_overlap,
         cp_comm=CpComm.ALL_GATHER, fp8_params=c.fp8_param_gather,
         gpus_per_node=job.request.gpus_per_node, gpus=job.request.gpus, gpu_spread=c.gpu_spread,
@@ -161,7 +160,7 @@ def per_op_checkpointing(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, P
     c = job.cost_options or CostOptions()
     table, _ = analytic_costs(
         job.shape, gpu, sorted(job.table.by_mb), job.request.keys()[0],
-        ExpertParallel(imbalance=c.moe_imbalance),
+        c.experts(),
         sequence_parallel=job.sequence_parallel, attention=job.attention,
         tp_comm_overlap=job.tp_comm_overlap, cp_comm=c.cp_comm, fp8_params=c.fp8_param_gather,
         gpus_per_node=job.request.gpus_per_node, gpus=job.request.gpus,
