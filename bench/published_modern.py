@@ -156,6 +156,19 @@ def step_s(run: Run, factors: Factors | None = None) -> float:
     return float(_evaluated(run, factors).plan.step_time_s)
 
 
+def without_tp_overlap(run: Run) -> float | None:
+    """The row's speed ratio with Transformer Engine's TP communication overlap not
+    priced (its collectives exposed), for a recipe that runs it; None otherwise. A
+    what-if of one term, not a prediction of the run."""
+    if not (run.recipe.tp_comm_overlap and run.tp > 1):
+        return None
+    off = dataclasses.replace(run, recipe=dataclasses.replace(run.recipe, tp_comm_overlap=False))
+    seq = shape_of(run.recipe.model, run.tp, run.recipe.kv_heads, run.layers,
+                   run.recipe.seq_len).seq_len
+    tokens = run.global_batch * seq / step_s(off) / run.gpus
+    return round(tokens / run.published_tokens_per_gpu, 3)
+
+
 def predict(run: Run) -> dict[str, Any]:
     r = run.recipe
     ev = _evaluated(run)
@@ -176,6 +189,7 @@ def predict(run: Run) -> dict[str, Any]:
         "published_tokens_per_gpu": round(run.published_tokens_per_gpu, 1),
         "predicted_tokens_per_gpu": round(predicted, 1), "ratio": round(ratio, 3),
         "within": abs(ratio - 1) <= TOLERANCE,
+        "ratio_without_tp_overlap": without_tp_overlap(run),
         "predicted_step_s": round(plan.step_time_s, 3),
         "published_step_s": round(run.global_batch * shape.seq_len
                                   / (run.published_tokens_per_gpu * run.gpus), 3),
