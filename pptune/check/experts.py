@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from pptune.costmodel.dispatch import Dispatcher
+from pptune.costmodel.dispatch import DEEPEP_SMS, Dispatcher
 from pptune.costmodel.keys import CostKey
 from pptune.costmodel.layout import Layout, LayoutError, RankOrder
 from pptune.costmodel.moe import ExpertParallel
@@ -74,7 +74,8 @@ def placement(cfg: TrainingConfig) -> ExpertParallel:
         ep=cfg.ep, etp=cfg.etp, gpus_per_node=cfg.gpus_per_node,
         imbalance=cfg.moe_routing_imbalance or 1.0,
         grouped_gemm=True if cfg.moe_grouped_gemm is None else cfg.moe_grouped_gemm,
-        dispatcher=Dispatcher(cfg.moe_dispatcher or Dispatcher.ALLTOALL.value))
+        dispatcher=Dispatcher(cfg.moe_dispatcher or Dispatcher.ALLTOALL.value),
+        dispatch_sms=cfg.moe_dispatcher_sms or DEEPEP_SMS)
 
 
 def cost_key(cfg: TrainingConfig, shape: ModelShape | None = None) -> CostKey:

@@ -98,13 +98,14 @@ class ExpertParallel:
     imbalance: float = 1.0  # tokens of the busiest expert / the mean (1.0: force-balanced)
     dispatch_bytes: float = float(BF16_BYTES)  # per dispatched element (FP8_DISPATCH_BYTES)
     grouped_gemm: bool = True  # local experts in one grouped GEMM (Megatron --moe-grouped-gemm)
-    dispatcher: Dispatcher = Dispatcher.ALLTOALL  # how tokens reach their experts (dispatch.py)
+    dispatcher: Dispatcher = Dispatcher.ALLTOALL  # how tokens reach their experts
+    dispatch_sms: int = DEEPEP_SMS  # SMs DeepEP's kernels hold while they run
     intra: Link = DEFAULT_NVLINK  # NVLink, one direction per GPU
     inter: Link = DEFAULT_NIC  # the GPU's NIC
     etp_link: AllReduceLink = DEFAULT_ETP_LINK  # the etp group's collectives
 
     def __post_init__(self) -> None:
-        for name in ("ep", "etp", "gpus_per_node"):
+        for name in ("ep", "etp", "gpus_per_node", "dispatch_sms"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer (got {value!r})")

@@ -15,7 +15,7 @@ from pptune.costmodel.analytic import AnalyticLayer, analytic_layers, block_para
 from pptune.costmodel.collectives import Collective, Fabric
 from pptune.costmodel.comm import AllReduceLink
 from pptune.costmodel.context import CpComm
-from pptune.costmodel.dispatch import DEEPEP_SMS, Dispatcher
+from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import CostKey, Precision, TableSource
 from pptune.costmodel.layout import Group
 from pptune.costmodel.loss import CrossEntropy
@@ -354,12 +354,13 @@ def cost_table(profile: Profile, tp: int = 1, tp_in_costs: int = 1) -> CostTable
 
 
 def a2a_sm_share(ex: ExpertParallel | None, fabric: Fabric | None) -> float | None:
-    """The SMs DeepEP's kernels hold (dispatch.DEEPEP_SMS) as a share of the GPU's; None:
-    the dispatcher runs NCCL's collectives, at the fabric's share."""
+    """The SMs DeepEP's kernels hold (``ExpertParallel.dispatch_sms``, megatron-core's 20
+    unless said) as a share of the GPU's; None: the dispatcher runs NCCL's collectives, at
+    the fabric's share."""
     if ex is None or ex.dispatcher is not Dispatcher.DEEPEP or fabric is None \
             or not fabric.sm_count:
         return None
-    return DEEPEP_SMS / fabric.sm_count
+    return min(1.0, ex.dispatch_sms / fabric.sm_count)
 
 
 def preset_experts(fabric: Fabric, gpus_per_node: int,

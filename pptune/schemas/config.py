@@ -213,6 +213,9 @@ class TrainingConfig(Strict):
         "torchtitan's standard backend), deepep (one copy per node and rank; Megatron-LM flex "
         "with the deepep backend, torchtitan expert_parallel_comm_backend deepep), allgather "
         "(Megatron-LM's default) (default: alltoall)")
+    moe_dispatcher_sms: int | None = Field(
+        None, ge=1, le=1024, description="SMs the DeepEP dispatcher's kernels hold while they "
+        "run (Megatron-LM --moe-deepep-num-sms; default 20)")
     moe_router_num_groups: int | None = Field(
         None, ge=1, le=2**31 - 1, description="group-limited routing: the routed experts in "
         "this many equal groups (Megatron-LM --moe-router-num-groups)")

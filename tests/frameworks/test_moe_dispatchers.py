@@ -16,7 +16,11 @@ import pytest
 from typer.testing import CliRunner
 
 from pptune.cli.app import app
+from pptune.costmodel import presets
 from pptune.costmodel.dispatch import Dispatcher
+from pptune.costmodel.keys import CostKey
+from pptune.costmodel.moe import ExpertParallel
+from pptune.costs.resolve import analytic_costs
 from pptune.frameworks.common.adapter import Job
 from pptune.frameworks.registry import ADAPTERS, Framework
 from pptune.options import CostOptions
@@ -246,3 +250,21 @@ def test_cost_options_carry_the_dispatcher_into_every_repricing() -> None:
     checkpointing) builds its experts from the job's options, dispatcher included."""
     ex = replace(CostOptions(moe_imbalance=1.5), moe_dispatcher=Dispatcher.DEEPEP).experts()
     assert (ex.dispatcher, ex.imbalance, ex.ep, ex.etp) == (Dispatcher.DEEPEP, 1.5, 1, 1)
+
+
+def test_deepep_sms_are_read_and_priced(tmp_path: Path) -> None:
+    """--moe-deepep-num-sms: the SMs DeepEP's kernels hold beside compute (megatron-core's
+    moe_deepep_num_sms, 20 by default): the table's all-to-all SM share is that over the
+    GPU's 132."""
+    cfg = mixtral(tmp_path, "--moe-token-dispatcher-type flex --moe-deepep-num-sms 32")[2]
+    assert cfg["config"]["moe_dispatcher_sms"] == 32
+    shape = presets.MODELS["qwen3-30b-a3b"]
+    key = CostKey(ep=8)
+    shares = {}
+    for sms in (20, 32):
+        ex = ExpertParallel(dispatcher=Dispatcher.DEEPEP, dispatch_sms=sms)
+        table, _ = analytic_costs(shape, "h100-sxm", (1,), key, ex, gpus=64)
+        shares[sms] = table.a2a_sm_share
+    assert shares == {20: pytest.approx(20 / 132), 32: pytest.approx(32 / 132)}
+    alltoall, _ = analytic_costs(shape, "h100-sxm", (1,), key, gpus=64)
+    assert alltoall.a2a_sm_share is None  # NCCL's collectives: the fabric's share

@@ -88,6 +88,7 @@ MOE_VALUE_FLAGS = (
     "--moe-router-score-function",
     "--moe-expert-capacity-factor",
     "--moe-flex-dispatcher-backend",
+    "--moe-deepep-num-sms",
     "--moe-router-num-groups",
     "--moe-router-group-topk",
     "--q-lora-rank",

@@ -111,15 +111,16 @@ def read_moe(r: FlagReader, fields: dict[str, Any]) -> None:
     _routing(r, fields, balancing)
     _router_rules(r, top_k, balancing, dispatcher)
     _group_routing(r, fields, experts)
-    fields["moe_dispatcher"] = _dispatcher(r, dispatcher, tp * ep)
+    fields["moe_dispatcher"] = _dispatcher(r, fields, dispatcher, tp * ep)
     if flags.has("--overlap-moe-expert-parallel-comm"):
         _overlap_rules(r, fields, dispatcher, ep, mtp)
 
 
-def _dispatcher(r: FlagReader, dispatcher: str, tp_ep: int) -> str:
-    """pptune's dispatcher for the flags (module docstring), and megatron-core's refusals
-    of the flex dispatcher's backends (transformer_config.py __post_init__,
-    token_dispatcher.py MoEFlexTokenDispatcher)."""
+def _dispatcher(r: FlagReader, fields: dict[str, Any], dispatcher: str, tp_ep: int) -> str:
+    """pptune's dispatcher for the flags (module docstring), with DeepEP's SMs
+    (``--moe-deepep-num-sms``) into ``fields``, and megatron-core's refusals of the flex
+    dispatcher's backends (transformer_config.py __post_init__, token_dispatcher.py
+    MoEFlexTokenDispatcher)."""
     ctx, flags = r.ctx, r.flags
     backend = _choice(r, "--moe-flex-dispatcher-backend", FLEX_BACKENDS, "deepep")
     if flags.has("--moe-enable-deepep"):
@@ -136,6 +137,9 @@ def _dispatcher(r: FlagReader, dispatcher: str, tp_ep: int) -> str:
         backend = "deepep"
     if dispatcher != "flex":
         return dispatcher
+    sms = r.number("--moe-deepep-num-sms")
+    if sms is not None and backend == "deepep":
+        fields["moe_dispatcher_sms"] = sms
     if tp_ep <= 1:
         ctx.refuse("megatron-flex-tp-ep",
                    "--moe-token-dispatcher-type flex with tensor x expert parallel size 1: "
