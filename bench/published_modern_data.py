@@ -54,6 +54,13 @@ NEMO2502 = ("docs.nvidia.com nemo-framework performance_summary (NeMo 25.02), DG
 LAUNCHER = ("NVIDIA/NeMo-Framework-Launcher launcher_scripts/conf/training "
             "(48af207b219a9be6e723bfde05bb63a80b1e21a7)")
 NEMO22 = "NVIDIA/NeMo v2.2.0 scripts/llm/performance (7192a2c944c48ab253f3f711ee52fe2dc986a3bb)"
+# A NeMo 1.x yaml (MegatronGPTModel, NVIDIA/NeMo v2.0.0 and v2.1.0: the 24.07 and 24.12
+# containers) without cross_entropy_loss_fusion: megatron_base_model.py
+# build_model_parallel_config takes each ModelParallelConfig field from the yaml, else
+# megatron-core's default, cross_entropy_loss_fusion False (megatron-core 0.8 and 0.10,
+# model_parallel_config.py): the unfused loss
+NEMO1_LOSS = ("cross_entropy_loss_fusion unset: megatron-core's default False "
+              "(NeMo v2.1.0 megatron_base_model.py build_model_parallel_config)")
 
 
 @dataclass(frozen=True)
@@ -78,7 +85,7 @@ class Recipe:
     ub_source: str = ""
     # the loss's kernels (pptune/costmodel/loss.py): "native" where the file sets
     # cross_entropy_loss_fusion: true or the framework defaults to it (NeMo 2.0's
-    # GPTConfig); NeMo 1.x recipes that state nothing: pptune's default (one pass)
+    # GPTConfig); "unfused" where a NeMo 1.x yaml states nothing (NEMO1_LOSS)
     cross_entropy: str = "fused"
 
 
@@ -155,8 +162,9 @@ LLAMA31_405B = Recipe("llama3.1-405b", sequence_parallel=True, tp_comm_overlap=T
                       ub=UB_LLAMA31_405B, ub_source=f"{DGXC} llama3.1/llama3.1_405b.yaml")
 GPT3_175B = Recipe("gpt3-175b", sequence_parallel=True, tp_comm_overlap=True, grad_bytes=2,
                    source=f"{DGXC} nemo_megatron/gpt3_175b_hydra.yaml: sequence_parallel true, "
-                   "ub_tp_comm_overlap true, dropout 0.1, grad_sync_dtype bf16",
-                   ub=UB_GPT3_175B, ub_source=f"{DGXC} nemo_megatron/gpt3_175b_hydra.yaml")
+                   f"ub_tp_comm_overlap true, dropout 0.1, grad_sync_dtype bf16, {NEMO1_LOSS}",
+                   ub=UB_GPT3_175B, ub_source=f"{DGXC} nemo_megatron/gpt3_175b_hydra.yaml",
+                   cross_entropy="unfused")
 NEMOTRON4_15B = Recipe("nemotron4-15b", sequence_parallel=True, tp_comm_overlap=True,
                        grad_bytes=4,
                        cross_entropy="native",
@@ -172,31 +180,39 @@ NEMOTRON4_340B = Recipe("nemotron4-340b", sequence_parallel=True, tp_comm_overla
 # NeMo 24.07 (launcher confs): sequence_parallel / ub_tp_comm_overlap as each file sets them
 def _launcher(model: str, name: str, sp: bool, overlap: bool, kv: int | None = None,
               grad_bytes: int = 4, ub: tuple[tuple[str, str], ...] | None = None,
-              ub_file: str = "") -> Recipe:
+              ub_file: str = "", loss_fusion: bool = False) -> Recipe:
+    """``loss_fusion``: the file sets cross_entropy_loss_fusion true (else NEMO1_LOSS)."""
     return Recipe(model, sequence_parallel=sp, tp_comm_overlap=overlap, grad_bytes=grad_bytes,
                   fp8_params=False, kv_heads=kv, ub=ub,
                   ub_source=f"{LAUNCHER} tp_overlap/{ub_file}.yaml" if ub_file else "",
+                  cross_entropy="native" if loss_fusion else "unfused",
                   source=f"{LAUNCHER} {name}: sequence_parallel {str(sp).lower()}, "
                   f"ub_tp_comm_overlap {str(overlap).lower()}, distributed_fused_adam"
                   + (", grad_sync_dtype bf16" if grad_bytes == 2 else "")
-                  + "; fp8_params not set (BF16 weights, FP8 copies cached)")
+                  + "; fp8_params not set (BF16 weights, FP8 copies cached); "
+                  + ("cross_entropy_loss_fusion true" if loss_fusion else NEMO1_LOSS))
 
 
 L_GPT3_5B = _launcher("gpt3-5b", "gpt3/5b.yaml", False, False)
 L_GPT3_20B = _launcher("gpt3-20b", "gpt3/20b.yaml", True, True, ub=UB_H6144_TP2_MBS2_S2048,
                        ub_file="ub_cfg_h100_h6144_tp2_mbs2_seqlen2048")
 L_GPT3_175B = _launcher("gpt3-175b", "gpt3/175b.yaml", True, False)
-L_LLAMA2_7B = _launcher("llama2-7b", "llama/llama2_7b.yaml", False, False)
-L_LLAMA2_13B = _launcher("llama2-13b", "llama/llama2_13b.yaml", False, False)
+L_LLAMA2_7B = _launcher("llama2-7b", "llama/llama2_7b.yaml", False, False, loss_fusion=True)
+L_LLAMA2_13B = _launcher("llama2-13b", "llama/llama2_13b.yaml", False, False,
+                         loss_fusion=True)
 L_LLAMA2_70B = _launcher("llama2-70b", "llama/llama2_70b.yaml", True, True,
-                         ub=UB_H8192_TP4_MBS1_S4096, ub_file="ub_cfg_h100_h8192_tp4_mbs1_seqlen4096")
-L_NEMOTRON_8B = _launcher("nemotron3-8b", "nemotron/nemotron_8b.yaml", True, True)
-L_NEMOTRON_22B = _launcher("nemotron3-22b", "nemotron/nemotron_22b.yaml", True, True)
+                         ub=UB_H8192_TP4_MBS1_S4096, ub_file="ub_cfg_h100_h8192_tp4_mbs1_seqlen4096",
+                         loss_fusion=True)
+L_NEMOTRON_8B = _launcher("nemotron3-8b", "nemotron/nemotron_8b.yaml", True, True,
+                          loss_fusion=True)
+L_NEMOTRON_22B = _launcher("nemotron3-22b", "nemotron/nemotron_22b.yaml", True, True,
+                           loss_fusion=True)
 L_NEMOTRON_340B = _launcher("nemotron4-340b", "nemotron/nemotron_340b.yaml", True, False,
                             grad_bytes=2)
-L_LLAMA3_8B = _launcher("llama3-8b", "llama/llama3_8b.yaml", False, False)
+L_LLAMA3_8B = _launcher("llama3-8b", "llama/llama3_8b.yaml", False, False, loss_fusion=True)
 L_LLAMA3_70B = _launcher("llama3-70b", "llama/llama3_70b.yaml", True, True,
-                         ub=UB_H8192_TP4_MBS1_S8192, ub_file="ub_cfg_h100_h8192_tp4_mbs1_seqlen8192")
+                         ub=UB_H8192_TP4_MBS1_S8192, ub_file="ub_cfg_h100_h8192_tp4_mbs1_seqlen8192",
+                         loss_fusion=True)
 
 
 def _nemo2(model: str, sp: bool, kv: int | None = None, ub: tuple[tuple[str, str], ...] | None = None,

@@ -155,7 +155,9 @@ class Run:
     amax_reduction: bool = True
     # the loss's kernels (pptune/costmodel/loss.py): NeMo 2.0's GPTConfig fuses it
     # (cross_entropy_loss_fusion True, NVIDIA/NeMo nemo/collections/llm/recipes/
-    # CONFIGURATION-HIERARCHY.md); where the source states nothing, pptune's one pass
+    # CONFIGURATION-HIERARCHY.md); a NeMo 1.x yaml without the key runs megatron-core's
+    # unfused loss (published_modern_data.NEMO1_LOSS: the Grok-1 recipe); DeepSeek's
+    # own framework: pptune's one pass
     cross_entropy: CrossEntropy = CrossEntropy.FUSED
 
 
@@ -166,7 +168,7 @@ def _grok(gpus: int, seq: int, layers: int, pp: int, cp: int, ep: int, vp: int, 
         out.append(Run("grok-1", "h100-sxm", precision, gpus, seq, layers, 4, pp, cp, ep, vp,
                        1, gbs, tokens_s / gpus, DGXC,
                        f"{tokens_s:.0f} tokens/s on {gpus} GPUs (step {step_s} s)",
-                       grouped=False, grad_bf16=True))
+                       grouped=False, grad_bf16=True, cross_entropy=CrossEntropy.UNFUSED))
     return out
 
 
@@ -441,7 +443,8 @@ def grok_breakdown(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "block_ratio": round((published_mb - ends) / run.layers / per_layer[1], 3),
         })
     prof = analytic_profile(NEMOTRON_15B, slowest_of(presets.GPUS["h100-sxm"], 16), [4], tp=4,
-                            sequence_parallel=True)
+                            sequence_parallel=True,
+                            cross_entropy=CrossEntropy.NATIVE)  # its yaml fuses the loss
     table = cost_table(prof, tp=4, tp_in_costs=4)
     req = PlanRequest(gpus=16, global_batch=64, tp=4)
     plan = evaluate(table, req, PlanSpec(Schedule.ONE_F_ONE_B, 1, 4, 4, (34,),
