@@ -68,3 +68,17 @@ def test_long_context_runs_fit(run) -> None:  # type: ignore[no-untyped-def]
     assert row["peak_memory_gib"] <= 80
     # what the source states is what is priced (Meta: interleaved 1F1B and FSDP)
     assert run.schedule in (None, row["schedule"]) and run.sharding in (None, row["sharding"])
+
+
+def test_each_recipe_states_the_loss_it_runs() -> None:
+    """NeMo 1.x yamls that set cross_entropy_loss_fusion run megatron-core's fused loss
+    (native); those that do not, megatron-core's default, the unfused one; NeMo 2.0's
+    GPTConfig fuses it (native). No NeMo recipe runs pptune's one pass."""
+    loss = {(r.table.split()[0], r.recipe.model): r.recipe.cross_entropy for r in RUNS}
+    assert loss[("dgxc", "gpt3-175b")] == "unfused"
+    assert loss[("dgxc", "llama3-70b")] == loss[("dgxc", "nemotron4-15b")] == "native"
+    assert loss[("nemo24.07", "gpt3-175b")] == loss[("nemo24.07", "nemotron4-340b")] == "unfused"
+    assert loss[("nemo24.07", "llama3-8b")] == loss[("nemo24.07", "nemotron3-8b")] == "native"
+    assert all(r.recipe.cross_entropy != "fused" for r in RUNS)
+    unset = [r for r in RUNS if r.recipe.cross_entropy == "unfused"]
+    assert all("cross_entropy_loss_fusion unset" in r.recipe.source for r in unset)

@@ -38,6 +38,8 @@ def test_every_row_is_expressible_with_its_published_layout() -> None:
     assert ds.schedule is not None and ds.schedule.value == "dualpipe"
     grok = [r for r in RUNS if r.model == "grok-1"]
     assert all(not r.grouped and r.grad_bf16 and r.etp is None for r in grok)  # etp = tp
+    # its NeMo 1.x yaml leaves cross_entropy_loss_fusion at megatron-core's default, off
+    assert all(r.cross_entropy.value == "unfused" for r in grok)
 
 
 def test_megatron_placement_and_searched_keys() -> None:
