@@ -57,6 +57,8 @@ def test_megatron_default_dispatcher_is_allgather_and_priced(tmp_path: Path) -> 
                            "--gpu", "h100-sxm", "--output", "json")
     assert code == 0 and "megatron-unmodelled-flag" not in found
     assert doc["config"]["moe_dispatcher"] == "allgather"
+    assert any("--moe-token-dispatcher-type unset: priced as Megatron-LM's default" in n
+               for n in doc["notes"])
 
 
 def test_deepep_sends_one_copy_a_rank(tmp_path: Path) -> None:

@@ -112,6 +112,10 @@ def read_moe(r: FlagReader, fields: dict[str, Any]) -> None:
     _router_rules(r, top_k, balancing, dispatcher)
     _group_routing(r, fields, experts)
     fields["moe_dispatcher"] = _dispatcher(r, fields, dispatcher, tp * ep)
+    if r.text("--moe-token-dispatcher-type") is None and ep * fields["etp"] > 1:
+        ctx.note("--moe-token-dispatcher-type unset: priced as Megatron-LM's default, the "
+                 "allgather dispatcher (every rank gathers the tokens of its ep x etp group; "
+                 "alltoall or flex, with DeepEP, move only the routed copies)")
     if flags.has("--overlap-moe-expert-parallel-comm"):
         _overlap_rules(r, fields, dispatcher, ep, mtp)
 
