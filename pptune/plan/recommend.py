@@ -16,6 +16,7 @@ from typing import Any
 
 from pptune import limits
 from pptune.costmodel.comm import compression_factor
+from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import CostKey, Precision, TableSource
 from pptune.costmodel.memory import DEFAULT_RESERVE_BYTES
 from pptune.costmodel.ops import Attention
@@ -28,6 +29,7 @@ from pptune.costmodel.search import (
     Recompute,
     SearchResult,
     Sharding,
+    evaluate,
     search,
 )
 from pptune.costs.dims import search_keys
@@ -180,6 +182,10 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         hint = _memory_what_if(tables, req, result)
         if hint:
             result.notes.append(hint)
+    if not given:
+        hint = _dispatch_what_if(spec, costs, req, result)
+        if hint:
+            result.notes.append(hint)
     c = spec.costs
     hf = c.hf_config.resolve() if c.hf_config is not None else costs.profile.model.hf_config
     def searched(values: list[int]) -> tuple[int, ...]:
@@ -247,6 +253,28 @@ def _memory_what_if(table: TableSource, req: PlanRequest, result: SearchResult) 
         if a.step_time_s < best * 0.97:
             return f"with {flag} the best plan would be {desc} ({best / a.step_time_s:.2f}x faster)"
     return None
+
+
+def _dispatch_what_if(spec: RecommendSpec, costs: Costs, req: PlanRequest,
+                      result: SearchResult) -> str | None:
+    """When the winner spreads its experts over ranks and is priced with NCCL's
+    all-to-all: its step with DeepEP's dispatch (costmodel/dispatch.py), when that is
+    at least 3% faster. One line."""
+    if (not result.plans or costs.measured or costs.shape is None or not costs.shape.moe
+            or spec.costs.moe_dispatcher is not Dispatcher.ALLTOALL):
+        return None
+    best = result.plans[0]
+    if best.ep * best.etp <= 1:
+        return None
+    deepep = resolve(replace(spec.costs, moe_dispatcher=Dispatcher.DEEPEP),
+                     sizes=(best.micro_batch_size,), search=True,
+                     gpus_per_node=req.gpus_per_node, gpus=spec.space.gpus)
+    alt = evaluate(deepep.table_for(best.key), req, best.spec)
+    if alt.step_time_s >= best.step_time_s * 0.97:
+        return None
+    return (f"with DeepEP's dispatch (--moe-dispatcher deepep: a token sent once a node and "
+            f"rank, not once an expert) the winner would step {alt.step_time_s:.3g} s "
+            f"({best.step_time_s / alt.step_time_s:.2f}x faster)")
 
 
 def _nearby_batch(tables: TableSource, table: CostTable,

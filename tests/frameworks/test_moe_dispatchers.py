@@ -227,12 +227,19 @@ def test_frameworks_without_deepep_reprice_the_all_to_all() -> None:
 def test_recommend_takes_the_dispatcher(tmp_path: Path) -> None:
     base = ["recommend", "--gpus", "64", "--model", "qwen3-30b-a3b", "--ep", "8", "--tp", "1",
             "--json"]
-    steps = {}
+    steps, notes = {}, {}
     for d in ("alltoall", "deepep", "allgather"):
         r = runner.invoke(app, [*base, "--moe-dispatcher", d])
         assert r.exit_code == 0, r.output
-        steps[d] = json.loads(r.stdout)["plans"][0]["step_time_s"]
+        doc = json.loads(r.stdout)
+        steps[d] = doc["plans"][0]["step_time_s"]
+        notes[d] = [n for n in doc["notes"] if n.startswith("with DeepEP's dispatch")]
     assert steps["deepep"] < steps["alltoall"]
+    # the alltoall winner's step re-priced with DeepEP, said in one note; none when the
+    # job already runs DeepEP
+    assert len(notes["alltoall"]) == 1 and notes["deepep"] == []
+    said = float(notes["alltoall"][0].split("would step ")[1].split(" s")[0])
+    assert said == pytest.approx(steps["deepep"], rel=0.05)
     r = runner.invoke(app, [*base, "--moe-dispatcher", "nccl"])
     assert r.exit_code == 2 and "--moe-dispatcher must be one of" in r.output
     assert len(r.output.strip().splitlines()) == 1
