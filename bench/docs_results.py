@@ -664,14 +664,14 @@ def benchmarks_page(results: Path = RESULTS) -> str:
                       f"| {r.get('median_wall_s', r['wall_s']):.2f} s | {r['user_s']:.2f} s "
                       f"| {r['load_average']:.2f} |" for r in speed["cli"]]
         lines += ["", *_analysis(speed, "2026-12-02", [
-            "Run in a quiet hour (load average 0.8-0.9; other jobs on this shared 2-core "
-            "machine slow any run 2-3x). All three whole-CLI targets are met. The Llama 3 70B "
-            "search over bf16 and fp8 takes 3.9 s, 0.3 s more than before FP8's amax "
-            "all-reduces were priced (every FP8 plan's stages lengthened by NCCL's time for them; "
-            "models.md, \"FP8 amax reductions\"). The 128-layer model at N=512 is the "
-            "slowest search (about 6 s, 632 candidates simulated). Time follows the `p * m` of "
-            "the candidates that must be simulated, not N itself (see "
-            "[models.md](models.md#how-the-search-stays-fast))."]), ""]
+            "Run at a load average of 1.0 (other jobs on this shared 2-core machine slow any "
+            "run 2-3x; the same commands ran 1.2-1.3x faster in a quieter hour of the same "
+            "day: `recommend --gpus 8` 0.64 s, Llama 3 70B 3.8 s). All three whole-CLI targets "
+            "are met. The DeepSeek-V3 commands include the what-if of their winner under "
+            "DeepEP's dispatch (under 0.5 s: one more table at the winner's layout). The "
+            "128-layer model at N=512 is the slowest search (6-8 s, 632 candidates "
+            "simulated). Time follows the `p * m` of the candidates that must be simulated, "
+            "not N itself (see [models.md](models.md#how-the-search-stays-fast))."]), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
