@@ -113,16 +113,16 @@ class ExpertParallel:
             raise ValueError(f"the routing imbalance is the busiest expert's tokens over the "
                              f"mean, at least 1.0 (got {self.imbalance!r})")
 
-    def group(self, dim: Dim) -> Group:
-        """Where the ep (or etp) group's ranks sit: experts are grouped etp fastest,
-        then ep (megatron-core's expert rank order etp-ep-edp-pp), so the placement
-        depends on etp, ep and the node size only."""
-        return _expert_group(self.ep, self.etp, self.gpus_per_node, dim)
+    def group(self, *dims: Dim) -> Group:
+        """Where the ep (or etp, or ep x etp) group's ranks sit: experts are grouped etp
+        fastest, then ep (megatron-core's expert rank order etp-ep-edp-pp), so the
+        placement depends on etp, ep and the node size only."""
+        return _expert_group(self.ep, self.etp, self.gpus_per_node, dims)
 
 
 @functools.lru_cache(maxsize=256)
-def _expert_group(ep: int, etp: int, gpus_per_node: int, dim: Dim) -> Group:
-    return Layout(pp=1, dp=ep * etp, ep=ep, etp=etp, gpus_per_node=gpus_per_node).group(dim)
+def _expert_group(ep: int, etp: int, gpus_per_node: int, dims: tuple[Dim, ...]) -> Group:
+    return Layout(pp=1, dp=ep * etp, ep=ep, etp=etp, gpus_per_node=gpus_per_node).group(*dims)
 
 
 def expected_hit(items: float, blocks: float, picks: int) -> float:
@@ -174,6 +174,12 @@ class Copies:
     nic: float
 
 
+def token_reach(m: ModelShape, group: Group) -> Reach:
+    """Where one of the model's tokens' experts are over the ep ``group`` (``reach``)."""
+    return reach(m.experts, m.top_k, group.size, group.nodes, m.route_groups,
+                 m.route_group_topk)
+
+
 def deepep_copies(r: Reach, nodes: int, per_node: int) -> Copies:
     """DeepEP's copies a token per rank (module docstring) over ``nodes`` nodes of
     ``per_node`` ranks of the group: ``d_g (p - 1)/p`` over NVLink, ``d_n (N - 1)/N``
@@ -189,8 +195,7 @@ def dispatch(token_bytes: float, m: ModelShape, ex: ExpertParallel) -> tuple[flo
     if token_bytes <= 0 or group.size <= 1:
         return 0.0, 0.0
     if ex.dispatcher is Dispatcher.DEEPEP:
-        c = deepep_copies(reach(m.experts, m.top_k, group.size, group.nodes, m.route_groups,
-                                m.route_group_topk), group.nodes, group.per_node)
+        c = deepep_copies(token_reach(m, group), group.nodes, group.per_node)
         latency = ex.inter.latency_s if c.nic > 0 else ex.intra.latency_s
         seconds = latency + max(c.nvlink * token_bytes / ex.intra.bytes_per_s,
                                 c.nic * token_bytes / ex.inter.bytes_per_s)
@@ -208,8 +213,7 @@ def _a2a(name: str, phase: Phase, token_bytes: float, m: ModelShape,
 def _gathered(name: str, phase: Phase, nbytes: float, ex: ExpertParallel) -> OpCost:
     """The allgather dispatcher's all-gather (or reduce-scatter) of an ``nbytes`` array
     over the ep x etp group, at the group's ring bandwidth (comm.group_link)."""
-    group = Layout(pp=1, dp=ex.ep * ex.etp, ep=ex.ep, etp=ex.etp,
-                   gpus_per_node=ex.gpus_per_node).group(Dim.ETP, Dim.EP)
+    group = ex.group(Dim.ETP, Dim.EP)
     link = group_link(group, ex.etp_link, AllReduceLink(ex.inter.latency_s, ex.inter.bytes_per_s))
     return OpCost(name, phase, Kind.COMM, 0.0, nbytes, all_gather_s(nbytes, group.size, link), 0)
 
@@ -248,31 +252,33 @@ def route(m: ModelShape, t_loc: float, rows: float, n_local: int, rates: Rates,
                  mem("unpermute.bwd", Phase.B, keep)],
                 [mem("permute.bwd", Phase.B, keep),
                  _gathered("ep_gather.bwd", Phase.B, grads, ex)])
+    # around the all-to-all: a permute of each token into its k copies before it and
+    # back after (alltoall), and a reorder of the received rows by local expert
+    # (alltoall with more than one local expert; DeepEP, whose one copy a destination
+    # rank is permuted into expert order on arrival): (names, forward bytes, bytes)
+    before = 0.0 if ex.dispatcher is Dispatcher.DEEPEP else 2 * h * t_loc * (1 + k * r)
+    after: tuple[str, str, float, float] | None = None
     if ex.dispatcher is Dispatcher.DEEPEP:
-        # one copy a destination rank arrives and is permuted into expert order there
         group = ex.group(Dim.EP)
-        got = reach(m.experts, k, group.size, group.nodes, m.route_groups,
-                    m.route_group_topk).ranks if group.size > 1 else 1.0
+        got = token_reach(m, group).ranks if group.size > 1 else 1.0
         sort = 2 * h * (t_loc * r * got + rows)
-        in_pre: Ops = []
-        in_post, out_pre = [mem("permute", Phase.F, sort)], [mem("unpermute", Phase.F, sort)]
-        out_post: Ops = []
-        out_bwd_post, in_bwd_pre = ([mem("unpermute.bwd", Phase.B, sort)],
-                                    [mem("permute.bwd", Phase.B, sort)])
-        out_bwd_pre: Ops = []
-        in_bwd_post: Ops = []
-    else:
-        permute = 2 * h * t_loc * (1 + k * r)
-        rows_bytes = 2 * BF16_BYTES * h * rows  # the received rows reordered by local expert
-        by_expert = n_local > 1
-        in_pre, out_post = [mem("permute", Phase.F, permute)], [mem("unpermute", Phase.F, permute)]
-        in_post = [mem("sort_by_expert", Phase.F, 2 * ex.dispatch_bytes * h * rows)] \
-            if by_expert else []
-        out_pre = [mem("unsort_by_expert", Phase.F, rows_bytes)] if by_expert else []
-        out_bwd_pre = [mem("unpermute.bwd", Phase.B, permute)]
-        out_bwd_post = [mem("unsort_by_expert.bwd", Phase.B, rows_bytes)] if by_expert else []
-        in_bwd_pre = [mem("sort_by_expert.bwd", Phase.B, rows_bytes)] if by_expert else []
-        in_bwd_post = [mem("permute.bwd", Phase.B, permute)]
+        after = ("permute", "unpermute", sort, sort)
+    elif n_local > 1:
+        after = ("sort_by_expert", "unsort_by_expert", 2 * ex.dispatch_bytes * h * rows,
+                 2 * BF16_BYTES * h * rows)
+    in_pre = [mem("permute", Phase.F, before)] if before else []
+    out_post = [mem("unpermute", Phase.F, before)] if before else []
+    out_bwd_pre = [mem("unpermute.bwd", Phase.B, before)] if before else []
+    in_bwd_post = [mem("permute.bwd", Phase.B, before)] if before else []
+    in_post: Ops = []
+    out_pre: Ops = []
+    out_bwd_post: Ops = []
+    in_bwd_pre: Ops = []
+    if after is not None:
+        sort_name, unsort_name, fwd_bytes, nbytes = after
+        in_post, out_pre = [mem(sort_name, Phase.F, fwd_bytes)], [mem(unsort_name, Phase.F, nbytes)]
+        out_bwd_post = [mem(unsort_name + ".bwd", Phase.B, nbytes)]
+        in_bwd_pre = [mem(sort_name + ".bwd", Phase.B, nbytes)]
     gathered = BF16_BYTES * h * rows
     return (
         [*in_pre, *cast_in, _a2a("a2a_dispatch", Phase.F, one * ex.dispatch_bytes / BF16_BYTES,
