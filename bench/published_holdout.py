@@ -29,6 +29,10 @@ developed against:
    formula of bench/published_modern.model_flops_per_token (full attention; the
    paper does not state its count). The table's 131,072-token row is in
    published_modern's long-context check, so it is not repeated here.
+3. NVIDIA Megatron-Bridge's performance summary for the 26.02 NeMo container: its
+   DGX-H100 mixture-of-experts rows (GPT OSS 120B, Qwen3-30B-A3B, Qwen3-235B-A22B),
+   each with the settings its performance recipe at the same tag applies, priced by
+   the MoE benchmark's machinery (bench/published_holdout_moe.py says what each ran).
 
 Per row: configuration, published figure, predicted, ratio (predicted over
 published: above 1 is optimistic).
@@ -43,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import published_holdout_moe
 from bench.published_modern import long_context
 from bench.published_modern_data import LongRun
 from pptune.check.rules import CheckOptions, check
@@ -174,17 +179,21 @@ def meta_row(run: LongRun) -> dict[str, Any]:
 
 
 def main() -> dict[str, Any]:
-    rows = [titan_row(r) for r in TITAN_RUNS] + [meta_row(r) for r in META_RUNS]
+    rows = ([titan_row(r) for r in TITAN_RUNS] + [meta_row(r) for r in META_RUNS]
+            + published_holdout_moe.rows())
     ratios = [r["ratio"] for r in rows if r["ratio"] is not None]
     return {
         "description": "Predictions against published H100/H200 runs that no other "
-                       "benchmark here uses, none of them used to set anything in pptune.",
+                       "benchmark here uses, none of them used to set anything in pptune "
+                       "(dense and mixture-of-experts).",
         "rows": rows, "predicted": len(ratios),
         "within_10pct": sum(abs(x - 1) <= 0.10 for x in ratios),
         "not_expressible": [{"page": p, "table": t, "rows": n, "why": WHY_NOT}
                             for p, t, n in NOT_EXPRESSIBLE],
         "not_expressible_rows": sum(n for *_, n in NOT_EXPRESSIBLE),
-        "sources": {"torchtitan": TORCHTITAN_PAGES, "meta": META},
+        "sources": {"torchtitan": TORCHTITAN_PAGES, "meta": META,
+                    "megatron_bridge": published_holdout_moe.BRIDGE,
+                    "megatron_bridge_recipes": published_holdout_moe.RECIPES},
     }
 
 

@@ -159,6 +159,10 @@ class Run:
     # unfused loss (published_modern_data.NEMO1_LOSS: the Grok-1 recipe); DeepSeek's
     # own framework: pptune's one pass
     cross_entropy: CrossEntropy = CrossEntropy.FUSED
+    tp_overlap: bool = True  # Transformer Engine's TP overlap when tp > 1 (a recipe may not)
+    # the table's layers a chunk, embedding and head counted (Megatron's
+    # account_for_embedding/loss_in_pipeline_split); None: blocks evenly (_even_split)
+    split: tuple[int, ...] | None = None
 
 
 def _grok(gpus: int, seq: int, layers: int, pp: int, cp: int, ep: int, vp: int, gbs: int,
@@ -221,7 +225,8 @@ def _table(run: Run) -> CostTable:
     ex = ExpertParallel(grouped_gemm=run.grouped, dispatcher=run.dispatcher)
     gpu = slowest_of(presets.GPUS[run.gpu], run.gpus)  # a job runs at its slowest GPU's pace
     tables = preset_tables(shape, gpu, (run.mbs,), experts=ex,
-                           sequence_parallel=run.tp > 1, tp_comm_overlap=run.tp > 1,
+                           sequence_parallel=run.tp > 1,
+                           tp_comm_overlap=run.tp > 1 and run.tp_overlap,
                            attention="flash", recompute_modules=frozenset(run.recompute_modules),
                            cross_entropy=run.cross_entropy)
     return tables(_key(run))
@@ -246,7 +251,7 @@ def predict(run: Run) -> dict[str, Any]:
     m = run.gbs // (run.mbs * dp)
     schedule = run.schedule or (Schedule.INTERLEAVED if run.vp > 1 else Schedule.ONE_F_ONE_B)
     # Megatron's placement: blocks (and MTP layers) evenly over the chunks
-    split = _even_split(len(table.names) - 2, model_chunks(schedule, run.pp, run.vp))
+    split = run.split or _even_split(len(table.names) - 2, model_chunks(schedule, run.pp, run.vp))
     req = PlanRequest(gpus=run.gpus, global_batch=run.gbs, tp=run.tp, cost_keys=(key,),
                       # bf16 gradient sync of fp32 main grads, where the recipe says so
                       grad_bytes_factor=0.5 if run.grad_bf16 else 1.0,

@@ -29,3 +29,22 @@ def test_the_meta_rows_state_table_4() -> None:
 def test_the_grand_teton_rows_are_all_listed() -> None:
     # performance.md Tables 1-6 (3, 4, 3, 2, 2, 4 rows) and the async-TP page's 12
     assert sum(n for *_, n in NOT_EXPRESSIBLE) == 30
+
+
+def test_the_megatron_bridge_moe_rows_run_their_recipes() -> None:
+    from bench.published_holdout_moe import RUNS, rows
+
+    gpt_oss, qwen30, qwen235 = RUNS
+    # the printed layouts: GPUs = tp x pp x dp; ep divides the experts' ranks
+    assert [(r.gpus, r.tp, r.pp, r.vp, r.ep, r.mbs, r.gbs) for r in RUNS] == [
+        (64, 1, 4, 1, 8, 1, 1280), (16, 1, 2, 12, 8, 1, 1024), (256, 2, 8, 4, 32, 1, 8192)]
+    assert gpt_oss.recompute_modules == ("layernorm", "moe_act")
+    assert qwen30.dispatcher.value == "deepep" and qwen30.a2a_overlap
+    # Qwen3-235B: 94 blocks + embedding + loss, three a chunk over pp 8 x vp 4
+    assert qwen235.split == (3,) * 32 and sum(qwen235.split) == 94 + 2
+    assert not qwen235.tp_overlap and qwen235.a2a_overlap
+    out = rows()
+    assert [r["published"] for r in out] == [5993, 5113, 1633]
+    for r in out:
+        assert r["ratio"] == pytest.approx(r["predicted"] / r["published"], rel=1e-3)
+        assert r["plan"]["peak_memory_gib"] < 80  # each fits the H100 it ran on

@@ -1,0 +1,88 @@
+"""Published H100 mixture-of-experts runs outside the development set, for
+bench/published_holdout.py: NVIDIA Megatron-Bridge's performance summary for the
+26.02 NeMo container (NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md at tag
+v0.3.0, commit date 2026-02-26, "Pre-Training Performance", the DGX-H100 rows of
+GPT OSS 120B, Qwen3_30B_a3B and Qwen3_235B_a22B; its footnote: "we force-balance the
+token distribution among experts and all benchmarks are token-dropless").
+
+Each run's settings are the ones its performance recipe at the same tag applies
+(scripts/performance/configs/<family>/*_workload_base_configs.py, the V2 variant
+whose global batch the table prints, with *_llm_pretrain.py's H100 function and
+scripts/performance/utils/overrides.py), read, not guessed:
+
+- every run: distributed optimizer, gradients reduced in BF16
+  (``grad_reduce_in_fp32 = False`` in each family's common settings), the router
+  forced to balance (routing imbalance 1.0), Transformer Engine's fused
+  cross-entropy (``cross_entropy_fusion_impl = "te"``), grouped expert GEMMs,
+  expert tensor parallelism 1;
+- GPT OSS 120B, BF16: TP 1, PP 4, EP 8, micro-batch 1, the all-to-all dispatcher
+  (its provider's default), recomputing ``layernorm`` and ``moe_act``;
+- Qwen3-30B-A3B, FP8 current scaling: PP 2 with 12 virtual stages, EP 8, the flex
+  dispatcher on DeepEP, the MoE all-to-all overlapped
+  (``overlap_moe_expert_parallel_comm``, the performance scripts' ``moe_a2a_overlap``);
+- Qwen3-235B-A22B, FP8 current scaling: TP 2 with sequence parallelism and no TP
+  communication overlap (its H100 function passes ``tp_comm_overlap=False``), PP 8
+  with 4 virtual stages, EP 32, the all-to-all dispatcher, the all-to-all
+  overlapped, and the 94 blocks placed three a chunk with the embedding and the
+  loss each counted as one (``account_for_embedding_in_pipeline_split`` and
+  ``account_for_loss_in_pipeline_split``, set by its recipe).
+
+FP8 current scaling computes each tensor's scale from its own amax: no amax
+history is reduced over the stage, so none is priced. What the summary states
+and pptune does not model (CUDA graphs of the router on other GPUs) does not apply
+to these H100 runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.published_moe import Run, predict
+from pptune.costmodel.dispatch import Dispatcher
+from pptune.costmodel.loss import CrossEntropy
+
+BRIDGE = ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md @ v0.3.0 "
+          "(26.02 NeMo container), DGX-H100 rows")
+RECIPES = ("NVIDIA-NeMo/Megatron-Bridge scripts/performance/configs/{gpt_oss,qwen} @ v0.3.0 "
+           "(V2 variants)")
+PRINTED = "printed tokens/s/GPU"
+
+
+def _bridge(model: str, precision: str, gpus: int, layers: int, tp: int, pp: int, ep: int,
+            vp: int, gbs: int, tokens: float, **more: Any) -> Run:
+    return Run(model, "h100-sxm", precision, gpus, 4096, layers, tp, pp, 1, ep, vp, 1, gbs,
+               tokens, BRIDGE, PRINTED, etp=1, grad_bf16=True, amax_reduction=False,
+               cross_entropy=CrossEntropy.FUSED, **more)
+
+
+RUNS: tuple[Run, ...] = (
+    _bridge("gpt-oss-120b", "bf16", 64, 36, 1, 4, 8, 1, 1280, 5993,
+            recompute_modules=("layernorm", "moe_act")),
+    _bridge("qwen3-30b-a3b", "fp8", 16, 48, 1, 2, 8, 12, 1024, 5113,
+            dispatcher=Dispatcher.DEEPEP, a2a_overlap=True),
+    _bridge("qwen3-235b-a22b", "fp8", 256, 94, 2, 8, 32, 4, 8192, 1633,
+            a2a_overlap=True, tp_overlap=False, split=(3,) * 32),
+)
+
+
+def rows() -> list[dict[str, Any]]:
+    """One holdout row a run, in published_holdout's columns."""
+    out = []
+    for run in RUNS:
+        r = predict(run)
+        out.append({
+            "name": f"{run.model} {run.precision} (Megatron-Bridge 26.02)",
+            "source": BRIDGE, "recipe": RECIPES, "gpu": run.gpu, "gpus": run.gpus,
+            "framework": "Megatron-Bridge (megatron-core)", "precision": run.precision,
+            "tp": run.tp, "pp": run.pp, "vp": run.vp, "ep": run.ep,
+            "micro_batch": run.mbs, "global_batch": run.gbs, "seq_len": run.seq_len,
+            "experts": r.get("experts"), "dispatcher": run.dispatcher.value,
+            "a2a_overlap": run.a2a_overlap,
+            "recompute_modules": list(run.recompute_modules),
+            "plan": {"peak_memory_gib": r.get("peak_memory_gib"),
+                     "step_time_s": r.get("step_time_s"), "bubble_rate": r.get("bubble_rate")},
+            "published": run.tokens_per_s_per_gpu,
+            "predicted": r["predicted_tokens_per_s_per_gpu"],
+            "unit": "tokens/s per GPU", "ratio": r["ratio"],
+        })
+    return out
