@@ -174,7 +174,7 @@ def holdout_section(doc: dict[str, Any] | None) -> list[str]:
         markdown(doc), "",
         f"Within 10%: {doc['within_10pct']} of {doc['predicted']} rows; ratios "
         f"{min(ratios):.2f} to {max(ratios):.2f}.", "",
-        *moe_holdout_lines(doc), 
+        *moe_holdout_lines(doc),
         "Before torchtitan's per-op checkpointing was priced (models.md, \"Activation "
         "recomputation\"), the reader took `selective_ac_option = \"op\"` as no "
         "recomputation: the Trainy rows were predicted at 1.35 and 1.37 of the published "
