@@ -61,7 +61,7 @@ RUNS: tuple[Run, ...] = (
     _bridge("qwen3-30b-a3b", "fp8", 16, 48, 1, 2, 8, 12, 1024, 5113,
             dispatcher=Dispatcher.DEEPEP, a2a_overlap=True),
     _bridge("qwen3-235b-a22b", "fp8", 256, 94, 2, 8, 32, 4, 8192, 1633,
-            a2a_overlap=True, tp_overlap=False, split=(3,) * 32),
+            a2a_overlap=True, tp_overlap=False, account_ends=True),
 )
 
 

@@ -100,6 +100,7 @@ from pptune.costmodel.sim_records import overlapped_pair_s
 from pptune.costmodel.table import stage_costs
 from pptune.costmodel.variation import slowest_of
 from pptune.costs.profiles import analytic_profile, cost_table, preset_tables
+from pptune.frameworks.megatron.split import MegatronSplit, megatron_blocks
 
 GIB = 1024**3
 TOLERANCE = 0.15
@@ -160,9 +161,9 @@ class Run:
     # own framework: pptune's one pass
     cross_entropy: CrossEntropy = CrossEntropy.FUSED
     tp_overlap: bool = True  # Transformer Engine's TP overlap when tp > 1 (a recipe may not)
-    # the table's layers a chunk, embedding and head counted (Megatron's
-    # account_for_embedding/loss_in_pipeline_split); None: blocks evenly (_even_split)
-    split: tuple[int, ...] | None = None
+    # Megatron's account_for_embedding/loss_in_pipeline_split: the embedding and the loss
+    # each count as a layer when the blocks are split (else blocks evenly: _even_split)
+    account_ends: bool = False
 
 
 def _grok(gpus: int, seq: int, layers: int, pp: int, cp: int, ep: int, vp: int, gbs: int,
@@ -251,7 +252,8 @@ def predict(run: Run) -> dict[str, Any]:
     m = run.gbs // (run.mbs * dp)
     schedule = run.schedule or (Schedule.INTERLEAVED if run.vp > 1 else Schedule.ONE_F_ONE_B)
     # Megatron's placement: blocks (and MTP layers) evenly over the chunks
-    split = run.split or _even_split(len(table.names) - 2, model_chunks(schedule, run.pp, run.vp))
+    split = (_account_split(len(table.names) - 2, run.pp, run.vp) if run.account_ends
+             else _even_split(len(table.names) - 2, model_chunks(schedule, run.pp, run.vp)))
     req = PlanRequest(gpus=run.gpus, global_batch=run.gbs, tp=run.tp, cost_keys=(key,),
                       # bf16 gradient sync of fp32 main grads, where the recipe says so
                       grad_bytes_factor=0.5 if run.grad_bf16 else 1.0,
@@ -284,6 +286,15 @@ def predict(run: Run) -> dict[str, Any]:
         within=abs(ratio - 1) <= tolerance,
     )
     return row
+
+
+def _account_split(blocks: int, pp: int, vp: int) -> list[int]:
+    """Megatron's split with the embedding and the loss counted as layers
+    (pptune.frameworks.megatron.split), the embedding and the head added to the first and
+    last chunks."""
+    per = megatron_blocks(MegatronSplit(blocks, pp, vp, account_embedding=True,
+                                        account_loss=True))
+    return [n + (i == 0) + (i == len(per) - 1) for i, n in enumerate(per)]
 
 
 def _even_split(layers: int, chunks: int) -> list[int]:
