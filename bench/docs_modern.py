@@ -167,10 +167,12 @@ def holdout_section(doc: dict[str, Any] | None) -> list[str]:
         "TFLOP/s for the Meta rows count full attention, as NVIDIA's tables do (the paper "
         "does not say how it counts). torchtitan logs the caching allocator's peak reserved "
         "memory, which can sit above the peak of live tensors pptune counts (plus its 2 GiB "
-        "reserve). The Megatron-Bridge rows are priced by the MoE benchmark's machinery with "
-        "each run's recipe settings (bench/published_holdout_moe.py lists them: dispatcher, "
-        "all-to-all overlap, recomputed modules, TP overlap off for Qwen3-235B, its split "
-        "three layers a chunk).", "",
+        "reserve). The Megatron-Bridge rows (every DGX-H100 row of its 26.02 summary) are "
+        "priced by the dense and MoE benchmarks' machinery with each run's recipe settings "
+        "(bench/published_holdout_bridge.py lists them: FP8 current scaling and the "
+        "userbuffers configuration for the Llama rows; dispatcher, all-to-all overlap, "
+        "recomputed modules, TP overlap off for Qwen3-235B and its split three layers a "
+        "chunk for the MoE rows).", "",
         markdown(doc), "",
         f"Within 10%: {doc['within_10pct']} of {doc['predicted']} rows; ratios "
         f"{min(ratios):.2f} to {max(ratios):.2f}.", "",

@@ -29,10 +29,11 @@ developed against:
    formula of bench/published_modern.model_flops_per_token (full attention; the
    paper does not state its count). The table's 131,072-token row is in
    published_modern's long-context check, so it is not repeated here.
-3. NVIDIA Megatron-Bridge's performance summary for the 26.02 NeMo container: its
-   DGX-H100 mixture-of-experts rows (GPT OSS 120B, Qwen3-30B-A3B, Qwen3-235B-A22B),
-   each with the settings its performance recipe at the same tag applies, priced by
-   the MoE benchmark's machinery (bench/published_holdout_moe.py says what each ran).
+3. NVIDIA Megatron-Bridge's performance summary for the 26.02 NeMo container: every
+   DGX-H100 row (Llama 3 70B and Llama 3.1 405B in FP8; the mixture-of-experts GPT OSS
+   120B, Qwen3-30B-A3B and Qwen3-235B-A22B), each with the settings its performance
+   recipe at the same tag applies, priced by the dense and MoE benchmarks' machinery
+   (bench/published_holdout_bridge.py says what each ran).
 
 Per row: configuration, published figure, predicted, ratio (predicted over
 published: above 1 is optimistic).
@@ -47,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import published_holdout_moe
+from bench import published_holdout_bridge
 from bench.published_modern import long_context
 from bench.published_modern_data import LongRun
 from pptune.check.rules import CheckOptions, check
@@ -180,7 +181,7 @@ def meta_row(run: LongRun) -> dict[str, Any]:
 
 def main() -> dict[str, Any]:
     rows = ([titan_row(r) for r in TITAN_RUNS] + [meta_row(r) for r in META_RUNS]
-            + published_holdout_moe.rows())
+            + published_holdout_bridge.rows())
     ratios = [r["ratio"] for r in rows if r["ratio"] is not None]
     return {
         "description": "Predictions against published H100/H200 runs that no other "
@@ -192,8 +193,8 @@ def main() -> dict[str, Any]:
                             for p, t, n in NOT_EXPRESSIBLE],
         "not_expressible_rows": sum(n for *_, n in NOT_EXPRESSIBLE),
         "sources": {"torchtitan": TORCHTITAN_PAGES, "meta": META,
-                    "megatron_bridge": published_holdout_moe.BRIDGE,
-                    "megatron_bridge_recipes": published_holdout_moe.RECIPES},
+                    "megatron_bridge": published_holdout_bridge.BRIDGE,
+                    "megatron_bridge_recipes": published_holdout_bridge.RECIPES},
     }
 
 

@@ -110,6 +110,7 @@ def _request(run: Run, key: CostKey) -> PlanRequest:
         gpus_per_node=gpu.gpus_per_node, grad_bytes_factor=run.recipe.grad_bytes / 4,
         fp8_param_gather=fp8 and run.recipe.fp8_params, moment_bytes=run.recipe.moment_bytes,
         grad_buffer_bytes=2.0 if run.recipe.grad_bytes == 2 else None,
+        fp8_amax_reduction=run.recipe.amax_reduction,
         cost_keys=(key,), reserve_bytes=presets.GIB * 2)
 
 

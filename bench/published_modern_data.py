@@ -87,6 +87,9 @@ class Recipe:
     # cross_entropy_loss_fusion: true or the framework defaults to it (NeMo 2.0's
     # GPTConfig); "unfused" where a NeMo 1.x yaml states nothing (NEMO1_LOSS)
     cross_entropy: str = "fused"
+    # FP8 amaxes reduced over the stage each chunk pass (delayed scaling, NeMo's recipes);
+    # False for current scaling, whose scales come from each tensor's own amax
+    amax_reduction: bool = True
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,22 @@
-"""Published H100 mixture-of-experts runs outside the development set, for
-bench/published_holdout.py: NVIDIA Megatron-Bridge's performance summary for the
-26.02 NeMo container (NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md at tag
-v0.3.0, commit date 2026-02-26, "Pre-Training Performance", the DGX-H100 rows of
-GPT OSS 120B, Qwen3_30B_a3B and Qwen3_235B_a22B; its footnote: "we force-balance the
-token distribution among experts and all benchmarks are token-dropless").
+"""Published H100 runs outside the development set, for bench/published_holdout.py:
+NVIDIA Megatron-Bridge's performance summary for the 26.02 NeMo container
+(NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md at tag v0.3.0, commit date
+2026-02-26, "Pre-Training Performance"), every DGX-H100 row: LLAMA3_70B and
+LLAMA3.1_405B in FP8, and the mixture-of-experts GPT OSS 120B, Qwen3_30B_a3B and
+Qwen3_235B_a22B (its footnote: "we force-balance the token distribution among experts
+and all benchmarks are token-dropless").
+
+The dense rows, FP8 current scaling (scripts/performance/utils/precision.py
+``fp8_cs``: Transformer Engine's tensorwise recipe, every layer in FP8 since
+``first_last_layers_bf16`` is turned off, FP8 parameter all-gather), sequence
+parallelism and Transformer Engine's TP overlap with the userbuffers configuration
+each H100 function names (src/megatron/bridge/training/comm_overlap.py:
+``userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192`` and
+``userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192``), BF16 gradient reduction,
+the distributed optimizer, Transformer Engine's fused cross-entropy, and, for 405B,
+the embedding and loss counted in the pipeline split (its recipe's
+``account_for_*_in_pipeline_split``); priced by the dense benchmark's machinery
+(bench/published_modern.py).
 
 Each run's settings are the ones its performance recipe at the same tag applies
 (scripts/performance/configs/<family>/*_workload_base_configs.py, the V2 variant
@@ -37,6 +50,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench import published_modern
+from bench.published_modern_data import Recipe, _ub
+from bench.published_modern_data import Run as DenseRun
 from bench.published_moe import Run, predict
 from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.loss import CrossEntropy
@@ -65,9 +81,53 @@ RUNS: tuple[Run, ...] = (
 )
 
 
-def rows() -> list[dict[str, Any]]:
-    """One holdout row a run, in published_holdout's columns."""
+def _fp8_cs(model: str, ub: tuple[tuple[str, str], ...], ub_name: str) -> Recipe:
+    return Recipe(model, sequence_parallel=True, tp_comm_overlap=True, grad_bytes=2,
+                  fp8_params=True, cross_entropy="fused", amax_reduction=False, ub=ub,
+                  source=f"{RECIPES}: fp8_cs, grad_reduce_in_fp32 False",
+                  ub_source=f"Megatron-Bridge comm_overlap.py {ub_name}")
+
+
+# (qkv_dgrad, qkv_wgrad, fc1_dgrad, fc1_wgrad) bulk SMs; proj/fc2 fprop ring exchange
+# on 1 SM with the SM margin; the other four plain ring exchanges
+LLAMA3_70B_FP8 = _fp8_cs("llama3-70b", _ub(4, 24, 2, 4, "ring:1:margin", "ring:1:margin"),
+                         "userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192")
+LLAMA31_405B_FP8 = _fp8_cs("llama3.1-405b",
+                           _ub(2, 24, 2, 2, "ring:1:margin", "ring:1:margin"),
+                           "userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192")
+
+# table, recipe, GPU, precision, GPUs, GBS, MBS, TP, PP, CP, VP, tokens/s/GPU as printed
+DENSE_RUNS: tuple[DenseRun, ...] = (
+    DenseRun("bridge26.02 llama3-70b fp8", LLAMA3_70B_FP8, "h100-sxm", "fp8", 64, 256, 1,
+             4, 8, 1, 5, 1621, BRIDGE, PRINTED),
+    DenseRun("bridge26.02 llama3.1-405b fp8", LLAMA31_405B_FP8, "h100-sxm", "fp8", 1024,
+             1536, 1, 8, 8, 2, 8, 311, BRIDGE, PRINTED),
+)
+
+
+def dense_rows() -> list[dict[str, Any]]:
     out = []
+    for run in DENSE_RUNS:
+        r = published_modern.predict(run)
+        out.append({
+            "name": f"{r['model']} {run.precision} (Megatron-Bridge 26.02)",
+            "source": BRIDGE, "recipe": run.recipe.source, "gpu": run.gpu,
+            "gpus": run.gpus, "framework": "Megatron-Bridge (megatron-core)",
+            "precision": run.precision, "tp": run.tp, "pp": run.pp, "cp": run.cp,
+            "vp": run.vp, "micro_batch": run.micro_batch, "global_batch": run.global_batch,
+            "seq_len": r["seq_len"],
+            "plan": {"peak_memory_gib": r["peak_memory_gib"],
+                     "step_time_s": r["predicted_step_s"], "bubble_rate": r["bubble_rate"]},
+            "published": run.published_tokens_per_gpu,
+            "predicted": r["predicted_tokens_per_gpu"],
+            "unit": "tokens/s per GPU", "ratio": r["ratio"],
+        })
+    return out
+
+
+def rows() -> list[dict[str, Any]]:
+    """One holdout row a run, in published_holdout's columns: the dense rows, then MoE."""
+    out = dense_rows()
     for run in RUNS:
         r = predict(run)
         out.append({
