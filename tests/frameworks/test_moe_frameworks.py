@@ -660,3 +660,29 @@ def test_check_config_compares_a_torchtitan_file_with_what_torchtitan_runs(
     assert report.best is not None
     assert report.best.sharding in (Sharding.FSDP, Sharding.NONE)
     assert not report.best.a2a_overlap and report.best.pp == 1
+
+
+OVERLAP_VP = "--overlap-moe-expert-parallel-comm --num-virtual-stages-per-pipeline-rank 2"
+
+
+def test_megatron_moe_overlap_runs_fp8_compute_on_a_bf16_model(tmp_path: Path) -> None:
+    """megatron-core asserts ``self.bf16 or self.fp16`` (the model's dtype flags), which an
+    FP8 recipe on a --bf16 model passes: Megatron-Bridge runs Qwen3-30B-A3B that way."""
+    code, found, _ = mixtral(tmp_path, OVERLAP_VP + " --fp8-format hybrid --fp8-recipe tensorwise")
+    assert "megatron-moe-overlap" not in found, found
+
+
+def test_megatron_moe_overlap_refuses_an_fp32_model(tmp_path: Path) -> None:
+    script = MIXTRAL_SCRIPT.replace(" --bf16)", ")").format(
+        moe=OVERLAP_VP, tp=1, ep=8, nodes=4)
+    code, found, _ = run(tmp_path, "m.sh", script, "--gpu", "h100-sxm")
+    assert code == 1 and "only supported with bf16 or fp16 model" in found["megatron-moe-overlap"]
+
+
+def test_megatron_forced_balance_is_read_as_balanced(tmp_path: Path) -> None:
+    """--moe-router-force-load-balancing routes on random logits (megatron-core's
+    benchmarking setting): balanced by construction, no longer listed as ignored."""
+    code, found, out = mixtral(tmp_path, "--moe-router-force-load-balancing")
+    notes = " ".join(out.get("notes", [])) if isinstance(out, dict) else str(out)
+    assert "routing forced to balance" in notes, out
+    assert "--moe-router-force-load-balancing" not in notes.split("ignored")[-1]

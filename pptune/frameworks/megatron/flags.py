@@ -102,6 +102,7 @@ MOE_VALUE_FLAGS = (
 MOE_BOOL_FLAGS = (
     "--moe-grouped-gemm",
     "--moe-pad-expert-input-to-capacity",
+    "--moe-router-force-load-balancing",
     "--moe-shared-expert-overlap",
     "--moe-router-pre-softmax",
     "--moe-enable-deepep",

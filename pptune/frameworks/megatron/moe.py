@@ -235,6 +235,10 @@ def _routing(r: FlagReader, fields: dict[str, Any], balancing: str) -> None:
         ctx.note(f"every expert's input padded to its capacity: routing priced with "
                  f"imbalance {max(1.0, capacity):g} (--moe-expert-capacity-factor)")
         return
+    if flags.has("--moe-router-force-load-balancing"):
+        ctx.note("routing forced to balance (--moe-router-force-load-balancing: megatron-core "
+                 "routes on random logits, a benchmarking setting): priced with imbalance 1.0")
+        return
     ctx.note("routing priced as balanced (imbalance 1.0): tokens of the busiest expert "
              f"under {balancing} load balancing are not known from the script; "
              "--moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity holds "
@@ -271,7 +275,8 @@ def _overlap_rules(r: FlagReader, fields: dict[str, Any], dispatcher: str, ep: i
     if mtp and mtp > 1:
         problems.append("'MTP layernum only supports 1 when enabling "
                         "overlap_moe_expert_parallel_comm.'")
-    if fields.get("precision") not in ("bf16", "fp16"):
+    # the model's dtype (self.bf16 or self.fp16), which FP8 compute on a --bf16 model keeps
+    if not (r.flags.has("--bf16") or r.flags.has("--fp16")):
         problems.append("'overlap_moe_expert_parallel_comm is only supported with bf16 or fp16 "
                         "model'")
     for text in problems:
