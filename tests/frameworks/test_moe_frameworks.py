@@ -668,8 +668,8 @@ OVERLAP_VP = "--overlap-moe-expert-parallel-comm --num-virtual-stages-per-pipeli
 def test_megatron_moe_overlap_runs_fp8_compute_on_a_bf16_model(tmp_path: Path) -> None:
     """megatron-core asserts ``self.bf16 or self.fp16`` (the model's dtype flags), which an
     FP8 recipe on a --bf16 model passes: Megatron-Bridge runs Qwen3-30B-A3B that way."""
-    code, found, _ = mixtral(tmp_path, OVERLAP_VP + " --fp8-format hybrid --fp8-recipe tensorwise")
-    assert "megatron-moe-overlap" not in found, found
+    code, found, doc = mixtral(tmp_path, OVERLAP_VP + " --fp8-format hybrid --fp8-recipe tensorwise")
+    assert code == 0 and doc["errors"] == 0 and "megatron-moe-overlap" not in found, found
 
 
 def test_megatron_moe_overlap_refuses_an_fp32_model(tmp_path: Path) -> None:
@@ -682,7 +682,7 @@ def test_megatron_moe_overlap_refuses_an_fp32_model(tmp_path: Path) -> None:
 def test_megatron_forced_balance_is_read_as_balanced(tmp_path: Path) -> None:
     """--moe-router-force-load-balancing routes on random logits (megatron-core's
     benchmarking setting): balanced by construction, no longer listed as ignored."""
-    code, found, out = mixtral(tmp_path, "--moe-router-force-load-balancing")
+    _, _, out = mixtral(tmp_path, "--moe-router-force-load-balancing")
     notes = " ".join(out.get("notes", [])) if isinstance(out, dict) else str(out)
     assert "routing forced to balance" in notes, out
     assert "--moe-router-force-load-balancing" not in notes.split("ignored")[-1]
