@@ -42,6 +42,7 @@ from pptune.costmodel.search import PlanRequest, PlanSpec, Sharding, evaluate, s
 from pptune.costmodel.tp_overlap import GemmOverlap, Method, TpOverlap
 from pptune.costmodel.variation import slowest_of
 from pptune.costs.profiles import analytic_profile, cost_table, preset_tables
+from pptune.frameworks.megatron.split import MegatronSplit, megatron_blocks
 
 TOLERANCE = 0.10  # issue 20: dense rows within +-10%
 TREND_TOLERANCE = 0.03  # issue 20: each model's weak-scaling trend within +-3%
@@ -63,18 +64,25 @@ def shape_of(recipe_model: str, tp: int, kv_heads: int | None, layers: int | Non
         seq_len=seq_len or base.seq_len)
 
 
+def account_split(blocks: int, chunks: int) -> tuple[int, ...]:
+    """The table's layers a chunk when the embedding and the loss count as one layer each
+    in Megatron's split (``account_for_embedding_in_pipeline_split`` /
+    ``..._loss_...``): megatron-core's blocks a chunk (pptune.frameworks.megatron.split,
+    a FrameworkRefusal where they do not divide), the embedding and the head added."""
+    per = megatron_blocks(MegatronSplit(blocks, chunks, account_embedding=True,
+                                        account_loss=True))
+    return tuple(n + (i == 0) + (i == len(per) - 1) for i, n in enumerate(per))
+
+
 def megatron_split(blocks: int, chunks: int) -> tuple[int, ...]:
     """Blocks evenly over the chunks, embedding first, head last; when the blocks do
     not divide, the embedding and the loss count as one layer each (NeMo 2.0's
-    ``account_for_embedding_in_pipeline_split`` / ``..._loss_...``)."""
-    if blocks % chunks == 0:
-        split = [blocks // chunks] * chunks
-        split[0] += 1
-        split[-1] += 1
-        return tuple(split)
-    if (blocks + 2) % chunks:
-        raise ValueError(f"{blocks} blocks do not split over {chunks} chunks")
-    split = [(blocks + 2) // chunks] * chunks  # embedding and head are one each
+    recipes set the account-for flags then: account_split)."""
+    if blocks % chunks:
+        return account_split(blocks, chunks)
+    split = [blocks // chunks] * chunks
+    split[0] += 1
+    split[-1] += 1
     return tuple(split)
 
 

@@ -87,6 +87,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.published_modern import account_split
 from pptune.costmodel import presets
 from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import CostKey, Precision
@@ -100,7 +101,6 @@ from pptune.costmodel.sim_records import overlapped_pair_s
 from pptune.costmodel.table import stage_costs
 from pptune.costmodel.variation import slowest_of
 from pptune.costs.profiles import analytic_profile, cost_table, preset_tables
-from pptune.frameworks.megatron.split import MegatronSplit, megatron_blocks
 
 GIB = 1024**3
 TOLERANCE = 0.15
@@ -252,7 +252,7 @@ def predict(run: Run) -> dict[str, Any]:
     m = run.gbs // (run.mbs * dp)
     schedule = run.schedule or (Schedule.INTERLEAVED if run.vp > 1 else Schedule.ONE_F_ONE_B)
     # Megatron's placement: blocks (and MTP layers) evenly over the chunks
-    split = (_account_split(len(table.names) - 2, run.pp, run.vp) if run.account_ends
+    split = (account_split(len(table.names) - 2, run.pp * run.vp) if run.account_ends
              else _even_split(len(table.names) - 2, model_chunks(schedule, run.pp, run.vp)))
     req = PlanRequest(gpus=run.gpus, global_batch=run.gbs, tp=run.tp, cost_keys=(key,),
                       # bf16 gradient sync of fp32 main grads, where the recipe says so
@@ -286,15 +286,6 @@ def predict(run: Run) -> dict[str, Any]:
         within=abs(ratio - 1) <= tolerance,
     )
     return row
-
-
-def _account_split(blocks: int, pp: int, vp: int) -> list[int]:
-    """Megatron's split with the embedding and the loss counted as layers
-    (pptune.frameworks.megatron.split), the embedding and the head added to the first and
-    last chunks."""
-    per = megatron_blocks(MegatronSplit(blocks, pp, vp, account_embedding=True,
-                                        account_loss=True))
-    return [n + (i == 0) + (i == len(per) - 1) for i, n in enumerate(per)]
 
 
 def _even_split(layers: int, chunks: int) -> list[int]:

@@ -199,6 +199,11 @@ MEGATRON_MOE: dict[str, tuple[str, int]] = {  # name: (extra flags, gpus)
                                "--use-distributed-optimizer --exp-avg-dtype bf16", 8),
     "mg-moe-overlap-no-vpp": ("--pipeline-model-parallel-size 4 --expert-model-parallel-size 4 "
                               "--overlap-moe-expert-parallel-comm --global-batch-size 64", 16),
+    # FP8 compute on the --bf16 model: the overlap's dtype assert is on the model
+    "mg-moe-overlap-fp8": ("--pipeline-model-parallel-size 4 --expert-model-parallel-size 4 "
+                           "--num-virtual-stages-per-pipeline-rank 2 "
+                           "--overlap-moe-expert-parallel-comm --fp8-format hybrid "
+                           "--fp8-recipe tensorwise --global-batch-size 64", 16),
     # the flex dispatcher's backends and group-limited routing (TransformerConfig checks)
     "mg-moe-deepep-no-flex": ("--pipeline-model-parallel-size 4 --expert-model-parallel-size 4 "
                               "--moe-enable-deepep --global-batch-size 64", 16),

@@ -33,7 +33,7 @@ def test_the_grand_teton_rows_are_all_listed() -> None:
 
 def test_the_megatron_bridge_moe_rows_run_their_recipes() -> None:
     from bench.published_holdout_bridge import RUNS, rows
-    from bench.published_moe import _account_split
+    from bench.published_modern import account_split
 
     gpt_oss, qwen30, qwen235 = RUNS
     # the printed layouts: GPUs = tp x pp x dp; ep divides the experts' ranks
@@ -42,7 +42,7 @@ def test_the_megatron_bridge_moe_rows_run_their_recipes() -> None:
     assert gpt_oss.recompute_modules == ("layernorm", "moe_act")
     assert qwen30.dispatcher.value == "deepep" and qwen30.a2a_overlap
     # Qwen3-235B: 94 blocks + embedding + loss, three a chunk over pp 8 x vp 4
-    assert qwen235.account_ends and _account_split(94, 8, 4) == [3] * 32
+    assert qwen235.account_ends and account_split(94, 8 * 4) == (3,) * 32
     assert not qwen235.tp_overlap and qwen235.a2a_overlap
     out = [r for r in rows() if r["name"].split()[0] in {r.model for r in RUNS}]
     assert [r["published"] for r in out] == [5993, 5113, 1633]
