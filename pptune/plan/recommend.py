@@ -186,6 +186,9 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         hint = _dispatch_what_if(spec, costs, req, result)
         if hint:
             result.notes.append(hint)
+    if (result.plans and costs.shape is not None and costs.shape.moe and not costs.measured
+            and costs.profile.calibration is None):
+        result.notes.append(MOE_HOST_NOTE)
     c = spec.costs
     hf = c.hf_config.resolve() if c.hf_config is not None else costs.profile.model.hf_config
     def searched(values: list[int]) -> tuple[int, ...]:
@@ -253,6 +256,15 @@ def _memory_what_if(table: TableSource, req: PlanRequest, result: SearchResult) 
         if a.step_time_s < best * 0.97:
             return f"with {flag} the best plan would be {desc} ({best / a.step_time_s:.2f}x faster)"
     return None
+
+
+# what the analytic MoE step leaves out (docs/limits.md, "Fine-grained MoE on H100")
+MOE_HOST_NOTE = (
+    "not priced: the host (Python and framework) time of the MoE layers' many small "
+    "kernels, and the host-device synchronisation a dropless layer makes to size its "
+    "all-to-all; published runs of models with many narrow experts stepped well above "
+    "pptune's price (docs/limits.md). pptune calibrate --run on a short run of the job "
+    "fits it")
 
 
 def _dispatch_what_if(spec: RecommendSpec, costs: Costs, req: PlanRequest,

@@ -277,3 +277,16 @@ def test_deepep_sms_are_read_and_priced(tmp_path: Path) -> None:
     assert shares == {20: pytest.approx(20 / 132), 32: pytest.approx(32 / 132)}
     alltoall, _ = analytic_costs(shape, "h100-sxm", (1,), key, gpus=64)
     assert alltoall.a2a_sm_share is None  # NCCL's collectives: the fabric's share
+
+
+def test_recommend_says_the_moe_host_time_is_not_priced() -> None:
+    """An MoE model priced analytically gets one note that the host time of its layers'
+    kernels and a dropless layer's synchronisation are not priced; a dense one none."""
+    def host_notes(*args: str) -> list[str]:
+        r = runner.invoke(app, ["recommend", "--gpus", "16", *args, "--top", "1", "--json"])
+        assert r.exit_code == 0, r.output
+        return [n for n in json.loads(r.stdout)["notes"] if "host" in n]
+
+    moe = host_notes("--model", "qwen3-30b-a3b", "--global-batch", "1024")
+    assert len(moe) == 1 and "not priced" in moe[0] and "calibrate" in moe[0]
+    assert host_notes("--model", "llama3-8b") == []
