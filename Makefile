@@ -61,7 +61,7 @@ $(PSTAMP): pyproject.toml
 	$(PY) -m venv $(PEERS)
 	$(PEERS)/bin/pip install -q --upgrade pip
 	$(PEERS)/bin/pip install -q $(TORCH) numpy
-	DS_BUILD_OPS=0 $(PEERS)/bin/pip install -q deepspeed==0.19.8 megatron-core==0.16.1
+	DS_BUILD_OPS=0 $(PEERS)/bin/pip install -q deepspeed==0.19.8 megatron-core==0.16.1 transformers==5.2.0
 	$(PEERS)/bin/pip install -q --no-deps torchtitan==0.2.2
 	$(PEERS)/bin/pip install -q tyro einops tomli fsspec tokenizers torchdata datasets tensorboard pillow
 	$(PEERS)/bin/pip install -q -e .

@@ -19,6 +19,11 @@ experts of each MoE layer over ``autoep_size``) run on the model's experts as
 the case names them (stand-in for the detection of a Hugging Face MoE model's
 layers); the section is then taken out of the config given to
 ``deepspeed.initialize``, whose stand-in model has no MoE layer to replace.
+
+AutoTP (``"tensor_parallel"`` without a pipeline): the stand-in model is a
+two-block model named and laid out as a Llama model is (``_hf_like``), since
+AutoTP finds its sharding policy from a Hugging Face model's class and layer
+names.
 """
 
 from __future__ import annotations
@@ -73,7 +78,7 @@ def judge(case: dict[str, Any]) -> dict[str, Any]:
                                num_stages=pp, topology=topology(), partition_method=method)
         stage_layers = [int(b - a) for a, b in zip(model.parts, model.parts[1:], strict=False)]
     if "stages" not in section and pp == 1:  # no pipeline: DeepSpeedEngine on a plain model
-        tiny: Any = torch.nn.Sequential(Block(8), Block(8))
+        tiny: Any = _hf_like(torch) if _autotp(cfg) > 1 else torch.nn.Sequential(Block(8), Block(8))
     else:
         tiny = PipelineModule(layers=[LayerSpec(Block, 8) for _ in range(pp)], num_stages=pp,
                               topology=topology(), partition_method="uniform")
@@ -88,6 +93,49 @@ def judge(case: dict[str, Any]) -> dict[str, Any]:
                    micro_batch_size=engine.train_micro_batch_size_per_gpu(),
                    microbatches=engine.gradient_accumulation_steps(),
                    train_batch_size=engine.train_batch_size(), **experts)
+
+
+def _autotp(cfg: dict[str, Any]) -> int:
+    section = cfg.get("tensor_parallel")
+    if not isinstance(section, dict):
+        return 1
+    size = section.get("autotp_size", section.get("tp_size", 1))
+    return size if isinstance(size, int) else 1
+
+
+def _hf_like(torch: Any) -> Any:
+    """Stand-in for the Hugging Face model AutoTP shards: AutoTP finds its policy from
+    the model's class name (``...Model``) and the Linear layers of each block in its
+    ModuleList (``o_proj`` and ``down_proj`` as the row-parallel ones), as a Llama
+    model names them; a plain Sequential has no policy for it to find."""
+    nn = torch.nn
+
+    class Attention(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.q_proj, self.k_proj = nn.Linear(8, 8, bias=False), nn.Linear(8, 8, bias=False)
+            self.v_proj, self.o_proj = nn.Linear(8, 8, bias=False), nn.Linear(8, 8, bias=False)
+
+    class Mlp(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gate_proj, self.up_proj = nn.Linear(8, 8, bias=False), nn.Linear(8, 8, bias=False)
+            self.down_proj = nn.Linear(8, 8, bias=False)
+
+    class DecoderLayer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.self_attn, self.mlp = Attention(), Mlp()
+
+    class StandInModel(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = nn.ModuleList([DecoderLayer(), DecoderLayer()])
+
+        def forward(self, x: Any) -> Any:
+            return x
+
+    return StandInModel()
 
 
 def _autoep(cfg: dict[str, Any], world: int, pp: int, tp: int,

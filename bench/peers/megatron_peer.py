@@ -240,6 +240,7 @@ def judge(case: dict[str, Any]) -> dict[str, Any]:
     )
     from megatron.core.transformer.transformer_block import get_num_layers_to_build
 
+    _te_stand_in()
     pp, vpp = a["pp"], derived["vpp"]
     parallel_state.initialize_model_parallel(
         tensor_model_parallel_size=a["tp"], pipeline_model_parallel_size=pp,
@@ -297,6 +298,20 @@ def moe_freq_type(x: str) -> int | list[int]:
     if re.compile(r"[^,\d\[\]\(\)\+\*]").search(x):
         raise ValueError(f"Invalid pattern: {x}")
     return eval(x)
+
+
+# Transformer Engine is not installed here; megatron-core asks its version for MoE with
+# FP8 (transformer_config.py: 1.7 / 1.11 and later checks): answered with the lowest
+# version megatron-core 0.16.1's dev extra accepts (transformer-engine >= 2.9.0a0)
+TE_STAND_IN = "2.9.0"
+
+
+def _te_stand_in() -> None:
+    from megatron.core import utils
+    from packaging.version import Version
+
+    if utils.get_te_version() is None:
+        utils._te_version = Version(TE_STAND_IN)
 
 
 def _config_class(a: dict[str, Any]) -> Any:
@@ -365,6 +380,11 @@ def _experts(config: Any, a: dict[str, Any], derived: dict[str, Any]) -> dict[st
     return facts
 
 
+class _NoStream:
+    """A placeholder for a CUDA stream megatron-core stores but does not use before the
+    first forward step."""
+
+
 def _run_schedule(config: Any, m: int, a: dict[str, Any], chunks: int) -> None:
     """Megatron's own schedule, until its first forward step (rank 0 starts there)."""
     import torch
@@ -380,6 +400,10 @@ def _run_schedule(config: Any, m: int, a: dict[str, Any], chunks: int) -> None:
         def set_input_tensor(self, _tensor: Any) -> None:
             return None
 
+        @property
+        def build_schedule_plan(self) -> Any:  # the a2a-overlap schedule's forward step
+            raise _Reached
+
     def first_forward(*_args: Any, **_kwargs: Any) -> Any:
         raise _Reached
 
@@ -392,6 +416,12 @@ def _run_schedule(config: Any, m: int, a: dict[str, Any], chunks: int) -> None:
         return zeros(*args, **kwargs)
 
     torch.zeros = cpu_zeros  # type: ignore[assignment]
+    if getattr(config, "overlap_moe_expert_parallel_comm", False):
+        # stand-in: the a2a-overlap schedule (combined_1f1b) asks CUDA for its compute
+        # and communication streams before its first forward step; given placeholders
+        from megatron.core.pipeline_parallel import utils as pp_utils
+
+        pp_utils.set_streams(comp_stream=_NoStream(), comm_stream=_NoStream())
     try:
         get_forward_backward_func()(
             forward_step_func=first_forward, data_iterator=[None] * chunks if chunks > 1 else None,

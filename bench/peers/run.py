@@ -37,12 +37,17 @@ PEERS = {"deepspeed": "bench.peers.deepspeed_peer", "megatron": "bench.peers.meg
          "torchtitan": "bench.peers.torchtitan_peer"}
 STAND_INS = [
     "DeepSpeed: the CPU accelerator is told fp16 is supported (it reports it unsupported, "
-    "which is not a DeepSpeed rule); layer parameter counts divided by their gcd (exact)",
+    "which is not a DeepSpeed rule); layer parameter counts divided by their gcd (exact); "
+    "with AutoTP and no pipeline the model is a two-block stand-in named and laid out as "
+    "a Hugging Face Llama model (AutoTP finds its policy from those names)",
     "Megatron-LM: validate_args (megatron/training/arguments.py) is re-stated from source: it "
     "is not in megatron-core and imports Triton / Transformer Engine at module level; the "
     "schedule's one torch.zeros(device='cuda') is made on the CPU; with a layout the split is "
     "asked of the layout for each rank (get_num_layers_to_build ignores pp_rank then and "
-    "answers for the process's own rank)",
+    "answers for the process's own rank); Transformer Engine (not installed) is reported "
+    "as 2.9.0, the lowest megatron-core 0.16.1's dev extra accepts, to the version checks "
+    "TransformerConfig makes for MoE with FP8; the a2a-overlap schedule (combined_1f1b) is "
+    "given placeholder streams and stops where it asks the model for its schedule plan",
     "torchtitan: torchtitan/models/moe/kernels.py (imports Triton) replaced by a module whose "
     "function raises; the Trainer's inline batch assertions re-stated from torchtitan/train.py; "
     "per-stage parallelize_fn (FSDP/TP/AC wrapping) not applied; a model torchtitan has no "
