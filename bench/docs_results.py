@@ -456,7 +456,7 @@ def peers_section(doc: dict[str, Any]) -> list[str]:
         *_layout_lines(doc.get("layouts")),
         "Not judged: " + "; ".join(f"`{k}` ({why})" for k, why in doc["skipped"].items()) + ".",
         "",
-        "Stand-ins, only where a GPU library or a GPU is needed:",
+        "Stand-ins, only where a GPU library, a GPU or the user's model is needed:",
         "",
         *[f"- {s}" for s in doc["stand_ins"]],
         "",
