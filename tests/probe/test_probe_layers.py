@@ -78,9 +78,13 @@ def _sleep_errors(fwd_s: float, b_s: float, w_s: float, repeats: int) -> list[st
 @pytest.mark.parametrize("fwd_s,b_s,w_s", [(0.010, 0.020, 0.015), (0.020, 0.010, 0.005)])
 def test_sleep_layers_are_recovered_within_a_few_percent(fwd_s: float, b_s: float, w_s: float) -> None:
     # retries for a loaded machine (docs/measured.md: bursts past +35%; W is
-    # a difference of two timings, so it takes both their noise)
+    # a difference of two timings, so it takes both their noise), a pause
+    # between them to let a burst pass (three back-to-back tries once all
+    # fell inside one); the tolerance is the same on every try
     errors: list[str] = []
-    for _ in range(3):
+    for attempt in range(5):
+        if attempt:
+            time.sleep(1.0)
         errors = _sleep_errors(fwd_s, b_s, w_s, 11)
         if not errors:
             break
