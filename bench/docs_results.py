@@ -553,13 +553,21 @@ def accuracy_page(results: Path = RESULTS) -> str:
                           ("published_memory.json", memory_section)):
         doc = load(name, results)
         lines += section(doc) if doc is not None else [f"(`bench/results/{name}` is missing.)", ""]
-    from bench.docs_modern import MOVEMENT, holdout_section, modern_section, scaling_section
+    from bench.docs_modern import (
+        MOVEMENT,
+        holdout_section,
+        modern_section,
+        moe_layer_lines,
+        scaling_section,
+    )
 
     modern = load("published_modern.json", results)
     lines += modern_section(modern, load("published.json", results),
                             load("published_gemm.json", results),
                             _analysis(modern, "2026-12-02", MOVEMENT) if modern else [])
-    lines += holdout_section(load("published_holdout.json", results))
+    holdout = load("published_holdout.json", results)
+    lines += holdout_section(holdout)
+    lines += moe_layer_lines(load("published_moe.json", results), holdout)
     lines += scaling_section(load("published_scaling.json", results))
     from bench.docs_calibrate import calibration_section
 

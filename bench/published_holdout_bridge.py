@@ -142,6 +142,7 @@ def rows() -> list[dict[str, Any]]:
             "plan": {"peak_memory_gib": r.get("peak_memory_gib"),
                      "step_time_s": r.get("step_time_s"), "bubble_rate": r.get("bubble_rate")},
             "published": run.tokens_per_s_per_gpu,
+            "published_ms_per_block": r["published_ms_per_block"],
             "predicted": r["predicted_tokens_per_s_per_gpu"],
             "unit": "tokens/s per GPU", "ratio": r["ratio"],
         })

@@ -43,6 +43,17 @@ row (nothing is fitted to them).
    transposes, norms, rotary, SwiGLU, permutation) 32.5 ms, the all-to-all
    kernels on the communication stream (DeepEP, their polling included) 113.4 ms.
 
+5. One megatron-core ``MoELayer`` alone on 8 H100s (``megatron_layer``): a public
+   layer benchmark, marin-community/marin issue 4311 (comment of 2026-04-13, column
+   "Megatron deepep (ms)": forward plus backward of the layer, 20 timed iterations),
+   run by .agents/scripts/megatron_qwen_moe_perf.py (commit 093449c1): 4,096 tokens a
+   rank (sequence 4096, micro-batch 1), BF16, EP8 over the node, TP1, the flex
+   dispatcher on DeepEP, Transformer Engine grouped expert GEMMs, router and permute
+   fusion, forced load balancing, no shared experts; CUDA events around the forward
+   and around the backward, each iteration after a barrier and an 8192 x 8192 BF16
+   GEMM. Issue 3666 (the same sweep) gives the spread of the 32- and 64-expert cases:
+   forward standard deviation 30.0 and 11.4 ms, backward 15.2 and 15.5 ms.
+
 What the Grok-1 runs state and pptune takes from them (configure.sh and the
 yaml): tensor parallelism 4 with sequence parallelism and ``ub_tp_comm_overlap``
 (--tp-comm-overlap), the distributed optimizer with overlapped gradient and
@@ -93,14 +104,15 @@ from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.memory import Recompute
-from pptune.costmodel.moe import ExpertParallel
+from pptune.costmodel.moe import ExpertParallel, moe_part
+from pptune.costmodel.ops import Parallel, Phase, Rates, phase_s
 from pptune.costmodel.schedules import Schedule, model_chunks
 from pptune.costmodel.search import CostTable, PlanRequest, PlanSpec, evaluate, search
 from pptune.costmodel.sharding import Sharding
 from pptune.costmodel.sim_records import overlapped_pair_s
 from pptune.costmodel.table import stage_costs
 from pptune.costmodel.variation import slowest_of
-from pptune.costs.profiles import analytic_profile, cost_table, preset_tables
+from pptune.costs.profiles import analytic_profile, cost_table, preset_experts, preset_tables
 
 GIB = 1024**3
 TOLERANCE = 0.15
@@ -282,6 +294,10 @@ def predict(run: Run) -> dict[str, Any]:
                   "a2a_fwd": round(c.fwd_a2a_s[block] * 1e3, 3),
                   "a2a_bwd": round(c.bwd_a2a_s[block] * 1e3, 3)},
         peak_memory_gib=round(max(plan.peak_memory_bytes) / GIB, 1),
+        # the published step over the micro-batches and the blocks a GPU runs (its bubble,
+        # embedding, head and optimizer step included): an upper bound on a block's time
+        published_ms_per_block=round(1e3 * run.gbs * run.seq_len / (
+            run.tokens_per_s_per_gpu * run.gpus) / (m * run.layers / run.pp), 1),
         predicted_tokens_per_s_per_gpu=round(tokens, 1), ratio=round(ratio, 3),
         within=abs(ratio - 1) <= tolerance,
     )
@@ -504,6 +520,49 @@ def deepseek_pair() -> dict[str, Any]:
     }
 
 
+MEGATRON_LAYER_SOURCE = ("marin-community/marin issue 4311 (comment of 2026-04-13, "
+                         "\"Megatron deepep (ms)\"), .agents/scripts/megatron_qwen_moe_perf.py "
+                         "@ 093449c150979751df6f6ff8fe30d7f99f732706; spread: issue 3666")
+# (case, hidden, expert FFN width, routed experts, measured forward + backward ms); top-8
+MEGATRON_LAYER_MS = (
+    ("Qwen3-30B-A3B shape", 2048, 768, 128, 12.41),
+    ("Qwen3-235B-A22B shape", 4096, 1536, 128, 11.75),
+    ("32 experts", 2048, 768, 32, 22.82),
+    ("64 experts", 2048, 768, 64, 15.52),
+)
+MEGATRON_LAYER_TOKENS = 4096
+
+
+def megatron_layer() -> dict[str, Any]:
+    """The megatron-core MoE layer benchmark (module docstring, item 5) against pptune's
+    MoE sub-layer (moe.moe_part) at the same shape: 4,096 tokens a rank, BF16, EP8 on
+    one H100 node, DeepEP, at the slowest of 8 GPUs' pace; forward, input gradient and
+    weight gradient together, as the benchmark's backward includes both."""
+    gpu = slowest_of(presets.GPUS["h100-sxm"], 8)
+    rates = Rates.of(gpu)
+    ex = preset_experts(gpu.fabric_or_line(), 8,
+                        ExpertParallel(ep=8, dispatcher=Dispatcher.DEEPEP))
+    rows = []
+    for case, hidden, ffn, experts, measured in MEGATRON_LAYER_MS:
+        shape = dataclasses.replace(presets.MODELS["qwen3-30b-a3b"], hidden=hidden,
+                                    expert_ffn=ffn, experts=experts, top_k=8,
+                                    seq_len=MEGATRON_LAYER_TOKENS, shared_ffn=0)
+        part = moe_part(shape, 1, rates, Parallel(1), ex)
+        ms = [1e3 * phase_s(ops, phase, rates) for ops, phase in
+              ((part.fwd, Phase.F), (part.bwd, Phase.B), (part.wgrad, Phase.W))]
+        flops = sum(o.flops for o in (*part.fwd, *part.bwd, *part.wgrad))
+        rows.append({
+            "case": case, "hidden": hidden, "expert_ffn": ffn, "experts": experts,
+            "local_experts": experts // ex.ep, "top_k": 8, "tokens": MEGATRON_LAYER_TOKENS,
+            "measured_ms": measured, "predicted_ms": round(sum(ms), 2),
+            "predicted_fwd_ms": round(ms[0], 2), "predicted_bwd_ms": round(ms[1] + ms[2], 2),
+            "measured_tflops": round(flops / (measured * 1e-3) / 1e12, 1),
+            "ratio": round(measured / sum(ms), 2),
+        })
+    return {"source": MEGATRON_LAYER_SOURCE, "gpu": "h100-sxm", "ep": 8,
+            "dispatcher": "deepep", "precision": "bf16", "rows": rows}
+
+
 def main() -> dict[str, Any]:
     rows = [predict(r) for r in RUNS]
     predicted = [r for r in rows if r["ratio"] is not None]
@@ -521,5 +580,6 @@ def main() -> dict[str, Any]:
         "grok_breakdown": grok_breakdown(rows),
         "deepseek_v3_memory": deepseek_memory(),
         "deepseek_pair": deepseek_pair(),
+        "megatron_layer": megatron_layer(),
         "speed": speed(),
     }

@@ -46,3 +46,22 @@ def test_megatron_placement_and_searched_keys() -> None:
     assert _even_split(16, 16) == [2] + [1] * 14 + [2]
     assert sum(_even_split(64, 8)) == 66
     assert all(256 % k.ep == 0 for k in _deepseek_keys())
+
+
+def test_megatron_layer_rows_as_the_benchmark_states_them() -> None:
+    from bench.published_moe import MEGATRON_LAYER_MS, megatron_layer
+
+    assert [c[0] for c in MEGATRON_LAYER_MS] == [
+        "Qwen3-30B-A3B shape", "Qwen3-235B-A22B shape", "32 experts", "64 experts"]
+    rows = megatron_layer()["rows"]
+    first = rows[0]
+    assert (first["hidden"], first["expert_ffn"], first["experts"], first["local_experts"]) == (
+        2048, 768, 128, 16)
+    # by hand: 4,096 tokens x top-8 copies through fc1 (gate and up, 2 x 768) and fc2
+    # (768), 2 FLOPs a multiply-add, forward + data and weight gradients (3x); the
+    # router GEMM 4,096 x 2,048 x 128 likewise
+    experts = 3 * 2 * 4096 * 8 * 2048 * (2 * 768 + 768)
+    router = 3 * 2 * 4096 * 2048 * 128
+    assert first["measured_tflops"] == pytest.approx(
+        (experts + router) / 12.41e-3 / 1e12, abs=0.05)
+    assert first["ratio"] == pytest.approx(12.41 / first["predicted_ms"], abs=0.01)
