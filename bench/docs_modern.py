@@ -126,24 +126,39 @@ def modern_section(modern: dict[str, Any] | None, published: dict[str, Any] | No
 
 def moe_holdout_lines(doc: dict[str, Any]) -> list[str]:
     """What the Megatron-Bridge MoE rows say, from their ratios."""
-    moe = [r for r in doc["rows"] if "Megatron-Bridge" in r["name"]]
+    moe = [r for r in doc["rows"] if "Megatron-Bridge" in r["name"] and r.get("ep")]
     if not moe:
         return []
     lo, hi = min(r["ratio"] for r in moe), max(r["ratio"] for r in moe)
+    h100 = [r for r in moe if r["gpu"] == "h100-sxm"]
+    blackwell = [r for r in moe if r["gpu"] != "h100-sxm"]
+
+    def span(rows: list[dict[str, Any]]) -> str:
+        return f"{min(r['ratio'] for r in rows):.2f}x to {max(r['ratio'] for r in rows):.2f}x"
+
+    def one(model: str, gpu: str) -> dict[str, Any] | None:
+        return next((r for r in moe if r["name"].startswith(model) and r["gpu"] == gpu), None)
+
+    b200, gb200 = one("qwen3-30b-a3b", "b200"), one("qwen3-30b-a3b", "gb200")
+    pair = (f" The Qwen3-30B-A3B pair shows the same: on B200 at micro-batch 1 "
+            f"{b200['ratio']:.2f}x, on GB200 at micro-batch 4 {gb200['ratio']:.2f}x, four "
+            "times the tokens a layer over the same kernels.") if b200 and gb200 else ""
     return [
-        f"The three mixture-of-experts runs are the largest misses anywhere in these "
-        f"benchmarks ({lo:.2f}x to {hi:.2f}x). The summary prints 118-242 model TFLOP/s a GPU "
-        "for them (12-24% of the H100's BF16 peak), where pptune prices their layers at the "
-        "GEMM, attention and all-to-all rates that put the dense and coarse-grained MoE rows "
-        "of the other benchmarks at 0.98-1.56x. Fine-grained experts (128 of width 768-2,880) make every "
-        "MoE layer a long chain of small kernels, and dropless routing, which every "
-        "benchmark here runs, sizes the grouped GEMMs from token counts the host reads back "
-        "from the GPU once a layer: the host time of those kernels and that synchronisation "
-        "are not priced (ops are priced as GPU time plus a 4 us launch gap each). The same "
-        "summary's 25.09 container lists Qwen3-30B-A3B on 16 H100 with token dropping at "
-        "10,494 tokens/s a GPU against 5,113-5,275 dropless in 26.02 and 25.11, consistent "
-        "with that lead but not a measurement of it. Until it is priced, treat pptune's "
-        "step for fine-grained MoE on H100 as a lower bound.", "",
+        f"The {len(moe)} mixture-of-experts runs are the largest misses anywhere in these "
+        f"benchmarks ({lo:.2f}x to {hi:.2f}x; on H100 {span(h100)}"
+        + (f", on B200 and GB200 {span(blackwell)}" if blackwell else "") + "), where "
+        "pptune prices their layers at the GEMM, attention and all-to-all rates that put "
+        "the dense and coarse-grained MoE rows of the other benchmarks at 0.98-1.56x. "
+        "Fine-grained experts (128 to 256 of width 768-2,880) make every MoE layer a long "
+        "chain of small kernels, and dropless routing, which every benchmark here runs, "
+        "sizes the grouped GEMMs from token counts the host reads back from the GPU once a "
+        "layer: the host time of those kernels and that synchronisation are not priced "
+        "(ops are priced as GPU time plus a 4 us launch gap each). It weighs least where a "
+        "micro-batch brings many tokens to each kernel." + pair + " The same summary's 25.09 "
+        "container lists Qwen3-30B-A3B on 16 H100 with token dropping at 10,494 tokens/s a "
+        "GPU against 5,113-5,275 dropless in 26.02 and 25.11, consistent with that lead but "
+        "not a measurement of it. Until it is priced, treat pptune's step for fine-grained "
+        "MoE as a lower bound.", "",
     ]
 
 
@@ -214,7 +229,8 @@ def holdout_section(doc: dict[str, Any] | None) -> list[str]:
         "TFLOP/s for the Meta rows count full attention, as NVIDIA's tables do (the paper "
         "does not say how it counts). torchtitan logs the caching allocator's peak reserved "
         "memory, which can sit above the peak of live tensors pptune counts (plus its 2 GiB "
-        "reserve). The Megatron-Bridge rows (every DGX-H100 row of its 26.02 summary) are "
+        "reserve). The Megatron-Bridge rows (every DGX-H100 row of its 26.02 summary, and "
+        "its DGX-B200 and DGX-GB200 rows of mixture-of-experts models) are "
         "priced by the dense and MoE benchmarks' machinery with each run's recipe settings "
         "(bench/published_holdout_bridge.py lists them: FP8 current scaling and the "
         "userbuffers configuration for the Llama rows; dispatcher, all-to-all overlap, "

@@ -40,6 +40,33 @@ scripts/performance/utils/overrides.py), read, not guessed:
   loss each counted as one (``account_for_embedding_in_pipeline_split`` and
   ``account_for_loss_in_pipeline_split``, set by its recipe).
 
+The same summary's DGX-B200 and DGX-GB200 rows of the mixture-of-experts models, each
+with its Blackwell recipe at the same tag, MXFP8 (32-element block scales, nothing
+reduced) except GPT OSS in BF16. (Of its dense GB200 rows, those in FP8 current scaling
+run Megatron FSDP with 40 layers offloaded to the CPU and those in NVFP4 a precision
+pptune has no rate for; the MXFP8 ones, Llama 3 70B and Llama 3.1 405B, are expressible
+and not yet in this benchmark. The DGX-GB300 and DGX-B300 rows have no GPU preset.)
+
+- DeepSeek-V3 (deepseek_workload_base_configs.py V2, GBS 4096; recipes/deepseek/
+  deepseek_v3.py): its one MTP layer, the recipe's layout for its (PP, VP), [embedding
+  and 4 blocks], 14 x [4 blocks], [1 block, the MTP layer, the loss]; recomputing
+  ``mla_up_proj``; the precision-aware optimizer (BF16 gradients and Adam moments);
+  the flex dispatcher on HybridEP; GB200 PP4 VP4 EP64, B200 PP16 EP8;
+- GPT OSS 120B (V2, GBS 1280): EP64, micro-batch 4, no pipeline, recomputing
+  ``layernorm`` and ``moe_act``, the all-to-all dispatcher;
+- Qwen3-30B-A3B (V1, GBS 512, 8 GPUs, EP8): GB200 micro-batch 4 on HybridEP, B200
+  micro-batch 1 on the all-to-all dispatcher;
+- Qwen3-235B-A22B (V2, GBS 8192, 256 GPUs, PP8, the embedding and loss counted in the
+  split): GB200 EP32 on HybridEP, B200 EP8 on the all-to-all dispatcher.
+
+HybridEP (the flex dispatcher's other backend) moves a token once a destination node
+and rank as DeepEP does, so it is priced with DeepEP's traffic. A GB200 NVL72 rack is
+one 72-GPU NVLink domain (the preset's node): EP64 runs inside it, where on DGX-B200
+EP64 spans eight nodes over InfiniBand. What these recipes add and pptune does not
+price: CUDA graphs of the attention, router and MoE preprocessing on several of them
+(they remove host time pptune does not count) and HybridEP's SM count (32, used only
+when a dispatch overlaps compute, which none of these does).
+
 FP8 current scaling computes each tensor's scale from its own amax: no amax
 history is reduced over the stage, so none is priced. What the summary states
 and pptune does not model (CUDA graphs of the router on other GPUs) does not apply
@@ -78,6 +105,36 @@ RUNS: tuple[Run, ...] = (
             dispatcher=Dispatcher.DEEPEP, a2a_overlap=True),
     _bridge("qwen3-235b-a22b", "fp8", 256, 94, 2, 8, 32, 4, 8192, 1633,
             a2a_overlap=True, tp_overlap=False, account_ends=True),
+)
+
+
+def _blackwell(model: str, gpu: str, precision: str, gpus: int, layers: int, pp: int,
+               ep: int, vp: int, mbs: int, gbs: int, tokens: float, **more: Any) -> Run:
+    return Run(model, gpu, precision, gpus, 4096, layers, 1, pp, 1, ep, vp, mbs, gbs, tokens,
+               BRIDGE_BLACKWELL, PRINTED, etp=1, grad_bf16=True, amax_reduction=False,
+               cross_entropy=CrossEntropy.FUSED, **more)
+
+
+BRIDGE_BLACKWELL = ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md @ v0.3.0 "
+                    "(26.02 NeMo container), DGX-GB200 and DGX-B200 rows")
+# [embedding + 4 blocks], 14 x [4 blocks], [1 block, MTP, loss] (deepseek_v3.py layout_map
+# for (4, 4) and (16, 1))
+DEEPSEEK_LAYOUT = (5,) + (4,) * 14 + (3,)
+_DS = {"dispatcher": Dispatcher.DEEPEP, "recompute_modules": ("mla_up_proj",),
+       "moment_bytes": 2.0, "split": DEEPSEEK_LAYOUT}
+_OSS = {"recompute_modules": ("layernorm", "moe_act")}
+BLACKWELL_RUNS: tuple[Run, ...] = (
+    _blackwell("deepseek-v3", "gb200", "mxfp8", 256, 61, 4, 64, 4, 1, 4096, 3955, **_DS),
+    _blackwell("gpt-oss-120b", "gb200", "bf16", 64, 36, 1, 64, 1, 4, 1280, 15784, **_OSS),
+    _blackwell("qwen3-30b-a3b", "gb200", "mxfp8", 8, 48, 1, 8, 1, 4, 512, 26084,
+               dispatcher=Dispatcher.DEEPEP),
+    _blackwell("qwen3-235b-a22b", "gb200", "mxfp8", 256, 94, 8, 32, 1, 1, 8192, 5448,
+               dispatcher=Dispatcher.DEEPEP, account_ends=True),
+    _blackwell("deepseek-v3", "b200", "mxfp8", 256, 61, 16, 8, 1, 1, 4096, 2689, **_DS),
+    _blackwell("gpt-oss-120b", "b200", "bf16", 64, 36, 1, 64, 1, 4, 1280, 8047, **_OSS),
+    _blackwell("qwen3-30b-a3b", "b200", "mxfp8", 8, 48, 1, 8, 1, 1, 512, 9691),
+    _blackwell("qwen3-235b-a22b", "b200", "mxfp8", 256, 94, 8, 8, 1, 1, 8192, 3805,
+               account_ends=True),
 )
 
 
@@ -128,11 +185,12 @@ def dense_rows() -> list[dict[str, Any]]:
 def rows() -> list[dict[str, Any]]:
     """One holdout row a run, in published_holdout's columns: the dense rows, then MoE."""
     out = dense_rows()
-    for run in RUNS:
+    for run in RUNS + BLACKWELL_RUNS:
         r = predict(run)
+        system = "" if run.gpu == "h100-sxm" else f" {run.gpu.upper()}"
         out.append({
-            "name": f"{run.model} {run.precision} (Megatron-Bridge 26.02)",
-            "source": BRIDGE, "recipe": RECIPES, "gpu": run.gpu, "gpus": run.gpus,
+            "name": f"{run.model} {run.precision}{system} (Megatron-Bridge 26.02)",
+            "source": run.source, "recipe": RECIPES, "gpu": run.gpu, "gpus": run.gpus,
             "framework": "Megatron-Bridge (megatron-core)", "precision": run.precision,
             "tp": run.tp, "pp": run.pp, "vp": run.vp, "ep": run.ep,
             "micro_batch": run.mbs, "global_batch": run.gbs, "seq_len": run.seq_len,

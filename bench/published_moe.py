@@ -176,6 +176,8 @@ class Run:
     # Megatron's account_for_embedding/loss_in_pipeline_split: the embedding and the loss
     # each count as a layer when the blocks are split (else blocks evenly: _even_split)
     account_ends: bool = False
+    # the recipe's own pipeline layout: table entries (embedding, blocks, MTP, head) a chunk
+    split: tuple[int, ...] = ()
 
 
 def _grok(gpus: int, seq: int, layers: int, pp: int, cp: int, ep: int, vp: int, gbs: int,
@@ -264,8 +266,12 @@ def predict(run: Run) -> dict[str, Any]:
     m = run.gbs // (run.mbs * dp)
     schedule = run.schedule or (Schedule.INTERLEAVED if run.vp > 1 else Schedule.ONE_F_ONE_B)
     # Megatron's placement: blocks (and MTP layers) evenly over the chunks
-    split = (account_split(len(table.names) - 2, run.pp * run.vp) if run.account_ends
+    split = (run.split if run.split
+             else account_split(len(table.names) - 2, run.pp * run.vp) if run.account_ends
              else _even_split(len(table.names) - 2, model_chunks(schedule, run.pp, run.vp)))
+    if sum(split) != len(table.names):
+        raise ValueError(f"{run.model}: a split of {sum(split)} entries for a table of "
+                         f"{len(table.names)}")
     req = PlanRequest(gpus=run.gpus, global_batch=run.gbs, tp=run.tp, cost_keys=(key,),
                       # bf16 gradient sync of fp32 main grads, where the recipe says so
                       grad_bytes_factor=0.5 if run.grad_bf16 else 1.0,

@@ -44,7 +44,8 @@ def test_the_megatron_bridge_moe_rows_run_their_recipes() -> None:
     # Qwen3-235B: 94 blocks + embedding + loss, three a chunk over pp 8 x vp 4
     assert qwen235.account_ends and account_split(94, 8 * 4) == (3,) * 32
     assert not qwen235.tp_overlap and qwen235.a2a_overlap
-    out = [r for r in rows() if r["name"].split()[0] in {r.model for r in RUNS}]
+    out = [r for r in rows()
+           if r["name"].split()[0] in {r.model for r in RUNS} and r["gpu"] == "h100-sxm"]
     assert [r["published"] for r in out] == [5993, 5113, 1633]
     for r in out:
         assert r["ratio"] == pytest.approx(r["predicted"] / r["published"], rel=1e-3)
@@ -65,3 +66,28 @@ def test_the_megatron_bridge_dense_rows_run_fp8_current_scaling() -> None:
     for r in out:
         assert r["ratio"] == pytest.approx(r["predicted"] / r["published"], rel=1e-3)
         assert r["plan"]["peak_memory_gib"] < 80
+
+
+def test_the_megatron_bridge_blackwell_moe_rows_run_their_recipes() -> None:
+    from bench.published_holdout_bridge import BLACKWELL_RUNS, DEEPSEEK_LAYOUT, rows
+
+    # the summary's DGX-GB200 then DGX-B200 rows: GPUs, PP, VP, EP, MBS, GBS, tokens/s/GPU
+    assert [(r.gpu, r.gpus, r.pp, r.vp, r.ep, r.mbs, r.gbs, r.tokens_per_s_per_gpu)
+            for r in BLACKWELL_RUNS] == [
+        ("gb200", 256, 4, 4, 64, 1, 4096, 3955), ("gb200", 64, 1, 1, 64, 4, 1280, 15784),
+        ("gb200", 8, 1, 1, 8, 4, 512, 26084), ("gb200", 256, 8, 1, 32, 1, 8192, 5448),
+        ("b200", 256, 16, 1, 8, 1, 4096, 2689), ("b200", 64, 1, 1, 64, 4, 1280, 8047),
+        ("b200", 8, 1, 1, 8, 1, 512, 9691), ("b200", 256, 8, 1, 8, 1, 8192, 3805)]
+    for r in BLACKWELL_RUNS:
+        dp = r.gpus // (r.tp * r.pp)
+        assert r.gbs % (r.mbs * dp) == 0 and (r.tp * dp) % r.ep == 0, r
+    # DeepSeek-V3's recipe layout for (4, 4) and (16, 1): the embedding and 61 blocks, the
+    # MTP layer and the loss in 16 chunks
+    assert len(DEEPSEEK_LAYOUT) == 16 and sum(DEEPSEEK_LAYOUT) == 1 + 61 + 1 + 1
+    out = [r for r in rows() if r["gpu"] in ("gb200", "b200")]
+    assert len(out) == len(BLACKWELL_RUNS)
+    for r, run in zip(out, BLACKWELL_RUNS, strict=True):
+        assert r["published"] == run.tokens_per_s_per_gpu
+        assert r["ratio"] == pytest.approx(r["predicted"] / r["published"], rel=1e-3)
+        # each fits its GPU (186 GB on GB200, 180 GB on B200)
+        assert r["plan"]["peak_memory_gib"] < (186e9 if r["gpu"] == "gb200" else 180e9) / 2**30
