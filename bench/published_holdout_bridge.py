@@ -42,10 +42,16 @@ scripts/performance/utils/overrides.py), read, not guessed:
 
 The same summary's DGX-B200 and DGX-GB200 rows of the mixture-of-experts models, each
 with its Blackwell recipe at the same tag, MXFP8 (32-element block scales, nothing
-reduced) except GPT OSS in BF16. (Of its dense GB200 rows, those in FP8 current scaling
-run Megatron FSDP with 40 layers offloaded to the CPU and those in NVFP4 a precision
-pptune has no rate for; the MXFP8 ones, Llama 3 70B and Llama 3.1 405B, are expressible
-and not yet in this benchmark. The DGX-GB300 and DGX-B300 rows have no GPU preset.)
+reduced) except GPT OSS in BF16. And its DGX-GB200 dense rows that pptune can state:
+Llama 3 70B in MXFP8 (TP2 PP4 VP5) and Llama 3.1 405B in FP8 current scaling (TP4 PP16
+VP4) and MXFP8 (TP4 PP16 VP8), their V2 variants (GBS 256 and 1536), each with
+Transformer Engine's TP overlap configured by the B200 userbuffers entry its GB200
+function names (``userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192``,
+``userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192``: ring exchanges without
+aggregation), MXFP8 with its parameters gathered in FP8 (``bf16_with_mxfp8_mixed``:
+``fp8_param_gather``). Not stated: the Llama 3 70B FP8 row (Megatron FSDP with 40
+layers offloaded to the CPU), the NVFP4 rows (no FP4 rate in pptune's precisions) and
+every DGX-GB300 and DGX-B300 row (no GPU preset).
 
 - DeepSeek-V3 (deepseek_workload_base_configs.py V2, GBS 4096; recipes/deepseek/
   deepseek_v3.py): its one MTP layer, the recipe's layout for its (PP, VP), [embedding
@@ -75,6 +81,7 @@ to these H100 runs.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from bench import published_modern
@@ -153,12 +160,31 @@ LLAMA31_405B_FP8 = _fp8_cs("llama3.1-405b",
                            _ub(2, 24, 2, 2, "ring:1:margin", "ring:1:margin"),
                            "userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192")
 
+# the B200 entries Megatron-Bridge's GB200 functions name (comm_overlap.py @ v0.3.0)
+UB_FP8_B200_H8192_TP2 = _ub(4, 24, 2, 4, "ring:1:margin", "ring:1:margin")
+UB_FP8_B200_H16384_TP4 = _ub(8, 32, 2, 8, "ring:1:margin", "ring:1:margin")
+LLAMA3_70B_MXFP8_GB200 = Recipe(
+    "llama3-70b", sequence_parallel=True, tp_comm_overlap=True, grad_bytes=2, fp8_params=True,
+    cross_entropy="fused", amax_reduction=False, ub=UB_FP8_B200_H8192_TP2,
+    source=f"{RECIPES}: bf16_with_mxfp8_mixed, grad_reduce_in_fp32 False",
+    ub_source="Megatron-Bridge comm_overlap.py userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192")
+LLAMA31_405B_FP8_GB200 = _fp8_cs("llama3.1-405b", UB_FP8_B200_H16384_TP4,
+                                 "userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192")
+LLAMA31_405B_MXFP8_GB200 = dataclasses.replace(
+    LLAMA31_405B_FP8_GB200, source=f"{RECIPES}: bf16_with_mxfp8_mixed, grad_reduce_in_fp32 False")
+
 # table, recipe, GPU, precision, GPUs, GBS, MBS, TP, PP, CP, VP, tokens/s/GPU as printed
 DENSE_RUNS: tuple[DenseRun, ...] = (
     DenseRun("bridge26.02 llama3-70b fp8", LLAMA3_70B_FP8, "h100-sxm", "fp8", 64, 256, 1,
              4, 8, 1, 5, 1621, BRIDGE, PRINTED),
     DenseRun("bridge26.02 llama3.1-405b fp8", LLAMA31_405B_FP8, "h100-sxm", "fp8", 1024,
              1536, 1, 8, 8, 2, 8, 311, BRIDGE, PRINTED),
+    DenseRun("bridge26.02 llama3-70b mxfp8 gb200", LLAMA3_70B_MXFP8_GB200, "gb200", "mxfp8",
+             64, 256, 1, 2, 4, 1, 5, 3613, BRIDGE_BLACKWELL, PRINTED),
+    DenseRun("bridge26.02 llama3.1-405b fp8 gb200", LLAMA31_405B_FP8_GB200, "gb200", "fp8",
+             256, 1536, 1, 4, 16, 1, 4, 793, BRIDGE_BLACKWELL, PRINTED),
+    DenseRun("bridge26.02 llama3.1-405b mxfp8 gb200", LLAMA31_405B_MXFP8_GB200, "gb200",
+             "mxfp8", 256, 1536, 1, 4, 16, 1, 8, 786, BRIDGE_BLACKWELL, PRINTED),
 )
 
 
@@ -166,9 +192,10 @@ def dense_rows() -> list[dict[str, Any]]:
     out = []
     for run in DENSE_RUNS:
         r = published_modern.predict(run)
+        system = "" if run.gpu == "h100-sxm" else f" {run.gpu.upper()}"
         out.append({
-            "name": f"{r['model']} {run.precision} (Megatron-Bridge 26.02)",
-            "source": BRIDGE, "recipe": run.recipe.source, "gpu": run.gpu,
+            "name": f"{r['model']} {run.precision}{system} (Megatron-Bridge 26.02)",
+            "source": run.source, "recipe": run.recipe.source, "gpu": run.gpu,
             "gpus": run.gpus, "framework": "Megatron-Bridge (megatron-core)",
             "precision": run.precision, "tp": run.tp, "pp": run.pp, "cp": run.cp,
             "vp": run.vp, "micro_batch": run.micro_batch, "global_batch": run.global_batch,

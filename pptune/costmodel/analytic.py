@@ -227,8 +227,13 @@ def block_act_bytes(
     # the output-projection input (2), the MLP's inner tensors.
     attn_inner = 2 * q_frac + 4 * kv_frac + (2 - low) * q_frac
     if m.gated_mlp:
-        # gate, up, activation output, product (2 bytes each; the product feeds a GEMM)
-        mlp_inner = (8 - low) * f / h
+        # gate and up (2 bytes each), the input of the fused SwiGLU the activation is
+        # priced as (ops.mlp_part: gate and up read once, the product written once), and
+        # the product (it feeds the down GEMM). The fused kernel reruns the SiLU in its
+        # backward instead of keeping it: megatron-core's bias_swiglu_impl
+        # (megatron/core/fusions/fused_bias_swiglu.py) saves its input only, as
+        # torch.compile's partitioner does for an elementwise chain.
+        mlp_inner = (6 - low) * f / h
     else:
         mlp_inner = (4 - low) * f / h  # GeLU input and output (the output feeds a GEMM)
     if attn_bytes is None and mlp_bytes is None:

@@ -232,7 +232,9 @@ def moe_act_bytes(m: ModelShape, b: int, par: Parallel, ex: ExpertParallel,
     if m.shared_ffn and not recompute_shared:
         tokens = b * m.seq_len // par.cp
         low = BF16_BYTES - saved  # the product feeds fc2, as in a dense MLP (analytic.py)
-        total += ((8 if m.gated_mlp else 4) - low) * m.shared_ffn * tokens / par.tp
+        # as a dense MLP's (analytic.block_act_bytes): a gated one keeps gate and up, the
+        # fused SwiGLU's input, and the product; a GeLU one its input and output
+        total += ((6 if m.gated_mlp else 4) - low) * m.shared_ffn * tokens / par.tp
     return total
 
 

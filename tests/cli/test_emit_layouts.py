@@ -60,10 +60,11 @@ def test_megatron_states_an_uneven_split_as_a_layout(spec: RecommendSpec, tmp_pa
 
 
 def test_torchtitan_states_a_split_it_builds_through_its_options(tmp_path: Path) -> None:
-    """llama3-8b (a flavor torchtitan ships), pp 4, 8 micro-batches: blocks 7,9,9,7 are
+    """llama3-8b (a flavor torchtitan ships) at 10,240 tokens, pp 4, 8 micro-batches:
+    memory binds on the first stage, and blocks 7,9,9,7 are
     generate_llm_fqn_per_model_part's split with the embedding counted as 2 layers."""
     spec = RecommendSpec.of(gpus=4, pp=[4], schedules=["1f1b"], global_batch=8,
-                            recompute="none", sharding="none", top=1)
+                            recompute="none", sharding="none", top=1, seq_len=10240)
     out, doc, text = round_trip(spec, Framework.TORCHTITAN, tmp_path, "--gpu", "h100-sxm")
     assert "module_fqns_per_model_part" not in text
     assert "pipeline_parallel_first_stage_less_layers = 2" in text
@@ -81,12 +82,13 @@ def test_torchtitan_states_a_split_it_builds_through_its_options(tmp_path: Path)
     same_prediction(out, doc)
 
 
-PER_STAGE = RecommendSpec.of(gpus=4, pp=[4], schedules=["1f1b"], sharding="none", top=1)
+PER_STAGE = RecommendSpec.of(gpus=4, pp=[4], schedules=["1f1b"], sharding="none", top=1,
+                             micro_batch_sizes=[2])
 
 
 def test_recomputation_per_stage_round_trips(tmp_path: Path) -> None:
-    """llama3-8b on 4 H100, pp 4: only the first stage recomputes (it holds 4 micro-
-    batches); pptune's file states the counts, Megatron-LM's block method one N for
+    """llama3-8b on 4 H100, pp 4, micro-batches of 2: the first stages recompute (they
+    hold the most micro-batches), the last none; pptune's file states the counts, Megatron-LM's block method one N for
     every stage (the plan's largest), DeepSpeed every block, torchtitan its per-op
     policy (every block recomputed is slower)."""
     run = recommend(PER_STAGE)

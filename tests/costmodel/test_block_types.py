@@ -155,9 +155,9 @@ def test_selective_recompute_of_dense_mlps_and_mla_up_projections() -> None:
     plain = ds_layers()
     mlp = ds_layers("mlp")
     dense0, dense1 = plain[1].per_micro_batch[1], mlp[1].per_micro_batch[1]
-    # a dense block keeps only its MLP's input: the gate, up, activation and product
-    # (8 bytes a token x f) go, and its forward reruns before the backward
-    assert dense0.act_bytes - dense1.act_bytes == pytest.approx(8 * 18432 * 512)
+    # a dense block keeps only its MLP's input: gate and up (the fused SwiGLU's input)
+    # and the product (6 bytes a token x f) go, and its forward reruns before the backward
+    assert dense0.act_bytes - dense1.act_bytes == pytest.approx(6 * 18432 * 512)
     assert dense1.bwd_s > dense0.bwd_s and dense1.fwd_s == dense0.fwd_s
     # Megatron-core's "mlp" skips MoE blocks (transformer_layer.py: not self.is_moe_layer)
     assert mlp[4].per_micro_batch == plain[4].per_micro_batch

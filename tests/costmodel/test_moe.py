@@ -231,9 +231,10 @@ def test_moe_activation_bytes_keep_fp8_gemm_inputs_in_fp8() -> None:
     assert moe_act_bytes(SMALL, 1, mx, ex(ep=2)) == pytest.approx(
         4096 + (1 + 1 / 32) * 256 * 256 + (4 + 1 + 1 / 32) * 512 * 256 + 4 * 256)
     shared = dataclasses.replace(SMALL, shared_ffn=512)
-    # shared experts: gate, up and activation output at 2, the product (fc2's input) at 1
+    # shared experts: gate and up (the fused SwiGLU's input) at 2, the product (fc2's
+    # input) at 1
     assert (moe_act_bytes(shared, 1, fp8, ex(ep=2)) - moe_act_bytes(SMALL, 1, fp8, ex(ep=2))
-            == (8 - 1) * 512 * 128)
+            == (6 - 1) * 512 * 128)
 
 
 def test_expert_parameters_are_split_by_ep_and_etp_not_tp() -> None:

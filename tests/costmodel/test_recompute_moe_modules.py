@@ -85,8 +85,9 @@ def test_shared_experts_checkpoints_the_shared_mlp() -> None:
     rates = Rates.of(GPU)
     plain, shared = layers(), layers("shared_experts")
     moe0, moe1 = plain[4].per_micro_batch[1], shared[4].per_micro_batch[1]
-    # gate, up, activation and product of the 2,048-wide shared expert: 8 bytes a column
-    assert moe0.act_bytes - moe1.act_bytes == 8 * 2048 * T
+    # gate and up (the fused SwiGLU's input) and the product of the 2,048-wide shared
+    # expert: 6 bytes a column
+    assert moe0.act_bytes - moe1.act_bytes == 6 * 2048 * T
     mlp = mlp_part(DS, 1, rates, Parallel(), ffn=2048, name="shared")
     assert moe1.bwd_s - moe0.bwd_s == pytest.approx(phase_s(mlp.fwd, Phase.F, rates))
     assert shared[1].per_micro_batch == plain[1].per_micro_batch
