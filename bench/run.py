@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import itertools
+import math
 import os
 import random
 import resource
@@ -261,17 +262,36 @@ CLI_TARGETS = [
 ]
 
 
+REFERENCE_LOOP = 2_000_000  # additions in the reference loop (reference_loop_s)
+
+
+def reference_loop_s(repeats: int = 3) -> float:
+    """The fastest of ``repeats`` runs of a plain Python loop of REFERENCE_LOOP
+    additions: this machine's interpreter speed at the moment, so that runs of the
+    same code on other days (or machines) can be compared."""
+    best = math.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        total = 0
+        for i in range(REFERENCE_LOOP):
+            total += i
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
 def bench_cli_speed(repeats: int = 3) -> list[dict[str, Any]]:
     """Each target command ``repeats`` times as its own process, after byte-compiling
     pptune (as an installed package is): the fastest and the median wall clock, the
-    user CPU seconds of the fastest, and the 1-minute load average. This machine's
-    speed drifts by up to 1.5x within minutes (a plain Python loop: 0.38-0.75 s), so
-    the fastest run is the figure for the code and the median for the machine."""
+    user CPU seconds of the fastest, the 1-minute load average and, just before, the
+    reference loop (reference_loop_s). This machine's speed drifts by up to 1.5x within
+    minutes and more between days, so the fastest run is the figure for the code, the
+    median and the reference loop for the machine."""
     rows = []
     root = Path(__file__).resolve().parent.parent
     subprocess.run([sys.executable, "-m", "compileall", "-q", "pptune"], check=True, cwd=root)
     for args, target in CLI_TARGETS:
         load = os.getloadavg()[0]
+        reference = reference_loop_s()
         runs = []
         for _ in range(repeats):
             used = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
@@ -284,7 +304,8 @@ def bench_cli_speed(repeats: int = 3) -> list[dict[str, Any]]:
         rows.append({"command": "pptune recommend " + " ".join(args), "target_s": target,
                      "wall_s": round(fastest[0], 2), "user_s": round(fastest[1], 2),
                      "median_wall_s": round(statistics.median(w for w, _ in runs), 2),
-                     "runs": repeats, "load_average": round(load, 2)})
+                     "runs": repeats, "load_average": round(load, 2),
+                     "reference_loop_s": round(reference, 3)})
     return rows
 
 
