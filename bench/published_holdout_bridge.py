@@ -99,9 +99,12 @@ PRINTED = "printed tokens/s/GPU"
 
 
 def _bridge(model: str, precision: str, gpus: int, layers: int, tp: int, pp: int, ep: int,
-            vp: int, gbs: int, tokens: float, **more: Any) -> Run:
-    return Run(model, "h100-sxm", precision, gpus, 4096, layers, tp, pp, 1, ep, vp, 1, gbs,
-               tokens, BRIDGE, PRINTED, etp=1, grad_bf16=True, amax_reduction=False,
+            vp: int, gbs: int, tokens: float, *, gpu: str = "h100-sxm", mbs: int = 1,
+            source: str = BRIDGE, **more: Any) -> Run:
+    """A summary row with what every performance recipe sets: sequence 4096, etp 1, BF16
+    gradient reduction, no amax history (current or block scaling), TE's fused loss."""
+    return Run(model, gpu, precision, gpus, 4096, layers, tp, pp, 1, ep, vp, mbs, gbs,
+               tokens, source, PRINTED, etp=1, grad_bf16=True, amax_reduction=False,
                cross_entropy=CrossEntropy.FUSED, **more)
 
 
@@ -117,9 +120,9 @@ RUNS: tuple[Run, ...] = (
 
 def _blackwell(model: str, gpu: str, precision: str, gpus: int, layers: int, pp: int,
                ep: int, vp: int, mbs: int, gbs: int, tokens: float, **more: Any) -> Run:
-    return Run(model, gpu, precision, gpus, 4096, layers, 1, pp, 1, ep, vp, mbs, gbs, tokens,
-               BRIDGE_BLACKWELL, PRINTED, etp=1, grad_bf16=True, amax_reduction=False,
-               cross_entropy=CrossEntropy.FUSED, **more)
+    """A DGX-B200 or DGX-GB200 row (TP 1 in every one of them)."""
+    return _bridge(model, precision, gpus, layers, 1, pp, ep, vp, gbs, tokens, gpu=gpu,
+                   mbs=mbs, source=BRIDGE_BLACKWELL, **more)
 
 
 BRIDGE_BLACKWELL = ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md @ v0.3.0 "
