@@ -166,15 +166,20 @@ LLAMA31_405B_FP8 = _fp8_cs("llama3.1-405b",
 # the B200 entries Megatron-Bridge's GB200 functions name (comm_overlap.py @ v0.3.0)
 UB_FP8_B200_H8192_TP2 = _ub(4, 24, 2, 4, "ring:1:margin", "ring:1:margin")
 UB_FP8_B200_H16384_TP4 = _ub(8, 32, 2, 8, "ring:1:margin", "ring:1:margin")
-LLAMA3_70B_MXFP8_GB200 = Recipe(
-    "llama3-70b", sequence_parallel=True, tp_comm_overlap=True, grad_bytes=2, fp8_params=True,
-    cross_entropy="fused", amax_reduction=False, ub=UB_FP8_B200_H8192_TP2,
-    source=f"{RECIPES}: bf16_with_mxfp8_mixed, grad_reduce_in_fp32 False",
-    ub_source="Megatron-Bridge comm_overlap.py userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192")
+
+
+def _mxfp8(recipe: Recipe) -> Recipe:
+    """The same recipe under ``bf16_with_mxfp8_mixed``: block scales, nothing reduced,
+    parameters gathered in FP8, as current scaling's are."""
+    return dataclasses.replace(
+        recipe, source=f"{RECIPES}: bf16_with_mxfp8_mixed, grad_reduce_in_fp32 False")
+
+
+LLAMA3_70B_MXFP8_GB200 = _mxfp8(_fp8_cs("llama3-70b", UB_FP8_B200_H8192_TP2,
+                                        "userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192"))
 LLAMA31_405B_FP8_GB200 = _fp8_cs("llama3.1-405b", UB_FP8_B200_H16384_TP4,
                                  "userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192")
-LLAMA31_405B_MXFP8_GB200 = dataclasses.replace(
-    LLAMA31_405B_FP8_GB200, source=f"{RECIPES}: bf16_with_mxfp8_mixed, grad_reduce_in_fp32 False")
+LLAMA31_405B_MXFP8_GB200 = _mxfp8(LLAMA31_405B_FP8_GB200)
 
 # table, recipe, GPU, precision, GPUs, GBS, MBS, TP, PP, CP, VP, tokens/s/GPU as printed
 DENSE_RUNS: tuple[DenseRun, ...] = (
@@ -191,13 +196,18 @@ DENSE_RUNS: tuple[DenseRun, ...] = (
 )
 
 
+def _row_name(model: str, precision: str, gpu: str) -> str:
+    """A row's name: the model and precision, and the system where it is not DGX-H100."""
+    system = "" if gpu == "h100-sxm" else f" {gpu.upper()}"
+    return f"{model} {precision}{system} (Megatron-Bridge 26.02)"
+
+
 def dense_rows() -> list[dict[str, Any]]:
     out = []
     for run in DENSE_RUNS:
         r = published_modern.predict(run)
-        system = "" if run.gpu == "h100-sxm" else f" {run.gpu.upper()}"
         out.append({
-            "name": f"{r['model']} {run.precision}{system} (Megatron-Bridge 26.02)",
+            "name": _row_name(r["model"], run.precision, run.gpu),
             "source": run.source, "recipe": run.recipe.source, "gpu": run.gpu,
             "gpus": run.gpus, "framework": "Megatron-Bridge (megatron-core)",
             "precision": run.precision, "tp": run.tp, "pp": run.pp, "cp": run.cp,
@@ -217,9 +227,8 @@ def rows() -> list[dict[str, Any]]:
     out = dense_rows()
     for run in RUNS + BLACKWELL_RUNS:
         r = predict(run)
-        system = "" if run.gpu == "h100-sxm" else f" {run.gpu.upper()}"
         out.append({
-            "name": f"{run.model} {run.precision}{system} (Megatron-Bridge 26.02)",
+            "name": _row_name(run.model, run.precision, run.gpu),
             "source": run.source, "recipe": RECIPES, "gpu": run.gpu, "gpus": run.gpus,
             "framework": "Megatron-Bridge (megatron-core)", "precision": run.precision,
             "tp": run.tp, "pp": run.pp, "vp": run.vp, "ep": run.ep,
