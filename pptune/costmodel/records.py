@@ -65,6 +65,9 @@ class PlanRequest:
     combined_order: bool = True
     rank_orders: Sequence[RankOrder] = tuple(RankOrder)
     with_best_pp1: bool = True  # keep the best plan without a pipeline in the list
+    # the best plan without a pipeline ranks first unless the fastest (pipelined) plan
+    # beats it by more than this share of its step time (search.py); 0: step time alone
+    pipeline_margin: float = 0.0
     # full recomputation searched per stage too when no recomputation is searched as
     # well (a mix of both): the memory-bound stages recompute (stage_recompute.py)
     stage_recompute: bool = True

@@ -26,6 +26,13 @@ the best 1f1b plan; for pp = 1, the best plan without a pipeline) is never
 split or simulated: the top plans, the best 1f1b plan and the best plan
 without a pipeline are the same as when simulating all of them. The best
 plan of each other schedule is the best among those simulated.
+
+The list is by step time, except that with ``PlanRequest.pipeline_margin`` the best
+plan without a pipeline ranks first when the fastest plan is pipelined and beats it
+by no more than that share of its step time: a pipeline adds stages, a bubble and
+sends to get wrong, and differences of a per cent or so are below what the cost
+model resolves (docs/accuracy.md). ``SearchResult.passed_over`` names the faster
+plan it was ranked before.
 """
 
 from __future__ import annotations
@@ -110,6 +117,9 @@ class SearchResult:
     simulated: int
     best_by_schedule: dict[Schedule, Plan]
     notes: list[str] = field(default_factory=list)
+    # the fastest plan, pipelined, when the best plan without a pipeline was ranked
+    # before it (PlanRequest.pipeline_margin); None when the list is by step time
+    passed_over: Plan | None = None
 
 
 def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candidate],
@@ -217,6 +227,13 @@ def search(tables: CostTable | TableSource, req: PlanRequest) -> SearchResult:
     pending, rejected, count = candidates(source, req)
     plans, best_by, best_pp1, simulated = rank(source, req, pending, rejected)
     top = list(_unique(sorted(plans, key=_order)))[: req.top]
+    passed_over = None
+    if (req.pipeline_margin > 0 and req.with_best_pp1 and best_pp1 is not None and top
+            and top[0].pp > 1
+            and best_pp1.step_time_s <= top[0].step_time_s * (1 + req.pipeline_margin)):
+        passed_over = top[0]
+        flat = _listed_as(best_pp1)
+        top = [best_pp1, *(p for p in top if _listed_as(p) != flat)]
     if top:
         top[0] = explain(source(top[0].key), req, top[0])
     if req.with_best_pp1 and best_pp1 is not None and all(p.pp > 1 for p in top):
@@ -233,7 +250,7 @@ def search(tables: CostTable | TableSource, req: PlanRequest) -> SearchResult:
             f"at global batch {req.global_batch} and dp={top[0].dp}; "
             "gradient-accumulation steps cannot be aligned to pipeline depth"
         )
-    return SearchResult(top, rejected, count, simulated, best_by, notes)
+    return SearchResult(top, rejected, count, simulated, best_by, notes, passed_over)
 
 
 def _unsplit(spec: PlanSpec) -> tuple[object, ...]:

@@ -284,6 +284,10 @@ class PlanSpace:
         "calibrated --profile measured in the jobs' logs]")
     blocking_send: bool = option(False, "--blocking-send", kind=BOOL,
                                  help="sends block the sender")
+    pipeline_margin: float = option(
+        0.01, "--pipeline-margin", kind=FLOAT,
+        help="rank the best plan without a pipeline first unless a pipelined plan is "
+        "faster by more than this share of its step time; 0 ranks by step time alone")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -94,6 +94,7 @@ def check_spec(spec: RecommendSpec) -> None:
         limits.problem("--top", spec.top, 1, limits.MAX_TOP),
         None if s.reserve_gib is None else limits.problem(
             "--reserve-gib", s.reserve_gib, 0, limits.MAX_RESERVE_GIB),
+        limits.problem("--pipeline-margin", s.pipeline_margin, 0, 1, capped=False),
     )
     for tp in tps if not problems else ():
         if s.gpus % tp:
@@ -162,7 +163,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         shardings=shardings, recomputes=recomputes,
         recompute_every=s.recompute_every, reserve_bytes=reserve,
         grad_bytes_factor=factor, blocking_send=s.blocking_send, top=spec.top,
-        overlap_grad_reduce=s.overlap_grad_reduce,
+        overlap_grad_reduce=s.overlap_grad_reduce, pipeline_margin=s.pipeline_margin,
     )
     tables = costs.table_for
     result = search(tables, req)
@@ -178,6 +179,8 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
                 f"({change:+.1%}) so that one does. The learning rate may need rescaling "
                 "(e.g. linearly with the batch, Goyal et al. 2017)"
             ))
+    if result.passed_over is not None:
+        result.notes.append(margin_note(result, s.pipeline_margin))
     if result.rejected.get("out_of_memory", 0):
         hint = _memory_what_if(tables, req, result)
         if hint:
@@ -232,6 +235,20 @@ def reserve_bytes(s: PlanSpace, costs: Costs) -> float:
 
 def _times(a: float | None, b: float) -> float | None:
     return None if a is None else a * b
+
+
+def margin_note(result: SearchResult, margin: float) -> str:
+    """Why a plan without a pipeline ranks before a faster pipelined one. One line."""
+    w, fast = result.plans[0], result.passed_over
+    assert fast is not None
+    where = next((i for i, p in enumerate(result.plans, 1) if p is fast), None)
+    gain = w.step_time_s / fast.step_time_s - 1
+    return (f"ranked first without a pipeline: the fastest plan"
+            f"{f' (#{where})' if where else ''}, pp={fast.pp} {fast.schedule.value}"
+            + (f" v={fast.virtual_stages}" if fast.virtual_stages > 1 else "")
+            + f" at {fast.step_time_s:.5g} s, is {gain:.2%} faster, within --pipeline-margin "
+            f"{margin:g} (a gain below what the cost model resolves, for a bubble and "
+            "stages to balance); --pipeline-margin 0 ranks by step time alone")
 
 
 def _memory_what_if(table: TableSource, req: PlanRequest, result: SearchResult) -> str | None:

@@ -71,6 +71,12 @@ def timeline_windows(sim: Any, p: int, m: int) -> list[tuple[str, Window]]:
     return out
 
 
+def fmt_ratio(ratio: float) -> str:
+    """A step-time ratio, ``1.07x``; three decimals where two would read 1.00x for
+    plans that differ."""
+    return f"{ratio:.3f}x" if f"{ratio:.2f}" == "1.00" and ratio != 1 else f"{ratio:.2f}x"
+
+
 def _rival(result: SearchResult, winner: Plan) -> Plan | None:
     """Without a pipeline: the best pipeline plan listed. Else the best plan of
     another schedule: 1f1b when the winner is not 1f1b."""
@@ -104,10 +110,10 @@ def why_lines(result: SearchResult) -> list[str]:
         head += (
             f": bubble {fmt_pct(w.bubble_rate)} vs {fmt_pct(rival.bubble_rate)} for the best "
             f"{what} plan ({rival.schedule.value + ', ' if w.pp == 1 else ''}pp={rival.pp}, "
-            f"m={rival.num_microbatches}, {ratio:.2f}x its step time)"
+            f"m={rival.num_microbatches}, {fmt_ratio(ratio)} its step time)"
         )
     comm = []
-    if w.exposed_p2p_s is not None:
+    if w.exposed_p2p_s is not None and w.pp > 1:  # without a pipeline nothing is sent
         share = w.exposed_p2p_s / w.step_time_s if w.step_time_s else 0.0
         comm.append(
             "p2p hidden behind compute" if share < 0.005
@@ -134,7 +140,7 @@ def why_lines(result: SearchResult) -> list[str]:
         f = flat[0]
         lines.append(
             f"without a pipeline: best pp=1 plan (dp={f.dp}, sharding {f.sharding.value}, "
-            f"recompute {f.recompute.value}) is {f.step_time_s / w.step_time_s:.2f}x the "
+            f"recompute {f.recompute.value}) is {fmt_ratio(f.step_time_s / w.step_time_s)} the "
             "winner's step time"
         )
     step = w.step_time_s or 1.0

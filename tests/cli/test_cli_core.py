@@ -113,7 +113,12 @@ def test_recommend_default_json_contract(tmp_path: Path, monkeypatch: pytest.Mon
             "step_time_s", "tokens_per_s", "peak_memory_bytes"}
     assert doc["plans"] and all(keys <= set(p) for p in doc["plans"])
     times = [p["step_time_s"] for p in doc["plans"]]
-    assert times == sorted(times)
+    # fastest first, but a plan without a pipeline within --pipeline-margin (default
+    # 0.01) of the fastest ranks first, and a note says so
+    assert times[1:] == sorted(times[1:])
+    if times[0] > min(times):
+        assert doc["plans"][0]["pp"] == 1 and times[0] <= min(times) * 1.01
+        assert any("--pipeline-margin" in n for n in doc["notes"])
     for p in doc["plans"]:
         assert p["micro_batch_size"] * p["num_microbatches"] * p["dp"] == 512
         assert p["pp"] * p["dp"] * p["tp"] * p["cp"] == 8
@@ -421,3 +426,26 @@ def test_commands_pricing_one_layout_refuse_lists_and_measured_layouts(tmp_path:
     r = run("simulate", "--model", "llama3-8b", "--cp", "2", "--pp", "2", "--microbatches", "4",
             "--json")
     assert r.exit_code == 0, r.stderr
+
+
+def test_pipeline_margin_zero_ranks_by_step_time_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    r = run("recommend", "--gpus", "8", "--json", "--pipeline-margin", "0")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    times = [p["step_time_s"] for p in doc["plans"]]
+    assert times == sorted(times)
+    assert not any("--pipeline-margin" in n for n in doc["notes"])
+    # the file records the margin it was ranked with (not the default, so written)
+    assert doc["request"]["pipeline_margin"] == 0
+
+
+@pytest.mark.parametrize("bad", ["-0.1", "1.5", "nan"])
+def test_bad_pipeline_margin_is_one_line_exit_2(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bad: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    r = run("recommend", "--gpus", "8", "--pipeline-margin", bad)
+    assert r.exit_code == 2
+    assert "--pipeline-margin" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1

@@ -241,3 +241,46 @@ def test_results_are_sorted_and_ideal_bounds_step() -> None:
     for p in res.plans:
         assert p.step_time_s >= p.ideal_step_s * (1 - 1e-12)
         assert 0 < p.efficiency <= 1
+
+
+def _reordered(plain: list, margin: float) -> list:
+    """What --pipeline-margin does to the list ranked by step time alone, stated from
+    its documented rule: the best plan without a pipeline goes first when the fastest
+    plan is pipelined and at most ``margin`` of the pp=1 plan's step time faster."""
+    flat = [p for p in plain if p.pp == 1]
+    if not plain or plain[0].pp == 1 or not flat:
+        return plain
+    if flat[0].step_time_s > plain[0].step_time_s * (1 + margin):
+        return plain
+    return [flat[0], *[p for p in plain if p is not flat[0]]]
+
+
+def _margin_case() -> tuple[CostTable, PlanRequest, list]:
+    """A random table whose fastest plan is pipelined and beats the best pp=1 plan."""
+    for seed in range(200):
+        table = random_table(random.Random(seed), 6)
+        req = PlanRequest(gpus=4, global_batch=16, top=4, **PLAIN)
+        plain = search(table, req).plans
+        if plain and plain[0].pp > 1 and any(p.pp == 1 for p in plain):
+            return table, req, plain
+    raise AssertionError("no seed gives a pipelined winner with a pp=1 plan listed")
+
+
+def test_pipeline_margin_puts_the_flat_plan_first_only_inside_the_margin() -> None:
+    from dataclasses import replace
+
+    table, req, plain = _margin_case()
+    flat = next(p for p in plain if p.pp == 1)
+    gain = flat.step_time_s / plain[0].step_time_s - 1  # what the pipeline buys, > 0
+    assert gain > 0
+    for margin in (gain * (1 + 1e-6), gain * (1 - 1e-6), 0.0, 1.0):
+        res = search(table, replace(req, pipeline_margin=margin))
+        got = [(p.pp, p.schedule, p.step_time_s) for p in res.plans]
+        want = [(p.pp, p.schedule, p.step_time_s) for p in _reordered(plain, margin)]
+        assert got == want, margin
+        moved = margin >= gain and margin > 0
+        assert (res.plans[0].pp == 1) is moved
+        # the plan passed over is named, so the report can say what was given up
+        assert (res.passed_over is not None) is moved
+        if moved:
+            assert res.passed_over.step_time_s == plain[0].step_time_s
