@@ -28,6 +28,7 @@ from pptune.costmodel.op_sac import OP_SAC, unpriced
 from pptune.costmodel.ops import Attention
 from pptune.costmodel.precision import problems
 from pptune.costmodel.presets import ModelShape
+from pptune.costmodel.rates import Swiglu
 from pptune.costmodel.search import CostTable
 from pptune.costs import calibrated
 from pptune.costs.modelspec import from_hf_config, from_sizes, with_seq_len
@@ -198,8 +199,8 @@ def priced_modules(cfg: TrainingConfig, add: Any,
 
 def layout_options(cfg: TrainingConfig) -> dict[str, Any]:
     """The cost options of the layout the config states beyond tp and cp: its GEMM
-    precision, its context-parallel exchange, FP8 parameters and loss kernels (defaults
-    when unsaid)."""
+    precision, its context-parallel exchange, FP8 parameters, loss and SwiGLU kernels
+    (defaults when unsaid)."""
     out: dict[str, Any] = {"precision": (PRECISIONS.get(cfg.precision or "", Precision.BF16),)}
     if cfg.cp_comm is not None:
         out["cp_comm"] = CpComm(cfg.cp_comm)
@@ -207,6 +208,8 @@ def layout_options(cfg: TrainingConfig) -> dict[str, Any]:
         out["fp8_param_gather"] = True
     if cfg.cross_entropy is not None:
         out["cross_entropy"] = CrossEntropy(cfg.cross_entropy)
+    if cfg.swiglu is not None:
+        out["swiglu"] = Swiglu(cfg.swiglu)
     return out
 
 

@@ -76,6 +76,7 @@ from pptune.costmodel.ops import (
 )
 from pptune.costmodel.parts import PartTimes, layer_parts
 from pptune.costmodel.presets import GpuSpec, ModelShape
+from pptune.costmodel.rates import Swiglu
 from pptune.costmodel.tp_overlap import TpOverlap
 
 BF16_BYTES = 2
@@ -200,7 +201,7 @@ def block_act_bytes(
     m: ModelShape, b: int, tp: int = 1, flash_attention: bool = True,
     sequence_parallel: bool = False, *, attn_bytes: float | None = None,
     mlp_bytes: float | None = None, cp: int = 1, gemm_input_bytes: float = 2.0,
-    kept_inputs: tuple[bool, bool] = (True, True),
+    kept_inputs: tuple[bool, bool] = (True, True), swiglu: Swiglu = Swiglu.FUSED,
 ) -> float:
     """Bytes one block keeps for backward, per micro-batch (Korthikanti et al. 2022).
 
@@ -211,10 +212,9 @@ def block_act_bytes(
     recomputed MLP: 0) inner tensors in bytes, instead of a dense block's.
     ``kept_inputs``: whether the attention's and the MLP's inputs (the norms' outputs)
     are kept (megatron-core's ``layernorm`` recomputation drops them).
-    Context parallelism keeps ``s / cp`` tokens a rank (context.py). Under FP8
-    the GEMM inputs (QKV, attention output, both MLP inputs) are saved at
-    ``gemm_input_bytes`` instead of 2 (precision.py).
-    """
+    ``swiglu``: a gated MLP's kernels (rates.Swiglu). Context parallelism keeps ``s / cp``
+    tokens a rank (context.py). Under FP8 the GEMM inputs (QKV, attention output, both
+    MLP inputs) are saved at ``gemm_input_bytes`` instead of 2 (precision.py)."""
     s, h, f, a = m.seq_len // cp, m.hidden, m.ffn, m.heads
     low = 2.0 - gemm_input_bytes  # saved per GEMM-input element by FP8
     kv_frac = m.kv_heads * m.head_dim / h
@@ -227,13 +227,10 @@ def block_act_bytes(
     # the output-projection input (2), the MLP's inner tensors.
     attn_inner = 2 * q_frac + 4 * kv_frac + (2 - low) * q_frac
     if m.gated_mlp:
-        # gate and up (2 bytes each), the input of the fused SwiGLU the activation is
-        # priced as (ops.mlp_part: gate and up read once, the product written once), and
-        # the product (it feeds the down GEMM). The fused kernel reruns the SiLU in its
-        # backward instead of keeping it: megatron-core's bias_swiglu_impl
-        # (megatron/core/fusions/fused_bias_swiglu.py) saves its input only, as
-        # torch.compile's partitioner does for an elementwise chain.
-        mlp_inner = (6 - low) * f / h
+        # gate and up (2 bytes each: the fused SwiGLU's input) and the product (the down
+        # GEMM's input); the fused kernel reruns the SiLU in its backward (megatron-core's
+        # bias_swiglu_impl saves its input only), eager silu and mul keep its output too
+        mlp_inner = (6 + 2 * (swiglu is Swiglu.EAGER) - low) * f / h
     else:
         mlp_inner = (4 - low) * f / h  # GeLU input and output (the output feeds a GEMM)
     if attn_bytes is None and mlp_bytes is None:
@@ -274,6 +271,7 @@ def analytic_layers(
     tp_overlap: TpOverlap | None = None,
     tp_p2p: tuple[float, float] = (10e-6, 396.4e9),
     cross_entropy: CrossEntropy = CrossEntropy.FUSED,
+    swiglu: Swiglu = Swiglu.FUSED,
 ) -> list[AnalyticLayer]:
     """Embedding, blocks (and MTP modules) and head with costs for each micro-batch size.
 
@@ -293,8 +291,7 @@ def analytic_layers(
     overlap configuration (tp_overlap.py; None: its defaults) where
     ``tp_comm_overlap`` and sequence parallelism are on, its ring exchange over
     ``tp_p2p`` (latency_s, bytes/s: a pairwise NVLink copy); ``cross_entropy``: the
-    loss's kernels (loss.py).
-    """
+    loss's kernels (loss.py); ``swiglu``: a gated MLP's activation kernels (rates.Swiglu)."""
     if efficiency is not None and not 0 < efficiency <= 1:
         raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
     unknown = set(recompute_modules) - RECOMPUTE_MODULES
@@ -305,7 +302,8 @@ def analytic_layers(
     check_experts(m, ex)
     rates = Rates.of(gpu, efficiency)
     par = Parallel(tp, sequence_parallel, flash_attention, *tp_allreduce, tp_comm_overlap,
-                   cp, cp_comm, cp_links, gemm_precision, tp_overlap, *tp_p2p, cross_entropy)
+                   cp, cp_comm, cp_links, gemm_precision, tp_overlap, *tp_p2p, cross_entropy,
+                   Swiglu(swiglu))
     s, h, v = m.seq_len // cp, m.hidden, m.vocab
     saved = precision.gemm_input_bytes(gemm_precision)
     redo_up = MLA_UP_PROJ in recompute_modules and m.mla
@@ -332,7 +330,8 @@ def analytic_layers(
         moe, sliding = kind(i)
         if plain:
             return block_ops(m, b, rates, par), block_act_bytes(
-                m, b, tp, flash_attention, sequence_parallel, cp=cp, gemm_input_bytes=saved)
+                m, b, tp, flash_attention, sequence_parallel, cp=cp, gemm_input_bytes=saved,
+                swiglu=par.swiglu)
         if by_op and not op_sac.unpriced(m):  # torchtitan's per-op policy (op_sac.py)
             return op_sac.block(m, b, rates, par, moe, m.sliding_window if sliding else 0, ex)
         attn: BlockPart | None = None
@@ -358,7 +357,7 @@ def analytic_layers(
         return ops, block_act_bytes(m, b, tp, flash_attention, sequence_parallel,
                                     attn_bytes=attn_bytes, mlp_bytes=mlp_bytes, cp=cp,
                                     kept_inputs=kept,
-                                    gemm_input_bytes=saved)
+                                    gemm_input_bytes=saved, swiglu=par.swiglu)
 
     emb: dict[int, LayerSpec] = {}
     blocks: dict[tuple[bool, bool], dict[int, LayerSpec]] = {}

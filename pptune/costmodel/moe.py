@@ -84,6 +84,7 @@ activation reruns before fc2's backward (its forward bytes once more in B).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 # ExpertParallel (how the experts are placed and fed) lives beside the dispatchers
 from pptune.costmodel.dispatch import ExpertParallel as ExpertParallel
@@ -96,6 +97,8 @@ from pptune.costmodel.ops import (
     Parallel,
     Phase,
     Rates,
+    Swiglu,
+    activation_ops,
     fp8_casts,
     gemm,
     linear,
@@ -175,7 +178,8 @@ def moe_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     fc1 = expert_linear("expert_fc1", m_tok, h, f_loc * (2 if m.gated_mlp else 1), n_local,
                         rates, ex.grouped_gemm, par.fp8)
     fc2 = expert_linear("expert_fc2", m_tok, f_loc, h, n_local, rates, ex.grouped_gemm, par.fp8)
-    act_f, act_b = (6 * f_loc, 10 * f_loc) if m.gated_mlp else (4 * f_loc, 6 * f_loc)
+    act_f, act_b = activation_ops("expert_activation", m.gated_mlp, par.swiglu, f_loc * rows,
+                                  rates)
     scores_f = t_loc * ((2 + 4) * e + 4 * e + (FP32_BYTES + INDEX_BYTES) * k)
     scores_b = t_loc * (FP32_BYTES * k + FP32_BYTES * e + BF16_BYTES * e)
 
@@ -193,14 +197,14 @@ def moe_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     into, out_of, out_bwd, into_bwd = route(m, t_loc, rows, n_local, rates, ex, cast_in)
     fwd = [
         router[0], memory("router_topk", Phase.F, scores_f, rates, kernels=3), *into, *cast_fc1,
-        fc1[0], memory("expert_activation", Phase.F, act_f * rows, rates), *cast_fc2, fc2[0],
+        fc1[0], act_f, *cast_fc2, fc2[0],
         *out_of,
     ]
     bwd = [
         *out_bwd,
-        *([memory("expert_activation.recompute", Phase.B, act_f * rows, rates)]
+        *([replace(act_f, name="expert_activation.recompute", phase=Phase.B)]
           if recompute_act else []),
-        *cast_grads, fc2[1], memory("expert_activation.bwd", Phase.B, act_b * rows, rates), fc1[1],
+        *cast_grads, fc2[1], act_b, fc1[1],
         *into_bwd,
         memory("router_topk.bwd", Phase.B, scores_b, rates, kernels=2), router[1],
     ]
@@ -226,15 +230,19 @@ def moe_act_bytes(m: ModelShape, b: int, par: Parallel, ex: ExpertParallel,
     rows = t_loc * k * r * ex.etp
     f_loc = m.expert_ffn // ex.etp
     saved = gemm_input_bytes(par.precision)  # fc1's and fc2's inputs: FP8 casts under FP8
-    # fc1's output (gate and up, or GeLU's input) and the activation's output (fc2's input)
-    inner = ((4 if m.gated_mlp else 2) + (0 if recompute_act else saved)) * f_loc * rows
+    # fc1's output (gate and up, or GeLU's input) and the activation's output (fc2's
+    # input); an eager SwiGLU keeps its SiLU's output too (ops.activation_ops), which
+    # moe_act's checkpoint drops with the rest of the activation
+    eager = m.gated_mlp and par.swiglu is Swiglu.EAGER
+    inner = ((4 if m.gated_mlp else 2)
+             + (0 if recompute_act else saved + 2 * eager)) * f_loc * rows
     total = FP32_BYTES * e * t_loc + saved * h * rows + inner + FP32_BYTES * rows
     if m.shared_ffn and not recompute_shared:
         tokens = b * m.seq_len // par.cp
         low = BF16_BYTES - saved  # the product feeds fc2, as in a dense MLP (analytic.py)
         # as a dense MLP's (analytic.block_act_bytes): a gated one keeps gate and up, the
         # fused SwiGLU's input, and the product; a GeLU one its input and output
-        total += ((6 if m.gated_mlp else 4) - low) * m.shared_ffn * tokens / par.tp
+        total += ((6 if m.gated_mlp else 4) + 2 * eager - low) * m.shared_ffn * tokens / par.tp
     return total
 
 

@@ -37,7 +37,11 @@ parallelism splits too, Korthikanti et al. 2022 sec. 4.2.2):
                     B: read them and the gradient, write it: 6 (a d + g d) / t
     GeLU            F: read, write 4f/t;  B: read x, dy, write dx: 6f/t
     SwiGLU          F: read gate, up, write: 6f/t;  B: read gate, up, dy,
-                    write two: 10f/t
+                    write two: 10f/t (one fused kernel each way)
+    SwiGLU, eager   F: silu (read gate, write 4f/t), mul (read both, write
+                    6f/t): 10f/t in 2 kernels;  B: mul's two products (read
+                    dy and an operand, write: 12f/t), silu's backward (read
+                    its gradient and input, write: 6f/t): 18f/t in 3 kernels
     cross-entropy   one pass each way: F read bf16 logits, write fp32
                     probabilities 6V/t; B read them, write the bf16 gradient
                     6V/t (loss.py: more for megatron-core's kernels)
@@ -67,6 +71,7 @@ from pptune.costmodel.kernels import wave_utilisation as wave_utilisation
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.rates import Parallel as Parallel
 from pptune.costmodel.rates import Rates as Rates
+from pptune.costmodel.rates import Swiglu as Swiglu
 from pptune.costmodel.tensor_parallel import tp_pair
 
 
@@ -203,17 +208,31 @@ def mlp_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     pair = tp_pair(name, f"{name}_up", f"{name}_down", tokens, h, _split(up_n, t), _split(f, t),
                    rates, par, "mlp")
     up, down = pair.col, pair.row
-    act_f, act_b = (6 * f, 10 * f) if m.gated_mlp else (4 * f, 6 * f)
     prefix = "" if name == "mlp" else f"{name}_"
+    act_f, act_b = activation_ops(f"{prefix}activation", m.gated_mlp, par.swiglu,
+                                  f * tokens / t, rates)
     return BlockPart(
-        fwd=[up[0], memory(f"{prefix}activation", Phase.F, act_f * tokens / t, rates),
+        fwd=[up[0], act_f,
              *fp8_casts(f"{name}_down", Phase.F, tokens, [_split(f, t)], rates, fp8), down[0],
              pair.fwd_comm],
         bwd=[*fp8_casts(name, Phase.B, tokens, [h, _split(up_n, t)], rates, fp8),
-             down[1], memory(f"{prefix}activation.bwd", Phase.B, act_b * tokens / t, rates),
-             up[1], pair.bwd_comm],
+             down[1], act_b, up[1], pair.bwd_comm],
         wgrad=[up[2], down[2], *pair.wgrad_comm],
     )
+
+
+def activation_ops(name: str, gated: bool, swiglu: Swiglu, columns: float,
+                   rates: Rates) -> tuple[OpCost, OpCost]:
+    """The MLP activation's forward and backward over ``columns`` (tokens x FFN width
+    on the rank), at the module docstring's bytes: GeLU, SwiGLU fused or eager."""
+    if not gated:
+        fwd, bwd, k_fwd, k_bwd = 4, 6, 1, 1
+    elif swiglu is Swiglu.EAGER:
+        fwd, bwd, k_fwd, k_bwd = 10, 18, 2, 3
+    else:
+        fwd, bwd, k_fwd, k_bwd = 6, 10, 1, 1
+    return (memory(name, Phase.F, fwd * columns, rates, kernels=k_fwd),
+            memory(f"{name}.bwd", Phase.B, bwd * columns, rates, kernels=k_bwd))
 
 
 def norm_reruns(m: ModelShape, b: int, rates: Rates, par: Parallel,

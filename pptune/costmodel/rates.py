@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from enum import Enum
 
 from pptune.costmodel import precision
 from pptune.costmodel.context import AttentionRates, CpComm, CpLinks
@@ -14,6 +15,20 @@ from pptune.costmodel.keys import Precision
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.presets import GpuSpec
 from pptune.costmodel.tp_overlap import TpOverlap
+
+
+class Swiglu(str, Enum):
+    """How a gated MLP's SiLU-and-multiply runs (ops.swiglu_bytes).
+
+    fused: one kernel each way that keeps only its input and reruns the SiLU in
+    its backward (megatron-core's ``bias_swiglu_impl``, the default of
+    ``--bias-swiglu-fusion``; torch.compile's partitioner makes the same of the
+    elementwise chain); eager: PyTorch's ``silu`` then ``mul`` uncompiled (torchtitan
+    without ``[compile]``, Megatron-LM with ``--no-bias-swiglu-fusion``), which keep
+    the SiLU's output for the multiply's backward as well."""
+
+    FUSED = "fused"
+    EAGER = "eager"
 
 
 @dataclass(frozen=True)
@@ -82,6 +97,7 @@ class Parallel:
     tp_p2p_latency_s: float = 10e-6  # one userbuffers copy between TP peers (ring exchange)
     tp_p2p_bytes_per_s: float = 396.4e9  # pairwise NVLink copy (presets.py fabric)
     cross_entropy: CrossEntropy = CrossEntropy.FUSED  # the loss's kernels (loss.py)
+    swiglu: Swiglu = Swiglu.FUSED  # a gated MLP's activation kernels (Swiglu)
 
     @property
     def fp8(self) -> bool:

@@ -21,6 +21,7 @@ from pptune.costmodel.layout import Group
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.ops import Attention
+from pptune.costmodel.rates import Swiglu
 from pptune.costmodel.recompute_modules import searched_modules
 from pptune.costmodel.search import CostTable, LayerCosts
 from pptune.costmodel.simulate import Link
@@ -129,6 +130,7 @@ def analytic_profile(
     tp_overlap: TpOverlap | None = None,
     layers_out: list[AnalyticLayer] | None = None,
     cross_entropy: CrossEntropy = CrossEntropy.FUSED,
+    swiglu: Swiglu = Swiglu.FUSED,
 ) -> Profile:
     """Per-layer costs of a preset (or any ModelShape) on a GPU preset (or a GpuSpec:
     a calibrated one, pptune.costmodel.calibration).
@@ -141,7 +143,8 @@ def analytic_profile(
     ``nvls``: NCCL may use NVLink SHARP (recipes that set NCCL_NVLS_ENABLE=0 do not);
     ``tp_overlap``: Transformer Engine's per-GEMM overlap under ``tp_comm_overlap``
     (costmodel/tp_overlap.py; None: its defaults); ``cross_entropy``: the loss's
-    kernels (costmodel/loss.py).
+    kernels (costmodel/loss.py); ``swiglu``: a gated MLP's activation kernels
+    (costmodel/rates.py).
     ``experts``: expert parallelism of a MoE model (its all-to-all over the
     GPU's NVLink and NIC unless the settings name links). ``recompute_modules``:
     Megatron-core's selective recomputation priced into the layers. ``layers_out``
@@ -187,7 +190,7 @@ def analytic_profile(
             experts=ex, recompute_modules=recompute_modules,
             cp=cp, cp_comm=cp_comm, cp_links=cp_links, gemm_precision=gemm_precision,
             tp_overlap=tp_overlap, tp_p2p=(presets.P2P_LATENCY_INTRA_S, fabric.p2p_bytes_per_s),
-            cross_entropy=CrossEntropy(cross_entropy),
+            cross_entropy=CrossEntropy(cross_entropy), swiglu=Swiglu(swiglu),
         )
     except ValueError as exc:
         raise BadInput(f"{model}: {exc}") from None

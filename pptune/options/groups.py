@@ -36,6 +36,7 @@ from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.memory import Recompute
 from pptune.costmodel.ops import Attention
 from pptune.costmodel.precision import Fp8Recipe
+from pptune.costmodel.rates import Swiglu
 from pptune.costmodel.schedules import DEFAULT_SCHEDULES, Schedule
 from pptune.costmodel.sharding import Sharding
 from pptune.errors import BadInput
@@ -61,6 +62,7 @@ SHARDINGS = ListOf(Sharding, _COMMA_LIST, _COMMA_LIST, unique=True, as_text=True
 RECOMPUTES = ListOf(Recompute, _COMMA_LIST, _COMMA_LIST, unique=True, as_text=True)
 ATTENTION = OneOf(Attention, "{flag} must be one of {choices} (got {value!r})")
 CROSS_ENTROPY = OneOf(CrossEntropy, "{flag} must be one of {choices} (got {value!r})")
+SWIGLU = OneOf(Swiglu, "{flag} must be one of {choices} (got {value!r})")
 PRECISIONS = ListOf(Precision, _COMMA_LIST, _COMMA_LIST, unique=True)
 CP_COMM = OneOf(CpComm, "{flag} must be one of {choices} (got {value!r})")
 FP8_RECIPE = OneOf(Fp8Recipe, "{flag} must be one of {choices} (got {value!r})")
@@ -186,6 +188,12 @@ class CostOptions:
         "torch.compile), native (Megatron-LM --cross-entropy-loss-fusion), unfused "
         "(Megatron-LM without it), eager (PyTorch's cross_entropy uncompiled: torchtitan "
         "without [compile])")
+    swiglu: Swiglu = option(
+        Swiglu.FUSED, "--swiglu", kind=SWIGLU,
+        help="a gated MLP's activation kernels: fused (one kernel each way that keeps "
+        "its input: Megatron-LM's default --bias-swiglu-fusion, torch.compile), eager "
+        "(PyTorch's silu then mul uncompiled, which keep the SiLU's output too: "
+        "torchtitan without [compile], --no-bias-swiglu-fusion)")
     moe_imbalance: float = option(
         1.0, "--moe-imbalance", kind=FLOAT,
         help="tokens of the busiest expert over the mean (1.0: balanced routing, as "

@@ -111,6 +111,12 @@ class TrainingConfig(Strict):
         "fused (one pass each way: --cross-entropy-fusion-impl te or linear, a compiled "
         "torchtitan loss), eager (torchtitan's loss without torch.compile)"
     )
+    swiglu: Literal["fused", "eager"] | None = Field(
+        None, description="a gated MLP's activation kernels, when the file says: fused "
+        "(one kernel each way: Megatron-LM's --bias-swiglu-fusion, its default; a compiled "
+        "torchtitan model), eager (silu then mul uncompiled, keeping the SiLU's output "
+        "too: --no-bias-swiglu-fusion, torchtitan without [compile])"
+    )
     fp8_recipe: str | None = Field(
         None, max_length=40, description="the FP8 scaling recipe as the file names it "
         "(Megatron-LM --fp8-recipe delayed|tensorwise|blockwise|mxfp8; torchtitan "

@@ -42,6 +42,7 @@ MEGATRON_FLAGS = {
     "--rampup-batch-size", "--recompute-activations", "--recompute-granularity",
     "--recompute-method", "--recompute-num-layers", "--recompute-modules", "--mtp-num-layers",
     "--seq-length", "--swiglu", "--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl",
+    "--bias-swiglu-fusion", "--no-bias-swiglu-fusion",
     "--tensor-model-parallel-size", "--transformer-impl", "--use-distributed-optimizer",
     "--use-flash-attn", "--use-torch-fsdp2", "--use-tp-pp-dp-mapping", "--vocab-size",
     "--account-for-embedding",  # as in `--account-for-embedding/loss-in-pipeline-split`

@@ -257,9 +257,11 @@ def test_default_search_emits_a_plan_the_file_states(framework: Framework, tmp_p
     assert run.result.plans[0].sharding.value in ("zero2", "zero3")
     out = emit(framework, run)
     assert out.plan.sharding.value in ("zero1", "none", "fsdp")
-    fallback = ("emitting the plan with FSDP" if framework is Framework.TORCHTITAN
-                else "best plan with")
-    assert any(fallback in n for n in out.notes)
+    # torchtitan: the plan with FSDP where it fits as torchtitan runs it (an uncompiled
+    # BF16 file: eager SwiGLU and loss), else the best plan that states
+    fallback = (("emitting the plan with FSDP", "best plan with")
+                if framework is Framework.TORCHTITAN else ("best plan with",))
+    assert any(f in n for n in out.notes for f in fallback)
     name, extra = ROUND_TRIP[framework]
     from pptune.plan.emit import write
 

@@ -59,7 +59,7 @@ def test_pptune_files_state_the_loss(run: RecommendRun, tmp_path: Path) -> None:
 def test_torchtitan_states_no_compile_for_bf16_and_predicts_the_eager_loss(
         run: RecommendRun, tmp_path: Path) -> None:
     out = emit(Framework.TORCHTITAN, run)
-    assert any("its cross-entropy eagerly" in n for n in out.notes)
+    assert any("its cross-entropy and SwiGLU eagerly" in n for n in out.notes)
     write(out, tmp_path)
     path = tmp_path / "torchtitan.toml"
     assert "[compile]" not in path.read_text()

@@ -106,3 +106,28 @@ def test_causal_flash_attention_halves_only_the_attention_products() -> None:
     gemm, attn = block_flops_per_token(GPT)
     gemm_c, attn_c = block_flops_per_token(GPT, causal_skip=True)
     assert gemm_c == gemm and attn_c == attn / 2
+
+
+def test_eager_swiglu_keeps_the_silu_output_too() -> None:
+    from pptune.costmodel.rates import Swiglu
+
+    m = presets.MODELS["llama3-8b"]
+    s, f = m.seq_len, m.ffn
+    for t in (1, 2, 4):
+        fused = block_act_bytes(m, 1, tp=t)
+        eager = block_act_bytes(m, 1, tp=t, swiglu=Swiglu.EAGER)
+        # eager PyTorch keeps silu's input, its output, up's output and the product
+        # (8 bytes a token and FFN column); the fused kernel all but the SiLU output
+        assert eager - fused == pytest.approx(2 * s * f / t)
+    # a GeLU MLP has no SwiGLU to fuse: the same bytes
+    assert block_act_bytes(GPT, 1, swiglu=Swiglu.EAGER) == block_act_bytes(GPT, 1)
+
+
+def test_eager_swiglu_layers_are_heavier_and_slower() -> None:
+    from pptune.costmodel.rates import Swiglu
+
+    m, g = presets.MODELS["llama3-8b"], presets.GPUS["h100-sxm"]
+    fused = analytic_layers(m, g, [1])[1].per_micro_batch[1]
+    eager = analytic_layers(m, g, [1], swiglu=Swiglu.EAGER)[1].per_micro_batch[1]
+    assert eager.act_bytes - fused.act_bytes == pytest.approx(2 * m.seq_len * m.ffn)
+    assert eager.fwd_s > fused.fwd_s and eager.bwd_s > fused.bwd_s

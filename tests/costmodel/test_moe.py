@@ -291,3 +291,22 @@ def test_expert_gradients_reduce_over_the_expert_data_parallel_group() -> None:
     spec = PlanSpec(Schedule.ONE_F_ONE_B, 1, 1, 1, (1,), key=key)
     tail = stage_layout(table, req, spec).comm[0].tail_s
     assert tail == pytest.approx(allreduce_s(1e6 * 4, 16, link) + allreduce_s(3e6 * 4, 4, link))
+
+
+def test_eager_swiglu_experts_keep_and_move_the_silu_output() -> None:
+    from pptune.costmodel.rates import Swiglu
+
+    eager = Parallel(swiglu=Swiglu.EAGER)
+    # 256 rows of width 512: the SiLU's output (2 bytes a column) kept besides what
+    # the fused activation keeps
+    assert moe_act_bytes(SMALL, 1, eager, ex(ep=2)) == 922_624 + 2 * 512 * 256
+    part = moe_part(SMALL, 1, RATES, eager, ex(ep=2))
+    # silu then mul: 10 bytes a column forward (2 kernels), 18 backward (3 kernels)
+    assert op(part.fwd, "expert_activation").hbm_bytes == 10 * 512 * 256
+    assert op(part.bwd, "expert_activation.bwd").hbm_bytes == 18 * 512 * 256
+    assert (op(part.fwd, "expert_activation").kernels,
+            op(part.bwd, "expert_activation.bwd").kernels) == (2, 3)
+    # shared experts are a dense MLP: the same 2 bytes a token and column more
+    shared = dataclasses.replace(SMALL, shared_ffn=512)
+    assert moe_act_bytes(shared, 1, eager, ex(ep=2)) - moe_act_bytes(shared, 1, PAR, ex(ep=2)) \
+        == 2 * 512 * 256 + 2 * 512 * 128

@@ -136,6 +136,28 @@ def test_embedding_and_head() -> None:
     assert [o.name for o in head if o.phase is Phase.W] == ["lm_head.wgrad"]
 
 
+def test_eager_swiglu_is_silu_then_mul_each_way() -> None:
+    from pptune.costmodel.rates import Swiglu
+
+    m = presets.MODELS["llama3-8b"]
+    rates = Rates.of(presets.GPUS["h100-sxm"])
+    f, s = 14336, 8192
+    fused = block_ops(m, 1, rates, Parallel())
+    eager = block_ops(m, 1, rates, Parallel(swiglu=Swiglu.EAGER))
+    # forward: silu reads the gate and writes (2 + 2), mul reads both and writes (2 + 2 + 2)
+    assert _op(eager, "activation").hbm_bytes == 10 * f * s
+    assert _op(eager, "activation").kernels == 2
+    # backward: mul's two products each read dy and an operand and write (2 x 6), then
+    # silu's backward reads its gradient and input and writes (6)
+    assert _op(eager, "activation.bwd").hbm_bytes == 18 * f * s
+    assert _op(eager, "activation.bwd").kernels == 3
+    # the fused kernel: gate and up read once, the product written once
+    assert _op(fused, "activation").hbm_bytes == 6 * f * s
+    assert (_op(fused, "activation").kernels, _op(fused, "activation.bwd").kernels) == (1, 1)
+    others = [o for o in eager if not o.name.startswith("activation")]
+    assert others == [o for o in fused if not o.name.startswith("activation")]
+
+
 def test_llama_block_has_rotary_and_swiglu() -> None:
     m = presets.MODELS["llama3-8b"]
     ops = block_ops(m, 1, Rates.of(presets.GPUS["h100-sxm"]), Parallel())

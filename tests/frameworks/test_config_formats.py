@@ -153,6 +153,7 @@ def test_megatron_llama3_script_resolves_variables_arrays_and_launcher() -> None
         "overlap_grad_reduce": False, "overlap_param_gather": False,
         # no --cross-entropy-loss-fusion: megatron-core's unfused loss (loss.py)
         "cross_entropy": "unfused",
+        "swiglu": "fused",  # megatron-core's bias_swiglu_impl: no --no-bias-swiglu-fusion
     }
     assert "shell variable NUM_NODES is not set in the script; used its default '2'" in (
         result.notes)
@@ -235,8 +236,8 @@ def test_torchtitan_llama3_8b_pipeline_config() -> None:
         # torchtitan's generate_llm_fqn_per_model_part: 32 + 2 effective layers over 4
         # stages -> 9, 9, 8, 8 with the embedding and the norm + head counting one each
         "stage_layers": [8, 9, 8, 7],
-        # no [compile]: PyTorch's eager cross-entropy (costmodel/loss.py)
-        "cross_entropy": "eager",
+        # no [compile]: PyTorch's eager cross-entropy (costmodel/loss.py) and SwiGLU
+        "cross_entropy": "eager", "swiglu": "eager",
     }
     assert "virtual stages 2 per device: torchtitan's default for looped schedules" in (
         result.notes)
@@ -252,6 +253,7 @@ def test_torchtitan_older_layout() -> None:
         "sharding": "fsdp", "fsdp_reshard_after_forward": False, "attention": "flash",
         "sequence_parallel": True,  # torchtitan's tensor parallelism always is
         "cross_entropy": "eager",  # no training.compile: the loss runs uncompiled
+        "swiglu": "eager",  # and so does the model's silu and mul
     }
     assert "read tensor_parallel_degree from [training] (older torchtitan)" in result.notes
 

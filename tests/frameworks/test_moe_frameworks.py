@@ -467,7 +467,9 @@ def test_torchtitan_deepseek_file_leaves_out_the_mtp_module() -> None:
     adapter = ADAPTERS[Framework.TORCHTITAN]
     stated = adapter.express(job, plan, 1)
     text = adapter.write(stated)["torchtitan.toml"]
-    assert '"layers.60"' in text and '"layers.61"' not in text
+    assert '"layers.61"' not in text
+    # a split the file states by module names ends at the last block
+    assert '"layers.60"' in text or "module_fqns_per_model_part" not in text
     assert "expert_parallel_degree = 64" in text and not stated.exact
     assert any("no multi-token-prediction module" in n for n in stated.notes)
 

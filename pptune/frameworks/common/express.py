@@ -16,6 +16,7 @@ from pptune.costmodel import presets
 from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.partition import add_ends, even_split, strip_ends
+from pptune.costmodel.rates import Swiglu
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import (
     Plan,
@@ -33,7 +34,7 @@ from pptune.errors import BadInput
 from pptune.frameworks.common.adapter import Job
 from pptune.frameworks.common.writing import plan_launch
 from pptune.options import CostOptions
-from pptune.report.fmt import fmt_pct, fmt_seconds
+from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
 
 # (schedule, virtual stages, layers per stage with the embedding and the head)
 Option = tuple[Schedule, int, list[int]]
@@ -125,19 +126,22 @@ def closest_or_refuse(job: Job, plan: Plan, options: Sequence[Option], *, name: 
 def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
                   sequence_parallel: bool, runs: str, notes: list[str],
                   cross_entropy: CrossEntropy | None = None,
-                  dispatcher: Dispatcher | None = None) -> tuple[Job, Plan]:
+                  dispatcher: Dispatcher | None = None,
+                  swiglu: Swiglu | None = None) -> tuple[Job, Plan]:
     """The job and plan re-priced with the attention kernel, sequence parallelism, loss
-    kernels (``cross_entropy``, None: the job's) and MoE dispatcher (``dispatcher``, None:
-    the job's) the framework's files run (``runs`` says which, in the note). Unchanged
-    for measured costs, a shape or GPU pptune cannot price, or when the job already plans
-    that way."""
+    kernels (``cross_entropy``, None: the job's), SwiGLU kernels (``swiglu``, None: the
+    job's) and MoE dispatcher (``dispatcher``, None: the job's) the framework's files
+    run (``runs`` says which, in the note). Unchanged for measured costs, a shape or GPU
+    pptune cannot price, or when the job already plans that way."""
     gpu = str(job.device)
     c = job.cost_options or CostOptions()
     loss = c.cross_entropy if cross_entropy is None else cross_entropy
+    act = c.swiglu if swiglu is None or job.shape is None or not job.shape.gated_mlp \
+        else swiglu
     route = c.moe_dispatcher if dispatcher is None or job.shape is None \
         or not job.shape.moe else dispatcher
-    if ((job.attention, job.sequence_parallel, c.cross_entropy, c.moe_dispatcher)
-            == (attention, sequence_parallel, loss, route)
+    if ((job.attention, job.sequence_parallel, c.cross_entropy, c.moe_dispatcher, c.swiglu)
+            == (attention, sequence_parallel, loss, route, act)
             or job.shape is None or gpu not in presets.GPUS or job.attention is None):
         return job, plan
     table, _ = analytic_costs(
@@ -146,11 +150,22 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
         sequence_parallel=sequence_parallel,
         attention=str(attention), tp_comm_overlap=job.tp_comm_overlap, cp_comm=c.cp_comm,
         fp8_params=c.fp8_param_gather, gpus_per_node=job.request.gpus_per_node,
-        gpus=job.request.gpus, gpu_spread=c.gpu_spread, cross_entropy=loss)
+        gpus=job.request.gpus, gpu_spread=c.gpu_spread, cross_entropy=loss, swiglu=act)
     job = replace(job, table=table, attention=attention, sequence_parallel=sequence_parallel,
-                  cost_options=replace(c, cross_entropy=loss, moe_dispatcher=route))
+                  cost_options=replace(c, cross_entropy=loss, moe_dispatcher=route, swiglu=act))
     plan = evaluate(job.table, job.request, plan.spec)
     notes.append(f"{name} runs {runs}: predicted that way, step {fmt_seconds(plan.step_time_s)}")
+    if not fits(job, plan):
+        # priced as the files run, the plan outgrows the GPU (an eager SwiGLU keeps more):
+        # the search's best plan on those costs instead, when one fits
+        best = search(job.table, replace(job.request, top=1)).plans
+        if best:
+            notes.append(f"so run, the plan needs {fmt_bytes(max(plan.peak_memory_bytes))} of "
+                         f"{fmt_bytes(job.table.memory_bytes)}: emitting the best plan that "
+                         f"fits so (pp={best[0].pp} dp={best[0].dp} {best[0].schedule.value}, "
+                         f"{best[0].sharding.value}/{best[0].recompute.value}), predicted step "
+                         f"{fmt_seconds(best[0].step_time_s)}")
+            plan = best[0]
     return job, plan
 
 

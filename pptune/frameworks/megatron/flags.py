@@ -73,6 +73,7 @@ BOOL_FLAGS: tuple[str, ...] = (
     "--fp8-param-gather",
     "--use-precision-aware-optimizer",
     "--cross-entropy-loss-fusion",
+    "--no-bias-swiglu-fusion",
 )
 # Mixture of experts, MTP and MLA (read in moe.py)
 MOE_VALUE_FLAGS = (

@@ -135,6 +135,8 @@ def _fields(r: FlagReader, launcher: Flagged) -> dict[str, Any]:
         "cross_entropy": ("unfused" if not flags.has("--cross-entropy-loss-fusion") else
                           "fused" if r.text("--cross-entropy-fusion-impl") in ("te", "linear")
                           else "native"),
+        # megatron-core fuses SwiGLU (bias_swiglu_impl) unless --no-bias-swiglu-fusion
+        "swiglu": "eager" if flags.has("--no-bias-swiglu-fusion") else "fused",
         "precision": _precision(ctx, flags),
         "source_format": "megatron",
     }

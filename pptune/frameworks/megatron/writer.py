@@ -16,6 +16,7 @@ from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.layout_grammar import KNOB
 from pptune.costmodel.presets import ModelShape
+from pptune.costmodel.rates import Swiglu
 from pptune.costmodel.search import PP_INNER, Plan, Recompute, Sharding
 from pptune.frameworks.common.adapter import Stated
 from pptune.frameworks.common.writing import header, plan_launch
@@ -73,6 +74,8 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
         if shape.gated_mlp:
             args += ["--swiglu", "--normalization RMSNorm", "--position-embedding-type rope",
                      "--untie-embeddings-and-output-weights", "--disable-bias-linear"]
+            if (job.cost_options or CostOptions()).swiglu is Swiglu.EAGER:
+                args.append("--no-bias-swiglu-fusion")  # as priced (--swiglu eager)
         args += moe_args(shape, plan, (job.cost_options or CostOptions()).moe_dispatcher)
     else:  # a comment inside the continued command would end it: say it above
         lines.append("# the profile names no model shape: add --hidden-size, "

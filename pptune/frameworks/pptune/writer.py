@@ -12,6 +12,7 @@ from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.partition import strip_ends
+from pptune.costmodel.rates import Swiglu
 from pptune.costmodel.search import Recompute, Sharding
 from pptune.frameworks.common.adapter import Stated
 from pptune.frameworks.common.writing import header, node_size
@@ -43,6 +44,7 @@ def write(stated: Stated) -> dict[str, str]:
         *(["fp8_param_gather: true"] if low and costs.fp8_param_gather else []),
         *([f"cross_entropy: {costs.cross_entropy.value}"]
           if costs.cross_entropy is not CrossEntropy.FUSED else []),
+        *([f"swiglu: {costs.swiglu.value}"] if costs.swiglu is not Swiglu.FUSED else []),
         f"pp: {plan.pp}",
         f"dp: {plan.dp}",
         f"schedule: {plan.schedule.value}",

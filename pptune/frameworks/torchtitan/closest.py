@@ -22,6 +22,7 @@ from dataclasses import replace
 from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.precision import is_low
+from pptune.costmodel.rates import Swiglu
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import DP_INNER, Plan, PlanRequest, Recompute, Sharding, evaluate
 from pptune.errors import BadInput
@@ -76,17 +77,19 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
         raise BadInput(f"torchtitan cannot express plan {rank}: its {model} model has no "
                        "pipelining (pipelining_fn None in torchtitan 0.2.2); choose a plan "
                        "with pp 1 (--pp 1) or another framework")
-    # the loss as the file runs it: compiled where the file turns [compile] on (FP8
-    # plans, fp8_lines), else PyTorch's eager kernels (costmodel/loss.py)
+    # the loss and the SwiGLU as the file runs them: compiled where the file turns
+    # [compile] on (FP8 plans, fp8_lines), else PyTorch's eager kernels (costmodel/loss.py,
+    # rates.Swiglu)
     compiled = is_low(plan.precision)
     route = dispatcher_of(job, plan, FLAVORS.get(str(job.model), (str(job.model), ""))[0])
     experts = ("" if plan.ep == 1 else ", the experts' DeepEP kernels"
                if route is Dispatcher.DEEPEP else ", the experts' standard all-to-all")
-    loss = ("its loss compiled ([compile] enable)" if compiled else
-            "its cross-entropy eagerly (no [compile] for a BF16 plan; costmodel/loss.py)")
+    loss = ("its model and loss compiled ([compile] enable)" if compiled else
+            "its cross-entropy and SwiGLU eagerly (no [compile] for a BF16 plan)")
     job, plan = ex.priced_as_run(
         job, plan, name=NAME, attention="flash", sequence_parallel=job.request.tp > 1,
         cross_entropy=CrossEntropy.FUSED if compiled else CrossEntropy.EAGER, notes=notes,
+        swiglu=Swiglu.FUSED if compiled else Swiglu.EAGER,
         dispatcher=route, runs="flash attention (SDPA), sequence parallelism with tensor "
         f"parallelism{experts} and {loss}")
     job, plan = stateable_exchange(job, plan, notes)

@@ -122,6 +122,7 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
         train.text("mixed_precision_param", "") or "")
     read_cp_fp8(ctx, data, par, fields)
     fields["cross_entropy"] = _loss(ctx, data, train)
+    fields["swiglu"] = _swiglu(ctx, data, train)
     fields["recompute"], fields["recompute_every"] = _recompute(
         ctx, Table(ctx, "activation_checkpoint", data))
     if fields["recompute"] == "selective" and fields["recompute_every"] is None:
@@ -132,18 +133,31 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     return build(ctx, fields)
 
 
-def _loss(ctx: Ctx, data: dict[str, Any], train: Table) -> str:
-    """The loss's kernels (costmodel/loss.py): torchtitan compiles its cross-entropy when
-    ``[compile] enable`` and "loss" in ``components`` (its default; components/loss.py
-    ``build_cross_entropy_loss``, 0.2), or with ``training.compile`` (0.1); else PyTorch
-    runs it eagerly on the logits cast to fp32."""
+def _compiled(ctx: Ctx, data: dict[str, Any], train: Table, component: str) -> bool:
+    """Whether torchtitan compiles ``component`` ("model" or "loss"): with ``[compile]
+    enable`` and the component in ``components`` (both by default, 0.2), or with
+    ``training.compile`` (0.1, which compiled both)."""
     table = Table(ctx, "compile", data)
     components = table.data.get("components", ["model", "loss"])
     if not isinstance(components, list):
         raise ctx.bad(f"compile.components is {components!r}; expected a list of names")
-    compiled = (table.flag("enable", False) and "loss" in components) or train.flag("compile",
-                                                                                    False)
-    return "fused" if compiled else "eager"
+    return (table.flag("enable", False) and component in components) or train.flag(
+        "compile", False)
+
+
+def _loss(ctx: Ctx, data: dict[str, Any], train: Table) -> str:
+    """The loss's kernels (costmodel/loss.py): torchtitan compiles its cross-entropy
+    (components/loss.py ``build_cross_entropy_loss``, 0.2) or PyTorch runs it eagerly
+    on the logits cast to fp32."""
+    return "fused" if _compiled(ctx, data, train, "loss") else "eager"
+
+
+def _swiglu(ctx: Ctx, data: dict[str, Any], train: Table) -> str:
+    """A gated MLP's activation (costmodel/rates.py Swiglu): torchtitan's FeedForward is
+    ``w2(F.silu(w1(x)) * w3(x))``, which torch.compile fuses into one kernel each way
+    (its partitioner reruns the SiLU in the backward) and eager PyTorch runs as silu
+    then mul, keeping the SiLU's output too."""
+    return "fused" if _compiled(ctx, data, train, "model") else "eager"
 
 
 def _parallelism(ctx: Ctx, data: dict[str, Any]) -> Table:
