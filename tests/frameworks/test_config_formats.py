@@ -423,3 +423,25 @@ def test_torchtitan_split_points(tmp_path: Path) -> None:
     path = titan(tmp_path, extra_parallel='pipeline_parallel_split_points = ["layers.40", 7]')
     with pytest.raises(BadInput, match="expected block names such as"):
         read_config(path)
+
+
+@pytest.mark.parametrize(("compile_table", "swiglu", "loss"), [
+    ("[compile]\nenable = true\n", "fused", "fused"),  # components default: model, loss
+    ('[compile]\nenable = true\ncomponents = ["loss"]\n', "eager", "fused"),
+    ('[compile]\nenable = true\ncomponents = ["model"]\n', "fused", "eager"),
+    ("[compile]\nenable = false\n", "eager", "eager"),
+])
+def test_torchtitan_compile_components_set_swiglu_and_loss_kernels(
+        tmp_path: Path, compile_table: str, swiglu: str, loss: str) -> None:
+    path = tmp_path / "t.toml"
+    path.write_text((DATA / "torchtitan_llama3_8b.toml").read_text() + "\n" + compile_table)
+    cfg = read_config(path, gpus=16).config
+    assert (cfg.swiglu, cfg.cross_entropy) == (swiglu, loss)
+
+
+def test_megatron_no_bias_swiglu_fusion_is_the_eager_swiglu(tmp_path: Path) -> None:
+    text = (DATA / "megatron_llama3_8b.sh").read_text()
+    path = tmp_path / "m.sh"
+    path.write_text(text.replace("--swiglu", "--swiglu --no-bias-swiglu-fusion", 1))
+    assert read_config(path).config.swiglu == "eager"
+    assert read_config(DATA / "megatron_llama3_8b.sh").config.swiglu == "fused"
