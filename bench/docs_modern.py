@@ -146,7 +146,8 @@ def moe_holdout_lines(doc: dict[str, Any]) -> list[str]:
     return [
         f"The {len(moe)} mixture-of-experts runs are the largest misses anywhere in these "
         f"benchmarks ({lo:.2f}x to {hi:.2f}x; on H100 {span(h100)}"
-        + (f", on B200 and GB200 {span(blackwell)}" if blackwell else "") + "), where "
+        + (f", on Blackwell (B200, GB200, B300, GB300) {span(blackwell)}" if blackwell
+           else "") + "), where "
         "pptune prices their layers at the GEMM, attention and all-to-all rates that put "
         "the dense and coarse-grained MoE rows of the other benchmarks at 0.98-1.56x. "
         "Fine-grained experts (128 to 256 of width 768-2,880) make every MoE layer a long "
@@ -211,6 +212,21 @@ def moe_layer_lines(doc: dict[str, Any] | None, holdout: dict[str, Any] | None) 
     ]
 
 
+def over_memory_lines(doc: dict[str, Any]) -> list[str]:
+    """The published runs pptune predicts over their GPU's memory (they ran)."""
+    from pptune.costmodel.presets import GIB, GPUS
+
+    over = [r for r in doc["rows"] if r.get("plan", {}).get("peak_memory_gib")
+            and r["plan"]["peak_memory_gib"] > GPUS[r["gpu"]].memory_bytes / GIB]
+    if not over:
+        return ["Every run is predicted within its GPU's memory.", ""]
+    return [
+        "Predicted over the GPU's memory though the run ran (a memory miss): "
+        + "; ".join(f"{r['name']} at {r['plan']['peak_memory_gib']:.1f} GiB of "
+                    f"{GPUS[r['gpu']].memory_bytes / GIB:.1f}" for r in over) + ".", "",
+    ]
+
+
 def holdout_section(doc: dict[str, Any] | None) -> list[str]:
     """Runs no other benchmark here uses (bench/published_holdout.py)."""
     lines = ["### Published runs outside these benchmarks", ""]
@@ -231,8 +247,9 @@ def holdout_section(doc: dict[str, Any] | None) -> list[str]:
         "TFLOP/s for the Meta rows count full attention, as NVIDIA's tables do (the paper "
         "does not say how it counts). torchtitan logs the caching allocator's peak reserved "
         "memory, which can sit above the peak of live tensors pptune counts (plus its 2 GiB "
-        "reserve). The Megatron-Bridge rows (every DGX-H100 row of its 26.02 summary, and "
-        "its DGX-B200 and DGX-GB200 rows of mixture-of-experts models) are "
+        "reserve). The Megatron-Bridge rows (every DGX-H100 row of its 26.02 summary, its "
+        "DGX-B200, DGX-GB200, DGX-B300 and DGX-GB300 rows of mixture-of-experts models, and "
+        "the GB200 and GB300 dense rows pptune can state) are "
         "priced by the dense and MoE benchmarks' machinery with each run's recipe settings "
         "(bench/published_holdout_bridge.py lists them: FP8 current scaling and the "
         "userbuffers configuration for the Llama rows; dispatcher, all-to-all overlap, "
@@ -242,6 +259,7 @@ def holdout_section(doc: dict[str, Any] | None) -> list[str]:
         f"Within 10%: {doc['within_10pct']} of {doc['predicted']} rows; ratios "
         f"{min(ratios):.2f} to {max(ratios):.2f}.", "",
         *moe_holdout_lines(doc),
+        *over_memory_lines(doc),
         "Before torchtitan's per-op checkpointing was priced (models.md, \"Activation "
         "recomputation\"), the reader took `selective_ac_option = \"op\"` as no "
         "recomputation: the Trainy rows were predicted at 1.35 and 1.37 of the published "

@@ -1,4 +1,4 @@
-"""Predictions against published H100, H200, B200 and GB200 runs that no other benchmark
+"""Predictions against published H100, H200, B200, GB200, B300 and GB300 runs that no other benchmark
 here uses:
 bench/results/published_holdout.json.
 
@@ -32,8 +32,9 @@ developed against:
    published_modern's long-context check, so it is not repeated here.
 3. NVIDIA Megatron-Bridge's performance summary for the 26.02 NeMo container: every
    DGX-H100 row (Llama 3 70B and Llama 3.1 405B in FP8; the mixture-of-experts GPT OSS
-   120B, Qwen3-30B-A3B and Qwen3-235B-A22B) and the DGX-B200 and DGX-GB200 rows of the
-   mixture-of-experts models (DeepSeek-V3 as well), each with the settings its
+   120B, Qwen3-30B-A3B and Qwen3-235B-A22B), the DGX-B200, DGX-GB200, DGX-B300 and
+   DGX-GB300 rows of the mixture-of-experts models (DeepSeek-V3 as well) and the
+   GB200 and GB300 dense rows pptune can state, each with the settings its
    performance recipe at the same tag applies, priced by the dense and MoE benchmarks'
    machinery (bench/published_holdout_bridge.py says what each ran).
 
@@ -186,7 +187,8 @@ def main() -> dict[str, Any]:
             + published_holdout_bridge.rows())
     ratios = [r["ratio"] for r in rows if r["ratio"] is not None]
     return {
-        "description": "Predictions against published H100, H200, B200 and GB200 runs "
+        "description": "Predictions against published H100, H200, B200, GB200, B300 and "
+                       "GB300 runs "
                        "that no other "
                        "benchmark here uses, none of them used to set anything in pptune "
                        "(dense and mixture-of-experts).",

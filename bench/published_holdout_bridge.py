@@ -49,9 +49,20 @@ Transformer Engine's TP overlap configured by the B200 userbuffers entry its GB2
 function names (``userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192``,
 ``userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192``: ring exchanges without
 aggregation), MXFP8 with its parameters gathered in FP8 (``bf16_with_mxfp8_mixed``:
-``fp8_param_gather``). Not stated: the Llama 3 70B FP8 row (Megatron FSDP with 40
-layers offloaded to the CPU), the NVFP4 rows (no FP4 rate in pptune's precisions) and
-every DGX-GB300 and DGX-B300 row (no GPU preset).
+``fp8_param_gather``). Not stated: the Llama 3 70B FP8 rows (Megatron FSDP with 20-40
+layers offloaded to the CPU) and the NVFP4 rows (no FP4 rate in pptune's precisions).
+
+The Blackwell Ultra rows of the same summary, DGX-GB300 and DGX-B300 (the gb300 and
+b300 presets, whose matmul fractions are GB200's and B200's: no sweep of Blackwell
+Ultra is published), each with its V2 preset at the same tag: Llama 3 70B MXFP8 TP1
+PP4 VP5; Llama 3.1 405B FP8 current scaling TP4 PP8 VP4 and MXFP8 TP2 PP8 CP2 VP4
+(the GB300 functions name the GB200 ones' userbuffers entries); DeepSeek-V3 GB300
+micro-batch 2, PP2 VP8 with the same layout (``Et*4|(t*4|)*14tmL``), EP32, HybridEP,
+``mla_up_proj``, B300 PP16 EP8; GPT OSS 120B EP64, micro-batch 4, recomputing
+nothing (CUDA graphs of the attention, router and preprocessing instead); Qwen3-30B-A3B
+micro-batch 8 on HybridEP; Qwen3-235B-A22B GB300 PP4 EP32 micro-batch 2 on HybridEP,
+B300 PP8 VP4 EP8 with the all-to-all overlapped (``moe_a2a_overlap``), both with the
+embedding and loss counted in the split.
 
 - DeepSeek-V3 (deepseek_workload_base_configs.py V2, GBS 4096; recipes/deepseek/
   deepseek_v3.py): its one MTP layer, the recipe's layout for its (PP, VP), [embedding
@@ -126,7 +137,8 @@ def _blackwell(model: str, gpu: str, precision: str, gpus: int, layers: int, pp:
 
 
 BRIDGE_BLACKWELL = ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md @ v0.3.0 "
-                    "(26.02 NeMo container), DGX-GB200 and DGX-B200 rows")
+                    "(26.02 NeMo container), DGX-GB300, DGX-GB200, DGX-B300 and DGX-B200 "
+                    "rows")
 # [embedding + 4 blocks], 14 x [4 blocks], [1 block, MTP, loss] (deepseek_v3.py layout_map
 # for (4, 4) and (16, 1))
 DEEPSEEK_LAYOUT = (5,) + (4,) * 14 + (3,)
@@ -145,6 +157,19 @@ BLACKWELL_RUNS: tuple[Run, ...] = (
     _blackwell("qwen3-30b-a3b", "b200", "mxfp8", 8, 48, 1, 8, 1, 1, 512, 9691),
     _blackwell("qwen3-235b-a22b", "b200", "mxfp8", 256, 94, 8, 8, 1, 1, 8192, 3805,
                account_ends=True),
+    # Blackwell Ultra (the V2 GB300 and B300 presets of the same files)
+    _blackwell("deepseek-v3", "gb300", "mxfp8", 256, 61, 2, 32, 8, 2, 4096, 4612, **_DS),
+    _blackwell("gpt-oss-120b", "gb300", "bf16", 64, 36, 1, 64, 1, 4, 1280, 19412),
+    _blackwell("qwen3-30b-a3b", "gb300", "mxfp8", 8, 48, 1, 8, 1, 8, 512, 30376,
+               dispatcher=Dispatcher.DEEPEP),
+    _blackwell("qwen3-235b-a22b", "gb300", "mxfp8", 256, 94, 4, 32, 1, 2, 8192, 6583,
+               dispatcher=Dispatcher.DEEPEP, account_ends=True),
+    _blackwell("deepseek-v3", "b300", "mxfp8", 256, 61, 16, 8, 1, 1, 4096, 2983, **_DS),
+    _blackwell("gpt-oss-120b", "b300", "bf16", 64, 36, 1, 64, 1, 4, 1280, 8359),
+    _blackwell("qwen3-30b-a3b", "b300", "mxfp8", 8, 48, 1, 8, 1, 8, 512, 29521,
+               dispatcher=Dispatcher.DEEPEP),
+    _blackwell("qwen3-235b-a22b", "b300", "mxfp8", 256, 94, 8, 8, 4, 1, 8192, 2691,
+               account_ends=True, a2a_overlap=True),
 )
 
 
@@ -193,6 +218,14 @@ DENSE_RUNS: tuple[DenseRun, ...] = (
              256, 1536, 1, 4, 16, 1, 4, 793, BRIDGE_BLACKWELL, PRINTED),
     DenseRun("bridge26.02 llama3.1-405b mxfp8 gb200", LLAMA31_405B_MXFP8_GB200, "gb200",
              "mxfp8", 256, 1536, 1, 4, 16, 1, 8, 786, BRIDGE_BLACKWELL, PRINTED),
+    # the GB300 functions name the same userbuffers entries as the GB200 ones (the 70B
+    # row runs TP 1: nothing to overlap)
+    DenseRun("bridge26.02 llama3-70b mxfp8 gb300", LLAMA3_70B_MXFP8_GB200, "gb300", "mxfp8",
+             64, 256, 1, 1, 4, 1, 5, 4596, BRIDGE_BLACKWELL, PRINTED),
+    DenseRun("bridge26.02 llama3.1-405b fp8 gb300", LLAMA31_405B_FP8_GB200, "gb300", "fp8",
+             256, 1536, 1, 4, 8, 1, 4, 988, BRIDGE_BLACKWELL, PRINTED),
+    DenseRun("bridge26.02 llama3.1-405b mxfp8 gb300", LLAMA31_405B_MXFP8_GB200, "gb300",
+             "mxfp8", 256, 1536, 1, 2, 8, 2, 4, 931, BRIDGE_BLACKWELL, PRINTED),
 )
 
 

@@ -122,6 +122,9 @@ _H100_CAUSAL = ((512, 163 / 989), (1024, 221 / 989), (2048, 265 / 989), (4096, 2
 _H100_FULL = ((512, 248 / 989), (1024, 294 / 989), (2048, 320 / 989), (4096, 326 / 989),
               (8192, 335 / 989), (16384, 338 / 989))
 _NIC_400G_BUSBW = 47 * GB  # nccl-tests issue 290: 46-48 GB/s per 400 Gb/s NIC
+# an 800 Gb/s ConnectX-8 at the same 47-of-50 share of its line rate: an assumption
+# (no nccl-tests figure for it was found)
+_NIC_800G_BUSBW = 2 * _NIC_400G_BUSBW
 _P2P_SHARE = 396.4 / 450  # nvbandwidth copy over NVLink 4's line rate (8 x H200)
 _NCCL_CTAS = 16  # one CTA a channel: NCCL's collectives on Hopper nodes run 16 (above)
 _HOPPER_FABRIC = Fabric(ring_busbw_bytes_per_s=367.2 * GB, p2p_bytes_per_s=396.4 * GB,
@@ -196,6 +199,35 @@ GPUS: dict[str, GpuSpec] = {
                 fp8_peak_flops=5000e12, fp4_peak_flops=10000e12, fp8_gemm_fraction=0.723,
                 mxfp8=True, gpus_per_node=72,
                 fabric=Fabric(680 * GB, _P2P_SHARE * 900 * GB, _NIC_400G_BUSBW,
+                              850 * GB, nvls_min_ranks=5, collective_ctas=_NCCL_CTAS),
+                causal_attention=_H100_CAUSAL, full_attention=_H100_FULL),
+        # Blackwell Ultra (NVIDIA technical blog "Inside NVIDIA Blackwell Ultra: The Chip
+        # Powering the AI Factory Era", 2025-08): 288 GB HBM3e at 8 TB/s, NVLink 5
+        # 1.8 TB/s bidirectional, 15 PF dense NVFP4 (GB300). Dense BF16 / FP8: NVIDIA
+        # HGX B300 specifications, 36 / 72 PFLOPS with sparsity for 8 GPUs (2,250 /
+        # 4,500 dense a GPU, B200's); DGX B300 datasheet: eight ConnectX-8 800 Gb/s
+        # NICs. 148 SMs: what a B300 SXM6 reports to CUDA (the blog's 160 is the full
+        # die). No matmul sweep is published: B200's measured BF16 and FP8 fractions,
+        # and 8 x B200's nccl-tests fabric (the same NVLink 5 switch), are assumptions.
+        GpuSpec("b300", 2250e12, 288 * GB, 8000 * GB, 900 * GB, 100 * GB,
+                "NVIDIA Blackwell Ultra technical blog; HGX B300 specifications; DGX B300 "
+                "datasheet", sm_count=148, gemm_fraction=0.776, hbm_fraction=0.90,
+                attention_fraction=0.34, launch_s=4e-6,
+                fp8_peak_flops=4500e12, fp8_gemm_fraction=0.763, mxfp8=True,
+                fabric=Fabric(682.2 * GB, _P2P_SHARE * 900 * GB, _NIC_800G_BUSBW,
+                              838.0 * GB, nvls_min_ranks=6, collective_ctas=_NCCL_CTAS),
+                causal_attention=_H100_CAUSAL, full_attention=_H100_FULL),
+        # GB300 NVL72 (NVIDIA GB300 NVL72 specifications): 72 Blackwell Ultra GPUs in
+        # one NVLink domain, FP8 720 and BF16 360 PFLOPS with sparsity (5,000 / 2,500
+        # dense a GPU, GB200's), 576 TB/s HBM (8 TB/s a GPU), one ConnectX-8 800 Gb/s
+        # NIC a GPU. As for b300: GB200's measured fractions and NVL72 fabric assumed.
+        GpuSpec("gb300", 2500e12, 288 * GB, 8000 * GB, 900 * GB, 100 * GB,
+                "NVIDIA GB300 NVL72 specifications; NVIDIA Blackwell Ultra technical blog",
+                sm_count=148, gemm_fraction=0.729, hbm_fraction=0.90,
+                attention_fraction=0.34, launch_s=4e-6,
+                fp8_peak_flops=5000e12, fp4_peak_flops=15000e12, fp8_gemm_fraction=0.723,
+                mxfp8=True, gpus_per_node=72,
+                fabric=Fabric(680 * GB, _P2P_SHARE * 900 * GB, _NIC_800G_BUSBW,
                               850 * GB, nvls_min_ranks=5, collective_ctas=_NCCL_CTAS),
                 causal_attention=_H100_CAUSAL, full_attention=_H100_FULL),
     ]

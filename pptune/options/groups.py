@@ -247,7 +247,7 @@ class PlanSpace:
     gpus: int = option(..., "--gpus", "-n", kind=INT, help="total GPUs")
     gpus_per_node: int | None = option(
         None, "--gpus-per-node", kind=INT,
-        help="GPUs per node (NVLink domain) [default: the GPU preset's: 8, 72 for gb200]")
+        help="GPUs per node (NVLink domain) [default: the GPU preset's: 8, 72 for gb200 and gb300]")
     global_batch: int | None = option(
         None, "--global-batch", kind=INT,
         help="samples per optimizer step (default: the model's)")

@@ -199,7 +199,15 @@ def peak_flops_for(name: str) -> tuple[float | None, str | None]:
     """Peak dense bf16 FLOP/s of a known GPU (pptune.costmodel.presets), else None."""
     upper = name.upper()
     key = None
-    if "H200" in upper:
+    # NVML names: "NVIDIA GB300", "NVIDIA B300 SXM6 AC", "NVIDIA B200", "NVIDIA H800";
+    # the Grace parts first ("GB200" holds "B200")
+    blackwell = next((k for k in ("gb300", "gb200", "b300", "b200") if k.upper() in upper),
+                     None)
+    if blackwell is not None:
+        key = blackwell
+    elif "H800" in upper:
+        key = "h800"
+    elif "H200" in upper:
         key = "h200"
     elif "H100" in upper and ("SXM" in upper or "HBM3" in upper):
         key = "h100-sxm"

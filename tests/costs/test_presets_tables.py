@@ -39,6 +39,38 @@ def test_the_cited_matmul_fractions() -> None:
     assert g["h800"].nvlink_bytes_per_s == 200e9  # 400 GB/s bidirectional
 
 
+def test_blackwell_ultra_presets_are_the_datasheets_per_gpu() -> None:
+    g = presets.GPUS
+    # GB300 NVL72: BF16 360 and FP8 720 PFLOPS with sparsity over 72 GPUs, 576 TB/s HBM
+    assert g["gb300"].peak_flops == 360e15 / 72 / 2
+    assert g["gb300"].fp8_peak_flops == 720e15 / 72 / 2
+    assert g["gb300"].hbm_bytes_per_s == 576e12 / 72 and g["gb300"].gpus_per_node == 72
+    # HGX B300: BF16 36 and FP8 72 PFLOPS with sparsity over 8 GPUs
+    assert g["b300"].peak_flops == 36e15 / 8 / 2 and g["b300"].fp8_peak_flops == 72e15 / 8 / 2
+    for name in ("b300", "gb300"):
+        assert g[name].memory_bytes == 288e9  # 288 GB HBM3e (Blackwell Ultra blog)
+        assert g[name].ib_bytes_per_s == 800e9 / 8  # one ConnectX-8 at 800 Gb/s a GPU
+        # NCCL over it at the 47-of-50 share a 400 Gb/s NIC reaches (an assumption)
+        assert g[name].fabric.nic_busbw_bytes_per_s == pytest.approx(  # type: ignore[union-attr]
+            100e9 * 47 / 50)
+    # no published matmul sweep: the Blackwell parts' measured fractions, stated as such
+    assert g["b300"].gemm_fraction == g["b200"].gemm_fraction
+    assert g["gb300"].fp8_gemm_fraction == g["gb200"].fp8_gemm_fraction
+
+
+@pytest.mark.parametrize(("nvml", "key"), [
+    ("NVIDIA GB300", "gb300"), ("NVIDIA B300 SXM6 AC", "b300"), ("NVIDIA GB200", "gb200"),
+    ("NVIDIA B200", "b200"), ("NVIDIA H800", "h800"), ("NVIDIA H100 80GB HBM3", "h100-sxm"),
+    ("NVIDIA H200", "h200"), ("NVIDIA L40S", None),
+])
+def test_probe_names_the_preset_of_each_nvml_name(nvml: str, key: str | None) -> None:
+    from pptune.probe.inventory import peak_flops_for
+
+    peak, found = peak_flops_for(nvml)
+    assert found == key
+    assert peak == (presets.GPUS[key].peak_flops if key else None)
+
+
 def test_preset_links_are_what_nccl_achieves() -> None:
     links = preset_links(presets.GPUS["h100-sxm"])
     assert links.intra_node.p2p.bytes_per_s == 396.4e9
