@@ -67,7 +67,8 @@ embedding and loss counted in the split.
 - DeepSeek-V3 (deepseek_workload_base_configs.py V2, GBS 4096; recipes/deepseek/
   deepseek_v3.py): its one MTP layer, the recipe's layout for its (PP, VP), [embedding
   and 4 blocks], 14 x [4 blocks], [1 block, the MTP layer, the loss]; recomputing
-  ``mla_up_proj``; the precision-aware optimizer (BF16 gradients and Adam moments);
+  ``mla_up_proj``; the precision-aware optimizer (BF16 main gradients and Adam moments,
+  FP32 main parameters);
   the flex dispatcher on HybridEP; GB200 PP4 VP4 EP64, B200 PP16 EP8;
 - GPT OSS 120B (V2, GBS 1280): EP64, micro-batch 4, no pipeline, recomputing
   ``layernorm`` and ``moe_act``, the all-to-all dispatcher;
@@ -142,8 +143,10 @@ BRIDGE_BLACKWELL = ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md @ v
 # [embedding + 4 blocks], 14 x [4 blocks], [1 block, MTP, loss] (deepseek_v3.py layout_map
 # for (4, 4) and (16, 1))
 DEEPSEEK_LAYOUT = (5,) + (4,) * 14 + (3,)
+# its recipe's precision-aware optimizer (recipes/deepseek/deepseek_v3.py): FP32 main
+# parameters, BF16 main gradients and Adam moments
 _DS = {"dispatcher": Dispatcher.DEEPEP, "recompute_modules": ("mla_up_proj",),
-       "moment_bytes": 2.0, "split": DEEPSEEK_LAYOUT}
+       "moment_bytes": 2.0, "grad_buffer_bytes": 2.0, "split": DEEPSEEK_LAYOUT}
 _OSS = {"recompute_modules": ("layernorm", "moe_act")}
 BLACKWELL_RUNS: tuple[Run, ...] = (
     _blackwell("deepseek-v3", "gb200", "mxfp8", 256, 61, 4, 64, 4, 1, 4096, 3955, **_DS),

@@ -162,6 +162,9 @@ class Run:
     # megatron-core recompute modules matching what the source says it recomputes
     recompute_modules: tuple[str, ...] = ()
     moment_bytes: float = 4.0  # each Adam moment (2: BF16, where the source says so)
+    # the main-gradient buffer's bytes a parameter (None: FP32; 2 where the recipe keeps
+    # them in BF16, megatron-core's precision-aware optimizer with main_grads_dtype bf16)
+    grad_buffer_bytes: float | None = None
     a2a_overlap: bool = False  # the F&B pairs overlap the all-to-all (the source says so)
     # FP8 amaxes reduced over the stage each chunk pass: NeMo's delayed scaling; DeepSeek-V3
     # scales each 1 x 128 / 128 x 128 block locally (its report, sec. 3.3)
@@ -275,7 +278,8 @@ def predict(run: Run) -> dict[str, Any]:
     req = PlanRequest(gpus=run.gpus, global_batch=run.gbs, tp=run.tp, cost_keys=(key,),
                       # bf16 gradient sync of fp32 main grads, where the recipe says so
                       grad_bytes_factor=0.5 if run.grad_bf16 else 1.0,
-                      moment_bytes=run.moment_bytes, fp8_amax_reduction=run.amax_reduction)
+                      moment_bytes=run.moment_bytes, fp8_amax_reduction=run.amax_reduction,
+                      grad_buffer_bytes=run.grad_buffer_bytes)
     spec = PlanSpec(schedule, run.pp, run.mbs, m, tuple(split), run.vp,
                     sharding=Sharding.ZERO1, recompute=Recompute.NONE, key=key,
                     a2a_overlap=run.a2a_overlap)

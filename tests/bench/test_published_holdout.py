@@ -102,11 +102,9 @@ def test_the_megatron_bridge_blackwell_moe_rows_run_their_recipes() -> None:
     for r, run in zip(out, BLACKWELL_RUNS, strict=True):
         assert r["published"] == run.tokens_per_s_per_gpu
         assert r["ratio"] == pytest.approx(r["predicted"] / r["published"], rel=1e-3)
-        # the B200 and GB200 rows fit their GPUs (186 GB on GB200, 180 GB on B200); the
-        # Blackwell Ultra rows' memory is checked by the docs (over_memory_lines)
-        if r["gpu"] in ("gb200", "b200"):
-            assert r["plan"]["peak_memory_gib"] < (
-                186e9 if r["gpu"] == "gb200" else 180e9) / 2**30
+        # each fits its GPU (186 GB on GB200, 180 GB on B200, 288 GB on B300 and GB300)
+        capacity = {"gb200": 186e9, "b200": 180e9, "gb300": 288e9, "b300": 288e9}[r["gpu"]]
+        assert r["plan"]["peak_memory_gib"] < capacity / 2**30
 
 
 def test_every_row_predicted_over_its_gpus_memory_is_reported() -> None:
