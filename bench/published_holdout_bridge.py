@@ -210,25 +210,27 @@ LLAMA31_405B_FP8_GB200 = _fp8_cs("llama3.1-405b", UB_FP8_B200_H16384_TP4,
 LLAMA31_405B_MXFP8_GB200 = _mxfp8(LLAMA31_405B_FP8_GB200)
 
 # table, recipe, GPU, precision, GPUs, GBS, MBS, TP, PP, CP, VP, tokens/s/GPU as printed
+# (the Blackwell rows: micro-batch 1)
 DENSE_RUNS: tuple[DenseRun, ...] = (
     DenseRun("bridge26.02 llama3-70b fp8", LLAMA3_70B_FP8, "h100-sxm", "fp8", 64, 256, 1,
              4, 8, 1, 5, 1621, BRIDGE, PRINTED),
     DenseRun("bridge26.02 llama3.1-405b fp8", LLAMA31_405B_FP8, "h100-sxm", "fp8", 1024,
              1536, 1, 8, 8, 2, 8, 311, BRIDGE, PRINTED),
-    DenseRun("bridge26.02 llama3-70b mxfp8 gb200", LLAMA3_70B_MXFP8_GB200, "gb200", "mxfp8",
-             64, 256, 1, 2, 4, 1, 5, 3613, BRIDGE_BLACKWELL, PRINTED),
-    DenseRun("bridge26.02 llama3.1-405b fp8 gb200", LLAMA31_405B_FP8_GB200, "gb200", "fp8",
-             256, 1536, 1, 4, 16, 1, 4, 793, BRIDGE_BLACKWELL, PRINTED),
-    DenseRun("bridge26.02 llama3.1-405b mxfp8 gb200", LLAMA31_405B_MXFP8_GB200, "gb200",
-             "mxfp8", 256, 1536, 1, 4, 16, 1, 8, 786, BRIDGE_BLACKWELL, PRINTED),
-    # the GB300 functions name the same userbuffers entries as the GB200 ones (the 70B
-    # row runs TP 1: nothing to overlap)
-    DenseRun("bridge26.02 llama3-70b mxfp8 gb300", LLAMA3_70B_MXFP8_GB200, "gb300", "mxfp8",
-             64, 256, 1, 1, 4, 1, 5, 4596, BRIDGE_BLACKWELL, PRINTED),
-    DenseRun("bridge26.02 llama3.1-405b fp8 gb300", LLAMA31_405B_FP8_GB200, "gb300", "fp8",
-             256, 1536, 1, 4, 8, 1, 4, 988, BRIDGE_BLACKWELL, PRINTED),
-    DenseRun("bridge26.02 llama3.1-405b mxfp8 gb300", LLAMA31_405B_MXFP8_GB200, "gb300",
-             "mxfp8", 256, 1536, 1, 2, 8, 2, 4, 931, BRIDGE_BLACKWELL, PRINTED),
+    *(DenseRun(f"bridge26.02 {model} {precision} {gpu}", recipe, gpu, precision, gpus, gbs,
+               1, tp, pp, cp, vp, tokens, BRIDGE_BLACKWELL, PRINTED)
+      for model, recipe, gpu, precision, gpus, gbs, tp, pp, cp, vp, tokens in (
+          ("llama3-70b", LLAMA3_70B_MXFP8_GB200, "gb200", "mxfp8", 64, 256, 2, 4, 1, 5, 3613),
+          ("llama3.1-405b", LLAMA31_405B_FP8_GB200, "gb200", "fp8", 256, 1536, 4, 16, 1, 4,
+           793),
+          ("llama3.1-405b", LLAMA31_405B_MXFP8_GB200, "gb200", "mxfp8", 256, 1536, 4, 16, 1,
+           8, 786),
+          # the GB300 functions name the GB200 ones' userbuffers entries (the 70B row runs
+          # TP 1: nothing to overlap)
+          ("llama3-70b", LLAMA3_70B_MXFP8_GB200, "gb300", "mxfp8", 64, 256, 1, 4, 1, 5, 4596),
+          ("llama3.1-405b", LLAMA31_405B_FP8_GB200, "gb300", "fp8", 256, 1536, 4, 8, 1, 4,
+           988),
+          ("llama3.1-405b", LLAMA31_405B_MXFP8_GB200, "gb300", "mxfp8", 256, 1536, 2, 8, 2,
+           4, 931))),
 )
 
 

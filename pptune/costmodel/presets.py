@@ -201,37 +201,37 @@ GPUS: dict[str, GpuSpec] = {
                 fabric=Fabric(680 * GB, _P2P_SHARE * 900 * GB, _NIC_400G_BUSBW,
                               850 * GB, nvls_min_ranks=5, collective_ctas=_NCCL_CTAS),
                 causal_attention=_H100_CAUSAL, full_attention=_H100_FULL),
-        # Blackwell Ultra (NVIDIA technical blog "Inside NVIDIA Blackwell Ultra: The Chip
-        # Powering the AI Factory Era", 2025-08): 288 GB HBM3e at 8 TB/s, NVLink 5
-        # 1.8 TB/s bidirectional, 15 PF dense NVFP4 (GB300). Dense BF16 / FP8: NVIDIA
-        # HGX B300 specifications, 36 / 72 PFLOPS with sparsity for 8 GPUs (2,250 /
-        # 4,500 dense a GPU, B200's); DGX B300 datasheet: eight ConnectX-8 800 Gb/s
-        # NICs. 148 SMs: what a B300 SXM6 reports to CUDA (the blog's 160 is the full
-        # die). No matmul sweep is published: B200's measured BF16 and FP8 fractions,
-        # and 8 x B200's nccl-tests fabric (the same NVLink 5 switch), are assumptions.
-        GpuSpec("b300", 2250e12, 288 * GB, 8000 * GB, 900 * GB, 100 * GB,
-                "NVIDIA Blackwell Ultra technical blog; HGX B300 specifications; DGX B300 "
-                "datasheet", sm_count=148, gemm_fraction=0.776, hbm_fraction=0.90,
-                attention_fraction=0.34, launch_s=4e-6,
-                fp8_peak_flops=4500e12, fp8_gemm_fraction=0.763, mxfp8=True,
-                fabric=Fabric(682.2 * GB, _P2P_SHARE * 900 * GB, _NIC_800G_BUSBW,
-                              838.0 * GB, nvls_min_ranks=6, collective_ctas=_NCCL_CTAS),
-                causal_attention=_H100_CAUSAL, full_attention=_H100_FULL),
-        # GB300 NVL72 (NVIDIA GB300 NVL72 specifications): 72 Blackwell Ultra GPUs in
-        # one NVLink domain, FP8 720 and BF16 360 PFLOPS with sparsity (5,000 / 2,500
-        # dense a GPU, GB200's), 576 TB/s HBM (8 TB/s a GPU), one ConnectX-8 800 Gb/s
-        # NIC a GPU. As for b300: GB200's measured fractions and NVL72 fabric assumed.
-        GpuSpec("gb300", 2500e12, 288 * GB, 8000 * GB, 900 * GB, 100 * GB,
-                "NVIDIA GB300 NVL72 specifications; NVIDIA Blackwell Ultra technical blog",
-                sm_count=148, gemm_fraction=0.729, hbm_fraction=0.90,
-                attention_fraction=0.34, launch_s=4e-6,
-                fp8_peak_flops=5000e12, fp4_peak_flops=15000e12, fp8_gemm_fraction=0.723,
-                mxfp8=True, gpus_per_node=72,
-                fabric=Fabric(680 * GB, _P2P_SHARE * 900 * GB, _NIC_800G_BUSBW,
-                              850 * GB, nvls_min_ranks=5, collective_ctas=_NCCL_CTAS),
-                causal_attention=_H100_CAUSAL, full_attention=_H100_FULL),
     ]
 }
+
+
+def _blackwell_ultra(base: GpuSpec, name: str, source: str,
+                     fp4_peak_flops: float | None) -> GpuSpec:
+    """A Blackwell Ultra part from the Blackwell part of the same system: its own 288 GB
+    of HBM3e and 800 Gb/s NIC, the Blackwell part's dense BF16 and FP8 peaks (the same
+    on both datasheets), and its measured matmul fractions and NVLink fabric (assumed:
+    no matmul sweep or nccl-tests run of Blackwell Ultra is published)."""
+    assert base.fabric is not None
+    return dataclasses.replace(
+        base, name=name, source=source, memory_bytes=288 * GB, ib_bytes_per_s=100 * GB,
+        fp4_peak_flops=fp4_peak_flops,
+        fabric=dataclasses.replace(base.fabric, nic_busbw_bytes_per_s=_NIC_800G_BUSBW))
+
+
+# Blackwell Ultra (NVIDIA technical blog "Inside NVIDIA Blackwell Ultra: The Chip Powering
+# the AI Factory Era", 2025-08): 288 GB HBM3e at 8 TB/s, NVLink 5 1.8 TB/s
+# bidirectional, 15 PF dense NVFP4 (GB300), 160 SMs on the full die (a B300 SXM6 reports
+# 148 to CUDA, B200's count). Dense BF16 / FP8: NVIDIA HGX B300 specifications, 36 / 72
+# PFLOPS with sparsity for 8 GPUs (2,250 / 4,500 dense a GPU, B200's); GB300 NVL72
+# specifications, 360 / 720 with sparsity for 72 (2,500 / 5,000, GB200's), its
+# 72-GPU NVLink domain; DGX B300 datasheet and GB300 NVL72 specifications: one
+# ConnectX-8 800 Gb/s NIC a GPU.
+GPUS["b300"] = _blackwell_ultra(
+    GPUS["b200"], "b300", "NVIDIA Blackwell Ultra technical blog; HGX B300 specifications; "
+    "DGX B300 datasheet", None)
+GPUS["gb300"] = _blackwell_ultra(
+    GPUS["gb200"], "gb300", "NVIDIA GB300 NVL72 specifications; NVIDIA Blackwell Ultra "
+    "technical blog", 15000e12)
 
 # Latency (alpha) of one NCCL operation: small-message times reported by
 # nccl-tests are ~5-10 us for send/recv over NVLink and ~20 us across
