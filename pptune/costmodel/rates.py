@@ -18,7 +18,7 @@ from pptune.costmodel.tp_overlap import TpOverlap
 
 
 class Swiglu(str, Enum):
-    """How a gated MLP's SiLU-and-multiply runs (ops.swiglu_bytes).
+    """How a gated MLP's SiLU-and-multiply runs (ops.activation_ops).
 
     fused: one kernel each way that keeps only its input and reruns the SiLU in
     its backward (megatron-core's ``bias_swiglu_impl``, the default of
