@@ -125,8 +125,9 @@ def modern_section(modern: dict[str, Any] | None, published: dict[str, Any] | No
 
 
 def moe_holdout_lines(doc: dict[str, Any]) -> list[str]:
-    """What the Megatron-Bridge MoE rows say, from their ratios."""
-    moe = [r for r in doc["rows"] if "Megatron-Bridge" in r["name"] and r.get("ep")]
+    """What the Megatron-Bridge 26.02 MoE rows say, from their ratios (the 26.08 ones:
+    newest_stack_lines)."""
+    moe = [r for r in doc["rows"] if "(Megatron-Bridge 26.02)" in r["name"] and r.get("ep")]
     if not moe:
         return []
     lo, hi = min(r["ratio"] for r in moe), max(r["ratio"] for r in moe)
@@ -144,7 +145,8 @@ def moe_holdout_lines(doc: dict[str, Any]) -> list[str]:
             f"{b200['ratio']:.2f}x, on GB200 at micro-batch 4 {gb200['ratio']:.2f}x, four "
             "times the tokens a layer over the same kernels.") if b200 and gb200 else ""
     return [
-        f"The {len(moe)} mixture-of-experts runs are the largest misses anywhere in these "
+        f"The {len(moe)} mixture-of-experts runs of the 26.02 container are the largest "
+        "misses anywhere in these "
         f"benchmarks ({lo:.2f}x to {hi:.2f}x; on H100 {span(h100)}"
         + (f", on Blackwell (B200, GB200, B300, GB300) {span(blackwell)}" if blackwell
            else "") + "), where "
@@ -212,6 +214,45 @@ def moe_layer_lines(doc: dict[str, Any] | None, holdout: dict[str, Any] | None) 
     ]
 
 
+def newest_stack_lines(doc: dict[str, Any]) -> list[str]:
+    """The 26.08 Megatron-Bridge rows (full-iteration CUDA graphs) beside the 26.02 ones."""
+    new = [r for r in doc["rows"] if "(Megatron-Bridge 26.08)" in r["name"]]
+    if not new:
+        return []
+
+    def row(model: str, gpu: str, container: str) -> dict[str, Any] | None:
+        return next((r for r in doc["rows"] if r["name"].startswith(model) and r["gpu"] == gpu
+                     and f"(Megatron-Bridge {container})" in r["name"]), None)
+
+    def listed(gpu: str) -> str:
+        return ", ".join(f"{r['name'].split()[0]} {r['ratio']:.3f}" for r in new
+                         if r["gpu"] == gpu)
+
+    gains, priced = [], []
+    for r in new:
+        old = row(r["name"].split()[0], r["gpu"], "26.02")
+        if old is not None:
+            gains.append(r["published"] / old["published"] - 1)
+            priced.append(r["predicted"] / old["predicted"] - 1)
+    moved = (f" From the 26.02 container to 26.08 the published rates of the same models on "
+             f"the same systems rose {100 * min(gains):.0f}-{100 * max(gains):.0f}% (some "
+             "with other micro-batches, parallelism or precision), pptune's predictions for "
+             f"the recipes as changed {100 * min(priced):.0f}-{100 * max(priced):.0f}%: "
+             "the rest is consistent with overhead the newer software removed (host time "
+             "between kernels) and pptune never priced."
+             ) if gains else ""
+    return [
+        "The 26.08 container's recipes capture whole iterations in CUDA graphs, which "
+        "removes the host time between kernels. Its rows: on GB300 " + listed("gb300")
+        + "; on GB200 " + listed("gb200") + "." + moved + " What they run and pptune does "
+        "not price (FP8 attention, delayed weight gradients, capacity-padded expert "
+        "buffers, MoE activations stashed in paged buffers that spill to host memory) is "
+        "listed in bench/published_holdout_bridge.py; the stash, which pptune's memory "
+        "does not count, is the likely reason its memory for some of them exceeds the "
+        "GPU's (below).", "",
+    ]
+
+
 def over_memory_lines(doc: dict[str, Any]) -> list[str]:
     """The published runs pptune predicts over their GPU's memory (they ran)."""
     from pptune.costmodel.presets import GIB, GPUS
@@ -248,8 +289,9 @@ def holdout_section(doc: dict[str, Any] | None) -> list[str]:
         "does not say how it counts). torchtitan logs the caching allocator's peak reserved "
         "memory, which can sit above the peak of live tensors pptune counts (plus its 2 GiB "
         "reserve). The Megatron-Bridge rows (every DGX-H100 row of its 26.02 summary, its "
-        "DGX-B200, DGX-GB200, DGX-B300 and DGX-GB300 rows of mixture-of-experts models, and "
-        "the GB200 and GB300 dense rows pptune can state) are "
+        "DGX-B200, DGX-GB200, DGX-B300 and DGX-GB300 rows of mixture-of-experts models, "
+        "the GB200 and GB300 dense rows pptune can state, and the 26.08 summary's GB300 "
+        "and GB200 rows of the same mixture-of-experts models) are "
         "priced by the dense and MoE benchmarks' machinery with each run's recipe settings "
         "(bench/published_holdout_bridge.py lists them: FP8 current scaling and the "
         "userbuffers configuration for the Llama rows; dispatcher, all-to-all overlap, "
@@ -259,6 +301,7 @@ def holdout_section(doc: dict[str, Any] | None) -> list[str]:
         f"Within 10%: {doc['within_10pct']} of {doc['predicted']} rows; ratios "
         f"{min(ratios):.2f} to {max(ratios):.2f}.", "",
         *moe_holdout_lines(doc),
+        *newest_stack_lines(doc),
         *over_memory_lines(doc),
         "Before torchtitan's per-op checkpointing was priced (models.md, \"Activation "
         "recomputation\"), the reader took `selective_ac_option = \"op\"` as no "

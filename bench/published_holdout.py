@@ -36,7 +36,9 @@ developed against:
    DGX-GB300 rows of the mixture-of-experts models (DeepSeek-V3 as well) and the
    GB200 and GB300 dense rows pptune can state, each with the settings its
    performance recipe at the same tag applies, priced by the dense and MoE benchmarks'
-   machinery (bench/published_holdout_bridge.py says what each ran).
+   machinery (bench/published_holdout_bridge.py says what each ran); and the same
+   summary for the 26.08 container: its DGX-GB300 and DGX-GB200 MXFP8 rows of those
+   mixture-of-experts models, with the 26.08 recipes.
 
 Per row: configuration, published figure, predicted, ratio (predicted over
 published: above 1 is optimistic).

@@ -77,6 +77,25 @@ embedding and loss counted in the split.
 - Qwen3-235B-A22B (V2, GBS 8192, 256 GPUs, PP8, the embedding and loss counted in the
   split): GB200 EP32 on HybridEP, B200 EP8 on the all-to-all dispatcher.
 
+And the newest summary, for the 26.08 NeMo container (docs/performance-summary.md at tag
+v0.6.0, commit date 2026-08-19), its DGX-GB300 and DGX-GB200 MXFP8 rows of the models
+pptune has presets for (DeepSeek-V3, GPT OSS 120B, Qwen3-30B-A3B, Qwen3-235B-A22B; not
+DeepSeek-V4 Flash or Nemotron 3), each with the perf recipe the row matches
+(src/megatron/bridge/perf_recipes/<family>/<gpu>/*_fp8mx_config @ v0.6.0): MXFP8,
+HybridEP, the MoE all-to-all overlapped, full-iteration CUDA graphs, nothing recomputed
+but DeepSeek-V3's ``mla_up_proj`` on GB200, FP32 Adam moments, BF16 gradients;
+DeepSeek-V3 GB300 PP2 VP8 EP32 and GB200 PP4 VP4 EP64 at micro-batch 1 with the layout
+above; GPT OSS EP16 (GB300) and EP64 (GB200) at micro-batch 4; Qwen3-30B-A3B EP8 at
+micro-batch 8 (GB300) and 4 (GB200); Qwen3-235B-A22B EP32, GB300 PP4 VP12 at
+micro-batch 2, GB200 PP8 VP3 at 1, the embedding and loss counted in the split (94
+blocks split into 48 or 24 chunks no other way). What these recipes run and pptune does
+not price: FP8 attention (``fp8_dot_product_attention``; pptune prices attention in
+BF16), the weight-gradient GEMMs delayed behind the all-to-all (``delay_wgrad_compute``),
+expert buffers sized for a 1.5 capacity factor so CUDA graphs can capture them, and the
+MoE activations stashed in paged buffers that spill to host memory
+(``moe_paged_stash``), which pptune's memory does not count; the CUDA graphs remove host
+time pptune does not price either.
+
 HybridEP (the flex dispatcher's other backend) moves a token once a destination node
 and rank as DeepEP does, so it is priced with DeepEP's traffic. A GB200 NVL72 rack is
 one 72-GPU NVLink domain (the preset's node): EP64 runs inside it, where on DGX-B200
@@ -144,9 +163,9 @@ BRIDGE_BLACKWELL = ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md @ v
 # for (4, 4) and (16, 1))
 DEEPSEEK_LAYOUT = (5,) + (4,) * 14 + (3,)
 # its recipe's precision-aware optimizer (recipes/deepseek/deepseek_v3.py): FP32 main
-# parameters, BF16 main gradients and Adam moments
+# parameters, BF16 main gradients (as every recipe here keeps them) and Adam moments
 _DS = {"dispatcher": Dispatcher.DEEPEP, "recompute_modules": ("mla_up_proj",),
-       "moment_bytes": 2.0, "grad_buffer_bytes": 2.0, "split": DEEPSEEK_LAYOUT}
+       "moment_bytes": 2.0, "split": DEEPSEEK_LAYOUT}
 _OSS = {"recompute_modules": ("layernorm", "moe_act")}
 BLACKWELL_RUNS: tuple[Run, ...] = (
     _blackwell("deepseek-v3", "gb200", "mxfp8", 256, 61, 4, 64, 4, 1, 4096, 3955, **_DS),
@@ -173,6 +192,39 @@ BLACKWELL_RUNS: tuple[Run, ...] = (
                dispatcher=Dispatcher.DEEPEP),
     _blackwell("qwen3-235b-a22b", "b300", "mxfp8", 256, 94, 8, 8, 4, 1, 8192, 2691,
                account_ends=True, a2a_overlap=True),
+)
+
+
+BRIDGE_2608 = ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md @ v0.6.0 "
+               "(26.08 NeMo container), DGX-GB300 and DGX-GB200 rows")
+# The 26.08 recipes (src/megatron/bridge/perf_recipes/<family>/<gpu>/*.py @ v0.6.0, the
+# *_fp8mx_config functions the table's rows match) all run MXFP8 with full-iteration CUDA
+# graphs, HybridEP, the MoE all-to-all overlapped (overlap_moe_expert_parallel_comm),
+# nothing recomputed but DeepSeek-V3's mla_up_proj on GB200, FP32 Adam moments (the
+# precision-aware optimizer is not called) and BF16 gradients (_benchmark_common).
+RECIPES_2608 = ("NVIDIA-NeMo/Megatron-Bridge src/megatron/bridge/perf_recipes/"
+                "{deepseek,gpt_oss,qwen}/{gb300,gb200}/*.py @ v0.6.0 (the *_fp8mx_config "
+                "functions)")
+_NEW = {"dispatcher": Dispatcher.DEEPEP, "a2a_overlap": True, "source": BRIDGE_2608}
+_DS_NEW = {**_NEW, "split": DEEPSEEK_LAYOUT}
+RUNS_2608: tuple[Run, ...] = (
+    _bridge("deepseek-v3", "mxfp8", 256, 61, 1, 2, 32, 8, 4096, 6288, gpu="gb300", **_DS_NEW),
+    _bridge("deepseek-v3", "mxfp8", 256, 61, 1, 4, 64, 4, 4096, 4912, gpu="gb200",
+            recompute_modules=("mla_up_proj",), **_DS_NEW),
+    _bridge("gpt-oss-120b", "mxfp8", 64, 36, 1, 1, 16, 1, 1280, 33024, gpu="gb300", mbs=4,
+            **_NEW),
+    _bridge("gpt-oss-120b", "mxfp8", 64, 36, 1, 1, 64, 1, 1280, 28672, gpu="gb200", mbs=4,
+            **_NEW),
+    _bridge("qwen3-30b-a3b", "mxfp8", 8, 48, 1, 1, 8, 1, 512, 44544, gpu="gb300", mbs=8,
+            **_NEW),
+    _bridge("qwen3-30b-a3b", "mxfp8", 8, 48, 1, 1, 8, 1, 512, 39936, gpu="gb200", mbs=4,
+            **_NEW),
+    # 94 blocks over PP x VP chunks: only with the embedding and loss counted (96 = 48 x 2,
+    # 24 x 4), as its canonical recipe does
+    _bridge("qwen3-235b-a22b", "mxfp8", 256, 94, 1, 4, 32, 12, 8192, 8816, gpu="gb300", mbs=2,
+            account_ends=True, **_NEW),
+    _bridge("qwen3-235b-a22b", "mxfp8", 256, 94, 1, 8, 32, 3, 8192, 7280, gpu="gb200",
+            account_ends=True, **_NEW),
 )
 
 
@@ -234,10 +286,12 @@ DENSE_RUNS: tuple[DenseRun, ...] = (
 )
 
 
-def _row_name(model: str, precision: str, gpu: str) -> str:
-    """A row's name: the model and precision, and the system where it is not DGX-H100."""
+def _row_name(model: str, precision: str, gpu: str, source: str = BRIDGE) -> str:
+    """A row's name: the model and precision, the system where it is not DGX-H100, and
+    the container."""
     system = "" if gpu == "h100-sxm" else f" {gpu.upper()}"
-    return f"{model} {precision}{system} (Megatron-Bridge 26.02)"
+    container = "26.08" if source == BRIDGE_2608 else "26.02"
+    return f"{model} {precision}{system} (Megatron-Bridge {container})"
 
 
 def dense_rows() -> list[dict[str, Any]]:
@@ -263,11 +317,12 @@ def dense_rows() -> list[dict[str, Any]]:
 def rows() -> list[dict[str, Any]]:
     """One holdout row a run, in published_holdout's columns: the dense rows, then MoE."""
     out = dense_rows()
-    for run in RUNS + BLACKWELL_RUNS:
+    for run in RUNS + BLACKWELL_RUNS + RUNS_2608:
         r = predict(run)
         out.append({
-            "name": _row_name(run.model, run.precision, run.gpu),
-            "source": run.source, "recipe": RECIPES, "gpu": run.gpu, "gpus": run.gpus,
+            "name": _row_name(run.model, run.precision, run.gpu, run.source),
+            "source": run.source, "recipe": RECIPES_2608 if run.source == BRIDGE_2608
+            else RECIPES, "gpu": run.gpu, "gpus": run.gpus,
             "framework": "Megatron-Bridge (megatron-core)", "precision": run.precision,
             "tp": run.tp, "pp": run.pp, "vp": run.vp, "ep": run.ep,
             "micro_batch": run.mbs, "global_batch": run.gbs, "seq_len": run.seq_len,

@@ -154,7 +154,9 @@ class Run:
     needs: tuple[str, ...] = ()  # what pptune does not express yet
     etp: int | None = None  # expert tensor parallelism (None: megatron-core's default, tp)
     grouped: bool = True  # local experts in one grouped GEMM
-    grad_bf16: bool = False  # gradients reduced in bf16 (else Megatron's fp32 default)
+    # gradients kept and reduced in bf16 (megatron-core's grad_reduce_in_fp32 off: its
+    # gradient buffer takes the parameters' dtype), else Megatron's fp32 default
+    grad_bf16: bool = False
     schedule: Schedule | None = None  # None: interleaved when vp > 1, else 1f1b
     # how tokens reach their experts: DeepSeek's own kernels send a token once a node and
     # forward it over NVLink (report sec. 3.2.2), DeepEP's design; NeMo's alltoall else
@@ -162,9 +164,6 @@ class Run:
     # megatron-core recompute modules matching what the source says it recomputes
     recompute_modules: tuple[str, ...] = ()
     moment_bytes: float = 4.0  # each Adam moment (2: BF16, where the source says so)
-    # the main-gradient buffer's bytes a parameter (None: FP32; 2 where the recipe keeps
-    # them in BF16, megatron-core's precision-aware optimizer with main_grads_dtype bf16)
-    grad_buffer_bytes: float | None = None
     a2a_overlap: bool = False  # the F&B pairs overlap the all-to-all (the source says so)
     # FP8 amaxes reduced over the stage each chunk pass: NeMo's delayed scaling; DeepSeek-V3
     # scales each 1 x 128 / 128 x 128 block locally (its report, sec. 3.3)
@@ -279,7 +278,7 @@ def predict(run: Run) -> dict[str, Any]:
                       # bf16 gradient sync of fp32 main grads, where the recipe says so
                       grad_bytes_factor=0.5 if run.grad_bf16 else 1.0,
                       moment_bytes=run.moment_bytes, fp8_amax_reduction=run.amax_reduction,
-                      grad_buffer_bytes=run.grad_buffer_bytes)
+                      grad_buffer_bytes=2.0 if run.grad_bf16 else None)
     spec = PlanSpec(schedule, run.pp, run.mbs, m, tuple(split), run.vp,
                     sharding=Sharding.ZERO1, recompute=Recompute.NONE, key=key,
                     a2a_overlap=run.a2a_overlap)

@@ -97,7 +97,8 @@ def test_the_megatron_bridge_blackwell_moe_rows_run_their_recipes() -> None:
     # DeepSeek-V3's recipe layout for (4, 4) and (16, 1): the embedding and 61 blocks, the
     # MTP layer and the loss in 16 chunks
     assert len(DEEPSEEK_LAYOUT) == 16 and sum(DEEPSEEK_LAYOUT) == 1 + 61 + 1 + 1
-    out = [r for r in rows() if r["gpu"] in ("gb200", "b200", "gb300", "b300") and r.get("ep")]
+    out = [r for r in rows() if r["gpu"] in ("gb200", "b200", "gb300", "b300") and r.get("ep")
+           and "(Megatron-Bridge 26.02)" in r["name"]]
     assert len(out) == len(BLACKWELL_RUNS)
     for r, run in zip(out, BLACKWELL_RUNS, strict=True):
         assert r["published"] == run.tokens_per_s_per_gpu
@@ -121,3 +122,23 @@ def test_every_row_predicted_over_its_gpus_memory_is_reported() -> None:
         over = r["plan"]["peak_memory_gib"] > GPUS[r["gpu"]].memory_bytes / GIB \
             if r.get("plan", {}).get("peak_memory_gib") else False
         assert (r["name"] in text) is over, r["name"]
+
+
+def test_the_megatron_bridge_26_08_rows_run_their_recipes() -> None:
+    from bench.published_holdout_bridge import BRIDGE_2608, RUNS_2608, rows
+
+    # the 26.08 summary's GB300 and GB200 MXFP8 rows: GPU, GPUs, PP, VP, EP, MBS, GBS, tok/s
+    assert [(r.gpu, r.gpus, r.pp, r.vp, r.ep, r.mbs, r.gbs, r.tokens_per_s_per_gpu)
+            for r in RUNS_2608] == [
+        ("gb300", 256, 2, 8, 32, 1, 4096, 6288), ("gb200", 256, 4, 4, 64, 1, 4096, 4912),
+        ("gb300", 64, 1, 1, 16, 4, 1280, 33024), ("gb200", 64, 1, 1, 64, 4, 1280, 28672),
+        ("gb300", 8, 1, 1, 8, 8, 512, 44544), ("gb200", 8, 1, 1, 8, 4, 512, 39936),
+        ("gb300", 256, 4, 12, 32, 2, 8192, 8816), ("gb200", 256, 8, 3, 32, 1, 8192, 7280)]
+    # every recipe: MXFP8, HybridEP (priced as DeepEP), the all-to-all overlapped
+    assert all(r.precision == "mxfp8" and r.a2a_overlap and r.source == BRIDGE_2608
+               and r.dispatcher.value == "deepep" for r in RUNS_2608)
+    out = [r for r in rows() if "(Megatron-Bridge 26.08)" in r["name"]]
+    assert len(out) == len(RUNS_2608)
+    for r, run in zip(out, RUNS_2608, strict=True):
+        assert r["published"] == run.tokens_per_s_per_gpu
+        assert r["ratio"] == pytest.approx(r["predicted"] / r["published"], rel=1e-3)
