@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from bench.published_holdout import META_RUNS, NOT_EXPRESSIBLE, TITAN_RUNS, meta_row, titan_row
@@ -77,12 +79,31 @@ def test_the_megatron_bridge_dense_rows_run_fp8_current_scaling() -> None:
         assert r["plan"]["peak_memory_gib"] < capacity[r["gpu"]]
 
 
-def test_the_megatron_bridge_blackwell_moe_rows_run_their_recipes() -> None:
-    from bench.published_holdout_bridge import BLACKWELL_RUNS, DEEPSEEK_LAYOUT, rows
+def _layouts(runs: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """GPU, GPUs, PP, VP, EP, MBS, GBS, tokens/s/GPU of each MoE run."""
+    return [(r.gpu, r.gpus, r.pp, r.vp, r.ep, r.mbs, r.gbs, r.tokens_per_s_per_gpu)
+            for r in runs]
 
-    # the summary's DGX-GB200 then DGX-B200 rows: GPUs, PP, VP, EP, MBS, GBS, tokens/s/GPU
-    assert [(r.gpu, r.gpus, r.pp, r.vp, r.ep, r.mbs, r.gbs, r.tokens_per_s_per_gpu)
-            for r in BLACKWELL_RUNS] == [
+
+def _moe_rows(container: str, runs: tuple[Any, ...]) -> list[dict[str, Any]]:
+    """The holdout rows of ``runs`` (one container's), each with its published figure and
+    a ratio that is predicted over published."""
+    from bench.published_holdout_bridge import rows
+
+    out = [r for r in rows() if r.get("ep") and r["gpu"] != "h100-sxm"
+           and f"(Megatron-Bridge {container})" in r["name"]]
+    assert len(out) == len(runs)
+    for r, run in zip(out, runs, strict=True):
+        assert r["published"] == run.tokens_per_s_per_gpu
+        assert r["ratio"] == pytest.approx(r["predicted"] / r["published"], rel=1e-3)
+    return out
+
+
+def test_the_megatron_bridge_blackwell_moe_rows_run_their_recipes() -> None:
+    from bench.published_holdout_bridge import BLACKWELL_RUNS, DEEPSEEK_LAYOUT
+
+    # the summary's DGX-GB200, DGX-B200, DGX-GB300 and DGX-B300 rows
+    assert _layouts(BLACKWELL_RUNS) == [
         ("gb200", 256, 4, 4, 64, 1, 4096, 3955), ("gb200", 64, 1, 1, 64, 4, 1280, 15784),
         ("gb200", 8, 1, 1, 8, 4, 512, 26084), ("gb200", 256, 8, 1, 32, 1, 8192, 5448),
         ("b200", 256, 16, 1, 8, 1, 4096, 2689), ("b200", 64, 1, 1, 64, 4, 1280, 8047),
@@ -97,12 +118,7 @@ def test_the_megatron_bridge_blackwell_moe_rows_run_their_recipes() -> None:
     # DeepSeek-V3's recipe layout for (4, 4) and (16, 1): the embedding and 61 blocks, the
     # MTP layer and the loss in 16 chunks
     assert len(DEEPSEEK_LAYOUT) == 16 and sum(DEEPSEEK_LAYOUT) == 1 + 61 + 1 + 1
-    out = [r for r in rows() if r["gpu"] in ("gb200", "b200", "gb300", "b300") and r.get("ep")
-           and "(Megatron-Bridge 26.02)" in r["name"]]
-    assert len(out) == len(BLACKWELL_RUNS)
-    for r, run in zip(out, BLACKWELL_RUNS, strict=True):
-        assert r["published"] == run.tokens_per_s_per_gpu
-        assert r["ratio"] == pytest.approx(r["predicted"] / r["published"], rel=1e-3)
+    for r in _moe_rows("26.02", BLACKWELL_RUNS):
         # each fits its GPU (186 GB on GB200, 180 GB on B200, 288 GB on B300 and GB300)
         capacity = {"gb200": 186e9, "b200": 180e9, "gb300": 288e9, "b300": 288e9}[r["gpu"]]
         assert r["plan"]["peak_memory_gib"] < capacity / 2**30
@@ -125,11 +141,10 @@ def test_every_row_predicted_over_its_gpus_memory_is_reported() -> None:
 
 
 def test_the_megatron_bridge_26_08_rows_run_their_recipes() -> None:
-    from bench.published_holdout_bridge import BRIDGE_2608, RUNS_2608, rows
+    from bench.published_holdout_bridge import BRIDGE_2608, RUNS_2608
 
-    # the 26.08 summary's GB300 and GB200 MXFP8 rows: GPU, GPUs, PP, VP, EP, MBS, GBS, tok/s
-    assert [(r.gpu, r.gpus, r.pp, r.vp, r.ep, r.mbs, r.gbs, r.tokens_per_s_per_gpu)
-            for r in RUNS_2608] == [
+    # the 26.08 summary's GB300 and GB200 MXFP8 rows
+    assert _layouts(RUNS_2608) == [
         ("gb300", 256, 2, 8, 32, 1, 4096, 6288), ("gb200", 256, 4, 4, 64, 1, 4096, 4912),
         ("gb300", 64, 1, 1, 16, 4, 1280, 33024), ("gb200", 64, 1, 1, 64, 4, 1280, 28672),
         ("gb300", 8, 1, 1, 8, 8, 512, 44544), ("gb200", 8, 1, 1, 8, 4, 512, 39936),
@@ -137,8 +152,4 @@ def test_the_megatron_bridge_26_08_rows_run_their_recipes() -> None:
     # every recipe: MXFP8, HybridEP (priced as DeepEP), the all-to-all overlapped
     assert all(r.precision == "mxfp8" and r.a2a_overlap and r.source == BRIDGE_2608
                and r.dispatcher.value == "deepep" for r in RUNS_2608)
-    out = [r for r in rows() if "(Megatron-Bridge 26.08)" in r["name"]]
-    assert len(out) == len(RUNS_2608)
-    for r, run in zip(out, RUNS_2608, strict=True):
-        assert r["published"] == run.tokens_per_s_per_gpu
-        assert r["ratio"] == pytest.approx(r["predicted"] / r["published"], rel=1e-3)
+    _moe_rows("26.08", RUNS_2608)
