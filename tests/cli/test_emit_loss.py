@@ -64,3 +64,37 @@ def test_torchtitan_states_no_compile_for_bf16_and_predicts_the_eager_loss(
     path = tmp_path / "torchtitan.toml"
     assert "[compile]" not in path.read_text()
     assert _step(path) == pytest.approx(out.plan.step_time_s, rel=1e-9)
+
+
+def test_a_plan_that_outgrows_the_gpu_as_run_is_replaced_or_said(
+        run: RecommendRun, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Re-priced as a framework runs it (here: the eager SwiGLU, which keeps more), a plan
+    that no longer fits gives way to the search's best plan on those costs; when the
+    search finds none, a note says the file will overflow."""
+    import dataclasses
+
+    from pptune.costmodel.rates import Swiglu
+    from pptune.frameworks.common import express as ex
+    from pptune.plan.emit import job_of
+
+    plan = run.result.plans[0]
+    job = job_of(run, plan)
+
+    def priced(notes: list[str]):  # type: ignore[no-untyped-def]
+        return ex.priced_as_run(job, plan, name="torchtitan", attention="flash",
+                                sequence_parallel=job.sequence_parallel, runs="eager",
+                                notes=notes, swiglu=Swiglu.EAGER)
+
+    # the 2-stage plan the search ranked first fits with the fused kernel, not eager
+    assert max(plan.peak_memory_bytes) <= plan.memory_capacity_bytes
+    notes: list[str] = []
+    _, found = priced(notes)
+    assert any(n.startswith("so run, the plan needs") for n in notes)
+    assert max(found.peak_memory_bytes) <= found.memory_capacity_bytes
+    real = ex.search
+    monkeypatch.setattr(ex, "search", lambda *a, **k: dataclasses.replace(
+        real(*a, **k), plans=[]))
+    notes = []
+    _, kept = priced(notes)
+    assert any("no plan of the search fits so" in n for n in notes)
+    assert max(kept.peak_memory_bytes) > max(plan.peak_memory_bytes)

@@ -159,13 +159,17 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
         # priced as the files run, the plan outgrows the GPU (an eager SwiGLU keeps more):
         # the search's best plan on those costs instead, when one fits
         best = search(job.table, replace(job.request, top=1)).plans
+        need = (f"so run, the plan needs {fmt_bytes(max(plan.peak_memory_bytes))} of "
+                f"{fmt_bytes(job.table.memory_bytes)}")
         if best:
-            notes.append(f"so run, the plan needs {fmt_bytes(max(plan.peak_memory_bytes))} of "
-                         f"{fmt_bytes(job.table.memory_bytes)}: emitting the best plan that "
-                         f"fits so (pp={best[0].pp} dp={best[0].dp} {best[0].schedule.value}, "
+            notes.append(f"{need}: emitting the best plan that fits so (pp={best[0].pp} "
+                         f"dp={best[0].dp} {best[0].schedule.value}, "
                          f"{best[0].sharding.value}/{best[0].recompute.value}), predicted step "
                          f"{fmt_seconds(best[0].step_time_s)}")
             plan = best[0]
+        else:
+            notes.append(f"{need} and no plan of the search fits so: the file states it "
+                         "anyway, and check-config will say it overflows")
     return job, plan
 
 
