@@ -53,14 +53,17 @@ def timeline_windows(sim: Any, p: int, m: int) -> list[tuple[str, Window]]:
 
     With m much larger than p the steady state fills the picture and the
     bubble (at the edges) is invisible, so show the first and last
-    ``3p`` micro-batch slots instead.
+    ``3p`` micro-batch slots instead; without a pipeline (one device, no bubble) the
+    first three micro-batches, so that each forward and backward is wide enough to see.
     """
     span = sim.step_time_s
-    if m <= 3 * p or p == 1 or span <= 0:
+    if m <= 3 * p or span <= 0:
         return [("", Window(p, span, list(sim.events)))]
     width = span * min(1.0, 3 * p / (m + p - 1))
     out = []
-    for label, t0 in (("warm-up", 0.0), ("cool-down", span - width)):
+    ends = (("warm-up", 0.0), ("cool-down", span - width)) if p > 1 else (
+        (f"first 3 of {m} micro-batches", 0.0),)
+    for label, t0 in ends:
         evs = []
         for e in sim.events:
             s, t = max(e.start_s, t0), min(e.end_s, t0 + width)

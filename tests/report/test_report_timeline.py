@@ -238,3 +238,22 @@ def test_a_window_of_a_step_reads_in_step_time() -> None:
     assert labels.split() == ["8", "8.5", "9", "9.5", "10.000", "s"]
     assert ticks.startswith("+") and ticks.endswith("+")
     assert Window(1, 2.0, [], 8.0).start_s == 8.0
+
+
+def test_windows_without_a_pipeline_show_the_first_three_micro_batches() -> None:
+    from pptune.costmodel.schedules import Schedule
+    from pptune.report.plans import timeline_windows
+
+    m = 12
+    sim = simulate(Schedule.ONE_F_ONE_B, 1, m, uniform_stages(1, 1.0, 2.0))
+    (label, window), = timeline_windows(sim, 1, m)
+    assert label.startswith(f"first 3 of {m} micro-batches")
+    # one forward and one backward a micro-batch: 3 s each, the first three in 9 s
+    assert window.step_time_s == sim.step_time_s * 3 / m == 9.0
+    assert {e.op.mb for e in window.events} == {0, 1, 2}
+    # a pipeline keeps its warm-up and cool-down windows; a short run is shown whole
+    assert [lbl.split(",")[0] for lbl, _ in timeline_windows(
+        simulate(Schedule.ONE_F_ONE_B, 2, m, uniform_stages(2, 1.0, 2.0)), 2, m)] == [
+        "warm-up", "cool-down"]
+    assert timeline_windows(simulate(Schedule.ONE_F_ONE_B, 1, 3, uniform_stages(1, 1.0, 2.0)),
+                            1, 3)[0][0] == ""
