@@ -280,8 +280,8 @@ MOE_HOST_NOTE = (
     "not priced: the host (Python and framework) time of the MoE layers' many small "
     "kernels, and the host-device synchronisation a dropless layer makes to size its "
     "all-to-all; published runs of models with many narrow experts stepped well above "
-    "pptune's price (docs/limits.md). pptune calibrate --run on a short run of the job "
-    "fits it")
+    "pptune's price unless their framework captured whole iterations in CUDA graphs "
+    "(docs/limits.md). pptune calibrate --run on a short run of the job fits it")
 
 
 def _dispatch_what_if(spec: RecommendSpec, costs: Costs, req: PlanRequest,
