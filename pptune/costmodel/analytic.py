@@ -69,6 +69,7 @@ from pptune.costmodel.ops import (
     Rates,
     attention_part,
     block_ops,
+    mlp_inner_bytes,
     mlp_part,
     norm_reruns,
     phase_s,
@@ -226,13 +227,7 @@ def block_act_bytes(
     # Split by tensor parallelism: Q (2), K and V (2 each, scaled for GQA),
     # the output-projection input (2), the MLP's inner tensors.
     attn_inner = 2 * q_frac + 4 * kv_frac + (2 - low) * q_frac
-    if m.gated_mlp:
-        # gate and up (2 bytes each: the fused SwiGLU's input) and the product (the down
-        # GEMM's input); the fused kernel reruns the SiLU in its backward (megatron-core's
-        # bias_swiglu_impl saves its input only), eager silu and mul keep its output too
-        mlp_inner = (6 + 2 * (swiglu is Swiglu.EAGER) - low) * f / h
-    else:
-        mlp_inner = (4 - low) * f / h  # GeLU input and output (the output feeds a GEMM)
+    mlp_inner = mlp_inner_bytes(m.gated_mlp, swiglu, low) * f / h
     if attn_bytes is None and mlp_bytes is None:
         sharded = attn_inner + mlp_inner
     else:
@@ -303,7 +298,7 @@ def analytic_layers(
     rates = Rates.of(gpu, efficiency)
     par = Parallel(tp, sequence_parallel, flash_attention, *tp_allreduce, tp_comm_overlap,
                    cp, cp_comm, cp_links, gemm_precision, tp_overlap, *tp_p2p, cross_entropy,
-                   Swiglu(swiglu))
+                   swiglu)
     s, h, v = m.seq_len // cp, m.hidden, m.vocab
     saved = precision.gemm_input_bytes(gemm_precision)
     redo_up = MLA_UP_PROJ in recompute_modules and m.mla

@@ -97,12 +97,12 @@ from pptune.costmodel.ops import (
     Parallel,
     Phase,
     Rates,
-    Swiglu,
     activation_ops,
     fp8_casts,
     gemm,
     linear,
     memory,
+    mlp_inner_bytes,
     mlp_part,
 )
 from pptune.costmodel.precision import gemm_input_bytes
@@ -230,19 +230,16 @@ def moe_act_bytes(m: ModelShape, b: int, par: Parallel, ex: ExpertParallel,
     rows = t_loc * k * r * ex.etp
     f_loc = m.expert_ffn // ex.etp
     saved = gemm_input_bytes(par.precision)  # fc1's and fc2's inputs: FP8 casts under FP8
-    # fc1's output (gate and up, or GeLU's input) and the activation's output (fc2's
-    # input); an eager SwiGLU keeps its SiLU's output too (ops.activation_ops), which
-    # moe_act's checkpoint drops with the rest of the activation
-    eager = m.gated_mlp and par.swiglu is Swiglu.EAGER
-    inner = ((4 if m.gated_mlp else 2)
-             + (0 if recompute_act else saved + 2 * eager)) * f_loc * rows
+    # an MLP's inner tensors a row (ops.mlp_inner_bytes; fc2's input FP8 under FP8); with
+    # moe_act's checkpoint fc1's output alone (gate and up, or GeLU's input)
+    low = BF16_BYTES - saved
+    inner = ((4 if m.gated_mlp else 2) if recompute_act
+             else mlp_inner_bytes(m.gated_mlp, par.swiglu, low)) * f_loc * rows
     total = FP32_BYTES * e * t_loc + saved * h * rows + inner + FP32_BYTES * rows
     if m.shared_ffn and not recompute_shared:
         tokens = b * m.seq_len // par.cp
-        low = BF16_BYTES - saved  # the product feeds fc2, as in a dense MLP (analytic.py)
-        # as a dense MLP's (analytic.block_act_bytes): a gated one keeps gate and up, the
-        # fused SwiGLU's input, and the product; a GeLU one its input and output
-        total += ((6 if m.gated_mlp else 4) + 2 * eager - low) * m.shared_ffn * tokens / par.tp
+        total += (mlp_inner_bytes(m.gated_mlp, par.swiglu, low)
+                  * m.shared_ffn * tokens / par.tp)  # a dense MLP's (analytic.py)
     return total
 
 

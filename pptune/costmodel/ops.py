@@ -235,6 +235,16 @@ def activation_ops(name: str, gated: bool, swiglu: Swiglu, columns: float,
             memory(f"{name}.bwd", Phase.B, bwd * columns, rates, kernels=k_bwd))
 
 
+def mlp_inner_bytes(gated: bool, swiglu: Swiglu, low: float = 0.0) -> float:
+    """Bytes an MLP keeps for backward a token and FFN column, its input aside: a gated
+    one gate and up (2 + 2: the fused SwiGLU's input; megatron-core's bias_swiglu_impl
+    saves its input only and reruns the SiLU in its backward) and under ``--swiglu
+    eager`` the SiLU's output too (2), a GeLU one its input (2); then the activation's
+    output, the down GEMM's input (2, less ``low`` when FP8 saves it narrower)."""
+    first = (4 + (2 if swiglu is Swiglu.EAGER else 0)) if gated else 2
+    return first + 2 - low
+
+
 def norm_reruns(m: ModelShape, b: int, rates: Rates, par: Parallel,
                 kept: tuple[bool, bool]) -> list[OpCost]:
     """The norms whose outputs a block does not keep (``kept``: the attention's input,

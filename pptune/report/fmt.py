@@ -79,6 +79,12 @@ def fmt_pct(x: float) -> str:
     return f"{x * 100:.1f}%"
 
 
+def fmt_ratio(ratio: float) -> str:
+    """A step-time ratio, ``1.07x``; three decimals where two would read 1.00x for
+    plans that differ."""
+    return f"{ratio:.3f}x" if f"{ratio:.2f}" == "1.00" and ratio != 1 else f"{ratio:.2f}x"
+
+
 def json_safe(obj: Any) -> Any:
     """NaN and inf become null: JSON has no such numbers."""
     if isinstance(obj, float) and not math.isfinite(obj):

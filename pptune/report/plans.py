@@ -16,7 +16,7 @@ from pptune.costmodel.partition import stage_bounds
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import DP_INNER, Plan, SearchResult
 from pptune.options.record import PlanFileRequest
-from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
+from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_ratio, fmt_seconds
 from pptune.report.plan_table import Peaks, compact_split, fmt_rate, mfu, plans_table, training_cost
 from pptune.schemas import PlanFile, PlanRecord
 
@@ -72,12 +72,6 @@ def timeline_windows(sim: Any, p: int, m: int) -> list[tuple[str, Window]]:
         out.append((f"{label}, {fmt_seconds(t0)} to {fmt_seconds(t0 + width)}",
                     Window(p, width, evs, t0)))
     return out
-
-
-def fmt_ratio(ratio: float) -> str:
-    """A step-time ratio, ``1.07x``; three decimals where two would read 1.00x for
-    plans that differ."""
-    return f"{ratio:.3f}x" if f"{ratio:.2f}" == "1.00" and ratio != 1 else f"{ratio:.2f}x"
 
 
 def _rival(result: SearchResult, winner: Plan) -> Plan | None:
