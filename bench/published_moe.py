@@ -99,6 +99,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.published_modern import account_split
+from bench.published_modern import predict as predict_modern
+from bench.published_modern_data import RUNS as MODERN_RUNS
 from pptune.costmodel import presets
 from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import CostKey, Precision
@@ -437,13 +439,10 @@ def speed() -> dict[str, Any]:
 
 
 # Dense reference for the Grok-1 diagnosis, with the same GEMM and collective model:
-# NVIDIA/dgxc-benchmarking v25.02 nemotron/README_15b.md, Nemotron-4 15B BF16 on 16 H100,
-# TP4 PP1 MBS4 GA4, GBS 64, sequence 4096: step 2.812 s, 93223 tokens/s; its shape from
-# the Nemotron-4 15B report (arXiv 2402.16819, table 1: 32 layers, hidden 6144, 48 heads,
-# 8 KV heads, vocabulary 256k, squared-ReLU MLP of 4h).
-NEMOTRON_15B = presets.ModelShape("nemotron-4-15b", 32, 6144, 48, 8, 4 * 6144, 256000, 4096,
-                                  64, False, False, "Nemotron-4 15B report table 1")
-NEMOTRON_15B_TOKENS_PER_S_PER_GPU = 93223 / 16
+# The dense row of the same benchmark suite the Grok-1 block is set beside: dgxc-benchmarking
+# v25.02's Nemotron-4 15B BF16 on 16 H100 (TP4 PP1 MBS4, GBS 64, sequence 4096), priced by
+# the modern benchmark as its recipe ran it (bench/published_modern_data.py).
+DENSE_REFERENCE = ("dgxc nemotron4-15b bf16", 16)
 
 
 def grok_breakdown(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -474,26 +473,21 @@ def grok_breakdown(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "published_block_ms": round((published_mb - ends) / run.layers * 1e3, 2),
             "block_ratio": round((published_mb - ends) / run.layers / per_layer[1], 3),
         })
-    prof = analytic_profile(NEMOTRON_15B, slowest_of(presets.GPUS["h100-sxm"], 16), [4], tp=4,
-                            sequence_parallel=True,
-                            cross_entropy=CrossEntropy.NATIVE)  # its yaml fuses the loss
-    table = cost_table(prof, tp=4, tp_in_costs=4)
-    req = PlanRequest(gpus=16, global_batch=64, tp=4)
-    plan = evaluate(table, req, PlanSpec(Schedule.ONE_F_ONE_B, 1, 4, 4, (34,),
-                                         sharding=Sharding.ZERO1))
-    dense = 64 * 4096 / plan.step_time_s / 16 / NEMOTRON_15B_TOKENS_PER_S_PER_GPU
+    table_name, gpus = DENSE_REFERENCE
+    dense = predict_modern(next(r for r in MODERN_RUNS if r.table == table_name and r.gpus == gpus))
     return {
         "note": "published_block_ms = (published step / micro-batches - pptune's embedding "
                 "and head) / layers: the published time of one MoE block if pptune's "
-                "embedding and head are right; dense_reference: the same model on a dense "
-                "dgxc-benchmarking row (no TP overlap priced)",
+                "embedding and head are right; dense_reference: a dense dgxc-benchmarking "
+                "row of the same suite as published_modern prices it, with and without its "
+                "TP communication overlap",
         "rows": out,
-        "dense_reference": {"model": "nemotron-4-15b", "gpus": 16, "tp": 4, "micro_batch": 4,
-                            "source": "NVIDIA/dgxc-benchmarking v25.02 nemotron/README_15b.md; "
-                                      "arXiv 2402.16819 table 1",
-                            "published_tokens_per_s_per_gpu": round(
-                                NEMOTRON_15B_TOKENS_PER_S_PER_GPU, 1),
-                            "ratio": round(dense, 3)},
+        "dense_reference": {"table": table_name, "gpus": gpus, "tp": dense["tp"],
+                            "micro_batch": dense["micro_batch"],
+                            "source": dense["source"],
+                            "published_tokens_per_s_per_gpu": dense["published_tokens_per_gpu"],
+                            "ratio": dense["ratio"],
+                            "ratio_without_tp_overlap": dense["ratio_without_tp_overlap"]},
     }
 
 
