@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from pptune.costmodel.memo import ByIdentity
-from pptune.costmodel.table import CostTable, LayerCosts, block_layers
+from pptune.costmodel.table import CostTable, LayerCosts, block_layers, named_blocks
 
 DEFAULT_RESERVE_BYTES = 2 * 1024**3  # CUDA context + NCCL buffers + fragmentation (assumed)
 TORCHTITAN_SELECTIVE_EVERY = 2  # torchtitan [activation_checkpoint] selective_ac_option = "2"
@@ -108,8 +108,9 @@ def stage_recomputed_layers(names: Sequence[str], stage_layers: Sequence[int],
         raise ValueError(f"{len(per_stage)} recompute counts for {len(stage_layers)} stages")
     out: list[int] = []
     start = 0
+    named = named_blocks(names)
     for n, want in zip(stage_layers, per_stage, strict=True):
-        blocks = [i for i in range(start, start + n) if names[i].startswith("block")]
+        blocks = [i for i in range(start, start + n) if named[i]]
         if not 0 <= want <= len(blocks):
             raise ValueError(f"{want} recomputed blocks on a stage of {len(blocks)} blocks")
         out += blocks[:want]

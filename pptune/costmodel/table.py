@@ -57,7 +57,19 @@ class LayerCosts:
 def block_layers(names: Sequence[str]) -> list[int]:
     """Indices of the transformer blocks: the layers named ``block*``, or every layer of
     a table that names none (a measured profile's own names)."""
-    return [i for i, n in enumerate(names) if n.startswith("block")] or list(range(len(names)))
+    named = named_blocks(names)
+    return [i for i, b in enumerate(named) if b] if any(named) else list(range(len(names)))
+
+
+def named_blocks(names: Sequence[str]) -> tuple[bool, ...]:
+    """Whether each layer is named ``block*`` (the search asks per plan; computed once a
+    list of names)."""
+    return _named_blocks(tuple(names))
+
+
+@functools.lru_cache(maxsize=256)
+def _named_blocks(names: tuple[str, ...]) -> tuple[bool, ...]:
+    return tuple(n.startswith("block") for n in names)
 
 
 @dataclass(frozen=True)
