@@ -63,7 +63,7 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
             load_profile(path) if path is not None else None)
         shape = None if profile is not None else config_shape(cfg, base_dir, flags.model, add)
         attention = Attention(cfg.attention or "flash")  # not stated: the per-op model's default
-        if cfg.cp > 1 and attention is not Attention.FLASH:
+        if cfg.cp > 1 and not attention.fused:
             add("cp-attention", "warning",
                 f"context parallelism {cfg.cp} with {attention.value} attention: pptune prices "
                 "context-parallel attention with fused (flash) kernels only; predicted so")

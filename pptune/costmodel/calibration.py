@@ -75,6 +75,8 @@ GPU_RATES: dict[str, RateGroup] = {
     "attention_fraction": RateGroup.COMPUTE,
     "causal_attention": RateGroup.COMPUTE,
     "full_attention": RateGroup.COMPUTE,
+    "cudnn_causal_attention": RateGroup.COMPUTE,
+    "cudnn_full_attention": RateGroup.COMPUTE,
     "hbm_fraction": RateGroup.MEMORY,
     "nvlink_bytes_per_s": RateGroup.COMMUNICATION,
     "ib_bytes_per_s": RateGroup.COMMUNICATION,

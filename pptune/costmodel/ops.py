@@ -77,7 +77,15 @@ from pptune.costmodel.tensor_parallel import tp_pair
 
 class Attention(str, Enum):
     FLASH = "flash"  # fused kernel (FlashAttention-2, PyTorch SDPA)
+    # cuDNN's fused kernel: Transformer Engine's FusedAttention, which it prefers on Hopper
+    # and later (Megatron-LM, NeMo); priced at cuDNN's rates (presets.GpuSpec)
+    CUDNN = "cudnn"
     EAGER = "eager"  # score and value GEMMs, softmax and dropout over HBM
+
+    @property
+    def fused(self) -> bool:
+        """One fused kernel (flash or cuDNN), not the score matrix over HBM."""
+        return self is not Attention.EAGER
 
 
 def attention_ops(m: ModelShape, b: int, rates: Rates, par: Parallel,

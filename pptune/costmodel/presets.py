@@ -50,9 +50,25 @@ class GpuSpec:
     # clamped at the ends (context.py); empty: ``attention_fraction`` throughout.
     causal_attention: tuple[tuple[int, float], ...] = ()
     full_attention: tuple[tuple[int, float], ...] = ()  # the same without a mask
+    # The same for cuDNN's fused attention (Transformer Engine's FusedAttention, which it
+    # prefers over FlashAttention on Hopper and later); empty: not measured on this GPU,
+    # priced as flash attention (with_attention_kernel)
+    cudnn_causal_attention: tuple[tuple[int, float], ...] = ()
+    cudnn_full_attention: tuple[tuple[int, float], ...] = ()
     # The range of sustained matmul throughput over the 8 GPUs of a node, relative
     # to the median: a job runs at its slowest GPU's pace (variation.py).
     matmul_spread: float = 0.05
+
+    def with_attention_kernel(self, kernel: str) -> GpuSpec:
+        """This GPU as a fused attention kernel runs on it: ``cudnn`` takes cuDNN's curves
+        where they are measured (else flash attention's, which Transformer Engine falls
+        back to), and as the flat share (MLA's causal kernels) the causal curve's longest
+        length; ``flash`` and ``eager`` keep the GPU as it is."""
+        if kernel != "cudnn" or not self.cudnn_causal_attention:
+            return self
+        return dataclasses.replace(self, causal_attention=self.cudnn_causal_attention,
+                                   full_attention=self.cudnn_full_attention,
+                                   attention_fraction=self.cudnn_causal_attention[-1][1])
 
     def fabric_or_line(self) -> Fabric:
         """The measured fabric, or one at the line rates when none is known."""
@@ -121,6 +137,32 @@ _H100_CAUSAL = ((512, 163 / 989), (1024, 221 / 989), (2048, 265 / 989), (4096, 2
                 (8192, 308 / 989), (16384, 328 / 989))
 _H100_FULL = ((512, 248 / 989), (1024, 294 / 989), (2048, 320 / 989), (4096, 326 / 989),
               (8192, 335 / 989), (16384, 338 / 989))
+
+
+def _fwd_bwd(fwd: tuple[float, ...], bwd: tuple[float, ...]) -> tuple[tuple[int, float], ...]:
+    """Forward + backward shares of H100's peak at the six kernel lengths of the FlashAttention
+    benchmarks, from forward and backward TFLOP/s: the backward does 2.5x the forward's
+    FLOPs (ops.py), so the pair runs at 3.5 / (1 / fwd + 2.5 / bwd)."""
+    return tuple((s, 3.5 / (1 / f + 2.5 / b) / 989)
+                 for s, f, b in zip((512, 1024, 2048, 4096, 8192, 16384), fwd, bwd, strict=True))
+
+
+# cuDNN's fused attention on H100 SXM5, head dim 128, BF16, 16k tokens a batch: Shah et al.
+# 2024, "FlashAttention-3" (arXiv 2407.08608), fig. 5 (c), (d) forward without and with the
+# causal mask (also Dao-AILab/flash-attention assets/flash3_fp16_fwd.png @ 0251105a) and
+# fig. 6 backward without the mask, TFLOP/s at 512..16k: forward 497/574/617/609/600/595,
+# causal 315/410/484/518/529/539; backward 305/408/465/499/518/516. The paper gives no causal
+# backward: it is taken at the backward's rate times the mask's cost to the forward at the
+# same length (causal over full forward), an assumption. The same figures put
+# FlashAttention-2 at 309-370 forward and 214-322 backward, consistent with the curves above
+# (its fwd+bwd 235-334 vs 248-338): cuDNN's kernels run 1.5-1.6x FlashAttention-2's.
+_CUDNN_FWD = (497, 574, 617, 609, 600, 595)
+_CUDNN_FWD_CAUSAL = (315, 410, 484, 518, 529, 539)
+_CUDNN_BWD = (305, 408, 465, 499, 518, 516)
+_H100_CUDNN_FULL = _fwd_bwd(_CUDNN_FWD, _CUDNN_BWD)
+_H100_CUDNN_CAUSAL = _fwd_bwd(
+    _CUDNN_FWD_CAUSAL,
+    tuple(b * c / f for b, c, f in zip(_CUDNN_BWD, _CUDNN_FWD_CAUSAL, _CUDNN_FWD, strict=True)))
 _NIC_400G_BUSBW = 47 * GB  # nccl-tests issue 290: 46-48 GB/s per 400 Gb/s NIC
 # an 800 Gb/s ConnectX-8 at the same 47-of-50 share of its line rate: an assumption
 # (no nccl-tests figure for it was found)
@@ -152,7 +194,8 @@ GPUS: dict[str, GpuSpec] = {
                 sm_count=132, gemm_fraction=0.803, hbm_fraction=0.90,
                 attention_fraction=0.34, launch_s=4e-6,
                 fp8_peak_flops=1979e12, fp8_gemm_fraction=0.709, fabric=_HOPPER_FABRIC,
-                causal_attention=_H100_CAUSAL, full_attention=_H100_FULL),
+                causal_attention=_H100_CAUSAL, full_attention=_H100_FULL,
+                cudnn_causal_attention=_H100_CUDNN_CAUSAL, cudnn_full_attention=_H100_CUDNN_FULL),
         # NVIDIA H200 datasheet (SXM): same tensor cores as H100 (989 TFLOP/s
         # dense BF16, 1979 FP8), 141 GB HBM3e at 4.8 TB/s, NVLink 900 GB/s;
         # DGX H200: one 400 Gb/s NDR NIC per GPU.
@@ -161,7 +204,8 @@ GPUS: dict[str, GpuSpec] = {
                 sm_count=132, gemm_fraction=0.803, hbm_fraction=0.90,
                 attention_fraction=0.34, launch_s=4e-6,
                 fp8_peak_flops=1979e12, fp8_gemm_fraction=0.734, fabric=_HOPPER_FABRIC,
-                causal_attention=_H100_CAUSAL, full_attention=_H100_FULL),
+                causal_attention=_H100_CAUSAL, full_attention=_H100_FULL,
+                cudnn_causal_attention=_H100_CUDNN_CAUSAL, cudnn_full_attention=_H100_CUDNN_FULL),
         # H800 (DeepSeek-V3's GPU): H100 SXM compute and memory with NVLink cut to
         # 400 GB/s bidirectional (NVIDIA H800 product brief); DeepSeek-V3 report
         # (arXiv 2412.19437, sec. 3.2.2): "NVLink offers a bandwidth of 160 GB/s,
@@ -173,7 +217,8 @@ GPUS: dict[str, GpuSpec] = {
                 attention_fraction=0.34, launch_s=4e-6,
                 fp8_peak_flops=1979e12, fp8_gemm_fraction=0.709,
                 fabric=Fabric(160 * GB, 160 * GB, _NIC_400G_BUSBW, collective_ctas=_NCCL_CTAS),
-                causal_attention=_H100_CAUSAL, full_attention=_H100_FULL),
+                causal_attention=_H100_CAUSAL, full_attention=_H100_FULL,
+                cudnn_causal_attention=_H100_CUDNN_CAUSAL, cudnn_full_attention=_H100_CUDNN_FULL),
         # NVIDIA DGX B200 datasheet: eight B200, 1,440 GB HBM3e (180 GB each),
         # 64 TB/s (8 TB/s each), NVLink 5 1.8 TB/s bidirectional per GPU; 2,250 /
         # 4,500 / 9,000 TFLOP/s dense BF16 / FP8 / FP4; DGX BasePOD reference
@@ -186,7 +231,8 @@ GPUS: dict[str, GpuSpec] = {
                 mxfp8=True,
                 fabric=Fabric(682.2 * GB, _P2P_SHARE * 900 * GB, _NIC_400G_BUSBW,
                               838.0 * GB, nvls_min_ranks=6, collective_ctas=_NCCL_CTAS),
-                causal_attention=_H100_CAUSAL, full_attention=_H100_FULL),
+                causal_attention=_H100_CAUSAL, full_attention=_H100_FULL,
+                cudnn_causal_attention=_H100_CUDNN_CAUSAL, cudnn_full_attention=_H100_CUDNN_FULL),
         # NVIDIA GB200 NVL72: 72 Blackwell GPUs in one NVLink domain, 1.8 TB/s
         # NVLink 5 each, 13.4 TB HBM3e at 576 TB/s (186 GB, 8 TB/s a GPU:
         # MLCommons GB200-NVL72 system descriptions); 2,500 / 5,000 / 10,000
@@ -200,7 +246,8 @@ GPUS: dict[str, GpuSpec] = {
                 mxfp8=True, gpus_per_node=72,
                 fabric=Fabric(680 * GB, _P2P_SHARE * 900 * GB, _NIC_400G_BUSBW,
                               850 * GB, nvls_min_ranks=5, collective_ctas=_NCCL_CTAS),
-                causal_attention=_H100_CAUSAL, full_attention=_H100_FULL),
+                causal_attention=_H100_CAUSAL, full_attention=_H100_FULL,
+                cudnn_causal_attention=_H100_CUDNN_CAUSAL, cudnn_full_attention=_H100_CUDNN_FULL),
     ]
 }
 

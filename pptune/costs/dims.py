@@ -107,8 +107,8 @@ def cp_problem(shape: ModelShape, cp: int, opts: CostOptions, gpus: int) -> str 
         return f"context parallelism with {shape.name}'s latent attention is not modelled"
     if shape.sliding_window:
         return f"context parallelism with {shape.name}'s sliding windows is not modelled"
-    if opts.attention is not None and opts.attention.value != "flash":
-        return "context parallelism needs flash (fused) attention"
+    if opts.attention is not None and not opts.attention.fused:
+        return "context parallelism needs fused (flash or cudnn) attention"
     found = context.problems(shape.seq_len, shape.heads, max(1, shape.kv_heads), cp,
                              opts.cp_comm)
     return "; ".join(found) or None

@@ -157,6 +157,7 @@ def analytic_profile(
         raise BadInput(f"--efficiency must be in (0, 1], got {efficiency}")
     if attention not in ATTENTION_KINDS:
         raise BadInput(f"--attention must be one of {', '.join(ATTENTION_KINDS)} (got {attention!r})")
+    spec = spec.with_attention_kernel(attention)
     if tp < 1:
         raise BadInput(f"--tp must be >= 1, got {tp}")
     if shape.heads % tp:
@@ -164,8 +165,9 @@ def analytic_profile(
             f"--tp {tp} does not divide the {shape.heads} attention heads of {model}"
         )
     problems = precision.problems(gemm_precision, spec)
-    if cp > 1 and Attention(attention) is not Attention.FLASH:
-        problems.append(f"--cp {cp} needs flash (fused) attention, not --attention {attention}")
+    if cp > 1 and not Attention(attention).fused:
+        problems.append(f"--cp {cp} needs fused (flash or cudnn) attention, not --attention "
+                        f"{attention}")
     problems += context.problems(shape.seq_len, shape.heads // tp, max(1, shape.kv_heads // tp),
                                  cp, cp_comm)
     gpn = gpus_per_node or spec.gpus_per_node
@@ -184,7 +186,7 @@ def analytic_profile(
     try:
         layers = analytic_layers(
             shape, spec, list(micro_batch_sizes), tp=tp, efficiency=efficiency,
-            flash_attention=Attention(attention) is Attention.FLASH,
+            flash_attention=Attention(attention).fused,
             tp_allreduce=_tp_link(fabric, tp, sequence_parallel and tp > 1, hidden),
             sequence_parallel=sequence_parallel and tp > 1, tp_comm_overlap=tp_comm_overlap,
             experts=ex, recompute_modules=recompute_modules,
@@ -231,7 +233,9 @@ def analytic_profile(
             + (", tensor-parallel communication overlapped" if tp_comm_overlap and tp > 1 else "")
             + (f", context-parallel {cp} ({cp_comm.value})" if cp > 1 else "")
             + (f", {gemm_precision.value} GEMMs" if gemm_precision is not Precision.BF16 else "")
-            + f", {attention} attention, GEMM efficiency "
+            + f", {attention} attention" + (f" (at flash attention's rates: cuDNN's are not "
+               f"measured on {gpu})" if attention == "cudnn" and not spec.cudnn_causal_attention
+                                          else "") + ", GEMM efficiency "
             + (f"{efficiency:g}" if efficiency is not None else "per shape")
             + f" of peak {spec.peak_flops / 1e12:g} TFLOP/s; links at what NCCL achieves on "
             f"{gpu} (pptune presets)"

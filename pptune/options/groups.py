@@ -230,7 +230,9 @@ class CostOptions:
         "[default: the GPU preset's, 0.05]; 0 prices every GPU at the preset's rate")
     attention: Attention | None = option(
         None, "--attention", kind=ATTENTION,
-        help="flash or eager (unfused) attention (analytic costs) [default: flash]")
+        help="flash (FlashAttention-2), cudnn (cuDNN's fused attention, Transformer "
+        "Engine's on Hopper and later) or eager (unfused) attention (analytic costs) "
+        "[default: flash]")
     tp_comm_overlap: bool = option(
         False, "--tp-comm-overlap", kind=BOOL,
         help="tensor-parallel collectives hidden behind their GEMMs (analytic costs; "

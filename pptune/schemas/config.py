@@ -184,8 +184,9 @@ class TrainingConfig(Strict):
         None, description="FSDP frees gathered weights after forward (torchtitan "
         "fsdp_reshard_after_forward), when the file says",
     )
-    attention: Literal["flash", "eager"] | None = Field(
-        None, description="attention kernel: fused flash attention or the unfused (eager) path",
+    attention: Literal["flash", "eager", "cudnn"] | None = Field(
+        None, description="attention kernel: fused flash attention (FlashAttention-2), the "
+        "unfused (eager) path, or cuDNN's fused attention (Transformer Engine's FusedAttention)",
     )
     # Mixture of experts (absent: a dense model). Names follow pptune's ModelShape;
     # each framework's reader maps its own (Megatron-LM --num-experts, ...).

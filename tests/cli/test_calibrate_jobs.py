@@ -89,8 +89,10 @@ def test_a_calibrated_profile_prices_what_ifs_of_the_same_model(tmp_path: Path,
                                                                 cli: Cli) -> None:
     out = tmp_path / "cal.json"
     assert cli("calibrate", "--run", MEGATRON, "--step-s", "9.0", "-o", out).exit_code == 0
+    # the script's Transformer Engine runs cuDNN's attention, which the calibration keeps
+    assert load_profile(out).calibration.attention == "cudnn"  # type: ignore[union-attr]
     plain = cli("simulate", "--model", "llama3-8b", "--gpu", "h100-sxm", "--tp", "4", "--pp",
-                "2", "--microbatches", "8", "--json")
+                "2", "--microbatches", "8", "--attention", "cudnn", "--json")
     calibrated = cli("simulate", "--profile", out, "--tp", "4", "--pp", "2", "--microbatches",
                      "8", "--json")
     assert plain.exit_code == 0 and calibrated.exit_code == 0, calibrated.stderr

@@ -291,14 +291,18 @@ def test_recommend_and_simulate_from_a_hugging_face_config(tmp_path: Path,
 
 
 def test_attention_flag_switches_the_analytic_attention() -> None:
-    def step(*extra: str) -> float:
-        r = run("simulate", "--model", "gpt3-1.3b", "--gpu", "a100-80gb", "--json", *extra)
+    def step(*extra: str, gpu: str = "a100-80gb") -> float:
+        r = run("simulate", "--model", "gpt3-1.3b", "--gpu", gpu, "--json", *extra)
         assert r.exit_code == 0, r.stderr
         return float(json.loads(r.stdout)["step_time_s"])
 
     assert step("--attention", "eager") > step("--attention", "flash") == step()
+    # cuDNN's rates are measured on H100 only: on an A100 it is priced as flash
+    assert step("--attention", "cudnn") == step()
+    assert step("--attention", "cudnn", gpu="h100-sxm") < step(gpu="h100-sxm")
     r = run("simulate", "--model", "gpt3-1.3b", "--attention", "sparse")
-    assert r.exit_code == 2 and "--attention must be one of flash, eager" in one_error_line(r)
+    assert r.exit_code == 2 and ("--attention must be one of flash, cudnn, eager"
+                                 in one_error_line(r))
     r = run("recommend", "--gpus", "8", "--model", "gpt3-1.3b", "--attention", "eager", "--json")
     assert r.exit_code == 0 and json.loads(r.stdout)["request"]["attention"] == "eager"
 

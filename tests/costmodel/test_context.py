@@ -21,6 +21,7 @@ from pptune.costmodel.context import (
     problems,
 )
 from pptune.costmodel.layout import Group
+from pptune.costmodel.rates import Rates
 from pptune.costmodel.simulate import Link
 
 # 100 TFLOP/s of attention flat (no curve); links: 100 GB/s copies, 10 GB/s a NIC
@@ -140,6 +141,28 @@ def test_measured_attention_share_is_interpolated_in_log2_seq() -> None:
     assert fraction_at(curve, 2048, 0.9) == pytest.approx(0.3)
     assert fraction_at(curve, 512, 0.9) == 0.2 and fraction_at(curve, 1 << 20, 0.9) == 0.4
     assert fraction_at((), 2048, 0.9) == 0.9
+
+
+def test_cudnn_attention_runs_at_its_measured_forward_and_backward_rates() -> None:
+    """FlashAttention-3 paper's cuDNN figures (H100, head dim 128): at 8k tokens without the
+    mask, forward 600 and backward 518 TFLOP/s; the backward does 2.5x the forward's FLOPs,
+    so the pair runs at 3.5 / (1/600 + 2.5/518). With the mask at 4k: forward 518, the
+    backward's 499 times the mask's cost to the forward (518 / 609)."""
+    h100 = presets.GPUS["h100-sxm"]
+    cudnn = Rates.of(h100.with_attention_kernel("cudnn")).attention()
+    full_8k = 3.5 / (1 / 600 + 2.5 / 518)  # 539.0 TFLOP/s
+    assert cudnn.rate(8192, causal=False) == pytest.approx(full_8k * 1e12, rel=1e-9)
+    causal_4k = 3.5 / (1 / 518 + 2.5 / (499 * 518 / 609))  # 447.5
+    assert cudnn.rate(4096, causal=True) == pytest.approx(causal_4k * 1e12, rel=1e-9)
+    # FlashAttention-2's curve (the default) at the same lengths: 335 and 294 TFLOP/s
+    flash = Rates.of(h100).attention()
+    assert flash.rate(8192, causal=False) == pytest.approx(335e12, rel=1e-9)
+    assert cudnn.rate(4096, causal=True) / flash.rate(4096, causal=True) == pytest.approx(
+        causal_4k / 294, rel=1e-9)
+    # where cuDNN's rates are not measured (A100), the GPU is priced as flash attention
+    a100 = presets.GPUS["a100-80gb"]
+    assert a100.with_attention_kernel("cudnn") is a100
+    assert h100.with_attention_kernel("flash") is h100
 
 
 def test_local_links_place_cp_just_outside_tp() -> None:

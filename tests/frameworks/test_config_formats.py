@@ -148,7 +148,9 @@ def test_megatron_llama3_script_resolves_variables_arrays_and_launcher() -> None
         "num_layers": 32, "hidden_size": 4096, "num_heads": 32, "num_kv_heads": 8,
         "ffn_hidden_size": 14336, "gated_mlp": True, "precision": "bf16",
         "recompute": "selective", "sharded_optimizer": True, "sequence_parallel": True,
-        "source_format": "megatron", "sharding": "zero1", "attention": "flash",
+        # Transformer Engine (the default --transformer-impl) at --attention-backend auto
+        # runs cuDNN's fused attention on Hopper and later
+        "source_format": "megatron", "sharding": "zero1", "attention": "cudnn",
         # megatron-core overlaps neither unless the flags say: the script does not
         "overlap_grad_reduce": False, "overlap_param_gather": False,
         # no --cross-entropy-loss-fusion: megatron-core's unfused loss (loss.py)

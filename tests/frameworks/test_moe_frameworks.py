@@ -390,16 +390,18 @@ FLAGS = {
 
 def moe_job(model: str, tp: int, ep: int, pp: int, gpus: int, sp: bool | None = None,
             loss: CrossEntropy = CrossEntropy.FUSED,
-            dispatcher: Dispatcher = Dispatcher.ALLTOALL) -> tuple[Job, object]:
+            dispatcher: Dispatcher = Dispatcher.ALLTOALL,
+            attention: str = "flash") -> tuple[Job, object]:
     """A job priced at CostKey(tp, ep) and a 1F1B plan of it with an even split
     (``sp``: sequence parallelism, default with tp > 1; ``loss``: its kernels;
-    ``dispatcher``: its MoE dispatcher, in its cost options when not alltoall)."""
+    ``dispatcher``: its MoE dispatcher, in its cost options when not alltoall;
+    ``attention``: its kernel)."""
     shape = presets.MODELS[model]
     key = CostKey(tp=tp, ep=ep)
     sp = tp > 1 if sp is None else sp
     table, _ = analytic_costs(shape, "h100-sxm", (1,), key,
                               ExpertParallel(dispatcher=dispatcher), sequence_parallel=sp,
-                              gpus=gpus, cross_entropy=loss)
+                              gpus=gpus, cross_entropy=loss, attention=attention)
     req = PlanRequest(gpus=gpus, global_batch=shape.global_batch, tp=tp, cost_keys=(key,))
     per = shape.num_blocks // pp  # the rest on the first stage (--decoder-first-...)
     blocks = [shape.num_blocks - per * (pp - 1)] + [per] * (pp - 1)
@@ -409,7 +411,7 @@ def moe_job(model: str, tp: int, ep: int, pp: int, gpus: int, sp: bool | None = 
     plan = evaluate(table, req, PlanSpec(Schedule.ONE_F_ONE_B, pp, 1, m, tuple(split), 1,
                                          sharding=Sharding.ZERO1, key=key))
     job = Job(table, req, tuple(table.names), shape.global_batch,
-              f"analytic {model} on h100-sxm", shape, model, "h100-sxm", "flash", sp, False,
+              f"analytic {model} on h100-sxm", shape, model, "h100-sxm", attention, sp, False,
               None if dispatcher is Dispatcher.ALLTOALL
               else CostOptions(moe_dispatcher=dispatcher))
     return job, plan
@@ -496,9 +498,10 @@ def test_megatron_emits_sequence_parallelism_for_tp_with_ep(tmp_path: Path) -> N
     assert stated.job.sequence_parallel and not job.sequence_parallel
     assert any("sequence parallelism with tp x ep" in n for n in stated.notes)
     # the same plan priced with sequence parallelism (and the fused loss the script
-    # states, --cross-entropy-loss-fusion) from the start
+    # states, --cross-entropy-loss-fusion, and Transformer Engine's cuDNN attention it
+    # runs) from the start
     _sp_job, sp_plan = moe_job("qwen3-30b-a3b", tp=2, ep=8, pp=4, gpus=64, sp=True,
-                               loss=CrossEntropy.NATIVE)
+                               loss=CrossEntropy.NATIVE, attention="cudnn")
     assert stated.plan.step_time_s == pytest.approx(sp_plan.step_time_s, rel=1e-12)
     text = adapter.write(stated)["pretrain_megatron.sh"]
     assert "--sequence-parallel" in text

@@ -28,7 +28,7 @@ from pptune.options.groups import ATTENTION, INTS, PATH, SCHEDULE, SCHEDULES, SH
     (SCHEDULE, "--schedule", "pipedream",
      "unknown schedule 'pipedream'; choose from gpipe, 1f1b, interleaved-1f1b, zb-h1, "
          "zbv, dualpipe, dualpipev"),
-    (ATTENTION, "--attention", "sparse", "--attention must be one of flash, eager (got 'sparse')"),
+    (ATTENTION, "--attention", "sparse", "--attention must be one of flash, cudnn, eager (got 'sparse')"),
     (INTS, "--pp", "2,,4", "--pp takes comma-separated integers, e.g. 1,2,4 (got '2,,4')"),
     (INTS, "--pp", "0", "--pp needs positive integers (got '0')"),
 ])

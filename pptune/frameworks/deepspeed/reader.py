@@ -166,10 +166,11 @@ def _attention(ctx: Ctx, section: Any) -> str:
     """The model code's attention kernel: DeepSpeed's config does not say, so
     eager unless ``"pptune": {"attention": ...}`` states it."""
     stated = section.get("attention") if isinstance(section, dict) else None
-    if stated in ("flash", "eager"):
+    if stated in ("flash", "eager", "cudnn"):
         return str(stated)
     if stated is not None:
-        raise ctx.bad(f"pptune.attention is {show(stated)}; expected \"flash\" or \"eager\"")
+        raise ctx.bad(f"pptune.attention is {show(stated)}; expected \"flash\", \"cudnn\" or "
+                      "\"eager\"")
     ctx.note("attention is the model code's choice; predicted as eager (unfused): state "
              "\"pptune\": {\"attention\": \"flash\"} when the model runs flash attention")
     return "eager"

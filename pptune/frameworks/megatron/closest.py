@@ -65,12 +65,17 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
                                      sequence_parallel=True, notes=notes,
                                      runs="sequence parallelism with tp x ep")
         job = replace(job, sequence_parallel=True)
-    # the script states megatron-core's fused loss (writer.py): priced with its kernels
-    job, plan = ex.priced_as_run(job, plan, name=NAME, attention=job.attention,
+    # the script states megatron-core's fused loss (writer.py) and leaves Transformer
+    # Engine's attention backend at auto (cuDNN's fused attention): priced with their kernels
+    attention = "eager" if job.attention == "eager" else "cudnn"
+    job, plan = ex.priced_as_run(job, plan, name=NAME, attention=attention,
                                  sequence_parallel=job.sequence_parallel, notes=notes,
                                  cross_entropy=CrossEntropy.NATIVE,
                                  runs="megatron-core's fused cross-entropy "
-                                 "(--cross-entropy-loss-fusion, costmodel/loss.py)")
+                                 "(--cross-entropy-loss-fusion, costmodel/loss.py)"
+                                 + ("" if attention == job.attention else
+                                    " and Transformer Engine's cuDNN attention (its default "
+                                    "backend on Hopper and later)"))
     plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=STATEABLE, notes=notes,
                                         within=stateable_request(job.request, job.model))
     if plan.recompute is Recompute.SELECTIVE:

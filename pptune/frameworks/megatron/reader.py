@@ -230,11 +230,18 @@ def _sharding(ctx: Ctx, flags: Flagged) -> str:
 
 
 def _attention(r: FlagReader) -> str:
-    """Flash-class unless the local (unfused) implementation runs without
-    --use-flash-attn; --transformer-impl defaults to transformer_engine."""
+    """The attention kernel the script runs. --transformer-impl defaults to
+    transformer_engine, whose --attention-backend auto (the default) and fused run cuDNN's
+    fused attention (Transformer Engine prefers it to FlashAttention on Hopper and later;
+    costmodel/presets.py prices it as flash attention where cuDNN's rates are not measured,
+    as Transformer Engine falls back there); flash runs FlashAttention; unfused, and the
+    local implementation without --use-flash-attn, the unfused path."""
     impl = r.text("--transformer-impl") or "transformer_engine"
     backend = r.text("--attention-backend") or "auto"
-    if r.flags.has("--use-flash-attn") or (impl == "transformer_engine" and backend != "unfused"):
+    if impl == "transformer_engine" and backend in ("auto", "fused"):
+        return "cudnn"
+    if backend == "flash" or r.flags.has("--use-flash-attn") or (
+            impl == "transformer_engine" and backend != "unfused"):
         return "flash"
     return "eager"
 
