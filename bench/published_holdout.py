@@ -122,7 +122,8 @@ TITAN_RUNS = [
 # a batch = 2,048 sequences
 META_RUNS = [
     LongRun("llama3.1-405b 8k (Meta)", "llama3.1-405b", "h100-sxm", "bf16", 8192, gpus,
-            2048, 8, 16, 1, META, tflops, schedule="interleaved-1f1b", sharding="fsdp")
+            2048, 8, 16, 1, META, tflops, schedule="interleaved-1f1b", sharding="fsdp",
+            attention="flash")
     for gpus, tflops in ((8192, 430.0), (16384, 400.0))
 ]
 

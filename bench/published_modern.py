@@ -134,9 +134,12 @@ class Evaluated:
     sharding: Sharding
 
 
-def _evaluated(run: Run, factors: Factors | None = None) -> Evaluated:
+def _evaluated(run: Run, factors: Factors | None = None,
+               attention: str = "cudnn") -> Evaluated:
     """The row's plan as its recipe ran it (module docstring), on the GPU preset with
-    its rates scaled by ``factors`` when given (bench/calibrate.py calibrates so)."""
+    its rates scaled by ``factors`` when given (bench/calibrate.py calibrates so).
+    ``attention``: Transformer Engine, which every recipe here runs, prefers cuDNN's fused
+    attention on Hopper and later (costmodel/presets.py); another kernel is a what-if."""
     r = run.recipe
     key = CostKey(tp=run.tp, cp=run.cp, precision=precision_of(run.precision))
     shape = shape_of(r.model, run.tp, r.kv_heads, run.layers, r.seq_len)
@@ -146,7 +149,7 @@ def _evaluated(run: Run, factors: Factors | None = None) -> Evaluated:
         shape, gpu, [run.micro_batch], tp=run.tp,
         sequence_parallel=r.sequence_parallel and run.tp > 1,
         tp_comm_overlap=r.tp_comm_overlap and run.tp > 1, cp=run.cp,
-        gemm_precision=key.precision, nvls=False, fp8_params=r.fp8_params,
+        gemm_precision=key.precision, nvls=False, fp8_params=r.fp8_params, attention=attention,
         tp_overlap=overlap_of(r.ub), cross_entropy=CrossEntropy(r.cross_entropy))
     table = cost_table(prof, tp=run.tp, tp_in_costs=run.tp)
     req = _request(run, key)
@@ -160,9 +163,22 @@ def _evaluated(run: Run, factors: Factors | None = None) -> Evaluated:
     return Evaluated(evaluate(table, req, spec), shape, table, dp, m, sharding)
 
 
-def step_s(run: Run, factors: Factors | None = None) -> float:
+def step_s(run: Run, factors: Factors | None = None, attention: str = "cudnn") -> float:
     """The row's simulated seconds per step (at ``factors``: bench/calibrate.py)."""
-    return float(_evaluated(run, factors).plan.step_time_s)
+    return float(_evaluated(run, factors, attention).plan.step_time_s)
+
+
+def _ratio(run: Run, step: float) -> float:
+    """Predicted over published tokens/s per GPU for a step of ``step`` seconds."""
+    seq = shape_of(run.recipe.model, run.tp, run.recipe.kv_heads, run.layers,
+                   run.recipe.seq_len).seq_len
+    return round(run.global_batch * seq / step / run.gpus / run.published_tokens_per_gpu, 3)
+
+
+def with_flash_attention(run: Run) -> float:
+    """The row's speed ratio with its attention at FlashAttention-2's rates instead of
+    cuDNN's (what pptune priced before it priced cuDNN's): a what-if of one term."""
+    return _ratio(run, step_s(run, attention="flash"))
 
 
 def without_tp_overlap(run: Run) -> float | None:
@@ -172,10 +188,7 @@ def without_tp_overlap(run: Run) -> float | None:
     if not (run.recipe.tp_comm_overlap and run.tp > 1):
         return None
     off = dataclasses.replace(run, recipe=dataclasses.replace(run.recipe, tp_comm_overlap=False))
-    seq = shape_of(run.recipe.model, run.tp, run.recipe.kv_heads, run.layers,
-                   run.recipe.seq_len).seq_len
-    tokens = run.global_batch * seq / step_s(off) / run.gpus
-    return round(tokens / run.published_tokens_per_gpu, 3)
+    return _ratio(run, step_s(off))
 
 
 def predict(run: Run) -> dict[str, Any]:
@@ -199,6 +212,7 @@ def predict(run: Run) -> dict[str, Any]:
         "predicted_tokens_per_gpu": round(predicted, 1), "ratio": round(ratio, 3),
         "within": abs(ratio - 1) <= TOLERANCE,
         "ratio_without_tp_overlap": without_tp_overlap(run),
+        "ratio_flash_attention": with_flash_attention(run),
         "predicted_step_s": round(plan.step_time_s, 3),
         "published_step_s": round(run.global_batch * shape.seq_len
                                   / (run.published_tokens_per_gpu * run.gpus), 3),
@@ -243,7 +257,8 @@ def long_context(run: LongRun) -> dict[str, Any]:
     shape = shape_of(run.model, run.tp, None, None, run.seq_len)
     tables = preset_tables(shape, slowest_of(presets.GPUS[run.gpu], run.gpus), [1],
                            sequence_parallel=run.sequence_parallel,
-                           tp_comm_overlap=True, nvls=False, fp8_params=True)
+                           tp_comm_overlap=True, nvls=False, fp8_params=True,
+                           attention=run.attention)
     req = PlanRequest(gpus=run.gpus, global_batch=run.global_batch, tp=run.tp, pp=(run.pp,),
                       cost_keys=(key,), gpus_per_node=presets.GPUS[run.gpu].gpus_per_node,
                       grad_bytes_factor=0.5, fp8_param_gather=run.precision != "bf16",

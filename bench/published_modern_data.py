@@ -358,6 +358,9 @@ class LongRun:
     # the schedule and sharding the source states (None: searched)
     schedule: str | None = None
     sharding: str | None = None
+    # the attention kernel: NeMo's Transformer Engine runs cuDNN's; a source that names
+    # no kernel and no Transformer Engine is priced at pptune's default (flash)
+    attention: str = "cudnn"
 
 
 LONG_RUNS = [
@@ -367,7 +370,7 @@ LONG_RUNS = [
     # Sec. 3.3.2: an interleaved schedule, data parallelism as FSDP.
     LongRun("llama3.1-405b 131k (Meta)", "llama3.1-405b", "h100-sxm", "bf16", 131072, 16384,
             128, 8, 16, 16, "Dubey et al. 2024 table 4", 380.0,
-            schedule="interleaved-1f1b", sharding="fsdp"),
+            schedule="interleaved-1f1b", sharding="fsdp", attention="flash"),
     # NVIDIA/NeMo docs/source/performance/performance_long_sequence.md (commit
     # a2c4cc8ee64eb98d83684fc616dd0225c25bdfa1), LLAMA2-7B (FP8), DGX-H100, NeMo
     # 24.03.01: 1,024K tokens on 1,024 GPUs, batch 4, TP 8, PP 1, DP 4, CP 32, 536

@@ -93,7 +93,9 @@ def predict(run: ScalingRun) -> dict[str, Any]:
     assert run.gpus == run.tp * run.pp * DP
     tables = preset_tables(shape, slowest_of(presets.GPUS["h100-sxm"], run.gpus), (1, 2, 4),
                            sequence_parallel=run.tp > 1, tp_comm_overlap=run.tp > 1,
-                           cross_entropy=LOSS)
+                           cross_entropy=LOSS,
+                           # Megatron-core with Transformer Engine: cuDNN's fused attention
+                           attention="cudnn")
     req = PlanRequest(gpus=run.gpus, global_batch=run.batch, tp=run.tp, pp=(run.pp,),
                       cost_keys=(CostKey(tp=run.tp),),
                       schedules=(Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED),
