@@ -201,6 +201,26 @@ def test_megatron_flag_does_not_override_the_script(tmp_path: Path) -> None:
     assert "--pp 8 ignored: the file states --pipeline-model-parallel-size = 2" in result.notes
 
 
+@pytest.mark.parametrize(("env", "flags", "attention"), [
+    ("", "", "cudnn"),  # Transformer Engine at backend auto: cuDNN's on Hopper and later
+    ("", "--attention-backend fused", "cudnn"),
+    ("", "--attention-backend flash", "flash"),
+    ("", "--attention-backend unfused", "eager"),
+    ("", "--transformer-impl local", "eager"),
+    ("", "--transformer-impl local --use-flash-attn", "flash"),
+    # at backend auto, Transformer Engine's own switches decide
+    ("export NVTE_FUSED_ATTN=0\n", "", "flash"),
+    ("export NVTE_FUSED_ATTN=0\nexport NVTE_FLASH_ATTN=0\n", "", "eager"),
+    ("export NVTE_FUSED_ATTN=1\n", "", "cudnn"),
+])
+def test_megatron_attention_kernel_as_transformer_engine_picks_it(
+        tmp_path: Path, env: str, flags: str, attention: str) -> None:
+    path = tmp_path / "run.sh"
+    path.write_text(f"{env}python pretrain_gpt.py --micro-batch-size 1 "
+                    f"--pipeline-model-parallel-size 2 {flags}\n")
+    assert read_config(path).config.attention == attention
+
+
 def test_megatron_virtual_stages_direct_and_last_repeat_wins(tmp_path: Path) -> None:
     path = tmp_path / "run.sh"
     path.write_text("python pretrain_gpt.py --micro-batch-size 1 --micro-batch-size 2 "

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pptune.costmodel.ops import Attention
 from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build, show, whole
 from pptune.frameworks.deepspeed.engine import overlap
 from pptune.frameworks.deepspeed.experts import SECTION as EXPERT_SECTION
@@ -166,11 +167,12 @@ def _attention(ctx: Ctx, section: Any) -> str:
     """The model code's attention kernel: DeepSpeed's config does not say, so
     eager unless ``"pptune": {"attention": ...}`` states it."""
     stated = section.get("attention") if isinstance(section, dict) else None
-    if stated in ("flash", "eager", "cudnn"):
+    kinds = [a.value for a in Attention]
+    if stated in kinds:
         return str(stated)
     if stated is not None:
-        raise ctx.bad(f"pptune.attention is {show(stated)}; expected \"flash\", \"cudnn\" or "
-                      "\"eager\"")
+        raise ctx.bad(f"pptune.attention is {show(stated)}; expected one of "
+                      + ", ".join(f'"{k}"' for k in kinds))
     ctx.note("attention is the model code's choice; predicted as eager (unfused): state "
              "\"pptune\": {\"attention\": \"flash\"} when the model runs flash attention")
     return "eager"
