@@ -297,8 +297,11 @@ def test_attention_flag_switches_the_analytic_attention() -> None:
         return float(json.loads(r.stdout)["step_time_s"])
 
     assert step("--attention", "eager") > step("--attention", "flash") == step()
-    # cuDNN's rates are measured on H100 only: on an A100 it is priced as flash
+    # cuDNN's rates are measured on H100 only: on an A100 it is priced as flash, and said so
     assert step("--attention", "cudnn") == step()
+    r = run("recommend", "--gpus", "8", "--model", "gpt3-1.3b", "--gpu", "a100-80gb",
+            "--attention", "cudnn", "--top", "1")
+    assert r.exit_code == 0 and "cuDNN's rates are not measured on a100-80gb" in r.stderr
     assert step("--attention", "cudnn", gpu="h100-sxm") < step(gpu="h100-sxm")
     r = run("simulate", "--model", "gpt3-1.3b", "--attention", "sparse")
     assert r.exit_code == 2 and ("--attention must be one of flash, cudnn, eager"
