@@ -59,12 +59,17 @@ class GpuSpec:
     # to the median: a job runs at its slowest GPU's pace (variation.py).
     matmul_spread: float = 0.05
 
+    def priced_kernel(self, kernel: str) -> str:
+        """The attention kernel whose rates price ``kernel`` here: ``cudnn`` where cuDNN's
+        rates are not measured is priced as ``flash`` (what Transformer Engine falls back
+        to); any other kernel as itself."""
+        return "flash" if kernel == "cudnn" and not self.cudnn_causal_attention else kernel
+
     def with_attention_kernel(self, kernel: str) -> GpuSpec:
-        """This GPU as a fused attention kernel runs on it: ``cudnn`` takes cuDNN's curves
-        where they are measured (else flash attention's, which Transformer Engine falls
-        back to), and as the flat share (MLA's causal kernels) the causal curve's longest
-        length; ``flash`` and ``eager`` keep the GPU as it is."""
-        if kernel != "cudnn" or not self.cudnn_causal_attention:
+        """This GPU as a fused attention kernel runs on it (``priced_kernel``): ``cudnn``
+        takes cuDNN's curves, and as the flat share (MLA's causal kernels) the causal
+        curve's longest length; ``flash`` and ``eager`` keep the GPU as it is."""
+        if self.priced_kernel(kernel) != "cudnn":
             return self
         return dataclasses.replace(self, causal_attention=self.cudnn_causal_attention,
                                    full_attention=self.cudnn_full_attention,

@@ -234,7 +234,7 @@ def analytic_profile(
             + (f", context-parallel {cp} ({cp_comm.value})" if cp > 1 else "")
             + (f", {gemm_precision.value} GEMMs" if gemm_precision is not Precision.BF16 else "")
             + f", {attention} attention" + (f" (at flash attention's rates: cuDNN's are not "
-               f"measured on {gpu})" if attention == "cudnn" and not spec.cudnn_causal_attention
+               f"measured on {gpu})" if spec.priced_kernel(attention) != attention
                                           else "") + ", GEMM efficiency "
             + (f"{efficiency:g}" if efficiency is not None else "per shape")
             + f" of peak {spec.peak_flops / 1e12:g} TFLOP/s; links at what NCCL achieves on "

@@ -245,7 +245,7 @@ def _analytic(opts: CostOptions, shape: ModelShape | None, sizes: tuple[int, ...
     origin = f"analytic {shape.name} on {gpu}" + (
         " (embedded default: no profile found)" if default else "") + pace_note(
         median, gpus, opts.gpu_spread) + (f", {ex.dispatcher.value} dispatch" if shape.moe else "")
-    if attention == "cudnn" and not median.cudnn_causal_attention:
+    if median.priced_kernel(attention) != attention:
         notes.append(f"--attention cudnn: cuDNN's rates are not measured on {gpu}; priced at "
                      "FlashAttention-2's (Transformer Engine runs FlashAttention there)")
     return Costs(table, built[key], origin, measured=False, shape=shape, notes=notes,

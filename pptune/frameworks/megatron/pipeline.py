@@ -109,13 +109,7 @@ def _schedule(fields: dict[str, Any], virtual: int | None) -> None:
 
 def environment(ctx: Ctx, script: Script, fields: dict[str, Any], launched: bool) -> None:
     """Megatron-LM asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with tp > 1 or cp > 1 on GPUs
-    before Blackwell (validate_args); a launch script should export it. At
-    --attention-backend auto Transformer Engine reads its backend switches from the
-    environment: NVTE_FUSED_ATTN=0 leaves it FlashAttention, and NVTE_FLASH_ATTN=0 as well
-    the unfused path (megatron-core's language_module sets them only for the other
-    backends)."""
-    if fields["attention"] == "cudnn" and script.scalars.get("NVTE_FUSED_ATTN") == "0":
-        fields["attention"] = "eager" if script.scalars.get("NVTE_FLASH_ATTN") == "0" else "flash"
+    before Blackwell (validate_args); a launch script should export it."""
     if not launched or ((fields["tp"] or 1) == 1 and (fields["cp"] or 1) == 1):
         return
     if script.scalars.get("CUDA_DEVICE_MAX_CONNECTIONS") != "1":

@@ -25,6 +25,7 @@ micro-batch group per virtual stage = pp.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from pptune.costmodel.presets import MODELS
@@ -71,7 +72,7 @@ def read_megatron(text: str, ctx: Ctx) -> TrainingConfig:
     args = parse_flags(arg_words)
     launcher = parse_flags(launcher_words, bools=())
     reader = FlagReader(ctx, args)
-    fields = _fields(reader, launcher)
+    fields = _fields(reader, launcher, script.scalars)
     environment(ctx, script, fields, launched=launcher_words is not arg_words)
     _note_shell(ctx, script, launcher_words + arg_words, args)
     return build(ctx, fields)
@@ -104,7 +105,7 @@ def launch_words(script: Script, ctx: Ctx) -> tuple[list[str], list[str]]:
     return best[1].words, best[1].words
 
 
-def _fields(r: FlagReader, launcher: Flagged) -> dict[str, Any]:
+def _fields(r: FlagReader, launcher: Flagged, env: Mapping[str, str]) -> dict[str, Any]:
     ctx, flags = r.ctx, r.flags
     devices = {"maximum": MAX_DEVICES}
     fields: dict[str, Any] = {
@@ -121,7 +122,7 @@ def _fields(r: FlagReader, launcher: Flagged) -> dict[str, Any]:
         "vocab_size": r.number("--vocab-size"),
         "sharded_optimizer": flags.has("--use-distributed-optimizer"),
         "sharding": _sharding(ctx, flags),
-        "attention": _attention(r),
+        "attention": _attention(r, env),
         "sequence_parallel": flags.has("--sequence-parallel"),
         "rank_order": "tp-pp-dp" if flags.has("--use-tp-pp-dp-mapping") else None,
         "a2a_overlap": flags.has("--overlap-moe-expert-parallel-comm") or None,
@@ -229,15 +230,20 @@ def _sharding(ctx: Ctx, flags: Flagged) -> str:
     return "zero1" if flags.has("--use-distributed-optimizer") else "none"
 
 
-def _attention(r: FlagReader) -> str:
+def _attention(r: FlagReader, env: Mapping[str, str]) -> str:
     """The attention kernel the script runs. --transformer-impl defaults to
     transformer_engine, whose --attention-backend auto (the default) and fused run cuDNN's
     fused attention (Transformer Engine prefers it to FlashAttention on Hopper and later;
     costmodel/presets.py prices it as flash attention where cuDNN's rates are not measured,
-    as Transformer Engine falls back there); flash runs FlashAttention; unfused, and the
+    as Transformer Engine falls back there), except that at auto Transformer Engine's own
+    switches in the script's environment decide (megatron-core's language_module sets them
+    for the other backends only): NVTE_FUSED_ATTN=0 leaves FlashAttention, and
+    NVTE_FLASH_ATTN=0 as well the unfused path; flash runs FlashAttention; unfused, and the
     local implementation without --use-flash-attn, the unfused path."""
     impl = r.text("--transformer-impl") or "transformer_engine"
     backend = r.text("--attention-backend") or "auto"
+    if impl == "transformer_engine" and backend == "auto" and env.get("NVTE_FUSED_ATTN") == "0":
+        return "eager" if env.get("NVTE_FLASH_ATTN") == "0" else "flash"
     if impl == "transformer_engine" and backend in ("auto", "fused"):
         return "cudnn"
     if backend == "flash" or r.flags.has("--use-flash-attn") or (
