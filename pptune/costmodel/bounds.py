@@ -13,7 +13,7 @@ from pptune.costmodel.schedules import (
     SPLIT_BACKWARD,
     Schedule,
     chains,
-    stage_device,
+    stage_devices,
 )
 from pptune.costmodel.simulate import StageCost
 
@@ -31,8 +31,7 @@ def lower_bound(schedule: Schedule, p: int, m: int, stages: list[StageCost],
     runs = m / chains(schedule)
     per_dev = [0.0] * p
     comm = [0.0] * p
-    for k, s in enumerate(stages):
-        d = stage_device(schedule, p, k)
+    for d, s in zip(stage_devices(schedule, p, len(stages)), stages, strict=True):
         per_dev[d] += _op_s(s, hides, split) * runs
         if hides:
             comm[d] += (s.fwd_comm_s + s.bwd_comm_s) * runs
@@ -64,8 +63,8 @@ def _fill_bound(schedule: Schedule, p: int, m: int, stages: list[StageCost],
     fwd = [s.fwd_s + (0.0 if hides else s.fwd_comm_s) for s in stages]
     back = [_op_s(s, hides, split) - f for s, f in zip(stages, fwd, strict=True)]
     owned: list[list[int]] = [[] for _ in range(p)]
-    for k in range(len(stages)):
-        owned[stage_device(schedule, p, k)].append(k)
+    for k, d in enumerate(stage_devices(schedule, p, len(stages))):
+        owned[d].append(k)
     heads = [0.0]
     for s in stages:
         heads.append(heads[-1] + s.fwd_s + s.fwd_comm_s)

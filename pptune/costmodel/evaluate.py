@@ -37,6 +37,7 @@ from pptune.costmodel.schedules import (
     stage_chains,
     stage_chunk_map,
     stage_device,
+    stage_devices,
 )
 from pptune.costmodel.sharding import (
     MEGATRON_GRAD_BYTES,
@@ -188,7 +189,7 @@ def _stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLa
         largest = [largest[c] for c in chunk_of]
         experts = [experts[c] for c in chunk_of] if experts else []
         cache = [cache[c] for c in chunk_of]
-    device_of = [stage_device(spec.schedule, spec.pp, k) for k in range(len(chunk_of))]
+    device_of = list(stage_devices(spec.schedule, spec.pp, len(chunk_of)))
     return StageLayout(stages, comm, params, largest, device_of, experts, cache)
 
 

@@ -134,7 +134,18 @@ def model_chunks(schedule: Schedule, p: int, v: int = 1) -> int:
 def stage_chunk_map(schedule: Schedule, p: int, v: int = 1) -> list[int]:
     """For each global stage, the model chunk it runs (``model_chunk``): how
     per-chunk costs become the simulator's per-stage costs."""
-    return [model_chunk(schedule, p, k) for k in range(p * chunks_per_device(schedule, v))]
+    return list(_stage_chunk_map(schedule, p, v))
+
+
+@functools.lru_cache(maxsize=1024)
+def _stage_chunk_map(schedule: Schedule, p: int, v: int) -> tuple[int, ...]:
+    return tuple(model_chunk(schedule, p, k) for k in range(p * chunks_per_device(schedule, v)))
+
+
+@functools.lru_cache(maxsize=1024)
+def stage_devices(schedule: Schedule, p: int, n_stages: int) -> tuple[int, ...]:
+    """``stage_device`` of global stages 0..n_stages-1 (the search asks it per candidate)."""
+    return tuple(stage_device(schedule, p, k) for k in range(n_stages))
 
 
 def chains(schedule: Schedule) -> int:

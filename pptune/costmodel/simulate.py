@@ -47,11 +47,13 @@ from pptune.costmodel.schedules import (
     OVERLAPPED,
     SPLIT_BACKWARD,
     Schedule,
+    chains,
     chunks_per_device,
     raw_orders,
     releases,
     stage_chains,
     stage_device,
+    stage_devices,
 )
 from pptune.costmodel.sim_records import (
     FREE_LINK,
@@ -104,7 +106,7 @@ def simulate(
     split = schedule in SPLIT_BACKWARD
     get_link = link or (lambda _s, _d: FREE_LINK)
     allreduce = list(dp_allreduce_s) if dp_allreduce_s is not None else [0.0] * n_stages
-    dev_of = [stage_device(schedule, p, k) for k in range(n_stages)]
+    dev_of = stage_devices(schedule, p, n_stages)
     prev_of: list[int | None] = [None] * n_stages
     next_of: list[int | None] = [None] * n_stages
     for chain in stage_chains(schedule, p, v):
@@ -140,8 +142,8 @@ def simulate(
 
     # an output (0 fwd / 1 bwd, micro-batch, stage) as one index into flat lists:
     # (out * mbs + mb) * n_stages + stage, mbs counting the micro-batches the orders name
-    mbs = 1 + max((max(op[1], op[3]) if op[0] == RAW_FB else op[1])
-                  for ops in plan for op in ops) if any(plan) else 1
+    # every order names micro-batches 0..m-1, each stage running m / chains of them
+    mbs, runs = m, m // chains(schedule)
     n_keys = 2 * mbs * n_stages
     arrival = [-1.0] * n_keys  # when the output reaches its consumer (-1: not yet)
     waiting: list[list[int] | None] = [None] * n_keys  # devices blocked on it
@@ -154,11 +156,7 @@ def simulate(
     act_now = [0.0] * p
     peak_inflight = [0] * p
     peak_act = [0.0] * p
-    bwd_left = [0] * n_stages  # micro-batches whose backward is still to complete
-    for ops in plan:
-        for op in ops:
-            if op[0] == RAW_F or op[0] == RAW_FB:
-                bwd_left[op[2]] += 1
+    bwd_left = [runs] * n_stages  # micro-batches whose backward is still to complete
     stage_grads_done = [0.0] * n_stages
     events: list[Event] = []
     transfers: list[Transfer] = []

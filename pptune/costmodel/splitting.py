@@ -35,7 +35,7 @@ from pptune.costmodel.schedules import (
     model_chunks,
     peak_inflight_per_stage,
     stage_chunk_map,
-    stage_device,
+    stage_devices,
 )
 from pptune.costmodel.sharding import Sharding, reshards, state_bytes_per_param, working_bytes
 from pptune.costmodel.simulate import StageCost
@@ -87,9 +87,10 @@ def surely_oom(table: CostTable, req: PlanRequest, spec: PlanSpec,
     static = [0.0] * p
     act = [0.0] * p
     bounds = stage_bounds(spec.stage_layers)
-    for k, chunk in enumerate(stage_chunk_map(spec.schedule, p, spec.virtual_stages)):
+    chunk_of = stage_chunk_map(spec.schedule, p, spec.virtual_stages)
+    for k, (chunk, d) in enumerate(zip(chunk_of, stage_devices(spec.schedule, p, len(chunk_of)),
+                                       strict=True)):
         s, e = bounds[chunk]
-        d = stage_device(spec.schedule, p, k)
         static[d] += sum(state[s:e]) if state else table.params(s, e) * per
         act[d] = max(act[d], inflight[k] * stages[k].act_bytes)
     usable = table.memory_bytes - req.reserve_bytes
@@ -297,8 +298,9 @@ def _hop_extra(table: CostTable, req: PlanRequest, spec: PlanSpec) -> list[float
     ranks = req.layout(spec)
     out = max(c.out_bytes[:-1]) if len(c.out_bytes) > 1 else 0.0
     extra = []
+    dev = stage_devices(schedule, p, n_stages)
     for k in range(n_stages):
-        a, z = stage_device(schedule, p, k), stage_device(schedule, p, min(k + 1, n_stages - 1))
+        a, z = dev[k], dev[min(k + 1, n_stages - 1)]
         hop = k < n_stages - 1 and a != z
         link = table.p2p_intra if ranks.same_node(a, z) else table.p2p_inter
         extra.append(2 * link.time_s(out) if hop else 0.0)

@@ -39,7 +39,7 @@ from pptune.costmodel.schedules import (
     chains,
     peak_inflight_per_stage,
     stage_chunk_map,
-    stage_device,
+    stage_devices,
 )
 from pptune.costmodel.table import CostTable
 
@@ -122,7 +122,7 @@ class _Chunks:
     def of(cls, plan: Plan) -> _Chunks:
         chunk_of = stage_chunk_map(plan.schedule, plan.pp, plan.virtual_stages)
         return cls(tuple(chunk_of),
-                   tuple(stage_device(plan.schedule, plan.pp, k) for k in range(len(chunk_of))),
+                   stage_devices(plan.schedule, plan.pp, len(chunk_of)),
                    plan.num_microbatches / chains(plan.schedule))
 
     def devices(self, chunk: int) -> set[int]:

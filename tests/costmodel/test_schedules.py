@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pptune.costmodel.schedules import (
+    COMBINABLE,
     DEFAULT_SCHEDULES,
     OVERLAPPED,
     SPLIT_BACKWARD,
@@ -59,9 +60,9 @@ def test_zbv_places_stages_in_a_v() -> None:
     assert device_stages(Schedule.INTERLEAVED, 2, 3) == [[0, 2, 4], [1, 3, 5]]
 
 
-def _valid(schedule: Schedule, p: int, m: int, v: int) -> bool:
+def _valid(schedule: Schedule, p: int, m: int, v: int, combined: bool = False) -> bool:
     try:
-        validate(schedule, p, m, v)
+        validate(schedule, p, m, v, combined)
     except ScheduleError:
         return False
     return True
@@ -69,12 +70,17 @@ def _valid(schedule: Schedule, p: int, m: int, v: int) -> bool:
 
 @pytest.mark.parametrize("schedule", list(Schedule))
 @pytest.mark.parametrize("p,m", [(1, 1), (1, 2), (2, 2), (2, 4), (3, 6), (4, 8), (4, 12)])
-def test_every_op_appears_exactly_once(schedule: Schedule, p: int, m: int) -> None:
+@pytest.mark.parametrize("combined", [False, True])
+def test_every_op_appears_exactly_once(schedule: Schedule, p: int, m: int,
+                                       combined: bool) -> None:
     v = 2 if schedule is Schedule.INTERLEAVED else 1
-    if not _valid(schedule, p, m, v):
+    if combined and schedule not in COMBINABLE:
+        pytest.skip("only 1f1b and interleaved 1f1b have a combined order")
+    if not _valid(schedule, p, m, v, combined):
         pytest.skip("the schedule refuses (p, m)")
-    orders = op_orders(schedule, p, m, v)
-    # micro-batches per pipeline: all of them, or dualpipe's half per direction
+    orders = op_orders(schedule, p, m, v, combined)
+    # micro-batches per pipeline: all of them, or dualpipe's half per direction (the
+    # simulator sizes its tables by this: micro-batches 0..m-1, m / chains a stage)
     chains = stage_chains(schedule, p, v)
     per_chain = m // len(chains)
     mbs = {k: range(c * per_chain, (c + 1) * per_chain)
@@ -88,7 +94,10 @@ def test_every_op_appears_exactly_once(schedule: Schedule, p: int, m: int) -> No
     for k in mbs:
         for i in mbs[k]:
             kinds = sorted(h.kind.value for h in halves if (h.mb, h.stage) == (i, k))
-            assert kinds in (["B", "F", "W"], ["BW", "F"]) if split else kinds == ["B", "F"]
+            # a combined order's pairs run whole backwards (BW) beside plain Bs
+            allowed = ([["B", "F", "W"], ["BW", "F"]] if split
+                       else [["B", "F"], ["BW", "F"]] if combined else [["B", "F"]])
+            assert kinds in allowed
     placement = device_stages(schedule, p, v)
     for d, ops in enumerate(orders):
         assert {h.stage for op in ops for h in op.halves()} == set(placement[d])
