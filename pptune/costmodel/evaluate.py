@@ -279,10 +279,9 @@ def evaluate(
                    table.p2p_inter, req.blocking_send, spec.combined)
         sim = with_allreduce(ops, tail)
     memory = device_memory(req, spec, lay, [d.peak_activation_bytes for d in sim.devices])
-    # one replica's work, all-to-alls included, device-seconds / tp (each stage
-    # runs m micro-batches, dualpipe's m / 2 in each direction)
-    work = sum(s.total_s + s.fwd_comm_s + s.bwd_comm_s for s in lay.stages) * m / chains(
-        spec.schedule)
+    # one replica's work: the time its devices are busy, all-to-alls included unless an
+    # F&B pair hides them (each stage runs m micro-batches, dualpipe's m / 2 a direction)
+    work = sum(d.busy_s for d in sim.devices)
     opt_s = optimizer_step_s(table, req, spec, lay)
     step_s = sim.step_time_s + opt_s
     return Plan(

@@ -158,7 +158,7 @@ def _footnote(cols: list[Column], dropped: list[str], width: int | None) -> str:
                      + ("; mod = Megatron-LM's recomputed modules, named in --json"
                         if _shows_recompute(cols, "mod") else "") + ")")
     if "eff" in names:
-        parts.append("eff = ideal step (compute / GPUs) / step")
+        parts.append("eff = ideal step (busy time / GPUs) / step")
     if "MFU" in names:
         parts.append("MFU = model FLOPs per step / (step x GPUs x peak FLOP/s of the plan's "
                      "precision), model FLOPs = "

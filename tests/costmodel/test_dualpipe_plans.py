@@ -111,6 +111,14 @@ def test_dualpipev_pairs_hide_the_all_to_all_only_with_the_overlap() -> None:
     folded = stage_costs(t, 1, [2, 1, 1, 2], a2a_stream=False)
     assert shown.sim.step_time_s == simulate("dualpipev", 2, 4, folded).step_time_s
     assert hidden.step_time_s < shown.step_time_s
+    # the ideal step is the devices' busy time, the hidden all-to-alls left out: never
+    # above the step (it had counted them as work, 100% efficient beside a bubble)
+    for plan in (hidden, shown):
+        busy = sum(d.busy_s for d in plan.sim.devices)
+        assert plan.ideal_step_s == pytest.approx(busy / 2, rel=1e-12)
+        assert plan.ideal_step_s <= plan.step_time_s
+        assert plan.efficiency == pytest.approx(
+            (1 - plan.bubble_rate) * plan.sim.step_time_s / plan.step_time_s, rel=1e-9)
 
 
 def test_which_plans_search_the_overlap() -> None:
