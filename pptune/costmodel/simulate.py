@@ -38,23 +38,19 @@ freed (both are alive while the pair runs).
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Sequence
 
-from pptune.costmodel.schedule_ops import RAW_B, RAW_BW, RAW_F, RAW_FB, RAW_W, to_op
+from pptune.costmodel.schedule_ops import to_op
 from pptune.costmodel.schedules import (
     OVERLAPPED,
     SPLIT_BACKWARD,
     Schedule,
-    chains,
     chunks_per_device,
     raw_orders,
-    releases,
-    stage_chains,
     stage_device,
-    stage_devices,
 )
+from pptune.costmodel.sim_plan import compiled_order
 from pptune.costmodel.sim_records import (
     FREE_LINK,
     DeadlockError,
@@ -106,13 +102,10 @@ def simulate(
     split = schedule in SPLIT_BACKWARD
     get_link = link or (lambda _s, _d: FREE_LINK)
     allreduce = list(dp_allreduce_s) if dp_allreduce_s is not None else [0.0] * n_stages
-    dev_of = stage_devices(schedule, p, n_stages)
-    prev_of: list[int | None] = [None] * n_stages
-    next_of: list[int | None] = [None] * n_stages
-    for chain in stage_chains(schedule, p, v):
-        for a, b in itertools.pairwise(chain):
-            next_of[a], prev_of[b] = b, a
-    # op time and its compute part by (raw kind, stage); pairs priced on first use
+    order = compiled_order(schedule, p, m, v, combined)
+    dev_of, prev_of, next_of = order.device_of, order.prev_of, order.next_of
+    # op time and its compute part by (raw kind, stage), flat: kind * n_stages + stage;
+    # pairs priced on first use
     comm_b = [st.bwd_comm_s for st in stages]
     comp_of = [
         [st.fwd_s for st in stages],
@@ -126,28 +119,25 @@ def simulate(
         comp_of[2],
         [c + a for c, a in zip(comp_of[3], comm_b, strict=True)],
     ]
+    cost_flat = [c for row in cost_of for c in row]
+    exposed_flat = [c - x for cs, xs in zip(cost_of, comp_of, strict=True)
+                    for c, x in zip(cs, xs, strict=True)]
+    fwd_comp, bw_comp = comp_of[0], comp_of[3]
     pair_cost: dict[tuple[int, int], float] = {}
     act_of = [st.act_bytes for st in stages]
-    # where each stage's output goes (None: nowhere, or the same device) and its transfer time
-    send_to: list[list[int | None]] = [[None] * n_stages for _ in range(2)]
-    send_s: list[list[float]] = [[0.0] * n_stages for _ in range(2)]
+    # each stage's output transfer time, by send slot out * n_stages + stage (0: none)
+    send_s = [0.0] * (2 * n_stages)
     for k in range(n_stages):
         nxt, prv = next_of[k], prev_of[k]
-        if nxt is not None and dev_of[nxt] != dev_of[k]:
-            send_to[0][k] = dev_of[nxt]
-            send_s[0][k] = get_link(dev_of[k], dev_of[nxt]).time_s(stages[k].out_bytes)
-        if prv is not None and dev_of[prv] != dev_of[k]:
-            send_to[1][k] = dev_of[prv]
-            send_s[1][k] = get_link(dev_of[k], dev_of[prv]).time_s(stages[prv].out_bytes)
+        if nxt >= 0 and dev_of[nxt] != dev_of[k]:
+            send_s[k] = get_link(dev_of[k], dev_of[nxt]).time_s(stages[k].out_bytes)
+        if prv >= 0 and dev_of[prv] != dev_of[k]:
+            send_s[n_stages + k] = get_link(dev_of[k], dev_of[prv]).time_s(
+                stages[prv].out_bytes)
 
-    # an output (0 fwd / 1 bwd, micro-batch, stage) as one index into flat lists:
-    # (out * mbs + mb) * n_stages + stage, mbs counting the micro-batches the orders name
-    # every order names micro-batches 0..m-1, each stage running m / chains of them
-    mbs, runs = m, m // chains(schedule)
-    n_keys = 2 * mbs * n_stages
-    arrival = [-1.0] * n_keys  # when the output reaches its consumer (-1: not yet)
-    waiting: list[list[int] | None] = [None] * n_keys  # devices blocked on it
-    link_free: dict[tuple[int, int], float] = {}
+    arrival = [-1.0] * order.n_outputs  # when an output reaches its consumer (-1: not yet)
+    waiting: list[list[int] | None] = [None] * order.n_outputs  # devices blocked on it
+    link_free = [0.0] * (p * p)  # when the directed link src * p + dst is next free
     ptr = [0] * p
     dev_free = list(device_start_s) if device_start_s is not None else [0.0] * p
     busy = [0.0] * p
@@ -156,82 +146,37 @@ def simulate(
     act_now = [0.0] * p
     peak_inflight = [0] * p
     peak_act = [0.0] * p
-    bwd_left = [runs] * n_stages  # micro-batches whose backward is still to complete
+    bwd_left = [order.runs] * n_stages  # micro-batches whose backward is still to complete
     stage_grads_done = [0.0] * n_stages
     events: list[Event] = []
     transfers: list[Transfer] = []
 
-    # per (raw kind, stage): the output it waits on, as (0 fwd / 1 bwd, stage),
-    # stage -1 for none: F on F of the stage before; B/BW on B of the stage
-    # after (or this stage's F on a pipeline's last stage); W on its B
-    dep_out = [[0] * n_stages for _ in range(4)]
-    dep_stage = [[-1] * n_stages for _ in range(4)]
-    for k in range(n_stages):
-        prv, nxt = prev_of[k], next_of[k]
-        if prv is not None:
-            dep_stage[RAW_F][k] = prv
-        for kind in (RAW_B, RAW_BW):
-            dep_out[kind][k], dep_stage[kind][k] = (0, k) if nxt is None else (1, nxt)
-        dep_out[RAW_W][k], dep_stage[RAW_W][k] = 1, k
-    frees = tuple(releases(schedule, kind) for kind in range(4))
-    exposed_of = [[c - x for c, x in zip(cost_of[kind], comp_of[kind], strict=True)]
-                  for kind in range(4)]
-    # the output a plain op of each raw kind gives (0 fwd / 1 bwd; -1: none, W)
-    gives_out = (0, 1, -1, 1)
-    back = mbs * n_stages  # the index offset of the backward outputs
-
-    # The loop below is the planner's hot path: no closures (their cells slow
-    # every local access), flat lists for the outputs; a pair's two outputs go
+    # The loop below is the planner's hot path: no closures (their cells slow every
+    # local access), every index precomputed (sim_plan.py); a pair's two outputs go
     # through the same code as one op's one.
     stack = list(range(p - 1, -1, -1))
     while stack:
         d = stack.pop()
-        order = plan[d]
-        n_ops = len(order)
+        ops = order.ops[d]
+        n_ops = len(ops)
         i = ptr[d]
         free = dev_free[d]
         while i < n_ops:
-            op = order[i]
-            kind, mb, k = op[0], op[1], op[2]
-            pair = kind == RAW_FB
-            # the outputs it delivers as (0 fwd / 1 bwd, stage, index), the stage it adds
-            # activations to and the one it frees (-1: none), the outputs it waits on
-            gives: tuple[tuple[int, int, int], ...]
+            j, j2, slot, grows, frees_k, b_k, gives = ops[i]
             start = free
             blocked = -1
-            if pair:
-                b_mb, b_k = op[3], op[4]
-                gives = ((0, k, mb * n_stages + k), (1, b_k, back + b_mb * n_stages + b_k))
-                grows, frees_k = k, b_k
-                ds = dep_stage[RAW_F][k]
-                if ds >= 0:
-                    j = mb * n_stages + ds
-                    ready = arrival[j]
-                    if ready < 0.0:
-                        blocked = j
-                    elif ready > start:
-                        start = ready
-                ds = dep_stage[RAW_BW][b_k]
-                if blocked < 0 and ds >= 0:
-                    j = (dep_out[RAW_BW][b_k] * mbs + b_mb) * n_stages + ds
-                    ready = arrival[j]
-                    if ready < 0.0:
-                        blocked = j
-                    elif ready > start:
-                        start = ready
-            else:
-                out = gives_out[kind]
-                gives = ((out, k, (out * mbs + mb) * n_stages + k),) if out >= 0 else ()
-                grows = k if kind == RAW_F else -1
-                frees_k = k if frees[kind] else -1
-                ds = dep_stage[kind][k]
-                if ds >= 0:
-                    j = (dep_out[kind][k] * mbs + mb) * n_stages + ds
-                    ready = arrival[j]
-                    if ready < 0.0:
-                        blocked = j
-                    elif ready > start:
-                        start = ready
+            if j >= 0:
+                ready = arrival[j]
+                if ready < 0.0:
+                    blocked = j
+                elif ready > start:
+                    start = ready
+            if j2 >= 0 and blocked < 0:
+                ready = arrival[j2]
+                if ready < 0.0:
+                    blocked = j2
+                elif ready > start:
+                    start = ready
             if blocked >= 0:
                 queue = waiting[blocked]
                 if queue is None:
@@ -239,18 +184,18 @@ def simulate(
                 else:
                     queue.append(d)
                 break
-            if pair:
-                cost = pair_cost.get((k, b_k))
+            if b_k >= 0:  # an F&B pair: slot is its forward's stage
+                cost = pair_cost.get((slot, b_k))
                 if cost is None:
-                    cost = pair_cost[(k, b_k)] = overlapped_pair_s(stages[k], stages[b_k])
-                exposed[d] += cost - comp_of[0][k] - comp_of[3][b_k]
+                    cost = pair_cost[(slot, b_k)] = overlapped_pair_s(stages[slot], stages[b_k])
+                exposed[d] += cost - fwd_comp[slot] - bw_comp[b_k]
             else:
-                cost = cost_of[kind][k]
-                exposed[d] += exposed_of[kind][k]
+                cost = cost_flat[slot]
+                exposed[d] += exposed_flat[slot]
             end = start + cost
             busy[d] += cost
             free = end
-            named = to_op(op) if keep_events else None
+            named = to_op(plan[d][i]) if keep_events else None
             if named is not None:
                 events.append(Event(d, named, start, end))
             if grows >= 0:
@@ -266,20 +211,19 @@ def simulate(
                 bwd_left[frees_k] -= 1
                 if bwd_left[frees_k] == 0:
                     stage_grads_done[frees_k] = end
-            for out, ks, g in gives:
-                consumer = send_to[out][ks]
-                if consumer is None:
+            for g, send, consumer, out in gives:
+                if consumer < 0:
                     arrival[g] = end
                 else:
-                    lk = (d, consumer)
-                    t0 = link_free.get(lk, 0.0)
+                    lk = d * p + consumer
+                    t0 = link_free[lk]
                     if end > t0:
                         t0 = end
-                    t1 = t0 + send_s[out][ks]
+                    t1 = t0 + send_s[send]
                     link_free[lk] = t1
                     arrival[g] = t1
                     if named is not None:
-                        half = named.halves()[out] if pair else named
+                        half = named.halves()[out] if b_k >= 0 else named
                         transfers.append(Transfer(d, consumer, half, t0, t1))
                     if blocking_send and t1 > free:
                         free = t1
