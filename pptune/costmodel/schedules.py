@@ -31,6 +31,8 @@ Example, 1f1b with p=3, m=4 (Narayanan et al. 2021, fig. 4)::
 from __future__ import annotations
 
 import functools
+import itertools
+import operator
 from collections.abc import Callable, Sequence
 from enum import Enum
 from fractions import Fraction
@@ -328,22 +330,23 @@ def activation_peaks(schedule: Schedule, p: int, m: int, v: int,
     of the moments ``held_counts`` keeps, whatever the bytes."""
     held_m = m if schedule is Schedule.GPIPE else min(m, inflight_saturation(p, v))
     out = []
-    for stages, moments in held_counts(schedule, p, held_m, v, combined):
-        peak = 0.0
-        for counts in moments:
-            now = sum(c * act_bytes[k] for c, k in zip(counts, stages, strict=True))
-            if now > peak:
-                peak = now
-        out.append(peak)
+    for stages, columns in held_counts(schedule, p, held_m, v, combined):
+        # the bytes held at every moment at once, summed over the stages in order
+        totals: list[float] = []
+        for i, (k, column) in enumerate(zip(stages, columns, strict=True)):
+            part = list(map(operator.mul, column, itertools.repeat(act_bytes[k])))
+            totals = part if i == 0 else list(map(operator.add, totals, part))
+        out.append(max(0.0, max(totals, default=0.0)))
     return out
 
 
 @functools.lru_cache(maxsize=1024)
 def held_counts(schedule: Schedule, p: int, m: int, v: int, combined: bool
                 ) -> tuple[tuple[tuple[int, ...], tuple[tuple[int, ...], ...]], ...]:
-    """Per rank: (its stages, the micro-batches held on each of them just after each
-    forward, less the moments another holds at least as many on every stage). Bytes
-    held are a non-negative sum over the stages, so a rank's peak is at one of these."""
+    """Per rank: (its stages, for each of them the micro-batches it holds at each moment
+    kept: just after a forward, less the moments another holds at least as many on every
+    stage). Bytes held are a non-negative sum over the stages, so a rank's peak is at
+    one of these moments; a column a stage, so that a sum runs over all moments at once."""
     out = []
     for events in _holds(schedule, p, m, v, combined):
         stages = tuple(sorted({k for pair in events for k in pair if k >= 0}))
@@ -358,7 +361,7 @@ def held_counts(schedule: Schedule, p: int, m: int, v: int, combined: bool
                 now[index[free]] -= 1
         kept = tuple(sorted(c for c in seen if not any(
             o != c and all(x <= y for x, y in zip(c, o, strict=True)) for o in seen)))
-        out.append((stages, kept))
+        out.append((stages, tuple(zip(*kept, strict=True)) if kept else ((),) * len(stages)))
     return tuple(out)
 
 
