@@ -41,12 +41,12 @@ CompiledOp = tuple[int, int, int, int, int, int, tuple[Give, ...]]
 @dataclass(frozen=True)
 class CompiledOrder:
     ops: tuple[tuple[CompiledOp, ...], ...]  # per device, in its order
-    n_stages: int
     n_outputs: int
     runs: int  # micro-batches each stage runs (m / chains)
-    device_of: tuple[int, ...]  # per global stage
-    prev_of: tuple[int, ...]  # per global stage, the stage before it in its pipeline or -1
-    next_of: tuple[int, ...]  # the stage after it or -1
+    # per global stage: the stage before it in its pipeline (-1: none), and the device
+    # its output is sent to forward and backward (-1: none, or its own device)
+    prev_of: tuple[int, ...]
+    send_to: tuple[tuple[int, ...], tuple[int, ...]]
 
 
 @functools.lru_cache(maxsize=128)
@@ -117,5 +117,5 @@ def compiled_order(schedule: Schedule, p: int, m: int, v: int, combined: bool) -
                 add((w + off if w >= 0 else -1, -1, slot, grows[slot], freed[slot], -1,
                      ((g + off, send_at[slot], dest[slot], gives_out[kind]),) if g >= 0 else ()))
         devices.append(tuple(out_ops))
-    return CompiledOrder(tuple(devices), n, 2 * m * n, m // chains(schedule), dev_of,
-                         tuple(prev_of), tuple(next_of))
+    return CompiledOrder(tuple(devices), 2 * m * n, m // chains(schedule), tuple(prev_of),
+                         (tuple(send_to[0]), tuple(send_to[1])))

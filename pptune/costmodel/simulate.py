@@ -49,6 +49,7 @@ from pptune.costmodel.schedules import (
     chunks_per_device,
     raw_orders,
     stage_device,
+    stage_devices,
 )
 from pptune.costmodel.sim_plan import compiled_order
 from pptune.costmodel.sim_records import (
@@ -103,7 +104,7 @@ def simulate(
     get_link = link or (lambda _s, _d: FREE_LINK)
     allreduce = list(dp_allreduce_s) if dp_allreduce_s is not None else [0.0] * n_stages
     order = compiled_order(schedule, p, m, v, combined)
-    dev_of, prev_of, next_of = order.device_of, order.prev_of, order.next_of
+    dev_of, prev_of, send_to = stage_devices(schedule, p, n_stages), order.prev_of, order.send_to
     # op time and its compute part by (raw kind, stage), flat: kind * n_stages + stage;
     # pairs priced on first use
     comm_b = [st.bwd_comm_s for st in stages]
@@ -128,12 +129,11 @@ def simulate(
     # each stage's output transfer time, by send slot out * n_stages + stage (0: none)
     send_s = [0.0] * (2 * n_stages)
     for k in range(n_stages):
-        nxt, prv = next_of[k], prev_of[k]
-        if nxt >= 0 and dev_of[nxt] != dev_of[k]:
-            send_s[k] = get_link(dev_of[k], dev_of[nxt]).time_s(stages[k].out_bytes)
-        if prv >= 0 and dev_of[prv] != dev_of[k]:
-            send_s[n_stages + k] = get_link(dev_of[k], dev_of[prv]).time_s(
-                stages[prv].out_bytes)
+        if send_to[0][k] >= 0:
+            send_s[k] = get_link(dev_of[k], send_to[0][k]).time_s(stages[k].out_bytes)
+        if send_to[1][k] >= 0:
+            send_s[n_stages + k] = get_link(dev_of[k], send_to[1][k]).time_s(
+                stages[prev_of[k]].out_bytes)
 
     arrival = [-1.0] * order.n_outputs  # when an output reaches its consumer (-1: not yet)
     waiting: list[list[int] | None] = [None] * order.n_outputs  # devices blocked on it
