@@ -280,7 +280,7 @@ def evaluate(
         sim = with_allreduce(ops, tail)
     memory = device_memory(req, spec, lay, [d.peak_activation_bytes for d in sim.devices])
     # one replica's work: the time its devices are busy, all-to-alls included unless an
-    # F&B pair hides them (each stage runs m micro-batches, dualpipe's m / 2 a direction)
+    # F&B pair hides them
     work = sum(d.busy_s for d in sim.devices)
     opt_s = optimizer_step_s(table, req, spec, lay)
     step_s = sim.step_time_s + opt_s
