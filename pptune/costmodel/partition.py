@@ -13,7 +13,9 @@ exact).
 
 from __future__ import annotations
 
+import bisect
 import math
+import operator
 from collections.abc import Callable, Sequence
 
 
@@ -143,6 +145,9 @@ def min_bottleneck_split(
     for k in range(1, n_stages):
         prev, cur, cur_arg, xk = best[k - 1], best[k], arg[k], extra[k]
         lo = starts[k] if starts is not None else None
+        if lo is None and _crossing_row(prefix, prev, cur, cur_arg, xk, k,
+                                        n - (n_stages - 1 - k)):
+            continue
         for e in range(k + 1, n - (n_stages - 1 - k) + 1):
             top, where = inf, -1
             pe = prefix[e]
@@ -165,6 +170,41 @@ def min_bottleneck_split(
         e = s
     out.append(e)
     return out[::-1]
+
+
+def _crossing_row(prefix: Sequence[float], prev: Sequence[float], cur: list[float],
+                  cur_arg: list[int], xk: float, k: int, last_end: int) -> bool:
+    """One row of ``min_bottleneck_split``'s table without a memory test, in one sweep:
+    the same values and starts as its downward walk, or False (row left alone) where
+    the previous row is not nondecreasing.
+
+    With ``prev`` nondecreasing and the last stage's cost falling as its start ``s``
+    rises, the best start sits where they cross: ``c`` the first start with
+    ``prev[s] >= last(s)``. Starts from ``c`` on cost ``prev[s]`` (least at ``c``; the
+    walk keeps the largest start of equal cost), starts below it ``last(s)`` (least at
+    ``c - 1``). A longer prefix only raises ``last``, so ``c`` never moves back as ``e``
+    grows: the sweep costs one pass over the row."""
+    if not all(map(operator.le, prev[k:last_end - 1], prev[k + 1:last_end])):
+        return False
+    c = k
+    for e in range(k + 1, last_end + 1):
+        pe = prefix[e]
+        while c < e and prev[c] < pe - prefix[c] + xk:
+            c += 1
+        if c == e:  # the last stage alone outweighs every earlier prefix: shortest
+            cur[e], cur_arg[e] = pe - prefix[e - 1] + xk, e - 1
+            continue
+        at = prev[c]
+        if c > k:
+            below = pe - prefix[c - 1] + xk
+            if below < at:
+                cur[e], cur_arg[e] = below, c - 1
+                continue
+        # the largest start of equal cost (prev rarely repeats a value)
+        cur[e] = at
+        cur_arg[e] = c if c + 1 == e or prev[c + 1] != at else bisect.bisect_right(
+            prev, at, c, e) - 1
+    return True
 
 
 def bottleneck(

@@ -4,6 +4,7 @@ choose), one plan's specification, and the plan it evaluates to (evaluate.py).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -88,9 +89,8 @@ class PlanRequest:
     def layout(self, spec: PlanSpec) -> Layout:
         """The plan's ranks: ``gpus = pp x tp x cp x dp`` (layout.py does the arithmetic)."""
         k = self.key_of(spec)
-        return Layout(pp=spec.pp, dp=self.gpus // (spec.pp * k.tp * k.cp), tp=k.tp, cp=k.cp,
-                      ep=k.ep, etp=k.etp, gpus_per_node=self.gpus_per_node,
-                      order=spec.rank_order)
+        return _layout(spec.pp, self.gpus // (spec.pp * k.tp * k.cp), k.tp, k.cp, k.ep, k.etp,
+                       self.gpus_per_node, spec.rank_order)
 
 
 @dataclass(frozen=True)
@@ -210,3 +210,8 @@ class Plan:
     @property
     def headroom_bytes(self) -> float:
         return self.memory_capacity_bytes - max(self.peak_memory_bytes)
+
+
+# one Layout per shape: the search asks for a plan's ranks many times over, and the
+# caches keyed by a layout hash it each time
+_layout = functools.lru_cache(maxsize=4096)(Layout)

@@ -135,6 +135,13 @@ def reshards(sharding: Sharding, pp: int, fsdp_reshard: bool | None = None) -> b
     return False
 
 
+def traffic_in_ops(sharding: Sharding, reshard: bool) -> bool:
+    """Whether the sharding's data-parallel traffic runs during each micro-batch's
+    forward or backward (``stage_comm``'s ``fwd_s`` / ``bwd_s``) rather than once a
+    step, before the first forward or after the last backward."""
+    return sharding is Sharding.ZERO2 or reshard
+
+
 def working_bytes(
     sharding: Sharding, reshard: bool, device_params: float, largest_layer_params: float
 ) -> float:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from pptune.costmodel.bounds import lower_bound
 from pptune.costmodel.evaluate import PlanRequest, PlanSpec, stage_layout
+from pptune.costmodel.layout import Layout
 from pptune.costmodel.memory import Recompute, with_recompute
 from pptune.costmodel.partition import (
     SplitError,
@@ -37,7 +38,13 @@ from pptune.costmodel.schedules import (
     stage_chunk_map,
     stage_devices,
 )
-from pptune.costmodel.sharding import Sharding, reshards, state_bytes_per_param, working_bytes
+from pptune.costmodel.sharding import (
+    reshards,
+    state_bytes_per_param,
+    traffic_in_ops,
+    working_bytes,
+)
+from pptune.costmodel.sim_records import Link
 from pptune.costmodel.simulate import StageCost
 from pptune.costmodel.table import CostTable, stage_costs
 
@@ -291,20 +298,26 @@ def _time_only(costs: tuple[float, ...], n_stages: int, extra: tuple[float, ...]
 
 def _hop_extra(table: CostTable, req: PlanRequest, spec: PlanSpec) -> list[float]:
     """A stage's extra cost: sending its output forward and receiving the gradient
-    back (same size), over the link to the next stage's device."""
-    p, schedule = spec.pp, spec.schedule
+    back (same size), over the link to the next stage's device. Cached by what it
+    reads: recomputed tables and the cost keys' tables share their hops."""
     c = table.by_mb[spec.micro_batch_size]
-    n_stages = model_chunks(schedule, p, spec.virtual_stages)
-    ranks = req.layout(spec)
     out = max(c.out_bytes[:-1]) if len(c.out_bytes) > 1 else 0.0
+    return list(_hops(req.layout(spec), spec.schedule, spec.pp, spec.virtual_stages, out,
+                      table.p2p_intra, table.p2p_inter))
+
+
+@functools.lru_cache(maxsize=4096)
+def _hops(ranks: Layout, schedule: Schedule, p: int, v: int, out: float, intra: Link,
+          inter: Link) -> tuple[float, ...]:
+    n_stages = model_chunks(schedule, p, v)
     extra = []
     dev = stage_devices(schedule, p, n_stages)
     for k in range(n_stages):
         a, z = dev[k], dev[min(k + 1, n_stages - 1)]
         hop = k < n_stages - 1 and a != z
-        link = table.p2p_intra if ranks.same_node(a, z) else table.p2p_inter
+        link = intra if ranks.same_node(a, z) else inter
         extra.append(2 * link.time_s(out) if hop else 0.0)
-    return extra
+    return tuple(extra)
 
 
 def split_with_bound(table: CostTable, req: PlanRequest, spec: PlanSpec,
@@ -318,9 +331,11 @@ def split_with_bound(table: CostTable, req: PlanRequest, spec: PlanSpec,
     split_spec = replace(spec, stage_layers=tuple(split))
     bounded = replace(split_spec, recompute=bound_recompute(req, spec.recompute, spec.pp,
                                                             spec.schedule))
-    if spec.sharding in (Sharding.NONE, Sharding.ZERO1):
-        # their data-parallel traffic runs once per step (tail_s), never inside an op:
-        # the stages are the compute alone (evaluate.with_comm leaves them as they are)
+    if not traffic_in_ops(spec.sharding, reshards(spec.sharding, spec.pp,
+                                                  req.fsdp_reshard_after_forward)):
+        # their data-parallel traffic runs once per step (start_s, tail_s), never inside
+        # an op: the compute alone bounds the stages (evaluate.with_comm leaves them as
+        # they are; FP8's amax waits, which it adds, only raise them)
         stages = _compute_stages(rc, split_spec)
         fastest = stages if bounded == split_spec else _compute_stages(
             cache.recomputed(table, bounded.recompute, req.recompute_every), split_spec)

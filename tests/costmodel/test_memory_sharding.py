@@ -23,6 +23,7 @@ from pptune.costmodel.sharding import (
     reshards,
     stage_comm,
     state_bytes_per_param,
+    traffic_in_ops,
     working_bytes,
 )
 from pptune.costmodel.simulate import Link
@@ -76,6 +77,13 @@ def test_collective_times_per_sharding() -> None:
     pp = stage_comm(Sharding.FSDP, False, n, dp, link)
     assert (pp.start_s, pp.tail_s, pp.fwd_s) == pytest.approx((gather, 0.75 * 4e6 / 1e9, 0.0))
     assert stage_comm(Sharding.ZERO3, True, n, 1, link) == ShardComm()
+    # what the search's bounds rely on (splitting.split_with_bound): traffic inside
+    # the ops exactly where traffic_in_ops says so
+    for sharding in Sharding:
+        for reshard in (False, True) if sharding is Sharding.FSDP else (
+                reshards(sharding, 2),):
+            c = stage_comm(sharding, reshard, n, dp, link)
+            assert traffic_in_ops(sharding, reshard) == (c.fwd_s + c.bwd_s > 0), sharding
 
 
 def _table(n_blocks: int = 4, param_bytes: float = 2e6, memory: float = 1e12) -> CostTable:

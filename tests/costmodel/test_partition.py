@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 from hypothesis import given, settings
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 
 from pptune.costmodel.partition import (
     SplitError,
+    _crossing_row,
     bottleneck,
     even_split,
     lowest_starts,
@@ -120,3 +122,33 @@ def test_large_instance_uses_bisection_and_stays_optimal_for_uniform_costs() -> 
     split = min_bottleneck_split(costs, 64)
     assert sum(split) == 130
     assert bottleneck(costs, split) == 3.0
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.sampled_from([0.0, 0.1, 0.5, 1.0, 1.0, 2.0, 3.0]), min_size=1, max_size=14),
+    st.integers(1, 8),
+    st.lists(st.sampled_from([0.0, 0.0, 0.05, 0.3, 1.0]), min_size=8, max_size=8),
+)
+def test_time_only_sweep_gives_the_walks_split(costs: list[float], k: int,
+                                               extra: list[float]) -> None:
+    # without a memory test each row is one sweep (partition._crossing_row); with
+    # starts that allow everything the rows are walked start by start: the same
+    # split, ties included (repeated costs, stage extras that break monotonicity)
+    n = len(costs)
+    if k > n:
+        return
+    allow_all = lowest_starts(n, k, lambda stage, s, e: True)
+    assert (min_bottleneck_split(costs, k, extra[:k])
+            == min_bottleneck_split(costs, k, extra[:k], starts=allow_all))
+
+
+def test_time_only_row_by_hand() -> None:
+    # four layers of cost 1 on two stages: the second stage ending at e = 2, 3, 4
+    # starts at 1, 2, 2 (bottlenecks 1, 2, 2; at e = 3 the walk keeps the later of
+    # two equal starts), and a row after a falling one is left to the walk
+    prefix, prev = [0.0, 1.0, 2.0, 3.0, 4.0], [math.inf, 1.0, 2.0, 3.0, math.inf]
+    cur, arg = [math.inf] * 5, [-1] * 5
+    assert _crossing_row(prefix, prev, cur, arg, 0.0, 1, 4)
+    assert (cur[2:], arg[2:]) == ([1.0, 2.0, 2.0], [1, 2, 2])
+    assert not _crossing_row(prefix, [math.inf, 2.0, 1.0, 3.0, math.inf], cur, arg, 0.0, 1, 4)
