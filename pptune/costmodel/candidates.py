@@ -202,14 +202,17 @@ def candidates(tables: CostTable | TableSource, req: PlanRequest
                             why_v = Reason.FEW_LAYERS
                         if why_v is None and p * v * m * 3 > MAX_SIMULATED_OPS:
                             why_v = Reason.TOO_LARGE
+                        overlaps_of = {r: a2a_overlaps(a2a, schedule, p, r, req.combined_order)
+                                       for r in recomputes}
+                        per_sharding = sum(map(len, overlaps_of.values()))
+                        count += per_sharding * len(shardings)
+                        if why_v is not None:
+                            rejected[why_v.value] += per_sharding * len(shardings)
+                            continue
                         for sharding, r in ((sh, r) for sh in shardings for r in recomputes):
-                            overlaps = a2a_overlaps(a2a, schedule, p, r, req.combined_order)
-                            count += len(overlaps)
-                            why = why_v
-                            if why is None and p > 1 and sharding not in PIPELINE_SHARDINGS:
-                                why = Reason.SHARDING_PP
-                            if why is not None:
-                                rejected[why.value] += len(overlaps)
+                            overlaps = overlaps_of[r]
+                            if p > 1 and sharding not in PIPELINE_SHARDINGS:
+                                rejected[Reason.SHARDING_PP.value] += len(overlaps)
                                 continue
                             # a per-stage variant of full recomputation may recompute
                             # nothing: bound it by the work without recomputation

@@ -304,20 +304,18 @@ def releases(schedule: Schedule, kind: int) -> bool:
 @functools.lru_cache(maxsize=1024)
 def _peak_inflight(schedule: Schedule, p: int, m: int, v: int,
                    combined: bool = False) -> tuple[int, ...]:
-    orders = raw_orders(schedule, p, m, v, combined)
     n_stages = p * chunks_per_device(schedule, v)
     now = [0] * n_stages
     peak = [0] * n_stages
-    for ops in orders:
-        for op in ops:
-            kind, stage = op[0], op[2]
-            if kind in (RAW_F, RAW_FB):  # a pair's forward counts before its backward frees
-                now[stage] += 1
-                peak[stage] = max(peak[stage], now[stage])
-            if kind == RAW_FB:
-                now[op[4]] -= 1
-            elif releases(schedule, kind):
-                now[stage] -= 1
+    for events in _holds(schedule, p, m, v, combined):
+        for add, free in events:
+            if add >= 0:
+                held = now[add] + 1
+                now[add] = held
+                if held > peak[add]:
+                    peak[add] = held
+            if free >= 0:
+                now[free] -= 1
     return tuple(peak)
 
 
