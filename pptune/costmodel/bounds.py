@@ -8,24 +8,35 @@ changing the answer (search.py).
 
 from __future__ import annotations
 
+import functools
+import itertools
+from collections.abc import Sequence
+
+from pptune.costmodel.schedule_ops import RAW_B, RAW_BW, RAW_FB
 from pptune.costmodel.schedules import (
     OVERLAPPED,
     SPLIT_BACKWARD,
     Schedule,
     chains,
+    inflight_saturation,
+    raw_orders,
+    releases,
     stage_devices,
 )
 from pptune.costmodel.simulate import StageCost
 
 
 def lower_bound(schedule: Schedule, p: int, m: int, stages: list[StageCost],
-                combined: bool = False) -> float:
+                combined: bool = False, tail_s: Sequence[float] = ()) -> float:
     """A step time no plan of these per-global-stage costs beats: the busiest
-    device's work and the pipeline fill in front of each stage. An op pays its
-    all-to-alls unless the schedule's F&B pairs may hide them (the DualPipes, or
-    a ``combined`` order): a pair still lasts at least its halves' compute and
-    at least their communication, so such a device works at least the larger
-    sum. Each stage runs m micro-batches (dualpipe's m / 2 in each direction)."""
+    device's work, the pipeline fill in front of each stage and the drain after
+    each device's last op. An op pays its all-to-alls unless the schedule's F&B
+    pairs may hide them (the DualPipes, or a ``combined`` order): a pair still
+    lasts at least its halves' compute and at least their communication, so such
+    a device works at least the larger sum. Each stage runs m micro-batches
+    (dualpipe's m / 2 in each direction). ``tail_s``: each stage's once-per-step
+    traffic after its gradients are done (the data-parallel reduction as
+    simulate.with_allreduce runs it); () for none."""
     hides = combined or schedule in OVERLAPPED
     split = schedule in SPLIT_BACKWARD
     runs = m / chains(schedule)
@@ -50,6 +61,9 @@ def lower_bound(schedule: Schedule, p: int, m: int, stages: list[StageCost],
             tail += own_b + comm_b
     elif chains(schedule) == 1:
         bound = max(bound, _fill_bound(schedule, p, m, stages, hides, split))
+    if chains(schedule) == 1:
+        bound = max(bound, _drain_bound(schedule, p, m, stages, hides, split, per_dev,
+                                        tail_s, combined))
     return bound
 
 
@@ -60,14 +74,10 @@ def _fill_bound(schedule: Schedule, p: int, m: int, stages: list[StageCost],
     least its compute and its own all-to-all), and then still runs, for every
     micro-batch, the forwards of its stages from j on and the backward of all its
     stages (each waits on the forward of the last stage, which waits on j's)."""
-    fwd = [s.fwd_s + (0.0 if hides else s.fwd_comm_s) for s in stages]
-    back = [_op_s(s, hides, split) - f for s, f in zip(stages, fwd, strict=True)]
+    fwd, back, heads = _passes(stages, hides, split)
     owned: list[list[int]] = [[] for _ in range(p)]
     for k, d in enumerate(stage_devices(schedule, p, len(stages))):
         owned[d].append(k)
-    heads = [0.0]
-    for s in stages:
-        heads.append(heads[-1] + s.fwd_s + s.fwd_comm_s)
     bound = 0.0
     for ks in owned:
         backs = sum(back[k] for k in ks)
@@ -75,6 +85,61 @@ def _fill_bound(schedule: Schedule, p: int, m: int, stages: list[StageCost],
             after = sum(fwd[k] for k in ks if k >= j) + backs
             bound = max(bound, heads[j] + m * after)
     return bound
+
+
+def _drain_bound(schedule: Schedule, p: int, m: int, stages: list[StageCost], hides: bool,
+                 split: bool, per_dev: list[float], tail_s: Sequence[float],
+                 combined: bool) -> float:
+    """One pipeline: a device starts no earlier than micro-batch 0's forward reaches its
+    first stage and runs all its work (``per_dev``); where its last op completes the
+    gradients of stage t (interleaved's and 1F1B's: the last micro-batch's backward on
+    its first stage), t's once-per-step traffic still follows it, and where that op is
+    a whole backward of a schedule that does not split it, so do that micro-batch's
+    backwards on every stage before t, one after the other."""
+    _, back, heads = _passes(stages, hides, split)
+    drains = [0.0, *itertools.accumulate(back)]
+    first = [len(stages)] * p
+    for k, d in enumerate(stage_devices(schedule, p, len(stages))):
+        first[d] = min(first[d], k)
+    bound = 0.0
+    for d, (t, whole) in enumerate(last_ops(schedule, p, m, len(stages) // p, combined)):
+        if t >= 0:
+            after = max(drains[t] if whole and not (split or hides) else 0.0,
+                        tail_s[t] if tail_s else 0.0)
+            bound = max(bound, heads[first[d]] + per_dev[d] + after)
+    return bound
+
+
+@functools.lru_cache(maxsize=1024)
+def last_ops(schedule: Schedule, p: int, m: int, v: int,
+             combined: bool = False) -> tuple[tuple[int, bool], ...]:
+    """Per device, what its last op finishes: (the stage whose gradients it completes,
+    -1 when it completes none; whether it is a whole backward, B or BW). Read from the
+    order at ``inflight_saturation`` micro-batches at most: past it the orders only
+    repeat their steady state, and end as they did (tests check it against the full
+    orders)."""
+    out = []
+    for ops in raw_orders(schedule, p, min(m, inflight_saturation(p, v)), v, combined):
+        kind = ops[-1][0] if ops else -1
+        if kind == RAW_FB:
+            out.append((ops[-1][4], False))
+        elif kind >= 0 and releases(schedule, kind):
+            out.append((ops[-1][2], kind in (RAW_B, RAW_BW)))
+        else:
+            out.append((-1, False))
+    return tuple(out)
+
+
+def _passes(stages: list[StageCost], hides: bool, split: bool
+            ) -> tuple[list[float], list[float], list[float]]:
+    """Per stage: its F op's least time (compute, and its all-to-all unless hidden), the
+    least time of the rest of its work a micro-batch, and when micro-batch 0's forward
+    reaches it at the earliest (every F before it at its compute and all-to-all: the
+    pipeline's first forwards run alone)."""
+    fwd = [s.fwd_s + (0.0 if hides else s.fwd_comm_s) for s in stages]
+    back = [_op_s(s, hides, split) - f for s, f in zip(stages, fwd, strict=True)]
+    heads = [0.0, *itertools.accumulate(s.fwd_s + s.fwd_comm_s for s in stages)]
+    return fwd, back, heads
 
 
 def _op_s(s: StageCost, hides: bool, split: bool = False) -> float:

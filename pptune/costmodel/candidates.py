@@ -86,6 +86,8 @@ class Candidate:
     spec: PlanSpec
     # the bound already covers every split (splitting.any_split_bound)
     any_split: bool = False
+    # the bound already covers the split's exposed traffic (splitting.layout_bound)
+    exposed: bool = False
 
     @property
     def split(self) -> bool:

@@ -72,7 +72,9 @@ from pptune.costmodel.sharding import Sharding, state_bytes_per_param
 from pptune.costmodel.splitting import (
     SplitCache,
     any_split_bound,
+    bound_recompute,
     fitted_per_stage,
+    layout_bound,
     split_with_bound,
 )
 from pptune.costmodel.stage_recompute import fit_stage_recompute
@@ -176,11 +178,22 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
                 continue
             heapq.heappush(heap, (tighter.key(), tighter))
             continue
+        twin = replace(spec, rank_order=DP_INNER, stage_layers=())
+        if (not cand.exposed and twin not in refined and not always_refined(spec)
+                and bound_recompute(req, spec.recompute, spec.pp, spec.schedule)
+                is spec.recompute):
+            # before simulating: the bound with the plan's exposed data-parallel traffic
+            # and optimizer step (a plan whose split's bound stands for it: the split is
+            # its own, no refined twin, no per-stage recomputation to fit)
+            raised = Candidate(max(cand.bound_s, layout_bound(table, req, spec)), spec,
+                               cand.any_split, exposed=True)
+            if raised.bound_s > cand.bound_s:
+                heapq.heappush(heap, (raised.key(), raised))
+                continue
         # a plan over memory in its op order alone is not simulated (over_memory)
         found = None if over_memory(table, req, spec) else evaluate(table, req, spec)
         simulated += found is not None
         # a split refined under another rank order is tried under this one too
-        twin = replace(spec, rank_order=DP_INNER, stage_layers=())
         alt_layers = refined.get(twin, spec.stage_layers)
         alt_spec = replace(spec, stage_layers=alt_layers) if alt_layers != spec.stage_layers \
             else None

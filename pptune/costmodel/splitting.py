@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from pptune.costmodel.bounds import lower_bound
-from pptune.costmodel.evaluate import PlanRequest, PlanSpec, stage_layout
+from pptune.costmodel.evaluate import PlanRequest, PlanSpec, optimizer_step_s, stage_layout
 from pptune.costmodel.layout import Layout
 from pptune.costmodel.memory import Recompute, with_recompute
 from pptune.costmodel.partition import (
@@ -346,6 +346,19 @@ def split_with_bound(table: CostTable, req: PlanRequest, spec: PlanSpec,
         return None
     return (lower_bound(spec.schedule, spec.pp, spec.num_microbatches, fastest,
                         spec.combined), split_spec)
+
+
+def layout_bound(table: CostTable, req: PlanRequest, spec: PlanSpec) -> float:
+    """A step time the split plan ``spec`` cannot beat, from the stages ``evaluate``
+    simulates (their data-parallel traffic and FP8 amax waits inside the ops) with
+    each stage's once-per-step data-parallel traffic after its gradients
+    (bounds.lower_bound's ``tail_s``) and the optimizer step after that, as
+    ``evaluate`` adds them. Tighter than the split's compute bound where a plan's
+    traffic is exposed, and no cheaper than a stage layout (which ``evaluate`` reuses)."""
+    lay = stage_layout(table, req, spec)
+    return (lower_bound(spec.schedule, spec.pp, spec.num_microbatches, lay.stages,
+                        spec.combined, [c.tail_s for c in lay.comm])
+            + optimizer_step_s(table, req, spec, lay))
 
 
 def _compute_stages(rc: CostTable, spec: PlanSpec) -> list[StageCost]:
