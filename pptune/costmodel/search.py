@@ -179,13 +179,14 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
             heapq.heappush(heap, (tighter.key(), tighter))
             continue
         twin = replace(spec, rank_order=DP_INNER, stage_layers=())
-        if (not cand.exposed and twin not in refined and not always_refined(spec)
-                and bound_recompute(req, spec.recompute, spec.pp, spec.schedule)
-                is spec.recompute):
+        if not cand.exposed and twin not in refined and not always_refined(spec):
             # before simulating: the bound with the plan's exposed data-parallel traffic
-            # and optimizer step (a plan whose split's bound stands for it: the split is
-            # its own, no refined twin, no per-stage recomputation to fit)
-            raised = Candidate(max(cand.bound_s, layout_bound(table, req, spec)), spec,
+            # and optimizer step, where the split's bound stands for the plan (its split is
+            # its own: no refined twin); full recomputation fitted per stage is bounded
+            # as it bounds its split, recomputing nothing (splitting.layout_bound)
+            bounded = replace(spec, recompute=bound_recompute(req, spec.recompute, spec.pp,
+                                                              spec.schedule))
+            raised = Candidate(max(cand.bound_s, layout_bound(table, req, bounded)), spec,
                                cand.any_split, exposed=True)
             if raised.bound_s > cand.bound_s:
                 heapq.heappush(heap, (raised.key(), raised))

@@ -354,7 +354,12 @@ def layout_bound(table: CostTable, req: PlanRequest, spec: PlanSpec) -> float:
     each stage's once-per-step data-parallel traffic after its gradients
     (bounds.lower_bound's ``tail_s``) and the optimizer step after that, as
     ``evaluate`` adds them. Tighter than the split's compute bound where a plan's
-    traffic is exposed, and no cheaper than a stage layout (which ``evaluate`` reuses)."""
+    traffic is exposed, and no cheaper than a stage layout (which ``evaluate`` reuses).
+
+    With ``spec`` recomputing nothing it also bounds the same split recomputing any
+    blocks of any stage: a recomputed forward lengthens its device's work and the
+    backward its stage's gradient buckets overlap by the same seconds, and a bucket
+    tail shrinks by at most the time its window grows (comm.overlapped_tail_s)."""
     lay = stage_layout(table, req, spec)
     return (lower_bound(spec.schedule, spec.pp, spec.num_microbatches, lay.stages,
                         spec.combined, [c.tail_s for c in lay.comm])

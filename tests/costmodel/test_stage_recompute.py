@@ -3,9 +3,12 @@ per-stage table, the activation walk against the simulator, and the search."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from pptune.costmodel.comm import AllReduceLink
 from pptune.costmodel.evaluate import PlanRequest, PlanSpec, evaluate, stage_layout
@@ -17,7 +20,9 @@ from pptune.costmodel.memory import (
 )
 from pptune.costmodel.schedules import Schedule, activation_peaks
 from pptune.costmodel.search import search
+from pptune.costmodel.sharding import Sharding
 from pptune.costmodel.simulate import Link, simulate
+from pptune.costmodel.splitting import layout_bound
 from pptune.costmodel.stage_recompute import (
     busy_bound,
     fit_stage_recompute,
@@ -202,3 +207,37 @@ def test_the_search_recomputes_where_memory_binds() -> None:
     # full recomputation alone asked for: every block recomputes, as asked
     only_full = search(table, replace(req, recomputes=(Recompute.FULL,))).plans[0]
     assert only_full.recompute_layers is None and only_full.recompute is Recompute.FULL
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_the_bound_without_recomputation_holds_for_any_counts(data: st.DataObject) -> None:
+    # the search bounds a plan fitted per stage by its split recomputing nothing, with
+    # its data-parallel tails and optimizer step (splitting.layout_bound): no counts of
+    # recomputed blocks simulate faster, however slow the data-parallel link
+    n_blocks = data.draw(st.integers(4, 8))
+    names = ["embedding", *[f"block{i}" for i in range(n_blocks)], "head"]
+    n = len(names)
+    fwd = data.draw(st.lists(st.floats(0.01, 2.0), min_size=n, max_size=n))
+    costs = LayerCosts(fwd, [2.0 * f for f in fwd], [0.0] * n, [100.0] * n, [5.0] * n)
+    bw = data.draw(st.sampled_from([1e3, 1e4, 1e9]))
+    params = data.draw(st.lists(st.floats(1.0, 50.0), min_size=n, max_size=n))
+    table = CostTable(names, params, 2, {1: costs}, 128, 1e12, Link(0.0), Link(0.0),
+                      AllReduceLink(0.0, bw), AllReduceLink(1e-3, bw / 2))
+    pp, dp = data.draw(st.sampled_from([(2, 2), (2, 4), (4, 2)]))
+    schedule = data.draw(st.sampled_from([Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED]))
+    v = 2 if schedule is Schedule.INTERLEAVED else 1
+    assume(n >= pp * v)
+    req = PlanRequest(gpus=pp * dp, global_batch=2 * pp * dp, reserve_bytes=0.0,
+                      overlap_grad_reduce=data.draw(st.booleans()))
+    cuts = sorted(data.draw(st.sets(st.integers(1, n - 1), min_size=pp * v - 1,
+                                    max_size=pp * v - 1)))
+    bounds = [0, *cuts, n]
+    split = tuple(b - a for a, b in itertools.pairwise(bounds))
+    none = PlanSpec(schedule, pp, 1, 2 * pp, split, v,
+                    sharding=data.draw(st.sampled_from([Sharding.NONE, Sharding.ZERO1])))
+    blocks = stage_blocks(names, split)
+    counts = tuple(data.draw(st.integers(0, c)) for c in blocks)
+    fitted = replace(none, recompute=Recompute.FULL, recompute_layers=counts)
+    step = evaluate(table, req, fitted).step_time_s
+    assert layout_bound(table, req, none) <= step * (1 + 1e-9) + 1e-12
