@@ -72,12 +72,11 @@ from pptune.costmodel.sharding import Sharding, state_bytes_per_param
 from pptune.costmodel.splitting import (
     SplitCache,
     any_split_bound,
-    bound_recompute,
     fitted_per_stage,
     layout_bound,
     split_with_bound,
 )
-from pptune.costmodel.stage_recompute import fit_stage_recompute
+from pptune.costmodel.stage_recompute import fit_stage_recompute, fitted_counts
 from pptune.costmodel.table import CostTable, LayerCosts, stage_costs
 
 __all__ = [
@@ -182,12 +181,10 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
         if not cand.exposed and twin not in refined and not always_refined(spec):
             # before simulating: the bound with the plan's exposed data-parallel traffic
             # and optimizer step, where the split's bound stands for the plan (its split is
-            # its own: no refined twin); full recomputation fitted per stage is bounded
-            # as it bounds its split, recomputing nothing (splitting.layout_bound)
-            bounded = replace(spec, recompute=bound_recompute(req, spec.recompute, spec.pp,
-                                                              spec.schedule))
-            raised = Candidate(max(cand.bound_s, layout_bound(table, req, bounded)), spec,
-                               cand.any_split, exposed=True)
+            # its own: no refined twin)
+            raised = Candidate(max(cand.bound_s, _outcome_bound(table, req, spec,
+                                                                max(kth, own, pp1))),
+                               spec, cand.any_split, exposed=True)
             if raised.bound_s > cand.bound_s:
                 heapq.heappush(heap, (raised.key(), raised))
                 continue
@@ -294,6 +291,25 @@ def _unique(plans: list[Plan]) -> Iterator[Plan]:
         if key not in seen:
             seen.add(key)
             yield plan
+
+
+def _outcome_bound(table: CostTable, req: PlanRequest, spec: PlanSpec, cut_s: float) -> float:
+    """A step time no plan the search makes of the split plan ``spec`` beats
+    (splitting.layout_bound). Full recomputation fitted per stage ends as the plan
+    recomputing every block or as its fitted counts; with its split's own layout
+    refined only while it simulates under the cut-off ``cut_s`` (which only falls),
+    a plan whose full recomputation is bounded above it keeps its split, and its
+    counts are known from memory alone (stage_recompute.fitted_counts); else it is
+    bounded as it bounds its split, recomputing nothing."""
+    if not fitted_per_stage(req, spec.recompute, spec.pp, spec.schedule):
+        return layout_bound(table, req, spec)
+    full = layout_bound(table, req, spec)
+    if full <= cut_s:
+        return layout_bound(table, req, replace(spec, recompute=Recompute.NONE))
+    counts = fitted_counts(table, req, spec)
+    if counts is None:
+        return full
+    return min(full, layout_bound(table, req, replace(spec, recompute_layers=tuple(counts))))
 
 
 def _split_candidate(

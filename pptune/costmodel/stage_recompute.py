@@ -26,7 +26,14 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from pptune.costmodel.evaluate import Plan, PlanRequest, evaluate
+from pptune.costmodel.evaluate import (
+    Plan,
+    PlanRequest,
+    PlanSpec,
+    device_memory,
+    evaluate,
+    stage_layout,
+)
 from pptune.costmodel.memory import (
     Recompute,
     recomputed_layers,
@@ -63,40 +70,12 @@ def fit_stage_recompute(table: CostTable, req: PlanRequest, plan: Plan,
     the simulator's own accounting, without its timing); the result is simulated."""
     if plan.recompute is not Recompute.FULL or plan.recompute_layers is not None:
         return plan, 0
-    names, split = list(table.names), list(plan.stage_layers)
-    if step_bound(table, plan, [0] * len(split)) >= limit_s:
+    if step_bound(table, plan, [0] * len(plan.stage_layers)) >= limit_s:
         return plan, 0  # not even recomputing nothing comes in under the cut-off
-    chunks = _Chunks.of(plan)
-    blocks = stage_blocks(names, split)
-    inflight = peak_inflight_per_stage(plan.schedule, plan.pp, plan.num_microbatches,
-                                       plan.virtual_stages)
-    saving = _savings(table, plan.micro_batch_size, split)
+    counts = fitted_counts(table, req, plan.spec)
+    if counts is None:
+        return plan, 0
     cap = table.memory_bytes
-    # what a rank holds besides activations does not depend on recomputation
-    base = [mem.total_bytes - mem.activation_bytes for mem in plan.memory]
-    c = table.by_mb[plan.micro_batch_size]
-
-    def peaks(counts: list[int]) -> list[float]:
-        redo = set(stage_recomputed_layers(names, split, counts))
-        act = [sum(min(c.act_bytes[i], c.out_bytes[i - 1] if i else 0.0) if i in redo
-                   else c.act_bytes[i] for i in range(s, e)) for s, e in stage_bounds(split)]
-        held = activation_peaks(plan.schedule, plan.pp, plan.num_microbatches,
-                                plan.virtual_stages, [act[ch] for ch in chunks.chunk_of],
-                                plan.spec.combined)
-        return [b + a for b, a in zip(base, held, strict=True)]
-
-    counts = [0] * len(split)
-    for _ in range(sum(blocks) + 1):
-        over = [(d, peak - cap) for d, peak in enumerate(peaks(counts)) if peak > cap]
-        if not over:
-            break
-        if not _grow(chunks, counts, blocks, inflight, saving, over):
-            return plan, 0
-    else:
-        return plan, 0
-    _trim(cap, chunks, counts, peaks)
-    if counts == blocks:
-        return plan, 0
     if step_bound(table, plan, counts) >= limit_s:  # cannot come in under the cut-off
         return plan, 0
     fitted = evaluate(table, req, replace(plan.spec, recompute_layers=tuple(counts)))
@@ -109,6 +88,44 @@ def fit_stage_recompute(table: CostTable, req: PlanRequest, plan: Plan,
     return fitted, 1
 
 
+def fitted_counts(table: CostTable, req: PlanRequest, spec: PlanSpec) -> list[int] | None:
+    """The fewest recomputed blocks per model chunk with which every rank of ``spec``
+    (full recomputation, its split) fits, or None where every block is needed or no
+    counts fit: from memory alone (module docstring), nothing simulated."""
+    names, split = list(table.names), list(spec.stage_layers)
+    chunks = _Chunks.of(spec)
+    blocks = stage_blocks(names, split)
+    inflight = peak_inflight_per_stage(spec.schedule, spec.pp, spec.num_microbatches,
+                                       spec.virtual_stages)
+    saving = _savings(table, spec.micro_batch_size, split)
+    cap = table.memory_bytes
+    # what a rank holds besides activations does not depend on recomputation
+    base = [mem.total_bytes for mem in device_memory(req, spec, stage_layout(table, req, spec),
+                                                     [0.0] * spec.pp)]
+    c = table.by_mb[spec.micro_batch_size]
+
+    def peaks(counts: list[int]) -> list[float]:
+        redo = set(stage_recomputed_layers(names, split, counts))
+        act = [sum(min(c.act_bytes[i], c.out_bytes[i - 1] if i else 0.0) if i in redo
+                   else c.act_bytes[i] for i in range(s, e)) for s, e in stage_bounds(split)]
+        held = activation_peaks(spec.schedule, spec.pp, spec.num_microbatches,
+                                spec.virtual_stages, [act[ch] for ch in chunks.chunk_of],
+                                spec.combined)
+        return [b + a for b, a in zip(base, held, strict=True)]
+
+    counts = [0] * len(split)
+    for _ in range(sum(blocks) + 1):
+        over = [(d, peak - cap) for d, peak in enumerate(peaks(counts)) if peak > cap]
+        if not over:
+            break
+        if not _grow(chunks, counts, blocks, inflight, saving, over):
+            return None
+    else:
+        return None
+    _trim(cap, chunks, counts, peaks)
+    return None if counts == blocks else counts
+
+
 @dataclass(frozen=True)
 class _Chunks:
     """Where a plan's model chunks run: the chunk of each global stage and its rank
@@ -119,7 +136,7 @@ class _Chunks:
     runs: float  # micro-batches each global stage runs
 
     @classmethod
-    def of(cls, plan: Plan) -> _Chunks:
+    def of(cls, plan: Plan | PlanSpec) -> _Chunks:
         chunk_of = stage_chunk_map(plan.schedule, plan.pp, plan.virtual_stages)
         return cls(tuple(chunk_of),
                    stage_devices(plan.schedule, plan.pp, len(chunk_of)),

@@ -26,6 +26,7 @@ from pptune.costmodel.splitting import layout_bound
 from pptune.costmodel.stage_recompute import (
     busy_bound,
     fit_stage_recompute,
+    fitted_counts,
     stage_blocks,
     step_bound,
     summary_blocks,
@@ -84,6 +85,11 @@ def test_only_the_memory_bound_stages_recompute() -> None:
     assert plan.step_time_s < _full(table).step_time_s  # type: ignore[attr-defined]
     assert summary_blocks(table, plan, None) == [2, 1, 0, 0]
     assert summary_blocks(table, _full(table), None) == [2, 2, 2, 2]  # type: ignore[arg-type]
+    # the same counts from memory alone, before anything is simulated (what the search
+    # bounds a fitted plan by); none where every block is needed
+    spec = _full(table).spec  # type: ignore[attr-defined]
+    assert fitted_counts(table, REQ, spec) == [2, 1, 0, 0]
+    assert fitted_counts(_table(300.0), REQ, spec) is None
 
 
 def test_no_stage_needs_it_and_none_fits_either() -> None:
