@@ -59,24 +59,25 @@ def lower_bound(schedule: Schedule, p: int, m: int, stages: list[StageCost],
             bound = max(bound, head + m * _op_s(s, hides, split), head + m * last_b + tail)
             head += s.fwd_s + comm_f
             tail += own_b + comm_b
-    elif chains(schedule) == 1:
-        bound = max(bound, _fill_bound(schedule, p, m, stages, hides, split))
     if chains(schedule) == 1:
-        bound = max(bound, _drain_bound(schedule, p, m, stages, hides, split, per_dev,
+        passes = _passes(stages, hides, split)
+        if len(stages) != p:
+            bound = max(bound, _fill_bound(schedule, p, m, passes))
+        bound = max(bound, _drain_bound(schedule, p, m, passes, hides or split, per_dev,
                                         tail_s, combined))
     return bound
 
 
-def _fill_bound(schedule: Schedule, p: int, m: int, stages: list[StageCost],
-                hides: bool, split: bool) -> float:
+def _fill_bound(schedule: Schedule, p: int, m: int,
+                passes: tuple[list[float], list[float], list[float]]) -> float:
     """Several chunks a device, one pipeline: a device holding stage j cannot start
     it before micro-batch 0's forward has passed stages < j (each F op lasts at
     least its compute and its own all-to-all), and then still runs, for every
     micro-batch, the forwards of its stages from j on and the backward of all its
     stages (each waits on the forward of the last stage, which waits on j's)."""
-    fwd, back, heads = _passes(stages, hides, split)
+    fwd, back, heads = passes
     owned: list[list[int]] = [[] for _ in range(p)]
-    for k, d in enumerate(stage_devices(schedule, p, len(stages))):
+    for k, d in enumerate(stage_devices(schedule, p, len(fwd))):
         owned[d].append(k)
     bound = 0.0
     for ks in owned:
@@ -87,24 +88,26 @@ def _fill_bound(schedule: Schedule, p: int, m: int, stages: list[StageCost],
     return bound
 
 
-def _drain_bound(schedule: Schedule, p: int, m: int, stages: list[StageCost], hides: bool,
-                 split: bool, per_dev: list[float], tail_s: Sequence[float],
-                 combined: bool) -> float:
+def _drain_bound(schedule: Schedule, p: int, m: int,
+                 passes: tuple[list[float], list[float], list[float]], pairs_or_split: bool,
+                 per_dev: list[float], tail_s: Sequence[float], combined: bool) -> float:
     """One pipeline: a device starts no earlier than micro-batch 0's forward reaches its
     first stage and runs all its work (``per_dev``); where its last op completes the
     gradients of stage t (interleaved's and 1F1B's: the last micro-batch's backward on
     its first stage), t's once-per-step traffic still follows it, and where that op is
-    a whole backward of a schedule that does not split it, so do that micro-batch's
-    backwards on every stage before t, one after the other."""
-    _, back, heads = _passes(stages, hides, split)
+    a whole backward of a schedule that neither splits it nor pairs it
+    (``pairs_or_split``), so do that micro-batch's backwards on every stage before t,
+    one after the other."""
+    _, back, heads = passes
     drains = [0.0, *itertools.accumulate(back)]
-    first = [len(stages)] * p
-    for k, d in enumerate(stage_devices(schedule, p, len(stages))):
+    n = len(back)
+    first = [n] * p
+    for k, d in enumerate(stage_devices(schedule, p, n)):
         first[d] = min(first[d], k)
     bound = 0.0
-    for d, (t, whole) in enumerate(last_ops(schedule, p, m, len(stages) // p, combined)):
+    for d, (t, whole) in enumerate(last_ops(schedule, p, m, n // p, combined)):
         if t >= 0:
-            after = max(drains[t] if whole and not (split or hides) else 0.0,
+            after = max(drains[t] if whole and not pairs_or_split else 0.0,
                         tail_s[t] if tail_s else 0.0)
             bound = max(bound, heads[first[d]] + per_dev[d] + after)
     return bound

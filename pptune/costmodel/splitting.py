@@ -279,7 +279,8 @@ def any_split_bound(table: CostTable, req: PlanRequest, spec: PlanSpec,
     return spec.num_microbatches / chains(spec.schedule) * cache.sums[b_key][0] * (1 - 1e-9)
 
 
-def time_only_split(costs: list[float], n_stages: int, extra: list[float]) -> list[int] | None:
+def time_only_split(costs: list[float], n_stages: int,
+                    extra: Sequence[float]) -> list[int] | None:
     """The min-bottleneck split without a memory test, or None (too few layers);
     shared by every cost key whose layers cost the same (e.g. rank orders whose
     hops cross the same links)."""
@@ -296,14 +297,14 @@ def _time_only(costs: tuple[float, ...], n_stages: int, extra: tuple[float, ...]
         return None
 
 
-def _hop_extra(table: CostTable, req: PlanRequest, spec: PlanSpec) -> list[float]:
+def _hop_extra(table: CostTable, req: PlanRequest, spec: PlanSpec) -> tuple[float, ...]:
     """A stage's extra cost: sending its output forward and receiving the gradient
     back (same size), over the link to the next stage's device. Cached by what it
     reads: recomputed tables and the cost keys' tables share their hops."""
     c = table.by_mb[spec.micro_batch_size]
     out = max(c.out_bytes[:-1]) if len(c.out_bytes) > 1 else 0.0
-    return list(_hops(req.layout(spec), spec.schedule, spec.pp, spec.virtual_stages, out,
-                      table.p2p_intra, table.p2p_inter))
+    return _hops(req.layout(spec), spec.schedule, spec.pp, spec.virtual_stages, out,
+                 table.p2p_intra, table.p2p_inter)
 
 
 @functools.lru_cache(maxsize=4096)
