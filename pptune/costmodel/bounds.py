@@ -12,15 +12,16 @@ import functools
 import itertools
 from collections.abc import Sequence
 
-from pptune.costmodel.schedule_ops import RAW_B, RAW_BW, RAW_FB
+from pptune.costmodel.schedule_ops import RAW_B, RAW_BW
 from pptune.costmodel.schedules import (
     OVERLAPPED,
     SPLIT_BACKWARD,
     Schedule,
     chains,
+    device_stages,
+    freed_stage,
     inflight_saturation,
     raw_orders,
-    releases,
     stage_devices,
 )
 from pptune.costmodel.simulate import StageCost
@@ -76,11 +77,8 @@ def _fill_bound(schedule: Schedule, p: int, m: int,
     micro-batch, the forwards of its stages from j on and the backward of all its
     stages (each waits on the forward of the last stage, which waits on j's)."""
     fwd, back, heads = passes
-    owned: list[list[int]] = [[] for _ in range(p)]
-    for k, d in enumerate(stage_devices(schedule, p, len(fwd))):
-        owned[d].append(k)
     bound = 0.0
-    for ks in owned:
+    for ks in device_stages(schedule, p, len(fwd) // p):
         backs = sum(back[k] for k in ks)
         for j in ks:
             after = sum(fwd[k] for k in ks if k >= j) + backs
@@ -100,16 +98,15 @@ def _drain_bound(schedule: Schedule, p: int, m: int,
     one after the other."""
     _, back, heads = passes
     drains = [0.0, *itertools.accumulate(back)]
-    n = len(back)
-    first = [n] * p
-    for k, d in enumerate(stage_devices(schedule, p, n)):
-        first[d] = min(first[d], k)
+    v = len(back) // p
     bound = 0.0
-    for d, (t, whole) in enumerate(last_ops(schedule, p, m, n // p, combined)):
+    for d, (ks, (t, whole)) in enumerate(zip(device_stages(schedule, p, v),
+                                            last_ops(schedule, p, m, v, combined),
+                                            strict=True)):
         if t >= 0:
             after = max(drains[t] if whole and not pairs_or_split else 0.0,
                         tail_s[t] if tail_s else 0.0)
-            bound = max(bound, heads[first[d]] + per_dev[d] + after)
+            bound = max(bound, heads[ks[0]] + per_dev[d] + after)
     return bound
 
 
@@ -123,13 +120,8 @@ def last_ops(schedule: Schedule, p: int, m: int, v: int,
     orders)."""
     out = []
     for ops in raw_orders(schedule, p, min(m, inflight_saturation(p, v)), v, combined):
-        kind = ops[-1][0] if ops else -1
-        if kind == RAW_FB:
-            out.append((ops[-1][4], False))
-        elif kind >= 0 and releases(schedule, kind):
-            out.append((ops[-1][2], kind in (RAW_B, RAW_BW)))
-        else:
-            out.append((-1, False))
+        t = freed_stage(schedule, ops[-1]) if ops else -1
+        out.append((t, t >= 0 and ops[-1][0] in (RAW_B, RAW_BW)))
     return tuple(out)
 
 

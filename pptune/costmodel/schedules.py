@@ -301,6 +301,15 @@ def releases(schedule: Schedule, kind: int) -> bool:
     return kind == RAW_B
 
 
+def freed_stage(schedule: Schedule, op: RawOp) -> int:
+    """The stage whose activations a raw op frees (``releases``; an F&B pair: its
+    backward's), or -1."""
+    kind = op[0]
+    if kind == RAW_FB:
+        return op[4]
+    return op[2] if releases(schedule, kind) else -1
+
+
 @functools.lru_cache(maxsize=1024)
 def _peak_inflight(schedule: Schedule, p: int, m: int, v: int,
                    combined: bool = False) -> tuple[int, ...]:
@@ -375,7 +384,7 @@ def _holds(schedule: Schedule, p: int, m: int, v: int,
         for op in ops:
             kind, stage = op[0], op[2]
             add = stage if kind in (RAW_F, RAW_FB) else -1
-            free = op[4] if kind == RAW_FB else stage if releases(schedule, kind) else -1
+            free = freed_stage(schedule, op)
             if add >= 0 or free >= 0:
                 events.append((add, free))
         out.append(tuple(events))

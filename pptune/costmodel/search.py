@@ -301,9 +301,9 @@ def _outcome_bound(table: CostTable, req: PlanRequest, spec: PlanSpec, cut_s: fl
     a plan whose full recomputation is bounded above it keeps its split, and its
     counts are known from memory alone (stage_recompute.fitted_counts); else it is
     bounded as it bounds its split, recomputing nothing."""
-    if not fitted_per_stage(req, spec.recompute, spec.pp, spec.schedule):
-        return layout_bound(table, req, spec)
     full = layout_bound(table, req, spec)
+    if not fitted_per_stage(req, spec.recompute, spec.pp, spec.schedule):
+        return full
     if full <= cut_s:
         return layout_bound(table, req, replace(spec, recompute=Recompute.NONE))
     counts = fitted_counts(table, req, spec)

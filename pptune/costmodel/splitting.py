@@ -303,13 +303,13 @@ def _hop_extra(table: CostTable, req: PlanRequest, spec: PlanSpec) -> tuple[floa
     reads: recomputed tables and the cost keys' tables share their hops."""
     c = table.by_mb[spec.micro_batch_size]
     out = max(c.out_bytes[:-1]) if len(c.out_bytes) > 1 else 0.0
-    return _hops(req.layout(spec), spec.schedule, spec.pp, spec.virtual_stages, out,
-                 table.p2p_intra, table.p2p_inter)
+    return _hop_costs(req.layout(spec), spec.schedule, spec.pp, spec.virtual_stages, out,
+                      table.p2p_intra, table.p2p_inter)
 
 
 @functools.lru_cache(maxsize=4096)
-def _hops(ranks: Layout, schedule: Schedule, p: int, v: int, out: float, intra: Link,
-          inter: Link) -> tuple[float, ...]:
+def _hop_costs(ranks: Layout, schedule: Schedule, p: int, v: int, out: float, intra: Link,
+               inter: Link) -> tuple[float, ...]:
     n_stages = model_chunks(schedule, p, v)
     extra = []
     dev = stage_devices(schedule, p, n_stages)
