@@ -302,12 +302,8 @@ def releases(schedule: Schedule, kind: int) -> bool:
 
 
 def freed_stage(schedule: Schedule, op: RawOp) -> int:
-    """The stage whose activations a raw op frees (``releases``; an F&B pair: its
-    backward's), or -1."""
-    kind = op[0]
-    if kind == RAW_FB:
-        return op[4]
-    return op[2] if releases(schedule, kind) else -1
+    """The stage whose activations a raw op frees (``releases``; a pair: its B's), or -1."""
+    return op[4] if op[0] == RAW_FB else op[2] if releases(schedule, op[0]) else -1
 
 
 @functools.lru_cache(maxsize=1024)
