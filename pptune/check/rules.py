@@ -56,7 +56,7 @@ from pptune.costmodel.search import (
 from pptune.costmodel.stage_recompute import summary_blocks
 from pptune.frameworks.common.fields import Semantics
 from pptune.options import CostOptions
-from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
+from pptune.report.fmt import fmt_bytes, fmt_microbatches, fmt_pct, fmt_seconds
 from pptune.schemas import Profile, TrainingConfig
 
 GIB = 1024**3
@@ -386,7 +386,7 @@ def _predict(
             f"dp={best.dp} {best.schedule.value}"
             + (f" v={best.virtual_stages}" if best.virtual_stages > 1 else "")
             + (f", rank order {best.rank_order.value}" if best.rank_order != cfg.rank_order else "")
-            + f", {best.num_microbatches} micro-batches of {best.micro_batch_size}, blocks per "
+            + f", {fmt_microbatches(best.num_microbatches, best.micro_batch_size)}, blocks per "
             f"stage {','.join(map(str, strip_ends(best.stage_layers)))} at "
             f"{fmt_seconds(best.step_time_s)}",
             slowdown=ratio, max_slowdown=max_slow, best_step_time_s=best.step_time_s)

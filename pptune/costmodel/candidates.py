@@ -25,7 +25,8 @@ with all-to-alls (MoE with ep > 1):
   TransformerConfig: "disable full recomputation when enabling
   overlap_moe_expert_parallel_comm") and, with pp > 1, only interleaved
   ("virtual_pipeline_model_parallel_size must be specified when
-  pipeline_model_parallel_size > 1").
+  pipeline_model_parallel_size > 1"); with one micro-batch a step only off
+  (the combined order then pairs nothing: it is the plain order).
 """
 
 from __future__ import annotations
@@ -132,15 +133,18 @@ def _structure(p: int, m: int, schedule: Schedule, v: int,
     return None
 
 
-def a2a_overlaps(a2a: bool, schedule: Schedule, p: int, recompute: Recompute,
+def a2a_overlaps(a2a: bool, schedule: Schedule, p: int, m: int, recompute: Recompute,
                  combined_order: bool = True) -> list[bool]:
-    """The all-to-all overlap settings to search (module docstring); ``combined_order``
-    False: no combined 1F1B order (PlanRequest.combined_order)."""
+    """The all-to-all overlap settings to search (module docstring) for ``m``
+    micro-batches a step; ``combined_order`` False: no combined 1F1B order
+    (PlanRequest.combined_order)."""
     if not a2a:
         return [False]
     if schedule in OVERLAPPED:
         return [recompute is Recompute.NONE]
-    combinable = combined_order and (
+    # the combined order pairs one micro-batch's forward with another's backward:
+    # with one micro-batch it runs the plain order, the same plan twice
+    combinable = combined_order and m > 1 and (
         schedule is Schedule.INTERLEAVED or (schedule is Schedule.ONE_F_ONE_B and p == 1))
     return [False, True] if combinable and recompute is not Recompute.FULL else [False]
 
@@ -204,7 +208,8 @@ def candidates(tables: CostTable | TableSource, req: PlanRequest
                             why_v = Reason.FEW_LAYERS
                         if why_v is None and p * v * m * 3 > MAX_SIMULATED_OPS:
                             why_v = Reason.TOO_LARGE
-                        overlaps_of = {r: a2a_overlaps(a2a, schedule, p, r, req.combined_order)
+                        overlaps_of = {r: a2a_overlaps(a2a, schedule, p, m, r,
+                                                         req.combined_order)
                                        for r in recomputes}
                         per_sharding = sum(map(len, overlaps_of.values()))
                         count += per_sharding * len(shardings)

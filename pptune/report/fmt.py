@@ -79,6 +79,11 @@ def fmt_pct(x: float) -> str:
     return f"{x * 100:.1f}%"
 
 
+def fmt_microbatches(m: int, size: int) -> str:
+    """``m`` micro-batches of ``size`` samples, in words ("1 micro-batch of 2")."""
+    return f"{m} micro-batch{'es' if m != 1 else ''} of {size}"
+
+
 def fmt_ratio(ratio: float) -> str:
     """A step-time ratio, ``1.07x``; three decimals where two would read 1.00x for
     plans that differ."""

@@ -16,7 +16,7 @@ from pptune.costmodel.partition import stage_bounds
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import DP_INNER, Plan, SearchResult
 from pptune.options.record import PlanFileRequest
-from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_ratio, fmt_seconds
+from pptune.report.fmt import fmt_bytes, fmt_microbatches, fmt_pct, fmt_ratio, fmt_seconds
 from pptune.report.plan_table import Peaks, compact_split, fmt_rate, mfu, plans_table, training_cost
 from pptune.schemas import PlanFile, PlanRecord
 
@@ -94,11 +94,14 @@ def why_lines(result: SearchResult) -> list[str]:
     w = result.plans[0]
     head = (
         f"winner: pp={w.pp} dp={w.dp} tp={w.tp}"
+        + (f" cp={w.cp}" if w.cp > 1 else "")
+        + (f" ep={w.ep}" if w.ep > 1 else "") + (f" etp={w.etp}" if w.etp > 1 else "")
+        + (f" {w.precision.value}" if w.precision.value != "bf16" else "")
         + (f" (rank order {w.rank_order.value})" if w.rank_order != DP_INNER else "")
         + f" {w.schedule.value}"
         + (f" v={w.virtual_stages}" if w.virtual_stages > 1 else "")
         + (" with the all-to-all overlapped" if w.a2a_overlap else "")
-        + f", {w.num_microbatches} micro-batches of {w.micro_batch_size}"
+        + ", " + fmt_microbatches(w.num_microbatches, w.micro_batch_size)
     )
     rival = _rival(result, w)
     if rival is not None:

@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pptune.cli.app import app
+from pptune.costmodel.schedules import Schedule
 from pptune.plan.emit import Framework, emit
 from pptune.plan.recommend import RecommendSpec, recommend
 
@@ -90,10 +91,44 @@ def test_unexpressible_schedule_falls_back_and_says_so() -> None:
     run = recommend(RecommendSpec.of(gpus=8, schedules=["zb-h1"], pp=[8], attention="cudnn"))
     out = emit("megatron", run)
     assert not out.exact
-    assert out.plan.schedule.value == "1f1b"
-    assert any("cannot express" in n and "closest plan" in n for n in out.notes)
+    assert out.plan.schedule.value in ("1f1b", "interleaved-1f1b")
+    assert any("cannot express" in n and "fastest plan it can run" in n for n in out.notes)
     # the emitted plan's own numbers, not the original's
     assert out.plan.step_time_s >= run.result.plans[0].step_time_s
+
+
+def test_fallback_is_the_fastest_plan_megatron_runs_on_the_ranks(tmp_path: Path) -> None:
+    """A zbv plan has no Megatron-LM schedule: the script states the fastest plan of
+    1f1b and interleaved-1f1b (any split, any searched v) on the same pp, micro-batches,
+    sharding and recomputation, not only 1F1B over the plan's split."""
+    from dataclasses import replace
+
+    from pptune.costmodel.search import evaluate, search
+    from pptune.plan.emit import job_of, write
+
+    # priced with the kernels a Megatron-LM script runs: the emit re-prices nothing
+    run = recommend(RecommendSpec.of(gpus=8, schedules=["zbv"], pp=[2], attention="cudnn",
+                                     cross_entropy="native"))
+    zbv = run.result.plans[0]
+    out = emit("megatron", run)
+    assert not any("fused cross-entropy" in n for n in out.notes)
+    assert out.plan.schedule.value == "interleaved-1f1b" and out.plan.pp == 2
+    assert (out.plan.micro_batch_size, out.plan.num_microbatches, out.plan.sharding) == (
+        zbv.micro_batch_size, zbv.num_microbatches, zbv.sharding)
+    job = job_of(run, zbv)
+    one_f_one_b = evaluate(job.table, job.request, replace(
+        zbv.spec, schedule=Schedule.ONE_F_ONE_B, virtual_stages=1, stage_layers=(
+            zbv.stage_layers[0] + zbv.stage_layers[3], zbv.stage_layers[1] + zbv.stage_layers[2])))
+    assert out.plan.step_time_s < one_f_one_b.step_time_s
+    best = search(job.table, replace(
+        job.request, schedules=(Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED), pp=(2,),
+        micro_batch_sizes=(zbv.micro_batch_size,), shardings=(zbv.sharding,),
+        recomputes=(zbv.recompute,), top=1, with_best_pp1=False)).plans[0]
+    assert out.plan.step_time_s == pytest.approx(best.step_time_s, rel=1e-12)
+    write(out, tmp_path)
+    doc = check_json(tmp_path / "pretrain_megatron.sh", "--gpu", "h100-sxm")
+    assert doc["exit_code"] == 0, doc["findings"]
+    assert doc["derived"]["step_time_s"] == pytest.approx(out.plan.step_time_s, rel=1e-9)
 
 
 def test_emit_cli_prints_files_and_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -123,14 +123,21 @@ def test_dualpipev_pairs_hide_the_all_to_all_only_with_the_overlap() -> None:
 
 def test_which_plans_search_the_overlap() -> None:
     none, sel, full = Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL
-    assert a2a_overlaps(False, Schedule.DUALPIPEV, 4, none) == [False]  # dense: nothing to hide
-    assert a2a_overlaps(True, Schedule.DUALPIPEV, 4, none) == [True]
-    assert a2a_overlaps(True, Schedule.DUALPIPE, 4, sel) == [False]  # torchtitan: not with AC
-    assert a2a_overlaps(True, Schedule.INTERLEAVED, 4, sel) == [False, True]
-    assert a2a_overlaps(True, Schedule.INTERLEAVED, 4, full) == [False]  # megatron-core
-    assert a2a_overlaps(True, Schedule.ONE_F_ONE_B, 1, none) == [False, True]
-    assert a2a_overlaps(True, Schedule.ONE_F_ONE_B, 2, none) == [False]  # needs a VPP
-    assert a2a_overlaps(True, Schedule.ZBV, 2, none) == [False]
+    assert a2a_overlaps(False, Schedule.DUALPIPEV, 4, 8, none) == [False]  # dense: nothing to hide
+    assert a2a_overlaps(True, Schedule.DUALPIPEV, 4, 8, none) == [True]
+    assert a2a_overlaps(True, Schedule.DUALPIPE, 4, 8, sel) == [False]  # torchtitan: not with AC
+    assert a2a_overlaps(True, Schedule.INTERLEAVED, 4, 8, sel) == [False, True]
+    assert a2a_overlaps(True, Schedule.INTERLEAVED, 4, 8, full) == [False]  # megatron-core
+    assert a2a_overlaps(True, Schedule.ONE_F_ONE_B, 1, 2, none) == [False, True]
+    assert a2a_overlaps(True, Schedule.ONE_F_ONE_B, 2, 8, none) == [False]  # needs a VPP
+    assert a2a_overlaps(True, Schedule.ZBV, 2, 8, none) == [False]
+    # one micro-batch: nothing to pair, the combined order is the plain one (below)
+    assert a2a_overlaps(True, Schedule.ONE_F_ONE_B, 1, 1, none) == [False]
+
+
+def test_combined_order_of_one_micro_batch_is_the_plain_order() -> None:
+    assert format_orders(op_orders("1f1b", 1, 1, combined=True)) == "dev0: F0 B0"
+    assert op_orders("1f1b", 1, 1, combined=True) == op_orders("1f1b", 1, 1)
 
 
 # --- dualpipe's chunks: the split, memory and gradient reduction ----------------------
@@ -212,6 +219,13 @@ def test_search_tries_megatrons_overlap_both_ways_on_moe() -> None:
     assert res.plans[0].a2a_overlap is True  # the pairs hide the all-to-all
     # dense: nothing to overlap, one candidate
     assert candidates(table(), req)[2] == 1
+    # without a pipeline: both with two micro-batches a step, only off with one
+    flat = PlanRequest(**{**req.__dict__, "gpus": 1, "pp": (1,),
+                          "schedules": (Schedule.ONE_F_ONE_B,), "virtual_stages": (1,)})
+    for batch, overlaps in ((2, [False, True]), (1, [False])):
+        few = PlanRequest(**{**flat.__dict__, "global_batch": batch, "micro_batch_sizes": (1,)})
+        cands, _, _ = candidates(table(a2a=0.25), few)
+        assert sorted(c.spec.a2a_overlap for c in cands) == overlaps
 
 
 def test_search_splits_dualpipe_into_its_pp_chunks() -> None:

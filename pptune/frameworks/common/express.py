@@ -9,7 +9,8 @@ that plan's own predicted numbers — never a silently different plan.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from pptune.costmodel import presets
@@ -93,29 +94,64 @@ def fits(job: Job, plan: Plan) -> bool:
     return max(plan.peak_memory_bytes) <= job.table.memory_bytes
 
 
-def closest(job: Job, plan: Plan, options: Sequence[Option],
-            rank_order: str | None = None) -> Plan | None:
-    """The fastest option that fits (None when none does)."""
+def _as_is(plan: Plan) -> Plan:
+    return plan
+
+
+def closest(job: Job, plan: Plan, options: Sequence[Option], rank_order: str | None = None,
+            as_run: Callable[[Plan], Plan] = _as_is) -> Plan | None:
+    """The fastest option that fits (None when none does), timed as the framework runs
+    it (``as_run``: what its files make of a plan, such as one recomputation count for
+    every stage)."""
     best: Plan | None = None
+    best_s = math.inf
     for schedule, v, split in options:
         if any(n < 1 for n in split):
             continue
         cand = refit(job, plan, schedule, split, v, rank_order)
-        if fits(job, cand) and (best is None or cand.step_time_s < best.step_time_s):
-            best = cand
+        if fits(job, cand) and (step := as_run(cand).step_time_s) < best_s:
+            best, best_s = cand, step
     return best
 
 
+def fastest_on(job: Job, plan: Plan, schedules: Sequence[Schedule]) -> Plan | None:
+    """The fastest plan the search finds on ``schedules`` (any stage split, any of the
+    request's virtual stages) with the plan's GPUs, cost key, pp, micro-batch size and
+    count, sharding, recomputation and rank order; None when none fits."""
+    req = job.request
+    runs = tuple(s for s in req.schedules if s in schedules) or tuple(schedules)
+    recomputes = (plan.recompute,) if plan.recompute_layers is None else (
+        Recompute.FULL, Recompute.NONE)
+    res = search(job.table, replace(
+        req, schedules=runs, pp=(plan.pp,), micro_batch_sizes=(plan.micro_batch_size,),
+        shardings=(plan.sharding,), recomputes=recomputes, rank_orders=(plan.rank_order,),
+        cost_keys=(req.key_of(plan.spec),), top=1, with_best_pp1=False))
+    return res.plans[0] if res.plans else None
+
+
 def closest_or_refuse(job: Job, plan: Plan, options: Sequence[Option], *, name: str, rank: int,
-                      why: str, notes: list[str], rank_order: str | None = None) -> Plan:
-    """The closest option, with a note saying why and what it costs; BadInput when
-    none fits."""
-    alt = closest(job, plan, options, rank_order)
+                      why: str, notes: list[str], rank_order: str | None = None,
+                      found: Plan | None = None, runs: Sequence[Schedule] = (),
+                      as_run: Callable[[Plan], Plan] = _as_is) -> Plan:
+    """The closest option, or ``found`` (fastest_on's plan) where it runs faster (both
+    timed by ``as_run``, as in ``closest``), with a note saying why and what it costs;
+    BadInput when none fits (naming the framework's schedules ``runs``, for a search of
+    only those)."""
+    alt = closest(job, plan, options, rank_order, as_run)
+    if found is not None and fits(job, found) and (
+            alt is None or as_run(found).step_time_s < as_run(alt).step_time_s):
+        alt = found
     if alt is None:
-        raise BadInput(f"{name} cannot express plan {rank} ({why}) and no close plan fits")
+        raise BadInput(
+            f"{name} cannot express plan {rank} ({why}) and no plan it runs on the same ranks "
+            "and micro-batches fits" + (
+                f"; --schedules {','.join(s.value for s in runs)} ranks only the plans it runs"
+                if runs else ""))
     notes.append(
-        f"{name} cannot express plan {rank} ({why}); emitting the closest plan it can run: "
-        f"{alt.schedule.value}, layers/stage {','.join(map(str, strip_ends(alt.stage_layers)))}"
+        f"{name} cannot express plan {rank} ({why}); emitting the fastest plan it can run "
+        f"on the same ranks and micro-batches: {alt.schedule.value}"
+        + (f" v={alt.virtual_stages}" if alt.schedule is Schedule.INTERLEAVED else "")
+        + f", layers/stage {','.join(map(str, strip_ends(alt.stage_layers)))}"
         + (f", rank order {alt.rank_order.value}" if alt.rank_order != plan.rank_order else "")
         + f", predicted step {fmt_seconds(alt.step_time_s)} ({alt.step_time_s / plan.step_time_s:.3f}x)"
         f", bubble {fmt_pct(alt.bubble_rate)}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pptune.costmodel.search import Plan
 from pptune.frameworks.common.adapter import Job
-from pptune.report.fmt import fmt_pct, fmt_seconds
+from pptune.report.fmt import fmt_microbatches, fmt_pct, fmt_seconds
 
 
 def launch_shape(gpus: int, gpus_per_node: int) -> tuple[int, int]:
@@ -42,7 +42,7 @@ def header(plan: Plan, job: Job, comment: str) -> list[str]:
         + (f" {plan.precision.value}" if plan.precision.value != "bf16" else "")
         + f" {plan.schedule.value}"
         + (f" v={plan.virtual_stages}" if plan.virtual_stages > 1 else "")
-        + f", {plan.num_microbatches} micro-batches of {plan.micro_batch_size}, "
+        + f", {fmt_microbatches(plan.num_microbatches, plan.micro_batch_size)}, "
         f"global batch {job.global_batch}",
         f"{comment} predicted: step {fmt_seconds(plan.step_time_s)}, bubble "
         f"{fmt_pct(plan.bubble_rate)}, {plan.tokens_per_s:.0f} tokens/s",

@@ -95,10 +95,17 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
                    if plan.schedule not in RUNS
                    else "megatron-core places every MTP layer in one stage, the last virtual "
                    "stage of its rank")
-            options = _options(plan, names)
-            chosen = ex.closest_or_refuse(job, plan, options, name=NAME, rank=rank, why=why,
-                                          notes=notes)
+            found = ex.fastest_on(job, plan, RUNS) if plan.schedule not in RUNS else None
+            if found is not None and megatron_split(found, names) is None and plan_layout(
+                    names, found.stage_layers, found.pp) is None:
+                found = None  # a split only a layout states, which megatron-core refuses
+            chosen = ex.closest_or_refuse(job, plan, _options(plan, names), name=NAME,
+                                          rank=rank, why=why, notes=notes, found=found,
+                                          runs=RUNS, as_run=lambda p: _block_recompute(
+                                              job, p, [])[0])
             exact = False
+            if megatron_split(chosen, names) is None:
+                layout = plan_layout(names, chosen.stage_layers, chosen.pp)
     split = None if layout is not None else megatron_split(chosen, names)
     if split is None and layout is None:  # every option is a split megatron-core builds
         raise BadInput(f"megatron cannot express plan {rank}")
