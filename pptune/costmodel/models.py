@@ -6,6 +6,7 @@ Names are lower-case and stable: scripts depend on them.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 
@@ -214,3 +215,17 @@ MODELS: dict[str, ModelShape] = {
                    "Nvidia 2024 table 1 (Nemotron-4 340B)"),
     ]
 }
+
+
+def _architecture(shape: ModelShape) -> ModelShape:
+    """The shape without what a run chooses (sequence, batch) or names it; the head
+    dimension as priced (MLA prices its own head dimensions, not ``kv_channels``)."""
+    return dataclasses.replace(shape, name="", source="", seq_len=0, global_batch=0,
+                               kv_channels=0 if shape.mla else shape.head_dim)
+
+
+def preset_of(shape: ModelShape) -> str | None:
+    """The preset of ``shape``'s architecture (a Hugging Face config of a preset's
+    model names it so), or None."""
+    arch = _architecture(shape)
+    return next((name for name, m in MODELS.items() if _architecture(m) == arch), None)

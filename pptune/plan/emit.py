@@ -23,7 +23,7 @@ from pptune.frameworks.common.express import placed
 from pptune.frameworks.common.writing import launch_shape
 from pptune.frameworks.registry import ADAPTERS, NAMES, Framework, find
 from pptune.plan.recommend import RecommendRun
-from pptune.report.fmt import fmt_pct, fmt_seconds
+from pptune.report.fmt import fmt_pct, fmt_seconds, fmt_sizes
 
 
 @dataclass
@@ -37,7 +37,8 @@ class Emitted:
     def summary(self) -> str:
         p = self.plan
         return (
-            f"{self.framework.value}: pp={p.pp} dp={p.dp} tp={p.tp} {p.schedule.value}"
+            f"{self.framework.value}: {fmt_sizes(p.pp, p.dp, p.tp, p.cp, p.ep, p.etp)} "
+            f"{p.schedule.value}"
             + (f" v={p.virtual_stages}" if p.virtual_stages > 1 else "")
             + f", {p.num_microbatches} x {p.micro_batch_size}, layers/stage "
             f"{','.join(map(str, strip_ends(p.stage_layers)))} (+ embedding first, head last)"

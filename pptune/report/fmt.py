@@ -79,6 +79,13 @@ def fmt_pct(x: float) -> str:
     return f"{x * 100:.1f}%"
 
 
+def fmt_sizes(pp: int, dp: int, tp: int, cp: int = 1, ep: int = 1, etp: int = 1) -> str:
+    """A plan's parallel sizes, those above 1 of cp, ep and etp only:
+    ``pp=2 dp=4 tp=1 ep=4``."""
+    extra = "".join(f" {k}={n}" for k, n in (("cp", cp), ("ep", ep), ("etp", etp)) if n > 1)
+    return f"pp={pp} dp={dp} tp={tp}{extra}"
+
+
 def fmt_microbatches(m: int, size: int) -> str:
     """``m`` micro-batches of ``size`` samples, in words ("1 micro-batch of 2")."""
     return f"{m} micro-batch{'es' if m != 1 else ''} of {size}"

@@ -16,7 +16,14 @@ from pptune.costmodel.partition import stage_bounds
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import DP_INNER, Plan, SearchResult
 from pptune.options.record import PlanFileRequest
-from pptune.report.fmt import fmt_bytes, fmt_microbatches, fmt_pct, fmt_ratio, fmt_seconds
+from pptune.report.fmt import (
+    fmt_bytes,
+    fmt_microbatches,
+    fmt_pct,
+    fmt_ratio,
+    fmt_seconds,
+    fmt_sizes,
+)
 from pptune.report.plan_table import Peaks, compact_split, fmt_rate, mfu, plans_table, training_cost
 from pptune.schemas import PlanFile, PlanRecord
 
@@ -93,9 +100,7 @@ def why_lines(result: SearchResult) -> list[str]:
         return []
     w = result.plans[0]
     head = (
-        f"winner: pp={w.pp} dp={w.dp} tp={w.tp}"
-        + (f" cp={w.cp}" if w.cp > 1 else "")
-        + (f" ep={w.ep}" if w.ep > 1 else "") + (f" etp={w.etp}" if w.etp > 1 else "")
+        f"winner: {fmt_sizes(w.pp, w.dp, w.tp, w.cp, w.ep, w.etp)}"
         + (f" {w.precision.value}" if w.precision.value != "bf16" else "")
         + (f" (rank order {w.rank_order.value})" if w.rank_order != DP_INNER else "")
         + f" {w.schedule.value}"

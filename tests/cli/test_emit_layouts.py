@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from pptune.cli.app import app
 from pptune.costmodel.layout_grammar import parse_layout
+from pptune.errors import BadInput
 from pptune.frameworks.megatron.layout import layout_stages, plan_layout
 from pptune.plan.emit import Framework, emit, write
 from pptune.plan.recommend import RecommendSpec, recommend
@@ -133,3 +134,18 @@ def test_mtp_layers_are_placed_where_megatron_core_builds_them() -> None:
     # interleaved (pp 2, 2 chunks): rank 0's last chunk may hold it, rank 1's first not
     assert plan_layout(names, [2, 1, 2, 1], 2) == "Et|t|tm|L"
     assert plan_layout(names, [2, 3, 0, 1], 2) is None
+
+
+def test_a_hugging_face_config_of_a_flavor_is_written_as_that_flavor() -> None:
+    """Qwen3-30B-A3B read from its Hugging Face config is torchtitan's qwen3 30B-A3B:
+    the file names the flavor (not a 'custom' one to register), and torchtitan's qwen3
+    has no pipelining, so a pipelined plan of it is refused as for the preset."""
+    hf = Path(__file__).resolve().parents[1] / "data" / "hf" / "qwen3-30b-a3b-config.json"
+    flat = recommend(RecommendSpec.of(gpus=8, hf_config=str(hf), gpu="h100-sxm", pp=[1],
+                                      seq_len=4096, top=1))
+    text = emit(Framework.TORCHTITAN, flat).files["torchtitan.toml"]
+    assert 'name = "qwen3"\nflavor = "30B-A3B"' in text and "TrainSpec" not in text
+    piped = recommend(RecommendSpec.of(gpus=8, hf_config=str(hf), gpu="h100-sxm", pp=[2],
+                                       seq_len=4096, top=1))
+    with pytest.raises(BadInput, match="its qwen3 model has no pipelining"):
+        emit(Framework.TORCHTITAN, piped)

@@ -34,7 +34,7 @@ from pptune.frameworks.torchtitan.cp_fp8 import (
     stateable_recipe,
 )
 from pptune.frameworks.torchtitan.experts import DEEPEP_MODELS
-from pptune.frameworks.torchtitan.reader import FLAVORS, NO_PIPELINE
+from pptune.frameworks.torchtitan.reader import NO_PIPELINE, flavor_of
 from pptune.options import CostOptions
 from pptune.report.fmt import fmt_seconds
 
@@ -49,7 +49,7 @@ def stateable_request(req: PlanRequest, model: str | None) -> PlanRequest:
     a rank); pipeline ranks outermost; no combined 1F1B order; no pipeline for the
     models without a pipelining_fn; no megatron-core recompute modules (its per-op
     policy is per_op_checkpointing's)."""
-    name = FLAVORS.get(str(model), ("", ""))[0]
+    name = (flavor_of(model) or ("", ""))[0]
     return replace(req, shardings=keep(req.shardings, STATEABLE),
                    schedules=keep(req.schedules, [s for s in Schedule
                                                   if s not in (Schedule.DUALPIPE, Schedule.ZB_H1)]),
@@ -72,7 +72,7 @@ def dispatcher_of(job: Job, plan: Plan, model: str) -> Dispatcher:
 def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     """The plan itself when the job file states it, else the closest one that does."""
     notes: list[str] = []
-    model = FLAVORS.get(str(job.model), ("", ""))[0]
+    model = (flavor_of(job.model, job.shape) or ("", ""))[0]
     if plan.pp > 1 and model in NO_PIPELINE:
         raise BadInput(f"torchtitan cannot express plan {rank}: its {model} model has no "
                        "pipelining (pipelining_fn None in torchtitan 0.2.2); choose a plan "
@@ -81,7 +81,7 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     # [compile] on (FP8 plans, fp8_lines), else PyTorch's eager kernels (costmodel/loss.py,
     # rates.Swiglu)
     compiled = is_low(plan.precision)
-    route = dispatcher_of(job, plan, FLAVORS.get(str(job.model), (str(job.model), ""))[0])
+    route = dispatcher_of(job, plan, model or str(job.model))
     experts = ("" if plan.ep == 1 else ", the experts' DeepEP kernels"
                if route is Dispatcher.DEEPEP else ", the experts' standard all-to-all")
     loss = ("its model and loss compiled ([compile] enable)" if compiled else

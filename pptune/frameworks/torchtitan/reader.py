@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pptune.costmodel.models import ModelShape, preset_of
 from pptune.costmodel.op_sac import OP_SAC
 from pptune.costmodel.presets import MODELS
 from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build, show, whole
@@ -57,6 +58,14 @@ NO_MTP = {"deepseek-v3"}
 NO_PIPELINE = ("qwen3", "gpt_oss", "flux")
 # (name, flavor) as the reader matches them (case-insensitively) -> pptune preset
 PRESETS = {(name.lower(), flavor.lower()): preset for preset, (name, flavor) in FLAVORS.items()}
+
+
+def flavor_of(model: str | None, shape: ModelShape | None = None) -> tuple[str, str] | None:
+    """torchtitan's ([model] name, flavor) of a preset, or of the preset whose
+    architecture ``shape`` is (a Hugging Face config of that model); None for others."""
+    preset = str(model) if str(model) in FLAVORS else (
+        preset_of(shape) if shape is not None else None)
+    return FLAVORS.get(preset) if preset is not None else None
 
 _READ_TABLES = {"parallelism", "training", "model", "experimental", "activation_checkpoint",
                 "compile", *CP_FP8_TABLES}

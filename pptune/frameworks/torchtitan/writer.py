@@ -26,7 +26,7 @@ from pptune.frameworks.common.writing import header, plan_launch
 from pptune.frameworks.torchtitan.cp_fp8 import ROTATE_NAME, fp8_lines
 from pptune.frameworks.torchtitan.fqns import TOML_RELEASE, TORCHTITAN, head
 from pptune.frameworks.torchtitan.placement import stage_options
-from pptune.frameworks.torchtitan.reader import FLAVORS
+from pptune.frameworks.torchtitan.reader import flavor_of
 from pptune.options import CostOptions
 
 FILE = "torchtitan.toml"
@@ -68,7 +68,7 @@ def write(stated: Stated) -> dict[str, str]:
             else:
                 part.append(f"layers.{i - 1}")
         names.append(part)
-    flavor = FLAVORS.get(str(job.model), (str(job.model), "custom"))
+    flavor = flavor_of(job.model, job.shape) or (str(job.model), "custom")
     # with pp > 1 torchtitan splits local_batch_size into pipeline micro-batches; with
     # pp = 1 there is no pipeline, so the micro-batches are gradient-accumulation
     # steps: global_batch_size / (local_batch_size x dp)
