@@ -149,3 +149,32 @@ def test_a_hugging_face_config_of_a_flavor_is_written_as_that_flavor() -> None:
                                        seq_len=4096, top=1))
     with pytest.raises(BadInput, match="its qwen3 model has no pipelining"):
         emit(Framework.TORCHTITAN, piped)
+
+
+def test_torchtitan_refuses_more_stages_than_the_layers_it_builds() -> None:
+    """DeepSeek-V3 in torchtitan has no MTP module: 61 blocks, the embedding and the
+    head are 63 layers, too few for dualpipev's 64 stages at pp 32, which pptune's plan
+    fills with its MTP layer; one clear error, not a file torchtitan refuses."""
+    run = recommend(RecommendSpec.of(gpus=256, model="deepseek-v3", gpu="h100-sxm",
+                                     global_batch=4096, schedules=["dualpipev"], pp=[32],
+                                     top=1))
+    with pytest.raises(BadInput, match=r"leaves 63 layers .* for 64 stages"):
+        emit(Framework.TORCHTITAN, run)
+
+
+def test_torchtitan_split_options_leave_the_mtp_layers_out() -> None:
+    """The blocks torchtitan builds are the plan's without its MTP layer (after the last
+    block): stages of 17,15,15,17 layers with the embedding, the head and one MTP layer
+    are blocks 16,15,15,15 of 61, which torchtitan builds with no stage lighter for the
+    embedding or the head (61 over 4: 16,15,15,15); the 62 blocks counting the MTP layer
+    (16,15,15,16) are no split its options build."""
+    from types import SimpleNamespace
+
+    from pptune.costmodel.schedules import Schedule
+    from pptune.frameworks.torchtitan.placement import stage_options
+
+    plan = SimpleNamespace(stage_layers=(17, 15, 15, 17), pp=4, schedule=Schedule.ONE_F_ONE_B)
+    assert stage_options(plan, mtp=1) == [  # type: ignore[arg-type]
+        "pipeline_parallel_first_stage_less_layers = 0",
+        "pipeline_parallel_last_stage_less_layers = 0"]
+    assert stage_options(plan) is None  # type: ignore[arg-type]

@@ -23,7 +23,7 @@ from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.precision import is_low
 from pptune.costmodel.rates import Swiglu
-from pptune.costmodel.schedules import Schedule
+from pptune.costmodel.schedules import Schedule, model_chunks
 from pptune.costmodel.search import DP_INNER, Plan, PlanRequest, Recompute, Sharding, evaluate
 from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
@@ -132,6 +132,13 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     chosen = per_op
     ex.unstated_sharding(chosen, name=NAME, unstated=UNSTATED, notes=notes)
     chosen, exact = _experts(job, chosen, rank, notes, exact)
+    built = len(job.layer_names) - sum(1 for n in job.layer_names if n.startswith("mtp"))
+    chunks = model_chunks(chosen.schedule, chosen.pp, chosen.virtual_stages)
+    if chunks > built:
+        raise BadInput(f"torchtitan cannot express plan {rank}: its model builds no "
+                       f"multi-token-prediction layer, which leaves {built} layers (the "
+                       f"embedding and the head included) for {chunks} stages; choose a plan "
+                       "with fewer stages (--pp) or another framework")
     return Stated(job, chosen, exact, tuple(notes))
 
 

@@ -24,10 +24,15 @@ DEFAULT_LESS = 1  # pipeline_parallel_first/last_stage_less_layers
 MAX_LESS = 8  # the "less layers" tried when matching a split
 
 
-def stage_options(plan: Plan) -> list[str] | None:
+def stage_options(plan: Plan, mtp: int = 0) -> list[str] | None:
     """The [parallelism] lines that make torchtitan build exactly the plan's split, or
-    None when only module_fqns_per_model_part can state it."""
+    None when only module_fqns_per_model_part can state it; ``mtp``: the plan's
+    multi-token-prediction layers, after its last block, which torchtitan does not build."""
     blocks = strip_ends(plan.stage_layers)
+    for i in reversed(range(len(blocks))):  # the MTP layers leave the last stages
+        take = min(mtp, blocks[i])
+        blocks[i] -= take
+        mtp -= take
     layers, n_stages = sum(blocks), len(blocks)
     default = plan.pp * (1 if plan.schedule in (Schedule.GPIPE, Schedule.ONE_F_ONE_B) else 2)
     for first in range(MAX_LESS + 1):

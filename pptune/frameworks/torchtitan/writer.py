@@ -116,7 +116,8 @@ def write(stated: Stated) -> dict[str, str]:
     ]
     # the options need the model's layer count, which a reader knows only for the
     # flavors torchtitan ships (a custom TrainSpec's count is not in the file)
-    built = stage_options(plan) if plan.pp > 1 and flavor[1] != "custom" else None
+    mtp = sum(1 for n in job.layer_names if n.startswith("mtp"))
+    built = stage_options(plan, mtp) if plan.pp > 1 and flavor[1] != "custom" else None
     if built is not None:  # torchtitan builds this split itself (placement.py)
         lines += [*built]
     else:
