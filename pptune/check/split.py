@@ -8,7 +8,7 @@ from typing import Any
 from pptune.check.framework import framework_split
 from pptune.costmodel.keys import CostKey
 from pptune.costmodel.layout_grammar import LayoutError, parse_layout
-from pptune.costmodel.partition import add_ends, even_split
+from pptune.costmodel.partition import add_ends, even_split, mtp_count
 from pptune.costmodel.search import CostTable
 from pptune.costmodel.stage_recompute import stage_blocks
 from pptune.costmodel.table import built_params
@@ -39,7 +39,7 @@ def table_split(cfg: TrainingConfig, table: CostTable, n_stages: int,
 
 def table_blocks(table: CostTable) -> tuple[int, int]:
     """(transformer blocks, MTP layers) of the table (embedding and head aside)."""
-    mtp = sum(1 for n in table.names if n.startswith("mtp"))
+    mtp = mtp_count(table.names)
     return len(table.names) - 2 - mtp, mtp
 
 

@@ -75,6 +75,7 @@ from pptune.costmodel.ops import (
     phase_s,
     split_a2a,
 )
+from pptune.costmodel.partition import MTP
 from pptune.costmodel.parts import PartTimes, layer_parts
 from pptune.costmodel.presets import GpuSpec, ModelShape
 from pptune.costmodel.rates import Swiglu
@@ -388,7 +389,7 @@ def analytic_layers(
     for j in range(m.mtp_layers):
         dense, expert = layer_params(m, m.num_blocks + j, tp, ex)
         dense += mtp_extra_params(m, tp)
-        layers.append(AnalyticLayer(f"mtp{j}", (dense + expert) * BF16_BYTES, mtp,
+        layers.append(AnalyticLayer(f"{MTP}{j}", (dense + expert) * BF16_BYTES, mtp,
                                     expert * BF16_BYTES))
     layers.append(AnalyticLayer("head", (v * h / tp + h) * BF16_BYTES, head))
     return layers

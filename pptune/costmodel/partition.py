@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 import math
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 
 class SplitError(ValueError):
@@ -39,6 +39,18 @@ def add_ends(blocks: Sequence[int]) -> list[int]:
     out[0] += 1
     out[-1] += 1
     return out
+
+
+MTP = "mtp"  # the name of a multi-token-prediction layer: mtp0, mtp1, ... (analytic.py)
+
+
+def is_mtp(name: str) -> bool:
+    return name.startswith(MTP)
+
+
+def mtp_count(names: Iterable[str]) -> int:
+    """The multi-token-prediction layers among a table's layer names."""
+    return sum(1 for n in names if is_mtp(n))
 
 
 def strip_ends(layers: Sequence[int]) -> list[int]:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from pptune.costmodel.loss import CrossEntropy
-from pptune.costmodel.partition import add_ends, strip_ends
+from pptune.costmodel.partition import add_ends, is_mtp, mtp_count, strip_ends
 from pptune.costmodel.schedules import OVERLAPPED, Schedule
 from pptune.costmodel.search import Plan, PlanRequest, Recompute, Sharding, evaluate
 from pptune.costmodel.stage_recompute import stage_blocks
@@ -151,10 +151,10 @@ def megatron_split(plan: Plan, names: Sequence[str]) -> MegatronSplit | None:
     without a layout)."""
     if plan.schedule not in RUNS:
         return None
-    if any(n.startswith("mtp") for n in names[:len(names) - plan.stage_layers[-1]]):
+    if any(map(is_mtp, names[:len(names) - plan.stage_layers[-1]])):
         return None
     blocks = strip_ends(plan.stage_layers)
-    blocks[-1] -= sum(1 for n in names if n.startswith("mtp"))
+    blocks[-1] -= mtp_count(names)
     p, v = plan.pp, plan.virtual_stages if plan.schedule is Schedule.INTERLEAVED else 1
     first, last = sum(blocks[0::p]), sum(blocks[p - 1::p])
     for cand in _candidates(sum(blocks), p, v, [first], [last]):
@@ -171,7 +171,7 @@ def _options(plan: Plan, names: Sequence[str]) -> list[ex.Option]:
     the plan's virtual stages when interleaved, and without (1F1B); MTP layers on the
     last stage."""
     p = plan.pp
-    mtp = sum(1 for n in names if n.startswith("mtp"))
+    mtp = mtp_count(names)
     n_blocks = len(names) - 2 - mtp
     blocks = strip_ends(plan.stage_layers)
     shapes = [(Schedule.ONE_F_ONE_B, 1)]

@@ -37,7 +37,7 @@ from pptune.costmodel.layout_grammar import (
     parse_layout,
     write_layout,
 )
-from pptune.costmodel.partition import stage_bounds
+from pptune.costmodel.partition import is_mtp, stage_bounds
 from pptune.frameworks.megatron.flags import FlagReader
 
 CONFLICTS = ("--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
@@ -105,7 +105,7 @@ def _kind(name: str, i: int, n: int) -> LayerKind:
         return LayerKind.EMBEDDING
     if i == n - 1:
         return LayerKind.LOSS
-    return LayerKind.MTP if name.startswith("mtp") else LayerKind.DECODER
+    return LayerKind.MTP if is_mtp(name) else LayerKind.DECODER
 
 
 def plan_layout(names: Sequence[str], stage_layers: Sequence[int], pp: int) -> str | None:

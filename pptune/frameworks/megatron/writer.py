@@ -15,6 +15,7 @@ from __future__ import annotations
 from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.layout_grammar import KNOB
+from pptune.costmodel.partition import mtp_count
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.rates import Swiglu
 from pptune.costmodel.search import PP_INNER, Plan, Recompute, Sharding
@@ -80,7 +81,7 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
     else:  # a comment inside the continued command would end it: say it above
         lines.append("# the profile names no model shape: add --hidden-size, "
                      "--num-attention-heads etc. for your model")
-        blocks = sum(1 for n in job.layer_names[1:-1] if not n.startswith("mtp"))
+        blocks = len(job.layer_names) - 2 - mtp_count(job.layer_names)
         args.append(f"--num-layers {blocks}")
     args += [
         f"--micro-batch-size {plan.micro_batch_size}",

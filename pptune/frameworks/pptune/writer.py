@@ -11,7 +11,7 @@ from pptune.costmodel import presets
 from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.loss import CrossEntropy
-from pptune.costmodel.partition import strip_ends
+from pptune.costmodel.partition import mtp_count, strip_ends
 from pptune.costmodel.rates import Swiglu
 from pptune.costmodel.search import Recompute, Sharding
 from pptune.frameworks.common.adapter import Stated
@@ -25,7 +25,7 @@ def _blocks(stated: Stated) -> list[int]:
     """Blocks per stage, as ``stage_layers`` states them: without the embedding and head,
     and without the MTP layers, which the reader puts on the last stage (check/split.py)."""
     blocks = list(strip_ends(stated.plan.stage_layers))
-    blocks[-1] -= sum(1 for name in stated.job.layer_names if name.startswith("mtp"))
+    blocks[-1] -= mtp_count(stated.job.layer_names)
     return blocks
 
 

@@ -21,6 +21,7 @@ from dataclasses import replace
 
 from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.loss import CrossEntropy
+from pptune.costmodel.partition import mtp_count
 from pptune.costmodel.precision import is_low
 from pptune.costmodel.rates import Swiglu
 from pptune.costmodel.schedules import Schedule, model_chunks
@@ -132,7 +133,7 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     chosen = per_op
     ex.unstated_sharding(chosen, name=NAME, unstated=UNSTATED, notes=notes)
     chosen, exact = _experts(job, chosen, rank, notes, exact)
-    built = len(job.layer_names) - sum(1 for n in job.layer_names if n.startswith("mtp"))
+    built = len(job.layer_names) - mtp_count(job.layer_names)
     chunks = model_chunks(chosen.schedule, chosen.pp, chosen.virtual_stages)
     if chunks > built:
         raise BadInput(f"torchtitan cannot express plan {rank}: its model builds no "

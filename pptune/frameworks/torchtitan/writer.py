@@ -17,7 +17,7 @@ import json
 
 from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.op_sac import OP_SAC
-from pptune.costmodel.partition import stage_bounds
+from pptune.costmodel.partition import is_mtp, mtp_count, stage_bounds
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import Plan, Recompute, Sharding
 from pptune.frameworks.common.adapter import Job, Stated
@@ -63,7 +63,7 @@ def write(stated: Stated) -> dict[str, str]:
                 part.append("tok_embeddings")
             elif i == len(job.layer_names) - 1:
                 part += ["norm", head_name]
-            elif job.layer_names[i].startswith("mtp"):
+            elif is_mtp(job.layer_names[i]):
                 continue  # torchtitan's models build no multi-token-prediction module
             else:
                 part.append(f"layers.{i - 1}")
@@ -116,8 +116,7 @@ def write(stated: Stated) -> dict[str, str]:
     ]
     # the options need the model's layer count, which a reader knows only for the
     # flavors torchtitan ships (a custom TrainSpec's count is not in the file)
-    mtp = sum(1 for n in job.layer_names if n.startswith("mtp"))
-    built = stage_options(plan, mtp) if plan.pp > 1 and flavor[1] != "custom" else None
+    built = stage_options(plan, mtp_count(job.layer_names)) if plan.pp > 1 and flavor[1] != "custom" else None
     if built is not None:  # torchtitan builds this split itself (placement.py)
         lines += [*built]
     else:
