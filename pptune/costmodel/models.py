@@ -218,10 +218,11 @@ MODELS: dict[str, ModelShape] = {
 
 
 def _architecture(shape: ModelShape) -> ModelShape:
-    """The shape without what a run chooses (sequence, batch) or names it; the head
-    dimension as priced (MLA prices its own head dimensions, not ``kv_channels``)."""
+    """The shape without what a run chooses (sequence, batch, multi-token-prediction
+    layers: torchtitan builds DeepSeek-V3 without them) or names it; the head dimension
+    as priced (MLA prices its own head dimensions, not ``kv_channels``)."""
     return dataclasses.replace(shape, name="", source="", seq_len=0, global_batch=0,
-                               kv_channels=0 if shape.mla else shape.head_dim)
+                               mtp_layers=0, kv_channels=0 if shape.mla else shape.head_dim)
 
 
 def preset_of(shape: ModelShape) -> str | None:

@@ -178,3 +178,25 @@ def test_torchtitan_split_options_leave_the_mtp_layers_out() -> None:
         "pipeline_parallel_first_stage_less_layers = 0",
         "pipeline_parallel_last_stage_less_layers = 0"]
     assert stage_options(plan) is None  # type: ignore[arg-type]
+
+
+def test_torchtitan_plans_deepseek_v3_without_its_mtp_layer(tmp_path: Path) -> None:
+    """torchtitan builds DeepSeek-V3 without its MTP layer, so the plan written is
+    chosen on the 61 blocks it builds (the split, sharding and recomputation searched
+    again on those costs), not the plan made for 62 with the MTP layer dropped; the
+    file's check-config predicts the same step and finds no faster plan torchtitan
+    states (it had found one 1.16x faster: a first stage of three blocks and the
+    embedding, left heavy where the MTP layer had been taken from the last)."""
+    run = recommend(RecommendSpec.of(gpus=256, model="deepseek-v3", gpu="h100-sxm", top=1))
+    assert sum(run.result.plans[0].stage_layers) == 64  # 61 blocks, MTP, embedding, head
+    out = emit(Framework.TORCHTITAN, run)
+    write(out, tmp_path)
+    assert sum(out.plan.stage_layers) == 63 and not out.exact
+    assert any("priced without its 1 MTP layer" in n for n in out.notes)
+    r = runner.invoke(app, ["check-config", str(tmp_path / "torchtitan.toml"), "--output",
+                            "json", "--gpu", "h100-sxm"])
+    assert r.exit_code == 0, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    same_prediction(out, doc)
+    assert doc["warnings"] == 0
+    assert doc["derived"]["slowdown_vs_best"] == pytest.approx(1.0, abs=1e-9)

@@ -16,7 +16,15 @@ from dataclasses import replace
 from pptune.costmodel import presets
 from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.loss import CrossEntropy
-from pptune.costmodel.partition import add_ends, even_split, strip_ends
+from pptune.costmodel.models import ModelShape
+from pptune.costmodel.partition import (
+    add_ends,
+    even_split,
+    is_mtp,
+    mtp_count,
+    stage_bounds,
+    strip_ends,
+)
 from pptune.costmodel.rates import Swiglu
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import (
@@ -169,7 +177,6 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
     job's) and MoE dispatcher (``dispatcher``, None: the job's) the framework's files
     run (``runs`` says which, in the note). Unchanged for measured costs, a shape or GPU
     pptune cannot price, or when the job already plans that way."""
-    gpu = str(job.device)
     c = job.cost_options or CostOptions()
     loss = c.cross_entropy if cross_entropy is None else cross_entropy
     act = c.swiglu if swiglu is None or job.shape is None or not job.shape.gated_mlp \
@@ -177,18 +184,11 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
     route = c.moe_dispatcher if dispatcher is None or job.shape is None \
         or not job.shape.moe else dispatcher
     if ((job.attention, job.sequence_parallel, c.cross_entropy, c.moe_dispatcher, c.swiglu)
-            == (attention, sequence_parallel, loss, route, act)
-            or job.shape is None or gpu not in presets.GPUS or job.attention is None):
+            == (attention, sequence_parallel, loss, route, act) or not _analytic(job)):
         return job, plan
-    table, _ = analytic_costs(
-        job.shape, gpu, sorted(job.table.by_mb), job.request.keys()[0],
-        replace(c, moe_dispatcher=route).experts(),
-        sequence_parallel=sequence_parallel,
-        attention=str(attention), tp_comm_overlap=job.tp_comm_overlap, cp_comm=c.cp_comm,
-        fp8_params=c.fp8_param_gather, gpus_per_node=job.request.gpus_per_node,
-        gpus=job.request.gpus, gpu_spread=c.gpu_spread, cross_entropy=loss, swiglu=act)
-    job = replace(job, table=table, attention=attention, sequence_parallel=sequence_parallel,
+    job = replace(job, attention=attention, sequence_parallel=sequence_parallel,
                   cost_options=replace(c, cross_entropy=loss, moe_dispatcher=route, swiglu=act))
+    job = _repriced(job, job.shape)
     plan = evaluate(job.table, job.request, plan.spec)
     notes.append(f"{name} runs {runs}: predicted that way, step {fmt_seconds(plan.step_time_s)}")
     if not fits(job, plan):
@@ -206,6 +206,43 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
         else:
             notes.append(f"{need} and no plan of the search fits so: the file states it "
                          "anyway, and check-config will say it overflows")
+    return job, plan
+
+
+def _analytic(job: Job) -> bool:
+    """Whether pptune can price the job's shape again (analytic costs of a GPU preset)."""
+    return job.shape is not None and str(job.device) in presets.GPUS and job.attention is not None
+
+
+def _repriced(job: Job, shape: ModelShape | None) -> Job:
+    """The job with ``shape``'s analytic costs at its kernels, links and cost key."""
+    assert shape is not None
+    c = job.cost_options or CostOptions()
+    table, _ = analytic_costs(
+        shape, str(job.device), sorted(job.table.by_mb), job.request.keys()[0], c.experts(),
+        sequence_parallel=job.sequence_parallel, attention=str(job.attention),
+        tp_comm_overlap=job.tp_comm_overlap, cp_comm=c.cp_comm, fp8_params=c.fp8_param_gather,
+        gpus_per_node=job.request.gpus_per_node, gpus=job.request.gpus,
+        gpu_spread=c.gpu_spread, cross_entropy=c.cross_entropy, swiglu=c.swiglu)
+    return replace(job, table=table, shape=shape, layer_names=tuple(table.names))
+
+
+def without_mtp(job: Job, plan: Plan, *, name: str, notes: list[str]) -> tuple[Job, Plan]:
+    """The job and plan without their multi-token-prediction layers, for a framework
+    that builds none: the costs priced again on the shape without them, each stage
+    losing the MTP layers it held. Unchanged without MTP layers or for measured costs."""
+    mtp = mtp_count(job.layer_names)
+    if not mtp or not _analytic(job):
+        return job, plan
+    assert job.shape is not None
+    split = [sum(not is_mtp(job.layer_names[i]) for i in range(s, e))
+             for s, e in stage_bounds(plan.stage_layers)]
+    before = plan.step_time_s
+    job = _repriced(job, replace(job.shape, mtp_layers=0))
+    plan = price(job, replace(plan.spec, stage_layers=tuple(split)))
+    notes.append(f"{name} builds no multi-token-prediction module: the plan priced without "
+                 f"its {mtp} MTP layer{'s' if mtp > 1 else ''}, predicted step "
+                 f"{fmt_seconds(plan.step_time_s)} ({plan.step_time_s / before:.3f}x)")
     return job, plan
 
 

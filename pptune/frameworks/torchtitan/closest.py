@@ -49,12 +49,13 @@ def stateable_request(req: PlanRequest, model: str | None) -> PlanRequest:
     schedules (no bidirectional DualPipe; InterleavedZeroBubble, not ZB-H1's one stage
     a rank); pipeline ranks outermost; no combined 1F1B order; no pipeline for the
     models without a pipelining_fn; no megatron-core recompute modules (its per-op
-    policy is per_op_checkpointing's)."""
+    policy is per_op_checkpointing's) and no recomputed-block count per stage (one
+    [activation_checkpoint] mode for every block)."""
     name = (flavor_of(model) or ("", ""))[0]
     return replace(req, shardings=keep(req.shardings, STATEABLE),
                    schedules=keep(req.schedules, [s for s in Schedule
                                                   if s not in (Schedule.DUALPIPE, Schedule.ZB_H1)]),
-                   rank_orders=(DP_INNER,), combined_order=False,
+                   rank_orders=(DP_INNER,), combined_order=False, stage_recompute=False,
                    pp=(1,) if name in NO_PIPELINE else req.pp,
                    recomputes=keep(req.recomputes, [r for r in Recompute
                                                     if r is not Recompute.MODULES]))
@@ -78,6 +79,15 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
         raise BadInput(f"torchtitan cannot express plan {rank}: its {model} model has no "
                        "pipelining (pipelining_fn None in torchtitan 0.2.2); choose a plan "
                        "with pp 1 (--pp 1) or another framework")
+    mtp = mtp_count(job.layer_names)
+    built = len(job.layer_names) - mtp
+    chunks = model_chunks(plan.schedule, plan.pp, plan.virtual_stages)
+    if chunks > built:
+        raise BadInput(f"torchtitan cannot express plan {rank}: its model builds no "
+                       f"multi-token-prediction layer, which leaves {built} layers (the "
+                       f"embedding and the head included) for {chunks} stages; choose a plan "
+                       "with fewer stages (--pp) or another framework")
+    job, plan = ex.without_mtp(job, plan, name=NAME, notes=notes)
     # the loss and the SwiGLU as the file runs them: compiled where the file turns
     # [compile] on (FP8 plans, fp8_lines), else PyTorch's eager kernels (costmodel/loss.py,
     # rates.Swiglu)
@@ -133,14 +143,7 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     chosen = per_op
     ex.unstated_sharding(chosen, name=NAME, unstated=UNSTATED, notes=notes)
     chosen, exact = _experts(job, chosen, rank, notes, exact)
-    built = len(job.layer_names) - mtp_count(job.layer_names)
-    chunks = model_chunks(chosen.schedule, chosen.pp, chosen.virtual_stages)
-    if chunks > built:
-        raise BadInput(f"torchtitan cannot express plan {rank}: its model builds no "
-                       f"multi-token-prediction layer, which leaves {built} layers (the "
-                       f"embedding and the head included) for {chunks} stages; choose a plan "
-                       "with fewer stages (--pp) or another framework")
-    return Stated(job, chosen, exact, tuple(notes))
+    return Stated(job, chosen, exact and not mtp, tuple(notes))
 
 
 def _experts(job: Job, plan: Plan, rank: int, notes: list[str], exact: bool
@@ -150,11 +153,6 @@ def _experts(job: Job, plan: Plan, rank: int, notes: list[str], exact: bool
     its tensor-parallel plan shards the experts by tp."""
     if job.shape is None or not job.shape.moe:
         return plan, exact
-    if job.shape.mtp_layers:
-        notes.append(f"torchtitan builds no multi-token-prediction module: the plan's "
-                     f"{job.shape.mtp_layers} MTP layer(s) are left out of the file "
-                     "(the prediction includes them)")
-        exact = False
     if plan.ep == 1:
         if plan.tp > 1 and plan.etp != plan.tp:
             notes.append(f"torchtitan shards the experts by tp {plan.tp} when ep is 1 (its "
