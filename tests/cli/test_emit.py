@@ -306,3 +306,26 @@ def test_default_search_emits_a_plan_the_file_states(framework: Framework, tmp_p
     doc = check_json(tmp_path / name, *extra)
     assert doc["exit_code"] == 0, doc["findings"]
     assert doc["derived"]["step_time_s"] == pytest.approx(out.plan.step_time_s, rel=1e-9)
+
+
+def test_deepspeed_check_compares_with_plans_its_engine_runs(tmp_path: Path) -> None:
+    """Mixtral 8x7B on 64 H100s: the search's zbv plan is emitted for DeepSpeed as 1F1B
+    (its pipeline engine runs nothing else), and check-config of that file compares it
+    with the best plan DeepSpeed states, a 1F1B plan with data-parallel ranks innermost,
+    not with the interleaved plan it had named as 1.19x faster."""
+    from pptune.check.framework import stateable_request
+    from pptune.frameworks.read import read_config
+    from pptune.plan.emit import write
+
+    run = recommend(RecommendSpec.of(gpus=64, model="mixtral-8x7b", gpu="h100-sxm", top=1))
+    out = emit("deepspeed", run)
+    write(out, tmp_path)
+    assert out.plan.schedule is Schedule.ONE_F_ONE_B
+    doc = check_json(tmp_path / "ds_config.json", "--gpus", "64", "--model", "mixtral-8x7b",
+                     "--gpu", "h100-sxm")
+    assert doc["warnings"] == 0 and doc["exit_code"] == 0, doc["findings"]
+    assert 1.0 <= doc["derived"]["slowdown_vs_best"] < 1.1
+    req = stateable_request(read_config(tmp_path / "ds_config.json", gpus=64).config,
+                            run.plan_request)
+    assert list(req.schedules) == [Schedule.ONE_F_ONE_B] and not req.combined_order
+    assert {r.value for r in req.recomputes} <= {"none", "full"} and not req.stage_recompute

@@ -6,13 +6,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pptune.costmodel.search import Plan
+from pptune.costmodel.search import Plan, PlanRequest
 from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog
 from pptune.frameworks.common.source import json_like, parse_json, parse_yaml
 from pptune.frameworks.deepspeed import log, rules, writer
-from pptune.frameworks.deepspeed.closest import closest_plan
+from pptune.frameworks.deepspeed.closest import closest_plan, stateable_request
 from pptune.frameworks.deepspeed.partition import DEEPSPEED, ds_split
 from pptune.frameworks.deepspeed.reader import DEEPSPEED_KEYS, read_deepspeed
 from pptune.schemas import TrainingConfig
@@ -46,6 +46,9 @@ class DeepSpeedAdapter(Adapter):
         if cfg.partition_method is None:
             return None
         return ds_split(cfg.partition_method, param_counts, num_stages)
+
+    def stateable(self, req: PlanRequest, model: str | None) -> PlanRequest:
+        return stateable_request(req, model)
 
     def express(self, job: Job, plan: Plan, rank: int) -> Stated:
         return closest_plan(job, plan, rank)

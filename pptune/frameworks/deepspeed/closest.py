@@ -15,11 +15,11 @@ from dataclasses import replace
 
 from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.schedules import OVERLAPPED, Schedule
-from pptune.costmodel.search import DP_INNER, Plan, Recompute, Sharding, evaluate
+from pptune.costmodel.search import DP_INNER, Plan, PlanRequest, Recompute, Sharding, evaluate
 from pptune.costmodel.table import built_params
 from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
-from pptune.frameworks.common.adapter import Job, Stated
+from pptune.frameworks.common.adapter import Job, Stated, keep
 from pptune.frameworks.deepspeed.engine import ZERO_STAGE, overlap, stated_overlap_comm
 from pptune.frameworks.deepspeed.partition import ds_split
 from pptune.report.fmt import fmt_seconds
@@ -27,6 +27,20 @@ from pptune.report.fmt import fmt_seconds
 NAME = "deepspeed"
 UNSTATED = {Sharding.FSDP: "torch FSDP (written as ZeRO stage 3, its equivalent)"}
 METHODS = ("uniform", "parameters")  # PipelineModule partition_method values pptune places
+STATEABLE = (Sharding.NONE, Sharding.ZERO1, Sharding.ZERO2, Sharding.ZERO3)
+
+
+def stateable_request(req: PlanRequest, model: str | None) -> PlanRequest:
+    """The search over what a DeepSpeed config states: its pipeline engine's 1F1B with
+    data-parallel ranks innermost, ZeRO stages 0-3 (2 and 3 without a pipeline, as the
+    search has it), every block recomputed or none (one activation_checkpoint_interval),
+    no combined 1F1B order. Any split: partition_method "type:" patterns place more
+    than the uniform and parameters splits pptune writes."""
+    del model  # PipelineModule pipelines any layer list
+    return replace(req, shardings=keep(req.shardings, STATEABLE),
+                   schedules=keep(req.schedules, (Schedule.ONE_F_ONE_B,)),
+                   rank_orders=(DP_INNER,), combined_order=False, stage_recompute=False,
+                   recomputes=keep(req.recomputes, (Recompute.NONE, Recompute.FULL)))
 
 
 def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
