@@ -312,3 +312,22 @@ def test_pptune_format_prices_its_fp8_recipe_and_refuses_others(tmp_path: Path) 
     r = runner.invoke(app, ["check-config", str(path)])
     assert r.exit_code == 2 and r.stderr.strip().count("\n") == 0
     assert "fp8_recipe 'current'" in r.stderr and "delayed, tensorwise" in r.stderr
+
+
+def test_megatron_cuda_graphs_are_named_as_not_modelled(tmp_path: Path) -> None:
+    """megatron-core's --cuda-graph-impl (and its older --enable-cuda-graph /
+    --external-cuda-graph) is read, not ignored: one warning names it, the prediction
+    is the eager one, and --cuda-graph-impl none says nothing."""
+    _, _, eager = mega(tmp_path)
+    for flags in ("--cuda-graph-impl local --cuda-graph-scope attn mlp",
+                  "--enable-cuda-graph", "--external-cuda-graph --cuda-graph-warmup-steps 3"):
+        code, found, doc = mega(tmp_path, cp_flags=flags)
+        assert found["megatron-unmodelled-flag"] == "warning" and code == 0, flags
+        said = [f["message"] for f in doc["findings"] if f["id"] == "megatron-unmodelled-flag"]
+        assert said == [f"{flags.split(' --')[0]}: CUDA graphs are not modelled; pptune "
+                        "prices the kernels as eager PyTorch launches them, one launch gap "
+                        "each (the GPU preset's launch_s), not replayed from a captured graph"]
+        assert not any("cuda-graph" in n for n in doc["notes"])  # read, not "ignored"
+        assert doc["derived"]["step_time_s"] == eager["derived"]["step_time_s"]
+    _, found, _ = mega(tmp_path, cp_flags="--cuda-graph-impl none")
+    assert "megatron-unmodelled-flag" not in found

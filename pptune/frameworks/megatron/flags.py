@@ -51,7 +51,8 @@ VALUE_FLAGS: tuple[str, ...] = (
 )
 # flags that take every following word up to the next flag (argparse nargs="+"; the
 # words kept space-separated)
-LIST_FLAGS = ("--recompute-modules", "--cp-comm-type", "--hierarchical-context-parallel-sizes")
+LIST_FLAGS = ("--recompute-modules", "--cp-comm-type", "--hierarchical-context-parallel-sizes",
+              "--cuda-graph-scope")
 PASSTHROUGH = frozenset({"$@", "$*", "${@}", "${*}"})
 BOOL_FLAGS: tuple[str, ...] = (
     "--use-distributed-optimizer",
@@ -113,6 +114,12 @@ MOE_BOOL_FLAGS = (
 )
 VALUE_FLAGS += MOE_VALUE_FLAGS
 BOOL_FLAGS += MOE_BOOL_FLAGS
+# CUDA graphs: megatron-core's --cuda-graph-impl (none, local, transformer_engine, ...);
+# --enable-cuda-graph and --external-cuda-graph are its older spellings of local and
+# transformer_engine. Read only to say that pptune does not model them.
+GRAPH_BOOL_FLAGS = ("--enable-cuda-graph", "--external-cuda-graph")
+VALUE_FLAGS += ("--cuda-graph-impl", "--cuda-graph-scope", "--cuda-graph-warmup-steps")
+BOOL_FLAGS += GRAPH_BOOL_FLAGS
 
 NOTED_FLAGS = {
     "--rampup-batch-size": "--rampup-batch-size ignored: checked at the final --global-batch-size",
