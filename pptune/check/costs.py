@@ -256,6 +256,22 @@ def config_shape(cfg: TrainingConfig, base_dir: Path, model: str | None,
     return shape
 
 
+def with_nvlink_domain(cfg: TrainingConfig, flags: CostOptions) -> TrainingConfig:
+    """The config with its GPU preset's NVLink domain as ``gpus_per_node`` where it states
+    no node size, or states one host of a domain that spans hosts (torchrun's
+    ``--nproc_per_node 4`` on a GB200 NVL72 launches a compute tray of a 72-GPU domain);
+    unchanged for measured costs (a profile) and for a node size that is the domain."""
+    gpu = flags.gpu or cfg.gpu or presets.DEFAULT_GPU
+    spec = presets.GPUS.get(gpu)
+    if spec is None or flags.profile is not None or cfg.profile is not None:
+        return cfg
+    host = spec.gpus_per_host
+    stated = "gpus_per_node" in cfg.model_fields_set
+    if stated and not (host is not None and cfg.gpus_per_node <= host):
+        return cfg
+    return cfg.model_copy(update={"gpus_per_node": spec.gpus_per_node})
+
+
 def _gpu(flags: CostOptions, cfg: TrainingConfig, add: Any) -> str:
     gpu = flags.gpu or cfg.gpu
     if gpu is None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pptune.check.costs import costs, model_of, optimizer_widths
+from pptune.check.costs import costs, model_of, optimizer_widths, with_nvlink_domain
 from pptune.check.experts import expert_rules
 from pptune.check.framework import config_rules, memory_fixes, microbatch_rules, stateable_request
 from pptune.check.split import (
@@ -33,6 +33,7 @@ from pptune.costmodel.layout import LayoutError as PlacementError
 from pptune.costmodel.layout_grammar import LayoutError, parse_layout
 from pptune.costmodel.partition import strip_ends
 from pptune.costmodel.precision import reduces_amax
+from pptune.costmodel.presets import DEFAULT_GPU
 from pptune.costmodel.schedules import (
     OVERLAPPED,
     Schedule,
@@ -103,10 +104,20 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
     the framework (its findings, version and schedule knobs)."""
     opts = opts or CheckOptions()
     sem = semantics or Semantics()
+    domain = with_nvlink_domain(cfg, opts.costs)
     out: list[Finding] = [Finding(f.id, f.severity, f.message) for f in sem.findings]
 
     def add(id_: str, severity: str, message: str, **values: Any) -> None:
         out.append(Finding(id_, severity, message, values))
+
+    if domain.gpus_per_node != cfg.gpus_per_node:
+        gpu = opts.costs.gpu or cfg.gpu or DEFAULT_GPU
+        add("nvlink-domain", "info",
+            f"NVLink domain priced as {gpu}'s {domain.gpus_per_node} GPUs: "
+            + (f"the {cfg.gpus_per_node} GPUs a node runs are one host of it"
+               if "gpus_per_node" in cfg.model_fields_set else "the config states no node size"),
+            gpus_per_node=domain.gpus_per_node)
+        cfg = domain
 
     p, tp, cp, v = cfg.pp, cfg.tp, cfg.cp, cfg.virtual_stages
     schedule = cfg.schedule

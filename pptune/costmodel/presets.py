@@ -43,6 +43,9 @@ class GpuSpec:
     # The NVLink domain: GPUs that reach each other over NVLink (8 on a DGX/HGX,
     # 72 on a GB200 NVL72). A request's gpus_per_node defaults to it.
     gpus_per_node: int = 8
+    # GPUs one host holds (one torchrun node) where the NVLink domain spans hosts (a
+    # GB200 NVL72 compute tray: 4); None: the domain is one host
+    gpus_per_host: int | None = None
     # What NCCL achieves on this node type (collectives.py); None: the line rates.
     fabric: Fabric | None = None
     # Causal flash attention forward+backward as a share of peak at kernel
@@ -248,7 +251,7 @@ GPUS: dict[str, GpuSpec] = {
                 sm_count=148, gemm_fraction=0.729, hbm_fraction=0.90,
                 attention_fraction=0.34, launch_s=4e-6,
                 fp8_peak_flops=5000e12, fp4_peak_flops=10000e12, fp8_gemm_fraction=0.723,
-                mxfp8=True, gpus_per_node=72,
+                mxfp8=True, gpus_per_node=72, gpus_per_host=4,
                 fabric=Fabric(680 * GB, _P2P_SHARE * 900 * GB, _NIC_400G_BUSBW,
                               850 * GB, nvls_min_ranks=5, collective_ctas=_NCCL_CTAS),
                 causal_attention=_H100_CAUSAL, full_attention=_H100_FULL,

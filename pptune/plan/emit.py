@@ -20,7 +20,7 @@ from pptune.errors import BadInput
 from pptune.files import write_all
 from pptune.frameworks.common.adapter import Adapter, Job
 from pptune.frameworks.common.express import placed
-from pptune.frameworks.common.writing import launch_shape
+from pptune.frameworks.common.writing import plan_launch
 from pptune.frameworks.registry import ADAPTERS, NAMES, Framework, find
 from pptune.plan.recommend import RecommendRun
 from pptune.report.fmt import fmt_pct, fmt_seconds, fmt_sizes
@@ -79,19 +79,18 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitte
         raise BadInput(f"--plan {rank} is not among the {len(plans)} ranked plans")
     plan, notes = _stateable_layout(adapter, run, plans[rank - 1], rank)
     stated = adapter.express(job_of(run, plan), plan, rank)
-    files = adapter.write(stated)
     chosen, notes = stated.plan, [*notes, *stated.notes]
     if adapter.states_node_shape:
         where = placed(stated.job, chosen)
         if where is not chosen:
-            nodes, per_node = launch_shape(chosen.world,
-                                           stated.job.request.gpus_per_node)
+            nodes, per_node = plan_launch(chosen, stated.job)
             notes.append(
                 f"launched as {nodes} nodes x {per_node} GPUs (torchrun runs the same number "
                 f"of ranks on every node); predicted for that placement: step "
                 f"{fmt_seconds(where.step_time_s)} (plan: {fmt_seconds(chosen.step_time_s)})")
             chosen = where
-    return Emitted(fw, chosen, files, notes, stated.exact)
+            stated = replace(stated, plan=where)  # the files' header gives its prediction
+    return Emitted(fw, chosen, adapter.write(stated), notes, stated.exact)
 
 
 def _stateable_layout(adapter: Adapter, run: RecommendRun, plan: Plan,

@@ -329,3 +329,59 @@ def test_deepspeed_check_compares_with_plans_its_engine_runs(tmp_path: Path) -> 
                             run.plan_request)
     assert list(req.schedules) == [Schedule.ONE_F_ONE_B] and not req.combined_order
     assert {r.value for r in req.recomputes} <= {"none", "full"} and not req.stage_recompute
+
+
+def test_deepspeed_file_states_the_model_sequence_and_gpu_it_was_planned_for(
+        tmp_path: Path) -> None:
+    """DeepSpeed's keys state no model, sequence length or GPU: the emitted file carries
+    them under "pptune" (a key DeepSpeed ignores), so check-config prices the run the
+    plan was made for (Llama 3 8B at 32,768 tokens on 64 H100s) with --gpus alone,
+    where it had priced the preset's 8,192 tokens (9.3 s for a 60.9 s step)."""
+    from pptune.plan.emit import write
+
+    run = recommend(RecommendSpec.of(gpus=64, model="llama3-8b", seq_len=32768, top=1))
+    out = emit("deepspeed", run)
+    write(out, tmp_path)
+    stated = json.loads((tmp_path / "ds_config.json").read_text())["pptune"]
+    assert stated == {"attention": "flash", "model": "llama3-8b", "seq_len": 32768,
+                      "gpu": "h100-sxm"}
+    doc = check_json(tmp_path / "ds_config.json", "--gpus", "64")
+    assert doc["exit_code"] == 0 and doc["warnings"] == 0, doc["findings"]
+    assert doc["config"]["seq_len"] == 32768 and doc["config"]["gpu"] == "h100-sxm"
+    assert doc["derived"]["step_time_s"] == pytest.approx(out.plan.step_time_s, rel=1e-9)
+
+
+def test_relaunched_plan_keeps_the_recomputation_its_script_states(tmp_path: Path) -> None:
+    """Llama 3 70B on 36 H100s runs as 6 nodes x 6 GPUs; the script states
+    --recompute-num-layers 5 for every stage, and the step predicted for that placement
+    prices those counts (not the plan's fitted 5,3,2,1,0..., which had made the note's
+    step faster than check-config's of the same script)."""
+    from pptune.plan.emit import write
+
+    run = recommend(RecommendSpec.of(gpus=36, model="llama3-70b", gpu="h100-sxm", top=1))
+    out = emit("megatron", run)
+    assert any("launched as 6 nodes x 6 GPUs" in n for n in out.notes)
+    counts = out.plan.recompute_layers
+    assert counts is not None and len(set(counts)) == 1
+    write(out, tmp_path)
+    text = (tmp_path / "pretrain_megatron.sh").read_text()
+    assert f"--recompute-num-layers {counts[0]}" in text and "--nproc_per_node 6" in text
+    doc = check_json(tmp_path / "pretrain_megatron.sh", "--gpu", "h100-sxm")
+    assert doc["derived"]["step_time_s"] == pytest.approx(out.plan.step_time_s, rel=1e-9)
+    assert f"predicted: step {out.plan.step_time_s:.3f} s" in text  # the header's step
+
+
+def test_gb200_scripts_launch_compute_trays_of_one_nvlink_domain(tmp_path: Path) -> None:
+    """A GB200 NVL72 host (compute tray) holds 4 GPUs of a 72-GPU NVLink domain: the
+    script launches 4 ranks a node, and check-config, reading --nproc_per_node 4 on
+    gb200, prices the 72-GPU domain the plan was made for (not 4-GPU nodes)."""
+    from pptune.plan.emit import write
+
+    run = recommend(RecommendSpec.of(gpus=128, model="mixtral-8x22b", gpu="gb200", top=1))
+    out = emit("megatron", run)
+    write(out, tmp_path)
+    assert "--nnodes 32 --nproc_per_node 4" in (tmp_path / "pretrain_megatron.sh").read_text()
+    assert not any("launched as" in n for n in out.notes)
+    doc = check_json(tmp_path / "pretrain_megatron.sh", "--gpu", "gb200")
+    assert doc["config"]["gpus_per_node"] == 4  # as the script states it
+    assert doc["derived"]["step_time_s"] == pytest.approx(out.plan.step_time_s, rel=1e-9)

@@ -76,6 +76,7 @@ def test_deepspeed_config_maps_batch_zero_and_pipeline() -> None:
         "recompute": "full",
         # the pipeline engine reduces gradients after the last micro-batch
         "overlap_grad_reduce": False, "overlap_param_gather": False,
+        "mtp_layers": 0,  # PipelineModule runs the model code's layers: no MTP module
     }
     assert "gpus 8 from --gpus: the file does not state a GPU count" in result.notes
     assert any(n.startswith("ignored keys: gradient_clipping, optimizer") for n in result.notes)

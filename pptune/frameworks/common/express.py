@@ -26,7 +26,7 @@ from pptune.costmodel.partition import (
     strip_ends,
 )
 from pptune.costmodel.rates import Swiglu
-from pptune.costmodel.schedules import Schedule
+from pptune.costmodel.schedules import Schedule, model_chunks
 from pptune.costmodel.search import (
     Plan,
     PlanRequest,
@@ -41,7 +41,7 @@ from pptune.costmodel.stage_recompute import fit_stage_recompute
 from pptune.costs.resolve import analytic_costs
 from pptune.errors import BadInput
 from pptune.frameworks.common.adapter import Job
-from pptune.frameworks.common.writing import plan_launch
+from pptune.frameworks.common.writing import domain_spans_hosts, plan_launch
 from pptune.options import CostOptions
 from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
 
@@ -227,11 +227,20 @@ def _repriced(job: Job, shape: ModelShape | None) -> Job:
     return replace(job, table=table, shape=shape, layer_names=tuple(table.names))
 
 
-def without_mtp(job: Job, plan: Plan, *, name: str, notes: list[str]) -> tuple[Job, Plan]:
+def without_mtp(job: Job, plan: Plan, *, name: str, rank: int,
+                notes: list[str]) -> tuple[Job, Plan]:
     """The job and plan without their multi-token-prediction layers, for a framework
     that builds none: the costs priced again on the shape without them, each stage
-    losing the MTP layers it held. Unchanged without MTP layers or for measured costs."""
+    losing the MTP layers it held. Unchanged without MTP layers or for measured costs;
+    BadInput when the layers it builds are fewer than the plan's stages."""
     mtp = mtp_count(job.layer_names)
+    built = len(job.layer_names) - mtp
+    chunks = model_chunks(plan.schedule, plan.pp, plan.virtual_stages)
+    if mtp and chunks > built:
+        raise BadInput(f"{name} cannot express plan {rank}: its model builds no "
+                       f"multi-token-prediction layer, which leaves {built} layers (the "
+                       f"embedding and the head included) for {chunks} stages; choose a plan "
+                       "with fewer stages (--pp) or another framework")
     if not mtp or not _analytic(job):
         return job, plan
     assert job.shape is not None
@@ -309,8 +318,11 @@ def unstated_sharding(plan: Plan, *, name: str, unstated: dict[Sharding, str],
 
 def placed(job: Job, plan: Plan) -> Plan:
     """The plan re-predicted on the node shape its files launch (the same number of
-    ranks on every node): itself when that is the request's shape."""
+    ranks on every node): itself when that is the request's shape, or when the NVLink
+    domain spans the hosts launched (a GB200 NVL72's trays). The blocks each stage
+    recomputes are the files' (a Megatron-LM script's one N for every stage), not fitted
+    again: the node shape moves the links, not the memory."""
     nodes, per_node = plan_launch(plan, job)
-    if nodes == 1 or per_node == job.request.gpus_per_node:
+    if nodes == 1 or per_node == job.request.gpus_per_node or domain_spans_hosts(job):
         return plan
-    return price(replace(job, request=replace(job.request, gpus_per_node=per_node)), plan.spec)
+    return evaluate(job.table, replace(job.request, gpus_per_node=per_node), plan.spec)

@@ -8,6 +8,7 @@ environment.
 
 from __future__ import annotations
 
+from pptune.costmodel.presets import GPUS
 from pptune.costmodel.search import Plan
 from pptune.frameworks.common.adapter import Job
 from pptune.report.fmt import fmt_microbatches, fmt_pct, fmt_seconds, fmt_sizes
@@ -23,15 +24,28 @@ def launch_shape(gpus: int, gpus_per_node: int) -> tuple[int, int]:
     return nodes, gpus // nodes
 
 
+def domain_spans_hosts(job: Job) -> bool:
+    """Whether the job's NVLink domain spans hosts (a GB200 NVL72: 72 GPUs, four to a
+    compute tray), so that the hosts a launch names leave the domain as priced."""
+    spec = GPUS.get(str(job.device))
+    host = spec.gpus_per_host if spec is not None else None
+    return host is not None and host < job.request.gpus_per_node
+
+
 def plan_launch(plan: Plan, job: Job) -> tuple[int, int]:
-    """(nodes, processes per node) the plan's files launch."""
-    return launch_shape(plan.world, job.request.gpus_per_node)
+    """(nodes, processes per node) the plan's files launch: nodes of the NVLink domain,
+    or of one host where the domain spans hosts."""
+    spec = GPUS.get(str(job.device))
+    per_host = (spec.gpus_per_host if spec is not None and domain_spans_hosts(job)
+                else None)
+    return launch_shape(plan.world, per_host or job.request.gpus_per_node)
 
 
 def node_size(plan: Plan, job: Job) -> int:
-    """GPUs per node as launched: the request's, unless the run spans nodes unevenly."""
+    """The NVLink domain as launched: the request's, unless the run spans domains
+    unevenly (one host's GPUs each)."""
     nodes, per_node = plan_launch(plan, job)
-    return per_node if nodes > 1 else job.request.gpus_per_node
+    return per_node if nodes > 1 and not domain_spans_hosts(job) else job.request.gpus_per_node
 
 
 def header(plan: Plan, job: Job, comment: str) -> list[str]:

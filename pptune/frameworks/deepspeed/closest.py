@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pptune.costmodel.dispatch import Dispatcher
+from pptune.costmodel.partition import mtp_count
 from pptune.costmodel.schedules import OVERLAPPED, Schedule
 from pptune.costmodel.search import DP_INNER, Plan, PlanRequest, Recompute, Sharding, evaluate
 from pptune.costmodel.table import built_params
@@ -47,6 +48,10 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     """The plan itself when the config states it, else the closest one that does; the
     detail is the partition method."""
     notes: list[str] = []
+    # PipelineModule runs the model code's layers: DeepSpeed has no MTP module, nor has
+    # the Hugging Face DeepSeek-V3 code (it skips the checkpoint's MTP layer)
+    mtp = mtp_count(job.layer_names)
+    job, plan = ex.without_mtp(job, plan, name=NAME, rank=rank, notes=notes)
     job, plan = ex.priced_as_run(job, plan, name=NAME, attention=job.attention,
                                  sequence_parallel=False, notes=notes,
                                  dispatcher=Dispatcher.ALLTOALL,
@@ -87,7 +92,7 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     ex.unstated_sharding(chosen, name=NAME, unstated=UNSTATED, notes=notes)
     _experts(chosen, rank)
     job, chosen, exact = _as_engine_overlaps(job, chosen, exact, notes)
-    return Stated(job, chosen, exact, tuple(notes), method)
+    return Stated(job, chosen, exact and not mtp, tuple(notes), method)
 
 
 def _as_engine_overlaps(job: Job, plan: Plan, exact: bool, notes: list[str]

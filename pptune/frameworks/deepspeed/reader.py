@@ -21,7 +21,9 @@ PipelineModule's default "parameters"; activation checkpointing is off
 (PipelineModule activation_checkpoint_interval 0); attention is whatever
 the model code runs: eager (unfused) unless the file states
 ``"pptune": {"attention": "flash"}``, a key DeepSpeed ignores (checked by
-``make peers``) that ``recommend --emit deepspeed`` writes.
+``make peers``) that ``recommend --emit deepspeed`` writes, with the model
+preset (``"model"``), sequence length (``"seq_len"``) and GPU preset
+(``"gpu"``) it planned for.
 """
 
 from __future__ import annotations
@@ -29,10 +31,12 @@ from __future__ import annotations
 from typing import Any
 
 from pptune.costmodel.ops import Attention
+from pptune.costmodel.presets import GPUS
 from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build, show, whole
 from pptune.frameworks.deepspeed.engine import overlap
 from pptune.frameworks.deepspeed.experts import SECTION as EXPERT_SECTION
 from pptune.frameworks.deepspeed.experts import read_experts
+from pptune.limits import MAX_SEQ_LEN
 from pptune.schemas import TrainingConfig
 
 DEEPSPEED_KEYS = frozenset(
@@ -66,7 +70,7 @@ def read_deepspeed(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
         "partition_method": _partition(ctx, data.get("pipeline")),
         "tp": _tensor_size(ctx, data.get("tensor_parallel")),
         "precision": _precision(ctx, data),
-        "attention": _attention(ctx, data.get("pptune")),
+        **_pptune_section(ctx, data.get("pptune")),
         "schedule": "1f1b",
         "source_format": "deepspeed",
     }
@@ -75,6 +79,9 @@ def read_deepspeed(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     if fields["pp"] is None:
         ctx.note("pp not stated (DeepSpeed sets it in PipelineModule); assumed 1: pass --pp")
     read_experts(ctx, data, fields)
+    # PipelineModule runs the model code's layers; DeepSpeed has no multi-token-prediction
+    # module (nor has the Hugging Face DeepSeek-V3 code): a preset's MTP layers are not built
+    fields["mtp_layers"] = 0
     section = data.get("zero_optimization")
     said = section.get("overlap_comm") if isinstance(section, dict) else None
     fields["overlap_grad_reduce"], fields["overlap_param_gather"] = overlap(
@@ -161,6 +168,30 @@ def _partition(ctx: Ctx, section: Any) -> str:
                    "(deepspeed/runtime/pipe/module.py _partition_layers); use \"parameters\", "
                    "\"uniform\" or \"type:REGEX\"")
     return method[:200]
+
+
+def _pptune_section(ctx: Ctx, section: Any) -> dict[str, Any]:
+    """What ``"pptune"`` (a key DeepSpeed ignores) states: the attention kernel, and the
+    model preset, sequence length and GPU preset ``recommend --emit deepspeed`` planned
+    for, which DeepSpeed's own keys do not hold."""
+    fields: dict[str, Any] = {"attention": _attention(ctx, section)}
+    if not isinstance(section, dict):
+        return fields
+    model = section.get("model")
+    if model is not None:
+        if not isinstance(model, str) or not model.strip() or len(model) > 200:
+            raise ctx.bad(f"pptune.model is {show(model)}; expected a model preset name "
+                          "(pptune presets lists them)")
+        fields["model"] = model.strip()
+    gpu = section.get("gpu")
+    if gpu is not None:
+        if gpu not in GPUS:
+            raise ctx.bad(f"pptune.gpu is {show(gpu)}; expected one of {', '.join(GPUS)}")
+        fields["gpu"] = gpu
+    if section.get("seq_len") is not None:
+        fields["seq_len"] = whole(ctx, "pptune.seq_len", section["seq_len"],
+                                  maximum=MAX_SEQ_LEN)
+    return fields
 
 
 def _attention(ctx: Ctx, section: Any) -> str:

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 
+from pptune.costmodel.models import MODELS
 from pptune.costmodel.partition import stage_bounds
+from pptune.costmodel.presets import GPUS
 from pptune.costmodel.search import Recompute
 from pptune.frameworks.common.adapter import Stated
 from pptune.frameworks.common.writing import header, plan_launch
@@ -46,8 +48,12 @@ def write(stated: Stated, method: str) -> dict[str, str]:
     if plan.ep > 1:  # DeepSpeed AutoEP (experts.py)
         ds["expert_parallel"] = {"enabled": True, "autoep_size": plan.ep,
                                  "expert_tensor_parallel_size": plan.etp}
-    if job.attention:  # the model code's kernel, for pptune check-config
-        ds["pptune"] = {"attention": job.attention}
+    # for pptune check-config: the model code's kernel, and the preset, sequence length
+    # and GPU the plan was made for (DeepSpeed's keys state none of them)
+    ds["pptune"] = {**({"attention": job.attention} if job.attention else {}),
+                    **({"model": job.model} if str(job.model) in MODELS else {}),
+                    "seq_len": job.table.seq_len,
+                    **({"gpu": job.device} if str(job.device) in GPUS else {})}
     bounds = [0] + [e for _s, e in stage_bounds(plan.stage_layers)]
     names = job.layer_names
     nodes, per_node = plan_launch(plan, job)

@@ -24,7 +24,7 @@ from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.partition import mtp_count
 from pptune.costmodel.precision import is_low
 from pptune.costmodel.rates import Swiglu
-from pptune.costmodel.schedules import Schedule, model_chunks
+from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import DP_INNER, Plan, PlanRequest, Recompute, Sharding, evaluate
 from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
@@ -80,14 +80,7 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
                        "pipelining (pipelining_fn None in torchtitan 0.2.2); choose a plan "
                        "with pp 1 (--pp 1) or another framework")
     mtp = mtp_count(job.layer_names)
-    built = len(job.layer_names) - mtp
-    chunks = model_chunks(plan.schedule, plan.pp, plan.virtual_stages)
-    if chunks > built:
-        raise BadInput(f"torchtitan cannot express plan {rank}: its model builds no "
-                       f"multi-token-prediction layer, which leaves {built} layers (the "
-                       f"embedding and the head included) for {chunks} stages; choose a plan "
-                       "with fewer stages (--pp) or another framework")
-    job, plan = ex.without_mtp(job, plan, name=NAME, notes=notes)
+    job, plan = ex.without_mtp(job, plan, name=NAME, rank=rank, notes=notes)
     # the loss and the SwiGLU as the file runs them: compiled where the file turns
     # [compile] on (FP8 plans, fp8_lines), else PyTorch's eager kernels (costmodel/loss.py,
     # rates.Swiglu)
