@@ -67,6 +67,7 @@ def job_of(run: RecommendRun, plan: Plan) -> Job:
         attention=costs.attention.value if costs.attention else None,
         sequence_parallel=costs.sequence_parallel,
         tp_comm_overlap=costs.tp_comm_overlap, cost_options=costs,
+        hf_config=str(costs.hf_config) if costs.hf_config is not None else None,
     )
 
 

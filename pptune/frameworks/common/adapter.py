@@ -48,6 +48,7 @@ class Job:
     sequence_parallel: bool
     tp_comm_overlap: bool
     cost_options: CostOptions | None = None  # the flags the analytic costs were built with
+    hf_config: str | None = None  # the Hugging Face config.json the model was read from
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from pptune.errors import BadInput
 from pptune.frameworks.common.adapter import Job
 from pptune.frameworks.common.writing import domain_spans_hosts, plan_launch
 from pptune.options import CostOptions
-from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
+from pptune.report.fmt import fmt_bytes, fmt_microbatches, fmt_pct, fmt_seconds
 
 # (schedule, virtual stages, layers per stage with the embedding and the head)
 Option = tuple[Schedule, int, list[int]]
@@ -124,16 +124,16 @@ def closest(job: Job, plan: Plan, options: Sequence[Option], rank_order: str | N
 
 def fastest_on(job: Job, plan: Plan, schedules: Sequence[Schedule]) -> Plan | None:
     """The fastest plan the search finds on ``schedules`` (any stage split, any of the
-    request's virtual stages) with the plan's GPUs, cost key, pp, micro-batch size and
-    count, sharding, recomputation and rank order; None when none fits."""
+    request's virtual stages and micro-batch sizes) with the plan's GPUs, cost key, pp,
+    sharding, recomputation and rank order; None when none fits."""
     req = job.request
     runs = tuple(s for s in req.schedules if s in schedules) or tuple(schedules)
     recomputes = (plan.recompute,) if plan.recompute_layers is None else (
         Recompute.FULL, Recompute.NONE)
     res = search(job.table, replace(
-        req, schedules=runs, pp=(plan.pp,), micro_batch_sizes=(plan.micro_batch_size,),
-        shardings=(plan.sharding,), recomputes=recomputes, rank_orders=(plan.rank_order,),
-        cost_keys=(req.key_of(plan.spec),), top=1, with_best_pp1=False))
+        req, schedules=runs, pp=(plan.pp,), shardings=(plan.sharding,), recomputes=recomputes,
+        rank_orders=(plan.rank_order,), cost_keys=(req.key_of(plan.spec),), top=1,
+        with_best_pp1=False))
     return res.plans[0] if res.plans else None
 
 
@@ -155,9 +155,11 @@ def closest_or_refuse(job: Job, plan: Plan, options: Sequence[Option], *, name: 
             "and micro-batches fits" + (
                 f"; --schedules {','.join(s.value for s in runs)} ranks only the plans it runs"
                 if runs else ""))
+    batches = ("micro-batches" if alt.micro_batch_size == plan.micro_batch_size else
+               f"batch, {fmt_microbatches(alt.num_microbatches, alt.micro_batch_size)}")
     notes.append(
         f"{name} cannot express plan {rank} ({why}); emitting the fastest plan it can run "
-        f"on the same ranks and micro-batches: {alt.schedule.value}"
+        f"on the same ranks and {batches}: {alt.schedule.value}"
         + (f" v={alt.virtual_stages}" if alt.schedule is Schedule.INTERLEAVED else "")
         + f", layers/stage {','.join(map(str, strip_ends(alt.stage_layers)))}"
         + (f", rank order {alt.rank_order.value}" if alt.rank_order != plan.rank_order else "")

@@ -183,6 +183,12 @@ def _pptune_section(ctx: Ctx, section: Any) -> dict[str, Any]:
             raise ctx.bad(f"pptune.model is {show(model)}; expected a model preset name "
                           "(pptune presets lists them)")
         fields["model"] = model.strip()
+    hf = section.get("hf_config")
+    if hf is not None:
+        if not isinstance(hf, str) or not hf.strip() or len(hf) > 4096:
+            raise ctx.bad(f"pptune.hf_config is {show(hf)}; expected the path of a Hugging "
+                          "Face config.json")
+        fields["hf_config"] = hf
     gpu = section.get("gpu")
     if gpu is not None:
         if gpu not in GPUS:

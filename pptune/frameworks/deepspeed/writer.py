@@ -51,7 +51,8 @@ def write(stated: Stated, method: str) -> dict[str, str]:
     # for pptune check-config: the model code's kernel, and the preset, sequence length
     # and GPU the plan was made for (DeepSpeed's keys state none of them)
     ds["pptune"] = {**({"attention": job.attention} if job.attention else {}),
-                    **({"model": job.model} if str(job.model) in MODELS else {}),
+                    **({"model": job.model} if str(job.model) in MODELS else
+                       {"hf_config": job.hf_config} if job.hf_config is not None else {}),
                     "seq_len": job.table.seq_len,
                     **({"gpu": job.device} if str(job.device) in GPUS else {})}
     bounds = [0] + [e for _s, e in stage_bounds(plan.stage_layers)]

@@ -7,6 +7,8 @@ it launches, and the model, GPU and profile the costs came from.
 
 from __future__ import annotations
 
+import json
+
 from pptune.costmodel import presets
 from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import Precision
@@ -73,6 +75,8 @@ def write(stated: Stated) -> dict[str, str]:
         lines.append(f"attention: {job.attention}")
     if job.model in presets.MODELS:
         lines.append(f"model: {job.model}")
+    elif job.hf_config is not None:  # the model as read (a profile's path, or --hf-config)
+        lines.append(f"hf_config: {json.dumps(job.hf_config)}")
     if job.shape is not None:  # the sequence the costs priced (a preset's may differ)
         lines.append(f"seq_len: {job.shape.seq_len}")
     if str(job.device) in presets.GPUS:
