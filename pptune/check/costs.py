@@ -91,6 +91,11 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
             if why:
                 add("precision-gpu", "error", why, precision=cfg.precision, gpu=opts.gpu)
                 return None, "none", folded, None
+            if cfg.precision == "fp32":
+                add("precision-fp32", "warning",
+                    "the config trains in FP32 (no bf16 or fp16 stated): pptune prices BF16 "
+                    "GEMMs and 2-byte activations, so its step and memory are a BF16 run's; "
+                    "state bf16 (Megatron-LM --bf16) if that is what runs", precision="fp32")
             split = context.problems(shape.seq_len, shape.heads // cfg.tp,
                                      max(1, shape.kv_heads // cfg.tp), cfg.cp, opts.cp_comm)
             if split:
@@ -256,19 +261,24 @@ def config_shape(cfg: TrainingConfig, base_dir: Path, model: str | None,
     return shape
 
 
-def with_nvlink_domain(cfg: TrainingConfig, flags: CostOptions) -> TrainingConfig:
-    """The config with its GPU preset's NVLink domain as ``gpus_per_node`` where it states
-    no node size, or states one host of a domain that spans hosts (torchrun's
-    ``--nproc_per_node 4`` on a GB200 NVL72 launches a compute tray of a 72-GPU domain);
-    unchanged for measured costs (a profile) and for a node size that is the domain."""
+def with_nvlink_domain(cfg: TrainingConfig, flags: CostOptions, add: Any) -> TrainingConfig:
+    """The config with its GPU preset's NVLink domain as ``gpus_per_node`` (an info
+    finding when that changes it) where it states no node size, or states one host of a
+    domain that spans hosts (torchrun's ``--nproc_per_node 4`` on a GB200 NVL72 launches
+    a compute tray of a 72-GPU domain); unchanged for measured costs (a profile) and for
+    a node size that is the domain."""
     gpu = flags.gpu or cfg.gpu or presets.DEFAULT_GPU
     spec = presets.GPUS.get(gpu)
     if spec is None or flags.profile is not None or cfg.profile is not None:
         return cfg
     host = spec.gpus_per_host
     stated = "gpus_per_node" in cfg.model_fields_set
-    if stated and not (host is not None and cfg.gpus_per_node <= host):
+    if ((stated and not (host is not None and cfg.gpus_per_node <= host))
+            or cfg.gpus_per_node == spec.gpus_per_node):
         return cfg
+    add("nvlink-domain", "info", f"NVLink domain priced as {gpu}'s {spec.gpus_per_node} GPUs: "
+        + (f"the {cfg.gpus_per_node} GPUs a node runs are one host of it" if stated
+           else "the config states no node size"), gpus_per_node=spec.gpus_per_node)
     return cfg.model_copy(update={"gpus_per_node": spec.gpus_per_node})
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pptune.costmodel.search import PlanRequest
+from pptune.costmodel.search import PlanRequest, Sharding
 from pptune.frameworks.common.adapter import Add
 from pptune.frameworks.common.fields import Semantics
 from pptune.frameworks.registry import adapter_of
@@ -43,3 +43,15 @@ def memory_fixes(cfg: TrainingConfig) -> str:
 def stateable_request(cfg: TrainingConfig, req: PlanRequest) -> PlanRequest:
     """``req`` narrowed to the plans the config's framework states (Adapter.stateable)."""
     return adapter_of(cfg.source_format).stateable(req, cfg.model)
+
+
+ZERO_STAGES = (Sharding.NONE, Sharding.ZERO1, Sharding.ZERO2, Sharding.ZERO3)
+
+
+def config_sharding(cfg: TrainingConfig) -> Sharding:
+    """The config's sharding: stated, else its ZeRO stage, else the sharded-optimizer flag."""
+    if cfg.sharding is not None:
+        return Sharding(cfg.sharding)
+    if cfg.zero_stage:
+        return ZERO_STAGES[min(cfg.zero_stage, 3)]
+    return Sharding.ZERO1 if cfg.sharded_optimizer else Sharding.NONE

@@ -20,7 +20,13 @@ from typing import Any
 
 from pptune.check.costs import costs, model_of, optimizer_widths, with_nvlink_domain
 from pptune.check.experts import expert_rules
-from pptune.check.framework import config_rules, memory_fixes, microbatch_rules, stateable_request
+from pptune.check.framework import (
+    config_rules,
+    config_sharding,
+    memory_fixes,
+    microbatch_rules,
+    stateable_request,
+)
 from pptune.check.split import (
     StageRecomputeError,
     layout_fits,
@@ -33,7 +39,6 @@ from pptune.costmodel.layout import LayoutError as PlacementError
 from pptune.costmodel.layout_grammar import LayoutError, parse_layout
 from pptune.costmodel.partition import strip_ends
 from pptune.costmodel.precision import reduces_amax
-from pptune.costmodel.presets import DEFAULT_GPU
 from pptune.costmodel.schedules import (
     OVERLAPPED,
     Schedule,
@@ -50,7 +55,6 @@ from pptune.costmodel.search import (
     PlanSpec,
     RankOrder,
     Recompute,
-    Sharding,
     evaluate,
     search,
 )
@@ -104,20 +108,12 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
     the framework (its findings, version and schedule knobs)."""
     opts = opts or CheckOptions()
     sem = semantics or Semantics()
-    domain = with_nvlink_domain(cfg, opts.costs)
     out: list[Finding] = [Finding(f.id, f.severity, f.message) for f in sem.findings]
 
     def add(id_: str, severity: str, message: str, **values: Any) -> None:
         out.append(Finding(id_, severity, message, values))
 
-    if domain.gpus_per_node != cfg.gpus_per_node:
-        gpu = opts.costs.gpu or cfg.gpu or DEFAULT_GPU
-        add("nvlink-domain", "info",
-            f"NVLink domain priced as {gpu}'s {domain.gpus_per_node} GPUs: "
-            + (f"the {cfg.gpus_per_node} GPUs a node runs are one host of it"
-               if "gpus_per_node" in cfg.model_fields_set else "the config states no node size"),
-            gpus_per_node=domain.gpus_per_node)
-        cfg = domain
+    cfg = with_nvlink_domain(cfg, opts.costs, add)
 
     p, tp, cp, v = cfg.pp, cfg.tp, cfg.cp, cfg.virtual_stages
     schedule = cfg.schedule
@@ -270,16 +266,6 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
     return report
 
 
-ZERO_STAGES = (Sharding.NONE, Sharding.ZERO1, Sharding.ZERO2, Sharding.ZERO3)
-
-
-def config_sharding(cfg: TrainingConfig) -> Sharding:
-    """The config's sharding: stated, else its ZeRO stage, else the sharded-optimizer flag."""
-    if cfg.sharding is not None:
-        return Sharding(cfg.sharding)
-    if cfg.zero_stage:
-        return ZERO_STAGES[min(cfg.zero_stage, 3)]
-    return Sharding.ZERO1 if cfg.sharded_optimizer else Sharding.NONE
 
 
 def _predict(

@@ -331,3 +331,14 @@ def test_megatron_cuda_graphs_are_named_as_not_modelled(tmp_path: Path) -> None:
         assert doc["derived"]["step_time_s"] == eager["derived"]["step_time_s"]
     _, found, _ = mega(tmp_path, cp_flags="--cuda-graph-impl none")
     assert "megatron-unmodelled-flag" not in found
+
+
+def test_an_fp32_script_is_priced_as_bf16_and_says_so(tmp_path: Path) -> None:
+    """Megatron-LM without --bf16 or --fp16 trains in FP32: pptune prices BF16 GEMMs,
+    and one warning says so, with the fix; the step is the BF16 script's."""
+    _, _, bf16 = mega(tmp_path, fp8="")
+    text = RECIPE.format(cp=2, cp_flags="", seq=8192, fp8="").replace("--bf16 ", "")
+    code, found, doc = check(tmp_path, "fp32.sh", text, "--gpu", "h100-sxm")
+    assert (code, doc["config"]["precision"], found["precision-fp32"]) == (0, "fp32", "warning")
+    assert doc["derived"]["step_time_s"] == bf16["derived"]["step_time_s"]
+    assert "precision-fp32" not in mega(tmp_path, fp8="")[1]

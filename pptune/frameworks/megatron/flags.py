@@ -203,3 +203,15 @@ class FlagReader:
             return None
         return whole_text(self.ctx, name, value, minimum=minimum, maximum=maximum,
                           fix=f"set {name} to a whole number >= {minimum}")
+
+
+def cuda_graphs(r: FlagReader) -> None:
+    """CUDA graphs are not modelled: a warning that names the flag."""
+    impl = r.text("--cuda-graph-impl")
+    named = ([f"--cuda-graph-impl {impl}"] if impl not in (None, "none") else []) + [
+        name for name in GRAPH_BOOL_FLAGS if r.flags.has(name)]
+    if named:
+        r.ctx.unmodelled("megatron-unmodelled-flag",
+                         f"{named[0]}: CUDA graphs are not modelled; pptune prices the kernels "
+                         "as eager PyTorch launches them, one launch gap each (the GPU preset's "
+                         "launch_s), not replayed from a captured graph")

@@ -34,7 +34,6 @@ from pptune.frameworks.common.shell import Script, ShellLimit, interpret
 from pptune.frameworks.megatron.cp_fp8 import read_cp_fp8
 from pptune.frameworks.megatron.flags import (
     BOOL_FLAGS,
-    GRAPH_BOOL_FLAGS,
     NODES_FLAGS,
     NOTED_FLAGS,
     PER_NODE_FLAGS,
@@ -42,6 +41,7 @@ from pptune.frameworks.megatron.flags import (
     VALUE_FLAGS,
     Flagged,
     FlagReader,
+    cuda_graphs,
     parse_flags,
 )
 from pptune.frameworks.megatron.moe import read_moe
@@ -179,20 +179,8 @@ def _fields(r: FlagReader, launcher: Flagged, env: Mapping[str, str]) -> dict[st
     for name, text in UNMODELLED_FLAGS.items():
         if flags.has(name):
             ctx.unmodelled("megatron-unmodelled-flag", text)
-    _cuda_graphs(r, ctx)
+    cuda_graphs(r)
     return fields
-
-
-def _cuda_graphs(r: FlagReader, ctx: Ctx) -> None:
-    """CUDA graphs are not modelled: a warning that names the flag."""
-    impl = r.text("--cuda-graph-impl")
-    named = ([f"--cuda-graph-impl {impl}"] if impl not in (None, "none") else []) + [
-        name for name in GRAPH_BOOL_FLAGS if r.flags.has(name)]
-    if named:
-        ctx.unmodelled("megatron-unmodelled-flag",
-                       f"{named[0]}: CUDA graphs are not modelled; pptune prices the kernels as "
-                       "eager PyTorch launches them, one launch gap each (the GPU preset's "
-                       "launch_s), not replayed from a captured graph")
 
 
 def _launcher(ctx: Ctx, launcher: Flagged) -> dict[str, Any]:
