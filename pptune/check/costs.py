@@ -168,14 +168,18 @@ PRECISIONS = {"fp16": Precision.FP16, "fp8": Precision.FP8, "mxfp8": Precision.M
 STATE_DTYPE_BYTES = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0}
 
 
-def optimizer_widths(cfg: TrainingConfig) -> tuple[float | None, float, float]:
-    """(gradient buffer bytes a parameter (None: fp32), the data-parallel reduction's
-    bytes over fp32's, bytes of each Adam moment) as the config states them (Megatron-LM's
-    precision-aware optimizer): a BF16 gradient buffer holds and reduces 2 bytes."""
+def optimizer_widths(cfg: TrainingConfig) -> dict[str, Any]:
+    """The request's state widths as the config states them (Megatron-LM's
+    precision-aware optimizer, torchtitan's training.dtype and mixed_precision_reduce):
+    gradient buffer bytes a parameter (None: fp32), the data-parallel reduction's bytes
+    over fp32's (a BF16 buffer holds and reduces 2), bytes of each Adam moment, and FSDP's
+    sharded weights (the optimizer's copy)."""
     bf16 = cfg.main_grads_dtype == "bf16"
     moments = (STATE_DTYPE_BYTES[cfg.exp_avg_dtype or "fp32"]
                + STATE_DTYPE_BYTES[cfg.exp_avg_sq_dtype or "fp32"]) / 2
-    return (2.0 if bf16 else None), (0.5 if bf16 else 1.0), moments
+    return {"grad_buffer_bytes": 2.0 if bf16 else None,
+            "grad_bytes_factor": 0.5 if bf16 else 1.0, "moment_bytes": moments,
+            "fsdp_weight_bytes": STATE_DTYPE_BYTES[cfg.main_params_dtype or "fp32"]}
 
 
 def priced_modules(cfg: TrainingConfig, add: Any,

@@ -300,7 +300,6 @@ def _predict(
     gpus = p * key.tp * key.cp * dp  # a profile folds cp into its per-layer costs (key cp 1)
     global_batch = cfg.micro_batch_size * m * cfg.pipeline_flushes * dp
     sharding, recompute = config_sharding(cfg), Recompute(cfg.recompute or "none")
-    grad_buffer, grad_factor, moments = optimizer_widths(cfg)
     req = PlanRequest(
         gpus=gpus, global_batch=global_batch, tp=key.tp, gpus_per_node=cfg.gpus_per_node,
         cost_keys=(key,), overlap_param_gather=cfg.overlap_param_gather,
@@ -310,7 +309,7 @@ def _predict(
         shardings=(sharding,), recomputes=(recompute,), recompute_every=cfg.recompute_every,
         fsdp_reshard_after_forward=cfg.fsdp_reshard_after_forward,
         reserve_bytes=reserve_bytes, micro_batch_sizes=(cfg.micro_batch_size,),
-        grad_buffer_bytes=grad_buffer, grad_bytes_factor=grad_factor, moment_bytes=moments,
+        **optimizer_widths(cfg),
     )
     v = cfg.virtual_stages if schedule is Schedule.INTERLEAVED else 1
     try:

@@ -45,8 +45,6 @@ from pptune.costmodel.sharding import (
     Sharding,
     reshards,
     stage_comm,
-    state_bytes_per_param,
-    working_bytes,
 )
 from pptune.costmodel.simulate import (
     Link,
@@ -223,11 +221,9 @@ def device_memory(
     p = spec.pp
     ranks = req.layout(spec)
     dp = ranks.dp * ranks.cp  # state sharded over the data-parallel group with cp
-    per_param = state_bytes_per_param(spec.sharding, dp, req.grad_buffer_bytes,
-                                      req.moment_bytes)
+    per_param = req.state_per_param(spec.sharding, dp)
     # routed experts' state is sharded over the expert data-parallel group
-    per_expert = (state_bytes_per_param(spec.sharding, ranks.edp, req.grad_buffer_bytes,
-                                        req.moment_bytes) if lay.expert_params else 0.0)
+    per_expert = req.state_per_param(spec.sharding, ranks.edp) if lay.expert_params else 0.0
     reshard = reshards(spec.sharding, p, req.fsdp_reshard_after_forward)
     params = [0.0] * p
     largest = [0.0] * p
@@ -244,7 +240,7 @@ def device_memory(
         DeviceMemory(
             state_bytes=((params[d] - experts[d]) * per_param + experts[d] * per_expert
                          + cache[d]),
-            working_bytes=working_bytes(spec.sharding, reshard, params[d], largest[d]),
+            working_bytes=req.working(spec.sharding, reshard, params[d], largest[d]),
             activation_bytes=activation_bytes[d],
             p2p_bytes=p2p[d],
             reserve_bytes=req.reserve_bytes,

@@ -23,7 +23,7 @@ from pptune.costmodel.schedules import (
     Schedule,
     chunks_per_device,
 )
-from pptune.costmodel.sharding import Sharding
+from pptune.costmodel.sharding import Sharding, state_bytes_per_param, working_bytes
 from pptune.costmodel.simulate import SimResult
 
 DEFAULT_VIRTUAL_STAGES = (2, 3, 4)
@@ -60,6 +60,9 @@ class PlanRequest:
     # Megatron's gradient buffer: None FP32 (4); 2 where gradients are kept and
     # reduced in BF16 (NeMo grad_sync_dtype bf16, megatron-core grad_reduce_in_fp32 off)
     grad_buffer_bytes: float | None = None
+    # FSDP's sharded weights, the optimizer's copy: FP32 (4), or BF16 (2) under
+    # torchtitan's training.dtype bfloat16; its gradients take grad_buffer_bytes too
+    fsdp_weight_bytes: float = 4.0
     top: int = 5
     # Megatron-LM's combined 1F1B order (--overlap-moe-expert-parallel-comm) searched
     # for 1f1b and interleaved-1f1b; False: a framework without it (torchtitan)
@@ -75,6 +78,17 @@ class PlanRequest:
     # the per-layer splits and precisions to search, one cost table each (keys.py);
     # None: the one key of ``tp`` in BF16
     cost_keys: Sequence[CostKey] | None = None
+
+    def state_per_param(self, sharding: Sharding, dp: int) -> float:
+        """Training-state bytes a parameter over ``dp`` ranks, at the request's widths."""
+        return state_bytes_per_param(sharding, dp, self.grad_buffer_bytes, self.moment_bytes,
+                                     self.fsdp_weight_bytes)
+
+    def working(self, sharding: Sharding, reshard: bool, device_params: float,
+                largest_layer_params: float) -> float:
+        """Unsharded working copies (sharding.working_bytes) at the request's widths."""
+        return working_bytes(sharding, reshard, device_params, largest_layer_params,
+                             self.grad_buffer_bytes)
 
     def per_stage_recompute(self) -> bool:
         return (self.stage_recompute and Recompute.FULL in self.recomputes

@@ -86,6 +86,7 @@ BF16_BYTES = 2
 MEGATRON_GRAD_BYTES = 4  # fp32 main_grad (Megatron-LM DDP)
 DEEPSPEED_GRAD_BYTES = 2  # bf16 gradients (DeepSpeed default)
 FSDP_REDUCE_BYTES = 4  # fp32 reduce dtype (torchtitan mixed_precision_reduce = "float32")
+FSDP_WEIGHT_BYTES = 4  # fp32 sharded weights (torchtitan training.dtype = "float32")
 OPTIMIZER_BYTES = 12  # fp32 master weights + Adam m and v
 FP32_MOMENT_BYTES = 4.0  # each Adam moment in OPTIMIZER_BYTES (and FSDP's state)
 
@@ -106,21 +107,30 @@ STATE = {
     Sharding.ZERO1: StateBytes(BF16_BYTES + MEGATRON_GRAD_BYTES, OPTIMIZER_BYTES),
     Sharding.ZERO2: StateBytes(BF16_BYTES, DEEPSPEED_GRAD_BYTES + OPTIMIZER_BYTES),
     Sharding.ZERO3: StateBytes(0.0, BF16_BYTES + DEEPSPEED_GRAD_BYTES + OPTIMIZER_BYTES),
-    Sharding.FSDP: StateBytes(0.0, 4 + FSDP_REDUCE_BYTES + 8),  # fp32 weight, grad, Adam m, v
+    Sharding.FSDP: StateBytes(0.0, FSDP_WEIGHT_BYTES + FSDP_REDUCE_BYTES + 8),  # + Adam m, v
 }
 
 
 def state_bytes_per_param(sharding: Sharding, dp: int, grad_bytes: float | None = None,
-                          moment_bytes: float = FP32_MOMENT_BYTES) -> float:
-    """Bytes per parameter of the training state; ``grad_bytes``: Megatron's gradient
-    buffer at another width than FP32 (NeMo's ``grad_sync_dtype: bf16`` keeps BF16
-    gradient buckets, 2 bytes), for ``none`` and ``zero1``; ``moment_bytes``: each of
-    Adam's two moments (2: BF16 moments, as Megatron-LM's precision-aware optimizer
-    and the DeepSeek-V3 report keep them), sharded wherever the optimizer state is."""
+                          moment_bytes: float = FP32_MOMENT_BYTES,
+                          fsdp_weight_bytes: float = FSDP_WEIGHT_BYTES) -> float:
+    """Bytes per parameter of the training state; ``grad_bytes``: the gradients at
+    another width than FP32, Megatron's buffer for ``none`` and ``zero1`` (NeMo's
+    ``grad_sync_dtype: bf16`` keeps BF16 gradient buckets, 2 bytes) and FSDP's sharded
+    gradients (torchtitan's mixed_precision_reduce or training.dtype bfloat16);
+    ``moment_bytes``: each of Adam's two moments (2: BF16 moments, as Megatron-LM's
+    precision-aware optimizer and the DeepSeek-V3 report keep them), sharded wherever
+    the optimizer state is; ``fsdp_weight_bytes``: FSDP's sharded weights, the
+    optimizer's copy (FP32; 2 under torchtitan's training.dtype bfloat16, which keeps
+    no FP32 copy)."""
     st = STATE[sharding]
     out = st.per_param(dp)
     if grad_bytes is not None and sharding in (Sharding.NONE, Sharding.ZERO1):
         out = out - MEGATRON_GRAD_BYTES + grad_bytes
+    if sharding is Sharding.FSDP:
+        out += (fsdp_weight_bytes - FSDP_WEIGHT_BYTES
+                + (FSDP_REDUCE_BYTES if grad_bytes is None else grad_bytes) - FSDP_REDUCE_BYTES
+                ) / dp
     if moment_bytes != FP32_MOMENT_BYTES:
         out -= 2 * (FP32_MOMENT_BYTES - moment_bytes) / (1 if sharding is Sharding.NONE else dp)
     return out
@@ -143,15 +153,18 @@ def traffic_in_ops(sharding: Sharding, reshard: bool) -> bool:
 
 
 def working_bytes(
-    sharding: Sharding, reshard: bool, device_params: float, largest_layer_params: float
+    sharding: Sharding, reshard: bool, device_params: float, largest_layer_params: float,
+    reduce_bytes: float | None = None,
 ) -> float:
-    """Unsharded copies a device holds on top of its training state."""
+    """Unsharded copies a device holds on top of its training state; ``reduce_bytes``:
+    FSDP's reduce dtype where it is not FP32 (the unsharded gradient's copy)."""
+    reduce = FSDP_REDUCE_BYTES if reduce_bytes is None else reduce_bytes
     if sharding is Sharding.ZERO3:
         return largest_layer_params * (2 * BF16_BYTES + DEEPSPEED_GRAD_BYTES)
     if sharding is Sharding.FSDP and reshard:
-        return largest_layer_params * (2 * BF16_BYTES + BF16_BYTES + FSDP_REDUCE_BYTES)
+        return largest_layer_params * (2 * BF16_BYTES + BF16_BYTES + reduce)
     if sharding is Sharding.FSDP:
-        return device_params * (BF16_BYTES + FSDP_REDUCE_BYTES)
+        return device_params * (BF16_BYTES + reduce)
     return 0.0
 
 

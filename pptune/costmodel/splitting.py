@@ -40,9 +40,7 @@ from pptune.costmodel.schedules import (
 )
 from pptune.costmodel.sharding import (
     reshards,
-    state_bytes_per_param,
     traffic_in_ops,
-    working_bytes,
 )
 from pptune.costmodel.sim_records import Link
 from pptune.costmodel.simulate import StageCost
@@ -54,9 +52,8 @@ def per_param_bytes(req: PlanRequest, spec: PlanSpec) -> tuple[float, float]:
     ranks = req.layout(spec)
     dp = ranks.dp * ranks.cp  # state sharded over the data-parallel group with cp
     reshard = reshards(spec.sharding, spec.pp, req.fsdp_reshard_after_forward)
-    per = (state_bytes_per_param(spec.sharding, dp, req.grad_buffer_bytes, req.moment_bytes)
-           + working_bytes(spec.sharding, reshard, 1.0, 0.0))
-    return per, 0.0 if not reshard else working_bytes(spec.sharding, reshard, 0.0, 1.0)
+    per = req.state_per_param(spec.sharding, dp) + req.working(spec.sharding, reshard, 1.0, 0.0)
+    return per, 0.0 if not reshard else req.working(spec.sharding, reshard, 0.0, 1.0)
 
 
 def expert_per_param_bytes(req: PlanRequest, spec: PlanSpec) -> float:
@@ -64,9 +61,8 @@ def expert_per_param_bytes(req: PlanRequest, spec: PlanSpec) -> float:
     expert data-parallel group rather than data parallelism."""
     ranks = req.layout(spec)
     reshard = reshards(spec.sharding, spec.pp, req.fsdp_reshard_after_forward)
-    return (state_bytes_per_param(spec.sharding, ranks.edp, req.grad_buffer_bytes,
-                                  req.moment_bytes)
-            + working_bytes(spec.sharding, reshard, 1.0, 0.0))
+    return (req.state_per_param(spec.sharding, ranks.edp)
+            + req.working(spec.sharding, reshard, 1.0, 0.0))
 
 
 def layer_state_bytes(table: CostTable, req: PlanRequest, spec: PlanSpec) -> list[float]:

@@ -137,6 +137,11 @@ class TrainingConfig(Strict):
         "are reduced over data parallelism (Megatron-LM --main-grads-dtype with "
         "--use-precision-aware-optimizer; default fp32)"
     )
+    main_params_dtype: Literal["fp32", "bf16"] | None = Field(
+        None, description="the optimizer's copy of the weights: fp32 master weights, or bf16 "
+        "where training keeps none (torchtitan training.dtype bfloat16, under FSDP: its "
+        "sharded weights); default fp32"
+    )
     exp_avg_dtype: Literal["fp32", "fp16", "bf16", "fp8"] | None = Field(
         None, description="Adam's first moment's width (Megatron-LM --exp-avg-dtype with "
         "--use-precision-aware-optimizer; default fp32)"

@@ -48,6 +48,20 @@ def test_state_bytes_per_parameter(sharding: Sharding, dp: int, expected: float)
     assert state_bytes_per_param(sharding, dp) == expected
 
 
+def test_fsdp_state_at_bf16_widths() -> None:
+    """torchtitan's training.dtype bfloat16: BF16 sharded weights (no FP32 copy),
+    gradients and Adam moments, 2 + 2 + 2 x 2 = 8 bytes over dp; mixed_precision_reduce
+    bfloat16 alone halves the sharded gradient: 4 + 2 + 8. The unsharded gradient copy
+    under a pipeline takes the reduce width too."""
+    assert state_bytes_per_param(Sharding.FSDP, 8, grad_bytes=2, moment_bytes=2,
+                                 fsdp_weight_bytes=2) == 8 / 8
+    assert state_bytes_per_param(Sharding.FSDP, 8, grad_bytes=2) == (4 + 2 + 8) / 8
+    assert working_bytes(Sharding.FSDP, False, 5000, 1000, reduce_bytes=2) == 5000 * (2 + 2)
+    assert working_bytes(Sharding.FSDP, True, 5000, 1000, reduce_bytes=2) == 1000 * (2 + 2 + 2 + 2)
+    # the fsdp weight width is FSDP's: ZeRO-1 keeps its fp32 master in the 12 bytes
+    assert state_bytes_per_param(Sharding.ZERO1, 4, fsdp_weight_bytes=2) == 2 + 4 + 12 / 4
+
+
 def test_working_copies() -> None:
     # ZeRO-3: two gathered bf16 blocks (in use + prefetched) and one bf16 gradient
     assert working_bytes(Sharding.ZERO3, True, 5000, 1000) == 1000 * (2 + 2 + 2)

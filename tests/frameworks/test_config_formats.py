@@ -336,6 +336,53 @@ def test_torchtitan_global_batch_over_local_times_dp_is_pipeline_runs(tmp_path: 
     assert cfg.global_batch == cfg.micro_batch_size * cfg.grad_accum_steps * cfg.dp
 
 
+def test_torchtitan_training_dtype_sets_the_state_widths(tmp_path: Path) -> None:
+    """job_config.py Training: dtype "bfloat16" keeps parameters, gradients and optimizer
+    state in BF16 with no FP32 copy; mixed_precision_reduce "bfloat16" the gradients
+    alone; both "float32" by default; another value is one clear error."""
+    cfg = read_config(titan(tmp_path)).config
+    assert (cfg.main_params_dtype, cfg.main_grads_dtype, cfg.exp_avg_dtype) == (None, None, None)
+    cfg = read_config(titan(tmp_path, extra_training='dtype = "bfloat16"')).config
+    assert (cfg.main_params_dtype, cfg.main_grads_dtype, cfg.exp_avg_dtype,
+            cfg.exp_avg_sq_dtype) == ("bf16", "bf16", "bf16", "bf16")
+    cfg = read_config(titan(tmp_path, extra_training='mixed_precision_reduce = "bfloat16"')).config
+    assert (cfg.main_params_dtype, cfg.main_grads_dtype, cfg.exp_avg_dtype) == (None, "bf16", None)
+    with pytest.raises(BadInput, match=r"training\.dtype is 'fp16'"):
+        read_config(titan(tmp_path, extra_training='dtype = "fp16"'))
+
+
+# torchtitan's own Llama 3 70B job on 8 B200s at 32,768 tokens (configs/llama3_70b-8xb200-
+# 32k.toml in pytorch/torchtitan): FSDP over 8, full checkpointing, full BF16 training
+B200_70B = """[model]
+name = "llama3"
+flavor = "70B"
+[training]
+local_batch_size = 1
+seq_len = 32768
+dtype = "{dtype}"
+mixed_precision_reduce = "{dtype}"
+[parallelism]
+data_parallel_shard_degree = 8
+[activation_checkpoint]
+mode = "full"
+[compile]
+enable = true
+"""
+
+
+def test_torchtitan_full_bf16_job_fits_as_it_ran(tmp_path: Path) -> None:
+    """At FP32 widths the state alone is (4 + 4 + 8) x 70.6e9 / 8 = 141 GB a GPU and the
+    job overflows a B200; in BF16 (8 bytes a parameter) it fits, as torchtitan runs it."""
+    from tests.check_json import check_file
+
+    code, found, doc = check_file(tmp_path / "bf16.toml", B200_70B.format(dtype="bfloat16"),
+                                  "--gpu", "b200")
+    assert code == 0 and "memory-overflow" not in found, doc["findings"]
+    code, found, _ = check_file(tmp_path / "fp32.toml", B200_70B.format(dtype="float32"),
+                                "--gpu", "b200")
+    assert code == 1 and found["memory-overflow"] == "error"
+
+
 def test_torchtitan_layers_per_stage_sets_virtual_stages(tmp_path: Path) -> None:
     path = titan(tmp_path, schedule="Interleaved1F1B",
                  extra_parallel="pipeline_parallel_layers_per_stage = 7")
