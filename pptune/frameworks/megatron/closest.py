@@ -77,7 +77,8 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
                                     " and Transformer Engine's cuDNN attention (its default "
                                     "backend on Hopper and later)"))
     plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=STATEABLE, notes=notes,
-                                        within=stateable_request(job.request, job.model))
+                                        within=stateable_request(job.request, job.model),
+                                        as_run=lambda p: _block_recompute(job, p, [])[0])
     if plan.recompute is Recompute.SELECTIVE:
         plan, exact = ex.full_recompute(job, plan, name=NAME, notes=notes), False
     moved = pp_last_with_cp(job, plan, rank=rank, notes=notes)
