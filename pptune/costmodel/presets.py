@@ -260,6 +260,13 @@ GPUS: dict[str, GpuSpec] = {
 }
 
 
+def host_gpus(spec: GpuSpec | None, domain: int) -> int:
+    """GPUs one host (one launcher node) runs of an NVLink domain of ``domain``: the GPU's
+    host where its domain spans hosts (a GB200 NVL72 compute tray: 4), else the domain."""
+    host = spec.gpus_per_host if spec is not None else None
+    return host if host is not None and host < domain else domain
+
+
 def _blackwell_ultra(base: GpuSpec, name: str, source: str,
                      fp4_peak_flops: float | None) -> GpuSpec:
     """A Blackwell Ultra part from the Blackwell part of the same system: its own 288 GB

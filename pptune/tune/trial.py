@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from pptune.costmodel.presets import host_gpus
 from pptune.errors import BadInput
 from pptune.schemas import Profile
 from pptune.tune import candidates as cands
@@ -107,9 +108,12 @@ def run(req: session.TuneRequest, say: session.Say, progress: TrialProgress) -> 
 
     launcher = None
     if req.launcher is not None and folder is not None:  # session.check: -o is given
-        # the node the search planned for (--gpus-per-node, else the GPU's NVLink domain)
-        launcher = Launcher(req.launcher, prepared.recommended.plan_request.gpus_per_node,
-                            folder / session.PROBE_FILE, req.run.device)
+        # the host of the node the search planned for (--gpus-per-node, else the GPU's
+        # NVLink domain; one compute tray where that domain spans hosts)
+        rec = prepared.recommended
+        host = host_gpus(rec.costs.gpu if rec.costs is not None else None,
+                         rec.plan_request.gpus_per_node)
+        launcher = Launcher(req.launcher, host, folder / session.PROBE_FILE, req.run.device)
 
     def trial(c: cands.Candidate) -> Trial:
         if launcher is not None:

@@ -39,6 +39,17 @@ def test_the_cited_matmul_fractions() -> None:
     assert g["h800"].nvlink_bytes_per_s == 200e9  # 400 GB/s bidirectional
 
 
+def test_a_host_of_an_nvlink_domain() -> None:
+    """A GB200 or GB300 NVL72 domain of 72 GPUs spans compute trays of 4 (MLCommons
+    GB200-NVL72 system description): a launcher node runs 4; a DGX node is its domain,
+    and a domain given smaller than a tray is its own host."""
+    g = presets.GPUS
+    assert (g["gb200"].gpus_per_host, g["gb300"].gpus_per_host) == (4, 4)
+    assert presets.host_gpus(g["gb200"], 72) == presets.host_gpus(g["gb300"], 72) == 4
+    assert presets.host_gpus(g["gb200"], 2) == 2
+    assert presets.host_gpus(g["h100-sxm"], 8) == presets.host_gpus(None, 8) == 8
+
+
 def test_blackwell_ultra_presets_are_the_datasheets_per_gpu() -> None:
     g = presets.GPUS
     # GB300 NVL72: BF16 360 and FP8 720 PFLOPS with sparsity over 72 GPUs, 576 TB/s HBM

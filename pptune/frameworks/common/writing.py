@@ -8,7 +8,7 @@ environment.
 
 from __future__ import annotations
 
-from pptune.costmodel.presets import GPUS
+from pptune.costmodel.presets import GPUS, host_gpus
 from pptune.costmodel.search import Plan
 from pptune.frameworks.common.adapter import Job
 from pptune.report.fmt import fmt_microbatches, fmt_pct, fmt_seconds, fmt_sizes
@@ -24,21 +24,20 @@ def launch_shape(gpus: int, gpus_per_node: int) -> tuple[int, int]:
     return nodes, gpus // nodes
 
 
+def _host(job: Job) -> int:
+    return host_gpus(GPUS.get(str(job.device)), job.request.gpus_per_node)
+
+
 def domain_spans_hosts(job: Job) -> bool:
     """Whether the job's NVLink domain spans hosts (a GB200 NVL72: 72 GPUs, four to a
     compute tray), so that the hosts a launch names leave the domain as priced."""
-    spec = GPUS.get(str(job.device))
-    host = spec.gpus_per_host if spec is not None else None
-    return host is not None and host < job.request.gpus_per_node
+    return _host(job) < job.request.gpus_per_node
 
 
 def plan_launch(plan: Plan, job: Job) -> tuple[int, int]:
     """(nodes, processes per node) the plan's files launch: nodes of the NVLink domain,
     or of one host where the domain spans hosts."""
-    spec = GPUS.get(str(job.device))
-    per_host = (spec.gpus_per_host if spec is not None and domain_spans_hosts(job)
-                else None)
-    return launch_shape(plan.world, per_host or job.request.gpus_per_node)
+    return launch_shape(plan.world, _host(job))
 
 
 def node_size(plan: Plan, job: Job) -> int:
