@@ -336,6 +336,18 @@ def test_torchtitan_global_batch_over_local_times_dp_is_pipeline_runs(tmp_path: 
     assert cfg.global_batch == cfg.micro_batch_size * cfg.grad_accum_steps * cfg.dp
 
 
+def test_torchtitan_llama3_405b_flavor_is_the_405b_preset(tmp_path: Path) -> None:
+    """torchtitan's llama3 405B (dim 16384, 126 layers, FFN 1.2 x 8/3 x 16384 rounded up to
+    4096 = 53248) is Llama 3.1 405B: read as that preset, and written back as it."""
+    from pptune.costmodel.models import MODELS
+    from pptune.frameworks.torchtitan.reader import flavor_of
+
+    assert read_config(titan(tmp_path, flavor="405B")).config.model == "llama3.1-405b"
+    m = MODELS["llama3.1-405b"]
+    assert (m.hidden, m.num_blocks, m.ffn) == (16384, 126, 53248)
+    assert flavor_of("llama3.1-405b") == ("llama3", "405B")
+
+
 def test_torchtitan_training_dtype_sets_the_state_widths(tmp_path: Path) -> None:
     """job_config.py Training: dtype "bfloat16" keeps parameters, gradients and optimizer
     state in BF16 with no FP32 copy; mixed_precision_reduce "bfloat16" the gradients

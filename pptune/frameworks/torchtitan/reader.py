@@ -49,7 +49,10 @@ from pptune.schemas import TrainingConfig
 
 # pptune preset -> torchtitan's ([model] name, flavor) (torchtitan 0.2.2 torchtitan/models:
 # llama3, qwen3, deepseek_v3, gpt_oss and their flavors of these shapes)
+# torchtitan's llama3 405B (dim 16384, 126 layers, 128 / 8 heads, FFN 1.2 x 8/3 x dim rounded
+# up to 4096: 53248) is Llama 3.1 405B's shape
 FLAVORS = {"llama3-8b": ("llama3", "8B"), "llama3-70b": ("llama3", "70B"),
+           "llama3.1-405b": ("llama3", "405B"),
            "qwen3-30b-a3b": ("qwen3", "30B-A3B"), "qwen3-235b-a22b": ("qwen3", "235B-A22B"),
            "deepseek-v3": ("deepseek_v3", "671B"), "gpt-oss-120b": ("gpt_oss", "120b")}
 # torchtitan's deepseek_v3 has no multi-token-prediction module (models/deepseek_v3/model)
