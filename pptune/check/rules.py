@@ -279,7 +279,8 @@ def _predict(
     n_blocks, _ = table_blocks(table)
     if not layout_fits(cfg, table, add):
         return
-    if cfg.pipeline_layout is None and n_blocks < n_stages:  # a layout may state empty stages
+    # a layout or a stated split may leave a stage its embedding or head alone
+    if cfg.pipeline_layout is None and cfg.stage_layers is None and n_blocks < n_stages:
         add("too-few-layers", "error",
             f"{n_blocks} layers cannot fill {n_stages} stages", stages=n_stages)
         return

@@ -63,6 +63,18 @@ def test_explicit_split_must_cover_the_layers() -> None:
     assert "split-mismatch" not in found
 
 
+def test_a_stated_split_may_leave_the_embedding_or_head_a_stage_alone() -> None:
+    """Llama 3 8B's 32 blocks over pp 4 x v 9 = 36 chunks: no even split of blocks fills
+    them (too-few-layers), but a stated split whose first and last chunks hold only the
+    embedding and the head, as recommend plans them (Megatron-LM's account-for flags,
+    torchtitan's layers per stage of 1), is checked and predicted."""
+    interleaved = {**BASE, "schedule": "interleaved-1f1b", "virtual_stages": 9,
+                   "global_batch": 64}
+    assert ids(interleaved)["too-few-layers"] == "error"
+    found = ids({**interleaved, "stage_layers": [0, *[1] * 32, 0, 0, 0]})
+    assert "too-few-layers" not in found and found["bubble-ok"] == "info", found
+
+
 def test_memory_overflow_names_the_rank() -> None:
     report = check(TrainingConfig.model_validate({**BASE, "pp": 1, "gpus": 4, "global_batch": 64,
                                                   "micro_batch_size": 8}), Path("."))
