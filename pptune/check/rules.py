@@ -367,8 +367,11 @@ def _predict(
     if not opts.compare_best:
         return
     max_slow = opts.max_slowdown if opts.max_slowdown is not None else cfg.limits.max_slowdown
+    # a file that states counts per stage (pptune's) is compared with the search's own fits
+    counted = cfg.recompute_layers_per_stage is not None
     best_req = stateable_request(cfg, dataclasses.replace(
-        req, micro_batch_sizes=tuple(sorted(table.by_mb)), top=1))
+        req, micro_batch_sizes=tuple(sorted(table.by_mb)), top=1, recomputes=(
+            Recompute.FULL, Recompute.NONE) if counted else req.recomputes))
     res = search(table, best_req)
     if not res.plans:
         return

@@ -200,3 +200,20 @@ def test_torchtitan_plans_deepseek_v3_without_its_mtp_layer(tmp_path: Path) -> N
     same_prediction(out, doc)
     assert doc["warnings"] == 0
     assert doc["derived"]["slowdown_vs_best"] == pytest.approx(1.0, abs=1e-9)
+
+
+def test_a_file_with_counts_per_stage_is_compared_with_fitted_counts(tmp_path: Path) -> None:
+    """pptune's file states blocks recomputed per stage; check-config's best plan is then
+    searched with counts fitted per stage too, so the file's own plan is among those it
+    is compared with (slowdown >= 1: 1.11 here, the search's micro-batches of 1 on other
+    pipeline depths beating the pp 4, micro-batch 2 the request pinned), where the best
+    had been searched recomputing every block or none and came out slower than the
+    file (0.89)."""
+    run = recommend(PER_STAGE)
+    out = emit(Framework.PPTUNE, run)
+    assert out.plan.recompute_layers is not None and out.exact
+    write(out, tmp_path)
+    r = runner.invoke(app, ["check-config", str(tmp_path / "pptune.yaml"), "--output", "json"])
+    assert r.exit_code == 0, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["derived"]["slowdown_vs_best"] == pytest.approx(1.0, abs=1e-9)
