@@ -58,6 +58,7 @@ MEGATRON_FLAGS = {
     "--use-precision-aware-optimizer", "--main-grads-dtype", "--exp-avg-dtype",
     "--exp-avg-sq-dtype",
     "--cuda-graph-impl", "--enable-cuda-graph", "--external-cuda-graph",
+    "--grad-reduce-in-bf16",
 }
 MEGATRON_FLAGS |= set(MOE_VALUE_FLAGS) | set(MOE_BOOL_FLAGS) | {
     "--moe-router-num-groups", "--moe-router-group-topk"}  # group-limited routing, ignored

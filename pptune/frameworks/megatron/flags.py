@@ -44,7 +44,7 @@ VALUE_FLAGS: tuple[str, ...] = (
     "--hierarchical-context-parallel-sizes",
     "--fp8-format",
     "--fp8-recipe",
-    # the precision-aware optimizer's state widths (reader._optimizer_dtypes)
+    # the precision-aware optimizer's state widths (widths.read_widths)
     "--main-grads-dtype",
     "--exp-avg-dtype",
     "--exp-avg-sq-dtype",
@@ -73,6 +73,7 @@ BOOL_FLAGS: tuple[str, ...] = (
     "--overlap-moe-expert-parallel-comm",
     "--fp8-param-gather",
     "--use-precision-aware-optimizer",
+    "--grad-reduce-in-bf16",  # the gradient buffer in BF16 (widths.read_widths)
     "--cross-entropy-loss-fusion",
     "--no-bias-swiglu-fusion",
 )

@@ -46,6 +46,7 @@ from pptune.frameworks.megatron.flags import (
 )
 from pptune.frameworks.megatron.moe import read_moe
 from pptune.frameworks.megatron.pipeline import environment, pipeline
+from pptune.frameworks.megatron.widths import read_widths
 from pptune.schemas import TrainingConfig
 
 _ENTRY = re.compile(r"(?:.*/)?pretrain_\w*\.py")
@@ -144,7 +145,7 @@ def _fields(r: FlagReader, launcher: Flagged, env: Mapping[str, str]) -> dict[st
     }
     fields["recompute"], fields["recompute_block_layers"] = _recompute(r)
     fields["recompute_modules"] = _modules(r, fields["recompute"])
-    _optimizer_dtypes(r, fields)
+    read_widths(r, fields)
     micro = r.number("--micro-batch-size")
     if micro is None:
         raise ctx.bad("--micro-batch-size is missing or unresolved; expected "
@@ -288,36 +289,6 @@ def _recompute(r: FlagReader) -> tuple[str | None, int | None]:
         return (None if r.flags.has("--recompute-granularity") else "none"), None
     block = count if granularity == "full" and method == "block" else None
     return granularity, block
-
-
-OPTIMIZER_DTYPES = {"--main-grads-dtype": ("main_grads_dtype", ("fp32", "bf16")),
-                    "--exp-avg-dtype": ("exp_avg_dtype", ("fp32", "fp16", "bf16", "fp8")),
-                    "--exp-avg-sq-dtype": ("exp_avg_sq_dtype", ("fp32", "fp16", "bf16", "fp8"))}
-
-
-def _optimizer_dtypes(r: FlagReader, fields: dict[str, Any]) -> None:
-    """--use-precision-aware-optimizer's state widths (megatron-core OptimizerConfig
-    __post_init__: only with the distributed optimizer; without it every width must
-    stay fp32). Master weights are priced at fp32 (its remainder storage is not)."""
-    where = "(megatron-core megatron/core/optimizer/optimizer_config.py __post_init__)"
-    aware = r.flags.has("--use-precision-aware-optimizer")
-    if aware and not r.flags.has("--use-distributed-optimizer"):
-        r.ctx.refuse("megatron-precision-aware-optimizer",
-                     "--use-precision-aware-optimizer without --use-distributed-optimizer: "
-                     "megatron-core asserts '--use-precision-aware-optimizer only supported "
-                     f"with distributed optimizer' {where}; add --use-distributed-optimizer")
-    for flag, (key, choices) in OPTIMIZER_DTYPES.items():
-        value = r.text(flag)
-        if value is None:
-            continue
-        if value not in choices:
-            raise r.ctx.bad(f"{flag} is {value[:40]!r}; expected one of {', '.join(choices)}")
-        if not aware and value != "fp32":
-            r.ctx.refuse("megatron-precision-aware-optimizer",
-                         f"{flag} {value} without --use-precision-aware-optimizer: megatron-core "
-                         f"asserts '{key} can only be fp32 when not using precision-aware "
-                         f"optimizer' {where}; add --use-precision-aware-optimizer")
-        fields[key] = value
 
 
 # megatron-core's --recompute-modules choices (TransformerConfig.__post_init__ asserts them)
