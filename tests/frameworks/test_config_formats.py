@@ -527,3 +527,18 @@ def test_megatron_no_bias_swiglu_fusion_is_the_eager_swiglu(tmp_path: Path) -> N
     path.write_text(text.replace("--swiglu", "--swiglu --no-bias-swiglu-fusion", 1))
     assert read_config(path).config.swiglu == "eager"
     assert read_config(DATA / "megatron_llama3_8b.sh").config.swiglu == "fused"
+
+
+@pytest.mark.parametrize(("section", "says"), [
+    (["x"], "pptune is ['x'] (a list); expected a mapping"),
+    ({"model": 5}, "pptune.model is 5"),
+    ({"seq_len": "8k"}, "pptune.seq_len is '8k'"),
+    ({"gpu": "h900"}, "pptune.gpu is 'h900'; expected one of"),
+    ({"hf_config": ""}, "pptune.hf_config is ''"),
+])
+def test_deepspeed_pptune_key_refuses_bad_values(tmp_path: Path, section: object,
+                                                 says: str) -> None:
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({"train_batch_size": 8, "pptune": section}))
+    with pytest.raises(BadInput, match=re.escape(says)):
+        read_config(path, gpus=8)

@@ -174,8 +174,11 @@ def _pptune_section(ctx: Ctx, section: Any) -> dict[str, Any]:
     """What ``"pptune"`` (a key DeepSpeed ignores) states: the attention kernel, and the
     model preset, sequence length and GPU preset ``recommend --emit deepspeed`` planned
     for, which DeepSpeed's own keys do not hold."""
+    if section is not None and not isinstance(section, dict):
+        raise ctx.bad(f"pptune is {show(section)}; expected a mapping such as "
+                      '{"attention": "flash", "model": "llama3-8b"}')
     fields: dict[str, Any] = {"attention": _attention(ctx, section)}
-    if not isinstance(section, dict):
+    if section is None:
         return fields
     model = section.get("model")
     if model is not None:
