@@ -530,7 +530,7 @@ def test_megatron_no_bias_swiglu_fusion_is_the_eager_swiglu(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize(("section", "says"), [
-    (["x"], "pptune is ['x'] (a list); expected a mapping"),
+    (["x"], "pptune is ['x']; expected a mapping"),
     ({"model": 5}, "pptune.model is 5"),
     ({"seq_len": "8k"}, "pptune.seq_len is '8k'"),
     ({"gpu": "h900"}, "pptune.gpu is 'h900'; expected one of"),
