@@ -343,8 +343,10 @@ def no_plan_message(run: RecommendRun) -> str:
     counts = ", ".join(f"{k} {n}" for k, n in sorted(rej.items(), key=lambda kv: -kv[1]))
     hints = []
     if rej.get("out_of_memory"):
-        hints.append("more GPUs, --tp 2/4/8, --sharding zero1,fsdp, --recompute full or smaller "
-                     "--micro-batch-sizes")
+        gpus = run.plan_request.gpus
+        tps = "/".join(str(t) for t in (2, 4, 8) if t <= gpus and gpus % t == 0)
+        hints.append("more GPUs, " + (f"--tp {tps}, " if tps else "")
+                     + "--sharding zero1,fsdp, --recompute full or smaller --micro-batch-sizes")
     if rej.get("batch_not_divisible"):
         hints.append(
             f"a --global-batch divisible by micro-batch size x dp (now {run.global_batch})"
@@ -355,6 +357,7 @@ def no_plan_message(run: RecommendRun) -> str:
     if rej.get("microbatches_less_than_pp") or rej.get("microbatches_not_multiple_of_pp"):
         hints.append("a larger --global-batch so that micro-batches >= pipeline depth")
     return (
-        f"no feasible plan for {run.plan_request.gpus} GPUs ({counts or 'no candidates'}); "
+        f"no feasible plan for {run.plan_request.gpus} GPU"
+        f"{'s' if run.plan_request.gpus != 1 else ''} ({counts or 'no candidates'}); "
         f"try {'; or '.join(hints) or 'different flags'}"
     )

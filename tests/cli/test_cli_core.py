@@ -169,6 +169,10 @@ def test_recommend_picks_up_profile_in_working_directory(
           "--tp", "1"], 1,
          "no feasible plan"),
         (["--gpus", "2", "--model", "gpt3-175b", "--gpu", "a100-80gb"], 1, "out_of_memory"),
+        # one GPU: no tensor parallelism to suggest
+        (["--gpus", "1"], 1, "no feasible plan for 1 GPU (schedule_needs_pp_2 96, "
+         "out_of_memory 12); try more GPUs, --sharding"),
+        (["--gpus", "6", "--model", "llama3-70b"], 1, "try more GPUs, --tp 2, --sharding"),
         (["--gpus", "8", "--sharding", "zero9"], 2, "--sharding takes a comma list"),
         (["--gpus", "8", "--sharding", "zero2", "--sharded-optimizer"], 2, "--sharded-optimizer"),
         (["--gpus", "8", "--global-batch", "99999999"], 1, "too_large_to_simulate"),
