@@ -266,8 +266,6 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
     return report
 
 
-
-
 def _predict(
     cfg: TrainingConfig, table: CostTable, key: CostKey, opts: CheckOptions,
     report: CheckReport, add: Any,

@@ -128,9 +128,8 @@ def state_bytes_per_param(sharding: Sharding, dp: int, grad_bytes: float | None 
     if grad_bytes is not None and sharding in (Sharding.NONE, Sharding.ZERO1):
         out = out - MEGATRON_GRAD_BYTES + grad_bytes
     if sharding is Sharding.FSDP:
-        out += (fsdp_weight_bytes - FSDP_WEIGHT_BYTES
-                + (FSDP_REDUCE_BYTES if grad_bytes is None else grad_bytes) - FSDP_REDUCE_BYTES
-                ) / dp
+        grad = FSDP_REDUCE_BYTES if grad_bytes is None else grad_bytes
+        out += (fsdp_weight_bytes - FSDP_WEIGHT_BYTES + grad - FSDP_REDUCE_BYTES) / dp
     if moment_bytes != FP32_MOMENT_BYTES:
         out -= 2 * (FP32_MOMENT_BYTES - moment_bytes) / (1 if sharding is Sharding.NONE else dp)
     return out

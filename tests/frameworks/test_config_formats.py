@@ -534,6 +534,7 @@ def test_megatron_no_bias_swiglu_fusion_is_the_eager_swiglu(tmp_path: Path) -> N
     ({"model": 5}, "pptune.model is 5"),
     ({"seq_len": "8k"}, "pptune.seq_len is '8k'"),
     ({"gpu": "h900"}, "pptune.gpu is 'h900'; expected one of"),
+    ({"gpu": ["h100-sxm"]}, "pptune.gpu is ['h100-sxm']; expected one of"),
     ({"hf_config": ""}, "pptune.hf_config is ''"),
 ])
 def test_deepspeed_pptune_key_refuses_bad_values(tmp_path: Path, section: object,

@@ -194,7 +194,7 @@ def _pptune_section(ctx: Ctx, section: Any) -> dict[str, Any]:
         fields["hf_config"] = hf
     gpu = section.get("gpu")
     if gpu is not None:
-        if gpu not in GPUS:
+        if not isinstance(gpu, str) or gpu not in GPUS:
             raise ctx.bad(f"pptune.gpu is {show(gpu)}; expected one of {', '.join(GPUS)}")
         fields["gpu"] = gpu
     if section.get("seq_len") is not None:
