@@ -29,14 +29,17 @@ def presets_tables() -> list[Table]:
             m.source,
         )
     gpus = Table(title="GPU presets (--gpu)", title_justify="left")
-    for col in ["name", "bf16 TFLOP/s", "memory", "HBM GB/s", "NVLink GB/s", "IB GB/s", "source"]:
+    for col in ["name", "bf16 TFLOP/s", "memory", "HBM GB/s", "NVLink GB/s", "IB GB/s",
+                "NVLink domain", "source"]:
         gpus.add_column(col, justify="left" if col in ("name", "source") else "right",
                         overflow="fold" if col == "source" else "ellipsis")
     for g in presets.GPUS.values():
         gpus.add_row(
             g.name, f"{g.peak_flops / 1e12:.0f}", fmt_bytes(g.memory_bytes),
             f"{g.hbm_bytes_per_s / 1e9:.0f}", f"{g.nvlink_bytes_per_s / 1e9:.0f}",
-            f"{g.ib_bytes_per_s / 1e9:.0f}", g.source,
+            f"{g.ib_bytes_per_s / 1e9:.0f}",
+            f"{g.gpus_per_node}" + (f" ({g.gpus_per_host} a host)" if g.gpus_per_host else ""),
+            g.source,
         )
     return [models, gpus]
 
