@@ -118,7 +118,8 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
                            moe_imbalance=experts.imbalance)
         found = find(opts, Mode.CHECK, sizes=sizes, table_tp=cfg.tp * cfg.cp,
                      profile=given if given is not None else path, shape=shape,
-                     experts=experts, recompute_modules=priced_modules(cfg, add, moe), gpus=gpus)
+                     experts=experts, recompute_modules=priced_modules(cfg, add, moe), gpus=gpus,
+                     gpus_per_node=cfg.gpus_per_node)
     except PptuneError as exc:
         add("costs-unavailable", "error", f"cannot build costs: {exc}")
         return None, "none", folded, None

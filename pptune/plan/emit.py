@@ -86,7 +86,7 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitte
         if where is not chosen:
             nodes, per_node = plan_launch(chosen, stated.job)
             notes.append(
-                f"launched as {nodes} nodes x {per_node} GPUs (torchrun runs the same number "
+                f"launched as {nodes} nodes x {per_node} GPUs (the launcher runs the same number "
                 f"of ranks on every node); predicted for that placement: step "
                 f"{fmt_seconds(where.step_time_s)} (plan: {fmt_seconds(chosen.step_time_s)})")
             chosen = where

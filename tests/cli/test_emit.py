@@ -343,7 +343,7 @@ def test_deepspeed_file_states_the_model_sequence_and_gpu_it_was_planned_for(
     write(out, tmp_path)
     stated = json.loads((tmp_path / "ds_config.json").read_text())["pptune"]
     assert stated == {"attention": "flash", "model": "llama3-8b", "seq_len": 32768,
-                      "gpu": "h100-sxm"}
+                      "gpu": "h100-sxm", "gpus_per_node": 8}
     doc = check_json(tmp_path / "ds_config.json", "--gpus", "64")
     assert doc["exit_code"] == 0 and doc["warnings"] == 0, doc["findings"]
     assert doc["config"]["seq_len"] == 32768 and doc["config"]["gpu"] == "h100-sxm"
@@ -404,4 +404,37 @@ def test_fallback_may_take_another_micro_batch_size(tmp_path: Path) -> None:
     write(out, tmp_path)
     doc = check_json(tmp_path / "pretrain_megatron.sh", "--gpu", "h100-sxm")
     assert doc["warnings"] == 0, doc["findings"]
+    assert doc["derived"]["step_time_s"] == pytest.approx(out.plan.step_time_s, rel=1e-9)
+
+
+def test_files_for_four_gpu_nodes_are_checked_on_four_gpu_nodes(tmp_path: Path) -> None:
+    """Llama 3 70B on 48 H100s in nodes of 4 (--gpus-per-node 4): the plan's tp 2 x cp 4
+    spans two nodes. check-config prices the analytic costs' collectives on the node the
+    file states (--nproc_per_node 4, gpus_per_node: 4), as recommend planned them; it had
+    priced them on the GPU's 8-GPU node (68.5 s for a 70.1 s Megatron-LM step)."""
+    from pptune.plan.emit import write
+
+    run = recommend(RecommendSpec.of(gpus=48, model="llama3-70b", gpu="h100-sxm",
+                                     gpus_per_node=4, top=1))
+    for framework, name in ((Framework.MEGATRON, "pretrain_megatron.sh"),
+                            (Framework.PPTUNE, "pptune.yaml")):
+        out = emit(framework, run)
+        write(out, tmp_path / framework.value)
+        doc = check_json(tmp_path / framework.value / name, "--gpu", "h100-sxm")
+        assert doc["config"]["gpus_per_node"] == 4
+        assert doc["derived"]["step_time_s"] == pytest.approx(out.plan.step_time_s, rel=1e-9)
+
+
+def test_a_deepspeed_file_states_the_node_shape_it_launches(tmp_path: Path) -> None:
+    """Llama 3 8B on 12 H100s launches 2 nodes x 6 GPUs: the DeepSpeed file states 6 under
+    "pptune" and its prediction is for that placement, which check-config repeats."""
+    from pptune.plan.emit import write
+
+    run = recommend(RecommendSpec.of(gpus=12, model="llama3-8b", gpu="h100-sxm", top=1))
+    out = emit("deepspeed", run)
+    assert any("launched as 2 nodes x 6 GPUs" in n for n in out.notes)
+    write(out, tmp_path)
+    assert json.loads((tmp_path / "ds_config.json").read_text())["pptune"]["gpus_per_node"] == 6
+    assert "--num_nodes 2 --num_gpus 6" in (tmp_path / "ds_partition.txt").read_text()
+    doc = check_json(tmp_path / "ds_config.json", "--gpus", "12")
     assert doc["derived"]["step_time_s"] == pytest.approx(out.plan.step_time_s, rel=1e-9)

@@ -172,8 +172,8 @@ def _partition(ctx: Ctx, section: Any) -> str:
 
 def _pptune_section(ctx: Ctx, section: Any) -> dict[str, Any]:
     """What ``"pptune"`` (a key DeepSpeed ignores) states: the attention kernel, and the
-    model preset, sequence length and GPU preset ``recommend --emit deepspeed`` planned
-    for, which DeepSpeed's own keys do not hold."""
+    model preset, sequence length, GPU preset and NVLink domain (``gpus_per_node``)
+    ``recommend --emit deepspeed`` planned for, which DeepSpeed's own keys do not hold."""
     if section is not None and not isinstance(section, dict):
         raise ctx.bad(f"pptune is {show(section)}; expected a mapping such as "
                       '{"attention": "flash", "model": "llama3-8b"}')
@@ -200,6 +200,9 @@ def _pptune_section(ctx: Ctx, section: Any) -> dict[str, Any]:
     if section.get("seq_len") is not None:
         fields["seq_len"] = whole(ctx, "pptune.seq_len", section["seq_len"],
                                   maximum=MAX_SEQ_LEN)
+    if section.get("gpus_per_node") is not None:
+        fields["gpus_per_node"] = whole(ctx, "pptune.gpus_per_node", section["gpus_per_node"],
+                                        maximum=MAX_DEVICES)
     return fields
 
 

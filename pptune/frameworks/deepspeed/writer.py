@@ -17,7 +17,7 @@ from pptune.costmodel.partition import stage_bounds
 from pptune.costmodel.presets import GPUS
 from pptune.costmodel.search import Recompute
 from pptune.frameworks.common.adapter import Stated
-from pptune.frameworks.common.writing import header, plan_launch
+from pptune.frameworks.common.writing import header, node_size, plan_launch
 from pptune.frameworks.deepspeed.engine import ZERO_STAGE, stated_overlap_comm
 from pptune.frameworks.deepspeed.partition import DEEPSPEED
 
@@ -48,13 +48,14 @@ def write(stated: Stated, method: str) -> dict[str, str]:
     if plan.ep > 1:  # DeepSpeed AutoEP (experts.py)
         ds["expert_parallel"] = {"enabled": True, "autoep_size": plan.ep,
                                  "expert_tensor_parallel_size": plan.etp}
-    # for pptune check-config: the model code's kernel, and the preset, sequence length
-    # and GPU the plan was made for (DeepSpeed's keys state none of them)
+    # for pptune check-config: the model code's kernel, and the preset, sequence length,
+    # GPU and NVLink domain the plan was made for (DeepSpeed's keys state none of them)
     ds["pptune"] = {**({"attention": job.attention} if job.attention else {}),
                     **({"model": job.model} if str(job.model) in MODELS else
                        {"hf_config": job.hf_config} if job.hf_config is not None else {}),
                     "seq_len": job.table.seq_len,
-                    **({"gpu": job.device} if str(job.device) in GPUS else {})}
+                    **({"gpu": job.device} if str(job.device) in GPUS else {}),
+                    "gpus_per_node": node_size(plan, job)}
     bounds = [0] + [e for _s, e in stage_bounds(plan.stage_layers)]
     names = job.layer_names
     nodes, per_node = plan_launch(plan, job)
