@@ -45,6 +45,9 @@ def check_config(
     pp: int | None = typer.Option(None, "--pp", help="pipeline size when the file lacks it"),
     gpus: int | None = typer.Option(None, "--gpus", help="GPU count when the file lacks it"),
     tp: int | None = typer.Option(None, "--tp", help="tensor-parallel size when the file lacks it"),
+    gpus_per_node: int | None = typer.Option(
+        None, "--gpus-per-node",
+        help="GPUs per node (NVLink domain) when the file lacks it [default: the GPU's]"),
     costs: CostOptions,
     max_bubble: float | None = typer.Option(None, "--max-bubble", help="bubble-rate limit (default 0.25 or the file's)"),
     max_slowdown: float | None = typer.Option(None, "--max-slowdown", help="step time limit vs the best plan (default 1.10)"),
@@ -67,8 +70,9 @@ def check_config(
     if output not in ("text", "json", "github"):
         raise BadInput(f"--output must be text, json or github (got {output!r})")
     try:
-        report, read = _run(config, format_in, pp, gpus, tp, framework_version or [], max_bubble,
-                            max_slowdown, CheckFlags(costs, not no_compare, strict))
+        report, read = _run(config, format_in, (pp, gpus, tp, gpus_per_node),
+                            framework_version or [], max_bubble, max_slowdown,
+                            CheckFlags(costs, not no_compare, strict))
     except PptuneError as exc:
         if output == "github":  # a CI job shows an annotation, never nothing
             from pptune.check.render import github_error
@@ -94,22 +98,26 @@ class CheckFlags(NamedTuple):
     strict: bool
 
 
-def _run(config: Path, format_in: str | None, pp: int | None, gpus: int | None,
-         tp: int | None, versions: list[str], max_bubble: float | None,
-         max_slowdown: float | None, flags: CheckFlags) -> tuple[Any, Any]:
+def _run(config: Path, format_in: str | None,
+         sizes: tuple[int | None, int | None, int | None, int | None], versions: list[str],
+         max_bubble: float | None, max_slowdown: float | None,
+         flags: CheckFlags) -> tuple[Any, Any]:
+    pp, gpus, tp, gpus_per_node = sizes  # --pp, --gpus, --tp, --gpus-per-node
     found = limits.problems(*(
         limits.problem(flag, value, lo, hi, capped=flag != "--max-bubble")
         for flag, value, lo, hi in (
             ("--max-bubble", max_bubble, 0, 1), ("--max-slowdown", max_slowdown, 1, 1e6),
             ("--pp", pp, 1, limits.MAX_GPUS), ("--gpus", gpus, 1, limits.MAX_GPUS),
-            ("--tp", tp, 1, limits.MAX_TP)) if value is not None
+            ("--tp", tp, 1, limits.MAX_TP),
+            ("--gpus-per-node", gpus_per_node, 1, limits.MAX_GPUS)) if value is not None
     ))
     if found:
         raise BadInput("; ".join(found))
     from pptune.check.rules import CheckOptions, check
     from pptune.frameworks.read import read_config
 
-    read = read_config(config, format_in, pp=pp, gpus=gpus, tp=tp, framework_versions=versions)
+    read = read_config(config, format_in, pp=pp, gpus=gpus, tp=tp, framework_versions=versions,
+                       gpus_per_node=gpus_per_node)
     costs = flags.costs
     if costs.profile is not None:  # the command line's path is the working folder's
         costs = replace(costs, profile=Path.cwd() / costs.profile)

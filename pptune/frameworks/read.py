@@ -57,6 +57,7 @@ def read_config(
     gpus: int | None = None,
     tp: int | None = None,
     framework_versions: list[str] | None = None,
+    gpus_per_node: int | None = None,
 ) -> ReadResult:
     """Read a training config; BadInput (one line, naming the file) on any problem.
 
@@ -75,7 +76,7 @@ def read_config(
     """
     path = Path(path)
     wanted = _format(format_in)
-    ctx = Ctx(name=str(path), flags=check_flags(pp, gpus, tp))
+    ctx = Ctx(name=str(path), flags=check_flags(pp, gpus, tp, gpus_per_node))
     text = read_text(path)
     fmt, data = (wanted, ADAPTERS[wanted].parse(text, path)) if wanted else _detect(text, path)
     adapter = ADAPTERS[fmt]

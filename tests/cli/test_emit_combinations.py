@@ -30,26 +30,12 @@ SCHEDULES = ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv", "dualpipe", "d
 # pipeline plans hold these shardings (ZeRO-2/3 only without a pipeline)
 SHARDINGS = ["none", "zero1", "fsdp"]
 RECOMPUTES = ["none", "selective", "full"]
-# Known round-trip gaps (found by this test, not yet mended): a torchtitan TOML does not
-# carry the node shape, so check-config predicts 8 GPUs per node where the plan was made
-# for 2 (the multi-node cases). Each is listed so the gap stays visible.
-KNOWN_GAPS = frozenset({
-    "gpipe-none-none-flash-True-True",
-    "gpipe-fsdp-selective-eager-False-True",
-    "1f1b-zero1-full-flash-False-True",
-    "interleaved-1f1b-zero1-none-eager-False-True",
-    "zb-h1-none-selective-flash-False-True",
-    "zb-h1-fsdp-full-eager-True-True",
-    "zbv-fsdp-none-flash-False-True",
-    "dualpipe-zero1-selective-eager-False-True",
-    "dualpipev-none-full-flash-False-True",
-})
+# A torchtitan TOML does not carry the node shape (torchrun's --nproc_per_node does):
+# check-config takes it from --gpus-per-node for the multi-node cases (plans made for 2).
 CASES = [
     # schedule x sharding x recompute, attention alternating; tensor parallelism with
     # sequence parallelism and 2 GPUs per node on a few
-    pytest.param(
-        *case, marks=[pytest.mark.xfail(reason="known round-trip gap, see KNOWN_GAPS")]
-        if "-".join(str(x) for x in case) in KNOWN_GAPS else [])
+    pytest.param(*case)
     for case in (
         (sched, shard, rc, "eager" if i % 2 else "flash", i % 5 == 0, i % 7 == 0)
         for i, (sched, shard, rc) in enumerate(
@@ -80,7 +66,10 @@ def test_every_setting_round_trips(sched: str, shard: str, rc: str, attention: s
         out = emit(framework, run)
         folder = tmp_path / framework.value
         write(out, folder)
-        r = runner.invoke(app, ["check-config", str(folder / name), "--output", "json", *extra])
+        node = (["--gpus-per-node", "2"] if multi_node and framework is Framework.TORCHTITAN
+                else [])
+        r = runner.invoke(app, ["check-config", str(folder / name), "--output", "json", *extra,
+                                *node])
         doc = json.loads(r.stdout)
         where = f"{framework.value} {sched}/{shard}/{rc}/{attention} tp2={tp2}: {out.notes}"
         assert doc["exit_code"] in (0, 1), where

@@ -24,17 +24,19 @@ from pptune.schemas import Limits, TrainingConfig
 MAX_DEVICES = 1 << 20
 MAX_COUNT = 2**31 - 1
 
-FLAG_KEYS = ("pp", "gpus", "tp")
+FLAG_KEYS = ("pp", "gpus", "tp", "gpus_per_node")
 MAX_ERRORS = 6  # problems listed in one message; the rest are counted
 
 
 @dataclass(frozen=True)
 class Flags:
-    """Values the user passed on the command line (``--pp``, ``--gpus``, ``--tp``)."""
+    """Values the user passed on the command line (``--pp``, ``--gpus``, ``--tp``,
+    ``--gpus-per-node``)."""
 
     pp: int | None = None
     gpus: int | None = None
     tp: int | None = None
+    gpus_per_node: int | None = None
 
 
 @dataclass(frozen=True)
@@ -106,14 +108,15 @@ def show(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def check_flags(pp: Any, gpus: Any, tp: Any) -> Flags:
+def check_flags(pp: Any, gpus: Any, tp: Any, gpus_per_node: Any = None) -> Flags:
     """Validate the flag values themselves (they come from the CLI, not a file)."""
-    for key, value in (("pp", pp), ("gpus", gpus), ("tp", tp)):
+    for key, value in (("pp", pp), ("gpus", gpus), ("tp", tp),
+                       ("gpus-per-node", gpus_per_node)):
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DEVICES:
             raise BadInput(f"--{key} {show(value)}: expected a whole number from 1 to {MAX_DEVICES}")
-    return Flags(pp=pp, gpus=gpus, tp=tp)
+    return Flags(pp=pp, gpus=gpus, tp=tp, gpus_per_node=gpus_per_node)
 
 
 def whole(
@@ -179,12 +182,13 @@ def apply_flags(ctx: Ctx, fields: dict[str, Any], file_keys: dict[str, str]) -> 
         if flag is None:
             continue
         stated = fields.get(key)
-        where = file_keys.get(key, key)
+        where = file_keys.get(key, "a node size" if key == "gpus_per_node" else key)
+        name = "--" + key.replace("_", "-")
         if stated is None:
             fields[key] = flag
-            ctx.note(f"{key} {flag} from --{key}: the file does not state {where}")
+            ctx.note(f"{key} {flag} from {name}: the file does not state {where}")
         elif stated != flag:
-            ctx.note(f"--{key} {flag} ignored: the file states {where} = {stated}")
+            ctx.note(f"{name} {flag} ignored: the file states {where} = {stated}")
 
 
 def build(ctx: Ctx, fields: dict[str, Any]) -> TrainingConfig:
