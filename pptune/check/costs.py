@@ -180,7 +180,8 @@ def optimizer_widths(cfg: TrainingConfig) -> dict[str, Any]:
                + STATE_DTYPE_BYTES[cfg.exp_avg_sq_dtype or "fp32"]) / 2
     return {"grad_buffer_bytes": 2.0 if bf16 else None,
             "grad_bytes_factor": 0.5 if bf16 else 1.0, "moment_bytes": moments,
-            "fsdp_weight_bytes": STATE_DTYPE_BYTES[cfg.main_params_dtype or "fp32"]}
+            "fsdp_weight_bytes": STATE_DTYPE_BYTES[cfg.main_params_dtype or "fp32"],
+            "fsdp_reduce_bytes": 2.0 if bf16 else 4.0}
 
 
 def priced_modules(cfg: TrainingConfig, add: Any,

@@ -61,8 +61,10 @@ class PlanRequest:
     # reduced in BF16 (NeMo grad_sync_dtype bf16, megatron-core grad_reduce_in_fp32 off)
     grad_buffer_bytes: float | None = None
     # FSDP's sharded weights, the optimizer's copy: FP32 (4), or BF16 (2) under
-    # torchtitan's training.dtype bfloat16; its gradients take grad_buffer_bytes too
+    # torchtitan's training.dtype bfloat16; and its reduce dtype, that of its sharded and
+    # unsharded gradients: FP32 (4), or BF16 (2) under mixed_precision_reduce bfloat16
     fsdp_weight_bytes: float = 4.0
+    fsdp_reduce_bytes: float = 4.0
     top: int = 5
     # Megatron-LM's combined 1F1B order (--overlap-moe-expert-parallel-comm) searched
     # for 1f1b and interleaved-1f1b; False: a framework without it (torchtitan)
@@ -82,13 +84,13 @@ class PlanRequest:
     def state_per_param(self, sharding: Sharding, dp: int) -> float:
         """Training-state bytes a parameter over ``dp`` ranks, at the request's widths."""
         return state_bytes_per_param(sharding, dp, self.grad_buffer_bytes, self.moment_bytes,
-                                     self.fsdp_weight_bytes)
+                                     self.fsdp_weight_bytes, self.fsdp_reduce_bytes)
 
     def working(self, sharding: Sharding, reshard: bool, device_params: float,
                 largest_layer_params: float) -> float:
         """Unsharded working copies (sharding.working_bytes) at the request's widths."""
         return working_bytes(sharding, reshard, device_params, largest_layer_params,
-                             self.grad_buffer_bytes)
+                             self.fsdp_reduce_bytes)
 
     def per_stage_recompute(self) -> bool:
         return (self.stage_recompute and Recompute.FULL in self.recomputes

@@ -113,23 +113,23 @@ STATE = {
 
 def state_bytes_per_param(sharding: Sharding, dp: int, grad_bytes: float | None = None,
                           moment_bytes: float = FP32_MOMENT_BYTES,
-                          fsdp_weight_bytes: float = FSDP_WEIGHT_BYTES) -> float:
-    """Bytes per parameter of the training state; ``grad_bytes``: the gradients at
-    another width than FP32, Megatron's buffer for ``none`` and ``zero1`` (NeMo's
-    ``grad_sync_dtype: bf16`` keeps BF16 gradient buckets, 2 bytes) and FSDP's sharded
-    gradients (torchtitan's mixed_precision_reduce or training.dtype bfloat16);
-    ``moment_bytes``: each of Adam's two moments (2: BF16 moments, as Megatron-LM's
-    precision-aware optimizer and the DeepSeek-V3 report keep them), sharded wherever
-    the optimizer state is; ``fsdp_weight_bytes``: FSDP's sharded weights, the
-    optimizer's copy (FP32; 2 under torchtitan's training.dtype bfloat16, which keeps
-    no FP32 copy)."""
+                          fsdp_weight_bytes: float = FSDP_WEIGHT_BYTES,
+                          fsdp_grad_bytes: float = FSDP_REDUCE_BYTES) -> float:
+    """Bytes per parameter of the training state; ``grad_bytes``: Megatron's gradient
+    buffer at another width than FP32 (NeMo's ``grad_sync_dtype: bf16`` keeps BF16
+    gradient buckets, 2 bytes), for ``none`` and ``zero1``; ``moment_bytes``: each of
+    Adam's two moments (2: BF16 moments, as Megatron-LM's precision-aware optimizer
+    and the DeepSeek-V3 report keep them), sharded wherever the optimizer state is;
+    ``fsdp_weight_bytes`` and ``fsdp_grad_bytes``: FSDP's sharded weights (the
+    optimizer's copy) and gradients, FP32, or 2 under torchtitan's training.dtype
+    bfloat16 (no FP32 copy) and, for the gradients, its mixed_precision_reduce
+    bfloat16."""
     st = STATE[sharding]
     out = st.per_param(dp)
     if grad_bytes is not None and sharding in (Sharding.NONE, Sharding.ZERO1):
         out = out - MEGATRON_GRAD_BYTES + grad_bytes
     if sharding is Sharding.FSDP:
-        grad = FSDP_REDUCE_BYTES if grad_bytes is None else grad_bytes
-        out += (fsdp_weight_bytes - FSDP_WEIGHT_BYTES + grad - FSDP_REDUCE_BYTES) / dp
+        out += (fsdp_weight_bytes - FSDP_WEIGHT_BYTES + fsdp_grad_bytes - FSDP_REDUCE_BYTES) / dp
     if moment_bytes != FP32_MOMENT_BYTES:
         out -= 2 * (FP32_MOMENT_BYTES - moment_bytes) / (1 if sharding is Sharding.NONE else dp)
     return out
@@ -153,11 +153,10 @@ def traffic_in_ops(sharding: Sharding, reshard: bool) -> bool:
 
 def working_bytes(
     sharding: Sharding, reshard: bool, device_params: float, largest_layer_params: float,
-    reduce_bytes: float | None = None,
+    reduce: float = FSDP_REDUCE_BYTES,
 ) -> float:
-    """Unsharded copies a device holds on top of its training state; ``reduce_bytes``:
-    FSDP's reduce dtype where it is not FP32 (the unsharded gradient's copy)."""
-    reduce = FSDP_REDUCE_BYTES if reduce_bytes is None else reduce_bytes
+    """Unsharded copies a device holds on top of its training state; ``reduce``: FSDP's
+    reduce dtype's bytes (the unsharded gradient's copy)."""
     if sharding is Sharding.ZERO3:
         return largest_layer_params * (2 * BF16_BYTES + DEEPSPEED_GRAD_BYTES)
     if sharding is Sharding.FSDP and reshard:

@@ -53,11 +53,13 @@ def test_fsdp_state_at_bf16_widths() -> None:
     gradients and Adam moments, 2 + 2 + 2 x 2 = 8 bytes over dp; mixed_precision_reduce
     bfloat16 alone halves the sharded gradient: 4 + 2 + 8. The unsharded gradient copy
     under a pipeline takes the reduce width too."""
-    assert state_bytes_per_param(Sharding.FSDP, 8, grad_bytes=2, moment_bytes=2,
-                                 fsdp_weight_bytes=2) == 8 / 8
-    assert state_bytes_per_param(Sharding.FSDP, 8, grad_bytes=2) == (4 + 2 + 8) / 8
-    assert working_bytes(Sharding.FSDP, False, 5000, 1000, reduce_bytes=2) == 5000 * (2 + 2)
-    assert working_bytes(Sharding.FSDP, True, 5000, 1000, reduce_bytes=2) == 1000 * (2 + 2 + 2 + 2)
+    assert state_bytes_per_param(Sharding.FSDP, 8, moment_bytes=2, fsdp_weight_bytes=2,
+                                 fsdp_grad_bytes=2) == 8 / 8
+    assert state_bytes_per_param(Sharding.FSDP, 8, fsdp_grad_bytes=2) == (4 + 2 + 8) / 8
+    # Megatron's gradient buffer width is not FSDP's
+    assert state_bytes_per_param(Sharding.FSDP, 8, grad_bytes=2) == (4 + 4 + 8) / 8
+    assert working_bytes(Sharding.FSDP, False, 5000, 1000, reduce=2) == 5000 * (2 + 2)
+    assert working_bytes(Sharding.FSDP, True, 5000, 1000, reduce=2) == 1000 * (2 + 2 + 2 + 2)
     # the fsdp weight width is FSDP's: ZeRO-1 keeps its fp32 master in the 12 bytes
     assert state_bytes_per_param(Sharding.ZERO1, 4, fsdp_weight_bytes=2) == 2 + 4 + 12 / 4
 
