@@ -152,7 +152,7 @@ def closest_or_refuse(job: Job, plan: Plan, options: Sequence[Option], *, name: 
     if alt is None:
         raise BadInput(
             f"{name} cannot express plan {rank} ({why}) and no plan it runs on the same ranks "
-            "and micro-batches fits" + (
+            "fits" + (
                 f"; --schedules {','.join(s.value for s in runs)} ranks only the plans it runs"
                 if runs else ""))
     batches = ("micro-batches" if alt.micro_batch_size == plan.micro_batch_size else

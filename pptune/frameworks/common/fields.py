@@ -25,6 +25,8 @@ MAX_DEVICES = 1 << 20
 MAX_COUNT = 2**31 - 1
 
 FLAG_KEYS = ("pp", "gpus", "tp", "gpus_per_node")
+# what a flag stands for in a file that names no key for it (a reader's file_keys say more)
+FLAG_MEANS = {"gpus_per_node": "a node size"}
 MAX_ERRORS = 6  # problems listed in one message; the rest are counted
 
 
@@ -182,7 +184,7 @@ def apply_flags(ctx: Ctx, fields: dict[str, Any], file_keys: dict[str, str]) -> 
         if flag is None:
             continue
         stated = fields.get(key)
-        where = file_keys.get(key, "a node size" if key == "gpus_per_node" else key)
+        where = file_keys.get(key, FLAG_MEANS.get(key, key))
         name = "--" + key.replace("_", "-")
         if stated is None:
             fields[key] = flag
