@@ -7,6 +7,7 @@ Turns a ``Profile`` (pydantic, the file format) into the planner's plain
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Mapping
 from typing import TypeVar
 
@@ -50,7 +51,14 @@ def _preset(kind: str, table: Mapping[str, T], name: str) -> T:
     try:
         return table[name]
     except KeyError:
-        raise BadInput(f"unknown {kind} preset {name!r}; choose one of: {', '.join(table)}") from None
+        # a name the user shortened or extended (h100, b200-sxm) first, then a near spelling
+        low = name.lower()
+        close = [k for k in table if k == low or k.startswith(low + "-")
+                 or low.startswith(k + "-")][:1] or \
+            difflib.get_close_matches(low, list(table), n=1, cutoff=0.88)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise BadInput(f"unknown {kind} preset {name!r}{hint}; choose one of: "
+                       f"{', '.join(table)}") from None
 
 
 def model_preset(name: str) -> presets.ModelShape:

@@ -337,6 +337,37 @@ def _nearby_batch(tables: TableSource, table: CostTable,
     return None
 
 
+def state_floor(run: RecommendRun) -> str | None:
+    """When the training state alone outgrows the GPUs asked for: its size on one GPU and
+    the fewest GPUs that hold it sharded over all of them (ZeRO-3 or FSDP, before any
+    activation: a lower bound on the GPUs a plan needs). None when the GPUs asked for
+    could hold it."""
+    t, req = run.table, run.plan_request
+    key = run.costs.key if run.costs is not None else CostKey(tp=req.tp)
+    n = len(t.names)
+    experts = t.expert_params(0, n)
+    params = (t.params(0, n) - experts) * key.tp + experts * key.ep * key.etp
+
+    def per_gpu(g: int) -> float:
+        return params * min(req.state_per_param(s, g) for s in Sharding)
+
+    if per_gpu(req.gpus) <= t.memory_bytes:
+        return None
+    fewest = req.gpus
+    while per_gpu(fewest) > t.memory_bytes and fewest < limits.MAX_GPUS:
+        fewest *= 2
+    state = (f"the weights, gradients and optimizer state alone are "
+             f"{params * req.state_per_param(Sharding.NONE, 1) / GIB:,.0f} GiB")
+    if per_gpu(fewest) > t.memory_bytes:
+        return f"{state}: more than {limits.MAX_GPUS:,} GPUs even fully sharded"
+    low = fewest // 2
+    while fewest - low > 1:  # per_gpu(low) is over memory, per_gpu(fewest) not
+        mid = (low + fewest) // 2
+        low, fewest = (low, mid) if per_gpu(mid) <= t.memory_bytes else (mid, fewest)
+    return (f"{state}: even fully sharded they need {fewest:,} GPUs of "
+            f"{t.memory_bytes / GIB:,.0f} GiB")
+
+
 def no_plan_message(run: RecommendRun) -> str:
     """What to change when nothing fits, with the counts that say why."""
     rej = run.result.rejected
@@ -345,8 +376,11 @@ def no_plan_message(run: RecommendRun) -> str:
     if rej.get("out_of_memory"):
         gpus = run.plan_request.gpus
         tps = "/".join(str(t) for t in (2, 4, 8) if t <= gpus and gpus % t == 0)
-        hints.append("more GPUs, " + (f"--tp {tps}, " if tps else "")
-                     + "--sharding zero1,fsdp, --recompute full or smaller --micro-batch-sizes")
+        floor = state_floor(run)
+        hints.append("more GPUs" + (f" ({floor})" if floor else "") + ", "
+                     + (f"--tp {tps}, " if tps else "")
+                     + ("--sharding zero1,fsdp, " if gpus > 1 else "")
+                     + "--recompute full or smaller --micro-batch-sizes")
     if rej.get("batch_not_divisible"):
         hints.append(
             f"a --global-batch divisible by micro-batch size x dp (now {run.global_batch})"
