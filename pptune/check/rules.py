@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pptune.check.assumed import softened, unknown_dp
 from pptune.check.costs import costs, model_of, optimizer_widths, with_nvlink_domain
 from pptune.check.experts import expert_rules
 from pptune.check.framework import (
@@ -110,7 +111,10 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
     sem = semantics or Semantics()
     out: list[Finding] = [Finding(f.id, f.severity, f.message) for f in sem.findings]
 
+    assumed: int | None = None  # the dp assumed when the config states none (assumed.py)
+
     def add(id_: str, severity: str, message: str, **values: Any) -> None:
+        severity, message = softened(severity, message, id_, assumed)
         out.append(Finding(id_, severity, message, values))
 
     cfg = with_nvlink_domain(cfg, opts.costs, add)
@@ -134,15 +138,7 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
             f"gpus {cfg.gpus} != tp*pp*cp*dp = {tp}*{p}*{cp}*{dp} = {tp * p * cp * dp}; "
             "make them agree", gpus=cfg.gpus, tp=tp, pp=p, cp=cp, dp=dp)
     if dp is None and cfg.gpus is None:
-        if cfg.global_batch and cfg.grad_accum_steps and cfg.global_batch % (mbs * cfg.grad_accum_steps) == 0:
-            dp = cfg.global_batch // (mbs * cfg.grad_accum_steps)
-            add("dp-inferred", "info",
-                f"dp inferred as {dp} = global batch {cfg.global_batch} / (micro-batch {mbs} x "
-                f"GA {cfg.grad_accum_steps}); pass --gpus to check it", dp=dp)
-        else:
-            dp = 1
-            add("dp-assumed", "warning",
-                "the config states neither gpus nor dp; assumed dp=1 (pass --gpus N)", dp=1)
+        dp, assumed = unknown_dp(cfg, add)
 
     # --- global batch = micro-batch * GA * dp -------------------------------
     ga = cfg.grad_accum_steps

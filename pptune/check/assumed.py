@@ -1,0 +1,51 @@
+"""check-config on a config that states neither its GPU count nor its data-parallel
+size (a torchtitan file's ``data_parallel_shard_degree = -1``, a launch script that
+takes its node count from the scheduler): the checks run at an assumed data-parallel
+size, and what depends on it is a warning, not an error: the run may have the GPUs
+that make it right. ``--gpus`` checks it for real.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pptune.frameworks.common.adapter import Add
+from pptune.schemas import TrainingConfig
+
+# findings whose verdict depends on the data-parallel size: the memory of sharded
+# state, the expert layout's ranks, the batch arithmetic and the micro-batches it gives
+DP_DEPENDENT = frozenset({
+    "memory-overflow", "moe-world", "batch-mismatch", "1f1b-m-lt-pp",
+    "interleaved-m-not-multiple", "dualpipe-microbatches", "megatron-microbatch-group",
+    "flushes-mismatch",
+})
+
+
+def assumed_dp(cfg: TrainingConfig) -> int:
+    """The smallest data-parallel size the config's own expert layout admits: ep x etp
+    ranks must divide tp x cp x dp (1 for a dense model)."""
+    experts = cfg.ep * cfg.etp
+    return experts // math.gcd(experts, cfg.tp * cfg.cp)
+
+
+def softened(severity: str, message: str, id_: str, dp: int | None) -> tuple[str, str]:
+    """An error that depends on an assumed dp becomes a warning that says so."""
+    if dp is None or severity != "error" or id_ not in DP_DEPENDENT:
+        return severity, message
+    return "warning", (f"{message} (at dp={dp}, assumed: the config states no GPU count; "
+                       "pass --gpus N to check it)")
+
+
+def unknown_dp(cfg: TrainingConfig, add: Add) -> tuple[int, int | None]:
+    """The data-parallel size of a config that states neither gpus nor dp, and the dp
+    assumed (None: inferred from the batch, which the config states in full)."""
+    mbs, gb, ga = cfg.micro_batch_size, cfg.global_batch, cfg.grad_accum_steps
+    if gb and ga and gb % (mbs * ga) == 0:
+        dp = gb // (mbs * ga)
+        add("dp-inferred", "info", f"dp inferred as {dp} = global batch {gb} / (micro-batch "
+            f"{mbs} x GA {ga}); pass --gpus to check it", dp=dp)
+        return dp, None
+    dp = assumed_dp(cfg)
+    add("dp-assumed", "warning", f"the config states neither gpus nor dp; assumed dp={dp}, "
+        "and what depends on it is a warning (pass --gpus N)", dp=dp)
+    return dp, dp

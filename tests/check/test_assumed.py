@@ -1,0 +1,53 @@
+"""A config without a GPU count: checked at an assumed dp, what depends on it a warning."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pptune.check.assumed import assumed_dp
+from pptune.check.rules import check
+from pptune.schemas import TrainingConfig
+
+# Llama 3 8B on one pipeline without sharding: 8.03e9 parameters x 18 bytes = 135 GiB
+# of training state at any dp, over 80 GiB
+BASE = dict(tp=1, pp=1, micro_batch_size=1, grad_accum_steps=1, model="llama3-8b",
+            gpu="h100-sxm", schedule="1f1b")
+
+
+def findings(cfg: dict) -> dict[str, tuple[str, str]]:
+    report = check(TrainingConfig.model_validate(cfg), Path("."))
+    return {f.id: (f.severity, f.message) for f in report.findings}
+
+
+def test_the_smallest_dp_the_expert_layout_admits() -> None:
+    """ep x etp ranks divide tp x cp x dp: ep 8 at tp 2 needs dp 4; ep 2 at tp 2, 1."""
+    def cfg(**kw: int) -> TrainingConfig:
+        return TrainingConfig.model_validate({**BASE, "model": "mixtral-8x7b", **kw})
+    assert assumed_dp(cfg(ep=8, tp=2)) == 4
+    assert assumed_dp(cfg(ep=2, tp=2)) == 1
+    assert assumed_dp(cfg(ep=8, etp=2, tp=2, cp=2)) == 4
+    assert assumed_dp(TrainingConfig.model_validate(BASE)) == 1
+
+
+def test_memory_at_an_assumed_dp_is_a_warning_that_says_so() -> None:
+    found = findings(BASE)
+    assert found["dp-assumed"][0] == "warning"
+    severity, message = found["memory-overflow"]
+    assert severity == "warning"
+    assert message.endswith("(at dp=1, assumed: the config states no GPU count; pass --gpus N "
+                            "to check it)")
+    # stated GPUs: the same overflow is an error
+    assert findings({**BASE, "gpus": 1})["memory-overflow"][0] == "error"
+
+
+def test_an_expert_layout_is_not_refused_for_an_assumed_dp() -> None:
+    """ep 8 over tp 1: dp 8 assumed, where dp 1 had raised moe-world."""
+    found = findings({**BASE, "model": "mixtral-8x7b", "ep": 8, "global_batch": None,
+                      "grad_accum_steps": 8})
+    assert "moe-world" not in found
+    assert "assumed dp=8" in found["dp-assumed"][1]
+
+
+def test_rules_that_do_not_depend_on_dp_stay_errors() -> None:
+    found = findings({**BASE, "pp": 4, "num_layers": 30})  # 30 layers over 4 stages
+    assert found["layers-not-divisible"][0] == "error"
