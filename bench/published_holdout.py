@@ -111,6 +111,9 @@ class TitanRun:
     published_tokens_per_gpu: float
     published_memory_gib: float  # torchtitan logs max reserved memory
     source: str
+    # the torchtitan release the run's commit belongs to (e7c0cae, 2025-06-11: before
+    # v0.2.0 renamed the float8 converter), whose rules read its file
+    release: str = "0.1.0"
 
 
 TITAN_RUNS = [
@@ -146,7 +149,8 @@ def titan_row(run: TitanRun) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "job.toml"
         path.write_text(run.toml)
-        read = read_config(path, None, gpus=run.gpus)
+        read = read_config(path, None, gpus=run.gpus,
+                           framework_versions=[f"torchtitan={run.release}"])
         report = check(read.config, path.parent,
                        CheckOptions(costs=CostOptions(gpu=run.gpu), compare_best=False),
                        read.semantics)

@@ -26,7 +26,7 @@ from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.op_sac import OP_SAC, unpriced
 from pptune.costmodel.ops import Attention
-from pptune.costmodel.precision import problems
+from pptune.costmodel.precision import Fp8Kernels, problems
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.rates import Swiglu
 from pptune.costmodel.search import CostTable
@@ -221,6 +221,8 @@ def layout_options(cfg: TrainingConfig) -> dict[str, Any]:
         out["cross_entropy"] = CrossEntropy(cfg.cross_entropy)
     if cfg.swiglu is not None:
         out["swiglu"] = Swiglu(cfg.swiglu)
+    if cfg.fp8_kernels is not None:
+        out["fp8_kernels"] = Fp8Kernels(cfg.fp8_kernels)
     return out
 
 

@@ -58,6 +58,7 @@ def check_config(
         help="rules of another release: NAME=VERSION (deepspeed, megatron-core, torchtitan, "
         "torch) or a bare version for the config's framework; repeatable"),
     output: str = typer.Option("text", "--output", help="text, json or github (workflow annotations)"),
+    as_json: bool = typer.Option(False, "--json", help="the same as --output json"),
     schema: bool = typer.Option(False, "--schema", help="print the JSON Schema of pptune's config and exit"),
 ) -> None:
     from pptune import schemas
@@ -69,6 +70,10 @@ def check_config(
         raise BadInput("check-config needs a CONFIG file (or --schema)")
     if output not in ("text", "json", "github"):
         raise BadInput(f"--output must be text, json or github (got {output!r})")
+    if as_json:
+        if output == "github":
+            raise BadInput("--json and --output github ask for two outputs; give one")
+        output = "json"
     try:
         report, read = _run(config, format_in, (pp, gpus, tp, gpus_per_node),
                             framework_version or [], max_bubble, max_slowdown,

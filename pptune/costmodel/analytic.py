@@ -268,6 +268,7 @@ def analytic_layers(
     tp_p2p: tuple[float, float] = (10e-6, 396.4e9),
     cross_entropy: CrossEntropy = CrossEntropy.FUSED,
     swiglu: Swiglu = Swiglu.FUSED,
+    fp8_kernels: precision.Fp8Kernels = precision.Fp8Kernels.TE,
 ) -> list[AnalyticLayer]:
     """Embedding, blocks (and MTP modules) and head with costs for each micro-batch size.
 
@@ -299,9 +300,9 @@ def analytic_layers(
     rates = Rates.of(gpu, efficiency)
     par = Parallel(tp, sequence_parallel, flash_attention, *tp_allreduce, tp_comm_overlap,
                    cp, cp_comm, cp_links, gemm_precision, tp_overlap, *tp_p2p, cross_entropy,
-                   swiglu)
+                   swiglu, fp8_kernels)
     s, h, v = m.seq_len // cp, m.hidden, m.vocab
-    saved = precision.gemm_input_bytes(gemm_precision)
+    saved = par.saved_input_bytes
     redo_up = MLA_UP_PROJ in recompute_modules and m.mla
     redo_mlp = RECOMPUTE_MLP in recompute_modules
     redo_act = RECOMPUTE_MOE_ACT in recompute_modules and m.moe

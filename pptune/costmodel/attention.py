@@ -44,7 +44,6 @@ from pptune.costmodel.ops import (
     memory,
     tp_collective,
 )
-from pptune.costmodel.precision import gemm_input_bytes
 from pptune.costmodel.presets import ModelShape
 
 MLA_UP_PROJ = "mla_up_proj"  # Megatron-core's recompute module name
@@ -137,7 +136,7 @@ def mla_act_bytes(m: ModelShape, b: int, par: Parallel, recompute_up: bool = Fal
     rep = _rep_tokens(m, b, par)
     dq, dc, dr = m.q_lora_rank, m.kv_lora_rank, m.qk_rope_head_dim
     dn, dv = m.qk_nope_head_dim, m.v_head_dim
-    saved = gemm_input_bytes(par.precision)  # an FP8 GEMM's input: its FP8 cast
+    saved = par.saved_input_bytes  # an FP8 GEMM's input: its FP8 cast under TE
     # the latents (the norms' inputs) and their normalised copies (the up projections')
     latents = BF16_BYTES * rep * (dq + dc + dr) + saved * tokens * (dq + dc)
     qkv = BF16_BYTES * tokens * heads * (2 * (dn + dr) + dv) / t

@@ -105,7 +105,6 @@ from pptune.costmodel.ops import (
     mlp_inner_bytes,
     mlp_part,
 )
-from pptune.costmodel.precision import gemm_input_bytes
 from pptune.costmodel.presets import ModelShape
 
 FP32_BYTES = 4
@@ -229,7 +228,7 @@ def moe_act_bytes(m: ModelShape, b: int, par: Parallel, ex: ExpertParallel,
     t_loc = local_tokens(m, b, par)
     rows = t_loc * k * r * ex.etp
     f_loc = m.expert_ffn // ex.etp
-    saved = gemm_input_bytes(par.precision)  # fc1's and fc2's inputs: FP8 casts under FP8
+    saved = par.saved_input_bytes  # fc1's and fc2's inputs: FP8 casts under TE's FP8
     # an MLP's inner tensors a row (ops.mlp_inner_bytes; fc2's input FP8 under FP8); with
     # moe_act's checkpoint fc1's output alone (gate and up, or GeLU's input)
     low = BF16_BYTES - saved

@@ -40,6 +40,16 @@ Memory that FP8 really costs:
   the MLP's inner tensors) stays BF16.
 - the distributed optimizer / FSDP all-gather FP8 parameters (1 byte) when
   the parameters are FP8, BF16 (2) otherwise.
+
+That is Transformer Engine's FP8 (Megatron-LM, NeMo; ``Fp8Kernels.TE``). torchao's
+float8 training (torchtitan's ``quantize.linear.float8``, ``Fp8Kernels.TORCHAO``)
+casts each weight on every use and keeps no copy, and saves the BF16 input and
+weight for the backward, casting them again there (torchao
+``float8/float8_linear.py``, ``matmul_with_hp_or_float8_args``:
+``ctx.save_for_backward(input_hp, weight_hp_t)``): its memory is the BF16 run's
+(torchtitan's docs/performance.md, Tables 1 and 3: 77.0 and 62.0 GiB in BF16 with
+torch.compile, 76.8 and 61.8 GiB with float8 added). Its casts are priced as
+Transformer Engine's.
 """
 
 from __future__ import annotations
@@ -50,6 +60,14 @@ from pptune.costmodel.keys import Precision
 from pptune.costmodel.presets import GpuSpec
 
 LOW_PRECISION = frozenset({Precision.FP8, Precision.MXFP8})
+
+
+class Fp8Kernels(str, Enum):
+    """Whose FP8 linear layers run (module docstring): Transformer Engine's, which cache
+    the FP8 weights and save the FP8 GEMM inputs, or torchao's float8, which do neither."""
+
+    TE = "te"
+    TORCHAO = "torchao"
 
 
 class Fp8Recipe(str, Enum):
@@ -105,13 +123,20 @@ def gemm_input_bytes(precision: Precision) -> float:
     return 1.0 if is_low(precision) else 2.0
 
 
-def weight_cache_bytes_per_param(precision: Precision, fp8_params: bool = False) -> float:
+def weight_cache_bytes_per_param(precision: Precision, fp8_params: bool = False,
+                                 kernels: Fp8Kernels = Fp8Kernels.TE) -> float:
     """Bytes a GEMM weight parameter holds all step beyond its BF16 training state."""
-    if not is_low(precision):
+    if not is_low(precision) or kernels is Fp8Kernels.TORCHAO:
         return 0.0
     scales = 2.0 / MX_BLOCK if precision is Precision.MXFP8 else 0.0
     copies = 2.0 + scales  # the FP8 copy and its transpose (row- and column-wise)
     return copies - 2.0 if fp8_params else copies  # FP8 params replace the BF16 weight
+
+
+def saved_input_bytes(precision: Precision, kernels: Fp8Kernels = Fp8Kernels.TE) -> float:
+    """Bytes a GEMM input element is saved as for the backward: its FP8 cast under
+    Transformer Engine's FP8, the BF16 input under torchao's float8."""
+    return 2.0 if kernels is Fp8Kernels.TORCHAO else gemm_input_bytes(precision)
 
 
 def param_gather_bytes(precision: Precision, fp8_params: bool = False) -> float:

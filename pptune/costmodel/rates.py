@@ -13,6 +13,7 @@ from pptune.costmodel import precision
 from pptune.costmodel.context import AttentionRates, CpComm, CpLinks
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.loss import CrossEntropy
+from pptune.costmodel.precision import Fp8Kernels
 from pptune.costmodel.presets import GpuSpec
 from pptune.costmodel.tp_overlap import TpOverlap
 
@@ -98,6 +99,12 @@ class Parallel:
     tp_p2p_bytes_per_s: float = 396.4e9  # pairwise NVLink copy (presets.py fabric)
     cross_entropy: CrossEntropy = CrossEntropy.FUSED  # the loss's kernels (loss.py)
     swiglu: Swiglu = Swiglu.FUSED  # a gated MLP's activation kernels (Swiglu)
+    fp8_kernels: Fp8Kernels = Fp8Kernels.TE  # whose FP8 linears (precision.py)
+
+    @property
+    def saved_input_bytes(self) -> float:
+        """Bytes a GEMM input element is saved as (precision.saved_input_bytes)."""
+        return precision.saved_input_bytes(self.precision, self.fp8_kernels)
 
     @property
     def fp8(self) -> bool:

@@ -139,6 +139,7 @@ def analytic_profile(
     layers_out: list[AnalyticLayer] | None = None,
     cross_entropy: CrossEntropy = CrossEntropy.FUSED,
     swiglu: Swiglu = Swiglu.FUSED,
+    fp8_kernels: precision.Fp8Kernels = precision.Fp8Kernels.TE,
 ) -> Profile:
     """Per-layer costs of a preset (or any ModelShape) on a GPU preset (or a GpuSpec:
     a calibrated one, pptune.costmodel.calibration).
@@ -151,7 +152,8 @@ def analytic_profile(
     ``nvls``: NCCL may use NVLink SHARP (recipes that set NCCL_NVLS_ENABLE=0 do not);
     ``tp_overlap``: Transformer Engine's per-GEMM overlap under ``tp_comm_overlap``
     (costmodel/tp_overlap.py; None: its defaults); ``cross_entropy``: the loss's
-    kernels (costmodel/loss.py); ``swiglu``: a gated MLP's activation kernels
+    kernels (costmodel/loss.py); ``fp8_kernels``: whose FP8 linears run (Transformer
+    Engine's or torchao's: precision.py); ``swiglu``: a gated MLP's activation kernels
     (costmodel/rates.py).
     ``experts``: expert parallelism of a MoE model (its all-to-all over the
     GPU's NVLink and NIC unless the settings name links). ``recompute_modules``:
@@ -201,12 +203,14 @@ def analytic_profile(
             cp=cp, cp_comm=cp_comm, cp_links=cp_links, gemm_precision=gemm_precision,
             tp_overlap=tp_overlap, tp_p2p=(presets.P2P_LATENCY_INTRA_S, fabric.p2p_bytes_per_s),
             cross_entropy=CrossEntropy(cross_entropy), swiglu=Swiglu(swiglu),
+            fp8_kernels=precision.Fp8Kernels(fp8_kernels),
         )
     except ValueError as exc:
         raise BadInput(f"{model}: {exc}") from None
     if layers_out is not None:
         layers_out.extend(layers)
-    cache = _weight_cache_bytes(shape, tp, gemm_precision, fp8_params)
+    cache = _weight_cache_bytes(shape, tp, gemm_precision, fp8_params,
+                                precision.Fp8Kernels(fp8_kernels))
     return Profile(
         source="analytic",
         model=ModelInfo(
@@ -255,9 +259,9 @@ def analytic_profile(
 
 
 def _weight_cache_bytes(shape: presets.ModelShape, tp: int, gemm_precision: Precision,
-                        fp8_params: bool) -> float:
+                        fp8_params: bool, kernels: precision.Fp8Kernels) -> float:
     """A block's FP8 weight copies and transposes on one tensor-parallel rank (precision.py)."""
-    per = precision.weight_cache_bytes_per_param(gemm_precision, fp8_params)
+    per = precision.weight_cache_bytes_per_param(gemm_precision, fp8_params, kernels)
     if per <= 0:
         return 0.0
     norms = 2 * shape.hidden * (2 if shape.dropout else 1)

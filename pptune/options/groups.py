@@ -35,7 +35,7 @@ from pptune.costmodel.keys import Precision
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.memory import Recompute
 from pptune.costmodel.ops import Attention
-from pptune.costmodel.precision import Fp8Recipe
+from pptune.costmodel.precision import Fp8Kernels, Fp8Recipe
 from pptune.costmodel.rates import Swiglu
 from pptune.costmodel.schedules import DEFAULT_SCHEDULES, Schedule
 from pptune.costmodel.sharding import Sharding
@@ -66,6 +66,7 @@ SWIGLU = OneOf(Swiglu, "{flag} must be one of {choices} (got {value!r})")
 PRECISIONS = ListOf(Precision, _COMMA_LIST, _COMMA_LIST, unique=True)
 CP_COMM = OneOf(CpComm, "{flag} must be one of {choices} (got {value!r})")
 FP8_RECIPE = OneOf(Fp8Recipe, "{flag} must be one of {choices} (got {value!r})")
+FP8_KERNELS = OneOf(Fp8Kernels, "{flag} must be one of {choices} (got {value!r})")
 DISPATCHER = OneOf(Dispatcher, "{flag} must be one of {choices} (got {value!r})")
 
 
@@ -182,6 +183,12 @@ class CostOptions:
         help="how FP8 plans scale: delayed (Megatron-LM's default; its amaxes all-reduced "
         "over the stage's ranks after every chunk pass), tensorwise, blockwise (priced as "
         "tensorwise) (Megatron-LM --fp8-recipe)")
+    fp8_kernels: Fp8Kernels = option(
+        Fp8Kernels.TE, "--fp8-kernels", kind=FP8_KERNELS,
+        help="whose FP8 linear layers FP8 plans run: te (Transformer Engine: Megatron-LM, "
+        "NeMo; each weight's FP8 copy and transpose cached all step, the FP8 GEMM inputs "
+        "saved) or torchao (torchtitan's float8: weights cast on every use, the BF16 inputs "
+        "saved: a BF16 run's memory)")
     cross_entropy: CrossEntropy = option(
         CrossEntropy.FUSED, "--cross-entropy", kind=CROSS_ENTROPY,
         help="the loss's kernels: fused (one pass each way: Transformer Engine, Liger, "

@@ -356,16 +356,15 @@ def state_floor(run: RecommendRun) -> str | None:
     fewest = req.gpus
     while per_gpu(fewest) > t.memory_bytes and fewest < limits.MAX_GPUS:
         fewest *= 2
-    state = (f"the weights, gradients and optimizer state alone are "
-             f"{params * req.state_per_param(Sharding.NONE, 1) / GIB:,.0f} GiB")
+    state = (f"the weights, gradients and optimizer state alone are {per_gpu(1) / GIB:,.0f} "
+             "GiB at their smallest (fully sharded)")
     if per_gpu(fewest) > t.memory_bytes:
-        return f"{state}: more than {limits.MAX_GPUS:,} GPUs even fully sharded"
+        return f"{state}: more than {limits.MAX_GPUS:,} GPUs"
     low = fewest // 2
     while fewest - low > 1:  # per_gpu(low) is over memory, per_gpu(fewest) not
         mid = (low + fewest) // 2
         low, fewest = (low, mid) if per_gpu(mid) <= t.memory_bytes else (mid, fewest)
-    return (f"{state}: even fully sharded they need {fewest:,} GPUs of "
-            f"{t.memory_bytes / GIB:,.0f} GiB")
+    return f"{state}: at least {fewest:,} GPUs of {t.memory_bytes / GIB:,.0f} GiB"
 
 
 def no_plan_message(run: RecommendRun) -> str:

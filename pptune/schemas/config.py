@@ -117,6 +117,12 @@ class TrainingConfig(Strict):
         "torchtitan model), eager (silu then mul uncompiled, keeping the SiLU's output "
         "too: --no-bias-swiglu-fusion, torchtitan without [compile])"
     )
+    fp8_kernels: Literal["te", "torchao"] | None = Field(
+        None, description="whose FP8 linear layers an FP8 config runs: te (Transformer "
+        "Engine, Megatron-LM's and NeMo's: FP8 weight copies cached all step, FP8 GEMM "
+        "inputs saved) or torchao (torchtitan's float8: cast per use, BF16 inputs saved); "
+        "None: te"
+    )
     fp8_recipe: str | None = Field(
         None, max_length=40, description="the FP8 scaling recipe as the file names it "
         "(Megatron-LM --fp8-recipe delayed|tensorwise|blockwise|mxfp8; torchtitan "

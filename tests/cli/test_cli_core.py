@@ -169,18 +169,19 @@ def test_recommend_picks_up_profile_in_working_directory(
           "--tp", "1"], 1,
          "no feasible plan"),
         (["--gpus", "2", "--model", "gpt3-175b", "--gpu", "a100-80gb"], 1, "out_of_memory"),
-        # one GPU: no tensor parallelism or sharding to suggest; Llama 3 8B's state
-        # (8.03e9 parameters x 18 bytes: BF16 weights, FP32 gradients, master weights
-        # and two moments) is 135 GiB, 16 bytes a parameter over 2 GPUs 59.8 GiB
+        # one GPU: no tensor parallelism or sharding to suggest; Llama 3 8B's state fully
+        # sharded (8.03e9 parameters x 16 bytes: FP32 weights, gradients and two moments)
+        # is 120 GiB, over 2 GPUs 59.8 GiB
         (["--gpus", "1"], 1, "no feasible plan for 1 GPU (schedule_needs_pp_2 96, "
          "out_of_memory 12); try more GPUs (the weights, gradients and optimizer state "
-         "alone are 135 GiB: even fully sharded they need 2 GPUs of 80 GiB), --recompute full"),
+         "alone are 120 GiB at their smallest (fully sharded): at least 2 GPUs of 80 GiB), "
+         "--recompute full"),
         # Llama 3 70B: 70,553,706,496 parameters (80 blocks of 855,654,400, two
-        # 128,256 x 8,192 tables, the final norm) x 18 bytes = 1,182.8 GiB; x 16 / 13 =
+        # 128,256 x 8,192 tables, the final norm) x 16 bytes = 1,051.3 GiB; / 13 =
         # 80.9 GiB, over 80; / 14 = 75.1 GiB
         (["--gpus", "6", "--model", "llama3-70b"], 1,
-         "try more GPUs (the weights, gradients and optimizer state alone are 1,183 GiB: "
-         "even fully sharded they need 14 GPUs of 80 GiB), --tp 2, --sharding"),
+         "try more GPUs (the weights, gradients and optimizer state alone are 1,051 GiB at "
+         "their smallest (fully sharded): at least 14 GPUs of 80 GiB), --tp 2, --sharding"),
         (["--gpus", "16", "--model", "llama3-70b", "--micro-batch-sizes", "8",
           "--recompute", "none", "--sharding", "none"], 1, "try more GPUs, --tp 2/4/8, --sharding"),
         (["--gpus", "8", "--model", "llama3-405b"], 2,

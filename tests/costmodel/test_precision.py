@@ -100,3 +100,37 @@ def test_precision_checks_name_the_gpu_and_the_knob() -> None:
     with pytest.raises(ValueError, match="a100-80gb"):
         gemm_peak(Precision.FP8, a100)
     assert gemm_peak(Precision.FP16, a100) == (312e12, 0.869)  # FP16 at BF16's rate
+
+
+def test_torchao_float8_caches_nothing_and_saves_bf16_inputs() -> None:
+    """torchao's float8 (torchtitan) casts each weight per use and saves the BF16 input and
+    weight for the backward (float8_linear.py matmul_with_hp_or_float8_args); Transformer
+    Engine caches the FP8 copy and transpose all step and saves the FP8 input."""
+    from pptune.costmodel.precision import Fp8Kernels, saved_input_bytes
+    assert weight_cache_bytes_per_param(Precision.FP8, kernels=Fp8Kernels.TORCHAO) == 0.0
+    assert weight_cache_bytes_per_param(Precision.MXFP8, kernels=Fp8Kernels.TORCHAO) == 0.0
+    assert saved_input_bytes(Precision.FP8, Fp8Kernels.TORCHAO) == 2.0
+    assert saved_input_bytes(Precision.FP8, Fp8Kernels.TE) == 1.0
+    assert saved_input_bytes(Precision.MXFP8, Fp8Kernels.TE) == 1.0 + 1 / 32
+    assert Parallel(precision=Precision.FP8, fp8_kernels=Fp8Kernels.TORCHAO).saved_input_bytes \
+        == 2.0
+
+
+def test_torchao_float8_profile_holds_what_bf16_holds() -> None:
+    """Llama 3 8B on H100, tp 1: under torchao's float8 a block keeps the BF16 run's bytes
+    and no weight cache; under Transformer Engine's the cache is 2 bytes a GEMM weight
+    (4h^2 + 2h kv + 3hf = 218,103,808 parameters) and each GEMM input saves a byte an
+    element less (s (3h + f) = 8,192 x 26,624 a sequence)."""
+    from pptune.costmodel.precision import Fp8Kernels
+    from pptune.costs.profiles import analytic_profile
+    m = presets.MODELS["llama3-8b"]
+    def blocks(**kw: object) -> tuple[float, float]:
+        prof = analytic_profile(m, "h100-sxm", [1], **kw)  # type: ignore[arg-type]
+        block = next(layer for layer in prof.layers if layer.name.startswith("block"))
+        return block.per_micro_batch["1"].act_bytes, block.cache_bytes or 0.0
+    bf16 = blocks()
+    te = blocks(gemm_precision=Precision.FP8)
+    tao = blocks(gemm_precision=Precision.FP8, fp8_kernels=Fp8Kernels.TORCHAO)
+    assert tao == (bf16[0], 0.0)
+    assert te[1] == 2.0 * 218_103_808
+    assert bf16[0] - te[0] == pytest.approx(m.seq_len * (3 * m.hidden + m.ffn))

@@ -192,10 +192,10 @@ context_parallel_degree = {cp}
 
 
 def titan(tmp_path: Path, *, cp: int = 2, rotate: str = "", seq: int = 8192,
-          converters: str = "", tables: str = "", gpu: str = "h100-sxm"
+          converters: str = "", tables: str = "", gpu: str = "h100-sxm", flags: tuple[str, ...] = ()
           ) -> tuple[int, dict[str, str], dict]:
     text = TITAN.format(cp=cp, rotate=rotate, seq=seq, converters=converters, tables=tables)
-    return check(tmp_path, "job.toml", text, "--gpus", "8", "--gpu", gpu)
+    return check(tmp_path, "job.toml", text, "--gpus", "8", "--gpu", gpu, *flags)
 
 
 def test_torchtitan_rotate_methods(tmp_path: Path) -> None:
@@ -257,10 +257,38 @@ def test_torchtitan_mx_and_older_float8_converters(tmp_path: Path) -> None:
     code, _, doc = titan(tmp_path, converters='converters = ["quantize.linear.mx"]', gpu="b200")
     assert (doc["config"]["precision"], doc["config"]["fp8_recipe"]) == ("mxfp8", "mxfp8_cublas")
     code, _, doc = titan(tmp_path, converters='converters = ["float8"]',
-                         tables="[float8]\nenable_fsdp_float8_all_gather = true\n")
+                         tables="[float8]\nenable_fsdp_float8_all_gather = true\n",
+                         flags=("--framework-version", "torchtitan=0.1.0"))
     assert (doc["config"]["precision"], doc["config"]["fp8_param_gather"]) == ("fp8", True)
     code, _, doc = titan(tmp_path, converters='converters = "quantize.linear.float8"')
     assert code == 0 and doc["config"]["precision"] == "fp8"  # the command line's comma-separated form
+
+
+def test_torchtitan_refuses_converters_its_release_does_not_register(tmp_path: Path) -> None:
+    """torchtitan 0.2 renamed float8 to quantize.linear.float8; an unregistered name raises
+    KeyError in ModelConvertersContainer (its own llama3_405b.toml of 2026-02 names float8
+    with a [quantize.linear.float8] table)."""
+    tables = "[quantize.linear.float8]\nenable_fsdp_float8_all_gather = true\n"
+    code, found, doc = titan(tmp_path, converters='converters = ["float8"]', tables=tables)
+    assert code == 1 and found["torchtitan-converter"] == "error"
+    message = next(f["message"] for f in doc["findings"] if f["id"] == "torchtitan-converter")
+    assert "torchtitan 0.2 renamed it quantize.linear.float8" in message
+    code, found, _ = titan(tmp_path, converters='converters = ["bogus"]')
+    assert code == 1 and found["torchtitan-converter"] == "error"
+    code, found, _ = titan(tmp_path, converters='converters = ["quantize.linear.mx"]',
+                           flags=("--framework-version", "torchtitan=0.1.0"))
+    assert found["torchtitan-converter"] == "error"  # 0.1 registers float8 and mx
+
+
+def test_torchtitan_float8_holds_what_bf16_holds(tmp_path: Path) -> None:
+    """torchao's float8 keeps no FP8 weight copies and saves BF16 inputs (precision.py):
+    the peak memory of a float8 file is its BF16 twin's; the step is faster."""
+    _, _, bf16 = titan(tmp_path)
+    for tables in ("", "[quantize.linear.float8]\nenable_fsdp_float8_all_gather = true\n"):
+        code, _, fp8 = titan(tmp_path, converters=FLOAT8, tables=tables)
+        assert code == 0 and fp8["config"]["fp8_kernels"] == "torchao"
+        assert fp8["derived"]["peak_memory_bytes"] == bf16["derived"]["peak_memory_bytes"]
+        assert fp8["derived"]["step_time_s"] < bf16["derived"]["step_time_s"]
 
 
 # --- DeepSpeed 0.19.8: Ulysses sequence parallelism, no FP8 key -----------------------

@@ -195,6 +195,19 @@ def test_megatron_refuses_layers_not_divisible_with_a_finding_and_annotation(
     assert "::error file=" in r.stdout and "megatron-layers-not-divisible" in r.stdout
 
 
+def test_check_config_json_flag_is_output_json(tmp_path: Path) -> None:
+    """--json, as recommend and presets take it: the same report as --output json."""
+    import json
+    path = tmp_path / "run.sh"
+    path.write_text(MEGATRON.format(layers=30, pp=4, gpus=4, extra="--global-batch-size 8"))
+    a = runner.invoke(app, ["check-config", str(path), "--json", "--no-compare"])
+    b = runner.invoke(app, ["check-config", str(path), "--output", "json", "--no-compare"])
+    assert a.exit_code == b.exit_code == 1
+    assert json.loads(a.stdout) == json.loads(b.stdout)
+    c = runner.invoke(app, ["check-config", str(path), "--json", "--output", "github"])
+    assert c.exit_code == 2 and "give one" in c.stderr
+
+
 def test_megatron_refuses_bf16_with_fp16_and_several_vpp_flags(tmp_path: Path) -> None:
     """validate_args: --fp16 asserts not --bf16; 'No more than one of the following
     arguments can be set at the same time' for the virtual-pipeline flags."""

@@ -25,6 +25,7 @@ from pptune.costmodel.partition import (
     stage_bounds,
     strip_ends,
 )
+from pptune.costmodel.precision import Fp8Kernels, is_low
 from pptune.costmodel.rates import Swiglu
 from pptune.costmodel.schedules import Schedule, model_chunks
 from pptune.costmodel.search import (
@@ -173,11 +174,13 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
                   sequence_parallel: bool, runs: str, notes: list[str],
                   cross_entropy: CrossEntropy | None = None,
                   dispatcher: Dispatcher | None = None,
-                  swiglu: Swiglu | None = None) -> tuple[Job, Plan]:
+                  swiglu: Swiglu | None = None,
+                  fp8_kernels: Fp8Kernels | None = None) -> tuple[Job, Plan]:
     """The job and plan re-priced with the attention kernel, sequence parallelism, loss
     kernels (``cross_entropy``, None: the job's), SwiGLU kernels (``swiglu``, None: the
-    job's) and MoE dispatcher (``dispatcher``, None: the job's) the framework's files
-    run (``runs`` says which, in the note). Unchanged for measured costs, a shape or GPU
+    job's), FP8 linears (``fp8_kernels``, None: the job's) and MoE dispatcher
+    (``dispatcher``, None: the job's) the framework's files run (``runs`` says which, in
+    the note). Unchanged for measured costs, a shape or GPU
     pptune cannot price, or when the job already plans that way."""
     c = job.cost_options or CostOptions()
     loss = c.cross_entropy if cross_entropy is None else cross_entropy
@@ -185,11 +188,14 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
         else swiglu
     route = c.moe_dispatcher if dispatcher is None or job.shape is None \
         or not job.shape.moe else dispatcher
-    if ((job.attention, job.sequence_parallel, c.cross_entropy, c.moe_dispatcher, c.swiglu)
-            == (attention, sequence_parallel, loss, route, act) or not _analytic(job)):
+    fp8 = c.fp8_kernels if fp8_kernels is None or not is_low(plan.precision) else fp8_kernels
+    if ((job.attention, job.sequence_parallel, c.cross_entropy, c.moe_dispatcher, c.swiglu,
+         c.fp8_kernels) == (attention, sequence_parallel, loss, route, act, fp8)
+            or not _analytic(job)):
         return job, plan
     job = replace(job, attention=attention, sequence_parallel=sequence_parallel,
-                  cost_options=replace(c, cross_entropy=loss, moe_dispatcher=route, swiglu=act))
+                  cost_options=replace(c, cross_entropy=loss, moe_dispatcher=route, swiglu=act,
+                                       fp8_kernels=fp8))
     job = _repriced(job, job.shape)
     plan = evaluate(job.table, job.request, plan.spec)
     notes.append(f"{name} runs {runs}: predicted that way, step {fmt_seconds(plan.step_time_s)}")
@@ -225,7 +231,8 @@ def _repriced(job: Job, shape: ModelShape | None) -> Job:
         sequence_parallel=job.sequence_parallel, attention=str(job.attention),
         tp_comm_overlap=job.tp_comm_overlap, cp_comm=c.cp_comm, fp8_params=c.fp8_param_gather,
         gpus_per_node=job.request.gpus_per_node, gpus=job.request.gpus,
-        gpu_spread=c.gpu_spread, cross_entropy=c.cross_entropy, swiglu=c.swiglu)
+        gpu_spread=c.gpu_spread, cross_entropy=c.cross_entropy, swiglu=c.swiglu,
+        fp8_kernels=c.fp8_kernels)
     return replace(job, table=table, shape=shape, layer_names=tuple(table.names))
 
 

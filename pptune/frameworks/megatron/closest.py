@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.partition import add_ends, is_mtp, mtp_count, strip_ends
+from pptune.costmodel.precision import Fp8Kernels
 from pptune.costmodel.schedules import OVERLAPPED, Schedule
 from pptune.costmodel.search import Plan, PlanRequest, Recompute, Sharding, evaluate
 from pptune.costmodel.stage_recompute import stage_blocks
@@ -70,7 +71,7 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     attention = "eager" if job.attention == "eager" else "cudnn"
     job, plan = ex.priced_as_run(job, plan, name=NAME, attention=attention,
                                  sequence_parallel=job.sequence_parallel, notes=notes,
-                                 cross_entropy=CrossEntropy.NATIVE,
+                                 cross_entropy=CrossEntropy.NATIVE, fp8_kernels=Fp8Kernels.TE,
                                  runs="megatron-core's fused cross-entropy "
                                  "(--cross-entropy-loss-fusion, costmodel/loss.py)"
                                  + ("" if attention == job.attention else

@@ -123,7 +123,7 @@ def _fields(r: FlagReader, launcher: Flagged, env: Mapping[str, str]) -> dict[st
         "ffn_hidden_size": r.number("--ffn-hidden-size"),
         "vocab_size": r.number("--vocab-size"),
         "sharded_optimizer": flags.has("--use-distributed-optimizer"),
-        "sharding": _sharding(ctx, flags),
+        "sharding": _sharding(r),
         "attention": _attention(r, env),
         "sequence_parallel": flags.has("--sequence-parallel"),
         "rank_order": "tp-pp-dp" if flags.has("--use-tp-pp-dp-mapping") else None,
@@ -223,8 +223,28 @@ def _precision(ctx: Ctx, flags: Flagged) -> str | None:
     return "bf16" if bf16 else "fp16" if fp16 else "fp32"
 
 
-def _sharding(ctx: Ctx, flags: Flagged) -> str:
-    """--use-distributed-optimizer shards the optimizer state over dp (ZeRO-1)."""
+# Megatron-FSDP's --data-parallel-sharding-strategy (megatron-core 0.16.1 arguments.py,
+# default no_shard) as pptune's shardings: the optimizer state, then the gradients, then
+# the weights (gathered per use) sharded over dp
+MEGATRON_FSDP = {"optim": "zero1", "optim_grads": "zero2", "optim_grads_params": "fsdp"}
+
+
+def _sharding(r: FlagReader) -> str:
+    """--use-distributed-optimizer shards the optimizer state over dp (ZeRO-1); torch FSDP2
+    and Megatron-FSDP shard what their strategy says."""
+    ctx, flags = r.ctx, r.flags
+    if flags.has("--use-megatron-fsdp"):
+        strategy = r.text("--data-parallel-sharding-strategy") or "no_shard"
+        if strategy not in (*MEGATRON_FSDP, "no_shard"):
+            raise ctx.bad(f"--data-parallel-sharding-strategy is {strategy[:40]!r}; Megatron-LM "
+                          f"takes no_shard, {', '.join(MEGATRON_FSDP)}")
+        plain = "zero1" if flags.has("--use-distributed-optimizer") else "none"
+        sharding = MEGATRON_FSDP.get(strategy, plain)
+        ctx.unmodelled("megatron-unmodelled-flag",
+                       f"--use-megatron-fsdp with --data-parallel-sharding-strategy {strategy} "
+                       f"is modelled as {sharding} sharding over dp; Megatron-FSDP's own "
+                       "buffers and overlap are not modelled")
+        return sharding
     if flags.has("--use-torch-fsdp2"):
         ctx.unmodelled("megatron-unmodelled-flag",
                        "--use-torch-fsdp2 (torch FSDP2 inside Megatron-LM) is modelled as FSDP "
@@ -271,7 +291,9 @@ def _recompute(r: FlagReader) -> tuple[str | None, int | None]:
     method = r.text("--recompute-method")
     if method is not None and method not in ("uniform", "block"):
         raise r.ctx.bad(f"--recompute-method is {method[:40]!r}; expected uniform or block")
-    count = r.number("--recompute-num-layers")
+    # megatron-core checks the count only under full recomputation (a script may leave
+    # --recompute-num-layers 0 beside no granularity)
+    count = r.number("--recompute-num-layers", minimum=0) or None
     if method is not None and granularity == "selective":
         r.ctx.refuse("megatron-recompute-method",
                      f"--recompute-method {method} with selective recomputation: Megatron-LM "

@@ -22,10 +22,18 @@ from dataclasses import replace
 from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.partition import mtp_count
-from pptune.costmodel.precision import is_low
+from pptune.costmodel.precision import Fp8Kernels, is_low
 from pptune.costmodel.rates import Swiglu
 from pptune.costmodel.schedules import Schedule
-from pptune.costmodel.search import DP_INNER, Plan, PlanRequest, Recompute, Sharding, evaluate
+from pptune.costmodel.search import (
+    DP_INNER,
+    Plan,
+    PlanRequest,
+    Recompute,
+    Sharding,
+    evaluate,
+    search,
+)
 from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated, keep
@@ -71,14 +79,71 @@ def dispatcher_of(job: Job, plan: Plan, model: str) -> Dispatcher:
     return Dispatcher.ALLTOALL
 
 
+# a chain of substitutions that costs more than this is checked against the fastest plan
+# torchtitan states on the same costs (closest_plan)
+SLACK = 1.03
+
+
 def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
-    """The plan itself when the job file states it, else the closest one that does."""
-    notes: list[str] = []
+    """The plan itself when the job file states it, else the closest one that does: the
+    plan's substitutions one by one (_substituted), or, where they cost more than
+    ``SLACK`` or the model has no pipelining, the fastest plan a torchtitan file states
+    on the same GPUs and costs, whichever runs faster."""
     model = (flavor_of(job.model, job.shape) or ("", ""))[0]
     if plan.pp > 1 and model in NO_PIPELINE:
-        raise BadInput(f"torchtitan cannot express plan {rank}: its {model} model has no "
-                       "pipelining (pipelining_fn None in torchtitan 0.2.2); choose a plan "
-                       "with pp 1 (--pp 1) or another framework")
+        best = _stateable_best(job, plan)
+        if best is None:
+            raise BadInput(f"torchtitan cannot express plan {rank}: its {model} model has no "
+                           "pipelining (pipelining_fn None in torchtitan 0.2.2) and no plan "
+                           "without one fits; choose another framework")
+        stated = _substituted(job, best, rank)
+        why = (f"torchtitan's {model} model has no pipelining (pipelining_fn None in torchtitan "
+               f"0.2.2): emitting the fastest plan without one, {_describe(best)}, predicted "
+               f"step {fmt_seconds(best.step_time_s)} ({best.step_time_s / plan.step_time_s:.3f}x "
+               f"plan {rank})")
+        return replace(stated, exact=False, notes=(why, *stated.notes))
+    first = _substituted(job, plan, rank)
+    if first.exact or first.plan.step_time_s <= plan.step_time_s * SLACK:
+        return first
+    best = _stateable_best(first.job, plan)
+    if best is None or best.step_time_s >= first.plan.step_time_s * 0.99:
+        return first
+    try:
+        second = _substituted(first.job, best, rank)
+    except BadInput:
+        return first
+    if second.plan.step_time_s >= first.plan.step_time_s * 0.99:
+        return first
+    why = (f"those substitutions make plan {rank} "
+           f"{first.plan.step_time_s / plan.step_time_s:.3f}x slower; the fastest plan a "
+           f"torchtitan file states on the same GPUs and costs, {_describe(best)}, is emitted "
+           f"instead: predicted step {fmt_seconds(best.step_time_s)} "
+           f"({best.step_time_s / plan.step_time_s:.3f}x)")
+    return replace(second, exact=False, notes=(*first.notes, why, *second.notes))
+
+
+def _describe(plan: Plan) -> str:
+    v = f" v={plan.virtual_stages}" if plan.schedule is Schedule.INTERLEAVED else ""
+    return (f"pp={plan.pp} dp={plan.dp} tp={plan.tp} cp={plan.cp} {plan.schedule.value}{v}, "
+            f"{plan.num_microbatches} x {plan.micro_batch_size}, "
+            f"{plan.sharding.value}/{plan.recompute.value}")
+
+
+def _stateable_best(job: Job, plan: Plan) -> Plan | None:
+    """The fastest plan the search finds among those a torchtitan file states, on the
+    plan's GPUs and cost key (tp, cp, ep, etp, precision), priced as ``job`` is."""
+    req = stateable_request(job.request, job.model)
+    if (flavor_of(job.model, job.shape) or ("", ""))[0] in NO_PIPELINE:
+        req = replace(req, pp=(1,))  # a model read from a Hugging Face config too
+    found = search(job.table, replace(req, cost_keys=(job.request.key_of(plan.spec),),
+                                      top=1, with_best_pp1=False)).plans
+    return found[0] if found else None
+
+
+def _substituted(job: Job, plan: Plan, rank: int) -> Stated:
+    """The plan with what torchtitan cannot state replaced, step by step, each with a note."""
+    notes: list[str] = []
+    model = (flavor_of(job.model, job.shape) or ("", ""))[0]
     mtp = mtp_count(job.layer_names)
     job, plan = ex.without_mtp(job, plan, name=NAME, rank=rank, notes=notes)
     # the loss and the SwiGLU as the file runs them: compiled where the file turns
@@ -93,9 +158,10 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     job, plan = ex.priced_as_run(
         job, plan, name=NAME, attention="flash", sequence_parallel=job.request.tp > 1,
         cross_entropy=CrossEntropy.FUSED if compiled else CrossEntropy.EAGER, notes=notes,
-        swiglu=Swiglu.FUSED if compiled else Swiglu.EAGER,
+        swiglu=Swiglu.FUSED if compiled else Swiglu.EAGER, fp8_kernels=Fp8Kernels.TORCHAO,
         dispatcher=route, runs="flash attention (SDPA), sequence parallelism with tensor "
-        f"parallelism{experts} and {loss}")
+        f"parallelism{experts}, {loss}" + (" and torchao's float8 linears (no cached FP8 "
+                                           "weights)" if compiled else ""))
     job, plan = stateable_exchange(job, plan, notes)
     job, plan = stateable_recipe(job, plan, notes)
     plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=STATEABLE, notes=notes,

@@ -27,6 +27,7 @@ from pptune.costmodel.search import Plan, Recompute, Sharding, evaluate
 from pptune.costs.resolve import analytic_costs
 from pptune.frameworks.common.adapter import Job
 from pptune.frameworks.common.fields import Ctx, show
+from pptune.frameworks.torchtitan.fqns import TORCHTITAN
 from pptune.frameworks.torchtitan.table import Table
 from pptune.options import CostOptions
 from pptune.report.fmt import fmt_seconds
@@ -36,6 +37,11 @@ ROTATE_NAME = {comm: name for name, comm in ROTATE.items()}
 FLOAT8_RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")
 FLOAT8, MX, OLD_FLOAT8 = "quantize.linear.float8", "quantize.linear.mx", "float8"
 TABLES = ("quantize", "float8")  # the tables read here
+# the converters each release registers (register_model_converter calls): others raise
+# KeyError in ModelConvertersContainer (torchtitan/protocols/model_converter.py)
+REGISTERED_0_1 = ("float8", "mx")
+REGISTERED_0_2 = ("quantize.linear.float8", "quantize.grouped_mm.float8", "quantize.linear.mx",
+                  "quantize.grouped_mm.mx")
 
 
 def read_cp_fp8(ctx: Ctx, data: dict[str, Any], par: Table, fields: dict[str, Any]) -> None:
@@ -79,8 +85,24 @@ def _table(ctx: Ctx, data: dict[str, Any], path: str) -> dict[str, Any]:
     return dict(node)
 
 
+def _registered(ctx: Ctx, converters: list[str]) -> None:
+    """Converter names the release does not register: torchtitan refuses them at start."""
+    versions = ctx.semantics.versions
+    known = REGISTERED_0_2 if versions.at_least(TORCHTITAN, 0, 2) else REGISTERED_0_1
+    for name in converters:
+        if name not in known:
+            renamed = dict(zip(REGISTERED_0_1, REGISTERED_0_2[::2], strict=True)).get(name)
+            ctx.refuse("torchtitan-converter",
+                       f"model.converters names {show(name)[:60]}, which torchtitan "
+                       f"{versions.of(TORCHTITAN)} does not register: it raises KeyError "
+                       "building the model converters (protocols/model_converter.py); "
+                       + (f"torchtitan 0.2 renamed it {renamed}" if renamed else
+                          f"it registers {', '.join(known)}"))
+
+
 def _fp8(ctx: Ctx, data: dict[str, Any], fields: dict[str, Any]) -> None:
     converters = _converters(ctx, Table(ctx, "model", data))
+    _registered(ctx, converters)
     low = [c for c in converters if c in (FLOAT8, MX, OLD_FLOAT8)]
     if not low:
         return
@@ -91,8 +113,11 @@ def _fp8(ctx: Ctx, data: dict[str, Any], fields: dict[str, Any]) -> None:
         mx = _table(ctx, data, MX)
         fields["precision"], fields["fp8_recipe"] = "mxfp8", str(
             mx.get("recipe_name", "mxfp8_cublas"))[:40]
+        fields["fp8_kernels"] = "torchao"
         return
-    name = FLOAT8 if low[0] == FLOAT8 else OLD_FLOAT8
+    # the old name's table, or the table of the name that replaced it where the file
+    # renamed only the table
+    name = FLOAT8 if low[0] == FLOAT8 or OLD_FLOAT8 not in data else OLD_FLOAT8
     table = _table(ctx, data, name)
     recipe, gather = table.get("recipe_name"), table.get("enable_fsdp_float8_all_gather", False)
     if recipe is not None and recipe not in FLOAT8_RECIPES:
@@ -111,6 +136,7 @@ def _fp8(ctx: Ctx, data: dict[str, Any], fields: dict[str, Any]) -> None:
                        f"{name}.emulate runs float8 without FP8 tensor cores; priced as BF16")
         return
     fields["precision"], fields["fp8_recipe"] = "fp8", recipe or "tensorwise"
+    fields["fp8_kernels"] = "torchao"  # torchao's float8: no cached weights (precision.py)
     # the float8 all-gather runs only over FSDP shards (Float8LinearConverter: dp_shard_enabled)
     fields["fp8_param_gather"] = gather is True and recipe is None and (
         fields.get("sharding") == "fsdp")
@@ -134,7 +160,7 @@ def stateable_exchange(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Pla
         attention=job.attention, tp_comm_overlap=job.tp_comm_overlap,
         cp_comm=CpComm.ALL_GATHER, fp8_params=c.fp8_param_gather,
         gpus_per_node=job.request.gpus_per_node, gpus=job.request.gpus, gpu_spread=c.gpu_spread,
-        cross_entropy=c.cross_entropy, swiglu=c.swiglu)
+        cross_entropy=c.cross_entropy, swiglu=c.swiglu, fp8_kernels=c.fp8_kernels)
     job = replace(job, table=table, cost_options=options)
     alt = evaluate(job.table, job.request, plan.spec)
     notes.append(f"torchtitan has no {c.cp_comm.value} context-parallel exchange: emitting it "

@@ -1,0 +1,76 @@
+"""Megatron-LM scripts as users write them: Megatron-FSDP (--use-megatron-fsdp), its
+sharding strategy read as the state it shards (megatron-core 0.16.1 arguments.py:
+no_shard, optim, optim_grads, optim_grads_params; default no_shard), and a recompute
+count beside no recomputation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.check_json import check_file
+
+SCRIPT = (
+    "torchrun --nnodes 1 --nproc_per_node 8 pretrain_gpt.py \\\n"
+    "  --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 \\\n"
+    "  --num-layers 32 --hidden-size 4096 --num-attention-heads 32 --ffn-hidden-size 14336 \\\n"
+    "  --group-query-attention --num-query-groups 8 --swiglu --seq-length 8192 \\\n"
+    "  --micro-batch-size 1 --global-batch-size 64 --bf16 {flags}\n"
+)
+
+
+@pytest.mark.parametrize(("flags", "sharding"), [
+    ("--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params "
+     "--use-distributed-optimizer", "fsdp"),
+    ("--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads", "zero2"),
+    ("--use-megatron-fsdp --data-parallel-sharding-strategy optim", "zero1"),
+    ("--use-megatron-fsdp --use-distributed-optimizer", "zero1"),  # no_shard: the optimizer's
+    ("--use-megatron-fsdp", "none"),
+    ("--use-distributed-optimizer", "zero1"),
+])
+def test_megatron_fsdp_strategy_is_the_state_it_shards(tmp_path: Path, flags: str,
+                                                      sharding: str) -> None:
+    code, found, doc = check_file(tmp_path / "run.sh", SCRIPT.format(flags=flags),
+                                  "--gpu", "h100-sxm")
+    assert doc["config"]["sharding"] == sharding
+    assert ("megatron-unmodelled-flag" in found) == ("megatron-fsdp" in flags)
+
+
+def test_megatron_fsdp_full_sharding_fits_where_the_distributed_optimizer_does_not(
+        tmp_path: Path) -> None:
+    """Llama 3 8B at 8k tokens on 8 H100s, no recomputation: the distributed optimizer
+    keeps BF16 weights and FP32 gradients whole (6 bytes a parameter, 45 GiB) and
+    overflows; Megatron-FSDP's optim_grads_params shards them too."""
+    full = "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params"
+    code, found, _ = check_file(tmp_path / "a.sh", SCRIPT.format(flags=full), "--gpu", "h100-sxm")
+    assert code == 0 and "memory-overflow" not in found
+    code, found, _ = check_file(tmp_path / "b.sh", SCRIPT.format(
+        flags="--use-distributed-optimizer"), "--gpu", "h100-sxm")
+    assert found.get("memory-overflow") == "error"
+
+
+def test_an_unknown_strategy_is_one_clear_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from pptune.cli.app import app
+    path = tmp_path / "c.sh"
+    path.write_text(SCRIPT.format(
+        flags="--use-megatron-fsdp --data-parallel-sharding-strategy full"))
+    r = CliRunner().invoke(app, ["check-config", str(path), "--gpu", "h100-sxm"])
+    assert r.exit_code == 2
+    assert r.stderr.strip().endswith("--data-parallel-sharding-strategy is 'full'; Megatron-LM "
+                                     "takes no_shard, optim, optim_grads, optim_grads_params")
+
+
+def test_a_zero_recompute_count_without_granularity_is_not_refused(tmp_path: Path) -> None:
+    """megatron-core checks --recompute-num-layers only under --recompute-granularity full
+    (MindSpeed's llama2 70B 128k script passes 0 beside no granularity)."""
+    code, found, _ = check_file(tmp_path / "r.sh", SCRIPT.format(
+        flags="--use-distributed-optimizer --recompute-num-layers 0"), "--gpus", "64",
+        "--gpu", "h100-sxm")
+    assert "megatron-recompute-full" not in found
+    code, found, _ = check_file(tmp_path / "f.sh", SCRIPT.format(
+        flags="--recompute-granularity full --recompute-method block --recompute-num-layers 0"),
+        "--gpus", "64", "--gpu", "h100-sxm")
+    assert found["megatron-recompute-full"] == "error"
