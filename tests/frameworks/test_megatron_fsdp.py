@@ -31,7 +31,7 @@ SCRIPT = (
 ])
 def test_megatron_fsdp_strategy_is_the_state_it_shards(tmp_path: Path, flags: str,
                                                       sharding: str) -> None:
-    code, found, doc = check_file(tmp_path / "run.sh", SCRIPT.format(flags=flags),
+    _code, found, doc = check_file(tmp_path / "run.sh", SCRIPT.format(flags=flags),
                                   "--gpu", "h100-sxm")
     assert doc["config"]["sharding"] == sharding
     assert ("megatron-unmodelled-flag" in found) == ("megatron-fsdp" in flags)
@@ -70,7 +70,7 @@ def test_a_zero_recompute_count_without_granularity_is_not_refused(tmp_path: Pat
         flags="--use-distributed-optimizer --recompute-num-layers 0"), "--gpus", "64",
         "--gpu", "h100-sxm")
     assert "megatron-recompute-full" not in found
-    code, found, _ = check_file(tmp_path / "f.sh", SCRIPT.format(
+    _code, found, _ = check_file(tmp_path / "f.sh", SCRIPT.format(
         flags="--recompute-granularity full --recompute-method block --recompute-num-layers 0"),
         "--gpus", "64", "--gpu", "h100-sxm")
     assert found["megatron-recompute-full"] == "error"
