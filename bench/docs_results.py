@@ -89,7 +89,7 @@ def _zb_per_token(doc: dict[str, Any]) -> list[tuple[str, float, float, float]]:
     hidden unit, published and predicted (model shapes from bench/published_data.py)."""
     from bench.published import GPU, _layers_per_stage
     from bench.published_data import ZB_MODELS
-    from pptune.costs.profiles import gpu_preset
+    from pptune.costs.names import gpu_preset
 
     peak = gpu_preset(GPU).peak_flops
     models = {m.model: m for m in ZB_MODELS}
@@ -126,7 +126,7 @@ def _published_reading(doc: dict[str, Any]) -> list[str]:
     wf_ok = sorted({r["model"] for r in analytic["rows"] if r["wf_within"]})
     per_token = _zb_per_token(doc)
     from bench.published import GPU
-    from pptune.costs.profiles import gpu_preset
+    from pptune.costs.names import gpu_preset
 
     gemm_fraction = gpu_preset(GPU).gemm_fraction
     t4 = [r["error"] for r in doc["zb_table4_interleaved"]["rows"]]

@@ -43,7 +43,8 @@ from bench.published_layer import layer_breakdown, layer_rows
 from bench.published_megatron import megatron_rows
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.simulate import Link, StageCost, simulate, uniform_stages
-from pptune.costs.profiles import analytic_profile, cost_table, gpu_preset, preset_links
+from pptune.costs.names import gpu_preset
+from pptune.costs.profiles import analytic_profile, cost_table, preset_links
 
 GPU = "a100-80gb"  # both papers ran on 80 GB A100 SXM
 GAIN_TOLERANCE = 0.03

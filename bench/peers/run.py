@@ -10,6 +10,7 @@ count as a refusal.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import subprocess
@@ -76,13 +77,17 @@ def pptune_verdict(case: Case) -> dict[str, Any]:
 
 def layer_params(case: Case) -> list[int] | None:
     """Parameters per layer (embedding, blocks, head) of the model check-config uses."""
-    from pptune.costs.profiles import analytic_profile, model_preset
+    from pptune.costs.names import model_preset
+    from pptune.costs.profiles import analytic_profile
 
     if "--model" not in case.flags:
         return None
     model = case.flags[case.flags.index("--model") + 1]
     gpu = case.flags[case.flags.index("--gpu") + 1]
-    prof = analytic_profile(model_preset(model), gpu, [1], tp=case.tp)
+    # DeepSpeed's PipelineModule builds no multi-token-prediction module (its reader
+    # drops a preset's MTP layers, as the model code has none)
+    shape = dataclasses.replace(model_preset(model), mtp_layers=0)
+    prof = analytic_profile(shape, gpu, [1], tp=case.tp)
     return [round(layer.param_bytes / prof.param_dtype_bytes) for layer in prof.layers]
 
 

@@ -1,4 +1,7 @@
-"""check-config on a config that states neither its GPU count nor its data-parallel
+"""What check-config says beside a verdict: the assumed data-parallel size of a config
+that states none, and what brings a bubble under its limit.
+
+A config that states neither its GPU count nor its data-parallel
 size (a torchtitan file's ``data_parallel_shard_degree = -1``, a launch script that
 takes its node count from the scheduler): the checks run at an assumed data-parallel
 size, and what depends on it is a warning, not an error: the run may have the GPUs
@@ -49,3 +52,21 @@ def unknown_dp(cfg: TrainingConfig, add: Add) -> tuple[int, int | None]:
     add("dp-assumed", "warning", f"the config states neither gpus nor dp; assumed dp={dp}, "
         "and what depends on it is a warning (pass --gpus N)", dp=dp)
     return dp, dp
+
+
+def bubble_hint(p: int, m: int | None, bubble: float, limit: float, multiple: int) -> str:
+    """What brings the bubble under ``limit``: with a pipeline, the micro-batches that
+    would, the idle time a step held fixed (the fill and drain do not grow with m, the
+    work does: bubble / (1 - bubble) falls as 1/m), rounded up to a ``multiple`` (pp for
+    interleaved 1F1B, as Megatron-LM and torch run it); without one (p = 1) the idle time
+    is data-parallel communication the step waits on."""
+    if p == 1:
+        return ("; with pp=1 there is no pipeline: the idle time is the data-parallel "
+                "communication the step waits on (overlap it with the backward, or run more "
+                "micro-batches a step)")
+    if not m or limit <= 0 or bubble >= 1:
+        return ""
+    need = math.ceil(m * bubble / (1 - bubble) * (1 - limit) / limit)
+    need = math.ceil(need / multiple) * multiple
+    return (f"; about m >= {need}" + (" (a multiple of pp)" if multiple > 1 else "")
+            + " would bring it under the limit: the fill and drain stay, the work grows")

@@ -181,7 +181,9 @@ def optimizer_widths(cfg: TrainingConfig) -> dict[str, Any]:
     return {"grad_buffer_bytes": 2.0 if bf16 else None,
             "grad_bytes_factor": 0.5 if bf16 else 1.0, "moment_bytes": moments,
             "fsdp_weight_bytes": STATE_DTYPE_BYTES[cfg.main_params_dtype or "fp32"],
-            "fsdp_reduce_bytes": 2.0 if bf16 else 4.0}
+            "fsdp_reduce_bytes": 2.0 if bf16 else 4.0,
+            # ZeRO-Offload: master weights and moments (12), ZeRO-3's weight shard (+2)
+            "offloaded_bytes": 12.0 * cfg.offload_optimizer + 2.0 * cfg.offload_params}
 
 
 def priced_modules(cfg: TrainingConfig, add: Any,
@@ -246,7 +248,7 @@ def config_shape(cfg: TrainingConfig, base_dir: Path, model: str | None,
     shape = None
     name = model or cfg.model
     if name is not None:
-        from pptune.costs.profiles import model_preset
+        from pptune.costs.names import model_preset
 
         shape = with_seq_len(model_preset(name), cfg.seq_len)
     elif cfg.hf_config:

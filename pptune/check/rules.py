@@ -13,12 +13,11 @@ the first stage and the LM head on the last, as both frameworks place them.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pptune.check.assumed import softened, unknown_dp
+from pptune.check.assumed import bubble_hint, softened, unknown_dp
 from pptune.check.costs import costs, model_of, optimizer_widths, with_nvlink_domain
 from pptune.check.experts import expert_rules
 from pptune.check.framework import (
@@ -348,8 +347,8 @@ def _predict(
             peak_bytes=max(plan.peak_memory_bytes), capacity_bytes=cap)
     max_bubble = opts.max_bubble if opts.max_bubble is not None else cfg.limits.max_bubble
     if plan.bubble_rate > max_bubble:
-        need = math.ceil((p - 1) * (1 - max_bubble) / max_bubble) if max_bubble > 0 else None
-        hint = (f"; the equal-stage bound (p-1)/(m+p-1) needs m >= {need}" if need else "")
+        hint = bubble_hint(p, m, plan.bubble_rate, max_bubble,
+                           p if schedule is Schedule.INTERLEAVED else 1)
         add("bubble-over-limit", _limit_severity(opts, cfg, opts.max_bubble, "max_bubble"),
             f"predicted bubble {fmt_pct(plan.bubble_rate)} exceeds the limit "
             f"{fmt_pct(max_bubble)} (pp={p}, m={m}, {schedule.value}){hint}",

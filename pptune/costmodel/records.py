@@ -65,6 +65,9 @@ class PlanRequest:
     # unsharded gradients: FP32 (4), or BF16 (2) under mixed_precision_reduce bfloat16
     fsdp_weight_bytes: float = 4.0
     fsdp_reduce_bytes: float = 4.0
+    # bytes a parameter of the optimizer's share of the state kept in host memory
+    # (DeepSpeed ZeRO-Offload: 12, or 14 with ZeRO-3's offload_param; sharding.py)
+    offloaded_bytes: float = 0.0
     top: int = 5
     # Megatron-LM's combined 1F1B order (--overlap-moe-expert-parallel-comm) searched
     # for 1f1b and interleaved-1f1b; False: a framework without it (torchtitan)
@@ -84,7 +87,8 @@ class PlanRequest:
     def state_per_param(self, sharding: Sharding, dp: int) -> float:
         """Training-state bytes a parameter over ``dp`` ranks, at the request's widths."""
         return state_bytes_per_param(sharding, dp, self.grad_buffer_bytes, self.moment_bytes,
-                                     self.fsdp_weight_bytes, self.fsdp_reduce_bytes)
+                                     self.fsdp_weight_bytes, self.fsdp_reduce_bytes,
+                                     self.offloaded_bytes)
 
     def working(self, sharding: Sharding, reshard: bool, device_params: float,
                 largest_layer_params: float) -> float:

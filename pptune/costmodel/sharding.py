@@ -114,7 +114,8 @@ STATE = {
 def state_bytes_per_param(sharding: Sharding, dp: int, grad_bytes: float | None = None,
                           moment_bytes: float = FP32_MOMENT_BYTES,
                           fsdp_weight_bytes: float = FSDP_WEIGHT_BYTES,
-                          fsdp_grad_bytes: float = FSDP_REDUCE_BYTES) -> float:
+                          fsdp_grad_bytes: float = FSDP_REDUCE_BYTES,
+                          offloaded: float = 0.0) -> float:
     """Bytes per parameter of the training state; ``grad_bytes``: Megatron's gradient
     buffer at another width than FP32 (NeMo's ``grad_sync_dtype: bf16`` keeps BF16
     gradient buckets, 2 bytes), for ``none`` and ``zero1``; ``moment_bytes``: each of
@@ -123,7 +124,9 @@ def state_bytes_per_param(sharding: Sharding, dp: int, grad_bytes: float | None 
     ``fsdp_weight_bytes`` and ``fsdp_grad_bytes``: FSDP's sharded weights (the
     optimizer's copy) and gradients, FP32, or 2 under torchtitan's training.dtype
     bfloat16 (no FP32 copy) and, for the gradients, its mixed_precision_reduce
-    bfloat16."""
+    bfloat16; ``offloaded``: bytes a parameter of the optimizer's share of the state kept
+    in host memory instead (DeepSpeed ZeRO-Offload: ``offload_optimizer`` the FP32 master
+    weights and both moments, 12; ZeRO-3's ``offload_param`` the BF16 weights too, +2)."""
     st = STATE[sharding]
     out = st.per_param(dp)
     if grad_bytes is not None and sharding in (Sharding.NONE, Sharding.ZERO1):
@@ -132,6 +135,8 @@ def state_bytes_per_param(sharding: Sharding, dp: int, grad_bytes: float | None 
         out += (fsdp_weight_bytes - FSDP_WEIGHT_BYTES + fsdp_grad_bytes - FSDP_REDUCE_BYTES) / dp
     if moment_bytes != FP32_MOMENT_BYTES:
         out -= 2 * (FP32_MOMENT_BYTES - moment_bytes) / (1 if sharding is Sharding.NONE else dp)
+    if offloaded:
+        out = max(0.0, out - offloaded / (1 if sharding is Sharding.NONE else dp))
     return out
 
 

@@ -7,9 +7,6 @@ Turns a ``Profile`` (pydantic, the file format) into the planner's plain
 from __future__ import annotations
 
 import dataclasses
-import difflib
-from collections.abc import Mapping
-from typing import TypeVar
 
 from pptune.costmodel import collectives, context, precision, presets
 from pptune.costmodel.analytic import AnalyticLayer, analytic_layers, block_params
@@ -27,6 +24,7 @@ from pptune.costmodel.recompute_modules import searched_modules
 from pptune.costmodel.search import CostTable, LayerCosts
 from pptune.costmodel.simulate import Link
 from pptune.costmodel.tp_overlap import TpOverlap
+from pptune.costs.names import gpu_preset, model_preset
 from pptune.errors import BadInput
 from pptune.schemas import (
     DeviceInfo,
@@ -43,31 +41,6 @@ from pptune.schemas import (
 DEFAULT_PROFILE_FILE = "pptune-profile.json"
 DEFAULT_MICRO_BATCH_SIZES = (1, 2, 4, 8)
 ATTENTION_KINDS = tuple(a.value for a in Attention)
-
-T = TypeVar("T")
-
-
-def _preset(kind: str, table: Mapping[str, T], name: str) -> T:
-    try:
-        return table[name]
-    except KeyError:
-        # a name the user shortened or extended (h100, b200-sxm) first, then a near spelling
-        low = name.lower()
-        close = [k for k in table if k == low or k.startswith(low + "-")
-                 or low.startswith(k + "-")][:1] or \
-            difflib.get_close_matches(low, list(table), n=1, cutoff=0.88)
-        hint = f" (did you mean {close[0]}?)" if close else ""
-        raise BadInput(f"unknown {kind} preset {name!r}{hint}; choose one of: "
-                       f"{', '.join(table)}") from None
-
-
-def model_preset(name: str) -> presets.ModelShape:
-    return _preset("model", presets.MODELS, name)
-
-
-def gpu_preset(name: str) -> presets.GpuSpec:
-    return _preset("GPU", presets.GPUS, name)
-
 
 def preset_links(gpu: presets.GpuSpec, nvls: bool = True) -> Links:
     """A GPU preset's links at what NCCL achieves (presets.py fabric): a pairwise

@@ -57,12 +57,11 @@ from pptune.costs import calibrated
 from pptune.costs.dims import single_key
 from pptune.costs.flops import model_flops_per_token
 from pptune.costs.modelspec import read_hf_config, with_seq_len
+from pptune.costs.names import gpu_preset, model_preset
 from pptune.costs.profiles import (
     DEFAULT_MICRO_BATCH_SIZES,
     DEFAULT_PROFILE_FILE,
     cost_table,
-    gpu_preset,
-    model_preset,
     preset_tables,
 )
 from pptune.errors import BadInput

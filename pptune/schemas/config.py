@@ -266,6 +266,13 @@ class TrainingConfig(Strict):
     )
     zero_stage: int = Field(0, ge=0, le=3)
     sharded_optimizer: bool = False
+    offload_optimizer: bool = Field(
+        False, description="the sharded optimizer state (FP32 master weights, Adam moments) "
+        "kept in host memory (DeepSpeed zero_optimization.offload_optimizer): not counted on "
+        "the GPU; the host's optimizer step and the PCIe traffic are not priced")
+    offload_params: bool = Field(
+        False, description="ZeRO-3's weight shards kept in host memory too (DeepSpeed "
+        "zero_optimization.offload_param)")
     limits: Limits = Field(default_factory=Limits)
     source_format: str = Field("pptune", description="which reader produced this")
 

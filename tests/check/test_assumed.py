@@ -51,3 +51,15 @@ def test_an_expert_layout_is_not_refused_for_an_assumed_dp() -> None:
 def test_rules_that_do_not_depend_on_dp_stay_errors() -> None:
     found = findings({**BASE, "pp": 4, "num_layers": 30})  # 30 layers over 4 stages
     assert found["layers-not-divisible"][0] == "error"
+
+
+def test_the_micro_batches_that_bring_a_bubble_under_its_limit() -> None:
+    """The idle time a step held fixed, the work growing with m: bubble / (1 - bubble)
+    falls as 1/m. 27.6% at m = 8 under a 25% limit: 8 x 0.276 / 0.724 x 3 = 9.15 -> 10,
+    12 as a multiple of pp 4 (interleaved); 50% at m = 8: 8 x 1 x 3 = 24."""
+    from pptune.check.assumed import bubble_hint
+    assert "about m >= 12 (a multiple of pp)" in bubble_hint(4, 8, 0.276, 0.25, 4)
+    assert "about m >= 10 would" in bubble_hint(4, 8, 0.276, 0.25, 1)
+    assert "about m >= 24 would" in bubble_hint(4, 8, 0.5, 0.25, 1)
+    assert "no pipeline" in bubble_hint(1, 1, 0.47, 0.25, 1)
+    assert bubble_hint(4, None, 0.5, 0.25, 1) == ""

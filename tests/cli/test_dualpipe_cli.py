@@ -115,7 +115,9 @@ def test_emit_says_where_a_framework_lacks_the_dualpipes(dual_runs) -> None:
     titan = emit("torchtitan", dual_runs["dualpipe"])
     assert not titan.exact
     assert any("has DualPipeV, not the bidirectional DualPipe" in n for n in titan.notes)
-    assert titan.plan.schedule.value in ("1f1b", "zbv", "dualpipev")
+    # its closest (1F1B, ZBV, DualPipeV on the same ranks) or, where those cost more than
+    # 3%, the fastest plan a torchtitan file states (interleaved 1F1B here)
+    assert titan.plan.schedule.value in ("1f1b", "interleaved-1f1b", "zbv", "dualpipev")
 
 
 def test_pptune_config_of_a_dualpipe_plan_checks_clean(dual_runs, cli: Cli,

@@ -61,8 +61,11 @@ def test_a_combined_order_plan_is_emitted_with_the_all_to_all_exposed(
     emitted = emit(Framework.TORCHTITAN, replace(run, result=replace(run.result,
                                                                      plans=[overlapped])))
     assert not emitted.plan.a2a_overlap
-    assert emitted.plan.step_time_s > overlapped.step_time_s
     assert any("no combined 1F1B order" in n for n in emitted.notes)
+    # the all-to-all exposed costs time; where the substitutions cost more than 3% the
+    # fastest plan a torchtitan file states is written instead, and says so
+    assert emitted.plan.step_time_s > overlapped.step_time_s or any(
+        "the fastest plan a torchtitan file states" in n for n in emitted.notes)
     write(emitted, tmp_path)
     assert _read_back(tmp_path)["step_time_s"] == pytest.approx(emitted.plan.step_time_s,
                                                                 rel=1e-9)

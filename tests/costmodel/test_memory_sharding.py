@@ -64,6 +64,19 @@ def test_fsdp_state_at_bf16_widths() -> None:
     assert state_bytes_per_param(Sharding.ZERO1, 4, fsdp_weight_bytes=2) == 2 + 4 + 12 / 4
 
 
+def test_zero_offload_keeps_the_offloaded_state_in_host_memory() -> None:
+    """DeepSpeed ZeRO-Offload: offload_optimizer moves the sharded FP32 master weights and
+    Adam moments (12 bytes a parameter over dp) to the host; ZeRO-3's offload_param the
+    BF16 weight shard too (+2). ZeRO-2 over 8: 2 + (2 + 12) / 8 -> 2 + 2 / 8; ZeRO-3:
+    (2 + 2 + 12) / 8 -> 2 / 8 with both."""
+    assert state_bytes_per_param(Sharding.ZERO2, 8, offloaded=12) == 2 + 2 / 8
+    assert state_bytes_per_param(Sharding.ZERO3, 8, offloaded=14) == 2 / 8
+    assert state_bytes_per_param(Sharding.ZERO1, 4, offloaded=12) == 2 + 4
+    assert state_bytes_per_param(Sharding.NONE, 1, offloaded=12) == 2 + 4  # ZeRO-Offload 0
+    req = PlanRequest(gpus=8, global_batch=8, offloaded_bytes=12.0)
+    assert req.state_per_param(Sharding.ZERO2, 8) == 2 + 2 / 8
+
+
 def test_working_copies() -> None:
     # ZeRO-3: two gathered bf16 blocks (in use + prefetched) and one bf16 gradient
     assert working_bytes(Sharding.ZERO3, True, 5000, 1000) == 1000 * (2 + 2 + 2)

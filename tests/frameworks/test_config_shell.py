@@ -90,3 +90,42 @@ def test_a_list_flag_stops_at_the_scripts_own_arguments() -> None:
     assert flags.values["--recompute-modules"] == ["moe_act mlp"]
     flags = parse_flags(["--cp-comm-type", "a2a", "${@}", "--num-layers", "4"])
     assert flags.values["--cp-comm-type"] == ["a2a"]
+
+
+def test_a_command_kept_in_a_string_then_run_or_evaluated() -> None:
+    """CMD="torchrun ${ARGS[@]} ..." joins the array with spaces into one value (bash: no
+    word splitting in an assignment); $CMD and eval ${CMD} run it as words, without the
+    redirections (NVIDIA's examples/simulation and AMD's Mixtral scripts do both)."""
+    script = interpret(
+        "A=( --vocab-size 128256 )\n"
+        "B=( --simulate-global-step --skip-execute )\n"
+        'CMD="torchrun pretrain_gpt.py \\\n  ${A[@]} \\\n  ${B[@]}"\n'
+        "$CMD 2>&1 | tee log\n"
+        'command="$CMD --seq-length 4096"\n'
+        'command="$command > train.log 2>&1"\n'
+        "eval ${command}\n"
+        'torchrun x.py "${A[@]}"\n')
+    assert script.scalars["CMD"] == ("torchrun pretrain_gpt.py   --vocab-size 128256   "
+                                     "--simulate-global-step --skip-execute")
+    run = ["torchrun", "pretrain_gpt.py", "--vocab-size", "128256", "--simulate-global-step",
+           "--skip-execute"]
+    assert [c.words for c in script.commands] == [
+        run, ["tee", "log"], [*run, "--seq-length", "4096"], ["torchrun", "x.py",
+                                                               "--vocab-size", "128256"]]
+
+
+def test_an_if_the_scripts_own_variables_decide_runs_one_branch() -> None:
+    """AMD's train_llama2.sh: TP=8 and FSDP=0 by default, an FSDP branch that sets TP=1;
+    a condition on the environment is unknown: every branch, last assignment wins."""
+    script = interpret(
+        "FSDP=${FSDP:-0}\nTP=8\nSIZE=8x7B\n"
+        'if [ "$FSDP" -eq 1 ]; then\n  TP=1\nfi\n'
+        'if [[ $SIZE == 8x7B ]]; then L=32\nelif [ "$SIZE" = "70B" ]; then L=80\n'
+        "else L=1\nfi\n"
+        'if [ "$SIZE" != "8x7B" ]; then A=1; elif [ -n "$SIZE" ]; then A=2; else A=3; fi\n'
+        'if [ -z "$WANDB_KEY" ]; then W=off\nelse W=on\nfi\n'
+        'if ! test "$TP" -gt 4; then N=small\nelse\n  if [ "$TP" = 8 ]; then N=eight; fi\nfi\n')
+    s = script.scalars
+    assert (s["TP"], s["L"], s["A"], s["N"]) == ("8", "32", "2", "eight")
+    assert s["W"] == "on"  # unknown: both branches read, the last wins
+    assert any("is not known without running the script" in n for n in script.notes)

@@ -66,7 +66,7 @@ def test_an_unknown_strategy_is_one_clear_line(tmp_path: Path) -> None:
 def test_a_zero_recompute_count_without_granularity_is_not_refused(tmp_path: Path) -> None:
     """megatron-core checks --recompute-num-layers only under --recompute-granularity full
     (MindSpeed's llama2 70B 128k script passes 0 beside no granularity)."""
-    code, found, _ = check_file(tmp_path / "r.sh", SCRIPT.format(
+    _, found, _ = check_file(tmp_path / "r.sh", SCRIPT.format(
         flags="--use-distributed-optimizer --recompute-num-layers 0"), "--gpus", "64",
         "--gpu", "h100-sxm")
     assert "megatron-recompute-full" not in found

@@ -11,8 +11,10 @@ integer ``$(( ... ))``, split as bash would (``shlex``).
 
 What it cannot know (environment variables, positional parameters,
 ``$(command)``) stays in the words as written, beginning with ``$``; the
-caller treats such a value as unresolved. Nothing is executed and control
-flow is ignored: both branches of an ``if`` run in order.
+caller treats such a value as unresolved. Nothing is executed; an ``if`` whose
+condition the script's own variables decide runs the branch bash would, else
+every branch in order (shell_branches.py); loops run their body once;
+``eval`` runs its words as a script and redirections are dropped from commands.
 
 Bounds: a variable may hold 100,000 characters or array elements and a
 statement may expand to 1,000,000 characters; past that the script is
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import re
 
+from pptune.frameworks.common.shell_branches import Branches, condition
 from pptune.frameworks.common.shell_state import (
     MAX_STATEMENT_CHARS,
     Command,
@@ -47,17 +50,71 @@ _KEYWORDS = frozenset({"then", "do", "else", "{", "(", "!", "time"})
 _CLOSERS = frozenset({"fi", "done", "}", ")", "esac", ";;"})
 
 
+# a scalar assignment, exported or not (an array's is _ARRAY_ASSIGN)
+_SCALAR_ASSIGN = re.compile(
+    r"\s*(?:(?:export|declare|typeset|local|readonly)(?:\s+-[A-Za-z]+)*\s+)?"
+    r"[A-Za-z_][A-Za-z0-9_]*\+?=(?!\()")
+MAX_EVAL_DEPTH = 4  # eval of eval of ...
+# a redirection word: 2>&1, &>log, >>log, <in, 2> (its target the next word)
+_REDIRECT = re.compile(r"(\d*|&)(>>?|<)(&\d+|&-)?(.*)", re.DOTALL)
+
+
+def _without_redirections(ws: list[str]) -> list[str]:
+    """The command's words without its redirections (not arguments of the program)."""
+    out: list[str] = []
+    skip = False
+    for w in ws:
+        if skip:
+            skip = False
+            continue
+        match = _REDIRECT.fullmatch(w)
+        if match:
+            skip = not match.group(3) and not match.group(4)  # "> log": the target follows
+            continue
+        out.append(w)
+    return out
+
+
 def interpret(text: str) -> Script:
     script = Script()
-    for line, statement in split_statements(text):
-        expanded = Expander(script, line).expand(statement)
+    _statements(script, text, 0)
+    return script
+
+
+def _statements(script: Script, text: str, depth: int, at: int | None = None) -> None:
+    """Run ``text``'s statements (``at``: the line an eval's text came from), the
+    branches of an ``if`` as its condition picks them (shell_branches.py)."""
+    branches = Branches()
+    for line, raw in split_statements(text):
+        where = line if at is None else at
+        head, _, rest = raw.strip().partition(" ")
+        if head in ("if", "elif"):
+            ws, _ = words(Expander(script, where).expand(rest))
+            cond = condition(ws)
+            if cond is None and branches.reaches(head == "elif"):
+                script.notes.append(f"line {where}: the condition {rest.strip()[:60]!r} is not "
+                                    "known without running the script: every branch is read "
+                                    "and the last assignment wins")
+            (branches.open if head == "if" else branches.elif_)(cond)
+            continue
+        if head == "fi":
+            branches.close()
+            continue
+        if head in ("then", "else"):
+            if head == "else":
+                branches.else_()
+            raw = rest
+        if not raw.strip() or not branches.active():
+            continue
+        statement = raw
+        assignment = bool(_SCALAR_ASSIGN.match(statement))
+        expanded = Expander(script, where, assignment).expand(statement)
         if len(expanded) > MAX_STATEMENT_CHARS:
             raise ShellLimit(
-                f"the statement at line {line} expands to more than {MAX_STATEMENT_CHARS} "
+                f"the statement at line {where} expands to more than {MAX_STATEMENT_CHARS} "
                 "characters"
             )
-        _run(script, line, expanded)
-    return script
+        _run(script, where, expanded, depth)
 
 
 # --- statements -------------------------------------------------------------
@@ -140,7 +197,7 @@ def split_statements(text: str) -> list[tuple[int, str]]:
 # --- running statements -----------------------------------------------------
 
 
-def _run(script: Script, line: int, statement: str) -> None:
+def _run(script: Script, line: int, statement: str, depth: int = 0) -> None:
     array = _ARRAY_ASSIGN.fullmatch(statement)
     if array:
         name, append, body = array.groups()
@@ -172,7 +229,12 @@ def _run(script: Script, line: int, statement: str) -> None:
         set_scalar(script, name, (script.scalars.get(name, "") if append else "") + value)
         ws = ws[1:]
     if ws and not declared:
+        if ws[0] == "eval" and depth < MAX_EVAL_DEPTH:
+            # eval joins its arguments and runs them as a script (a second expansion):
+            # command="torchrun ... ${ARGS[@]}"; eval ${command}
+            _statements(script, " ".join(ws[1:]), depth + 1, at=line)
+            return
         if ws[0] in ("source", "."):
             script.notes.append(f"line {line}: {ws[0]} {' '.join(ws[1:2])} not followed")
             return
-        script.commands.append(Command(line, ws))
+        script.commands.append(Command(line, _without_redirections(ws)))

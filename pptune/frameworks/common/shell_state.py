@@ -86,10 +86,15 @@ def _keep(raw: str, in_double: bool) -> str:
 
 
 class Expander:
-    def __init__(self, script: Script, line: int) -> None:
+    """Expands one statement. ``assignment``: the statement assigns a scalar
+    (``CMD="torchrun ${ARGS[@]} ..."``), where bash joins a quoted array's elements with
+    spaces into the one value instead of making a word of each."""
+
+    def __init__(self, script: Script, line: int, assignment: bool = False) -> None:
         self.script = script
         self.line = line
         self.depth = 0
+        self.assignment = assignment
 
     def expand(self, text: str) -> str:
         self.depth += 1
@@ -186,7 +191,8 @@ class Expander:
                 return _keep(raw, in_double)
             items = self.script.arrays.get(name) or [self.script.scalars.get(name, "")]
             escaped = [_escape(x, in_double) for x in items]
-            return ('" "' if in_double and kind == "@" else " ").join(escaped)
+            apart = in_double and kind == "@" and not self.assignment
+            return ('" "' if apart else " ").join(escaped)
         match = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)\[([0-9]{1,6})\]", inner)
         if match:
             found = self.script.arrays.get(match.group(1))

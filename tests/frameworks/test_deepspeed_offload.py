@@ -1,0 +1,48 @@
+"""DeepSpeed ZeRO-Offload in a config: what it keeps in host memory is not counted on
+the GPU, and the time it adds is named as not priced."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.check_json import check_file
+
+
+def config(**zero: object) -> str:
+    return json.dumps({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 1,
+                       "bf16": {"enabled": True}, "zero_optimization": zero})
+
+
+def peak(doc: dict) -> float:
+    return max(doc["derived"]["peak_memory_bytes"])
+
+
+def run(tmp_path: Path, name: str, **zero: object) -> tuple[int, dict[str, str], dict]:
+    return check_file(tmp_path / name, config(**zero), "--gpus", "8", "--model", "llama3-8b",
+                      "--gpu", "h100-sxm")
+
+
+def test_offloaded_optimizer_state_leaves_the_gpu(tmp_path: Path) -> None:
+    """ZeRO-2 over 8 GPUs: the optimizer's 12 bytes a parameter over dp (master weights and
+    two moments) go to the host: 8,030,261,248 x 12 / 8 bytes fewer a GPU."""
+    _, found, plain = run(tmp_path, "a.json", stage=2)
+    _, found, off = run(tmp_path, "b.json", stage=2, offload_optimizer={"device": "cpu"})
+    assert found["deepspeed-offload"] == "warning"
+    assert plain["derived"]["step_time_s"] == off["derived"]["step_time_s"]
+    assert peak(plain) - peak(off) == 8_030_261_248 * 12 / 8
+    # ZeRO-3 with the weights too: 2 bytes a parameter over dp more
+    _, _, z3 = run(tmp_path, "c.json", stage=3, offload_optimizer={"device": "nvme"})
+    _, _, z3p = run(tmp_path, "d.json", stage=3, offload_optimizer={"device": "cpu"},
+                    offload_param={"device": "cpu"})
+    assert peak(z3) - peak(z3p) == 8_030_261_248 * 2 / 8
+
+
+def test_offload_outside_its_stages_and_unknown_devices(tmp_path: Path) -> None:
+    _, found, doc = run(tmp_path, "e.json", stage=2, offload_param={"device": "cpu"})
+    assert "deepspeed-offload" not in found  # offload_param is ZeRO-3's: ignored, a note
+    assert any("offload_param ignored at ZeRO stage 2" in n for n in doc["notes"])
+    code, found, _ = run(tmp_path, "f.json", stage=2, offload_optimizer={"device": "gpu"})
+    assert code == 1 and found["deepspeed-offload-device"] == "error"
+    _, found, _ = run(tmp_path, "g.json", stage=2, offload_optimizer={"device": "none"})
+    assert "deepspeed-offload" not in found
