@@ -61,7 +61,8 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
     try:
         profile = given if given is not None else (
             load_profile(path) if path is not None else None)
-        shape = None if profile is not None else config_shape(cfg, base_dir, flags.model, add)
+        shape = None if profile is not None else config_shape(cfg, base_dir, flags.model, add,
+                                                                flags.hf_config)
         attention = Attention(cfg.attention or "flash")  # not stated: the per-op model's default
         if cfg.cp > 1 and not attention.fused:
             add("cp-attention", "warning",
@@ -156,7 +157,7 @@ def model_of(cfg: TrainingConfig, base_dir: Path, flags: CostOptions,
         cal = given.calibration
         return None if cal is None else calibrated.shape(cal, cfg.seq_len)
     try:
-        return config_shape(cfg, base_dir, flags.model, lambda *_a, **_k: None)
+        return config_shape(cfg, base_dir, flags.model, lambda *_a, **_k: None, flags.hf_config)
     except PptuneError:
         return None
 
@@ -243,16 +244,16 @@ def _precision_problem(cfg: TrainingConfig, gpu: str) -> str | None:
 
 
 def config_shape(cfg: TrainingConfig, base_dir: Path, model: str | None,
-                  add: Any) -> ModelShape | None:
-    """The model the config describes (``--model`` first), or None."""
+                  add: Any, hf_config: Path | None = None) -> ModelShape | None:
+    """The model the config describes (``--model``, then ``--hf-config`` first), or None."""
     shape = None
-    name = model or cfg.model
+    name = model or (None if hf_config is not None else cfg.model)
     if name is not None:
         from pptune.costs.names import model_preset
 
         shape = with_seq_len(model_preset(name), cfg.seq_len)
-    elif cfg.hf_config:
-        hf = Path(cfg.hf_config)
+    elif hf_config is not None or cfg.hf_config:
+        hf = hf_config or Path(str(cfg.hf_config))
         shape = from_hf_config(hf if hf.is_absolute() else base_dir / hf, cfg.seq_len)
     elif cfg.num_layers and cfg.hidden_size and cfg.num_heads and cfg.seq_len:
         shape = from_sizes(cfg.num_layers, cfg.hidden_size, cfg.num_heads, cfg.seq_len,

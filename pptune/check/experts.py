@@ -93,7 +93,7 @@ def expert_rules(cfg: TrainingConfig, dp: int | None, add: Any,
     experts, top_k, ffn = experts_of(cfg, shape)
     ep, etp = cfg.ep, cfg.etp
     if not experts:
-        if ep > 1:
+        if ep > 1 and (shape is not None or cfg.num_experts is not None):  # else: unknown
             add("moe-ep-dense", "warning",
                 f"ep {ep} with a model that has no routed experts: expert parallelism has no "
                 "effect on it (priced as ep 1); set num_experts or ep 1", ep=ep)

@@ -34,8 +34,9 @@ launch scripts, and torchtitan TOML (detected from the content; --format-in over
 """
 
 
-@uses(costs=Use(CostOptions, only=("model", "gpu", "profile", "gpu_spread"), more={
+@uses(costs=Use(CostOptions, only=("model", "hf_config", "gpu", "profile", "gpu_spread"), more={
     "model": "overrides the file", "gpu": "overrides the file",
+    "hf_config": "overrides the file; relative to the working folder",
     "profile": "overrides the file; relative to the working folder [default: the file's, "
     "else ./pptune-profile.json when the file names no model]"}))
 def check_config(
@@ -126,6 +127,8 @@ def _run(config: Path, format_in: str | None,
     costs = flags.costs
     if costs.profile is not None:  # the command line's path is the working folder's
         costs = replace(costs, profile=Path.cwd() / costs.profile)
+    if costs.hf_config is not None:
+        costs = replace(costs, hf_config=Path.cwd() / costs.hf_config)
     opts = CheckOptions(max_bubble=max_bubble, max_slowdown=max_slowdown, costs=costs,
                         compare_best=flags.compare_best, strict=flags.strict)
     return check(read.config, config.parent, opts, read.semantics), read

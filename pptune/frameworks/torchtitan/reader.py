@@ -214,7 +214,7 @@ def _preset(ctx: Ctx, model: Table) -> str | None:
     if preset is None:
         ctx.note(f"model {name[:40] if name else name} flavor "
                  f"{flavor[:40] if flavor else flavor} has no pptune preset; give --model, "
-                 "a profile or a Hugging Face config for the cost model")
+                 "--hf-config (its Hugging Face config.json) or a profile for the cost model")
     return preset
 
 
