@@ -146,8 +146,12 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
             if cfg.global_batch != mbs * ga * dp:
                 add("batch-mismatch", "error",
                     f"global batch {cfg.global_batch} != micro-batch {mbs} x GA steps {ga} x dp "
-                    f"{dp} = {mbs * ga * dp}; set GA to {cfg.global_batch / (mbs * dp):g} or the "
-                    "global batch to match", global_batch=cfg.global_batch,
+                    f"{dp} = {mbs * ga * dp}; " + (
+                        f"set GA to {cfg.global_batch // (mbs * dp)} or the global batch to "
+                        f"{mbs * ga * dp}" if cfg.global_batch % (mbs * dp) == 0 else
+                        f"set the global batch to {mbs * ga * dp} (no whole GA gives "
+                        f"{cfg.global_batch} over micro-batch x dp = {mbs * dp})"),
+                    global_batch=cfg.global_batch,
                     micro_batch_size=mbs, grad_accum_steps=ga, dp=dp)
         elif cfg.global_batch is not None:
             if cfg.global_batch % (mbs * dp):

@@ -34,7 +34,14 @@ def test_all_arithmetic_problems_reported_at_once() -> None:
 def test_batch_mismatch_names_values() -> None:
     report = check(TrainingConfig.model_validate({**BASE, "grad_accum_steps": 7}), Path("."))
     f = next(f for f in report.findings if f.id == "batch-mismatch")
-    assert "128 != micro-batch 1 x GA steps 7 x dp 4 = 28" in f.message
+    assert "128 != micro-batch 1 x GA steps 7 x dp 4 = 28; set GA to 32 or the global " \
+        "batch to 28" in f.message
+    # no whole GA gives 130 over micro-batch x dp = 4: only the global batch can change
+    report = check(TrainingConfig.model_validate({**BASE, "grad_accum_steps": 7,
+                                                  "global_batch": 130}), Path("."))
+    f = next(f for f in report.findings if f.id == "batch-mismatch")
+    assert f.message.endswith("set the global batch to 28 (no whole GA gives 130 over "
+                              "micro-batch x dp = 4)")
 
 
 def test_1f1b_needs_m_ge_p_and_interleaved_needs_rounds() -> None:

@@ -146,6 +146,9 @@ def test_a_hugging_face_config_of_a_flavor_is_written_as_that_flavor() -> None:
                                       seq_len=4096, top=1))
     text = emit(Framework.TORCHTITAN, flat).files["torchtitan.toml"]
     assert 'name = "qwen3"\nflavor = "30B-A3B"' in text and "TrainSpec" not in text
+    # no pipeline: no schedule, micro-batch or split for torchtitan to ignore
+    assert "pipeline_parallel_degree = 1" in text
+    assert "pipeline_parallel_schedule" not in text and "module_fqns" not in text
     piped = recommend(RecommendSpec.of(gpus=8, hf_config=str(hf), gpu="h100-sxm", pp=[2],
                                        seq_len=4096, top=1))
     written = emit(Framework.TORCHTITAN, piped)

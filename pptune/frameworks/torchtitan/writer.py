@@ -110,6 +110,10 @@ def write(stated: Stated) -> dict[str, str]:
            f'context_parallel_rotate_method = "{ROTATE_NAME.get(comm, "allgather")}"']
           if plan.cp > 1 else []),
         f"pipeline_parallel_degree = {plan.pp}",
+    ]
+    if plan.pp == 1:  # no pipeline: torchtitan reads no schedule, micro-batch or split
+        return {FILE: "\n".join([*lines, *fp8_tables, ""])}
+    lines += [
         f'pipeline_parallel_schedule = "{SCHEDULES[plan.schedule]}"',
         *_ep_overlap(plan),
         f"pipeline_parallel_microbatch_size = {plan.micro_batch_size}",
