@@ -40,7 +40,7 @@ def _args(path: str) -> tuple[dict[str, list[str | None]], dict[str, list[str | 
     from pptune.frameworks.common.fields import Ctx
     from pptune.frameworks.common.shell import interpret
     from pptune.frameworks.megatron.flags import parse_flags
-    from pptune.frameworks.megatron.reader import launch_words
+    from pptune.frameworks.megatron.launch import launch_words
 
     script = interpret(open(path, encoding="utf-8").read())
     launcher, words = launch_words(script, Ctx(name=path))

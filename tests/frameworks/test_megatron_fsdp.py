@@ -74,3 +74,22 @@ def test_a_zero_recompute_count_without_granularity_is_not_refused(tmp_path: Pat
         flags="--recompute-granularity full --recompute-method block --recompute-num-layers 0"),
         "--gpus", "64", "--gpu", "h100-sxm")
     assert found["megatron-recompute-full"] == "error"
+
+
+def test_a_settings_file_without_a_launch_is_read_from_its_variables(tmp_path: Path) -> None:
+    """Megatron-LM's examples/post_training/modelopt/conf files keep a model's arguments in
+    MODEL_ARGS for a launcher to source: read from there, with a note."""
+    text = ('MODEL_ARGS=" \\\n  --num-layers 32 --hidden-size 4096 --num-attention-heads 32 \\\n'
+            '  --ffn-hidden-size 14336 --swiglu --seq-length 8192 --micro-batch-size 1 \\\n'
+            '  --group-query-attention --num-query-groups 8"\n')
+    _, _, doc = check_file(tmp_path / "conf.sh", text, "--gpus", "8", "--gpu", "h100-sxm")
+    assert doc["config"]["num_layers"] == 32
+    assert any("no pretrain_*.py launch" in n for n in doc["notes"])
+
+
+def test_a_test_or_echo_that_names_the_entry_point_is_no_launch(tmp_path: Path) -> None:
+    text = ('if [ ! -f pretrain_gpt.py ]; then\n  echo "pretrain_gpt.py not found"\nfi\n'
+            + SCRIPT.format(flags="--use-distributed-optimizer"))
+    _, _, doc = check_file(tmp_path / "run.sh", text, "--gpu", "h100-sxm")
+    assert not any("launches" in n for n in doc["notes"])
+    assert doc["config"]["num_layers"] == 32

@@ -33,23 +33,21 @@ from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build
 from pptune.frameworks.common.shell import Script, ShellLimit, interpret
 from pptune.frameworks.megatron.cp_fp8 import read_cp_fp8
 from pptune.frameworks.megatron.flags import (
-    BOOL_FLAGS,
     NODES_FLAGS,
     NOTED_FLAGS,
     PER_NODE_FLAGS,
     UNMODELLED_FLAGS,
-    VALUE_FLAGS,
     Flagged,
     FlagReader,
     cuda_graphs,
     parse_flags,
 )
+from pptune.frameworks.megatron.launch import launch_words
 from pptune.frameworks.megatron.moe import read_moe
 from pptune.frameworks.megatron.pipeline import environment, pipeline
 from pptune.frameworks.megatron.widths import read_widths
 from pptune.schemas import TrainingConfig
 
-_ENTRY = re.compile(r"(?:.*/)?pretrain_\w*\.py")
 _SIGNAL = re.compile(
     r"^[^#\n]*pretrain_\w*\.py|^\s*--(?:pipeline-model-parallel-size|"
     r"tensor-model-parallel-size|num-layers|micro-batch-size|global-batch-size)\b",
@@ -78,33 +76,6 @@ def read_megatron(text: str, ctx: Ctx) -> TrainingConfig:
     environment(ctx, script, fields, launched=launcher_words is not arg_words)
     _note_shell(ctx, script, launcher_words + arg_words, args)
     return build(ctx, fields)
-
-
-def launch_words(script: Script, ctx: Ctx) -> tuple[list[str], list[str]]:
-    """(launcher words, Megatron argument words) of the command that runs training."""
-    launches = []
-    for cmd in script.commands:
-        entry = next((j for j, word in enumerate(cmd.words) if _ENTRY.fullmatch(word)), None)
-        if entry is not None:
-            launches.append((cmd, entry))
-    if launches:
-        cmd, k = launches[-1]
-        if len(launches) > 1:
-            ctx.note(f"{len(launches)} pretrain_*.py launches; read the last one (line {cmd.line})")
-        return cmd.words[:k], cmd.words[k + 1 :]
-    arg_lines = [w for cmd in script.commands if cmd.words[0].startswith("-") for w in cmd.words]
-    if arg_lines:
-        return arg_lines, arg_lines
-    known = set(VALUE_FLAGS) | set(BOOL_FLAGS)
-    scored = [(sum(w.partition("=")[0] in known for w in c.words), c) for c in script.commands]
-    best = max(scored, key=lambda pair: pair[0], default=(0, None))
-    if best[1] is None or best[0] == 0:
-        raise ctx.bad(
-            "found no Megatron-LM arguments (--num-layers, --micro-batch-size, "
-            "--pipeline-model-parallel-size, ...); expected a pretrain_*.py launch script "
-            "or a file of arguments; pass --format-in to read it as another format"
-        )
-    return best[1].words, best[1].words
 
 
 def _fields(r: FlagReader, launcher: Flagged, env: Mapping[str, str]) -> dict[str, Any]:

@@ -1,0 +1,69 @@
+"""The command of a Megatron-LM launch script that runs training, and its arguments.
+
+The last ``pretrain_*.py`` launch (through ``torchrun``, ``python -m
+torch.distributed.launch`` or ``deepspeed``; a test, echo or copy that names the
+file is no launch); else an argument file's lines of flags; else the command with
+the most Megatron-LM flags; else, for a file of settings a launcher sources, the
+arguments it keeps in its variables.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pptune.frameworks.common.fields import Ctx
+from pptune.frameworks.common.shell import Script, words
+from pptune.frameworks.megatron.flags import BOOL_FLAGS, VALUE_FLAGS
+
+_ENTRY = re.compile(r"(?:.*/)?pretrain_\w*\.py")
+
+# commands that name a pretrain_*.py without running it
+NOT_LAUNCHES = frozenset({"[", "[[", "test", "echo", "printf", "ls", "cp", "wget", "curl",
+                          "cat", "cd", "mkdir", "rm"})
+
+
+def _held_arguments(script: Script, known: set[str]) -> list[str]:
+    """A script with no launch that keeps Megatron-LM arguments in variables (a model's
+    settings, sourced by a launcher): their words, in the order the variables were set."""
+    held: list[str] = []
+    for value in [*script.scalars.values(), *script.arrays.values()]:
+        ws = words(value)[0] if isinstance(value, str) else value
+        if any(w.partition("=")[0] in known for w in ws):
+            held += ws
+    return held
+
+
+def launch_words(script: Script, ctx: Ctx) -> tuple[list[str], list[str]]:
+    """(launcher words, Megatron argument words) of the command that runs training."""
+    launches = []
+    for cmd in script.commands:
+        if cmd.words[0] in NOT_LAUNCHES:  # [ -f pretrain_gpt.py ], echo "pretrain_gpt.py ..."
+            continue
+        entry = next((j for j, word in enumerate(cmd.words) if _ENTRY.fullmatch(word)), None)
+        if entry is not None:
+            launches.append((cmd, entry))
+    if launches:
+        cmd, k = launches[-1]
+        if len(launches) > 1:
+            ctx.note(f"{len(launches)} pretrain_*.py launches; read the last one (line {cmd.line})")
+        return cmd.words[:k], cmd.words[k + 1 :]
+    arg_lines = [w for cmd in script.commands if cmd.words[0].startswith("-") for w in cmd.words]
+    if arg_lines:
+        return arg_lines, arg_lines
+    known = set(VALUE_FLAGS) | set(BOOL_FLAGS)
+    scored = [(sum(w.partition("=")[0] in known for w in c.words), c) for c in script.commands]
+    best = max(scored, key=lambda pair: pair[0], default=(0, None))
+    if best[1] is None or best[0] == 0:
+        held = _held_arguments(script, known)
+        if held:
+            ctx.note("no pretrain_*.py launch: read the Megatron-LM arguments the script keeps "
+                     "in its variables (a model's settings for a launcher to source)")
+            return held, held
+        raise ctx.bad(
+            "found no Megatron-LM arguments (--num-layers, --micro-batch-size, "
+            "--pipeline-model-parallel-size, ...); expected a pretrain_*.py launch script "
+            "or a file of arguments; pass --format-in to read it as another format"
+        )
+    return best[1].words, best[1].words
+
+
