@@ -49,6 +49,10 @@ def check_config(
     gpus_per_node: int | None = typer.Option(
         None, "--gpus-per-node",
         help="GPUs per node (NVLink domain) when the file lacks it [default: the GPU's]"),
+    env: list[str] | None = typer.Option(
+        None, "--env",
+        help="NAME=VALUE: a variable a launch script takes from its environment "
+        "(${NNODES:-1}, $SLURM_NNODES); repeatable; the script's own assignments win"),
     costs: CostOptions,
     max_bubble: float | None = typer.Option(None, "--max-bubble", help="bubble-rate limit (default 0.25 or the file's)"),
     max_slowdown: float | None = typer.Option(None, "--max-slowdown", help="step time limit vs the best plan (default 1.10)"),
@@ -78,7 +82,7 @@ def check_config(
     try:
         report, read = _run(config, format_in, (pp, gpus, tp, gpus_per_node),
                             framework_version or [], max_bubble, max_slowdown,
-                            CheckFlags(costs, not no_compare, strict))
+                            CheckFlags(costs, not no_compare, strict, tuple(env or ())))
     except PptuneError as exc:
         if output == "github":  # a CI job shows an annotation, never nothing
             from pptune.check.render import github_error
@@ -102,6 +106,7 @@ class CheckFlags(NamedTuple):
     costs: CostOptions  # --model, --gpu, --profile
     compare_best: bool
     strict: bool
+    env: tuple[str, ...] = ()  # --env NAME=VALUE
 
 
 def _run(config: Path, format_in: str | None,
@@ -123,7 +128,7 @@ def _run(config: Path, format_in: str | None,
     from pptune.frameworks.read import read_config
 
     read = read_config(config, format_in, pp=pp, gpus=gpus, tp=tp, framework_versions=versions,
-                       gpus_per_node=gpus_per_node)
+                       gpus_per_node=gpus_per_node, env=list(flags.env))
     costs = flags.costs
     if costs.profile is not None:  # the command line's path is the working folder's
         costs = replace(costs, profile=Path.cwd() / costs.profile)

@@ -58,6 +58,7 @@ def read_config(
     tp: int | None = None,
     framework_versions: list[str] | None = None,
     gpus_per_node: int | None = None,
+    env: list[str] | None = None,
 ) -> ReadResult:
     """Read a training config; BadInput (one line, naming the file) on any problem.
 
@@ -76,7 +77,8 @@ def read_config(
     """
     path = Path(path)
     wanted = _format(format_in)
-    ctx = Ctx(name=str(path), flags=check_flags(pp, gpus, tp, gpus_per_node))
+    ctx = Ctx(name=str(path), flags=check_flags(pp, gpus, tp, gpus_per_node),
+              env=parse_env(env or []))
     text = read_text(path)
     fmt, data = (wanted, ADAPTERS[wanted].parse(text, path)) if wanted else _detect(text, path)
     adapter = ADAPTERS[fmt]
@@ -86,8 +88,29 @@ def read_config(
             f"the top level is {_kind(data)}; expected a mapping of keys "
             f"(e.g. micro_batch_size: 1) for the {fmt.value} format"
         )
+    if ctx.env and "text" not in adapter.syntaxes:
+        ctx.note(f"--env ignored: a {fmt.value} file reads no environment (launch scripts do)")
     config = adapter.read(data, ctx)
     return ReadResult(config=config, format=fmt, notes=ctx.notes, semantics=ctx.semantics)
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
+MAX_ENV = 100  # --env values
+
+
+def parse_env(values: list[str]) -> dict[str, str]:
+    """``--env NAME=VALUE`` values, each a variable a launch script reads from its
+    environment (``${NNODES:-1}``); one clear line for a malformed one."""
+    if len(values) > MAX_ENV:
+        raise BadInput(f"--env is given {len(values)} times; at most {MAX_ENV}")
+    out: dict[str, str] = {}
+    for value in values:
+        name, eq, text = value.partition("=")
+        if not eq or not _ENV_NAME.fullmatch(name) or len(text) > 1000:
+            raise BadInput(f"--env {show(value)}: expected NAME=VALUE, NAME a shell variable "
+                           "name (e.g. --env NNODES=16), VALUE at most 1,000 characters")
+        out[name] = text
+    return out
 
 
 def parse_versions(values: list[str], fmt: Framework) -> Versions:

@@ -32,3 +32,40 @@ def test_hf_config_names_the_model_a_file_does_not(tmp_path: Path,
     _, found, _ = check_file(tmp_path / "ds.json", DS, "--gpus", "8", "--gpu", "h100-sxm")
     assert "model-unknown" in found
     assert "moe-ep-dense" not in found  # the model is unknown, not dense
+
+
+SCRIPT = (
+    "NNODES=${NNODES:-1}\n"
+    "export CUDA_DEVICE_MAX_CONNECTIONS=1\n"
+    "torchrun --nnodes $NNODES --nproc_per_node 8 pretrain_gpt.py \\\n"
+    "  --tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 \\\n"
+    "  --num-layers 96 --hidden-size 12288 --num-attention-heads 96 --seq-length 2048 \\\n"
+    "  --micro-batch-size 1 --global-batch-size 1536 --bf16 --use-distributed-optimizer\n")
+
+
+def test_env_sets_what_a_launch_script_takes_from_its_environment(tmp_path: Path) -> None:
+    """${NNODES:-1} is one node unless the environment says otherwise: GPT-3 175B at tp 8 x
+    pp 16 needs 128 GPUs; --env NNODES=16 gives them, the script's own assignments win."""
+    _, found, doc = check_file(tmp_path / "run.sh", SCRIPT, "--gpu", "h100-sxm")
+    assert found["gpus-mismatch"] == "error"
+    assert any("(--env NNODES=VALUE sets it)" in n for n in doc["notes"])
+    _, found, doc = check_file(tmp_path / "run.sh", SCRIPT, "--gpu", "h100-sxm",
+                                  "--env", "NNODES=16")
+    assert "gpus-mismatch" not in found and doc["config"]["gpus"] == 128
+    assert "NNODES=16 from --env" in doc["notes"]
+    fixed = SCRIPT.replace("NNODES=${NNODES:-1}", "NNODES=1")
+    _, found, _ = check_file(tmp_path / "fixed.sh", fixed, "--gpu", "h100-sxm",
+                             "--env", "NNODES=16")
+    assert found["gpus-mismatch"] == "error"  # the script states one node itself
+
+
+@pytest.mark.parametrize("value", ["NNODES", "1X=2", "A B=3", "=4"])
+def test_a_malformed_env_is_one_clear_line(tmp_path: Path, value: str) -> None:
+    from typer.testing import CliRunner
+
+    from pptune.cli.app import app
+    path = tmp_path / "run.sh"
+    path.write_text(SCRIPT)
+    r = CliRunner().invoke(app, ["check-config", str(path), "--env", value])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1
+    assert "expected NAME=VALUE" in r.stderr

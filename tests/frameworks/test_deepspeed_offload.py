@@ -1,5 +1,6 @@
-"""DeepSpeed ZeRO-Offload in a config: what it keeps in host memory is not counted on
-the GPU, and the time it adds is named as not priced."""
+"""DeepSpeed configs as users write them: ZeRO-Offload (what it keeps in host memory is
+not counted on the GPU, and the time it adds is named as not priced), and a config
+without a GPU count."""
 
 from __future__ import annotations
 
@@ -46,3 +47,14 @@ def test_offload_outside_its_stages_and_unknown_devices(tmp_path: Path) -> None:
     assert code == 1 and found["deepspeed-offload-device"] == "error"
     _, found, _ = run(tmp_path, "g.json", stage=2, offload_optimizer={"device": "none"})
     assert "deepspeed-offload" not in found
+
+
+def test_without_a_gpu_count_the_accumulation_is_not_derived_at_dp_1(tmp_path: Path) -> None:
+    """train_batch_size and the micro-batch without gradient_accumulation_steps: DeepSpeed
+    derives GA at its world size, which the file does not state; check-config assumes dp
+    (a warning) instead of deriving GA at dp 1 and then inferring dp 1 from it."""
+    _, found, doc = check_file(tmp_path / "ds.json", config(stage=1), "--model", "llama3-8b",
+                               "--gpu", "h100-sxm")
+    assert found["dp-assumed"] == "warning" and "dp-inferred" not in found
+    assert not any("derived as DeepSpeed does" in n for n in doc["notes"])
+    assert not any("pipeline partition not stated" in n for n in doc["notes"])  # no pipeline

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +77,8 @@ class Ctx:
     flags: Flags = Flags()
     notes: list[str] = field(default_factory=list)
     semantics: Semantics = field(default_factory=Semantics)
+    # variables a launch script takes from its environment (check-config --env)
+    env: Mapping[str, str] = field(default_factory=dict)
 
     def note(self, text: str) -> None:
         line = " ".join(text.split())

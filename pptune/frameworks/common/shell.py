@@ -24,6 +24,7 @@ refused (``A="$A$A"`` doubling would otherwise eat the machine).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from pptune.frameworks.common.shell_branches import Branches, condition
 from pptune.frameworks.common.shell_state import (
@@ -75,8 +76,12 @@ def _without_redirections(ws: list[str]) -> list[str]:
     return out
 
 
-def interpret(text: str) -> Script:
+def interpret(text: str, env: Mapping[str, str] | None = None) -> Script:
+    """The script's variables and commands; ``env``: variables its environment sets
+    before it runs (its own assignments still replace them)."""
     script = Script()
+    for name, value in (env or {}).items():
+        set_scalar(script, name, value)
     _statements(script, text, 0)
     return script
 

@@ -193,8 +193,9 @@ def _partition(ctx: Ctx, section: Any) -> str:
     raises NotImplementedError in DeepSpeed."""
     method = section.get("partition") if isinstance(section, dict) else None
     if not isinstance(method, str) or method.lower() == "best":
-        ctx.note("pipeline partition not stated: PipelineModule's default "
-                 "partition_method=\"parameters\" (balanced parameter counts)")
+        if isinstance(section, dict):  # a pipeline section that leaves it to the default
+            ctx.note("pipeline partition not stated: PipelineModule's default "
+                     "partition_method=\"parameters\" (balanced parameter counts)")
         return "parameters"
     lower = method.lower()
     if lower.startswith("type:"):
@@ -372,6 +373,8 @@ def _batch_trio(ctx: Ctx, fields: dict[str, Any], micro: int | None,
             derived = 1
         ctx.note(f"micro-batch size {derived} derived as DeepSpeed does: {how}")
         micro = derived
+    elif micro is not None and batch is not None and accum is None and dp is None:
+        pass  # GA = train_batch_size // micro // dp: check-config derives it at its dp
     elif micro is not None and batch is not None and accum is None:
         accum = batch // micro // world
         ctx.note(f"gradient_accumulation_steps {accum} derived as DeepSpeed does: "

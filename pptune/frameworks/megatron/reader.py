@@ -63,7 +63,9 @@ def looks_like_megatron(text: str) -> bool:
 
 def read_megatron(text: str, ctx: Ctx) -> TrainingConfig:
     try:
-        script = interpret(text)
+        script = interpret(text, ctx.env)
+        for name, value in ctx.env.items():
+            ctx.note(f"{name}={value[:40]} from --env")
     except ShellLimit as exc:
         raise ctx.bad(f"{exc}; write the Megatron-LM arguments out plainly") from None
     for line in script.notes:
@@ -349,7 +351,8 @@ def _preset_by_shape(fields: dict[str, Any]) -> str | None:
 
 def _note_shell(ctx: Ctx, script: Script, words: list[str], args: Flagged) -> None:
     for name, value in list(script.defaults_used.items())[:5]:
-        ctx.note(f"shell variable {name} is not set in the script; used its default {value!r}")
+        ctx.note(f"shell variable {name} is not set in the script; used its default {value!r} "
+                 f"(--env {name}=VALUE sets it)")
     unresolved = list(dict.fromkeys(w for w in words if w.startswith("$")))
     if unresolved:
         shown = ", ".join(w[:30] for w in unresolved[:6])
