@@ -48,7 +48,7 @@ def test_env_sets_what_a_launch_script_takes_from_its_environment(tmp_path: Path
     pp 16 needs 128 GPUs; --env NNODES=16 gives them, the script's own assignments win."""
     _, found, doc = check_file(tmp_path / "run.sh", SCRIPT, "--gpu", "h100-sxm")
     assert found["gpus-mismatch"] == "error"
-    assert any("(--env NNODES=VALUE sets it)" in n for n in doc["notes"])
+    assert any("(check-config --env NNODES=VALUE sets it)" in n for n in doc["notes"])
     _, found, doc = check_file(tmp_path / "run.sh", SCRIPT, "--gpu", "h100-sxm",
                                   "--env", "NNODES=16")
     assert "gpus-mismatch" not in found and doc["config"]["gpus"] == 128

@@ -352,7 +352,7 @@ def _preset_by_shape(fields: dict[str, Any]) -> str | None:
 def _note_shell(ctx: Ctx, script: Script, words: list[str], args: Flagged) -> None:
     for name, value in list(script.defaults_used.items())[:5]:
         ctx.note(f"shell variable {name} is not set in the script; used its default {value!r} "
-                 f"(--env {name}=VALUE sets it)")
+                 f"(check-config --env {name}=VALUE sets it)")
     unresolved = list(dict.fromkeys(w for w in words if w.startswith("$")))
     if unresolved:
         shown = ", ".join(w[:30] for w in unresolved[:6])
