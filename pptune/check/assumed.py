@@ -11,9 +11,13 @@ that make it right. ``--gpus`` checks it for real.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from pptune.frameworks.common.adapter import Add
 from pptune.schemas import TrainingConfig
+
+if TYPE_CHECKING:
+    from pptune.check.rules import Finding
 
 # findings whose verdict depends on the data-parallel size: the memory of sharded
 # state, the expert layout's ranks, the batch arithmetic and the micro-batches it gives
@@ -70,3 +74,16 @@ def bubble_hint(p: int, m: int | None, bubble: float, limit: float, multiple: in
     need = math.ceil(need / multiple) * multiple
     return (f"; about m >= {need}" + (" (a multiple of pp)" if multiple > 1 else "")
             + " would bring it under the limit: the fill and drain stay, the work grows")
+
+
+# a framework's own refusal and pptune's generic finding of the same fault: the
+# framework's, which cites its rule, is kept
+TWINS = {"megatron-layers-not-divisible": "layers-not-divisible",
+         "torchtitan-global-batch": "batch-mismatch"}
+
+
+def without_twins(found: list[Finding]) -> list[Finding]:
+    """The findings without a generic one whose framework twin is among them."""
+    ids = {f.id for f in found}
+    twins = {TWINS[i] for i in ids if i in TWINS}
+    return [f for f in found if f.id not in twins]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pptune.check.assumed import bubble_hint, softened, unknown_dp
+from pptune.check.assumed import bubble_hint, softened, unknown_dp, without_twins
 from pptune.check.costs import costs, model_of, optimizer_widths, with_nvlink_domain
 from pptune.check.experts import expert_rules
 from pptune.check.framework import (
@@ -246,7 +246,7 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
     shape = model_of(cfg, base_dir, opts.costs, opts.profile)
     expert_rules(cfg, dp, add, shape)
     config_rules(cfg, sem, add)
-
+    out[:] = without_twins(out)
     report = CheckReport(out, derived={"dp": dp, "grad_accum_steps": ga, "microbatches": m})
     structural = any(f.severity == "error" for f in out)
     table, origin, key, reserve = costs(cfg, base_dir, opts.costs, add, opts.profile,

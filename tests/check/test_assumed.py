@@ -63,3 +63,13 @@ def test_the_micro_batches_that_bring_a_bubble_under_its_limit() -> None:
     assert "about m >= 24 would" in bubble_hint(4, 8, 0.5, 0.25, 1)
     assert "no pipeline" in bubble_hint(1, 1, 0.47, 0.25, 1)
     assert bubble_hint(4, None, 0.5, 0.25, 1) == ""
+
+
+def test_a_frameworks_refusal_replaces_the_generic_finding_of_the_same_fault() -> None:
+    from pptune.check.assumed import without_twins
+    from pptune.check.rules import Finding
+    found = [Finding("megatron-layers-not-divisible", "error", "a"),
+             Finding("layers-not-divisible", "error", "b"),
+             Finding("batch-mismatch", "error", "c")]
+    assert [f.id for f in without_twins(found)] == ["megatron-layers-not-divisible",
+                                                     "batch-mismatch"]

@@ -158,7 +158,8 @@ def test_megatron_llama3_script_resolves_variables_arrays_and_launcher() -> None
         "cross_entropy": "unfused",
         "swiglu": "fused",  # megatron-core's bias_swiglu_impl: no --no-bias-swiglu-fusion
     }
-    assert "shell variable NUM_NODES is not set in the script; used its default '2'" in (
+    assert "shell variable NUM_NODES is not set in the script; used its default '2' "\
+        "(check-config --env NUM_NODES=VALUE sets it)" in (
         result.notes)
     assert any(n.startswith("ignored 25 other flags: --use-mcore-models") for n in result.notes)
 

@@ -242,4 +242,6 @@ def _run(script: Script, line: int, statement: str, depth: int = 0) -> None:
         if ws[0] in ("source", "."):
             script.notes.append(f"line {line}: {ws[0]} {' '.join(ws[1:2])} not followed")
             return
-        script.commands.append(Command(line, _without_redirections(ws)))
+        ws = _without_redirections(ws)
+        if ws:  # a bare redirection runs nothing
+            script.commands.append(Command(line, ws))
