@@ -49,6 +49,12 @@ def check_config(
     gpus_per_node: int | None = typer.Option(
         None, "--gpus-per-node",
         help="GPUs per node (NVLink domain) when the file lacks it [default: the GPU's]"),
+    micro_batch_size: int | None = typer.Option(
+        None, "--micro-batch-size",
+        help="micro-batch size when the file lacks it (a DeepSpeed \"auto\", an unresolved "
+        "--micro-batch-size $MBS)"),
+    global_batch: int | None = typer.Option(
+        None, "--global-batch", help="global batch (samples a step) when the file lacks it"),
     env: list[str] | None = typer.Option(
         None, "--env",
         help="NAME=VALUE: a variable a launch script takes from its environment "
@@ -82,7 +88,8 @@ def check_config(
     try:
         report, read = _run(config, format_in, (pp, gpus, tp, gpus_per_node),
                             framework_version or [], max_bubble, max_slowdown,
-                            CheckFlags(costs, not no_compare, strict, tuple(env or ())))
+                            CheckFlags(costs, not no_compare, strict, tuple(env or ()),
+                                       (micro_batch_size, global_batch)))
     except PptuneError as exc:
         if output == "github":  # a CI job shows an annotation, never nothing
             from pptune.check.render import github_error
@@ -107,6 +114,7 @@ class CheckFlags(NamedTuple):
     compare_best: bool
     strict: bool
     env: tuple[str, ...] = ()  # --env NAME=VALUE
+    batch: tuple[int | None, int | None] = (None, None)  # --micro-batch-size, --global-batch
 
 
 def _run(config: Path, format_in: str | None,
@@ -120,7 +128,9 @@ def _run(config: Path, format_in: str | None,
             ("--max-bubble", max_bubble, 0, 1), ("--max-slowdown", max_slowdown, 1, 1e6),
             ("--pp", pp, 1, limits.MAX_GPUS), ("--gpus", gpus, 1, limits.MAX_GPUS),
             ("--tp", tp, 1, limits.MAX_TP),
-            ("--gpus-per-node", gpus_per_node, 1, limits.MAX_GPUS)) if value is not None
+            ("--gpus-per-node", gpus_per_node, 1, limits.MAX_GPUS),
+            ("--micro-batch-size", flags.batch[0], 1, limits.MAX_MICRO_BATCH),
+            ("--global-batch", flags.batch[1], 1, limits.MAX_GLOBAL_BATCH)) if value is not None
     ))
     if found:
         raise BadInput("; ".join(found))
@@ -128,7 +138,8 @@ def _run(config: Path, format_in: str | None,
     from pptune.frameworks.read import read_config
 
     read = read_config(config, format_in, pp=pp, gpus=gpus, tp=tp, framework_versions=versions,
-                       gpus_per_node=gpus_per_node, env=list(flags.env))
+                       gpus_per_node=gpus_per_node, env=list(flags.env),
+                       micro_batch_size=flags.batch[0], global_batch=flags.batch[1])
     costs = flags.costs
     if costs.profile is not None:  # the command line's path is the working folder's
         costs = replace(costs, profile=Path.cwd() / costs.profile)

@@ -59,6 +59,8 @@ def read_config(
     framework_versions: list[str] | None = None,
     gpus_per_node: int | None = None,
     env: list[str] | None = None,
+    micro_batch_size: int | None = None,
+    global_batch: int | None = None,
 ) -> ReadResult:
     """Read a training config; BadInput (one line, naming the file) on any problem.
 
@@ -77,7 +79,8 @@ def read_config(
     """
     path = Path(path)
     wanted = _format(format_in)
-    ctx = Ctx(name=str(path), flags=check_flags(pp, gpus, tp, gpus_per_node),
+    ctx = Ctx(name=str(path), flags=check_flags(pp, gpus, tp, gpus_per_node, micro_batch_size,
+                                                global_batch),
               env=parse_env(env or []))
     text = read_text(path)
     fmt, data = (wanted, ADAPTERS[wanted].parse(text, path)) if wanted else _detect(text, path)

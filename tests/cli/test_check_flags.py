@@ -69,3 +69,35 @@ def test_a_malformed_env_is_one_clear_line(tmp_path: Path, value: str) -> None:
     r = CliRunner().invoke(app, ["check-config", str(path), "--env", value])
     assert r.exit_code == 2 and r.stderr.count("\n") == 1
     assert "expected NAME=VALUE" in r.stderr
+
+
+AUTO = json.dumps({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
+                   "gradient_accumulation_steps": "auto", "bf16": {"enabled": "auto"},
+                   "zero_optimization": {"stage": 3}})
+
+
+def test_batch_flags_fill_what_a_file_leaves_auto_or_unresolved(tmp_path: Path) -> None:
+    """A Hugging Face Trainer's DeepSpeed config leaves the batch "auto": --micro-batch-size
+    and --global-batch give it (GA = 64 / (2 x 8) = 4); a script's unresolved $MBS the
+    same; a value the file states wins, and a torchtitan file states its own."""
+    from typer.testing import CliRunner
+
+    from pptune.cli.app import app
+    path = tmp_path / "ds.json"
+    path.write_text(AUTO)
+    r = CliRunner().invoke(app, ["check-config", str(path), "--gpus", "8", "--model",
+                                 "llama3-8b", "--gpu", "h100-sxm"])
+    assert r.exit_code == 2 and "train_micro_batch_size_per_gpu is 'auto'" in r.stderr
+    _, _, doc = check_file(path, AUTO, "--gpus", "8", "--model", "llama3-8b", "--gpu",
+                           "h100-sxm", "--micro-batch-size", "2", "--global-batch", "64")
+    assert (doc["config"]["micro_batch_size"], doc["config"]["global_batch"],
+            doc["derived"]["grad_accum_steps"]) == (2, 64, 4)
+    script = SCRIPT.replace("--micro-batch-size 1", "--micro-batch-size $MBS")
+    _, _, doc = check_file(tmp_path / "run.sh", script, "--gpu", "h100-sxm", "--env",
+                           "NNODES=16", "--micro-batch-size", "2")
+    assert doc["config"]["micro_batch_size"] == 2
+    _, _, doc = check_file(tmp_path / "run.sh", SCRIPT, "--gpu", "h100-sxm", "--env",
+                           "NNODES=16", "--micro-batch-size", "2")
+    assert doc["config"]["micro_batch_size"] == 1
+    assert any("--micro-batch-size 2 ignored: the file states --micro-batch-size = 1" in n
+               for n in doc["notes"])

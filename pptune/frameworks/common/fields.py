@@ -25,9 +25,14 @@ from pptune.schemas import Limits, TrainingConfig
 MAX_DEVICES = 1 << 20
 MAX_COUNT = 2**31 - 1
 
-FLAG_KEYS = ("pp", "gpus", "tp", "gpus_per_node")
+FLAG_KEYS = ("pp", "gpus", "tp", "gpus_per_node", "micro_batch_size", "global_batch")
 # what a flag stands for in a file that names no key for it (a reader's file_keys say more)
-FLAG_MEANS = {"gpus_per_node": "a node size"}
+FLAG_MEANS = {"gpus_per_node": "a node size", "micro_batch_size": "a micro-batch size",
+              "global_batch": "a global batch"}
+# flags a reader takes only where it names the file's key for them (file_keys): the
+# batch, which a DeepSpeed config may leave "auto" and a launch script to a variable
+OPT_IN = frozenset({"micro_batch_size", "global_batch"})
+MAX_BATCH = 2**31 - 1
 MAX_ERRORS = 6  # problems listed in one message; the rest are counted
 
 
@@ -40,6 +45,8 @@ class Flags:
     gpus: int | None = None
     tp: int | None = None
     gpus_per_node: int | None = None
+    micro_batch_size: int | None = None
+    global_batch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -113,15 +120,19 @@ def show(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def check_flags(pp: Any, gpus: Any, tp: Any, gpus_per_node: Any = None) -> Flags:
+def check_flags(pp: Any, gpus: Any, tp: Any, gpus_per_node: Any = None,
+                micro_batch_size: Any = None, global_batch: Any = None) -> Flags:
     """Validate the flag values themselves (they come from the CLI, not a file)."""
-    for key, value in (("pp", pp), ("gpus", gpus), ("tp", tp),
-                       ("gpus-per-node", gpus_per_node)):
+    for key, value, most in (("pp", pp, MAX_DEVICES), ("gpus", gpus, MAX_DEVICES),
+                             ("tp", tp, MAX_DEVICES), ("gpus-per-node", gpus_per_node, MAX_DEVICES),
+                             ("micro-batch-size", micro_batch_size, MAX_BATCH),
+                             ("global-batch", global_batch, MAX_BATCH)):
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DEVICES:
-            raise BadInput(f"--{key} {show(value)}: expected a whole number from 1 to {MAX_DEVICES}")
-    return Flags(pp=pp, gpus=gpus, tp=tp, gpus_per_node=gpus_per_node)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+            raise BadInput(f"--{key} {show(value)}: expected a whole number from 1 to {most}")
+    return Flags(pp=pp, gpus=gpus, tp=tp, gpus_per_node=gpus_per_node,
+                 micro_batch_size=micro_batch_size, global_batch=global_batch)
 
 
 def whole(
@@ -189,7 +200,9 @@ def apply_flags(ctx: Ctx, fields: dict[str, Any], file_keys: dict[str, str]) -> 
         stated = fields.get(key)
         where = file_keys.get(key, FLAG_MEANS.get(key, key))
         name = "--" + key.replace("_", "-")
-        if stated is None:
+        if key in OPT_IN and key not in file_keys:
+            ctx.note(f"{name} {flag} ignored: this format states {where} itself")
+        elif stated is None:
             fields[key] = flag
             ctx.note(f"{key} {flag} from {name}: the file does not state {where}")
         elif stated != flag:

@@ -74,8 +74,12 @@ def read_deepspeed(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
         "schedule": "1f1b",
         "source_format": "deepspeed",
     }
+    fields["micro_batch_size"] = micro
     apply_flags(ctx, fields, {"pp": "a pipeline size", "gpus": "a GPU count",
-                              "tp": "a tensor-parallel size"})
+                              "tp": "a tensor-parallel size",
+                              "micro_batch_size": "train_micro_batch_size_per_gpu",
+                              "global_batch": "train_batch_size"})
+    micro = fields["micro_batch_size"]
     if fields["pp"] is None:
         ctx.note("pp not stated (DeepSpeed sets it in PipelineModule); assumed 1: pass --pp")
     read_experts(ctx, data, fields)

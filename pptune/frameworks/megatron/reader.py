@@ -120,9 +120,10 @@ def _fields(r: FlagReader, launcher: Flagged, env: Mapping[str, str]) -> dict[st
     fields["recompute_modules"] = _modules(r, fields["recompute"])
     read_widths(r, fields)
     micro = r.number("--micro-batch-size")
-    if micro is None:
+    if micro is None and ctx.flags.micro_batch_size is None:
         raise ctx.bad("--micro-batch-size is missing or unresolved; expected "
-                      "--micro-batch-size N with a number (Megatron-LM requires it)")
+                      "--micro-batch-size N with a number (Megatron-LM requires it), or pass "
+                      "check-config --micro-batch-size N (or --env NAME=N for its variable)")
     fields["micro_batch_size"] = micro
     if fields["global_batch"] is None and not flags.has("--global-batch-size"):
         fields["grad_accum_steps"] = 1
@@ -137,7 +138,9 @@ def _fields(r: FlagReader, launcher: Flagged, env: Mapping[str, str]) -> dict[st
     fields.update(_launcher(ctx, launcher))
     apply_flags(ctx, fields, {"pp": "--pipeline-model-parallel-size",
                               "tp": "--tensor-model-parallel-size",
-                              "gpus": "a GPU count (--nnodes x --nproc_per_node)"})
+                              "gpus": "a GPU count (--nnodes x --nproc_per_node)",
+                              "micro_batch_size": "--micro-batch-size",
+                              "global_batch": "--global-batch-size"})
     if fields["pp"] is None and flags.has("--pipeline-model-parallel-size"):
         ctx.note("pp assumed 1: pass --pp")
     pipeline(r, fields)
