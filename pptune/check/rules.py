@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pptune.check.assumed import bubble_hint, softened, unknown_dp, without_twins
 from pptune.check.costs import costs, model_of, optimizer_widths, with_nvlink_domain
 from pptune.check.experts import expert_rules
 from pptune.check.framework import (
@@ -34,6 +33,7 @@ from pptune.check.split import (
     table_blocks,
     table_split,
 )
+from pptune.check.verdicts import bubble_hint, softened, unknown_dp, without_twins
 from pptune.costmodel.keys import CostKey
 from pptune.costmodel.layout import LayoutError as PlacementError
 from pptune.costmodel.layout_grammar import LayoutError, parse_layout
@@ -110,7 +110,7 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
     sem = semantics or Semantics()
     out: list[Finding] = [Finding(f.id, f.severity, f.message) for f in sem.findings]
 
-    assumed: int | None = None  # the dp assumed when the config states none (assumed.py)
+    assumed: int | None = None  # the dp assumed when the config states none (verdicts.py)
 
     def add(id_: str, severity: str, message: str, **values: Any) -> None:
         severity, message = softened(severity, message, id_, assumed)

@@ -384,3 +384,20 @@ def test_megatron_grad_reduce_in_bf16_halves_the_gradient_buffer(tmp_path: Path)
     assert fp32["config"]["main_grads_dtype"] is None
     saved = max(fp32["derived"]["peak_memory_bytes"]) - max(bf16["derived"]["peak_memory_bytes"])
     assert saved == pytest.approx(2 * 8.03e9, rel=0.01)
+
+
+def test_a_pptune_file_states_torchao_float8(tmp_path: Path) -> None:
+    """recommend --fp8-kernels torchao --emit pptune writes fp8_kernels, and check-config
+    of the file prices the plan's memory and step as recommend did."""
+    from pptune.frameworks.registry import Framework
+    from pptune.plan.emit import emit, write
+    from pptune.plan.recommend import RecommendSpec, recommend
+    run = recommend(RecommendSpec.of(gpus=8, model="llama3-8b", gpu="h100-sxm",
+                                     precision="fp8", fp8_kernels="torchao", top=1))
+    out = emit(Framework.PPTUNE, run)
+    assert "fp8_kernels: torchao" in out.files["pptune.yaml"]
+    write(out, tmp_path)
+    _, _, doc = check(tmp_path, "pptune.yaml", (tmp_path / "pptune.yaml").read_text())
+    assert doc["derived"]["step_time_s"] == pytest.approx(out.plan.step_time_s, rel=1e-9)
+    assert max(doc["derived"]["peak_memory_bytes"]) == pytest.approx(
+        max(out.plan.peak_memory_bytes), rel=1e-9)

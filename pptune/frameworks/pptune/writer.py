@@ -14,6 +14,7 @@ from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.partition import mtp_count, strip_ends
+from pptune.costmodel.precision import Fp8Kernels
 from pptune.costmodel.rates import Swiglu
 from pptune.costmodel.search import Recompute, Sharding
 from pptune.frameworks.common.adapter import Stated
@@ -44,6 +45,8 @@ def write(stated: Stated) -> dict[str, str]:
         *([f"precision: {plan.precision.value}"] if plan.precision is not Precision.BF16 else []),
         *([f"fp8_recipe: {costs.fp8_recipe.value}"] if plan.precision is Precision.FP8 else []),
         *(["fp8_param_gather: true"] if low and costs.fp8_param_gather else []),
+        *([f"fp8_kernels: {costs.fp8_kernels.value}"]
+          if low and costs.fp8_kernels is not Fp8Kernels.TE else []),
         *([f"cross_entropy: {costs.cross_entropy.value}"]
           if costs.cross_entropy is not CrossEntropy.FUSED else []),
         *([f"swiglu: {costs.swiglu.value}"] if costs.swiglu is not Swiglu.FUSED else []),

@@ -1,11 +1,11 @@
-"""A config without a GPU count: checked at an assumed dp, what depends on it a warning."""
+"""How check-config qualifies its findings: an assumed dp, the bubble hint, twin findings."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pptune.check.assumed import assumed_dp
 from pptune.check.rules import check
+from pptune.check.verdicts import assumed_dp
 from pptune.schemas import TrainingConfig
 
 # Llama 3 8B on one pipeline without sharding: 8.03e9 parameters x 18 bytes = 135 GiB
@@ -57,7 +57,7 @@ def test_the_micro_batches_that_bring_a_bubble_under_its_limit() -> None:
     """The idle time a step held fixed, the work growing with m: bubble / (1 - bubble)
     falls as 1/m. 27.6% at m = 8 under a 25% limit: 8 x 0.276 / 0.724 x 3 = 9.15 -> 10,
     12 as a multiple of pp 4 (interleaved); 50% at m = 8: 8 x 1 x 3 = 24."""
-    from pptune.check.assumed import bubble_hint
+    from pptune.check.verdicts import bubble_hint
     assert "about m >= 12 (a multiple of pp)" in bubble_hint(4, 8, 0.276, 0.25, 4)
     assert "about m >= 10 would" in bubble_hint(4, 8, 0.276, 0.25, 1)
     assert "about m >= 24 would" in bubble_hint(4, 8, 0.5, 0.25, 1)
@@ -66,8 +66,8 @@ def test_the_micro_batches_that_bring_a_bubble_under_its_limit() -> None:
 
 
 def test_a_frameworks_refusal_replaces_the_generic_finding_of_the_same_fault() -> None:
-    from pptune.check.assumed import without_twins
     from pptune.check.rules import Finding
+    from pptune.check.verdicts import without_twins
     found = [Finding("megatron-layers-not-divisible", "error", "a"),
              Finding("layers-not-divisible", "error", "b"),
              Finding("batch-mismatch", "error", "c")]

@@ -1,11 +1,12 @@
-"""What check-config says beside a verdict: the assumed data-parallel size of a config
-that states none, and what brings a bubble under its limit.
+"""How check-config qualifies its findings.
 
-A config that states neither its GPU count nor its data-parallel
-size (a torchtitan file's ``data_parallel_shard_degree = -1``, a launch script that
-takes its node count from the scheduler): the checks run at an assumed data-parallel
-size, and what depends on it is a warning, not an error: the run may have the GPUs
-that make it right. ``--gpus`` checks it for real.
+- A config that states neither its GPU count nor its data-parallel size (a torchtitan
+  file's ``data_parallel_shard_degree = -1``, a launch script that takes its node count
+  from the scheduler) is checked at an assumed data-parallel size, and what depends on
+  it is a warning, not an error: the run may have the GPUs that make it right.
+  ``--gpus`` checks it for real.
+- A bubble over its limit says what brings it under.
+- A framework's own refusal replaces check-config's generic finding of the same fault.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def bubble_hint(p: int, m: int | None, bubble: float, limit: float, multiple: in
 # a framework's own refusal and pptune's generic finding of the same fault: the
 # framework's, which cites its rule, is kept
 TWINS = {"megatron-layers-not-divisible": "layers-not-divisible",
-         "torchtitan-global-batch": "batch-mismatch"}
+         "torchtitan-global-batch": "batch-mismatch", "deepspeed-batch": "batch-mismatch"}
 
 
 def without_twins(found: list[Finding]) -> list[Finding]:
