@@ -48,8 +48,8 @@ weight for the backward, casting them again there (torchao
 ``float8/float8_linear.py``, ``matmul_with_hp_or_float8_args``:
 ``ctx.save_for_backward(input_hp, weight_hp_t)``): its memory is the BF16 run's
 (torchtitan's docs/performance.md, Tables 1 and 3: 77.0 and 62.0 GiB in BF16 with
-torch.compile, 76.8 and 61.8 GiB with float8 added). Its casts are priced as
-Transformer Engine's.
+torch.compile, 76.8 and 61.8 GiB with float8 added). The activation and gradient
+casts are priced alike; neither's weight casts are (docs/limits.md).
 """
 
 from __future__ import annotations
