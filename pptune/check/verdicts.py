@@ -12,13 +12,10 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 from pptune.frameworks.common.adapter import Add
 from pptune.schemas import TrainingConfig
-
-if TYPE_CHECKING:
-    from pptune.check.rules import Finding
 
 # findings whose verdict depends on the data-parallel size: the memory of sharded
 # state, the expert layout's ranks, the batch arithmetic and the micro-batches it gives
@@ -83,7 +80,15 @@ TWINS = {"megatron-layers-not-divisible": "layers-not-divisible",
          "torchtitan-global-batch": "batch-mismatch", "deepspeed-batch": "batch-mismatch"}
 
 
-def without_twins(found: list[Finding]) -> list[Finding]:
+class _Found(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+F = TypeVar("F", bound=_Found)
+
+
+def without_twins(found: list[F]) -> list[F]:
     """The findings without a generic one whose framework twin is among them."""
     ids = {f.id for f in found}
     twins = {TWINS[i] for i in ids if i in TWINS}

@@ -36,6 +36,7 @@ from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build
 from pptune.frameworks.deepspeed.engine import overlap
 from pptune.frameworks.deepspeed.experts import SECTION as EXPERT_SECTION
 from pptune.frameworks.deepspeed.experts import read_experts
+from pptune.frameworks.deepspeed.offload import read_offload
 from pptune.limits import MAX_SEQ_LEN
 from pptune.schemas import TrainingConfig
 
@@ -90,7 +91,7 @@ def read_deepspeed(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     said = section.get("overlap_comm") if isinstance(section, dict) else None
     fields["overlap_grad_reduce"], fields["overlap_param_gather"] = overlap(
         said if isinstance(said, bool) else None, zero_stage, fields["pp"] or 1)
-    fields.update(_offload(ctx, section, zero_stage))
+    fields.update(read_offload(ctx, section, zero_stage))
     fields.update(_sequence_parallel(ctx, data, fields["pp"] or 1))
     _batch_trio(ctx, fields, micro, data)
     fields["recompute"] = _recompute(ctx, data)
@@ -123,45 +124,6 @@ def _zero_stage(ctx: Ctx, section: Any) -> int:
         return 0
     return whole(ctx, "zero_optimization.stage", stage, minimum=0, maximum=3,
                  fix="ZeRO stages are 0, 1, 2 or 3")
-
-
-OFFLOAD_DEVICES = ("none", "cpu", "nvme")  # DeepSpeed's OffloadDeviceEnum
-
-
-def _offload(ctx: Ctx, section: Any, stage: int) -> dict[str, bool]:
-    """zero_optimization.offload_optimizer / offload_param (and the older cpu_offload):
-    what ZeRO-Offload keeps in host memory (deepspeed/runtime/zero/offload_config.py;
-    offload_param is ZeRO-3's, the optimizer's needs a ZeRO stage)."""
-    if not isinstance(section, dict):
-        return {}
-    out = {}
-    for key, field, least in (("offload_optimizer", "offload_optimizer", 1),
-                              ("offload_param", "offload_params", 3)):
-        value = section.get(key)
-        if value is None:
-            continue
-        device = value.get("device", "none") if isinstance(value, dict) else value
-        if device not in OFFLOAD_DEVICES:
-            ctx.refuse("deepspeed-offload-device",
-                       f"zero_optimization.{key}.device is {show(device)[:40]}: DeepSpeed's "
-                       f"offload config takes {', '.join(OFFLOAD_DEVICES)} (offload_config.py)")
-            continue
-        if device == "none":
-            continue
-        if stage < least:
-            ctx.note(f"zero_optimization.{key} ignored at ZeRO stage {stage} (it takes "
-                     f"stage {least} or more)")
-            continue
-        out[field] = True
-    if section.get("cpu_offload") is True and stage >= 1:  # DeepSpeed before 0.3.14
-        out["offload_optimizer"] = True
-    if out:
-        what = " and ".join(k.replace("_", " ") for k in out)
-        ctx.unmodelled("deepspeed-offload",
-                       f"ZeRO-Offload ({what} to the host): that state is not counted on the "
-                       "GPU; the host's optimizer step and the PCIe copies each step are not "
-                       "priced, so the predicted step is a lower bound")
-    return out
 
 
 def _pipeline_size(ctx: Ctx, data: dict[str, Any]) -> int | None:
