@@ -174,8 +174,8 @@ def optimizer_widths(cfg: TrainingConfig) -> dict[str, Any]:
     """The request's state widths as the config states them (Megatron-LM's
     precision-aware optimizer, torchtitan's training.dtype and mixed_precision_reduce):
     gradient buffer bytes a parameter (None: fp32), the data-parallel reduction's bytes
-    over fp32's (a BF16 buffer holds and reduces 2), bytes of each Adam moment, and FSDP's
-    sharded weights (the optimizer's copy)."""
+    over fp32's (a BF16 buffer holds and reduces 2), bytes of each Adam moment, FSDP's
+    sharded weights (the optimizer's copy), and the bytes ZeRO-Offload keeps on the host."""
     bf16 = cfg.main_grads_dtype == "bf16"
     moments = (STATE_DTYPE_BYTES[cfg.exp_avg_dtype or "fp32"]
                + STATE_DTYPE_BYTES[cfg.exp_avg_sq_dtype or "fp32"]) / 2

@@ -23,6 +23,7 @@ from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.partition import mtp_count
 from pptune.costmodel.precision import Fp8Kernels, is_low
+from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.rates import Swiglu
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import (
@@ -52,14 +53,15 @@ STATEABLE = (Sharding.FSDP, Sharding.NONE)  # best first as a substitute
 UNSTATED = {Sharding.ZERO1: "ZeRO-1", Sharding.ZERO2: "ZeRO-2", Sharding.ZERO3: "ZeRO-3"}
 
 
-def stateable_request(req: PlanRequest, model: str | None) -> PlanRequest:
+def stateable_request(req: PlanRequest, model: str | None,
+                      shape: ModelShape | None = None) -> PlanRequest:
     """The search over what a torchtitan file states: FSDP or no sharding; its
     schedules (no bidirectional DualPipe; InterleavedZeroBubble, not ZB-H1's one stage
     a rank); pipeline ranks outermost; no combined 1F1B order; no pipeline for the
     models without a pipelining_fn; no megatron-core recompute modules (its per-op
     policy is per_op_checkpointing's) and no recomputed-block count per stage (one
     [activation_checkpoint] mode for every block)."""
-    name = (flavor_of(model) or ("", ""))[0]
+    name = (flavor_of(model, shape) or ("", ""))[0]  # the shape: a Hugging Face config's model
     return replace(req, shardings=keep(req.shardings, STATEABLE),
                    schedules=keep(req.schedules, [s for s in Schedule
                                                   if s not in (Schedule.DUALPIPE, Schedule.ZB_H1)]),
@@ -132,9 +134,7 @@ def _describe(plan: Plan) -> str:
 def _stateable_best(job: Job, plan: Plan) -> Plan | None:
     """The fastest plan the search finds among those a torchtitan file states, on the
     plan's GPUs and cost key (tp, cp, ep, etp, precision), priced as ``job`` is."""
-    req = stateable_request(job.request, job.model)
-    if (flavor_of(job.model, job.shape) or ("", ""))[0] in NO_PIPELINE:
-        req = replace(req, pp=(1,))  # a model read from a Hugging Face config too
+    req = stateable_request(job.request, job.model, job.shape)
     found = search(job.table, replace(req, cost_keys=(job.request.key_of(plan.spec),),
                                       top=1, with_best_pp1=False)).plans
     return found[0] if found else None
