@@ -176,6 +176,13 @@ class Layout:
 
 
 @functools.lru_cache(maxsize=4096)
+def contiguous_group(size: int, gpus_per_node: int) -> Group:
+    """The worst group of ``size`` consecutive ranks on nodes of ``gpus_per_node`` (the
+    tensor-parallel group: TP is innermost in every rank order), over every offset a
+    group may start at."""
+    return _group((((size, True), (gpus_per_node, False)), gpus_per_node))
+
+
 def _layout_group(lay: Layout, dims: tuple[Dim, ...]) -> Group:
     return _group(lay._key(dims))
 

@@ -15,7 +15,7 @@ from pptune.costmodel.comm import AllReduceLink
 from pptune.costmodel.context import CpComm
 from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import CostKey, Precision, TableSource
-from pptune.costmodel.layout import Group
+from pptune.costmodel.layout import contiguous_group
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.ops import Attention
@@ -80,14 +80,16 @@ def fabric_of(links: Links) -> Fabric | None:
                   spec.collective_ctas, spec.sm_count)
 
 
-def _tp_link(fabric: Fabric, tp: int, sequence_parallel: bool, nbytes: float) -> tuple[float, float]:
-    """(latency, bus bandwidth) of the tensor-parallel collectives inside a node:
-    NCCL's pick for one hidden-state tensor (a reduce-scatter and an all-gather
-    under sequence parallelism, else an all-reduce, NVLS where it qualifies)."""
+def _tp_link(fabric: Fabric, tp: int, sequence_parallel: bool, nbytes: float,
+             gpus_per_node: int) -> tuple[float, float]:
+    """(latency, bus bandwidth) of the tensor-parallel collectives: NCCL's pick for one
+    hidden-state tensor (a reduce-scatter and an all-gather under sequence parallelism,
+    else an all-reduce, NVLS where it qualifies) over the TP group as it sits on nodes
+    of ``gpus_per_node`` (inside one, or across them over the NICs)."""
     if tp <= 1:
         return presets.ALLREDUCE_LATENCY_INTRA_S, fabric.ring_busbw_bytes_per_s
     kind = Collective.REDUCE_SCATTER if sequence_parallel else Collective.ALL_REDUCE
-    link = collectives.link_for(kind, nbytes, Group(tp, tp, 1), fabric)
+    link = collectives.link_for(kind, nbytes, contiguous_group(tp, gpus_per_node), fabric)
     return link.latency_s, link.busbw_bytes_per_s
 
 
@@ -170,7 +172,7 @@ def analytic_profile(
         layers = analytic_layers(
             shape, spec, list(micro_batch_sizes), tp=tp, efficiency=efficiency,
             flash_attention=Attention(attention).fused,
-            tp_allreduce=_tp_link(fabric, tp, sequence_parallel and tp > 1, hidden),
+            tp_allreduce=_tp_link(fabric, tp, sequence_parallel and tp > 1, hidden, gpn),
             sequence_parallel=sequence_parallel and tp > 1, tp_comm_overlap=tp_comm_overlap,
             experts=ex, recompute_modules=recompute_modules,
             cp=cp, cp_comm=cp_comm, cp_links=cp_links, gemm_precision=gemm_precision,

@@ -169,3 +169,14 @@ def test_selective_recompute_every_second_block_lowers_memory_less_than_full() -
     every2 = peak(recompute="selective", recompute_every=2)
     assert full < every2 < none
     assert peak(recompute="selective") == none  # Megatron-LM's core attention, flash attention
+
+
+def test_tensor_parallelism_across_nodes_is_priced_and_said() -> None:
+    """tp 8 on nodes of 4: the TP group spans two nodes, a warning, and the step priced
+    with its collectives over the NICs (slower than the same config on nodes of 8)."""
+    cfg = {**BASE, "gpus": 64, "tp": 8, "pp": 4, "model": "llama3-70b", "global_batch": 64}
+    across = check(TrainingConfig.model_validate({**cfg, "gpus_per_node": 4}), Path("."))
+    inside = check(TrainingConfig.model_validate({**cfg, "gpus_per_node": 8}), Path("."))
+    assert {f.id: f.severity for f in across.findings}["tp-across-nodes"] == "warning"
+    assert "tp-across-nodes" not in {f.id for f in inside.findings}
+    assert across.derived["step_time_s"] > 1.1 * inside.derived["step_time_s"]

@@ -149,3 +149,29 @@ def test_bad_cp_and_precision_are_one_line_naming_the_knob(kwargs: dict, words: 
     assert "\n" not in str(err.value)
     for w in words:
         assert w in str(err.value)
+
+
+def test_tensor_parallelism_across_nodes_runs_over_the_network() -> None:
+    """tp 8 on nodes of 4 GPUs: each TP group spans 2 nodes, its collectives at NCCL's
+    pick for that group (the NIC between the two halves), not NVLink; tp 4 on nodes of 6
+    straddles too (ranks 4-7 sit on two nodes); tp 4 on nodes of 8 stays inside."""
+    from pptune.costmodel import collectives
+    from pptune.costmodel.collectives import Collective
+    from pptune.costmodel.layout import contiguous_group
+    from pptune.costs.profiles import _tp_link
+    assert contiguous_group(8, 4) == Group(8, 4, 2)
+    assert contiguous_group(4, 6) == Group(4, 2, 2)
+    assert contiguous_group(4, 8) == Group(4, 4, 1)
+    fabric = presets.GPUS["h100-sxm"].fabric_or_line()
+    nbytes = 8192 * 8192 * 2
+    within = _tp_link(fabric, 8, False, nbytes, 8)
+    across = _tp_link(fabric, 8, False, nbytes, 4)
+    link = collectives.link_for(Collective.ALL_REDUCE, nbytes, Group(8, 4, 2), fabric)
+    assert across == (link.latency_s, link.busbw_bytes_per_s)
+    # four NICs a node (47 GB/s each, 188) against NVLink SHARP's 480 inside one
+    assert across[1] == 4 * 47e9 and within[1] == 480e9
+    slow = analytic_profile("llama3-70b", "h100-sxm", [1], tp=8, gpus_per_node=4)
+    fast = analytic_profile("llama3-70b", "h100-sxm", [1], tp=8, gpus_per_node=8)
+    block = [i for i, layer in enumerate(fast.layers) if layer.name.startswith("block")][0]
+    assert slow.layers[block].per_micro_batch["1"].fwd_s > \
+        1.2 * fast.layers[block].per_micro_batch["1"].fwd_s

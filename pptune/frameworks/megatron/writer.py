@@ -69,6 +69,9 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
             f"--ffn-hidden-size {shape.ffn}",
             f"--seq-length {shape.seq_len}",
             f"--max-position-embeddings {shape.seq_len}",
+            # the vocabulary as priced (a tokenizer's own size replaces it where the job
+            # names one; check-config reads it, for a model that is no preset)
+            f"--vocab-size {shape.vocab}",
         ]
         if shape.kv_heads != shape.heads and not shape.mla:
             args += ["--group-query-attention", f"--num-query-groups {shape.kv_heads}"]
