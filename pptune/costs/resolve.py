@@ -45,6 +45,7 @@ from pathlib import Path
 
 from pptune import limits
 from pptune.costmodel import presets
+from pptune.costmodel.calibration import Factors, scaled_gpu
 from pptune.costmodel.keys import CostKey, Precision, TableSource
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.moe import ExpertParallel
@@ -269,17 +270,19 @@ def model_shape(opts: CostOptions, notes: list[str]) -> ModelShape:
 def analytic_costs(
     shape: ModelShape, gpu: str, micro_batch_sizes: tuple[int, ...] | list[int],
     key: CostKey | None = None, experts: ExpertParallel | None = None, *, gpus: int = 1,
-    gpu_spread: float | None = None, **options: object,
+    gpu_spread: float | None = None, factors: Factors | None = None, **options: object,
 ) -> tuple[CostTable, Profile]:
     """Analytic per-layer costs of ``shape`` on a GPU preset at one cost key, at the
-    slowest of ``gpus`` GPUs' pace (``options`` as ``profiles.analytic_profile`` takes
-    them)."""
+    slowest of ``gpus`` GPUs' pace, its rates scaled by a calibration's ``factors``
+    (None: the preset's; ``options`` as ``profiles.analytic_profile`` takes them)."""
     if shape.num_blocks > limits.MAX_LAYERS:
         raise BadInput(f"{shape.name} has {shape.num_blocks:,} layers; pptune plans up to "
                        f"{limits.MAX_LAYERS:,}")
     built: dict[CostKey, Profile] = {}
     key = key or CostKey()
-    spec = slowest_of(gpu_preset(gpu), gpus, gpu_spread)
+    preset = gpu_preset(gpu)
+    spec = slowest_of(preset if factors is None else scaled_gpu(preset, factors), gpus,
+                      gpu_spread)
     table = preset_tables(shape, spec, tuple(sorted(set(micro_batch_sizes))), experts=experts,
                           profiles=built, **options)(key)
     return table, built[key]

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pptune.costmodel import presets
+from pptune.costmodel.calibration import Factors
 from pptune.costmodel.partition import strip_ends
 from pptune.costmodel.search import Plan, search
+from pptune.costs import calibrated
 from pptune.errors import BadInput
 from pptune.files import write_all
 from pptune.frameworks.common.adapter import Adapter, Job
@@ -68,7 +70,14 @@ def job_of(run: RecommendRun, plan: Plan) -> Job:
         sequence_parallel=costs.sequence_parallel,
         tp_comm_overlap=costs.tp_comm_overlap, cost_options=costs,
         hf_config=str(costs.hf_config) if costs.hf_config is not None else None,
+        factors=calibration_factors(run),
     )
+
+
+def calibration_factors(run: RecommendRun) -> Factors | None:
+    """The rate factors of a calibrated profile the run priced with (None: none)."""
+    cal = run.costs.profile.calibration if run.costs is not None else None
+    return None if cal is None else calibrated.factors(cal)
 
 
 def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitted:

@@ -14,6 +14,7 @@ from pptune.cli.calibrate import flag_order, pair
 from pptune.costmodel.calibration import Factors
 from pptune.errors import BadInput
 from pptune.schemas import load_profile
+from pptune.report.fmt import fmt_seconds
 from pptune.tune import jobs
 from tests.frameworks.test_job_logs import megatron_iteration, megatron_memory, torchtitan_step
 
@@ -104,6 +105,18 @@ def test_a_calibrated_profile_prices_what_ifs_of_the_same_model(tmp_path: Path,
     rec = cli("recommend", "--gpus", "32", "--profile", out, "--tp", "2", "--json")
     assert rec.exit_code == 0, rec.stderr
     assert "calibrated for llama3-8b on h100-sxm" in rec.stderr
+    # a framework's file of the plan is priced at the calibrated rates too: the step
+    # --emit writes is the one check-config gives back from the file
+    # (its re-pricing as Megatron-LM runs it had taken the preset's rates)
+    emitted = cli("recommend", "--gpus", "16", "--global-batch", "128", "--profile", out,
+                  "--tp", "2", "--sequence-parallel", "--emit", "megatron", "-o",
+                  tmp_path / "launch")
+    assert emitted.exit_code == 0, emitted.stderr
+    script = tmp_path / "launch" / "pretrain_megatron.sh"
+    said = script.read_text().split("# predicted: step ")[1].split(",")[0]
+    checked = cli("check-config", script, "--profile", out, "--output", "json")
+    step = json.loads(checked.stdout)["derived"]["step_time_s"]
+    assert said == fmt_seconds(step)
 
 
 def test_a_calibrated_profile_refuses_another_model_or_gpu(tmp_path: Path, cli: Cli,

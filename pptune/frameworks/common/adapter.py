@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pptune.costmodel.calibration import Factors
 from pptune.costmodel.keys import CostKey
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.search import CostTable, Plan, PlanRequest
@@ -49,6 +50,9 @@ class Job:
     tp_comm_overlap: bool
     cost_options: CostOptions | None = None  # the flags the analytic costs were built with
     hf_config: str | None = None  # the Hugging Face config.json the model was read from
+    # a calibrated profile's rate factors (pptune calibrate): the job's costs re-priced
+    # for a framework's files scale the preset by them too; None: the preset's rates
+    factors: Factors | None = None
 
 
 @dataclass(frozen=True)

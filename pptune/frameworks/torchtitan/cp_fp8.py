@@ -160,7 +160,8 @@ def stateable_exchange(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Pla
         attention=job.attention, tp_comm_overlap=job.tp_comm_overlap,
         cp_comm=CpComm.ALL_GATHER, fp8_params=c.fp8_param_gather,
         gpus_per_node=job.request.gpus_per_node, gpus=job.request.gpus, gpu_spread=c.gpu_spread,
-        cross_entropy=c.cross_entropy, swiglu=c.swiglu, fp8_kernels=c.fp8_kernels)
+        cross_entropy=c.cross_entropy, swiglu=c.swiglu, fp8_kernels=c.fp8_kernels,
+        factors=job.factors)
     job = replace(job, table=table, cost_options=options)
     alt = evaluate(job.table, job.request, plan.spec)
     notes.append(f"torchtitan has no {c.cp_comm.value} context-parallel exchange: emitting it "
@@ -191,7 +192,8 @@ def per_op_checkpointing(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, P
         tp_comm_overlap=job.tp_comm_overlap, cp_comm=c.cp_comm, fp8_params=c.fp8_param_gather,
         gpus_per_node=job.request.gpus_per_node, gpus=job.request.gpus,
         gpu_spread=c.gpu_spread, recompute_modules=frozenset({OP_SAC}),
-        cross_entropy=c.cross_entropy, swiglu=c.swiglu)
+        cross_entropy=c.cross_entropy, swiglu=c.swiglu, fp8_kernels=c.fp8_kernels,
+        factors=job.factors)
     table = replace(table, recompute_modules=(OP_SAC,))
     alt = evaluate(table, job.request, replace(plan.spec, recompute=Recompute.MODULES,
                                               recompute_layers=None))
