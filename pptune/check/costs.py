@@ -138,7 +138,13 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
                 "its costs are used as measured, without the all-to-all or the expert split "
                 "(use analytic costs, --model or the config's sizes, to price them)",
                 ep=cfg.ep, etp=cfg.etp)
-        return found.table, found.origin.rsplit(" (", 1)[0], folded, found.reserve_bytes
+        origin = found.origin.rsplit(" (", 1)[0]
+        if flags.gpu is not None:
+            add("gpu-unused", "info",
+                f"costs measured ({origin}): --gpu {flags.gpu} does not apply to them; pass "
+                "--model (or a file that names its model) to price the config on it",
+                gpu=flags.gpu)
+        return found.table, origin, folded, found.reserve_bytes
     return (found.table, f"{found.origin}, {attention.value} attention", found.key,
             found.reserve_bytes)
 

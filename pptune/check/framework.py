@@ -35,9 +35,23 @@ def framework_split(cfg: TrainingConfig, param_counts: Sequence[float],
     return adapter_of(cfg.source_format).stage_split(cfg, param_counts, num_stages)
 
 
+# how far each sharding goes: the state it shards (optimizer, gradients, weights)
+_SHARDS = {Sharding.NONE: 0, Sharding.ZERO1: 1, Sharding.ZERO2: 2, Sharding.ZERO3: 3,
+           Sharding.FSDP: 3}
+
+
 def memory_fixes(cfg: TrainingConfig) -> str:
-    """What to change when a stage overflows, in the config's framework's own words."""
-    return adapter_of(cfg.source_format).memory_fixes
+    """What to change when a stage overflows, in the config's framework's own words,
+    without what the config already does (its sharding as far as the framework's clause
+    goes, full recomputation, a micro-batch of 1)."""
+    adapter = adapter_of(cfg.source_format)
+    stages, shard, recompute, micro = adapter.memory_fixes
+    most = adapter.memory_sharding
+    kept = [stages, *([shard] if most is None or _SHARDS[config_sharding(cfg)] < _SHARDS[most]
+                      else []),
+            *([recompute] if cfg.recompute != "full" else []),
+            *([micro] if cfg.micro_batch_size > 1 else [])]
+    return "use " + (", ".join(kept[:-1]) + " or " + kept[-1] if len(kept) > 1 else kept[0])
 
 
 def stateable_request(cfg: TrainingConfig, req: PlanRequest) -> PlanRequest:

@@ -134,6 +134,12 @@ def _run(config: Path, format_in: str | None,
     ))
     if found:
         raise BadInput("; ".join(found))
+    from pptune.costs.names import gpu_preset, model_preset
+
+    if flags.costs.gpu is not None:  # a flag's typo is bad usage (exit 2), not a finding
+        gpu_preset(flags.costs.gpu)
+    if flags.costs.model is not None:
+        model_preset(flags.costs.model)
     from pptune.check.rules import CheckOptions, check
     from pptune.frameworks.read import read_config
 

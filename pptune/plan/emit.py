@@ -16,9 +16,11 @@ from pathlib import Path
 from pptune.costmodel import presets
 from pptune.costmodel.calibration import Factors
 from pptune.costmodel.partition import strip_ends
+from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.search import Plan, search
 from pptune.costs import calibrated
-from pptune.errors import BadInput
+from pptune.costs.modelspec import from_hf_config
+from pptune.errors import BadInput, PptuneError
 from pptune.files import write_all
 from pptune.frameworks.common.adapter import Adapter, Job
 from pptune.frameworks.common.express import placed
@@ -64,7 +66,7 @@ def job_of(run: RecommendRun, plan: Plan) -> Job:
         request=replace(run.plan_request, cost_keys=(plan.key,), tp=plan.key.tp),
         layer_names=tuple(run.names),
         global_batch=run.global_batch, origin=run.origin,
-        shape=run.shape or presets.MODELS.get(str(costs.model)),
+        shape=run.shape or presets.MODELS.get(str(costs.model)) or _hf_shape(run),
         model=costs.model, device=costs.gpu,
         attention=costs.attention.value if costs.attention else None,
         sequence_parallel=costs.sequence_parallel,
@@ -72,6 +74,16 @@ def job_of(run: RecommendRun, plan: Plan) -> Job:
         hf_config=str(costs.hf_config) if costs.hf_config is not None else None,
         factors=calibration_factors(run),
     )
+
+
+def _hf_shape(run: RecommendRun) -> ModelShape | None:
+    """The shape of the Hugging Face config a measured profile was probed from, for the
+    files' model arguments (its costs stay the measured ones); None without one."""
+    hf = run.request.costs.hf_config
+    try:
+        return None if hf is None else from_hf_config(hf, run.table.seq_len)
+    except PptuneError:
+        return None  # moved or changed since the probe: the files say the shape is missing
 
 
 def calibration_factors(run: RecommendRun) -> Factors | None:

@@ -13,8 +13,8 @@ from typer.testing import Result
 from pptune.cli.calibrate import flag_order, pair
 from pptune.costmodel.calibration import Factors
 from pptune.errors import BadInput
-from pptune.schemas import load_profile
 from pptune.report.fmt import fmt_seconds
+from pptune.schemas import load_profile
 from pptune.tune import jobs
 from tests.frameworks.test_job_logs import megatron_iteration, megatron_memory, torchtitan_step
 

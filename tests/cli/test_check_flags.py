@@ -101,3 +101,32 @@ def test_batch_flags_fill_what_a_file_leaves_auto_or_unresolved(tmp_path: Path) 
     assert doc["config"]["micro_batch_size"] == 1
     assert any("--micro-batch-size 2 ignored: the file states --micro-batch-size = 1" in n
                for n in doc["notes"])
+
+
+@pytest.mark.parametrize(("flag", "value", "meant"), [("--gpu", "h100", "h100-sxm"),
+                                                      ("--model", "llama3-405b", "llama3.1-405b")])
+def test_a_preset_flag_typo_is_bad_usage(tmp_path: Path, flag: str, value: str,
+                                         meant: str) -> None:
+    """Exit 2 and one line naming the preset meant, as recommend and simulate say it (a
+    finding with exit 1 had reported it)."""
+    from typer.testing import CliRunner
+
+    from pptune.cli.app import app
+    path = tmp_path / "run.sh"
+    path.write_text(SCRIPT)
+    r = CliRunner().invoke(app, ["check-config", str(path), flag, value])
+    assert r.exit_code == 2 and f"(did you mean {meant}?)" in r.stderr
+
+
+def test_gpu_with_measured_costs_says_it_does_not_apply(tmp_path: Path) -> None:
+    """A profile's costs were measured on its own devices: --gpu cannot reprice them, and
+    check-config says so instead of staying silent."""
+    from pptune.costs.profiles import analytic_profile
+    prof = tmp_path / "p.json"
+    prof.write_text(analytic_profile("gpt-small", "a100-80gb", [1, 2]).model_dump_json())
+    cfg = "gpus: 2\npp: 2\nmicro_batch_size: 1\nglobal_batch: 8\nschedule: 1f1b\n"
+    _, found, _ = check_file(tmp_path / "c.yaml", cfg, "--profile", str(prof),
+                               "--gpu", "h100-sxm")
+    assert found["gpu-unused"] == "info"
+    _, found, _ = check_file(tmp_path / "c.yaml", cfg, "--profile", str(prof))
+    assert "gpu-unused" not in found

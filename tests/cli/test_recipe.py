@@ -16,7 +16,7 @@ from pptune.cli.app import app
 
 runner = CliRunner()
 TINY_HF = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
-           "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 4,
+           "num_attention_heads": 8, "num_key_value_heads": 8, "num_hidden_layers": 4,
            "vocab_size": 256, "max_position_embeddings": 32}
 
 
@@ -76,6 +76,10 @@ def test_readme_recipe_end_to_end_on_cpu(tmp_path: Path, monkeypatch: pytest.Mon
     assert plans["plans"] and plans["request"]["hf_config"].endswith("config.json")
     ok("recommend", "--gpus", "64", "--tp", "8", "--sequence-parallel", "--emit", "megatron",
        "-o", "launch/")
+    # the script states the probed config's shape (the plan file keeps its path)
+    script = (tmp_path / "launch" / "pretrain_megatron.sh").read_text()
+    assert f"--hidden-size {TINY_HF['hidden_size']}" in script
+    assert "names no model shape" not in script
     # 4. CI check and a real run of plan 1 (one pipeline, CPU)
     ok("check-config", "launch/pretrain_megatron.sh", "--gpu", "h100-sxm")
     out = ok("validate", "--plan", "1", "--warmup", "0", "--steps", "1", "--device", "cpu")

@@ -172,6 +172,6 @@ def test_tensor_parallelism_across_nodes_runs_over_the_network() -> None:
     assert across[1] == 4 * 47e9 and within[1] == 480e9
     slow = analytic_profile("llama3-70b", "h100-sxm", [1], tp=8, gpus_per_node=4)
     fast = analytic_profile("llama3-70b", "h100-sxm", [1], tp=8, gpus_per_node=8)
-    block = [i for i, layer in enumerate(fast.layers) if layer.name.startswith("block")][0]
+    block = next(i for i, layer in enumerate(fast.layers) if layer.name.startswith("block"))
     assert slow.layers[block].per_micro_batch["1"].fwd_s > \
         1.2 * fast.layers[block].per_micro_batch["1"].fwd_s

@@ -21,7 +21,7 @@ from typing import Any
 from pptune.costmodel.calibration import Factors
 from pptune.costmodel.keys import CostKey
 from pptune.costmodel.presets import ModelShape
-from pptune.costmodel.search import CostTable, Plan, PlanRequest
+from pptune.costmodel.search import CostTable, Plan, PlanRequest, Sharding
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog
 from pptune.frameworks.common.versions import VersionKey
@@ -76,8 +76,13 @@ class Adapter:
     name: str  # --format-in / --emit value, and TrainingConfig.source_format
     title: str  # the framework's name in messages ("Megatron-LM")
     # check-config's memory-overflow finding: what to change, in the files' own words
-    memory_fixes = ("use more pipeline stages, a sharded optimizer, activation recomputation "
-                    "or a smaller micro-batch")
+    # what frees memory, in the files' words: more stages, sharding (as far as
+    # ``memory_sharding``: a config sharded that far is not told to shard), recomputation,
+    # a smaller micro-batch (check.framework.memory_fixes keeps those the config lacks)
+    memory_fixes: tuple[str, str, str, str] = (
+        "more pipeline stages", "a sharded optimizer", "activation recomputation",
+        "a smaller micro-batch")
+    memory_sharding: Sharding | None = Sharding.ZERO1  # None: the clause always applies
     files: tuple[str, ...]  # the files --emit writes
     syntaxes: tuple[str, ...]  # what its configs are written in: json, toml, yaml, text
     fallback = False  # recognised only when no other adapter recognises a file

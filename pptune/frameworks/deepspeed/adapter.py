@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pptune.costmodel.search import Plan, PlanRequest
+from pptune.costmodel.search import Plan, PlanRequest, Sharding
 from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog
@@ -21,8 +21,9 @@ from pptune.schemas import TrainingConfig
 class DeepSpeedAdapter(Adapter):
     name = "deepspeed"
     title = "DeepSpeed"
-    memory_fixes = ("use more pipeline stages, ZeRO (zero_optimization.stage), activation "
-                    "checkpointing or a smaller train_micro_batch_size_per_gpu")
+    memory_fixes = ("more pipeline stages", "ZeRO (zero_optimization.stage)",
+                    "activation checkpointing", "a smaller train_micro_batch_size_per_gpu")
+    memory_sharding = Sharding.ZERO3
     files = (writer.CONFIG, writer.PARTITION)
     syntaxes = ("json", "yaml")
     versions = (DEEPSPEED,)

@@ -20,9 +20,10 @@ class MegatronAdapter(Adapter):
     name = "megatron"
     states_dims = frozenset({"cp", "ep", "etp", "precision"})
     title = "Megatron-LM"
-    memory_fixes = ("use more pipeline stages (--pipeline-model-parallel-size), the distributed "
-                    "optimizer (--use-distributed-optimizer), activation recomputation "
-                    "(--recompute-granularity) or a smaller --micro-batch-size")
+    memory_fixes = ("more pipeline stages (--pipeline-model-parallel-size)",
+                    "the distributed optimizer (--use-distributed-optimizer)",
+                    "activation recomputation (--recompute-granularity)",
+                    "a smaller --micro-batch-size")
     files = (writer.FILE,)
     syntaxes = ("text",)
     versions = (MEGATRON,)

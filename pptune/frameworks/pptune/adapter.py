@@ -26,8 +26,8 @@ class PptuneAdapter(Adapter):
     name = "pptune"
     states_dims = frozenset({"cp", "ep", "etp", "precision"})
     title = "pptune"
-    memory_fixes = ("use more pipeline stages (pp), a sharded optimizer (sharding: zero1), "
-                    "activation recomputation (recompute) or a smaller micro_batch_size")
+    memory_fixes = ("more pipeline stages (pp)", "a sharded optimizer (sharding: zero1)",
+                    "activation recomputation (recompute)", "a smaller micro_batch_size")
     files = (writer.FILE,)
     syntaxes = ("json", "toml", "yaml")
     fallback = True

@@ -23,9 +23,11 @@ class TorchtitanAdapter(Adapter):
     name = "torchtitan"
     states_dims = frozenset({"cp", "ep", "etp", "precision"})
     title = "torchtitan"
-    memory_fixes = ("use more pipeline stages (pipeline_parallel_degree), FSDP over more ranks "
-                    "(data_parallel_shard_degree), activation checkpointing "
-                    "([activation_checkpoint] mode) or a smaller local_batch_size")
+    memory_fixes = ("more pipeline stages (pipeline_parallel_degree)",
+                    "FSDP over more ranks (data_parallel_shard_degree)",
+                    "activation checkpointing ([activation_checkpoint] mode)",
+                    "a smaller local_batch_size")
+    memory_sharding = None
     files = (writer.FILE,)
     syntaxes = ("toml",)
     versions = (TORCHTITAN,)
