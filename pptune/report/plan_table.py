@@ -25,8 +25,9 @@ from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
 
 TITLE = "pptune recommend: ranked pipeline plans"
 # columns dropped first when the console is too narrow (lowest first); the
-# others (#, pp×dp×tp, schedule, v, mbs, m, layers/stage, bubble, step) stay
-DROP_ORDER = ("free", "tok/s", "rank order", "MFU", "eff", "GPU-h", "days", "mem/GPU")
+# others (#, pp×dp×tp, schedule, v, mbs, m, layers/stage, bubble, step, mem/GPU) stay:
+# a table without room for them is printed stacked
+DROP_ORDER = ("free", "tok/s", "rank order", "MFU", "eff", "GPU-h", "days")
 LAYER_WRAPS = (24, 16, 12)  # widths tried for the layers/stage text before dropping
 NARROW_LAYERS_WRAP = 8  # with the narrow cells, last before a column is dropped
 RECOMPUTE_SHORT = {"none": "none", "selective": "sel", "full": "full", "modules": "mod"}

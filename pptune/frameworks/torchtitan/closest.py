@@ -107,11 +107,14 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     first = _substituted(job, plan, rank)
     if first.exact or first.plan.step_time_s <= plan.step_time_s * SLACK:
         return first
-    best = _stateable_best(first.job, plan)
-    if best is None or best.step_time_s >= first.plan.step_time_s * 0.99:
+    # the search runs on the costs as torchtitan runs the plan (before the per-op
+    # checkpointing a substitution may price in); both candidates then go through the
+    # same substitutions
+    best = _stateable_best(_as_run(job, plan, rank, [])[0], plan)
+    if best is None:
         return first
     try:
-        second = _substituted(first.job, best, rank)
+        second = _substituted(job, best, rank)
     except BadInput:
         return first
     if second.plan.step_time_s >= first.plan.step_time_s * 0.99:
@@ -119,8 +122,8 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     why = (f"those substitutions make plan {rank} "
            f"{first.plan.step_time_s / plan.step_time_s:.3f}x slower; the fastest plan a "
            f"torchtitan file states on the same GPUs and costs, {_describe(best)}, is emitted "
-           f"instead: predicted step {fmt_seconds(best.step_time_s)} "
-           f"({best.step_time_s / plan.step_time_s:.3f}x)")
+           f"instead: predicted step {fmt_seconds(second.plan.step_time_s)} "
+           f"({second.plan.step_time_s / plan.step_time_s:.3f}x)")
     return replace(second, exact=False, notes=(*first.notes, why, *second.notes))
 
 
@@ -140,11 +143,11 @@ def _stateable_best(job: Job, plan: Plan) -> Plan | None:
     return found[0] if found else None
 
 
-def _substituted(job: Job, plan: Plan, rank: int) -> Stated:
-    """The plan with what torchtitan cannot state replaced, step by step, each with a note."""
-    notes: list[str] = []
+def _as_run(job: Job, plan: Plan, rank: int, notes: list[str]) -> tuple[Job, Plan]:
+    """The job and plan priced as a torchtitan file runs them (no MTP module, its
+    attention, loss, SwiGLU, float8 and dispatcher kernels, its K/V exchange and float8
+    recipe), each change with a note."""
     model = (flavor_of(job.model, job.shape) or ("", ""))[0]
-    mtp = mtp_count(job.layer_names)
     job, plan = ex.without_mtp(job, plan, name=NAME, rank=rank, notes=notes)
     # the loss and the SwiGLU as the file runs them: compiled where the file turns
     # [compile] on (FP8 plans, fp8_lines), else PyTorch's eager kernels (costmodel/loss.py,
@@ -163,7 +166,14 @@ def _substituted(job: Job, plan: Plan, rank: int) -> Stated:
         f"parallelism{experts}, {loss}" + (" and torchao's float8 linears (no cached FP8 "
                                            "weights)" if compiled else ""))
     job, plan = stateable_exchange(job, plan, notes)
-    job, plan = stateable_recipe(job, plan, notes)
+    return stateable_recipe(job, plan, notes)
+
+
+def _substituted(job: Job, plan: Plan, rank: int) -> Stated:
+    """The plan with what torchtitan cannot state replaced, step by step, each with a note."""
+    notes: list[str] = []
+    mtp = mtp_count(job.layer_names)
+    job, plan = _as_run(job, plan, rank, notes)
     plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=STATEABLE, notes=notes,
                                         within=stateable_request(job.request, job.model))
     if plan.spec.combined:  # no combined 1F1B order in torch.distributed.pipelining
