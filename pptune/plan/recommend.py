@@ -17,7 +17,7 @@ from typing import Any
 from pptune import limits
 from pptune.costmodel.comm import compression_factor
 from pptune.costmodel.dispatch import Dispatcher
-from pptune.costmodel.keys import CostKey, Precision, TableSource
+from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.memory import DEFAULT_RESERVE_BYTES
 from pptune.costmodel.ops import Attention
 from pptune.costmodel.precision import reduces_amax
@@ -37,6 +37,13 @@ from pptune.costs.resolve import Costs, resolve
 from pptune.errors import BadInput
 from pptune.options import CostOptions, PlanSpace, build, fields_of
 from pptune.options.record import PlanFileRequest
+from pptune.plan.what_if import (
+    MOE_HOST_NOTE,
+    batch_what_if,
+    margin_note,
+    memory_what_if,
+    nearby_batch,
+)
 
 GIB = 1024**3
 # samples per step when neither --global-batch nor the profile names one: the
@@ -169,7 +176,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     result = search(tables, req)
     requested = global_batch
     if not result.plans and result.rejected.get("out_of_memory", 0) == 0:
-        alt = _nearby_batch(tables, table, req)
+        alt = nearby_batch(tables, table, req)
         if alt is not None:
             req, result = alt
             global_batch = req.global_batch
@@ -182,9 +189,12 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     if result.passed_over is not None:
         result.notes.append(margin_note(result, s.pipeline_margin))
     if result.rejected.get("out_of_memory", 0):
-        hint = _memory_what_if(tables, req, result)
+        hint = memory_what_if(tables, req, result)
         if hint:
             result.notes.append(hint)
+    hint = batch_what_if(tables, req, result, s.global_batch is not None)
+    if hint:
+        result.notes.append(hint)
     if not given:
         hint = _dispatch_what_if(spec, costs, req, result)
         if hint:
@@ -237,53 +247,6 @@ def _times(a: float | None, b: float) -> float | None:
     return None if a is None else a * b
 
 
-def margin_note(result: SearchResult, margin: float) -> str:
-    """Why a plan without a pipeline ranks before a faster pipelined one. One line."""
-    w, fast = result.plans[0], result.passed_over
-    assert fast is not None
-    where = next((i for i, p in enumerate(result.plans, 1) if p is fast), None)
-    gain = w.step_time_s / fast.step_time_s - 1
-    return (f"ranked first without a pipeline: the fastest plan"
-            f"{f' (#{where})' if where else ''}, pp={fast.pp} {fast.schedule.value}"
-            + (f" v={fast.virtual_stages}" if fast.virtual_stages > 1 else "")
-            + f" at {fast.step_time_s:.5g} s, is {gain:.2%} faster, within --pipeline-margin "
-            f"{margin:g} (a gain below what the cost model resolves, for a bubble and "
-            "stages to balance); --pipeline-margin 0 ranks by step time alone")
-
-
-def _memory_what_if(table: TableSource, req: PlanRequest, result: SearchResult) -> str | None:
-    """When memory rejected candidates: would a sharding or a recomputation the
-    search was told to skip give a faster plan (or any plan)? One line, with the figures."""
-    best = result.plans[0].step_time_s if result.plans else None
-    options = []
-    if set(req.shardings) != set(Sharding):
-        options.append(("every --sharding", replace(req, shardings=tuple(Sharding), top=1)))
-    if Recompute.FULL not in req.recomputes and not result.plans:
-        options.append(("--recompute full", replace(req, recomputes=(Recompute.FULL,), top=1)))
-    for flag, alt_req in options:
-        alt = search(table, alt_req)
-        if not alt.plans:
-            continue
-        a = alt.plans[0]
-        desc = (f"pp={a.pp} dp={a.dp} tp={a.tp} {a.schedule.value}, {a.num_microbatches} x "
-                f"{a.micro_batch_size}, sharding {a.sharding.value}, recompute "
-                f"{a.recompute.value}, step {a.step_time_s:.3g} s")
-        if best is None:
-            return f"with {flag} a plan fits: {desc}"
-        if a.step_time_s < best * 0.97:
-            return f"with {flag} the best plan would be {desc} ({best / a.step_time_s:.2f}x faster)"
-    return None
-
-
-# what the analytic MoE step leaves out (docs/limits.md, "Fine-grained MoE on H100")
-MOE_HOST_NOTE = (
-    "not priced: the host (Python and framework) time of the MoE layers' many small "
-    "kernels, and the host-device synchronisation a dropless layer makes to size its "
-    "all-to-all; published runs of models with many narrow experts stepped well above "
-    "pptune's price unless their framework captured whole iterations in CUDA graphs "
-    "(docs/limits.md). pptune calibrate --run on a short run of the job fits it")
-
-
 def _dispatch_what_if(spec: RecommendSpec, costs: Costs, req: PlanRequest,
                       result: SearchResult) -> str | None:
     """When the winner spreads its experts over ranks and is priced with NCCL's
@@ -304,37 +267,6 @@ def _dispatch_what_if(spec: RecommendSpec, costs: Costs, req: PlanRequest,
     return (f"with DeepEP's dispatch (--moe-dispatcher deepep: a token sent once a node and "
             f"rank, not once an expert) the winner would step {alt.step_time_s:.3g} s "
             f"({best.step_time_s / alt.step_time_s:.2f}x faster)")
-
-
-def _nearby_batch(tables: TableSource, table: CostTable,
-                  req: PlanRequest) -> tuple[PlanRequest, SearchResult] | None:
-    """The closest global batch (within 25%) for which the search finds a plan."""
-    gb = req.global_batch
-    sizes = req.micro_batch_sizes or sorted(table.by_mb)
-    ranks = sorted({req.gpus // (k.tp * k.cp) for k in req.keys()})
-
-    def could(g: int) -> bool:
-        for n in ranks:
-            for p in (p for p in range(1, n + 1) if n % p == 0):
-                dp = n // p
-                for b in sizes:
-                    if g % (b * dp) == 0 and g // (b * dp) >= p:
-                        return True
-        return False
-
-    tried = 0
-    for delta in range(1, max(2, gb // 4) + 1):
-        for g in (gb + delta, gb - delta):
-            if g < 1 or not could(g):
-                continue
-            alt = replace(req, global_batch=g)
-            res = search(tables, alt)
-            tried += 1
-            if res.plans:
-                return alt, res
-            if tried >= 8:
-                return None
-    return None
 
 
 def state_floor(run: RecommendRun) -> str | None:

@@ -1,0 +1,123 @@
+"""What recommend says beside its ranking: why a plan without a pipeline ranks first, what
+a sharding or recomputation it was told to skip would give, what a nearby global batch
+would give, and what the analytic MoE step leaves out."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pptune.costmodel.keys import TableSource
+from pptune.costmodel.search import (
+    CostTable,
+    PlanRequest,
+    Recompute,
+    SearchResult,
+    Sharding,
+    search,
+)
+
+
+def margin_note(result: SearchResult, margin: float) -> str:
+    """Why a plan without a pipeline ranks before a faster pipelined one. One line."""
+    w, fast = result.plans[0], result.passed_over
+    assert fast is not None
+    where = next((i for i, p in enumerate(result.plans, 1) if p is fast), None)
+    gain = w.step_time_s / fast.step_time_s - 1
+    return (f"ranked first without a pipeline: the fastest plan"
+            f"{f' (#{where})' if where else ''}, pp={fast.pp} {fast.schedule.value}"
+            + (f" v={fast.virtual_stages}" if fast.virtual_stages > 1 else "")
+            + f" at {fast.step_time_s:.5g} s, is {gain:.2%} faster, within --pipeline-margin "
+            f"{margin:g} (a gain below what the cost model resolves, for a bubble and "
+            "stages to balance); --pipeline-margin 0 ranks by step time alone")
+
+
+def memory_what_if(table: TableSource, req: PlanRequest, result: SearchResult) -> str | None:
+    """When memory rejected candidates: would a sharding or a recomputation the
+    search was told to skip give a faster plan (or any plan)? One line, with the figures."""
+    best = result.plans[0].step_time_s if result.plans else None
+    options = []
+    if set(req.shardings) != set(Sharding):
+        options.append(("every --sharding", replace(req, shardings=tuple(Sharding), top=1)))
+    if Recompute.FULL not in req.recomputes and not result.plans:
+        options.append(("--recompute full", replace(req, recomputes=(Recompute.FULL,), top=1)))
+    for flag, alt_req in options:
+        alt = search(table, alt_req)
+        if not alt.plans:
+            continue
+        a = alt.plans[0]
+        desc = (f"pp={a.pp} dp={a.dp} tp={a.tp} {a.schedule.value}, {a.num_microbatches} x "
+                f"{a.micro_batch_size}, sharding {a.sharding.value}, recompute "
+                f"{a.recompute.value}, step {a.step_time_s:.3g} s")
+        if best is None:
+            return f"with {flag} a plan fits: {desc}"
+        if a.step_time_s < best * 0.97:
+            return f"with {flag} the best plan would be {desc} ({best / a.step_time_s:.2f}x faster)"
+    return None
+
+
+# what the analytic MoE step leaves out (docs/limits.md, "Fine-grained MoE on H100")
+MOE_HOST_NOTE = (
+    "not priced: the host (Python and framework) time of the MoE layers' many small "
+    "kernels, and the host-device synchronisation a dropless layer makes to size its "
+    "all-to-all; published runs of models with many narrow experts stepped well above "
+    "pptune's price unless their framework captured whole iterations in CUDA graphs "
+    "(docs/limits.md). pptune calibrate --run on a short run of the job fits it")
+
+
+def nearby_batch(tables: TableSource, table: CostTable,
+                  req: PlanRequest) -> tuple[PlanRequest, SearchResult] | None:
+    """The closest global batch (within 25%) for which the search finds a plan."""
+    gb = req.global_batch
+    sizes = req.micro_batch_sizes or sorted(table.by_mb)
+    ranks = sorted({req.gpus // (k.tp * k.cp) for k in req.keys()})
+
+    def could(g: int) -> bool:
+        for n in ranks:
+            for p in (p for p in range(1, n + 1) if n % p == 0):
+                dp = n // p
+                for b in sizes:
+                    if g % (b * dp) == 0 and g // (b * dp) >= p:
+                        return True
+        return False
+
+    tried = 0
+    for delta in range(1, max(2, gb // 4) + 1):
+        for g in (gb + delta, gb - delta):
+            if g < 1 or not could(g):
+                continue
+            alt = replace(req, global_batch=g)
+            res = search(tables, alt)
+            tried += 1
+            if res.plans:
+                return alt, res
+            if tried >= 8:
+                return None
+    return None
+
+
+def batch_what_if(tables: TableSource, req: PlanRequest, result: SearchResult,
+                  chosen: bool) -> str | None:
+    """When every plan pipelines because no plan without a pipeline divides the default
+    global batch over the GPUs (24 GPUs, 512 samples): the fastest plan without one at
+    the nearest larger batch that a data-parallel-only plan divides, when it processes
+    samples at least 3% faster. ``chosen``: the user named the batch (nothing said)."""
+    if (chosen or not result.plans or any(p.pp == 1 for p in result.plans)
+            or (req.pp and 1 not in req.pp) or not result.rejected.get("batch_not_divisible")):
+        return None
+    gb, win = req.global_batch, result.plans[0]
+    batches = sorted({-(-gb // n) * n for n in {req.gpus // (k.tp * k.cp) for k in req.keys()}})
+    found = []  # (samples a second, batch, plan) at each batch a dp-only plan divides
+    for g in (b for b in batches if gb < b <= gb * 1.25):
+        alt = search(tables, replace(req, global_batch=g, pp=(1,), top=1)).plans
+        if alt:
+            found.append((g / alt[0].step_time_s, g, alt[0]))
+    if not found:
+        return None
+    rate, g, a = max(found, key=lambda f: f[0])
+    if rate < 1.03 * gb / win.step_time_s:
+        return None
+    return (f"no plan without a pipeline divides {gb} samples over {req.gpus} GPUs; with "
+            f"--global-batch {g} one runs (dp={a.dp} tp={a.tp}, {a.num_microbatches} x "
+            f"{a.micro_batch_size}, sharding {a.sharding.value}, step {a.step_time_s:.3g} s): "
+            f"{g * win.step_time_s / (gb * a.step_time_s) - 1:.0%} more samples a second "
+            "than the winner (the learning rate may need rescaling with the batch)")
