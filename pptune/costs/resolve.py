@@ -57,6 +57,7 @@ from pptune.costmodel.variation import pace_note, slowest_of
 from pptune.costs import calibrated
 from pptune.costs.dims import single_key
 from pptune.costs.flops import model_flops_per_token
+from pptune.costs.measured import check_profile_size, tp_divides_heads
 from pptune.costs.modelspec import read_hf_config, with_seq_len
 from pptune.costs.names import gpu_preset, model_preset
 from pptune.costs.profiles import (
@@ -347,15 +348,9 @@ def _refuse_with_measured(opts: CostOptions, where: str, mode: Mode) -> None:
                        f"{where} (measured); drop {'/'.join(flags)} or the profile")
 
 
-def _check_profile_size(prof: Profile, where: str) -> None:
-    if len(prof.layers) > limits.MAX_LAYERS + 2:
-        raise BadInput(f"{where} has {len(prof.layers):,} layers; pptune plans up to "
-                       f"{limits.MAX_LAYERS:,}")
-
-
 def _measured(prof: Profile, origin: str, opts: CostOptions, mode: Mode,
               sizes: tuple[int, ...] | None, table_tp: int | None, search: bool) -> Costs:
-    _check_profile_size(prof, origin)
+    check_profile_size(prof, origin)
     other = [f"{flag} {','.join(str(getattr(v, 'value', v)) for v in values)}"
              for flag, values, plain in (("--cp", opts.cp, 1), ("--ep", opts.ep, 1),
                                           ("--etp", opts.etp, 1),
@@ -377,6 +372,7 @@ def _measured(prof: Profile, origin: str, opts: CostOptions, mode: Mode,
             f"{prof.model.seq_len}; measure a profile at {opts.seq_len} "
             f"(pptune probe --seq-len {opts.seq_len}) or use analytic costs (--model/--hf-config)"
         )
+    tp_divides_heads(prof, tp, origin)
     notes = []
     if opts.sequence_parallel and prof.source == "probe":
         notes.append("--sequence-parallel changes analytic activation sizes only; "

@@ -130,3 +130,28 @@ def test_gpu_with_measured_costs_says_it_does_not_apply(tmp_path: Path) -> None:
     assert found["gpu-unused"] == "info"
     _, found, _ = check_file(tmp_path / "c.yaml", cfg, "--profile", str(prof))
     assert "gpu-unused" not in found
+
+
+def test_a_tp_that_does_not_divide_a_probed_models_heads_is_refused(tmp_path: Path) -> None:
+    """A profile probed from a Hugging Face config of 4 heads: --tp 8 is refused (exit 2,
+    one line), as analytic costs refuse it; --tp 4 plans."""
+    from typer.testing import CliRunner
+
+    from pptune.cli.app import app
+    from pptune.costs.profiles import analytic_profile
+    hf = tmp_path / "config.json"
+    hf.write_text(json.dumps({"model_type": "llama", "hidden_size": 64,
+                              "intermediate_size": 128, "num_attention_heads": 4,
+                              "num_key_value_heads": 4, "num_hidden_layers": 4,
+                              "vocab_size": 256, "max_position_embeddings": 32}))
+    prof = analytic_profile("gpt-small", "a100-80gb", [1])
+    prof = prof.model_copy(update={"model": prof.model.model_copy(
+        update={"hf_config": str(hf)})})
+    path = tmp_path / "p.json"
+    path.write_text(prof.model_dump_json())
+    r = CliRunner().invoke(app, ["recommend", "--gpus", "8", "--profile", str(path),
+                                 "--tp", "8"])
+    assert r.exit_code == 2 and "--tp 8 does not divide the 4 attention heads" in r.stderr
+    r = CliRunner().invoke(app, ["recommend", "--gpus", "8", "--profile", str(path),
+                                 "--tp", "4"])
+    assert r.exit_code == 0, r.stderr
