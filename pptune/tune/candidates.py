@@ -127,8 +127,8 @@ class Verdict:
 
     def reason(self) -> str:
         return (f"calibrated lower bound {self.lower_bound_s * 1e3:.1f} ms > best measured "
-                f"{self.best_s * 1e3:.1f} ms + {self.noise:.1%} noise + {self.prediction_error:.1%}"
-                " prediction error: cannot win")
+                f"plan {self.best_s * 1e3:.1f} ms + {self.noise:.1%} noise + "
+                f"{self.prediction_error:.1%} prediction error: cannot win")
 
 
 def prune(bounds: dict[str, float], best_s: float, noise: float,

@@ -54,7 +54,7 @@ def test_a_candidate_whose_lower_bound_is_slower_is_never_run() -> None:
     assert runner.ran == [fast.key, tie.key]
     rows = {r.cand.key: r for r in out.rows}
     assert rows[slow.key].status == loop.PRUNED
-    assert rows[slow.key].reason == ("calibrated lower bound 48.0 ms > best measured 12.0 ms "
+    assert rows[slow.key].reason == ("calibrated lower bound 48.0 ms > best measured plan 12.0 ms "
                                      "+ 0.0% noise + 0.0% prediction error: cannot win")
     assert rows[fast.key].measured_s == pytest.approx(12 * MS)
     assert out.winner is not None and out.winner.cand.key == fast.key
