@@ -284,7 +284,8 @@ def with_nvlink_domain(cfg: TrainingConfig, flags: CostOptions, add: Any) -> Tra
     finding when that changes it) where it states no node size, or states one host of a
     domain that spans hosts (torchrun's ``--nproc_per_node 4`` on a GB200 NVL72 launches
     a compute tray of a 72-GPU domain); unchanged for measured costs (a profile) and for
-    a node size that is the domain."""
+    a node size that is the domain. Where the node size is settled, a warning where a
+    tensor-parallel group spans nodes (_tp_across)."""
     gpu = flags.gpu or cfg.gpu or presets.DEFAULT_GPU
     spec = presets.GPUS.get(gpu)
     if spec is None or flags.profile is not None or cfg.profile is not None:

@@ -41,20 +41,16 @@ from pptune.frameworks.common.shell_state import (
 __all__ = ["Command", "Script", "ShellLimit", "interpret", "split_statements", "words"]
 
 _ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)", re.DOTALL)
-_ARRAY_ASSIGN = re.compile(
-    r"\s*(?:(?:export|declare|typeset|local|readonly)(?:\s+-[A-Za-z]+)*\s+)?"
-    r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=\((.*)\)\s*",
-    re.DOTALL,
-)
+# an assignment's optional declarer: export, declare -a, ...
+_DECLARED = r"\s*(?:(?:export|declare|typeset|local|readonly)(?:\s+-[A-Za-z]+)*\s+)?"
+_ARRAY_ASSIGN = re.compile(_DECLARED + r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=\((.*)\)\s*", re.DOTALL)
 _DECLARERS = frozenset({"export", "declare", "typeset", "local", "readonly"})
 _KEYWORDS = frozenset({"then", "do", "else", "{", "(", "!", "time"})
 _CLOSERS = frozenset({"fi", "done", "}", ")", "esac", ";;"})
 
 
 # a scalar assignment, exported or not (an array's is _ARRAY_ASSIGN)
-_SCALAR_ASSIGN = re.compile(
-    r"\s*(?:(?:export|declare|typeset|local|readonly)(?:\s+-[A-Za-z]+)*\s+)?"
-    r"[A-Za-z_][A-Za-z0-9_]*\+?=(?!\()")
+_SCALAR_ASSIGN = re.compile(_DECLARED + r"[A-Za-z_][A-Za-z0-9_]*\+?=(?!\()")
 MAX_EVAL_DEPTH = 4  # eval of eval of ...
 # a redirection word: 2>&1, &>log, >>log, <in, 2> (its target the next word)
 _REDIRECT = re.compile(r"(\d*|&)(>>?|<)(&\d+|&-)?(.*)", re.DOTALL)

@@ -104,17 +104,20 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
                f"step {fmt_seconds(best.step_time_s)} ({best.step_time_s / plan.step_time_s:.3f}x "
                f"plan {rank})")
         return replace(stated, exact=False, notes=(why, *stated.notes))
-    first = _substituted(job, plan, rank)
+    notes: list[str] = []
+    mtp = mtp_count(job.layer_names)
+    run_job, run_plan = _as_run(job, plan, rank, notes)
+    first = _stated(run_job, run_plan, rank, notes, mtp)
     if first.exact or first.plan.step_time_s <= plan.step_time_s * SLACK:
         return first
     # the search runs on the costs as torchtitan runs the plan (before the per-op
-    # checkpointing a substitution may price in); both candidates then go through the
-    # same substitutions
-    best = _stateable_best(_as_run(job, plan, rank, [])[0], plan)
+    # checkpointing a substitution may price in, without the MTP layers it builds
+    # none of); its plan then goes through the same substitutions
+    best = _stateable_best(run_job, plan)
     if best is None:
         return first
     try:
-        second = _substituted(job, best, rank)
+        second = _stated(run_job, best, rank, [], mtp)
     except BadInput:
         return first
     if second.plan.step_time_s >= first.plan.step_time_s * 0.99:
@@ -174,6 +177,12 @@ def _substituted(job: Job, plan: Plan, rank: int) -> Stated:
     notes: list[str] = []
     mtp = mtp_count(job.layer_names)
     job, plan = _as_run(job, plan, rank, notes)
+    return _stated(job, plan, rank, notes, mtp)
+
+
+def _stated(job: Job, plan: Plan, rank: int, notes: list[str], mtp: int) -> Stated:
+    """A plan priced as torchtitan runs it (_as_run) with what its files cannot state
+    replaced, step by step, each with a note; ``mtp``: the MTP layers the job had."""
     plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=STATEABLE, notes=notes,
                                         within=stateable_request(job.request, job.model))
     if plan.spec.combined:  # no combined 1F1B order in torch.distributed.pipelining
