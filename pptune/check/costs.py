@@ -31,6 +31,7 @@ from pptune.costmodel.precision import Fp8Kernels, problems
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.rates import Swiglu
 from pptune.costmodel.search import CostTable
+from pptune.costmodel.sharding import STATE_DTYPE_BYTES, moment_bytes
 from pptune.costs import calibrated
 from pptune.costs.modelspec import from_hf_config, from_sizes, with_seq_len
 from pptune.costs.resolve import Mode, find
@@ -173,10 +174,6 @@ def model_of(cfg: TrainingConfig, base_dir: Path, flags: CostOptions,
 PRECISIONS = {"fp16": Precision.FP16, "fp8": Precision.FP8, "mxfp8": Precision.MXFP8}
 
 
-# bytes an element of each optimizer-state width the configs name
-STATE_DTYPE_BYTES = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0}
-
-
 def optimizer_widths(cfg: TrainingConfig) -> dict[str, Any]:
     """The request's state widths as the config states them (Megatron-LM's
     precision-aware optimizer, torchtitan's training.dtype and mixed_precision_reduce):
@@ -184,8 +181,7 @@ def optimizer_widths(cfg: TrainingConfig) -> dict[str, Any]:
     over fp32's (a BF16 buffer holds and reduces 2), bytes of each Adam moment, FSDP's
     sharded weights (the optimizer's copy), and the bytes ZeRO-Offload keeps on the host."""
     bf16 = cfg.main_grads_dtype == "bf16"
-    moments = (STATE_DTYPE_BYTES[cfg.exp_avg_dtype or "fp32"]
-               + STATE_DTYPE_BYTES[cfg.exp_avg_sq_dtype or "fp32"]) / 2
+    moments = moment_bytes(cfg.exp_avg_dtype or "fp32", cfg.exp_avg_sq_dtype or "fp32")
     return {"grad_buffer_bytes": 2.0 if bf16 else None,
             "grad_bytes_factor": 0.5 if bf16 else 1.0, "moment_bytes": moments,
             "fsdp_weight_bytes": STATE_DTYPE_BYTES[cfg.main_params_dtype or "fp32"],

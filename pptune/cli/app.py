@@ -194,6 +194,10 @@ def recommend_cmd(
         found = limits.problem("--train-tokens", train_tokens, 0, limits.MAX_TRAIN_TOKENS, lo_open=True)
         if found:
             raise BadInput(found)
+    if emit is not None:
+        from pptune.plan.emit import check_moments
+
+        check_moments(emit, (space.exp_avg_dtype.value, space.exp_avg_sq_dtype.value))
     if emit is not None and output is not None:
         from pptune.plan.emit import file_names
 

@@ -91,6 +91,28 @@ OPTIMIZER_BYTES = 12  # fp32 master weights + Adam m and v
 FP32_MOMENT_BYTES = 4.0  # each Adam moment in OPTIMIZER_BYTES (and FSDP's state)
 
 
+class StateDtype(str, Enum):
+    """A width of the optimizer's state (megatron-core's precision-aware optimizer,
+    ``--exp-avg-dtype``, ``--exp-avg-sq-dtype``, ``--main-grads-dtype``), by its name."""
+
+    FP32 = "fp32"
+    FP16 = "fp16"
+    BF16 = "bf16"
+    FP8 = "fp8"
+
+    @property
+    def bytes(self) -> float:
+        return STATE_DTYPE_BYTES[self.value]
+
+
+STATE_DTYPE_BYTES = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0}
+
+
+def moment_bytes(exp_avg: StateDtype | str, exp_avg_sq: StateDtype | str) -> float:
+    """Bytes each of Adam's two moments holds on average (``state_bytes_per_param``)."""
+    return (StateDtype(exp_avg).bytes + StateDtype(exp_avg_sq).bytes) / 2
+
+
 @dataclass(frozen=True)
 class StateBytes:
     """Bytes per parameter held all step: ``fixed + sharded / dp``."""

@@ -38,7 +38,7 @@ from pptune.costmodel.ops import Attention
 from pptune.costmodel.precision import Fp8Kernels, Fp8Recipe
 from pptune.costmodel.rates import Swiglu
 from pptune.costmodel.schedules import DEFAULT_SCHEDULES, Schedule
-from pptune.costmodel.sharding import Sharding
+from pptune.costmodel.sharding import Sharding, StateDtype
 from pptune.errors import BadInput
 from pptune.options.kinds import Ints, Kind, ListOf, OneOf, Sizes
 
@@ -68,6 +68,7 @@ CP_COMM = OneOf(CpComm, "{flag} must be one of {choices} (got {value!r})")
 FP8_RECIPE = OneOf(Fp8Recipe, "{flag} must be one of {choices} (got {value!r})")
 FP8_KERNELS = OneOf(Fp8Kernels, "{flag} must be one of {choices} (got {value!r})")
 DISPATCHER = OneOf(Dispatcher, "{flag} must be one of {choices} (got {value!r})")
+STATE_DTYPE = OneOf(StateDtype, "{flag} must be one of {choices} (got {value!r})")
 
 
 @dataclass(frozen=True)
@@ -295,6 +296,14 @@ class PlanSpace:
         True, "--overlap-param-gather/--no-overlap-param-gather", kind=BOOL,
         help="the distributed optimizer's parameter all-gather behind the next forward "
         "(Megatron-LM --overlap-param-gather) or before it")
+    exp_avg_dtype: StateDtype = option(
+        StateDtype.FP32, "--exp-avg-dtype", kind=STATE_DTYPE,
+        help="Adam's first moment's width: fp32, fp16, bf16 or fp8 (Megatron-LM "
+        "--use-precision-aware-optimizer, which needs the distributed optimizer: "
+        "other than fp32, the search leaves --sharding none out)")
+    exp_avg_sq_dtype: StateDtype = option(
+        StateDtype.FP32, "--exp-avg-sq-dtype", kind=STATE_DTYPE,
+        help="Adam's second moment's width, as --exp-avg-dtype")
     reserve_gib: float | None = option(
         None, "--reserve-gib", kind=FLOAT,
         help="memory kept back per GPU (context, NCCL, fragmentation) [default: 2, or what a "

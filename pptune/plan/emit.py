@@ -73,7 +73,26 @@ def job_of(run: RecommendRun, plan: Plan) -> Job:
         tp_comm_overlap=costs.tp_comm_overlap, cost_options=costs,
         hf_config=str(costs.hf_config) if costs.hf_config is not None else None,
         factors=calibration_factors(run),
+        moments=_moments(run),
     )
+
+
+def check_moments(framework: Framework | str, moments: tuple[str, str]) -> None:
+    """BadInput when ``framework``'s files cannot keep Adam's moments at these widths
+    (checked before the search too, by the CLI)."""
+    adapter = ADAPTERS[parse_framework(framework)]
+    if tuple(moments) != ("fp32", "fp32") and not adapter.states_moment_dtypes:
+        raise BadInput(f"{adapter.name} keeps Adam's moments in fp32: plan without "
+                       "--exp-avg-dtype/--exp-avg-sq-dtype, or --emit megatron "
+                       "(its precision-aware optimizer)")
+
+
+def _moments(run: RecommendRun) -> tuple[str, str]:
+    """Adam's moments' widths the run planned for (fp32 for a file without them)."""
+    space = run.request.space
+    if space is None:
+        return ("fp32", "fp32")
+    return (space.exp_avg_dtype.value, space.exp_avg_sq_dtype.value)
 
 
 def _hf_shape(run: RecommendRun) -> ModelShape | None:
@@ -99,6 +118,7 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitte
     plans = run.result.plans
     if not 1 <= rank <= len(plans):
         raise BadInput(f"--plan {rank} is not among the {len(plans)} ranked plans")
+    check_moments(fw, _moments(run))
     plan, notes = _stateable_layout(adapter, run, plans[rank - 1], rank)
     stated = adapter.express(job_of(run, plan), plan, rank)
     chosen, notes = stated.plan, [*notes, *stated.notes]

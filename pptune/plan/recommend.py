@@ -23,6 +23,7 @@ from pptune.costmodel.ops import Attention
 from pptune.costmodel.precision import reduces_amax
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.schedules import DEFAULT_SCHEDULES
+from pptune.costmodel.sharding import StateDtype, moment_bytes
 from pptune.costmodel.search import (
     CostTable,
     PlanRequest,
@@ -125,6 +126,20 @@ def check_spec(spec: RecommendSpec) -> None:
         raise BadInput("; ".join(problems))
 
 
+def _with_moments(shardings: tuple[Sharding, ...], s: PlanSpace) -> tuple[Sharding, ...]:
+    """The shardings searched for Adam moments narrower than FP32: Megatron-LM's
+    precision-aware optimizer, which megatron-core runs only with the distributed
+    optimizer (OptimizerConfig.__post_init__), so never ``none``."""
+    if (s.exp_avg_dtype, s.exp_avg_sq_dtype) == (StateDtype.FP32, StateDtype.FP32):
+        return shardings
+    left = tuple(sh for sh in shardings if sh is not Sharding.NONE)
+    if not left:
+        raise BadInput("--exp-avg-dtype/--exp-avg-sq-dtype other than fp32 is Megatron-LM's "
+                       "precision-aware optimizer, which needs the distributed optimizer: "
+                       "drop --sharding none (or search zero1)")
+    return left
+
+
 def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     """The search over ``costs`` (None: resolved from ``spec.costs`` with every layout its
     flags allow, dims.search_keys; tune passes its own, priced at the one layout it runs)."""
@@ -140,6 +155,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         if s.sharding is not None and shardings != (Sharding.ZERO1,):
             raise BadInput("--sharded-optimizer means --sharding zero1; drop one of them")
         shardings = (Sharding.ZERO1,)
+    shardings = _with_moments(shardings, s)
     given = costs is not None  # tune prices one layout, the one its trials run
     if costs is None:
         costs = resolve(spec.costs, sizes=s.micro_batch_sizes, search=True,
@@ -171,6 +187,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         recompute_every=s.recompute_every, reserve_bytes=reserve,
         grad_bytes_factor=factor, blocking_send=s.blocking_send, top=spec.top,
         overlap_grad_reduce=s.overlap_grad_reduce, pipeline_margin=s.pipeline_margin,
+        moment_bytes=moment_bytes(s.exp_avg_dtype, s.exp_avg_sq_dtype),
     )
     tables = costs.table_for
     result = search(tables, req)

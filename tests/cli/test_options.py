@@ -84,6 +84,9 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "etp": {"text": "2", "value": (2,), "base": {"model": "mixtral-8x7b"}},
     "precision": {"text": "mxfp8", "value": (Precision.MXFP8,), "base": {"gpu": "b200"}},
     "moe_imbalance": {"text": "1.5", "value": 1.5, "base": {"model": "mixtral-8x7b"}},
+    # moments below fp32 need the distributed optimizer (the precision-aware optimizer)
+    "exp_avg_dtype": {"base": {"sharding": "zero1"}},
+    "exp_avg_sq_dtype": {"base": {"sharding": "zero1"}},
 }
 TINY_HF = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
            "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 4,

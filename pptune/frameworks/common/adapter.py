@@ -53,6 +53,10 @@ class Job:
     # a calibrated profile's rate factors (pptune calibrate): the job's costs re-priced
     # for a framework's files scale the preset by them too; None: the preset's rates
     factors: Factors | None = None
+    # Adam's moments' widths (--exp-avg-dtype, --exp-avg-sq-dtype): Megatron-LM's
+    # precision-aware optimizer below fp32; only a framework whose files state them
+    # (``Adapter.states_moment_dtypes``) writes such a plan
+    moments: tuple[str, str] = ("fp32", "fp32")
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,7 @@ class Adapter:
     """
 
     name: str  # --format-in / --emit value, and TrainingConfig.source_format
+    states_moment_dtypes: bool = False  # its files keep Adam's moments below fp32
     title: str  # the framework's name in messages ("Megatron-LM")
     # check-config's memory-overflow finding: what to change, in the files' own words
     # what frees memory, in the files' words: more stages, sharding (as far as

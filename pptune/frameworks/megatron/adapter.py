@@ -18,6 +18,7 @@ from pptune.schemas import TrainingConfig
 
 class MegatronAdapter(Adapter):
     name = "megatron"
+    states_moment_dtypes = True  # --use-precision-aware-optimizer (widths.py)
     states_dims = frozenset({"cp", "ep", "etp", "precision"})
     title = "Megatron-LM"
     memory_fixes = ("more pipeline stages (--pipeline-model-parallel-size)",

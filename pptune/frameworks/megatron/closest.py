@@ -22,6 +22,7 @@ from pptune.costmodel.partition import add_ends, is_mtp, mtp_count, strip_ends
 from pptune.costmodel.precision import Fp8Kernels
 from pptune.costmodel.schedules import OVERLAPPED, Schedule
 from pptune.costmodel.search import Plan, PlanRequest, Recompute, Sharding, evaluate
+from pptune.costmodel.sharding import FP32_MOMENT_BYTES
 from pptune.costmodel.stage_recompute import stage_blocks
 from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
@@ -52,8 +53,10 @@ def stateable_request(req: PlanRequest, model: str | None) -> PlanRequest:
     """The search over what a Megatron-LM script states: the distributed optimizer or
     none, 1F1B and interleaved 1F1B."""
     del model  # every model's layers can be pipelined
-    return replace(req, shardings=keep(req.shardings, STATEABLE),
-                   schedules=keep(req.schedules, RUNS))
+    shardings = keep(req.shardings, STATEABLE)
+    if req.moment_bytes != FP32_MOMENT_BYTES:  # the precision-aware optimizer (widths.py)
+        shardings = (Sharding.ZERO1,)
+    return replace(req, shardings=shardings, schedules=keep(req.schedules, RUNS))
 
 
 def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:

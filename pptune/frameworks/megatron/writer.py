@@ -97,6 +97,9 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
     lines += [f"# {line}" for line in unsaid]
     if plan.sharding is Sharding.ZERO1:
         args.append("--use-distributed-optimizer")
+    if job.moments != ("fp32", "fp32"):  # the search kept these on the distributed optimizer
+        args += ["--use-precision-aware-optimizer", f"--exp-avg-dtype {job.moments[0]}",
+                 f"--exp-avg-sq-dtype {job.moments[1]}"]
     # the data-parallel overlap the plan was priced with (megatron-core: off unless said)
     req = job.request
     if req.overlap_grad_reduce:

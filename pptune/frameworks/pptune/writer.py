@@ -60,6 +60,8 @@ def write(stated: Stated) -> dict[str, str]:
         f"stage_layers: [{', '.join(map(str, _blocks(stated)))}]",
         f"sharded_optimizer: {'true' if plan.sharding is Sharding.ZERO1 else 'false'}",
         f"sharding: {plan.sharding.value}",
+        *([f"exp_avg_dtype: {job.moments[0]}", f"exp_avg_sq_dtype: {job.moments[1]}"]
+          if job.moments != ("fp32", "fp32") else []),
         f"recompute: {plan.recompute.value}",
         *([f"recompute_layers_per_stage: [{', '.join(map(str, plan.recompute_layers))}]"]
           if plan.recompute_layers is not None else []),
