@@ -23,7 +23,6 @@ from pptune.costmodel.ops import Attention
 from pptune.costmodel.precision import reduces_amax
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.schedules import DEFAULT_SCHEDULES
-from pptune.costmodel.sharding import StateDtype, moment_bytes
 from pptune.costmodel.search import (
     CostTable,
     PlanRequest,
@@ -33,6 +32,7 @@ from pptune.costmodel.search import (
     evaluate,
     search,
 )
+from pptune.costmodel.sharding import StateDtype, moment_bytes
 from pptune.costs.dims import search_keys
 from pptune.costs.resolve import Costs, resolve
 from pptune.errors import BadInput
