@@ -180,7 +180,7 @@ def attention_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     rotary, core attention and the tensor-parallel collective around them.
     Queries and outputs are ``heads x head_dim`` wide (the hidden size unless
     the model sets its head dimension, e.g. Qwen3 and GPT-OSS)."""
-    t, h, fp8 = par.tp, m.hidden, par.fp8
+    t, h = par.tp, m.hidden
     tokens = b * m.seq_len // par.cp  # this context-parallel rank's share
     q = m.heads * m.head_dim
     kv = m.kv_heads * m.head_dim
@@ -192,13 +192,14 @@ def attention_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     qk_norm_b = ([memory("qk_norm.bwd", Phase.B, 6 * tokens * (q + kv) / t, rates)]
                  if m.qk_norm else [])
     core = attention_ops(m, b, rates, par, window)
+    cast_f, cast_b = linear_casts("attn", tokens, [(h, _split(q + 2 * kv, t)), (_split(q, t), h)],
+                                  rates, par)
     return BlockPart(
         fwd=[qkv[0], *qk_norm,
              *([memory("rotary", Phase.F, rotary, rates)] if m.rotary else []),
              *[o for o in core if o.phase is Phase.F],
-             *fp8_casts("attn_out", Phase.F, tokens, [_split(q, t)], rates, fp8),
-             proj[0], pair.fwd_comm],
-        bwd=[*fp8_casts("attn", Phase.B, tokens, [h, _split(q + 2 * kv, t)], rates, fp8),
+             *cast_f, proj[0], pair.fwd_comm],
+        bwd=[*cast_b,
              proj[1], *[o for o in core if o.phase is Phase.B],
              *([memory("rotary.bwd", Phase.B, rotary, rates)] if m.rotary else []),
              *qk_norm_b, qkv[1], pair.bwd_comm],
@@ -210,7 +211,7 @@ def mlp_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
              ffn: int | None = None, name: str = "mlp") -> BlockPart:
     """A dense MLP of width ``ffn`` (default the model's): up (gate and up for
     SwiGLU), activation, down, and its tensor-parallel collective."""
-    t, h, f, fp8 = par.tp, m.hidden, m.ffn if ffn is None else ffn, par.fp8
+    t, h, f = par.tp, m.hidden, m.ffn if ffn is None else ffn
     tokens = b * m.seq_len // par.cp  # this context-parallel rank's share
     up_n = f * (2 if m.gated_mlp else 1)
     pair = tp_pair(name, f"{name}_up", f"{name}_down", tokens, h, _split(up_n, t), _split(f, t),
@@ -219,12 +220,11 @@ def mlp_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     prefix = "" if name == "mlp" else f"{name}_"
     act_f, act_b = activation_ops(f"{prefix}activation", m.gated_mlp, par.swiglu,
                                   f * tokens / t, rates)
+    cast_f, cast_b = linear_casts(name, tokens, [(h, _split(up_n, t)), (_split(f, t), h)],
+                                  rates, par)
     return BlockPart(
-        fwd=[up[0], act_f,
-             *fp8_casts(f"{name}_down", Phase.F, tokens, [_split(f, t)], rates, fp8), down[0],
-             pair.fwd_comm],
-        bwd=[*fp8_casts(name, Phase.B, tokens, [h, _split(up_n, t)], rates, fp8),
-             down[1], act_b, up[1], pair.bwd_comm],
+        fwd=[up[0], act_f, *cast_f, down[0], pair.fwd_comm],
+        bwd=[*cast_b, down[1], act_b, up[1], pair.bwd_comm],
         wgrad=[up[2], down[2], *pair.wgrad_comm],
     )
 
@@ -261,12 +261,42 @@ def norm_reruns(m: ModelShape, b: int, rates: Rates, par: Parallel,
     tokens = b * m.seq_len // par.cp
     rep = tokens / par.tp if par.sequence_parallel else float(tokens)
     out = []
-    if not kept[0]:
+    if not kept[0]:  # (torchao casts the input again anyway: torchao_casts)
+        te = par.fp8_kernels is precision.Fp8Kernels.TE
         out += [memory("norm1.recompute", Phase.B, 4 * m.hidden * rep, rates),
-                *fp8_casts("norm1.recompute", Phase.B, tokens, [m.hidden], rates, par.fp8)]
+                *fp8_casts("norm1.recompute", Phase.B, tokens, [m.hidden], rates,
+                           par.fp8 and te)]
     if not kept[1]:
         out.append(memory("norm2.recompute", Phase.B, 4 * m.hidden * rep, rates))
     return out
+
+
+def linear_casts(name: str, tokens: int, linears: list[tuple[int, int]], rates: Rates,
+                 par: Parallel) -> tuple[list[OpCost], list[OpCost]]:
+    """(forward, backward) FP8 casts of a sub-layer's two linears, ``linears`` their
+    (input, output) widths on the rank, first then second: Transformer Engine's
+    (fp8_casts: the second's input forward, the fused norm casting the first's; both
+    output gradients backward) or torchao's (torchao_casts)."""
+    if par.fp8 and par.fp8_kernels is precision.Fp8Kernels.TORCHAO:
+        return torchao_casts(name, tokens, linears, rates, par.fp8_params)
+    return (fp8_casts(f"{name}_out" if name == "attn" else f"{name}_down", Phase.F, tokens,
+                      [linears[1][0]], rates, par.fp8),
+            fp8_casts(name, Phase.B, tokens, [n for _, n in reversed(linears)], rates, par.fp8))
+
+
+def torchao_casts(name: str, tokens: int, linears: list[tuple[int, int]], rates: Rates,
+                  fp8_weights: bool) -> tuple[list[OpCost], list[OpCost]]:
+    """torchao's tensorwise float8 casts of linears of (input, output) widths, by its own
+    roofline (precision.py): forward each input, and each weight (abs-max in two stages,
+    then the cast); backward each output gradient, and each weight again; no weight casts
+    when the linears get FP8 weights (FSDP's float8 all-gather)."""
+    w = 0 if fp8_weights else 1
+    act, (w_fwd, w_bwd) = precision.TORCHAO_ACT_CAST_BYTES, precision.TORCHAO_WEIGHT_CAST_BYTES
+    fwd = sum(act * tokens * i + w * w_fwd * i * o for i, o in linears)
+    bwd = sum(act * tokens * o + w * w_bwd * i * o for i, o in linears)
+    n = len(linears)
+    return ([memory(f"fp8_cast.{name}", Phase.F, fwd, rates, kernels=(1 + 3 * w) * n)],
+            [memory(f"fp8_cast.{name}.bwd", Phase.B, bwd, rates, kernels=(1 + w) * n)])
 
 
 def fp8_casts(name: str, phase: Phase, tokens: int, widths: list[int], rates: Rates,

@@ -48,8 +48,15 @@ weight for the backward, casting them again there (torchao
 ``float8/float8_linear.py``, ``matmul_with_hp_or_float8_args``:
 ``ctx.save_for_backward(input_hp, weight_hp_t)``): its memory is the BF16 run's
 (torchtitan's docs/performance.md, Tables 1 and 3: 77.0 and 62.0 GiB in BF16 with
-torch.compile, 76.8 and 61.8 GiB with float8 added). The activation and gradient
-casts are priced alike; neither's weight casts are (docs/limits.md).
+torch.compile, 76.8 and 61.8 GiB with float8 added). Its casts (ops.torchao_casts)
+are counted as torchao's own roofline counts them (``TORCHAO_*`` below): every
+linear casts its input and its output gradient once each, into both layouts, and its
+weight on every use, forward and backward, per micro-batch; under FSDP's float8
+all-gather (``enable_fsdp_float8_all_gather``) the linears receive FP8 weights and cast
+none (the shard's cast before the gather, 1/dp of a weight, is not priced).
+Transformer Engine casts each weight once a step, on the first micro-batch, and keeps
+the copies (``is_first_microbatch``); that cast is not priced (docs/limits.md), nor
+are torchao's casts of expert and MLA linears, priced as Transformer Engine's.
 """
 
 from __future__ import annotations
@@ -88,6 +95,14 @@ def reduces_amax(recipe: str | None) -> bool:
     return (recipe or Fp8Recipe.DELAYED.value) == Fp8Recipe.DELAYED.value
 
 CAST_BYTES_PER_ELEMENT = 4.0  # read BF16 (2), write FP8 and its transpose (1 + 1)
+# torchao's tensorwise float8 casts of one linear as its own roofline counts them
+# (pytorch/ao torchao/testing/training/roofline_utils.py @ 0598012,
+# get_tensor_memory_traffic_ovhd_s): an input or output gradient is read once (2) and
+# written in both layouts (1 + 1), its abs-max fused into the op that produced it under
+# torch.compile (``fuse_with_prev``); a weight is read for its abs-max (2, a two-stage
+# reduction) and cast for the forward (2 + 1) and again for the backward (2 + 1)
+TORCHAO_ACT_CAST_BYTES = 4.0
+TORCHAO_WEIGHT_CAST_BYTES = (5.0, 3.0)  # forward (abs-max and cast), backward
 MX_BLOCK = 32  # elements per E8M0 scale (OCP Microscaling Formats v1.0)
 
 

@@ -100,6 +100,7 @@ class Parallel:
     cross_entropy: CrossEntropy = CrossEntropy.FUSED  # the loss's kernels (loss.py)
     swiglu: Swiglu = Swiglu.FUSED  # a gated MLP's activation kernels (Swiglu)
     fp8_kernels: Fp8Kernels = Fp8Kernels.TE  # whose FP8 linears (precision.py)
+    fp8_params: bool = False  # FP8 weights handed to the linears (no weight casts in them)
 
     @property
     def saved_input_bytes(self) -> float:

@@ -178,7 +178,7 @@ def analytic_profile(
             cp=cp, cp_comm=cp_comm, cp_links=cp_links, gemm_precision=gemm_precision,
             tp_overlap=tp_overlap, tp_p2p=(presets.P2P_LATENCY_INTRA_S, fabric.p2p_bytes_per_s),
             cross_entropy=CrossEntropy(cross_entropy), swiglu=Swiglu(swiglu),
-            fp8_kernels=precision.Fp8Kernels(fp8_kernels),
+            fp8_kernels=precision.Fp8Kernels(fp8_kernels), fp8_params=fp8_params,
         )
     except ValueError as exc:
         raise BadInput(f"{model}: {exc}") from None

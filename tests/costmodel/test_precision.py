@@ -11,6 +11,7 @@ from pptune.costmodel.analytic import analytic_layers, block_act_bytes
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.ops import Parallel, Phase, Rates, block_ops, gemm
 from pptune.costmodel.precision import (
+    Fp8Kernels,
     gemm_input_bytes,
     gemm_peak,
     param_gather_bytes,
@@ -79,6 +80,32 @@ def test_fp8_block_runs_its_four_linears_in_fp8_and_casts() -> None:
     assert sum(c.hbm_bytes for c in casts if c.phase is Phase.F) == 4 * tokens * (h + f)
     assert sum(c.hbm_bytes for c in casts if c.phase is Phase.B) == \
         4 * tokens * ((h + 2 * kv) + h + 2 * f + h)
+
+
+@pytest.mark.parametrize("fp8_params", [False, True])
+def test_torchao_float8_casts_by_its_own_roofline(fp8_params: bool) -> None:
+    # torchao's roofline of a tensorwise float8 linear under torch.compile: the input and
+    # the output gradient read once (2) and written in both layouts (1 + 1), their abs-max
+    # fused upstream; the weight read for its abs-max (2), cast forward (2 + 1) and again
+    # backward (2 + 1). FSDP's float8 all-gather hands the linears FP8 weights: no weight
+    # casts in the layer.
+    m = presets.MODELS["llama3-8b"]
+    par = Parallel(precision=Precision.FP8, fp8_kernels=Fp8Kernels.TORCHAO,
+                   fp8_params=fp8_params)
+    ops = block_ops(m, 1, RATES, par)
+    casts = [o for o in ops if o.name.startswith("fp8_cast")]
+    tokens, h, f = m.seq_len, m.hidden, m.ffn
+    qkv = h + 2 * m.kv_heads * m.head_dim
+    linears = [(h, qkv), (h, h), (h, 2 * f), (f, h)]  # (in, out): qkv, attn_out, up, down
+    w = 0 if fp8_params else 1
+    fwd = sum(4 * tokens * k + w * 5 * k * n for k, n in linears)
+    bwd = sum(4 * tokens * n + w * 3 * k * n for k, n in linears)
+    assert sum(c.hbm_bytes for c in casts if c.phase is Phase.F) == fwd
+    assert sum(c.hbm_bytes for c in casts if c.phase is Phase.B) == bwd
+    # a kernel a cast: the input's forward, the weight's two abs-max stages and cast;
+    # the output gradient's backward and the weight's second cast
+    assert sum(c.kernels for c in casts if c.phase is Phase.F) == (1 + 3 * w) * 4
+    assert sum(c.kernels for c in casts if c.phase is Phase.B) == (1 + w) * 4
 
 
 def test_the_lm_head_stays_bf16() -> None:
