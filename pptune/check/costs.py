@@ -264,6 +264,12 @@ def config_shape(cfg: TrainingConfig, base_dir: Path, model: str | None,
                            vocab=cfg.vocab_size, gated=cfg.gated_mlp)
     if shape is not None:
         shape = stated_shape(cfg, shape)
+    if shape is not None and cfg.dropout and not shape.dropout:
+        add("dropout-unpriced", "warning",
+            f"the file runs dropout (Megatron-LM's --hidden-dropout and --attention-dropout are "
+            f"0.1 unless set) in {shape.name}, which pptune prices without it (no dropout "
+            "masks kept or applied); set both to 0.0, as Llama-style recipes do, or expect "
+            "more activation memory and time than predicted")
     if shape is not None and cfg.num_layers is not None and cfg.num_layers != shape.num_blocks:
         add("layers-from-config", "info",
             f"using the config's {cfg.num_layers} layers instead of {shape.num_blocks}")

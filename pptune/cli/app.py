@@ -221,14 +221,14 @@ def recommend_cmd(
 
         write_atomic(output, text + "\n")
         _say(f"wrote {output}")
+    if out.as_json:  # with no plan too: its rejections and notes say why (exit 1 below)
+        typer.echo(text)
     if not run.result.plans:
         for note in run.result.notes:
             _say(f"note: {note}")
         raise NoFeasiblePlan(planning.no_plan_message(run))
-    if out.as_json:
-        typer.echo(text)
-        return
-    _show_plans(run, train_tokens, out)
+    if not out.as_json:
+        _show_plans(run, train_tokens, out)
 
 
 def _show_plans(run: Any, train_tokens: float | None, out: OutputOptions) -> None:

@@ -94,6 +94,10 @@ class TrainingConfig(Strict):
     ffn_hidden_size: int | None = Field(None, ge=1, le=2**31 - 1, description="MLP inner width")
     vocab_size: int | None = Field(None, ge=1, le=2**31 - 1)
     gated_mlp: bool | None = Field(None, description="SwiGLU-style MLP (3 matrices), when stated")
+    dropout: bool | None = Field(
+        None, description="dropout runs in the blocks, when the file says or its framework's "
+        "default decides (Megatron-LM: --hidden-dropout or --attention-dropout above 0, each "
+        "0.1 unless set)")
     precision: Literal["fp32", "fp16", "bf16", "fp8", "mxfp8"] | None = Field(
         None, description="training compute dtype, when the file says: fp8 / mxfp8 are the "
         "block GEMMs in FP8 (per-tensor or blockwise scaling) or OCP microscaling FP8, the "

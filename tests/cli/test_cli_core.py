@@ -475,3 +475,12 @@ def test_bad_pipeline_margin_is_one_line_exit_2(
     assert r.exit_code == 2
     assert "--pipeline-margin" in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_recommend_json_says_why_when_no_plan_fits() -> None:
+    """--json prints its document with no plan too (its rejections say why), exit 1."""
+    r = runner.invoke(app, ["recommend", "--gpus", "1", "--model", "llama3-70b", "--json"])
+    assert r.exit_code == 1
+    doc = json.loads(r.stdout)
+    assert doc["plans"] == [] and doc["rejected"]["out_of_memory"] > 0
+    assert "no feasible plan for 1 GPU" in r.stderr

@@ -31,7 +31,8 @@ runner = CliRunner()
 # Flags of other tools the docs quote, exactly as those tools spell them.
 MEGATRON_FLAGS = {
     "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
-    "--attention-backend", "--bf16", "--context-parallel-size", "--use-megatron-fsdp",
+    "--attention-backend", "--attention-dropout", "--hidden-dropout", "--bf16",
+    "--context-parallel-size", "--use-megatron-fsdp",
     "--data-parallel-sharding-strategy",
     "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
     "--ffn-hidden-size", "--fp16", "--global-batch-size", "--group-query-attention",

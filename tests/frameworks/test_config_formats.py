@@ -148,6 +148,7 @@ def test_megatron_llama3_script_resolves_variables_arrays_and_launcher() -> None
         "micro_batch_size": 1, "global_batch": 128, "seq_len": 8192, "model": "llama3-8b",
         "num_layers": 32, "hidden_size": 4096, "num_heads": 32, "num_kv_heads": 8,
         "ffn_hidden_size": 14336, "gated_mlp": True, "precision": "bf16",
+        "dropout": True,  # Megatron-LM's 0.1 of each: the script sets neither
         "recompute": "selective", "sharded_optimizer": True, "sequence_parallel": True,
         # Transformer Engine (the default --transformer-impl) at --attention-backend auto
         # runs cuDNN's fused attention on Hopper and later
@@ -280,6 +281,21 @@ def test_torchtitan_older_layout() -> None:
         "swiglu": "eager",  # and so does the model's silu and mul
     }
     assert "read tensor_parallel_degree from [training] (older torchtitan)" in result.notes
+
+
+def test_torchtitan_older_layout_data_parallel_degrees_under_training(tmp_path: Path) -> None:
+    """torchtitan before [parallelism] kept every degree under [training], the data
+    parallel ones too: data_parallel_shard_degree = 2 there is dp 2, not -1."""
+    text = (DATA / "torchtitan_llama3_70b_legacy.toml").read_text().replace(
+        "[parallelism]\ndata_parallel_shard_degree = 2\n", "").replace(
+        "tensor_parallel_degree = 8\n", "tensor_parallel_degree = 8\ndata_parallel_shard_degree = 2\n")
+    assert "[parallelism]" not in text
+    path = tmp_path / "old.toml"
+    path.write_text(text)
+    result = read_config(path, gpus=64)
+    assert fields(result)["dp"] == 2
+    assert ("read data_parallel_shard_degree, tensor_parallel_degree from [training] "
+            "(older torchtitan)") in result.notes
 
 
 TITAN = """

@@ -26,6 +26,8 @@ VALUE_FLAGS: tuple[str, ...] = (
     "--seq-length",
     "--num-attention-heads",
     "--ffn-hidden-size",
+    "--hidden-dropout",
+    "--attention-dropout",
     "--num-query-groups",
     "--cross-entropy-fusion-impl",
     "--vocab-size",

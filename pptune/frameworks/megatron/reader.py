@@ -116,6 +116,15 @@ def _fields(r: FlagReader, launcher: Flagged, env: Mapping[str, str]) -> dict[st
         "precision": _precision(ctx, flags),
         "source_format": "megatron",
     }
+    if fields["ffn_hidden_size"] is None and fields["gated_mlp"] and fields["hidden_size"]:
+        # megatron/training/arguments.py validate_args: a SwiGLU MLP keeps 4h's parameters
+        # over its two up projections, rounded down to a multiple of 64
+        fields["ffn_hidden_size"] = int(4 * fields["hidden_size"] * 2 / 3 / 64) * 64
+        ctx.note(f"--swiglu without --ffn-hidden-size: Megatron-LM builds an MLP of "
+                 f"int(4 x hidden x 2/3 / 64) x 64 = --ffn-hidden-size "
+                 f"{fields['ffn_hidden_size']} (validate_args)")
+    fields["dropout"] = any(_rate(r, name) > 0 for name in ("--hidden-dropout",
+                                                             "--attention-dropout"))
     fields["recompute"], fields["recompute_block_layers"] = _recompute(r)
     fields["recompute_modules"] = _modules(r, fields["recompute"])
     read_widths(r, fields)
@@ -332,6 +341,20 @@ def _modules(r: FlagReader, granularity: str | None) -> list[str] | None:
                      f"scaling does not support moe_act and layernorm recompute for fp8' {where}; "
                      "use --fp8-recipe tensorwise, blockwise or mxfp8")
     return [m for m in modules if m in RECOMPUTE_MODULES]  # check.costs warns of the rest
+
+
+def _rate(r: FlagReader, name: str) -> float:
+    """A dropout probability (megatron/training/arguments.py: 0.1 unless set)."""
+    text = r.text(name)
+    if text is None:
+        return 0.1
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise r.ctx.bad(f"{name} is {text[:40]!r}; expected a probability from 0 to 1")
+    return value
 
 
 def _preset_by_shape(fields: dict[str, Any]) -> str | None:

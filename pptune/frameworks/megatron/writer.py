@@ -73,6 +73,8 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
             # names one; check-config reads it, for a model that is no preset)
             f"--vocab-size {shape.vocab}",
         ]
+        if not shape.dropout:  # as priced: Megatron-LM's default is 0.1 each
+            args += ["--attention-dropout 0.0", "--hidden-dropout 0.0"]
         if shape.kv_heads != shape.heads and not shape.mla:
             args += ["--group-query-attention", f"--num-query-groups {shape.kv_heads}"]
         if shape.gated_mlp:

@@ -197,10 +197,11 @@ def _parallelism(ctx: Ctx, data: dict[str, Any]) -> Table:
     """[parallelism], plus what older torchtitan kept elsewhere: pipeline keys
     under [experimental], parallel degrees under [training]."""
     par = Table(ctx, "parallelism", data)
-    for table, wanted in (("experimental", "pipeline_parallel"), ("training", "_parallel_degree")):
+    for table, wanted in (("experimental", "pipeline_parallel"), ("training", "_parallel_")):
         old = Table(ctx, table, data)
         moved = {k: v for k, v in old.data.items()
-                 if str(k).startswith(wanted) or (wanted[0] == "_" and str(k).endswith(wanted))}
+                 if str(k).startswith(wanted) or (wanted[0] == "_" and wanted in str(k)
+                                                  and str(k).endswith("_degree"))}
         moved = {k: v for k, v in moved.items() if k not in par.data}
         if moved:
             ctx.note(f"read {', '.join(sorted(moved))} from [{table}] (older torchtitan)")

@@ -1,0 +1,68 @@
+"""What Megatron-LM derives where a script leaves a size out, read as Megatron-LM does:
+``--swiglu`` without ``--ffn-hidden-size`` builds an MLP of int(4h x 2/3 / 64) x 64
+(megatron/training/arguments.py validate_args), not 4h."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.check_json import check_file
+
+SCRIPT = (
+    "torchrun --nnodes 1 --nproc_per_node 8 pretrain_gpt.py \\\n"
+    "  --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 \\\n"
+    "  --num-layers 32 --hidden-size 4096 --num-attention-heads 32 {ffn} \\\n"
+    "  --seq-length 2048 --micro-batch-size 1 --global-batch-size 64 --bf16 \\\n"
+    "  --use-distributed-optimizer {mlp}\n"
+)
+
+
+def test_swiglu_without_a_width_takes_megatrons_two_thirds(tmp_path: Path) -> None:
+    _, _, doc = check_file(tmp_path / "a.sh", SCRIPT.format(ffn="", mlp="--swiglu"),
+                               "--gpu", "h100-sxm")
+    assert doc["config"]["ffn_hidden_size"] == int(4 * 4096 * 2 / 3 / 64) * 64 == 10880
+    assert any("--ffn-hidden-size 10880" in n for n in doc["notes"])
+    _, _, stated = check_file(tmp_path / "b.sh", SCRIPT.format(
+        ffn="--ffn-hidden-size 10880", mlp="--swiglu"), "--gpu", "h100-sxm")
+    assert stated["derived"]["step_time_s"] == doc["derived"]["step_time_s"]
+
+
+def test_gelu_without_a_width_keeps_4h(tmp_path: Path) -> None:
+    _, _, doc = check_file(tmp_path / "a.sh", SCRIPT.format(ffn="", mlp=""), "--gpu", "h100-sxm")
+    assert doc["config"]["ffn_hidden_size"] in (None, 4 * 4096)
+    _, _, stated = check_file(tmp_path / "b.sh", SCRIPT.format(
+        ffn="--ffn-hidden-size 16384", mlp=""), "--gpu", "h100-sxm")
+    assert stated["derived"]["step_time_s"] == doc["derived"]["step_time_s"]
+
+
+LLAMA = (
+    "torchrun --nnodes 1 --nproc_per_node 8 pretrain_gpt.py \\\n"
+    "  --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 \\\n"
+    "  --num-layers 32 --hidden-size 4096 --num-attention-heads 32 --ffn-hidden-size 14336 \\\n"
+    "  --group-query-attention --num-query-groups 8 --swiglu --seq-length 8192 \\\n"
+    "  --micro-batch-size 1 --global-batch-size 64 --bf16 --use-distributed-optimizer \\\n"
+    "  --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 {drop}\n"
+)
+
+
+def test_megatrons_default_dropout_on_a_model_priced_without_it_is_a_warning(
+        tmp_path: Path) -> None:
+    """Llama 3 8B has no dropout; Megatron-LM runs 0.1 of each unless the script says 0."""
+    _, found, doc = check_file(tmp_path / "a.sh", LLAMA.format(drop=""), "--gpu", "h100-sxm")
+    assert doc["config"]["dropout"] is True and found.get("dropout-unpriced") == "warning"
+    _, found, doc = check_file(tmp_path / "b.sh", LLAMA.format(
+        drop="--hidden-dropout 0.0 --attention-dropout 0"), "--gpu", "h100-sxm")
+    assert doc["config"]["dropout"] is False and "dropout-unpriced" not in found
+    assert not any("dropout" in n for n in doc["notes"])  # read, not "ignored"
+
+
+def test_a_dropout_that_is_no_probability_is_one_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from pptune.cli.app import app
+
+    path = tmp_path / "c.sh"
+    path.write_text(LLAMA.format(drop="--hidden-dropout 1.5"))
+    r = CliRunner().invoke(app, ["check-config", str(path)])
+    assert r.exit_code == 2
+    assert "--hidden-dropout is '1.5'; expected a probability from 0 to 1" in r.output
