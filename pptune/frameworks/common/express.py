@@ -138,6 +138,15 @@ def fastest_on(job: Job, plan: Plan, schedules: Sequence[Schedule]) -> Plan | No
     return res.plans[0] if res.plans else None
 
 
+def stateable_best(job: Job, plan: Plan, stateable: PlanRequest) -> Plan | None:
+    """The fastest plan the search finds among those a framework's files state
+    (``stateable``: the request narrowed by its adapter), on the plan's GPUs and cost key
+    (tp, cp, ep, etp, precision), priced as ``job`` is; None when none fits."""
+    found = search(job.table, replace(stateable, cost_keys=(job.request.key_of(plan.spec),),
+                                      top=1, with_best_pp1=False)).plans
+    return found[0] if found else None
+
+
 def closest_or_refuse(job: Job, plan: Plan, options: Sequence[Option], *, name: str, rank: int,
                       why: str, notes: list[str], rank_order: str | None = None,
                       found: Plan | None = None, runs: Sequence[Schedule] = (),

@@ -33,7 +33,6 @@ from pptune.costmodel.search import (
     Recompute,
     Sharding,
     evaluate,
-    search,
 )
 from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
@@ -138,12 +137,8 @@ def _describe(plan: Plan) -> str:
 
 
 def _stateable_best(job: Job, plan: Plan) -> Plan | None:
-    """The fastest plan the search finds among those a torchtitan file states, on the
-    plan's GPUs and cost key (tp, cp, ep, etp, precision), priced as ``job`` is."""
-    req = stateable_request(job.request, job.model, job.shape)
-    found = search(job.table, replace(req, cost_keys=(job.request.key_of(plan.spec),),
-                                      top=1, with_best_pp1=False)).plans
-    return found[0] if found else None
+    """The fastest plan a torchtitan file states on the plan's GPUs and cost key."""
+    return ex.stateable_best(job, plan, stateable_request(job.request, job.model, job.shape))
 
 
 def _as_run(job: Job, plan: Plan, rank: int, notes: list[str]) -> tuple[Job, Plan]:
