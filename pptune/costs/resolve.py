@@ -235,7 +235,7 @@ def _analytic(opts: CostOptions, shape: ModelShape | None, sizes: tuple[int, ...
     tables = preset_tables(
         shape, spec, tuple(sorted(set(sizes or DEFAULT_MICRO_BATCH_SIZES))), experts=ex,
         efficiency=opts.efficiency,
-        sequence_parallel=opts.sequence_parallel, attention=attention,
+        sequence_parallel=opts.splits_sequence, attention=attention,
         tp_comm_overlap=opts.tp_comm_overlap, cp_comm=opts.cp_comm,
         fp8_params=opts.fp8_param_gather, gpus_per_node=gpus_per_node,
         recompute_modules=recompute_modules, cross_entropy=opts.cross_entropy,
@@ -310,7 +310,7 @@ def _profile_costs(prof: Profile, origin: str, opts: CostOptions, mode: Mode,
     built: dict[CostKey, Profile] = {}
     tables = calibrated.tables(
         cal, calibrated.sizes_of(prof, sizes), seq_len=opts.seq_len,
-        sequence_parallel=opts.sequence_parallel,
+        sequence_parallel=opts.splits_sequence,
         attention=opts.attention.value if opts.attention is not None else None,
         tp_comm_overlap=opts.tp_comm_overlap, profiles=built,
         experts=experts or opts.experts(), cp_comm=opts.cp_comm,

@@ -245,9 +245,17 @@ class CostOptions:
         False, "--tp-comm-overlap", kind=BOOL,
         help="tensor-parallel collectives hidden behind their GEMMs (analytic costs; "
         "Megatron-LM --tp-comm-overlap)")
-    sequence_parallel: bool = option(
-        False, "--sequence-parallel", kind=BOOL,
-        help="with --tp: split activations along the sequence too (Megatron-LM)")
+    sequence_parallel: bool | None = option(
+        None, "--sequence-parallel/--no-sequence-parallel", kind=BOOL,
+        help="with tensor parallelism, split the norms' and dropouts' activations along the "
+        "sequence too (Megatron-LM --sequence-parallel; torchtitan's tensor parallelism "
+        "always does) [default: on, analytic costs]")
+
+    @property
+    def splits_sequence(self) -> bool:
+        """Sequence parallelism as priced: as given, else on (Megatron-LM's recipes set it
+        with tensor parallelism, torchtitan always runs it)."""
+        return self.sequence_parallel is not False
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -226,6 +226,8 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
 
     request = PlanFileRequest(
         costs=replace(c, model=costs.profile.model.name, gpu=costs.profile.device.name,
+                      sequence_parallel=c.splits_sequence if not costs.measured
+                      else bool(c.sequence_parallel),
                       seq_len=table.seq_len, hf_config=None if hf is None else Path(hf),
                       attention=None if costs.measured else c.attention or Attention.FLASH,
                       tp=searched([k.tp for k in keys]), cp=searched([k.cp for k in keys]),

@@ -357,7 +357,8 @@ def test_relaunched_plan_keeps_the_recomputation_its_script_states(tmp_path: Pat
     step faster than check-config's of the same script)."""
     from pptune.plan.emit import write
 
-    run = recommend(RecommendSpec.of(gpus=36, model="llama3-70b", gpu="h100-sxm", top=1))
+    run = recommend(RecommendSpec.of(gpus=36, model="llama3-70b", gpu="h100-sxm", top=1,
+                                     sequence_parallel=False))
     out = emit("megatron", run)
     assert any("launched as 6 nodes x 6 GPUs" in n for n in out.notes)
     counts = out.plan.recompute_layers
@@ -394,7 +395,7 @@ def test_fallback_may_take_another_micro_batch_size(tmp_path: Path) -> None:
     from pptune.plan.emit import write
 
     run = recommend(RecommendSpec.of(gpus=1024, model="gpt3-175b", gpu="h100-sxm", tp=8,
-                                     top=3))
+                                     top=3, sequence_parallel=False))
     plan = run.result.plans[0]
     assert plan.schedule is Schedule.ZBV and plan.micro_batch_size == 2
     out = emit("megatron", run)

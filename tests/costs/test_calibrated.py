@@ -32,7 +32,8 @@ def test_the_rebuilt_costs_are_the_analytic_ones_on_the_scaled_gpu(tmp_path: Pat
     f = Factors(0.7, 0.9, 0.5)
     path = tmp_path / "cal.json"
     path.write_text(_profile(f).model_dump_json())
-    got = resolve(CostOptions(profile=path, tp=2))  # another tp than the job's
+    # another tp than the job's (sequence parallelism off, as analytic_profile prices it)
+    got = resolve(CostOptions(profile=path, tp=2, sequence_parallel=False))
     want = cost_table(analytic_profile(SHAPE, scaled_gpu(presets.GPUS["a100-80gb"], f), (1, 2),
                                        tp=2), tp=2, tp_in_costs=2)
     assert got.table.by_mb[2].fwd_s == pytest.approx(want.by_mb[2].fwd_s)
@@ -46,7 +47,8 @@ def test_the_rebuilt_costs_are_the_analytic_ones_on_the_scaled_gpu(tmp_path: Pat
 def test_check_config_prices_the_configs_cp_on_the_calibrated_gpu() -> None:
     prof = _profile(Factors.common(0.8))
     assert prof.calibration is not None
-    found = find(CostOptions(tp=2, cp=2), Mode.CHECK, sizes=(1,), table_tp=4, profile=prof)
+    found = find(CostOptions(tp=2, cp=2, sequence_parallel=False), Mode.CHECK, sizes=(1,),
+                 table_tp=4, profile=prof)
     assert found is not None and found.key == CostKey(tp=2, cp=2)
     # context parallelism priced as the analytic model prices it (its exchange, its
     # attention per rank), not the profile's layers divided by cp

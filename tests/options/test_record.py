@@ -21,7 +21,7 @@ from pptune.schemas import PlanFile, load_json_model
 def _request(**space: object) -> PlanFileRequest:
     # as recommend records them: the sizes searched, the node size taken
     costs = CostOptions(model="llama3-8b", gpu="h100-sxm", seq_len=8192,
-                        attention=Attention.FLASH, tp=1)
+                        attention=Attention.FLASH, tp=1, sequence_parallel=True)
     base = {"gpus": 8, "gpus_per_node": 8, "global_batch": 512, "micro_batch_sizes": (1, 2),
             "schedules": (Schedule.GPIPE, Schedule.ZBV),
             "recompute": (Recompute.NONE, Recompute.FULL), "sharding": (Sharding.ZERO1,)}
@@ -36,7 +36,7 @@ def test_the_keys_pptune_always_wrote_come_first_in_their_order() -> None:
         "global_batch_requested": 500, "micro_batch_sizes": [1, 2],
         "schedules": ["gpipe", "zbv"], "model": "llama3-8b", "device": "h100-sxm",
         "sharded_optimizer": False, "grad_compression": "none", "seq_len": 8192,
-        "sequence_parallel": False, "recompute": "none,full", "sharding": "zero1",
+        "sequence_parallel": True, "recompute": "none,full", "sharding": "zero1",
         "recompute_every": 2, "attention": "flash", "tp_comm_overlap": False,
         "overlap_grad_reduce": True,
     }

@@ -26,7 +26,8 @@ def test_analytic_trials_costs_carry_tp_and_sequence_parallelism(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     notes: list[str] = []
-    plain = session.resolve_costs(_request(model="gpt-small", gpu="h100-sxm", tp=2),
+    plain = session.resolve_costs(_request(model="gpt-small", gpu="h100-sxm", tp=2,
+                                           sequence_parallel=False),
                                   None, notes.append, _no_probe)
     sp = session.resolve_costs(_request(model="gpt-small", gpu="h100-sxm", tp=2,
                                         sequence_parallel=True, tp_comm_overlap=True),
