@@ -17,6 +17,9 @@ from typing import Protocol, TypeVar
 from pptune.frameworks.common.adapter import Add
 from pptune.schemas import TrainingConfig
 
+# the finding of a config checked at an assumed dp (calibrate refuses such a job)
+DP_ASSUMED = "dp-assumed"
+
 # findings whose verdict depends on the data-parallel size: the memory of sharded
 # state, the expert layout's ranks, the batch arithmetic and the micro-batches it gives
 DP_DEPENDENT = frozenset({
@@ -51,7 +54,7 @@ def unknown_dp(cfg: TrainingConfig, add: Add) -> tuple[int, int | None]:
             f"{mbs} x GA {ga}); pass --gpus to check it", dp=dp)
         return dp, None
     dp = assumed_dp(cfg)
-    add("dp-assumed", "warning", f"the config states neither gpus nor dp; assumed dp={dp}, "
+    add(DP_ASSUMED, "warning", f"the config states neither gpus nor dp; assumed dp={dp}, "
         "and what depends on it is a warning (pass --gpus N)", dp=dp)
     return dp, dp
 

@@ -4,7 +4,10 @@ Two forms:
 
 - ``--run CONFIG (--step-s S | --log LOG)``, repeatable: each ``--run`` takes
   the ``--step-s`` or ``--log`` that follows it on the command line
-  (``pptune.tune.jobs``, ``pptune.tune.jobfit``);
+  (``pptune.tune.jobs``, ``pptune.tune.jobfit``), and the check-config flags
+  that fill what its file leaves open (``--gpus``, ``--env``, ...,
+  pptune/cli/file_flags.py) given after it; given before the first ``--run``
+  they apply to every run (a run's own value wins);
 - ``RESULTS... --profile P``: ``pptune validate --json`` results folded into a
   probe profile's per-layer costs (``pptune.tune.model``).
 """
@@ -18,6 +21,7 @@ from typing import Any
 import typer
 from typer.core import TyperCommand
 
+from pptune.cli.file_flags import SIZES, env_option, size_option, size_problems
 from pptune.cli.util import out_console as _out
 from pptune.cli.util import say as _say
 from pptune.errors import BadInput
@@ -31,13 +35,21 @@ median over the steady iterations, the first one left out):
 \b
   pptune calibrate --run pretrain_llama.sh --log train.log -o calibrated.json
   pptune calibrate --run a.sh --step-s 10.2 --run b.sh --step-s 7.9 -o calibrated.json
+  pptune calibrate --run job.toml --gpus 8 --log 8.log --run job.toml --gpus 16 --log 16.log -o cal.json
   pptune recommend --gpus 64 --profile calibrated.json --tp 4
+
+--gpus, --pp, --tp, --gpus-per-node, --micro-batch-size, --global-batch and
+--env fill what a config leaves open, as in check-config: after a --run they
+are that run's, before the first --run every run's. A run whose GPU count
+neither its file, its flags nor its log states is refused.
 
 The calibration scales the analytic model's rates (compute, memory,
 communication): one run fits one common factor, several runs as many as their
-steps tell apart (least squares; the residual of each run is printed). The
-profile keeps the model and GPU, so recommend, simulate and check-config
---profile price other configurations of them.
+steps tell apart (least squares; the residual of each run is printed and, with
+two runs or more, its error when the others alone predict it; either beyond
+10% is a warning). The profile keeps the model, the GPU and the jobs' GEMM
+precision, so recommend, simulate and check-config --profile price other
+configurations of them.
 
 From validate results (this machine's probe profile):
 
@@ -52,11 +64,15 @@ the measured op medians, the p2p latency to the measured step times.
 
 ORDER = "pptune.calibrate.order"
 PAIRED = ("--run", "--step-s", "--log")
+MEASURED = ("--step-s", "--log")
+PER_RUN = (*(flag for flag, _, _ in SIZES.values()), "--env")  # check-config's flags
+FLAG_OF = {name: flag for name, (flag, _, _) in SIZES.items()}
+RUN_CLAUSE = "; after a --run: that run's, before the first --run: every run's"
 
 
 class InOrder(TyperCommand):
-    """Keeps the order of --run, --step-s and --log as given (click keeps each option's
-    values, not their interleaving)."""
+    """Keeps the order of --run, --step-s, --log and the per-run flags as given (click
+    keeps each option's values, not their interleaving)."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         ctx.meta[ORDER] = flag_order(args)
@@ -64,7 +80,8 @@ class InOrder(TyperCommand):
 
 
 def flag_order(args: list[str]) -> list[str]:
-    """The paired flags in the order they appear (``--run X`` and ``--run=X`` alike)."""
+    """The paired and per-run flags in the order they appear (``--run X`` and
+    ``--run=X`` alike)."""
     out = []
     skip = False
     for a in args:
@@ -74,39 +91,64 @@ def flag_order(args: list[str]) -> list[str]:
         if a == "--":
             break
         name = a.split("=", 1)[0]
-        if name in PAIRED:
+        if name in PAIRED or name in PER_RUN:
             out.append(name)
             skip = "=" not in a
     return out
 
 
-def pair(order: list[str], runs: list[Path], steps: list[float],
-         logs: list[Path]) -> list[Any]:
-    """Each --run with the --step-s or --log after it (module docstring)."""
+def pair(order: list[str], runs: list[Path], steps: list[float], logs: list[Path],
+         per_run: dict[str, list[Any]] | None = None) -> list[Any]:
+    """Each --run with the --step-s or --log after it and the per-run flags (``per_run``:
+    flag -> its values in order) after it, those before the first --run shared (module
+    docstring)."""
+    from pptune.frameworks.common.fields import Flags
     from pptune.tune.jobs import Measurement
 
-    it_run, it_step, it_log = iter(runs), iter(steps), iter(logs)
-    out: list[Measurement] = []
-    pending: Path | None = None
+    values = {"--run": iter(runs), "--step-s": iter(steps), "--log": iter(logs),
+              **{flag: iter(v) for flag, v in (per_run or {}).items()}}
+    shared: dict[str, Any] = {"--env": []}
+    given: list[dict[str, Any]] = []  # each run's flags, "--run" its config
     for flag in order:
+        value = next(values[flag])
         if flag == "--run":
-            if pending is not None:
-                raise BadInput(f"--run {pending} has no --step-s or --log after it; give one "
-                               "after each --run")
-            pending = next(it_run)
+            if given:
+                _measured(given[-1])
+            given.append({"--run": value, "--env": []})
             continue
-        if pending is None:
+        if flag in MEASURED and not given:
             raise BadInput(f"{flag} comes before any --run; give each --run CONFIG followed "
                            "by its --step-s SECONDS or --log FILE")
-        if flag == "--step-s":
-            out.append(Measurement(pending, step_s=next(it_step)))
-        else:
-            out.append(Measurement(pending, log=next(it_log)))
-        pending = None
-    if pending is not None:
-        raise BadInput(f"--run {pending} has no --step-s or --log after it; give one after "
-                       "each --run")
+        target = given[-1] if given else shared
+        if flag == "--env":
+            target["--env"].append(value)
+            continue
+        if flag in target or (flag in MEASURED and set(MEASURED) & set(target)):
+            first = next(f for f in (flag, *MEASURED) if f in target)
+            if flag in MEASURED:
+                raise BadInput(f"--run {target['--run']} has {first} {target[first]} and "
+                               f"{flag} {value} after it; give one --step-s or --log after "
+                               "each --run")
+            whose = f"--run {target['--run']}" if given else "the runs (before any --run)"
+            raise BadInput(f"{flag} is given twice for {whose}: {target[flag]} and {value}; "
+                           f"give {flag} once after each --run, or once before the first")
+        target[flag] = value
+    if not given:
+        raise BadInput("calibrate needs --run CONFIG with --step-s or --log")
+    _measured(given[-1])
+    out = []
+    for g in given:
+        both = {**shared, **g}
+        flags = Flags(**{name: both.get(flag) for name, flag in FLAG_OF.items()})
+        out.append(Measurement(g["--run"], step_s=g.get("--step-s"), log=g.get("--log"),
+                               flags=flags, env=(*shared["--env"], *g["--env"])))
     return out
+
+
+def _measured(run: dict[str, Any]) -> None:
+    if not set(MEASURED) & set(run):
+        raise BadInput(f"--run {run['--run']} has no --step-s or --log after it; give one "
+                       "after each --run")
 
 
 def calibrate(
@@ -117,6 +159,13 @@ def calibrate(
     step_s: list[float] | None = typer.Option(None, "--step-s", help="the job's measured "
                                               "seconds per step"),
     log: list[Path] | None = typer.Option(None, "--log", help="the job's own training log"),
+    pp: list[int] | None = size_option("pp", RUN_CLAUSE),
+    gpus: list[int] | None = size_option("gpus", RUN_CLAUSE),
+    tp: list[int] | None = size_option("tp", RUN_CLAUSE),
+    gpus_per_node: list[int] | None = size_option("gpus_per_node", RUN_CLAUSE),
+    micro_batch_size: list[int] | None = size_option("micro_batch_size", RUN_CLAUSE),
+    global_batch: list[int] | None = size_option("global_batch", RUN_CLAUSE),
+    env: list[str] | None = env_option(RUN_CLAUSE),
     warmup: int | None = typer.Option(None, "--warmup", help="--log: leave out iterations up to "
                                       "N [default: the first line printed]"),
     gpu: str | None = typer.Option(None, "--gpu", help="--run: the jobs' GPU preset "
@@ -132,19 +181,29 @@ def calibrate(
     from pptune.files import check_output
 
     order = ctx.meta.get(ORDER, [])
+    sizes = {"pp": pp, "gpus": gpus, "tp": tp, "gpus_per_node": gpus_per_node,
+             "micro_batch_size": micro_batch_size, "global_batch": global_batch}
+    per_run = {FLAG_OF[name]: v for name, v in sizes.items() if v} | (
+        {"--env": env} if env else {})
     if run or step_s or log:
         if results or profile is not None:
             raise BadInput("--run and RESULTS/--profile are two forms of calibrate; give one")
         if warmup is not None and warmup < 0:
             raise BadInput(f"--warmup must be 0 or more (got {warmup})")
-        measurements = pair(order, list(run or []), list(step_s or []), list(log or []))
+        found = [p for name, values in sizes.items() for v in values or ()
+                 for p in size_problems({name: v})]
+        if found:
+            raise BadInput("; ".join(dict.fromkeys(found)))
+        measurements = pair(order, list(run or []), list(step_s or []), list(log or []),
+                            per_run)
         check_output(output, "-o")
         _from_jobs(measurements, gpu, model, warmup, output, as_json)
         return
     if not results or profile is None:
         raise BadInput("calibrate needs --run CONFIG with --step-s or --log, or validate "
                        "RESULTS with --profile")
-    for flag, value in (("--gpu", gpu), ("--model", model), ("--warmup", warmup)):
+    for flag, value in (("--gpu", gpu), ("--model", model), ("--warmup", warmup),
+                        *((f, True) for f in per_run)):
         if value is not None:
             raise BadInput(f"{flag} is for --run; RESULTS are priced with --profile")
     _from_results(results, profile, output)
@@ -163,6 +222,8 @@ def _from_jobs(measurements: list[Any], gpu: str | None, model: str | None,
             _say(note)
     cal = outcome.profile.calibration
     assert cal is not None
+    for warning in cal.warnings:
+        _say(f"warning: {warning}")
     write_atomic(output, outcome.profile.model_dump_json(indent=2) + "\n")
     if as_json:
         typer.echo(json.dumps(calibration_json(cal), indent=2))

@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 import typer
 
 from pptune import limits
+from pptune.cli.file_flags import env_option, size_option, size_problems
 from pptune.cli.options import Use, uses
 from pptune.cli.util import out_console as _out
 from pptune.errors import BadInput, PptuneError
@@ -43,22 +44,13 @@ def check_config(
     *,
     config: Path | None = typer.Argument(None, help="the training config file"),
     format_in: str | None = typer.Option(None, "--format-in", help="pptune, deepspeed, megatron or torchtitan"),
-    pp: int | None = typer.Option(None, "--pp", help="pipeline size when the file lacks it"),
-    gpus: int | None = typer.Option(None, "--gpus", help="GPU count when the file lacks it"),
-    tp: int | None = typer.Option(None, "--tp", help="tensor-parallel size when the file lacks it"),
-    gpus_per_node: int | None = typer.Option(
-        None, "--gpus-per-node",
-        help="GPUs per node (NVLink domain) when the file lacks it [default: the GPU's]"),
-    micro_batch_size: int | None = typer.Option(
-        None, "--micro-batch-size",
-        help="micro-batch size when the file lacks it (a DeepSpeed \"auto\", an unresolved "
-        "--micro-batch-size $MBS)"),
-    global_batch: int | None = typer.Option(
-        None, "--global-batch", help="global batch (samples a step) when the file lacks it"),
-    env: list[str] | None = typer.Option(
-        None, "--env",
-        help="NAME=VALUE: a variable a launch script takes from its environment "
-        "(${NNODES:-1}, $SLURM_NNODES); repeatable; the script's own assignments win"),
+    pp: int | None = size_option("pp"),
+    gpus: int | None = size_option("gpus"),
+    tp: int | None = size_option("tp"),
+    gpus_per_node: int | None = size_option("gpus_per_node"),
+    micro_batch_size: int | None = size_option("micro_batch_size"),
+    global_batch: int | None = size_option("global_batch"),
+    env: list[str] | None = env_option(),
     costs: CostOptions,
     max_bubble: float | None = typer.Option(None, "--max-bubble", help="bubble-rate limit (default 0.25 or the file's)"),
     max_slowdown: float | None = typer.Option(None, "--max-slowdown", help="step time limit vs the best plan (default 1.10)"),
@@ -125,13 +117,10 @@ def _run(config: Path, format_in: str | None,
     found = limits.problems(*(
         limits.problem(flag, value, lo, hi, capped=flag != "--max-bubble")
         for flag, value, lo, hi in (
-            ("--max-bubble", max_bubble, 0, 1), ("--max-slowdown", max_slowdown, 1, 1e6),
-            ("--pp", pp, 1, limits.MAX_GPUS), ("--gpus", gpus, 1, limits.MAX_GPUS),
-            ("--tp", tp, 1, limits.MAX_TP),
-            ("--gpus-per-node", gpus_per_node, 1, limits.MAX_GPUS),
-            ("--micro-batch-size", flags.batch[0], 1, limits.MAX_MICRO_BATCH),
-            ("--global-batch", flags.batch[1], 1, limits.MAX_GLOBAL_BATCH)) if value is not None
-    ))
+            ("--max-bubble", max_bubble, 0, 1), ("--max-slowdown", max_slowdown, 1, 1e6))
+        if value is not None
+    )) + size_problems({"pp": pp, "gpus": gpus, "tp": tp, "gpus_per_node": gpus_per_node,
+                        "micro_batch_size": flags.batch[0], "global_batch": flags.batch[1]})
     if found:
         raise BadInput("; ".join(found))
     from pptune.costs.names import gpu_preset, model_preset

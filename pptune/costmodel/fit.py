@@ -23,6 +23,9 @@ What the runs can separate decides how many factors are fitted:
 
 The elasticity of a run to a group (``-d log step / d log factor``) says
 how much of its step that group's rates explain.
+
+``held_out`` checks the fit leave one out: each run's step predicted by the
+factors the other runs alone give (one run left: one common factor).
 """
 
 from __future__ import annotations
@@ -63,7 +66,9 @@ class FitResult:
     predicted_s: tuple[float, ...]  # per run, at the factors
     residuals: tuple[float, ...]  # per run: predicted / measured - 1
     elasticity: tuple[dict[RateGroup, float], ...]  # per run, at the factors
-    smallest_singular: float | None  # of the Jacobian of the tie fitted (None: one run)
+    # the smallest singular value compared with MIN_SINGULAR: of the tie fitted when it
+    # has several factors, else of the two-factor tie the runs fell short of (None: one run)
+    smallest_singular: float | None
 
 
 def _factors(theta: Sequence[float], tie: Sequence[Sequence[RateGroup]]) -> Factors:
@@ -202,8 +207,10 @@ def fit(obs: Sequence[Observed]) -> FitResult:
             start = [theta[0]] * len(tie)
             jac = _jacobian(obs, start, tie, _residuals(obs, base_f))
             sv = math.sqrt(max(0.0, smallest_eigenvalue(_normal(jac))))
+            if len(tie) > 1:
+                singular = sv
             if len(tie) == 1 or sv >= MIN_SINGULAR:
-                chosen, singular = tie, sv
+                chosen = tie
                 theta = _gauss_newton(obs, tie, start) if len(tie) > 1 else theta
                 break
     f = _factors(theta, chosen)
@@ -213,3 +220,18 @@ def fit(obs: Sequence[Observed]) -> FitResult:
         residuals=tuple(p / o.measured_s - 1 for p, o in zip(predicted, obs, strict=True)),
         elasticity=tuple(_elasticity(o, f) for o in obs), smallest_singular=singular,
     )
+
+
+def held_out(obs: Sequence[Observed]) -> tuple[float | None, ...]:
+    """Per run: its step at the factors the other runs alone fit, over its measured step,
+    minus 1 (leave one out); None with one run, or where the others' fit fails."""
+    if len(obs) < 2:
+        return (None,) * len(obs)
+    out: list[float | None] = []
+    for i, o in enumerate(obs):
+        try:
+            f = fit([x for j, x in enumerate(obs) if j != i]).factors
+            out.append(o.step_at(f) / o.measured_s - 1)
+        except (ValueError, ArithmeticError):
+            out.append(None)
+    return tuple(out)

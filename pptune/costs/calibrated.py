@@ -8,21 +8,32 @@ configuration; any other configuration of that model and GPU is priced by
 rebuilding the analytic costs on the scaled GPU (``tables``), so recommend,
 simulate and check-config answer what-ifs (other tp, pp, batch, schedule,
 sequence length) at the rates the jobs ran at.
+
+The factors were fitted at the GEMM precision the jobs ran (the calibration's
+``precision``): a plan without ``--precision`` is priced at it, as the jobs
+ran (``as_ran``), and a flag that prices another precision or other FP8
+kernels than the jobs' says so. An FP8 job's factors on a BF16 plan would
+price BF16 GEMMs at rates fitted to FP8 ones (a Megatron-LM FP8 job of
+GPT-3 7B on 8 H100: its own configuration 42% slower than its log at BF16,
+-1.9% at FP8).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from pptune.costmodel.analytic import AnalyticLayer
 from pptune.costmodel.calibration import Factors, scaled_gpu
-from pptune.costmodel.keys import CostKey, TableSource
+from pptune.costmodel.keys import CostKey, Precision, TableSource
 from pptune.costmodel.moe import ExpertParallel
+from pptune.costmodel.precision import is_low
 from pptune.costmodel.presets import GPUS, GpuSpec, ModelShape
 from pptune.costmodel.variation import slowest_of
 from pptune.costs.modelspec import with_seq_len
 from pptune.costs.profiles import DEFAULT_MICRO_BATCH_SIZES, analytic_profile, preset_tables
 from pptune.errors import BadInput
+from pptune.options import CostOptions
 from pptune.schemas import Calibration, Profile
 
 
@@ -89,3 +100,26 @@ def tables(cal: Calibration, sizes: Sequence[int], *, seq_len: int | None = None
                          profiles=profiles, sequence_parallel=sequence_parallel,
                          attention=attention or cal.attention, tp_comm_overlap=tp_comm_overlap,
                          **options)
+
+
+def as_ran(opts: CostOptions, cal: Calibration) -> tuple[CostOptions, list[str]]:
+    """The cost options a plan is priced with on this calibration, and what to say: its
+    jobs' GEMM precision where --precision is not given (module docstring)."""
+    ran = Precision(cal.precision or Precision.BF16.value)
+    notes = []
+    if opts.precision is None:
+        if ran is not Precision.BF16:
+            opts = replace(opts, precision=(ran,))
+            notes.append(f"precision {ran.value}: the GEMM precision the calibrated jobs ran "
+                         "(--precision prices another)")
+    elif any(p is not ran for p in opts.precision):
+        other = ",".join(p.value for p in opts.precision if p is not ran)
+        notes.append(f"--precision {other}: the calibrated jobs ran {ran.value}; their factors, "
+                     f"fitted at {ran.value}'s rates, price {other} too (calibrate on a "
+                     f"{other} job to fit its own)")
+    kernels = cal.fp8_kernels
+    if kernels and any(is_low(p) for p in opts.precision or ()) and (
+            opts.fp8_kernels.value != kernels):
+        notes.append(f"the calibrated jobs ran FP8 with {kernels}'s kernels; FP8 plans are "
+                     f"priced with {opts.fp8_kernels.value}'s (pass --fp8-kernels {kernels})")
+    return opts, notes

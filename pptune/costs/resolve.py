@@ -117,6 +117,8 @@ class Costs:
     # memory per GPU beyond the modelled tensors that a calibrated profile measured in
     # the jobs' logs (None: --reserve-gib's default applies)
     reserve_bytes: float | None = None
+    # the options as priced: a calibrated profile's jobs' precision filled in (as_ran)
+    options: CostOptions | None = None
 
     @property
     def model_flops_per_token(self) -> float | None:
@@ -299,7 +301,9 @@ def _profile_costs(prof: Profile, origin: str, opts: CostOptions, mode: Mode,
         _refuse_with_measured(opts, origin, mode)
         return _measured(prof, origin, opts, mode, sizes, table_tp, search)
     cal = prof.calibration
+    notes: list[str] = []
     if mode is Mode.PLAN:
+        opts, notes = calibrated.as_ran(opts, cal)
         flags = [f for f, v in (("--model", opts.model), ("--hf-config", opts.hf_config),
                                 ("--gpu", opts.gpu), ("--efficiency", opts.efficiency))
                  if v is not None]
@@ -323,8 +327,9 @@ def _profile_costs(prof: Profile, origin: str, opts: CostOptions, mode: Mode,
     where = f"{origin}, calibrated for {shape.name} on {cal.gpu}" + pace_note(
         presets.GPUS[cal.gpu], gpus, opts.gpu_spread)
     return Costs(table, calibrated.with_calibration(built[key], cal), where, measured=False,
-                 shape=shape, notes=[], tp_in_costs=key.tp, key=key, tables=tables,
-                 gpu=calibrated.gpu(cal, gpus, opts.gpu_spread), reserve_bytes=cal.reserve_bytes)
+                 shape=shape, notes=notes, tp_in_costs=key.tp, key=key, tables=tables,
+                 gpu=calibrated.gpu(cal, gpus, opts.gpu_spread), reserve_bytes=cal.reserve_bytes,
+                 options=opts)
 
 
 def _refuse_with_measured(opts: CostOptions, where: str, mode: Mode) -> None:

@@ -3,11 +3,16 @@
 The config says whose job it is (``read_config``); that framework's adapter
 reads the log (``Adapter.read_log``). A log with none of its lines is
 refused, naming the framework whose lines it does have when another adapter
-recognises them (a torchtitan log given with a Megatron-LM script).
+recognises them (a torchtitan log given with a Megatron-LM script), or, for a
+NeMo log, which pptune does not read (NeMo's configs are Python), with the
+``--step-s`` its lines give: NeMo 2's progress lines print the step's seconds
+(``train_step_timing in s: 6.08``, Lightning's logged ``train_step_timing``).
 """
 
 from __future__ import annotations
 
+import re
+import statistics
 from pathlib import Path
 
 from pptune.errors import BadInput
@@ -16,6 +21,8 @@ from pptune.frameworks.common.joblog import JobLog
 from pptune.frameworks.registry import ADAPTERS, Framework
 
 MAX_LOG_BYTES = 256 << 20  # weeks of iteration lines; give the tail of a bigger log
+NEMO_STEP = re.compile(r"train_step_timing in s:\s*(\d{1,12}(?:\.\d{0,12})?(?:[eE][+-]?\d{1,3})?)",
+                       re.ASCII)
 
 
 def read_log(path: Path, framework: Framework | str) -> JobLog:
@@ -25,6 +32,10 @@ def read_log(path: Path, framework: Framework | str) -> JobLog:
     data = read_limited(Path(path), "log file", MAX_LOG_BYTES)
     text = data.decode("utf-8", errors="replace")
     log = adapter.read_log(text)
+    nemo = _nemo_hint(text) if log is None or not log.steps else ""
+    if nemo:
+        raise BadInput(f"--log {path} is a NeMo log ({nemo}); pptune reads no NeMo log: give "
+                       "the job's seconds per step with --step-s instead of --log")
     if log is None:
         raise BadInput(f"--log {path}: pptune reads no log format of {adapter.title} configs; "
                        "give the job's seconds per step with --step-s")
@@ -36,4 +47,15 @@ def read_log(path: Path, framework: Framework | str) -> JobLog:
                        f"the config is {adapter.title}'s; give the log of the job the config "
                        "describes")
     raise BadInput(f"--log {path} has no {adapter.title} iteration lines; give the job's own "
-                   "log (stdout of its rank that prints them) or --step-s")
+                   "log (stdout of its rank that prints them), or its seconds per step with "
+                   "--step-s instead of --log")
+
+
+def _nemo_hint(text: str) -> str:
+    """What a NeMo log's step lines say (empty: none): their median after the first."""
+    times = [float(m.group(1)) for m in NEMO_STEP.finditer(text)]
+    if not times:
+        return ""
+    after = " after the first" if len(times) > 1 else ""
+    return (f"{len(times)} train_step_timing line(s), median{after} "
+            f"{statistics.median(times[1:] or times):.4g} s")

@@ -24,8 +24,14 @@ What counts as busy (compute) on a rank:
 Communication is reported apart, never as compute: kernels or ops whose name
 contains ``nccl`` or ``gloo`` (``ncclDevKernel_SendRecv``,
 ``ncclKernel_AllReduce_RING_LL_Sum_float``, the ``gloo:all_reduce``
-annotation), and CPU ops ``c10d::*`` and ``record_param_comms``. Memory
-copies (``gpu_memcpy``, ``gpu_memset``) are neither.
+annotation), DeepEP's expert-parallel all-to-all kernels, which move tokens
+over NVLink and RDMA themselves instead of through NCCL (``deep_ep::intranode``,
+``deep_ep::internode``, ``deep_ep::internode_ll`` in deepseek-ai/DeepEP's
+csrc/kernels; ``dpsk::ep::internode::dispatch`` / ``combine`` in DeepSeek's
+own training trace, deepseek-ai/profile-data train.json: names containing
+``deep_ep``, ``deepep`` or ``dpsk::ep::``), and CPU ops ``c10d::*`` and
+``record_param_comms``. Memory copies (``gpu_memcpy``, ``gpu_memset``) are
+neither.
 
 Files from different processes are put on one clock through their
 ``baseTimeNanoseconds`` (Kineto writes ``ts`` relative to it).
@@ -45,7 +51,7 @@ from pptune.observe.trace_file import TraceFile
 Interval = tuple[float, float]  # (start_us, end_us)
 
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
-COMM_SUBSTRINGS = ("nccl", "gloo")
+COMM_SUBSTRINGS = ("nccl", "gloo", "deep_ep", "deepep", "dpsk::ep::")  # module docstring
 COMM_PREFIXES = ("c10d::", "record_param_comms")
 SOURCE_GPU = "gpu kernels"
 SOURCE_CPU = "cpu ops"
@@ -81,7 +87,7 @@ def clip(intervals: Iterable[Interval], lo: float, hi: float) -> list[Interval]:
 
 
 def is_comm(name: str) -> bool:
-    """True for communication kernels and ops (NCCL, gloo, c10d collectives)."""
+    """True for communication kernels and ops (NCCL, gloo, DeepEP, c10d collectives)."""
     low = name.lower()
     return any(s in low for s in COMM_SUBSTRINGS) or name.startswith(COMM_PREFIXES)
 

@@ -164,7 +164,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     table = costs.table
     gpn = s.gpus_per_node or (costs.gpu.gpus_per_node if costs.gpu is not None else 8)
     keys = ((costs.key,) if given or costs.shape is None or costs.gpu is None
-            else search_keys(spec.costs, costs.shape, costs.gpu, s.gpus, gpn))
+            else search_keys(costs.options or spec.costs, costs.shape, costs.gpu, s.gpus, gpn))
     sizes = s.micro_batch_sizes or tuple(sorted(table.by_mb))
     schedules = s.schedules or DEFAULT_SCHEDULES
     global_batch = s.global_batch or costs.profile.model.global_batch

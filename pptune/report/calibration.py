@@ -1,4 +1,5 @@
-"""What ``pptune calibrate --run`` prints: the factors, each run's residual, each step's parts."""
+"""What ``pptune calibrate --run`` prints: the factors, each run's residual (and, with two
+runs or more, its error when the others alone predict it), each step's parts."""
 
 from __future__ import annotations
 
@@ -32,11 +33,18 @@ def calibration_text(cal: Calibration) -> str:
     lines = [f"calibrated {model} on {cal.gpu} from {len(cal.runs)} run(s); factors on the "
              f"analytic model's rates: {'; '.join(shown)}"]
     width = max(len(r.config) for r in cal.runs)
+    held = any(r.held_out_residual is not None for r in cal.runs)
     lines.append(f"  {'run':<{width}}  {'measured':>10}  {'predicted':>10}  {'residual':>8}  "
-                 "step from")
+                 + (f"{'held out':>8}  " if held else "") + "step from")
     for r in cal.runs:
+        out = r.held_out_residual
         lines.append(f"  {r.config:<{width}}  {_s(r.measured_step_s):>10}  "
-                     f"{_s(r.predicted_step_s):>10}  {_pct(r.residual):>8}  {r.step_source}")
+                     f"{_s(r.predicted_step_s):>10}  {_pct(r.residual):>8}  "
+                     + (f"{'-' if out is None else _pct(out):>8}  " if held else "")
+                     + r.step_source)
+    if held:
+        lines.append("  held out: the run's error when the factors of the other runs alone "
+                     "predict it (leave one out)")
     for r in cal.runs:
         total = sum(r.parts.values())
         if total <= 0:

@@ -204,6 +204,12 @@ class CalibrationRun(Strict):
         "(pptune.costmodel.breakdown)")
     elasticity: dict[str, float] = Field(
         default_factory=dict, description="per rate group: -d log step / d log factor")
+    gpus: int | None = Field(None, ge=1, description="the GPUs the job ran on")
+    precision: Literal["bf16", "fp16", "fp8", "mxfp8"] | None = Field(
+        None, description="the GEMM precision the job ran and was priced at")
+    held_out_residual: float | None = Field(
+        None, description="leave one out: the job's step predicted by the factors the other "
+        "runs alone give, over its measured step, minus 1 (None: one run)")
 
 
 class Calibration(Strict):
@@ -223,6 +229,14 @@ class Calibration(Strict):
         "peak (replaces --reserve-gib's 2 GiB default)")
     runs: list[CalibrationRun] = Field(min_length=1)
     notes: list[str] = Field(default_factory=list)
+    precision: Literal["bf16", "fp16", "fp8", "mxfp8"] | None = Field(
+        None, description="the GEMM precision the jobs ran (the first job's): recommend and "
+        "simulate price it unless --precision says otherwise; None: bf16")
+    fp8_kernels: Literal["te", "torchao"] | None = Field(
+        None, description="an FP8 job's linear layers: Transformer Engine's or torchao's")
+    warnings: list[str] = Field(
+        default_factory=list, description="what makes the factors doubtful: residuals or "
+        "held-out errors over pptune calibrate's threshold")
 
     @model_validator(mode="after")
     def _known(self) -> Calibration:

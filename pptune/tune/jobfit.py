@@ -9,12 +9,21 @@ wrong in the jobs' description, splits each job's step into its parts at the
 factors (pptune.costmodel.breakdown), and, where a log printed the peak
 memory, takes what the allocator held beyond pptune's tensors as the reserve
 (the median over the jobs, at least 0). The result is a profile of the
-existing schema whose ``calibration`` section records all of it; its layers
+existing schema whose ``calibration`` section records all of it, the GEMM
+precision the jobs ran among it (recommend prices it by default); its layers
 are the first job's configuration.
+
+With two runs or more each is also predicted from the others alone (leave one
+out, ``fit.held_out``), and a residual or held-out error beyond
+``RESIDUAL_WARN`` is a warning: the factors are written, but doubtful. Where
+the runs differ in node count and those on more nodes are the ones the model
+under-prices, the warning names inter-node communication as the likely
+missing term; otherwise it names what to check.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 
@@ -22,7 +31,7 @@ from pptune.check.rules import CheckReport
 from pptune.costmodel import presets
 from pptune.costmodel.breakdown import StepParts, step_parts
 from pptune.costmodel.calibration import Factors, RateGroup, problems
-from pptune.costmodel.fit import FitResult, Observed, fit
+from pptune.costmodel.fit import MIN_SINGULAR, FitResult, Observed, fit, held_out
 from pptune.costs import calibrated
 from pptune.costs.profiles import DEFAULT_MICRO_BATCH_SIZES
 from pptune.errors import BadInput
@@ -30,6 +39,10 @@ from pptune.schemas import CalibrationRun, Profile
 from pptune.tune.jobs import Job, calibration, simulated, step_at
 
 GIB = 1024**3
+# |residual| or |held-out error| beyond which calibrate warns: the worst error its
+# benchmark accepts (bench/calibrate.py WORST_TARGET, docs/accuracy.md), over the
+# 2-8% that timed steps move between launches (docs/measured.md)
+RESIDUAL_WARN = 0.10
 
 
 @dataclass(frozen=True)
@@ -55,9 +68,13 @@ def calibrate(jobs: list[Job]) -> Outcome:
                        + "; ".join(j.describe() + f", {j.step_source}" for j in jobs))
     reports = [simulated(j, res.factors) for j in jobs]
     parts = tuple(_parts(j, res.factors, r) for j, r in zip(jobs, reports, strict=True))
+    try:
+        held = held_out(obs)
+    except BadInput:  # pptune cannot simulate a run at another run's factors
+        held = (None,) * len(jobs)
     runs, reserves = [], []
-    for j, r, p, pred, resid, el in zip(jobs, reports, parts, res.predicted_s, res.residuals,
-                                        res.elasticity, strict=True):
+    for j, r, p, pred, resid, el, h in zip(jobs, reports, parts, res.predicted_s,
+                                           res.residuals, res.elasticity, held, strict=True):
         tensors = None
         if r.plan is not None and r.plan.memory:
             tensors = max(m.total_bytes - m.reserve_bytes for m in r.plan.memory)
@@ -67,11 +84,16 @@ def calibrate(jobs: list[Job]) -> Outcome:
             config=str(j.config), framework=j.read.format.value, step_source=j.step_source,
             measured_step_s=j.measured_step_s, predicted_step_s=pred, residual=resid,
             peak_memory_bytes=j.peak_memory_bytes, predicted_memory_bytes=tensors,
-            parts={name: s for name, s in p.parts}, elasticity={g.value: v for g, v in el.items()}))
+            parts={name: s for name, s in p.parts}, elasticity={g.value: v for g, v in el.items()},
+            gpus=j.size.gpus, precision=j.precision, held_out_residual=h))
     reserve = max(0.0, statistics.median(reserves)) if reserves else None
     notes = _notes(res, jobs, reserves)
+    low = first.precision in ("fp8", "mxfp8")
     cal = calibration(first.shape, first.gpu, first.read.config.attention, res.factors,
-                      [[g.value for g in tie] for tie in res.fitted], runs, reserve, notes)
+                      [[g.value for g in tie] for tie in res.fitted], runs, reserve, notes,
+                      precision=first.precision,
+                      fp8_kernels=(first.read.config.fp8_kernels or "te") if low else None,
+                      warnings=doubts(jobs, res.residuals, held))
     c = first.read.config
     sizes = tuple(sorted(set(DEFAULT_MICRO_BATCH_SIZES) | {c.micro_batch_size}))
     prof = calibrated.profile(cal, sizes, tp=c.tp, seq_len=c.seq_len,
@@ -129,17 +151,59 @@ def _notes(res: FitResult, jobs: list[Job], reserves: list[float]) -> list[str]:
                        "runs that communicate more or less, e.g. another tp or dp, to fit them "
                        "apart)")
         else:
-            out.append(f"the {len(jobs)} runs split their steps alike (the smallest singular "
-                       f"value of their sensitivities is {res.smallest_singular or 0:.3g}): one "
-                       "common factor fitted; runs with other tp, dp or micro-batch sizes "
-                       "separate compute from communication")
+            out.append(f"the {len(jobs)} runs split their steps alike: their sensitivities to "
+                       "compute-and-memory and to communication have a smallest singular value "
+                       f"of {res.smallest_singular or 0:.3g}, under the {MIN_SINGULAR:g} that "
+                       "fitting them apart needs, so one common factor is fitted; runs with "
+                       "other tp, dp or GPU counts separate compute from communication")
     else:
         tied = [" and ".join(g.value for g in tie) for tie in res.fitted if len(tie) > 1]
         out.append(f"{len(res.fitted)} factors fitted from {len(jobs)} runs"
                    + (f"; {tied[0]} share one (the runs do not tell them apart)" if tied else ""))
+    precisions = sorted({j.precision for j in jobs})
+    if len(precisions) > 1:
+        out.append(f"the runs ran {' and '.join(precisions)}: the profile records the first "
+                   f"run's, {jobs[0].precision}, which recommend prices unless --precision is given")
     if reserves:
         neg = [r for r in reserves if r < 0]
         if neg:
             out.append(f"the logs' peak memory is {-min(neg) / GIB:.2f} GiB below pptune's "
                        "tensors: the reserve is taken as 0 and memory stays over-predicted")
     return out
+
+
+def doubts(jobs: list[Job], residuals: tuple[float, ...],
+             held: tuple[float | None, ...]) -> list[str]:
+    """What makes the factors doubtful (module docstring): residuals or held-out errors
+    beyond RESIDUAL_WARN, with the term likely missing where the runs tell it."""
+    out = []
+    limit = f"beyond the +-{RESIDUAL_WARN:.0%} pptune's calibration benchmark accepts"
+    term = _missing_term(jobs, residuals)
+    if any(abs(r) > RESIDUAL_WARN for r in residuals):
+        shown = ", ".join(f"{j.config.name} {r:+.1%}" for j, r in zip(jobs, residuals,
+                                                                       strict=True))
+        out.append(f"the fit leaves residuals of {shown}, {limit}: no one set of factors gives "
+                   f"every run's step; {term}")
+    known = [(j, h) for j, h in zip(jobs, held, strict=True) if h is not None]
+    if any(abs(h) > RESIDUAL_WARN for _, h in known):
+        shown = ", ".join(f"{j.config.name} {h:+.1%}" for j, h in known)
+        out.append(f"leave one out, each run predicted from the others alone misses by "
+                   f"{shown}, {limit}: the factors may not carry to other configurations")
+    return out
+
+
+def _missing_term(jobs: list[Job], residuals: tuple[float, ...]) -> str:
+    """Inter-node communication, when the runs on more nodes are the ones under-priced
+    (a lower residual: predicted faster than they ran); else what to check."""
+    nodes = [math.ceil(j.size.gpus / (j.read.config.gpus_per_node
+                                      or presets.GPUS[j.gpu].gpus_per_node)) for j in jobs]
+    few = [r for n, r in zip(nodes, residuals, strict=True) if n == min(nodes)]
+    many = [r for n, r in zip(nodes, residuals, strict=True) if n > min(nodes)]
+    if many and max(many) < min(few):
+        return (f"the runs on more nodes ({max(nodes)} against {min(nodes)}) ran slower than "
+                "pptune prices them next to the others: inter-node communication (the NIC's "
+                "rate, or traffic the model does not count) is the likely missing term, "
+                "unless the runs differ in what their configs do not state")
+    return ("a cost that differs between the runs is missing or mispriced, or a run is "
+            "described wrongly: check each run's GPUs, batch, sequence length, recomputation "
+            "and precision")

@@ -1,11 +1,19 @@
 """A job the user already runs: its config, its measured step, and its simulated step.
 
 ``load`` reads one ``--run CONFIG`` with its ``--step-s`` or ``--log``: the
-config through ``read_config`` (any file check-config reads), the log
-through the config's framework adapter (``pptune.frameworks.logs``), the
-step as the median over the steady iterations. The model is the config's
-(``--model`` overrides, as in check-config), the GPU ``--gpu``, else the
-config's, else h100-sxm with a note.
+config through ``read_config`` (any file check-config reads, with the run's
+own ``--gpus``, ``--env`` and other check-config flags filling what it leaves
+open), the log through the config's framework adapter
+(``pptune.frameworks.logs``), the step as the median over the steady
+iterations. The model is the config's (``--model`` overrides, as in
+check-config), the GPU ``--gpu``, else the config's, else h100-sxm with a note.
+
+The job's GPU count must be known: where the config states neither it nor the
+data-parallel size (check-config would assume one, ``dp-assumed``), the log's
+world size fills it (torchtitan's device-mesh line, Megatron-LM's "using world
+size"), else the run is refused: a job fitted at an assumed size gives factors
+off by the ratio of the sizes. A log whose world size is not the config's is
+refused too: the config does not describe the job that wrote it.
 
 ``simulated`` prices the job exactly as ``check-config --profile`` prices it
 (``pptune.check.rules.check``, its own split, schedule, sharding and
@@ -20,19 +28,21 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pptune.check.costs import config_shape
+from pptune.check.costs import config_shape, layout_options
 from pptune.check.rules import CheckOptions, CheckReport, check
+from pptune.check.verdicts import DP_ASSUMED
 from pptune.costmodel import presets
 from pptune.costmodel.analytic import model_params
 from pptune.costmodel.calibration import Factors
 from pptune.costmodel.presets import ModelShape
 from pptune.costs import calibrated
 from pptune.errors import BadInput
-from pptune.frameworks.common.joblog import JobSize, steady_step_s
+from pptune.frameworks.common.fields import Flags
+from pptune.frameworks.common.joblog import JobLog, JobSize, steady_step_s
 from pptune.frameworks.logs import read_log
 from pptune.frameworks.read import ReadResult, read_config
 from pptune.frameworks.registry import ADAPTERS
@@ -41,11 +51,14 @@ from pptune.schemas import Calibration, CalibrationRun, Profile
 
 @dataclass(frozen=True)
 class Measurement:
-    """One ``--run CONFIG`` and what measured it: ``--step-s`` or ``--log``."""
+    """One ``--run CONFIG``, what measured it (``--step-s`` or ``--log``) and the
+    check-config flags that fill what its file leaves open."""
 
     config: Path
     step_s: float | None = None
     log: Path | None = None
+    flags: Flags = field(default_factory=Flags)  # --gpus, --pp, --tp, --gpus-per-node, batch
+    env: tuple[str, ...] = ()  # --env NAME=VALUE
 
 
 @dataclass(frozen=True)
@@ -67,6 +80,11 @@ class Job:
     def title(self) -> str:
         return ADAPTERS[self.read.format].title
 
+    @property
+    def precision(self) -> str:
+        """The GEMM precision the job ran, as check-config prices it (fp32: bf16)."""
+        return str(layout_options(self.read.config)["precision"][0].value)
+
     def describe(self) -> str:
         """The job's description, as a refusal names it."""
         c = self.read.config
@@ -79,7 +97,8 @@ class Job:
 
 def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None) -> Job:
     """The job ``m`` names (module docstring); BadInput (one line) on any problem."""
-    read = read_config(m.config)
+    read = _read(m, m.flags)
+    log = read_log(m.log, read.format) if m.log is not None and m.step_s is None else None
     cfg = read.config
     notes: list[str] = []
 
@@ -96,7 +115,11 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None)
         notes.append(f"{m.config}: no GPU named; calibrating {name} (pass --gpu)")
     if name not in presets.GPUS:
         raise BadInput(f"--gpu {name!r} is not a preset; choose one of {', '.join(presets.GPUS)}")
-    report = _check(read, m.config, _trial_profile(shape, name, cfg.attention, Factors()))
+    trial = _trial_profile(shape, name, cfg.attention, Factors())
+    report = _check(read, m.config, trial)
+    if _assumed(report):
+        read = _sized_by_log(m, read, log)
+        report = _check(read, m.config, trial)
     errors = report.errors()
     if report.plan is None:  # the config cannot be simulated: structural errors
         why = errors[0].message if errors else "its step was not simulated"
@@ -109,18 +132,60 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None)
         if not step > 0 or not math.isfinite(step):
             raise BadInput(f"--step-s {step:g} for {m.config}: a step takes a positive, finite "
                            "number of seconds")
-    elif m.log is None:
+    elif log is None or m.log is None:
         raise BadInput(f"--run {m.config} has no --step-s or --log after it")
     else:
-        log = read_log(m.log, read.format)
+        _same_world(m, log, size, read)
         steady = steady_step_s(log, size, f"--log {m.log}", warmup)
         step, peak, what = steady.step_s, log.peak_memory_bytes, log.memory_what
+        left = (f"warm-up {', '.join(map(str, steady.skipped))} left out" if steady.skipped
+                else f"no warm-up left out: --warmup {warmup}")
         source = (f"log {m.log}: median of {len(steady.used)} {log.title} line(s), "
-                  f"iterations {steady.used[0]}-{steady.used[-1]} (warm-up "
-                  f"{', '.join(map(str, steady.skipped))} left out)")
+                  f"iterations {steady.used[0]}-{steady.used[-1]} ({left})")
+        notes += [f"--log {m.log}: {n}" for n in log.notes]
     job = Job(m.config, read, shape, name, step, source, size, peak, what, tuple(notes))
     _refuse_faster_than_peak(job)
     return job
+
+
+def _read(m: Measurement, flags: Flags) -> ReadResult:
+    f = flags
+    return read_config(m.config, pp=f.pp, gpus=f.gpus, tp=f.tp, gpus_per_node=f.gpus_per_node,
+                       micro_batch_size=f.micro_batch_size, global_batch=f.global_batch,
+                       env=list(m.env))
+
+
+def _assumed(report: CheckReport) -> bool:
+    """check-config priced the job at an assumed data-parallel size (verdicts.unknown_dp)."""
+    return any(f.id == DP_ASSUMED for f in report.findings)
+
+
+def _sized_by_log(m: Measurement, read: ReadResult, log: JobLog | None) -> ReadResult:
+    """The config read again with the GPU count its log states; BadInput when the log
+    states none (module docstring)."""
+    if log is None or log.world_size is None:
+        env = (" (or --env NAME=VALUE for what its launch script takes from the environment)"
+               if "text" in ADAPTERS[read.format].syntaxes else "")
+        said = ", nor does its log state a world size" if log is not None else ""
+        raise BadInput(f"--run {m.config}: the config states neither its GPU count nor its "
+                       f"data-parallel size{said}; give --gpus N after this --run{env}: "
+                       "calibrate does not fit a job at an assumed size")
+    world = log.world_size
+    again = _read(m, dataclasses.replace(m.flags, gpus=world))
+    used = f"gpus {world} from --gpus"
+    return dataclasses.replace(again, notes=[
+        n.replace(used, f"gpus {world} from {log.world_what} (--gpus overrides)")
+        for n in again.notes])
+
+
+def _same_world(m: Measurement, log: JobLog, size: JobSize, read: ReadResult) -> None:
+    if log.world_size is None or log.world_size == size.gpus:
+        return
+    c = read.config
+    raise BadInput(f"--log {m.log} ran on {log.world_size} GPUs ({log.world_what}), but --run "
+                   f"{m.config} describes {size.gpus} (tp {c.tp} x pp {c.pp} x cp {c.cp} x dp "
+                   f"{size.gpus // max(1, c.tp * c.pp * c.cp)}); give the config of the job "
+                   "that wrote the log, or --gpus where the file leaves the count open")
 
 
 def _size(read: ReadResult, report: CheckReport, shape: ModelShape) -> JobSize:
@@ -138,12 +203,14 @@ def _check(read: ReadResult, config: Path, profile: Profile) -> CheckReport:
 
 def calibration(shape: ModelShape, gpu: str, attention: str | None, f: Factors,
                 fitted: list[list[str]] | None = None, runs: list[CalibrationRun] | None = None,
-                reserve_bytes: float | None = None, notes: list[str] | None = None) -> Calibration:
-    """The calibration section for these factors (validated when ``runs`` are given)."""
+                reserve_bytes: float | None = None, notes: list[str] | None = None,
+                **more: Any) -> Calibration:
+    """The calibration section for these factors (validated when ``runs`` are given);
+    ``more``: its other fields (the precision the jobs ran, warnings)."""
     values: dict[str, Any] = dict(
         gpu=gpu, model=dataclasses.asdict(shape), attention=attention or "flash",
         factors=f.as_dict(), fitted=fitted or [], reserve_bytes=reserve_bytes, runs=runs or [],
-        notes=notes or [])
+        notes=notes or [], **more)
     if runs:
         return Calibration(**values)
     return Calibration.model_construct(**values)  # a trial's: never written

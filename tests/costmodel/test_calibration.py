@@ -22,7 +22,7 @@ from pptune.costmodel.calibration import (
     scaled_gpu,
 )
 from pptune.costmodel.comm import AllReduceLink
-from pptune.costmodel.fit import MIN_SINGULAR, Observed, fit, smallest_eigenvalue
+from pptune.costmodel.fit import MIN_SINGULAR, Observed, fit, held_out, smallest_eigenvalue
 from pptune.costmodel.keys import CostKey
 from pptune.costmodel.ops import Kind, OpCost, Phase, Rates, phase_s
 from pptune.costmodel.parts import LAUNCH, PartTimes, layer_parts, part_of, rate_group
@@ -238,3 +238,25 @@ def test_smallest_eigenvalue_of_a_known_matrix() -> None:
 def test_a_nonpositive_measurement_is_refused() -> None:
     with pytest.raises(ValueError, match="not a positive time"):
         fit([Observed("x", 0.0, lambda f: 1.0)])
+
+
+def test_the_singular_value_reported_is_the_one_the_threshold_compares() -> None:
+    # two runs that split alike: the two-factor tie falls short of MIN_SINGULAR and its
+    # value is reported, not the one-factor column's (the norm of the elasticities)
+    truth = Factors(0.7, 0.7, 0.4)
+    res = fit([_run("a", 3.0, 1.0, truth), _run("b", 6.0, 2.0, truth)])
+    assert len(res.fitted) == 1
+    assert res.smallest_singular is not None and res.smallest_singular < MIN_SINGULAR
+
+
+def test_leave_one_out_predicts_each_run_from_the_others() -> None:
+    truth = Factors(0.7, 0.7, 0.7)
+    runs = [_run("a", 3.0, 0.2, truth), _run("b", 1.0, 2.0, truth), _run("c", 2.0, 1.0, truth)]
+    assert held_out(runs[:1]) == (None,)
+    # a common factor explains every run: each is predicted exactly from the others
+    assert held_out(runs) == pytest.approx((0.0, 0.0, 0.0), abs=1e-6)
+    # a run 30% slower than the common factor gives: the others miss it, it misses them
+    slow = Observed("slow", runs[1].measured_s * 1.3, runs[1].step_at)
+    got = held_out([runs[0], slow])
+    assert got[1] == pytest.approx(1 / 1.3 - 1, rel=1e-3)
+    assert got[0] == pytest.approx(0.3, rel=1e-3)

@@ -95,3 +95,28 @@ def test_a_calibration_names_a_preset_gpu_and_a_model_shape(tmp_path: Path) -> N
     path.write_text(_profile(Factors()).model_dump_json().replace('"hidden":2048', '"width":2048'))
     with pytest.raises(BadInput, match="calibration model is not a model shape"):
         resolve(CostOptions(profile=path))
+
+
+def test_plans_are_priced_at_the_precision_the_jobs_ran() -> None:
+    from pptune.costmodel.precision import Fp8Kernels
+
+    cal = calibration(SHAPE, "h100-sxm", None, Factors.common(0.8),
+                      [["compute", "memory", "communication"]], [RUN], None,
+                      precision="fp8", fp8_kernels="torchao")
+    opts, notes = calibrated.as_ran(CostOptions(), cal)
+    assert opts.precision == (Precision.FP8,) and "the calibrated jobs ran" in notes[0]
+    assert "pass --fp8-kernels torchao" in notes[1]  # said, not overridden: te is the default
+    opts, notes = calibrated.as_ran(CostOptions(precision=Precision.BF16), cal)
+    assert opts.precision == (Precision.BF16,)
+    assert notes == ["--precision bf16: the calibrated jobs ran fp8; their factors, fitted at "
+                     "fp8's rates, price bf16 too (calibrate on a bf16 job to fit its own)"]
+    same = CostOptions(precision=Precision.FP8, fp8_kernels=Fp8Kernels.TORCHAO)
+    assert calibrated.as_ran(same, cal) == (same, [])
+    # a BF16 calibration, or one written before the field: nothing changes, nothing said
+    plain = calibration(SHAPE, "h100-sxm", None, Factors.common(0.8),
+                        [["compute", "memory", "communication"]], [RUN], None)
+    assert calibrated.as_ran(CostOptions(), plain) == (CostOptions(), [])
+    # simulate and check-config's one table: the FP8 key
+    prof = calibrated.profile(cal, (1,), tp=1)
+    assert find(CostOptions(), Mode.PLAN, profile=prof).key.precision is Precision.FP8  # type: ignore[union-attr]
+    assert find(CostOptions(), Mode.CHECK, profile=prof).key.precision is Precision.BF16  # type: ignore[union-attr]

@@ -178,3 +178,47 @@ def test_a_zero_step_in_the_log_is_refused() -> None:
     steps = (LoggedStep(1, step_s=1.0), LoggedStep(2, step_s=0.0))
     with pytest.raises(BadInput, match="states a step of 0 s"):
         steady_step_s(JobLog("deepspeed", "DeepSpeed", steps), None, "x.log")
+
+
+def test_the_world_size_the_logs_state() -> None:
+    # torchtitan ParallelDims.build_mesh: f"Building {len(dims)}-D device mesh with
+    # {names}, {dims}", a dimension of 1 left out
+    mesh = ("[rank0]:2025-02-13 11:33:12,140 - root - INFO - Building 2-D device mesh with "
+            "['dp_shard', 'tp'], [4, 2]")
+    titan = ADAPTERS[Framework.TORCHTITAN].read_log(
+        "\n".join([mesh, torchtitan_step(10, 5000, 100, 30, 50)]))
+    assert titan is not None and titan.world_size == 8
+    one = ADAPTERS[Framework.TORCHTITAN].read_log(
+        "Building 0-D device mesh with [], []\n" + torchtitan_step(10, 5000, 100, 30, 50))
+    assert one is not None and one.world_size == 1
+    # Megatron-LM validate_args (rank 0) and _print_args' dump
+    for line in ("using world size: 16, data-parallel size: 4, context-parallel size: 1, "
+                 "tensor-model-parallel size: 2, pipeline-model-parallel size: 2",
+                 "  world_size ...................................... 16"):
+        log = ADAPTERS[Framework.MEGATRON].read_log(line + "\n" + megatron_iteration(10, 900.0))
+        assert log is not None and log.world_size == 16
+    assert ADAPTERS[Framework.MEGATRON].read_log(megatron_iteration(10, 900.0)).world_size is None  # type: ignore[union-attr]
+
+
+def test_a_megatron_deepspeed_log_is_timed_by_megatrons_lines() -> None:
+    # deepspeed/utils/timer.py lines beside Megatron-DeepSpeed's iteration lines (the
+    # latter without a timestamp, as Megatron-DeepSpeed prints them)
+    text = "\n".join([deepspeed_timer(10, 0.40, 12.0), megatron_iteration(10, 450.0, stamp=False),
+                      deepspeed_timer(20, 0.41, 12.0), megatron_iteration(20, 460.0, stamp=False)])
+    log = ADAPTERS[Framework.DEEPSPEED].read_log(text)
+    assert log is not None and log.title == "Megatron-DeepSpeed"
+    assert [s.step_s for s in log.steps] == [0.45, 0.46]
+    assert log.peak_memory_bytes == pytest.approx(12.0 * GIB)  # the timer's: Megatron's absent
+
+
+def test_a_nemo_log_is_named_with_the_step_its_lines_give(tmp_path: Path) -> None:
+    path = tmp_path / "nemo.log"
+    # NeMo 2's progress line (Lightning's logged train_step_timing), as printed
+    path.write_text("\n".join(
+        f"Training epoch 0, iteration {i}/99 | lr: 6.897e-06 | global_batch_size: 128 | "
+        f"global_step: {i} | reduced_train_loss: 11.96 | train_step_timing in s: {t} | "
+        f"consumed_samples: {128 * i}" for i, t in ((1, 9.5), (2, 6.1), (3, 6.3), (4, 6.2))))
+    for fmt in (Framework.MEGATRON, Framework.PPTUNE):
+        with pytest.raises(BadInput, match=r"is a NeMo log \(4 train_step_timing line\(s\), "
+                           r"median after the first 6\.2 s\).*--step-s"):
+            read_log(path, fmt)

@@ -74,6 +74,31 @@ def test_comm_names() -> None:
         assert not is_comm(name), name
 
 
+def test_deepep_kernels_are_communication() -> None:
+    # DeepSeek's own training trace (deepseek-ai/profile-data train.json) and DeepEP's
+    # kernels (deepseek-ai/DeepEP csrc/kernels: namespaces deep_ep::intranode,
+    # deep_ep::internode, deep_ep::internode_ll)
+    for name in (
+        "void dpsk::ep::internode::dispatch<false, 8, true, 8>(int4*, float*, long*, float*, "
+        "dpsk::ep::internode::SourceMeta*, int)",
+        "void dpsk::ep::internode::combine<false, 8, __nv_bfloat16, 8, 2, 16, 24>(int4*)",
+        "void dpsk::ep::internode::cached_notify<false>(int, int, int, int, int*, int)",
+        "void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*, int*, long*)",
+        "void deep_ep::internode_ll::combine<false, 7168>(void*, void*, int*)",
+        "DeepEP::Buffer::dispatch",
+    ):
+        assert is_comm(name), name
+    # a merged trace: a DeepEP combine beside a GEMM is communication, not busy time
+    obj = {"traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_bf16bf16", "pid": 0, "tid": 7,
+         "ts": 0, "dur": 100},
+        {"ph": "X", "cat": "kernel", "name": "void dpsk::ep::internode::combine<false, 8>()",
+         "pid": 0, "tid": 8, "ts": 100, "dur": 50},
+    ]}
+    (d,) = analyze([parse_trace(obj, "deepep")]).devices
+    assert d.busy_s == pytest.approx(100e-6) and d.comm_s == pytest.approx(50e-6)
+
+
 # ---------------------------------------------------------------- fixtures
 
 

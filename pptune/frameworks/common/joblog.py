@@ -4,9 +4,10 @@ Each framework's adapter reads its own log format (``Adapter.read_log``, in
 ``pptune/frameworks/<name>/log.py``) into a ``JobLog``: one ``LoggedStep``
 per line the framework prints for an iteration (or for the last
 ``log_interval`` iterations, averaged: Megatron-LM and torchtitan print the
-mean over the interval), with whatever the line states, and the largest peak
-memory the log printed. ``steady_step_s`` turns the steps into one time per
-step: the median over the steady iterations, the warm-up left out.
+mean over the interval), with whatever the line states, the largest peak
+memory the log printed and, where it prints it, the job's world size.
+``steady_step_s`` turns the steps into one time per step: the median over the
+steady iterations, the warm-up left out.
 
 A line that states no time but a throughput is converted with the job's
 batch (``JobSize``): torchtitan's ``tps`` is tokens per second per GPU
@@ -50,6 +51,8 @@ class JobLog:
     peak_memory_bytes: float | None = None  # the largest the log printed
     memory_what: str = ""  # what that figure is ("max reserved over the ranks printed")
     notes: tuple[str, ...] = ()
+    world_size: int | None = None  # the GPUs the job ran on, where the log states them
+    world_what: str = ""  # the line that states them ("torchtitan's device-mesh line")
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,16 @@ every ``steps_per_print`` steps:
 (one line), ``CurrSamplesPerSec`` being the global batch over that step and
 ``MaxMemAllocated`` the allocator's peak of live tensors in GiB
 (``max_memory_allocated() / 1024**3``; the reserved pool is not printed).
+
+Megatron-DeepSpeed (a DeepSpeed config with Megatron's training loop) prints
+the timer's lines and, on its last rank, Megatron-LM's iteration lines
+(``elapsed time per iteration (ms): 14287.5``; read as
+pptune/frameworks/megatron/log.py reads them). The timer measures from the
+engine's ``start`` to its ``stop`` inside the step; Megatron's elapsed time
+is the whole iteration, what the job takes a step (an ALCF Polaris log:
+14.29 s against the 12.52 s its ``CurrSamplesPerSec`` gives), so a log with
+both is timed from Megatron's lines; its world size and, where printed, its
+``max reserved`` come from them too.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ from __future__ import annotations
 import re
 
 from pptune.frameworks.common.joblog import GIB, JobLog, LoggedStep, clean, number
+from pptune.frameworks.megatron import log as megatron_log
 
 TITLE = "DeepSpeed"
 PIPE = re.compile(r"\bsteps:\s*(\d+)\b.*?iter time \(s\):\s*([\d.eE+-]+)")
@@ -52,7 +63,14 @@ def read(text: str) -> JobLog:
             if mem:
                 b = number(mem.group(1)) * GIB
                 peak = b if peak is None else max(peak, b)
+    what = ("max allocated (tensors only: DeepSpeed prints no reserved figure)"
+            if peak is not None else "")
+    megatron = megatron_log.read(text)
+    if megatron.steps:  # Megatron-DeepSpeed: the whole iteration (module docstring)
+        return JobLog("deepspeed", "Megatron-DeepSpeed", megatron.steps,
+                      megatron.peak_memory_bytes or peak, megatron.memory_what or what,
+                      ("the step from Megatron-DeepSpeed's iteration lines (elapsed time per "
+                       "iteration, the whole step), not DeepSpeed's throughput timer",),
+                      megatron.world_size, megatron.world_what)
     steps = pipe or timer  # the engine's own step time when it printed one
-    return JobLog("deepspeed", TITLE, tuple(steps[i] for i in sorted(steps)), peak,
-                  "max allocated (tensors only: DeepSpeed prints no reserved figure)"
-                  if peak is not None else "")
+    return JobLog("deepspeed", TITLE, tuple(steps[i] for i in sorted(steps)), peak, what)

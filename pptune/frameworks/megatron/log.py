@@ -21,7 +21,13 @@ iterations:
     allocated: 2345.67 | reserved: 3456.00 | max reserved: 3456.00
 
 The peak memory is the largest ``max reserved`` printed (what the caching
-allocator held, MB = 2^20 bytes).
+allocator held, MB = 2^20 bytes). The world size is the one ``validate_args``
+(megatron/training/arguments.py) prints on rank 0 at start-up,
+
+    using world size: 16, data-parallel size: 8, context-parallel size: 1, ...
+
+or the argument dump's ``world_size ........ 16`` line (``_print_args``, the same
+file); Megatron-DeepSpeed prints both alike.
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*\d+\s*\|(.*)$")
 MEMORY = re.compile(r"\[Rank (\d+)\].*memory \(MB\)\s*\|(.*)$")
 ELAPSED = "elapsed time per iteration (ms)"
 TFLOPS = "throughput per GPU (TFLOP/s/GPU)"
+WORLD = re.compile(r"using world size:\s*(\d{1,9})\b")
+WORLD_ARG = re.compile(r"^\s*world_size\s*\.+\s*(\d{1,9})\s*$")
 
 
 def detect(text: str) -> bool:
@@ -45,8 +53,13 @@ def read(text: str) -> JobLog:
     steps = []
     peak = None
     ranks = set()
+    world = None
     for raw in text.splitlines():
         line = clean(raw)
+        size = WORLD.search(line) or WORLD_ARG.search(line)
+        if size:
+            world = int(size.group(1))
+            continue
         it = ITERATION.search(line)
         if it and ELAPSED in line:
             kv = fields(it.group(2))
@@ -68,4 +81,5 @@ def read(text: str) -> JobLog:
             peak = reserved if peak is None else max(peak, reserved)
     what = (f"max reserved, the largest of {len(ranks)} rank(s) reported"
             if peak is not None else "")
-    return JobLog("megatron", TITLE, tuple(steps), peak, what)
+    return JobLog("megatron", TITLE, tuple(steps), peak, what, world_size=world or None,
+                  world_what="the world size its log prints" if world else "")

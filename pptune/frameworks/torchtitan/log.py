@@ -14,12 +14,23 @@ prints, every ``metrics.log_freq`` steps and at step 1, through the
 ``memory`` the interval's peak reserved memory (``reserved_bytes.all.peak``)
 in GiB, ``mfu`` "N/A" under FP8/MX since 2025. ``validate step:`` lines are
 not training steps.
+
+The world size: ``ParallelDims.build_mesh`` (torchtitan/distributed/
+parallel_dims.py; torchtitan/parallelisms/parallel_dims.py in early 2025) logs
+the mesh it builds,
+
+    Building 1-D device mesh with ['dp_shard'], [8]
+
+and its ``_validate`` asserts that the dimensions multiply to the world size
+(a dimension of 1 is left out, so ``[]`` is one GPU).
 """
 
 from __future__ import annotations
 
+import math
 import re
 
+from pptune.frameworks.common.fields import MAX_DEVICES
 from pptune.frameworks.common.joblog import GIB, JobLog, LoggedStep, clean, number
 
 TITLE = "torchtitan"
@@ -28,6 +39,7 @@ TPS = re.compile(r"\btps:\s*([\d,]+(?:\.\d+)?)")
 TFLOPS = re.compile(r"\btflops:\s*([\d,]+(?:\.\d+)?)")
 MFU = re.compile(r"\bmfu:\s*([\d.]+)%")
 MEMORY = re.compile(r"\bmemory:\s*([\d.]+)\s*GiB")
+MESH = re.compile(r"Building \d+-D device mesh with \[[^\]]*\], \[([\d, ]{0,200})\]")
 
 
 def _step(line: str) -> re.Match[str] | None:
@@ -44,8 +56,13 @@ def detect(text: str) -> bool:
 def read(text: str) -> JobLog:
     steps = []
     peak = None
+    world = None
     for raw in text.splitlines():
         line = clean(raw)
+        mesh = MESH.search(line)
+        if mesh:
+            world = math.prod(int(d) for d in mesh.group(1).replace(",", " ").split())
+            continue
         m = _step(line)
         if not m:
             continue
@@ -63,4 +80,6 @@ def read(text: str) -> JobLog:
             b = number(mem.group(1)) * GIB
             peak = b if peak is None else max(peak, b)
     return JobLog("torchtitan", TITLE, tuple(steps), peak,
-                  "peak reserved (memory: GiB) of the ranks logged" if peak is not None else "")
+                  "peak reserved (memory: GiB) of the ranks logged" if peak is not None else "",
+                  world_size=world if world and world <= MAX_DEVICES else None,
+                  world_what="the log's device-mesh line")
