@@ -214,7 +214,8 @@ def recommend_cmd(
         return
     doc = plan_file(run.result, run.names, run.global_batch, run.origin, run.request,
                     train_tokens=train_tokens, model_flops_per_step=run.model_flops_per_step,
-                    peak_flops=run.peak_flops)
+                    peak_flops=run.peak_flops,
+                    cost_notes=run.costs.notes if run.costs is not None else ())
     text = doc.model_dump_json(indent=2)
     if output is not None:
         from pptune.schemas import write_atomic

@@ -231,7 +231,10 @@ def plan_file(
     result: SearchResult, names: Sequence[str], global_batch: int, source: str,
     request: PlanFileRequest, train_tokens: float | None = None,
     model_flops_per_step: float | None = None, peak_flops: Peaks = None,
+    cost_notes: Sequence[str] = (),
 ) -> PlanFile:
+    """The plan file of a search; its notes are the costs' (what the model's config left
+    unread or assumed: Costs.notes, also said on stderr) and then the search's."""
     tokens_per_step = global_batch * float(request.costs.seq_len or 0)
     return PlanFile(
         plans=[plan_record(p, i, names, global_batch, tokens_per_step, train_tokens,
@@ -242,5 +245,5 @@ def plan_file(
         rejected=dict(sorted(result.rejected.items())),
         source=source,
         request=request,
-        notes=list(result.notes),
+        notes=[*cost_notes, *result.notes],
     )

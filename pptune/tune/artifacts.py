@@ -40,7 +40,8 @@ def plans_doc(run: TuneRun) -> PlanFile:
     rec = run.recommended
     rows = ordered_rows(run.outcome.rows, run.outcome.calibration)
     result = dataclasses.replace(rec.result, plans=[r.cand.plan for r in rows])
-    doc = plan_file(result, rec.names, rec.global_batch, rec.origin, rec.request)
+    doc = plan_file(result, rec.names, rec.global_batch, rec.origin, rec.request,
+                    cost_notes=rec.costs.notes if rec.costs is not None else ())
     for record, row in zip(doc.plans, rows, strict=True):
         record.measured_step_s = row.measured_s
         record.calibrated_step_s = row.after_s

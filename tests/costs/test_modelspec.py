@@ -40,7 +40,11 @@ def test_gpt2_names_and_defaults(tmp_path: Path) -> None:
     assert (s.hidden, s.num_blocks, s.heads, s.kv_heads, s.ffn, s.seq_len) == (
         768, 12, 12, 12, 4 * 768, 1024
     )
-    assert not s.gated_mlp and s.dropout and hf.dropout_p == 0.1 and hf.notes == []
+    assert not s.gated_mlp and s.dropout and hf.dropout_p == 0.1
+    # the sequence length came from the config: said, naming the key
+    assert hf.notes == ["sequence length 1024 from n_positions, the longest context the model "
+                        "takes; pre-training runs far shorter sequences: pass --seq-len to plan "
+                        "at your run's length"]
 
 
 DEEPSEEK_V3 = QWEN2.parent / "deepseek-v3-config.json"
@@ -50,10 +54,14 @@ def test_rope_scaled_context_is_planned_at_its_pretraining_length(tmp_path: Path
     # DeepSeek-V3: YaRN stretches 4,096 to 163,840; the model trained at 4,096
     hf = read_hf_config(DEEPSEEK_V3)
     assert hf.shape.seq_len == 4096
-    assert any("rope_scaling (yarn) extends the context from 4096 to max_position_embeddings "
-               "163840: planned at the pre-training length 4096" in n for n in hf.notes)
+    assert ("sequence length 4096 from rope_scaling.original_max_position_embeddings, the length "
+            "the model was pre-trained at, which yarn scaling stretches to "
+            "max_position_embeddings 163840: pass --seq-len to plan at your run's length"
+            in hf.notes)
     assert read_hf_config(DEEPSEEK_V3, seq_len=32768).shape.seq_len == 32768
-    # a rope_scaling without the original length, or one not below the maximum: the maximum
+    assert read_hf_config(DEEPSEEK_V3, seq_len=32768).notes == []
+    # a rope_scaling without the original length, or one not below the maximum: the
+    # maximum, said as such
     doc = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
            "num_attention_heads": 4, "vocab_size": 8, "max_position_embeddings": 2048}
     for scaling in (None, {"type": "linear", "factor": 2.0},
@@ -61,12 +69,15 @@ def test_rope_scaled_context_is_planned_at_its_pretraining_length(tmp_path: Path
         path = tmp_path / "config.json"
         path.write_text(json.dumps({**doc, "rope_scaling": scaling}))
         assert read_hf_config(path).shape.seq_len == 2048
-        assert read_hf_config(path).notes == []
-    # with a probe's cap below the pre-training length, the cap, and both notes
+        [note] = read_hf_config(path).notes
+        assert note.startswith("sequence length 2048 from max_position_embeddings, the longest")
+    # with a probe's cap below the pre-training length, the cap, said in one note
     path.write_text(json.dumps({**doc, "max_position_embeddings": 131072, "rope_scaling": {
         "rope_type": "llama3", "original_max_position_embeddings": 8192}}))
     hf = read_hf_config(path, seq_cap=4096)
-    assert hf.shape.seq_len == 4096 and len(hf.notes) == 2
+    assert hf.shape.seq_len == 4096 and hf.notes == [
+        "rope_scaling.original_max_position_embeddings is 8192; measured at sequence length "
+        "4096 (set --seq-len to change)"]
 
 
 @pytest.mark.parametrize(
@@ -177,10 +188,12 @@ def test_bad_moe_configs_are_refused_naming_the_key(tmp_path: Path, doc: object,
     assert "\n" not in str(err.value)
 
 
-def test_unknown_moe_family_is_planned_dense_with_a_note(tmp_path: Path) -> None:
+def test_unknown_moe_family_is_refused_naming_the_families_read(tmp_path: Path) -> None:
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({"model_type": "olmoe", "hidden_size": 64, "num_hidden_layers": 2,
-                                "num_attention_heads": 4, "vocab_size": 8, "num_experts": 8}))
-    hf = read_hf_config(path, seq_len=128)
-    assert not hf.shape.moe
-    assert any("'olmoe'" in n and "planned as a dense MLP" in n for n in hf.notes)
+    path.write_text(json.dumps({"model_type": "arctic", "hidden_size": 64,
+                                "num_hidden_layers": 2, "num_attention_heads": 4,
+                                "vocab_size": 8, "num_local_experts": 8}))
+    with pytest.raises(BadInput) as err:
+        read_hf_config(path, seq_len=128)
+    assert "model_type 'arctic' states experts (num_local_experts 8)" in str(err.value)
+    assert "mixtral, phimoe, olmoe" in str(err.value)
