@@ -172,6 +172,10 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         global_batch = DEFAULT_GLOBAL_BATCH
         notes.append(f"the profile names no global batch; planning for {global_batch} samples "
                      "per step (pass --global-batch to change it)")
+    batch_note = (f"a Hugging Face config names no global batch; planned for {global_batch} "
+                  "samples per step, pptune's default (pass --global-batch to plan for your "
+                  "run's)") if (s.global_batch is None and costs.shape is not None
+                                and costs.shape.source.startswith("Hugging Face config")) else None
     reserve = reserve_bytes(s, costs)
     if s.reserve_gib is None and costs.reserve_bytes is not None:
         notes.append(f"reserve: {reserve / GIB:.2f} GiB a GPU, what the calibrated profile's "
@@ -203,6 +207,8 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
                 f"({change:+.1%}) so that one does. The learning rate may need rescaling "
                 "(e.g. linearly with the batch, Goyal et al. 2017)"
             ))
+    if batch_note is not None:
+        result.notes.insert(0, batch_note)
     if result.passed_over is not None:
         result.notes.append(margin_note(result, s.pipeline_margin))
     if result.rejected.get("out_of_memory", 0):

@@ -484,3 +484,16 @@ def test_recommend_json_says_why_when_no_plan_fits() -> None:
     doc = json.loads(r.stdout)
     assert doc["plans"] == [] and doc["rejected"]["out_of_memory"] > 0
     assert "no feasible plan for 1 GPU" in r.stderr
+
+
+def test_recommend_says_when_a_hugging_face_config_leaves_the_batch_to_pptune() -> None:
+    hf = str(Path(__file__).resolve().parents[1] / "data" / "hf" / "qwen2-7b-config.json")
+
+    def notes(*flags: str) -> list[str]:
+        r = runner.invoke(app, ["recommend", "--gpus", "8", "--hf-config", hf, "--seq-len",
+                                "4096", "--top", "1", "--json", *flags])
+        assert r.exit_code == 0, r.stderr
+        return json.loads(r.stdout)["notes"]
+
+    assert any("names no global batch; planned for 512 samples" in n for n in notes())
+    assert not any("global batch" in n for n in notes("--global-batch", "256"))
