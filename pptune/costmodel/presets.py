@@ -313,6 +313,27 @@ DEFAULT_MODEL = "llama3-8b"
 DEFAULT_GPU = "h100-sxm"
 
 
+def gpu_key_for(name: str) -> str | None:
+    """The GPU preset of a device name as NVML and training logs print it ("NVIDIA
+    H200", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"), else None."""
+    upper = name.upper()
+    # NVML names: "NVIDIA GB300", "NVIDIA B300 SXM6 AC", "NVIDIA B200", "NVIDIA H800";
+    # the Grace parts first ("GB200" holds "B200")
+    blackwell = next((k for k in ("gb300", "gb200", "b300", "b200") if k.upper() in upper),
+                     None)
+    if blackwell is not None:
+        return blackwell
+    if "H800" in upper:
+        return "h800"
+    if "H200" in upper:
+        return "h200"
+    if "H100" in upper and ("SXM" in upper or "HBM3" in upper):
+        return "h100-sxm"
+    if "A100" in upper and "80GB" in upper.replace(" ", ""):
+        return "a100-80gb"
+    return None
+
+
 def model_names() -> list[str]:
     return list(MODELS)
 

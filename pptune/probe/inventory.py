@@ -23,7 +23,7 @@ import platform
 from dataclasses import dataclass, field
 from typing import Any
 
-from pptune.costmodel.presets import GPUS
+from pptune.costmodel.presets import GPUS, gpu_key_for
 
 # nvidia-smi topo -m legend for nvmlGpuTopologyLevel_t values.
 _TOPO_NAMES = {
@@ -197,22 +197,5 @@ def gpu_inventory() -> Inventory:
 
 def peak_flops_for(name: str) -> tuple[float | None, str | None]:
     """Peak dense bf16 FLOP/s of a known GPU (pptune.costmodel.presets), else None."""
-    upper = name.upper()
-    key = None
-    # NVML names: "NVIDIA GB300", "NVIDIA B300 SXM6 AC", "NVIDIA B200", "NVIDIA H800";
-    # the Grace parts first ("GB200" holds "B200")
-    blackwell = next((k for k in ("gb300", "gb200", "b300", "b200") if k.upper() in upper),
-                     None)
-    if blackwell is not None:
-        key = blackwell
-    elif "H800" in upper:
-        key = "h800"
-    elif "H200" in upper:
-        key = "h200"
-    elif "H100" in upper and ("SXM" in upper or "HBM3" in upper):
-        key = "h100-sxm"
-    elif "A100" in upper and "80GB" in upper.replace(" ", ""):
-        key = "a100-80gb"
-    if key is None:
-        return None, None
-    return GPUS[key].peak_flops, key
+    key = gpu_key_for(name)
+    return (None, None) if key is None else (GPUS[key].peak_flops, key)

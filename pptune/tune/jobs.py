@@ -110,6 +110,12 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None)
         raise BadInput(f"--run {m.config}: the config names no model pptune can price (no "
                        "preset, hf_config or layer/hidden/head/sequence sizes); pass --model")
     name = gpu or cfg.gpu
+    if name is None and log is not None and log.device is not None:
+        name = presets.gpu_key_for(log.device)
+        if name is None:
+            raise BadInput(f"--log {m.log}: the job ran on {log.device[:60]}, which no GPU "
+                           f"preset states; pass --gpu (one of {', '.join(presets.GPUS)})")
+        notes.append(f"{m.config}: the log names the GPU, {log.device[:60]}: calibrating {name}")
     if name is None:
         name = presets.DEFAULT_GPU
         notes.append(f"{m.config}: no GPU named; calibrating {name} (pass --gpu)")

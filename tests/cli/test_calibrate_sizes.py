@@ -211,3 +211,19 @@ def test_pair_attaches_the_per_run_flags() -> None:
     with pytest.raises(BadInput, match="is given twice for the runs"):
         pair(["--gpus", "--gpus", "--run", "--step-s"], [Path("a")], [1.0], [],
              {"--gpus": [1, 2]})
+
+
+def test_a_torchtitan_log_names_its_gpu(tmp_path: Path, cli: Cli,
+                                        error_line: ErrorLine) -> None:
+    """torchtitan logs 'CUDA capacity: NVIDIA H200 with 139.83GiB memory': calibrated on
+    h200 without --gpu (it had calibrated h100-sxm, factor 0.770 for H200's 0.739)."""
+    out = tmp_path / "cal.json"
+    r = cli("calibrate", "--run", TITAN, "--log", TITAN_LOG, "-o", out)
+    assert r.exit_code == 0, r.stderr
+    assert calibration(out).gpu == "h200"
+    assert "the log names the GPU, NVIDIA H200: calibrating h200" in r.stderr
+    odd = tmp_path / "odd.log"
+    odd.write_text(TITAN_LOG.read_text().replace("NVIDIA H200", "NVIDIA RTX 9000"))
+    line = error_line(cli("calibrate", "--run", TITAN, "--log", odd, "-o", tmp_path / "x.json"))
+    assert "ran on NVIDIA RTX 9000, which no GPU preset states; pass --gpu" in line
+    assert not (tmp_path / "x.json").exists()

@@ -53,6 +53,7 @@ class JobLog:
     notes: tuple[str, ...] = ()
     world_size: int | None = None  # the GPUs the job ran on, where the log states them
     world_what: str = ""  # the line that states them ("torchtitan's device-mesh line")
+    device: str | None = None  # the GPU's name as the log prints it ("NVIDIA H200")
 
 
 @dataclass(frozen=True)

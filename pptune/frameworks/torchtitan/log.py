@@ -22,7 +22,10 @@ the mesh it builds,
     Building 1-D device mesh with ['dp_shard'], [8]
 
 and its ``_validate`` asserts that the dimensions multiply to the world size
-(a dimension of 1 is left out, so ``[]`` is one GPU).
+(a dimension of 1 is left out, so ``[]`` is one GPU). The GPU: the trainer logs
+its device's name and memory once (torchtitan/train.py),
+
+    CUDA capacity: NVIDIA H200 with 139.83GiB memory
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ TFLOPS = re.compile(r"\btflops:\s*([\d,]+(?:\.\d+)?)")
 MFU = re.compile(r"\bmfu:\s*([\d.]+)%")
 MEMORY = re.compile(r"\bmemory:\s*([\d.]+)\s*GiB")
 MESH = re.compile(r"Building \d+-D device mesh with \[[^\]]*\], \[([\d, ]{0,200})\]")
+DEVICE = re.compile(r"\b[A-Z]+ capacity: (\S.{0,79}?) with [\d.]+\s*GiB memory")
 
 
 def _step(line: str) -> re.Match[str] | None:
@@ -56,9 +60,13 @@ def detect(text: str) -> bool:
 def read(text: str) -> JobLog:
     steps = []
     peak = None
-    world = None
+    world = device = None
     for raw in text.splitlines():
         line = clean(raw)
+        named = DEVICE.search(line)
+        if named and device is None:
+            device = named.group(1)
+            continue
         mesh = MESH.search(line)
         if mesh:
             world = math.prod(int(d) for d in mesh.group(1).replace(",", " ").split())
@@ -82,4 +90,4 @@ def read(text: str) -> JobLog:
     return JobLog("torchtitan", TITLE, tuple(steps), peak,
                   "peak reserved (memory: GiB) of the ranks logged" if peak is not None else "",
                   world_size=world if world and world <= MAX_DEVICES else None,
-                  world_what="the log's device-mesh line")
+                  world_what="the log's device-mesh line", device=device)
