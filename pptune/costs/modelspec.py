@@ -181,8 +181,11 @@ def from_sizes(
     ffn: int | None = None, vocab: int | None = None, gated: bool | None = None,
     like: str | None = None,
 ) -> ModelShape:
-    """A shape from the sizes a launch script names; missing ones from ``like`` or GPT defaults."""
+    """A shape from the sizes a launch script names; missing ones from ``like`` or GPT
+    defaults; a gated MLP (SwiGLU) is a Llama-style block: RMSNorm, rotary positions, no
+    dropout (GPT's learned positions, LayerNorm biases and dropout otherwise)."""
     base = MODELS.get(like or "")
+    glu = gated if gated is not None else (base.gated_mlp if base else False)
     return ModelShape(
         name=f"custom-{num_layers}L-{hidden}h",
         num_blocks=num_layers,
@@ -193,8 +196,8 @@ def from_sizes(
         vocab=vocab or (base.vocab if base else 50257),
         seq_len=seq_len,
         global_batch=512,
-        gated_mlp=gated if gated is not None else (base.gated_mlp if base else False),
-        dropout=base.dropout if base else True,
+        gated_mlp=glu,
+        dropout=base.dropout if base else not glu,
         source="sizes stated in the config",
     )
 

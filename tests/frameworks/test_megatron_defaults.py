@@ -66,3 +66,16 @@ def test_a_dropout_that_is_no_probability_is_one_line(tmp_path: Path) -> None:
     r = CliRunner().invoke(app, ["check-config", str(path)])
     assert r.exit_code == 2
     assert "--hidden-dropout is '1.5'; expected a probability from 0 to 1" in r.output
+
+
+def test_a_custom_swiglu_model_is_priced_llama_style_and_warned_of_dropout(
+        tmp_path: Path) -> None:
+    """A shape no preset matches, with --swiglu: RMSNorm, rotary, no dropout priced; a
+    script that leaves Megatron-LM's dropout on hears so, one that sets 0 does not."""
+    _, found, on = check_file(tmp_path / "a.sh", SCRIPT.format(ffn="", mlp="--swiglu"),
+                              "--gpu", "h100-sxm")
+    assert found.get("dropout-unpriced") == "warning"
+    _, found, off = check_file(tmp_path / "b.sh", SCRIPT.format(
+        ffn="", mlp="--swiglu --hidden-dropout 0 --attention-dropout 0"), "--gpu", "h100-sxm")
+    assert "dropout-unpriced" not in found
+    assert off["derived"]["step_time_s"] == on["derived"]["step_time_s"]
