@@ -246,6 +246,23 @@ def _precision_problem(cfg: TrainingConfig, gpu: str) -> str | None:
             + " (the config's precision or gpu)")
 
 
+# a named model's sizes against those a file states (TrainingConfig field, ModelShape's)
+SIZES = (("hidden_size", "hidden"), ("num_heads", "heads"), ("num_kv_heads", "kv_heads"),
+         ("ffn_hidden_size", "ffn"))
+
+
+def _sizes_agree(cfg: TrainingConfig, shape: ModelShape, add: Any) -> None:
+    """A warning when the file states sizes the model it is priced as does not have (a
+    --model or --hf-config for another model, or a size Megatron-LM derives otherwise)."""
+    differ = [f"{key} {getattr(cfg, key)} (the model: {getattr(shape, attr)})"
+              for key, attr in SIZES
+              if getattr(cfg, key) is not None and getattr(cfg, key) != getattr(shape, attr)]
+    if differ:
+        add("model-mismatch", "warning",
+            f"the file states {', '.join(differ)}: priced as {shape.name}, whose sizes these "
+            "are not; name the model the file trains (--model, --hf-config) or fix the file")
+
+
 def config_shape(cfg: TrainingConfig, base_dir: Path, model: str | None,
                   add: Any, hf_config: Path | None = None) -> ModelShape | None:
     """The model the config describes (``--model``, then ``--hf-config`` first), or None."""
@@ -262,6 +279,8 @@ def config_shape(cfg: TrainingConfig, base_dir: Path, model: str | None,
         shape = from_sizes(cfg.num_layers, cfg.hidden_size, cfg.num_heads, cfg.seq_len,
                            kv_heads=cfg.num_kv_heads, ffn=cfg.ffn_hidden_size,
                            vocab=cfg.vocab_size, gated=cfg.gated_mlp)
+    if shape is not None and (name is not None or hf_config is not None or cfg.hf_config):
+        _sizes_agree(cfg, shape, add)
     if shape is not None:
         shape = stated_shape(cfg, shape)
     if shape is not None and cfg.dropout and not shape.dropout:

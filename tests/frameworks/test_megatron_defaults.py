@@ -79,3 +79,18 @@ def test_a_custom_swiglu_model_is_priced_llama_style_and_warned_of_dropout(
         ffn="", mlp="--swiglu --hidden-dropout 0 --attention-dropout 0"), "--gpu", "h100-sxm")
     assert "dropout-unpriced" not in found
     assert off["derived"]["step_time_s"] == on["derived"]["step_time_s"]
+
+
+def test_a_model_named_beside_a_script_that_states_other_sizes_is_a_warning(
+        tmp_path: Path) -> None:
+    """--model llama3-70b on a script of Llama 3 8B's sizes: the file's sizes are named
+    beside the model's (it had been priced as 70B's width at 8B's depth, silently)."""
+    script = LLAMA.format(drop="--hidden-dropout 0 --attention-dropout 0")
+    _, found, doc = check_file(tmp_path / "a.sh", script, "--gpu", "h100-sxm",
+                               "--model", "llama3-70b")
+    assert found.get("model-mismatch") == "warning"
+    message = next(f["message"] for f in doc["findings"] if f["id"] == "model-mismatch")
+    assert "hidden_size 4096 (the model: 8192)" in message
+    _, found, _ = check_file(tmp_path / "b.sh", script, "--gpu", "h100-sxm",
+                             "--model", "llama3-8b")
+    assert "model-mismatch" not in found
