@@ -23,6 +23,7 @@ missing term; otherwise it names what to check.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from dataclasses import dataclass
@@ -89,7 +90,9 @@ def calibrate(jobs: list[Job]) -> Outcome:
     reserve = max(0.0, statistics.median(reserves)) if reserves else None
     notes = _notes(res, jobs, reserves)
     low = first.precision in ("fp8", "mxfp8")
-    cal = calibration(first.shape, first.gpu, first.read.config.attention, res.factors,
+    # the model with the job's batch: recommend's default on this profile (not the model's)
+    model = dataclasses.replace(first.shape, global_batch=first.size.global_batch)
+    cal = calibration(model, first.gpu, first.read.config.attention, res.factors,
                       [[g.value for g in tie] for tie in res.fitted], runs, reserve, notes,
                       precision=first.precision,
                       fp8_kernels=(first.read.config.fp8_kernels or "te") if low else None,

@@ -227,3 +227,16 @@ def test_a_torchtitan_log_names_its_gpu(tmp_path: Path, cli: Cli,
     line = error_line(cli("calibrate", "--run", TITAN, "--log", odd, "-o", tmp_path / "x.json"))
     assert "ran on NVIDIA RTX 9000, which no GPU preset states; pass --gpu" in line
     assert not (tmp_path / "x.json").exists()
+
+
+def test_recommend_on_a_calibrated_profile_plans_the_jobs_batch(tmp_path: Path,
+                                                                cli: Cli) -> None:
+    """The script's GLOBAL_BATCH_SIZE=1024 is the calibrated profile's batch: recommend
+    plans it by default (it had planned pptune's 512)."""
+    out = tmp_path / "cal.json"
+    r = cli("calibrate", "--run", MPI, "--gpus", "8", "--log", LOG8, "--gpu", "h100-sxm",
+            "-o", out)
+    assert r.exit_code == 0, r.stderr
+    r = cli("recommend", "--gpus", "8", "--profile", out, "--top", "1", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["request"]["global_batch"] == 1024
