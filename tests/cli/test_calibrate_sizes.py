@@ -240,3 +240,15 @@ def test_recommend_on_a_calibrated_profile_plans_the_jobs_batch(tmp_path: Path,
     r = cli("recommend", "--gpus", "8", "--profile", out, "--top", "1", "--json")
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)["request"]["global_batch"] == 1024
+
+
+def test_a_script_under_mpirun_is_sized_by_the_world_size_its_environment_gives(
+        tmp_path: Path, cli: Cli) -> None:
+    """The script exports WORLD_SIZE=$OMPI_COMM_WORLD_SIZE and runs python, no torchrun:
+    --env OMPI_COMM_WORLD_SIZE=8 sizes it (the refusal's own advice)."""
+    out = tmp_path / "cal.json"
+    r = cli("calibrate", "--run", MPI, "--env", "OMPI_COMM_WORLD_SIZE=8", "--log", LOG8,
+            "--gpu", "h100-sxm", "-o", out)
+    assert r.exit_code == 0, r.stderr
+    assert "gpus 8 from the script's WORLD_SIZE" in r.stderr
+    assert calibration(out).runs[0].gpus == 8

@@ -145,6 +145,12 @@ def _fields(r: FlagReader, launcher: Flagged, env: Mapping[str, str]) -> dict[st
     fields["num_kv_heads"] = queries
     read_cp_fp8(r, fields)
     fields.update(_launcher(ctx, launcher))
+    world = env.get("WORLD_SIZE", "").strip()
+    if fields.get("gpus") is None and re.fullmatch(r"[0-9]+", world) and 0 < int(world):
+        # a script launched by mpirun or a scheduler hands torch.distributed its world size
+        # in WORLD_SIZE (megatron/training/initialize.py reads it through the environment)
+        fields["gpus"] = whole_text(ctx, "WORLD_SIZE", world, maximum=MAX_DEVICES)
+        ctx.note(f"gpus {world} from the script's WORLD_SIZE (no launcher states a count)")
     apply_flags(ctx, fields, {"pp": "--pipeline-model-parallel-size",
                               "tp": "--tensor-model-parallel-size",
                               "gpus": "a GPU count (--nnodes x --nproc_per_node)",
