@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pptune.report.fmt import run_labels
 from pptune.schemas import Calibration
 
 SHOWN_PARTS = 8  # the largest parts of a step; the rest summed as "other"
@@ -32,20 +33,21 @@ def calibration_text(cal: Calibration) -> str:
     shown += [f"{g} {f[g]:.3f} (not fitted)" for g in f if g not in fitted]
     lines = [f"calibrated {model} on {cal.gpu} from {len(cal.runs)} run(s); factors on the "
              f"analytic model's rates: {'; '.join(shown)}"]
-    width = max(len(r.config) for r in cal.runs)
+    names = run_labels([r.config for r in cal.runs], [r.gpus for r in cal.runs])
+    width = max(len(n) for n in names)
     held = any(r.held_out_residual is not None for r in cal.runs)
     lines.append(f"  {'run':<{width}}  {'measured':>10}  {'predicted':>10}  {'residual':>8}  "
                  + (f"{'held out':>8}  " if held else "") + "step from")
-    for r in cal.runs:
+    for r, name in zip(cal.runs, names, strict=True):
         out = r.held_out_residual
-        lines.append(f"  {r.config:<{width}}  {_s(r.measured_step_s):>10}  "
+        lines.append(f"  {name:<{width}}  {_s(r.measured_step_s):>10}  "
                      f"{_s(r.predicted_step_s):>10}  {_pct(r.residual):>8}  "
                      + (f"{'-' if out is None else _pct(out):>8}  " if held else "")
                      + r.step_source)
     if held:
         lines.append("  held out: the run's error when the factors of the other runs alone "
                      "predict it (leave one out)")
-    for r in cal.runs:
+    for r, name in zip(cal.runs, names, strict=True):
         total = sum(r.parts.values())
         if total <= 0:
             continue
@@ -55,7 +57,7 @@ def calibration_text(cal: Calibration) -> str:
         text = ", ".join(f"{p} {s / total:.1%}" for p, s in head)
         if rest > 0:
             text += f", other {rest / total:.1%}"
-        lines.append(f"  {r.config}: the step at the calibration is {text}")
+        lines.append(f"  {name}: the step at the calibration is {text}")
     if cal.reserve_bytes is not None:
         lines.append(f"  reserve: {cal.reserve_bytes / 1024**3:.2f} GiB a GPU beyond pptune's "
                      "tensors, from the logs' peak memory (used instead of --reserve-gib's "

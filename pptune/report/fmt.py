@@ -14,6 +14,7 @@ quantity reads the same everywhere:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 # (factor in seconds, unit name, decimals), largest first.
@@ -106,3 +107,11 @@ def json_safe(obj: Any) -> Any:
     if isinstance(obj, list | tuple):
         return [json_safe(v) for v in obj]
     return obj
+
+
+def run_labels(names: Sequence[str], gpus: Sequence[int | None]) -> list[str]:
+    """One label per run: its config's name, with its GPU count where two runs share a
+    name (two sizes of one script), and its position where that still repeats."""
+    labels = [n if names.count(n) == 1 else f"{n} ({g} GPUs)" if g else n
+              for n, g in zip(names, gpus, strict=True)]
+    return [x if labels.count(x) == 1 else f"{x} #{i + 1}" for i, x in enumerate(labels)]

@@ -36,6 +36,7 @@ from pptune.costmodel.fit import MIN_SINGULAR, FitResult, Observed, fit, held_ou
 from pptune.costs import calibrated
 from pptune.costs.profiles import DEFAULT_MICRO_BATCH_SIZES
 from pptune.errors import BadInput
+from pptune.report.fmt import run_labels
 from pptune.schemas import CalibrationRun, Profile
 from pptune.tune.jobs import Job, calibration, simulated, step_at
 
@@ -182,14 +183,14 @@ def doubts(jobs: list[Job], residuals: tuple[float, ...],
     out = []
     limit = f"beyond the +-{RESIDUAL_WARN:.0%} pptune's calibration benchmark accepts"
     term = _missing_term(jobs, residuals)
+    names = run_labels([j.config.name for j in jobs], [j.size.gpus for j in jobs])
     if any(abs(r) > RESIDUAL_WARN for r in residuals):
-        shown = ", ".join(f"{j.config.name} {r:+.1%}" for j, r in zip(jobs, residuals,
-                                                                       strict=True))
+        shown = ", ".join(f"{n} {r:+.1%}" for n, r in zip(names, residuals, strict=True))
         out.append(f"the fit leaves residuals of {shown}, {limit}: no one set of factors gives "
                    f"every run's step; {term}")
-    known = [(j, h) for j, h in zip(jobs, held, strict=True) if h is not None]
+    known = [(n, h) for n, h in zip(names, held, strict=True) if h is not None]
     if any(abs(h) > RESIDUAL_WARN for _, h in known):
-        shown = ", ".join(f"{j.config.name} {h:+.1%}" for j, h in known)
+        shown = ", ".join(f"{n} {h:+.1%}" for n, h in known)
         out.append(f"leave one out, each run predicted from the others alone misses by "
                    f"{shown}, {limit}: the factors may not carry to other configurations")
     return out
