@@ -22,8 +22,8 @@ from pptune.costs import calibrated
 from pptune.costs.modelspec import from_hf_config
 from pptune.errors import BadInput, PptuneError
 from pptune.files import write_all
-from pptune.frameworks.common.adapter import Adapter, Job
-from pptune.frameworks.common.express import placed
+from pptune.frameworks.common.adapter import Adapter, Job, Stated
+from pptune.frameworks.common.express import placed, stateable_best
 from pptune.frameworks.common.writing import plan_launch
 from pptune.frameworks.registry import ADAPTERS, NAMES, Framework, find
 from pptune.plan.recommend import RecommendRun
@@ -120,7 +120,7 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitte
         raise BadInput(f"--plan {rank} is not among the {len(plans)} ranked plans")
     check_moments(fw, _moments(run))
     plan, notes = _stateable_layout(adapter, run, plans[rank - 1], rank)
-    stated = adapter.express(job_of(run, plan), plan, rank)
+    stated = _or_faster_stateable(adapter, job_of(run, plan), plan, rank)
     chosen, notes = stated.plan, [*notes, *stated.notes]
     if adapter.states_node_shape:
         where = placed(stated.job, chosen)
@@ -132,7 +132,44 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitte
                 f"{fmt_seconds(where.step_time_s)} (plan: {fmt_seconds(chosen.step_time_s)})")
             chosen = where
             stated = replace(stated, plan=where)  # the files' header gives its prediction
+    asked = plans[rank - 1]
+    if not stated.exact and len(notes) > 1:  # several substitutions: where they ended
+        notes.append(f"in all, plan {rank} ({fmt_seconds(asked.step_time_s)}) is written as "
+                     f"{fmt_seconds(chosen.step_time_s)}, "
+                     f"{chosen.step_time_s / asked.step_time_s:.3f}x")
     return Emitted(fw, chosen, adapter.write(stated), notes, stated.exact)
+
+
+# substitutions that cost more than this are checked against the fastest plan the
+# framework's files state on the same GPUs and costs
+SLACK = 1.03
+
+
+def _or_faster_stateable(adapter: Adapter, job: Job, plan: Plan, rank: int) -> Stated:
+    """The plan as the framework's files state it (``express``) or, where its
+    substitutions cost more than ``SLACK``, the fastest plan its files state on the same
+    GPUs and costs (stateable_best), expressed the same way, when that runs over 1% faster."""
+    stated = adapter.express(job, plan, rank)
+    if stated.exact or stated.plan.step_time_s <= SLACK * plan.step_time_s:
+        return stated
+    best = stateable_best(job, plan, adapter.stateable(job.request, job.model))
+    if best is None or best.spec == plan.spec:
+        return stated
+    try:
+        second = adapter.express(job, best, rank)
+    except BadInput:
+        return stated
+    if second.plan.step_time_s >= 0.99 * stated.plan.step_time_s:
+        return stated
+    v = f" v={best.virtual_stages}" if best.virtual_stages > 1 else ""
+    why = (f"those substitutions make plan {rank} "
+           f"{stated.plan.step_time_s / plan.step_time_s:.3f}x slower; the fastest plan a "
+           f"{adapter.title} file states on the same GPUs and costs is written instead: "
+           f"pp={best.pp} dp={best.dp} {best.schedule.value}{v}, {best.num_microbatches} x "
+           f"{best.micro_batch_size}, {best.sharding.value}/{best.recompute.value}, "
+           f"predicted step {fmt_seconds(second.plan.step_time_s)} "
+           f"({second.plan.step_time_s / plan.step_time_s:.3f}x)")
+    return replace(second, exact=False, notes=(*stated.notes, why, *second.notes))
 
 
 def _stateable_layout(adapter: Adapter, run: RecommendRun, plan: Plan,

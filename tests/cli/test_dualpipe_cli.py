@@ -153,4 +153,4 @@ def test_megatron_emits_the_fastest_plan_it_states_when_the_same_ranks_cost_more
     written = emit(Framework.MEGATRON, run)
     assert written.plan.schedule is Schedule.INTERLEAVED
     assert written.plan.step_time_s <= 1.01 * plan.step_time_s
-    assert any("the fastest plan a Megatron-LM script states" in n for n in written.notes)
+    assert any("the fastest plan a Megatron-LM file states" in n for n in written.notes)

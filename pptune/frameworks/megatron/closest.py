@@ -14,7 +14,7 @@ stages, so a plan recomputing per stage is emitted with its largest count).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from pptune.costmodel.loss import CrossEntropy
@@ -109,13 +109,10 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
             if found is not None and megatron_split(found, names) is None and plan_layout(
                     names, found.stage_layers, found.pp) is None:
                 found = None  # a split only a layout states, which megatron-core refuses
-            def as_run(p: Plan) -> Plan:
-                return _block_recompute(job, p, [])[0]
-
             chosen = ex.closest_or_refuse(job, plan, _options(plan, names), name=NAME,
                                           rank=rank, why=why, notes=notes, found=found,
-                                          runs=RUNS, as_run=as_run)
-            chosen = _or_stateable_best(job, plan, chosen, rank, as_run, notes)
+                                          runs=RUNS, as_run=lambda p: _block_recompute(
+                                              job, p, [])[0])
             exact = False
             if megatron_split(chosen, names) is None:
                 layout = plan_layout(names, chosen.stage_layers, chosen.pp)
@@ -125,28 +122,6 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     chosen, block, same = _block_recompute(job, chosen, notes)
     ex.unstated_sharding(chosen, name=NAME, unstated=UNSTATED, notes=notes)
     return Stated(job, chosen, exact and same, tuple(notes), Placement(split, layout, block))
-
-
-def _or_stateable_best(job: Job, plan: Plan, chosen: Plan, rank: int,
-                       as_run: Callable[[Plan], Plan], notes: list[str]) -> Plan:
-    """``chosen`` (the closest plan on the same ranks), or the fastest plan a script
-    states on the same GPUs and costs where that runs more than 1% faster, with a note;
-    a plan only a layout would state that megatron-core refuses is not taken."""
-    best = ex.stateable_best(job, plan, stateable_request(job.request, job.model))
-    names = job.layer_names
-    if best is None or (megatron_split(best, names) is None
-                        and plan_layout(names, best.stage_layers, best.pp) is None):
-        return chosen
-    if as_run(best).step_time_s >= as_run(chosen).step_time_s * 0.99:
-        return chosen
-    v = f" v={best.virtual_stages}" if best.schedule is Schedule.INTERLEAVED else ""
-    notes.append(f"the fastest plan a Megatron-LM script states on the same GPUs and costs "
-                 f"runs faster than that: emitting pp={best.pp} dp={best.dp} "
-                 f"{best.schedule.value}{v}, {best.num_microbatches} x "
-                 f"{best.micro_batch_size}, {best.sharding.value}/{best.recompute.value}, "
-                 f"predicted step {fmt_seconds(best.step_time_s)} "
-                 f"({best.step_time_s / plan.step_time_s:.3f}x plan {rank})")
-    return best
 
 
 def _block_recompute(job: Job, plan: Plan, notes: list[str]) -> tuple[Plan, int | None, bool]:
