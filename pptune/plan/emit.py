@@ -152,7 +152,7 @@ def _or_faster_stateable(adapter: Adapter, job: Job, plan: Plan, rank: int) -> S
     stated = adapter.express(job, plan, rank)
     if stated.exact or stated.plan.step_time_s <= SLACK * plan.step_time_s:
         return stated
-    best = stateable_best(job, plan, adapter.stateable(job.request, job.model))
+    best = stateable_best(job, plan, adapter.stateable(job.request, job.model, job.shape))
     if best is None or best.spec == plan.spec:
         return stated
     try:

@@ -14,8 +14,7 @@ from pptune.cli.app import app
 from pptune.costmodel.layout_grammar import parse_layout
 from pptune.errors import BadInput
 from pptune.frameworks.megatron.layout import layout_stages, plan_layout
-from pptune.frameworks.torchtitan.closest import SLACK
-from pptune.plan.emit import Framework, emit, write
+from pptune.plan.emit import SLACK, Framework, emit, write
 from pptune.plan.recommend import RecommendSpec, recommend
 
 runner = CliRunner()

@@ -132,10 +132,12 @@ class Adapter:
         states no split; None: an even split of the blocks."""
         return None
 
-    def stateable(self, req: PlanRequest, model: str | None) -> PlanRequest:
+    def stateable(self, req: PlanRequest, model: str | None,
+                  shape: ModelShape | None = None) -> PlanRequest:
         """``req`` narrowed to the plans its files state (shardings, schedules, rank
-        orders, pipelining of ``model``, a preset name): the search check-config compares
-        a config with, and the one a substitute plan comes from. Default: all."""
+        orders, pipelining of ``model``, a preset name, or ``shape``, a Hugging Face
+        config's): the search check-config compares a config with, and the one a
+        substitute plan comes from. Default: all."""
         return req
 
     def express(self, job: Job, plan: Plan, rank: int) -> Stated:

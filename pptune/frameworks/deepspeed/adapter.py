@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.search import Plan, PlanRequest, Sharding
 from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
@@ -50,7 +51,8 @@ class DeepSpeedAdapter(Adapter):
             return None
         return ds_split(cfg.partition_method, param_counts, num_stages)
 
-    def stateable(self, req: PlanRequest, model: str | None) -> PlanRequest:
+    def stateable(self, req: PlanRequest, model: str | None,
+                  shape: ModelShape | None = None) -> PlanRequest:
         return stateable_request(req, model)
 
     def express(self, job: Job, plan: Plan, rank: int) -> Stated:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.search import Plan, PlanRequest
 from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
@@ -48,7 +49,8 @@ class MegatronAdapter(Adapter):
         rules.a2a_overlap_rule(cfg, add)
         rules.overlap_rule(cfg, add)
 
-    def stateable(self, req: PlanRequest, model: str | None) -> PlanRequest:
+    def stateable(self, req: PlanRequest, model: str | None,
+                  shape: ModelShape | None = None) -> PlanRequest:
         return stateable_request(req, model)
 
     def express(self, job: Job, plan: Plan, rank: int) -> Stated:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from pptune.costmodel.keys import CostKey, Precision
+from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.search import Plan, PlanRequest
 from pptune.frameworks.common import torch_schedules
 from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
@@ -53,8 +54,9 @@ class TorchtitanAdapter(Adapter):
         """torch's schedule classes; zb-h1 runs as ScheduleInterleavedZeroBubble."""
         torch_schedules.microbatch_rules(cfg, m, semantics, add, zb_h1_rounds=True)
 
-    def stateable(self, req: PlanRequest, model: str | None) -> PlanRequest:
-        return stateable_request(req, model)
+    def stateable(self, req: PlanRequest, model: str | None,
+                  shape: ModelShape | None = None) -> PlanRequest:
+        return stateable_request(req, model, shape)
 
     def express(self, job: Job, plan: Plan, rank: int) -> Stated:
         return closest_plan(job, plan, rank)
