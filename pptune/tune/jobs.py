@@ -149,9 +149,41 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None)
         source = (f"log {m.log}: median of {len(steady.used)} {log.title} line(s), "
                   f"iterations {steady.used[0]}-{steady.used[-1]} ({left})")
         notes += [f"--log {m.log}: {n}" for n in log.notes]
+        notes += _throughput_disagrees(m, log, steady.used, shape, size, step)
     job = Job(m.config, read, shape, name, step, source, size, peak, what, tuple(notes))
     _refuse_faster_than_peak(job)
     return job
+
+
+# the log's own FLOPs a step against the model FLOPs of the config, beyond which the log
+# is taken to be of another job than the config describes; frameworks count attention,
+# the LM head and recomputation their own ways (Megatron-LM's
+# num_floating_point_operations, torchtitan's 6N + 12 L h s), within some 20% of pptune's
+# count, so only a gross difference (another sequence, batch or model) is said
+THROUGHPUT_SLACK = 1.5
+
+
+def _throughput_disagrees(m: Measurement, log: JobLog, used: tuple[int, ...],
+                          shape: ModelShape, size: JobSize, step_s: float) -> list[str]:
+    """A note when the TFLOP/s a GPU the log prints, times its GPUs and step, is not the
+    model FLOPs a step of the job the config describes (6 per active parameter and token
+    with the embedding left out, and causal attention's 6 L h s: pptune's MFU count)."""
+    rates = sorted(s.tflops_per_gpu for s in log.steps
+                   if s.iteration in used and s.tflops_per_gpu)
+    if not rates:
+        return []
+    logged = rates[len(rates) // 2] * 1e12 * size.gpus * step_s
+    per_token = (6 * (model_params(shape, active=True) - shape.vocab * shape.hidden)
+                 + 6 * shape.num_blocks * shape.hidden * size.seq_len)
+    model = per_token * size.global_batch * size.seq_len
+    ratio = logged / model
+    if 1 / THROUGHPUT_SLACK <= ratio <= THROUGHPUT_SLACK:
+        return []
+    return [f"warning: --log {m.log}: its {rates[len(rates) // 2]:g} TFLOP/s a GPU over "
+            f"{size.gpus} GPUs and {step_s:.4g} s make {logged:.3g} FLOPs a step, {ratio:.2f}x "
+            f"the {model:.3g} model FLOPs of the job the config describes ({shape.name}, "
+            f"{size.global_batch} x {size.seq_len} tokens): the log may be of another "
+            "sequence length, batch or model; check them before trusting the factors"]
 
 
 def _read(m: Measurement, flags: Flags) -> ReadResult:

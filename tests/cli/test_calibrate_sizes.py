@@ -68,7 +68,8 @@ def test_gpus_after_each_run_size_that_run_and_two_runs_are_checked_leave_one_ou
     assert "inter-node communication" in cal.warnings[0] and "+52.6%" in cal.warnings[0]
     assert "leave one out" in cal.warnings[1]
     assert json.loads(r.stdout)["warnings"] == cal.warnings
-    assert r.stderr.count("pptune: warning: ") == 2
+    # and the 16-GPU log's own TFLOP/s, another job's (test below)
+    assert r.stderr.count("pptune: warning: ") == 3
     # the note compares the quantity the threshold is about, and says so
     note = next(n for n in cal.notes if "split their steps alike" in n)
     assert "under the 0.1" in note and "is 1.39" not in note
@@ -252,3 +253,16 @@ def test_a_script_under_mpirun_is_sized_by_the_world_size_its_environment_gives(
     assert r.exit_code == 0, r.stderr
     assert "gpus 8 from the script's WORLD_SIZE" in r.stderr
     assert calibration(out).runs[0].gpus == 8
+
+
+def test_a_log_whose_own_flops_are_not_the_configs_job_is_said(tmp_path: Path,
+                                                               cli: Cli) -> None:
+    """The 16-GPU log prints 801.7 TFLOP/s a GPU: over 16 GPUs and its 14.2 s that is 2.23x
+    the model FLOPs of the script's job (1,024 x 2,048 tokens): the run had another
+    sequence length. The 8-GPU log's figure agrees with the script, and is not noted."""
+    out = tmp_path / "cal.json"
+    r = cli("calibrate", "--run", MPI, "--gpus", "8", "--log", LOG8, "--run", MPI, "--gpus",
+            "16", "--log", LOG16, "--gpu", "h100-sxm", "-o", out)
+    assert r.exit_code == 0, r.stderr
+    said = [line for line in r.stderr.splitlines() if "TFLOP/s a GPU over" in line]
+    assert len(said) == 1 and LOG16.name in said[0] and "2.23x the" in said[0]
