@@ -3,6 +3,7 @@ runs or more, its error when the others alone predict it), each step's parts."""
 
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import Any
 
 from pptune.report.fmt import run_labels
@@ -33,17 +34,19 @@ def calibration_text(cal: Calibration) -> str:
     shown += [f"{g} {f[g]:.3f} (not fitted)" for g in f if g not in fitted]
     lines = [f"calibrated {model} on {cal.gpu} from {len(cal.runs)} run(s); factors on the "
              f"analytic model's rates: {'; '.join(shown)}"]
-    names = run_labels([r.config for r in cal.runs], [r.gpus for r in cal.runs])
-    width = max(len(n) for n in names)
+    # each run by its file's name (its GPU count where two share one), its step's source
+    # on a line of its own: a row fits 80 columns
+    names = run_labels([PurePath(r.config).name for r in cal.runs], [r.gpus for r in cal.runs])
+    width = max(len(n) for n in (*names, "run"))
     held = any(r.held_out_residual is not None for r in cal.runs)
-    lines.append(f"  {'run':<{width}}  {'measured':>10}  {'predicted':>10}  {'residual':>8}  "
-                 + (f"{'held out':>8}  " if held else "") + "step from")
+    lines.append(f"  {'run':<{width}} {'measured':>9} {'predicted':>9} {'residual':>8}"
+                 + (f" {'held out':>8}" if held else ""))
     for r, name in zip(cal.runs, names, strict=True):
         out = r.held_out_residual
-        lines.append(f"  {name:<{width}}  {_s(r.measured_step_s):>10}  "
-                     f"{_s(r.predicted_step_s):>10}  {_pct(r.residual):>8}  "
-                     + (f"{'-' if out is None else _pct(out):>8}  " if held else "")
-                     + r.step_source)
+        lines.append(f"  {name:<{width}} {_s(r.measured_step_s):>9} "
+                     f"{_s(r.predicted_step_s):>9} {_pct(r.residual):>8}"
+                     + (f" {'-' if out is None else _pct(out):>8}" if held else ""))
+        lines.append(f"    {r.config}: {r.step_source}")
     if held:
         lines.append("  held out: the run's error when the factors of the other runs alone "
                      "predict it (leave one out)")

@@ -439,3 +439,15 @@ def test_a_deepspeed_file_states_the_node_shape_it_launches(tmp_path: Path) -> N
     assert "--num_nodes 2 --num_gpus 6" in (tmp_path / "ds_partition.txt").read_text()
     doc = check_json(tmp_path / "ds_config.json", "--gpus", "12")
     assert doc["derived"]["step_time_s"] == pytest.approx(out.plan.step_time_s, rel=1e-9)
+
+
+def test_deepspeed_says_how_to_rank_plans_as_it_runs_tensor_parallelism() -> None:
+    """Sequence parallelism is on by default and DeepSpeed's AutoTP has none: the file is
+    re-predicted without it, and the note says which flag ranks the plans that way."""
+    hint = "recommend --no-sequence-parallel ranks the plans as DeepSpeed runs"
+    on = emit("deepspeed", recommend(RecommendSpec.of(gpus=16, model="llama3-8b", tp=[2],
+                                                      top=1)))
+    assert any(hint in n for n in on.notes)
+    off = emit("deepspeed", recommend(RecommendSpec.of(gpus=16, model="llama3-8b", tp=[2],
+                                                       sequence_parallel=False, top=1)))
+    assert not any(hint in n for n in off.notes)

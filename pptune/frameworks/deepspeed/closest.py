@@ -52,11 +52,15 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     # the Hugging Face DeepSeek-V3 code (it skips the checkpoint's MTP layer)
     mtp = mtp_count(job.layer_names)
     job, plan = ex.without_mtp(job, plan, name=NAME, rank=rank, notes=notes)
+    split_sequence = job.sequence_parallel and plan.tp > 1
     job, plan = ex.priced_as_run(job, plan, name=NAME, attention=job.attention,
                                  sequence_parallel=False, notes=notes,
                                  dispatcher=Dispatcher.ALLTOALL,
                                  runs="tensor parallelism (AutoTP) without sequence parallelism"
                                  " and its MoE layers' all-to-all")
+    if split_sequence:  # the search ranked plans that split the sequence
+        notes.append("recommend --no-sequence-parallel ranks the plans as DeepSpeed runs "
+                     "tensor parallelism")
     plan, exact = ex.uniform_recompute(job, plan, name=NAME, notes=notes,
                                        knob="pipeline.activation_checkpoint_interval")
     if plan.recompute in (Recompute.SELECTIVE, Recompute.MODULES):
