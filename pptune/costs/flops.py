@@ -7,6 +7,19 @@ from pptune.costmodel.presets import ModelShape
 from pptune.schemas import Profile
 
 
+def matmul_params(shape: ModelShape) -> float:
+    """The parameters a token's weight matmuls use: its active ones (a mixture of experts'
+    top_k routed experts), the embedding table left out (a lookup, no matmul)."""
+    return model_params(shape, active=True) - shape.vocab * shape.hidden
+
+
+def shape_flops_per_token(shape: ModelShape, seq_len: int, attention: bool = True) -> float:
+    """``model_flops_per_token`` of a shape at ``seq_len``: 6 x its matmul parameters, plus
+    causal attention's 6 x L x h x s unless ``attention`` is False (a lower bound)."""
+    return 6 * matmul_params(shape) + (
+        6 * shape.num_blocks * shape.hidden * seq_len if attention else 0)
+
+
 def model_flops_per_token(profile: Profile, tp_in_costs: int = 1,
                           shape: ModelShape | None = None) -> float | None:
     """Training FLOPs per token of the model (forward + backward, no recomputation).
@@ -28,7 +41,7 @@ def model_flops_per_token(profile: Profile, tp_in_costs: int = 1,
     """
     layers = profile.layers[1:] if profile.layers[0].name == "embedding" else profile.layers
     if shape is not None and shape.moe:
-        params = model_params(shape, active=True) - shape.vocab * shape.hidden
+        params = matmul_params(shape)
     else:
         info = profile.model
         idle = 1 - info.top_k / info.experts if info.experts and info.top_k else 0.0

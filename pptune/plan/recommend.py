@@ -174,8 +174,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
                      "per step (pass --global-batch to change it)")
     batch_note = (f"a Hugging Face config names no global batch; planned for {global_batch} "
                   "samples per step, pptune's default (pass --global-batch to plan for your "
-                  "run's)") if (s.global_batch is None and costs.shape is not None
-                                and costs.shape.source.startswith("Hugging Face config")) else None
+                  "run's)") if s.global_batch is None and spec.costs.hf_config is not None else None
     reserve = reserve_bytes(s, costs)
     if s.reserve_gib is None and costs.reserve_bytes is not None:
         notes.append(f"reserve: {reserve / GIB:.2f} GiB a GPU, what the calibrated profile's "

@@ -36,10 +36,10 @@ from pptune.check.costs import config_shape, layout_options
 from pptune.check.rules import CheckOptions, CheckReport, check
 from pptune.check.verdicts import DP_ASSUMED
 from pptune.costmodel import presets
-from pptune.costmodel.analytic import model_params
 from pptune.costmodel.calibration import Factors
 from pptune.costmodel.presets import ModelShape
 from pptune.costs import calibrated
+from pptune.costs.flops import shape_flops_per_token
 from pptune.errors import BadInput
 from pptune.frameworks.common.fields import Flags
 from pptune.frameworks.common.joblog import JobLog, JobSize, steady_step_s
@@ -173,9 +173,7 @@ def _throughput_disagrees(m: Measurement, log: JobLog, used: tuple[int, ...],
     if not rates:
         return []
     logged = rates[len(rates) // 2] * 1e12 * size.gpus * step_s
-    per_token = (6 * (model_params(shape, active=True) - shape.vocab * shape.hidden)
-                 + 6 * shape.num_blocks * shape.hidden * size.seq_len)
-    model = per_token * size.global_batch * size.seq_len
+    model = shape_flops_per_token(shape, size.seq_len) * size.global_batch * size.seq_len
     ratio = logged / model
     if 1 / THROUGHPUT_SLACK <= ratio <= THROUGHPUT_SLACK:
         return []
@@ -289,9 +287,8 @@ def _refuse_faster_than_peak(job: Job) -> None:
     peak: the dense peak of the GEMMs' precision the config states (BF16 and
     FP16 share one; FP8 where the config says so and the GPU has it), so the
     bound never refuses a step a job could take."""
-    m = job.shape
-    params = model_params(m, active=True) - m.vocab * m.hidden
-    flops = 6 * params * job.size.global_batch * job.size.seq_len
+    flops = (shape_flops_per_token(job.shape, job.size.seq_len, attention=False)
+             * job.size.global_batch * job.size.seq_len)
     spec = presets.GPUS[job.gpu]
     low = str(job.read.config.precision or "").endswith("fp8")  # fp8, mxfp8
     peak = (spec.fp8_peak_flops or spec.peak_flops) if low else spec.peak_flops
