@@ -245,7 +245,9 @@ CASES: list[Case] = [
     (["check-config", "{t}/binary.json"], 2, ("pptune: error",)),
     (["check-config", "{t}/yaml_bomb.yaml"], 2, ("alias",)),
     (["check-config", "{t}/big_layers.yaml"], 1, ("4,096",)),
-    (["check-config", "{t}/ok.yaml", "--profile", "{t}/deep.json"], 1, ("nested too deeply",)),
+    # a flag's bad file is bad usage (exit 2); the file's own profile is a finding (1, below)
+    (["check-config", "{t}/ok.yaml", "--profile", "{t}/deep.json"], 2, ("nested too deeply",)),
+    (["check-config", "{t}/ok.yaml", "--hf-config", "{t}/deep.json"], 2, ("nested too deeply",)),
     # a command-line --profile is the working folder's, not the config's folder's
     (["check-config", "sub/nomodel.yaml", "--profile", "profile.json", "--max-bubble", "1",
       "--max-slowdown", "100"], 0, ("memory-ok",)),
