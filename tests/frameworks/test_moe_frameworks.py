@@ -214,6 +214,23 @@ def test_megatron_recompute_modules_are_priced(tmp_path: Path) -> None:
     assert "ignored without --recompute-granularity selective" in " ".join(doc["notes"])
 
 
+def test_megatron_moe_layer_recompute_reads_as_megatron_core_turns_it(tmp_path: Path) -> None:
+    """megatron-core TransformerConfig.__post_init__: the deprecated --moe-layer-recompute
+    is selective granularity with "moe" appended to the modules; with full granularity
+    it raises."""
+    same = mixtral(tmp_path, SELECTIVE + "moe")[2]
+    code, found, doc = mixtral(tmp_path, "--moe-layer-recompute")
+    assert doc["config"]["recompute"] == "selective"
+    assert doc["config"]["recompute_modules"] == ["moe"]
+    assert doc["derived"]["peak_memory_bytes"] == same["derived"]["peak_memory_bytes"]
+    doc = mixtral(tmp_path, SELECTIVE + "moe_act --moe-layer-recompute")[2]
+    assert doc["config"]["recompute_modules"] == ["moe_act", "moe"]
+    code, found, _ = mixtral(tmp_path, "--moe-layer-recompute --recompute-granularity full "
+                             "--recompute-method uniform --recompute-num-layers 1")
+    assert code == 1 and "Do not set --moe-layer-recompute with full" in (
+        found["megatron-moe-layer-recompute"])
+
+
 def test_megatron_generic_placement_rules(tmp_path: Path) -> None:
     code, found, _ = mixtral(tmp_path, ep=3)
     assert code == 1 and "num_moe_experts % ep_size == 0" in found["moe-experts-ep"]

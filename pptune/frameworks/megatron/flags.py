@@ -114,6 +114,7 @@ MOE_BOOL_FLAGS = (
     "--multi-latent-attention",
     "--qk-layernorm",
     "--disable-bias-linear",
+    "--moe-layer-recompute",  # deprecated: selective recomputation of the MoE layer
 )
 VALUE_FLAGS += MOE_VALUE_FLAGS
 BOOL_FLAGS += MOE_BOOL_FLAGS
