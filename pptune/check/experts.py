@@ -37,6 +37,7 @@ SHAPE_FIELDS = {
     "kv_lora_rank": "kv_lora_rank", "qk_nope_head_dim": "qk_nope_head_dim",
     "qk_rope_head_dim": "qk_rope_head_dim", "v_head_dim": "v_head_dim",
     "moe_router_num_groups": "route_groups", "moe_router_group_topk": "route_group_topk",
+    "sliding_window": "sliding_window", "full_attention_every": "full_attention_every",
 }
 
 

@@ -103,6 +103,8 @@ MOE_VALUE_FLAGS = (
     "--v-head-dim",
     "--kv-channels",
     "--position-embedding-type",
+    "--window-size",  # sliding-window attention (window.py)
+    "--window-attn-skip-freq",
 )
 MOE_BOOL_FLAGS = (
     "--moe-grouped-gemm",

@@ -47,6 +47,7 @@ from pptune.frameworks.megatron.moe import read_moe
 from pptune.frameworks.megatron.pipeline import environment, pipeline
 from pptune.frameworks.megatron.recompute import read_modules, read_recompute
 from pptune.frameworks.megatron.widths import read_widths
+from pptune.frameworks.megatron.window import read_window
 from pptune.schemas import TrainingConfig
 
 _SIGNAL = re.compile(
@@ -129,6 +130,7 @@ def _fields(r: FlagReader, launcher: Flagged, env: Mapping[str, str]) -> dict[st
     fields["recompute"], fields["recompute_block_layers"] = read_recompute(r)
     fields["recompute_modules"] = read_modules(r, fields["recompute"])
     read_widths(r, fields)
+    read_window(r, fields)
     micro = r.number("--micro-batch-size")
     if micro is None and ctx.flags.micro_batch_size is None:
         raise ctx.bad("--micro-batch-size is missing or unresolved; expected "
