@@ -62,3 +62,16 @@ def test_simulate_json_carries_the_reader_notes() -> None:
     notes = json.loads(r.stdout)["notes"]
     assert any("tie_word_embeddings" in n for n in notes)
     assert all(n in r.stderr for n in notes)
+
+
+def test_check_config_json_lists_every_ignored_flag(tmp_path: Path) -> None:
+    flags = " ".join(f"--unread-flag-{i} {i}" for i in range(12))
+    script = tmp_path / "train.sh"
+    script.write_text("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 4 "
+                      "--hidden-size 256 --num-attention-heads 4 --seq-length 128 "
+                      f"--micro-batch-size 1 --global-batch-size 8 --bf16 {flags}\n")
+    r = runner.invoke(app, ["check-config", str(script), "--output", "json", "--no-compare"])
+    assert r.exit_code in (0, 1), r.output
+    doc = json.loads(r.stdout)
+    assert doc["ignored"] == [f"--unread-flag-{i}" for i in range(12)]
+    assert any("and 4 more" in n for n in doc["notes"])

@@ -100,6 +100,7 @@ def read_deepspeed(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     fields["recompute"] = _recompute(ctx, data, fields["pp"])
     ignored = sorted(str(k) for k in data if k not in _READ)
     if ignored:
+        ctx.semantics.ignored = ignored
         shown = ", ".join(ignored[:8]) + (f" and {len(ignored) - 8} more" if len(ignored) > 8 else "")
         ctx.note(f"ignored keys: {shown}")
     return build(ctx, fields)

@@ -310,6 +310,7 @@ def _note_shell(ctx: Ctx, script: Script, words: list[str], args: Flagged) -> No
         shown = ", ".join(w[:30] for w in unresolved[:6])
         ctx.note(f"shell references left as written (not resolvable without running): {shown}")
     if args.unknown:
+        ctx.semantics.ignored = list(args.unknown)
         extra = len(args.unknown) - 8
         names = ", ".join(args.unknown[:8]) + (f" and {extra} more" if extra > 0 else "")
         ctx.note(f"ignored {len(args.unknown)} other flags: {names}")
