@@ -21,8 +21,8 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from pptune.errors import BadInput
 

@@ -139,10 +139,11 @@ def _run(config: Path, format_in: str | None,
     if costs.profile is not None:  # the command line's path is the working folder's
         costs = replace(costs, profile=Path.cwd() / costs.profile)
     if costs.hf_config is not None:
-        costs = replace(costs, hf_config=Path.cwd() / costs.hf_config)
+        hf = Path.cwd() / costs.hf_config
+        costs = replace(costs, hf_config=hf)
         from pptune.costs.modelspec import read_hf_config
 
-        read_hf_config(costs.hf_config)  # a flag's bad file is bad usage (exit 2), not a finding
+        read_hf_config(hf)  # a flag's bad file is bad usage (exit 2), not a finding
     if costs.profile is not None:
         from pptune.schemas import load_profile
 

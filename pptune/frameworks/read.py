@@ -23,6 +23,7 @@ from typing import Any
 from pptune.errors import BadInput
 from pptune.frameworks.common.adapter import Adapter
 from pptune.frameworks.common.fields import Ctx, Semantics, check_flags, show
+from pptune.frameworks.common.planned import planned_for
 from pptune.frameworks.common.source import (
     Refused,
     json_like,
@@ -93,7 +94,7 @@ def read_config(
         )
     if ctx.env and "text" not in adapter.syntaxes:
         ctx.note(f"--env ignored: a {fmt.value} file reads no environment (launch scripts do)")
-    config = adapter.read(data, ctx)
+    config = planned_for(text, adapter.read(data, ctx), ctx)
     return ReadResult(config=config, format=fmt, notes=ctx.notes, semantics=ctx.semantics)
 
 

@@ -237,13 +237,13 @@ def test_megatron_sliding_windows_are_read_as_megatron_core_places_them(tmp_path
     LEFT,0 windows every layer but those whose number (from 1) is a multiple of
     --window-attn-skip-freq N; a list marks each layer (1 windowed, 0 full)."""
     base = mixtral(tmp_path)[2]
-    code, found, doc = mixtral(tmp_path, "--window-size 128,0 --window-attn-skip-freq 2")
+    doc = mixtral(tmp_path, "--window-size 128,0 --window-attn-skip-freq 2")[2]
     assert (doc["config"]["sliding_window"], doc["config"]["full_attention_every"]) == (128, 2)
     assert doc["derived"]["step_time_s"] < base["derived"]["step_time_s"]
     doc = mixtral(tmp_path, '--window-size "(128,0)" --window-attn-skip-freq "([1]+[0])*16"')[2]
     assert (doc["config"]["sliding_window"], doc["config"]["full_attention_every"]) == (128, 2)
-    code, found, doc = mixtral(tmp_path, '--window-size 128,0 --window-attn-skip-freq '
-                                         '"[0]*16+[1]*16"')
+    _, found, doc = mixtral(tmp_path, '--window-size 128,0 --window-attn-skip-freq '
+                                      '"[0]*16+[1]*16"')
     assert "irregularly" in found["megatron-unmodelled-flag"]
     assert doc["config"]["sliding_window"] is None
     assert doc["derived"]["step_time_s"] == base["derived"]["step_time_s"]

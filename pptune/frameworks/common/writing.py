@@ -8,9 +8,11 @@ environment.
 
 from __future__ import annotations
 
+from pptune.costmodel.models import MODELS
 from pptune.costmodel.presets import GPUS, host_gpus
 from pptune.costmodel.search import Plan
 from pptune.frameworks.common.adapter import Job
+from pptune.frameworks.common.planned import PLAN_LINE
 from pptune.report.fmt import fmt_microbatches, fmt_pct, fmt_seconds, fmt_sizes
 
 
@@ -58,4 +60,15 @@ def header(plan: Plan, job: Job, comment: str) -> list[str]:
         f"global batch {job.global_batch}",
         f"{comment} predicted: step {fmt_seconds(plan.step_time_s)}, bubble "
         f"{fmt_pct(plan.bubble_rate)}, {plan.tokens_per_s:.0f} tokens/s",
+        *plan_line(job, comment),
     ]
+
+
+def plan_line(job: Job, comment: str) -> list[str]:
+    """``# pptune-plan: gpu=... hf_config=...``: what the plan was made for that the
+    framework's own keys cannot state (check-config reads it back where the file states
+    neither: frameworks/common/planned.py)."""
+    said = [f"gpu={job.device}"] if str(job.device) in GPUS else []
+    if job.hf_config is not None and str(job.model) not in MODELS and " " not in job.hf_config:
+        said.append(f"hf_config={job.hf_config}")
+    return [f"{comment} {PLAN_LINE} " + " ".join(said)] if said else []

@@ -1,0 +1,42 @@
+"""The ``# pptune-plan:`` line ``recommend --emit`` writes into a Megatron-LM script or a
+torchtitan file: the GPU preset (and a Hugging Face config, for a model no preset names)
+the plan was made for, which the framework's own keys do not state. check-config takes
+each where the file states none (the command line's --gpu, --model and --hf-config
+still win), with a note; an unknown GPU or a malformed value is left out with a note."""
+
+from __future__ import annotations
+
+import re
+
+from pptune.costmodel.presets import GPUS
+from pptune.frameworks.common.fields import Ctx
+from pptune.schemas import TrainingConfig
+
+PLAN_LINE = "pptune-plan:"
+_LINE = re.compile(r"^\s*#\s*pptune-plan:[ \t]*(.*)$", re.MULTILINE)
+MAX_HF_PATH = 4096
+
+
+def planned_for(text: str, config: TrainingConfig, ctx: Ctx) -> TrainingConfig:
+    """``config`` with the GPU and Hugging Face config of the file's plan line where it
+    states neither."""
+    found = _LINE.search(text)
+    if found is None:
+        return config
+    pairs = dict(word.split("=", 1) for word in found.group(1).split() if "=" in word)
+    update: dict[str, str] = {}
+    gpu = pairs.get("gpu")
+    if gpu is not None and config.gpu is None:
+        if gpu in GPUS:
+            update["gpu"] = gpu
+        else:
+            ctx.note(f"'# {PLAN_LINE}' names gpu {gpu[:40]!r}, not a preset: left out")
+    hf = pairs.get("hf_config")
+    if hf is not None and config.model is None and config.hf_config is None:
+        if 0 < len(hf) <= MAX_HF_PATH:
+            update["hf_config"] = hf
+    if not update:
+        return config
+    ctx.note(", ".join(f"{k} {v}" for k, v in update.items())
+             + f" from the file's '# {PLAN_LINE}' line (what recommend --emit planned for)")
+    return config.model_copy(update=update)

@@ -1,0 +1,65 @@
+"""The ``# pptune-plan:`` line: an emitted Megatron-LM script or torchtitan file states
+the GPU (and a Hugging Face config for a model no preset names) its plan was made for,
+so check-config gives the plan back with no flags; the file's own keys and the command
+line still win."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pptune.cli.app import app
+from pptune.plan.emit import emit, write
+from pptune.plan.recommend import RecommendSpec, recommend
+
+runner = CliRunner()
+HF = Path(__file__).resolve().parents[1] / "data" / "hf" / "gemma3-1b-config.json"
+
+
+def _check(path: Path, *flags: str) -> dict:
+    r = runner.invoke(app, ["check-config", str(path), "--output", "json", "--no-compare",
+                            *flags])
+    assert r.exit_code in (0, 1), r.stderr
+    return json.loads(r.stdout)
+
+
+def test_a_megatron_script_planned_for_b200_is_checked_on_b200(tmp_path: Path) -> None:
+    run = recommend(RecommendSpec.of(gpus=16, model="llama3-8b", gpu="b200", top=1))
+    out = emit("megatron", run)
+    write(out, tmp_path)
+    assert "# pptune-plan: gpu=b200\n" in out.files["pretrain_megatron.sh"]
+    doc = _check(tmp_path / "pretrain_megatron.sh")
+    assert doc["config"]["gpu"] == "b200"
+    assert not any(f["id"] == "gpu-assumed" for f in doc["findings"])
+    assert any("from the file's '# pptune-plan:' line" in n for n in doc["notes"])
+    assert doc["derived"]["step_time_s"] == pytest.approx(out.plan.step_time_s, rel=1e-9)
+    # the command line wins
+    assert _check(tmp_path / "pretrain_megatron.sh", "--gpu", "h100-sxm")[
+        "derived"]["step_time_s"] != pytest.approx(out.plan.step_time_s, rel=1e-3)
+
+
+def test_a_torchtitan_file_of_a_hugging_face_model_is_priced_from_its_config(
+        tmp_path: Path) -> None:
+    run = recommend(RecommendSpec.of(gpus=8, hf_config=str(HF), seq_len=2048, top=1))
+    out = emit("torchtitan", run)
+    write(out, tmp_path)
+    assert f"hf_config={HF}" in out.files["torchtitan.toml"]
+    doc = _check(tmp_path / "torchtitan.toml")
+    assert doc["config"]["hf_config"] == str(HF)
+    assert not any(f["id"] == "model-unknown" for f in doc["findings"])
+    assert doc["derived"]["step_time_s"] == pytest.approx(out.plan.step_time_s, rel=1e-9)
+
+
+def test_the_file_s_own_keys_win_and_an_unknown_gpu_is_left_out(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("# pptune-plan: gpu=b200\nmodel: llama3-8b\ngpu: a100-80gb\ngpus: 8\n"
+                    "micro_batch_size: 1\nglobal_batch: 64\n")
+    assert _check(path)["config"]["gpu"] == "a100-80gb"
+    path.write_text("# pptune-plan: gpu=tpu-v5\nmodel: llama3-8b\ngpus: 8\n"
+                    "micro_batch_size: 1\nglobal_batch: 64\n")
+    doc = _check(path)
+    assert doc["config"]["gpu"] is None
+    assert any("not a preset: left out" in n for n in doc["notes"])
