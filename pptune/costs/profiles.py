@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from pptune.costmodel import collectives, context, precision, presets
+from pptune.costmodel import block_style, collectives, context, precision, presets
 from pptune.costmodel.analytic import AnalyticLayer, analytic_layers, block_params
 from pptune.costmodel.collectives import Collective, Fabric
 from pptune.costmodel.comm import AllReduceLink
@@ -239,8 +239,8 @@ def _weight_cache_bytes(shape: presets.ModelShape, tp: int, gemm_precision: Prec
     per = precision.weight_cache_bytes_per_param(gemm_precision, fp8_params, kernels)
     if per <= 0:
         return 0.0
-    norms = 2 * shape.hidden * (2 if shape.dropout else 1)
-    return (block_params(shape) - norms) / tp * per
+    vectors = 2 * block_style.norm_params(shape) + block_style.bias_params(shape)  # not cached
+    return (block_params(shape) - vectors) / tp * per
 
 
 def preset_tables(

@@ -103,6 +103,7 @@ MOE_VALUE_FLAGS = (
     "--v-head-dim",
     "--kv-channels",
     "--position-embedding-type",
+    "--normalization",
 )
 MOE_BOOL_FLAGS = (
     "--moe-grouped-gemm",
@@ -114,6 +115,8 @@ MOE_BOOL_FLAGS = (
     "--multi-latent-attention",
     "--qk-layernorm",
     "--disable-bias-linear",
+    "--add-qkv-bias",
+    "--untie-embeddings-and-output-weights",
 )
 VALUE_FLAGS += MOE_VALUE_FLAGS
 BOOL_FLAGS += MOE_BOOL_FLAGS
