@@ -75,9 +75,13 @@ class ModelShape:
     qkv_bias: bool = False  # biases on the query, key and value projections (Qwen2)
     attn_out_bias: bool = False  # a bias on the attention output projection
     mlp_bias: bool = False  # biases on the MLP's projections, experts' included (GPT-OSS)
-    # the LM head shares the embedding's matrix (Gemma; Megatron-LM's default);
-    # read and emitted, priced as an untied head (costs/modelspec.py says what that counts)
+    # the LM head shares the embedding's matrix (Gemma; Megatron-LM's default): one
+    # copy where one stage holds both, else a copy on the last stage (table.py)
     tied_embeddings: bool = False
+
+    def __post_init__(self) -> None:
+        if self.norm is not None and not isinstance(self.norm, Norm):  # "rmsnorm" from a file
+            object.__setattr__(self, "norm", Norm(self.norm))
 
     @property
     def head_dim(self) -> int:
@@ -106,7 +110,7 @@ class ModelShape:
     def normalization(self) -> Norm:
         """The block's norm, stated or as ``norm`` None implies."""
         if self.norm is not None:
-            return Norm(self.norm)
+            return self.norm
         return Norm.LAYERNORM if self.dropout else Norm.RMSNORM
 
     @property

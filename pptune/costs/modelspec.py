@@ -159,11 +159,10 @@ def read_hf_config(
     if extra.get("tied_embeddings"):
         notes.append(
             f"tie_word_embeddings: the LM head shares the embedding's {vocab} x {hidden} "
-            "matrix; pptune prices the head as a matrix of its own, as a pipeline keeps a copy "
-            "on its last stage (Megatron-LM, DeepSpeed), so a plan without a pipeline counts "
-            f"{vocab * hidden / 1e9:.2f}B parameters, their gradients and optimizer state "
-            "twice; with one, the all-reduce of the embedding's gradient between the first and "
-            "last stage each step (megatron-core finalize_model_grads) is not priced")
+            f"matrix ({vocab * hidden / 1e9:.2f}B parameters): a plan without a pipeline holds "
+            "it, its gradients and optimizer state once; a pipeline keeps a copy on its last "
+            "stage (Megatron-LM, DeepSpeed), whose gradient all-reduce with the first stage's "
+            "each step (megatron-core finalize_model_grads) is not priced")
     shape = ModelShape(
         name=str(cfg.get("_name_or_path") or model_type or path.stem)[:60],
         num_blocks=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn=ffn,

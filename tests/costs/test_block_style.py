@@ -150,3 +150,37 @@ def test_gpt_oss_glm_gemma_and_deepseek(tmp_path: Path) -> None:
     assert read_hf_config(HF / "gemma3-1b-config.json").shape.tied_embeddings  # default
     v3 = read_hf_config(_config(tmp_path, "deepseek-v3-config.json", attention_bias=True))
     assert not bias_params(v3.shape)  # latent attention: priced without biases
+
+
+def test_a_tied_head_is_held_once_by_a_stage_with_the_embedding() -> None:
+    """One stage: the embedding's V x h matrix once (its weights, gradients and optimizer
+    state); two: the last stage keeps a copy, as megatron-core does."""
+    from pptune.costmodel.keys import CostKey
+    from pptune.costmodel.search import (
+        PlanRequest,
+        PlanSpec,
+        Recompute,
+        Schedule,
+        Sharding,
+        evaluate,
+    )
+    from pptune.costmodel.splitting import per_param_bytes
+    from pptune.costs.profiles import preset_tables
+
+    tied = dataclasses.replace(TINY, tied_embeddings=True)
+    tables = [preset_tables(m, "h100-sxm", [1])(CostKey()) for m in (TINY, tied)]
+    assert tables[1].tied_param_bytes == 1000 * 64 * 2 and not tables[0].tied_param_bytes
+    assert tables[0].params(0, 4) - tables[1].params(0, 4) == 1000 * 64
+    assert tables[0].params(2, 4) == tables[1].params(2, 4)  # the last stage's copy
+    for pp, layers in ((1, (4,)), (2, (2, 2))):
+        req = PlanRequest(gpus=pp, global_batch=4, shardings=(Sharding.NONE,),
+                          recomputes=(Recompute.NONE,), reserve_bytes=0.0)
+        spec = PlanSpec(Schedule.ONE_F_ONE_B, pp, 1, 4, layers)
+        untied_peak, tied_peak = (evaluate(t, req, spec).peak_memory_bytes for t in tables)
+        if pp == 2:
+            assert untied_peak == tied_peak
+            continue
+        # bf16 weight, fp32 gradient and master copy, Adam's two fp32 moments
+        assert per_param_bytes(req, spec)[0] == 2 + 4 + 4 + 8
+        saved = 1000 * 64 * 18
+        assert untied_peak[0] - tied_peak[0] == pytest.approx(saved, rel=1e-9)
