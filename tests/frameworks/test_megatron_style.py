@@ -88,6 +88,16 @@ def test_writer_states_the_shapes_style() -> None:
                                        "--add-qkv-bias", "--untie-embeddings-and-output-weights"]
     assert unsaid == ["the attention output's biases are priced but left out: Megatron-LM "
                       "states biases on every linear layer or on QKV alone"]
+    # GPT-OSS's experts split over etp 2: megatron-core refuses their biases
+    oss, unsaid = MODELS["gpt-oss-120b"], []
+    assert style_args(oss, unsaid) == ["--normalization RMSNorm",
+                                       "--untie-embeddings-and-output-weights"]
+    assert style_args(oss, unsaid, etp=2) == [
+        "--normalization RMSNorm", "--disable-bias-linear", "--add-qkv-bias",
+        "--untie-embeddings-and-output-weights"]
+    assert unsaid == ["the attention output's and the MLP's biases are priced but left out: "
+                      "megatron-core takes no expert biases with --expert-tensor-parallel-size "
+                      "2 ('Bias in Moe is only supported when ETP==1')"]
 
 
 @pytest.mark.parametrize("config", ["qwen2-7b-config.json", "phi-3.5-moe-config.json"])

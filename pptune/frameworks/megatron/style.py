@@ -38,19 +38,23 @@ def read_style(r: FlagReader, fields: dict[str, Any]) -> None:
         fields["tied_embeddings"] = False
 
 
-def style_args(shape: ModelShape, unsaid: list[str]) -> list[str]:
+def style_args(shape: ModelShape, unsaid: list[str], etp: int = 1) -> list[str]:
     """The flags that build ``shape``'s style; in ``unsaid``, the biases Megatron-LM
-    cannot state (one on the attention output or the MLP without biases everywhere)."""
+    cannot state: one on the attention output or the MLP without biases everywhere, and
+    experts' biases split over ``etp`` > 1 ranks (megatron-core TransformerConfig
+    __post_init__: 'Bias in Moe is only supported when ETP==1')."""
     args = [f"--normalization {'RMSNorm' if shape.normalization is Norm.RMSNORM else 'LayerNorm'}"]
-    if not shape.linear_bias:
+    if not shape.linear_bias or (shape.moe and etp > 1):
         args.append("--disable-bias-linear")
         if shape.qkv_bias:
             args.append("--add-qkv-bias")
         left = [name for name, on in (("the attention output's", shape.attn_out_bias),
                                       ("the MLP's", shape.mlp_bias)) if on]
+        why = ("megatron-core takes no expert biases with --expert-tensor-parallel-size "
+               f"{etp} ('Bias in Moe is only supported when ETP==1')" if shape.linear_bias else
+               "Megatron-LM states biases on every linear layer or on QKV alone")
         if left:
-            unsaid.append(f"{' and '.join(left)} biases are priced but left out: Megatron-LM "
-                          "states biases on every linear layer or on QKV alone")
+            unsaid.append(f"{' and '.join(left)} biases are priced but left out: {why}")
     if not shape.tied_embeddings:
         args.append("--untie-embeddings-and-output-weights")
     return args

@@ -83,7 +83,7 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
             args += ["--swiglu", "--position-embedding-type rope"]
             if (job.cost_options or CostOptions()).swiglu is Swiglu.EAGER:
                 args.append("--no-bias-swiglu-fusion")  # as priced (--swiglu eager)
-        args += style_args(shape, unsaid)  # norm, biases, tied embeddings (style.py)
+        args += style_args(shape, unsaid, plan.etp)  # norm, biases, tied embeddings (style.py)
         args += moe_args(shape, plan, (job.cost_options or CostOptions()).moe_dispatcher)
     else:  # a comment inside the continued command would end it: say it above
         lines.append("# the profile names no model shape: add --hidden-size, "
@@ -186,8 +186,6 @@ def moe_args(shape: ModelShape, plan: Plan,
     if shape.route_groups:
         args += [f"--moe-router-num-groups {shape.route_groups}",
                  f"--moe-router-group-topk {shape.route_group_topk}"]
-    if plan.etp > 1 and shape.linear_bias:  # 'Bias in Moe is only supported when ETP==1'
-        args.append("--disable-bias-linear")
     # the dispatcher the plan was priced with (flex needs tp x ep > 1: else alltoall,
     # which moves nothing then either); the local experts as one grouped GEMM
     if dispatcher is Dispatcher.DEEPEP and plan.tp * plan.ep > 1:
