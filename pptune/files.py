@@ -22,6 +22,7 @@ import shutil
 import stat
 import tempfile
 from pathlib import Path
+from typing import Iterable
 
 from pptune.errors import BadInput
 
@@ -61,8 +62,14 @@ def _target(path: Path) -> Path:
     return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
-def check_output(path: Path, flag: str) -> None:
-    """Refuse an output path that cannot be written, before any work is done."""
+def check_output(path: Path, flag: str, inputs: Iterable[tuple[str, Path | None]] = ()
+                 ) -> None:
+    """Refuse an output path that cannot be written, or that is a file the same command
+    reads (``inputs``: flag and path), before any work is done."""
+    for name, given in inputs:
+        if given is not None and _same_file(path, Path(given)):
+            raise BadInput(f"{flag} {path} is the {name} file this command reads; write "
+                           "to another path")
     try:
         target = _target(path)
         if target.exists() or target.is_symlink():
@@ -79,6 +86,16 @@ def check_output(path: Path, flag: str) -> None:
             raise BadInput(f"{flag} {path}: the folder {folder} is not writable")
     except (OSError, ValueError) as exc:
         raise BadInput(f"{flag} {path}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (links and relative spellings included)."""
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+        return a.resolve() == b.resolve()
+    except (OSError, ValueError, RuntimeError):
+        return False
 
 
 def write_text(path: Path, text: str, mode: int = 0o666) -> None:

@@ -33,7 +33,7 @@ from pptune.costmodel.rates import Swiglu
 from pptune.costmodel.search import CostTable
 from pptune.costmodel.sharding import STATE_DTYPE_BYTES, moment_bytes
 from pptune.costs import calibrated
-from pptune.costs.modelspec import from_hf_config, from_sizes, with_seq_len
+from pptune.costs.modelspec import from_sizes, read_hf_config, with_seq_len
 from pptune.costs.resolve import Mode, find
 from pptune.errors import PptuneError
 from pptune.options import CostOptions
@@ -274,7 +274,10 @@ def config_shape(cfg: TrainingConfig, base_dir: Path, model: str | None,
         shape = with_seq_len(model_preset(name), cfg.seq_len)
     elif hf_config is not None or cfg.hf_config:
         hf = hf_config or Path(str(cfg.hf_config))
-        shape = from_hf_config(hf if hf.is_absolute() else base_dir / hf, cfg.seq_len)
+        read = read_hf_config(hf if hf.is_absolute() else base_dir / hf, cfg.seq_len)
+        shape = read.shape
+        for note in read.notes:  # what the reader assumed, as recommend states it
+            add("hf-config-note", "info", f"hf_config {hf.name}: {note}")
     elif cfg.num_layers and cfg.hidden_size and cfg.num_heads and cfg.seq_len:
         shape = from_sizes(cfg.num_layers, cfg.hidden_size, cfg.num_heads, cfg.seq_len,
                            kv_heads=cfg.num_kv_heads, ffn=cfg.ffn_hidden_size,

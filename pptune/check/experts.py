@@ -40,6 +40,7 @@ SHAPE_FIELDS = {
     "moe_router_num_groups": "route_groups", "moe_router_group_topk": "route_group_topk",
     "qkv_bias": "qkv_bias", "attn_out_bias": "attn_out_bias", "mlp_bias": "mlp_bias",
     "tied_embeddings": "tied_embeddings",
+    "sliding_window": "sliding_window", "full_attention_every": "full_attention_every",
 }
 
 

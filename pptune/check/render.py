@@ -41,6 +41,7 @@ def findings_json(path: Path, read: ReadResult, report: CheckReport, exit_code: 
             for f in _sorted(report)
         ],
         "notes": list(read.notes),
+        "ignored": list(read.semantics.ignored),  # every flag or key left unread, in full
         "derived": report.derived,
         "config": read.config.model_dump(mode="json"),
     }

@@ -163,7 +163,8 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
                 ga = cfg.global_batch // (mbs * dp)
         elif ga is None:
             add("batch-unknown", "error",
-                "the config states neither the global batch nor the GA steps; set one")
+                "the config states neither the global batch nor the GA steps; set one "
+                "(or pass --global-batch)")
     if dp is not None and cfg.global_batch is not None and ga is not None and ga < 1:
         ga = None
     m = ga // cfg.pipeline_flushes if ga is not None else None

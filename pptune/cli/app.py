@@ -124,7 +124,7 @@ def simulate_cmd(
     _check_width(out.width)
     for flag, path in (("--trace", trace), ("--svg", svg)):
         if path is not None:
-            check_output(path, flag)
+            check_output(path, flag, costs.input_files())
     spec = simulation.SimSpec(
         schedule=schedule, pp=pp, microbatches=microbatches, virtual_stages=virtual_stages,
         fwd_ms=fwd_ms, bwd_ms=bwd_ms, wgrad_ms=wgrad_ms, p2p_ms=p2p_ms, a2a_ms=a2a_ms,
@@ -194,6 +194,9 @@ def recommend_cmd(
         found = limits.problem("--train-tokens", train_tokens, 0, limits.MAX_TRAIN_TOKENS, lo_open=True)
         if found:
             raise BadInput(found)
+    if emit is not None and out.as_json:
+        raise BadInput("--json and --emit: --emit writes the framework's files (to -o DIR, "
+                       "else to stdout); run recommend --json -o plans.json for the plans")
     if emit is not None:
         from pptune.plan.emit import check_moments
 
@@ -203,7 +206,7 @@ def recommend_cmd(
 
         check_folder(output, file_names(emit), force)
     elif output is not None:
-        check_output(output, "-o")
+        check_output(output, "-o", costs.input_files())
     run = planning.recommend(req)
     for note in run.notes:
         _say(note)

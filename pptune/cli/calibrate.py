@@ -196,7 +196,8 @@ def calibrate(
             raise BadInput("; ".join(dict.fromkeys(found)))
         measurements = pair(order, list(run or []), list(step_s or []), list(log or []),
                             per_run)
-        check_output(output, "-o")
+        check_output(output, "-o", [*(("--run", r) for r in run or ()),
+                                    *(("--log", g) for g in log or ())])
         _from_jobs(measurements, gpu, model, warmup, output, as_json)
         return
     if not results or profile is None:

@@ -140,6 +140,13 @@ def _run(config: Path, format_in: str | None,
         costs = replace(costs, profile=Path.cwd() / costs.profile)
     if costs.hf_config is not None:
         costs = replace(costs, hf_config=Path.cwd() / costs.hf_config)
+        from pptune.costs.modelspec import read_hf_config
+
+        read_hf_config(costs.hf_config)  # a flag's bad file is bad usage (exit 2), not a finding
+    if costs.profile is not None:
+        from pptune.schemas import load_profile
+
+        load_profile(costs.profile)
     opts = CheckOptions(max_bubble=max_bubble, max_slowdown=max_slowdown, costs=costs,
                         compare_best=flags.compare_best, strict=flags.strict)
     return check(read.config, config.parent, opts, read.semantics), read

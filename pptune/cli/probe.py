@@ -165,7 +165,8 @@ def probe(
 ) -> None:
     stderr = Console(stderr=True)
     _check_numbers(timeout, repeats, warmup, threads, seq_len)
-    check_output(output, "-o")  # before the measurement, not after it
+    check_output(output, "-o", [("--hf-config", hf_config),  # before the measurement
+                                *(("--nccl-tests", n) for n in nccl_tests)])
     from pptune.probe.build import ProbeOptions, run_probe
     from pptune.schemas import write_atomic
 

@@ -21,7 +21,13 @@ from pptune.costmodel import amax, collectives, optimizer, precision
 from pptune.costmodel.comm import AllReduceLink, Placement, group_link, megatron_bucket_params
 from pptune.costmodel.layout import Dim, Group, Layout
 from pptune.costmodel.memo import ByIdentity
-from pptune.costmodel.memory import DeviceMemory, p2p_buffer_bytes, with_recompute
+from pptune.costmodel.memory import (
+    DeviceMemory,
+    embedding_holders,
+    p2p_buffer_bytes,
+    shared_embedding,
+    with_recompute,
+)
 from pptune.costmodel.partition import stage_bounds
 from pptune.costmodel.records import (
     DEFAULT_VIRTUAL_STAGES,
@@ -100,6 +106,10 @@ class StageLayout:
     device_of: list[int]
     expert_params: list[float] = field(default_factory=list)  # the routed experts' part
     cache: list[float] = field(default_factory=list)  # per stage, precision.py
+    # per stage: the embedding's parameters where the stage holds the embedding, and its
+    # MTP modules' copies of it (shared_embedding)
+    embedding: list[float] = field(default_factory=list)
+    mtp_copies: list[int] = field(default_factory=list)
 
 
 def _both(a: ShardComm, b: ShardComm) -> ShardComm:
@@ -179,6 +189,7 @@ def _stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLa
             lambda n: amax.reduction_s(n, group, table.fabric, table.ar_intra, table.ar_inter))
     cache = ([sum(table.cache_bytes[s:e]) for s, e in bounds] if table.cache_bytes
              else [0.0] * len(bounds))
+    embedding, mtp_copies = embedding_holders(table, bounds)
     chunk_of = stage_chunk_map(spec.schedule, spec.pp, spec.virtual_stages)
     if chunk_of != list(range(len(bounds))):  # dualpipe: each chunk on two stages
         stages = [stages[c] for c in chunk_of]
@@ -187,8 +198,12 @@ def _stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLa
         largest = [largest[c] for c in chunk_of]
         experts = [experts[c] for c in chunk_of] if experts else []
         cache = [cache[c] for c in chunk_of]
+        embedding = [embedding[c] for c in chunk_of]
+        mtp_copies = [mtp_copies[c] for c in chunk_of]
     device_of = list(stage_devices(spec.schedule, spec.pp, len(chunk_of)))
-    return StageLayout(stages, comm, params, largest, device_of, experts, cache)
+    return StageLayout(stages, comm, params, largest, device_of, experts, cache, embedding,
+                       mtp_copies)
+
 
 
 def _both_copies(group: Group, copies: int, together: bool) -> Group:
@@ -236,6 +251,8 @@ def device_memory(
             experts[d] += lay.expert_params[k]
         cache[d] += lay.cache[k] if lay.cache else 0.0
     p2p = p2p_buffer_bytes([s.out_bytes for s in lay.stages], lay.device_of, p)
+    for d in range(p):
+        params[d] -= shared_embedding(lay.device_of, lay.embedding, lay.mtp_copies, d)
     return [
         DeviceMemory(
             state_bytes=((params[d] - experts[d]) * per_param + experts[d] * per_expert

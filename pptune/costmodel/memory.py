@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from pptune.costmodel.memo import ByIdentity
+from pptune.costmodel.partition import MTP
 from pptune.costmodel.table import CostTable, LayerCosts, block_layers, named_blocks
 
 DEFAULT_RESERVE_BYTES = 2 * 1024**3  # CUDA context + NCCL buffers + fragmentation (assumed)
@@ -185,3 +186,28 @@ def p2p_buffer_bytes(
             buf[a] += out_bytes[k]  # activation sent, gradient received
             buf[z] += out_bytes[k]  # activation received, gradient sent
     return buf
+
+
+def shared_embedding(device_of: Sequence[int], embedding: Sequence[float],
+                     mtp_copies: Sequence[int], device: int) -> float:
+    """Parameters a device holds once, not twice: an MTP module embeds with the model's
+    embedding, so where the device holds the embedding too (no pipeline; DualPipe's and
+    the V schedules' first device holds the first and the last chunk) its copy is the same
+    tensor: DeepSeek-V3 (arXiv 2412.19437) sec. 3.2.3, "Shared Embedding and Output Head
+    for Multi-Token Prediction"; megatron-core's MTP block takes the model's embedding.
+    Per stage: ``embedding`` the embedding's parameters where it holds it, ``mtp_copies``
+    its MTP modules; ``device_of`` the device of each stage."""
+    on = [k for k, d in enumerate(device_of) if d == device]
+    held = max((embedding[k] for k in on), default=0.0) if embedding else 0.0
+    return held * (sum(mtp_copies[k] for k in on) if mtp_copies else 0)
+
+
+def embedding_holders(table: CostTable, bounds: Sequence[tuple[int, int]]
+                      ) -> tuple[list[float], list[int]]:
+    """Per chunk of ``bounds``: the embedding's parameters where the chunk holds it, and
+    the chunk's MTP modules (each embeds with a copy of it: shared_embedding)."""
+    names = table.names
+    emb = table.params(0, 1) if names and names[0] == "embedding" else 0.0
+    return ([emb if s == 0 < e else 0.0 for s, e in bounds],
+            [sum(1 for n in names[s:e] if n.startswith(MTP)) for s, e in bounds])
+

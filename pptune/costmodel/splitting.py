@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pptune.costmodel.bounds import lower_bound
 from pptune.costmodel.evaluate import PlanRequest, PlanSpec, optimizer_step_s, stage_layout
 from pptune.costmodel.layout import Layout
-from pptune.costmodel.memory import Recompute, with_recompute
+from pptune.costmodel.memory import Recompute, embedding_holders, shared_embedding, with_recompute
 from pptune.costmodel.partition import (
     SplitError,
     Starts,
@@ -96,6 +96,11 @@ def surely_oom(table: CostTable, req: PlanRequest, spec: PlanSpec,
         s, e = bounds[chunk]
         static[d] += sum(state[s:e]) if state else table.params(s, e) * per
         act[d] = max(act[d], inflight[k] * stages[k].act_bytes)
+    embedding, copies = embedding_holders(table, bounds)
+    devices = stage_devices(spec.schedule, p, len(chunk_of))
+    for d in range(p):  # an MTP module's embedding shared with the device's (memory.py)
+        static[d] -= per * shared_embedding(
+            devices, [embedding[c] for c in chunk_of], [copies[c] for c in chunk_of], d)
     usable = table.memory_bytes - req.reserve_bytes
     return any(static[d] + act[d] > usable for d in range(p))
 
@@ -193,8 +198,7 @@ def min_bottleneck_within_memory(
         state = layer_state_bytes(table, req, spec) if experts else []
         for i in range(n):
             static.append(static[-1] + (state[i] if state else table.layer_params[i] * per_param))
-        if tied:
-            static[-1] -= tied
+        static[-1] -= tied
         cache.sums[static_key] = static
     static = cache.sums[static_key]
     act_key = ("act", spec.recompute, b)

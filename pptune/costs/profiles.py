@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from pptune.costmodel import block_style, collectives, context, precision, presets
-from pptune.costmodel.analytic import AnalyticLayer, analytic_layers, block_params
+from pptune.costmodel import collectives, context, precision, presets
+from pptune.costmodel.analytic import AnalyticLayer, analytic_layers
 from pptune.costmodel.collectives import Collective, Fabric
 from pptune.costmodel.comm import AllReduceLink
 from pptune.costmodel.context import CpComm
@@ -19,11 +19,13 @@ from pptune.costmodel.layout import contiguous_group
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.ops import Attention
+from pptune.costmodel.partition import MTP
 from pptune.costmodel.rates import Swiglu
 from pptune.costmodel.recompute_modules import searched_modules
 from pptune.costmodel.search import CostTable, LayerCosts
 from pptune.costmodel.simulate import Link
 from pptune.costmodel.tp_overlap import TpOverlap
+from pptune.costs.fp8_cache import weight_cache_bytes
 from pptune.costs.names import gpu_preset, model_preset
 from pptune.errors import BadInput
 from pptune.schemas import (
@@ -184,8 +186,15 @@ def analytic_profile(
         raise BadInput(f"{model}: {exc}") from None
     if layers_out is not None:
         layers_out.extend(layers)
-    cache = _weight_cache_bytes(shape, tp, gemm_precision, fp8_params,
-                                precision.Fp8Kernels(fp8_kernels))
+    kernels = precision.Fp8Kernels(fp8_kernels)
+
+    def cache(name: str) -> float | None:
+        """A block's (or MTP block's) cached FP8 weights on this rank (fp8_cache.py)."""
+        i = (int(name[len("block"):]) if name.startswith("block") else
+             shape.num_blocks + int(name[len(MTP):]) if name.startswith(MTP) else None)
+        found = 0.0 if i is None else weight_cache_bytes(shape, i, tp, ex, gemm_precision,
+                                                         fp8_params, kernels)
+        return found or None
     # a tied head's matrix is the embedding's: one copy on a stage that holds both
     tied = shape.vocab * shape.hidden / tp * 2 if shape.tied_embeddings else 0.0
     return Profile(
@@ -204,7 +213,7 @@ def analytic_profile(
                 name=layer.name,
                 param_bytes=layer.param_bytes,
                 expert_param_bytes=layer.expert_param_bytes,
-                cache_bytes=cache if layer.name.startswith("block") and cache else None,
+                cache_bytes=cache(layer.name),
                 tied_param_bytes=tied if layer.name == "head" else 0.0,
                 per_micro_batch={
                     str(b): LayerCost(
@@ -234,16 +243,6 @@ def analytic_profile(
                if ex is not None else "")
         ],
     )
-
-
-def _weight_cache_bytes(shape: presets.ModelShape, tp: int, gemm_precision: Precision,
-                        fp8_params: bool, kernels: precision.Fp8Kernels) -> float:
-    """A block's FP8 weight copies and transposes on one tensor-parallel rank (precision.py)."""
-    per = precision.weight_cache_bytes_per_param(gemm_precision, fp8_params, kernels)
-    if per <= 0:
-        return 0.0
-    vectors = 2 * block_style.norm_params(shape) + block_style.bias_params(shape)  # not cached
-    return (block_params(shape) - vectors) / tp * per
 
 
 def preset_tables(

@@ -238,6 +238,10 @@ def _classify_mapping(data: Any, name: str, syntax: str) -> tuple[Framework, Any
     if not isinstance(data, dict):
         raise BadInput(f"{name}: the top level is {_kind(data)}; expected a {label} mapping "
                        "of config keys")
+    if "model_type" in data and ("architectures" in data or "num_hidden_layers" in data):
+        raise BadInput(f"{name} is a Hugging Face model config (model_type "
+                       f"{show(data['model_type'])}), not a training config: pass it as "
+                       "--hf-config beside the training config (check-config) or to recommend")
     found = _match(data, syntax)
     if found is not None:
         return found, data

@@ -15,7 +15,10 @@ What counts as busy (compute) on a rank:
 - GPU kernels (``cat`` ``"kernel"``) on any of its streams when it has any,
   which is what ``nvmlDeviceGetUtilizationRates().gpu`` counts too;
 - otherwise top-level CPU ops (``cpu_op`` not nested in another ``cpu_op``
-  on the same thread). User annotations do not count as compute:
+  on the same thread);
+- otherwise, in the traces pptune itself writes (``simulate --trace``,
+  ``validate --trace``: one ``pid`` a device), its ``compute`` events, its
+  ``p2p`` sends as communication. User annotations do not count as compute:
   ``torch.distributed.pipelining`` wraps each step in ``Forward i`` /
   ``Backward i`` / ``PP:...`` markers that include the time spent waiting to
   receive, and ``ProfilerStep#k`` spans the whole step (measured 2026-11-29,
@@ -55,6 +58,8 @@ COMM_SUBSTRINGS = ("nccl", "gloo", "deep_ep", "deepep", "dpsk::ep::")  # module 
 COMM_PREFIXES = ("c10d::", "record_param_comms")
 SOURCE_GPU = "gpu kernels"
 SOURCE_CPU = "cpu ops"
+SOURCE_PPTUNE = "pptune ops"
+PPTUNE_CATS = ("compute", "p2p")  # report/trace.py's categories
 
 
 # ---------------------------------------------------------------- intervals
@@ -135,7 +140,7 @@ def split_ranks(traces: Sequence[TraceFile]) -> list[RankEvents]:
         else:
             pids = {
                 e.get("pid") for e in t.events if e.get("cat") in ("cpu_op", "user_annotation")
-            }
+            } or {e.get("pid") for e in t.events if e.get("cat") in PPTUNE_CATS}
         if len(pids) <= 1:
             return [RankEvents(0, t.label, t.events)]
         ordered = sorted(pids, key=_pid_key)
@@ -189,6 +194,10 @@ def rank_intervals(events: Sequence[dict[str, Any]]) -> tuple[str, list[Interval
         comm = [iv(e) for e in kernels if is_comm(str(e.get("name", "")))]
         return SOURCE_GPU, merge_intervals(compute), merge_intervals(comm)
     ops = _top_level([e for e in events if e.get("cat") == "cpu_op"])
+    if not ops and any(e.get("cat") in PPTUNE_CATS for e in events):
+        return (SOURCE_PPTUNE,
+                merge_intervals([iv(e) for e in events if e.get("cat") == "compute"]),
+                merge_intervals([iv(e) for e in events if e.get("cat") == "p2p"]))
     compute = [iv(e) for e in ops if not is_comm(str(e.get("name", "")))]
     comm = [iv(e) for e in ops if is_comm(str(e.get("name", "")))]
     comm += [

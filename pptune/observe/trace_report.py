@@ -173,9 +173,12 @@ def analyze(
         raise BadInput(
             "the traces span no time (every event has zero duration at one instant)"
         )
+    found = [(r, *rank_intervals(r.events)) for r in ranks]
+    if not any(compute or comm for _r, _s, compute, comm in found):
+        raise BadInput("no GPU kernels, CPU ops or pptune ops in the traces: not a "
+                       "torch.profiler (or pptune simulate/validate) trace")
     devices = []
-    for r in ranks:
-        source, compute, comm = rank_intervals(r.events)
+    for r, source, compute, comm in found:
         busy_us = union_length(clip(compute, lo, hi))
         comm_us = union_length(clip(comm, lo, hi))
         share = busy_us / window_us

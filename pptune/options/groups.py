@@ -257,6 +257,10 @@ class CostOptions:
         with tensor parallelism, torchtitan always runs it)."""
         return self.sequence_parallel is not False
 
+    def input_files(self) -> list[tuple[str, Path | None]]:
+        """The files these options read, by flag: an output must not replace them."""
+        return [("--profile", self.profile), ("--hf-config", self.hf_config)]
+
 
 @dataclass(frozen=True, kw_only=True)
 class PlanSpace:

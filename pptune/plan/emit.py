@@ -23,7 +23,7 @@ from pptune.costs.modelspec import from_hf_config
 from pptune.errors import BadInput, PptuneError
 from pptune.files import write_all
 from pptune.frameworks.common.adapter import Adapter, Job, Stated
-from pptune.frameworks.common.express import placed, stateable_best
+from pptune.frameworks.common.express import placed, stateable_fastest
 from pptune.frameworks.common.writing import plan_launch
 from pptune.frameworks.registry import ADAPTERS, NAMES, Framework, find
 from pptune.plan.recommend import RecommendRun
@@ -140,25 +140,37 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitte
     return Emitted(fw, chosen, adapter.write(stated), notes, stated.exact)
 
 
-# substitutions that cost more than this are checked against the fastest plan the
+# substitutions that cost more than this are checked against the fastest plans the
 # framework's files state on the same GPUs and costs
 SLACK = 1.03
+# how many of those are tried: the search's split need not be one the files can place
+# (DeepSpeed's partition_method), so the next fastest may state better
+TRIED = 4
 
 
 def _or_faster_stateable(adapter: Adapter, job: Job, plan: Plan, rank: int) -> Stated:
     """The plan as the framework's files state it (``express``) or, where its
-    substitutions cost more than ``SLACK``, the fastest plan its files state on the same
-    GPUs and costs (stateable_best), expressed the same way, when that runs over 1% faster."""
+    substitutions cost more than ``SLACK``, the fastest of the ``TRIED`` fastest plans its
+    files state on the same GPUs, priced as they run (stateable_fastest), expressed the
+    same way, when that runs over 1% faster."""
     stated = adapter.express(job, plan, rank)
     if stated.exact or stated.plan.step_time_s <= SLACK * plan.step_time_s:
         return stated
-    best = stateable_best(job, plan, adapter.stateable(job.request, job.model, job.shape))
-    if best is None or best.spec == plan.spec:
+    # searched as the files run (stated.job: the framework's kernels, its sequence
+    # parallelism or none), so the plans found fit and keep their time when expressed
+    ran = stated.job
+    tried: list[tuple[Plan, Stated]] = []
+    for best in stateable_fastest(ran, plan, adapter.stateable(ran.request, ran.model,
+                                                               ran.shape), TRIED):
+        if best.spec == plan.spec:
+            continue
+        try:
+            tried.append((best, adapter.express(job, best, rank)))
+        except BadInput:
+            continue
+    if not tried:
         return stated
-    try:
-        second = adapter.express(job, best, rank)
-    except BadInput:
-        return stated
+    best, second = min(tried, key=lambda t: t[1].plan.step_time_s)
     if second.plan.step_time_s >= 0.99 * stated.plan.step_time_s:
         return stated
     v = f" v={best.virtual_stages}" if best.virtual_stages > 1 else ""

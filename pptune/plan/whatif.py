@@ -208,4 +208,5 @@ def result_json(run: SimRun) -> dict[str, Any]:
             }
             for d, dev in enumerate(r.devices)
         ],
+        "notes": list(run.notes),  # what stderr said: assumptions of the costs and the schedule
     }

@@ -247,6 +247,12 @@ class TrainingConfig(Strict):
     kv_channels: int | None = Field(None, ge=1, le=2**31 - 1,
                                     description="attention head dimension (default hidden / heads)")
     qk_norm: bool = Field(False, description="RMSNorm over each head's query and key")
+    sliding_window: int | None = Field(
+        None, ge=1, le=2**31 - 1, description="sliding-window attention: a windowed layer's "
+        "query attends to this many earlier tokens (Megatron-LM --window-size LEFT,0)")
+    full_attention_every: int | None = Field(
+        None, ge=2, le=2**31 - 1, description="with sliding_window: every this-many-th layer "
+        "attends to all earlier tokens (Megatron-LM --window-attn-skip-freq N)")
     # Block style, when the file says (unset: the model's, ModelShape's defaults)
     normalization: Literal["layernorm", "rmsnorm"] | None = Field(
         None, description="the blocks' norm (Megatron-LM --normalization LayerNorm|RMSNorm)")

@@ -158,3 +158,27 @@ def test_real_gpu_trace_counts_kernels(tmp_path: Path, run: Cli) -> None:
     out = json.loads(res.stdout)
     assert [d["source"] for d in out["devices"]] == [SOURCE_GPU]
     assert 0 < out["devices"][0]["busy_share"] <= 1
+
+
+def test_reads_the_trace_simulate_writes(cli: Cli, tmp_path: Path) -> None:
+    """simulate --trace writes one pid a device with "compute" and "p2p" events: read as
+    pptune ops, each device's busy time is the simulator's own."""
+    trace = tmp_path / "sim.json"
+    r = cli("simulate", "--pp", "2", "-m", "4", "--fwd-ms", "1", "--bwd-ms", "2", "--json",
+            "--trace", str(trace))
+    assert r.exit_code == 0, r.stderr
+    sim = json.loads(r.stdout)
+    r = cli("trace-report", str(trace), "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    busy = [d["busy_s"] for d in doc["devices"]]
+    assert busy == pytest.approx([d["busy_s"] for d in sim["devices"]], rel=1e-6)
+    assert {d["source"] for d in doc["devices"]} == {"pptune ops"}
+
+
+def test_a_trace_without_ops_is_refused_in_one_line(cli: Cli, tmp_path: Path) -> None:
+    path = tmp_path / "e.json"
+    path.write_text(json.dumps({"traceEvents": [
+        {"name": "x", "ph": "X", "ts": 0, "dur": 5, "pid": 0, "tid": 0}]}))
+    r = cli("trace-report", str(path))
+    assert r.exit_code == 2 and "not a torch.profiler" in r.stderr

@@ -269,6 +269,31 @@ def test_full_recompute_is_carried_into_every_framework(tmp_path: Path) -> None:
         assert doc["derived"]["step_time_s"] == pytest.approx(emitted.plan.step_time_s, rel=1e-9)
 
 
+def test_deepspeed_without_a_pipeline_recomputes_in_the_model_code(tmp_path: Path) -> None:
+    """Only DeepSpeed's PipelineEngine reads pipeline.activation_checkpoint_interval
+    (deepspeed/runtime/pipe/engine.py): a pp = 1 plan that recomputes every block is
+    written with "pptune": {"recompute": "full"} and the model code's checkpointing named,
+    and reads back at the plan's step."""
+    from pptune.plan.emit import write
+
+    run = recommend(RecommendSpec.of(gpus=8, pp=[1], recompute="full", sharding="zero1"))
+    emitted = emit("deepspeed", run)
+    assert emitted.plan.pp == 1
+    ds = json.loads(emitted.files["ds_config.json"])
+    assert "pipeline" not in ds and ds["pptune"]["recompute"] == "full"
+    assert "gradient_checkpointing_enable()" in emitted.files["ds_partition.txt"]
+    write(emitted, tmp_path)
+    doc = check_json(tmp_path / "ds_config.json", *ROUND_TRIP[Framework.DEEPSPEED][1])
+    assert doc["config"]["recompute"] == "full"
+    assert doc["derived"]["step_time_s"] == pytest.approx(emitted.plan.step_time_s, rel=1e-9)
+    # a user's file with the interval and no pipeline: read as written, with a note
+    ds.pop("pptune")
+    ds["pipeline"] = {"stages": 1, "activation_checkpoint_interval": 1}
+    (tmp_path / "user.json").write_text(json.dumps(ds))
+    doc = check_json(tmp_path / "user.json", *ROUND_TRIP[Framework.DEEPSPEED][1])
+    assert any("PipelineEngine only" in n for n in doc["notes"])
+
+
 def test_deepspeed_pipeline_file_never_asks_for_zero2_or_3() -> None:
     """deepspeed/runtime/pipe/engine.py PipelineEngine.__init__: 'ZeRO-2 and ZeRO-3 are
     incompatible with pipeline parallelism': a pipelined plan is emitted with ZeRO-1."""

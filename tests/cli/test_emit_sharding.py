@@ -69,3 +69,26 @@ def test_a_combined_order_plan_is_emitted_with_the_all_to_all_exposed(
     write(emitted, tmp_path)
     assert _read_back(tmp_path)["step_time_s"] == pytest.approx(emitted.plan.step_time_s,
                                                                 rel=1e-9)
+
+
+def test_deepspeed_writes_the_fastest_plan_it_can_place_priced_without_sequence_parallelism(
+        tmp_path: Path) -> None:
+    # Llama 3 70B at tp 4 on 64 H100: plan 1 fits only with sequence parallelism, which
+    # DeepSpeed does not run. The stateable plans are searched as DeepSpeed runs (no SP),
+    # and the next fastest are tried where the search's split is one DeepSpeed's
+    # partition cannot place: the file's plan is faster than the substitutions' end.
+    ranked = recommend(RecommendSpec.of(gpus=64, model="llama3-70b", gpu="h100-sxm", tp=[4],
+                                        sharding="zero1", top=1))
+    emitted = emit(Framework.DEEPSPEED, ranked)
+    subs = [n for n in emitted.notes if "those substitutions make plan 1" in n]
+    assert len(subs) == 1
+    slower = float(subs[0].split("plan 1 ")[1].split("x slower")[0])
+    ratio = emitted.plan.step_time_s / ranked.result.plans[0].step_time_s
+    assert ratio < slower
+    write(emitted, tmp_path)
+    r = runner.invoke(app, ["check-config", str(tmp_path / "ds_config.json"), "--model",
+                            "llama3-70b", "--gpus", "64", "--tp", "4", "--gpu", "h100-sxm",
+                            "--output", "json", "--no-compare"])
+    assert r.exit_code == 0, r.stdout
+    derived = json.loads(r.stdout)["derived"]
+    assert derived["step_time_s"] == pytest.approx(emitted.plan.step_time_s, rel=1e-9)

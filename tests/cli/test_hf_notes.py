@@ -36,3 +36,42 @@ def test_a_hybrid_config_is_refused_in_one_line() -> None:
     errors = [x for x in r.stderr.splitlines() if x.startswith("pptune: error:")]
     assert len(errors) == 1 and "model_type 'qwen3_next' is a hybrid" in errors[0]
     assert "Traceback" not in r.output + r.stderr
+
+
+def test_check_config_states_the_reader_notes_and_refuses_a_bad_flag_file(tmp_path: Path
+                                                                           ) -> None:
+    cfg = tmp_path / "train.yaml"
+    cfg.write_text("pp: 1\ngpus: 8\nmicro_batch_size: 1\nglobal_batch: 64\nseq_len: 4096\n")
+    r = runner.invoke(app, ["check-config", str(cfg), "--hf-config",
+                            str(HF / "gemma3-1b-config.json"), "--output", "json"])
+    assert r.exit_code in (0, 1), r.output
+    found = json.loads(r.stdout)["findings"]
+    tied = [f for f in found if f["id"] == "hf-config-note"]
+    assert len(tied) == 1 and "tie_word_embeddings" in tied[0]["message"]
+    assert tied[0]["severity"] == "info"
+    r = runner.invoke(app, ["check-config", str(cfg), "--hf-config",
+                            str(HF / "qwen3-next-80b-a3b-config.json")])
+    assert r.exit_code == 2 and r.stdout == ""
+    assert "model_type 'qwen3_next' is a hybrid" in r.stderr
+
+
+def test_simulate_json_carries_the_reader_notes() -> None:
+    r = runner.invoke(app, ["simulate", "--pp", "2", "-m", "4", "--hf-config",
+                            str(HF / "gemma3-1b-config.json"), "--seq-len", "4096", "--json"])
+    assert r.exit_code == 0, r.stderr
+    notes = json.loads(r.stdout)["notes"]
+    assert any("tie_word_embeddings" in n for n in notes)
+    assert all(n in r.stderr for n in notes)
+
+
+def test_check_config_json_lists_every_ignored_flag(tmp_path: Path) -> None:
+    flags = " ".join(f"--unread-flag-{i} {i}" for i in range(12))
+    script = tmp_path / "train.sh"
+    script.write_text("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 4 "
+                      "--hidden-size 256 --num-attention-heads 4 --seq-length 128 "
+                      f"--micro-batch-size 1 --global-batch-size 8 --bf16 {flags}\n")
+    r = runner.invoke(app, ["check-config", str(script), "--output", "json", "--no-compare"])
+    assert r.exit_code in (0, 1), r.output
+    doc = json.loads(r.stdout)
+    assert doc["ignored"] == [f"--unread-flag-{i}" for i in range(12)]
+    assert any("and 4 more" in n for n in doc["notes"])

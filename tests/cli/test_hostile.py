@@ -211,6 +211,7 @@ CASES: list[Case] = [
     (["recommend", "--gpus", "8", "--grad-compression", "zip"], 2, ("grad-compression",)),
     (["recommend", "--gpus", "8", "--emit", "jax"], 2, ("unknown --emit",)),
     (["recommend", "--gpus", "8", "--emit", "megatron", "--plan", "99"], 2, ("--plan",)),
+    (["recommend", "--gpus", "8", "--emit", "megatron", "--json"], 2, ("--json and --emit",)),
     (["recommend", "--gpus", "8", "--model", "gpt-small", "--hf-config", "{t}/hf.json"], 2,
      ("give one",)),
     (["recommend", "--gpus", "8", "--profile", "{t}/inf_profile.json"], 2, ("finite",)),
@@ -241,11 +242,14 @@ CASES: list[Case] = [
     (["check-config", "{t}"], 2, ("directory",)),
     (["check-config", "{t}/empty.json"], 2, ("empty",)),
     (["check-config", "{t}/deep.json"], 2, ("nest",)),
+    (["check-config", "{t}/hf.json"], 2, ("a Hugging Face model config",)),
     (["check-config", "{t}/deepobj.json"], 2, ("nest",)),
     (["check-config", "{t}/binary.json"], 2, ("pptune: error",)),
     (["check-config", "{t}/yaml_bomb.yaml"], 2, ("alias",)),
     (["check-config", "{t}/big_layers.yaml"], 1, ("4,096",)),
-    (["check-config", "{t}/ok.yaml", "--profile", "{t}/deep.json"], 1, ("nested too deeply",)),
+    # a flag's bad file is bad usage (exit 2); the file's own profile is a finding (1, below)
+    (["check-config", "{t}/ok.yaml", "--profile", "{t}/deep.json"], 2, ("nested too deeply",)),
+    (["check-config", "{t}/ok.yaml", "--hf-config", "{t}/deep.json"], 2, ("nested too deeply",)),
     # a command-line --profile is the working folder's, not the config's folder's
     (["check-config", "sub/nomodel.yaml", "--profile", "profile.json", "--max-bubble", "1",
       "--max-slowdown", "100"], 0, ("memory-ok",)),

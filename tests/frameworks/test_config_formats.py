@@ -71,7 +71,7 @@ def test_deepspeed_config_maps_batch_zero_and_pipeline() -> None:
         "gpus": 8, "pp": 2, "micro_batch_size": 2, "global_batch": 64, "grad_accum_steps": 8,
         "partition_method": "parameters", "precision": "bf16", "zero_stage": 1,
         "sharded_optimizer": True, "source_format": "deepspeed", "sharding": "zero1",
-        "attention": "eager",
+        "attention": "flash",  # unstated: the Hugging Face default (SDPA)
         # pipeline.activation_checkpoint_interval 1: PipelineModule checkpoints every layer
         "recompute": "full",
         # the pipeline engine reduces gradients after the last micro-batch

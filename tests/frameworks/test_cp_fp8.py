@@ -305,7 +305,12 @@ def test_deepspeed_ulysses_is_cp_with_the_all_to_all(tmp_path: Path) -> None:
     # dp = 16 / sp 4; GA = 64 // 1 // dp
     assert (doc["derived"]["dp"], doc["derived"]["grad_accum_steps"]) == (4, 16)
     assert doc["derived"]["cost_key"] == "tp1 cp4 bf16"
-    # DeepSpeed's attention is the model code's (eager by default here): priced fused
+    # DeepSpeed's attention is the model code's (flash, Hugging Face's SDPA, unless the
+    # file says eager): fused, as context parallelism is priced
+    assert "cp-attention" not in found
+    eager = {**config, "pptune": {"attention": "eager"}}
+    code, found, doc = check(tmp_path, "ds.json", json.dumps(eager), "--gpus", "16",
+                             "--model", "llama3-8b", "--gpu", "h100-sxm")
     assert found["cp-attention"] == "warning"
     piped = {**config, "pipeline": {"stages": 2}}
     code, found, doc = check(tmp_path, "ds.json", json.dumps(piped), "--gpus", "16",

@@ -214,6 +214,41 @@ def test_megatron_recompute_modules_are_priced(tmp_path: Path) -> None:
     assert "ignored without --recompute-granularity selective" in " ".join(doc["notes"])
 
 
+def test_megatron_moe_layer_recompute_reads_as_megatron_core_turns_it(tmp_path: Path) -> None:
+    """megatron-core TransformerConfig.__post_init__: the deprecated --moe-layer-recompute
+    is selective granularity with "moe" appended to the modules; with full granularity
+    it raises."""
+    same = mixtral(tmp_path, SELECTIVE + "moe")[2]
+    code, found, doc = mixtral(tmp_path, "--moe-layer-recompute")
+    assert doc["config"]["recompute"] == "selective"
+    assert doc["config"]["recompute_modules"] == ["moe"]
+    assert doc["derived"]["peak_memory_bytes"] == same["derived"]["peak_memory_bytes"]
+    doc = mixtral(tmp_path, SELECTIVE + "moe_act --moe-layer-recompute")[2]
+    assert doc["config"]["recompute_modules"] == ["moe_act", "moe"]
+    code, found, _ = mixtral(tmp_path, "--moe-layer-recompute --recompute-granularity full "
+                             "--recompute-method uniform --recompute-num-layers 1")
+    assert code == 1 and "Do not set --moe-layer-recompute with full" in (
+        found["megatron-moe-layer-recompute"])
+
+
+def test_megatron_sliding_windows_are_read_as_megatron_core_places_them(tmp_path: Path
+                                                                      ) -> None:
+    """is_layer_window_attention (megatron/core/transformer/utils.py): --window-size
+    LEFT,0 windows every layer but those whose number (from 1) is a multiple of
+    --window-attn-skip-freq N; a list marks each layer (1 windowed, 0 full)."""
+    base = mixtral(tmp_path)[2]
+    code, found, doc = mixtral(tmp_path, "--window-size 128,0 --window-attn-skip-freq 2")
+    assert (doc["config"]["sliding_window"], doc["config"]["full_attention_every"]) == (128, 2)
+    assert doc["derived"]["step_time_s"] < base["derived"]["step_time_s"]
+    doc = mixtral(tmp_path, '--window-size "(128,0)" --window-attn-skip-freq "([1]+[0])*16"')[2]
+    assert (doc["config"]["sliding_window"], doc["config"]["full_attention_every"]) == (128, 2)
+    code, found, doc = mixtral(tmp_path, '--window-size 128,0 --window-attn-skip-freq '
+                                         '"[0]*16+[1]*16"')
+    assert "irregularly" in found["megatron-unmodelled-flag"]
+    assert doc["config"]["sliding_window"] is None
+    assert doc["derived"]["step_time_s"] == base["derived"]["step_time_s"]
+
+
 def test_megatron_generic_placement_rules(tmp_path: Path) -> None:
     code, found, _ = mixtral(tmp_path, ep=3)
     assert code == 1 and "num_moe_experts % ep_size == 0" in found["moe-experts-ep"]

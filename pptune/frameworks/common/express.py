@@ -142,9 +142,14 @@ def stateable_best(job: Job, plan: Plan, stateable: PlanRequest) -> Plan | None:
     """The fastest plan the search finds among those a framework's files state
     (``stateable``: the request narrowed by its adapter), on the plan's GPUs and cost key
     (tp, cp, ep, etp, precision), priced as ``job`` is; None when none fits."""
-    found = search(job.table, replace(stateable, cost_keys=(job.request.key_of(plan.spec),),
-                                      top=1, with_best_pp1=False)).plans
+    found = stateable_fastest(job, plan, stateable, 1)
     return found[0] if found else None
+
+
+def stateable_fastest(job: Job, plan: Plan, stateable: PlanRequest, top: int) -> list[Plan]:
+    """The ``top`` fastest such plans (``stateable_best``), fastest first."""
+    return search(job.table, replace(stateable, cost_keys=(job.request.key_of(plan.spec),),
+                                     top=top, with_best_pp1=False)).plans
 
 
 def closest_or_refuse(job: Job, plan: Plan, options: Sequence[Option], *, name: str, rank: int,

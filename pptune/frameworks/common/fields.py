@@ -74,6 +74,8 @@ class Semantics:
     versions: Versions = field(default_factory=Versions)
     findings: list[ReaderFinding] = field(default_factory=list)
     details: Any = None
+    # every flag, key or table the reader left unread (a note names the first few)
+    ignored: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -19,11 +19,14 @@ settings take DeepSpeed's defaults: the batch trio is completed as
 alone: GA 1, micro = train_batch_size // dp); the partition method is
 PipelineModule's default "parameters"; activation checkpointing is off
 (PipelineModule activation_checkpoint_interval 0); attention is whatever
-the model code runs: eager (unfused) unless the file states
-``"pptune": {"attention": "flash"}``, a key DeepSpeed ignores (checked by
+the model code runs: flash (PyTorch's scaled_dot_product_attention, which
+Hugging Face Transformers models run unless told otherwise since 4.36, runs
+FlashAttention-2's kernel in BF16/FP16) unless the file states
+``"pptune": {"attention": "eager"}``, a key DeepSpeed ignores (checked by
 ``make peers``) that ``recommend --emit deepspeed`` writes, with the model
 preset (``"model"``), sequence length (``"seq_len"``) and GPU preset
-(``"gpu"``) it planned for.
+(``"gpu"``) it planned for, and, without a pipeline, ``"recompute": "full"``
+where the model code checkpoints every block.
 """
 
 from __future__ import annotations
@@ -94,9 +97,10 @@ def read_deepspeed(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     fields.update(read_offload(ctx, section, zero_stage))
     fields.update(_sequence_parallel(ctx, data, fields["pp"] or 1))
     _batch_trio(ctx, fields, micro, data)
-    fields["recompute"] = _recompute(ctx, data)
+    fields["recompute"] = _recompute(ctx, data, fields["pp"])
     ignored = sorted(str(k) for k in data if k not in _READ)
     if ignored:
+        ctx.semantics.ignored = ignored
         shown = ", ".join(ignored[:8]) + (f" and {len(ignored) - 8} more" if len(ignored) > 8 else "")
         ctx.note(f"ignored keys: {shown}")
     return build(ctx, fields)
@@ -214,8 +218,9 @@ def _pptune_section(ctx: Ctx, section: Any) -> dict[str, Any]:
 
 
 def _attention(ctx: Ctx, section: Any) -> str:
-    """The model code's attention kernel: DeepSpeed's config does not say, so
-    eager unless ``"pptune": {"attention": ...}`` states it."""
+    """The model code's attention kernel: DeepSpeed's config does not say, so flash
+    (the Hugging Face default, module docstring) unless ``"pptune": {"attention": ...}``
+    states it."""
     stated = section.get("attention") if isinstance(section, dict) else None
     kinds = [a.value for a in Attention]
     if stated in kinds:
@@ -223,17 +228,34 @@ def _attention(ctx: Ctx, section: Any) -> str:
     if stated is not None:
         raise ctx.bad(f"pptune.attention is {show(stated)}; expected one of "
                       + ", ".join(f'"{k}"' for k in kinds))
-    ctx.note("attention is the model code's choice; predicted as eager (unfused): state "
-             "\"pptune\": {\"attention\": \"flash\"} when the model runs flash attention")
-    return "eager"
+    ctx.note("attention is the model code's choice; predicted as flash (PyTorch's "
+             "scaled_dot_product_attention, Hugging Face Transformers' default since 4.36): "
+             "state \"pptune\": {\"attention\": \"eager\"} when the model runs eager "
+             "attention (attn_implementation=\"eager\", Megatron-DeepSpeed without "
+             "--use-flash-attn)")
+    return "flash"
 
 
-def _recompute(ctx: Ctx, data: dict[str, Any]) -> str:
+def _recompute(ctx: Ctx, data: dict[str, Any], pp: int | None) -> str:
     """Full recomputation when PipelineModule checkpoints every N layers
-    (pipeline.activation_checkpoint_interval > 0; default 0, off)."""
+    (pipeline.activation_checkpoint_interval > 0; default 0, off), or when
+    ``"pptune": {"recompute": "full"}`` says the model code checkpoints (what
+    ``--emit deepspeed`` writes without a pipeline: only the PipelineEngine reads the
+    interval, deepspeed/runtime/pipe/engine.py)."""
     section = data.get("pipeline")
     interval = section.get("activation_checkpoint_interval", 0) if isinstance(section, dict) else 0
     interval = whole(ctx, "pipeline.activation_checkpoint_interval", interval, minimum=0)
+    ours = data.get("pptune")
+    said = ours.get("recompute") if isinstance(ours, dict) else None
+    if said is not None:
+        if said not in ("full", "none"):
+            raise ctx.bad(f"pptune.recompute is {show(said)}; expected \"full\" (the model "
+                          "code checkpoints every block) or \"none\"")
+        return str(said)
+    if interval and pp == 1:
+        ctx.note("pipeline.activation_checkpoint_interval is read by DeepSpeed's "
+                 "PipelineEngine only (a PipelineModule, here of one stage); a model given to "
+                 "deepspeed.initialize whole checkpoints in its own code")
     if "activation_checkpointing" in data and not interval:
         ctx.note("activation_checkpointing takes effect only where the model code calls "
                  "deepspeed.checkpointing; recompute read as none")
@@ -316,13 +338,16 @@ def _batch_trio(ctx: Ctx, fields: dict[str, Any], micro: int | None,
     dp = gpus // model_parallel if gpus is not None and gpus % model_parallel == 0 else None
     trio = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
     if any(data.get(k) == "auto" for k in trio):  # the HF Trainer fills these at run time
-        if micro is not None:
-            fields["micro_batch_size"] = micro
+        if micro is not None and (data.get("gradient_accumulation_steps") == "auto"
+                                  or data.get("train_batch_size") == "auto"):
+            fields["micro_batch_size"] = micro  # GA and the batch are the Trainer's arguments
             return
-        if dp is None or batch is None:
-            raise ctx.bad("train_micro_batch_size_per_gpu is 'auto' (filled in by the Hugging "
-                          "Face Trainer at run time) and cannot be derived without --gpus and "
-                          "train_batch_size; set it to a number")
+    if micro is None and any(data.get(k) == "auto" for k in trio) and (dp is None
+                                                                        or batch is None):
+        raise ctx.bad("train_micro_batch_size_per_gpu is 'auto' (filled in by the Hugging "
+                      "Face Trainer at run time) and cannot be derived without --gpus and "
+                      "train_batch_size: pass --micro-batch-size (and --gpus), or set it to "
+                      "a number")
     if dp is None and micro is None:
         ctx.note("dp unknown (pass --gpus): DeepSpeed's batch derivation assumed with dp 1")
     world = dp or 1

@@ -39,7 +39,10 @@ def write(stated: Stated, method: str) -> dict[str, str]:
     # Without pipeline parallelism the model is not a PipelineModule: no stages (the
     # PipelineEngine refuses ZeRO-2/3 even on one stage, deepspeed/runtime/pipe/engine.py)
     pipeline: dict[str, object] = {"stages": plan.pp, "partition": method} if plan.pp > 1 else {}
-    if plan.recompute is Recompute.FULL:
+    # only the PipelineEngine reads activation_checkpoint_interval (deepspeed/runtime/pipe/
+    # engine.py); a model given to deepspeed.initialize whole checkpoints in its own code
+    in_code = plan.recompute is Recompute.FULL and plan.pp == 1
+    if plan.recompute is Recompute.FULL and not in_code:
         pipeline["activation_checkpoint_interval"] = 1
     if pipeline:
         ds["pipeline"] = pipeline
@@ -54,6 +57,7 @@ def write(stated: Stated, method: str) -> dict[str, str]:
                     **({"model": job.model} if str(job.model) in MODELS else
                        {"hf_config": job.hf_config} if job.hf_config is not None else {}),
                     "seq_len": job.table.seq_len,
+                    **({"recompute": "full"} if in_code else {}),
                     **({"gpu": job.device} if str(job.device) in GPUS else {}),
                     "gpus_per_node": node_size(plan, job)}
     bounds = [0] + [e for _s, e in stage_bounds(plan.stage_layers)]
@@ -63,6 +67,10 @@ def write(stated: Stated, method: str) -> dict[str, str]:
         *header(plan, job, "#"),
         (f"# PipelineModule(layers=..., num_stages={plan.pp}, partition_method=\"{method}\")"
          if plan.pp > 1 else "# no pipeline: deepspeed.initialize(model=...) on the whole model"),
+        *(["# recomputation of every block is the model code's: Hugging Face "
+           "model.gradient_checkpointing_enable(), else deepspeed.checkpointing.checkpoint "
+           "around each block (DeepSpeed's config turns it on for a PipelineModule only)"]
+          if in_code else []),
         f"# DeepSpeed {DEEPSPEED.default}'s partition_{'uniform' if method == 'uniform' else 'balanced'}"
         f" over the {len(names)} layers (embedding, blocks, head) gives the boundaries {bounds}",
     ] + [

@@ -104,6 +104,8 @@ MOE_VALUE_FLAGS = (
     "--kv-channels",
     "--position-embedding-type",
     "--normalization",
+    "--window-size",  # sliding-window attention (window.py)
+    "--window-attn-skip-freq",
 )
 MOE_BOOL_FLAGS = (
     "--moe-grouped-gemm",
@@ -117,6 +119,7 @@ MOE_BOOL_FLAGS = (
     "--disable-bias-linear",
     "--add-qkv-bias",
     "--untie-embeddings-and-output-weights",
+    "--moe-layer-recompute",  # deprecated: selective recomputation of the MoE layer
 )
 VALUE_FLAGS += MOE_VALUE_FLAGS
 BOOL_FLAGS += MOE_BOOL_FLAGS

@@ -295,7 +295,7 @@ def _layer_freq(r: FlagReader, fields: dict[str, Any]) -> None:
     if "[" not in stripped:
         fields["moe_layer_freq"] = r.number("--moe-layer-freq")
         return
-    pattern = _eval_pattern(r, stripped)
+    pattern = eval_pattern(r, stripped)
     layers = fields.get("num_layers")
     if layers is not None and len(pattern) != layers:
         ctx.refuse("megatron-moe-layer-freq",
@@ -321,10 +321,10 @@ def _layer_freq(r: FlagReader, fields: dict[str, Any]) -> None:
     fields.update(moe_first_dense_layers=first, moe_layer_freq=every, moe_layer_offset=offset)
 
 
-def _eval_pattern(r: FlagReader, text: str) -> list[int]:
+def eval_pattern(r: FlagReader, text: str, flag: str = "--moe-layer-freq") -> list[int]:
     """Megatron-LM's ``_eval_pattern`` (digits, commas, brackets, + and *), evaluated
     without eval: lists of integers, concatenated and repeated."""
-    bad = r.ctx.bad(f"--moe-layer-freq {text[:40]!r} is not a list expression of 0s and 1s "
+    bad = r.ctx.bad(f"{flag} {text[:40]!r} is not a list expression of 0s and 1s "
                     "such as ([0]*3+[1]*58); Megatron-LM accepts digits, commas, [ ], ( ), + "
                     "and *")
     try:

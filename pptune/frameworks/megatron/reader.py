@@ -45,8 +45,10 @@ from pptune.frameworks.megatron.flags import (
 from pptune.frameworks.megatron.launch import launch_words
 from pptune.frameworks.megatron.moe import read_moe
 from pptune.frameworks.megatron.pipeline import environment, pipeline
+from pptune.frameworks.megatron.recompute import read_modules, read_recompute
 from pptune.frameworks.megatron.style import read_style
 from pptune.frameworks.megatron.widths import read_widths
+from pptune.frameworks.megatron.window import read_window
 from pptune.schemas import TrainingConfig
 
 _SIGNAL = re.compile(
@@ -126,9 +128,10 @@ def _fields(r: FlagReader, launcher: Flagged, env: Mapping[str, str]) -> dict[st
                  f"{fields['ffn_hidden_size']} (validate_args)")
     fields["dropout"] = any(_rate(r, name) > 0 for name in ("--hidden-dropout",
                                                              "--attention-dropout"))
-    fields["recompute"], fields["recompute_block_layers"] = _recompute(r)
-    fields["recompute_modules"] = _modules(r, fields["recompute"])
+    fields["recompute"], fields["recompute_block_layers"] = read_recompute(r)
+    fields["recompute_modules"] = read_modules(r, fields["recompute"])
     read_widths(r, fields)
+    read_window(r, fields)
     read_style(r, fields)
     micro = r.number("--micro-batch-size")
     if micro is None and ctx.flags.micro_batch_size is None:
@@ -268,89 +271,6 @@ def _attention(r: FlagReader, env: Mapping[str, str]) -> str:
     return "eager"
 
 
-def _recompute(r: FlagReader) -> tuple[str | None, int | None]:
-    """(granularity, block layers): --recompute-granularity full|selective;
-    --recompute-activations = selective (validate_args). Selective with
-    --recompute-method is refused by Megatron-LM; full needs a method and a
-    layer count (megatron-core TransformerConfig.__post_init__). ``block``
-    recomputes the first N layers of every stage (transformer_block.py
-    ``_checkpointed_forward``); ``uniform`` every layer, in groups of N."""
-    granularity = r.text("--recompute-granularity")
-    if granularity is None and r.flags.has("--recompute-activations"):
-        granularity = "selective"
-    if granularity is not None and granularity not in ("full", "selective"):
-        raise r.ctx.bad(f"--recompute-granularity is {granularity!r}; expected full or "
-                        "selective")
-    method = r.text("--recompute-method")
-    if method is not None and method not in ("uniform", "block"):
-        raise r.ctx.bad(f"--recompute-method is {method[:40]!r}; expected uniform or block")
-    # megatron-core checks the count only under full recomputation (a script may leave
-    # --recompute-num-layers 0 beside no granularity)
-    count = r.number("--recompute-num-layers", minimum=0) or None
-    if method is not None and granularity == "selective":
-        r.ctx.refuse("megatron-recompute-method",
-                     f"--recompute-method {method} with selective recomputation: Megatron-LM "
-                     "validate_args asserts 'recompute method is not yet supported for selective "
-                     "recomputing granularity' (megatron/training/arguments.py)")
-    if granularity == "full" and (method is None or count is None):
-        missing = "--recompute-method block|uniform" if method is None else (
-            "--recompute-num-layers N")
-        r.ctx.refuse("megatron-recompute-full",
-                     f"--recompute-granularity full without {missing}: megatron-core "
-                     "TransformerConfig raises 'recompute_method must be \"block\" or "
-                     "\"uniform\"' / 'recompute_num_layers must be between 1 and "
-                     "num_layers_per_pipeline_rank' (transformer_config.py); add it")
-    if granularity is None:
-        return (None if r.flags.has("--recompute-granularity") else "none"), None
-    block = count if granularity == "full" and method == "block" else None
-    return granularity, block
-
-
-# megatron-core's --recompute-modules choices (TransformerConfig.__post_init__ asserts them)
-RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe",
-                     "shared_experts")
-
-
-def _modules(r: FlagReader, granularity: str | None) -> list[str] | None:
-    """--recompute-modules: what selective recomputation reruns (megatron-core's default
-    core_attn, which changes nothing under flash attention). check.costs prices
-    every module but core_attn; megatron-core's own refusals
-    are error findings here (transformer_config.py __post_init__)."""
-    text = r.text("--recompute-modules")
-    if text is None:
-        return None
-    modules = text.split()
-    if granularity != "selective":
-        r.ctx.note(f"--recompute-modules {text[:60]} ignored without --recompute-granularity "
-                   "selective (as megatron-core does)")
-        return None
-    where = "(megatron-core megatron/core/transformer/transformer_config.py __post_init__)"
-    invalid = sorted(set(modules) - set(RECOMPUTE_MODULES))
-    if invalid:
-        r.ctx.refuse("megatron-recompute-modules",
-                     f"--recompute-modules {' '.join(invalid)[:60]}: megatron-core asserts "
-                     f"'Invalid choices for recompute_modules' {where}; choose from "
-                     + ", ".join(RECOMPUTE_MODULES))
-    if "moe_act" in modules and not r.flags.has("--moe-grouped-gemm"):
-        r.ctx.refuse("megatron-recompute-modules",
-                     "--recompute-modules moe_act without --moe-grouped-gemm: megatron-core "
-                     f"raises 'moe_act in recompute_modules is only supported with "
-                     f"moe_grouped_gemm' {where}; add --moe-grouped-gemm")
-    if "mla_up_proj" in modules and not r.flags.has("--multi-latent-attention"):
-        r.ctx.refuse("megatron-recompute-modules",
-                     "--recompute-modules mla_up_proj without --multi-latent-attention: "
-                     "megatron-core raises 'mla_up_proj in recompute_modules is only supported "
-                     f"with multi_latent_attention' {where}; drop mla_up_proj")
-    if r.flags.has("--fp8-format") and (r.text("--fp8-recipe") or "delayed") == "delayed" and (
-            {"moe_act", "layernorm"} & set(modules)):
-        r.ctx.refuse("megatron-recompute-modules",
-                     "--recompute-modules moe_act/layernorm with the delayed FP8 recipe "
-                     "(megatron-core's default --fp8-recipe): megatron-core raises 'Delayed "
-                     f"scaling does not support moe_act and layernorm recompute for fp8' {where}; "
-                     "use --fp8-recipe tensorwise, blockwise or mxfp8")
-    return [m for m in modules if m in RECOMPUTE_MODULES]  # check.costs warns of the rest
-
-
 def _rate(r: FlagReader, name: str) -> float:
     """A dropout probability (megatron/training/arguments.py: 0.1 unless set)."""
     text = r.text(name)
@@ -392,6 +312,7 @@ def _note_shell(ctx: Ctx, script: Script, words: list[str], args: Flagged) -> No
         shown = ", ".join(w[:30] for w in unresolved[:6])
         ctx.note(f"shell references left as written (not resolvable without running): {shown}")
     if args.unknown:
+        ctx.semantics.ignored = list(args.unknown)
         extra = len(args.unknown) - 8
         names = ", ".join(args.unknown[:8]) + (f" and {extra} more" if extra > 0 else "")
         ctx.note(f"ignored {len(args.unknown)} other flags: {names}")
