@@ -24,6 +24,7 @@ from typing import Any
 from pptune.costmodel.dispatch import DEEPEP_SMS, Dispatcher
 from pptune.costmodel.keys import CostKey
 from pptune.costmodel.layout import Layout, LayoutError, RankOrder
+from pptune.costmodel.models import Norm
 from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.presets import MODELS, ModelShape
 from pptune.schemas import TrainingConfig
@@ -37,12 +38,14 @@ SHAPE_FIELDS = {
     "kv_lora_rank": "kv_lora_rank", "qk_nope_head_dim": "qk_nope_head_dim",
     "qk_rope_head_dim": "qk_rope_head_dim", "v_head_dim": "v_head_dim",
     "moe_router_num_groups": "route_groups", "moe_router_group_topk": "route_group_topk",
+    "qkv_bias": "qkv_bias", "attn_out_bias": "attn_out_bias", "mlp_bias": "mlp_bias",
+    "tied_embeddings": "tied_embeddings",
     "sliding_window": "sliding_window", "full_attention_every": "full_attention_every",
 }
 
 
 def stated_shape(cfg: TrainingConfig, shape: ModelShape) -> ModelShape:
-    """``shape`` with the experts, MTP and attention fields the config states (a
+    """``shape`` with the experts, MTP, attention and style fields the config states (a
     routed expert's width defaults to the dense FFN width, as in Megatron-LM)."""
     changes: dict[str, Any] = {}
     for key, attr in SHAPE_FIELDS.items():
@@ -50,6 +53,8 @@ def stated_shape(cfg: TrainingConfig, shape: ModelShape) -> ModelShape:
         unset = TrainingConfig.model_fields[key].default
         if value is not None and (unset is None or key in cfg.model_fields_set):
             changes[attr] = value
+    if cfg.normalization is not None and Norm(cfg.normalization) is not shape.normalization:
+        changes["norm"] = Norm(cfg.normalization)
     if cfg.num_experts is not None and cfg.moe_ffn_hidden_size is None and not shape.expert_ffn:
         changes["expert_ffn"] = shape.ffn
     return replace(shape, **changes) if changes else shape

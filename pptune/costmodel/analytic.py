@@ -54,6 +54,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pptune.costmodel import block_style as style
 from pptune.costmodel import op_sac, precision
 from pptune.costmodel.attention import MLA_UP_PROJ, mla_act_bytes, mla_params, mla_part
 from pptune.costmodel.context import CpComm, CpLinks
@@ -146,9 +147,8 @@ def block_params(m: ModelShape) -> float:
     h, f, d = m.hidden, m.ffn, m.head_dim
     q = m.heads * d
     attn = h * (q + 2 * m.kv_heads * d) + q * h
-    mlp = h * f * (3 if m.gated_mlp else 2)
-    norms = 2 * h * (2 if m.dropout else 1)  # GPT layernorms have a bias, RMSNorm none
-    return float(attn + mlp + norms)
+    mlp = h * f * (3 if m.gated_mlp else 2)  # norms and biases: block_style.py
+    return float(attn + mlp + 2 * style.norm_params(m) + style.bias_params(m))
 
 
 def attention_params(m: ModelShape, tp: int = 1) -> float:
@@ -156,22 +156,22 @@ def attention_params(m: ModelShape, tp: int = 1) -> float:
     attention.mla_params; Qwen3's per-head q and k norms)."""
     if m.mla:
         return mla_params(m, tp)
-    h, d = m.hidden, m.head_dim
-    q = m.heads * d
-    return (h * (q + 2 * m.kv_heads * d) + q * h) / tp + (2 * d if m.qk_norm else 0)
+    h, d, q = m.hidden, m.head_dim, m.heads * m.head_dim
+    norms = 2 * d if m.qk_norm else 0
+    return (h * (q + 2 * m.kv_heads * d) + q * h) / tp + norms + style.attention_bias_params(m, tp)
 
 
 def layer_params(m: ModelShape, i: int, tp: int = 1,
                  experts: ExpertParallel | None = None) -> tuple[float, float]:
     """(dense, routed-expert) parameters of block i on one rank: attention,
-    the two RMSNorms (LayerNorms with bias for GPT) and a dense MLP or the MoE
-    part (moe.moe_params)."""
-    norms = 2 * m.hidden * (2 if m.dropout else 1)
+    the two norms (block_style.py) and a dense MLP or the MoE part (moe.moe_params)."""
+    norms = 2 * style.norm_params(m)
     attn = attention_params(m, tp)
     if m.moe_block(i):
         dense, expert = moe_params(m, tp, experts or ExpertParallel())
         return attn + norms + dense, expert
-    return attn + norms + m.hidden * m.ffn * (3 if m.gated_mlp else 2) / tp, 0.0
+    mlp = m.hidden * m.ffn * (3 if m.gated_mlp else 2) / tp + style.mlp_bias_params(m, m.ffn, tp)
+    return attn + norms + mlp, 0.0
 
 
 def mtp_extra_params(m: ModelShape, tp: int = 1) -> float:
@@ -384,8 +384,8 @@ def analytic_layers(
     layers = [AnalyticLayer("embedding", emb_params * BF16_BYTES, emb)]
     for i in range(m.num_blocks):
         if plain:
-            layers.append(AnalyticLayer(f"block{i}", block_params(m) / tp * BF16_BYTES,
-                                        blocks[kind(i)]))
+            rank = (block_params(m) - style.bias_params(m)) / tp + style.bias_params(m, tp)
+            layers.append(AnalyticLayer(f"block{i}", rank * BF16_BYTES, blocks[kind(i)]))
             continue
         dense, expert = layer_params(m, i, tp, ex)
         layers.append(AnalyticLayer(f"block{i}", (dense + expert) * BF16_BYTES,

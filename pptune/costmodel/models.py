@@ -8,6 +8,16 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from enum import Enum
+
+
+class Norm(str, Enum):
+    """A block's normalization: RMSNorm (Zhang and Sennrich 2019) scales by the root
+    mean square with one weight vector; LayerNorm (Ba et al. 2016) centres too and
+    has a weight and a bias vector."""
+
+    RMSNORM = "rmsnorm"
+    LAYERNORM = "layernorm"
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,20 @@ class ModelShape:
     # (0: never), else to the last ``sliding_window`` tokens
     sliding_window: int = 0
     full_attention_every: int = 0
+    # Block style (block_style.py prices it). ``norm`` None: as the other fields
+    # imply, LayerNorm for a GPT-style shape (``dropout``), else RMSNorm (what every
+    # preset was priced with before the field existed).
+    norm: Norm | None = None
+    qkv_bias: bool = False  # biases on the query, key and value projections (Qwen2)
+    attn_out_bias: bool = False  # a bias on the attention output projection
+    mlp_bias: bool = False  # biases on the MLP's projections, experts' included (GPT-OSS)
+    # the LM head shares the embedding's matrix (Gemma; Megatron-LM's default): one
+    # copy where one stage holds both, else a copy on the last stage (table.py)
+    tied_embeddings: bool = False
+
+    def __post_init__(self) -> None:
+        if self.norm is not None and not isinstance(self.norm, Norm):  # "rmsnorm" from a file
+            object.__setattr__(self, "norm", Norm(self.norm))
 
     @property
     def head_dim(self) -> int:
@@ -81,6 +105,19 @@ class ModelShape:
         if self.sliding_window <= 0 or self.mla:
             return False
         return not (self.full_attention_every and (i + 1) % self.full_attention_every == 0)
+
+    @property
+    def normalization(self) -> Norm:
+        """The block's norm, stated or as ``norm`` None implies."""
+        if self.norm is not None:
+            return self.norm
+        return Norm.LAYERNORM if self.dropout else Norm.RMSNORM
+
+    @property
+    def linear_bias(self) -> bool:
+        """Every linear layer of the block has a bias (GPT-2/3; Megatron-LM's
+        ``add_bias_linear``, its default)."""
+        return self.qkv_bias and self.attn_out_bias and self.mlp_bias
 
     @property
     def rotary(self) -> bool:
@@ -168,11 +205,13 @@ MODELS: dict[str, ModelShape] = {
         # intermediate 2880, head_dim 64, 64 heads, 8 KV heads, sliding window
         # 128 on every other layer (AttentionBlock: layer_idx % 2 == 0),
         # initial_context_length 4096; GBS 1280: NVIDIA/dgxc-benchmarking
-        # gpt-oss/pretrain/README.md (H100, 64 GPUs, GBS = GPUs x 20).
+        # gpt-oss/pretrain/README.md (H100, 64 GPUs, GBS = GPUs x 20). Biases: the
+        # same model.py's AttentionBlock qkv and out (torch.nn.Linear, bias on) and
+        # MLPBlock's mlp1_bias and mlp2_bias per expert.
         ModelShape("gpt-oss-120b", 36, 2880, 64, 8, 2880, 201088, 4096, 1280, True, False,
                    "openai/gpt-oss gpt_oss/torch/model.py ModelConfig",
                    experts=128, top_k=4, expert_ffn=2880, kv_channels=64, sliding_window=128,
-                   full_attention_every=2),
+                   full_attention_every=2, qkv_bias=True, attn_out_bias=True, mlp_bias=True),
         # xai-org/grok-1 run.py (commit 7050ed20): emb_size 48 x 128 = 6144,
         # widening_factor 8 (model.py ffn_size: 8 x 6144 x 2/3 = 32768, a gated
         # GeLU), key_size 128, 48 query and 8 KV heads, 64 layers, 8 experts, 2
@@ -222,7 +261,8 @@ def _architecture(shape: ModelShape) -> ModelShape:
     layers: torchtitan builds DeepSeek-V3 without them) or names it; the head dimension
     as priced (MLA prices its own head dimensions, not ``kv_channels``)."""
     return dataclasses.replace(shape, name="", source="", seq_len=0, global_batch=0,
-                               mtp_layers=0, kv_channels=0 if shape.mla else shape.head_dim)
+                               mtp_layers=0, kv_channels=0 if shape.mla else shape.head_dim,
+                               norm=shape.normalization)
 
 
 def preset_of(shape: ModelShape) -> str | None:

@@ -86,6 +86,8 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from pptune.costmodel.block_style import mlp_bias_params
+
 # ExpertParallel (how the experts are placed and fed) lives beside the dispatchers
 from pptune.costmodel.dispatch import ExpertParallel as ExpertParallel
 from pptune.costmodel.dispatch import route
@@ -245,8 +247,12 @@ def moe_act_bytes(m: ModelShape, b: int, par: Parallel, ex: ExpertParallel,
 def moe_params(m: ModelShape, tp: int, ex: ExpertParallel) -> tuple[float, float]:
     """(dense, expert) parameters of one rank's MoE sub-layer: the router (h E,
     replicated over tensor parallelism) and shared experts (split by tp) are
-    dense; the routed experts ``E / ep`` per rank, each split etp ways."""
+    dense; the routed experts ``E / ep`` per rank, each split etp ways. With
+    ``mlp_bias`` each expert's projections carry biases (block_style.py; GPT-OSS's
+    ``gate_up_proj_bias`` and ``down_proj_bias``); the router's own bias is left out."""
     mats = 3 if m.gated_mlp else 2
-    dense = m.hidden * m.experts + mats * m.hidden * m.shared_ffn / tp
+    shared = mlp_bias_params(m, m.shared_ffn, tp) if m.shared_ffn else 0.0
+    dense = m.hidden * m.experts + mats * m.hidden * m.shared_ffn / tp + shared
     expert = m.experts / ex.ep * mats * m.hidden * m.expert_ffn / ex.etp
-    return float(dense), float(expert)
+    biases = mlp_bias_params(m, m.expert_ffn, ex.etp)
+    return float(dense), float(expert + (m.experts / ex.ep * biases if biases else 0.0))

@@ -20,12 +20,7 @@ from dataclasses import dataclass, field, replace
 from pptune.costmodel.bounds import lower_bound
 from pptune.costmodel.evaluate import PlanRequest, PlanSpec, optimizer_step_s, stage_layout
 from pptune.costmodel.layout import Layout
-from pptune.costmodel.memory import (
-    Recompute,
-    embedding_holders,
-    shared_embedding,
-    with_recompute,
-)
+from pptune.costmodel.memory import Recompute, embedding_holders, shared_embedding, with_recompute
 from pptune.costmodel.partition import (
     SplitError,
     Starts,
@@ -194,12 +189,16 @@ def min_bottleneck_within_memory(
     # a device's memory shared evenly by its chunks, less its fixed working copies
     budget = (table.memory_bytes - req.reserve_bytes - fixed * largest) / v
     experts = bool(table.expert_param_bytes)
-    static_key = ("static", per_param, expert_per_param_bytes(req, spec) if experts else None)
+    # one stage holds a tied head and the embedding: their matrix once (table.py)
+    tied = table.tied_param_bytes / table.param_dtype_bytes * per_param if n_stages == 1 else 0.0
+    static_key = ("static", per_param, expert_per_param_bytes(req, spec) if experts else None,
+                  tied)
     if static_key not in cache.sums:
         static = [0.0]
         state = layer_state_bytes(table, req, spec) if experts else []
         for i in range(n):
             static.append(static[-1] + (state[i] if state else table.layer_params[i] * per_param))
+        static[-1] -= tied
         cache.sums[static_key] = static
     static = cache.sums[static_key]
     act_key = ("act", spec.recompute, b)

@@ -105,10 +105,19 @@ class CostTable:
     # the share of the SMs the MoE dispatch kernels hold while they run beside compute
     # (DeepEP's, dispatch.DEEPEP_SMS); None: one NCCL collective's (fabric.sm_share)
     a2a_sm_share: float | None = None
+    # bytes of the last layer's param_bytes that are the first's too (an LM head tied to
+    # the embedding): held once by a stage with both (one stage: no pipeline); a pipeline
+    # keeps a copy on its last stage (megatron-core LanguageModule
+    # setup_embeddings_and_output_layer), whose gradient all-reduce with the first
+    # stage's (finalize_model_grads, _allreduce_word_embedding_grads) is not priced
+    tied_param_bytes: float = 0.0
 
     def params(self, start: int, end: int) -> float:
         """Parameter count of layers [start, end)."""
-        return sum(self.param_bytes[start:end]) / self.param_dtype_bytes
+        held = sum(self.param_bytes[start:end])
+        if self.tied_param_bytes and start == 0 and end >= len(self.param_bytes):
+            held -= self.tied_param_bytes
+        return held / self.param_dtype_bytes
 
     @functools.cached_property
     def blocks_before(self) -> tuple[int, ...]:

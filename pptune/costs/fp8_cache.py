@@ -11,17 +11,22 @@ and keep no copy.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pptune.costmodel import precision
 from pptune.costmodel.analytic import layer_params
+from pptune.costmodel.block_style import norm_params
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.presets import ModelShape
 
 
 def gemm_weight_params(m: ModelShape, i: int, tp: int, ex: ExpertParallel | None) -> float:
-    """Weights of block i's GEMMs on one rank (MTP blocks after the last: num_blocks, ...)."""
-    dense, expert = layer_params(m, i, tp, ex)
-    norms = 2 * m.hidden * (2 if m.dropout else 1)
+    """Weights of block i's GEMMs on one rank (MTP blocks after the last: num_blocks, ...);
+    their biases are not cast (block_style.py)."""
+    unbiased = replace(m, qkv_bias=False, attn_out_bias=False, mlp_bias=False)
+    dense, expert = layer_params(unbiased, i, tp, ex)
+    norms = 2 * norm_params(m)
     router = m.hidden * m.experts if m.moe_block(i) else 0
     return dense + expert - norms - router
 

@@ -12,13 +12,13 @@ from pptune.costmodel.presets import MODELS, ModelShape
 from pptune.costs.hf_families import (
     LLAMA_TYPES,
     MOE_TYPES,
-    TIED_BY_DEFAULT,
     WINDOW_PERIODS,
     refuse_unread,
     window_fields,
 )
 from pptune.costs.hf_keys import MAX_HF_SIZE, Config, read_int
 from pptune.costs.hf_moe import moe_fields
+from pptune.costs.hf_style import style_fields
 from pptune.errors import BadInput
 from pptune.files import read_limited
 from pptune.limits import MAX_LAYERS
@@ -155,13 +155,14 @@ def read_hf_config(
         extra["qk_norm"] = model_type != "gemma2"
     if head_dim and head_dim != hidden // heads:
         extra["kv_channels"] = head_dim
-    tied = cfg.get("tie_word_embeddings")
-    if tied is True or (tied is None and model_type in TIED_BY_DEFAULT):
+    extra.update(style_fields(cfg, model_type))  # norm, biases, tied embeddings (hf_style.py)
+    if extra.get("tied_embeddings"):
         notes.append(
             f"tie_word_embeddings: the LM head shares the embedding's {vocab} x {hidden} "
-            "matrix; pptune prices the head as a matrix of its own, as a pipeline keeps a copy "
-            "on its last stage (Megatron-LM, DeepSpeed), so a plan without a pipeline counts "
-            f"{vocab * hidden / 1e9:.2f}B parameters, their gradients and optimizer state twice")
+            f"matrix ({vocab * hidden / 1e9:.2f}B parameters): a plan without a pipeline holds "
+            "it, its gradients and optimizer state once; a pipeline keeps a copy on its last "
+            "stage (Megatron-LM, DeepSpeed), whose gradient all-reduce with the first stage's "
+            "each step (megatron-core finalize_model_grads) is not priced")
     shape = ModelShape(
         name=str(cfg.get("_name_or_path") or model_type or path.stem)[:60],
         num_blocks=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn=ffn,

@@ -195,6 +195,8 @@ def analytic_profile(
         found = 0.0 if i is None else weight_cache_bytes(shape, i, tp, ex, gemm_precision,
                                                          fp8_params, kernels)
         return found or None
+    # a tied head's matrix is the embedding's: one copy on a stage that holds both
+    tied = shape.vocab * shape.hidden / tp * 2 if shape.tied_embeddings else 0.0
     return Profile(
         source="analytic",
         model=ModelInfo(
@@ -212,6 +214,7 @@ def analytic_profile(
                 param_bytes=layer.param_bytes,
                 expert_param_bytes=layer.expert_param_bytes,
                 cache_bytes=cache(layer.name),
+                tied_param_bytes=tied if layer.name == "head" else 0.0,
                 per_micro_batch={
                     str(b): LayerCost(
                         fwd_s=c.fwd_s, bwd_s=c.bwd_s, wgrad_s=c.wgrad_s,
@@ -331,6 +334,7 @@ def cost_table(profile: Profile, tp: int = 1, tp_in_costs: int = 1) -> CostTable
         names=[layer.name for layer in profile.layers],
         param_bytes=[layer.param_bytes / scale for layer in profile.layers],
         param_dtype_bytes=profile.param_dtype_bytes,
+        tied_param_bytes=sum(layer.tied_param_bytes for layer in profile.layers) / scale,
         by_mb=by_mb,
         seq_len=profile.model.seq_len,
         memory_bytes=profile.device.memory_bytes,

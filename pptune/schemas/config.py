@@ -253,6 +253,21 @@ class TrainingConfig(Strict):
     full_attention_every: int | None = Field(
         None, ge=2, le=2**31 - 1, description="with sliding_window: every this-many-th layer "
         "attends to all earlier tokens (Megatron-LM --window-attn-skip-freq N)")
+    # Block style, when the file says (unset: the model's, ModelShape's defaults)
+    normalization: Literal["layernorm", "rmsnorm"] | None = Field(
+        None, description="the blocks' norm (Megatron-LM --normalization LayerNorm|RMSNorm)")
+    qkv_bias: bool | None = Field(
+        None, description="biases on the query, key and value projections (Megatron-LM: on "
+        "unless --disable-bias-linear, or with --add-qkv-bias)")
+    attn_out_bias: bool | None = Field(
+        None, description="a bias on the attention output projection (Megatron-LM: off "
+        "with --disable-bias-linear)")
+    mlp_bias: bool | None = Field(
+        None, description="biases on the MLP's and experts' projections (Megatron-LM: off "
+        "with --disable-bias-linear)")
+    tied_embeddings: bool | None = Field(
+        None, description="the LM head shares the embedding's matrix (Megatron-LM: off "
+        "with --untie-embeddings-and-output-weights)")
     # Multi-head latent attention (DeepSeek-V2/V3) when kv_lora_rank is set
     q_lora_rank: int | None = Field(None, ge=1, le=2**31 - 1)
     kv_lora_rank: int | None = Field(None, ge=1, le=2**31 - 1)

@@ -60,13 +60,18 @@ class Layer(Strict):
     expert_param_bytes: float = Field(
         0.0, ge=0, description="mixture of experts: the routed experts' part of param_bytes "
         "(sharded over expert data parallelism)")
+    tied_param_bytes: float = Field(
+        0.0, ge=0, description="the part of param_bytes that is the embedding's matrix too "
+        "(an LM head tied to it): counted once where one stage holds the embedding and this "
+        "layer")
     per_micro_batch: dict[str, LayerCost] = Field(
         description="costs keyed by micro-batch size, as a string: {\"1\": {...}, \"2\": {...}}"
     )
 
     @model_serializer(mode="wrap")
     def _without_zero_moe(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _drop_zeros(handler(self), ("expert_param_bytes", "cache_bytes"))
+        return _drop_zeros(handler(self), ("expert_param_bytes", "cache_bytes",
+                                           "tied_param_bytes"))
 
     @model_validator(mode="after")
     def _keys_are_sizes(self) -> Layer:
@@ -75,6 +80,10 @@ class Layer(Strict):
         if self.expert_param_bytes > self.param_bytes:
             raise ValueError(f"layer {self.name!r}: expert_param_bytes "
                              f"({self.expert_param_bytes:g}) exceeds param_bytes "
+                             f"({self.param_bytes:g}); they are part of them")
+        if self.tied_param_bytes > self.param_bytes:
+            raise ValueError(f"layer {self.name!r}: tied_param_bytes "
+                             f"({self.tied_param_bytes:g}) exceeds param_bytes "
                              f"({self.param_bytes:g}); they are part of them")
         for key in self.per_micro_batch:
             if not key.isdigit() or int(key) < 1:

@@ -158,11 +158,14 @@ def test_megatron_llama3_script_resolves_variables_arrays_and_launcher() -> None
         # no --cross-entropy-loss-fusion: megatron-core's unfused loss (loss.py)
         "cross_entropy": "unfused",
         "swiglu": "fused",  # megatron-core's bias_swiglu_impl: no --no-bias-swiglu-fusion
+        # --normalization RMSNorm, --disable-bias-linear, --untie-embeddings-and-output-weights
+        "normalization": "rmsnorm", "qkv_bias": False, "attn_out_bias": False,
+        "mlp_bias": False, "tied_embeddings": False,
     }
     assert "shell variable NUM_NODES is not set in the script; used its default '2' "\
         "(check-config --env NUM_NODES=VALUE sets it)" in (
         result.notes)
-    assert any(n.startswith("ignored 25 other flags: --use-mcore-models") for n in result.notes)
+    assert any(n.startswith("ignored 23 other flags: --use-mcore-models") for n in result.notes)
 
 
 def test_megatron_gpt3_string_variables_and_distributed_launch() -> None:

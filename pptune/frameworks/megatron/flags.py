@@ -103,6 +103,7 @@ MOE_VALUE_FLAGS = (
     "--v-head-dim",
     "--kv-channels",
     "--position-embedding-type",
+    "--normalization",
     "--window-size",  # sliding-window attention (window.py)
     "--window-attn-skip-freq",
 )
@@ -116,6 +117,8 @@ MOE_BOOL_FLAGS = (
     "--multi-latent-attention",
     "--qk-layernorm",
     "--disable-bias-linear",
+    "--add-qkv-bias",
+    "--untie-embeddings-and-output-weights",
     "--moe-layer-recompute",  # deprecated: selective recomputation of the MoE layer
 )
 VALUE_FLAGS += MOE_VALUE_FLAGS

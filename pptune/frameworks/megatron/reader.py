@@ -46,6 +46,7 @@ from pptune.frameworks.megatron.launch import launch_words
 from pptune.frameworks.megatron.moe import read_moe
 from pptune.frameworks.megatron.pipeline import environment, pipeline
 from pptune.frameworks.megatron.recompute import read_modules, read_recompute
+from pptune.frameworks.megatron.style import read_style
 from pptune.frameworks.megatron.widths import read_widths
 from pptune.frameworks.megatron.window import read_window
 from pptune.schemas import TrainingConfig
@@ -131,6 +132,7 @@ def _fields(r: FlagReader, launcher: Flagged, env: Mapping[str, str]) -> dict[st
     fields["recompute_modules"] = read_modules(r, fields["recompute"])
     read_widths(r, fields)
     read_window(r, fields)
+    read_style(r, fields)
     micro = r.number("--micro-batch-size")
     if micro is None and ctx.flags.micro_batch_size is None:
         raise ctx.bad("--micro-batch-size is missing or unresolved; expected "

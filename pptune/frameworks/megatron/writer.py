@@ -24,6 +24,7 @@ from pptune.frameworks.common.writing import header, plan_launch
 from pptune.frameworks.megatron.closest import Placement
 from pptune.frameworks.megatron.cp_fp8 import cp_fp8_args
 from pptune.frameworks.megatron.split import MegatronSplit
+from pptune.frameworks.megatron.style import style_args
 from pptune.options import CostOptions
 
 FILE = "pretrain_megatron.sh"
@@ -61,6 +62,7 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
         # the layout states the virtual stages too (validate_args derives them from it)
         *(_split_args(split) if split is not None else [f"{KNOB} '{placed.layout}'"]),
     ]
+    unsaid: list[str] = []
     if shape is not None:
         args += [
             f"--num-layers {shape.num_blocks}",
@@ -78,10 +80,10 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
         if shape.kv_heads != shape.heads and not shape.mla:
             args += ["--group-query-attention", f"--num-query-groups {shape.kv_heads}"]
         if shape.gated_mlp:
-            args += ["--swiglu", "--normalization RMSNorm", "--position-embedding-type rope",
-                     "--untie-embeddings-and-output-weights", "--disable-bias-linear"]
+            args += ["--swiglu", "--position-embedding-type rope"]
             if (job.cost_options or CostOptions()).swiglu is Swiglu.EAGER:
                 args.append("--no-bias-swiglu-fusion")  # as priced (--swiglu eager)
+        args += style_args(shape, unsaid, plan.etp)  # norm, biases, tied embeddings (style.py)
         args += moe_args(shape, plan, (job.cost_options or CostOptions()).moe_dispatcher)
     else:  # a comment inside the continued command would end it: say it above
         lines.append("# the profile names no model shape: add --hidden-size, "
@@ -93,7 +95,6 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
         f"--global-batch-size {job.global_batch}",
         "--fp16" if plan.precision is Precision.FP16 else "--bf16",
     ]
-    unsaid: list[str] = []
     args += cp_fp8_args(plan.cp, plan.tp, plan.precision, job.cost_options,
                         job.request.gpus_per_node, plan.sharding is Sharding.ZERO1, unsaid)
     lines += [f"# {line}" for line in unsaid]
@@ -185,8 +186,6 @@ def moe_args(shape: ModelShape, plan: Plan,
     if shape.route_groups:
         args += [f"--moe-router-num-groups {shape.route_groups}",
                  f"--moe-router-group-topk {shape.route_group_topk}"]
-    if plan.etp > 1 and not shape.gated_mlp:  # 'Bias in Moe is only supported when ETP==1'
-        args.append("--disable-bias-linear")
     # the dispatcher the plan was priced with (flex needs tp x ep > 1: else alltoall,
     # which moves nothing then either); the local experts as one grouped GEMM
     if dispatcher is Dispatcher.DEEPEP and plan.tp * plan.ep > 1:
