@@ -22,11 +22,13 @@ row (nothing is fitted to them).
    ZeRO-1, no TP, FP8 GEMMs, sequence 4096 (the MTP module on the last stage).
    Its memory savings (sec. 3.2.3: RMSNorm and the MLA up-projections recomputed
    in the backward pass; sec. 3.3.3: the SwiGLU's output in MoE recomputed from
-   its cached input) are priced as megatron-core's ``mla_up_proj`` and
-   ``moe_act`` recompute modules, and its BF16 Adam moments (sec. 3.3.3) as
-   such; not modelled: the RMSNorm recomputation, the SwiGLU input and the
-   attention output cached in its own low-precision formats, the EMA kept in CPU
-   memory and the embedding shared with the MTP module. DualPipe's F&B pairs
+   its cached input) are priced as megatron-core's ``mla_up_proj``, ``layernorm``
+   (the norms before attention and before the MoE layer) and ``moe_act`` recompute
+   modules, its BF16 Adam moments (sec. 3.3.3) as such, and the embedding its MTP
+   module shares with the model on DualPipe's first device (sec. 3.2.3) as pptune
+   prices any MTP module on the embedding's device; not modelled: the SwiGLU input
+   and the attention output cached in its own low-precision formats, and the EMA
+   kept in CPU memory (no GPU memory). DualPipe's F&B pairs
    overlap the all-to-all (sec. 3.2.1: "both all-to-all and PP communication can
    be fully hidden"), so the row runs with it (``PlanSpec.a2a_overlap``), as
    recommend prices a DualPipe plan without block recomputation.
@@ -220,7 +222,8 @@ RUNS: tuple[Run, ...] = (
         1e12 / (180e3 * 3600), DEEPSEEK_REPORT,
         "1e12 tokens / (180K GPU-hours x 3600 s), wall clock with every overhead",
         etp=1, schedule=Schedule.DUALPIPE, dispatcher=Dispatcher.DEEPEP,
-        recompute_modules=("mla_up_proj", "moe_act"), moment_bytes=2.0, a2a_overlap=True,
+        recompute_modules=("mla_up_proj", "layernorm", "moe_act"), moment_bytes=2.0,
+        a2a_overlap=True,
         amax_reduction=False),
 )
 
