@@ -23,6 +23,12 @@ LLAMA_TYPES = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2
                "gemma3_text", "phi3", "qwen3_moe", "deepseek_v3", "gpt_oss", "llama4",
                "llama4_text", "phimoe", "olmoe", "qwen2_moe", "minicpm", "deepseek",
                "deepseek_v2", "deepseek_v32", "kimi_k2", "glm4_moe"}
+# Dense families whose configs use Llama's or GPT-2's key names (transformers'
+# configuration classes): read without a note; any other model_type is read by the same
+# names with one.
+DENSE_TYPES = {"gpt2", "gpt_neox", "gptj", "gpt_bigcode", "opt", "bloom", "falcon", "phi",
+               "starcoder2", "stablelm", "olmo", "olmo2", "cohere", "granite", "nemotron",
+               "internlm2", "baichuan", "yi"}
 # The mixture-of-experts families read with their own key names (hf_moe.moe_fields).
 MOE_TYPES = ("mixtral", "phimoe", "olmoe", "minicpm", "qwen2_moe", "qwen3_moe", "deepseek",
              "deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "gpt_oss",

@@ -10,6 +10,7 @@ from typing import Any
 
 from pptune.costmodel.presets import MODELS, ModelShape
 from pptune.costs.hf_families import (
+    DENSE_TYPES,
     LLAMA_TYPES,
     MOE_TYPES,
     WINDOW_PERIODS,
@@ -121,6 +122,7 @@ def read_hf_config(
     heads = read_int(cfg, ("num_attention_heads", "n_head"), path)
     kv_heads = read_int(cfg, ("num_key_value_heads",), path, default=heads)
     ffn = read_int(cfg, ("intermediate_size", "n_inner", "ffn_dim"), path, default=4 * hidden)
+    notes: list[str] = _unknown_notes(cfg, model_type, hidden)
     vocab = read_int(cfg, ("vocab_size",), path)
     head_dim = read_int(cfg, ("head_dim",), path, default=0, minimum=0)
     if hidden % heads and not head_dim:
@@ -133,7 +135,6 @@ def read_hf_config(
             f"--hf-config {path}: num_attention_heads ({heads}) must be divisible by "
             f"num_key_value_heads ({kv_heads})"
         )
-    notes: list[str] = []
     if seq_len is None:
         seq_len = _trained_seq_len(cfg, path, seq_cap, notes)
     act = str(cfg.get("hidden_act", cfg.get("hidden_activation",
@@ -205,3 +206,22 @@ def from_sizes(
 
 def with_seq_len(shape: ModelShape, seq_len: int | None) -> ModelShape:
     return shape if seq_len is None or seq_len == shape.seq_len else replace(shape, seq_len=seq_len)
+
+
+def _unknown_notes(cfg: dict[str, Any], model_type: str, hidden: int) -> list[str]:
+    """What the reader assumed of a family it does not know, or of an FFN width the config
+    leaves out."""
+    notes = []
+    if model_type not in LLAMA_TYPES and model_type not in DENSE_TYPES:
+        archs = cfg.get("architectures")
+        named = f" ({', '.join(map(str, archs))[:80]})" if isinstance(archs, list) and archs else ""
+        notes.append(f"model_type {model_type[:40]!r}{named} is not a family pptune knows: read "
+                     "as a decoder-only model by Llama's and GPT-2's key names; check the "
+                     "parameter count pptune prints against the model card")
+    # GPT-2, GPT-J, BLOOM, Falcon: a null or absent width is their documented 4 x hidden
+    if model_type not in DENSE_TYPES and all(
+            cfg.get(k) is None for k in ("intermediate_size", "n_inner", "ffn_dim")):
+        notes.append(f"no intermediate_size (null or absent): an MLP of 4 x hidden = "
+                     f"{4 * hidden} assumed")
+    return notes
+

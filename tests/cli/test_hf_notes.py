@@ -75,3 +75,17 @@ def test_check_config_json_lists_every_ignored_flag(tmp_path: Path) -> None:
     doc = json.loads(r.stdout)
     assert doc["ignored"] == [f"--unread-flag-{i}" for i in range(12)]
     assert any("and 4 more" in n for n in doc["notes"])
+
+
+def test_an_unknown_family_and_a_missing_ffn_width_are_said(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({
+        "model_type": "totally_unknown", "architectures": ["FooForMaskedLM"],
+        "hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 8,
+        "vocab_size": 32000, "intermediate_size": None}))
+    r = runner.invoke(app, ["recommend", "--gpus", "8", "--hf-config", str(path), "--seq-len",
+                            "2048", "--json", "--top", "1"])
+    assert r.exit_code == 0, r.stderr
+    notes = json.loads(r.stdout)["notes"]
+    assert any("'totally_unknown' (FooForMaskedLM) is not a family" in n for n in notes)
+    assert any("4 x hidden = 4096 assumed" in n for n in notes)

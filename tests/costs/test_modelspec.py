@@ -63,7 +63,8 @@ def test_rope_scaled_context_is_planned_at_its_pretraining_length(tmp_path: Path
     # a rope_scaling without the original length, or one not below the maximum: the
     # maximum, said as such
     doc = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
-           "num_attention_heads": 4, "vocab_size": 8, "max_position_embeddings": 2048}
+           "num_attention_heads": 4, "vocab_size": 8, "max_position_embeddings": 2048,
+           "intermediate_size": 256}
     for scaling in (None, {"type": "linear", "factor": 2.0},
                     {"rope_type": "llama3", "original_max_position_embeddings": 2048}):
         path = tmp_path / "config.json"
