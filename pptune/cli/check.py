@@ -35,8 +35,10 @@ launch scripts, and torchtitan TOML (detected from the content; --format-in over
 """
 
 
-@uses(costs=Use(CostOptions, only=("model", "hf_config", "gpu", "profile", "gpu_spread"), more={
+@uses(costs=Use(CostOptions, only=("model", "hf_config", "seq_len", "gpu", "profile",
+                                   "gpu_spread"), more={
     "model": "overrides the file", "gpu": "overrides the file",
+    "seq_len": "when the file lacks it (a DeepSpeed config states none)",
     "hf_config": "overrides the file; relative to the working folder",
     "profile": "overrides the file; relative to the working folder [default: the file's, "
     "else ./pptune-profile.json when the file names no model]"}))
@@ -148,6 +150,17 @@ def _run(config: Path, format_in: str | None,
         from pptune.schemas import load_profile
 
         load_profile(costs.profile)
+    config_read = read.config
+    if costs.seq_len is not None:  # like --gpus: fills what the file does not state
+        if config_read.seq_len is None:
+            config_read = config_read.model_copy(update={"seq_len": costs.seq_len})
+            read.notes.append(f"seq_len {costs.seq_len} from --seq-len: the file does not "
+                              "state a sequence length")
+        elif config_read.seq_len != costs.seq_len:
+            read.notes.append(f"--seq-len {costs.seq_len} ignored: the file states "
+                              f"seq_len = {config_read.seq_len}")
+        costs = replace(costs, seq_len=None)
+        read = replace(read, config=config_read)
     opts = CheckOptions(max_bubble=max_bubble, max_slowdown=max_slowdown, costs=costs,
                         compare_best=flags.compare_best, strict=flags.strict)
     return check(read.config, config.parent, opts, read.semantics), read

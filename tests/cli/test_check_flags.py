@@ -155,3 +155,21 @@ def test_a_tp_that_does_not_divide_a_probed_models_heads_is_refused(tmp_path: Pa
     r = CliRunner().invoke(app, ["recommend", "--gpus", "8", "--profile", str(path),
                                  "--tp", "4"])
     assert r.exit_code == 0, r.stderr
+
+
+def test_seq_len_fills_what_the_file_does_not_state(tmp_path: Path) -> None:
+    """A DeepSpeed JSON states no sequence length: --seq-len prices it at that length (the
+    preset's 8,192 otherwise); a file that states one wins, with a note."""
+    plain = json.dumps({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 1,
+                        "bf16": {"enabled": True}, "zero_optimization": {"stage": 1}})
+    flags = ("--gpus", "8", "--gpu", "h100-sxm", "--model", "llama3-8b")
+    _, _, default = check_file(tmp_path / "ds.json", plain, *flags)
+    _, _, short = check_file(tmp_path / "ds.json", plain, *flags, "--seq-len", "4096")
+    assert short["config"]["seq_len"] == 4096 and default["config"]["seq_len"] is None
+    assert short["derived"]["step_time_s"] < default["derived"]["step_time_s"]
+    assert any("seq_len 4096 from --seq-len" in n for n in short["notes"])
+    stated = json.dumps({**json.loads(plain), "pptune": {"seq_len": 2048}})
+    _, _, doc = check_file(tmp_path / "ds.json", stated, *flags, "--seq-len", "4096")
+    assert doc["config"]["seq_len"] == 2048
+    assert any("--seq-len 4096 ignored: the file states seq_len = 2048" in n
+               for n in doc["notes"])
