@@ -83,12 +83,24 @@ class PlanRequest:
     # the per-layer splits and precisions to search, one cost table each (keys.py);
     # None: the one key of ``tp`` in BF16
     cost_keys: Sequence[CostKey] | None = None
+    # HSDP (torchtitan data_parallel_replicate_degree): replicas of the data-parallel
+    # group that each hold the whole sharded state, so it shards over dp x cp / replicas
+    # (torchtitan's "fsdp" mesh: dp_shard x cp); their gradient all-reduce across
+    # replicas is priced as the one sharded reduction over dp
+    dp_replicate: int = 1
 
     def state_per_param(self, sharding: Sharding, dp: int) -> float:
-        """Training-state bytes a parameter over ``dp`` ranks, at the request's widths."""
-        return state_bytes_per_param(sharding, dp, self.grad_buffer_bytes, self.moment_bytes,
-                                     self.fsdp_weight_bytes, self.fsdp_reduce_bytes,
-                                     self.offloaded_bytes)
+        """Training-state bytes a parameter over ``dp`` ranks (the data-parallel group,
+        HSDP's replicas apart: ``shard_ranks``), at the request's widths."""
+        return state_bytes_per_param(sharding, self.shard_ranks(dp), self.grad_buffer_bytes,
+                                     self.moment_bytes, self.fsdp_weight_bytes,
+                                     self.fsdp_reduce_bytes, self.offloaded_bytes)
+
+    def shard_ranks(self, dp: int) -> int:
+        """The ranks a data-parallel group of ``dp`` shards the state over: dp less
+        HSDP's replicas (each keeps its own copy), where they divide it."""
+        return dp // self.dp_replicate if self.dp_replicate > 1 and dp % self.dp_replicate == 0 \
+            else dp
 
     def working(self, sharding: Sharding, reshard: bool, device_params: float,
                 largest_layer_params: float) -> float:

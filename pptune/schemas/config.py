@@ -195,6 +195,10 @@ class TrainingConfig(Strict):
         "zero1 = optimizer state (Megatron-LM --use-distributed-optimizer), zero2 = + gradients, "
         "zero3 = + weights (DeepSpeed), fsdp = torch FSDP full shard (torchtitan)",
     )
+    dp_replicate: int | None = Field(
+        None, ge=1, le=2**31 - 1, description="HSDP: data-parallel replicas, each holding the "
+        "whole sharded state (torchtitan data_parallel_replicate_degree); the state shards over "
+        "dp x cp / dp_replicate")
     fsdp_reshard_after_forward: bool | None = Field(
         None, description="FSDP frees gathered weights after forward (torchtitan "
         "fsdp_reshard_after_forward), when the file says",

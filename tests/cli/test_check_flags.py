@@ -173,3 +173,38 @@ def test_seq_len_fills_what_the_file_does_not_state(tmp_path: Path) -> None:
     assert doc["config"]["seq_len"] == 2048
     assert any("--seq-len 4096 ignored: the file states seq_len = 2048" in n
                for n in doc["notes"])
+
+
+TITAN = """[model]
+name = "llama3"
+flavor = "70B"
+
+[training]
+local_batch_size = 1
+seq_len = 8192
+
+[parallelism]
+data_parallel_replicate_degree = {replicate}
+data_parallel_shard_degree = {shard}
+tensor_parallel_degree = 8
+
+[activation_checkpoint]
+mode = "full"
+"""
+
+
+def test_hsdp_shards_the_state_within_a_replica(tmp_path: Path) -> None:
+    """torchtitan's HSDP (data_parallel_replicate_degree) shards the weights, gradients and
+    optimizer state over each replica's ranks only (its "fsdp" mesh: dp_shard x cp): 4
+    replicas of 8 hold per GPU what one group of 8 does, more than 32 shards do."""
+    flags = ("--gpu", "h100-sxm", "--no-compare")
+    _, _, hsdp = check_file(tmp_path / "a.toml", TITAN.format(replicate=4, shard=8),
+                            "--gpus", "256", *flags)
+    _, _, alone = check_file(tmp_path / "b.toml", TITAN.format(replicate=1, shard=8),
+                             "--gpus", "64", *flags)
+    _, _, full = check_file(tmp_path / "c.toml", TITAN.format(replicate=1, shard=32),
+                            "--gpus", "256", *flags)
+    assert hsdp["config"]["dp_replicate"] == 4 and hsdp["config"]["dp"] == 32
+    peak = [max(d["derived"]["peak_memory_bytes"]) for d in (hsdp, alone, full)]
+    assert peak[0] == pytest.approx(peak[1], rel=1e-12)
+    assert peak[0] > peak[2]

@@ -118,6 +118,8 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
         fields["zero_stage"], fields["fsdp_reshard_after_forward"] = _fsdp_stage(ctx, par, pp)
     replicate = par.count("data_parallel_replicate_degree", 1, maximum=MAX_DEVICES) or 1
     shard = fields["dp"] // replicate if fields["dp"] is not None else None
+    if sharded and replicate > 1:  # HSDP: the state shards within a replica only
+        fields["dp_replicate"] = replicate
     read_experts(ctx, par, fields, shard, bool(preset and MODELS[preset].moe), name)
     if preset in NO_MTP:
         fields["mtp_layers"] = 0
