@@ -191,6 +191,12 @@ def test_the_world_size_the_logs_state() -> None:
     one = ADAPTERS[Framework.TORCHTITAN].read_log(
         "Building 0-D device mesh with [], []\n" + torchtitan_step(10, 5000, 100, 30, 50))
     assert one is not None and one.world_size == 1
+    # torchtitan 0.2.1 and later: the degrees by name; ep and etp are carved from the rest
+    degrees = ("[rank0]:[titan] 2026-01-11 20:13:44,956 - root - INFO - Building device mesh "
+               "with parallelism: pp=2, dp_replicate=2, dp_shard=16, cp=2, tp=8, ep=8, etp=1")
+    titan = ADAPTERS[Framework.TORCHTITAN].read_log(
+        "\n".join([degrees, torchtitan_step(10, 5000, 100, 30, 50)]))
+    assert titan is not None and titan.world_size == 2 * 2 * 16 * 2 * 8
     # Megatron-LM validate_args (rank 0) and _print_args' dump
     for line in ("using world size: 16, data-parallel size: 4, context-parallel size: 1, "
                  "tensor-model-parallel size: 2, pipeline-model-parallel size: 2",

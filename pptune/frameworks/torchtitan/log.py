@@ -22,7 +22,11 @@ the mesh it builds,
     Building 1-D device mesh with ['dp_shard'], [8]
 
 and its ``_validate`` asserts that the dimensions multiply to the world size
-(a dimension of 1 is left out, so ``[]`` is one GPU). The GPU: the trainer logs
+(a dimension of 1 is left out, so ``[]`` is one GPU); from 0.2.1 it logs the degrees,
+
+    Building device mesh with parallelism: pp=1, dp_replicate=1, dp_shard=32, cp=1, tp=8, ep=1, etp=1
+
+whose pp x dp_replicate x dp_shard x cp x tp is the world. The GPU: the trainer logs
 its device's name and memory once (torchtitan/train.py),
 
     CUDA capacity: NVIDIA H200 with 139.83GiB memory
@@ -43,6 +47,11 @@ TFLOPS = re.compile(r"\btflops:\s*([\d,]+(?:\.\d+)?)")
 MFU = re.compile(r"\bmfu:\s*([\d.]+)%")
 MEMORY = re.compile(r"\bmemory:\s*([\d.]+)\s*GiB")
 MESH = re.compile(r"Building \d+-D device mesh with \[[^\]]*\], \[([\d, ]{0,200})\]")
+# torchtitan 0.2.1 and later (ParallelDims.build_mesh): "Building device mesh with
+# parallelism: pp=1, dp_replicate=1, dp_shard=32, cp=1, tp=8, ep=1, etp=1"; the world is
+# pp x dp_replicate x dp_shard x cp x tp (ep and etp are carved from those)
+DEGREES = re.compile(r"Building device mesh with parallelism:((?:\s*\w+=\d+,?){1,12})")
+WORLD_DIMS = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 DEVICE = re.compile(r"\b[A-Z]+ capacity: (\S.{0,79}?) with [\d.]+\s*GiB memory")
 
 
@@ -70,6 +79,11 @@ def read(text: str) -> JobLog:
         mesh = MESH.search(line)
         if mesh:
             world = math.prod(int(d) for d in mesh.group(1).replace(",", " ").split())
+            continue
+        degrees = DEGREES.search(line)
+        if degrees:
+            said = dict(re.findall(r"(\w+)=(\d+)", degrees.group(1)))
+            world = math.prod(int(said.get(dim, 1)) for dim in WORLD_DIMS)
             continue
         m = _step(line)
         if not m:
