@@ -238,6 +238,16 @@ def test_torchtitan_float8_with_fsdp_all_gather(tmp_path: Path) -> None:
     assert not any("ignored tables" in n for n in doc["notes"])
 
 
+def test_torchtitan_float8_of_the_lm_head_is_said(tmp_path: Path) -> None:
+    """Float8LinearConverter converts every linear filter_fqns does not name (default []):
+    without "output" torchtitan runs the LM head in float8, which pptune prices in BF16."""
+    _, found, _ = titan(tmp_path, converters=FLOAT8, tables="[quantize.linear.float8]\n")
+    assert found["torchtitan-unmodelled"] == "warning"
+    _, found, _ = titan(tmp_path, converters=FLOAT8,
+                        tables='[quantize.linear.float8]\nfilter_fqns = ["output"]\n')
+    assert "torchtitan-unmodelled" not in found
+
+
 def test_torchtitan_float8_rules(tmp_path: Path) -> None:
     rowwise = ('[quantize.linear.float8]\nrecipe_name = "rowwise"\n'
                "enable_fsdp_float8_all_gather = true\n")

@@ -135,6 +135,15 @@ def _fp8(ctx: Ctx, data: dict[str, Any], fields: dict[str, Any]) -> None:
         ctx.unmodelled("torchtitan-unmodelled",
                        f"{name}.emulate runs float8 without FP8 tensor cores; priced as BF16")
         return
+    kept = table.get("filter_fqns")
+    if not (isinstance(kept, list) and "output" in kept):
+        # Float8LinearConverter converts every nn.Linear whose FQN filter_fqns does not
+        # name (default []: torchtitan 0.2.2 job_config.py); its reference configs keep
+        # the LM head out with ["output"]
+        ctx.unmodelled("torchtitan-unmodelled",
+                       f'{name}.filter_fqns without "output": torchtitan runs the LM head in '
+                       'float8 too; pptune prices it in BF16 (set filter_fqns = ["output"], '
+                       "as torchtitan's own configs do)")
     fields["precision"], fields["fp8_recipe"] = "fp8", recipe or "tensorwise"
     fields["fp8_kernels"] = "torchao"  # torchao's float8: no cached weights (precision.py)
     # the float8 all-gather runs only over FSDP shards (Float8LinearConverter: dp_shard_enabled)
@@ -231,7 +240,8 @@ def fp8_lines(plan: Plan, job: Job) -> tuple[list[str], list[str]]:
                 [*compile_, "", f"[{MX}]", 'recipe_name = "mxfp8_cublas"'])
     c = job.cost_options or CostOptions()
     gather = c.fp8_param_gather and plan.sharding is Sharding.FSDP
-    tables = [*compile_, "", f"[{FLOAT8}]", "# tensorwise scaling (recipe_name unset)"]
+    tables = [*compile_, "", f"[{FLOAT8}]", "# tensorwise scaling (recipe_name unset)",
+              'filter_fqns = ["output"]  # the LM head stays BF16, as priced']
     if gather:
         tables += ["enable_fsdp_float8_all_gather = true",
                    "precompute_float8_dynamic_scale_for_fsdp = true"]
