@@ -341,7 +341,7 @@ def _predict(
     cap = table.memory_bytes * cfg.limits.memory_fraction
     over = [(d, b) for d, b in enumerate(plan.peak_memory_bytes) if b > cap]
     for d, b in over:
-        add("memory-overflow", "error",
+        add("memory-overflow", "warning" if cfg.memory_budget_ac else "error",
             f"pipeline rank {d} needs {fmt_bytes(b)}, over the {fmt_bytes(cap)} it may use by "
             f"{fmt_bytes(b - cap)}; {memory_fixes(cfg)}",
             rank=d, peak_bytes=b, capacity_bytes=cap)

@@ -195,6 +195,10 @@ class TrainingConfig(Strict):
         "zero1 = optimizer state (Megatron-LM --use-distributed-optimizer), zero2 = + gradients, "
         "zero3 = + weights (DeepSpeed), fsdp = torch FSDP full shard (torchtitan)",
     )
+    memory_budget_ac: bool = Field(
+        False, description="torchtitan's activation_checkpoint mode memory_budget (torch's "
+        "solver recomputes to fit a budget): not modelled, priced without recomputation, and a "
+        "predicted memory overflow is a warning, not an error")
     dp_replicate: int | None = Field(
         None, ge=1, le=2**31 - 1, description="HSDP: data-parallel replicas, each holding the "
         "whole sharded state (torchtitan data_parallel_replicate_degree); the state shards over "

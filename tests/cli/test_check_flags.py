@@ -208,3 +208,19 @@ def test_hsdp_shards_the_state_within_a_replica(tmp_path: Path) -> None:
     peak = [max(d["derived"]["peak_memory_bytes"]) for d in (hsdp, alone, full)]
     assert peak[0] == pytest.approx(peak[1], rel=1e-12)
     assert peak[0] > peak[2]
+
+
+def test_torchtitan_memory_budget_overflow_is_a_warning_and_needs_compile(tmp_path: Path
+                                                                           ) -> None:
+    """activation_checkpoint mode "memory_budget" is not modelled (priced without
+    recomputation): a predicted overflow is a warning; torchtitan's apply_ac asserts the
+    model is compiled."""
+    text = TITAN.format(replicate=1, shard=8).replace(
+        'mode = "full"', 'mode = "memory_budget"\nmemory_budget = 0.5').replace(
+        "local_batch_size = 1", "local_batch_size = 4")
+    flags = ("--gpus", "64", "--gpu", "h100-sxm", "--no-compare")
+    code, found, doc = check_file(tmp_path / "a.toml", text + "\n[compile]\nenable = true\n",
+                                  *flags)
+    assert found.get("memory-overflow") == "warning" and code == 0, doc["findings"]
+    code, found, _ = check_file(tmp_path / "b.toml", text, *flags)
+    assert found["torchtitan-ac-memory-budget"] == "error" and code == 1

@@ -140,6 +140,14 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     fields["swiglu"] = _swiglu(ctx, data, train)
     fields["recompute"], fields["recompute_every"] = _recompute(
         ctx, Table(ctx, "activation_checkpoint", data))
+    if Table(ctx, "activation_checkpoint", data).text("mode", None) == "memory_budget":
+        fields["memory_budget_ac"] = True
+        if not _compiled(ctx, data, train, "model"):
+            ctx.refuse("torchtitan-ac-memory-budget",
+                       "activation_checkpoint.mode \"memory_budget\" without [compile] enable: "
+                       "torchtitan asserts 'Memory budget mode requires model to be compiled' "
+                       "(torchtitan/distributed/activation_checkpoint.py apply_ac); enable "
+                       "compile or choose another mode")
     if fields["recompute"] == "selective" and fields["recompute_every"] is None:
         fields["recompute_modules"] = [OP_SAC]  # selective_ac_option "op" (op_sac.py)
     ignored = sorted(str(k) for k in data if k not in _READ_TABLES)
@@ -339,7 +347,8 @@ def _recompute(ctx: Ctx, table: Table) -> tuple[str | None, int | None]:
     if mode == "memory_budget":
         ctx.unmodelled("torchtitan-unmodelled",
                        "activation_checkpoint.mode \"memory_budget\" is not modelled; predicted "
-                       "as no recomputation")
+                       "as no recomputation, and a predicted memory overflow is a warning "
+                       "(torch's solver recomputes to fit the budget)")
         return "none", None
     if mode not in ("none", "selective", "full"):
         ctx.refuse("torchtitan-ac-mode",
