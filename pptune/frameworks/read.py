@@ -183,12 +183,13 @@ def _detect(text: str, path: Path) -> tuple[Framework, Any]:
             return _classify_mapping(data, name, "json")
     else:
         json_error = None
+    toml_error: BadInput | None = None
     try:
         table = parse_toml(text, name)
     except Refused:
         raise
-    except BadInput:
-        pass
+    except BadInput as exc:
+        toml_error = exc
     else:
         found = _match(table, "toml")
         if found is not None:
@@ -207,6 +208,8 @@ def _detect(text: str, path: Path) -> tuple[Framework, Any]:
             return _classify_mapping(data, name, "yaml")
     if isinstance(yaml_error, Refused):
         raise yaml_error
+    if toml_error is not None and path.suffix.lower() == ".toml":
+        raise toml_error  # named TOML (a table header starts like a JSON list)
     if json_error is not None:
         raise json_error  # it starts like JSON: the JSON error is the useful one
     if yaml_error is not None and _YAML_KEY.search(text):
