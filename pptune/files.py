@@ -30,7 +30,7 @@ MIB = 1 << 20
 
 
 def _size(n: int) -> str:
-    return f"{n / MIB:.0f} MiB" if n >= MIB else f"{n} bytes"
+    return f"{n / MIB:.2f} MiB".replace(".00 MiB", " MiB") if n >= MIB else f"{n} bytes"
 
 
 def read_limited(path: Path, what: str, limit_bytes: int) -> bytes:
@@ -81,7 +81,8 @@ def check_output(path: Path, flag: str, inputs: Iterable[tuple[str, Path | None]
                                "pptune writes regular files only")
         folder = target.parent if str(target.parent) else Path(".")
         if not folder.is_dir():
-            raise BadInput(f"{flag} {path}: the folder {folder} does not exist")
+            raise BadInput(f"{flag} {path}: {folder} is not a folder" if folder.exists()
+                           else f"{flag} {path}: the folder {folder} does not exist")
         if not os.access(folder, os.W_OK | os.X_OK):
             raise BadInput(f"{flag} {path}: the folder {folder} is not writable")
     except (OSError, ValueError) as exc:

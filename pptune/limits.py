@@ -28,6 +28,9 @@ MAX_STEPS = 100_000  # validate's warm-up and timed steps
 MAX_TRAIN_TOKENS = 1e18
 MAX_RESERVE_GIB = 1e6
 MAX_MS = 1e9  # a textbook time per device: 11.6 days
+# probe's largest sweep message: nccl-tests' own sweeps end at 8-16 GiB (the 16 GiB
+# all-reduce the GPU presets' bus bandwidths were measured at)
+MAX_PROBE_BYTES = 16 << 30
 
 
 def problem(flag: str, value: float | int, lo: float, hi: float,
@@ -42,7 +45,8 @@ def problem(flag: str, value: float | int, lo: float, hi: float,
     if value < lo or (lo_open and value == lo):
         return f"{flag} must be {'>' if lo_open else '>='} {lo:g} (got {value})"
     if value > hi:
-        return f"{flag} must be <= {hi:,g} (got {value}): pptune's cap, see README \"Limits\""
+        cap = f"{int(hi):,}" if float(hi).is_integer() else f"{hi:,g}"
+        return f"{flag} must be <= {cap} (got {value}): pptune's cap, see README \"Limits\""
     return None
 
 

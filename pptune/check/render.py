@@ -52,10 +52,18 @@ def _escape(text: str) -> str:
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
+def _property(text: str) -> str:
+    """A workflow command's property value (file=, title=): the message's escapes, and
+    ':' and ',' too, which would end the value (actions/toolkit command.ts
+    escapeProperty)."""
+    return _escape(text).replace(":", "%3A").replace(",", "%2C")
+
+
 def findings_github(path: Path, read: ReadResult, report: CheckReport) -> str:
     level = {"error": "error", "warning": "warning", "info": "notice"}
     out = [
-        f"::{level[f.severity]} file={_escape(str(path))},title=pptune {f.id}::{_escape(f.message)}"
+        f"::{level[f.severity]} file={_property(str(path))},title=pptune {f.id}::"
+        f"{_escape(f.message)}"
         for f in _sorted(report)
     ]
     out.append(f"{path} ({read.format.value}): {_count(report)}")
@@ -65,5 +73,6 @@ def findings_github(path: Path, read: ReadResult, report: CheckReport) -> str:
 def github_error(path: Path, message: str) -> str:
     """One annotation for a file that could not be checked (exit 2), so a CI job
     never shows nothing."""
-    return (f"::error file={_escape(str(path))},title=pptune cannot-check::{_escape(message)}\n"
+    return (f"::error file={_property(str(path))},title=pptune cannot-check::"
+            f"{_escape(message)}\n"
             f"{path}: not checked")

@@ -220,11 +220,13 @@ def recommend_cmd(
                     peak_flops=run.peak_flops,
                     cost_notes=run.costs.notes if run.costs is not None else ())
     text = doc.model_dump_json(indent=2)
-    if output is not None:
+    if output is not None and run.result.plans:  # no plan: the file is left as it was
         from pptune.schemas import write_atomic
 
         write_atomic(output, text + "\n")
         _say(f"wrote {output}")
+    elif output is not None:
+        _say(f"{output} not written: no plan fits")
     if out.as_json:  # with no plan too: its rejections and notes say why (exit 1 below)
         typer.echo(text)
     if not run.result.plans:

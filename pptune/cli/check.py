@@ -89,6 +89,9 @@ def check_config(
             from pptune.check.render import github_error
 
             typer.echo(github_error(config, " ".join(str(exc).split())))
+        elif output == "json":  # a script reading stdout gets a document, never nothing
+            typer.echo(json.dumps({"file": str(config), "exit_code": exc.exit_code,
+                                   "error": " ".join(str(exc).split())}, indent=2))
         raise
     failing = report.errors() + (report.warnings() if strict else [])
     code = 1 if failing else 0

@@ -140,6 +140,8 @@ def validate(
     plan_path: Path | None = None
     if plan is not None and plan.strip().isdigit():
         rank = int(plan)  # --plan N: the Nth plan of the saved recommendation
+        if rank < 1:
+            raise BadInput(f"--plan {plan.strip()}: plans are numbered from 1 (the best)")
         plan_path = plans or Path(DEFAULT_PLANS_FILE)
     elif plan is not None:
         plan_path = Path(plan)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pptune import limits
+from pptune.costmodel.models import MODELS
 from pptune.costs.modelspec import read_hf_config
 from pptune.errors import BadInput, PptuneError
 from pptune.schemas import Profile
@@ -19,12 +20,18 @@ def tp_divides_heads(prof: Profile, tp: int, origin: str) -> None:
     """A measured profile's Hugging Face config names its heads: a --tp that does not
     divide them is refused as for analytic costs (the framework refuses it too)."""
     hf = prof.model.hf_config
-    if tp == 1 or hf is None:
+    preset = MODELS.get(prof.model.name)
+    if tp == 1 or (hf is None and preset is None):
         return
-    try:
-        heads = read_hf_config(hf).shape.heads
-    except PptuneError:
-        return  # moved since the probe: nothing to check against
+    if hf is None:
+        assert preset is not None
+        heads, source = preset.heads, f"the {preset.name} preset"
+    else:
+        try:
+            heads, source = read_hf_config(hf).shape.heads, hf
+        except PptuneError:
+            return  # moved since the probe: nothing to check against
     if heads % tp:
         raise BadInput(f"--tp {tp} does not divide the {heads} attention heads of the model "
-                       f"{origin} was measured from ({hf}); choose a tp that divides {heads}")
+                       f"{origin} was measured from ({source}); choose a tp that divides "
+                       f"{heads}")
