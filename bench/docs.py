@@ -70,6 +70,8 @@ def _default(param: Any, ctx: Any) -> str:
         return str(param.show_default)
     value = param.get_default(ctx, call=False)
     if getattr(param, "is_flag", False):
+        if value is None:
+            return ""  # unset: the help says what applies
         if param.secondary_opts:
             return str((param.opts if value else param.secondary_opts)[0])
         return "on" if value else ""
