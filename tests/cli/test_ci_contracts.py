@@ -9,8 +9,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from pptune.cli.app import app
 from pptune.check.render import github_error
+from pptune.cli.app import app
 
 runner = CliRunner()
 

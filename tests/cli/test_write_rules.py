@@ -26,7 +26,7 @@ def test_a_symlink_is_followed_and_kept(tmp_path: Path) -> None:
 def test_special_files_and_folders_are_refused_before_writing(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "fifo")
     for path, words in [(tmp_path / "fifo", "not a regular file"), (tmp_path, "directory"),
-                        (tmp_path / "f.txt" / "x.json", "does not exist")]:
+                        (tmp_path / "f.txt" / "x.json", "is not a folder")]:
         if path.name == "x.json":
             (tmp_path / "f.txt").write_text(KEEP)
         with pytest.raises(BadInput, match=words):
