@@ -224,3 +224,18 @@ def test_torchtitan_memory_budget_overflow_is_a_warning_and_needs_compile(tmp_pa
     assert found.get("memory-overflow") == "warning" and code == 0, doc["findings"]
     code, found, _ = check_file(tmp_path / "b.toml", text, *flags)
     assert found["torchtitan-ac-memory-budget"] == "error" and code == 1
+
+
+def test_torchtitan_selective_ac_option_zero_checkpoints_every_block(tmp_path: Path) -> None:
+    """torchtitan's apply_ac: ``if not ac_freq or count % ac_freq == 0`` wraps the block,
+    so "0" checkpoints every block, as "1" does (it had been refused)."""
+    flags = ("--gpus", "64", "--gpu", "h100-sxm", "--no-compare")
+    docs = []
+    for option in ("0", "1"):
+        text = TITAN.format(replicate=1, shard=8).replace(
+            'mode = "full"', f'mode = "selective"\nselective_ac_option = "{option}"')
+        code, found, doc = check_file(tmp_path / f"{option}.toml", text, *flags)
+        assert "torchtitan-ac-option" not in found and code in (0, 1), doc["findings"]
+        docs.append(doc)
+    assert docs[0]["config"]["recompute_every"] == docs[1]["config"]["recompute_every"] == 1
+    assert docs[0]["derived"]["step_time_s"] == docs[1]["derived"]["step_time_s"]

@@ -361,6 +361,11 @@ def _recompute(ctx: Ctx, table: Table) -> tuple[str | None, int | None]:
     if option == "op":
         return "selective", None
     text = str(option).strip()
+    if not isinstance(option, (bool, float)) and text.isdigit() and int(text) == 0:
+        # apply_ac's layer SAC: ``if not ac_freq or count % ac_freq == 0`` checkpoints
+        ctx.note("activation_checkpoint.selective_ac_option \"0\": torchtitan checkpoints "
+                 "every block (apply_ac: 'if not ac_freq'); priced so")
+        return "selective", 1
     if isinstance(option, (bool, float)) or not text.isdigit() or int(text) < 1:
         ctx.refuse("torchtitan-ac-option",
                    f"activation_checkpoint.selective_ac_option {show(option)}: torchtitan "
