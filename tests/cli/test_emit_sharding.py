@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from pptune.cli.app import app
 from pptune.costmodel.search import Sharding, evaluate
+from pptune.errors import BadInput
 from pptune.plan.emit import Framework, emit, write
 from pptune.plan.recommend import RecommendRun, RecommendSpec, recommend
 
@@ -71,24 +72,50 @@ def test_a_combined_order_plan_is_emitted_with_the_all_to_all_exposed(
                                                                 rel=1e-9)
 
 
-def test_deepspeed_writes_the_fastest_plan_it_can_place_priced_without_sequence_parallelism(
-        tmp_path: Path) -> None:
-    # Llama 3 70B at tp 4 on 64 H100: plan 1 fits only with sequence parallelism, which
-    # DeepSpeed does not run. The stateable plans are searched as DeepSpeed runs (no SP),
-    # and the next fastest are tried where the search's split is one DeepSpeed's
-    # partition cannot place: the file's plan is faster than the substitutions' end.
-    ranked = recommend(RecommendSpec.of(gpus=64, model="llama3-70b", gpu="h100-sxm", tp=[4],
+def test_deepspeed_writes_the_fastest_plan_it_can_place_as_it_runs(tmp_path: Path) -> None:
+    # Llama 3 70B with ZeRO-1 and no tensor parallelism on 64 H100: plan 1's stage
+    # recomputation and split are substituted at a cost; the plans DeepSpeed states are
+    # searched as DeepSpeed runs them and the next fastest tried where the search's split
+    # is one its partition cannot place: the file's plan is faster than the
+    # substitutions' end, and check-config reads it back at that step.
+    ranked = recommend(RecommendSpec.of(gpus=64, model="llama3-70b", gpu="h100-sxm", tp=[1],
                                         sharding="zero1", top=1))
     emitted = emit(Framework.DEEPSPEED, ranked)
     subs = [n for n in emitted.notes if "those substitutions make plan 1" in n]
     assert len(subs) == 1
     slower = float(subs[0].split("plan 1 ")[1].split("x slower")[0])
-    ratio = emitted.plan.step_time_s / ranked.result.plans[0].step_time_s
-    assert ratio < slower
+    written = float(subs[0].rsplit("(", 1)[1].split("x)")[0])
+    assert written < slower
     write(emitted, tmp_path)
     r = runner.invoke(app, ["check-config", str(tmp_path / "ds_config.json"), "--model",
-                            "llama3-70b", "--gpus", "64", "--tp", "4", "--gpu", "h100-sxm",
+                            "llama3-70b", "--gpus", "64", "--gpu", "h100-sxm",
                             "--output", "json", "--no-compare"])
     assert r.exit_code == 0, r.stdout
     derived = json.loads(r.stdout)["derived"]
     assert derived["step_time_s"] == pytest.approx(emitted.plan.step_time_s, rel=1e-9)
+
+
+def test_deepspeed_runs_autotp_without_a_pipeline(tmp_path: Path) -> None:
+    """DeepSpeed's engine replaces a PipelineModule's topology with AutoTP's data x
+    tensor-parallel mesh (utils/groups.py _init_tp_mesh_device): a tp > 1 plan is written
+    without a pipeline, and a config with both is an error finding."""
+    ranked = recommend(RecommendSpec.of(gpus=32, model="llama3-70b", seq_len=4096,
+                                        gpu="a100-80gb", tp=[4], pp=[8], top=1))
+    assert ranked.result.plans[0].pp == 8
+    emitted = emit(Framework.DEEPSPEED, ranked)
+    assert emitted.plan.tp == 4 and emitted.plan.pp == 1
+    assert any("deepspeed runs AutoTP without a pipeline" in n for n in emitted.notes)
+    # with ZeRO-1 alone nothing at tp 4 fits without a pipeline: refused, not written
+    only = recommend(RecommendSpec.of(gpus=64, model="llama3-70b", gpu="h100-sxm", tp=[4],
+                                      sharding="zero1", top=1))
+    with pytest.raises(BadInput, match=r"AutoTP \(tp 4\) runs without a pipeline"):
+        emit(Framework.DEEPSPEED, only)
+    both = {"train_batch_size": 64, "train_micro_batch_size_per_gpu": 1,
+            "bf16": {"enabled": True}, "zero_optimization": {"stage": 1},
+            "pipeline": {"stages": 8}, "tensor_parallel": {"autotp_size": 4}}
+    (tmp_path / "ds.json").write_text(json.dumps(both))
+    r = runner.invoke(app, ["check-config", str(tmp_path / "ds.json"), "--gpus", "32",
+                            "--model", "llama3-70b", "--output", "json", "--no-compare"])
+    assert r.exit_code == 1
+    found = {f["id"]: f["severity"] for f in json.loads(r.stdout)["findings"]}
+    assert found["deepspeed-autotp-pp"] == "error"

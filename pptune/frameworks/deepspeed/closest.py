@@ -38,6 +38,8 @@ def stateable_request(req: PlanRequest, model: str | None) -> PlanRequest:
     no combined 1F1B order. Any split: partition_method "type:" patterns place more
     than the uniform and parameters splits pptune writes."""
     del model  # PipelineModule pipelines any layer list
+    if req.tp > 1:  # AutoTP runs without a pipeline (rules.py)
+        req = replace(req, pp=(1,))
     return replace(req, shardings=keep(req.shardings, STATEABLE),
                    schedules=keep(req.schedules, (Schedule.ONE_F_ONE_B,)),
                    rank_orders=(DP_INNER,), combined_order=False, stage_recompute=False,
@@ -61,6 +63,8 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     if split_sequence:  # the search ranked plans that split the sequence
         notes.append("recommend --no-sequence-parallel ranks the plans as DeepSpeed runs "
                      "tensor parallelism")
+    if plan.tp > 1 and plan.pp > 1:
+        plan = _without_pipeline(job, plan, rank, notes)
     plan, exact = ex.uniform_recompute(job, plan, name=NAME, notes=notes,
                                        knob="pipeline.activation_checkpoint_interval")
     if plan.recompute in (Recompute.SELECTIVE, Recompute.MODULES):
@@ -119,6 +123,24 @@ def _as_engine_overlaps(job: Job, plan: Plan, exact: bool, notes: list[str]
                      f"{fmt_seconds(alt.step_time_s)} ({alt.step_time_s / plan.step_time_s:.3f}x)")
         exact = False
     return replace(job, request=run), alt, exact
+
+
+def _without_pipeline(job: Job, plan: Plan, rank: int, notes: list[str]) -> Plan:
+    """The best plan at the plan's tp without a pipeline: AutoTP's mesh has no pipeline
+    dimension (rules.py)."""
+    best = ex.stateable_best(job, plan, stateable_request(job.request, None))
+    if best is None:
+        raise BadInput(f"deepspeed cannot express plan {rank}: AutoTP (tp {plan.tp}) runs "
+                       "without a pipeline (its mesh is data x tensor parallel: "
+                       "deepspeed/utils/groups.py _init_tp_mesh_device) and no plan at tp "
+                       f"{plan.tp} fits without one; choose a plan with tp 1 or another "
+                       "framework")
+    notes.append(f"deepspeed runs AutoTP without a pipeline (its mesh is data x tensor "
+                 f"parallel: deepspeed/utils/groups.py _init_tp_mesh_device): emitting the "
+                 f"best plan at tp {plan.tp} without one, pp=1 dp={best.dp} "
+                 f"{best.sharding.value}/{best.recompute.value}, predicted step "
+                 f"{fmt_seconds(best.step_time_s)} ({best.step_time_s / plan.step_time_s:.3f}x)")
+    return best
 
 
 def _experts(plan: Plan, rank: int) -> None:

@@ -2,7 +2,8 @@
 
 ``TrainSchedule`` (deepspeed/runtime/pipe/schedule.py) runs any number of
 micro-batches (GA) on any number of stages: no micro-batch rule. The
-PipelineEngine (deepspeed/runtime/pipe/engine.py) refuses ZeRO-2/3.
+PipelineEngine (deepspeed/runtime/pipe/engine.py) refuses ZeRO-2/3, and AutoTP
+builds its own data x tensor-parallel mesh with no pipeline dimension.
 """
 
 from __future__ import annotations
@@ -20,3 +21,14 @@ def zero_rule(cfg: TrainingConfig, add: Add) -> None:
             "PipelineEngine asserts 'ZeRO-2 and ZeRO-3 are incompatible with pipeline "
             "parallelism' (deepspeed/runtime/pipe/engine.py); use stage 0 or 1",
             zero_stage=cfg.zero_stage)
+    if cfg.tp > 1 and cfg.pp > 1:
+        # engine.py _configure_tensor_parallel_states: self.mpu = groups, whose
+        # _init_tp_mesh_device builds a (world / tp, tp) mesh: the pipeline's topology is
+        # replaced, its dp becomes world / tp and the batch no longer adds up
+        add("deepspeed-autotp-pp", "error",
+            f"AutoTP (tensor_parallel.autotp_size {cfg.tp}) with pipeline parallelism "
+            f"(pp={cfg.pp}): DeepSpeed's engine replaces the pipeline's topology with AutoTP's "
+            "data x tensor-parallel mesh (deepspeed/utils/groups.py _init_tp_mesh_device), "
+            "which has no pipeline dimension; use AutoTP without a pipeline, or pp with tp 1",
+            tp=cfg.tp, pp=cfg.pp)
+
