@@ -77,6 +77,8 @@ def test_deepspeed_config_maps_batch_zero_and_pipeline() -> None:
         # the pipeline engine reduces gradients after the last micro-batch
         "overlap_grad_reduce": False, "overlap_param_gather": False,
         "mtp_layers": 0,  # PipelineModule runs the model code's layers: no MTP module
+        # ZeRO-1 in bf16 accumulates in the model's dtype (engine.py get_data_types)
+        "main_grads_dtype": "bf16",
     }
     assert "gpus 8 from --gpus: the file does not state a GPU count" in result.notes
     assert any(n.startswith("ignored keys: gradient_clipping, optimizer") for n in result.notes)
@@ -98,6 +100,25 @@ def test_deepspeed_overlap_follows_deepspeed(tmp_path: Path, zero: dict, pp: int
                                 "zero_optimization": zero, "bf16": {"enabled": True}}))
     cfg = read_config(path, gpus=8, pp=pp).config
     assert (cfg.overlap_grad_reduce, cfg.overlap_param_gather) == expect
+
+
+@pytest.mark.parametrize(("zero", "pp", "types", "sixteen"), [
+    (1, 1, None, True), (1, 2, None, True), (2, 1, None, True),  # ZeRO in the model dtype
+    (0, 1, None, True),  # DDP_BFLOAT16
+    (0, 2, None, False),  # the pipeline's BF16_Optimizer keeps FP32 gradients
+    (1, 1, {"grad_accum_dtype": "fp32"}, False),  # stated FP32 accumulation
+])
+def test_deepspeed_gradient_width_follows_its_optimizer_choice(
+        tmp_path: Path, zero: int, pp: int, types: dict | None, sixteen: bool) -> None:
+    """deepspeed runtime/engine.py _do_optimizer_sanity_check and get_data_types."""
+    doc = {"train_batch_size": 16, "train_micro_batch_size_per_gpu": 1,
+           "zero_optimization": {"stage": zero}, "bf16": {"enabled": True}}
+    if types is not None:
+        doc["data_types"] = types
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps(doc))
+    cfg = read_config(path, gpus=8, pp=pp).config
+    assert (cfg.main_grads_dtype == "bf16") is sixteen
 
 
 def test_deepspeed_auto_values_are_noted_and_left_unset() -> None:

@@ -21,7 +21,12 @@ from pptune.costmodel.table import built_params
 from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated, keep
-from pptune.frameworks.deepspeed.engine import ZERO_STAGE, overlap, stated_overlap_comm
+from pptune.frameworks.deepspeed.engine import (
+    ZERO_STAGE,
+    gradient_width,
+    overlap,
+    stated_overlap_comm,
+)
 from pptune.frameworks.deepspeed.partition import ds_split
 from pptune.report.fmt import fmt_seconds
 
@@ -108,16 +113,25 @@ def _as_engine_overlaps(job: Job, plan: Plan, exact: bool, notes: list[str]
     """The plan re-priced with the data-parallel overlap DeepSpeed's engine runs for the
     file the writer states (engine.py)."""
     req = job.request
+    stage = ZERO_STAGE.get(plan.sharding, 3)
     said = stated_overlap_comm(req.overlap_grad_reduce, plan.sharding, plan.pp)
-    grad, gather = overlap(said, ZERO_STAGE.get(plan.sharding, 3), plan.pp)
+    grad, gather = overlap(said, stage, plan.pp)
     run = replace(req, overlap_grad_reduce=grad, overlap_param_gather=gather)
+    # the file trains in bf16 (writer.py): the engine's gradients are 16-bit where
+    # gradient_width says so, held and reduced at 2 bytes
+    sixteen = gradient_width("bf16", None, stage, plan.pp) is not None
+    if sixteen and req.grad_buffer_bytes is None:
+        run = replace(run, grad_buffer_bytes=2.0, grad_bytes_factor=req.grad_bytes_factor / 2)
     if run == req:
         return job, plan, exact
     alt = evaluate(job.table, run, plan.spec)
-    if alt.step_time_s != plan.step_time_s:
+    if alt.step_time_s != plan.step_time_s or alt.peak_memory_bytes != plan.peak_memory_bytes:
         why = ("its pipeline engine reduces the gradients after the last micro-batch"
                if plan.pp > 1 else "ZeRO gathers the updated parameters after the step"
                if grad else "it overlaps no data-parallel traffic at this ZeRO stage")
+        if run.grad_buffer_bytes != req.grad_buffer_bytes:
+            why += ("; it keeps and reduces bf16 gradients (data_types.grad_accum_dtype "
+                    "defaults to the model's, runtime/engine.py get_data_types)")
         notes.append(f"deepspeed: {why} (deepspeed/runtime/pipe/schedule.py, "
                      f"runtime/zero/config.py): predicted so, step "
                      f"{fmt_seconds(alt.step_time_s)} ({alt.step_time_s / plan.step_time_s:.3f}x)")

@@ -32,3 +32,19 @@ def stated_overlap_comm(overlap_grad_reduce: bool, sharding: Sharding, pp: int) 
     if overlap_grad_reduce and pp == 1 and sharding in (Sharding.ZERO1, Sharding.ZERO2):
         return True
     return None
+
+
+def gradient_width(precision: str | None, grad_accum_dtype: object, zero_stage: int,
+                   pp: int) -> str | None:
+    """"bf16" where the engine keeps the gradients at the model's 16-bit width (2 bytes a
+    parameter), None for FP32 gradients, as ``_do_optimizer_sanity_check``
+    (runtime/engine.py) picks the optimizer: ``data_types.grad_accum_dtype`` defaults to
+    the model's dtype (``get_data_types``); ZeRO (stage >= 1) then accumulates in it,
+    unless BF16 with FP32 accumulation at stage 1 (BF16_Optimizer); stage 0 runs
+    DDP_BFLOAT16 / FP16_Optimizer on 16-bit gradients, except BF16 with a pipeline, whose
+    BF16_Optimizer keeps FP32 gradients (runtime/bf16_optimizer.py)."""
+    if precision not in ("bf16", "fp16") or grad_accum_dtype in ("fp32", "float32"):
+        return None
+    if zero_stage == 0 and pp > 1 and precision == "bf16":
+        return None
+    return "bf16"  # 2 bytes (pptune's gradient width names the 16-bit buffer bf16)

@@ -36,7 +36,7 @@ from typing import Any
 from pptune.costmodel.ops import Attention
 from pptune.costmodel.presets import GPUS
 from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build, show, whole
-from pptune.frameworks.deepspeed.engine import overlap
+from pptune.frameworks.deepspeed.engine import gradient_width, overlap
 from pptune.frameworks.deepspeed.experts import SECTION as EXPERT_SECTION
 from pptune.frameworks.deepspeed.experts import read_experts
 from pptune.frameworks.deepspeed.offload import read_offload
@@ -53,6 +53,7 @@ DEEPSPEED_KEYS = frozenset(
 )
 
 _READ = DEEPSPEED_KEYS | {"pipeline", "pipeline_parallel_size", "bf16", "bfloat16", "fp16",
+                          "data_types",
                           "tensor_parallel", "activation_checkpointing", "pptune",
                           EXPERT_SECTION,
                           "sequence_parallel_size"}
@@ -95,6 +96,11 @@ def read_deepspeed(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     fields["overlap_grad_reduce"], fields["overlap_param_gather"] = overlap(
         said if isinstance(said, bool) else None, zero_stage, fields["pp"] or 1)
     fields.update(read_offload(ctx, section, zero_stage))
+    types = data.get("data_types")
+    width = gradient_width(fields["precision"], types.get("grad_accum_dtype")
+                           if isinstance(types, dict) else None, zero_stage, fields["pp"] or 1)
+    if width is not None:
+        fields["main_grads_dtype"] = width
     fields.update(_sequence_parallel(ctx, data, fields["pp"] or 1))
     _batch_trio(ctx, fields, micro, data)
     fields["recompute"] = _recompute(ctx, data, fields["pp"])
