@@ -40,6 +40,7 @@ from pptune.costmodel.evaluate import PlanRequest, PlanSpec
 from pptune.costmodel.keys import CostKey, TableSource
 from pptune.costmodel.layout import DP_INNER, Layout, LayoutError, RankOrder
 from pptune.costmodel.memory import Recompute, with_recompute
+from pptune.costmodel.partition import MTP
 from pptune.costmodel.schedules import (
     OVERLAPPED,
     SPLIT_BACKWARD,
@@ -134,10 +135,13 @@ def _structure(p: int, m: int, schedule: Schedule, v: int,
 
 
 def a2a_overlaps(a2a: bool, schedule: Schedule, p: int, m: int, recompute: Recompute,
-                 combined_order: bool = True) -> list[bool]:
+                 combined_order: bool = True, mtp: bool = False) -> list[bool]:
     """The all-to-all overlap settings to search (module docstring) for ``m``
     micro-batches a step; ``combined_order`` False: no combined 1F1B order
-    (PlanRequest.combined_order)."""
+    (PlanRequest.combined_order); ``mtp``: the model has an MTP layer, which
+    megatron-core's combined order runs only with a pipeline ('Pipeline model parallel
+    size must be larger than 1 when enabling overlap_moe_expert_parallel_comm with MTP
+    layer', transformer_config.py)."""
     if not a2a:
         return [False]
     if schedule in OVERLAPPED:
@@ -145,7 +149,8 @@ def a2a_overlaps(a2a: bool, schedule: Schedule, p: int, m: int, recompute: Recom
     # the combined order pairs one micro-batch's forward with another's backward:
     # with one micro-batch it runs the plain order, the same plan twice
     combinable = combined_order and m > 1 and (
-        schedule is Schedule.INTERLEAVED or (schedule is Schedule.ONE_F_ONE_B and p == 1))
+        schedule is Schedule.INTERLEAVED or (schedule is Schedule.ONE_F_ONE_B and p == 1
+                                             and not mtp))
     return [False, True] if combinable and recompute is not Recompute.FULL else [False]
 
 
@@ -182,6 +187,7 @@ def candidates(tables: CostTable | TableSource, req: PlanRequest
         totals = {r: {b: (sum(x), max(x)) for b, x in by.items()} for r, by in compute.items()}
         work_totals = {r: {b: (sum(x), max(x)) for b, x in by.items()} for r, by in work.items()}
         a2a = any(c.has_a2a for c in table.by_mb.values())
+        mtp = any(n.startswith(MTP) for n in table.names)
         ranks = req.gpus // (key.tp * key.cp) if req.gpus % (key.tp * key.cp) == 0 else 0
         for p in [p for p in divisors(ranks) if req.pp is None or p in req.pp]:
             dp = ranks // p
@@ -209,7 +215,7 @@ def candidates(tables: CostTable | TableSource, req: PlanRequest
                         if why_v is None and p * v * m * 3 > MAX_SIMULATED_OPS:
                             why_v = Reason.TOO_LARGE
                         overlaps_of = {r: a2a_overlaps(a2a, schedule, p, m, r,
-                                                         req.combined_order)
+                                                         req.combined_order, mtp)
                                        for r in recomputes}
                         per_sharding = sum(map(len, overlaps_of.values()))
                         count += per_sharding * len(shardings)

@@ -120,7 +120,12 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     if split is None and layout is None:  # every option is a split megatron-core builds
         raise BadInput(f"megatron cannot express plan {rank}")
     chosen, block, same = _block_recompute(job, chosen, notes)
-    ex.unstated_sharding(chosen, name=NAME, unstated=UNSTATED, notes=notes)
+    if chosen.sharding not in STATEABLE:  # a script that states none would not fit
+        raise BadInput(f"megatron cannot express plan {rank}: it shards the training state "
+                       f"as {UNSTATED[chosen.sharding]}, which the scripts pptune writes do not "
+                       "state (the distributed optimizer is ZeRO-1; Megatron-FSDP is read by "
+                       "check-config, not written), and no plan with ZeRO-1 or none fits; "
+                       "use more GPUs, or --emit torchtitan (FSDP) or deepspeed (ZeRO-2/3)")
     return Stated(job, chosen, exact and same, tuple(notes), Placement(split, layout, block))
 
 

@@ -275,6 +275,9 @@ def _overlap_rules(r: FlagReader, fields: dict[str, Any], dispatcher: str, ep: i
     if mtp and mtp > 1:
         problems.append("'MTP layernum only supports 1 when enabling "
                         "overlap_moe_expert_parallel_comm.'")
+    if r.flags.has("--moe-shared-expert-overlap"):
+        problems.append("'disable moe_shared_expert_overlap when enabling "
+                        "overlap_moe_expert_parallel_comm'")
     # the model's dtype (self.bf16 or self.fp16), which FP8 compute on a --bf16 model keeps
     if not (r.flags.has("--bf16") or r.flags.has("--fp16")):
         problems.append("'overlap_moe_expert_parallel_comm is only supported with bf16 or fp16 "

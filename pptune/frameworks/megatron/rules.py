@@ -75,6 +75,11 @@ def a2a_overlap_rule(cfg: TrainingConfig, add: Add) -> None:
             "--overlap-moe-expert-parallel-comm with full recomputation: megatron-core asserts "
             "'disable full recomputation when enabling overlap_moe_expert_parallel_comm' "
             "(transformer_config.py)")
+    if cfg.mtp_layers == 1 and cfg.pp == 1:
+        add("megatron-a2a-overlap", "error",
+            "--overlap-moe-expert-parallel-comm with an MTP layer and no pipeline: megatron-core "
+            "asserts 'Pipeline model parallel size must be larger than 1 when enabling "
+            "overlap_moe_expert_parallel_comm with MTP layer' (transformer_config.py)")
 
 
 def overlap_rule(cfg: TrainingConfig, add: Add) -> None:

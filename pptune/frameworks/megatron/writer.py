@@ -174,10 +174,16 @@ def moe_args(shape: ModelShape, plan: Plan,
                  f"--v-head-dim {shape.v_head_dim}"]
     if shape.mtp_layers:
         args.append(f"--mtp-num-layers {shape.mtp_layers}")
+    if shape.sliding_window and not shape.mla:  # window.py reads them back
+        args.append(f"--window-size {shape.sliding_window},0")
+        if shape.full_attention_every:
+            args.append(f"--window-attn-skip-freq {shape.full_attention_every}")
     if not shape.moe:
         return args
     args += [f"--num-experts {shape.experts}", f"--moe-router-topk {shape.top_k}",
              f"--moe-ffn-hidden-size {shape.expert_ffn}"]
+    if shape.top_k == 1:  # megatron-core: 'Please use --moe-router-pre-softmax when topk is 1'
+        args.append("--moe-router-pre-softmax")
     if shape.shared_ffn:
         args.append(f"--moe-shared-expert-intermediate-size {shape.shared_ffn}")
     pattern = layer_pattern(shape)

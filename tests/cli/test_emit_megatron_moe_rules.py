@@ -1,0 +1,81 @@
+"""Emitted Megatron-LM scripts megatron-core accepts: a top-1 router states
+--moe-router-pre-softmax, sliding windows are written, a plan sharded beyond ZeRO-1 is
+refused rather than written unsharded; megatron-core's combined-order rules on MTP
+and the shared-expert overlap are check-config errors, and the search does not rank
+the combined order without a pipeline for a model with an MTP layer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pptune.cli.app import app
+from pptune.costmodel.candidates import a2a_overlaps
+from pptune.costmodel.schedules import Schedule
+from pptune.costmodel.search import Recompute
+from pptune.errors import BadInput
+from pptune.plan.emit import emit, write
+from pptune.plan.recommend import RecommendSpec, recommend
+
+runner = CliRunner()
+HF = Path(__file__).resolve().parents[1] / "data" / "hf"
+
+
+def _check(path: Path, *flags: str) -> dict:
+    r = runner.invoke(app, ["check-config", str(path), "--output", "json", "--no-compare",
+                            *flags])
+    assert r.exit_code in (0, 1), r.stderr
+    return json.loads(r.stdout)
+
+
+def test_a_top_1_router_and_sliding_windows_are_written(tmp_path: Path) -> None:
+    scout = recommend(RecommendSpec.of(gpus=32, hf_config=str(HF / "llama4-scout-17b-16e-config.json"),
+                                       gpu="h200", seq_len=4096, global_batch=64, top=1))
+    out = emit("megatron", scout)
+    assert "--moe-router-topk 1" in out.files["pretrain_megatron.sh"]
+    assert "--moe-router-pre-softmax" in out.files["pretrain_megatron.sh"]
+    write(out, tmp_path / "scout")
+    doc = _check(tmp_path / "scout" / "pretrain_megatron.sh")
+    assert doc["errors"] == 0, doc["findings"]
+    oss = recommend(RecommendSpec.of(gpus=16, model="gpt-oss-120b", gpu="h200", seq_len=8192,
+                                     global_batch=64, top=1))
+    out = emit("megatron", oss)
+    text = out.files["pretrain_megatron.sh"]
+    assert "--window-size 128,0" in text and "--window-attn-skip-freq 2" in text
+    write(out, tmp_path / "oss")
+    doc = _check(tmp_path / "oss" / "pretrain_megatron.sh")
+    assert (doc["config"]["sliding_window"], doc["config"]["full_attention_every"]) == (128, 2)
+    assert doc["derived"]["step_time_s"] == pytest.approx(out.plan.step_time_s, rel=1e-9)
+
+
+def test_a_plan_only_zero_3_fits_is_refused_not_written_unsharded() -> None:
+    run = recommend(RecommendSpec.of(gpus=16, hf_config=str(HF / "llama4-scout-17b-16e-config.json"),
+                                     gpu="h200", seq_len=4096, global_batch=64, top=1))
+    with pytest.raises(BadInput, match="megatron cannot express plan 1: it shards"):
+        emit("megatron", run)
+
+
+def test_megatron_core_combined_order_rules(tmp_path: Path) -> None:
+    # megatron-core transformer_config.py: an MTP layer needs a pipeline; the shared
+    # experts' own overlap must be off
+    assert a2a_overlaps(True, Schedule.ONE_F_ONE_B, 1, 8, Recompute.NONE) == [False, True]
+    assert a2a_overlaps(True, Schedule.ONE_F_ONE_B, 1, 8, Recompute.NONE, mtp=True) == [False]
+    base = ("torchrun --nproc_per_node 8 --nnodes 8 pretrain_gpt.py --num-layers 8 "
+            "--hidden-size 1024 --num-attention-heads 8 --seq-length 2048 "
+            "--max-position-embeddings 2048 --micro-batch-size 1 --global-batch-size 64 "
+            "--bf16 --num-experts 64 --moe-router-topk 2 --moe-ffn-hidden-size 512 "
+            "--moe-grouped-gemm --expert-model-parallel-size 8 "
+            "--moe-token-dispatcher-type alltoall --overlap-moe-expert-parallel-comm "
+            "--position-embedding-type rope --disable-bias-linear --swiglu ")
+    script = tmp_path / "a.sh"
+    script.write_text(base + "--mtp-num-layers 1\n")
+    doc = _check(script, "--gpu", "h100-sxm")
+    assert any(f["id"] == "megatron-a2a-overlap" and "MTP layer" in f["message"]
+               for f in doc["findings"])
+    script.write_text(base + "--moe-shared-expert-intermediate-size 512 "
+                      "--moe-shared-expert-overlap\n")
+    doc = _check(script, "--gpu", "h100-sxm")
+    assert any("disable moe_shared_expert_overlap" in f["message"] for f in doc["findings"])
