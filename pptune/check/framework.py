@@ -46,11 +46,17 @@ def memory_fixes(cfg: TrainingConfig) -> str:
     goes, full recomputation, a micro-batch of 1)."""
     adapter = adapter_of(cfg.source_format)
     stages, shard, recompute, micro = adapter.memory_fixes
-    most = adapter.memory_sharding
-    kept = [stages, *([shard] if most is None or _SHARDS[config_sharding(cfg)] < _SHARDS[most]
-                      else []),
+    most = (adapter.memory_sharding_piped if cfg.pp > 1 and adapter.memory_sharding_piped
+            else adapter.memory_sharding)
+    piped = adapter.memory_sharding_piped  # sharded past it: no pipeline to add stages to
+    unpipelined = piped is not None and _SHARDS[config_sharding(cfg)] > _SHARDS[piped]
+    kept = [*([] if unpipelined else [stages]),
+            *([shard] if most is None or _SHARDS[config_sharding(cfg)] < _SHARDS[most]
+              else []),
             *([recompute] if cfg.recompute != "full" else []),
             *([micro] if cfg.micro_batch_size > 1 else [])]
+    if not kept:  # every clause already applies: only more GPUs shard the state further
+        return "use more GPUs"
     return "use " + (", ".join(kept[:-1]) + " or " + kept[-1] if len(kept) > 1 else kept[0])
 
 

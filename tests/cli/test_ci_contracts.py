@@ -59,3 +59,23 @@ def test_a_probe_profile_of_a_preset_refuses_a_tp_its_heads_cannot_take(tmp_path
                             str(profile)])
     assert r.exit_code == 2
     assert "does not divide the 4 attention heads" in r.stderr and "gpt-small preset" in r.stderr
+
+
+def test_deepspeed_memory_fixes_name_what_deepspeed_runs(tmp_path: Path) -> None:
+    """A pipelined ZeRO-1 overflow is not told to use ZeRO-2/3 (the PipelineEngine refuses
+    them); a ZeRO-3 overflow is not told to add pipeline stages (nor can it pipeline)."""
+    piped = {"train_batch_size": 64, "train_micro_batch_size_per_gpu": 1,
+             "bf16": {"enabled": True}, "zero_optimization": {"stage": 1},
+             "pipeline": {"stages": 2}}
+    zero3 = {"train_batch_size": 64, "train_micro_batch_size_per_gpu": 1,
+             "bf16": {"enabled": True}, "zero_optimization": {"stage": 3},
+             "pptune": {"recompute": "full"}}
+    for doc, absent in ((piped, "ZeRO"), (zero3, "pipeline stages")):
+        path = tmp_path / "ds.json"
+        path.write_text(json.dumps(doc))
+        r = runner.invoke(app, ["check-config", str(path), "--gpus", "8", "--model",
+                                "llama3-70b", "--gpu", "h100-sxm", "--output", "json",
+                                "--no-compare"])
+        over = [f["message"] for f in json.loads(r.stdout)["findings"]
+                if f["id"] == "memory-overflow"]
+        assert over and all(absent not in m.split("; use ")[1] for m in over), over

@@ -88,6 +88,9 @@ class Adapter:
         "more pipeline stages", "a sharded optimizer", "activation recomputation",
         "a smaller micro-batch")
     memory_sharding: Sharding | None = Sharding.ZERO1  # None: the clause always applies
+    # with a pipeline, where the framework shards less far (DeepSpeed's PipelineEngine
+    # runs ZeRO-0/1 only); None: as without one
+    memory_sharding_piped: Sharding | None = None
     files: tuple[str, ...]  # the files --emit writes
     syntaxes: tuple[str, ...]  # what its configs are written in: json, toml, yaml, text
     fallback = False  # recognised only when no other adapter recognises a file

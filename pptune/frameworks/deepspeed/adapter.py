@@ -25,6 +25,7 @@ class DeepSpeedAdapter(Adapter):
     memory_fixes = ("more pipeline stages", "ZeRO (zero_optimization.stage)",
                     "activation checkpointing", "a smaller train_micro_batch_size_per_gpu")
     memory_sharding = Sharding.ZERO3
+    memory_sharding_piped = Sharding.ZERO1  # PipelineEngine: ZeRO-2/3 refused
     files = (writer.CONFIG, writer.PARTITION)
     syntaxes = ("json", "yaml")
     versions = (DEEPSPEED,)

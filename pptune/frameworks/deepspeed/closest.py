@@ -60,11 +60,13 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     mtp = mtp_count(job.layer_names)
     job, plan = ex.without_mtp(job, plan, name=NAME, rank=rank, notes=notes)
     split_sequence = job.sequence_parallel and plan.tp > 1
+    runs = [*(["tensor parallelism (AutoTP) without sequence parallelism"] if plan.tp > 1
+              else []),
+            *(["its MoE layers' standard all-to-all"] if plan.ep > 1 else [])]
     job, plan = ex.priced_as_run(job, plan, name=NAME, attention=job.attention,
-                                 sequence_parallel=False, notes=notes,
-                                 dispatcher=Dispatcher.ALLTOALL,
-                                 runs="tensor parallelism (AutoTP) without sequence parallelism"
-                                 " and its MoE layers' all-to-all")
+                                 sequence_parallel=job.sequence_parallel and plan.tp == 1,
+                                 notes=notes, dispatcher=Dispatcher.ALLTOALL,
+                                 runs=" and ".join(runs) or "its own kernels")
     if split_sequence:  # the search ranked plans that split the sequence
         notes.append("recommend --no-sequence-parallel ranks the plans as DeepSpeed runs "
                      "tensor parallelism")
