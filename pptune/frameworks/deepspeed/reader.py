@@ -306,7 +306,7 @@ def _precision(ctx: Ctx, data: dict[str, Any]) -> str | None:
         return None
     if on:
         return on[0]
-    return "fp32" if enabled else None
+    return "fp32"  # neither enabled nor stated: DeepSpeed trains in FP32 (its default)
 
 
 def _sequence_parallel(ctx: Ctx, data: dict[str, Any], pp: int) -> dict[str, Any]:
