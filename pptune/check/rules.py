@@ -55,6 +55,7 @@ from pptune.costmodel.search import (
     PlanSpec,
     RankOrder,
     Recompute,
+    Sharding,
     evaluate,
     search,
 )
@@ -368,8 +369,8 @@ def _predict(
     # a file that states counts per stage (pptune's) is compared with the search's own fits
     counted = cfg.recompute_layers_per_stage is not None
     best_req = stateable_request(cfg, dataclasses.replace(
-        req, micro_batch_sizes=tuple(sorted(table.by_mb)), top=1, recomputes=(
-            Recompute.FULL, Recompute.NONE) if counted else req.recomputes))
+        req, micro_batch_sizes=tuple(sorted(table.by_mb)), top=1, shardings=tuple(Sharding),
+        recomputes=(Recompute.FULL, Recompute.NONE) if counted else tuple(Recompute)))
     res = search(table, best_req)
     if not res.plans:
         return

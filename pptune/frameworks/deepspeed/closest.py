@@ -160,14 +160,9 @@ def _without_pipeline(job: Job, plan: Plan, rank: int, notes: list[str]) -> Plan
 
 
 def _experts(plan: Plan, rank: int) -> None:
-    """What AutoEP refuses (experts.py): expert tensor parallelism, and AutoTP with
-    expert parallelism beside a pipeline."""
-    if plan.ep == 1:
-        return
-    if plan.etp != 1:
+    """What AutoEP refuses (experts.py): expert tensor parallelism (AutoTP beside it runs
+    without a pipeline, as AutoTP always does here: _without_pipeline)."""
+    if plan.ep > 1 and plan.etp != 1:
         raise BadInput(f"deepspeed cannot express plan {rank}: etp {plan.etp} (AutoEP's "
                        "expert_tensor_parallel_size is not supported beyond 1); choose a plan "
                        "with etp 1 or another framework")
-    if plan.tp > 1 and plan.pp > 1:
-        raise BadInput(f"deepspeed cannot express plan {rank}: AutoEP with AutoTP (tp "
-                       f"{plan.tp}) supports pp 1 only; choose another plan or framework")
