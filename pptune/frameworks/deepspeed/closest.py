@@ -112,8 +112,8 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
 
 def _as_engine_overlaps(job: Job, plan: Plan, exact: bool, notes: list[str]
                         ) -> tuple[Job, Plan, bool]:
-    """The plan re-priced with the data-parallel overlap DeepSpeed's engine runs for the
-    file the writer states (engine.py)."""
+    """The plan re-priced as DeepSpeed's engine runs the file the writer states
+    (engine.py): its data-parallel overlap, and the 16-bit gradients it keeps."""
     req = job.request
     stage = ZERO_STAGE.get(plan.sharding, 3)
     said = stated_overlap_comm(req.overlap_grad_reduce, plan.sharding, plan.pp)
