@@ -11,8 +11,9 @@ sequence length) at the rates the jobs ran at.
 
 The factors were fitted at the GEMM precision the jobs ran (the calibration's
 ``precision``): a plan without ``--precision`` is priced at it, as the jobs
-ran (``as_ran``), and a flag that prices another precision or other FP8
-kernels than the jobs' says so. An FP8 job's factors on a BF16 plan would
+ran (``as_ran``), its FP8 plans with the FP8 linears the jobs ran (Transformer
+Engine's or torchao's: their memory differs), and a flag that prices another
+precision or other FP8 kernels than the jobs' says so. An FP8 job's factors on a BF16 plan would
 price BF16 GEMMs at rates fitted to FP8 ones (a Megatron-LM FP8 job of
 GPT-3 7B on 8 H100: its own configuration 42% slower than its log at BF16,
 -1.9% at FP8).
@@ -27,7 +28,7 @@ from pptune.costmodel.analytic import AnalyticLayer
 from pptune.costmodel.calibration import Factors, scaled_gpu
 from pptune.costmodel.keys import CostKey, Precision, TableSource
 from pptune.costmodel.moe import ExpertParallel
-from pptune.costmodel.precision import is_low
+from pptune.costmodel.precision import Fp8Kernels, is_low
 from pptune.costmodel.presets import GPUS, GpuSpec, ModelShape
 from pptune.costmodel.variation import slowest_of
 from pptune.costs.modelspec import with_seq_len
@@ -118,8 +119,13 @@ def as_ran(opts: CostOptions, cal: Calibration) -> tuple[CostOptions, list[str]]
                      f"fitted at {ran.value}'s rates, price {other} too (calibrate on a "
                      f"{other} job to fit its own)")
     kernels = cal.fp8_kernels
-    if kernels and any(is_low(p) for p in opts.precision or ()) and (
-            opts.fp8_kernels.value != kernels):
-        notes.append(f"the calibrated jobs ran FP8 with {kernels}'s kernels; FP8 plans are "
-                     f"priced with {opts.fp8_kernels.value}'s (pass --fp8-kernels {kernels})")
+    if kernels and any(is_low(p) for p in opts.precision or ()):
+        if opts.fp8_kernels is None:
+            opts = replace(opts, fp8_kernels=Fp8Kernels(kernels))
+            if opts.fp8_kernels is not Fp8Kernels.TE:
+                notes.append(f"FP8 linears: {kernels}'s, as the calibrated jobs ran them "
+                             "(--fp8-kernels prices others)")
+        elif opts.fp8_kernels.value != kernels:
+            notes.append(f"--fp8-kernels {opts.fp8_kernels.value}: the calibrated jobs ran FP8 "
+                         f"with {kernels}'s kernels; their factors price these too")
     return opts, notes

@@ -184,12 +184,13 @@ class CostOptions:
         help="how FP8 plans scale: delayed (Megatron-LM's default; its amaxes all-reduced "
         "over the stage's ranks after every chunk pass), tensorwise, blockwise (priced as "
         "tensorwise) (Megatron-LM --fp8-recipe)")
-    fp8_kernels: Fp8Kernels = option(
-        Fp8Kernels.TE, "--fp8-kernels", kind=FP8_KERNELS,
+    fp8_kernels: Fp8Kernels | None = option(
+        None, "--fp8-kernels", kind=FP8_KERNELS,
         help="whose FP8 linear layers FP8 plans run: te (Transformer Engine: Megatron-LM, "
         "NeMo; each weight's FP8 copy and transpose cached all step, the FP8 GEMM inputs "
         "saved) or torchao (torchtitan's float8: weights cast on every use, the BF16 inputs "
-        "saved: a BF16 run's memory)")
+        "saved: a BF16 run's memory) [default: te, or the kernels a calibrated profile's jobs "
+        "ran]")
     cross_entropy: CrossEntropy = option(
         CrossEntropy.FUSED, "--cross-entropy", kind=CROSS_ENTROPY,
         help="the loss's kernels: fused (one pass each way: Transformer Engine, Liger, "
@@ -221,6 +222,11 @@ class CostOptions:
                 object.__setattr__(self, name, (value,))
         if isinstance(self.precision, Precision):
             object.__setattr__(self, "precision", (self.precision,))
+
+    def fp8_linears(self) -> Fp8Kernels:
+        """Whose FP8 linear layers an FP8 plan runs: --fp8-kernels, else Transformer
+        Engine's."""
+        return self.fp8_kernels or Fp8Kernels.TE
 
     def experts(self) -> ExpertParallel:
         """How a mixture of experts is fed under these options (ep and etp come with each

@@ -226,6 +226,28 @@ def test_torchtitan_memory_budget_overflow_is_a_warning_and_needs_compile(tmp_pa
     assert found["torchtitan-ac-memory-budget"] == "error" and code == 1
 
 
+def test_torchtitan_compiled_model_under_a_split_backward_schedule_is_refused(
+        tmp_path: Path) -> None:
+    """torch's InterleavedZeroBubble, ZBVZeroBubble and DualPipeV raise on stage modules
+    that used torch.compile (schedules.py _check_torch_compile_compatibility), which
+    torchtitan's per-block compile makes them; a compiled loss alone, or 1F1B, is fine."""
+    base = TITAN.format(replicate=1, shard=8).replace(
+        "tensor_parallel_degree = 8", "tensor_parallel_degree = 8\npipeline_parallel_degree = 2\n"
+        'pipeline_parallel_schedule = "{schedule}"').replace(
+        "local_batch_size = 1", "local_batch_size = 8")
+    flags = ("--gpus", "128", "--gpu", "h100-sxm", "--no-compare")
+    found = {}
+    for schedule, components in (("ZBVZeroBubble", None), ("DualPipeV", '["model"]'),
+                                 ("ZBVZeroBubble", '["loss"]'), ("1F1B", None)):
+        table = "\n[compile]\nenable = true\n" + (
+            f"components = {components}\n" if components else "")
+        name = f"{schedule}-{components}.toml".replace('"', "").replace("[", "").replace("]", "")
+        _, got, _ = check_file(tmp_path / name, base.format(schedule=schedule) + table, *flags)
+        found[schedule, components] = got.get("torchtitan-compile-split-backward")
+    assert found == {("ZBVZeroBubble", None): "error", ("DualPipeV", '["model"]'): "error",
+                     ("ZBVZeroBubble", '["loss"]'): None, ("1F1B", None): None}
+
+
 def test_torchtitan_selective_ac_option_zero_checkpoints_every_block(tmp_path: Path) -> None:
     """torchtitan's apply_ac: ``if not ac_freq or count % ac_freq == 0`` wraps the block,
     so "0" checkpoints every block, as "1" does (it had been refused)."""

@@ -97,7 +97,7 @@ def test_emit_torchtitan_names_dualpipev_and_round_trips(dual_runs, cli: Cli,
     assert out.exact and out.plan.schedule.value == "dualpipev"
     text = out.files["torchtitan.toml"]
     assert 'pipeline_parallel_schedule = "DualPipeV"' in text
-    assert text.count('["') == 4  # four stages, two per rank
+    assert text.count('\n    ["') == 4  # four stages, two per rank
     write(out, tmp_path)
     r = cli("check-config", tmp_path / "torchtitan.toml", "--gpu", "a100-80gb", "--model",
             "gpt3-1.3b", "--output", "json")

@@ -62,11 +62,12 @@ def test_megatron_states_an_uneven_split_as_a_layout(spec: RecommendSpec, tmp_pa
 
 def test_torchtitan_states_a_split_it_builds_through_its_options(tmp_path: Path) -> None:
     """llama3-8b (a flavor torchtitan ships) at 9,216 tokens, pp 4, 8 micro-batches:
-    as torchtitan runs it (eager SwiGLU and loss) memory binds on the first stage, and
+    priced with the eager SwiGLU and loss (no [compile]) memory binds on the first stage, and
     blocks 7,9,9,7 are generate_llm_fqn_per_model_part's split with the embedding
     counted as 2 layers."""
     spec = RecommendSpec.of(gpus=4, pp=[4], schedules=["1f1b"], global_batch=8,
-                            recompute="none", sharding="none", top=1, seq_len=9216)
+                            recompute="none", sharding="none", top=1, seq_len=9216,
+                            cross_entropy="eager", swiglu="eager")
     out, doc, text = round_trip(spec, Framework.TORCHTITAN, tmp_path, "--gpu", "h100-sxm")
     assert "module_fqns_per_model_part" not in text
     assert "pipeline_parallel_first_stage_less_layers = 2" in text

@@ -105,7 +105,13 @@ def test_plans_are_priced_at_the_precision_the_jobs_ran() -> None:
                       precision="fp8", fp8_kernels="torchao")
     opts, notes = calibrated.as_ran(CostOptions(), cal)
     assert opts.precision == (Precision.FP8,) and "the calibrated jobs ran" in notes[0]
-    assert "pass --fp8-kernels torchao" in notes[1]  # said, not overridden: te is the default
+    # the jobs' FP8 linears, as they ran, where --fp8-kernels is not given
+    assert opts.fp8_kernels is Fp8Kernels.TORCHAO and "torchao's, as the calibrated" in notes[1]
+    opts, notes = calibrated.as_ran(
+        CostOptions(precision=Precision.FP8, fp8_kernels=Fp8Kernels.TE), cal)
+    assert opts.fp8_kernels is Fp8Kernels.TE  # the flag wins, and is said to
+    assert notes == ["--fp8-kernels te: the calibrated jobs ran FP8 with torchao's kernels; "
+                     "their factors price these too"]
     opts, notes = calibrated.as_ran(CostOptions(precision=Precision.BF16), cal)
     assert opts.precision == (Precision.BF16,)
     assert notes == ["--precision bf16: the calibrated jobs ran fp8; their factors, fitted at "

@@ -189,12 +189,15 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
                   cross_entropy: CrossEntropy | None = None,
                   dispatcher: Dispatcher | None = None,
                   swiglu: Swiglu | None = None,
-                  fp8_kernels: Fp8Kernels | None = None) -> tuple[Job, Plan]:
+                  fp8_kernels: Fp8Kernels | None = None,
+                  within: PlanRequest | None = None) -> tuple[Job, Plan]:
     """The job and plan re-priced with the attention kernel, sequence parallelism, loss
     kernels (``cross_entropy``, None: the job's), SwiGLU kernels (``swiglu``, None: the
     job's), FP8 linears (``fp8_kernels``, None: the job's) and MoE dispatcher
     (``dispatcher``, None: the job's) the framework's files run (``runs`` says which, in
-    the note). Unchanged for measured costs, a shape or GPU
+    the note); a plan that outgrows the GPU so priced gives way to the best of ``within``
+    (the plans the framework's files state; None: the job's search). Unchanged for
+    measured costs, a shape or GPU
     pptune cannot price, or when the job already plans that way."""
     c = job.cost_options or CostOptions()
     loss = c.cross_entropy if cross_entropy is None else cross_entropy
@@ -202,9 +205,10 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
         else swiglu
     route = c.moe_dispatcher if dispatcher is None or job.shape is None \
         or not job.shape.moe else dispatcher
-    fp8 = c.fp8_kernels if fp8_kernels is None or not is_low(plan.precision) else fp8_kernels
+    fp8 = c.fp8_linears() if fp8_kernels is None or not is_low(plan.precision) \
+        else fp8_kernels
     if ((job.attention, job.sequence_parallel, c.cross_entropy, c.moe_dispatcher, c.swiglu,
-         c.fp8_kernels) == (attention, sequence_parallel, loss, route, act, fp8)
+         c.fp8_linears()) == (attention, sequence_parallel, loss, route, act, fp8)
             or not _analytic(job)):
         return job, plan
     job = replace(job, attention=attention, sequence_parallel=sequence_parallel,
@@ -216,7 +220,7 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
     if not fits(job, plan):
         # priced as the files run, the plan outgrows the GPU (an eager SwiGLU keeps more):
         # the search's best plan on those costs instead, when one fits
-        best = search(job.table, replace(job.request, top=1)).plans
+        best = search(job.table, replace(within or job.request, top=1)).plans
         need = (f"so run, the plan needs {fmt_bytes(max(plan.peak_memory_bytes))} of "
                 f"{fmt_bytes(job.table.memory_bytes)}")
         if best:
@@ -246,7 +250,7 @@ def _repriced(job: Job, shape: ModelShape | None) -> Job:
         tp_comm_overlap=job.tp_comm_overlap, cp_comm=c.cp_comm, fp8_params=c.fp8_param_gather,
         gpus_per_node=job.request.gpus_per_node, gpus=job.request.gpus,
         gpu_spread=c.gpu_spread, cross_entropy=c.cross_entropy, swiglu=c.swiglu,
-        fp8_kernels=c.fp8_kernels, factors=job.factors)
+        fp8_kernels=c.fp8_linears(), factors=job.factors)
     return replace(job, table=table, shape=shape, layer_names=tuple(table.names))
 
 

@@ -45,8 +45,8 @@ def write(stated: Stated) -> dict[str, str]:
         *([f"precision: {plan.precision.value}"] if plan.precision is not Precision.BF16 else []),
         *([f"fp8_recipe: {costs.fp8_recipe.value}"] if plan.precision is Precision.FP8 else []),
         *(["fp8_param_gather: true"] if low and costs.fp8_param_gather else []),
-        *([f"fp8_kernels: {costs.fp8_kernels.value}"]
-          if low and costs.fp8_kernels is not Fp8Kernels.TE else []),
+        *([f"fp8_kernels: {costs.fp8_linears().value}"]
+          if low and costs.fp8_linears() is not Fp8Kernels.TE else []),
         *([f"cross_entropy: {costs.cross_entropy.value}"]
           if costs.cross_entropy is not CrossEntropy.FUSED else []),
         *([f"swiglu: {costs.swiglu.value}"] if costs.swiglu is not Swiglu.FUSED else []),

@@ -25,7 +25,7 @@ from pptune.costmodel.partition import mtp_count
 from pptune.costmodel.precision import Fp8Kernels, is_low
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.rates import Swiglu
-from pptune.costmodel.schedules import Schedule
+from pptune.costmodel.schedules import SPLIT_BACKWARD, Schedule
 from pptune.costmodel.search import (
     DP_INNER,
     Plan,
@@ -38,6 +38,7 @@ from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated, keep
 from pptune.frameworks.torchtitan.cp_fp8 import (
+    compiled,
     per_op_checkpointing,
     stateable_exchange,
     stateable_recipe,
@@ -122,24 +123,37 @@ def _as_run(job: Job, plan: Plan, rank: int, notes: list[str]) -> tuple[Job, Pla
     recipe), each change with a note."""
     model = (flavor_of(job.model, job.shape) or ("", ""))[0]
     job, plan = ex.without_mtp(job, plan, name=NAME, rank=rank, notes=notes)
-    # the loss and the SwiGLU as the file runs them: compiled where the file turns
-    # [compile] on (FP8 plans, fp8_lines), else PyTorch's eager kernels (costmodel/loss.py,
-    # rates.Swiglu)
-    compiled = is_low(plan.precision)
+    # the loss and the SwiGLU as the file runs them: compiled as the plan was priced
+    # (cp_fp8.compiled: the file's [compile] table), else PyTorch's eager kernels
+    # (costmodel/loss.py, rates.Swiglu)
     route = dispatcher_of(job, plan, model or str(job.model))
-    experts = ("" if plan.ep == 1 else ", the experts' DeepEP kernels"
-               if route is Dispatcher.DEEPEP else ", the experts' standard all-to-all")
-    loss = ("its model and loss compiled ([compile] enable)" if compiled else
-            "its cross-entropy and SwiGLU eagerly (no [compile] for a BF16 plan)")
-    job, plan = ex.priced_as_run(
-        job, plan, name=NAME, attention="flash", sequence_parallel=job.request.tp > 1,
-        cross_entropy=CrossEntropy.FUSED if compiled else CrossEntropy.EAGER, notes=notes,
-        swiglu=Swiglu.FUSED if compiled else Swiglu.EAGER, fp8_kernels=Fp8Kernels.TORCHAO,
-        dispatcher=route, runs="flash attention (SDPA), sequence parallelism with tensor "
-        f"parallelism{experts}, {loss}" + (" and torchao's float8 linears (no cached FP8 "
-                                           "weights)" if compiled else ""))
+    job, plan = _kernels_as_run(job, plan, compiled(plan, job.cost_options), route, notes)
     job, plan = stateable_exchange(job, plan, notes)
     return stateable_recipe(job, plan, notes)
+
+
+def _kernels_as_run(job: Job, plan: Plan, parts: tuple[str, ...], route: Dispatcher,
+                    notes: list[str]) -> tuple[Job, Plan]:
+    """The job and plan re-priced with torchtitan's kernels: flash attention, sequence
+    parallelism, its dispatcher, torchao's float8 and the loss and SwiGLU compiled where
+    ``parts`` says."""
+    experts = ("" if plan.ep == 1 else ", the experts' DeepEP kernels"
+               if route is Dispatcher.DEEPEP else ", the experts' standard all-to-all")
+    eager = [name for part, name in (("model", "SwiGLU"), ("loss", "cross-entropy"))
+             if part not in parts]
+    loss = ", ".join([f"its {' and '.join(parts)} compiled ([compile] enable)"] * bool(parts)
+                     + [f"its {' and '.join(eager)} eager"] * bool(eager))
+    split = (" (torch's zero-bubble and DualPipeV schedules refuse a compiled model)"
+             if plan.pp > 1 and plan.schedule in SPLIT_BACKWARD else "")
+    return ex.priced_as_run(
+        job, plan, name=NAME, attention="flash", sequence_parallel=job.request.tp > 1,
+        cross_entropy=CrossEntropy.FUSED if "loss" in parts else CrossEntropy.EAGER,
+        swiglu=Swiglu.FUSED if "model" in parts else Swiglu.EAGER, notes=notes,
+        fp8_kernels=Fp8Kernels.TORCHAO, dispatcher=route,
+        within=stateable_request(job.request, job.model, job.shape), runs="flash attention (SDPA), sequence parallelism with tensor "
+        f"parallelism{experts}, {loss}{split}" + (" and torchao's float8 linears (no cached "
+                                                  "FP8 weights)" if is_low(plan.precision)
+                                                  else ""))
 
 
 def _substituted(job: Job, plan: Plan, rank: int) -> Stated:
@@ -191,7 +205,23 @@ def _stated(job: Job, plan: Plan, rank: int, notes: list[str], mtp: int) -> Stat
     chosen = per_op
     ex.unstated_sharding(chosen, name=NAME, unstated=UNSTATED, notes=notes)
     chosen, exact = _experts(job, chosen, rank, notes, exact)
-    return Stated(job, chosen, exact and not mtp, tuple(notes))
+    job, final = _compiled_as_stated(job, chosen, notes)
+    return Stated(job, final, exact and not mtp and final is chosen, tuple(notes))
+
+
+def _compiled_as_stated(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan]:
+    """The plan priced with the SwiGLU its file's [compile] table runs: a substitution
+    may have chosen a schedule that cannot compile the model (cp_fp8.compiled), or one
+    that can where the SwiGLU was priced eager for such a schedule. Priced again until
+    they agree (an eager SwiGLU agrees with every schedule but an FP8 plan's)."""
+    model = (flavor_of(job.model, job.shape) or ("", ""))[0] or str(job.model)
+    for _ in range(3):
+        parts = compiled(plan, job.cost_options)
+        fused = (job.cost_options or CostOptions()).swiglu is not Swiglu.EAGER
+        if ("model" in parts) == fused or job.shape is None or not job.shape.gated_mlp:
+            break
+        job, plan = _kernels_as_run(job, plan, parts, dispatcher_of(job, plan, model), notes)
+    return job, plan
 
 
 def _experts(job: Job, plan: Plan, rank: int, notes: list[str], exact: bool

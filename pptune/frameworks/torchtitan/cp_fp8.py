@@ -22,7 +22,11 @@ from typing import Any
 from pptune.costmodel import amax, presets
 from pptune.costmodel.context import CpComm
 from pptune.costmodel.keys import Precision
+from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.op_sac import OP_SAC, unpriced
+from pptune.costmodel.precision import is_low
+from pptune.costmodel.rates import Swiglu
+from pptune.costmodel.schedules import SPLIT_BACKWARD
 from pptune.costmodel.search import Plan, Recompute, Sharding, evaluate
 from pptune.costs.resolve import analytic_costs
 from pptune.frameworks.common.adapter import Job
@@ -169,7 +173,7 @@ def stateable_exchange(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Pla
         attention=job.attention, tp_comm_overlap=job.tp_comm_overlap,
         cp_comm=CpComm.ALL_GATHER, fp8_params=c.fp8_param_gather,
         gpus_per_node=job.request.gpus_per_node, gpus=job.request.gpus, gpu_spread=c.gpu_spread,
-        cross_entropy=c.cross_entropy, swiglu=c.swiglu, fp8_kernels=c.fp8_kernels,
+        cross_entropy=c.cross_entropy, swiglu=c.swiglu, fp8_kernels=c.fp8_linears(),
         factors=job.factors)
     job = replace(job, table=table, cost_options=options)
     alt = evaluate(job.table, job.request, plan.spec)
@@ -201,7 +205,7 @@ def per_op_checkpointing(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, P
         tp_comm_overlap=job.tp_comm_overlap, cp_comm=c.cp_comm, fp8_params=c.fp8_param_gather,
         gpus_per_node=job.request.gpus_per_node, gpus=job.request.gpus,
         gpu_spread=c.gpu_spread, recompute_modules=frozenset({OP_SAC}),
-        cross_entropy=c.cross_entropy, swiglu=c.swiglu, fp8_kernels=c.fp8_kernels,
+        cross_entropy=c.cross_entropy, swiglu=c.swiglu, fp8_kernels=c.fp8_linears(),
         factors=job.factors)
     table = replace(table, recompute_modules=(OP_SAC,))
     alt = evaluate(table, job.request, replace(plan.spec, recompute=Recompute.MODULES,
@@ -229,18 +233,41 @@ def stateable_recipe(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan]
     return job, alt
 
 
+def compiled(plan: Plan, options: CostOptions | None) -> tuple[str, ...]:
+    """What torchtitan is to compile (``[compile] components``) for a plan priced with
+    ``options``' kernels: the model, where its SwiGLU was priced fused or its linears are
+    float8 (torchtitan docs/float8.md: torch.compile is "required for competitive
+    performance", fusing the casts), unless the plan's schedule splits the backward
+    (torch's zero-bubble and DualPipeV schedules refuse compiled stage modules:
+    schedules.py ``_check_torch_compile_compatibility``); and the loss, where it was
+    priced other than PyTorch's eager cross-entropy (costmodel/loss.py)."""
+    c = options or CostOptions()
+    split = plan.pp > 1 and plan.schedule in SPLIT_BACKWARD
+    model = not split and (is_low(plan.precision) or c.swiglu is not Swiglu.EAGER)
+    loss = c.cross_entropy is not CrossEntropy.EAGER
+    return ("model",) * model + ("loss",) * loss
+
+
+def compile_lines(plan: Plan, job: Job) -> list[str]:
+    """The [compile] table as the plan was priced (``compiled``); none when nothing is."""
+    parts = compiled(plan, job.cost_options)
+    if not parts:
+        return []
+    what = {"model": "the SwiGLU" + " and float8 casts" * is_low(plan.precision),
+            "loss": "the loss"}
+    return ["", "[compile]", f"enable = true  # fuses {' and '.join(what[p] for p in parts)}"
+            ", as priced", *([] if len(parts) == 2 else [f'components = ["{parts[0]}"]'])]
+
+
 def fp8_lines(plan: Plan, job: Job) -> tuple[list[str], list[str]]:
     """([model] lines, the tables after it) stating the plan's FP8 GEMMs as priced."""
     if plan.precision not in (Precision.FP8, Precision.MXFP8):
         return [], []
-    # torchtitan docs/float8.md: torch.compile "required for competitive performance"
-    compile_ = ["", "[compile]", "enable = true  # fuses the float8 casts (docs/float8.md)"]
     if plan.precision is Precision.MXFP8:
-        return ([f'converters = ["{MX}"]'],
-                [*compile_, "", f"[{MX}]", 'recipe_name = "mxfp8_cublas"'])
+        return ([f'converters = ["{MX}"]'], ["", f"[{MX}]", 'recipe_name = "mxfp8_cublas"'])
     c = job.cost_options or CostOptions()
     gather = c.fp8_param_gather and plan.sharding is Sharding.FSDP
-    tables = [*compile_, "", f"[{FLOAT8}]", "# tensorwise scaling (recipe_name unset)",
+    tables = ["", f"[{FLOAT8}]", "# tensorwise scaling (recipe_name unset)",
               'filter_fqns = ["output"]  # the LM head stays BF16, as priced']
     if gather:
         tables += ["enable_fsdp_float8_all_gather = true",

@@ -38,6 +38,7 @@ from typing import Any
 from pptune.costmodel.models import ModelShape, preset_of
 from pptune.costmodel.op_sac import OP_SAC
 from pptune.costmodel.presets import MODELS
+from pptune.costmodel.schedules import SPLIT_BACKWARD, Schedule
 from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build, show, whole
 from pptune.frameworks.torchtitan.cp_fp8 import TABLES as CP_FP8_TABLES
 from pptune.frameworks.torchtitan.cp_fp8 import read_cp_fp8
@@ -136,6 +137,14 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
         train.text("mixed_precision_param", "") or "")
     fields.update(_state_widths(ctx, train))
     read_cp_fp8(ctx, data, par, fields)
+    if (pp or 1) > 1 and Schedule(fields["schedule"]) in SPLIT_BACKWARD and _compiled(
+            ctx, data, train, "model"):
+        ctx.refuse("torchtitan-compile-split-backward",
+                   f"{fields['schedule']} with [compile] on the model: torch's zero-bubble "
+                   "and DualPipeV schedules raise 'not supported with stage modules that have "
+                   "used torch.compile' (torch/distributed/pipelining/schedules.py "
+                   "_check_torch_compile_compatibility); compile the loss only "
+                   "(components = [\"loss\"]) or use 1F1B or Interleaved1F1B")
     fields["cross_entropy"] = _loss(ctx, data, train)
     fields["swiglu"] = _swiglu(ctx, data, train)
     fields["recompute"], fields["recompute_every"] = _recompute(

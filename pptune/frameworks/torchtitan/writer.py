@@ -23,7 +23,7 @@ from pptune.costmodel.search import Plan, Recompute, Sharding
 from pptune.frameworks.common.adapter import Job, Stated
 from pptune.frameworks.common.versions import Versions
 from pptune.frameworks.common.writing import header, plan_launch
-from pptune.frameworks.torchtitan.cp_fp8 import ROTATE_NAME, fp8_lines
+from pptune.frameworks.torchtitan.cp_fp8 import ROTATE_NAME, compile_lines, fp8_lines
 from pptune.frameworks.torchtitan.fqns import TOML_RELEASE, TORCHTITAN, head
 from pptune.frameworks.torchtitan.placement import stage_options
 from pptune.frameworks.torchtitan.reader import flavor_of
@@ -76,6 +76,7 @@ def write(stated: Stated) -> dict[str, str]:
     fsdp = plan.sharding is Sharding.FSDP
     nodes, per_node = plan_launch(plan, job)
     fp8_model, fp8_tables = fp8_lines(plan, job)
+    fp8_tables = [*compile_lines(plan, job), *fp8_tables]
     comm = (job.cost_options or CostOptions()).cp_comm.value
     lines = [
         *header(plan, job, "#"),
