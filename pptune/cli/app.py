@@ -251,10 +251,12 @@ def _show_plans(run: Any, train_tokens: float | None, out: OutputOptions) -> Non
         console.print(f"note: {note}", highlight=False, markup=False)
     if out.timeline:
         from pptune.costmodel.search import evaluate
+        from pptune.plan.emit import job_of
         from pptune.report.timeline import timeline_text
 
         w = run.result.plans[0]
-        full = evaluate(run.table, run.plan_request, w.spec, keep_events=True)
+        job = job_of(run, w)  # the plan's own cost key: its tp, cp, ep and precision
+        full = evaluate(job.table, job.request, w.spec, keep_events=True)
         from pptune.report.plans import timeline_windows
 
         for label, window in timeline_windows(full.sim, w.pp, w.num_microbatches):

@@ -135,6 +135,23 @@ def test_recommend_table_explains_the_winner(tmp_path: Path, monkeypatch: pytest
     assert "timeline of plan 1" in r.stdout
 
 
+def test_recommend_timeline_runs_on_the_plans_own_costs() -> None:
+    """The winner's timeline is simulated on its own cost key (tp 8 here), so its
+    pipeline ends within the step the table prints (the step adds only the
+    data-parallel tail and the optimizer); it had been drawn on the tp = 1 table,
+    6x longer."""
+    import re
+
+    r = run("recommend", "--gpus", "64", "--model", "llama3-70b", "--tp", "8", "--pp", "4",
+            "--schedules", "1f1b", "--timeline", "--top", "1", "--json")
+    step = json.loads(r.stdout)["plans"][0]["step_time_s"]
+    r = run("recommend", "--gpus", "64", "--model", "llama3-70b", "--tp", "8", "--pp", "4",
+            "--schedules", "1f1b", "--timeline", "--top", "1", "--width", "120")
+    assert r.exit_code == 0, r.stderr
+    end = float(re.findall(r"([0-9.]+) s\n", r.stdout.split("cool-down")[1])[0])
+    assert 0.99 * step <= end <= step
+
+
 def test_recommend_reads_a_profile_file(tmp_path: Path) -> None:
     prof = tmp_path / "p.json"
     prof.write_text(analytic_profile("gpt-small", "a100-80gb", [1, 2]).model_dump_json())
