@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +21,20 @@ def _count(report: CheckReport) -> str:
     return f"{e} error{'s' * (e != 1)}, {w} warning{'s' * (w != 1)}"
 
 
-def findings_text(path: Path, read: ReadResult, report: CheckReport) -> str:
+def findings_text(path: Path, read: ReadResult, report: CheckReport,
+                  width: int | None = None) -> str:
+    """The findings, one a line; at ``width`` columns a long one wraps under its own
+    text (a hanging indent), so each finding still starts at the margin."""
     lines = [f"{path} ({read.format.value}): {_count(report)}"]
-    for note in read.notes:
-        lines.append(f"  note     {note}")
-    for f in _sorted(report):
-        lines.append(f"  {f.severity:<8} {f.id}: {f.message}")
+    items = [("note", note) for note in read.notes] + [
+        (f.severity, f"{f.id}: {f.message}") for f in _sorted(report)]
+    for severity, text in items:
+        line = f"  {severity:<8} {text}"
+        if width is None or len(line) <= width:
+            lines.append(line)
+            continue
+        lines.extend(textwrap.wrap(line, width=max(width, 40), subsequent_indent=" " * 11,
+                                   break_long_words=False, break_on_hyphens=False))
     return "\n".join(lines)
 
 

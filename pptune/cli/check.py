@@ -102,7 +102,9 @@ def check_config(
     elif output == "github":
         typer.echo(findings_github(config, read, report))
     else:
-        _out().print(findings_text(config, read, report), highlight=False, markup=False)
+        console = _out()
+        console.print(findings_text(config, read, report, width=console.width),
+                      highlight=False, markup=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

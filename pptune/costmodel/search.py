@@ -237,6 +237,12 @@ def search(tables: CostTable | TableSource, req: PlanRequest) -> SearchResult:
     source = table_source(tables, req)
     pending, rejected, count = candidates(source, req)
     plans, best_by, best_pp1, simulated = rank(source, req, pending, rejected)
+    for plain in _without_recompute(source, req, list(_unique(sorted(plans, key=_order)))[
+            : req.top]):
+        plans.append(plain)
+        simulated += 1
+        if plain.step_time_s < best_by[plain.schedule].step_time_s:
+            best_by[plain.schedule] = plain
     top = list(_unique(sorted(plans, key=_order)))[: req.top]
     passed_over = None
     if (req.pipeline_margin > 0 and req.with_best_pp1 and best_pp1 is not None and top
@@ -262,6 +268,27 @@ def search(tables: CostTable | TableSource, req: PlanRequest) -> SearchResult:
             "gradient-accumulation steps cannot be aligned to pipeline depth"
         )
     return SearchResult(top, rejected, count, simulated, best_by, notes, passed_over)
+
+
+def _without_recompute(source: TableSource, req: PlanRequest, top: list[Plan]) -> list[Plan]:
+    """The listed pipelined plans that recompute, on their own (refined) split without
+    recomputation, where that fits: a split refined under recomputation can beat the one
+    refined for the same plan without it (each refinement is a local search from its own
+    start), and a plan that recomputes is never the faster of two on one split."""
+    if Recompute.NONE not in req.recomputes:
+        return []
+    found = []
+    for plan in top:
+        if plan.pp == 1 or plan.recompute is Recompute.NONE:
+            continue
+        spec = replace(plan.spec, recompute=Recompute.NONE, recompute_layers=None)
+        table = source(req.key_of(spec))
+        if over_memory(table, req, spec):
+            continue
+        plain = evaluate(table, req, spec)
+        if max(plain.peak_memory_bytes) <= table.memory_bytes:
+            found.append(plain)
+    return found
 
 
 def _unsplit(spec: PlanSpec) -> tuple[object, ...]:

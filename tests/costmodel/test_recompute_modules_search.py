@@ -130,3 +130,23 @@ def test_modules_are_not_tried_where_the_plan_fits_without_recomputation() -> No
     result = search(source, _request((Recompute.NONE, Recompute.MODULES)))  # type: ignore[arg-type]
     assert result.plans and {p.recompute for p in result.plans} == {Recompute.NONE}
     assert result.rejected["modules_fit_without_recomputation"] > 0
+
+
+def test_no_listed_plan_recomputes_where_its_split_fits_faster_without() -> None:
+    """GPT-OSS-120B on 64 B200s, pp 4 v 3 ep 8: the split refined for the plan that
+    recomputes modules (4,3x6,4,4,4,3,1) fits without recomputation too and runs it
+    faster than the split refined for the plain plan from its own start; the list
+    shows it, so no plan that recomputes beats every plain one on its own split."""
+    from pptune.plan.recommend import RecommendSpec, recommend
+
+    run = recommend(RecommendSpec.of(
+        gpus=64, model="gpt-oss-120b", gpu="b200", global_batch=512,
+        schedules=["1f1b", "interleaved-1f1b"], virtual_stages=[3], pp=[4], ep=[8], tp=[1],
+        micro_batch_sizes=[2], sharding="zero1", top=5))
+    plans = run.result.plans
+    plain = {(tuple(p.stage_layers), p.a2a_overlap): p.step_time_s for p in plans
+             if p.recompute is Recompute.NONE}
+    redone = [p for p in plans if p.recompute is not Recompute.NONE and p.pp > 1]
+    assert redone and plans[0].recompute is Recompute.NONE
+    for p in redone:
+        assert plain[tuple(p.stage_layers), p.a2a_overlap] < p.step_time_s
