@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import textwrap
 
 import typer
 from rich.console import Console
@@ -14,8 +16,15 @@ __all__ = ["out_console", "parse_ints", "say", "show"]
 
 
 def say(line: str) -> None:
-    """Talk goes to stderr; stdout is data."""
-    typer.echo(f"pptune: {line}", err=True)
+    """Talk goes to stderr; stdout is data. On a terminal a long line wraps under its own
+    text (a hanging indent); piped or redirected, it stays one line for grep and logs."""
+    text = f"pptune: {line}"
+    if sys.stderr.isatty():
+        width = shutil.get_terminal_size().columns
+        if len(text) > width >= 40:
+            text = "\n".join(textwrap.wrap(text, width=width, subsequent_indent=" " * 8,
+                                            break_long_words=False, break_on_hyphens=False))
+    typer.echo(text, err=True)
 
 
 def out_console() -> Console:
