@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import sys
 import textwrap
+from typing import TextIO, cast
 
 import typer
 from rich.console import Console
@@ -27,12 +29,37 @@ def say(line: str) -> None:
     typer.echo(text, err=True)
 
 
+class _Trimmed(io.TextIOBase):
+    """stdout without the blanks rich pads each table row and caption line to the
+    table's width with: every complete line is written right-stripped."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out, self._tail = out, ""
+
+    def write(self, text: str) -> int:
+        *lines, self._tail = (self._tail + text).split("\n")
+        for line in lines:
+            self._out.write(line.rstrip(" ") + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        if self._tail:
+            self._out.write(self._tail.rstrip(" "))
+            self._tail = ""
+        self._out.flush()
+
+    def isatty(self) -> bool:
+        return self._out.isatty()
+
+
 def out_console() -> Console:
     """stdout console; colour off under NO_COLOR; 160 columns when not a terminal."""
     width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else None
     if width is None and not sys.stdout.isatty():
         width = 160
-    return Console(no_color="NO_COLOR" in os.environ, width=width, soft_wrap=False)
+    trimmed = cast(TextIO, _Trimmed(sys.stdout))
+    return Console(file=trimmed, no_color="NO_COLOR" in os.environ, width=width,
+                   soft_wrap=False)
 
 
 def show(out: Console, renderable: object) -> None:

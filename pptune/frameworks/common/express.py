@@ -215,8 +215,9 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
                   cost_options=replace(c, cross_entropy=loss, moe_dispatcher=route, swiglu=act,
                                        fp8_kernels=fp8))
     job = _repriced(job, job.shape)
-    plan = evaluate(job.table, job.request, plan.spec)
-    notes.append(f"{name} runs {runs}: predicted that way, step {fmt_seconds(plan.step_time_s)}")
+    before, plan = plan, evaluate(job.table, job.request, plan.spec)
+    notes.append(f"{name} runs {runs}: predicted that way, step {fmt_seconds(plan.step_time_s)} "
+                 f"({plan.step_time_s / before.step_time_s:.3f}x)")
     if not fits(job, plan):
         # priced as the files run, the plan outgrows the GPU (an eager SwiGLU keeps more):
         # the search's best plan on those costs instead, when one fits
