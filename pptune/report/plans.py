@@ -111,11 +111,12 @@ def why_lines(result: SearchResult) -> list[str]:
     rival = _rival(result, w)
     if rival is not None:
         ratio = rival.step_time_s / w.step_time_s
-        what = "pipeline" if w.pp == 1 else rival.schedule.value
+        what = ("pipeline plan" if w.pp == 1 else "plan without a pipeline" if rival.pp == 1
+                else f"{rival.schedule.value} plan")
         head += (
             f": bubble {fmt_pct(w.bubble_rate)} vs {fmt_pct(rival.bubble_rate)} for the best "
-            f"{what} plan ({rival.schedule.value + ', ' if w.pp == 1 else ''}pp={rival.pp}, "
-            f"m={rival.num_microbatches}, {fmt_ratio(ratio)} its step time)"
+            f"{what} ({rival.schedule.value + ', ' if w.pp == 1 else ''}pp={rival.pp}, "
+            f"m={rival.num_microbatches}, step {fmt_ratio(ratio)} the winner's)"
         )
     comm = []
     if w.exposed_p2p_s is not None and w.pp > 1:  # without a pipeline nothing is sent
