@@ -584,6 +584,9 @@ def accuracy_page(results: Path = RESULTS) -> str:
         "[models.md](models.md).",
         "",
     ]
+    from bench.docs_glance import glance_section
+
+    lines += glance_section(results)
     for name, section in (("published.json", published_section),
                           ("published_memory.json", memory_section)):
         doc = load(name, results)
