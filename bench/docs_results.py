@@ -64,24 +64,36 @@ PUBLISHED_INTRO = [
     "(`_checkpointed_forward`), as Eq. 3's FLOP count does.",
 ]
 
-PUBLISHED_MISSES = [
-    "What is likely behind the remaining misses, not modelled because no cited figure was "
-    "found to model it with:",
-    "",
-    "- *The 2020-2022 software stack.* The large-GEMM fraction (0.869 of peak on A100) is "
-    "mamf-finder's best shape with CUDA 12; Table 1 ran in `pytorch:20.12` (CUDA 11.1). The "
-    "miss grows with the age of the stack (Zero Bubble 2023, Korthikanti 2022, Megatron-LM "
-    "2021, in that order above), which points here, but no published CUDA 11 A100 GEMM sweep "
-    "was found to take a fraction from.",
-    "- *The forward's non-GEMM time* (Zero Bubble's F - W): layout copies around the attention "
-    "(Megatron's permute-contiguous of the context), the separate QKV bias add of PyTorch 1.8's "
-    "`F.linear` on 3-D inputs, and the forward GEMMs' short inner dimension (`k = h`), which run "
-    "below the large-GEMM rate while the weight GEMMs have `k = tokens`. Each is plausible; "
-    "none is sized by a measurement yet.",
-    "- *Table 1 is end-to-end*: the optimizer step, data loading and logging are not modelled; "
-    "the fp16 optimizer's memory traffic is of the order of 1-2% of the 1.7B step and "
-    "negligible for the large models.",
-]
+def _published_misses(doc: dict[str, Any]) -> list[str]:
+    """What is likely behind the A100 misses (a reading; its spans from the results)."""
+    w = [1 - r["w_ms_predicted"] / r["w_ms_published"] for r in doc["zb_analytic"]["rows"]]
+    f = [1 - r["f_ms_predicted"] / r["f_ms_published"] for r in doc["zb_analytic"]["rows"]]
+    kt = [1 - r["ratio"] for r in doc["korthikanti_table4_layer"]["rows"]]
+    mt = [r["ratio"] - 1 for r in doc["megatron_table1"]["rows"]]
+
+    def fast(x: float) -> str:
+        return f"{100 * abs(x):.0f}%"
+
+    return [
+        "What is likely behind the remaining misses, not modelled because no cited figure was "
+        "found to model it with:",
+        "",
+        "- *The 2020-2022 software stack.* The large-GEMM fraction (0.869 of peak on A100) is "
+        "mamf-finder's best shape with CUDA 12; Table 1 ran in `pytorch:20.12` (CUDA 11.1). The "
+        f"miss grows with the age of the stack (Zero Bubble's weight GEMMs, 2023: {_span(w, fast)} "
+        f"too fast; Korthikanti's layer, 2022: {_span(kt, fast)}; Megatron-LM's Table 1, 2021: "
+        f"{_span(mt, fast)}; Zero Bubble's forward, {_span(f, fast)}, carries the non-GEMM time "
+        "of the next point besides), which points here, but no published CUDA 11 A100 GEMM "
+        "sweep was found to take a fraction from.",
+        "- *The forward's non-GEMM time* (Zero Bubble's F - W): layout copies around the attention "
+        "(Megatron's permute-contiguous of the context), the separate QKV bias add of PyTorch 1.8's "
+        "`F.linear` on 3-D inputs, and the forward GEMMs' short inner dimension (`k = h`), which run "
+        "below the large-GEMM rate while the weight GEMMs have `k = tokens`. Each is plausible; "
+        "none is sized by a measurement yet.",
+        "- *Table 1 is end-to-end*: the optimizer step, data loading and logging are not modelled; "
+        "the fp16 optimizer's memory traffic is of the order of 1-2% of the 1.7B step and "
+        "negligible for the large models.",
+    ]
 
 
 def _zb_per_token(doc: dict[str, Any]) -> list[tuple[str, float, float, float]]:
@@ -187,14 +199,34 @@ def _published_reading(doc: dict[str, Any]) -> list[str]:
     ]
 
 
-PUBLISHED_STATIC = [
-    "- Megatron-LM: the predicted block (its four passes under full recomputation, at the "
-    "pace of the row's slowest GPU) runs at 0.51-0.55 of peak on the pp=1 rows and 0.56-0.70 "
-    "on the pipelined ones; the paper's end-to-end figures are 0.43-0.52.",
-    "- Interleaving: without blocking sends the paper's profiled times give 4-9% above "
-    "measured; the rest of the analytic excess is the send: the NVLink datasheet figure makes "
-    "a hop ~0.1 ms where the paper measured T_comm = 0.4-0.8 ms.",
-]
+def _published_static(doc: dict[str, Any]) -> list[str]:
+    """The Megatron-LM rows' predicted pace (from the results) and the interleaving
+    reading (a run of bench.published's Table 4 with the sends not blocking, 2026-12-05)."""
+    from bench.published import GPU
+    from pptune.costs.names import gpu_preset
+
+    peak = gpu_preset(GPU).peak_flops / 1e12
+    rows = doc["megatron_table1"]["rows"]
+
+    def busy(r: dict[str, Any]) -> float:  # the step less its bubble and exposed reduction
+        return 1 - r["bubble_rate"] - r["exposed_dp_reduction_s"] / r["step_time_s"]
+
+    def pace(sel: list[dict[str, Any]]) -> str:
+        return _span([r["predicted_tflops"] / peak / busy(r) for r in sel],
+                     lambda x: f"{x:.2f}")
+
+    flat = [r for r in rows if r["pp"] == 1]
+    piped = [r for r in rows if r["pp"] > 1]
+    return [
+        f"- Megatron-LM: the predicted rows, over the part of their step that is neither bubble "
+        f"nor exposed reduction (four passes a block under full recomputation, at the pace of "
+        f"the row's slowest GPU), run at {pace(flat)} of peak on the pp=1 rows and "
+        f"{pace(piped)} on the pipelined ones; the paper's end-to-end figures are "
+        f"{_span([r['published_tflops'] / peak for r in rows], lambda x: f'{x:.2f}')}.",
+        "- Interleaving: without blocking sends the paper's profiled times give 4-8% above "
+        "measured; the rest of the analytic excess is the send: the NVLink datasheet figure "
+        "makes a hop 0.05-0.12 ms where the paper measured T_comm = 0.4-0.8 ms.",
+    ]
 
 
 def published_section(doc: dict[str, Any]) -> list[str]:
@@ -212,7 +244,7 @@ def published_section(doc: dict[str, Any]) -> list[str]:
         "",
         *_published_reading(doc),
         "",
-        *_analysis(doc, "2026-12-03", [*PUBLISHED_STATIC, "", *PUBLISHED_MISSES]),
+        *_analysis(doc, "2026-12-04", [*_published_static(doc), "", *_published_misses(doc)]),
         "",
     ]
 
@@ -552,22 +584,25 @@ def accuracy_page(results: Path = RESULTS) -> str:
         "[models.md](models.md).",
         "",
     ]
+    from bench.docs_glance import glance_section
+
+    lines += glance_section(results)
     for name, section in (("published.json", published_section),
                           ("published_memory.json", memory_section)):
         doc = load(name, results)
         lines += section(doc) if doc is not None else [f"(`bench/results/{name}` is missing.)", ""]
     from bench.docs_modern import (
-        MOVEMENT,
         holdout_section,
         modern_section,
         moe_layer_lines,
+        movement,
         scaling_section,
     )
 
     modern = load("published_modern.json", results)
     lines += modern_section(modern, load("published.json", results),
                             load("published_gemm.json", results),
-                            _analysis(modern, "2026-12-03", MOVEMENT) if modern else [])
+                            _analysis(modern, "2026-12-04", movement(modern)) if modern else [])
     holdout = load("published_holdout.json", results)
     lines += holdout_section(holdout)
     lines += moe_layer_lines(load("published_moe.json", results), holdout)
@@ -678,23 +713,57 @@ def benchmarks_page(results: Path = RESULTS) -> str:
                       f"| {r['load_average']:.2f} | "
                       + (f"{r['reference_loop_s']:.3f} s |" if "reference_loop_s" in r
                          else "- |") for r in speed["cli"]]
-        lines += ["", *_analysis(speed, "2026-12-04", [
-            "Run in the afternoon at a load average of 0.6-1.2, the reference loop taking "
-            "0.056-0.058 s: this machine ran about twice as fast as in the previous day's run "
-            "(0.091-0.134 s), whose figures were 1.26 s, 5.3 and 4.1 s and 3.1 s for the four "
-            "commands. `recommend --gpus 8` ran in 0.45 s, within its 1 s target: about half "
-            "of it is importing pptune, typer, pydantic and rich, and its search is a tenth "
-            "of a second. The DeepSeek-V3 commands ran in 3.2 and 2.8 s, within their 10 s; "
-            "Llama 3 70B on 4,096 GPUs in BF16 and FP8 in 2.1 s, within its 5 s. The "
-            "searches simulated the same 42, 38, 57, 129, 261 and 192 plans as the day "
-            "before: the search did not change, the machine did, so compare runs of "
-            "different days by their reference loops. The table's medians are of repeated "
-            "searches whose caches are warm; a CLI run is cold. The DeepSeek-V3 commands "
-            "include the what-if of their winner under DeepEP's dispatch (one more table at "
-            "the winner's layout). Time follows the `p * m` of the candidates that must be "
-            "simulated, not N itself "
-            "(see [models.md](models.md#how-the-search-stays-fast))."]), ""]
+        lines += ["", *_analysis(speed, "2026-12-04", _speed_reading(speed)), ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _speed_reading(speed: dict[str, Any]) -> list[str]:
+    """The planner-speed run's reading: its CLI figures from the results file, then what
+    explains them (dated: written for one run, flagged by ``_analysis`` on another)."""
+    cli = speed.get("cli", [])
+    if not cli:
+        return ["The table's medians are of repeated searches whose caches are warm."]
+    loads = [r["load_average"] for r in cli]
+    loops = [r["reference_loop_s"] for r in cli if "reference_loop_s" in r]
+
+    def ran(rows: list[dict[str, Any]]) -> str:
+        target = rows[0]["target_s"]
+        verdict = ("within" if all(r["wall_s"] <= target for r in rows)
+                   else "not within")
+        return (" and ".join(f"{r['wall_s']:.2f} s" for r in rows)
+                + f", {verdict} {'its' if len(rows) == 1 else 'their'} {target:g} s")
+
+    eight = [r for r in cli if r["command"] == "pptune recommend --gpus 8"]
+    deepseek = [r for r in cli if "deepseek" in r["command"]]
+    llama = [r for r in cli if "llama3-70b" in r["command"]]
+    said = []
+    if eight:
+        said.append(f"`recommend --gpus 8` ran in {ran(eight)} target")
+    if deepseek:
+        said.append(f"the DeepSeek-V3 commands in {ran(deepseek)}")
+    if llama:
+        said.append(f"Llama 3 70B on 4,096 GPUs in BF16 and FP8 in {ran(llama)}")
+    def span(xs: list[float], f: str) -> str:
+        lo, hi = f.format(min(xs)), f.format(max(xs))
+        return lo if lo == hi else f"{lo}-{hi}"
+
+    head = (f"Run at a load average of {span(loads, '{:.2f}')}"
+            + (f", the reference loop taking {span(loops, '{:.3f}')} s" if loops else "")
+            + ": " + "; ".join(said) + ".")
+    return [
+        head + " The DeepSeek-V3 commands search the most: since sequence parallelism is "
+        "on with tensor parallelism by default (recommend's `--sequence-parallel`), their "
+        "tp > 1 plans price faster and more candidates must be simulated (on 2026-12-05 "
+        "the longer command simulated 279 plans in 7.3 s of CPU and chose tp 4; with "
+        "`--no-sequence-parallel`, 38 plans in 3.6 s and tp 1). This machine's speed drifts "
+        "by up to 2x between "
+        "days, so compare runs of different days by their reference loops. The table's "
+        "medians are of repeated searches whose caches are warm; a CLI run is cold. The "
+        "DeepSeek-V3 commands include the what-if of their winner under DeepEP's dispatch "
+        "(one more table at the winner's layout). Time follows the `p * m` of the "
+        "candidates that must be simulated, not N itself "
+        "(see [models.md](models.md#how-the-search-stays-fast)).",
+    ]
 
 
 def stage_recompute_section(doc: dict[str, Any] | None) -> list[str]:

@@ -216,3 +216,26 @@ def test_gpu_check_rows_are_rendered_when_the_check_ran() -> None:
     assert "| qkv | 0.5 | 0.625 | 0.8 |" in lines
     assert not any("has not run" in line for line in lines)
     assert any("has not run" in line for line in docs_results.gpu_section(None))
+
+
+def test_accuracy_at_a_glance_is_computed_from_the_results(tmp_path: Path) -> None:
+    from bench import docs_glance
+
+    assert docs_glance.glance_section(tmp_path) == []  # no results, no section
+    text = "\n".join(docs_glance.glance_section(docs_results.RESULTS))
+    modern = docs_results.load("published_modern.json")
+    peers = docs_results.load("peers.json")
+    assert modern is not None and peers is not None
+    assert f"{modern['within']} of {modern['of']} runs within 10%" in text
+    assert f"{peers['summary']['agree']} of {peers['summary']['cases']} files" in text
+
+
+def test_readme_counts_are_those_of_the_results() -> None:
+    """The README's accuracy line quotes counts a rerun of `make bench` can move."""
+    text = " ".join(README.read_text().split())
+    modern = docs_results.load("published_modern.json")
+    peers = docs_results.load("peers.json")
+    assert modern is not None and peers is not None
+    assert (f"NVIDIA's {modern['of']} H100/B200 recipe runs {modern['within']} come within "
+            "10%") in text
+    assert f"check-config on {peers['summary']['agree']} of {peers['summary']['cases']} " in text
