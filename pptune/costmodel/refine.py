@@ -26,10 +26,18 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 
 from pptune.costmodel.evaluate import Plan, PlanRequest, PlanSpec, evaluate
-from pptune.costmodel.table import CostTable
+from pptune.costmodel.schedules import (
+    Schedule,
+    chains,
+    chunks_per_device,
+    model_chunk,
+    stage_device,
+)
+from pptune.costmodel.table import CostTable, stage_costs
 
 MAX_REFINE_PP = 16
 REFINE_MAX_M_PER_PP = 4
@@ -38,6 +46,8 @@ MAX_MOVE_LAYERS = 2  # a move shifts 1 layer; 2 when no 1-layer move helps
 MAX_RUNS_PER_STAGE = 8  # simulations per plan at most 8 * stages
 ALL_PAIRS_MAX_PP = 4  # deeper pipelines move layers between neighbouring stages only
 EXHAUSTIVE_MAX_SPLITS = 120  # this few contiguous splits: simulate them all (exact)
+ALL_PAIRS_MAX_CHUNKS = 24  # device balancing moves layers between any two chunks up to this
+BALANCED_TRIES = 3  # device-balanced splits simulated at most, until one fits
 
 
 def always_refined(spec: PlanSpec) -> bool:
@@ -54,14 +64,14 @@ def always_refined(spec: PlanSpec) -> bool:
 
 def refine_split(table: CostTable, req: PlanRequest, plan: Plan) -> tuple[Plan, int]:
     """(the best plan reachable by layer moves between stages, simulations run)."""
+    n, k = sum(plan.stage_layers), len(plan.stage_layers)
     if (not 1 < plan.pp <= MAX_REFINE_PP
             or plan.num_microbatches > REFINE_MAX_M_PER_PP * plan.pp):
-        return plan, 0
-    n, k = sum(plan.stage_layers), len(plan.stage_layers)
+        return _balanced_over_devices(table, req, plan)
     if math.comb(n - 1, k - 1) <= EXHAUSTIVE_MAX_SPLITS:
         return _every_split(table, req, plan)
-    if k > plan.pp:
-        return plan, 0  # several chunks per device: only the exact search above
+    if k > plan.pp:  # several chunks per device: their sums per device, then no climb
+        return _balanced_over_devices(table, req, plan)
     best, runs, moves = plan, 0, 0
     size = 1
     while size <= MAX_MOVE_LAYERS and moves < MAX_MOVES:
@@ -102,4 +112,80 @@ def _every_split(table: CostTable, req: PlanRequest, plan: Plan) -> tuple[Plan, 
         if (max(cand.peak_memory_bytes) <= table.memory_bytes
                 and cand.step_time_s < best.step_time_s * (1 - 1e-12)):
             best = cand
+    return best, runs
+
+
+def device_loads(layer_s: Sequence[float], split: Sequence[int], schedule: Schedule,
+                 pp: int) -> list[float]:
+    """Each device's work per micro-batch: the costs of the layers of every chunk it
+    runs (``stage_device`` of each global stage, ``model_chunk`` its layers; the
+    DualPipe's two chains carry half the micro-batches each)."""
+    starts = list(itertools.accumulate(split, initial=0))
+    chunk = [sum(layer_s[starts[c]:starts[c + 1]]) for c in range(len(split))]
+    share = 1 / chains(schedule)
+    loads = [0.0] * pp
+    for s in range(pp * chunks_per_device(schedule, len(split) // pp or 1)):
+        loads[stage_device(schedule, pp, s)] += share * chunk[model_chunk(schedule, pp, s)]
+    return loads
+
+
+def device_balanced(layer_s: Sequence[float], split: Sequence[int], schedule: Schedule,
+                    pp: int) -> tuple[int, ...]:
+    """The split with the busiest devices' loads lowest (compared busiest first), reached
+    from ``split`` by moving one layer at a time from a chunk to another (the chunks in
+    between shift along): with several chunks a device the steady state runs at the pace
+    of the device with most work, which the min-max split over chunks does not balance.
+    ``split`` itself with one chunk a device, where the two are the same."""
+    return balanced_splits(layer_s, split, schedule, pp)[0]
+
+
+def balanced_splits(layer_s: Sequence[float], split: Sequence[int], schedule: Schedule,
+                    pp: int) -> list[tuple[int, ...]]:
+    """``device_balanced``'s split first, then the others as balanced on its last move
+    and the splits its descent passed, most balanced first (a memory limit may refuse
+    the first); ``[split]`` when nothing balances better."""
+    if len(split) <= pp and schedule is not Schedule.DUALPIPE:
+        return [tuple(split)]
+    k = len(split)
+    pairs = (list(itertools.permutations(range(k), 2)) if k <= ALL_PAIRS_MAX_CHUNKS
+             else [(a, a + d) for a in range(k) for d in (-1, 1) if 0 <= a + d < k])
+    best = tuple(split)
+    worst = sorted(device_loads(layer_s, best, schedule, pp), reverse=True)
+    passed = [best]
+    ties: list[tuple[list[float], tuple[int, ...]]] = []
+    for _ in range(2 * sum(split)):
+        moves = []
+        for a, b in pairs:
+            if best[a] > 1:
+                cand = list(best)
+                cand[a] -= 1
+                cand[b] += 1
+                moves.append((sorted(device_loads(layer_s, cand, schedule, pp),
+                                     reverse=True), tuple(cand)))
+        moves.sort()
+        if not moves or moves[0][0] >= worst:
+            break
+        ties = [m for m in moves[1:] if m[0] < worst]
+        worst, best = moves[0]
+        passed.append(best)
+    out = [best, *(c for _, c in ties[:BALANCED_TRIES]), *reversed(passed[:-1])]
+    return list(dict.fromkeys(out))
+
+
+def _balanced_over_devices(table: CostTable, req: PlanRequest, plan: Plan) -> tuple[Plan, int]:
+    """The plan on the most device-balanced split that fits and steps faster
+    (``balanced_splits``, at most ``BALANCED_TRIES`` simulations); the plan as it was
+    otherwise."""
+    per_layer = [c.total_s for c in stage_costs(table, plan.micro_batch_size,
+                                                (1,) * sum(plan.stage_layers))]
+    best, runs = plan, 0
+    for split in balanced_splits(per_layer, plan.stage_layers, plan.schedule, plan.pp):
+        if split == tuple(plan.stage_layers) or runs >= BALANCED_TRIES:
+            break
+        cand = evaluate(table, req, replace(plan.spec, stage_layers=split))
+        runs += 1
+        if max(cand.peak_memory_bytes) <= table.memory_bytes:
+            if cand.step_time_s < best.step_time_s * (1 - 1e-12):
+                best = cand
+            break
     return best, runs
