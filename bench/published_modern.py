@@ -356,7 +356,8 @@ def markdown(doc: dict[str, Any]) -> str:
         lines.append(f"| {t['table']} | {t['from_gpus']} -> {t['to_gpus']} | {t['published']:.3f} "
                      f"| {t['predicted']:.3f} | {100 * t['error']:+.1f}% |")
     lines += ["", "| long-context run | GPUs | TP | CP | PP | fits | plan | memory GiB "
-              "| predicted TFLOP/s/GPU | published |", "|---|---|---|---|---|---|---|---|---|---|"]
+              "| predicted TFLOP/s/GPU (full attention) | published |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in doc["long_context"]:
         plan = f"{r.get('schedule')} v{r.get('virtual_stages')} {r.get('recompute')} " \
                f"{r.get('sharding')}" if r["fits"] else "-"
@@ -364,6 +365,9 @@ def markdown(doc: dict[str, Any]) -> str:
                      f"| {'yes' if r['fits'] else 'no'} | {plan} | {r.get('peak_memory_gib', '-')} "
                      f"| {r.get('predicted_model_tflops_per_gpu', '-')} "
                      f"| {r.get('published_model_tflops_per_gpu') or '-'} |")
+    lines += ["", "The long-context runs' model TFLOP/s count full attention, 12 x layers x "
+              "hidden x sequence FLOPs a token (NVIDIA's convention, model_flops_per_token), "
+              "where pptune's MFU counts the causal half (6 x)."]
     return "\n".join(lines)
 
 

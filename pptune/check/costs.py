@@ -100,7 +100,8 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
                     "GEMMs and 2-byte activations, so its step and memory are a BF16 run's; "
                     "state bf16 (Megatron-LM --bf16) if that is what runs", precision="fp32")
             split = context.problems(shape.seq_len, shape.heads // cfg.tp,
-                                     max(1, shape.kv_heads // cfg.tp), cfg.cp, opts.cp_comm)
+                                     max(1, shape.kv_heads // cfg.tp), cfg.cp, opts.cp_comm,
+                                     tp=cfg.tp)
             if split:
                 if not refused:
                     add("cp-layout", "error", f"context parallelism {cfg.cp}: "

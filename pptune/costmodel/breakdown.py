@@ -23,6 +23,10 @@ step; its step is
 The parts come from the cost table's layers and the simulated plan, so a
 dimension the model prices (its ops, its exposed traffic) appears here as
 its own part.
+
+``exposed_cp_s`` reads one part on its own: the context-parallel K/V
+exchange (context.py prices only what outlasts the attention it runs beside,
+and nothing else hides it), over the step on the busiest rank.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pptune.costmodel.evaluate import Plan, PlanRequest, explain
-from pptune.costmodel.memory import recomputed_layers
+from pptune.costmodel.memory import Recompute, recomputed_layers, stage_recomputed_layers
 from pptune.costmodel.partition import stage_bounds
 from pptune.costmodel.parts import PartTimes
 from pptune.costmodel.schedules import stage_device
@@ -41,6 +45,7 @@ DATA_PARALLEL = "data-parallel communication"
 SENDS = "pipeline sends"
 AMAX = "FP8 amax reductions"
 OPTIMIZER = "optimizer step"
+CONTEXT_PARALLEL = "cp communication"  # context.py's cp_kv ops (parts.part_of)
 BUBBLE = "pipeline bubble"
 
 
@@ -97,3 +102,25 @@ def step_parts(table: CostTable, req: PlanRequest, plan: Plan,
     parts += [(DATA_PARALLEL, dp_s), (SENDS, p2p_s), *([(AMAX, amax_s)] if amax_s else []),
               (OPTIMIZER, opt_s), (BUBBLE, bubble)]
     return StepParts(busy[d] + dp_s + p2p_s + amax_s + opt_s + bubble, d, tuple(parts))
+
+
+def exposed_cp_s(table: CostTable, req: PlanRequest, plan: Plan) -> float | None:
+    """Seconds the plan's context-parallel K/V exchange adds to the step on its busiest
+    pipeline rank: the exchange's exposed time in every layer it holds, ``m`` times,
+    and again in the forwards it recomputes (the module-recomputed twin's layers for
+    ``Recompute.MODULES``, each stage's own count for recomputation per stage). 0
+    without context parallelism; None for costs not split by part (measured)."""
+    if plan.cp == 1:
+        return 0.0
+    priced = table.modules_table if plan.recompute is Recompute.MODULES else None
+    layers = ((priced or table).layer_parts or {}).get(plan.micro_batch_size)
+    if layers is None:
+        return None
+    redo = (stage_recomputed_layers(table.names, plan.stage_layers, plan.recompute_layers)
+            if plan.recompute_layers is not None
+            else recomputed_layers(table.names, plan.recompute, req.recompute_every))
+    device_of = [stage_device(plan.schedule, plan.pp, k) for k in range(len(plan.stage_layers))]
+    per_device = device_parts(layers, plan.stage_layers, device_of, plan.num_microbatches,
+                              frozenset(redo))
+    busiest = max(per_device, key=lambda d: sum(d.values()))
+    return busiest.get(CONTEXT_PARALLEL, 0.0)

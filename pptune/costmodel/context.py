@@ -45,7 +45,12 @@ The algorithms (Megatron-LM ``--cp-comm-type``; Transformer Engine
               Needs ``a_l`` and ``g_l`` divisible by ``cp``. Exposed.
 ``a2a+p2p``   hierarchical (Megatron-LM ``--hierarchical-context-parallel-
               sizes``): all-to-all inside each node's share of the group, a p2p
-              ring across them.
+              ring across them. The all-to-all splits the heads as ``a2a``
+              does, so its size is the largest that divides the node's share,
+              ``cp``, ``a_l`` and ``g_l`` (``hierarchical_sizes``; 1: the ring
+              alone); megatron-core's inner group is ``cp`` consecutive ranks
+              (parallel_state.py ``create_hierarchical_groups``), so it stays
+              on a node and the ring's slowest hop is the group's.
 
 Transfers run on the group's link (layout.py places cp just outside tp): a
 pairwise NVLink copy inside a node, one NIC a hop across nodes (collectives.py
@@ -164,9 +169,12 @@ class CpShape:
     micro_batch: int
 
 
-def problems(seq_len: int, heads: int, kv_heads: int, cp: int, comm: CpComm) -> list[str]:
+def problems(seq_len: int, heads: int, kv_heads: int, cp: int, comm: CpComm,
+             tp: int | None = 1) -> list[str]:
     """What stops ``cp`` from splitting this attention (``heads`` and ``kv_heads``
-    are per tensor-parallel rank): every reason, each naming the values."""
+    are per tensor-parallel rank of ``tp``; None: the model's own, named so, for a
+    check before any tensor-parallel size is chosen): every reason, each naming the
+    values."""
     out = []
     if cp < 1:
         out.append(f"context-parallel size must be >= 1 (got {cp})")
@@ -176,12 +184,31 @@ def problems(seq_len: int, heads: int, kv_heads: int, cp: int, comm: CpComm) -> 
                    "(causal load balancing cuts it into 2 x cp chunks); choose a cp "
                    f"that divides {seq_len // 2}")
     if cp > 1 and comm is CpComm.A2A:
-        for what, n in (("query heads", heads), ("key/value heads", kv_heads)):
+        for what, n in (("query head", heads), ("key/value head", kv_heads)):
             if n % cp:
-                out.append(f"--cp-comm a2a splits heads over cp: {n} {what} per "
-                           f"tensor-parallel rank are not divisible by cp = {cp}; "
-                           "use p2p or a2a+p2p")
+                out.append(f"--cp-comm a2a splits heads over cp: {_heads(n, what, tp)} "
+                           f"not divisible by cp = {cp}; use p2p or a2a+p2p")
     return out
+
+
+def _heads(n: int, what: str, tp: int | None) -> str:
+    """``n`` heads as the message names them: per tensor-parallel rank (of how many in
+    all), or the model's (``tp`` None), with the verb that agrees."""
+    noun = what if n == 1 else f"{what}s"
+    verb = "is" if n == 1 else "are"
+    if tp is None:
+        return f"the model's {n} {noun} {verb}"
+    split = f" ({n * tp} / tp {tp})" if tp > 1 else ""
+    return f"{n} {noun} per tensor-parallel rank{split} {verb}"
+
+
+def hierarchical_sizes(cp: int, group: Group, heads: int, kv_heads: int) -> tuple[int, int]:
+    """(a2a ranks, p2p ranks) of an a2a+p2p exchange over the cp ``group``: the
+    all-to-all over the largest number of the group's members on one node that
+    divides ``cp`` and the ``heads`` and ``kv_heads`` of a tensor-parallel rank (it
+    splits them as Ulysses does; Megatron-LM lists the inner size first)."""
+    inner = math.gcd(cp if group.intra else group.per_node, cp, heads, max(1, kv_heads))
+    return inner, cp // inner
 
 
 def _p2p(shape: CpShape, cp: int, rates: AttentionRates, hop: Link) -> CpAttention:
@@ -239,19 +266,19 @@ def _a2a(shape: CpShape, cp: int, rates: AttentionRates, links: CpLinks) -> CpAt
 
 
 def _hierarchical(shape: CpShape, cp: int, rates: AttentionRates, links: CpLinks) -> CpAttention:
-    """a2a over the group's members on one node, a p2p ring across nodes."""
-    inner = links.group.per_node if not links.group.intra else cp
-    inner = math.gcd(inner, cp)
-    outer = cp // inner
+    """a2a over the group's members on one node (as many as the heads allow), a p2p
+    ring over the rest, its steps paced by the group's slowest hop."""
+    inner, outer = hierarchical_sizes(cp, links.group, shape.heads, shape.kv_heads)
+    hop = links.hop(links.group.intra)
     if outer == 1:
         return _a2a(shape, cp, rates, links)
     if inner == 1:
-        return _p2p(shape, cp, rates, links.hop(False))
+        return _p2p(shape, cp, rates, hop)
     in_group = Group(inner, inner, 1)
     inner_links = CpLinks(in_group, links.fabric, links.latency_intra_s, links.latency_inter_s)
     heads = CpShape(shape.seq_len, shape.head_dim, shape.heads // inner,
                     max(1, shape.kv_heads // inner), shape.micro_batch)
-    ring = _p2p(heads, outer, rates, links.hop(False))
+    ring = _p2p(heads, outer, rates, hop)
     s, d, b = shape.seq_len, shape.head_dim, shape.micro_batch
     tokens = b * s / cp
     qkv = tokens * (shape.heads + 2 * shape.kv_heads) * d * BF16_BYTES

@@ -187,6 +187,7 @@ class Plan:
     exposed_p2p_s: float | None = None
     exposed_allreduce_s: float | None = None
     exposed_amax_s: float | None = None  # FP8 delayed scaling's amax reductions (amax.py)
+    exposed_cp_s: float | None = None  # the context-parallel K/V exchange (breakdown.py)
     rank_order: RankOrder = RankOrder.DP_INNER
     sharding: Sharding = Sharding.NONE
     recompute: Recompute = Recompute.NONE

@@ -43,6 +43,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
+from pptune.costmodel.breakdown import exposed_cp_s
 from pptune.costmodel.candidates import (
     GRAD_DTYPE_BYTES,
     MAX_SIMULATED_OPS,
@@ -253,6 +254,7 @@ def search(tables: CostTable | TableSource, req: PlanRequest) -> SearchResult:
         top = [best_pp1, *(p for p in top if _listed_as(p) != flat)]
     if top:
         top[0] = explain(source(top[0].key), req, top[0])
+        top[0] = replace(top[0], exposed_cp_s=exposed_cp_s(source(top[0].key), req, top[0]))
     if req.with_best_pp1 and best_pp1 is not None and all(p.pp > 1 for p in top):
         top.append(best_pp1)  # the honest baseline: the best plan without a pipeline
     notes = []

@@ -48,7 +48,7 @@ from pptune.costmodel.schedules import (
     stage_chunk_map,
     stage_devices,
 )
-from pptune.costmodel.table import CostTable
+from pptune.costmodel.table import CostTable, named_blocks
 
 
 def stage_blocks(names: list[str] | tuple[str, ...], stage_layers: list[int] | tuple[int, ...]
@@ -103,11 +103,25 @@ def fitted_counts(table: CostTable, req: PlanRequest, spec: PlanSpec) -> list[in
     base = [mem.total_bytes for mem in device_memory(req, spec, stage_layout(table, req, spec),
                                                      [0.0] * spec.pp)]
     c = table.by_mb[spec.micro_batch_size]
+    bounds = stage_bounds(split)
+    named = named_blocks(names)
+    firsts = [[i for i in range(s, e) if named[i]] for s, e in bounds]
+    # a chunk's activation bytes with its first n blocks recomputed, summed in layer order
+    # as stage_recomputed_layers' choice would be: the walk asks for the same few again
+    sums: dict[tuple[int, int], float] = {}
+
+    def chunk_act(k: int, n: int) -> float:
+        if (k, n) not in sums:
+            if not 0 <= n <= len(firsts[k]):
+                raise ValueError(f"{n} recomputed blocks on a stage of {len(firsts[k])} blocks")
+            redo = set(firsts[k][:n])
+            s, e = bounds[k]
+            sums[k, n] = sum(min(c.act_bytes[i], c.out_bytes[i - 1] if i else 0.0)
+                             if i in redo else c.act_bytes[i] for i in range(s, e))
+        return sums[k, n]
 
     def peaks(counts: list[int]) -> list[float]:
-        redo = set(stage_recomputed_layers(names, split, counts))
-        act = [sum(min(c.act_bytes[i], c.out_bytes[i - 1] if i else 0.0) if i in redo
-                   else c.act_bytes[i] for i in range(s, e)) for s, e in stage_bounds(split)]
+        act = [chunk_act(k, n) for k, n in enumerate(counts)]
         held = activation_peaks(spec.schedule, spec.pp, spec.num_microbatches,
                                 spec.virtual_stages, [act[ch] for ch in chunks.chunk_of],
                                 spec.combined)

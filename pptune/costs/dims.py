@@ -13,15 +13,20 @@ parallelism 1; BF16 (FP8 changes the numerics: the user asks for it). The
 other commands price one key: one size each, 1 and BF16 by default.
 
 A size the user gives that the model or the GPU cannot take is bad input (one
-line naming the flag); a default size that does not fit is left out.
+line naming the flag); a default size that does not fit is left out. Some
+limits bind tensor and context parallelism together (``pair_problem``): a
+searched pair that breaks one is left out of the search, and only when no pair
+is left is it bad input, one line naming the pairs.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 
 from pptune.costmodel import context, precision
+from pptune.costmodel.context import CpComm
 from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.presets import GpuSpec, ModelShape
 from pptune.errors import BadInput
@@ -55,8 +60,10 @@ def search_keys(opts: CostOptions, shape: ModelShape, gpu: GpuSpec, gpus: int,
     problems: list[str] = []
     tps = _given("--tp", opts.tp, lambda t: tp_problem(shape, t, gpus), problems) or tuple(
         t for t in DEFAULT_TP if t <= gpus_per_node and not tp_problem(shape, t, gpus))
-    cps = _given("--cp", opts.cp, lambda c: cp_problem(shape, c, opts, gpus), problems) or (
-        default_cp(shape, opts, gpus))
+    # given tensor-parallel sizes: the heads a2a splits are theirs (pair_problem); else
+    # the model's, which no tensor-parallel size makes divisible when they are not
+    cps = _given("--cp", opts.cp, lambda c: cp_problem(shape, c, opts, gpus, not opts.tp),
+                 problems) or default_cp(shape, opts, gpus)
     eps = _given("--ep", opts.ep, lambda e: ep_problem(shape, e, gpus), problems) or (
         default_ep(shape, gpus))
     etps = _given("--etp", opts.etp, lambda e: etp_problem(shape, e), problems) or (1,)
@@ -65,9 +72,13 @@ def search_keys(opts: CostOptions, shape: ModelShape, gpu: GpuSpec, gpus: int,
         problems += precision.problems(p, gpu)
     if problems:
         raise BadInput("; ".join(dict.fromkeys(problems)))
+    pairs = [(tp, cp) for tp, cp in itertools.product(tps, cps) if gpus % (tp * cp) == 0]
+    why = {(tp, cp): pair_problem(shape, tp, cp, opts) for tp, cp in pairs}
+    if pairs and all(why.values()):
+        raise BadInput("; ".join(f"tp {tp} x cp {cp}: {why[tp, cp]}" for tp, cp in pairs))
     keys = [CostKey(tp, cp, ep, etp, prec)
-            for prec, tp, cp, ep, etp in itertools.product(precs, tps, cps, eps, etps)
-            if gpus % (tp * cp) == 0 and ep * etp <= gpus]
+            for prec, (tp, cp), ep, etp in itertools.product(precs, pairs, eps, etps)
+            if not why[tp, cp] and ep * etp <= gpus]
     if not keys:
         raise BadInput(
             f"no layout of {gpus} GPUs takes tp x cp from {{{', '.join(map(str, tps))}}} x "
@@ -98,7 +109,11 @@ def tp_problem(shape: ModelShape, tp: int, gpus: int) -> str | None:
     return None
 
 
-def cp_problem(shape: ModelShape, cp: int, opts: CostOptions, gpus: int) -> str | None:
+def cp_problem(shape: ModelShape, cp: int, opts: CostOptions, gpus: int,
+               heads: bool = True) -> str | None:
+    """What stops ``cp`` at every tensor-parallel size (``heads``: the a2a exchange's
+    heads checked as the model's, the most any tensor-parallel rank holds; False: left
+    to ``pair_problem``, for the tensor-parallel sizes given)."""
     if gpus % cp:
         return f"does not divide --gpus {gpus}"
     if cp == 1:
@@ -110,7 +125,31 @@ def cp_problem(shape: ModelShape, cp: int, opts: CostOptions, gpus: int) -> str 
     if opts.attention is not None and not opts.attention.fused:
         return "context parallelism needs fused (flash or cudnn) attention"
     found = context.problems(shape.seq_len, shape.heads, max(1, shape.kv_heads), cp,
-                             opts.cp_comm)
+                             opts.cp_comm if heads else CpComm.P2P, tp=None)
+    return "; ".join(found) or None
+
+
+def pair_problem(shape: ModelShape, tp: int, cp: int, opts: CostOptions) -> str | None:
+    """What stops tensor parallelism ``tp`` with context parallelism ``cp`` (None:
+    nothing): Ulysses (``--cp-comm a2a``) splits each tensor-parallel rank's heads over
+    cp (context.problems); with sequence parallelism each context-parallel rank's
+    tokens are split over tp, which megatron-core asserts divides them
+    (megatron/core/tensor_parallel/mappings.py ``_split_along_first_dim`` and
+    ``_reduce_scatter_along_first_dim``: "First dimension of the tensor should be
+    divisible by tensor parallel size", the embedding's [s / cp, b, h] output as
+    language_model_embedding.py scatters it)."""
+    found = []
+    if opts.cp_comm is CpComm.A2A and not shape.mla:
+        found += context.problems(shape.seq_len, shape.heads // tp,
+                                  max(1, shape.kv_heads // tp), cp, opts.cp_comm, tp=tp)
+    if tp > 1 and opts.splits_sequence and shape.seq_len % cp == 0 \
+            and (shape.seq_len // cp) % tp:
+        multiple = math.lcm(2 * cp if cp > 1 else 1, cp * tp)
+        found.append(f"sequence parallelism splits each context-parallel rank's "
+                     f"{shape.seq_len // cp} tokens (sequence {shape.seq_len} / cp {cp}) over "
+                     f"tp {tp}, which does not divide them (megatron-core asserts it); use a "
+                     f"sequence that is a multiple of {multiple}, another tp or cp, or "
+                     "--no-sequence-parallel")
     return "; ".join(found) or None
 
 

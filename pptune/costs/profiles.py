@@ -156,7 +156,7 @@ def analytic_profile(
         problems.append(f"--cp {cp} needs fused (flash or cudnn) attention, not --attention "
                         f"{attention}")
     problems += context.problems(shape.seq_len, shape.heads // tp, max(1, shape.kv_heads // tp),
-                                 cp, cp_comm)
+                                 cp, cp_comm, tp=tp)
     gpn = gpus_per_node or spec.gpus_per_node
     fabric = spec.fabric_or_line() if nvls else spec.fabric_or_line().without_nvls()
     ex = preset_experts(fabric, gpn, experts) if shape.moe else None

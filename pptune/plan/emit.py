@@ -187,11 +187,13 @@ def _or_faster_stateable(adapter: Adapter, job: Job, plan: Plan, rank: int) -> S
 def _stateable_layout(adapter: Adapter, run: RecommendRun, plan: Plan,
                       rank: int) -> tuple[Plan, list[str]]:
     """The plan, or when the files cannot state its layout (context or expert
-    parallelism, FP8) the best plan of the same search whose layout they state."""
-    why = adapter.cannot_state(plan.key)
+    parallelism, FP8, a sequence its tp and cp cannot split) the best plan of the same
+    search whose layout they state."""
+    seq = run.table.seq_len
+    why = adapter.cannot_state(plan.key, seq)
     if why is None:
         return plan, []
-    keys = tuple(k for k in run.plan_request.keys() if adapter.cannot_state(k) is None)
+    keys = tuple(k for k in run.plan_request.keys() if adapter.cannot_state(k, seq) is None)
     best = (search(run.table_for, replace(run.plan_request, cost_keys=keys, tp=keys[0].tp,
                                           top=1)).plans if keys else [])
     if not best:

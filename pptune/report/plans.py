@@ -132,6 +132,12 @@ def why_lines(result: SearchResult) -> list[str]:
             f"DP {what} hidden behind compute" if share < 0.005
             else f"DP {what} exposes {fmt_seconds(w.exposed_allreduce_s)} ({fmt_pct(share)})"
         )
+    if w.exposed_cp_s is not None and w.cp > 1:
+        share = w.exposed_cp_s / w.step_time_s if w.step_time_s else 0.0
+        comm.append(
+            "CP K/V exchange hidden behind attention" if share < 0.005
+            else f"CP K/V exchange adds {fmt_seconds(w.exposed_cp_s)} ({fmt_pct(share)})"
+        )
     amax_share = (w.exposed_amax_s or 0.0) / w.step_time_s if w.step_time_s else 0.0
     if amax_share >= 0.005:  # below half a per cent: only in the JSON
         comm.append(f"FP8 amax all-reduces add {fmt_seconds(w.exposed_amax_s or 0.0)} "
@@ -210,7 +216,7 @@ def plan_record(
         ideal_step_s=plan.ideal_step_s, efficiency=plan.efficiency,
         gradient_accumulation_aligned=plan.aligned,
         exposed_p2p_s=plan.exposed_p2p_s, exposed_allreduce_s=plan.exposed_allreduce_s,
-        exposed_amax_s=plan.exposed_amax_s,
+        exposed_amax_s=plan.exposed_amax_s, exposed_cp_s=plan.exposed_cp_s,
         rank_order=plan.rank_order.value, sharding=plan.sharding.value,
         recompute=plan.recompute.value, mfu=mfu(plan, model_flops_per_step, peak_flops),
         recompute_layers_per_stage=recomputed_blocks(plan, names, recompute_every),

@@ -56,6 +56,11 @@ class PlanRecord(Strict):
         "forward and backward, over the stage's tp x cp x dp ranks) add to the step; 0 "
         "without them, null when not explained"
     )
+    exposed_cp_s: float | None = Field(
+        None, description="seconds the context-parallel K/V exchange adds to the step on the "
+        "busiest pipeline rank (what outlasts the attention it runs beside, recomputed "
+        "forwards included); 0 with cp 1, null when not explained or the costs are measured"
+    )
     rank_order: Literal["tp-dp-pp", "tp-pp-dp"] = Field(
         "tp-dp-pp", description="global rank order, fastest first (Megatron-LM: tp-cp-ep-dp-pp "
         "default, tp-cp-ep-pp-dp with --use-tp-pp-dp-mapping)"

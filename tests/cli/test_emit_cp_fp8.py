@@ -14,10 +14,12 @@ import pytest
 from typer.testing import CliRunner
 
 from pptune.cli.app import app
+from pptune.costmodel.search import evaluate
 from pptune.errors import BadInput
-from pptune.frameworks.torchtitan.cp_fp8 import stateable_recipe
+from pptune.frameworks.torchtitan.cp_fp8 import stateable_exchange, stateable_recipe
 from pptune.plan.emit import Emitted, Framework, emit, job_of, write
 from pptune.plan.recommend import RecommendRun, RecommendSpec, recommend
+from pptune.report.fmt import fmt_seconds
 
 runner = CliRunner()
 Runs = Callable[[str, str, str], RecommendRun]
@@ -63,17 +65,57 @@ def test_cp_and_fp8_round_trip(framework: Framework, comm: str, runs: Runs, tmp_
     assert doc["derived"]["step_time_s"] == pytest.approx(plan.step_time_s, rel=1e-9)
     assert doc["derived"]["bubble_rate"] == pytest.approx(plan.bubble_rate, rel=1e-9)
     cfg = doc["config"]
-    # torchtitan has no Ulysses exchange: its file runs allgather, re-priced so
-    stated = "all-gather" if framework is Framework.TORCHTITAN and comm == "a2a" else comm
+    # torchtitan has no Ulysses exchange: its file runs the faster of its two rotate
+    # methods, here torch's ring (test_torchtitan_runs_the_faster_rotate_method), re-priced so
+    stated = "p2p" if framework is Framework.TORCHTITAN and comm == "a2a" else comm
     assert (cfg["precision"], cfg["cp_comm"]) == ("fp8", stated)
     assert cfg["fp8_param_gather"] is (plan.sharding.value in ("zero1", "fsdp")
                                        if framework is not Framework.PPTUNE else True)
 
 
-def test_torchtitan_notes_the_exchange_it_runs(runs: Runs) -> None:
+def test_torchtitan_runs_the_faster_rotate_method(runs: Runs) -> None:
+    """An a2a plan has no torchtitan setting: the file states whichever of allgather and
+    alltoall (torch's ring, pptune's p2p) prices faster for the plan, here the ring (each
+    step's K/V hop hides behind its attention, where the gather is exposed); the note
+    says which and both times. The plan priced with the p2p and all-gather searches' own
+    tables gives the same two times."""
     run = runs("h100-sxm", "fp8", "a2a")
+    plan = run.result.plans[0]
+    notes: list[str] = []
+    job, alt = stateable_exchange(job_of(run, plan), plan, notes)
+    ring = evaluate(runs("h100-sxm", "fp8", "p2p").table_for(plan.key), job.request, plan.spec)
+    gather = evaluate(runs("h100-sxm", "fp8", "all-gather").table_for(plan.key), job.request,
+                      plan.spec)
+    assert ring.step_time_s < gather.step_time_s
+    assert alt.step_time_s == pytest.approx(ring.step_time_s, rel=1e-12)
+    assert job.cost_options is not None and job.cost_options.cp_comm.value == "p2p"
+    (note,) = notes
+    assert "no a2a context-parallel exchange" in note and "rotate_method alltoall" in note
+    assert f"against {fmt_seconds(gather.step_time_s)} with allgather" in note
     out = emit(Framework.TORCHTITAN, run)
-    assert any("no a2a context-parallel exchange" in n for n in out.notes)
+    assert 'context_parallel_rotate_method = "alltoall"' in out.files["torchtitan.toml"]
+
+
+def test_torchtitan_gathers_where_the_ring_crosses_nodes() -> None:
+    """cp 16 over two nodes of 8: each of the ring's 15 steps waits for a K/V hop over
+    one NIC (16.8 MB, about 0.3 ms), longer than the step's attention at 2,048 tokens a
+    rank (about 0.04 ms), where the all-gather's cross-node traffic runs over every NIC
+    of the node (collectives.py): allgather is written."""
+    def run(comm: str) -> RecommendRun:
+        return recommend(RecommendSpec.of(gpus=16, model="gpt3-1.3b", seq_len=32768, tp="1",
+                                          cp="16", cp_comm=comm, global_batch=4, top=1))
+    ulysses = run("a2a")
+    plan = ulysses.result.plans[0]
+    notes: list[str] = []
+    job, alt = stateable_exchange(job_of(ulysses, plan), plan, notes)
+    ring = evaluate(run("p2p").table_for(plan.key), job.request, plan.spec)
+    gather = evaluate(run("all-gather").table_for(plan.key), job.request, plan.spec)
+    assert gather.step_time_s < ring.step_time_s
+    assert alt.step_time_s == pytest.approx(gather.step_time_s, rel=1e-12)
+    (note,) = notes
+    assert "rotate_method allgather" in note
+    assert f"against {fmt_seconds(ring.step_time_s)} with alltoall" in note
+    out = emit(Framework.TORCHTITAN, ulysses)
     assert 'context_parallel_rotate_method = "allgather"' in out.files["torchtitan.toml"]
 
 

@@ -17,6 +17,7 @@ from pptune.costmodel.context import (
     CpShape,
     attention,
     fraction_at,
+    hierarchical_sizes,
     local_links,
     problems,
 )
@@ -110,21 +111,51 @@ def test_a2a_moves_qkv_in_and_the_output_back() -> None:
 
 
 def test_hierarchical_a2a_inside_nodes_ring_across() -> None:
-    # cp = 16 on 2 nodes of 8: a2a over the 8 on a node, a 2-step ring across
-    cp = 16
+    # cp = 16 on 2 nodes of 8, 8 query and 8 KV heads: a2a over the 8 on a node, a
+    # 2-step ring across
+    cp, mha = 16, dataclasses.replace(SHAPE, kv_heads=8)
     lk = links(cp, 8)
-    att = attention(SHAPE, cp, CpComm.A2A_P2P, RATES, lk)
+    att = attention(mha, cp, CpComm.A2A_P2P, RATES, lk)
     inner, outer = 8, 2
-    ring_shape = CpShape(S, D, A // inner, 1, 1)  # 8 / 8 query heads, 2 / 8 -> 1 KV head
+    ring_shape = CpShape(S, D, A // inner, 8 // inner, 1)  # one query and one KV head
     ring = attention(ring_shape, outer, CpComm.P2P, RATES, CpLinks(Group(2, 1, 2), FABRIC,
                                                                    5e-6, 20e-6))
     tokens = S / cp
-    qkv, out = tokens * (A + 2 * G) * D * 2, tokens * A * D * 2
+    qkv, out = tokens * (A + 2 * 8) * D * 2, tokens * A * D * 2
     node = Group(8, 8, 1)
     a2a = (all_to_all_s(qkv, node, Link(5e-6, 100e9), Link(20e-6, 10e9))
            + all_to_all_s(out, node, Link(5e-6, 100e9), Link(20e-6, 10e9)))
     assert att.fwd_comm_s == pytest.approx(ring.fwd_comm_s + a2a)
     assert att.fwd_flops == pytest.approx(ring.fwd_flops)
+
+
+def test_hierarchical_all_to_all_takes_no_more_ranks_than_the_heads() -> None:
+    """The all-to-all splits each rank's heads (as Ulysses does): 2 KV heads take an
+    inner group of 2 however many of the group share a node, and the ring runs over
+    the other 8, across the nodes (its slowest hop: one NIC)."""
+    assert hierarchical_sizes(16, Group(16, 8, 2), 8, 2) == (2, 8)
+    assert hierarchical_sizes(16, Group(16, 8, 2), 8, 8) == (8, 2)
+    assert hierarchical_sizes(8, Group(8, 8, 1), 32, 4) == (4, 2)  # Qwen3-30B-A3B, tp 1
+    assert hierarchical_sizes(16, Group(16, 1, 16), 8, 8) == (1, 16)  # one a node: a ring
+    cp = 16
+    att = attention(SHAPE, cp, CpComm.A2A_P2P, RATES, links(cp, 8))
+    ring = attention(CpShape(S, D, A // 2, G // 2, 1), 8, CpComm.P2P, RATES,
+                     CpLinks(Group(8, 4, 2), FABRIC, 5e-6, 20e-6))
+    tokens = S / cp
+    qkv, out = tokens * (A + 2 * G) * D * 2, tokens * A * D * 2
+    # the pair on one node swap half of each tensor over NVLink
+    a2a = 2 * 5e-6 + 0.5 * (qkv + out) / 100e9
+    assert att.fwd_comm_s == pytest.approx(ring.fwd_comm_s + a2a)
+    assert att.bwd_comm_s == pytest.approx(ring.bwd_comm_s + a2a)
+    # inside one node the ring of 4 hops over NVLink
+    cp = 8
+    att = attention(SHAPE, cp, CpComm.A2A_P2P, RATES, links(cp, 8))
+    ring = attention(CpShape(S, D, A // 2, G // 2, 1), 4, CpComm.P2P, RATES,
+                     CpLinks(Group(4, 4, 1), FABRIC, 5e-6, 20e-6))
+    tokens = S / cp
+    qkv, out = tokens * (A + 2 * G) * D * 2, tokens * A * D * 2
+    assert att.fwd_comm_s == pytest.approx(ring.fwd_comm_s + 2 * 5e-6
+                                           + 0.5 * (qkv + out) / 100e9)
 
 
 def test_constraints_name_the_values() -> None:
@@ -134,6 +165,17 @@ def test_constraints_name_the_values() -> None:
     msgs = problems(8192, 32, 8, 16, CpComm.A2A)
     assert len(msgs) == 1 and "8 key/value heads" in msgs[0] and "cp = 16" in msgs[0]
     assert problems(8192, 30, 8, 4, CpComm.A2A)[0].startswith("--cp-comm a2a")
+
+
+def test_a2a_names_the_heads_a_tensor_parallel_rank_holds() -> None:
+    """Llama 3.1 405B (128 query, 8 KV heads) at tp 8 holds 16 and 1 a rank."""
+    (msg,) = problems(131072, 16, 1, 16, CpComm.A2A, tp=8)
+    assert msg == ("--cp-comm a2a splits heads over cp: 1 key/value head per tensor-parallel "
+                   "rank (8 / tp 8) is not divisible by cp = 16; use p2p or a2a+p2p")
+    (msg,) = problems(131072, 128, 8, 16, CpComm.A2A, tp=None)
+    assert "the model's 8 key/value heads are not divisible by cp = 16" in msg
+    (msg,) = problems(131072, 32, 4, 8, CpComm.A2A, tp=2)
+    assert "4 key/value heads per tensor-parallel rank (8 / tp 2) are not divisible" in msg
 
 
 def test_measured_attention_share_is_interpolated_in_log2_seq() -> None:

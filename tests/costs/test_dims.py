@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
+from pptune.costmodel.context import CpComm
 from pptune.costmodel.keys import CostKey, Precision
-from pptune.costmodel.presets import GPUS, MODELS
+from pptune.costmodel.presets import GPUS, MODELS, ModelShape
 from pptune.costs.dims import default_cp, default_ep, search_keys, single_key
 from pptune.errors import BadInput
 from pptune.options import CostOptions
@@ -57,3 +60,60 @@ def test_one_layout_for_the_other_commands() -> None:
     assert single_key(CostOptions(tp=2, cp=4)) == CostKey(tp=2, cp=4)
     with pytest.raises(BadInput, match="simulate prices one layout: give one value to --tp"):
         single_key(CostOptions(tp=(1, 2)), "simulate")
+
+
+def at(name: str, seq_len: int) -> ModelShape:
+    return dataclasses.replace(MODELS[name], seq_len=seq_len)
+
+
+def pairs_of(keys: tuple[CostKey, ...]) -> list[tuple[int, int]]:
+    return list(dict.fromkeys((k.tp, k.cp) for k in keys))
+
+
+def test_searched_pairs_ulysses_cannot_split_are_left_out() -> None:
+    """Ulysses (a2a) splits each tensor-parallel rank's heads over cp: Llama 3 8B's
+    8 KV heads leave 8 / tp a rank, so cp 8 runs with tp 1 only, cp 4 with tp <= 2, cp 2
+    with tp <= 4; tp 8 (1 KV head) only without cp. No pair is refused for the run."""
+    opts = CostOptions(cp_comm=CpComm.A2A, precision=(Precision.FP8,))
+    keys = search_keys(opts, at("llama3-8b", 131072), H100, 64, 8)
+    assert pairs_of(keys) == [(1, 1), (1, 2), (1, 4), (1, 8), (2, 1), (2, 2), (2, 4),
+                              (4, 1), (4, 2), (8, 1)]
+
+
+def test_a_given_pair_ulysses_cannot_split_is_one_line() -> None:
+    """tp 8 leaves Llama 3.1 405B 1 of its 8 KV heads a rank: not divisible by cp 16."""
+    shape = at("llama3.1-405b", 131072)
+    opts = CostOptions(tp=(8,), cp=(16,), cp_comm=CpComm.A2A)
+    with pytest.raises(BadInput) as err:
+        search_keys(opts, shape, H100, 16384, 8)
+    assert str(err.value) == (
+        "tp 8 x cp 16: --cp-comm a2a splits heads over cp: 1 key/value head per "
+        "tensor-parallel rank (8 / tp 8) is not divisible by cp = 16; use p2p or a2a+p2p")
+    # --cp alone: no tensor-parallel size makes the model's 8 KV heads divisible by 16
+    with pytest.raises(BadInput, match="--cp 16: --cp-comm a2a splits heads over cp: the "
+                       "model's 8 key/value heads are not divisible by cp = 16"):
+        search_keys(CostOptions(cp=(16,), cp_comm=CpComm.A2A), shape, H100, 16384, 8)
+    # a list keeps the pairs that run (tp 1: 8 KV heads over cp 8)
+    keys = search_keys(CostOptions(tp=(1, 8), cp=(8,), cp_comm=CpComm.A2A), shape, H100,
+                       16384, 8)
+    assert pairs_of(keys) == [(1, 8)]
+
+
+def test_sequence_parallelism_needs_tp_to_divide_a_cp_ranks_tokens() -> None:
+    """8,200 tokens: cp 2 leaves 4,100 a rank (4,100 % 8 = 4), cp 4 leaves 2,050
+    (2,050 % 4 = 2): with sequence parallelism those tp x cp pairs are left out."""
+    shape = at("llama3-8b", 8200)
+    keys = search_keys(CostOptions(), shape, H100, 16, 8)
+    assert pairs_of(keys) == [(1, 1), (1, 2), (1, 4), (2, 1), (2, 2), (2, 4), (4, 1), (4, 2),
+                              (8, 1)]
+    with pytest.raises(BadInput) as err:
+        search_keys(CostOptions(tp=(8,), cp=(2,)), shape, H100, 16, 8)
+    assert str(err.value) == (
+        "tp 8 x cp 2: sequence parallelism splits each context-parallel rank's 4100 tokens "
+        "(sequence 8200 / cp 2) over tp 8, which does not divide them (megatron-core asserts "
+        "it); use a sequence that is a multiple of 16, another tp or cp, or "
+        "--no-sequence-parallel")
+    # without sequence parallelism nothing splits the tokens over tp
+    keys = search_keys(CostOptions(tp=(8,), cp=(2,), sequence_parallel=False), shape, H100,
+                       16, 8)
+    assert pairs_of(keys) == [(8, 2)]

@@ -102,6 +102,27 @@ def test_megatron_sequence_not_divisible_by_2cp_is_one_finding(tmp_path: Path) -
     assert "multiple of 4" in errors[0]["message"]
 
 
+def test_megatron_sequence_parallelism_needs_tp_to_divide_a_cp_ranks_tokens(
+        tmp_path: Path) -> None:
+    """32,776 tokens over cp 4: 8,194 a rank (2 x 4 divides the sequence), which
+    --sequence-parallel scatters over tp 4: 8,194 % 4 = 2, megatron-core's
+    _split_along_first_dim asserts. lcm(2 x 4, 4 x 4) = 16: 32,768 runs."""
+    def run(seq: int, sp: str = "--sequence-parallel") -> tuple[int, dict[str, str], dict]:
+        text = RECIPE.format(cp=4, cp_flags=sp, seq=seq, fp8="").replace(
+            "--tensor-model-parallel-size 1", "--tensor-model-parallel-size 4").replace(
+            "--nnodes 1", "--nnodes 2")  # tp 4 x cp 4: 16 GPUs
+        return check(tmp_path, "run.sh", text, "--gpu", "h100-sxm")
+    code, _, doc = run(32776)
+    errors = [f for f in doc["findings"] if f["severity"] == "error"]
+    assert code == 1 and [f["id"] for f in errors] == ["megatron-sp-seq"]
+    assert "8194 tokens are split over the 4 tensor-parallel ranks" in errors[0]["message"]
+    assert "multiple of 16" in errors[0]["message"]
+    code, found, _ = run(32768)
+    assert "megatron-sp-seq" not in found and code == 0
+    code, found, _ = run(32776, sp="")  # without sequence parallelism nothing is split
+    assert "megatron-sp-seq" not in found and code == 0
+
+
 def test_megatron_cp_and_fp8_need_transformer_engine(tmp_path: Path) -> None:
     code, found, _ = mega(tmp_path, cp_flags="--transformer-impl local")
     assert code == 1 and found["megatron-cp-attention"] == "error"
@@ -212,6 +233,15 @@ def test_torchtitan_sequence_divisible_by_tp_times_2cp(tmp_path: Path) -> None:
     code, _, doc = titan(tmp_path, cp=4, seq=8196)
     errors = [f["id"] for f in doc["findings"] if f["severity"] == "error"]
     assert code == 1 and errors == ["torchtitan-cp-seq"]
+
+
+def test_torchtitan_sequence_divisor_holds_without_cp_too(tmp_path: Path) -> None:
+    """parallel_dims.py seq_len_divisor is tp x 2 x cp at every size: an odd sequence
+    is refused at cp 1 as well."""
+    code, _, doc = titan(tmp_path, cp=1, seq=8191)
+    errors = [f for f in doc["findings"] if f["severity"] == "error"]
+    assert code == 1 and [f["id"] for f in errors] == ["torchtitan-cp-seq"]
+    assert "use a multiple of 2" in errors[0]["message"]
 
 
 def test_torchtitan_shards_over_the_cp_ranks_too(tmp_path: Path) -> None:

@@ -100,8 +100,9 @@ class Adapter:
     # "precision"); a plan that needs another one is emitted as the best plan without it
     states_dims: frozenset[str] = frozenset()
 
-    def cannot_state(self, key: CostKey) -> str | None:
-        """Why its files cannot state a plan of this cost key (None: they can)."""
+    def cannot_state(self, key: CostKey, seq_len: int | None = None) -> str | None:
+        """Why its files cannot state a plan of this cost key (None: they can) on a
+        sequence of ``seq_len`` tokens (None: any the key's costs took)."""
         missing = [f"{name} {value}" for name, value, plain in (
             ("cp", key.cp, 1), ("ep", key.ep, 1), ("etp", key.etp, 1),
             ("precision", key.precision.value, "bf16")) if value != plain

@@ -21,8 +21,10 @@ import math
 from collections import Counter
 from typing import Any
 
+from pptune.costmodel import context
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.layout import Dim, Layout
+from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.search import DP_INNER, PP_INNER, Plan
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job
@@ -43,7 +45,31 @@ _CONFIG = "(megatron/core/transformer/transformer_config.py)"
 def read_cp_fp8(r: FlagReader, fields: dict[str, Any]) -> None:
     """Fill cp_comm, precision (fp8 / mxfp8), fp8_recipe and fp8_param_gather."""
     _cp(r, fields)
+    _sequence_parallel(r, fields)
     _fp8(r, fields)
+
+
+def _sequence_parallel(r: FlagReader, fields: dict[str, Any]) -> None:
+    """--sequence-parallel scatters each context-parallel rank's ``s / cp`` tokens over
+    the tensor-parallel ranks (the embedding's output, language_model_embedding.py);
+    megatron-core asserts tp divides them (megatron/core/tensor_parallel/mappings.py
+    ``_split_along_first_dim``, ``_reduce_scatter_along_first_dim``; a group of one
+    skips the split)."""
+    seq, tp, cp = fields.get("seq_len"), fields.get("tp") or 1, fields.get("cp") or 1
+    if not fields.get("sequence_parallel") or seq is None or tp == 1:
+        return
+    if cp > 1 and seq % (2 * cp):
+        return  # megatron-cp-seq says why
+    if (seq // cp) % tp:
+        need = math.lcm(2 * cp if cp > 1 else 1, cp * tp)
+        r.ctx.refuse("megatron-sp-seq",
+                     f"--seq-length {seq} with --context-parallel-size {cp}, "
+                     f"--tensor-model-parallel-size {tp} and --sequence-parallel: each "
+                     f"context-parallel rank's {seq // cp} tokens are split over the {tp} "
+                     "tensor-parallel ranks and megatron-core asserts 'First dimension of the "
+                     "tensor should be divisible by tensor parallel size' "
+                     "(megatron/core/tensor_parallel/mappings.py _split_along_first_dim); use a "
+                     f"--seq-length that is a multiple of {need}")
 
 
 def _cp(r: FlagReader, fields: dict[str, Any]) -> None:
@@ -187,27 +213,33 @@ def _fp8(r: FlagReader, fields: dict[str, Any]) -> None:
     fields["fp8_param_gather"] = True
 
 
-def hierarchical_sizes(cp: int, tp: int, gpus_per_node: int) -> tuple[int, int]:
+def hierarchical_sizes(cp: int, tp: int, gpus_per_node: int,
+                       shape: ModelShape | None) -> tuple[int, int]:
     """(a2a ranks, p2p ranks) of an a2a+p2p exchange as pptune prices it
-    (costmodel/context.py): the all-to-all over the cp group's members on one node,
-    the ring across nodes; Megatron-LM lists the inner size first."""
+    (costmodel/context.py ``hierarchical_sizes``): the all-to-all over the cp group's
+    members on one node that divide the heads of a tensor-parallel rank (the rule
+    ``megatron-cp-a2a-heads`` checks), the ring over the rest; Megatron-LM lists the
+    inner size first. Without a model shape (measured costs) the heads do not bound it."""
     group = Layout(pp=1, dp=1, tp=tp, cp=cp, gpus_per_node=gpus_per_node).group(Dim.CP)
-    inner = math.gcd(cp if group.intra else group.per_node, cp)
-    return inner, cp // inner
+    heads = cp if shape is None else shape.heads // tp
+    kv = cp if shape is None else max(1, shape.kv_heads // tp)
+    return context.hierarchical_sizes(cp, group, heads, kv)
 
 
 def cp_fp8_args(cp: int, tp: int, precision: Precision, costs: CostOptions | None,
-                gpus_per_node: int, sharded: bool, notes: list[str]) -> list[str]:
+                gpus_per_node: int, sharded: bool, notes: list[str],
+                shape: ModelShape | None = None) -> list[str]:
     """The flags stating a plan's context-parallel exchange and FP8 GEMMs as priced
     (``costs``: the options its costs were built with; ``sharded``: the distributed
-    optimizer or FSDP, which --fp8-param-gather needs)."""
+    optimizer or FSDP, which --fp8-param-gather needs; ``shape``: the model, whose
+    heads bound the hierarchical exchange's all-to-all)."""
     c = costs or CostOptions()
     args = []
     if cp > 1:
         comm = c.cp_comm.value
         args.append(f"--cp-comm-type {CP_COMM_FLAG[comm]}")
         if comm == "a2a+p2p":
-            inner, outer = hierarchical_sizes(cp, tp, gpus_per_node)
+            inner, outer = hierarchical_sizes(cp, tp, gpus_per_node, shape)
             args.append(f"--hierarchical-context-parallel-sizes {inner} {outer}")
     if precision in (Precision.FP8, Precision.MXFP8):
         # hybrid: E4M3 forward, E5M2 gradients (TransformerConfig.fp8); the recipe the plan

@@ -96,7 +96,8 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
         "--fp16" if plan.precision is Precision.FP16 else "--bf16",
     ]
     args += cp_fp8_args(plan.cp, plan.tp, plan.precision, job.cost_options,
-                        job.request.gpus_per_node, plan.sharding is Sharding.ZERO1, unsaid)
+                        job.request.gpus_per_node, plan.sharding is Sharding.ZERO1, unsaid,
+                        job.shape)
     lines += [f"# {line}" for line in unsaid]
     if plan.sharding is Sharding.ZERO1:
         args.append("--use-distributed-optimizer")

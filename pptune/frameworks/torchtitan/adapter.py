@@ -15,6 +15,7 @@ from pptune.frameworks.common.joblog import JobLog
 from pptune.frameworks.common.source import parse_toml
 from pptune.frameworks.torchtitan import log, writer
 from pptune.frameworks.torchtitan.closest import closest_plan, stateable_request
+from pptune.frameworks.torchtitan.cp_fp8 import seq_problem
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN
 from pptune.frameworks.torchtitan.reader import looks_like_torchtitan, read_torchtitan
 from pptune.schemas import TrainingConfig
@@ -33,11 +34,15 @@ class TorchtitanAdapter(Adapter):
     syntaxes = ("toml",)
     versions = (TORCHTITAN,)
 
-    def cannot_state(self, key: CostKey) -> str | None:
-        """FP16: training.mixed_precision_param takes bfloat16 or float32 (job_config.py)."""
+    def cannot_state(self, key: CostKey, seq_len: int | None = None) -> str | None:
+        """FP16: training.mixed_precision_param takes bfloat16 or float32 (job_config.py);
+        a sequence torchtitan refuses at this tp and cp (cp_fp8.seq_problem)."""
         if key.precision is Precision.FP16:
             return "torchtitan files state no precision fp16 (mixed_precision_param: bfloat16 " \
                 "or float32)"
+        why = seq_problem(seq_len, key.tp, key.cp) if seq_len is not None else None
+        if why:
+            return f"sequence {why}"
         return super().cannot_state(key)
 
     def detect(self, data: Any) -> bool:

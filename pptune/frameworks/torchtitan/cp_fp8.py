@@ -60,15 +60,25 @@ def read_cp_fp8(ctx: Ctx, data: dict[str, Any], par: Table, fields: dict[str, An
         method = "allgather"
     if cp > 1:
         fields["cp_comm"] = ROTATE[method]
-        seq = fields.get("seq_len")
-        if seq is not None and seq % (tp * 2 * cp):
-            ctx.refuse("torchtitan-cp-seq",
-                       f"training.seq_len {seq} with tensor parallel {tp} and context parallel "
-                       f"{cp}: torchtitan asserts the sequence length 'must be divisible by the "
-                       "product of TP degree and 2 * CP degree' "
-                       "(torchtitan/models/llama3/infra/parallelize.py); use a multiple of "
-                       f"{tp * 2 * cp}")
+    seq = fields.get("seq_len")
+    why = seq_problem(seq, tp, cp) if seq is not None else None
+    if why:
+        ctx.refuse("torchtitan-cp-seq", f"training.seq_len {why}")
     _fp8(ctx, data, fields)
+
+
+def seq_problem(seq: int, tp: int, cp: int) -> str | None:
+    """What torchtitan says of a sequence of ``seq`` tokens under tensor parallelism
+    ``tp`` and context parallelism ``cp`` (None: it runs): every model's parallelize
+    asserts ``seq_len % parallel_dims.seq_len_divisor == 0``, tp x 2 x cp whatever the
+    sizes (distributed/parallel_dims.py; sequence parallelism splits each rank's tokens
+    over tp, causal load balancing cuts the sequence into 2 x cp chunks)."""
+    if seq % (tp * 2 * cp) == 0:
+        return None
+    return (f"{seq} with tensor parallel {tp} and context parallel {cp}: torchtitan asserts "
+            "the sequence length 'must be divisible by the product of TP degree and 2 * CP "
+            "degree' (torchtitan/models/llama3/infra/parallelize.py, "
+            f"ParallelDims.seq_len_divisor); use a multiple of {tp * 2 * cp}")
 
 
 def _converters(ctx: Ctx, model: Table) -> list[str]:
@@ -156,8 +166,9 @@ def _fp8(ctx: Ctx, data: dict[str, Any], fields: dict[str, Any]) -> None:
 
 
 def stateable_exchange(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan]:
-    """The job and plan priced with torchtitan's default exchange (allgather) when the
-    plan's (a2a, a2a+p2p) has no torchtitan setting; unchanged otherwise."""
+    """The job and plan priced with the faster of torchtitan's two rotate methods,
+    allgather (its default) and alltoall (torch's ring, pptune's p2p), when the plan's
+    exchange (a2a, a2a+p2p) has no torchtitan setting; unchanged otherwise."""
     c = job.cost_options or CostOptions()
     if plan.cp == 1 or c.cp_comm.value in ROTATE_NAME:
         return job, plan
@@ -166,20 +177,29 @@ def stateable_exchange(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Pla
         notes.append(f"torchtitan has no {c.cp_comm.value} context-parallel exchange: the file "
                      "runs allgather, which pptune did not price with these costs")
         return job, plan
-    options = replace(c, cp_comm=CpComm.ALL_GATHER)
-    table, _ = analytic_costs(
-        job.shape, gpu, sorted(job.table.by_mb), job.request.keys()[0],
-        c.experts(), sequence_parallel=job.sequence_parallel,
-        attention=job.attention, tp_comm_overlap=job.tp_comm_overlap,
-        cp_comm=CpComm.ALL_GATHER, fp8_params=c.fp8_param_gather,
-        gpus_per_node=job.request.gpus_per_node, gpus=job.request.gpus, gpu_spread=c.gpu_spread,
-        cross_entropy=c.cross_entropy, swiglu=c.swiglu, fp8_kernels=c.fp8_linears(),
-        factors=job.factors)
-    job = replace(job, table=table, cost_options=options)
-    alt = evaluate(job.table, job.request, plan.spec)
+    priced = []
+    for comm in (CpComm.ALL_GATHER, CpComm.P2P):  # the default first: it wins a tie
+        table, _ = analytic_costs(
+            job.shape, gpu, sorted(job.table.by_mb), job.request.keys()[0],
+            c.experts(), sequence_parallel=job.sequence_parallel,
+            attention=job.attention, tp_comm_overlap=job.tp_comm_overlap,
+            cp_comm=comm, fp8_params=c.fp8_param_gather,
+            gpus_per_node=job.request.gpus_per_node, gpus=job.request.gpus,
+            gpu_spread=c.gpu_spread, cross_entropy=c.cross_entropy, swiglu=c.swiglu,
+            fp8_kernels=c.fp8_linears(), factors=job.factors)
+        ran = replace(job, table=table, cost_options=replace(c, cp_comm=comm))
+        priced.append((evaluate(ran.table, ran.request, plan.spec), comm, ran))
+    if priced[1][0].step_time_s < priced[0][0].step_time_s:
+        priced.reverse()
+    (alt, comm, job), (other, other_comm, _) = priced
+    what = {CpComm.ALL_GATHER: "every rank gathers the K/V shards",
+            CpComm.P2P: "torch's ring passes each K/V shard to the next rank"}
     notes.append(f"torchtitan has no {c.cp_comm.value} context-parallel exchange: emitting it "
-                 f"with allgather (torchtitan's default), predicted step "
-                 f"{fmt_seconds(alt.step_time_s)} ({alt.step_time_s / plan.step_time_s:.3f}x)")
+                 f"with context_parallel_rotate_method {ROTATE_NAME[comm.value]} "
+                 f"({what[comm]}), the faster of its two: predicted step "
+                 f"{fmt_seconds(alt.step_time_s)} ({alt.step_time_s / plan.step_time_s:.3f}x) "
+                 f"against {fmt_seconds(other.step_time_s)} with "
+                 f"{ROTATE_NAME[other_comm.value]}")
     return job, alt
 
 
