@@ -203,7 +203,7 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
             add("split-mismatch", "error",
                 f"stage_layers sum to {sum(cfg.stage_layers)}, not the {blocks} layers",
                 stage_layers=cfg.stage_layers, num_layers=blocks)
-    elif blocks is not None and blocks % n_stages:
+    elif blocks is not None and blocks % n_stages and not sem.split_rules:
         add("layers-not-divisible", "error",
             f"{blocks} layers do not divide into "
             + (f"pp = {n_stages} chunks{dual}" if dual else
