@@ -16,6 +16,9 @@ pipeline rules of Megatron-LM's ``validate_args`` re-stated from source.
   is where its micro-batch checks have passed. Stand-in: the schedule
   allocates a token counter with ``torch.zeros(..., device="cuda")``; the
   harness makes that one allocation on the CPU (there is no GPU here).
+- megatron-core's ``MoELayer.forward`` refuses MoE layers under tensor parallelism
+  without sequence parallelism in its first training step, past where the schedule
+  stops here: that check is re-stated after the schedule runs.
 - Megatron-LM ``validate_args`` (megatron/training/arguments.py, core_r0.16)
   lives in the Megatron-LM repository, not in megatron-core, and imports
   Triton and Transformer Engine at module level (GPU libraries), so its
@@ -125,6 +128,15 @@ def validate_args(a: dict[str, Any]) -> dict[str, Any]:
         assert a["dist_opt"] or a["fsdp2"], (
             "--fp8-param-gather only supported with distributed optimizer, torch fsdp2, "
             "megatron fsdp, or inference mode")
+    # sequence parallelism is turned off at tp 1, then --tp-comm-overlap asserts it
+    if a["tp_comm_overlap"]:
+        assert a["sequence_parallel"] and tp > 1, (
+            "Tensor parallel communication/GEMM overlap can happen only when sequence "
+            "parallelism is enabled")
+    if a["max_position"] is not None:
+        assert a["max_position"] >= a["seq"], (
+            f"max_position_embeddings ({a['max_position']}) must be greater than or equal to "
+            f"seq_length ({a['seq']}).")
     if cp > 1:
         assert a["seq"] % (cp * 2) == 0, (
             "seq-length should be a multiple of 2 * context-parallel-size if "
@@ -165,6 +177,9 @@ def _read(path: str, case: dict[str, Any]) -> dict[str, Any]:
         "group": num("--microbatch-group-size-per-virtual-pipeline-stage"),
         "overlap_p2p": "--no-overlap-p2p-communication" not in flags,
         "bf16": "--bf16" in flags, "fp16": "--fp16" in flags, "recompute": recompute,
+        "sequence_parallel": "--sequence-parallel" in flags,
+        "tp_comm_overlap": "--tp-comm-overlap" in flags,
+        "max_position": num("--max-position-embeddings"),
         "recompute_method": last("--recompute-method"),
         "recompute_modules": (last("--recompute-modules") or "").split() or None,
         "recompute_num_layers": num("--recompute-num-layers"),
@@ -284,6 +299,12 @@ def judge(case: dict[str, Any]) -> dict[str, Any]:
     init_num_microbatches_calculator(0, None, derived["global_batch"], a["micro"], derived["dp"])
     m = get_num_microbatches()
     _run_schedule(config, m, a, chunks)
+    if experts.get("moe_layers") and a["tp"] > 1 and not a["sequence_parallel"]:
+        # MoELayer.forward (megatron/core/transformer/moe/moe_layer.py) raises this in the
+        # first forward step of training, where the run here stops: re-stated (its words,
+        # its two string literals run together as in the source)
+        raise ValueError("During training, performance may degrade if MoE and tensor "
+                         "parallelismare enabled without also enabling sequence parallelism.")
     return verdict(True, stage_layers=split, microbatches=m, dp=derived["dp"], vpp=vpp,
                    max_connections_set=a["max_connections"] == "1", **experts)
 

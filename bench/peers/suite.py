@@ -143,6 +143,12 @@ MEGATRON: dict[str, tuple[str, int]] = {  # name: (extra flags, gpus)
                            "--cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 2 4", 8),
     "mg-cp-comm-per-layer-short": ("--context-parallel-size 2 --global-batch-size 64 "
                                    "--cp-comm-type p2p a2a", 8),
+    # validate_args: --tp-comm-overlap needs sequence parallelism; max positions >= sequence
+    "mg-tp-overlap": ("--tensor-model-parallel-size 2 --sequence-parallel --tp-comm-overlap "
+                      "--global-batch-size 64", 8),
+    "mg-tp-overlap-no-sp": ("--tensor-model-parallel-size 2 --tp-comm-overlap "
+                            "--global-batch-size 64", 8),
+    "mg-max-position-short": ("--max-position-embeddings 4096 --global-batch-size 64", 8),
     "mg-fp8-param-no-dist-opt": ("--global-batch-size 64 --fp8-format hybrid "
                                  "--fp8-param-gather", 8),
     "mg-fp8-param-no-format": ("--global-batch-size 64 --fp8-param-gather "
@@ -156,7 +162,13 @@ MEGATRON_MOE_BASE = (MEGATRON_BASE + " --num-experts 8 --moe-router-topk 2 --moe
                      "--position-embedding-type rope")
 MEGATRON_MOE: dict[str, tuple[str, int]] = {  # name: (extra flags, gpus)
     "mg-moe-ep8": ("--pipeline-model-parallel-size 4 --tensor-model-parallel-size 2 "
-                   "--expert-model-parallel-size 8 --global-batch-size 64", 64),
+                   "--expert-model-parallel-size 8 --global-batch-size 64 --sequence-parallel",
+                   64),
+    # MoELayer.forward: tp > 1 without sequence parallelism, ep 1 as well
+    "mg-moe-tp-no-sp": ("--pipeline-model-parallel-size 4 --tensor-model-parallel-size 2 "
+                        "--global-batch-size 64", 8),
+    "mg-moe-pad-no-capacity": ("--pipeline-model-parallel-size 4 "
+                               "--moe-pad-expert-input-to-capacity --global-batch-size 64", 8),
     "mg-moe-ep8-etp2": ("--pipeline-model-parallel-size 2 --tensor-model-parallel-size 2 "
                         "--expert-model-parallel-size 4 --expert-tensor-parallel-size 2 "
                         "--global-batch-size 64 --sequence-parallel", 32),
@@ -167,7 +179,8 @@ MEGATRON_MOE: dict[str, tuple[str, int]] = {  # name: (extra flags, gpus)
     "mg-moe-ep3": ("--pipeline-model-parallel-size 4 --expert-model-parallel-size 3 "
                    "--global-batch-size 48", 24),
     "mg-moe-world": ("--pipeline-model-parallel-size 4 --tensor-model-parallel-size 2 "
-                     "--expert-model-parallel-size 8 --global-batch-size 64", 16),
+                     "--expert-model-parallel-size 8 --global-batch-size 64 --sequence-parallel",
+                     16),
     "mg-moe-topk-above": ("--pipeline-model-parallel-size 4 --moe-router-topk 10 "
                           "--global-batch-size 64", 8),
     "mg-moe-topk1": ("--pipeline-model-parallel-size 4 --moe-router-topk 1 "
@@ -179,7 +192,7 @@ MEGATRON_MOE: dict[str, tuple[str, int]] = {  # name: (extra flags, gpus)
                            "--global-batch-size 64", 8),
     "mg-moe-rank-order": ("--pipeline-model-parallel-size 4 --tensor-model-parallel-size 2 "
                           "--expert-model-parallel-size 8 --use-tp-pp-dp-mapping "
-                          "--global-batch-size 64", 64),
+                          "--global-batch-size 64 --sequence-parallel", 64),
     "mg-moe-recompute-act": ("--pipeline-model-parallel-size 4 --expert-model-parallel-size 4 "
                              "--recompute-granularity selective --recompute-modules moe_act "
                              "--global-batch-size 64", 16),

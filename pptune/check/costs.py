@@ -217,8 +217,8 @@ def priced_modules(cfg: TrainingConfig, add: Any,
 
 def layout_options(cfg: TrainingConfig) -> dict[str, Any]:
     """The cost options of the layout the config states beyond tp and cp: its GEMM
-    precision, its context-parallel exchange, FP8 parameters, loss and SwiGLU kernels
-    (defaults when unsaid)."""
+    precision, its context-parallel exchange, FP8 parameters, loss and SwiGLU kernels,
+    tensor-parallel overlap (defaults when unsaid)."""
     out: dict[str, Any] = {"precision": (PRECISIONS.get(cfg.precision or "", Precision.BF16),)}
     if cfg.cp_comm is not None:
         out["cp_comm"] = CpComm(cfg.cp_comm)
@@ -230,6 +230,8 @@ def layout_options(cfg: TrainingConfig) -> dict[str, Any]:
         out["swiglu"] = Swiglu(cfg.swiglu)
     if cfg.fp8_kernels is not None:
         out["fp8_kernels"] = Fp8Kernels(cfg.fp8_kernels)
+    if cfg.tp_comm_overlap:
+        out["tp_comm_overlap"] = True
     return out
 
 

@@ -12,20 +12,14 @@ the first stage and the LM head on the last, as both frameworks place them.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pptune.check.best import best_plan, slower_than_best
 from pptune.check.costs import costs, model_of, optimizer_widths, with_nvlink_domain
 from pptune.check.experts import expert_rules
-from pptune.check.framework import (
-    config_rules,
-    config_sharding,
-    memory_fixes,
-    microbatch_rules,
-    stateable_request,
-)
+from pptune.check.framework import config_rules, config_sharding, memory_fixes, microbatch_rules
 from pptune.check.split import (
     StageRecomputeError,
     layout_fits,
@@ -37,7 +31,6 @@ from pptune.check.verdicts import bubble_hint, softened, unknown_dp, without_twi
 from pptune.costmodel.keys import CostKey
 from pptune.costmodel.layout import LayoutError as PlacementError
 from pptune.costmodel.layout_grammar import LayoutError, parse_layout
-from pptune.costmodel.partition import strip_ends
 from pptune.costmodel.precision import reduces_amax
 from pptune.costmodel.schedules import (
     OVERLAPPED,
@@ -55,14 +48,12 @@ from pptune.costmodel.search import (
     PlanSpec,
     RankOrder,
     Recompute,
-    Sharding,
     evaluate,
-    search,
 )
 from pptune.costmodel.stage_recompute import summary_blocks
 from pptune.frameworks.common.fields import Semantics
 from pptune.options import CostOptions
-from pptune.report.fmt import fmt_bytes, fmt_microbatches, fmt_pct, fmt_seconds
+from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
 from pptune.schemas import Profile, TrainingConfig
 
 GIB = 1024**3
@@ -203,7 +194,7 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
             add("split-mismatch", "error",
                 f"stage_layers sum to {sum(cfg.stage_layers)}, not the {blocks} layers",
                 stage_layers=cfg.stage_layers, num_layers=blocks)
-    elif blocks is not None and blocks % n_stages:
+    elif blocks is not None and blocks % n_stages and not sem.split_rules:
         add("layers-not-divisible", "error",
             f"{blocks} layers do not divide into "
             + (f"pp = {n_stages} chunks{dual}" if dual else
@@ -366,29 +357,15 @@ def _predict(
     if not opts.compare_best:
         return
     max_slow = opts.max_slowdown if opts.max_slowdown is not None else cfg.limits.max_slowdown
-    # a file that states counts per stage (pptune's) is compared with the search's own fits
-    counted = cfg.recompute_layers_per_stage is not None
-    best_req = stateable_request(cfg, dataclasses.replace(
-        req, micro_batch_sizes=tuple(sorted(table.by_mb)), top=1, shardings=tuple(Sharding),
-        recomputes=(Recompute.FULL, Recompute.NONE) if counted else tuple(Recompute)))
-    res = search(table, best_req)
-    if not res.plans:
+    best = best_plan(cfg, table, req)
+    if best is None:
         return
-    best = res.plans[0]
     report.best = best
-    ratio = plan.step_time_s / best.step_time_s
-    report.derived["slowdown_vs_best"] = ratio
-    if ratio > max_slow:
-        add("slower-than-best", _limit_severity(opts, cfg, opts.max_slowdown, "max_slowdown"),
-            f"predicted step {fmt_seconds(plan.step_time_s)} is {ratio:.2f}x the best plan its "
-            f"files state for the same {gpus} GPUs and batch (limit {max_slow:.2f}x): pp={best.pp} "
-            f"dp={best.dp} {best.schedule.value}"
-            + (f" v={best.virtual_stages}" if best.virtual_stages > 1 else "")
-            + (f", rank order {best.rank_order.value}" if best.rank_order != cfg.rank_order else "")
-            + f", {fmt_microbatches(best.num_microbatches, best.micro_batch_size)}, blocks per "
-            f"stage {','.join(map(str, strip_ends(best.stage_layers)))} at "
-            f"{fmt_seconds(best.step_time_s)}",
-            slowdown=ratio, max_slowdown=max_slow, best_step_time_s=best.step_time_s)
+    report.derived["slowdown_vs_best"] = plan.step_time_s / best.step_time_s
+    slower_than_best(table, plan, best, gpus=gpus, limit=max_slow, add=add,
+                     severity=_limit_severity(opts, cfg, opts.max_slowdown, "max_slowdown"),
+                     every=req.recompute_every, modules=tuple(
+                         cfg.recompute_modules or () if cfg.recompute == "selective" else ()))
 
 
 def _limit_severity(opts: CheckOptions, cfg: TrainingConfig, flag: float | None,

@@ -80,11 +80,24 @@ def search_keys(opts: CostOptions, shape: ModelShape, gpu: GpuSpec, gpus: int,
             for prec, (tp, cp), ep, etp in itertools.product(precs, pairs, eps, etps)
             if not why[tp, cp] and ep * etp <= gpus]
     if not keys:
-        raise BadInput(
-            f"no layout of {gpus} GPUs takes tp x cp from {{{', '.join(map(str, tps))}}} x "
-            f"{{{', '.join(map(str, cps))}}} with ep x etp dividing the ranks; choose sizes "
-            f"whose product divides --gpus {gpus}")
+        raise BadInput(no_layout(gpus, tps, cps, eps, etps))
     return tuple(keys)
+
+
+def no_layout(gpus: int, tps: Sequence[int], cps: Sequence[int], eps: Sequence[int],
+              etps: Sequence[int]) -> str:
+    """Why no key fits ``gpus``, with the numbers: tp x cp must divide them, and a pipeline
+    stage's ranks (tp x cp x dp, all of them at most) hold ep x etp groups."""
+    why = []
+    if all(gpus % (tp * cp) for tp in tps for cp in cps):
+        why.append(f"no tp x cp from {{{', '.join(map(str, tps))}}} x "
+                   f"{{{', '.join(map(str, cps))}}} divides them")
+    ep, etp = min(itertools.product(eps, etps), key=lambda e: e[0] * e[1])
+    if ep * etp > gpus:
+        why.append(f"ep x etp = {ep} x {etp} = {ep * etp} exceeds the {gpus} ranks (the experts "
+                   f"of a pipeline stage split over ep x etp of its tp x cp x dp ranks)")
+    return (f"no layout of {gpus} GPUs: " + "; ".join(why)
+            + f"; choose sizes whose product divides --gpus {gpus}")
 
 
 def _given(flag: str, values: Sequence[int] | None, problem: object,

@@ -172,6 +172,10 @@ class TrainingConfig(Strict):
     sequence_parallel: bool = Field(
         False, description="Megatron-LM --sequence-parallel: activations split by tp along the sequence"
     )
+    tp_comm_overlap: bool | None = Field(
+        None, description="tensor-parallel collectives overlapped with their GEMMs by Transformer "
+        "Engine's userbuffers (Megatron-LM --tp-comm-overlap, with sequence parallelism), when "
+        "the file says; unset: exposed")
     rank_order: Literal["tp-dp-pp", "tp-pp-dp"] = Field(
         "tp-dp-pp", description="global rank order, fastest first (Megatron-LM "
         "--use-tp-pp-dp-mapping gives tp-pp-dp)"

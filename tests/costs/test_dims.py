@@ -117,3 +117,19 @@ def test_sequence_parallelism_needs_tp_to_divide_a_cp_ranks_tokens() -> None:
     keys = search_keys(CostOptions(tp=(8,), cp=(2,), sequence_parallel=False), shape, H100,
                        16, 8)
     assert pairs_of(keys) == [(8, 2)]
+
+
+def test_no_layout_says_the_numbers() -> None:
+    """tp x cp must divide the GPUs, and ep x etp fit a pipeline stage's ranks (at most
+    all of them): the message gives the sizes and what they exceed, as check-config's
+    moe-world finding does."""
+    with pytest.raises(BadInput) as err:
+        search_keys(CostOptions(ep=(8,), etp=(2,), tp=(1,)), MIXTRAL, H100, 8, 8)
+    assert str(err.value) == (
+        "no layout of 8 GPUs: ep x etp = 8 x 2 = 16 exceeds the 8 ranks (the experts of a "
+        "pipeline stage split over ep x etp of its tp x cp x dp ranks); choose sizes whose "
+        "product divides --gpus 8")
+    with pytest.raises(BadInput) as err:  # each divides 8, their product 16 does not
+        search_keys(CostOptions(tp=(4,), cp=(4,)), LLAMA8B, H100, 8, 8)
+    assert str(err.value) == ("no layout of 8 GPUs: no tp x cp from {4} x {4} divides them; "
+                              "choose sizes whose product divides --gpus 8")

@@ -513,31 +513,42 @@ def test_torchtitan_deepseek_file_leaves_out_the_mtp_module() -> None:
     assert any("no multi-token-prediction module" in n for n in stated.notes)
 
 
-def test_megatron_warns_without_sequence_parallelism_for_tp_with_ep(tmp_path: Path) -> None:
-    """megatron-core 0.16.1 model_parallel_config.py warns (and runs) when ep > 1 and
-    tp > 1 have no sequence parallelism."""
+def test_megatron_refuses_moe_with_tp_and_no_sequence_parallelism(tmp_path: Path) -> None:
+    """megatron-core 0.16.1 moe_layer.py MoELayer.forward raises 'During training,
+    performance may degrade if MoE and tensor parallelism are enabled without also
+    enabling sequence parallelism.' whenever the tensor-parallel group has more than one
+    rank and sequence parallelism is off, whatever the expert-parallel size."""
     script = MIXTRAL_SCRIPT.replace(" --sequence-parallel", "")
     # 64 GPUs, pp 4, tp 2: 16 ranks a stage for ep 8 x etp 2 (etp defaults to tp)
-    code, found, _ = run(tmp_path, "m.sh", script.format(moe="", tp=2, ep=8, nodes=8),
+    for ep, nodes in ((8, 8), (1, 1)):
+        code, found, _ = run(tmp_path, "m.sh", script.format(moe="", tp=2, ep=ep, nodes=nodes),
+                             "--gpu", "h100-sxm")
+        assert code == 1, found
+        message = found["megatron-moe-sequence-parallel"]
+        assert f"tensor parallel size 2 and no --sequence-parallel (expert parallel size {ep})" \
+            in message and "moe_layer.py MoELayer.forward" in message
+    # tp 1: no tensor-parallel group to split the sequence over
+    code, found, _ = run(tmp_path, "m.sh", script.format(moe="", tp=1, ep=8, nodes=4),
                          "--gpu", "h100-sxm")
-    assert code == 0, found
-    assert "sequence parallelism must be used" in found["megatron-moe-sequence-parallel"]
+    assert "megatron-moe-sequence-parallel" not in found
     code, found, _ = mixtral(tmp_path, "", 2, 8, 8)  # the script states --sequence-parallel
     assert "megatron-moe-sequence-parallel" not in found
 
 
-def test_megatron_emits_sequence_parallelism_for_tp_with_ep(tmp_path: Path) -> None:
-    """A tp 2, ep 8 plan priced without sequence parallelism is written with
-    --sequence-parallel, re-priced that way (a note), and reads back the same."""
-    job, plan = moe_job("qwen3-30b-a3b", tp=2, ep=8, pp=4, gpus=64, sp=False)
+@pytest.mark.parametrize("ep", [8, 1])
+def test_megatron_emits_sequence_parallelism_for_tp_with_moe(ep: int, tmp_path: Path) -> None:
+    """A tp 2 plan of an MoE model priced without sequence parallelism (ep 8, or ep 1:
+    megatron-core's MoELayer refuses either) is written with --sequence-parallel,
+    re-priced that way (a note), and reads back the same."""
+    job, plan = moe_job("qwen3-30b-a3b", tp=2, ep=ep, pp=4, gpus=64, sp=False)
     adapter = ADAPTERS[Framework.MEGATRON]
     stated = adapter.express(job, plan, 1)
     assert stated.job.sequence_parallel and not job.sequence_parallel
-    assert any("sequence parallelism with tp x ep" in n for n in stated.notes)
+    assert any("sequence parallelism with MoE layers and tp > 1" in n for n in stated.notes)
     # the same plan priced with sequence parallelism (and the fused loss the script
     # states, --cross-entropy-loss-fusion, and Transformer Engine's cuDNN attention it
     # runs) from the start
-    _sp_job, sp_plan = moe_job("qwen3-30b-a3b", tp=2, ep=8, pp=4, gpus=64, sp=True,
+    _sp_job, sp_plan = moe_job("qwen3-30b-a3b", tp=2, ep=ep, pp=4, gpus=64, sp=True,
                                loss=CrossEntropy.NATIVE, attention="cudnn")
     assert stated.plan.step_time_s == pytest.approx(sp_plan.step_time_s, rel=1e-12)
     text = adapter.write(stated)["pretrain_megatron.sh"]

@@ -190,11 +190,13 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
                   dispatcher: Dispatcher | None = None,
                   swiglu: Swiglu | None = None,
                   fp8_kernels: Fp8Kernels | None = None,
-                  within: PlanRequest | None = None) -> tuple[Job, Plan]:
+                  within: PlanRequest | None = None,
+                  tp_comm_overlap: bool | None = None) -> tuple[Job, Plan]:
     """The job and plan re-priced with the attention kernel, sequence parallelism, loss
     kernels (``cross_entropy``, None: the job's), SwiGLU kernels (``swiglu``, None: the
     job's), FP8 linears (``fp8_kernels``, None: the job's) and MoE dispatcher
-    (``dispatcher``, None: the job's) the framework's files run (``runs`` says which, in
+    (``dispatcher``, None: the job's) and tensor-parallel overlap (``tp_comm_overlap``,
+    None: the job's) the framework's files run (``runs`` says which, in
     the note); a plan that outgrows the GPU so priced gives way to the best of ``within``
     (the plans the framework's files state; None: the job's search). Unchanged for
     measured costs, a shape or GPU
@@ -207,13 +209,16 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
         or not job.shape.moe else dispatcher
     fp8 = c.fp8_linears() if fp8_kernels is None or not is_low(plan.precision) \
         else fp8_kernels
+    overlap = job.tp_comm_overlap if tp_comm_overlap is None else tp_comm_overlap
     if ((job.attention, job.sequence_parallel, c.cross_entropy, c.moe_dispatcher, c.swiglu,
-         c.fp8_linears()) == (attention, sequence_parallel, loss, route, act, fp8)
+         c.fp8_linears(), job.tp_comm_overlap) == (attention, sequence_parallel, loss, route,
+                                                    act, fp8, overlap)
             or not _analytic(job)):
         return job, plan
     job = replace(job, attention=attention, sequence_parallel=sequence_parallel,
+                  tp_comm_overlap=overlap,
                   cost_options=replace(c, cross_entropy=loss, moe_dispatcher=route, swiglu=act,
-                                       fp8_kernels=fp8))
+                                       fp8_kernels=fp8, tp_comm_overlap=overlap))
     job = _repriced(job, job.shape)
     before, plan = plan, evaluate(job.table, job.request, plan.spec)
     notes.append(f"{name} runs {runs}: predicted that way, step {fmt_seconds(plan.step_time_s)} "

@@ -76,6 +76,9 @@ class Semantics:
     details: Any = None
     # every flag, key or table the reader left unread (a note names the first few)
     ignored: list[str] = field(default_factory=list)
+    # the reader applied the framework's own layer-split rules (Megatron-LM's: even,
+    # uneven first/last, layouts), so check-config's generic even-split rule stands aside
+    split_rules: bool = False
 
 
 @dataclass

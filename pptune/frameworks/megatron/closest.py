@@ -67,13 +67,7 @@ def stateable_request(req: PlanRequest, model: str | None) -> PlanRequest:
 def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     """The plan itself when a script states it, else the closest one that does."""
     notes: list[str] = []
-    if plan.tp > 1 and plan.ep > 1 and not job.sequence_parallel:
-        # megatron-core warns without sequence parallelism here (model_parallel_config.py);
-        # the script states --sequence-parallel, so the plan is priced that way
-        job, plan = ex.priced_as_run(job, plan, name=NAME, attention=job.attention,
-                                     sequence_parallel=True, notes=notes,
-                                     runs="sequence parallelism with tp x ep")
-        job = replace(job, sequence_parallel=True)
+    job, plan = _sequence_parallel(job, plan, notes)
     # the script states megatron-core's fused loss (writer.py) and leaves Transformer
     # Engine's attention backend at auto (cuDNN's fused attention): priced with their kernels
     attention = "eager" if job.attention == "eager" else "cudnn"
@@ -127,6 +121,34 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
                        "check-config, not written), and no plan with ZeRO-1 or none fits; "
                        "use more GPUs, or --emit torchtitan (FSDP) or deepspeed (ZeRO-2/3)")
     return Stated(job, chosen, exact and same, tuple(notes), Placement(split, layout, block))
+
+
+def _sequence_parallel(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan]:
+    """The job and plan as the script runs them with tensor parallelism: with sequence
+    parallelism where megatron-core needs it (MoE layers: moe_layer.py MoELayer.forward
+    raises without it; --tp-comm-overlap: validate_args asserts it), and without
+    Transformer Engine's TP overlap under --transformer-impl local (the plan's eager
+    attention), whose linear layers have none (only extensions/transformer_engine.py
+    reads tp_comm_overlap). Each re-priced, with a note."""
+    if plan.tp == 1:
+        return job, plan
+    moe = plan.ep > 1 or (job.shape is not None and job.shape.moe)
+    overlap = job.tp_comm_overlap and job.attention != "eager"
+    if not job.sequence_parallel and (moe or overlap):
+        job, plan = ex.priced_as_run(
+            job, plan, name=NAME, attention=job.attention, sequence_parallel=True, notes=notes,
+            runs="sequence parallelism with " + ("MoE layers and tp > 1 (megatron-core raises "
+                                                  "without it, moe_layer.py)" if moe else
+                                                  "--tp-comm-overlap (validate_args asserts it)"))
+        job = replace(job, sequence_parallel=True)
+    if job.tp_comm_overlap and not overlap:
+        job, plan = ex.priced_as_run(
+            job, plan, name=NAME, attention=job.attention, sequence_parallel=job.sequence_parallel,
+            notes=notes, tp_comm_overlap=False,
+            runs="no tensor-parallel overlap with --transformer-impl local (its linear layers "
+            "have none; the plan's eager attention is written so)")
+        job = replace(job, tp_comm_overlap=False)
+    return job, plan
 
 
 def _block_recompute(job: Job, plan: Plan, notes: list[str]) -> tuple[Plan, int | None, bool]:

@@ -50,6 +50,7 @@ VALUE_FLAGS: tuple[str, ...] = (
     "--main-grads-dtype",
     "--exp-avg-dtype",
     "--exp-avg-sq-dtype",
+    "--max-position-embeddings",  # checked against --seq-length (reader._positions)
 )
 # flags that take every following word up to the next flag (argparse nargs="+"; the
 # words kept space-separated)
@@ -78,6 +79,7 @@ BOOL_FLAGS: tuple[str, ...] = (
     "--grad-reduce-in-bf16",  # the gradient buffer in BF16 (widths.read_widths)
     "--cross-entropy-loss-fusion",
     "--no-bias-swiglu-fusion",
+    "--tp-comm-overlap",  # Transformer Engine's TP overlap (reader._tp_comm_overlap)
 )
 # Mixture of experts, MTP and MLA (read in moe.py)
 MOE_VALUE_FLAGS = (
@@ -133,7 +135,10 @@ BOOL_FLAGS += GRAPH_BOOL_FLAGS
 NOTED_FLAGS = {
     "--rampup-batch-size": "--rampup-batch-size ignored: checked at the final --global-batch-size",
 }
-UNMODELLED_FLAGS: dict[str, str] = {}
+UNMODELLED_FLAGS: dict[str, str] = {
+    "--tp-comm-overlap-cfg": "--tp-comm-overlap-cfg: the file's userbuffers settings are not "
+    "read; the overlap is priced with Transformer Engine's defaults (costmodel/tp_overlap.py)",
+}
 # torchrun / torch.distributed.launch, and the deepspeed launcher (per node)
 NODES_FLAGS = ("--nnodes", "--num_nodes", "--num-nodes")
 PER_NODE_FLAGS = ("--nproc_per_node", "--nproc-per-node", "--num_gpus", "--num-gpus")

@@ -73,13 +73,7 @@ def read_moe(r: FlagReader, fields: dict[str, Any]) -> None:
                    f"{CITE_ARGS}")
     fields["ep"] = ep
     tp = fields["tp"] or 1
-    if experts and ep > 1 and tp > 1 and not flags.has("--sequence-parallel"):
-        ctx.warn("megatron-moe-sequence-parallel",
-                 f"--expert-model-parallel-size {ep} with tensor parallel size {tp} and no "
-                 "--sequence-parallel: megatron-core warns 'When using expert parallelism and "
-                 "tensor parallelism for training, sequence parallelism must be used' "
-                 "(megatron/core/model_parallel_config.py __post_init__); every tensor-parallel "
-                 "rank then routes the whole sequence; add --sequence-parallel")
+    _pad_rule(r)
     if not experts and ep > 1:
         ctx.refuse("megatron-ep-dense",
                    f"--expert-model-parallel-size {ep} without --num-experts: Megatron-LM "
@@ -106,6 +100,13 @@ def read_moe(r: FlagReader, fields: dict[str, Any]) -> None:
     fields["moe_shared_ffn_hidden_size"] = r.number("--moe-shared-expert-intermediate-size")
     fields["moe_grouped_gemm"] = flags.has("--moe-grouped-gemm")
     _layer_freq(r, fields)
+    if fields["num_experts"] and tp > 1 and not flags.has("--sequence-parallel"):
+        ctx.refuse("megatron-moe-sequence-parallel",
+                   f"MoE layers with tensor parallel size {tp} and no --sequence-parallel "
+                   f"(expert parallel size {ep}): megatron-core raises 'During training, "
+                   "performance may degrade if MoE and tensor parallelism are enabled without "
+                   "also enabling sequence parallelism.' (megatron/core/transformer/moe/"
+                   "moe_layer.py MoELayer.forward); add --sequence-parallel")
     dispatcher = _choice(r, "--moe-token-dispatcher-type", DISPATCHERS, "allgather")
     balancing = _choice(r, "--moe-router-load-balancing-type", LOAD_BALANCING, "aux_loss")
     _routing(r, fields, balancing)
@@ -214,16 +215,7 @@ def _choice(r: FlagReader, name: str, choices: tuple[str, ...], default: str) ->
 def _routing(r: FlagReader, fields: dict[str, Any], balancing: str) -> None:
     """The routing imbalance priced: the capacity factor when inputs are padded to it."""
     ctx, flags = r.ctx, r.flags
-    text = r.text("--moe-expert-capacity-factor")
-    capacity = None
-    if text is not None:
-        try:
-            capacity = float(text)
-        except ValueError:
-            raise ctx.bad(f"--moe-expert-capacity-factor is {text[:40]!r}; expected a "
-                          "number such as 1.0") from None
-        if capacity < 0 or capacity != capacity:  # negative means None (TransformerConfig)
-            capacity = None
+    capacity = _capacity(r)
     if capacity is not None and balancing == "sinkhorn":
         ctx.refuse("megatron-capacity-balancing",
                    "--moe-expert-capacity-factor with --moe-router-load-balancing-type "
@@ -243,6 +235,30 @@ def _routing(r: FlagReader, fields: dict[str, Any], balancing: str) -> None:
              f"under {balancing} load balancing are not known from the script; "
              "--moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity holds "
              "every expert at its capacity")
+
+
+def _capacity(r: FlagReader) -> float | None:
+    """--moe-expert-capacity-factor; None when unset or negative (TransformerConfig)."""
+    text = r.text("--moe-expert-capacity-factor")
+    if text is None:
+        return None
+    try:
+        capacity = float(text)
+    except ValueError:
+        raise r.ctx.bad(f"--moe-expert-capacity-factor is {text[:40]!r}; expected a "
+                        "number such as 1.0") from None
+    return None if capacity < 0 or capacity != capacity else capacity
+
+
+def _pad_rule(r: FlagReader) -> None:
+    """megatron-core raises on padding to a capacity no factor sets (any model:
+    TransformerConfig.__post_init__ checks it whatever the experts)."""
+    if r.flags.has("--moe-pad-expert-input-to-capacity") and _capacity(r) is None:
+        r.ctx.refuse("megatron-moe-capacity",
+                     "--moe-pad-expert-input-to-capacity without a --moe-expert-capacity-factor "
+                     "(unset or negative): megatron-core raises 'moe_expert_capacity_factor must "
+                     f"be set to use moe_pad_expert_input_to_capacity' {CITE_CONFIG}; add "
+                     "--moe-expert-capacity-factor (e.g. 1.0) or drop the padding")
 
 
 def _router_rules(r: FlagReader, top_k: int, balancing: str, dispatcher: str) -> None:

@@ -45,6 +45,9 @@ def pipeline(r: FlagReader, fields: dict[str, Any]) -> None:
     last = r.number("--decoder-last-pipeline-num-layers", minimum=0)
     account_emb = flags.has("--account-for-embedding-in-pipeline-split")
     account_loss = flags.has("--account-for-loss-in-pipeline-split")
+    # megatron-core's own split rules are applied here (split.py, layout.py): none divides
+    # the layers evenly where a layout or first/last counts place them
+    ctx.semantics.split_rules = True
     ctx.semantics.details = Knobs(
         microbatch_group=r.number("--microbatch-group-size-per-virtual-pipeline-stage"),
         overlap_p2p=not flags.has("--no-overlap-p2p-communication"))

@@ -163,6 +163,8 @@ def _fields(r: FlagReader, launcher: Flagged, env: Mapping[str, str]) -> dict[st
                               "global_batch": "--global-batch-size"})
     if fields["pp"] is None and flags.has("--pipeline-model-parallel-size"):
         ctx.note("pp assumed 1: pass --pp")
+    fields["tp_comm_overlap"] = _tp_comm_overlap(r, fields["tp"] or 1)
+    _positions(r, fields["seq_len"])
     pipeline(r, fields)
     read_moe(r, fields)
     preset = _preset_by_shape(fields)
@@ -206,6 +208,45 @@ def _launcher(ctx: Ctx, launcher: Flagged) -> dict[str, Any]:
     else:
         count = whole_text(ctx, nodes[0], nodes[1], maximum=MAX_DEVICES)
     return {"gpus_per_node": procs, "gpus": count * procs}
+
+
+def _tp_comm_overlap(r: FlagReader, tp: int) -> bool | None:
+    """--tp-comm-overlap: validate_args turns sequence parallelism off at tp 1, then asserts
+    it (megatron/training/arguments.py); only Transformer Engine's linear layers overlap
+    (megatron/core/extensions/transformer_engine.py reads tp_comm_overlap), so under
+    --transformer-impl local the collectives stay exposed. None: not given."""
+    if not r.flags.has("--tp-comm-overlap"):
+        return None
+    if tp == 1 or not r.flags.has("--sequence-parallel"):
+        r.ctx.refuse("megatron-tp-comm-overlap",
+                     "--tp-comm-overlap " + ("with tensor parallel size 1 (validate_args then "
+                                             "turns sequence parallelism off)" if tp == 1 else
+                                             "without --sequence-parallel")
+                     + ": Megatron-LM validate_args asserts 'Tensor parallel communication/GEMM "
+                     "overlap can happen only when sequence parallelism is enabled' "
+                     "(megatron/training/arguments.py); add --sequence-parallel with tp > 1, "
+                     "or drop --tp-comm-overlap")
+        return None
+    if (r.text("--transformer-impl") or "transformer_engine") != "transformer_engine":
+        r.ctx.unmodelled("megatron-tp-comm-overlap-local",
+                         "--tp-comm-overlap with --transformer-impl local: only Transformer "
+                         "Engine's linear layers overlap their collectives (megatron-core "
+                         "extensions/transformer_engine.py; Megatron-LM still needs the "
+                         "transformer_engine package to start, initialize.py "
+                         "_initialize_tp_communicators); priced with them exposed")
+        return False
+    return True
+
+
+def _positions(r: FlagReader, seq_len: int | None) -> None:
+    """validate_args asserts --max-position-embeddings >= --seq-length."""
+    positions = r.number("--max-position-embeddings")
+    if positions is not None and seq_len is not None and positions < seq_len:
+        r.ctx.refuse("megatron-max-position",
+                     f"--max-position-embeddings {positions} is below --seq-length {seq_len}: "
+                     f"Megatron-LM validate_args asserts 'max_position_embeddings ({positions}) "
+                     f"must be greater than or equal to seq_length ({seq_len})' "
+                     f"(megatron/training/arguments.py); set it to {seq_len} or more")
 
 
 def _precision(ctx: Ctx, flags: Flagged) -> str | None:
@@ -315,4 +356,5 @@ def _note_shell(ctx: Ctx, script: Script, words: list[str], args: Flagged) -> No
         ctx.semantics.ignored = list(args.unknown)
         extra = len(args.unknown) - 8
         names = ", ".join(args.unknown[:8]) + (f" and {extra} more" if extra > 0 else "")
-        ctx.note(f"ignored {len(args.unknown)} other flags: {names}")
+        ctx.note(f"ignored {len(args.unknown)} other flag"
+                 f"{'s' if len(args.unknown) > 1 else ''}: {names}")

@@ -88,14 +88,34 @@ def _megatron_uneven(s: MegatronSplit) -> list[int]:
                 "change it or --num-virtual-stages-per-pipeline-rank")
     middle = p - (s.first is not None) - (s.last is not None)
     rest = n - (s.first or 0) - (s.last or 0)
-    if rest < 0 or (middle == 0 and rest) or (middle > 0 and (rest % middle or (rest // middle) % v)):
+    given = f"--num-layers {n} minus first {s.first} / last {s.last} stage layers leaves {rest}"
+    if rest < 0 and middle:
         raise FrameworkRefusal(
             "megatron-uneven-split",
-            f"--num-layers {n} minus first {s.first} / last {s.last} stage layers leaves {rest} "
-            f"for {middle} middle stage(s) x {v} virtual stage(s), which does not divide "
-            "evenly (megatron-core TransformerConfig: 'number of layers at middle stage must "
-            "be divisible by the middle pipeline model parallel size'); change "
+            f"{given}: the first and last stages hold more layers than the model has "
+            "(megatron-core TransformerConfig.__post_init__ splits the rest over the middle "
+            "stages); change --decoder-first/last-pipeline-num-layers")
+    if bool(rest) != bool(middle):
+        raise FrameworkRefusal(
+            "megatron-uneven-split",
+            f"{given} for {middle} middle stage(s): megatron-core raises 'Mismatch: {rest} middle "
+            f"layers remaining but {middle} middle PP stages available.' (TransformerConfig."
+            "__post_init__); change --decoder-first/last-pipeline-num-layers")
+    if middle and rest % middle:
+        raise FrameworkRefusal(
+            "megatron-uneven-split",
+            f"{given} for {middle} middle stages: megatron-core raises 'number of layers at "
+            f"middle stage: {rest} must be divisible by the middle pipeline model parallel size "
+            f"{middle}' (TransformerConfig.__post_init__); change "
             "--decoder-first/last-pipeline-num-layers")
+    if middle and (rest // middle) % v:
+        raise FrameworkRefusal(
+            "megatron-uneven-split",
+            f"{given}, {rest // middle} on each of the {middle} middle ranks: megatron-core "
+            f"raises 'number of layers on each middle pipeline rank: {rest // middle} must be "
+            f"divisible by virtual pipeline parallel degree {v}' (TransformerConfig."
+            "__post_init__); change --decoder-first/last-pipeline-num-layers or "
+            "--num-virtual-stages-per-pipeline-rank")
     per_rank = [rest // middle if middle else 0] * p
     if s.first is not None:
         per_rank[0] = s.first

@@ -5,7 +5,8 @@ The flags state the plan's tensor and pipeline sizes, its split (as
 ``--pipeline-model-parallel-layout``, single-quoted for the shell), the model
 shape with its MTP layers, the batch, the distributed optimizer, full
 recomputation (every layer, or the block method's first N layers of every
-stage), sequence parallelism, the local attention implementation when the plan
+stage), sequence parallelism with Transformer Engine's TP overlap where the plan was
+priced with it, the local attention implementation when the plan
 priced unfused attention, and the tp-pp-dp rank order; the launch runs exactly
 the plan's GPUs (``launch_shape``).
 """
@@ -123,6 +124,8 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
                  "--recompute-modules " + " ".join(plan.recompute_modules)]
     if plan.tp > 1 and job.sequence_parallel:
         args.append("--sequence-parallel")
+        if job.tp_comm_overlap:  # as priced (closest.py: never beside --transformer-impl local)
+            args.append("--tp-comm-overlap")
     if job.attention == "eager":  # Transformer Engine (the default) fuses it
         args.append("--transformer-impl local")
     if plan.rank_order == PP_INNER:

@@ -75,6 +75,7 @@ def write(stated: Stated) -> dict[str, str]:
         *([f"moe_dispatcher: {costs.moe_dispatcher.value}"]
           if plan.ep * plan.etp > 1 and costs.moe_dispatcher is not Dispatcher.ALLTOALL else []),
         f"sequence_parallel: {'true' if job.sequence_parallel else 'false'}",
+        *(["tp_comm_overlap: true"] if job.tp_comm_overlap and plan.tp > 1 else []),
     ]
     if job.attention:  # analytic costs only: a profile measured its kernel
         lines.append(f"attention: {job.attention}")

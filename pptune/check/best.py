@@ -1,0 +1,106 @@
+"""check-config's comparison with the best plan the config's framework states: the
+search over the same GPUs, batch and cost key, and the ``slower-than-best`` finding,
+which names the best plan and every setting in which it differs from the file's."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from pptune.check.framework import stateable_request
+from pptune.costmodel.partition import is_mtp, stage_bounds
+from pptune.costmodel.search import CostTable, Plan, PlanRequest, Recompute, Sharding, search
+from pptune.costmodel.stage_recompute import stage_blocks, summary_blocks
+from pptune.frameworks.common.adapter import Add
+from pptune.report.fmt import fmt_microbatches, fmt_seconds
+from pptune.schemas import TrainingConfig
+
+
+def best_plan(cfg: TrainingConfig, table: CostTable, req: PlanRequest) -> Plan | None:
+    """The fastest plan the config's framework states for the request's GPUs and batch
+    (every micro-batch size the table prices, every sharding and recomputation); None
+    when none fits."""
+    # a file that states counts per stage (pptune's) is compared with the search's own fits
+    counted = cfg.recompute_layers_per_stage is not None
+    best_req = stateable_request(cfg, dataclasses.replace(
+        req, micro_batch_sizes=tuple(sorted(table.by_mb)), top=1, shardings=tuple(Sharding),
+        recomputes=(Recompute.FULL, Recompute.NONE) if counted else tuple(Recompute)))
+    res = search(table, best_req)
+    return res.plans[0] if res.plans else None
+
+
+def recompute_text(table: CostTable, plan: Plan, every: int | None,
+                   modules: tuple[str, ...] = ()) -> str:
+    """What a plan recomputes: whole blocks (``full``, per stage where it states counts;
+    ``selective``: every Nth block), megatron-core's modules, or nothing. ``modules``: those
+    the table prices into every layer (a Megatron-LM file's --recompute-modules), which a
+    plan recomputing no whole block runs."""
+    if plan.recompute is Recompute.MODULES:
+        return f"modules {','.join(plan.recompute_modules)}"
+    if not any(summary_blocks(table, plan, every)):
+        return f"modules {','.join(modules)}" if modules else "none"
+    rest = f" and modules {','.join(modules)}" if modules else ""  # of the other blocks
+    counts = plan.recompute_layers
+    if plan.recompute is Recompute.FULL:
+        return "full" if counts is None else (
+            f"full (blocks per stage {','.join(map(str, counts))}){rest}")
+    return f"selective (1 block in {every}){rest}"
+
+
+def settings(table: CostTable, plan: Plan, every: int | None,
+             modules: tuple[str, ...] = ()) -> dict[str, Any]:
+    """What a plan sets, by the names the finding gives them (JSON values)."""
+    return {"tp": plan.tp, "cp": plan.cp, "ep": plan.ep, "etp": plan.etp, "pp": plan.pp,
+            "schedule": plan.schedule.value, "v": plan.virtual_stages,
+            "micro-batch size": plan.micro_batch_size,
+            "recompute": recompute_text(table, plan, every, modules),
+            "sharding": plan.sharding.value, "a2a overlap": "on" if plan.a2a_overlap else "off",
+            "rank order": plan.rank_order.value}
+
+
+def differences(table: CostTable, file: Plan, best: Plan, every: int | None = None,
+                modules: tuple[str, ...] = ()) -> dict[str, list[Any]]:
+    """Each setting in which ``best`` differs from ``file``: name -> [file's, best's]."""
+    mine, theirs = (settings(table, x, every, modules) for x in (file, best))
+    return {k: [mine[k], theirs[k]] for k in mine if mine[k] != theirs[k]}
+
+
+def blocks_text(names: Sequence[str], stage_layers: list[int]) -> str:
+    """Transformer blocks per stage, and where the embedding, the head and any MTP layers
+    sit (a stage's MTP layers are not blocks)."""
+    blocks = stage_blocks(list(names), stage_layers)
+    where = [k for k, (s, e) in enumerate(stage_bounds(stage_layers))
+             if any(is_mtp(n) for n in names[s:e])]
+    mtp = sum(map(is_mtp, names))
+    layers = "the MTP layer" if mtp == 1 else f"the {mtp} MTP layers"
+    ends = ("embedding first, head last" if not where else
+            f"embedding first, {layers} and the head last" if where == [len(blocks) - 1] else
+            f"embedding first, head last, {layers} on stage "
+            + ",".join(map(str, where)))
+    return f"{','.join(map(str, blocks))} (+ {ends})"
+
+
+def slower_than_best(table: CostTable, plan: Plan, best: Plan, *, gpus: int, limit: float,
+                     severity: str, add: Add, every: int | None = None,
+                     modules: tuple[str, ...] = ()) -> None:
+    """The ``slower-than-best`` finding when ``plan`` runs over ``limit`` times ``best``
+    (``every``, ``modules``: the request's selective interval and the modules the table
+    prices, as ``recompute_text`` takes them)."""
+    ratio = plan.step_time_s / best.step_time_s
+    if ratio <= limit:
+        return
+    differs = differences(table, plan, best, every, modules)
+    split = plan.stage_layers != best.stage_layers
+    said = ("; it differs from the file in " + ", ".join(
+        f"{k} {a} -> {b}" for k, (a, b) in differs.items()) + (" and the split" if split else "")
+        if differs else "; it differs from the file in the split alone" if split else "")
+    add("slower-than-best", severity,
+        f"predicted step {fmt_seconds(plan.step_time_s)} is {ratio:.2f}x the best plan its "
+        f"files state for the same {gpus} GPUs and batch (limit {limit:.2f}x): pp={best.pp} "
+        f"dp={best.dp} {best.schedule.value}"
+        + (f" v={best.virtual_stages}" if best.virtual_stages > 1 else "")
+        + f", {fmt_microbatches(best.num_microbatches, best.micro_batch_size)}, blocks per "
+        f"stage {blocks_text(table.names, best.stage_layers)} at "
+        f"{fmt_seconds(best.step_time_s)}{said}",
+        slowdown=ratio, max_slowdown=limit, best_step_time_s=best.step_time_s, differs=differs)
