@@ -46,7 +46,7 @@ def problem(flag: str, value: float | int, lo: float, hi: float,
         return f"{flag} must be {'>' if lo_open else '>='} {lo:g} (got {value})"
     if value > hi:
         cap = f"{int(hi):,}" if float(hi).is_integer() else f"{hi:,g}"
-        return f"{flag} must be <= {cap} (got {value}): pptune's cap, see README \"Limits\""
+        return f"{flag} must be <= {cap} (got {value}): pptune's cap, see docs/limits.md"
     return None
 
 

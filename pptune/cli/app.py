@@ -104,7 +104,7 @@ def simulate_cmd(
     schedule: str = typer.Option("1f1b", "--schedule", "-s", help="gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv, dualpipe, dualpipev"),
     pp: int = typer.Option(4, "--pp", help="pipeline stages (devices)"),
     microbatches: int = typer.Option(8, "--microbatches", "-m", help="micro-batches per step"),
-    virtual_stages: int = typer.Option(1, "--virtual-stages", "-v", help="chunks per device (interleaved-1f1b; zbv and the DualPipes always 2)"),
+    virtual_stages: int | None = typer.Option(None, "--virtual-stages", "-v", help="chunks per device: interleaved-1f1b's [default: 2]; zbv and the DualPipes always 2, the others 1"),
     fwd_ms: float | None = typer.Option(None, "--fwd-ms", help="forward time per device per micro-batch (textbook mode)"),
     bwd_ms: float | None = typer.Option(None, "--bwd-ms", help="backward (input-grad) time per device"),
     wgrad_ms: float = typer.Option(0.0, "--wgrad-ms", help="weight-grad time per device"),

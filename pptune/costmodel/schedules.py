@@ -191,7 +191,8 @@ def validate(schedule: Schedule, p: int, m: int, v: int = 1, combined: bool = Fa
             raise ScheduleError(
                 f"interleaved-1f1b needs micro-batches ({m}) to be a multiple of "
                 f"pipeline depth ({p}), as Megatron-LM requires for the order pptune "
-                f"simulates; try {max(p, m - m % p)} or {m + p - m % p}"
+                f"simulates; try "
+                + (f"{m - m % p} or " if m > p else "") + f"{m + p - m % p}"
             )
     elif schedule in _V_SHAPED:
         if v not in (1, 2):

@@ -23,6 +23,7 @@ from pptune.costs.resolve import resolve
 from pptune.errors import BadInput
 from pptune.options import CostOptions, fields_of
 from pptune.options.groups import SCHEDULE
+from pptune.report.fmt import fmt_bytes
 
 
 @dataclass
@@ -30,7 +31,7 @@ class SimSpec:
     schedule: str = "1f1b"
     pp: int = 4
     microbatches: int = 8
-    virtual_stages: int = 1
+    virtual_stages: int | None = None  # None: 2 for interleaved-1f1b and the V schedules
     fwd_ms: float | None = None
     bwd_ms: float | None = None
     wgrad_ms: float = 0.0
@@ -63,7 +64,7 @@ def parse_schedule(name: str) -> Schedule:
 def run(spec: SimSpec) -> SimRun:
     schedule = parse_schedule(spec.schedule)
     p, m = spec.pp, spec.microbatches
-    v = spec.virtual_stages
+    v = spec.virtual_stages or (2 if schedule is Schedule.INTERLEAVED else 1)
     if chunks_per_device(schedule, 1) == 2 and v == 1:  # zbv and the DualPipes: always 2
         v = 2
     problems = limits.problems(
@@ -75,6 +76,13 @@ def run(spec: SimSpec) -> SimRun:
             ("--fwd-ms", spec.fwd_ms), ("--bwd-ms", spec.bwd_ms), ("--wgrad-ms", spec.wgrad_ms),
             ("--p2p-ms", spec.p2p_ms), ("--a2a-ms", spec.a2a_ms)) if val is not None),
     )
+    problems += [f"{flag} must be 0 or at least 1e-06 ms, a nanosecond (got {val:g})"
+                 for flag, val in (("--fwd-ms", spec.fwd_ms), ("--bwd-ms", spec.bwd_ms),
+                                   ("--wgrad-ms", spec.wgrad_ms), ("--p2p-ms", spec.p2p_ms),
+                                   ("--a2a-ms", spec.a2a_ms))
+                 if val is not None and 0 < val < 1e-6]
+    if spec.fwd_ms == 0 and spec.bwd_ms == 0 and not spec.wgrad_ms:
+        problems.append("--fwd-ms and --bwd-ms are both 0: there is no work to schedule")
     if problems:
         raise BadInput("; ".join(problems))
     if spec.a2a_overlap and schedule not in COMBINABLE:
@@ -93,12 +101,19 @@ def run(spec: SimSpec) -> SimRun:
             f"1f1b with fewer micro-batches than stages ({m} < {p}) is simulated with a "
             "shorter warm-up, but torch (Schedule1F1B) and Megatron-LM refuse it"
         )
+    if spec.a2a_overlap and p > 1 and schedule is Schedule.ONE_F_ONE_B:
+        # megatron-core 0.16 (transformer_config.py): the combined order with a pipeline
+        # needs virtual stages; pptune's own check-config rule (a2a_overlap_rule) says so
+        notes.append("Megatron-LM runs the combined order with pp > 1 only interleaved "
+                     "(--num-virtual-stages-per-pipeline-rank); this 1f1b order is not one "
+                     "it runs")
     chunks = chunks_per_device(schedule, v)
     ops = p * chunks * m * 3
     if ops > MAX_SIMULATED_OPS:
         raise BadInput(
             f"pp={p} x {chunks} chunk(s) x {m} micro-batches is {ops:,} ops; pptune simulates up "
-            f"to {MAX_SIMULATED_OPS:,} per step: use fewer micro-batches"
+            f"to {MAX_SIMULATED_OPS:,} per step: use fewer micro-batches or a shallower "
+            "pipeline"
         )
     textbook = spec.fwd_ms is not None or spec.bwd_ms is not None
     if not textbook and spec.a2a_ms:
@@ -163,6 +178,12 @@ def run(spec: SimSpec) -> SimRun:
             raise BadInput(str(exc)) from None
     result = simulate_table(table, schedule, p, m, v, spec.micro_batch_size, split,
                             spec.blocking_send, spec.a2a_overlap)
+    peak = max((d.peak_activation_bytes for d in result.devices), default=0.0)
+    if table.memory_bytes and peak > table.memory_bytes:
+        notes.append(f"the activations alone peak at {fmt_bytes(peak)} a device, over the "
+                     f"{fmt_bytes(table.memory_bytes)} a GPU may use (weights and optimizer "
+                     "state not counted): this plan does not fit; recommend searches the ones "
+                     "that do")
     return SimRun(spec, schedule, result, notes, split, costs.origin)
 
 

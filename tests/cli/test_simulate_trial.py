@@ -1,0 +1,53 @@
+"""simulate's answers to what a schedules researcher tried: interleaved without -v,
+degenerate costs, an order Megatron-LM does not run, activations over the GPU."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from pptune.cli.app import app
+
+runner = CliRunner()
+
+
+def sim(*args: str):  # type: ignore[no-untyped-def]
+    return runner.invoke(app, ["simulate", *args])
+
+
+def test_interleaved_takes_two_chunks_a_device_unless_told() -> None:
+    """pp 4, m 8, F 1 ms, B 2 ms, v 2: each device holds 2 chunks of F 0.5 / B 1 ms; the
+    bubble is (p - 1) x (F + B) / v = 3 x 3 / 2 = 4.5 ms over a 24 ms ideal."""
+    r = sim("-s", "interleaved-1f1b", "--fwd-ms", "1", "--bwd-ms", "2", "--json")
+    assert r.exit_code == 0, r.stderr
+    import json
+
+    doc = json.loads(r.stdout)
+    assert doc["virtual_stages"] == 2
+    assert doc["step_time_s"] * 1e3 == pytest.approx(24 + 4.5, rel=1e-12)
+
+
+def test_degenerate_costs_are_refused_in_one_line() -> None:
+    r = sim("--fwd-ms", "0", "--bwd-ms", "0")
+    assert r.exit_code == 2 and "no work to schedule" in r.stderr
+    r = sim("--fwd-ms", "1e-300", "--bwd-ms", "1")
+    assert r.exit_code == 2 and "--fwd-ms must be 0 or at least 1e-06 ms" in r.stderr
+
+
+def test_suggested_micro_batch_counts_are_distinct() -> None:
+    r = sim("-s", "interleaved-1f1b", "--pp", "4", "-m", "2", "-v", "2",
+            "--fwd-ms", "1", "--bwd-ms", "2")
+    assert r.exit_code == 2 and r.stderr.rstrip().endswith("try 4")
+
+
+def test_combined_order_without_virtual_stages_is_said() -> None:
+    r = sim("-s", "1f1b", "--pp", "4", "-m", "8", "--fwd-ms", "1", "--bwd-ms", "2",
+            "--a2a-ms", "0.5", "--a2a-overlap")
+    assert r.exit_code == 0 and "only interleaved" in r.stderr
+
+
+def test_activations_over_the_gpu_are_said() -> None:
+    r = sim("--model", "llama3-8b", "-b", "64", "--pp", "4")
+    assert r.exit_code == 0 and "this plan does not fit" in r.stderr
+    r = sim("--model", "llama3-8b", "-b", "1", "--pp", "4")
+    assert r.exit_code == 0 and "does not fit" not in r.stderr
