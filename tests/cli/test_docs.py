@@ -55,7 +55,7 @@ MEGATRON_FLAGS = {
     "--disable-bias-linear", "--max-position-embeddings", "--normalization",
     "--position-embedding-type", "--rotary-base", "--train-iters",
     "--untie-embeddings-and-output-weights", "--use-mcore-models", "--adam-beta1",
-    "--weight-decay", "--adam-beta2", "--init-method-std", "--add-qkv-bias",
+    "--weight-decay", "--adam-beta2", "--init-method-std", "--add-qkv-bias", "--clip-grad",
     "--hierarchical-context-parallel-sizes",
     "--use-precision-aware-optimizer", "--main-grads-dtype", "--exp-avg-dtype",
     "--exp-avg-sq-dtype",
