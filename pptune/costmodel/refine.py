@@ -126,7 +126,8 @@ def device_loads(layer_s: Sequence[float], split: Sequence[int], schedule: Sched
     loads = [0.0] * pp
     for s in range(pp * chunks_per_device(schedule, len(split) // pp or 1)):
         loads[stage_device(schedule, pp, s)] += share * chunk[model_chunk(schedule, pp, s)]
-    return loads
+    # to the picosecond: sums of the same layers in another order are the same load
+    return [round(x, 12) for x in loads]
 
 
 def device_balanced(layer_s: Sequence[float], split: Sequence[int], schedule: Schedule,
