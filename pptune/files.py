@@ -17,6 +17,7 @@ file and anything larger than the stated limit, before reading it whole.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import stat
@@ -97,6 +98,43 @@ def _same_file(a: Path, b: Path) -> bool:
         return a.resolve() == b.resolve()
     except (OSError, ValueError, RuntimeError):
         return False
+
+
+def distinct_inputs(paths: Iterable[Path], what: str, limit_bytes: int, why: str
+                    ) -> tuple[list[Path], list[str]]:
+    """``paths`` without repeats (one file under two names, or two files of the same
+    bytes), and a note for each left out, ending in ``why`` (what one file stands for).
+    A file that cannot be read is kept: its reader (given ``what`` and ``limit_bytes``)
+    says why."""
+    kept: list[tuple[Path, str | None]] = []
+    notes = []
+    for path in paths:
+        digest = _digest(path, limit_bytes)
+        twin = next((p for p, d in kept
+                     if _same_file(path, p) or (d is not None and d == digest)), None)
+        if twin is None:
+            kept.append((path, digest))
+            continue
+        how = ("is given twice" if str(path) == str(twin) else
+               f"is {twin}, given already" if _same_file(path, twin) else
+               f"holds the same bytes as {twin}")
+        notes.append(f"{path} {how}: counted once ({why})")
+    return [p for p, _ in kept], notes
+
+
+def _digest(path: Path, limit_bytes: int) -> str | None:
+    """SHA-256 of a regular file of at most ``limit_bytes``, read in chunks; None else."""
+    try:
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit_bytes:
+            return None
+        h = hashlib.sha256()
+        with path.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(MIB), b""):
+                h.update(chunk)
+        return h.hexdigest()
+    except (OSError, ValueError):
+        return None
 
 
 def write_text(path: Path, text: str, mode: int = 0o666) -> None:

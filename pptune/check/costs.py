@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pptune.check import profile_match
 from pptune.check.experts import cost_key, placement, stated_shape
 from pptune.costmodel import context, presets
 from pptune.costmodel.analytic import RECOMPUTE_MODULES
@@ -35,7 +36,7 @@ from pptune.costmodel.sharding import STATE_DTYPE_BYTES, moment_bytes
 from pptune.costs import calibrated
 from pptune.costs.modelspec import from_sizes, read_hf_config, with_seq_len
 from pptune.costs.resolve import Mode, find
-from pptune.errors import PptuneError
+from pptune.errors import BadInput, PptuneError
 from pptune.options import CostOptions
 from pptune.schemas import Profile, TrainingConfig, load_profile
 
@@ -63,6 +64,12 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
     try:
         profile = given if given is not None else (
             load_profile(path) if path is not None else None)
+        if given is None and profile is not None:  # the config's profile: its model's
+            why = profile_match.problem(cfg, stated_model(cfg, base_dir, flags), flags, profile,
+                                        f"--profile {flags.profile}" if flags.profile
+                                        else f"the config's profile {cfg.profile}")
+            if why:
+                raise BadInput(why)
         shape = None if profile is not None else config_shape(cfg, base_dir, flags.model, add,
                                                                 flags.hf_config)
         attention = Attention(cfg.attention or "flash")  # not stated: the per-op model's default
@@ -147,8 +154,24 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
                 "--model (or a file that names its model) to price the config on it",
                 gpu=flags.gpu)
         return found.table, origin, folded, found.reserve_bytes
+    cal = profile.calibration if profile is not None and given is None else None
+    if cal is not None:  # a calibrated file: what was fitted, and its doubts (info only)
+        add("calibrated-costs", "info",
+            f"costs calibrated for {cal.model.get('name')} on {cal.gpu}: "
+            f"{calibrated.fitted_text(cal)}", gpu=cal.gpu, factors=cal.factors)
+        for doubt in cal.warnings:
+            add("calibration-doubt", "info", f"the calibration's fitted factors: {doubt}")
     return (found.table, f"{found.origin}, {attention.value} attention", found.key,
             found.reserve_bytes)
+
+
+def stated_model(cfg: TrainingConfig, base_dir: Path, flags: CostOptions) -> ModelShape | None:
+    """The model the config states (--model and --hf-config first), without its findings;
+    None when it states none or it cannot be read (the costs report that)."""
+    try:
+        return config_shape(cfg, base_dir, flags.model, lambda *_a, **_k: None, flags.hf_config)
+    except PptuneError:
+        return None
 
 
 def model_of(cfg: TrainingConfig, base_dir: Path, flags: CostOptions,
@@ -165,10 +188,7 @@ def model_of(cfg: TrainingConfig, base_dir: Path, flags: CostOptions,
     if given is not None:
         cal = given.calibration
         return None if cal is None else calibrated.shape(cal, cfg.seq_len)
-    try:
-        return config_shape(cfg, base_dir, flags.model, lambda *_a, **_k: None, flags.hf_config)
-    except PptuneError:
-        return None
+    return stated_model(cfg, base_dir, flags)
 
 
 # the config's precision -> the GEMM precision priced (fp32: pptune prices BF16 GEMMs)

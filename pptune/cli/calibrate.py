@@ -207,6 +207,7 @@ def calibrate(
                         *((f, True) for f in per_run)):
         if value is not None:
             raise BadInput(f"{flag} is for --run; RESULTS are priced with --profile")
+    check_output(output, "-o", [("--profile", profile), *(("RESULTS", r) for r in results)])
     _from_results(results, profile, output)
 
 
@@ -238,11 +239,10 @@ def _from_results(results: list[Path], profile: Path, output: Path) -> None:
     from pptune.tune import model, validate_json
 
     base = load_profile(profile)
-    trials = [validate_json.trial(path, base) for path in results]
-    if output.exists() and output.resolve() == profile.resolve():
-        raise BadInput(f"-o {output} is the --profile itself; write the calibration elsewhere")
+    kept, twice = validate_json.distinct(results)
+    trials = [validate_json.trial(path, base) for path in kept]
     cal = model.calibrate(base, trials, by="pptune calibrate")
     write_atomic(output, model.calibrated_profile(base, cal).model_dump_json(indent=2) + "\n")
-    for note in cal.notes:
+    for note in (*twice, *cal.notes):  # after the checks: a refusal is its one line alone
         _say(note)
     _say(f"wrote {output}")

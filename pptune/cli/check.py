@@ -151,10 +151,6 @@ def _run(config: Path, format_in: str | None,
         from pptune.costs.modelspec import read_hf_config
 
         read_hf_config(hf)  # a flag's bad file is bad usage (exit 2), not a finding
-    if costs.profile is not None:
-        from pptune.schemas import load_profile
-
-        load_profile(costs.profile)
     config_read = read.config
     if costs.seq_len is not None:  # like --gpus: fills what the file does not state
         if config_read.seq_len is None:
@@ -166,6 +162,15 @@ def _run(config: Path, format_in: str | None,
                               f"seq_len = {config_read.seq_len}")
         costs = replace(costs, seq_len=None)
         read = replace(read, config=config_read)
+    if costs.profile is not None:  # a bad file, or one of another model, is bad usage
+        from pptune.check.costs import stated_model
+        from pptune.check.profile_match import problem
+        from pptune.schemas import load_profile
+
+        why = problem(config_read, stated_model(config_read, config.parent, costs), costs,
+                      load_profile(costs.profile), f"--profile {flags.costs.profile}")
+        if why:
+            raise BadInput(why)
     opts = CheckOptions(max_bubble=max_bubble, max_slowdown=max_slowdown, costs=costs,
                         compare_best=flags.compare_best, strict=flags.strict)
     return check(read.config, config.parent, opts, read.semantics), read

@@ -22,6 +22,11 @@ class OneLineErrors(TyperGroup):
         run: Any = super().main  # click's main takes standalone_mode by keyword
         if not standalone_mode:
             return run(*args, standalone_mode=False, **kwargs)
+        argv = args[0] if args else kwargs.get("args")
+        empty = self.empty_value([str(a) for a in (sys.argv[1:] if argv is None else argv)])
+        if empty is not None:  # "" would become Path("."): the working folder, unasked
+            typer.echo(f"pptune: error: {empty} is empty; give a value", err=True)
+            sys.exit(2)
         try:
             code = run(*args, standalone_mode=False, **kwargs)
         except ClickException as exc:
@@ -36,6 +41,26 @@ class OneLineErrors(TyperGroup):
             typer.echo("pptune: error: aborted", err=True)
             sys.exit(130)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+    def empty_value(self, argv: list[str]) -> str | None:
+        """The first option of the command given an empty value (``-o ""``,
+        ``--profile=``), None when there is none: a value option's empty string
+        becomes ``Path("")``, the working folder, which no one means."""
+        if not argv or argv[0] not in self.commands:
+            return None
+        takes_value = {name for p in self.commands[argv[0]].params
+                       if getattr(p, "param_type_name", "") == "option" and not getattr(
+                           p, "is_flag", False) and not getattr(p, "count", False)
+                       for name in (*p.opts, *p.secondary_opts)}
+        for i, arg in enumerate(argv[1:], 1):
+            if arg == "--":
+                break
+            name, eq, value = arg.partition("=")
+            if name in takes_value and ((eq and not value.strip()) or (
+                    not eq and i + 1 < len(argv) and not argv[i + 1].strip())):
+                return name
+        return None
 
 
 def print_version(value: bool) -> None:

@@ -121,6 +121,11 @@ def trace_report(
     for flag, value in (("--window-start-us", window_start_us), ("--window-end-us", window_end_us)):
         if value is not None and not math.isfinite(value):
             raise BadInput(f"{flag} must be a finite number of microseconds (got {value})")
+    from pptune.files import distinct_inputs
+    from pptune.observe.trace_file import MAX_TRACE_BYTES
+
+    traces, twice = distinct_inputs(traces, "trace", MAX_TRACE_BYTES, "one trace is one "
+                                    "rank's, or one merged file of every rank's")
     report = analyze(
         [load_trace(p) for p in traces],
         min_busy=min_busy,
@@ -128,6 +133,8 @@ def trace_report(
         window_end_us=window_end_us,
         steps=steps,
     )
+    for note in twice:
+        typer.echo(f"pptune: {note}", err=True)
     if json_output:
         typer.echo(json.dumps(report.to_json(), indent=2))
     else:

@@ -87,6 +87,28 @@ def with_calibration(prof: Profile, cal: Calibration) -> Profile:
     return prof.model_copy(update={"calibration": cal, "notes": [*prof.notes, note]})
 
 
+def fitted_text(cal: Calibration) -> str:
+    """The fitted factors as the cost line states them: each group tied in the fit once,
+    a group the fit left out marked so (``pptune calibrate`` prints the same)."""
+    f = cal.factors
+    done = {g for tie in cal.fitted for g in tie}
+    parts = []
+    for tie in (t for t in cal.fitted if t):
+        if len(tie) > 1 and len({f"{f[g]:.3g}" for g in tie}) == 1:  # one value, said once
+            parts.append(", ".join(tie[:-1]) + f" and {tie[-1]} x{f[tie[0]]:.3g} (one factor)")
+        else:
+            parts += [f"{g} x{f[g]:.3g}" for g in tie]
+    parts += [f"{g} x{f[g]:.3g} (not fitted)" for g in f if g not in done]
+    jobs = len(cal.runs)
+    return (f"fitted factors on the preset's rates, from {jobs} job{'s' * (jobs != 1)}: "
+            + "; ".join(parts))
+
+
+def warnings(cal: Calibration) -> list[str]:
+    """What ``pptune calibrate`` stored as making the factors doubtful, as notes."""
+    return [f"warning: the calibration's fitted factors: {w}" for w in cal.warnings]
+
+
 def tables(cal: Calibration, sizes: Sequence[int], *, seq_len: int | None = None,
            sequence_parallel: bool = False, attention: str | None = None,
            tp_comm_overlap: bool = False, profiles: dict[CostKey, Profile] | None = None,

@@ -323,8 +323,10 @@ def _profile_costs(prof: Profile, origin: str, opts: CostOptions, mode: Mode,
     key = single_key(opts) if not search else CostKey()
     table = tables(key)
     shape = calibrated.shape(cal, opts.seq_len)
-    where = f"{origin}, calibrated for {shape.name} on {cal.gpu}" + pace_note(
-        presets.GPUS[cal.gpu], gpus, opts.gpu_spread)
+    where = (f"{origin}, calibrated for {shape.name} on {cal.gpu} "
+             f"({calibrated.fitted_text(cal)})"
+             + pace_note(presets.GPUS[cal.gpu], gpus, opts.gpu_spread))
+    notes += calibrated.warnings(cal)
     return Costs(table, calibrated.with_calibration(built[key], cal), where, measured=False,
                  shape=shape, notes=notes, tp_in_costs=key.tp, key=key, tables=tables,
                  gpu=calibrated.gpu(cal, gpus, opts.gpu_spread), reserve_bytes=cal.reserve_bytes,

@@ -46,9 +46,10 @@ def read_log(path: Path, framework: Framework | str) -> JobLog:
         raise BadInput(f"--log {path} is a {others[0].title} log (its iteration lines), but "
                        f"the config is {adapter.title}'s; give the log of the job the config "
                        "describes")
-    raise BadInput(f"--log {path} has no {adapter.title} iteration lines; give the job's own "
-                   "log (stdout of its rank that prints them), or its seconds per step with "
-                   "--step-s instead of --log")
+    said = f" ({log.missing})" if log.missing else ""
+    raise BadInput(f"--log {path} has no {adapter.title} iteration lines{said}; give the job's "
+                   "own log (stdout of its rank that prints them), or its seconds per step "
+                   "with --step-s instead of --log")
 
 
 def _nemo_hint(text: str) -> str:

@@ -127,7 +127,8 @@ def load_trace(path: Path | str) -> TraceFile:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BadInput(
-            f"{label}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
+            f"{label}: not JSON ({exc.msg.removesuffix(' at')} at line {exc.lineno} column "
+            f"{exc.colno}); "
             "expected a Chrome trace"
         ) from None
     except RecursionError:

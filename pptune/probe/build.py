@@ -177,7 +177,11 @@ def run_probe(opts: ProbeOptions, reporter: Reporter | None = None) -> ProbeOutc
     found = _measure_links(run)
     if rank != 0:
         return ProbeOutcome(profile=None, rank=rank)
+    before = len(run.notes)
     links, run.raw["links_fit"] = links_from_points(found, default_links(run.inv, device), run.notes)
+    for note in run.notes[before:]:
+        if note.startswith("warning: "):  # a sweep that resolved no bandwidth
+            reporter.warn(note)
     layers, high = _measure_layers(run, plan)
     return ProbeOutcome(profile=_assemble(run, plan, dtype, links, layers, high))
 

@@ -11,12 +11,48 @@ gives small and large messages an equal say. When noise in the small
 messages tilts that fit to a non-positive slope, the ordinary fit (led by
 the largest messages) is used instead. A negative intercept is clamped to 0
 and the bandwidth refitted through the origin with relative weights.
+
+A fit tells latency from bandwidth only when the sweep spans both regimes:
+small messages whose time is the latency, and large ones whose transfer
+takes at least as long again (``unresolved``: the largest message's median
+time at least ``RESOLVED_RATIO`` times the smallest's, over at least
+``MIN_FIT_SIZES`` sizes). A sweep that stops short of that (``probe
+--max-bytes 64K`` on a CPU, whose loopback latency is some 100-300 us against
+65 us for 64 KiB at 1 GB/s) fits its noise: its bandwidth is not measured.
+The probe's own sweep doubles from 1 KiB and needs ``MIN_SIZES`` sizes (up to
+8 KiB) before it can span both on any link; where the bandwidth shows depends
+on the link (a few MiB on a CPU's loopback, tens of MiB on NVLink).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+# sizes the probe's doubling sweep needs at least (1 KiB to 8 KiB), and a fit
+MIN_SIZES = 4
+MIN_FIT_SIZES = 3  # a line through two points checks nothing
+# the largest message's time over the smallest's at which the bandwidth shows: the
+# transfer term at least equal to the latency
+RESOLVED_RATIO = 2.0
+
+
+def unresolved(points: Sequence[tuple[float, float]]) -> str | None:
+    """Why ``points`` (bytes, median seconds) do not resolve latency and bandwidth apart
+    (module docstring); None when they do."""
+    pts = sorted((float(x), float(t)) for x, t in points if t > 0 and x > 0)
+    sizes = sorted({x for x, _ in pts})
+    if len(sizes) < MIN_FIT_SIZES:
+        return (f"{len(sizes)} message size(s); a latency-and-bandwidth fit needs at least "
+                f"{MIN_FIT_SIZES}")
+    small = [t for x, t in pts if x == sizes[0]]
+    large = [t for x, t in pts if x == sizes[-1]]
+    ratio = min(large) / max(small)
+    if ratio >= RESOLVED_RATIO:
+        return None
+    return (f"its largest message took {ratio:.2f}x the smallest's time, under the "
+            f"{RESOLVED_RATIO:g}x at which a transfer outlasts the latency: the sweep never "
+            "left the latency-bound sizes, so no bandwidth shows")
 
 
 @dataclass(frozen=True)

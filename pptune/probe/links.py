@@ -9,12 +9,14 @@ measured is filled from the defaults below with a note saying so.
 from __future__ import annotations
 
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 from pptune.costmodel import presets
 from pptune.errors import BadInput
-from pptune.probe.fit import AlphaBeta, fit_alpha_beta
+from pptune.probe.fit import AlphaBeta, fit_alpha_beta, unresolved
 from pptune.probe.inventory import Inventory, peak_flops_for
+from pptune.report.fmt import fmt_bytes
 from pptune.schemas import LinkPair, Links, LinkSpec
 
 # (bus bytes, seconds) points per measured (scope, op), and where they came from
@@ -89,7 +91,31 @@ def links_from_points(
     """
     fits: dict[tuple[str, str], AlphaBeta] = {}
     fit_raw: dict[str, Any] = {}
+    values, default_src = defaults
     for (scope, op), (points, source) in sorted(found.items()):
+        why = unresolved(points)
+        if why:
+            # every size was latency-bound: the latency is measured, the bandwidth is not
+            dflt = values.get(op if scope == "intra_node" else f"inter.{op}", values.get(op))
+            sizes = sorted(x for x, _ in points)
+            span = f"{fmt_bytes(sizes[0])}..{fmt_bytes(sizes[-1])}" if sizes else "no sizes"
+            notes.append(
+                f"warning: {scope.replace('_', '-')} {op} ({source}, {span}): bandwidth "
+                f"unresolved: {why}; " + (
+                    "not written (no default)" if dflt is None else
+                    f"its latency is taken as measured, its bandwidth the default's "
+                    f"({dflt.bytes_per_s / 1e9:.3g} GB/s)")
+                + "; raise --max-bytes (the default: 64M on CPU, 256M on GPU) to measure it")
+            fit_raw[f"{scope}.{op}"] = {"source": source, "points": len(points),
+                                        "unresolved": why}
+            if dflt is None:
+                continue
+            lat = median(max(0.0, t - x / dflt.bytes_per_s) for x, t in points)
+            fits[(scope, op)] = AlphaBeta(lat, dflt.bytes_per_s)
+            fit_raw[f"{scope}.{op}"].update(
+                latency_s=lat, bytes_per_s=dflt.bytes_per_s,
+                source=f"{source}: latency only, bandwidth unresolved (default)")
+            continue
         fits[(scope, op)] = _fit(points, f"{scope} {op} ({source})")
         ab = fits[(scope, op)]
         fit_raw[f"{scope}.{op}"] = {
@@ -98,7 +124,6 @@ def links_from_points(
             "source": source,
             "points": len(points),
         }
-    values, default_src = defaults
     for op in ("p2p", "allreduce"):
         if ("intra_node", op) not in fits:
             fits[("intra_node", op)] = values[op]

@@ -106,6 +106,19 @@ def resolve_options(opts: ProbeOptions) -> ProbeOptions:
             f"--max-bytes {out.max_bytes} is below the smallest message "
             f"({comm_mod.MIN_BYTES} bytes); give e.g. 64M"
         )
+    if out.max_bytes is not None and out.comm and not out.nccl_tests:
+        from pptune.probe.fit import MIN_SIZES
+
+        n = len(comm_mod.message_sizes(out.max_bytes))
+        if n < MIN_SIZES:
+            least = comm_mod.MIN_BYTES << (MIN_SIZES - 1)
+            raise BadInput(
+                f"--max-bytes {out.max_bytes} leaves {n} message size(s) "
+                f"({comm_mod.MIN_BYTES} bytes doubling): a latency-and-bandwidth fit needs at "
+                f"least {MIN_SIZES}, up to where a transfer outlasts the latency; give "
+                f"--max-bytes {least // 1024}K or more (the default: 64M on CPU, 256M on GPU), "
+                "or --no-comm"
+            )
     if (out.timeout_s or 0) <= 0:
         raise BadInput(f"--timeout must be positive seconds, got {out.timeout_s}")
     if out.threads is not None and out.threads < 1:

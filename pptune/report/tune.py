@@ -37,11 +37,14 @@ def trials_table(rows: Sequence[Any], winner_key: str | None,
     )
     for name, just in columns:
         t.add_column(name, justify=just)
+    rank = {r.cand.key: r.cand.rank for r in rows}
     for r in rows:
-        # a trial kept from an earlier run says so, the winner too
+        # a trial kept from an earlier run says so, the winner too, and a pipeline
+        # another candidate's trial measured names it
+        with_ = getattr(r, "measured_with", None)
         status = ("WINNER" if r.cand.key == winner_key else r.status) + (
             " (resumed)" if r.resumed else ""
-        )
+        ) + (f" (with #{rank.get(with_, '?')})" if with_ else "")
         t.add_row(str(r.cand.rank), r.cand.key, _ms(r.before_s), _ms(r.after_s), _ms(r.measured_s),
                   _err(r.before_s, r.measured_s), _err(r.after_s, r.measured_s),
                   fmt_seconds(plan_s(r)), status)
@@ -60,11 +63,22 @@ def why_lines(rows: Sequence[Any], winner: Any, stopped: str,
         )
         if winner.cand.note:
             lines.append(f"  note: {winner.cand.note}")
+        twins = sorted((r for r in rows if r.status == "measured"
+                        and r.cand.spec == winner.cand.spec), key=lambda r: r.cand.rank)
+        if len(twins) > 1:
+            lines.append(
+                f"  note: {', '.join(f'#{r.cand.rank}' for r in twins)} run this one pipeline, "
+                "measured once; they differ in what the trial does not run (the data-parallel "
+                "state's sharding), so they are ranked by its predicted time, not measured")
+    rank = {r.cand.key: r.cand.rank for r in rows}
     for r in rows:
         if winner is not None and r.cand.key == winner.cand.key:
             continue
+        with_ = getattr(r, "measured_with", None)
         if r.status == "measured" and winner is not None:
-            lines.append(f"#{r.cand.rank} measured: plan step {fmt_seconds(plan_s(r))}, "
+            how = (f" with #{rank.get(with_, '?')} (the same pipeline; its sharding "
+                   "predicted)" if with_ else "")
+            lines.append(f"#{r.cand.rank} measured{how}: plan step {fmt_seconds(plan_s(r))}, "
                          f"{plan_s(r) / plan_s(winner) - 1:+.1%} against the winner")
         elif r.reason:
             lines.append(f"#{r.cand.rank} {r.status}: {r.reason}")

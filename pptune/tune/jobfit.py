@@ -28,6 +28,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from pptune.check.profile_match import same_model
 from pptune.check.rules import CheckReport
 from pptune.costmodel import presets
 from pptune.costmodel.breakdown import StepParts, step_parts
@@ -67,7 +68,7 @@ def calibrate(jobs: list[Job]) -> Outcome:
     wrong = problems(gpu, res.factors)
     if wrong:
         raise BadInput(f"calibrate: {wrong[0]}: {_hint(res.factors)}; the job(s): "
-                       + "; ".join(j.describe() + f", {j.step_source}" for j in jobs))
+                       + "; ".join(j.describe() + f", {_measured_by(j)}" for j in jobs))
     reports = [simulated(j, res.factors) for j in jobs]
     parts = tuple(_parts(j, res.factors, r) for j, r in zip(jobs, reports, strict=True))
     try:
@@ -106,20 +107,22 @@ def calibrate(jobs: list[Job]) -> Outcome:
     return Outcome(prof, res, parts)
 
 
+def _measured_by(job: Job) -> str:
+    """Where the job's step came from, with the value given on the command line."""
+    if job.step_source == "--step-s":
+        return f"--step-s {job.measured_step_s:g}"
+    return job.step_source
+
+
 def _one_model(jobs: list[Job]) -> None:
     a = jobs[0]
     for b in jobs[1:]:
         if b.gpu != a.gpu:
             raise BadInput(f"--run {b.config} ran on {b.gpu}, --run {a.config} on {a.gpu}: a "
                            "calibration is for one GPU type; calibrate them apart")
-        if b.shape.name != a.shape.name or _without_seq(b) != _without_seq(a):
+        if b.shape.name != a.shape.name or not same_model(a.shape, b.shape):
             raise BadInput(f"--run {b.config} trains {b.shape.name}, --run {a.config} "
                            f"{a.shape.name}: a calibration is for one model; calibrate them apart")
-
-
-def _without_seq(j: Job) -> tuple[object, ...]:
-    s = j.shape
-    return (s.num_blocks, s.hidden, s.heads, s.kv_heads, s.ffn, s.vocab, s.experts)
 
 
 def _hint(f: Factors) -> str:
@@ -193,7 +196,22 @@ def doubts(jobs: list[Job], residuals: tuple[float, ...],
         shown = ", ".join(f"{n} {h:+.1%}" for n, h in known)
         out.append(f"leave one out, each run predicted from the others alone misses by "
                    f"{shown}, {limit}: the factors may not carry to other configurations")
+    out += [_unstated(j) for j in jobs if j.overflow]
     return out
+
+
+def _unstated(job: Job) -> str:
+    """A job pptune predicts cannot fit, yet ran: its config likely leaves out something
+    the job does, which the step priced (and so the factor fitted) lacks or adds."""
+    logged = (f"; its log's peak is {job.peak_memory_bytes / GIB:.1f} GiB "
+              f"({job.memory_what or 'as printed'})" if job.peak_memory_bytes is not None else "")
+    return (f"{job.config}: pptune predicts this job cannot fit ({job.overflow.split(';')[0]})"
+            f", yet it ran{logged}: its config likely does not state something the job does "
+            "(activation recomputation, a ZeRO stage or offload, a smaller micro-batch or "
+            "sequence), so the step priced is another job's and the time factor fitted to it "
+            "may be distorted; state it in the config (Megatron-LM's or torchtitan's "
+            "recomputation settings; a DeepSpeed or HF Trainer JSON, which cannot, its "
+            "\"pptune\": {\"recompute\": \"full\"} key) and calibrate again")
 
 
 def _missing_term(jobs: list[Job], residuals: tuple[float, ...]) -> str:

@@ -75,6 +75,7 @@ class Job:
     peak_memory_bytes: float | None = None
     memory_what: str = ""
     notes: tuple[str, ...] = ()
+    overflow: str = ""  # check-config's memory-overflow finding: the job ran, so it fit
 
     @property
     def title(self) -> str:
@@ -130,9 +131,18 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None)
     if report.plan is None:  # the config cannot be simulated: structural errors
         why = errors[0].message if errors else "its step was not simulated"
         raise BadInput(f"--run {m.config}: pptune cannot price this config: {why}")
-    # the job ran: a finding about its plan (memory over the GPU's, a limit) is a note
-    notes += [f"{m.config}: check-config finds {e.id}: {e.message}" for e in errors]
+    # the job ran: a finding about its plan (a limit) is a note; memory over the GPU's
+    # is a doubt on the factors (jobfit.doubts)
+    notes += [f"{m.config}: check-config finds {e.id}: {e.message}" for e in errors
+              if e.id != "memory-overflow"]
+    overflow = next((e.message for e in errors if e.id == "memory-overflow"), "")
     size = _size(read, report, shape)
+    inferred = next((f for f in report.findings if f.id == "dp-inferred"), None)
+    if inferred is not None:  # a DeepSpeed JSON's batch trio: its GPU count, said
+        c = read.config
+        notes.append(f"{m.config}: {size.gpus} GPUs from the batch the config states: "
+                     f"{inferred.message.split(';')[0]}, x tp {c.tp} x pp {c.pp}"
+                     + (f" x cp {c.cp}" if c.cp > 1 else "") + " (--gpus overrides)")
     if m.step_s is not None:
         step, source, peak, what = m.step_s, "--step-s", None, ""
         if not step > 0 or not math.isfinite(step):
@@ -150,7 +160,8 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None)
                   f"iterations {steady.used[0]}-{steady.used[-1]} ({left})")
         notes += [f"--log {m.log}: {n}" for n in log.notes]
         notes += _throughput_disagrees(m, log, steady.used, shape, size, step)
-    job = Job(m.config, read, shape, name, step, source, size, peak, what, tuple(notes))
+    job = Job(m.config, read, shape, name, step, source, size, peak, what, tuple(notes),
+              overflow)
     _refuse_faster_than_peak(job)
     return job
 
@@ -180,7 +191,8 @@ def _throughput_disagrees(m: Measurement, log: JobLog, used: tuple[int, ...],
     return [f"warning: --log {m.log}: its {rates[len(rates) // 2]:g} TFLOP/s a GPU over "
             f"{size.gpus} GPUs and {step_s:.4g} s make {logged:.3g} FLOPs a step, {ratio:.2f}x "
             f"the {model:.3g} model FLOPs of the job the config describes ({shape.name}, "
-            f"{size.global_batch} x {size.seq_len} tokens): the log may be of another "
+            f"{size.global_batch} x {size.seq_len} tokens; 6 per active parameter and token "
+            "plus causal attention's 6 L h s, pptune's MFU count): the log may be of another "
             "sequence length, batch or model; check them before trusting the factors"]
 
 
@@ -296,6 +308,7 @@ def _refuse_faster_than_peak(job: Job) -> None:
     if job.measured_step_s < least:
         raise BadInput(
             f"{job.step_source} gives {job.measured_step_s:.4g} s a step, but the config's "
-            f"{flops:.3g} model FLOPs a step need at least {least:.4g} s on {job.size.gpus} "
+            f"{flops:.3g} FLOPs a step (6 per active parameter and token, attention not "
+            f"counted: a lower bound) need at least {least:.4g} s on {job.size.gpus} "
             f"{job.gpu} at their {peak / 1e12:g} TFLOP/s peak; check the description "
             f"({job.describe()}) and the step's units (seconds)")

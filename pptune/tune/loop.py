@@ -8,7 +8,10 @@ fake one):
 3. while runnable candidates remain: calibrate from every trial so far,
    price the rest over the calibrated profile ("after"; for a candidate that
    is then run, this is a held-out prediction: no trial of its own went
-   into it), drop those the pruning rule rules out (``candidates.prune``),
+   into it), drop those the pruning rule rules out (``candidates.prune``;
+   every drop is judged again after each trial, since the best measured
+   plan's step moves with the calibration: a contention measured by a later
+   trial stretches the plans whose replicas share this host),
    stop at ``max_trials`` or when the budget cannot hold another trial
    (elapsed plus the longest trial so far), else run the fastest-predicted
    one (a trial whose steps spread by more than ``RETRY_SPREAD`` runs once
@@ -20,6 +23,14 @@ Every figure is for one pipeline, as measured; a plan with data
 parallelism (dp > 1) adds its predicted all-reduce (``Row.extra_s``, the
 planner's step minus its one-pipeline prediction) when plans are ranked,
 pruned and the winner chosen: the measured trial with the shortest step.
+
+Plans that differ only in what a trial does not run (the sharding of their
+data-parallel state: zero1, zero2, zero3, fsdp) run the same pipeline: it
+is measured once (``_share``), and its variants carry that one measurement
+(``Row.measured_with``) and rank among themselves by their predicted
+data-parallel time alone, never by the noise between launches of one
+pipeline. A pipeline measured more than once (a journal from before this
+rule) counts the median of its trials.
 """
 
 from __future__ import annotations
@@ -78,6 +89,10 @@ class Row:
     wall_s: float | None = None
     calibrated_from: tuple[str, ...] = ()
     retried: bool = False
+    # the candidate whose trial measured this one's pipeline (None: its own, or none)
+    measured_with: str | None = None
+    # the pipeline's measured step over every trial of it (None: its own measured_s)
+    pipeline_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -110,8 +125,9 @@ def plan_step_s(row: Row, contention: float | None, pipeline_s: float | None = N
     as long: every op overlaps another replica's (processor sharing, o = 1).
     """
     if pipeline_s is None:
-        pipeline_s = row.measured_s if row.measured_s is not None else (
-            row.after_s if row.after_s is not None else row.before_s)
+        pipeline_s = row.pipeline_s if row.pipeline_s is not None else (
+            row.measured_s if row.measured_s is not None else (
+                row.after_s if row.after_s is not None else row.before_s))
     stretch = max(1.0, contention) if row.cand.shares_host and contention else 1.0
     return pipeline_s * stretch + row.extra_s
 
@@ -155,6 +171,7 @@ def run(
         rows.append(Row(c, before, extra))
     by_key = {r.cand.key: r for r in rows}
     notes = _skip_and_resume(rows, by_key, resumed or [])
+    _share(rows)
     t0 = clock()
     walls = [r.wall_s for r in rows if r.wall_s]
     stopped = "every candidate was measured or ruled out"
@@ -185,6 +202,7 @@ def run(
         row.calibrated_from = tuple(t.key for t in trials)
         progress.trial_started(len(trials) + 1, limits.max_trials, row.cand.key, elapsed)
         _run_one(row, run_trial, journal_path, clock)
+        _share(rows)
         walls.append(row.wall_s or 0.0)
         progress.trial_done(len(trials) + 1, row, clock() - t0)
     if cal is None and _trials(rows):
@@ -214,8 +232,36 @@ def _skip_and_resume(rows: list[Row], by_key: dict[str, Row],
     return notes
 
 
+def _share(rows: list[Row]) -> None:
+    """Each measured pipeline's step for every candidate that runs it (module docstring):
+    the median of its trials, and the candidates not run yet measured with it."""
+    groups: dict[Any, list[Row]] = {}
+    for r in rows:
+        if not r.cand.skip:
+            groups.setdefault(r.cand.spec, []).append(r)
+    for group in groups.values():
+        ran = [r for r in group if _ran(r)]
+        if not ran:
+            continue
+        pipeline = statistics.median(r.measured_s for r in ran if r.measured_s is not None)
+        for r in group:
+            if _ran(r):
+                r.pipeline_s = pipeline if len(ran) > 1 else None
+            elif r.status == NOT_RUN and not r.reason:
+                first = ran[0]
+                r.status, r.measured_s, r.trial = MEASURED, pipeline, first.trial
+                r.measured_with, r.pipeline_s = first.cand.key, pipeline
+                r.reason = (f"the same pipeline as #{first.cand.rank}, measured once: "
+                            "its sharding is predicted, not run")
+
+
+def _ran(row: Row) -> bool:
+    """A trial of the row's own measured it (not another candidate's)."""
+    return row.status == MEASURED and row.trial is not None and row.measured_with is None
+
+
 def _trials(rows: list[Row]) -> list[Trial]:
-    return [r.trial for r in rows if r.status == MEASURED and r.trial is not None]
+    return [r.trial for r in rows if _ran(r) and r.trial is not None]
 
 
 def _calibrate(profile: Profile, trials: list[Trial]) -> tuple[Calibration, Profile]:
@@ -225,10 +271,13 @@ def _calibrate(profile: Profile, trials: list[Trial]) -> tuple[Calibration, Prof
 
 def _reprice_and_prune(rows: list[Row], calibrated: Profile, cal: Calibration) -> None:
     f = cal.contention
-    measured = [r for r in rows if r.status == MEASURED and r.trial is not None]
-    best = min(measured, key=lambda r: plan_step_s(r, f))
+    measured = [r for r in rows if _ran(r)]
+    best = min((r for r in rows if r.status == MEASURED and r.trial is not None),
+               key=lambda r: plan_step_s(r, f))
     bounds = {}
     for r in rows:
+        if r.status == PRUNED:  # judged again: the best plan's step moves with the calibration
+            r.status, r.reason = NOT_RUN, ""
         if r.status != NOT_RUN or r.reason:
             continue
         loss = cal.loss_for(r.cand.spec.micro_batch_size)
@@ -288,7 +337,10 @@ def record(row: Row) -> dict[str, Any]:
         "plan_extra_s": row.extra_s, "retried": row.retried,
         "calibrated_from": list(row.calibrated_from), "wall_s": row.wall_s, "note": c.note,
     }
-    if row.trial is not None:
+    if row.measured_with is not None:  # another candidate's trial measured its pipeline
+        rec.update(measured_with=row.measured_with, measured_step_s=row.measured_s,
+                   reason=row.reason)
+    elif row.trial is not None:
         rec.update(journal.trial_record(row.trial))
         rec["error_before"] = error(row.before_s, row.measured_s)
         rec["error_after"] = error(row.after_s, row.measured_s)
@@ -303,7 +355,8 @@ def accounting(rows: list[Row]) -> dict[str, Any]:
     A trial counts when it was predicted from a calibration it had no part in
     (every measured trial but the first); the first has only "before".
     """
-    held = [r for r in rows if r.status == MEASURED and r.after_s is not None]
+    held = [r for r in rows if r.status == MEASURED and r.measured_with is None
+            and r.after_s is not None]
     before = [abs(error(r.before_s, r.measured_s) or 0.0) for r in held]
     after = [abs(error(r.after_s, r.measured_s) or 0.0) for r in held]
 

@@ -71,6 +71,8 @@ class Outcome:
     origin: str  # where the predicted costs came from
     torch_version: str
     notes: list[str] = field(default_factory=list)
+    # the model built, as a profile's model section names it (pptune calibrate compares)
+    model_info: dict[str, Any] = field(default_factory=dict)
 
 
 def _plan_record(path: Path, rank: int) -> Any:
@@ -316,7 +318,9 @@ def run(
             "measured (other load then or now?); the prediction scales each rank's costs by "
             "its own figure, re-probe for a profile of the host as it is"
         )
-    return Outcome(spec, pred, measured, result, origin, data.torch_version, notes)
+    info = {k: getattr(plan, k, None) for k in ("name", "seq_len", "hidden_size", "num_blocks",
+                                                 "experts", "top_k")}
+    return Outcome(spec, pred, measured, result, origin, data.torch_version, notes, info)
 
 
 def outcome_json(out: Outcome) -> dict[str, Any]:
@@ -331,6 +335,7 @@ def outcome_json(out: Outcome) -> dict[str, Any]:
         "micro_batch_size": s.micro_batch_size,
         "stage_layers": list(s.stage_layers),
         "model": s.source.label,
+        "model_info": out.model_info,
         "device": s.device,
         "backend": s.backend,
         "threads_per_rank": s.threads if s.device == "cpu" else None,

@@ -33,6 +33,16 @@ def test_cli_table_and_finding(run: Cli) -> None:
     assert "rank 0" not in res.stderr
 
 
+def test_a_trace_given_twice_counts_once_and_says_so(run: Cli, tmp_path: Path) -> None:
+    copy = tmp_path / "copy.json"
+    copy.write_bytes(GPU[1].read_bytes())
+    res = run(GPU[0], GPU[1], GPU[0], copy, "--json")
+    assert [d["rank"] for d in json.loads(res.stdout)["devices"]] == [0, 1]
+    assert (f"pptune: {GPU[0]} is given twice: counted once (one trace is one rank's, or one "
+            "merged file of every rank's)") in res.stderr
+    assert f"pptune: {copy} holds the same bytes as {GPU[1]}: counted once" in res.stderr
+
+
 def test_cli_threshold_decides_the_exit_code(run: Cli) -> None:
     assert run(*GPU, "--min-busy", "0.1").exit_code == 0
     assert run(*GPU, "--min-busy", "0.7").exit_code == 1

@@ -108,7 +108,8 @@ def test_calibrate_folds_validate_results_into_a_profile(tmp_path: Path, cli: Cl
     other.write_text(json.dumps(_validate_doc("gpipe", [3], {"F0": 0.004}, 2)))
     assert "ran 3 layers but the profile has 2" in error_line(
         cli("calibrate", other, "--profile", base, "-o", out))
-    assert "is the --profile itself" in error_line(cli("calibrate", run, "--profile", base, "-o", base))
+    assert "is the --profile file this command reads" in error_line(
+        cli("calibrate", run, "--profile", base, "-o", base))
 
 
 @pytest.mark.torch

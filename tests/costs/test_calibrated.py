@@ -39,7 +39,9 @@ def test_the_rebuilt_costs_are_the_analytic_ones_on_the_scaled_gpu(tmp_path: Pat
     assert got.table.by_mb[2].fwd_s == pytest.approx(want.by_mb[2].fwd_s)
     assert got.table.by_mb[1].bwd_s == pytest.approx(want.by_mb[1].bwd_s)
     assert not got.measured and got.tp_in_costs == 2
-    assert got.origin.endswith("calibrated for gpt3-1.3b on a100-80gb")
+    assert got.origin.endswith("calibrated for gpt3-1.3b on a100-80gb (fitted factors on the "
+                               "preset's rates, from 1 job: compute x0.7; memory x0.9; "
+                               "communication x0.5)")
     # the sizes asked for are priced (a calibrated model is priced at any size)
     assert sorted(resolve(CostOptions(profile=path), sizes=(16,)).table.by_mb) == [16]
 
@@ -126,3 +128,19 @@ def test_plans_are_priced_at_the_precision_the_jobs_ran() -> None:
     prof = calibrated.profile(cal, (1,), tp=1)
     assert find(CostOptions(), Mode.PLAN, profile=prof).key.precision is Precision.FP8  # type: ignore[union-attr]
     assert find(CostOptions(), Mode.CHECK, profile=prof).key.precision is Precision.BF16  # type: ignore[union-attr]
+
+
+def test_the_fitted_text_says_each_tie_once_and_what_was_not_fitted() -> None:
+    one = calibration(SHAPE, "a100-80gb", None, Factors(0.8, 0.8, 0.8),
+                      [["compute", "memory", "communication"]], [RUN])
+    assert calibrated.fitted_text(one) == ("fitted factors on the preset's rates, from 1 job: "
+                                           "compute, memory and communication x0.8 (one factor)")
+    two = calibration(SHAPE, "a100-80gb", None, Factors(0.855, 0.855, 1.0),
+                      [["compute", "memory"]], [RUN, RUN])
+    assert calibrated.fitted_text(two) == (
+        "fitted factors on the preset's rates, from 2 jobs: compute and memory x0.855 (one "
+        "factor); communication x1 (not fitted)")
+    doubt = calibration(SHAPE, "a100-80gb", None, Factors(), [["compute"]], [RUN],
+                        warnings=["leave one out misses by -28.0%"])
+    assert calibrated.warnings(doubt) == [
+        "warning: the calibration's fitted factors: leave one out misses by -28.0%"]

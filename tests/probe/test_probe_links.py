@@ -76,3 +76,41 @@ def test_a_measured_all_to_all_is_fitted_and_an_unmeasured_one_left_out() -> Non
     assert links.inter_node.all_to_all is None  # never defaulted
     assert "all_to_all" not in links.inter_node.model_dump()
     assert raw["intra_node.alltoall"]["points"] == 3
+
+
+def test_a_sweep_that_never_leaves_the_latency_bound_sizes_measures_no_bandwidth() -> None:
+    # p2p at 1..64 KiB on t = 300 us + bytes / 1 GB/s: 64 KiB takes 365.5 us, 1.21x the
+    # 1 KiB message's 301.0 us, under the 2x at which the transfer outlasts the latency:
+    # the latency is measured (each time less its bytes at the default 1 GB/s: 300 us),
+    # the bandwidth is the default's
+    pts = [(float(n), 300e-6 + n / 1e9) for n in (1 << k for k in range(10, 17))]
+    notes: list[str] = []
+    links, raw = links_from_points({("intra_node", "p2p"): (pts, "measured, gloo, 2 ranks")},
+                                   default_links(CPU, "cpu"), notes)
+    assert links.intra_node.p2p.latency_s == pytest.approx(300e-6)
+    assert links.intra_node.p2p.bytes_per_s == 1e9
+    assert notes[0] == (
+        "warning: intra-node p2p (measured, gloo, 2 ranks, 1.00 KiB..64.00 KiB): bandwidth "
+        "unresolved: its largest message took 1.21x the smallest's time, under the 2x at "
+        "which a transfer outlasts the latency: the sweep never left the latency-bound sizes, "
+        "so no bandwidth shows; its latency is taken as measured, its bandwidth the default's "
+        "(1 GB/s); raise --max-bytes (the default: 64M on CPU, 256M on GPU) to measure it")
+    assert raw["intra_node.p2p"]["source"] == ("measured, gloo, 2 ranks: latency only, "
+                                               "bandwidth unresolved (default)")
+    assert raw["intra_node.p2p"]["points"] == 7 and "1.21x" in raw["intra_node.p2p"]["unresolved"]
+    assert not any(n.startswith("intra-node p2p link NOT measured") for n in notes)
+    # an all-to-all has no default: it is left out
+    links, _ = links_from_points({("intra_node", "alltoall"): (pts, "measured, gloo, 2 ranks")},
+                                 default_links(CPU, "cpu"), notes)
+    assert links.intra_node.all_to_all is None
+    assert any(n.startswith("warning: intra-node alltoall") and "not written (no default)" in n
+               for n in notes)
+
+
+def test_unresolved_needs_three_sizes_and_a_doubled_time() -> None:
+    from pptune.probe.fit import unresolved
+
+    assert unresolved([(1024.0, 1e-3)]) == (
+        "1 message size(s); a latency-and-bandwidth fit needs at least 3")
+    # 1 KiB, 4 KiB, 16 KiB at 100 us + bytes / 10 MB/s: 102.4 us .. 1738.4 us, 17x
+    assert unresolved([(float(n), 100e-6 + n / 1e7) for n in (1024, 4096, 16384)]) is None

@@ -249,3 +249,20 @@ def test_bench_ranking_helpers() -> None:
     r = ranking_pairs(rows)
     assert (r["pairs_compared"], r["pairs_agreeing"], r["matches"]) == (2, 0, False)
     assert r["disagreements"] == ["a vs c", "b vs c"]
+
+
+def test_an_ops_row_leaves_out_the_runtimes_work_between_the_calls() -> None:
+    # gpipe pp=2 m=4 over free links: an idle step is 0 s, and the busiest rank runs 8
+    # actions, so a 0.8 s tiny step is 0.1 s an action, added to every simulated op;
+    # B of stage 0 (two layers of 1.5 + 0.5) is 4 s in its row, as without it
+    pred = compare.predict(profile(), spec("gpipe"), tiny_step_s=0.8)
+    assert pred.per_action_s == pytest.approx(0.1)
+    b0 = [e.end_s - e.start_s for e in pred.result.events
+          if str(getattr(e.op.kind, "value", e.op.kind)) == "B" and e.op.stage == 0]
+    assert b0 == pytest.approx([4.1] * 4)
+    ms = 1_000_000_000
+    ranks = [RankStep(0, 0, 40 * ms, (OpStamp("B", 0, 0, 30 * ms, 34 * ms),)),
+             RankStep(1, 0, 40 * ms, (OpStamp("B", 0, 1, 5 * ms, 9 * ms),))]
+    doc = compare.comparison(spec("gpipe"), pred, summarize([ranks], p=2))
+    ops = {(r["kind"], r["stage"]): r for r in doc["ops"]}
+    assert ops[("B", 0)]["predicted_s"] == pytest.approx(4.0)

@@ -54,6 +54,8 @@ class JobLog:
     world_size: int | None = None  # the GPUs the job ran on, where the log states them
     world_what: str = ""  # the line that states them ("torchtitan's device-mesh line")
     device: str | None = None  # the GPU's name as the log prints it ("NVIDIA H200")
+    # no iteration lines: the lines expected and what the log has instead (one clause)
+    missing: str = ""
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,8 @@ def parse_json(text: str, name: str) -> Any:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BadInput(
-            f"{name} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+            f"{name} is not valid JSON: {exc.msg.removesuffix(' at')} at line {exc.lineno} "
+            f"column {exc.colno}"
         ) from None
     except RecursionError:
         raise Refused(_too_deep(name)) from None

@@ -40,6 +40,9 @@ TITLE = "DeepSpeed"
 PIPE = re.compile(r"\bsteps:\s*(\d+)\b.*?iter time \(s\):\s*([\d.eE+-]+)")
 TIMER = re.compile(r"global_step=(\d+),.*?CurrSamplesPerSec=([\d.eE+-]+)")
 MAX_ALLOCATED = re.compile(r"MaxMemAllocated=([\d.]+)GB")
+# the Hugging Face Trainer's summary dict and tqdm bar (seconds per iteration)
+HF_SUMMARY = re.compile(r"'train_samples_per_second':\s*([\d.]+)")
+HF_BAR = re.compile(r"\[[\d:]+<[\d:?]+,\s*([\d.]+)s/it\]")
 
 
 def detect(text: str) -> bool:
@@ -73,4 +76,24 @@ def read(text: str) -> JobLog:
                        "iteration, the whole step), not DeepSpeed's throughput timer",),
                       megatron.world_size, megatron.world_what)
     steps = pipe or timer  # the engine's own step time when it printed one
-    return JobLog("deepspeed", TITLE, tuple(steps[i] for i in sorted(steps)), peak, what)
+    return JobLog("deepspeed", TITLE, tuple(steps[i] for i in sorted(steps)), peak, what,
+                  missing="" if steps else _missing(text))
+
+
+def _missing(text: str) -> str:
+    """The lines expected, and the Hugging Face Trainer's where the log has only those
+    (a Trainer run with a DeepSpeed config prints its own progress and summary)."""
+    expected = ("expected the pipeline engine's 'steps: N loss: ... iter time (s): ...' or "
+                "the throughput timer's 'global_step=N, ... CurrSamplesPerSec=...' lines")
+    summary = HF_SUMMARY.findall(text)
+    bar = HF_BAR.findall(text)
+    if not summary and not bar:
+        return expected
+    found = []
+    if summary:
+        found.append(f"train_samples_per_second {number(summary[-1]):g} (the whole run's "
+                     "average, start-up included)")
+    if bar:
+        found.append(f"a progress bar at {number(bar[-1]):g} s/it (its last)")
+    return (f"{expected}; it has the Hugging Face Trainer's lines only: {' and '.join(found)}, "
+            "which give no steady step: pass the seconds per optimizer step as --step-s")
