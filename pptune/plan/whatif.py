@@ -64,7 +64,8 @@ def parse_schedule(name: str) -> Schedule:
 def run(spec: SimSpec) -> SimRun:
     schedule = parse_schedule(spec.schedule)
     p, m = spec.pp, spec.microbatches
-    v = spec.virtual_stages or (2 if schedule is Schedule.INTERLEAVED else 1)
+    v = spec.virtual_stages if spec.virtual_stages is not None else (
+        2 if schedule is Schedule.INTERLEAVED else 1)
     if chunks_per_device(schedule, 1) == 2 and v == 1:  # zbv and the DualPipes: always 2
         v = 2
     problems = limits.problems(
