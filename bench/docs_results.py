@@ -244,7 +244,7 @@ def published_section(doc: dict[str, Any]) -> list[str]:
         "",
         *_published_reading(doc),
         "",
-        *_analysis(doc, "2026-12-04", [*_published_static(doc), "", *_published_misses(doc)]),
+        *_analysis(doc, "2026-12-05", [*_published_static(doc), "", *_published_misses(doc)]),
         "",
     ]
 
@@ -602,7 +602,7 @@ def accuracy_page(results: Path = RESULTS) -> str:
     modern = load("published_modern.json", results)
     lines += modern_section(modern, load("published.json", results),
                             load("published_gemm.json", results),
-                            _analysis(modern, "2026-12-04", movement(modern)) if modern else [])
+                            _analysis(modern, "2026-12-05", movement(modern)) if modern else [])
     holdout = load("published_holdout.json", results)
     lines += holdout_section(holdout)
     lines += moe_layer_lines(load("published_moe.json", results), holdout)
@@ -680,7 +680,7 @@ def benchmarks_page(results: Path = RESULTS) -> str:
                   f"| {r['microbatches']} | {r['pptune_step_s']:.3f} s "
                   f"| {r['ratio_vs_megatron_even']:.3f} | {r['ratio_vs_deepspeed_parameters']:.3f} |"
                   for r in base["results"]]
-        lines += ["", *_analysis(base, "2026-12-03", [
+        lines += ["", *_analysis(base, "2026-12-05", [
             "Parameter counts track compute closely for these models, so pptune's gain over "
             "DeepSpeed's parameter-balanced split is small (the embedding has parameters but "
             "almost no compute, the LM head both); Megatron-LM's even block split ignores that "
@@ -713,7 +713,7 @@ def benchmarks_page(results: Path = RESULTS) -> str:
                       f"| {r['load_average']:.2f} | "
                       + (f"{r['reference_loop_s']:.3f} s |" if "reference_loop_s" in r
                          else "- |") for r in speed["cli"]]
-        lines += ["", *_analysis(speed, "2026-12-04", _speed_reading(speed)), ""]
+        lines += ["", *_analysis(speed, "2026-12-05", _speed_reading(speed)), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
