@@ -120,7 +120,7 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitte
         raise BadInput(f"--plan {rank} is not among the {len(plans)} ranked plans")
     check_moments(fw, _moments(run))
     plan, notes = _stateable_layout(adapter, run, plans[rank - 1], rank)
-    stated = _or_faster_stateable(adapter, job_of(run, plan), plan, rank)
+    stated = _or_faster_stateable(adapter, run, plan, rank)
     chosen, notes = stated.plan, [*notes, *stated.notes]
     if adapter.states_node_shape:
         where = placed(stated.job, chosen)
@@ -141,18 +141,22 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitte
 
 
 # substitutions that cost more than this are checked against the fastest plans the
-# framework's files state on the same GPUs and costs
+# framework's files state on the same GPUs (the plan's cost key and the search's others)
 SLACK = 1.03
 # how many of those are tried: the search's split need not be one the files can place
 # (DeepSpeed's partition_method), so the next fastest may state better
 TRIED = 4
 
 
-def _or_faster_stateable(adapter: Adapter, job: Job, plan: Plan, rank: int) -> Stated:
+def _or_faster_stateable(adapter: Adapter, run: RecommendRun, plan: Plan, rank: int
+                         ) -> Stated:
     """The plan as the framework's files state it (``express``) or, where its
     substitutions cost more than ``SLACK``, the fastest of the ``TRIED`` fastest plans its
-    files state on the same GPUs, priced as they run (stateable_fastest), expressed the
-    same way, when that runs over 1% faster."""
+    files state on the same GPUs, expressed the same way, when that runs over 1% faster:
+    on the plan's cost key, searched priced as the files run (stateable_fastest), and on
+    the search's other keys the files state (another tp, cp or ep may suit the framework's
+    substitutions better), each priced as the files run when expressed."""
+    job = job_of(run, plan)
     stated = adapter.express(job, plan, rank)
     if stated.exact or stated.plan.step_time_s <= SLACK * plan.step_time_s:
         return stated
@@ -168,6 +172,17 @@ def _or_faster_stateable(adapter: Adapter, job: Job, plan: Plan, rank: int) -> S
             tried.append((best, adapter.express(job, best, rank)))
         except BadInput:
             continue
+    seq = run.table.seq_len
+    keys = tuple(k for k in run.plan_request.keys()
+                 if k != plan.key and adapter.cannot_state(k, seq) is None)
+    if keys:
+        within = adapter.stateable(run.plan_request, ran.model, ran.shape)
+        for best in search(run.table_for, replace(within, cost_keys=keys, tp=keys[0].tp,
+                                                  top=TRIED, with_best_pp1=False)).plans:
+            try:
+                tried.append((best, adapter.express(job_of(run, best), best, rank)))
+            except BadInput:
+                continue
     if not tried:
         return stated
     best, second = min(tried, key=lambda t: t[1].plan.step_time_s)
@@ -176,8 +191,10 @@ def _or_faster_stateable(adapter: Adapter, job: Job, plan: Plan, rank: int) -> S
     v = f" v={best.virtual_stages}" if best.virtual_stages > 1 else ""
     why = (f"those substitutions make plan {rank} "
            f"{stated.plan.step_time_s / plan.step_time_s:.3f}x slower; the fastest plan a "
-           f"{adapter.title} file states on the same GPUs and costs is written instead: "
-           f"pp={best.pp} dp={best.dp} {best.schedule.value}{v}, {best.num_microbatches} x "
+           f"{adapter.title} file states on the same GPUs is written instead: "
+           f"pp={best.pp} dp={best.dp}"
+           + (f" ({best.key})" if best.key != plan.key else "")
+           + f" {best.schedule.value}{v}, {best.num_microbatches} x "
            f"{best.micro_batch_size}, {best.sharding.value}/{best.recompute.value}, "
            f"predicted step {fmt_seconds(second.plan.step_time_s)} "
            f"({second.plan.step_time_s / plan.step_time_s:.3f}x)")

@@ -261,3 +261,49 @@ def test_torchtitan_selective_ac_option_zero_checkpoints_every_block(tmp_path: P
         docs.append(doc)
     assert docs[0]["config"]["recompute_every"] == docs[1]["config"]["recompute_every"] == 1
     assert docs[0]["derived"]["step_time_s"] == docs[1]["derived"]["step_time_s"]
+
+
+MOE_TITAN = """[model]
+name = "deepseek_v3"
+flavor = "671B"
+
+[training]
+local_batch_size = 64
+seq_len = 4096
+
+[activation_checkpoint]
+mode = "{mode}"
+
+[parallelism]
+data_parallel_shard_degree = 32
+expert_parallel_degree = 32
+pipeline_parallel_degree = 8
+pipeline_parallel_schedule = "DualPipeV"
+pipeline_parallel_microbatch_size = 1
+{overlap}"""
+
+
+def test_torchtitan_dualpipev_overlaps_the_experts_all_to_all_unless_told(
+        tmp_path: Path) -> None:
+    """torchtitan's DualPipeV with experts overlaps their all-to-all in its F&B pairs
+    (pipeline_parallel_expert_parallel_overlap, default true) and raises with activation
+    checkpointing (dual_pipe_v.py get_dual_pipe_v_flag); read as pptune's a2a overlap, an
+    overlapped file steps faster than the same file with it off."""
+    flags = ("--gpus", "256", "--gpu", "h100-sxm", "--no-compare")
+    docs = {}
+    for name, overlap in (("on", ""), ("off", "pipeline_parallel_expert_parallel_overlap = false")):
+        code, found, doc = check_file(tmp_path / f"{name}.toml",
+                                      MOE_TITAN.format(mode="none", overlap=overlap), *flags)
+        assert "torchtitan-dualpipev-ac" not in found, doc["findings"]
+        docs[name] = doc
+    assert docs["on"]["config"]["a2a_overlap"] is True
+    assert docs["off"]["config"]["a2a_overlap"] is False
+    assert docs["on"]["derived"]["step_time_s"] < docs["off"]["derived"]["step_time_s"]
+    code, found, _ = check_file(tmp_path / "ac.toml", MOE_TITAN.format(mode="full", overlap=""),
+                                *flags)
+    assert found["torchtitan-dualpipev-ac"] == "error" and code == 1
+    code, found, _ = check_file(
+        tmp_path / "ac-off.toml",
+        MOE_TITAN.format(mode="full", overlap="pipeline_parallel_expert_parallel_overlap = false"),
+        *flags)
+    assert "torchtitan-dualpipev-ac" not in found

@@ -367,9 +367,13 @@ def test_deepspeed_file_states_the_model_sequence_and_gpu_it_was_planned_for(
     out = emit("deepspeed", run)
     write(out, tmp_path)
     stated = json.loads((tmp_path / "ds_config.json").read_text())["pptune"]
-    # the plan runs no pipeline and recomputes every block: the model code's checkpointing
-    assert stated == {"attention": "flash", "model": "llama3-8b", "seq_len": 32768,
-                      "recompute": "full", "gpu": "h100-sxm", "gpus_per_node": 8}
+    # what DeepSpeed's keys leave out; a pp = 1 plan's full recomputation (the model
+    # code's checkpointing) is stated there too (the plan written here runs AutoTP,
+    # tp 4, and recomputes nothing: the search over every tp finds it faster)
+    assert {k: v for k, v in stated.items() if k != "recompute"} == {
+        "attention": "flash", "model": "llama3-8b", "seq_len": 32768, "gpu": "h100-sxm",
+        "gpus_per_node": 8}
+    assert stated.get("recompute", "none") == out.plan.recompute.value
     doc = check_json(tmp_path / "ds_config.json", "--gpus", "64")
     assert doc["exit_code"] == 0 and doc["warnings"] == 0, doc["findings"]
     assert doc["config"]["seq_len"] == 32768 and doc["config"]["gpu"] == "h100-sxm"

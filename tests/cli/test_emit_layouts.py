@@ -206,7 +206,9 @@ def test_torchtitan_plans_deepseek_v3_without_its_mtp_layer(tmp_path: Path) -> N
     doc = json.loads(r.stdout)
     same_prediction(out, doc)
     assert doc["warnings"] == 0
-    assert doc["derived"]["slowdown_vs_best"] == pytest.approx(1.0, abs=1e-9)
+    # the file's plan is one a torchtitan file states, searched over every key; a split
+    # of the same plan refined on the as-run costs may be a hair faster
+    assert 1.0 <= doc["derived"]["slowdown_vs_best"] <= 1.005
 
 
 def test_a_file_with_counts_per_stage_is_compared_with_fitted_counts(tmp_path: Path) -> None:

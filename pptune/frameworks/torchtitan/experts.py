@@ -122,3 +122,22 @@ def check_backend(ctx: Ctx, fields: dict[str, Any]) -> None:
                    "expert_parallel_comm_backend deepep with expert_tensor_parallel_degree "
                    f"{fields['etp']}: torchtitan raises 'DeepEP with Expert Tensor Parallelism "
                    f"(ETP) is not supported yet' {cite}; set it to 1")
+
+
+def read_dualpipev_overlap(ctx: Ctx, par: Table, fields: dict[str, Any], ac: Table) -> None:
+    """DualPipeV with experts overlaps their all-to-all in its F&B pairs unless
+    ``pipeline_parallel_expert_parallel_overlap`` is false (default true), and refuses
+    that with activation checkpointing (torchtitan distributed/dual_pipe_v.py
+    ``get_dual_pipe_v_flag``'s NotImplementedError)."""
+    if (fields.get("schedule") != "dualpipev" or (fields.get("pp") or 1) == 1
+            or (fields.get("ep") or 1) == 1):
+        return
+    overlap = par.flag("pipeline_parallel_expert_parallel_overlap", True)
+    fields["a2a_overlap"] = overlap
+    if overlap and ac.text("mode", "selective") != "none":
+        ctx.refuse("torchtitan-dualpipev-ac",
+                   "DualPipeV with expert parallelism and activation checkpointing: torchtitan "
+                   "raises 'Expert Parallel with DualPipeV and Activation Checkpointing cannot "
+                   "be used together' (distributed/dual_pipe_v.py get_dual_pipe_v_flag); set "
+                   "[activation_checkpoint] mode = \"none\" or "
+                   "pipeline_parallel_expert_parallel_overlap = false")

@@ -42,7 +42,7 @@ from pptune.costmodel.schedules import SPLIT_BACKWARD, Schedule
 from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build, show, whole
 from pptune.frameworks.torchtitan.cp_fp8 import TABLES as CP_FP8_TABLES
 from pptune.frameworks.torchtitan.cp_fp8 import read_cp_fp8
-from pptune.frameworks.torchtitan.experts import read_experts
+from pptune.frameworks.torchtitan.experts import read_dualpipev_overlap, read_experts
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN, reads_toml
 from pptune.frameworks.torchtitan.stages import default_split, schedule
 from pptune.frameworks.torchtitan.table import Table
@@ -149,6 +149,7 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     fields["swiglu"] = _swiglu(ctx, data, train)
     fields["recompute"], fields["recompute_every"] = _recompute(
         ctx, Table(ctx, "activation_checkpoint", data))
+    read_dualpipev_overlap(ctx, par, fields, Table(ctx, "activation_checkpoint", data))
     if Table(ctx, "activation_checkpoint", data).text("mode", None) == "memory_budget":
         fields["memory_budget_ac"] = True
         if not _compiled(ctx, data, train, "model"):
