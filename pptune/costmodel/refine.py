@@ -19,7 +19,10 @@ with several chunks per device (interleaved-1f1b, zbv) only that exact
 search runs, over all ``pp * v`` stages (the search runs that one even for
 plans outside its top, ``always_refined``). It runs for ``pp <= MAX_REFINE_PP``
 and ``m <= REFINE_MAX_M_PER_PP * pp``: beyond that the min-max split is
-already within the planner's tolerance and each simulation costs more.
+already within the planner's tolerance and each simulation costs more. Where
+it does not run and a device holds several chunks, the split balanced over
+devices rather than chunks (``balanced_splits``: no simulation in the walk) is
+simulated instead, up to ``BALANCED_TRIES`` of them until one fits.
 """
 
 from __future__ import annotations
@@ -130,21 +133,15 @@ def device_loads(layer_s: Sequence[float], split: Sequence[int], schedule: Sched
     return [round(x, 12) for x in loads]
 
 
-def device_balanced(layer_s: Sequence[float], split: Sequence[int], schedule: Schedule,
-                    pp: int) -> tuple[int, ...]:
-    """The split with the busiest devices' loads lowest (compared busiest first), reached
+def balanced_splits(layer_s: Sequence[float], split: Sequence[int], schedule: Schedule,
+                    pp: int) -> list[tuple[int, ...]]:
+    """Splits whose busiest devices' loads are lowest (compared busiest first), reached
     from ``split`` by moving one layer at a time from a chunk to another (the chunks in
     between shift along): with several chunks a device the steady state runs at the pace
     of the device with most work, which the min-max split over chunks does not balance.
-    ``split`` itself with one chunk a device, where the two are the same."""
-    return balanced_splits(layer_s, split, schedule, pp)[0]
-
-
-def balanced_splits(layer_s: Sequence[float], split: Sequence[int], schedule: Schedule,
-                    pp: int) -> list[tuple[int, ...]]:
-    """``device_balanced``'s split first, then the others as balanced on its last move
-    and the splits its descent passed, most balanced first (a memory limit may refuse
-    the first); ``[split]`` when nothing balances better."""
+    The most balanced first, then the others as balanced on its last move and the splits
+    its descent passed (a memory limit may refuse the first); ``[split]`` with one chunk a
+    device, where the two balances are the same, or when nothing balances better."""
     if len(split) <= pp and schedule is not Schedule.DUALPIPE:
         return [tuple(split)]
     k = len(split)

@@ -1,4 +1,4 @@
-"""A split balanced over devices, not chunks (refine.device_balanced).
+"""A split balanced over devices, not chunks (refine.balanced_splits).
 
 With several chunks a device (interleaved-1f1b, zbv, the DualPipes) the steady state
 runs at the pace of the device with the most work, the sum of its chunks; the
@@ -8,8 +8,13 @@ costs summed per device, derived by hand.
 
 from __future__ import annotations
 
-from pptune.costmodel.refine import device_balanced, device_loads
+from pptune.costmodel.refine import balanced_splits, device_loads
 from pptune.costmodel.schedules import Schedule
+
+
+def device_balanced(cost: list[float], split: tuple[int, ...], schedule: Schedule,
+                    pp: int) -> tuple[int, ...]:
+    return balanced_splits(cost, split, schedule, pp)[0]
 
 
 def test_loads_follow_each_schedules_chunk_placement() -> None:
