@@ -481,3 +481,17 @@ def test_deepspeed_says_how_to_rank_plans_as_it_runs_tensor_parallelism() -> Non
     off = emit("deepspeed", recommend(RecommendSpec.of(gpus=16, model="llama3-8b", tp=[2],
                                                        sequence_parallel=False, top=1)))
     assert not any(hint in n for n in off.notes)
+
+
+def test_megatron_states_one_recomputed_block_count_for_every_stage() -> None:
+    """--recompute-method block with --recompute-num-layers N recomputes N blocks on every
+    stage: the plans a Megatron-LM script states (what check-config compares a script
+    with, and what emit searches when its substitutions cost much) carry no counts fitted
+    per stage, which no script could state."""
+    from pptune.frameworks.megatron.closest import stateable_request
+
+    run = recommend(RecommendSpec.of(gpus=32, model="llama3-70b", gpu="h100-sxm", top=1))
+    assert run.plan_request.stage_recompute
+    req = stateable_request(run.plan_request, "llama3-70b")
+    assert not req.stage_recompute
+    assert {s.value for s in req.schedules} <= {"1f1b", "interleaved-1f1b"}
