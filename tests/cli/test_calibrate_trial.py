@@ -92,12 +92,17 @@ def test_check_config_refuses_the_gpu_or_model_beside_a_calibrated_profile(
         cli("check-config", MEGATRON, "--profile", calibrated, "--model", "llama3-8b"))
 
 
-def test_check_config_refuses_a_measured_profile_of_another_model(
-        tmp_path: Path, cli: Cli, error_line: ErrorLine) -> None:
+def _other_model_profile(path: Path) -> Path:
+    """The two-layer test profile as another model's (hidden 256, 2 blocks), at ``path``."""
     prof = two_layer_profile().model_copy(deep=True)
     prof.model.hidden_size, prof.model.num_blocks = 256, 2
-    path = tmp_path / "probe.json"
     path.write_text(prof.model_dump_json())
+    return path
+
+
+def test_check_config_refuses_a_measured_profile_of_another_model(
+        tmp_path: Path, cli: Cli, error_line: ErrorLine) -> None:
+    path = _other_model_profile(tmp_path / "probe.json")
     line = error_line(cli("check-config", MEGATRON, "--profile", path, "--no-compare"))
     assert (f"--profile {path} holds the costs of gpt-small (layers 2, hidden 256, sequence 8), "
             "but the config trains llama3-8b (32 layers, hidden 4096, 32 heads, sequence "
@@ -161,10 +166,7 @@ def test_a_file_that_is_not_a_result_names_what_it_lacks(tmp_path: Path, cli: Cl
 
 def test_a_result_of_another_model_is_refused_and_one_given_twice_counts_once(
         tmp_path: Path, cli: Cli, error_line: ErrorLine) -> None:
-    prof = two_layer_profile().model_copy(deep=True)
-    prof.model.hidden_size, prof.model.num_blocks = 256, 2
-    base = tmp_path / "p.json"
-    base.write_text(prof.model_dump_json())
+    base = _other_model_profile(tmp_path / "p.json")
     out = tmp_path / "cal.json"
     doc = _validate_doc("gpipe", [2], {"F0": 0.004, "B0": 0.006}, 2)
     # two layers too, but hidden 128: another model
