@@ -80,6 +80,9 @@ class PlanRequest:
     # full recomputation searched per stage too when no recomputation is searched as
     # well (a mix of both): the memory-bound stages recompute (stage_recompute.py)
     stage_recompute: bool = True
+    # the per-stage counts as one count N for every model chunk (its first N blocks, as
+    # Megatron-LM's --recompute-method block --recompute-num-layers N states it)
+    uniform_recompute: bool = False
     # the per-layer splits and precisions to search, one cost table each (keys.py);
     # None: the one key of ``tp`` in BF16
     cost_keys: Sequence[CostKey] | None = None

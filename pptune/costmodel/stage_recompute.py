@@ -127,6 +127,8 @@ def fitted_counts(table: CostTable, req: PlanRequest, spec: PlanSpec) -> list[in
                                 spec.combined)
         return [b + a for b, a in zip(base, held, strict=True)]
 
+    if req.uniform_recompute:
+        return _uniform(cap, blocks, peaks)
     counts = [0] * len(split)
     for _ in range(sum(blocks) + 1):
         over = [(d, peak - cap) for d, peak in enumerate(peaks(counts)) if peak > cap]
@@ -138,6 +140,29 @@ def fitted_counts(table: CostTable, req: PlanRequest, spec: PlanSpec) -> list[in
         return None
     _trim(cap, chunks, counts, peaks)
     return None if counts == blocks else counts
+
+
+def _uniform(cap: float, blocks: list[int], peaks: Callable[[list[int]], list[float]]
+             ) -> list[int] | None:
+    """The first N blocks of every chunk (fewer where a chunk has fewer), the least N
+    with which every rank fits; None where that recomputes every block or none fits.
+    A rank's peak does not grow with N, so N is bisected."""
+    def counts(n: int) -> list[int]:
+        return [min(n, b) for b in blocks]
+
+    def fit(n: int) -> bool:
+        return all(peak <= cap for peak in peaks(counts(n)))
+
+    low, high = 0, max(blocks, default=0)
+    if not fit(high):
+        return None
+    while low < high:
+        mid = (low + high) // 2
+        if fit(mid):
+            high = mid
+        else:
+            low = mid + 1
+    return None if counts(low) == blocks else counts(low)
 
 
 @dataclass(frozen=True)

@@ -484,14 +484,26 @@ def test_deepspeed_says_how_to_rank_plans_as_it_runs_tensor_parallelism() -> Non
 
 
 def test_megatron_states_one_recomputed_block_count_for_every_stage() -> None:
-    """--recompute-method block with --recompute-num-layers N recomputes N blocks on every
-    stage: the plans a Megatron-LM script states (what check-config compares a script
-    with, and what emit searches when its substitutions cost much) carry no counts fitted
-    per stage, which no script could state."""
+    """--recompute-method block with --recompute-num-layers N recomputes the first N
+    blocks of every stage: the plans a Megatron-LM script states (what check-config
+    compares a script with, and what emit searches when its substitutions cost much)
+    carry one count for every stage, never counts fitted stage by stage."""
+    from dataclasses import replace
+
+    from pptune.costmodel.search import search
+    from pptune.costmodel.stage_recompute import stage_blocks
     from pptune.frameworks.megatron.closest import stateable_request
 
-    run = recommend(RecommendSpec.of(gpus=32, model="llama3-70b", gpu="h100-sxm", top=1))
-    assert run.plan_request.stage_recompute
+    run = recommend(RecommendSpec.of(gpus=64, model="llama3-70b", gpu="h100-sxm",
+                                     seq_len=32768, top=1))
+    assert run.plan_request.stage_recompute and not run.plan_request.uniform_recompute
     req = stateable_request(run.plan_request, "llama3-70b")
-    assert not req.stage_recompute
+    assert req.uniform_recompute
     assert {s.value for s in req.schedules} <= {"1f1b", "interleaved-1f1b"}
+    counted = [p for p in search(run.costs.table_for, replace(req, top=5)).plans
+               if p.recompute_layers is not None]
+    assert counted  # at 32k tokens some stage must recompute, and not all of them all
+    for plan in counted:
+        n = max(plan.recompute_layers)
+        blocks = stage_blocks(list(run.table_for(plan.key).names), plan.stage_layers)
+        assert plan.recompute_layers == tuple(min(n, b) for b in blocks)

@@ -92,6 +92,25 @@ def test_only_the_memory_bound_stages_recompute() -> None:
     assert fitted_counts(_table(300.0), REQ, spec) is None
 
 
+def test_one_count_for_every_stage_is_the_least_that_fits_the_busiest() -> None:
+    # Megatron-LM's block method: the first N blocks of every stage, one N. 12 blocks as
+    # (4, 3, 3, 4): embedding + 3 blocks, 3, 3, 3 blocks + head. Memory 1,000 bytes:
+    #   rank 0: 72 + 5 + 4 x (400 - 95 r) -> r = 2: 917 (r = 1: 1,297)
+    #   rank 1: 54 + 10 + 3 x 300 = 964 fits without; ranks 2, 3 likewise
+    # per stage (2, 0, 0, 0); one count for all: N = 2, three stages recompute 2 of 3
+    table = _table(1000.0, n_blocks=12)
+    split = (4, 3, 3, 4)
+    spec = _full(table, split).spec  # type: ignore[attr-defined]
+    assert fitted_counts(table, REQ, spec) == [2, 0, 0, 0]
+    uniform = replace(REQ, uniform_recompute=True)
+    assert fitted_counts(table, uniform, spec) == [2, 2, 2, 2]
+    plan, _ = fit_stage_recompute(table, uniform, _full(table, split))  # type: ignore[arg-type]
+    assert plan.recompute_layers == (2, 2, 2, 2)
+    assert plan.peak_memory_bytes[0] == 917.0
+    # where rank 0 needs all three, one count for all is full recomputation: none
+    assert fitted_counts(_table(900.0, n_blocks=12), uniform, spec) is None
+
+
 def test_no_stage_needs_it_and_none_fits_either() -> None:
     table = _table(1e9)
     plan, _ = fit_stage_recompute(table, REQ, _full(table))  # type: ignore[arg-type]

@@ -53,8 +53,9 @@ def stateable_request(req: PlanRequest, model: str | None) -> PlanRequest:
     """The search over what a Megatron-LM script states: the distributed optimizer or
     none, 1F1B and interleaved 1F1B, recomputation of whole blocks or of modules (no
     every-Nth-block selective recomputation: full recomputation instead, as
-    ``closest_plan`` substitutes it), and no block counts fitted per stage (its
-    ``--recompute-num-layers`` is one count for every stage)."""
+    ``closest_plan`` substitutes it), and recomputed-block counts as one count for
+    every stage (``--recompute-method block --recompute-num-layers N``), not one a
+    stage."""
     del model  # every model's layers can be pipelined
     shardings = keep(req.shardings, STATEABLE)
     if req.moment_bytes != FP32_MOMENT_BYTES:  # the precision-aware optimizer (widths.py)
@@ -62,7 +63,7 @@ def stateable_request(req: PlanRequest, model: str | None) -> PlanRequest:
     recomputes = tuple(dict.fromkeys(Recompute.FULL if r is Recompute.SELECTIVE else r
                                      for r in req.recomputes))
     return replace(req, shardings=shardings, schedules=keep(req.schedules, RUNS),
-                   recomputes=recomputes, stage_recompute=False)
+                   recomputes=recomputes, stage_recompute=True, uniform_recompute=True)
 
 
 def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
