@@ -57,6 +57,8 @@ def validate_args(a: dict[str, Any]) -> dict[str, Any]:
     assert world % total == 0, (
         f"world size ({world}) is not divisible by total_model_size ({total=})")
     dp = world // total
+    # "Check required arguments." (the harness defaults the model's other ones)
+    assert a["max_position"] is not None, "max_position_embeddings argument is None"
     vpp_flags = [a["layers_per_virtual"], a["virtual_per_rank"], a["layout"]]
     assert sum(x is not None for x in vpp_flags) <= 1, (
         "No more than one of the following arguments can be set at the same time: "

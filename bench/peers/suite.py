@@ -66,7 +66,7 @@ DEEPSPEED: dict[str, tuple[dict, int, int]] = {  # name: (config, gpus, pp)
 
 MEGATRON_BASE = ("--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --ffn-hidden-size "
                  "14336 --group-query-attention --num-query-groups 8 --swiglu --seq-length 8192 "
-                 "--micro-batch-size 1 --bf16")
+                 "--micro-batch-size 1 --bf16 --max-position-embeddings 8192")
 MEGATRON: dict[str, tuple[str, int]] = {  # name: (extra flags, gpus)
     "mg-even": ("--pipeline-model-parallel-size 4 --global-batch-size 64", 8),
     "mg-uneven": ("--pipeline-model-parallel-size 4 --global-batch-size 64 "
@@ -249,6 +249,9 @@ MEGATRON_MOE_RAW: dict[str, tuple[str, int]] = {  # without the MoE base's bias 
         "--recompute-modules moe_act --global-batch-size 64", 8),
     "mg-dense-ep": (MEGATRON_BASE + " --pipeline-model-parallel-size 4 "
                     "--expert-model-parallel-size 2 --global-batch-size 64", 8),
+    # validate_args' required arguments
+    "mg-max-position-missing": (MEGATRON_BASE.replace(" --max-position-embeddings 8192", "")
+                                + " --pipeline-model-parallel-size 4 --global-batch-size 64", 8),
 }
 
 TITAN = """[model]

@@ -30,6 +30,7 @@ RECIPE = (
     "  --context-parallel-size {cp} {cp_flags} \\\n"
     "  --num-layers 32 --hidden-size 4096 --num-attention-heads 32 --ffn-hidden-size 14336 \\\n"
     "  --group-query-attention --num-query-groups 8 --swiglu --seq-length {seq} \\\n"
+    "  --max-position-embeddings {seq} \\\n"
     "  --micro-batch-size 1 --global-batch-size 128 --bf16 --use-distributed-optimizer \\\n"
     "  {fp8}\n"
 )

@@ -113,7 +113,7 @@ def test_deepspeed_uniform_split_is_what_check_config_predicts(tmp_path: Path) -
 # --- Megatron-LM core_r0.16 / megatron-core 0.16.1 --------------------------------
 
 MEGATRON = ("torchrun --nproc_per_node {gpus} pretrain_gpt.py --num-layers {layers} "
-            "--hidden-size 4096 --num-attention-heads 32 --seq-length 4096 "
+            "--hidden-size 4096 --num-attention-heads 32 --seq-length 4096 --max-position-embeddings 4096 "
             "--pipeline-model-parallel-size {pp} --micro-batch-size 1 {extra}\n")
 
 

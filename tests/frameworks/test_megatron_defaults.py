@@ -12,7 +12,8 @@ SCRIPT = (
     "torchrun --nnodes 1 --nproc_per_node 8 pretrain_gpt.py \\\n"
     "  --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 \\\n"
     "  --num-layers 32 --hidden-size 4096 --num-attention-heads 32 {ffn} \\\n"
-    "  --seq-length 2048 --micro-batch-size 1 --global-batch-size 64 --bf16 \\\n"
+    "  --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 \\\n"
+    "  --global-batch-size 64 --bf16 \\\n"
     "  --use-distributed-optimizer {mlp}\n"
 )
 
@@ -40,6 +41,7 @@ LLAMA = (
     "  --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 \\\n"
     "  --num-layers 32 --hidden-size 4096 --num-attention-heads 32 --ffn-hidden-size 14336 \\\n"
     "  --group-query-attention --num-query-groups 8 --swiglu --seq-length 8192 \\\n"
+    "  --max-position-embeddings 8192 \\\n"
     "  --micro-batch-size 1 --global-batch-size 64 --bf16 --use-distributed-optimizer \\\n"
     "  --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 {drop}\n"
 )

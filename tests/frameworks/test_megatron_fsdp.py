@@ -16,6 +16,7 @@ SCRIPT = (
     "  --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 \\\n"
     "  --num-layers 32 --hidden-size 4096 --num-attention-heads 32 --ffn-hidden-size 14336 \\\n"
     "  --group-query-attention --num-query-groups 8 --swiglu --seq-length 8192 \\\n"
+    "  --max-position-embeddings 8192 \\\n"
     "  --micro-batch-size 1 --global-batch-size 64 --bf16 {flags}\n"
 )
 

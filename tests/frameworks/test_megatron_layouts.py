@@ -17,7 +17,7 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "configs"
 # a prediction is not a framework rule (as bench/peers counts them)
 PREDICTIONS = {"memory-overflow", "bubble-over-limit", "slower-than-best", "prediction-skipped"}
 SCRIPT = ("torchrun --nproc_per_node {gpus} pretrain_gpt.py --num-layers {layers} "
-          "--hidden-size 4096 --num-attention-heads 32 --seq-length 4096 "
+          "--hidden-size 4096 --num-attention-heads 32 --seq-length 4096 --max-position-embeddings 4096 "
           "--pipeline-model-parallel-size {pp} --micro-batch-size 1 --global-batch-size 16 "
           "{extra}\n")
 

@@ -27,7 +27,8 @@ SCRIPT = (
     "torchrun --nnodes 1 --nproc_per_node 8 pretrain_gpt.py \\\n"
     "  --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 \\\n"
     "  --num-layers 32 --hidden-size 4096 --num-attention-heads 32 --swiglu \\\n"
-    "  --ffn-hidden-size 11008 --seq-length 2048 --micro-batch-size 1 \\\n"
+    "  --ffn-hidden-size 11008 --seq-length 2048 --max-position-embeddings 2048 \\\n"
+    "  --micro-batch-size 1 \\\n"
     "  --global-batch-size 64 --bf16 --use-distributed-optimizer {style}\n"
 )
 STYLE = ("normalization", "qkv_bias", "attn_out_bias", "mlp_bias", "tied_embeddings")

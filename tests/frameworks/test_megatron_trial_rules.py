@@ -184,6 +184,30 @@ def test_max_position_embeddings_is_read_and_checked(tmp_path: Path) -> None:
             "(4096)'") in found["megatron-max-position"]
 
 
+def test_max_position_embeddings_is_a_required_argument(tmp_path: Path) -> None:
+    """validate_args checks its required arguments first: 'max_position_embeddings
+    argument is None'. Unless the words it could come from are out of sight: the
+    script's own arguments ("$@"), an unresolved variable where a flag would be, a
+    checkpoint's arguments, a --yaml-cfg, or a file of arguments with no launch."""
+    text = DENSE.format(tp=2, extra="--sequence-parallel").replace(
+        "--max-position-embeddings 4096 ", "")
+    code, found, _ = check_file(tmp_path / "run.sh", text, "--gpu", "h100-sxm", by="message")
+    assert code == 1
+    assert "'max_position_embeddings argument is None'" in found["megatron-max-position"]
+    assert "add --max-position-embeddings 4096" in found["megatron-max-position"]
+    for more in ('"$@"', "$EXTRA_ARGS", "--use-checkpoint-args"):
+        _, found, _ = check_file(tmp_path / "run.sh", text.rstrip()
+                                 + f" {more}\n", "--gpu", "h100-sxm")
+        assert "megatron-max-position" not in found, more
+    # a flag's unresolved value is that flag's, not more flags
+    _, found, _ = check_file(tmp_path / "run.sh", text.replace(
+        "--micro-batch-size 1", "--micro-batch-size 1 --lr $LR"), "--gpu", "h100-sxm")
+    assert "megatron-max-position" in found
+    held = "MODEL_ARGS=\" \\\n  " + text.split("pretrain_gpt.py ")[1].strip() + "\"\n"
+    _, found, _ = check_file(tmp_path / "conf.sh", held, "--gpus", "8", "--gpu", "h100-sxm")
+    assert "megatron-max-position" not in found
+
+
 def test_one_ignored_flag_is_one_flag(tmp_path: Path) -> None:
     _c, _f, doc = dense(tmp_path, "--sequence-parallel --rotary-base 500000")
     assert "ignored 1 other flag: --rotary-base" in doc["notes"]

@@ -73,7 +73,8 @@ DEEPSEEK_ARGS = """--micro-batch-size 1 --global-batch-size 8192 --bf16 --disabl
 --moe-router-score-function sigmoid --moe-router-topk 8 --moe-router-pre-softmax
 --moe-shared-expert-overlap --moe-shared-expert-intermediate-size 2048
 --moe-router-load-balancing-type seq_aux_loss --moe-token-dispatcher-type alltoall
---moe-grouped-gemm --seq-length 4096 --sequence-parallel --use-distributed-optimizer
+--moe-grouped-gemm --seq-length 4096 --max-position-embeddings 4096 --sequence-parallel
+--use-distributed-optimizer
 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 8
 --expert-model-parallel-size 64 --expert-tensor-parallel-size 1 --mtp-num-layers 1
 --decoder-first-pipeline-num-layers 7 --decoder-last-pipeline-num-layers 6

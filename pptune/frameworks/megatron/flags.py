@@ -155,6 +155,20 @@ class Flagged:
         return name in self.values
 
 
+def forwards(words: list[str], bools: tuple[str, ...] = BOOL_FLAGS) -> bool:
+    """Whether the command passes on words pptune cannot see: the script's own arguments
+    ("$@") or an unresolved shell reference standing where a flag would (not a flag's
+    value), which may expand to flags."""
+    for i, word in enumerate(words):
+        if not word.startswith("$"):
+            continue
+        before = words[i - 1] if i else ""
+        if word in PASSTHROUGH or not before.startswith("--") or "=" in before \
+                or before in bools:
+            return True
+    return False
+
+
 def parse_flags(words: list[str], bools: tuple[str, ...] = BOOL_FLAGS) -> Flagged:
     """argparse-style: ``--flag value``, ``--flag=value``; a bare ``--flag`` is boolean."""
     out = Flagged()

@@ -33,6 +33,15 @@ def _held_arguments(script: Script, known: set[str]) -> list[str]:
     return held
 
 
+def sourced_settings(script: Script) -> bool:
+    """Whether the script has neither a pretrain_*.py launch nor lines of arguments, so
+    that ``launch_words`` reads the arguments it keeps in variables: a model's settings
+    for a launcher to source, which adds the rest of the command line."""
+    return not any(_ENTRY.fullmatch(word) and cmd.words[0] not in NOT_LAUNCHES
+                   for cmd in script.commands for word in cmd.words) and not any(
+        cmd.words[0].startswith("-") for cmd in script.commands)
+
+
 def launch_words(script: Script, ctx: Ctx) -> tuple[list[str], list[str]]:
     """(launcher words, Megatron argument words) of the command that runs training."""
     launches = []

@@ -40,9 +40,10 @@ from pptune.frameworks.megatron.flags import (
     Flagged,
     FlagReader,
     cuda_graphs,
+    forwards,
     parse_flags,
 )
-from pptune.frameworks.megatron.launch import launch_words
+from pptune.frameworks.megatron.launch import launch_words, sourced_settings
 from pptune.frameworks.megatron.moe import read_moe
 from pptune.frameworks.megatron.pipeline import environment, pipeline
 from pptune.frameworks.megatron.recompute import read_modules, read_recompute
@@ -78,6 +79,10 @@ def read_megatron(text: str, ctx: Ctx) -> TrainingConfig:
     launcher = parse_flags(launcher_words, bools=())
     reader = FlagReader(ctx, args)
     fields = _fields(reader, launcher, script.scalars)
+    # a model's settings for a launcher to source are not the whole command line, as a
+    # script's that forwards words is not
+    _positions(reader, fields["seq_len"],
+               forwarded=sourced_settings(script) or forwards(arg_words))
     environment(ctx, script, fields, launched=launcher_words is not arg_words)
     _note_shell(ctx, script, launcher_words + arg_words, args)
     return build(ctx, fields)
@@ -164,7 +169,6 @@ def _fields(r: FlagReader, launcher: Flagged, env: Mapping[str, str]) -> dict[st
     if fields["pp"] is None and flags.has("--pipeline-model-parallel-size"):
         ctx.note("pp assumed 1: pass --pp")
     fields["tp_comm_overlap"] = _tp_comm_overlap(r, fields["tp"] or 1)
-    _positions(r, fields["seq_len"])
     pipeline(r, fields)
     read_moe(r, fields)
     preset = _preset_by_shape(fields)
@@ -238,8 +242,21 @@ def _tp_comm_overlap(r: FlagReader, tp: int) -> bool | None:
     return True
 
 
-def _positions(r: FlagReader, seq_len: int | None) -> None:
-    """validate_args asserts --max-position-embeddings >= --seq-length."""
+def _positions(r: FlagReader, seq_len: int | None, forwarded: bool) -> None:
+    """validate_args asserts --max-position-embeddings is given (one of its required
+    arguments, with --num-layers, --hidden-size and --num-attention-heads; a checkpoint's
+    arguments, --use-checkpoint-args, or a --yaml-cfg may supply it, as may flags the
+    script forwards, ``forwarded``) and >= --seq-length."""
+    if not r.flags.has("--max-position-embeddings"):
+        supplied = forwarded or any(r.flags.has(f) for f in ("--use-checkpoint-args",
+                                                              "--yaml-cfg"))
+        if not supplied:
+            r.ctx.refuse("megatron-max-position",
+                         "--max-position-embeddings is not given: Megatron-LM validate_args "
+                         "asserts 'max_position_embeddings argument is None' (one of its "
+                         "required arguments, megatron/training/arguments.py); add "
+                         f"--max-position-embeddings {seq_len or 'N'} (at least --seq-length)")
+        return
     positions = r.number("--max-position-embeddings")
     if positions is not None and seq_len is not None and positions < seq_len:
         r.ctx.refuse("megatron-max-position",
