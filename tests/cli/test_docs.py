@@ -47,6 +47,7 @@ MEGATRON_FLAGS = {
     "--bias-swiglu-fusion", "--no-bias-swiglu-fusion",
     "--tensor-model-parallel-size", "--transformer-impl", "--use-distributed-optimizer",
     "--use-flash-attn", "--use-torch-fsdp2", "--use-tp-pp-dp-mapping", "--vocab-size",
+    "--use-checkpoint-args", "--yaml-cfg",
     "--account-for-embedding",  # as in `--account-for-embedding/loss-in-pipeline-split`
     "--cp-comm-type", "--expert-model-parallel-size", "--expert-tensor-parallel-size",
     "--fp8-format", "--fp8-recipe", "--fp8-param-gather", "--num-experts",
