@@ -23,6 +23,12 @@ def microbatch_rules(cfg: TrainingConfig, m: int, semantics: Semantics, add: Add
     adapter_of(cfg.source_format).microbatch_rules(cfg, m, semantics, add)
 
 
+def unsimulated_order(cfg: TrainingConfig, m: int, semantics: Semantics) -> str | None:
+    """Why the config's framework runs its m micro-batches in an order pptune does not
+    simulate (None: it runs pptune's)."""
+    return adapter_of(cfg.source_format).unsimulated_order(cfg, m, semantics)
+
+
 def config_rules(cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
     """Error findings for other settings the config's framework refuses."""
     adapter_of(cfg.source_format).config_rules(cfg, semantics, add)

@@ -19,7 +19,13 @@ from typing import Any
 from pptune.check.best import best_plan, slower_than_best
 from pptune.check.costs import costs, model_of, optimizer_widths, with_nvlink_domain
 from pptune.check.experts import expert_rules
-from pptune.check.framework import config_rules, config_sharding, memory_fixes, microbatch_rules
+from pptune.check.framework import (
+    config_rules,
+    config_sharding,
+    memory_fixes,
+    microbatch_rules,
+    unsimulated_order,
+)
 from pptune.check.split import (
     StageRecomputeError,
     layout_fits,
@@ -286,6 +292,12 @@ def _predict(
             f"{n_stages} stages x {m} micro-batches is {ops:,} ops, over the {MAX_SIMULATED_OPS:,} "
             "pptune simulates in a check; memory, bubble and step time not predicted",
             ops=ops)
+        return
+    unsimulated = unsimulated_order(cfg, m, sem)
+    if unsimulated is not None:
+        add("schedule-not-modelled", "warning",
+            f"pptune cannot simulate this schedule ({unsimulated}); memory, bubble and step "
+            "time not predicted", schedule=schedule.value, microbatches=m, pp=p)
         return
     split = table_split(cfg, table, n_stages, key)
     gpus = p * key.tp * key.cp * dp  # a profile folds cp into its per-layer costs (key cp 1)

@@ -114,14 +114,15 @@ def divisors(n: int) -> list[int]:
 
 
 def _structure(p: int, m: int, schedule: Schedule, v: int,
-               single: Schedule | None) -> Reason | None:
-    """Why the frameworks refuse (p, m, schedule, v), or None."""
+               single: Schedule | None, regroup: bool = True) -> Reason | None:
+    """Why the frameworks refuse (p, m, schedule, v), or None. ``regroup``: interleaving
+    with m not a multiple of p, in Megatron-LM's micro-batch groups, is searched."""
     if p == 1 and schedule is not single:
         # without a pipeline every schedule is the same run: keep one
         return Reason.NEEDS_PP2
     if schedule is Schedule.ONE_F_ONE_B and m < p:
         return Reason.M_LT_P
-    if schedule is Schedule.INTERLEAVED and m % p:
+    if schedule is Schedule.INTERLEAVED and m % p and not regroup:
         return Reason.INTERLEAVE_MULT
     if schedule is Schedule.DUALPIPE and (p % 2 or m % 2):
         return Reason.DUALPIPE_EVEN
@@ -148,9 +149,10 @@ def a2a_overlaps(a2a: bool, schedule: Schedule, p: int, m: int, recompute: Recom
         return [recompute is Recompute.NONE]
     # the combined order pairs one micro-batch's forward with another's backward:
     # with one micro-batch it runs the plain order, the same plan twice
+    # (interleaved: in groups of p, the order pptune builds for it: schedules.validate)
     combinable = combined_order and m > 1 and (
-        schedule is Schedule.INTERLEAVED or (schedule is Schedule.ONE_F_ONE_B and p == 1
-                                             and not mtp))
+        (schedule is Schedule.INTERLEAVED and m % p == 0)
+        or (schedule is Schedule.ONE_F_ONE_B and p == 1 and not mtp))
     return [False, True] if combinable and recompute is not Recompute.FULL else [False]
 
 
@@ -209,7 +211,8 @@ def candidates(tables: CostTable | TableSource, req: PlanRequest
                     for v in vs:
                         # what rules out (p, b, schedule, v) whatever the sharding
                         why_v = (Reason.BATCH if req.global_batch % (b * dp) else
-                                 _structure(p, m, schedule, v, single))
+                                 _structure(p, m, schedule, v, single,
+                                            req.interleaved_groups))
                         if why_v is None and model_chunks(schedule, p, v) > n_layers:
                             why_v = Reason.FEW_LAYERS
                         if why_v is None and p * v * m * 3 > MAX_SIMULATED_OPS:

@@ -83,6 +83,10 @@ class PlanRequest:
     # the per-stage counts as one count N for every model chunk (its first N blocks, as
     # Megatron-LM's --recompute-method block --recompute-num-layers N states it)
     uniform_recompute: bool = False
+    # interleaved 1F1B with micro-batches not a multiple of pp, run in Megatron-LM's
+    # micro-batch groups (schedule_orders.microbatch_group); False: a framework that
+    # runs torch's order for them (torchtitan, pptune's own runtime)
+    interleaved_groups: bool = True
     # the per-layer splits and precisions to search, one cost table each (keys.py);
     # None: the one key of ``tp`` in BF16
     cost_keys: Sequence[CostKey] | None = None

@@ -34,22 +34,37 @@ def one_f_one_b(p: int, m: int, v: int, d: int) -> list[RawOp]:
     return ops
 
 
+def microbatch_group(p: int, m: int) -> int | None:
+    """The micro-batches an interleaved pipeline runs through one chunk before the next
+    (Megatron-LM's --microbatch-group-size-per-virtual-pipeline-stage, default p): p
+    where it divides m, else the least N in [p, m] whose remainder m % N is 0 or at
+    least p, as megatron-core 0.16 requires (schedules.py,
+    forward_backward_pipelining_with_interleaving); None where no N is valid (m < p)."""
+    if m % p == 0:
+        return p
+    return next((n for n in range(p + 1, m + 1) if m % n == 0 or m % n >= p), None)
+
+
 def interleaved(p: int, m: int, v: int, d: int) -> list[RawOp]:
-    # Megatron-LM forward_backward_pipelining_with_interleaving: virtual
-    # micro-batch k maps to chunk (k // p) % v and micro-batch
-    # (k // (p*v)) * p + k % p; backward visits chunks in reverse. Warm-up
-    # is (p - d - 1) * 2 + (v - 1) * p forwards.
+    # Megatron-LM forward_backward_pipelining_with_interleaving: the micro-batches in
+    # groups of N (microbatch_group), each group through chunk 0, then chunk 1, ...
+    # (get_schedule_table; the last group holds the rest); backward visits chunks in
+    # reverse. Warm-up is (p - d - 1) * 2 + (v - 1) * N forwards. With N = p this is
+    # virtual micro-batch k on chunk (k // p) % v, micro-batch (k // (p*v)) * p + k % p.
     total = m * v
+    n = microbatch_group(p, m) or p
+    table = [(mb, chunk) for start in range(0, m, n)
+             for chunk in range(v) for mb in range(start, m if start + n >= m else start + n)]
 
     def fwd(k: int) -> RawOp:
-        chunk = (k // p) % v
-        return (_F, (k // (p * v)) * p + k % p, chunk * p + d)
+        mb, chunk = table[k]
+        return (_F, mb, chunk * p + d)
 
     def bwd(k: int) -> RawOp:
-        chunk = v - 1 - (k // p) % v
-        return (_B, (k // (p * v)) * p + k % p, chunk * p + d)
+        mb, chunk = table[k]
+        return (_B, mb, (v - 1 - chunk) * p + d)
 
-    warmup = min((p - d - 1) * 2 + (v - 1) * p, total)
+    warmup = min((p - d - 1) * 2 + (v - 1) * n, total)
     ops = [fwd(k) for k in range(warmup)]
     for k in range(total - warmup):
         ops.append(fwd(warmup + k))

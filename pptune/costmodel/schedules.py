@@ -181,17 +181,23 @@ def validate(schedule: Schedule, p: int, m: int, v: int = 1, combined: bool = Fa
                 f"interleaved-1f1b needs >= 2 virtual stages per device (got {v}); "
                 "use 1f1b for one chunk per device"
             )
-        if m % p != 0:
+        if orders.microbatch_group(p, m) is None:
             # megatron-core 0.16 pipeline_parallel/schedules.py (interleaved):
             # the micro-batch group per virtual stage (default pp) must lie in
             # [PP, M] and "The remainder of M ... divided by N ... should be 0,
             # or larger than or equal to the pipeline-parallel size". pptune
-            # builds Megatron-LM's order; torch 2.13 relaxes the rule (m a
+            # builds Megatron-LM's order, with the least such group
+            # (schedule_orders.microbatch_group); torch 2.13 relaxes the rule (m a
             # multiple of max(1, m // pp)) with an order of its own.
             raise ScheduleError(
-                f"interleaved-1f1b needs micro-batches ({m}) to be a multiple of "
+                f"interleaved-1f1b needs at least as many micro-batches ({m}) as "
                 f"pipeline depth ({p}), as Megatron-LM requires for the order pptune "
-                f"simulates; try "
+                f"simulates; try {p}"
+            )
+        if combined and m % p:
+            raise ScheduleError(
+                f"the combined interleaved order needs micro-batches ({m}) to be a multiple "
+                f"of pipeline depth ({p}); try "
                 + (f"{m - m % p} or " if m > p else "") + f"{m + p - m % p}"
             )
     elif schedule in _V_SHAPED:
@@ -278,19 +284,30 @@ def peak_inflight_per_stage(schedule: Schedule | str, p: int, m: int, v: int = 1
     n_stages = p * chunks_per_device(schedule, v)
     if schedule is Schedule.GPIPE:
         return [m] * n_stages
-    return list(_peak_inflight(schedule, p, min(m, inflight_saturation(p, v)), v, combined))
+    return list(_peak_inflight(schedule, p, held_microbatches(schedule, p, m, v), v, combined))
 
 
 def inflight_saturation(p: int, v: int) -> int:
     """A micro-batch count past which no schedule but GPipe holds more in flight.
 
-    Warm-up phases are at most (p-1)*2 + (v-1)*p forwards long (interleaved),
+    Warm-up phases are at most (p-1)*2 + (v-1)*p forwards long (interleaved in
+    groups of p: ``held_microbatches`` for larger groups),
     2p-1 (zbv) or 2p (the DualPipes, whose steady step 4 adds pairs that
     each start one micro-batch and finish another), so past 2*p*max(v, 2)
     micro-batches the steady state only repeats; tests check the peaks agree
     with the full order beyond that.
     """
     return 2 * p * max(v, 2)
+
+
+def held_microbatches(schedule: Schedule, p: int, m: int, v: int) -> int:
+    """The micro-batch count whose op order holds as much in flight as m's does: m for
+    GPipe, and for interleaving with m not a multiple of p (its micro-batch group, and
+    so its warm-up, grows with m: schedule_orders.microbatch_group); else at most
+    ``inflight_saturation``."""
+    if schedule is Schedule.GPIPE or (schedule is Schedule.INTERLEAVED and m % p):
+        return m
+    return min(m, inflight_saturation(p, v))
 
 
 def releases(schedule: Schedule, kind: int) -> bool:
@@ -332,7 +349,7 @@ def activation_peaks(schedule: Schedule, p: int, m: int, v: int,
     (as simulate.py counts them; timing cannot change the order). Past
     ``inflight_saturation`` micro-batches only GPipe holds more. The peak is at one
     of the moments ``held_counts`` keeps, whatever the bytes."""
-    held_m = m if schedule is Schedule.GPIPE else min(m, inflight_saturation(p, v))
+    held_m = held_microbatches(schedule, p, m, v)
     out = []
     for stages, columns in held_counts(schedule, p, held_m, v, combined):
         # the bytes held at every moment at once, summed over the stages in order

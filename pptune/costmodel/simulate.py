@@ -305,7 +305,10 @@ def simulate_steady(
         step = p if p % 2 == 0 else 2 * p
         base += (m - base) % step
     probes = [base + i * step for i in range(LINEAR_PROBES)]
-    if m <= probes[-1] + step:
+    # interleaved with m not a multiple of p groups its micro-batches otherwise than the
+    # probes do (schedule_orders.microbatch_group): no common period to extrapolate
+    regrouped = schedule is Schedule.INTERLEAVED and m % p != 0
+    if m <= probes[-1] + step or regrouped:
         return simulate(schedule, p, m, stages, v=v, link=link, blocking_send=blocking_send,
                         keep_events=False, device_start_s=device_start_s, combined=combined)
     runs = [simulate(schedule, p, k, stages, v=v, link=link, blocking_send=blocking_send,

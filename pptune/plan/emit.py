@@ -17,6 +17,7 @@ from pptune.costmodel import presets
 from pptune.costmodel.calibration import Factors
 from pptune.costmodel.partition import strip_ends
 from pptune.costmodel.presets import ModelShape
+from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import Plan, search
 from pptune.costs import calibrated
 from pptune.costs.modelspec import from_hf_config
@@ -207,11 +208,18 @@ def _stateable_layout(adapter: Adapter, run: RecommendRun, plan: Plan,
     parallelism, FP8, a sequence its tp and cp cannot split) the best plan of the same
     search whose layout they state."""
     seq = run.table.seq_len
-    why = adapter.cannot_state(plan.key, seq)
+    regrouped = (plan.schedule is Schedule.INTERLEAVED and plan.num_microbatches % plan.pp != 0
+                 and not adapter.runs_microbatch_groups)
+    why = adapter.cannot_state(plan.key, seq) or (
+        f"its interleaved schedule, torch's, runs {plan.num_microbatches} micro-batches on "
+        f"pp {plan.pp} in an order of its own, not the micro-batch groups pptune simulates"
+        if regrouped else None)
     if why is None:
         return plan, []
     keys = tuple(k for k in run.plan_request.keys() if adapter.cannot_state(k, seq) is None)
-    best = (search(run.table_for, replace(run.plan_request, cost_keys=keys, tp=keys[0].tp,
+    within = replace(run.plan_request, interleaved_groups=(
+        run.plan_request.interleaved_groups and adapter.runs_microbatch_groups))
+    best = (search(run.table_for, replace(within, cost_keys=keys, tp=keys[0].tp,
                                           top=1)).plans if keys else [])
     if not best:
         raise BadInput(f"{adapter.name} cannot express plan {rank} ({why}) and no plan it can "

@@ -154,7 +154,14 @@ def check(spec: RunSpec, n_layers: int) -> None:
         )
     if s in (Schedule.INTERLEAVED, Schedule.ZBV) and p < 2:
         problems.append(f"{s.value} needs pp >= 2 (got pp={p}); use 1f1b or gpipe on one device")
-    if s in (Schedule.INTERLEAVED, Schedule.ZB_H1) and m >= 1:
+    if s is Schedule.INTERLEAVED and m >= p and m % p:
+        # torch runs its own order for these; pptune prices Megatron-LM's micro-batch
+        # groups (schedule_orders.microbatch_group), so no prediction would be its run's
+        problems.append(
+            f"{s.value} with micro-batches ({m}) not a multiple of pp ({p}) runs in torch's "
+            "own order, which pptune does not simulate (it prices Megatron-LM's micro-batch "
+            f"groups); use {m - m % p} or {m + p - m % p}")
+    elif s in (Schedule.INTERLEAVED, Schedule.ZB_H1) and m >= 1:
         # torch 2.13 (ScheduleInterleaved1F1B, ScheduleInterleavedZeroBubble):
         # rounds = max(1, m // pp) and m must be a multiple of the rounds
         rounds = max(1, m // p)

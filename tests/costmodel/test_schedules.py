@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from pptune.costmodel.schedule_orders import microbatch_group
 from pptune.costmodel.schedules import (
     COMBINABLE,
     DEFAULT_SCHEDULES,
@@ -13,6 +14,7 @@ from pptune.costmodel.schedules import (
     OpKind,
     Schedule,
     ScheduleError,
+    activation_peaks,
     device_stages,
     format_orders,
     op_orders,
@@ -21,6 +23,7 @@ from pptune.costmodel.schedules import (
     stage_chains,
     validate,
 )
+from pptune.costmodel.simulate import simulate, uniform_stages
 
 
 def seq(ops: list[Op]) -> str:
@@ -53,6 +56,33 @@ def test_interleaved_first_device_visits_chunks_in_groups_of_p() -> None:
     orders = op_orders("interleaved-1f1b", 2, 4, v=2)
     head = [(o.kind.value, o.mb, o.stage) for o in orders[0][:5]]
     assert head == [("F", 0, 0), ("F", 1, 0), ("F", 0, 2), ("F", 1, 2), ("F", 2, 0)]
+
+
+def test_interleaved_groups_micro_batches_as_megatron_does_when_pp_does_not_divide_them(
+) -> None:
+    """megatron-core's get_schedule_table, its own example PP2 N3 M5 VP2: micro-batches
+    0 1 2 0 1 2 3 4 3 4 on chunks 0 0 0 1 1 1 0 0 1 1; 5 micro-batches on pp 2 take
+    groups of N = 3 (the least N >= pp leaving a remainder 0 or >= pp: 5 % 3 = 2).
+    Device 0 warms up (2 - 0 - 1) * 2 + (2 - 1) * 3 = 5 forwards, then alternates; its
+    backward walks the same table with the chunks reversed (chunk 1 is stage 2)."""
+    assert [microbatch_group(2, 5), microbatch_group(4, 18), microbatch_group(4, 16),
+            microbatch_group(4, 7), microbatch_group(4, 9), microbatch_group(4, 3)] == [
+        3, 6, 4, 7, 5, None]
+    orders = op_orders("interleaved-1f1b", 2, 5, v=2)
+    assert " ".join(f"{o.kind.value}{o.mb}s{o.stage}" for o in orders[0]) == ("F0s0 F1s0 F2s0 F0s2 F1s2 F2s2 B0s2 F3s0 B1s2 F4s0 B2s2 F3s2 "
+                              "B0s0 F4s2 B1s0 B2s0 B3s2 B4s2 B3s0 B4s0")
+    # F 1 s, B 2 s a chunk, pp 4 v 2: 18 micro-batches (groups of 6) idle as long as 16
+    # and 20 do (groups of 4): 9 s over the 3 s x 2 chunks x m of work
+    steps = [simulate("interleaved-1f1b", 4, m, uniform_stages(8, 1.0, 2.0), v=2).step_time_s
+             for m in (16, 18, 20)]
+    assert steps == [105.0, 117.0, 129.0]
+    # device 0 holds its warm-up, (p - 1) * 2 + (v - 1) * N, and one steady forward:
+    # 6 + 4 + 1 = 11 chunk-micro-batches in groups of 4, 6 + 6 + 1 = 13 in groups of 6;
+    # the activation walk counts what the simulator holds
+    for m, first in ((16, 11), (18, 13), (42, 13)):
+        sim = simulate("interleaved-1f1b", 4, m, uniform_stages(8, 1.0, 2.0), v=2)
+        walk = activation_peaks(Schedule.INTERLEAVED, 4, m, 2, [1.0] * 8)
+        assert walk == [float(d.peak_inflight) for d in sim.devices] and walk[0] == first
 
 
 def test_zbv_places_stages_in_a_v() -> None:
@@ -130,7 +160,7 @@ def test_default_schedules_are_every_schedule() -> None:
     [
         ("1f1b", 0, 4, 1, "pipeline depth must be >= 1 (got pp=0)"),
         ("1f1b", 2, 0, 1, "(got 0)"),
-        ("interleaved-1f1b", 4, 6, 2, "multiple of pipeline depth (4)"),
+        ("interleaved-1f1b", 4, 3, 2, "at least as many micro-batches (3) as pipeline depth (4)"),
         ("interleaved-1f1b", 4, 8, 1, ">= 2 virtual stages"),
         ("gpipe", 2, 4, 2, "virtual stages must be 1"),
     ],
@@ -208,8 +238,8 @@ def test_peak_inflight_saturates_as_claimed(schedule: Schedule, p: int) -> None:
     v = 2 if schedule in (Schedule.INTERLEAVED, Schedule.ZBV) else 1
     cap = inflight_saturation(p, v)
     for m in range(cap, 2 * cap + 3):
-        if not _valid(schedule, p, m, v):
-            continue
+        if not _valid(schedule, p, m, v) or (schedule is Schedule.INTERLEAVED and m % p):
+            continue  # (interleaving's larger micro-batch groups hold more: below)
         assert _peak_inflight(schedule, p, m, v) == _peak_inflight(schedule, p, cap, v)
     assert peak_inflight_per_stage(schedule, p, 10 * cap, v) == list(
         _peak_inflight(schedule, p, cap, v)

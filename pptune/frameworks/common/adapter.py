@@ -14,13 +14,14 @@ the job a plan was made for, as plain values, built once by
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from pptune.costmodel.calibration import Factors
 from pptune.costmodel.keys import CostKey
 from pptune.costmodel.presets import ModelShape
+from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import CostTable, Plan, PlanRequest, Sharding
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog
@@ -99,6 +100,10 @@ class Adapter:
     # the layout dimensions beyond pp, dp and tp its files state ("cp", "ep", "etp",
     # "precision"); a plan that needs another one is emitted as the best plan without it
     states_dims: frozenset[str] = frozenset()
+    # its interleaved schedule runs m not a multiple of pp in Megatron-LM's micro-batch
+    # groups, the order pptune simulates (schedule_orders.microbatch_group); torch's
+    # ScheduleInterleaved1F1B (torchtitan, pptune's runtime) orders them its own way
+    runs_microbatch_groups = False
 
     def cannot_state(self, key: CostKey, seq_len: int | None = None) -> str | None:
         """Why its files cannot state a plan of this cost key (None: they can) on a
@@ -127,6 +132,19 @@ class Adapter:
                          add: Add) -> None:
         """Error findings for the micro-batch count ``m`` where the framework refuses it."""
 
+    def unsimulated_order(self, cfg: TrainingConfig, m: int, semantics: Semantics
+                          ) -> str | None:
+        """Why the framework runs ``m`` micro-batches in an order pptune does not simulate
+        (None: the order pptune simulates). torch's ScheduleInterleaved1F1B (torchtitan,
+        pptune's runtime) orders m not a multiple of pp its own way, where pptune builds
+        Megatron-LM's micro-batch groups (schedule_orders.microbatch_group)."""
+        if not self.runs_microbatch_groups and cfg.schedule is Schedule.INTERLEAVED \
+                and m % cfg.pp:
+            return (f"torch's ScheduleInterleaved1F1B runs {m} micro-batches on pp {cfg.pp} "
+                    "in an order of its own; pptune simulates interleaving with m not a "
+                    "multiple of pp in Megatron-LM's micro-batch groups")
+        return None
+
     def config_rules(self, cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
         """Error findings for other settings the framework refuses."""
 
@@ -141,8 +159,9 @@ class Adapter:
         """``req`` narrowed to the plans its files state (shardings, schedules, rank
         orders, pipelining of ``model``, a preset name, or ``shape``, a Hugging Face
         config's): the search check-config compares a config with, and the one a
-        substitute plan comes from. Default: all."""
-        return req
+        substitute plan comes from. Default: all but interleaving with m not a multiple
+        of pp, which torch's runtime orders its own way (``unsimulated_order``)."""
+        return req if self.runs_microbatch_groups else replace(req, interleaved_groups=False)
 
     def express(self, job: Job, plan: Plan, rank: int) -> Stated:
         """The plan its files state: ``plan`` itself, or the closest one they can."""

@@ -30,6 +30,7 @@ class MegatronAdapter(Adapter):
     syntaxes = ("text",)
     versions = (MEGATRON,)
     states_node_shape = True  # torchrun --nnodes N --nproc_per_node K
+    runs_microbatch_groups = True  # --microbatch-group-size-per-virtual-pipeline-stage
 
     def detect(self, data: Any) -> bool:
         return isinstance(data, str) and looks_like_megatron(data)
@@ -43,6 +44,10 @@ class MegatronAdapter(Adapter):
     def microbatch_rules(self, cfg: TrainingConfig, m: int, semantics: Semantics,
                          add: Add) -> None:
         rules.microbatch_rules(cfg, m, semantics, add)
+
+    def unsimulated_order(self, cfg: TrainingConfig, m: int, semantics: Semantics
+                          ) -> str | None:
+        return rules.unsimulated_group(cfg, m, semantics)
 
     def config_rules(self, cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
         rules.interleave_rule(cfg, semantics, add)

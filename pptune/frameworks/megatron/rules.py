@@ -11,6 +11,7 @@ megatron/training/arguments.py).
 
 from __future__ import annotations
 
+from pptune.costmodel.schedule_orders import microbatch_group
 from pptune.costmodel.schedules import Schedule
 from pptune.frameworks.common.adapter import Add
 from pptune.frameworks.common.fields import Semantics
@@ -42,6 +43,19 @@ def microbatch_rules(cfg: TrainingConfig, m: int, semantics: Semantics, add: Add
             f"groups of {group}, below pp {p}: Megatron-LM raises 'The remainder of M ... "
             f"should be 0, or larger than or equal to the pipeline-parallel size' {where}; "
             f"use {m + group - m % group}", microbatches=m, pp=p, group=group)
+
+
+def unsimulated_group(cfg: TrainingConfig, m: int, semantics: Semantics) -> str | None:
+    """A stated micro-batch group other than the one pptune simulates for (pp, m): pp
+    where it divides m, else the least valid one (schedule_orders.microbatch_group)."""
+    group = knobs(semantics).microbatch_group
+    if cfg.schedule is not Schedule.INTERLEAVED or group is None:
+        return None
+    simulated = microbatch_group(cfg.pp, m)
+    if simulated is None or group == simulated:
+        return None
+    return (f"--microbatch-group-size-per-virtual-pipeline-stage {group}; pptune simulates "
+            f"{m} micro-batches on pp {cfg.pp} in groups of {simulated}")
 
 
 def interleave_rule(cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:

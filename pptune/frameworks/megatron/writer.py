@@ -19,6 +19,8 @@ from pptune.costmodel.layout_grammar import KNOB
 from pptune.costmodel.partition import mtp_count
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.rates import Swiglu
+from pptune.costmodel.schedule_orders import microbatch_group
+from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import PP_INNER, Plan, Recompute, Sharding
 from pptune.frameworks.common.adapter import Stated
 from pptune.frameworks.common.writing import header, plan_launch
@@ -91,6 +93,10 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
                      "--num-attention-heads etc. for your model")
         blocks = len(job.layer_names) - 2 - mtp_count(job.layer_names)
         args.append(f"--num-layers {blocks}")
+    group = (microbatch_group(plan.pp, plan.num_microbatches)
+             if plan.schedule is Schedule.INTERLEAVED else None)
+    if group is not None and group != plan.pp:  # as simulated (schedule_orders.py)
+        args.append(f"--microbatch-group-size-per-virtual-pipeline-stage {group}")
     args += [
         f"--micro-batch-size {plan.micro_batch_size}",
         f"--global-batch-size {job.global_batch}",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,9 @@ class TorchtitanAdapter(Adapter):
 
     def stateable(self, req: PlanRequest, model: str | None,
                   shape: ModelShape | None = None) -> PlanRequest:
-        return stateable_request(req, model, shape)
+        # torch's Interleaved1F1B orders m not a multiple of pp its own way (unsimulated)
+        return replace(stateable_request(req, model, shape),
+                       interleaved_groups=self.runs_microbatch_groups)
 
     def express(self, job: Job, plan: Plan, rank: int) -> Stated:
         return closest_plan(job, plan, rank)
