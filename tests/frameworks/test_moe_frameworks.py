@@ -10,6 +10,7 @@ DeepSpeed 0.19.8 (deepspeed/module_inject/auto_ep_*.py).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -700,7 +701,10 @@ def test_each_framework_narrows_the_search_to_what_its_files_state() -> None:
     megatron = ADAPTERS[Framework.MEGATRON].stateable(req, None)
     assert set(megatron.shardings) == {Sharding.ZERO1, Sharding.NONE}
     assert set(megatron.schedules) == {Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED}
-    assert ADAPTERS[Framework.PPTUNE].stateable(req, None) is req
+    # pptune's own files run in torch's runtime: all but interleaving's micro-batch groups
+    assert ADAPTERS[Framework.PPTUNE].stateable(req, None) == replace(
+        req, interleaved_groups=False)
+    assert megatron.interleaved_groups and not titan.interleaved_groups
 
 
 def test_check_config_compares_a_torchtitan_file_with_what_torchtitan_runs(
