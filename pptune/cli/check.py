@@ -141,7 +141,8 @@ def _run(config: Path, format_in: str | None,
 
     read = read_config(config, format_in, pp=pp, gpus=gpus, tp=tp, framework_versions=versions,
                        gpus_per_node=gpus_per_node, env=list(flags.env),
-                       micro_batch_size=flags.batch[0], global_batch=flags.batch[1])
+                       micro_batch_size=flags.batch[0], global_batch=flags.batch[1],
+                       gpu=flags.costs.gpu)
     costs = flags.costs
     if costs.profile is not None:  # the command line's path is the working folder's
         costs = replace(costs, profile=Path.cwd() / costs.profile)

@@ -62,6 +62,7 @@ def read_config(
     env: list[str] | None = None,
     micro_batch_size: int | None = None,
     global_batch: int | None = None,
+    gpu: str | None = None,
 ) -> ReadResult:
     """Read a training config; BadInput (one line, naming the file) on any problem.
 
@@ -77,6 +78,8 @@ def read_config(
     report; only what cannot be represented (zero or negative counts, text
     or decimals where whole numbers belong, splits the framework itself
     refuses) raises BadInput.
+
+    ``gpu`` (--gpu) is priced over a ``# pptune-plan:`` line's GPU: the config says so.
     """
     path = Path(path)
     wanted = _format(format_in)
@@ -94,7 +97,7 @@ def read_config(
         )
     if ctx.env and "text" not in adapter.syntaxes:
         ctx.note(f"--env ignored: a {fmt.value} file reads no environment (launch scripts do)")
-    config = planned_for(text, adapter.read(data, ctx), ctx)
+    config = planned_for(text, adapter.read(data, ctx), ctx, gpu)
     return ReadResult(config=config, format=fmt, notes=ctx.notes, semantics=ctx.semantics)
 
 

@@ -24,11 +24,12 @@ from pptune.costs.modelspec import from_hf_config
 from pptune.errors import BadInput, PptuneError
 from pptune.files import write_all
 from pptune.frameworks.common.adapter import Adapter, Job, Stated
+from pptune.frameworks.common.baseline import ratio, relative_to
 from pptune.frameworks.common.express import placed, stateable_fastest
 from pptune.frameworks.common.writing import plan_launch
 from pptune.frameworks.registry import ADAPTERS, NAMES, Framework, find
 from pptune.plan.recommend import RecommendRun
-from pptune.report.fmt import fmt_pct, fmt_seconds, fmt_sizes
+from pptune.report.fmt import compact_split, fmt_pct, fmt_seconds, fmt_sizes
 
 
 @dataclass
@@ -45,8 +46,8 @@ class Emitted:
             f"{self.framework.value}: {fmt_sizes(p.pp, p.dp, p.tp, p.cp, p.ep, p.etp)} "
             f"{p.schedule.value}"
             + (f" v={p.virtual_stages}" if p.virtual_stages > 1 else "")
-            + f", {p.num_microbatches} x {p.micro_batch_size}, layers/stage "
-            f"{','.join(map(str, strip_ends(p.stage_layers)))} (+ embedding first, head last)"
+            + f", {p.num_microbatches} x {p.micro_batch_size}, blocks/stage "
+            f"{compact_split(strip_ends(p.stage_layers))} (+ embedding first, head last)"
             f"; predicted step {fmt_seconds(p.step_time_s)}, bubble {fmt_pct(p.bubble_rate)}"
         )
 
@@ -120,24 +121,26 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitte
     if not 1 <= rank <= len(plans):
         raise BadInput(f"--plan {rank} is not among the {len(plans)} ranked plans")
     check_moments(fw, _moments(run))
-    plan, notes = _stateable_layout(adapter, run, plans[rank - 1], rank)
-    stated = _or_faster_stateable(adapter, run, plan, rank)
-    chosen, notes = stated.plan, [*notes, *stated.notes]
-    if adapter.states_node_shape:
-        where = placed(stated.job, chosen)
-        if where is not chosen:
-            nodes, per_node = plan_launch(chosen, stated.job)
-            notes.append(
-                f"launched as {nodes} nodes x {per_node} GPUs (the launcher runs the same number "
-                f"of ranks on every node); predicted for that placement: step "
-                f"{fmt_seconds(where.step_time_s)} (plan: {fmt_seconds(chosen.step_time_s)})")
-            chosen = where
-            stated = replace(stated, plan=where)  # the files' header gives its prediction
     asked = plans[rank - 1]
-    if not stated.exact and len(notes) > 1:  # several substitutions: where they ended
-        notes.append(f"in all, plan {rank} ({fmt_seconds(asked.step_time_s)}) is written as "
-                     f"{fmt_seconds(chosen.step_time_s)}, "
-                     f"{chosen.step_time_s / asked.step_time_s:.3f}x")
+    with relative_to(rank, asked.step_time_s):  # every ratio of the notes: to plan N
+        plan, notes = _stateable_layout(adapter, run, plans[rank - 1], rank)
+        stated = _or_faster_stateable(adapter, run, plan, rank)
+        chosen, notes = stated.plan, [*notes, *stated.notes]
+        if adapter.states_node_shape:
+            where = placed(stated.job, chosen)
+            if where is not chosen:
+                nodes, per_node = plan_launch(chosen, stated.job)
+                notes.append(
+                    f"launched as {nodes} nodes x {per_node} GPUs (the launcher runs the same number "
+                    f"of ranks on every node); predicted for that placement: step "
+                    f"{fmt_seconds(where.step_time_s)} ({ratio(where.step_time_s, chosen.step_time_s)}; "
+                    f"unplaced: {fmt_seconds(chosen.step_time_s)})")
+                chosen = where
+                stated = replace(stated, plan=where)  # the files' header gives its prediction
+        if not stated.exact and len(notes) > 1:  # several substitutions: where they ended
+            notes.append(f"in all, plan {rank} ({fmt_seconds(asked.step_time_s)}) is written as "
+                         f"{fmt_seconds(chosen.step_time_s)}, "
+                         f"{ratio(chosen.step_time_s, asked.step_time_s)}")
     return Emitted(fw, chosen, adapter.write(stated), notes, stated.exact)
 
 
@@ -190,15 +193,18 @@ def _or_faster_stateable(adapter: Adapter, run: RecommendRun, plan: Plan, rank: 
     if second.plan.step_time_s >= 0.99 * stated.plan.step_time_s:
         return stated
     v = f" v={best.virtual_stages}" if best.virtual_stages > 1 else ""
-    why = (f"those substitutions make plan {rank} "
-           f"{stated.plan.step_time_s / plan.step_time_s:.3f}x slower; the fastest plan a "
+    final = fmt_seconds(second.plan.step_time_s)
+    priced = any(final in note for note in second.notes)  # its notes end at its step
+    why = (f"those substitutions make plan {rank} slower, "
+           f"{fmt_seconds(stated.plan.step_time_s)} "
+           f"({ratio(stated.plan.step_time_s, plan.step_time_s)}); the fastest plan a "
            f"{adapter.title} file states on the same GPUs is written instead: "
            f"pp={best.pp} dp={best.dp}"
            + (f" ({best.key})" if best.key != plan.key else "")
            + f" {best.schedule.value}{v}, {best.num_microbatches} x "
-           f"{best.micro_batch_size}, {best.sharding.value}/{best.recompute.value}, "
-           f"predicted step {fmt_seconds(second.plan.step_time_s)} "
-           f"({second.plan.step_time_s / plan.step_time_s:.3f}x)")
+           f"{best.micro_batch_size}, {best.sharding.value}/{best.recompute.value}"
+           + (", priced as the files run it next" if priced else
+              f", predicted step {final} ({ratio(second.plan.step_time_s, plan.step_time_s)})"))
     return replace(second, exact=False, notes=(*stated.notes, why, *second.notes))
 
 
@@ -227,7 +233,7 @@ def _stateable_layout(adapter: Adapter, run: RecommendRun, plan: Plan,
     alt = best[0]
     return alt, [f"{adapter.name} cannot express plan {rank} ({why}): emitting the best plan "
                  f"it can state ({alt.key}, pp={alt.pp} dp={alt.dp}), predicted step "
-                 f"{fmt_seconds(alt.step_time_s)} ({alt.step_time_s / plan.step_time_s:.3f}x)"]
+                 f"{fmt_seconds(alt.step_time_s)} ({ratio(alt.step_time_s, plan.step_time_s)})"]
 
 
 def file_names(framework: str) -> list[str]:

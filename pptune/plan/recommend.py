@@ -21,7 +21,7 @@ from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.memory import DEFAULT_RESERVE_BYTES
 from pptune.costmodel.ops import Attention
 from pptune.costmodel.precision import reduces_amax
-from pptune.costmodel.presets import ModelShape
+from pptune.costmodel.presets import MODELS, ModelShape
 from pptune.costmodel.schedules import DEFAULT_SCHEDULES
 from pptune.costmodel.search import (
     CostTable,
@@ -40,6 +40,7 @@ from pptune.options import CostOptions, PlanSpace, build, fields_of
 from pptune.options.record import PlanFileRequest
 from pptune.plan.what_if import (
     MOE_HOST_NOTE,
+    batch_tokens_note,
     batch_what_if,
     margin_note,
     memory_what_if,
@@ -208,6 +209,13 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
             ))
     if batch_note is not None:
         result.notes.insert(0, batch_note)
+    model = costs.profile.model
+    if (s.global_batch is None and spec.costs.seq_len is not None and model.name in MODELS
+            and spec.costs.hf_config is None and not costs.measured):
+        hint = batch_tokens_note(model.name, global_batch, table.seq_len,
+                                 MODELS[model.name].seq_len)
+        if hint:
+            result.notes.insert(0, hint)
     if result.passed_over is not None:
         result.notes.append(margin_note(result, s.pipeline_margin))
     if result.rejected.get("out_of_memory", 0):

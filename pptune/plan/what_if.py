@@ -121,3 +121,23 @@ def batch_what_if(tables: TableSource, req: PlanRequest, result: SearchResult,
             f"{a.micro_batch_size}, sharding {a.sharding.value}, step {a.step_time_s:.3g} s): "
             f"{g * win.step_time_s / (gb * a.step_time_s) - 1:.0%} more samples a second "
             "than the winner (the learning rate may need rescaling with the batch)")
+
+
+def batch_tokens_note(model: str, batch: int, seq_len: int, default_seq: int) -> str | None:
+    """--seq-len without --global-batch: the model's batch, in sequences, at another length.
+    One line with the tokens a step, or None at the model's own length."""
+    if seq_len == default_seq or default_seq <= 0:
+        return None
+    keep = batch * default_seq // seq_len
+    return (f"global batch {batch} sequences of {seq_len:,} tokens = {_tokens(batch * seq_len)} "
+            f"tokens a step ({model}'s default batch, set for {default_seq:,}-token sequences); "
+            "--global-batch N sets the sequences a step"
+            + (f" (--global-batch {keep} keeps the default's {_tokens(batch * default_seq)} "
+               "tokens)" if keep >= 1 and keep * seq_len == batch * default_seq else ""))
+
+
+def _tokens(n: float) -> str:
+    for factor, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if n >= factor:
+            return f"{n / factor:.1f}{unit}"
+    return f"{n:.0f}"

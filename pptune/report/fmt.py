@@ -98,6 +98,20 @@ def fmt_ratio(ratio: float) -> str:
     return f"{ratio:.3f}x" if f"{ratio:.2f}" == "1.00" and ratio != 1 else f"{ratio:.2f}x"
 
 
+def compact_split(stage_layers: Sequence[int]) -> str:
+    """``8,9,9,8``; long uniform runs shortened: ``1,4x30,2``."""
+    parts: list[str] = []
+    i = 0
+    while i < len(stage_layers):
+        j = i
+        while j < len(stage_layers) and stage_layers[j] == stage_layers[i]:
+            j += 1
+        run = j - i
+        parts.append(f"{stage_layers[i]}x{run}" if run > 3 else ",".join([str(stage_layers[i])] * run))
+        i = j
+    return ",".join(parts)
+
+
 def json_safe(obj: Any) -> Any:
     """NaN and inf become null: JSON has no such numbers."""
     if isinstance(obj, float) and not math.isfinite(obj):

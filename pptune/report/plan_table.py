@@ -10,7 +10,7 @@ of ``name value`` items per plan, wrapped between items.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rich import box
@@ -21,7 +21,7 @@ from rich.text import Text
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.search import DP_INNER, Plan, SearchResult
 from pptune.report.fit import natural_width, wrap_commas, wrap_items
-from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
+from pptune.report.fmt import compact_split, fmt_bytes, fmt_pct, fmt_seconds
 
 TITLE = "pptune recommend: ranked pipeline plans"
 # columns dropped first when the console is too narrow (lowest first); the
@@ -50,20 +50,6 @@ def fmt_rate(tokens_per_s: float) -> str:
         if tokens_per_s >= factor:
             return f"{tokens_per_s / factor:.1f}{unit}"
     return f"{tokens_per_s:.0f}"
-
-
-def compact_split(stage_layers: Sequence[int]) -> str:
-    """``8,9,9,8``; long uniform runs shortened: ``1,4x30,2``."""
-    parts: list[str] = []
-    i = 0
-    while i < len(stage_layers):
-        j = i
-        while j < len(stage_layers) and stage_layers[j] == stage_layers[i]:
-            j += 1
-        run = j - i
-        parts.append(f"{stage_layers[i]}x{run}" if run > 3 else ",".join([str(stage_layers[i])] * run))
-        i = j
-    return ",".join(parts)
 
 
 def training_cost(plan: Plan, tokens_per_step: float, train_tokens: float) -> tuple[float, float]:
@@ -145,6 +131,7 @@ def _footnote(cols: list[Column], dropped: list[str], width: int | None) -> str:
     if "prec" in names:
         parts.append("prec = GEMM precision")
     parts += [
+        "v = virtual stages (model chunks per GPU); mbs = micro-batch size (sequences)",
         "m = micro-batches = gradient-accumulation steps (* not a multiple of pp)",
         "layers/stage = layers of each stage in pipeline order, embedding and head included "
         f"({chunks}); 5x4 = four stages of 5 layers",

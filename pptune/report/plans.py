@@ -17,14 +17,14 @@ from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import DP_INNER, Plan, SearchResult
 from pptune.options.record import PlanFileRequest
 from pptune.report.fmt import (
+    compact_split,
     fmt_bytes,
     fmt_microbatches,
     fmt_pct,
-    fmt_ratio,
     fmt_seconds,
     fmt_sizes,
 )
-from pptune.report.plan_table import Peaks, compact_split, fmt_rate, mfu, plans_table, training_cost
+from pptune.report.plan_table import Peaks, fmt_rate, mfu, plans_table, training_cost
 from pptune.schemas import PlanFile, PlanRecord
 
 __all__ = ["compact_split", "fmt_rate", "plans_table", "training_cost"]
@@ -110,13 +110,18 @@ def why_lines(result: SearchResult) -> list[str]:
     )
     rival = _rival(result, w)
     if rival is not None:
-        ratio = rival.step_time_s / w.step_time_s
         what = ("pipeline plan" if w.pp == 1 else "plan without a pipeline" if rival.pp == 1
                 else f"{rival.schedule.value} plan")
+        if rival.step_time_s >= w.step_time_s:
+            gap = f"{_share(rival.step_time_s / w.step_time_s - 1)} slower"
+        else:  # ranked below the winner by --pipeline-margin
+            gap = f"{_share(w.step_time_s / rival.step_time_s - 1)} faster" + (
+                ", within --pipeline-margin" if w.pp == 1 else "")
         head += (
-            f": bubble {fmt_pct(w.bubble_rate)} vs {fmt_pct(rival.bubble_rate)} for the best "
-            f"{what} ({rival.schedule.value + ', ' if w.pp == 1 else ''}pp={rival.pp}, "
-            f"m={rival.num_microbatches}, step {fmt_ratio(ratio)} the winner's)"
+            f": step {fmt_seconds(w.step_time_s)} vs {fmt_seconds(rival.step_time_s)} ({gap}) "
+            f"for the best {what} ({rival.schedule.value + ', ' if w.pp == 1 else ''}"
+            f"pp={rival.pp}, m={rival.num_microbatches}); bubble {fmt_pct(w.bubble_rate)} vs "
+            f"{fmt_pct(rival.bubble_rate)}"
         )
     comm = []
     if w.exposed_p2p_s is not None and w.pp > 1:  # without a pipeline nothing is sent
@@ -125,9 +130,10 @@ def why_lines(result: SearchResult) -> list[str]:
             "p2p hidden behind compute" if share < 0.005
             else f"p2p adds {fmt_seconds(w.exposed_p2p_s)} ({fmt_pct(share)}) to the step"
         )
-    if w.exposed_allreduce_s is not None and w.dp > 1:
+    if w.exposed_allreduce_s is not None and w.dp * w.cp > 1:  # cp ranks reduce gradients too
         share = w.exposed_allreduce_s / w.step_time_s if w.step_time_s else 0.0
         what = "all-reduce" if w.sharding.value == "none" else f"{w.sharding.value} traffic"
+        what += f" (over the {w.cp} cp ranks)" if w.dp == 1 else ""
         comm.append(
             f"DP {what} hidden behind compute" if share < 0.005
             else f"DP {what} exposes {fmt_seconds(w.exposed_allreduce_s)} ({fmt_pct(share)})"
@@ -135,7 +141,9 @@ def why_lines(result: SearchResult) -> list[str]:
     if w.exposed_cp_s is not None and w.cp > 1:
         share = w.exposed_cp_s / w.step_time_s if w.step_time_s else 0.0
         comm.append(
-            "CP K/V exchange hidden behind attention" if share < 0.005
+            "CP K/V exchange hidden behind attention" if w.exposed_cp_s == 0
+            else "CP K/V exchange mostly hidden behind attention ("
+            f"{fmt_seconds(w.exposed_cp_s)} exposed a step, {fmt_pct(share)})" if share < 0.005
             else f"CP K/V exchange adds {fmt_seconds(w.exposed_cp_s)} ({fmt_pct(share)})"
         )
     amax_share = (w.exposed_amax_s or 0.0) / w.step_time_s if w.step_time_s else 0.0
@@ -148,12 +156,12 @@ def why_lines(result: SearchResult) -> list[str]:
     )
     lines = [head, "; ".join(comm)]
     flat = [p for p in result.plans if p.pp == 1]
-    if w.pp > 1 and flat:
+    if w.pp > 1 and flat and (rival is None or rival.pp > 1):  # else the winner line names it
         f = flat[0]
         lines.append(
             f"without a pipeline: best pp=1 plan (dp={f.dp}, sharding {f.sharding.value}, "
-            f"recompute {f.recompute.value}) is {fmt_ratio(f.step_time_s / w.step_time_s)} the "
-            "winner's step time"
+            f"recompute {f.recompute.value}) steps {fmt_seconds(f.step_time_s)}, "
+            f"{_share(f.step_time_s / w.step_time_s - 1)} slower than the winner"
         )
     step = w.step_time_s or 1.0
     if (w.exposed_allreduce_s or 0.0) / step > 0.05:
@@ -167,6 +175,11 @@ def why_lines(result: SearchResult) -> list[str]:
             "micro-batches amortise their latency"
         )
     return lines
+
+
+def _share(x: float) -> str:
+    """A step-time gap as a percentage: two decimals below 1%."""
+    return f"{x:.1%}" if x >= 0.01 else f"{x:.2%}"
 
 
 def _memory_parts(plan: Plan) -> str:

@@ -16,16 +16,35 @@ def _params(m: presets.ModelShape) -> float:
     return model_params(m)
 
 
+def _experts(m: presets.ModelShape) -> str:
+    """``128x768 top-8`` (routed experts x width, per token), ``+shared N``; dense: empty."""
+    if not m.experts:
+        return ""
+    return (f"{m.experts}x{m.expert_ffn} top-{m.top_k}"
+            + (f" +shared {m.shared_ffn}" if m.shared_ffn else ""))
+
+
+def _legend() -> str:
+    mtp = [f"{m.name} {model_params(dataclasses.replace(m, mtp_layers=0)) / 1e9:.2f}B without "
+           f"its {m.mtp_layers} MTP block{'s' if m.mtp_layers > 1 else ''}"
+           for m in presets.MODELS.values() if m.mtp_layers]
+    return ("ffn = a dense block's MLP width; experts = routed experts x their FFN width, "
+            "top-k = experts a token is routed to, +shared = the shared experts' FFN width"
+            + (f"; params include multi-token-prediction blocks: {', '.join(mtp)}" if mtp
+               else ""))
+
+
 def presets_tables() -> list[Table]:
-    models = Table(title="model presets (--model)", title_justify="left")
-    for col in ["name", "params", "blocks", "hidden", "heads", "kv", "ffn", "vocab", "seq",
-                "global batch", "source"]:
+    models = Table(title="model presets (--model)", title_justify="left",
+                   caption=_legend(), caption_justify="left")
+    for col in ["name", "params", "blocks", "hidden", "heads", "kv", "ffn", "experts", "vocab",
+                "seq", "global batch", "source"]:
         models.add_column(col, justify="left" if col in ("name", "source") else "right",
                           overflow="fold" if col == "source" else "ellipsis")
     for m in presets.MODELS.values():
         models.add_row(
             m.name, f"{_params(m) / 1e9:.2f}B", str(m.num_blocks), str(m.hidden), str(m.heads),
-            str(m.kv_heads), str(m.ffn), str(m.vocab), str(m.seq_len), str(m.global_batch),
+            str(m.kv_heads), str(m.ffn), _experts(m), str(m.vocab), str(m.seq_len), str(m.global_batch),
             m.source,
         )
     gpus = Table(title="GPU presets (--gpu)", title_justify="left")

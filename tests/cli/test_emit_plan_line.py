@@ -36,9 +36,16 @@ def test_a_megatron_script_planned_for_b200_is_checked_on_b200(tmp_path: Path) -
     assert not any(f["id"] == "gpu-assumed" for f in doc["findings"])
     assert any("from the file's '# pptune-plan:' line" in n for n in doc["notes"])
     assert doc["derived"]["step_time_s"] == pytest.approx(out.plan.step_time_s, rel=1e-9)
-    # the command line wins
-    assert _check(tmp_path / "pretrain_megatron.sh", "--gpu", "h100-sxm")[
-        "derived"]["step_time_s"] != pytest.approx(out.plan.step_time_s, rel=1e-3)
+    # the command line wins, and the note and the JSON name the GPU priced
+    doc = _check(tmp_path / "pretrain_megatron.sh", "--gpu", "h100-sxm")
+    assert doc["derived"]["step_time_s"] != pytest.approx(out.plan.step_time_s, rel=1e-3)
+    assert doc["config"]["gpu"] == "h100-sxm"
+    assert ("gpu h100-sxm from --gpu, which overrides gpu b200 of the file's '# pptune-plan:' "
+            "line (what recommend --emit planned for)") in doc["notes"]
+    assert not any("gpu b200 from the file's" in n for n in doc["notes"])
+    # the same GPU on both: the file's line, as without the flag
+    doc = _check(tmp_path / "pretrain_megatron.sh", "--gpu", "b200")
+    assert doc["config"]["gpu"] == "b200"
 
 
 def test_a_torchtitan_file_of_a_hugging_face_model_is_priced_from_its_config(

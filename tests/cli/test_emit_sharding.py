@@ -83,8 +83,10 @@ def test_deepspeed_writes_the_fastest_plan_it_can_place_as_it_runs(tmp_path: Pat
     emitted = emit(Framework.DEEPSPEED, ranked)
     subs = [n for n in emitted.notes if "those substitutions make plan 1" in n]
     assert len(subs) == 1
-    slower = float(subs[0].split("plan 1 ")[1].split("x slower")[0])
-    written = float(subs[0].rsplit("(", 1)[1].split("x)")[0])
+    # both ratios are to plan 1's step: the substitutions' end, then the plan written
+    slower = float(subs[0].split("plan 1 slower, ")[1].split(" (")[1].split("x plan 1)")[0])
+    written = emitted.plan.step_time_s / ranked.result.plans[0].step_time_s
+    assert f"{written:.3f}x plan 1" in " ".join(emitted.notes)
     assert written < slower
     write(emitted, tmp_path)
     r = runner.invoke(app, ["check-config", str(tmp_path / "ds_config.json"), "--model",

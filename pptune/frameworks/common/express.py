@@ -42,9 +42,16 @@ from pptune.costmodel.stage_recompute import fit_stage_recompute
 from pptune.costs.resolve import analytic_costs
 from pptune.errors import BadInput
 from pptune.frameworks.common.adapter import Job
+from pptune.frameworks.common.baseline import ratio
 from pptune.frameworks.common.writing import domain_spans_hosts, plan_launch
 from pptune.options import CostOptions
-from pptune.report.fmt import fmt_bytes, fmt_microbatches, fmt_pct, fmt_seconds
+from pptune.report.fmt import (
+    compact_split,
+    fmt_bytes,
+    fmt_microbatches,
+    fmt_pct,
+    fmt_seconds,
+)
 
 # (schedule, virtual stages, layers per stage with the embedding and the head)
 Option = tuple[Schedule, int, list[int]]
@@ -83,7 +90,7 @@ def uniform_recompute(job: Job, plan: Plan, *, name: str, knob: str,
     notes.append(f"{name} states one recomputation for every layer ({knob}), not blocks "
                  f"per stage {list(plan.recompute_layers)}: emitting full recomputation of "
                  f"every block, predicted step {fmt_seconds(alt.step_time_s)} "
-                 f"({alt.step_time_s / plan.step_time_s:.3f}x)")
+                 f"({ratio(alt.step_time_s, plan.step_time_s)})")
     return alt, False
 
 
@@ -176,9 +183,9 @@ def closest_or_refuse(job: Job, plan: Plan, options: Sequence[Option], *, name: 
         f"{name} cannot express plan {rank} ({why}); emitting the fastest plan it can run "
         f"on the same ranks and {batches}: {alt.schedule.value}"
         + (f" v={alt.virtual_stages}" if alt.schedule is Schedule.INTERLEAVED else "")
-        + f", layers/stage {','.join(map(str, strip_ends(alt.stage_layers)))}"
+        + f", blocks/stage {compact_split(strip_ends(alt.stage_layers))}"
         + (f", rank order {alt.rank_order.value}" if alt.rank_order != plan.rank_order else "")
-        + f", predicted step {fmt_seconds(alt.step_time_s)} ({alt.step_time_s / plan.step_time_s:.3f}x)"
+        + f", predicted step {fmt_seconds(alt.step_time_s)} ({ratio(alt.step_time_s, plan.step_time_s)})"
         f", bubble {fmt_pct(alt.bubble_rate)}"
     )
     return alt
@@ -222,7 +229,7 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
     job = _repriced(job, job.shape)
     before, plan = plan, evaluate(job.table, job.request, plan.spec)
     notes.append(f"{name} runs {runs}: predicted that way, step {fmt_seconds(plan.step_time_s)} "
-                 f"({plan.step_time_s / before.step_time_s:.3f}x)")
+                 f"({ratio(plan.step_time_s, before.step_time_s)})")
     if not fits(job, plan):
         # priced as the files run, the plan outgrows the GPU (an eager SwiGLU keeps more):
         # the search's best plan on those costs instead, when one fits
@@ -233,7 +240,8 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
             notes.append(f"{need}: emitting the best plan that fits so (pp={best[0].pp} "
                          f"dp={best[0].dp} {best[0].schedule.value}, "
                          f"{best[0].sharding.value}/{best[0].recompute.value}), predicted step "
-                         f"{fmt_seconds(best[0].step_time_s)}")
+                         f"{fmt_seconds(best[0].step_time_s)} "
+                         f"({ratio(best[0].step_time_s, before.step_time_s)})")
             plan = best[0]
         else:
             notes.append(f"{need} and no plan of the search fits so: the file states it "
@@ -284,7 +292,7 @@ def without_mtp(job: Job, plan: Plan, *, name: str, rank: int,
     plan = price(job, replace(plan.spec, stage_layers=tuple(split)))
     notes.append(f"{name} builds no multi-token-prediction module: the plan priced without "
                  f"its {mtp} MTP layer{'s' if mtp > 1 else ''}, predicted step "
-                 f"{fmt_seconds(plan.step_time_s)} ({plan.step_time_s / before:.3f}x)")
+                 f"{fmt_seconds(plan.step_time_s)} ({ratio(plan.step_time_s, before)})")
     return job, plan
 
 
@@ -317,7 +325,7 @@ def stateable_sharding(job: Job, plan: Plan, *, name: str, options: tuple[Shardi
         notes.append(f"{name} files state no {SHARDING_NAMES[plan.sharding]}: emitting the "
                      f"plan with {SHARDING_NAMES[same.sharding]}, predicted step "
                      f"{fmt_seconds(same.step_time_s)} "
-                     f"({same.step_time_s / plan.step_time_s:.3f}x)")
+                     f"({ratio(same.step_time_s, plan.step_time_s)})")
         return same, False
     if searched:
         alt = searched[0]
@@ -329,7 +337,7 @@ def stateable_sharding(job: Job, plan: Plan, *, name: str, options: tuple[Shardi
                      f"{' or '.join(SHARDING_NAMES[o] for o in options)} instead (pp={alt.pp} "
                      f"dp={alt.dp} {alt.sharding.value}/{alt.recompute.value}), predicted step "
                      f"{fmt_seconds(alt.step_time_s)} "
-                     f"({alt.step_time_s / plan.step_time_s:.3f}x)")
+                     f"({ratio(alt.step_time_s, plan.step_time_s)})")
         return alt, False
     return plan, True
 
@@ -344,7 +352,7 @@ def full_recompute(job: Job, plan: Plan, *, name: str, notes: list[str]) -> Plan
             else "every-Nth-block selective recomputation")
     notes.append(f"{name} states no {what}: emitting the "
                  f"plan with full recomputation, predicted step {fmt_seconds(alt.step_time_s)} "
-                 f"({alt.step_time_s / plan.step_time_s:.3f}x)")
+                 f"({ratio(alt.step_time_s, plan.step_time_s)})")
     return alt
 
 

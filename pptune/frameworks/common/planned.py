@@ -17,17 +17,24 @@ _LINE = re.compile(r"^\s*#\s*pptune-plan:[ \t]*(.*)$", re.MULTILINE)
 MAX_HF_PATH = 4096
 
 
-def planned_for(text: str, config: TrainingConfig, ctx: Ctx) -> TrainingConfig:
+def planned_for(text: str, config: TrainingConfig, ctx: Ctx,
+                gpu_flag: str | None = None) -> TrainingConfig:
     """``config`` with the GPU and Hugging Face config of the file's plan line where it
-    states neither."""
+    states neither; ``gpu_flag`` (check-config's --gpu), when it names another GPU than
+    the line, is the one priced, and the config and the note say so."""
     found = _LINE.search(text)
     if found is None:
         return config
     pairs = dict(word.split("=", 1) for word in found.group(1).split() if "=" in word)
     update: dict[str, str] = {}
     gpu = pairs.get("gpu")
+    said = ""
     if gpu is not None and config.gpu is None:
-        if gpu in GPUS:
+        if gpu_flag is not None and gpu_flag != gpu:
+            update["gpu"] = gpu_flag
+            said = (f"gpu {gpu_flag} from --gpu, which overrides gpu {gpu[:40]} of the file's "
+                    f"'# {PLAN_LINE}' line (what recommend --emit planned for)")
+        elif gpu in GPUS:
             update["gpu"] = gpu
         else:
             ctx.note(f"'# {PLAN_LINE}' names gpu {gpu[:40]!r}, not a preset: left out")
@@ -37,6 +44,10 @@ def planned_for(text: str, config: TrainingConfig, ctx: Ctx) -> TrainingConfig:
             update["hf_config"] = hf
     if not update:
         return config
-    ctx.note(", ".join(f"{k} {v}" for k, v in update.items())
-             + f" from the file's '# {PLAN_LINE}' line (what recommend --emit planned for)")
+    if said:
+        ctx.note(said)
+    rest = {k: v for k, v in update.items() if not (said and k == "gpu")}
+    if rest:
+        ctx.note(", ".join(f"{k} {v}" for k, v in rest.items())
+                 + f" from the file's '# {PLAN_LINE}' line (what recommend --emit planned for)")
     return config.model_copy(update=update)

@@ -21,6 +21,7 @@ from pptune.costmodel.table import built_params
 from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated, keep
+from pptune.frameworks.common.baseline import ratio
 from pptune.frameworks.deepspeed.engine import (
     ZERO_STAGE,
     gradient_width,
@@ -136,7 +137,7 @@ def _as_engine_overlaps(job: Job, plan: Plan, exact: bool, notes: list[str]
                     "defaults to the model's, runtime/engine.py get_data_types)")
         notes.append(f"deepspeed: {why} (deepspeed/runtime/pipe/schedule.py, "
                      f"runtime/zero/config.py): predicted so, step "
-                     f"{fmt_seconds(alt.step_time_s)} ({alt.step_time_s / plan.step_time_s:.3f}x)")
+                     f"{fmt_seconds(alt.step_time_s)} ({ratio(alt.step_time_s, plan.step_time_s)})")
         exact = False
     return replace(job, request=run), alt, exact
 
@@ -155,7 +156,7 @@ def _without_pipeline(job: Job, plan: Plan, rank: int, notes: list[str]) -> Plan
                  f"parallel: deepspeed/utils/groups.py _init_tp_mesh_device): emitting the "
                  f"best plan at tp {plan.tp} without one, pp=1 dp={best.dp} "
                  f"{best.sharding.value}/{best.recompute.value}, predicted step "
-                 f"{fmt_seconds(best.step_time_s)} ({best.step_time_s / plan.step_time_s:.3f}x)")
+                 f"{fmt_seconds(best.step_time_s)} ({ratio(best.step_time_s, plan.step_time_s)})")
     return best
 
 

@@ -27,6 +27,7 @@ from pptune.costmodel.stage_recompute import stage_blocks
 from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated, keep
+from pptune.frameworks.common.baseline import ratio
 from pptune.frameworks.common.versions import FrameworkRefusal
 from pptune.frameworks.megatron.cp_fp8 import pp_last_with_cp
 from pptune.frameworks.megatron.layout import plan_layout
@@ -166,9 +167,10 @@ def _block_recompute(job: Job, plan: Plan, notes: list[str]) -> tuple[Plan, int 
         return plan, n, True
     alt = evaluate(job.table, job.request, replace(plan.spec, recompute_layers=runs))
     notes.append(f"Megatron-LM applies one {BLOCK} to every stage: emitting N = {n} (blocks "
-                 f"recomputed per stage {list(runs)} for the plan's "
+                 f"recomputed per {'chunk' if plan.virtual_stages > 1 else 'stage'} "
+                 f"{list(runs)} for the plan's "
                  f"{list(plan.recompute_layers)}), predicted step "
-                 f"{fmt_seconds(alt.step_time_s)} ({alt.step_time_s / plan.step_time_s:.3f}x)")
+                 f"{fmt_seconds(alt.step_time_s)} ({ratio(alt.step_time_s, plan.step_time_s)})")
     return alt, n, False
 
 

@@ -37,6 +37,7 @@ from pptune.costmodel.search import (
 from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated, keep
+from pptune.frameworks.common.baseline import ratio
 from pptune.frameworks.torchtitan.cp_fp8 import (
     compiled,
     per_op_checkpointing,
@@ -97,8 +98,7 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
         stated = _substituted(job, best, rank)
         why = (f"torchtitan's {model} model has no pipelining (pipelining_fn None in torchtitan "
                f"0.2.2): emitting the fastest plan without one, {_describe(best)}, predicted "
-               f"step {fmt_seconds(best.step_time_s)} ({best.step_time_s / plan.step_time_s:.3f}x "
-               f"plan {rank})")
+               f"step {fmt_seconds(best.step_time_s)} ({ratio(best.step_time_s, plan.step_time_s)})")
         return replace(stated, exact=False, notes=(why, *stated.notes))
     notes: list[str] = []
     run_job, run_plan = _as_run(job, plan, rank, notes)

@@ -30,6 +30,7 @@ from pptune.costmodel.schedules import SPLIT_BACKWARD
 from pptune.costmodel.search import Plan, Recompute, Sharding, evaluate
 from pptune.costs.resolve import analytic_costs
 from pptune.frameworks.common.adapter import Job
+from pptune.frameworks.common.baseline import ratio
 from pptune.frameworks.common.fields import Ctx, show
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN
 from pptune.frameworks.torchtitan.table import Table
@@ -197,7 +198,7 @@ def stateable_exchange(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Pla
     notes.append(f"torchtitan has no {c.cp_comm.value} context-parallel exchange: emitting it "
                  f"with context_parallel_rotate_method {ROTATE_NAME[comm.value]} "
                  f"({what[comm]}), the faster of its two: predicted step "
-                 f"{fmt_seconds(alt.step_time_s)} ({alt.step_time_s / plan.step_time_s:.3f}x) "
+                 f"{fmt_seconds(alt.step_time_s)} ({ratio(alt.step_time_s, plan.step_time_s)}) "
                  f"against {fmt_seconds(other.step_time_s)} with "
                  f"{ROTATE_NAME[other_comm.value]}")
     return job, alt
@@ -235,7 +236,7 @@ def per_op_checkpointing(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, P
     notes.append("torchtitan's per-op selective checkpointing (selective_ac_option \"op\") "
                  f"fits in place of {plan.recompute.value} recomputation and is faster: "
                  f"predicted step {fmt_seconds(alt.step_time_s)} "
-                 f"({alt.step_time_s / plan.step_time_s:.3f}x)")
+                 f"({ratio(alt.step_time_s, plan.step_time_s)})")
     return replace(job, table=table), alt
 
 
@@ -249,7 +250,7 @@ def stateable_recipe(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan]
     alt = evaluate(job.table, job.request, plan.spec)
     notes.append("torchtitan's float8 scales tensorwise, without delayed scaling's amax "
                  f"reductions: predicted step {fmt_seconds(alt.step_time_s)} "
-                 f"({alt.step_time_s / plan.step_time_s:.3f}x)")
+                 f"({ratio(alt.step_time_s, plan.step_time_s)})")
     return job, alt
 
 
