@@ -128,6 +128,9 @@ def _run(config: Path, format_in: str | None,
         if value is not None
     )) + size_problems({"pp": pp, "gpus": gpus, "tp": tp, "gpus_per_node": gpus_per_node,
                         "micro_batch_size": flags.batch[0], "global_batch": flags.batch[1]})
+    from pptune.costs.resolve import check_options
+
+    found += check_options(flags.costs)  # --seq-len, --gpu-spread: checked as recommend does
     if found:
         raise BadInput("; ".join(found))
     from pptune.costs.names import gpu_preset, model_preset
