@@ -18,12 +18,14 @@ file and anything larger than the stated limit, before reading it whole.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import stat
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from pptune.errors import BadInput
 
@@ -32,6 +34,22 @@ MIB = 1 << 20
 
 def _size(n: int) -> str:
     return f"{n / MIB:.2f} MiB".replace(".00 MiB", " MiB") if n >= MIB else f"{n} bytes"
+
+
+def loads_json(text: str, label: str, what: str) -> Any:
+    """``json.loads`` of text from a user's file. JSON nested deeper than Python's parser
+    allows, or a number too long to convert, is BadInput naming ``label`` (``what`` the
+    file should be, "a plan"); a syntax error stays ``json.JSONDecodeError`` for the
+    caller to word."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise BadInput(f"{label}: JSON nested too deeply to be {what}") from None
+    except ValueError as exc:  # e.g. an integer literal with thousands of digits
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise BadInput(f"{label} is not valid JSON: {first}") from None
 
 
 def read_limited(path: Path, what: str, limit_bytes: int) -> bytes:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pptune.errors import BadInput
-from pptune.files import read_limited
+from pptune.files import loads_json, read_limited
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ def parse_trace(obj: object, label: str = "trace") -> TraceFile:
     if isinstance(info, str):  # some writers keep the metadata JSON-encoded
         try:
             info = json.loads(info)
-        except ValueError:
+        except (ValueError, RecursionError):  # metadata only: a bad one is ignored
             info = None
     if isinstance(info, dict) and isinstance(info.get("rank"), int) and info["rank"] >= 0:
         rank = int(info["rank"])
@@ -124,7 +124,7 @@ def load_trace(path: Path | str) -> TraceFile:
     except UnicodeDecodeError:
         raise BadInput(f"{label}: binary data, expected a Chrome trace (JSON)") from None
     try:
-        obj = json.loads(text)
+        obj = loads_json(text, label, "a Chrome trace")
     except json.JSONDecodeError as exc:
         raise BadInput(
             f"{label}: not JSON ({exc.msg.removesuffix(' at')} at line {exc.lineno} column "

@@ -16,6 +16,7 @@ from typing import Any
 
 from pptune.costmodel.schedules import Schedule
 from pptune.errors import BadInput
+from pptune.files import loads_json
 from pptune.report.fmt import json_safe
 from pptune.tune.model import Trial
 
@@ -46,7 +47,7 @@ def load(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = loads_json(line, f"{path} line {i}", "a tune record")
             if not isinstance(rec, dict) or "key" not in rec or "status" not in rec:
                 raise ValueError("not a trial record (needs key and status)")
         except ValueError as exc:
