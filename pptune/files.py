@@ -27,13 +27,23 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pptune.errors import BadInput
+from pptune.errors import EXIT_FAILED, BadInput, PptuneError
 
 MIB = 1 << 20
 
 
 def _size(n: int) -> str:
     return f"{n / MIB:.2f} MiB".replace(".00 MiB", " MiB") if n >= MIB else f"{n} bytes"
+
+
+def dumps_json(obj: Any, indent: int | None = None, sort_keys: bool = False) -> str:
+    """``json.dumps`` as pptune writes JSON: never NaN or Infinity (JSON has no such
+    numbers); one that slipped through is one line and exit 1, not a traceback."""
+    try:
+        return json.dumps(obj, indent=indent, sort_keys=sort_keys, allow_nan=False)
+    except ValueError as exc:
+        raise PptuneError(f"cannot write the result as JSON: {exc} (a pptune bug: please "
+                          "report it with the command line)", exit_code=EXIT_FAILED) from None
 
 
 def loads_json(text: str, label: str, what: str) -> Any:

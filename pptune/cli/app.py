@@ -8,7 +8,6 @@ exit code in one place, ``_guard``.
 from __future__ import annotations
 
 import functools
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +23,7 @@ from pptune.cli.util import parse_ints as _ints
 from pptune.cli.util import say as _say
 from pptune.cli.util import show as _show
 from pptune.errors import BadInput, NoFeasiblePlan, PptuneError
-from pptune.files import check_folder, check_output
+from pptune.files import check_folder, check_output, dumps_json
 from pptune.options import CostOptions, OutputOptions, PlanSpace
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -147,7 +146,7 @@ def simulate_cmd(
         write_svg(svg, run.result)
         _say(f"wrote {svg}")
     if out.as_json:
-        typer.echo(json.dumps(simulation.result_json(run), indent=2))
+        typer.echo(dumps_json(simulation.result_json(run), indent=2))
         return
     console = _out()
     _show(console, sim_summary_table(run.result))
@@ -296,7 +295,7 @@ def presets_cmd(as_json: bool = typer.Option(False, "--json", help="machine-read
     from pptune.report.presets import presets_json, presets_tables
 
     if as_json:
-        typer.echo(json.dumps(presets_json(), indent=2))
+        typer.echo(dumps_json(presets_json(), indent=2))
         return
     out = _out()
     for table in presets_tables():
@@ -322,7 +321,7 @@ def schema_cmd(kind: str = typer.Argument(..., help="profile, plan or config")) 
     }
     if kind not in models:
         raise BadInput(f"unknown schema {kind!r}; choose one of: {', '.join(models)}")
-    typer.echo(json.dumps(models[kind].model_json_schema(), indent=2))
+    typer.echo(dumps_json(models[kind].model_json_schema(), indent=2))
 
 
 def _register_modules() -> None:

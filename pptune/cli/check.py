@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -14,6 +13,7 @@ from pptune.cli.file_flags import env_option, size_option, size_problems
 from pptune.cli.options import Use, uses
 from pptune.cli.util import out_console as _out
 from pptune.errors import BadInput, PptuneError
+from pptune.files import dumps_json
 from pptune.options import CostOptions
 
 CHECK_HELP = """CI sanity check of a training config: exit 0 when consistent and within
@@ -69,7 +69,7 @@ def check_config(
     from pptune import schemas
 
     if schema:
-        typer.echo(json.dumps(schemas.TrainingConfig.model_json_schema(), indent=2))
+        typer.echo(dumps_json(schemas.TrainingConfig.model_json_schema(), indent=2))
         return
     if config is None:
         raise BadInput("check-config needs a CONFIG file (or --schema)")
@@ -90,7 +90,7 @@ def check_config(
 
             typer.echo(github_error(config, " ".join(str(exc).split())))
         elif output == "json":  # a script reading stdout gets a document, never nothing
-            typer.echo(json.dumps({"file": str(config), "exit_code": exc.exit_code,
+            typer.echo(dumps_json({"file": str(config), "exit_code": exc.exit_code,
                                    "error": " ".join(str(exc).split())}, indent=2))
         raise
     failing = report.errors() + (report.warnings() if strict else [])
@@ -98,7 +98,7 @@ def check_config(
     from pptune.check.render import findings_github, findings_json, findings_text
 
     if output == "json":
-        typer.echo(json.dumps(findings_json(config, read, report, code), indent=2))
+        typer.echo(dumps_json(findings_json(config, read, report, code), indent=2))
     elif output == "github":
         typer.echo(findings_github(config, read, report))
     else:

@@ -9,14 +9,13 @@ ignored with a note, any other bad line is an error naming the line.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 from pptune.costmodel.schedules import Schedule
 from pptune.errors import BadInput
-from pptune.files import loads_json
+from pptune.files import dumps_json, loads_json
 from pptune.report.fmt import json_safe
 from pptune.tune.model import Trial
 
@@ -24,7 +23,7 @@ FILE = "tune.jsonl"
 
 
 def append(path: Path, record: dict[str, Any]) -> None:
-    line = json.dumps(json_safe(record), sort_keys=False) + "\n"
+    line = dumps_json(json_safe(record)) + "\n"
     try:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(line)

@@ -6,6 +6,7 @@ changed)."""
 from __future__ import annotations
 
 import json
+import math
 import signal
 from pathlib import Path
 
@@ -161,3 +162,15 @@ def test_json_and_github_together_is_still_one_line(tmp_files: Path) -> None:
                               "--output", "github"])
     assert r.exit_code == 2 and "two outputs" in r.stderr
     assert json.loads(r.stdout)["exit_code"] == 2  # --json asked for a document: it gets one
+
+
+@pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf])
+def test_pptune_never_writes_nan_or_infinity_as_json(number: float) -> None:
+    """JSON has no NaN or Infinity: one slipping through is one line and exit 1."""
+    from pptune.errors import PptuneError
+    from pptune.files import dumps_json
+
+    assert dumps_json({"a": [1.5, None]}) == '{"a": [1.5, null]}'
+    with pytest.raises(PptuneError) as info:
+        dumps_json({"busy_s": number})
+    assert info.value.exit_code == 1 and "\n" not in str(info.value)
