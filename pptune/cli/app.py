@@ -196,6 +196,9 @@ def recommend_cmd(
     if emit is not None and out.as_json:
         raise BadInput("--json and --emit: --emit writes the framework's files (to -o DIR, "
                        "else to stdout); run recommend --json -o plans.json for the plans")
+    if emit is not None and 1 <= top <= limits.MAX_TOP and not 1 <= plan_rank <= top:
+        raise BadInput(f"--plan {plan_rank} is not among the {top} plans --top {top} ranks; "
+                       f"give --plan 1 to {top} (or raise --top)")  # before the search
     if emit is not None:
         from pptune.plan.emit import check_moments
 
