@@ -201,7 +201,10 @@ def check_folder(directory: Path, names: list[str], force: bool, flag: str = "-o
     if not directory.exists():
         parent = directory.parent if str(directory.parent) else Path(".")
         existing = next((p for p in [parent, *parent.parents] if p.exists()), Path("."))
-        if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        if not existing.is_dir():
+            kind = "a file, not a folder" if existing.is_file() else "not a folder"
+            raise BadInput(f"{flag} {directory}: cannot create it ({existing} is {kind})")
+        if not os.access(existing, os.W_OK | os.X_OK):
             raise BadInput(f"{flag} {directory}: cannot create it ({existing} is not writable)")
         return
     if not os.access(directory, os.W_OK | os.X_OK):

@@ -97,7 +97,13 @@ DualPipeV's overlapped F&B pairs hiding an expert all-to-all:
 
 @app.command("simulate", help=SIMULATE_HELP)
 @_guard
-@uses(costs=CostOptions, out=OutputOptions)
+@uses(costs=Use(CostOptions, help={  # simulate prices one layout: one value each
+    "tp": "tensor-parallel size inside each stage [default: 1]",
+    "cp": "context-parallel size (the sequence split over cp ranks) [default: 1]",
+    "ep": "expert-parallel size of a mixture-of-experts model [default: 1]",
+    "etp": "expert tensor-parallel size (Megatron-LM --expert-tensor-parallel-size) "
+    "[default: 1]",
+    "precision": "GEMM precision: bf16, fp16, fp8, mxfp8 [default: bf16]"}), out=OutputOptions)
 def simulate_cmd(
     *,
     schedule: str = typer.Option("1f1b", "--schedule", "-s", help="gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv, dualpipe, dualpipev"),

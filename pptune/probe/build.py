@@ -261,7 +261,7 @@ def _measure_layers(run: _Run, plan: Any) -> tuple[list[Layer], list[str]]:
         need, which = plan.memory_need(list(sizes))
         host_memory.require(
             need, f"a CPU probe of {plan.name} at micro-batch size {max(sizes)}", which,
-            "lower --micro-batch-sizes or --seq-len, probe a smaller model, or probe on GPUs",
+            f"{opts.smaller}, probe a smaller model, or probe on GPUs",
             host_memory.available_bytes())
     previous_threads = torch.get_num_threads()
     if run.device == "cpu":
@@ -282,6 +282,7 @@ def _measure_layers(run: _Run, plan: Any) -> tuple[list[Layer], list[str]]:
             opts.warmup or 0,
             run.compute_device,
             on_step=lambda name, b: run.reporter.advance(f"{name} @ micro-batch {b}"),
+            smaller=opts.smaller,
         )
     finally:
         run.reporter.finish()

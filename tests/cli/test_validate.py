@@ -73,7 +73,7 @@ def test_plan_file_becomes_the_run_spec(plans: Path) -> None:
     # a dualpipe plan: no torch runtime, one line
     dual = next(p for p in doc["plans"] if p["schedule"] == "dualpipe")
     assert len(dual["stage_layers"]) == 2  # its pp chunks, each on two ranks
-    with pytest.raises(BadInput, match="--schedule dualpipe: no torch runtime has it"):
+    with pytest.raises(BadInput, match="'s schedule dualpipe: no torch runtime has it"):
         build_spec(ValidateRequest(plan=plans, rank=dual["rank"]), lambda s: 8, "cpu")
 
 
