@@ -71,27 +71,21 @@ def check_config(
     if schema:
         typer.echo(dumps_json(schemas.TrainingConfig.model_json_schema(), indent=2))
         return
-    if config is None:
-        raise BadInput("check-config needs a CONFIG file (or --schema)")
     if output not in ("text", "json", "github"):
         raise BadInput(f"--output must be text, json or github (got {output!r})")
-    if as_json:
-        if output == "github":
-            raise BadInput("--json and --output github ask for two outputs; give one")
-        output = "json"
     try:
+        if as_json:
+            both, output = output == "github", "json"  # --json asked for the document
+            if both:
+                raise BadInput("--json and --output github ask for two outputs; give one")
+        if config is None:
+            raise BadInput("check-config needs a CONFIG file (or --schema)")
         report, read = _run(config, format_in, (pp, gpus, tp, gpus_per_node),
                             framework_version or [], max_bubble, max_slowdown,
                             CheckFlags(costs, not no_compare, strict, tuple(env or ()),
                                        (micro_batch_size, global_batch)))
     except PptuneError as exc:
-        if output == "github":  # a CI job shows an annotation, never nothing
-            from pptune.check.render import github_error
-
-            typer.echo(github_error(config, " ".join(str(exc).split())))
-        elif output == "json":  # a script reading stdout gets a document, never nothing
-            typer.echo(dumps_json({"file": str(config), "exit_code": exc.exit_code,
-                                   "error": " ".join(str(exc).split())}, indent=2))
+        echo_error(output, config, str(exc), exc.exit_code)
         raise
     failing = report.errors() + (report.warnings() if strict else [])
     code = 1 if failing else 0
@@ -106,6 +100,19 @@ def check_config(
         console.print(findings_text(config, read, report, width=console.width),
                       highlight=False, markup=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+def echo_error(output: str, config: Path | None, message: str, code: int) -> None:
+    """What stdout gets when the check cannot run: the error document (json) or an
+    annotation (github), so a CI job or a script never sees nothing; text: nothing."""
+    text = " ".join(message.split())
+    if output == "github":
+        from pptune.check.render import github_error
+
+        typer.echo(github_error(config, text))
+    elif output == "json":
+        typer.echo(dumps_json({"file": None if config is None else str(config),
+                               "exit_code": code, "error": text}, indent=2))
 
 
 class CheckFlags(NamedTuple):

@@ -135,6 +135,7 @@ def test_a_tune_journal_nested_too_deeply_is_one_line(tmp_path: Path) -> None:
 USAGE: list[list[str]] = [
     ["check-config", "{t}/plain.yaml", "--gpus", "abc"],
     ["check-config", "{t}/plain.yaml", "--bogus"],
+    ["check-config", "{t}/plain.yaml", "--profile="],
     ["check-config"],
 ]
 
