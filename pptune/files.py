@@ -18,20 +18,48 @@ file and anything larger than the stated limit, before reading it whole.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import stat
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
-from pptune.errors import BadInput
+from pptune.errors import EXIT_FAILED, BadInput, PptuneError
 
 MIB = 1 << 20
 
 
 def _size(n: int) -> str:
     return f"{n / MIB:.2f} MiB".replace(".00 MiB", " MiB") if n >= MIB else f"{n} bytes"
+
+
+def dumps_json(obj: Any, indent: int | None = None, sort_keys: bool = False) -> str:
+    """``json.dumps`` as pptune writes JSON: never NaN or Infinity (JSON has no such
+    numbers); one that slipped through is one line and exit 1, not a traceback."""
+    try:
+        return json.dumps(obj, indent=indent, sort_keys=sort_keys, allow_nan=False)
+    except ValueError as exc:
+        raise PptuneError(f"cannot write the result as JSON: {exc} (a pptune bug: please "
+                          "report it with the command line)", exit_code=EXIT_FAILED) from None
+
+
+def loads_json(text: str, label: str, what: str) -> Any:
+    """``json.loads`` of text from a user's file. JSON nested deeper than Python's parser
+    allows, or a number too long to convert, is BadInput naming ``label`` (``what`` the
+    file should be, "a plan"); a syntax error stays ``json.JSONDecodeError`` for the
+    caller to word."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise BadInput(f"{label}: JSON nested too deeply to be {what}") from None
+    except ValueError as exc:  # e.g. an integer literal with thousands of digits
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise BadInput(f"{label} is not valid JSON: {first}") from None
 
 
 def read_limited(path: Path, what: str, limit_bytes: int) -> bytes:
@@ -173,7 +201,10 @@ def check_folder(directory: Path, names: list[str], force: bool, flag: str = "-o
     if not directory.exists():
         parent = directory.parent if str(directory.parent) else Path(".")
         existing = next((p for p in [parent, *parent.parents] if p.exists()), Path("."))
-        if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        if not existing.is_dir():
+            kind = "a file, not a folder" if existing.is_file() else "not a folder"
+            raise BadInput(f"{flag} {directory}: cannot create it ({existing} is {kind})")
+        if not os.access(existing, os.W_OK | os.X_OK):
             raise BadInput(f"{flag} {directory}: cannot create it ({existing} is not writable)")
         return
     if not os.access(directory, os.W_OK | os.X_OK):

@@ -79,9 +79,11 @@ def findings_github(path: Path, read: ReadResult, report: CheckReport) -> str:
     return "\n".join(out)
 
 
-def github_error(path: Path, message: str) -> str:
+def github_error(path: Path | None, message: str) -> str:
     """One annotation for a file that could not be checked (exit 2), so a CI job
-    never shows nothing."""
+    never shows nothing (``path`` None: no file was given)."""
+    if path is None:
+        return f"::error title=pptune cannot-check::{_escape(message)}\nnothing checked"
     return (f"::error file={_property(str(path))},title=pptune cannot-check::"
             f"{_escape(message)}\n"
             f"{path}: not checked")

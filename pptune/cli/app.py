@@ -8,7 +8,6 @@ exit code in one place, ``_guard``.
 from __future__ import annotations
 
 import functools
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +23,7 @@ from pptune.cli.util import parse_ints as _ints
 from pptune.cli.util import say as _say
 from pptune.cli.util import show as _show
 from pptune.errors import BadInput, NoFeasiblePlan, PptuneError
-from pptune.files import check_folder, check_output
+from pptune.files import check_folder, check_output, dumps_json
 from pptune.options import CostOptions, OutputOptions, PlanSpace
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -98,7 +97,13 @@ DualPipeV's overlapped F&B pairs hiding an expert all-to-all:
 
 @app.command("simulate", help=SIMULATE_HELP)
 @_guard
-@uses(costs=CostOptions, out=OutputOptions)
+@uses(costs=Use(CostOptions, help={  # simulate prices one layout: one value each
+    "tp": "tensor-parallel size inside each stage [default: 1]",
+    "cp": "context-parallel size (the sequence split over cp ranks) [default: 1]",
+    "ep": "expert-parallel size of a mixture-of-experts model [default: 1]",
+    "etp": "expert tensor-parallel size (Megatron-LM --expert-tensor-parallel-size) "
+    "[default: 1]",
+    "precision": "GEMM precision: bf16, fp16, fp8, mxfp8 [default: bf16]"}), out=OutputOptions)
 def simulate_cmd(
     *,
     schedule: str = typer.Option("1f1b", "--schedule", "-s", help="gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv, dualpipe, dualpipev"),
@@ -147,7 +152,7 @@ def simulate_cmd(
         write_svg(svg, run.result)
         _say(f"wrote {svg}")
     if out.as_json:
-        typer.echo(json.dumps(simulation.result_json(run), indent=2))
+        typer.echo(dumps_json(simulation.result_json(run), indent=2))
         return
     console = _out()
     _show(console, sim_summary_table(run.result))
@@ -197,6 +202,9 @@ def recommend_cmd(
     if emit is not None and out.as_json:
         raise BadInput("--json and --emit: --emit writes the framework's files (to -o DIR, "
                        "else to stdout); run recommend --json -o plans.json for the plans")
+    if emit is not None and 1 <= top <= limits.MAX_TOP and not 1 <= plan_rank <= top:
+        raise BadInput(f"--plan {plan_rank} is not among the {top} plans --top {top} ranks; "
+                       f"give --plan 1 to {top} (or raise --top)")  # before the search
     if emit is not None:
         from pptune.plan.emit import check_moments
 
@@ -296,7 +304,7 @@ def presets_cmd(as_json: bool = typer.Option(False, "--json", help="machine-read
     from pptune.report.presets import presets_json, presets_tables
 
     if as_json:
-        typer.echo(json.dumps(presets_json(), indent=2))
+        typer.echo(dumps_json(presets_json(), indent=2))
         return
     out = _out()
     for table in presets_tables():
@@ -322,7 +330,7 @@ def schema_cmd(kind: str = typer.Argument(..., help="profile, plan or config")) 
     }
     if kind not in models:
         raise BadInput(f"unknown schema {kind!r}; choose one of: {', '.join(models)}")
-    typer.echo(json.dumps(models[kind].model_json_schema(), indent=2))
+    typer.echo(dumps_json(models[kind].model_json_schema(), indent=2))
 
 
 def _register_modules() -> None:

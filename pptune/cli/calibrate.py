@@ -14,7 +14,6 @@ Two forms:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from pptune.cli.file_flags import SIZES, env_option, size_option, size_problems
 from pptune.cli.util import out_console as _out
 from pptune.cli.util import say as _say
 from pptune.errors import BadInput
+from pptune.files import dumps_json
 
 HELP = """Calibrate pptune on the jobs you already run, or on earlier validate results.
 
@@ -228,7 +228,7 @@ def _from_jobs(measurements: list[Any], gpu: str | None, model: str | None,
         _say(f"warning: {warning}")
     write_atomic(output, outcome.profile.model_dump_json(indent=2) + "\n")
     if as_json:
-        typer.echo(json.dumps(calibration_json(cal), indent=2))
+        typer.echo(dumps_json(calibration_json(cal), indent=2))
     else:
         _out().print(calibration_text(cal), highlight=False, markup=False)
     _say(f"wrote {output}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -14,6 +13,7 @@ from pptune.cli.file_flags import env_option, size_option, size_problems
 from pptune.cli.options import Use, uses
 from pptune.cli.util import out_console as _out
 from pptune.errors import BadInput, PptuneError
+from pptune.files import dumps_json
 from pptune.options import CostOptions
 
 CHECK_HELP = """CI sanity check of a training config: exit 0 when consistent and within
@@ -69,36 +69,30 @@ def check_config(
     from pptune import schemas
 
     if schema:
-        typer.echo(json.dumps(schemas.TrainingConfig.model_json_schema(), indent=2))
+        typer.echo(dumps_json(schemas.TrainingConfig.model_json_schema(), indent=2))
         return
-    if config is None:
-        raise BadInput("check-config needs a CONFIG file (or --schema)")
     if output not in ("text", "json", "github"):
         raise BadInput(f"--output must be text, json or github (got {output!r})")
-    if as_json:
-        if output == "github":
-            raise BadInput("--json and --output github ask for two outputs; give one")
-        output = "json"
     try:
+        if as_json:
+            both, output = output == "github", "json"  # --json asked for the document
+            if both:
+                raise BadInput("--json and --output github ask for two outputs; give one")
+        if config is None:
+            raise BadInput("check-config needs a CONFIG file (or --schema)")
         report, read = _run(config, format_in, (pp, gpus, tp, gpus_per_node),
                             framework_version or [], max_bubble, max_slowdown,
                             CheckFlags(costs, not no_compare, strict, tuple(env or ()),
                                        (micro_batch_size, global_batch)))
     except PptuneError as exc:
-        if output == "github":  # a CI job shows an annotation, never nothing
-            from pptune.check.render import github_error
-
-            typer.echo(github_error(config, " ".join(str(exc).split())))
-        elif output == "json":  # a script reading stdout gets a document, never nothing
-            typer.echo(json.dumps({"file": str(config), "exit_code": exc.exit_code,
-                                   "error": " ".join(str(exc).split())}, indent=2))
+        echo_error(output, config, str(exc), exc.exit_code)
         raise
     failing = report.errors() + (report.warnings() if strict else [])
     code = 1 if failing else 0
     from pptune.check.render import findings_github, findings_json, findings_text
 
     if output == "json":
-        typer.echo(json.dumps(findings_json(config, read, report, code), indent=2))
+        typer.echo(dumps_json(findings_json(config, read, report, code), indent=2))
     elif output == "github":
         typer.echo(findings_github(config, read, report))
     else:
@@ -106,6 +100,19 @@ def check_config(
         console.print(findings_text(config, read, report, width=console.width),
                       highlight=False, markup=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+def echo_error(output: str, config: Path | None, message: str, code: int) -> None:
+    """What stdout gets when the check cannot run: the error document (json) or an
+    annotation (github), so a CI job or a script never sees nothing; text: nothing."""
+    text = " ".join(message.split())
+    if output == "github":
+        from pptune.check.render import github_error
+
+        typer.echo(github_error(config, text))
+    elif output == "json":
+        typer.echo(dumps_json({"file": None if config is None else str(config),
+                               "exit_code": code, "error": text}, indent=2))
 
 
 class CheckFlags(NamedTuple):
@@ -128,6 +135,9 @@ def _run(config: Path, format_in: str | None,
         if value is not None
     )) + size_problems({"pp": pp, "gpus": gpus, "tp": tp, "gpus_per_node": gpus_per_node,
                         "micro_batch_size": flags.batch[0], "global_batch": flags.batch[1]})
+    from pptune.costs.resolve import check_options
+
+    found += check_options(flags.costs)  # --seq-len, --gpu-spread: checked as recommend does
     if found:
         raise BadInput("; ".join(found))
     from pptune.costs.names import gpu_preset, model_preset

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -23,8 +24,10 @@ class OneLineErrors(TyperGroup):
         if not standalone_mode:
             return run(*args, standalone_mode=False, **kwargs)
         argv = args[0] if args else kwargs.get("args")
-        empty = self.empty_value([str(a) for a in (sys.argv[1:] if argv is None else argv)])
+        words = [str(a) for a in (sys.argv[1:] if argv is None else argv)]
+        empty = self.empty_value(words)
         if empty is not None:  # "" would become Path("."): the working folder, unasked
+            self.echo_check_error(words, f"{empty} is empty; give a value", 2)
             typer.echo(f"pptune: error: {empty} is empty; give a value", err=True)
             sys.exit(2)
         try:
@@ -35,6 +38,7 @@ class OneLineErrors(TyperGroup):
                 sys.exit(exc.exit_code)
             msg = " ".join(exc.format_message().split())
             command = getattr(getattr(exc, "ctx", None), "command_path", "") or "pptune"
+            self.echo_check_error(words, f"{msg} (see {command} --help)", exc.exit_code)
             typer.echo(f"pptune: error: {msg} (see {command} --help)", err=True)
             sys.exit(exc.exit_code)
         except typer.Abort:
@@ -43,16 +47,56 @@ class OneLineErrors(TyperGroup):
         sys.exit(code if isinstance(code, int) else 0)
 
 
+    def echo_check_error(self, argv: list[str], message: str, code: int) -> None:
+        """check-config's CI job gets its error document or annotation on stdout even
+        when the parser refused the command line (nothing for other commands)."""
+        asked = self.check_output(argv)
+        if asked is not None:
+            from pptune.cli.check import echo_error
+
+            echo_error(*asked, message, code)
+
+    def takes_value(self, command: str) -> set[str]:
+        """The option names of ``command`` that take a value (not flags)."""
+        return {name for p in self.commands[command].params
+                if getattr(p, "param_type_name", "") == "option" and not getattr(
+                    p, "is_flag", False) and not getattr(p, "count", False)
+                for name in (*p.opts, *p.secondary_opts)}
+
+    def check_output(self, argv: list[str]) -> tuple[str, Path | None] | None:
+        """check-config's output (json or github) and CONFIG as ``argv`` asks for them,
+        read without the parser that just refused it; None for other commands and text."""
+        if not argv or argv[0] != "check-config" or argv[0] not in self.commands:
+            return None
+        takes_value = self.takes_value(argv[0])
+        output, as_json, config = "text", False, None
+        i = 1
+        while i < len(argv):
+            name, eq, value = argv[i].partition("=")
+            if argv[i] == "--":
+                config = config or (argv[i + 1] if i + 1 < len(argv) else None)
+                break
+            if name == "--json":
+                as_json = True
+            elif name == "--output":
+                output = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+                i += 0 if eq else 1
+            elif name in takes_value and not eq:
+                i += 1  # its value
+            elif not argv[i].startswith("-") and config is None:
+                config = argv[i]
+            i += 1
+        kind = "json" if as_json else output
+        return (kind, Path(config) if config else None) if kind in ("json", "github") \
+            else None
+
     def empty_value(self, argv: list[str]) -> str | None:
         """The first option of the command given an empty value (``-o ""``,
         ``--profile=``), None when there is none: a value option's empty string
         becomes ``Path("")``, the working folder, which no one means."""
         if not argv or argv[0] not in self.commands:
             return None
-        takes_value = {name for p in self.commands[argv[0]].params
-                       if getattr(p, "param_type_name", "") == "option" and not getattr(
-                           p, "is_flag", False) and not getattr(p, "count", False)
-                       for name in (*p.opts, *p.secondary_opts)}
+        takes_value = self.takes_value(argv[0])
         for i, arg in enumerate(argv[1:], 1):
             if arg == "--":
                 break

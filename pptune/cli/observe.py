@@ -9,7 +9,6 @@ stderr.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Annotated
@@ -19,6 +18,7 @@ import typer
 from pptune import limits
 from pptune.cli.util import out_console, show
 from pptune.errors import EXIT_FINDINGS, BadInput
+from pptune.files import dumps_json
 from pptune.report.fmt import fmt_pct, fmt_seconds
 
 TRACE_REPORT_HELP = """\
@@ -136,7 +136,7 @@ def trace_report(
     for note in twice:
         typer.echo(f"pptune: {note}", err=True)
     if json_output:
-        typer.echo(json.dumps(report.to_json(), indent=2))
+        typer.echo(dumps_json(report.to_json(), indent=2))
     else:
         _print(trace_report_table(report))
     for d in report.devices:
@@ -205,7 +205,7 @@ def monitor(
             stopped_early=stopped,
         )
     if json_output:
-        typer.echo(json.dumps(report.to_json(), indent=2))
+        typer.echo(dumps_json(report.to_json(), indent=2))
     else:
         _print(monitor_table(report))
     for g in report.gpus:

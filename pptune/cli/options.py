@@ -38,11 +38,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 @dataclass(frozen=True)
 class Use:
     """How one command takes a group: ``only`` these fields (None: all), with
-    ``more`` (field name -> a clause) added to their help."""
+    ``more`` (field name -> a clause) added to their help, or ``help`` (field name ->
+    the text) in place of it."""
 
     group: type
     only: tuple[str, ...] | None = None
     more: Mapping[str, str] = field(default_factory=dict)
+    help: Mapping[str, str] = field(default_factory=dict)
 
     def fields(self) -> list[Field]:
         out = [f for f in fields_of(self.group) if self.only is None or f.name in self.only]
@@ -52,10 +54,12 @@ class Use:
         return out
 
 
-def typer_option(f: Field, more: str = "") -> Any:
-    """The typer option of a field: its flag names, its default as click parses it, its help."""
+def typer_option(f: Field, more: str = "", text: str | None = None) -> Any:
+    """The typer option of a field: its flag names, its default as click parses it, its
+    help (``text`` in place of the declared help)."""
     default = ... if f.flag.required else f.flag.kind.text(f.default)
-    return typer.Option(default, *f.flag.names, help=f.flag.help + (f"; {more}" if more else ""))
+    return typer.Option(default, *f.flag.names,
+                        help=(text or f.flag.help) + (f"; {more}" if more else ""))
 
 
 def cli_annotation(f: Field) -> Any:
@@ -94,7 +98,8 @@ def uses(**groups: type | Use) -> Callable[[F], F]:
             use = taken[p.name]
             fields_by_param[p.name] = [f.name for f in use.fields()]
             params += [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY,
-                                         default=typer_option(f, use.more.get(f.name, "")),
+                                         default=typer_option(f, use.more.get(f.name, ""),
+                                                              use.help.get(f.name)),
                                          annotation=cli_annotation(f))
                        for f in use.fields()]
         names = [p.name for p in params]

@@ -7,7 +7,6 @@ own. The work lives in ``pptune.tune`` (torch imported lazily).
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from pptune.cli.util import out_console as _out
 from pptune.cli.util import say as _say
 from pptune.cli.util import show
 from pptune.errors import BadInput, RunFailed
+from pptune.files import dumps_json
 from pptune.options import CostOptions, OutputOptions, PlanSpace, RunOptions
 
 HELP = """Measure the best candidate plans for real, calibrate the costs, keep the fastest.
@@ -176,7 +176,7 @@ def _render(run: Any, as_json: bool) -> None:
 
     o = run.outcome
     if as_json:
-        typer.echo(json.dumps(artifacts.summary_json(run), indent=2))
+        typer.echo(dumps_json(artifacts.summary_json(run), indent=2))
         return
     out = _out()
     winner = o.winner

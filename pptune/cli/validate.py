@@ -8,7 +8,6 @@ one stderr line and an exit code by the CLI's central handler.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from pptune.cli.util import parse_ints as _ints
 from pptune.cli.util import say as _say
 from pptune.cli.util import show
 from pptune.errors import BadInput
-from pptune.files import check_output
+from pptune.files import check_output, dumps_json
 from pptune.options import CostOptions, OutputOptions, RunOptions
 from pptune.report.fmt import json_safe
 
@@ -171,7 +170,7 @@ def validate(
         write_trace(trace, outcome.measured, name="pptune validate (measured)")
         _say(f"wrote {trace} (open in https://ui.perfetto.dev)")
     if out.as_json:
-        typer.echo(json.dumps(json_safe(doc), indent=2))
+        typer.echo(dumps_json(json_safe(doc), indent=2))
         return
     from pptune.validate.render import comparison_table, ops_table, summary_lines
 

@@ -21,7 +21,7 @@ from pptune.costs.hf_keys import MAX_HF_SIZE, Config, read_int
 from pptune.costs.hf_moe import moe_fields
 from pptune.costs.hf_style import style_fields
 from pptune.errors import BadInput
-from pptune.files import read_limited
+from pptune.files import loads_json, read_limited
 from pptune.limits import MAX_LAYERS
 
 __all__ = ["LLAMA_TYPES", "MAX_HF_SIZE", "MOE_TYPES", "HfModel", "from_hf_config",
@@ -106,11 +106,9 @@ def read_hf_config(
     path = Path(path)
     raw = read_limited(path, "--hf-config file", MAX_HF_CONFIG_BYTES)
     try:
-        cfg = json.loads(raw.decode("utf-8"))
+        cfg = loads_json(raw.decode("utf-8"), f"--hf-config {path}", "a config.json")
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BadInput(f"--hf-config {path} is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise BadInput(f"--hf-config {path}: JSON nested too deeply to be a config.json") from None
     if not isinstance(cfg, dict):
         raise BadInput(f"--hf-config {path}: expected a JSON object, got {type(cfg).__name__}")
     if isinstance(cfg.get("text_config"), dict):  # multimodal configs nest the decoder

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pptune.errors import BadInput
-from pptune.files import read_limited
+from pptune.files import loads_json, read_limited
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,25 @@ class TraceFile:
     base_ns: int | None = None
 
 
+# |ts| and dur in microseconds: 1e18 us is 31,700 years, so an end (ts + dur) and a
+# rank's sums stay finite; a larger (or NaN, Infinity) time is not a trace's
+MAX_TRACE_US = 1e18
+
+
 def _is_number(x: object) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _bad_time(e: object) -> str | None:
+    """The key of a complete event whose time is a number no trace holds (None: none)."""
+    if not isinstance(e, dict) or e.get("ph") != "X":
+        return None
+    for key in ("ts", "dur"):
+        x = e.get(key)
+        if isinstance(x, (int, float)) and not isinstance(x, bool) and not (
+                math.isfinite(x) and abs(x) <= MAX_TRACE_US):
+            return key
+    return None
 
 
 def _usable(e: object) -> bool:
@@ -70,6 +87,11 @@ def parse_trace(obj: object, label: str = "trace") -> TraceFile:
         )
     if not isinstance(raw, list):
         raise BadInput(f"{label}: 'traceEvents' is a {type(raw).__name__}, expected a list")
+    for i, e in enumerate(raw):
+        key = _bad_time(e)
+        if key is not None:
+            raise BadInput(f"{label}: event {i} has {key!r} {e[key]!r}: not a finite time a "
+                           f"trace holds (up to {MAX_TRACE_US:g} us)")
     events = [e for e in raw if _usable(e)]
     if not events:
         raise BadInput(
@@ -81,7 +103,7 @@ def parse_trace(obj: object, label: str = "trace") -> TraceFile:
     if isinstance(info, str):  # some writers keep the metadata JSON-encoded
         try:
             info = json.loads(info)
-        except ValueError:
+        except (ValueError, RecursionError):  # metadata only: a bad one is ignored
             info = None
     if isinstance(info, dict) and isinstance(info.get("rank"), int) and info["rank"] >= 0:
         rank = int(info["rank"])
@@ -124,7 +146,7 @@ def load_trace(path: Path | str) -> TraceFile:
     except UnicodeDecodeError:
         raise BadInput(f"{label}: binary data, expected a Chrome trace (JSON)") from None
     try:
-        obj = json.loads(text)
+        obj = loads_json(text, label, "a Chrome trace")
     except json.JSONDecodeError as exc:
         raise BadInput(
             f"{label}: not JSON ({exc.msg.removesuffix(' at')} at line {exc.lineno} column "

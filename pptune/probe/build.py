@@ -1,7 +1,7 @@
 """Run the probe and assemble the ``Profile`` (pptune.schemas).
 
-Order: resolve the options; inventory (NVML, else the CPU); the model plan
-(so a bad model input fails before anything is spawned); links (measured,
+Order: resolve the options; the model plan (so a bad model input fails before
+NVML is asked or anything is spawned); inventory (NVML, else the CPU); links (measured,
 read from nccl-tests output, or documented defaults); then per-layer costs
 on rank 0. Talk goes through a ``Reporter`` (warnings, progress); nothing
 here prints. The options and their checks are in ``pptune.probe.options``,
@@ -156,21 +156,22 @@ def run_probe(opts: ProbeOptions, reporter: Reporter | None = None) -> ProbeOutc
     rank = env["RANK"] if env else 0
     # under torchrun only rank 0 talks: the other ranks' lines would repeat it
     reporter = (reporter or NullReporter()) if rank == 0 else NullReporter()
+    compute_device = f"cuda:{env['LOCAL_RANK']}" if env and device == "cuda" else device
+    dtype = opts.dtype
+    if dtype == DType.AUTO:
+        dtype = DType.BF16 if device == "cuda" else DType.FP32
+    # the model plan before NVML or any process: a bad model input fails at once, alone
+    plan = _plan_model(opts, compute_device, getattr(torch, TORCH_DTYPES[dtype]))
     run = _Run(
         opts=opts,
         torch=torch,
         device=device,
-        compute_device=f"cuda:{env['LOCAL_RANK']}" if env and device == "cuda" else device,
+        compute_device=compute_device,
         env=env,
         reporter=reporter,
         inv=_inventory(device, torch, reporter) if rank == 0 else cpu_inventory(),
         threads=opts.threads or 1,
     )
-    dtype = opts.dtype
-    if dtype == DType.AUTO:
-        dtype = DType.BF16 if device == "cuda" else DType.FP32
-    # the model plan before any process is spawned: a bad model input fails at once
-    plan = _plan_model(opts, run.compute_device, getattr(torch, TORCH_DTYPES[dtype]))
     for message in plan.warnings:
         reporter.warn(message)
 
@@ -260,7 +261,7 @@ def _measure_layers(run: _Run, plan: Any) -> tuple[list[Layer], list[str]]:
         need, which = plan.memory_need(list(sizes))
         host_memory.require(
             need, f"a CPU probe of {plan.name} at micro-batch size {max(sizes)}", which,
-            "lower --micro-batch-sizes or --seq-len, probe a smaller model, or probe on GPUs",
+            f"{opts.smaller}, probe a smaller model, or probe on GPUs",
             host_memory.available_bytes())
     previous_threads = torch.get_num_threads()
     if run.device == "cpu":
@@ -281,6 +282,7 @@ def _measure_layers(run: _Run, plan: Any) -> tuple[list[Layer], list[str]]:
             opts.warmup or 0,
             run.compute_device,
             on_step=lambda name, b: run.reporter.advance(f"{name} @ micro-batch {b}"),
+            smaller=opts.smaller,
         )
     finally:
         run.reporter.finish()

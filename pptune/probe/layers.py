@@ -250,6 +250,7 @@ def measure_model(
     warmup: int,
     device: str,
     on_step: Callable[[str, int], None] = lambda name, b: None,
+    smaller: str = "lower --micro-batch-sizes or --seq-len",
 ) -> list[LayerResult]:
     """Measure every layer of a ``ModelPlan`` at every micro-batch size, one layer at a time."""
     timer = Timer(torch, device)
@@ -270,8 +271,7 @@ def measure_model(
                 )
             except torch.OutOfMemoryError:
                 raise BadInput(
-                    f"out of memory measuring {label} at micro-batch size {b}; "
-                    "lower --micro-batch-sizes or --seq-len"
+                    f"out of memory measuring {label} at micro-batch size {b}; {smaller}"
                 ) from None
             except (RuntimeError, TypeError, ValueError) as exc:
                 first = (str(exc).strip().splitlines() or [""])[0]

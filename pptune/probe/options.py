@@ -61,6 +61,9 @@ class ProbeOptions:
     dtype: DType = DType.AUTO
     threads: int | None = None
     seq_len: int | None = None
+    # what to lower when the model does not fit, in the calling command's flags
+    # (validate's quick probe measures one --micro-batch-size)
+    smaller: str = "lower --micro-batch-sizes or --seq-len"
 
 
 def resolve_options(opts: ProbeOptions) -> ProbeOptions:

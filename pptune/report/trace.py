@@ -19,10 +19,10 @@ Format: the JSON Object Format of the Trace Event Format spec (Google,
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from pptune.files import dumps_json
 from pptune.report.protocol import Timeline, kind_of, n_rows
 from pptune.schemas import write_atomic
 
@@ -99,7 +99,7 @@ def chrome_trace(result: Timeline, name: str = "pptune simulate") -> dict[str, A
 
 def trace_json(result: Timeline, name: str = "pptune simulate") -> str:
     """``chrome_trace`` serialised compactly (no indentation: traces get large)."""
-    return json.dumps(chrome_trace(result, name), indent=None)
+    return dumps_json(chrome_trace(result, name))
 
 
 def write_trace(path: Path | str, result: Timeline, name: str = "pptune simulate") -> None:

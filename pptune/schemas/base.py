@@ -39,17 +39,15 @@ MAX_JSON_FILE_BYTES = 64 << 20
 
 def load_json_model(path: Path, model: type[Strict], what: str) -> Any:
     """Read and validate a JSON file; BadInput with one line on any problem."""
-    from pptune.files import read_limited
+    from pptune.files import loads_json, read_limited
 
     raw = read_limited(Path(path), f"{what} file", MAX_JSON_FILE_BYTES)
     try:
-        data = json.loads(raw.decode("utf-8-sig"))
+        data = loads_json(raw.decode("utf-8-sig"), f"{what} file {path}", f"a {what}")
     except UnicodeDecodeError:
         raise BadInput(f"{what} file {path} is not UTF-8 text; expected JSON") from None
     except json.JSONDecodeError as exc:
         raise BadInput(f"{what} file {path} is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise BadInput(f"{what} file {path}: JSON nested too deeply to be a {what}") from None
     try:
         return model.model_validate(data)
     except ValidationError as exc:

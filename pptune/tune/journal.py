@@ -9,13 +9,13 @@ ignored with a note, any other bad line is an error naming the line.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 from pptune.costmodel.schedules import Schedule
 from pptune.errors import BadInput
+from pptune.files import dumps_json, loads_json
 from pptune.report.fmt import json_safe
 from pptune.tune.model import Trial
 
@@ -23,7 +23,7 @@ FILE = "tune.jsonl"
 
 
 def append(path: Path, record: dict[str, Any]) -> None:
-    line = json.dumps(json_safe(record), sort_keys=False) + "\n"
+    line = dumps_json(json_safe(record)) + "\n"
     try:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(line)
@@ -46,7 +46,7 @@ def load(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = loads_json(line, f"{path} line {i}", "a tune record")
             if not isinstance(rec, dict) or "key" not in rec or "status" not in rec:
                 raise ValueError("not a trial record (needs key and status)")
         except ValueError as exc:

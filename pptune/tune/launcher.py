@@ -134,7 +134,7 @@ def result_of(stdout: str) -> dict[str, Any] | None:
         if line.startswith("{"):
             try:
                 doc, _ = decoder.raw_decode(stdout[offset:])
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # not the result: read on
                 pass
             else:
                 if isinstance(doc, dict):

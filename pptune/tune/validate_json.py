@@ -18,7 +18,7 @@ from typing import Any
 from pptune.costmodel.presets import MODELS
 from pptune.costmodel.schedules import Schedule
 from pptune.errors import BadInput
-from pptune.files import distinct_inputs, read_limited
+from pptune.files import distinct_inputs, loads_json, read_limited
 from pptune.schemas import Profile
 from pptune.tune.candidates import plan_key
 from pptune.tune.model import Trial
@@ -41,7 +41,8 @@ def trial(path: Path, profile: Profile) -> Trial:
     """BadInput naming the file when it is not a validate result for ``profile``'s model."""
     data = read_limited(Path(path), "validate result", MAX_RESULT_BYTES)
     try:
-        doc: Any = json.loads(data.decode("utf-8-sig"))
+        doc: Any = loads_json(data.decode("utf-8-sig"), f"validate result {path}",
+                              "a validate result")
     except UnicodeDecodeError:
         raise BadInput(f"cannot read validate result {path}: binary data, not JSON") from None
     except json.JSONDecodeError as exc:

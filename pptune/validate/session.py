@@ -187,7 +187,8 @@ def build_spec(req: ValidateRequest, n_layers_of: Callable[[ModelSource], int],
             spec = replace(spec, stage_layers=tuple(even_split(n_layers, spec.n_stages)))
         except SplitError as exc:
             raise BadInput(str(exc)) from None
-    spec_mod.check(spec, n_layers)
+    spec_mod.check(spec, n_layers, None if record is None else
+                   f"{req.plan} plan {record.rank}")
     return spec, notes
 
 
@@ -217,6 +218,8 @@ def resolve_profile(
             dtype=DType(src.dtype),
             threads=spec.threads,
             seq_len=src.seq_len,
+            smaller="lower -b/--micro-batch-size or --seq-len" if req.plan is None else
+            "validate a plan of a smaller micro-batch size or lower --seq-len",
         )
         outcome = run_probe(opts, NullReporter())
         if outcome.profile is None:  # pragma: no cover - only torchrun ranks > 0

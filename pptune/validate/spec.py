@@ -117,16 +117,30 @@ class RunSpec:
         return out
 
 
-def check(spec: RunSpec, n_layers: int) -> None:
-    """Raise BadInput listing every reason this plan cannot run (values and knobs)."""
+# validate's flag -> the plan file's key that sets the same value with --plan
+PLAN_KEYS = {"--pp": "pp", "--microbatches": "num_microbatches", "--schedule": "schedule",
+             "--split": "stage_layers", "--micro-batch-size": "micro_batch_size",
+             "--virtual-stages": "virtual_stages"}
+
+
+def check(spec: RunSpec, n_layers: int, plan: str | None = None) -> None:
+    """Raise BadInput listing every reason this plan cannot run (values and knobs).
+    ``plan``: the spec came from this plan file's plan ("plans.json plan 2"), so its
+    problems name the file's keys, not flags that were never given."""
+
+    def knob(flag: str) -> str:
+        return f"{plan}'s {PLAN_KEYS[flag]}" if plan is not None and flag in PLAN_KEYS \
+            else flag
+
     problems: list[str] = []
     p, m, s = spec.pp, spec.microbatches, spec.schedule
     if p < 1:
-        problems.append(f"--pp must be >= 1 (got {p})")
+        problems.append(f"{knob('--pp')} must be >= 1 (got {p})")
     if m < 1:
-        problems.append(f"--microbatches must be >= 1 (got {m})")
+        problems.append(f"{knob('--microbatches')} must be >= 1 (got {m})")
     if spec.micro_batch_size < 1:
-        problems.append(f"--micro-batch-size must be >= 1 (got {spec.micro_batch_size})")
+        problems.append(f"{knob('--micro-batch-size')} must be >= 1 "
+                        f"(got {spec.micro_batch_size})")
     if spec.warmup < 0:
         problems.append(f"--warmup must be 0 or more (got {spec.warmup})")
     if spec.steps < 1:
@@ -137,7 +151,7 @@ def check(spec: RunSpec, n_layers: int) -> None:
         raise BadInput("; ".join(problems))
     if s not in TORCH_SCHEDULES:
         raise BadInput(
-            f"--schedule {s.value}: no torch runtime has it (torch.distributed.pipelining "
+            f"{knob('--schedule')} {s.value}: no torch runtime has it (torch.distributed.pipelining "
             f"has DualPipeV, not the bidirectional DualPipe, which is DeepSeek's own "
             f"implementation), so validate cannot run it; validate --schedule dualpipev, "
             f"or pptune simulate --schedule {s.value}"
@@ -175,7 +189,7 @@ def check(spec: RunSpec, n_layers: int) -> None:
     split = list(spec.stage_layers)
     if len(split) != n_stages or sum(split) != n_layers or any(n < 1 for n in split):
         problems.append(
-            f"--split {','.join(map(str, split))} must have {n_stages} entries "
+            f"{knob('--split')} {','.join(map(str, split))} must have {n_stages} entries "
             f"(pp={p} x {spec.chunks} chunk(s) per device), each >= 1, summing to the model's "
             f"{n_layers} layers (embedding + blocks + head); it has {len(split)} summing to "
             f"{sum(split)}"
@@ -183,7 +197,7 @@ def check(spec: RunSpec, n_layers: int) -> None:
     if n_stages > n_layers:
         problems.append(
             f"{n_stages} stages need at least {n_stages} layers; the model has {n_layers}: "
-            "lower --pp or --virtual-stages"
+            f"lower {knob('--pp')} or {knob('--virtual-stages')}"
         )
     if problems:
         raise BadInput("; ".join(problems))

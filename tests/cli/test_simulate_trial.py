@@ -51,3 +51,16 @@ def test_activations_over_the_gpu_are_said() -> None:
     assert r.exit_code == 0 and "this plan does not fit" in r.stderr
     r = sim("--model", "llama3-8b", "-b", "1", "--pp", "4")
     assert r.exit_code == 0 and "does not fit" not in r.stderr
+
+
+def test_simulate_help_says_one_value_for_what_it_prices_one_of() -> None:
+    """simulate prices one layout: its --tp, --cp, --ep and --precision take one value."""
+    from typer.testing import CliRunner
+
+    from pptune.cli.app import app
+
+    r = CliRunner().invoke(app, ["simulate", "--help"], env={"COLUMNS": "400"})
+    assert r.exit_code == 0
+    assert "comma list" not in r.stdout and "to search" not in r.stdout
+    for flag in ("--tp", "--cp", "--ep", "--precision"):
+        assert flag in r.stdout

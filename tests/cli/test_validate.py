@@ -73,7 +73,7 @@ def test_plan_file_becomes_the_run_spec(plans: Path) -> None:
     # a dualpipe plan: no torch runtime, one line
     dual = next(p for p in doc["plans"] if p["schedule"] == "dualpipe")
     assert len(dual["stage_layers"]) == 2  # its pp chunks, each on two ranks
-    with pytest.raises(BadInput, match="--schedule dualpipe: no torch runtime has it"):
+    with pytest.raises(BadInput, match="'s schedule dualpipe: no torch runtime has it"):
         build_spec(ValidateRequest(plan=plans, rank=dual["rank"]), lambda s: 8, "cpu")
 
 
@@ -309,3 +309,32 @@ def test_plan_n_reads_the_saved_recommendation(
     n_plans = len(json.loads(saved.stdout)["plans"])
     line = one_error_line(run("--plan", str(n_plans + 1)))
     assert f"no plan of rank {n_plans + 1}" in line
+
+
+def test_a_tampered_plan_file_is_blamed_by_its_keys_not_by_flags_never_given(
+        plans: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Cli) -> None:
+    pytest.importorskip("torch")
+    monkeypatch.chdir(tmp_path)
+    doc = json.loads(plans.read_text())
+    doc["plans"][0].update(stage_layers=[10**12], schedule="1f1b")
+    bad = tmp_path / "tampered.json"
+    bad.write_text(json.dumps(doc))
+    line = one_error_line(run("--plan", str(bad)))
+    assert "stage_layers 1000000000000 must have 2 entries" in line
+    assert "--split" not in line
+    doc["plans"][0].update(stage_layers=doc["plans"][1]["stage_layers"], schedule="dualpipe")
+    bad.write_text(json.dumps(doc))
+    line = one_error_line(run("--plan", str(bad)))
+    assert "schedule dualpipe" in line and "--schedule dualpipe:" not in line
+
+
+def test_a_quick_probe_that_does_not_fit_names_validates_own_flags(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Cli) -> None:
+    pytest.importorskip("torch")
+    from pptune.probe import host_memory
+
+    monkeypatch.chdir(tmp_path)  # no ./pptune-profile.json: validate probes in-process
+    monkeypatch.setattr(host_memory, "available_bytes", lambda *a: 1)
+    line = one_error_line(run("--model", "gpt-small", "--device", "cpu"))
+    assert "lower -b/--micro-batch-size or --seq-len" in line
+    assert "--micro-batch-sizes" not in line

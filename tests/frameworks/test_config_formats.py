@@ -600,3 +600,15 @@ def test_gpus_per_node_flag_fills_a_node_size_the_file_lacks(tmp_path: Path) -> 
     assert any(n.startswith("--gpus-per-node 4 ignored") for n in read.notes)
     with pytest.raises(BadInput, match="--gpus-per-node 0: expected a whole number"):
         read_config(titan(tmp_path), gpus_per_node=0)
+
+
+@pytest.mark.parametrize("value", ["`echo 32`", "$(echo 32)"])
+def test_megatron_command_substitution_is_unresolved_not_a_bad_number(
+        tmp_path: Path, value: str) -> None:
+    path = tmp_path / "run.sh"
+    path.write_text("torchrun --nproc_per_node 8 pretrain_gpt.py --micro-batch-size 1 "
+                    f"--num-layers {value} --pipeline-model-parallel-size 2\n")
+    result = read_config(path)
+    assert result.config.num_layers is None
+    assert (f"--num-layers is {value}, which pptune cannot resolve without running the "
+            "script; left unset") in result.notes

@@ -129,3 +129,10 @@ def test_an_if_the_scripts_own_variables_decide_runs_one_branch() -> None:
     assert (s["TP"], s["L"], s["A"], s["N"]) == ("8", "32", "2", "eight")
     assert s["W"] == "on"  # unknown: both branches read, the last wins
     assert any("is not known without running the script" in n for n in script.notes)
+
+
+def test_backtick_substitution_is_one_unresolved_word_like_dollar_paren() -> None:
+    """`...` is command substitution as $(...) is: one word kept as written, spaces and
+    all, never split into '`echo' and '32`'."""
+    assert commands("run --num-layers `echo 32` --x \"`date +%s` s\" '`a b`'\n")[0] == [
+        "run", "--num-layers", "`echo 32`", "--x", "`date +%s` s", "`a b`"]

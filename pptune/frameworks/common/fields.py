@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from pptune import limits
 from pptune.errors import BadInput
 from pptune.frameworks.common.versions import Versions
 from pptune.schemas import Limits, TrainingConfig
@@ -218,9 +219,31 @@ def build(ctx: Ctx, fields: dict[str, Any]) -> TrainingConfig:
     """Validate the collected fields; ``None`` means "not stated" (the default applies)."""
     data = {k: v for k, v in fields.items() if v is not None}
     try:
-        return TrainingConfig.model_validate(data)
+        config = TrainingConfig.model_validate(data)
     except ValidationError as exc:
         raise ctx.bad(describe(exc)) from None
+    over = over_caps(config)
+    if over:  # valid for the schema, beyond what pptune plans (docs/limits.md): bad input
+        raise ctx.bad("; ".join(over))
+    return config
+
+
+# a config's sizes that drive work or memory, with pptune's caps (docs/limits.md)
+CAPS = {"gpus": limits.MAX_GPUS, "pp": limits.MAX_GPUS, "gpus_per_node": limits.MAX_GPUS,
+        "tp": limits.MAX_TP, "cp": limits.MAX_TP, "ep": limits.MAX_TP, "etp": limits.MAX_TP,
+        "num_layers": limits.MAX_LAYERS, "seq_len": limits.MAX_SEQ_LEN,
+        "micro_batch_size": limits.MAX_MICRO_BATCH, "global_batch": limits.MAX_GLOBAL_BATCH,
+        "grad_accum_steps": limits.MAX_GLOBAL_BATCH}
+
+
+def over_caps(config: TrainingConfig) -> list[str]:
+    """One clause per size of ``config`` over pptune's cap, naming the key."""
+    out = limits.problems(*(limits.problem(key, value, 1, cap) for key, cap in CAPS.items()
+                            if isinstance(value := getattr(config, key), int)))
+    if config.stage_layers and sum(config.stage_layers) > limits.MAX_LAYERS:
+        out.append(f"stage_layers sum to {sum(config.stage_layers):,} layers: pptune plans up "
+                   f"to {limits.MAX_LAYERS:,}, see docs/limits.md")
+    return out
 
 
 def describe(exc: ValidationError) -> str:

@@ -10,7 +10,8 @@ expansion of ``$VAR``, ``${VAR}``, ``${VAR:-default}``, ``${ARR[@]}`` and
 integer ``$(( ... ))``, split as bash would (``shlex``).
 
 What it cannot know (environment variables, positional parameters,
-``$(command)``) stays in the words as written, beginning with ``$``; the
+``$(command)``, a backtick substitution) stays in the words as written, beginning
+with ``$`` or a backtick; the
 caller treats such a value as unresolved. Nothing is executed; an ``if`` whose
 condition the script's own variables decide runs the branch bash would, else
 every branch in order (shell_branches.py); loops run their body once;

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pptune.frameworks.common.shell_state import unresolved
+
 _INTEGER = {"-eq": int.__eq__, "-ne": int.__ne__, "-lt": int.__lt__, "-le": int.__le__,
             "-gt": int.__gt__, "-ge": int.__ge__}
 _BRACKETS = {"[": "]", "[[": "]]"}
@@ -36,7 +38,7 @@ def condition(ws: list[str]) -> bool | None:
 
 
 def _unknown(word: str) -> bool:
-    return word.startswith("$")  # an unresolved expansion, kept as written
+    return unresolved(word)  # an unresolved expansion, kept as written
 
 
 def _test(inner: list[str]) -> bool | None:

@@ -3,8 +3,8 @@
 ``Script`` holds the variables and arrays set so far; ``Expander`` replaces
 ``$VAR``, ``${VAR}``, ``${VAR:-default}``, ``${ARR[@]}`` and integer
 ``$(( ... ))`` in one statement, keeping what it cannot know (environment
-variables, positional parameters, ``$(command)``) as written, beginning with
-``$``. Bounds: see ``shell``'s docstring; past them ``ShellLimit`` is raised.
+variables, positional parameters, ``$(command)`` and ```command```) as written,
+beginning with ``$`` or a backtick (``unresolved``). Bounds: see ``shell``'s docstring; past them ``ShellLimit`` is raised.
 """
 
 from __future__ import annotations
@@ -43,8 +43,18 @@ class Script:
     defaults_used: dict[str, str] = field(default_factory=dict)
 
 
-_EXPAND_RUNS = {"": re.compile(r"[^\\'\"$]+"), "'": re.compile(r"[^']+"),
-                '"': re.compile(r'[^\\"$]+')}
+_EXPAND_RUNS = {"": re.compile(r"[^\\'\"$`]+"), "'": re.compile(r"[^']+"),
+                '"': re.compile(r'[^\\"$`]+')}
+
+
+def unresolved(word: str) -> bool:
+    """A word standing for what only running the script would tell (``$X``, ``$(...)``,
+    a backtick substitution), kept as written."""
+    return word.startswith(("$", "`"))
+
+
+def holds_unresolved(value: str) -> bool:
+    return "$" in value or "`" in value
 
 
 def words(text: str) -> tuple[list[str], bool]:
@@ -137,6 +147,10 @@ class Expander:
                 quote = "" if quote == '"' else '"'
                 out.append(ch)
                 i += 1
+            elif ch == "`":  # command substitution, like $(...): kept whole, unresolved
+                end = _closing_backtick(text, i + 1)
+                out.append(_keep(text[i:end], quote == '"'))
+                i = end
             elif ch == "$":
                 piece, i = self._dollar(text, i, quote == '"')
                 out.append(piece)
@@ -263,6 +277,20 @@ def _eval(node: ast.AST) -> int:
     if abs(value) > MAX_ARITH_VALUE:
         raise OverflowError
     return value
+
+
+def _closing_backtick(text: str, start: int) -> int:
+    """Index after the backtick closing a substitution opened before ``start`` (the end
+    of ``text`` when none does)."""
+    i = start
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text[i] == "`":
+            return i + 1
+        i += 1
+    return len(text)
 
 
 def _matching(text: str, start: int, open_ch: str, close_ch: str) -> int:

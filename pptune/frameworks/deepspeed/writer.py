@@ -10,12 +10,11 @@ launch on exactly the plan's GPUs.
 
 from __future__ import annotations
 
-import json
-
 from pptune.costmodel.models import MODELS
 from pptune.costmodel.partition import stage_bounds
 from pptune.costmodel.presets import GPUS
 from pptune.costmodel.search import Recompute
+from pptune.files import dumps_json
 from pptune.frameworks.common.adapter import Stated
 from pptune.frameworks.common.writing import header, node_size, plan_launch
 from pptune.frameworks.deepspeed.engine import ZERO_STAGE, stated_overlap_comm
@@ -88,4 +87,4 @@ def write(stated: Stated, method: str) -> dict[str, str]:
         "--deepspeed_config ds_config.json",
         "",
     ]
-    return {CONFIG: json.dumps(ds, indent=2) + "\n", PARTITION: "\n".join(side)}
+    return {CONFIG: dumps_json(ds, indent=2) + "\n", PARTITION: "\n".join(side)}

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pptune.frameworks.common.fields import MAX_COUNT, Ctx, whole_text
+from pptune.frameworks.common.shell_state import holds_unresolved, unresolved
 
 # Megatron-LM flags read here (mapped in _fields / _pipeline); others are noted as ignored
 VALUE_FLAGS: tuple[str, ...] = (
@@ -160,7 +161,7 @@ def forwards(words: list[str], bools: tuple[str, ...] = BOOL_FLAGS) -> bool:
     ("$@") or an unresolved shell reference standing where a flag would (not a flag's
     value), which may expand to flags."""
     for i, word in enumerate(words):
-        if not word.startswith("$"):
+        if not unresolved(word):
             continue
         before = words[i - 1] if i else ""
         if word in PASSTHROUGH or not before.startswith("--") or "=" in before \
@@ -219,7 +220,7 @@ class FlagReader:
         if len(distinct) > 1:
             self.ctx.note(f"{name} given {len(seen)} times ({', '.join(distinct[:4])}); "
                           f"Megatron-LM uses the last, {value}")
-        if "$" in value:
+        if holds_unresolved(value):
             self.ctx.note(f"{name} is {value[:40]}, which pptune cannot resolve without running "
                           "the script; left unset")
             return None

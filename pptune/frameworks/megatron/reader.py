@@ -31,6 +31,7 @@ from typing import Any
 from pptune.costmodel.presets import MODELS
 from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build, whole_text
 from pptune.frameworks.common.shell import Script, ShellLimit, interpret
+from pptune.frameworks.common.shell_state import holds_unresolved, unresolved
 from pptune.frameworks.megatron.cp_fp8 import read_cp_fp8
 from pptune.frameworks.megatron.flags import (
     NODES_FLAGS,
@@ -199,14 +200,14 @@ def _launcher(ctx: Ctx, launcher: Flagged) -> dict[str, Any]:
     if per_node is None:
         return {}
     name, value = per_node
-    if "$" in value or not re.fullmatch(r"[+-]?[0-9]+", value.strip()):
+    if holds_unresolved(value) or not re.fullmatch(r"[+-]?[0-9]+", value.strip()):
         ctx.note(f"{name} {value} is not a number pptune can resolve; GPU count left unset")
         return {}
     procs = whole_text(ctx, name, value, maximum=MAX_DEVICES)
     count = 1
     if nodes is None:
         ctx.note(f"{NODES_FLAGS[0]} not given: one node (torchrun's default)")
-    elif "$" in nodes[1] or not re.fullmatch(r"[+-]?[0-9]+", nodes[1].strip()):
+    elif holds_unresolved(nodes[1]) or not re.fullmatch(r"[+-]?[0-9]+", nodes[1].strip()):
         ctx.note(f"{nodes[0]} {nodes[1]} is not a number pptune can resolve; GPU count left unset")
         return {"gpus_per_node": procs}
     else:
@@ -365,9 +366,9 @@ def _note_shell(ctx: Ctx, script: Script, words: list[str], args: Flagged) -> No
     for name, value in list(script.defaults_used.items())[:5]:
         ctx.note(f"shell variable {name} is not set in the script; used its default {value!r} "
                  f"(check-config --env {name}=VALUE sets it)")
-    unresolved = list(dict.fromkeys(w for w in words if w.startswith("$")))
-    if unresolved:
-        shown = ", ".join(w[:30] for w in unresolved[:6])
+    kept = list(dict.fromkeys(w for w in words if unresolved(w)))
+    if kept:
+        shown = ", ".join(w[:30] for w in kept[:6])
         ctx.note(f"shell references left as written (not resolvable without running): {shown}")
     if args.unknown:
         ctx.semantics.ignored = list(args.unknown)

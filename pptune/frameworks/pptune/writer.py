@@ -7,8 +7,6 @@ it launches, and the model, GPU and profile the costs came from.
 
 from __future__ import annotations
 
-import json
-
 from pptune.costmodel import presets
 from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import Precision
@@ -17,6 +15,7 @@ from pptune.costmodel.partition import mtp_count, strip_ends
 from pptune.costmodel.precision import Fp8Kernels
 from pptune.costmodel.rates import Swiglu
 from pptune.costmodel.search import Recompute, Sharding
+from pptune.files import dumps_json
 from pptune.frameworks.common.adapter import Stated
 from pptune.frameworks.common.writing import header, node_size
 from pptune.options import CostOptions
@@ -82,7 +81,7 @@ def write(stated: Stated) -> dict[str, str]:
     if job.model in presets.MODELS:
         lines.append(f"model: {job.model}")
     elif job.hf_config is not None:  # the model as read (a profile's path, or --hf-config)
-        lines.append(f"hf_config: {json.dumps(job.hf_config)}")
+        lines.append(f"hf_config: {dumps_json(job.hf_config)}")
     if job.shape is not None:  # the sequence the costs priced (a preset's may differ)
         lines.append(f"seq_len: {job.shape.seq_len}")
     if str(job.device) in presets.GPUS:

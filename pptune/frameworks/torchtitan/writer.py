@@ -13,13 +13,12 @@ not carry it.
 
 from __future__ import annotations
 
-import json
-
 from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.op_sac import OP_SAC
 from pptune.costmodel.partition import is_mtp, mtp_count, stage_bounds
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import Plan, Recompute, Sharding
+from pptune.files import dumps_json
 from pptune.frameworks.common.adapter import Job, Stated
 from pptune.frameworks.common.versions import Versions
 from pptune.frameworks.common.writing import header, plan_launch
@@ -126,7 +125,7 @@ def write(stated: Stated) -> dict[str, str]:
         lines += [*built]
     else:
         lines += ["module_fqns_per_model_part = [",
-                  *(f"    {json.dumps(part)}," for part in names), "]"]
+                  *(f"    {dumps_json(part)}," for part in names), "]"]
     lines += [*fp8_tables, ""]
     return {FILE: "\n".join(lines)}
 
