@@ -161,6 +161,10 @@ MEGATRON: dict[str, tuple[str, int]] = {  # name: (extra flags, gpus)
     "mg-max-position-short": ("--max-position-embeddings 4096 --global-batch-size 64", 8),
     "mg-fp8-param-no-dist-opt": ("--global-batch-size 64 --fp8-format hybrid "
                                  "--fp8-param-gather", 8),
+    # parse_args: a flag Megatron-LM does not define (a typo; a prefix, allow_abbrev=False)
+    "mg-unknown-flag": ("--pipeline-model-paralel-size 4 --global-batch-size 64", 8),
+    "mg-prefix-flag": ("--pipeline-model-parallel 4 --global-batch-size 64", 8),
+    "mg-modelopt-flag": ("--global-batch-size 64 --export-te-mcore-model", 8),
     "mg-fp8-param-no-format": ("--global-batch-size 64 --fp8-param-gather "
                                "--use-distributed-optimizer", 8),
 }
