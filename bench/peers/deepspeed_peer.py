@@ -28,7 +28,6 @@ names.
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
@@ -36,7 +35,7 @@ from bench.peers.common import init_fake_world, main, verdict
 
 
 def judge(case: dict[str, Any]) -> dict[str, Any]:
-    cfg = json.loads(open(case["file"], encoding="utf-8").read())
+    cfg = _load(case["file"])
     gpus, tp = case["gpus"], case.get("tp", 1)
     section = cfg.get("pipeline") if isinstance(cfg.get("pipeline"), dict) else {}
     pp = section.get("stages") if isinstance(section.get("stages"), int) else case.get("pp", 1)
@@ -93,6 +92,16 @@ def judge(case: dict[str, Any]) -> dict[str, Any]:
                    micro_batch_size=engine.train_micro_batch_size_per_gpu(),
                    microbatches=engine.gradient_accumulation_steps(),
                    train_batch_size=engine.train_batch_size(), **experts)
+
+
+def _load(path: str) -> Any:
+    """The file as DeepSpeedConfig loads a path (deepspeed/runtime/config.py): hjson with
+    dict_raise_error_on_duplicate_keys, which refuses a key repeated in one object."""
+    import hjson
+    from deepspeed.runtime.config_utils import dict_raise_error_on_duplicate_keys
+
+    with open(path, encoding="utf-8") as fh:
+        return hjson.load(fh, object_pairs_hook=dict_raise_error_on_duplicate_keys)
 
 
 def _autotp(cfg: dict[str, Any]) -> int:

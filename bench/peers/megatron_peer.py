@@ -245,7 +245,38 @@ def _optimizer_config(a: dict[str, Any]) -> None:
                     **{k: dtypes[v] for k, v in a["state_dtypes"].items()})
 
 
+def parse_args(path: str) -> None:
+    """Megatron-LM's parse_args (megatron/training/arguments.py), re-stated: an
+    ``argparse.ArgumentParser(allow_abbrev=False)`` holding every flag it defines at
+    core_v0.16.1 (and its entry script's extra_args_provider's), as bench/megatron_flags.py
+    derives them from that source; its ``parser.parse_args()`` refuses the rest. argparse
+    itself matches the words (``--flag=value``, no prefixes); each flag takes any number
+    of values, since only the names are judged here."""
+    import argparse
+
+    from pptune.frameworks.common.shell import interpret
+    from pptune.frameworks.megatron import known_flags
+    from pptune.frameworks.megatron.launch import entry_script
+
+    script = interpret(open(path, encoding="utf-8").read())
+    entry = entry_script(script)
+    if entry not in known_flags.ENTRIES:
+        return
+    words = next(cmd.words for cmd in reversed(script.commands) if entry in
+                 [w.rpartition("/")[2] for w in cmd.words])
+    words = words[[w.rpartition("/")[2] for w in words].index(entry) + 1:]
+    parser = argparse.ArgumentParser(prog=entry, allow_abbrev=False, add_help=False)
+    for flag in sorted(known_flags.FLAGS | known_flags.EXTRA_FLAGS.get(entry, frozenset())):
+        if flag.startswith("--"):
+            parser.add_argument(flag, nargs="*")
+    _, extra = parser.parse_known_args(words)
+    if any(word.startswith("--") for word in extra):  # argparse exits (SystemExit) with:
+        raise argparse.ArgumentError(None, f"{entry}: error: unrecognized arguments: "
+                                           f"{' '.join(extra)}")
+
+
 def judge(case: dict[str, Any]) -> dict[str, Any]:
+    parse_args(case["file"])
     a = _read(case["file"], case)
     derived = validate_args(a)
     init_fake_world(a["world"])

@@ -64,6 +64,16 @@ DEEPSPEED: dict[str, tuple[dict, int, int]] = {  # name: (config, gpus, pp)
     "ds-micro-only": ({"train_micro_batch_size_per_gpu": 4}, 8, 4),
 }
 
+# written as text: a key repeated in one object, which json.dumps cannot write
+DEEPSPEED_TEXT: dict[str, tuple[str, int, int]] = {  # name: (file text, gpus, pp)
+    "ds-duplicate-bf16": ('{\n  "train_micro_batch_size_per_gpu": 1,\n  "bf16": {"enabled": true},'
+                          '\n  "gradient_accumulation_steps": 8,\n  "bf16": {"enabled": false}\n}'
+                          '\n', 4, 4),
+    "ds-duplicate-zero-stage": ('{\n  "train_micro_batch_size_per_gpu": 1,\n'
+                                '  "gradient_accumulation_steps": 8,\n'
+                                '  "zero_optimization": {"stage": 1, "stage": 0}\n}\n', 8, 4),
+}
+
 MEGATRON_BASE = ("--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --ffn-hidden-size "
                  "14336 --group-query-attention --num-query-groups 8 --swiglu --seq-length 8192 "
                  "--micro-batch-size 1 --bf16 --max-position-embeddings 8192")
@@ -151,6 +161,10 @@ MEGATRON: dict[str, tuple[str, int]] = {  # name: (extra flags, gpus)
     "mg-max-position-short": ("--max-position-embeddings 4096 --global-batch-size 64", 8),
     "mg-fp8-param-no-dist-opt": ("--global-batch-size 64 --fp8-format hybrid "
                                  "--fp8-param-gather", 8),
+    # parse_args: a flag Megatron-LM does not define (a typo; a prefix, allow_abbrev=False)
+    "mg-unknown-flag": ("--pipeline-model-paralel-size 4 --global-batch-size 64", 8),
+    "mg-prefix-flag": ("--pipeline-model-parallel 4 --global-batch-size 64", 8),
+    "mg-modelopt-flag": ("--global-batch-size 64 --export-te-mcore-model", 8),
     "mg-fp8-param-no-format": ("--global-batch-size 64 --fp8-param-gather "
                                "--use-distributed-optimizer", 8),
 }
@@ -377,6 +391,11 @@ def written_cases(folder: Path) -> list[Case]:
     for name, (config, gpus, pp) in DEEPSPEED.items():
         path = folder / f"{name}.json"
         path.write_text(json.dumps(config, indent=2) + "\n")
+        out.append(Case(name, "deepspeed", path, gpus, ["--gpus", str(gpus), "--pp", str(pp),
+                                                        *MODEL], pp=pp))
+    for name, (text, gpus, pp) in DEEPSPEED_TEXT.items():
+        path = folder / f"{name}.json"
+        path.write_text(text)
         out.append(Case(name, "deepspeed", path, gpus, ["--gpus", str(gpus), "--pp", str(pp),
                                                         *MODEL], pp=pp))
     for name, (extra, gpus) in MEGATRON.items():

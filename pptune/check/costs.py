@@ -297,7 +297,12 @@ def config_shape(cfg: TrainingConfig, base_dir: Path, model: str | None,
         shape = with_seq_len(model_preset(name), cfg.seq_len)
     elif hf_config is not None or cfg.hf_config:
         hf = hf_config or Path(str(cfg.hf_config))
-        read = read_hf_config(hf if hf.is_absolute() else base_dir / hf, cfg.seq_len)
+        try:
+            read = read_hf_config(hf if hf.is_absolute() else base_dir / hf, cfg.seq_len)
+        except BadInput as exc:  # the file's key, not the flag, named the config.json
+            if hf_config is not None:
+                raise
+            raise BadInput(str(exc).replace("--hf-config", "the config's hf_config", 1)) from None
         shape = read.shape
         for note in read.notes:  # what the reader assumed, as recommend states it
             add("hf-config-note", "info", f"hf_config {hf.name}: {note}")

@@ -163,6 +163,13 @@ def _run(config: Path, format_in: str | None,
 
         read_hf_config(hf)  # a flag's bad file is bad usage (exit 2), not a finding
     config_read = read.config
+    named = (f"--model {costs.model}" if costs.model is not None else
+             f"--hf-config {flags.costs.hf_config}" if costs.hf_config is not None else None)
+    for key in ("model", "hf_config") if named is not None else ():
+        stated = getattr(config_read, key)
+        if stated is not None and named != f"--{key.replace('_', '-')} {stated}":
+            # the flags override the file
+            read.notes.append(f"{named} names the model: the file's {key} {stated} is not read")
     if costs.seq_len is not None:  # like --gpus: fills what the file does not state
         if config_read.seq_len is None:
             config_read = config_read.model_copy(update={"seq_len": costs.seq_len})

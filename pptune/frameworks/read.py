@@ -26,6 +26,7 @@ from pptune.frameworks.common.fields import Ctx, Semantics, check_flags, show
 from pptune.frameworks.common.planned import planned_for
 from pptune.frameworks.common.source import (
     Refused,
+    Repeated,
     json_like,
     parse_json,
     parse_toml,
@@ -87,7 +88,9 @@ def read_config(
                                                 global_batch),
               env=parse_env(env or []))
     text = read_text(path)
-    fmt, data = (wanted, ADAPTERS[wanted].parse(text, path)) if wanted else _detect(text, path)
+    repeated: list[Repeated] = []
+    fmt, data = ((wanted, ADAPTERS[wanted].parse(text, path, repeated)) if wanted
+                 else _detect(text, path, repeated))
     adapter = ADAPTERS[fmt]
     ctx.semantics.versions = parse_versions(framework_versions or [], fmt)
     if "text" not in adapter.syntaxes and not isinstance(data, dict):
@@ -95,6 +98,8 @@ def read_config(
             f"the top level is {_kind(data)}; expected a mapping of keys "
             f"(e.g. micro_batch_size: 1) for the {fmt.value} format"
         )
+    if repeated:
+        adapter.repeated_keys(repeated[0], ctx)
     if ctx.env and "text" not in adapter.syntaxes:
         ctx.note(f"--env ignored: a {fmt.value} file reads no environment (launch scripts do)")
     config = planned_for(text, adapter.read(data, ctx), ctx, gpu)
@@ -172,16 +177,18 @@ def _match(data: Any, syntax: str) -> Framework | None:
     return next((f for f in _written_in(syntax) if ADAPTERS[f].detect(data)), None)
 
 
-def _detect(text: str, path: Path) -> tuple[Framework, Any]:
-    """Guess the format from the content; parse errors are kept for the final message."""
+def _detect(text: str, path: Path, repeated: list[Repeated]) -> tuple[Framework, Any]:
+    """Guess the format from the content; parse errors are kept for the final message.
+    The repeated keys of the parse that is kept go to ``repeated``."""
     name = str(path)
     if json_like(text):
         try:
-            data = parse_json(text, name)
+            data = parse_json(text, name, repeated)
         except Refused:
             raise
         except BadInput as exc:
             json_error: BadInput | None = exc
+            repeated.clear()  # objects the parser closed before it failed
         else:
             return _classify_mapping(data, name, "json")
     else:
@@ -203,7 +210,7 @@ def _detect(text: str, path: Path) -> tuple[Framework, Any]:
     yaml_error: BadInput | None = None
     data = None
     try:
-        data = parse_yaml(text, name)
+        data = parse_yaml(text, name, repeated)
     except BadInput as exc:
         yaml_error = exc
     else:

@@ -307,3 +307,58 @@ def test_torchtitan_dualpipev_overlaps_the_experts_all_to_all_unless_told(
         MOE_TITAN.format(mode="full", overlap="pipeline_parallel_expert_parallel_overlap = false"),
         *flags)
     assert "torchtitan-dualpipev-ac" not in found
+
+
+# --- the file's own hf_config key --------------------------------------------------
+
+OWN = "gpus: 8\npp: 2\nmicro_batch_size: 1\nglobal_batch: 64\nseq_len: 4096\ngpu: h100-sxm\n"
+
+
+def _exit2(tmp_path: Path, text: str, *flags: str) -> str:
+    from typer.testing import CliRunner
+
+    from pptune.cli.app import app
+
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    r = CliRunner().invoke(app, ["check-config", str(path), "--no-compare", *flags])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1, (r.exit_code, r.stderr)
+    return r.stderr.strip()
+
+
+def test_a_file_naming_its_model_twice_is_refused_as_recommend_refuses(tmp_path: Path) -> None:
+    """recommend refuses --model with --hf-config ("both name the model"); a file with
+    both model and hf_config is refused alike, whether or not the hf_config file exists."""
+    message = _exit2(tmp_path, OWN + "model: llama3-8b\nhf_config: /nonexistent/config.json\n")
+    assert message.endswith(
+        f"{tmp_path / 'run.yaml'}: model 'llama3-8b' and hf_config '/nonexistent/config.json' "
+        "both name the model; give one of them"), message
+    message = _exit2(tmp_path, OWN + f"model: llama3-8b\nhf_config: {HF}\n")
+    assert message.endswith("both name the model; give one of them"), message
+
+
+def test_the_files_hf_config_is_named_as_the_files_key(tmp_path: Path) -> None:
+    """A config's hf_config that cannot be read: no costs (an error finding), and the
+    message names the file's key, not the --hf-config flag nobody gave."""
+    path = tmp_path / "run.yaml"
+    code, found, _ = check_file(path, OWN + "hf_config: /nonexistent/config.json\n",
+                                by="message")
+    assert code == 1 and found["costs-unavailable"] == (
+        "cannot build costs: the config's hf_config file not found: /nonexistent/config.json "
+        "(no such file)")
+    (tmp_path / "bad.json").write_text("{not json")
+    code, found, _ = check_file(path, OWN + f"hf_config: {tmp_path / 'bad.json'}\n",
+                                by="message")
+    assert code == 1 and found["costs-unavailable"].startswith(
+        f"cannot build costs: the config's hf_config {tmp_path / 'bad.json'} is not valid JSON")
+
+
+def test_a_model_flag_still_overrides_the_files_hf_config(tmp_path: Path) -> None:
+    """--model and --hf-config override the file (check-config --help): the file's
+    unread hf_config is no error, and a note says which one prices the run."""
+    path = tmp_path / "run.yaml"
+    code, found, doc = check_file(path, OWN + "hf_config: /nonexistent/config.json\n",
+                                  "--model", "llama3-8b")
+    assert code in (0, 1) and "model-unknown" not in found
+    assert ("--model llama3-8b names the model: the file's hf_config /nonexistent/config.json "
+            "is not read") in doc["notes"]

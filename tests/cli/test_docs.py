@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from bench import docs, docs_results
 from pptune.cli.app import app
+from pptune.frameworks.megatron import known_flags
 from pptune.frameworks.megatron.flags import MOE_BOOL_FLAGS, MOE_VALUE_FLAGS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,7 +69,8 @@ MEGATRON_FLAGS |= set(MOE_VALUE_FLAGS) | set(MOE_BOOL_FLAGS) | {
 TORCHRUN_FLAGS = {"--nnodes", "--nproc-per-node", "--nproc",  # `--nproc_per_node` too
                   "--rdzv-backend", "--rdzv-endpoint"}
 SLURM_FLAGS = {"--ntasks-per-node"}  # srun, in tune --launcher templates
-FOREIGN = MEGATRON_FLAGS | TORCHRUN_FLAGS | SLURM_FLAGS
+# every flag Megatron-LM core_v0.16.1 defines (known_flags), beside those pptune reads
+FOREIGN = MEGATRON_FLAGS | known_flags.FLAGS | TORCHRUN_FLAGS | SLURM_FLAGS
 
 
 def _prose(path: Path) -> str:

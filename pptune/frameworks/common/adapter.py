@@ -25,6 +25,7 @@ from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import CostTable, Plan, PlanRequest, Sharding
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog
+from pptune.frameworks.common.source import Repeated
 from pptune.frameworks.common.versions import VersionKey
 from pptune.options import CostOptions
 from pptune.schemas import TrainingConfig
@@ -120,9 +121,17 @@ class Adapter:
         """Whether parsed data (a mapping, or a script's text) is this framework's."""
         raise NotImplementedError
 
-    def parse(self, text: str, path: Path) -> Any:
-        """The file's data when ``--format-in`` names this framework."""
+    def parse(self, text: str, path: Path, repeated: list[Repeated] | None = None) -> Any:
+        """The file's data when ``--format-in`` names this framework (a mapping's repeated
+        keys, which the parser resolves to the last, go to ``repeated``)."""
         raise NotImplementedError
+
+    def repeated_keys(self, found: Repeated, ctx: Ctx) -> None:
+        """A key written twice in one mapping (the first such mapping): bad input, since
+        the file states two values and a parser keeps one silently. A framework that
+        refuses such a file itself says so instead (an error finding)."""
+        raise ctx.bad(f"{found.describe()}; a {found.syntax.upper()} reader keeps one of "
+                      "them silently: keep one")
 
     def read(self, data: Any, ctx: Ctx) -> TrainingConfig:
         """The config as pptune's TrainingConfig; findings and notes go to ``ctx``."""

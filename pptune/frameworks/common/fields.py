@@ -218,6 +218,9 @@ def apply_flags(ctx: Ctx, fields: dict[str, Any], file_keys: dict[str, str]) -> 
 def build(ctx: Ctx, fields: dict[str, Any]) -> TrainingConfig:
     """Validate the collected fields; ``None`` means "not stated" (the default applies)."""
     data = {k: v for k, v in fields.items() if v is not None}
+    if "model" in data and "hf_config" in data:  # as recommend refuses --model --hf-config
+        raise ctx.bad(f"model {show(data['model'])} and hf_config {show(data['hf_config'])} "
+                      "both name the model; give one of them")
     try:
         config = TrainingConfig.model_validate(data)
     except ValidationError as exc:

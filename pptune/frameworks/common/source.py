@@ -8,7 +8,10 @@ that expand into far more data than the file holds ("billion laughs").
 from __future__ import annotations
 
 import json
+import re
 import tomllib
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,37 @@ MAX_DEPTH = 32
 
 class Refused(BadInput):
     """A guard (alias, nesting, digits) fired: the file is refused whatever its format."""
+
+
+@dataclass(frozen=True)
+class Repeated:
+    """Keys written more than once in one mapping of a JSON or YAML file (the parser
+    keeps the last; whether that is an error is the format's to say)."""
+
+    syntax: str  # "json" or "yaml"
+    keys: tuple[Any, ...]  # the mapping's repeated keys, in the order first written
+    count: int  # how often the first of them is written
+    lines: tuple[int, ...]  # where the first of them is written; () when not known
+
+    def describe(self) -> str:
+        """"key 'gpus' is written twice (lines 2 and 4)"."""
+        return f"key {_show(self.keys[0])} {self.written()}"
+
+    def written(self, within: str = "") -> str:
+        """"is written twice{within} (lines 2 and 4)"."""
+        times = "twice" if self.count == 2 else f"{self.count} times"
+        where = ""
+        if len(set(self.lines)) == 1:
+            where = f" (on line {self.lines[0]})"
+        elif self.lines:
+            head = ", ".join(str(n) for n in self.lines[:-1])
+            where = f" (lines {head} and {self.lines[-1]})"
+        return f"is written {times}{within}{where}"
+
+
+def _show(key: Any) -> str:
+    text = repr(key)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def read_text(path: Path) -> str:
@@ -52,9 +86,20 @@ def read_text(path: Path) -> str:
     return text
 
 
-def parse_json(text: str, name: str) -> Any:
+def parse_json(text: str, name: str, repeated: list[Repeated] | None = None) -> Any:
+    """JSON data; each object's repeated keys go to ``repeated`` (the last value is kept)."""
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        data = dict(items)
+        if len(data) != len(items) and repeated is not None:
+            counts = Counter(key for key, _ in items)
+            keys = tuple(key for key, n in counts.items() if n > 1)
+            repeated.append(Repeated("json", keys, counts[keys[0]],
+                                     _json_lines(text, keys[0], counts[keys[0]])))
+        return data
+
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=pairs)
     except json.JSONDecodeError as exc:
         raise BadInput(
             f"{name} is not valid JSON: {exc.msg.removesuffix(' at')} at line {exc.lineno} "
@@ -66,6 +111,14 @@ def parse_json(text: str, name: str) -> Any:
         raise BadInput(f"{name} is not valid JSON: {_first_line(exc)}") from None
     check_depth(data, name)
     return data
+
+
+def _json_lines(text: str, key: str, count: int) -> tuple[int, ...]:
+    """The lines ``"key":`` is written on, when it is written exactly ``count`` times in
+    the file (else the same key in other objects makes them ambiguous: none)."""
+    pattern = re.escape(json.dumps(key, ensure_ascii=False)) + r"\s*:"
+    found = [text.count("\n", 0, m.start()) + 1 for m in re.finditer(pattern, text)]
+    return tuple(found) if len(found) == count else ()
 
 
 def parse_toml(text: str, name: str) -> dict[str, Any]:
@@ -121,14 +174,16 @@ def _prescan(text: str, name: str) -> None:
             depth -= 1
 
 
-def parse_yaml(text: str, name: str) -> Any:
-    """YAML via libyaml when present (about five times faster), else pure Python."""
+def parse_yaml(text: str, name: str, repeated: list[Repeated] | None = None) -> Any:
+    """YAML via libyaml when present (about five times faster), else pure Python; each
+    mapping's repeated keys go to ``repeated`` (the last value is kept)."""
     try:
         if _FAST_LOADER is not None:
             _prescan(text, name)
-            data = yaml.load(text, Loader=_FAST_LOADER)  # a SafeLoader: no tags, no objects
+            # a SafeLoader: no tags, no objects
+            data = _load(_FAST_LOADER(text), repeated)
         else:
-            data = yaml.load(text, Loader=_NoAliasLoader)  # a SafeLoader subclass
+            data = _load(_NoAliasLoader(text), repeated)  # a SafeLoader subclass
     except _AliasFound as exc:
         raise Refused(
             f"{name} line {exc.line}: YAML alias *{exc.anchor[:40]} is not supported; "
@@ -147,6 +202,44 @@ def parse_yaml(text: str, name: str) -> Any:
         raise BadInput(f"{name} is not valid YAML: {_first_line(exc)}") from None
     check_depth(data, name)
     return data
+
+
+def _load(loader: Any, repeated: list[Repeated] | None) -> Any:
+    """``yaml.load`` in two steps: the node tree, its repeated keys, then the data."""
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if repeated is not None:
+            _find_repeats(loader, node, repeated)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+def _find_repeats(loader: Any, root: yaml.Node, repeated: list[Repeated]) -> None:
+    """Each mapping's scalar keys written more than once (a ``<<`` merge is not one)."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        if not isinstance(node, yaml.MappingNode):
+            continue
+        lines: dict[Any, list[int]] = {}
+        for key_node, value_node in node.value:
+            stack.append(value_node)
+            if isinstance(key_node, yaml.ScalarNode) and key_node.tag != _MERGE:
+                key = loader.construct_object(key_node)
+                if isinstance(key, (str, int, float, bool)) or key is None:
+                    lines.setdefault(key, []).append(key_node.start_mark.line + 1)
+        keys = tuple(key for key, found in lines.items() if len(found) > 1)
+        if keys:
+            first = lines[keys[0]]
+            repeated.append(Repeated("yaml", keys, len(first), tuple(first)))
 
 
 def check_depth(data: Any, name: str) -> None:

@@ -11,7 +11,7 @@ from pptune.costmodel.search import Plan, PlanRequest, Sharding
 from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog
-from pptune.frameworks.common.source import json_like, parse_json, parse_yaml
+from pptune.frameworks.common.source import Repeated, json_like, parse_json, parse_yaml
 from pptune.frameworks.deepspeed import log, rules, writer
 from pptune.frameworks.deepspeed.closest import closest_plan, stateable_request
 from pptune.frameworks.deepspeed.partition import DEEPSPEED, ds_split
@@ -36,8 +36,20 @@ class DeepSpeedAdapter(Adapter):
     def detect(self, data: Any) -> bool:
         return any(key in DEEPSPEED_KEYS for key in data if isinstance(key, str))
 
-    def parse(self, text: str, path: Path) -> Any:
-        return parse_json(text, str(path)) if json_like(text) else parse_yaml(text, str(path))
+    def parse(self, text: str, path: Path,
+              repeated: list[Repeated] | None = None) -> Any:
+        if json_like(text):
+            return parse_json(text, str(path), repeated)
+        return parse_yaml(text, str(path), repeated)
+
+    def repeated_keys(self, found: Repeated, ctx: Ctx) -> None:
+        """DeepSpeedConfig loads a JSON file with ``object_pairs_hook=
+        dict_raise_error_on_duplicate_keys``: a ValueError naming the object's repeated keys.
+        DeepSpeed parses no YAML: whatever loaded it kept one value (bad input)."""
+        if found.syntax != "json":
+            super().repeated_keys(found, ctx)
+            return
+        ctx.refuse("deepspeed-duplicate-key", rules.duplicate_keys(found))
 
     def read(self, data: Any, ctx: Ctx) -> TrainingConfig:
         return read_deepspeed(data, ctx)

@@ -8,7 +8,10 @@ builds its own data x tensor-parallel mesh with no pipeline dimension.
 
 from __future__ import annotations
 
+import json
+
 from pptune.frameworks.common.adapter import Add
+from pptune.frameworks.common.source import Repeated
 from pptune.schemas import TrainingConfig
 
 
@@ -32,3 +35,16 @@ def zero_rule(cfg: TrainingConfig, add: Add) -> None:
             "which has no pipeline dimension; use AutoTP without a pipeline, or pp with tp 1",
             tp=cfg.tp, pp=cfg.pp)
 
+
+
+def duplicate_keys(found: Repeated) -> str:
+    """DeepSpeedConfig loads a config file with ``hjson.load(..., object_pairs_hook=
+    dict_raise_error_on_duplicate_keys)`` (deepspeed/runtime/config.py), which raises
+    ``ValueError("Duplicate keys in DeepSpeed config: {}".format(keys))`` for the first
+    object with a repeated key, listing that object's repeated keys
+    (deepspeed/runtime/config_utils.py)."""
+    key = json.dumps(found.keys[0], ensure_ascii=False)[:40]
+    return (f"{key} {found.written(' in one object')}: DeepSpeedConfig raises ValueError: "
+            f"Duplicate keys in DeepSpeed config: {list(found.keys)} (deepspeed/runtime/"
+            "config.py loads the file with object_pairs_hook=dict_raise_error_on_duplicate_keys, "
+            "deepspeed/runtime/config_utils.py); keep one")

@@ -10,6 +10,7 @@ from pptune.costmodel.search import Plan, PlanRequest
 from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog
+from pptune.frameworks.common.source import Repeated
 from pptune.frameworks.megatron import log, rules, writer
 from pptune.frameworks.megatron.closest import closest_plan, stateable_request
 from pptune.frameworks.megatron.reader import looks_like_megatron, read_megatron
@@ -35,7 +36,8 @@ class MegatronAdapter(Adapter):
     def detect(self, data: Any) -> bool:
         return isinstance(data, str) and looks_like_megatron(data)
 
-    def parse(self, text: str, path: Path) -> Any:
+    def parse(self, text: str, path: Path,
+              repeated: list[Repeated] | None = None) -> Any:
         return text
 
     def read(self, data: Any, ctx: Ctx) -> TrainingConfig:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from pptune.frameworks.common.fields import Ctx
-from pptune.frameworks.common.shell import Script, words
+from pptune.frameworks.common.shell import Command, Script, words
 from pptune.frameworks.megatron.flags import BOOL_FLAGS, VALUE_FLAGS
 
 _ENTRY = re.compile(r"(?:.*/)?pretrain_\w*\.py")
@@ -42,8 +42,8 @@ def sourced_settings(script: Script) -> bool:
         cmd.words[0].startswith("-") for cmd in script.commands)
 
 
-def launch_words(script: Script, ctx: Ctx) -> tuple[list[str], list[str]]:
-    """(launcher words, Megatron argument words) of the command that runs training."""
+def _launches(script: Script) -> list[tuple[Command, int]]:
+    """Each pretrain_*.py launch: the command and where its entry script is."""
     launches = []
     for cmd in script.commands:
         if cmd.words[0] in NOT_LAUNCHES:  # [ -f pretrain_gpt.py ], echo "pretrain_gpt.py ..."
@@ -51,6 +51,21 @@ def launch_words(script: Script, ctx: Ctx) -> tuple[list[str], list[str]]:
         entry = next((j for j, word in enumerate(cmd.words) if _ENTRY.fullmatch(word)), None)
         if entry is not None:
             launches.append((cmd, entry))
+    return launches
+
+
+def entry_script(script: Script) -> str | None:
+    """The file name of the pretrain_*.py the script launches (the last launch's)."""
+    launches = _launches(script)
+    if not launches:
+        return None
+    cmd, k = launches[-1]
+    return cmd.words[k].rpartition("/")[2]
+
+
+def launch_words(script: Script, ctx: Ctx) -> tuple[list[str], list[str]]:
+    """(launcher words, Megatron argument words) of the command that runs training."""
+    launches = _launches(script)
     if launches:
         cmd, k = launches[-1]
         if len(launches) > 1:

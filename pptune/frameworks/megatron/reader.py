@@ -44,11 +44,12 @@ from pptune.frameworks.megatron.flags import (
     forwards,
     parse_flags,
 )
-from pptune.frameworks.megatron.launch import launch_words, sourced_settings
+from pptune.frameworks.megatron.launch import entry_script, launch_words, sourced_settings
 from pptune.frameworks.megatron.moe import read_moe
 from pptune.frameworks.megatron.pipeline import environment, pipeline
 from pptune.frameworks.megatron.recompute import read_modules, read_recompute
 from pptune.frameworks.megatron.style import read_style
+from pptune.frameworks.megatron.unknown import refuse_unknown
 from pptune.frameworks.megatron.widths import read_widths
 from pptune.frameworks.megatron.window import read_window
 from pptune.schemas import TrainingConfig
@@ -77,6 +78,7 @@ def read_megatron(text: str, ctx: Ctx) -> TrainingConfig:
         ctx.note(line)
     launcher_words, arg_words = launch_words(script, ctx)
     args = parse_flags(arg_words)
+    refuse_unknown(ctx, entry_script(script), args, arg_words)
     launcher = parse_flags(launcher_words, bools=())
     reader = FlagReader(ctx, args)
     fields = _fields(reader, launcher, script.scalars)

@@ -15,7 +15,13 @@ from pptune.costmodel.search import Plan
 from pptune.frameworks.common import torch_schedules
 from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
-from pptune.frameworks.common.source import json_like, parse_json, parse_toml, parse_yaml
+from pptune.frameworks.common.source import (
+    Repeated,
+    json_like,
+    parse_json,
+    parse_toml,
+    parse_yaml,
+)
 from pptune.frameworks.deepspeed.partition import ds_split
 from pptune.frameworks.pptune import writer
 from pptune.frameworks.pptune.reader import read_own
@@ -37,14 +43,15 @@ class PptuneAdapter(Adapter):
     def detect(self, data: Any) -> bool:
         return any(key in TrainingConfig.model_fields for key in data if isinstance(key, str))
 
-    def parse(self, text: str, path: Path) -> Any:
+    def parse(self, text: str, path: Path,
+              repeated: list[Repeated] | None = None) -> Any:
         name = str(path)
         suffix = path.suffix.lower()
         if suffix == ".toml":
             return parse_toml(text, name)
         if suffix == ".json" or json_like(text):
-            return parse_json(text, name)
-        return parse_yaml(text, name)
+            return parse_json(text, name, repeated)
+        return parse_yaml(text, name, repeated)
 
     def read(self, data: Any, ctx: Ctx) -> TrainingConfig:
         return read_own(data, ctx)

@@ -13,7 +13,7 @@ from pptune.frameworks.common import torch_schedules
 from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog
-from pptune.frameworks.common.source import parse_toml
+from pptune.frameworks.common.source import Repeated, parse_toml
 from pptune.frameworks.torchtitan import log, writer
 from pptune.frameworks.torchtitan.closest import closest_plan, stateable_request
 from pptune.frameworks.torchtitan.cp_fp8 import seq_problem
@@ -49,7 +49,8 @@ class TorchtitanAdapter(Adapter):
     def detect(self, data: Any) -> bool:
         return looks_like_torchtitan(data)
 
-    def parse(self, text: str, path: Path) -> Any:
+    def parse(self, text: str, path: Path,
+              repeated: list[Repeated] | None = None) -> Any:
         return parse_toml(text, str(path))
 
     def read(self, data: Any, ctx: Ctx) -> TrainingConfig:
