@@ -136,3 +136,23 @@ def test_backtick_substitution_is_one_unresolved_word_like_dollar_paren() -> Non
     all, never split into '`echo' and '32`'."""
     assert commands("run --num-layers `echo 32` --x \"`date +%s` s\" '`a b`'\n")[0] == [
         "run", "--num-layers", "`echo 32`", "--x", "`date +%s` s", "`a b`"]
+
+
+def test_here_document_bodies_are_not_statements() -> None:
+    """bash reads a here-document's lines as the command's input, up to the line that is
+    its delimiter (with <<-, after leading tabs): an apostrophe or a # in them is text,
+    and the statements after the delimiter are the script's."""
+    text = ("cat > notes.txt <<EOF\nwe don't tune here; $HOME\n# not a comment\nEOF\n"
+            "cat <<-'END' >> notes.txt\n\tit's tabbed\n\tEND\n"
+            "python - <<< 'print(1)'\n"
+            "torchrun pretrain_gpt.py --num-layers 32\n")
+    statements = split_statements(text)
+    assert statements == [(1, "cat > notes.txt <<EOF"), (5, "cat <<-'END' >> notes.txt"),
+                          (8, "python - <<< 'print(1)'"),
+                          (9, "torchrun pretrain_gpt.py --num-layers 32")]
+    script = interpret(text)
+    assert not any("unbalanced" in n for n in script.notes)
+    # a shift inside $(( )) is no here-document
+    assert split_statements("N=$((1<<2))\nM=3\n") == [(1, "N=$((1<<2))"), (2, "M=3")]
+    # a delimiter never found: the body runs to the end of the file, as bash reads it
+    assert split_statements("cat <<EOF\nx\ny\n") == [(1, "cat <<EOF")]

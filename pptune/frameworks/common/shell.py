@@ -125,21 +125,44 @@ def _statements(script: Script, text: str, depth: int, at: int | None = None) ->
 # Runs of characters that need no attention, by quote state (outside
 # quotes a newline matters only at depth 0, so it is not part of a run).
 _RUNS = {
-    "": re.compile(r"[^\\'\"`#()\n;|&]+"),
+    "": re.compile(r"[^\\'\"`#()\n;|&<]+"),
     "'": re.compile(r"[^']+"),
     '"': re.compile(r'[^\\"]+'),
     "`": re.compile(r"[^\\`]+"),
 }
 
 
+# a here-document's operator and delimiter word: <<WORD, <<-WORD, <<'WORD', << "WORD"
+_HEREDOC = re.compile(r"<<(-?)[ \t]*(?:'([^'\n]*)'|\"([^\"\n]*)\"|([^\s;&|<>()'\"`]+))")
+
+
+def _after_heredocs(text: str, i: int, pending: list[tuple[str, bool]]) -> tuple[int, int]:
+    """(where the script goes on, lines skipped): the bodies of the here-documents
+    ``pending`` (delimiter, tabs stripped) read from ``i``, the start of the line after
+    their command's, each up to the line that is its delimiter, or to the end."""
+    lines = 0
+    for delimiter, tabs in pending:
+        while i < len(text):
+            end = text.find("\n", i)
+            end = len(text) if end < 0 else end
+            row = text[i:end]
+            lines += 1
+            i = end + 1
+            if (row.lstrip("\t") if tabs else row) == delimiter:
+                break
+    return min(i, len(text)), lines
+
+
 def split_statements(text: str) -> list[tuple[int, str]]:
-    """(first line, statement) pairs, comments removed; linear in ``len(text)``."""
+    """(first line, statement) pairs, comments and here-document bodies removed; linear
+    in ``len(text)``."""
     out: list[tuple[int, str]] = []
     buf: list[str] = []
     line = 1
     start = 0  # line of the statement's first non-blank character; 0 while blank
     quote = ""  # "'", '"' or "`" while inside one
     depth = 0  # open parentheses outside quotes: ARGS=( ... ) spans lines
+    heredocs: list[tuple[str, bool]] = []  # here-documents whose bodies start next line
     i, n = 0, len(text)
 
     def put(piece: str) -> None:
@@ -174,6 +197,17 @@ def split_statements(text: str) -> list[tuple[int, str]]:
         if quote:
             put(ch)
             quote = "" if ch == quote else quote
+        elif text.startswith("<<<", i):  # a here-string: its word is on this line
+            put("<<<")
+            i += 3
+            continue
+        elif ch == "<" and depth == 0 and (doc := _HEREDOC.match(text, i)):
+            # (inside $(( )) or ( ) a << is a shift, not a here-document)
+            heredocs.append((next(g for g in doc.groups()[1:] if g is not None),
+                             doc.group(1) == "-"))
+            put(doc.group())
+            i = doc.end()
+            continue
         elif ch in "'\"`":
             quote = ch
             put(ch)
@@ -191,6 +225,11 @@ def split_statements(text: str) -> list[tuple[int, str]]:
             put(" " if ch == "\n" else ch)
         if ch == "\n":
             line += 1
+            if heredocs and not quote:
+                i, skipped = _after_heredocs(text, i + 1, heredocs)
+                line += skipped
+                heredocs.clear()
+                continue
         i += 1
     flush()
     return out
