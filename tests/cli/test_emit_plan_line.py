@@ -70,3 +70,26 @@ def test_the_file_s_own_keys_win_and_an_unknown_gpu_is_left_out(tmp_path: Path) 
     doc = _check(path)
     assert doc["config"]["gpu"] is None
     assert any("not a preset: left out" in n for n in doc["notes"])
+
+
+def test_a_torchtitan_file_planned_on_smaller_nodes_is_checked_on_them(tmp_path: Path) -> None:
+    """A torchtitan file states no node size: one of 4 GPUs, not the preset's 8, rides on
+    the plan line, and the check gives the step the emit predicted (the 8-GPU node had put
+    the tp 2 pairs' traffic on other links). A garbled count is left out with a note."""
+    run = recommend(RecommendSpec.of(gpus=16, gpus_per_node=4, model="llama3-8b",
+                                     gpu="h100-sxm", top=1))
+    out = emit("torchtitan", run)
+    write(out, tmp_path)
+    assert "# pptune-plan: gpu=h100-sxm gpus_per_node=4\n" in out.files["torchtitan.toml"]
+    doc = _check(tmp_path / "torchtitan.toml")
+    assert doc["config"]["gpus_per_node"] == 4
+    assert doc["derived"]["step_time_s"] == pytest.approx(out.plan.step_time_s, rel=1e-9)
+    bad = tmp_path / "bad.toml"
+    bad.write_text(out.files["torchtitan.toml"].replace("gpus_per_node=4", "gpus_per_node=x4"))
+    doc = _check(bad)
+    assert doc["config"]["gpus_per_node"] == 8
+    assert any("names gpus_per_node 'x4', not a count" in n for n in doc["notes"])
+    # a node of the preset's own size says nothing
+    plain = emit("torchtitan", recommend(RecommendSpec.of(gpus=16, model="llama3-8b",
+                                                          gpu="h100-sxm", top=1)))
+    assert "gpus_per_node" not in plain.files["torchtitan.toml"]

@@ -1,6 +1,7 @@
 """The ``# pptune-plan:`` line ``recommend --emit`` writes into a Megatron-LM script or a
 torchtitan file: the GPU preset (and a Hugging Face config, for a model no preset names)
-the plan was made for, which the framework's own keys do not state. check-config takes
+the plan was made for, and the GPUs a node holds where that is not the GPU's own, which
+the framework's own keys do not state. check-config takes
 each where the file states none (the command line's --gpu, --model and --hf-config
 still win), with a note; an unknown GPU or a malformed value is left out with a note."""
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 import re
 
 from pptune.costmodel.presets import GPUS
-from pptune.frameworks.common.fields import Ctx
+from pptune.frameworks.common.fields import MAX_DEVICES, Ctx
 from pptune.schemas import TrainingConfig
 
 PLAN_LINE = "pptune-plan:"
@@ -26,7 +27,7 @@ def planned_for(text: str, config: TrainingConfig, ctx: Ctx,
     if found is None:
         return config
     pairs = dict(word.split("=", 1) for word in found.group(1).split() if "=" in word)
-    update: dict[str, str] = {}
+    update: dict[str, str | int] = {}
     gpu = pairs.get("gpu")
     said = ""
     if gpu is not None and config.gpu is None:
@@ -38,6 +39,13 @@ def planned_for(text: str, config: TrainingConfig, ctx: Ctx,
             update["gpu"] = gpu
         else:
             ctx.note(f"'# {PLAN_LINE}' names gpu {gpu[:40]!r}, not a preset: left out")
+    per_node = pairs.get("gpus_per_node", "")
+    if per_node and "gpus_per_node" not in config.model_fields_set:
+        if per_node.isdigit() and 1 <= int(per_node) <= MAX_DEVICES:
+            update["gpus_per_node"] = int(per_node)
+        else:
+            ctx.note(f"'# {PLAN_LINE}' names gpus_per_node {per_node[:20]!r}, not a count: "
+                     "left out")
     hf = pairs.get("hf_config")
     if hf is not None and config.model is None and config.hf_config is None:
         if 0 < len(hf) <= MAX_HF_PATH:
