@@ -297,6 +297,18 @@ TORCHTITAN: dict[str, tuple[dict, int]] = {  # name: (fields, gpus)
             ["tok_embeddings"] + [f"layers.{i}" for i in range(8)],
             [f"layers.{i}" for i in range(8, 16)], [f"layers.{i}" for i in range(16, 24)],
             [f"layers.{i}" for i in range(24, 32)] + ["norm", "lm_head"])) + "]"}, 4),
+    # keys torchtitan 0.2.2's ConfigManager refuses ("Invalid field names"); the
+    # expert_parallel_degree line (a key only 0.2 has) marks the older keys' files as 0.2.x
+    "tt-key-misspelled": ({"local": 8, "parallel": "tensor_paralel_degree = 1"}, 4),
+    "tt-table-misspelled": ({"local": 8, "parallel": "[paralelism]\ntensor_parallel_degree = 1"},
+                            4),
+    "tt-split-points-0-2": ({"local": 8, "parallel": "expert_parallel_degree = 1\n"
+                             'pipeline_parallel_split_points = ["layers.8", "layers.16", '
+                             '"layers.24"]'}, 4),
+    "tt-experimental-pp-0-2": ({"local": 8, "parallel": "expert_parallel_degree = 1\n"
+                                "[experimental]\npipeline_parallel_degree = 4"}, 4),
+    "tt-float8-table-0-2": ({"local": 8, "parallel": "expert_parallel_degree = 1\n[float8]\n"
+                             "enable_fsdp_float8_all_gather = true"}, 4),
 }
 
 TITAN_MOE = """[model]

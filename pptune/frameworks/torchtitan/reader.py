@@ -44,6 +44,7 @@ from pptune.frameworks.torchtitan.cp_fp8 import TABLES as CP_FP8_TABLES
 from pptune.frameworks.torchtitan.cp_fp8 import read_cp_fp8
 from pptune.frameworks.torchtitan.experts import read_dualpipev_overlap, read_experts
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN, reads_toml
+from pptune.frameworks.torchtitan.keys import check_keys
 from pptune.frameworks.torchtitan.stages import default_split, schedule
 from pptune.frameworks.torchtitan.table import Table
 from pptune.schemas import TrainingConfig
@@ -86,6 +87,7 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
                        f"torchtitan {ctx.semantics.versions.of(TORCHTITAN)} does not read TOML job "
                        "files (configs are Python functions since 0.3.0); checked with that "
                        "release's module names")
+    check_keys(ctx, data)
     par = _parallelism(ctx, data)
     train = Table(ctx, "training", data)
     model = Table(ctx, "model", data)

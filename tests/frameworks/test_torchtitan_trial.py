@@ -1,0 +1,115 @@
+"""A torchtitan user trial's findings: what torchtitan 0.2.2 itself refuses is an
+error citing its source, what pptune does not model a warning naming it.
+
+Files follow torchtitan 0.2.2's own train_configs (``hf_assets_path``, ``[compile]``:
+keys only 0.2 has); the legacy test file (tests/data/configs, [experimental] pipeline
+keys) stays readable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.check_json import check_file
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "configs"
+
+BASE = """\
+[model]
+name = "{name}"
+flavor = "{flavor}"
+hf_assets_path = "./assets/hf/model"
+{model}
+[training]
+local_batch_size = {local}
+seq_len = {seq}
+{training}
+[parallelism]
+{parallel}
+{tables}
+"""
+
+
+def titan(tmp_path: Path, *flags: str, name: str = "llama3", flavor: str = "8B",
+          model: str = "", local: int = 8, seq: int = 8192, training: str = "",
+          parallel: str = "", tables: str = "", gpus: int = 8, gpu: str = "h100-sxm"
+          ) -> tuple[int, dict[str, str], dict]:
+    text = BASE.format(name=name, flavor=flavor, model=model, local=local, seq=seq,
+                       training=training, parallel=parallel, tables=tables)
+    return check_file(tmp_path / "job.toml", text, "--gpus", str(gpus), "--gpu", gpu, *flags)
+
+
+def messages(doc: dict, rule: str) -> list[str]:
+    return [f["message"] for f in doc["findings"] if f["id"] == rule]
+
+
+# --- 1. keys torchtitan 0.2.2's ConfigManager refuses -------------------------------
+
+
+def test_misspelled_key_is_torchtitans_error_with_the_close_spelling(tmp_path: Path) -> None:
+    code, found, doc = titan(tmp_path, parallel="tensor_paralel_degree = 2")
+    assert code == 1 and found["torchtitan-unknown-key"] == "error"
+    (text,) = messages(doc, "torchtitan-unknown-key")
+    assert ("[parallelism] tensor_paralel_degree: no such key: torchtitan 0.2.2 raises "
+            "'Invalid field names in <class 'torchtitan.config.job_config.Parallelism'> "
+            "data: {'tensor_paralel_degree'}' (torchtitan/config/manager.py "
+            "ConfigManager._dict_to_dataclass); did you mean tensor_parallel_degree?") == text
+    assert doc["ignored"] == ["[parallelism] tensor_paralel_degree"]
+
+
+def test_unknown_tables_are_errors(tmp_path: Path) -> None:
+    code, _, doc = titan(tmp_path, tables="[paralelism]\ntensor_parallel_degree = 2\n"
+                             "[float8]\nenable_fsdp_float8_all_gather = true\n")
+    assert code == 1
+    texts = messages(doc, "torchtitan-unknown-key")
+    assert len(texts) == 2
+    assert texts[0].startswith("[paralelism]: no such key: torchtitan 0.2.2 raises 'Invalid "
+                               "field names in <class 'torchtitan.config.job_config.JobConfig'>")
+    assert texts[0].endswith("did you mean parallelism?")
+    assert texts[1].startswith("[float8] is a key of torchtitan 0.1.0, not of 0.2.2")
+    assert texts[1].endswith('use the [quantize.linear.float8] table (converter '
+                             '"quantize.linear.float8")')
+
+
+def test_keys_0_2_2_dropped_are_errors_in_a_0_2_file(tmp_path: Path) -> None:
+    code, _, doc = titan(tmp_path, parallel='pipeline_parallel_split_points = ["layers.16"]',
+                         tables="[experimental]\npipeline_parallel_degree = 2\n")
+    assert code == 1
+    texts = messages(doc, "torchtitan-unknown-key")
+    assert ("[parallelism] pipeline_parallel_split_points is a key of torchtitan 0.1.0, not of "
+            "0.2.2") in texts[0]
+    assert texts[0].endswith("use module_fqns_per_model_part or "
+                             "pipeline_parallel_layers_per_stage")
+    assert texts[1].startswith("[experimental] pipeline_parallel_degree is a key of torchtitan "
+                               "the layout before 0.1.0, not of 0.2.2")
+    assert texts[1].endswith("use [parallelism] pipeline_parallel_degree")
+
+
+def test_legacy_file_stays_readable_with_warnings(tmp_path: Path) -> None:
+    """No key only 0.2 has: the file may be for an older release (warnings, exit 0)."""
+    code, found, doc = check_file(tmp_path / "old.toml",
+                                  (DATA / "torchtitan_llama3_70b_legacy.toml").read_text(),
+                                  "--gpus", "64", "--gpu", "h100-sxm")
+    assert "torchtitan-unknown-key" not in found
+    assert found["torchtitan-older-key"] == "warning"
+    assert doc["config"]["tp"] == 8 and doc["config"]["pp"] == 4
+    # with the release named, torchtitan 0.2.2's refusal is the error
+    code, found, _ = check_file(tmp_path / "old.toml",
+                                (DATA / "torchtitan_llama3_70b_legacy.toml").read_text(),
+                                "--gpus", "64", "--gpu", "h100-sxm",
+                                "--framework-version", "torchtitan=0.2.2")
+    assert code == 1 and found["torchtitan-unknown-key"] == "error"
+
+
+def test_repo_file_has_no_unknown_keys(tmp_path: Path) -> None:
+    _, found, doc = check_file(tmp_path / "j.toml",
+                                  (DATA / "torchtitan_llama3_8b.toml").read_text(), "--gpus", "8")
+    assert "torchtitan-unknown-key" not in found and "torchtitan-older-key" not in found
+    # only the tables pptune does not read ([job], [metrics], ...), no unknown key
+    assert all(" " not in entry for entry in doc["ignored"]), doc["ignored"]
+
+
+def test_custom_config_module_makes_unknown_keys_warnings(tmp_path: Path) -> None:
+    _, found, _ = titan(tmp_path, tables='[job]\ncustom_config_module = "my.config"\n'
+                        "[my_table]\nx = 1\n")
+    assert found["torchtitan-unknown-key"] == "warning"
