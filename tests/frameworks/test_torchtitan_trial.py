@@ -113,3 +113,70 @@ def test_custom_config_module_makes_unknown_keys_warnings(tmp_path: Path) -> Non
     _, found, _ = titan(tmp_path, tables='[job]\ncustom_config_module = "my.config"\n'
                         "[my_table]\nx = 1\n")
     assert found["torchtitan-unknown-key"] == "warning"
+
+
+# --- 2, 4, 6. float8 as torchtitan's Float8LinearConverter takes it ------------------
+
+FLOAT8 = 'converters = ["quantize.linear.float8"]'
+COMPILE = '[compile]\nenable = true\n'
+SWAP = ("torchtitan raises 'Failed to swap to Float8Linear because float8 is only supported "
+        "on SM89 or later.To enable testing on older hardware, set `float8.emulate` to True "
+        "in eager mode.' (torchtitan/components/quantization/float8.py "
+        "Float8LinearConverter)")
+
+
+def test_float8_emulate_with_compile_before_sm89_is_torchtitans_error(tmp_path: Path) -> None:
+    tables = '[quantize.linear.float8]\nemulate = true\nfilter_fqns = ["output"]\n'
+    code, found, doc = titan(tmp_path, local=1, model=FLOAT8, tables=tables + COMPILE, gpu="a100-80gb")
+    assert code == 1 and found["torchtitan-float8-sm89"] == "error"
+    assert SWAP in messages(doc, "torchtitan-float8-sm89")[0]
+    # in eager mode torchtitan emulates: accepted, priced as BF16 with its warning
+    code, found, doc = titan(tmp_path, local=1, model=FLOAT8, tables=tables, gpu="a100-80gb")
+    assert code == 0 and "torchtitan-float8-sm89" not in found
+    assert doc["derived"]["cost_key"].endswith("bf16")
+    assert found["torchtitan-unmodelled"] == "warning"
+    # on an H100 torchtitan runs emulation compiled too
+    code, found, _ = titan(tmp_path, local=1, model=FLOAT8, tables=tables + COMPILE, gpu="h100-sxm")
+    assert code == 0 and "torchtitan-float8-sm89" not in found
+
+
+def test_float8_on_a100_says_it_in_torchtitans_terms(tmp_path: Path) -> None:
+    code, found, doc = titan(tmp_path, local=1, model=FLOAT8, gpu="a100-80gb", tables=COMPILE)
+    assert code == 1 and found["precision-gpu"] == "error"
+    (text,) = messages(doc, "precision-gpu")
+    assert SWAP in text and "fp16" not in text
+    assert "remove the float8 converter from [model] converters" in text
+    assert "mixed_precision_param bfloat16" in text
+
+
+def test_float8_without_a_compiled_model_is_a_warning_naming_its_pricing(tmp_path: Path
+                                                                         ) -> None:
+    tables = '[quantize.linear.float8]\nfilter_fqns = ["output"]\n'
+    code, found, doc = titan(tmp_path, local=1, model=FLOAT8, tables=tables)
+    assert code == 0 and found["torchtitan-float8-eager"] == "warning"
+    (text,) = messages(doc, "torchtitan-float8-eager")
+    assert text.startswith("quantize.linear.float8 with the model not compiled")
+    assert "prices the FP8 GEMMs with the casts as compiled" in text
+    assert doc["config"]["precision"] == "fp8"
+    for compile_table in (COMPILE, '[compile]\nenable = true\ncomponents = ["loss"]\n'):
+        _, found, _ = titan(tmp_path, local=1, model=FLOAT8, tables=tables + compile_table)
+        assert ("torchtitan-float8-eager" in found) == ("loss" in compile_table)
+
+
+def test_emitted_dualpipev_fp8_plan_says_its_linears_run_uncompiled(tmp_path: Path) -> None:
+    from pptune.plan.emit import Framework, emit, write
+    from pptune.plan.recommend import RecommendSpec, recommend
+
+    run = recommend(RecommendSpec.of(gpus=16, model="llama3-8b", gpu="h100-sxm", pp="4",
+                                     schedules="dualpipev", precision="fp8", top=1))
+    out = emit(Framework.TORCHTITAN, run)
+    assert (out.plan.schedule.value, out.plan.precision.value) == ("dualpipev", "fp8")
+    assert any(n.startswith("the fp8 linears run with the model not compiled: torch's "
+                            "zero-bubble and DualPipeV schedules refuse compiled stage "
+                            "modules") for n in out.notes), out.notes
+    write(out, tmp_path)
+    text = (tmp_path / "torchtitan.toml").read_text()
+    assert 'components = ["loss"]' in text and "quantize.linear.float8" in text
+    # check-config says the same of the file
+    _, found, _ = check_file(tmp_path / "torchtitan.toml", text, "--gpus", "16")
+    assert found["torchtitan-float8-eager"] == "warning"

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pptune.costmodel.calibration import Factors
-from pptune.costmodel.keys import CostKey
+from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.search import CostTable, Plan, PlanRequest, Sharding
 from pptune.frameworks.common.fields import Ctx, Semantics
@@ -129,6 +129,11 @@ class Adapter:
 
     def config_rules(self, cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
         """Error findings for other settings the framework refuses."""
+
+    def precision_refusal(self, precision: Precision, gpu: str) -> str | None:
+        """The framework's own words for a GPU that cannot run ``precision``'s GEMMs (None:
+        pptune's generic message)."""
+        return None
 
     def stage_split(self, cfg: TrainingConfig, param_counts: Sequence[float],
                     num_stages: int) -> list[int] | None:

@@ -13,7 +13,7 @@ from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog
 from pptune.frameworks.common.source import parse_toml
-from pptune.frameworks.torchtitan import log, writer
+from pptune.frameworks.torchtitan import facts, log, writer
 from pptune.frameworks.torchtitan.closest import closest_plan, stateable_request
 from pptune.frameworks.torchtitan.cp_fp8 import seq_problem
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN
@@ -58,6 +58,13 @@ class TorchtitanAdapter(Adapter):
                          add: Add) -> None:
         """torch's schedule classes; zb-h1 runs as ScheduleInterleavedZeroBubble."""
         torch_schedules.microbatch_rules(cfg, m, semantics, add, zb_h1_rounds=True)
+
+    def config_rules(self, cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
+        """float8 refusals the GPU decides (facts.py)."""
+        facts.config_rules(cfg, semantics, add)
+
+    def precision_refusal(self, precision: Precision, gpu: str) -> str | None:
+        return facts.precision_refusal(precision, gpu)
 
     def stateable(self, req: PlanRequest, model: str | None,
                   shape: ModelShape | None = None) -> PlanRequest:

@@ -206,6 +206,12 @@ def _stated(job: Job, plan: Plan, rank: int, notes: list[str], mtp: int) -> Stat
     ex.unstated_sharding(chosen, name=NAME, unstated=UNSTATED, notes=notes)
     chosen, exact = _experts(job, chosen, rank, notes, exact)
     job, final = _compiled_as_stated(job, chosen, notes)
+    if is_low(final.precision) and "model" not in compiled(final, job.cost_options):
+        notes.append(f"the {final.precision.value} linears run with the model not compiled: "
+                     "torch's zero-bubble and DualPipeV schedules refuse compiled stage "
+                     "modules, so [compile] leaves the model out; torchao's casts then run "
+                     "as separate kernels, which pptune prices as compiled (its roofline's "
+                     "traffic): the step is predicted faster than it runs")
     return Stated(job, final, exact and not mtp and final is chosen, tuple(notes))
 
 

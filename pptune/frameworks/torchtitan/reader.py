@@ -46,7 +46,7 @@ from pptune.frameworks.torchtitan.experts import read_dualpipev_overlap, read_ex
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN, reads_toml
 from pptune.frameworks.torchtitan.keys import check_keys
 from pptune.frameworks.torchtitan.stages import default_split, schedule
-from pptune.frameworks.torchtitan.table import Table
+from pptune.frameworks.torchtitan.table import Table, compiles
 from pptune.schemas import TrainingConfig
 
 # pptune preset -> torchtitan's ([model] name, flavor) (torchtitan 0.2.2 torchtitan/models:
@@ -139,8 +139,8 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
         train.text("mixed_precision_param", "") or "")
     fields.update(_state_widths(ctx, train))
     read_cp_fp8(ctx, data, par, fields)
-    if (pp or 1) > 1 and Schedule(fields["schedule"]) in SPLIT_BACKWARD and _compiled(
-            ctx, data, train, "model"):
+    if (pp or 1) > 1 and Schedule(fields["schedule"]) in SPLIT_BACKWARD and compiles(
+            ctx, data, "model"):
         ctx.refuse("torchtitan-compile-split-backward",
                    f"{fields['schedule']} with [compile] on the model: torch's zero-bubble "
                    "and DualPipeV schedules raise 'not supported with stage modules that have "
@@ -154,7 +154,7 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     read_dualpipev_overlap(ctx, par, fields, Table(ctx, "activation_checkpoint", data))
     if Table(ctx, "activation_checkpoint", data).text("mode", None) == "memory_budget":
         fields["memory_budget_ac"] = True
-        if not _compiled(ctx, data, train, "model"):
+        if not compiles(ctx, data, "model"):
             ctx.refuse("torchtitan-ac-memory-budget",
                        "activation_checkpoint.mode \"memory_budget\" without [compile] enable: "
                        "torchtitan asserts 'Memory budget mode requires model to be compiled' "
@@ -189,23 +189,11 @@ def _state_widths(ctx: Ctx, train: Table) -> dict[str, Any]:
     return fields
 
 
-def _compiled(ctx: Ctx, data: dict[str, Any], train: Table, component: str) -> bool:
-    """Whether torchtitan compiles ``component`` ("model" or "loss"): with ``[compile]
-    enable`` and the component in ``components`` (both by default, 0.2), or with
-    ``training.compile`` (0.1, which compiled both)."""
-    table = Table(ctx, "compile", data)
-    components = table.data.get("components", ["model", "loss"])
-    if not isinstance(components, list):
-        raise ctx.bad(f"compile.components is {components!r}; expected a list of names")
-    return (table.flag("enable", False) and component in components) or train.flag(
-        "compile", False)
-
-
 def _loss(ctx: Ctx, data: dict[str, Any], train: Table) -> str:
     """The loss's kernels (costmodel/loss.py): torchtitan compiles its cross-entropy
     (components/loss.py ``build_cross_entropy_loss``, 0.2) or PyTorch runs it eagerly
     on the logits cast to fp32."""
-    return "fused" if _compiled(ctx, data, train, "loss") else "eager"
+    return "fused" if compiles(ctx, data, "loss") else "eager"
 
 
 def _swiglu(ctx: Ctx, data: dict[str, Any], train: Table) -> str:
@@ -213,7 +201,7 @@ def _swiglu(ctx: Ctx, data: dict[str, Any], train: Table) -> str:
     ``w2(F.silu(w1(x)) * w3(x))``, which torch.compile fuses into one kernel each way
     (its partitioner reruns the SiLU in the backward) and eager PyTorch runs as silu
     then mul, keeping the SiLU's output too."""
-    return "fused" if _compiled(ctx, data, train, "model") else "eager"
+    return "fused" if compiles(ctx, data, "model") else "eager"
 
 
 def _parallelism(ctx: Ctx, data: dict[str, Any]) -> Table:
