@@ -180,3 +180,30 @@ def test_emitted_dualpipev_fp8_plan_says_its_linears_run_uncompiled(tmp_path: Pa
     # check-config says the same of the file
     _, found, _ = check_file(tmp_path / "torchtitan.toml", text, "--gpus", "16")
     assert found["torchtitan-float8-eager"] == "warning"
+
+
+# --- 6. torch's and torchtitan's own words --------------------------------------------
+
+
+def test_microbatch_fix_names_torchtitans_settings(tmp_path: Path) -> None:
+    code, found, doc = titan(tmp_path, local=9, seq=2048, parallel=(
+        'pipeline_parallel_degree = 4\npipeline_parallel_schedule = "Interleaved1F1B"\n'
+        "data_parallel_shard_degree = 2"))
+    assert code == 1 and found["interleaved-rounds"] == "error"
+    (text,) = messages(doc, "interleaved-rounds")
+    assert text.endswith("use 10 (local_batch_size 10 with pipeline_parallel_microbatch_size 1)")
+
+
+# --- 5. one expert-parallel mistake, torchtitan's errors only ------------------------
+
+
+def test_ep_mistake_reads_as_torchtitans_errors(tmp_path: Path) -> None:
+    code, found, doc = titan(tmp_path, name="qwen3", flavor="30B-A3B", local=1, seq=4096,
+                             parallel="expert_parallel_degree = 3")
+    assert code == 1
+    assert found == {**{k: v for k, v in found.items() if v != "error"},
+                     "torchtitan-ep-mesh": "error", "moe-experts-ep": "error"}
+    texts = [f["message"] for f in doc["findings"] if f["severity"] == "error"]
+    assert not any("megatron" in t.lower() for t in texts), texts
+    assert ("each rank holds experts / ep of them (torchtitan's ExpertParallel splits the "
+            "experts evenly over ep") in messages(doc, "moe-experts-ep")[0]

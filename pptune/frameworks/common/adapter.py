@@ -99,6 +99,9 @@ class Adapter:
     # the layout dimensions beyond pp, dp and tp its files state ("cp", "ep", "etp",
     # "precision"); a plan that needs another one is emitted as the best plan without it
     states_dims: frozenset[str] = frozenset()
+    # rule id -> the framework's own source for a placement rule check/experts.py judges
+    # for every framework (empty: megatron-core's, which derives the placement)
+    expert_cites: tuple[tuple[str, str], ...] = ()
 
     def cannot_state(self, key: CostKey, seq_len: int | None = None) -> str | None:
         """Why its files cannot state a plan of this cost key (None: they can) on a

@@ -30,6 +30,12 @@ class TorchtitanAdapter(Adapter):
                     "activation checkpointing ([activation_checkpoint] mode)",
                     "a smaller local_batch_size")
     memory_sharding = None
+    expert_cites = (
+        ("moe-experts-ep", "torchtitan's ExpertParallel splits the experts evenly over ep: "
+         "torchtitan/distributed/expert_parallel.py _token_dispatch's "
+         "num_tokens_per_expert.view(ep_degree, -1) raises at the first step otherwise"),
+        ("moe-etp-ffn", "torchtitan/distributed/expert_parallel.py shards w1 / w3 by columns "
+         "and w2 by rows over the expert tensor-parallel ranks"))
     files = (writer.FILE,)
     syntaxes = ("toml",)
     versions = (TORCHTITAN,)
@@ -57,7 +63,12 @@ class TorchtitanAdapter(Adapter):
     def microbatch_rules(self, cfg: TrainingConfig, m: int, semantics: Semantics,
                          add: Add) -> None:
         """torch's schedule classes; zb-h1 runs as ScheduleInterleavedZeroBubble."""
-        torch_schedules.microbatch_rules(cfg, m, semantics, add, zb_h1_rounds=True)
+        micro = cfg.micro_batch_size
+
+        def how(count: int) -> str:  # torchtitan's micro-batches: local batch / micro-batch
+            return (f"{count} (local_batch_size {count * micro} with "
+                    f"pipeline_parallel_microbatch_size {micro})")
+        torch_schedules.microbatch_rules(cfg, m, semantics, add, zb_h1_rounds=True, how=how)
 
     def config_rules(self, cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
         """float8 refusals the GPU decides (facts.py)."""
