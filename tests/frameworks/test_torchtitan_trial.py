@@ -207,3 +207,39 @@ def test_ep_mistake_reads_as_torchtitans_errors(tmp_path: Path) -> None:
     assert not any("megatron" in t.lower() for t in texts), texts
     assert ("each rank holds experts / ep of them (torchtitan's ExpertParallel splits the "
             "experts evenly over ep") in messages(doc, "moe-experts-ep")[0]
+
+
+# --- 3. the attention torchtitan's flavors run ----------------------------------------
+
+
+def test_deepseek_v3_flex_attention_is_said_and_refused_with_cp(tmp_path: Path) -> None:
+    dsv3 = {"name": "deepseek_v3", "flavor": "671B", "local": 1, "seq": 4096, "gpus": 256}
+    code, found, doc = titan(tmp_path, parallel="pipeline_parallel_degree = 8\n"
+                             "expert_parallel_degree = 32", **dsv3)  # type: ignore[arg-type]
+    assert found["torchtitan-flex-attention"] == "warning"
+    (text,) = messages(doc, "torchtitan-flex-attention")
+    assert "pptune has no FlexAttention rate and prices it as flash attention (SDPA)" in text
+    code, found, doc = titan(tmp_path, parallel="pipeline_parallel_degree = 8\n"
+                             "expert_parallel_degree = 32\ncontext_parallel_degree = 2",
+                             **dsv3)  # type: ignore[arg-type]
+    assert code == 1 and found["torchtitan-cp-attention"] == "error"
+    assert "costs-unavailable" not in found  # torchtitan's reason, not pptune's
+    assert ("torchtitan raises 'Context Parallel only supports SDPA attention. Got "
+            "attn_type='flex'.") in messages(doc, "torchtitan-cp-attention")[0]
+
+
+def test_sdpa_flavors_get_no_flex_warning(tmp_path: Path) -> None:
+    for name, flavor in (("llama3", "8B"), ("qwen3", "30B-A3B")):
+        _, found, _ = titan(tmp_path, name=name, flavor=flavor, local=1, seq=4096)
+        assert "torchtitan-flex-attention" not in found, (name, found)
+    _, found, _ = titan(tmp_path, name="llama3", flavor="8B_flex", local=1, seq=4096,
+                        parallel="context_parallel_degree = 2")  # llama3 runs flex with CP
+    assert "torchtitan-cp-attention" not in found and "torchtitan-flex-attention" in found
+
+
+def test_emit_names_flex_attention_for_deepseek_v3() -> None:
+    from pptune.frameworks.torchtitan.attention import attn_type
+
+    assert [attn_type("deepseek_v3", f) for f in ("16B", "236B", "671B", "debugmodel")] == [
+        "flex", "flex", "flex", "sdpa"]
+    assert attn_type("qwen3", "235B-A22B") == "sdpa" and attn_type("gpt_oss", "120b") == "flex"

@@ -37,6 +37,7 @@ from pptune.costmodel.search import (
 from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated, keep
+from pptune.frameworks.torchtitan.attention import attn_type
 from pptune.frameworks.torchtitan.cp_fp8 import (
     compiled,
     per_op_checkpointing,
@@ -143,6 +144,11 @@ def _kernels_as_run(job: Job, plan: Plan, parts: tuple[str, ...], route: Dispatc
              if part not in parts]
     loss = ", ".join([f"its {' and '.join(parts)} compiled ([compile] enable)"] * bool(parts)
                      + [f"its {' and '.join(eager)} eager"] * bool(eager))
+    flavor = flavor_of(job.model, job.shape)
+    attn = ("FlexAttention priced as flash attention (SDPA), the closest kernel pptune "
+            f"models (torchtitan's {flavor[0]} {flavor[1]} sets attn_type \"flex\"; pptune has "
+            "no FlexAttention rate)" if flavor and attn_type(*flavor) == "flex"
+            else "flash attention (SDPA)")
     split = (" (torch's zero-bubble and DualPipeV schedules refuse a compiled model)"
              if plan.pp > 1 and plan.schedule in SPLIT_BACKWARD else "")
     return ex.priced_as_run(
@@ -150,7 +156,7 @@ def _kernels_as_run(job: Job, plan: Plan, parts: tuple[str, ...], route: Dispatc
         cross_entropy=CrossEntropy.FUSED if "loss" in parts else CrossEntropy.EAGER,
         swiglu=Swiglu.FUSED if "model" in parts else Swiglu.EAGER, notes=notes,
         fp8_kernels=Fp8Kernels.TORCHAO, dispatcher=route,
-        within=stateable_request(job.request, job.model, job.shape), runs="flash attention (SDPA), sequence parallelism with tensor "
+        within=stateable_request(job.request, job.model, job.shape), runs=f"{attn}, sequence parallelism with tensor "
         f"parallelism{experts}, {loss}{split}" + (" and torchao's float8 linears (no cached "
                                                   "FP8 weights)" if is_low(plan.precision)
                                                   else ""))

@@ -40,6 +40,7 @@ from pptune.costmodel.op_sac import OP_SAC
 from pptune.costmodel.presets import MODELS
 from pptune.costmodel.schedules import SPLIT_BACKWARD, Schedule
 from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build, show, whole
+from pptune.frameworks.torchtitan.attention import read_attention
 from pptune.frameworks.torchtitan.cp_fp8 import TABLES as CP_FP8_TABLES
 from pptune.frameworks.torchtitan.cp_fp8 import read_cp_fp8
 from pptune.frameworks.torchtitan.experts import read_dualpipev_overlap, read_experts
@@ -96,7 +97,7 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
         "pp": par.count("pipeline_parallel_degree", None, **devices),
         "tp": par.count("tensor_parallel_degree", None, **devices),
         "cp": par.count("context_parallel_degree", None, **devices),
-        "attention": "flash",  # torchtitan's attention is SDPA or flex: fused kernels
+        "attention": "flash",  # SDPA, or flex priced as flash (attention.py)
         "source_format": "torchtitan",
     }
     apply_flags(ctx, fields, {"pp": "parallelism.pipeline_parallel_degree",
@@ -105,6 +106,7 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     pp = fields["pp"] or 1
     preset = _preset(ctx, model)
     name = model.text("name", "llama3")
+    read_attention(ctx, name, model.text("flavor", "debugmodel"), fields["cp"] or 1)
     if pp > 1 and name in NO_PIPELINE:
         ctx.refuse("torchtitan-no-pipelining",
                    f"pipeline_parallel_degree {pp} with model {name}: torchtitan raises "
