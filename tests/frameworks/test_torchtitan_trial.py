@@ -243,3 +243,18 @@ def test_emit_names_flex_attention_for_deepseek_v3() -> None:
     assert [attn_type("deepseek_v3", f) for f in ("16B", "236B", "671B", "debugmodel")] == [
         "flex", "flex", "flex", "sdpa"]
     assert attn_type("qwen3", "235B-A22B") == "sdpa" and attn_type("gpt_oss", "120b") == "flex"
+
+
+# --- 7. the memory hint in torchtitan's settings ------------------------------------
+
+
+def test_memory_hint_offers_context_parallelism_and_not_what_the_file_does(tmp_path: Path
+                                                                           ) -> None:
+    code, found, doc = titan(tmp_path, name="llama3", flavor="70B", local=4, seq=131072,
+                             parallel="pipeline_parallel_degree = 4",
+                             tables='[activation_checkpoint]\nmode = "full"\n', gpus=64)
+    assert code == 1 and found["memory-overflow"] == "error"
+    text = messages(doc, "memory-overflow")[0]
+    assert text.endswith("use more pipeline stages (pipeline_parallel_degree), FSDP over more "
+                         "ranks (data_parallel_shard_degree) or context parallelism over more "
+                         "ranks (context_parallel_degree)")

@@ -84,6 +84,9 @@ class Adapter:
     # what frees memory, in the files' words: more stages, sharding (as far as
     # ``memory_sharding``: a config sharded that far is not told to shard), recomputation,
     # a smaller micro-batch (check.framework.memory_fixes keeps those the config lacks)
+    # context parallelism over more ranks, offered when a doubled degree still splits the
+    # sequence as the framework needs (tp x 2 x cp; None: its files state no cp)
+    memory_fix_cp: str | None = None
     memory_fixes: tuple[str, str, str, str] = (
         "more pipeline stages", "a sharded optimizer", "activation recomputation",
         "a smaller micro-batch")

@@ -27,8 +27,9 @@ class TorchtitanAdapter(Adapter):
     title = "torchtitan"
     memory_fixes = ("more pipeline stages (pipeline_parallel_degree)",
                     "FSDP over more ranks (data_parallel_shard_degree)",
-                    "activation checkpointing ([activation_checkpoint] mode)",
+                    "full activation checkpointing ([activation_checkpoint] mode \"full\")",
                     "a smaller local_batch_size")
+    memory_fix_cp = "context parallelism over more ranks (context_parallel_degree)"
     memory_sharding = None
     expert_cites = (
         ("moe-experts-ep", "torchtitan's ExpertParallel splits the experts evenly over ep: "
