@@ -81,7 +81,7 @@ def test_keys_0_2_2_dropped_are_errors_in_a_0_2_file(tmp_path: Path) -> None:
     assert texts[0].endswith("use module_fqns_per_model_part or "
                              "pipeline_parallel_layers_per_stage")
     assert texts[1].startswith("[experimental] pipeline_parallel_degree is a key of torchtitan "
-                               "the layout before 0.1.0, not of 0.2.2")
+                               "before 0.1.0, not of 0.2.2")
     assert texts[1].endswith("use [parallelism] pipeline_parallel_degree")
 
 
@@ -258,3 +258,12 @@ def test_memory_hint_offers_context_parallelism_and_not_what_the_file_does(tmp_p
     assert text.endswith("use more pipeline stages (pipeline_parallel_degree), FSDP over more "
                          "ranks (data_parallel_shard_degree) or context parallelism over more "
                          "ranks (context_parallel_degree)")
+
+
+def test_a_real_pre_0_1_job_file_reads_with_warnings_only(tmp_path: Path) -> None:
+    """The H200 job's file (tests/data/logs) has [model] norm_type and [training]
+    batch_size, keys of the layout before 0.1.0 (which dropped unknown keys unsaid)."""
+    text = (DATA.parent / "logs" / "torchtitan_h200_llama3_8b.toml").read_text()
+    _, found, doc = check_file(tmp_path / "job.toml", text, "--gpus", "8", "--gpu", "h200")
+    assert "torchtitan-unknown-key" not in found and found["torchtitan-older-key"] == "warning"
+    assert "[model] norm_type" in doc["ignored"]

@@ -10,9 +10,10 @@ dataclasses' fields (torchtitan/config/job_config.py at 0.2.2), one entry per ta
 (``quantize.linear.float8`` for the nested ``[quantize.linear.float8]``).
 
 The reader also reads files of older releases (reader.py ``_parallelism``, cp_fp8.py):
-``OLDER`` are the keys 0.1.0 to 0.2.1 had (their job_config.py / config_manager.py)
-and those of the layout before 0.1.0 that the reader still takes (pipeline keys under
-``[experimental]``, degrees and ``batch_size`` under ``[training]``). Such a key is an
+``OLDER`` are the keys 0.1.0 to 0.2.1 had (their job_config.py / config_manager.py),
+``BEFORE_0_1_KEYS`` those of the layout before 0.1.0 (pipeline keys under
+``[experimental]``, degrees and ``batch_size`` under ``[training]``, which the reader
+still takes). torchtitan before 0.2.0 dropped unknown keys without a word. Such a key is an
 error where the file is plainly for 0.2.x (it uses a key only 0.2 has, ``MARKERS``, or
 ``--framework-version torchtitan=0.2.x`` says so), else a warning: torchtitan 0.2.2
 refuses it, the release the file was written for may not. A key no documented release
@@ -126,7 +127,35 @@ OLDER: dict[tuple[str, str], tuple[str, str]] = {
     **{("fault_tolerance", k): ("0.1.0", "") for k in (
         "fragment_sync_delay", "fragment_update_alpha", "should_quantize", "sync_steps")},
 }
-BEFORE_0_1 = "the layout before 0.1.0"
+BEFORE_0_1 = "before 0.1.0"
+# the keys of that layout 0.1.0 - 0.2.2 lack (every torchtitan/config_manager.py before the
+# v0.1.0 tag, its argparse flags and its dataclasses)
+BEFORE_0_1_KEYS: dict[str, tuple[str, ...]] = {
+    "": ("estimate",),
+    "checkpoint": ("interval_type", "model_weights_only"),
+    "estimate": ("memory", "mode"),
+    "experimental": (
+        "context_parallel_degree", "context_parallel_rotate_method", "custom_model_path",
+        "enable_async_tensor_parallel", "enable_compiled_autograd", "pipeline_parallel_degree",
+        "pipeline_parallel_microbatches", "pipeline_parallel_schedule",
+        "pipeline_parallel_schedule_csv", "pipeline_parallel_split_mode",
+        "pipeline_parallel_split_points", "torch_spmd"),
+    "float8": ("enable_float8_linear", "scaling_type_grad_output", "scaling_type_input",
+               "scaling_type_weight"),
+    "metrics": ("disable_logging_from_checkpoint", "enable_color_printing", "rank_0_only"),
+    "model": ("attn_mask_type", "norm_type", "use_flex_attn"),
+    "optimizer": ("fused",),
+    "parallelism": ("pipeline_parallel_microbatches",),
+    "profiling": ("profile_every_x_iter", "run_profiler"),
+    "training": (
+        "batch_size", "data_parallel_degree", "data_parallel_replicate_degree",
+        "data_parallel_shard_degree", "data_parallel_type", "disable_loss_parallel",
+        "enable_float8_linear", "enable_fp8_linear", "enable_fsdp_float8_all_gather",
+        "enable_fsdp_fp8_all_gather", "enable_loss_parallel", "float8_scaling_type_grad_output",
+        "float8_scaling_type_input", "float8_scaling_type_weight", "fp8_linear",
+        "fsdp_reshard_after_forward", "pipeline_parallel_degree",
+        "precompute_float8_dynamic_scale_for_fsdp", "tensor_parallel_degree", "warmup_steps"),
+}
 # keys only 0.2.x has (0.1.0 lacks them): a file using one is written for 0.2.x
 MARKERS: dict[str, tuple[str, ...]] = {
     "": ("compile", "quantize", "validation", "debug"),
@@ -159,8 +188,10 @@ def _older(table: str, key: str) -> tuple[str, str] | None:
         return BEFORE_0_1, f"[parallelism] {key}"
     if table == "training" and key == "batch_size":
         return BEFORE_0_1, "local_batch_size"
-    if table == "training" and "_parallel_" in key and key.endswith("_degree"):
+    if table == "training" and key in FIELDS["parallelism"]:
         return BEFORE_0_1, f"[parallelism] {key}"
+    if key in BEFORE_0_1_KEYS.get(table, ()):
+        return BEFORE_0_1, ""
     return None
 
 
@@ -190,6 +221,7 @@ def check_keys(ctx: Ctx, data: dict[str, Any]) -> None:
     custom = [f"{t}.{k}" for t, k in (("job", "custom_config_module"),
                                        ("experimental", "custom_args_module"))
               if isinstance(data.get(t), dict) and data[t].get(k)]
+    olds: list[str] = []  # keys of older releases, in a file that may be for one
     for table, key in found:
         older = _older(table, key)
         if key in FIELDS.get(table, ()) or (older is not None and not strict):
@@ -212,10 +244,7 @@ def check_keys(ctx: Ctx, data: dict[str, Any]) -> None:
             if new:
                 ctx.refuse("torchtitan-unknown-key", text)
             else:
-                ctx.unmodelled("torchtitan-older-key",
-                               f"{text}. The file uses no key only 0.2 has, so it may be "
-                               f"for an older release: read as {had} did "
-                               "(--framework-version torchtitan=0.2.2 makes it an error)")
+                olds.append(f"{where} ({had}" + (f"; now {instead})" if instead else ")"))
         elif custom:
             ctx.unmodelled("torchtitan-unknown-key",
                            f"{where}: not a key of torchtitan 0.2.2's JobConfig; {custom[0]} "
@@ -223,6 +252,19 @@ def check_keys(ctx: Ctx, data: dict[str, Any]) -> None:
         else:
             ctx.refuse("torchtitan-unknown-key",
                        f"{where}: no such key: {said}" + _close(table, key))
+    _older_warning(ctx, olds)
+
+
+def _older_warning(ctx: Ctx, olds: list[str]) -> None:
+    if olds:
+        ctx.unmodelled("torchtitan-older-key",
+                       f"{len(olds)} key{'s' * (len(olds) > 1)} of older torchtitan releases, "
+                       f"not of 0.2.2: {', '.join(olds[:8])}" + (", ..." if len(olds) > 8
+                                                                  else "")
+                       + ": torchtitan 0.2.2 raises 'Invalid field names in <class ...> data' "
+                       f"for each {CITE}; the file uses no key only 0.2 has, so it may be for "
+                       "an older release, and is read as that release did "
+                       "(--framework-version torchtitan=0.2.2 makes each an error)")
 
 
 def _close(table: str, key: str) -> str:

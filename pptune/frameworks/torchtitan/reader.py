@@ -166,7 +166,8 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
         fields["recompute_modules"] = [OP_SAC]  # selective_ac_option "op" (op_sac.py)
     ignored = sorted(str(k) for k in data if k not in _READ_TABLES)
     if ignored:
-        ctx.semantics.ignored = [f"[{k}]" for k in ignored]
+        ctx.semantics.ignored += [t for t in (f"[{k}]" for k in ignored)
+                                  if t not in ctx.semantics.ignored]
         ctx.note(f"ignored tables: {', '.join(ignored[:10])}")
     return build(ctx, fields)
 
