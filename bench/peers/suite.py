@@ -311,6 +311,18 @@ TORCHTITAN: dict[str, tuple[dict, int]] = {  # name: (fields, gpus)
             ["tok_embeddings"] + [f"layers.{i}" for i in range(8)],
             [f"layers.{i}" for i in range(8, 16)], [f"layers.{i}" for i in range(16, 24)],
             [f"layers.{i}" for i in range(24, 32)] + ["norm", "lm_head"])) + "]"}, 4),
+    # keys torchtitan 0.2.2's ConfigManager refuses ("Invalid field names"); the
+    # expert_parallel_degree line (a key only 0.2 has) marks the older keys' files as 0.2.x
+    "tt-key-misspelled": ({"local": 8, "parallel": "tensor_paralel_degree = 1"}, 4),
+    "tt-table-misspelled": ({"local": 8, "parallel": "[paralelism]\ntensor_parallel_degree = 1"},
+                            4),
+    "tt-split-points-0-2": ({"local": 8, "parallel": "expert_parallel_degree = 1\n"
+                             'pipeline_parallel_split_points = ["layers.8", "layers.16", '
+                             '"layers.24"]'}, 4),
+    "tt-experimental-pp-0-2": ({"local": 8, "parallel": "expert_parallel_degree = 1\n"
+                                "[experimental]\npipeline_parallel_degree = 4"}, 4),
+    "tt-float8-table-0-2": ({"local": 8, "parallel": "expert_parallel_degree = 1\n[float8]\n"
+                             "enable_fsdp_float8_all_gather = true"}, 4),
 }
 
 TITAN_MOE = """[model]
@@ -329,11 +341,14 @@ expert_parallel_degree = {ep}
 expert_tensor_parallel_degree = {etp}
 pipeline_parallel_degree = {pp}
 pipeline_parallel_schedule = "1F1B"
+context_parallel_degree = {cp}
 """
 DEEPSEEK_671B = {"name": "deepseek_v3", "flavor": "671B", "pp": 2}
 QWEN3_30B = {"name": "qwen3", "flavor": "30B-A3B", "pp": 1}
 TORCHTITAN_MOE: dict[str, tuple[dict, int]] = {  # name: (model and degrees, gpus)
     "tt-moe-ep4": ({**DEEPSEEK_671B, "shard": 4, "tp": 1, "ep": 4, "etp": 1}, 8),
+    # deepseek_v3 671B runs FlexAttention: its args refuse context parallelism
+    "tt-dsv3-flex-cp2": ({**DEEPSEEK_671B, "shard": 2, "tp": 1, "ep": 4, "etp": 1, "cp": 2}, 8),
     "tt-moe-ep4-etp-tp": ({**DEEPSEEK_671B, "shard": 4, "tp": 2, "ep": 4, "etp": 2}, 16),
     "tt-moe-etp-other": ({**DEEPSEEK_671B, "shard": 2, "tp": 4, "ep": 2, "etp": 2}, 16),
     "tt-moe-replicas": ({**DEEPSEEK_671B, "replicate": 4, "shard": 1, "tp": 2, "ep": 8,
@@ -414,7 +429,7 @@ def written_cases(folder: Path) -> list[Case]:
         out.append(Case(name, "megatron", path, gpus, ["--gpu", "h100-sxm"]))
     for name, (degrees, gpus) in TORCHTITAN_MOE.items():
         path = folder / f"{name}.toml"
-        path.write_text(TITAN_MOE.format(**{"replicate": 1, **degrees}))
+        path.write_text(TITAN_MOE.format(**{"replicate": 1, "cp": 1, **degrees}))
         out.append(Case(name, "torchtitan", path, gpus, ["--gpus", str(gpus), "--gpu",
                                                         "h100-sxm"]))
     for name, (config, gpus, pp) in DEEPSPEED_MOE.items():

@@ -37,6 +37,7 @@ from pptune.costs import calibrated
 from pptune.costs.modelspec import from_sizes, read_hf_config, with_seq_len
 from pptune.costs.resolve import Mode, find
 from pptune.errors import BadInput, PptuneError
+from pptune.frameworks.registry import adapter_of
 from pptune.options import CostOptions
 from pptune.schemas import Profile, TrainingConfig, load_profile
 
@@ -132,7 +133,8 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
                      experts=experts, recompute_modules=priced_modules(cfg, add, moe), gpus=gpus,
                      gpus_per_node=cfg.gpus_per_node)
     except PptuneError as exc:
-        add("costs-unavailable", "error", f"cannot build costs: {exc}")
+        if not (refused and cfg.cp > 1 and "context parallelism" in str(exc)):
+            add("costs-unavailable", "error", f"cannot build costs: {exc}")
         return None, "none", folded, None
     if found is None:
         add("model-unknown", "warning",
@@ -264,6 +266,9 @@ def _precision_problem(cfg: TrainingConfig, gpu: str) -> str | None:
     found = problems(precision, spec)
     if not found:
         return None
+    own = adapter_of(cfg.source_format).precision_refusal(precision, gpu)
+    if own is not None:
+        return own
     return (f"precision {cfg.precision} on {gpu}: "
             + "; ".join(found).removeprefix(f"--precision {precision.value}: ")
             + " (the config's precision or gpu)")

@@ -27,6 +27,7 @@ from pptune.costmodel.layout import Layout, LayoutError, RankOrder
 from pptune.costmodel.models import Norm
 from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.presets import MODELS, ModelShape
+from pptune.frameworks.registry import adapter_of
 from pptune.schemas import TrainingConfig
 
 # TrainingConfig field -> ModelShape field, for a shape built from the config's sizes
@@ -109,17 +110,20 @@ def expert_rules(cfg: TrainingConfig, dp: int | None, add: Any,
             f"top-k {top_k} exceeds the {experts} routed experts: a token picks top-k of "
             "them (torch.topk in megatron-core's router raises 'selected index k out of "
             f"range'); set the top-k to at most {experts}", top_k=top_k, experts=experts)
+    cites = dict(adapter_of(cfg.source_format).expert_cites)  # the framework's own words
     if experts % ep:
         fits = [d for d in range(1, experts + 1) if experts % d == 0]
         add("moe-experts-ep", "error",
             f"ep {ep} does not divide the {experts} routed experts: each rank holds experts / "
-            "ep of them (megatron-core moe_layer.py asserts num_moe_experts % ep_size == 0); "
-            f"choose ep from {', '.join(map(str, fits[-8:]))}", ep=ep, experts=experts)
+            "ep of them (" + cites.get("moe-experts-ep", "megatron-core moe_layer.py asserts "
+                                       "num_moe_experts % ep_size == 0")
+            + f"); choose ep from {', '.join(map(str, fits[-8:]))}", ep=ep, experts=experts)
     if ffn and ffn % etp:
         add("moe-etp-ffn", "error",
             f"etp {etp} does not divide the expert FFN width {ffn}: each expert's weights are "
-            "split etp ways (megatron-core tensor_parallel: 'is not divisible by'); choose an "
-            "etp that divides it", etp=etp, expert_ffn=ffn)
+            "split etp ways (" + cites.get("moe-etp-ffn", "megatron-core tensor_parallel: 'is "
+                                           "not divisible by'")
+            + "); choose an etp that divides it", etp=etp, expert_ffn=ffn)
     if dp is None:
         return
     stage = cfg.tp * cfg.cp * dp

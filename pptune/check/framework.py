@@ -60,7 +60,11 @@ def memory_fixes(cfg: TrainingConfig) -> str:
             *([shard] if most is None or _SHARDS[config_sharding(cfg)] < _SHARDS[most]
               else []),
             *([recompute] if cfg.recompute != "full" else []),
-            *([micro] if cfg.micro_batch_size > 1 else [])]
+            *([micro] if cfg.micro_batch_size > 1 else []),
+            # each rank keeps seq / cp tokens' activations: a doubled cp that still splits
+            # the sequence (tp x 2 x cp, torchtitan's divisor) halves them
+            *([adapter.memory_fix_cp] if adapter.memory_fix_cp and cfg.seq_len
+              and cfg.seq_len % (cfg.tp * 4 * cfg.cp) == 0 else [])]
     if not kept:  # every clause already applies: only more GPUs shard the state further
         return "use more GPUs"
     return "use " + (", ".join(kept[:-1]) + " or " + kept[-1] if len(kept) > 1 else kept[0])

@@ -244,7 +244,9 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
             "use interleaved-1f1b or set virtual stages to 1", virtual_stages=v)
     shape = model_of(cfg, base_dir, opts.costs, opts.profile)
     expert_rules(cfg, dp, add, shape)
-    config_rules(cfg, sem, add)
+    # the GPU --gpu names, where the file names none: some refusals depend on it
+    config_rules(cfg if cfg.gpu or not opts.costs.gpu else cfg.model_copy(
+        update={"gpu": opts.costs.gpu}), sem, add)
     out[:] = without_twins(out)
     report = CheckReport(out, derived={"dp": dp, "grad_accum_steps": ga, "microbatches": m})
     structural = any(f.severity == "error" for f in out)

@@ -80,7 +80,10 @@ def bubble_hint(p: int, m: int | None, bubble: float, limit: float, multiple: in
 # a framework's own refusal and pptune's generic finding of the same fault: the
 # framework's, which cites its rule, is kept
 TWINS = {"megatron-layers-not-divisible": "layers-not-divisible",
-         "torchtitan-global-batch": "batch-mismatch", "deepspeed-batch": "batch-mismatch"}
+         "torchtitan-global-batch": "batch-mismatch", "deepspeed-batch": "batch-mismatch",
+         # torchtitan's expert mesh (ep x etp dividing dp_shard x cp x tp) is stricter than
+         # the generic placement rule (ep x etp dividing tp x cp x dp)
+         "torchtitan-ep-mesh": "moe-world"}
 
 
 class _Found(Protocol):

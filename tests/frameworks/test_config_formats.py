@@ -359,7 +359,8 @@ def test_torchtitan_schedule_names(tmp_path: Path, name: str, schedule: str, chu
 def test_torchtitan_unmodelled_schedule_is_a_warning_unknown_one_a_refusal(
         tmp_path: Path) -> None:
     """torch's get_schedule_class knows LoopedBFS (pptune cannot model it: a warning
-    naming it) and refuses unknown names ('Unknown schedule type',
+    naming it) and refuses unknown names ("Unknown schedule name 'Fancy'. The valid options
+    are [...]",
     torch/distributed/pipelining/schedules.py): an error finding, not exit 2."""
     found = read_config(titan(tmp_path, schedule="LoopedBFS")).semantics.findings
     assert [(f.id, f.severity) for f in found] == [("torchtitan-unmodelled", "warning")]
@@ -367,6 +368,8 @@ def test_torchtitan_unmodelled_schedule_is_a_warning_unknown_one_a_refusal(
     found = read_config(titan(tmp_path, schedule="Fancy")).semantics.findings
     assert [(f.id, f.severity) for f in found] == [("torchtitan-schedule", "error")]
     assert "expected" not in found[0].message and "1F1B, GPipe, Interleaved1F1B" in found[0].message
+    # torch 2.13's words (torch/distributed/pipelining/schedules.py get_schedule_class)
+    assert "Unknown schedule name 'Fancy'. The valid options are" in found[0].message
 
 
 def test_torchtitan_global_batch_over_local_times_dp_is_pipeline_runs(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pptune.costmodel.calibration import Factors
-from pptune.costmodel.keys import CostKey
+from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import CostTable, Plan, PlanRequest, Sharding
@@ -86,6 +86,9 @@ class Adapter:
     # what frees memory, in the files' words: more stages, sharding (as far as
     # ``memory_sharding``: a config sharded that far is not told to shard), recomputation,
     # a smaller micro-batch (check.framework.memory_fixes keeps those the config lacks)
+    # context parallelism over more ranks, offered when a doubled degree still splits the
+    # sequence as the framework needs (tp x 2 x cp; None: its files state no cp)
+    memory_fix_cp: str | None = None
     memory_fixes: tuple[str, str, str, str] = (
         "more pipeline stages", "a sharded optimizer", "activation recomputation",
         "a smaller micro-batch")
@@ -105,6 +108,9 @@ class Adapter:
     # groups, the order pptune simulates (schedule_orders.microbatch_group); torch's
     # ScheduleInterleaved1F1B (torchtitan, pptune's runtime) orders them its own way
     runs_microbatch_groups = False
+    # rule id -> the framework's own source for a placement rule check/experts.py judges
+    # for every framework (empty: megatron-core's, which derives the placement)
+    expert_cites: tuple[tuple[str, str], ...] = ()
 
     def cannot_state(self, key: CostKey, seq_len: int | None = None) -> str | None:
         """Why its files cannot state a plan of this cost key (None: they can) on a
@@ -156,6 +162,11 @@ class Adapter:
 
     def config_rules(self, cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
         """Error findings for other settings the framework refuses."""
+
+    def precision_refusal(self, precision: Precision, gpu: str) -> str | None:
+        """The framework's own words for a GPU that cannot run ``precision``'s GEMMs (None:
+        pptune's generic message)."""
+        return None
 
     def stage_split(self, cfg: TrainingConfig, param_counts: Sequence[float],
                     num_stages: int) -> list[int] | None:

@@ -12,6 +12,8 @@ per rank (checked by check-config itself).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pptune.costmodel.schedules import Schedule
 from pptune.frameworks.common.adapter import Add
 from pptune.frameworks.common.fields import Semantics
@@ -31,12 +33,13 @@ def one_f_one_b_needs_m_ge_stages(versions: Versions) -> bool:
 
 
 def microbatch_rules(cfg: TrainingConfig, m: int, semantics: Semantics, add: Add, *,
-                     zb_h1_rounds: bool) -> None:
+                     zb_h1_rounds: bool, how: Callable[[int], str] = str) -> None:
     """Error findings for micro-batch counts torch's schedule classes refuse.
 
     ``zb_h1_rounds``: zb-h1 runs as ScheduleInterleavedZeroBubble (torchtitan),
     which has the interleaved round rule; pptune's own zb-h1 runs one stage per
-    rank and has none.
+    rank and has none. ``how``: the micro-batch count a fix names, in the framework's
+    settings.
     """
     p, versions = cfg.pp, semantics.versions
     where = f"(torch {versions.of(TORCH)} torch/distributed/pipelining/schedules.py"
@@ -44,7 +47,7 @@ def microbatch_rules(cfg: TrainingConfig, m: int, semantics: Semantics, add: Add
         add("1f1b-m-lt-pp", "error",
             f"1f1b with fewer micro-batches than stages ({m} < {p}): torch's Schedule1F1B raises "
             f"'Number of microbatches ({m}) must be greater than or equal to the number of "
-            f"stages ({p})' {where}, Schedule1F1B.__init__); raise the micro-batches to >= {p}",
+            f"stages ({p})' {where}, Schedule1F1B.__init__); raise the micro-batches to >= {how(p)}",
             microbatches=m, pp=p)
     if cfg.schedule not in (Schedule.INTERLEAVED, Schedule.ZB_H1) or p < 2:
         return
@@ -59,12 +62,12 @@ def microbatch_rules(cfg: TrainingConfig, m: int, semantics: Semantics, add: Add
             add("interleaved-rounds", "error",
                 f"{m} micro-batches on pp {p}: torch's {name} needs a multiple of its round "
                 f"count max(1, m // pp) = {rounds} ('Interleaved 1F1B requires the number of "
-                f"microbatches to be a multiple of the number of rounds') {where}); use {good}",
+                f"microbatches to be a multiple of the number of rounds') {where}); use {how(good)}",
                 microbatches=m, pp=p, rounds=rounds)
     elif m % p:
         add("interleaved-m-not-multiple", "error",
             f"{m} micro-batches on pp {p}: torch {versions.of(TORCH)}'s {name} requires a "
-            f"multiple of the number of pipeline ranks {where}); use {m + p - m % p}",
+            f"multiple of the number of pipeline ranks {where}); use {how(m + p - m % p)}",
             microbatches=m, pp=p)
 
 

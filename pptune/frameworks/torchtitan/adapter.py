@@ -14,7 +14,7 @@ from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog
 from pptune.frameworks.common.source import Repeated, parse_toml
-from pptune.frameworks.torchtitan import log, writer
+from pptune.frameworks.torchtitan import facts, log, writer
 from pptune.frameworks.torchtitan.closest import closest_plan, stateable_request
 from pptune.frameworks.torchtitan.cp_fp8 import seq_problem
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN
@@ -28,9 +28,16 @@ class TorchtitanAdapter(Adapter):
     title = "torchtitan"
     memory_fixes = ("more pipeline stages (pipeline_parallel_degree)",
                     "FSDP over more ranks (data_parallel_shard_degree)",
-                    "activation checkpointing ([activation_checkpoint] mode)",
+                    "full activation checkpointing ([activation_checkpoint] mode \"full\")",
                     "a smaller local_batch_size")
+    memory_fix_cp = "context parallelism over more ranks (context_parallel_degree)"
     memory_sharding = None
+    expert_cites = (
+        ("moe-experts-ep", "torchtitan's ExpertParallel splits the experts evenly over ep: "
+         "torchtitan/distributed/expert_parallel.py _token_dispatch's "
+         "num_tokens_per_expert.view(ep_degree, -1) raises at the first step otherwise"),
+        ("moe-etp-ffn", "torchtitan/distributed/expert_parallel.py shards w1 / w3 by columns "
+         "and w2 by rows over the expert tensor-parallel ranks"))
     files = (writer.FILE,)
     syntaxes = ("toml",)
     versions = (TORCHTITAN,)
@@ -59,7 +66,19 @@ class TorchtitanAdapter(Adapter):
     def microbatch_rules(self, cfg: TrainingConfig, m: int, semantics: Semantics,
                          add: Add) -> None:
         """torch's schedule classes; zb-h1 runs as ScheduleInterleavedZeroBubble."""
-        torch_schedules.microbatch_rules(cfg, m, semantics, add, zb_h1_rounds=True)
+        micro = cfg.micro_batch_size
+
+        def how(count: int) -> str:  # torchtitan's micro-batches: local batch / micro-batch
+            return (f"{count} (local_batch_size {count * micro} with "
+                    f"pipeline_parallel_microbatch_size {micro})")
+        torch_schedules.microbatch_rules(cfg, m, semantics, add, zb_h1_rounds=True, how=how)
+
+    def config_rules(self, cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
+        """float8 refusals the GPU decides (facts.py)."""
+        facts.config_rules(cfg, semantics, add)
+
+    def precision_refusal(self, precision: Precision, gpu: str) -> str | None:
+        return facts.precision_refusal(precision, gpu)
 
     def stateable(self, req: PlanRequest, model: str | None,
                   shape: ModelShape | None = None) -> PlanRequest:

@@ -38,6 +38,7 @@ from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated, keep
 from pptune.frameworks.common.baseline import ratio
+from pptune.frameworks.torchtitan.attention import attn_type
 from pptune.frameworks.torchtitan.cp_fp8 import (
     compiled,
     per_op_checkpointing,
@@ -143,6 +144,11 @@ def _kernels_as_run(job: Job, plan: Plan, parts: tuple[str, ...], route: Dispatc
              if part not in parts]
     loss = ", ".join([f"its {' and '.join(parts)} compiled ([compile] enable)"] * bool(parts)
                      + [f"its {' and '.join(eager)} eager"] * bool(eager))
+    flavor = flavor_of(job.model, job.shape)
+    attn = ("FlexAttention priced as flash attention (SDPA), the closest kernel pptune "
+            f"models (torchtitan's {flavor[0]} {flavor[1]} sets attn_type \"flex\"; pptune has "
+            "no FlexAttention rate)" if flavor and attn_type(*flavor) == "flex"
+            else "flash attention (SDPA)")
     split = (" (torch's zero-bubble and DualPipeV schedules refuse a compiled model)"
              if plan.pp > 1 and plan.schedule in SPLIT_BACKWARD else "")
     return ex.priced_as_run(
@@ -150,7 +156,7 @@ def _kernels_as_run(job: Job, plan: Plan, parts: tuple[str, ...], route: Dispatc
         cross_entropy=CrossEntropy.FUSED if "loss" in parts else CrossEntropy.EAGER,
         swiglu=Swiglu.FUSED if "model" in parts else Swiglu.EAGER, notes=notes,
         fp8_kernels=Fp8Kernels.TORCHAO, dispatcher=route,
-        within=stateable_request(job.request, job.model, job.shape), runs="flash attention (SDPA), sequence parallelism with tensor "
+        within=stateable_request(job.request, job.model, job.shape), runs=f"{attn}, sequence parallelism with tensor "
         f"parallelism{experts}, {loss}{split}" + (" and torchao's float8 linears (no cached "
                                                   "FP8 weights)" if is_low(plan.precision)
                                                   else ""))
@@ -206,6 +212,12 @@ def _stated(job: Job, plan: Plan, rank: int, notes: list[str], mtp: int) -> Stat
     ex.unstated_sharding(chosen, name=NAME, unstated=UNSTATED, notes=notes)
     chosen, exact = _experts(job, chosen, rank, notes, exact)
     job, final = _compiled_as_stated(job, chosen, notes)
+    if is_low(final.precision) and "model" not in compiled(final, job.cost_options):
+        notes.append(f"the {final.precision.value} linears run with the model not compiled: "
+                     "torch's zero-bubble and DualPipeV schedules refuse compiled stage "
+                     "modules, so [compile] leaves the model out; torchao's casts then run "
+                     "as separate kernels, which pptune prices as compiled (its roofline's "
+                     "traffic): the step is predicted faster than it runs")
     return Stated(job, final, exact and not mtp and final is chosen, tuple(notes))
 
 

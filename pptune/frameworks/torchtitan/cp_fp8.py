@@ -32,8 +32,9 @@ from pptune.costs.resolve import analytic_costs
 from pptune.frameworks.common.adapter import Job
 from pptune.frameworks.common.baseline import ratio
 from pptune.frameworks.common.fields import Ctx, show
+from pptune.frameworks.torchtitan.facts import facts
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN
-from pptune.frameworks.torchtitan.table import Table
+from pptune.frameworks.torchtitan.table import Table, compiles
 from pptune.options import CostOptions
 from pptune.report.fmt import fmt_seconds
 
@@ -129,6 +130,7 @@ def _fp8(ctx: Ctx, data: dict[str, Any], fields: dict[str, Any]) -> None:
         fields["precision"], fields["fp8_recipe"] = "mxfp8", str(
             mx.get("recipe_name", "mxfp8_cublas"))[:40]
         fields["fp8_kernels"] = "torchao"
+        _eager(ctx, data, MX)
         return
     # the old name's table, or the table of the name that replaced it where the file
     # renamed only the table
@@ -149,6 +151,8 @@ def _fp8(ctx: Ctx, data: dict[str, Any], fields: dict[str, Any]) -> None:
     if table.get("emulate") is True:
         ctx.unmodelled("torchtitan-unmodelled",
                        f"{name}.emulate runs float8 without FP8 tensor cores; priced as BF16")
+        if compiles(ctx, data, "model"):  # refused on GPUs before SM89 (facts.py)
+            facts(ctx.semantics).float8_emulate_compiled = name
         return
     kept = table.get("filter_fqns")
     if not (isinstance(kept, list) and "output" in kept):
@@ -159,11 +163,28 @@ def _fp8(ctx: Ctx, data: dict[str, Any], fields: dict[str, Any]) -> None:
                        f'{name}.filter_fqns without "output": torchtitan runs the LM head in '
                        'float8 too; pptune prices it in BF16 (set filter_fqns = ["output"], '
                        "as torchtitan's own configs do)")
+    _eager(ctx, data, name)
     fields["precision"], fields["fp8_recipe"] = "fp8", recipe or "tensorwise"
     fields["fp8_kernels"] = "torchao"  # torchao's float8: no cached weights (precision.py)
     # the float8 all-gather runs only over FSDP shards (Float8LinearConverter: dp_shard_enabled)
     fields["fp8_param_gather"] = gather is True and recipe is None and (
         fields.get("sharding") == "fsdp")
+
+
+def _eager(ctx: Ctx, data: dict[str, Any], name: str) -> None:
+    """A warning for float8 linears with the model not compiled: torchao's casts then run
+    as separate kernels (torchtitan docs/float8.md: torch.compile is needed for
+    competitive performance), where pptune prices them at the traffic torchao's own
+    roofline counts with the abs-max fused under torch.compile (costmodel/precision.py)."""
+    if compiles(ctx, data, "model"):
+        return
+    ctx.unmodelled("torchtitan-float8-eager",
+                   f"{name} with the model not compiled ([compile] enable with \"model\" in "
+                   "components): torchao's float8 linears run eager, their casts and "
+                   "abs-max as separate kernels; pptune prices the FP8 GEMMs with the casts "
+                   "as compiled (torchao's roofline traffic, abs-max fused), so the step is "
+                   "predicted faster than it runs; compile the model (torchtitan's "
+                   "docs/float8.md: required for competitive performance)")
 
 
 def stateable_exchange(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan]:

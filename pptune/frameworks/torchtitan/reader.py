@@ -40,12 +40,14 @@ from pptune.costmodel.op_sac import OP_SAC
 from pptune.costmodel.presets import MODELS
 from pptune.costmodel.schedules import SPLIT_BACKWARD, Schedule
 from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build, show, whole
+from pptune.frameworks.torchtitan.attention import read_attention
 from pptune.frameworks.torchtitan.cp_fp8 import TABLES as CP_FP8_TABLES
 from pptune.frameworks.torchtitan.cp_fp8 import read_cp_fp8
 from pptune.frameworks.torchtitan.experts import read_dualpipev_overlap, read_experts
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN, reads_toml
+from pptune.frameworks.torchtitan.keys import check_keys
 from pptune.frameworks.torchtitan.stages import default_split, schedule
-from pptune.frameworks.torchtitan.table import Table
+from pptune.frameworks.torchtitan.table import Table, compiles
 from pptune.schemas import TrainingConfig
 
 # pptune preset -> torchtitan's ([model] name, flavor) (torchtitan 0.2.2 torchtitan/models:
@@ -86,6 +88,7 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
                        f"torchtitan {ctx.semantics.versions.of(TORCHTITAN)} does not read TOML job "
                        "files (configs are Python functions since 0.3.0); checked with that "
                        "release's module names")
+    check_keys(ctx, data)
     par = _parallelism(ctx, data)
     train = Table(ctx, "training", data)
     model = Table(ctx, "model", data)
@@ -94,7 +97,7 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
         "pp": par.count("pipeline_parallel_degree", None, **devices),
         "tp": par.count("tensor_parallel_degree", None, **devices),
         "cp": par.count("context_parallel_degree", None, **devices),
-        "attention": "flash",  # torchtitan's attention is SDPA or flex: fused kernels
+        "attention": "flash",  # SDPA, or flex priced as flash (attention.py)
         "source_format": "torchtitan",
     }
     apply_flags(ctx, fields, {"pp": "parallelism.pipeline_parallel_degree",
@@ -103,6 +106,7 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     pp = fields["pp"] or 1
     preset = _preset(ctx, model)
     name = model.text("name", "llama3")
+    read_attention(ctx, name, model.text("flavor", "debugmodel"), fields["cp"] or 1)
     if pp > 1 and name in NO_PIPELINE:
         ctx.refuse("torchtitan-no-pipelining",
                    f"pipeline_parallel_degree {pp} with model {name}: torchtitan raises "
@@ -137,8 +141,8 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
         train.text("mixed_precision_param", "") or "")
     fields.update(_state_widths(ctx, train))
     read_cp_fp8(ctx, data, par, fields)
-    if (pp or 1) > 1 and Schedule(fields["schedule"]) in SPLIT_BACKWARD and _compiled(
-            ctx, data, train, "model"):
+    if (pp or 1) > 1 and Schedule(fields["schedule"]) in SPLIT_BACKWARD and compiles(
+            ctx, data, "model"):
         ctx.refuse("torchtitan-compile-split-backward",
                    f"{fields['schedule']} with [compile] on the model: torch's zero-bubble "
                    "and DualPipeV schedules raise 'not supported with stage modules that have "
@@ -152,7 +156,7 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     read_dualpipev_overlap(ctx, par, fields, Table(ctx, "activation_checkpoint", data))
     if Table(ctx, "activation_checkpoint", data).text("mode", None) == "memory_budget":
         fields["memory_budget_ac"] = True
-        if not _compiled(ctx, data, train, "model"):
+        if not compiles(ctx, data, "model"):
             ctx.refuse("torchtitan-ac-memory-budget",
                        "activation_checkpoint.mode \"memory_budget\" without [compile] enable: "
                        "torchtitan asserts 'Memory budget mode requires model to be compiled' "
@@ -162,7 +166,8 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
         fields["recompute_modules"] = [OP_SAC]  # selective_ac_option "op" (op_sac.py)
     ignored = sorted(str(k) for k in data if k not in _READ_TABLES)
     if ignored:
-        ctx.semantics.ignored = [f"[{k}]" for k in ignored]
+        ctx.semantics.ignored += [t for t in (f"[{k}]" for k in ignored)
+                                  if t not in ctx.semantics.ignored]
         ctx.note(f"ignored tables: {', '.join(ignored[:10])}")
     return build(ctx, fields)
 
@@ -187,23 +192,11 @@ def _state_widths(ctx: Ctx, train: Table) -> dict[str, Any]:
     return fields
 
 
-def _compiled(ctx: Ctx, data: dict[str, Any], train: Table, component: str) -> bool:
-    """Whether torchtitan compiles ``component`` ("model" or "loss"): with ``[compile]
-    enable`` and the component in ``components`` (both by default, 0.2), or with
-    ``training.compile`` (0.1, which compiled both)."""
-    table = Table(ctx, "compile", data)
-    components = table.data.get("components", ["model", "loss"])
-    if not isinstance(components, list):
-        raise ctx.bad(f"compile.components is {components!r}; expected a list of names")
-    return (table.flag("enable", False) and component in components) or train.flag(
-        "compile", False)
-
-
 def _loss(ctx: Ctx, data: dict[str, Any], train: Table) -> str:
     """The loss's kernels (costmodel/loss.py): torchtitan compiles its cross-entropy
     (components/loss.py ``build_cross_entropy_loss``, 0.2) or PyTorch runs it eagerly
     on the logits cast to fp32."""
-    return "fused" if _compiled(ctx, data, train, "loss") else "eager"
+    return "fused" if compiles(ctx, data, "loss") else "eager"
 
 
 def _swiglu(ctx: Ctx, data: dict[str, Any], train: Table) -> str:
@@ -211,7 +204,7 @@ def _swiglu(ctx: Ctx, data: dict[str, Any], train: Table) -> str:
     ``w2(F.silu(w1(x)) * w3(x))``, which torch.compile fuses into one kernel each way
     (its partitioner reruns the SiLU in the backward) and eager PyTorch runs as silu
     then mul, keeping the SiLU's output too."""
-    return "fused" if _compiled(ctx, data, train, "model") else "eager"
+    return "fused" if compiles(ctx, data, "model") else "eager"
 
 
 def _parallelism(ctx: Ctx, data: dict[str, Any]) -> Table:

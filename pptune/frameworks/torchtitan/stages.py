@@ -58,7 +58,8 @@ def schedule(ctx: Ctx, par: Table, pp: int, layers: int | None) -> dict[str, Any
     if mapped is None:
         ctx.refuse("torchtitan-schedule",
                    f"parallelism.pipeline_parallel_schedule {name[:40]!r}: torch's "
-                   "get_schedule_class raises 'Unknown schedule type' "
+                   f"get_schedule_class raises \"Unknown schedule name '{name[:40]}'. The "
+                   "valid options are [...]\" "
                    "(torch/distributed/pipelining/schedules.py); use one of "
                    f"{SUPPORTED}")
         return {"schedule": "1f1b", "virtual_stages": 1}

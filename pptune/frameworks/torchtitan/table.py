@@ -43,3 +43,15 @@ class Table:
         if not isinstance(value, bool):
             raise self.ctx.bad(f"{self.name}.{key} is {show(value)}; expected true or false")
         return value
+
+
+def compiles(ctx: Ctx, data: dict[str, Any], component: str) -> bool:
+    """Whether torchtitan compiles ``component`` ("model" or "loss"): with ``[compile]
+    enable`` and the component in ``components`` (both by default, 0.2), or with
+    ``training.compile`` (0.1, which compiled both)."""
+    table = Table(ctx, "compile", data)
+    components = table.data.get("components", ["model", "loss"])
+    if not isinstance(components, list):
+        raise ctx.bad(f"compile.components is {components!r}; expected a list of names")
+    return (table.flag("enable", False) and component in components) or Table(
+        ctx, "training", data).flag("compile", False)
