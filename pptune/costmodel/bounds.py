@@ -12,6 +12,7 @@ import functools
 import itertools
 from collections.abc import Sequence
 
+from pptune.costmodel.inflight import freed_stage, inflight_saturation
 from pptune.costmodel.schedule_ops import RAW_B, RAW_BW
 from pptune.costmodel.schedules import (
     OVERLAPPED,
@@ -19,8 +20,6 @@ from pptune.costmodel.schedules import (
     Schedule,
     chains,
     device_stages,
-    freed_stage,
-    inflight_saturation,
     raw_orders,
     stage_devices,
 )

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from pptune.costmodel import amax, collectives, optimizer, precision
 from pptune.costmodel.comm import AllReduceLink, Placement, group_link, megatron_bucket_params
+from pptune.costmodel.inflight import activation_peaks, peak_inflight_per_stage
 from pptune.costmodel.layout import Dim, Group, Layout
 from pptune.costmodel.memo import ByIdentity
 from pptune.costmodel.memory import (
@@ -37,9 +38,7 @@ from pptune.costmodel.records import (
 )
 from pptune.costmodel.schedules import (
     Schedule,
-    activation_peaks,
     chains,
-    peak_inflight_per_stage,
     stage_chains,
     stage_chunk_map,
     stage_device,

@@ -17,13 +17,13 @@ import functools
 import itertools
 from dataclasses import dataclass
 
+from pptune.costmodel.inflight import releases
 from pptune.costmodel.schedule_ops import RAW_B, RAW_BW, RAW_F, RAW_FB, RAW_W
 from pptune.costmodel.schedules import (
     Schedule,
     chains,
     chunks_per_device,
     raw_orders,
-    releases,
     stage_chains,
     stage_devices,
 )

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from pptune.costmodel.bounds import lower_bound
 from pptune.costmodel.evaluate import PlanRequest, PlanSpec, optimizer_step_s, stage_layout
+from pptune.costmodel.inflight import peak_inflight_per_stage
 from pptune.costmodel.layout import Layout
 from pptune.costmodel.memory import Recompute, embedding_holders, shared_embedding, with_recompute
 from pptune.costmodel.partition import (
@@ -34,7 +35,6 @@ from pptune.costmodel.schedules import (
     Schedule,
     chains,
     model_chunks,
-    peak_inflight_per_stage,
     stage_chunk_map,
     stage_devices,
 )

@@ -34,6 +34,7 @@ from pptune.costmodel.evaluate import (
     evaluate,
     stage_layout,
 )
+from pptune.costmodel.inflight import activation_peaks, peak_inflight_per_stage
 from pptune.costmodel.memory import (
     Recompute,
     recomputed_layers,
@@ -41,13 +42,7 @@ from pptune.costmodel.memory import (
     stage_recomputed_layers,
 )
 from pptune.costmodel.partition import stage_bounds
-from pptune.costmodel.schedules import (
-    activation_peaks,
-    chains,
-    peak_inflight_per_stage,
-    stage_chunk_map,
-    stage_devices,
-)
+from pptune.costmodel.schedules import chains, stage_chunk_map, stage_devices
 from pptune.costmodel.table import CostTable, named_blocks
 
 

@@ -8,15 +8,14 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pptune.costmodel.bounds import last_ops, lower_bound
+from pptune.costmodel.inflight import activation_peaks, releases
 from pptune.costmodel.schedule_ops import RAW_B, RAW_BW, RAW_F, RAW_FB
 from pptune.costmodel.schedules import (
     COMBINABLE,
     Schedule,
     ScheduleError,
-    activation_peaks,
     chunks_per_device,
     raw_orders,
-    releases,
     validate,
 )
 from pptune.costmodel.simulate import StageCost, simulate, with_allreduce

@@ -7,6 +7,7 @@ from fractions import Fraction
 
 import pytest
 
+from pptune.costmodel.inflight import peak_inflight_per_stage
 from pptune.costmodel.schedules import (
     Op,
     OpKind,
@@ -17,7 +18,6 @@ from pptune.costmodel.schedules import (
     model_chunk,
     op_orders,
     param_share_per_device,
-    peak_inflight_per_stage,
     stage_chains,
     validate,
 )

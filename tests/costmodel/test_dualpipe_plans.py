@@ -9,13 +9,13 @@ from pptune.costmodel.bounds import lower_bound
 from pptune.costmodel.candidates import Reason, a2a_overlaps, candidates
 from pptune.costmodel.comm import AllReduceLink
 from pptune.costmodel.evaluate import PlanRequest, PlanSpec, evaluate, stage_layout
+from pptune.costmodel.inflight import peak_inflight_per_stage
 from pptune.costmodel.memory import Recompute
 from pptune.costmodel.schedules import (
     Schedule,
     ScheduleError,
     format_orders,
     op_orders,
-    peak_inflight_per_stage,
     stage_chunk_map,
 )
 from pptune.costmodel.search import search

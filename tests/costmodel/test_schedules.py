@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from pptune.costmodel.inflight import activation_peaks, peak_inflight_per_stage
 from pptune.costmodel.schedule_orders import microbatch_group
 from pptune.costmodel.schedules import (
     COMBINABLE,
@@ -14,12 +15,10 @@ from pptune.costmodel.schedules import (
     OpKind,
     Schedule,
     ScheduleError,
-    activation_peaks,
     device_stages,
     format_orders,
     op_orders,
     parse_op,
-    peak_inflight_per_stage,
     stage_chains,
     validate,
 )
@@ -229,7 +228,7 @@ def test_orders_match_torch_pipelining(schedule: Schedule, p: int, m: int) -> No
 @pytest.mark.parametrize("schedule", [s for s in Schedule if s is not Schedule.GPIPE])
 @pytest.mark.parametrize("p", [1, 2, 3, 4, 8])
 def test_peak_inflight_saturates_as_claimed(schedule: Schedule, p: int) -> None:
-    from pptune.costmodel.schedules import _peak_inflight, inflight_saturation
+    from pptune.costmodel.inflight import _peak_inflight, inflight_saturation
 
     if p == 1 and schedule in (Schedule.INTERLEAVED, Schedule.ZBV):
         pytest.skip("needs pp >= 2")

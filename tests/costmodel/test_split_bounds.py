@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from pptune.costmodel.comm import AllReduceLink
 from pptune.costmodel.evaluate import PlanRequest, PlanSpec, evaluate
+from pptune.costmodel.inflight import peak_inflight_per_stage
 from pptune.costmodel.memory import Recompute
 from pptune.costmodel.partition import (
     SplitError,
@@ -21,12 +22,7 @@ from pptune.costmodel.partition import (
     min_bottleneck_split,
     some_split_fits,
 )
-from pptune.costmodel.schedules import (
-    Schedule,
-    model_chunks,
-    peak_inflight_per_stage,
-    stage_chunk_map,
-)
+from pptune.costmodel.schedules import Schedule, model_chunks, stage_chunk_map
 from pptune.costmodel.sharding import Sharding
 from pptune.costmodel.simulate import Link
 from pptune.costmodel.splitting import (

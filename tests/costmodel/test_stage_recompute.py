@@ -12,13 +12,14 @@ from hypothesis import strategies as st
 
 from pptune.costmodel.comm import AllReduceLink
 from pptune.costmodel.evaluate import PlanRequest, PlanSpec, evaluate, stage_layout
+from pptune.costmodel.inflight import activation_peaks
 from pptune.costmodel.memory import (
     Recompute,
     recomputed_per_stage,
     stage_recomputed_layers,
     with_recompute,
 )
-from pptune.costmodel.schedules import Schedule, activation_peaks
+from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import search
 from pptune.costmodel.sharding import Sharding
 from pptune.costmodel.simulate import Link, simulate
