@@ -15,9 +15,10 @@ import signal
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from pptune.cli.app import app
 from pptune.costs.profiles import analytic_profile
@@ -352,16 +353,15 @@ def _needs_torch(args: list[str]) -> bool:
 PARAMS = [pytest.param(*c, marks=pytest.mark.torch) if _needs_torch(c[0]) else c for c in CASES]
 
 
-@pytest.mark.parametrize(("args", "code", "words"), PARAMS, ids=lambda x: None)
-def test_hostile(tmp_files: Path, args: list[str], code: int, words: tuple[str, ...]) -> None:
-    argv = [a.replace("{t}", str(tmp_files)) for a in args]
-    if any("bomb.json.gz" in a for a in args):
-        (tmp_files / "bomb.json.gz").write_bytes(_gzip_bomb())
-    before = _snapshot(tmp_files)
+def invoke_guarded(cli: Any, folder: Path, argv: list[str], code: int,
+                   words: tuple[str, ...]) -> Result:
+    """Run ``argv`` under a time limit: no traceback, exit ``code``, each of ``words``
+    said, no NaN or Infinity on stdout, and no file in ``folder`` changed."""
+    before = _snapshot(folder)
     signal.signal(signal.SIGALRM, _timeout)
     signal.alarm(CASE_LIMIT_S)
     try:
-        r = runner.invoke(app, argv, env={"COLUMNS": "120"})
+        r = runner.invoke(cli, argv, env={"COLUMNS": "120"})
     finally:
         signal.alarm(0)
     text = r.stdout + r.stderr
@@ -370,9 +370,19 @@ def test_hostile(tmp_files: Path, args: list[str], code: int, words: tuple[str, 
     assert r.exit_code == code, text
     for word in words:
         assert word in text, text
+    assert "NaN" not in r.stdout and "Infinity" not in r.stdout
+    after = _snapshot(folder)
+    changed = {k for k in before if after.get(k) != before[k]}
+    assert not changed, f"changed: {changed}"
+    return r
+
+
+@pytest.mark.parametrize(("args", "code", "words"), PARAMS, ids=lambda x: None)
+def test_hostile(tmp_files: Path, args: list[str], code: int, words: tuple[str, ...]) -> None:
+    argv = [a.replace("{t}", str(tmp_files)) for a in args]
+    if any("bomb.json.gz" in a for a in args):
+        (tmp_files / "bomb.json.gz").write_bytes(_gzip_bomb())
+    r = invoke_guarded(app, tmp_files, argv, code, words)
     if code == 2:
         errors = [x for x in r.stderr.splitlines() if x.startswith("pptune: error:")]
         assert len(errors) == 1 and len(r.stderr.strip().splitlines()) <= 3, r.stderr
-    after = _snapshot(tmp_files)
-    changed = {k for k in before if after.get(k) != before[k]}
-    assert not changed, f"changed: {changed}"
