@@ -7,6 +7,7 @@ from typing import Any
 
 from pptune import limits
 from pptune.costmodel.partition import SplitError, add_ends, even_split
+from pptune.costmodel.schedule_orders import microbatch_group
 from pptune.costmodel.schedules import (
     COMBINABLE,
     Schedule,
@@ -100,7 +101,13 @@ def run(spec: SimSpec) -> SimRun:
     if schedule is Schedule.ONE_F_ONE_B and m < p:
         notes.append(
             f"1f1b with fewer micro-batches than stages ({m} < {p}) is simulated with a "
-            "shorter warm-up, but torch (Schedule1F1B) and Megatron-LM refuse it"
+            "shorter warm-up, as Megatron-LM runs it; torch's Schedule1F1B (2.7 on) refuses it"
+        )
+    if schedule is Schedule.INTERLEAVED and m % p:
+        notes.append(
+            f"interleaved-1f1b with {m} micro-batches on pp {p} runs Megatron-LM's micro-batch "
+            f"groups of {microbatch_group(p, m)} (--microbatch-group-size-per-virtual-"
+            "pipeline-stage); torch's ScheduleInterleaved1F1B orders them its own way"
         )
     if spec.a2a_overlap and p > 1 and schedule is Schedule.ONE_F_ONE_B:
         # megatron-core 0.16 (transformer_config.py): the combined order with a pipeline

@@ -72,7 +72,15 @@ def test_simulate_split_may_count_blocks_like_megatron() -> None:
 def test_simulate_1f1b_with_m_below_p_warns_but_runs() -> None:
     r = run("simulate", "--pp", "4", "--microbatches", "2", "--fwd-ms", "1", "--bwd-ms", "2")
     assert r.exit_code == 0
-    assert "refuse" in r.stderr
+    assert "as Megatron-LM runs it; torch's Schedule1F1B (2.7 on) refuses it" in r.stderr
+
+
+def test_simulate_interleaved_m_not_a_multiple_of_pp_names_its_groups() -> None:
+    """6 micro-batches on pp 4: groups of 6 (6 % 5 = 1 < 4), the whole step one group."""
+    r = run("simulate", "--schedule", "interleaved-1f1b", "-v", "2", "--pp", "4",
+            "--microbatches", "6", "--fwd-ms", "1", "--bwd-ms", "2")
+    assert r.exit_code == 0
+    assert "runs Megatron-LM's micro-batch groups of 6" in " ".join(r.stderr.split())
 
 
 @pytest.mark.parametrize(
