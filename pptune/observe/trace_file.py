@@ -153,6 +153,4 @@ def load_trace(path: Path | str) -> TraceFile:
             f"{exc.colno}); "
             "expected a Chrome trace"
         ) from None
-    except RecursionError:
-        raise BadInput(f"{label}: JSON nested too deeply to be a Chrome trace") from None
     return parse_trace(obj, label)
