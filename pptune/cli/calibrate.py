@@ -154,11 +154,11 @@ def _measured(run: dict[str, Any]) -> None:
 def calibrate(
     ctx: typer.Context,
     results: list[Path] | None = typer.Argument(None, help="validate --json outputs"),
-    run: list[Path] | None = typer.Option(None, "--run", help="a job's config (repeatable; "
+    run: list[Path] | None = typer.Option(None, "--run", metavar="<path>", help="a job's config (repeatable; "
                                           "each followed by its --step-s or --log)"),
-    step_s: list[float] | None = typer.Option(None, "--step-s", help="the job's measured "
+    step_s: list[float] | None = typer.Option(None, "--step-s", metavar="<float>", help="the job's measured "
                                               "seconds per step"),
-    log: list[Path] | None = typer.Option(None, "--log", help="the job's own training log"),
+    log: list[Path] | None = typer.Option(None, "--log", metavar="<path>", help="the job's own training log"),
     pp: list[int] | None = size_option("pp", RUN_CLAUSE),
     gpus: list[int] | None = size_option("gpus", RUN_CLAUSE),
     tp: list[int] | None = size_option("tp", RUN_CLAUSE),

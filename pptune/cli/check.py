@@ -59,7 +59,7 @@ def check_config(
     no_compare: bool = typer.Option(False, "--no-compare", help="skip the search for a faster plan"),
     strict: bool = typer.Option(False, "--strict", help="warnings fail too; bubble and slowdown limits are errors"),
     framework_version: list[str] | None = typer.Option(
-        None, "--framework-version",
+        None, "--framework-version", metavar="<NAME=VERSION>",
         help="rules of another release: NAME=VERSION (deepspeed, megatron-core, torchtitan, "
         "torch) or a bare version for the config's framework; repeatable"),
     output: str = typer.Option("text", "--output", help="text, json or github (workflow annotations)"),

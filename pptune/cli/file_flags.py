@@ -38,11 +38,11 @@ ENV_HELP = ("NAME=VALUE: a variable a launch script takes from its environment "
 def size_option(name: str, more: str = "") -> Any:
     """The typer option of one size flag (``more``: a clause the command adds to its help)."""
     flag, text, _ = SIZES[name]
-    return typer.Option(None, flag, help=text + more)
+    return typer.Option(None, flag, help=text + more, metavar="<int>")
 
 
 def env_option(more: str = "") -> Any:
-    return typer.Option(None, "--env", help=ENV_HELP + more)
+    return typer.Option(None, "--env", help=ENV_HELP + more, metavar="<NAME=VALUE>")
 
 
 def size_problems(values: Mapping[str, int | None]) -> list[str]:
