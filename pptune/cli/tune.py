@@ -21,6 +21,7 @@ from pptune.cli.util import show
 from pptune.errors import BadInput, RunFailed
 from pptune.files import dumps_json
 from pptune.options import CostOptions, OutputOptions, PlanSpace, RunOptions
+from pptune.report.fmt import fmt_seconds
 
 HELP = """Measure the best candidate plans for real, calibrate the costs, keep the fastest.
 
@@ -143,7 +144,7 @@ class _Progress:
         if self.bar is not None:
             self.bar.update(self.trials, completed=n)
         elif row.measured_s is not None:
-            _say(f"trial {n}: measured {row.measured_s * 1e3:.1f} ms per step "
+            _say(f"trial {n}: measured {fmt_seconds(row.measured_s)} per step "
                  f"({elapsed_s:.0f} s elapsed)")
 
     def step(self, rank: int, step: int) -> None:

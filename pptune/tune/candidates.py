@@ -24,6 +24,7 @@ from typing import Any
 from pptune.costmodel.bounds import lower_bound as planner_lower_bound
 from pptune.costmodel.schedules import Schedule
 from pptune.errors import BadInput
+from pptune.report.fmt import fmt_seconds
 from pptune.schemas import Profile
 from pptune.tune import model
 from pptune.validate import spec as spec_mod
@@ -126,8 +127,8 @@ class Verdict:
         return self.lower_bound_s > self.threshold_s
 
     def reason(self) -> str:
-        return (f"calibrated lower bound {self.lower_bound_s * 1e3:.1f} ms > best measured "
-                f"plan {self.best_s * 1e3:.1f} ms + {self.noise:.1%} noise + "
+        return (f"calibrated lower bound {fmt_seconds(self.lower_bound_s)} > best measured "
+                f"plan {fmt_seconds(self.best_s)} + {self.noise:.1%} noise + "
                 f"{self.prediction_error:.1%} prediction error: cannot win")
 
 
