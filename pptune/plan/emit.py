@@ -223,8 +223,7 @@ def _stateable_layout(adapter: Adapter, run: RecommendRun, plan: Plan,
     if why is None:
         return plan, []
     keys = tuple(k for k in run.plan_request.keys() if adapter.cannot_state(k, seq) is None)
-    within = replace(run.plan_request, interleaved_groups=(
-        run.plan_request.interleaved_groups and adapter.runs_microbatch_groups))
+    within = adapter.in_its_order(run.plan_request)
     best = (search(run.table_for, replace(within, cost_keys=keys, tp=keys[0].tp,
                                           top=1)).plans if keys else [])
     if not best:

@@ -181,6 +181,11 @@ class Adapter:
         config's): the search check-config compares a config with, and the one a
         substitute plan comes from. Default: all but interleaving with m not a multiple
         of pp, which torch's runtime orders its own way (``unsimulated_order``)."""
+        return self.in_its_order(req)
+
+    def in_its_order(self, req: PlanRequest) -> PlanRequest:
+        """``req`` without interleaving in Megatron-LM's micro-batch groups where the
+        framework's interleaved schedule orders such counts its own way (torch's)."""
         return req if self.runs_microbatch_groups else replace(req, interleaved_groups=False)
 
     def express(self, job: Job, plan: Plan, rank: int) -> Stated:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -82,9 +81,7 @@ class TorchtitanAdapter(Adapter):
 
     def stateable(self, req: PlanRequest, model: str | None,
                   shape: ModelShape | None = None) -> PlanRequest:
-        # torch's Interleaved1F1B orders m not a multiple of pp its own way (unsimulated)
-        return replace(stateable_request(req, model, shape),
-                       interleaved_groups=self.runs_microbatch_groups)
+        return self.in_its_order(stateable_request(req, model, shape))
 
     def express(self, job: Job, plan: Plan, rank: int) -> Stated:
         return closest_plan(job, plan, rank)
