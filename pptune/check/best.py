@@ -25,6 +25,7 @@ def best_plan(cfg: TrainingConfig, table: CostTable, req: PlanRequest) -> Plan |
     counted = cfg.recompute_layers_per_stage is not None
     best_req = stateable_request(cfg, dataclasses.replace(
         req, micro_batch_sizes=tuple(sorted(table.by_mb)), top=1, shardings=tuple(Sharding),
+        recompute_group=1,  # the search states one block a checkpoint (or N per stage)
         recomputes=(Recompute.FULL, Recompute.NONE) if counted else tuple(Recompute)))
     res = search(table, best_req)
     return res.plans[0] if res.plans else None

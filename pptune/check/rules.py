@@ -312,6 +312,7 @@ def _predict(
         fp8_amax_reduction=reduces_amax(cfg.fp8_recipe),
         overlap_grad_reduce=cfg.overlap_grad_reduce is not False,
         shardings=(sharding,), recomputes=(recompute,), recompute_every=cfg.recompute_every,
+        recompute_group=cfg.recompute_uniform_layers or 1,
         fsdp_reshard_after_forward=cfg.fsdp_reshard_after_forward, dp_replicate=cfg.dp_replicate or 1,
         reserve_bytes=reserve_bytes, micro_batch_sizes=(cfg.micro_batch_size,),
         **optimizer_widths(cfg),

@@ -17,16 +17,19 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pptune.costmodel import amax, collectives, optimizer, precision
-from pptune.costmodel.comm import AllReduceLink, Placement, group_link, megatron_bucket_params
+from pptune.costmodel import amax, optimizer, precision
+from pptune.costmodel.comm import AllReduceLink
+from pptune.costmodel.dp_links import both_copies, dp_link
 from pptune.costmodel.inflight import activation_peaks, peak_inflight_per_stage
-from pptune.costmodel.layout import Dim, Group, Layout
+from pptune.costmodel.layout import Dim, Layout
 from pptune.costmodel.memo import ByIdentity
 from pptune.costmodel.memory import (
     DeviceMemory,
+    Recompute,
     embedding_holders,
     p2p_buffer_bytes,
     shared_embedding,
+    uniform_groups,
     with_recompute,
 )
 from pptune.costmodel.partition import stage_bounds
@@ -121,7 +124,9 @@ def recompute_table(table: CostTable, req: PlanRequest, spec: PlanSpec) -> CostT
     """The table with the spec's recomputation: per stage when it states counts."""
     per_stage = ((spec.stage_layers, spec.recompute_layers)
                  if spec.recompute_layers is not None else None)
-    return with_recompute(table, spec.recompute, req.recompute_every, per_stage)
+    groups = (uniform_groups(table.names, spec.stage_layers, req.recompute_group)
+              if req.recompute_group > 1 and spec.recompute is Recompute.FULL else None)
+    return with_recompute(table, spec.recompute, req.recompute_every, per_stage, groups)
 
 
 # stage_layout's results by (table, request, spec): the search asks for a spec's layout
@@ -145,7 +150,7 @@ def _stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLa
     copies = chains(spec.schedule)
     together = copies == 1 or lay.same_node(0, spec.pp - 1)
     dp = lay.dp * lay.cp * copies
-    ar_link = dp_link(table, spec.sharding, _both_copies(lay.group(Dim.CP, Dim.DP), copies,
+    ar_link = dp_link(table, spec.sharding, both_copies(lay.group(Dim.CP, Dim.DP), copies,
                                                          together), dp, req.grad_bytes_factor)
     key = req.key_of(spec)
     gather_bytes = precision.param_gather_bytes(key.precision, req.fp8_param_gather)
@@ -172,7 +177,7 @@ def _stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLa
         # routed experts' gradients reduce over the expert data-parallel group
         # (megatron-core's expert_data_parallel group: edp = tp cp dp / (ep etp))
         edp = lay.edp * copies
-        edp_link = dp_link(table, spec.sharding, _both_copies(lay.group(Dim.EDP), copies,
+        edp_link = dp_link(table, spec.sharding, both_copies(lay.group(Dim.EDP), copies,
                                                               together), edp,
                            req.grad_bytes_factor)
         comm = [_both(traffic(n - x, dp, ar_link, st), traffic(x, edp, edp_link, st))
@@ -204,34 +209,13 @@ def _stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLa
                        mtp_copies)
 
 
-
-def _both_copies(group: Group, copies: int, together: bool) -> Group:
-    """A reduction group over both copies of a dualpipe chunk: twice the ranks, on the
-    same nodes when the rank pair shares them, else on twice the nodes."""
-    if copies == 1:
-        return group
-    if together:
-        return Group(group.size * copies, group.per_node * copies, group.nodes)
-    return Group(group.size * copies, group.per_node, group.nodes * copies)
-
-
-def dp_link(table: CostTable, sharding: Sharding, group: Placement, dp: int,
-            grad_factor: float = 1.0) -> AllReduceLink:
-    """The link the data-parallel gradient collectives run at: NCCL's algorithm for
-    one bucket over this group where the table has the fabric (collectives.py),
-    else the table's links with the group's NICs (comm.group_link)."""
-    if table.fabric is None:
-        return group_link(group, table.ar_intra, table.ar_inter)
-    kind = (collectives.Collective.ALL_REDUCE if sharding is Sharding.NONE
-            else collectives.Collective.REDUCE_SCATTER)
-    bucket = megatron_bucket_params(dp) * MEGATRON_GRAD_BYTES * grad_factor
-    return collectives.link_for(kind, bucket, group, table.fabric)
-
-
 def device_memory(
     req: PlanRequest, spec: PlanSpec, lay: StageLayout, activation_bytes: Sequence[float]
 ) -> list[DeviceMemory]:
-    """Each pipeline rank's peak, by part (memory.py, sharding.py)."""
+    """Each pipeline rank's peak, by part (memory.py, sharding.py). Its activations are
+    ``activation_bytes`` held and, where it recomputes, the most one backward of its
+    stages re-creates (``StageCost.rerun_bytes``): an upper bound, exact where the
+    peak falls on a backward (1F1B and GPipe free nothing before it)."""
     p = spec.pp
     ranks = req.layout(spec)
     dp = ranks.dp * ranks.cp  # state sharded over the data-parallel group with cp
@@ -243,7 +227,9 @@ def device_memory(
     largest = [0.0] * p
     experts = [0.0] * p
     cache = [0.0] * p
+    rerun = [0.0] * p
     for k, d in enumerate(lay.device_of):
+        rerun[d] = max(rerun[d], lay.stages[k].rerun_bytes)
         params[d] += lay.params[k]
         largest[d] = max(largest[d], lay.largest[k])
         if lay.expert_params:
@@ -257,7 +243,7 @@ def device_memory(
             state_bytes=((params[d] - experts[d]) * per_param + experts[d] * per_expert
                          + cache[d]),
             working_bytes=req.working(spec.sharding, reshard, params[d], largest[d]),
-            activation_bytes=activation_bytes[d],
+            activation_bytes=activation_bytes[d] + rerun[d],
             p2p_bytes=p2p[d],
             reserve_bytes=req.reserve_bytes,
         )

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from pptune.costmodel.memo import ByIdentity
-from pptune.costmodel.partition import MTP
+from pptune.costmodel.partition import MTP, stage_bounds
 from pptune.costmodel.table import CostTable, LayerCosts, block_layers, named_blocks
 
 DEFAULT_RESERVE_BYTES = 2 * 1024**3  # CUDA context + NCCL buffers + fragmentation (assumed)
@@ -80,12 +80,15 @@ _RECOMPUTED: ByIdentity[CostTable] = ByIdentity(1024)
 def with_recompute(
     table: CostTable, recompute: Recompute, every: int | None = TORCHTITAN_SELECTIVE_EVERY,
     per_stage: tuple[Sequence[int], Sequence[int]] | None = None,
+    groups: Sequence[Sequence[int]] | None = None,
 ) -> CostTable:
     """The table with recomputed layers: activations = the layer's input, backward += forward;
     ``Recompute.MODULES``: the table's module-recomputed twin (itself where it has none).
 
     ``per_stage``: (stage_layers, recomputed blocks per stage) for recomputation
-    per stage (``stage_recomputed_layers``); it replaces ``recompute``'s choice."""
+    per stage (``stage_recomputed_layers``); it replaces ``recompute``'s choice.
+    ``groups``: full recomputation checkpointing these runs of blocks each as one
+    (``uniform_groups``); None: one block a checkpoint."""
     if recompute is Recompute.MODULES and per_stage is None:
         return table.modules_table or table
     if per_stage is not None:
@@ -94,7 +97,24 @@ def with_recompute(
         layers = recomputed_layers(table.names, recompute, every)
     if not layers:
         return table
-    return _RECOMPUTED.of((table,), tuple(layers), lambda: with_layers_recomputed(table, layers))
+    runs = (tuple(tuple(g) for g in groups) if groups is not None and per_stage is None
+            and recompute is Recompute.FULL else tuple((i,) for i in layers))
+    return _RECOMPUTED.of((table,), runs, lambda: with_groups_recomputed(table, runs))
+
+
+def uniform_groups(names: Sequence[str], stage_layers: Sequence[int], n: int
+                   ) -> list[tuple[int, ...]]:
+    """The blocks of each stage in runs of ``n`` from its first, the last run of a stage
+    shorter where ``n`` does not divide its blocks: Megatron-LM's ``--recompute-method
+    uniform --recompute-num-layers N`` checkpoints each run of N transformer layers of a
+    model chunk as one, keeping only the run's input
+    (megatron/core/transformer/transformer_block.py ``_checkpointed_forward``)."""
+    out: list[tuple[int, ...]] = []
+    named = named_blocks(names)
+    for s, e in stage_bounds(stage_layers):
+        blocks = [i for i in range(s, e) if named[i]]
+        out += [tuple(blocks[j:j + n]) for j in range(0, len(blocks), n)]
+    return out
 
 
 def stage_recomputed_layers(names: Sequence[str], stage_layers: Sequence[int],
@@ -131,29 +151,42 @@ def recomputed_per_stage(names: Sequence[str], stage_layers: Sequence[int],
 
 
 def with_layers_recomputed(table: CostTable, recomputed: Sequence[int]) -> CostTable:
-    """The table with ``recomputed`` layers keeping only their input and running
-    their forward again before their backward (Chen et al. 2016)."""
-    layers = set(recomputed)
-    if not layers:
+    """The table with ``recomputed`` layers each its own checkpoint (Chen et al. 2016)."""
+    return with_groups_recomputed(table, [(i,) for i in recomputed])
+
+
+def with_groups_recomputed(table: CostTable, groups: Sequence[Sequence[int]]) -> CostTable:
+    """The table with each run of ``groups`` checkpointed as one (Chen et al. 2016): the
+    run keeps only its input (on its first layer), and each of its layers runs its
+    forward again before its backward. That rerun re-creates every tensor the run saves
+    at once, on top of what the stage holds, until its backward frees them: the
+    run's saved tensors less the input it kept, its first layer's ``rerun_bytes``."""
+    runs = [tuple(g) for g in groups if g]
+    if not runs:
         return table
+    first = {g[0]: g for g in runs}
+    redo = {i for g in runs for i in g}
     by = {}
     for b, c in table.by_mb.items():
         n = len(c.fwd_s)
-        redo = [i in layers for i in range(n)]
+        again = [i in redo for i in range(n)]
+        kept = [(min(c.act_bytes[i], c.out_bytes[i - 1] if i else 0.0) if i in first else 0.0)
+                if again[i] else c.act_bytes[i] for i in range(n)]
         by[b] = LayerCosts(
             fwd_s=c.fwd_s,
-            bwd_s=[c.bwd_s[i] + (c.fwd_s[i] if redo[i] else 0.0) for i in range(n)],
+            bwd_s=[c.bwd_s[i] + (c.fwd_s[i] if again[i] else 0.0) for i in range(n)],
             wgrad_s=c.wgrad_s,
-            act_bytes=[min(c.act_bytes[i], c.out_bytes[i - 1] if i else 0.0) if redo[i]
-                       else c.act_bytes[i] for i in range(n)],
+            act_bytes=kept,
             out_bytes=c.out_bytes,
             fwd_a2a_s=c.fwd_a2a_s,
             # the rerun forward dispatches and combines its tokens again
-            bwd_a2a_s=[c.bwd_a2a_s[i] + (c.fwd_a2a_s[i] if redo[i] else 0.0)
+            bwd_a2a_s=[c.bwd_a2a_s[i] + (c.fwd_a2a_s[i] if again[i] else 0.0)
                        for i in range(n)] if c.bwd_a2a_s else c.bwd_a2a_s,
-            split_bwd_s=[c.split_bwd_s[i] + (c.fwd_s[i] if redo[i] else 0.0)
+            split_bwd_s=[c.split_bwd_s[i] + (c.fwd_s[i] if again[i] else 0.0)
                          for i in range(n)] if c.split_bwd_s else c.split_bwd_s,
             split_wgrad_s=c.split_wgrad_s,
+            rerun_bytes=[max(0.0, sum(c.act_bytes[j] for j in first[i]) - kept[i])
+                         if i in first else 0.0 for i in range(n)],
         )
     return dataclasses.replace(table, by_mb=by)
 

@@ -42,6 +42,10 @@ class PlanRequest:
     shardings: Sequence[Sharding] = tuple(Sharding)
     recomputes: Sequence[Recompute] = tuple(Recompute)
     recompute_every: int | None = TORCHTITAN_SELECTIVE_EVERY  # selective: every N-th block
+    # full recomputation checkpointing the blocks of each stage in runs of N (Megatron-LM
+    # --recompute-method uniform --recompute-num-layers N; memory.uniform_groups): one
+    # input kept a run, the run re-created at once in its backward; 1: a block a run
+    recompute_group: int = 1
     fsdp_reshard_after_forward: bool | None = None  # None: torchtitan's default (not with pp)
     reserve_bytes: float = DEFAULT_RESERVE_BYTES
     grad_bytes_factor: float = 1.0  # gradient compression

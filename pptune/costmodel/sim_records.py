@@ -70,6 +70,9 @@ class StageCost:
     # the share of the SMs this stage's all-to-all kernels hold while they run, which
     # the compute of an F&B pair beside them does without (overlapped_pair_s)
     comm_sm_share: float = 0.0
+    # the most bytes one backward of the stage re-creates at once by recomputation,
+    # beyond ``act_bytes`` (table.LayerCosts.rerun_bytes); memory adds it to the peak
+    rerun_bytes: float = 0.0
 
     @property
     def total_s(self) -> float:

@@ -24,7 +24,6 @@ from pptune.costmodel.layout import Layout
 from pptune.costmodel.memory import Recompute, embedding_holders, shared_embedding, with_recompute
 from pptune.costmodel.partition import (
     SplitError,
-    Starts,
     bottleneck,
     min_bottleneck_split,
     some_split_fits,
@@ -44,6 +43,13 @@ from pptune.costmodel.sharding import (
 )
 from pptune.costmodel.sim_records import Link
 from pptune.costmodel.simulate import StageCost
+from pptune.costmodel.split_memory import (
+    RangeMax,
+    every_split_over,
+    memory_starts,
+    range_max,
+    surely_over,
+)
 from pptune.costmodel.table import CostTable, stage_costs
 
 
@@ -114,58 +120,20 @@ class SplitCache:
     tables: dict[tuple[object, ...], CostTable] = field(default_factory=dict)
     sums: dict[tuple[object, ...], list[float]] = field(default_factory=dict)
 
+    reruns: dict[tuple[object, ...], RangeMax | None] = field(default_factory=dict)
+
+    def rerun(self, recompute: Recompute, b: int, values: Sequence[float]) -> RangeMax | None:
+        """``range_max`` of a recomputed table's ``rerun_bytes``; None where it has none."""
+        key = (recompute, b)
+        if key not in self.reruns:
+            self.reruns[key] = range_max(values) if any(values) else None
+        return self.reruns[key]
+
     def recomputed(self, table: CostTable, recompute: Recompute, every: int | None) -> CostTable:
         key = (recompute, every)
         if key not in self.tables:
             self.tables[key] = with_recompute(table, recompute, every)
         return self.tables[key]
-
-
-def memory_starts(n: int, n_stages: int, static: Sequence[float], act: Sequence[float],
-                  inflight: Sequence[int], out: float, budget: float) -> Starts:
-    """``lowest_starts(n, n_stages, fits)`` for min_bottleneck_within_memory's ``fits``
-    (prefix sums of the state and of one micro-batch's activations, ``inflight[k]``
-    micro-batches held on stage k, the p2p buffers beside them), its test written in
-    the loop: the search's hottest test, the same arithmetic, the same starts."""
-    rows = []
-    for k in range(n_stages):
-        row = [0] * (n + 1)
-        held, p2p = inflight[k], out * ((k > 0) + (k < n_stages - 1))
-        s = k
-        for e in range(k + 1, n - (n_stages - 1 - k) + 1):
-            se, ae = static[e], act[e]
-            while s < e and not se - static[s] + held * (ae - act[s]) + p2p <= budget:
-                s += 1
-            row[e] = s
-        rows.append(tuple(row))
-    return tuple(rows)
-
-
-def surely_over(static: Sequence[float], act: Sequence[float], inflight: Sequence[int],
-                out: float, budget: float, n: int, n_stages: int) -> bool:
-    """True only when no split of the layers fits ``memory_starts``' test: the stages
-    together hold every layer's state, at least the fewest in-flight copies of
-    every activation and their p2p buffers, more than all their budgets (a
-    relative 1e-9 margin for the rounding of the prefix sums). O(1): most
-    memory-bound candidates are ruled out here."""
-    p2p = out * 2 * (n_stages - 1)
-    need = static[n] - static[0] + min(inflight[:n_stages]) * (act[n] - act[0]) + p2p
-    return need > n_stages * budget * (1 + 1e-9) + 1e-9
-
-
-def every_split_over(state: float, act: float, inflight: Sequence[int], p: int,
-                     n_chunks: int, usable: float) -> bool:
-    """True only when ``surely_oom`` holds for every split: summed over the devices,
-    each one's state and the largest in-flight set of one of its stages (at least
-    their average over its stages, so at least the fewest in-flight copies of every
-    activation over the stages a device holds) exceed what ``p`` devices have.
-    ``state`` / ``act``: the model's state and one micro-batch's activations;
-    ``inflight`` per global stage (dualpipe holds each chunk twice). A relative 1e-9
-    margin for the rounding of the sums."""
-    copies = len(inflight) / n_chunks
-    per_device = len(inflight) / p
-    need = copies * (state + min(inflight) / per_device * act)
-    return need > p * usable * (1 + 1e-9) + 1e-9
 
 
 def min_bottleneck_within_memory(
@@ -208,10 +176,13 @@ def min_bottleneck_within_memory(
             act.append(act[-1] + c.act_bytes[i])
         cache.sums[act_key] = act
     act = cache.sums[act_key]
+    # the most one backward of a stage re-creates, where it recomputes (device_memory)
+    rerun = cache.rerun(spec.recompute, b, c.rerun_bytes)
 
     def fits(k: int, s: int, e: int) -> bool:
         p2p = out * ((k > 0) + (k < n_stages - 1))
-        return static[e] - static[s] + inflight[k] * (act[e] - act[s]) + p2p <= budget
+        return (static[e] - static[s] + inflight[k] * (act[e] - act[s]) + p2p
+                + (rerun(s, e) if rerun is not None else 0.0) <= budget)
 
     # memory no split escapes: the time-only split need not be found (the same None
     # as below: with one chunk a device the split search's, else surely_oom's)
@@ -233,7 +204,7 @@ def min_bottleneck_within_memory(
     # counts and data-parallel sizes that allow the same stages share it
     fitted = None
     if not over:
-        starts = memory_starts(n, n_stages, static, act, inflight, out, budget)
+        starts = memory_starts(n, n_stages, static, act, inflight, out, budget, rerun)
         fitted_key = (*key, starts)
         if fitted_key not in splits:
             splits[fitted_key] = None

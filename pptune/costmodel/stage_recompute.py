@@ -95,7 +95,8 @@ def fitted_counts(table: CostTable, req: PlanRequest, spec: PlanSpec) -> list[in
     saving = _savings(table, spec.micro_batch_size, split)
     cap = table.memory_bytes
     # what a rank holds besides activations does not depend on recomputation
-    base = [mem.total_bytes for mem in device_memory(req, spec, stage_layout(table, req, spec),
+    plain = replace(spec, recompute=Recompute.NONE)
+    base = [mem.total_bytes for mem in device_memory(req, plain, stage_layout(table, req, plain),
                                                      [0.0] * spec.pp)]
     c = table.by_mb[spec.micro_batch_size]
     bounds = stage_bounds(split)
@@ -120,7 +121,11 @@ def fitted_counts(table: CostTable, req: PlanRequest, spec: PlanSpec) -> list[in
         held = activation_peaks(spec.schedule, spec.pp, spec.num_microbatches,
                                 spec.virtual_stages, [act[ch] for ch in chunks.chunk_of],
                                 spec.combined)
-        return [b + a for b, a in zip(base, held, strict=True)]
+        # and the most one backward re-creates: a recomputed block's saving (device_memory)
+        rerun = [0.0] * spec.pp
+        for ch, d in zip(chunks.chunk_of, chunks.device_of, strict=True):
+            rerun[d] = max(rerun[d], max(saving[ch][:counts[ch]], default=0.0))
+        return [b + a + r for b, a, r in zip(base, held, rerun, strict=True)]
 
     if req.uniform_recompute:
         return _uniform(cap, blocks, peaks)

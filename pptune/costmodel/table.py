@@ -36,6 +36,10 @@ class LayerCosts:
     # bwd_s / wgrad_s), from a probe that timed torch's split
     split_bwd_s: Sequence[float] = ()
     split_wgrad_s: Sequence[float] = ()
+    # recomputation's backward: the bytes a checkpointed run's rerun forward re-creates
+    # at once beyond what it kept, on the run's first layer (memory.with_groups_recomputed;
+    # empty: nothing recomputed)
+    rerun_bytes: Sequence[float] = ()
 
     def compute_s(self) -> list[float]:
         """Each layer's F + B + W, without its all-to-alls (what no overlap hides)."""
@@ -192,6 +196,7 @@ def _stage_sums(table: CostTable, b: int, stage_layers: Sequence[int],
                 split_bwd_s=sum(c.split_bwd_s[s:e]) if c.split_bwd_s else None,
                 split_wgrad_s=sum(c.split_wgrad_s[s:e]) if c.split_wgrad_s else None,
                 comm_sm_share=share,
+                rerun_bytes=max(c.rerun_bytes[s:e], default=0.0) if c.rerun_bytes else 0.0,
             )
         )
     return out

@@ -185,6 +185,13 @@ class TrainingConfig(Strict):
         description="full recomputation of only the first N transformer layers of every stage "
         "(Megatron-LM --recompute-method block --recompute-num-layers N), when the file says",
     )
+    recompute_uniform_layers: int | None = Field(
+        None, ge=1, le=2**31 - 1,
+        description="full recomputation checkpointing the transformer layers of every model "
+        "chunk in groups of N, each keeping only its input and re-created whole in its "
+        "backward (Megatron-LM --recompute-method uniform --recompute-num-layers N), when "
+        "the file says N > 1",
+    )
     recompute_layers_per_stage: list[int] | None = Field(
         None, description="transformer blocks recomputed in full on each stage (the first N_k "
         "of stage k; pp x chunks entries), when the file says (pptune's own plans)",

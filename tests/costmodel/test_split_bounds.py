@@ -25,6 +25,7 @@ from pptune.costmodel.partition import (
 from pptune.costmodel.schedules import Schedule, model_chunks, stage_chunk_map
 from pptune.costmodel.sharding import Sharding
 from pptune.costmodel.simulate import Link
+from pptune.costmodel.split_memory import range_max
 from pptune.costmodel.splitting import (
     SplitCache,
     any_split_bound,
@@ -163,6 +164,29 @@ def test_memory_starts_are_lowest_starts(state: list[float], acts: list[float], 
         return static[e] - static[s] + held[j] * (act[e] - act[s]) + p2p <= budget
 
     assert memory_starts(n, k, static, act, held, out, budget) == lowest_starts(n, k, fits)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0, 10), min_size=2, max_size=24),
+       st.lists(st.floats(0, 5), min_size=24, max_size=24),
+       st.lists(st.floats(0, 20), min_size=24, max_size=24),
+       st.integers(1, 6), st.floats(0, 3), st.floats(1, 80),
+       st.lists(st.integers(1, 8), min_size=6, max_size=6))
+def test_memory_starts_with_a_rerun_are_lowest_starts(
+        state: list[float], acts: list[float], reruns: list[float], k: int, out: float,
+        budget: float, held: list[int]) -> None:
+    """With recomputation a stage also holds the most one backward re-creates, the
+    largest ``rerun_bytes`` of its layers (a range maximum): still lowest_starts'."""
+    n, k, static, act = _prefixes(state, acts, k)
+    rerun = range_max(reruns[:n])
+
+    def fits(j: int, s: int, e: int) -> bool:
+        p2p = out * ((j > 0) + (j < k - 1))
+        return (static[e] - static[s] + held[j] * (act[e] - act[s]) + p2p
+                + max(reruns[s:e], default=0.0) <= budget)
+
+    assert memory_starts(n, k, static, act, held, out, budget, rerun) == lowest_starts(
+        n, k, fits)
 
 
 @settings(max_examples=300, deadline=None)

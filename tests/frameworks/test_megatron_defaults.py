@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from tests.check_json import check_file
 
@@ -96,3 +97,32 @@ def test_a_model_named_beside_a_script_that_states_other_sizes_is_a_warning(
     _, found, _ = check_file(tmp_path / "b.sh", script, "--gpu", "h100-sxm",
                              "--model", "llama3-8b")
     assert "model-mismatch" not in found
+
+
+def test_uniform_groups_of_n_layers_hold_fewer_inputs_and_rerun_more(tmp_path: Path) -> None:
+    """--recompute-method uniform --recompute-num-layers N checkpoints 8 layers a stage in
+    groups of N (pp 4, 1F1B, m 32: ranks hold 4, 3, 2, 1 micro-batches). A group keeps its
+    input (s x h x 2 bytes = 8192 x 4096 x 2) and its backward re-creates the group's
+    saved tensors, N x full less that input. Against N = 1, per rank:
+      N = 2: full - held x 4 inputs (8 inputs kept a micro-batch -> 4)
+      N = 4: that and another full - held x 2 inputs (4 -> 2)
+    so the same ``full`` (one block's saved tensors) comes out of every rank; the step
+    is the same (every layer reruns its forward once either way)."""
+    def run(n: int) -> dict[str, Any]:
+        text = LLAMA.format(drop="--hidden-dropout 0 --attention-dropout 0").replace(
+            "--pipeline-model-parallel-size 1", "--pipeline-model-parallel-size 4").replace(
+            "--recompute-num-layers 1", f"--recompute-num-layers {n}")
+        return check_file(tmp_path / f"u{n}.sh", text, "--gpu", "h100-sxm")[2]
+
+    one, two, four = run(1), run(2), run(4)
+    assert (one["config"]["recompute_uniform_layers"], two["config"]["recompute_uniform_layers"],
+            four["config"]["recompute_uniform_layers"]) == (None, 2, 4)
+    assert one["derived"]["step_time_s"] == two["derived"]["step_time_s"] == (
+        four["derived"]["step_time_s"])
+    held, inputs = (4, 3, 2, 1), 8192 * 4096 * 2
+    peaks = [d["derived"]["peak_memory_bytes"] for d in (one, two, four)]
+    full = {peaks[1][k] - peaks[0][k] + 4 * held[k] * inputs for k in range(4)}
+    assert len(full) == 1 and full.pop() > inputs
+    block = peaks[1][3] - peaks[0][3] + 4 * inputs
+    assert [peaks[2][k] - peaks[1][k] for k in range(4)] == [
+        2 * block - 2 * held[k] * inputs for k in range(4)]

@@ -136,7 +136,8 @@ def _fields(r: FlagReader, launcher: Flagged, env: Mapping[str, str]) -> dict[st
                  f"{fields['ffn_hidden_size']} (validate_args)")
     fields["dropout"] = any(_rate(r, name) > 0 for name in ("--hidden-dropout",
                                                              "--attention-dropout"))
-    fields["recompute"], fields["recompute_block_layers"] = read_recompute(r)
+    (fields["recompute"], fields["recompute_block_layers"],
+     fields["recompute_uniform_layers"]) = read_recompute(r)
     fields["recompute_modules"] = read_modules(r, fields["recompute"])
     read_widths(r, fields)
     read_window(r, fields)

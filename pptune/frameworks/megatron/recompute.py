@@ -7,13 +7,14 @@ from __future__ import annotations
 from pptune.frameworks.megatron.flags import FlagReader
 
 
-def read_recompute(r: FlagReader) -> tuple[str | None, int | None]:
-    """(granularity, block layers): --recompute-granularity full|selective;
+def read_recompute(r: FlagReader) -> tuple[str | None, int | None, int | None]:
+    """(granularity, block layers, uniform group): --recompute-granularity full|selective;
     --recompute-activations = selective (validate_args). Selective with
     --recompute-method is refused by Megatron-LM; full needs a method and a
     layer count (megatron-core TransformerConfig.__post_init__). ``block``
     recomputes the first N layers of every stage (transformer_block.py
-    ``_checkpointed_forward``); ``uniform`` every layer, in groups of N."""
+    ``_checkpointed_forward``); ``uniform`` every layer, in groups of N (the group
+    when N > 1: memory.uniform_groups)."""
     granularity = r.text("--recompute-granularity")
     if granularity is None and r.flags.has("--recompute-activations"):
         granularity = "selective"
@@ -49,9 +50,11 @@ def read_recompute(r: FlagReader) -> tuple[str | None, int | None]:
                      "\"uniform\"' / 'recompute_num_layers must be between 1 and "
                      "num_layers_per_pipeline_rank' (transformer_config.py); add it")
     if granularity is None:
-        return (None if r.flags.has("--recompute-granularity") else "none"), None
+        return (None if r.flags.has("--recompute-granularity") else "none"), None, None
     block = count if granularity == "full" and method == "block" else None
-    return granularity, block
+    group = count if granularity == "full" and method == "uniform" and count and count > 1 \
+        else None
+    return granularity, block, group
 
 
 # megatron-core's --recompute-modules choices (TransformerConfig.__post_init__ asserts them)
