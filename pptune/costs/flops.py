@@ -15,9 +15,30 @@ def matmul_params(shape: ModelShape) -> float:
 
 def shape_flops_per_token(shape: ModelShape, seq_len: int, attention: bool = True) -> float:
     """``model_flops_per_token`` of a shape at ``seq_len``: 6 x its matmul parameters, plus
-    causal attention's 6 x L x h x s unless ``attention`` is False (a lower bound)."""
-    return 6 * matmul_params(shape) + (
-        6 * shape.num_blocks * shape.hidden * seq_len if attention else 0)
+    causal attention's (``attention_flops_per_token``) unless ``attention`` is False (a
+    lower bound)."""
+    return 6 * matmul_params(shape) + (attention_flops_per_token(shape, seq_len)
+                                       if attention else 0)
+
+
+def attention_flops_per_token(shape: ModelShape, seq_len: int) -> float:
+    """Causal attention's training FLOPs a token: the scores (Q x K^T, head width d_qk) and
+    their product with V (width d_v), 2 FLOPs a multiply-add, three times for forward and
+    backward, over the keys a query sees: s / 2 on average under a causal mask, w - w^2 /
+    2s in a sliding window of w keys (as ops.attention_ops counts the tiles a flash
+    kernel runs). With d_qk = d_v = d and heads x d = h this is PaLM's 12 x L x h x s
+    (Chowdhery et al. 2022, appendix B) halved for the mask; the widths are the heads'
+    (Qwen3: 64 heads x 128 = 8,192 on a hidden size of 4,096), and multi-head latent
+    attention's query/key heads are nope + rope wide, its values v_head_dim (DeepSeek-V3,
+    arXiv 2412.19437, sec. 2.1.1)."""
+    d_qk = shape.qk_nope_head_dim + shape.qk_rope_head_dim if shape.mla else shape.head_dim
+    d_v = shape.v_head_dim if shape.mla else shape.head_dim
+    total = 0.0
+    for i in range(shape.num_blocks):
+        w = shape.sliding_window if shape.sliding_block(i) else 0
+        keys = w - w * w / (2 * seq_len) if 0 < w < seq_len else seq_len / 2
+        total += 6 * shape.heads * (d_qk + d_v) * keys
+    return total
 
 
 def model_flops_per_token(profile: Profile, tp_in_costs: int = 1,
@@ -28,7 +49,8 @@ def model_flops_per_token(profile: Profile, tp_in_costs: int = 1,
     "Scaling Laws for Neural Language Models", sec. 2.1) plus the attention
     scores and their product with V: 12 x L x h x s for the full square
     (Chowdhery et al. 2022, PaLM, appendix B), halved for causal masking as
-    the analytic cost model counts it, so 6 x L x h x s. N counts every
+    the analytic cost model counts it, so 6 x L x h x s, with a shape's own head
+    widths and windows (``attention_flops_per_token``). N counts every
     parameter but the embedding table's (a lookup, no matmul); the LM head is
     counted. None when the profile has no parameters.
 
@@ -50,5 +72,8 @@ def model_flops_per_token(profile: Profile, tp_in_costs: int = 1,
     if params <= 0:
         return None
     m = profile.model
+    if shape is not None:
+        return 6 * params + attention_flops_per_token(shape, m.seq_len)
+    # a measured profile records no heads: their widths taken as the hidden size
     attention = 6 * m.num_blocks * m.hidden_size * m.seq_len if m.num_blocks and m.hidden_size else 0
     return 6 * params + attention

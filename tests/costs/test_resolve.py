@@ -198,3 +198,22 @@ def test_profile_model_experts_come_with_their_top_k() -> None:
     doc = analytic_profile("mixtral-8x7b", "h100-sxm", [1]).model_dump()
     assert (doc["model"]["experts"], doc["model"]["top_k"]) == (8, 2)
     assert "experts" not in analytic_profile("gpt-small", "h100-sxm", [1]).model_dump()["model"]
+
+
+def test_attention_flops_count_the_heads_widths_and_windows_by_hand() -> None:
+    """Causal attention a token: 6 x heads x (d_qk + d_v) x keys a query sees (s / 2;
+    w - w^2 / 2s in a window w), summed over the blocks."""
+    from pptune.costmodel.presets import MODELS
+    from pptune.costs.flops import attention_flops_per_token
+
+    s = 4096
+    # Llama 3 8B: 32 heads x 128 = its hidden size: PaLM's 6 x L x h x s
+    assert attention_flops_per_token(MODELS["llama3-8b"], s) == 6 * 32 * 4096 * s
+    # Qwen3-235B-A22B: 64 heads x 128 = 8,192 wide on a hidden size of 4,096: twice that
+    assert attention_flops_per_token(MODELS["qwen3-235b-a22b"], s) == 6 * 64 * 256 * 2048 * 94
+    # DeepSeek-V3's latent attention: 128 heads, queries and keys 128 + 64, values 128
+    assert attention_flops_per_token(MODELS["deepseek-v3"], s) == 6 * 128 * 320 * 2048 * 61
+    # GPT-OSS-120B: 36 blocks, 64 heads x 64; every other block a window of 128 keys
+    windowed, full = 128 - 128 * 128 / (2 * s), s / 2
+    assert attention_flops_per_token(MODELS["gpt-oss-120b"], s) == pytest.approx(
+        18 * 6 * 64 * 128 * windowed + 18 * 6 * 64 * 128 * full)
