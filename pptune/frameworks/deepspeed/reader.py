@@ -103,7 +103,7 @@ def read_deepspeed(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
         fields["main_grads_dtype"] = width
     fields.update(_sequence_parallel(ctx, data, fields["pp"] or 1))
     _batch_trio(ctx, fields, micro, data)
-    fields["recompute"] = _recompute(ctx, data, fields["pp"])
+    fields["recompute"], fields["recompute_uniform_layers"] = _recompute(ctx, data, fields["pp"])
     ignored = sorted(str(k) for k in data if k not in _READ)
     if ignored:
         ctx.semantics.ignored = ignored
@@ -242,12 +242,14 @@ def _attention(ctx: Ctx, section: Any) -> str:
     return "flash"
 
 
-def _recompute(ctx: Ctx, data: dict[str, Any], pp: int | None) -> str:
-    """Full recomputation when PipelineModule checkpoints every N layers
-    (pipeline.activation_checkpoint_interval > 0; default 0, off), or when
-    ``"pptune": {"recompute": "full"}`` says the model code checkpoints (what
-    ``--emit deepspeed`` writes without a pipeline: only the PipelineEngine reads the
-    interval, deepspeed/runtime/pipe/engine.py)."""
+def _recompute(ctx: Ctx, data: dict[str, Any], pp: int | None) -> tuple[str, int | None]:
+    """(recompute, group): full recomputation when PipelineModule checkpoints every N
+    layers (pipeline.activation_checkpoint_interval > 0; default 0, off), in groups of
+    N where N > 1 (PipelineModule.forward checkpoints each run of N layer specs of a
+    stage as one: deepspeed/runtime/pipe/module.py), or when ``"pptune": {"recompute":
+    "full"}`` says the model code checkpoints (what ``--emit deepspeed`` writes without
+    a pipeline: only the PipelineEngine reads the interval,
+    deepspeed/runtime/pipe/engine.py)."""
     section = data.get("pipeline")
     interval = section.get("activation_checkpoint_interval", 0) if isinstance(section, dict) else 0
     interval = whole(ctx, "pipeline.activation_checkpoint_interval", interval, minimum=0)
@@ -257,7 +259,7 @@ def _recompute(ctx: Ctx, data: dict[str, Any], pp: int | None) -> str:
         if said not in ("full", "none"):
             raise ctx.bad(f"pptune.recompute is {show(said)}; expected \"full\" (the model "
                           "code checkpoints every block) or \"none\"")
-        return str(said)
+        return str(said), None
     if interval and pp == 1:
         ctx.note("pipeline.activation_checkpoint_interval is read by DeepSpeed's "
                  "PipelineEngine only (a PipelineModule, here of one stage); a model given to "
@@ -265,7 +267,11 @@ def _recompute(ctx: Ctx, data: dict[str, Any], pp: int | None) -> str:
     if "activation_checkpointing" in data and not interval:
         ctx.note("activation_checkpointing takes effect only where the model code calls "
                  "deepspeed.checkpointing; recompute read as none")
-    return "full" if interval else "none"
+    if interval > 1 and pp != 1:
+        ctx.note(f"pipeline.activation_checkpoint_interval {interval}: each run of {interval} "
+                 "transformer blocks of a stage checkpointed as one (DeepSpeed counts its "
+                 "layer specs, the first stage's embedding among them; pptune counts blocks)")
+    return ("full" if interval else "none"), (interval if interval > 1 and pp != 1 else None)
 
 
 def _tensor_size(ctx: Ctx, section: Any) -> int | None:
