@@ -69,8 +69,11 @@ def test_keywords_and_control_flow_run_in_order() -> None:
     assert script.scalars["PP"] == "8"  # both branches run: the last assignment wins
 
 
-def test_unbalanced_quotes_fall_back_to_spaces_with_a_note() -> None:
-    script = interpret('run --a 1 "oops\n')
+def test_an_evals_unbalanced_quotes_fall_back_to_spaces_with_a_note() -> None:
+    """bash checks an eval's text only when it runs it (``bash -n`` passes the script),
+    so its unclosed quote is read on spaces with a note; the script's own is refused
+    (test_shell_quotes.py)."""
+    script = interpret("eval \"run --a 1 \\\"oops\"\n")
     assert script.commands[0].words == ["run", "--a", "1", '"oops']
     assert script.notes == ["line 1: unbalanced quotes; split on spaces"]
 
