@@ -159,3 +159,17 @@ def test_here_document_bodies_are_not_statements() -> None:
     assert split_statements("N=$((1<<2))\nM=3\n") == [(1, "N=$((1<<2))"), (2, "M=3")]
     # a delimiter never found: the body runs to the end of the file, as bash reads it
     assert split_statements("cat <<EOF\nx\ny\n") == [(1, "cat <<EOF")]
+
+
+def test_an_array_grown_by_many_appends_keeps_every_item() -> None:
+    """``ARGS+=(...)`` extends the array in place (its length and characters counted as
+    it grows): 20,000 appends had copied and summed the whole array each time, minutes
+    for a long generated script; the last append still lands last."""
+    from pptune.frameworks.common.shell import interpret
+
+    lines = ["ARGS=(--num-layers 2)"] + [f"ARGS+=(--x{i} {i})" for i in range(20_000)]
+    script = interpret("\n".join([*lines, 'run "${ARGS[@]}"']) + "\n")
+    words = script.commands[-1].words
+    assert len(words) == 1 + 2 + 2 * 20_000
+    assert words[:3] == ["run", "--num-layers", "2"] and words[-2:] == ["--x19999", "19999"]
+    assert script.array_chars["ARGS"] == sum(len(w) for w in words[1:])

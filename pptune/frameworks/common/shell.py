@@ -134,7 +134,7 @@ def _run(script: Script, line: int, statement: str, depth: int = 0) -> None:
         items, broken = words(body)
         if broken:
             script.notes.append(f"line {line}: unbalanced quotes in array {name}; split on spaces")
-        set_array(script, name, (script.arrays.get(name, []) if append else []) + items)
+        set_array(script, name, items, append=bool(append))
         return
     ws, broken = words(statement)
     if broken:

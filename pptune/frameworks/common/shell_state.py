@@ -43,6 +43,7 @@ class Script:
     notes: list[str] = field(default_factory=list)
     scalars: dict[str, str] = field(default_factory=dict)
     arrays: dict[str, list[str]] = field(default_factory=dict)
+    array_chars: dict[str, int] = field(default_factory=dict)  # each array's characters
     defaults_used: dict[str, str] = field(default_factory=dict)
 
 
@@ -75,11 +76,21 @@ def set_scalar(script: Script, name: str, value: str) -> None:
     script.scalars[name] = value
 
 
-def set_array(script: Script, name: str, items: list[str]) -> None:
-    if len(items) > MAX_ARRAY_ITEMS or sum(len(x) for x in items) > MAX_STATEMENT_CHARS:
+def set_array(script: Script, name: str, items: list[str], append: bool = False) -> None:
+    """``name=(items)``, or ``name+=(items)`` with ``append``: the array extended in place
+    and its length and characters counted as they grow (a script of 40,000 appends had
+    copied and summed the whole array each time: minutes)."""
+    held = script.arrays.get(name) if append else None
+    count = len(items) + (len(held) if held is not None else 0)
+    chars = sum(len(x) for x in items) + (script.array_chars.get(name, 0) if held is not None else 0)
+    if count > MAX_ARRAY_ITEMS or chars > MAX_STATEMENT_CHARS:
         raise ShellLimit(f"shell array {name} grows past {MAX_ARRAY_ITEMS} items")
     script.scalars.pop(name, None)
-    script.arrays[name] = items
+    if held is not None:
+        held.extend(items)
+    else:
+        script.arrays[name] = list(items)
+    script.array_chars[name] = chars
 
 
 # --- expansion --------------------------------------------------------------

@@ -193,10 +193,11 @@ def parse_flags(words: list[str], bools: tuple[str, ...] = BOOL_FLAGS) -> Flagge
         elif name not in bools and i < len(words) and not words[i].startswith("--"):
             value = words[i]
             i += 1
-        out.values.setdefault(name, []).append(value)
+        seen = out.values.setdefault(name, [])
+        seen.append(value)
         known = (name in VALUE_FLAGS or name in bools or name in NOTED_FLAGS
                  or name in UNMODELLED_FLAGS or name in LIST_FLAGS)
-        if not known and name not in out.unknown:
+        if not known and len(seen) == 1:  # its first time (a list scan was quadratic)
             out.unknown.append(name)
     return out
 
