@@ -54,7 +54,7 @@ class MegatronAdapter(Adapter):
     def config_rules(self, cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
         rules.interleave_rule(cfg, semantics, add)
         rules.a2a_overlap_rule(cfg, add)
-        rules.overlap_rule(cfg, add)
+        rules.overlap_rule(cfg, semantics, add)
 
     def stateable(self, req: PlanRequest, model: str | None,
                   shape: ModelShape | None = None) -> PlanRequest:
