@@ -136,3 +136,24 @@ def test_a_test_or_echo_that_names_the_entry_point_is_no_launch(tmp_path: Path) 
     assert not any("launches" in n for n in doc["notes"])
     assert doc["config"]["num_layers"] == 32
 
+
+@pytest.mark.parametrize("fp16", [False, True])
+@pytest.mark.parametrize("sharding", ["zero2", "zero3", "fsdp"])
+def test_the_flags_emit_writes_read_back_as_the_sharding(tmp_path: Path, sharding: str,
+                                                        fp16: bool) -> None:
+    """fsdp.write_args states the gradients' width each sharding is priced with:
+    --grad-reduce-in-bf16 for ZeRO-2/3 under --bf16 (16-bit already under --fp16),
+    --accumulate-allreduce-grads-in-fp32 for FSDP under --fp16 (FP32 already under
+    --bf16); check-config reads each back as that sharding."""
+    from pptune.costmodel.search import Sharding
+    from pptune.frameworks.megatron.fsdp import write_args
+
+    args = write_args(Sharding(sharding), fp16)
+    assert ("--grad-reduce-in-bf16" in args) == (sharding != "fsdp" and not fp16)
+    assert ("--accumulate-allreduce-grads-in-fp32" in args) == (sharding == "fsdp" and fp16)
+    text = SCRIPT.format(flags=" ".join(args))
+    if fp16:
+        text = text.replace(" --bf16 ", " --fp16 ")
+    _, found, doc = check_file(tmp_path / "run.sh", text, "--gpu", "h100-sxm")
+    assert doc["config"]["sharding"] == sharding
+    assert [k for k, v in found.items() if v == "error"] in ([], ["memory-overflow"]), found

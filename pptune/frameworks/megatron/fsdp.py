@@ -1,5 +1,5 @@
-"""Megatron-FSDP (``--use-megatron-fsdp``): the state its strategy shards, and the rules
-Megatron-LM applies to it.
+"""Megatron-FSDP (``--use-megatron-fsdp``): the state its strategy shards, the rules
+Megatron-LM applies to it, and the flags a script states it with.
 
 Megatron-LM core_v0.16.1: ``--data-parallel-sharding-strategy`` (megatron/training/
 arguments.py, default no_shard) shards the optimizer state (optim), then the gradients
@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pptune.costmodel.search import Sharding
 from pptune.frameworks.megatron.flags import Flagged, FlagReader
 
 # --data-parallel-sharding-strategy as pptune's shardings: the optimizer state, then the
@@ -37,6 +38,10 @@ from pptune.frameworks.megatron.flags import Flagged, FlagReader
 # ZeRO-3 where the gradients are 16-bit (its weight, gradient and state shards are then
 # ZeRO-3's: 2 + 2 + 12 bytes a parameter over dp), else FSDP (FP32 gradients, as FSDP's)
 MEGATRON_FSDP = {"optim": "zero1", "optim_grads": "zero2", "optim_grads_params": "fsdp"}
+# the strategy a plan's sharding is written with (Megatron-LM's own distributed optimizer
+# states ZeRO-1)
+STRATEGY = {Sharding.ZERO2: "optim_grads", Sharding.ZERO3: "optim_grads_params",
+            Sharding.FSDP: "optim_grads_params"}
 CKPT_FORMAT = "fsdp_dtensor"
 ARGS = "(megatron/training/arguments.py validate_args)"
 GATHERS = ("each layer's weights gathered in every micro-batch's forward and backward and "
@@ -159,3 +164,23 @@ def fsdp_rules(r: FlagReader, env: Mapping[str, str], supplied: bool) -> None:
                    f"--optimizer {optimizer[:40]} with --use-megatron-fsdp: Megatron-LM asserts "
                    f"'Muon optimizer does not support Megatron-FSDP for now.' {ARGS}")
 
+
+def write_args(sharding: Sharding, fp16: bool) -> list[str]:
+    """The flags that run ``sharding`` (ZeRO-2, ZeRO-3 or FSDP) as Megatron-FSDP: the
+    strategy; the gradients' width as priced (16-bit for ZeRO-2/3, FP32 for FSDP:
+    ``sixteen_bit_grads``); what validate_args asserts beside it (--ckpt-format
+    fsdp_dtensor) and what NVIDIA's Megatron-FSDP user guide lists as required with it
+    (the distributed optimizer, which megatron-core builds over Megatron-FSDP's buffers,
+    optimizer/__init__.py; no gradient accumulation fusion, which validate_args warns
+    Transformer Engine must support); and the data-parallel overlap Megatron-FSDP turns on
+    itself for these strategies (megatron_fsdp.py: the gradients' always, the weights'
+    gather with optim_grads_params)."""
+    strategy = STRATEGY[sharding]
+    if sharding is Sharding.FSDP:
+        width = ["--accumulate-allreduce-grads-in-fp32"] if fp16 else []
+    else:
+        width = [] if fp16 else ["--grad-reduce-in-bf16"]
+    return ["--use-megatron-fsdp", f"--data-parallel-sharding-strategy {strategy}", *width,
+            "--use-distributed-optimizer", f"--ckpt-format {CKPT_FORMAT}",
+            "--no-gradient-accumulation-fusion", "--overlap-grad-reduce",
+            *(["--overlap-param-gather"] if strategy == "optim_grads_params" else [])]
