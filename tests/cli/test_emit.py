@@ -308,21 +308,25 @@ def test_deepspeed_pipeline_file_never_asks_for_zero2_or_3() -> None:
 
 @pytest.mark.parametrize("framework", [Framework.MEGATRON, Framework.TORCHTITAN])
 def test_default_search_emits_a_plan_the_file_states(framework: Framework, tmp_path: Path) -> None:
-    """Without recomputation the search picks ZeRO-2/3 at pp = 1 on 4 GPUs; Megatron-LM
-    and torchtitan files cannot state those, so emit falls back to a plan with what the
-    file states (torchtitan: the same plan with FSDP, which fits; Megatron-LM: nothing
-    it states fits that spec, so the best plan with ZeRO-1 or no sharding): check-config
-    then predicts it exactly (no memory overflow, same step time). (The default search,
+    """Without recomputation the search picks ZeRO-2/3 at pp = 1 on 4 GPUs. A Megatron-LM
+    script states both as Megatron-FSDP (optim_grads, optim_grads_params: fsdp.py) and
+    writes the plan itself; torchtitan files cannot, so emit falls back to the same plan
+    with FSDP where it fits, else the best plan torchtitan states: check-config then
+    predicts it exactly (no memory overflow, same step time). (The default search,
     which also recomputes per stage, puts a ZeRO-1 pipeline with cp = 2 first.)"""
     run = recommend(RecommendSpec.of(gpus=4, recompute="none"))
-    assert run.result.plans[0].sharding.value in ("zero2", "zero3")
+    ranked = run.result.plans[0]
+    assert ranked.sharding.value in ("zero2", "zero3")
     out = emit(framework, run)
-    assert out.plan.sharding.value in ("zero1", "none", "fsdp")
-    # torchtitan: the plan with FSDP where it fits as torchtitan runs it (an uncompiled
-    # BF16 file: eager SwiGLU and loss), else the best plan that states
-    fallback = (("emitting the plan with FSDP", "best plan with")
-                if framework is Framework.TORCHTITAN else ("best plan with",))
-    assert any(f in n for n in out.notes for f in fallback)
+    if framework is Framework.MEGATRON:
+        assert out.exact and out.plan.spec == ranked.spec
+        assert "--use-megatron-fsdp" in out.files["pretrain_megatron.sh"]
+    else:
+        assert out.plan.sharding.value in ("none", "fsdp")
+        # the plan with FSDP where it fits as torchtitan runs it (an uncompiled BF16 file:
+        # eager SwiGLU and loss), else the best plan that states
+        assert any(f in n for n in out.notes
+                   for f in ("emitting the plan with FSDP", "best plan with"))
     name, extra = ROUND_TRIP[framework]
     from pptune.plan.emit import write
 
