@@ -6,29 +6,88 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pptune.check.framework import stateable_request
+from pptune.check.job import ConfigCosts, config_job
 from pptune.costmodel.partition import is_mtp, stage_bounds
-from pptune.costmodel.search import CostTable, Plan, PlanRequest, Recompute, Sharding, search
+from pptune.costmodel.search import (
+    CostTable,
+    Plan,
+    PlanRequest,
+    PlanSpec,
+    Recompute,
+    Sharding,
+    search,
+)
 from pptune.costmodel.stage_recompute import stage_blocks, summary_blocks
-from pptune.frameworks.common.adapter import Add
+from pptune.errors import BadInput
+from pptune.frameworks.common.adapter import Adapter, Add, Job
+from pptune.frameworks.common.express import fits
+from pptune.frameworks.registry import adapter_of
 from pptune.report.fmt import fmt_microbatches, fmt_seconds
 from pptune.schemas import TrainingConfig
 
+# the search's fastest plans timed as the framework runs them, at first; four times as
+# many while a plan past them might still run faster, up to AS_RUN_MOST
+AS_RUN_TOP = 4
+AS_RUN_MOST = 256
 
-def best_plan(cfg: TrainingConfig, table: CostTable, req: PlanRequest) -> Plan | None:
+
+@dataclass(frozen=True)
+class Best:
+    """The best plan as the config's framework runs it, and what the file's plan and it
+    set beyond their layouts (``Adapter.run_settings``: torchtitan's [compile])."""
+
+    plan: Plan
+    runs: tuple[dict[str, str], dict[str, str]]  # (the file's plan's, the best plan's)
+
+
+def best_plan(cfg: TrainingConfig, costs: ConfigCosts, req: PlanRequest, plan: Plan
+              ) -> Best | None:
     """The fastest plan the config's framework states for the request's GPUs and batch
-    (every micro-batch size the table prices, every sharding and recomputation); None
-    when none fits."""
+    (every micro-batch size the table prices, every sharding and recomputation), each
+    timed as the framework runs it (``Adapter.as_run``: torchtitan runs a split-backward
+    schedule with its model uncompiled); None when none fits so. ``plan``: the file's."""
+    assert costs.table is not None
     # a file that states counts per stage (pptune's) is compared with the search's own fits
     counted = cfg.recompute_layers_per_stage is not None
     best_req = stateable_request(cfg, dataclasses.replace(
-        req, micro_batch_sizes=tuple(sorted(table.by_mb)), top=1, shardings=tuple(Sharding),
+        req, micro_batch_sizes=tuple(sorted(costs.table.by_mb)), with_best_pp1=False,
+        shardings=tuple(Sharding),
         recompute_group=1,  # the search states one block a checkpoint (or N per stage)
         recomputes=(Recompute.FULL, Recompute.NONE) if counted else tuple(Recompute)))
-    res = search(table, best_req)
-    return res.plans[0] if res.plans else None
+    adapter = adapter_of(cfg.source_format)
+    job = config_job(cfg, costs, best_req)
+    ran: dict[PlanSpec, tuple[Job, Plan] | None] = {}
+    top = AS_RUN_TOP
+    while True:
+        found = search(costs.table, dataclasses.replace(best_req, top=top)).plans
+        for searched in found:
+            if searched.spec not in ran:
+                ran[searched.spec] = _as_run(adapter, job, searched)
+        best = min((r for r in ran.values() if r is not None),
+                   key=lambda r: r[1].step_time_s, default=None)
+        # as run, a plan takes no less than the search's time (the file's kernels, or
+        # slower ones): the plans past the last listed cannot beat ``best``
+        if (len(found) < top or top >= AS_RUN_MOST
+                or (best is not None and found[-1].step_time_s >= best[1].step_time_s)):
+            break
+        top *= 4
+    if best is None:
+        return None
+    return Best(best[1], (adapter.run_settings(job, plan), adapter.run_settings(*best)))
+
+
+def _as_run(adapter: Adapter, job: Job, plan: Plan) -> tuple[Job, Plan] | None:
+    """The plan priced as the framework runs it; None where it cannot (BadInput) or the
+    plan so priced outgrows the GPU (``as_run`` would put another in its place)."""
+    try:
+        ran_job, ran = adapter.as_run(job, plan)
+    except BadInput:
+        return None
+    return (ran_job, ran) if ran.spec == plan.spec and fits(ran_job, ran) else None
 
 
 def recompute_text(table: CostTable, plan: Plan, every: int | None,
@@ -61,10 +120,13 @@ def settings(table: CostTable, plan: Plan, every: int | None,
 
 
 def differences(table: CostTable, file: Plan, best: Plan, every: int | None = None,
-                modules: tuple[str, ...] = ()) -> dict[str, list[Any]]:
-    """Each setting in which ``best`` differs from ``file``: name -> [file's, best's]."""
-    mine, theirs = (settings(table, x, every, modules) for x in (file, best))
-    return {k: [mine[k], theirs[k]] for k in mine if mine[k] != theirs[k]}
+                modules: tuple[str, ...] = (),
+                runs: tuple[dict[str, str], dict[str, str]] = ({}, {})) -> dict[str, list[Any]]:
+    """Each setting in which ``best`` differs from ``file``: name -> [file's, best's]
+    (``runs``: their framework's own settings, ``Best.runs``)."""
+    mine, theirs = ({**settings(table, x, every, modules), **own}
+                    for x, own in zip((file, best), runs, strict=True))
+    return {k: [mine[k], theirs[k]] for k in mine if mine[k] != theirs.get(k)}
 
 
 def blocks_text(names: Sequence[str], stage_layers: list[int]) -> str:
@@ -84,14 +146,15 @@ def blocks_text(names: Sequence[str], stage_layers: list[int]) -> str:
 
 def slower_than_best(table: CostTable, plan: Plan, best: Plan, *, gpus: int, limit: float,
                      severity: str, add: Add, every: int | None = None,
-                     modules: tuple[str, ...] = ()) -> None:
+                     modules: tuple[str, ...] = (),
+                     runs: tuple[dict[str, str], dict[str, str]] = ({}, {})) -> None:
     """The ``slower-than-best`` finding when ``plan`` runs over ``limit`` times ``best``
     (``every``, ``modules``: the request's selective interval and the modules the table
-    prices, as ``recompute_text`` takes them)."""
+    prices, as ``recompute_text`` takes them; ``runs`` as ``differences`` takes it)."""
     ratio = plan.step_time_s / best.step_time_s
     if ratio <= limit:
         return
-    differs = differences(table, plan, best, every, modules)
+    differs = differences(table, plan, best, every, modules, runs)
     split = plan.stage_layers != best.stage_layers
     said = ("; it differs from the file in " + ", ".join(
         f"{k} {a} -> {b}" for k, (a, b) in differs.items()) + (" and the split" if split else "")

@@ -264,7 +264,7 @@ def _repriced(job: Job, shape: ModelShape | None) -> Job:
         tp_comm_overlap=job.tp_comm_overlap, cp_comm=c.cp_comm, fp8_params=c.fp8_param_gather,
         gpus_per_node=job.request.gpus_per_node, gpus=job.request.gpus,
         gpu_spread=c.gpu_spread, cross_entropy=c.cross_entropy, swiglu=c.swiglu,
-        fp8_kernels=c.fp8_linears(), factors=job.factors)
+        fp8_kernels=c.fp8_linears(), factors=job.factors, recompute_modules=job.layer_modules)
     return replace(job, table=table, shape=shape, layer_names=tuple(table.names))
 
 

@@ -275,17 +275,19 @@ def stateable_recipe(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan]
     return job, alt
 
 
-def compiled(plan: Plan, options: CostOptions | None) -> tuple[str, ...]:
+def compiled(plan: Plan, options: CostOptions | None, *, float8: bool = True
+             ) -> tuple[str, ...]:
     """What torchtitan is to compile (``[compile] components``) for a plan priced with
-    ``options``' kernels: the model, where its SwiGLU was priced fused or its linears are
-    float8 (torchtitan docs/float8.md: torch.compile is "required for competitive
-    performance", fusing the casts), unless the plan's schedule splits the backward
-    (torch's zero-bubble and DualPipeV schedules refuse compiled stage modules:
-    schedules.py ``_check_torch_compile_compatibility``); and the loss, where it was
-    priced other than PyTorch's eager cross-entropy (costmodel/loss.py)."""
+    ``options``' kernels: the model, where its SwiGLU was priced fused or (``float8``: as
+    emit writes a plan) its linears are float8 (torchtitan docs/float8.md: torch.compile
+    is "required for competitive performance", fusing the casts), unless the plan's
+    schedule splits the backward (torch's zero-bubble and DualPipeV schedules refuse
+    compiled stage modules: schedules.py ``_check_torch_compile_compatibility``); and the
+    loss, where it was priced other than PyTorch's eager cross-entropy
+    (costmodel/loss.py)."""
     c = options or CostOptions()
     split = plan.pp > 1 and plan.schedule in SPLIT_BACKWARD
-    model = not split and (is_low(plan.precision) or c.swiglu is not Swiglu.EAGER)
+    model = not split and ((float8 and is_low(plan.precision)) or c.swiglu is not Swiglu.EAGER)
     loss = c.cross_entropy is not CrossEntropy.EAGER
     return ("model",) * model + ("loss",) * loss
 
