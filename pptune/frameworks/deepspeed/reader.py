@@ -13,8 +13,7 @@ DeepSpeed's PipelineEngine runs ``TrainSchedule``, a 1F1B schedule
 micro-batches per step: schedule is always 1f1b.
 
 Rules follow DeepSpeed 0.19.8 (``partition.py``; AutoEP's expert parallelism,
-``"expert_parallel"``, in ``experts.py``). Absent
-settings take DeepSpeed's defaults: the batch trio is completed as
+``"expert_parallel"``, in ``experts.py``). Absent settings take DeepSpeed's defaults: the batch trio is completed as
 ``DeepSpeedConfig._set_batch_related_parameters`` does (train_batch_size
 alone: GA 1, micro = train_batch_size // dp); the partition method is
 PipelineModule's default "parameters"; activation checkpointing is off
@@ -243,13 +242,11 @@ def _attention(ctx: Ctx, section: Any) -> str:
 
 
 def _recompute(ctx: Ctx, data: dict[str, Any], pp: int | None) -> tuple[str, int | None]:
-    """(recompute, group): full recomputation when PipelineModule checkpoints every N
-    layers (pipeline.activation_checkpoint_interval > 0; default 0, off), in groups of
-    N where N > 1 (PipelineModule.forward checkpoints each run of N layer specs of a
-    stage as one: deepspeed/runtime/pipe/module.py), or when ``"pptune": {"recompute":
-    "full"}`` says the model code checkpoints (what ``--emit deepspeed`` writes without
-    a pipeline: only the PipelineEngine reads the interval,
-    deepspeed/runtime/pipe/engine.py)."""
+    """(recompute, group): full when PipelineModule checkpoints each run of N layer specs
+    of a stage as one (pipeline.activation_checkpoint_interval N > 0, default 0;
+    deepspeed/runtime/pipe/module.py forward), or when ``"pptune": {"recompute": "full"}``
+    says the model code checkpoints (``--emit deepspeed`` without a pipeline: only the
+    PipelineEngine reads the interval, deepspeed/runtime/pipe/engine.py)."""
     section = data.get("pipeline")
     interval = section.get("activation_checkpoint_interval", 0) if isinstance(section, dict) else 0
     interval = whole(ctx, "pipeline.activation_checkpoint_interval", interval, minimum=0)
@@ -267,11 +264,12 @@ def _recompute(ctx: Ctx, data: dict[str, Any], pp: int | None) -> tuple[str, int
     if "activation_checkpointing" in data and not interval:
         ctx.note("activation_checkpointing takes effect only where the model code calls "
                  "deepspeed.checkpointing; recompute read as none")
-    if interval > 1 and pp != 1:
+    group = interval if interval > 1 and pp != 1 else None
+    if group:
         ctx.note(f"pipeline.activation_checkpoint_interval {interval}: each run of {interval} "
                  "transformer blocks of a stage checkpointed as one (DeepSpeed counts its "
                  "layer specs, the first stage's embedding among them; pptune counts blocks)")
-    return ("full" if interval else "none"), (interval if interval > 1 and pp != 1 else None)
+    return ("full" if interval else "none"), group
 
 
 def _tensor_size(ctx: Ctx, section: Any) -> int | None:
