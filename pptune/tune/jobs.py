@@ -158,7 +158,7 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None)
                 else f"no warm-up left out: --warmup {warmup}")
         source = (f"log {m.log}: median of {len(steady.used)} {log.title} line(s), "
                   f"iterations {steady.used[0]}-{steady.used[-1]} ({left})")
-        notes += [f"--log {m.log}: {n}" for n in log.notes]
+        notes += [f"--log {m.log}: {n}" for n in (*log.notes, *steady.notes)]
         notes += _throughput_disagrees(m, log, steady.used, shape, size, step)
     job = Job(m.config, read, shape, name, step, source, size, peak, what, tuple(notes),
               overflow)
