@@ -10,12 +10,9 @@ warning stored in the profile. Two checks against the log, each a refusal:
 
 - a GPU named by ``--gpu`` or the config that is not the one the log names;
 - a log peak memory above the GPU's capacity: the job cannot have run on it.
-  The capacity is the preset's figure read in GiB: NVIDIA's datasheet figures
-  are what CUDA reports in GiB (an H200's 141 GB shows as 139.83 GiB in
-  torchtitan's capacity line, an H100's 80 GB as 79.6), while the presets
-  write some in decimal GB (h200 141 GB = 131.3 GiB, b200 180 GB = 167.6
-  GiB); read in GiB no real job's peak is refused, and a peak beyond it is
-  another GPU's.
+  The capacity is the preset's memory, the total nvidia-smi reports (presets.py):
+  no process of the job can hold more (an H200's 143,771 MiB shows as 139.83 GiB
+  in torchtitan's capacity line once the driver has taken its share).
 """
 
 from __future__ import annotations
@@ -27,8 +24,6 @@ from pptune.costmodel import presets
 from pptune.errors import BadInput
 from pptune.frameworks.common.joblog import GIB, JobLog
 
-GB = 1e9
-
 
 @dataclass(frozen=True)
 class JobGpu:
@@ -39,7 +34,7 @@ class JobGpu:
 
 def capacity_bytes(gpu: str) -> float:
     """The most memory a job on ``gpu`` can show (module docstring)."""
-    return presets.GPUS[gpu].memory_bytes * GIB / GB
+    return presets.GPUS[gpu].memory_bytes
 
 
 def job_gpu(config: Path, log_path: Path | None, log: JobLog | None, flag: str | None,

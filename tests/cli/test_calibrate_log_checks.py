@@ -89,11 +89,11 @@ def test_a_peak_above_the_gpus_memory_is_refused(tmp_path: Path, cli: Cli,
     line = error_line(cli("calibrate", "--run", MEGATRON, "--log", log, "--gpu", "h100-sxm",
                           "-o", out))
     assert line == (f"pptune: error: --log {log}: the log's peak 87.89 GiB {what} exceeds "
-                    "h100-sxm's 80 GiB: the run was not on this GPU; pass --gpu with the GPU "
+                    "h100-sxm's 79.65 GiB: the run was not on this GPU; pass --gpu with the GPU "
                     "it ran on")
     line = error_line(cli("calibrate", "--run", MEGATRON, "--log", log, "-o", out))
     assert line == (f"pptune: error: --log {log}: the log's peak 87.89 GiB {what} exceeds "
-                    "h100-sxm's 80 GiB (no GPU named: h100-sxm is pptune's default): the run "
+                    "h100-sxm's 79.65 GiB (no GPU named: h100-sxm is pptune's default): the run "
                     "was not on this GPU; pass --gpu with the GPU it ran on")
     assert not out.exists()
 

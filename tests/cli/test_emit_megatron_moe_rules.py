@@ -68,12 +68,12 @@ def test_a_plan_only_zero_3_fits_is_written_as_megatron_fsdp(tmp_path: Path) -> 
     assert doc["errors"] == 0 and doc["config"]["sharding"] == "zero3", doc["findings"]
     assert doc["derived"]["step_time_s"] == pytest.approx(out.plan.step_time_s, rel=1e-9)
     # BF16 moments keep Megatron-LM on its distributed optimizer (the precision-aware
-    # optimizer): no ZeRO-1 plan fits, refused rather than written unsharded
-    bf16 = recommend(RecommendSpec.of(gpus=16, hf_config=scout, gpu="h200", seq_len=4096,
+    # optimizer): on 16 H100s no ZeRO-1 plan fits, refused rather than written unsharded
+    bf16 = recommend(RecommendSpec.of(gpus=16, hf_config=scout, gpu="h100-sxm", seq_len=4096,
                                       global_batch=64, top=1, exp_avg_dtype="bf16",
                                       exp_avg_sq_dtype="bf16"))
     with pytest.raises(BadInput, match="megatron cannot express plan 1: it shards the "
-                       "training state as ZeRO-2 and no plan with ZeRO-1 fits"):
+                       "training state as ZeRO-3 and no plan with ZeRO-1 fits"):
         emit("megatron", bf16)
 
 

@@ -49,18 +49,17 @@ def test_nothing_named_is_the_default_and_said_to_be_assumed() -> None:
                                       "calibrating h200")
 
 
-def test_capacity_is_the_datasheet_figure_read_in_gib() -> None:
-    # h100-sxm states 80 GiB, h200 141 GB and b200 180 GB: read as GiB, 80 x 2^30 x
-    # 2^30 / 1e9 bytes, 141 GiB and 180 GiB
-    assert capacity_bytes("h100-sxm") == pytest.approx(80 * GIB * GIB / 1e9)
-    assert capacity_bytes("h200") == pytest.approx(141 * GIB)
-    assert capacity_bytes("b200") == pytest.approx(180 * GIB)
+def test_capacity_is_the_total_nvidia_smi_reports() -> None:
+    # h100-sxm 81,559 MiB, h200 143,771 MiB, b200 183,359 MiB (presets.py)
+    assert capacity_bytes("h100-sxm") == 81559 * 2**20
+    assert capacity_bytes("h200") == 143771 * 2**20
+    assert capacity_bytes("b200") == 183359 * 2**20
     # an H200's torchtitan capacity line says 139.83 GiB; a peak under it is the GPU's own
     assert job_gpu(CONFIG, LOG, _log(peak_gib=139.0), "h200", None) == JobGpu("h200")
     with pytest.raises(BadInput) as err:
         job_gpu(CONFIG, LOG, _log(peak_gib=142.0), "h200", None)
     assert str(err.value) == (
-        "--log t.log: the log's peak 142.00 GiB (peak reserved) exceeds h200's 131.3 GiB: "
+        "--log t.log: the log's peak 142.00 GiB (peak reserved) exceeds h200's 140.4 GiB: "
         "the run was not on this GPU; pass --gpu with the GPU it ran on")
 
 
