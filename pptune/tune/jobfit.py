@@ -97,6 +97,8 @@ def calibrate(jobs: list[Job]) -> Outcome:
                       [[g.value for g in tie] for tie in res.fitted], runs, reserve, notes,
                       precision=first.precision,
                       fp8_kernels=(first.read.config.fp8_kernels or "te") if low else None,
+                      fp8_recipe=first.read.config.fp8_recipe if low else None,
+                      fp8_param_gather=first.read.config.fp8_param_gather if low else None,
                       warnings=doubts(jobs, res, held, parts, reserves, reserve))
     c = first.read.config
     sizes = tuple(sorted(set(DEFAULT_MICRO_BATCH_SIZES) | {c.micro_batch_size}))
