@@ -13,7 +13,7 @@ from pptune.costmodel.partition import is_mtp, stage_bounds
 from pptune.costmodel.search import CostTable, Plan, PlanRequest, Recompute, Sharding, search
 from pptune.costmodel.stage_recompute import stage_blocks, summary_blocks
 from pptune.frameworks.common.adapter import Add
-from pptune.report.fmt import fmt_microbatches, fmt_seconds
+from pptune.report.fmt import fmt_microbatches, fmt_over_limit, fmt_seconds
 from pptune.schemas import TrainingConfig
 
 
@@ -96,9 +96,10 @@ def slower_than_best(table: CostTable, plan: Plan, best: Plan, *, gpus: int, lim
     said = ("; it differs from the file in " + ", ".join(
         f"{k} {a} -> {b}" for k, (a, b) in differs.items()) + (" and the split" if split else "")
         if differs else "; it differs from the file in the split alone" if split else "")
+    over, most = fmt_over_limit(ratio, limit)  # 1.105x, not 1.10x, over a limit of 1.10x
     add("slower-than-best", severity,
-        f"predicted step {fmt_seconds(plan.step_time_s)} is {ratio:.2f}x the best plan its "
-        f"files state for the same {gpus} GPUs and batch (limit {limit:.2f}x): pp={best.pp} "
+        f"predicted step {fmt_seconds(plan.step_time_s)} is {over} the best plan its "
+        f"files state for the same {gpus} GPUs and batch (limit {most}): pp={best.pp} "
         f"dp={best.dp} {best.schedule.value}"
         + (f" v={best.virtual_stages}" if best.virtual_stages > 1 else "")
         + f", {fmt_microbatches(best.num_microbatches, best.micro_batch_size)}, blocks per "
