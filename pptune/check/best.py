@@ -1,6 +1,7 @@
 """check-config's comparison with the best plan the config's framework states: the
-search over the same GPUs, batch and cost key, and the ``slower-than-best`` finding,
-which names the best plan and every setting in which it differs from the file's."""
+search over the same GPUs and batch, at the parallel sizes recommend searches
+(check.layouts), and the ``slower-than-best`` finding, which names the best plan and
+every setting in which it differs from the file's."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from pptune.check.framework import stateable_request
+from pptune.check.framework import stateable_requests
+from pptune.check.layouts import Layouts, own_first, searched_keys
 from pptune.costmodel.partition import is_mtp, stage_bounds
 from pptune.costmodel.search import CostTable, Plan, PlanRequest, Recompute, Sharding, search
 from pptune.costmodel.stage_recompute import stage_blocks, summary_blocks
@@ -17,18 +19,24 @@ from pptune.report.fmt import fmt_microbatches, fmt_over_limit, fmt_seconds
 from pptune.schemas import TrainingConfig
 
 
-def best_plan(cfg: TrainingConfig, table: CostTable, req: PlanRequest) -> Plan | None:
+def best_plan(cfg: TrainingConfig, table: CostTable, req: PlanRequest,
+              layouts: Layouts | None = None) -> Plan | None:
     """The fastest plan the config's framework states for the request's GPUs and batch
-    (every micro-batch size the table prices, every sharding and recomputation); None
-    when none fits."""
+    (every micro-batch size the table prices, every sharding and recomputation, and with
+    ``layouts`` every tensor, context and expert parallel size recommend searches, at
+    the config's precision: check.layouts); None when none fits."""
     # a file that states counts per stage (pptune's) is compared with the search's own fits
     counted = cfg.recompute_layers_per_stage is not None
-    best_req = stateable_request(cfg, dataclasses.replace(
+    wide = dataclasses.replace(
         req, micro_batch_sizes=tuple(sorted(table.by_mb)), top=1, shardings=tuple(Sharding),
         recompute_group=1,  # the search states one block a checkpoint (or N per stage)
-        recomputes=(Recompute.FULL, Recompute.NONE) if counted else tuple(Recompute)))
-    res = search(table, best_req)
-    return res.plans[0] if res.plans else None
+        recomputes=(Recompute.FULL, Recompute.NONE) if counted else tuple(Recompute),
+        cost_keys=searched_keys(layouts, req))
+    tables = layouts.tables if layouts is not None else table
+    found = [res.plans[0] for within in stateable_requests(cfg, wide, table.seq_len)
+             for part in own_first(within, req.keys()[0])
+             if (res := search(tables, part)).plans]
+    return min(found, key=lambda plan: plan.step_time_s, default=None)
 
 
 def recompute_text(table: CostTable, plan: Plan, every: int | None,

@@ -14,12 +14,13 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from pptune.check import profile_match
 from pptune.check.experts import cost_key, placement, stated_shape
+from pptune.check.layouts import Layouts
 from pptune.costmodel import context, presets
 from pptune.costmodel.analytic import RECOMPUTE_MODULES
 from pptune.costmodel.context import CpComm
@@ -42,12 +43,23 @@ from pptune.options import CostOptions
 from pptune.schemas import Profile, TrainingConfig, load_profile
 
 
+@dataclass(frozen=True)
+class Priced:
+    """The costs check-config predicts with (``costs``)."""
+
+    table: CostTable | None  # None: none (a finding says why)
+    origin: str  # where they came from, "none" without a table
+    key: CostKey  # the layout the table prices
+    reserve_bytes: float | None = None  # a calibrated profile's measured reserve
+    layouts: Layouts | None = None  # other layouts, for the best-plan comparison
+
+
 def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
           given: Profile | None = None, *, refused: bool = False, gpus: int = 1
-          ) -> tuple[CostTable | None, str, CostKey, float | None]:
+          ) -> Priced:
     """The config's per-layer costs, where they came from ("none" when there are none),
-    the layout the table prices, and the memory reserve a calibrated profile measured
-    (None: none).
+    the layout the table prices, the memory reserve a calibrated profile measured
+    (None: none) and, for analytic and calibrated costs, the tables of other layouts.
 
     ``flags``: the command line's ``--profile`` (already resolved by the CLI),
     ``--model`` and ``--gpu``; ``given``: a profile object that beats them all
@@ -97,11 +109,11 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
             if shape.heads % cfg.tp:
                 add("tp-heads", "error",
                     f"tp {cfg.tp} does not divide the {shape.heads} attention heads", tp=cfg.tp)
-                return None, "none", folded, None
+                return Priced(None, "none", folded)
             why = _precision_problem(cfg, str(opts.gpu))
             if why:
                 add("precision-gpu", "error", why, precision=cfg.precision, gpu=opts.gpu)
-                return None, "none", folded, None
+                return Priced(None, "none", folded)
             if cfg.precision == "fp32":
                 add("precision-fp32", "warning",
                     "the config trains in FP32 (no bf16 or fp16 stated): pptune prices BF16 "
@@ -114,13 +126,13 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
                 if not refused:
                     add("cp-layout", "error", f"context parallelism {cfg.cp}: "
                         + "; ".join(split).replace("--cp-comm", "cp_comm"), cp=cfg.cp)
-                return None, "none", folded, None
+                return Priced(None, "none", folded)
         experts = None
         # the model whose experts the config places: its own, or a calibrated profile's
         moe = shape if shape is not None or profile is None or profile.calibration is None \
             else calibrated.shape(profile.calibration, cfg.seq_len)
         if moe is not None and moe.moe and moe.top_k > moe.experts:
-            return None, "none", folded, None  # no model to price: the moe-topk finding says why
+            return Priced(None, "none", folded)  # no model to price: the moe-topk finding says why
         if moe is not None and moe.moe:
             experts = placement(cfg)  # routing and grouped GEMMs; ep and etp go in the key
             key = cost_key(cfg, moe)
@@ -135,13 +147,13 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
     except PptuneError as exc:
         if not (refused and cfg.cp > 1 and "context parallelism" in str(exc)):
             add("costs-unavailable", "error", f"cannot build costs: {exc}")
-        return None, "none", folded, None
+        return Priced(None, "none", folded)
     if found is None:
         add("model-unknown", "warning",
             "no model (preset, hf_config, profile, or layer/hidden/head/seq sizes) in the "
             "config and no ./pptune-profile.json: memory, bubble and step time are not "
             "checked; pass --model or --profile")
-        return None, "none", folded, None
+        return Priced(None, "none", folded)
     if found.measured:  # "profile PATH (probe)": check-config names the file alone
         if cfg.ep > 1 or cfg.etp > 1:
             add("moe-measured-local", "warning",
@@ -155,7 +167,7 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
                 f"costs measured ({origin}): --gpu {flags.gpu} does not apply to them; pass "
                 "--model (or a file that names its model) to price the config on it",
                 gpu=flags.gpu)
-        return found.table, origin, folded, found.reserve_bytes
+        return Priced(found.table, origin, folded, found.reserve_bytes)
     cal = profile.calibration if profile is not None and given is None else None
     if cal is not None:  # a calibrated file: what was fitted, and its doubts (info only)
         add("calibrated-costs", "info",
@@ -163,8 +175,10 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
             f"{calibrated.fitted_text(cal)}", gpu=cal.gpu, factors=cal.factors)
         for doubt in cal.warnings:
             add("calibration-doubt", "info", f"the calibration's fitted factors: {doubt}")
-    return (found.table, f"{found.origin}, {attention.value} attention", found.key,
-            found.reserve_bytes)
+    others = (Layouts(found.tables, opts, found.shape, found.gpu) if found.tables is not None
+              and found.shape is not None and found.gpu is not None else None)
+    return Priced(found.table, f"{found.origin}, {attention.value} attention", found.key,
+                  found.reserve_bytes, others)
 
 
 def stated_model(cfg: TrainingConfig, base_dir: Path, flags: CostOptions) -> ModelShape | None:

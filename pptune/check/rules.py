@@ -26,6 +26,7 @@ from pptune.check.framework import (
     microbatch_rules,
     unsimulated_order,
 )
+from pptune.check.layouts import Layouts
 from pptune.check.split import (
     StageRecomputeError,
     layout_fits,
@@ -250,9 +251,10 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
     out[:] = without_twins(out)
     report = CheckReport(out, derived={"dp": dp, "grad_accum_steps": ga, "microbatches": m})
     structural = any(f.severity == "error" for f in out)
-    table, origin, key, reserve = costs(cfg, base_dir, opts.costs, add, opts.profile,
-                                        refused=structural, gpus=tp * p * cp * (dp or 1))
-    report.derived["cost_source"] = origin
+    priced = costs(cfg, base_dir, opts.costs, add, opts.profile, refused=structural,
+                   gpus=tp * p * cp * (dp or 1))
+    table, key, reserve = priced.table, priced.key, priced.reserve_bytes
+    report.derived["cost_source"] = priced.origin
     if table is not None:  # the layout priced: tp, cp, ep, etp and the GEMM precision
         report.derived["cost_key"] = str(key)
     report.table = table
@@ -262,7 +264,8 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
                 "memory, bubble and step time not predicted until the errors above are fixed")
         return report
     _predict(cfg, table, key, opts, report, add, dp=dp, m=m, schedule=schedule, chunks=chunks,
-             sem=sem, reserve_bytes=2 * GIB if reserve is None else reserve)
+             sem=sem, reserve_bytes=2 * GIB if reserve is None else reserve,
+             layouts=priced.layouts)
     return report
 
 
@@ -270,7 +273,7 @@ def _predict(
     cfg: TrainingConfig, table: CostTable, key: CostKey, opts: CheckOptions,
     report: CheckReport, add: Any,
     *, dp: int, m: int, schedule: Schedule, chunks: int, sem: Semantics,
-    reserve_bytes: float = 2 * GIB,
+    reserve_bytes: float = 2 * GIB, layouts: Layouts | None = None,
 ) -> None:
     p = cfg.pp
     n_stages = model_chunks(schedule, p, cfg.virtual_stages)
@@ -372,7 +375,7 @@ def _predict(
     if not opts.compare_best:
         return
     max_slow = opts.max_slowdown if opts.max_slowdown is not None else cfg.limits.max_slowdown
-    best = best_plan(cfg, table, req)
+    best = best_plan(cfg, table, req, layouts)
     if best is None:
         return
     report.best = best
