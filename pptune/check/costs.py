@@ -91,18 +91,22 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
                 "context-parallel attention with fused (flash) kernels only; predicted so")
             attention = Attention.FLASH
         opts, sizes = CostOptions(tp=(cfg.tp,)), None  # a profile: the sizes it measured
+        # tp 1 prices no sequence parallelism: the other tp of the best-plan comparison
+        # split the sequence as the framework runs them (Adapter.tp_splits_sequence)
+        seq_split = (cfg.sequence_parallel if cfg.tp > 1
+                     else adapter_of(cfg.source_format).tp_splits_sequence)
         if profile is not None and profile.calibration is not None:
             # calibrated (pptune calibrate --run): the model priced for this config's settings
             opts = CostOptions(tp=(cfg.tp,), cp=(cfg.cp,), seq_len=cfg.seq_len,
                                gpu_spread=flags.gpu_spread,
-                               sequence_parallel=cfg.sequence_parallel,
+                               sequence_parallel=seq_split,
                                attention=Attention(cfg.attention) if cfg.attention else None,
                                **layout_options(cfg))
             sizes = tuple(sorted({1, 2, 4, 8, cfg.micro_batch_size}))
         if shape is not None:
             opts = CostOptions(tp=(cfg.tp,), cp=(cfg.cp,), gpu=_gpu(flags, cfg, add),
                                gpu_spread=flags.gpu_spread,
-                               sequence_parallel=cfg.sequence_parallel, attention=attention,
+                               sequence_parallel=seq_split, attention=attention,
                                **layout_options(cfg))
             sizes = tuple(sorted({1, 2, 4, 8, cfg.micro_batch_size}))
             if shape.heads % cfg.tp:

@@ -7,9 +7,11 @@ import itertools
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from pptune.check.best import best_plan
+from pptune.check.costs import costs
 from pptune.check.framework import stateable_requests
 from pptune.check.layouts import Layouts, own_first, searched_keys
 from pptune.check.rules import CheckOptions, check
@@ -114,3 +116,20 @@ def test_the_same_script_at_tp_1_and_ep_8_passes(tmp_path: Path) -> None:
     doc = json.loads(r.stdout)
     assert (r.exit_code, doc["warnings"]) == (0, 0), doc["findings"]
     assert 1.0 <= doc["derived"]["slowdown_vs_best"] < 1.10
+
+
+@pytest.mark.parametrize(("framework", "splits"), [
+    ("megatron", True), ("torchtitan", True), ("pptune", True), ("deepspeed", False)])
+def test_a_tp_1_file_is_compared_at_other_tp_as_its_framework_runs_them(
+        framework: str, splits: bool) -> None:
+    """A file of tp 1 says nothing of sequence parallelism (it splits nothing there):
+    other tp are priced splitting the sequence as the framework runs tensor parallelism
+    (Megatron-LM's MoE layers need it; DeepSpeed's AutoTP splits the weights alone)."""
+    cfg = TrainingConfig.model_validate({"source_format": framework, "micro_batch_size": 1,
+                                         "model": "llama3-8b", "gpu": "h100-sxm"})
+    priced = costs(cfg, Path("."), CostOptions(), lambda *a, **v: None, gpus=16)
+    assert priced.layouts is not None and priced.key == CostKey(tp=1)
+    assert priced.layouts.options.splits_sequence is splits
+    two = TrainingConfig.model_validate({**cfg.model_dump(), "tp": 2})
+    stated = costs(two, Path("."), CostOptions(), lambda *a, **v: None, gpus=16)
+    assert stated.layouts is not None and not stated.layouts.options.splits_sequence

@@ -108,6 +108,10 @@ class Adapter:
     # groups, the order pptune simulates (schedule_orders.microbatch_group); torch's
     # ScheduleInterleaved1F1B (torchtitan, pptune's runtime) orders them its own way
     runs_microbatch_groups = False
+    # its tensor parallelism splits the sequence too: Megatron-LM's recipes set
+    # --sequence-parallel (its MoE layers need it), torchtitan always does; how a file of
+    # tp 1, which says nothing of it, is priced at another tp (check.costs)
+    tp_splits_sequence = True
     # rule id -> the framework's own source for a placement rule check/experts.py judges
     # for every framework (empty: megatron-core's, which derives the placement)
     expert_cites: tuple[tuple[str, str], ...] = ()
