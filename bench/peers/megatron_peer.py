@@ -23,6 +23,7 @@ pipeline rules of Megatron-LM's ``validate_args`` re-stated from source.
   lives in the Megatron-LM repository, not in megatron-core, and imports
   Triton and Transformer Engine at module level (GPU libraries), so its
   pipeline rules are re-stated below from that source rather than imported.
+- Megatron-FSDP's rules and DistributedDataParallelConfig: megatron_fsdp_peer.py.
 - The script's words (shell variables, the torchrun line) are parsed with
   pptune's shell reader; parsing only, the verdict is Megatron's.
 """
@@ -32,6 +33,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from bench.peers import megatron_fsdp_peer
 from bench.peers.common import init_fake_world, main, verdict
 
 
@@ -96,7 +98,7 @@ def validate_args(a: dict[str, Any]) -> dict[str, Any]:
             f"When interleaved schedule is used, pipeline-model-parallel size should be "
             f"greater than {floor}")
     if a["overlap_param"]:
-        assert a["dist_opt"], (
+        assert a["dist_opt"] or a["mfsdp"], (
             "--overlap-param-gather only supported with distributed optimizer or megatron fsdp")
         assert a["overlap_grad"], "Must use --overlap-param-gather with --overlap-grad-reduce"
     if a["fp16"]:
@@ -127,9 +129,10 @@ def validate_args(a: dict[str, Any]) -> dict[str, Any]:
         assert a["hierarchical"] is not None, (
             "--hierarchical-context-parallel-sizes must be set when a2a+p2p is used in cp comm")
     if a["fp8_param"]:
-        assert a["dist_opt"] or a["fsdp2"], (
+        assert a["dist_opt"] or a["fsdp2"] or a["mfsdp"], (
             "--fp8-param-gather only supported with distributed optimizer, torch fsdp2, "
             "megatron fsdp, or inference mode")
+    megatron_fsdp_peer.validate_args(a)  # Megatron-FSDP's rules
     # sequence parallelism is turned off at tp 1, then --tp-comm-overlap asserts it
     if a["tp_comm_overlap"]:
         assert a["sequence_parallel"] and tp > 1, (
@@ -222,6 +225,7 @@ def _read(path: str, case: dict[str, Any]) -> dict[str, Any]:
         "overlap_grad": "--overlap-grad-reduce" in flags,
         "overlap_param": "--overlap-param-gather" in flags,
         "aware": "--use-precision-aware-optimizer" in flags,
+        **megatron_fsdp_peer.read(flags),
         "state_dtypes": {k: last(f) for k, f in (("main_grads_dtype", "--main-grads-dtype"),
                                                   ("exp_avg_dtype", "--exp-avg-dtype"),
                                                   ("exp_avg_sq_dtype", "--exp-avg-sq-dtype"))
@@ -315,6 +319,7 @@ def judge(case: dict[str, Any]) -> dict[str, Any]:
         cp_comm_type=a["cp_comm"][0] if len(a["cp_comm"]) == 1 else a["cp_comm"],
         **_moe_kwargs(a, derived))
     _optimizer_config(a)
+    fsdp = megatron_fsdp_peer.ddp_config(a)
     experts = _experts(config, a, derived)
     chunks = vpp or 1
     if config.pipeline_model_parallel_layout is not None:
@@ -339,7 +344,7 @@ def judge(case: dict[str, Any]) -> dict[str, Any]:
         raise ValueError("During training, performance may degrade if MoE and tensor "
                          "parallelismare enabled without also enabling sequence parallelism.")
     return verdict(True, stage_layers=split, microbatches=m, dp=derived["dp"], vpp=vpp,
-                   max_connections_set=a["max_connections"] == "1", **experts)
+                   max_connections_set=a["max_connections"] == "1", **experts, **fsdp)
 
 
 def moe_freq_type(x: str) -> int | list[int]:

@@ -48,7 +48,9 @@ STAND_INS = [
     "answers for the process's own rank); Transformer Engine (not installed) is reported "
     "as 2.9.0, the lowest megatron-core 0.16.1's dev extra accepts, to the version checks "
     "TransformerConfig makes for MoE with FP8; the a2a-overlap schedule (combined_1f1b) is "
-    "given placeholder streams and stops where it asks the model for its schedule plan",
+    "given placeholder streams and stops where it asks the model for its schedule plan; "
+    "its Megatron-FSDP rules, spread over validate_args, run together "
+    "(megatron_fsdp_peer.py)",
     "torchtitan: torchtitan/models/moe/kernels.py (imports Triton) replaced by a module whose "
     "function raises; the Trainer's inline batch assertions re-stated from torchtitan/train.py; "
     "per-stage parallelize_fn (FSDP/TP/AC wrapping) not applied; a model torchtitan has no "

@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.peers.fsdp_cases import MEGATRON_FSDP
+
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data" / "configs"
 SKIPPED = {
@@ -380,6 +382,8 @@ RECOMMEND = [  # recommend runs whose emitted files the peers judge
      "--sharded-optimizer"],
     ["--gpus", "16", "--seq-len", "16384", "--tp", "1", "--cp", "2", "--precision", "fp8",
      "--fp8-param-gather"],
+    # Megatron-FSDP: Llama 3 70B's ZeRO-3 winner (optim_grads_params), ZeRO-2 (optim_grads)
+    ["--gpus", "64", "--model", "llama3-70b"], ["--gpus", "16", "--sharding", "zero2"],
 ]
 
 
@@ -417,6 +421,11 @@ def written_cases(folder: Path) -> list[Case]:
         path = folder / f"{name}.sh"
         path.write_text(f"torchrun --nproc_per_node {gpus} pretrain_gpt.py {MEGATRON_BASE} "
                         f"{extra}\n")
+        out.append(Case(name, "megatron", path, gpus, ["--gpu", "h100-sxm"]))
+    for name, (env, extra, gpus) in MEGATRON_FSDP.items():
+        path = folder / f"{name}.sh"
+        path.write_text(f"{env}torchrun --nproc_per_node {gpus} pretrain_gpt.py "
+                        f"{MEGATRON_BASE} {extra}\n")
         out.append(Case(name, "megatron", path, gpus, ["--gpu", "h100-sxm"]))
     for name, (extra, gpus) in MEGATRON_MOE.items():
         path = folder / f"{name}.sh"

@@ -7,36 +7,103 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pptune.check.framework import stateable_requests
-from pptune.check.layouts import Layouts, own_first, searched_keys
+from pptune.check.job import ConfigCosts, config_job
+from pptune.check.layouts import own_first, searched_keys
 from pptune.costmodel.partition import is_mtp, stage_bounds
-from pptune.costmodel.search import CostTable, Plan, PlanRequest, Recompute, Sharding, search
+from pptune.costmodel.search import (
+    CostTable,
+    Plan,
+    PlanRequest,
+    PlanSpec,
+    Recompute,
+    Sharding,
+    search,
+)
 from pptune.costmodel.stage_recompute import stage_blocks, summary_blocks
-from pptune.frameworks.common.adapter import Add
+from pptune.errors import BadInput
+from pptune.frameworks.common.adapter import Adapter, Add, Job
+from pptune.frameworks.common.express import fits
+from pptune.frameworks.registry import adapter_of
 from pptune.report.fmt import fmt_microbatches, fmt_over_limit, fmt_seconds
 from pptune.schemas import TrainingConfig
 
+# the search's fastest plans timed as the framework runs them, at first; four times as
+# many while a plan past them might still run faster, up to AS_RUN_MOST
+AS_RUN_TOP = 4
+AS_RUN_MOST = 256
 
-def best_plan(cfg: TrainingConfig, table: CostTable, req: PlanRequest,
-              layouts: Layouts | None = None) -> Plan | None:
+
+@dataclass(frozen=True)
+class Best:
+    """The best plan as the config's framework runs it, and what the file's plan and it
+    set beyond their layouts (``Adapter.run_settings``: torchtitan's [compile])."""
+
+    plan: Plan
+    runs: tuple[dict[str, str], dict[str, str]]  # (the file's plan's, the best plan's)
+
+
+def best_plan(cfg: TrainingConfig, costs: ConfigCosts, req: PlanRequest, plan: Plan
+              ) -> Best | None:
     """The fastest plan the config's framework states for the request's GPUs and batch
-    (every micro-batch size the table prices, every sharding and recomputation, and with
-    ``layouts`` every tensor, context and expert parallel size recommend searches, at
-    the config's precision: check.layouts); None when none fits."""
+    (every micro-batch size the table prices, every sharding and recomputation, and for
+    analytic or calibrated costs every tensor, context and expert parallel size
+    recommend searches, at the config's precision: check.layouts), each timed as the
+    framework runs it (``Adapter.as_run``: torchtitan runs a split-backward schedule
+    with its model uncompiled); None when none fits so. ``plan``: the file's."""
+    assert costs.table is not None
     # a file that states counts per stage (pptune's) is compared with the search's own fits
     counted = cfg.recompute_layers_per_stage is not None
     wide = dataclasses.replace(
-        req, micro_batch_sizes=tuple(sorted(table.by_mb)), top=1, shardings=tuple(Sharding),
+        req, micro_batch_sizes=tuple(sorted(costs.table.by_mb)), with_best_pp1=False,
+        shardings=tuple(Sharding),
         recompute_group=1,  # the search states one block a checkpoint (or N per stage)
         recomputes=(Recompute.FULL, Recompute.NONE) if counted else tuple(Recompute),
-        cost_keys=searched_keys(layouts, req))
-    tables = layouts.tables if layouts is not None else table
-    found = [res.plans[0] for within in stateable_requests(cfg, wide, table.seq_len)
-             for part in own_first(within, req.keys()[0])
-             if (res := search(tables, part)).plans]
-    return min(found, key=lambda plan: plan.step_time_s, default=None)
+        cost_keys=searched_keys(costs, req))
+    adapter = adapter_of(cfg.source_format)
+    tables = costs.tables if costs.tables is not None else costs.table
+    ran: dict[PlanSpec, tuple[Job, Plan] | None] = {}
+    best: tuple[Job, Plan] | None = None
+    for part in (p for within in stateable_requests(cfg, wide, costs.table.seq_len)
+                 for p in own_first(within, req.keys()[0])):
+        top = AS_RUN_TOP
+        while True:
+            found = search(tables, dataclasses.replace(part, top=top)).plans
+            for searched in found:
+                if searched.spec not in ran:
+                    ran[searched.spec] = _as_run(adapter, cfg, costs, part, searched)
+            best = min((r for r in ran.values() if r is not None),
+                       key=lambda r: r[1].step_time_s, default=None)
+            # as run, a plan takes no less than the search's time (the file's kernels, or
+            # slower ones): the plans past the last listed cannot beat ``best``
+            if (len(found) < top or top >= AS_RUN_MOST
+                    or (best is not None and found[-1].step_time_s >= best[1].step_time_s)):
+                break
+            top *= 4
+    if best is None:
+        return None
+    return Best(best[1], (adapter.run_settings(config_job(cfg, costs, req), plan),
+                          adapter.run_settings(*best)))
+
+
+def _as_run(adapter: Adapter, cfg: TrainingConfig, costs: ConfigCosts, req: PlanRequest,
+            plan: Plan) -> tuple[Job, Plan] | None:
+    """The plan priced as the framework runs it, as the job of its own cost key (its
+    table, ``req`` for it alone: as emit's ``job_of``); None where it cannot (BadInput)
+    or the plan so priced outgrows the GPU (``as_run`` would put another in its place)."""
+    key = plan.key
+    if key != costs.key:
+        assert costs.tables is not None
+        costs = dataclasses.replace(costs, table=costs.tables(key), key=key)
+    job = config_job(cfg, costs, dataclasses.replace(req, cost_keys=(key,), tp=key.tp))
+    try:
+        ran_job, ran = adapter.as_run(job, plan)
+    except BadInput:
+        return None
+    return (ran_job, ran) if ran.spec == plan.spec and fits(ran_job, ran) else None
 
 
 def recompute_text(table: CostTable, plan: Plan, every: int | None,
@@ -69,10 +136,13 @@ def settings(table: CostTable, plan: Plan, every: int | None,
 
 
 def differences(table: CostTable, file: Plan, best: Plan, every: int | None = None,
-                modules: tuple[str, ...] = ()) -> dict[str, list[Any]]:
-    """Each setting in which ``best`` differs from ``file``: name -> [file's, best's]."""
-    mine, theirs = (settings(table, x, every, modules) for x in (file, best))
-    return {k: [mine[k], theirs[k]] for k in mine if mine[k] != theirs[k]}
+                modules: tuple[str, ...] = (),
+                runs: tuple[dict[str, str], dict[str, str]] = ({}, {})) -> dict[str, list[Any]]:
+    """Each setting in which ``best`` differs from ``file``: name -> [file's, best's]
+    (``runs``: their framework's own settings, ``Best.runs``)."""
+    mine, theirs = ({**settings(table, x, every, modules), **own}
+                    for x, own in zip((file, best), runs, strict=True))
+    return {k: [mine[k], theirs[k]] for k in mine if mine[k] != theirs.get(k)}
 
 
 def blocks_text(names: Sequence[str], stage_layers: list[int]) -> str:
@@ -92,14 +162,15 @@ def blocks_text(names: Sequence[str], stage_layers: list[int]) -> str:
 
 def slower_than_best(table: CostTable, plan: Plan, best: Plan, *, gpus: int, limit: float,
                      severity: str, add: Add, every: int | None = None,
-                     modules: tuple[str, ...] = ()) -> None:
+                     modules: tuple[str, ...] = (),
+                     runs: tuple[dict[str, str], dict[str, str]] = ({}, {})) -> None:
     """The ``slower-than-best`` finding when ``plan`` runs over ``limit`` times ``best``
     (``every``, ``modules``: the request's selective interval and the modules the table
-    prices, as ``recompute_text`` takes them)."""
+    prices, as ``recompute_text`` takes them; ``runs`` as ``differences`` takes it)."""
     ratio = plan.step_time_s / best.step_time_s
     if ratio <= limit:
         return
-    differs = differences(table, plan, best, every, modules)
+    differs = differences(table, plan, best, every, modules, runs)
     split = plan.stage_layers != best.stage_layers
     said = ("; it differs from the file in " + ", ".join(
         f"{k} {a} -> {b}" for k, (a, b) in differs.items()) + (" and the split" if split else "")

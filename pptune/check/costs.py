@@ -14,13 +14,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pptune.check import profile_match
 from pptune.check.experts import cost_key, placement, stated_shape
-from pptune.check.layouts import Layouts
+from pptune.check.job import ConfigCosts
 from pptune.costmodel import context, presets
 from pptune.costmodel.analytic import RECOMPUTE_MODULES
 from pptune.costmodel.context import CpComm
@@ -31,7 +31,6 @@ from pptune.costmodel.ops import Attention
 from pptune.costmodel.precision import Fp8Kernels, problems
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.rates import Swiglu
-from pptune.costmodel.search import CostTable
 from pptune.costmodel.sharding import STATE_DTYPE_BYTES, moment_bytes
 from pptune.costs import calibrated
 from pptune.costs.modelspec import from_sizes, read_hf_config, with_seq_len
@@ -42,23 +41,13 @@ from pptune.options import CostOptions
 from pptune.schemas import Profile, TrainingConfig, load_profile
 
 
-@dataclass(frozen=True)
-class Priced:
-    """The costs check-config predicts with (``costs``)."""
-
-    table: CostTable | None  # None: none (a finding says why)
-    origin: str  # where they came from, "none" without a table
-    key: CostKey  # the layout the table prices
-    reserve_bytes: float | None = None  # a calibrated profile's measured reserve
-    layouts: Layouts | None = None  # other layouts, for the best-plan comparison
-
-
 def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
           given: Profile | None = None, *, refused: bool = False, gpus: int = 1
-          ) -> Priced:
+          ) -> ConfigCosts:
     """The config's per-layer costs, where they came from ("none" when there are none),
-    the layout the table prices, the memory reserve a calibrated profile measured
-    (None: none) and, for analytic and calibrated costs, the tables of other layouts.
+    the layout the table prices, the memory reserve a calibrated profile measured (None:
+    none) and, for analytic or calibrated costs, what they were priced with and the tables
+    of other layouts (the best-plan comparison's, check/layouts.py).
 
     ``flags``: the command line's ``--profile`` (already resolved by the CLI),
     ``--model`` and ``--gpu``; ``given``: a profile object that beats them all
@@ -112,11 +101,11 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
             if shape.heads % cfg.tp:
                 add("tp-heads", "error",
                     f"tp {cfg.tp} does not divide the {shape.heads} attention heads", tp=cfg.tp)
-                return Priced(None, "none", folded)
+                return ConfigCosts(None, "none", folded)
             why = _precision_problem(cfg, str(opts.gpu))
             if why:
                 add("precision-gpu", "error", why, precision=cfg.precision, gpu=opts.gpu)
-                return Priced(None, "none", folded)
+                return ConfigCosts(None, "none", folded)
             if cfg.precision == "fp32":
                 add("precision-fp32", "warning",
                     "the config trains in FP32 (no bf16 or fp16 stated): pptune prices BF16 "
@@ -129,34 +118,35 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
                 if not refused:
                     add("cp-layout", "error", f"context parallelism {cfg.cp}: "
                         + "; ".join(split).replace("--cp-comm", "cp_comm"), cp=cfg.cp)
-                return Priced(None, "none", folded)
+                return ConfigCosts(None, "none", folded)
         experts = None
         # the model whose experts the config places: its own, or a calibrated profile's
         moe = shape if shape is not None or profile is None or profile.calibration is None \
             else calibrated.shape(profile.calibration, cfg.seq_len)
         if moe is not None and moe.moe and moe.top_k > moe.experts:
-            return Priced(None, "none", folded)  # no model to price: the moe-topk finding says why
+            return ConfigCosts(None, "none", folded)  # no model: the moe-topk finding says why
         if moe is not None and moe.moe:
             experts = placement(cfg)  # routing and grouped GEMMs; ep and etp go in the key
             key = cost_key(cfg, moe)
             if moe.experts % key.ep or moe.expert_ffn % key.etp:
                 key = replace(key, ep=1, etp=1)  # an error finding says why (check.experts)
-            opts = replace(opts, ep=(key.ep,), etp=(key.etp,),
-                           moe_imbalance=experts.imbalance)
+            opts = replace(opts, ep=(key.ep,), etp=(key.etp,),  # the dispatcher: as priced
+                           moe_imbalance=experts.imbalance, moe_dispatcher=experts.dispatcher)
+        modules = priced_modules(cfg, add, moe)
         found = find(opts, Mode.CHECK, sizes=sizes, table_tp=cfg.tp * cfg.cp,
                      profile=given if given is not None else path, shape=shape,
-                     experts=experts, recompute_modules=priced_modules(cfg, add, moe), gpus=gpus,
+                     experts=experts, recompute_modules=modules, gpus=gpus,
                      gpus_per_node=cfg.gpus_per_node)
     except PptuneError as exc:
         if not (refused and cfg.cp > 1 and "context parallelism" in str(exc)):
             add("costs-unavailable", "error", f"cannot build costs: {exc}")
-        return Priced(None, "none", folded)
+        return ConfigCosts(None, "none", folded)
     if found is None:
         add("model-unknown", "warning",
             "no model (preset, hf_config, profile, or layer/hidden/head/seq sizes) in the "
             "config and no ./pptune-profile.json: memory, bubble and step time are not "
             "checked; pass --model or --profile")
-        return Priced(None, "none", folded)
+        return ConfigCosts(None, "none", folded)
     if found.measured:  # "profile PATH (probe)": check-config names the file alone
         if cfg.ep > 1 or cfg.etp > 1:
             add("moe-measured-local", "warning",
@@ -170,7 +160,7 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
                 f"costs measured ({origin}): --gpu {flags.gpu} does not apply to them; pass "
                 "--model (or a file that names its model) to price the config on it",
                 gpu=flags.gpu)
-        return Priced(found.table, origin, folded, found.reserve_bytes)
+        return ConfigCosts(found.table, origin, folded, found.reserve_bytes)
     cal = profile.calibration if profile is not None and given is None else None
     if cal is not None:  # a calibrated file: what was fitted, and its doubts (info only)
         add("calibrated-costs", "info",
@@ -178,10 +168,13 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
             f"{calibrated.fitted_text(cal)}", gpu=cal.gpu, factors=cal.factors)
         for doubt in cal.warnings:
             add("calibration-doubt", "info", f"the calibration's fitted factors: {doubt}")
-    others = (Layouts(found.tables, opts, found.shape, found.gpu) if found.tables is not None
-              and found.shape is not None and found.gpu is not None else None)
-    return Priced(found.table, f"{found.origin}, {attention.value} attention", found.key,
-                  found.reserve_bytes, others)
+    fit = profile.calibration if profile is not None else None  # calibrate's too
+    return ConfigCosts(
+        found.table, f"{found.origin}, {attention.value} attention", found.key,
+        found.reserve_bytes, options=opts, shape=found.shape, modules=modules,
+        tables=found.tables,
+        gpu=fit.gpu if fit else opts.gpu, factors=calibrated.factors(fit) if fit else None,
+        attention=opts.attention.value if opts.attention else fit.attention if fit else None)
 
 
 def stated_model(cfg: TrainingConfig, base_dir: Path, flags: CostOptions) -> ModelShape | None:

@@ -16,38 +16,28 @@ the comparison then keeps the config's tensor, context and expert sizes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from pptune.costmodel.keys import CostKey, TableSource
-from pptune.costmodel.presets import GpuSpec, ModelShape
+from pptune.check.job import ConfigCosts
+from pptune.costmodel import presets
+from pptune.costmodel.keys import CostKey
 from pptune.costmodel.search import PlanRequest
 from pptune.costs.dims import search_keys
 from pptune.errors import BadInput
-from pptune.options import CostOptions
 
 
-@dataclass(frozen=True)
-class Layouts:
-    """What pricing the config's job at another layout takes: a cost table a key, built
-    on first use with the config's own cost options, its model and its GPU."""
-
-    tables: TableSource
-    options: CostOptions  # as the config states them (attention, cp_comm, sequence parallel)
-    shape: ModelShape
-    gpu: GpuSpec
-
-
-def searched_keys(layouts: Layouts | None, req: PlanRequest) -> tuple[CostKey, ...]:
+def searched_keys(costs: ConfigCosts, req: PlanRequest) -> tuple[CostKey, ...]:
     """The config's key (``req``'s first) and every other key recommend searches for
     ``req``'s GPUs and node at the config's precision (module docstring); the config's
-    key alone without ``layouts``, or where none other fits."""
+    key alone for measured costs (no ``tables``), or where none other fits."""
     own = req.keys()[0]
-    if layouts is None:
+    gpu = presets.GPUS.get(str(costs.gpu))
+    if costs.tables is None or costs.options is None or costs.shape is None or gpu is None:
         return (own,)
-    opts = replace(layouts.options, tp=None, cp=None, ep=None, etp=None,
+    opts = replace(costs.options, tp=None, cp=None, ep=None, etp=None,
                    precision=(own.precision,))
     try:
-        found = search_keys(opts, layouts.shape, layouts.gpu, req.gpus, req.gpus_per_node)
+        found = search_keys(opts, costs.shape, gpu, req.gpus, req.gpus_per_node)
     except BadInput:  # no other layout fits the GPUs: the config's own is compared
         found = ()
     return (own, *(k for k in found if k != own))

@@ -27,7 +27,7 @@ from pptune.check.framework import (
     microbatch_rules,
     unsimulated_order,
 )
-from pptune.check.layouts import Layouts
+from pptune.check.job import ConfigCosts
 from pptune.check.split import (
     StageRecomputeError,
     layout_fits,
@@ -36,7 +36,6 @@ from pptune.check.split import (
     table_split,
 )
 from pptune.check.verdicts import bubble_hint, softened, unknown_dp, without_twins
-from pptune.costmodel.keys import CostKey
 from pptune.costmodel.layout import LayoutError as PlacementError
 from pptune.costmodel.layout_grammar import LayoutError, parse_layout
 from pptune.costmodel.precision import reduces_amax
@@ -264,19 +263,18 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
             add("prediction-skipped", "info",
                 "memory, bubble and step time not predicted until the errors above are fixed")
         return report
-    _predict(cfg, table, key, opts, report, add, dp=dp, m=m, schedule=schedule, chunks=chunks,
-             sem=sem, reserve_bytes=2 * GIB if reserve is None else reserve,
-             layouts=priced.layouts)
+    _predict(cfg, priced, opts, report, add, dp=dp, m=m, schedule=schedule, chunks=chunks,
+             sem=sem, reserve_bytes=2 * GIB if reserve is None else reserve)
     return report
 
 
 def _predict(
-    cfg: TrainingConfig, table: CostTable, key: CostKey, opts: CheckOptions,
-    report: CheckReport, add: Any,
-    *, dp: int, m: int, schedule: Schedule, chunks: int, sem: Semantics,
-    reserve_bytes: float = 2 * GIB, layouts: Layouts | None = None,
+    cfg: TrainingConfig, priced: ConfigCosts, opts: CheckOptions, report: CheckReport,
+    add: Any, *, dp: int, m: int, schedule: Schedule, chunks: int, sem: Semantics,
+    reserve_bytes: float = 2 * GIB,
 ) -> None:
-    p = cfg.pp
+    assert priced.table is not None
+    table, key, p = priced.table, priced.key, cfg.pp
     n_stages = model_chunks(schedule, p, cfg.virtual_stages)
     n_blocks, _ = table_blocks(table)
     if not layout_fits(cfg, table, add):
@@ -376,15 +374,16 @@ def _predict(
     if not opts.compare_best:
         return
     max_slow = opts.max_slowdown if opts.max_slowdown is not None else cfg.limits.max_slowdown
-    best = best_plan(cfg, table, req, layouts)
-    if best is None:
+    found = best_plan(cfg, priced, req, plan)
+    if found is None:
         return
-    report.best = best
-    report.derived["slowdown_vs_best"] = plan.step_time_s / best.step_time_s
-    slower_than_best(table, plan, best, gpus=gpus, limit=max_slow, add=add,
+    report.best = found.plan
+    report.derived["slowdown_vs_best"] = plan.step_time_s / found.plan.step_time_s
+    slower_than_best(table, plan, found.plan, gpus=gpus, limit=max_slow, add=add,
                      severity=_limit_severity(opts, cfg, opts.max_slowdown, "max_slowdown"),
                      every=req.recompute_every, modules=tuple(
-                         cfg.recompute_modules or () if cfg.recompute == "selective" else ()))
+                         cfg.recompute_modules or () if cfg.recompute == "selective" else ()),
+                     runs=found.runs)
 
 
 def _limit_severity(opts: CheckOptions, cfg: TrainingConfig, flag: float | None,

@@ -17,7 +17,7 @@ from rich.console import Console
 from pptune.cli.options import Use, uses
 from pptune.cli.util import out_console as _out
 from pptune.cli.util import say as _say
-from pptune.cli.util import show
+from pptune.cli.util import show, show_lines
 from pptune.errors import BadInput, RunFailed
 from pptune.files import dumps_json
 from pptune.options import CostOptions, OutputOptions, PlanSpace, RunOptions
@@ -188,9 +188,7 @@ def _render(run: Any, as_json: bool) -> None:
         return loop.plan_step_s(row, f)
 
     show(out, trials_table(rows, winner.cand.key if winner else None, plan_s))
-    for line in why_lines(rows, winner, o.stopped, plan_s):
-        out.print(line, highlight=False, markup=False)
-    out.print(accounting_line(loop.accounting(o.rows)), highlight=False, markup=False)
-    if o.calibration is not None:
-        for note in o.calibration.notes:
-            out.print(f"calibration: {note}", highlight=False, markup=False)
+    show_lines(out, [*why_lines(rows, winner, o.stopped, plan_s),
+                     accounting_line(loop.accounting(o.rows)),
+                     *(f"calibration: {note}" for note in
+                       (o.calibration.notes if o.calibration is not None else []))])

@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 import textwrap
+from collections.abc import Iterable
 from typing import TextIO, cast
 
 import typer
@@ -14,7 +15,7 @@ from rich.console import Console
 
 from pptune.options.kinds import parse_ints
 
-__all__ = ["out_console", "parse_ints", "say", "show"]
+__all__ = ["out_console", "parse_ints", "say", "show", "show_lines"]
 
 
 def say(line: str) -> None:
@@ -67,3 +68,13 @@ def show(out: Console, renderable: object) -> None:
     from pptune.report.fit import fit
 
     out.print(fit(renderable, out.width), highlight=False)  # type: ignore[arg-type]
+
+
+def show_lines(out: Console, lines: Iterable[str]) -> None:
+    """Print lines of text wrapped at the console's width between words, a number never
+    apart from its unit (``report.wrap``; rich's own wrapping would part them)."""
+    from pptune.report.wrap import wrap_words
+
+    for line in lines:
+        for piece in wrap_words(line, out.width):
+            out.print(piece, highlight=False, markup=False, no_wrap=True, overflow="ignore")

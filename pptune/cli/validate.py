@@ -19,7 +19,7 @@ from pptune.cli.options import Use, uses
 from pptune.cli.util import out_console as _out
 from pptune.cli.util import parse_ints as _ints
 from pptune.cli.util import say as _say
-from pptune.cli.util import show
+from pptune.cli.util import show, show_lines
 from pptune.errors import BadInput
 from pptune.files import check_output, dumps_json
 from pptune.options import CostOptions, OutputOptions, RunOptions
@@ -172,13 +172,8 @@ def validate(
     if out.as_json:
         typer.echo(dumps_json(json_safe(doc), indent=2))
         return
-    from pptune.validate.render import comparison_table, ops_table, summary_lines
-
     console = _out()
-    show(console, comparison_table(doc))
-    show(console, ops_table(doc))
-    for line in summary_lines(doc):
-        console.print(line, highlight=False, markup=False)
+    show_comparison(console, doc)
     if out.timeline:
         from pptune.report.timeline import timeline_text
 
@@ -186,3 +181,12 @@ def validate(
         console.print(timeline_text(outcome.measured, width=out.width))
         console.print("predicted:", highlight=False, markup=False)
         console.print(timeline_text(outcome.prediction.result, width=out.width))
+
+
+def show_comparison(console: Console, doc: dict[str, Any]) -> None:
+    """The outcome's tables and the lines under them, at the console's width."""
+    from pptune.validate.render import comparison_table, ops_table, summary_lines
+
+    show(console, comparison_table(doc))
+    show(console, ops_table(doc))
+    show_lines(console, summary_lines(doc))

@@ -12,6 +12,7 @@ from pptune.costmodel.collectives import Fabric
 from pptune.costmodel.models import MODELS, ModelShape
 
 GIB = 1024**3
+MIB = 1024**2
 GB = 1e9
 
 __all__ = ["GPUS", "MODELS", "GpuSpec", "ModelShape", "gpu_names", "model_names"]
@@ -117,6 +118,15 @@ class GpuSpec:
 #   constant is FlashAttention-2's "up to 230 TFLOPs/s, 73% of the
 #   theoretical maximum" (Dao 2023, sec. 4). The Blackwell parts take
 #   H100's shares of peak: an assumption, no public fwd+bwd sweep was found.
+# - memory_bytes: the total nvidia-smi reports (its "Memory-Usage" column, MiB),
+#   what the driver gives the GPU's processes before the CUDA context, NCCL and
+#   the allocator take their share (the reserve, memory.py): A100-SXM4-80GB 81,920
+#   MiB, H100 80GB HBM3 81,559, H200 143,771, B200 183,359, GB200 189,471 (public
+#   nvidia-smi output of each; the H800, which no such output was found for, as
+#   the H100 80GB it shares its HBM3 with). NVIDIA's datasheet "GB" figures are
+#   rounded from these (H200's "141 GB" is 140.4 GiB, B200's "180 GB" 179.1 GiB),
+#   not decimal gigabytes: read as 1e9 bytes they had lost H200, B200 and GB200
+#   about 7% of their memory. B300 and GB300 keep their datasheets' 288 GB.
 # - launch_s: a CUDA kernel launch costs ~3-5 us (empty-kernel launch rate
 #   ~334k/s, cs.virginia.edu kernel_overhead measurements; ~4 us per op issued
 #   from Python); a per-kernel gap of 4 us is taken.
@@ -188,7 +198,7 @@ GPUS: dict[str, GpuSpec] = {
         # NVIDIA A100 datasheet: 312 TFLOP/s dense BF16, 80 GB HBM2e at
         # 2,039 GB/s (SXM), NVLink 3 600 GB/s bidirectional; DGX A100 user
         # guide: one 200 Gb/s HDR InfiniBand NIC per GPU. No FP8.
-        GpuSpec("a100-80gb", 312e12, 80 * GIB, 2039 * GB, 300 * GB, 25 * GB,
+        GpuSpec("a100-80gb", 312e12, 81920 * MIB, 2039 * GB, 300 * GB, 25 * GB,
                 "NVIDIA A100 datasheet; DGX A100 user guide",
                 sm_count=108, gemm_fraction=0.869, hbm_fraction=0.88,
                 attention_fraction=0.73, launch_s=4e-6,
@@ -197,7 +207,7 @@ GPUS: dict[str, GpuSpec] = {
         # NVIDIA H100 datasheet (SXM5): 989 TFLOP/s dense BF16, 1979 FP8, 80 GB
         # HBM3 at 3.35 TB/s, NVLink 4 900 GB/s bidirectional; DGX H100: one
         # 400 Gb/s NDR InfiniBand NIC per GPU.
-        GpuSpec("h100-sxm", 989e12, 80 * GIB, 3350 * GB, 450 * GB, 50 * GB,
+        GpuSpec("h100-sxm", 989e12, 81559 * MIB, 3350 * GB, 450 * GB, 50 * GB,
                 "NVIDIA H100 datasheet (SXM5); DGX H100 user guide",
                 sm_count=132, gemm_fraction=0.803, hbm_fraction=0.90,
                 attention_fraction=0.34, launch_s=4e-6,
@@ -207,7 +217,7 @@ GPUS: dict[str, GpuSpec] = {
         # NVIDIA H200 datasheet (SXM): same tensor cores as H100 (989 TFLOP/s
         # dense BF16, 1979 FP8), 141 GB HBM3e at 4.8 TB/s, NVLink 900 GB/s;
         # DGX H200: one 400 Gb/s NDR NIC per GPU.
-        GpuSpec("h200", 989e12, 141 * GB, 4800 * GB, 450 * GB, 50 * GB,
+        GpuSpec("h200", 989e12, 143771 * MIB, 4800 * GB, 450 * GB, 50 * GB,
                 "NVIDIA H200 datasheet; DGX H200 user guide",
                 sm_count=132, gemm_fraction=0.803, hbm_fraction=0.90,
                 attention_fraction=0.34, launch_s=4e-6,
@@ -219,7 +229,7 @@ GPUS: dict[str, GpuSpec] = {
         # (arXiv 2412.19437, sec. 3.2.2): "NVLink offers a bandwidth of 160 GB/s,
         # roughly 3.2 times that of IB (50 GB/s)", the figure taken for every
         # NVLink transfer (no nccl-tests sweep published); one 400 Gb/s NIC per GPU.
-        GpuSpec("h800", 989e12, 80 * GIB, 3350 * GB, 200 * GB, 50 * GB,
+        GpuSpec("h800", 989e12, 81559 * MIB, 3350 * GB, 200 * GB, 50 * GB,
                 "NVIDIA H800 product brief; DeepSeek-V3 report sec. 3.2.2",
                 sm_count=132, gemm_fraction=0.803, hbm_fraction=0.90,
                 attention_fraction=0.34, launch_s=4e-6,
@@ -231,7 +241,7 @@ GPUS: dict[str, GpuSpec] = {
         # 64 TB/s (8 TB/s each), NVLink 5 1.8 TB/s bidirectional per GPU; 2,250 /
         # 4,500 / 9,000 TFLOP/s dense BF16 / FP8 / FP4; DGX BasePOD reference
         # architecture: eight single-port ConnectX-7 400 Gb/s NICs.
-        GpuSpec("b200", 2250e12, 180 * GB, 8000 * GB, 900 * GB, 50 * GB,
+        GpuSpec("b200", 2250e12, 183359 * MIB, 8000 * GB, 900 * GB, 50 * GB,
                 "NVIDIA DGX B200 datasheet; DGX BasePOD reference architecture",
                 sm_count=148, gemm_fraction=0.776, hbm_fraction=0.90,
                 attention_fraction=0.34, launch_s=4e-6,
@@ -246,7 +256,7 @@ GPUS: dict[str, GpuSpec] = {
         # MLCommons GB200-NVL72 system descriptions); 2,500 / 5,000 / 10,000
         # TFLOP/s dense BF16 / FP8 / FP4 a GPU; one ConnectX-7 400 Gb/s NIC a
         # GPU (4 per 4-GPU compute tray, MLCommons system description).
-        GpuSpec("gb200", 2500e12, 186 * GB, 8000 * GB, 900 * GB, 50 * GB,
+        GpuSpec("gb200", 2500e12, 189471 * MIB, 8000 * GB, 900 * GB, 50 * GB,
                 "NVIDIA GB200 NVL72 specifications; MLCommons GB200-NVL72 system description",
                 sm_count=148, gemm_fraction=0.729, hbm_fraction=0.90,
                 attention_fraction=0.34, launch_s=4e-6,

@@ -158,6 +158,9 @@ class DeviceStats:
     peak_inflight: int = 0
     peak_activation_bytes: float = 0.0
     exposed_comm_s: float = 0.0  # of busy_s: communication the compute waited on
+    # of exposed_comm_s: its once-per-step data-parallel traffic past the pipeline's
+    # last op (simulate.with_allreduce)
+    dp_tail_s: float = 0.0
 
 
 @dataclass

@@ -28,7 +28,12 @@ runs on the device's communication stream, so it overlaps the cool-down of
 other stages and only its exposed tail lengthens the step.
 
 Bubble rate = total idle time / (p * makespan), the idle share of the step
-(Huang et al. 2019; Narayanan et al. 2021 sec. 2.2). Activation memory: a
+(Huang et al. 2019; Narayanan et al. 2021 sec. 2.2): a device idles while it
+waits on another. Communication its compute waits on is busy time, wherever
+it runs: inside an op, or once a step (a gather before its first op, the
+data-parallel traffic after its last backward) as far as no wait on another
+device covers it: past its first input's arrival, past the pipeline's last op.
+Activation memory: a
 micro-batch's activations on a stage are held from its ``F`` until its
 backward is complete (``B`` where backward is not split; ``W``, ``BW`` or
 the backward half of an ``F&B`` where it is, an upper bound for the split
@@ -238,6 +243,16 @@ def simulate(
     if any(ptr[d] < len(plan[d]) for d in range(p)):
         stuck = [f"dev{d}@{to_op(plan[d][ptr[d]])}" for d in range(p) if ptr[d] < len(plan[d])]
         raise DeadlockError(f"{schedule.value} order deadlocks: " + ", ".join(stuck))
+    if device_start_s is not None:
+        # a device waiting on its gather past its first op's input is busy with it (the
+        # module docstring); until that input arrives it waits on the others
+        for d in range(p):
+            j, j2 = order.ops[d][0][:2] if order.ops[d] else (-1, -1)
+            waited = device_start_s[d] - max(arrival[j] if j >= 0 else 0.0,
+                                             arrival[j2] if j2 >= 0 else 0.0)
+            if waited > 0.0:
+                busy[d] += waited
+                exposed[d] += waited
 
     base = SimResult(
         schedule, p, m, v, 0.0, 0.0,
@@ -260,16 +275,21 @@ def with_allreduce(sim: SimResult, dp_allreduce_s: Sequence[float]) -> SimResult
         if dp_allreduce_s[k] > 0:
             dk = stage_device(sim.schedule, p, k)
             comm_free[dk] = max(comm_free[dk], done[k]) + dp_allreduce_s[k]
-    makespan = max(max(d.compute_end_s for d in sim.devices), max(comm_free)) if p else 0.0
+    ops_end = max(d.compute_end_s for d in sim.devices) if p else 0.0
+    makespan = max(ops_end, max(comm_free)) if p else 0.0
+    # a device's own traffic past the pipeline's last op keeps it busy (the module
+    # docstring); before that op it waits on the others anyway: the bubble
+    tails = [max(0.0, comm_free[i] - ops_end) for i in range(p)]
     devices = [
         DeviceStats(
-            busy_s=d.busy_s,
-            idle_s=makespan - d.busy_s,
+            busy_s=d.busy_s - d.dp_tail_s + tails[i],
+            idle_s=makespan - (d.busy_s - d.dp_tail_s + tails[i]),
             compute_end_s=d.compute_end_s,
             allreduce_end_s=comm_free[i],
             peak_inflight=d.peak_inflight,
             peak_activation_bytes=d.peak_activation_bytes,
-            exposed_comm_s=d.exposed_comm_s,
+            exposed_comm_s=d.exposed_comm_s - d.dp_tail_s + tails[i],
+            dp_tail_s=tails[i],
         )
         for i, d in enumerate(sim.devices)
     ]

@@ -140,8 +140,17 @@ def as_ran(opts: CostOptions, cal: Calibration) -> tuple[CostOptions, list[str]]
         notes.append(f"--precision {other}: the calibrated jobs ran {ran.value}; their factors, "
                      f"fitted at {ran.value}'s rates, price {other} too (calibrate on a "
                      f"{other} job to fit its own)")
+    low = any(is_low(p) for p in opts.precision or ())
+    if low and cal.fp8_recipe and cal.fp8_recipe != opts.fp8_recipe.value:
+        notes.append(f"the calibrated jobs ran --fp8-recipe {cal.fp8_recipe}; these plans are "
+                     f"priced (and written by --emit) with {opts.fp8_recipe.value}: pass "
+                     "--fp8-recipe to keep the jobs' scaling")
+    if low and cal.fp8_param_gather and not opts.fp8_param_gather:
+        notes.append("the calibrated jobs kept their weights in FP8 (--fp8-param-gather); these "
+                     "plans are priced (and written by --emit) without: pass --fp8-param-gather "
+                     "to keep it")
     kernels = cal.fp8_kernels
-    if kernels and any(is_low(p) for p in opts.precision or ()):
+    if kernels and low:
         if opts.fp8_kernels is None:
             opts = replace(opts, fp8_kernels=Fp8Kernels(kernels))
             if opts.fp8_kernels is not Fp8Kernels.TE:

@@ -7,6 +7,8 @@ recognises them (a torchtitan log given with a Megatron-LM script), or, for a
 NeMo log, which pptune does not read (NeMo's configs are Python), with the
 ``--step-s`` its lines give: NeMo 2's progress lines print the step's seconds
 (``train_step_timing in s: 6.08``, Lightning's logged ``train_step_timing``).
+A log of several runs (relaunches, restarts) is cut to its last, with a note
+(``logruns.last_run``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from pptune.errors import BadInput
 from pptune.files import read_limited
 from pptune.frameworks.common.joblog import JobLog
+from pptune.frameworks.common.logruns import last_run
 from pptune.frameworks.registry import ADAPTERS, Framework
 
 MAX_LOG_BYTES = 256 << 20  # weeks of iteration lines; give the tail of a bigger log
@@ -40,7 +43,7 @@ def read_log(path: Path, framework: Framework | str) -> JobLog:
         raise BadInput(f"--log {path}: pptune reads no log format of {adapter.title} configs; "
                        "give the job's seconds per step with --step-s")
     if log.steps:
-        return log
+        return last_run(log)
     others = [a for f, a in ADAPTERS.items() if f is not fmt and a.log_lines(text)]
     if others:
         raise BadInput(f"--log {path} is a {others[0].title} log (its iteration lines), but "

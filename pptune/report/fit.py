@@ -3,17 +3,22 @@
 rich shrinks the columns of a table wider than the console and cuts or
 folds their text (``12.3 ms`` becomes ``12.…``). ``fit`` keeps a table that
 fits as it is and otherwise prints it stacked: one block per row, its
-``header value`` items wrapped between items, never inside a number.
+``header value`` items wrapped between items, never inside a number. A title
+is broken between phrases to the table's width (rich would break it at any
+space: report.wrap).
 """
 
 from __future__ import annotations
 
+import copy
 import io
 
 from rich.console import Console, Group, RenderableType
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
+
+from pptune.report.wrap import tokens, wrap_phrases
 
 
 def natural_width(table: Table) -> int:
@@ -47,16 +52,19 @@ def _min_width(table: Table) -> int:
 def fit(renderable: RenderableType, width: int | None) -> RenderableType:
     """``renderable`` unchanged when it fits; a table whose text columns (``overflow=
     "fold"``) can wrap to fit keeps its numbers whole; else the table is stacked."""
-    if width is None or not isinstance(renderable, Table) or natural_width(renderable) <= width:
+    if width is None or not isinstance(renderable, Table):
         return renderable
+    natural = natural_width(renderable)
+    if natural <= width:
+        return _titled(renderable, natural)
     table = renderable
     if _min_width(table) <= width:
         for c in table.columns:  # rich then narrows only the text columns
             c.no_wrap = c.overflow != "fold"
-        return table
+        return _titled(table, width)
     headers = [_plain(c.header) for c in table.columns]
     columns = [[_plain(cell) for cell in c.cells] for c in table.columns]
-    lines = [_plain(table.title)] if table.title else []
+    lines = _title_lines(table.title, width)
     for row in zip(*columns, strict=True):
         items = [f"{h} {v}" if h else v for h, v in zip(headers[1:], row[1:], strict=True)
                  if v]
@@ -67,6 +75,24 @@ def fit(renderable: RenderableType, width: int | None) -> RenderableType:
     if table.caption:
         lines += ["", *wrap_items("", [_plain(table.caption)], width)]
     return Group(*(Text(line, no_wrap=True, overflow="ignore") for line in lines))
+
+
+def _title_lines(title: object, width: int) -> list[str]:
+    if not title:
+        return []
+    if isinstance(title, str):
+        return wrap_phrases(title, width)
+    return [_plain(title)]
+
+
+def _titled(table: Table, width: int) -> Table:
+    """``table`` with its (plain) title broken between phrases to ``width``, the
+    width rich gives the title: a copy, the caller's table unchanged."""
+    if not isinstance(table.title, str) or all(len(x) <= width for x in table.title.split("\n")):
+        return table
+    titled = copy.copy(table)
+    titled.title = "\n".join(_title_lines(table.title, width))
+    return titled
 
 
 def wrap_items(head: str, items: list[str], width: int, sep: str = ", ") -> list[str]:
@@ -105,7 +131,7 @@ def split_long(item: str, width: int) -> list[str]:
     if len(item) <= width:
         return [item]
     out = [""]
-    words = [w for word in item.split(" ") for w in wrap_commas(word, width).split("\n")]
+    words = [w for word in tokens(item) for w in wrap_commas(word, width).split("\n")]
     for word in words:
         if out[-1] and len(out[-1]) + 1 + len(word) > width:
             out.append(word)

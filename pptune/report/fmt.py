@@ -27,6 +27,12 @@ _TIME_UNITS: tuple[tuple[float, str, int], ...] = (
 
 _BYTE_UNITS: tuple[str, ...] = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 
+# Every unit written after a number and a space: the formatters' own, validate's ``+2.1
+# pts`` and tune's ``TFLOP/s`` (a job's logged rate). A line wrapped for the console
+# keeps each with its number (report.wrap).
+UNITS: frozenset[str] = frozenset(
+    {*(name for _, name, _ in _TIME_UNITS), *_BYTE_UNITS, "pts", "TFLOP/s"})
+
 
 def seconds_unit(s: float) -> tuple[float, str, int]:
     """The ``(factor_s, name, decimals)`` that ``fmt_seconds(s)`` uses for ``s``.

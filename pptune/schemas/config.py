@@ -189,8 +189,8 @@ class TrainingConfig(Strict):
         None, ge=1, le=2**31 - 1,
         description="full recomputation checkpointing the transformer layers of every model "
         "chunk in groups of N, each keeping only its input and re-created whole in its "
-        "backward (Megatron-LM --recompute-method uniform --recompute-num-layers N), when "
-        "the file says N > 1",
+        "backward (Megatron-LM --recompute-method uniform --recompute-num-layers N; "
+        "DeepSpeed pipeline.activation_checkpoint_interval N), when the file says N > 1",
     )
     recompute_layers_per_stage: list[int] | None = Field(
         None, description="transformer blocks recomputed in full on each stage (the first N_k "

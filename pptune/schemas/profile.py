@@ -243,6 +243,12 @@ class Calibration(Strict):
         "simulate price it unless --precision says otherwise; None: bf16")
     fp8_kernels: Literal["te", "torchao"] | None = Field(
         None, description="an FP8 job's linear layers: Transformer Engine's or torchao's")
+    fp8_recipe: str | None = Field(
+        None, max_length=40, description="an FP8 job's scaling recipe as its config states it "
+        "(Megatron-LM --fp8-recipe, torchtitan's float8 recipe)")
+    fp8_param_gather: bool | None = Field(
+        None, description="an FP8 job's weights kept and gathered in FP8 (Megatron-LM "
+        "--fp8-param-gather)")
     warnings: list[str] = Field(
         default_factory=list, description="what makes the factors doubtful: residuals or "
         "held-out errors over pptune calibrate's threshold")

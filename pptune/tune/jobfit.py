@@ -18,13 +18,15 @@ out, ``fit.held_out``), and a residual or held-out error beyond
 ``RESIDUAL_WARN`` is a warning: the factors are written, but doubtful. Where
 the runs differ in node count and those on more nodes are the ones the model
 under-prices, the warning names inter-node communication as the likely
-missing term; otherwise it names what to check.
+missing term; otherwise it names what to check. The refusal and the other
+warnings (a step one part dominates, a reserve beyond what fragmentation and
+the CUDA context account for, a GPU nobody named) are ``pptune.tune.jobdoubts``';
+a factor within 2x of the floor is a note.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import statistics
 from dataclasses import dataclass
 
@@ -32,20 +34,16 @@ from pptune.check.profile_match import same_model
 from pptune.check.rules import CheckReport
 from pptune.costmodel import presets
 from pptune.costmodel.breakdown import StepParts, step_parts
-from pptune.costmodel.calibration import Factors, RateGroup, problems
+from pptune.costmodel.calibration import Factors
 from pptune.costmodel.fit import MIN_SINGULAR, FitResult, Observed, fit, held_out
 from pptune.costs import calibrated
 from pptune.costs.profiles import DEFAULT_MICRO_BATCH_SIZES
 from pptune.errors import BadInput
-from pptune.report.fmt import run_labels
 from pptune.schemas import CalibrationRun, Profile
+from pptune.tune.jobdoubts import doubts, near_floor, refusal
 from pptune.tune.jobs import Job, calibration, simulated, step_at
 
 GIB = 1024**3
-# |residual| or |held-out error| beyond which calibrate warns: the worst error its
-# benchmark accepts (bench/calibrate.py WORST_TARGET, docs/accuracy.md), over the
-# 2-8% that timed steps move between launches (docs/measured.md)
-RESIDUAL_WARN = 0.10
 
 
 @dataclass(frozen=True)
@@ -64,33 +62,34 @@ def calibrate(jobs: list[Job]) -> Outcome:
         res = fit(obs)
     except ValueError as exc:
         raise BadInput(f"calibrate: {exc}") from None
-    gpu = presets.GPUS[first.gpu]
-    wrong = problems(gpu, res.factors)
-    if wrong:
-        raise BadInput(f"calibrate: {wrong[0]}: {_hint(res.factors)}; the job(s): "
-                       + "; ".join(j.describe() + f", {_measured_by(j)}" for j in jobs))
     reports = [simulated(j, res.factors) for j in jobs]
     parts = tuple(_parts(j, res.factors, r) for j, r in zip(jobs, reports, strict=True))
+    req = reports[0].request
+    node = req.gpus_per_node if req is not None else presets.GPUS[first.gpu].gpus_per_node
+    wrong = refusal(presets.GPUS[first.gpu], res, jobs, parts, node)
+    if wrong:
+        raise BadInput(f"calibrate: {wrong}; the job(s): "
+                       + "; ".join(j.describe() + f", {_measured_by(j)}" for j in jobs))
     try:
         held = held_out(obs)
     except BadInput:  # pptune cannot simulate a run at another run's factors
         held = (None,) * len(jobs)
-    runs, reserves = [], []
+    runs, reserves = [], []  # reserves: (job, its log's peak beyond pptune's tensors)
     for j, r, p, pred, resid, el, h in zip(jobs, reports, parts, res.predicted_s,
                                            res.residuals, res.elasticity, held, strict=True):
         tensors = None
         if r.plan is not None and r.plan.memory:
             tensors = max(m.total_bytes - m.reserve_bytes for m in r.plan.memory)
             if j.peak_memory_bytes is not None:
-                reserves.append(j.peak_memory_bytes - tensors)
+                reserves.append((j, j.peak_memory_bytes - tensors))
         runs.append(CalibrationRun(
             config=str(j.config), framework=j.read.format.value, step_source=j.step_source,
             measured_step_s=j.measured_step_s, predicted_step_s=pred, residual=resid,
             peak_memory_bytes=j.peak_memory_bytes, predicted_memory_bytes=tensors,
             parts={name: s for name, s in p.parts}, elasticity={g.value: v for g, v in el.items()},
             gpus=j.size.gpus, precision=j.precision, held_out_residual=h))
-    reserve = max(0.0, statistics.median(reserves)) if reserves else None
-    notes = _notes(res, jobs, reserves)
+    reserve = max(0.0, statistics.median(r for _, r in reserves)) if reserves else None
+    notes = _notes(res, jobs, [r for _, r in reserves])
     low = first.precision in ("fp8", "mxfp8")
     # the model with the job's batch: recommend's default on this profile (not the model's)
     model = dataclasses.replace(first.shape, global_batch=first.size.global_batch)
@@ -98,7 +97,9 @@ def calibrate(jobs: list[Job]) -> Outcome:
                       [[g.value for g in tie] for tie in res.fitted], runs, reserve, notes,
                       precision=first.precision,
                       fp8_kernels=(first.read.config.fp8_kernels or "te") if low else None,
-                      warnings=doubts(jobs, res.residuals, held))
+                      fp8_recipe=first.read.config.fp8_recipe if low else None,
+                      fp8_param_gather=first.read.config.fp8_param_gather if low else None,
+                      warnings=doubts(jobs, res, held, parts, reserves, reserve))
     c = first.read.config
     sizes = tuple(sorted(set(DEFAULT_MICRO_BATCH_SIZES) | {c.micro_batch_size}))
     prof = calibrated.profile(cal, sizes, tp=c.tp, seq_len=c.seq_len,
@@ -123,16 +124,6 @@ def _one_model(jobs: list[Job]) -> None:
         if b.shape.name != a.shape.name or not same_model(a.shape, b.shape):
             raise BadInput(f"--run {b.config} trains {b.shape.name}, --run {a.config} "
                            f"{a.shape.name}: a calibration is for one model; calibrate them apart")
-
-
-def _hint(f: Factors) -> str:
-    if max(f.of(g) for g in RateGroup) > 1:
-        return ("the job ran faster than pptune can price it at the GPU's best rates: does "
-                "it run on more GPUs, a smaller batch, a shorter sequence or without the "
-                "recomputation its config states, or on another GPU?")
-    return ("the job ran over ten times slower than pptune prices it: is the step in seconds "
-            "(not milliseconds) and the GPU the one named, and does the config state the "
-            "job's GPU count and batch?")
 
 
 def _parts(job: Job, f: Factors, report: CheckReport) -> StepParts:
@@ -176,56 +167,4 @@ def _notes(res: FitResult, jobs: list[Job], reserves: list[float]) -> list[str]:
         if neg:
             out.append(f"the logs' peak memory is {-min(neg) / GIB:.2f} GiB below pptune's "
                        "tensors: the reserve is taken as 0 and memory stays over-predicted")
-    return out
-
-
-def doubts(jobs: list[Job], residuals: tuple[float, ...],
-             held: tuple[float | None, ...]) -> list[str]:
-    """What makes the factors doubtful (module docstring): residuals or held-out errors
-    beyond RESIDUAL_WARN, with the term likely missing where the runs tell it."""
-    out = []
-    limit = f"beyond the +-{RESIDUAL_WARN:.0%} pptune's calibration benchmark accepts"
-    term = _missing_term(jobs, residuals)
-    names = run_labels([j.config.name for j in jobs], [j.size.gpus for j in jobs])
-    if any(abs(r) > RESIDUAL_WARN for r in residuals):
-        shown = ", ".join(f"{n} {r:+.1%}" for n, r in zip(names, residuals, strict=True))
-        out.append(f"the fit leaves residuals of {shown}, {limit}: no one set of factors gives "
-                   f"every run's step; {term}")
-    known = [(n, h) for n, h in zip(names, held, strict=True) if h is not None]
-    if any(abs(h) > RESIDUAL_WARN for _, h in known):
-        shown = ", ".join(f"{n} {h:+.1%}" for n, h in known)
-        out.append(f"leave one out, each run predicted from the others alone misses by "
-                   f"{shown}, {limit}: the factors may not carry to other configurations")
-    out += [_unstated(j) for j in jobs if j.overflow]
-    return out
-
-
-def _unstated(job: Job) -> str:
-    """A job pptune predicts cannot fit, yet ran: its config likely leaves out something
-    the job does, which the step priced (and so the factor fitted) lacks or adds."""
-    logged = (f"; its log's peak is {job.peak_memory_bytes / GIB:.1f} GiB "
-              f"({job.memory_what or 'as printed'})" if job.peak_memory_bytes is not None else "")
-    return (f"{job.config}: pptune predicts this job cannot fit ({job.overflow.split(';')[0]})"
-            f", yet it ran{logged}: its config likely does not state something the job does "
-            "(activation recomputation, a ZeRO stage or offload, a smaller micro-batch or "
-            "sequence), so the step priced is another job's and the time factor fitted to it "
-            "may be distorted; state it in the config (Megatron-LM's or torchtitan's "
-            "recomputation settings; a DeepSpeed or HF Trainer JSON, which cannot, its "
-            "\"pptune\": {\"recompute\": \"full\"} key) and calibrate again")
-
-
-def _missing_term(jobs: list[Job], residuals: tuple[float, ...]) -> str:
-    """Inter-node communication, when the runs on more nodes are the ones under-priced
-    (a lower residual: predicted faster than they ran); else what to check."""
-    nodes = [math.ceil(j.size.gpus / (j.read.config.gpus_per_node
-                                      or presets.GPUS[j.gpu].gpus_per_node)) for j in jobs]
-    few = [r for n, r in zip(nodes, residuals, strict=True) if n == min(nodes)]
-    many = [r for n, r in zip(nodes, residuals, strict=True) if n > min(nodes)]
-    if many and max(many) < min(few):
-        return (f"the runs on more nodes ({max(nodes)} against {min(nodes)}) ran slower than "
-                "pptune prices them next to the others: inter-node communication (the NIC's "
-                "rate, or traffic the model does not count) is the likely missing term, "
-                "unless the runs differ in what their configs do not state")
-    return ("a cost that differs between the runs is missing or mispriced, or a run is "
-            "described wrongly: check each run's GPUs, batch, sequence length, recomputation "
-            "and precision")
+    return out + near_floor(res)

@@ -6,7 +6,8 @@ own ``--gpus``, ``--env`` and other check-config flags filling what it leaves
 open), the log through the config's framework adapter
 (``pptune.frameworks.logs``), the step as the median over the steady
 iterations. The model is the config's (``--model`` overrides, as in
-check-config), the GPU ``--gpu``, else the config's, else h100-sxm with a note.
+check-config), the GPU ``--gpu``, else the config's, else the log's, else
+h100-sxm with a warning, checked against the log (``pptune.tune.jobgpu``).
 
 The job's GPU count must be known: where the config states neither it nor the
 data-parallel size (check-config would assume one, ``dp-assumed``), the log's
@@ -48,6 +49,7 @@ from pptune.frameworks.logs import read_log
 from pptune.frameworks.read import ReadResult, read_config
 from pptune.frameworks.registry import ADAPTERS
 from pptune.schemas import Calibration, CalibrationRun, Profile
+from pptune.tune.jobgpu import job_gpu
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,10 @@ class Job:
     memory_what: str = ""
     notes: tuple[str, ...] = ()
     overflow: str = ""  # check-config's memory-overflow finding: the job ran, so it fit
+    gpu_assumed: bool = False  # nothing named the GPU: pptune's default (jobgpu.py)
+    # the log's own FLOPs a step (its TFLOP/s a GPU x GPUs x step) over the config's model
+    # FLOPs; None where the log prints no TFLOP/s
+    flops_ratio: float | None = None
 
     @property
     def title(self) -> str:
@@ -111,18 +117,9 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None)
     if shape is None:
         raise BadInput(f"--run {m.config}: the config names no model pptune can price (no "
                        "preset, hf_config or layer/hidden/head/sequence sizes); pass --model")
-    name = gpu or cfg.gpu
-    if name is None and log is not None and log.device is not None:
-        name = presets.gpu_key_for(log.device)
-        if name is None:
-            raise BadInput(f"--log {m.log}: the job ran on {log.device[:60]}, which no GPU "
-                           f"preset states; pass --gpu (one of {', '.join(presets.GPUS)})")
-        notes.append(f"{m.config}: the log names the GPU, {log.device[:60]}: calibrating {name}")
-    if name is None:
-        name = presets.DEFAULT_GPU
-        notes.append(f"{m.config}: no GPU named; calibrating {name} (pass --gpu)")
-    if name not in presets.GPUS:
-        raise BadInput(f"--gpu {name!r} is not a preset; choose one of {', '.join(presets.GPUS)}")
+    found = job_gpu(m.config, m.log, log, gpu, cfg.gpu)
+    name = found.name
+    notes += [found.note] if found.note else []
     trial = _trial_profile(shape, name, cfg.attention, Factors())
     report = _check(read, m.config, trial)
     if _assumed(report):
@@ -146,6 +143,7 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None)
         notes.append(f"{m.config}: {size.gpus} GPUs from the batch the config states: "
                      f"{inferred.message.split(';')[0]}, x tp {c.tp} x pp {c.pp}"
                      + (f" x cp {c.cp}" if c.cp > 1 else "") + " (--gpus overrides)")
+    ratio = None
     if m.step_s is not None:
         step, source, peak, what = m.step_s, "--step-s", None, ""
         if not step > 0 or not math.isfinite(step):
@@ -161,10 +159,12 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None)
                 else f"no warm-up left out: --warmup {warmup}")
         source = (f"log {m.log}: median of {len(steady.used)} {log.title} line(s), "
                   f"iterations {steady.used[0]}-{steady.used[-1]} ({left})")
-        notes += [f"--log {m.log}: {n}" for n in log.notes]
-        notes += _throughput_disagrees(m, log, steady.used, shape, size, step)
+        notes += [f"--log {m.log}: {n}" for n in (*log.notes, *steady.notes)]
+        tflops = _logged_tflops(log, steady.used)
+        ratio = _log_flops_ratio(tflops, shape, size, step)
+        notes += _throughput_disagrees(m, ratio, tflops, shape, size, step)
     job = Job(m.config, read, shape, name, step, source, size, peak, what, tuple(notes),
-              overflow)
+              overflow, found.assumed, ratio)
     _refuse_faster_than_peak(job)
     return job
 
@@ -177,21 +177,45 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None)
 THROUGHPUT_SLACK = 1.5
 
 
-def _throughput_disagrees(m: Measurement, log: JobLog, used: tuple[int, ...],
+def _logged_tflops(log: JobLog, used: tuple[int, ...]) -> float | None:
+    """The median TFLOP/s a GPU the log's used lines print (None: they print none)."""
+    rates = sorted(s.tflops_per_gpu for s in log.steps
+                   if s.iteration in used and s.tflops_per_gpu)
+    return rates[len(rates) // 2] if rates else None
+
+
+def _model_flops(shape: ModelShape, size: JobSize) -> float:
+    """pptune's model FLOPs a step (its MFU count)."""
+    return shape_flops_per_token(shape, size.seq_len) * size.global_batch * size.seq_len
+
+
+def _log_flops_ratio(tflops: float | None, shape: ModelShape, size: JobSize,
+                     step_s: float) -> float | None:
+    """The log's own FLOPs a step over the model FLOPs of the job the config describes."""
+    if tflops is None:
+        return None
+    return tflops * 1e12 * size.gpus * step_s / _model_flops(shape, size)
+
+
+def another_job(job: Job) -> str:
+    """The question a refusal asks when the log's own FLOPs are not the config's job's
+    (beyond THROUGHPUT_SLACK either way); "" when they are, or the log prints none."""
+    r = job.flops_ratio
+    if r is None or 1 / THROUGHPUT_SLACK <= r <= THROUGHPUT_SLACK:
+        return ""
+    return (f"is the log of another model or batch (its own TFLOP/s a GPU make {r:.3g}x the "
+            f"model FLOPs of the job {job.config} describes)")
+
+
+def _throughput_disagrees(m: Measurement, ratio: float | None, tflops: float | None,
                           shape: ModelShape, size: JobSize, step_s: float) -> list[str]:
     """A note when the TFLOP/s a GPU the log prints, times its GPUs and step, is not the
     model FLOPs a step of the job the config describes (6 per active parameter and token
     with the embedding left out, and causal attention's 6 L h s: pptune's MFU count)."""
-    rates = sorted(s.tflops_per_gpu for s in log.steps
-                   if s.iteration in used and s.tflops_per_gpu)
-    if not rates:
+    if ratio is None or tflops is None or 1 / THROUGHPUT_SLACK <= ratio <= THROUGHPUT_SLACK:
         return []
-    logged = rates[len(rates) // 2] * 1e12 * size.gpus * step_s
-    model = shape_flops_per_token(shape, size.seq_len) * size.global_batch * size.seq_len
-    ratio = logged / model
-    if 1 / THROUGHPUT_SLACK <= ratio <= THROUGHPUT_SLACK:
-        return []
-    return [f"warning: --log {m.log}: its {rates[len(rates) // 2]:g} TFLOP/s a GPU over "
+    logged, model = tflops * 1e12 * size.gpus * step_s, _model_flops(shape, size)
+    return [f"warning: --log {m.log}: its {tflops:g} TFLOP/s a GPU over "
             f"{size.gpus} GPUs and {step_s:.4g} s make {logged:.3g} FLOPs a step, {ratio:.2f}x "
             f"the {model:.3g} model FLOPs of the job the config describes ({shape.name}, "
             f"{size.global_batch} x {size.seq_len} tokens; 6 per active parameter and token "
@@ -314,4 +338,5 @@ def _refuse_faster_than_peak(job: Job) -> None:
             f"{flops:.3g} FLOPs a step (6 per active parameter and token, attention not "
             f"counted: a lower bound) need at least {least:.4g} s on {job.size.gpus} "
             f"{job.gpu} at their {peak / 1e12:g} TFLOP/s peak; check the description "
-            f"({job.describe()}) and the step's units (seconds)")
+            f"({job.describe()}) and the step's units (seconds)"
+            + (f"; {other}?" if (other := another_job(job)) else ""))

@@ -70,7 +70,7 @@ def ops_table(doc: dict[str, Any]) -> Table:
     Where these agree and the step does not, the error is in the schedule
     (waits, communication); where they differ, it is in the compute costs.
     """
-    table = Table(title="ops: predicted cost vs measured median duration")
+    table = Table(title="ops: predicted vs measured median time")
     table.add_column("op")
     table.add_column("stage", justify="right")
     table.add_column("predicted", justify="right")

@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from pptune.check.best import best_plan
+from pptune.check import best
 from pptune.check.costs import costs
 from pptune.check.framework import stateable_requests
-from pptune.check.layouts import Layouts, own_first, searched_keys
+from pptune.check.job import ConfigCosts
+from pptune.check.layouts import own_first, searched_keys
 from pptune.check.rules import CheckOptions, check
 from pptune.cli.app import app
 from pptune.costmodel.keys import CostKey, Precision
-from pptune.costmodel.presets import GPUS, MODELS
+from pptune.costmodel.presets import MODELS
 from pptune.costmodel.search import PlanRequest
 from pptune.frameworks.read import read_config
 from pptune.options import CostOptions
@@ -37,15 +39,15 @@ def test_the_sizes_recommend_searches_at_the_files_precision() -> None:
     (2,048 tokens a rank at most), ep the powers of two up to the 128 experts, etp 1:
     3 x 2 x 8 = 48 keys, all in the file's FP8, the file's own first."""
     own = CostKey(tp=2, ep=32, precision=Precision.FP8)
-    layouts = Layouts(unused, CostOptions(precision=(Precision.FP8,)),  # type: ignore[arg-type]
-                      MODELS["qwen3-235b-a22b"], GPUS["b200"])
+    priced = ConfigCosts(None, "analytic", own, options=CostOptions(precision=(Precision.FP8,)),
+                         shape=MODELS["qwen3-235b-a22b"], gpu="b200", tables=unused)  # type: ignore[arg-type]
     req = PlanRequest(gpus=256, global_batch=1024, tp=2, gpus_per_node=8, cost_keys=(own,))
-    keys = searched_keys(layouts, req)
+    keys = searched_keys(priced, req)
     assert keys[0] == own and len(keys) == len(set(keys)) == 48
     assert set(keys) == {CostKey(tp, cp, ep, 1, Precision.FP8) for tp, cp, ep in
                          itertools.product((1, 2, 4), (1, 2), (1, 2, 4, 8, 16, 32, 64, 128))}
     # measured costs price the file's key alone
-    assert searched_keys(None, req) == (own,)
+    assert searched_keys(ConfigCosts(None, "profile p.json", own), req) == (own,)
 
 
 def test_a_key_the_file_states_stands_and_autotp_runs_without_a_pipeline() -> None:
@@ -85,7 +87,8 @@ def test_the_files_key_is_searched_in_full_and_the_others_recompute_whole() -> N
         PlanRequest(gpus=16, global_batch=64, cost_keys=(own,), tp=2)]
 
 
-def test_an_expert_group_across_nodes_is_slower_than_best() -> None:
+def test_an_expert_group_across_nodes_is_slower_than_best(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """EP32 spans four nodes of 8: the expert all-to-all crosses InfiniBand. The file's
     10.57 s step is over four times the best plan a Megatron-LM script states on the
     same GPUs, at tp 1 and ep 2; at the file's own tp 2 and ep 32 (all the comparison
@@ -99,12 +102,13 @@ def test_an_expert_group_across_nodes_is_slower_than_best() -> None:
     assert "it differs from the file in tp 2 -> 1, ep 32 -> 2 and the split" in (
         slower["message"])
     assert doc["derived"]["slowdown_vs_best"] > 4
+    # compared at the file's own sizes alone, as it had been
+    monkeypatch.setattr(best, "searched_keys", lambda _costs, req: req.keys()[:1])
     read = read_config(QWEN)
     report = check(read.config, DATA, CheckOptions(costs=CostOptions(gpu="b200")),
                    read.semantics)
-    assert report.plan is not None and report.table is not None and report.request
-    own = best_plan(read.config, report.table, report.request)  # the file's sizes alone
-    assert own is not None and report.plan.step_time_s / own.step_time_s < 1.10
+    assert report.derived["slowdown_vs_best"] < 1.10
+    assert "slower-than-best" not in {f.id for f in report.findings}
 
 
 def test_the_same_script_at_tp_1_and_ep_8_passes(tmp_path: Path) -> None:
@@ -128,8 +132,31 @@ def test_a_tp_1_file_is_compared_at_other_tp_as_its_framework_runs_them(
     cfg = TrainingConfig.model_validate({"source_format": framework, "micro_batch_size": 1,
                                          "model": "llama3-8b", "gpu": "h100-sxm"})
     priced = costs(cfg, Path("."), CostOptions(), lambda *a, **v: None, gpus=16)
-    assert priced.layouts is not None and priced.key == CostKey(tp=1)
-    assert priced.layouts.options.splits_sequence is splits
+    assert priced.tables is not None and priced.options is not None
+    assert priced.key == CostKey(tp=1) and priced.options.splits_sequence is splits
     two = TrainingConfig.model_validate({**cfg.model_dump(), "tp": 2})
     stated = costs(two, Path("."), CostOptions(), lambda *a, **v: None, gpus=16)
-    assert stated.layouts is not None and not stated.layouts.options.splits_sequence
+    assert stated.options is not None and not stated.options.splits_sequence
+
+
+def test_a_plan_at_another_key_is_timed_on_that_keys_costs(tmp_path: Path) -> None:
+    """A torchtitan file compiling its loss alone (Llama 3 8B, tp 1 on 8 H100s): its best
+    plan is at cp 2, timed as torchtitan runs it at that key, which here is the search's
+    price on that key's own table (the file's kernels, nothing to price again)."""
+    from pptune.costmodel.search import evaluate
+    from tests.check.test_best_as_run import LOSS_ONLY, TOML, ZBV_OUTGROWS
+
+    path = tmp_path / "job.toml"
+    path.write_text(TOML.format(**ZBV_OUTGROWS) + LOSS_ONLY)
+    read = read_config(path, gpus=8, gpu="h100-sxm")
+    report = check(read.config, tmp_path, CheckOptions(costs=CostOptions(gpu="h100-sxm")),
+                   read.semantics)
+    found = report.best
+    assert found is not None and report.request is not None
+    assert (found.key.tp, found.key.cp) == (1, 2)
+    priced = costs(read.config, tmp_path, CostOptions(gpu="h100-sxm"), lambda *a, **v: None,
+                   gpus=8)
+    assert priced.tables is not None
+    at_key = replace(report.request, cost_keys=(found.key,), tp=found.key.tp)
+    assert found.step_time_s == evaluate(priced.tables(found.key), at_key,
+                                         found.spec).step_time_s

@@ -308,21 +308,25 @@ def test_deepspeed_pipeline_file_never_asks_for_zero2_or_3() -> None:
 
 @pytest.mark.parametrize("framework", [Framework.MEGATRON, Framework.TORCHTITAN])
 def test_default_search_emits_a_plan_the_file_states(framework: Framework, tmp_path: Path) -> None:
-    """Without recomputation the search picks ZeRO-2/3 at pp = 1 on 4 GPUs; Megatron-LM
-    and torchtitan files cannot state those, so emit falls back to a plan with what the
-    file states (torchtitan: the same plan with FSDP, which fits; Megatron-LM: nothing
-    it states fits that spec, so the best plan with ZeRO-1 or no sharding): check-config
-    then predicts it exactly (no memory overflow, same step time). (The default search,
+    """Without recomputation the search picks ZeRO-2/3 at pp = 1 on 4 GPUs. A Megatron-LM
+    script states both as Megatron-FSDP (optim_grads, optim_grads_params: fsdp.py) and
+    writes the plan itself; torchtitan files cannot, so emit falls back to the same plan
+    with FSDP where it fits, else the best plan torchtitan states: check-config then
+    predicts it exactly (no memory overflow, same step time). (The default search,
     which also recomputes per stage, puts a ZeRO-1 pipeline with cp = 2 first.)"""
     run = recommend(RecommendSpec.of(gpus=4, recompute="none"))
-    assert run.result.plans[0].sharding.value in ("zero2", "zero3")
+    ranked = run.result.plans[0]
+    assert ranked.sharding.value in ("zero2", "zero3")
     out = emit(framework, run)
-    assert out.plan.sharding.value in ("zero1", "none", "fsdp")
-    # torchtitan: the plan with FSDP where it fits as torchtitan runs it (an uncompiled
-    # BF16 file: eager SwiGLU and loss), else the best plan that states
-    fallback = (("emitting the plan with FSDP", "best plan with")
-                if framework is Framework.TORCHTITAN else ("best plan with",))
-    assert any(f in n for n in out.notes for f in fallback)
+    if framework is Framework.MEGATRON:
+        assert out.exact and out.plan.spec == ranked.spec
+        assert "--use-megatron-fsdp" in out.files["pretrain_megatron.sh"]
+    else:
+        assert out.plan.sharding.value in ("none", "fsdp")
+        # the plan with FSDP where it fits as torchtitan runs it (an uncompiled BF16 file:
+        # eager SwiGLU and loss), else the best plan that states
+        assert any(f in n for n in out.notes
+                   for f in ("emitting the plan with FSDP", "best plan with"))
     name, extra = ROUND_TRIP[framework]
     from pptune.plan.emit import write
 
@@ -496,7 +500,7 @@ def test_megatron_states_one_recomputed_block_count_for_every_stage() -> None:
     carry one count for every stage, never counts fitted stage by stage."""
     from dataclasses import replace
 
-    from pptune.costmodel.search import search
+    from pptune.costmodel.search import Sharding, search
     from pptune.costmodel.stage_recompute import stage_blocks
     from pptune.frameworks.megatron.closest import stateable_request
 
@@ -506,10 +510,27 @@ def test_megatron_states_one_recomputed_block_count_for_every_stage() -> None:
     req = stateable_request(run.plan_request, "llama3-70b")
     assert req.uniform_recompute
     assert {s.value for s in req.schedules} <= {"1f1b", "interleaved-1f1b"}
-    counted = [p for p in search(run.costs.table_for, replace(req, top=5)).plans
-               if p.recompute_layers is not None]
+    # the distributed optimizer's plans, which pipeline (Megatron-FSDP's ZeRO-3 wins
+    # without a pipeline here, and recomputes no stage)
+    counted = [p for p in search(run.costs.table_for, replace(
+        req, top=5, shardings=(Sharding.ZERO1,))).plans if p.recompute_layers is not None]
     assert counted  # at 32k tokens some stage must recompute, and not all of them all
     for plan in counted:
         n = max(plan.recompute_layers)
         blocks = stage_blocks(list(run.table_for(plan.key).names), plan.stage_layers)
         assert plan.recompute_layers == tuple(min(n, b) for b in blocks)
+
+
+def test_emit_prices_the_written_plan_at_the_searchs_gemm_efficiency(tmp_path: Path) -> None:
+    """torchtitan's kernels re-price the plan; with --efficiency 0.3 the re-priced GEMMs
+    keep that efficiency (they had taken the per-shape model's, about twice as fast: the
+    written plan came out at 0.497x plan 1). The torchtitan file compiles, keeps flash
+    attention and no faster kernels than the search priced: it is never faster."""
+    import re
+
+    r = runner.invoke(app, ["recommend", "--gpus", "8", "--model", "llama3-8b",
+                            "--efficiency", "0.3", "--emit", "torchtitan", "-o",
+                            str(tmp_path / "out")])
+    assert r.exit_code == 0, r.output
+    ratios = [float(x) for x in re.findall(r"\(([0-9.]+)x plan 1\)", r.stderr)]
+    assert ratios and all(0.99 <= x < 1.1 for x in ratios), r.stderr

@@ -177,12 +177,20 @@ def test_deepspeed_files_state_no_cp_or_fp8(runs: Runs) -> None:
 
 
 def test_megatron_states_pp_last_order_with_cp(tmp_path: Path) -> None:
-    """The plan Megatron-LM's files can state here (ZeRO-1, pp 2) runs tp-pp-dp with cp 2,
-    which megatron-core refuses (parallel_state.py): the script states it in
-    tp-cp-dp-pp instead, re-predicted, with a note."""
-    run = recommend(RecommendSpec.of(gpus=16, model="llama3-8b", gpu="h100-sxm",
-                                     seq_len=16384, cp="2", precision="fp8",
-                                     cp_comm="a2a+p2p", fp8_param_gather=True))
+    """The best ZeRO-1 plan here (pp 2) runs tp-pp-dp with cp 2, which megatron-core
+    refuses (parallel_state.py): the script states it in tp-cp-dp-pp instead,
+    re-predicted, with a note. (Plan 1 of the search over every sharding, ZeRO-3 without
+    a pipeline, is written as Megatron-FSDP with FP8 parameters, and read back so.)"""
+    spec = {"gpus": 16, "model": "llama3-8b", "gpu": "h100-sxm", "seq_len": 16384, "cp": "2",
+            "precision": "fp8", "cp_comm": "a2a+p2p", "fp8_param_gather": True}
+    emitted, doc = round_trip(Framework.MEGATRON, recommend(RecommendSpec.of(**spec)),
+                              tmp_path / "fsdp")
+    assert emitted.plan.sharding.value == "zero3" and emitted.exact
+    text = emitted.files[FILES[Framework.MEGATRON]]
+    assert "--use-megatron-fsdp" in text and "--fp8-param-gather" in text
+    assert doc["exit_code"] == 0 and doc["config"]["fp8_param_gather"], doc["findings"]
+    assert doc["derived"]["step_time_s"] == pytest.approx(emitted.plan.step_time_s, rel=1e-9)
+    run = recommend(RecommendSpec.of(**spec, sharding="zero1"))
     emitted, doc = round_trip(Framework.MEGATRON, run, tmp_path)
     assert any("refuses --use-tp-pp-dp-mapping" in n for n in emitted.notes)
     assert (emitted.plan.cp, emitted.plan.rank_order.value) == (2, "tp-dp-pp")

@@ -1,6 +1,7 @@
 """Emitted Megatron-LM scripts megatron-core accepts: a top-1 router states
---moe-router-pre-softmax, sliding windows are written, a plan sharded beyond ZeRO-1 is
-refused rather than written unsharded; megatron-core's combined-order rules on MTP
+--moe-router-pre-softmax, sliding windows are written, a plan only ZeRO-3 fits is
+written as Megatron-FSDP, and refused rather than written unsharded where the
+precision-aware optimizer keeps the distributed optimizer alone; megatron-core's combined-order rules on MTP
 and the shared-expert overlap are check-config errors, and the search does not rank
 the combined order without a pipeline for a model with an MTP layer."""
 
@@ -51,11 +52,29 @@ def test_a_top_1_router_and_sliding_windows_are_written(tmp_path: Path) -> None:
     assert doc["derived"]["step_time_s"] == pytest.approx(out.plan.step_time_s, rel=1e-9)
 
 
-def test_a_plan_only_zero_3_fits_is_refused_not_written_unsharded() -> None:
-    run = recommend(RecommendSpec.of(gpus=16, hf_config=str(HF / "llama4-scout-17b-16e-config.json"),
-                                     gpu="h200", seq_len=4096, global_batch=64, top=1))
-    with pytest.raises(BadInput, match="megatron cannot express plan 1: it shards"):
-        emit("megatron", run)
+def test_a_plan_only_zero_3_fits_is_written_as_megatron_fsdp(tmp_path: Path) -> None:
+    """Llama 4 Scout on 16 H200s, 16 experts over ep 16: only ZeRO-3 fits, written as
+    Megatron-FSDP's optim_grads_params with 16-bit gradients (its experts shard over
+    the expert data-parallel group) and read back at the same step."""
+    scout = str(HF / "llama4-scout-17b-16e-config.json")
+    run = recommend(RecommendSpec.of(gpus=16, hf_config=scout, gpu="h200", seq_len=4096,
+                                     global_batch=64, top=1))
+    out = emit("megatron", run)
+    assert out.plan.sharding.value == "zero3" and out.plan.ep == 16 and out.exact
+    text = out.files["pretrain_megatron.sh"]
+    assert "--data-parallel-sharding-strategy optim_grads_params" in text
+    write(out, tmp_path)
+    doc = _check(tmp_path / "pretrain_megatron.sh", "--gpu", "h200", "--hf-config", scout)
+    assert doc["errors"] == 0 and doc["config"]["sharding"] == "zero3", doc["findings"]
+    assert doc["derived"]["step_time_s"] == pytest.approx(out.plan.step_time_s, rel=1e-9)
+    # BF16 moments keep Megatron-LM on its distributed optimizer (the precision-aware
+    # optimizer): on 16 H100s no ZeRO-1 plan fits, refused rather than written unsharded
+    bf16 = recommend(RecommendSpec.of(gpus=16, hf_config=scout, gpu="h100-sxm", seq_len=4096,
+                                      global_batch=64, top=1, exp_avg_dtype="bf16",
+                                      exp_avg_sq_dtype="bf16"))
+    with pytest.raises(BadInput, match="megatron cannot express plan 1: it shards the "
+                       "training state as ZeRO-3 and no plan with ZeRO-1 fits"):
+        emit("megatron", bf16)
 
 
 def test_megatron_core_combined_order_rules(tmp_path: Path) -> None:

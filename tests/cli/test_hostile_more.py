@@ -36,6 +36,12 @@ def _more(t: Path) -> None:
                          "pid": 0, "tid": 7}]}))
     prof = analytic_profile("gpt-small", "h100-sxm", [1, 2])
     (t / "profile.json").write_text(prof.model_dump_json())
+    # bash -n: "line 3: unexpected EOF while looking for matching `"'"; the apostrophes
+    # before it (a comment, a here-document, $'...', \') are no quotes
+    (t / "unclosed.sh").write_text(
+        "# it's PP=4\ncat <<EOF\ndon't\nEOF\nPP=$'4' Q=it\\'s\n"
+        "torchrun pretrain_gpt.py --pipeline-model-parallel-size $PP \\\n"
+        '  --data-path "/data/x \\\n  --num-layers 32\n')
 
 
 Case = tuple[list[str], int, tuple[str, ...]]
@@ -54,6 +60,11 @@ CASES: list[Case] = [
     (["check-config", "{t}/big_layers.yaml"], 2, ("num_layers", "4,096")),
     (["check-config", "{t}/seq.yaml"], 2, ("seq_len", "16,777,216")),
     (["check-config", "{t}/gpus.yaml"], 2, ("gpus", "131,072")),
+    # a launch script with a quote never closed is refused as bash refuses it, at the
+    # line where the quote opens
+    *[(["check-config", "{t}/unclosed.sh", *o], 2,
+       ('unclosed.sh: line 7: the " opened here is never closed',))
+      for o in ([], ["--json"], ["--output", "github"])],
     # 2: JSON nested too deeply, wherever a user's JSON file is read
     (["calibrate", "{t}/deep1000.json", "--profile", "{t}/profile.json", "-o", "{t}/out.json"],
      2, ("nested too deeply",)),

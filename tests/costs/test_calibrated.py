@@ -100,7 +100,7 @@ def test_a_calibration_names_a_preset_gpu_and_a_model_shape(tmp_path: Path) -> N
 
 
 def test_plans_are_priced_at_the_precision_the_jobs_ran() -> None:
-    from pptune.costmodel.precision import Fp8Kernels
+    from pptune.costmodel.precision import Fp8Kernels, Fp8Recipe
 
     cal = calibration(SHAPE, "h100-sxm", None, Factors.common(0.8),
                       [["compute", "memory", "communication"]], [RUN], None,
@@ -124,6 +124,19 @@ def test_plans_are_priced_at_the_precision_the_jobs_ran() -> None:
     plain = calibration(SHAPE, "h100-sxm", None, Factors.common(0.8),
                         [["compute", "memory", "communication"]], [RUN], None)
     assert calibrated.as_ran(CostOptions(), plain) == (CostOptions(), [])
+    # the jobs' FP8 scaling and FP8 weights, where the plans price others: said, with the flag
+    ran = calibration(SHAPE, "h100-sxm", None, Factors.common(0.8),
+                      [["compute", "memory", "communication"]], [RUN], None,
+                      precision="fp8", fp8_recipe="blockwise", fp8_param_gather=True)
+    _, notes = calibrated.as_ran(CostOptions(), ran)
+    assert notes[1:] == [
+        "the calibrated jobs ran --fp8-recipe blockwise; these plans are priced (and written "
+        "by --emit) with delayed: pass --fp8-recipe to keep the jobs' scaling",
+        "the calibrated jobs kept their weights in FP8 (--fp8-param-gather); these plans are "
+        "priced (and written by --emit) without: pass --fp8-param-gather to keep it"]
+    kept = CostOptions(precision=(Precision.FP8,), fp8_recipe=Fp8Recipe.BLOCKWISE,
+                       fp8_param_gather=True)
+    assert calibrated.as_ran(kept, ran) == (kept, [])
     # simulate and check-config's one table: the FP8 key
     prof = calibrated.profile(cal, (1,), tp=1)
     assert find(CostOptions(), Mode.PLAN, profile=prof).key.precision is Precision.FP8  # type: ignore[union-attr]

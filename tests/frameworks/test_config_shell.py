@@ -69,8 +69,11 @@ def test_keywords_and_control_flow_run_in_order() -> None:
     assert script.scalars["PP"] == "8"  # both branches run: the last assignment wins
 
 
-def test_unbalanced_quotes_fall_back_to_spaces_with_a_note() -> None:
-    script = interpret('run --a 1 "oops\n')
+def test_an_evals_unbalanced_quotes_fall_back_to_spaces_with_a_note() -> None:
+    """bash checks an eval's text only when it runs it (``bash -n`` passes the script),
+    so its unclosed quote is read on spaces with a note; the script's own is refused
+    (test_shell_quotes.py)."""
+    script = interpret("eval \"run --a 1 \\\"oops\"\n")
     assert script.commands[0].words == ["run", "--a", "1", '"oops']
     assert script.notes == ["line 1: unbalanced quotes; split on spaces"]
 
@@ -156,3 +159,17 @@ def test_here_document_bodies_are_not_statements() -> None:
     assert split_statements("N=$((1<<2))\nM=3\n") == [(1, "N=$((1<<2))"), (2, "M=3")]
     # a delimiter never found: the body runs to the end of the file, as bash reads it
     assert split_statements("cat <<EOF\nx\ny\n") == [(1, "cat <<EOF")]
+
+
+def test_an_array_grown_by_many_appends_keeps_every_item() -> None:
+    """``ARGS+=(...)`` extends the array in place (its length and characters counted as
+    it grows): 20,000 appends had copied and summed the whole array each time, minutes
+    for a long generated script; the last append still lands last."""
+    from pptune.frameworks.common.shell import interpret
+
+    lines = ["ARGS=(--num-layers 2)"] + [f"ARGS+=(--x{i} {i})" for i in range(20_000)]
+    script = interpret("\n".join([*lines, 'run "${ARGS[@]}"']) + "\n")
+    words = script.commands[-1].words
+    assert len(words) == 1 + 2 + 2 * 20_000
+    assert words[:3] == ["run", "--num-layers", "2"] and words[-2:] == ["--x19999", "19999"]
+    assert script.array_chars["ARGS"] == sum(len(w) for w in words[1:])

@@ -58,3 +58,23 @@ def test_without_a_gpu_count_the_accumulation_is_not_derived_at_dp_1(tmp_path: P
     assert found["dp-assumed"] == "warning" and "dp-inferred" not in found
     assert not any("derived as DeepSpeed does" in n for n in doc["notes"])
     assert not any("pipeline partition not stated" in n for n in doc["notes"])  # no pipeline
+
+
+def test_a_checkpoint_interval_of_n_groups_n_blocks(tmp_path: Path) -> None:
+    """PipelineModule checkpoints each run of activation_checkpoint_interval layers of a
+    stage as one (deepspeed/runtime/pipe/module.py forward): an interval of 2 keeps half
+    the inputs and re-creates two blocks at once, the same step as an interval of 1."""
+    base = json.loads((Path(__file__).parents[1] / "data" / "configs" / "ds_config.json"
+                       ).read_text())
+    docs = []
+    for n in (1, 2):
+        base["pipeline"]["activation_checkpoint_interval"] = n
+        docs.append(check_file(tmp_path / f"ds{n}.json", json.dumps(base), "--model", "llama3-8b",
+                               "--gpu", "h100-sxm")[2])
+    one, two = docs
+    assert (one["config"]["recompute"], two["config"]["recompute"]) == ("full", "full")
+    assert (one["config"]["recompute_uniform_layers"],
+            two["config"]["recompute_uniform_layers"]) == (None, 2)
+    assert any("each run of 2 transformer blocks" in n for n in two["notes"])
+    assert one["derived"]["step_time_s"] == two["derived"]["step_time_s"]
+    assert one["derived"]["peak_memory_bytes"] != two["derived"]["peak_memory_bytes"]

@@ -17,23 +17,32 @@ from pptune.frameworks.registry import ADAPTERS, Framework
 
 
 def megatron_iteration(iteration: int, ms: float, tflops: float | None = None,
-                       stamp: bool = True) -> str:
+                       stamp: bool = True, batch: int = 128, loss: float = 7.25,
+                       skipped: int = 0, nan: int = 0) -> str:
     """megatron/training/training.py ``training_log`` (NVIDIA/Megatron-LM d98e8a6,
-    lines 3567-3620), the keys in its order."""
+    lines 3567-3620), the keys in its order; ``skipped`` and ``nan`` are the counts of
+    the interval the line closes (reset after each line)."""
     log_string = " [2026-08-22 15:22:22.123456]" if stamp else ""
     log_string += ' iteration {:8d}/{:8d} |'.format(iteration, 5000)
-    log_string += ' consumed samples: {:12d} |'.format(iteration * 128)
+    log_string += ' consumed samples: {:12d} |'.format(iteration * batch)
     log_string += ' elapsed time per iteration (ms): {:.1f} |'.format(ms)
     if tflops is not None:
         log_string += f' throughput per GPU (TFLOP/s/GPU): {tflops:.1f} |'
     log_string += f' learning rate: {3e-4:.6E} |'
-    log_string += f' global batch size: {128:5d} |'
-    log_string += ' {}: {:.6E} |'.format("lm loss", 7.25)
+    log_string += f' global batch size: {batch:5d} |'
+    log_string += ' {}: {:.6E} |'.format("lm loss", loss)
     log_string += f' loss scale: {1.0:.1f} |'
     log_string += f' grad norm: {1.234:.3f} |'
-    log_string += ' number of skipped iterations: {:3d} |'.format(0)
-    log_string += ' number of nan iterations: {:3d} |'.format(0)
+    log_string += ' number of skipped iterations: {:3d} |'.format(skipped)
+    log_string += ' number of nan iterations: {:3d} |'.format(nan)
     return log_string
+
+
+def megatron_world(world: int, dp: int) -> str:
+    """megatron/training/arguments.py ``validate_args``, on rank 0 at start-up."""
+    return (f"using world size: {world}, data-parallel size: {dp}, context-parallel size: 1, "
+            "hierarchical context-parallel sizes: None, tensor-model-parallel size: "
+            f"{world // dp}, pipeline-model-parallel size: 1")
 
 
 def megatron_memory(rank: int, iteration: int, max_reserved_mb: float) -> str:
@@ -97,7 +106,8 @@ def test_megatron_iteration_lines_and_memory(tmp_path: Path) -> None:
     log = read_log(path, Framework.MEGATRON)
     assert [s.iteration for s in log.steps] == [1, 10, 20, 30, 40]
     assert log.steps[1] == LoggedStep(10, step_s=pytest.approx(12.9361),
-                                      tflops_per_gpu=pytest.approx(118.7))
+                                      tflops_per_gpu=pytest.approx(118.7), global_batch=128)
+    assert log.steps[0].memory_bytes == pytest.approx(16334.0 * MIB)  # reported after it
     assert log.peak_memory_bytes == pytest.approx(16334.0 * MIB)
     steady = steady_step_s(log, None, "train.log")
     # iteration 1 (start-up) is left out; the median of 12.9361, 12.9, 13.0505, 12.99

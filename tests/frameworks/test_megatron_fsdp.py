@@ -1,7 +1,8 @@
 """Megatron-LM scripts as users write them: Megatron-FSDP (--use-megatron-fsdp), its
 sharding strategy read as the state it shards (megatron-core 0.16.1 arguments.py:
-no_shard, optim, optim_grads, optim_grads_params; default no_shard), and a recompute
-count beside no recomputation."""
+no_shard, optim, optim_grads, optim_grads_params; default no_shard; optim_grads_params
+with 16-bit gradients is ZeRO-3's state, with FP32 ones priced as FSDP), and a
+recompute count beside no recomputation."""
 
 from __future__ import annotations
 
@@ -21,21 +22,61 @@ SCRIPT = (
 )
 
 
+FSDP = "--use-megatron-fsdp --ckpt-format fsdp_dtensor"  # validate_args asserts the format
+
+
 @pytest.mark.parametrize(("flags", "sharding"), [
-    ("--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params "
+    (f"{FSDP} --data-parallel-sharding-strategy optim_grads_params "
      "--use-distributed-optimizer", "fsdp"),
-    ("--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads", "zero2"),
-    ("--use-megatron-fsdp --data-parallel-sharding-strategy optim", "zero1"),
-    ("--use-megatron-fsdp --use-distributed-optimizer", "zero1"),  # no_shard: the optimizer's
-    ("--use-megatron-fsdp", "none"),
+    # 16-bit gradients: BF16 under --grad-reduce-in-bf16, FP16 under --fp16 (validate_args
+    # accumulates in FP32 only when asked then)
+    (f"{FSDP} --data-parallel-sharding-strategy optim_grads_params --grad-reduce-in-bf16",
+     "zero3"),
+    (f"{FSDP} --data-parallel-sharding-strategy optim_grads_params --fp16", "zero3"),
+    (f"{FSDP} --data-parallel-sharding-strategy optim_grads_params --fp16 "
+     "--accumulate-allreduce-grads-in-fp32", "fsdp"),
+    (f"{FSDP} --data-parallel-sharding-strategy optim_grads", "zero2"),
+    (f"{FSDP} --data-parallel-sharding-strategy optim_grads --grad-reduce-in-bf16", "zero2"),
+    (f"{FSDP} --data-parallel-sharding-strategy optim", "zero1"),
+    (f"{FSDP} --use-distributed-optimizer", "zero1"),  # no_shard: the optimizer's
+    (FSDP, "none"),
     ("--use-distributed-optimizer", "zero1"),
 ])
 def test_megatron_fsdp_strategy_is_the_state_it_shards(tmp_path: Path, flags: str,
                                                       sharding: str) -> None:
-    _code, found, doc = check_file(tmp_path / "run.sh", SCRIPT.format(flags=flags),
-                                  "--gpu", "h100-sxm")
+    text = SCRIPT.format(flags=flags)
+    if "--fp16" in flags:
+        text = text.replace(" --bf16 ", " ")
+    _code, found, doc = check_file(tmp_path / "run.sh", text, "--gpu", "h100-sxm")
+    # no framework refusal (the unsharded ones overflow 80 GB: a prediction)
+    assert [k for k, v in found.items() if v == "error"] in ([], ["memory-overflow"]), found
     assert doc["config"]["sharding"] == sharding
     assert ("megatron-unmodelled-flag" in found) == ("megatron-fsdp" in flags)
+    # 16-bit gradients are ZeRO-2's and ZeRO-3's own: no BF16 buffer on top of them
+    assert doc["config"]["main_grads_dtype"] == (
+        "bf16" if "bf16" in flags and sharding not in ("zero2", "zero3") else None)
+    # FSDP gathers every layer in each micro-batch, pipeline or not (megatron_fsdp.py)
+    assert doc["config"]["fsdp_reshard_after_forward"] == (True if sharding == "fsdp" and
+                                                           "megatron-fsdp" in flags else None)
+
+
+def test_the_priced_sharding_is_named_with_what_it_leaves_out(tmp_path: Path) -> None:
+    """The warning says which sharding prices the strategy and what that does not count:
+    FP32 gradients beside ZeRO-2's BF16 ones; FSDP's BF16 weight shard."""
+    _, _, doc = check_file(tmp_path / "a.sh", SCRIPT.format(
+        flags=f"{FSDP} --data-parallel-sharding-strategy optim_grads"), "--gpu", "h100-sxm",
+        by="message")
+    found = {f["id"]: f["message"] for f in doc["findings"]}
+    assert "priced as pptune's zero2" in found["megatron-unmodelled-flag"]
+    assert "not counted: its FP32 gradient shard" in found["megatron-unmodelled-flag"]
+    _, found, _ = check_file(tmp_path / "b.sh", SCRIPT.format(
+        flags=f"{FSDP} --data-parallel-sharding-strategy optim_grads --grad-reduce-in-bf16"),
+        "--gpu", "h100-sxm", by="message")
+    assert "not counted" not in found["megatron-unmodelled-flag"]
+    _, found, _ = check_file(tmp_path / "c.sh", SCRIPT.format(
+        flags=f"{FSDP} --data-parallel-sharding-strategy optim_grads_params"),
+        "--gpu", "h100-sxm", by="message")
+    assert "not counted: the BF16 weight shard" in found["megatron-unmodelled-flag"]
 
 
 def test_megatron_fsdp_full_sharding_fits_where_the_distributed_optimizer_does_not(
@@ -43,7 +84,7 @@ def test_megatron_fsdp_full_sharding_fits_where_the_distributed_optimizer_does_n
     """Llama 3 8B at 8k tokens on 8 H100s, no recomputation: the distributed optimizer
     keeps BF16 weights and FP32 gradients whole (6 bytes a parameter, 45 GiB) and
     overflows; Megatron-FSDP's optim_grads_params shards them too."""
-    full = "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params"
+    full = f"{FSDP} --data-parallel-sharding-strategy optim_grads_params"
     code, found, _ = check_file(tmp_path / "a.sh", SCRIPT.format(flags=full), "--gpu", "h100-sxm")
     assert code == 0 and "memory-overflow" not in found
     code, found, _ = check_file(tmp_path / "b.sh", SCRIPT.format(
@@ -94,3 +135,25 @@ def test_a_test_or_echo_that_names_the_entry_point_is_no_launch(tmp_path: Path) 
     _, _, doc = check_file(tmp_path / "run.sh", text, "--gpu", "h100-sxm")
     assert not any("launches" in n for n in doc["notes"])
     assert doc["config"]["num_layers"] == 32
+
+
+@pytest.mark.parametrize("fp16", [False, True])
+@pytest.mark.parametrize("sharding", ["zero2", "zero3", "fsdp"])
+def test_the_flags_emit_writes_read_back_as_the_sharding(tmp_path: Path, sharding: str,
+                                                        fp16: bool) -> None:
+    """fsdp.write_args states the gradients' width each sharding is priced with:
+    --grad-reduce-in-bf16 for ZeRO-2/3 under --bf16 (16-bit already under --fp16),
+    --accumulate-allreduce-grads-in-fp32 for FSDP under --fp16 (FP32 already under
+    --bf16); check-config reads each back as that sharding."""
+    from pptune.costmodel.search import Sharding
+    from pptune.frameworks.megatron.fsdp import write_args
+
+    args = write_args(Sharding(sharding), fp16)
+    assert ("--grad-reduce-in-bf16" in args) == (sharding != "fsdp" and not fp16)
+    assert ("--accumulate-allreduce-grads-in-fp32" in args) == (sharding == "fsdp" and fp16)
+    text = SCRIPT.format(flags=" ".join(args))
+    if fp16:
+        text = text.replace(" --bf16 ", " --fp16 ")
+    _, found, doc = check_file(tmp_path / "run.sh", text, "--gpu", "h100-sxm")
+    assert doc["config"]["sharding"] == sharding
+    assert [k for k, v in found.items() if v == "error"] in ([], ["memory-overflow"]), found

@@ -699,7 +699,9 @@ def test_each_framework_narrows_the_search_to_what_its_files_state() -> None:
     assert Recompute.MODULES not in titan.recomputes and len(titan.rank_orders) == 1
     assert ADAPTERS[Framework.TORCHTITAN].stateable(req, "llama3-8b").pp is None
     megatron = ADAPTERS[Framework.MEGATRON].stateable(req, None)
-    assert set(megatron.shardings) == {Sharding.ZERO1, Sharding.NONE}
+    # the distributed optimizer, Megatron-FSDP's strategies (FSDP gathered per layer, as
+    # it runs) or none
+    assert set(megatron.shardings) == set(Sharding) and megatron.fsdp_reshard_after_forward
     assert set(megatron.schedules) == {Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED}
     # pptune's own files run in torch's runtime: all but interleaving's micro-batch groups
     assert ADAPTERS[Framework.PPTUNE].stateable(req, None) == replace(

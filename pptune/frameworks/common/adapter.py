@@ -59,6 +59,9 @@ class Job:
     # precision-aware optimizer below fp32; only a framework whose files state them
     # (``Adapter.states_moment_dtypes``) writes such a plan
     moments: tuple[str, str] = ("fp32", "fp32")
+    # the recomputed modules the table prices into every layer (check-config: a file's
+    # selective modules, torchtitan's per-op policy); costs priced again keep them
+    layer_modules: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -196,6 +199,18 @@ class Adapter:
         """``req`` without interleaving in Megatron-LM's micro-batch groups where the
         framework's interleaved schedule orders such counts its own way (torch's)."""
         return req if self.runs_microbatch_groups else replace(req, interleaved_groups=False)
+
+    def as_run(self, job: Job, plan: Plan) -> tuple[Job, Plan]:
+        """The job and plan priced as the framework runs the plan with the job's settings
+        (the kernels it runs for the plan's schedule, ...): where ``express`` starts, and
+        how check-config times the plans it compares a file with. Default: as priced."""
+        return job, plan
+
+    def run_settings(self, job: Job, plan: Plan) -> dict[str, str]:
+        """The framework's own settings a plan runs with, beyond its layout (``as_run``'s
+        job and plan; torchtitan: what its [compile] table compiles), by the names
+        check-config's findings give them. Default: none."""
+        return {}
 
     def express(self, job: Job, plan: Plan, rank: int) -> Stated:
         """The plan its files state: ``plan`` itself, or the closest one they can."""

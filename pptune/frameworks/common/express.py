@@ -39,6 +39,7 @@ from pptune.costmodel.search import (
     search,
 )
 from pptune.costmodel.stage_recompute import fit_stage_recompute
+from pptune.costmodel.table import CostTable
 from pptune.costs.resolve import analytic_costs
 from pptune.errors import BadInput
 from pptune.frameworks.common.adapter import Job
@@ -257,15 +258,28 @@ def _analytic(job: Job) -> bool:
 def _repriced(job: Job, shape: ModelShape | None) -> Job:
     """The job with ``shape``'s analytic costs at its kernels, links and cost key."""
     assert shape is not None
+    table = analytic_table(job, shape)
+    return replace(job, table=table, shape=shape, layer_names=tuple(table.names))
+
+
+def analytic_table(job: Job, shape: ModelShape | None = None, **changed: object) -> CostTable:
+    """``shape``'s (None: the job's) analytic costs priced as the job's were: its GPU and
+    GPU count, kernels, links, cost key, GEMM efficiency and calibration; ``changed``
+    replaces options of ``profiles.analytic_profile`` (an exchange, modules recomputed)."""
     c = job.cost_options or CostOptions()
-    table, _ = analytic_costs(
-        shape, str(job.device), sorted(job.table.by_mb), job.request.keys()[0], c.experts(),
+    options: dict[str, object] = dict(
         sequence_parallel=job.sequence_parallel, attention=str(job.attention),
         tp_comm_overlap=job.tp_comm_overlap, cp_comm=c.cp_comm, fp8_params=c.fp8_param_gather,
         gpus_per_node=job.request.gpus_per_node, gpus=job.request.gpus,
         gpu_spread=c.gpu_spread, cross_entropy=c.cross_entropy, swiglu=c.swiglu,
-        fp8_kernels=c.fp8_linears(), factors=job.factors)
-    return replace(job, table=table, shape=shape, layer_names=tuple(table.names))
+        fp8_kernels=c.fp8_linears(), factors=job.factors, recompute_modules=job.layer_modules,
+        efficiency=c.efficiency)
+    options.update(changed)
+    priced = shape or job.shape
+    assert priced is not None
+    table, _ = analytic_costs(priced, str(job.device), sorted(job.table.by_mb),
+                              job.request.keys()[0], c.experts(), **options)  # type: ignore[arg-type]
+    return table
 
 
 def without_mtp(job: Job, plan: Plan, *, name: str, rank: int,

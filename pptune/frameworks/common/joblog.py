@@ -7,7 +7,14 @@ per line the framework prints for an iteration (or for the last
 mean over the interval), with whatever the line states, the largest peak
 memory the log printed and, where it prints it, the job's world size.
 ``steady_step_s`` turns the steps into one time per step: the median over the
-steady iterations, the warm-up left out.
+steady iterations, the warm-up left out, and the lines that are no steady
+measurement left out with a note: an interval that counted skipped or nan
+iterations, or whose loss is nan (Megatron-LM's ``number of skipped
+iterations`` and ``number of nan iterations`` count the iterations of the
+interval the line closes: ``training_log`` resets them after each line), and
+a line whose global batch is not the job's (a batch-size ramp-up; when no line
+states the job's batch, the log is of another job and is refused). A log of
+several runs is first cut to its last (``logruns.last_run``).
 
 A line that states no time but a throughput is converted with the job's
 batch (``JobSize``): torchtitan's ``tps`` is tokens per second per GPU
@@ -41,6 +48,15 @@ class LoggedStep:
     samples_per_s: float | None = None  # the whole job's
     tflops_per_gpu: float | None = None  # as the framework counts model FLOPs
     mfu: float | None = None  # fraction of the GPU's peak, as the framework counts it
+    global_batch: int | None = None  # samples a step, where the line states it
+    # why the line is no steady measurement, what its interval counts: "skipped
+    # iterations, a nan loss" ("" when it is one)
+    unsteady: str = ""
+    # where the log's runs are told apart (logruns.Steps): the start-up lines printed
+    # before the line, the world size last stated, the peak memory printed with or after it
+    start: int = 0
+    world_size: int | None = None
+    memory_bytes: float | None = None
 
 
 @dataclass(frozen=True)
@@ -56,6 +72,7 @@ class JobLog:
     device: str | None = None  # the GPU's name as the log prints it ("NVIDIA H200")
     # no iteration lines: the lines expected and what the log has instead (one clause)
     missing: str = ""
+    earlier: str = ""  # the runs before the last, left out (logruns.last_run); "" for one run
 
 
 @dataclass(frozen=True)
@@ -104,8 +121,9 @@ def steady_step_s(log: JobLog, size: JobSize | None, where: str,
     Warm-up: the first line printed (it holds start-up, compilation and the
     allocator's first growth; Megatron-LM prints iteration 1 on purpose "to
     document initialization overhead", torchtitan logs step 1), or, with
-    ``warmup``, every line up to iteration ``warmup``. BadInput when nothing
-    steady is left."""
+    ``warmup``, every line up to iteration ``warmup``. Then the lines of another
+    batch and those that are no steady measurement are left out, with a note.
+    BadInput when nothing steady is left, or when no line states the job's batch."""
     lines = sorted(log.steps, key=lambda s: s.iteration)
     if not lines:
         raise BadInput(f"{where}: no {log.title} iteration lines found")
@@ -117,19 +135,73 @@ def steady_step_s(log: JobLog, size: JobSize | None, where: str,
         rule = f"iterations up to {warmup} (--warmup)"
     steady = [s for s in lines if s.iteration not in skip]
     if not steady:
+        last = f" (the log's last run; left out: {log.earlier})" if log.earlier else ""
         raise BadInput(f"{where}: its {len(lines)} {log.title} iteration line(s) are all "
-                       f"warm-up ({rule}); give a longer log or a smaller --warmup")
+                       f"warm-up ({rule}){last}; give a longer log or a smaller --warmup")
+    notes: list[str] = []
+    steady = _of_the_batch(steady, size, log.title, where, notes)
+    bad = [s for s in steady if s.unsteady]
+    steady = [s for s in steady if not s.unsteady]
+    kinds = list(dict.fromkeys(k for s in bad for k in s.unsteady.split(", ")))
+    why = f"{', '.join(kinds[:-1])} or {kinds[-1]}" if len(kinds) > 1 else "".join(kinds)
+    if not steady:
+        raise BadInput(f"{where}: every steady {log.title} line counts {why} in its interval; "
+                       "give a log of iterations that ran cleanly, or the step as --step-s")
+    if bad:
+        where_ = "its interval" if len(bad) == 1 else "their intervals"
+        notes.append(f"{_lines(bad)} left out ({why} in {where_})")
     times = [(s.iteration, seconds_of(s, size)) for s in steady]
     known = [(i, t) for i, t in times if t is not None]
     if not known:
         raise BadInput(f"{where}: its {log.title} lines state neither a time nor a throughput "
                        "pptune can turn into seconds per step")
-    bad = [(i, t) for i, t in known if not t > 0]
-    if bad:
-        raise BadInput(f"{where}: iteration {bad[0][0]} states a step of {bad[0][1]:g} s; "
+    bad_t = [(i, t) for i, t in known if not t > 0]
+    if bad_t:
+        raise BadInput(f"{where}: iteration {bad_t[0][0]} states a step of {bad_t[0][1]:g} s; "
                        "a step takes a positive time")
+    if len(known) == 1:
+        notes.append(f"the step is one line's, iteration {known[0][0]}, not a median over "
+                     "several: a longer log gives a steadier figure")
     return SteadyStep(statistics.median(t for _, t in known), tuple(i for i, _ in known),
-                      tuple(sorted(skip)))
+                      tuple(sorted(skip)), notes)
+
+
+def _lines(steps: Sequence[LoggedStep]) -> str:
+    """``iterations 20, 40`` or ``iterations 60-120 (7 lines)``: the iterations of some
+    lines, for a note."""
+    its = [s.iteration for s in steps]
+    if len(its) == 1:
+        return f"iteration {its[0]}"
+    if len(its) <= 4:
+        return f"iterations {', '.join(map(str, its))}"
+    return f"iterations {its[0]}-{its[-1]} ({len(its)} lines)"
+
+
+def _of_the_batch(steady: list[LoggedStep], size: JobSize | None, title: str, where: str,
+                  notes: list[str]) -> list[LoggedStep]:
+    """The lines whose global batch is the job's (or unstated); the others (a ramp-up)
+    left out with a note; BadInput when every line that states one states another."""
+    if size is None:
+        return steady
+    batch = size.global_batch
+
+    def another(s: LoggedStep) -> bool:
+        return s.global_batch is not None and s.global_batch != batch
+
+    other = [s for s in steady if another(s)]
+    if not other:
+        return steady
+    kept = [s for s in steady if not another(s)]
+    if not any(s.global_batch == batch for s in kept):
+        raise BadInput(f"{where}: its {title} lines state a global batch size of "
+                       f"{other[-1].global_batch}, but the config's job has {size.global_batch} "
+                       "(samples a step): the log is of another job; give the log of the job "
+                       "the config describes, or --global-batch where the config leaves the "
+                       "batch open")
+    notes.append(f"{_lines(other)} left out: their global batch size, "
+                 f"{', '.join(dict.fromkeys(str(s.global_batch) for s in other))}, is not the "
+                 f"job's {size.global_batch} (a batch-size ramp-up)")
+    return kept
 
 
 def fields(text: str, separator: str = "|") -> dict[str, str]:

@@ -1,13 +1,16 @@
 """Just enough of bash to read a Megatron-LM launch script, without running it.
 
-``interpret(text)`` splits the script into statements (comments dropped,
-backslash continuations joined, ``;`` ``&&`` ``||`` ``|`` and newlines as
-separators, parentheses kept together so ``ARGS=( ... )`` is one
-statement), then walks them in order: simple assignments (``PP=4``,
+``interpret(text)`` splits the script into statements (shell_split.py: comments
+and here-document bodies dropped, backslash continuations joined, ``;`` ``&&``
+``||`` ``|`` and newlines as separators, parentheses kept together so ``ARGS=(
+... )`` is one statement; a quote never closed is refused, ``UnclosedQuote``, as
+bash refuses it), then walks them in order: simple assignments (``PP=4``,
 ``export GBS=512``, ``ARGS=( --num-layers 32 )``, ``ARGS+=( ... )``) update
 the variables, and every other statement becomes a command: its words after
 expansion of ``$VAR``, ``${VAR}``, ``${VAR:-default}``, ``${ARR[@]}`` and
-integer ``$(( ... ))``, split as bash would (``shlex``).
+integer ``$(( ... ))``, ANSI-C ``$'...'`` decoded (shell_ansi.py) and ``$"..."``
+read as ``"..."`` (no message catalogue is consulted), split as bash would
+(``shlex``).
 
 What it cannot know (environment variables, positional parameters,
 ``$(command)``, a backtick substitution) stays in the words as written, beginning
@@ -28,6 +31,7 @@ import re
 from collections.abc import Mapping
 
 from pptune.frameworks.common.shell_branches import Branches, condition
+from pptune.frameworks.common.shell_split import UnclosedQuote, split_statements
 from pptune.frameworks.common.shell_state import (
     MAX_STATEMENT_CHARS,
     Command,
@@ -39,7 +43,8 @@ from pptune.frameworks.common.shell_state import (
     words,
 )
 
-__all__ = ["Command", "Script", "ShellLimit", "interpret", "split_statements", "words"]
+__all__ = ["Command", "Script", "ShellLimit", "UnclosedQuote", "interpret", "split_statements",
+           "words"]
 
 _ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)", re.DOTALL)
 # an assignment's optional declarer: export, declare -a, ...
@@ -87,7 +92,7 @@ def _statements(script: Script, text: str, depth: int, at: int | None = None) ->
     """Run ``text``'s statements (``at``: the line an eval's text came from), the
     branches of an ``if`` as its condition picks them (shell_branches.py)."""
     branches = Branches()
-    for line, raw in split_statements(text):
+    for line, raw in split_statements(text, strict=depth == 0):
         where = line if at is None else at
         head, _, rest = raw.strip().partition(" ")
         if head in ("if", "elif"):
@@ -119,122 +124,6 @@ def _statements(script: Script, text: str, depth: int, at: int | None = None) ->
         _run(script, where, expanded, depth)
 
 
-# --- statements -------------------------------------------------------------
-
-
-# Runs of characters that need no attention, by quote state (outside
-# quotes a newline matters only at depth 0, so it is not part of a run).
-_RUNS = {
-    "": re.compile(r"[^\\'\"`#()\n;|&<]+"),
-    "'": re.compile(r"[^']+"),
-    '"': re.compile(r'[^\\"]+'),
-    "`": re.compile(r"[^\\`]+"),
-}
-
-
-# a here-document's operator and delimiter word: <<WORD, <<-WORD, <<'WORD', << "WORD"
-_HEREDOC = re.compile(r"<<(-?)[ \t]*(?:'([^'\n]*)'|\"([^\"\n]*)\"|([^\s;&|<>()'\"`]+))")
-
-
-def _after_heredocs(text: str, i: int, pending: list[tuple[str, bool]]) -> tuple[int, int]:
-    """(where the script goes on, lines skipped): the bodies of the here-documents
-    ``pending`` (delimiter, tabs stripped) read from ``i``, the start of the line after
-    their command's, each up to the line that is its delimiter, or to the end."""
-    lines = 0
-    for delimiter, tabs in pending:
-        while i < len(text):
-            end = text.find("\n", i)
-            end = len(text) if end < 0 else end
-            row = text[i:end]
-            lines += 1
-            i = end + 1
-            if (row.lstrip("\t") if tabs else row) == delimiter:
-                break
-    return min(i, len(text)), lines
-
-
-def split_statements(text: str) -> list[tuple[int, str]]:
-    """(first line, statement) pairs, comments and here-document bodies removed; linear
-    in ``len(text)``."""
-    out: list[tuple[int, str]] = []
-    buf: list[str] = []
-    line = 1
-    start = 0  # line of the statement's first non-blank character; 0 while blank
-    quote = ""  # "'", '"' or "`" while inside one
-    depth = 0  # open parentheses outside quotes: ARGS=( ... ) spans lines
-    heredocs: list[tuple[str, bool]] = []  # here-documents whose bodies start next line
-    i, n = 0, len(text)
-
-    def put(piece: str) -> None:
-        nonlocal start
-        if not start and not piece.isspace():
-            start = line
-        buf.append(piece)
-
-    def flush() -> None:
-        nonlocal start
-        stmt = "".join(buf).strip()
-        if stmt:
-            out.append((start or line, stmt))
-        buf.clear()
-        start = 0
-
-    while i < n:
-        run = _RUNS[quote].match(text, i)  # ordinary characters: take them in one go
-        if run:
-            put(run.group())
-            line += run.group().count("\n")
-            i = run.end()
-            continue
-        ch = text[i]
-        if ch == "\\" and quote != "'" and i + 1 < n:
-            if text[i + 1] == "\n":  # continuation: drop both characters
-                line += 1
-            else:
-                put(text[i : i + 2])
-            i += 2
-            continue
-        if quote:
-            put(ch)
-            quote = "" if ch == quote else quote
-        elif text.startswith("<<<", i):  # a here-string: its word is on this line
-            put("<<<")
-            i += 3
-            continue
-        elif ch == "<" and depth == 0 and (doc := _HEREDOC.match(text, i)):
-            # (inside $(( )) or ( ) a << is a shift, not a here-document)
-            heredocs.append((next(g for g in doc.groups()[1:] if g is not None),
-                             doc.group(1) == "-"))
-            put(doc.group())
-            i = doc.end()
-            continue
-        elif ch in "'\"`":
-            quote = ch
-            put(ch)
-        elif ch == "#" and (not buf or buf[-1][-1] in " \t;&|("):
-            end = text.find("\n", i)
-            i = n if end < 0 else end  # the newline itself is handled next round
-            continue
-        elif depth == 0 and ch in "\n;|&" and not (ch == "&" and buf and buf[-1][-1] in "<>"):
-            flush()
-        else:
-            if ch == "(":
-                depth += 1
-            elif ch == ")" and depth > 0:
-                depth -= 1
-            put(" " if ch == "\n" else ch)
-        if ch == "\n":
-            line += 1
-            if heredocs and not quote:
-                i, skipped = _after_heredocs(text, i + 1, heredocs)
-                line += skipped
-                heredocs.clear()
-                continue
-        i += 1
-    flush()
-    return out
-
-
 # --- running statements -----------------------------------------------------
 
 
@@ -245,7 +134,7 @@ def _run(script: Script, line: int, statement: str, depth: int = 0) -> None:
         items, broken = words(body)
         if broken:
             script.notes.append(f"line {line}: unbalanced quotes in array {name}; split on spaces")
-        set_array(script, name, (script.arrays.get(name, []) if append else []) + items)
+        set_array(script, name, items, append=bool(append))
         return
     ws, broken = words(statement)
     if broken:

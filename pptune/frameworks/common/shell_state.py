@@ -2,7 +2,8 @@
 
 ``Script`` holds the variables and arrays set so far; ``Expander`` replaces
 ``$VAR``, ``${VAR}``, ``${VAR:-default}``, ``${ARR[@]}`` and integer
-``$(( ... ))`` in one statement, keeping what it cannot know (environment
+``$(( ... ))`` in one statement, decodes ANSI-C ``$'...'`` (shell_ansi.py) and reads
+``$"..."`` as ``"..."``, keeping what it cannot know (environment
 variables, positional parameters, ``$(command)`` and ```command```) as written,
 beginning with ``$`` or a backtick (``unresolved``). Bounds: see ``shell``'s docstring; past them ``ShellLimit`` is raised.
 """
@@ -13,6 +14,8 @@ import ast
 import re
 import shlex
 from dataclasses import dataclass, field
+
+from pptune.frameworks.common.shell_ansi import ansi_c, ansi_c_end
 
 MAX_VALUE_CHARS = 100_000
 MAX_ARRAY_ITEMS = 100_000
@@ -40,6 +43,7 @@ class Script:
     notes: list[str] = field(default_factory=list)
     scalars: dict[str, str] = field(default_factory=dict)
     arrays: dict[str, list[str]] = field(default_factory=dict)
+    array_chars: dict[str, int] = field(default_factory=dict)  # each array's characters
     defaults_used: dict[str, str] = field(default_factory=dict)
 
 
@@ -72,11 +76,21 @@ def set_scalar(script: Script, name: str, value: str) -> None:
     script.scalars[name] = value
 
 
-def set_array(script: Script, name: str, items: list[str]) -> None:
-    if len(items) > MAX_ARRAY_ITEMS or sum(len(x) for x in items) > MAX_STATEMENT_CHARS:
+def set_array(script: Script, name: str, items: list[str], append: bool = False) -> None:
+    """``name=(items)``, or ``name+=(items)`` with ``append``: the array extended in place
+    and its length and characters counted as they grow (a script of 40,000 appends had
+    copied and summed the whole array each time: minutes)."""
+    held = script.arrays.get(name) if append else None
+    count = len(items) + (len(held) if held is not None else 0)
+    chars = sum(len(x) for x in items) + (script.array_chars.get(name, 0) if held is not None else 0)
+    if count > MAX_ARRAY_ITEMS or chars > MAX_STATEMENT_CHARS:
         raise ShellLimit(f"shell array {name} grows past {MAX_ARRAY_ITEMS} items")
     script.scalars.pop(name, None)
-    script.arrays[name] = items
+    if held is not None:
+        held.extend(items)
+    else:
+        script.arrays[name] = list(items)
+    script.array_chars[name] = chars
 
 
 # --- expansion --------------------------------------------------------------
@@ -92,7 +106,7 @@ def _keep(raw: str, in_double: bool) -> str:
     """Keep an unresolvable ``$...`` as one literal word."""
     if in_double:
         return _escape(raw, True)
-    return "".join("\\" + c if c in "\\\"' \t\n" else c for c in raw)
+    return "".join("\\" + c if c in "\\\"' \t\r\n" else c for c in raw)
 
 
 class Expander:
@@ -106,7 +120,9 @@ class Expander:
         self.depth = 0
         self.assignment = assignment
 
-    def expand(self, text: str) -> str:
+    def expand(self, text: str, in_double: bool = False) -> str:
+        """``text`` ready for ``words``; ``in_double``: it will stand inside double
+        quotes (a default in ``"${X:-...}"``)."""
         self.depth += 1
         try:
             if self.depth > MAX_NESTING:
@@ -114,11 +130,11 @@ class Expander:
                     f"the statement at line {self.line} nests ${{...}} or $((...)) more than "
                     f"{MAX_NESTING} deep"
                 )
-            return self._expand(text)
+            return self._expand(text, in_double)
         finally:
             self.depth -= 1
 
-    def _expand(self, text: str) -> str:
+    def _expand(self, text: str, in_double: bool) -> str:
         out: list[str] = []
         size = 0  # characters produced by expansions so far
         quote = ""
@@ -139,6 +155,14 @@ class Expander:
                 escaped = quote == '"' and text[i + 1] in "$`"
                 out.append(text[i + 1] if escaped else text[i : i + 2])
                 i += 2
+            elif ch == "$" and not quote and text.startswith(("$'", '$"'), i):
+                if text[i + 1] == '"':  # $"...": a translation of "...", read as "..."
+                    i += 1
+                    continue
+                end = ansi_c_end(text, i + 2)  # $'...': ANSI-C quoting, one literal
+                end = len(text) + 1 if end < 0 else end
+                out.append(_keep(ansi_c(text[i + 2 : end - 1]), in_double))
+                i = end
             elif ch == "'" and not quote:
                 quote = "'"
                 out.append(ch)
@@ -220,7 +244,7 @@ class Expander:
             value = self.script.scalars.get(name)
             if value is not None and (value or ":" not in op):
                 return _escape(value, in_double)
-            default = self.expand(word)
+            default = self.expand(word, in_double)
             plain, _ = words(default) if not in_double else ([default], False)
             resolved = " ".join(plain)
             self.script.defaults_used.setdefault(name, resolved)
@@ -235,7 +259,7 @@ class Expander:
         """Integer ``$(( ... ))`` with + - * / % and parentheses; None when unknown."""
         if len(inner) > MAX_ARITH_CHARS:
             return None
-        text = self.expand(inner)
+        text = self.expand(inner).replace('"', "")  # quote removal: $(( "2" * 2 )) is 4
 
         def name_value(match: re.Match[str]) -> str:
             value = self.script.scalars.get(match.group())
@@ -308,6 +332,11 @@ def _matching(text: str, start: int, open_ch: str, close_ch: str) -> int:
                 quote = ""
         elif ch == "\\":
             i += 2
+            continue
+        elif text.startswith("$'", i):  # ANSI-C: a backslash escapes the quote
+            i = ansi_c_end(text, i + 2)
+            if i < 0:
+                return -1
             continue
         elif ch in "'\"":
             quote = ch

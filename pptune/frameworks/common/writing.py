@@ -60,6 +60,10 @@ def header(plan: Plan, job: Job, comment: str) -> list[str]:
         f"global batch {job.global_batch}",
         f"{comment} predicted: step {fmt_seconds(plan.step_time_s)}, bubble "
         f"{fmt_pct(plan.bubble_rate)}, {plan.tokens_per_s:.0f} tokens/s",
+        f"{comment} the model's shape as priced; what does not change the step (rotary base, "
+        "norm epsilon,",
+        f"{comment} initialisation, data, learning rate, an MoE load-balancing loss) is left "
+        "at the framework's defaults: add your recipe's",
         *plan_line(job, comment),
     ]
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import re
 
 from pptune.frameworks.common.joblog import GIB, JobLog, LoggedStep, clean, number
+from pptune.frameworks.common.logruns import Steps
 from pptune.frameworks.megatron import log as megatron_log
 
 TITLE = "DeepSpeed"
@@ -50,22 +51,19 @@ def detect(text: str) -> bool:
 
 
 def read(text: str) -> JobLog:
-    pipe: dict[int, LoggedStep] = {}
-    timer: dict[int, LoggedStep] = {}
-    peak = None
+    pipe, timer = Steps(), Steps()  # in the order printed (logruns.py)
     for raw in text.splitlines():
         line = clean(raw)
         m = PIPE.search(line)
         if m:
-            pipe[int(m.group(1))] = LoggedStep(int(m.group(1)), step_s=number(m.group(2)))
+            pipe.step(LoggedStep(int(m.group(1)), step_s=number(m.group(2))))
             continue
         t = TIMER.search(line)
         if t:
-            timer[int(t.group(1))] = LoggedStep(int(t.group(1)), samples_per_s=number(t.group(2)))
             mem = MAX_ALLOCATED.search(line)
-            if mem:
-                b = number(mem.group(1)) * GIB
-                peak = b if peak is None else max(peak, b)
+            timer.step(LoggedStep(int(t.group(1)), samples_per_s=number(t.group(2)),
+                                  memory_bytes=number(mem.group(1)) * GIB if mem else None))
+    peak = timer.peak()
     what = ("max allocated (tensors only: DeepSpeed prints no reserved figure)"
             if peak is not None else "")
     megatron = megatron_log.read(text)
@@ -75,8 +73,8 @@ def read(text: str) -> JobLog:
                       ("the step from Megatron-DeepSpeed's iteration lines (elapsed time per "
                        "iteration, the whole step), not DeepSpeed's throughput timer",),
                       megatron.world_size, megatron.world_what)
-    steps = pipe or timer  # the engine's own step time when it printed one
-    return JobLog("deepspeed", TITLE, tuple(steps[i] for i in sorted(steps)), peak, what,
+    steps = pipe.steps or timer.steps  # the engine's own step time when it printed one
+    return JobLog("deepspeed", TITLE, tuple(steps), peak, what,
                   missing="" if steps else _missing(text))
 
 

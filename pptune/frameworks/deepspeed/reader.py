@@ -13,8 +13,7 @@ DeepSpeed's PipelineEngine runs ``TrainSchedule``, a 1F1B schedule
 micro-batches per step: schedule is always 1f1b.
 
 Rules follow DeepSpeed 0.19.8 (``partition.py``; AutoEP's expert parallelism,
-``"expert_parallel"``, in ``experts.py``). Absent
-settings take DeepSpeed's defaults: the batch trio is completed as
+``"expert_parallel"``, in ``experts.py``). Absent settings take DeepSpeed's defaults: the batch trio is completed as
 ``DeepSpeedConfig._set_batch_related_parameters`` does (train_batch_size
 alone: GA 1, micro = train_batch_size // dp); the partition method is
 PipelineModule's default "parameters"; activation checkpointing is off
@@ -103,7 +102,7 @@ def read_deepspeed(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
         fields["main_grads_dtype"] = width
     fields.update(_sequence_parallel(ctx, data, fields["pp"] or 1))
     _batch_trio(ctx, fields, micro, data)
-    fields["recompute"] = _recompute(ctx, data, fields["pp"])
+    fields["recompute"], fields["recompute_uniform_layers"] = _recompute(ctx, data, fields["pp"])
     ignored = sorted(str(k) for k in data if k not in _READ)
     if ignored:
         ctx.semantics.ignored = ignored
@@ -242,12 +241,12 @@ def _attention(ctx: Ctx, section: Any) -> str:
     return "flash"
 
 
-def _recompute(ctx: Ctx, data: dict[str, Any], pp: int | None) -> str:
-    """Full recomputation when PipelineModule checkpoints every N layers
-    (pipeline.activation_checkpoint_interval > 0; default 0, off), or when
-    ``"pptune": {"recompute": "full"}`` says the model code checkpoints (what
-    ``--emit deepspeed`` writes without a pipeline: only the PipelineEngine reads the
-    interval, deepspeed/runtime/pipe/engine.py)."""
+def _recompute(ctx: Ctx, data: dict[str, Any], pp: int | None) -> tuple[str, int | None]:
+    """(recompute, group): full when PipelineModule checkpoints each run of N layer specs
+    of a stage as one (pipeline.activation_checkpoint_interval N > 0, default 0;
+    deepspeed/runtime/pipe/module.py forward), or when ``"pptune": {"recompute": "full"}``
+    says the model code checkpoints (``--emit deepspeed`` without a pipeline: only the
+    PipelineEngine reads the interval, deepspeed/runtime/pipe/engine.py)."""
     section = data.get("pipeline")
     interval = section.get("activation_checkpoint_interval", 0) if isinstance(section, dict) else 0
     interval = whole(ctx, "pipeline.activation_checkpoint_interval", interval, minimum=0)
@@ -257,7 +256,7 @@ def _recompute(ctx: Ctx, data: dict[str, Any], pp: int | None) -> str:
         if said not in ("full", "none"):
             raise ctx.bad(f"pptune.recompute is {show(said)}; expected \"full\" (the model "
                           "code checkpoints every block) or \"none\"")
-        return str(said)
+        return str(said), None
     if interval and pp == 1:
         ctx.note("pipeline.activation_checkpoint_interval is read by DeepSpeed's "
                  "PipelineEngine only (a PipelineModule, here of one stage); a model given to "
@@ -265,7 +264,12 @@ def _recompute(ctx: Ctx, data: dict[str, Any], pp: int | None) -> str:
     if "activation_checkpointing" in data and not interval:
         ctx.note("activation_checkpointing takes effect only where the model code calls "
                  "deepspeed.checkpointing; recompute read as none")
-    return "full" if interval else "none"
+    group = interval if interval > 1 and pp != 1 else None
+    if group:
+        ctx.note(f"pipeline.activation_checkpoint_interval {interval}: each run of {interval} "
+                 "transformer blocks of a stage checkpointed as one (DeepSpeed counts its "
+                 "layer specs, the first stage's embedding among them; pptune counts blocks)")
+    return ("full" if interval else "none"), group
 
 
 def _tensor_size(ctx: Ctx, section: Any) -> int | None:

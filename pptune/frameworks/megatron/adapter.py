@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from pptune.costmodel.presets import ModelShape
-from pptune.costmodel.search import Plan, PlanRequest
+from pptune.costmodel.search import Plan, PlanRequest, Sharding
 from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog
@@ -24,9 +24,11 @@ class MegatronAdapter(Adapter):
     states_dims = frozenset({"cp", "ep", "etp", "precision"})
     title = "Megatron-LM"
     memory_fixes = ("more pipeline stages (--pipeline-model-parallel-size)",
-                    "the distributed optimizer (--use-distributed-optimizer)",
+                    "the distributed optimizer (--use-distributed-optimizer) or Megatron-FSDP "
+                    "(--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params)",
                     "activation recomputation (--recompute-granularity)",
                     "a smaller --micro-batch-size")
+    memory_sharding = Sharding.FSDP  # Megatron-FSDP's optim_grads_params (fsdp.py)
     files = (writer.FILE,)
     syntaxes = ("text",)
     versions = (MEGATRON,)
@@ -54,7 +56,7 @@ class MegatronAdapter(Adapter):
     def config_rules(self, cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
         rules.interleave_rule(cfg, semantics, add)
         rules.a2a_overlap_rule(cfg, add)
-        rules.overlap_rule(cfg, add)
+        rules.overlap_rule(cfg, semantics, add)
 
     def stateable(self, req: PlanRequest, model: str | None,
                   shape: ModelShape | None = None) -> PlanRequest:

@@ -6,7 +6,10 @@ builds (``split.py``): even, uneven ``--decoder-first/last-pipeline-num-layers``
 loss counted as a layer (``--account-for-embedding/loss-in-pipeline-split``);
 any other split (and any MTP placement) as ``--pipeline-model-parallel-layout``
 (``layout.py``), unless megatron-core's MTP rules refuse it. Its scripts state
-the distributed optimizer (ZeRO-1) or no sharding, and full recomputation (its
+the distributed optimizer (ZeRO-1), Megatron-FSDP's optim_grads (ZeRO-2) and
+optim_grads_params (ZeRO-3 with 16-bit gradients, FSDP with FP32 ones, which it
+gathers every layer of in each micro-batch, under a pipeline too: ``fsdp.py``) or no
+sharding, and full recomputation (its
 selective recomputes core attention only: no every-Nth-block selective), of
 every layer or of the first N of every stage (the block method: one N for all
 stages, so a plan recomputing per stage is emitted with its largest count).
@@ -35,8 +38,8 @@ from pptune.frameworks.megatron.split import MegatronSplit, megatron_blocks
 from pptune.report.fmt import fmt_seconds
 
 NAME = "megatron"
-STATEABLE = (Sharding.ZERO1, Sharding.NONE)  # best first as a substitute
-UNSTATED = {Sharding.ZERO2: "ZeRO-2", Sharding.ZERO3: "ZeRO-3", Sharding.FSDP: "FSDP"}
+# best first as a substitute (for FSDP that outgrows the GPU gathered per layer: ZeRO-3)
+STATEABLE = (Sharding.ZERO3, Sharding.FSDP, Sharding.ZERO2, Sharding.ZERO1, Sharding.NONE)
 BLOCK = "--recompute-method block --recompute-num-layers"
 RUNS = (Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED)  # Megatron-LM's schedules
 
@@ -50,26 +53,37 @@ class Placement:
     block_layers: int | None = None  # --recompute-method block --recompute-num-layers N
 
 
+def shardings(req: PlanRequest) -> tuple[Sharding, ...]:
+    """The shardings a script states, best first as a substitute: the distributed
+    optimizer alone under the precision-aware optimizer (widths.py)."""
+    return STATEABLE if req.moment_bytes == FP32_MOMENT_BYTES else (Sharding.ZERO1,)
+
+
 def stateable_request(req: PlanRequest, model: str | None) -> PlanRequest:
-    """The search over what a Megatron-LM script states: the distributed optimizer or
-    none, 1F1B and interleaved 1F1B, recomputation of whole blocks or of modules (no
+    """The search over what a Megatron-LM script states: the distributed optimizer,
+    Megatron-FSDP (FSDP resharded after every use, as it runs: fsdp.py) or none, 1F1B
+    and interleaved 1F1B, recomputation of whole blocks or of modules (no
     every-Nth-block selective recomputation: full recomputation instead, as
     ``closest_plan`` substitutes it), and recomputed-block counts as one count for
     every stage (``--recompute-method block --recompute-num-layers N``), not one a
     stage."""
     del model  # every model's layers can be pipelined
-    shardings = keep(req.shardings, STATEABLE)
-    if req.moment_bytes != FP32_MOMENT_BYTES:  # the precision-aware optimizer (widths.py)
-        shardings = (Sharding.ZERO1,)
     recomputes = tuple(dict.fromkeys(Recompute.FULL if r is Recompute.SELECTIVE else r
                                      for r in req.recomputes))
-    return replace(req, shardings=shardings, schedules=keep(req.schedules, RUNS),
-                   recomputes=recomputes, stage_recompute=True, uniform_recompute=True)
+    return replace(req, shardings=keep(req.shardings, shardings(req)),
+                   schedules=keep(req.schedules, RUNS), recomputes=recomputes,
+                   stage_recompute=True, uniform_recompute=True,
+                   fsdp_reshard_after_forward=True)
 
 
 def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     """The plan itself when a script states it, else the closest one that does."""
     notes: list[str] = []
+    job, resharded = _resharded(job, plan, notes)
+    options = shardings(job.request)
+    if resharded is None:  # FSDP gathered per layer outgrows the GPU: another sharding
+        options = tuple(s for s in options if s is not Sharding.FSDP)
+    as_ranked, plan = resharded is plan, resharded or plan
     job, plan = _sequence_parallel(job, plan, notes)
     # the script states megatron-core's fused loss (writer.py) and leaves Transformer
     # Engine's attention backend at auto (cuDNN's fused attention): priced with their kernels
@@ -82,9 +96,10 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
                                  + ("" if attention == job.attention else
                                     " and Transformer Engine's cuDNN attention (its default "
                                     "backend on Hopper and later)"))
-    plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=STATEABLE, notes=notes,
+    plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=options, notes=notes,
                                         within=stateable_request(job.request, job.model),
                                         as_run=lambda p: _block_recompute(job, p, [])[0])
+    exact = exact and as_ranked
     if plan.recompute is Recompute.SELECTIVE:
         plan, exact = ex.full_recompute(job, plan, name=NAME, notes=notes), False
     moved = pp_last_with_cp(job, plan, rank=rank, notes=notes)
@@ -117,13 +132,35 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     if split is None and layout is None:  # every option is a split megatron-core builds
         raise BadInput(f"megatron cannot express plan {rank}")
     chosen, block, same = _block_recompute(job, chosen, notes)
-    if chosen.sharding not in STATEABLE:  # a script that states none would not fit
-        raise BadInput(f"megatron cannot express plan {rank}: it shards the training state "
-                       f"as {UNSTATED[chosen.sharding]}, which the scripts pptune writes do not "
-                       "state (the distributed optimizer is ZeRO-1; Megatron-FSDP is read by "
-                       "check-config, not written), and no plan with ZeRO-1 or none fits; "
-                       "use more GPUs, or --emit torchtitan (FSDP) or deepspeed (ZeRO-2/3)")
+    if chosen.sharding not in options:  # a script that states one would not fit
+        why = ("Megatron-LM's precision-aware optimizer runs on the distributed optimizer "
+               "alone" if options == (Sharding.ZERO1,) else "Megatron-FSDP gathers every "
+               "layer in each micro-batch, under a pipeline too")
+        raise BadInput(f"megatron cannot express plan {rank}: it shards the training state as "
+                       f"{ex.SHARDING_NAMES[chosen.sharding]} and no plan with "
+                       f"{' or '.join(ex.SHARDING_NAMES[s] for s in options)} fits ({why}); "
+                       "use more GPUs")
     return Stated(job, chosen, exact and same, tuple(notes), Placement(split, layout, block))
+
+
+def _resharded(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan | None]:
+    """The job as Megatron-FSDP runs FSDP, every layer's weights gathered again in each
+    micro-batch's forward and backward (fsdp.py), also under a pipeline, where pptune's
+    FSDP otherwise keeps a stage's weights gathered for the step as torch's pipelining
+    does; an FSDP plan re-priced so (with a note where that changes it), or None when
+    it then outgrows the GPU."""
+    run = replace(job, request=replace(job.request, fsdp_reshard_after_forward=True))
+    if plan.sharding is not Sharding.FSDP or run.request == job.request:
+        return run, plan
+    alt = ex.price(run, plan.spec)
+    if not ex.fits(run, alt):
+        return run, None
+    if (alt.step_time_s, alt.peak_memory_bytes) == (plan.step_time_s, plan.peak_memory_bytes):
+        return run, plan
+    notes.append(f"Megatron-FSDP gathers every layer's weights in each micro-batch's forward "
+                 f"and backward, under a pipeline too (megatron_fsdp.py): predicted so, step "
+                 f"{fmt_seconds(alt.step_time_s)} ({ratio(alt.step_time_s, plan.step_time_s)})")
+    return run, alt
 
 
 def _sequence_parallel(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan]:

@@ -198,9 +198,11 @@ def _fp8(r: FlagReader, fields: dict[str, Any]) -> None:
     if not gather:
         fields["fp8_param_gather"] = False
         return
-    if not (flags.has("--use-distributed-optimizer") or flags.has("--use-torch-fsdp2")):
+    if not any(flags.has(f) for f in ("--use-distributed-optimizer", "--use-torch-fsdp2",
+                                      "--use-megatron-fsdp")):
         ctx.refuse("megatron-fp8-param-gather",
-                   "--fp8-param-gather without --use-distributed-optimizer: Megatron-LM asserts "
+                   "--fp8-param-gather without --use-distributed-optimizer, --use-torch-fsdp2 or "
+                   "--use-megatron-fsdp: Megatron-LM asserts "
                    "'--fp8-param-gather only supported with distributed optimizer, torch fsdp2, "
                    f"megatron fsdp, or inference mode' {_ARGS}")
     if flags.has("--use-torch-fsdp2"):

@@ -132,6 +132,12 @@ BOOL_FLAGS += MOE_BOOL_FLAGS
 GRAPH_BOOL_FLAGS = ("--enable-cuda-graph", "--external-cuda-graph")
 VALUE_FLAGS += ("--cuda-graph-impl", "--cuda-graph-scope", "--cuda-graph-warmup-steps")
 BOOL_FLAGS += GRAPH_BOOL_FLAGS
+# Megatron-FSDP and what validate_args checks beside it (fsdp.py)
+VALUE_FLAGS += ("--data-parallel-sharding-strategy", "--ckpt-format", "--optimizer",
+                "--check-weight-hash-across-dp-replicas-interval")
+BOOL_FLAGS += ("--use-megatron-fsdp", "--hybrid-context-parallel",
+               "--fsdp-manual-registration", "--use-nccl-ub",
+               "--accumulate-allreduce-grads-in-fp32")
 
 NOTED_FLAGS = {
     "--rampup-batch-size": "--rampup-batch-size ignored: checked at the final --global-batch-size",
@@ -170,6 +176,13 @@ def forwards(words: list[str], bools: tuple[str, ...] = BOOL_FLAGS) -> bool:
     return False
 
 
+def supplied_elsewhere(flags: Flagged, forwarded: bool) -> bool:
+    """Whether flags the command does not show may still reach parse_args: words it
+    forwards (``forwards``, or a model's settings for a launcher to source), a
+    checkpoint's arguments (--use-checkpoint-args) or a --yaml-cfg."""
+    return forwarded or flags.has("--use-checkpoint-args") or flags.has("--yaml-cfg")
+
+
 def parse_flags(words: list[str], bools: tuple[str, ...] = BOOL_FLAGS) -> Flagged:
     """argparse-style: ``--flag value``, ``--flag=value``; a bare ``--flag`` is boolean."""
     out = Flagged()
@@ -193,10 +206,11 @@ def parse_flags(words: list[str], bools: tuple[str, ...] = BOOL_FLAGS) -> Flagge
         elif name not in bools and i < len(words) and not words[i].startswith("--"):
             value = words[i]
             i += 1
-        out.values.setdefault(name, []).append(value)
+        seen = out.values.setdefault(name, [])
+        seen.append(value)
         known = (name in VALUE_FLAGS or name in bools or name in NOTED_FLAGS
                  or name in UNMODELLED_FLAGS or name in LIST_FLAGS)
-        if not known and name not in out.unknown:
+        if not known and len(seen) == 1:  # its first time (a list scan was quadratic)
             out.unknown.append(name)
     return out
 

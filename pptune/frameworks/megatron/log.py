@@ -27,14 +27,28 @@ allocator held, MB = 2^20 bytes). The world size is the one ``validate_args``
     using world size: 16, data-parallel size: 8, context-parallel size: 1, ...
 
 or the argument dump's ``world_size ........ 16`` line (``_print_args``, the same
-file); Megatron-DeepSpeed prints both alike.
+file); Megatron-DeepSpeed prints both alike. Those lines, and the one
+``_load_base_checkpoint`` (megatron/training/checkpointing.py) prints on
+resuming,
+
+     loading distributed checkpoint from /ckpt at iteration 12000
+
+start a run: a log with several runs is split at them (logruns.py).
+
+A line whose ``lm loss`` (or any ``... loss``) is nan, or whose interval
+counted skipped or nan iterations (``number of skipped iterations: N``,
+``number of nan iterations: N``; ``training_log`` resets both after each
+line), is marked as no steady measurement; ``global batch size`` is the
+batch the line ran (it grows during ``--rampup-batch-size``).
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 from pptune.frameworks.common.joblog import MIB, JobLog, LoggedStep, clean, fields, number
+from pptune.frameworks.common.logruns import Steps
 
 TITLE = "Megatron-LM"
 ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*\d+\s*\|(.*)$")
@@ -43,6 +57,10 @@ ELAPSED = "elapsed time per iteration (ms)"
 TFLOPS = "throughput per GPU (TFLOP/s/GPU)"
 WORLD = re.compile(r"using world size:\s*(\d{1,9})\b")
 WORLD_ARG = re.compile(r"^\s*world_size\s*\.+\s*(\d{1,9})\s*$")
+RESUME = re.compile(r"\bloading (?:distributed )?checkpoint from \S.* at iteration \d+")
+BATCH = "global batch size"
+COUNTS = (("number of skipped iterations", "skipped iterations"),
+          ("number of nan iterations", "nan iterations"))
 
 
 def detect(text: str) -> bool:
@@ -50,15 +68,13 @@ def detect(text: str) -> bool:
 
 
 def read(text: str) -> JobLog:
-    steps = []
-    peak = None
+    steps = Steps()
     ranks = set()
-    world = None
     for raw in text.splitlines():
         line = clean(raw)
         size = WORLD.search(line) or WORLD_ARG.search(line)
-        if size:
-            world = int(size.group(1))
+        if size or RESUME.search(line):
+            steps.start(int(size.group(1)) if size else None)
             continue
         it = ITERATION.search(line)
         if it and ELAPSED in line:
@@ -66,9 +82,11 @@ def read(text: str) -> JobLog:
             try:
                 ms = number(kv[ELAPSED])
                 tflops = number(kv[TFLOPS]) if TFLOPS in kv else None
+                batch = int(number(kv[BATCH])) if BATCH in kv else None
             except (KeyError, ValueError):
                 continue
-            steps.append(LoggedStep(int(it.group(1)), step_s=ms / 1e3, tflops_per_gpu=tflops))
+            steps.step(LoggedStep(int(it.group(1)), step_s=ms / 1e3, tflops_per_gpu=tflops,
+                                  global_batch=batch, unsteady=_unsteady(kv)))
             continue
         mem = MEMORY.search(line)
         if mem:
@@ -78,8 +96,26 @@ def read(text: str) -> JobLog:
             except (KeyError, ValueError):
                 continue
             ranks.add(int(mem.group(1)))
-            peak = reserved if peak is None else max(peak, reserved)
+            steps.memory(reserved)
+    peak = steps.peak()
     what = (f"max reserved, the largest of {len(ranks)} rank(s) reported"
             if peak is not None else "")
-    return JobLog("megatron", TITLE, tuple(steps), peak, what, world_size=world or None,
+    world = steps.world
+    return JobLog("megatron", TITLE, tuple(steps.steps), peak, what, world_size=world or None,
                   world_what="the world size its log prints" if world else "")
+
+
+def _unsteady(kv: dict[str, str]) -> str:
+    """Why an iteration line is no steady measurement (module docstring); "" if it is."""
+    why = [name for key, name in COUNTS if kv.get(key, "0").strip() not in ("0", "")]
+    if any(key.endswith("loss") and not math.isfinite(_float(value))
+           for key, value in kv.items()):
+        why.append("a nan loss")
+    return ", ".join(why)
+
+
+def _float(text: str) -> float:
+    try:
+        return number(text)
+    except ValueError:
+        return 0.0

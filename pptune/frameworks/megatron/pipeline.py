@@ -25,6 +25,7 @@ class Knobs:
 
     microbatch_group: int | None = None  # --microbatch-group-size-per-virtual-pipeline-stage
     overlap_p2p: bool = True  # off with --no-overlap-p2p-communication
+    megatron_fsdp: bool = False  # --use-megatron-fsdp (rules.overlap_rule)
 
 
 def pipeline(r: FlagReader, fields: dict[str, Any]) -> None:
@@ -50,7 +51,8 @@ def pipeline(r: FlagReader, fields: dict[str, Any]) -> None:
     ctx.semantics.split_rules = True
     ctx.semantics.details = Knobs(
         microbatch_group=r.number("--microbatch-group-size-per-virtual-pipeline-stage"),
-        overlap_p2p=not flags.has("--no-overlap-p2p-communication"))
+        overlap_p2p=not flags.has("--no-overlap-p2p-communication"),
+        megatron_fsdp=flags.has("--use-megatron-fsdp"))
     vpp_flags = [n for n in ("--num-layers-per-virtual-pipeline-stage",
                              "--num-virtual-stages-per-pipeline-rank",
                              "--pipeline-model-parallel-layout") if flags.has(n)]
@@ -110,10 +112,13 @@ def _schedule(fields: dict[str, Any], virtual: int | None) -> None:
     fields["schedule"] = "interleaved-1f1b" if virtual and virtual > 1 else "1f1b"
 
 
-def environment(ctx: Ctx, script: Script, fields: dict[str, Any], launched: bool) -> None:
+def environment(ctx: Ctx, script: Script, fields: dict[str, Any], launched: bool,
+                fsdp: bool = False) -> None:
     """Megatron-LM asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with tp > 1 or cp > 1 on GPUs
-    before Blackwell (validate_args); a launch script should export it."""
-    if not launched or ((fields["tp"] or 1) == 1 and (fields["cp"] or 1) == 1):
+    before Blackwell (validate_args); a launch script should export it. Not with
+    Megatron-FSDP or torch FSDP2 (``fsdp``): validate_args then only warns, and asserts
+    the opposite (fsdp.py)."""
+    if fsdp or not launched or ((fields["tp"] or 1) == 1 and (fields["cp"] or 1) == 1):
         return
     if script.scalars.get("CUDA_DEVICE_MAX_CONNECTIONS") != "1":
         ctx.unmodelled("megatron-cuda-connections",

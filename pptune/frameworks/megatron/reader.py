@@ -30,7 +30,7 @@ from typing import Any
 
 from pptune.costmodel.presets import MODELS
 from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build, whole_text
-from pptune.frameworks.common.shell import Script, ShellLimit, interpret
+from pptune.frameworks.common.shell import Script, ShellLimit, UnclosedQuote, interpret
 from pptune.frameworks.common.shell_state import holds_unresolved, unresolved
 from pptune.frameworks.megatron.cp_fp8 import read_cp_fp8
 from pptune.frameworks.megatron.flags import (
@@ -43,7 +43,9 @@ from pptune.frameworks.megatron.flags import (
     cuda_graphs,
     forwards,
     parse_flags,
+    supplied_elsewhere,
 )
+from pptune.frameworks.megatron.fsdp import fsdp_rules, read_sharding
 from pptune.frameworks.megatron.launch import entry_script, launch_words, sourced_settings
 from pptune.frameworks.megatron.moe import read_moe
 from pptune.frameworks.megatron.pipeline import environment, pipeline
@@ -74,6 +76,8 @@ def read_megatron(text: str, ctx: Ctx) -> TrainingConfig:
             ctx.note(f"{name}={value[:40]} from --env")
     except ShellLimit as exc:
         raise ctx.bad(f"{exc}; write the Megatron-LM arguments out plainly") from None
+    except UnclosedQuote as exc:
+        raise ctx.bad(str(exc)) from None
     for line in script.notes:
         ctx.note(line)
     launcher_words, arg_words = launch_words(script, ctx)
@@ -84,9 +88,11 @@ def read_megatron(text: str, ctx: Ctx) -> TrainingConfig:
     fields = _fields(reader, launcher, script.scalars)
     # a model's settings for a launcher to source are not the whole command line, as a
     # script's that forwards words is not
-    _positions(reader, fields["seq_len"],
-               forwarded=sourced_settings(script) or forwards(arg_words))
-    environment(ctx, script, fields, launched=launcher_words is not arg_words)
+    supplied = supplied_elsewhere(args, sourced_settings(script) or forwards(arg_words))
+    _positions(reader, fields["seq_len"], supplied)
+    fsdp_rules(reader, script.scalars, supplied)
+    environment(ctx, script, fields, launched=launcher_words is not arg_words,
+                fsdp=args.has("--use-megatron-fsdp") or args.has("--use-torch-fsdp2"))
     _note_shell(ctx, script, launcher_words + arg_words, args)
     return build(ctx, fields)
 
@@ -107,16 +113,13 @@ def _fields(r: FlagReader, launcher: Flagged, env: Mapping[str, str]) -> dict[st
         "ffn_hidden_size": r.number("--ffn-hidden-size"),
         "vocab_size": r.number("--vocab-size"),
         "sharded_optimizer": flags.has("--use-distributed-optimizer"),
-        "sharding": _sharding(r),
         "attention": _attention(r, env),
         "sequence_parallel": flags.has("--sequence-parallel"),
         "rank_order": "tp-pp-dp" if flags.has("--use-tp-pp-dp-mapping") else None,
         "a2a_overlap": flags.has("--overlap-moe-expert-parallel-comm") or None,
         # megatron-core's DistributedDataParallelConfig: both off unless the flags say
         "overlap_grad_reduce": flags.has("--overlap-grad-reduce"),
-        # (with Megatron FSDP, which pptune does not model, left unsaid)
-        "overlap_param_gather": None if flags.has("--use-megatron-fsdp")
-        else flags.has("--overlap-param-gather"),
+        "overlap_param_gather": flags.has("--overlap-param-gather"),
         "gated_mlp": flags.has("--swiglu"),  # Megatron-LM's default MLP is GeLU
         # megatron-core's loss: unfused unless --cross-entropy-loss-fusion (costmodel/loss.py)
         "cross_entropy": ("unfused" if not flags.has("--cross-entropy-loss-fusion") else
@@ -140,6 +143,7 @@ def _fields(r: FlagReader, launcher: Flagged, env: Mapping[str, str]) -> dict[st
      fields["recompute_uniform_layers"]) = read_recompute(r)
     fields["recompute_modules"] = read_modules(r, fields["recompute"])
     read_widths(r, fields)
+    read_sharding(r, fields)  # the distributed optimizer, Megatron-FSDP, FSDP2 (fsdp.py)
     read_window(r, fields)
     read_style(r, fields)
     micro = r.number("--micro-batch-size")
@@ -246,14 +250,12 @@ def _tp_comm_overlap(r: FlagReader, tp: int) -> bool | None:
     return True
 
 
-def _positions(r: FlagReader, seq_len: int | None, forwarded: bool) -> None:
+def _positions(r: FlagReader, seq_len: int | None, supplied: bool) -> None:
     """validate_args asserts --max-position-embeddings is given (one of its required
-    arguments, with --num-layers, --hidden-size and --num-attention-heads; a checkpoint's
-    arguments, --use-checkpoint-args, or a --yaml-cfg may supply it, as may flags the
-    script forwards, ``forwarded``) and >= --seq-length."""
+    arguments, with --num-layers, --hidden-size and --num-attention-heads; unless words
+    out of sight may supply it, ``supplied``: flags.supplied_elsewhere) and >=
+    --seq-length."""
     if not r.flags.has("--max-position-embeddings"):
-        supplied = forwarded or any(r.flags.has(f) for f in ("--use-checkpoint-args",
-                                                              "--yaml-cfg"))
         if not supplied:
             r.ctx.refuse("megatron-max-position",
                          "--max-position-embeddings is not given: Megatron-LM validate_args "
@@ -279,36 +281,6 @@ def _precision(ctx: Ctx, flags: Flagged) -> str | None:
                    "keep one")
         return None
     return "bf16" if bf16 else "fp16" if fp16 else "fp32"
-
-
-# Megatron-FSDP's --data-parallel-sharding-strategy (megatron-core 0.16.1 arguments.py,
-# default no_shard) as pptune's shardings: the optimizer state, then the gradients, then
-# the weights (gathered per use) sharded over dp
-MEGATRON_FSDP = {"optim": "zero1", "optim_grads": "zero2", "optim_grads_params": "fsdp"}
-
-
-def _sharding(r: FlagReader) -> str:
-    """--use-distributed-optimizer shards the optimizer state over dp (ZeRO-1); torch FSDP2
-    and Megatron-FSDP shard what their strategy says."""
-    ctx, flags = r.ctx, r.flags
-    if flags.has("--use-megatron-fsdp"):
-        strategy = r.text("--data-parallel-sharding-strategy") or "no_shard"
-        if strategy not in (*MEGATRON_FSDP, "no_shard"):
-            raise ctx.bad(f"--data-parallel-sharding-strategy is {strategy[:40]!r}; Megatron-LM "
-                          f"takes no_shard, {', '.join(MEGATRON_FSDP)}")
-        plain = "zero1" if flags.has("--use-distributed-optimizer") else "none"
-        sharding = MEGATRON_FSDP.get(strategy, plain)
-        ctx.unmodelled("megatron-unmodelled-flag",
-                       f"--use-megatron-fsdp with --data-parallel-sharding-strategy {strategy} "
-                       f"is modelled as {sharding} sharding over dp; Megatron-FSDP's own "
-                       "buffers and overlap are not modelled")
-        return sharding
-    if flags.has("--use-torch-fsdp2"):
-        ctx.unmodelled("megatron-unmodelled-flag",
-                       "--use-torch-fsdp2 (torch FSDP2 inside Megatron-LM) is modelled as FSDP "
-                       "full sharding; Megatron-LM's own overlap is not modelled")
-        return "fsdp"
-    return "zero1" if flags.has("--use-distributed-optimizer") else "none"
 
 
 def _attention(r: FlagReader, env: Mapping[str, str]) -> str:

@@ -96,16 +96,17 @@ def a2a_overlap_rule(cfg: TrainingConfig, add: Add) -> None:
             "overlap_moe_expert_parallel_comm with MTP layer' (transformer_config.py)")
 
 
-def overlap_rule(cfg: TrainingConfig, add: Add) -> None:
-    """--overlap-param-gather: validate_args asserts the distributed optimizer (or Megatron
-    FSDP) and --overlap-grad-reduce (megatron/training/arguments.py)."""
+def overlap_rule(cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
+    """--overlap-param-gather: validate_args asserts the distributed optimizer or
+    Megatron-FSDP, and --overlap-grad-reduce (megatron/training/arguments.py)."""
     if not cfg.overlap_param_gather:
         return
-    if not cfg.sharded_optimizer:
+    if not cfg.sharded_optimizer and not knobs(semantics).megatron_fsdp:
         add("megatron-overlap-param-gather", "error",
-            "--overlap-param-gather without --use-distributed-optimizer: Megatron-LM "
-            "validate_args asserts '--overlap-param-gather only supported with distributed "
-            "optimizer or megatron fsdp' (megatron/training/arguments.py)")
+            "--overlap-param-gather without --use-distributed-optimizer or "
+            "--use-megatron-fsdp: Megatron-LM validate_args asserts '--overlap-param-gather "
+            "only supported with distributed optimizer or megatron fsdp' "
+            "(megatron/training/arguments.py)")
     if not cfg.overlap_grad_reduce:
         add("megatron-overlap-param-gather", "error",
             "--overlap-param-gather without --overlap-grad-reduce: Megatron-LM validate_args "

@@ -41,10 +41,12 @@ def refuse_unknown(ctx: Ctx, entry: str | None, args: Flagged, words: list[str])
     bad = [name for name in args.values if name not in accepted and "$" not in name]
     if not bad:
         return
-    args.unknown = [name for name in args.unknown if name not in bad]
+    gone = set(bad)
+    args.unknown = [name for name in args.unknown if name not in gone]
     named = []
-    for name in bad:
-        close = difflib.get_close_matches(name, sorted(accepted), n=1)
+    choices = sorted(accepted)
+    for name in bad[:6]:  # the ones the finding names (each match scans every flag)
+        close = difflib.get_close_matches(name, choices, n=1)
         named.append(name + (f" (did you mean {close[0]}?)" if close else ""))
     verb = "is not a Megatron-LM flag" if len(bad) == 1 else "are not Megatron-LM flags"
     ctx.refuse("megatron-unknown-flag",

@@ -3,7 +3,8 @@
 The flags state the plan's tensor and pipeline sizes, its split (as
 ``express`` found it: the split flags ``split.py`` builds exactly, or a
 ``--pipeline-model-parallel-layout``, single-quoted for the shell), the model
-shape with its MTP layers, the batch, the distributed optimizer, full
+shape with its MTP layers, the batch, the distributed optimizer or Megatron-FSDP
+(ZeRO-2, ZeRO-3 and FSDP plans: ``fsdp.write_args``), full
 recomputation (every layer, or the block method's first N layers of every
 stage), sequence parallelism with Transformer Engine's TP overlap where the plan was
 priced with it, the local attention implementation when the plan
@@ -26,6 +27,7 @@ from pptune.frameworks.common.adapter import Stated
 from pptune.frameworks.common.writing import header, plan_launch
 from pptune.frameworks.megatron.closest import Placement
 from pptune.frameworks.megatron.cp_fp8 import cp_fp8_args
+from pptune.frameworks.megatron.fsdp import STRATEGY, write_args
 from pptune.frameworks.megatron.split import MegatronSplit
 from pptune.frameworks.megatron.style import style_args
 from pptune.options import CostOptions
@@ -55,7 +57,13 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
     shape = job.shape
     nodes, per_node = plan_launch(plan, job)
     lines = ["#!/usr/bin/env bash", *header(plan, job, "#"), "set -euo pipefail", ""]
-    if plan.tp > 1 or plan.cp > 1:  # validate_args asserts it (tp or cp > 1) before Blackwell
+    strategy = STRATEGY.get(plan.sharding)  # Megatron-FSDP's, for ZeRO-2, ZeRO-3 and FSDP
+    if strategy is not None:
+        lines += [f"# Megatron-FSDP ({strategy}), priced as pptune's {plan.sharding.value} "
+                  "sharding (check-config says what",
+                  "# that leaves out); validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS is "
+                  "not 1 with it", "unset CUDA_DEVICE_MAX_CONNECTIONS", ""]
+    elif plan.tp > 1 or plan.cp > 1:  # validate_args asserts it (tp or cp > 1) before Blackwell
         lines += ["# Megatron-LM requires this with tensor or context parallelism (validate_args)",
                   "export CUDA_DEVICE_MAX_CONNECTIONS=1", ""]
     args = [
@@ -103,17 +111,20 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
         "--fp16" if plan.precision is Precision.FP16 else "--bf16",
     ]
     args += cp_fp8_args(plan.cp, plan.tp, plan.precision, job.cost_options,
-                        job.request.gpus_per_node, plan.sharding is Sharding.ZERO1, unsaid,
+                        job.request.gpus_per_node,
+                        plan.sharding is Sharding.ZERO1 or strategy is not None, unsaid,
                         job.shape)
     lines += [f"# {line}" for line in unsaid]
     if plan.sharding is Sharding.ZERO1:
         args.append("--use-distributed-optimizer")
+    if strategy is not None:  # with the overlap Megatron-FSDP runs
+        args += write_args(plan.sharding, plan.precision is Precision.FP16)
     if job.moments != ("fp32", "fp32"):  # the search kept these on the distributed optimizer
         args += ["--use-precision-aware-optimizer", f"--exp-avg-dtype {job.moments[0]}",
                  f"--exp-avg-sq-dtype {job.moments[1]}"]
     # the data-parallel overlap the plan was priced with (megatron-core: off unless said)
     req = job.request
-    if req.overlap_grad_reduce:
+    if req.overlap_grad_reduce and strategy is None:
         args.append("--overlap-grad-reduce")
         gather = req.overlap_grad_reduce if req.overlap_param_gather is None \
             else req.overlap_param_gather

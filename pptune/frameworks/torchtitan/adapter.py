@@ -13,8 +13,8 @@ from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog
 from pptune.frameworks.common.source import Repeated, parse_toml
-from pptune.frameworks.torchtitan import facts, log, writer
-from pptune.frameworks.torchtitan.closest import closest_plan, stateable_request
+from pptune.frameworks.torchtitan import closest, facts, log, writer
+from pptune.frameworks.torchtitan.closest import stateable_request
 from pptune.frameworks.torchtitan.cp_fp8 import seq_problem
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN
 from pptune.frameworks.torchtitan.reader import looks_like_torchtitan, read_torchtitan
@@ -84,8 +84,14 @@ class TorchtitanAdapter(Adapter):
                   shape: ModelShape | None = None) -> PlanRequest:
         return self.in_its_order(stateable_request(req, model, shape))
 
+    def as_run(self, job: Job, plan: Plan) -> tuple[Job, Plan]:
+        return closest.as_run(job, plan)
+
+    def run_settings(self, job: Job, plan: Plan) -> dict[str, str]:
+        return closest.run_settings(job, plan)
+
     def express(self, job: Job, plan: Plan, rank: int) -> Stated:
-        return closest_plan(job, plan, rank)
+        return closest.closest_plan(job, plan, rank)
 
     def write(self, stated: Stated) -> dict[str, str]:
         return writer.write(stated)

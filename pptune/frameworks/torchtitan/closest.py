@@ -118,6 +118,19 @@ def _stateable_best(job: Job, plan: Plan) -> Plan | None:
     return ex.stateable_best(job, plan, stateable_request(job.request, job.model, job.shape))
 
 
+def as_run(job: Job, plan: Plan) -> tuple[Job, Plan]:
+    """The job and plan priced as a torchtitan file runs the plan (``_as_run``, where
+    ``closest_plan`` starts): for check-config, which times the plans it compares a file
+    with so."""
+    return _as_run(job, plan, 1, [])
+
+
+def run_settings(job: Job, plan: Plan) -> dict[str, str]:
+    """What the file's [compile] table compiles for the plan as priced (``as_run``'s job
+    and plan): "model,loss", "model", "loss" or "off"."""
+    return {"compile": ",".join(compiled(plan, job.cost_options, float8=False)) or "off"}
+
+
 def _as_run(job: Job, plan: Plan, rank: int, notes: list[str]) -> tuple[Job, Plan]:
     """The job and plan priced as a torchtitan file runs them (no MTP module, its
     attention, loss, SwiGLU, float8 and dispatcher kernels, its K/V exchange and float8

@@ -28,9 +28,9 @@ from pptune.costmodel.precision import is_low
 from pptune.costmodel.rates import Swiglu
 from pptune.costmodel.schedules import SPLIT_BACKWARD
 from pptune.costmodel.search import Plan, Recompute, Sharding, evaluate
-from pptune.costs.resolve import analytic_costs
 from pptune.frameworks.common.adapter import Job
 from pptune.frameworks.common.baseline import ratio
+from pptune.frameworks.common.express import analytic_table
 from pptune.frameworks.common.fields import Ctx, show
 from pptune.frameworks.torchtitan.facts import facts
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN
@@ -201,14 +201,7 @@ def stateable_exchange(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Pla
         return job, plan
     priced = []
     for comm in (CpComm.ALL_GATHER, CpComm.P2P):  # the default first: it wins a tie
-        table, _ = analytic_costs(
-            job.shape, gpu, sorted(job.table.by_mb), job.request.keys()[0],
-            c.experts(), sequence_parallel=job.sequence_parallel,
-            attention=job.attention, tp_comm_overlap=job.tp_comm_overlap,
-            cp_comm=comm, fp8_params=c.fp8_param_gather,
-            gpus_per_node=job.request.gpus_per_node, gpus=job.request.gpus,
-            gpu_spread=c.gpu_spread, cross_entropy=c.cross_entropy, swiglu=c.swiglu,
-            fp8_kernels=c.fp8_linears(), factors=job.factors)
+        table = analytic_table(job, cp_comm=comm)
         ran = replace(job, table=table, cost_options=replace(c, cp_comm=comm))
         priced.append((evaluate(ran.table, ran.request, plan.spec), comm, ran))
     if priced[1][0].step_time_s < priced[0][0].step_time_s:
@@ -239,16 +232,7 @@ def per_op_checkpointing(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, P
             or unpriced(job.shape) or gpu not in presets.GPUS
             or job.attention is None):
         return job, plan
-    c = job.cost_options or CostOptions()
-    table, _ = analytic_costs(
-        job.shape, gpu, sorted(job.table.by_mb), job.request.keys()[0],
-        c.experts(),
-        sequence_parallel=job.sequence_parallel, attention=job.attention,
-        tp_comm_overlap=job.tp_comm_overlap, cp_comm=c.cp_comm, fp8_params=c.fp8_param_gather,
-        gpus_per_node=job.request.gpus_per_node, gpus=job.request.gpus,
-        gpu_spread=c.gpu_spread, recompute_modules=frozenset({OP_SAC}),
-        cross_entropy=c.cross_entropy, swiglu=c.swiglu, fp8_kernels=c.fp8_linears(),
-        factors=job.factors)
+    table = analytic_table(job, recompute_modules=frozenset({OP_SAC}))
     table = replace(table, recompute_modules=(OP_SAC,))
     alt = evaluate(table, job.request, replace(plan.spec, recompute=Recompute.MODULES,
                                               recompute_layers=None))
@@ -275,17 +259,19 @@ def stateable_recipe(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan]
     return job, alt
 
 
-def compiled(plan: Plan, options: CostOptions | None) -> tuple[str, ...]:
+def compiled(plan: Plan, options: CostOptions | None, *, float8: bool = True
+             ) -> tuple[str, ...]:
     """What torchtitan is to compile (``[compile] components``) for a plan priced with
-    ``options``' kernels: the model, where its SwiGLU was priced fused or its linears are
-    float8 (torchtitan docs/float8.md: torch.compile is "required for competitive
-    performance", fusing the casts), unless the plan's schedule splits the backward
-    (torch's zero-bubble and DualPipeV schedules refuse compiled stage modules:
-    schedules.py ``_check_torch_compile_compatibility``); and the loss, where it was
-    priced other than PyTorch's eager cross-entropy (costmodel/loss.py)."""
+    ``options``' kernels: the model, where its SwiGLU was priced fused or (``float8``: as
+    emit writes a plan) its linears are float8 (torchtitan docs/float8.md: torch.compile
+    is "required for competitive performance", fusing the casts), unless the plan's
+    schedule splits the backward (torch's zero-bubble and DualPipeV schedules refuse
+    compiled stage modules: schedules.py ``_check_torch_compile_compatibility``); and the
+    loss, where it was priced other than PyTorch's eager cross-entropy
+    (costmodel/loss.py)."""
     c = options or CostOptions()
     split = plan.pp > 1 and plan.schedule in SPLIT_BACKWARD
-    model = not split and (is_low(plan.precision) or c.swiglu is not Swiglu.EAGER)
+    model = not split and ((float8 and is_low(plan.precision)) or c.swiglu is not Swiglu.EAGER)
     loss = c.cross_entropy is not CrossEntropy.EAGER
     return ("model",) * model + ("loss",) * loss
 

@@ -30,6 +30,9 @@ whose pp x dp_replicate x dp_shard x cp x tp is the world. The GPU: the trainer 
 its device's name and memory once (torchtitan/train.py),
 
     CUDA capacity: NVIDIA H200 with 139.83GiB memory
+
+Those lines start a run: a log with several runs is split at them
+(logruns.py). A step whose loss is nan is marked as no steady measurement.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import re
 
 from pptune.frameworks.common.fields import MAX_DEVICES
 from pptune.frameworks.common.joblog import GIB, JobLog, LoggedStep, clean, number
+from pptune.frameworks.common.logruns import Steps
 
 TITLE = "torchtitan"
 STEP = re.compile(r"\bstep:\s*(\d+)\s")
@@ -46,6 +50,7 @@ TPS = re.compile(r"\btps:\s*([\d,]+(?:\.\d+)?)")
 TFLOPS = re.compile(r"\btflops:\s*([\d,]+(?:\.\d+)?)")
 MFU = re.compile(r"\bmfu:\s*([\d.]+)%")
 MEMORY = re.compile(r"\bmemory:\s*([\d.]+)\s*GiB")
+NAN_LOSS = re.compile(r"\bloss:\s*[-+]?(?:nan|inf)\b", re.IGNORECASE)
 MESH = re.compile(r"Building \d+-D device mesh with \[[^\]]*\], \[([\d, ]{0,200})\]")
 # torchtitan 0.2.1 and later (ParallelDims.build_mesh): "Building device mesh with
 # parallelism: pp=1, dp_replicate=1, dp_shard=32, cp=1, tp=8, ep=1, etp=1"; the world is
@@ -67,23 +72,23 @@ def detect(text: str) -> bool:
 
 
 def read(text: str) -> JobLog:
-    steps = []
-    peak = None
-    world = device = None
+    steps = Steps()
+    device = None
     for raw in text.splitlines():
         line = clean(raw)
         named = DEVICE.search(line)
-        if named and device is None:
-            device = named.group(1)
+        if named:
+            steps.start()
+            device = device or named.group(1)
             continue
         mesh = MESH.search(line)
         if mesh:
-            world = math.prod(int(d) for d in mesh.group(1).replace(",", " ").split())
+            steps.start(_world(math.prod(int(d) for d in mesh.group(1).replace(",", " ").split())))
             continue
         degrees = DEGREES.search(line)
         if degrees:
             said = dict(re.findall(r"(\w+)=(\d+)", degrees.group(1)))
-            world = math.prod(int(said.get(dim, 1)) for dim in WORLD_DIMS)
+            steps.start(_world(math.prod(int(said.get(dim, 1)) for dim in WORLD_DIMS)))
             continue
         m = _step(line)
         if not m:
@@ -92,16 +97,19 @@ def read(text: str) -> JobLog:
         tflops = TFLOPS.search(line)
         mfu = MFU.search(line)
         mem = MEMORY.search(line)
-        steps.append(LoggedStep(
+        steps.step(LoggedStep(
             int(m.group(1)),
             tokens_per_s_per_gpu=number(tps.group(1)) if tps else None,
             tflops_per_gpu=number(tflops.group(1)) if tflops else None,
             mfu=number(mfu.group(1)) / 100 if mfu else None,
+            memory_bytes=number(mem.group(1)) * GIB if mem else None,
+            unsteady="a nan loss" if NAN_LOSS.search(line) else "",
         ))
-        if mem:
-            b = number(mem.group(1)) * GIB
-            peak = b if peak is None else max(peak, b)
-    return JobLog("torchtitan", TITLE, tuple(steps), peak,
+    peak = steps.peak()
+    return JobLog("torchtitan", TITLE, tuple(steps.steps), peak,
                   "peak reserved (memory: GiB) of the ranks logged" if peak is not None else "",
-                  world_size=world if world and world <= MAX_DEVICES else None,
-                  world_what="the log's device-mesh line", device=device)
+                  world_size=steps.world, world_what="the log's device-mesh line", device=device)
+
+
+def _world(n: int) -> int | None:
+    return n if 1 <= n <= MAX_DEVICES else None

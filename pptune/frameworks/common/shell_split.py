@@ -1,0 +1,268 @@
+"""A bash script's statements, found as bash's reader finds them, without running it.
+
+``split_statements(text)`` gives (first line, statement) pairs: comments and
+here-document bodies dropped, backslash continuations joined, ``;`` ``&&`` ``||``
+``|`` ``&`` and newlines separating statements outside every bracket and quote, a
+newline inside ``( )``, ``$( )``, ``$(( ))`` or ``${ }`` read as a space (so
+``ARGS=( ... )`` over many lines is one statement); linear in ``len(text)``.
+
+Quotes nest as bash nests them (the bash manual, "Quoting", "Command
+Substitution"; checked with ``bash -n``): ``'...'`` ends at the next ``'``;
+``$'...'`` (ANSI-C) and ``"..."`` / ``$"..."`` at the next unescaped quote; a
+``$( )``, ``${ }``, ``$(( ))`` or backtick opens a context of its own, inside
+double quotes too, whose quotes pair up inside it (``"$(dirname "$0")"``,
+``"${X:-'a b'}"``); a backtick substitution ends at the next unescaped backtick
+whatever quotes lie between (in ``echo `echo "a`"`` the ``"`` after it is open).
+A quote still open at the end of the text is what bash refuses ("unexpected EOF
+while looking for matching ..."): ``UnclosedQuote`` names the line it opened on.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["UnclosedQuote", "split_statements"]
+
+# a quote context's kind -> the character that closes it
+_QUOTES = {"'": "'", "$'": "'", '"': '"', "`": "`"}
+# contexts whose words are read as a command's: comments and here-documents count here
+_COMMANDS = frozenset({"", "(", "$("})
+
+# Runs of characters that need no attention, by context ("": the script's top level,
+# where a newline, ; | & end a statement; "((" and "$((": arithmetic).
+_IN_PARENS = re.compile(r"[^\\'\"`#()<$\n]+")
+_ARITH = re.compile(r"[^\\'\"`()$\n]+")
+_RUNS = {
+    "": re.compile(r"[^\\'\"`#()\n;|&<$]+"),
+    "(": _IN_PARENS,
+    "$(": _IN_PARENS,
+    "((": _ARITH,
+    "$((": _ARITH,
+    "${": re.compile(r"[^\\'\"`{}$\n]+"),
+    '"': re.compile(r'[^\\"$`]+'),
+    "'": re.compile(r"[^']+"),
+    "$'": re.compile(r"[^\\']+"),
+    "`": re.compile(r"[^\\`]+"),
+}
+_HEREDOC_OP = re.compile(r"<<(-?)[ \t]*")
+_WORD_END = frozenset(" \t\n;&|<>()")
+
+
+class UnclosedQuote(Exception):
+    """A quote the text never closes: bash refuses to run such a script."""
+
+    def __init__(self, line: int, quote: str) -> None:
+        close = _QUOTES[quote]
+        super().__init__(
+            f"line {line}: the {quote} opened here is never closed, so bash refuses the "
+            f"script (unexpected EOF while looking for matching {close}); close it, or "
+            f"escape it as \\{close} if it is meant literally")
+        self.line = line
+        self.quote = quote
+
+
+@dataclass
+class _Open:
+    kind: str  # a key of _RUNS
+    line: int  # where it opened
+    inner: int = 0  # ( nested in $(( )), { nested in ${ }
+
+
+_Doc = tuple[str, bool, bool]  # a here-document's delimiter, tabs stripped, quoted
+
+
+def _heredoc(text: str, i: int) -> tuple[_Doc, int] | None:
+    """((delimiter, tabs stripped, quoted), index after it) of the here-document
+    operator at ``text[i]`` (<<WORD, <<-WORD, <<'WORD', << "WO"RD, <<\\WORD), or None.
+    The delimiter is the word with its quotes removed, as bash compares it."""
+    op = _HEREDOC_OP.match(text, i)
+    if not op:
+        return None
+    word: list[str] = []
+    j = op.end()
+    while j < len(text) and text[j] not in _WORD_END:
+        ch = text[j]
+        if ch == "`" or text.startswith(("$(", "${", "$'", '$"'), j):
+            return None  # a substitution in the word: read as the script's own text
+        if ch == "\\" and j + 1 < len(text):
+            word.append(text[j + 1])
+            j += 2
+        elif ch in "'\"":
+            end = text.find(ch, j + 1)
+            if end < 0:
+                return None  # the quote is open: bash reads no delimiter either
+            word.append(text[j + 1 : end])
+            j = end + 1
+        else:
+            word.append(ch)
+            j += 1
+    if j == op.end():
+        return None
+    quoted = any(c in "'\"\\" for c in text[op.end() : j])
+    return ("".join(word), op.group(1) == "-", quoted), j
+
+
+def _after_heredocs(text: str, i: int, pending: list[_Doc]) -> tuple[int, int]:
+    """(where the script goes on, lines skipped): the bodies of the here-documents
+    ``pending`` read from ``i``, the start of the line after their command's, each up
+    to the line that is its delimiter, or to the end. In the body of an unquoted
+    delimiter a line ending in an odd number of backslashes goes on to the next, as
+    bash reads it (``a\\`` then ``EOF`` is the line ``aEOF``)."""
+    lines = 0
+    for delimiter, tabs, quoted in pending:
+        parts: list[str] = []  # the physical lines of one logical line
+        while i < len(text):
+            end = text.find("\n", i)
+            end = len(text) if end < 0 else end
+            piece = text[i:end]
+            lines += 1
+            i = end + 1
+            if not quoted and (len(piece) - len(piece.rstrip("\\"))) % 2 and i < len(text):
+                parts.append(piece[:-1])
+                continue
+            row = "".join([*parts, piece])
+            parts.clear()
+            if (row.lstrip("\t") if tabs else row) == delimiter:
+                break
+    return min(i, len(text)), lines
+
+
+def _word_start(buf: list[str]) -> bool:
+    """Whether a ``#`` put next begins a word (and so a comment)."""
+    if not buf:
+        return True
+    last = buf[-1]
+    escaped = len(last) == 2 and last[0] == "\\"  # "a\ #b": the space is part of a word
+    return last[-1] in " \t;&|(" and not escaped
+
+
+def split_statements(text: str, strict: bool = True) -> list[tuple[int, str]]:
+    """(first line, statement) pairs, comments and here-document bodies removed.
+    ``strict``: raise ``UnclosedQuote`` for a quote never closed, as bash refuses the
+    script; else (an ``eval``'s text, which bash checks only when it runs) the rest
+    of the text is the last statement."""
+    out: list[tuple[int, str]] = []
+    buf: list[str] = []
+    line = 1
+    start = 0  # line of the statement's first non-blank character; 0 while blank
+    stack: list[_Open] = []  # the contexts open here, innermost last
+    heredocs: list[_Doc] = []  # here-documents whose bodies start next line
+    i, n = 0, len(text)
+
+    def put(piece: str) -> None:
+        nonlocal start
+        if not start and not piece.isspace():
+            start = line
+        buf.append(piece)
+
+    def flush() -> None:
+        nonlocal start
+        stmt = "".join(buf).strip()
+        if stmt:
+            out.append((start or line, stmt))
+        buf.clear()
+        start = 0
+
+    def push(kind: str, opener: str) -> None:
+        stack.append(_Open(kind, line))
+        put(opener)
+
+    while i < n:
+        top = stack[-1] if stack else None
+        kind = top.kind if top else ""
+        run = _RUNS[kind].match(text, i)  # ordinary characters: take them in one go
+        if run:
+            put(run.group())
+            line += run.group().count("\n")
+            i = run.end()
+            continue
+        ch = text[i]
+        if ch == "\\" and kind != "'":
+            if text.startswith("\\\n", i) and kind != "$'":  # continuation: drop both
+                line += 1
+            else:
+                put(text[i : i + 2])
+                line += text.startswith("\\\n", i)
+            i += 2
+            continue
+        i += 1
+        if top and _QUOTES.get(kind) == ch:  # the quote closes
+            stack.pop()
+            put(ch)
+        elif ch == "$":
+            nxt = text[i : i + 2]
+            if nxt == "((":
+                push("$((", "$((")
+                i += 2
+            elif nxt[:1] == "$":  # $$, the shell's process id
+                put("$$")
+                i += 1
+            elif nxt[:1] in ("(", "{"):
+                push("$" + nxt[0], "$" + nxt[0])
+                i += 1
+            elif nxt[:1] in ("'", '"') and kind != '"':  # "$'" in "..." is two characters
+                push("$'" if nxt[0] == "'" else '"', "$" + nxt[0])
+                i += 1
+            else:
+                put("$")
+        elif ch == "`":
+            push("`", ch)
+        elif ch in "'\"":
+            push(ch, ch)
+        elif ch == "\n":
+            line += 1
+            if kind:
+                put(" ")
+            else:
+                flush()
+            if heredocs and kind in _COMMANDS:
+                i, skipped = _after_heredocs(text, i, heredocs)
+                line += skipped
+                heredocs.clear()
+        elif kind == "${" and top:
+            if ch == "}" and not top.inner:
+                stack.pop()
+            else:
+                top.inner += {"{": 1, "}": -1}.get(ch, 0)
+            put(ch)
+        elif kind in ("((", "$((") and top:
+            if ch == ")" and not top.inner and text.startswith(")", i):
+                stack.pop()
+                ch = "))"
+                i += 1
+            elif ch == ")" and not top.inner:
+                # "$((a) b)" is no arithmetic: bash reads it again as $( (a) b), a
+                # command substitution (or "((a) b)" as a subshell) that goes on
+                top.kind = top.kind[:-1]
+            else:
+                top.inner += {"(": 1, ")": -1}.get(ch, 0)
+            put(ch)
+        elif ch == "#" and _word_start(buf):
+            end = text.find("\n", i)
+            i = n if end < 0 else end  # the newline itself is handled next round
+        elif ch == "(":
+            if text.startswith("(", i):  # (( ... )): arithmetic
+                push("((", "((")
+                i += 1
+            else:
+                push("(", ch)
+        elif ch == ")" and kind:  # at the top level, a case pattern's ) closes nothing
+            stack.pop()
+            put(ch)
+        elif ch == "<" and text.startswith("<<", i):  # a here-string: its word is on this line
+            put("<<<")
+            i += 2
+        elif ch == "<" and (doc := _heredoc(text, i - 1)):
+            heredocs.append(doc[0])
+            put(text[i - 1 : doc[1]])
+            i = doc[1]
+        elif not kind and ch in ";|&" and not (ch == "&" and buf and buf[-1][-1] in "<>"):
+            flush()
+        else:
+            put(ch)
+    quotes = [o for o in stack if o.kind in _QUOTES]
+    if quotes and strict:
+        raise UnclosedQuote(quotes[-1].line, quotes[-1].kind)
+    flush()
+    return out

@@ -1,0 +1,186 @@
+"""Megatron-FSDP (``--use-megatron-fsdp``): the state its strategy shards, the rules
+Megatron-LM applies to it, and the flags a script states it with.
+
+Megatron-LM core_v0.16.1: ``--data-parallel-sharding-strategy`` (megatron/training/
+arguments.py, default no_shard) shards the optimizer state (optim), then the gradients
+(optim_grads), then the weights (optim_grads_params) over dp. ``validate_args`` asserts
+``--ckpt-format fsdp_dtensor`` (and refuses that format without Megatron-FSDP),
+CUDA_DEVICE_MAX_CONNECTIONS other than 1 (so the tensor-parallel rule that wants it 1
+only warns), no ``--check-weight-hash-across-dp-replicas-interval`` with
+optim_grads_params, no ``--hybrid-context-parallel``, no Muon optimizer, and
+``--fsdp-manual-registration`` only with Megatron-FSDP and ``--use-nccl-ub``; each is
+an error finding quoting it. ``--overlap-param-gather`` and ``--fp8-param-gather`` take
+Megatron-FSDP in place of the distributed optimizer (rules.py, cp_fp8.py).
+
+Priced as pptune's own shardings (``MEGATRON_FSDP``). Megatron-FSDP keeps BF16 weights
+(sharded by optim_grads_params), FP32 main weights and Adam's moments (sharded), and
+gradients sharded from optim_grads on, FP32 unless validate_args leaves them 16-bit
+(``sixteen_bit_grads``) (param_and_grad_buffer.py ``_init_each_parameter_group_buffers``):
+with 16-bit gradients optim_grads and optim_grads_params hold exactly ZeRO-2's and
+ZeRO-3's bytes (sharding.py), with FP32 ones optim_grads_params is priced as FSDP (FP32
+weights, gradients and moments: 2 bytes a parameter over dp short). Each transformer
+layer's weights are gathered in every micro-batch's forward and backward, under a
+pipeline too (megatron_fsdp.py ``_register_fsdp_hooks``: an FSDP unit, a TransformerLayer,
+releases its weights after its forward and after its backward), and from optim_grads on
+the gradients are reduce-scattered after every backward (``grad_reduce_every_bprop``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pptune.costmodel.search import Sharding
+from pptune.frameworks.megatron.flags import Flagged, FlagReader
+
+# --data-parallel-sharding-strategy as pptune's shardings: the optimizer state, then the
+# gradients, then the weights (gathered per use) sharded over dp; optim_grads_params is
+# ZeRO-3 where the gradients are 16-bit (its weight, gradient and state shards are then
+# ZeRO-3's: 2 + 2 + 12 bytes a parameter over dp), else FSDP (FP32 gradients, as FSDP's)
+MEGATRON_FSDP = {"optim": "zero1", "optim_grads": "zero2", "optim_grads_params": "fsdp"}
+# the strategy a plan's sharding is written with (Megatron-LM's own distributed optimizer
+# states ZeRO-1)
+STRATEGY = {Sharding.ZERO2: "optim_grads", Sharding.ZERO3: "optim_grads_params",
+            Sharding.FSDP: "optim_grads_params"}
+CKPT_FORMAT = "fsdp_dtensor"
+ARGS = "(megatron/training/arguments.py validate_args)"
+GATHERS = ("each layer's weights gathered in every micro-batch's forward and backward and "
+           "its gradients reduce-scattered after each backward")
+# what pricing Megatron-FSDP as pptune's sharding counts, and leaves out
+PRICED = {
+    "zero3": "pptune's zero3, the state Megatron-FSDP keeps with 16-bit gradients (BF16 "
+             "weight and gradient shards, FP32 main weights and Adam's moments: 16 bytes a "
+             f"parameter over dp), {GATHERS}",
+    "fsdp": f"pptune's fsdp (FP32 gradients, reduced in FP32), {GATHERS}; not counted: the "
+            "BF16 weight shard Megatron-FSDP keeps beside its FP32 main weights (2 bytes a "
+            "parameter over dp; with --grad-reduce-in-bf16 its state is ZeRO-3's)",
+    "zero2": "pptune's zero2 (BF16 weights whole; gradients, FP32 main weights and Adam's "
+             "moments sharded over dp; gradients reduce-scattered after each backward, the "
+             "weights gathered after the step)",
+    "zero1": "the distributed optimizer's ZeRO-1",
+    "none": "no sharding",
+}
+WIDE_GRADS = ("; not counted: its FP32 gradient shard (2 bytes a parameter over dp more "
+              "than pptune's ZeRO-2, and twice the bytes reduce-scattered; "
+              "--grad-reduce-in-bf16 makes them 16-bit)")
+
+
+def sixteen_bit_grads(flags: Flagged, fields: dict[str, Any]) -> bool:
+    """Whether Megatron-LM keeps and reduces gradients at 16 bits: validate_args keeps
+    them in the parameters' dtype under --fp16 unless --accumulate-allreduce-grads-in-fp32,
+    and under --bf16 with --grad-reduce-in-bf16 (or --main-grads-dtype bf16), the
+    ``main_grads_dtype`` widths.py read; training.py hands that to Megatron-FSDP as
+    grad_reduce_in_fp32."""
+    return fields.get("main_grads_dtype") == "bf16" or (
+        flags.has("--fp16") and not flags.has("--accumulate-allreduce-grads-in-fp32"))
+
+
+def read_sharding(r: FlagReader, fields: dict[str, Any]) -> None:
+    """``sharding`` (and FSDP's resharding) as the script states them, after the state
+    widths (widths.py): --use-distributed-optimizer shards the optimizer state over dp
+    (ZeRO-1); torch FSDP2 and Megatron-FSDP shard what their strategy says."""
+    ctx, flags = r.ctx, r.flags
+    plain = "zero1" if flags.has("--use-distributed-optimizer") else "none"
+    if flags.has("--use-megatron-fsdp"):
+        strategy = r.text("--data-parallel-sharding-strategy") or "no_shard"
+        if strategy not in (*MEGATRON_FSDP, "no_shard"):
+            raise ctx.bad(f"--data-parallel-sharding-strategy is {strategy[:40]!r}; Megatron-LM "
+                          f"takes no_shard, {', '.join(MEGATRON_FSDP)}")
+        sharding = MEGATRON_FSDP.get(strategy, plain)
+        sixteen = sixteen_bit_grads(flags, fields)
+        priced = PRICED[sharding] + (WIDE_GRADS if sharding == "zero2" and not sixteen else "")
+        if sharding == "fsdp" and sixteen:
+            sharding, priced = "zero3", PRICED["zero3"]
+        if sharding in ("zero2", "zero3"):  # their 16-bit gradients are the sharding's own
+            fields["main_grads_dtype"] = None
+        if sharding == "fsdp":  # released after each use, pipeline or not
+            fields["fsdp_reshard_after_forward"] = True
+        fields["sharding"] = sharding
+        ctx.unmodelled("megatron-unmodelled-flag",
+                       f"--use-megatron-fsdp with --data-parallel-sharding-strategy {strategy} "
+                       f"is priced as {priced}; Megatron-FSDP's communication buckets and "
+                       "buffers are not modelled")
+        return
+    if flags.has("--use-torch-fsdp2"):
+        ctx.unmodelled("megatron-unmodelled-flag",
+                       "--use-torch-fsdp2 (torch FSDP2 inside Megatron-LM) is modelled as FSDP "
+                       "full sharding; Megatron-LM's own overlap is not modelled")
+        fields["sharding"] = "fsdp"
+        return
+    fields["sharding"] = plain
+
+
+def fsdp_rules(r: FlagReader, env: Mapping[str, str], supplied: bool) -> None:
+    """What validate_args refuses of Megatron-FSDP (and FSDP2's shared
+    CUDA_DEVICE_MAX_CONNECTIONS assertion); ``env``: the script's variables;
+    ``supplied``: flags may come from words out of sight ("$@", a --yaml-cfg), so a
+    missing --ckpt-format is not refused."""
+    ctx, flags = r.ctx, r.flags
+    on = flags.has("--use-megatron-fsdp")
+    given = flags.has("--ckpt-format")
+    ckpt = r.text("--ckpt-format") if given else None  # None: absent, or unresolved
+    if on and (ckpt not in (None, CKPT_FORMAT) or not (given or supplied)):
+        ctx.refuse("megatron-fsdp-ckpt-format",
+                   f"--use-megatron-fsdp with --ckpt-format {ckpt or 'torch_dist (the default)'}"
+                   ": Megatron-LM asserts 'Megatron FSDP only supports fsdp_dtensor "
+                   f"checkpoint format' {ARGS}; add --ckpt-format {CKPT_FORMAT}")
+    if not on and ckpt == CKPT_FORMAT:
+        ctx.refuse("megatron-fsdp-ckpt-format",
+                   f"--ckpt-format {CKPT_FORMAT} without --use-megatron-fsdp: Megatron-LM "
+                   "asserts '--ckpt-format fsdp_dtensor is only tested with Megatron FSDP.' "
+                   f"{ARGS}; add --use-megatron-fsdp or choose another --ckpt-format")
+    fsdp2 = flags.has("--use-torch-fsdp2")
+    if (on or fsdp2) and env.get("CUDA_DEVICE_MAX_CONNECTIONS", "").strip() == "1":
+        which = "--use-megatron-fsdp" if on else "--use-torch-fsdp2"
+        ctx.refuse("megatron-fsdp-cuda-connections",
+                   f"{which} with CUDA_DEVICE_MAX_CONNECTIONS=1 in the script: Megatron-LM "
+                   "asserts 'FSDP always requires CUDA_DEVICE_MAX_CONNECTIONS value large than "
+                   f"one' {ARGS}; unset it (with tp or cp > 1 validate_args then only warns)")
+    if flags.has("--fsdp-manual-registration"):
+        for flag, rule in (("--use-megatron-fsdp", "Megatron FSDP"),
+                           ("--use-nccl-ub", "nccl-ub option")):
+            if not flags.has(flag):
+                ctx.refuse("megatron-fsdp-manual-registration",
+                           f"--fsdp-manual-registration without {flag}: Megatron-LM asserts "
+                           f"'FSDP manual registration is only supported with {rule}' {ARGS}; "
+                           f"add {flag} or drop --fsdp-manual-registration")
+    if not on:
+        return
+    strategy = r.text("--data-parallel-sharding-strategy")
+    if strategy == "optim_grads_params" and flags.has(
+            "--check-weight-hash-across-dp-replicas-interval"):
+        ctx.refuse("megatron-fsdp-weight-hash",
+                   "--check-weight-hash-across-dp-replicas-interval with Megatron-FSDP's "
+                   "optim_grads_params: Megatron-LM "
+                   "asserts 'check_weight_hash_across_dp_replicas_interval is not supported "
+                   f"with optim_grads_params' {ARGS}; drop the interval")
+    if flags.has("--hybrid-context-parallel"):
+        ctx.refuse("megatron-fsdp-hybrid-cp",
+                   "--hybrid-context-parallel with --use-megatron-fsdp: Megatron-LM asserts "
+                   f"'Hybrid context parallelism not supported with Megatron FSDP' {ARGS}")
+    optimizer = r.text("--optimizer") or "adam"
+    if "muon" in optimizer:
+        ctx.refuse("megatron-fsdp-muon",
+                   f"--optimizer {optimizer[:40]} with --use-megatron-fsdp: Megatron-LM asserts "
+                   f"'Muon optimizer does not support Megatron-FSDP for now.' {ARGS}")
+
+
+def write_args(sharding: Sharding, fp16: bool) -> list[str]:
+    """The flags that run ``sharding`` (ZeRO-2, ZeRO-3 or FSDP) as Megatron-FSDP: the
+    strategy; the gradients' width as priced (16-bit for ZeRO-2/3, FP32 for FSDP:
+    ``sixteen_bit_grads``); what validate_args asserts beside it (--ckpt-format
+    fsdp_dtensor) and what NVIDIA's Megatron-FSDP user guide lists as required with it
+    (the distributed optimizer, which megatron-core builds over Megatron-FSDP's buffers,
+    optimizer/__init__.py; no gradient accumulation fusion, which validate_args warns
+    Transformer Engine must support); and the data-parallel overlap Megatron-FSDP turns on
+    itself for these strategies (megatron_fsdp.py: the gradients' always, the weights'
+    gather with optim_grads_params)."""
+    strategy = STRATEGY[sharding]
+    if sharding is Sharding.FSDP:
+        width = ["--accumulate-allreduce-grads-in-fp32"] if fp16 else []
+    else:
+        width = [] if fp16 else ["--grad-reduce-in-bf16"]
+    return ["--use-megatron-fsdp", f"--data-parallel-sharding-strategy {strategy}", *width,
+            "--use-distributed-optimizer", f"--ckpt-format {CKPT_FORMAT}",
+            "--no-gradient-accumulation-fusion", "--overlap-grad-reduce",
+            *(["--overlap-param-gather"] if strategy == "optim_grads_params" else [])]
