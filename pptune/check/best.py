@@ -32,8 +32,10 @@ from pptune.report.fmt import fmt_microbatches, fmt_over_limit, fmt_seconds
 from pptune.schemas import TrainingConfig
 
 # the search's fastest plans timed as the framework runs them, at first; four times as
-# many while a plan past them might still run faster, up to AS_RUN_MOST
-AS_RUN_TOP = 4
+# many while a plan past them might still run faster, up to AS_RUN_MOST. One at first:
+# where the framework runs a plan as priced (all but torchtitan) the first is the best,
+# and a search for more cannot prune below the fourth plan's time, over every layout
+AS_RUN_TOP = 1
 AS_RUN_MOST = 256
 
 
