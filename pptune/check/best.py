@@ -1,6 +1,7 @@
 """check-config's comparison with the best plan the config's framework states: the
-search over the same GPUs, batch and cost key, and the ``slower-than-best`` finding,
-which names the best plan and every setting in which it differs from the file's."""
+search over the same GPUs and batch, at the parallel sizes recommend searches
+(check.layouts), and the ``slower-than-best`` finding, which names the best plan and
+every setting in which it differs from the file's."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pptune.check.framework import stateable_request
+from pptune.check.framework import stateable_requests
 from pptune.check.job import ConfigCosts, config_job
+from pptune.check.layouts import own_first, searched_keys
 from pptune.costmodel.partition import is_mtp, stage_bounds
 from pptune.costmodel.search import (
     CostTable,
@@ -26,12 +28,14 @@ from pptune.errors import BadInput
 from pptune.frameworks.common.adapter import Adapter, Add, Job
 from pptune.frameworks.common.express import fits
 from pptune.frameworks.registry import adapter_of
-from pptune.report.fmt import fmt_microbatches, fmt_seconds
+from pptune.report.fmt import fmt_microbatches, fmt_over_limit, fmt_seconds
 from pptune.schemas import TrainingConfig
 
 # the search's fastest plans timed as the framework runs them, at first; four times as
-# many while a plan past them might still run faster, up to AS_RUN_MOST
-AS_RUN_TOP = 4
+# many while a plan past them might still run faster, up to AS_RUN_MOST. One at first:
+# where the framework runs a plan as priced (all but torchtitan) the first is the best,
+# and a search for more cannot prune below the fourth plan's time, over every layout
+AS_RUN_TOP = 1
 AS_RUN_MOST = 256
 
 
@@ -47,42 +51,56 @@ class Best:
 def best_plan(cfg: TrainingConfig, costs: ConfigCosts, req: PlanRequest, plan: Plan
               ) -> Best | None:
     """The fastest plan the config's framework states for the request's GPUs and batch
-    (every micro-batch size the table prices, every sharding and recomputation), each
-    timed as the framework runs it (``Adapter.as_run``: torchtitan runs a split-backward
-    schedule with its model uncompiled); None when none fits so. ``plan``: the file's."""
+    (every micro-batch size the table prices, every sharding and recomputation, and for
+    analytic or calibrated costs every tensor, context and expert parallel size
+    recommend searches, at the config's precision: check.layouts), each timed as the
+    framework runs it (``Adapter.as_run``: torchtitan runs a split-backward schedule
+    with its model uncompiled); None when none fits so. ``plan``: the file's."""
     assert costs.table is not None
     # a file that states counts per stage (pptune's) is compared with the search's own fits
     counted = cfg.recompute_layers_per_stage is not None
-    best_req = stateable_request(cfg, dataclasses.replace(
+    wide = dataclasses.replace(
         req, micro_batch_sizes=tuple(sorted(costs.table.by_mb)), with_best_pp1=False,
         shardings=tuple(Sharding),
         recompute_group=1,  # the search states one block a checkpoint (or N per stage)
-        recomputes=(Recompute.FULL, Recompute.NONE) if counted else tuple(Recompute)))
+        recomputes=(Recompute.FULL, Recompute.NONE) if counted else tuple(Recompute),
+        cost_keys=searched_keys(costs, req))
     adapter = adapter_of(cfg.source_format)
-    job = config_job(cfg, costs, best_req)
+    tables = costs.tables if costs.tables is not None else costs.table
     ran: dict[PlanSpec, tuple[Job, Plan] | None] = {}
-    top = AS_RUN_TOP
-    while True:
-        found = search(costs.table, dataclasses.replace(best_req, top=top)).plans
-        for searched in found:
-            if searched.spec not in ran:
-                ran[searched.spec] = _as_run(adapter, job, searched)
-        best = min((r for r in ran.values() if r is not None),
-                   key=lambda r: r[1].step_time_s, default=None)
-        # as run, a plan takes no less than the search's time (the file's kernels, or
-        # slower ones): the plans past the last listed cannot beat ``best``
-        if (len(found) < top or top >= AS_RUN_MOST
-                or (best is not None and found[-1].step_time_s >= best[1].step_time_s)):
-            break
-        top *= 4
+    best: tuple[Job, Plan] | None = None
+    for part in (p for within in stateable_requests(cfg, wide, costs.table.seq_len)
+                 for p in own_first(within, req.keys()[0])):
+        top = AS_RUN_TOP
+        while True:
+            found = search(tables, dataclasses.replace(part, top=top)).plans
+            for searched in found:
+                if searched.spec not in ran:
+                    ran[searched.spec] = _as_run(adapter, cfg, costs, part, searched)
+            best = min((r for r in ran.values() if r is not None),
+                       key=lambda r: r[1].step_time_s, default=None)
+            # as run, a plan takes no less than the search's time (the file's kernels, or
+            # slower ones): the plans past the last listed cannot beat ``best``
+            if (len(found) < top or top >= AS_RUN_MOST
+                    or (best is not None and found[-1].step_time_s >= best[1].step_time_s)):
+                break
+            top *= 4
     if best is None:
         return None
-    return Best(best[1], (adapter.run_settings(job, plan), adapter.run_settings(*best)))
+    return Best(best[1], (adapter.run_settings(config_job(cfg, costs, req), plan),
+                          adapter.run_settings(*best)))
 
 
-def _as_run(adapter: Adapter, job: Job, plan: Plan) -> tuple[Job, Plan] | None:
-    """The plan priced as the framework runs it; None where it cannot (BadInput) or the
-    plan so priced outgrows the GPU (``as_run`` would put another in its place)."""
+def _as_run(adapter: Adapter, cfg: TrainingConfig, costs: ConfigCosts, req: PlanRequest,
+            plan: Plan) -> tuple[Job, Plan] | None:
+    """The plan priced as the framework runs it, as the job of its own cost key (its
+    table, ``req`` for it alone: as emit's ``job_of``); None where it cannot (BadInput)
+    or the plan so priced outgrows the GPU (``as_run`` would put another in its place)."""
+    key = plan.key
+    if key != costs.key:
+        assert costs.tables is not None
+        costs = dataclasses.replace(costs, table=costs.tables(key), key=key)
+    job = config_job(cfg, costs, dataclasses.replace(req, cost_keys=(key,), tp=key.tp))
     try:
         ran_job, ran = adapter.as_run(job, plan)
     except BadInput:
@@ -159,9 +177,10 @@ def slower_than_best(table: CostTable, plan: Plan, best: Plan, *, gpus: int, lim
     said = ("; it differs from the file in " + ", ".join(
         f"{k} {a} -> {b}" for k, (a, b) in differs.items()) + (" and the split" if split else "")
         if differs else "; it differs from the file in the split alone" if split else "")
+    over, most = fmt_over_limit(ratio, limit)  # 1.105x, not 1.10x, over a limit of 1.10x
     add("slower-than-best", severity,
-        f"predicted step {fmt_seconds(plan.step_time_s)} is {ratio:.2f}x the best plan its "
-        f"files state for the same {gpus} GPUs and batch (limit {limit:.2f}x): pp={best.pp} "
+        f"predicted step {fmt_seconds(plan.step_time_s)} is {over} the best plan its "
+        f"files state for the same {gpus} GPUs and batch (limit {most}): pp={best.pp} "
         f"dp={best.dp} {best.schedule.value}"
         + (f" v={best.virtual_stages}" if best.virtual_stages > 1 else "")
         + f", {fmt_microbatches(best.num_microbatches, best.micro_batch_size)}, blocks per "

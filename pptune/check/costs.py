@@ -25,7 +25,6 @@ from pptune.costmodel import context, presets
 from pptune.costmodel.analytic import RECOMPUTE_MODULES
 from pptune.costmodel.context import CpComm
 from pptune.costmodel.keys import CostKey, Precision
-from pptune.costmodel.layout import contiguous_group
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.op_sac import OP_SAC, unpriced
 from pptune.costmodel.ops import Attention
@@ -47,7 +46,8 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
           ) -> ConfigCosts:
     """The config's per-layer costs, where they came from ("none" when there are none),
     the layout the table prices, the memory reserve a calibrated profile measured (None:
-    none) and, for analytic or calibrated costs, what they were priced with.
+    none) and, for analytic or calibrated costs, what they were priced with and the tables
+    of other layouts (the best-plan comparison's, check/layouts.py).
 
     ``flags``: the command line's ``--profile`` (already resolved by the CLI),
     ``--model`` and ``--gpu``; ``given``: a profile object that beats them all
@@ -80,18 +80,22 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
                 "context-parallel attention with fused (flash) kernels only; predicted so")
             attention = Attention.FLASH
         opts, sizes = CostOptions(tp=(cfg.tp,)), None  # a profile: the sizes it measured
+        # tp 1 prices no sequence parallelism: the other tp of the best-plan comparison
+        # split the sequence as the framework runs them (Adapter.tp_splits_sequence)
+        seq_split = (cfg.sequence_parallel if cfg.tp > 1
+                     else adapter_of(cfg.source_format).tp_splits_sequence)
         if profile is not None and profile.calibration is not None:
             # calibrated (pptune calibrate --run): the model priced for this config's settings
             opts = CostOptions(tp=(cfg.tp,), cp=(cfg.cp,), seq_len=cfg.seq_len,
                                gpu_spread=flags.gpu_spread,
-                               sequence_parallel=cfg.sequence_parallel,
+                               sequence_parallel=seq_split,
                                attention=Attention(cfg.attention) if cfg.attention else None,
                                **layout_options(cfg))
             sizes = tuple(sorted({1, 2, 4, 8, cfg.micro_batch_size}))
         if shape is not None:
             opts = CostOptions(tp=(cfg.tp,), cp=(cfg.cp,), gpu=_gpu(flags, cfg, add),
                                gpu_spread=flags.gpu_spread,
-                               sequence_parallel=cfg.sequence_parallel, attention=attention,
+                               sequence_parallel=seq_split, attention=attention,
                                **layout_options(cfg))
             sizes = tuple(sorted({1, 2, 4, 8, cfg.micro_batch_size}))
             if shape.heads % cfg.tp:
@@ -168,6 +172,7 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
     return ConfigCosts(
         found.table, f"{found.origin}, {attention.value} attention", found.key,
         found.reserve_bytes, options=opts, shape=found.shape, modules=modules,
+        tables=found.tables,
         gpu=fit.gpu if fit else opts.gpu, factors=calibrated.factors(fit) if fit else None,
         attention=opts.attention.value if opts.attention else fit.attention if fit else None)
 
@@ -339,41 +344,6 @@ def config_shape(cfg: TrainingConfig, base_dir: Path, model: str | None,
             f"using the config's {cfg.mtp_layers} MTP layers instead of {shape.mtp_layers}")
         shape = replace(shape, mtp_layers=cfg.mtp_layers)
     return shape
-
-
-def with_nvlink_domain(cfg: TrainingConfig, flags: CostOptions, add: Any) -> TrainingConfig:
-    """The config with its GPU preset's NVLink domain as ``gpus_per_node`` (an info
-    finding when that changes it) where it states no node size, or states one host of a
-    domain that spans hosts (torchrun's ``--nproc_per_node 4`` on a GB200 NVL72 launches
-    a compute tray of a 72-GPU domain); unchanged for measured costs (a profile) and for
-    a node size that is the domain. Where the node size is settled, a warning where a
-    tensor-parallel group spans nodes (_tp_across)."""
-    gpu = flags.gpu or cfg.gpu or presets.DEFAULT_GPU
-    spec = presets.GPUS.get(gpu)
-    if spec is None or flags.profile is not None or cfg.profile is not None:
-        return cfg
-    host = spec.gpus_per_host
-    stated = "gpus_per_node" in cfg.model_fields_set
-    if ((stated and not (host is not None and cfg.gpus_per_node <= host))
-            or cfg.gpus_per_node == spec.gpus_per_node):
-        _tp_across(cfg, cfg.gpus_per_node, add)
-        return cfg
-    add("nvlink-domain", "info", f"NVLink domain priced as {gpu}'s {spec.gpus_per_node} GPUs: "
-        + (f"the {cfg.gpus_per_node} GPUs a node runs are one host of it" if stated
-           else "the config states no node size"), gpus_per_node=spec.gpus_per_node)
-    _tp_across(cfg, spec.gpus_per_node, add)
-    return cfg.model_copy(update={"gpus_per_node": spec.gpus_per_node})
-
-
-def _tp_across(cfg: TrainingConfig, gpus_per_node: int, add: Any) -> None:
-    """A warning where a tensor-parallel group spans nodes: its per-layer collectives then
-    run over the NICs (priced so, profiles._tp_link), which frameworks advise against."""
-    group = contiguous_group(cfg.tp, gpus_per_node)
-    if group.nodes > 1:
-        add("tp-across-nodes", "warning",
-            f"tp {cfg.tp} on nodes of {gpus_per_node} GPUs: a tensor-parallel group spans "
-            f"{group.nodes} nodes, and its collectives in every layer run over the network "
-            "(priced so); keep tp within a node", tp=cfg.tp, gpus_per_node=gpus_per_node)
 
 
 def _gpu(flags: CostOptions, cfg: TrainingConfig, add: Any) -> str:

@@ -10,6 +10,7 @@ rules are per release (``--framework-version``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from pptune.costmodel.search import PlanRequest, Sharding
 from pptune.frameworks.common.adapter import Add
@@ -70,9 +71,27 @@ def memory_fixes(cfg: TrainingConfig) -> str:
     return "use " + (", ".join(kept[:-1]) + " or " + kept[-1] if len(kept) > 1 else kept[0])
 
 
-def stateable_request(cfg: TrainingConfig, req: PlanRequest) -> PlanRequest:
-    """``req`` narrowed to the plans the config's framework states (Adapter.stateable)."""
-    return adapter_of(cfg.source_format).stateable(req, cfg.model)
+def stateable_requests(cfg: TrainingConfig, req: PlanRequest,
+                       seq_len: int | None = None) -> list[PlanRequest]:
+    """``req`` narrowed to the plans the config's framework states (Adapter.stateable),
+    of the cost keys its files state on a sequence of ``seq_len`` tokens
+    (Adapter.cannot_state; the sizes of the config's own key, ``req``'s first, stand:
+    its reader read them). One request a tensor-parallel size whose narrowing differs
+    (DeepSpeed runs AutoTP without a pipeline), else one."""
+    adapter = adapter_of(cfg.source_format)
+    own, *others = req.keys()
+    keys = [own, *(k for k in others if adapter.cannot_state(k, seq_len, own) is None)]
+    groups: list[PlanRequest] = []
+    for tp in dict.fromkeys(k.tp for k in keys):
+        mine = tuple(k for k in keys if k.tp == tp)
+        within = adapter.stateable(replace(req, tp=tp, cost_keys=mine), cfg.model)
+        same = next((i for i, r in enumerate(groups)
+                     if replace(r, tp=tp, cost_keys=mine) == within), None)
+        if same is None:
+            groups.append(within)
+        else:
+            groups[same] = replace(groups[same], cost_keys=(*groups[same].keys(), *mine))
+    return groups
 
 
 ZERO_STAGES = (Sharding.NONE, Sharding.ZERO1, Sharding.ZERO2, Sharding.ZERO3)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pptune.costmodel.calibration import Factors
-from pptune.costmodel.keys import CostKey
+from pptune.costmodel.keys import CostKey, TableSource
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.search import CostTable, PlanRequest
 from pptune.frameworks.common.adapter import Job
@@ -31,6 +31,9 @@ class ConfigCosts:
     attention: str | None = None  # the attention kernel priced
     modules: frozenset[str] = frozenset()  # recomputed modules priced into every layer
     factors: Factors | None = None  # a calibrated profile's rate factors
+    # analytic or calibrated costs: a table a cost key, built on first use (the other
+    # layouts the best-plan comparison searches, check/layouts.py)
+    tables: TableSource | None = None
 
 
 def config_job(cfg: TrainingConfig, costs: ConfigCosts, req: PlanRequest) -> Job:

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from pptune.check.best import best_plan, slower_than_best
-from pptune.check.costs import costs, model_of, optimizer_widths, with_nvlink_domain
+from pptune.check.costs import costs, model_of, optimizer_widths
+from pptune.check.domain import with_nvlink_domain
 from pptune.check.experts import expert_rules
 from pptune.check.framework import (
     config_rules,
@@ -114,7 +115,7 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
         severity, message = softened(severity, message, id_, assumed)
         out.append(Finding(id_, severity, message, values))
 
-    cfg = with_nvlink_domain(cfg, opts.costs, add)
+    cfg = with_nvlink_domain(cfg, opts.costs, add, sem.gpus_per_node_flag)
 
     p, tp, cp, v = cfg.pp, cfg.tp, cfg.cp, cfg.virtual_stages
     schedule = cfg.schedule

@@ -104,6 +104,22 @@ def fmt_ratio(ratio: float) -> str:
     return f"{ratio:.3f}x" if f"{ratio:.2f}" == "1.00" and ratio != 1 else f"{ratio:.2f}x"
 
 
+# the most decimals a ratio over its limit is given to (fmt_over_limit)
+MAX_RATIO_DECIMALS = 6
+
+
+def fmt_over_limit(ratio: float, limit: float) -> tuple[str, str]:
+    """A ratio over its limit, and the limit, as a finding says them: the limit to the
+    decimals it is given in (two at least: ``1.10x``), the ratio to the fewest from
+    there that show it above the limit (1.1047 over 1.10 reads ``1.105x``, where two
+    decimals would read ``1.10x``), at most ``MAX_RATIO_DECIMALS``."""
+    places = range(2, MAX_RATIO_DECIMALS + 1)
+    given = next((d for d in places if float(f"{limit:.{d}f}") == limit), places[-1])
+    shown = next((d for d in range(given, places[-1] + 1)
+                  if float(f"{ratio:.{d}f}") > float(f"{limit:.{given}f}")), places[-1])
+    return f"{ratio:.{shown}f}x", f"{limit:.{given}f}x"
+
+
 def compact_split(stage_layers: Sequence[int]) -> str:
     """``8,9,9,8``; long uniform runs shortened: ``1,4x30,2``."""
     parts: list[str] = []

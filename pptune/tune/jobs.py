@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from pptune.check.costs import config_shape, layout_options
+from pptune.check.domain import FLAG_VALUE
 from pptune.check.rules import CheckOptions, CheckReport, check
 from pptune.check.verdicts import DP_ASSUMED
 from pptune.costmodel import presets
@@ -132,6 +133,8 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None)
     # is a doubt on the factors (jobfit.doubts)
     notes += [f"{m.config}: check-config finds {e.id}: {e.message}" for e in errors
               if e.id != "memory-overflow"]
+    # what became of --gpus-per-node where the file states its node (check/domain.py)
+    notes += [f"{m.config}: {f.message}" for f in report.findings if FLAG_VALUE in f.values]
     overflow = next((e.message for e in errors if e.id == "memory-overflow"), "")
     size = _size(read, report, shape)
     inferred = next((f for f in report.findings if f.id == "dp-inferred"), None)

@@ -4,6 +4,7 @@ stage with the embedding, the head and any MTP layers apart."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,22 @@ def test_the_finding_says_what_differs(priced: tuple[CostTable, Plan, Plan]) -> 
     slower_than_best(table, slow, fast, gpus=8, limit=100.0, severity="warning",
                      add=lambda *a, **v: found.append((*a, v)))
     assert found == []  # within the limit
+
+
+def test_a_ratio_just_over_the_limit_is_said_over_it(
+        priced: tuple[CostTable, Plan, Plan]) -> None:
+    """A ratio of 1.1047 (a GB200 script's, 2.462 s against its best plan's step) reads
+    1.10x to two decimals, the limit itself ("1.10x ... (limit 1.10x)")."""
+    table, plain, other = priced
+    slow, fast = (dataclasses.replace(p, step_time_s=s) for p, s in ((plain, 2.2094),
+                                                                      (other, 2.0)))
+    found: list[tuple[str, str, str, dict[str, Any]]] = []
+    slower_than_best(table, slow, fast, gpus=8, limit=1.10, severity="warning",
+                     add=lambda *a, **v: found.append((*a, v)))
+    [(_, _, message, values)] = found
+    assert message.startswith("predicted step 2.209 s is 1.105x the best plan its files "
+                              "state for the same 8 GPUs and batch (limit 1.10x): ")
+    assert values["slowdown"] == pytest.approx(1.1047)
 
 
 def test_check_config_names_the_difference_on_deepseek_v3() -> None:

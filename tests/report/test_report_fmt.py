@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds, seconds_unit
+from pptune.report.fmt import fmt_bytes, fmt_over_limit, fmt_pct, fmt_seconds, seconds_unit
 
 
 @pytest.mark.parametrize(
@@ -56,3 +56,19 @@ def test_fmt_bytes(nbytes: float, text: str) -> None:
 )
 def test_fmt_pct(x: float, text: str) -> None:
     assert fmt_pct(x) == text
+
+
+@pytest.mark.parametrize(
+    ("ratio", "limit", "said"),
+    [
+        (1.1047, 1.10, ("1.105x", "1.10x")),  # 2.462 s over 2.228 s: 1.10x would read as the limit
+        (1.17, 1.10, ("1.17x", "1.10x")),  # two decimals show it over: no more
+        (1.1004, 1.10, ("1.1004x", "1.10x")),
+        (1.1052, 1.105, ("1.1052x", "1.105x")),  # a limit given to three decimals keeps them
+        (2.0, 1.0, ("2.00x", "1.00x")),
+        (1.10000001, 1.10, ("1.100000x", "1.10x")),  # at most six decimals
+    ],
+)
+def test_a_ratio_over_its_limit_reads_over_it(ratio: float, limit: float,
+                                              said: tuple[str, str]) -> None:
+    assert fmt_over_limit(ratio, limit) == said

@@ -111,17 +111,26 @@ class Adapter:
     # groups, the order pptune simulates (schedule_orders.microbatch_group); torch's
     # ScheduleInterleaved1F1B (torchtitan, pptune's runtime) orders them its own way
     runs_microbatch_groups = False
+    # its tensor parallelism splits the sequence too: Megatron-LM's recipes set
+    # --sequence-parallel (its MoE layers need it), torchtitan always does; how a file of
+    # tp 1, which says nothing of it, is priced at another tp (check.costs)
+    tp_splits_sequence = True
     # rule id -> the framework's own source for a placement rule check/experts.py judges
     # for every framework (empty: megatron-core's, which derives the placement)
     expert_cites: tuple[tuple[str, str], ...] = ()
 
-    def cannot_state(self, key: CostKey, seq_len: int | None = None) -> str | None:
+    def cannot_state(self, key: CostKey, seq_len: int | None = None,
+                     own: CostKey | None = None) -> str | None:
         """Why its files cannot state a plan of this cost key (None: they can) on a
-        sequence of ``seq_len`` tokens (None: any the key's costs took)."""
-        missing = [f"{name} {value}" for name, value, plain in (
-            ("cp", key.cp, 1), ("ep", key.ep, 1), ("etp", key.etp, 1),
-            ("precision", key.precision.value, "bf16")) if value != plain
-            and name not in self.states_dims]
+        sequence of ``seq_len`` tokens (None: any the key's costs took). ``own``: the key
+        of a file its reader read, whose sizes its files state whatever its writer
+        writes (a DeepSpeed config's FP16 or DeepSpeed-Ulysses cp)."""
+        mine = own or CostKey()
+        missing = [f"{name} {value}" for name, value, plain, stated in (
+            ("cp", key.cp, 1, mine.cp), ("ep", key.ep, 1, mine.ep),
+            ("etp", key.etp, 1, mine.etp),
+            ("precision", key.precision.value, "bf16", mine.precision.value))
+            if value not in (plain, stated) and name not in self.states_dims]
         if missing:
             return f"{self.title} files here state no {', '.join(missing)}"
         return None

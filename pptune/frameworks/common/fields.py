@@ -80,6 +80,10 @@ class Semantics:
     # the reader applied the framework's own layer-split rules (Megatron-LM's: even,
     # uneven first/last, layouts), so check-config's generic even-split rule stands aside
     split_rules: bool = False
+    # --gpus-per-node where the file states another node size: check-config takes it as
+    # the NVLink domain where the file's node is one host of it, or says why not
+    # (check/domain.py)
+    gpus_per_node_flag: int | None = None
 
 
 @dataclass
@@ -197,7 +201,9 @@ def apply_flags(ctx: Ctx, fields: dict[str, Any], file_keys: dict[str, str]) -> 
     The file wins: a flag only fills a value the file does not state (or
     states through a shell variable pptune cannot resolve). A flag that
     disagrees with the file is ignored with a note, so the check reports
-    the config that will actually run.
+    the config that will actually run; but a ``--gpus-per-node`` against the
+    file's node size is left to check-config, which may take it as the NVLink
+    domain of the file's hosts (``Semantics.gpus_per_node_flag``).
     """
     for key in FLAG_KEYS:
         flag = getattr(ctx.flags, key)
@@ -211,6 +217,8 @@ def apply_flags(ctx: Ctx, fields: dict[str, Any], file_keys: dict[str, str]) -> 
         elif stated is None:
             fields[key] = flag
             ctx.note(f"{key} {flag} from {name}: the file does not state {where}")
+        elif stated != flag and key == "gpus_per_node":  # the file's node may be a host
+            ctx.semantics.gpus_per_node_flag = flag  # of the domain the flag sets
         elif stated != flag:
             ctx.note(f"{name} {flag} ignored: the file states {where} = {stated}")
 

@@ -32,6 +32,7 @@ class DeepSpeedAdapter(Adapter):
     states_dims = frozenset({"ep"})  # AutoEP's expert_parallel; etp beyond 1 it refuses
     # deepspeed --num_nodes N --num_gpus K (ds_partition.txt), and pptune.gpus_per_node
     states_node_shape = True
+    tp_splits_sequence = False  # AutoTP splits the weights alone (closest.py)
 
     def detect(self, data: Any) -> bool:
         return any(key in DEEPSPEED_KEYS for key in data if isinstance(key, str))

@@ -41,16 +41,17 @@ class TorchtitanAdapter(Adapter):
     syntaxes = ("toml",)
     versions = (TORCHTITAN,)
 
-    def cannot_state(self, key: CostKey, seq_len: int | None = None) -> str | None:
+    def cannot_state(self, key: CostKey, seq_len: int | None = None,
+                     own: CostKey | None = None) -> str | None:
         """FP16: training.mixed_precision_param takes bfloat16 or float32 (job_config.py);
         a sequence torchtitan refuses at this tp and cp (cp_fp8.seq_problem)."""
-        if key.precision is Precision.FP16:
+        if key.precision is Precision.FP16:  # nor does its reader read one (reader.py)
             return "torchtitan files state no precision fp16 (mixed_precision_param: bfloat16 " \
                 "or float32)"
         why = seq_problem(seq_len, key.tp, key.cp) if seq_len is not None else None
         if why:
             return f"sequence {why}"
-        return super().cannot_state(key)
+        return super().cannot_state(key, own=own)
 
     def detect(self, data: Any) -> bool:
         return looks_like_torchtitan(data)

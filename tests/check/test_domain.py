@@ -1,0 +1,106 @@
+"""The NVLink domain check-config prices (pptune.check.domain), and what becomes of
+--gpus-per-node where the file states its own node size."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from pptune.check.domain import FLAG_VALUE, with_nvlink_domain
+from pptune.cli.app import app
+from pptune.frameworks.common.fields import Flags
+from pptune.frameworks.read import read_config
+from pptune.options import CostOptions
+from pptune.schemas import TrainingConfig
+from pptune.tune import jobs
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "configs"
+QWEN = DATA / "megatron_qwen3_235b_ep32.sh"  # 32 nodes of 8 (--nproc_per_node 8)
+
+Found = list[tuple[str, str, str, dict[str, Any]]]
+
+
+def domain(node: int, gpu: str, asked: int | None, **more: Any) -> tuple[int, Found]:
+    """The domain priced for a file that states nodes of ``node`` on ``gpu`` with
+    --gpus-per-node ``asked``, and the findings."""
+    cfg = TrainingConfig.model_validate({"micro_batch_size": 1, "gpus_per_node": node,
+                                         "gpu": gpu, **more})
+    found: Found = []
+    out = with_nvlink_domain(cfg, CostOptions(), lambda *a, **v: found.append((*a, v)),
+                             asked)
+    return out.gpus_per_node, found
+
+
+def test_the_flag_sets_the_domain_of_a_files_gb200_hosts() -> None:
+    """A GB200 NVL72 rack used as 64 GPUs: the script's --nproc_per_node 4 is a compute
+    tray, one host of the domain; --gpus-per-node 64 is that domain, said once."""
+    priced, found = domain(4, "gb200", 64)
+    assert priced == 64
+    assert found == [("nvlink-domain", "info", "NVLink domain priced as 64 GPUs "
+                      "(--gpus-per-node 64, of gb200's 72): the 4 GPUs a node runs are one "
+                      "host of it", {"gpus_per_node": 64, FLAG_VALUE: 64})]
+    # without the flag, the rack's 72 (as before)
+    assert domain(4, "gb200", None)[0] == 72
+
+
+@pytest.mark.parametrize(("node", "gpu", "asked", "why", "priced"), [
+    (4, "gb200", 6, "an NVLink domain holds whole hosts: a multiple of the 4 GPUs a node runs",
+     72),
+    (4, "gb200", 2, "an NVLink domain holds whole hosts: a multiple of the 4 GPUs a node runs",
+     72),
+    (4, "gb200", 144, "gb200's NVLink domain holds at most 72 GPUs", 72),
+    (72, "gb200", 64, "that is more than one 4-GPU host of gb200: it is priced as the NVLink "
+     "domain itself", 72),
+    (8, "b200", 16, "b200's NVLink domain is one host of 8 GPUs: the node the file launches "
+     "is the domain priced", 8),
+])
+def test_a_flag_that_cannot_be_the_domain_is_said_overridden_once(
+        node: int, gpu: str, asked: int, why: str, priced: int) -> None:
+    got, found = domain(node, gpu, asked)
+    assert got == priced
+    [ignored] = [f for f in found if FLAG_VALUE in f[3]]
+    assert ignored == ("gpus-per-node-ignored", "info", f"--gpus-per-node {asked} ignored: "
+                       f"the file states a node size = {node}, and {why}",
+                       {"gpus_per_node": node, FLAG_VALUE: asked})
+
+
+def test_a_profile_prices_the_node_as_stated() -> None:
+    priced, found = domain(4, "gb200", 64, profile="measured.json")
+    assert priced == 4
+    assert [f[2] for f in found] == [
+        "--gpus-per-node 64 ignored: the file states a node size = 4, and the costs come "
+        "from a profile, which is priced on the node the file states"]
+
+
+def test_the_reader_leaves_a_node_flag_against_the_file_to_check_config() -> None:
+    """The script states --nproc_per_node 8: the reader keeps it and notes nothing of the
+    flag; check-config says what became of it, in one finding."""
+    read = read_config(QWEN, gpus_per_node=64)
+    assert read.config.gpus_per_node == 8 and read.semantics.gpus_per_node_flag == 64
+    assert not any("--gpus-per-node" in n for n in read.notes)
+    read = read_config(QWEN, gpus_per_node=8)  # the file's own: nothing to say
+    assert read.semantics.gpus_per_node_flag is None
+
+
+def test_check_config_applies_it_to_a_gb200_script(tmp_path: Path) -> None:
+    script = tmp_path / "gb200.sh"
+    script.write_text(QWEN.read_text().replace("GPUS_PER_NODE=8", "GPUS_PER_NODE=4")
+                      .replace("SLURM_NNODES:-32", "SLURM_NNODES:-64"))
+    r = CliRunner().invoke(app, ["check-config", str(script), "--gpu", "gb200",
+                                 "--gpus-per-node", "64", "--no-compare", "--output", "json"])
+    doc = json.loads(r.stdout)
+    said = [f for f in doc["findings"] if FLAG_VALUE in f["values"]]
+    assert [(f["id"], f["values"]["gpus_per_node"]) for f in said] == [("nvlink-domain", 64)]
+    assert not any("--gpus-per-node" in n for n in doc["notes"])
+    assert [f["id"] for f in doc["findings"]].count("nvlink-domain") == 1
+
+
+def test_calibrate_notes_what_became_of_the_flag() -> None:
+    loaded = jobs.load(jobs.Measurement(DATA / "megatron_llama3_8b.sh", step_s=9.0,
+                                        flags=Flags(gpus_per_node=4)), "h100-sxm", None, None)
+    assert any("--gpus-per-node 4 ignored: the file states a node size = 8, and h100-sxm's "
+               "NVLink domain is one host of 8 GPUs" in n for n in loaded.notes)
