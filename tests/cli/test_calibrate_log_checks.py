@@ -82,7 +82,7 @@ def test_a_gpu_the_log_contradicts_is_refused(tmp_path: Path, cli: Cli,
 
 def test_a_peak_above_the_gpus_memory_is_refused(tmp_path: Path, cli: Cli,
                                                  error_line: ErrorLine) -> None:
-    # 90,000 MB reserved = 87.89 GiB: no H100 (80 GB) holds it
+    # 90,000 MB reserved = 87.89 GiB: no H100 (81,559 MiB, 79.65 GiB) holds it
     log = megatron_log(tmp_path, reserved_mb=90000.0)
     out = tmp_path / "cal.json"
     what = "(max reserved, the largest of 1 rank(s) reported)"
