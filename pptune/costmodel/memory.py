@@ -150,11 +150,6 @@ def recomputed_per_stage(names: Sequence[str], stage_layers: Sequence[int],
     return out
 
 
-def with_layers_recomputed(table: CostTable, recomputed: Sequence[int]) -> CostTable:
-    """The table with ``recomputed`` layers each its own checkpoint (Chen et al. 2016)."""
-    return with_groups_recomputed(table, [(i,) for i in recomputed])
-
-
 def with_groups_recomputed(table: CostTable, groups: Sequence[Sequence[int]]) -> CostTable:
     """The table with each run of ``groups`` checkpointed as one (Chen et al. 2016): the
     run keeps only its input (on its first layer), and each of its layers runs its

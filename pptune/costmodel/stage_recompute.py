@@ -8,7 +8,7 @@ from a plan that fits with every block recomputed and gives each stage the
 fewest recomputed blocks (the first N_k of stage k, Megatron-LM's block
 method with a count per stage) with which every pipeline rank still fits:
 each recomputed block keeps only its input instead of its saved tensors and
-runs its forward again before its backward (memory.with_layers_recomputed),
+runs its forward again before its backward (memory.with_groups_recomputed),
 so fewer recomputed blocks are never slower. A rank's peak depends only on
 its own stages' activations in the schedule's op order (simulate.py), so
 the ranks are fitted independently: an over-full rank adds blocks on its
@@ -217,7 +217,7 @@ def busy_bound(table: CostTable, plan: Plan, counts: list[int]) -> float:
     forwards it no longer reruns are gone. A rank computes one op at a time, so its
     compute time bounds the step; each block not recomputed takes its forward (and the
     dispatch and combine it reran, MoE) out of the rank's backward, once for every
-    micro-batch its stage runs (memory.with_layers_recomputed)."""
+    micro-batch its stage runs (memory.with_groups_recomputed)."""
     removed = _removed(table, plan, counts)
     # compute only: what a rank's ops wait on for communication can overlap other work
     return max(dev.busy_s - dev.exposed_comm_s - removed[d]

@@ -16,7 +16,6 @@ from pptune.costmodel.memory import (
     Recompute,
     uniform_groups,
     with_groups_recomputed,
-    with_layers_recomputed,
     with_recompute,
 )
 from pptune.costmodel.schedules import Schedule
@@ -36,7 +35,7 @@ def _table() -> CostTable:
 
 
 def test_one_block_a_checkpoint_keeps_its_input_and_reruns_the_rest() -> None:
-    c = with_layers_recomputed(_table(), [1, 2, 3, 4]).by_mb[1]
+    c = with_groups_recomputed(_table(), [(1,), (2,), (3,), (4,)]).by_mb[1]
     assert list(c.act_bytes) == [100, 5, 5, 5, 5, 100]
     # its backward re-creates its 100 saved bytes, of which the 5-byte input was kept
     assert list(c.rerun_bytes) == [0, 95, 95, 95, 95, 0]

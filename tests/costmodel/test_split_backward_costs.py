@@ -14,7 +14,7 @@ import dataclasses
 
 import pytest
 
-from pptune.costmodel.memory import with_layers_recomputed
+from pptune.costmodel.memory import with_groups_recomputed
 from pptune.costmodel.schedule_ops import OpKind
 from pptune.costmodel.simulate import StageCost, overlapped_pair_s, simulate
 from pptune.costmodel.table import LayerCosts, stage_costs
@@ -93,7 +93,7 @@ def test_stage_sums_without_split_costs_leave_them_unset() -> None:
 def test_a_recomputed_layer_reruns_its_forward_in_the_split_b_too() -> None:
     table = _table_with_split()
     c: LayerCosts = table.by_mb[1]  # type: ignore[attr-defined]
-    redone = with_layers_recomputed(table, [2]).by_mb[1]  # type: ignore[arg-type]
+    redone = with_groups_recomputed(table, [(2,)]).by_mb[1]  # type: ignore[arg-type]
     assert redone.split_bwd_s[2] == pytest.approx(c.split_bwd_s[2] + c.fwd_s[2])
     assert redone.split_bwd_s[1] == pytest.approx(c.split_bwd_s[1])
     assert redone.split_wgrad_s == c.split_wgrad_s
