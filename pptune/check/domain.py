@@ -14,29 +14,34 @@ hosts or more than the rack), one finding says it was overridden by the file and
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pptune.costmodel import presets
 from pptune.costmodel.layout import contiguous_group
 from pptune.costmodel.presets import GpuSpec
+from pptune.errors import PptuneError
 from pptune.options import CostOptions
-from pptune.schemas import TrainingConfig
+from pptune.schemas import Profile, TrainingConfig, load_profile
 
 # the value the findings about --gpus-per-node carry (calibrate repeats them as notes)
 FLAG_VALUE = "gpus_per_node_flag"
 
 
 def with_nvlink_domain(cfg: TrainingConfig, flags: CostOptions, add: Any,
-                       asked: int | None = None) -> TrainingConfig:
+                       asked: int | None = None, given: Profile | None = None,
+                       base_dir: Path | None = None) -> TrainingConfig:
     """The config with the NVLink domain it is priced on as ``gpus_per_node`` (module
     docstring; an info finding when that changes it); unchanged for measured costs (a
-    profile) and for a node size that is the domain. ``asked``: a ``--gpus-per-node``
-    the file's own node size overrode, taken as the domain where the node is one host
-    of it. Where the node size is settled, a warning where a tensor-parallel group
-    spans nodes (_tp_across)."""
-    gpu = flags.gpu or cfg.gpu or presets.DEFAULT_GPU
+    probe's profile) and for a node size that is the domain. A calibrated profile
+    (``given``, calibrate's own, or the file ``--profile`` or the config names, relative
+    to ``base_dir``) prices its GPU's analytic model: its GPU's domain. ``asked``: a
+    ``--gpus-per-node`` the file's own node size overrode, taken as the domain where the
+    node is one host of it. Where the node size is settled, a warning where a
+    tensor-parallel group spans nodes (_tp_across)."""
+    gpu, measured = _priced_gpu(cfg, flags, given, base_dir)
     spec = presets.GPUS.get(gpu)
-    measured = spec is None or flags.profile is not None or cfg.profile is not None
+    measured = measured or spec is None
     node = cfg.gpus_per_node
     if asked is not None:
         why = ("the costs come from a profile, which is priced on the node the file states"
@@ -63,6 +68,26 @@ def with_nvlink_domain(cfg: TrainingConfig, flags: CostOptions, add: Any,
            else "the config states no node size"), gpus_per_node=spec.gpus_per_node)
     _tp_across(cfg, spec.gpus_per_node, add)
     return cfg.model_copy(update={"gpus_per_node": spec.gpus_per_node})
+
+
+def _priced_gpu(cfg: TrainingConfig, flags: CostOptions, given: Profile | None,
+                base_dir: Path | None) -> tuple[str, bool]:
+    """The GPU the config is priced on, and whether its costs are measured (a probe's
+    profile: its layers as measured on the node it ran). A calibrated profile prices
+    the analytic model of its own GPU, scaled; a profile that cannot be read counts as
+    measured (check/costs.py reports it)."""
+    path = flags.profile or (Path(cfg.profile) if cfg.profile else None)
+    if given is None and path is not None:
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        try:
+            given = load_profile(path)
+        except PptuneError:
+            return flags.gpu or cfg.gpu or presets.DEFAULT_GPU, True
+    if given is not None:
+        cal = given.calibration
+        return (cal.gpu, False) if cal is not None else ("", True)
+    return flags.gpu or cfg.gpu or presets.DEFAULT_GPU, False
 
 
 def _cannot_be_the_domain(node: int, asked: int, gpu: str, spec: GpuSpec) -> str | None:

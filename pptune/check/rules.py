@@ -115,7 +115,8 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
         severity, message = softened(severity, message, id_, assumed)
         out.append(Finding(id_, severity, message, values))
 
-    cfg = with_nvlink_domain(cfg, opts.costs, add, sem.gpus_per_node_flag)
+    cfg = with_nvlink_domain(cfg, opts.costs, add, sem.gpus_per_node_flag, opts.profile,
+                             base_dir)
 
     p, tp, cp, v = cfg.pp, cfg.tp, cfg.cp, cfg.virtual_stages
     schedule = cfg.schedule

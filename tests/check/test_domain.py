@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from pptune.check.domain import FLAG_VALUE, with_nvlink_domain
 from pptune.cli.app import app
+from pptune.costmodel.calibration import Factors
 from pptune.frameworks.common.fields import Flags
 from pptune.frameworks.read import read_config
 from pptune.options import CostOptions
@@ -104,3 +105,41 @@ def test_calibrate_notes_what_became_of_the_flag() -> None:
                                         flags=Flags(gpus_per_node=4)), "h100-sxm", None, None)
     assert any("--gpus-per-node 4 ignored: the file states a node size = 8, and h100-sxm's "
                "NVLink domain is one host of 8 GPUs" in n for n in loaded.notes)
+
+
+def gb200_script(tmp_path: Path) -> Path:
+    """The Qwen3 EP32 script on 64 GB200 compute trays of 4 GPUs (256 GPUs)."""
+    script = tmp_path / "gb200.sh"
+    script.write_text(QWEN.read_text().replace("GPUS_PER_NODE=8", "GPUS_PER_NODE=4")
+                      .replace("SLURM_NNODES:-32", "SLURM_NNODES:-64"))
+    return script
+
+
+def test_calibrate_prices_a_gb200_job_on_its_72_gpu_domain(tmp_path: Path) -> None:
+    """calibrate's job at factors 1 is the step check-config prices for the same file and
+    GPU: the rack's 72-GPU NVLink domain, not the script's trays of 4 (whose expert
+    all-to-all would run over the NICs)."""
+    script = gb200_script(tmp_path)
+    job = jobs.load(jobs.Measurement(script, step_s=3.0), "gb200", None, None)
+    at_one = jobs.simulated(job, Factors())
+    assert at_one.request is not None and at_one.request.gpus_per_node == 72
+    r = CliRunner().invoke(app, ["check-config", str(script), "--gpu", "gb200",
+                                 "--no-compare", "--output", "json"])
+    doc = json.loads(r.stdout)
+    assert at_one.derived["step_time_s"] == pytest.approx(doc["derived"]["step_time_s"],
+                                                          rel=1e-3)
+
+
+def test_a_calibrated_profile_prices_its_gpus_domain(tmp_path: Path) -> None:
+    """check-config --profile with a calibrated GB200 profile: the domain of the GPU the
+    calibration ran on (72), said as without a profile."""
+    script = gb200_script(tmp_path)
+    out = tmp_path / "cal.json"
+    r = CliRunner().invoke(app, ["calibrate", "--run", str(script), "--step-s", "3.0",
+                                 "--gpu", "gb200", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(app, ["check-config", str(script), "--profile", str(out),
+                                 "--no-compare", "--output", "json"])
+    doc = json.loads(r.stdout)
+    [said] = [f for f in doc["findings"] if f["id"] == "nvlink-domain"]
+    assert said["values"]["gpus_per_node"] == 72
