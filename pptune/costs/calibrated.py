@@ -28,7 +28,7 @@ from pptune.costmodel.analytic import AnalyticLayer
 from pptune.costmodel.calibration import Factors, scaled_gpu
 from pptune.costmodel.keys import CostKey, Precision, TableSource
 from pptune.costmodel.moe import ExpertParallel
-from pptune.costmodel.precision import Fp8Kernels, is_low
+from pptune.costmodel.precision import Fp8Kernels, Fp8Recipe, is_low
 from pptune.costmodel.presets import GPUS, GpuSpec, ModelShape
 from pptune.costmodel.variation import slowest_of
 from pptune.costs.modelspec import with_seq_len
@@ -125,6 +125,15 @@ def tables(cal: Calibration, sizes: Sequence[int], *, seq_len: int | None = None
                          **options)
 
 
+def _recipe(name: str) -> Fp8Recipe:
+    """pptune's recipe for one a job's file names: its own, else (torchtitan's rowwise,
+    Megatron-LM's custom) tensorwise, whose scales are computed locally too."""
+    try:
+        return Fp8Recipe(name)
+    except ValueError:
+        return Fp8Recipe.TENSORWISE
+
+
 def as_ran(opts: CostOptions, cal: Calibration) -> tuple[CostOptions, list[str]]:
     """The cost options a plan is priced with on this calibration, and what to say: its
     jobs' GEMM precision where --precision is not given (module docstring)."""
@@ -141,14 +150,26 @@ def as_ran(opts: CostOptions, cal: Calibration) -> tuple[CostOptions, list[str]]
                      f"fitted at {ran.value}'s rates, price {other} too (calibrate on a "
                      f"{other} job to fit its own)")
     low = any(is_low(p) for p in opts.precision or ())
-    if low and cal.fp8_recipe and cal.fp8_recipe != opts.fp8_recipe.value:
-        notes.append(f"the calibrated jobs ran --fp8-recipe {cal.fp8_recipe}; these plans are "
-                     f"priced (and written by --emit) with {opts.fp8_recipe.value}: pass "
-                     "--fp8-recipe to keep the jobs' scaling")
-    if low and cal.fp8_param_gather and not opts.fp8_param_gather:
-        notes.append("the calibrated jobs kept their weights in FP8 (--fp8-param-gather); these "
-                     "plans are priced (and written by --emit) without: pass --fp8-param-gather "
-                     "to keep it")
+    if low and cal.fp8_recipe:
+        if opts.fp8_recipe is None:
+            ran_recipe = _recipe(cal.fp8_recipe)
+            opts = replace(opts, fp8_recipe=ran_recipe)
+            if ran_recipe is not Fp8Recipe.DELAYED:
+                priced = ("" if ran_recipe.value == cal.fp8_recipe
+                          else f", priced as {ran_recipe.value} (local scales)")
+                notes.append(f"FP8 recipe {cal.fp8_recipe}, as the calibrated jobs ran{priced} "
+                             "(--fp8-recipe prices another)")
+        elif opts.fp8_recipe.value != cal.fp8_recipe:
+            notes.append(f"--fp8-recipe {opts.fp8_recipe.value}: the calibrated jobs ran "
+                         f"{cal.fp8_recipe}; their factors price this recipe too")
+    if low and cal.fp8_param_gather:
+        if opts.fp8_param_gather is None:
+            opts = replace(opts, fp8_param_gather=True)
+            notes.append("FP8 weights (--fp8-param-gather), as the calibrated jobs kept them "
+                         "(--no-fp8-param-gather prices BF16 weights)")
+        elif not opts.fp8_param_gather:
+            notes.append("--no-fp8-param-gather: the calibrated jobs kept their weights in FP8; "
+                         "these plans are priced (and written by --emit) with BF16 weights")
     kernels = cal.fp8_kernels
     if kernels and low:
         if opts.fp8_kernels is None:

@@ -238,7 +238,7 @@ def _analytic(opts: CostOptions, shape: ModelShape | None, sizes: tuple[int, ...
         efficiency=opts.efficiency,
         sequence_parallel=opts.splits_sequence, attention=attention,
         tp_comm_overlap=opts.tp_comm_overlap, cp_comm=opts.cp_comm,
-        fp8_params=opts.fp8_param_gather, gpus_per_node=gpus_per_node,
+        fp8_params=opts.fp8_params, gpus_per_node=gpus_per_node,
         recompute_modules=recompute_modules, cross_entropy=opts.cross_entropy,
         swiglu=opts.swiglu, fp8_kernels=opts.fp8_linears(),
         profiles=(built := dict[CostKey, Profile]()))
@@ -317,7 +317,7 @@ def _profile_costs(prof: Profile, origin: str, opts: CostOptions, mode: Mode,
         attention=opts.attention.value if opts.attention is not None else None,
         tp_comm_overlap=opts.tp_comm_overlap, profiles=built,
         experts=experts or opts.experts(), cp_comm=opts.cp_comm,
-        fp8_params=opts.fp8_param_gather, gpus_per_node=gpus_per_node,
+        fp8_params=opts.fp8_params, gpus_per_node=gpus_per_node,
         recompute_modules=recompute_modules, gpus=gpus, gpu_spread=opts.gpu_spread,
         cross_entropy=opts.cross_entropy, swiglu=opts.swiglu, fp8_kernels=opts.fp8_linears())
     key = single_key(opts) if not search else CostKey()

@@ -175,15 +175,17 @@ class CostOptions:
         CpComm.P2P, "--cp-comm", kind=CP_COMM,
         help="how context-parallel ranks exchange K/V: p2p (Megatron-LM's ring), all-gather "
         "(Llama 3), a2a (Ulysses), a2a+p2p (Megatron-LM --cp-comm-type)")
-    fp8_param_gather: bool = option(
-        False, "--fp8-param-gather", kind=BOOL,
+    fp8_param_gather: bool | None = option(
+        None, "--fp8-param-gather/--no-fp8-param-gather", kind=BOOL,
         help="FP8 plans keep and all-gather their weights in FP8 (Megatron-LM "
-        "--fp8-param-gather): no cached FP8 copies, half the gather bytes")
-    fp8_recipe: Fp8Recipe = option(
-        Fp8Recipe.DELAYED, "--fp8-recipe", kind=FP8_RECIPE,
+        "--fp8-param-gather): no cached FP8 copies, half the gather bytes [default: off, "
+        "or as a calibrated profile's jobs ran]")
+    fp8_recipe: Fp8Recipe | None = option(
+        None, "--fp8-recipe", kind=FP8_RECIPE,
         help="how FP8 plans scale: delayed (Megatron-LM's default; its amaxes all-reduced "
         "over the stage's ranks after every chunk pass), tensorwise, blockwise (priced as "
-        "tensorwise) (Megatron-LM --fp8-recipe)")
+        "tensorwise) (Megatron-LM --fp8-recipe) [default: delayed, or the recipe a "
+        "calibrated profile's jobs ran]")
     fp8_kernels: Fp8Kernels | None = option(
         None, "--fp8-kernels", kind=FP8_KERNELS,
         help="whose FP8 linear layers FP8 plans run: te (Transformer Engine: Megatron-LM, "
@@ -262,6 +264,16 @@ class CostOptions:
         """Sequence parallelism as priced: as given, else on (Megatron-LM's recipes set it
         with tensor parallelism, torchtitan always runs it)."""
         return self.sequence_parallel is not False
+
+    @property
+    def recipe(self) -> Fp8Recipe:
+        """The FP8 recipe priced: as given, else Megatron-LM's default, delayed."""
+        return self.fp8_recipe or Fp8Recipe.DELAYED
+
+    @property
+    def fp8_params(self) -> bool:
+        """FP8 weights (--fp8-param-gather) as priced: as given, else off."""
+        return bool(self.fp8_param_gather)
 
     def input_files(self) -> list[tuple[str, Path | None]]:
         """The files these options read, by flag: an output must not replace them."""

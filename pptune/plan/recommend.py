@@ -183,8 +183,8 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     req = PlanRequest(
         gpus=s.gpus, global_batch=global_batch, tp=keys[0].tp, gpus_per_node=gpn,
         cost_keys=keys, overlap_param_gather=s.overlap_param_gather,
-        fp8_param_gather=spec.costs.fp8_param_gather,
-        fp8_amax_reduction=reduces_amax(spec.costs.fp8_recipe.value),
+        fp8_param_gather=spec.costs.fp8_params,
+        fp8_amax_reduction=reduces_amax(spec.costs.recipe.value),
         schedules=tuple(schedules), virtual_stages=s.virtual_stages,
         micro_batch_sizes=sizes, pp=s.pp or None,
         shardings=shardings, recomputes=recomputes,
@@ -334,8 +334,13 @@ def state_floor(run: RecommendRun) -> str | None:
 def no_plan_message(run: RecommendRun) -> str:
     """What to change when nothing fits, with the counts that say why."""
     rej = run.result.rejected
-    counts = ", ".join(f"{k} {n}" for k, n in sorted(rej.items(), key=lambda kv: -kv[1]))
+    counts = ", ".join(f"{k} {n}" for k, n in sorted(rej.items(), key=lambda kv: -kv[1])
+                       if n)
     hints = []
+    if rej.get("recompute_modules_not_modelled"):
+        hints.append("--recompute selective or full: recomputing named modules (Megatron-LM "
+                     "--recompute-modules) is priced for mixture-of-experts and MLA models, "
+                     "and this model has neither")
     if rej.get("out_of_memory"):
         gpus = run.plan_request.gpus
         tps = "/".join(str(t) for t in (2, 4, 8) if t <= gpus and gpus % t == 0)

@@ -124,19 +124,35 @@ def test_plans_are_priced_at_the_precision_the_jobs_ran() -> None:
     plain = calibration(SHAPE, "h100-sxm", None, Factors.common(0.8),
                         [["compute", "memory", "communication"]], [RUN], None)
     assert calibrated.as_ran(CostOptions(), plain) == (CostOptions(), [])
-    # the jobs' FP8 scaling and FP8 weights, where the plans price others: said, with the flag
+    # the jobs' FP8 scaling and FP8 weights: applied where no flag states them, said
     ran = calibration(SHAPE, "h100-sxm", None, Factors.common(0.8),
                       [["compute", "memory", "communication"]], [RUN], None,
                       precision="fp8", fp8_recipe="blockwise", fp8_param_gather=True)
-    _, notes = calibrated.as_ran(CostOptions(), ran)
-    assert notes[1:] == [
-        "the calibrated jobs ran --fp8-recipe blockwise; these plans are priced (and written "
-        "by --emit) with delayed: pass --fp8-recipe to keep the jobs' scaling",
-        "the calibrated jobs kept their weights in FP8 (--fp8-param-gather); these plans are "
-        "priced (and written by --emit) without: pass --fp8-param-gather to keep it"]
     kept = CostOptions(precision=(Precision.FP8,), fp8_recipe=Fp8Recipe.BLOCKWISE,
                        fp8_param_gather=True)
+    applied, notes = calibrated.as_ran(CostOptions(), ran)
+    assert applied == kept
+    assert notes[1:] == [
+        "FP8 recipe blockwise, as the calibrated jobs ran (--fp8-recipe prices another)",
+        "FP8 weights (--fp8-param-gather), as the calibrated jobs kept them "
+        "(--no-fp8-param-gather prices BF16 weights)"]
     assert calibrated.as_ran(kept, ran) == (kept, [])
+    # flags that state others win, and the difference is said
+    other = CostOptions(precision=(Precision.FP8,), fp8_recipe=Fp8Recipe.DELAYED,
+                        fp8_param_gather=False)
+    assert calibrated.as_ran(other, ran) == (other, [
+        "--fp8-recipe delayed: the calibrated jobs ran blockwise; their factors price this "
+        "recipe too",
+        "--no-fp8-param-gather: the calibrated jobs kept their weights in FP8; these plans "
+        "are priced (and written by --emit) with BF16 weights"])
+    # a recipe pptune does not name (torchtitan's rowwise): its local scales, as tensorwise
+    rowwise = calibration(SHAPE, "h100-sxm", None, Factors.common(0.8),
+                          [["compute", "memory", "communication"]], [RUN], None,
+                          precision="fp8", fp8_recipe="rowwise")
+    opts, notes = calibrated.as_ran(CostOptions(), rowwise)
+    assert opts.recipe is Fp8Recipe.TENSORWISE
+    assert notes[-1] == ("FP8 recipe rowwise, as the calibrated jobs ran, priced as tensorwise "
+                         "(local scales) (--fp8-recipe prices another)")
     # simulate and check-config's one table: the FP8 key
     prof = calibrated.profile(cal, (1,), tp=1)
     assert find(CostOptions(), Mode.PLAN, profile=prof).key.precision is Precision.FP8  # type: ignore[union-attr]

@@ -269,7 +269,7 @@ def analytic_table(job: Job, shape: ModelShape | None = None, **changed: object)
     c = job.cost_options or CostOptions()
     options: dict[str, object] = dict(
         sequence_parallel=job.sequence_parallel, attention=str(job.attention),
-        tp_comm_overlap=job.tp_comm_overlap, cp_comm=c.cp_comm, fp8_params=c.fp8_param_gather,
+        tp_comm_overlap=job.tp_comm_overlap, cp_comm=c.cp_comm, fp8_params=c.fp8_params,
         gpus_per_node=job.request.gpus_per_node, gpus=job.request.gpus,
         gpu_spread=c.gpu_spread, cross_entropy=c.cross_entropy, swiglu=c.swiglu,
         fp8_kernels=c.fp8_linears(), factors=job.factors, recompute_modules=job.layer_modules,

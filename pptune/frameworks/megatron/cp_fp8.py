@@ -247,11 +247,11 @@ def cp_fp8_args(cp: int, tp: int, precision: Precision, costs: CostOptions | Non
         # hybrid: E4M3 forward, E5M2 gradients (TransformerConfig.fp8); the recipe the plan
         # was priced with (--fp8-recipe, delayed by default as in megatron-core), mxfp8
         # its Blackwell microscaling one
-        recipe = "mxfp8" if precision is Precision.MXFP8 else c.fp8_recipe.value
+        recipe = "mxfp8" if precision is Precision.MXFP8 else c.recipe.value
         args += ["--fp8-format hybrid", f"--fp8-recipe {recipe}"]
-        if c.fp8_param_gather and sharded:
+        if c.fp8_params and sharded:
             args.append("--fp8-param-gather")
-        elif c.fp8_param_gather:
+        elif c.fp8_params:
             notes.append("the plan was priced with FP8 parameters but runs without the "
                          "distributed optimizer, which Megatron-LM's --fp8-param-gather needs: "
                          "written without it")

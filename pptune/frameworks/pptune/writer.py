@@ -42,8 +42,8 @@ def write(stated: Stated) -> dict[str, str]:
         f"tp: {plan.tp}",
         *([f"cp: {plan.cp}", f"cp_comm: {costs.cp_comm.value}"] if plan.cp > 1 else []),
         *([f"precision: {plan.precision.value}"] if plan.precision is not Precision.BF16 else []),
-        *([f"fp8_recipe: {costs.fp8_recipe.value}"] if plan.precision is Precision.FP8 else []),
-        *(["fp8_param_gather: true"] if low and costs.fp8_param_gather else []),
+        *([f"fp8_recipe: {costs.recipe.value}"] if plan.precision is Precision.FP8 else []),
+        *(["fp8_param_gather: true"] if low and costs.fp8_params else []),
         *([f"fp8_kernels: {costs.fp8_linears().value}"]
           if low and costs.fp8_linears() is not Fp8Kernels.TE else []),
         *([f"cross_entropy: {costs.cross_entropy.value}"]

@@ -294,7 +294,7 @@ def fp8_lines(plan: Plan, job: Job) -> tuple[list[str], list[str]]:
     if plan.precision is Precision.MXFP8:
         return ([f'converters = ["{MX}"]'], ["", f"[{MX}]", 'recipe_name = "mxfp8_cublas"'])
     c = job.cost_options or CostOptions()
-    gather = c.fp8_param_gather and plan.sharding is Sharding.FSDP
+    gather = c.fp8_params and plan.sharding is Sharding.FSDP
     tables = ["", f"[{FLOAT8}]", "# tensorwise scaling (recipe_name unset)",
               'filter_fqns = ["output"]  # the LM head stays BF16, as priced']
     if gather:
