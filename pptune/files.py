@@ -105,6 +105,9 @@ def check_output(path: Path, flag: str, inputs: Iterable[tuple[str, Path | None]
             mode = target.lstat().st_mode
             if stat.S_ISDIR(mode):
                 raise BadInput(f"{flag} {path} is a directory; give a file name")
+            if stat.S_ISLNK(mode):  # realpath stops inside a loop of links
+                raise BadInput(f"{flag} {path}: too many levels of symbolic links (a loop); "
+                               "give a file name")
             if not stat.S_ISREG(mode):
                 raise BadInput(f"{flag} {path} is not a regular file (a device, FIFO or socket); "
                                "pptune writes regular files only")

@@ -34,6 +34,7 @@ from pptune.costmodel.rates import Swiglu
 from pptune.costmodel.sharding import STATE_DTYPE_BYTES, moment_bytes
 from pptune.costs import calibrated
 from pptune.costs.modelspec import from_sizes, read_hf_config, with_seq_len
+from pptune.costs.profiles import DEFAULT_PROFILE_FILE
 from pptune.costs.resolve import Mode, find
 from pptune.errors import BadInput, PptuneError
 from pptune.frameworks.registry import adapter_of
@@ -145,7 +146,7 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
         add("model-unknown", "warning",
             "no model (preset, hf_config, profile, or layer/hidden/head/seq sizes) in the "
             "config and no ./pptune-profile.json: memory, bubble and step time are not "
-            "checked; pass --model or --profile")
+            "checked; pass --model, --hf-config or --profile")
         return ConfigCosts(None, "none", folded)
     if found.measured:  # "profile PATH (probe)": check-config names the file alone
         if cfg.ep > 1 or cfg.etp > 1:
@@ -155,6 +156,8 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
                 "(use analytic costs, --model or the config's sizes, to price them)",
                 ep=cfg.ep, etp=cfg.etp)
         origin = found.origin.rsplit(" (", 1)[0]
+        if path is None:
+            _found_here(add)
         if flags.gpu is not None:
             add("gpu-unused", "info",
                 f"costs measured ({origin}): --gpu {flags.gpu} does not apply to them; pass "
@@ -175,6 +178,21 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
         tables=found.tables,
         gpu=fit.gpu if fit else opts.gpu, factors=calibrated.factors(fit) if fit else None,
         attention=opts.attention.value if opts.attention else fit.attention if fit else None)
+
+
+def _found_here(add: Any) -> None:
+    """A warning that the costs are the working folder's ./pptune-profile.json, which
+    neither the config nor a flag names: a probe's file left there prices any config
+    that states no model, whatever model and device it measured."""
+    try:
+        prof = load_profile(Path.cwd() / DEFAULT_PROFILE_FILE)
+    except PptuneError:
+        return
+    add("profile-from-folder", "warning",
+        f"costs from ./{DEFAULT_PROFILE_FILE} in the working folder ({prof.source} of "
+        f"{prof.model.name} on {prof.device.name}), which neither the config nor a flag "
+        "names: check it measured this job, or pass --profile, --model or --hf-config",
+        model=prof.model.name, device=prof.device.name)
 
 
 def stated_model(cfg: TrainingConfig, base_dir: Path, flags: CostOptions) -> ModelShape | None:

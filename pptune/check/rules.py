@@ -78,6 +78,7 @@ class Finding:
 class CheckOptions:
     max_bubble: float | None = None  # None: the config's limits, else 0.25
     max_slowdown: float | None = None
+    max_memory: float | None = None  # None: the config's limits.memory_fraction
     # the command line's --profile, --model and --gpu (they override the file's)
     costs: CostOptions = field(default_factory=CostOptions)
     compare_best: bool = True
@@ -348,7 +349,8 @@ def _predict(
                           peak_memory_bytes=plan.peak_memory_bytes, stage_layers=split,
                           recompute_layers_per_stage=summary_blocks(table, plan,
                                                                     cfg.recompute_every))
-    cap = table.memory_bytes * cfg.limits.memory_fraction
+    share = opts.max_memory if opts.max_memory is not None else cfg.limits.memory_fraction
+    cap = table.memory_bytes * share
     over = [(d, b) for d, b in enumerate(plan.peak_memory_bytes) if b > cap]
     for d, b in over:
         add("memory-overflow", "warning" if cfg.memory_budget_ac else "error",

@@ -81,17 +81,18 @@ SIMULATE_HELP = """Simulate one pipeline schedule event by event.
 Textbook what-if (equal stages, times per device):
 
 \b
-  pptune simulate --schedule 1f1b --pp 4 --microbatches 8 --fwd-ms 1 --bwd-ms 2 --timeline
+  pptune simulate -s 1f1b --pp 4 -m 8 --fwd-ms 1 --bwd-ms 2 --timeline
 
 Per-layer costs from a preset or a profile:
 
 \b
-  pptune simulate --model gpt3-1.3b --gpu h100-sxm --pp 4 --microbatches 8 --split 7,6,6,7
+  pptune simulate --model gpt3-1.3b --gpu h100-sxm --pp 4 -m 8 --split 7,6,6,7
 
 DualPipeV's overlapped F&B pairs hiding an expert all-to-all:
 
 \b
-  pptune simulate --schedule dualpipev --pp 4 -m 16 --fwd-ms 1 --bwd-ms 1 --wgrad-ms 1 --a2a-ms 0.5 --timeline
+  pptune simulate -s dualpipev --pp 4 -m 16 --fwd-ms 1 --bwd-ms 1 \\
+    --wgrad-ms 1 --a2a-ms 0.5 --timeline
 """
 
 
@@ -166,7 +167,7 @@ RECOMMEND_HELP = """Find the fastest pipeline plan that fits, and explain it.
 
 \b
   pptune recommend --gpus 8
-  pptune recommend --gpus 64 --model llama3-70b --gpu h100-sxm --tp 8 --json -o plans.json
+  pptune recommend --gpus 64 --model llama3-70b --tp 8 --json -o plans.json
   pptune recommend --gpus 8 --emit megatron -o launch/
 
 Costs come from --profile, else --model/--gpu presets, else ./pptune-profile.json,
@@ -222,6 +223,8 @@ def recommend_cmd(
 
     if emit is not None:
         _emit(run, emit, plan_rank, output, force)
+        if output is not None:  # stdout is free of the files: the report, as without --emit
+            _show_plans(run, train_tokens, out)
         return
     doc = plan_file(run.result, run.names, run.global_batch, run.origin, run.request,
                     train_tokens=train_tokens, model_flops_per_step=run.model_flops_per_step,

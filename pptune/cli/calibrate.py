@@ -34,8 +34,10 @@ median over the steady iterations, the first one left out):
 
 \b
   pptune calibrate --run pretrain_llama.sh --log train.log -o calibrated.json
-  pptune calibrate --run a.sh --step-s 10.2 --run b.sh --step-s 7.9 -o calibrated.json
-  pptune calibrate --run job.toml --gpus 8 --log 8.log --run job.toml --gpus 16 --log 16.log -o cal.json
+  pptune calibrate --run a.sh --step-s 10.2 --run b.sh --step-s 7.9 \\
+    -o cal.json
+  pptune calibrate --run job.toml --gpus 8 --log 8.log \\
+    --run job.toml --gpus 16 --log 16.log -o cal.json
   pptune recommend --gpus 64 --profile calibrated.json --tp 4
 
 --gpus, --pp, --tp, --gpus-per-node, --micro-batch-size, --global-batch and
@@ -55,7 +57,7 @@ From validate results (this machine's probe profile):
 
 \b
   pptune validate --plan 1 --profile profile.json --json > run1.json
-  pptune calibrate run1.json run2.json --profile profile.json -o calibrated.json
+  pptune calibrate run1.json run2.json --profile profile.json -o cal.json
 
 Every result must have run the profile's model. The per-layer forward,
 input-gradient and weight-gradient factors are fitted per micro-batch size to

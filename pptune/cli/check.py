@@ -12,6 +12,7 @@ from pptune import limits
 from pptune.cli.file_flags import env_option, size_option, size_problems
 from pptune.cli.options import Use, uses
 from pptune.cli.util import out_console as _out
+from pptune.cli.util import say
 from pptune.errors import BadInput, PptuneError
 from pptune.files import dumps_json
 from pptune.options import CostOptions
@@ -56,6 +57,7 @@ def check_config(
     costs: CostOptions,
     max_bubble: float | None = typer.Option(None, "--max-bubble", help="bubble-rate limit (default 0.25 or the file's)"),
     max_slowdown: float | None = typer.Option(None, "--max-slowdown", help="step time limit vs the best plan (default 1.10)"),
+    max_memory: float | None = typer.Option(None, "--max-memory", help="share of GPU memory a rank may use, e.g. 0.9 keeps a tenth free (default 1.0 or the file's limits.memory_fraction)"),
     no_compare: bool = typer.Option(False, "--no-compare", help="skip the search for a faster plan"),
     strict: bool = typer.Option(False, "--strict", help="warnings fail too; bubble and slowdown limits are errors"),
     framework_version: list[str] | None = typer.Option(
@@ -81,7 +83,7 @@ def check_config(
         if config is None:
             raise BadInput("check-config needs a CONFIG file (or --schema)")
         report, read = _run(config, format_in, (pp, gpus, tp, gpus_per_node),
-                            framework_version or [], max_bubble, max_slowdown,
+                            framework_version or [], (max_bubble, max_slowdown, max_memory),
                             CheckFlags(costs, not no_compare, strict, tuple(env or ()),
                                        (micro_batch_size, global_batch)))
     except PptuneError as exc:
@@ -96,6 +98,9 @@ def check_config(
     elif output == "github":
         typer.echo(findings_github(config, read, report))
     else:
+        source = report.derived.get("cost_source")
+        if source and source != "none":  # where the prediction's costs came from, as recommend says
+            say(f"costs: {source}")
         console = _out()
         console.print(findings_text(config, read, report, width=console.width),
                       highlight=False, markup=False, soft_wrap=True)
@@ -125,13 +130,16 @@ class CheckFlags(NamedTuple):
 
 def _run(config: Path, format_in: str | None,
          sizes: tuple[int | None, int | None, int | None, int | None], versions: list[str],
-         max_bubble: float | None, max_slowdown: float | None,
+         bounds: tuple[float | None, float | None, float | None],
          flags: CheckFlags) -> tuple[Any, Any]:
     pp, gpus, tp, gpus_per_node = sizes  # --pp, --gpus, --tp, --gpus-per-node
+    max_bubble, max_slowdown, max_memory = bounds  # --max-bubble, --max-slowdown, --max-memory
     found = limits.problems(*(
-        limits.problem(flag, value, lo, hi, capped=flag != "--max-bubble")
+        limits.problem(flag, value, lo, hi, lo_open=flag == "--max-memory",
+                       capped=flag == "--max-slowdown")
         for flag, value, lo, hi in (
-            ("--max-bubble", max_bubble, 0, 1), ("--max-slowdown", max_slowdown, 1, 1e6))
+            ("--max-bubble", max_bubble, 0, 1), ("--max-slowdown", max_slowdown, 1, 1e6),
+            ("--max-memory", max_memory, 0, 1))
         if value is not None
     )) + size_problems({"pp": pp, "gpus": gpus, "tp": tp, "gpus_per_node": gpus_per_node,
                         "micro_batch_size": flags.batch[0], "global_batch": flags.batch[1]})
@@ -189,6 +197,7 @@ def _run(config: Path, format_in: str | None,
                       load_profile(costs.profile), f"--profile {flags.costs.profile}")
         if why:
             raise BadInput(why)
-    opts = CheckOptions(max_bubble=max_bubble, max_slowdown=max_slowdown, costs=costs,
+    opts = CheckOptions(max_bubble=max_bubble, max_slowdown=max_slowdown,
+                        max_memory=max_memory, costs=costs,
                         compare_best=flags.compare_best, strict=flags.strict)
     return check(read.config, config.parent, opts, read.semantics), read

@@ -37,7 +37,8 @@ Examples:
 \b
   pptune tune --gpus 2 --global-batch 8 -o tuned/
   pptune tune --gpus 2 --global-batch 8 --resume tuned/
-  pptune tune --gpus 2 --profile profile.json --budget 300 --emit torchtitan -o tuned/
+  pptune tune --gpus 2 --profile profile.json --budget 300 --emit torchtitan \\
+    -o tuned/
   pptune calibrate --run pretrain.sh --log train.log -o calibrated.json
 
 On a cluster, --launcher runs each trial through the engine you already use:
@@ -47,7 +48,8 @@ filesystem the nodes share.
 
 \b
   pptune tune --gpus 64 --gpu h100-sxm -o /shared/tuned --launcher \\
-    'torchrun --nnodes {nodes} --nproc-per-node {nproc_per_node} --rdzv-backend c10d --rdzv-endpoint head:29500 {module}'
+    'torchrun --nnodes {nodes} --nproc-per-node {nproc_per_node}
+    --rdzv-backend c10d --rdzv-endpoint head:29500 {module}'
 
 --recompute defaults to none here: the trials run without activation
 recomputation, so tune searches what they can measure.

@@ -53,11 +53,19 @@ class _Trimmed(io.TextIOBase):
         return self._out.isatty()
 
 
+# the narrowest console pptune writes to: a COLUMNS of 0 (some CI runners export it)
+# or a handful would leave no room for a word, so the text would vanish
+MIN_WIDTH = 40
+
+
 def out_console() -> Console:
-    """stdout console; colour off under NO_COLOR; 160 columns when not a terminal."""
+    """stdout console; colour off under NO_COLOR; 160 columns when not a terminal;
+    COLUMNS as given, at least MIN_WIDTH."""
     width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else None
     if width is None and not sys.stdout.isatty():
         width = 160
+    if width is not None:
+        width = max(width, MIN_WIDTH)
     trimmed = cast(TextIO, _Trimmed(sys.stdout))
     return Console(file=trimmed, no_color="NO_COLOR" in os.environ, width=width,
                    soft_wrap=False)

@@ -72,6 +72,8 @@ class Reason(str, Enum):
     DUALPIPE_EVEN = "dualpipe_needs_even_pp_and_microbatches"
     # recomputation by module of a plan that fits without recomputation (search.py)
     NEEDLESS_MODULES = "modules_fit_without_recomputation"
+    # --recompute modules alone, on a model whose modules pptune does not price (dense)
+    MODULES_UNPRICED = "recompute_modules_not_modelled"
 
 
 GRAD_DTYPE_BYTES = MEGATRON_GRAD_BYTES  # gradients reduced in fp32 (Megatron-LM's default)
@@ -178,6 +180,9 @@ def candidates(tables: CostTable | TableSource, req: PlanRequest
         # module recomputation where the table prices it (recompute_modules.py)
         recomputes = [r for r in req.recomputes
                       if r is not Recompute.MODULES or table.modules_table is not None]
+        if not recomputes:
+            rejected[Reason.MODULES_UNPRICED.value] += 1
+            continue
         rcs = {r: with_recompute(table, r, req.recompute_every) for r in recomputes}
         work = {r: {b: rc.by_mb[b].work_s() for b in sizes(table, req)}
                 for r, rc in rcs.items()}

@@ -42,6 +42,7 @@ REASON_TEXT = {
     "microbatches_less_than_stages": "m < 2 pp (the DualPipes)",
     "dualpipe_needs_even_pp_and_microbatches": "odd pp or m (dualpipe)",
     "modules_fit_without_recomputation": "fits without recomputing modules",
+    "recompute_modules_not_modelled": "modules recomputation on a dense model",
 }
 
 

@@ -187,3 +187,18 @@ def test_tensor_parallelism_across_nodes_is_priced_and_said() -> None:
     assert {f.id: f.severity for f in across.findings}["tp-across-nodes"] == "warning"
     assert "tp-across-nodes" not in {f.id for f in inside.findings}
     assert across.derived["step_time_s"] > 1.1 * inside.derived["step_time_s"]
+
+
+def test_max_memory_caps_the_share_a_rank_may_use() -> None:
+    """--max-memory F: the memory check's capacity is F x the GPU's, over the file's own
+    limits.memory_fraction; the same plan passes at 1.0 and fails at a share under its
+    peak."""
+    cfg = TrainingConfig.model_validate({**BASE, "limits": {"memory_fraction": 1.0}})
+    whole = check(cfg, Path("."))
+    [ok] = [f for f in whole.findings if f.id == "memory-ok"]
+    peak, capacity = ok.values["peak_bytes"], ok.values["capacity_bytes"]
+    share = 0.9 * peak / capacity  # a tenth under the peak
+    capped = check(cfg, Path("."), CheckOptions(max_memory=share))
+    [over] = [f for f in capped.findings if f.id == "memory-overflow"]
+    assert over.severity == "error"
+    assert over.values["capacity_bytes"] == pytest.approx(capacity * share)

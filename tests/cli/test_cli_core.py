@@ -194,6 +194,11 @@ def test_recommend_picks_up_profile_in_working_directory(
           "--tp", "1"], 1,
          "no feasible plan"),
         (["--gpus", "2", "--model", "gpt3-175b", "--gpu", "a100-80gb"], 1, "out_of_memory"),
+        # recomputation by module alone on a dense model: said, no zero counts listed
+        (["--gpus", "8", "--recompute", "modules", "--tp", "1", "--cp", "1"], 1,
+         "no feasible plan for 8 GPUs (recompute_modules_not_modelled 1); try --recompute "
+         "selective or full: recomputing named modules (Megatron-LM --recompute-modules) is "
+         "priced for mixture-of-experts and MLA models, and this model has neither"),
         # one GPU: no tensor parallelism or sharding to suggest; Llama 3 8B's state fully
         # sharded (8.03e9 parameters x 16 bytes: FP32 weights, gradients and two moments)
         # is 120 GiB, over 2 GPUs 59.8 GiB

@@ -105,7 +105,7 @@ def _numeric(command: list[str], flag: str, base: list[str], values: list[str]) 
 
 FLOAT_FLAGS = {"--fwd-ms", "--bwd-ms", "--wgrad-ms", "--p2p-ms", "--efficiency",
                "--reserve-gib", "--train-tokens", "--timeout", "--max-bubble", "--max-slowdown",
-               "--min-busy"}
+               "--max-memory", "--min-busy"}
 
 CASES: list[Case] = [
     # ---- simulate: numbers
@@ -259,6 +259,7 @@ CASES: list[Case] = [
     (["check-config", "{t}/ok.yaml", "--format-in", "jax"], 2, ("jax",)),
     *_numeric(["check-config", "{t}/ok.yaml"], "--max-bubble", [], ["-1", "nan", "2"]),
     *_numeric(["check-config", "{t}/ok.yaml"], "--max-slowdown", [], ["0.5", "nan", "inf"]),
+    *_numeric(["check-config", "{t}/ok.yaml"], "--max-memory", [], ["0", "-0.5", "1.5", "nan"]),
     *_numeric(["check-config", "{t}/ok.yaml"], "--pp", [], ["0", "-1"]),
     *_numeric(["check-config", "{t}/ok.yaml"], "--gpus", [], ["0", "1000000000000"]),
     *_numeric(["check-config", "{t}/ok.yaml"], "--tp", [], ["0", "-1"]),

@@ -64,3 +64,16 @@ def test_several_files_are_all_or_nothing(tmp_path: Path, monkeypatch: pytest.Mo
     with pytest.raises(BadInput, match="No space left on device; no file was changed"):
         write_all(out, {"ds_config.json": "{}", "ds_partition.txt": "x"}, force=False)
     assert list(out.iterdir()) == []
+
+
+def test_a_loop_of_links_is_said_a_loop(tmp_path: Path) -> None:
+    """Two links pointing at each other: the write is refused naming the loop, and both
+    links stay as they were."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.symlink_to(b)
+    b.symlink_to(a)
+    with pytest.raises(BadInput, match=r"-o .*a\.json: too many levels of symbolic links"):
+        check_output(a, "-o")
+    with pytest.raises(BadInput, match="symbolic links"):
+        write_text(a, "x")
+    assert os.readlink(a) == str(b) and os.readlink(b) == str(a)
