@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -100,7 +101,8 @@ def check_config(
     else:
         source = report.derived.get("cost_source")
         if source and source != "none":  # where the prediction's costs came from, as recommend says
-            say(f"costs: {source}")
+            here = str(Path.cwd()) + os.sep  # --profile was made absolute: said as given
+            say(f"costs: {source.replace(here, '')}")
         console = _out()
         console.print(findings_text(config, read, report, width=console.width),
                       highlight=False, markup=False, soft_wrap=True)

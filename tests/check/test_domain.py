@@ -143,3 +143,30 @@ def test_a_calibrated_profile_prices_its_gpus_domain(tmp_path: Path) -> None:
     doc = json.loads(r.stdout)
     [said] = [f for f in doc["findings"] if f["id"] == "nvlink-domain"]
     assert said["values"]["gpus_per_node"] == 72
+
+
+def test_a_stray_profile_in_the_working_folder_is_said(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A config that names no model, checked where a probe left ./pptune-profile.json:
+    the file prices it (the resolver's third row), with a warning naming what it measured,
+    and stderr names the costs as recommend's does."""
+    link = {"latency_s": 0.0, "bytes_per_s": 1e30}
+    probe = {"source": "probe", "model": {"name": "gpt-small", "seq_len": 8},
+             "device": {"name": "cpu", "memory_bytes": 1e12},
+             "links": {"intra_node": {"p2p": link, "allreduce": link},
+                       "inter_node": {"p2p": link, "allreduce": link}},
+             "layers": [{"name": f"block.{i}", "param_bytes": 0.0, "per_micro_batch": {"1": {
+                 "fwd_s": 1e-3, "bwd_s": 2e-3, "wgrad_s": 0.0, "act_bytes": 0.0,
+                 "out_bytes": 0.0}}} for i in range(4)]}
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pptune-profile.json").write_text(json.dumps(probe))
+    (tmp_path / "job.yaml").write_text("pp: 2\ngpus: 2\nmicro_batch_size: 1\n"
+                                       "global_batch: 8\nschedule: 1f1b\n")
+    r = CliRunner().invoke(app, ["check-config", "job.yaml", "--no-compare"])
+    assert "pptune: costs: profile ./pptune-profile.json" in r.stderr
+    assert ("warning profile-from-folder: costs from ./pptune-profile.json in the working "
+            "folder (probe of gpt-small on cpu), which neither the config nor a flag names"
+            in " ".join(r.stdout.split()))
+    named = CliRunner().invoke(app, ["check-config", "job.yaml", "--no-compare",
+                                     "--profile", "pptune-profile.json"])
+    assert "profile-from-folder" not in named.stdout
