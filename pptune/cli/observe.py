@@ -35,6 +35,12 @@ annotations (--steps N), or between --window-start-us and --window-end-us
 less than --min-busy of the window (default 0.6) is flagged: its pipeline
 bubble is too large.
 
+Idle is the window less busy, so it holds the exposed comm: the time the rank's
+communication runs while none of its compute does (JSON exposed_comm_s).
+pptune's predicted bubble counts communication that compute waits on as busy:
+compare it with idle less exposed comm (a receive waiting on its sender runs
+as communication too, so a measured bubble lies between that and idle).
+
 Exit codes: 0 every rank busy enough, 1 a rank flagged, 2 unreadable or invalid
 input.
 
@@ -144,7 +150,8 @@ def trace_report(
             typer.echo(
                 f"pptune: finding: rank {d.rank} busy {fmt_pct(d.busy_share)} of "
                 f"{fmt_seconds(report.window_s)}, under {fmt_pct(report.min_busy)} "
-                f"(idle {fmt_seconds(d.idle_s)}, comm {fmt_seconds(d.comm_s)}): the pipeline "
+                f"(idle {fmt_seconds(d.idle_s)}, of it exposed comm "
+                f"{fmt_seconds(d.exposed_comm_s)}; comm {fmt_seconds(d.comm_s)}): the pipeline "
                 "bubble or exposed communication is too large; try more micro-batches or an "
                 "interleaved / zero-bubble schedule",
                 err=True,

@@ -13,19 +13,22 @@ LOW_UTIL_FLAG = "LOW UTIL"
 
 
 def trace_report_table(report: TraceReport) -> Table:
-    """Measured shares per rank: busy (compute), comm, idle, busy %, and a flag
-    on ranks under the ``min_busy`` threshold."""
+    """Measured shares per rank: busy (compute), comm, exposed comm (comm with no
+    compute beside it, part of idle), idle, busy %, and a flag on ranks under the
+    ``min_busy`` threshold."""
     head = f"measured over {fmt_seconds(report.window_s)}"
     if report.steps:
         first, last = report.steps[0], report.steps[-1]
         head += f" (ProfilerStep #{first})" if first == last else f" (ProfilerStep #{first}-#{last})"
     table = Table(
         title=f"{head}\nbusy = {' + '.join(report.sources)} (comm apart), "
-        f"flag < {fmt_pct(report.min_busy)}",
+        f"flag < {fmt_pct(report.min_busy)}\n"
+        "exposed comm = comm with no compute beside it (part of idle)",
     )
     table.add_column("device")
     table.add_column("busy", justify="right")
     table.add_column("comm", justify="right")
+    table.add_column("exposed", justify="right")
     table.add_column("idle", justify="right")
     table.add_column("busy %", justify="right")
     table.add_column("flag")
@@ -34,6 +37,7 @@ def trace_report_table(report: TraceReport) -> Table:
             f"rank{d.rank}",
             fmt_seconds(d.busy_s),
             fmt_seconds(d.comm_s),
+            fmt_seconds(d.exposed_comm_s),
             fmt_seconds(d.idle_s),
             fmt_pct(d.busy_share),
             BUBBLE_FLAG if d.flagged else "",

@@ -81,6 +81,27 @@ def union_length(intervals: Iterable[Interval]) -> float:
     return sum(end - start for start, end in merge_intervals(intervals))
 
 
+def difference_length(intervals: Iterable[Interval], minus: Iterable[Interval]) -> float:
+    """Time covered by ``intervals`` and by none of ``minus``:
+    ``[(0, 10)]`` less ``[(2, 3), (8, 20)]`` -> 7. One pass over both, merged."""
+    cut = merge_intervals(minus)
+    total = 0.0
+    j = 0
+    for start, end in merge_intervals(intervals):
+        while j < len(cut) and cut[j][1] <= start:
+            j += 1  # cuts wholly before this interval
+        k = j
+        while start < end:
+            if k == len(cut) or cut[k][0] >= end:
+                total += end - start
+                break
+            if cut[k][0] > start:
+                total += cut[k][0] - start
+            start = max(start, cut[k][1])
+            k += 1
+    return total
+
+
 def clip(intervals: Iterable[Interval], lo: float, hi: float) -> list[Interval]:
     """The parts of ``intervals`` inside ``[lo, hi]``."""
     out = []

@@ -7,6 +7,16 @@ which rank, and which count as compute or communication, is decided in
 Each share is a union of intervals clipped to the window, so overlapping
 streams or threads never count twice. ``idle = window - busy``: exposed
 communication is part of idle, overlapped communication is not.
+
+Exposed communication (``exposed_comm_s``) is the time the rank's communication
+runs while none of its compute does: the union of its communication intervals
+less their overlap with the union of its compute intervals, clipped to the
+window (``trace_ranks.difference_length``). It is part of idle, never more than
+comm or idle. pptune's simulator counts the communication a device's compute
+waits on as busy, not as bubble (docs/models.md), so its predicted bubble
+compares with ``idle - exposed comm``; a receive kernel that waits on its sender
+also runs as communication, so a pipeline's measured bubble lies between that
+and idle.
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ from pptune.observe.trace_ranks import (
     SOURCE_GPU,
     align_clocks,
     clip,
+    difference_length,
     profiler_steps,
     rank_intervals,
     split_ranks,
@@ -55,6 +66,7 @@ class DeviceShare:
     idle_s: float
     busy_share: float
     flagged: bool
+    exposed_comm_s: float = 0.0  # of idle_s: comm with no compute beside it
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -65,6 +77,7 @@ class DeviceShare:
             "busy_share": self.busy_share,
             "source": self.source,
             "label": self.label,
+            "exposed_comm_s": round(self.exposed_comm_s, 9),
         }
 
 
@@ -153,7 +166,8 @@ def analyze(
     window_end_us: float | None = None,
     steps: int | None = None,
 ) -> TraceReport:
-    """Busy, comm and idle time per rank over the window; ranks under ``min_busy`` flagged.
+    """Busy, comm, exposed comm and idle time per rank over the window; ranks under
+    ``min_busy`` flagged.
 
     The window defaults to the span from the earliest to the latest event in
     all traces. ``window_start_us`` / ``window_end_us`` are microseconds from
@@ -179,8 +193,12 @@ def analyze(
                        "torch.profiler (or pptune simulate/validate) trace")
     devices = []
     for r, source, compute, comm in found:
-        busy_us = union_length(clip(compute, lo, hi))
-        comm_us = union_length(clip(comm, lo, hi))
+        in_compute = clip(compute, lo, hi)
+        in_comm = clip(comm, lo, hi)
+        busy_us = union_length(in_compute)
+        comm_us = union_length(in_comm)
+        # part of idle: the clamp only keeps float rounding from saying otherwise
+        exposed_us = max(0.0, min(difference_length(in_comm, in_compute), window_us - busy_us))
         share = busy_us / window_us
         devices.append(
             DeviceShare(
@@ -192,6 +210,7 @@ def analyze(
                 idle_s=(window_us - busy_us) * 1e-6,
                 busy_share=share,
                 flagged=share < min_busy,
+                exposed_comm_s=exposed_us * 1e-6,
             )
         )
     return TraceReport(

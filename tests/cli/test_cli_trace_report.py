@@ -11,6 +11,7 @@ import pytest
 from typer.testing import Result
 
 from pptune.observe.trace_report import SOURCE_CPU, SOURCE_GPU
+from tests.report.columns import check_columns
 
 TRACES = Path(__file__).resolve().parent.parent / "data" / "traces"
 GPU = [TRACES / "gpu_rank0.json", TRACES / "gpu_rank1.json"]
@@ -59,6 +60,27 @@ def test_cli_json_contract(run: Cli) -> None:
     d0 = out["devices"][0]
     assert set(d0) >= {"rank", "busy_s", "comm_s", "idle_s", "busy_share"}
     assert (d0["rank"], d0["busy_s"], d0["comm_s"], d0["idle_s"]) == (0, 0.0013, 0.0002, 0.0007)
+
+
+def test_cli_exposed_comm_in_json_table_and_finding(
+        run: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gpu_rank0: its SendRecv [500, 600] us of each step runs beside no kernel (200 us in
+    two steps); gpu_rank1: its SendRecv [50, 600] ends as its GEMM starts (1.1 ms)."""
+    out = json.loads(run(*GPU, "--json").stdout)
+    assert [d["exposed_comm_s"] for d in out["devices"]] == [0.0002, 0.0011]
+    monkeypatch.setenv("COLUMNS", "80")
+    res = run(*GPU)
+    check_columns(res.stdout, 80, ["exposed comm = comm with no compute beside it"])
+    header = next(line for line in res.stdout.splitlines() if "device" in line)
+    assert all(name in header for name in ("busy", "comm", "exposed", "idle", "busy %"))
+    row1 = next(line for line in res.stdout.splitlines() if "rank1" in line)
+    assert "1.1 ms" in row1 and "1.6 ms" in row1  # exposed 1.1 ms of idle 1.6 ms
+    assert "(idle 1.6 ms, of it exposed comm 1.1 ms; comm 1.1 ms)" in res.stderr
+
+
+def test_help_says_how_exposed_comm_meets_the_predicted_bubble(run: Cli) -> None:
+    text = " ".join(run("--help").stdout.split())
+    assert "exposed comm" in text and "predicted bubble" in text
 
 
 def test_cli_window_flags(run: Cli) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pptune.errors import BadInput
-from pptune.frameworks.common.shell import UnclosedQuote, interpret, split_statements
+from pptune.frameworks.common.shell import Unclosed, interpret, split_statements
 from pptune.frameworks.common.shell_ansi import ansi_c
 from pptune.frameworks.read import read_config
 
@@ -131,9 +131,9 @@ def bash_refusal(tmp_path: Path, text: str) -> tuple[int, str] | None:
 @pytest.mark.parametrize(("text", "line", "quote"), REFUSED)
 def test_a_quote_never_closed_is_refused_where_it_opens(text: str, line: int,
                                                         quote: str) -> None:
-    with pytest.raises(UnclosedQuote) as info:
+    with pytest.raises(Unclosed) as info:
         split_statements(text)
-    assert (info.value.line, info.value.quote) == (line, quote)
+    assert (info.value.line, info.value.opener) == (line, quote)
 
 
 @needs_bash
@@ -166,7 +166,7 @@ ACCEPTED = [
 
 @pytest.mark.parametrize("text", ACCEPTED)
 def test_quotes_bash_accepts_are_not_refused(text: str) -> None:
-    split_statements(text)  # no UnclosedQuote
+    split_statements(text)  # no Unclosed
     interpret(text)
 
 

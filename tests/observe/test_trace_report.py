@@ -218,6 +218,7 @@ def test_arbitrary_events_give_a_report_or_bad_input(evs: list, steps: int | Non
     for d in r.devices:
         assert 0 <= d.busy_share <= 1 + 1e-9
         assert d.busy_s + d.idle_s == pytest.approx(r.window_s)
+        assert 0 <= d.exposed_comm_s <= min(d.comm_s, d.idle_s) + 1e-7  # ts near 1e13 us
 
 
 def test_bare_list_and_gzip(tmp_path: Path) -> None:

@@ -3,8 +3,8 @@
 ``interpret(text)`` splits the script into statements (shell_split.py: comments
 and here-document bodies dropped, backslash continuations joined, ``;`` ``&&``
 ``||`` ``|`` and newlines as separators, parentheses kept together so ``ARGS=(
-... )`` is one statement; a quote never closed is refused, ``UnclosedQuote``, as
-bash refuses it), then walks them in order: simple assignments (``PP=4``,
+... )`` is one statement; a quote, ``$( )``, ``${ }``, backtick, subshell or
+array never closed is refused, ``Unclosed``, as bash refuses it), then walks them in order: simple assignments (``PP=4``,
 ``export GBS=512``, ``ARGS=( --num-layers 32 )``, ``ARGS+=( ... )``) update
 the variables, and every other statement becomes a command: its words after
 expansion of ``$VAR``, ``${VAR}``, ``${VAR:-default}``, ``${ARR[@]}`` and
@@ -31,7 +31,7 @@ import re
 from collections.abc import Mapping
 
 from pptune.frameworks.common.shell_branches import Branches, condition
-from pptune.frameworks.common.shell_split import UnclosedQuote, split_statements
+from pptune.frameworks.common.shell_split import Unclosed, split_statements
 from pptune.frameworks.common.shell_state import (
     MAX_STATEMENT_CHARS,
     Command,
@@ -43,7 +43,7 @@ from pptune.frameworks.common.shell_state import (
     words,
 )
 
-__all__ = ["Command", "Script", "ShellLimit", "UnclosedQuote", "interpret", "split_statements",
+__all__ = ["Command", "Script", "ShellLimit", "Unclosed", "interpret", "split_statements",
            "words"]
 
 _ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)", re.DOTALL)

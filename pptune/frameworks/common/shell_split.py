@@ -13,16 +13,25 @@ Substitution"; checked with ``bash -n``): ``'...'`` ends at the next ``'``;
 double quotes too, whose quotes pair up inside it (``"$(dirname "$0")"``,
 ``"${X:-'a b'}"``); a backtick substitution ends at the next unescaped backtick
 whatever quotes lie between (in ``echo `echo "a`"`` the ``"`` after it is open).
-A quote still open at the end of the text is what bash refuses ("unexpected EOF
-while looking for matching ..."): ``UnclosedQuote`` names the line it opened on.
+A ``${ }`` ends at its first ``}`` outside quotes and nested substitutions, as
+bash's does (``${A:-{a}`` is ``{a``). Inside ``( )`` and ``$( )`` a ``case`` is
+followed to its ``esac``: the ``)`` ending a pattern (``a)``, ``(b|c)``) closes
+nothing; at the top level no ``)`` closes anything.
+
+A quote, substitution, ``${ }``, ``$(( ))``, ``(( ))``, subshell or array still open
+at the end of the text is what bash refuses: ``Unclosed`` names the innermost and
+the line it opened on, in bash -n's words, "unexpected EOF while looking for
+matching `)'" (a subshell outside any substitution: "syntax error: unexpected end
+of file"). bash names the line of the end of the file for ``$(``, ``<(`` and a
+subshell, the opening line for the rest.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-__all__ = ["UnclosedQuote", "split_statements"]
+__all__ = ["Unclosed", "split_statements"]
 
 # a quote context's kind -> the character that closes it
 _QUOTES = {"'": "'", "$'": "'", '"': '"', "`": "`"}
@@ -39,34 +48,92 @@ _RUNS = {
     "$(": _IN_PARENS,
     "((": _ARITH,
     "$((": _ARITH,
-    "${": re.compile(r"[^\\'\"`{}$\n]+"),
+    "${": re.compile(r"[^\\'\"`}$\n]+"),
     '"': re.compile(r'[^\\"$`]+'),
     "'": re.compile(r"[^']+"),
     "$'": re.compile(r"[^\\']+"),
     "`": re.compile(r"[^\\`]+"),
 }
 _HEREDOC_OP = re.compile(r"<<(-?)[ \t]*")
+# the words and operators of a run in ( ) or $( ), for following a case to its esac
+_TOKENS = re.compile(r";;&|;;|;&|&&|\|\||[;&|]|[^\s;&|]+")
+_LEADERS = frozenset({"then", "do", "else", "elif", "if", "while", "until", "{", "!", "time"})
+_ARRAY_OPEN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\+?=$")
+# what a ( opens, as messages name it
+_SUBSHELL, _PROCESS, _ARRAY = " of a subshell", " of a process substitution", " of the array "
 _WORD_END = frozenset(" \t\n;&|<>()")
 
 
-class UnclosedQuote(Exception):
-    """A quote the text never closes: bash refuses to run such a script."""
+class Unclosed(Exception):
+    """A quote, substitution or parenthesis the text never closes: bash refuses the
+    script. ``opener``: ``'`` ``"`` ``$'`` ````` ``$(`` ``${`` ``$((`` ``((`` ``(``."""
 
-    def __init__(self, line: int, quote: str) -> None:
-        close = _QUOTES[quote]
-        super().__init__(
-            f"line {line}: the {quote} opened here is never closed, so bash refuses the "
-            f"script (unexpected EOF while looking for matching {close}); close it, or "
-            f"escape it as \\{close} if it is meant literally")
+    def __init__(self, line: int, opener: str, what: str, bash_says: str, fix: str) -> None:
+        super().__init__(f"line {line}: the {opener}{what} opened here is never closed, so "
+                         f"bash refuses the script ({bash_says}); {fix}")
         self.line = line
-        self.quote = quote
+        self.opener = opener
 
 
 @dataclass
 class _Open:
     kind: str  # a key of _RUNS
     line: int  # where it opened
-    inner: int = 0  # ( nested in $(( )), { nested in ${ }
+    inner: int = 0  # ( nested in $(( ))
+    what: str = ""  # a ( context's, for messages: " of a subshell", " of the array X", ...
+    command: bool = True  # the next word in ( ) or $( ) stands in a command's place
+    cases: list[str] = field(default_factory=list)  # its open cases' parts, innermost last
+
+    @property
+    def follows_cases(self) -> bool:
+        return self.kind in ("(", "$(") and not self.what.startswith(_ARRAY)
+
+    def pattern_paren(self) -> bool:
+        """Whether a ( or ) here is part of a case pattern (``(a|b)``), no bracket."""
+        return self.follows_cases and bool(self.cases) and self.cases[-1] == "pattern"
+
+    def follow(self, piece: str, glued: bool) -> None:
+        """Follow ``case WORD in PATTERN) ...;; esac`` through a run of ordinary
+        characters (``glued``: it goes on with a word begun before it)."""
+        cases = self.cases
+        for token in _TOKENS.finditer(piece):
+            word = token.group()
+            if glued and token.start() == 0 and word[0] not in ";&|":
+                self.command = False
+            elif word in (";;", ";&", ";;&"):
+                if cases and cases[-1] == "body":
+                    cases[-1] = "pattern"
+                self.command = True
+            elif word[0] in ";&|":
+                self.command = True
+            elif cases and cases[-1] == "subject":
+                cases[-1] = "pattern" if word == "in" else "subject"
+            elif word == "esac" and cases and (cases[-1] == "pattern" or self.command):
+                cases.pop()
+                self.command = False
+            elif word == "case" and self.command:
+                cases.append("subject")
+                self.command = False
+            else:
+                self.command = self.command and word in _LEADERS
+
+
+def _unclosed(stack: list[_Open]) -> Unclosed:
+    """The refusal of the innermost context still open at the end of the text."""
+    top = stack[-1]
+    if top.kind in _QUOTES:
+        close = _QUOTES[top.kind]
+        return Unclosed(top.line, top.kind, "",
+                        f"unexpected EOF while looking for matching `{close}'",
+                        f"close it, or escape it as \\{close} if it is meant literally")
+    close = {"${": "}", "$((": "))", "((": "))"}.get(top.kind, ")")
+    says = f"unexpected EOF while looking for matching `{close[0]}'"
+    substituted = any(o.kind == "$(" or o.what == _PROCESS for o in stack)
+    if top.what == _SUBSHELL and not substituted:
+        says = "syntax error: unexpected end of file"  # a subshell, as bash words it
+    return Unclosed(top.line, top.kind, top.what, says,
+                    f"add the {close} that closes it, or quote the {top.kind} if it is "
+                    "meant literally")
 
 
 _Doc = tuple[str, bool, bool]  # a here-document's delimiter, tabs stripped, quoted
@@ -137,10 +204,20 @@ def _word_start(buf: list[str]) -> bool:
     return last[-1] in " \t;&|(" and not escaped
 
 
+def _paren_role(buf: list[str]) -> str:
+    """What a ( opens, by what comes before it: ``X=(`` an array, ``<(`` a process
+    substitution, else a subshell (or a function's parentheses, closed at once)."""
+    last = buf[-1] if buf else ""
+    array = _ARRAY_OPEN.search(last)
+    if array:
+        return _ARRAY + array.group(1)
+    return _PROCESS if last.endswith(("<", ">")) else _SUBSHELL
+
+
 def split_statements(text: str, strict: bool = True) -> list[tuple[int, str]]:
     """(first line, statement) pairs, comments and here-document bodies removed.
-    ``strict``: raise ``UnclosedQuote`` for a quote never closed, as bash refuses the
-    script; else (an ``eval``'s text, which bash checks only when it runs) the rest
+    ``strict``: raise ``Unclosed`` for a quote, substitution or parenthesis never
+    closed, as bash refuses the script; else (an ``eval``'s text, which bash checks only when it runs) the rest
     of the text is the last statement."""
     out: list[tuple[int, str]] = []
     buf: list[str] = []
@@ -164,15 +241,22 @@ def split_statements(text: str, strict: bool = True) -> list[tuple[int, str]]:
         buf.clear()
         start = 0
 
-    def push(kind: str, opener: str) -> None:
-        stack.append(_Open(kind, line))
+    def push(kind: str, opener: str, what: str = "") -> None:
+        stack.append(_Open(kind, line, what=what))
         put(opener)
+
+    def pop() -> None:
+        stack.pop()
+        if stack:
+            stack[-1].command = False  # "(a) b": b is an argument
 
     while i < n:
         top = stack[-1] if stack else None
         kind = top.kind if top else ""
         run = _RUNS[kind].match(text, i)  # ordinary characters: take them in one go
         if run:
+            if top and top.follows_cases:
+                top.follow(run.group(), i > 0 and text[i - 1] not in " \t\n;&|()")
             put(run.group())
             line += run.group().count("\n")
             i = run.end()
@@ -188,7 +272,7 @@ def split_statements(text: str, strict: bool = True) -> list[tuple[int, str]]:
             continue
         i += 1
         if top and _QUOTES.get(kind) == ch:  # the quote closes
-            stack.pop()
+            pop()
             put(ch)
         elif ch == "$":
             nxt = text[i : i + 2]
@@ -212,7 +296,8 @@ def split_statements(text: str, strict: bool = True) -> list[tuple[int, str]]:
             push(ch, ch)
         elif ch == "\n":
             line += 1
-            if kind:
+            if top:
+                top.command = True
                 put(" ")
             else:
                 flush()
@@ -220,35 +305,38 @@ def split_statements(text: str, strict: bool = True) -> list[tuple[int, str]]:
                 i, skipped = _after_heredocs(text, i, heredocs)
                 line += skipped
                 heredocs.clear()
-        elif kind == "${" and top:
-            if ch == "}" and not top.inner:
-                stack.pop()
-            else:
-                top.inner += {"{": 1, "}": -1}.get(ch, 0)
+        elif kind == "${":  # a } (no { counts: bash's ${ } ends at its first })
+            pop()
             put(ch)
         elif kind in ("((", "$((") and top:
             if ch == ")" and not top.inner and text.startswith(")", i):
-                stack.pop()
+                pop()
                 ch = "))"
                 i += 1
             elif ch == ")" and not top.inner:
                 # "$((a) b)" is no arithmetic: bash reads it again as $( (a) b), a
                 # command substitution (or "((a) b)" as a subshell) that goes on
                 top.kind = top.kind[:-1]
+                top.what = _SUBSHELL if top.kind == "(" else ""
             else:
                 top.inner += {"(": 1, ")": -1}.get(ch, 0)
             put(ch)
         elif ch == "#" and _word_start(buf):
             end = text.find("\n", i)
             i = n if end < 0 else end  # the newline itself is handled next round
+        elif ch in "()" and top and top.pattern_paren():  # case x in (a|b) ...
+            if ch == ")":
+                top.cases[-1] = "body"
+                top.command = True
+            put(ch)
         elif ch == "(":
             if text.startswith("(", i):  # (( ... )): arithmetic
                 push("((", "((")
                 i += 1
             else:
-                push("(", ch)
+                push("(", ch, _paren_role(buf))
         elif ch == ")" and kind:  # at the top level, a case pattern's ) closes nothing
-            stack.pop()
+            pop()
             put(ch)
         elif ch == "<" and text.startswith("<<", i):  # a here-string: its word is on this line
             put("<<<")
@@ -261,8 +349,7 @@ def split_statements(text: str, strict: bool = True) -> list[tuple[int, str]]:
             flush()
         else:
             put(ch)
-    quotes = [o for o in stack if o.kind in _QUOTES]
-    if quotes and strict:
-        raise UnclosedQuote(quotes[-1].line, quotes[-1].kind)
+    if stack and strict:
+        raise _unclosed(stack)
     flush()
     return out
