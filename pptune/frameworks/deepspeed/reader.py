@@ -13,8 +13,8 @@ DeepSpeed's PipelineEngine runs ``TrainSchedule``, a 1F1B schedule
 micro-batches per step: schedule is always 1f1b.
 
 Rules follow DeepSpeed 0.19.8 (``partition.py``; AutoEP's expert parallelism,
-``"expert_parallel"``, in ``experts.py``; the ``pipeline`` section in ``pipeline.py``).
-Absent settings take DeepSpeed's defaults: the batch trio is completed as
+``"expert_parallel"``, in ``experts.py``; the ``pipeline`` section in ``pipeline.py``;
+the keys nested in every section, refused, ignored or read, in ``keys.py``). Absent settings take DeepSpeed's defaults: the batch trio is completed as
 ``DeepSpeedConfig._set_batch_related_parameters`` does (train_batch_size
 alone: GA 1, micro = train_batch_size // dp); the partition method is
 PipelineModule's default "parameters"; activation checkpointing is off
@@ -39,6 +39,7 @@ from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build
 from pptune.frameworks.deepspeed.engine import gradient_width, overlap
 from pptune.frameworks.deepspeed.experts import SECTION as EXPERT_SECTION
 from pptune.frameworks.deepspeed.experts import read_experts
+from pptune.frameworks.deepspeed.keys import nested_keys
 from pptune.frameworks.deepspeed.offload import read_offload
 from pptune.frameworks.deepspeed.pipeline import assumed_pp, partition, pipeline_size, recompute
 from pptune.limits import MAX_SEQ_LEN
@@ -105,7 +106,7 @@ def read_deepspeed(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     fields.update(_sequence_parallel(ctx, data, fields["pp"] or 1))
     _batch_trio(ctx, fields, micro, data)
     fields["recompute"], fields["recompute_uniform_layers"] = recompute(ctx, data, fields["pp"])
-    ignored = sorted(str(k) for k in data if k not in _READ)
+    ignored = sorted([str(k) for k in data if k not in _READ] + nested_keys(ctx, data))
     if ignored:
         ctx.semantics.ignored = ignored
         shown = ", ".join(ignored[:8]) + (f" and {len(ignored) - 8} more" if len(ignored) > 8 else "")
