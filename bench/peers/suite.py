@@ -64,6 +64,9 @@ DEEPSPEED: dict[str, tuple[dict, int, int]] = {  # name: (config, gpus, pp)
                          "gradient_accumulation_steps": 8}, 8, 2),
     "ds-batch-and-ga": ({"train_batch_size": 64, "gradient_accumulation_steps": 4}, 8, 2),
     "ds-micro-only": ({"train_micro_batch_size_per_gpu": 4}, 8, 4),
+    # a misspelled key inside zero_optimization: DeepSpeedZeroConfig forbids extra keys
+    "ds-zero-typo": ({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 8,
+                      "zero_optimization": {"stgae": 1}}, 8, 4),
 }
 
 # written as text: a key repeated in one object, which json.dumps cannot write

@@ -286,7 +286,7 @@ def _emit(run: Any, framework: str, rank: int, output: Path | None, force: bool)
         for note in run.result.notes:
             _say(f"note: {note}")
         raise NoFeasiblePlan(planning.no_plan_message(run))
-    emitted = emit_mod.emit(framework, run, rank)
+    emitted = emit_mod.emit(framework, run, rank, output)
     for note in emitted.notes:
         _say(note)
     _say(emitted.summary())

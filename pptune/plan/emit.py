@@ -10,6 +10,7 @@ node shape it launches, the plan is re-predicted on that shape.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -113,8 +114,11 @@ def calibration_factors(run: RecommendRun) -> Factors | None:
     return None if cal is None else calibrated.factors(cal)
 
 
-def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitted:
-    """Render plan ``rank`` (1-based) of a recommendation for ``framework``."""
+def emit(framework: Framework | str, run: RecommendRun, rank: int = 1,
+         folder: Path | None = None) -> Emitted:
+    """Render plan ``rank`` (1-based) of a recommendation for ``framework``; ``folder``:
+    where the files will be written (a path they name is written from there,
+    ``as_written``)."""
     fw = parse_framework(framework)
     adapter: Adapter = ADAPTERS[fw]
     plans = run.result.plans
@@ -141,7 +145,25 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1) -> Emitte
             notes.append(f"in all, plan {rank} ({fmt_seconds(asked.step_time_s)}) is written as "
                          f"{fmt_seconds(chosen.step_time_s)}, "
                          f"{ratio(chosen.step_time_s, asked.step_time_s)}")
+    if folder is not None and stated.job.hf_config is not None:
+        stated = replace(stated, job=replace(stated.job, hf_config=as_written(
+            stated.job.hf_config, folder)))
     return Emitted(fw, chosen, adapter.write(stated), notes, stated.exact)
+
+
+def as_written(path: str, folder: Path) -> str:
+    """``path`` as a file in ``folder`` names it: check-config resolves a config's
+    hf_config against the config's own folder (check/costs.py ``config_shape``), so
+    relative to ``folder`` where the two share a folder below the filesystem's root,
+    else absolute (nothing shared but the root, or another drive)."""
+    target, base = Path(path).resolve(), folder.resolve()
+    try:
+        shared = Path(os.path.commonpath([target, base]))
+    except ValueError:  # another drive
+        return str(target)
+    if shared == Path(shared.anchor):
+        return str(target)
+    return os.path.relpath(target, base)
 
 
 # substitutions that cost more than this are checked against the fastest plans the

@@ -70,7 +70,7 @@ def emit_winner(run: TuneRun, framework: str) -> Any:
     winner = run.outcome.winner
     if winner is None:
         return None
-    return emit_mod.emit(framework, run.recommended, winner.cand.rank)
+    return emit_mod.emit(framework, run.recommended, winner.cand.rank, run.folder)
 
 
 def summary_json(run: TuneRun) -> dict[str, Any]:

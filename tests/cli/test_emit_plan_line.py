@@ -93,3 +93,32 @@ def test_a_torchtitan_file_planned_on_smaller_nodes_is_checked_on_them(tmp_path:
     plain = emit("torchtitan", recommend(RecommendSpec.of(gpus=16, model="llama3-8b",
                                                           gpu="h100-sxm", top=1)))
     assert "gpus_per_node" not in plain.files["torchtitan.toml"]
+
+
+def test_a_relative_hf_config_is_written_relative_to_the_output_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """check-config resolves a file's hf_config against the file's folder (check/costs.py):
+    recommend --emit -o DIR writes it relative to DIR, and the file still finds it when
+    checked from another working folder."""
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "config.json").write_text(HF.read_text())
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path)
+    r = runner.invoke(app, ["recommend", "--gpus", "8", "--hf-config", "models/config.json",
+                            "--seq-len", "2048", "--emit", "deepspeed", "-o", "out"])
+    assert r.exit_code == 0, r.stderr
+    written = json.loads((tmp_path / "out" / "ds_config.json").read_text())
+    assert written["pptune"]["hf_config"] == "../models/config.json"
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    doc = _check(tmp_path / "out" / "ds_config.json", "--gpus", "8")
+    ids = {f["id"] for f in doc["findings"]}
+    assert "costs-unavailable" not in ids and "model-unknown" not in ids
+    assert doc["derived"].get("step_time_s")
+
+
+def test_a_path_sharing_no_folder_but_the_root_stays_absolute() -> None:
+    from pptune.plan.emit import as_written
+
+    assert as_written("/models/a/config.json", Path("/runs/out")) == "/models/a/config.json"
+    assert as_written("/work/models/config.json", Path("/work/runs/out")) == (
+        "../../models/config.json")

@@ -78,3 +78,33 @@ def test_a_checkpoint_interval_of_n_groups_n_blocks(tmp_path: Path) -> None:
     assert any("each run of 2 transformer blocks" in n for n in two["notes"])
     assert one["derived"]["step_time_s"] == two["derived"]["step_time_s"]
     assert one["derived"]["peak_memory_bytes"] != two["derived"]["peak_memory_bytes"]
+
+
+def test_nvme_is_said_nvme_and_its_state_priced_off_the_gpu(tmp_path: Path) -> None:
+    """ZeRO-3 swaps to NVMe what device "nvme" names (runtime/zero/stage3.py
+    _configure_tensor_swapping, partition_parameters.py); its memory is off the GPU as
+    the host's is. ZeRO-1/2's optimizer (runtime/zero/stage_1_and_2.py) takes any device
+    but none as the CPU: there "nvme" is host memory."""
+    flags = ("--gpus", "8", "--model", "llama3-8b", "--gpu", "h100-sxm")
+    _, _, cpu = run(tmp_path, "a.json", stage=3, offload_optimizer={"device": "cpu"},
+                    offload_param={"device": "cpu"})
+    _, said, nvme = check_file(tmp_path / "b.json", config(
+        stage=3, offload_optimizer={"device": "nvme", "nvme_path": "/nvme"},
+        offload_param={"device": "nvme", "nvme_path": "/nvme"}), *flags, by="message")
+    assert peak(cpu) == peak(nvme)
+    assert said["deepspeed-offload"].startswith(
+        "ZeRO-Offload (the optimizer state and the parameters to NVMe, nvme_path): that "
+        "state is not counted on the GPU; the host's optimizer step and the copies each "
+        "step (PCIe, and NVMe reads and writes) are not priced")
+    _, said, _ = check_file(tmp_path / "c.json", config(
+        stage=3, offload_optimizer={"device": "cpu"}, offload_param={"device": "nvme"}),
+        *flags, by="message")
+    assert said["deepspeed-offload"].startswith(
+        "ZeRO-Offload (the optimizer state to host memory, the parameters to NVMe, "
+        "nvme_path):")
+    _, said, _ = check_file(tmp_path / "d.json", config(
+        stage=2, offload_optimizer={"device": "nvme"}), *flags, by="message")
+    assert said["deepspeed-offload"].startswith(
+        "ZeRO-Offload (the optimizer state to host memory: at ZeRO stage 2 DeepSpeed's "
+        "optimizer takes device \"nvme\" as the CPU, runtime/zero/stage_1_and_2.py "
+        "DeepSpeedZeroOptimizer):")

@@ -13,7 +13,8 @@ DeepSpeed's PipelineEngine runs ``TrainSchedule``, a 1F1B schedule
 micro-batches per step: schedule is always 1f1b.
 
 Rules follow DeepSpeed 0.19.8 (``partition.py``; AutoEP's expert parallelism,
-``"expert_parallel"``, in ``experts.py``). Absent settings take DeepSpeed's defaults: the batch trio is completed as
+``"expert_parallel"``, in ``experts.py``; the ``pipeline`` section in ``pipeline.py``;
+the keys nested in every section, refused, ignored or read, in ``keys.py``). Absent settings take DeepSpeed's defaults: the batch trio is completed as
 ``DeepSpeedConfig._set_batch_related_parameters`` does (train_batch_size
 alone: GA 1, micro = train_batch_size // dp); the partition method is
 PipelineModule's default "parameters"; activation checkpointing is off
@@ -38,7 +39,9 @@ from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build
 from pptune.frameworks.deepspeed.engine import gradient_width, overlap
 from pptune.frameworks.deepspeed.experts import SECTION as EXPERT_SECTION
 from pptune.frameworks.deepspeed.experts import read_experts
+from pptune.frameworks.deepspeed.keys import nested_keys
 from pptune.frameworks.deepspeed.offload import read_offload
+from pptune.frameworks.deepspeed.pipeline import assumed_pp, partition, pipeline_size, recompute
 from pptune.limits import MAX_SEQ_LEN
 from pptune.schemas import TrainingConfig
 
@@ -70,8 +73,8 @@ def read_deepspeed(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
         "zero_stage": zero_stage,
         "sharded_optimizer": zero_stage >= 1,
         "sharding": _SHARDING[zero_stage],
-        "pp": _pipeline_size(ctx, data),
-        "partition_method": _partition(ctx, data.get("pipeline")),
+        "pp": pipeline_size(ctx, data),
+        "partition_method": partition(ctx, data.get("pipeline")),
         "tp": _tensor_size(ctx, data.get("tensor_parallel")),
         "precision": _precision(ctx, data),
         **_pptune_section(ctx, data.get("pptune")),
@@ -85,7 +88,7 @@ def read_deepspeed(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
                               "global_batch": "train_batch_size"})
     micro = fields["micro_batch_size"]
     if fields["pp"] is None:
-        ctx.note("pp not stated (DeepSpeed sets it in PipelineModule); assumed 1: pass --pp")
+        assumed_pp(ctx, data)
     read_experts(ctx, data, fields)
     # PipelineModule runs the model code's layers; DeepSpeed has no multi-token-prediction
     # module (nor has the Hugging Face DeepSeek-V3 code): a preset's MTP layers are not built
@@ -102,8 +105,8 @@ def read_deepspeed(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
         fields["main_grads_dtype"] = width
     fields.update(_sequence_parallel(ctx, data, fields["pp"] or 1))
     _batch_trio(ctx, fields, micro, data)
-    fields["recompute"], fields["recompute_uniform_layers"] = _recompute(ctx, data, fields["pp"])
-    ignored = sorted(str(k) for k in data if k not in _READ)
+    fields["recompute"], fields["recompute_uniform_layers"] = recompute(ctx, data, fields["pp"])
+    ignored = sorted([str(k) for k in data if k not in _READ] + nested_keys(ctx, data))
     if ignored:
         ctx.semantics.ignored = ignored
         shown = ", ".join(ignored[:8]) + (f" and {len(ignored) - 8} more" if len(ignored) > 8 else "")
@@ -133,57 +136,6 @@ def _zero_stage(ctx: Ctx, section: Any) -> int:
         return 0
     return whole(ctx, "zero_optimization.stage", stage, minimum=0, maximum=3,
                  fix="ZeRO stages are 0, 1, 2 or 3")
-
-
-def _pipeline_size(ctx: Ctx, data: dict[str, Any]) -> int | None:
-    sizes: dict[str, int] = {}
-    section = data.get("pipeline")
-    if section is not None and not isinstance(section, dict):
-        raise ctx.bad(f"pipeline is {show(section)}; expected a mapping such as "
-                      "{\"stages\": 4}")
-    if isinstance(section, dict):
-        stages = section.get("stages")
-        if stages == "auto":
-            ctx.note("pipeline.stages is \"auto\" (taken from PipelineModule at run time)")
-        elif stages is not None:
-            sizes["pipeline.stages"] = whole(ctx, "pipeline.stages", stages, maximum=MAX_DEVICES)
-        partition = section.get("partition")
-        if partition is not None and not isinstance(partition, str):
-            raise ctx.bad(f"pipeline.partition is {show(partition)}; expected a method name "
-                          "such as \"parameters\" or \"uniform\"")
-    if "pipeline_parallel_size" in data:
-        sizes["pipeline_parallel_size"] = whole(
-            ctx, "pipeline_parallel_size", data["pipeline_parallel_size"], maximum=MAX_DEVICES
-        )
-    if len(set(sizes.values())) > 1:
-        ctx.note(f"pipeline.stages {sizes['pipeline.stages']} and pipeline_parallel_size "
-                 f"{sizes['pipeline_parallel_size']} disagree; used pipeline.stages")
-    return sizes.get("pipeline.stages", sizes.get("pipeline_parallel_size"))
-
-
-def _partition(ctx: Ctx, section: Any) -> str:
-    """DeepSpeed's PipelineModule partition method (deepspeed/runtime/pipe/module.py
-    ``_partition_layers``): "parameters" by default ("best" is the config's
-    placeholder for it); "uniform" and "type:REGEX" as stated; anything else
-    raises NotImplementedError in DeepSpeed."""
-    method = section.get("partition") if isinstance(section, dict) else None
-    if not isinstance(method, str) or method.lower() == "best":
-        if isinstance(section, dict):  # a pipeline section that leaves it to the default
-            ctx.note("pipeline partition not stated: PipelineModule's default "
-                     "partition_method=\"parameters\" (balanced parameter counts)")
-        return "parameters"
-    lower = method.lower()
-    if lower.startswith("type:"):
-        ctx.unmodelled("deepspeed-partition-type",
-                       f"pipeline.partition {method[:60]!r} balances layers by class name, which "
-                       "pptune cannot see; predictions use an even split")
-    elif lower not in ("uniform", "parameters"):
-        ctx.refuse("deepspeed-partition-method",
-                   f"pipeline.partition {method[:60]!r}: DeepSpeed's PipelineModule raises "
-                   "NotImplementedError('Partitioning method ... not implemented') "
-                   "(deepspeed/runtime/pipe/module.py _partition_layers); use \"parameters\", "
-                   "\"uniform\" or \"type:REGEX\"")
-    return method[:200]
 
 
 def _pptune_section(ctx: Ctx, section: Any) -> dict[str, Any]:
@@ -239,37 +191,6 @@ def _attention(ctx: Ctx, section: Any) -> str:
              "attention (attn_implementation=\"eager\", Megatron-DeepSpeed without "
              "--use-flash-attn)")
     return "flash"
-
-
-def _recompute(ctx: Ctx, data: dict[str, Any], pp: int | None) -> tuple[str, int | None]:
-    """(recompute, group): full when PipelineModule checkpoints each run of N layer specs
-    of a stage as one (pipeline.activation_checkpoint_interval N > 0, default 0;
-    deepspeed/runtime/pipe/module.py forward), or when ``"pptune": {"recompute": "full"}``
-    says the model code checkpoints (``--emit deepspeed`` without a pipeline: only the
-    PipelineEngine reads the interval, deepspeed/runtime/pipe/engine.py)."""
-    section = data.get("pipeline")
-    interval = section.get("activation_checkpoint_interval", 0) if isinstance(section, dict) else 0
-    interval = whole(ctx, "pipeline.activation_checkpoint_interval", interval, minimum=0)
-    ours = data.get("pptune")
-    said = ours.get("recompute") if isinstance(ours, dict) else None
-    if said is not None:
-        if said not in ("full", "none"):
-            raise ctx.bad(f"pptune.recompute is {show(said)}; expected \"full\" (the model "
-                          "code checkpoints every block) or \"none\"")
-        return str(said), None
-    if interval and pp == 1:
-        ctx.note("pipeline.activation_checkpoint_interval is read by DeepSpeed's "
-                 "PipelineEngine only (a PipelineModule, here of one stage); a model given to "
-                 "deepspeed.initialize whole checkpoints in its own code")
-    if "activation_checkpointing" in data and not interval:
-        ctx.note("activation_checkpointing takes effect only where the model code calls "
-                 "deepspeed.checkpointing; recompute read as none")
-    group = interval if interval > 1 and pp != 1 else None
-    if group:
-        ctx.note(f"pipeline.activation_checkpoint_interval {interval}: each run of {interval} "
-                 "transformer blocks of a stage checkpointed as one (DeepSpeed counts its "
-                 "layer specs, the first stage's embedding among them; pptune counts blocks)")
-    return ("full" if interval else "none"), group
 
 
 def _tensor_size(ctx: Ctx, section: Any) -> int | None:
