@@ -174,6 +174,8 @@ def calibrate(
                                    "[default: the config's, else h100-sxm]"),
     model: str | None = typer.Option(None, "--model", help="--run: model preset, overrides "
                                      "the config's"),
+    hf_config: Path | None = typer.Option(None, "--hf-config", help="--run: the jobs' model as "
+                                          "a Hugging Face config.json, overrides the config's"),
     profile: Path | None = typer.Option(None, "--profile", help="RESULTS: the profile the runs "
                                         "are priced with"),
     output: Path = typer.Option(..., "--output", "-o", help="where the calibrated profile goes"),
@@ -199,13 +201,18 @@ def calibrate(
         measurements = pair(order, list(run or []), list(step_s or []), list(log or []),
                             per_run)
         check_output(output, "-o", [*(("--run", r) for r in run or ()),
-                                    *(("--log", g) for g in log or ())])
-        _from_jobs(measurements, gpu, model, warmup, output, as_json)
+                                    *(("--log", g) for g in log or ()),
+                                    ("--hf-config", hf_config)])
+        if model is not None and hf_config is not None:
+            raise BadInput("--model and --hf-config both name the jobs' model; give one")
+        _from_jobs(measurements, gpu, (model, hf_config.absolute() if hf_config else None),
+                   warmup, output, as_json)
         return
     if not results or profile is None:
         raise BadInput("calibrate needs --run CONFIG with --step-s or --log, or validate "
                        "RESULTS with --profile")
-    for flag, value in (("--gpu", gpu), ("--model", model), ("--warmup", warmup),
+    for flag, value in (("--gpu", gpu), ("--model", model), ("--hf-config", hf_config),
+                        ("--warmup", warmup),
                         *((f, True) for f in per_run)):
         if value is not None:
             raise BadInput(f"{flag} is for --run; RESULTS are priced with --profile")
@@ -213,13 +220,14 @@ def calibrate(
     _from_results(results, profile, output)
 
 
-def _from_jobs(measurements: list[Any], gpu: str | None, model: str | None,
+def _from_jobs(measurements: list[Any], gpu: str | None, model: tuple[str | None, Path | None],
                warmup: int | None, output: Path, as_json: bool) -> None:
+    """``model``: --model and --hf-config (at most one given)."""
     from pptune.report.calibration import calibration_json, calibration_text
     from pptune.schemas import write_atomic
     from pptune.tune import jobfit, jobs
 
-    loaded = [jobs.load(m, gpu, model, warmup) for m in measurements]
+    loaded = [jobs.load(m, gpu, model[0], warmup, model[1]) for m in measurements]
     outcome = jobfit.calibrate(loaded)
     for j in loaded:  # after the checks: a refused run prints its one error line alone
         for note in (*j.read.notes, *j.notes):

@@ -103,8 +103,11 @@ class Job:
                 f"micro-batch {c.micro_batch_size}")
 
 
-def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None) -> Job:
-    """The job ``m`` names (module docstring); BadInput (one line) on any problem."""
+def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None,
+         hf_config: Path | None = None) -> Job:
+    """The job ``m`` names (module docstring); BadInput (one line) on any problem.
+    ``model`` / ``hf_config``: calibrate's --model / --hf-config (absolute), over the
+    config's own model."""
     read = _read(m, m.flags)
     log = read_log(m.log, read.format) if m.log is not None and m.step_s is None else None
     cfg = read.config
@@ -113,10 +116,11 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None)
     def add(id_: str, severity: str, message: str, **values: Any) -> None:
         """The shape's findings are check-config's to report; calibrate needs the shape."""
 
-    shape = config_shape(cfg, m.config.parent, model, add)
+    shape = config_shape(cfg, m.config.parent, model, add, hf_config)
     if shape is None:
         raise BadInput(f"--run {m.config}: the config names no model pptune can price (no "
-                       "preset, hf_config or layer/hidden/head/sequence sizes); pass --model")
+                       "preset, hf_config or layer/hidden/head/sequence sizes); pass --model "
+                       "or --hf-config")
     found = job_gpu(m.config, m.log, log, gpu, cfg.gpu)
     name = found.name
     notes += [found.note] if found.note else []

@@ -180,6 +180,29 @@ def test_a_megatron_deepspeed_log_is_timed_by_its_iteration_lines(tmp_path: Path
     assert "(no warm-up left out: --warmup 0)" in run.step_source
 
 
+def test_hf_config_names_the_jobs_model_as_model_does(tmp_path: Path, cli: Cli,
+                                                       error_line: ErrorLine) -> None:
+    """--hf-config with Llama 2 7B's config.json fits what --model llama2-7b fits; it is
+    read relative to the working folder, and one of the two is taken."""
+    (tmp_path / "llama2.json").write_text(json.dumps({
+        "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
+        "num_attention_heads": 32, "num_key_value_heads": 32, "intermediate_size": 11008,
+        "vocab_size": 32000, "max_position_embeddings": 4096, "tie_word_embeddings": False}))
+    sized = ["--gpus", "192", "--tp", "2", "--gpu", "a100-80gb"]
+    by_model, by_hf = tmp_path / "model.json", tmp_path / "hf.json"
+    r = cli("calibrate", "--run", DS, *sized, "--model", "llama2-7b", "--log", DS_LOG,
+            "-o", by_model)
+    assert r.exit_code == 0, r.stderr
+    r = cli("calibrate", "--run", DS, *sized, "--hf-config", tmp_path / "llama2.json",
+            "--log", DS_LOG, "-o", by_hf)
+    assert r.exit_code == 0, r.stderr
+    assert calibration(by_hf).factors == pytest.approx(calibration(by_model).factors)
+    both = error_line(cli("calibrate", "--run", DS, *sized, "--model", "llama2-7b",
+                          "--hf-config", tmp_path / "llama2.json", "--log", DS_LOG,
+                          "-o", tmp_path / "x.json"))
+    assert "--model and --hf-config both name the jobs' model; give one" in both
+
+
 def test_usage_errors_name_the_real_problem(tmp_path: Path, cli: Cli,
                                             error_line: ErrorLine) -> None:
     out = tmp_path / "cal.json"
