@@ -45,6 +45,7 @@ from pptune.costs.flops import shape_flops_per_token
 from pptune.errors import BadInput
 from pptune.frameworks.common.fields import Flags
 from pptune.frameworks.common.joblog import JobLog, JobSize, steady_step_s
+from pptune.frameworks.deepspeed.pipeline import PP_ASSUMED
 from pptune.frameworks.logs import read_log
 from pptune.frameworks.read import ReadResult, read_config
 from pptune.frameworks.registry import ADAPTERS
@@ -129,6 +130,10 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None,
     if _assumed(report):
         read = _sized_by_log(m, read, log)
         report = _check(read, m.config, trial)
+    assumed_pp = next((f for f in report.findings if f.id == PP_ASSUMED), None)
+    if assumed_pp is not None:
+        raise BadInput(f"--run {m.config}: {assumed_pp.message.split(': checked at')[0]}; give "
+                       "--pp N after this --run: calibrate does not fit a job at an assumed size")
     errors = report.errors()
     if report.plan is None:  # the config cannot be simulated: structural errors
         why = errors[0].message if errors else "its step was not simulated"

@@ -203,6 +203,24 @@ def test_hf_config_names_the_jobs_model_as_model_does(tmp_path: Path, cli: Cli,
     assert "--model and --hf-config both name the jobs' model; give one" in both
 
 
+def test_a_deepspeed_pipeline_of_auto_stages_is_refused_unsized(tmp_path: Path, cli: Cli,
+                                                                error_line: ErrorLine) -> None:
+    """stages "auto": PipelineModule sets the depth at run time; calibrate fits no job at
+    check-config's assumed pp = 1, and --pp sizes it."""
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps({
+        "train_batch_size": 64, "train_micro_batch_size_per_gpu": 1,
+        "gradient_accumulation_steps": 16, "bf16": {"enabled": True},
+        "zero_optimization": {"stage": 1}, "pipeline": {"stages": "auto"},
+        "pptune": {"model": "llama3-8b"}}))
+    line = error_line(cli("calibrate", "--run", ds, "--gpus", "8", "--step-s", "10",
+                          "-o", tmp_path / "cal.json"))
+    assert 'pipeline.stages is "auto"' in line and "give --pp N after this --run" in line
+    r = cli("calibrate", "--run", ds, "--gpus", "8", "--pp", "2", "--step-s", "10",
+            "-o", tmp_path / "cal.json")
+    assert r.exit_code == 0, r.stderr
+
+
 def test_usage_errors_name_the_real_problem(tmp_path: Path, cli: Cli,
                                             error_line: ErrorLine) -> None:
     out = tmp_path / "cal.json"
