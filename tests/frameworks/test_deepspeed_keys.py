@@ -151,3 +151,18 @@ def test_many_unknown_keys_are_counted_past_the_first_few(tmp_path: Path) -> Non
     (finding,) = found(result, "deepspeed-unknown-key")
     assert "zero_optimization.k5, and 3 more:" in finding.message
     assert len(result.semantics.ignored) == 9
+
+
+def test_a_top_level_typo_of_a_key_pptune_reads_is_warned(tmp_path: Path) -> None:
+    """DeepSpeed ignores a top-level key it does not read: a misspelt section or batch key
+    runs at its default. Keys DeepSpeed reads (steps_per_print, gradient_clipping) and
+    keys far from pptune's are listed as ignored, not warned."""
+    result = read(tmp_path, zero_optimisation={"stage": 1}, steps_per_print=10,
+                  gradient_clipping=1.0, gradient_accumulation_step=4)
+    (finding,) = found(result, "deepspeed-ignored-key")
+    assert finding.severity == "warning"
+    assert finding.message.startswith(
+        "gradient_accumulation_step (did you mean gradient_accumulation_steps?), "
+        "zero_optimisation (did you mean zero_optimization?): DeepSpeedConfig reads its "
+        "top-level keys by name and ignores others")
+    assert {"steps_per_print", "gradient_clipping"} <= set(result.semantics.ignored)

@@ -30,6 +30,7 @@ from pptune.frameworks.common.fields import MAX_ERRORS, Ctx
 from pptune.frameworks.common.versions import version_tuple
 from pptune.frameworks.deepspeed.partition import DEEPSPEED
 
+TOP_CUTOFF = 0.8  # top-level keys (top_level_typos)
 CUTOFF = 0.7  # difflib ratio of a likely typo ("stgae"/"stage" 0.8, "partition_method" 0.72)
 RELEASE = (0, 19)  # the release the field sets were read from (DEEPSPEED.default)
 MODEL_CITE = ("a DeepSpeedConfigModel with extra=\"forbid\", "
@@ -171,6 +172,23 @@ def nested_keys(ctx: Ctx, data: dict[str, Any]) -> list[str]:
         if unknown:
             _report(ctx, name, section, unknown)
     return ignored
+
+
+def top_level_typos(ctx: Ctx, data: dict[str, Any], read: frozenset[str] | set[str]) -> None:
+    """A warning for each top-level key close to one pptune reads (``read``): DeepSpeedConfig
+    reads its top-level keys one by one with defaults (``_initialize_params``) and ignores
+    the rest, so a misspelt batch or section key runs at DeepSpeed's default. The cut-off
+    is stricter than in the sections: no key DeepSpeed 0.19.8 reads at the top level comes
+    within 0.8 of one pptune reads."""
+    close = [(str(k), c[0]) for k in data if str(k) not in read
+             for c in [difflib.get_close_matches(str(k), sorted(read), n=1, cutoff=TOP_CUTOFF)]
+             if c]
+    if close:
+        named = ", ".join(f"{k[:60]} (did you mean {c}?)" for k, c in sorted(close)[:MAX_ERRORS])
+        ctx.unmodelled("deepspeed-ignored-key",
+                       f"{named}: DeepSpeedConfig reads its top-level keys by name and ignores "
+                       "others (deepspeed/runtime/config.py _initialize_params), so the run "
+                       "takes DeepSpeed's default, as the prediction does")
 
 
 def _walk(path: str, value: dict[Any, Any], section: Section, listed: bool,
