@@ -38,7 +38,7 @@ class WgradAccum(str, Enum):
 
     fused: accumulated into the FP32 ``main_grad`` by the GEMM itself, its epilogue
     reading and writing 4 + 4 bytes an output element (Megatron-LM's default
-    ``--gradient-accumulation-fusion``: megatron-core tensor_parallel/layers.py
+    ``gradient_accumulation_fusion``: megatron-core tensor_parallel/layers.py
     ``LinearWithGradAccumulationAndAsyncCommunication.backward`` calls apex's
     ``fused_weight_gradient_mlp_cuda.wgrad_gemm_accum_fp32``; extensions/
     transformer_engine.py builds TELinear, TELayerNormColumnParallelLinear and
@@ -51,9 +51,9 @@ class WgradAccum(str, Enum):
     router (moe/router.py ``router_gating_linear``) either way; bf16: the BF16 gradient
     alone, as autograd leaves it (torchtitan, DeepSpeed, torch FSDP2)."""
 
+    BF16 = "bf16"
     FUSED = "fused"
     UNFUSED = "unfused"
-    BF16 = "bf16"
 
     @property
     def out_bytes(self) -> float:

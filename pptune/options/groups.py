@@ -208,7 +208,7 @@ class CostOptions:
         WgradAccum.BF16, "--wgrad-accum", kind=WGRAD_ACCUM,
         help="where weight gradients go: bf16 (autograd's BF16 gradient: torchtitan, "
         "DeepSpeed), fused (accumulated into an FP32 main_grad by the GEMM, 8 bytes an "
-        "element: Megatron-LM's default --gradient-accumulation-fusion), unfused (a BF16 "
+        "element: Megatron-LM's default gradient_accumulation_fusion), unfused (a BF16 "
         "gradient, then an add into main_grad, 10 bytes a weight element: "
         "--no-gradient-accumulation-fusion)")
     moe_imbalance: float = option(

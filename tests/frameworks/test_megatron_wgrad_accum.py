@@ -89,7 +89,7 @@ def test_megatron_scripts_are_priced_and_read_back_as_they_accumulate(
     run = recommend(RecommendSpec.of(gpus=8, model="llama3-8b", gpu="h100-sxm", pp=[2],
                                      sharding="zero1", wgrad_accum=asked, top=1))
     out = emit(Framework.MEGATRON, run)
-    said = any("--gradient-accumulation-fusion, its default" in n for n in out.notes)
+    said = any("(gradient_accumulation_fusion, its default)" in n for n in out.notes)
     assert said == (asked == "bf16")
     write(out, tmp_path)
     script = tmp_path / "pretrain_megatron.sh"

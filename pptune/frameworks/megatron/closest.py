@@ -48,7 +48,7 @@ RUNS = (Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED)  # Megatron-LM's schedules
 # where its scripts' weight gradients go (costmodel/rates.py WgradAccum), as priced
 WGRAD_RUNS = {
     WgradAccum.FUSED: "weight gradients accumulated into the FP32 main_grad by their GEMMs "
-                      "(--gradient-accumulation-fusion, its default)",
+                      "(gradient_accumulation_fusion, its default)",
     WgradAccum.UNFUSED: "weight gradients added into the FP32 main_grad after their GEMMs "
                         "(--no-gradient-accumulation-fusion)",
     WgradAccum.BF16: "Megatron-FSDP's BF16 weight gradients (--no-gradient-accumulation-fusion, "
