@@ -30,15 +30,16 @@ from pptune.costmodel.op_sac import OP_SAC, unpriced
 from pptune.costmodel.ops import Attention
 from pptune.costmodel.precision import Fp8Kernels, problems
 from pptune.costmodel.presets import ModelShape
-from pptune.costmodel.rates import Swiglu
-from pptune.costmodel.sharding import STATE_DTYPE_BYTES, moment_bytes
+from pptune.costmodel.rates import Swiglu, WgradAccum
+from pptune.costmodel.search import CostTable
+from pptune.costmodel.sharding import BF16_BYTES, STATE_DTYPE_BYTES, moment_bytes
 from pptune.costs import calibrated
 from pptune.costs.modelspec import from_sizes, read_hf_config, with_seq_len
-from pptune.costs.profiles import DEFAULT_PROFILE_FILE
-from pptune.costs.resolve import Mode, find
+from pptune.costs.resolve import Costs, Mode, find
 from pptune.errors import BadInput, PptuneError
 from pptune.frameworks.registry import adapter_of
 from pptune.options import CostOptions
+from pptune.report.fmt import fmt_seconds
 from pptune.schemas import Profile, TrainingConfig, load_profile
 
 
@@ -157,7 +158,7 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
                 ep=cfg.ep, etp=cfg.etp)
         origin = found.origin.rsplit(" (", 1)[0]
         if path is None:
-            _found_here(add)
+            profile_match.found_here(add)
         if flags.gpu is not None:
             add("gpu-unused", "info",
                 f"costs measured ({origin}): --gpu {flags.gpu} does not apply to them; pass "
@@ -171,6 +172,12 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
             f"{calibrated.fitted_text(cal)}", gpu=cal.gpu, factors=cal.factors)
         for doubt in cal.warnings:
             add("calibration-doubt", "info", f"the calibration's fitted factors: {doubt}")
+    if opts.wgrad_accum is WgradAccum.UNFUSED:
+        _unfused_cost(cfg, found.table, find(
+            replace(opts, wgrad_accum=WgradAccum.FUSED), Mode.CHECK,
+            sizes=(cfg.micro_batch_size,), table_tp=cfg.tp * cfg.cp,
+            profile=given if given is not None else path, shape=shape, experts=experts,
+            recompute_modules=modules, gpus=gpus, gpus_per_node=cfg.gpus_per_node), add)
     fit = profile.calibration if profile is not None else None  # calibrate's too
     return ConfigCosts(
         found.table, f"{found.origin}, {attention.value} attention", found.key,
@@ -178,21 +185,6 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
         tables=found.tables,
         gpu=fit.gpu if fit else opts.gpu, factors=calibrated.factors(fit) if fit else None,
         attention=opts.attention.value if opts.attention else fit.attention if fit else None)
-
-
-def _found_here(add: Any) -> None:
-    """A warning that the costs are the working folder's ./pptune-profile.json, which
-    neither the config nor a flag names: a probe's file left there prices any config
-    that states no model, whatever model and device it measured."""
-    try:
-        prof = load_profile(Path.cwd() / DEFAULT_PROFILE_FILE)
-    except PptuneError:
-        return
-    add("profile-from-folder", "warning",
-        f"costs from ./{DEFAULT_PROFILE_FILE} in the working folder ({prof.source} of "
-        f"{prof.model.name} on {prof.device.name}), which neither the config nor a flag "
-        "names: check it measured this job, or pass --profile, --model or --hf-config",
-        model=prof.model.name, device=prof.device.name)
 
 
 def stated_model(cfg: TrainingConfig, base_dir: Path, flags: CostOptions) -> ModelShape | None:
@@ -230,12 +222,14 @@ def optimizer_widths(cfg: TrainingConfig) -> dict[str, Any]:
     precision-aware optimizer, torchtitan's training.dtype and mixed_precision_reduce):
     gradient buffer bytes a parameter (None: fp32), the data-parallel reduction's bytes
     over fp32's (a BF16 buffer holds and reduces 2), bytes of each Adam moment, FSDP's
-    sharded weights (the optimizer's copy), and the bytes ZeRO-Offload keeps on the host."""
+    sharded weights (the optimizer's copy, and the model's BF16 shard where one is kept
+    beside it), and the bytes ZeRO-Offload keeps on the host."""
     bf16 = cfg.main_grads_dtype == "bf16"
     moments = moment_bytes(cfg.exp_avg_dtype or "fp32", cfg.exp_avg_sq_dtype or "fp32")
     return {"grad_buffer_bytes": 2.0 if bf16 else None,
             "grad_bytes_factor": 0.5 if bf16 else 1.0, "moment_bytes": moments,
-            "fsdp_weight_bytes": STATE_DTYPE_BYTES[cfg.main_params_dtype or "fp32"],
+            "fsdp_weight_bytes": STATE_DTYPE_BYTES[cfg.main_params_dtype or "fp32"]
+            + (BF16_BYTES if cfg.fsdp_model_weights else 0.0),  # Megatron-FSDP's own shard
             "fsdp_reduce_bytes": 2.0 if bf16 else 4.0,
             # ZeRO-Offload: master weights and moments (12), ZeRO-3's weight shard (+2)
             "offloaded_bytes": 12.0 * cfg.offload_optimizer + 2.0 * cfg.offload_params}
@@ -268,7 +262,7 @@ def priced_modules(cfg: TrainingConfig, add: Any,
 def layout_options(cfg: TrainingConfig) -> dict[str, Any]:
     """The cost options of the layout the config states beyond tp and cp: its GEMM
     precision, its context-parallel exchange, FP8 parameters, loss and SwiGLU kernels,
-    tensor-parallel overlap (defaults when unsaid)."""
+    weight-gradient accumulation, tensor-parallel overlap (defaults when unsaid)."""
     out: dict[str, Any] = {"precision": (PRECISIONS.get(cfg.precision or "", Precision.BF16),)}
     if cfg.cp_comm is not None:
         out["cp_comm"] = CpComm(cfg.cp_comm)
@@ -278,11 +272,31 @@ def layout_options(cfg: TrainingConfig) -> dict[str, Any]:
         out["cross_entropy"] = CrossEntropy(cfg.cross_entropy)
     if cfg.swiglu is not None:
         out["swiglu"] = Swiglu(cfg.swiglu)
+    if cfg.wgrad_accum is not None:
+        out["wgrad_accum"] = WgradAccum(cfg.wgrad_accum)
     if cfg.fp8_kernels is not None:
         out["fp8_kernels"] = Fp8Kernels(cfg.fp8_kernels)
     if cfg.tp_comm_overlap:
         out["tp_comm_overlap"] = True
     return out
+
+
+def _unfused_cost(cfg: TrainingConfig, table: CostTable, fused: Costs | None,
+                  add: Any) -> None:
+    """An info finding: what the config's unfused weight-gradient accumulation costs a
+    micro-batch over the fused default (``fused``: the costs priced so), summed over the
+    model's layers (each pipeline stage pays its own layers' share)."""
+    b = cfg.micro_batch_size
+    if fused is None:
+        return
+    extra_s = sum(table.by_mb[b].wgrad_s) - sum(fused.table.by_mb[b].wgrad_s)
+    add("wgrad-accumulation-unfused", "info",
+        f"weight gradients accumulated unfused: +{fmt_seconds(extra_s)} a micro-batch over "
+        "the model's layers (each stage its own layers' share) against the fused default: "
+        "each weight GEMM writes a BF16 gradient and a kernel adds it into the FP32 "
+        "main_grad (10 bytes a weight element, not the GEMM's 8 an output element); "
+        "drop --no-gradient-accumulation-fusion (wgrad_accum: fused) where the job can",
+        extra_s=extra_s, micro_batch_size=b)
 
 
 def _precision_problem(cfg: TrainingConfig, gpu: str) -> str | None:

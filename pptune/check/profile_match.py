@@ -14,10 +14,15 @@ A config that names no model (a DeepSpeed JSON) is priced as the profile's.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from pptune.costmodel.presets import ModelShape
 from pptune.costs import calibrated
+from pptune.costs.profiles import DEFAULT_PROFILE_FILE
+from pptune.errors import PptuneError
 from pptune.options import CostOptions
-from pptune.schemas import Profile, TrainingConfig
+from pptune.schemas import Profile, TrainingConfig, load_profile
 
 
 def describe(shape: ModelShape, seq_len: int | None = None) -> str:
@@ -75,3 +80,18 @@ def problem(cfg: TrainingConfig, stated: ModelShape | None, flags: CostOptions, 
             f"{describe(stated, cfg.seq_len)}: a profile prices the model it measured, at its "
             "sequence length; probe this model (pptune probe), or drop the profile to price "
             "it analytically (--gpu)")
+
+
+def found_here(add: Any) -> None:
+    """A warning that the costs are the working folder's ./pptune-profile.json, which
+    neither the config nor a flag names: a probe's file left there prices any config
+    that states no model, whatever model and device it measured."""
+    try:
+        prof = load_profile(Path.cwd() / DEFAULT_PROFILE_FILE)
+    except PptuneError:
+        return
+    add("profile-from-folder", "warning",
+        f"costs from ./{DEFAULT_PROFILE_FILE} in the working folder ({prof.source} of "
+        f"{prof.model.name} on {prof.device.name}), which neither the config nor a flag "
+        "names: check it measured this job, or pass --profile, --model or --hf-config",
+        model=prof.model.name, device=prof.device.name)

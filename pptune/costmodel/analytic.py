@@ -79,7 +79,7 @@ from pptune.costmodel.ops import (
 from pptune.costmodel.partition import MTP
 from pptune.costmodel.parts import PartTimes, layer_parts
 from pptune.costmodel.presets import GpuSpec, ModelShape
-from pptune.costmodel.rates import Swiglu
+from pptune.costmodel.rates import Swiglu, WgradAccum
 from pptune.costmodel.tp_overlap import TpOverlap
 
 BF16_BYTES = 2
@@ -270,19 +270,19 @@ def analytic_layers(
     swiglu: Swiglu = Swiglu.FUSED,
     fp8_kernels: precision.Fp8Kernels = precision.Fp8Kernels.TE,
     fp8_params: bool = False,
+    wgrad_accum: WgradAccum = WgradAccum.BF16,
 ) -> list[AnalyticLayer]:
     """Embedding, blocks (and MTP modules) and head with costs for each micro-batch size.
 
-    ``efficiency``: one fraction of peak for every GEMM instead of the
-    shape-dependent one. ``tp_allreduce`` is (latency_s, bus bytes/s) of the
-    tensor-parallel group; ``tp_comm_overlap`` hides its collectives behind
-    their GEMMs (ops.tp_collective). ``experts``: how MoE blocks are placed
-    (moe.ExpertParallel; default one rank, balanced routing).
-    ``recompute_modules``: Megatron-core's selective recomputation of
-    ``mla_up_proj``, ``mlp`` (dense MLPs), ``moe_act`` (the routed experts'
-    activation), ``moe``, ``shared_experts`` and ``layernorm`` (RECOMPUTE_MODULES), and
-    torchtitan's per-op policy ``op_sac`` (op_sac.py; not on GPT-OSS-style
-    attention, ``op_sac.unpriced``), priced into the layers.
+    ``efficiency``: one fraction of peak for every GEMM instead of the shape-dependent
+    one. ``tp_allreduce`` is (latency_s, bus bytes/s) of the tensor-parallel group;
+    ``tp_comm_overlap`` hides its collectives behind their GEMMs (ops.tp_collective).
+    ``experts``: how MoE blocks are placed (moe.ExpertParallel; default one rank,
+    balanced routing). ``recompute_modules``: Megatron-core's selective recomputation of
+    ``mla_up_proj``, ``mlp`` (dense MLPs), ``moe_act`` (the routed experts' activation),
+    ``moe``, ``shared_experts`` and ``layernorm`` (RECOMPUTE_MODULES), and torchtitan's
+    per-op policy ``op_sac`` (op_sac.py; not on GPT-OSS-style attention,
+    ``op_sac.unpriced``), priced into the layers.
     ``cp``: context parallelism over ``cp`` ranks exchanging K/V by ``cp_comm``
     over ``cp_links`` (context.py); ``gemm_precision``: the block GEMMs'
     precision (precision.py). ``tp_overlap``: Transformer Engine's per-GEMM
@@ -291,7 +291,7 @@ def analytic_layers(
     ``tp_p2p`` (latency_s, bytes/s: a pairwise NVLink copy); ``cross_entropy``: the
     loss's kernels (loss.py); ``swiglu``: a gated MLP's activation kernels (rates.Swiglu);
     ``fp8_kernels``, ``fp8_params``: whose FP8 linears, and whether they get FP8 weights
-    (precision.py)."""
+    (precision.py); ``wgrad_accum``: where weight gradients go (rates.WgradAccum)."""
     if efficiency is not None and not 0 < efficiency <= 1:
         raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
     unknown = set(recompute_modules) - RECOMPUTE_MODULES
@@ -303,7 +303,7 @@ def analytic_layers(
     rates = Rates.of(gpu, efficiency)
     par = Parallel(tp, sequence_parallel, flash_attention, *tp_allreduce, tp_comm_overlap,
                    cp, cp_comm, cp_links, gemm_precision, tp_overlap, *tp_p2p, cross_entropy,
-                   swiglu, fp8_kernels, fp8_params)
+                   swiglu, fp8_kernels, fp8_params, wgrad_accum)
     s, h, v = m.seq_len // cp, m.hidden, m.vocab
     saved = par.saved_input_bytes
     redo_up = MLA_UP_PROJ in recompute_modules and m.mla

@@ -40,6 +40,7 @@ from pptune.costmodel.ops import (
     Rates,
     _split,
     gemm,
+    grad_add,
     linear,
     memory,
     tp_collective,
@@ -95,18 +96,24 @@ def mla_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     q_cols = heads * (dn + dr)
     q_down: list[OpCost] = []
     q_norm: list[OpCost] = []
+    adds: list[OpCost] = []  # unfused weight gradients added into main_grad
+
+    def lin(name: str, rows: int, k: int, n: int) -> tuple[OpCost, OpCost, OpCost]:
+        adds.extend(grad_add(name, k * n, rates, par.wgrad_accum))
+        return linear(name, rows, k, n, rates, fp8, par.wgrad_accum)
+
     if dq:
-        q_down = list(linear("q_down", rep_i, h, dq, rates, fp8))
-        q_up = linear("q_up", tokens, dq, _split(q_cols, t), rates, fp8)
+        q_down = list(lin("q_down", rep_i, h, dq))
+        q_up = lin("q_up", tokens, dq, _split(q_cols, t))
         q_norm = [memory("q_norm", Phase.F, 4 * dq * rep, rates),
                   memory("q_norm.bwd", Phase.B, 6 * dq * rep, rates)]
     else:
-        q_up = linear("q_proj", tokens, h, _split(q_cols, t), rates, fp8)
-    kv_down = linear("kv_down", rep_i, h, dc + dr, rates, fp8)
-    kv_up = linear("kv_up", tokens, dc, _split(heads * (dn + dv), t), rates, fp8)
+        q_up = lin("q_proj", tokens, h, _split(q_cols, t))
+    kv_down = lin("kv_down", rep_i, h, dc + dr)
+    kv_up = lin("kv_up", tokens, dc, _split(heads * (dn + dv), t))
     kv_norm = (memory("kv_norm", Phase.F, 4 * dc * rep, rates),
                memory("kv_norm.bwd", Phase.B, 6 * dc * rep, rates))
-    proj = linear("attn_out", tokens, _split(heads * dv, t), h, rates, fp8)
+    proj = lin("attn_out", tokens, _split(heads * dv, t), h)
     rotary = 4 * tokens * (heads * dr / t + dr)
     act = BF16_BYTES * tokens * h
     # with sequence parallelism the latents are all-gathered and the output
@@ -124,7 +131,7 @@ def mla_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
            memory("rotary.bwd", Phase.B, rotary, rates), q_up[1], kv_up[1],
            tp_collective("tp_attn.bwd", Phase.B, comm, par, kv_up[1]),
            kv_norm[1], *q_norm[1:], kv_down[1], *q_down[1:2]]
-    wgrad = [*q_down[2:], q_up[2], kv_down[2], kv_up[2], proj[2]]
+    wgrad = [*q_down[2:], q_up[2], kv_down[2], kv_up[2], proj[2], *adds]
     return BlockPart(fwd, bwd, wgrad)
 
 

@@ -12,6 +12,7 @@ from pptune.costmodel.ops import (
     Phase,
     Rates,
     _split,
+    grad_add,
     linear,
     memory,
     tp_collective,
@@ -38,7 +39,7 @@ def head_ops(m: ModelShape, b: int, rates: Rates, par: Parallel) -> list[OpCost]
     tokens = b * m.seq_len // par.cp  # the LM head stays BF16 (precision.py)
     rep = tokens / t if par.sequence_parallel else float(tokens)
     logits = tokens * v / t
-    lm = linear("lm_head", tokens, h, _split(v, t), rates)
+    lm = linear("lm_head", tokens, h, _split(v, t), rates, accum=par.wgrad_accum)
     (fwd, bwd), (k_fwd, k_bwd) = BYTES[par.cross_entropy], KERNELS[par.cross_entropy]
     return [
         memory("final_norm", Phase.F, 4 * h * rep, rates), lm[0],
@@ -46,6 +47,7 @@ def head_ops(m: ModelShape, b: int, rates: Rates, par: Parallel) -> list[OpCost]
         memory("cross_entropy.bwd", Phase.B, bwd * logits, rates, kernels=k_bwd), lm[1],
         tp_collective("tp_head.bwd", Phase.B, BF16_BYTES * tokens * h, par),
         memory("final_norm.bwd", Phase.B, 6 * h * rep, rates), lm[2],
+        *grad_add("lm_head", h * _split(v, t), rates, par.wgrad_accum),
     ]
 
 
@@ -56,7 +58,7 @@ def mtp_ops(m: ModelShape, b: int, rates: Rates, par: Parallel,
     h, t = m.hidden, par.tp
     tokens = b * m.seq_len // par.cp
     rep = tokens / t if par.sequence_parallel else float(tokens)
-    proj = linear("mtp_proj", tokens, 2 * h, -(-h // t), rates)
+    proj = linear("mtp_proj", tokens, 2 * h, -(-h // t), rates, accum=par.wgrad_accum)
     act = 2.0 * tokens * h
     pre = [
         *embedding_ops(m, b, rates, par),
@@ -64,5 +66,6 @@ def mtp_ops(m: ModelShape, b: int, rates: Rates, par: Parallel,
         tp_collective("tp_mtp", Phase.F, act, par, proj[0]),
         memory("mtp_norms.bwd", Phase.B, 2 * 6 * h * rep, rates, kernels=2), proj[1],
         tp_collective("tp_mtp.bwd", Phase.B, act, par, proj[1]), proj[2],
+        *grad_add("mtp_proj", 2 * h * -(-h // t), rates, par.wgrad_accum),
     ]
     return pre + block + head_ops(m, b, rates, par)

@@ -34,6 +34,12 @@ compute, but the tiles of the last wave write their outputs only after their
 own mainloop ends, when nothing is left to overlap: one wave's share of the
 output, ``2 m n / waves`` bytes, is added at the HBM rate.
 
+A weight gradient's output (rates.WgradAccum): BF16 (2 bytes an element) unless it is
+accumulated into Megatron-LM's FP32 ``main_grad`` by the GEMM (8: read and written),
+in both the roofline floor and the last wave's epilogue; unfused, a kernel of its own
+then adds the BF16 gradient into ``main_grad`` (``grad_add``: 2 + 4 + 4 bytes a weight
+element).
+
 Both are checked against XLA's measured H100 matmul table (bench/published_gemm.py,
 nothing fitted to it): without split-K 256 x 256 x 4096 is predicted at 4.3x the
 measured time (1.29x with it); without the last wave's epilogue the outputs of
@@ -49,7 +55,7 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
-from pptune.costmodel.rates import Parallel, Rates
+from pptune.costmodel.rates import Parallel, Rates, WgradAccum
 
 BF16_BYTES = 2
 # Tile shapes cuBLAS's bf16 kernels use on A100/H100 (the cuBLASLt
@@ -114,16 +120,18 @@ def gemm_efficiency(m: int, n: int, rates: Rates, batch: int = 1, fp8: bool = Fa
 
 
 def _split_k_s(m: int, n: int, k: int, rates: Rates, batch: int, flops: float, peak: float,
-               floor_s: float, fraction: float, split_k: bool, last_wave: bool) -> float:
+               floor_s: float, fraction: float, split_k: bool, last_wave: bool,
+               out_bytes: float = BF16_BYTES) -> float:
     """The fastest tile and split-K choice: compute (or the input/output
     roofline floor) plus the FP32 partials' HBM traffic (module docstring)."""
     return _best_tiling(m, n, k, rates.sm_count, batch, flops, peak * fraction, floor_s,
-                        rates.hbm_bytes_per_s, split_k, last_wave)
+                        rates.hbm_bytes_per_s, split_k, last_wave, out_bytes)
 
 
 @functools.lru_cache(maxsize=65536)
 def _best_tiling(m: int, n: int, k: int, sms: int, batch: int, flops: float, rate: float,
-                 floor_s: float, hbm: float, split_k: bool, last_wave: bool) -> float:
+                 floor_s: float, hbm: float, split_k: bool, last_wave: bool,
+                 out_bytes: float = BF16_BYTES) -> float:
     """``_split_k_s`` on plain numbers, cached: a model's layers repeat their shapes."""
     best = math.inf
     for tm, tn in GEMM_TILES:
@@ -137,23 +145,24 @@ def _best_tiling(m: int, n: int, k: int, sms: int, batch: int, flops: float, rat
             if s > 1:
                 t += SPLIT_K_BYTES * s * m * n * batch / hbm
             if last_wave:  # its output tiles are written after its mainloop: nothing hides it
-                t += BF16_BYTES * m * n * batch / waves / hbm
+                t += out_bytes * m * n * batch / waves / hbm
             best = min(best, t)
     return best
 
 
 def gemm(name: str, phase: Phase, m: int, n: int, k: int, rates: Rates,
          batch: int = 1, fp8: bool = False, *, split_k: bool = True,
-         last_wave: bool = True) -> OpCost:
+         last_wave: bool = True, out_bytes: float = BF16_BYTES) -> OpCost:
     """(m x k) @ (k x n), ``batch`` times, as a roofline with tile, wave and
     split-K quantisation and the last wave's epilogue; ``fp8``: at the FP8 peak
     with 1-byte inputs and a BF16 output (precision.py). ``--efficiency``
     (``rates.gemm_efficiency``): that one fraction of peak, no shape model.
     ``split_k`` / ``last_wave`` False: without that term (bench/published_gemm.py
-    shows what each contributes)."""
+    shows what each contributes). ``out_bytes``: what the epilogue moves an output
+    element (8: accumulated into an FP32 ``main_grad``, rates.WgradAccum)."""
     flops = 2.0 * m * n * k * batch
     inputs = 1.0 if fp8 else BF16_BYTES
-    nbytes = (inputs * float(m * k + k * n) + BF16_BYTES * float(m * n)) * batch
+    nbytes = (inputs * float(m * k + k * n) + out_bytes * float(m * n)) * batch
     peak = rates.peak_flops
     if fp8:
         if rates.fp8_peak_flops is None:
@@ -164,19 +173,32 @@ def gemm(name: str, phase: Phase, m: int, n: int, k: int, rates: Rates,
         time_s = max(flops / (peak * rates.gemm_efficiency), floor_s)
     else:
         time_s = _split_k_s(m, n, k, rates, batch, flops, peak, floor_s,
-                            gemm_fraction(rates, fp8), split_k, last_wave)
+                            gemm_fraction(rates, fp8), split_k, last_wave, out_bytes)
     return OpCost(name, phase, Kind.GEMM, flops, nbytes, time_s)
 
 
 def linear(name: str, tokens: int, k: int, n: int, rates: Rates,
-           fp8: bool = False) -> tuple[OpCost, OpCost, OpCost]:
+           fp8: bool = False, accum: WgradAccum = WgradAccum.BF16
+           ) -> tuple[OpCost, OpCost, OpCost]:
     """A weight GEMM y = x W (x: tokens x k, W: k x n): forward, its data
-    gradient (B: dx = dy W^T) and its weight gradient (W: dW = x^T dy)."""
+    gradient (B: dx = dy W^T) and its weight gradient (W: dW = x^T dy), whose
+    output ``accum`` says (rates.WgradAccum; its unfused addition: ``grad_add``)."""
     return (
         gemm(name, Phase.F, tokens, n, k, rates, fp8=fp8),
         gemm(name + ".dgrad", Phase.B, tokens, k, n, rates, fp8=fp8),
-        gemm(name + ".wgrad", Phase.W, k, n, tokens, rates, fp8=fp8),
+        gemm(name + ".wgrad", Phase.W, k, n, tokens, rates, fp8=fp8,
+             out_bytes=accum.out_bytes),
     )
+
+
+def grad_add(name: str, weights: float, rates: Rates, accum: WgradAccum,
+             kernels: int = 1) -> list[OpCost]:
+    """The kernel that adds ``weights`` elements of BF16 weight gradients into the FP32
+    ``main_grad`` (W, one a weight parameter: ``kernels``), where ``accum`` leaves them
+    unfused (rates.WgradAccum.add_bytes); none otherwise."""
+    if not accum.add_bytes:
+        return []
+    return [memory(name + ".main_grad", Phase.W, accum.add_bytes * weights, rates, kernels)]
 
 
 def memory(name: str, phase: Phase, nbytes: float, rates: Rates, kernels: int = 1) -> OpCost:

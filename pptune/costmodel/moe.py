@@ -99,9 +99,11 @@ from pptune.costmodel.ops import (
     Parallel,
     Phase,
     Rates,
+    WgradAccum,
     activation_ops,
     fp8_casts,
     gemm,
+    grad_add,
     linear,
     memory,
     mlp_inner_bytes,
@@ -139,23 +141,28 @@ def tokens_per_expert(m: ModelShape, b: int, par: Parallel, ex: ExpertParallel) 
 
 
 def _expert_gemms(name: str, phase: Phase, m_tok: int, n: int, k: int, experts: int,
-                  rates: Rates, grouped: bool, fp8: bool = False) -> OpCost:
+                  rates: Rates, grouped: bool, fp8: bool = False,
+                  out_bytes: float = BF16_BYTES) -> OpCost:
     """``experts`` GEMMs of m_tok x k by k x n: one grouped launch or one each
-    (``fp8``: FP8 inputs at the FP8 rate, ops.gemm)."""
+    (``fp8``: FP8 inputs at the FP8 rate; ``out_bytes``: an output element's, ops.gemm)."""
     if grouped:
-        return gemm(name, phase, m_tok, n, k, rates, batch=experts, fp8=fp8)
-    one = gemm(name, phase, m_tok, n, k, rates, fp8=fp8)
+        return gemm(name, phase, m_tok, n, k, rates, batch=experts, fp8=fp8,
+                    out_bytes=out_bytes)
+    one = gemm(name, phase, m_tok, n, k, rates, fp8=fp8, out_bytes=out_bytes)
     return OpCost(name, phase, Kind.GEMM, one.flops * experts, one.hbm_bytes * experts,
                   one.time_s * experts, kernels=experts)
 
 
 def expert_linear(name: str, m_tok: int, k: int, n: int, experts: int, rates: Rates,
-                  grouped: bool, fp8: bool = False) -> tuple[OpCost, OpCost, OpCost]:
-    """F, B (data gradient) and W (weight gradient) of the local experts' y = x W."""
+                  grouped: bool, fp8: bool = False, accum: WgradAccum = WgradAccum.BF16
+                  ) -> tuple[OpCost, OpCost, OpCost]:
+    """F, B (data gradient) and W (weight gradient, its output as ``accum`` says:
+    rates.WgradAccum) of the local experts' y = x W."""
     return (
         _expert_gemms(name, Phase.F, m_tok, n, k, experts, rates, grouped, fp8),
         _expert_gemms(name + ".dgrad", Phase.B, m_tok, k, n, experts, rates, grouped, fp8),
-        _expert_gemms(name + ".wgrad", Phase.W, k, n, m_tok, experts, rates, grouped, fp8),
+        _expert_gemms(name + ".wgrad", Phase.W, k, n, m_tok, experts, rates, grouped, fp8,
+                      accum.out_bytes),
     )
 
 
@@ -175,10 +182,16 @@ def moe_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     n_local = e // ex.ep
     m_tok = tokens_per_expert(m, b, par, ex)
     router = linear("router", math.ceil(t_loc), h, e, rates)
-    # the router stays BF16 (DeepSeek-V3 report sec. 3.3.1: gating in BF16)
-    fc1 = expert_linear("expert_fc1", m_tok, h, f_loc * (2 if m.gated_mlp else 1), n_local,
-                        rates, ex.grouped_gemm, par.fp8)
-    fc2 = expert_linear("expert_fc2", m_tok, f_loc, h, n_local, rates, ex.grouped_gemm, par.fp8)
+    # the router stays BF16 (DeepSeek-V3 report sec. 3.3.1: gating in BF16); its gradient
+    # is added into a main_grad unfused, the experts' as par.wgrad_accum says (one each)
+    accum, fc1_n = par.wgrad_accum, f_loc * (2 if m.gated_mlp else 1)
+    fc1 = expert_linear("expert_fc1", m_tok, h, fc1_n, n_local, rates, ex.grouped_gemm,
+                        par.fp8, accum)
+    fc2 = expert_linear("expert_fc2", m_tok, f_loc, h, n_local, rates, ex.grouped_gemm, par.fp8,
+                        accum)
+    adds = [*grad_add("router", h * e, rates, WgradAccum.UNFUSED if accum.main_grad else accum),
+            *grad_add("expert_fc1", h * fc1_n * n_local, rates, accum, n_local),
+            *grad_add("expert_fc2", f_loc * h * n_local, rates, accum, n_local)]
     act_f, act_b = activation_ops("expert_activation", m.gated_mlp, par.swiglu, f_loc * rows,
                                   rates)
     scores_f = t_loc * ((2 + 4) * e + 4 * e + (FP32_BYTES + INDEX_BYTES) * k)
@@ -209,7 +222,7 @@ def moe_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
         *into_bwd,
         memory("router_topk.bwd", Phase.B, scores_b, rates, kernels=2), router[1],
     ]
-    wgrad = [router[2], fc1[2], fc2[2]]
+    wgrad = [router[2], fc1[2], fc2[2], *adds]
     if m.shared_ffn:
         shared = mlp_part(m, b, rates, par, ffn=m.shared_ffn, name="shared")
         if recompute_shared:

@@ -63,6 +63,7 @@ from pptune.costmodel.kernels import OpCost as OpCost
 from pptune.costmodel.kernels import Phase as Phase
 from pptune.costmodel.kernels import gemm as gemm
 from pptune.costmodel.kernels import gemm_efficiency as gemm_efficiency
+from pptune.costmodel.kernels import grad_add as grad_add
 from pptune.costmodel.kernels import linear as linear
 from pptune.costmodel.kernels import memory as memory
 from pptune.costmodel.kernels import phase_s as phase_s
@@ -72,6 +73,7 @@ from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.rates import Parallel as Parallel
 from pptune.costmodel.rates import Rates as Rates
 from pptune.costmodel.rates import Swiglu as Swiglu
+from pptune.costmodel.rates import WgradAccum as WgradAccum
 from pptune.costmodel.tensor_parallel import tp_pair
 
 
@@ -203,7 +205,7 @@ def attention_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
              proj[1], *[o for o in core if o.phase is Phase.B],
              *([memory("rotary.bwd", Phase.B, rotary, rates)] if m.rotary else []),
              *qk_norm_b, qkv[1], pair.bwd_comm],
-        wgrad=[qkv[2], proj[2], *pair.wgrad_comm],
+        wgrad=[qkv[2], proj[2], *pair.wgrad_add, *pair.wgrad_comm],
     )
 
 
@@ -225,7 +227,7 @@ def mlp_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     return BlockPart(
         fwd=[up[0], act_f, *cast_f, down[0], pair.fwd_comm],
         bwd=[*cast_b, down[1], act_b, up[1], pair.bwd_comm],
-        wgrad=[up[2], down[2], *pair.wgrad_comm],
+        wgrad=[up[2], down[2], *pair.wgrad_add, *pair.wgrad_comm],
     )
 
 

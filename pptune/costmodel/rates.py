@@ -15,6 +15,7 @@ from pptune.costmodel.keys import Precision
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.precision import Fp8Kernels
 from pptune.costmodel.presets import GpuSpec
+from pptune.costmodel.sharding import MEGATRON_GRAD_BYTES as MAIN_GRAD_BYTES
 from pptune.costmodel.tp_overlap import TpOverlap
 
 
@@ -30,6 +31,44 @@ class Swiglu(str, Enum):
 
     FUSED = "fused"
     EAGER = "eager"
+
+
+class WgradAccum(str, Enum):
+    """Where a weight GEMM's gradient goes (kernels.linear, kernels.grad_add).
+
+    fused: accumulated into the FP32 ``main_grad`` by the GEMM itself, its epilogue
+    reading and writing 4 + 4 bytes an output element (Megatron-LM's default
+    ``gradient_accumulation_fusion``: megatron-core tensor_parallel/layers.py
+    ``LinearWithGradAccumulationAndAsyncCommunication.backward`` calls apex's
+    ``fused_weight_gradient_mlp_cuda.wgrad_gemm_accum_fp32``; extensions/
+    transformer_engine.py builds TELinear, TELayerNormColumnParallelLinear and
+    TEGroupedLinear with ``fuse_wgrad_accumulation``, a cuBLAS GEMM with beta 1 into
+    ``main_grad``); unfused: the GEMM writes a BF16 ``param.grad`` (2) and a kernel of
+    its own adds it into ``main_grad`` every micro-batch, reading 2 and reading and
+    writing 4 + 4 bytes a weight element (``--no-gradient-accumulation-fusion``:
+    distributed/distributed_data_parallel.py ``_make_backward_post_hook``,
+    ``param.main_grad.add_(param.grad.data)``), as it does for megatron-core's
+    router (moe/router.py ``router_gating_linear``) either way; bf16: the BF16 gradient
+    alone, as autograd leaves it (torchtitan, DeepSpeed, torch FSDP2)."""
+
+    BF16 = "bf16"
+    FUSED = "fused"
+    UNFUSED = "unfused"
+
+    @property
+    def out_bytes(self) -> float:
+        """Bytes the weight GEMM's epilogue moves an output element."""
+        return 2.0 * MAIN_GRAD_BYTES if self is WgradAccum.FUSED else 2.0
+
+    @property
+    def add_bytes(self) -> float:
+        """Bytes the separate accumulation kernel moves a weight element (0: none)."""
+        return 2.0 + 2 * MAIN_GRAD_BYTES if self is WgradAccum.UNFUSED else 0.0
+
+    @property
+    def main_grad(self) -> bool:
+        """A Megatron-LM FP32 ``main_grad`` the hook adds unfused gradients into."""
+        return self is not WgradAccum.BF16
 
 
 @dataclass(frozen=True)
@@ -101,6 +140,7 @@ class Parallel:
     swiglu: Swiglu = Swiglu.FUSED  # a gated MLP's activation kernels (Swiglu)
     fp8_kernels: Fp8Kernels = Fp8Kernels.TE  # whose FP8 linears (precision.py)
     fp8_params: bool = False  # FP8 weights handed to the linears (no weight casts in them)
+    wgrad_accum: WgradAccum = WgradAccum.BF16  # where weight gradients go (WgradAccum)
 
     @property
     def saved_input_bytes(self) -> float:

@@ -65,7 +65,8 @@ class PlanRequest:
     # reduced in BF16 (NeMo grad_sync_dtype bf16, megatron-core grad_reduce_in_fp32 off)
     grad_buffer_bytes: float | None = None
     # FSDP's sharded weights, the optimizer's copy: FP32 (4), or BF16 (2) under
-    # torchtitan's training.dtype bfloat16; and its reduce dtype, that of its sharded and
+    # torchtitan's training.dtype bfloat16, with the model's BF16 shard beside it where one
+    # is kept (Megatron-FSDP: 4 + 2); and its reduce dtype, that of its sharded and
     # unsharded gradients: FP32 (4), or BF16 (2) under mixed_precision_reduce bfloat16
     fsdp_weight_bytes: float = 4.0
     fsdp_reduce_bytes: float = 4.0

@@ -144,7 +144,8 @@ def state_bytes_per_param(sharding: Sharding, dp: int, grad_bytes: float | None 
     Adam's two moments (2: BF16 moments, as Megatron-LM's precision-aware optimizer
     and the DeepSeek-V3 report keep them), sharded wherever the optimizer state is;
     ``fsdp_weight_bytes`` and ``fsdp_grad_bytes``: FSDP's sharded weights (the
-    optimizer's copy) and gradients, FP32, or 2 under torchtitan's training.dtype
+    optimizer's copy, 6 with the BF16 model shard Megatron-FSDP keeps beside it) and
+    gradients, FP32, or 2 under torchtitan's training.dtype
     bfloat16 (no FP32 copy) and, for the gradients, its mixed_precision_reduce
     bfloat16; ``offloaded``: bytes a parameter of the optimizer's share of the state kept
     in host memory instead (DeepSpeed ZeRO-Offload: ``offload_optimizer`` the FP32 master

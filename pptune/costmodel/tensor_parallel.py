@@ -32,7 +32,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pptune.costmodel import precision, tp_overlap
-from pptune.costmodel.kernels import BF16_BYTES, Kind, OpCost, Phase, gemm, linear, tp_collective
+from pptune.costmodel.kernels import (
+    BF16_BYTES,
+    Kind,
+    OpCost,
+    Phase,
+    gemm,
+    grad_add,
+    linear,
+    tp_collective,
+)
 from pptune.costmodel.rates import Parallel, Rates
 
 
@@ -47,6 +56,7 @@ class TpPair:
     fwd_comm: OpCost
     bwd_comm: OpCost
     wgrad_comm: tuple[OpCost, ...] = ()  # the bulk reduce-scatter beside a weight gradient
+    wgrad_add: tuple[OpCost, ...] = ()  # unfused: both gradients added into main_grad
 
 
 def tp_pair(name: str, col: str, row: str, tokens: int, h: int, col_n: int, row_k: int,
@@ -60,13 +70,14 @@ def tp_pair(name: str, col: str, row: str, tokens: int, h: int, col_n: int, row_
     pipeline or ring exchange, the bulk gather of the norm output beside the
     column-parallel data gradient and the bulk reduce-scatter of that gradient
     beside its weight gradient."""
-    fp8 = par.fp8
-    a = linear(col, tokens, h, col_n, rates, fp8)
-    r = linear(row, tokens, row_k, h, rates, fp8)
+    fp8, accum = par.fp8, par.wgrad_accum
+    a = linear(col, tokens, h, col_n, rates, fp8, accum)
+    r = linear(row, tokens, row_k, h, rates, fp8, accum)
+    add = (*grad_add(col, h * col_n, rates, accum), *grad_add(row, row_k * h, rates, accum))
     act = BF16_BYTES * tokens * h
     if not (par.tp_comm_overlap and par.sequence_parallel and par.tp > 1):
         return TpPair(a, r, tp_collective(f"tp_{name}", Phase.F, act, par, r[0]),
-                      tp_collective(f"tp_{name}.bwd", Phase.B, act, par, a[1]))
+                      tp_collective(f"tp_{name}.bwd", Phase.B, act, par, a[1]), wgrad_add=add)
     t, sms = par.tp, rates.sm_count
     cfg = par.tp_overlap or tp_overlap.TpOverlap()
     c = {"attn": (cfg.qkv_fprop, cfg.proj_fprop, cfg.proj_dgrad, cfg.qkv_dgrad, cfg.qkv_wgrad),
@@ -74,8 +85,9 @@ def tp_pair(name: str, col: str, row: str, tokens: int, h: int, col_n: int, row_
     gathered = precision.gemm_input_bytes(par.precision) * tokens * h  # FP8 buffers: 1 byte
 
     def g(phase: Phase) -> tp_overlap.GemmTime:
+        out = accum.out_bytes if phase is Phase.W else BF16_BYTES
         return lambda m_, n_, k_, n_sm: gemm("", phase, m_, n_, k_, rates.with_sms(n_sm),
-                                              fp8=fp8).time_s
+                                              fp8=fp8, out_bytes=out).time_s
 
     def hop(nbytes: float) -> float:
         return par.tp_p2p_latency_s + nbytes / par.tp_p2p_bytes_per_s
@@ -104,4 +116,4 @@ def tp_pair(name: str, col: str, row: str, tokens: int, h: int, col_n: int, row_
                   (timed(r[0], row_f), timed(r[1], row_b), r[2]),
                   comm("", Phase.F, gathered + act, col_f, row_f),
                   comm(".bwd", Phase.B, 2 * gathered, row_b, col_b),
-                  (comm(".wgrad", Phase.W, act, col_w),))
+                  (comm(".wgrad", Phase.W, act, col_w),), add)

@@ -20,7 +20,7 @@ from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.ops import Attention
 from pptune.costmodel.partition import MTP
-from pptune.costmodel.rates import Swiglu
+from pptune.costmodel.rates import Swiglu, WgradAccum
 from pptune.costmodel.recompute_modules import searched_modules
 from pptune.costmodel.search import CostTable, LayerCosts
 from pptune.costmodel.simulate import Link
@@ -117,6 +117,7 @@ def analytic_profile(
     cross_entropy: CrossEntropy = CrossEntropy.FUSED,
     swiglu: Swiglu = Swiglu.FUSED,
     fp8_kernels: precision.Fp8Kernels = precision.Fp8Kernels.TE,
+    wgrad_accum: WgradAccum = WgradAccum.BF16,
 ) -> Profile:
     """Per-layer costs of a preset (or any ModelShape) on a GPU preset (or a GpuSpec:
     a calibrated one, pptune.costmodel.calibration).
@@ -130,8 +131,8 @@ def analytic_profile(
     ``tp_overlap``: Transformer Engine's per-GEMM overlap under ``tp_comm_overlap``
     (costmodel/tp_overlap.py; None: its defaults); ``cross_entropy``: the loss's
     kernels (costmodel/loss.py); ``fp8_kernels``: whose FP8 linears run (Transformer
-    Engine's or torchao's: precision.py); ``swiglu``: a gated MLP's activation kernels
-    (costmodel/rates.py).
+    Engine's or torchao's: precision.py); ``swiglu``: a gated MLP's activation kernels,
+    ``wgrad_accum``: where weight gradients go (costmodel/rates.py).
     ``experts``: expert parallelism of a MoE model (its all-to-all over the
     GPU's NVLink and NIC unless the settings name links). ``recompute_modules``:
     Megatron-core's selective recomputation priced into the layers. ``layers_out``
@@ -181,6 +182,7 @@ def analytic_profile(
             tp_overlap=tp_overlap, tp_p2p=(presets.P2P_LATENCY_INTRA_S, fabric.p2p_bytes_per_s),
             cross_entropy=CrossEntropy(cross_entropy), swiglu=Swiglu(swiglu),
             fp8_kernels=precision.Fp8Kernels(fp8_kernels), fp8_params=fp8_params,
+            wgrad_accum=WgradAccum(wgrad_accum),
         )
     except ValueError as exc:
         raise BadInput(f"{model}: {exc}") from None

@@ -50,7 +50,7 @@ from pptune.costmodel.keys import CostKey, Precision, TableSource
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.presets import GpuSpec, ModelShape
-from pptune.costmodel.rates import Swiglu
+from pptune.costmodel.rates import Swiglu, WgradAccum
 from pptune.costmodel.search import CostTable
 from pptune.costmodel.variation import pace_note, slowest_of
 from pptune.costs import calibrated
@@ -240,7 +240,7 @@ def _analytic(opts: CostOptions, shape: ModelShape | None, sizes: tuple[int, ...
         tp_comm_overlap=opts.tp_comm_overlap, cp_comm=opts.cp_comm,
         fp8_params=opts.fp8_params, gpus_per_node=gpus_per_node,
         recompute_modules=recompute_modules, cross_entropy=opts.cross_entropy,
-        swiglu=opts.swiglu, fp8_kernels=opts.fp8_linears(),
+        swiglu=opts.swiglu, fp8_kernels=opts.fp8_linears(), wgrad_accum=opts.wgrad_accum,
         profiles=(built := dict[CostKey, Profile]()))
     # searching: the plain layout prices the table's common parts (names, sizes,
     # memory); the search checks and prices the keys the flags ask for (dims.py)
@@ -319,7 +319,8 @@ def _profile_costs(prof: Profile, origin: str, opts: CostOptions, mode: Mode,
         experts=experts or opts.experts(), cp_comm=opts.cp_comm,
         fp8_params=opts.fp8_params, gpus_per_node=gpus_per_node,
         recompute_modules=recompute_modules, gpus=gpus, gpu_spread=opts.gpu_spread,
-        cross_entropy=opts.cross_entropy, swiglu=opts.swiglu, fp8_kernels=opts.fp8_linears())
+        cross_entropy=opts.cross_entropy, swiglu=opts.swiglu, fp8_kernels=opts.fp8_linears(),
+        wgrad_accum=opts.wgrad_accum)
     key = single_key(opts) if not search else CostKey()
     table = tables(key)
     shape = calibrated.shape(cal, opts.seq_len)
@@ -345,6 +346,8 @@ def _refuse_with_measured(opts: CostOptions, where: str, mode: Mode) -> None:
                              else opts.cross_entropy.value),
                             ("--swiglu", None if opts.swiglu is Swiglu.FUSED
                              else opts.swiglu.value),
+                            ("--wgrad-accum", None if opts.wgrad_accum is WgradAccum.BF16
+                             else opts.wgrad_accum.value),
                             ("--fp8-kernels", opts.fp8_kernels and opts.fp8_kernels.value))
              if v is not None]
     if flags:

@@ -36,7 +36,7 @@ from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.memory import Recompute
 from pptune.costmodel.ops import Attention
 from pptune.costmodel.precision import Fp8Kernels, Fp8Recipe
-from pptune.costmodel.rates import Swiglu
+from pptune.costmodel.rates import Swiglu, WgradAccum
 from pptune.costmodel.schedules import DEFAULT_SCHEDULES, Schedule
 from pptune.costmodel.sharding import Sharding, StateDtype
 from pptune.errors import BadInput
@@ -63,6 +63,7 @@ RECOMPUTES = ListOf(Recompute, _COMMA_LIST, _COMMA_LIST, unique=True, as_text=Tr
 ATTENTION = OneOf(Attention, "{flag} must be one of {choices} (got {value!r})")
 CROSS_ENTROPY = OneOf(CrossEntropy, "{flag} must be one of {choices} (got {value!r})")
 SWIGLU = OneOf(Swiglu, "{flag} must be one of {choices} (got {value!r})")
+WGRAD_ACCUM = OneOf(WgradAccum, "{flag} must be one of {choices} (got {value!r})")
 PRECISIONS = ListOf(Precision, _COMMA_LIST, _COMMA_LIST, unique=True)
 CP_COMM = OneOf(CpComm, "{flag} must be one of {choices} (got {value!r})")
 FP8_RECIPE = OneOf(Fp8Recipe, "{flag} must be one of {choices} (got {value!r})")
@@ -205,6 +206,13 @@ class CostOptions:
         "its input: Megatron-LM's default --bias-swiglu-fusion, torch.compile), eager "
         "(PyTorch's silu then mul uncompiled, which keep the SiLU's output too: "
         "torchtitan without [compile], --no-bias-swiglu-fusion)")
+    wgrad_accum: WgradAccum = option(
+        WgradAccum.BF16, "--wgrad-accum", kind=WGRAD_ACCUM,
+        help="where weight gradients go: bf16 (autograd's BF16 gradient: torchtitan, "
+        "DeepSpeed), fused (accumulated into an FP32 main_grad by the GEMM, 8 bytes an "
+        "element: Megatron-LM's default gradient_accumulation_fusion), unfused (a BF16 "
+        "gradient, then an add into main_grad, 10 bytes a weight element: "
+        "--no-gradient-accumulation-fusion)")
     moe_imbalance: float = option(
         1.0, "--moe-imbalance", kind=FLOAT,
         help="tokens of the busiest expert over the mean (1.0: balanced routing, as "

@@ -121,6 +121,12 @@ class TrainingConfig(Strict):
         "torchtitan model), eager (silu then mul uncompiled, keeping the SiLU's output "
         "too: --no-bias-swiglu-fusion, torchtitan without [compile])"
     )
+    wgrad_accum: Literal["fused", "unfused", "bf16"] | None = Field(
+        None, description="where weight gradients go, when the file says: fused (into "
+        "Megatron-LM's FP32 main_grad by the GEMM, its default), unfused "
+        "(--no-gradient-accumulation-fusion: a BF16 gradient, then an add), bf16 (the "
+        "BF16 gradient alone: torch FSDP2)"
+    )
     fp8_kernels: Literal["te", "torchao"] | None = Field(
         None, description="whose FP8 linear layers an FP8 config runs: te (Transformer "
         "Engine, Megatron-LM's and NeMo's: FP8 weight copies cached all step, FP8 GEMM "
@@ -151,6 +157,10 @@ class TrainingConfig(Strict):
         None, description="the optimizer's copy of the weights: fp32 master weights, or bf16 "
         "where training keeps none (torchtitan training.dtype bfloat16, under FSDP: its "
         "sharded weights); default fp32"
+    )
+    fsdp_model_weights: bool | None = Field(
+        None, description="FSDP keeps the model's BF16 weight shard beside the optimizer's "
+        "copy (Megatron-FSDP optim_grads_params: 2 bytes a parameter over dp more)"
     )
     exp_avg_dtype: Literal["fp32", "fp16", "bf16", "fp8"] | None = Field(
         None, description="Adam's first moment's width (Megatron-LM --exp-avg-dtype with "

@@ -108,7 +108,7 @@ def test_fallback_is_the_fastest_plan_megatron_runs_on_the_ranks(tmp_path: Path)
 
     # priced with the kernels a Megatron-LM script runs: the emit re-prices nothing
     run = recommend(RecommendSpec.of(gpus=8, schedules=["zbv"], pp=[2], attention="cudnn",
-                                     cross_entropy="native"))
+                                     cross_entropy="native", wgrad_accum="fused"))
     zbv = run.result.plans[0]
     out = emit("megatron", run)
     assert not any("fused cross-entropy" in n for n in out.notes)

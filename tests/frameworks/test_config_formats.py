@@ -179,6 +179,8 @@ def test_megatron_llama3_script_resolves_variables_arrays_and_launcher() -> None
         # no --cross-entropy-loss-fusion: megatron-core's unfused loss (loss.py)
         "cross_entropy": "unfused",
         "swiglu": "fused",  # megatron-core's bias_swiglu_impl: no --no-bias-swiglu-fusion
+        # weight gradients into main_grad by the GEMMs: no --no-gradient-accumulation-fusion
+        "wgrad_accum": "fused",
         # --normalization RMSNorm, --disable-bias-linear, --untie-embeddings-and-output-weights
         "normalization": "rmsnorm", "qkv_bias": False, "attn_out_bias": False,
         "mlp_bias": False, "tied_embeddings": False,

@@ -62,7 +62,7 @@ def test_megatron_fsdp_strategy_is_the_state_it_shards(tmp_path: Path, flags: st
 
 def test_the_priced_sharding_is_named_with_what_it_leaves_out(tmp_path: Path) -> None:
     """The warning says which sharding prices the strategy and what that does not count:
-    FP32 gradients beside ZeRO-2's BF16 ones; FSDP's BF16 weight shard."""
+    FP32 gradients beside ZeRO-2's BF16 ones; FSDP's BF16 weight shard is counted."""
     _, _, doc = check_file(tmp_path / "a.sh", SCRIPT.format(
         flags=f"{FSDP} --data-parallel-sharding-strategy optim_grads"), "--gpu", "h100-sxm",
         by="message")
@@ -76,7 +76,9 @@ def test_the_priced_sharding_is_named_with_what_it_leaves_out(tmp_path: Path) ->
     _, found, _ = check_file(tmp_path / "c.sh", SCRIPT.format(
         flags=f"{FSDP} --data-parallel-sharding-strategy optim_grads_params"),
         "--gpu", "h100-sxm", by="message")
-    assert "not counted: the BF16 weight shard" in found["megatron-unmodelled-flag"]
+    assert "pptune's fsdp (FP32 gradients, reduced in FP32) with the BF16 weight shard" \
+        in found["megatron-unmodelled-flag"]
+    assert "not counted" not in found["megatron-unmodelled-flag"]
 
 
 def test_megatron_fsdp_full_sharding_fits_where_the_distributed_optimizer_does_not(
@@ -157,3 +159,25 @@ def test_the_flags_emit_writes_read_back_as_the_sharding(tmp_path: Path, shardin
     _, found, doc = check_file(tmp_path / "run.sh", text, "--gpu", "h100-sxm")
     assert doc["config"]["sharding"] == sharding
     assert [k for k, v in found.items() if v == "error"] in ([], ["memory-overflow"]), found
+
+
+def test_optim_grads_params_keeps_a_bf16_weight_shard_beside_its_fp32_main_weights(
+        tmp_path: Path) -> None:
+    """Megatron-FSDP's optim_grads_params with FP32 gradients, Llama 3 8B over dp 8: each
+    rank keeps the BF16 weight shard (2), the FP32 main weights (4) and gradients (4) and
+    Adam's two FP32 moments (8), 18 bytes a parameter over dp (param_and_grad_buffer.py
+    ``_init_each_parameter_group_buffers``): 2 more than pptune's FSDP (4 + 4 + 8)."""
+    from pptune.check.rules import CheckOptions, check
+    from pptune.frameworks.read import read_config
+    from pptune.options import CostOptions
+
+    path = tmp_path / "a.sh"
+    path.write_text(SCRIPT.format(flags=f"{FSDP} --data-parallel-sharding-strategy "
+                                  "optim_grads_params --use-distributed-optimizer"))
+    read = read_config(path, gpu="h100-sxm")
+    report = check(read.config, tmp_path, CheckOptions(costs=CostOptions(gpu="h100-sxm"),
+                                                       compare_best=False), read.semantics)
+    assert report.plan is not None and report.table is not None
+    assert report.plan.sharding.value == "fsdp" and report.plan.dp == 8
+    params = sum(report.table.layer_params)
+    assert report.plan.memory[0].state_bytes == pytest.approx(18 * params / 8, rel=1e-12)

@@ -23,6 +23,7 @@ from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import CostKey
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.moe import ExpertParallel
+from pptune.costmodel.rates import WgradAccum
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import PlanRequest, PlanSpec, Recompute, Sharding, evaluate
 from pptune.costs.resolve import analytic_costs
@@ -428,17 +429,19 @@ FLAGS = {
 def moe_job(model: str, tp: int, ep: int, pp: int, gpus: int, sp: bool | None = None,
             loss: CrossEntropy = CrossEntropy.FUSED,
             dispatcher: Dispatcher = Dispatcher.ALLTOALL,
-            attention: str = "flash") -> tuple[Job, object]:
+            attention: str = "flash",
+            wgrad_accum: WgradAccum = WgradAccum.BF16) -> tuple[Job, object]:
     """A job priced at CostKey(tp, ep) and a 1F1B plan of it with an even split
     (``sp``: sequence parallelism, default with tp > 1; ``loss``: its kernels;
     ``dispatcher``: its MoE dispatcher, in its cost options when not alltoall;
-    ``attention``: its kernel)."""
+    ``attention``: its kernel; ``wgrad_accum``: where its weight gradients go)."""
     shape = presets.MODELS[model]
     key = CostKey(tp=tp, ep=ep)
     sp = tp > 1 if sp is None else sp
     table, _ = analytic_costs(shape, "h100-sxm", (1,), key,
                               ExpertParallel(dispatcher=dispatcher), sequence_parallel=sp,
-                              gpus=gpus, cross_entropy=loss, attention=attention)
+                              gpus=gpus, cross_entropy=loss, attention=attention,
+                              wgrad_accum=wgrad_accum)
     req = PlanRequest(gpus=gpus, global_batch=shape.global_batch, tp=tp, cost_keys=(key,))
     per = shape.num_blocks // pp  # the rest on the first stage (--decoder-first-...)
     blocks = [shape.num_blocks - per * (pp - 1)] + [per] * (pp - 1)
@@ -548,10 +551,11 @@ def test_megatron_emits_sequence_parallelism_for_tp_with_moe(ep: int, tmp_path: 
     assert stated.job.sequence_parallel and not job.sequence_parallel
     assert any("sequence parallelism with MoE layers and tp > 1" in n for n in stated.notes)
     # the same plan priced with sequence parallelism (and the fused loss the script
-    # states, --cross-entropy-loss-fusion, and Transformer Engine's cuDNN attention it
-    # runs) from the start
+    # states, --cross-entropy-loss-fusion, Transformer Engine's cuDNN attention and the weight
+    # gradients accumulated into main_grad by the GEMMs, as it runs) from the start
     _sp_job, sp_plan = moe_job("qwen3-30b-a3b", tp=2, ep=ep, pp=4, gpus=64, sp=True,
-                               loss=CrossEntropy.NATIVE, attention="cudnn")
+                               loss=CrossEntropy.NATIVE, attention="cudnn",
+                               wgrad_accum=WgradAccum.FUSED)
     assert stated.plan.step_time_s == pytest.approx(sp_plan.step_time_s, rel=1e-12)
     text = adapter.write(stated)["pretrain_megatron.sh"]
     assert "--sequence-parallel" in text

@@ -26,7 +26,7 @@ from pptune.costmodel.partition import (
     strip_ends,
 )
 from pptune.costmodel.precision import Fp8Kernels, is_low
-from pptune.costmodel.rates import Swiglu
+from pptune.costmodel.rates import Swiglu, WgradAccum
 from pptune.costmodel.schedules import Schedule, model_chunks
 from pptune.costmodel.search import (
     Plan,
@@ -199,12 +199,14 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
                   swiglu: Swiglu | None = None,
                   fp8_kernels: Fp8Kernels | None = None,
                   within: PlanRequest | None = None,
-                  tp_comm_overlap: bool | None = None) -> tuple[Job, Plan]:
+                  tp_comm_overlap: bool | None = None,
+                  wgrad_accum: WgradAccum | None = None) -> tuple[Job, Plan]:
     """The job and plan re-priced with the attention kernel, sequence parallelism, loss
     kernels (``cross_entropy``, None: the job's), SwiGLU kernels (``swiglu``, None: the
     job's), FP8 linears (``fp8_kernels``, None: the job's) and MoE dispatcher
-    (``dispatcher``, None: the job's) and tensor-parallel overlap (``tp_comm_overlap``,
-    None: the job's) the framework's files run (``runs`` says which, in
+    (``dispatcher``, None: the job's), tensor-parallel overlap (``tp_comm_overlap``,
+    None: the job's) and weight-gradient accumulation (``wgrad_accum``, None: the job's)
+    the framework's files run (``runs`` says which, in
     the note); a plan that outgrows the GPU so priced gives way to the best of ``within``
     (the plans the framework's files state; None: the job's search). Unchanged for
     measured costs, a shape or GPU
@@ -218,15 +220,17 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
     fp8 = c.fp8_linears() if fp8_kernels is None or not is_low(plan.precision) \
         else fp8_kernels
     overlap = job.tp_comm_overlap if tp_comm_overlap is None else tp_comm_overlap
+    accum = c.wgrad_accum if wgrad_accum is None else wgrad_accum
     if ((job.attention, job.sequence_parallel, c.cross_entropy, c.moe_dispatcher, c.swiglu,
-         c.fp8_linears(), job.tp_comm_overlap) == (attention, sequence_parallel, loss, route,
-                                                    act, fp8, overlap)
+         c.fp8_linears(), job.tp_comm_overlap, c.wgrad_accum)
+            == (attention, sequence_parallel, loss, route, act, fp8, overlap, accum)
             or not _analytic(job)):
         return job, plan
     job = replace(job, attention=attention, sequence_parallel=sequence_parallel,
                   tp_comm_overlap=overlap,
                   cost_options=replace(c, cross_entropy=loss, moe_dispatcher=route, swiglu=act,
-                                       fp8_kernels=fp8, tp_comm_overlap=overlap))
+                                       fp8_kernels=fp8, tp_comm_overlap=overlap,
+                                       wgrad_accum=accum))
     job = _repriced(job, job.shape)
     before, plan = plan, evaluate(job.table, job.request, plan.spec)
     notes.append(f"{name} runs {runs}: predicted that way, step {fmt_seconds(plan.step_time_s)} "
@@ -273,7 +277,7 @@ def analytic_table(job: Job, shape: ModelShape | None = None, **changed: object)
         gpus_per_node=job.request.gpus_per_node, gpus=job.request.gpus,
         gpu_spread=c.gpu_spread, cross_entropy=c.cross_entropy, swiglu=c.swiglu,
         fp8_kernels=c.fp8_linears(), factors=job.factors, recompute_modules=job.layer_modules,
-        efficiency=c.efficiency)
+        efficiency=c.efficiency, wgrad_accum=c.wgrad_accum)
     options.update(changed)
     priced = shape or job.shape
     assert priced is not None

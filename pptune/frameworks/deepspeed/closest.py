@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.partition import mtp_count
+from pptune.costmodel.rates import WgradAccum
 from pptune.costmodel.schedules import OVERLAPPED, Schedule
 from pptune.costmodel.search import DP_INNER, Plan, PlanRequest, Recompute, Sharding, evaluate
 from pptune.costmodel.table import built_params
@@ -67,6 +68,7 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     job, plan = ex.priced_as_run(job, plan, name=NAME, attention=job.attention,
                                  sequence_parallel=job.sequence_parallel and plan.tp == 1,
                                  notes=notes, dispatcher=Dispatcher.ALLTOALL,
+                                 wgrad_accum=WgradAccum.BF16,  # autograd's BF16 gradients
                                  runs=" and ".join(runs) or "its own kernels")
     if split_sequence:  # the search ranked plans that split the sequence
         notes.append("recommend --no-sequence-parallel ranks the plans as DeepSpeed runs "

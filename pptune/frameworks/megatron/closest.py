@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.partition import add_ends, is_mtp, mtp_count, strip_ends
 from pptune.costmodel.precision import Fp8Kernels
+from pptune.costmodel.rates import WgradAccum
 from pptune.costmodel.schedules import OVERLAPPED, Schedule
 from pptune.costmodel.search import Plan, PlanRequest, Recompute, Sharding, evaluate
 from pptune.costmodel.sharding import FP32_MOMENT_BYTES
@@ -33,15 +34,36 @@ from pptune.frameworks.common.adapter import Job, Stated, keep
 from pptune.frameworks.common.baseline import ratio
 from pptune.frameworks.common.versions import FrameworkRefusal
 from pptune.frameworks.megatron.cp_fp8 import pp_last_with_cp
+from pptune.frameworks.megatron.fsdp import STRATEGY, WEIGHT_BYTES
 from pptune.frameworks.megatron.layout import plan_layout
 from pptune.frameworks.megatron.split import MegatronSplit, megatron_blocks
-from pptune.report.fmt import fmt_seconds
+from pptune.options import CostOptions
+from pptune.report.fmt import fmt_bytes, fmt_seconds
 
 NAME = "megatron"
 # best first as a substitute (for FSDP that outgrows the GPU gathered per layer: ZeRO-3)
 STATEABLE = (Sharding.ZERO3, Sharding.FSDP, Sharding.ZERO2, Sharding.ZERO1, Sharding.NONE)
 BLOCK = "--recompute-method block --recompute-num-layers"
 RUNS = (Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED)  # Megatron-LM's schedules
+# where its scripts' weight gradients go (costmodel/rates.py WgradAccum), as priced
+WGRAD_RUNS = {
+    WgradAccum.FUSED: "weight gradients accumulated into the FP32 main_grad by their GEMMs "
+                      "(gradient_accumulation_fusion, its default)",
+    WgradAccum.UNFUSED: "weight gradients added into the FP32 main_grad after their GEMMs "
+                        "(--no-gradient-accumulation-fusion)",
+    WgradAccum.BF16: "Megatron-FSDP's BF16 weight gradients (--no-gradient-accumulation-fusion, "
+                     "their copy into its gradient buckets not counted: fsdp.py)",
+}
+
+
+def wgrad_accum(asked: WgradAccum, sharding: Sharding) -> WgradAccum:
+    """Where a script's weight gradients go: under Megatron-FSDP (ZeRO-2, ZeRO-3, FSDP),
+    written with --no-gradient-accumulation-fusion, BF16 gradients copied into its
+    buckets, priced without the copy as its reader prices them (fsdp.py); else into the
+    main_grad, unfused where the job was priced so, else fused (Megatron-LM's default)."""
+    if sharding in STRATEGY:
+        return WgradAccum.BF16
+    return WgradAccum.UNFUSED if asked is WgradAccum.UNFUSED else WgradAccum.FUSED
 
 
 @dataclass(frozen=True)
@@ -73,29 +95,34 @@ def stateable_request(req: PlanRequest, model: str | None) -> PlanRequest:
     return replace(req, shardings=keep(req.shardings, shardings(req)),
                    schedules=keep(req.schedules, RUNS), recomputes=recomputes,
                    stage_recompute=True, uniform_recompute=True,
-                   fsdp_reshard_after_forward=True)
+                   fsdp_reshard_after_forward=True, fsdp_weight_bytes=WEIGHT_BYTES)
 
 
 def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     """The plan itself when a script states it, else the closest one that does."""
     notes: list[str] = []
-    job, resharded = _resharded(job, plan, notes)
+    job, resharded, as_ranked = _resharded(job, plan, notes)
     options = shardings(job.request)
     if resharded is None:  # FSDP gathered per layer outgrows the GPU: another sharding
         options = tuple(s for s in options if s is not Sharding.FSDP)
-    as_ranked, plan = resharded is plan, resharded or plan
+    plan = resharded or plan
     job, plan = _sequence_parallel(job, plan, notes)
     # the script states megatron-core's fused loss (writer.py) and leaves Transformer
     # Engine's attention backend at auto (cuDNN's fused attention): priced with their kernels
     attention = "eager" if job.attention == "eager" else "cudnn"
+    # and its weight gradients where the sharding puts them (wgrad_accum)
+    asked = (job.cost_options or CostOptions()).wgrad_accum
+    accum = wgrad_accum(asked, plan.sharding)
     job, plan = ex.priced_as_run(job, plan, name=NAME, attention=attention,
                                  sequence_parallel=job.sequence_parallel, notes=notes,
                                  cross_entropy=CrossEntropy.NATIVE, fp8_kernels=Fp8Kernels.TE,
+                                 wgrad_accum=accum,
                                  runs="megatron-core's fused cross-entropy "
                                  "(--cross-entropy-loss-fusion, costmodel/loss.py)"
                                  + ("" if attention == job.attention else
                                     " and Transformer Engine's cuDNN attention (its default "
-                                    "backend on Hopper and later)"))
+                                    "backend on Hopper and later)")
+                                 + ("" if accum is asked else f" and {WGRAD_RUNS[accum]}"))
     plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=options, notes=notes,
                                         within=stateable_request(job.request, job.model),
                                         as_run=lambda p: _block_recompute(job, p, [])[0])
@@ -132,6 +159,11 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     if split is None and layout is None:  # every option is a split megatron-core builds
         raise BadInput(f"megatron cannot express plan {rank}")
     chosen, block, same = _block_recompute(job, chosen, notes)
+    if wgrad_accum(asked, chosen.sharding) is not accum:  # another sharding than the plan's
+        accum = wgrad_accum(asked, chosen.sharding)
+        job, chosen = ex.priced_as_run(job, chosen, name=NAME, attention=job.attention,
+                                       sequence_parallel=job.sequence_parallel, notes=notes,
+                                       wgrad_accum=accum, runs=WGRAD_RUNS[accum])
     if chosen.sharding not in options:  # a script that states one would not fit
         why = ("Megatron-LM's precision-aware optimizer runs on the distributed optimizer "
                "alone" if options == (Sharding.ZERO1,) else "Megatron-FSDP gathers every "
@@ -143,24 +175,33 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     return Stated(job, chosen, exact and same, tuple(notes), Placement(split, layout, block))
 
 
-def _resharded(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan | None]:
+def _resharded(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan | None, bool]:
     """The job as Megatron-FSDP runs FSDP, every layer's weights gathered again in each
     micro-batch's forward and backward (fsdp.py), also under a pipeline, where pptune's
     FSDP otherwise keeps a stage's weights gathered for the step as torch's pipelining
-    does; an FSDP plan re-priced so (with a note where that changes it), or None when
-    it then outgrows the GPU."""
-    run = replace(job, request=replace(job.request, fsdp_reshard_after_forward=True))
+    does, and its BF16 weight shard kept beside the FP32 main weights (``WEIGHT_BYTES``);
+    an FSDP plan re-priced so (with a note where that changes it), or None when it then
+    outgrows the GPU; and whether it is gathered as ranked."""
+    kept = replace(job.request, fsdp_weight_bytes=WEIGHT_BYTES)
+    run = replace(job, request=replace(kept, fsdp_reshard_after_forward=True))
     if plan.sharding is not Sharding.FSDP or run.request == job.request:
-        return run, plan
+        return run, plan, True
     alt = ex.price(run, plan.spec)
     if not ex.fits(run, alt):
-        return run, None
+        return run, None, False
     if (alt.step_time_s, alt.peak_memory_bytes) == (plan.step_time_s, plan.peak_memory_bytes):
-        return run, plan
-    notes.append(f"Megatron-FSDP gathers every layer's weights in each micro-batch's forward "
-                 f"and backward, under a pipeline too (megatron_fsdp.py): predicted so, step "
-                 f"{fmt_seconds(alt.step_time_s)} ({ratio(alt.step_time_s, plan.step_time_s)})")
-    return run, alt
+        return run, plan, True
+    own = ex.price(replace(job, request=kept), plan.spec)  # with its shard alone
+    gathered = (own.step_time_s, own.peak_memory_bytes) != (alt.step_time_s,
+                                                            alt.peak_memory_bytes)
+    notes.append(("Megatron-FSDP gathers every layer's weights in each micro-batch's forward "
+                  "and backward, under a pipeline too (megatron_fsdp.py), and keeps"
+                  if gathered else "Megatron-FSDP keeps")
+                 + f" a BF16 weight shard beside its FP32 main weights (fsdp.py): predicted "
+                 f"so, step {fmt_seconds(alt.step_time_s)} "
+                 f"({ratio(alt.step_time_s, plan.step_time_s)}), peak memory "
+                 f"{fmt_bytes(max(alt.peak_memory_bytes))}")
+    return run, alt, not gathered
 
 
 def _sequence_parallel(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan]:

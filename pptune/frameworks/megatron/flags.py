@@ -80,6 +80,7 @@ BOOL_FLAGS: tuple[str, ...] = (
     "--grad-reduce-in-bf16",  # the gradient buffer in BF16 (widths.read_widths)
     "--cross-entropy-loss-fusion",
     "--no-bias-swiglu-fusion",
+    "--no-gradient-accumulation-fusion",  # weight gradients unfused (reader._fields)
     "--tp-comm-overlap",  # Transformer Engine's TP overlap (reader._tp_comm_overlap)
 )
 # Mixture of experts, MTP and MLA (read in moe.py)

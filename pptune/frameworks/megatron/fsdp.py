@@ -18,7 +18,11 @@ gradients sharded from optim_grads on, FP32 unless validate_args leaves them 16-
 (``sixteen_bit_grads``) (param_and_grad_buffer.py ``_init_each_parameter_group_buffers``):
 with 16-bit gradients optim_grads and optim_grads_params hold exactly ZeRO-2's and
 ZeRO-3's bytes (sharding.py), with FP32 ones optim_grads_params is priced as FSDP (FP32
-weights, gradients and moments: 2 bytes a parameter over dp short). Each transformer
+main weights, gradients and moments) with the BF16 weight shard beside its main weights
+(``fsdp_model_weights``: ``WEIGHT_BYTES``, 2 + 4 + 4 + 8 = 18 bytes a parameter over
+dp). Under --no-gradient-accumulation-fusion its sharded gradient buffers take each
+BF16 weight gradient by a copy (megatron_fsdp.py ``_grad_acc``), priced without it
+(``COPIED``). Each transformer
 layer's weights are gathered in every micro-batch's forward and backward, under a
 pipeline too (megatron_fsdp.py ``_register_fsdp_hooks``: an FSDP unit, a TransformerLayer,
 releases its weights after its forward and after its backward), and from optim_grads on
@@ -31,6 +35,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pptune.costmodel.search import Sharding
+from pptune.costmodel.sharding import BF16_BYTES, FSDP_WEIGHT_BYTES
 from pptune.frameworks.megatron.flags import Flagged, FlagReader
 
 # --data-parallel-sharding-strategy as pptune's shardings: the optimizer state, then the
@@ -38,6 +43,8 @@ from pptune.frameworks.megatron.flags import Flagged, FlagReader
 # ZeRO-3 where the gradients are 16-bit (its weight, gradient and state shards are then
 # ZeRO-3's: 2 + 2 + 12 bytes a parameter over dp), else FSDP (FP32 gradients, as FSDP's)
 MEGATRON_FSDP = {"optim": "zero1", "optim_grads": "zero2", "optim_grads_params": "fsdp"}
+# optim_grads_params priced as FSDP: the FP32 main weights and the BF16 weight shard
+WEIGHT_BYTES = FSDP_WEIGHT_BYTES + BF16_BYTES
 # the strategy a plan's sharding is written with (Megatron-LM's own distributed optimizer
 # states ZeRO-1)
 STRATEGY = {Sharding.ZERO2: "optim_grads", Sharding.ZERO3: "optim_grads_params",
@@ -51,15 +58,20 @@ PRICED = {
     "zero3": "pptune's zero3, the state Megatron-FSDP keeps with 16-bit gradients (BF16 "
              "weight and gradient shards, FP32 main weights and Adam's moments: 16 bytes a "
              f"parameter over dp), {GATHERS}",
-    "fsdp": f"pptune's fsdp (FP32 gradients, reduced in FP32), {GATHERS}; not counted: the "
-            "BF16 weight shard Megatron-FSDP keeps beside its FP32 main weights (2 bytes a "
-            "parameter over dp; with --grad-reduce-in-bf16 its state is ZeRO-3's)",
+    "fsdp": "pptune's fsdp (FP32 gradients, reduced in FP32) with the BF16 weight shard "
+            "Megatron-FSDP keeps beside its FP32 main weights (2 + 4 + 4 + 8 = 18 bytes a "
+            f"parameter over dp; with --grad-reduce-in-bf16 its state is ZeRO-3's), {GATHERS}",
     "zero2": "pptune's zero2 (BF16 weights whole; gradients, FP32 main weights and Adam's "
              "moments sharded over dp; gradients reduce-scattered after each backward, the "
              "weights gathered after the step)",
     "zero1": "the distributed optimizer's ZeRO-1",
     "none": "no sharding",
 }
+# --no-gradient-accumulation-fusion under a sharded gradient buffer: megatron_fsdp.py
+# ``_grad_acc`` copies each BF16 weight gradient into its bucket (``main_grad.copy_``)
+COPIED = ("; not counted: the copy of each BF16 weight gradient into its gradient bucket "
+          "(--no-gradient-accumulation-fusion: 2 + 4 bytes a weight element a micro-batch, "
+          "2 + 2 with 16-bit gradients; megatron_fsdp.py _grad_acc)")
 WIDE_GRADS = ("; not counted: its FP32 gradient shard (2 bytes a parameter over dp more "
               "than pptune's ZeRO-2, and twice the bytes reduce-scattered; "
               "--grad-reduce-in-bf16 makes them 16-bit)")
@@ -93,8 +105,10 @@ def read_sharding(r: FlagReader, fields: dict[str, Any]) -> None:
             sharding, priced = "zero3", PRICED["zero3"]
         if sharding in ("zero2", "zero3"):  # their 16-bit gradients are the sharding's own
             fields["main_grads_dtype"] = None
-        if sharding == "fsdp":  # released after each use, pipeline or not
-            fields["fsdp_reshard_after_forward"] = True
+        if sharding == "fsdp":  # released after each use, pipeline or not; its BF16 shard
+            fields["fsdp_reshard_after_forward"] = fields["fsdp_model_weights"] = True
+        if sharding in ("zero2", "zero3", "fsdp") and fields.get("wgrad_accum") == "unfused":
+            fields["wgrad_accum"], priced = "bf16", priced + COPIED  # a copy, not an add
         fields["sharding"] = sharding
         ctx.unmodelled("megatron-unmodelled-flag",
                        f"--use-megatron-fsdp with --data-parallel-sharding-strategy {strategy} "

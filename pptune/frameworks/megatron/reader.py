@@ -127,6 +127,11 @@ def _fields(r: FlagReader, launcher: Flagged, env: Mapping[str, str]) -> dict[st
                           else "native"),
         # megatron-core fuses SwiGLU (bias_swiglu_impl) unless --no-bias-swiglu-fusion
         "swiglu": "eager" if flags.has("--no-bias-swiglu-fusion") else "fused",
+        # megatron-core accumulates weight gradients into the FP32 main_grad in the GEMM
+        # unless --no-gradient-accumulation-fusion (costmodel/rates.py WgradAccum); torch
+        # FSDP2, which validate_args allows only without it, keeps autograd's BF16 ones
+        "wgrad_accum": ("bf16" if flags.has("--use-torch-fsdp2") else "unfused"
+                        if flags.has("--no-gradient-accumulation-fusion") else "fused"),
         "precision": _precision(ctx, flags),
         "source_format": "megatron",
     }

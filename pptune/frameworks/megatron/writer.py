@@ -7,7 +7,8 @@ shape with its MTP layers, the batch, the distributed optimizer or Megatron-FSDP
 (ZeRO-2, ZeRO-3 and FSDP plans: ``fsdp.write_args``), full
 recomputation (every layer, or the block method's first N layers of every
 stage), sequence parallelism with Transformer Engine's TP overlap where the plan was
-priced with it, the local attention implementation when the plan
+priced with it, no gradient accumulation fusion where the plan was priced without
+it, the local attention implementation when the plan
 priced unfused attention, and the tp-pp-dp rank order; the launch runs exactly
 the plan's GPUs (``launch_shape``).
 """
@@ -19,7 +20,7 @@ from pptune.costmodel.keys import Precision
 from pptune.costmodel.layout_grammar import KNOB
 from pptune.costmodel.partition import mtp_count
 from pptune.costmodel.presets import ModelShape
-from pptune.costmodel.rates import Swiglu
+from pptune.costmodel.rates import Swiglu, WgradAccum
 from pptune.costmodel.schedule_orders import microbatch_group
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import PP_INNER, Plan, Recompute, Sharding
@@ -117,8 +118,10 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
     lines += [f"# {line}" for line in unsaid]
     if plan.sharding is Sharding.ZERO1:
         args.append("--use-distributed-optimizer")
-    if strategy is not None:  # with the overlap Megatron-FSDP runs
+    if strategy is not None:  # with the overlap Megatron-FSDP runs (and no fusion)
         args += write_args(plan.sharding, plan.precision is Precision.FP16)
+    elif (job.cost_options or CostOptions()).wgrad_accum is WgradAccum.UNFUSED:
+        args.append("--no-gradient-accumulation-fusion")  # as priced (--wgrad-accum unfused)
     if job.moments != ("fp32", "fp32"):  # the search kept these on the distributed optimizer
         args += ["--use-precision-aware-optimizer", f"--exp-avg-dtype {job.moments[0]}",
                  f"--exp-avg-sq-dtype {job.moments[1]}"]

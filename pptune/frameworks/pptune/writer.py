@@ -13,7 +13,7 @@ from pptune.costmodel.keys import Precision
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.partition import mtp_count, strip_ends
 from pptune.costmodel.precision import Fp8Kernels
-from pptune.costmodel.rates import Swiglu
+from pptune.costmodel.rates import Swiglu, WgradAccum
 from pptune.costmodel.search import Recompute, Sharding
 from pptune.files import dumps_json
 from pptune.frameworks.common.adapter import Stated
@@ -49,6 +49,8 @@ def write(stated: Stated) -> dict[str, str]:
         *([f"cross_entropy: {costs.cross_entropy.value}"]
           if costs.cross_entropy is not CrossEntropy.FUSED else []),
         *([f"swiglu: {costs.swiglu.value}"] if costs.swiglu is not Swiglu.FUSED else []),
+        *([f"wgrad_accum: {costs.wgrad_accum.value}"]
+          if costs.wgrad_accum is not WgradAccum.BF16 else []),
         f"pp: {plan.pp}",
         f"dp: {plan.dp}",
         f"schedule: {plan.schedule.value}",

@@ -24,7 +24,7 @@ from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.partition import mtp_count
 from pptune.costmodel.precision import Fp8Kernels, is_low
 from pptune.costmodel.presets import ModelShape
-from pptune.costmodel.rates import Swiglu
+from pptune.costmodel.rates import Swiglu, WgradAccum
 from pptune.costmodel.schedules import SPLIT_BACKWARD, Schedule
 from pptune.costmodel.search import (
     DP_INNER,
@@ -168,7 +168,7 @@ def _kernels_as_run(job: Job, plan: Plan, parts: tuple[str, ...], route: Dispatc
         job, plan, name=NAME, attention="flash", sequence_parallel=job.request.tp > 1,
         cross_entropy=CrossEntropy.FUSED if "loss" in parts else CrossEntropy.EAGER,
         swiglu=Swiglu.FUSED if "model" in parts else Swiglu.EAGER, notes=notes,
-        fp8_kernels=Fp8Kernels.TORCHAO, dispatcher=route,
+        fp8_kernels=Fp8Kernels.TORCHAO, dispatcher=route, wgrad_accum=WgradAccum.BF16,
         within=stateable_request(job.request, job.model, job.shape), runs=f"{attn}, sequence parallelism with tensor "
         f"parallelism{experts}, {loss}{split}" + (" and torchao's float8 linears (no cached "
                                                   "FP8 weights)" if is_low(plan.precision)
