@@ -37,6 +37,7 @@ from pptune.costmodel.layout import RankOrder
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.memory import Recompute
 from pptune.costmodel.presets import ModelShape
+from pptune.costmodel.rates import WgradAccum
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import PlanRequest, PlanSpec, Sharding, evaluate, search
 from pptune.costmodel.tp_overlap import GemmOverlap, Method, TpOverlap
@@ -47,6 +48,10 @@ from pptune.frameworks.megatron.split import MegatronSplit, megatron_blocks
 TOLERANCE = 0.10  # issue 20: dense rows within +-10%
 TREND_TOLERANCE = 0.03  # issue 20: each model's weak-scaling trend within +-3%
 GIB = 2**30
+
+# Megatron-LM accumulates weight gradients into its FP32 main_grad inside the wgrad GEMM
+# (--gradient-accumulation-fusion, on by default; NeMo's GPTConfig gradient_accumulation_fusion)
+WGRAD = WgradAccum.FUSED
 
 
 def padded_vocab(vocab: int, tp: int, multiple: int = 128) -> int:
@@ -150,7 +155,8 @@ def _evaluated(run: Run, factors: Factors | None = None,
         sequence_parallel=r.sequence_parallel and run.tp > 1,
         tp_comm_overlap=r.tp_comm_overlap and run.tp > 1, cp=run.cp,
         gemm_precision=key.precision, nvls=False, fp8_params=r.fp8_params, attention=attention,
-        tp_overlap=overlap_of(r.ub), cross_entropy=CrossEntropy(r.cross_entropy))
+        tp_overlap=overlap_of(r.ub), cross_entropy=CrossEntropy(r.cross_entropy),
+        wgrad_accum=WGRAD)
     table = cost_table(prof, tp=run.tp, tp_in_costs=run.tp)
     req = _request(run, key)
     dp = run.gpus // (run.tp * run.pp * run.cp)
@@ -258,7 +264,7 @@ def long_context(run: LongRun) -> dict[str, Any]:
     tables = preset_tables(shape, slowest_of(presets.GPUS[run.gpu], run.gpus), [1],
                            sequence_parallel=run.sequence_parallel,
                            tp_comm_overlap=True, nvls=False, fp8_params=True,
-                           attention=run.attention)
+                           attention=run.attention, wgrad_accum=WGRAD)
     req = PlanRequest(gpus=run.gpus, global_batch=run.global_batch, tp=run.tp, pp=(run.pp,),
                       cost_keys=(key,), gpus_per_node=presets.GPUS[run.gpu].gpus_per_node,
                       grad_bytes_factor=0.5, fp8_param_gather=run.precision != "bf16",

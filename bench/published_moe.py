@@ -110,6 +110,7 @@ from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.memory import Recompute
 from pptune.costmodel.moe import ExpertParallel, moe_part
 from pptune.costmodel.ops import Parallel, Phase, Rates, phase_s
+from pptune.costmodel.rates import WgradAccum
 from pptune.costmodel.schedules import Schedule, model_chunks
 from pptune.costmodel.search import CostTable, PlanRequest, PlanSpec, evaluate, search
 from pptune.costmodel.sharding import Sharding
@@ -255,7 +256,7 @@ def _table(run: Run) -> CostTable:
                            tp_comm_overlap=run.tp > 1 and run.tp_overlap,
                            attention=run.attention,
                            recompute_modules=frozenset(run.recompute_modules),
-                           cross_entropy=run.cross_entropy)
+                           cross_entropy=run.cross_entropy, wgrad_accum=WgradAccum.FUSED)
     return tables(_key(run))
 
 
@@ -339,7 +340,8 @@ def deepseek_memory() -> dict[str, Any]:
     gpus, tp, pp, vp, ep, mbs, gbs = 1024, 2, 8, 4, 64, 1, 16384
     ex = ExpertParallel(ep=ep, etp=1, grouped_gemm=True)
     prof = analytic_profile(shape, "h100-sxm", [mbs], tp=tp, sequence_parallel=True, experts=ex,
-                            recompute_modules=frozenset({"mla_up_proj", "mlp"}))
+                            recompute_modules=frozenset({"mla_up_proj", "mlp"}),
+                            wgrad_accum=WgradAccum.FUSED)
     table = cost_table(prof, tp=tp, tp_in_costs=tp)
     key = CostKey(tp=tp, ep=ep)
     dp = gpus // (tp * pp)

@@ -40,6 +40,7 @@ from pptune.costmodel.keys import CostKey
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.memory import Recompute
 from pptune.costmodel.models import ModelShape
+from pptune.costmodel.rates import WgradAccum
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import PlanRequest, Sharding, search
 from pptune.costmodel.variation import slowest_of
@@ -95,7 +96,10 @@ def predict(run: ScalingRun) -> dict[str, Any]:
                            sequence_parallel=run.tp > 1, tp_comm_overlap=run.tp > 1,
                            cross_entropy=LOSS,
                            # Megatron-core with Transformer Engine: cuDNN's fused attention
-                           attention="cudnn")
+                           attention="cudnn",
+                           # weight gradients into the FP32 main_grad in the wgrad GEMM
+                           # (Megatron-LM's --gradient-accumulation-fusion default)
+                           wgrad_accum=WgradAccum.FUSED)
     req = PlanRequest(gpus=run.gpus, global_batch=run.batch, tp=run.tp, pp=(run.pp,),
                       cost_keys=(CostKey(tp=run.tp),),
                       schedules=(Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED),
