@@ -86,7 +86,7 @@ def mla_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
              recompute_up: bool = False) -> BlockPart:
     """MLA's ops by phase (module docstring). ``recompute_up``: the up
     projections and rotary run again before the backward (``mla_up_proj``)."""
-    t, h, heads, fp8 = par.tp, m.hidden, m.heads, par.fp8
+    t, h, heads, fp8, fp8_w = par.tp, m.hidden, m.heads, par.fp8, par.fp8_wgrad
     tokens = b * m.seq_len // par.cp
     rep = _rep_tokens(m, b, par)
     rep_i = max(1, round(rep))
@@ -96,17 +96,17 @@ def mla_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     q_down: list[OpCost] = []
     q_norm: list[OpCost] = []
     if dq:
-        q_down = list(linear("q_down", rep_i, h, dq, rates, fp8))
-        q_up = linear("q_up", tokens, dq, _split(q_cols, t), rates, fp8)
+        q_down = list(linear("q_down", rep_i, h, dq, rates, fp8, fp8_w))
+        q_up = linear("q_up", tokens, dq, _split(q_cols, t), rates, fp8, fp8_w)
         q_norm = [memory("q_norm", Phase.F, 4 * dq * rep, rates),
                   memory("q_norm.bwd", Phase.B, 6 * dq * rep, rates)]
     else:
-        q_up = linear("q_proj", tokens, h, _split(q_cols, t), rates, fp8)
-    kv_down = linear("kv_down", rep_i, h, dc + dr, rates, fp8)
-    kv_up = linear("kv_up", tokens, dc, _split(heads * (dn + dv), t), rates, fp8)
+        q_up = linear("q_proj", tokens, h, _split(q_cols, t), rates, fp8, fp8_w)
+    kv_down = linear("kv_down", rep_i, h, dc + dr, rates, fp8, fp8_w)
+    kv_up = linear("kv_up", tokens, dc, _split(heads * (dn + dv), t), rates, fp8, fp8_w)
     kv_norm = (memory("kv_norm", Phase.F, 4 * dc * rep, rates),
                memory("kv_norm.bwd", Phase.B, 6 * dc * rep, rates))
-    proj = linear("attn_out", tokens, _split(heads * dv, t), h, rates, fp8)
+    proj = linear("attn_out", tokens, _split(heads * dv, t), h, rates, fp8, fp8_w)
     rotary = 4 * tokens * (heads * dr / t + dr)
     act = BF16_BYTES * tokens * h
     # with sequence parallelism the latents are all-gathered and the output

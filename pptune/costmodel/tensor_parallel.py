@@ -61,8 +61,8 @@ def tp_pair(name: str, col: str, row: str, tokens: int, h: int, col_n: int, row_
     column-parallel data gradient and the bulk reduce-scatter of that gradient
     beside its weight gradient."""
     fp8 = par.fp8
-    a = linear(col, tokens, h, col_n, rates, fp8)
-    r = linear(row, tokens, row_k, h, rates, fp8)
+    a = linear(col, tokens, h, col_n, rates, fp8, par.fp8_wgrad)
+    r = linear(row, tokens, row_k, h, rates, fp8, par.fp8_wgrad)
     act = BF16_BYTES * tokens * h
     if not (par.tp_comm_overlap and par.sequence_parallel and par.tp > 1):
         return TpPair(a, r, tp_collective(f"tp_{name}", Phase.F, act, par, r[0]),
@@ -74,8 +74,9 @@ def tp_pair(name: str, col: str, row: str, tokens: int, h: int, col_n: int, row_
     gathered = precision.gemm_input_bytes(par.precision) * tokens * h  # FP8 buffers: 1 byte
 
     def g(phase: Phase) -> tp_overlap.GemmTime:
+        low = par.fp8_wgrad if phase is Phase.W else fp8
         return lambda m_, n_, k_, n_sm: gemm("", phase, m_, n_, k_, rates.with_sms(n_sm),
-                                              fp8=fp8).time_s
+                                              fp8=low).time_s
 
     def hop(nbytes: float) -> float:
         return par.tp_p2p_latency_s + nbytes / par.tp_p2p_bytes_per_s
