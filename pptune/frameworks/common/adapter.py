@@ -175,9 +175,10 @@ class Adapter:
     def config_rules(self, cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
         """Error findings for other settings the framework refuses."""
 
-    def precision_refusal(self, precision: Precision, gpu: str) -> str | None:
-        """The framework's own words for a GPU that cannot run ``precision``'s GEMMs (None:
-        pptune's generic message)."""
+    def precision_refusal(self, precision: Precision, gpu: str, *,
+                          experts: bool = False) -> str | None:
+        """The framework's own words for a GPU that cannot run ``precision``'s GEMMs, the
+        linears' or (``experts``) the routed experts' (None: pptune's generic message)."""
         return None
 
     def stage_split(self, cfg: TrainingConfig, param_counts: Sequence[float],

@@ -77,8 +77,9 @@ class TorchtitanAdapter(Adapter):
         """float8 refusals the GPU decides (facts.py)."""
         facts.config_rules(cfg, semantics, add)
 
-    def precision_refusal(self, precision: Precision, gpu: str) -> str | None:
-        return facts.precision_refusal(precision, gpu)
+    def precision_refusal(self, precision: Precision, gpu: str, *,
+                          experts: bool = False) -> str | None:
+        return facts.precision_refusal(precision, gpu, experts)
 
     def stateable(self, req: PlanRequest, model: str | None,
                   shape: ModelShape | None = None) -> PlanRequest:

@@ -39,6 +39,7 @@ from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated, keep
 from pptune.frameworks.common.baseline import ratio
 from pptune.frameworks.torchtitan.attention import attn_type
+from pptune.frameworks.torchtitan.converters import expert_setting, stateable_experts
 from pptune.frameworks.torchtitan.cp_fp8 import (
     compiled,
     per_op_checkpointing,
@@ -127,14 +128,16 @@ def as_run(job: Job, plan: Plan) -> tuple[Job, Plan]:
 
 def run_settings(job: Job, plan: Plan) -> dict[str, str]:
     """What the file's [compile] table compiles for the plan as priced (``as_run``'s job
-    and plan): "model,loss", "model", "loss" or "off"."""
-    return {"compile": ",".join(compiled(plan, job.cost_options, float8=False)) or "off"}
+    and plan): "model,loss", "model", "loss" or "off"; for a MoE plan in low precision, the
+    routed experts' precision (converters.expert_setting)."""
+    return {"compile": ",".join(compiled(plan, job.cost_options, float8=False)) or "off",
+            **expert_setting(job, plan)}
 
 
 def _as_run(job: Job, plan: Plan, rank: int, notes: list[str]) -> tuple[Job, Plan]:
     """The job and plan priced as a torchtitan file runs them (no MTP module, its
-    attention, loss, SwiGLU, float8 and dispatcher kernels, its K/V exchange and float8
-    recipe), each change with a note."""
+    attention, loss, SwiGLU, float8 and dispatcher kernels, its K/V exchange, float8
+    recipe and the experts' precision), each change with a note."""
     model = (flavor_of(job.model, job.shape) or ("", ""))[0]
     job, plan = ex.without_mtp(job, plan, name=NAME, rank=rank, notes=notes)
     # the loss and the SwiGLU as the file runs them: compiled as the plan was priced
@@ -143,7 +146,8 @@ def _as_run(job: Job, plan: Plan, rank: int, notes: list[str]) -> tuple[Job, Pla
     route = dispatcher_of(job, plan, model or str(job.model))
     job, plan = _kernels_as_run(job, plan, compiled(plan, job.cost_options), route, notes)
     job, plan = stateable_exchange(job, plan, notes)
-    return stateable_recipe(job, plan, notes)
+    job, plan = stateable_recipe(job, plan, notes)
+    return stateable_experts(job, plan, notes)
 
 
 def _kernels_as_run(job: Job, plan: Plan, parts: tuple[str, ...], route: Dispatcher,

@@ -41,6 +41,7 @@ from pptune.costmodel.presets import MODELS
 from pptune.costmodel.schedules import SPLIT_BACKWARD, Schedule
 from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build, show, whole
 from pptune.frameworks.torchtitan.attention import read_attention
+from pptune.frameworks.torchtitan.converters import read_converters
 from pptune.frameworks.torchtitan.cp_fp8 import TABLES as CP_FP8_TABLES
 from pptune.frameworks.torchtitan.cp_fp8 import read_cp_fp8
 from pptune.frameworks.torchtitan.experts import read_dualpipev_overlap, read_experts
@@ -141,6 +142,9 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
         train.text("mixed_precision_param", "") or "")
     fields.update(_state_widths(ctx, train))
     read_cp_fp8(ctx, data, par, fields)
+    shape = MODELS[preset] if preset else None
+    read_converters(ctx, data, fields, moe_layers=None if shape is None else [
+        i for i in range(shape.num_blocks) if shape.moe_block(i)])
     if (pp or 1) > 1 and Schedule(fields["schedule"]) in SPLIT_BACKWARD and compiles(
             ctx, data, "model"):
         ctx.refuse("torchtitan-compile-split-backward",
