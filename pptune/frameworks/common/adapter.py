@@ -135,6 +135,11 @@ class Adapter:
             return f"{self.title} files here state no {', '.join(missing)}"
         return None
 
+    def key_shardings(self, key: CostKey, shardings: Sequence[Sharding]) -> tuple[Sharding, ...]:
+        """Of ``shardings``, those its files state for a plan of this cost key (default:
+        all; torchtitan's experts borrow FSDP ranks where tp x cp cannot hold them)."""
+        return tuple(shardings)
+
     def detect(self, data: Any) -> bool:
         """Whether parsed data (a mapping, or a script's text) is this framework's."""
         raise NotImplementedError

@@ -46,7 +46,7 @@ from pptune.frameworks.torchtitan.cp_fp8 import (
     stateable_exchange,
     stateable_recipe,
 )
-from pptune.frameworks.torchtitan.experts import DEEPEP_MODELS
+from pptune.frameworks.torchtitan.experts import DEEPEP_MODELS, mesh_problem
 from pptune.frameworks.torchtitan.reader import NO_PIPELINE, flavor_of
 from pptune.options import CostOptions
 from pptune.report.fmt import fmt_seconds
@@ -122,7 +122,15 @@ def _stateable_best(job: Job, plan: Plan) -> Plan | None:
 def as_run(job: Job, plan: Plan) -> tuple[Job, Plan]:
     """The job and plan priced as a torchtitan file runs the plan (``_as_run``, where
     ``closest_plan`` starts): for check-config, which times the plans it compares a file
-    with so."""
+    with so; BadInput for a plan whose expert mesh torchtitan refuses as the file would
+    state it (FSDP over dp, or one shard: experts.mesh_problem), as its reader does."""
+    if job.shape is not None and job.shape.moe and plan.ep > 1:
+        shard = plan.dp if plan.sharding is Sharding.FSDP else 1
+        why = (f"etp {plan.etp} with tp {plan.tp}: torchtitan supports ETP=TP or ETP=1"
+               if plan.etp not in (1, plan.tp)
+               else mesh_problem(plan.ep, plan.etp, shard, plan.cp, plan.tp))
+        if why:
+            raise BadInput(f"torchtitan cannot run the plan: {why}")
     return _as_run(job, plan, 1, [])
 
 
@@ -190,8 +198,15 @@ def _substituted(job: Job, plan: Plan, rank: int) -> Stated:
 def _stated(job: Job, plan: Plan, rank: int, notes: list[str], mtp: int) -> Stated:
     """A plan priced as torchtitan runs it (_as_run) with what its files cannot state
     replaced, step by step, each with a note; ``mtp``: the MTP layers the job had."""
-    plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=STATEABLE, notes=notes,
-                                        within=stateable_request(job.request, job.model))
+    # torchtitan shards over the context-parallel ranks whatever the shard degree
+    # (distributed/parallel_dims.py fsdp_enabled: dp_shard_enabled or cp_enabled)
+    sharded = plan.cp > 1 and plan.sharding is Sharding.NONE
+    plan, exact = ex.stateable_sharding(
+        job, plan, name=NAME, options=(Sharding.FSDP,) if sharded else STATEABLE, notes=notes,
+        within=stateable_request(job.request, job.model),
+        why=f"torchtitan shards the training state over the cp {plan.cp} ranks (its "
+        "fsdp_enabled: dp_shard or cp above 1, distributed/parallel_dims.py)" if sharded
+        else None)
     if plan.spec.combined:  # no combined 1F1B order in torch.distributed.pipelining
         plan = ex.price(job, replace(plan.spec, a2a_overlap=False))
         notes.append("torchtitan has no combined 1F1B order (Megatron-LM's "
@@ -270,9 +285,9 @@ def _experts(job: Job, plan: Plan, rank: int, notes: list[str], exact: bool
                        f"{plan.tp} (torchtitan supports ETP=TP or ETP=1); choose another plan "
                        "or framework")
     shard = plan.dp if plan.sharding is Sharding.FSDP else 1
-    if (shard * plan.cp * plan.tp) % (plan.ep * plan.etp) == 0:
+    if mesh_problem(plan.ep, plan.etp, shard, plan.cp, plan.tp) is None:
         return plan, exact
-    if (plan.dp * plan.cp * plan.tp) % (plan.ep * plan.etp):
+    if mesh_problem(plan.ep, plan.etp, plan.dp, plan.cp, plan.tp):
         raise BadInput(f"torchtitan cannot express plan {rank}: ep {plan.ep} x etp "
                        f"{plan.etp} does not divide dp x cp x tp")
     fsdp = evaluate(job.table, job.request, replace(plan.spec, sharding=Sharding.FSDP))
