@@ -350,6 +350,7 @@ context_parallel_degree = {cp}
 """
 DEEPSEEK_671B = {"name": "deepseek_v3", "flavor": "671B", "pp": 2}
 QWEN3_30B = {"name": "qwen3", "flavor": "30B-A3B", "pp": 1}
+LLAMA4_SCOUT = {"name": "llama4", "flavor": "17bx16e", "pp": 4}
 TORCHTITAN_MOE: dict[str, tuple[dict, int]] = {  # name: (model and degrees, gpus)
     "tt-moe-ep4": ({**DEEPSEEK_671B, "shard": 4, "tp": 1, "ep": 4, "etp": 1}, 8),
     # deepseek_v3 671B runs FlexAttention: its args refuse context parallelism
@@ -360,6 +361,12 @@ TORCHTITAN_MOE: dict[str, tuple[dict, int]] = {  # name: (model and degrees, gpu
                          "etp": 1}, 16),
     "tt-moe-qwen3-ep8": ({**QWEN3_30B, "shard": 8, "tp": 1, "ep": 8, "etp": 1}, 8),
     "tt-moe-qwen3-pp": ({**QWEN3_30B, "pp": 2, "shard": 4, "tp": 1, "ep": 4, "etp": 1}, 8),
+    # Llama 4 Scout: the plan a B200 trial was told to write (no FSDP at cp 2: ep 8 does
+    # not divide dp_shard x cp x tp = 2), and one whose experts fit in cp x tp
+    "tt-llama4-ep8-replicas-cp2": ({**LLAMA4_SCOUT, "replicate": 8, "shard": 1, "tp": 1,
+                                    "cp": 2, "ep": 8, "etp": 1}, 64),
+    "tt-llama4-ep8-tp2-cp4": ({**LLAMA4_SCOUT, "replicate": 2, "shard": 1, "tp": 2, "cp": 4,
+                               "ep": 8, "etp": 1}, 64),
 }
 # DeepSpeed AutoEP (expert_parallel) over the model --model names
 DEEPSPEED_MOE: dict[str, tuple[dict, int, int]] = {  # name: (config, gpus, pp)

@@ -28,7 +28,7 @@ from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.op_sac import OP_SAC, unpriced
 from pptune.costmodel.ops import Attention
-from pptune.costmodel.precision import Fp8Kernels, problems
+from pptune.costmodel.precision import Fp8Kernels, TorchaoRecipe, problems
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.rates import Swiglu, WgradAccum
 from pptune.costmodel.search import CostTable
@@ -133,7 +133,8 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
             if moe.experts % key.ep or moe.expert_ffn % key.etp:
                 key = replace(key, ep=1, etp=1)  # an error finding says why (check.experts)
             opts = replace(opts, ep=(key.ep,), etp=(key.etp,),  # the dispatcher: as priced
-                           moe_imbalance=experts.imbalance, moe_dispatcher=experts.dispatcher)
+                           moe_imbalance=experts.imbalance, moe_dispatcher=experts.dispatcher,
+                           expert_precision=experts.precision)
         modules = priced_modules(cfg, add, moe)
         found = find(opts, Mode.CHECK, sizes=sizes, table_tp=cfg.tp * cfg.cp,
                      profile=given if given is not None else path, shape=shape,
@@ -276,6 +277,8 @@ def layout_options(cfg: TrainingConfig) -> dict[str, Any]:
         out["wgrad_accum"] = WgradAccum(cfg.wgrad_accum)
     if cfg.fp8_kernels is not None:
         out["fp8_kernels"] = Fp8Kernels(cfg.fp8_kernels)
+    if cfg.fp8_kernels == "torchao" and cfg.fp8_recipe in {r.value for r in TorchaoRecipe}:
+        out["torchao_recipe"] = TorchaoRecipe(cfg.fp8_recipe)  # torchtitan's recipe_name
     if cfg.tp_comm_overlap:
         out["tp_comm_overlap"] = True
     return out
@@ -300,20 +303,20 @@ def _unfused_cost(cfg: TrainingConfig, table: CostTable, fused: Costs | None,
 
 
 def _precision_problem(cfg: TrainingConfig, gpu: str) -> str | None:
-    """Why the config's GPU cannot run its FP8 GEMMs (None: it can, or none are asked)."""
-    precision = PRECISIONS.get(cfg.precision or "")
+    """Why the config's GPU cannot run its FP8 GEMMs, the linears' or the routed experts'
+    (``expert_precision``), or None: it can, or none are asked."""
     spec = presets.GPUS.get(gpu)
-    if precision is None or spec is None:
-        return None
-    found = problems(precision, spec)
-    if not found:
-        return None
-    own = adapter_of(cfg.source_format).precision_refusal(precision, gpu)
-    if own is not None:
-        return own
-    return (f"precision {cfg.precision} on {gpu}: "
-            + "; ".join(found).removeprefix(f"--precision {precision.value}: ")
-            + " (the config's precision or gpu)")
+    for name, stated, experts in (("precision", cfg.precision, False),
+                                  ("expert_precision", cfg.expert_precision, True)):
+        precision = PRECISIONS.get(stated or "")
+        found = problems(precision, spec) if precision is not None and spec else []
+        if precision is None or not found:
+            continue
+        own = adapter_of(cfg.source_format).precision_refusal(precision, gpu, experts=experts)
+        return own or (f"{name} {stated} on {gpu}: "
+                       + "; ".join(found).removeprefix(f"--precision {precision.value}: ")
+                       + f" (the config's {name} or gpu)")
+    return None
 
 
 # a named model's sizes against those a file states (TrainingConfig field, ModelShape's)

@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from pptune.costmodel.dispatch import DEEPEP_SMS, Dispatcher
-from pptune.costmodel.keys import CostKey
+from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.layout import Layout, LayoutError, RankOrder
 from pptune.costmodel.models import Norm
 from pptune.costmodel.moe import ExpertParallel
@@ -82,7 +82,8 @@ def placement(cfg: TrainingConfig) -> ExpertParallel:
         imbalance=cfg.moe_routing_imbalance or 1.0,
         grouped_gemm=True if cfg.moe_grouped_gemm is None else cfg.moe_grouped_gemm,
         dispatcher=Dispatcher(cfg.moe_dispatcher or Dispatcher.ALLTOALL.value),
-        dispatch_sms=cfg.moe_dispatcher_sms or DEEPEP_SMS)
+        dispatch_sms=cfg.moe_dispatcher_sms or DEEPEP_SMS,
+        precision=Precision(cfg.expert_precision) if cfg.expert_precision else None)
 
 
 def cost_key(cfg: TrainingConfig, shape: ModelShape | None = None) -> CostKey:

@@ -76,15 +76,20 @@ def stateable_requests(cfg: TrainingConfig, req: PlanRequest,
     """``req`` narrowed to the plans the config's framework states (Adapter.stateable),
     of the cost keys its files state on a sequence of ``seq_len`` tokens
     (Adapter.cannot_state; the sizes of the config's own key, ``req``'s first, stand:
-    its reader read them). One request a tensor-parallel size whose narrowing differs
-    (DeepSpeed runs AutoTP without a pipeline), else one."""
+    its reader read them), each with the shardings its files state at that key
+    (Adapter.key_shardings). One request a tensor-parallel size and shardings whose
+    narrowing differs (DeepSpeed runs AutoTP without a pipeline), else one."""
     adapter = adapter_of(cfg.source_format)
     own, *others = req.keys()
     keys = [own, *(k for k in others if adapter.cannot_state(k, seq_len, own) is None)]
+    parts = {k: (k.tp, adapter.key_shardings(k, req.shardings)) for k in keys}
     groups: list[PlanRequest] = []
-    for tp in dict.fromkeys(k.tp for k in keys):
-        mine = tuple(k for k in keys if k.tp == tp)
-        within = adapter.stateable(replace(req, tp=tp, cost_keys=mine), cfg.model)
+    for tp, shardings in dict.fromkeys(parts.values()):
+        mine = tuple(k for k in keys if parts[k] == (tp, shardings))
+        if not shardings:
+            continue
+        within = adapter.stateable(replace(req, tp=tp, cost_keys=mine, shardings=shardings),
+                                   cfg.model)
         same = next((i for i, r in enumerate(groups)
                      if replace(r, tp=tp, cost_keys=mine) == within), None)
         if same is None:

@@ -175,6 +175,10 @@ def _run(config: Path, format_in: str | None,
     config_read = read.config
     named = (f"--model {costs.model}" if costs.model is not None else
              f"--hf-config {flags.costs.hf_config}" if costs.hf_config is not None else None)
+    if named is not None or costs.profile is not None:
+        from pptune.frameworks.read import model_known
+
+        model_known(read)
     for key in ("model", "hf_config") if named is not None else ():
         stated = getattr(config_read, key)
         if stated is not None and named != f"--{key.replace('_', '-')} {stated}":

@@ -271,6 +271,7 @@ def analytic_layers(
     fp8_kernels: precision.Fp8Kernels = precision.Fp8Kernels.TE,
     fp8_params: bool = False,
     wgrad_accum: WgradAccum = WgradAccum.BF16,
+    torchao_recipe: precision.TorchaoRecipe = precision.TorchaoRecipe.TENSORWISE,
 ) -> list[AnalyticLayer]:
     """Embedding, blocks (and MTP modules) and head with costs for each micro-batch size.
 
@@ -290,8 +291,9 @@ def analytic_layers(
     ``tp_comm_overlap`` and sequence parallelism are on, its ring exchange over
     ``tp_p2p`` (latency_s, bytes/s: a pairwise NVLink copy); ``cross_entropy``: the
     loss's kernels (loss.py); ``swiglu``: a gated MLP's activation kernels (rates.Swiglu);
-    ``fp8_kernels``, ``fp8_params``: whose FP8 linears, and whether they get FP8 weights
-    (precision.py); ``wgrad_accum``: where weight gradients go (rates.WgradAccum)."""
+    ``fp8_kernels``, ``fp8_params``, ``torchao_recipe``: whose FP8 linears, whether they
+    get FP8 weights, torchao's scaling (precision.py); ``wgrad_accum``: where weight
+    gradients go (rates.WgradAccum)."""
     if efficiency is not None and not 0 < efficiency <= 1:
         raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
     unknown = set(recompute_modules) - RECOMPUTE_MODULES
@@ -303,7 +305,7 @@ def analytic_layers(
     rates = Rates.of(gpu, efficiency)
     par = Parallel(tp, sequence_parallel, flash_attention, *tp_allreduce, tp_comm_overlap,
                    cp, cp_comm, cp_links, gemm_precision, tp_overlap, *tp_p2p, cross_entropy,
-                   swiglu, fp8_kernels, fp8_params, wgrad_accum)
+                   swiglu, fp8_kernels, fp8_params, wgrad_accum, torchao_recipe)
     s, h, v = m.seq_len // cp, m.hidden, m.vocab
     saved = par.saved_input_bytes
     redo_up = MLA_UP_PROJ in recompute_modules and m.mla

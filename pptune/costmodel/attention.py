@@ -87,7 +87,7 @@ def mla_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
              recompute_up: bool = False) -> BlockPart:
     """MLA's ops by phase (module docstring). ``recompute_up``: the up
     projections and rotary run again before the backward (``mla_up_proj``)."""
-    t, h, heads, fp8 = par.tp, m.hidden, m.heads, par.fp8
+    t, h, heads, fp8, fp8_w = par.tp, m.hidden, m.heads, par.fp8, par.fp8_wgrad
     tokens = b * m.seq_len // par.cp
     rep = _rep_tokens(m, b, par)
     rep_i = max(1, round(rep))
@@ -100,7 +100,7 @@ def mla_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
 
     def lin(name: str, rows: int, k: int, n: int) -> tuple[OpCost, OpCost, OpCost]:
         adds.extend(grad_add(name, k * n, rates, par.wgrad_accum))
-        return linear(name, rows, k, n, rates, fp8, par.wgrad_accum)
+        return linear(name, rows, k, n, rates, fp8, par.wgrad_accum, fp8_wgrad=fp8_w)
 
     if dq:
         q_down = list(lin("q_down", rep_i, h, dq))

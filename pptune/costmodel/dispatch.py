@@ -54,6 +54,7 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 from pptune.costmodel.comm import AllReduceLink, all_gather_s, all_to_all_s, group_link
+from pptune.costmodel.keys import Precision
 from pptune.costmodel.layout import Dim, Group, Layout
 from pptune.costmodel.ops import BF16_BYTES, Kind, OpCost, Phase, Rates, memory
 from pptune.costmodel.presets import (
@@ -103,6 +104,10 @@ class ExpertParallel:
     intra: Link = DEFAULT_NVLINK  # NVLink, one direction per GPU
     inter: Link = DEFAULT_NIC  # the GPU's NIC
     etp_link: AllReduceLink = DEFAULT_ETP_LINK  # the etp group's collectives
+    # the routed experts' GEMMs where they run at another precision than the block's
+    # linears (None: the block's, CostKey.precision): torchtitan converts its linears
+    # and its experts' grouped GEMMs by separate converters (frameworks/torchtitan)
+    precision: Precision | None = None
 
     def __post_init__(self) -> None:
         for name in ("ep", "etp", "gpus_per_node", "dispatch_sms"):

@@ -178,16 +178,17 @@ def gemm(name: str, phase: Phase, m: int, n: int, k: int, rates: Rates,
 
 
 def linear(name: str, tokens: int, k: int, n: int, rates: Rates,
-           fp8: bool = False, accum: WgradAccum = WgradAccum.BF16
-           ) -> tuple[OpCost, OpCost, OpCost]:
+           fp8: bool = False, accum: WgradAccum = WgradAccum.BF16,
+           fp8_wgrad: bool | None = None) -> tuple[OpCost, OpCost, OpCost]:
     """A weight GEMM y = x W (x: tokens x k, W: k x n): forward, its data
     gradient (B: dx = dy W^T) and its weight gradient (W: dW = x^T dy), whose
-    output ``accum`` says (rates.WgradAccum; its unfused addition: ``grad_add``)."""
+    output ``accum`` says (rates.WgradAccum; its unfused addition: ``grad_add``), in
+    FP8 where ``fp8_wgrad`` (None: as ``fp8``) says (Parallel.fp8_wgrad)."""
     return (
         gemm(name, Phase.F, tokens, n, k, rates, fp8=fp8),
         gemm(name + ".dgrad", Phase.B, tokens, k, n, rates, fp8=fp8),
-        gemm(name + ".wgrad", Phase.W, k, n, tokens, rates, fp8=fp8,
-             out_bytes=accum.out_bytes),
+        gemm(name + ".wgrad", Phase.W, k, n, tokens, rates,
+             fp8=fp8 if fp8_wgrad is None else fp8_wgrad, out_bytes=accum.out_bytes),
     )
 
 

@@ -220,6 +220,18 @@ MODELS: dict[str, ModelShape] = {
         ModelShape("grok-1", 64, 6144, 48, 8, 32768, 131072, 8192, 1024, True, False,
                    "xai-org/grok-1 run.py and model.py",
                    experts=8, top_k=2, expert_ffn=32768),
+        # meta-llama/Llama-4-Scout-17B-16E config.json text_config (tests/data/hf
+        # llama4-scout-17b-16e-config.json): 48 layers, hidden 5120, 40 heads, 8 KV heads, 16
+        # routed experts top-1 and one shared expert, each 8192 wide, every layer MoE
+        # (interleave_moe_layer_step 1), vocabulary 202048, sequence 8192
+        # (rope_scaling original_max_position_embeddings); torchtitan 0.2.2's llama4
+        # "17bx16e" flavor is this shape (torchtitan/models/llama4/__init__.py
+        # llama4_args, model/model.py TransformerBlock: 4 x 5120 x 2/3 x 1.2 / (top-1 + 1
+        # shared) rounded up to 2048 = 8192). No published batch: 512, as for a Hugging
+        # Face config (costs/modelspec.py).
+        ModelShape("llama4-scout", 48, 5120, 40, 8, 16384, 202048, 8192, 512, True, False,
+                   "meta-llama/Llama-4-Scout-17B-16E config.json; torchtitan llama4 17bx16e",
+                   experts=16, top_k=1, expert_ffn=8192, shared_ffn=8192),
         # Dense models of today's published runs (bench/published_modern.py).
         ModelShape("llama3.1-405b", 126, 16384, 128, 8, 53248, 128256, 8192, 512, True, False,
                    "Dubey et al. 2024 table 3 (Llama 3 405B; NVIDIA's NeMo recipes run it "

@@ -65,6 +65,13 @@ over the mean; 1.0 when routing is forced to balance, as benchmarks do):
   that overlaps it can hide it; the others sum into the block's F, B and W.
 - **shared experts**: a dense MLP of their combined width over the block's
   tokens, split by tensor parallelism like any MLP (ops.mlp_part).
+- **the experts' precision** (``ExpertParallel.precision``; None: the block's): the
+  routed experts' GEMMs, their FP8 casts and saved inputs at their own precision where a
+  framework converts them apart from the linears (torchtitan 0.2.2: the
+  ``quantize.linear.float8`` converter swaps nn.Linear modules only, its
+  ``quantize.grouped_mm.float8`` converter the experts' grouped GEMMs,
+  torchtitan/components/quantization/float8.py); the router and shared experts are
+  linears, at the block's.
 
 Activation bytes kept for backward by the MoE part of a block (2 bytes an
 element unless stated), with ``R = T k r etp`` rows on the rank after the
@@ -166,6 +173,13 @@ def expert_linear(name: str, m_tok: int, k: int, n: int, experts: int, rates: Ra
     )
 
 
+def experts_parallel(par: Parallel, ex: ExpertParallel) -> Parallel:
+    """``par`` at the routed experts' precision (module docstring)."""
+    if ex.precision is None or ex.precision is par.precision:
+        return par
+    return replace(par, precision=ex.precision)
+
+
 def moe_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
              ex: ExpertParallel, recompute_act: bool = False,
              recompute_shared: bool = False) -> BlockPart:
@@ -184,10 +198,11 @@ def moe_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     router = linear("router", math.ceil(t_loc), h, e, rates)
     # the router stays BF16 (DeepSeek-V3 report sec. 3.3.1: gating in BF16); its gradient
     # is added into a main_grad unfused, the experts' as par.wgrad_accum says (one each)
+    fp8 = experts_parallel(par, ex).fp8  # the routed experts' GEMMs and casts
     accum, fc1_n = par.wgrad_accum, f_loc * (2 if m.gated_mlp else 1)
     fc1 = expert_linear("expert_fc1", m_tok, h, fc1_n, n_local, rates, ex.grouped_gemm,
-                        par.fp8, accum)
-    fc2 = expert_linear("expert_fc2", m_tok, f_loc, h, n_local, rates, ex.grouped_gemm, par.fp8,
+                        fp8, accum)
+    fc2 = expert_linear("expert_fc2", m_tok, f_loc, h, n_local, rates, ex.grouped_gemm, fp8,
                         accum)
     adds = [*grad_add("router", h * e, rates, WgradAccum.UNFUSED if accum.main_grad else accum),
             *grad_add("expert_fc1", h * fc1_n * n_local, rates, accum, n_local),
@@ -201,13 +216,12 @@ def moe_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     fp8_dispatch = ex.dispatch_bytes < BF16_BYTES
     # FP8 casts of the expert GEMMs' inputs and output gradients (ops.fp8_casts): an
     # FP8 dispatch casts its copies before they leave, else fc1 casts the rows it gets
-    cast_in = (fp8_casts("dispatch", Phase.F, math.ceil(copies), [h], rates, par.fp8)
+    cast_in = (fp8_casts("dispatch", Phase.F, math.ceil(copies), [h], rates, fp8)
                if fp8_dispatch else [])
-    cast_fc1 = [] if fp8_dispatch else fp8_casts("expert_fc1", Phase.F, r_int, [h], rates,
-                                                 par.fp8)
-    cast_fc2 = fp8_casts("expert_fc2", Phase.F, r_int, [f_loc], rates, par.fp8)
+    cast_fc1 = [] if fp8_dispatch else fp8_casts("expert_fc1", Phase.F, r_int, [h], rates, fp8)
+    cast_fc2 = fp8_casts("expert_fc2", Phase.F, r_int, [f_loc], rates, fp8)
     cast_grads = fp8_casts("expert", Phase.B, r_int,
-                           [h, f_loc * (2 if m.gated_mlp else 1)], rates, par.fp8)
+                           [h, f_loc * (2 if m.gated_mlp else 1)], rates, fp8)
     into, out_of, out_bwd, into_bwd = route(m, t_loc, rows, n_local, rates, ex, cast_in)
     fwd = [
         router[0], memory("router_topk", Phase.F, scores_f, rates, kernels=3), *into, *cast_fc1,
@@ -243,7 +257,8 @@ def moe_act_bytes(m: ModelShape, b: int, par: Parallel, ex: ExpertParallel,
     t_loc = local_tokens(m, b, par)
     rows = t_loc * k * r * ex.etp
     f_loc = m.expert_ffn // ex.etp
-    saved = par.saved_input_bytes  # fc1's and fc2's inputs: FP8 casts under TE's FP8
+    # fc1's and fc2's inputs: FP8 casts under TE's FP8, at the experts' precision
+    saved = experts_parallel(par, ex).saved_input_bytes
     # an MLP's inner tensors a row (ops.mlp_inner_bytes; fc2's input FP8 under FP8); with
     # moe_act's checkpoint fc1's output alone (gate and up, or GeLU's input)
     low = BF16_BYTES - saved
@@ -252,7 +267,8 @@ def moe_act_bytes(m: ModelShape, b: int, par: Parallel, ex: ExpertParallel,
     total = FP32_BYTES * e * t_loc + saved * h * rows + inner + FP32_BYTES * rows
     if m.shared_ffn and not recompute_shared:
         tokens = b * m.seq_len // par.cp
-        total += (mlp_inner_bytes(m.gated_mlp, par.swiglu, low)
+        dense_low = BF16_BYTES - par.saved_input_bytes  # linears: the block's precision
+        total += (mlp_inner_bytes(m.gated_mlp, par.swiglu, dense_low)
                   * m.shared_ffn * tokens / par.tp)  # a dense MLP's (analytic.py)
     return total
 

@@ -280,25 +280,31 @@ def linear_casts(name: str, tokens: int, linears: list[tuple[int, int]], rates: 
     (fp8_casts: the second's input forward, the fused norm casting the first's; both
     output gradients backward) or torchao's (torchao_casts)."""
     if par.fp8 and par.fp8_kernels is precision.Fp8Kernels.TORCHAO:
-        return torchao_casts(name, tokens, linears, rates, par.fp8_params)
+        return torchao_casts(name, tokens, linears, rates, par.fp8_params, par.torchao_recipe)
     return (fp8_casts(f"{name}_out" if name == "attn" else f"{name}_down", Phase.F, tokens,
                       [linears[1][0]], rates, par.fp8),
             fp8_casts(name, Phase.B, tokens, [n for _, n in reversed(linears)], rates, par.fp8))
 
 
 def torchao_casts(name: str, tokens: int, linears: list[tuple[int, int]], rates: Rates,
-                  fp8_weights: bool) -> tuple[list[OpCost], list[OpCost]]:
-    """torchao's tensorwise float8 casts of linears of (input, output) widths, by its own
-    roofline (precision.py): forward each input, and each weight (abs-max in two stages,
-    then the cast); backward each output gradient, and each weight again; no weight casts
-    when the linears get FP8 weights (FSDP's float8 all-gather)."""
+                  fp8_weights: bool,
+                  recipe: precision.TorchaoRecipe = precision.TorchaoRecipe.TENSORWISE
+                  ) -> tuple[list[OpCost], list[OpCost]]:
+    """torchao's float8 casts of linears of (input, output) widths under ``recipe``, by its
+    own roofline (precision.TORCHAO_CAST_BYTES): forward each input, and each weight
+    (tensorwise: abs-max in two stages, then the cast); backward each output gradient,
+    each weight again (and rowwise each input's transpose); no weight casts when the
+    linears get FP8 weights (FSDP's float8 all-gather, tensorwise only)."""
     w = 0 if fp8_weights else 1
-    act, (w_fwd, w_bwd) = precision.TORCHAO_ACT_CAST_BYTES, precision.TORCHAO_WEIGHT_CAST_BYTES
-    fwd = sum(act * tokens * i + w * w_fwd * i * o for i, o in linears)
-    bwd = sum(act * tokens * o + w * w_bwd * i * o for i, o in linears)
-    n = len(linears)
-    return ([memory(f"fp8_cast.{name}", Phase.F, fwd, rates, kernels=(1 + 3 * w) * n)],
-            [memory(f"fp8_cast.{name}.bwd", Phase.B, bwd, rates, kernels=(1 + w) * n)])
+    in_f, in_b, grad, w_fwd, w_bwd = precision.TORCHAO_CAST_BYTES[recipe]
+    fwd = sum(in_f * tokens * i + w * w_fwd * i * o for i, o in linears)
+    bwd = sum(in_b * tokens * i + grad * tokens * o + w * w_bwd * i * o for i, o in linears)
+    n, tensorwise = len(linears), recipe is precision.TorchaoRecipe.TENSORWISE
+    # kernels a linear: tensorwise's weight cast is three (two abs-max stages, the cast)
+    k_fwd = 1 + (3 if tensorwise else 1) * w
+    k_bwd = 3 + 2 * w if recipe is precision.TorchaoRecipe.ROWWISE else 1 + w
+    return ([memory(f"fp8_cast.{name}", Phase.F, fwd, rates, kernels=k_fwd * n)],
+            [memory(f"fp8_cast.{name}.bwd", Phase.B, bwd, rates, kernels=k_bwd * n)])
 
 
 def fp8_casts(name: str, phase: Phase, tokens: int, widths: list[int], rates: Rates,

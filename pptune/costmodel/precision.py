@@ -57,6 +57,17 @@ none (the shard's cast before the gather, 1/dp of a weight, is not priced).
 Transformer Engine casts each weight once a step, on the first micro-batch, and keeps
 the copies (``is_first_microbatch``); that cast is not priced (docs/limits.md), nor
 are torchao's casts of expert and MLA linears, priced as Transformer Engine's.
+
+torchao's recipes (``Float8LinearRecipeName``, torchao/float8/config.py
+``Float8LinearConfig.from_recipe_name``; torchtitan's ``recipe_name``, ``TorchaoRecipe``)
+scale tensorwise, rowwise (each row's scale, the CUTLASS rowwise GEMM) or rowwise with
+the weight gradient in high precision (``rowwise_with_gw_hp``: its
+``cast_config_input_for_grad_weight`` and ``cast_config_grad_output_for_grad_weight``
+are ``ScalingType.DISABLED``, so ``grad_weight = input_t_hp @ grad_output_hp`` runs in
+BF16). Its roofline prices every recipe's FP8 GEMMs at the FP8 peak and the
+weight-gradient GEMM of ``rowwise_with_gw_hp`` at the BF16 one (roofline_utils.py
+``get_gemm_time_sympy``), and counts each recipe's casts apart
+(``get_tensor_memory_traffic_ovhd_s``, ``TORCHAO_CAST_BYTES``); both are priced so.
 """
 
 from __future__ import annotations
@@ -94,15 +105,34 @@ def reduces_amax(recipe: str | None) -> bool:
     all-reduces its amaxes over the stage after every chunk pass (amax.py)."""
     return (recipe or Fp8Recipe.DELAYED.value) == Fp8Recipe.DELAYED.value
 
+class TorchaoRecipe(str, Enum):
+    """torchao's float8 scaling recipes (torchao/float8/config.py
+    ``Float8LinearRecipeName``; torchtitan ``[quantize.linear.float8] recipe_name``,
+    unset: tensorwise)."""
+
+    TENSORWISE = "tensorwise"
+    ROWWISE = "rowwise"
+    ROWWISE_WITH_GW_HP = "rowwise_with_gw_hp"
+
+
 CAST_BYTES_PER_ELEMENT = 4.0  # read BF16 (2), write FP8 and its transpose (1 + 1)
-# torchao's tensorwise float8 casts of one linear as its own roofline counts them
-# (pytorch/ao torchao/testing/training/roofline_utils.py @ 0598012,
-# get_tensor_memory_traffic_ovhd_s): an input or output gradient is read once (2) and
-# written in both layouts (1 + 1), its abs-max fused into the op that produced it under
-# torch.compile (``fuse_with_prev``); a weight is read for its abs-max (2, a two-stage
-# reduction) and cast for the forward (2 + 1) and again for the backward (2 + 1)
-TORCHAO_ACT_CAST_BYTES = 4.0
-TORCHAO_WEIGHT_CAST_BYTES = (5.0, 3.0)  # forward (abs-max and cast), backward
+# torchao's float8 casts of one linear as its own roofline counts them (pytorch/ao
+# torchao/testing/training/roofline_utils.py, v0.16.0 as @ 0598012,
+# get_tensor_memory_traffic_ovhd_s, the abs-max of an input or output gradient fused
+# into the op that produced it under torch.compile: ``fuse_with_prev``), bytes an
+# element: (input forward, input backward, output gradient, weight forward, weight
+# backward). tensorwise: an activation read once (2), written in both layouts (1 + 1);
+# a weight read for its abs-max (2) and cast for each pass (2 + 1). rowwise: an
+# activation cast along rows (write FP8 1 and the BF16 transpose 2, its read fused) and
+# the transpose cast again (2 + 1), 6 in all; a weight cast forward (2 + 1), transposed
+# (2 + 2) and cast (2 + 1) backward. rowwise_with_gw_hp: an activation cast once (its
+# read fused, write 1: the weight gradient takes it in BF16); a weight cast each pass
+# (2 + 1) with its tensorwise scale from the row scales (no traffic).
+TORCHAO_CAST_BYTES = {
+    TorchaoRecipe.TENSORWISE: (4.0, 0.0, 4.0, 5.0, 3.0),
+    TorchaoRecipe.ROWWISE: (3.0, 3.0, 6.0, 3.0, 7.0),
+    TorchaoRecipe.ROWWISE_WITH_GW_HP: (1.0, 0.0, 1.0, 3.0, 3.0),
+}
 MX_BLOCK = 32  # elements per E8M0 scale (OCP Microscaling Formats v1.0)
 
 

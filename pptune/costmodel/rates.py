@@ -13,7 +13,7 @@ from pptune.costmodel import precision
 from pptune.costmodel.context import AttentionRates, CpComm, CpLinks
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.loss import CrossEntropy
-from pptune.costmodel.precision import Fp8Kernels
+from pptune.costmodel.precision import Fp8Kernels, TorchaoRecipe
 from pptune.costmodel.presets import GpuSpec
 from pptune.costmodel.sharding import MEGATRON_GRAD_BYTES as MAIN_GRAD_BYTES
 from pptune.costmodel.tp_overlap import TpOverlap
@@ -141,6 +141,7 @@ class Parallel:
     fp8_kernels: Fp8Kernels = Fp8Kernels.TE  # whose FP8 linears (precision.py)
     fp8_params: bool = False  # FP8 weights handed to the linears (no weight casts in them)
     wgrad_accum: WgradAccum = WgradAccum.BF16  # where weight gradients go (WgradAccum)
+    torchao_recipe: TorchaoRecipe = TorchaoRecipe.TENSORWISE  # torchao's scaling (precision.py)
 
     @property
     def saved_input_bytes(self) -> float:
@@ -150,3 +151,10 @@ class Parallel:
     @property
     def fp8(self) -> bool:
         return precision.is_low(self.precision)
+
+    @property
+    def fp8_wgrad(self) -> bool:
+        """The linears' weight-gradient GEMMs in FP8: not under torchao's
+        rowwise_with_gw_hp, which runs them in BF16 (precision.py)."""
+        return self.fp8 and not (self.fp8_kernels is Fp8Kernels.TORCHAO
+                                 and self.torchao_recipe is TorchaoRecipe.ROWWISE_WITH_GW_HP)

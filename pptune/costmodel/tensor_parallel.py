@@ -71,8 +71,8 @@ def tp_pair(name: str, col: str, row: str, tokens: int, h: int, col_n: int, row_
     column-parallel data gradient and the bulk reduce-scatter of that gradient
     beside its weight gradient."""
     fp8, accum = par.fp8, par.wgrad_accum
-    a = linear(col, tokens, h, col_n, rates, fp8, accum)
-    r = linear(row, tokens, row_k, h, rates, fp8, accum)
+    a = linear(col, tokens, h, col_n, rates, fp8, accum, fp8_wgrad=par.fp8_wgrad)
+    r = linear(row, tokens, row_k, h, rates, fp8, accum, fp8_wgrad=par.fp8_wgrad)
     add = (*grad_add(col, h * col_n, rates, accum), *grad_add(row, row_k * h, rates, accum))
     act = BF16_BYTES * tokens * h
     if not (par.tp_comm_overlap and par.sequence_parallel and par.tp > 1):
@@ -86,8 +86,9 @@ def tp_pair(name: str, col: str, row: str, tokens: int, h: int, col_n: int, row_
 
     def g(phase: Phase) -> tp_overlap.GemmTime:
         out = accum.out_bytes if phase is Phase.W else BF16_BYTES
+        low = par.fp8_wgrad if phase is Phase.W else fp8
         return lambda m_, n_, k_, n_sm: gemm("", phase, m_, n_, k_, rates.with_sms(n_sm),
-                                              fp8=fp8, out_bytes=out).time_s
+                                              fp8=low, out_bytes=out).time_s
 
     def hop(nbytes: float) -> float:
         return par.tp_p2p_latency_s + nbytes / par.tp_p2p_bytes_per_s

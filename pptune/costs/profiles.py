@@ -118,6 +118,7 @@ def analytic_profile(
     swiglu: Swiglu = Swiglu.FUSED,
     fp8_kernels: precision.Fp8Kernels = precision.Fp8Kernels.TE,
     wgrad_accum: WgradAccum = WgradAccum.BF16,
+    torchao_recipe: precision.TorchaoRecipe = precision.TorchaoRecipe.TENSORWISE,
 ) -> Profile:
     """Per-layer costs of a preset (or any ModelShape) on a GPU preset (or a GpuSpec:
     a calibrated one, pptune.costmodel.calibration).
@@ -131,8 +132,8 @@ def analytic_profile(
     ``tp_overlap``: Transformer Engine's per-GEMM overlap under ``tp_comm_overlap``
     (costmodel/tp_overlap.py; None: its defaults); ``cross_entropy``: the loss's
     kernels (costmodel/loss.py); ``fp8_kernels``: whose FP8 linears run (Transformer
-    Engine's or torchao's: precision.py); ``swiglu``: a gated MLP's activation kernels,
-    ``wgrad_accum``: where weight gradients go (costmodel/rates.py).
+    Engine's or torchao's, at ``torchao_recipe``: precision.py); ``swiglu``: a gated MLP's
+    activation kernels, ``wgrad_accum``: where weight gradients go (costmodel/rates.py).
     ``experts``: expert parallelism of a MoE model (its all-to-all over the
     GPU's NVLink and NIC unless the settings name links). ``recompute_modules``:
     Megatron-core's selective recomputation priced into the layers. ``layers_out``
@@ -165,6 +166,8 @@ def analytic_profile(
         problem = expert_problem(shape, ex)
         if problem:
             problems.append(problem)
+        if ex.precision is not None:  # the routed experts' own (moe.py)
+            problems += [p for p in precision.problems(ex.precision, spec) if p not in problems]
     if problems:
         raise BadInput("; ".join(problems))
     links = preset_links(spec, nvls)
@@ -183,6 +186,7 @@ def analytic_profile(
             cross_entropy=CrossEntropy(cross_entropy), swiglu=Swiglu(swiglu),
             fp8_kernels=precision.Fp8Kernels(fp8_kernels), fp8_params=fp8_params,
             wgrad_accum=WgradAccum(wgrad_accum),
+            torchao_recipe=precision.TorchaoRecipe(torchao_recipe),
         )
     except ValueError as exc:
         raise BadInput(f"{model}: {exc}") from None

@@ -241,6 +241,7 @@ def _analytic(opts: CostOptions, shape: ModelShape | None, sizes: tuple[int, ...
         fp8_params=opts.fp8_params, gpus_per_node=gpus_per_node,
         recompute_modules=recompute_modules, cross_entropy=opts.cross_entropy,
         swiglu=opts.swiglu, fp8_kernels=opts.fp8_linears(), wgrad_accum=opts.wgrad_accum,
+        torchao_recipe=opts.torchao_recipe,
         profiles=(built := dict[CostKey, Profile]()))
     # searching: the plain layout prices the table's common parts (names, sizes,
     # memory); the search checks and prices the keys the flags ask for (dims.py)
@@ -320,7 +321,7 @@ def _profile_costs(prof: Profile, origin: str, opts: CostOptions, mode: Mode,
         fp8_params=opts.fp8_params, gpus_per_node=gpus_per_node,
         recompute_modules=recompute_modules, gpus=gpus, gpu_spread=opts.gpu_spread,
         cross_entropy=opts.cross_entropy, swiglu=opts.swiglu, fp8_kernels=opts.fp8_linears(),
-        wgrad_accum=opts.wgrad_accum)
+        wgrad_accum=opts.wgrad_accum, torchao_recipe=opts.torchao_recipe)
     key = single_key(opts) if not search else CostKey()
     table = tables(key)
     shape = calibrated.shape(cal, opts.seq_len)

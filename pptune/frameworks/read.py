@@ -103,7 +103,18 @@ def read_config(
     if ctx.env and "text" not in adapter.syntaxes:
         ctx.note(f"--env ignored: a {fmt.value} file reads no environment (launch scripts do)")
     config = planned_for(text, adapter.read(data, ctx), ctx, gpu)
-    return ReadResult(config=config, format=fmt, notes=ctx.notes, semantics=ctx.semantics)
+    read = ReadResult(config=config, format=fmt, notes=ctx.notes, semantics=ctx.semantics)
+    if config.hf_config is not None or config.profile is not None:
+        model_known(read)  # the plan line's hf_config (or the file's profile) names it
+    return read
+
+
+def model_known(read: ReadResult) -> None:
+    """Drop the reader's note that it cannot name the model (Semantics.unknown_model): a
+    flag, the plan line or a profile names it."""
+    hint = read.semantics.unknown_model
+    if hint is not None and hint in read.notes:
+        read.notes.remove(hint)
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")

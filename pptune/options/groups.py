@@ -35,7 +35,7 @@ from pptune.costmodel.keys import Precision
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.memory import Recompute
 from pptune.costmodel.ops import Attention
-from pptune.costmodel.precision import Fp8Kernels, Fp8Recipe
+from pptune.costmodel.precision import Fp8Kernels, Fp8Recipe, TorchaoRecipe
 from pptune.costmodel.rates import Swiglu, WgradAccum
 from pptune.costmodel.schedules import DEFAULT_SCHEDULES, Schedule
 from pptune.costmodel.sharding import Sharding, StateDtype
@@ -240,8 +240,9 @@ class CostOptions:
 
     def experts(self) -> ExpertParallel:
         """How a mixture of experts is fed under these options (ep and etp come with each
-        cost key): the routing imbalance and the dispatcher."""
-        return ExpertParallel(imbalance=self.moe_imbalance, dispatcher=self.moe_dispatcher)
+        cost key): the routing imbalance, the dispatcher and the experts' precision."""
+        return ExpertParallel(imbalance=self.moe_imbalance, dispatcher=self.moe_dispatcher,
+                              precision=self.expert_precision)
 
     efficiency: float | None = option(
         None, "--efficiency", kind=FLOAT,
@@ -266,6 +267,10 @@ class CostOptions:
         help="with tensor parallelism, split the norms' and dropouts' activations along the "
         "sequence too (Megatron-LM --sequence-parallel; torchtitan's tensor parallelism "
         "always does) [default: on, analytic costs]")
+    # no flag, no plan key: set where a framework's file or writer decides them (check-config
+    # from a torchtitan file, emit for what torchtitan runs: frameworks/torchtitan/converters.py)
+    expert_precision: Precision | None = None  # the routed experts' GEMMs (None: --precision)
+    torchao_recipe: TorchaoRecipe = TorchaoRecipe.TENSORWISE  # torchao's float8 scaling
 
     @property
     def splits_sequence(self) -> bool:

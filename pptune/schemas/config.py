@@ -104,6 +104,10 @@ class TrainingConfig(Strict):
         "rest in BF16 (Megatron-LM --fp8-format / --fp8-recipe, torchtitan's float8 and mx "
         "converters)"
     )
+    expert_precision: Literal["bf16", "fp8", "mxfp8"] | None = Field(
+        None, description="the routed experts' GEMM precision where it is not precision's "
+        "(torchtitan converts linears and the experts' grouped GEMMs by separate converters)"
+    )
     cp_comm: Literal["p2p", "all-gather", "a2a", "a2a+p2p"] | None = Field(
         None, description="how context-parallel ranks exchange K/V, when the file says "
         "(Megatron-LM --cp-comm-type; torchtitan context_parallel_rotate_method: alltoall is "

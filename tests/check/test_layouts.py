@@ -20,7 +20,7 @@ from pptune.check.rules import CheckOptions, check
 from pptune.cli.app import app
 from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.presets import MODELS
-from pptune.costmodel.search import PlanRequest
+from pptune.costmodel.search import PlanRequest, Sharding
 from pptune.frameworks.read import read_config
 from pptune.options import CostOptions
 from pptune.schemas import TrainingConfig
@@ -68,13 +68,15 @@ def test_a_key_the_file_states_stands_and_autotp_runs_without_a_pipeline() -> No
 def test_torchtitan_states_no_sequence_its_tp_and_cp_cannot_split() -> None:
     """torchtitan asserts seq_len % (tp x 2 x cp) == 0: at 4,100 tokens (4 x 1,025) tp 2
     with cp 2 and tp 4 are refused, tp 2 and cp 2 alone are not; one request (its
-    narrowing does not depend on tp)."""
+    narrowing does not depend on tp) but for cp 2, which it runs with FSDP alone (it
+    shards over the cp ranks: Adapter.key_shardings)."""
     cfg = TrainingConfig.model_validate({"source_format": "torchtitan", "gpus": 16,
                                          "micro_batch_size": 1})
     keys = [CostKey(tp=tp, cp=cp) for tp, cp in ((1, 1), (2, 1), (1, 2), (2, 2), (4, 1))]
-    [req] = stateable_requests(cfg, PlanRequest(gpus=16, global_batch=64, cost_keys=keys),
-                               seq_len=4100)
-    assert set(req.keys()) == set(keys[:3]) and req.keys()[0] == keys[0]
+    req, cp2 = stateable_requests(cfg, PlanRequest(gpus=16, global_batch=64, cost_keys=keys),
+                                  seq_len=4100)
+    assert set(req.keys()) == set(keys[:2]) and req.keys()[0] == keys[0]
+    assert cp2.keys() == (keys[2],) and tuple(cp2.shardings) == (Sharding.FSDP,)
 
 
 def test_the_files_key_is_searched_in_full_and_the_others_recompute_whole() -> None:

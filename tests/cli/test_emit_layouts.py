@@ -199,8 +199,8 @@ def test_torchtitan_plans_deepseek_v3_without_its_mtp_layer(
     file's check-config predicts the same step and finds no faster plan torchtitan
     states at the file's tp, cp and ep (it had found one 1.16x faster: a first stage of
     three blocks and the embedding, left heavy where the MTP layer had been taken from
-    the last). At other sizes it finds one: emit's fallback tries the fastest plans of
-    recommend's ranking, priced as recommend prices them, not as torchtitan runs them."""
+    the last). At other sizes it had found one that torchtitan refuses (its experts'
+    mesh), and finds none over the limit that it runs."""
     run = recommend(RecommendSpec.of(gpus=256, model="deepseek-v3", gpu="h100-sxm", top=1))
     assert sum(run.result.plans[0].stage_layers) == 64  # 61 blocks, MTP, embedding, head
     out = emit(Framework.TORCHTITAN, run)
@@ -212,12 +212,12 @@ def test_torchtitan_plans_deepseek_v3_without_its_mtp_layer(
     assert r.exit_code == 0, r.stdout + r.stderr
     doc = json.loads(r.stdout)
     same_prediction(out, doc)
-    # its 671B flavor runs FlexAttention, priced as flash (attention.py); and a faster
-    # plan at other parallel sizes
+    # its 671B flavor runs FlexAttention, priced as flash (attention.py); the faster plan
+    # it had named at other sizes (tp 4, ep 8, no FSDP: 1.13x) torchtitan refuses, its
+    # experts borrowing FSDP ranks (torchtitan-ep-mesh); none other is over the limit
     assert [f["id"] for f in doc["findings"] if f["severity"] == "warning"] == [
-        "torchtitan-flex-attention", "slower-than-best"]
-    [slower] = [f for f in doc["findings"] if f["id"] == "slower-than-best"]
-    assert {"tp", "ep"} <= set(slower["values"]["differs"])
+        "torchtitan-flex-attention"]
+    assert 1.0 <= doc["derived"]["slowdown_vs_best"] <= 1.1
     # at the file's own sizes, its plan is the fastest a torchtitan file states; a split
     # of the same plan refined on the as-run costs may be a hair faster
     monkeypatch.setattr(best, "searched_keys", lambda _costs, req: req.keys()[:1])

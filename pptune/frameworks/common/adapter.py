@@ -135,6 +135,11 @@ class Adapter:
             return f"{self.title} files here state no {', '.join(missing)}"
         return None
 
+    def key_shardings(self, key: CostKey, shardings: Sequence[Sharding]) -> tuple[Sharding, ...]:
+        """Of ``shardings``, those its files state for a plan of this cost key (default:
+        all; torchtitan's experts borrow FSDP ranks where tp x cp cannot hold them)."""
+        return tuple(shardings)
+
     def detect(self, data: Any) -> bool:
         """Whether parsed data (a mapping, or a script's text) is this framework's."""
         raise NotImplementedError
@@ -175,9 +180,10 @@ class Adapter:
     def config_rules(self, cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
         """Error findings for other settings the framework refuses."""
 
-    def precision_refusal(self, precision: Precision, gpu: str) -> str | None:
-        """The framework's own words for a GPU that cannot run ``precision``'s GEMMs (None:
-        pptune's generic message)."""
+    def precision_refusal(self, precision: Precision, gpu: str, *,
+                          experts: bool = False) -> str | None:
+        """The framework's own words for a GPU that cannot run ``precision``'s GEMMs, the
+        linears' or (``experts``) the routed experts' (None: pptune's generic message)."""
         return None
 
     def stage_split(self, cfg: TrainingConfig, param_counts: Sequence[float],

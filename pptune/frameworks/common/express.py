@@ -277,7 +277,7 @@ def analytic_table(job: Job, shape: ModelShape | None = None, **changed: object)
         gpus_per_node=job.request.gpus_per_node, gpus=job.request.gpus,
         gpu_spread=c.gpu_spread, cross_entropy=c.cross_entropy, swiglu=c.swiglu,
         fp8_kernels=c.fp8_linears(), factors=job.factors, recompute_modules=job.layer_modules,
-        efficiency=c.efficiency, wgrad_accum=c.wgrad_accum)
+        efficiency=c.efficiency, wgrad_accum=c.wgrad_accum, torchao_recipe=c.torchao_recipe)
     options.update(changed)
     priced = shape or job.shape
     assert priced is not None
@@ -319,15 +319,18 @@ AS_RUN_TOP = 5  # the search's best plans a substitute is chosen from, timed as 
 
 def stateable_sharding(job: Job, plan: Plan, *, name: str, options: tuple[Sharding, ...],
                        notes: list[str], within: PlanRequest | None = None,
-                       as_run: Callable[[Plan], Plan] = _as_is) -> tuple[Plan, bool]:
+                       as_run: Callable[[Plan], Plan] = _as_is,
+                       why: str | None = None) -> tuple[Plan, bool]:
     """(plan, exact): the faster of the plan with a sharding the files can state
     (``options``, best first as a substitute) when one fits, and the best plan of the
     search with one of them (over ``within``, default the job's request: a framework
     narrows it to what else its files state), both timed by ``as_run`` (as the files
     run them: Megatron-LM's one recomputation count for every stage); else the plan as
-    it is (a note then says to configure the sharding by hand)."""
+    it is (a note then says to configure the sharding by hand). ``why``: the notes'
+    reason (default: the files state no such sharding)."""
     if plan.sharding in options:
         return plan, True
+    said = why or f"{name} files state no {SHARDING_NAMES[plan.sharding]}"
     same = None
     for sharding in options:
         alt = price(job, replace(plan.spec, sharding=sharding))
@@ -340,17 +343,17 @@ def stateable_sharding(job: Job, plan: Plan, *, name: str, options: tuple[Shardi
                       key=lambda p: as_run(p).step_time_s)
     if same is not None and (not searched or as_run(same).step_time_s
                              <= as_run(searched[0]).step_time_s):
-        notes.append(f"{name} files state no {SHARDING_NAMES[plan.sharding]}: emitting the "
+        notes.append(f"{said}: emitting the "
                      f"plan with {SHARDING_NAMES[same.sharding]}, predicted step "
                      f"{fmt_seconds(same.step_time_s)} "
                      f"({ratio(same.step_time_s, plan.step_time_s)})")
         return same, False
     if searched:
         alt = searched[0]
-        why = ("the plan does not fit with what they state" if same is None else
-               f"the plan with {SHARDING_NAMES[same.sharding]} would take "
-               f"{fmt_seconds(same.step_time_s)}")
-        notes.append(f"{name} files state no {SHARDING_NAMES[plan.sharding]} and {why}: "
+        reason = ("the plan does not fit with what they state" if same is None else
+                  f"the plan with {SHARDING_NAMES[same.sharding]} would take "
+                  f"{fmt_seconds(same.step_time_s)}")
+        notes.append(f"{said} and {reason}: "
                      f"emitting the best plan with "
                      f"{' or '.join(SHARDING_NAMES[o] for o in options)} instead (pp={alt.pp} "
                      f"dp={alt.dp} {alt.sharding.value}/{alt.recompute.value}), predicted step "

@@ -84,6 +84,9 @@ class Semantics:
     # the NVLink domain where the file's node is one host of it, or says why not
     # (check/domain.py)
     gpus_per_node_flag: int | None = None
+    # the reader's note for a model it cannot name (a torchtitan flavor without a pptune
+    # preset), dropped once the model is known otherwise (read.py model_known)
+    unknown_model: str | None = None
 
 
 @dataclass
@@ -97,10 +100,11 @@ class Ctx:
     # variables a launch script takes from its environment (check-config --env)
     env: Mapping[str, str] = field(default_factory=dict)
 
-    def note(self, text: str) -> None:
+    def note(self, text: str) -> str:
         line = " ".join(text.split())
         if line not in self.notes:
             self.notes.append(line)
+        return line
 
     def refuse(self, rule_id: str, text: str) -> None:
         """The framework's own validation refuses this (error finding, exit 1)."""

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.presets import ModelShape
-from pptune.costmodel.search import Plan, PlanRequest
+from pptune.costmodel.search import Plan, PlanRequest, Sharding
 from pptune.frameworks.common import torch_schedules
 from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
@@ -16,6 +17,7 @@ from pptune.frameworks.common.source import Repeated, parse_toml
 from pptune.frameworks.torchtitan import closest, facts, log, writer
 from pptune.frameworks.torchtitan.closest import stateable_request
 from pptune.frameworks.torchtitan.cp_fp8 import seq_problem
+from pptune.frameworks.torchtitan.experts import mesh_problem
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN
 from pptune.frameworks.torchtitan.reader import looks_like_torchtitan, read_torchtitan
 from pptune.schemas import TrainingConfig
@@ -53,6 +55,14 @@ class TorchtitanAdapter(Adapter):
             return f"sequence {why}"
         return super().cannot_state(key, own=own)
 
+    def key_shardings(self, key: CostKey, shardings: Sequence[Sharding]) -> tuple[Sharding, ...]:
+        """FSDP alone with context parallelism (torchtitan shards over the cp ranks:
+        distributed/parallel_dims.py fsdp_enabled, dp_shard or cp above 1) or where the
+        expert mesh does not fit in cp x tp without it (experts.mesh_problem)."""
+        if key.cp > 1 or (key.ep > 1 and mesh_problem(key.ep, key.etp, 1, key.cp, key.tp)):
+            return tuple(s for s in shardings if s is not Sharding.NONE)
+        return tuple(shardings)
+
     def detect(self, data: Any) -> bool:
         return looks_like_torchtitan(data)
 
@@ -77,8 +87,9 @@ class TorchtitanAdapter(Adapter):
         """float8 refusals the GPU decides (facts.py)."""
         facts.config_rules(cfg, semantics, add)
 
-    def precision_refusal(self, precision: Precision, gpu: str) -> str | None:
-        return facts.precision_refusal(precision, gpu)
+    def precision_refusal(self, precision: Precision, gpu: str, *,
+                          experts: bool = False) -> str | None:
+        return facts.precision_refusal(precision, gpu, experts)
 
     def stateable(self, req: PlanRequest, model: str | None,
                   shape: ModelShape | None = None) -> PlanRequest:

@@ -39,13 +39,14 @@ from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated, keep
 from pptune.frameworks.common.baseline import ratio
 from pptune.frameworks.torchtitan.attention import attn_type
+from pptune.frameworks.torchtitan.converters import expert_setting, stateable_experts
 from pptune.frameworks.torchtitan.cp_fp8 import (
     compiled,
     per_op_checkpointing,
     stateable_exchange,
     stateable_recipe,
 )
-from pptune.frameworks.torchtitan.experts import DEEPEP_MODELS
+from pptune.frameworks.torchtitan.experts import DEEPEP_MODELS, mesh_problem
 from pptune.frameworks.torchtitan.reader import NO_PIPELINE, flavor_of
 from pptune.options import CostOptions
 from pptune.report.fmt import fmt_seconds
@@ -121,20 +122,30 @@ def _stateable_best(job: Job, plan: Plan) -> Plan | None:
 def as_run(job: Job, plan: Plan) -> tuple[Job, Plan]:
     """The job and plan priced as a torchtitan file runs the plan (``_as_run``, where
     ``closest_plan`` starts): for check-config, which times the plans it compares a file
-    with so."""
+    with so; BadInput for a plan whose expert mesh torchtitan refuses as the file would
+    state it (FSDP over dp, or one shard: experts.mesh_problem), as its reader does."""
+    if job.shape is not None and job.shape.moe and plan.ep > 1:
+        shard = plan.dp if plan.sharding is Sharding.FSDP else 1
+        why = (f"etp {plan.etp} with tp {plan.tp}: torchtitan supports ETP=TP or ETP=1"
+               if plan.etp not in (1, plan.tp)
+               else mesh_problem(plan.ep, plan.etp, shard, plan.cp, plan.tp))
+        if why:
+            raise BadInput(f"torchtitan cannot run the plan: {why}")
     return _as_run(job, plan, 1, [])
 
 
 def run_settings(job: Job, plan: Plan) -> dict[str, str]:
     """What the file's [compile] table compiles for the plan as priced (``as_run``'s job
-    and plan): "model,loss", "model", "loss" or "off"."""
-    return {"compile": ",".join(compiled(plan, job.cost_options, float8=False)) or "off"}
+    and plan): "model,loss", "model", "loss" or "off"; for a MoE plan in low precision, the
+    routed experts' precision (converters.expert_setting)."""
+    return {"compile": ",".join(compiled(plan, job.cost_options, float8=False)) or "off",
+            **expert_setting(job, plan)}
 
 
 def _as_run(job: Job, plan: Plan, rank: int, notes: list[str]) -> tuple[Job, Plan]:
     """The job and plan priced as a torchtitan file runs them (no MTP module, its
-    attention, loss, SwiGLU, float8 and dispatcher kernels, its K/V exchange and float8
-    recipe), each change with a note."""
+    attention, loss, SwiGLU, float8 and dispatcher kernels, its K/V exchange, float8
+    recipe and the experts' precision), each change with a note."""
     model = (flavor_of(job.model, job.shape) or ("", ""))[0]
     job, plan = ex.without_mtp(job, plan, name=NAME, rank=rank, notes=notes)
     # the loss and the SwiGLU as the file runs them: compiled as the plan was priced
@@ -143,7 +154,8 @@ def _as_run(job: Job, plan: Plan, rank: int, notes: list[str]) -> tuple[Job, Pla
     route = dispatcher_of(job, plan, model or str(job.model))
     job, plan = _kernels_as_run(job, plan, compiled(plan, job.cost_options), route, notes)
     job, plan = stateable_exchange(job, plan, notes)
-    return stateable_recipe(job, plan, notes)
+    job, plan = stateable_recipe(job, plan, notes)
+    return stateable_experts(job, plan, notes)
 
 
 def _kernels_as_run(job: Job, plan: Plan, parts: tuple[str, ...], route: Dispatcher,
@@ -186,8 +198,15 @@ def _substituted(job: Job, plan: Plan, rank: int) -> Stated:
 def _stated(job: Job, plan: Plan, rank: int, notes: list[str], mtp: int) -> Stated:
     """A plan priced as torchtitan runs it (_as_run) with what its files cannot state
     replaced, step by step, each with a note; ``mtp``: the MTP layers the job had."""
-    plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=STATEABLE, notes=notes,
-                                        within=stateable_request(job.request, job.model))
+    # torchtitan shards over the context-parallel ranks whatever the shard degree
+    # (distributed/parallel_dims.py fsdp_enabled: dp_shard_enabled or cp_enabled)
+    sharded = plan.cp > 1 and plan.sharding is Sharding.NONE
+    plan, exact = ex.stateable_sharding(
+        job, plan, name=NAME, options=(Sharding.FSDP,) if sharded else STATEABLE, notes=notes,
+        within=stateable_request(job.request, job.model),
+        why=f"torchtitan shards the training state over the cp {plan.cp} ranks (its "
+        "fsdp_enabled: dp_shard or cp above 1, distributed/parallel_dims.py)" if sharded
+        else None)
     if plan.spec.combined:  # no combined 1F1B order in torch.distributed.pipelining
         plan = ex.price(job, replace(plan.spec, a2a_overlap=False))
         notes.append("torchtitan has no combined 1F1B order (Megatron-LM's "
@@ -266,9 +285,9 @@ def _experts(job: Job, plan: Plan, rank: int, notes: list[str], exact: bool
                        f"{plan.tp} (torchtitan supports ETP=TP or ETP=1); choose another plan "
                        "or framework")
     shard = plan.dp if plan.sharding is Sharding.FSDP else 1
-    if (shard * plan.cp * plan.tp) % (plan.ep * plan.etp) == 0:
+    if mesh_problem(plan.ep, plan.etp, shard, plan.cp, plan.tp) is None:
         return plan, exact
-    if (plan.dp * plan.cp * plan.tp) % (plan.ep * plan.etp):
+    if mesh_problem(plan.ep, plan.etp, plan.dp, plan.cp, plan.tp):
         raise BadInput(f"torchtitan cannot express plan {rank}: ep {plan.ep} x etp "
                        f"{plan.etp} does not divide dp x cp x tp")
     fsdp = evaluate(job.table, job.request, replace(plan.spec, sharding=Sharding.FSDP))

@@ -7,11 +7,8 @@ every rank gathers the K/V shards) or ``alltoall`` (torch's ring: each step pass
 the shard to the next rank, torch/distributed/tensor/experimental/_context_parallel
 ``_AllToAllRotater``), pptune's ``all-gather`` and ``p2p``; Ulysses and the
 hierarchical exchange have no torchtitan setting. FP8 is a model converter
-(``[model] converters``): ``quantize.linear.float8`` (torchao Float8Linear, table
-``[quantize.linear.float8]``: ``recipe_name`` tensorwise | rowwise |
-rowwise_with_gw_hp, unset = tensorwise; ``enable_fsdp_float8_all_gather``;
-``emulate``) or ``quantize.linear.mx`` (MXFP8, ``[quantize.linear.mx]``); releases
-before 0.2 named the converter ``float8`` with a ``[float8]`` table.
+(``[model] converters``), read and stated by converters.py; here the float8 recipe and
+the [compile] table as the plans that use them are priced.
 """
 
 from __future__ import annotations
@@ -21,37 +18,27 @@ from typing import Any
 
 from pptune.costmodel import amax, presets
 from pptune.costmodel.context import CpComm
-from pptune.costmodel.keys import Precision
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.op_sac import OP_SAC, unpriced
 from pptune.costmodel.precision import is_low
 from pptune.costmodel.rates import Swiglu
 from pptune.costmodel.schedules import SPLIT_BACKWARD
-from pptune.costmodel.search import Plan, Recompute, Sharding, evaluate
+from pptune.costmodel.search import Plan, Recompute, evaluate
 from pptune.frameworks.common.adapter import Job
 from pptune.frameworks.common.baseline import ratio
 from pptune.frameworks.common.express import analytic_table
-from pptune.frameworks.common.fields import Ctx, show
-from pptune.frameworks.torchtitan.facts import facts
-from pptune.frameworks.torchtitan.fqns import TORCHTITAN
-from pptune.frameworks.torchtitan.table import Table, compiles
+from pptune.frameworks.common.fields import Ctx
+from pptune.frameworks.torchtitan.table import Table
 from pptune.options import CostOptions
 from pptune.report.fmt import fmt_seconds
 
 ROTATE = {"allgather": "all-gather", "alltoall": "p2p"}
 ROTATE_NAME = {comm: name for name, comm in ROTATE.items()}
-FLOAT8_RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")
-FLOAT8, MX, OLD_FLOAT8 = "quantize.linear.float8", "quantize.linear.mx", "float8"
-TABLES = ("quantize", "float8")  # the tables read here
-# the converters each release registers (register_model_converter calls): others raise
-# KeyError in ModelConvertersContainer (torchtitan/protocols/model_converter.py)
-REGISTERED_0_1 = ("float8", "mx")
-REGISTERED_0_2 = ("quantize.linear.float8", "quantize.grouped_mm.float8", "quantize.linear.mx",
-                  "quantize.grouped_mm.mx")
+TABLES = ("quantize", "float8")  # the converters' tables (converters.py)
 
 
 def read_cp_fp8(ctx: Ctx, data: dict[str, Any], par: Table, fields: dict[str, Any]) -> None:
-    """Fill cp_comm, precision (fp8 / mxfp8), fp8_recipe and fp8_param_gather."""
+    """Fill cp_comm (the FP8 converters: converters.py read_converters)."""
     cp, tp = fields.get("cp") or 1, fields.get("tp") or 1
     method = par.text("context_parallel_rotate_method", "allgather")
     if method not in ROTATE:
@@ -66,7 +53,6 @@ def read_cp_fp8(ctx: Ctx, data: dict[str, Any], par: Table, fields: dict[str, An
     why = seq_problem(seq, tp, cp) if seq is not None else None
     if why:
         ctx.refuse("torchtitan-cp-seq", f"training.seq_len {why}")
-    _fp8(ctx, data, fields)
 
 
 def seq_problem(seq: int, tp: int, cp: int) -> str | None:
@@ -81,110 +67,6 @@ def seq_problem(seq: int, tp: int, cp: int) -> str | None:
             "the sequence length 'must be divisible by the product of TP degree and 2 * CP "
             "degree' (torchtitan/models/llama3/infra/parallelize.py, "
             f"ParallelDims.seq_len_divisor); use a multiple of {tp * 2 * cp}")
-
-
-def _converters(ctx: Ctx, model: Table) -> list[str]:
-    value = model.data.get("converters", [])
-    if isinstance(value, str):  # the command line's comma-separated form
-        value = [v.strip() for v in value.split(",") if v.strip()]
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ctx.bad(f"model.converters is {show(value)}; expected a list of converter names")
-    return value
-
-
-def _table(ctx: Ctx, data: dict[str, Any], path: str) -> dict[str, Any]:
-    node: Any = data
-    for part in path.split("."):
-        node = node.get(part, {}) if isinstance(node, dict) else None
-        if not isinstance(node, dict):
-            raise ctx.bad(f"{path} is {show(node)}; expected a [{path}] table")
-    return dict(node)
-
-
-def _registered(ctx: Ctx, converters: list[str]) -> None:
-    """Converter names the release does not register: torchtitan refuses them at start."""
-    versions = ctx.semantics.versions
-    known = REGISTERED_0_2 if versions.at_least(TORCHTITAN, 0, 2) else REGISTERED_0_1
-    for name in converters:
-        if name not in known:
-            renamed = dict(zip(REGISTERED_0_1, REGISTERED_0_2[::2], strict=True)).get(name)
-            ctx.refuse("torchtitan-converter",
-                       f"model.converters names {show(name)[:60]}, which torchtitan "
-                       f"{versions.of(TORCHTITAN)} does not register: it raises KeyError "
-                       "building the model converters (protocols/model_converter.py); "
-                       + (f"torchtitan 0.2 renamed it {renamed}" if renamed else
-                          f"it registers {', '.join(known)}"))
-
-
-def _fp8(ctx: Ctx, data: dict[str, Any], fields: dict[str, Any]) -> None:
-    converters = _converters(ctx, Table(ctx, "model", data))
-    _registered(ctx, converters)
-    low = [c for c in converters if c in (FLOAT8, MX, OLD_FLOAT8)]
-    if not low:
-        return
-    if len(set(low)) > 1:
-        ctx.unmodelled("torchtitan-unmodelled",
-                       f"model.converters lists {', '.join(low)}; priced as the first, {low[0]}")
-    if low[0] == MX:
-        mx = _table(ctx, data, MX)
-        fields["precision"], fields["fp8_recipe"] = "mxfp8", str(
-            mx.get("recipe_name", "mxfp8_cublas"))[:40]
-        fields["fp8_kernels"] = "torchao"
-        _eager(ctx, data, MX)
-        return
-    # the old name's table, or the table of the name that replaced it where the file
-    # renamed only the table
-    name = FLOAT8 if low[0] == FLOAT8 or OLD_FLOAT8 not in data else OLD_FLOAT8
-    table = _table(ctx, data, name)
-    recipe, gather = table.get("recipe_name"), table.get("enable_fsdp_float8_all_gather", False)
-    if recipe is not None and recipe not in FLOAT8_RECIPES:
-        ctx.refuse("torchtitan-float8-recipe",
-                   f"{name}.recipe_name {show(recipe)}: torchtitan takes "
-                   f"{', '.join(FLOAT8_RECIPES)} (job_config.py Float8Linear)")
-        recipe = None
-    if recipe is not None and gather is True:
-        ctx.refuse("torchtitan-float8-all-gather",
-                   f"{name}.enable_fsdp_float8_all_gather with recipe_name {recipe}: torchtitan "
-                   "asserts 'using float8_config.enable_fsdp_float8_all_gather together with "
-                   "float8_config.recipe_name is not supported' "
-                   "(torchtitan/components/quantization/float8.py)")
-    if table.get("emulate") is True:
-        ctx.unmodelled("torchtitan-unmodelled",
-                       f"{name}.emulate runs float8 without FP8 tensor cores; priced as BF16")
-        if compiles(ctx, data, "model"):  # refused on GPUs before SM89 (facts.py)
-            facts(ctx.semantics).float8_emulate_compiled = name
-        return
-    kept = table.get("filter_fqns")
-    if not (isinstance(kept, list) and "output" in kept):
-        # Float8LinearConverter converts every nn.Linear whose FQN filter_fqns does not
-        # name (default []: torchtitan 0.2.2 job_config.py); its reference configs keep
-        # the LM head out with ["output"]
-        ctx.unmodelled("torchtitan-unmodelled",
-                       f'{name}.filter_fqns without "output": torchtitan runs the LM head in '
-                       'float8 too; pptune prices it in BF16 (set filter_fqns = ["output"], '
-                       "as torchtitan's own configs do)")
-    _eager(ctx, data, name)
-    fields["precision"], fields["fp8_recipe"] = "fp8", recipe or "tensorwise"
-    fields["fp8_kernels"] = "torchao"  # torchao's float8: no cached weights (precision.py)
-    # the float8 all-gather runs only over FSDP shards (Float8LinearConverter: dp_shard_enabled)
-    fields["fp8_param_gather"] = gather is True and recipe is None and (
-        fields.get("sharding") == "fsdp")
-
-
-def _eager(ctx: Ctx, data: dict[str, Any], name: str) -> None:
-    """A warning for float8 linears with the model not compiled: torchao's casts then run
-    as separate kernels (torchtitan docs/float8.md: torch.compile is needed for
-    competitive performance), where pptune prices them at the traffic torchao's own
-    roofline counts with the abs-max fused under torch.compile (costmodel/precision.py)."""
-    if compiles(ctx, data, "model"):
-        return
-    ctx.unmodelled("torchtitan-float8-eager",
-                   f"{name} with the model not compiled ([compile] enable with \"model\" in "
-                   "components): torchao's float8 linears run eager, their casts and "
-                   "abs-max as separate kernels; pptune prices the FP8 GEMMs with the casts "
-                   "as compiled (torchao's roofline traffic, abs-max fused), so the step is "
-                   "predicted faster than it runs; compile the model (torchtitan's "
-                   "docs/float8.md: required for competitive performance)")
 
 
 def stateable_exchange(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan]:
@@ -285,19 +167,3 @@ def compile_lines(plan: Plan, job: Job) -> list[str]:
             "loss": "the loss"}
     return ["", "[compile]", f"enable = true  # fuses {' and '.join(what[p] for p in parts)}"
             ", as priced", *([] if len(parts) == 2 else [f'components = ["{parts[0]}"]'])]
-
-
-def fp8_lines(plan: Plan, job: Job) -> tuple[list[str], list[str]]:
-    """([model] lines, the tables after it) stating the plan's FP8 GEMMs as priced."""
-    if plan.precision not in (Precision.FP8, Precision.MXFP8):
-        return [], []
-    if plan.precision is Precision.MXFP8:
-        return ([f'converters = ["{MX}"]'], ["", f"[{MX}]", 'recipe_name = "mxfp8_cublas"'])
-    c = job.cost_options or CostOptions()
-    gather = c.fp8_params and plan.sharding is Sharding.FSDP
-    tables = ["", f"[{FLOAT8}]", "# tensorwise scaling (recipe_name unset)",
-              'filter_fqns = ["output"]  # the LM head stays BF16, as priced']
-    if gather:
-        tables += ["enable_fsdp_float8_all_gather = true",
-                   "precompute_float8_dynamic_scale_for_fsdp = true"]
-    return [f'converters = ["{FLOAT8}"]'], tables

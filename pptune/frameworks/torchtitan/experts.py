@@ -66,14 +66,9 @@ def read_experts(ctx: Ctx, par: Table, fields: dict[str, Any], shard: int | None
         return
     if shard is None:
         return
-    borrowed = shard * cp * tp
-    if borrowed % (ep * etp):
-        ctx.refuse("torchtitan-ep-mesh",
-                   f"expert_parallel_degree {ep} x expert_tensor_parallel_degree {etp} does "
-                   f"not divide data_parallel_shard_degree x cp x tp = {shard} x {cp} x {tp}: "
-                   "torchtitan's expert mesh is dp_replicate x efsdp x ep x etp with efsdp = "
-                   f"dp_shard x cp x tp / (etp x ep) {CITE}; expert parallelism borrows FSDP, "
-                   "context and tensor ranks, not replicas")
+    why = mesh_problem(ep, etp, shard, cp, tp)
+    if why:
+        ctx.refuse("torchtitan-ep-mesh", why)
     elif not versions.at_least(TORCHTITAN, 0, 2, 2):
         borrow = cp if etp == tp else cp * tp
         if ep % borrow:
@@ -82,6 +77,18 @@ def read_experts(ctx: Ctx, par: Table, fields: dict[str, Any], shard: int | None
                        + ("" if etp == tp else " x tp") + f"): torchtitan "
                        f"{versions.of(TORCHTITAN)} asserts ep % {'cp' if etp == tp else '(cp * tp)'}"
                        f" == 0 {CITE}")
+
+
+def mesh_problem(ep: int, etp: int, shard: int, cp: int, tp: int) -> str | None:
+    """Why torchtitan 0.2.2 builds no expert mesh for these degrees (None: it does):
+    ``ep x etp`` must divide ``dp_shard x cp x tp`` (module docstring)."""
+    if (shard * cp * tp) % (ep * etp) == 0:
+        return None
+    return (f"expert_parallel_degree {ep} x expert_tensor_parallel_degree {etp} does not "
+            f"divide data_parallel_shard_degree x cp x tp = {shard} x {cp} x {tp}: torchtitan's "
+            "expert mesh is dp_replicate x efsdp x ep x etp with efsdp = dp_shard x cp x tp / "
+            f"(etp x ep) {CITE}; expert parallelism borrows FSDP, context and tensor ranks, "
+            "not replicas")
 
 
 def _backend(ctx: Ctx, par: Table, fields: dict[str, Any], model: str) -> None:

@@ -9,7 +9,7 @@ dataclass lacks: an unknown top-level table, an unknown key in a known table, ke
 dataclasses' fields (torchtitan/config/job_config.py at 0.2.2), one entry per table
 (``quantize.linear.float8`` for the nested ``[quantize.linear.float8]``).
 
-The reader also reads files of older releases (reader.py ``_parallelism``, cp_fp8.py):
+The reader also reads files of older releases (reader.py ``_parallelism``, converters.py):
 ``OLDER`` are the keys 0.1.0 to 0.2.1 had (their job_config.py / config_manager.py),
 ``BEFORE_0_1_KEYS`` those of the layout before 0.1.0 (pipeline keys under
 ``[experimental]``, degrees and ``batch_size`` under ``[training]``, which the reader

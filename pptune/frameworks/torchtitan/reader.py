@@ -41,6 +41,7 @@ from pptune.costmodel.presets import MODELS
 from pptune.costmodel.schedules import SPLIT_BACKWARD, Schedule
 from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build, show, whole
 from pptune.frameworks.torchtitan.attention import read_attention
+from pptune.frameworks.torchtitan.converters import read_converters
 from pptune.frameworks.torchtitan.cp_fp8 import TABLES as CP_FP8_TABLES
 from pptune.frameworks.torchtitan.cp_fp8 import read_cp_fp8
 from pptune.frameworks.torchtitan.experts import read_dualpipev_overlap, read_experts
@@ -51,13 +52,14 @@ from pptune.frameworks.torchtitan.table import Table, compiles
 from pptune.schemas import TrainingConfig
 
 # pptune preset -> torchtitan's ([model] name, flavor) (torchtitan 0.2.2 torchtitan/models:
-# llama3, qwen3, deepseek_v3, gpt_oss and their flavors of these shapes)
+# llama3, qwen3, deepseek_v3, gpt_oss, llama4 and their flavors of these shapes)
 # torchtitan's llama3 405B (dim 16384, 126 layers, 128 / 8 heads, FFN 1.2 x 8/3 x dim rounded
 # up to 4096: 53248) is Llama 3.1 405B's shape
 FLAVORS = {"llama3-8b": ("llama3", "8B"), "llama3-70b": ("llama3", "70B"),
            "llama3.1-405b": ("llama3", "405B"),
            "qwen3-30b-a3b": ("qwen3", "30B-A3B"), "qwen3-235b-a22b": ("qwen3", "235B-A22B"),
-           "deepseek-v3": ("deepseek_v3", "671B"), "gpt-oss-120b": ("gpt_oss", "120b")}
+           "deepseek-v3": ("deepseek_v3", "671B"), "gpt-oss-120b": ("gpt_oss", "120b"),
+           "llama4-scout": ("llama4", "17bx16e")}  # its SDPA flavor (17bx16e_irope: flex)
 # torchtitan's deepseek_v3 has no multi-token-prediction module (models/deepseek_v3/model)
 NO_MTP = {"deepseek-v3"}
 # TrainSpecs with pipelining_fn=None in torchtitan 0.2.2 (models/qwen3, gpt_oss, flux)
@@ -141,6 +143,9 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
         train.text("mixed_precision_param", "") or "")
     fields.update(_state_widths(ctx, train))
     read_cp_fp8(ctx, data, par, fields)
+    shape = MODELS[preset] if preset else None
+    read_converters(ctx, data, fields, moe_layers=None if shape is None else [
+        i for i in range(shape.num_blocks) if shape.moe_block(i)])
     if (pp or 1) > 1 and Schedule(fields["schedule"]) in SPLIT_BACKWARD and compiles(
             ctx, data, "model"):
         ctx.refuse("torchtitan-compile-split-backward",
@@ -226,10 +231,11 @@ def _parallelism(ctx: Ctx, data: dict[str, Any]) -> Table:
 def _preset(ctx: Ctx, model: Table) -> str | None:
     name, flavor = model.text("name", "llama3"), model.text("flavor", "debugmodel")
     preset = PRESETS.get(((name or "").lower(), (flavor or "").lower()))
-    if preset is None:
-        ctx.note(f"model {name[:40] if name else name} flavor "
-                 f"{flavor[:40] if flavor else flavor} has no pptune preset; give --model, "
-                 "--hf-config (its Hugging Face config.json) or a profile for the cost model")
+    if preset is None:  # dropped where a flag or the plan line names the model (read.py)
+        ctx.semantics.unknown_model = ctx.note(
+            f"model {name[:40] if name else name} flavor {flavor[:40] if flavor else flavor} "
+            "has no pptune preset; give --model, --hf-config (its Hugging Face config.json) "
+            "or a profile for the cost model")
     return preset
 
 

@@ -22,7 +22,8 @@ from pptune.files import dumps_json
 from pptune.frameworks.common.adapter import Job, Stated
 from pptune.frameworks.common.versions import Versions
 from pptune.frameworks.common.writing import header, plan_launch
-from pptune.frameworks.torchtitan.cp_fp8 import ROTATE_NAME, compile_lines, fp8_lines
+from pptune.frameworks.torchtitan.converters import fp8_lines
+from pptune.frameworks.torchtitan.cp_fp8 import ROTATE_NAME, compile_lines
 from pptune.frameworks.torchtitan.fqns import TOML_RELEASE, TORCHTITAN, head
 from pptune.frameworks.torchtitan.placement import stage_options
 from pptune.frameworks.torchtitan.reader import flavor_of

@@ -1,0 +1,117 @@
+"""torchtitan 0.2.2's quantization converters: which parts of a model run FP8
+(frameworks/torchtitan/converters.py), from a B200/GB200 user trial's files.
+
+``quantize.linear.float8`` swaps nn.Linear modules only; the routed experts' grouped
+GEMMs run FP8 with ``quantize.grouped_mm.float8`` (``fqns = ["experts"]``), which
+asserts pp 1 and cp 1 and whose FP8 grouped GEMM torch runs on SM90 only; torchao's
+``rowwise_with_gw_hp`` runs the weight-gradient GEMMs in BF16.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.check_json import check_file
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "configs"
+QWEN3 = (DATA / "torchtitan_qwen3_fp8_both.toml").read_text()
+BOTH = '["quantize.linear.float8", "quantize.grouped_mm.float8"]'
+CONVERTERS = {"none": "[]", "lin": '["quantize.linear.float8"]',
+              "gmm": '["quantize.grouped_mm.float8"]', "both": BOTH}
+
+
+def qwen3(tmp_path: Path, which: str, gpu: str = "h200", text: str = QWEN3,
+          *flags: str) -> tuple[int, dict[str, str], dict]:
+    assert f"converters = {BOTH}" in text
+    text = text.replace(f"converters = {BOTH}", f"converters = {CONVERTERS[which]}")
+    return check_file(tmp_path / f"{which}.toml", text, "--gpus", "64", "--gpu", gpu, *flags)
+
+
+def notes(doc: dict, part: str) -> list[str]:
+    return [n for n in doc["notes"] if part in n]
+
+
+def test_each_converter_prices_its_own_part(tmp_path: Path) -> None:
+    """On an SM90 GPU: the linear converter alone leaves the experts BF16, the grouped one
+    alone the linears; each is slower than both and faster than neither."""
+    docs = {w: qwen3(tmp_path, w)[2] for w in CONVERTERS}
+    config = {w: (d["config"]["precision"], d["config"]["expert_precision"])
+              for w, d in docs.items()}
+    assert config == {"none": (None, None), "lin": ("fp8", "bf16"),  # no precision stated
+                      "gmm": (None, "fp8"), "both": ("fp8", None)}
+    step = {w: d["derived"]["step_time_s"] for w, d in docs.items()}
+    assert step["both"] < min(step["lin"], step["gmm"]) <= max(step["lin"], step["gmm"]) \
+        < step["none"]
+    assert docs["gmm"]["derived"]["cost_key"] == "tp1 ep8 bf16"  # the linears' precision
+    (said,) = notes(docs["lin"], "routed experts BF16")
+    assert "has no quantize.grouped_mm.float8" in said and 'fqns = ["experts"]' in said
+    assert notes(docs["gmm"], "the routed experts run FP8, the linears")
+    assert notes(docs["both"], "the linears and the routed experts' grouped GEMMs run FP8")
+    assert not notes(docs["none"], "routed experts")
+
+
+def test_fp8_grouped_gemms_do_not_run_on_blackwell(tmp_path: Path) -> None:
+    """torch's FP8 rowwise grouped GEMM has SM90 kernels only: on a B200 a file that
+    converts the experts is refused; the linear converter alone is priced with BF16
+    experts, between the BF16 file and the SM90 file with both."""
+    for which in ("gmm", "both"):
+        code, found, doc = qwen3(tmp_path, which, "b200")
+        assert code == 1 and found["torchtitan-float8-moe-sm90"] == "error"
+        assert "step_time_s" not in doc["derived"]
+    code, found, lin = qwen3(tmp_path, "lin", "b200")
+    assert code == 0 and "torchtitan-float8-moe-sm90" not in found
+    _, _, none = qwen3(tmp_path, "none", "b200")
+    assert lin["derived"]["step_time_s"] < none["derived"]["step_time_s"]
+
+
+def test_grouped_converter_refusals(tmp_path: Path) -> None:
+    piped = QWEN3.replace("expert_parallel_degree = 8",
+                          "expert_parallel_degree = 8\ncontext_parallel_degree = 2")
+    code, found, doc = qwen3(tmp_path, "gmm", "h200", piped)
+    assert code == 1 and found["torchtitan-float8-moe"] == "error"
+    assert any("does not yet support context parallelism" in f["message"]
+               for f in doc["findings"])
+    code, found, _ = qwen3(tmp_path, "gmm", "a100-80gb")
+    assert code == 1 and found["precision-gpu"] == "error"
+    mixed = QWEN3.replace(f"converters = {BOTH}",
+                          'converters = ["quantize.linear.float8", "quantize.grouped_mm.mx"]')
+    code, found, _ = check_file(tmp_path / "mixed.toml", mixed, "--gpus", "64", "--gpu", "b200")
+    assert code == 1 and found["torchtitan-converter"] == "error"
+
+
+def test_fqns_that_name_no_experts_leave_them_bf16(tmp_path: Path) -> None:
+    """Float8GroupedMMConverter converts the modules whose name contains a target; fqns
+    defaults to [] (none)."""
+    _, _, none = qwen3(tmp_path, "none")
+    for fqns in ("[]", '["attention"]'):
+        text = QWEN3.replace('fqns = ["experts"]', f"fqns = {fqns}")
+        _, found, doc = qwen3(tmp_path, "gmm", "h200", text)
+        assert found["torchtitan-moe-fqns"] == "warning"
+        assert doc["derived"]["step_time_s"] == none["derived"]["step_time_s"]
+    text = QWEN3.replace('fqns = ["experts"]', 'fqns = ["moe"]')
+    assert qwen3(tmp_path, "gmm", "h200", text)[2]["config"]["expert_precision"] == "fp8"
+
+
+RECIPES = {"rowwise": 'recipe_name = "rowwise"', "tensorwise": "# tensorwise",
+           "rowwise_with_gw_hp": 'recipe_name = "rowwise_with_gw_hp"'}
+
+
+def test_rowwise_recipes_are_priced_and_said(tmp_path: Path) -> None:
+    """torchao's rowwise casts move more bytes than tensorwise's; rowwise_with_gw_hp runs
+    the weight-gradient GEMMs at the BF16 rate (still faster than BF16 throughout)."""
+    text = (DATA / "torchtitan_llama3_70b_rowwise_128k.toml").read_text()
+    assert RECIPES["rowwise"] in text
+    step, said = {}, {}
+    for recipe, line in RECIPES.items():
+        code, _, doc = check_file(tmp_path / f"{recipe}.toml",
+                                  text.replace(RECIPES["rowwise"], line), "--gpus", "64",
+                                  "--gpu", "b200")
+        assert code == 0, doc["findings"]
+        step[recipe] = doc["derived"]["step_time_s"]
+        said[recipe] = notes(doc, "recipe_name")
+    bf16 = text.replace('converters = ["quantize.linear.float8"]', "converters = []")
+    _, _, doc = check_file(tmp_path / "bf16.toml", bf16, "--gpus", "64", "--gpu", "b200")
+    assert step["tensorwise"] < step["rowwise"] < step["rowwise_with_gw_hp"] \
+        < doc["derived"]["step_time_s"]
+    assert not said["tensorwise"] and "6 bytes an element" in said["rowwise"][0]
+    assert "weight-gradient GEMMs run BF16" in said["rowwise_with_gw_hp"][0]

@@ -1,0 +1,61 @@
+"""torchtitan's Llama 4 flavor and the model notes of a torchtitan file (a B200 user
+trial's findings 4 and 5)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from pptune.cli.app import app
+from tests.check_json import check_file
+
+ROOT = Path(__file__).resolve().parents[1] / "data"
+SCOUT = (ROOT / "configs" / "torchtitan_llama4_scout_ep8.toml").read_text()
+SCOUT_HF = ROOT / "hf" / "llama4-scout-17b-16e-config.json"
+NO_PRESET = "has no pptune preset"
+runner = CliRunner()
+
+
+def test_llama4_17bx16e_is_priced_as_scout(tmp_path: Path) -> None:
+    """torchtitan 0.2.2's llama4 17bx16e is Llama 4 Scout's shape (its llama4_args): the
+    file prices with the preset, as with the Hugging Face config."""
+    code, _, doc = check_file(tmp_path / "job.toml", SCOUT, "--gpus", "64", "--gpu", "b200")
+    assert code == 0 and doc["config"]["model"] == "llama4-scout"
+    assert not [n for n in doc["notes"] if NO_PRESET in n]
+    _, _, hf = check_file(tmp_path / "job.toml", SCOUT, "--gpus", "64", "--gpu", "b200",
+                          "--hf-config", str(SCOUT_HF))
+    assert hf["derived"]["step_time_s"] == doc["derived"]["step_time_s"]
+
+
+def test_no_preset_note_goes_once_the_model_is_known(tmp_path: Path) -> None:
+    """A flavor without a preset says so, unless --hf-config or the file's plan line names
+    the model."""
+    custom = SCOUT.replace('flavor = "17bx16e"', 'flavor = "custom"')
+    _, _, doc = check_file(tmp_path / "job.toml", custom, "--gpus", "64", "--gpu", "b200")
+    assert [n for n in doc["notes"] if NO_PRESET in n]
+    _, _, doc = check_file(tmp_path / "job.toml", custom, "--gpus", "64", "--gpu", "b200",
+                           "--hf-config", str(SCOUT_HF))
+    assert not [n for n in doc["notes"] if NO_PRESET in n] and "step_time_s" in doc["derived"]
+    planned = f"# pptune-plan: gpu=b200 hf_config={SCOUT_HF}\n" + custom
+    _, _, doc = check_file(tmp_path / "job.toml", planned, "--gpus", "64")
+    assert not [n for n in doc["notes"] if NO_PRESET in n]
+    assert [n for n in doc["notes"] if "'# pptune-plan:' line" in n]
+
+
+def test_emit_names_torchtitans_llama4_flavor(tmp_path: Path) -> None:
+    """The file names the flavor, and check-config prices it as recommend did."""
+    out = tmp_path / "out"
+    r = runner.invoke(app, ["recommend", "--hf-config", str(SCOUT_HF), "--gpus", "64",
+                            "--gpu", "b200", "--ep", "8", "--pp", "1", "--emit", "torchtitan",
+                            "-o", str(out)])
+    assert r.exit_code == 0, r.stderr
+    text = (out / "torchtitan.toml").read_text()
+    assert 'name = "llama4"\nflavor = "17bx16e"' in text and "custom" not in text
+    predicted = float(text.split("# predicted: step ")[1].split(" s,")[0])
+    r = runner.invoke(app, ["check-config", str(out / "torchtitan.toml"), "--output", "json",
+                            "--no-compare"])
+    doc = json.loads(r.stdout)
+    assert not [n for n in doc["notes"] if NO_PRESET in n]
+    assert round(doc["derived"]["step_time_s"], 3) == predicted
