@@ -291,9 +291,8 @@ def analytic_layers(
     ``tp_comm_overlap`` and sequence parallelism are on, its ring exchange over
     ``tp_p2p`` (latency_s, bytes/s: a pairwise NVLink copy); ``cross_entropy``: the
     loss's kernels (loss.py); ``swiglu``: a gated MLP's activation kernels (rates.Swiglu);
-    ``fp8_kernels``, ``fp8_params``, ``torchao_recipe``: whose FP8 linears, whether they
-    get FP8 weights, torchao's scaling (precision.py); ``wgrad_accum``: where weight
-    gradients go (rates.WgradAccum)."""
+    ``fp8_kernels``, ``fp8_params``, ``torchao_recipe``: whose FP8 linears, FP8 weights,
+    torchao's scaling (precision.py); ``wgrad_accum``: rates.WgradAccum."""
     if efficiency is not None and not 0 < efficiency <= 1:
         raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
     unknown = set(recompute_modules) - RECOMPUTE_MODULES

@@ -241,8 +241,7 @@ def _analytic(opts: CostOptions, shape: ModelShape | None, sizes: tuple[int, ...
         fp8_params=opts.fp8_params, gpus_per_node=gpus_per_node,
         recompute_modules=recompute_modules, cross_entropy=opts.cross_entropy,
         swiglu=opts.swiglu, fp8_kernels=opts.fp8_linears(), wgrad_accum=opts.wgrad_accum,
-        torchao_recipe=opts.torchao_recipe,
-        profiles=(built := dict[CostKey, Profile]()))
+        torchao_recipe=opts.torchao_recipe, profiles=(built := dict[CostKey, Profile]()))
     # searching: the plain layout prices the table's common parts (names, sizes,
     # memory); the search checks and prices the keys the flags ask for (dims.py)
     key = single_key(opts) if not search else CostKey()

@@ -127,10 +127,8 @@ class TrainingConfig(Strict):
     )
     wgrad_accum: Literal["fused", "unfused", "bf16"] | None = Field(
         None, description="where weight gradients go, when the file says: fused (into "
-        "Megatron-LM's FP32 main_grad by the GEMM, its default), unfused "
-        "(--no-gradient-accumulation-fusion: a BF16 gradient, then an add), bf16 (the "
-        "BF16 gradient alone: torch FSDP2)"
-    )
+        "Megatron-LM's FP32 main_grad by the GEMM, its default), unfused (--no-gradient-"
+        "accumulation-fusion: a BF16 gradient, then an add), bf16 (torch FSDP2's)")
     fp8_kernels: Literal["te", "torchao"] | None = Field(
         None, description="whose FP8 linear layers an FP8 config runs: te (Transformer "
         "Engine, Megatron-LM's and NeMo's: FP8 weight copies cached all step, FP8 GEMM "
