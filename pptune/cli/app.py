@@ -184,7 +184,7 @@ def recommend_cmd(
     *,
     space: PlanSpace,
     costs: CostOptions,
-    top: int = typer.Option(5, "--top", help="plans to show"),
+    top: int = typer.Option(5, "--top", help="plans to rank; when none of them runs without a pipeline, the best plan that does follows as one more row (and in --json)"),
     out: OutputOptions,
     output: Path | None = typer.Option(None, "--output", "-o", help="save the JSON to FILE (with --emit: the folder for the files)"),
     emit: str | None = typer.Option(None, "--emit", help="write the plan as megatron, deepspeed, torchtitan or pptune config"),
