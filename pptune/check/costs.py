@@ -202,12 +202,10 @@ def model_of(cfg: TrainingConfig, base_dir: Path, flags: CostOptions,
     """The model check-config prices for ``cfg``: the config's, a calibrated profile's
     (``given``, or the file named), None for a measured profile or none (a bad model
     or profile is reported when the costs are built)."""
-    path = flags.profile or (Path(cfg.profile) if cfg.profile else None)
-    if given is None and path is not None:
-        try:
-            given = load_profile(path if path.is_absolute() else base_dir / path)
-        except PptuneError:
-            return None
+    try:
+        given = profile_match.named_profile(cfg, base_dir, flags, given)
+    except PptuneError:
+        return None
     if given is not None:
         cal = given.calibration
         return None if cal is None else calibrated.shape(cal, cfg.seq_len)

@@ -17,12 +17,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pptune.check.profile_match import named_profile
 from pptune.costmodel import presets
 from pptune.costmodel.layout import contiguous_group
 from pptune.costmodel.presets import GpuSpec
 from pptune.errors import PptuneError
 from pptune.options import CostOptions
-from pptune.schemas import Profile, TrainingConfig, load_profile
+from pptune.schemas import Profile, TrainingConfig
 
 # the value the findings about --gpus-per-node carry (calibrate repeats them as notes)
 FLAG_VALUE = "gpus_per_node_flag"
@@ -30,7 +31,7 @@ FLAG_VALUE = "gpus_per_node_flag"
 
 def with_nvlink_domain(cfg: TrainingConfig, flags: CostOptions, add: Any,
                        asked: int | None = None, given: Profile | None = None,
-                       base_dir: Path | None = None) -> TrainingConfig:
+                       base_dir: Path = Path(".")) -> TrainingConfig:
     """The config with the NVLink domain it is priced on as ``gpus_per_node`` (module
     docstring; an info finding when that changes it); unchanged for measured costs (a
     probe's profile) and for a node size that is the domain. A calibrated profile
@@ -71,19 +72,15 @@ def with_nvlink_domain(cfg: TrainingConfig, flags: CostOptions, add: Any,
 
 
 def _priced_gpu(cfg: TrainingConfig, flags: CostOptions, given: Profile | None,
-                base_dir: Path | None) -> tuple[str, bool]:
+                base_dir: Path) -> tuple[str, bool]:
     """The GPU the config is priced on, and whether its costs are measured (a probe's
     profile: its layers as measured on the node it ran). A calibrated profile prices
     the analytic model of its own GPU, scaled; a profile that cannot be read counts as
     measured (check/costs.py reports it)."""
-    path = flags.profile or (Path(cfg.profile) if cfg.profile else None)
-    if given is None and path is not None:
-        if not path.is_absolute() and base_dir is not None:
-            path = base_dir / path
-        try:
-            given = load_profile(path)
-        except PptuneError:
-            return flags.gpu or cfg.gpu or presets.DEFAULT_GPU, True
+    try:
+        given = named_profile(cfg, base_dir, flags, given)
+    except PptuneError:
+        return flags.gpu or cfg.gpu or presets.DEFAULT_GPU, True
     if given is not None:
         cal = given.calibration
         return (cal.gpu, False) if cal is not None else ("", True)

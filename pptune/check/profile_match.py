@@ -95,3 +95,14 @@ def found_here(add: Any) -> None:
         f"{prof.model.name} on {prof.device.name}), which neither the config nor a flag "
         "names: check it measured this job, or pass --profile, --model or --hf-config",
         model=prof.model.name, device=prof.device.name)
+
+
+def named_profile(cfg: TrainingConfig, base_dir: Path, flags: CostOptions,
+                  given: Profile | None = None) -> Profile | None:
+    """The profile that prices ``cfg``: ``given`` (calibrate's own), else the file
+    ``--profile`` or the config names (a relative one from ``base_dir``), else None;
+    PptuneError when that file cannot be read."""
+    path = flags.profile or (Path(cfg.profile) if cfg.profile else None)
+    if given is not None or path is None:
+        return given
+    return load_profile(path if path.is_absolute() else base_dir / path)
