@@ -27,6 +27,7 @@ from pptune.costmodel.sharding import Sharding, state_bytes_per_param, working_b
 from pptune.costmodel.simulate import SimResult
 
 DEFAULT_VIRTUAL_STAGES = (2, 3, 4)
+DEFAULT_TOP = 5  # plans recommend lists (--top)
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,11 @@ class PlanRequest:
     # bytes a parameter of the optimizer's share of the state kept in host memory
     # (DeepSpeed ZeRO-Offload: 12, or 14 with ZeRO-3's offload_param; sharding.py)
     offloaded_bytes: float = 0.0
-    top: int = 5
+    top: int = DEFAULT_TOP
+    # the search's cut-off as if this many plans were asked, the list still ``top`` long:
+    # recommend ranks with --top's default, so --top 1..5 list the first plans of one
+    # ranking (search.py; below the first, a ranking can depend on its cut-off)
+    rank_top: int = 0
     # Megatron-LM's combined 1F1B order (--overlap-moe-expert-parallel-comm) searched
     # for 1f1b and interleaved-1f1b; False: a framework without it (torchtitan)
     combined_order: bool = True

@@ -237,9 +237,10 @@ def search(tables: CostTable | TableSource, req: PlanRequest) -> SearchResult:
     table per key of ``req.keys()``."""
     source = table_source(tables, req)
     pending, rejected, count = candidates(source, req)
-    plans, best_by, best_pp1, simulated = rank(source, req, pending, rejected)
+    ranked = replace(req, top=max(req.top, req.rank_top))  # the cut-off (PlanRequest)
+    plans, best_by, best_pp1, simulated = rank(source, ranked, pending, rejected)
     for plain in _without_recompute(source, req, list(_unique(sorted(plans, key=_order)))[
-            : req.top]):
+            : ranked.top]):
         plans.append(plain)
         simulated += 1
         if plain.step_time_s < best_by[plain.schedule].step_time_s:

@@ -22,6 +22,7 @@ from pptune.costmodel.memory import DEFAULT_RESERVE_BYTES
 from pptune.costmodel.ops import Attention
 from pptune.costmodel.precision import reduces_amax
 from pptune.costmodel.presets import MODELS, ModelShape
+from pptune.costmodel.records import DEFAULT_TOP
 from pptune.costmodel.schedules import DEFAULT_SCHEDULES
 from pptune.costmodel.search import (
     CostTable,
@@ -59,10 +60,10 @@ class RecommendSpec:
 
     space: PlanSpace
     costs: CostOptions = field(default_factory=CostOptions)
-    top: int = 5
+    top: int = DEFAULT_TOP
 
     @classmethod
-    def of(cls, *, top: int = 5, **flags: Any) -> RecommendSpec:
+    def of(cls, *, top: int = DEFAULT_TOP, **flags: Any) -> RecommendSpec:
         """From the flags by field name, values as text or typed, e.g.
         ``RecommendSpec.of(gpus=8, sharding="none", tp=2)`` (BadInput as on the command line)."""
         cost_names = {f.name for f in fields_of(CostOptions)}
@@ -190,6 +191,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         shardings=shardings, recomputes=recomputes,
         recompute_every=s.recompute_every, reserve_bytes=reserve,
         grad_bytes_factor=factor, blocking_send=s.blocking_send, top=spec.top,
+        rank_top=DEFAULT_TOP,
         overlap_grad_reduce=s.overlap_grad_reduce, pipeline_margin=s.pipeline_margin,
         moment_bytes=moment_bytes(s.exp_avg_dtype, s.exp_avg_sq_dtype),
     )

@@ -8,13 +8,14 @@ import dataclasses
 
 from pptune.plan.recommend import RecommendSpec, recommend
 
+# every GPU at the preset's rate (--gpu-spread 0), no sequence parallelism: the case
+# the fix was found on
+SPEC = RecommendSpec.of(gpus=32, model="gpt3-13b", gpu="a100-80gb", tp=2,
+                        sharded_optimizer=True, gpu_spread=0.0, sequence_parallel=False)
+
 
 def _plans(top: int) -> list[tuple[object, ...]]:
-    # every GPU at the preset's rate (--gpu-spread 0), no sequence parallelism: the case
-    # the fix was found on
-    spec = RecommendSpec.of(gpus=32, model="gpt3-13b", gpu="a100-80gb", tp=2,
-                            sharded_optimizer=True, gpu_spread=0.0, sequence_parallel=False)
-    run = recommend(dataclasses.replace(spec, top=top))
+    run = recommend(dataclasses.replace(SPEC, top=top))
     return [(p.schedule, p.pp, p.micro_batch_size, tuple(p.stage_layers), p.recompute,
              round(p.step_time_s, 9)) for p in run.result.plans]
 
@@ -25,3 +26,14 @@ def test_the_top_five_are_the_first_five_of_the_top_twelve() -> None:
     five, twelve = _plans(5), _plans(12)
     assert five == twelve[:5]
     assert five[4][0].value == "zbv"  # type: ignore[attr-defined]
+
+
+def test_top_one_and_two_rank_as_the_default_five_does() -> None:
+    # recommend prunes with the fifth step found whatever --top <= 5 asks (rank_top), so
+    # --top 2 is one ranking's first two: with --top 2's own cut-off, Llama 4 Scout on 64
+    # B200s had listed zbv at 6.144 s second where --top 5 lists an interleaved plan at 6.114
+    five = recommend(dataclasses.replace(SPEC, top=5)).result
+    for top in (1, 2):
+        run = recommend(dataclasses.replace(SPEC, top=top)).result
+        assert run.simulated == five.simulated
+        assert [p.step_time_s for p in run.plans] == [p.step_time_s for p in five.plans[:top]]
