@@ -194,7 +194,7 @@ def min_bottleneck_within_memory(
     key = (p, b, schedule, v, spec.rank_order, spec.recompute)
     splits = cache.splits
     if key not in splits:
-        splits[key] = time_only_split(c.work_s(), n_stages, _hop_extra(table, req, spec))
+        splits[key] = time_only_split(c.work_s(), n_stages, hop_extra(table, req, spec))
     free = splits[key]
     if free is None:
         return None
@@ -211,7 +211,7 @@ def min_bottleneck_within_memory(
             if some_split_fits(starts, n, n_stages):
                 try:
                     splits[fitted_key] = min_bottleneck_split(
-                        c.work_s(), n_stages, _hop_extra(table, req, spec), starts=starts)
+                        c.work_s(), n_stages, hop_extra(table, req, spec), starts=starts)
                 except SplitError:
                     pass
         fitted = splits[fitted_key]
@@ -245,7 +245,7 @@ def any_split_bound(table: CostTable, req: PlanRequest, spec: PlanSpec,
     key = (spec.pp, b, spec.schedule, v, spec.rank_order, rb)
     b_key = ("bottleneck", *key)
     if b_key not in cache.sums:
-        extra = _hop_extra(rc, req, spec)
+        extra = hop_extra(rc, req, spec)
         if key not in cache.splits:
             cache.splits[key] = time_only_split(
                 c.work_s(), model_chunks(spec.schedule, spec.pp, v), extra)
@@ -273,7 +273,7 @@ def _time_only(costs: tuple[float, ...], n_stages: int, extra: tuple[float, ...]
         return None
 
 
-def _hop_extra(table: CostTable, req: PlanRequest, spec: PlanSpec) -> tuple[float, ...]:
+def hop_extra(table: CostTable, req: PlanRequest, spec: PlanSpec) -> tuple[float, ...]:
     """A stage's extra cost: sending its output forward and receiving the gradient
     back (same size), over the link to the next stage's device. Cached by what it
     reads: recomputed tables and the cost keys' tables share their hops."""
