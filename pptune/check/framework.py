@@ -10,7 +10,6 @@ rules are per release (``--framework-version``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 from pptune.costmodel.search import PlanRequest, Sharding
 from pptune.frameworks.common.adapter import Add
@@ -82,21 +81,7 @@ def stateable_requests(cfg: TrainingConfig, req: PlanRequest,
     adapter = adapter_of(cfg.source_format)
     own, *others = req.keys()
     keys = [own, *(k for k in others if adapter.cannot_state(k, seq_len, own) is None)]
-    parts = {k: (k.tp, adapter.key_shardings(k, req.shardings)) for k in keys}
-    groups: list[PlanRequest] = []
-    for tp, shardings in dict.fromkeys(parts.values()):
-        mine = tuple(k for k in keys if parts[k] == (tp, shardings))
-        if not shardings:
-            continue
-        within = adapter.stateable(replace(req, tp=tp, cost_keys=mine, shardings=shardings),
-                                   cfg.model)
-        same = next((i for i, r in enumerate(groups)
-                     if replace(r, tp=tp, cost_keys=mine) == within), None)
-        if same is None:
-            groups.append(within)
-        else:
-            groups[same] = replace(groups[same], cost_keys=(*groups[same].keys(), *mine))
-    return groups
+    return adapter.stateable_groups(req, keys, cfg.model)
 
 
 ZERO_STAGES = (Sharding.NONE, Sharding.ZERO1, Sharding.ZERO2, Sharding.ZERO3)

@@ -35,7 +35,7 @@ from pptune.check.split import (
     table_blocks,
     table_split,
 )
-from pptune.check.verdicts import bubble_hint, softened, unknown_dp, without_twins
+from pptune.check.verdicts import balance, bubble_hint, softened, unknown_dp, without_twins
 from pptune.costmodel.layout import LayoutError as PlacementError
 from pptune.costmodel.layout_grammar import LayoutError, parse_layout
 from pptune.costmodel.precision import reduces_amax
@@ -365,7 +365,7 @@ def _predict(
     max_bubble = opts.max_bubble if opts.max_bubble is not None else cfg.limits.max_bubble
     if plan.bubble_rate > max_bubble:
         hint = bubble_hint(p, m, plan.bubble_rate, max_bubble,
-                           p if schedule is Schedule.INTERLEAVED else 1)
+                           p if schedule is Schedule.INTERLEAVED else 1, *balance(table, plan))
         add("bubble-over-limit", _limit_severity(opts, cfg, opts.max_bubble, "max_bubble"),
             f"predicted bubble {fmt_pct(plan.bubble_rate)} exceeds the limit "
             f"{fmt_pct(max_bubble)} (pp={p}, m={m}, {schedule.value}){hint}",

@@ -14,7 +14,11 @@ from __future__ import annotations
 import math
 from typing import Protocol, TypeVar
 
+from pptune.costmodel.refine import device_loads
+from pptune.costmodel.search import Plan
+from pptune.costmodel.table import CostTable, stage_costs
 from pptune.frameworks.common.adapter import Add
+from pptune.report.fmt import fmt_pct
 from pptune.schemas import TrainingConfig
 
 # the finding of a config checked at an assumed dp (calibrate refuses such a job)
@@ -59,19 +63,42 @@ def unknown_dp(cfg: TrainingConfig, add: Add) -> tuple[int, int | None]:
     return dp, dp
 
 
-def bubble_hint(p: int, m: int | None, bubble: float, limit: float, multiple: int) -> str:
-    """What brings the bubble under ``limit``: with a pipeline, the micro-batches that
-    would, the idle time a step held fixed (the fill and drain do not grow with m, the
-    work does: bubble / (1 - bubble) falls as 1/m), rounded up to a ``multiple`` (pp for
-    interleaved 1F1B, as Megatron-LM and torch run it); without one (p = 1) the idle time
-    is data-parallel communication the step waits on."""
+def balance(table: CostTable, plan: Plan) -> tuple[float, int]:
+    """(mean over max of the devices' work a micro-batch, the busiest device): each
+    device's work is its stages' layers (refine.device_loads)."""
+    per_layer = [c.total_s for c in stage_costs(table, plan.micro_batch_size,
+                                                (1,) * sum(plan.stage_layers))]
+    loads = device_loads(per_layer, plan.stage_layers, plan.schedule, plan.pp)
+    top = max(loads)
+    return (sum(loads) / len(loads) / top if top > 0 else 1.0), loads.index(top)
+
+
+def bubble_hint(p: int, m: int | None, bubble: float, limit: float, multiple: int,
+                ratio: float = 1.0, busiest: int = 0) -> str:
+    """What brings the bubble under ``limit``.
+
+    Without a pipeline (p = 1) the idle time is data-parallel communication the step
+    waits on. With one, it is the fill and drain, which do not grow with the
+    micro-batches m, plus the lighter devices' wait on the busiest in every micro-batch,
+    which does: with ``ratio`` the devices' mean work a micro-batch over the busiest's
+    (``balance``; 1: balanced), the bubble falls towards the floor 1 - ratio as m grows.
+    Taking the fill and drain F (in the busiest device's micro-batches) from the bubble b
+    at m, 1 - b = m ratio / (F + m), the bubble is under L from
+    m' >= (1 - L) F / (ratio - (1 - L)), rounded up to a ``multiple`` (pp for interleaved
+    1F1B, as Megatron-LM and torch run it); with the floor at L or above no m brings it
+    under, and the hint names the busiest pipeline rank."""
     if p == 1:
         return ("; with pp=1 there is no pipeline: the idle time is the data-parallel "
                 "communication the step waits on (overlap it with the backward, or run more "
                 "micro-batches a step)")
     if not m or limit <= 0 or bubble >= 1:
         return ""
-    need = math.ceil(m * bubble / (1 - bubble) * (1 - limit) / limit)
+    if 1 - ratio >= limit:
+        return (f"; more micro-batches cannot: the stages are unbalanced, pipeline rank "
+                f"{busiest} works {1 / ratio:.2f}x the mean a micro-batch, so the others wait "
+                f"{fmt_pct(1 - ratio)} of the step at any m; move layers off it")
+    fill = max(0.0, m * ratio / (1 - bubble) - m)
+    need = math.ceil((1 - limit) * fill / (ratio - (1 - limit)) - 1e-9)
     need = math.ceil(need / multiple) * multiple
     return (f"; about m >= {need}" + (" (a multiple of pp)" if multiple > 1 else "")
             + " would bring it under the limit: the fill and drain stay, the work grows")

@@ -194,7 +194,7 @@ def recommend_cmd(
 ) -> None:
     from pptune.plan import recommend as planning
 
-    req = planning.RecommendSpec(space, costs, top)
+    req = planning.RecommendSpec(space, costs, top, emit)
     _check_width(out.width)
     if train_tokens is not None:
         found = limits.problem("--train-tokens", train_tokens, 0, limits.MAX_TRAIN_TOKENS, lo_open=True)

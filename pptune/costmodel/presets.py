@@ -59,6 +59,9 @@ class GpuSpec:
     # priced as flash attention (with_attention_kernel)
     cudnn_causal_attention: tuple[tuple[int, float], ...] = ()
     cudnn_full_attention: tuple[tuple[int, float], ...] = ()
+    # the GPU whose measured attention shares of peak price this one (None: its own, or
+    # the die's: H200 and H800 are H100's GH100)
+    attention_rates_of: str | None = None
     # The range of sustained matmul throughput over the 8 GPUs of a node, relative
     # to the median: a job runs at its slowest GPU's pace (variation.py).
     matmul_spread: float = 0.05
@@ -250,7 +253,8 @@ GPUS: dict[str, GpuSpec] = {
                 fabric=Fabric(682.2 * GB, _P2P_SHARE * 900 * GB, _NIC_400G_BUSBW,
                               838.0 * GB, nvls_min_ranks=6, collective_ctas=_NCCL_CTAS),
                 causal_attention=_H100_CAUSAL, full_attention=_H100_FULL,
-                cudnn_causal_attention=_H100_CUDNN_CAUSAL, cudnn_full_attention=_H100_CUDNN_FULL),
+                cudnn_causal_attention=_H100_CUDNN_CAUSAL, cudnn_full_attention=_H100_CUDNN_FULL,
+                attention_rates_of="h100-sxm"),
         # NVIDIA GB200 NVL72: 72 Blackwell GPUs in one NVLink domain, 1.8 TB/s
         # NVLink 5 each, 13.4 TB HBM3e at 576 TB/s (186 GB, 8 TB/s a GPU:
         # MLCommons GB200-NVL72 system descriptions); 2,500 / 5,000 / 10,000
@@ -265,7 +269,8 @@ GPUS: dict[str, GpuSpec] = {
                 fabric=Fabric(680 * GB, _P2P_SHARE * 900 * GB, _NIC_400G_BUSBW,
                               850 * GB, nvls_min_ranks=5, collective_ctas=_NCCL_CTAS),
                 causal_attention=_H100_CAUSAL, full_attention=_H100_FULL,
-                cudnn_causal_attention=_H100_CUDNN_CAUSAL, cudnn_full_attention=_H100_CUDNN_FULL),
+                cudnn_causal_attention=_H100_CUDNN_CAUSAL, cudnn_full_attention=_H100_CUDNN_FULL,
+                attention_rates_of="h100-sxm"),
     ]
 }
 

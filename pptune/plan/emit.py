@@ -201,10 +201,9 @@ def _or_faster_stateable(adapter: Adapter, run: RecommendRun, plan: Plan, rank: 
     seq = run.table.seq_len
     keys = tuple(k for k in run.plan_request.keys()
                  if k != plan.key and adapter.cannot_state(k, seq) is None)
-    if keys:
-        within = adapter.stateable(run.plan_request, ran.model, ran.shape)
-        for best in search(run.table_for, replace(within, cost_keys=keys, tp=keys[0].tp,
-                                                  top=TRIED, with_best_pp1=False)).plans:
+    for within in adapter.stateable_groups(run.plan_request, keys, ran.model, ran.shape):
+        for best in search(run.table_for, replace(within, top=TRIED,
+                                                  with_best_pp1=False)).plans:
             try:
                 tried.append((best, adapter.express(job_of(run, best), best, rank)))
             except BadInput:

@@ -37,8 +37,10 @@ from pptune.costmodel.sharding import StateDtype, moment_bytes
 from pptune.costs.dims import search_keys
 from pptune.costs.resolve import Costs, resolve
 from pptune.errors import BadInput
+from pptune.frameworks.registry import find
 from pptune.options import CostOptions, PlanSpace, build, fields_of
 from pptune.options.record import PlanFileRequest
+from pptune.plan.attention_share import attention_note
 from pptune.plan.what_if import (
     MOE_HOST_NOTE,
     batch_tokens_note,
@@ -61,6 +63,9 @@ class RecommendSpec:
     space: PlanSpace
     costs: CostOptions = field(default_factory=CostOptions)
     top: int = DEFAULT_TOP
+    # the framework whose files the plan is written as (recommend --emit): analytic costs
+    # without --attention are priced with the kernel its files run (Adapter.runs_attention)
+    written_as: str | None = None
 
     @classmethod
     def of(cls, *, top: int = DEFAULT_TOP, **flags: Any) -> RecommendSpec:
@@ -128,6 +133,19 @@ def check_spec(spec: RecommendSpec) -> None:
         raise BadInput("; ".join(problems))
 
 
+def _written_kernel(spec: RecommendSpec, costs: Costs) -> tuple[Attention | None, list[str]]:
+    """The attention kernel the files of ``spec.written_as`` run, where the costs are
+    analytic and no --attention names one, and the line that says the plans are ranked
+    with it, so that plan 1 and the file written are priced alike; (None, []) otherwise."""
+    adapter = find(spec.written_as) if spec.written_as is not None else None
+    if (adapter is None or adapter.runs_attention is None or costs.measured
+            or spec.costs.attention is not None):
+        return None, []
+    kernel = Attention(adapter.runs_attention)
+    return kernel, [f"attention: ranked with {kernel.value} attention, what {adapter.title}'s "
+                    "files run (--attention sets another)"]
+
+
 def _with_moments(shardings: tuple[Sharding, ...], s: PlanSpace) -> tuple[Sharding, ...]:
     """The shardings searched for Adam moments narrower than FP32: Megatron-LM's
     precision-aware optimizer, which megatron-core runs only with the distributed
@@ -159,10 +177,16 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         shardings = (Sharding.ZERO1,)
     shardings = _with_moments(shardings, s)
     given = costs is not None  # tune prices one layout, the one its trials run
+    ranked: list[str] = []
     if costs is None:
         costs = resolve(spec.costs, sizes=s.micro_batch_sizes, search=True,
                         gpus_per_node=s.gpus_per_node, gpus=s.gpus)
-    notes = [*costs.notes, f"costs: {costs.origin}"]
+        kernel, ranked = _written_kernel(spec, costs)
+        if kernel is not None:
+            spec = replace(spec, costs=replace(spec.costs, attention=kernel))
+            costs = resolve(spec.costs, sizes=s.micro_batch_sizes, search=True,
+                            gpus_per_node=s.gpus_per_node, gpus=s.gpus)
+    notes = [*ranked, *costs.notes, f"costs: {costs.origin}"]
     table = costs.table
     gpn = s.gpus_per_node or (costs.gpu.gpus_per_node if costs.gpu is not None else 8)
     keys = ((costs.key,) if given or costs.shape is None or costs.gpu is None
@@ -235,6 +259,12 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
             and costs.profile.calibration is None):
         result.notes.append(MOE_HOST_NOTE)
     c = spec.costs
+    if result.plans and not costs.measured:
+        best = result.plans[0]
+        hint = attention_note(costs.table_for(best.key), req, best, costs.gpu,
+                              c.attention or Attention.FLASH)
+        if hint:
+            result.notes.append(hint)
     hf = c.hf_config.resolve() if c.hf_config is not None else costs.profile.model.hf_config
     def searched(values: list[int]) -> tuple[int, ...]:
         return tuple(sorted(set(values)))

@@ -37,14 +37,16 @@ def test_shardings_a_torchtitan_file_states_at_a_key() -> None:
 
 
 def test_the_best_plan_is_one_torchtitan_runs(tmp_path: Path) -> None:
-    """The trial's file (ep 8, FSDP over 64 B200s): its best plan keeps the experts' mesh
-    and shards over any cp ranks; written out, check-config reads it back as it was
-    priced, without the torchtitan-ep-mesh error the trial met."""
+    """The trial's file (ep 8, FSDP over 64 B200s): its best plan is one torchtitan
+    builds an expert mesh for and shards over any cp ranks; written out, check-config
+    reads it back as it was priced, without the torchtitan-ep-mesh error the trial met.
+    (The best plan was ep 8 with FSDP at 7.354 s; since refinement tries the split
+    without the per-chunk memory share, ep 2 over tp 2 at 7.326 s.)"""
     read = read_config(SCOUT, gpus=64, gpu="b200")
     report = check(read.config, tmp_path, CheckOptions(costs=CostOptions(gpu="b200"),
                                                        max_slowdown=1.0), read.semantics)
     best = report.best
-    assert best is not None and best.ep == 8
+    assert best is not None and best.ep > 1
     shard = best.dp if best.sharding is Sharding.FSDP else 1
     assert mesh_problem(best.ep, best.etp, shard, best.cp, best.tp) is None
     assert best.cp == 1 or best.sharding is Sharding.FSDP

@@ -65,6 +65,20 @@ def test_the_micro_batches_that_bring_a_bubble_under_its_limit() -> None:
     assert bubble_hint(4, None, 0.5, 0.25, 1) == ""
 
 
+def test_an_unbalanced_pipelines_bubble_has_a_floor() -> None:
+    """The devices' mean work a micro-batch 0.9 of the busiest's: the bubble falls towards
+    10%, not 0. 30% at m = 8: the fill and drain are 8 x 0.9 / 0.7 - 8 = 2.286 of the
+    busiest device's micro-batches; under 20% from 0.8 x 2.286 / (0.9 - 0.8) = 18.3 -> 19
+    (the balanced formula said 8 x 0.3 / 0.7 x 4 = 13.7 -> 14). At 0.7 the floor, 30%, is
+    over a 25% limit: no m brings it under."""
+    from pptune.check.verdicts import bubble_hint
+    assert "about m >= 19 would" in bubble_hint(4, 8, 0.3, 0.2, 1, 0.9)
+    assert "about m >= 14 would" in bubble_hint(4, 8, 0.3, 0.2, 1)
+    hint = bubble_hint(8, 224, 0.36, 0.25, 1, 0.7, 7)
+    assert "more micro-batches cannot" in hint and "pipeline rank 7 works 1.43x" in hint
+    assert "30.0% of the step" in hint
+
+
 def test_a_frameworks_refusal_replaces_the_generic_finding_of_the_same_fault() -> None:
     from pptune.check.rules import Finding
     from pptune.check.verdicts import without_twins

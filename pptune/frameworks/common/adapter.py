@@ -115,6 +115,10 @@ class Adapter:
     # --sequence-parallel (its MoE layers need it), torchtitan always does; how a file of
     # tp 1, which says nothing of it, is priced at another tp (check.costs)
     tp_splits_sequence = True
+    # the attention kernel its files run where the user names none: recommend --emit ranks
+    # the plans with it, so the table and the file written are priced alike (None: pptune's
+    # default, flash; closest.py re-prices the written plan with the same kernel)
+    runs_attention: str | None = None
     # rule id -> the framework's own source for a placement rule check/experts.py judges
     # for every framework (empty: megatron-core's, which derives the placement)
     expert_cites: tuple[tuple[str, str], ...] = ()
@@ -200,6 +204,28 @@ class Adapter:
         substitute plan comes from. Default: all but interleaving with m not a multiple
         of pp, which torch's runtime orders its own way (``unsimulated_order``)."""
         return self.in_its_order(req)
+
+    def stateable_groups(self, req: PlanRequest, keys: Sequence[CostKey], model: str | None,
+                         shape: ModelShape | None = None) -> list[PlanRequest]:
+        """``req`` over ``keys`` narrowed to the plans its files state (``stateable``),
+        each key with the shardings its files state there (``key_shardings``): one
+        request a tensor-parallel size and shardings whose narrowing differs (DeepSpeed
+        runs AutoTP without a pipeline), else one; none for keys no sharding is left."""
+        parts = {k: (k.tp, self.key_shardings(k, req.shardings)) for k in keys}
+        groups: list[PlanRequest] = []
+        for tp, shardings in dict.fromkeys(parts.values()):
+            mine = tuple(k for k in keys if parts[k] == (tp, shardings))
+            if not shardings:
+                continue
+            within = self.stateable(replace(req, tp=tp, cost_keys=mine, shardings=shardings),
+                                    model, shape)
+            same = next((i for i, r in enumerate(groups)
+                         if replace(r, tp=tp, cost_keys=mine) == within), None)
+            if same is None:
+                groups.append(within)
+            else:
+                groups[same] = replace(groups[same], cost_keys=(*groups[same].keys(), *mine))
+        return groups
 
     def in_its_order(self, req: PlanRequest) -> PlanRequest:
         """``req`` without interleaving in Megatron-LM's micro-batch groups where the

@@ -12,7 +12,7 @@ from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog
 from pptune.frameworks.common.source import Repeated
 from pptune.frameworks.megatron import log, rules, writer
-from pptune.frameworks.megatron.closest import closest_plan, stateable_request
+from pptune.frameworks.megatron.closest import ATTENTION, closest_plan, stateable_request
 from pptune.frameworks.megatron.reader import looks_like_megatron, read_megatron
 from pptune.frameworks.megatron.split import MEGATRON
 from pptune.schemas import TrainingConfig
@@ -34,6 +34,7 @@ class MegatronAdapter(Adapter):
     versions = (MEGATRON,)
     states_node_shape = True  # torchrun --nnodes N --nproc_per_node K
     runs_microbatch_groups = True  # --microbatch-group-size-per-virtual-pipeline-stage
+    runs_attention = ATTENTION  # what its scripts' --attention-backend auto runs
 
     def detect(self, data: Any) -> bool:
         return isinstance(data, str) and looks_like_megatron(data)

@@ -55,6 +55,9 @@ WGRAD_RUNS = {
                      "their copy into its gradient buckets not counted: fsdp.py)",
 }
 
+# Transformer Engine's attention backend at auto: cuDNN's fused attention (reader.py)
+ATTENTION = "cudnn"
+
 
 def wgrad_accum(asked: WgradAccum, sharding: Sharding) -> WgradAccum:
     """Where a script's weight gradients go: under Megatron-FSDP (ZeRO-2, ZeRO-3, FSDP),
@@ -109,7 +112,7 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     job, plan = _sequence_parallel(job, plan, notes)
     # the script states megatron-core's fused loss (writer.py) and leaves Transformer
     # Engine's attention backend at auto (cuDNN's fused attention): priced with their kernels
-    attention = "eager" if job.attention == "eager" else "cudnn"
+    attention = "eager" if job.attention == "eager" else ATTENTION
     # and its weight gradients where the sharding puts them (wgrad_accum)
     asked = (job.cost_options or CostOptions()).wgrad_accum
     accum = wgrad_accum(asked, plan.sharding)

@@ -17,7 +17,7 @@ from pptune.frameworks.common.source import Repeated, parse_toml
 from pptune.frameworks.torchtitan import closest, facts, log, writer
 from pptune.frameworks.torchtitan.closest import stateable_request
 from pptune.frameworks.torchtitan.cp_fp8 import seq_problem
-from pptune.frameworks.torchtitan.experts import mesh_problem
+from pptune.frameworks.torchtitan.experts import key_shardings
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN
 from pptune.frameworks.torchtitan.reader import looks_like_torchtitan, read_torchtitan
 from pptune.schemas import TrainingConfig
@@ -56,12 +56,9 @@ class TorchtitanAdapter(Adapter):
         return super().cannot_state(key, own=own)
 
     def key_shardings(self, key: CostKey, shardings: Sequence[Sharding]) -> tuple[Sharding, ...]:
-        """FSDP alone with context parallelism (torchtitan shards over the cp ranks:
-        distributed/parallel_dims.py fsdp_enabled, dp_shard or cp above 1) or where the
-        expert mesh does not fit in cp x tp without it (experts.mesh_problem)."""
-        if key.cp > 1 or (key.ep > 1 and mesh_problem(key.ep, key.etp, 1, key.cp, key.tp)):
-            return tuple(s for s in shardings if s is not Sharding.NONE)
-        return tuple(shardings)
+        """experts.key_shardings: FSDP alone with context parallelism or where the expert
+        mesh does not fit in cp x tp without it."""
+        return key_shardings(key, shardings)
 
     def detect(self, data: Any) -> bool:
         return looks_like_torchtitan(data)

@@ -46,7 +46,7 @@ from pptune.frameworks.torchtitan.cp_fp8 import (
     stateable_exchange,
     stateable_recipe,
 )
-from pptune.frameworks.torchtitan.experts import DEEPEP_MODELS, mesh_problem
+from pptune.frameworks.torchtitan.experts import DEEPEP_MODELS, key_shardings, mesh_problem
 from pptune.frameworks.torchtitan.reader import NO_PIPELINE, flavor_of
 from pptune.options import CostOptions
 from pptune.report.fmt import fmt_seconds
@@ -65,7 +65,10 @@ def stateable_request(req: PlanRequest, model: str | None,
     policy is per_op_checkpointing's) and no recomputed-block count per stage (one
     [activation_checkpoint] mode for every block)."""
     name = (flavor_of(model, shape) or ("", ""))[0]  # the shape: a Hugging Face config's model
-    return replace(req, shardings=keep(req.shardings, STATEABLE),
+    shardings = keep(req.shardings, STATEABLE)
+    if len(req.keys()) == 1:  # one cost key (a job's): the shardings its expert mesh allows
+        shardings = keep(shardings, key_shardings(req.keys()[0], shardings))
+    return replace(req, shardings=shardings,
                    schedules=keep(req.schedules, [s for s in Schedule
                                                   if s not in (Schedule.DUALPIPE, Schedule.ZB_H1)]),
                    rank_orders=(DP_INNER,), combined_order=False, stage_recompute=False,

@@ -23,8 +23,11 @@ yet"); the other models ignore it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from pptune.costmodel.keys import CostKey
+from pptune.costmodel.sharding import Sharding
 from pptune.frameworks.common.fields import MAX_DEVICES, Ctx
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN
 from pptune.frameworks.torchtitan.table import Table
@@ -77,6 +80,16 @@ def read_experts(ctx: Ctx, par: Table, fields: dict[str, Any], shard: int | None
                        + ("" if etp == tp else " x tp") + f"): torchtitan "
                        f"{versions.of(TORCHTITAN)} asserts ep % {'cp' if etp == tp else '(cp * tp)'}"
                        f" == 0 {CITE}")
+
+
+def key_shardings(key: CostKey, shardings: Sequence[Sharding]) -> tuple[Sharding, ...]:
+    """Of ``shardings``, those a torchtitan file states at this cost key: FSDP alone with
+    context parallelism (torchtitan shards over the cp ranks: distributed/parallel_dims.py
+    fsdp_enabled, dp_shard or cp above 1) or where the expert mesh does not fit in cp x tp
+    without it (``mesh_problem``)."""
+    if key.cp > 1 or (key.ep > 1 and mesh_problem(key.ep, key.etp, 1, key.cp, key.tp)):
+        return tuple(s for s in shardings if s is not Sharding.NONE)
+    return tuple(shardings)
 
 
 def mesh_problem(ep: int, etp: int, shard: int, cp: int, tp: int) -> str | None:

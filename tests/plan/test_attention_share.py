@@ -1,0 +1,36 @@
+"""recommend says what a step made mostly of attention is priced at (attention_share.py)."""
+
+from __future__ import annotations
+
+from pptune.costmodel.breakdown import step_parts
+from pptune.costmodel.parts import ATTENTION
+from pptune.plan.recommend import RecommendSpec, recommend
+
+
+def _notes(**flags: object) -> list[str]:
+    return [n for n in recommend(RecommendSpec.of(top=1, **flags)).result.notes
+            if n.startswith("attention is")]
+
+
+def test_long_context_step_names_its_kernel_and_whose_rates() -> None:
+    run = recommend(RecommendSpec.of(gpus=16, model="llama3-8b", seq_len=131072,
+                                     global_batch=16, gpu="b200", top=1))
+    best = run.result.plans[0]
+    table = run.table_for(best.key)
+    share = step_parts(table, run.plan_request, best,
+                       table.layer_parts[best.micro_batch_size]).share(ATTENTION)  # type: ignore[index]
+    # causal attention at 131,072 tokens: 6 x 32 x 4096 x 131072 FLOPs a token against
+    # 6 x 8e9, at a third of the GEMMs' share of peak: most of the step
+    assert share > 0.5
+    note = next(n for n in run.result.notes if n.startswith("attention is"))
+    assert f"attention is {share:.0%}" in note
+    assert "FlashAttention-2's rates, on b200 at h100-sxm's measured share" in note
+    assert "--attention cudnn" in note
+
+
+def test_hopper_own_rates_and_short_sequences() -> None:
+    cudnn = _notes(gpus=16, model="llama3-8b", seq_len=131072, global_batch=16,
+                   attention="cudnn")
+    assert len(cudnn) == 1 and "cuDNN's fused attention rates;" in cudnn[0]
+    assert "--attention flash" in cudnn[0]
+    assert _notes(gpus=8) == []  # Llama 3 8B at 8,192 tokens: GEMMs outweigh attention
