@@ -19,8 +19,9 @@ body (``f() {``, ``function f {``).
 
 Only the top level is followed: inside ``( )`` and ``$( )`` only a ``case`` is
 (shell_split.py). bash refuses more than is checked here, left to it: an empty list
-(``if true; then; fi``), a word after a closed compound command (``{ a; } fi``), a
-``;;`` outside a ``case``, a stray ``in``, a ``[[`` never closed.
+(``if true; then; fi``, ``then time fi``), a command word after a closed compound
+command (``{ a; } echo``; a word that ends one is checked, ``{ a; } fi``), a stray
+``in``, a ``[[`` never closed.
 """
 
 from __future__ import annotations
