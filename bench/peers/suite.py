@@ -67,6 +67,18 @@ DEEPSPEED: dict[str, tuple[dict, int, int]] = {  # name: (config, gpus, pp)
     # a misspelled key inside zero_optimization: DeepSpeedZeroConfig forbids extra keys
     "ds-zero-typo": ({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 8,
                       "zero_optimization": {"stgae": 1}}, 8, 4),
+    # keys of removed features, off or not: _reject_removed_config_keys (0.19.8)
+    "ds-removed-amp": ({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 8,
+                        "amp": {"enabled": False}}, 8, 4),
+    "ds-removed-elasticity": ({"train_micro_batch_size_per_gpu": 1,
+                               "gradient_accumulation_steps": 8,
+                               "elasticity": {"enabled": False}}, 8, 4),
+    # a deprecated ZeRO key with the one that replaces it: DeepSpeedZeroConfig asserts
+    "ds-cpu-offload-both": ({"train_micro_batch_size_per_gpu": 1,
+                             "gradient_accumulation_steps": 8,
+                             "zero_optimization": {"stage": 1, "cpu_offload": False,
+                                                   "offload_optimizer": {"device": "cpu"}}},
+                            8, 4),
 }
 
 # written as text: a key repeated in one object, which json.dumps cannot write

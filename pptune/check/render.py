@@ -10,6 +10,12 @@ from pptune.check.rules import CheckReport
 from pptune.frameworks.read import ReadResult
 
 _ORDER = {"error": 0, "warning": 1, "info": 2}
+# every key of --output json's "derived" (rules.py writes them), present with null where
+# check-config computed none (costs not priced, a prediction skipped, the search not run),
+# so a consumer can hold the document to a fixed schema; a key is added, never renamed
+DERIVED_KEYS = ("dp", "grad_accum_steps", "microbatches", "cost_source", "cost_key",
+                "step_time_s", "bubble_rate", "peak_memory_bytes", "stage_layers",
+                "recompute_layers_per_stage", "slowdown_vs_best")
 
 
 def _sorted(report: CheckReport) -> list[Any]:
@@ -51,7 +57,7 @@ def findings_json(path: Path, read: ReadResult, report: CheckReport, exit_code: 
         ],
         "notes": list(read.notes),
         "ignored": list(read.semantics.ignored),  # every flag or key left unread, in full
-        "derived": report.derived,
+        "derived": {**dict.fromkeys(DERIVED_KEYS), **report.derived},
         "config": read.config.model_dump(mode="json"),
     }
 

@@ -166,3 +166,42 @@ def test_a_top_level_typo_of_a_key_pptune_reads_is_warned(tmp_path: Path) -> Non
         "zero_optimisation (did you mean zero_optimization?): DeepSpeedConfig reads its "
         "top-level keys by name and ignores others")
     assert {"steps_per_print", "gradient_clipping"} <= set(result.semantics.ignored)
+
+
+def test_top_level_keys_of_removed_features_are_refused_from_0_19_8(tmp_path: Path) -> None:
+    """DeepSpeed 0.19.8's DeepSpeedConfig raises DeepSpeedConfigError for amp (Apex) and
+    elasticity, whatever their value, before it reads anything else: one error each, with
+    DeepSpeed's message; the keys stay in ignored."""
+    result = read(tmp_path, amp={"enabled": False}, elasticity={"enabled": True,
+                                                                "max_train_batch_size": 64})
+    amp, elastic = found(result, "deepspeed-unknown-key")
+    assert (amp.severity, elastic.severity) == ("error", "error")
+    assert amp.message == (
+        "amp: DeepSpeedConfig raises DeepSpeedConfigError 'NVIDIA Apex AMP integration has "
+        "been removed. Use DeepSpeed 'fp16', 'bf16', or 'torch_autocast' instead.' "
+        "(deepspeed/runtime/config.py _reject_removed_config_keys, from DeepSpeed 0.19.8 on); "
+        "remove it")
+    assert elastic.message.startswith(
+        "elasticity: DeepSpeedConfig raises DeepSpeedConfigError 'Elastic training has been "
+        "removed;")
+    assert {"amp", "elasticity"} <= set(result.semantics.ignored)
+
+
+def test_a_removed_key_is_read_by_deepspeed_before_its_removal(tmp_path: Path) -> None:
+    """0.19.7 refuses nebula (and MiCS) but still reads amp and zeropp_loco_param; 0.19.6
+    refuses none of them: a warning that pptune does not model what DeepSpeed reads."""
+    sections: dict[str, Any] = {"amp": {"enabled": True}, "nebula": {"enabled": True},
+                                "zero_optimization": {"stage": 1, "zeropp_loco_param": {},
+                                                      "mics_shard_size": 8}}
+    at7 = read(tmp_path, "deepspeed=0.19.7", **sections)
+    assert [f.message.split(":")[0] for f in found(at7, "deepspeed-unknown-key")] == [
+        "nebula", "zero_optimization.mics_shard_size"]
+    assert [f.message.split(":")[0] for f in found(at7, "deepspeed-unmodelled")] == [
+        "amp", "zero_optimization.zeropp_loco_param"]
+    (amp, *_) = found(at7, "deepspeed-unmodelled")
+    assert amp.severity == "warning"
+    assert amp.message.startswith("amp: DeepSpeed 0.19.7 reads it (DeepSpeed 0.19.8 and "
+                                  "later refuse it: 'NVIDIA Apex AMP integration")
+    at6 = read(tmp_path, "deepspeed=0.19.6", **sections)
+    assert not found(at6, "deepspeed-unknown-key")
+    assert len(found(at6, "deepspeed-unmodelled")) == 4

@@ -7,6 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from pptune.errors import BadInput
+from pptune.frameworks.read import read_config
 from tests.check_json import check_file
 
 
@@ -108,3 +112,63 @@ def test_nvme_is_said_nvme_and_its_state_priced_off_the_gpu(tmp_path: Path) -> N
         "ZeRO-Offload (the optimizer state to host memory: at ZeRO stage 2 DeepSpeed's "
         "optimizer takes device \"nvme\" as the CPU, runtime/zero/stage_1_and_2.py "
         "DeepSpeedZeroOptimizer):")
+
+
+def test_the_deprecated_offload_keys_are_read_as_deepspeed_reads_them(tmp_path: Path) -> None:
+    """DeepSpeedZeroConfig sets offload_optimizer / offload_param {"device": "cpu"} from a
+    true cpu_offload / cpu_offload_param, and logs that each is deprecated: the same
+    prediction as the keys that replace them, 8,030,261,248 x (12 + 2) / 8 bytes a GPU
+    fewer than ZeRO-3 without offload, with a warning per deprecated key."""
+    _, _, plain = run(tmp_path, "a.json", stage=3)
+    _, _, new = run(tmp_path, "b.json", stage=3, offload_optimizer={"device": "cpu"},
+                    offload_param={"device": "cpu"})
+    _, found, old = run(tmp_path, "c.json", stage=3, cpu_offload=True, cpu_offload_param="yes")
+    assert found["deepspeed-deprecated-key"] == "warning"
+    assert found["deepspeed-offload"] == "warning"
+    assert old["derived"] == new["derived"]
+    assert peak(plain) - peak(old) == 8_030_261_248 * (12 + 2) / 8
+    warned = [f["message"] for f in old["findings"] if f["id"] == "deepspeed-deprecated-key"]
+    assert warned == [
+        "zero_optimization.cpu_offload: DeepSpeed logs 'Config parameter cpu_offload is "
+        "deprecated use offload_optimizer instead' (deepspeed/runtime/zero/config.py "
+        "DeepSpeedZeroConfig, runtime/config_utils.py _process_deprecated_field); read as "
+        "offload_optimizer {\"device\": \"cpu\"}",
+        "zero_optimization.cpu_offload_param: DeepSpeed logs 'Config parameter "
+        "cpu_offload_param is deprecated use offload_param instead' (deepspeed/runtime/zero/"
+        "config.py DeepSpeedZeroConfig, runtime/config_utils.py _process_deprecated_field); "
+        "read as offload_param {\"device\": \"cpu\"}"]
+
+
+def test_deprecated_offload_keys_off_outside_their_stage_or_with_their_replacement(
+        tmp_path: Path) -> None:
+    # false (or pin memory, which sets nothing): warned, nothing offloaded
+    _, found, doc = run(tmp_path, "a.json", stage=2, cpu_offload=False,
+                        cpu_offload_use_pin_memory=True)
+    assert found["deepspeed-deprecated-key"] == "warning" and "deepspeed-offload" not in found
+    assert not doc["config"]["offload_optimizer"]
+    # cpu_offload_param sets offload_param, which is ZeRO-3's
+    _, found, doc = run(tmp_path, "b.json", stage=2, cpu_offload_param=True)
+    assert "deepspeed-offload" not in found
+    assert any("zero_optimization.cpu_offload_param ignored at ZeRO stage 2" in n
+               for n in doc["notes"])
+    # both spellings: DeepSpeed's assertion; the replacing key is read
+    code, found, doc = run(tmp_path, "c.json", stage=3, cpu_offload=False,
+                           offload_optimizer={"device": "cpu"})
+    said = [(f["severity"], f["message"][:60]) for f in doc["findings"]
+            if f["id"] == "deepspeed-deprecated-key"]
+    assert code == 1 and sorted(said) == [
+        ("error", "zero_optimization.cpu_offload with zero_optimization.offload"),
+        ("warning", "zero_optimization.cpu_offload: DeepSpeed logs 'Config parame")]
+    assert doc["config"]["offload_optimizer"]
+
+
+def test_a_deprecated_offload_key_that_is_no_bool_is_bad_input(tmp_path: Path) -> None:
+    """pydantic takes true/false, 0/1 and yes/no-like words for DeepSpeedZeroConfig's
+    Optional[bool]; anything else is its ValidationError: one line, bad input."""
+    path = tmp_path / "ds.json"
+    path.write_text(config(stage=2, cpu_offload="maybe"))
+    with pytest.raises(BadInput) as info:
+        read_config(path, gpus=8)
+    assert str(info.value) == (
+        f"{path}: zero_optimization.cpu_offload is 'maybe'; DeepSpeedZeroConfig takes true or "
+        "false (a pydantic bool): set true or false, or use offload_optimizer instead")

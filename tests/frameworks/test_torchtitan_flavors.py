@@ -37,7 +37,7 @@ def test_no_preset_note_goes_once_the_model_is_known(tmp_path: Path) -> None:
     assert [n for n in doc["notes"] if NO_PRESET in n]
     _, _, doc = check_file(tmp_path / "job.toml", custom, "--gpus", "64", "--gpu", "b200",
                            "--hf-config", str(SCOUT_HF))
-    assert not [n for n in doc["notes"] if NO_PRESET in n] and "step_time_s" in doc["derived"]
+    assert not [n for n in doc["notes"] if NO_PRESET in n] and doc["derived"]["step_time_s"] is not None
     planned = f"# pptune-plan: gpu=b200 hf_config={SCOUT_HF}\n" + custom
     _, _, doc = check_file(tmp_path / "job.toml", planned, "--gpus", "64")
     assert not [n for n in doc["notes"] if NO_PRESET in n]

@@ -3,8 +3,11 @@
 ``interpret(text)`` splits the script into statements (shell_split.py: comments
 and here-document bodies dropped, backslash continuations joined, ``;`` ``&&``
 ``||`` ``|`` and newlines as separators, parentheses kept together so ``ARGS=(
-... )`` is one statement; a quote, ``$( )``, ``${ }``, backtick, subshell or
-array never closed is refused, ``Unclosed``, as bash refuses it), then walks them in order: simple assignments (``PP=4``,
+... )`` is one statement; a quote, ``$( )``, ``${ }``, backtick, subshell, array
+or compound command (``{ }``, ``if``, ``case``, a loop) never closed is refused,
+``Unclosed``, as bash refuses it, and so is a word that ends a compound command
+where none is open, ``Unexpected``: shell_compound.py), then walks them in order:
+simple assignments (``PP=4``,
 ``export GBS=512``, ``ARGS=( --num-layers 32 )``, ``ARGS+=( ... )``) update
 the variables, and every other statement becomes a command: its words after
 expansion of ``$VAR``, ``${VAR}``, ``${VAR:-default}``, ``${ARR[@]}`` and
@@ -31,7 +34,7 @@ import re
 from collections.abc import Mapping
 
 from pptune.frameworks.common.shell_branches import Branches, condition
-from pptune.frameworks.common.shell_split import Unclosed, split_statements
+from pptune.frameworks.common.shell_split import ShellSyntax, Unclosed, Unexpected, split_statements
 from pptune.frameworks.common.shell_state import (
     MAX_STATEMENT_CHARS,
     Command,
@@ -43,8 +46,8 @@ from pptune.frameworks.common.shell_state import (
     words,
 )
 
-__all__ = ["Command", "Script", "ShellLimit", "Unclosed", "interpret", "split_statements",
-           "words"]
+__all__ = ["Command", "Script", "ShellLimit", "ShellSyntax", "Unclosed", "Unexpected",
+           "interpret", "split_statements", "words"]
 
 _ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)", re.DOTALL)
 # an assignment's optional declarer: export, declare -a, ...

@@ -16,14 +16,18 @@ whatever quotes lie between (in ``echo `echo "a`"`` the ``"`` after it is open).
 A ``${ }`` ends at its first ``}`` outside quotes and nested substitutions, as
 bash's does (``${A:-{a}`` is ``{a``). Inside ``( )`` and ``$( )`` a ``case`` is
 followed to its ``esac``: the ``)`` ending a pattern (``a)``, ``(b|c)``) closes
-nothing; at the top level no ``)`` closes anything.
+nothing. At the top level every compound command is followed (shell_compound.py):
+a case pattern's ``(`` ``|`` ``)`` are the pattern's, and a ``)`` that ends no
+pattern is refused, as bash refuses it.
 
 A quote, substitution, ``${ }``, ``$(( ))``, ``(( ))``, subshell or array still open
 at the end of the text is what bash refuses: ``Unclosed`` names the innermost and
 the line it opened on, in bash -n's words, "unexpected EOF while looking for
 matching `)'" (a subshell outside any substitution: "syntax error: unexpected end
 of file"). bash names the line of the end of the file for ``$(``, ``<(`` and a
-subshell, the opening line for the rest.
+subshell, the opening line for the rest. A compound command (``{ }``, ``if``,
+``case``, a loop) still open at the end, or a word that ends one where none is
+open (``fi`` after a ``{``), is refused too (shell_compound.py).
 """
 
 from __future__ import annotations
@@ -31,7 +35,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["Unclosed", "split_statements"]
+from pptune.frameworks.common.shell_compound import Compounds
+from pptune.frameworks.common.shell_syntax import ShellSyntax, Unclosed, Unexpected
+
+__all__ = ["ShellSyntax", "Unclosed", "Unexpected", "split_statements"]
 
 # a quote context's kind -> the character that closes it
 _QUOTES = {"'": "'", "$'": "'", '"': '"', "`": "`"}
@@ -62,17 +69,9 @@ _ARRAY_OPEN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\+?=$")
 # what a ( opens, as messages name it
 _SUBSHELL, _PROCESS, _ARRAY = " of a subshell", " of a process substitution", " of the array "
 _WORD_END = frozenset(" \t\n;&|<>()")
-
-
-class Unclosed(Exception):
-    """A quote, substitution or parenthesis the text never closes: bash refuses the
-    script. ``opener``: ``'`` ``"`` ``$'`` ````` ``$(`` ``${`` ``$((`` ``((`` ``(``."""
-
-    def __init__(self, line: int, opener: str, what: str, bash_says: str, fix: str) -> None:
-        super().__init__(f"line {line}: the {opener}{what} opened here is never closed, so "
-                         f"bash refuses the script ({bash_says}); {fix}")
-        self.line = line
-        self.opener = opener
+_GAPS = " \t\n;&|()"  # what a word cannot go on after: the next character begins one
+_GOES_ON = "\\'\"`$#"  # what a word goes on with after a run of ordinary characters
+_OPERATORS = (";;&", ";;", ";&", "&&", "||", "|&")  # the rest are one character
 
 
 @dataclass
@@ -216,15 +215,18 @@ def _paren_role(buf: list[str]) -> str:
 
 def split_statements(text: str, strict: bool = True) -> list[tuple[int, str]]:
     """(first line, statement) pairs, comments and here-document bodies removed.
-    ``strict``: raise ``Unclosed`` for a quote, substitution or parenthesis never
-    closed, as bash refuses the script; else (an ``eval``'s text, which bash checks only when it runs) the rest
-    of the text is the last statement."""
+    ``strict``: raise ``Unclosed`` for a quote, substitution, parenthesis or compound
+    command never closed, ``Unexpected`` for a word that ends a compound command where
+    none is open, as bash refuses the script; else (an ``eval``'s text, which bash
+    checks only when it runs) the rest of the text is the last statement."""
     out: list[tuple[int, str]] = []
     buf: list[str] = []
     line = 1
     start = 0  # line of the statement's first non-blank character; 0 while blank
     stack: list[_Open] = []  # the contexts open here, innermost last
     heredocs: list[_Doc] = []  # here-documents whose bodies start next line
+    root = Compounds(strict)  # the compound commands open at the top level
+    mark = 0  # where in buf the ( open at the top level began
     i, n = 0, len(text)
 
     def put(piece: str) -> None:
@@ -246,22 +248,31 @@ def split_statements(text: str, strict: bool = True) -> list[tuple[int, str]]:
         put(opener)
 
     def pop() -> None:
-        stack.pop()
+        closing = stack.pop()
         if stack:
             stack[-1].command = False  # "(a) b": b is an argument
+        elif closing.kind in ("(", "(("):
+            root.closed(not "".join(buf[mark:]).strip())
 
     while i < n:
         top = stack[-1] if stack else None
         kind = top.kind if top else ""
         run = _RUNS[kind].match(text, i)  # ordinary characters: take them in one go
         if run:
+            glued = i > 0 and text[i - 1] not in _GAPS
             if top and top.follows_cases:
-                top.follow(run.group(), i > 0 and text[i - 1] not in " \t\n;&|()")
+                top.follow(run.group(), glued)
+            elif not top:
+                end = run.end()
+                root.run(run.group(), line, glued, end < n and text[end] in _GOES_ON
+                         and not text.startswith("\\\n", end))
             put(run.group())
             line += run.group().count("\n")
             i = run.end()
             continue
         ch = text[i]
+        if not top and ch not in "\n()#;|&" and not text.startswith("\\\n", i):
+            root.part(ch, line, i > 0 and text[i - 1] not in _GAPS)  # a quote, $, \\, <
         if ch == "\\" and kind != "'":
             if text.startswith("\\\n", i) and kind != "$'":  # continuation: drop both
                 line += 1
@@ -295,6 +306,8 @@ def split_statements(text: str, strict: bool = True) -> list[tuple[int, str]]:
         elif ch in "'\"":
             push(ch, ch)
         elif ch == "\n":
+            if not top:
+                root.separator("\n", line)
             line += 1
             if top:
                 top.command = True
@@ -329,14 +342,23 @@ def split_statements(text: str, strict: bool = True) -> list[tuple[int, str]]:
                 top.cases[-1] = "body"
                 top.command = True
             put(ch)
+        elif ch in "()|" and not top and root.in_pattern():  # the same at the top level
+            root.pattern_mark(ch)
+            put(ch)
         elif ch == "(":
+            if not top:
+                root.opened()
             if text.startswith("(", i):  # (( ... )): arithmetic
                 push("((", "((")
                 i += 1
             else:
                 push("(", ch, _paren_role(buf))
-        elif ch == ")" and kind:  # at the top level, a case pattern's ) closes nothing
-            pop()
+            mark = len(buf) if len(stack) == 1 else mark
+        elif ch == ")":  # at the top level (not a case pattern's), bash refuses it
+            if kind:
+                pop()
+            else:
+                root.stray_paren(line)
             put(ch)
         elif ch == "<" and text.startswith("<<", i):  # a here-string: its word is on this line
             put("<<<")
@@ -346,10 +368,15 @@ def split_statements(text: str, strict: bool = True) -> list[tuple[int, str]]:
             put(text[i - 1 : doc[1]])
             i = doc[1]
         elif not kind and ch in ";|&" and not (ch == "&" and buf and buf[-1][-1] in "<>"):
+            op = next((o for o in _OPERATORS if text.startswith(o, i - 1)), ch)
+            i += len(op) - 1
+            root.separator(op, line)
             flush()
         else:
             put(ch)
     if stack and strict:
         raise _unclosed(stack)
+    if not stack:
+        root.end()
     flush()
     return out

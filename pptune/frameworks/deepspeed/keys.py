@@ -8,7 +8,8 @@ Two kinds of section (``DeepSpeedConfig._initialize_params``, deepspeed/runtime/
   are not permitted") when the engine is built, nested models included; an error finding
   here. Its ``__init__`` (``strict=False``) first drops every key whose value is
   ``"auto"``, so such a key is not refused. ``_reject_removed_config_keys`` refuses the
-  ZeRO keys of removed features first, with its own message.
+  keys of removed features first, top-level (``amp``, ``elasticity``, ...) and ZeRO
+  ones, with its own message (``removed_keys``).
 - plain dicts (``get_pipeline_config``, ``DeepSpeedActivationCheckpointingConfig``,
   ``get_data_types_params``, ``parse_autoep_config``): DeepSpeed reads the keys it
   knows and ignores the rest, as pptune then does; a warning where an unknown key is
@@ -76,7 +77,8 @@ ZERO = Section(
         "use_all_reduce_for_fetch_params use_multi_rank_bucket_allreduce zenflow "
         "zero_hpz_partition_size zero_quantized_gradients "
         "zero_quantized_nontrainable_weights zero_quantized_weights"),
-    True, _keys("stage overlap_comm offload_optimizer offload_param cpu_offload"), {
+    True, _keys("stage overlap_comm offload_optimizer offload_param cpu_offload "
+                "cpu_offload_param"), {
         "offload_param": Section(
             "DeepSpeedZeroOffloadParamConfig", OFFLOAD,
             _keys("buffer_count buffer_size device max_in_cpu nvme_path pin_memory"),
@@ -142,11 +144,78 @@ SECTIONS = {
     "pptune": Section("pptune", "", frozenset(), False, _keys(
         "attention model hf_config gpu seq_len gpus_per_node recompute")),
 }
-# ZeRO keys of removed features: _reject_removed_config_keys raises DeepSpeedConfigError
-# with these messages (deepspeed/runtime/config.py _REMOVED_ZERO_CONFIG_KEYS)
-REMOVED = {"mics_shard_size": "MiCS ZeRO-3 sharding has been removed",
-           "mics_hierarchical_params_gather": "MiCS ZeRO-3 sharding has been removed",
-           "zeropp_loco_param": "LoCo-Zero++ has been removed"}
+# Keys of removed features. DeepSpeedConfig.__init__ first calls
+# _reject_removed_config_keys (deepspeed/runtime/config.py), which raises
+# DeepSpeedConfigError for the first it finds, top-level keys before zero_optimization's,
+# whatever the value: key -> (the first release that refuses it, DeepSpeed's message
+# without its issue link; _REMOVED_TOP_LEVEL_CONFIG_KEYS and _REMOVED_ZERO_CONFIG_KEYS as
+# read in the 0.19.6, 0.19.7 and 0.19.8 sources: 0.19.6 refuses none). Before that
+# release DeepSpeed read the key (amp: NVIDIA Apex's amp.initialize; elasticity: the
+# batch from compute_elastic_config at the world size), which pptune does not model.
+_V7, _V8 = (0, 19, 7), (0, 19, 8)
+REMOVED_TOP = {
+    "nebula": (_V7, "Nebula checkpointing has been removed. A leftover 'nebula' block "
+               "would be ignored and checkpoints would silently fall back to local "
+               "torch.save."),
+    "compression_training": (_V7, "The DeepSpeed compression library has been removed. A "
+                             "leftover 'compression_training' block would be ignored and "
+                             "the model would train unquantized."),
+    "amp": (_V8, "NVIDIA Apex AMP integration has been removed. Use DeepSpeed 'fp16', "
+            "'bf16', or 'torch_autocast' instead."),
+    "quantize_training": (_V7, "Mixture-of-Quantization (MoQ) / 'quantize_training' has "
+                          "been removed."),
+    "sparse_gradients": (_V8, "Sparse compression of dense torch.nn.Embedding gradients "
+                         "has been removed."),
+    "eigenvalue": (_V8, "Eigenvalue-based Mixture-of-Quantization (MoQ) has been removed; "
+                   "the standalone 'eigenvalue' configuration block is no longer supported."),
+    "sparse_attention": (_V7, "DeepSpeed Sparse Attention has been removed; the "
+                         "'sparse_attention' configuration block is no longer supported."),
+    "elasticity": (_V8, "Elastic training has been removed; the 'elasticity' configuration "
+                   "block is no longer supported. Set train_batch_size / "
+                   "train_micro_batch_size_per_gpu / gradient_accumulation_steps directly."),
+    "graph_harvesting": (_V8, "Graph harvesting has been removed; the 'graph_harvesting' "
+                         "configuration option is no longer supported."),
+    "curriculum_learning": (_V8, "Legacy top-level 'curriculum_learning' has been removed. "
+                            "Use 'data_efficiency.data_sampling.curriculum_learning' "
+                            "instead."),
+    "progressive_layer_drop": (_V8, "Progressive Layer Dropping has been removed; the "
+                               "'progressive_layer_drop' configuration block is no longer "
+                               "supported."),
+}
+REMOVED = {
+    "mics_shard_size": (_V7, "MiCS ZeRO-3 sharding has been removed; "
+                        "'zero_optimization.mics_shard_size' is no longer supported."),
+    "mics_hierarchical_params_gather": (
+        _V7, "MiCS ZeRO-3 sharding has been removed; "
+        "'zero_optimization.mics_hierarchical_params_gather' is no longer supported."),
+    "zeropp_loco_param": (_V8, "LoCo-Zero++ has been removed; 'zero_optimization."
+                          "zeropp_loco_param' is no longer supported."),
+}
+
+
+def removed_keys(ctx: Ctx, data: dict[str, Any]) -> None:
+    """DeepSpeed's refusal of each key of a removed feature present (REMOVED_TOP, REMOVED),
+    one error each, at the release that removed it and later; at an earlier
+    ``--framework-version deepspeed=`` release DeepSpeed reads the key: a warning that
+    pptune does not model it."""
+    zero = data.get("zero_optimization")
+    present = [(key, *REMOVED_TOP[key]) for key in REMOVED_TOP if key in data]
+    if isinstance(zero, dict):
+        present += [(f"zero_optimization.{key}", *REMOVED[key]) for key in REMOVED
+                    if key in zero]
+    release = ctx.semantics.versions.of(DEEPSPEED)
+    for path, since, message in present:
+        first = ".".join(map(str, since))
+        if ctx.semantics.versions.at_least(DEEPSPEED, *since):
+            ctx.refuse("deepspeed-unknown-key",
+                       f"{path}: DeepSpeedConfig raises DeepSpeedConfigError '{message}' "
+                       "(deepspeed/runtime/config.py _reject_removed_config_keys, from "
+                       f"DeepSpeed {first} on); remove it")
+        else:
+            ctx.unmodelled("deepspeed-unmodelled",
+                           f"{path}: DeepSpeed {release} reads it (DeepSpeed {first} and later "
+                           f"refuse it: '{message}'); pptune does not model it, so the "
+                           "prediction is made without it")
 
 
 def nested_keys(ctx: Ctx, data: dict[str, Any]) -> list[str]:
@@ -159,16 +228,8 @@ def nested_keys(ctx: Ctx, data: dict[str, Any]) -> list[str]:
         if not isinstance(value, dict) or (name == "bfloat16" and "bf16" in data):
             continue
         unknown: list[tuple[str, str]] = []  # (path, hint)
-        removed: list[str] = []
-        if name == "zero_optimization":
-            removed = [k for k in map(str, value) if k in REMOVED]
-        _walk(name, value, section, True, ignored, unknown, set(removed))
-        if removed:
-            key = removed[0]
-            ctx.refuse("deepspeed-unknown-key",
-                       f"zero_optimization.{key}: DeepSpeedConfig raises DeepSpeedConfigError "
-                       f"'{REMOVED[key]}; 'zero_optimization.{key}' is no longer supported' "
-                       "(deepspeed/runtime/config.py _reject_removed_config_keys); remove it")
+        removed = set(REMOVED) if name == "zero_optimization" else set()  # removed_keys's
+        _walk(name, value, section, True, ignored, unknown, removed)
         if unknown:
             _report(ctx, name, section, unknown)
     return ignored

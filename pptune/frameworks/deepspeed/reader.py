@@ -39,7 +39,7 @@ from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build
 from pptune.frameworks.deepspeed.engine import gradient_width, overlap
 from pptune.frameworks.deepspeed.experts import SECTION as EXPERT_SECTION
 from pptune.frameworks.deepspeed.experts import read_experts
-from pptune.frameworks.deepspeed.keys import nested_keys, top_level_typos
+from pptune.frameworks.deepspeed.keys import nested_keys, removed_keys, top_level_typos
 from pptune.frameworks.deepspeed.offload import read_offload
 from pptune.frameworks.deepspeed.pipeline import assumed_pp, partition, pipeline_size, recompute
 from pptune.limits import MAX_SEQ_LEN
@@ -107,6 +107,7 @@ def read_deepspeed(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     _batch_trio(ctx, fields, micro, data)
     fields["recompute"], fields["recompute_uniform_layers"] = recompute(ctx, data, fields["pp"])
     top_level_typos(ctx, data, _READ)
+    removed_keys(ctx, data)
     ignored = sorted([str(k) for k in data if k not in _READ] + nested_keys(ctx, data))
     if ignored:
         ctx.semantics.ignored = ignored

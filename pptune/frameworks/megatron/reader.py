@@ -30,7 +30,7 @@ from typing import Any
 
 from pptune.costmodel.presets import MODELS
 from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build, whole_text
-from pptune.frameworks.common.shell import Script, ShellLimit, Unclosed, interpret
+from pptune.frameworks.common.shell import Script, ShellLimit, ShellSyntax, interpret
 from pptune.frameworks.common.shell_state import holds_unresolved, unresolved
 from pptune.frameworks.megatron.cp_fp8 import read_cp_fp8
 from pptune.frameworks.megatron.flags import (
@@ -76,7 +76,7 @@ def read_megatron(text: str, ctx: Ctx) -> TrainingConfig:
             ctx.note(f"{name}={value[:40]} from --env")
     except ShellLimit as exc:
         raise ctx.bad(f"{exc}; write the Megatron-LM arguments out plainly") from None
-    except Unclosed as exc:
+    except ShellSyntax as exc:
         raise ctx.bad(str(exc)) from None
     for line in script.notes:
         ctx.note(line)
