@@ -138,6 +138,15 @@ def validate_args(a: dict[str, Any]) -> dict[str, Any]:
         assert a["sequence_parallel"] and tp > 1, (
             "Tensor parallel communication/GEMM overlap can happen only when sequence "
             "parallelism is enabled")
+    if a["delay_wgrad"]:
+        assert a["impl"] == "transformer_engine", (
+            "Delaying wgrad compute is only supported with transformer_engine implementation")
+    if a["graph_impl"] == "local" and a["ep"] > 1:
+        assert a["pad_graph_experts"], (
+            "--moe-pad-experts-for-cuda-graph-inference must be set when using CUDA graphs "
+            "with expert parallelism")
+    if "full" in a["graph_scope"]:
+        assert a["graph_scope"] == ["full"], "full scope cannot be used with other scopes."
     if a["max_position"] is not None:
         assert a["max_position"] >= a["seq"], (
             f"max_position_embeddings ({a['max_position']}) must be greater than or equal to "
@@ -209,6 +218,14 @@ def _read(path: str, case: dict[str, Any]) -> dict[str, Any]:
         "route_groups": num("--moe-router-num-groups"),
         "route_topk": num("--moe-router-group-topk"),
         "moe_overlap": "--overlap-moe-expert-parallel-comm" in flags,
+        "delay_wgrad": "--delay-wgrad-compute" in flags,
+        "early_release": "--ep-overlap-early-attn-memory-release" in flags,
+        "legacy_grouped": "--moe-use-legacy-grouped-gemm" in flags,
+        "expert_bias": "--moe-router-enable-expert-bias" in flags,
+        "impl": last("--transformer-impl") or "transformer_engine",
+        "graph_impl": last("--cuda-graph-impl") or "none",
+        "graph_scope": (last("--cuda-graph-scope") or "").split(),
+        "pad_graph_experts": "--moe-pad-experts-for-cuda-graph-inference" in flags,
         "bias": "--disable-bias-linear" not in flags,
         "position": last("--position-embedding-type") or "learned_absolute",
         "mla": "--multi-latent-attention" in flags, "gqa": "--group-query-attention" in flags,
@@ -388,7 +405,12 @@ def _moe_kwargs(a: dict[str, Any], derived: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"add_bias_linear": a["bias"],
                            "expert_model_parallel_size": a["ep"],
                            "expert_tensor_parallel_size": derived["etp"],
-                           "overlap_moe_expert_parallel_comm": a["moe_overlap"]}
+                           "overlap_moe_expert_parallel_comm": a["moe_overlap"],
+                           "delay_wgrad_compute": a["delay_wgrad"],
+                           "ep_overlap_early_attn_memory_release": a["early_release"],
+                           "cuda_graph_impl": a["graph_impl"],
+                           # validate_args turns "full" into [] (the whole layer)
+                           "cuda_graph_scope": [s for s in a["graph_scope"] if s != "full"]}
     if a["mla"]:
         out.update(q_lora_rank=a["q_lora"], kv_lora_rank=a["kv_lora"],
                    qk_head_dim=a["qk_head"], qk_pos_emb_head_dim=a["qk_pos"],
@@ -408,6 +430,8 @@ def _moe_kwargs(a: dict[str, Any], derived: dict[str, Any]) -> dict[str, Any]:
         moe_expert_capacity_factor=None if a["capacity"] is None else float(a["capacity"]),
         moe_pad_expert_input_to_capacity=a["pad"], moe_shared_expert_overlap=a["shared_overlap"],
         moe_grouped_gemm=a["grouped"], moe_enable_deepep=a["enable_deepep"],
+        moe_use_legacy_grouped_gemm=a["legacy_grouped"],
+        moe_router_enable_expert_bias=a["expert_bias"],
         moe_flex_dispatcher_backend=a["flex_backend"],
         moe_router_num_groups=a["route_groups"], moe_router_group_topk=a["route_topk"])
     return out

@@ -269,6 +269,40 @@ MEGATRON_MOE: dict[str, tuple[str, int]] = {  # name: (extra flags, gpus)
     "mg-moe-mtp-learned": ("--pipeline-model-parallel-size 4 --mtp-num-layers 1 "
                            "--position-embedding-type learned_absolute --global-batch-size 64",
                            8),
+    # the overlap's companions, CUDA graph scopes beside it and the router's expert bias
+    # (TransformerConfig.__post_init__; validate_args for the delay's implementation)
+    "mg-moe-delay-wgrad-alone": ("--pipeline-model-parallel-size 4 "
+                                 "--expert-model-parallel-size 4 --delay-wgrad-compute "
+                                 "--global-batch-size 64", 16),
+    "mg-moe-overlap-delay-wgrad": ("--pipeline-model-parallel-size 4 "
+                                   "--expert-model-parallel-size 4 "
+                                   "--num-virtual-stages-per-pipeline-rank 2 "
+                                   "--overlap-moe-expert-parallel-comm --delay-wgrad-compute "
+                                   "--global-batch-size 64", 16),
+    "mg-moe-delay-wgrad-local": ("--pipeline-model-parallel-size 4 "
+                                 "--expert-model-parallel-size 4 "
+                                 "--num-virtual-stages-per-pipeline-rank 2 "
+                                 "--overlap-moe-expert-parallel-comm --delay-wgrad-compute "
+                                 "--transformer-impl local --global-batch-size 64", 16),
+    "mg-moe-overlap-graph-moe": ("--pipeline-model-parallel-size 4 "
+                                 "--expert-model-parallel-size 4 "
+                                 "--num-virtual-stages-per-pipeline-rank 2 "
+                                 "--overlap-moe-expert-parallel-comm --moe-expert-capacity-factor "
+                                 "1.0 --moe-pad-expert-input-to-capacity --cuda-graph-impl "
+                                 "transformer_engine --cuda-graph-scope attn moe "
+                                 "--global-batch-size 64", 16),
+    "mg-moe-overlap-graph-attn": ("--pipeline-model-parallel-size 4 "
+                                  "--expert-model-parallel-size 4 "
+                                  "--num-virtual-stages-per-pipeline-rank 2 "
+                                  "--overlap-moe-expert-parallel-comm --cuda-graph-impl "
+                                  "transformer_engine --cuda-graph-scope attn "
+                                  "--global-batch-size 64", 16),
+    "mg-moe-graph-moe-dropless": ("--pipeline-model-parallel-size 4 "
+                                  "--expert-model-parallel-size 4 --cuda-graph-impl "
+                                  "transformer_engine --cuda-graph-scope attn moe "
+                                  "--global-batch-size 64", 16),
+    "mg-moe-expert-bias-softmax": ("--pipeline-model-parallel-size 4 "
+                                   "--moe-router-enable-expert-bias --global-batch-size 64", 8),
 }
 MEGATRON_MOE_RAW: dict[str, tuple[str, int]] = {  # without the MoE base's bias and rope flags
     "mg-moe-bias-etp": (MEGATRON_BASE + " --num-experts 8 --pipeline-model-parallel-size 2 "

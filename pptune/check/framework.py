@@ -51,7 +51,7 @@ def memory_fixes(cfg: TrainingConfig) -> str:
     without what the config already does (its sharding as far as the framework's clause
     goes, full recomputation, a micro-batch of 1)."""
     adapter = adapter_of(cfg.source_format)
-    stages, shard, recompute, micro = adapter.memory_fixes
+    stages, shard, recompute, micro = adapter.memory_fix_clauses(cfg)
     most = (adapter.memory_sharding_piped if cfg.pp > 1 and adapter.memory_sharding_piped
             else adapter.memory_sharding)
     piped = adapter.memory_sharding_piped  # sharded past it: no pipeline to add stages to
@@ -59,7 +59,7 @@ def memory_fixes(cfg: TrainingConfig) -> str:
     kept = [*([] if unpipelined else [stages]),
             *([shard] if most is None or _SHARDS[config_sharding(cfg)] < _SHARDS[most]
               else []),
-            *([recompute] if cfg.recompute != "full" else []),
+            *([recompute] if recompute is not None and cfg.recompute != "full" else []),
             *([micro] if cfg.micro_batch_size > 1 else []),
             # each rank keeps seq / cp tokens' activations: a doubled cp that still splits
             # the sequence (tp x 2 x cp, torchtitan's divisor) halves them

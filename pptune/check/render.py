@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -74,13 +75,29 @@ def _property(text: str) -> str:
     return _escape(text).replace(":", "%3A").replace(",", "%2C")
 
 
+# a flag, or an environment variable's name (CUDA_DEVICE_MAX_CONNECTIONS: an underscore
+# in it, so that a script's own TP or EP is not taken for the "EP" of a quoted message)
+_NAMED = re.compile(r"--[A-Za-z0-9][-A-Za-z0-9_]*|\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b")
+
+
+def finding_line(message: str, lines: dict[str, int]) -> int | None:
+    """The line of the first flag or environment variable ``message`` names that the file
+    sets (``Semantics.flag_lines``); None: it names none."""
+    for name in _NAMED.findall(message):
+        if name in lines:
+            return lines[name]
+    return None
+
+
 def findings_github(path: Path, read: ReadResult, report: CheckReport) -> str:
+    """GitHub workflow commands, ``::warning file=F,line=N,title=T::message`` (line= where
+    the finding names a flag the file sets: GitHub shows the annotation on that line)."""
     level = {"error": "error", "warning": "warning", "info": "notice"}
-    out = [
-        f"::{level[f.severity]} file={_property(str(path))},title=pptune {f.id}::"
-        f"{_escape(f.message)}"
-        for f in _sorted(report)
-    ]
+    out = []
+    for f in _sorted(report):
+        line = finding_line(f.message, read.semantics.flag_lines)
+        where = f"file={_property(str(path))}" + (f",line={line}" if line else "")
+        out.append(f"::{level[f.severity]} {where},title=pptune {f.id}::{_escape(f.message)}")
     out.append(f"{path} ({read.format.value}): {_count(report)}")
     return "\n".join(out)
 

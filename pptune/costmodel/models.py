@@ -52,6 +52,14 @@ class ModelShape:
     # equal groups, each token's experts from ``route_group_topk`` of them (0: none)
     route_groups: int = 0
     route_group_topk: int = 0
+    # The router's scores: "softmax" or "sigmoid" (Hugging Face's scoring_func,
+    # megatron-core's moe_router_score_function), and ``router_expert_bias``: the top-k
+    # chosen on the scores plus a per-expert bias that balances the load without an
+    # auxiliary loss (DeepSeek-V3 report, arXiv 2412.19437, sec. 2.1.2; Hugging Face's
+    # topk_method "noaux_tc"). Not priced (the router is one hidden x experts GEMM either
+    # way); --emit writes them.
+    router_score: str = "softmax"
+    router_expert_bias: bool = False
     # Attention
     kv_channels: int = 0  # head dimension; 0: hidden / heads (Qwen3 and GPT-OSS set it)
     qk_norm: bool = False  # RMSNorm over each head's query and key (Qwen3)
@@ -192,14 +200,17 @@ MODELS: dict[str, ModelShape] = {
         # q_lora_rank 1536, kv_lora_rank 512, qk_nope 128, qk_rope 64, v_head 128,
         # vocabulary 129280, n_expert_groups 8, n_limited_groups 4; DeepSeek-V3
         # technical report (arXiv 2412.19437) sec. 4.2: MTP depth 1, sequence 4096,
-        # batch ramped to 15360; sec. 2.1.2: each token to at most 4 nodes.
+        # batch ramped to 15360; sec. 2.1.2: each token to at most 4 nodes, sigmoid
+        # affinity scores and the auxiliary-loss-free bias (its Hugging Face config.json,
+        # tests/data/hf/deepseek-v3-config.json: scoring_func sigmoid, topk_method noaux_tc).
         ModelShape("deepseek-v3", 61, 7168, 128, 128, 18432, 129280, 4096, 15360, True, False,
                    "deepseek-ai/DeepSeek-V3 inference/configs/config_671B.json; "
                    "DeepSeek-V3 report sec. 4.2",
                    experts=256, top_k=8, expert_ffn=2048, shared_ffn=2048, first_dense=3,
                    mtp_layers=1, kv_channels=128, q_lora_rank=1536, kv_lora_rank=512,
                    qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128,
-                   route_groups=8, route_group_topk=4),
+                   route_groups=8, route_group_topk=4, router_score="sigmoid",
+                   router_expert_bias=True),
         # openai/gpt-oss gpt_oss/torch/model.py ModelConfig (commit 7b583341): 36
         # layers, 128 experts, 4 per token, vocabulary 201088, hidden 2880,
         # intermediate 2880, head_dim 64, 64 heads, 8 KV heads, sliding window

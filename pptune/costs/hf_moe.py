@@ -158,6 +158,10 @@ def _deepseek_style(cfg: Config, model_type: str, path: Path, layers: int,
                        "n_group")
     if chosen < groups:
         out.update(route_groups=groups, route_group_topk=chosen)
+    # the router where the file states it (ModelShape.router_score, router_expert_bias)
+    if cfg.get("scoring_func") in ("softmax", "sigmoid"):
+        out["router_score"] = cfg["scoring_func"]
+    out["router_expert_bias"] = cfg.get("topk_method") == "noaux_tc"
     if style.mla:
         out["q_lora_rank"] = read_rank(cfg, "q_lora_rank", path, default=Q_LORA_RANK)
         for key in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):

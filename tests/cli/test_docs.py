@@ -68,7 +68,7 @@ MEGATRON_FLAGS |= set(MOE_VALUE_FLAGS) | set(MOE_BOOL_FLAGS) | {
     "--moe-router-num-groups", "--moe-router-group-topk"}  # group-limited routing, ignored
 TORCHRUN_FLAGS = {"--nnodes", "--nproc-per-node", "--nproc",  # `--nproc_per_node` too
                   "--rdzv-backend", "--rdzv-endpoint"}
-SLURM_FLAGS = {"--ntasks-per-node"}  # srun, in tune --launcher templates
+SLURM_FLAGS = {"--ntasks-per-node", "--nodes", "--ntasks"}  # srun: tune --launcher, check-config
 # every flag Megatron-LM core_v0.16.1 defines (known_flags), beside those pptune reads
 FOREIGN = MEGATRON_FLAGS | known_flags.FLAGS | TORCHRUN_FLAGS | SLURM_FLAGS
 

@@ -184,6 +184,13 @@ class Adapter:
     def config_rules(self, cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
         """Error findings for other settings the framework refuses."""
 
+    def memory_fix_clauses(self, cfg: TrainingConfig
+                           ) -> tuple[str, str, str | None, str]:
+        """``memory_fixes`` worded for ``cfg``: what it has not done yet of each, and only
+        what the framework allows beside its other settings (None: no recomputation
+        clause applies); check.framework.memory_fixes drops what the config already has."""
+        return self.memory_fixes
+
     def precision_refusal(self, precision: Precision, gpu: str, *,
                           experts: bool = False) -> str | None:
         """The framework's own words for a GPU that cannot run ``precision``'s GEMMs, the

@@ -11,7 +11,7 @@ from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog
 from pptune.frameworks.common.source import Repeated
-from pptune.frameworks.megatron import log, rules, writer
+from pptune.frameworks.megatron import advice, log, rules, writer
 from pptune.frameworks.megatron.closest import ATTENTION, closest_plan, stateable_request
 from pptune.frameworks.megatron.reader import looks_like_megatron, read_megatron
 from pptune.frameworks.megatron.split import MEGATRON
@@ -56,8 +56,13 @@ class MegatronAdapter(Adapter):
 
     def config_rules(self, cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
         rules.interleave_rule(cfg, semantics, add)
-        rules.a2a_overlap_rule(cfg, add)
+        rules.a2a_overlap_rule(cfg, semantics, add)
         rules.overlap_rule(cfg, semantics, add)
+        rules.connections_rule(cfg, semantics, add)
+
+    def memory_fix_clauses(self, cfg: TrainingConfig
+                           ) -> tuple[str, str, str | None, str]:
+        return advice.memory_fix_clauses(cfg, self.memory_fixes)
 
     def stateable(self, req: PlanRequest, model: str | None,
                   shape: ModelShape | None = None) -> PlanRequest:

@@ -127,12 +127,15 @@ MOE_BOOL_FLAGS = (
 )
 VALUE_FLAGS += MOE_VALUE_FLAGS
 BOOL_FLAGS += MOE_BOOL_FLAGS
-# CUDA graphs: megatron-core's --cuda-graph-impl (none, local, transformer_engine, ...);
+# CUDA graphs: megatron-core's --cuda-graph-impl (none, local, transformer_engine);
 # --enable-cuda-graph and --external-cuda-graph are its older spellings of local and
-# transformer_engine. Read only to say that pptune does not model them.
-GRAPH_BOOL_FLAGS = ("--enable-cuda-graph", "--external-cuda-graph")
+# transformer_engine (graphs.py: not modelled, and Megatron-LM's refusals of them)
 VALUE_FLAGS += ("--cuda-graph-impl", "--cuda-graph-scope", "--cuda-graph-warmup-steps")
-BOOL_FLAGS += GRAPH_BOOL_FLAGS
+BOOL_FLAGS += ("--enable-cuda-graph", "--external-cuda-graph",
+               "--moe-pad-experts-for-cuda-graph-inference")
+# the expert all-to-all overlap's companions (a2a.py) and the router's expert bias (moe.py)
+BOOL_FLAGS += ("--delay-wgrad-compute", "--ep-overlap-early-attn-memory-release",
+               "--moe-use-legacy-grouped-gemm", "--moe-router-enable-expert-bias")
 # Megatron-FSDP and what validate_args checks beside it (fsdp.py)
 VALUE_FLAGS += ("--data-parallel-sharding-strategy", "--ckpt-format", "--optimizer",
                 "--check-weight-hash-across-dp-replicas-interval")
@@ -247,15 +250,3 @@ class FlagReader:
             return None
         return whole_text(self.ctx, name, value, minimum=minimum, maximum=maximum,
                           fix=f"set {name} to a whole number >= {minimum}")
-
-
-def cuda_graphs(r: FlagReader) -> None:
-    """CUDA graphs are not modelled: a warning that names the flag."""
-    impl = r.text("--cuda-graph-impl")
-    named = ([f"--cuda-graph-impl {impl}"] if impl not in (None, "none") else []) + [
-        name for name in GRAPH_BOOL_FLAGS if r.flags.has(name)]
-    if named:
-        r.ctx.unmodelled("megatron-unmodelled-flag",
-                         f"{named[0]}: CUDA graphs are not modelled; pptune prices the kernels "
-                         "as eager PyTorch launches them, one launch gap each (the GPU preset's "
-                         "launch_s), not replayed from a captured graph")

@@ -91,3 +91,20 @@ def launch_words(script: Script, ctx: Ctx) -> tuple[list[str], list[str]]:
     return best[1].words, best[1].words
 
 
+
+
+_FLAG = re.compile(r"(?<![\w-])--[A-Za-z0-9][-A-Za-z0-9_]*")
+_ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=")
+
+
+def flag_lines(text: str, names: set[str]) -> dict[str, int]:
+    """The line (1-based) of the last occurrence of each of ``names`` outside comment
+    lines: a ``--flag``, or a variable's assignment (``NAME=``, ``export NAME=``)."""
+    lines: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("#"):
+            continue
+        assigned = _ASSIGN.match(line)
+        found = _FLAG.findall(line) + ([assigned.group(1)] if assigned else [])
+        lines.update((name, number) for name in found if name in names)
+    return lines

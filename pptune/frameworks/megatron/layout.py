@@ -39,6 +39,7 @@ from pptune.costmodel.layout_grammar import (
 )
 from pptune.costmodel.partition import is_mtp, stage_bounds
 from pptune.frameworks.megatron.flags import FlagReader
+from pptune.frameworks.megatron.knobs import with_knobs
 
 CONFLICTS = ("--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
              "--account-for-embedding-in-pipeline-split",
@@ -61,7 +62,7 @@ def read_layout(r: FlagReader, fields: dict[str, Any]) -> bool:
                        "predictions use an even split")
         return True
     try:
-        expand(text)
+        stage_count = len(expand(text))
     except LayoutError as exc:
         raise ctx.bad(f"{exc}; megatron-core's parse_str_to_list refuses or misreads it "
                       "(megatron/core/transformer/pipeline_parallel_layer_layout.py)") from None
@@ -78,6 +79,12 @@ def read_layout(r: FlagReader, fields: dict[str, Any]) -> bool:
     except LayoutError as exc:
         ctx.refuse("megatron-layout", f"{exc} ({_where(exc)}); change the layout, "
                    "--pipeline-model-parallel-size, --num-layers or --mtp-num-layers")
+        # validate_args derives the virtual stages from the stage count alone, before
+        # TransformerConfig validates the layout: known where pp divides it, else it stops
+        if stage_count % pp:
+            with_knobs(ctx, virtual_unknown=True)
+        elif stage_count // pp > 1:
+            fields["schedule"], fields["virtual_stages"] = "interleaved-1f1b", stage_count // pp
         return True
     if layout.vp > 1:
         fields["schedule"], fields["virtual_stages"] = "interleaved-1f1b", layout.vp

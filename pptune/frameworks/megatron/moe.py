@@ -117,8 +117,6 @@ def read_moe(r: FlagReader, fields: dict[str, Any]) -> None:
         ctx.note("--moe-token-dispatcher-type unset: priced as Megatron-LM's default, the "
                  "allgather dispatcher (every rank gathers the tokens of its ep x etp group; "
                  "alltoall or flex, with DeepEP, move only the routed copies)")
-    if flags.has("--overlap-moe-expert-parallel-comm"):
-        _overlap_rules(r, fields, dispatcher, ep, mtp)
 
 
 def _dispatcher(r: FlagReader, fields: dict[str, Any], dispatcher: str, tp_ep: int) -> str:
@@ -215,7 +213,7 @@ def _choice(r: FlagReader, name: str, choices: tuple[str, ...], default: str) ->
 def _routing(r: FlagReader, fields: dict[str, Any], balancing: str) -> None:
     """The routing imbalance priced: the capacity factor when inputs are padded to it."""
     ctx, flags = r.ctx, r.flags
-    capacity = _capacity(r)
+    capacity = capacity_factor(r)
     if capacity is not None and balancing == "sinkhorn":
         ctx.refuse("megatron-capacity-balancing",
                    "--moe-expert-capacity-factor with --moe-router-load-balancing-type "
@@ -237,7 +235,7 @@ def _routing(r: FlagReader, fields: dict[str, Any], balancing: str) -> None:
              "every expert at its capacity")
 
 
-def _capacity(r: FlagReader) -> float | None:
+def capacity_factor(r: FlagReader) -> float | None:
     """--moe-expert-capacity-factor; None when unset or negative (TransformerConfig)."""
     text = r.text("--moe-expert-capacity-factor")
     if text is None:
@@ -253,7 +251,7 @@ def _capacity(r: FlagReader) -> float | None:
 def _pad_rule(r: FlagReader) -> None:
     """megatron-core raises on padding to a capacity no factor sets (any model:
     TransformerConfig.__post_init__ checks it whatever the experts)."""
-    if r.flags.has("--moe-pad-expert-input-to-capacity") and _capacity(r) is None:
+    if r.flags.has("--moe-pad-expert-input-to-capacity") and capacity_factor(r) is None:
         r.ctx.refuse("megatron-moe-capacity",
                      "--moe-pad-expert-input-to-capacity without a --moe-expert-capacity-factor "
                      "(unset or negative): megatron-core raises 'moe_expert_capacity_factor must "
@@ -269,39 +267,17 @@ def _router_rules(r: FlagReader, top_k: int, balancing: str, dispatcher: str) ->
         ctx.refuse("megatron-topk1-softmax",
                    "--moe-router-topk 1 with the softmax score function: megatron-core raises "
                    f"'Please use --moe-router-pre-softmax when topk is 1.' {CITE_CONFIG}")
+    if flags.has("--moe-router-enable-expert-bias") and score != "sigmoid":
+        ctx.refuse("megatron-expert-bias",
+                   f"--moe-router-enable-expert-bias with the {score} score function: "
+                   "megatron-core raises 'Expert bias for aux-loss-free routing only supports "
+                   f"sigmoid score function.' {CITE_CONFIG}; add --moe-router-score-function "
+                   "sigmoid")
     if flags.has("--moe-shared-expert-overlap") and dispatcher != "alltoall":
         ctx.refuse("megatron-shared-overlap",
                    f"--moe-shared-expert-overlap with the {dispatcher} dispatcher: megatron-core "
                    "raises 'moe_shared_expert_overlap only works with alltoall token "
                    f"dispatcher.' {CITE_CONFIG}")
-
-
-def _overlap_rules(r: FlagReader, fields: dict[str, Any], dispatcher: str, ep: int,
-                   mtp: int | None) -> None:
-    """--overlap-moe-expert-parallel-comm: megatron-core's asserts on the experts, the
-    dispatcher, MTP and precision (the pipeline and recomputation ones are
-    rules.a2a_overlap_rule); pptune prices the overlap (the combined 1F1B order)."""
-    problems = []
-    if ep <= 1:
-        problems.append("'overlap_moe_expert_parallel_comm is only supported with expert model "
-                        "parallelism'")
-    if dispatcher not in ("alltoall", "flex"):
-        problems.append("'overlap_moe_expert_parallel_comm is supported with alltoall/flex "
-                        "token dispatcher'")
-    if mtp and mtp > 1:
-        problems.append("'MTP layernum only supports 1 when enabling "
-                        "overlap_moe_expert_parallel_comm.'")
-    if r.flags.has("--moe-shared-expert-overlap"):
-        problems.append("'disable moe_shared_expert_overlap when enabling "
-                        "overlap_moe_expert_parallel_comm'")
-    # the model's dtype (self.bf16 or self.fp16), which FP8 compute on a --bf16 model keeps
-    if not (r.flags.has("--bf16") or r.flags.has("--fp16")):
-        problems.append("'overlap_moe_expert_parallel_comm is only supported with bf16 or fp16 "
-                        "model'")
-    for text in problems:
-        r.ctx.refuse("megatron-moe-overlap",
-                     f"--overlap-moe-expert-parallel-comm: megatron-core asserts {text} "
-                     f"{CITE_CONFIG}")
 
 
 def _layer_freq(r: FlagReader, fields: dict[str, Any]) -> None:

@@ -8,24 +8,15 @@ becomes an error finding through ``ctx.refuse``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from pptune.frameworks.common.fields import Ctx
 from pptune.frameworks.common.shell import Script
 from pptune.frameworks.common.versions import FrameworkRefusal
 from pptune.frameworks.megatron.flags import FlagReader
+from pptune.frameworks.megatron.knobs import Knobs, with_knobs
 from pptune.frameworks.megatron.layout import read_layout
 from pptune.frameworks.megatron.split import MegatronSplit, megatron_blocks
-
-
-@dataclass(frozen=True)
-class Knobs:
-    """Megatron-LM's schedule knobs beyond TrainingConfig (``Semantics.details``)."""
-
-    microbatch_group: int | None = None  # --microbatch-group-size-per-virtual-pipeline-stage
-    overlap_p2p: bool = True  # off with --no-overlap-p2p-communication
-    megatron_fsdp: bool = False  # --use-megatron-fsdp (rules.overlap_rule)
 
 
 def pipeline(r: FlagReader, fields: dict[str, Any]) -> None:
@@ -112,18 +103,10 @@ def _schedule(fields: dict[str, Any], virtual: int | None) -> None:
     fields["schedule"] = "interleaved-1f1b" if virtual and virtual > 1 else "1f1b"
 
 
-def environment(ctx: Ctx, script: Script, fields: dict[str, Any], launched: bool,
-                fsdp: bool = False) -> None:
-    """Megatron-LM asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with tp > 1 or cp > 1 on GPUs
-    before Blackwell (validate_args); a launch script should export it. Not with
-    Megatron-FSDP or torch FSDP2 (``fsdp``): validate_args then only warns, and asserts
-    the opposite (fsdp.py)."""
-    if fsdp or not launched or ((fields["tp"] or 1) == 1 and (fields["cp"] or 1) == 1):
-        return
-    if script.scalars.get("CUDA_DEVICE_MAX_CONNECTIONS") != "1":
-        ctx.unmodelled("megatron-cuda-connections",
-                       "tensor or context parallelism without CUDA_DEVICE_MAX_CONNECTIONS=1 in the "
-                       "script: Megatron-LM validate_args asserts it on GPUs before Blackwell "
-                       "('Using tensor model parallelism or context parallelism require setting "
-                       "the environment variable CUDA_DEVICE_MAX_CONNECTIONS to 1'); export it "
-                       "unless the job environment does")
+def environment(ctx: Ctx, script: Script, launched: bool, fsdp: bool = False) -> None:
+    """The environment a launch script gives the job, for rules.connections_rule, which
+    judges it on the config's GPU (Megatron-LM's CUDA_DEVICE_MAX_CONNECTIONS rules differ
+    before and from Blackwell)."""
+    value = script.scalars.get("CUDA_DEVICE_MAX_CONNECTIONS")
+    with_knobs(ctx, launched=launched, fsdp=fsdp,
+               connections=None if value is None else value.strip())

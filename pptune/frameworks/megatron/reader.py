@@ -32,6 +32,7 @@ from pptune.costmodel.presets import MODELS
 from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build, whole_text
 from pptune.frameworks.common.shell import Script, ShellLimit, ShellSyntax, interpret
 from pptune.frameworks.common.shell_state import holds_unresolved, unresolved
+from pptune.frameworks.megatron.a2a import read_a2a_overlap
 from pptune.frameworks.megatron.cp_fp8 import read_cp_fp8
 from pptune.frameworks.megatron.flags import (
     NODES_FLAGS,
@@ -40,16 +41,22 @@ from pptune.frameworks.megatron.flags import (
     UNMODELLED_FLAGS,
     Flagged,
     FlagReader,
-    cuda_graphs,
     forwards,
     parse_flags,
     supplied_elsewhere,
 )
 from pptune.frameworks.megatron.fsdp import fsdp_rules, read_sharding
-from pptune.frameworks.megatron.launch import entry_script, launch_words, sourced_settings
+from pptune.frameworks.megatron.graphs import read_graphs
+from pptune.frameworks.megatron.launch import (
+    entry_script,
+    flag_lines,
+    launch_words,
+    sourced_settings,
+)
 from pptune.frameworks.megatron.moe import read_moe
 from pptune.frameworks.megatron.pipeline import environment, pipeline
 from pptune.frameworks.megatron.recompute import read_modules, read_recompute
+from pptune.frameworks.megatron.slurm import srun_launch
 from pptune.frameworks.megatron.style import read_style
 from pptune.frameworks.megatron.unknown import refuse_unknown
 from pptune.frameworks.megatron.widths import read_widths
@@ -85,19 +92,25 @@ def read_megatron(text: str, ctx: Ctx) -> TrainingConfig:
     refuse_unknown(ctx, entry_script(script), args, arg_words)
     launcher = parse_flags(launcher_words, bools=())
     reader = FlagReader(ctx, args)
-    fields = _fields(reader, launcher, script.scalars)
+    shape = srun_launch(text, launcher_words, ctx)
+    fields = _fields(reader, launcher, script.scalars, shape)
     # a model's settings for a launcher to source are not the whole command line, as a
     # script's that forwards words is not
     supplied = supplied_elsewhere(args, sourced_settings(script) or forwards(arg_words))
     _positions(reader, fields["seq_len"], supplied)
     fsdp_rules(reader, script.scalars, supplied)
-    environment(ctx, script, fields, launched=launcher_words is not arg_words,
+    environment(ctx, script, launched=launcher_words is not arg_words,
                 fsdp=args.has("--use-megatron-fsdp") or args.has("--use-torch-fsdp2"))
     _note_shell(ctx, script, launcher_words + arg_words, args)
+    ctx.semantics.flag_lines = flag_lines(text, {*args.values, *launcher.values,
+                                                 *script.scalars})
     return build(ctx, fields)
 
 
-def _fields(r: FlagReader, launcher: Flagged, env: Mapping[str, str]) -> dict[str, Any]:
+def _fields(r: FlagReader, launcher: Flagged, env: Mapping[str, str],
+            srun: dict[str, Any] | None) -> dict[str, Any]:
+    """The TrainingConfig fields; the GPU count and node size from the launcher's flags
+    (torchrun's), or from ``srun``'s tasks where it starts the ranks (slurm.py)."""
     ctx, flags = r.ctx, r.flags
     devices = {"maximum": MAX_DEVICES}
     fields: dict[str, Any] = {
@@ -167,7 +180,7 @@ def _fields(r: FlagReader, launcher: Flagged, env: Mapping[str, str]) -> dict[st
         queries = None
     fields["num_kv_heads"] = queries
     read_cp_fp8(r, fields)
-    fields.update(_launcher(ctx, launcher))
+    fields.update(_launcher(ctx, launcher) if srun is None else srun)
     world = env.get("WORLD_SIZE", "").strip()
     if fields.get("gpus") is None and re.fullmatch(r"[0-9]+", world) and 0 < int(world):
         # a script launched by mpirun or a scheduler hands torch.distributed its world size
@@ -184,6 +197,7 @@ def _fields(r: FlagReader, launcher: Flagged, env: Mapping[str, str]) -> dict[st
     fields["tp_comm_overlap"] = _tp_comm_overlap(r, fields["tp"] or 1)
     pipeline(r, fields)
     read_moe(r, fields)
+    read_a2a_overlap(r, fields)
     preset = _preset_by_shape(fields)
     if preset:
         fields["model"] = preset
@@ -195,7 +209,7 @@ def _fields(r: FlagReader, launcher: Flagged, env: Mapping[str, str]) -> dict[st
     for name, text in UNMODELLED_FLAGS.items():
         if flags.has(name):
             ctx.unmodelled("megatron-unmodelled-flag", text)
-    cuda_graphs(r)
+    read_graphs(r, fields)
     return fields
 
 

@@ -11,17 +11,13 @@ megatron/training/arguments.py).
 
 from __future__ import annotations
 
+from pptune.costmodel.presets import GPUS
 from pptune.costmodel.schedule_orders import microbatch_group
 from pptune.costmodel.schedules import Schedule
 from pptune.frameworks.common.adapter import Add
 from pptune.frameworks.common.fields import Semantics
-from pptune.frameworks.megatron.pipeline import Knobs
+from pptune.frameworks.megatron.knobs import knobs
 from pptune.schemas import TrainingConfig
-
-
-def knobs(semantics: Semantics) -> Knobs:
-    """The reader's knobs; Megatron-LM's defaults for a config it did not read."""
-    return semantics.details if isinstance(semantics.details, Knobs) else Knobs()
 
 
 def microbatch_rules(cfg: TrainingConfig, m: int, semantics: Semantics, add: Add) -> None:
@@ -72,12 +68,14 @@ def interleave_rule(cfg: TrainingConfig, semantics: Semantics, add: Add) -> None
             + " (megatron/training/arguments.py)", pp=cfg.pp)
 
 
-def a2a_overlap_rule(cfg: TrainingConfig, add: Add) -> None:
+def a2a_overlap_rule(cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
     """--overlap-moe-expert-parallel-comm: megatron-core 0.16 TransformerConfig asserts a
-    virtual pipeline with pp > 1 and no full recomputation (transformer_config.py)."""
+    virtual pipeline with pp > 1 and no full recomputation (transformer_config.py); not
+    judged where a refused layout leaves the virtual stages unknown (Knobs)."""
     if not cfg.a2a_overlap:
         return
-    if cfg.pp > 1 and cfg.schedule is not Schedule.INTERLEAVED:
+    if (cfg.pp > 1 and cfg.schedule is not Schedule.INTERLEAVED
+            and not knobs(semantics).virtual_unknown):
         add("megatron-a2a-overlap", "error",
             f"--overlap-moe-expert-parallel-comm with pp {cfg.pp} and no virtual pipeline: "
             "megatron-core asserts 'If enabling EP A2A overlap, "
@@ -112,3 +110,67 @@ def overlap_rule(cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
             "--overlap-param-gather without --overlap-grad-reduce: Megatron-LM validate_args "
             "asserts 'Must use --overlap-param-gather with --overlap-grad-reduce' "
             "(megatron/training/arguments.py)")
+
+
+BLACKWELL = "GPUs before Blackwell (get_device_arch_version() < 10)"
+CONNECTIONS_ONE = ("'Using tensor model parallelism or context parallelism require setting the "
+                   "environment variable CUDA_DEVICE_MAX_CONNECTIONS to 1'")
+
+
+def before_blackwell(gpu: str | None) -> bool | None:
+    """Whether the GPU preset's compute capability is below 10 (None: no preset named):
+    microscaling FP8 tensor cores (``GpuSpec.mxfp8``) arrived with SM100, Blackwell."""
+    return None if gpu not in GPUS else not GPUS[gpu].mxfp8
+
+
+def connections_rule(cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
+    """CUDA_DEVICE_MAX_CONNECTIONS as Megatron-LM core_v0.16.1 judges it
+    (megatron/training/arguments.py validate_args): with tp or cp > 1 on GPUs before
+    Blackwell it asserts 1, except that with Megatron-FSDP or torch FSDP2 (fsdp.py) and
+    with --overlap-moe-expert-parallel-comm it only warns; from Blackwell on it checks
+    nothing. The overlap wants more than one connection whatever the GPU (megatron-core
+    megatron/core/transformer/moe/README.md: 'Requirements for EP A2A Overlap:
+    expert_model_parallel_size > 1, CUDA_DEVICE_MAX_CONNECTIONS > 1'). Judged only for a
+    launch script, whose exports are the job's environment."""
+    k = knobs(semantics)
+    if not k.launched or k.fsdp:
+        return
+    early = before_blackwell(cfg.gpu)
+    sharded = cfg.tp > 1 or cfg.cp > 1
+    sizes = " and ".join(f"{name} {size}" for name, size in (("tp", cfg.tp), ("cp", cfg.cp))
+                         if size > 1)
+    on = (f"on {cfg.gpu}, one of the {BLACKWELL}" if early else
+          f"on {BLACKWELL} (the config names no GPU preset; --gpu sets one)")
+    if cfg.a2a_overlap:
+        said = []
+        if sharded and early is not False:
+            said.append(
+                f"with {sizes} and --overlap-moe-expert-parallel-comm Megatron-LM validate_args "
+                f"warns {on} 'For Hopper and before, try not to use tensor model parallelism "
+                "or context parallelism with overlap_moe_expert_parallel_comm' (1 favours the "
+                "tensor/context-parallel communication, a larger value such as 32 the expert "
+                "all-to-all overlap; megatron/training/arguments.py)")
+        if k.connections == "1":
+            said.append(
+                "CUDA_DEVICE_MAX_CONNECTIONS=1 in the script with --overlap-moe-expert-"
+                "parallel-comm: megatron-core's MoE README lists 'CUDA_DEVICE_MAX_CONNECTIONS "
+                "> 1' among the overlap's requirements (one connection puts every stream's "
+                "kernels in one hardware queue, in launch order), and pptune prices the "
+                "all-to-alls as overlapped, so the predicted step may be optimistic; export "
+                "32, as NVIDIA's MoE recipes do with the overlap")
+        if said:
+            add("megatron-cuda-connections", "warning", "; ".join(said))
+        return
+    if not sharded or early is False or k.connections == "1":
+        return
+    if k.connections is None:
+        add("megatron-cuda-connections", "warning",
+            f"{sizes} without CUDA_DEVICE_MAX_CONNECTIONS=1 in the script: Megatron-LM "
+            f"validate_args asserts {CONNECTIONS_ONE} {on}; export it unless the job "
+            "environment does (megatron/training/arguments.py)")
+        return
+    add("megatron-cuda-connections", "error" if early else "warning",
+        f"CUDA_DEVICE_MAX_CONNECTIONS={k.connections[:20]} in the script with {sizes}: "
+        f"Megatron-LM validate_args asserts {CONNECTIONS_ONE} {on} "
+        "(megatron/training/arguments.py); export CUDA_DEVICE_MAX_CONNECTIONS=1, or add "
+        "--overlap-moe-expert-parallel-comm if that is what the larger value is for")

@@ -29,11 +29,16 @@ from pptune.frameworks.common.writing import header, plan_launch
 from pptune.frameworks.megatron.closest import Placement
 from pptune.frameworks.megatron.cp_fp8 import cp_fp8_args
 from pptune.frameworks.megatron.fsdp import STRATEGY, write_args
+from pptune.frameworks.megatron.rules import before_blackwell
 from pptune.frameworks.megatron.split import MegatronSplit
 from pptune.frameworks.megatron.style import style_args
 from pptune.options import CostOptions
 
 FILE = "pretrain_megatron.sh"
+# megatron-core warns below FP32 routing from 32 experts: 'Using a large number of experts
+# (e.g. >=32) without fp32 routing. Consider enabling moe_router_dtype for better
+# numerical stability.' (transformer_config.py __post_init__)
+ROUTER_FP32_EXPERTS = 32
 
 
 def _split_args(split: MegatronSplit) -> list[str]:
@@ -64,9 +69,8 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
                   "sharding (check-config says what",
                   "# that leaves out); validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS is "
                   "not 1 with it", "unset CUDA_DEVICE_MAX_CONNECTIONS", ""]
-    elif plan.tp > 1 or plan.cp > 1:  # validate_args asserts it (tp or cp > 1) before Blackwell
-        lines += ["# Megatron-LM requires this with tensor or context parallelism (validate_args)",
-                  "export CUDA_DEVICE_MAX_CONNECTIONS=1", ""]
+    else:
+        lines += connections_lines(plan, job.device)
     args = [
         f"--tensor-model-parallel-size {plan.tp}",
         f"--pipeline-model-parallel-size {plan.pp}",
@@ -152,7 +156,9 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
         args.append("--use-tp-pp-dp-mapping")
     args.append("--cross-entropy-loss-fusion")  # the plan is priced so (closest.py)
     if plan.a2a_overlap:  # megatron-core 0.16: the combined 1F1B order (combined_1f1b.py)
-        args.append("--overlap-moe-expert-parallel-comm")
+        # with the experts' weight gradients beside the dispatch all-to-all's backward, the
+        # order the F&B pair is priced in (a2a.py)
+        args += ["--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"]
     lines.append(
         f"torchrun --nnodes {nodes} --nproc_per_node {per_node} "
         "--rdzv_backend c10d --rdzv_endpoint \"${MASTER_ADDR:-localhost}:${MASTER_PORT:-29500}\" \\"
@@ -160,6 +166,30 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
     lines.append("    pretrain_gpt.py \\")
     lines += [f"    {a} \\" for a in args[:-1]] + [f"    {args[-1]} \\", '    "$@"', ""]
     return {FILE: "\n".join(lines)}
+
+
+def connections_lines(plan: Plan, device: str | None) -> list[str]:
+    """CUDA_DEVICE_MAX_CONNECTIONS as Megatron-LM core_v0.16.1 wants it for the plan
+    (rules.connections_rule judges it back): 32 with the expert all-to-all overlap, which
+    needs more than one connection (megatron-core's MoE README: 'Requirements for EP A2A
+    Overlap: ... CUDA_DEVICE_MAX_CONNECTIONS > 1'; NVIDIA's MoE recipes export 32 with it,
+    Megatron-Bridge scripts/moe_model_zoo/sbatch_benchmarking.sh) and beside which
+    validate_args only warns of tp or cp > 1; else 1 with tp or cp > 1 on GPUs before
+    Blackwell, where validate_args asserts it (a GPU that is no preset counts as one);
+    nothing otherwise."""
+    early = before_blackwell(device) is not False
+    sharded = plan.tp > 1 or plan.cp > 1
+    if plan.a2a_overlap:
+        said = ["# the expert all-to-all overlap (--overlap-moe-expert-parallel-comm) needs "
+                "more than one connection"]
+        if sharded and early:
+            said.append("# (Megatron-LM validate_args warns of it beside tensor or context "
+                        "parallelism before Blackwell: 1 would favour their communication)")
+        return [*said, "export CUDA_DEVICE_MAX_CONNECTIONS=32", ""]
+    if sharded and early:  # validate_args asserts it (tp or cp > 1) before Blackwell
+        return ["# Megatron-LM requires this with tensor or context parallelism before "
+                "Blackwell (validate_args)", "export CUDA_DEVICE_MAX_CONNECTIONS=1", ""]
+    return []
 
 
 def layer_pattern(shape: ModelShape) -> str:
@@ -206,8 +236,14 @@ def moe_args(shape: ModelShape, plan: Plan,
         return args
     args += [f"--num-experts {shape.experts}", f"--moe-router-topk {shape.top_k}",
              f"--moe-ffn-hidden-size {shape.expert_ffn}"]
-    if shape.top_k == 1:  # megatron-core: 'Please use --moe-router-pre-softmax when topk is 1'
-        args.append("--moe-router-pre-softmax")
+    if shape.top_k == 1 and shape.router_score == "softmax":
+        args.append("--moe-router-pre-softmax")  # megatron-core: 'Please use ... when topk is 1'
+    if shape.router_score != "softmax":  # the model's router (models.py)
+        args.append(f"--moe-router-score-function {shape.router_score}")
+    if shape.router_expert_bias:
+        args.append("--moe-router-enable-expert-bias")
+    if shape.experts >= ROUTER_FP32_EXPERTS:
+        args.append("--moe-router-dtype fp32")
     if shape.shared_ffn:
         args.append(f"--moe-shared-expert-intermediate-size {shape.shared_ffn}")
     pattern = layer_pattern(shape)
@@ -224,7 +260,10 @@ def moe_args(shape: ModelShape, plan: Plan,
         args.append("--moe-token-dispatcher-type allgather")
     else:
         args.append("--moe-token-dispatcher-type alltoall")
-    args += ["--moe-grouped-gemm",
+    # each (un)permutation is priced as one memory pass (costmodel/dispatch.py), as
+    # megatron-core's fused kernels run it (NVIDIA's MoE recipes set it: Megatron-Bridge
+    # scripts/moe_model_zoo/model_configs/DeepSeek-V3.yaml moe_permute_fusion)
+    args += ["--moe-grouped-gemm", "--moe-permute-fusion",
              f"--expert-model-parallel-size {plan.ep}",
              f"--expert-tensor-parallel-size {plan.etp}"]
     return args
