@@ -75,6 +75,9 @@ def job_of(run: RecommendRun, plan: Plan) -> Job:
         sequence_parallel=costs.splits_sequence,
         tp_comm_overlap=costs.tp_comm_overlap, cost_options=costs,
         hf_config=str(costs.hf_config) if costs.hf_config is not None else None,
+        profile_file=run.costs.profile_file if run.costs is not None else None,
+        profile_device=(run.costs.profile.device.name
+                        if run.costs is not None and run.costs.measured else None),
         factors=calibration_factors(run),
         moments=_moments(run),
     )
