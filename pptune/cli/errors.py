@@ -1,14 +1,16 @@
 """Usage errors of the option parser as one line, like every other bad input; an option
 given twice; --version.
 
-An option that takes one value, given twice (``--cp 16 --cp 8``), is refused in every
-command: click would keep the last one without a word, and a script that appends a
-flag to a command line already holding it runs with the one it did not mean. Options
-meant to repeat (``--env``, ``calibrate --run``: click's ``multiple``) and a flag
-given twice the same way (``--json --json``) keep working; a flag given both ways
-(``--overlap-grad-reduce --no-overlap-grad-reduce``) is refused too. The check parses
-the command line with the command's own parser and counts what it found, as
-``calibrate``'s ``InOrder`` reads its flags' order.
+An option that takes one value, given twice with two values (``--cp 16 --cp 8``), is
+refused in every command: click would keep the last one without a word, and a script
+that appends a flag to a command line already holding it runs with the one it did not
+mean. A flag given both ways (``--overlap-grad-reduce --no-overlap-grad-reduce``) is
+refused too. What says one thing twice (``--output json --output json``, ``--json
+--json``) leaves nothing to choose and keeps working, as do options meant to repeat
+(``--env``, ``calibrate --run``: click's ``multiple``). The check parses the command
+line with the command's own parser and counts what it found, as ``calibrate``'s
+``InOrder`` reads its flags' order; the values are read off the command line as the
+parser reads them (``_spellings``), and a count they do not match is refused.
 """
 
 from __future__ import annotations
@@ -132,8 +134,9 @@ class OneLineErrors(TyperGroup):
 
 
 def given_twice(cmd: Any, ctx: Any, args: list[str]) -> str | None:
-    """The error for the first single-valued option ``args`` give twice, None when none
-    is (module doc). A command line the parser refuses is left to it."""
+    """The error for the first single-valued option ``args`` give two values (or two
+    ways), None when none does (module doc). A command line the parser refuses is left
+    to it."""
     try:
         _, _, order = cmd.make_parser(ctx).parse_args(args=list(args))
     except UsageError:
@@ -150,10 +153,10 @@ def given_twice(cmd: Any, ctx: Any, args: list[str]) -> str | None:
                         "take the last)")
             continue
         n = order.count(param)
-        if n > 1:
+        values = [v for _, v in spelled]
+        if n > 1 and (len(values) != n or len(set(values)) > 1):
             flag = "/".join(dict.fromkeys(name for name, _ in spelled)) or param.opts[0]
             times = "twice" if n == 2 else f"{n} times"
-            values = [v for _, v in spelled]
             said = f": {', '.join(values[:-1])} and {values[-1]}" if len(values) == n else ""
             return (f"{flag} is given {times}{said}; give it once (pptune does not take "
                     "the last)")

@@ -1,6 +1,7 @@
-"""An option that takes one value, given twice, is one error line and exit 2 in every
-command (pptune/cli/errors.py: click would keep the last value without a word); options
-meant to repeat, and a flag given twice the same way, keep working."""
+"""An option that takes one value, given twice with two values, is one error line and
+exit 2 in every command (pptune/cli/errors.py: click would keep the last value without a
+word); options meant to repeat, and an option or flag that says one thing twice, keep
+working."""
 
 from __future__ import annotations
 
@@ -76,8 +77,22 @@ def test_options_meant_to_repeat_are_not_counted(app: typer.Typer) -> None:
     check = cmds["check-config"]
     ctx = check.context_class(check, info_name="check-config")
     assert given_twice(check, ctx, ["c.sh", "--env", "A=1", "--env", "B=2"]) is None
-    assert given_twice(check, ctx, ["c.sh", "--env", "A=1", "--gpus", "8", "--gpus=8"]) == (
-        "--gpus is given twice: 8 and 8; give it once (pptune does not take the last)")
+    assert given_twice(check, ctx, ["c.sh", "--env", "A=1", "--gpus", "8", "--gpus=16"]) == (
+        "--gpus is given twice: 8 and 16; give it once (pptune does not take the last)")
+
+
+def test_one_value_given_twice_leaves_nothing_to_choose(app: typer.Typer, cli: Cli) -> None:
+    """A wrapper that adds --output json to a command line that holds it already: the
+    same value twice (spelled either way) runs; a third, other value does not."""
+    check = commands(app)["check-config"]
+    ctx = check.context_class(check, info_name="check-config")
+    assert given_twice(check, ctx, ["c.sh", "--output", "json", "--output=json"]) is None
+    assert given_twice(check, ctx, ["c.sh", "--output", "json", "--output=json",
+                                    "--output", "text"]) == (
+        "--output is given 3 times: json, json and text; give it once (pptune does not take "
+        "the last)")
+    r = cli("recommend", "--gpus", "8", "--top", "1", "--top", "1", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["plans"][0]["rank"] == 1
 
 
 def test_check_config_json_gets_its_error_document(cli: Cli) -> None:
