@@ -9,6 +9,9 @@ Write rules (stated in the README):
   folder); several files (``--emit``) are staged in one temporary folder
   beside them and moved into place only when all were written;
 - emitted files that already exist are kept unless ``--force``;
+- a file replaced keeps its permission bits (``chmod 600`` stays 600), and the
+  writer says so (``Written.replaced``); the rename gives the path a new inode,
+  so other hard links to the old file keep the old bytes (``Written.other_links``);
 - output paths are checked before the work starts (``check_output``).
 
 Reads are bounded: ``read_limited`` refuses anything that is not a regular
@@ -24,6 +27,7 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -168,8 +172,46 @@ def _digest(path: Path, limit_bytes: int) -> str | None:
         return None
 
 
-def write_text(path: Path, text: str, mode: int = 0o666) -> None:
-    """Write ``text`` whole or not at all; a symlink's target is written, not the link."""
+@dataclass(frozen=True)
+class Written:
+    """A file pptune wrote: ``replaced`` when a regular file was there before (its
+    permission bits were kept), ``other_links`` the hard links to that file besides
+    ``path``, which the rename left holding the old bytes."""
+
+    path: Path
+    replaced: bool = False
+    other_links: int = 0
+
+    def note(self) -> str:
+        """What the "wrote" line adds: "" for a new file."""
+        if not self.replaced:
+            return ""
+        if not self.other_links:
+            return "replaced the previous one"
+        n = self.other_links
+        return (f"replaced the previous one; its {n} other hard link{'s' * (n > 1)} "
+                f"still {'hold' if n > 1 else 'holds'} the old content")
+
+
+def _replacing(target: Path, path: Path, wanted: int) -> tuple[int, Written]:
+    """The mode to give a new file at ``target`` (``wanted`` less the umask, or the
+    permission bits of the regular file it replaces, with execute added where that
+    one is readable when ``wanted`` is executable) and what the write will have done."""
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        return wanted & ~_umask(), Written(path)
+    if not stat.S_ISREG(st.st_mode):  # check_output refused it; a race: let rename say
+        return wanted & ~_umask(), Written(path)
+    mode = st.st_mode & 0o777  # never a set-user-ID bit carried onto new content
+    if wanted & 0o111:  # a script stays runnable by whoever could read the old one
+        mode |= (mode & 0o444) >> 2
+    return mode, Written(path, replaced=True, other_links=max(st.st_nlink - 1, 0))
+
+
+def write_text(path: Path, text: str, mode: int = 0o666) -> Written:
+    """Write ``text`` whole or not at all; a symlink's target is written, not the link.
+    A file replaced keeps its permission bits (``_replacing``)."""
     path = Path(path)
     check_output(path, "cannot write")
     target = _target(path)
@@ -183,11 +225,13 @@ def write_text(path: Path, text: str, mode: int = 0o666) -> None:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, mode & ~_umask())  # mkstemp makes 0600; give the usual file mode
+        new_mode, written = _replacing(target, path, mode)
+        os.chmod(tmp, new_mode)  # mkstemp makes 0600
         os.replace(tmp, target)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
+    return written
 
 
 def _umask() -> int:
@@ -223,9 +267,10 @@ def check_folder(directory: Path, names: list[str], force: bool, flag: str = "-o
 
 
 def write_all(directory: Path, files: dict[str, str], force: bool,
-              modes: dict[str, int] | None = None) -> list[Path]:
+              modes: dict[str, int] | None = None) -> list[Written]:
     """Write several files all-or-nothing: staged in a temporary folder beside
-    them, moved into place only when every one was written."""
+    them, moved into place only when every one was written. A file replaced
+    (``force``) keeps its permission bits (``_replacing``)."""
     check_folder(directory, list(files), force)
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -233,17 +278,18 @@ def write_all(directory: Path, files: dict[str, str], force: bool,
     except OSError as exc:
         raise BadInput(f"cannot create {directory}: {exc.strerror or exc}") from None
     try:
+        out = []
         for name, text in files.items():
             with (stage / name).open("w", encoding="utf-8") as fh:
                 fh.write(text)
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.chmod(stage / name, (modes or {}).get(name, 0o666) & ~_umask())
-        out = []
-        for name in files:  # renames inside one folder: no data is written here
             dest = _target(directory / name)
-            os.replace(stage / name, dest)
-            out.append(directory / name)
+            mode, written = _replacing(dest, directory / name, (modes or {}).get(name, 0o666))
+            os.chmod(stage / name, mode)
+            out.append(written)
+        for name in files:  # renames inside one folder: no data is written here
+            os.replace(stage / name, _target(directory / name))
         return out
     except OSError as exc:
         raise BadInput(f"cannot write into {directory}: {exc.strerror or exc}; "

@@ -31,8 +31,14 @@ def _count(report: CheckReport) -> str:
 def findings_text(path: Path, read: ReadResult, report: CheckReport,
                   width: int | None = None) -> str:
     """The findings, one a line; at ``width`` columns a long one wraps under its own
-    text (a hanging indent), so each finding still starts at the margin."""
-    lines = [f"{path} ({read.format.value}): {_count(report)}"]
+    text (a hanging indent), so each finding still starts at the margin. A header longer
+    than ``width`` gives the counts a line of their own (a path is never cut)."""
+    head = f"{path} ({read.format.value}):"
+    lines = [f"{head} {_count(report)}"]
+    if width is not None and len(lines[0]) > max(width, 40):
+        lines = [*textwrap.wrap(head, width=max(width, 40), subsequent_indent="  ",
+                                break_long_words=False, break_on_hyphens=False),
+                 f"  {_count(report)}"]
     items = [("note", note) for note in read.notes] + [
         (f.severity, f"{f.id}: {f.message}") for f in _sorted(report)]
     for severity, text in items:

@@ -22,6 +22,7 @@ from pptune.cli.util import out_console as _out
 from pptune.cli.util import parse_ints as _ints
 from pptune.cli.util import say as _say
 from pptune.cli.util import show as _show
+from pptune.cli.util import wrote as _wrote
 from pptune.errors import BadInput, NoFeasiblePlan, PptuneError
 from pptune.files import check_folder, check_output, dumps_json
 from pptune.options import CostOptions, OutputOptions, PlanSpace
@@ -147,11 +148,9 @@ def simulate_cmd(
     from pptune.report.trace import write_trace
 
     if trace is not None:
-        write_trace(trace, run.result)
-        _say(f"wrote {trace} (open in https://ui.perfetto.dev)")
+        _wrote(write_trace(trace, run.result), extra="open in https://ui.perfetto.dev")
     if svg is not None:
-        write_svg(svg, run.result)
-        _say(f"wrote {svg}")
+        _wrote(write_svg(svg, run.result))
     if out.as_json:
         typer.echo(dumps_json(simulation.result_json(run), indent=2))
         return
@@ -234,8 +233,7 @@ def recommend_cmd(
     if output is not None and run.result.plans:  # no plan: the file is left as it was
         from pptune.schemas import write_atomic
 
-        write_atomic(output, text + "\n")
-        _say(f"wrote {output}")
+        _wrote(write_atomic(output, text + "\n"))
     elif output is not None:
         _say(f"{output} not written: no plan fits")
     if out.as_json:  # with no plan too: its rejections and notes say why (exit 1 below)
@@ -295,8 +293,8 @@ def _emit(run: Any, framework: str, rank: int, output: Path | None, force: bool)
             typer.echo(f"# ----- {name}")
             typer.echo(text.rstrip("\n"))
         return
-    for path in emit_mod.write(emitted, output, force):
-        _say(f"wrote {path}")
+    for written in emit_mod.write(emitted, output, force):
+        _wrote(written)
 
 
 # --------------------------------------------------------------------------- presets / schema

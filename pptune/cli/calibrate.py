@@ -23,6 +23,7 @@ from typer.core import TyperCommand
 from pptune.cli.file_flags import SIZES, env_option, size_option, size_problems
 from pptune.cli.util import out_console as _out
 from pptune.cli.util import say as _say
+from pptune.cli.util import wrote
 from pptune.errors import BadInput
 from pptune.files import dumps_json
 
@@ -236,12 +237,12 @@ def _from_jobs(measurements: list[Any], gpu: str | None, model: tuple[str | None
     assert cal is not None
     for warning in cal.warnings:
         _say(f"warning: {warning}")
-    write_atomic(output, outcome.profile.model_dump_json(indent=2) + "\n")
+    written = write_atomic(output, outcome.profile.model_dump_json(indent=2) + "\n")
     if as_json:
         typer.echo(dumps_json(calibration_json(cal), indent=2))
     else:
         _out().print(calibration_text(cal), highlight=False, markup=False)
-    _say(f"wrote {output}")
+    wrote(written)
 
 
 def _from_results(results: list[Path], profile: Path, output: Path) -> None:
@@ -252,7 +253,8 @@ def _from_results(results: list[Path], profile: Path, output: Path) -> None:
     kept, twice = validate_json.distinct(results)
     trials = [validate_json.trial(path, base) for path in kept]
     cal = model.calibrate(base, trials, by="pptune calibrate")
-    write_atomic(output, model.calibrated_profile(base, cal).model_dump_json(indent=2) + "\n")
+    written = write_atomic(output,
+                           model.calibrated_profile(base, cal).model_dump_json(indent=2) + "\n")
     for note in (*twice, *cal.notes):  # after the checks: a refusal is its one line alone
         _say(note)
-    _say(f"wrote {output}")
+    wrote(written)

@@ -1,4 +1,17 @@
-"""Usage errors of the option parser as one line, like every other bad input; --version."""
+"""Usage errors of the option parser as one line, like every other bad input; an option
+given twice; --version.
+
+An option that takes one value, given twice with two values (``--cp 16 --cp 8``), is
+refused in every command: click would keep the last one without a word, and a script
+that appends a flag to a command line already holding it runs with the one it did not
+mean. A flag given both ways (``--overlap-grad-reduce --no-overlap-grad-reduce``) is
+refused too. What says one thing twice (``--output json --output json``, ``--json
+--json``) leaves nothing to choose and keeps working, as do options meant to repeat
+(``--env``, ``calibrate --run``: click's ``multiple``). The check parses the command
+line with the command's own parser and counts what it found, as ``calibrate``'s
+``InOrder`` reads its flags' order; the values are read off the command line as the
+parser reads them (``_spellings``), and a count they do not match is refused.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +23,12 @@ import typer
 from typer.core import TyperGroup
 
 try:  # typer >= 0.20 carries its own copy of click
-    from typer._click.exceptions import ClickException
+    from typer._click.exceptions import ClickException, UsageError
 except ImportError:  # pragma: no cover - older typer with click installed
-    from click.exceptions import ClickException  # type: ignore[no-redef,import-not-found]
+    from click.exceptions import (  # type: ignore[no-redef,import-not-found]
+        ClickException,
+        UsageError,
+    )
 
 
 class OneLineErrors(TyperGroup):
@@ -46,6 +62,16 @@ class OneLineErrors(TyperGroup):
             sys.exit(130)
         sys.exit(code if isinstance(code, int) else 0)
 
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """The command to run, its options checked for one given twice (module doc)."""
+        name, cmd, rest = super().resolve_command(ctx, args)
+        if cmd is not None:
+            sub = cmd.context_class(cmd, info_name=name, parent=ctx)
+            found = given_twice(cmd, sub, rest)
+            if found:
+                raise UsageError(found, ctx=sub)
+        return name, cmd, rest
 
     def echo_check_error(self, argv: list[str], message: str, code: int) -> None:
         """check-config's CI job gets its error document or annotation on stdout even
@@ -105,6 +131,60 @@ class OneLineErrors(TyperGroup):
                     not eq and i + 1 < len(argv) and not argv[i + 1].strip())):
                 return name
         return None
+
+
+def given_twice(cmd: Any, ctx: Any, args: list[str]) -> str | None:
+    """The error for the first single-valued option ``args`` give two values (or two
+    ways), None when none does (module doc). A command line the parser refuses is left
+    to it."""
+    try:
+        _, _, order = cmd.make_parser(ctx).parse_args(args=list(args))
+    except UsageError:
+        return None
+    for param in dict.fromkeys(order):
+        if getattr(param, "param_type_name", "") != "option" or param.multiple or param.count:
+            continue
+        spelled = _spellings(param, args)
+        if param.is_flag:
+            no = [s for s in spelled if s in param.secondary_opts]
+            yes = [s for s in spelled if s not in param.secondary_opts]
+            if no and yes:
+                return (f"{yes[0]} and {no[0]} are both given; give one (pptune does not "
+                        "take the last)")
+            continue
+        n = order.count(param)
+        values = [v for _, v in spelled]
+        if n > 1 and (len(values) != n or len(set(values)) > 1):
+            flag = "/".join(dict.fromkeys(name for name, _ in spelled)) or param.opts[0]
+            times = "twice" if n == 2 else f"{n} times"
+            said = f": {', '.join(values[:-1])} and {values[-1]}" if len(values) == n else ""
+            return (f"{flag} is given {times}{said}; give it once (pptune does not take "
+                    "the last)")
+    return None
+
+
+def _spellings(param: Any, args: list[str]) -> list[Any]:
+    """How ``args`` give ``param``: its flag names for a flag, else (name, value) pairs;
+    for the message only (the parser counted)."""
+    names = {*param.opts, *param.secondary_opts}
+    out: list[Any] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            break
+        name, eq, value = arg.partition("=")
+        if param.is_flag:
+            out += [arg] if arg in names else []
+        elif arg in names and i + 1 < len(args):
+            out.append((arg, args[i + 1]))
+            i += 1
+        elif eq and name.startswith("--") and name in names:
+            out.append((name, value))
+        elif not arg.startswith("--") and arg[:2] in names and len(arg) > 2:
+            out.append((arg[:2], arg[2:]))  # -m8
+        i += 1
+    return out
 
 
 def print_version(value: bool) -> None:

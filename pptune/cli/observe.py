@@ -139,7 +139,7 @@ def trace_report(
         window_end_us=window_end_us,
         steps=steps,
     )
-    for note in twice:
+    for note in (*twice, *report.notes):
         typer.echo(f"pptune: {note}", err=True)
     if json_output:
         typer.echo(dumps_json(report.to_json(), indent=2))

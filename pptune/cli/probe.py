@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.text import Text
 
 from pptune import limits
-from pptune.cli.util import out_console, show
+from pptune.cli.util import out_console, show, wrote
 from pptune.errors import BadInput
 from pptune.files import check_output
 from pptune.probe.options import DEFAULT_OUTPUT, DeviceChoice, DType
@@ -196,8 +196,7 @@ def probe(
             )
             return
         text = outcome.profile.model_dump_json(indent=2)
-        write_atomic(output, text + "\n")
-        typer.echo(f"pptune: profile written to {output}", err=True)
+        wrote(write_atomic(output, text + "\n"), "profile written to")
     except KeyboardInterrupt:
         typer.echo("pptune: interrupted; no profile written", err=True)
         raise typer.Exit(130) from None

@@ -17,7 +17,7 @@ from rich.console import Console
 from pptune.cli.options import Use, uses
 from pptune.cli.util import out_console as _out
 from pptune.cli.util import say as _say
-from pptune.cli.util import show, show_lines
+from pptune.cli.util import show, show_lines, wrote
 from pptune.errors import BadInput, RunFailed
 from pptune.files import dumps_json
 from pptune.options import CostOptions, OutputOptions, PlanSpace, RunOptions
@@ -108,8 +108,8 @@ def tune(
     for note in run.notes:
         _say(note)
     if run.folder is not None:
-        for path in artifacts.write(run, run.folder):
-            _say(f"wrote {path}")
+        for written in artifacts.write(run, run.folder):
+            wrote(written)
     emitted = artifacts.emit_winner(run, emit) if emit else None
     if emitted is not None:
         _write_emitted(emitted, run.folder)
@@ -169,8 +169,8 @@ def _write_emitted(emitted: Any, folder: Path | None) -> None:
             _say(f"--emit without -o: {name} follows on stderr")
             typer.echo(text.rstrip("\n"), err=True)
         return
-    for path in emit_mod.write(emitted, folder):
-        _say(f"wrote {path}")
+    for written in emit_mod.write(emitted, folder):
+        wrote(written)
 
 
 def _render(run: Any, as_json: bool) -> None:

@@ -8,14 +8,17 @@ import shutil
 import sys
 import textwrap
 from collections.abc import Iterable
-from typing import TextIO, cast
+from typing import TYPE_CHECKING, TextIO, cast
 
 import typer
 from rich.console import Console
 
 from pptune.options.kinds import parse_ints
 
-__all__ = ["out_console", "parse_ints", "say", "show", "show_lines"]
+if TYPE_CHECKING:
+    from pptune.files import Written
+
+__all__ = ["out_console", "parse_ints", "say", "show", "show_lines", "wrote"]
 
 
 def say(line: str) -> None:
@@ -28,6 +31,13 @@ def say(line: str) -> None:
             text = "\n".join(textwrap.wrap(text, width=width, subsequent_indent=" " * 8,
                                             break_long_words=False, break_on_hyphens=False))
     typer.echo(text, err=True)
+
+
+def wrote(written: Written, what: str = "wrote", extra: str = "") -> None:
+    """The line for a file written: "wrote PATH", "(replaced the previous one)" when a
+    file was there before (``pptune.files.Written``), then ``extra``."""
+    said = "; ".join(part for part in (written.note(), extra) if part)
+    say(f"{what} {written.path}" + (f" ({said})" if said else ""))
 
 
 class _Trimmed(io.TextIOBase):

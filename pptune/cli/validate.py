@@ -19,7 +19,7 @@ from pptune.cli.options import Use, uses
 from pptune.cli.util import out_console as _out
 from pptune.cli.util import parse_ints as _ints
 from pptune.cli.util import say as _say
-from pptune.cli.util import show, show_lines
+from pptune.cli.util import show, show_lines, wrote
 from pptune.errors import BadInput
 from pptune.files import check_output, dumps_json
 from pptune.options import CostOptions, OutputOptions, RunOptions
@@ -167,8 +167,8 @@ def validate(
     if trace is not None:
         from pptune.report.trace import write_trace
 
-        write_trace(trace, outcome.measured, name="pptune validate (measured)")
-        _say(f"wrote {trace} (open in https://ui.perfetto.dev)")
+        wrote(write_trace(trace, outcome.measured, name="pptune validate (measured)"),
+              extra="open in https://ui.perfetto.dev")
     if out.as_json:
         typer.echo(dumps_json(json_safe(doc), indent=2))
         return

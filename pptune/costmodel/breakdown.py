@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pptune.costmodel.evaluate import Plan, PlanRequest, explain
+from pptune.costmodel.evaluate import Plan, PlanRequest, explain, exposed
 from pptune.costmodel.memory import Recompute, recomputed_layers, stage_recomputed_layers
 from pptune.costmodel.partition import stage_bounds
 from pptune.costmodel.parts import PartTimes
@@ -97,7 +97,7 @@ def step_parts(table: CostTable, req: PlanRequest, plan: Plan,
     p2p_s = shown.exposed_p2p_s or 0.0
     amax_s = shown.exposed_amax_s or 0.0
     opt_s = plan.optimizer_s
-    bubble = max(0.0, plan.step_time_s - busy[d] - dp_s - p2p_s - amax_s - opt_s)
+    bubble = exposed(plan.step_time_s, busy[d] + dp_s + p2p_s + amax_s + opt_s, plan.step_time_s)
     parts = [(p, s) for p, s in per_device[d].items() if s > 0]
     parts += [(DATA_PARALLEL, dp_s), (SENDS, p2p_s), *([(AMAX, amax_s)] if amax_s else []),
               (OPTIMIZER, opt_s), (BUBBLE, bubble)]

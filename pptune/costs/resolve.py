@@ -39,7 +39,7 @@ config or ``--profile`` names prices it as measured, as check-config always has)
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 
@@ -104,6 +104,7 @@ class Costs:
     # profile answers for its own key only
     tables: TableSource | None = None
     gpu: GpuSpec | None = None  # the analytic costs' GPU preset
+    profile_file: str | None = None  # the profile file read (rows 1 and 3), as --profile gives it
 
     def table_for(self, key: CostKey) -> CostTable:
         if key == self.key:
@@ -199,24 +200,23 @@ def find(opts: CostOptions, mode: Mode = Mode.PLAN, *, sizes: tuple[int, ...] | 
         origin = f"profile of {given.model.name} on {given.device.name} ({given.source})"
         return _profile_costs(given, origin, opts, mode, sizes, table_tp, search,
                               gpus_per_node, recompute_modules, experts, gpus)
-    if given is not None:
-        prof = load_profile(given)
-        return _profile_costs(prof, f"profile {given} ({prof.source})", opts, mode, sizes,
-                              table_tp, search, gpus_per_node, recompute_modules, experts, gpus)
-    model_named = opts.model is not None or opts.hf_config is not None or shape is not None
-    analytic = {Mode.PLAN: model_named or opts.gpu is not None, Mode.CHECK: model_named,
-                Mode.RUN: opts.gpu is not None}[mode]
-    if analytic:
-        return _analytic(opts, shape, sizes, default=False, search=search,
-                         gpus_per_node=gpus_per_node, experts=experts,
-                         recompute_modules=recompute_modules, gpus=gpus)
-    local = (cwd or Path.cwd()) / DEFAULT_PROFILE_FILE
-    if local.is_file() and not (mode is Mode.RUN and (model_named or names_model)):
-        where = f"./{DEFAULT_PROFILE_FILE}"
-        prof = load_profile(local)
-        return _profile_costs(prof, f"profile {where} ({prof.source})", opts, mode, sizes,
-                              table_tp, search, gpus_per_node, recompute_modules, experts, gpus)
-    return None
+    shown = str(given)
+    if given is None:
+        model_named = opts.model is not None or opts.hf_config is not None or shape is not None
+        analytic = {Mode.PLAN: model_named or opts.gpu is not None, Mode.CHECK: model_named,
+                    Mode.RUN: opts.gpu is not None}[mode]
+        if analytic:
+            return _analytic(opts, shape, sizes, default=False, search=search,
+                             gpus_per_node=gpus_per_node, experts=experts,
+                             recompute_modules=recompute_modules, gpus=gpus)
+        local = (cwd or Path.cwd()) / DEFAULT_PROFILE_FILE
+        if not local.is_file() or (mode is Mode.RUN and (model_named or names_model)):
+            return None
+        given, shown = local, f"./{DEFAULT_PROFILE_FILE}"
+    prof = load_profile(given)
+    return replace(_profile_costs(prof, f"profile {shown} ({prof.source})", opts, mode, sizes,
+                                  table_tp, search, gpus_per_node, recompute_modules, experts,
+                                  gpus), profile_file=shown)
 
 
 def _analytic(opts: CostOptions, shape: ModelShape | None, sizes: tuple[int, ...] | None, *,

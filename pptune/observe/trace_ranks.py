@@ -8,7 +8,16 @@ Which events belong to which rank:
 - one file without it is a merged trace: each distinct ``pid`` that runs GPU
   kernels is a rank (torch gives a GPU's events its device index as pid), or,
   when there are no kernels, each ``pid`` with CPU ops; ranks are numbered in
-  pid order.
+  pid order;
+- a rank's file whose kernels ran on several GPUs (a single-process pipeline
+  over several cards, or traces merged by hand under one ``distributedInfo``)
+  is split the same way, one rank per GPU pid: busy time is a device's, and
+  the union over two GPUs would count either one's work as both's. The rows
+  are then numbered 0, 1, ... in rank (or file) order, then pid order, and a
+  note says which file was split.
+
+A GPU row's device is its kernels' ``args.device`` (Kineto writes the CUDA
+device index there and as the GPU events' ``pid``).
 
 What counts as busy (compute) on a rank:
 
@@ -128,6 +137,34 @@ class RankEvents:
     events: list[dict[str, Any]]  # on the common clock (align_clocks), in us
 
 
+@dataclass(frozen=True)
+class Ranks:
+    """The rows trace-report measures, and what the split said (``split_ranks``)."""
+
+    rows: list[RankEvents]
+    notes: list[str]
+
+
+def kernel_pids(events: Iterable[dict[str, Any]]) -> list[object]:
+    """The pids GPU kernels ran under (one per device in torch's traces), in order."""
+    return sorted({e.get("pid") for e in events if e.get("cat") == "kernel"}, key=_pid_key)
+
+
+def gpu_of(events: Iterable[dict[str, Any]]) -> int | None:
+    """The GPU index a row's kernels ran on (their ``args.device``, else their pid);
+    None without kernels or when they name several."""
+    found = set()
+    for e in events:
+        if e.get("cat") != "kernel":
+            continue
+        args = e.get("args")
+        device = args.get("device") if isinstance(args, dict) else None
+        found.add(device if isinstance(device, int) and not isinstance(device, bool)
+                  else e.get("pid"))
+    (only,) = found if len(found) == 1 else (None,)
+    return only if isinstance(only, int) and not isinstance(only, bool) and only >= 0 else None
+
+
 def _pid_key(pid: object) -> tuple[int, float, str]:
     """Numeric pids first, in numeric order, then named ones."""
     if isinstance(pid, (int, float)):
@@ -147,7 +184,12 @@ def align_clocks(traces: Sequence[TraceFile]) -> list[TraceFile]:
     return out
 
 
-def split_ranks(traces: Sequence[TraceFile]) -> list[RankEvents]:
+def _by_pid(t: TraceFile, pids: Iterable[object]) -> list[tuple[str, list[dict[str, Any]]]]:
+    return [(f"{t.label} pid {pid}", [e for e in t.events if e.get("pid") == pid])
+            for pid in pids]
+
+
+def split_ranks(traces: Sequence[TraceFile]) -> Ranks:
     """Events per rank, sorted by rank (see the module doc for the rules).
 
     Give traces already on one clock (``align_clocks``)."""
@@ -155,20 +197,13 @@ def split_ranks(traces: Sequence[TraceFile]) -> list[RankEvents]:
         raise BadInput("no trace files given")
     if len(traces) == 1 and traces[0].rank is None:
         t = traces[0]
-        kernel_pids = {e.get("pid") for e in t.events if e.get("cat") == "kernel"}
-        if kernel_pids:
-            pids = kernel_pids
-        else:
-            pids = {
-                e.get("pid") for e in t.events if e.get("cat") in ("cpu_op", "user_annotation")
-            } or {e.get("pid") for e in t.events if e.get("cat") in PPTUNE_CATS}
-        if len(pids) <= 1:
-            return [RankEvents(0, t.label, t.events)]
-        ordered = sorted(pids, key=_pid_key)
-        return [
-            RankEvents(r, f"{t.label} pid {pid}", [e for e in t.events if e.get("pid") == pid])
-            for r, pid in enumerate(ordered)
-        ]
+        pids: Iterable[object] = kernel_pids(t.events) or sorted(
+            {e.get("pid") for e in t.events if e.get("cat") in ("cpu_op", "user_annotation")}
+            or {e.get("pid") for e in t.events if e.get("cat") in PPTUNE_CATS}, key=_pid_key)
+        parts = _by_pid(t, pids)
+        if len(parts) <= 1:
+            return Ranks([RankEvents(0, t.label, t.events)], [])
+        return Ranks([RankEvents(r, label, evs) for r, (label, evs) in enumerate(parts)], [])
 
     by_rank: dict[int, list[TraceFile]] = {}
     for i, t in enumerate(traces):
@@ -182,7 +217,24 @@ def split_ranks(traces: Sequence[TraceFile]) -> list[RankEvents]:
             "two trace files claim the same rank (" + "; ".join(clashes) + "); "
             "pass one file per rank (files without distributedInfo take their position)"
         )
-    return [RankEvents(r, ts[0].label, ts[0].events) for r, ts in sorted(by_rank.items())]
+    files = [(r, ts[0], kernel_pids(ts[0].events)) for r, ts in sorted(by_rank.items())]
+    if all(len(gpus) <= 1 for _r, _t, gpus in files):
+        return Ranks([RankEvents(r, t.label, t.events) for r, t, _gpus in files], [])
+    rows: list[RankEvents] = []
+    notes = []
+    for r, t, gpus in files:
+        if len(gpus) <= 1:
+            rows.append(RankEvents(len(rows), t.label, t.events))
+            continue
+        first = len(rows)
+        rows += [RankEvents(first + i, label, evs)
+                 for i, (label, evs) in enumerate(_by_pid(t, gpus))]
+        whose = f"rank {r} (its distributedInfo)" if t.rank is not None else "one rank"
+        notes.append(f"{t.label} is {whose} but its kernels ran on {len(gpus)} GPUs (pids "
+                     f"{', '.join(map(str, gpus))}); a rank runs on one GPU, so each is "
+                     f"reported apart, as ranks {first}-{len(rows) - 1} (rows are numbered "
+                     "in rank, then pid order)")
+    return Ranks(rows, notes)
 
 
 def _top_level(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

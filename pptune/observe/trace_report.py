@@ -33,6 +33,7 @@ from pptune.observe.trace_ranks import (
     align_clocks,
     clip,
     difference_length,
+    gpu_of,
     profiler_steps,
     rank_intervals,
     split_ranks,
@@ -67,6 +68,7 @@ class DeviceShare:
     busy_share: float
     flagged: bool
     exposed_comm_s: float = 0.0  # of idle_s: comm with no compute beside it
+    device: int | None = None  # the GPU its kernels ran on (trace_ranks.gpu_of)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -78,6 +80,7 @@ class DeviceShare:
             "source": self.source,
             "label": self.label,
             "exposed_comm_s": round(self.exposed_comm_s, 9),
+            "device": self.device,
         }
 
 
@@ -88,6 +91,7 @@ class TraceReport:
     window_start_us: float  # from the earliest event in the traces
     min_busy: float
     steps: list[int] = field(default_factory=list)  # ProfilerStep numbers when --steps chose the window
+    notes: list[str] = field(default_factory=list)  # how the rows were found (split_ranks)
 
     @property
     def flagged(self) -> list[int]:
@@ -187,7 +191,7 @@ def analyze(
         raise BadInput(
             "the traces span no time (every event has zero duration at one instant)"
         )
-    found = [(r, *rank_intervals(r.events)) for r in ranks]
+    found = [(r, *rank_intervals(r.events)) for r in ranks.rows]
     if not any(compute or comm for _r, _s, compute, comm in found):
         raise BadInput("no GPU kernels, CPU ops or pptune ops in the traces: not a "
                        "torch.profiler (or pptune simulate/validate) trace")
@@ -211,6 +215,7 @@ def analyze(
                 busy_share=share,
                 flagged=share < min_busy,
                 exposed_comm_s=exposed_us * 1e-6,
+                device=gpu_of(r.events),
             )
         )
     return TraceReport(
@@ -219,4 +224,5 @@ def analyze(
         window_start_us=lo - t0,
         min_busy=min_busy,
         steps=chosen,
+        notes=ranks.notes,
     )

@@ -23,7 +23,7 @@ from pptune.costmodel.search import Plan, search
 from pptune.costs import calibrated
 from pptune.costs.modelspec import from_hf_config
 from pptune.errors import BadInput, PptuneError
-from pptune.files import write_all
+from pptune.files import Written, write_all
 from pptune.frameworks.common.adapter import Adapter, Job, Stated
 from pptune.frameworks.common.baseline import ratio, relative_to
 from pptune.frameworks.common.express import placed, stateable_fastest
@@ -75,6 +75,9 @@ def job_of(run: RecommendRun, plan: Plan) -> Job:
         sequence_parallel=costs.splits_sequence,
         tp_comm_overlap=costs.tp_comm_overlap, cost_options=costs,
         hf_config=str(costs.hf_config) if costs.hf_config is not None else None,
+        profile_file=run.costs.profile_file if run.costs is not None else None,
+        profile_device=(run.costs.profile.device.name
+                        if run.costs is not None and run.costs.measured else None),
         factors=calibration_factors(run),
         moments=_moments(run),
     )
@@ -261,7 +264,7 @@ def file_names(framework: str) -> list[str]:
     return list(ADAPTERS[parse_framework(framework)].files)
 
 
-def write(emitted: Emitted, directory: Path, force: bool = False) -> list[Path]:
+def write(emitted: Emitted, directory: Path, force: bool = False) -> list[Written]:
     """All files or none; existing ones only with ``force`` (``pptune.files.write_all``)."""
     modes = {name: 0o777 if name.endswith(".sh") else 0o666 for name in emitted.files}
     return write_all(directory, emitted.files, force, modes)

@@ -25,7 +25,7 @@ from pptune.report.fmt import (
     fmt_sizes,
 )
 from pptune.report.plan_table import Peaks, fmt_rate, mfu, plans_table, training_cost
-from pptune.schemas import PlanFile, PlanRecord
+from pptune.schemas import MemoryParts, PlanFile, PlanRecord
 
 __all__ = ["compact_split", "fmt_rate", "plans_table", "training_cost"]
 
@@ -193,6 +193,16 @@ def _memory_parts(plan: Plan) -> str:
             f"reserve {fmt_bytes(m.reserve_bytes)})")
 
 
+def memory_parts(plan: Plan) -> list[MemoryParts] | None:
+    """The plan file's ``peak_memory_parts``: each pipeline rank's peak by part (the
+    parts the winner's line names), None where the plan's memory is not itemized."""
+    if not plan.memory:
+        return None
+    return [MemoryParts(state_bytes=m.state_bytes, working_copies_bytes=m.working_bytes,
+                        activation_bytes=m.activation_bytes, p2p_bytes=m.p2p_bytes,
+                        reserve_bytes=m.reserve_bytes) for m in plan.memory]
+
+
 def rejected_line(result: SearchResult) -> str:
     total = sum(result.rejected.values())
     if not total:
@@ -231,6 +241,7 @@ def plan_record(
         gradient_accumulation_aligned=plan.aligned,
         exposed_p2p_s=plan.exposed_p2p_s, exposed_allreduce_s=plan.exposed_allreduce_s,
         exposed_amax_s=plan.exposed_amax_s, exposed_cp_s=plan.exposed_cp_s,
+        peak_memory_parts=memory_parts(plan),
         rank_order=plan.rank_order.value, sharding=plan.sharding.value,
         recompute=plan.recompute.value, mfu=mfu(plan, model_flops_per_step, peak_flops),
         recompute_layers_per_stage=recomputed_blocks(plan, names, recompute_every),

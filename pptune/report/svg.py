@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
+from pptune.files import Written
 from pptune.report import axis
 from pptune.report.fmt import fmt_pct, fmt_seconds
 from pptune.report.protocol import (
@@ -200,6 +201,6 @@ def _tick(x: float, axis_y: float, text: str, anchor: str) -> str:
     )
 
 
-def write_svg(path: Path | str, result: Timeline, width_px: int = 960) -> None:
+def write_svg(path: Path | str, result: Timeline, width_px: int = 960) -> Written:
     """Write ``timeline_svg`` to ``path`` atomically."""
-    write_atomic(Path(path), timeline_svg(result, width_px))
+    return write_atomic(Path(path), timeline_svg(result, width_px))

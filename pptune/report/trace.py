@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pptune.files import dumps_json
+from pptune.files import Written, dumps_json
 from pptune.report.protocol import Timeline, kind_of, n_rows
 from pptune.schemas import write_atomic
 
@@ -102,6 +102,6 @@ def trace_json(result: Timeline, name: str = "pptune simulate") -> str:
     return dumps_json(chrome_trace(result, name))
 
 
-def write_trace(path: Path | str, result: Timeline, name: str = "pptune simulate") -> None:
+def write_trace(path: Path | str, result: Timeline, name: str = "pptune simulate") -> Written:
     """Write the trace to ``path`` atomically (never half a file)."""
-    write_atomic(Path(path), trace_json(result, name) + "\n")
+    return write_atomic(Path(path), trace_json(result, name) + "\n")

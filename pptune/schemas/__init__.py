@@ -20,7 +20,7 @@ from pptune.schemas.base import (
     write_atomic,
 )
 from pptune.schemas.config import Limits, TrainingConfig
-from pptune.schemas.plan import PlanFile, PlanRecord
+from pptune.schemas.plan import MemoryParts, PlanFile, PlanRecord
 from pptune.schemas.profile import (
     PROFILE_SCHEMA_VERSION,
     Calibration,
@@ -40,7 +40,8 @@ from pptune.schemas.profile import (
 __all__ = [
     "MAX_JSON_FILE_BYTES", "PROFILE_SCHEMA_VERSION", "Calibration", "CalibrationRun",
     "DeviceInfo", "FabricSpec", "Layer", "LayerCost",
-    "Limits", "LinkPair", "LinkSpec", "Links", "ModelInfo", "PlanFile", "PlanRecord",
+    "Limits", "LinkPair", "LinkSpec", "Links", "MemoryParts", "ModelInfo", "PlanFile",
+    "PlanRecord",
     "Profile", "Strict", "TrainingConfig", "load_json_model", "load_profile", "one_line",
     "write_atomic",
 ]

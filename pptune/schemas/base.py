@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import (
     BaseModel,
@@ -14,6 +14,9 @@ from pydantic import (
 )
 
 from pptune.errors import BadInput
+
+if TYPE_CHECKING:
+    from pptune.files import Written
 
 
 def _drop_zeros(doc: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
@@ -65,11 +68,12 @@ def one_line(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> Written:
     """Write ``text`` to ``path`` whole or not at all (``pptune.files.write_text``:
-    regular files only; a symlink's target is written, never the link)."""
+    regular files only; a symlink's target is written, never the link; a file
+    replaced keeps its permission bits and the answer says it was replaced)."""
     from pptune.files import write_text
 
-    write_text(Path(path), text)
+    return write_text(Path(path), text)
 
 

@@ -15,6 +15,22 @@ from pptune.options.record import PlanFileRequest, RequestField
 from pptune.schemas.base import Strict
 
 
+class MemoryParts(Strict):
+    """One GPU's peak memory by part, bytes; the parts sum to its ``peak_memory_bytes``
+    (costmodel/memory.py's DeviceMemory, docs/models.md)."""
+
+    state_bytes: float = Field(description="training state: weights, gradients, optimizer "
+                               "state, after sharding")
+    working_copies_bytes: float = Field(description="unsharded copies on top of the state "
+                                        "(ZeRO-3 / FSDP gathered blocks and gradients); 0 "
+                                        "for none, zero1, zero2")
+    activation_bytes: float = Field(description="activations held for backward at the "
+                                    "schedule's most micro-batches in flight")
+    p2p_bytes: float = Field(description="pipeline send and receive buffers; 0 with pp 1")
+    reserve_bytes: float = Field(description="what the framework and allocator keep beyond "
+                                 "the tensors (--reserve-gib)")
+
+
 class PlanRecord(Strict):
     """One ranked plan, as ``pptune recommend --json`` prints it."""
 
@@ -40,6 +56,9 @@ class PlanRecord(Strict):
     step_time_s: float
     tokens_per_s: float
     peak_memory_bytes: list[float] = Field(description="per pipeline rank (GPU)")
+    peak_memory_parts: list[MemoryParts] | None = Field(
+        None, description="per pipeline rank (GPU), as peak_memory_bytes: its parts, which "
+        "sum to it; null where the plan's memory is not itemized")
     memory_capacity_bytes: float
     headroom_bytes: float
     ideal_step_s: float

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pptune.costs.profiles import DEFAULT_PROFILE_FILE
+from pptune.files import Written
 from pptune.report.fmt import json_safe
 from pptune.schemas import PlanFile, write_atomic
 from pptune.tune import loop
@@ -51,15 +52,12 @@ def plans_doc(run: TuneRun) -> PlanFile:
     return doc
 
 
-def write(run: TuneRun, folder: Path) -> list[Path]:
+def write(run: TuneRun, folder: Path) -> list[Written]:
     out = []
     if run.outcome.calibrated is not None:
-        path = folder / DEFAULT_PROFILE_FILE
-        write_atomic(path, run.outcome.calibrated.model_dump_json(indent=2) + "\n")
-        out.append(path)
-    path = folder / PLANS_FILE
-    write_atomic(path, plans_doc(run).model_dump_json(indent=2) + "\n")
-    out.append(path)
+        out.append(write_atomic(folder / DEFAULT_PROFILE_FILE,
+                                run.outcome.calibrated.model_dump_json(indent=2) + "\n"))
+    out.append(write_atomic(folder / PLANS_FILE, plans_doc(run).model_dump_json(indent=2) + "\n"))
     return out
 
 

@@ -214,3 +214,19 @@ def test_a_trace_without_ops_is_refused_in_one_line(cli: Cli, tmp_path: Path) ->
         {"name": "x", "ph": "X", "ts": 0, "dur": 5, "pid": 0, "tid": 0}]}))
     r = cli("trace-report", str(path))
     assert r.exit_code == 2 and "not a torch.profiler" in r.stderr
+
+
+def test_a_rank_file_over_two_gpus_is_said_and_reported_per_gpu(run: Cli, tmp_path: Path
+                                                                ) -> None:
+    r0, r1 = (json.loads(p.read_text()) for p in GPU)
+    r0["traceEvents"] += [{**e, "ts": e["ts"] + 1e6} if "ts" in e else e
+                          for e in r1["traceEvents"]]
+    merged = tmp_path / "merged.json"
+    merged.write_text(json.dumps(r0))
+    res = run(merged, "--json")
+    assert res.exit_code == 1  # GPU 1 is busy 20%: flagged, as in its own file
+    out = json.loads(res.stdout)
+    assert [(d["rank"], d["device"]) for d in out["devices"]] == [(0, 0), (1, 1)]
+    assert out["flagged"] == [1]
+    assert f"pptune: {merged} is rank 0 (its distributedInfo) but its kernels ran on 2 GPUs" \
+        in res.stderr

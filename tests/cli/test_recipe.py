@@ -80,10 +80,47 @@ def test_readme_recipe_end_to_end_on_cpu(tmp_path: Path, monkeypatch: pytest.Mon
     script = (tmp_path / "launch" / "pretrain_megatron.sh").read_text()
     assert f"--hidden-size {TINY_HF['hidden_size']}" in script
     assert "names no model shape" not in script
-    # 4. CI check and a real run of plan 1 (one pipeline, CPU)
-    ok("check-config", "launch/pretrain_megatron.sh", "--gpu", "h100-sxm")
+    # 4. CI check with the costs the plan was priced with, and a real run of plan 1
+    assert "# priced with the profile ./pptune-profile.json (measured on cpu" in script
+    predicted = script.split("# predicted: step ")[1].split(",")[0]
+    checked = ok("check-config", "launch/pretrain_megatron.sh", "--profile",
+                 "pptune-profile.json")
+    assert f"step {predicted}" in checked and "slower-than-best" not in checked
     out = ok("validate", "--plan", "1", "--warmup", "0", "--steps", "1", "--device", "cpu")
     assert "Hugging Face config" in out
+
+
+def test_the_emitted_header_names_its_costs_and_check_config_prices_them_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's flow from ./pptune-profile.json: the script's header says what it was
+    priced with and which check-config prices it the same way, and that one does (same
+    step, no slower-than-best warning against the plan pptune just wrote)."""
+    from pptune.costs.profiles import analytic_profile
+
+    monkeypatch.chdir(tmp_path)
+    profile = analytic_profile("gpt-small", "h100-sxm", [1, 2])
+    (tmp_path / "pptune-profile.json").write_text(profile.model_dump_json())
+    ok("recommend", "--gpus", "8", "--schedules", "1f1b", "--emit", "megatron", "-o", "launch")
+    script = (tmp_path / "launch" / "pretrain_megatron.sh").read_text()
+    lines = script.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("# predicted: step "))
+    assert lines[at + 1:at + 3] == [
+        "# priced with the profile ./pptune-profile.json (measured on "
+        f"{profile.device.name}):",
+        "# pptune check-config --profile ./pptune-profile.json prices this file the same way"]
+    predicted = lines[at].removeprefix("# predicted: step ").split(",")[0]
+    checked = ok("check-config", "launch/pretrain_megatron.sh", "--profile",
+                 "./pptune-profile.json")
+    assert f"step {predicted}" in checked and "slower-than-best" not in checked
+    # analytic costs: the plan line names the GPU, so check-config needs no flag
+    ok("recommend", "--gpus", "8", "--model", "gpt3-1.3b", "--schedules", "1f1b", "--emit",
+       "megatron", "-o", "analytic")
+    script = (tmp_path / "analytic" / "pretrain_megatron.sh").read_text()
+    assert ("# priced with analytic costs on h100-sxm: pptune check-config prices this file "
+            "the same way ('# pptune-plan:' names the GPU)") in script
+    predicted = script.split("# predicted: step ")[1].split(",")[0]
+    assert f"step {predicted}" in ok("check-config", "analytic/pretrain_megatron.sh")
 
 
 def test_torchtitan_without_a_pipeline_takes_the_micro_batches_as_accumulation(

@@ -43,7 +43,7 @@ def test_emitted_files_are_kept_without_force(tmp_path: Path) -> None:
     assert (tmp_path / "a.sh").read_text() == KEEP and not (tmp_path / "b.json").exists()
     written = write_all(tmp_path, {"a.sh": "new", "b.json": "{}"}, force=True,
                         modes={"a.sh": 0o777})
-    assert [p.name for p in written] == ["a.sh", "b.json"]
+    assert [w.path.name for w in written] == ["a.sh", "b.json"]
     assert (tmp_path / "a.sh").read_text() == "new" and os.access(tmp_path / "a.sh", os.X_OK)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.sh", "b.json"]  # no staging left
 

@@ -248,3 +248,41 @@ def test_table_rows_and_flag() -> None:
     row1 = next(line for line in text.splitlines() if "rank1" in line)
     assert "650.0 us" in row0 and "65.0%" in row0 and "BUBBLE" not in row0
     assert "200.0 us" in row1 and "550.0 us" in row1 and "20.0%" in row1 and "BUBBLE" in row1
+
+
+def test_a_rank_file_with_two_gpus_is_reported_per_gpu() -> None:
+    """Rank 0's distributedInfo over kernels of GPUs 0 and 1 (one process driving two
+    cards, or files merged by hand): two rows, as without distributedInfo, each with
+    its GPU, and a note; not one row busy over the union of both GPUs."""
+    r0, r1 = (json.loads(p.read_text()) for p in GPU)
+    events = r0["traceEvents"] + [
+        {**e, "ts": e["ts"] + 1e6} if "ts" in e else e for e in r1["traceEvents"]
+    ]
+    with_info = analyze([parse_trace({**r0, "traceEvents": events}, "merged")])
+    without = analyze([parse_trace({"traceEvents": events}, "merged")])
+    for r in (with_info, without):
+        assert [(d.rank, d.device, d.label) for d in r.devices] == [
+            (0, 0, "merged pid 0"), (1, 1, "merged pid 1")]
+        assert [round(d.busy_share, 6) for d in r.devices] == [0.65, 0.2]
+        assert r.flagged == [1]
+    assert with_info.notes == [
+        "merged is rank 0 (its distributedInfo) but its kernels ran on 2 GPUs (pids 0, 1); "
+        "a rank runs on one GPU, so each is reported apart, as ranks 0-1 (rows are "
+        "numbered in rank, then pid order)"]
+    assert without.notes == []
+
+
+def test_a_split_file_is_numbered_before_the_next_rank() -> None:
+    """Files keep their rank order; the two GPUs of rank 0's file become rows 0 and 1,
+    rank 1's file row 2. Rank files on one GPU each keep their ranks and say nothing."""
+    r0, r1 = (json.loads(p.read_text()) for p in GPU)
+    two = {**r0, "traceEvents": r0["traceEvents"] + [
+        {**e, "pid": 5, "args": {**e["args"], "device": 5}}
+        for e in r0["traceEvents"] if e.get("cat") == "kernel"]}
+    r = analyze([parse_trace(r1, "b.json"), parse_trace(two, "a.json")])
+    assert [(d.rank, d.device, d.label) for d in r.devices] == [
+        (0, 0, "a.json pid 0"), (1, 5, "a.json pid 5"), (2, 1, "b.json")]
+    assert len(r.notes) == 1 and "as ranks 0-1" in r.notes[0]
+    plain = analyze([load_trace(p) for p in GPU])
+    assert [(d.rank, d.device) for d in plain.devices] == [(0, 0), (1, 1)] and not plain.notes
+    assert [d["device"] for d in plain.to_json()["devices"]] == [0, 1]

@@ -52,6 +52,10 @@ class Job:
     tp_comm_overlap: bool
     cost_options: CostOptions | None = None  # the flags the analytic costs were built with
     hf_config: str | None = None  # the Hugging Face config.json the model was read from
+    # the profile file the costs were read from (--profile, ./pptune-profile.json), and the
+    # device a probe measured it on; None for analytic costs
+    profile_file: str | None = None
+    profile_device: str | None = None
     # a calibrated profile's rate factors (pptune calibrate): the job's costs re-priced
     # for a framework's files scale the preset by them too; None: the preset's rates
     factors: Factors | None = None

@@ -60,12 +60,29 @@ def header(plan: Plan, job: Job, comment: str) -> list[str]:
         f"global batch {job.global_batch}",
         f"{comment} predicted: step {fmt_seconds(plan.step_time_s)}, bubble "
         f"{fmt_pct(plan.bubble_rate)}, {plan.tokens_per_s:.0f} tokens/s",
+        *priced_line(job, comment),
         f"{comment} the model's shape as priced; what does not change the step (rotary base, "
         "norm epsilon,",
         f"{comment} initialisation, data, learning rate, an MoE load-balancing loss) is left "
         "at the framework's defaults: add your recipe's",
         *plan_line(job, comment),
     ]
+
+
+def priced_line(job: Job, comment: str) -> list[str]:
+    """What the prediction above was priced with, and the check-config that prices this
+    file the same way: a profile's costs only with --profile (check-config prices a file
+    that names its model analytically on a GPU preset otherwise), analytic costs with
+    the GPU the plan line names."""
+    if job.profile_file is not None:
+        on = f" (measured on {job.profile_device})" if job.profile_device else ""
+        return [f"{comment} priced with the profile {job.profile_file}{on}:",
+                f"{comment} pptune check-config --profile {job.profile_file} prices this file "
+                "the same way"]
+    if str(job.device) in GPUS:
+        return [f"{comment} priced with analytic costs on {job.device}: pptune check-config "
+                f"prices this file the same way ('# {PLAN_LINE}' names the GPU)"]
+    return []
 
 
 def plan_line(job: Job, comment: str) -> list[str]:

@@ -1,0 +1,149 @@
+"""A file pptune replaces keeps its permission bits and is said replaced on stderr;
+the exit codes and refusals are those of a new file (docs/limits.md#what-pptune-writes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import Result
+
+from pptune.files import Written, write_all, write_text
+
+Cli = Callable[..., Result]
+OLD = "OLD\n"
+JOB = """model: gpt3-1.3b
+gpu: a100-80gb
+gpus: 8
+tp: 1
+pp: 2
+micro_batch_size: 4
+global_batch: 512
+schedule: 1f1b
+"""
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def umasked(wanted: int) -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return wanted & ~umask
+
+
+def old_file(path: Path, bits: int) -> Path:
+    path.write_text(OLD)
+    path.chmod(bits)
+    return path
+
+
+def test_a_new_file_gets_the_usual_mode_and_is_not_said_replaced(tmp_path: Path) -> None:
+    out = tmp_path / "new.json"
+    assert write_text(out, "{}\n") == Written(out, replaced=False, other_links=0)
+    assert mode(out) == umasked(0o666)
+    assert Written(out).note() == ""
+
+
+def test_a_replaced_file_keeps_its_permission_bits(tmp_path: Path) -> None:
+    out = old_file(tmp_path / "p.json", 0o600)
+    assert write_text(out, "{}\n") == Written(out, replaced=True, other_links=0)
+    assert out.read_text() == "{}\n" and mode(out) == 0o600
+    assert Written(out, replaced=True).note() == "replaced the previous one"
+
+
+def test_through_a_symlink_the_target_keeps_its_bits(tmp_path: Path) -> None:
+    target = old_file(tmp_path / "target.json", 0o640)
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    assert write_text(link, "new\n").replaced
+    assert link.is_symlink() and target.read_text() == "new\n" and mode(target) == 0o640
+
+
+def test_a_hard_link_keeps_the_old_bytes_and_is_said(tmp_path: Path) -> None:
+    """The rename gives the path a new file; the other name still holds the old one."""
+    out = old_file(tmp_path / "p.json", 0o644)
+    os.link(out, tmp_path / "other.json")
+    written = write_text(out, "new\n")
+    assert written == Written(out, replaced=True, other_links=1)
+    assert (tmp_path / "other.json").read_text() == OLD and out.read_text() == "new\n"
+    assert written.note() == ("replaced the previous one; its 1 other hard link still "
+                              "holds the old content")
+    os.link(tmp_path / "other.json", tmp_path / "third.json")
+    assert Written(out, True, 2).note().endswith("its 2 other hard links still hold the "
+                                                 "old content")
+
+
+def test_emitted_files_replaced_with_force_keep_their_bits(tmp_path: Path) -> None:
+    """A script stays runnable by whoever could read the one it replaces: 0640 -> 0750;
+    a new file beside it gets the usual mode."""
+    old_file(tmp_path / "a.sh", 0o640)
+    old_file(tmp_path / "c.json", 0o600)
+    written = write_all(tmp_path, {"a.sh": "new", "b.json": "{}", "c.json": "{}"}, force=True,
+                        modes={"a.sh": 0o777})
+    assert [(w.path.name, w.replaced) for w in written] == [
+        ("a.sh", True), ("b.json", False), ("c.json", True)]
+    assert mode(tmp_path / "a.sh") == 0o750
+    assert mode(tmp_path / "b.json") == umasked(0o666)
+    assert mode(tmp_path / "c.json") == 0o600
+
+
+def test_recommend_o_says_it_replaced_the_file(cli: Cli, tmp_path: Path) -> None:
+    out = tmp_path / "plans.json"
+    first = cli("recommend", "--gpus", "8", "--model", "gpt3-1.3b", "--gpu", "a100-80gb",
+                "-o", out)
+    assert first.exit_code == 0, first.stderr
+    assert f"pptune: wrote {out}\n" in first.stderr and "replaced" not in first.stderr
+    out.chmod(0o600)
+    again = cli("recommend", "--gpus", "8", "--model", "gpt3-1.3b", "--gpu", "a100-80gb",
+                "-o", out)
+    assert again.exit_code == 0, again.stderr
+    assert f"pptune: wrote {out} (replaced the previous one)\n" in again.stderr
+    assert mode(out) == 0o600 and json.loads(out.read_text())["plans"]
+
+
+def test_emit_force_says_each_file_it_replaced(cli: Cli, tmp_path: Path) -> None:
+    args = ["recommend", "--gpus", "8", "--model", "gpt3-1.3b", "--gpu", "a100-80gb",
+            "--emit", "megatron", "-o", tmp_path]
+    assert cli(*args).exit_code == 0
+    (tmp_path / "pretrain_megatron.sh").chmod(0o700)
+    again = cli(*args, "--force")
+    assert again.exit_code == 0, again.stderr
+    assert f"pptune: wrote {tmp_path / 'pretrain_megatron.sh'} (replaced the previous one)" \
+        in again.stderr
+    assert mode(tmp_path / "pretrain_megatron.sh") == 0o700
+
+
+def test_simulate_trace_says_it_replaced_the_file(cli: Cli, tmp_path: Path) -> None:
+    trace = old_file(tmp_path / "t.json", 0o600)
+    r = cli("simulate", "--pp", "2", "-m", "4", "--fwd-ms", "1", "--bwd-ms", "2",
+            "--trace", trace)
+    assert r.exit_code == 0, r.stderr
+    assert (f"pptune: wrote {trace} (replaced the previous one; open in "
+            "https://ui.perfetto.dev)") in r.stderr
+    assert mode(trace) == 0o600
+
+
+def test_calibrate_o_says_it_replaced_the_file(cli: Cli, tmp_path: Path) -> None:
+    config = tmp_path / "job.yaml"
+    config.write_text(JOB)
+    out = old_file(tmp_path / "cal.json", 0o600)
+    r = cli("calibrate", "--run", config, "--step-s", "8.5", "-o", out)
+    assert r.exit_code == 0, r.stderr
+    assert f"pptune: wrote {out} (replaced the previous one)" in r.stderr
+    assert mode(out) == 0o600 and json.loads(out.read_text())["calibration"]
+
+
+@pytest.mark.torch
+def test_probe_says_it_replaced_the_profile(cli: Cli, tmp_path: Path) -> None:
+    out = old_file(tmp_path / "pptune-profile.json", 0o600)
+    r = cli("probe", "-o", out, "--no-comm", "--micro-batch-sizes", "1", "--repeats", "1",
+            "--warmup", "0", "--seq-len", "8", "--model", "gpt-small")
+    assert r.exit_code == 0, r.stderr
+    assert f"pptune: profile written to {out} (replaced the previous one)" in r.stderr
+    assert mode(out) == 0o600
