@@ -23,6 +23,7 @@ from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import CostTable, Plan, PlanRequest, Sharding
+from pptune.costs.dims import KvHeads
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog
 from pptune.frameworks.common.source import Repeated
@@ -115,6 +116,9 @@ class Adapter:
     # --sequence-parallel (its MoE layers need it), torchtitan always does; how a file of
     # tp 1, which says nothing of it, is priced at another tp (check.costs)
     tp_splits_sequence = True
+    # the tensor-parallel sizes its attention takes for the key/value heads (costs/dims.py
+    # KvHeads): megatron-core's, which replicates them above the query groups, by default
+    kv_heads = KvHeads.REPLICATE
     # rule id -> the framework's own source for a placement rule check/experts.py judges
     # for every framework (empty: megatron-core's, which derives the placement)
     expert_cites: tuple[tuple[str, str], ...] = ()
