@@ -44,6 +44,7 @@ from pptune.plan.what_if import (
     MOE_HOST_NOTE,
     batch_tokens_note,
     batch_what_if,
+    fp8_gather_what_if,
     margin_note,
     memory_what_if,
     nearby_batch,
@@ -240,6 +241,11 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         hint = _dispatch_what_if(spec, costs, req, result)
         if hint:
             result.notes.append(hint)
+    hint = None if given or costs.measured else fp8_gather_what_if(
+        spec.costs, req, result, lambda o: resolve(o, sizes=sizes, search=True,
+                                                   gpus_per_node=gpn, gpus=s.gpus).table_for)
+    if hint:
+        result.notes.append(hint)
     if (result.plans and costs.shape is not None and costs.shape.moe and not costs.measured
             and costs.profile.calibration is None):
         result.notes.append(MOE_HOST_NOTE)
