@@ -34,6 +34,8 @@ from pptune.costmodel.rates import Swiglu, WgradAccum
 from pptune.costmodel.search import CostTable
 from pptune.costmodel.sharding import BF16_BYTES, STATE_DTYPE_BYTES, moment_bytes
 from pptune.costs import calibrated
+from pptune.costs.dims import kv_problem
+from pptune.costs.measured import tp_heads_problem
 from pptune.costs.modelspec import from_sizes, read_hf_config, with_seq_len
 from pptune.costs.resolve import Costs, Mode, find
 from pptune.errors import BadInput, PptuneError
@@ -61,6 +63,7 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
     ``gpus``: the job's GPUs, whose slowest sets the analytic compute rates.
     """
     folded = CostKey(tp=cfg.tp)
+    kv = adapter_of(cfg.source_format).kv_heads  # the tp its attention takes
     path = flags.profile or (Path(cfg.profile) if cfg.profile else None)
     if path is not None and not path.is_absolute():
         path = base_dir / path
@@ -103,6 +106,10 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
             if shape.heads % cfg.tp:
                 add("tp-heads", "error",
                     f"tp {cfg.tp} does not divide the {shape.heads} attention heads", tp=cfg.tp)
+                return ConfigCosts(None, "none", folded)
+            why = None if shape.mla else kv_problem(shape.kv_heads, cfg.tp, kv, shape.name)
+            if why:  # the framework's own rule (costs/dims.py KvHeads)
+                add("tp-kv-heads", "error", f"tp {cfg.tp} {why}", tp=cfg.tp)
                 return ConfigCosts(None, "none", folded)
             why = _precision_problem(cfg, str(opts.gpu))
             if why:
@@ -150,6 +157,10 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
             "config and no ./pptune-profile.json: memory, bubble and step time are not "
             "checked; pass --model, --hf-config or --profile")
         return ConfigCosts(None, "none", folded)
+    why = tp_heads_problem(found.profile, cfg.tp, found.origin, kv) if found.measured else None
+    if why:  # the measured model's key/value heads, by the framework's rule
+        add("tp-kv-heads", "error", why.replace("--tp", "tp"), tp=cfg.tp)
+        return ConfigCosts(None, "none", folded)
     if found.measured:  # "profile PATH (probe)": check-config names the file alone
         if cfg.ep > 1 or cfg.etp > 1:
             add("moe-measured-local", "warning",
@@ -183,7 +194,7 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
     return ConfigCosts(
         found.table, f"{found.origin}, {attention.value} attention", found.key,
         found.reserve_bytes, options=opts, shape=found.shape, modules=modules,
-        tables=found.tables,
+        tables=found.tables, kv_heads=kv,
         gpu=fit.gpu if fit else opts.gpu, factors=calibrated.factors(fit) if fit else None,
         attention=opts.attention.value if opts.attention else fit.attention if fit else None)
 

@@ -10,6 +10,7 @@ from pptune.costmodel.calibration import Factors
 from pptune.costmodel.keys import CostKey, TableSource
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.search import CostTable, PlanRequest
+from pptune.costs.dims import KvHeads
 from pptune.frameworks.common.adapter import Job
 from pptune.options import CostOptions
 from pptune.schemas import TrainingConfig
@@ -34,6 +35,8 @@ class ConfigCosts:
     # analytic or calibrated costs: a table a cost key, built on first use (the other
     # layouts the best-plan comparison searches, check/layouts.py)
     tables: TableSource | None = None
+    # the tensor-parallel sizes its framework's attention takes (costs/dims.py KvHeads)
+    kv_heads: KvHeads = KvHeads.REPLICATE
 
 
 def config_job(cfg: TrainingConfig, costs: ConfigCosts, req: PlanRequest) -> Job:

@@ -28,8 +28,9 @@ from pptune.errors import BadInput
 
 def searched_keys(costs: ConfigCosts, req: PlanRequest) -> tuple[CostKey, ...]:
     """The config's key (``req``'s first) and every other key recommend searches for
-    ``req``'s GPUs and node at the config's precision (module docstring); the config's
-    key alone for measured costs (no ``tables``), or where none other fits."""
+    ``req``'s GPUs and node at the config's precision (module docstring), at the tensor
+    parallel sizes its framework takes for the key/value heads (``costs.kv_heads``); the
+    config's key alone for measured costs (no ``tables``), or where none other fits."""
     own = req.keys()[0]
     gpu = presets.GPUS.get(str(costs.gpu))
     if costs.tables is None or costs.options is None or costs.shape is None or gpu is None:
@@ -37,7 +38,8 @@ def searched_keys(costs: ConfigCosts, req: PlanRequest) -> tuple[CostKey, ...]:
     opts = replace(costs.options, tp=None, cp=None, ep=None, etp=None,
                    precision=(own.precision,))
     try:
-        found = search_keys(opts, costs.shape, gpu, req.gpus, req.gpus_per_node)
+        found = search_keys(opts, costs.shape, gpu, req.gpus, req.gpus_per_node,
+                            costs.kv_heads)
     except BadInput:  # no other layout fits the GPUs: the config's own is compared
         found = ()
     return (own, *(k for k in found if k != own))

@@ -194,6 +194,10 @@ def recommend_cmd(
     from pptune.plan import recommend as planning
 
     req = planning.RecommendSpec(space, costs, top, emit)
+    if emit is not None:  # the framework's rule for tp and the key/value heads bounds the search
+        from pptune.plan.emit import kv_heads
+
+        req = planning.RecommendSpec(space, costs, top, emit, kv_heads(emit))
     _check_width(out.width)
     if train_tokens is not None:
         found = limits.problem("--train-tokens", train_tokens, 0, limits.MAX_TRAIN_TOKENS, lo_open=True)

@@ -219,14 +219,14 @@ def block_act_bytes(
     MLP inputs) are saved at ``gemm_input_bytes`` instead of 2 (precision.py)."""
     s, h, f, a = m.seq_len // cp, m.hidden, m.ffn, m.heads
     low = 2.0 - gemm_input_bytes  # saved per GEMM-input element by FP8
-    kv_frac = m.kv_heads * m.head_dim / h
+    kv_frac = max(m.kv_heads, tp) * m.head_dim / h  # tensor_parallel.replicated_kv
     q_frac = m.heads * m.head_dim / h  # 1 unless the model sets its head dimension
     drop = 1.0 if m.dropout else 0.0
     # Not split by tensor parallelism: two layernorm inputs (2 + 2), the
     # inputs of the attention and MLP blocks (2 + 2), two dropout masks.
     replicated = 4 + (2 - low) * sum(kept_inputs) + 2 * drop
-    # Split by tensor parallelism: Q (2), K and V (2 each, scaled for GQA),
-    # the output-projection input (2), the MLP's inner tensors.
+    # Split by tensor parallelism: Q (2), K and V (2 each, scaled for GQA; one whole
+    # head a rank under a tp above them), the output-projection input (2), the MLP's.
     attn_inner = 2 * q_frac + 4 * kv_frac + (2 - low) * q_frac
     mlp_inner = mlp_inner_bytes(m.gated_mlp, swiglu, low) * f / h
     if attn_bytes is None and mlp_bytes is None:

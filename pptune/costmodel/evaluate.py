@@ -246,6 +246,7 @@ def device_memory(
             activation_bytes=activation_bytes[d] + rerun[d],
             p2p_bytes=p2p[d],
             reserve_bytes=req.reserve_bytes,
+            fp8_copies_bytes=cache[d],
         )
         for d in range(p)
     ]

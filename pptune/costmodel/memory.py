@@ -195,6 +195,9 @@ class DeviceMemory:
     activation_bytes: float
     p2p_bytes: float
     reserve_bytes: float
+    # of state_bytes: the FP8 weight copies Transformer Engine caches for the step
+    # (costs/fp8_cache.py), whatever the sharding
+    fp8_copies_bytes: float = 0.0
 
     @property
     def total_bytes(self) -> float:

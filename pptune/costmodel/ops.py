@@ -74,7 +74,7 @@ from pptune.costmodel.rates import Parallel as Parallel
 from pptune.costmodel.rates import Rates as Rates
 from pptune.costmodel.rates import Swiglu as Swiglu
 from pptune.costmodel.rates import WgradAccum as WgradAccum
-from pptune.costmodel.tensor_parallel import tp_pair
+from pptune.costmodel.tensor_parallel import replicated_kv, tp_pair
 
 
 class Attention(str, Enum):
@@ -186,25 +186,27 @@ def attention_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     tokens = b * m.seq_len // par.cp  # this context-parallel rank's share
     q = m.heads * m.head_dim
     kv = m.kv_heads * m.head_dim
+    kept = max(m.kv_heads, t) * m.head_dim  # times tp: one whole head a rank at least
     pair = tp_pair("attn", "qkv", "attn_out", tokens, h, _split(q + 2 * kv, t), _split(q, t),
                    rates, par, "attn")
     qkv, proj = pair.col, pair.row
-    rotary = 4 * tokens * (q + kv) / t
-    qk_norm = [memory("qk_norm", Phase.F, 4 * tokens * (q + kv) / t, rates)] if m.qk_norm else []
-    qk_norm_b = ([memory("qk_norm.bwd", Phase.B, 6 * tokens * (q + kv) / t, rates)]
+    gather_f, gather_b = replicated_kv(tokens, q + 2 * kv, m.kv_heads, rates, par)
+    rotary = 4 * tokens * (q + kept) / t
+    qk_norm = [memory("qk_norm", Phase.F, 4 * tokens * (q + kept) / t, rates)] if m.qk_norm else []
+    qk_norm_b = ([memory("qk_norm.bwd", Phase.B, 6 * tokens * (q + kept) / t, rates)]
                  if m.qk_norm else [])
     core = attention_ops(m, b, rates, par, window)
     cast_f, cast_b = linear_casts("attn", tokens, [(h, _split(q + 2 * kv, t)), (_split(q, t), h)],
                                   rates, par)
     return BlockPart(
-        fwd=[qkv[0], *qk_norm,
+        fwd=[qkv[0], *gather_f, *qk_norm,
              *([memory("rotary", Phase.F, rotary, rates)] if m.rotary else []),
              *[o for o in core if o.phase is Phase.F],
              *cast_f, proj[0], pair.fwd_comm],
         bwd=[*cast_b,
              proj[1], *[o for o in core if o.phase is Phase.B],
              *([memory("rotary.bwd", Phase.B, rotary, rates)] if m.rotary else []),
-             *qk_norm_b, qkv[1], pair.bwd_comm],
+             *qk_norm_b, *gather_b, qkv[1], pair.bwd_comm],
         wgrad=[qkv[2], proj[2], *pair.wgrad_add, *pair.wgrad_comm],
     )
 

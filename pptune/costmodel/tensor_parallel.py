@@ -40,6 +40,7 @@ from pptune.costmodel.kernels import (
     gemm,
     grad_add,
     linear,
+    memory,
     tp_collective,
 )
 from pptune.costmodel.rates import Parallel, Rates
@@ -118,3 +119,26 @@ def tp_pair(name: str, col: str, row: str, tokens: int, h: int, col_n: int, row_
                   comm("", Phase.F, gathered + act, col_f, row_f),
                   comm(".bwd", Phase.B, 2 * gathered, row_b, col_b),
                   (comm(".wgrad", Phase.W, act, col_w),), add)
+
+
+def replicated_kv(tokens: int, qkv_n: int, kv_heads: int, rates: Rates,
+                  par: Parallel) -> tuple[list[OpCost], list[OpCost]]:
+    """(forward, B) ops of megatron-core's key/value heads under a tp above them
+    (megatron-core 0.16.1 attention.py ``SelfAttention.get_query_key_value_tensors``):
+    each rank's share of the QKV output (``qkv_n`` columns in all, BF16) is all-gathered
+    over tp and the rank slices out its query group, one whole key/value head and its
+    query heads; backward the gradient is reduce-scattered back (mappings.py
+    ``all_gather_last_dim_from_tensor_parallel_region``). Each way one NCCL collective
+    moving (t - 1) / t of the gathered bytes, not overlapped (no userbuffers), and the
+    copy that reorders its chunks along the last dimension (``_gather_along_last_dim``'s
+    ``torch.cat``, ``_reduce_scatter_along_last_dim``'s): a read and a write of them.
+    Nothing where tp divides the heads."""
+    t = par.tp
+    if t <= kv_heads:
+        return [], []
+    nbytes = BF16_BYTES * tokens * qkv_n
+    coll_s = par.tp_latency_s + (t - 1) / t * nbytes / par.tp_busbw_bytes_per_s
+    return ([OpCost("tp_kv_gather", Phase.F, Kind.COMM, 0.0, nbytes, coll_s, 0),
+             memory("kv_gather_cat", Phase.F, 2 * nbytes, rates)],
+            [memory("kv_gather_cat.bwd", Phase.B, 2 * nbytes, rates),
+             OpCost("tp_kv_gather.bwd", Phase.B, Kind.COMM, 0.0, nbytes, coll_s, 0)])

@@ -13,7 +13,10 @@ parallelism 1; BF16 (FP8 changes the numerics: the user asks for it). The
 other commands price one key: one size each, 1 and BF16 by default.
 
 A size the user gives that the model or the GPU cannot take is bad input (one
-line naming the flag); a default size that does not fit is left out. Some
+line naming the flag); a default size that does not fit is left out. Which
+tensor-parallel sizes a model's key/value heads take is the framework's rule
+(``KvHeads``): recommend and check-config follow the framework they write or
+read, Megatron-LM's for the generic search. Some
 limits bind tensor and context parallelism together (``pair_problem``): a
 searched pair that breaks one is left out of the search, and only when no pair
 is left is it bad input, one line naming the pairs.
@@ -24,6 +27,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
+from enum import Enum
 
 from pptune.costmodel import context, precision
 from pptune.costmodel.context import CpComm
@@ -36,6 +40,47 @@ DEFAULT_TP = (1, 2, 4, 8)
 MIN_CP_TOKENS = 2048
 MAX_DEFAULT_CP = 64
 DEFAULT_PRECISION = (Precision.BF16,)
+
+
+class KvHeads(str, Enum):
+    """How a framework's tensor parallelism splits grouped-query attention's key/value
+    heads, which decides the sizes it takes.
+
+    ``replicate``: megatron-core 0.16.1 takes a tp that divides the query groups or is a
+    multiple of them (transformer_config.py ``__post_init__``: "num_query_groups (G)
+    must be a multiple or divisor of tensor_model_parallel_size (T)"); above them each
+    rank keeps one whole key/value head, shared by tp / groups ranks (attention.py
+    ``Attention.__init__``: ``num_query_groups_per_partition = 1``;
+    ``SelfAttention.get_query_key_value_tensors`` all-gathers the QKV output and slices
+    the rank's group, costmodel/ops.py prices it). DeepSpeed and pptune's own files
+    follow it (the generic search's rule).
+    ``split``: torchtitan 0.2.2 shards ``wk`` and ``wv`` column-wise
+    (models/llama3/infra/parallelize.py ``ColwiseParallel``) and views each rank's
+    columns as whole heads (models/llama3/model/model.py ``Attention.forward``:
+    ``xk.view(bs, seqlen, -1, self.head_dim)``): a tp that does not divide the
+    key/value heads leaves a rank part of a head, and the view fails at the first
+    forward (Llama 3 70B at tp 16: 1,024 / 16 = 64 columns of a 128-wide head)."""
+
+    REPLICATE = "replicate"
+    SPLIT = "split"
+
+
+def kv_problem(kv_heads: int, tp: int, rule: KvHeads, model: str) -> str | None:
+    """Why tensor parallelism ``tp`` cannot split ``model``'s ``kv_heads`` key/value heads
+    under ``rule`` (None: it can)."""
+    if kv_heads % tp == 0:
+        return None
+    if rule is KvHeads.SPLIT:
+        return (f"does not divide the {kv_heads} key/value heads of {model} (torchtitan "
+                "shards wk and wv over tp and views each rank's columns as whole heads, "
+                "models/llama3/model/model.py Attention.forward: a tp that does not divide "
+                "them fails at the first forward); choose a tp that divides "
+                f"{kv_heads}")
+    if tp % kv_heads == 0:
+        return None
+    return (f"is neither a divisor nor a multiple of the {kv_heads} key/value heads of "
+            f"{model} (megatron-core: num_query_groups must be a multiple or divisor of "
+            "tensor_model_parallel_size, transformer_config.py)")
 
 
 def single_key(opts: CostOptions, verb: str = "this command") -> CostKey:
@@ -55,11 +100,12 @@ def _one(values: tuple[int, ...] | None) -> int:
 
 
 def search_keys(opts: CostOptions, shape: ModelShape, gpu: GpuSpec, gpus: int,
-                gpus_per_node: int) -> tuple[CostKey, ...]:
-    """Every key recommend searches for these flags (module docstring), in order."""
+                gpus_per_node: int, kv: KvHeads = KvHeads.REPLICATE) -> tuple[CostKey, ...]:
+    """Every key recommend searches for these flags (module docstring), in order; ``kv``:
+    the framework's rule for tp and the key/value heads."""
     problems: list[str] = []
-    tps = _given("--tp", opts.tp, lambda t: tp_problem(shape, t, gpus), problems) or tuple(
-        t for t in DEFAULT_TP if t <= gpus_per_node and not tp_problem(shape, t, gpus))
+    tps = _given("--tp", opts.tp, lambda t: tp_problem(shape, t, gpus, kv), problems) or tuple(
+        t for t in DEFAULT_TP if t <= gpus_per_node and not tp_problem(shape, t, gpus, kv))
     # given tensor-parallel sizes: the heads a2a splits are theirs (pair_problem); else
     # the model's, which no tensor-parallel size makes divisible when they are not
     cps = _given("--cp", opts.cp, lambda c: cp_problem(shape, c, opts, gpus, not opts.tp),
@@ -111,14 +157,14 @@ def _given(flag: str, values: Sequence[int] | None, problem: object,
     return tuple(values)
 
 
-def tp_problem(shape: ModelShape, tp: int, gpus: int) -> str | None:
+def tp_problem(shape: ModelShape, tp: int, gpus: int,
+               kv: KvHeads = KvHeads.REPLICATE) -> str | None:
     if gpus % tp:
         return f"does not divide --gpus {gpus}"
     if shape.heads % tp:
         return f"does not divide the {shape.heads} attention heads of {shape.name}"
-    if not shape.mla and shape.kv_heads % tp:
-        return (f"does not divide the {shape.kv_heads} key/value heads of {shape.name} "
-                "(Megatron-LM: num_query_groups % tp == 0)")
+    if not shape.mla:
+        return kv_problem(shape.kv_heads, tp, kv, shape.name)
     return None
 
 

@@ -2,7 +2,16 @@
 bytes for each weight of its FP8 GEMMs).
 
 Transformer Engine casts each GEMM weight to FP8 once a step and keeps the copy and its
-transpose until the step ends (precision.py): the weights of the GEMMs this rank runs,
+transpose until the step ends (precision.py): TE 2.9 module/linear.py caches it
+(``get_weight_workspace(..., cache_name="weight")``) whenever the caller passes
+``is_first_microbatch``, which megatron-core's ``TELinear.forward`` always does
+(``disable_parameter_transpose_cache`` has no command-line flag, training/arguments.py).
+The copy is of the weight the GEMM sees, so sharding the weights over dp (ZeRO-3,
+Megatron-FSDP's optim_grads_params) shards none of it: each rank caches every layer's,
+as counted here, whatever the plan's sharding; only FP8 parameters
+(``--fp8-param-gather``) do without (Megatron-FSDP gathers a layer's FP8 weight and
+drops its transpose with it: megatron_fsdp.py ``release_params_fp8_transpose_cache``),
+and torchao's float8 keeps none (precision.py). The weights of the GEMMs this rank runs,
 its share of the attention projections and of the dense or shared-expert MLP (split by
 tp) and its own routed experts (E / ep of them, each split etp ways: moe.moe_params).
 Norms and the router are not FP8 GEMMs (megatron-core runs the router in FP32 or BF16)

@@ -56,7 +56,7 @@ from pptune.costmodel.variation import pace_note, slowest_of
 from pptune.costs import calibrated
 from pptune.costs.dims import single_key
 from pptune.costs.flops import model_flops_per_token
-from pptune.costs.measured import check_profile_size, tp_divides_heads
+from pptune.costs.measured import check_profile_size, check_tp
 from pptune.costs.modelspec import read_hf_config, with_seq_len
 from pptune.costs.names import gpu_preset, model_preset
 from pptune.costs.profiles import (
@@ -380,16 +380,11 @@ def _measured(prof: Profile, origin: str, opts: CostOptions, mode: Mode,
             f"{prof.model.seq_len}; measure a profile at {opts.seq_len} "
             f"(pptune probe --seq-len {opts.seq_len}) or use analytic costs (--model/--hf-config)"
         )
-    tp_divides_heads(prof, tp, origin)
     notes = []
     if opts.sequence_parallel and prof.source == "probe":
         notes.append("--sequence-parallel changes analytic activation sizes only; "
                      "a probe profile keeps its measured bytes")
-    if tp != 1:
-        notes.append(
-            f"the profile was measured without tensor parallelism; --tp {tp} divides its "
-            "compute, memory and sends by tp (linear scaling, an approximation)"
-        )
+    notes += check_tp(prof, tp, origin)
     table = cost_table(prof, tp=table_tp or tp, tp_in_costs=1)
     missing = [b for b in (sizes or ()) if b not in table.by_mb]
     if missing:

@@ -34,7 +34,8 @@ from pptune.costmodel.search import (
     search,
 )
 from pptune.costmodel.sharding import StateDtype, moment_bytes
-from pptune.costs.dims import search_keys
+from pptune.costs.dims import KvHeads, search_keys
+from pptune.costs.measured import tp_heads_problem
 from pptune.costs.resolve import Costs, resolve
 from pptune.errors import BadInput
 from pptune.frameworks.registry import find
@@ -45,6 +46,7 @@ from pptune.plan.what_if import (
     MOE_HOST_NOTE,
     batch_tokens_note,
     batch_what_if,
+    fp8_gather_what_if,
     margin_note,
     memory_what_if,
     nearby_batch,
@@ -66,6 +68,9 @@ class RecommendSpec:
     # the framework whose files the plan is written as (recommend --emit): analytic costs
     # without --attention are priced with the kernel its files run (Adapter.runs_attention)
     written_as: str | None = None
+    # the tensor-parallel sizes the key/value heads take: the rule of the framework the
+    # plan is written for (--emit: plan.emit.kv_heads), else megatron-core's
+    kv_heads: KvHeads = KvHeads.REPLICATE
 
     @classmethod
     def of(cls, *, top: int = DEFAULT_TOP, **flags: Any) -> RecommendSpec:
@@ -190,7 +195,12 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     table = costs.table
     gpn = s.gpus_per_node or (costs.gpu.gpus_per_node if costs.gpu is not None else 8)
     keys = ((costs.key,) if given or costs.shape is None or costs.gpu is None
-            else search_keys(costs.options or spec.costs, costs.shape, costs.gpu, s.gpus, gpn))
+            else search_keys(costs.options or spec.costs, costs.shape, costs.gpu, s.gpus, gpn,
+                             spec.kv_heads))
+    why = tp_heads_problem(costs.profile, costs.key.tp, costs.origin, spec.kv_heads) \
+        if costs.measured and not given else None
+    if why:  # a measured profile's model, by the framework's rule (analytic: search_keys)
+        raise BadInput(why)
     sizes = s.micro_batch_sizes or tuple(sorted(table.by_mb))
     schedules = s.schedules or DEFAULT_SCHEDULES
     global_batch = s.global_batch or costs.profile.model.global_batch
@@ -255,6 +265,11 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         hint = _dispatch_what_if(spec, costs, req, result)
         if hint:
             result.notes.append(hint)
+    hint = None if given or costs.measured else fp8_gather_what_if(
+        spec.costs, req, result, lambda o: resolve(o, sizes=sizes, search=True,
+                                                   gpus_per_node=gpn, gpus=s.gpus).table_for)
+    if hint:
+        result.notes.append(hint)
     if (result.plans and costs.shape is not None and costs.shape.moe and not costs.measured
             and costs.profile.calibration is None):
         result.notes.append(MOE_HOST_NOTE)

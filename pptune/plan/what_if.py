@@ -4,9 +4,11 @@ would give, and what the analytic MoE step leaves out."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from pptune.costmodel.keys import TableSource
+from pptune.costmodel.precision import Fp8Kernels, is_low
 from pptune.costmodel.search import (
     CostTable,
     PlanRequest,
@@ -15,6 +17,14 @@ from pptune.costmodel.search import (
     Sharding,
     search,
 )
+from pptune.options import CostOptions
+from pptune.report.fmt import fmt_bytes
+
+# the shardings Megatron-LM runs --fp8-param-gather with: its distributed optimizer
+# (zero1) or Megatron-FSDP (zero2, zero3, fsdp), not plain DDP (training/arguments.py
+# validate_args: "--fp8-param-gather only supported with distributed optimizer, torch
+# fsdp2, megatron fsdp, or inference mode")
+FP8_GATHER_SHARDINGS = (Sharding.ZERO1, Sharding.ZERO2, Sharding.ZERO3, Sharding.FSDP)
 
 
 def margin_note(result: SearchResult, margin: float) -> str:
@@ -62,6 +72,40 @@ MOE_HOST_NOTE = (
     "all-to-all; published runs of models with many narrow experts stepped well above "
     "pptune's price unless their framework captured whole iterations in CUDA graphs "
     "(docs/limits.md). pptune calibrate --run on a short run of the job fits it")
+
+
+def fp8_gather_what_if(opts: CostOptions, req: PlanRequest, result: SearchResult,
+                       priced: Callable[[CostOptions], TableSource]) -> str | None:
+    """When FP8 plans of Transformer Engine's kernels were searched and
+    --fp8-param-gather was left unsaid: the best plan with it, which the search does not
+    try (its costs are another table a key: ``priced``, the options' tables). One line,
+    with the FP8 weight copies the winner holds, which FP8 parameters do without."""
+    keys = tuple(k for k in req.keys() if is_low(k.precision))
+    shardings = tuple(s for s in req.shardings if s in FP8_GATHER_SHARDINGS)
+    if (opts.fp8_param_gather is not None or opts.fp8_linears() is not Fp8Kernels.TE
+            or not result.plans or not keys or not shardings):
+        return None
+    alt = search(priced(replace(opts, fp8_param_gather=True)), replace(
+        req, cost_keys=keys, tp=keys[0].tp, shardings=shardings, fp8_param_gather=True,
+        top=1, with_best_pp1=False)).plans
+    if not alt:
+        return None
+    a, win = alt[0], result.plans[0]
+    copies = max((m.fp8_copies_bytes for m in win.memory), default=0.0)
+    speed = win.step_time_s / a.step_time_s
+    v = f" v={a.virtual_stages}" if a.virtual_stages > 1 else ""
+    return ("not searched: --fp8-param-gather (Megatron-LM: FP8 weights all-gathered in FP8 "
+            "by the distributed optimizer or Megatron-FSDP, half the bytes, and no FP8 copy "
+            "of them cached for the step); with it the best plan would be "
+            f"pp={a.pp} dp={a.dp} tp={a.tp}" + (f" cp={a.cp}" if a.cp > 1 else "")
+            + f" {a.key.precision.value} {a.schedule.value}{v}, {a.num_microbatches} x "
+            f"{a.micro_batch_size}, sharding {a.sharding.value}, recompute "
+            f"{a.recompute.value}, step {a.step_time_s:.4g} s ("
+            + (f"{speed:.3f}x faster" if speed >= 1 else f"{1 / speed:.3f}x slower")
+            + f"), peak {fmt_bytes(max(m.total_bytes for m in a.memory))} a GPU"
+            + (f" (the winner holds {fmt_bytes(copies)} of FP8 weight copies)" if copies
+               else "")
+            + "; rerun with --fp8-param-gather to rank its plans")
 
 
 def nearby_batch(tables: TableSource, table: CostTable,

@@ -188,7 +188,10 @@ def _memory_parts(plan: Plan) -> str:
         return ""
     d = max(range(len(plan.memory)), key=lambda i: plan.memory[i].total_bytes)
     m = plan.memory[d]
-    return (f" (state {fmt_bytes(m.state_bytes)}, working copies {fmt_bytes(m.working_bytes)}, "
+    copies = (f" with {fmt_bytes(m.fp8_copies_bytes)} of FP8 weight copies"
+              if m.fp8_copies_bytes else "")
+    return (f" (state {fmt_bytes(m.state_bytes)}{copies}, working copies "
+            f"{fmt_bytes(m.working_bytes)}, "
             f"activations {fmt_bytes(m.activation_bytes)}, p2p {fmt_bytes(m.p2p_bytes)}, "
             f"reserve {fmt_bytes(m.reserve_bytes)})")
 

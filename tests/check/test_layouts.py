@@ -21,6 +21,7 @@ from pptune.cli.app import app
 from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.presets import MODELS
 from pptune.costmodel.search import PlanRequest, Sharding
+from pptune.costs.dims import KvHeads
 from pptune.frameworks.read import read_config
 from pptune.options import CostOptions
 from pptune.schemas import TrainingConfig
@@ -35,17 +36,20 @@ def unused(key: CostKey) -> None:
 
 def test_the_sizes_recommend_searches_at_the_files_precision() -> None:
     """Qwen3-235B-A22B (64 heads, 4 key/value heads, 128 experts, 4,096 tokens) on 256
-    B200 in nodes of 8: tp 1, 2, 4 (8 does not divide the 4 key/value heads), cp 1, 2
-    (2,048 tokens a rank at most), ep the powers of two up to the 128 experts, etp 1:
-    3 x 2 x 8 = 48 keys, all in the file's FP8, the file's own first."""
+    B200 in nodes of 8: tp 1, 2, 4 and 8 (megatron-core keeps one of the 4 key/value
+    heads on each pair of ranks), cp 1, 2 (2,048 tokens a rank at most), ep the powers
+    of two up to the 128 experts, etp 1: 4 x 2 x 8 = 64 keys, all in the file's FP8, the
+    file's own first; for a torchtitan file, whose tp divides the key/value heads, 48."""
     own = CostKey(tp=2, ep=32, precision=Precision.FP8)
     priced = ConfigCosts(None, "analytic", own, options=CostOptions(precision=(Precision.FP8,)),
                          shape=MODELS["qwen3-235b-a22b"], gpu="b200", tables=unused)  # type: ignore[arg-type]
     req = PlanRequest(gpus=256, global_batch=1024, tp=2, gpus_per_node=8, cost_keys=(own,))
     keys = searched_keys(priced, req)
-    assert keys[0] == own and len(keys) == len(set(keys)) == 48
+    assert keys[0] == own and len(keys) == len(set(keys)) == 64
     assert set(keys) == {CostKey(tp, cp, ep, 1, Precision.FP8) for tp, cp, ep in
-                         itertools.product((1, 2, 4), (1, 2), (1, 2, 4, 8, 16, 32, 64, 128))}
+                         itertools.product((1, 2, 4, 8), (1, 2), (1, 2, 4, 8, 16, 32, 64, 128))}
+    split = searched_keys(replace(priced, kv_heads=KvHeads.SPLIT), req)
+    assert len(split) == 48 and {k.tp for k in split} == {1, 2, 4}
     # measured costs price the file's key alone
     assert searched_keys(ConfigCosts(None, "profile p.json", own), req) == (own,)
 

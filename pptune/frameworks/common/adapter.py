@@ -23,6 +23,7 @@ from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import CostTable, Plan, PlanRequest, Sharding
+from pptune.costs.dims import KvHeads
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog
 from pptune.frameworks.common.source import Repeated
@@ -123,6 +124,9 @@ class Adapter:
     # the plans with it, so the table and the file written are priced alike (None: pptune's
     # default, flash; closest.py re-prices the written plan with the same kernel)
     runs_attention: str | None = None
+    # the tensor-parallel sizes its attention takes for the key/value heads (costs/dims.py
+    # KvHeads): megatron-core's, which replicates them above the query groups, by default
+    kv_heads = KvHeads.REPLICATE
     # rule id -> the framework's own source for a placement rule check/experts.py judges
     # for every framework (empty: megatron-core's, which derives the placement)
     expert_cites: tuple[tuple[str, str], ...] = ()

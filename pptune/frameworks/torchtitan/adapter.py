@@ -9,6 +9,7 @@ from typing import Any
 from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.search import Plan, PlanRequest, Sharding
+from pptune.costs.dims import KvHeads
 from pptune.frameworks.common import torch_schedules
 from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
@@ -33,6 +34,7 @@ class TorchtitanAdapter(Adapter):
                     "a smaller local_batch_size")
     memory_fix_cp = "context parallelism over more ranks (context_parallel_degree)"
     memory_sharding = None
+    kv_heads = KvHeads.SPLIT  # tp divides them (costs/dims.py KvHeads)
     expert_cites = (
         ("moe-experts-ep", "torchtitan's ExpertParallel splits the experts evenly over ep: "
          "torchtitan/distributed/expert_parallel.py _token_dispatch's "
