@@ -87,7 +87,7 @@ GPU_RATES: dict[str, RateGroup] = {
 GPU_FIXED = frozenset({
     "name", "source", "peak_flops", "memory_bytes", "hbm_bytes_per_s", "sm_count", "launch_s",
     "fp8_peak_flops", "fp4_peak_flops", "mxfp8", "gpus_per_node", "gpus_per_host",
-    "matmul_spread",
+    "matmul_spread", "attention_rates_of",
 })
 # Of the fabric's achieved bandwidths, the line rate each is bounded by (the
 # NVLink-SHARP all-reduce reduces in the switch and may exceed the per-GPU line)

@@ -362,9 +362,8 @@ def _hops(schedule: Schedule, p: int, v: int, ranks: Layout) -> tuple[tuple[int,
     return tuple(sorted(out))
 
 
-# A part that is not there (no sends at pp 1) leaves, as the difference of two simulated
-# steps summing the same op times in another order, a float residue (7.5e-15 s of p2p in
-# Llama 3 70B's 45 s step): IEEE 754 doubles round each of at most 2,000,000 sums
+# A part not there (no sends at pp 1) leaves, as two simulated steps' difference, a float
+# residue (7.5e-15 s of p2p in a 45 s step): doubles round each of at most 2,000,000 sums
 # (candidates.MAX_SIMULATED_OPS) by 1.1e-16 of it, < 2.2e-10 in all; 1e-9 of the step is
 # above that and far under any part priced (an NCCL send's microseconds).
 CANCELLED = 1e-9

@@ -38,10 +38,9 @@ from pptune.costs.dims import KvHeads, search_keys
 from pptune.costs.measured import tp_heads_problem
 from pptune.costs.resolve import Costs, resolve
 from pptune.errors import BadInput
-from pptune.frameworks.registry import find
 from pptune.options import CostOptions, PlanSpace, build, fields_of
 from pptune.options.record import PlanFileRequest
-from pptune.plan.attention_share import attention_note
+from pptune.plan.attention_share import attention_note, written_kernel
 from pptune.plan.what_if import (
     MOE_HOST_NOTE,
     batch_tokens_note,
@@ -138,19 +137,6 @@ def check_spec(spec: RecommendSpec) -> None:
         raise BadInput("; ".join(problems))
 
 
-def _written_kernel(spec: RecommendSpec, costs: Costs) -> tuple[Attention | None, list[str]]:
-    """The attention kernel the files of ``spec.written_as`` run, where the costs are
-    analytic and no --attention names one, and the line that says the plans are ranked
-    with it, so that plan 1 and the file written are priced alike; (None, []) otherwise."""
-    adapter = find(spec.written_as) if spec.written_as is not None else None
-    if (adapter is None or adapter.runs_attention is None or costs.measured
-            or spec.costs.attention is not None):
-        return None, []
-    kernel = Attention(adapter.runs_attention)
-    return kernel, [f"attention: ranked with {kernel.value} attention, what {adapter.title}'s "
-                    "files run (--attention sets another)"]
-
-
 def _with_moments(shardings: tuple[Sharding, ...], s: PlanSpace) -> tuple[Sharding, ...]:
     """The shardings searched for Adam moments narrower than FP32: Megatron-LM's
     precision-aware optimizer, which megatron-core runs only with the distributed
@@ -186,7 +172,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     if costs is None:
         costs = resolve(spec.costs, sizes=s.micro_batch_sizes, search=True,
                         gpus_per_node=s.gpus_per_node, gpus=s.gpus)
-        kernel, ranked = _written_kernel(spec, costs)
+        kernel, ranked = written_kernel(spec.written_as, spec.costs.attention, costs.measured)
         if kernel is not None:
             spec = replace(spec, costs=replace(spec.costs, attention=kernel))
             costs = resolve(spec.costs, sizes=s.micro_batch_sizes, search=True,
