@@ -275,7 +275,7 @@ def norm_reruns(m: ModelShape, b: int, rates: Rates, par: Parallel,
         te = par.fp8_kernels is precision.Fp8Kernels.TE
         out += [memory("norm1.recompute", Phase.B, 4 * m.hidden * rep, rates),
                 *fp8_casts("norm1.recompute", Phase.B, tokens, [m.hidden], rates,
-                           par.fp8 and te)]
+                           par.fp8 and te, par.cast_bytes)]
     if not kept[1]:
         out.append(memory("norm2.recompute", Phase.B, 4 * m.hidden * rep, rates))
     return out
@@ -290,8 +290,9 @@ def linear_casts(name: str, tokens: int, linears: list[tuple[int, int]], rates: 
     if par.fp8 and par.fp8_kernels is precision.Fp8Kernels.TORCHAO:
         return torchao_casts(name, tokens, linears, rates, par.fp8_params, par.torchao_recipe)
     return (fp8_casts(f"{name}_out" if name == "attn" else f"{name}_down", Phase.F, tokens,
-                      [linears[1][0]], rates, par.fp8),
-            fp8_casts(name, Phase.B, tokens, [n for _, n in reversed(linears)], rates, par.fp8))
+                      [linears[1][0]], rates, par.fp8, par.cast_bytes),
+            fp8_casts(name, Phase.B, tokens, [n for _, n in reversed(linears)], rates, par.fp8,
+                      par.cast_bytes))
 
 
 def torchao_casts(name: str, tokens: int, linears: list[tuple[int, int]], rates: Rates,
@@ -316,12 +317,14 @@ def torchao_casts(name: str, tokens: int, linears: list[tuple[int, int]], rates:
 
 
 def fp8_casts(name: str, phase: Phase, tokens: int, widths: list[int], rates: Rates,
-              fp8: bool) -> list[OpCost]:
-    """Transformer Engine's FP8 cast-transposes (precision.py): forward, the inputs no norm
+              fp8: bool, per_element: float = precision.CAST_BYTES_PER_ELEMENT
+              ) -> list[OpCost]:
+    """Transformer Engine's FP8 cast-transposes (precision.py), ``per_element`` bytes an
+    element (Parallel.cast_bytes: more under block scaling): forward, the inputs no norm
     writes in FP8 (attention output, second MLP GEMM); backward, every GEMM's output grad."""
     if not fp8:
         return []
-    per = precision.CAST_BYTES_PER_ELEMENT * tokens
+    per = per_element * tokens
     return [memory(f"fp8_cast.{name}" + (".bwd" if phase is Phase.B else ""), phase,
                    per * sum(widths), rates, kernels=len(widths))]
 

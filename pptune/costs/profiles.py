@@ -119,6 +119,7 @@ def analytic_profile(
     fp8_kernels: precision.Fp8Kernels = precision.Fp8Kernels.TE,
     wgrad_accum: WgradAccum = WgradAccum.BF16,
     torchao_recipe: precision.TorchaoRecipe = precision.TorchaoRecipe.TENSORWISE,
+    fp8_recipe: precision.Fp8Recipe = precision.Fp8Recipe.DELAYED,
 ) -> Profile:
     """Per-layer costs of a preset (or any ModelShape) on a GPU preset (or a GpuSpec:
     a calibrated one, pptune.costmodel.calibration).
@@ -132,7 +133,8 @@ def analytic_profile(
     ``tp_overlap``: Transformer Engine's per-GEMM overlap under ``tp_comm_overlap``
     (costmodel/tp_overlap.py; None: its defaults); ``cross_entropy``: the loss's
     kernels (costmodel/loss.py); ``fp8_kernels``: whose FP8 linears run (Transformer
-    Engine's or torchao's, at ``torchao_recipe``: precision.py); ``swiglu``: a gated MLP's
+    Engine's or torchao's, at ``torchao_recipe``: precision.py; Transformer Engine's at
+    ``fp8_recipe``, whose block scales add bytes); ``swiglu``: a gated MLP's
     activation kernels, ``wgrad_accum``: where weight gradients go (costmodel/rates.py).
     ``experts``: expert parallelism of a MoE model (its all-to-all over the
     GPU's NVLink and NIC unless the settings name links). ``recompute_modules``:
@@ -187,6 +189,7 @@ def analytic_profile(
             fp8_kernels=precision.Fp8Kernels(fp8_kernels), fp8_params=fp8_params,
             wgrad_accum=WgradAccum(wgrad_accum),
             torchao_recipe=precision.TorchaoRecipe(torchao_recipe),
+            fp8_recipe=precision.Fp8Recipe(fp8_recipe),
         )
     except ValueError as exc:
         raise BadInput(f"{model}: {exc}") from None
@@ -199,7 +202,8 @@ def analytic_profile(
         i = (int(name[len("block"):]) if name.startswith("block") else
              shape.num_blocks + int(name[len(MTP):]) if name.startswith(MTP) else None)
         found = 0.0 if i is None else weight_cache_bytes(shape, i, tp, ex, gemm_precision,
-                                                         fp8_params, kernels)
+                                                         fp8_params, kernels,
+                                                         precision.Fp8Recipe(fp8_recipe))
         return found or None
     # a tied head's matrix is the embedding's: one copy on a stage that holds both
     tied = shape.vocab * shape.hidden / tp * 2 if shape.tied_embeddings else 0.0

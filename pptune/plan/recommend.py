@@ -20,7 +20,7 @@ from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.memory import DEFAULT_RESERVE_BYTES
 from pptune.costmodel.ops import Attention
-from pptune.costmodel.precision import reduces_amax
+from pptune.costmodel.precision import BLOCKWISE_RATE_NOTE, Fp8Recipe, reduces_amax
 from pptune.costmodel.presets import MODELS, ModelShape
 from pptune.costmodel.records import DEFAULT_TOP
 from pptune.costmodel.schedules import DEFAULT_SCHEDULES
@@ -177,6 +177,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     batch_note = (f"a Hugging Face config names no global batch; planned for {global_batch} "
                   "samples per step, pptune's default (pass --global-batch to plan for your "
                   "run's)") if s.global_batch is None and spec.costs.hf_config is not None else None
+    priced = costs.options or spec.costs  # a calibrated profile's recipe filled in
     reserve = reserve_bytes(s, costs)
     if s.reserve_gib is None and costs.reserve_bytes is not None:
         notes.append(f"reserve: {reserve / GIB:.2f} GiB a GPU, what the calibrated profile's "
@@ -185,7 +186,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         gpus=s.gpus, global_batch=global_batch, tp=keys[0].tp, gpus_per_node=gpn,
         cost_keys=keys, overlap_param_gather=s.overlap_param_gather,
         fp8_param_gather=spec.costs.fp8_params,
-        fp8_amax_reduction=reduces_amax(spec.costs.recipe.value),
+        fp8_amax_reduction=reduces_amax(priced.recipe.value),
         schedules=tuple(schedules), virtual_stages=s.virtual_stages,
         micro_batch_sizes=sizes, pp=s.pp or None,
         shardings=shardings, recomputes=recomputes,
@@ -234,6 +235,9 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     if (result.plans and costs.shape is not None and costs.shape.moe and not costs.measured
             and costs.profile.calibration is None):
         result.notes.append(MOE_HOST_NOTE)
+    if (not costs.measured and priced.recipe is Fp8Recipe.BLOCKWISE
+            and any(k.precision is Precision.FP8 for k in keys)):
+        result.notes.append(BLOCKWISE_RATE_NOTE)
     c = spec.costs
     hf = c.hf_config.resolve() if c.hf_config is not None else costs.profile.model.hf_config
     def searched(values: list[int]) -> tuple[int, ...]:

@@ -24,6 +24,7 @@ from typing import Any
 from pptune.costmodel import context
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.layout import Dim, Layout
+from pptune.costmodel.precision import BLOCKWISE_RATE_NOTE
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.search import DP_INNER, PP_INNER, Plan
 from pptune.frameworks.common import express as ex
@@ -201,6 +202,8 @@ def _fp8(r: FlagReader, fields: dict[str, Any]) -> None:
     if recipe == "custom":
         ctx.unmodelled("megatron-unmodelled-flag",
                        "--fp8-recipe custom (a quantizer factory) is priced as per-tensor FP8")
+    if recipe == "blockwise":
+        ctx.note(f"--fp8-recipe blockwise: {BLOCKWISE_RATE_NOTE}")
     if (r.text("--transformer-impl") or "transformer_engine") == "local":
         ctx.refuse("megatron-fp8-te",
                    f"--fp8-format {fmt} with --transformer-impl local: FP8 runs through "
