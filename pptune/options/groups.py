@@ -359,6 +359,10 @@ class PlanSpace:
         None, "--reserve-gib", kind=FLOAT,
         help="memory kept back per GPU (context, NCCL, fragmentation) [default: 2, or what a "
         "calibrated --profile measured in the jobs' logs]")
+    max_memory: float | None = option(
+        None, "--max-memory", kind=FLOAT,
+        help="share of GPU memory a rank may use, its reserve included, e.g. 0.9 keeps a "
+        "tenth free [default: 1.0, the whole GPU]")
     blocking_send: bool = option(False, "--blocking-send", kind=BOOL,
                                  help="sends block the sender")
     pipeline_margin: float = option(

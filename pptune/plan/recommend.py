@@ -10,6 +10,7 @@ groups as resolved in the plan file's ``request`` (``PlanFileRequest``).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from pptune.costmodel.search import (
     search,
 )
 from pptune.costmodel.sharding import StateDtype, moment_bytes
+from pptune.costmodel.table import within_share
 from pptune.costs.dims import search_keys
 from pptune.costs.resolve import Costs, resolve
 from pptune.errors import BadInput
@@ -104,6 +106,8 @@ def check_spec(spec: RecommendSpec) -> None:
         limits.problem("--top", spec.top, 1, limits.MAX_TOP),
         None if s.reserve_gib is None else limits.problem(
             "--reserve-gib", s.reserve_gib, 0, limits.MAX_RESERVE_GIB),
+        None if s.max_memory is None else limits.problem(
+            "--max-memory", s.max_memory, 0, 1, lo_open=True, capped=False),
         limits.problem("--pipeline-margin", s.pipeline_margin, 0, 1, capped=False),
     )
     for tp in tps if not problems else ():
@@ -162,6 +166,8 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     if costs is None:
         costs = resolve(spec.costs, sizes=s.micro_batch_sizes, search=True,
                         gpus_per_node=s.gpus_per_node, gpus=s.gpus)
+    if s.max_memory is not None:
+        costs = within_memory(costs, s.max_memory)
     notes = [*costs.notes, f"costs: {costs.origin}"]
     table = costs.table
     gpn = s.gpus_per_node or (costs.gpu.gpus_per_node if costs.gpu is not None else 8)
@@ -261,6 +267,15 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
                         request, notes, costs.shape,
                         _times(costs.model_flops_per_token, global_batch * table.seq_len),
                         _peaks(costs), costs)
+
+
+def within_memory(costs: Costs, share: float) -> Costs:
+    """The costs with ``share`` of each GPU's memory to fill (--max-memory): every table
+    the search prices, each built once."""
+    inner = costs.tables
+    tables = None if inner is None else functools.cache(
+        lambda key: within_share(inner(key), share))
+    return replace(costs, table=within_share(costs.table, share), tables=tables)
 
 
 def _peaks(costs: Costs) -> dict[Precision, float] | float | None:
