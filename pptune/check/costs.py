@@ -28,7 +28,7 @@ from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.op_sac import OP_SAC, unpriced
 from pptune.costmodel.ops import Attention
-from pptune.costmodel.precision import Fp8Kernels, TorchaoRecipe, problems
+from pptune.costmodel.precision import Fp8Kernels, Fp8Recipe, TorchaoRecipe, problems
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.rates import Swiglu, WgradAccum
 from pptune.costmodel.search import CostTable
@@ -288,6 +288,8 @@ def layout_options(cfg: TrainingConfig) -> dict[str, Any]:
         out["fp8_kernels"] = Fp8Kernels(cfg.fp8_kernels)
     if cfg.fp8_kernels == "torchao" and cfg.fp8_recipe in {r.value for r in TorchaoRecipe}:
         out["torchao_recipe"] = TorchaoRecipe(cfg.fp8_recipe)  # torchtitan's recipe_name
+    elif cfg.fp8_kernels != "torchao" and cfg.fp8_recipe in {r.value for r in Fp8Recipe}:
+        out["fp8_recipe"] = Fp8Recipe(cfg.fp8_recipe)  # Transformer Engine's (Megatron-LM)
     if cfg.tp_comm_overlap:
         out["tp_comm_overlap"] = True
     return out

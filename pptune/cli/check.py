@@ -11,12 +11,12 @@ import typer
 
 from pptune import limits
 from pptune.cli.file_flags import env_option, size_option, size_problems
-from pptune.cli.options import Use, uses
+from pptune.cli.options import Use, option_for, uses
 from pptune.cli.util import out_console as _out
 from pptune.cli.util import say
 from pptune.errors import BadInput, PptuneError
 from pptune.files import dumps_json
-from pptune.options import CostOptions
+from pptune.options import CostOptions, PlanSpace
 
 CHECK_HELP = """CI sanity check of a training config: exit 0 when consistent and within
 limits, 1 with findings (including anything the framework itself would refuse),
@@ -58,7 +58,7 @@ def check_config(
     costs: CostOptions,
     max_bubble: float | None = typer.Option(None, "--max-bubble", help="bubble-rate limit (default 0.25 or the file's)"),
     max_slowdown: float | None = typer.Option(None, "--max-slowdown", help="step time limit vs the best plan (default 1.10)"),
-    max_memory: float | None = typer.Option(None, "--max-memory", help="share of GPU memory a rank may use, e.g. 0.9 keeps a tenth free (default 1.0 or the file's limits.memory_fraction)"),
+    max_memory: float | None = option_for(PlanSpace, "max_memory", "the file's limits.memory_fraction where it sets one"),
     no_compare: bool = typer.Option(False, "--no-compare", help="skip the search for a faster plan"),
     strict: bool = typer.Option(False, "--strict", help="warnings fail too; bubble and slowdown limits are errors"),
     framework_version: list[str] | None = typer.Option(

@@ -1,16 +1,14 @@
 """Per-layer costs from a model shape and a GPU spec, without hardware.
 
-Layers: ``embedding``, ``block0`` .. ``block{n-1}``, ``head`` (final norm,
-LM head and loss). The same structure ``pptune probe`` writes from
-measurements.
+Layers: ``embedding``, ``block0`` .. ``block{n-1}``, ``head`` (final norm, LM head and
+loss), the structure ``pptune probe`` writes from measurements.
 
-Compute: per-op costs (ops.py): every GEMM by a roofline with a
-shape-dependent efficiency, attention by the flash-attention cost (or the
-unfused GEMMs and softmax with ``flash_attention=False``), the elementwise
-ops by the bytes they move, a launch cost per kernel, and the tensor-
-parallel collectives inside the layer (two per block in forward and two in
-B, Shoeybi et al. 2019 sec. 3). F, B and W are each the sum of their own
-ops; W is the weight GEMMs only.
+Compute: per-op costs (ops.py): every GEMM by a roofline with a shape-dependent
+efficiency, attention by the flash-attention cost (or the unfused GEMMs and softmax with
+``flash_attention=False``), the elementwise ops by the bytes they move, a launch cost per
+kernel, and the tensor-parallel collectives inside the layer (two per block in forward
+and two in B, Shoeybi et al. 2019 sec. 3). F, B and W are each the sum of their own ops;
+W is the weight GEMMs only.
 
 FLOPs per token of a block's forward pass, for hidden h, heads a, KV heads
 g, head dim d = h/a, FFN f, sequence s (Narayanan et al. 2021, "Efficient
@@ -272,6 +270,7 @@ def analytic_layers(
     fp8_params: bool = False,
     wgrad_accum: WgradAccum = WgradAccum.BF16,
     torchao_recipe: precision.TorchaoRecipe = precision.TorchaoRecipe.TENSORWISE,
+    fp8_recipe: precision.Fp8Recipe = precision.Fp8Recipe.DELAYED,
 ) -> list[AnalyticLayer]:
     """Embedding, blocks (and MTP modules) and head with costs for each micro-batch size.
 
@@ -291,8 +290,9 @@ def analytic_layers(
     ``tp_comm_overlap`` and sequence parallelism are on, its ring exchange over
     ``tp_p2p`` (latency_s, bytes/s: a pairwise NVLink copy); ``cross_entropy``: the
     loss's kernels (loss.py); ``swiglu``: a gated MLP's activation kernels (rates.Swiglu);
-    ``fp8_kernels``, ``fp8_params``, ``torchao_recipe``: whose FP8 linears, FP8 weights,
-    torchao's scaling (precision.py); ``wgrad_accum``: rates.WgradAccum."""
+    ``fp8_kernels``, ``fp8_params``, ``torchao_recipe``, ``fp8_recipe``: whose FP8 linears,
+    FP8 weights, torchao's and Transformer Engine's scaling (precision.py);
+    ``wgrad_accum``: rates.WgradAccum."""
     if efficiency is not None and not 0 < efficiency <= 1:
         raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
     unknown = set(recompute_modules) - RECOMPUTE_MODULES
@@ -304,7 +304,7 @@ def analytic_layers(
     rates = Rates.of(gpu, efficiency)
     par = Parallel(tp, sequence_parallel, flash_attention, *tp_allreduce, tp_comm_overlap,
                    cp, cp_comm, cp_links, gemm_precision, tp_overlap, *tp_p2p, cross_entropy,
-                   swiglu, fp8_kernels, fp8_params, wgrad_accum, torchao_recipe)
+                   swiglu, fp8_kernels, fp8_params, wgrad_accum, torchao_recipe, fp8_recipe)
     s, h, v = m.seq_len // cp, m.hidden, m.vocab
     saved = par.saved_input_bytes
     redo_up = MLA_UP_PROJ in recompute_modules and m.mla

@@ -18,7 +18,11 @@ all-gathered over the tensor-parallel group; the up and output projections are
 column- and row-parallel over the heads. Core attention multiplies queries and
 keys of ``d_n + d_r`` and values of ``d_v`` per head: forward ``2 s^2 (d_n +
 d_r + d_v)`` FLOPs per head and sample, halved by the causal mask (the ``4 s^2
-d`` of ops.py when all three are d); backward 2.5x forward (ops.py).
+d`` of ops.py when all three are d); backward 2.5x forward (ops.py). Megatron-core
+hands core attention keys of ``d_n + d_r`` and values of ``d_v`` a head
+(``MLASelfAttention``: ``k_channels=self.q_head_dim``, ``v_channels=v_head_dim``),
+with context parallelism into Transformer Engine's exchange: those K and V, every
+head its own, are what the ranks pass (context.py prices it as for any attention).
 
 Saved for backward (2 bytes an element): the two latents and their normalised
 copies (the up projections' inputs), Q and K (``a (d_n + d_r) / t`` each), V
@@ -30,15 +34,16 @@ before the backward (output-discarding checkpointing).
 
 from __future__ import annotations
 
+from pptune.costmodel.context import AttentionRates, CpShape
 from pptune.costmodel.ops import (
     BF16_BYTES,
     BlockPart,
-    Kind,
     OpCost,
     Parallel,
     Phase,
     Rates,
     _split,
+    fused_attention_ops,
     gemm,
     grad_add,
     linear,
@@ -56,19 +61,17 @@ def _rep_tokens(m: ModelShape, b: int, par: Parallel) -> float:
 
 
 def mla_core_ops(m: ModelShape, b: int, rates: Rates, par: Parallel) -> list[OpCost]:
-    """Core attention of the local heads with MLA's head dimensions."""
-    if par.cp > 1:
-        raise ValueError("context parallelism with multi-head latent attention is not modelled")
+    """Core attention of the local heads with MLA's head dimensions; a fused kernel at the
+    GPU's flat attention share (presets.GpuSpec.with_attention_kernel), under context
+    parallelism with K of ``d_n + d_r`` and V of ``d_v`` a head exchanged (context.py)."""
     s, heads = m.seq_len, m.heads // par.tp
     dqk, dv = m.qk_nope_head_dim + m.qk_rope_head_dim, m.v_head_dim
     if par.flash_attention:
-        fwd_flops = 2.0 * s * s * (dqk + dv) * heads * b / 2  # causal: half the tiles
-        rate = rates.peak_flops * rates.attention_fraction
-        return [
-            OpCost("flash_attn", Phase.F, Kind.ATTENTION, fwd_flops, 0.0, fwd_flops / rate),
-            OpCost("flash_attn.bwd", Phase.B, Kind.ATTENTION, 2.5 * fwd_flops, 0.0,
-                   2.5 * fwd_flops / rate, kernels=3),
-        ]
+        shape = CpShape(s, dqk, heads, heads, b, dv)  # every head its own K and V
+        flat = AttentionRates(rates.peak_flops, rates.attention_fraction)
+        return fused_attention_ops(shape, flat, rates, par)
+    if par.cp > 1:
+        raise ValueError("context parallelism needs flash (fused) attention")
     bh = b * heads
     scores = float(s * s * bh)
     return [

@@ -8,12 +8,26 @@ Everything outside attention (GEMMs, norms, activations, the pipeline sends)
 sees ``s / cp`` tokens per rank, and so do the saved activations.
 
 Attention of one layer per rank, with ``c = s / (2 cp)`` tokens a chunk, head
-dim ``d``, ``a_l`` local query heads, ``g_l`` local KV heads, ``b`` sequences
-(2 bytes an element):
+dims ``d_k`` (queries and keys) and ``d_v`` (values), ``a_l`` local query heads,
+``g_l`` local KV heads, ``b`` sequences (2 bytes an element):
 
-- forward FLOPs ``4 s^2 d a_l b / 2 / cp`` (causal: half the score tiles,
-  Dao 2023), backward 2.5x forward (FlashAttention-2, sec. 4.1);
-- K and V of one rank: ``kv = 2 x b (s / cp) g_l d x 2`` bytes.
+- forward FLOPs ``2 s^2 (d_k + d_v) a_l b / 2 / cp`` (scores and the weighted
+  sum; causal: half the score tiles, Dao 2023), backward 2.5x forward
+  (FlashAttention-2, sec. 4.1); ``4 s^2 d a_l b / 2 / cp`` when ``d_k = d_v = d``;
+- K and V of one rank: ``kv = b (s / cp) g_l (d_k + d_v) x 2`` bytes; Q and dQ
+  are ``a_l d_k`` wide a token, the output ``a_l d_v``.
+
+``d_k = d_v`` but for multi-head latent attention (attention.py), whose keys
+after the up-projection are ``qk_nope_head_dim + qk_rope_head_dim`` wide a head
+and its values ``v_head_dim`` (megatron-core 0.16.1
+megatron/core/transformer/multi_latent_attention.py ``MLASelfAttention``:
+``k_channels=self.q_head_dim, v_channels=self.config.v_head_dim`` into
+``TEDotProductAttention``). Transformer Engine's ring sends them flattened into
+one buffer, K then V (v2.10 ``AttnFuncWithCPAndKVP2P.forward``:
+``torch.cat((k.view(-1), v.view(-1)))``), so a hop carries exactly ``kv``; it
+runs MLA under ``p2p`` and ``a2a+p2p`` only (v2.5 to v2.14
+``attn_forward_func_with_cp``: "Context parallelism does not support MLA with
+cp_comm_type"; costs/dims.py and the Megatron-LM rule refuse the others).
 
 The algorithms (Megatron-LM ``--cp-comm-type``; Transformer Engine
 ``attention.py`` ``AttnFuncWithCPAndKVP2P`` / ``...KVAllGather`` /
@@ -29,10 +43,11 @@ The algorithms (Megatron-LM ``--cp-comm-type``; Transformer Engine
               returns the gradients to their owner (one more kv hop).
               Around the kernels (Transformer Engine v1.13 ``AttnFuncWithCPAndKVP2P``,
               BF16): forward concatenates K and V into the send buffer (read
-              and write kv), zeroes the output (q bytes) and merges every
-              step's partial output into it by its softmax statistics
-              (``flash_attn_fwd_out_correction``: read both, write one, 3 q a
-              step); backward adds every step's dQ into dQ (3 q a step) and
+              and write kv), zeroes the output (o bytes, the rank's output)
+              and merges every step's partial output into it by its softmax
+              statistics (``flash_attn_fwd_out_correction``: read both, write
+              one, 3 o a step); backward adds every step's dQ into dQ (3 q a
+              step, q the rank's Q bytes) and
               concatenates dK, dV (2 kv) and adds them into the travelling
               gradient buffer (3 kv) a step. The slowest rank merges whole
               blocks every step, so ``cp`` steps of each are priced.
@@ -83,6 +98,14 @@ class CpComm(str, Enum):
     ALL_GATHER = "all-gather"
     A2A = "a2a"
     A2A_P2P = "a2a+p2p"
+
+
+# the exchanges Transformer Engine refuses for keys and values of different widths
+# (multi-head latent attention): v2.5 to v2.14 attn_forward_func_with_cp asserts
+# ``not enable_mla or cp_comm_type in ["p2p", "a2a+p2p"]`` ("Context parallelism does not
+# support MLA with cp_comm_type=..."); megatron-core 0.16.1 pins transformer-engine
+# >=2.9,<2.12 (its pyproject.toml)
+MLA_REFUSED = (CpComm.A2A, CpComm.ALL_GATHER)
 
 
 @dataclass(frozen=True)
@@ -163,10 +186,32 @@ class CpShape:
     """The attention of one layer as context parallelism sees it."""
 
     seq_len: int
-    head_dim: int
+    head_dim: int  # of the queries and keys (d_k)
     heads: int  # query heads on this tensor-parallel rank
     kv_heads: int  # key/value heads on this tensor-parallel rank
     micro_batch: int
+    v_head_dim: int = 0  # of the values (d_v); 0: head_dim (module docstring)
+
+    @property
+    def dv(self) -> int:
+        return self.v_head_dim or self.head_dim
+
+    def causal_flops(self) -> float:
+        """The layer's causal forward FLOPs over the whole sequence (module docstring)."""
+        s = self.seq_len
+        return 2.0 * s * s * (self.head_dim + self.dv) * self.heads * self.micro_batch / 2
+
+    def kv_bytes(self, tokens: float) -> float:
+        """K and V of ``tokens`` tokens, BF16."""
+        return tokens * self.kv_heads * (self.head_dim + self.dv) * BF16_BYTES
+
+    def q_bytes(self, tokens: float) -> float:
+        """Q (and dQ) of ``tokens`` tokens, BF16."""
+        return tokens * self.heads * self.head_dim * BF16_BYTES
+
+    def out_bytes(self, tokens: float) -> float:
+        """The attention output of ``tokens`` tokens, BF16."""
+        return tokens * self.heads * self.dv * BF16_BYTES
 
 
 def problems(seq_len: int, heads: int, kv_heads: int, cp: int, comm: CpComm,
@@ -212,15 +257,14 @@ def hierarchical_sizes(cp: int, group: Group, heads: int, kv_heads: int) -> tupl
 
 
 def _p2p(shape: CpShape, cp: int, rates: AttentionRates, hop: Link) -> CpAttention:
-    s, d, b = shape.seq_len, shape.head_dim, shape.micro_batch
-    total = 4.0 * s * s * d * shape.heads * b / 2  # causal forward FLOPs of the layer
-    mine = total / cp
+    s, b = shape.seq_len, shape.micro_batch
+    mine = shape.causal_flops() / cp
     step_flops = mine / cp
     seq = s / cp  # the two local chunks
     diag = step_flops / rates.rate(seq, causal=True)
     off = step_flops / rates.rate(seq, causal=False)
     steps_s = [diag] + [off] * (cp - 1)
-    kv = 2.0 * b * (s / cp) * shape.kv_heads * d * BF16_BYTES
+    kv = shape.kv_bytes(b * s / cp)
     fwd_hop = hop.time_s(kv) if cp > 1 else 0.0
     bwd_hop = hop.time_s(2 * kv) if cp > 1 else 0.0
     fwd_comm = sum(max(0.0, fwd_hop - t) for t in steps_s[:-1])
@@ -228,8 +272,9 @@ def _p2p(shape: CpShape, cp: int, rates: AttentionRates, hop: Link) -> CpAttenti
     if cp > 1:
         bwd_comm += hop.time_s(kv)  # the gradients' last hop home
     fwd_s = sum(steps_s)
-    q_bytes = BF16_BYTES * b * (s / cp) * shape.heads * d  # this rank's Q (and O, dQ)
-    merge_f = cp * 3 * q_bytes + q_bytes + 2 * kv if cp > 1 else 0.0
+    q_bytes = shape.q_bytes(b * s / cp)  # this rank's Q (and dQ)
+    o_bytes = shape.out_bytes(b * s / cp)  # and its output
+    merge_f = cp * 3 * o_bytes + o_bytes + 2 * kv if cp > 1 else 0.0
     merge_b = cp * (3 * q_bytes + 5 * kv) if cp > 1 else 0.0
     return CpAttention(mine, fwd_s, fwd_comm, BWD_OVER_FWD * mine, BWD_OVER_FWD * fwd_s,
                        bwd_comm, (cp - 1) * kv, (cp - 1) * 2 * kv + (kv if cp > 1 else 0.0),
@@ -237,10 +282,10 @@ def _p2p(shape: CpShape, cp: int, rates: AttentionRates, hop: Link) -> CpAttenti
 
 
 def _all_gather(shape: CpShape, cp: int, rates: AttentionRates, links: CpLinks) -> CpAttention:
-    s, d, b = shape.seq_len, shape.head_dim, shape.micro_batch
-    mine = 4.0 * s * s * d * shape.heads * b / 2 / cp
+    s, b = shape.seq_len, shape.micro_batch
+    mine = shape.causal_flops() / cp
     fwd_s = mine / rates.rate(s / cp, causal=True)
-    kv = 2.0 * b * (s / cp) * shape.kv_heads * d * BF16_BYTES
+    kv = shape.kv_bytes(b * s / cp)
     full = cp * kv  # the gathered array
     gather = collective_s(Collective.ALL_GATHER, full, links.group, links.fabric)
     scatter = collective_s(Collective.REDUCE_SCATTER, full, links.group, links.fabric)
@@ -250,12 +295,12 @@ def _all_gather(shape: CpShape, cp: int, rates: AttentionRates, links: CpLinks) 
 
 
 def _a2a(shape: CpShape, cp: int, rates: AttentionRates, links: CpLinks) -> CpAttention:
-    s, d, b = shape.seq_len, shape.head_dim, shape.micro_batch
-    mine = 4.0 * s * s * d * shape.heads * b / 2 / cp
+    s, b = shape.seq_len, shape.micro_batch
+    mine = shape.causal_flops() / cp
     fwd_s = mine / rates.rate(s, causal=True)
     tokens = b * s / cp
-    qkv = tokens * (shape.heads + 2 * shape.kv_heads) * d * BF16_BYTES
-    out = tokens * shape.heads * d * BF16_BYTES
+    qkv = shape.q_bytes(tokens) + shape.kv_bytes(tokens)
+    out = shape.out_bytes(tokens)
     near = links.hop(True)
     far = links.hop(False)
     t_qkv = all_to_all_s(qkv, links.group, near, far)
@@ -277,12 +322,11 @@ def _hierarchical(shape: CpShape, cp: int, rates: AttentionRates, links: CpLinks
     in_group = Group(inner, inner, 1)
     inner_links = CpLinks(in_group, links.fabric, links.latency_intra_s, links.latency_inter_s)
     heads = CpShape(shape.seq_len, shape.head_dim, shape.heads // inner,
-                    max(1, shape.kv_heads // inner), shape.micro_batch)
+                    max(1, shape.kv_heads // inner), shape.micro_batch, shape.v_head_dim)
     ring = _p2p(heads, outer, rates, hop)
-    s, d, b = shape.seq_len, shape.head_dim, shape.micro_batch
-    tokens = b * s / cp
-    qkv = tokens * (shape.heads + 2 * shape.kv_heads) * d * BF16_BYTES
-    out = tokens * shape.heads * d * BF16_BYTES
+    tokens = shape.micro_batch * shape.seq_len / cp
+    qkv = shape.q_bytes(tokens) + shape.kv_bytes(tokens)
+    out = shape.out_bytes(tokens)
     a2a = (all_to_all_s(qkv, in_group, inner_links.hop(True), inner_links.hop(False))
            + all_to_all_s(out, in_group, inner_links.hop(True), inner_links.hop(False)))
     share = (inner - 1) / inner * (qkv + out)

@@ -112,6 +112,7 @@ class StageLayout:
     # MTP modules' copies of it (shared_embedding)
     embedding: list[float] = field(default_factory=list)
     mtp_copies: list[int] = field(default_factory=list)
+    dispatch_buffer_bytes: float = 0.0  # on a device with an expert layer (CostTable's)
 
 
 def _both(a: ShardComm, b: ShardComm) -> ShardComm:
@@ -206,7 +207,7 @@ def _stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLa
         mtp_copies = [mtp_copies[c] for c in chunk_of]
     device_of = list(stage_devices(spec.schedule, spec.pp, len(chunk_of)))
     return StageLayout(stages, comm, params, largest, device_of, experts, cache, embedding,
-                       mtp_copies)
+                       mtp_copies, table.dispatch_buffer_bytes)
 
 
 def device_memory(
@@ -244,9 +245,8 @@ def device_memory(
                          + cache[d]),
             working_bytes=req.working(spec.sharding, reshard, params[d], largest[d]),
             activation_bytes=activation_bytes[d] + rerun[d],
-            p2p_bytes=p2p[d],
-            reserve_bytes=req.reserve_bytes,
-            fp8_copies_bytes=cache[d],
+            p2p_bytes=p2p[d], reserve_bytes=req.reserve_bytes, fp8_copies_bytes=cache[d],
+            dispatch_buffer_bytes=lay.dispatch_buffer_bytes if experts[d] else 0.0,
         )
         for d in range(p)
     ]

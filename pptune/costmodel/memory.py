@@ -12,6 +12,11 @@
   the head's saved activations (analytic.py).
 - p2p buffers: on each stage boundary a device holds one received tensor
   (activation or gradient) and one it is sending, ``out_bytes`` each.
+- Dispatch buffers: what a MoE dispatcher allocates once and keeps, on every
+  GPU holding an expert layer: DeepEP's NVLink and RDMA buffers and workspace
+  (deepep.py). NCCL's all-to-all (the alltoall dispatcher) allocates its
+  outputs per call, saved as the layer's activations where the backward keeps
+  them, and its connection buffers are NCCL's, in the reserve.
 - Reserve: a stated allowance per GPU for the CUDA context, NCCL buffers and
   allocator fragmentation (``--reserve-gib``, 2 GiB by default; an
   assumption, not a measurement).
@@ -198,11 +203,12 @@ class DeviceMemory:
     # of state_bytes: the FP8 weight copies Transformer Engine caches for the step
     # (costs/fp8_cache.py), whatever the sharding
     fp8_copies_bytes: float = 0.0
+    dispatch_buffer_bytes: float = 0.0  # the MoE dispatcher's own (module docstring)
 
     @property
     def total_bytes(self) -> float:
         return (self.state_bytes + self.working_bytes + self.activation_bytes
-                + self.p2p_bytes + self.reserve_bytes)
+                + self.p2p_bytes + self.reserve_bytes + self.dispatch_buffer_bytes)
 
 
 def p2p_buffer_bytes(

@@ -199,6 +199,7 @@ def moe_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     # the router stays BF16 (DeepSeek-V3 report sec. 3.3.1: gating in BF16); its gradient
     # is added into a main_grad unfused, the experts' as par.wgrad_accum says (one each)
     fp8 = experts_parallel(par, ex).fp8  # the routed experts' GEMMs and casts
+    per = par.cast_bytes  # a cast's bytes an element (more under block scaling)
     accum, fc1_n = par.wgrad_accum, f_loc * (2 if m.gated_mlp else 1)
     fc1 = expert_linear("expert_fc1", m_tok, h, fc1_n, n_local, rates, ex.grouped_gemm,
                         fp8, accum)
@@ -216,12 +217,13 @@ def moe_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     fp8_dispatch = ex.dispatch_bytes < BF16_BYTES
     # FP8 casts of the expert GEMMs' inputs and output gradients (ops.fp8_casts): an
     # FP8 dispatch casts its copies before they leave, else fc1 casts the rows it gets
-    cast_in = (fp8_casts("dispatch", Phase.F, math.ceil(copies), [h], rates, fp8)
+    cast_in = (fp8_casts("dispatch", Phase.F, math.ceil(copies), [h], rates, fp8, per)
                if fp8_dispatch else [])
-    cast_fc1 = [] if fp8_dispatch else fp8_casts("expert_fc1", Phase.F, r_int, [h], rates, fp8)
-    cast_fc2 = fp8_casts("expert_fc2", Phase.F, r_int, [f_loc], rates, fp8)
+    cast_fc1 = [] if fp8_dispatch else fp8_casts("expert_fc1", Phase.F, r_int, [h], rates,
+                                                 fp8, per)
+    cast_fc2 = fp8_casts("expert_fc2", Phase.F, r_int, [f_loc], rates, fp8, per)
     cast_grads = fp8_casts("expert", Phase.B, r_int,
-                           [h, f_loc * (2 if m.gated_mlp else 1)], rates, fp8)
+                           [h, f_loc * (2 if m.gated_mlp else 1)], rates, fp8, per)
     into, out_of, out_bwd, into_bwd = route(m, t_loc, rows, n_local, rates, ex, cast_in)
     fwd = [
         router[0], memory("router_topk", Phase.F, scores_f, rates, kernels=3), *into, *cast_fc1,

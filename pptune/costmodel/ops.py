@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from pptune.costmodel import context, precision
-from pptune.costmodel.context import CpShape
+from pptune.costmodel.context import AttentionRates, CpShape
 from pptune.costmodel.kernels import BF16_BYTES as BF16_BYTES
 from pptune.costmodel.kernels import GEMM_TILES as GEMM_TILES
 from pptune.costmodel.kernels import Kind as Kind
@@ -111,24 +111,7 @@ def attention_ops(m: ModelShape, b: int, rates: Rates, par: Parallel,
         ]
     if par.flash_attention:
         shape = CpShape(s, d, heads, max(1, m.kv_heads // par.tp), b)
-        att = context.attention(shape, par.cp, par.cp_comm, rates.attention(), par.cp_links)
-        ops = [
-            OpCost("flash_attn", Phase.F, Kind.ATTENTION, att.fwd_flops, 0.0, att.fwd_compute_s,
-                   kernels=att.steps),
-            OpCost("flash_attn.bwd", Phase.B, Kind.ATTENTION, att.bwd_flops, 0.0,
-                   att.bwd_compute_s, kernels=3 * att.steps),
-        ]
-        if par.cp > 1:
-            ops.insert(1, OpCost("cp_kv", Phase.F, Kind.COMM, 0.0, att.fwd_bytes,
-                                 att.fwd_comm_s, 0))
-            ops.append(OpCost("cp_kv.bwd", Phase.B, Kind.COMM, 0.0, att.bwd_bytes,
-                              att.bwd_comm_s, 0))
-            if att.fwd_merge_bytes:
-                ops.insert(2, memory("cp_merge", Phase.F, att.fwd_merge_bytes, rates,
-                                     kernels=par.cp + 2))
-                ops.append(memory("cp_merge.bwd", Phase.B, att.bwd_merge_bytes, rates,
-                                  kernels=3 * par.cp))
-        return ops
+        return fused_attention_ops(shape, rates.attention(), rates, par)
     if par.cp > 1:
         raise ValueError("context parallelism needs flash (fused) attention")
     bh = b * heads
@@ -147,6 +130,31 @@ def attention_ops(m: ModelShape, b: int, rates: Rates, par: Parallel,
     if drop:
         ops.insert(2, memory("attn_dropout", Phase.F, (2 * BF16_BYTES + 1) * scores, rates))
         ops.insert(6, memory("attn_dropout.bwd", Phase.B, (2 * BF16_BYTES + 1) * scores, rates))
+    return ops
+
+
+def fused_attention_ops(shape: CpShape, att_rates: AttentionRates, rates: Rates,
+                        par: Parallel) -> list[OpCost]:
+    """A fused (flash or cuDNN) attention kernel of this rank's heads, forward and
+    backward, at ``att_rates``; under context parallelism (``par.cp`` > 1) with its K/V
+    exchange and the ring's merge kernels (context.py)."""
+    att = context.attention(shape, par.cp, par.cp_comm, att_rates, par.cp_links)
+    ops = [
+        OpCost("flash_attn", Phase.F, Kind.ATTENTION, att.fwd_flops, 0.0, att.fwd_compute_s,
+               kernels=att.steps),
+        OpCost("flash_attn.bwd", Phase.B, Kind.ATTENTION, att.bwd_flops, 0.0,
+               att.bwd_compute_s, kernels=3 * att.steps),
+    ]
+    if par.cp > 1:
+        ops.insert(1, OpCost("cp_kv", Phase.F, Kind.COMM, 0.0, att.fwd_bytes,
+                             att.fwd_comm_s, 0))
+        ops.append(OpCost("cp_kv.bwd", Phase.B, Kind.COMM, 0.0, att.bwd_bytes,
+                          att.bwd_comm_s, 0))
+        if att.fwd_merge_bytes:
+            ops.insert(2, memory("cp_merge", Phase.F, att.fwd_merge_bytes, rates,
+                                 kernels=par.cp + 2))
+            ops.append(memory("cp_merge.bwd", Phase.B, att.bwd_merge_bytes, rates,
+                              kernels=3 * par.cp))
     return ops
 
 
@@ -269,7 +277,7 @@ def norm_reruns(m: ModelShape, b: int, rates: Rates, par: Parallel,
         te = par.fp8_kernels is precision.Fp8Kernels.TE
         out += [memory("norm1.recompute", Phase.B, 4 * m.hidden * rep, rates),
                 *fp8_casts("norm1.recompute", Phase.B, tokens, [m.hidden], rates,
-                           par.fp8 and te)]
+                           par.fp8 and te, par.cast_bytes)]
     if not kept[1]:
         out.append(memory("norm2.recompute", Phase.B, 4 * m.hidden * rep, rates))
     return out
@@ -284,8 +292,9 @@ def linear_casts(name: str, tokens: int, linears: list[tuple[int, int]], rates: 
     if par.fp8 and par.fp8_kernels is precision.Fp8Kernels.TORCHAO:
         return torchao_casts(name, tokens, linears, rates, par.fp8_params, par.torchao_recipe)
     return (fp8_casts(f"{name}_out" if name == "attn" else f"{name}_down", Phase.F, tokens,
-                      [linears[1][0]], rates, par.fp8),
-            fp8_casts(name, Phase.B, tokens, [n for _, n in reversed(linears)], rates, par.fp8))
+                      [linears[1][0]], rates, par.fp8, par.cast_bytes),
+            fp8_casts(name, Phase.B, tokens, [n for _, n in reversed(linears)], rates, par.fp8,
+                      par.cast_bytes))
 
 
 def torchao_casts(name: str, tokens: int, linears: list[tuple[int, int]], rates: Rates,
@@ -310,12 +319,14 @@ def torchao_casts(name: str, tokens: int, linears: list[tuple[int, int]], rates:
 
 
 def fp8_casts(name: str, phase: Phase, tokens: int, widths: list[int], rates: Rates,
-              fp8: bool) -> list[OpCost]:
-    """Transformer Engine's FP8 cast-transposes (precision.py): forward, the inputs no norm
+              fp8: bool, per_element: float = precision.CAST_BYTES_PER_ELEMENT
+              ) -> list[OpCost]:
+    """Transformer Engine's FP8 cast-transposes (precision.py), ``per_element`` bytes an
+    element (Parallel.cast_bytes: more under block scaling): forward, the inputs no norm
     writes in FP8 (attention output, second MLP GEMM); backward, every GEMM's output grad."""
     if not fp8:
         return []
-    per = precision.CAST_BYTES_PER_ELEMENT * tokens
+    per = per_element * tokens
     return [memory(f"fp8_cast.{name}" + (".bwd" if phase is Phase.B else ""), phase,
                    per * sum(widths), rates, kernels=len(widths))]
 

@@ -41,6 +41,30 @@ Memory that FP8 really costs:
 - the distributed optimizer / FSDP all-gather FP8 parameters (1 byte) when
   the parameters are FP8, BF16 (2) otherwise.
 
+Block scaling (``Fp8Recipe.BLOCKWISE``: Megatron-LM ``--fp8-recipe blockwise``,
+Transformer Engine's ``Float8BlockScaling``; DeepSeek-V3 report sec. 3.3.1): one
+FP32 scale for each 1 x 128 tile of an activation or gradient and each 128 x 128
+block of a weight (the recipe's ``x_block_scaling_dim = 1``, ``w_block_scaling_dim =
+2``, ``grad_block_scaling_dim = 1``; "The scaling factors are float32 containers",
+transformer_engine/common/recipe/__init__.py v2.10; ``Float8BlockQuantizer.
+get_scale_shape`` pads a scale tensor's inner dimension to a multiple of 4, left out
+here). Both copies a cast
+writes (the row-wise one and the column-wise one, each quantised from the BF16
+tensor) carry their own scales, so:
+
+- a cast moves ``4 + 2 x 4/128`` bytes an element (the same reads and FP8 writes,
+  and two scale vectors); an FP8 GEMM input is saved, and all-gathered by the
+  tensor-parallel overlap, at ``1 + 4/128`` bytes an element;
+- a cached FP8 weight and its transpose hold ``2 + 2 x 4/128^2`` bytes a parameter
+  (the optimizer's FP8 all-gather of ``--fp8-param-gather`` moves 1 a parameter; its
+  128 x 128 scales, 1/4096 of a byte a parameter, are left out);
+- its scales are each tile's own: no amax reduction over the stage (amax.py);
+- its GEMMs run at tensorwise FP8's rate: no published throughput of Hopper's
+  block-scaled FP8 GEMMs (cuBLAS 12.9's ``VEC128_32F`` / ``BLK128x128_32F`` scale
+  modes, which Transformer Engine calls: transformer_engine/common/gemm/
+  cublaslt_gemm.cu v2.10) is found to price them by, and the
+  recommend and check-config output says so (``BLOCKWISE_RATE_NOTE``).
+
 That is Transformer Engine's FP8 (Megatron-LM, NeMo; ``Fp8Kernels.TE``). torchao's
 float8 training (torchtitan's ``quantize.linear.float8``, ``Fp8Kernels.TORCHAO``)
 casts each weight on every use and keeps no copy, and saves the BF16 input and
@@ -92,8 +116,8 @@ class Fp8Recipe(str, Enum):
     """How an FP8 plan's scales are chosen (Transformer Engine's recipes, Megatron-LM
     ``--fp8-recipe``). ``delayed``: from an amax history, the amaxes all-reduced over the
     stage's ranks after every chunk pass (amax.py); ``tensorwise``: each tensor's own
-    amax (current scaling); ``blockwise``: 1 x 128 / 128 x 128 block scales, priced as
-    tensorwise (its extra casts and block-scaled GEMM rates are not modelled)."""
+    amax (current scaling); ``blockwise``: 1 x 128 / 128 x 128 block scales, their bytes
+    priced, its GEMMs at tensorwise's rate (module docstring)."""
 
     DELAYED = "delayed"
     TENSORWISE = "tensorwise"
@@ -116,6 +140,21 @@ class TorchaoRecipe(str, Enum):
 
 
 CAST_BYTES_PER_ELEMENT = 4.0  # read BF16 (2), write FP8 and its transpose (1 + 1)
+# Block scaling (module docstring): an FP32 scale (4 bytes) for each 128 elements of an
+# activation or gradient tile, each 128 x 128 of a weight (Float8BlockScaling)
+SCALE_BYTES = 4
+SCALE_BLOCK = 128
+# what recommend and check-config say of a blockwise plan's GEMMs; the figures quoted are
+# NVIDIA/TransformerEngine docs/examples/gemm_profiling/gemm_profiling.rst, "Worked Example:
+# 5B Model on H200" (autocast mode: each GEMM with its quantization; FP8 block 1.40x, FP8
+# current 1.58x, FP8 delayed 1.69x over BF16), a model's whole-layer GEMM times, not a
+# kernel rate pptune could price by
+BLOCKWISE_RATE_NOTE = (
+    "blockwise FP8 priced at tensorwise FP8's GEMM rate (its 1 x 128 and 128 x 128 scales' "
+    "bytes added, no amax reduction): no published throughput of Hopper's block-scaled FP8 "
+    "GEMMs (cuBLAS 12.9, which Transformer Engine calls) to price them by; Transformer "
+    "Engine's GEMM profiling guide measured block scaling's GEMMs with their casts at 1.40x "
+    "BF16's speed, current scaling's at 1.58x (H200 NVL), so the step may be optimistic")
 # torchao's float8 casts of one linear as its own roofline counts them (pytorch/ao
 # torchao/testing/training/roofline_utils.py, v0.16.0 as @ 0598012,
 # get_tensor_memory_traffic_ovhd_s, the abs-max of an input or output gradient fused
@@ -161,29 +200,49 @@ def gemm_peak(precision: Precision, gpu: GpuSpec) -> tuple[float, float]:
     return gpu.peak_flops, gpu.gemm_fraction
 
 
-def gemm_input_bytes(precision: Precision) -> float:
-    """Bytes a GEMM input element occupies (and is saved as) under ``precision``."""
+def blockwise(precision: Precision, recipe: Fp8Recipe) -> bool:
+    """FP8 GEMMs under block scaling (MXFP8 keeps its own 32-element scales)."""
+    return precision is Precision.FP8 and recipe is Fp8Recipe.BLOCKWISE
+
+
+def gemm_input_bytes(precision: Precision, recipe: Fp8Recipe = Fp8Recipe.DELAYED) -> float:
+    """Bytes a GEMM input element occupies (and is saved as) under ``precision``; block
+    scaling adds its tile's FP32 scale (module docstring)."""
     if precision is Precision.MXFP8:
         return 1.0 + 1.0 / MX_BLOCK
+    if blockwise(precision, recipe):
+        return 1.0 + SCALE_BYTES / SCALE_BLOCK
     return 1.0 if is_low(precision) else 2.0
 
 
+def cast_bytes_per_element(recipe: Fp8Recipe = Fp8Recipe.DELAYED) -> float:
+    """HBM bytes Transformer Engine's FP8 cast moves an element: read BF16, write the FP8
+    tensor and its transpose, and under block scaling each copy's tile scales."""
+    scales = 2.0 * SCALE_BYTES / SCALE_BLOCK if recipe is Fp8Recipe.BLOCKWISE else 0.0
+    return CAST_BYTES_PER_ELEMENT + scales
+
+
 def weight_cache_bytes_per_param(precision: Precision, fp8_params: bool = False,
-                                 kernels: Fp8Kernels = Fp8Kernels.TE) -> float:
+                                 kernels: Fp8Kernels = Fp8Kernels.TE,
+                                 recipe: Fp8Recipe = Fp8Recipe.DELAYED) -> float:
     """Bytes a GEMM weight parameter holds all step beyond its BF16 training state."""
     if not is_low(precision) or kernels is Fp8Kernels.TORCHAO:
         return 0.0
     scales = 2.0 / MX_BLOCK if precision is Precision.MXFP8 else 0.0
+    if blockwise(precision, recipe):  # a 128 x 128 block's scale, each copy
+        scales = 2.0 * SCALE_BYTES / SCALE_BLOCK**2
     copies = 2.0 + scales  # the FP8 copy and its transpose (row- and column-wise)
     return copies - 2.0 if fp8_params else copies  # FP8 params replace the BF16 weight
 
 
-def saved_input_bytes(precision: Precision, kernels: Fp8Kernels = Fp8Kernels.TE) -> float:
+def saved_input_bytes(precision: Precision, kernels: Fp8Kernels = Fp8Kernels.TE,
+                      recipe: Fp8Recipe = Fp8Recipe.DELAYED) -> float:
     """Bytes a GEMM input element is saved as for the backward: its FP8 cast under
     Transformer Engine's FP8, the BF16 input under torchao's float8."""
-    return 2.0 if kernels is Fp8Kernels.TORCHAO else gemm_input_bytes(precision)
+    return 2.0 if kernels is Fp8Kernels.TORCHAO else gemm_input_bytes(precision, recipe)
 
 
 def param_gather_bytes(precision: Precision, fp8_params: bool = False) -> float:
-    """Bytes a parameter moves in the optimizer's / FSDP's all-gather."""
+    """Bytes a parameter moves in the optimizer's / FSDP's all-gather (block scaling's
+    weight scales left out: module docstring)."""
     return gemm_input_bytes(precision) if (fp8_params and is_low(precision)) else 2.0

@@ -13,7 +13,7 @@ from pptune.costmodel import precision
 from pptune.costmodel.context import AttentionRates, CpComm, CpLinks
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.loss import CrossEntropy
-from pptune.costmodel.precision import Fp8Kernels, TorchaoRecipe
+from pptune.costmodel.precision import Fp8Kernels, Fp8Recipe, TorchaoRecipe
 from pptune.costmodel.presets import GpuSpec
 from pptune.costmodel.sharding import MEGATRON_GRAD_BYTES as MAIN_GRAD_BYTES
 from pptune.costmodel.tp_overlap import TpOverlap
@@ -142,11 +142,23 @@ class Parallel:
     fp8_params: bool = False  # FP8 weights handed to the linears (no weight casts in them)
     wgrad_accum: WgradAccum = WgradAccum.BF16  # where weight gradients go (WgradAccum)
     torchao_recipe: TorchaoRecipe = TorchaoRecipe.TENSORWISE  # torchao's scaling (precision.py)
+    # Transformer Engine's scaling recipe (precision.py: block scaling's scales)
+    fp8_recipe: Fp8Recipe = Fp8Recipe.DELAYED
 
     @property
     def saved_input_bytes(self) -> float:
         """Bytes a GEMM input element is saved as (precision.saved_input_bytes)."""
-        return precision.saved_input_bytes(self.precision, self.fp8_kernels)
+        return precision.saved_input_bytes(self.precision, self.fp8_kernels, self.fp8_recipe)
+
+    @property
+    def gemm_input_bytes(self) -> float:
+        """Bytes an FP8 GEMM's input element occupies (precision.gemm_input_bytes)."""
+        return precision.gemm_input_bytes(self.precision, self.fp8_recipe)
+
+    @property
+    def cast_bytes(self) -> float:
+        """Bytes an FP8 cast moves an element (precision.cast_bytes_per_element)."""
+        return precision.cast_bytes_per_element(self.fp8_recipe)
 
     @property
     def fp8(self) -> bool:

@@ -155,7 +155,8 @@ def min_bottleneck_within_memory(
     largest = cache.sums[("largest",)][0]
     out = max(c.out_bytes[:-1]) if len(c.out_bytes) > 1 else 0.0
     # a device's memory shared evenly by its chunks, less its fixed working copies
-    budget = (table.memory_bytes - req.reserve_bytes - fixed * largest) / v
+    budget = (table.memory_bytes - req.reserve_bytes - table.dispatch_buffer_bytes
+              - fixed * largest) / v
     experts = bool(table.expert_param_bytes)
     # one stage holds a tied head and the embedding: their matrix once (table.py)
     tied = table.tied_param_bytes / table.param_dtype_bytes * per_param if n_stages == 1 else 0.0

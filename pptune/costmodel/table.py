@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -109,6 +110,9 @@ class CostTable:
     # the share of the SMs the MoE dispatch kernels hold while they run beside compute
     # (DeepEP's, dispatch.DEEPEP_SMS); None: one NCCL collective's (fabric.sm_share)
     a2a_sm_share: float | None = None
+    # bytes the MoE dispatcher holds all step on each rank with an expert layer (DeepEP's
+    # buffers, deepep.py); 0: none beyond the reserve (NCCL's all-to-all, allgather)
+    dispatch_buffer_bytes: float = 0.0
     # bytes of the last layer's param_bytes that are the first's too (an LM head tied to
     # the embedding): held once by a stage with both (one stage: no pipeline); a pipeline
     # keeps a copy on its last stage (megatron-core LanguageModule
@@ -212,3 +216,12 @@ def built_params(table: CostTable, tp: int = 1, ep: int = 1, etp: int = 1) -> li
     scale = ep * etp / tp
     return [(b - e + e * scale) / table.param_dtype_bytes
             for b, e in zip(table.param_bytes, experts, strict=True)]
+
+
+def within_share(table: CostTable, share: float) -> CostTable:
+    """The table with ``share`` of its GPU's memory to fill (``--max-memory``), its
+    module-recomputed twin too: every memory check of a plan is against it."""
+    twin = table.modules_table
+    return dataclasses.replace(
+        table, memory_bytes=table.memory_bytes * share,
+        modules_table=None if twin is None else within_share(twin, share))

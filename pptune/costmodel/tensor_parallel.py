@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pptune.costmodel import precision, tp_overlap
+from pptune.costmodel import tp_overlap
 from pptune.costmodel.kernels import (
     BF16_BYTES,
     Kind,
@@ -83,7 +83,7 @@ def tp_pair(name: str, col: str, row: str, tokens: int, h: int, col_n: int, row_
     cfg = par.tp_overlap or tp_overlap.TpOverlap()
     c = {"attn": (cfg.qkv_fprop, cfg.proj_fprop, cfg.proj_dgrad, cfg.qkv_dgrad, cfg.qkv_wgrad),
          "mlp": (cfg.fc1_fprop, cfg.fc2_fprop, cfg.fc2_dgrad, cfg.fc1_dgrad, cfg.fc1_wgrad)}[kind]
-    gathered = precision.gemm_input_bytes(par.precision) * tokens * h  # FP8 buffers: 1 byte
+    gathered = par.gemm_input_bytes * tokens * h  # FP8 buffers: 1 byte (and block scales)
 
     def g(phase: Phase) -> tp_overlap.GemmTime:
         out = accum.out_bytes if phase is Phase.W else BF16_BYTES

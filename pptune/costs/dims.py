@@ -177,8 +177,8 @@ def cp_problem(shape: ModelShape, cp: int, opts: CostOptions, gpus: int,
         return f"does not divide --gpus {gpus}"
     if cp == 1:
         return None
-    if shape.mla:
-        return f"context parallelism with {shape.name}'s latent attention is not modelled"
+    if shape.mla and opts.cp_comm in context.MLA_REFUSED:
+        return mla_cp_comm_problem(shape.name, opts.cp_comm)
     if shape.sliding_window:
         return f"context parallelism with {shape.name}'s sliding windows is not modelled"
     if opts.attention is not None and not opts.attention.fused:
@@ -186,6 +186,14 @@ def cp_problem(shape: ModelShape, cp: int, opts: CostOptions, gpus: int,
     found = context.problems(shape.seq_len, shape.heads, max(1, shape.kv_heads), cp,
                              opts.cp_comm if heads else CpComm.P2P, tp=None)
     return "; ".join(found) or None
+
+
+def mla_cp_comm_problem(model: str, comm: CpComm) -> str:
+    """Why ``comm`` cannot exchange ``model``'s latent attention (context.MLA_REFUSED)."""
+    return (f"--cp-comm {comm.value} with {model}'s latent attention: Transformer Engine 2.5 "
+            "to 2.14 (megatron-core 0.16.1 pins 2.9 to 2.11) asserts 'Context parallelism "
+            "does not support MLA with cp_comm_type' for a2a and all_gather; use p2p or "
+            "a2a+p2p")
 
 
 def pair_problem(shape: ModelShape, tp: int, cp: int, opts: CostOptions) -> str | None:
@@ -198,7 +206,7 @@ def pair_problem(shape: ModelShape, tp: int, cp: int, opts: CostOptions) -> str 
     divisible by tensor parallel size", the embedding's [s / cp, b, h] output as
     language_model_embedding.py scatters it)."""
     found = []
-    if opts.cp_comm is CpComm.A2A and not shape.mla:
+    if opts.cp_comm is CpComm.A2A:
         found += context.problems(shape.seq_len, shape.heads // tp,
                                   max(1, shape.kv_heads // tp), cp, opts.cp_comm, tp=tp)
     if tp > 1 and opts.splits_sequence and shape.seq_len % cp == 0 \

@@ -42,7 +42,8 @@ def gemm_weight_params(m: ModelShape, i: int, tp: int, ex: ExpertParallel | None
 
 def weight_cache_bytes(m: ModelShape, i: int, tp: int, ex: ExpertParallel | None,
                        gemm_precision: Precision, fp8_params: bool,
-                       kernels: precision.Fp8Kernels) -> float:
+                       kernels: precision.Fp8Kernels,
+                       recipe: precision.Fp8Recipe = precision.Fp8Recipe.DELAYED) -> float:
     """Bytes of block i's cached FP8 weight copies on one rank (0 in BF16)."""
-    per = precision.weight_cache_bytes_per_param(gemm_precision, fp8_params, kernels)
+    per = precision.weight_cache_bytes_per_param(gemm_precision, fp8_params, kernels, recipe)
     return gemm_weight_params(m, i, tp, ex) * per if per > 0 else 0.0

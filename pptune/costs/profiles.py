@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from pptune.costmodel import collectives, context, precision, presets
+from pptune.costmodel import collectives, context, deepep, precision, presets
 from pptune.costmodel.analytic import AnalyticLayer, analytic_layers
 from pptune.costmodel.collectives import Collective, Fabric
 from pptune.costmodel.comm import AllReduceLink
@@ -119,20 +119,22 @@ def analytic_profile(
     fp8_kernels: precision.Fp8Kernels = precision.Fp8Kernels.TE,
     wgrad_accum: WgradAccum = WgradAccum.BF16,
     torchao_recipe: precision.TorchaoRecipe = precision.TorchaoRecipe.TENSORWISE,
+    fp8_recipe: precision.Fp8Recipe = precision.Fp8Recipe.DELAYED,
 ) -> Profile:
     """Per-layer costs of a preset (or any ModelShape) on a GPU preset (or a GpuSpec:
     a calibrated one, pptune.costmodel.calibration).
 
-    ``efficiency`` None: each GEMM's from the per-op model; else one fraction
-    of peak for every GEMM. ``attention``: flash or eager (unfused). ``cp``:
-    context parallelism with ``cp_comm`` (context.py) on a node of
-    ``gpus_per_node`` (None: the GPU's NVLink domain); ``gemm_precision`` of the
-    block GEMMs (precision.py), ``fp8_params``: FP8 weights (no cached copies);
-    ``nvls``: NCCL may use NVLink SHARP (recipes that set NCCL_NVLS_ENABLE=0 do not);
+    ``efficiency`` None: each GEMM's from the per-op model; else one fraction of peak for
+    every GEMM. ``attention``: flash or eager (unfused). ``cp``: context parallelism with
+    ``cp_comm`` (context.py) on a node of ``gpus_per_node`` (None: the GPU's NVLink
+    domain); ``gemm_precision`` of the block GEMMs (precision.py), ``fp8_params``: FP8
+    weights (no cached copies); ``nvls``: NCCL may use NVLink SHARP (recipes that set
+    NCCL_NVLS_ENABLE=0 do not);
     ``tp_overlap``: Transformer Engine's per-GEMM overlap under ``tp_comm_overlap``
     (costmodel/tp_overlap.py; None: its defaults); ``cross_entropy``: the loss's
     kernels (costmodel/loss.py); ``fp8_kernels``: whose FP8 linears run (Transformer
-    Engine's or torchao's, at ``torchao_recipe``: precision.py); ``swiglu``: a gated MLP's
+    Engine's or torchao's, at ``torchao_recipe``: precision.py; Transformer Engine's at
+    ``fp8_recipe``, whose block scales add bytes); ``swiglu``: a gated MLP's
     activation kernels, ``wgrad_accum``: where weight gradients go (costmodel/rates.py).
     ``experts``: expert parallelism of a MoE model (its all-to-all over the
     GPU's NVLink and NIC unless the settings name links). ``recompute_modules``:
@@ -187,19 +189,20 @@ def analytic_profile(
             fp8_kernels=precision.Fp8Kernels(fp8_kernels), fp8_params=fp8_params,
             wgrad_accum=WgradAccum(wgrad_accum),
             torchao_recipe=precision.TorchaoRecipe(torchao_recipe),
+            fp8_recipe=precision.Fp8Recipe(fp8_recipe),
         )
     except ValueError as exc:
         raise BadInput(f"{model}: {exc}") from None
     if layers_out is not None:
         layers_out.extend(layers)
-    kernels = precision.Fp8Kernels(fp8_kernels)
+    kernels, recipe = precision.Fp8Kernels(fp8_kernels), precision.Fp8Recipe(fp8_recipe)
 
     def cache(name: str) -> float | None:
         """A block's (or MTP block's) cached FP8 weights on this rank (fp8_cache.py)."""
         i = (int(name[len("block"):]) if name.startswith("block") else
              shape.num_blocks + int(name[len(MTP):]) if name.startswith(MTP) else None)
         found = 0.0 if i is None else weight_cache_bytes(shape, i, tp, ex, gemm_precision,
-                                                         fp8_params, kernels)
+                                                         fp8_params, kernels, recipe)
         return found or None
     # a tied head's matrix is the embedding's: one copy on a stage that holds both
     tied = shape.vocab * shape.hidden / tp * 2 if shape.tied_embeddings else 0.0
@@ -281,8 +284,9 @@ def preset_tables(
                 parts = {b: tuple(layer.per_micro_batch[b].parts for layer in layers)
                          for b in prof.micro_batch_sizes()}
                 table = cost_table(prof, tp=key.tp, tp_in_costs=key.tp)
-                return prof, dataclasses.replace(table, layer_parts=parts,
-                                                 a2a_sm_share=a2a_sm_share(ex, table.fabric))
+                return prof, dataclasses.replace(
+                    table, layer_parts=parts, a2a_sm_share=a2a_sm_share(ex, table.fabric),
+                    dispatch_buffer_bytes=deepep.dispatch_buffer_bytes(ex, shape.hidden))
 
             prof, built[key] = priced()
             modules = () if options.get("recompute_modules") else searched_modules(

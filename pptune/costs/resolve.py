@@ -237,11 +237,9 @@ def _analytic(opts: CostOptions, shape: ModelShape | None, sizes: tuple[int, ...
         shape, spec, tuple(sorted(set(sizes or DEFAULT_MICRO_BATCH_SIZES))), experts=ex,
         efficiency=opts.efficiency,
         sequence_parallel=opts.splits_sequence, attention=attention,
-        tp_comm_overlap=opts.tp_comm_overlap, cp_comm=opts.cp_comm,
-        fp8_params=opts.fp8_params, gpus_per_node=gpus_per_node,
-        recompute_modules=recompute_modules, cross_entropy=opts.cross_entropy,
-        swiglu=opts.swiglu, fp8_kernels=opts.fp8_linears(), wgrad_accum=opts.wgrad_accum,
-        torchao_recipe=opts.torchao_recipe, profiles=(built := dict[CostKey, Profile]()))
+        tp_comm_overlap=opts.tp_comm_overlap, gpus_per_node=gpus_per_node,
+        recompute_modules=recompute_modules, profiles=(built := dict[CostKey, Profile]()),
+        **opts.kernel_options())
     # searching: the plain layout prices the table's common parts (names, sizes,
     # memory); the search checks and prices the keys the flags ask for (dims.py)
     key = single_key(opts) if not search else CostKey()
@@ -316,11 +314,9 @@ def _profile_costs(prof: Profile, origin: str, opts: CostOptions, mode: Mode,
         sequence_parallel=opts.splits_sequence,
         attention=opts.attention.value if opts.attention is not None else None,
         tp_comm_overlap=opts.tp_comm_overlap, profiles=built,
-        experts=experts or opts.experts(), cp_comm=opts.cp_comm,
-        fp8_params=opts.fp8_params, gpus_per_node=gpus_per_node,
+        experts=experts or opts.experts(), gpus_per_node=gpus_per_node,
         recompute_modules=recompute_modules, gpus=gpus, gpu_spread=opts.gpu_spread,
-        cross_entropy=opts.cross_entropy, swiglu=opts.swiglu, fp8_kernels=opts.fp8_linears(),
-        wgrad_accum=opts.wgrad_accum, torchao_recipe=opts.torchao_recipe)
+        **opts.kernel_options())
     key = single_key(opts) if not search else CostKey()
     table = tables(key)
     shape = calibrated.shape(cal, opts.seq_len)

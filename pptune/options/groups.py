@@ -184,9 +184,9 @@ class CostOptions:
     fp8_recipe: Fp8Recipe | None = option(
         None, "--fp8-recipe", kind=FP8_RECIPE,
         help="how FP8 plans scale: delayed (Megatron-LM's default; its amaxes all-reduced "
-        "over the stage's ranks after every chunk pass), tensorwise, blockwise (priced as "
-        "tensorwise) (Megatron-LM --fp8-recipe) [default: delayed, or the recipe a "
-        "calibrated profile's jobs ran]")
+        "over the stage's ranks after every chunk pass), tensorwise, blockwise (its scales' "
+        "bytes on tensorwise's GEMM rate) (Megatron-LM --fp8-recipe) [default: delayed, or "
+        "the recipe a calibrated profile's jobs ran]")
     fp8_kernels: Fp8Kernels | None = option(
         None, "--fp8-kernels", kind=FP8_KERNELS,
         help="whose FP8 linear layers FP8 plans run: te (Transformer Engine: Megatron-LM, "
@@ -237,6 +237,14 @@ class CostOptions:
         """Whose FP8 linear layers an FP8 plan runs: --fp8-kernels, else Transformer
         Engine's."""
         return self.fp8_kernels or Fp8Kernels.TE
+
+    def kernel_options(self) -> dict[str, object]:
+        """These options as the analytic costs take them (profiles.analytic_profile): the
+        context-parallel exchange, FP8 weights, recipes and kernels, weight-gradient sums."""
+        return dict(cp_comm=self.cp_comm, fp8_params=self.fp8_params,
+                    cross_entropy=self.cross_entropy, swiglu=self.swiglu,
+                    fp8_kernels=self.fp8_linears(), wgrad_accum=self.wgrad_accum,
+                    torchao_recipe=self.torchao_recipe, fp8_recipe=self.recipe)
 
     def experts(self) -> ExpertParallel:
         """How a mixture of experts is fed under these options (ep and etp come with each
@@ -351,6 +359,10 @@ class PlanSpace:
         None, "--reserve-gib", kind=FLOAT,
         help="memory kept back per GPU (context, NCCL, fragmentation) [default: 2, or what a "
         "calibrated --profile measured in the jobs' logs]")
+    max_memory: float | None = option(
+        None, "--max-memory", kind=FLOAT,
+        help="share of GPU memory a rank may use, its reserve included, e.g. 0.9 keeps a "
+        "tenth free [default: 1.0, the whole GPU]")
     blocking_send: bool = option(False, "--blocking-send", kind=BOOL,
                                  help="sends block the sender")
     pipeline_margin: float = option(

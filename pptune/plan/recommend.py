@@ -10,17 +10,17 @@ groups as resolved in the plan file's ``request`` (``PlanFileRequest``).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pptune import limits
 from pptune.costmodel.comm import compression_factor
-from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.memory import DEFAULT_RESERVE_BYTES
 from pptune.costmodel.ops import Attention
-from pptune.costmodel.precision import reduces_amax
+from pptune.costmodel.precision import BLOCKWISE_RATE_NOTE, Fp8Recipe, reduces_amax
 from pptune.costmodel.presets import MODELS, ModelShape
 from pptune.costmodel.records import DEFAULT_TOP
 from pptune.costmodel.schedules import DEFAULT_SCHEDULES
@@ -30,10 +30,10 @@ from pptune.costmodel.search import (
     Recompute,
     SearchResult,
     Sharding,
-    evaluate,
     search,
 )
 from pptune.costmodel.sharding import StateDtype, moment_bytes
+from pptune.costmodel.table import within_share
 from pptune.costs.dims import KvHeads, search_keys
 from pptune.costs.measured import tp_heads_problem
 from pptune.costs.resolve import Costs, resolve
@@ -45,6 +45,7 @@ from pptune.plan.what_if import (
     MOE_HOST_NOTE,
     batch_tokens_note,
     batch_what_if,
+    dispatch_what_if,
     fp8_gather_what_if,
     margin_note,
     memory_what_if,
@@ -113,6 +114,8 @@ def check_spec(spec: RecommendSpec) -> None:
         limits.problem("--top", spec.top, 1, limits.MAX_TOP),
         None if s.reserve_gib is None else limits.problem(
             "--reserve-gib", s.reserve_gib, 0, limits.MAX_RESERVE_GIB),
+        None if s.max_memory is None else limits.problem(
+            "--max-memory", s.max_memory, 0, 1, lo_open=True, capped=False),
         limits.problem("--pipeline-margin", s.pipeline_margin, 0, 1, capped=False),
     )
     for tp in tps if not problems else ():
@@ -177,6 +180,8 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
             spec = replace(spec, costs=replace(spec.costs, attention=kernel))
             costs = resolve(spec.costs, sizes=s.micro_batch_sizes, search=True,
                             gpus_per_node=s.gpus_per_node, gpus=s.gpus)
+    if s.max_memory is not None:
+        costs = within_memory(costs, s.max_memory)
     notes = [*ranked, *costs.notes, f"costs: {costs.origin}"]
     table = costs.table
     gpn = s.gpus_per_node or (costs.gpu.gpus_per_node if costs.gpu is not None else 8)
@@ -197,6 +202,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     batch_note = (f"a Hugging Face config names no global batch; planned for {global_batch} "
                   "samples per step, pptune's default (pass --global-batch to plan for your "
                   "run's)") if s.global_batch is None and spec.costs.hf_config is not None else None
+    priced = costs.options or spec.costs  # a calibrated profile's recipe filled in
     reserve = reserve_bytes(s, costs)
     if s.reserve_gib is None and costs.reserve_bytes is not None:
         notes.append(f"reserve: {reserve / GIB:.2f} GiB a GPU, what the calibrated profile's "
@@ -205,7 +211,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         gpus=s.gpus, global_batch=global_batch, tp=keys[0].tp, gpus_per_node=gpn,
         cost_keys=keys, overlap_param_gather=s.overlap_param_gather,
         fp8_param_gather=spec.costs.fp8_params,
-        fp8_amax_reduction=reduces_amax(spec.costs.recipe.value),
+        fp8_amax_reduction=reduces_amax(priced.recipe.value),
         schedules=tuple(schedules), virtual_stages=s.virtual_stages,
         micro_batch_sizes=sizes, pp=s.pp or None,
         shardings=shardings, recomputes=recomputes,
@@ -248,7 +254,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     if hint:
         result.notes.append(hint)
     if not given:
-        hint = _dispatch_what_if(spec, costs, req, result)
+        hint = dispatch_what_if(spec.costs, s.gpus, costs, req, result)
         if hint:
             result.notes.append(hint)
     hint = None if given or costs.measured else fp8_gather_what_if(
@@ -259,6 +265,9 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     if (result.plans and costs.shape is not None and costs.shape.moe and not costs.measured
             and costs.profile.calibration is None):
         result.notes.append(MOE_HOST_NOTE)
+    if (not costs.measured and priced.recipe is Fp8Recipe.BLOCKWISE
+            and any(k.precision is Precision.FP8 for k in keys)):
+        result.notes.append(BLOCKWISE_RATE_NOTE)
     c = spec.costs
     if result.plans and not costs.measured:
         best = result.plans[0]
@@ -290,6 +299,15 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
                         _peaks(costs), costs)
 
 
+def within_memory(costs: Costs, share: float) -> Costs:
+    """The costs with ``share`` of each GPU's memory to fill (--max-memory): every table
+    the search prices, each built once."""
+    inner = costs.tables
+    tables = None if inner is None else functools.cache(
+        lambda key: within_share(inner(key), share))
+    return replace(costs, table=within_share(costs.table, share), tables=tables)
+
+
 def _peaks(costs: Costs) -> dict[Precision, float] | float | None:
     """The GPU's dense peak by GEMM precision (MFU is reported against the plan's own)."""
     bf16 = costs.profile.device.peak_flops
@@ -310,28 +328,6 @@ def reserve_bytes(s: PlanSpace, costs: Costs) -> float:
 
 def _times(a: float | None, b: float) -> float | None:
     return None if a is None else a * b
-
-
-def _dispatch_what_if(spec: RecommendSpec, costs: Costs, req: PlanRequest,
-                      result: SearchResult) -> str | None:
-    """When the winner spreads its experts over ranks and is priced with NCCL's
-    all-to-all: its step with DeepEP's dispatch (costmodel/dispatch.py), when that is
-    at least 3% faster. One line."""
-    if (not result.plans or costs.measured or costs.shape is None or not costs.shape.moe
-            or spec.costs.moe_dispatcher is not Dispatcher.ALLTOALL):
-        return None
-    best = result.plans[0]
-    if best.ep * best.etp <= 1:
-        return None
-    deepep = resolve(replace(spec.costs, moe_dispatcher=Dispatcher.DEEPEP),
-                     sizes=(best.micro_batch_size,), search=True,
-                     gpus_per_node=req.gpus_per_node, gpus=spec.space.gpus)
-    alt = evaluate(deepep.table_for(best.key), req, best.spec)
-    if alt.step_time_s >= best.step_time_s * 0.97:
-        return None
-    return (f"with DeepEP's dispatch (--moe-dispatcher deepep: a token sent once a node and "
-            f"rank, not once an expert) the winner would step {alt.step_time_s:.3g} s "
-            f"({best.step_time_s / alt.step_time_s:.2f}x faster)")
 
 
 def state_floor(run: RecommendRun) -> str | None:

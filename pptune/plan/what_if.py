@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import TableSource
 from pptune.costmodel.precision import Fp8Kernels, is_low
 from pptune.costmodel.search import (
@@ -15,8 +16,10 @@ from pptune.costmodel.search import (
     Recompute,
     SearchResult,
     Sharding,
+    evaluate,
     search,
 )
+from pptune.costs.resolve import Costs, resolve
 from pptune.options import CostOptions
 from pptune.report.fmt import fmt_bytes
 
@@ -185,3 +188,25 @@ def _tokens(n: float) -> str:
         if n >= factor:
             return f"{n / factor:.1f}{unit}"
     return f"{n:.0f}"
+
+
+def dispatch_what_if(opts: CostOptions, gpus: int, costs: Costs, req: PlanRequest,
+                     result: SearchResult) -> str | None:
+    """When the winner spreads its experts over ranks and is priced with NCCL's
+    all-to-all: its step with DeepEP's dispatch (costmodel/dispatch.py), when that is
+    at least 3% faster. One line. ``opts``: the costs asked for, ``gpus``: the job's."""
+    if (not result.plans or costs.measured or costs.shape is None or not costs.shape.moe
+            or opts.moe_dispatcher is not Dispatcher.ALLTOALL):
+        return None
+    best = result.plans[0]
+    if best.ep * best.etp <= 1:
+        return None
+    deepep = resolve(replace(opts, moe_dispatcher=Dispatcher.DEEPEP),
+                     sizes=(best.micro_batch_size,), search=True,
+                     gpus_per_node=req.gpus_per_node, gpus=gpus)
+    alt = evaluate(deepep.table_for(best.key), req, best.spec)
+    if alt.step_time_s >= best.step_time_s * 0.97:
+        return None
+    return (f"with DeepEP's dispatch (--moe-dispatcher deepep: a token sent once a node and "
+            f"rank, not once an expert) the winner would step {alt.step_time_s:.3g} s "
+            f"({best.step_time_s / alt.step_time_s:.2f}x faster)")

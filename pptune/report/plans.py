@@ -193,7 +193,9 @@ def _memory_parts(plan: Plan) -> str:
     return (f" (state {fmt_bytes(m.state_bytes)}{copies}, working copies "
             f"{fmt_bytes(m.working_bytes)}, "
             f"activations {fmt_bytes(m.activation_bytes)}, p2p {fmt_bytes(m.p2p_bytes)}, "
-            f"reserve {fmt_bytes(m.reserve_bytes)})")
+            + (f"dispatch buffers {fmt_bytes(m.dispatch_buffer_bytes)}, "
+               if m.dispatch_buffer_bytes else "")
+            + f"reserve {fmt_bytes(m.reserve_bytes)})")
 
 
 def memory_parts(plan: Plan) -> list[MemoryParts] | None:

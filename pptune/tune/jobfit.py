@@ -79,7 +79,10 @@ def calibrate(jobs: list[Job]) -> Outcome:
                                            res.residuals, res.elasticity, held, strict=True):
         tensors = None
         if r.plan is not None and r.plan.memory:
-            tensors = max(m.total_bytes - m.reserve_bytes for m in r.plan.memory)
+            # what PyTorch's caching allocator holds, which a log's peak counts: not the
+            # reserve, nor DeepEP's buffers (cudaMalloc'd and NVSHMEM's, deepep.py)
+            tensors = max(m.total_bytes - m.reserve_bytes - m.dispatch_buffer_bytes
+                          for m in r.plan.memory)
             if j.peak_memory_bytes is not None:
                 reserves.append((j, j.peak_memory_bytes - tensors))
         runs.append(CalibrationRun(

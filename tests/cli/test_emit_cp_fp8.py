@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pptune.cli.app import app
+from pptune.costmodel.precision import BLOCKWISE_RATE_NOTE
 from pptune.costmodel.search import evaluate
 from pptune.errors import BadInput
 from pptune.frameworks.torchtitan.cp_fp8 import stateable_exchange, stateable_recipe
@@ -155,6 +156,28 @@ def test_the_fp8_recipe_is_priced_and_written(tmp_path: Path) -> None:
                             "--fp8-recipe", "current"])
     assert r.exit_code == 2 and r.stderr.strip().count("\n") == 0
     assert "--fp8-recipe must be one of" in r.stderr
+
+
+def test_blockwise_plans_price_their_scales_and_say_the_gemm_rate(tmp_path: Path) -> None:
+    """--fp8-recipe blockwise: tensorwise's step with the scales' bytes (more memory, the
+    casts a little longer), a note that its GEMMs run at tensorwise's rate, and a
+    Megatron-LM script that check-config prices the same."""
+    def run(recipe: str) -> RecommendRun:
+        return recommend(RecommendSpec.of(
+            gpus=16, model="llama3-8b", gpu="h100-sxm", seq_len=16384, tp="1", cp="2",
+            precision="fp8", fp8_recipe=recipe, fp8_param_gather=True, sharding="zero1",
+            top=1, micro_batch_sizes="1", schedules="1f1b", pp="2"))
+    tensorwise, block = run("tensorwise"), run("blockwise")
+    t, b = tensorwise.result.plans[0], block.result.plans[0]
+    assert BLOCKWISE_RATE_NOTE in block.result.notes
+    assert BLOCKWISE_RATE_NOTE not in tensorwise.result.notes
+    assert max(b.peak_memory_bytes) > max(t.peak_memory_bytes)
+    assert b.step_time_s > t.step_time_s
+    emitted, doc = round_trip(Framework.MEGATRON, block, tmp_path)
+    assert "--fp8-recipe blockwise" in emitted.files[FILES[Framework.MEGATRON]]
+    assert doc["derived"]["step_time_s"] == pytest.approx(emitted.plan.step_time_s, rel=1e-9)
+    assert max(doc["derived"]["peak_memory_bytes"]) == pytest.approx(
+        max(emitted.plan.peak_memory_bytes), rel=1e-9)
 
 
 def test_megatron_states_the_hierarchical_exchange_and_mxfp8(runs, tmp_path: Path) -> None:

@@ -191,6 +191,7 @@ CASES: list[Case] = [
     *_numeric(["recommend", "--gpus", "8"], "--top", [], ["0", "-1", "100000"]),
     *_numeric(["recommend", "--gpus", "8"], "--efficiency", [], ["0", "nan", "inf", "1.5"]),
     *_numeric(["recommend", "--gpus", "8"], "--reserve-gib", [], ["-1", "nan", "inf", "1e300"]),
+    *_numeric(["recommend", "--gpus", "8"], "--max-memory", [], ["0", "-0.5", "1.5", "nan"]),
     *_numeric(["recommend", "--gpus", "8"], "--train-tokens", [], ["0", "-1", "nan", "inf"]),
     *_numeric(["recommend", "--gpus", "8"], "--width", ["--timeline"], ["0", "1000000000"]),
     *_numeric(["recommend", "--gpus", "8"], "--seq-len", [], ["0", "-1", "999999999999"]),

@@ -133,3 +133,18 @@ def test_no_layout_says_the_numbers() -> None:
         search_keys(CostOptions(tp=(4,), cp=(4,)), LLAMA8B, H100, 8, 8)
     assert str(err.value) == ("no layout of 8 GPUs: no tp x cp from {4} x {4} divides them; "
                               "choose sizes whose product divides --gpus 8")
+
+
+def test_latent_attention_searches_cp_over_the_exchanges_transformer_engine_runs() -> None:
+    """DeepSeek-V3 (4,096 tokens) searches cp 1 and 2 with p2p and a2a+p2p; a2a and
+    all-gather are refused for MLA by Transformer Engine 2.5-2.14 (context.MLA_REFUSED)."""
+    ds = MODELS["deepseek-v3"]
+    for comm in (CpComm.P2P, CpComm.A2A_P2P):
+        assert default_cp(ds, CostOptions(cp_comm=comm), 1024) == (1, 2)
+    for comm in (CpComm.A2A, CpComm.ALL_GATHER):
+        assert default_cp(ds, CostOptions(cp_comm=comm), 1024) == (1,)
+        with pytest.raises(BadInput, match=f"--cp 2: --cp-comm {comm.value} with deepseek-v3's "
+                           "latent attention: Transformer Engine 2.5 to 2.14"):
+            search_keys(CostOptions(cp=(2,), cp_comm=comm), ds, H100, 1024, 8)
+    keys = search_keys(CostOptions(tp=(2,), cp=(2,), ep=(64,)), ds, H100, 1024, 8)
+    assert [(k.tp, k.cp, k.ep) for k in keys] == [(2, 2, 64)]

@@ -447,3 +447,19 @@ def test_a_pptune_file_states_torchao_float8(tmp_path: Path) -> None:
     assert doc["derived"]["step_time_s"] == pytest.approx(out.plan.step_time_s, rel=1e-9)
     assert max(doc["derived"]["peak_memory_bytes"]) == pytest.approx(
         max(out.plan.peak_memory_bytes), rel=1e-9)
+
+
+def test_megatron_blockwise_recipe_prices_its_scales_and_says_its_gemm_rate(
+        tmp_path: Path) -> None:
+    """--fp8-recipe blockwise: the same GEMMs as tensorwise, more memory (the FP8 inputs
+    saved with a scale every 128 elements), and a note that its GEMM rate is
+    tensorwise's (no published block-scaled throughput)."""
+    tensorwise = mega(tmp_path, fp8="--fp8-format hybrid --fp8-recipe tensorwise")[2]
+    block = mega(tmp_path, fp8="--fp8-format hybrid --fp8-recipe blockwise")[2]
+    assert block["config"]["fp8_recipe"] == "blockwise"
+    said = [n for n in block["notes"] if n.startswith("--fp8-recipe blockwise: ")]
+    assert len(said) == 1 and "priced at tensorwise FP8's GEMM rate" in said[0]
+    assert not any("blockwise" in n for n in tensorwise["notes"])
+    peak = max(block["derived"]["peak_memory_bytes"])
+    assert peak > max(tensorwise["derived"]["peak_memory_bytes"])
+    assert block["derived"]["step_time_s"] >= tensorwise["derived"]["step_time_s"]

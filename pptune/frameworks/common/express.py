@@ -277,7 +277,8 @@ def analytic_table(job: Job, shape: ModelShape | None = None, **changed: object)
         gpus_per_node=job.request.gpus_per_node, gpus=job.request.gpus,
         gpu_spread=c.gpu_spread, cross_entropy=c.cross_entropy, swiglu=c.swiglu,
         fp8_kernels=c.fp8_linears(), factors=job.factors, recompute_modules=job.layer_modules,
-        efficiency=c.efficiency, wgrad_accum=c.wgrad_accum, torchao_recipe=c.torchao_recipe)
+        efficiency=c.efficiency, wgrad_accum=c.wgrad_accum, torchao_recipe=c.torchao_recipe,
+        fp8_recipe=c.recipe)
     options.update(changed)
     priced = shape or job.shape
     assert priced is not None

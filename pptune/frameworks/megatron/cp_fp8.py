@@ -24,6 +24,7 @@ from typing import Any
 from pptune.costmodel import context
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.layout import Dim, Layout
+from pptune.costmodel.precision import BLOCKWISE_RATE_NOTE
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.search import DP_INNER, PP_INNER, Plan
 from pptune.frameworks.common import express as ex
@@ -36,6 +37,8 @@ CP_COMM = {"p2p": "p2p", "all_gather": "all-gather", "allgather": "all-gather", 
            "a2a+p2p": "a2a+p2p"}
 # pptune's CpComm name -> the value the writer states
 CP_COMM_FLAG = {"p2p": "p2p", "all-gather": "all_gather", "a2a": "a2a", "a2a+p2p": "a2a+p2p"}
+# the exchanges Transformer Engine refuses for multi-head latent attention (context.py)
+MLA_REFUSED = {c.value for c in context.MLA_REFUSED}
 FP8_FORMATS = ("e4m3", "hybrid")
 FP8_RECIPES = ("tensorwise", "delayed", "mxfp8", "blockwise", "custom")
 _ARGS = "(megatron/training/arguments.py validate_args)"
@@ -134,6 +137,16 @@ def _cp(r: FlagReader, fields: dict[str, Any]) -> None:
                    f"--context-parallel-size {cp} with --transformer-impl local: megatron-core's "
                    "DotProductAttention asserts 'Context parallelism is only supported by "
                    "TEDotProductAttention!' (megatron/core/transformer/dot_product_attention.py)")
+    refused = [t for t in dict.fromkeys(types) if CP_COMM[t] in MLA_REFUSED]
+    if r.flags.has("--multi-latent-attention") and refused:
+        ctx.refuse("megatron-cp-mla-comm",
+                   f"--cp-comm-type {' '.join(refused)} with --multi-latent-attention and "
+                   f"--context-parallel-size {cp}: Transformer Engine 2.5 to 2.14 (megatron-core "
+                   "0.16.1 pins transformer-engine >=2.9,<2.12) asserts 'Context parallelism "
+                   "does not support MLA with cp_comm_type' (transformer_engine/pytorch/"
+                   "attention/dot_product_attention/context_parallel.py "
+                   "attn_forward_func_with_cp: keys and values of different widths run p2p or "
+                   "a2a+p2p only); use --cp-comm-type p2p")
     split = {"a2a": cp, "a2a+p2p": sizes[0] if sizes else None}.get(comm)
     heads, kv, tp = fields.get("num_heads"), fields.get("num_kv_heads"), fields.get("tp") or 1
     for what, n in (("attention heads", heads), ("query groups", kv or heads)):
@@ -189,6 +202,8 @@ def _fp8(r: FlagReader, fields: dict[str, Any]) -> None:
     if recipe == "custom":
         ctx.unmodelled("megatron-unmodelled-flag",
                        "--fp8-recipe custom (a quantizer factory) is priced as per-tensor FP8")
+    if recipe == "blockwise":
+        ctx.note(f"--fp8-recipe blockwise: {BLOCKWISE_RATE_NOTE}")
     if (r.text("--transformer-impl") or "transformer_engine") == "local":
         ctx.refuse("megatron-fp8-te",
                    f"--fp8-format {fmt} with --transformer-impl local: FP8 runs through "

@@ -35,25 +35,34 @@ def attn_type(name: str, flavor: str) -> str:
     return "varlen" if key in VARLEN else "sdpa"
 
 
-def read_attention(ctx: Ctx, name: str, flavor: str, cp: int) -> None:
-    """torchtitan's refusal of context parallelism with the flavor's attention, and a
-    warning where flex attention is priced as flash."""
+def cp_refusal(name: str, flavor: str, cp: int) -> str | None:
+    """What torchtitan raises for ``cp``-way context parallelism with the flavor's
+    attention (module docstring), or None: it runs."""
     kind = attn_type(name, flavor)
     where = f"(torchtitan/models/{name}/model/args.py update_from_config)"
     if cp > 1 and name == "gpt_oss":
-        ctx.refuse("torchtitan-cp-attention",
-                   f"context_parallel_degree {cp} with gpt_oss: torchtitan raises 'CP support "
-                   f"for gpt-oss model is still in progress.' {where}; use cp 1")
-    elif cp > 1 and kind != "sdpa" and (name in SDPA_ONLY_CP or kind == "varlen"):
+        return (f"context_parallel_degree {cp} with gpt_oss: torchtitan raises 'CP support "
+                f"for gpt-oss model is still in progress.' {where}")
+    if cp > 1 and kind != "sdpa" and (name in SDPA_ONLY_CP or kind == "varlen"):
         said = ("'Context Parallel only supports SDPA attention. Got attn_type='{k}'. "
                 "FlexAttention and varlen attention are not supported with CP.'"
                 if name in SDPA_ONLY_CP else
                 "'Context Parallel only supports SDPA and FlexAttention.Got "
                 "attn_type='{k}'. Varlen attention is not supported with CP.'")
-        ctx.refuse("torchtitan-cp-attention",
-                   f"context_parallel_degree {cp} with {name} {flavor}, whose attention is "
-                   f"{kind} (attn_type in torchtitan/models/{name}/__init__.py): torchtitan "
-                   f"raises {said.format(k=kind)} {where}; use cp 1 or an SDPA flavor")
+        return (f"context_parallel_degree {cp} with {name} {flavor}, whose attention is "
+                f"{kind} (attn_type in torchtitan/models/{name}/__init__.py): torchtitan "
+                f"raises {said.format(k=kind)} {where}")
+    return None
+
+
+def read_attention(ctx: Ctx, name: str, flavor: str, cp: int) -> None:
+    """torchtitan's refusal of context parallelism with the flavor's attention, and a
+    warning where flex attention is priced as flash."""
+    kind = attn_type(name, flavor)
+    why = cp_refusal(name, flavor, cp)
+    if why:
+        ctx.refuse("torchtitan-cp-attention", why + (
+            "; use cp 1" if name == "gpt_oss" else "; use cp 1 or an SDPA flavor"))
     if kind == "flex":
         ctx.unmodelled("torchtitan-flex-attention",
                        f"{name} {flavor} runs FlexAttention (attn_type \"flex\", "

@@ -38,7 +38,7 @@ from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated, keep
 from pptune.frameworks.common.baseline import ratio
-from pptune.frameworks.torchtitan.attention import attn_type
+from pptune.frameworks.torchtitan.attention import attn_type, cp_refusal
 from pptune.frameworks.torchtitan.converters import expert_setting, stateable_experts
 from pptune.frameworks.torchtitan.cp_fp8 import (
     compiled,
@@ -93,7 +93,12 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     pipelining, the fastest plan a torchtitan file states on the same GPUs and costs
     (emit checks substitutions that cost much against such a plan for every
     framework)."""
-    model = (flavor_of(job.model, job.shape) or ("", ""))[0]
+    flavor = flavor_of(job.model, job.shape) or ("", "")
+    model = flavor[0]
+    refused = cp_refusal(*flavor, plan.cp) if model else None
+    if refused:  # the cost key's cp: no plan of these costs runs it
+        raise BadInput(f"torchtitan cannot express plan {rank}: {refused}; plan with --cp 1 "
+                       "(or emit another framework)")
     if plan.pp > 1 and model in NO_PIPELINE:
         best = _stateable_best(job, plan)
         if best is None:
