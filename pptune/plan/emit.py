@@ -73,7 +73,7 @@ def job_of(run: RecommendRun, plan: Plan) -> Job:
         model=costs.model, device=costs.gpu,
         attention=costs.attention.value if costs.attention else None,
         sequence_parallel=costs.splits_sequence,
-        tp_comm_overlap=costs.tp_comm_overlap, cost_options=costs,
+        tp_comm_overlap=costs.overlaps_tp, cost_options=costs,
         hf_config=str(costs.hf_config) if costs.hf_config is not None else None,
         factors=calibration_factors(run),
         moments=_moments(run),

@@ -162,7 +162,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     if costs is None:
         costs = resolve(spec.costs, sizes=s.micro_batch_sizes, search=True,
                         gpus_per_node=s.gpus_per_node, gpus=s.gpus)
-    notes = [*costs.notes, f"costs: {costs.origin}"]
+    notes = [*costs.notes, f"costs: {costs.described}"]
     table = costs.table
     gpn = s.gpus_per_node or (costs.gpu.gpus_per_node if costs.gpu is not None else 8)
     keys = ((costs.key,) if given or costs.shape is None or costs.gpu is None
@@ -181,11 +181,12 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     if s.reserve_gib is None and costs.reserve_bytes is not None:
         notes.append(f"reserve: {reserve / GIB:.2f} GiB a GPU, what the calibrated profile's "
                      "jobs held beyond pptune's tensors (--reserve-gib overrides)")
+    priced = costs.options or spec.costs  # a calibrated profile's jobs' choices filled in
     req = PlanRequest(
         gpus=s.gpus, global_batch=global_batch, tp=keys[0].tp, gpus_per_node=gpn,
         cost_keys=keys, overlap_param_gather=s.overlap_param_gather,
-        fp8_param_gather=spec.costs.fp8_params,
-        fp8_amax_reduction=reduces_amax(spec.costs.recipe.value),
+        fp8_param_gather=priced.fp8_params,
+        fp8_amax_reduction=reduces_amax(priced.recipe.value),
         schedules=tuple(schedules), virtual_stages=s.virtual_stages,
         micro_batch_sizes=sizes, pp=s.pp or None,
         shardings=shardings, recomputes=recomputes,
@@ -234,7 +235,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     if (result.plans and costs.shape is not None and costs.shape.moe and not costs.measured
             and costs.profile.calibration is None):
         result.notes.append(MOE_HOST_NOTE)
-    c = spec.costs
+    c = priced
     hf = c.hf_config.resolve() if c.hf_config is not None else costs.profile.model.hf_config
     def searched(values: list[int]) -> tuple[int, ...]:
         return tuple(sorted(set(values)))
@@ -244,7 +245,9 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
                       sequence_parallel=c.splits_sequence if not costs.measured
                       else bool(c.sequence_parallel),
                       seq_len=table.seq_len, hf_config=None if hf is None else Path(hf),
-                      attention=None if costs.measured else c.attention or Attention.FLASH,
+                      attention=None if costs.measured else c.attention or Attention(
+                          costs.attention or Attention.FLASH.value),
+                      tp_comm_overlap=c.overlaps_tp,
                       tp=searched([k.tp for k in keys]), cp=searched([k.cp for k in keys]),
                       ep=searched([k.ep for k in keys]), etp=searched([k.etp for k in keys]),
                       precision=tuple(dict.fromkeys(k.precision for k in keys))),
