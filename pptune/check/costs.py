@@ -184,7 +184,7 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
             f"{calibrated.fitted_text(cal)}", gpu=cal.gpu, factors=cal.factors)
         for doubt in cal.warnings:
             add("calibration-doubt", "info", f"the calibration's fitted factors: {doubt}")
-    if opts.wgrad_accum is WgradAccum.UNFUSED:
+    if opts.wgrad is WgradAccum.UNFUSED:
         _unfused_cost(cfg, found.table, find(
             replace(opts, wgrad_accum=WgradAccum.FUSED), Mode.CHECK,
             sizes=(cfg.micro_batch_size,), table_tp=cfg.tp * cfg.cp,
@@ -192,7 +192,7 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
             recompute_modules=modules, gpus=gpus, gpus_per_node=cfg.gpus_per_node), add)
     fit = profile.calibration if profile is not None else None  # calibrate's too
     return ConfigCosts(
-        found.table, f"{found.origin}, {attention.value} attention", found.key,
+        found.table, found.described, found.key,
         found.reserve_bytes, options=opts, shape=found.shape, modules=modules,
         tables=found.tables, kv_heads=kv,
         gpu=fit.gpu if fit else opts.gpu, factors=calibrated.factors(fit) if fit else None,

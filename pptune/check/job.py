@@ -50,5 +50,5 @@ def config_job(cfg: TrainingConfig, costs: ConfigCosts, req: PlanRequest) -> Job
         model=cfg.model, device=costs.gpu, attention=costs.attention if c else None,
         # sequence parallelism splits nothing without tensor parallelism (profiles.py)
         sequence_parallel=c is not None and c.splits_sequence and costs.key.tp > 1,
-        tp_comm_overlap=c is not None and c.tp_comm_overlap, cost_options=c,
+        tp_comm_overlap=c is not None and c.overlaps_tp, cost_options=c,
         hf_config=cfg.hf_config, factors=costs.factors, layer_modules=costs.modules)

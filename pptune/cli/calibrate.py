@@ -257,4 +257,6 @@ def _from_results(results: list[Path], profile: Path, output: Path) -> None:
                            model.calibrated_profile(base, cal).model_dump_json(indent=2) + "\n")
     for note in (*twice, *cal.notes):  # after the checks: a refusal is its one line alone
         _say(note)
+    for warning in cal.warnings:
+        _say(f"warning: {warning}")
     wrote(written)

@@ -107,6 +107,8 @@ def tune(
         progress.close()
     for note in run.notes:
         _say(note)
+    for warning in (run.outcome.calibration.warnings if run.outcome.calibration else []):
+        _say(f"warning: {warning}")
     if run.folder is not None:
         for written in artifacts.write(run, run.folder):
             wrote(written)

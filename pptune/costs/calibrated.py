@@ -13,23 +13,30 @@ The factors were fitted at the GEMM precision the jobs ran (the calibration's
 ``precision``): a plan without ``--precision`` is priced at it, as the jobs
 ran (``as_ran``), its FP8 plans with the FP8 linears the jobs ran (Transformer
 Engine's or torchao's: their memory differs), and a flag that prices another
-precision or other FP8 kernels than the jobs' says so. An FP8 job's factors on a BF16 plan would
+precision or other FP8 kernels than the jobs' says so. The same holds for the
+jobs' other kernels: attention, tensor-parallel overlap, loss, SwiGLU and
+weight-gradient accumulation (a Megatron-LM job of Llama 3.1 70B at 131k tokens
+on 512 H100: its own layout priced at pptune's defaults 8% slower than the step
+it was calibrated on, 53.4 s against 49.3 s). An FP8 job's factors on a BF16 plan would
 price BF16 GEMMs at rates fitted to FP8 ones (a Megatron-LM FP8 job of
-GPT-3 7B on 8 H100: its own configuration 42% slower than its log at BF16,
--1.9% at FP8).
+GPT-3 7B on 8 H100: its own configuration 43% slower than its log at BF16,
+-0.3% at FP8).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from pptune.costmodel.analytic import AnalyticLayer
 from pptune.costmodel.calibration import Factors, scaled_gpu
 from pptune.costmodel.keys import CostKey, Precision, TableSource
+from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.precision import Fp8Kernels, Fp8Recipe, is_low
 from pptune.costmodel.presets import GPUS, GpuSpec, ModelShape
+from pptune.costmodel.rates import Swiglu, WgradAccum
 from pptune.costmodel.variation import slowest_of
 from pptune.costs.modelspec import with_seq_len
 from pptune.costs.profiles import DEFAULT_MICRO_BATCH_SIZES, analytic_profile, preset_tables
@@ -136,7 +143,8 @@ def _recipe(name: str) -> Fp8Recipe:
 
 def as_ran(opts: CostOptions, cal: Calibration) -> tuple[CostOptions, list[str]]:
     """The cost options a plan is priced with on this calibration, and what to say: its
-    jobs' GEMM precision where --precision is not given (module docstring)."""
+    jobs' GEMM precision where --precision is not given, their kernels where no flag names
+    them (module docstring)."""
     ran = Precision(cal.precision or Precision.BF16.value)
     notes = []
     if opts.precision is None:
@@ -180,4 +188,51 @@ def as_ran(opts: CostOptions, cal: Calibration) -> tuple[CostOptions, list[str]]
         elif opts.fp8_kernels.value != kernels:
             notes.append(f"--fp8-kernels {opts.fp8_kernels.value}: the calibrated jobs ran FP8 "
                          f"with {kernels}'s kernels; their factors price these too")
-    return opts, notes
+    return _kernels_as_ran(opts, cal, notes), notes
+
+
+def _ran(cal: Calibration) -> dict[str, Any]:
+    """The kernels the calibrated jobs ran, by CostOptions field (a key the profile does
+    not hold left out: pptune's default then; the attention kernel is the tables' own
+    default, ``tables``)."""
+    out: dict[str, Any] = {}
+    if cal.tp_comm_overlap is not None:
+        out["tp_comm_overlap"] = cal.tp_comm_overlap
+    for name, kind in (("cross_entropy", CrossEntropy), ("swiglu", Swiglu),
+                       ("wgrad_accum", WgradAccum)):
+        value = getattr(cal, name)
+        if value is not None:
+            out[name] = kind(value)
+    return out
+
+
+def _flag(name: str, value: object) -> str:
+    """A kernel option as its flag spells it."""
+    if name == "tp_comm_overlap":
+        return "--tp-comm-overlap" if value else "--no-tp-comm-overlap"
+    return f"--{name.replace('_', '-')} {getattr(value, 'value', value)}"
+
+
+def _kernels_as_ran(opts: CostOptions, cal: Calibration, notes: list[str]) -> CostOptions:
+    """``opts`` with the kernels the jobs ran where no flag names them, and what to say:
+    the filled ones that are not pptune's defaults, and a flag that prices others."""
+    filled: dict[str, Any] = {}
+    for name, ran in _ran(cal).items():
+        given = getattr(opts, name)
+        if given is None:
+            filled[name] = ran
+        elif given != ran:
+            notes.append(f"{_flag(name, given)}: the calibrated jobs ran {_flag(name, ran)}; "
+                         "their factors price this too")
+    plain = CostOptions()  # what each option left unset prices (its property)
+    said = [_flag(n, v) for n, v in filled.items()
+            if n in _PRICED and v != getattr(plain, _PRICED[n])]
+    if said:
+        notes.append(f"kernels as the calibrated jobs ran: {', '.join(said)} (a flag prices "
+                     "others)")
+    return replace(opts, **filled)
+
+
+# the CostOptions property that prices each kernel option left unset
+_PRICED = {"tp_comm_overlap": "overlaps_tp", "cross_entropy": "loss_kernels",
+           "swiglu": "swiglu_kernels", "wgrad_accum": "wgrad"}

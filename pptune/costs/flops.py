@@ -41,6 +41,24 @@ def attention_flops_per_token(shape: ModelShape, seq_len: int) -> float:
     return total
 
 
+def counted_flops_per_token(shape: ModelShape, seq_len: int, *, causal: bool) -> float:
+    """The model FLOPs a token as a framework's throughput line counts them: 6 x the
+    matmul parameters (``matmul_params``: the LM head counted, the embedding table not)
+    plus the attention products over ``seq_len`` keys a query in every layer (``causal``:
+    half of them), sliding windows not discounted. torchtitan counts the full square
+    (0.2.2 ``torchtitan/models/utils.py``, ``get_dense_model_nparams_and_flops`` and
+    ``get_moe_model_nparams_and_flops``: ``6 * n_layers * n_heads * head_dims * seq_len``
+    with head_dims the query/key plus value widths, "we ... do not account for sparsity
+    in causal attention"); Megatron-LM halves it from core_r0.12.0 on
+    (``megatron/training/training.py``, ``num_floating_point_operations``: "causal mask
+    (only half of the mask is non-zero)") and counted the full square before."""
+    d_qk = shape.qk_nope_head_dim + shape.qk_rope_head_dim if shape.mla else shape.head_dim
+    d_v = shape.v_head_dim if shape.mla else shape.head_dim
+    keys = seq_len / 2 if causal else seq_len
+    return (6 * matmul_params(shape)
+            + 6 * shape.num_blocks * shape.heads * (d_qk + d_v) * keys)
+
+
 def model_flops_per_token(profile: Profile, tp_in_costs: int = 1,
                           shape: ModelShape | None = None) -> float | None:
     """Training FLOPs per token of the model (forward + backward, no recomputation).

@@ -47,10 +47,8 @@ from pptune import limits
 from pptune.costmodel import presets
 from pptune.costmodel.calibration import Factors, scaled_gpu
 from pptune.costmodel.keys import CostKey, Precision, TableSource
-from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.presets import GpuSpec, ModelShape
-from pptune.costmodel.rates import Swiglu, WgradAccum
 from pptune.costmodel.search import CostTable
 from pptune.costmodel.variation import pace_note, slowest_of
 from pptune.costs import calibrated
@@ -100,8 +98,7 @@ class Costs:
     notes: list[str] = field(default_factory=list)
     tp_in_costs: int = 1  # tensor parallelism already inside the profile's numbers
     key: CostKey = field(default_factory=CostKey)  # the layout ``table`` prices
-    # a table for every key (analytic costs: built on first use); a measured
-    # profile answers for its own key only
+    # a table for every key (analytic: built on first use); measured: its own key only
     tables: TableSource | None = None
     gpu: GpuSpec | None = None  # the analytic costs' GPU preset
     profile_file: str | None = None  # the profile file read (rows 1 and 3), as --profile gives it
@@ -117,8 +114,14 @@ class Costs:
     # memory per GPU beyond the modelled tensors that a calibrated profile measured in
     # the jobs' logs (None: --reserve-gib's default applies)
     reserve_bytes: float | None = None
-    # the options as priced: a calibrated profile's jobs' precision filled in (as_ran)
+    # the options as priced: a calibrated profile's jobs' precision and kernels filled in
     options: CostOptions | None = None
+    attention: str | None = None  # the attention kernel analytic costs price
+
+    @property
+    def described(self) -> str:
+        """Where the costs come from and the attention kernel they price (the cost line)."""
+        return self.origin + (f", {self.attention} attention" if self.attention else "")
 
     @property
     def model_flops_per_token(self) -> float | None:
@@ -237,7 +240,7 @@ def _analytic(opts: CostOptions, shape: ModelShape | None, sizes: tuple[int, ...
         shape, spec, tuple(sorted(set(sizes or DEFAULT_MICRO_BATCH_SIZES))), experts=ex,
         efficiency=opts.efficiency,
         sequence_parallel=opts.splits_sequence, attention=attention,
-        tp_comm_overlap=opts.tp_comm_overlap, gpus_per_node=gpus_per_node,
+        tp_comm_overlap=opts.overlaps_tp, gpus_per_node=gpus_per_node,
         recompute_modules=recompute_modules, profiles=(built := dict[CostKey, Profile]()),
         **opts.kernel_options())
     # searching: the plain layout prices the table's common parts (names, sizes,
@@ -251,7 +254,7 @@ def _analytic(opts: CostOptions, shape: ModelShape | None, sizes: tuple[int, ...
         notes.append(f"--attention cudnn: cuDNN's rates are not measured on {gpu}; priced at "
                      "FlashAttention-2's (Transformer Engine runs FlashAttention there)")
     return Costs(table, built[key], origin, measured=False, shape=shape, notes=notes,
-                 tp_in_costs=key.tp, key=key, tables=tables, gpu=spec)
+                 tp_in_costs=key.tp, key=key, tables=tables, gpu=spec, attention=attention)
 
 
 def _first(values: tuple[int, ...] | None) -> int:
@@ -313,7 +316,7 @@ def _profile_costs(prof: Profile, origin: str, opts: CostOptions, mode: Mode,
         cal, calibrated.sizes_of(prof, sizes), seq_len=opts.seq_len,
         sequence_parallel=opts.splits_sequence,
         attention=opts.attention.value if opts.attention is not None else None,
-        tp_comm_overlap=opts.tp_comm_overlap, profiles=built,
+        tp_comm_overlap=opts.overlaps_tp, profiles=built,
         experts=experts or opts.experts(), gpus_per_node=gpus_per_node,
         recompute_modules=recompute_modules, gpus=gpus, gpu_spread=opts.gpu_spread,
         **opts.kernel_options())
@@ -327,7 +330,7 @@ def _profile_costs(prof: Profile, origin: str, opts: CostOptions, mode: Mode,
     return Costs(table, calibrated.with_calibration(built[key], cal), where, measured=False,
                  shape=shape, notes=notes, tp_in_costs=key.tp, key=key, tables=tables,
                  gpu=calibrated.gpu(cal, gpus, opts.gpu_spread), reserve_bytes=cal.reserve_bytes,
-                 options=opts)
+                 options=opts, attention=opts.attention.value if opts.attention else cal.attention)
 
 
 def _refuse_with_measured(opts: CostOptions, where: str, mode: Mode) -> None:
@@ -338,12 +341,9 @@ def _refuse_with_measured(opts: CostOptions, where: str, mode: Mode) -> None:
                             ("--gpu-spread", opts.gpu_spread),
                             ("--attention", opts.attention),
                             ("--tp-comm-overlap", opts.tp_comm_overlap or None),
-                            ("--cross-entropy", None if opts.cross_entropy is CrossEntropy.FUSED
-                             else opts.cross_entropy.value),
-                            ("--swiglu", None if opts.swiglu is Swiglu.FUSED
-                             else opts.swiglu.value),
-                            ("--wgrad-accum", None if opts.wgrad_accum is WgradAccum.BF16
-                             else opts.wgrad_accum.value),
+                            ("--cross-entropy", opts.cross_entropy and opts.cross_entropy.value),
+                            ("--swiglu", opts.swiglu and opts.swiglu.value),
+                            ("--wgrad-accum", opts.wgrad_accum and opts.wgrad_accum.value),
                             ("--fp8-kernels", opts.fp8_kernels and opts.fp8_kernels.value))
              if v is not None]
     if flags:

@@ -194,25 +194,26 @@ class CostOptions:
         "saved) or torchao (torchtitan's float8: weights cast on every use, the BF16 inputs "
         "saved: a BF16 run's memory) [default: te, or the kernels a calibrated profile's jobs "
         "ran]")
-    cross_entropy: CrossEntropy = option(
-        CrossEntropy.FUSED, "--cross-entropy", kind=CROSS_ENTROPY,
+    cross_entropy: CrossEntropy | None = option(
+        None, "--cross-entropy", kind=CROSS_ENTROPY,
         help="the loss's kernels: fused (one pass each way: Transformer Engine, Liger, "
         "torch.compile), native (Megatron-LM --cross-entropy-loss-fusion), unfused "
         "(Megatron-LM without it), eager (PyTorch's cross_entropy uncompiled: torchtitan "
-        "without [compile])")
-    swiglu: Swiglu = option(
-        Swiglu.FUSED, "--swiglu", kind=SWIGLU,
-        help="a gated MLP's activation kernels: fused (one kernel each way that keeps "
-        "its input: Megatron-LM's default --bias-swiglu-fusion, torch.compile), eager "
-        "(PyTorch's silu then mul uncompiled, which keep the SiLU's output too: "
-        "torchtitan without [compile], --no-bias-swiglu-fusion)")
-    wgrad_accum: WgradAccum = option(
-        WgradAccum.BF16, "--wgrad-accum", kind=WGRAD_ACCUM,
-        help="where weight gradients go: bf16 (autograd's BF16 gradient: torchtitan, "
-        "DeepSpeed), fused (accumulated into an FP32 main_grad by the GEMM, 8 bytes an "
-        "element: Megatron-LM's default gradient_accumulation_fusion), unfused (a BF16 "
-        "gradient, then an add into main_grad, 10 bytes a weight element: "
-        "--no-gradient-accumulation-fusion)")
+        "without [compile]) [default: fused, or as a calibrated profile's jobs ran]")
+    swiglu: Swiglu | None = option(
+        None, "--swiglu", kind=SWIGLU,
+        help="a gated MLP's activation kernels: fused (one kernel each way that keeps its "
+        "input: Megatron-LM's default --bias-swiglu-fusion, torch.compile), eager (PyTorch's "
+        "silu then mul uncompiled, which keep the SiLU's output too: torchtitan without "
+        "[compile], --no-bias-swiglu-fusion) [default: fused, or as a calibrated profile's "
+        "jobs ran]")
+    wgrad_accum: WgradAccum | None = option(
+        None, "--wgrad-accum", kind=WGRAD_ACCUM,
+        help="where weight gradients go: bf16 (autograd's BF16 gradient: torchtitan, DeepSpeed), "
+        "fused (accumulated into an FP32 main_grad by the GEMM, 8 bytes an element: "
+        "Megatron-LM's default gradient_accumulation_fusion), unfused (a BF16 gradient, then "
+        "an add into main_grad, 10 bytes a weight element: --no-gradient-accumulation-fusion) "
+        "[default: bf16, or as a calibrated profile's jobs ran]")
     moe_imbalance: float = option(
         1.0, "--moe-imbalance", kind=FLOAT,
         help="tokens of the busiest expert over the mean (1.0: balanced routing, as "
@@ -242,8 +243,8 @@ class CostOptions:
         """These options as the analytic costs take them (profiles.analytic_profile): the
         context-parallel exchange, FP8 weights, recipes and kernels, weight-gradient sums."""
         return dict(cp_comm=self.cp_comm, fp8_params=self.fp8_params,
-                    cross_entropy=self.cross_entropy, swiglu=self.swiglu,
-                    fp8_kernels=self.fp8_linears(), wgrad_accum=self.wgrad_accum,
+                    cross_entropy=self.loss_kernels, swiglu=self.swiglu_kernels,
+                    fp8_kernels=self.fp8_linears(), wgrad_accum=self.wgrad,
                     torchao_recipe=self.torchao_recipe, fp8_recipe=self.recipe)
 
     def experts(self) -> ExpertParallel:
@@ -266,10 +267,10 @@ class CostOptions:
         help="flash (FlashAttention-2), cudnn (cuDNN's fused attention, Transformer "
         "Engine's on Hopper and later) or eager (unfused) attention (analytic costs) "
         "[default: flash]")
-    tp_comm_overlap: bool = option(
-        False, "--tp-comm-overlap", kind=BOOL,
-        help="tensor-parallel collectives hidden behind their GEMMs (analytic costs; "
-        "Megatron-LM --tp-comm-overlap)")
+    tp_comm_overlap: bool | None = option(
+        None, "--tp-comm-overlap/--no-tp-comm-overlap", kind=BOOL,
+        help="tensor-parallel collectives hidden behind their GEMMs (analytic costs; Megatron-LM "
+        "--tp-comm-overlap) [default: off, or as a calibrated profile's jobs ran]")
     sequence_parallel: bool | None = option(
         None, "--sequence-parallel/--no-sequence-parallel", kind=BOOL,
         help="with tensor parallelism, split the norms' and dropouts' activations along the "
@@ -295,6 +296,23 @@ class CostOptions:
     def fp8_params(self) -> bool:
         """FP8 weights (--fp8-param-gather) as priced: as given, else off."""
         return bool(self.fp8_param_gather)
+
+    # the kernels as priced: as given, else pptune's defaults (calibrated.as_ran fills a job's)
+    @property
+    def overlaps_tp(self) -> bool:  # --tp-comm-overlap: else off
+        return bool(self.tp_comm_overlap)
+
+    @property
+    def loss_kernels(self) -> CrossEntropy:  # --cross-entropy: else fused
+        return self.cross_entropy or CrossEntropy.FUSED
+
+    @property
+    def swiglu_kernels(self) -> Swiglu:  # --swiglu: else fused
+        return self.swiglu or Swiglu.FUSED
+
+    @property
+    def wgrad(self) -> WgradAccum:  # --wgrad-accum: else bf16
+        return self.wgrad_accum or WgradAccum.BF16
 
     def input_files(self) -> list[tuple[str, Path | None]]:
         """The files these options read, by flag: an output must not replace them."""
@@ -369,26 +387,3 @@ class PlanSpace:
         0.01, "--pipeline-margin", kind=FLOAT,
         help="rank the best plan without a pipeline first unless a pipelined plan is "
         "faster by more than this share of its step time; 0 ranks by step time alone")
-
-
-@dataclass(frozen=True, kw_only=True)
-class OutputOptions:
-    """How a command shows its result on stdout."""
-
-    as_json: bool = option(False, "--json", kind=BOOL, help="machine-readable result on stdout")
-    timeline: bool = option(False, "--timeline", kind=BOOL, help="draw the timeline")
-    width: int = option(80, "--width", kind=INT, help="timeline width in columns")
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunOptions:
-    """How a plan runs on this machine (``pptune validate``, and each trial of ``pptune tune``)."""
-
-    module: str | None = option(None, "--module", kind=STR,
-                                help="your layers: 'pkg.mod:factory' (see pptune probe --help)")
-    warmup: int = option(2, "--warmup", kind=INT, help="untimed steps first")
-    steps: int = option(5, "--steps", kind=INT, help="timed steps; the median counts")
-    timeout: float = option(180.0, "--timeout", kind=FLOAT,
-                            help="seconds a rank may stay silent before the run is abandoned")
-    device: str = option("auto", "--device", kind=STR,
-                         help="auto (cuda if available), cpu or cuda")

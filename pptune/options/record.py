@@ -43,6 +43,10 @@ KEYS_0_1 = (
     "tp_comm_overlap", "overlap_grad_reduce",
 )
 
+# keys of 0.1 whose field now defaults to None (not given: a calibrated profile's jobs'
+# choice, else pptune's default): written as priced, so a plan file reads as it always has
+AS_PRICED = {"tp_comm_overlap": "overlaps_tp"}
+
 
 @dataclass(frozen=True)
 class PlanFileRequest:
@@ -61,6 +65,8 @@ class PlanFileRequest:
                 continue
             for f in fields_of(group):
                 value = getattr(obj, f.name)
+                if value is None and f.name in AS_PRICED:
+                    value = getattr(obj, AS_PRICED[f.name])
                 if f.plan_key in KEYS_0_1:
                     values[f.plan_key] = f.flag.kind.to_json(value)
                 elif value != f.default:

@@ -80,7 +80,7 @@ def job_of(run: RecommendRun, plan: Plan) -> Job:
         model=costs.model, device=costs.gpu,
         attention=costs.attention.value if costs.attention else None,
         sequence_parallel=costs.splits_sequence,
-        tp_comm_overlap=costs.tp_comm_overlap, cost_options=costs,
+        tp_comm_overlap=costs.overlaps_tp, cost_options=costs,
         hf_config=str(costs.hf_config) if costs.hf_config is not None else None,
         profile_file=run.costs.profile_file if run.costs is not None else None,
         profile_device=(run.costs.profile.device.name

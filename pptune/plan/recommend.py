@@ -182,7 +182,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
                             gpus_per_node=s.gpus_per_node, gpus=s.gpus)
     if s.max_memory is not None:
         costs = within_memory(costs, s.max_memory)
-    notes = [*ranked, *costs.notes, f"costs: {costs.origin}"]
+    notes = [*ranked, *costs.notes, f"costs: {costs.described}"]
     table = costs.table
     gpn = s.gpus_per_node or (costs.gpu.gpus_per_node if costs.gpu is not None else 8)
     keys = ((costs.key,) if given or costs.shape is None or costs.gpu is None
@@ -202,15 +202,15 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     batch_note = (f"a Hugging Face config names no global batch; planned for {global_batch} "
                   "samples per step, pptune's default (pass --global-batch to plan for your "
                   "run's)") if s.global_batch is None and spec.costs.hf_config is not None else None
-    priced = costs.options or spec.costs  # a calibrated profile's recipe filled in
     reserve = reserve_bytes(s, costs)
     if s.reserve_gib is None and costs.reserve_bytes is not None:
         notes.append(f"reserve: {reserve / GIB:.2f} GiB a GPU, what the calibrated profile's "
                      "jobs held beyond pptune's tensors (--reserve-gib overrides)")
+    priced = costs.options or spec.costs  # a calibrated profile's jobs' choices filled in
     req = PlanRequest(
         gpus=s.gpus, global_batch=global_batch, tp=keys[0].tp, gpus_per_node=gpn,
         cost_keys=keys, overlap_param_gather=s.overlap_param_gather,
-        fp8_param_gather=spec.costs.fp8_params,
+        fp8_param_gather=priced.fp8_params,
         fp8_amax_reduction=reduces_amax(priced.recipe.value),
         schedules=tuple(schedules), virtual_stages=s.virtual_stages,
         micro_batch_sizes=sizes, pp=s.pp or None,
@@ -268,7 +268,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     if (not costs.measured and priced.recipe is Fp8Recipe.BLOCKWISE
             and any(k.precision is Precision.FP8 for k in keys)):
         result.notes.append(BLOCKWISE_RATE_NOTE)
-    c = spec.costs
+    c = priced
     if result.plans and not costs.measured:
         best = result.plans[0]
         hint = attention_note(costs.table_for(best.key), req, best, costs.gpu,
@@ -284,7 +284,9 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
                       sequence_parallel=c.splits_sequence if not costs.measured
                       else bool(c.sequence_parallel),
                       seq_len=table.seq_len, hf_config=None if hf is None else Path(hf),
-                      attention=None if costs.measured else c.attention or Attention.FLASH,
+                      attention=None if costs.measured else c.attention or Attention(
+                          costs.attention or Attention.FLASH.value),
+                      tp_comm_overlap=c.overlaps_tp,
                       tp=searched([k.tp for k in keys]), cp=searched([k.cp for k in keys]),
                       ep=searched([k.ep for k in keys]), etp=searched([k.etp for k in keys]),
                       precision=tuple(dict.fromkeys(k.precision for k in keys))),

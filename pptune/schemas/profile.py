@@ -252,6 +252,18 @@ class Calibration(Strict):
     warnings: list[str] = Field(
         default_factory=list, description="what makes the factors doubtful: residuals or "
         "held-out errors over pptune calibrate's threshold")
+    # the kernels the jobs were priced with (check-config's reading of their configs):
+    # recommend and simulate price them unless a flag says otherwise; None (a profile
+    # written before these keys): pptune's defaults
+    tp_comm_overlap: bool | None = Field(
+        None, description="the jobs' tensor-parallel collectives hidden behind their GEMMs "
+        "(Megatron-LM --tp-comm-overlap)")
+    cross_entropy: Literal["fused", "native", "unfused", "eager"] | None = Field(
+        None, description="the jobs' loss kernels (--cross-entropy)")
+    swiglu: Literal["fused", "eager"] | None = Field(
+        None, description="the jobs' gated-MLP activation kernels (--swiglu)")
+    wgrad_accum: Literal["fused", "unfused", "bf16"] | None = Field(
+        None, description="where the jobs' weight gradients went (--wgrad-accum)")
 
     @model_validator(mode="after")
     def _known(self) -> Calibration:

@@ -89,6 +89,7 @@ def summary_json(run: TuneRun) -> dict[str, Any]:
             "p2p_latency_s": cal.latency_s,
             "loss_s": {str(b): list(x) for b, x in sorted(cal.losses_s.items())},
             "contention": cal.contention, "worst_op_misfit": cal.residual, "notes": cal.notes,
+            "warnings": cal.warnings,
         },
         "notes": run.notes,
     }

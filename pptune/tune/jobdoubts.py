@@ -10,20 +10,26 @@ step / d log factor``).
   what the factor says of it ("the expert all-to-all, 82% of the step, ran
   faster than its priced NIC bandwidth allows"); where that part's own group
   is in range but tied to one that is not (one run fits one factor), the line
-  says that the tie, not the part, is what is refused.
+  says that the tie, not the part, is what is refused. With several runs the
+  step described is that of the run whose own factor, fitted to it alone, is
+  out of range (each run's is listed), or, every run in range alone, of the
+  run whose step holds most of the groups fitted out of range, with the ratio
+  by which the runs' own factors disagree.
 - ``doubts``: warnings stored in the profile: residuals and held-out errors
   beyond ``RESIDUAL_WARN``; a job pptune predicts cannot fit; a GPU nobody
-  named; one part over ``DOMINANT_SHARE`` of a step whose factor is tied to
-  groups the step hardly holds (the fit is that part's, carried to plans made
-  of the others); a reserve beyond what fragmentation and the CUDA context
-  and NCCL buffers account for (``reserve_bound``);
+  named; a log whose own FLOPs a step are not its framework's count for the
+  job the config describes (``pptune.tune.jobflops``); one part over
+  ``DOMINANT_SHARE`` of a step whose factor is tied to groups the step hardly
+  holds (the fit is that part's, carried to plans made of the others); a
+  reserve beyond what fragmentation and the CUDA context and NCCL buffers
+  account for (``reserve_bound``);
 - ``near_floor``: a note for a factor within ``NEAR_FLOOR`` x of the floor.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pptune.costmodel import presets
 from pptune.costmodel.breakdown import (
@@ -39,6 +45,7 @@ from pptune.costmodel.calibration import (
     CEILING_NAMES,
     RATE_NAMES,
     SANITY_FLOOR,
+    Factors,
     RateGroup,
     problems,
 )
@@ -116,17 +123,23 @@ def _priced_at(job: Job, node: int, part: str, group: RateGroup) -> str:
 
 
 def refusal(gpu: presets.GpuSpec, res: FitResult, jobs: Sequence[Job],
-            parts: Sequence[StepParts], node: int) -> str | None:
+            parts: Sequence[StepParts], node: int,
+            alone: Callable[[], Sequence[Factors | None]] | None = None) -> str | None:
     """Why the factors are out of the physical range, in the steps' terms (module
     docstring); None when they are in it. ``node``: the GPUs of an NVLink domain the
-    first job was priced with."""
+    first job was priced with; ``alone``: each run's own factor, fitted to it alone (None
+    where it cannot be), asked for only with several runs to name the one(s) that put
+    the factors out of range (``_culprit``)."""
     f = res.factors
     wrong = {g: problems(gpu, f, (g,)) for g in RateGroup}
     wrong = {g: w for g, w in wrong.items() if w}
     if not wrong:
         return None
-    job, el = jobs[0], res.elasticity[0]
-    top, share = _top(parts[0])
+    names = run_labels([j.config.name for j in jobs], [j.size.gpus for j in jobs])
+    i, runs_said = _culprit(gpu, res, names, alone() if alone and len(jobs) > 1 else (),
+                            tuple(wrong))
+    job, el = jobs[i], res.elasticity[i]
+    top, share = _top(parts[i])
     g_top = part_group(top)
     order = sorted(wrong, key=lambda g: g is not g_top)
     tie = next(t for t in res.fitted if order[0] in t)
@@ -134,8 +147,8 @@ def refusal(gpu: presets.GpuSpec, res: FitResult, jobs: Sequence[Job],
     if len(tie) > 1:
         who = "one run fits" if len(jobs) == 1 else f"the {len(jobs)} runs fit"
         head = f"{who} one factor common to {_names(tie)}, and "
-    said = "; ".join(wrong[g][0] for g in order)
-    step = (f"{job.config.name}'s step is {share:.0%} {top} (its sensitivity to the rates: "
+    said = "; ".join(wrong[g][0] for g in order) + runs_said
+    step = (f"{names[i]}'s step is {share:.0%} {top} (its sensitivity to the rates: "
             f"{_sensitivity(el)})")
     if g_top in wrong:
         meaning = (f", so its {top} ran faster than {_priced_at(job, node, top, g_top)} allows"
@@ -165,6 +178,29 @@ def refusal(gpu: presets.GpuSpec, res: FitResult, jobs: Sequence[Job],
     return f"{head}{said}: {step}{meaning}; {hint}"
 
 
+def _culprit(gpu: presets.GpuSpec, res: FitResult, names: Sequence[str],
+             alone: Sequence[Factors | None], wrong: tuple[RateGroup, ...]) -> tuple[int, str]:
+    """The run a refusal describes, and what each run fits alone (a clause, "" with one
+    run): the run whose own factor is out of range (the farthest out where several are),
+    else, every run in range on its own, the one whose step holds most of the groups out
+    of range (``wrong``), which their factor is fitted to: the runs disagree, by the
+    ratio of their own factors."""
+    if not alone or any(a is None for a in alone):
+        return 0, ""
+    own = [a.compute for a in alone if a is not None]  # one run: one factor common to all
+    out = [k for k, a in enumerate(alone) if a is not None and problems(gpu, a)]
+    listed = ", ".join(f"{n} x{x:.3g}" + (" (out of range)" if k in out else "")
+                       for k, (n, x) in enumerate(zip(names, own, strict=True)))
+    if out:
+        worst = max(out, key=lambda k: abs(math.log(own[k])))
+        return worst, f"; fitted alone, each run's one factor: {listed}"
+    worst = max(range(len(own)), key=lambda k: sum(res.elasticity[k].get(g, 0.0)
+                                                    for g in wrong))
+    return worst, (f"; fitted alone, each run's one factor is in range ({listed}), but the "
+                   f"runs disagree by {max(own) / min(own):.2f}x, and fitted together they "
+                   "need the factors above")
+
+
 def near_floor(res: FitResult) -> list[str]:
     """A note for each fitted factor within NEAR_FLOOR x of the floor calibrate refuses
     under."""
@@ -184,6 +220,7 @@ def doubts(jobs: Sequence[Job], res: FitResult, held: tuple[float | None, ...],
            reserve: float | None) -> list[str]:
     """The profile's warnings (module docstring)."""
     out = [assumed_warning(j.config, j.gpu) for j in jobs if j.gpu_assumed][:1]
+    out += [j.throughput_warning for j in jobs if j.throughput_warning]
     limit = f"beyond the +-{RESIDUAL_WARN:.0%} pptune's calibration benchmark accepts"
     term = _missing_term(jobs, res.residuals)
     names = run_labels([j.config.name for j in jobs], [j.size.gpus for j in jobs])

@@ -10,7 +10,9 @@ factors (pptune.costmodel.breakdown), and, where a log printed the peak
 memory, takes what the allocator held beyond pptune's tensors as the reserve
 (the median over the jobs, at least 0). The result is a profile of the
 existing schema whose ``calibration`` section records all of it, the GEMM
-precision the jobs ran among it (recommend prices it by default); its layers
+precision and the kernels the jobs ran among it (their attention, loss and
+SwiGLU kernels, tensor-parallel overlap and weight-gradient accumulation, as
+check-config priced them; recommend prices them by default); its layers
 are the first job's configuration.
 
 With two runs or more each is also predicted from the others alone (leave one
@@ -30,6 +32,7 @@ import dataclasses
 import statistics
 from dataclasses import dataclass
 
+from pptune.check.costs import layout_options
 from pptune.check.profile_match import same_model
 from pptune.check.rules import CheckReport
 from pptune.costmodel import presets
@@ -39,6 +42,7 @@ from pptune.costmodel.fit import MIN_SINGULAR, FitResult, Observed, fit, held_ou
 from pptune.costs import calibrated
 from pptune.costs.profiles import DEFAULT_MICRO_BATCH_SIZES
 from pptune.errors import BadInput
+from pptune.options import CostOptions
 from pptune.schemas import CalibrationRun, Profile
 from pptune.tune.jobdoubts import doubts, near_floor, refusal
 from pptune.tune.jobs import Job, calibration, simulated, step_at
@@ -66,7 +70,8 @@ def calibrate(jobs: list[Job]) -> Outcome:
     parts = tuple(_parts(j, res.factors, r) for j, r in zip(jobs, reports, strict=True))
     req = reports[0].request
     node = req.gpus_per_node if req is not None else presets.GPUS[first.gpu].gpus_per_node
-    wrong = refusal(presets.GPUS[first.gpu], res, jobs, parts, node)
+    wrong = refusal(presets.GPUS[first.gpu], res, jobs, parts, node,
+                    lambda: [_alone(o) for o in obs])
     if wrong:
         raise BadInput(f"calibrate: {wrong}; the job(s): "
                        + "; ".join(j.describe() + f", {_measured_by(j)}" for j in jobs))
@@ -94,6 +99,7 @@ def calibrate(jobs: list[Job]) -> Outcome:
     reserve = max(0.0, statistics.median(r for _, r in reserves)) if reserves else None
     notes = _notes(res, jobs, [r for _, r in reserves])
     low = first.precision in ("fp8", "mxfp8")
+    ran = CostOptions(**layout_options(first.read.config))  # its kernels, as check prices them
     # the model with the job's batch: recommend's default on this profile (not the model's)
     model = dataclasses.replace(first.shape, global_batch=first.size.global_batch)
     cal = calibration(model, first.gpu, first.read.config.attention, res.factors,
@@ -102,6 +108,8 @@ def calibrate(jobs: list[Job]) -> Outcome:
                       fp8_kernels=(first.read.config.fp8_kernels or "te") if low else None,
                       fp8_recipe=first.read.config.fp8_recipe if low else None,
                       fp8_param_gather=first.read.config.fp8_param_gather if low else None,
+                      tp_comm_overlap=ran.overlaps_tp, cross_entropy=ran.loss_kernels.value,
+                      swiglu=ran.swiglu_kernels.value, wgrad_accum=ran.wgrad.value,
                       warnings=doubts(jobs, res, held, parts, reserves, reserve))
     c = first.read.config
     sizes = tuple(sorted(set(DEFAULT_MICRO_BATCH_SIZES) | {c.micro_batch_size}))
@@ -109,6 +117,14 @@ def calibrate(jobs: list[Job]) -> Outcome:
                               sequence_parallel=c.sequence_parallel, attention=c.attention,
                               gpus=first.size.gpus)
     return Outcome(prof, res, parts)
+
+
+def _alone(o: Observed) -> Factors | None:
+    """The one factor a run fits alone (None where it cannot be fitted)."""
+    try:
+        return fit([o]).factors
+    except (ValueError, ArithmeticError, BadInput):
+        return None
 
 
 def _measured_by(job: Job) -> str:

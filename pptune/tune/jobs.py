@@ -50,6 +50,7 @@ from pptune.frameworks.logs import read_log
 from pptune.frameworks.read import ReadResult, read_config
 from pptune.frameworks.registry import ADAPTERS
 from pptune.schemas import Calibration, CalibrationRun, Profile
+from pptune.tune import jobflops
 from pptune.tune.jobgpu import job_gpu
 
 
@@ -81,9 +82,11 @@ class Job:
     notes: tuple[str, ...] = ()
     overflow: str = ""  # check-config's memory-overflow finding: the job ran, so it fit
     gpu_assumed: bool = False  # nothing named the GPU: pptune's default (jobgpu.py)
-    # the log's own FLOPs a step (its TFLOP/s a GPU x GPUs x step) over the config's model
-    # FLOPs; None where the log prints no TFLOP/s
+    # the log's own FLOPs a step (its TFLOP/s a GPU x GPUs x step) over the FLOPs its
+    # framework counts for the config's job (jobflops.py); None where the log prints no
+    # TFLOP/s
     flops_ratio: float | None = None
+    throughput_warning: str = ""  # the log looks like another job's (jobflops.py); a doubt
 
     @property
     def title(self) -> str:
@@ -152,7 +155,7 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None,
         notes.append(f"{m.config}: {size.gpus} GPUs from the batch the config states: "
                      f"{inferred.message.split(';')[0]}, x tp {c.tp} x pp {c.pp}"
                      + (f" x cp {c.cp}" if c.cp > 1 else "") + " (--gpus overrides)")
-    ratio = None
+    ratio, warning = None, ""
     if m.step_s is not None:
         step, source, peak, what = m.step_s, "--step-s", None, ""
         if not step > 0 or not math.isfinite(step):
@@ -169,67 +172,18 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None,
         source = (f"log {m.log}: median of {len(steady.used)} {log.title} line(s), "
                   f"iterations {steady.used[0]}-{steady.used[-1]} ({left})")
         notes += [f"--log {m.log}: {n}" for n in (*log.notes, *steady.notes)]
-        tflops = _logged_tflops(log, steady.used)
-        ratio = _log_flops_ratio(tflops, shape, size, step)
-        notes += _throughput_disagrees(m, ratio, tflops, shape, size, step)
+        counts = ADAPTERS[read.format].log_flops
+        flops = jobflops.logged_flops(log, steady.used, size, shape, counts)
+        ratio = flops.ratio if flops is not None else None
+        warning = jobflops.disagreement(m.log, flops, shape, size, log.title)
+        if flops is not None and flops.older:
+            notes.append(f"--log {m.log}: its TFLOP/s a GPU make {flops.ratio:.2f}x the FLOPs "
+                         f"a step counted as {flops.count.counts}: the log is likely of such "
+                         "a release")
     job = Job(m.config, read, shape, name, step, source, size, peak, what, tuple(notes),
-              overflow, found.assumed, ratio)
+              overflow, found.assumed, ratio, warning)
     _refuse_faster_than_peak(job)
     return job
-
-
-# the log's own FLOPs a step against the model FLOPs of the config, beyond which the log
-# is taken to be of another job than the config describes; frameworks count attention,
-# the LM head and recomputation their own ways (Megatron-LM's
-# num_floating_point_operations, torchtitan's 6N + 12 L h s), within some 20% of pptune's
-# count, so only a gross difference (another sequence, batch or model) is said
-THROUGHPUT_SLACK = 1.5
-
-
-def _logged_tflops(log: JobLog, used: tuple[int, ...]) -> float | None:
-    """The median TFLOP/s a GPU the log's used lines print (None: they print none)."""
-    rates = sorted(s.tflops_per_gpu for s in log.steps
-                   if s.iteration in used and s.tflops_per_gpu)
-    return rates[len(rates) // 2] if rates else None
-
-
-def _model_flops(shape: ModelShape, size: JobSize) -> float:
-    """pptune's model FLOPs a step (its MFU count)."""
-    return shape_flops_per_token(shape, size.seq_len) * size.global_batch * size.seq_len
-
-
-def _log_flops_ratio(tflops: float | None, shape: ModelShape, size: JobSize,
-                     step_s: float) -> float | None:
-    """The log's own FLOPs a step over the model FLOPs of the job the config describes."""
-    if tflops is None:
-        return None
-    return tflops * 1e12 * size.gpus * step_s / _model_flops(shape, size)
-
-
-def another_job(job: Job) -> str:
-    """The question a refusal asks when the log's own FLOPs are not the config's job's
-    (beyond THROUGHPUT_SLACK either way); "" when they are, or the log prints none."""
-    r = job.flops_ratio
-    if r is None or 1 / THROUGHPUT_SLACK <= r <= THROUGHPUT_SLACK:
-        return ""
-    return (f"is the log of another model or batch (its own TFLOP/s a GPU make {r:.3g}x the "
-            f"model FLOPs of the job {job.config} describes)")
-
-
-def _throughput_disagrees(m: Measurement, ratio: float | None, tflops: float | None,
-                          shape: ModelShape, size: JobSize, step_s: float) -> list[str]:
-    """A note when the TFLOP/s a GPU the log prints, times its GPUs and step, is not the
-    model FLOPs a step of the job the config describes (6 per active parameter and token
-    with the embedding left out, and causal attention's 6 L h s: pptune's MFU count)."""
-    if ratio is None or tflops is None or 1 / THROUGHPUT_SLACK <= ratio <= THROUGHPUT_SLACK:
-        return []
-    logged, model = tflops * 1e12 * size.gpus * step_s, _model_flops(shape, size)
-    return [f"warning: --log {m.log}: its {tflops:g} TFLOP/s a GPU over "
-            f"{size.gpus} GPUs and {step_s:.4g} s make {logged:.3g} FLOPs a step, {ratio:.2f}x "
-            f"the {model:.3g} model FLOPs of the job the config describes ({shape.name}, "
-            f"{size.global_batch} x {size.seq_len} tokens; 6 per active parameter and token "
-            "plus causal attention's 6 L h s, pptune's MFU count): the log may be of another "
-            "sequence length, batch or model; check them before trusting the factors"]
 
 
 def _read(m: Measurement, flags: Flags) -> ReadResult:
@@ -349,3 +303,9 @@ def _refuse_faster_than_peak(job: Job) -> None:
             f"{job.gpu} at their {peak / 1e12:g} TFLOP/s peak; check the description "
             f"({job.describe()}) and the step's units (seconds)"
             + (f"; {other}?" if (other := another_job(job)) else ""))
+
+
+def another_job(job: Job) -> str:
+    """The question a refusal asks when the log's own FLOPs are not the config's job's
+    ("" when they are, or the log prints none; jobflops.another_job)."""
+    return jobflops.another_job(job.flops_ratio, job.config)

@@ -3,9 +3,10 @@
 A ``Trial`` is what one measured run of a candidate leaves (the op medians
 ``pptune.validate`` stamps, the timed step times, the loss it timed alone,
 the contention it measured). ``calibrate`` turns trials into a
-``Calibration`` (``calibrate.py`` explains the arithmetic);
-``calibrated_profile`` applies it to a profile (schema v1, the same file
-``pptune probe`` writes, its notes saying what was calibrated from what);
+``Calibration`` (``calibrate.py`` explains the arithmetic, ``latency.py`` the
+range a fitted link latency must be in to be stored); ``calibrated_profile``
+applies it to a profile (schema v1, the same file ``pptune probe`` writes, its
+notes saying what was calibrated from what, and its warnings);
 ``predict`` prices a candidate over any profile with the corrections
 ``pptune validate`` documents (the loss on the last stage, torch's split
 backward on stage 0) and, when given, its contention model: uncalibrated,
@@ -17,12 +18,14 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pptune.costmodel.schedules import SPLIT_BACKWARD, Schedule
 from pptune.schemas import Profile
 from pptune.tune import calibrate as cal
+from pptune.tune import latency as lat
 from pptune.validate import compare
 from pptune.validate.spec import RunSpec
 
@@ -69,6 +72,9 @@ class Calibration:
     sources: tuple[str, ...]  # the trials' keys
     residual: float  # worst |fitted - measured| / measured over the op medians
     notes: list[str] = field(default_factory=list)
+    # what makes the fit doubtful: a latency outside its physical range (not stored), a
+    # trial the others' latency does not predict (latency.py)
+    warnings: list[str] = field(default_factory=list)
 
     def factors_for(self, b: int) -> dict[cal.Cell, float]:
         return self.factors.get(b) or self.factors[self.default_size]
@@ -151,33 +157,49 @@ def calibrate(profile: Profile, trials: list[Trial], by: str = "pptune tune") ->
                         tuple(t.key for t in trials), residual)
     scaled = apply(profile, draft)
     piped = [t for t in trials if t.pp >= 2]
-    fits = [_latency(scaled, t, draft.loss_for(t.micro_batch_size)) for t in piped]
+    fits = [_latency(scaled, t, draft) for t in piped]
     # a fit at the end of its range (0: the step is met with a free link; the top: not
     # met with any) measures no latency: the profile's own is kept
-    inside = [x for x, t in zip(fits, piped, strict=True) if 0.0 < x < _latency_ceiling(t)]
+    measured = [(x, t) for x, t in zip(fits, piped, strict=True)
+                if 0.0 < x < _latency_ceiling(t)]
+    inside = [x for x, _ in measured]
     latency = statistics.median(inside) if inside else None
+    warnings = []
+    bound = lat.latency_range(profile)
+    if latency is not None and bound is not None and not bound.holds(latency):
+        warnings.append(lat.out_of_range(latency, bound, profile.links.intra_node.p2p.latency_s))
+        latency = None
     notes = _notes(profile, draft, latency, by)
+    if latency is not None and bound is None:
+        notes.append("intra-node p2p latency not checked against a measurement: the profile "
+                     "states a free link and keeps no probe timings of it")
     if fits and not inside:
         why = ("reach their measured steps with a free link (the calibrated ops already "
                "account for them)" if not any(fits) else
                "are not matched by any latency up to their step over 2m messages")
         notes.append(f"intra-node p2p latency not fitted: the {len(fits)} pipelined trial(s) "
                      f"{why}, so the profile's measured latency is kept")
-    return replace(draft, latency_s=latency, notes=notes)
+    if latency is not None:
+        kept = [t for _, t in measured]
+        held = lat.held_out(inside, [_step_at(scaled, t, draft) for t in kept],
+                            [t.measured_s for t in kept], [t.key for t in kept])
+        warnings += [held] if held else []
+    return replace(draft, latency_s=latency, notes=notes, warnings=warnings)
 
 
-def _latency(scaled: Profile, t: Trial, loss: tuple[float, float] | None) -> float:
+def _step_at(scaled: Profile, t: Trial, c: Calibration) -> Callable[[float], float]:
+    """A trial's predicted step at a given p2p latency over the calibrated profile."""
+    spec, loss = t.spec(), c.loss_for(t.micro_batch_size)
+    return lambda latency_s: predict(with_latency(scaled, latency_s), spec, loss, t.contention)
+
+
+def _latency(scaled: Profile, t: Trial, c: Calibration) -> float:
     """The p2p latency at which ``t``'s simulated step matches its measured one.
 
     Searched up to the measured step over 2m messages (each micro-batch
     sends at least its activation forward and its gradient back).
     """
-    spec = t.spec()
-
-    def step_at(latency_s: float) -> float:
-        return predict(with_latency(scaled, latency_s), spec, loss, t.contention)
-
-    return cal.fit_latency(step_at, t.measured_s, hi_s=_latency_ceiling(t))
+    return cal.fit_latency(_step_at(scaled, t, c), t.measured_s, hi_s=_latency_ceiling(t))
 
 
 def _latency_ceiling(t: Trial) -> float:
@@ -237,14 +259,16 @@ def with_latency(profile: Profile, latency_s: float) -> Profile:
 
 
 def calibrated_profile(profile: Profile, c: Calibration) -> Profile:
-    """The profile file ``tune`` writes: factors and latency applied, notes appended."""
+    """The profile file ``tune`` writes: factors and latency applied, notes and warnings
+    appended."""
     out = apply(profile, c)
     if c.latency_s is not None:
         out = with_latency(out, c.latency_s)
     unmeasured = [b for b in out.micro_batch_sizes() if b not in c.factors]
     extra = [f"micro-batch sizes {unmeasured} scaled by the factors measured at size "
              f"{c.default_size} (not measured themselves)"] if unmeasured else []
-    return out.model_copy(update={"notes": [*profile.notes, *c.notes, *extra]})
+    warned = [f"warning: {w}" for w in c.warnings]
+    return out.model_copy(update={"notes": [*profile.notes, *c.notes, *warned, *extra]})
 
 
 def predict(profile: Profile, spec: RunSpec, loss_s: tuple[float, float] | None = None,

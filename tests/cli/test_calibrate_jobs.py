@@ -90,10 +90,15 @@ def test_a_calibrated_profile_prices_what_ifs_of_the_same_model(tmp_path: Path,
                                                                 cli: Cli) -> None:
     out = tmp_path / "cal.json"
     assert cli("calibrate", "--run", MEGATRON, "--step-s", "9.0", "-o", out).exit_code == 0
-    # the script's Transformer Engine runs cuDNN's attention, which the calibration keeps
-    assert load_profile(out).calibration.attention == "cudnn"  # type: ignore[union-attr]
+    # the script's Transformer Engine runs cuDNN's attention, which the calibration keeps,
+    # with Megatron-LM's unfused loss (no --cross-entropy-loss-fusion) and its fused
+    # weight-gradient accumulation (its default)
+    cal = load_profile(out).calibration
+    assert cal is not None and cal.attention == "cudnn"
+    assert (cal.cross_entropy, cal.wgrad_accum) == ("unfused", "fused")
     plain = cli("simulate", "--model", "llama3-8b", "--gpu", "h100-sxm", "--tp", "4", "--pp",
-                "2", "--microbatches", "8", "--attention", "cudnn", "--json")
+                "2", "--microbatches", "8", "--attention", "cudnn", "--cross-entropy",
+                "unfused", "--wgrad-accum", "fused", "--json")
     calibrated = cli("simulate", "--profile", out, "--tp", "4", "--pp", "2", "--microbatches",
                      "8", "--json")
     assert plain.exit_code == 0 and calibrated.exit_code == 0, calibrated.stderr
@@ -359,3 +364,24 @@ def test_an_expert_parallel_job_calibrates_with_its_experts_split(
     memory = [[f["message"] for f in doc["findings"] if f["id"] == "memory-ok"]
               for doc in (plain, back)]
     assert memory[0] == memory[1] and memory[0]
+
+
+def test_runs_that_fit_alone_but_not_together_are_named_with_their_disagreement(
+        tmp_path: Path, cli: Cli, error_line: ErrorLine) -> None:
+    # made at a communication factor of 1.5, above the links' line rate: each run alone
+    # fits one factor in range; together they separate communication and put it out
+    truth = Factors(compute=0.6, memory=0.6, communication=1.5)
+    a = job(tmp_path, "a.yaml", 16, 1, 2)  # no tensor parallelism: hardly communicates
+    b = job(tmp_path, "b.yaml", 64, 8, 1)
+    line = error_line(cli("calibrate", "--run", a, "--step-s",
+                          f"{simulated_step(a, truth):.9g}", "--run", b, "--step-s",
+                          f"{simulated_step(b, truth):.9g}", "-o", tmp_path / "cal.json"))
+    found = re.search(r"fitted alone, each run's one factor is in range \(a\.yaml x([\d.]+), "
+                      r"b\.yaml x([\d.]+)\), but the runs disagree by ([\d.]+)x, and fitted "
+                      r"together they need the factors above: (\S+)'s step", line)
+    assert found is not None, line
+    fa, fb, ratio = float(found[1]), float(found[2]), float(found[3])
+    assert 0.1 < min(fa, fb) and max(fa, fb) < 1.04
+    assert ratio == pytest.approx(max(fa, fb) / min(fa, fb), abs=0.01)
+    # the step described is the run whose step holds the communication fitted out of range
+    assert found[4] == "b.yaml" and line.startswith("pptune: error: calibrate: a communication")

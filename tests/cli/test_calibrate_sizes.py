@@ -65,12 +65,13 @@ def test_gpus_after_each_run_size_that_run_and_two_runs_are_checked_leave_one_ou
     assert [round(run.residual, 3) for run in cal.runs] == [0.525, -0.344]
     held = [run.held_out_residual for run in cal.runs]
     assert None not in held and held[0] > 1.0 and held[1] < -0.5  # type: ignore[operator]
-    # both warned, on stderr and in the JSON; the two-node run is the slow one
-    assert len(cal.warnings) == 2
-    assert "inter-node communication" in cal.warnings[0] and "+52.5%" in cal.warnings[0]
-    assert "leave one out" in cal.warnings[1]
+    # both warned, on stderr and in the JSON; the two-node run is the slow one; and the
+    # 16-GPU log's own TFLOP/s, another job's (test below), first: it is about an input
+    assert len(cal.warnings) == 3
+    assert cal.warnings[0].startswith(f"--log {LOG16}: its TFLOP/s")
+    assert "inter-node communication" in cal.warnings[1] and "+52.5%" in cal.warnings[1]
+    assert "leave one out" in cal.warnings[2]
     assert json.loads(r.stdout)["warnings"] == cal.warnings
-    # and the 16-GPU log's own TFLOP/s, another job's (test below)
     assert r.stderr.count("pptune: warning: ") == 3
     # the note compares the quantity the threshold is about, and says so
     note = next(n for n in cal.notes if "split their steps alike" in n)
@@ -155,11 +156,12 @@ def test_recommend_prices_the_precision_the_calibrated_job_ran(tmp_path: Path,
             assert "precision fp8: the GEMM precision the calibrated jobs ran" in rec.stderr
         elif given[1] == "bf16":
             assert "--precision bf16: the calibrated jobs ran fp8" in rec.stderr
-    # the trial's figures: the job's own configuration at -1.9% in FP8, +42% in BF16
+    # the job's own configuration at -0.3% in FP8 (-1.9% before the profile kept the job's
+    # kernels: its unfused loss, fused weight-gradient accumulation), +43% in BF16
     assert steps[()] == steps[("--precision", "fp8")]
-    assert steps[()][0] == "fp8" and steps[()][1] == pytest.approx(-0.019, abs=0.005)
+    assert steps[()][0] == "fp8" and steps[()][1] == pytest.approx(-0.003, abs=0.005)
     assert steps[("--precision", "bf16")][0] == "bf16"
-    assert steps[("--precision", "bf16")][1] == pytest.approx(0.42, abs=0.02)
+    assert steps[("--precision", "bf16")][1] == pytest.approx(0.43, abs=0.02)
 
 
 def test_a_megatron_deepspeed_log_is_timed_by_its_iteration_lines(tmp_path: Path,
@@ -300,12 +302,18 @@ def test_a_script_under_mpirun_is_sized_by_the_world_size_its_environment_gives(
 
 def test_a_log_whose_own_flops_are_not_the_configs_job_is_said(tmp_path: Path,
                                                                cli: Cli) -> None:
-    """The 16-GPU log prints 801.7 TFLOP/s a GPU: over 16 GPUs and its 14.2 s that is 2.23x
-    the model FLOPs of the script's job (1,024 x 2,048 tokens): the run had another
-    sequence length. The 8-GPU log's figure agrees with the script, and is not noted."""
+    """The 16-GPU log prints 801.7 TFLOP/s a GPU: over 16 GPUs and its 14.2 s that is 2.15x
+    the FLOPs Megatron-LM core_r0.8.0 counts for the script's job (1,024 x 2,048 tokens):
+    the run had another sequence length. The 8-GPU log's figure is that count (1.00x:
+    attention's full square, as Megatron-LM counted it before core_r0.12.0; at 2,048
+    tokens within 3% of the causal count too, so no release is named), and is not warned
+    of; the warning is the profile's, as the other doubts are."""
     out = tmp_path / "cal.json"
     r = cli("calibrate", "--run", MPI, "--gpus", "8", "--log", LOG8, "--run", MPI, "--gpus",
             "16", "--log", LOG16, "--gpu", "h100-sxm", "-o", out)
     assert r.exit_code == 0, r.stderr
-    said = [line for line in r.stderr.splitlines() if "TFLOP/s a GPU over" in line]
-    assert len(said) == 1 and LOG16.name in said[0] and "2.23x the" in said[0]
+    said = [line for line in r.stderr.splitlines() if "TFLOP/s a GPU times" in line]
+    assert len(said) == 1 and LOG16.name in said[0] and "2.15x the" in said[0]
+    assert "Megatron-LM before core_r0.12.0: attention's full square" in said[0]
+    assert said[0].removeprefix("pptune: warning: ") in calibration(out).warnings
+    assert "the log is likely of such a release" not in r.stderr

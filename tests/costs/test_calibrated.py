@@ -173,3 +173,34 @@ def test_the_fitted_text_says_each_tie_once_and_what_was_not_fitted() -> None:
                         warnings=["leave one out misses by -28.0%"])
     assert calibrated.warnings(doubt) == [
         "warning: the calibration's fitted factors: leave one out misses by -28.0%"]
+
+
+def test_plans_are_priced_with_the_kernels_the_jobs_ran() -> None:
+    from pptune.costmodel.loss import CrossEntropy
+    from pptune.costmodel.rates import Swiglu, WgradAccum
+
+    cal = calibration(SHAPE, "h100-sxm", None, Factors.common(0.8),
+                      [["compute", "memory", "communication"]], [RUN], None,
+                      tp_comm_overlap=True, cross_entropy="native", swiglu="fused",
+                      wgrad_accum="fused")
+    ran = CostOptions(tp_comm_overlap=True, cross_entropy=CrossEntropy.NATIVE,
+                      swiglu=Swiglu.FUSED, wgrad_accum=WgradAccum.FUSED)
+    opts, notes = calibrated.as_ran(CostOptions(), cal)
+    assert opts == ran  # filled where no flag names them; pptune's own default not said
+    assert notes == ["kernels as the calibrated jobs ran: --tp-comm-overlap, --cross-entropy "
+                     "native, --wgrad-accum fused (a flag prices others)"]
+    assert calibrated.as_ran(ran, cal) == (ran, [])
+    # a flag wins, and is said to
+    opts, notes = calibrated.as_ran(CostOptions(tp_comm_overlap=False,
+                                                wgrad_accum=WgradAccum.BF16), cal)
+    assert (opts.overlaps_tp, opts.wgrad, opts.loss_kernels) == (
+        False, WgradAccum.BF16, CrossEntropy.NATIVE)
+    assert notes[:2] == [
+        "--no-tp-comm-overlap: the calibrated jobs ran --tp-comm-overlap; their factors price "
+        "this too",
+        "--wgrad-accum bf16: the calibrated jobs ran --wgrad-accum fused; their factors price "
+        "this too"]
+    # a profile written before the keys: nothing filled, nothing said
+    old = calibration(SHAPE, "h100-sxm", None, Factors.common(0.8),
+                      [["compute", "memory", "communication"]], [RUN], None)
+    assert calibrated.as_ran(CostOptions(), old) == (CostOptions(), [])

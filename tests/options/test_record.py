@@ -3,6 +3,7 @@ files load; keys the groups gained are written when set."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -21,7 +22,8 @@ from pptune.schemas import PlanFile, load_json_model
 def _request(**space: object) -> PlanFileRequest:
     # as recommend records them: the sizes searched, the node size taken
     costs = CostOptions(model="llama3-8b", gpu="h100-sxm", seq_len=8192,
-                        attention=Attention.FLASH, tp=1, sequence_parallel=True)
+                        attention=Attention.FLASH, tp=1, sequence_parallel=True,
+                        tp_comm_overlap=False)
     base = {"gpus": 8, "gpus_per_node": 8, "global_batch": 512, "micro_batch_sizes": (1, 2),
             "schedules": (Schedule.GPIPE, Schedule.ZBV),
             "recompute": (Recompute.NONE, Recompute.FULL), "sharding": (Sharding.ZERO1,)}
@@ -82,3 +84,11 @@ def test_a_bad_request_names_the_file_and_the_key(tmp_path: Path, request_: dict
                                 "request": request_}))
     with pytest.raises(BadInput, match=f"plan file {path} is invalid: {words}"):
         load_json_model(path, PlanFile, "plan")
+
+
+def test_tp_comm_overlap_not_given_is_written_as_priced() -> None:
+    # its field defaults to None (a calibrated profile's jobs fill it in), yet a plan file
+    # states it as pptune 0.1 did: off
+    req = _request()
+    req = PlanFileRequest(dataclasses.replace(req.costs, tp_comm_overlap=None), req.space, 500)
+    assert req.to_json()["tp_comm_overlap"] is False

@@ -25,7 +25,7 @@ from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import CostTable, Plan, PlanRequest, Sharding
 from pptune.costs.dims import KvHeads
 from pptune.frameworks.common.fields import Ctx, Semantics
-from pptune.frameworks.common.joblog import JobLog
+from pptune.frameworks.common.joblog import JobLog, LogFlops
 from pptune.frameworks.common.source import Repeated
 from pptune.frameworks.common.versions import VersionKey
 from pptune.options import CostOptions
@@ -130,6 +130,9 @@ class Adapter:
     # rule id -> the framework's own source for a placement rule check/experts.py judges
     # for every framework (empty: megatron-core's, which derives the placement)
     expert_cites: tuple[tuple[str, str], ...] = ()
+    # how the TFLOP/s its log lines print count a token's FLOPs, one entry per way its
+    # releases counted (empty: its lines print none); calibrate holds a log against these
+    log_flops: tuple[LogFlops, ...] = ()
 
     def cannot_state(self, key: CostKey, seq_len: int | None = None,
                      own: CostKey | None = None) -> str | None:

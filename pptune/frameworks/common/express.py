@@ -212,17 +212,17 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
     measured costs, a shape or GPU
     pptune cannot price, or when the job already plans that way."""
     c = job.cost_options or CostOptions()
-    loss = c.cross_entropy if cross_entropy is None else cross_entropy
-    act = c.swiglu if swiglu is None or job.shape is None or not job.shape.gated_mlp \
+    loss = c.loss_kernels if cross_entropy is None else cross_entropy
+    act = c.swiglu_kernels if swiglu is None or job.shape is None or not job.shape.gated_mlp \
         else swiglu
     route = c.moe_dispatcher if dispatcher is None or job.shape is None \
         or not job.shape.moe else dispatcher
     fp8 = c.fp8_linears() if fp8_kernels is None or not is_low(plan.precision) \
         else fp8_kernels
     overlap = job.tp_comm_overlap if tp_comm_overlap is None else tp_comm_overlap
-    accum = c.wgrad_accum if wgrad_accum is None else wgrad_accum
-    if ((job.attention, job.sequence_parallel, c.cross_entropy, c.moe_dispatcher, c.swiglu,
-         c.fp8_linears(), job.tp_comm_overlap, c.wgrad_accum)
+    accum = c.wgrad if wgrad_accum is None else wgrad_accum
+    if ((job.attention, job.sequence_parallel, c.loss_kernels, c.moe_dispatcher,
+         c.swiglu_kernels, c.fp8_linears(), job.tp_comm_overlap, c.wgrad)
             == (attention, sequence_parallel, loss, route, act, fp8, overlap, accum)
             or not _analytic(job)):
         return job, plan
@@ -275,9 +275,9 @@ def analytic_table(job: Job, shape: ModelShape | None = None, **changed: object)
         sequence_parallel=job.sequence_parallel, attention=str(job.attention),
         tp_comm_overlap=job.tp_comm_overlap, cp_comm=c.cp_comm, fp8_params=c.fp8_params,
         gpus_per_node=job.request.gpus_per_node, gpus=job.request.gpus,
-        gpu_spread=c.gpu_spread, cross_entropy=c.cross_entropy, swiglu=c.swiglu,
+        gpu_spread=c.gpu_spread, cross_entropy=c.loss_kernels, swiglu=c.swiglu_kernels,
         fp8_kernels=c.fp8_linears(), factors=job.factors, recompute_modules=job.layer_modules,
-        efficiency=c.efficiency, wgrad_accum=c.wgrad_accum, torchao_recipe=c.torchao_recipe,
+        efficiency=c.efficiency, wgrad_accum=c.wgrad, torchao_recipe=c.torchao_recipe,
         fp8_recipe=c.recipe)
     options.update(changed)
     priced = shape or job.shape

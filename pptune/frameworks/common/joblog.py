@@ -76,6 +76,23 @@ class JobLog:
 
 
 @dataclass(frozen=True)
+class LogFlops:
+    """How a framework's throughput lines count the FLOPs of a token: 6 per matmul
+    parameter and the attention products over every key a query has (``causal``: half of
+    them), windows not discounted (``pptune.costs.flops.counted_flops_per_token``)."""
+
+    causal: bool
+    release: str  # the framework's releases that count so ("Megatron-LM before core_r0.12.0")
+    source: str  # the function that counts so, in its file
+
+    @property
+    def counts(self) -> str:
+        """What this count is, as messages say it."""
+        mask = "causal attention halved" if self.causal else "attention's full square"
+        return f"{self.release}: {mask}, {self.source}"
+
+
+@dataclass(frozen=True)
 class JobSize:
     """What converts a throughput into seconds per step."""
 

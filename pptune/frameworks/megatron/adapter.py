@@ -9,7 +9,7 @@ from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.search import Plan, PlanRequest, Sharding
 from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
-from pptune.frameworks.common.joblog import JobLog
+from pptune.frameworks.common.joblog import JobLog, LogFlops
 from pptune.frameworks.common.source import Repeated
 from pptune.frameworks.megatron import advice, log, rules, writer
 from pptune.frameworks.megatron.closest import ATTENTION, closest_plan, stateable_request
@@ -35,6 +35,14 @@ class MegatronAdapter(Adapter):
     states_node_shape = True  # torchrun --nnodes N --nproc_per_node K
     runs_microbatch_groups = True  # --microbatch-group-size-per-virtual-pipeline-stage
     runs_attention = ATTENTION  # what its scripts' --attention-backend auto runs
+    # "throughput per GPU (TFLOP/s/GPU)" is num_floating_point_operations(args, batch) /
+    # (elapsed time x 10^12 x world size) (megatron/training/training.py, training_log)
+    log_flops = (
+        LogFlops(True, "Megatron-LM core_r0.12.0 to core_v0.16.1",
+                 "megatron/training/training.py num_floating_point_operations"),
+        LogFlops(False, "Megatron-LM before core_r0.12.0",
+                 "megatron/training/training.py num_floating_point_operations"),
+    )
 
     def detect(self, data: Any) -> bool:
         return isinstance(data, str) and looks_like_megatron(data)

@@ -114,7 +114,7 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     # Engine's attention backend at auto (cuDNN's fused attention): priced with their kernels
     attention = "eager" if job.attention == "eager" else ATTENTION
     # and its weight gradients where the sharding puts them (wgrad_accum)
-    asked = (job.cost_options or CostOptions()).wgrad_accum
+    asked = (job.cost_options or CostOptions()).wgrad
     accum = wgrad_accum(asked, plan.sharding)
     job, plan = ex.priced_as_run(job, plan, name=NAME, attention=attention,
                                  sequence_parallel=job.sequence_parallel, notes=notes,

@@ -97,7 +97,7 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
             args += ["--group-query-attention", f"--num-query-groups {shape.kv_heads}"]
         if shape.gated_mlp:
             args += ["--swiglu", "--position-embedding-type rope"]
-            if (job.cost_options or CostOptions()).swiglu is Swiglu.EAGER:
+            if (job.cost_options or CostOptions()).swiglu_kernels is Swiglu.EAGER:
                 args.append("--no-bias-swiglu-fusion")  # as priced (--swiglu eager)
         args += style_args(shape, unsaid, plan.etp)  # norm, biases, tied embeddings (style.py)
         args += moe_args(shape, plan, (job.cost_options or CostOptions()).moe_dispatcher)
@@ -124,7 +124,7 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
         args.append("--use-distributed-optimizer")
     if strategy is not None:  # with the overlap Megatron-FSDP runs (and no fusion)
         args += write_args(plan.sharding, plan.precision is Precision.FP16)
-    elif (job.cost_options or CostOptions()).wgrad_accum is WgradAccum.UNFUSED:
+    elif (job.cost_options or CostOptions()).wgrad is WgradAccum.UNFUSED:
         args.append("--no-gradient-accumulation-fusion")  # as priced (--wgrad-accum unfused)
     if job.moments != ("fp32", "fp32"):  # the search kept these on the distributed optimizer
         args += ["--use-precision-aware-optimizer", f"--exp-avg-dtype {job.moments[0]}",

@@ -46,11 +46,11 @@ def write(stated: Stated) -> dict[str, str]:
         *(["fp8_param_gather: true"] if low and costs.fp8_params else []),
         *([f"fp8_kernels: {costs.fp8_linears().value}"]
           if low and costs.fp8_linears() is not Fp8Kernels.TE else []),
-        *([f"cross_entropy: {costs.cross_entropy.value}"]
-          if costs.cross_entropy is not CrossEntropy.FUSED else []),
-        *([f"swiglu: {costs.swiglu.value}"] if costs.swiglu is not Swiglu.FUSED else []),
-        *([f"wgrad_accum: {costs.wgrad_accum.value}"]
-          if costs.wgrad_accum is not WgradAccum.BF16 else []),
+        *([f"cross_entropy: {costs.loss_kernels.value}"]
+          if costs.loss_kernels is not CrossEntropy.FUSED else []),
+        *([f"swiglu: {costs.swiglu_kernels.value}"]
+          if costs.swiglu_kernels is not Swiglu.FUSED else []),
+        *([f"wgrad_accum: {costs.wgrad.value}"] if costs.wgrad is not WgradAccum.BF16 else []),
         f"pp: {plan.pp}",
         f"dp: {plan.dp}",
         f"schedule: {plan.schedule.value}",

@@ -13,7 +13,7 @@ from pptune.costs.dims import KvHeads
 from pptune.frameworks.common import torch_schedules
 from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
-from pptune.frameworks.common.joblog import JobLog
+from pptune.frameworks.common.joblog import JobLog, LogFlops
 from pptune.frameworks.common.source import Repeated, parse_toml
 from pptune.frameworks.torchtitan import closest, facts, log, writer
 from pptune.frameworks.torchtitan.closest import stateable_request
@@ -44,6 +44,10 @@ class TorchtitanAdapter(Adapter):
     files = (writer.FILE,)
     syntaxes = ("toml",)
     versions = (TORCHTITAN,)
+    # "tflops" is num_flops_per_token x tps / 1e12 (torchtitan/components/metrics.py,
+    # MetricsProcessor.log), num_flops_per_token the model args' get_nparams_and_flops
+    log_flops = (LogFlops(False, "torchtitan 0.1.0 to 0.2.2", "torchtitan/models/utils.py "
+                          "get_dense_model_nparams_and_flops"),)
 
     def cannot_state(self, key: CostKey, seq_len: int | None = None,
                      own: CostKey | None = None) -> str | None:

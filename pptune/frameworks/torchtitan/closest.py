@@ -269,7 +269,7 @@ def _compiled_as_stated(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Pl
     model = (flavor_of(job.model, job.shape) or ("", ""))[0] or str(job.model)
     for _ in range(3):
         parts = compiled(plan, job.cost_options)
-        fused = (job.cost_options or CostOptions()).swiglu is not Swiglu.EAGER
+        fused = (job.cost_options or CostOptions()).swiglu_kernels is not Swiglu.EAGER
         if ("model" in parts) == fused or job.shape is None or not job.shape.gated_mlp:
             break
         job, plan = _kernels_as_run(job, plan, parts, dispatcher_of(job, plan, model), notes)

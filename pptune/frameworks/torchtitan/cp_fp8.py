@@ -153,8 +153,9 @@ def compiled(plan: Plan, options: CostOptions | None, *, float8: bool = True
     (costmodel/loss.py)."""
     c = options or CostOptions()
     split = plan.pp > 1 and plan.schedule in SPLIT_BACKWARD
-    model = not split and ((float8 and is_low(plan.precision)) or c.swiglu is not Swiglu.EAGER)
-    loss = c.cross_entropy is not CrossEntropy.EAGER
+    model = not split and ((float8 and is_low(plan.precision))
+                           or c.swiglu_kernels is not Swiglu.EAGER)
+    loss = c.loss_kernels is not CrossEntropy.EAGER
     return ("model",) * model + ("loss",) * loss
 
 
