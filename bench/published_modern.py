@@ -54,6 +54,20 @@ GIB = 2**30
 WGRAD = WgradAccum.FUSED
 
 
+def main_grad_bytes(grad_bytes: int) -> float:
+    """The width of the main_grad the wgrad GEMMs accumulate into (costmodel/rates.py
+    Accumulation) for a recipe's gradient dtype: BF16 where gradients are kept and synced
+    in BF16. NeMo 1.x's distributed_fused_adam points each main_grad at its contiguous
+    grad buffer in grad_sync_dtype (nemo/core/optim/distributed_adam.py
+    MegatronDistributedFusedAdam.zero_grad: ``param.main_grad =
+    self.grad_buffer_view(param)``); NeMo 2.0's grad_reduce_in_fp32 False gives
+    megatron-core DDP's buffer the parameters' dtype. NeMo 1.x keeps the embeddings'
+    gradients FP32 (megatron_gpt_model.py configure_optimizers,
+    ``with_fp32_embedding_grads``): priced at the one width here, 4 bytes an element short
+    on the first stage's embedding add."""
+    return 2.0 if grad_bytes == 2 else 4.0
+
+
 def padded_vocab(vocab: int, tp: int, multiple: int = 128) -> int:
     """Megatron's ``_vocab_size_with_padding``: a multiple of 128 x tp."""
     step = multiple * tp
@@ -156,7 +170,7 @@ def _evaluated(run: Run, factors: Factors | None = None,
         tp_comm_overlap=r.tp_comm_overlap and run.tp > 1, cp=run.cp,
         gemm_precision=key.precision, nvls=False, fp8_params=r.fp8_params, attention=attention,
         tp_overlap=overlap_of(r.ub), cross_entropy=CrossEntropy(r.cross_entropy),
-        wgrad_accum=WGRAD)
+        wgrad_accum=WGRAD, main_grad_bytes=main_grad_bytes(r.grad_bytes))
     table = cost_table(prof, tp=run.tp, tp_in_costs=run.tp)
     req = _request(run, key)
     dp = run.gpus // (run.tp * run.pp * run.cp)
@@ -264,7 +278,8 @@ def long_context(run: LongRun) -> dict[str, Any]:
     tables = preset_tables(shape, slowest_of(presets.GPUS[run.gpu], run.gpus), [1],
                            sequence_parallel=run.sequence_parallel,
                            tp_comm_overlap=True, nvls=False, fp8_params=True,
-                           attention=run.attention, wgrad_accum=WGRAD)
+                           attention=run.attention, wgrad_accum=WGRAD,
+                           main_grad_bytes=main_grad_bytes(2))
     req = PlanRequest(gpus=run.gpus, global_batch=run.global_batch, tp=run.tp, pp=(run.pp,),
                       cost_keys=(key,), gpus_per_node=presets.GPUS[run.gpu].gpus_per_node,
                       grad_bytes_factor=0.5, fp8_param_gather=run.precision != "bf16",

@@ -30,9 +30,9 @@ from pptune.costmodel.op_sac import OP_SAC, unpriced
 from pptune.costmodel.ops import Attention
 from pptune.costmodel.precision import Fp8Kernels, Fp8Recipe, TorchaoRecipe, problems
 from pptune.costmodel.presets import ModelShape
-from pptune.costmodel.rates import Swiglu, WgradAccum
+from pptune.costmodel.rates import Accumulation, Swiglu, WgradAccum
 from pptune.costmodel.search import CostTable
-from pptune.costmodel.sharding import BF16_BYTES, STATE_DTYPE_BYTES, moment_bytes
+from pptune.costmodel.sharding import STATE_DTYPE_BYTES
 from pptune.costs import calibrated
 from pptune.costs.dims import kv_problem
 from pptune.costs.measured import tp_heads_problem
@@ -227,24 +227,6 @@ def model_of(cfg: TrainingConfig, base_dir: Path, flags: CostOptions,
 PRECISIONS = {"fp16": Precision.FP16, "fp8": Precision.FP8, "mxfp8": Precision.MXFP8}
 
 
-def optimizer_widths(cfg: TrainingConfig) -> dict[str, Any]:
-    """The request's state widths as the config states them (Megatron-LM's
-    precision-aware optimizer, torchtitan's training.dtype and mixed_precision_reduce):
-    gradient buffer bytes a parameter (None: fp32), the data-parallel reduction's bytes
-    over fp32's (a BF16 buffer holds and reduces 2), bytes of each Adam moment, FSDP's
-    sharded weights (the optimizer's copy, and the model's BF16 shard where one is kept
-    beside it), and the bytes ZeRO-Offload keeps on the host."""
-    bf16 = cfg.main_grads_dtype == "bf16"
-    moments = moment_bytes(cfg.exp_avg_dtype or "fp32", cfg.exp_avg_sq_dtype or "fp32")
-    return {"grad_buffer_bytes": 2.0 if bf16 else None,
-            "grad_bytes_factor": 0.5 if bf16 else 1.0, "moment_bytes": moments,
-            "fsdp_weight_bytes": STATE_DTYPE_BYTES[cfg.main_params_dtype or "fp32"]
-            + (BF16_BYTES if cfg.fsdp_model_weights else 0.0),  # Megatron-FSDP's own shard
-            "fsdp_reduce_bytes": 2.0 if bf16 else 4.0,
-            # ZeRO-Offload: master weights and moments (12), ZeRO-3's weight shard (+2)
-            "offloaded_bytes": 12.0 * cfg.offload_optimizer + 2.0 * cfg.offload_params}
-
-
 def priced_modules(cfg: TrainingConfig, add: Any,
                    shape: ModelShape | None = None) -> frozenset[str]:
     """The config's selective-recomputation modules the analytic costs price
@@ -272,7 +254,9 @@ def priced_modules(cfg: TrainingConfig, add: Any,
 def layout_options(cfg: TrainingConfig) -> dict[str, Any]:
     """The cost options of the layout the config states beyond tp and cp: its GEMM
     precision, its context-parallel exchange, FP8 parameters, loss and SwiGLU kernels,
-    weight-gradient accumulation, tensor-parallel overlap (defaults when unsaid)."""
+    weight-gradient accumulation and the width of the main_grad it goes into (a BF16
+    gradient buffer, ``main_grads_dtype: bf16``: rates.Accumulation), tensor-parallel
+    overlap (defaults when unsaid)."""
     out: dict[str, Any] = {"precision": (PRECISIONS.get(cfg.precision or "", Precision.BF16),)}
     if cfg.cp_comm is not None:
         out["cp_comm"] = CpComm(cfg.cp_comm)
@@ -284,6 +268,8 @@ def layout_options(cfg: TrainingConfig) -> dict[str, Any]:
         out["swiglu"] = Swiglu(cfg.swiglu)
     if cfg.wgrad_accum is not None:
         out["wgrad_accum"] = WgradAccum(cfg.wgrad_accum)
+    if cfg.main_grads_dtype is not None:
+        out["main_grad_bytes"] = STATE_DTYPE_BYTES[cfg.main_grads_dtype]
     if cfg.fp8_kernels is not None:
         out["fp8_kernels"] = Fp8Kernels(cfg.fp8_kernels)
     if cfg.fp8_kernels == "torchao" and cfg.fp8_recipe in {r.value for r in TorchaoRecipe}:
@@ -304,12 +290,16 @@ def _unfused_cost(cfg: TrainingConfig, table: CostTable, fused: Costs | None,
     if fused is None:
         return
     extra_s = sum(table.by_mb[b].wgrad_s) - sum(fused.table.by_mb[b].wgrad_s)
+    width = cfg.main_grads_dtype or "fp32"
+    unfused, into = (Accumulation(how, STATE_DTYPE_BYTES[width])
+                     for how in (WgradAccum.UNFUSED, WgradAccum.FUSED))
     add("wgrad-accumulation-unfused", "info",
         f"weight gradients accumulated unfused: +{fmt_seconds(extra_s)} a micro-batch over "
         "the model's layers (each stage its own layers' share) against the fused default: "
-        "each weight GEMM writes a BF16 gradient and a kernel adds it into the FP32 "
-        "main_grad (10 bytes a weight element, not the GEMM's 8 an output element); "
-        "drop --no-gradient-accumulation-fusion (wgrad_accum: fused) where the job can",
+        f"each weight GEMM writes a BF16 gradient and a kernel adds it into the "
+        f"{width.upper()} main_grad ({unfused.add_bytes:g} bytes a weight element, not the "
+        f"GEMM's {into.out_bytes:g} an output element); drop "
+        "--no-gradient-accumulation-fusion (wgrad_accum: fused) where the job can",
         extra_s=extra_s, micro_batch_size=b)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pptune.check.best import best_plan, slower_than_best
-from pptune.check.costs import costs, model_of, optimizer_widths
+from pptune.check.costs import costs, model_of
 from pptune.check.domain import with_nvlink_domain
 from pptune.check.experts import expert_rules
 from pptune.check.framework import (
@@ -36,6 +36,7 @@ from pptune.check.split import (
     table_split,
 )
 from pptune.check.verdicts import balance, bubble_hint, softened, unknown_dp, without_twins
+from pptune.check.widths import optimizer_widths
 from pptune.costmodel.layout import LayoutError as PlacementError
 from pptune.costmodel.layout_grammar import LayoutError, parse_layout
 from pptune.costmodel.precision import reduces_amax

@@ -8,7 +8,7 @@ efficiency, attention by the flash-attention cost (or the unfused GEMMs and soft
 ``flash_attention=False``), the elementwise ops by the bytes they move, a launch cost per
 kernel, and the tensor-parallel collectives inside the layer (two per block in forward
 and two in B, Shoeybi et al. 2019 sec. 3). F, B and W are each the sum of their own ops;
-W is the weight GEMMs only.
+W is the weight GEMMs and their gradients' accumulation (rates.Accumulation).
 
 FLOPs per token of a block's forward pass, for hidden h, heads a, KV heads
 g, head dim d = h/a, FFN f, sequence s (Narayanan et al. 2021, "Efficient
@@ -21,16 +21,14 @@ of m x k by k x n costs 2mkn; the attention score and value products cost
 
 (the model-FLOPs count used to report TFLOP/s; the times come from ops.py).
 
-Activation memory kept for backward, in bytes, per block and micro-batch
-of b samples, follows Korthikanti et al. 2022 ("Reducing Activation
-Recomputation in Large Transformer Models", sec. 4.1, eq. 1-2), which for a
-GPT block without parallelism gives ``s b h (34 + 5 a s / h)`` and with
-t-way tensor parallelism ``s b h (10 + 24 / t + 5 a s / (h t))``. Their
-term-by-term accounting is generalised here to grouped-query attention, any
-FFN width, gated MLPs and models without dropout; with flash attention
-(Dao et al. 2022) the ``5 a s / h`` score term is not stored. The LM head
-keeps the fp32 logits for the loss, ``4 s b V / t`` (Korthikanti et al.
-2022, sec. 4.3).
+Activation memory kept for backward, in bytes, per block and micro-batch of b samples,
+follows Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer
+Models", sec. 4.1, eq. 1-2), which for a GPT block without parallelism gives ``s b h (34
++ 5 a s / h)`` and with t-way tensor parallelism ``s b h (10 + 24 / t + 5 a s / (h
+t))``. Their term-by-term accounting is generalised here to grouped-query attention, any
+FFN width, gated MLPs and models without dropout; with flash attention (Dao et al. 2022)
+the ``5 a s / h`` score term is not stored. The LM head keeps the fp32 logits for the
+loss, ``4 s b V / t`` (Korthikanti et al. 2022, sec. 4.3).
 
 Block types: each block is priced as it is built. Its attention is the
 model's grouped-query attention (ops.attention_part), a sliding window
@@ -77,7 +75,7 @@ from pptune.costmodel.ops import (
 from pptune.costmodel.partition import MTP
 from pptune.costmodel.parts import PartTimes, layer_parts
 from pptune.costmodel.presets import GpuSpec, ModelShape
-from pptune.costmodel.rates import Swiglu, WgradAccum
+from pptune.costmodel.rates import MAIN_GRAD_BYTES, Swiglu, WgradAccum
 from pptune.costmodel.tp_overlap import TpOverlap
 
 BF16_BYTES = 2
@@ -271,6 +269,7 @@ def analytic_layers(
     wgrad_accum: WgradAccum = WgradAccum.BF16,
     torchao_recipe: precision.TorchaoRecipe = precision.TorchaoRecipe.TENSORWISE,
     fp8_recipe: precision.Fp8Recipe = precision.Fp8Recipe.DELAYED,
+    main_grad_bytes: float = MAIN_GRAD_BYTES,
 ) -> list[AnalyticLayer]:
     """Embedding, blocks (and MTP modules) and head with costs for each micro-batch size.
 
@@ -292,7 +291,7 @@ def analytic_layers(
     loss's kernels (loss.py); ``swiglu``: a gated MLP's activation kernels (rates.Swiglu);
     ``fp8_kernels``, ``fp8_params``, ``torchao_recipe``, ``fp8_recipe``: whose FP8 linears,
     FP8 weights, torchao's and Transformer Engine's scaling (precision.py);
-    ``wgrad_accum``: rates.WgradAccum."""
+    ``wgrad_accum``, ``main_grad_bytes``: rates.Accumulation."""
     if efficiency is not None and not 0 < efficiency <= 1:
         raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
     unknown = set(recompute_modules) - RECOMPUTE_MODULES
@@ -304,7 +303,8 @@ def analytic_layers(
     rates = Rates.of(gpu, efficiency)
     par = Parallel(tp, sequence_parallel, flash_attention, *tp_allreduce, tp_comm_overlap,
                    cp, cp_comm, cp_links, gemm_precision, tp_overlap, *tp_p2p, cross_entropy,
-                   swiglu, fp8_kernels, fp8_params, wgrad_accum, torchao_recipe, fp8_recipe)
+                   swiglu, fp8_kernels, fp8_params, wgrad_accum, torchao_recipe, fp8_recipe,
+                   main_grad_bytes)
     s, h, v = m.seq_len // cp, m.hidden, m.vocab
     saved = par.saved_input_bytes
     redo_up = MLA_UP_PROJ in recompute_modules and m.mla

@@ -102,8 +102,8 @@ def mla_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     adds: list[OpCost] = []  # unfused weight gradients added into main_grad
 
     def lin(name: str, rows: int, k: int, n: int) -> tuple[OpCost, OpCost, OpCost]:
-        adds.extend(grad_add(name, k * n, rates, par.wgrad_accum))
-        return linear(name, rows, k, n, rates, fp8, par.wgrad_accum, fp8_wgrad=fp8_w)
+        adds.extend(grad_add(name, k * n, rates, par.accumulation))
+        return linear(name, rows, k, n, rates, fp8, par.accumulation, fp8_wgrad=fp8_w)
 
     if dq:
         q_down = list(lin("q_down", rep_i, h, dq))

@@ -34,11 +34,12 @@ compute, but the tiles of the last wave write their outputs only after their
 own mainloop ends, when nothing is left to overlap: one wave's share of the
 output, ``2 m n / waves`` bytes, is added at the HBM rate.
 
-A weight gradient's output (rates.WgradAccum): BF16 (2 bytes an element) unless it is
-accumulated into Megatron-LM's FP32 ``main_grad`` by the GEMM (8: read and written),
-in both the roofline floor and the last wave's epilogue; unfused, a kernel of its own
-then adds the BF16 gradient into ``main_grad`` (``grad_add``: 2 + 4 + 4 bytes a weight
-element).
+A weight gradient's output (rates.Accumulation): BF16 (2 bytes an element) unless it is
+accumulated into Megatron-LM's ``main_grad`` by the GEMM (read and written: 8 for an
+FP32 ``main_grad``, 4 for a BF16 one under ``--grad-reduce-in-bf16``), in both the
+roofline floor and the last wave's epilogue; unfused, a kernel of its own then adds the
+BF16 gradient into ``main_grad`` (``grad_add``: 2 + 4 + 4 bytes a weight element, 2 + 2
++ 2 into a BF16 one).
 
 Both are checked against XLA's measured H100 matmul table (bench/published_gemm.py,
 nothing fitted to it): without split-K 256 x 256 x 4096 is predicted at 4.3x the
@@ -55,7 +56,7 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
-from pptune.costmodel.rates import Parallel, Rates, WgradAccum
+from pptune.costmodel.rates import Accumulation, Parallel, Rates
 
 BF16_BYTES = 2
 # Tile shapes cuBLAS's bf16 kernels use on A100/H100 (the cuBLASLt
@@ -159,7 +160,7 @@ def gemm(name: str, phase: Phase, m: int, n: int, k: int, rates: Rates,
     (``rates.gemm_efficiency``): that one fraction of peak, no shape model.
     ``split_k`` / ``last_wave`` False: without that term (bench/published_gemm.py
     shows what each contributes). ``out_bytes``: what the epilogue moves an output
-    element (8: accumulated into an FP32 ``main_grad``, rates.WgradAccum)."""
+    element (8: accumulated into an FP32 ``main_grad``, rates.Accumulation)."""
     flops = 2.0 * m * n * k * batch
     inputs = 1.0 if fp8 else BF16_BYTES
     nbytes = (inputs * float(m * k + k * n) + out_bytes * float(m * n)) * batch
@@ -178,11 +179,11 @@ def gemm(name: str, phase: Phase, m: int, n: int, k: int, rates: Rates,
 
 
 def linear(name: str, tokens: int, k: int, n: int, rates: Rates,
-           fp8: bool = False, accum: WgradAccum = WgradAccum.BF16,
+           fp8: bool = False, accum: Accumulation = Accumulation(),
            fp8_wgrad: bool | None = None) -> tuple[OpCost, OpCost, OpCost]:
     """A weight GEMM y = x W (x: tokens x k, W: k x n): forward, its data
     gradient (B: dx = dy W^T) and its weight gradient (W: dW = x^T dy), whose
-    output ``accum`` says (rates.WgradAccum; its unfused addition: ``grad_add``), in
+    output ``accum`` says (rates.Accumulation; its unfused addition: ``grad_add``), in
     FP8 where ``fp8_wgrad`` (None: as ``fp8``) says (Parallel.fp8_wgrad)."""
     return (
         gemm(name, Phase.F, tokens, n, k, rates, fp8=fp8),
@@ -192,11 +193,11 @@ def linear(name: str, tokens: int, k: int, n: int, rates: Rates,
     )
 
 
-def grad_add(name: str, weights: float, rates: Rates, accum: WgradAccum,
+def grad_add(name: str, weights: float, rates: Rates, accum: Accumulation,
              kernels: int = 1) -> list[OpCost]:
-    """The kernel that adds ``weights`` elements of BF16 weight gradients into the FP32
+    """The kernel that adds ``weights`` elements of BF16 weight gradients into the
     ``main_grad`` (W, one a weight parameter: ``kernels``), where ``accum`` leaves them
-    unfused (rates.WgradAccum.add_bytes); none otherwise."""
+    unfused (rates.Accumulation.add_bytes, at the ``main_grad``'s width); none otherwise."""
     if not accum.add_bytes:
         return []
     return [memory(name + ".main_grad", Phase.W, accum.add_bytes * weights, rates, kernels)]

@@ -100,13 +100,13 @@ from pptune.costmodel.dispatch import ExpertParallel as ExpertParallel
 from pptune.costmodel.dispatch import route
 from pptune.costmodel.ops import (
     BF16_BYTES,
+    Accumulation,
     BlockPart,
     Kind,
     OpCost,
     Parallel,
     Phase,
     Rates,
-    WgradAccum,
     activation_ops,
     fp8_casts,
     gemm,
@@ -161,10 +161,10 @@ def _expert_gemms(name: str, phase: Phase, m_tok: int, n: int, k: int, experts: 
 
 
 def expert_linear(name: str, m_tok: int, k: int, n: int, experts: int, rates: Rates,
-                  grouped: bool, fp8: bool = False, accum: WgradAccum = WgradAccum.BF16
+                  grouped: bool, fp8: bool = False, accum: Accumulation = Accumulation()
                   ) -> tuple[OpCost, OpCost, OpCost]:
     """F, B (data gradient) and W (weight gradient, its output as ``accum`` says:
-    rates.WgradAccum) of the local experts' y = x W."""
+    rates.Accumulation) of the local experts' y = x W."""
     return (
         _expert_gemms(name, Phase.F, m_tok, n, k, experts, rates, grouped, fp8),
         _expert_gemms(name + ".dgrad", Phase.B, m_tok, k, n, experts, rates, grouped, fp8),
@@ -197,15 +197,15 @@ def moe_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     m_tok = tokens_per_expert(m, b, par, ex)
     router = linear("router", math.ceil(t_loc), h, e, rates)
     # the router stays BF16 (DeepSeek-V3 report sec. 3.3.1: gating in BF16); its gradient
-    # is added into a main_grad unfused, the experts' as par.wgrad_accum says (one each)
+    # is added into a main_grad unfused, the experts' as par.accumulation says (one each)
     fp8 = experts_parallel(par, ex).fp8  # the routed experts' GEMMs and casts
     per = par.cast_bytes  # a cast's bytes an element (more under block scaling)
-    accum, fc1_n = par.wgrad_accum, f_loc * (2 if m.gated_mlp else 1)
+    accum, fc1_n = par.accumulation, f_loc * (2 if m.gated_mlp else 1)
     fc1 = expert_linear("expert_fc1", m_tok, h, fc1_n, n_local, rates, ex.grouped_gemm,
                         fp8, accum)
     fc2 = expert_linear("expert_fc2", m_tok, f_loc, h, n_local, rates, ex.grouped_gemm, fp8,
                         accum)
-    adds = [*grad_add("router", h * e, rates, WgradAccum.UNFUSED if accum.main_grad else accum),
+    adds = [*grad_add("router", h * e, rates, accum.unfused()),
             *grad_add("expert_fc1", h * fc1_n * n_local, rates, accum, n_local),
             *grad_add("expert_fc2", f_loc * h * n_local, rates, accum, n_local)]
     act_f, act_b = activation_ops("expert_activation", m.gated_mlp, par.swiglu, f_loc * rows,

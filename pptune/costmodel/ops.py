@@ -46,7 +46,9 @@ parallelism splits too, Korthikanti et al. 2022 sec. 4.2.2):
                     probabilities 6V/t; B read them, write the bf16 gradient
                     6V/t (loss.py: more for megatron-core's kernels)
     embedding       F: gather a row 4h (+ positions and dropout 7h, GPT);
-                    W: read the gradient 2h, accumulate fp32 rows 8h
+                    W: read the gradient 2h, accumulate fp32 rows 8h; and per
+                    table element (not token): its BF16 gradient zeroed, 2, and
+                    added into a main_grad where there is one (ends.py)
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ from pptune.costmodel.kernels import phase_s as phase_s
 from pptune.costmodel.kernels import tp_collective as tp_collective
 from pptune.costmodel.kernels import wave_utilisation as wave_utilisation
 from pptune.costmodel.presets import ModelShape
+from pptune.costmodel.rates import Accumulation as Accumulation
 from pptune.costmodel.rates import Parallel as Parallel
 from pptune.costmodel.rates import Rates as Rates
 from pptune.costmodel.rates import Swiglu as Swiglu

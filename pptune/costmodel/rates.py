@@ -15,8 +15,10 @@ from pptune.costmodel.keys import Precision
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.precision import Fp8Kernels, Fp8Recipe, TorchaoRecipe
 from pptune.costmodel.presets import GpuSpec
-from pptune.costmodel.sharding import MEGATRON_GRAD_BYTES as MAIN_GRAD_BYTES
+from pptune.costmodel.sharding import MEGATRON_GRAD_BYTES
 from pptune.costmodel.tp_overlap import TpOverlap
+
+MAIN_GRAD_BYTES = MEGATRON_GRAD_BYTES  # Megatron-LM's default FP32 main_grad (sharding.py)
 
 
 class Swiglu(str, Enum):
@@ -34,41 +36,71 @@ class Swiglu(str, Enum):
 
 
 class WgradAccum(str, Enum):
-    """Where a weight GEMM's gradient goes (kernels.linear, kernels.grad_add).
+    """Where a weight GEMM's gradient goes (kernels.linear, kernels.grad_add), at the
+    width of the ``main_grad`` it goes into (``Accumulation``: 4 bytes FP32, Megatron-LM's
+    default; 2 BF16 under ``--grad-reduce-in-bf16``, where DDP's gradient buffer takes the
+    parameters' dtype: megatron-core distributed/distributed_data_parallel.py
+    ``grad_dtype = torch.float if grad_reduce_in_fp32 else param.dtype``).
 
-    fused: accumulated into the FP32 ``main_grad`` by the GEMM itself, its epilogue
-    reading and writing 4 + 4 bytes an output element (Megatron-LM's default
-    ``gradient_accumulation_fusion``: megatron-core tensor_parallel/layers.py
-    ``LinearWithGradAccumulationAndAsyncCommunication.backward`` calls apex's
-    ``fused_weight_gradient_mlp_cuda.wgrad_gemm_accum_fp32``; extensions/
-    transformer_engine.py builds TELinear, TELayerNormColumnParallelLinear and
-    TEGroupedLinear with ``fuse_wgrad_accumulation``, a cuBLAS GEMM with beta 1 into
-    ``main_grad``); unfused: the GEMM writes a BF16 ``param.grad`` (2) and a kernel of
-    its own adds it into ``main_grad`` every micro-batch, reading 2 and reading and
-    writing 4 + 4 bytes a weight element (``--no-gradient-accumulation-fusion``:
-    distributed/distributed_data_parallel.py ``_make_backward_post_hook``,
-    ``param.main_grad.add_(param.grad.data)``), as it does for megatron-core's
-    router (moe/router.py ``router_gating_linear``) either way; bf16: the BF16 gradient
-    alone, as autograd leaves it (torchtitan, DeepSpeed, torch FSDP2)."""
+    fused: accumulated into ``main_grad`` by the GEMM itself, its epilogue reading and
+    writing the ``main_grad`` element: 4 + 4 bytes an output element in FP32, 2 + 2 in BF16
+    (Megatron-LM's default ``gradient_accumulation_fusion``: megatron-core
+    tensor_parallel/layers.py ``LinearWithGradAccumulationAndAsyncCommunication.backward``
+    calls apex's ``fused_weight_gradient_mlp_cuda.wgrad_gemm_accum_fp32`` for an FP32
+    ``main_grad`` and ``wgrad_gemm_accum_fp16`` for a BF16 one, whose cuBLAS GEMM (apex
+    csrc/megatron/fused_weight_gradient_dense_16bit_prec_cuda.cu, ``gemmex_wrapper_fp16``)
+    takes C in CUDA_R_16BF with beta 1; extensions/transformer_engine.py builds TELinear,
+    TELayerNormColumnParallelLinear and TEGroupedLinear with ``fuse_wgrad_accumulation``,
+    whose wgrad GEMM (Transformer Engine pytorch/module/linear.py) has ``out=main_grad``,
+    ``out_dtype=main_grad.dtype`` and ``accumulate=True``: beta 1 at ``main_grad``'s width);
+    unfused: the GEMM writes a BF16 ``param.grad`` (2) and a kernel of its own adds it into
+    ``main_grad`` every micro-batch, reading 2 and reading and writing the ``main_grad``
+    element (2 + 4 + 4 = 10 bytes a weight element in FP32, 2 + 2 + 2 = 6 in BF16)
+    (``--no-gradient-accumulation-fusion``: distributed/distributed_data_parallel.py
+    ``_make_backward_post_hook``, ``param.main_grad.add_(param.grad.data)``), as it does
+    for megatron-core's router (moe/router.py ``router_gating_linear``) and the embedding
+    (ends.embedding_ops) either way; bf16: the BF16 gradient alone, as autograd leaves it
+    (torchtitan, DeepSpeed, torch FSDP2)."""
 
     BF16 = "bf16"
     FUSED = "fused"
     UNFUSED = "unfused"
 
     @property
+    def main_grad(self) -> bool:
+        """A Megatron-LM ``main_grad`` the hook adds unfused gradients into."""
+        return self is not WgradAccum.BF16
+
+
+@dataclass(frozen=True)
+class Accumulation:
+    """Where weight gradients go (``how``) and the width of the ``main_grad`` they go
+    into (``main_grad_bytes``: 4 FP32, 2 BF16), with the bytes each way moves
+    (WgradAccum's docstring)."""
+
+    how: WgradAccum = WgradAccum.BF16
+    main_grad_bytes: float = MAIN_GRAD_BYTES
+
+    @property
     def out_bytes(self) -> float:
-        """Bytes the weight GEMM's epilogue moves an output element."""
-        return 2.0 * MAIN_GRAD_BYTES if self is WgradAccum.FUSED else 2.0
+        """Bytes the weight GEMM's epilogue moves an output element: the ``main_grad``
+        element read and written (fused), else the BF16 gradient written."""
+        return 2.0 * self.main_grad_bytes if self.how is WgradAccum.FUSED else 2.0
 
     @property
     def add_bytes(self) -> float:
-        """Bytes the separate accumulation kernel moves a weight element (0: none)."""
-        return 2.0 + 2 * MAIN_GRAD_BYTES if self is WgradAccum.UNFUSED else 0.0
+        """Bytes the separate accumulation kernel moves a weight element (0: none): the
+        BF16 gradient read, the ``main_grad`` element read and written."""
+        return 2.0 + 2 * self.main_grad_bytes if self.how is WgradAccum.UNFUSED else 0.0
 
     @property
     def main_grad(self) -> bool:
-        """A Megatron-LM FP32 ``main_grad`` the hook adds unfused gradients into."""
-        return self is not WgradAccum.BF16
+        return self.how.main_grad
+
+    def unfused(self) -> Accumulation:
+        """A gradient DDP's hook adds into the ``main_grad`` whatever the GEMMs do (the
+        router's, the embedding's): unfused where there is a ``main_grad``."""
+        return dataclasses.replace(self, how=WgradAccum.UNFUSED) if self.main_grad else self
 
 
 @dataclass(frozen=True)
@@ -144,6 +176,12 @@ class Parallel:
     torchao_recipe: TorchaoRecipe = TorchaoRecipe.TENSORWISE  # torchao's scaling (precision.py)
     # Transformer Engine's scaling recipe (precision.py: block scaling's scales)
     fp8_recipe: Fp8Recipe = Fp8Recipe.DELAYED
+    main_grad_bytes: float = MAIN_GRAD_BYTES  # the main_grad's width (Accumulation)
+
+    @property
+    def accumulation(self) -> Accumulation:
+        """Where the weight gradients go, at the ``main_grad``'s width."""
+        return Accumulation(self.wgrad_accum, self.main_grad_bytes)
 
     @property
     def saved_input_bytes(self) -> float:

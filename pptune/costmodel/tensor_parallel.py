@@ -71,7 +71,7 @@ def tp_pair(name: str, col: str, row: str, tokens: int, h: int, col_n: int, row_
     pipeline or ring exchange, the bulk gather of the norm output beside the
     column-parallel data gradient and the bulk reduce-scatter of that gradient
     beside its weight gradient."""
-    fp8, accum = par.fp8, par.wgrad_accum
+    fp8, accum = par.fp8, par.accumulation
     a = linear(col, tokens, h, col_n, rates, fp8, accum, fp8_wgrad=par.fp8_wgrad)
     r = linear(row, tokens, row_k, h, rates, fp8, accum, fp8_wgrad=par.fp8_wgrad)
     add = (*grad_add(col, h * col_n, rates, accum), *grad_add(row, row_k * h, rates, accum))

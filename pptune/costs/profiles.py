@@ -20,7 +20,7 @@ from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.ops import Attention
 from pptune.costmodel.partition import MTP
-from pptune.costmodel.rates import Swiglu, WgradAccum
+from pptune.costmodel.rates import MAIN_GRAD_BYTES, Swiglu, WgradAccum
 from pptune.costmodel.recompute_modules import searched_modules
 from pptune.costmodel.search import CostTable, LayerCosts
 from pptune.costmodel.simulate import Link
@@ -120,26 +120,26 @@ def analytic_profile(
     wgrad_accum: WgradAccum = WgradAccum.BF16,
     torchao_recipe: precision.TorchaoRecipe = precision.TorchaoRecipe.TENSORWISE,
     fp8_recipe: precision.Fp8Recipe = precision.Fp8Recipe.DELAYED,
+    main_grad_bytes: float = MAIN_GRAD_BYTES,
 ) -> Profile:
     """Per-layer costs of a preset (or any ModelShape) on a GPU preset (or a GpuSpec:
     a calibrated one, pptune.costmodel.calibration).
 
-    ``efficiency`` None: each GEMM's from the per-op model; else one fraction of peak for
-    every GEMM. ``attention``: flash or eager (unfused). ``cp``: context parallelism with
-    ``cp_comm`` (context.py) on a node of ``gpus_per_node`` (None: the GPU's NVLink
-    domain); ``gemm_precision`` of the block GEMMs (precision.py), ``fp8_params``: FP8
-    weights (no cached copies); ``nvls``: NCCL may use NVLink SHARP (recipes that set
-    NCCL_NVLS_ENABLE=0 do not);
+    ``efficiency`` None: each GEMM's from the per-op model; else one fraction of peak for every
+    GEMM. ``attention``: flash or eager (unfused). ``cp``: context parallelism with ``cp_comm``
+    (context.py) on a node of ``gpus_per_node`` (None: the GPU's NVLink domain);
+    ``gemm_precision`` of the block GEMMs (precision.py), ``fp8_params``: FP8 weights (no cached
+    copies); ``nvls``: NCCL may use NVLink SHARP (recipes that set NCCL_NVLS_ENABLE=0 do not);
     ``tp_overlap``: Transformer Engine's per-GEMM overlap under ``tp_comm_overlap``
-    (costmodel/tp_overlap.py; None: its defaults); ``cross_entropy``: the loss's
-    kernels (costmodel/loss.py); ``fp8_kernels``: whose FP8 linears run (Transformer
-    Engine's or torchao's, at ``torchao_recipe``: precision.py; Transformer Engine's at
-    ``fp8_recipe``, whose block scales add bytes); ``swiglu``: a gated MLP's
-    activation kernels, ``wgrad_accum``: where weight gradients go (costmodel/rates.py).
-    ``experts``: expert parallelism of a MoE model (its all-to-all over the
-    GPU's NVLink and NIC unless the settings name links). ``recompute_modules``:
-    Megatron-core's selective recomputation priced into the layers. ``layers_out``
-    receives the analytic layers themselves (their times by part: costmodel.parts)."""
+    (costmodel/tp_overlap.py; None: its defaults); ``cross_entropy``: the loss's kernels
+    (costmodel/loss.py); ``fp8_kernels``: whose FP8 linears run (Transformer Engine's or
+    torchao's, at ``torchao_recipe``: precision.py; Transformer Engine's at ``fp8_recipe``, whose
+    block scales add bytes); ``swiglu``: a gated MLP's activation kernels, ``wgrad_accum``: where
+    weight gradients go, into a ``main_grad`` of ``main_grad_bytes`` (costmodel/rates.py
+    Accumulation). ``experts``: expert parallelism of a MoE model (its all-to-all over the GPU's
+    NVLink and NIC unless the settings name links). ``recompute_modules``: Megatron-core's
+    selective recomputation priced into the layers. ``layers_out`` receives the analytic layers
+    themselves (their times by part: costmodel.parts)."""
     shape = model if isinstance(model, presets.ModelShape) else model_preset(model)
     model = shape.name
     spec = gpu if isinstance(gpu, presets.GpuSpec) else gpu_preset(gpu)
@@ -187,7 +187,7 @@ def analytic_profile(
             tp_overlap=tp_overlap, tp_p2p=(presets.P2P_LATENCY_INTRA_S, fabric.p2p_bytes_per_s),
             cross_entropy=CrossEntropy(cross_entropy), swiglu=Swiglu(swiglu),
             fp8_kernels=precision.Fp8Kernels(fp8_kernels), fp8_params=fp8_params,
-            wgrad_accum=WgradAccum(wgrad_accum),
+            wgrad_accum=WgradAccum(wgrad_accum), main_grad_bytes=main_grad_bytes,
             torchao_recipe=precision.TorchaoRecipe(torchao_recipe),
             fp8_recipe=precision.Fp8Recipe(fp8_recipe),
         )

@@ -38,7 +38,7 @@ from pptune.costmodel.ops import Attention
 from pptune.costmodel.precision import Fp8Kernels, Fp8Recipe, TorchaoRecipe
 from pptune.costmodel.rates import Swiglu, WgradAccum
 from pptune.costmodel.schedules import DEFAULT_SCHEDULES, Schedule
-from pptune.costmodel.sharding import Sharding, StateDtype
+from pptune.costmodel.sharding import MEGATRON_GRAD_BYTES, Sharding, StateDtype
 from pptune.errors import BadInput
 from pptune.options.kinds import Ints, Kind, ListOf, OneOf, Sizes
 
@@ -241,11 +241,13 @@ class CostOptions:
 
     def kernel_options(self) -> dict[str, object]:
         """These options as the analytic costs take them (profiles.analytic_profile): the
-        context-parallel exchange, FP8 weights, recipes and kernels, weight-gradient sums."""
+        context-parallel exchange, FP8 weights, recipes and kernels, weight-gradient sums
+        and the main_grad's width."""
         return dict(cp_comm=self.cp_comm, fp8_params=self.fp8_params,
                     cross_entropy=self.loss_kernels, swiglu=self.swiglu_kernels,
                     fp8_kernels=self.fp8_linears(), wgrad_accum=self.wgrad,
-                    torchao_recipe=self.torchao_recipe, fp8_recipe=self.recipe)
+                    torchao_recipe=self.torchao_recipe, fp8_recipe=self.recipe,
+                    main_grad_bytes=self.main_grad_bytes)
 
     def experts(self) -> ExpertParallel:
         """How a mixture of experts is fed under these options (ep and etp come with each
@@ -280,6 +282,9 @@ class CostOptions:
     # from a torchtitan file, emit for what torchtitan runs: frameworks/torchtitan/converters.py)
     expert_precision: Precision | None = None  # the routed experts' GEMMs (None: --precision)
     torchao_recipe: TorchaoRecipe = TorchaoRecipe.TENSORWISE  # torchao's float8 scaling
+    # the width of the main_grad weight gradients go into (costmodel/rates.py Accumulation):
+    # FP32, or 2 where check-config reads a BF16 gradient buffer (--grad-reduce-in-bf16)
+    main_grad_bytes: float = MEGATRON_GRAD_BYTES
 
     @property
     def splits_sequence(self) -> bool:

@@ -1,7 +1,8 @@
 """Weight gradients accumulated into Megatron-LM's FP32 main_grad (rates.WgradAccum):
 fused into the GEMM's epilogue (read and written, 8 bytes an output element), unfused
 (a BF16 gradient, then a kernel adding it: 2 + 4 + 4 bytes a weight element), or BF16
-alone. Hand-derived on the round-number GPU of test_ops.py."""
+alone; into a BF16 main_grad (--grad-reduce-in-bf16) 4 and 2 + 2 + 2. Hand-derived on
+the round-number GPU of test_ops.py."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ import pytest
 
 from pptune.costmodel import presets
 from pptune.costmodel.analytic import analytic_layers
-from pptune.costmodel.ends import head_ops
+from pptune.costmodel.ends import embedding_ops, head_ops
 from pptune.costmodel.kernels import grad_add, linear
 from pptune.costmodel.moe import ExpertParallel, moe_part
 from pptune.costmodel.ops import Kind, Parallel, Phase, Rates, block_ops, mlp_part, phase_s
-from pptune.costmodel.rates import WgradAccum
+from pptune.costmodel.rates import Accumulation, WgradAccum
 
 # peak 100 TFLOP/s, 1 TB/s achieved HBM, 4 SMs, half of peak for large GEMMs, 1 us a kernel
 GPU = dataclasses.replace(
@@ -26,16 +27,32 @@ RATES = Rates.of(GPU)
 MIB = 1024 * 1024
 
 
-def _w(accum: WgradAccum, tokens: int, rates: Rates = RATES) -> list:  # type: ignore[type-arg]
+def _w(how: WgradAccum, tokens: int, rates: Rates = RATES,
+       main_grad_bytes: float = 4.0) -> list:  # type: ignore[type-arg]
     """The W ops of a 1024 x 1024 weight over ``tokens`` tokens: its GEMM and any add."""
+    accum = Accumulation(how, main_grad_bytes)
     return [linear("fc", tokens, 1024, 1024, rates, accum=accum)[2],
             *grad_add("fc", 1024 * 1024, rates, accum)]
 
 
-def test_every_member_prices_its_bytes() -> None:
-    assert {a: (a.out_bytes, a.add_bytes, a.main_grad) for a in WgradAccum} == {
-        WgradAccum.FUSED: (8.0, 0.0, True), WgradAccum.UNFUSED: (2.0, 10.0, True),
-        WgradAccum.BF16: (2.0, 0.0, False)}
+def test_every_member_prices_its_bytes_at_each_main_grad_width() -> None:
+    def widths(main_grad_bytes: float) -> dict[WgradAccum, tuple[float, float, bool]]:
+        return {a: (acc.out_bytes, acc.add_bytes, acc.main_grad) for a in WgradAccum
+                for acc in [Accumulation(a, main_grad_bytes)]}
+
+    # FP32 main_grad: fused reads and writes 4 + 4; unfused reads the BF16 gradient (2)
+    # and reads and writes 4 + 4
+    assert widths(4.0) == {WgradAccum.FUSED: (8.0, 0.0, True),
+                           WgradAccum.UNFUSED: (2.0, 10.0, True),
+                           WgradAccum.BF16: (2.0, 0.0, False)}
+    # BF16 main_grad (--grad-reduce-in-bf16): 2 + 2, and 2 + 2 + 2
+    assert widths(2.0) == {WgradAccum.FUSED: (4.0, 0.0, True),
+                           WgradAccum.UNFUSED: (2.0, 6.0, True),
+                           WgradAccum.BF16: (2.0, 0.0, False)}
+    assert Accumulation() == Accumulation(WgradAccum.BF16, 4.0)
+    assert [Accumulation(a, 2.0).unfused() for a in WgradAccum] == [
+        Accumulation(WgradAccum.BF16, 2.0), Accumulation(WgradAccum.UNFUSED, 2.0),
+        Accumulation(WgradAccum.UNFUSED, 2.0)]
 
 
 def test_a_memory_bound_weight_gradient_by_hand() -> None:
@@ -122,3 +139,88 @@ def test_analytic_layers_price_the_weight_gradients_as_asked() -> None:
         ops = block_ops(gpt, 1, RATES, Parallel(tp=2, wgrad_accum=accum))
         assert layers[1].per_micro_batch[1].wgrad_s == pytest.approx(
             phase_s(ops, Phase.W, RATES))
+
+
+def test_a_bf16_main_grad_halves_what_accumulation_moves() -> None:
+    # --grad-reduce-in-bf16: the fused epilogue reads and writes 2 + 2 bytes an output
+    # element (wgrad_gemm_accum_fp16, TE's out_dtype=main_grad.dtype), the unfused add
+    # reads 2 and reads and writes 2 + 2. The memory-bound case of the test above:
+    # fused 256 KiB + 4 MiB = 4.46 us (compute 3.36 us), unfused the GEMM's 3.36 us and
+    # an add of 6 MiB = 6.29 us
+    rates = dataclasses.replace(RATES, gemm_efficiency=0.4)
+    flops_s = 2 * 1024 * 1024 * 64 / 40e12
+    inputs = 2 * 2 * 64 * 1024
+    fused, = _w(WgradAccum.FUSED, 64, rates, main_grad_bytes=2.0)
+    assert fused.hbm_bytes == inputs + 4 * MIB
+    assert fused.time_s == pytest.approx((inputs + 4 * MIB) / 1e12)
+    gemm_op, add = _w(WgradAccum.UNFUSED, 64, rates, main_grad_bytes=2.0)
+    assert gemm_op.time_s == pytest.approx(flops_s)
+    assert add.hbm_bytes == 6 * MIB and add.time_s == pytest.approx(6 * MIB / 1e12)
+    # compute-bound (1024 tokens): the last of 16 waves writes 4 bytes an element,
+    # 4 MiB / 16 = 0.26 us at 1 TB/s after the 42.9 us of compute
+    fused, = _w(WgradAccum.FUSED, 1024, main_grad_bytes=2.0)
+    assert fused.time_s == pytest.approx(2 * 1024**3 / 50e12 + 4 * MIB / 16 / 1e12)
+    assert _w(WgradAccum.BF16, 1024, main_grad_bytes=2.0) == _w(WgradAccum.BF16, 1024)
+
+
+def test_every_linear_router_and_layer_takes_the_main_grad_width() -> None:
+    # GPT block h 1024, FFN 4096 on tp 2 into a BF16 main_grad: 6 bytes a weight element
+    # for each unfused add (the MLP's, the LM head's), the router's too when fused
+    gpt = presets.ModelShape("t", 2, 1024, 8, 8, 4096, 4096, 512, 8, False, True, "test")
+    par = Parallel(tp=2, wgrad_accum=WgradAccum.UNFUSED, main_grad_bytes=2.0)
+    assert par.accumulation == Accumulation(WgradAccum.UNFUSED, 2.0)
+    adds = [(o.name, o.hbm_bytes) for o in mlp_part(gpt, 1, RATES, par).wgrad
+            if o.kind is Kind.MEMORY]
+    assert adds == [("mlp_up.main_grad", 6 * 1024 * 2048),
+                    ("mlp_down.main_grad", 6 * 2048 * 1024)]
+    head = head_ops(gpt, 1, RATES, par)
+    assert [o.hbm_bytes for o in head if o.name == "lm_head.main_grad"] == [6 * 1024 * 2048]
+    moe = dataclasses.replace(presets.MODELS["deepseek-v3"], hidden=1024, experts=8, top_k=2,
+                              expert_ffn=512, shared_ffn=0, seq_len=256)
+    part = moe_part(moe, 1, RATES, Parallel(wgrad_accum=WgradAccum.FUSED, main_grad_bytes=2.0),
+                    ExpertParallel(ep=4))
+    assert [(o.name, o.hbm_bytes) for o in part.wgrad if o.kind is Kind.MEMORY] == [
+        ("router.main_grad", 6 * 1024 * 8)]
+    # analytic layers pass the width down: W of a block as its ops price it
+    for accum in (WgradAccum.FUSED, WgradAccum.UNFUSED):
+        layers = analytic_layers(gpt, GPU, [1], tp=2, wgrad_accum=accum, main_grad_bytes=2.0)
+        ops = block_ops(gpt, 1, RATES, Parallel(tp=2, wgrad_accum=accum, main_grad_bytes=2.0))
+        assert layers[1].per_micro_batch[1].wgrad_s == pytest.approx(
+            phase_s(ops, Phase.W, RATES))
+        wider = analytic_layers(gpt, GPU, [1], tp=2, wgrad_accum=accum)
+        assert layers[1].per_micro_batch[1].wgrad_s < wider[1].per_micro_batch[1].wgrad_s
+
+
+def test_the_embedding_adds_its_table_into_main_grad_unfused() -> None:
+    # GPT h 1024 on tp 2: the rank's 4096 / 2 token rows and the 512 position rows, a
+    # dense BF16 table gradient of (2048 + 512) x 1024 = 2,621,440 elements, zeroed
+    # (2 bytes an element, one kernel a table) and, under a main_grad fused or not, added
+    # into it by DDP's hook: 2 + 4 + 4 bytes an element (2 + 2 + 2 into a BF16 one)
+    gpt = presets.ModelShape("t", 2, 1024, 8, 8, 4096, 4096, 512, 8, False, True, "test")
+    table = (2048 + 512) * 1024
+
+    def w(accum: WgradAccum, main_grad_bytes: float = 4.0) -> list[tuple[str, float, int]]:
+        par = Parallel(tp=2, wgrad_accum=accum, main_grad_bytes=main_grad_bytes)
+        return [(o.name, o.hbm_bytes, o.kernels) for o in embedding_ops(gpt, 1, RATES, par)
+                if o.phase is Phase.W]
+
+    scatter = ("embed.wgrad", 15 * 1024 * 512, 2)  # rows summed, dropout's backward
+    assert w(WgradAccum.BF16) == [("embed.grad_zero", 2 * table, 2), scatter]
+    for accum in (WgradAccum.FUSED, WgradAccum.UNFUSED):
+        assert w(accum) == [("embed.grad_zero", 2 * table, 2), scatter,
+                            ("embed.main_grad", 10 * table, 2)]
+        assert w(accum, 2.0)[-1] == ("embed.main_grad", 6 * table, 2)
+    # W at 1 TB/s and 1 us a kernel: 5.24 + 2 + 7.86 + 2 + 26.21 + 2 = 45.32 us
+    ops = embedding_ops(gpt, 1, RATES, Parallel(tp=2, wgrad_accum=WgradAccum.FUSED))
+    assert phase_s(ops, Phase.W, RATES) == pytest.approx(
+        (2 * table + 15 * 1024 * 512 + 10 * table) / 1e12 + 6e-6)
+    # Llama-style (no dropout): the token table alone, one kernel each
+    llama = dataclasses.replace(gpt, dropout=False)
+    par = Parallel(tp=2, wgrad_accum=WgradAccum.UNFUSED)
+    assert [(o.name, o.hbm_bytes, o.kernels) for o in embedding_ops(llama, 1, RATES, par)
+            if o.phase is Phase.W] == [("embed.grad_zero", 2 * 2048 * 1024, 1),
+                                       ("embed.wgrad", 10 * 1024 * 512, 1),
+                                       ("embed.main_grad", 10 * 2048 * 1024, 1)]
+    layers = analytic_layers(gpt, GPU, [1], tp=2, wgrad_accum=WgradAccum.FUSED)
+    assert layers[0].name == "embedding"
+    assert layers[0].per_micro_batch[1].wgrad_s == pytest.approx(phase_s(ops, Phase.W, RATES))

@@ -43,6 +43,12 @@ NO_FUSION = "--no-gradient-accumulation-fusion"
     # Megatron-FSDP's sharded gradient buffer copies; its unsharded one (optim) adds
     (f"{FSDP} --data-parallel-sharding-strategy optim_grads_params {NO_FUSION}", "bf16"),
     (f"{FSDP} --data-parallel-sharding-strategy optim {NO_FUSION}", "unfused"),
+    # fused, its sharded buffer's GEMMs write the bucket (overwrite_main_grad): 16-bit as
+    # autograd's BF16 gradient, FP32 priced as an accumulation (the warning says so)
+    (f"{FSDP} --data-parallel-sharding-strategy optim_grads_params --grad-reduce-in-bf16",
+     "bf16"),
+    (f"{FSDP} --data-parallel-sharding-strategy optim_grads --grad-reduce-in-bf16", "bf16"),
+    (f"{FSDP} --data-parallel-sharding-strategy optim_grads_params", "fused"),
 ])
 def test_the_script_says_where_weight_gradients_go(tmp_path: Path, flags: str,
                                                    accum: str) -> None:
@@ -50,9 +56,33 @@ def test_the_script_says_where_weight_gradients_go(tmp_path: Path, flags: str,
                                "--gpu", "h100-sxm", by="message")
     assert doc["config"]["wgrad_accum"] == accum
     assert ("wgrad-accumulation-unfused" in found) == (accum == "unfused")
-    if "optim_grads_params" in flags:
+    if "optim_grads_params" in flags and NO_FUSION in flags:
         assert "not counted: the copy of each BF16 weight gradient into its gradient bucket" \
             in found["megatron-unmodelled-flag"]
+    overwritten = "priced as accumulated into main_grad by their GEMMs (8 bytes an element)"
+    assert (overwritten in found.get("megatron-unmodelled-flag", "")) == (
+        "optim_grads" in flags and accum == "fused")
+
+
+def test_a_bf16_gradient_buffer_halves_what_unfused_accumulation_costs(
+        tmp_path: Path) -> None:
+    """--grad-reduce-in-bf16 under --bf16: DDP's buffer, and so each main_grad, is BF16
+    (megatron-core distributed_data_parallel.py ``grad_dtype = param.dtype``). The same
+    7.50e9 weight elements as below, 2 + 2 + 2 bytes each added in 129 kernels: 15.4 ms
+    a micro-batch, less the 2 bytes an output element the fused GEMMs' last waves add
+    (2 + 2 read and written against the unfused GEMM's BF16 2)."""
+    _, _, doc = check_file(tmp_path / "a.sh", SCRIPT.format(
+        flags=f"--use-distributed-optimizer {NO_FUSION} --grad-reduce-in-bf16"),
+        "--gpu", "h100-sxm")
+    assert doc["config"]["main_grads_dtype"] == "bf16"
+    (finding,) = [f for f in doc["findings"] if f["id"] == "wgrad-accumulation-unfused"]
+    assert "into the BF16 main_grad (6 bytes a weight element, not the GEMM's 4 an output " \
+        "element)" in finding["message"]
+    weights = 7_504_658_432
+    gpu = presets.GPUS["h100-sxm"]
+    adds_s = 6 * weights / (gpu.hbm_bytes_per_s * gpu.hbm_fraction) + 129 * gpu.launch_s
+    assert adds_s == pytest.approx(15.45e-3, rel=1e-3)
+    assert 0.98 * adds_s < finding["values"]["extra_s"] < adds_s
 
 
 def test_check_config_names_what_unfused_accumulation_costs(tmp_path: Path) -> None:

@@ -278,7 +278,7 @@ def analytic_table(job: Job, shape: ModelShape | None = None, **changed: object)
         gpu_spread=c.gpu_spread, cross_entropy=c.loss_kernels, swiglu=c.swiglu_kernels,
         fp8_kernels=c.fp8_linears(), factors=job.factors, recompute_modules=job.layer_modules,
         efficiency=c.efficiency, wgrad_accum=c.wgrad, torchao_recipe=c.torchao_recipe,
-        fp8_recipe=c.recipe)
+        fp8_recipe=c.recipe, main_grad_bytes=c.main_grad_bytes)
     options.update(changed)
     priced = shape or job.shape
     assert priced is not None

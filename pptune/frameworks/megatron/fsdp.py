@@ -21,8 +21,11 @@ ZeRO-3's bytes (sharding.py), with FP32 ones optim_grads_params is priced as FSD
 main weights, gradients and moments) with the BF16 weight shard beside its main weights
 (``fsdp_model_weights``: ``WEIGHT_BYTES``, 2 + 4 + 4 + 8 = 18 bytes a parameter over
 dp). Under --no-gradient-accumulation-fusion its sharded gradient buffers take each
-BF16 weight gradient by a copy (megatron_fsdp.py ``_grad_acc``), priced without it
-(``COPIED``). Each transformer
+BF16 weight gradient by a copy (megatron_fsdp.py ``_grad_acc``), whose time is priced
+without it (``COPIED``); with the fusion its wgrad GEMMs write their gradients into the
+buffer rather than add (``overwrite_main_grad``): 16-bit, the 2 bytes an element of
+autograd's BF16 gradient (priced ``bf16``, exact), FP32 priced as an accumulation
+(``OVERWRITTEN``). Each transformer
 layer's weights are gathered in every micro-batch's forward and backward, under a
 pipeline too (megatron_fsdp.py ``_register_fsdp_hooks``: an FSDP unit, a TransformerLayer,
 releases its weights after its forward and after its backward), and from optim_grads on
@@ -72,6 +75,12 @@ PRICED = {
 COPIED = ("; not counted: the copy of each BF16 weight gradient into its gradient bucket "
           "(--no-gradient-accumulation-fusion: 2 + 4 bytes a weight element a micro-batch, "
           "2 + 2 with 16-bit gradients; megatron_fsdp.py _grad_acc)")
+# gradient accumulation fusion under a sharded gradient buffer: megatron_fsdp.py sets
+# ``param.overwrite_main_grad`` (Transformer Engine's wgrad GEMM then runs with
+# accumulate=False) and tensor_parallel/layers.py writes ``torch.matmul(..., out=main_grad)``
+OVERWRITTEN = ("; its FP32 weight gradients priced as accumulated into main_grad by their "
+               "GEMMs (8 bytes an element), where Megatron-FSDP's GEMMs write them into its "
+               "gradient buckets (4)")
 WIDE_GRADS = ("; not counted: its FP32 gradient shard (2 bytes a parameter over dp more "
               "than pptune's ZeRO-2, and twice the bytes reduce-scattered; "
               "--grad-reduce-in-bf16 makes them 16-bit)")
@@ -109,6 +118,12 @@ def read_sharding(r: FlagReader, fields: dict[str, Any]) -> None:
             fields["fsdp_reshard_after_forward"] = fields["fsdp_model_weights"] = True
         if sharding in ("zero2", "zero3", "fsdp") and fields.get("wgrad_accum") == "unfused":
             fields["wgrad_accum"], priced = "bf16", priced + COPIED  # a copy, not an add
+        elif sharding in ("zero2", "zero3", "fsdp") and fields.get("wgrad_accum") == "fused":
+            # the fused GEMMs write their bucket, not add into it: 16-bit, BF16's 2 bytes
+            if sixteen:
+                fields["wgrad_accum"] = "bf16"
+            else:
+                priced += OVERWRITTEN
         fields["sharding"] = sharding
         ctx.unmodelled("megatron-unmodelled-flag",
                        f"--use-megatron-fsdp with --data-parallel-sharding-strategy {strategy} "
