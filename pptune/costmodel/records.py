@@ -71,6 +71,10 @@ class PlanRequest:
     # unsharded gradients: FP32 (4), or BF16 (2) under mixed_precision_reduce bfloat16
     fsdp_weight_bytes: float = 4.0
     fsdp_reduce_bytes: float = 4.0
+    # Megatron-FSDP's unsharded gradient buckets, kept in a backward until more than this
+    # many elements wait for their reduce-scatters (sharding.working_bytes ``queued``;
+    # None: a sharding without them)
+    fsdp_grad_queue_elements: float | None = None
     # bytes a parameter of the optimizer's share of the state kept in host memory
     # (DeepSpeed ZeRO-Offload: 12, or 14 with ZeRO-3's offload_param; sharding.py)
     offloaded_bytes: float = 0.0
@@ -120,10 +124,12 @@ class PlanRequest:
             else dp
 
     def working(self, sharding: Sharding, reshard: bool, device_params: float,
-                largest_layer_params: float) -> float:
-        """Unsharded working copies (sharding.working_bytes) at the request's widths."""
+                largest_layer_params: float, buckets: bool = True) -> float:
+        """Unsharded working copies (sharding.working_bytes) at the request's widths;
+        ``buckets`` False: without Megatron-FSDP's queued gradient buckets, which are not
+        linear in a stage's parameters (a lower bound: splitting.py's budgets and bounds)."""
         return working_bytes(sharding, reshard, device_params, largest_layer_params,
-                             self.fsdp_reduce_bytes)
+                             self.fsdp_reduce_bytes, self.fsdp_grad_queue_elements, buckets)
 
     def per_stage_recompute(self) -> bool:
         return (self.stage_recompute and Recompute.FULL in self.recomputes

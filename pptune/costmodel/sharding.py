@@ -43,6 +43,27 @@ unsharded gradient in the fp32 reduce dtype (FSDPParam
 the stage's bf16 weights (2) and fp32 gradients (4) unsharded for the whole
 step, gathers once per step and reduce-scatters once per step.
 
+Megatron-FSDP's gradient buckets (``queued``): with its gradients sharded (optim_grads,
+optim_grads_params) a backward does not reduce one block's gradient at a time. Each
+parameter's gradient lands in an unsharded bucket of the gradient buffer's width
+(megatron_fsdp.py ``_grad_acc``: ``param.main_grad = param.get_main_grad()``, a view of
+``fetch_bucket()``, which allocates the bucket in the buffer's dtype; the BF16
+``param.grad`` is copied in and deleted, or the fused wgrad GEMM writes it directly);
+the bucket's reduce-scatter is queued, and before queuing the next the queue frees its
+oldest buckets only while it holds more than ``suggested_communication_unit_size``
+elements (param_and_grad_buffer.py ``GradReducePipeline.wait_for_previous_grad_reduce``:
+at least 1e9 elements unless given, megatron_fsdp.py), the rest when the backward ends
+(``_root_post_backward``: ``reset()``). So a stage holds at most the queue's elements,
+the bucket just queued and the one being filled: ``min(params, queue + 2 x largest
+layer)`` unsharded gradient elements; with ``--fsdp-double-buffer`` (or
+``--use-nccl-ub``) optim_grads_params keeps two layers' (``_enforce_double_buffer_limit``:
+a queue of 0 here). Counted in place of the one block's unsharded gradient of ZeRO-3 and
+FSDP, beside their two blocks' gathered weights, and added to ZeRO-2, at the priced
+gradient width (ZeRO-2 and ZeRO-3: 2 bytes, FSDP: its reduce dtype's) and at the
+activation peak, an over-count of at most one micro-batch's activations (the buckets fill
+as that backward frees them). Not linear in a stage's parameters, so the splitter's
+budgets and bounds leave them out (``buckets`` False: a lower bound).
+
 Overlap: per-micro-batch collectives run on their own stream, the next
 block's gather behind the current block's compute (FSDP and ZeRO-3
 prefetch): a stage's forward takes ``max(compute + gather x sm_share, gather)``
@@ -181,10 +202,19 @@ def traffic_in_ops(sharding: Sharding, reshard: bool) -> bool:
 
 def working_bytes(
     sharding: Sharding, reshard: bool, device_params: float, largest_layer_params: float,
-    reduce: float = FSDP_REDUCE_BYTES,
+    reduce: float = FSDP_REDUCE_BYTES, queued: float | None = None, buckets: bool = True,
 ) -> float:
     """Unsharded copies a device holds on top of its training state; ``reduce``: FSDP's
-    reduce dtype's bytes (the unsharded gradient's copy)."""
+    reduce dtype's bytes (the unsharded gradient's copy); ``queued``: Megatron-FSDP's
+    gradient buckets, kept until more than that many elements wait for their
+    reduce-scatters (module docstring; None: none), left out where ``buckets`` is False."""
+    # FSDP kept gathered (torch's pipeline) already holds every gradient unsharded
+    if queued is not None and sharding in (Sharding.ZERO2, Sharding.ZERO3, Sharding.FSDP) \
+            and (reshard or sharding is not Sharding.FSDP):
+        width = reduce if sharding is Sharding.FSDP else DEEPSPEED_GRAD_BYTES
+        held = min(device_params, queued + 2 * largest_layer_params) if buckets else 0.0
+        gathered = 0.0 if sharding is Sharding.ZERO2 else 2 * BF16_BYTES  # two blocks' weights
+        return largest_layer_params * gathered + width * held
     if sharding is Sharding.ZERO3:
         return largest_layer_params * (2 * BF16_BYTES + DEEPSPEED_GRAD_BYTES)
     if sharding is Sharding.FSDP and reshard:

@@ -54,12 +54,16 @@ from pptune.costmodel.table import CostTable, stage_costs
 
 
 def per_param_bytes(req: PlanRequest, spec: PlanSpec) -> tuple[float, float]:
-    """(bytes per parameter that scale with a stage, fixed working bytes) on one device."""
+    """(bytes per parameter that scale with a stage, fixed working bytes) on one device,
+    without Megatron-FSDP's queued gradient buckets, which are not linear in a stage's
+    parameters (sharding.py): a lower bound."""
     ranks = req.layout(spec)
     dp = ranks.dp * ranks.cp  # state sharded over the data-parallel group with cp
     reshard = reshards(spec.sharding, spec.pp, req.fsdp_reshard_after_forward)
-    per = req.state_per_param(spec.sharding, dp) + req.working(spec.sharding, reshard, 1.0, 0.0)
-    return per, 0.0 if not reshard else req.working(spec.sharding, reshard, 0.0, 1.0)
+    per = req.state_per_param(spec.sharding, dp) + req.working(spec.sharding, reshard, 1.0, 0.0,
+                                                               buckets=False)
+    return per, 0.0 if not reshard else req.working(spec.sharding, reshard, 0.0, 1.0,
+                                                    buckets=False)
 
 
 def expert_per_param_bytes(req: PlanRequest, spec: PlanSpec) -> float:
@@ -68,7 +72,7 @@ def expert_per_param_bytes(req: PlanRequest, spec: PlanSpec) -> float:
     ranks = req.layout(spec)
     reshard = reshards(spec.sharding, spec.pp, req.fsdp_reshard_after_forward)
     return (req.state_per_param(spec.sharding, ranks.edp)
-            + req.working(spec.sharding, reshard, 1.0, 0.0))
+            + req.working(spec.sharding, reshard, 1.0, 0.0, buckets=False))
 
 
 def layer_state_bytes(table: CostTable, req: PlanRequest, spec: PlanSpec) -> list[float]:

@@ -5,11 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import (
-    ConfigDict,
-    Field,
-    model_validator,
-)
+from pydantic import ConfigDict, Field, model_validator
 
 from pptune.costmodel.schedules import Schedule
 from pptune.schemas.base import Strict
@@ -164,6 +160,10 @@ class TrainingConfig(Strict):
         None, description="FSDP keeps the model's BF16 weight shard beside the optimizer's "
         "copy (Megatron-FSDP optim_grads_params: 2 bytes a parameter over dp more)"
     )
+    fsdp_grad_queue_elements: int | None = Field(None, ge=0, le=2**62, description=(
+        "Megatron-FSDP: a backward keeps its gradients in unsharded buckets until more than "
+        "this many elements wait for their reduce-scatters (--suggested-communication-unit-"
+        "size, 1e9 unless given; 0: two layers', its double buffer)"))
     exp_avg_dtype: Literal["fp32", "fp16", "bf16", "fp8"] | None = Field(
         None, description="Adam's first moment's width (Megatron-LM --exp-avg-dtype with "
         "--use-precision-aware-optimizer; default fp32)"

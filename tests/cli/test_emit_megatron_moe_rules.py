@@ -55,12 +55,15 @@ def test_a_top_1_router_and_sliding_windows_are_written(tmp_path: Path) -> None:
 def test_a_plan_only_zero_3_fits_is_written_as_megatron_fsdp(tmp_path: Path) -> None:
     """Llama 4 Scout on 16 H200s, 16 experts over ep 16: only ZeRO-3 fits, written as
     Megatron-FSDP's optim_grads_params with 16-bit gradients (its experts shard over
-    the expert data-parallel group) and read back at the same step."""
+    the expert data-parallel group) and read back at the same step. The ranked plan
+    (140.2 of 140.4 GiB) outgrows the GPU with the gradient buckets Megatron-FSDP's
+    backward keeps queued (fsdp.py): the fastest ZeRO-3 plan a script states is written."""
     scout = str(HF / "llama4-scout-17b-16e-config.json")
     run = recommend(RecommendSpec.of(gpus=16, hf_config=scout, gpu="h200", seq_len=4096,
                                      global_batch=64, top=1))
     out = emit("megatron", run)
-    assert out.plan.sharding.value == "zero3" and out.plan.ep == 16 and out.exact
+    assert out.plan.sharding.value == "zero3" and out.plan.ep == 16 and not out.exact
+    assert "Megatron-FSDP keeps each backward's gradients in unsharded buckets" in out.notes[0]
     text = out.files["pretrain_megatron.sh"]
     assert "--data-parallel-sharding-strategy optim_grads_params" in text
     write(out, tmp_path)

@@ -89,6 +89,36 @@ def test_working_copies() -> None:
     assert reshards(Sharding.FSDP, 4, True) and reshards(Sharding.ZERO3, 4)
 
 
+def test_megatron_fsdp_keeps_its_queued_gradient_buckets() -> None:
+    """Megatron-FSDP with sharded gradients: a backward writes every gradient into an
+    unsharded bucket that waits for its reduce-scatter until more than ``queued``
+    elements are queued (sharding.py): at most the queue, the bucket just queued and the
+    one being filled. A stage of 9000 parameters, its largest layer 1000: a queue of 3000
+    keeps 3000 + 2 x 1000 = 5000 elements, one of 1e9 all 9000, one of 0 (the double
+    buffer) two layers' 2000; at 2 bytes for ZeRO-2 and ZeRO-3, at the reduce dtype for
+    FSDP, beside the two gathered blocks' BF16 weights (none for ZeRO-2)."""
+    assert working_bytes(Sharding.ZERO3, True, 9000, 1000, queued=3000) == (
+        1000 * (2 + 2) + 2 * 5000)
+    assert working_bytes(Sharding.ZERO3, True, 9000, 1000, queued=1e9) == (
+        1000 * (2 + 2) + 2 * 9000)
+    assert working_bytes(Sharding.ZERO3, True, 9000, 1000, queued=0) == (
+        1000 * (2 + 2) + 2 * 2000)
+    assert working_bytes(Sharding.ZERO2, False, 9000, 1000, queued=1e9) == 2 * 9000
+    assert working_bytes(Sharding.FSDP, True, 9000, 1000, queued=1e9) == (
+        1000 * (2 + 2) + 4 * 9000)
+    assert working_bytes(Sharding.FSDP, True, 9000, 1000, reduce=2, queued=3000) == (
+        1000 * (2 + 2) + 2 * 5000)
+    # the splitter's lower bound, linear in the stage: the gathered weights alone
+    assert working_bytes(Sharding.ZERO3, True, 9000, 1000, queued=3000, buckets=False) == (
+        1000 * (2 + 2))
+    # FSDP kept gathered holds every gradient already; the others have no such buckets
+    assert working_bytes(Sharding.FSDP, False, 9000, 1000, queued=1e9) == 9000 * (2 + 4)
+    assert working_bytes(Sharding.ZERO1, False, 9000, 1000, queued=1e9) == 0.0
+    req = PlanRequest(gpus=8, global_batch=8, fsdp_grad_queue_elements=3000.0)
+    assert req.working(Sharding.ZERO2, False, 9000, 1000) == 2 * 5000
+    assert req.working(Sharding.ZERO2, False, 9000, 1000, buckets=False) == 0.0
+
+
 def test_collective_times_per_sharding() -> None:
     link = AllReduceLink(0.0, 1e9)
     n, dp = 1e6, 4

@@ -181,3 +181,36 @@ def test_optim_grads_params_keeps_a_bf16_weight_shard_beside_its_fp32_main_weigh
     assert report.plan.sharding.value == "fsdp" and report.plan.dp == 8
     params = sum(report.table.layer_params)
     assert report.plan.memory[0].state_bytes == pytest.approx(18 * params / 8, rel=1e-12)
+
+
+@pytest.mark.parametrize(("flags", "queue"), [
+    ("", 1e9),  # megatron_fsdp.py: max(1e9, twice a layer) unless given
+    (" --suggested-communication-unit-size 3000000000", 3e9),
+    (" --fsdp-double-buffer", 0.0),  # two layers' buckets
+    (" --use-nccl-ub", 0.0),  # user buffers turn the double buffer on
+])
+def test_megatron_fsdp_counts_the_gradient_buckets_a_backward_queues(
+        tmp_path: Path, flags: str, queue: float) -> None:
+    """optim_grads_params with FP32 gradients, Llama 3 8B on one stage over dp 8: each
+    gradient lands in an unsharded FP32 bucket that waits for its reduce-scatter until
+    the queue passes --suggested-communication-unit-size elements (1e9 by default), so a
+    backward holds at most min(P, queue + 2 L) of them (the queue, the bucket just queued
+    and the one being filled), L the largest layer (the LM head's 525M), 4 bytes each,
+    beside two gathered layers' BF16 weights (2 L x 2)."""
+    from pptune.check.rules import CheckOptions, check
+    from pptune.frameworks.read import read_config
+    from pptune.options import CostOptions
+
+    path = tmp_path / "a.sh"
+    path.write_text(SCRIPT.format(flags=f"{FSDP} --data-parallel-sharding-strategy "
+                                  "optim_grads_params --use-distributed-optimizer" + flags))
+    read = read_config(path, gpu="h100-sxm")
+    assert read.config.fsdp_grad_queue_elements == queue
+    report = check(read.config, tmp_path, CheckOptions(costs=CostOptions(gpu="h100-sxm"),
+                                                       compare_best=False), read.semantics)
+    assert report.plan is not None and report.table is not None
+    params, largest = sum(report.table.layer_params), max(report.table.layer_params)
+    assert largest == 128256 * 4096 + 4096  # the untied LM head with the final norm
+    held = min(params, queue + 2 * largest)
+    assert report.plan.memory[0].working_bytes == pytest.approx(
+        2 * 2 * largest + 4 * held, rel=1e-12)

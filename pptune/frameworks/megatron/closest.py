@@ -34,7 +34,7 @@ from pptune.frameworks.common.adapter import Job, Stated, keep
 from pptune.frameworks.common.baseline import ratio
 from pptune.frameworks.common.versions import FrameworkRefusal
 from pptune.frameworks.megatron.cp_fp8 import pp_last_with_cp
-from pptune.frameworks.megatron.fsdp import STRATEGY, WEIGHT_BYTES
+from pptune.frameworks.megatron.fsdp import GRAD_QUEUE_ELEMENTS, STRATEGY, WEIGHT_BYTES
 from pptune.frameworks.megatron.layout import plan_layout
 from pptune.frameworks.megatron.split import MegatronSplit, megatron_blocks
 from pptune.options import CostOptions
@@ -44,6 +44,8 @@ NAME = "megatron"
 # best first as a substitute (for FSDP that outgrows the GPU gathered per layer: ZeRO-3)
 STATEABLE = (Sharding.ZERO3, Sharding.FSDP, Sharding.ZERO2, Sharding.ZERO1, Sharding.NONE)
 BLOCK = "--recompute-method block --recompute-num-layers"
+BUCKETS = ("each backward's gradients in unsharded buckets until their queued "
+           "reduce-scatters pass {queue:,.0f} elements")
 RUNS = (Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED)  # Megatron-LM's schedules
 # where its scripts' weight gradients go (costmodel/rates.py WgradAccum), as priced
 WGRAD_RUNS = {
@@ -84,9 +86,17 @@ def shardings(req: PlanRequest) -> tuple[Sharding, ...]:
     return STATEABLE if req.moment_bytes == FP32_MOMENT_BYTES else (Sharding.ZERO1,)
 
 
+def queued(req: PlanRequest) -> float:
+    """The gradient elements Megatron-FSDP's backward keeps queued in unsharded buckets
+    (fsdp.py): the request's (a script's), else its default."""
+    given = req.fsdp_grad_queue_elements
+    return GRAD_QUEUE_ELEMENTS if given is None else given
+
+
 def stateable_request(req: PlanRequest, model: str | None) -> PlanRequest:
     """The search over what a Megatron-LM script states: the distributed optimizer,
-    Megatron-FSDP (FSDP resharded after every use, as it runs: fsdp.py) or none, 1F1B
+    Megatron-FSDP (FSDP resharded after every use, as it runs, and its queued gradient
+    buckets: fsdp.py) or none, 1F1B
     and interleaved 1F1B, recomputation of whole blocks or of modules (no
     every-Nth-block selective recomputation: full recomputation instead, as
     ``closest_plan`` substitutes it), and recomputed-block counts as one count for
@@ -98,7 +108,8 @@ def stateable_request(req: PlanRequest, model: str | None) -> PlanRequest:
     return replace(req, shardings=keep(req.shardings, shardings(req)),
                    schedules=keep(req.schedules, RUNS), recomputes=recomputes,
                    stage_recompute=True, uniform_recompute=True,
-                   fsdp_reshard_after_forward=True, fsdp_weight_bytes=WEIGHT_BYTES)
+                   fsdp_reshard_after_forward=True, fsdp_weight_bytes=WEIGHT_BYTES,
+                   fsdp_grad_queue_elements=queued(req))
 
 
 def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
@@ -106,8 +117,8 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     notes: list[str] = []
     job, resharded, as_ranked = _resharded(job, plan, notes)
     options = shardings(job.request)
-    if resharded is None:  # FSDP gathered per layer outgrows the GPU: another sharding
-        options = tuple(s for s in options if s is not Sharding.FSDP)
+    if resharded is None:  # as Megatron-FSDP runs it, it outgrows the GPU: another sharding
+        options = tuple(s for s in options if s is not plan.sharding)
     plan = resharded or plan
     job, plan = _sequence_parallel(job, plan, notes)
     # the script states megatron-core's fused loss (writer.py) and leaves Transformer
@@ -179,28 +190,44 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
 
 
 def _resharded(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan | None, bool]:
-    """The job as Megatron-FSDP runs FSDP, every layer's weights gathered again in each
-    micro-batch's forward and backward (fsdp.py), also under a pipeline, where pptune's
-    FSDP otherwise keeps a stage's weights gathered for the step as torch's pipelining
-    does, and its BF16 weight shard kept beside the FP32 main weights (``WEIGHT_BYTES``);
-    an FSDP plan re-priced so (with a note where that changes it), or None when it then
-    outgrows the GPU; and whether it is gathered as ranked."""
-    kept = replace(job.request, fsdp_weight_bytes=WEIGHT_BYTES)
+    """The job as Megatron-FSDP runs ZeRO-2, ZeRO-3 and FSDP: each backward's gradients
+    kept in unsharded buckets while their reduce-scatters are queued (``queued``), and
+    for FSDP every layer's weights gathered again in each micro-batch's forward and
+    backward (fsdp.py), also under a pipeline, where pptune's FSDP otherwise keeps a
+    stage's weights gathered for the step as torch's pipelining does, and its BF16 weight
+    shard kept beside the FP32 main weights (``WEIGHT_BYTES``); the plan re-priced so
+    (with a note where that changes it), or None when it then outgrows the GPU; and
+    whether it is gathered as ranked."""
+    queue = queued(job.request)
+    buckets = BUCKETS.format(queue=queue)
+    kept = replace(job.request, fsdp_weight_bytes=WEIGHT_BYTES, fsdp_grad_queue_elements=queue)
     run = replace(job, request=replace(kept, fsdp_reshard_after_forward=True))
-    if plan.sharding is not Sharding.FSDP or run.request == job.request:
+    if plan.sharding not in STRATEGY or run.request == job.request:
         return run, plan, True
     alt = ex.price(run, plan.spec)
-    if not ex.fits(run, alt):
-        return run, None, False
+    if not ex.fits(run, alt):  # the fastest plan a script states that fits, if any
+        found = ex.stateable_best(run, plan, stateable_request(run.request, run.model))
+        if found is not None:
+            notes.append(f"Megatron-FSDP keeps {buckets} (fsdp.py): the plan outgrows the GPU "
+                         f"so; emitting the best plan a script states instead (pp={found.pp} "
+                         f"dp={found.dp} {found.sharding.value}/{found.recompute.value}), "
+                         f"predicted step {fmt_seconds(found.step_time_s)} "
+                         f"({ratio(found.step_time_s, plan.step_time_s)})")
+        return run, found, False
     if (alt.step_time_s, alt.peak_memory_bytes) == (plan.step_time_s, plan.peak_memory_bytes):
         return run, plan, True
+    if plan.sharding is not Sharding.FSDP:
+        notes.append(f"Megatron-FSDP keeps {buckets} (fsdp.py): predicted so, peak memory "
+                     f"{fmt_bytes(max(alt.peak_memory_bytes))}")
+        return run, alt, True
     own = ex.price(replace(job, request=kept), plan.spec)  # with its shard alone
     gathered = (own.step_time_s, own.peak_memory_bytes) != (alt.step_time_s,
                                                             alt.peak_memory_bytes)
     notes.append(("Megatron-FSDP gathers every layer's weights in each micro-batch's forward "
                   "and backward, under a pipeline too (megatron_fsdp.py), and keeps"
                   if gathered else "Megatron-FSDP keeps")
-                 + f" a BF16 weight shard beside its FP32 main weights (fsdp.py): predicted "
+                 + f" a BF16 weight shard beside its FP32 main weights and {buckets} "
+                 "(fsdp.py): predicted "
                  f"so, step {fmt_seconds(alt.step_time_s)} "
                  f"({ratio(alt.step_time_s, plan.step_time_s)}), peak memory "
                  f"{fmt_bytes(max(alt.peak_memory_bytes))}")

@@ -25,7 +25,13 @@ BF16 weight gradient by a copy (megatron_fsdp.py ``_grad_acc``), whose time is p
 without it (``COPIED``); with the fusion its wgrad GEMMs write their gradients into the
 buffer rather than add (``overwrite_main_grad``): 16-bit, the 2 bytes an element of
 autograd's BF16 gradient (priced ``bf16``, exact), FP32 priced as an accumulation
-(``OVERWRITTEN``). Each transformer
+(``OVERWRITTEN``). Where the gradients are sharded (optim_grads on) their
+destination is an unsharded bucket of the gradient's width, which a backward keeps until
+its queued reduce-scatters pass ``--suggested-communication-unit-size`` elements (at
+least 1e9 unless given: ``GRAD_QUEUE_ELEMENTS``; two layers' buckets with
+``--fsdp-double-buffer`` or ``--use-nccl-ub`` under optim_grads_params): counted in
+memory, the queue and two of the largest layer's buckets at most, the stage's every
+gradient at most (``fsdp_grad_queue_elements``, costmodel/sharding.py). Each transformer
 layer's weights are gathered in every micro-batch's forward and backward, under a
 pipeline too (megatron_fsdp.py ``_register_fsdp_hooks``: an FSDP unit, a TransformerLayer,
 releases its weights after its forward and after its backward), and from optim_grads on
@@ -48,6 +54,10 @@ from pptune.frameworks.megatron.flags import Flagged, FlagReader
 MEGATRON_FSDP = {"optim": "zero1", "optim_grads": "zero2", "optim_grads_params": "fsdp"}
 # optim_grads_params priced as FSDP: the FP32 main weights and the BF16 weight shard
 WEIGHT_BYTES = FSDP_WEIGHT_BYTES + BF16_BYTES
+# megatron_fsdp.py MegatronFSDP.__init__: the reduce-scatter queue's capacity, in elements
+# (suggested_RS_queue_capacity), is --suggested-communication-unit-size where given, else
+# max(1_000_000_000, twice a layer's elements or the bucket size): 1e9 for layers under 5e8
+GRAD_QUEUE_ELEMENTS = 1_000_000_000
 # the strategy a plan's sharding is written with (Megatron-LM's own distributed optimizer
 # states ZeRO-1)
 STRATEGY = {Sharding.ZERO2: "optim_grads", Sharding.ZERO3: "optim_grads_params",
@@ -75,6 +85,11 @@ PRICED = {
 COPIED = ("; not counted: the copy of each BF16 weight gradient into its gradient bucket "
           "(--no-gradient-accumulation-fusion: 2 + 4 bytes a weight element a micro-batch, "
           "2 + 2 with 16-bit gradients; megatron_fsdp.py _grad_acc)")
+# what a sharded-gradient strategy's memory counts of its buckets, and leaves out
+QUEUED = ("counted: the unsharded gradient buckets a backward keeps for their "
+          "reduce-scatters, up to {queue} and two layers' more (megatron_fsdp.py _grad_acc, "
+          "param_and_grad_buffer.py GradReducePipeline); not modelled: its weights' prefetch "
+          "beyond the next layer (all_gather_params) and its other communication buffers")
 # gradient accumulation fusion under a sharded gradient buffer: megatron_fsdp.py sets
 # ``param.overwrite_main_grad`` (Transformer Engine's wgrad GEMM then runs with
 # accumulate=False) and tensor_parallel/layers.py writes ``torch.matmul(..., out=main_grad)``
@@ -82,8 +97,9 @@ OVERWRITTEN = ("; its FP32 weight gradients priced as accumulated into main_grad
                "GEMMs (8 bytes an element), where Megatron-FSDP's GEMMs write them into its "
                "gradient buckets (4)")
 WIDE_GRADS = ("; not counted: its FP32 gradient shard (2 bytes a parameter over dp more "
-              "than pptune's ZeRO-2, and twice the bytes reduce-scattered; "
-              "--grad-reduce-in-bf16 makes them 16-bit)")
+              "than pptune's ZeRO-2, twice the bytes reduce-scattered, and its gradient "
+              "buckets at 4 bytes an element, counted at 2; --grad-reduce-in-bf16 makes them "
+              "16-bit)")
 
 
 def sixteen_bit_grads(flags: Flagged, fields: dict[str, Any]) -> bool:
@@ -94,6 +110,19 @@ def sixteen_bit_grads(flags: Flagged, fields: dict[str, Any]) -> bool:
     grad_reduce_in_fp32."""
     return fields.get("main_grads_dtype") == "bf16" or (
         flags.has("--fp16") and not flags.has("--accumulate-allreduce-grads-in-fp32"))
+
+
+def grad_queue(r: FlagReader, strategy: str) -> int:
+    """The elements of unsharded gradient buckets a backward keeps queued for their
+    reduce-scatters (module docstring): 0 where optim_grads_params double-buffers them
+    (param_and_grad_buffer.py: --use-nccl-ub turns fsdp_double_buffer on, and
+    ``_enforce_double_buffer_limit`` keeps two FSDP units' buckets), else
+    --suggested-communication-unit-size, else ``GRAD_QUEUE_ELEMENTS``."""
+    double = r.flags.has("--fsdp-double-buffer") or r.flags.has("--use-nccl-ub")
+    if double and strategy == "optim_grads_params":
+        return 0
+    given = r.number("--suggested-communication-unit-size", maximum=2**62)  # a Python int
+    return GRAD_QUEUE_ELEMENTS if given is None else given
 
 
 def read_sharding(r: FlagReader, fields: dict[str, Any]) -> None:
@@ -124,11 +153,15 @@ def read_sharding(r: FlagReader, fields: dict[str, Any]) -> None:
                 fields["wgrad_accum"] = "bf16"
             else:
                 priced += OVERWRITTEN
+        rest = "Megatron-FSDP's communication buckets and buffers are not modelled"
+        if sharding in ("zero2", "zero3", "fsdp"):  # gradients sharded: queued in buckets
+            queue = fields["fsdp_grad_queue_elements"] = grad_queue(r, strategy)
+            rest = QUEUED.format(queue=f"{queue:,} elements" if queue else
+                                 "none queued (its double buffer)")
         fields["sharding"] = sharding
         ctx.unmodelled("megatron-unmodelled-flag",
                        f"--use-megatron-fsdp with --data-parallel-sharding-strategy {strategy} "
-                       f"is priced as {priced}; Megatron-FSDP's communication buckets and "
-                       "buffers are not modelled")
+                       f"is priced as {priced}; {rest}")
         return
     if flags.has("--use-torch-fsdp2"):
         ctx.unmodelled("megatron-unmodelled-flag",
