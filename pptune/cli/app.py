@@ -193,11 +193,11 @@ def recommend_cmd(
 ) -> None:
     from pptune.plan import recommend as planning
 
-    req = planning.RecommendSpec(space, costs, top, emit)
-    if emit is not None:  # the framework's rule for tp and the key/value heads bounds the search
-        from pptune.plan.emit import kv_heads
+    if emit is not None:  # an unknown framework is refused before the search
+        from pptune.plan.emit import parse_framework
 
-        req = planning.RecommendSpec(space, costs, top, emit, kv_heads(emit))
+        parse_framework(emit)
+    req = planning.RecommendSpec(space, costs, top, emit)
     _check_width(out.width)
     if train_tokens is not None:
         found = limits.problem("--train-tokens", train_tokens, 0, limits.MAX_TRAIN_TOKENS, lo_open=True)

@@ -21,7 +21,6 @@ from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import Plan, search
 from pptune.costs import calibrated
-from pptune.costs.dims import KvHeads
 from pptune.costs.modelspec import from_hf_config
 from pptune.errors import BadInput, PptuneError
 from pptune.files import Written, write_all
@@ -59,12 +58,6 @@ def parse_framework(framework: Framework | str) -> Framework:
     if adapter is None:
         raise BadInput(f"unknown --emit {framework!r}; choose {', '.join(NAMES)}")
     return Framework(adapter.name)
-
-
-def kv_heads(framework: Framework | str) -> KvHeads:
-    """The tensor-parallel sizes ``framework``'s attention takes for the key/value heads:
-    ``recommend --emit`` searches those alone (costs/dims.py KvHeads)."""
-    return ADAPTERS[parse_framework(framework)].kv_heads
 
 
 def job_of(run: RecommendRun, plan: Plan) -> Job:

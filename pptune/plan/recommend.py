@@ -38,6 +38,7 @@ from pptune.costs.dims import KvHeads, search_keys
 from pptune.costs.measured import tp_heads_problem
 from pptune.costs.resolve import Costs, resolve
 from pptune.errors import BadInput
+from pptune.frameworks.registry import find
 from pptune.options import CostOptions, PlanSpace, build, fields_of
 from pptune.options.record import PlanFileRequest
 from pptune.plan.attention_share import attention_note, written_kernel
@@ -66,11 +67,14 @@ class RecommendSpec:
     costs: CostOptions = field(default_factory=CostOptions)
     top: int = DEFAULT_TOP
     # the framework whose files the plan is written as (recommend --emit): analytic costs
-    # without --attention are priced with the kernel its files run (Adapter.runs_attention)
+    # without --attention priced with its files' kernel (Adapter.runs_attention)
     written_as: str | None = None
-    # the tensor-parallel sizes the key/value heads take: the rule of the framework the
-    # plan is written for (--emit: plan.emit.kv_heads), else megatron-core's
-    kv_heads: KvHeads = KvHeads.REPLICATE
+
+    @property
+    def kv_heads(self) -> KvHeads:
+        """The key/value heads' tp rule of ``written_as``'s framework, else megatron-core's."""
+        adapter = find(self.written_as) if self.written_as is not None else None
+        return adapter.kv_heads if adapter is not None else KvHeads.REPLICATE
 
     @classmethod
     def of(cls, *, top: int = DEFAULT_TOP, **flags: Any) -> RecommendSpec:
