@@ -226,17 +226,22 @@ def p2p_buffer_bytes(
 
 
 def shared_embedding(device_of: Sequence[int], embedding: Sequence[float],
-                     mtp_copies: Sequence[int], device: int) -> float:
-    """Parameters a device holds once, not twice: an MTP module embeds with the model's
-    embedding, so where the device holds the embedding too (no pipeline; DualPipe's and
-    the V schedules' first device holds the first and the last chunk) its copy is the same
-    tensor: DeepSeek-V3 (arXiv 2412.19437) sec. 3.2.3, "Shared Embedding and Output Head
-    for Multi-Token Prediction"; megatron-core's MTP block takes the model's embedding.
-    Per stage: ``embedding`` the embedding's parameters where it holds it, ``mtp_copies``
-    its MTP modules; ``device_of`` the device of each stage."""
-    on = [k for k, d in enumerate(device_of) if d == device]
-    held = max((embedding[k] for k in on), default=0.0) if embedding else 0.0
-    return held * (sum(mtp_copies[k] for k in on) if mtp_copies else 0)
+                     mtp_copies: Sequence[int], p: int) -> list[float]:
+    """Per device, parameters it holds once, not twice: an MTP module embeds with the
+    model's embedding, so where the device holds the embedding too (no pipeline;
+    DualPipe's and the V schedules' first device holds the first and the last chunk) its
+    copy is the same tensor: DeepSeek-V3 (arXiv 2412.19437) sec. 3.2.3, "Shared
+    Embedding and Output Head for Multi-Token Prediction"; megatron-core's MTP block
+    takes the model's embedding. Per stage: ``embedding`` the embedding's parameters
+    where it holds it, ``mtp_copies`` its MTP modules; ``device_of`` the device of each
+    stage, of ``p`` devices."""
+    held, copies = [0.0] * p, [0] * p
+    if not embedding or not mtp_copies or not any(mtp_copies):
+        return held
+    for k, d in enumerate(device_of):
+        held[d] = max(held[d], embedding[k])
+        copies[d] += mtp_copies[k]
+    return [h * c for h, c in zip(held, copies, strict=True)]
 
 
 def embedding_holders(table: CostTable, bounds: Sequence[tuple[int, int]]

@@ -108,9 +108,10 @@ def surely_oom(table: CostTable, req: PlanRequest, spec: PlanSpec,
         act[d] = max(act[d], inflight[k] * stages[k].act_bytes)
     embedding, copies = embedding_holders(table, bounds)
     devices = stage_devices(spec.schedule, p, len(chunk_of))
-    for d in range(p):  # an MTP module's embedding shared with the device's (memory.py)
-        static[d] -= per * shared_embedding(
-            devices, [embedding[c] for c in chunk_of], [copies[c] for c in chunk_of], d)
+    # an MTP module's embedding shared with the device's (memory.py)
+    for d, shared in enumerate(shared_embedding(devices, [embedding[c] for c in chunk_of],
+                                                [copies[c] for c in chunk_of], p)):
+        static[d] -= per * shared
     usable = table.memory_bytes - req.reserve_bytes
     return any(static[d] + act[d] > usable for d in range(p))
 
