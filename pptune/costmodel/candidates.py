@@ -190,9 +190,12 @@ def candidates(tables: CostTable | TableSource, req: PlanRequest
                    for r, rc in rcs.items()}
         chain = {r: {b: _chain_s(rc, b) for b in sizes(table, req)} for r, rc in rcs.items()}
         # each recomputation's per-layer work as (sum, largest layer), with and without
-        # what an overlapping schedule hides
+        # what an overlapping schedule hides; a hidden all-to-all still occupies its
+        # device: a pair lasts at least its halves' communication (bounds.lower_bound)
         totals = {r: {b: (sum(x), max(x)) for b, x in by.items()} for r, by in compute.items()}
         work_totals = {r: {b: (sum(x), max(x)) for b, x in by.items()} for r, by in work.items()}
+        a2a_totals = {r: {b: sum(rc.by_mb[b].fwd_a2a_s) + sum(rc.by_mb[b].bwd_a2a_s)
+                          for b in sizes(table, req)} for r, rc in rcs.items()}
         a2a = any(c.has_a2a for c in table.by_mb.values())
         mtp = any(n.startswith(MTP) for n in table.names)
         ranks = req.gpus // (key.tp * key.cp) if req.gpus % (key.tp * key.cp) == 0 else 0
@@ -241,9 +244,12 @@ def candidates(tables: CostTable | TableSource, req: PlanRequest
                             for overlap in overlaps:
                                 hides = overlap or schedule in OVERLAPPED
                                 total, largest = (totals if hides else work_totals)[rb][b]
-                                # the busiest device works at least the average, and one
+                                # the busiest device works (and, where the all-to-alls
+                                # hide, communicates) at least the average, and one
                                 # micro-batch's forward and backward pass every layer in turn
-                                bound = max(m * max(total / p, largest / chains(schedule)),
+                                talk = a2a_totals[rb][b] if hides else 0.0
+                                bound = max(m * max(total / p, talk / p,
+                                                    largest / chains(schedule)),
                                             chain[rb][b][1 if split_bwd else 0])
                                 out.extend(Candidate(bound, PlanSpec(
                                     schedule, p, b, m, (), v, o, sharding, r, key, overlap))

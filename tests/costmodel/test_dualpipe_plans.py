@@ -236,3 +236,19 @@ def test_search_splits_dualpipe_into_its_pp_chunks() -> None:
     assert plan.schedule is Schedule.DUALPIPE and plan.virtual_stages == 2
     assert len(plan.stage_layers) == 4 and sum(plan.stage_layers) == 10
     assert len(plan.sim.devices) == 4
+
+
+def test_an_overlapped_candidate_is_bounded_by_its_all_to_alls_too() -> None:
+    # 6 layers of 3.5 s compute, each with 2.5 s of all-to-all each way (5 s a layer):
+    # DualPipe on 2 GPUs, 8 micro-batches. The pairs may hide every all-to-all, yet a
+    # device still runs its share of them, 8 x 6 x 5 / 2 = 120 s (sim_records.
+    # overlapped_pair_s: a pair lasts at least its halves' communication), above the
+    # compute's 8 x 6 x 3.5 / 2 = 84 s
+    req = PlanRequest(gpus=2, global_batch=8, pp=(2,), schedules=(Schedule.DUALPIPE,),
+                      shardings=(Sharding.NONE,), recomputes=(Recompute.NONE,),
+                      with_best_pp1=False)
+    heavy = table(a2a=2.5)
+    (cand,), _, _ = candidates(heavy, req)
+    assert cand.bound_s == pytest.approx(120.0)
+    plan = search(heavy, req).plans[0]
+    assert plan.step_time_s >= cand.bound_s
