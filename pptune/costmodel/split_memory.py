@@ -49,9 +49,11 @@ def memory_starts(n: int, n_stages: int, static: Sequence[float], act: Sequence[
             if rerun is None:
                 while s < e and not se - static[s] + held * (ae - act[s]) + p2p <= budget:
                     s += 1
-            else:
-                while s < e and not (se - static[s] + held * (ae - act[s]) + p2p
-                                     + rerun(s, e) <= budget):
+            else:  # the rerun (>= 0) only asked where the rest fits: the same sums
+                while s < e:
+                    rest = se - static[s] + held * (ae - act[s]) + p2p
+                    if rest <= budget and rest + rerun(s, e) <= budget:
+                        break
                     s += 1
             row[e] = s
         rows.append(tuple(row))
