@@ -57,6 +57,9 @@ class LoggedStep:
     start: int = 0
     world_size: int | None = None
     memory_bytes: float | None = None
+    # the framework's own timers of the step's parts, ms an iteration, the slowest rank's
+    # (Megatron-LM's forward-backward, all-grads-sync, optimizer, ...); () when not printed
+    timers_ms: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -181,6 +184,18 @@ def steady_step_s(log: JobLog, size: JobSize | None, where: str,
                      "several: a longer log gives a steadier figure")
     return SteadyStep(statistics.median(t for _, t in known), tuple(i for i, _ in known),
                       tuple(sorted(skip)), notes)
+
+
+def steady_timers_ms(log: JobLog, used: Sequence[int]) -> dict[str, float]:
+    """Each timer's median ms over the steady lines ``used`` (SteadyStep.used) that
+    printed it; {} when none did."""
+    by: dict[str, list[float]] = {}
+    wanted = set(used)
+    for s in log.steps:
+        if s.iteration in wanted:
+            for name, ms in s.timers_ms:
+                by.setdefault(name, []).append(ms)
+    return {name: statistics.median(values) for name, values in by.items()}
 
 
 def _lines(steps: Sequence[LoggedStep]) -> str:

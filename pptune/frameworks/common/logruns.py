@@ -65,6 +65,12 @@ class Steps:
         else:
             self._memory = _larger(self._memory, nbytes)
 
+    def timer(self, name: str, ms: float) -> None:
+        """A timer printed after this run's last step line (ignored before any)."""
+        if self.steps and self.steps[-1].start == self.starts:
+            last = self.steps[-1]
+            self.steps[-1] = dataclasses.replace(last, timers_ms=(*last.timers_ms, (name, ms)))
+
     def peak(self) -> float | None:
         return max((s.memory_bytes for s in self.steps if s.memory_bytes is not None),
                    default=None)

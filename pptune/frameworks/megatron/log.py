@@ -35,6 +35,25 @@ resuming,
 
 start a run: a log with several runs is split at them (logruns.py).
 
+With ``--timing-log-level`` 1 or 2, ``training_log`` then logs its timers
+(``timers.log(timers_to_log, normalizer=args.log_interval)``: ms an iteration
+over the interval; megatron/core/timers.py ``get_all_timers_string``, NVIDIA/
+Megatron-LM 00caa53), by ``--timing-log-option`` minmax (the default), max or all:
+
+    (min, max) time across ranks (ms):
+        forward-backward ...............................: (1234.56, 1240.12)
+        all-grads-sync .................................: (80.00, 95.50)
+
+    max time across ranks (ms):
+        forward-backward ...............................: 1240.12
+
+    times across ranks (ms):
+      forward-backward:
+         rank  0: 1234.56
+
+Each timer's slowest rank (what the step waits for) goes to the iteration line
+before the block; the block ends at the first line of another form.
+
 A line whose ``lm loss`` (or any ``... loss``) is nan, or whose interval
 counted skipped or nan iterations (``number of skipped iterations: N``,
 ``number of nan iterations: N``; ``training_log`` resets both after each
@@ -59,6 +78,10 @@ WORLD = re.compile(r"using world size:\s*(\d{1,9})\b")
 WORLD_ARG = re.compile(r"^\s*world_size\s*\.+\s*(\d{1,9})\s*$")
 RESUME = re.compile(r"\bloading (?:distributed )?checkpoint from \S.* at iteration \d+")
 BATCH = "global batch size"
+TIMERS = re.compile(r"\btimes? across ranks \(ms\):\s*$")
+TIMER = re.compile(r"(?:^|\s)([a-z][a-z0-9-]*) \.+: (?:\(([\d.]+), ([\d.]+)\)|([\d.]+))\s*$")
+TIMER_NAME = re.compile(r"(?:^|\s)([a-z][a-z0-9-]*):\s*$")  # --timing-log-option all
+TIMER_RANK = re.compile(r"\brank\s+\d+: ([\d.]+)\s*$")
 COUNTS = (("number of skipped iterations", "skipped iterations"),
           ("number of nan iterations", "nan iterations"))
 
@@ -70,8 +93,11 @@ def detect(text: str) -> bool:
 def read(text: str) -> JobLog:
     steps = Steps()
     ranks = set()
+    timers = _Timers(steps)
     for raw in text.splitlines():
         line = clean(raw)
+        if timers.read(line):
+            continue
         size = WORLD.search(line) or WORLD_ARG.search(line)
         if size or RESUME.search(line):
             steps.start(int(size.group(1)) if size else None)
@@ -97,12 +123,60 @@ def read(text: str) -> JobLog:
                 continue
             ranks.add(int(mem.group(1)))
             steps.memory(reserved)
+    timers.close()
     peak = steps.peak()
     what = (f"max reserved, the largest of {len(ranks)} rank(s) reported"
             if peak is not None else "")
     world = steps.world
     return JobLog("megatron", TITLE, tuple(steps.steps), peak, what, world_size=world or None,
                   world_what="the world size its log prints" if world else "")
+
+
+class _Timers:
+    """A timer block after an iteration line (module docstring), fed line by line."""
+
+    def __init__(self, steps: Steps) -> None:
+        self.steps = steps
+        self.open = False
+        self.name: str | None = None  # --timing-log-option all: the timer whose ranks follow
+        self.ranks: list[float] = []
+
+    def read(self, line: str) -> bool:
+        """Whether the line belongs to a timer block (then it is taken)."""
+        if TIMERS.search(line):
+            self._flush()
+            self.open = True
+            return True
+        if not self.open:
+            return False
+        flat = TIMER.search(line)
+        if flat:
+            self._flush()
+            high = flat.group(3) or flat.group(4)
+            self.steps.timer(flat.group(1), float(high))
+            return True
+        rank = TIMER_RANK.search(line)
+        if rank and self.name is not None:
+            self.ranks.append(float(rank.group(1)))
+            return True
+        name = TIMER_NAME.search(line)
+        if name:
+            self._flush()
+            self.name = name.group(1)
+            return True
+        self._flush()
+        self.open = False
+        return False
+
+    def close(self) -> None:
+        """The log ended (an --timing-log-option all block may end it)."""
+        self._flush()
+        self.open = False
+
+    def _flush(self) -> None:
+        if self.name is not None and self.ranks:
+            self.steps.timer(self.name, max(self.ranks))
+        self.name, self.ranks = None, []
 
 
 def _unsteady(kv: dict[str, str]) -> str:
