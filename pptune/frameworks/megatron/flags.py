@@ -100,6 +100,7 @@ MOE_VALUE_FLAGS = (
     "--moe-deepep-num-sms",
     "--moe-router-num-groups",
     "--moe-router-group-topk",
+    "--moe-router-dtype",  # the router's precision (moe.py: a note)
     "--q-lora-rank",
     "--kv-lora-rank",
     "--qk-head-dim",
@@ -113,6 +114,7 @@ MOE_VALUE_FLAGS = (
 )
 MOE_BOOL_FLAGS = (
     "--moe-grouped-gemm",
+    "--moe-permute-fusion",  # the fused (un)permutation pptune prices (moe.py)
     "--moe-pad-expert-input-to-capacity",
     "--moe-router-force-load-balancing",
     "--moe-shared-expert-overlap",
