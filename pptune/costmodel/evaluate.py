@@ -237,9 +237,8 @@ def device_memory(
             experts[d] += lay.expert_params[k]
         cache[d] += lay.cache[k] if lay.cache else 0.0
     p2p = p2p_buffer_bytes([s.out_bytes for s in lay.stages], lay.device_of, p)
-    for d, shared in enumerate(shared_embedding(lay.device_of, lay.embedding, lay.mtp_copies,
-                                                p)):
-        params[d] -= shared
+    shared = shared_embedding(lay.device_of, lay.embedding, lay.mtp_copies, p)
+    params = [x - y for x, y in zip(params, shared, strict=True)]
     return [
         DeviceMemory(
             state_bytes=((params[d] - experts[d]) * per_param + experts[d] * per_expert
