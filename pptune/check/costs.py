@@ -325,12 +325,18 @@ SIZES = (("hidden_size", "hidden"), ("num_heads", "heads"), ("num_kv_heads", "kv
          ("ffn_hidden_size", "ffn"))
 
 
+def size_conflicts(cfg: TrainingConfig, shape: ModelShape) -> list[str]:
+    """The sizes the file states that the model it is priced as does not have, each as
+    ``hidden_size 8192 (the model: 4096)`` (the layer count is the file's either way)."""
+    return [f"{key} {getattr(cfg, key)} (the model: {getattr(shape, attr)})"
+            for key, attr in SIZES
+            if getattr(cfg, key) is not None and getattr(cfg, key) != getattr(shape, attr)]
+
+
 def _sizes_agree(cfg: TrainingConfig, shape: ModelShape, add: Any) -> None:
     """A warning when the file states sizes the model it is priced as does not have (a
     --model or --hf-config for another model, or a size Megatron-LM derives otherwise)."""
-    differ = [f"{key} {getattr(cfg, key)} (the model: {getattr(shape, attr)})"
-              for key, attr in SIZES
-              if getattr(cfg, key) is not None and getattr(cfg, key) != getattr(shape, attr)]
+    differ = size_conflicts(cfg, shape)
     if differ:
         add("model-mismatch", "warning",
             f"the file states {', '.join(differ)}: priced as {shape.name}, whose sizes these "

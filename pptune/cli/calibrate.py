@@ -210,8 +210,10 @@ def calibrate(
                    warmup, output, as_json)
         return
     if not results or profile is None:
+        from pptune.tune.validate_json import RUN_FORM
+
         raise BadInput("calibrate needs --run CONFIG with --step-s or --log, or validate "
-                       "RESULTS with --profile")
+                       "RESULTS with --profile" + (f"; {RUN_FORM}" if results else ""))
     for flag, value in (("--gpu", gpu), ("--model", model), ("--hf-config", hf_config),
                         ("--warmup", warmup),
                         *((f, True) for f in per_run)):
@@ -224,12 +226,17 @@ def calibrate(
 def _from_jobs(measurements: list[Any], gpu: str | None, model: tuple[str | None, Path | None],
                warmup: int | None, output: Path, as_json: bool) -> None:
     """``model``: --model and --hf-config (at most one given)."""
+    from pydantic import ValidationError
+
     from pptune.report.calibration import calibration_json, calibration_text
     from pptune.schemas import write_atomic
     from pptune.tune import jobfit, jobs
 
-    loaded = [jobs.load(m, gpu, model[0], warmup, model[1]) for m in measurements]
-    outcome = jobfit.calibrate(loaded)
+    try:
+        loaded = [jobs.load(m, gpu, model[0], warmup, model[1]) for m in measurements]
+        outcome = jobfit.calibrate(loaded)
+    except ValidationError as exc:  # a schema's range, reached by the runs: one line
+        raise jobfit.unpriced(exc) from None
     for j in loaded:  # after the checks: a refused run prints its one error line alone
         for note in (*j.read.notes, *j.notes):
             _say(note)

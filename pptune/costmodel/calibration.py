@@ -174,17 +174,30 @@ CEILING_NAMES = {
 }
 
 
+def physical_range(gpu: GpuSpec) -> dict[RateGroup, tuple[float, float]]:
+    """Each group's factors within the physical range on ``gpu`` (module docstring)."""
+    return {g: (SANITY_FLOOR, ceiling(gpu, g)) for g in RateGroup}
+
+
+def said(f: float, clamped: bool) -> str:
+    """A factor as a message gives it; ``clamped``: the fit stopped there, at its numerical
+    guard, and the least squares lie farther out (fit.py)."""
+    return f"{f:.3g}" + ((" or less" if f < 1 else " or more") if clamped else "")
+
+
 def problems(gpu: GpuSpec, factors: Factors,
-             groups: tuple[RateGroup, ...] = tuple(RateGroup)) -> list[str]:
-    """Why ``factors`` are not physical on ``gpu``, one clause per group out of range."""
+             groups: tuple[RateGroup, ...] = tuple(RateGroup),
+             clamped: tuple[RateGroup, ...] = ()) -> list[str]:
+    """Why ``factors`` are not physical on ``gpu``, one clause per group out of range
+    (``clamped``: the groups whose factor the fit stopped at its guard)."""
     out = []
     for g in groups:
         f = factors.of(g)
-        top = ceiling(gpu, g)
+        lo, top = physical_range(gpu)[g]
         if f > top:
-            out.append(f"a {g.value} factor of {f:.3g} puts {RATE_NAMES[g]} above "
-                       f"{CEILING_NAMES[g]} on {gpu.name} (at most {top:.3g})")
-        elif f < SANITY_FLOOR:
-            out.append(f"a {g.value} factor of {f:.3g} puts {RATE_NAMES[g]} below a tenth of "
-                       f"what pptune prices on {gpu.name} (at least {SANITY_FLOOR:g})")
+            out.append(f"a {g.value} factor of {said(f, g in clamped)} puts {RATE_NAMES[g]} "
+                       f"above {CEILING_NAMES[g]} on {gpu.name} (at most {top:.3g})")
+        elif f < lo:
+            out.append(f"a {g.value} factor of {said(f, g in clamped)} puts {RATE_NAMES[g]} "
+                       f"below a tenth of what pptune prices on {gpu.name} (at least {lo:g})")
     return out

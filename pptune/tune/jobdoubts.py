@@ -12,13 +12,16 @@ step / d log factor``).
   is in range but tied to one that is not (one run fits one factor), the line
   says that the tie, not the part, is what is refused. With several runs the
   step described is that of the run whose own factor, fitted to it alone, is
-  out of range (each run's is listed), or, every run in range alone, of the
-  run whose step holds most of the groups fitted out of range, with the ratio
-  by which the runs' own factors disagree.
+  out of range (each run's is listed), and the question asked is about that
+  run's own description (its GPUs, batch, sequence). Only a common factor
+  reaches the refusal: a split of the factors out of range falls back to it
+  (pptune.costmodel.fit, said in a note: ``jobnotes``).
 - ``doubts``: warnings stored in the profile: residuals and held-out errors
-  beyond ``RESIDUAL_WARN``; a job pptune predicts cannot fit; a GPU nobody
-  named; a log whose own FLOPs a step are not its framework's count for the
-  job the config describes (``pptune.tune.jobflops``); one part over
+  beyond ``RESIDUAL_WARN``, each naming inter-node communication where the
+  runs on more nodes are the under-priced ones (``_missing_term``); a job
+  pptune predicts cannot fit; a GPU nobody named; a log whose own FLOPs a
+  step are not its framework's count for the job the config describes
+  (``pptune.tune.jobflops``); one part over
   ``DOMINANT_SHARE`` of a step whose factor is tied to groups the step hardly
   holds (the fit is that part's, carried to plans made of the others); a
   reserve beyond what fragmentation and the CUDA context and NCCL buffers
@@ -102,10 +105,11 @@ def _sensitivity(el: dict[RateGroup, float]) -> str:
 
 
 def _names(groups: Sequence[RateGroup]) -> str:
-    return _listed([g.value for g in groups])
+    return listed([g.value for g in groups])
 
 
-def _listed(v: Sequence[str]) -> str:
+def listed(v: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
     return v[0] if len(v) == 1 else f"{', '.join(v[:-1])} and {v[-1]}"
 
 
@@ -131,7 +135,7 @@ def refusal(gpu: presets.GpuSpec, res: FitResult, jobs: Sequence[Job],
     where it cannot be), asked for only with several runs to name the one(s) that put
     the factors out of range (``_culprit``)."""
     f = res.factors
-    wrong = {g: problems(gpu, f, (g,)) for g in RateGroup}
+    wrong = {g: problems(gpu, f, (g,), res.clamped) for g in RateGroup}
     wrong = {g: w for g, w in wrong.items() if w}
     if not wrong:
         return None
@@ -158,18 +162,21 @@ def refusal(gpu: presets.GpuSpec, res: FitResult, jobs: Sequence[Job],
         others = [g for g in order if g in tie]
         runs = "this run" if len(jobs) == 1 else "these runs"
         meaning = (f": its {g_top.value} factor, {f.of(g_top):.3g}, is in range, but the one "
-                   f"factor carries it to {_listed([RATE_NAMES[g] for g in others])}, which "
+                   f"factor carries it to {listed([RATE_NAMES[g] for g in others])}, which "
                    f"{runs} hardly measured, into every plan priced from the profile; a "
-                   f"second run whose step holds more {_listed(PARTS_OF[others[0]])} "
+                   f"second run whose step holds more {listed(PARTS_OF[others[0]])} "
                    "(another tp, ep, dp or batch) fits them apart")
     else:
         meaning = ""
     others_job = [q for q in (another_job(j) for j in jobs) if q]
     if max(f.of(g) for g in wrong) > 1:
+        size = job.size
         hint = ("the job ran faster than pptune can price it at the GPU's best rates: "
-                + ", or ".join([*others_job, "does it run on more GPUs, a smaller batch, a "
-                                "shorter sequence or without the recomputation its config "
-                                "states, or on another GPU?"]))
+                + ", or ".join([*others_job, f"does {names[i]} run on more GPUs than the "
+                                f"{size.gpus} it is priced on, a smaller batch than "
+                                f"{size.global_batch} sequences, a shorter sequence than "
+                                f"{size.seq_len} tokens or without the recomputation its config "
+                                f"states, or on another GPU than {job.gpu}?"]))
     else:
         hint = ("the job ran over ten times slower than pptune prices it: "
                 + ", or ".join([*others_job, "is the step in seconds (not milliseconds) and "
@@ -181,24 +188,22 @@ def refusal(gpu: presets.GpuSpec, res: FitResult, jobs: Sequence[Job],
 def _culprit(gpu: presets.GpuSpec, res: FitResult, names: Sequence[str],
              alone: Sequence[Factors | None], wrong: tuple[RateGroup, ...]) -> tuple[int, str]:
     """The run a refusal describes, and what each run fits alone (a clause, "" with one
-    run): the run whose own factor is out of range (the farthest out where several are),
-    else, every run in range on its own, the one whose step holds most of the groups out
-    of range (``wrong``), which their factor is fitted to: the runs disagree, by the
-    ratio of their own factors."""
+    run): the run whose own factor is out of range (the farthest out where several are).
+    Only a common factor is refused (a split out of range falls back to it, fit.py), and
+    it lies between the runs' own factors, so one of them is out of range too; were none,
+    the run whose step holds most of the groups out of range (``wrong``) is described."""
     if not alone or any(a is None for a in alone):
         return 0, ""
     own = [a.compute for a in alone if a is not None]  # one run: one factor common to all
     out = [k for k, a in enumerate(alone) if a is not None and problems(gpu, a)]
-    listed = ", ".join(f"{n} x{x:.3g}" + (" (out of range)" if k in out else "")
-                       for k, (n, x) in enumerate(zip(names, own, strict=True)))
+    each = ", ".join(f"{n} x{x:.3g}" + (" (out of range)" if k in out else "")
+                     for k, (n, x) in enumerate(zip(names, own, strict=True)))
     if out:
         worst = max(out, key=lambda k: abs(math.log(own[k])))
-        return worst, f"; fitted alone, each run's one factor: {listed}"
-    worst = max(range(len(own)), key=lambda k: sum(res.elasticity[k].get(g, 0.0)
-                                                    for g in wrong))
-    return worst, (f"; fitted alone, each run's one factor is in range ({listed}), but the "
-                   f"runs disagree by {max(own) / min(own):.2f}x, and fitted together they "
-                   "need the factors above")
+    else:
+        worst = max(range(len(own)), key=lambda k: sum(res.elasticity[k].get(g, 0.0)
+                                                        for g in wrong))
+    return worst, f"; fitted alone, each run's one factor: {each}"
 
 
 def near_floor(res: FitResult) -> list[str]:
@@ -222,17 +227,21 @@ def doubts(jobs: Sequence[Job], res: FitResult, held: tuple[float | None, ...],
     out = [assumed_warning(j.config, j.gpu) for j in jobs if j.gpu_assumed][:1]
     out += [j.throughput_warning for j in jobs if j.throughput_warning]
     limit = f"beyond the +-{RESIDUAL_WARN:.0%} pptune's calibration benchmark accepts"
-    term = _missing_term(jobs, res.residuals)
+    term = _missing_term(list(zip(jobs, res.residuals, strict=True)))
     names = run_labels([j.config.name for j in jobs], [j.size.gpus for j in jobs])
+    said = ""
     if any(abs(r) > RESIDUAL_WARN for r in res.residuals):
         shown = ", ".join(f"{n} {r:+.1%}" for n, r in zip(names, res.residuals, strict=True))
         out.append(f"the fit leaves residuals of {shown}, {limit}: no one set of factors gives "
                    f"every run's step; {term}")
-    known = [(n, h) for n, h in zip(names, held, strict=True) if h is not None]
-    if any(abs(h) > RESIDUAL_WARN for _, h in known):
-        shown = ", ".join(f"{n} {h:+.1%}" for n, h in known)
+        said = term
+    known = [(n, j, h) for n, j, h in zip(names, jobs, held, strict=True) if h is not None]
+    if any(abs(h) > RESIDUAL_WARN for _, _, h in known):
+        shown = ", ".join(f"{n} {h:+.1%}" for n, _, h in known)
+        held_term = _missing_term([(j, h) for _, j, h in known])
         out.append(f"leave one out, each run predicted from the others alone misses by "
-                   f"{shown}, {limit}: the factors may not carry to other configurations")
+                   f"{shown}, {limit}: the factors may not carry to other configurations"
+                   + (f"; {held_term}" if held_term != said else ""))
     out += [_unstated(j) for j in jobs if j.overflow]
     out += _dominated(jobs, res, parts)
     out += [_reserve(j, r, reserve) for j, r in reserves
@@ -254,8 +263,8 @@ def _dominated(jobs: Sequence[Job], res: FitResult, parts: Sequence[StepParts]) 
             f"{j.config}: the {top} is {share:.0%} of the step at the calibration (its "
             f"sensitivity to the rates: {_sensitivity(el)}), so the one factor fitted, "
             f"{res.factors.of(g):.3g}, is the {top}'s; it is carried to "
-            f"{_listed([RATE_NAMES[h] for h in others])} too, into plans whose step is "
-            f"made of {_listed([p for h in others for p in PARTS_OF[h]])}, which this run hardly "
+            f"{listed([RATE_NAMES[h] for h in others])} too, into plans whose step is "
+            f"made of {listed([p for h in others for p in PARTS_OF[h]])}, which this run hardly "
             "measured; a run whose step holds more of them (another tp, ep, dp or batch) "
             "fits them apart")
     return out
@@ -298,13 +307,14 @@ def _unstated(job: Job) -> str:
             "\"pptune\": {\"recompute\": \"full\"} key) and calibrate again")
 
 
-def _missing_term(jobs: Sequence[Job], residuals: tuple[float, ...]) -> str:
+def _missing_term(errors: Sequence[tuple[Job, float]]) -> str:
     """Inter-node communication, when the runs on more nodes are the ones under-priced
-    (a lower residual: predicted faster than they ran); else what to check."""
+    (a lower error, residual or held out: predicted faster than they ran); else what to
+    check."""
     nodes = [math.ceil(j.size.gpus / (j.read.config.gpus_per_node
-                                      or presets.GPUS[j.gpu].gpus_per_node)) for j in jobs]
-    few = [r for n, r in zip(nodes, residuals, strict=True) if n == min(nodes)]
-    many = [r for n, r in zip(nodes, residuals, strict=True) if n > min(nodes)]
+                                      or presets.GPUS[j.gpu].gpus_per_node)) for j, _ in errors]
+    few = [r for n, (_, r) in zip(nodes, errors, strict=True) if n == min(nodes)]
+    many = [r for n, (_, r) in zip(nodes, errors, strict=True) if n > min(nodes)]
     if many and max(many) < min(few):
         return (f"the runs on more nodes ({max(nodes)} against {min(nodes)}) ran slower than "
                 "pptune prices them next to the others: inter-node communication (the NIC's "

@@ -3,8 +3,10 @@
 ``calibrate`` takes one or more jobs of one model on one GPU type
 (``jobs.load``), fits the factors on the analytic model's rates that their
 step times determine (pptune.costmodel.fit: one run, one factor common to
-every rate; several runs, as many as they separate), refuses factors outside
-the physical range (pptune.costmodel.calibration.problems) with what looks
+every rate; several runs, as many as they separate within the physical range,
+else fewer, down to one common factor, said in a note: ``jobnotes``), refuses
+a common factor outside the physical range
+(pptune.costmodel.calibration.problems) with what looks
 wrong in the jobs' description, splits each job's step into its parts at the
 factors (pptune.costmodel.breakdown), and, where a log printed the peak
 memory, takes what the allocator held beyond pptune's tensors as the reserve
@@ -19,8 +21,10 @@ With two runs or more each is also predicted from the others alone (leave one
 out, ``fit.held_out``), and a residual or held-out error beyond
 ``RESIDUAL_WARN`` is a warning: the factors are written, but doubtful. Where
 the runs differ in node count and those on more nodes are the ones the model
-under-prices, the warning names inter-node communication as the likely
-missing term; otherwise it names what to check. The refusal and the other
+under-prices (residual or held out), the warning names inter-node
+communication as the likely missing term; otherwise it names what to check.
+A value pptune's schemas refuse on the way is one line (``unpriced``), never
+pydantic's text. The refusal and the other
 warnings (a step one part dominates, a reserve beyond what fragmentation and
 the CUDA context account for, a GPU nobody named) are ``pptune.tune.jobdoubts``';
 a factor within 2x of the floor is a note.
@@ -32,22 +36,24 @@ import dataclasses
 import statistics
 from dataclasses import dataclass
 
+from pydantic import ValidationError
+
 from pptune.check.costs import layout_options
 from pptune.check.profile_match import same_model
 from pptune.check.rules import CheckReport
 from pptune.costmodel import presets
 from pptune.costmodel.breakdown import StepParts, step_parts
-from pptune.costmodel.calibration import Factors
-from pptune.costmodel.fit import MIN_SINGULAR, FitResult, Observed, fit, held_out
+from pptune.costmodel.calibration import Factors, physical_range
+from pptune.costmodel.fit import FitResult, Observed, fit, held_out
 from pptune.costs import calibrated
 from pptune.costs.profiles import DEFAULT_MICRO_BATCH_SIZES
 from pptune.errors import BadInput
 from pptune.options import CostOptions
 from pptune.schemas import CalibrationRun, Profile
-from pptune.tune.jobdoubts import doubts, near_floor, refusal
+from pptune.schemas.base import one_line
+from pptune.tune import jobnotes
+from pptune.tune.jobdoubts import doubts, refusal
 from pptune.tune.jobs import Job, calibration, simulated, step_at
-
-GIB = 1024**3
 
 
 @dataclass(frozen=True)
@@ -62,9 +68,12 @@ def calibrate(jobs: list[Job]) -> Outcome:
     _one_model(jobs)
     first = jobs[0]
     obs = [Observed(str(j.config), j.measured_step_s, step_at(j)) for j in jobs]
+    limits = physical_range(presets.GPUS[first.gpu])
     try:
-        res = fit(obs)
-    except ValueError as exc:
+        res = fit(obs, limits)
+    except ValidationError as exc:
+        raise unpriced(exc) from None
+    except (ValueError, ArithmeticError) as exc:
         raise BadInput(f"calibrate: {exc}") from None
     reports = [simulated(j, res.factors) for j in jobs]
     parts = tuple(_parts(j, res.factors, r) for j, r in zip(jobs, reports, strict=True))
@@ -76,7 +85,7 @@ def calibrate(jobs: list[Job]) -> Outcome:
         raise BadInput(f"calibrate: {wrong}; the job(s): "
                        + "; ".join(j.describe() + f", {_measured_by(j)}" for j in jobs))
     try:
-        held = held_out(obs)
+        held = held_out(obs, limits)
     except BadInput:  # pptune cannot simulate a run at another run's factors
         held = (None,) * len(jobs)
     runs, reserves = [], []  # reserves: (job, its log's peak beyond pptune's tensors)
@@ -97,7 +106,7 @@ def calibrate(jobs: list[Job]) -> Outcome:
             parts={name: s for name, s in p.parts}, elasticity={g.value: v for g, v in el.items()},
             gpus=j.size.gpus, precision=j.precision, held_out_residual=h))
     reserve = max(0.0, statistics.median(r for _, r in reserves)) if reserves else None
-    notes = _notes(res, jobs, [r for _, r in reserves])
+    notes = jobnotes.notes(res, jobs, [r for _, r in reserves])
     low = first.precision in ("fp8", "mxfp8")
     ran = CostOptions(**layout_options(first.read.config))  # its kernels, as check prices them
     # the model with the job's batch: recommend's default on this profile (not the model's)
@@ -117,6 +126,14 @@ def calibrate(jobs: list[Job]) -> Outcome:
                               sequence_parallel=c.sequence_parallel, attention=c.attention,
                               gpus=first.size.gpus)
     return Outcome(prof, res, parts)
+
+
+def unpriced(exc: ValidationError) -> BadInput:
+    """A value pptune's schemas refuse, met while pricing or writing the runs: one line,
+    pydantic's own text left out."""
+    return BadInput(f"calibrate: pptune cannot price the runs as described ({one_line(exc)}); "
+                    "check each run's step (in seconds) and its description (GPUs, batch, "
+                    "sequence)")
 
 
 def _alone(o: Observed) -> Factors | None:
@@ -157,33 +174,3 @@ def _parts(job: Job, f: Factors, report: CheckReport) -> StepParts:
         raise BadInput(f"--run {job.config}: its costs are measured, not split by part; "
                        "calibrate a job priced analytically (--model, --gpu)")
     return step_parts(table, report.request, report.plan, table.layer_parts[b])
-
-
-def _notes(res: FitResult, jobs: list[Job], reserves: list[float]) -> list[str]:
-    out = []
-    if len(res.fitted) == 1:
-        if len(jobs) == 1:
-            out.append("one run gives one equation: one factor common to compute, memory and "
-                       "communication; how the step splits between them is the model's (give "
-                       "runs that communicate more or less, e.g. another tp or dp, to fit them "
-                       "apart)")
-        else:
-            out.append(f"the {len(jobs)} runs split their steps alike: their sensitivities to "
-                       "compute-and-memory and to communication have a smallest singular value "
-                       f"of {res.smallest_singular or 0:.3g}, under the {MIN_SINGULAR:g} that "
-                       "fitting them apart needs, so one common factor is fitted; runs with "
-                       "other tp, dp or GPU counts separate compute from communication")
-    else:
-        tied = [" and ".join(g.value for g in tie) for tie in res.fitted if len(tie) > 1]
-        out.append(f"{len(res.fitted)} factors fitted from {len(jobs)} runs"
-                   + (f"; {tied[0]} share one (the runs do not tell them apart)" if tied else ""))
-    precisions = sorted({j.precision for j in jobs})
-    if len(precisions) > 1:
-        out.append(f"the runs ran {' and '.join(precisions)}: the profile records the first "
-                   f"run's, {jobs[0].precision}, which recommend prices unless --precision is given")
-    if reserves:
-        neg = [r for r in reserves if r < 0]
-        if neg:
-            out.append(f"the logs' peak memory is {-min(neg) / GIB:.2f} GiB below pptune's "
-                       "tensors: the reserve is taken as 0 and memory stays over-predicted")
-    return out + near_floor(res)

@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pptune.check.costs import config_shape, layout_options
+from pptune.check.costs import config_shape, layout_options, size_conflicts, stated_model
 from pptune.check.domain import FLAG_VALUE
+from pptune.check.profile_match import describe
 from pptune.check.rules import CheckOptions, CheckReport, check
 from pptune.check.verdicts import DP_ASSUMED
 from pptune.costmodel import presets
@@ -42,13 +43,15 @@ from pptune.costmodel.calibration import Factors
 from pptune.costmodel.presets import ModelShape
 from pptune.costs import calibrated
 from pptune.costs.flops import shape_flops_per_token
+from pptune.costs.names import model_preset
 from pptune.errors import BadInput
 from pptune.frameworks.common.fields import Flags
-from pptune.frameworks.common.joblog import JobLog, JobSize, steady_step_s
+from pptune.frameworks.common.joblog import JobLog, JobSize, steady_step_s, warm_up_left_out
 from pptune.frameworks.deepspeed.pipeline import PP_ASSUMED
 from pptune.frameworks.logs import read_log
 from pptune.frameworks.read import ReadResult, read_config
 from pptune.frameworks.registry import ADAPTERS
+from pptune.options import CostOptions
 from pptune.schemas import Calibration, CalibrationRun, Profile
 from pptune.tune import jobflops
 from pptune.tune.jobgpu import job_gpu
@@ -121,6 +124,8 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None,
         """The shape's findings are check-config's to report; calibrate needs the shape."""
 
     shape = config_shape(cfg, m.config.parent, model, add, hf_config)
+    if shape is not None and (model is not None or hf_config is not None):
+        _named_is_stated(m, read, shape, model, hf_config)
     if shape is None:
         raise BadInput(f"--run {m.config}: the config names no model pptune can price (no "
                        "preset, hf_config or layer/hidden/head/sequence sizes); pass --model "
@@ -167,8 +172,7 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None,
         _same_world(m, log, size, read)
         steady = steady_step_s(log, size, f"--log {m.log}", warmup)
         step, peak, what = steady.step_s, log.peak_memory_bytes, log.memory_what
-        left = (f"warm-up {', '.join(map(str, steady.skipped))} left out" if steady.skipped
-                else f"no warm-up left out: --warmup {warmup}")
+        left = warm_up_left_out(steady.skipped, warmup)
         source = (f"log {m.log}: median of {len(steady.used)} {log.title} line(s), "
                   f"iterations {steady.used[0]}-{steady.used[-1]} ({left})")
         notes += [f"--log {m.log}: {n}" for n in (*log.notes, *steady.notes)]
@@ -184,6 +188,24 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None,
               overflow, found.assumed, ratio, warning)
     _refuse_faster_than_peak(job)
     return job
+
+
+def _named_is_stated(m: Measurement, read: ReadResult, shape: ModelShape, model: str | None,
+                     hf_config: Path | None) -> None:
+    """BadInput when --model or --hf-config names a model whose sizes the file contradicts
+    (check-config's model-mismatch warning, ``check.costs.size_conflicts``): calibrating
+    it would fit the named model's name to another model's step."""
+    differ = size_conflicts(read.config, shape)
+    if not differ:
+        return
+    flag = f"--model {model}" if model is not None else f"--hf-config {hf_config}"
+    named = model_preset(model) if model is not None else shape
+    own = stated_model(read.config, m.config.parent, CostOptions())
+    trains = f", {describe(own)}" if own is not None else ""
+    raise BadInput(f"--run {m.config} states {', '.join(differ)}: {flag} "
+                   f"{describe(named).removeprefix(named.name + ' ')} is not the model it "
+                   f"trains{trains}; drop {flag.split(' ')[0]} (the file's model is read), or "
+                   "give the config of the job that ran it")
 
 
 def _read(m: Measurement, flags: Flags) -> ReadResult:

@@ -29,6 +29,9 @@ REQUIRED = ("schedule", "pp", "num_microbatches", "virtual_stages", "micro_batch
             "stage_layers", "measured", "ops")
 # model_info fields compared with a profile's model section (ModelInfo)
 SIZES = ("seq_len", "hidden_size", "num_blocks", "experts", "top_k")
+# what a file that is no result is pointed to (a training log is calibrate --run's)
+RUN_FORM = ("a job's launch script and training log go as --run SCRIPT --log LOG, not as "
+            "RESULTS")
 
 
 def distinct(paths: list[Path]) -> tuple[list[Path], list[str]]:
@@ -44,9 +47,11 @@ def trial(path: Path, profile: Profile) -> Trial:
         doc: Any = loads_json(data.decode("utf-8-sig"), f"validate result {path}",
                               "a validate result")
     except UnicodeDecodeError:
-        raise BadInput(f"cannot read validate result {path}: binary data, not JSON") from None
+        raise BadInput(f"cannot read validate result {path}: binary data, not JSON; "
+                       f"{RUN_FORM}") from None
     except json.JSONDecodeError as exc:
-        raise BadInput(f"cannot read validate result {path}: not JSON ({exc})") from None
+        raise BadInput(f"cannot read validate result {path}: not JSON ({exc}); "
+                       f"{RUN_FORM}") from None
     return trial_from(doc, f"{path.name}: ", profile, label=str(path))
 
 

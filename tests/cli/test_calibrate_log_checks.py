@@ -137,7 +137,8 @@ def test_a_log_of_two_runs_calibrates_the_last(tmp_path: Path, cli: Cli) -> None
     assert cal is not None
     # the median of 9.2, 9.3 and 9.25 s, the second run's first line (25 s) left out
     assert cal.runs[0].measured_step_s == pytest.approx(9.25)
-    assert "iterations 10-30 (warm-up 1 left out)" in cal.runs[0].step_source
+    assert ("iterations 10-30 (the warm-up line, iteration 1, left out)"
+            in cal.runs[0].step_source)
 
 
 # ---------------------------------------------------------------- 3. another batch
@@ -167,8 +168,8 @@ def test_a_refusal_names_a_log_of_another_model_or_batch(tmp_path: Path, cli: Cl
     model = shape_flops_per_token(job.shape, 8192) * 128 * 8192
     ratio = 30e12 * 16 * 4.7 / model
     assert (f"is the log of another model or batch (its own TFLOP/s a GPU make {ratio:.3g}x "
-            f"the model FLOPs of the job {MEGATRON} describes), or does it run on more "
-            "GPUs") in line
+            f"the model FLOPs of the job {MEGATRON} describes), or does megatron_llama3_8b.sh "
+            "run on more GPUs than the 16 it is priced on") in line
 
 
 # ---------------------------------------------------------------- 4. the part that decides

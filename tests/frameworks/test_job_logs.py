@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 
 from pptune.errors import BadInput
-from pptune.frameworks.common.joblog import GIB, MIB, JobLog, JobSize, LoggedStep, steady_step_s
+from pptune.frameworks.common.joblog import (
+    GIB,
+    MIB,
+    JobLog,
+    JobSize,
+    LoggedStep,
+    steady_step_s,
+    warm_up_left_out,
+)
 from pptune.frameworks.logs import read_log
 from pptune.frameworks.registry import ADAPTERS, Framework
 
@@ -182,6 +190,26 @@ def test_only_warm_up_lines_are_refused() -> None:
     steps = tuple(LoggedStep(i, step_s=float(i)) for i in (10, 20, 30))
     got = steady_step_s(JobLog("megatron", "Megatron-LM", steps), None, "x.log", warmup=20)
     assert got.step_s == 30.0 and got.skipped == (10, 20)
+
+
+def test_an_iteration_several_ranks_printed_counts_once() -> None:
+    # ranks 3 and 7 both print iterations 10-40 (torchrun's [default3]: prefixes): four
+    # iterations, not eight lines; 10 the warm-up, the median of 20, 30 and 40 (2, 3, 4 s)
+    steps = tuple(LoggedStep(i, step_s=i / 10) for i in (10, 10, 20, 20, 30, 30, 40, 40))
+    got = steady_step_s(JobLog("megatron", "Megatron-LM", steps), None, "x.log")
+    assert got.used == (20, 30, 40) and got.skipped == (10,)
+    assert got.step_s == 3.0
+    assert got.notes == ["4 line(s) repeat an iteration already printed (several ranks' "
+                         "output): each iteration counted once"]
+
+
+def test_the_warm_up_left_out_is_said_as_lines() -> None:
+    assert warm_up_left_out((10,), None) == "the warm-up line, iteration 10, left out"
+    assert warm_up_left_out((10, 20), 20) == (
+        "the warm-up lines, iterations 10, 20, left out: --warmup 20")
+    assert warm_up_left_out((10, 20, 30, 40, 50), 50) == (
+        "5 warm-up lines, iterations 10 to 50, left out: --warmup 50")
+    assert warm_up_left_out((), 0) == "no warm-up left out: --warmup 0"
 
 
 def test_a_zero_step_in_the_log_is_refused() -> None:

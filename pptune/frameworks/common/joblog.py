@@ -7,7 +7,8 @@ per line the framework prints for an iteration (or for the last
 mean over the interval), with whatever the line states, the largest peak
 memory the log printed and, where it prints it, the job's world size.
 ``steady_step_s`` turns the steps into one time per step: the median over the
-steady iterations, the warm-up left out, and the lines that are no steady
+steady iterations (an iteration several ranks printed counted once), the
+warm-up left out, and the lines that are no steady
 measurement left out with a note: an interval that counted skipped or nan
 iterations, or whose loss is nan (Megatron-LM's ``number of skipped
 iterations`` and ``number of nan iterations`` count the iterations of the
@@ -147,6 +148,8 @@ def steady_step_s(log: JobLog, size: JobSize | None, where: str,
     lines = sorted(log.steps, key=lambda s: s.iteration)
     if not lines:
         raise BadInput(f"{where}: no {log.title} iteration lines found")
+    notes: list[str] = []
+    lines = _once_each(lines, notes)
     if warmup is None:
         skip = {lines[0].iteration}
         rule = "the first line printed"
@@ -158,7 +161,6 @@ def steady_step_s(log: JobLog, size: JobSize | None, where: str,
         last = f" (the log's last run; left out: {log.earlier})" if log.earlier else ""
         raise BadInput(f"{where}: its {len(lines)} {log.title} iteration line(s) are all "
                        f"warm-up ({rule}){last}; give a longer log or a smaller --warmup")
-    notes: list[str] = []
     steady = _of_the_batch(steady, size, log.title, where, notes)
     bad = [s for s in steady if s.unsteady]
     steady = [s for s in steady if not s.unsteady]
@@ -196,6 +198,32 @@ def steady_timers_ms(log: JobLog, used: Sequence[int]) -> dict[str, float]:
             for name, ms in s.timers_ms:
                 by.setdefault(name, []).append(ms)
     return {name: statistics.median(values) for name, values in by.items()}
+
+
+def _once_each(lines: list[LoggedStep], notes: list[str]) -> list[LoggedStep]:
+    """One line per iteration, the first printed (``lines`` sorted stably by iteration):
+    the same iteration printed by several ranks (each rank's launcher prefix, ``tee``
+    of every rank's output) is one step, not several; a note says so."""
+    kept = [s for k, s in enumerate(lines) if k == 0 or s.iteration != lines[k - 1].iteration]
+    if len(kept) < len(lines):
+        notes.append(f"{len(lines) - len(kept)} line(s) repeat an iteration already printed "
+                     "(several ranks' output): each iteration counted once")
+    return kept
+
+
+def warm_up_left_out(skipped: Sequence[int], warmup: int | None) -> str:
+    """What ``steady_step_s`` left out as warm-up, as a run's step source says it:
+    ``the warm-up line, iteration 10, left out``."""
+    if not skipped:
+        return f"no warm-up left out: --warmup {warmup}"
+    n = len(skipped)
+    if n == 1:
+        text = f"the warm-up line, iteration {skipped[0]}, left out"
+    elif n <= 4:
+        text = f"the warm-up lines, iterations {', '.join(map(str, skipped))}, left out"
+    else:
+        text = f"{n} warm-up lines, iterations {skipped[0]} to {skipped[-1]}, left out"
+    return text + (f": --warmup {warmup}" if warmup is not None else "")
 
 
 def _lines(steps: Sequence[LoggedStep]) -> str:
