@@ -8,6 +8,7 @@ from typing import Any
 
 from pptune.report.fmt import run_labels
 from pptune.schemas import Calibration
+from pptune.tune.jobtimers import model_parts
 
 SHOWN_PARTS = 8  # the largest parts of a step; the rest summed as "other"
 
@@ -61,6 +62,8 @@ def calibration_text(cal: Calibration) -> str:
         if rest > 0:
             text += f", other {rest / total:.1%}"
         lines.append(f"  {name}: the step at the calibration is {text}")
+        if r.measured_parts:
+            lines.append(f"  {name}: {timers_line(r.measured_parts, r.parts, r.measured_step_s)}")
     if cal.reserve_bytes is not None:
         lines.append(f"  reserve: {cal.reserve_bytes / 1024**3:.2f} GiB a GPU beyond pptune's "
                      "tensors, from the logs' peak memory (used instead of --reserve-gib's "
@@ -68,6 +71,17 @@ def calibration_text(cal: Calibration) -> str:
     for note in cal.notes:
         lines.append(f"  note: {note}")
     return "\n".join(lines)
+
+
+def timers_line(measured: dict[str, float], parts: dict[str, float], step_s: float) -> str:
+    """The step as Megatron-LM's timers split it, beside pptune's parts in the same
+    groups (tune/jobtimers.py), each as a share of its own step."""
+    ours = model_parts(parts)
+    total = sum(ours.values())
+    theirs = ", ".join(f"{g} {s / step_s:.1%}" for g, s in measured.items())
+    mine = ", ".join(f"{g} {s / total:.1%}" for g, s in ours.items()) if total > 0 else "-"
+    return (f"Megatron-LM's timers (slowest rank) make the step {theirs}; pptune at the "
+            f"calibration: {mine}")
 
 
 def calibration_json(cal: Calibration) -> dict[str, Any]:

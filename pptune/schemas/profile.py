@@ -211,6 +211,11 @@ class CalibrationRun(Strict):
     parts: dict[str, float] = Field(
         default_factory=dict, description="the step at the calibration, by part, seconds "
         "(pptune.costmodel.breakdown)")
+    measured_parts: dict[str, float] = Field(
+        default_factory=dict, description="the step by part as the framework's own timers "
+        "measured it, seconds (Megatron-LM's --timing-log-level timers: forward-backward, "
+        "gradient sync, optimizer, rest of the step; pptune.tune.jobtimers); {} where the "
+        "log prints none")
     elasticity: dict[str, float] = Field(
         default_factory=dict, description="per rate group: -d log step / d log factor")
     gpus: int | None = Field(None, ge=1, description="the GPUs the job ran on")

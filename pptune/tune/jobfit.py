@@ -54,6 +54,7 @@ from pptune.schemas.base import one_line
 from pptune.tune import jobnotes
 from pptune.tune.jobdoubts import doubts, refusal
 from pptune.tune.jobs import Job, calibration, simulated, step_at
+from pptune.tune.jobtimers import measured_parts
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,7 @@ def calibrate(jobs: list[Job]) -> Outcome:
             measured_step_s=j.measured_step_s, predicted_step_s=pred, residual=resid,
             peak_memory_bytes=j.peak_memory_bytes, predicted_memory_bytes=tensors,
             parts={name: s for name, s in p.parts}, elasticity={g.value: v for g, v in el.items()},
+            measured_parts=measured_parts(dict(j.timers_ms), j.measured_step_s),
             gpus=j.size.gpus, precision=j.precision, held_out_residual=h))
     reserve = max(0.0, statistics.median(r for _, r in reserves)) if reserves else None
     notes = jobnotes.notes(res, jobs, [r for _, r in reserves])

@@ -46,7 +46,13 @@ from pptune.costs.flops import shape_flops_per_token
 from pptune.costs.names import model_preset
 from pptune.errors import BadInput
 from pptune.frameworks.common.fields import Flags
-from pptune.frameworks.common.joblog import JobLog, JobSize, steady_step_s, warm_up_left_out
+from pptune.frameworks.common.joblog import (
+    JobLog,
+    JobSize,
+    steady_step_s,
+    steady_timers_ms,
+    warm_up_left_out,
+)
 from pptune.frameworks.deepspeed.pipeline import PP_ASSUMED
 from pptune.frameworks.logs import read_log
 from pptune.frameworks.read import ReadResult, read_config
@@ -90,6 +96,8 @@ class Job:
     # TFLOP/s
     flops_ratio: float | None = None
     throughput_warning: str = ""  # the log looks like another job's (jobflops.py); a doubt
+    # the framework's timers, ms an iteration, medians over the steady lines (jobtimers.py)
+    timers_ms: tuple[tuple[str, float], ...] = ()
 
     @property
     def title(self) -> str:
@@ -160,7 +168,7 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None,
         notes.append(f"{m.config}: {size.gpus} GPUs from the batch the config states: "
                      f"{inferred.message.split(';')[0]}, x tp {c.tp} x pp {c.pp}"
                      + (f" x cp {c.cp}" if c.cp > 1 else "") + " (--gpus overrides)")
-    ratio, warning = None, ""
+    ratio, warning, timers = None, "", {}
     if m.step_s is not None:
         step, source, peak, what = m.step_s, "--step-s", None, ""
         if not step > 0 or not math.isfinite(step):
@@ -171,6 +179,7 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None,
     else:
         _same_world(m, log, size, read)
         steady = steady_step_s(log, size, f"--log {m.log}", warmup)
+        timers = steady_timers_ms(log, steady.used)
         step, peak, what = steady.step_s, log.peak_memory_bytes, log.memory_what
         left = warm_up_left_out(steady.skipped, warmup)
         source = (f"log {m.log}: median of {len(steady.used)} {log.title} line(s), "
@@ -185,7 +194,7 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None,
                          f"a step counted as {flops.count.counts}: the log is likely of such "
                          "a release")
     job = Job(m.config, read, shape, name, step, source, size, peak, what, tuple(notes),
-              overflow, found.assumed, ratio, warning)
+              overflow, found.assumed, ratio, warning, tuple(timers.items()))
     _refuse_faster_than_peak(job)
     return job
 
