@@ -751,29 +751,3 @@ def test_megatron_forced_balance_is_read_as_balanced(tmp_path: Path) -> None:
     assert "routing forced to balance" in notes, out
     assert "--moe-router-force-load-balancing" not in notes.split("ignored")[-1]
 
-
-def test_torchtitan_refuses_experts_restated_with_fsdp_over_memory() -> None:
-    """torchtitan's experts borrow FSDP ranks (ep 4 > tp x cp = 1): a plan without
-    sharding is written with FSDP over dp, and refused where that does not fit."""
-    from dataclasses import replace
-
-    from pptune.costmodel.search import Sharding, evaluate
-    from pptune.errors import BadInput
-    from pptune.frameworks.torchtitan.closest import _experts
-    from pptune.plan.emit import job_of
-    from pptune.plan.recommend import RecommendSpec, recommend
-
-    run = recommend(RecommendSpec.of(gpus=8, model="moe-small", ep="4", tp="1",
-                                     sharding="none", top=1))
-    plan = run.result.plans[0]
-    assert (plan.ep, plan.tp * plan.cp, plan.sharding) == (4, 1, Sharding.NONE)
-    job = job_of(run, plan)
-    notes: list[str] = []
-    fsdp, exact = _experts(job, plan, 1, notes, True)
-    assert fsdp.sharding is Sharding.FSDP and not exact and "borrows FSDP ranks" in notes[0]
-    need = max(evaluate(job.table, job.request,
-                        replace(plan.spec, sharding=Sharding.FSDP)).peak_memory_bytes)
-    small = replace(job, table=replace(job.table, memory_bytes=need * 0.99))
-    with pytest.raises(BadInput, match=r"torchtitan cannot express plan 1.*FSDP over dp 4 "
-                       r"it needs"):
-        _experts(small, plan, 1, [], True)
