@@ -16,7 +16,6 @@ from pptune.costmodel.parts import ATTENTION
 from pptune.costmodel.presets import GpuSpec
 from pptune.costmodel.search import Plan, PlanRequest
 from pptune.costmodel.table import CostTable
-from pptune.frameworks.registry import find
 
 SHARE = 0.5  # attention's share of the step from which the note is printed
 
@@ -41,17 +40,3 @@ def attention_note(table: CostTable, req: PlanRequest, plan: Plan, gpu: GpuSpec 
     return (f"attention is {share:.0%} of the winner's step, priced at {_KERNELS[priced]} "
             f"rates{whose}; the step moves with the kernel the job runs (--attention "
             f"{other.value} prices the other)")
-
-
-def written_kernel(framework: str | None, asked: Attention | None, measured: bool
-                   ) -> tuple[Attention | None, list[str]]:
-    """The attention kernel the files of ``framework`` (recommend --emit) run, where the
-    costs are analytic and no --attention names one (``asked``), and the line that says the
-    plans are ranked with it, so that plan 1 and the file written are priced alike;
-    (None, []) otherwise."""
-    adapter = find(framework) if framework is not None else None
-    if adapter is None or adapter.runs_attention is None or measured or asked is not None:
-        return None, []
-    kernel = Attention(adapter.runs_attention)
-    return kernel, [f"attention: ranked with {kernel.value} attention, what {adapter.title}'s "
-                    "files run (--attention sets another)"]

@@ -41,7 +41,7 @@ from pptune.errors import BadInput
 from pptune.frameworks.registry import find
 from pptune.options import CostOptions, PlanSpace, build, fields_of
 from pptune.options.record import PlanFileRequest
-from pptune.plan.attention_share import attention_note, written_kernel
+from pptune.plan.attention_share import attention_note
 from pptune.plan.what_if import (
     MOE_HOST_NOTE,
     batch_tokens_note,
@@ -52,6 +52,7 @@ from pptune.plan.what_if import (
     memory_what_if,
     nearby_batch,
 )
+from pptune.plan.written import written_kernels
 
 GIB = 1024**3
 # samples per step when neither --global-batch nor the profile names one: the
@@ -66,8 +67,7 @@ class RecommendSpec:
     space: PlanSpace
     costs: CostOptions = field(default_factory=CostOptions)
     top: int = DEFAULT_TOP
-    # the framework whose files the plan is written as (recommend --emit): analytic costs
-    # without --attention priced with its files' kernel (Adapter.runs_attention)
+    # the framework whose files the plan is written as (recommend --emit): plan/written.py
     written_as: str | None = None
 
     @property
@@ -179,9 +179,9 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     if costs is None:
         costs = resolve(spec.costs, sizes=s.micro_batch_sizes, search=True,
                         gpus_per_node=s.gpus_per_node, gpus=s.gpus)
-        kernel, ranked = written_kernel(spec.written_as, spec.costs.attention, costs.measured)
-        if kernel is not None:
-            spec = replace(spec, costs=replace(spec.costs, attention=kernel))
+        chosen, ranked = written_kernels(spec.written_as, spec.costs, costs.measured)
+        if chosen:
+            spec = replace(spec, costs=replace(spec.costs, **chosen))
             costs = resolve(spec.costs, sizes=s.micro_batch_sizes, search=True,
                             gpus_per_node=s.gpus_per_node, gpus=s.gpus)
     if s.max_memory is not None:

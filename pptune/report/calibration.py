@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import Any
 
+from pptune.costmodel.step_timers import model_parts
 from pptune.report.fmt import run_labels
 from pptune.schemas import Calibration
-from pptune.tune.jobtimers import model_parts
 
 SHOWN_PARTS = 8  # the largest parts of a step; the rest summed as "other"
 
@@ -75,7 +75,7 @@ def calibration_text(cal: Calibration) -> str:
 
 def timers_line(measured: dict[str, float], parts: dict[str, float], step_s: float) -> str:
     """The step as Megatron-LM's timers split it, beside pptune's parts in the same
-    groups (tune/jobtimers.py), each as a share of its own step."""
+    groups (costmodel/step_timers.py), each as a share of its own step."""
     ours = model_parts(parts)
     total = sum(ours.values())
     theirs = ", ".join(f"{g} {s / step_s:.1%}" for g, s in measured.items())

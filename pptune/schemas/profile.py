@@ -214,7 +214,7 @@ class CalibrationRun(Strict):
     measured_parts: dict[str, float] = Field(
         default_factory=dict, description="the step by part as the framework's own timers "
         "measured it, seconds (Megatron-LM's --timing-log-level timers: forward-backward, "
-        "gradient sync, optimizer, rest of the step; pptune.tune.jobtimers); {} where the "
+        "gradient sync, optimizer, rest of the step; pptune.costmodel.step_timers); {} where the "
         "log prints none")
     elasticity: dict[str, float] = Field(
         default_factory=dict, description="per rate group: -d log step / d log factor")

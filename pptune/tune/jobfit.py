@@ -45,6 +45,7 @@ from pptune.costmodel import presets
 from pptune.costmodel.breakdown import StepParts, step_parts
 from pptune.costmodel.calibration import Factors, physical_range
 from pptune.costmodel.fit import FitResult, Observed, fit, held_out
+from pptune.costmodel.step_timers import measured_parts
 from pptune.costs import calibrated
 from pptune.costs.profiles import DEFAULT_MICRO_BATCH_SIZES
 from pptune.errors import BadInput
@@ -54,7 +55,6 @@ from pptune.schemas.base import one_line
 from pptune.tune import jobnotes
 from pptune.tune.jobdoubts import doubts, refusal
 from pptune.tune.jobs import Job, calibration, simulated, step_at
-from pptune.tune.jobtimers import measured_parts
 
 
 @dataclass(frozen=True)

@@ -96,7 +96,7 @@ class Job:
     # TFLOP/s
     flops_ratio: float | None = None
     throughput_warning: str = ""  # the log looks like another job's (jobflops.py); a doubt
-    # the framework's timers, ms an iteration, medians over the steady lines (jobtimers.py)
+    # the framework's timers, ms an iteration, medians over the steady lines (step_timers.py)
     timers_ms: tuple[tuple[str, float], ...] = ()
 
     @property

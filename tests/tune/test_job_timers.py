@@ -1,5 +1,5 @@
 """A job's step as Megatron-LM's own timers split it, beside pptune's parts at the
-calibration (tune/jobtimers.py, calibrate's report)."""
+calibration (costmodel/step_timers.py, calibrate's report)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ import pytest
 from typer.testing import Result
 
 from pptune.costmodel.breakdown import BUBBLE, DATA_PARALLEL, OPTIMIZER, SENDS
-from pptune.schemas import load_profile
-from pptune.tune.jobtimers import (
+from pptune.costmodel.step_timers import (
     FORWARD_BACKWARD,
     GRADIENT_SYNC,
     REST,
     measured_parts,
     model_parts,
 )
-from pptune.tune.jobtimers import OPTIMIZER as OPTIMIZER_STEP
+from pptune.costmodel.step_timers import OPTIMIZER as OPTIMIZER_STEP
+from pptune.schemas import load_profile
 from tests.frameworks.test_megatron_timers import megatron_timers
 
 Cli = Callable[..., Result]

@@ -124,6 +124,10 @@ class Adapter:
     # the plans with it, so the table and the file written are priced alike (None: pptune's
     # default, flash; closest.py re-prices the written plan with the same kernel)
     runs_attention: str | None = None
+    # likewise its loss kernels (a CrossEntropy value) and where its weight gradients go
+    # (a WgradAccum value); None: pptune's defaults (plan/written.py)
+    runs_loss: str | None = None
+    runs_wgrad: str | None = None
     # the tensor-parallel sizes its attention takes for the key/value heads (costs/dims.py
     # KvHeads): megatron-core's, which replicates them above the query groups, by default
     kv_heads = KvHeads.REPLICATE

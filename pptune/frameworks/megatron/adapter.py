@@ -35,6 +35,10 @@ class MegatronAdapter(Adapter):
     states_node_shape = True  # torchrun --nnodes N --nproc_per_node K
     runs_microbatch_groups = True  # --microbatch-group-size-per-virtual-pipeline-stage
     runs_attention = ATTENTION  # what its scripts' --attention-backend auto runs
+    # the fused cross-entropy its scripts state (writer.py) and gradient_accumulation_fusion,
+    # Megatron-LM's default (closest.wgrad_accum: BF16 under Megatron-FSDP, re-priced so)
+    runs_loss = "native"
+    runs_wgrad = "fused"
     # "throughput per GPU (TFLOP/s/GPU)" is num_floating_point_operations(args, batch) /
     # (elapsed time x 10^12 x world size) (megatron/training/training.py, training_log)
     log_flops = (

@@ -1,0 +1,50 @@
+"""The kernels recommend --emit ranks with: those the framework's files run.
+
+Where the costs are analytic and the user names no kernel, ``recommend --emit
+NAME`` prices the plans with what NAME's files run, so that plan 1 and the file
+written are priced alike: the attention kernel (Adapter.runs_attention), the
+loss (Adapter.runs_loss) and where weight gradients go (Adapter.runs_wgrad).
+Megatron-LM's scripts run Transformer Engine's cuDNN attention, megatron-core's
+fused cross-entropy and weight gradients accumulated into the FP32 main_grad by
+their GEMMs (its gradient_accumulation_fusion default): ranked with pptune's
+defaults (flash, fused loss, BF16 gradients), a DeepSeek-V3 plan on 1,024 H100s
+ranked first at 37.8 s was written at 41.3 s (1.09x) while the second, 38.1 s,
+wrote at 38.3 s (its experts over 64 ranks accumulate a quarter the gradients a
+GPU)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pptune.costmodel.loss import CrossEntropy
+from pptune.costmodel.ops import Attention
+from pptune.costmodel.rates import WgradAccum
+from pptune.frameworks.registry import find
+from pptune.options import CostOptions
+
+_SAID = {"attention": ("{} attention", "--attention"),
+         "cross_entropy": ("its {} cross-entropy", "--cross-entropy"),
+         "wgrad_accum": ("{} weight-gradient accumulation", "--wgrad-accum")}
+
+
+def written_kernels(framework: str | None, asked: CostOptions, measured: bool
+                    ) -> tuple[dict[str, Any], list[str]]:
+    """The cost options ``framework``'s files run that ``asked`` leaves unset (a
+    field -> value map for ``CostOptions``), and the line that says the plans are
+    ranked with them; ({}, []) for measured costs, no framework or nothing to set."""
+    adapter = find(framework) if framework is not None else None
+    if adapter is None or measured:
+        return {}, []
+    runs = {"attention": (asked.attention, adapter.runs_attention, Attention),
+            "cross_entropy": (asked.cross_entropy, adapter.runs_loss, CrossEntropy),
+            "wgrad_accum": (asked.wgrad_accum, adapter.runs_wgrad, WgradAccum)}
+    chosen: dict[str, Any] = {name: kind(ran) for name, (given, ran, kind) in runs.items()
+                              if given is None and ran is not None}
+    if not chosen:
+        return {}, []
+    what = [_SAID[name][0].format(value.value) for name, value in chosen.items()]
+    flags = [_SAID[name][1] for name in chosen]
+    listed = what[0] if len(what) == 1 else f"{', '.join(what[:-1])} and {what[-1]}"
+    setter = flags[0] if len(flags) == 1 else f"{', '.join(flags[:-1])} or {flags[-1]}"
+    return chosen, [f"kernels: ranked with {listed}, what {adapter.title}'s files run "
+                    f"({setter} sets another)"]
