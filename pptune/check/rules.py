@@ -126,7 +126,6 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
     p, tp, cp, v = cfg.pp, cfg.tp, cfg.cp, cfg.virtual_stages
     schedule = cfg.schedule
     chunks = chunks_per_device(schedule, v)
-    mbs = cfg.micro_batch_size
 
     # --- arithmetic: gpus = tp * pp * cp * dp -------------------------------
     dp = cfg.dp
