@@ -42,6 +42,11 @@ class RunFailed(PptuneError):
     exit_code = EXIT_FAILED
 
 
+class TimeLimit(RunFailed):
+    """A run stopped at the wall-clock time it was given (tune's --budget): its
+    processes were ended before a result."""
+
+
 class MissingDependency(PptuneError):
     """An optional package (torch) is needed for this command (exit 2)."""
 

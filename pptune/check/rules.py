@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pptune.check.batch import batch_rules
 from pptune.check.best import best_plan, slower_than_best
 from pptune.check.costs import costs, model_of
 from pptune.check.domain import with_nvlink_domain
@@ -113,8 +114,10 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
 
     assumed: int | None = None  # the dp assumed when the config states none (verdicts.py)
 
-    def add(id_: str, severity: str, message: str, **values: Any) -> None:
-        severity, message = softened(severity, message, id_, assumed)
+    def add(id_: str, severity: str, message: str, every_dp: bool = False,
+            **values: Any) -> None:
+        if not every_dp:  # a finding no dp would clear keeps its severity
+            severity, message = softened(severity, message, id_, assumed)
         out.append(Finding(id_, severity, message, values))
 
     cfg = with_nvlink_domain(cfg, opts.costs, add, sem.gpus_per_node_flag, opts.profile,
@@ -123,7 +126,6 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
     p, tp, cp, v = cfg.pp, cfg.tp, cfg.cp, cfg.virtual_stages
     schedule = cfg.schedule
     chunks = chunks_per_device(schedule, v)
-    mbs = cfg.micro_batch_size
 
     # --- arithmetic: gpus = tp * pp * cp * dp -------------------------------
     dp = cfg.dp
@@ -141,34 +143,8 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
     if dp is None and cfg.gpus is None:
         dp, assumed = unknown_dp(cfg, add)
 
-    # --- global batch = micro-batch * GA * dp -------------------------------
-    ga = cfg.grad_accum_steps
-    if dp is not None:
-        if cfg.global_batch is not None and ga is not None:
-            if cfg.global_batch != mbs * ga * dp:
-                add("batch-mismatch", "error",
-                    f"global batch {cfg.global_batch} != micro-batch {mbs} x GA steps {ga} x dp "
-                    f"{dp} = {mbs * ga * dp}; " + (
-                        f"set GA to {cfg.global_batch // (mbs * dp)} or the global batch to "
-                        f"{mbs * ga * dp}" if cfg.global_batch % (mbs * dp) == 0 else
-                        f"set the global batch to {mbs * ga * dp} (no whole GA gives "
-                        f"{cfg.global_batch} over micro-batch x dp = {mbs * dp})"),
-                    global_batch=cfg.global_batch,
-                    micro_batch_size=mbs, grad_accum_steps=ga, dp=dp)
-        elif cfg.global_batch is not None:
-            if cfg.global_batch % (mbs * dp):
-                add("batch-mismatch", "error",
-                    f"global batch {cfg.global_batch} is not divisible by micro-batch {mbs} x dp "
-                    f"{dp} = {mbs * dp}; choose a multiple of {mbs * dp}",
-                    global_batch=cfg.global_batch, micro_batch_size=mbs, dp=dp)
-            else:
-                ga = cfg.global_batch // (mbs * dp)
-        elif ga is None:
-            add("batch-unknown", "error",
-                "the config states neither the global batch nor the GA steps; set one "
-                "(or pass --global-batch)")
-    if dp is not None and cfg.global_batch is not None and ga is not None and ga < 1:
-        ga = None
+    # --- global batch = micro-batch * GA * dp (batch.py) ---------------------
+    ga = batch_rules(cfg, dp, assumed, add)
     m = ga // cfg.pipeline_flushes if ga is not None else None
     if ga is not None and ga % cfg.pipeline_flushes:
         add("flushes-mismatch", "error",

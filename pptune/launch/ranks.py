@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
 
-from pptune.errors import EXIT_FAILED, BadInput, PptuneError, RunFailed
+from pptune.errors import EXIT_FAILED, BadInput, PptuneError, RunFailed, TimeLimit
 from pptune.launch import allocator
 from pptune.launch.deps import import_torch
 
@@ -227,12 +227,17 @@ def spawn_ranks(
     timeout_s: float,
     texts: SpawnTexts,
     on_progress: Callable[[int, Any], None] = lambda rank, payload: None,
+    limit_s: float | None = None,
 ) -> Any:
     """Run ``entry(rank, world, port, queue, *args)`` in ``world`` spawned processes.
 
     Returns rank 0's ``done`` payload. Raises RunFailed (one of ``texts``) when
-    a rank fails, dies, or is silent for ``timeout_s`` seconds.
+    a rank fails, dies, or is silent for ``timeout_s`` seconds; TimeLimit when the
+    run is not done ``limit_s`` seconds after the start (None: no limit). Every rank
+    still running is then ended (SIGTERM, then SIGKILL): they are this process's
+    children, one process each, so ending them ends the whole run.
     """
+    deadline = None if limit_s is None else time.monotonic() + max(0.0, limit_s)
     ctx = multiprocessing.get_context("spawn")
     q = ctx.Queue()
     port = free_port()
@@ -249,6 +254,9 @@ def spawn_ranks(
     last_word = time.monotonic()
     try:
         while len(finished) < world:
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeLimit(f"{len(finished)} of {world} rank(s) done at its limit of "
+                                f"{limit_s:.0f} s; every rank was ended")
             try:
                 kind, rank, payload = q.get(timeout=0.2)
             except queue_mod.Empty:

@@ -78,6 +78,7 @@ class ModelPlan:
     # (bytes, which layer) a probe at these micro-batch sizes needs at least
     # (host_memory.probe_need); None: unknown (user modules)
     memory_need: Callable[[list[int]], tuple[float, str]] | None = None
+    shape: ModelShape | None = None  # the transformer built (None: user modules)
 
 
 def _transformer_plan(
@@ -137,22 +138,29 @@ def _transformer_plan(
         hidden_size=shape.hidden,
         num_blocks=num_blocks,
         memory_need=lambda sizes: host_memory.probe_need(shape, sizes, itemsize),
+        shape=shape,
         experts=shape.experts if shape.moe else None,
         top_k=shape.top_k if shape.moe else None,
         notes=notes,
     )
 
 
-def param_count(shape: ModelShape) -> int:
-    """Parameters of [embedding, blocks, head] as _torch_layers builds them (biases ignored)."""
+def layer_param_counts(shape: ModelShape) -> list[int]:
+    """Parameters of each layer [embedding, blocks..., head] as _torch_layers builds them
+    (matrices and tables; norms and biases left out, so a floor)."""
     d, hd = shape.hidden, shape.head_dim
     attn = d * (shape.heads + 2 * shape.kv_heads) * hd + shape.heads * hd * d
     mats = 3 if shape.gated_mlp else 2
     moe = d * shape.experts + mats * d * (shape.experts * shape.expert_ffn + shape.shared_ffn)
-    mlps = sum(moe if shape.moe_block(i) else mats * d * shape.ffn
-               for i in range(shape.num_blocks))
     pos = 0 if shape.gated_mlp else shape.seq_len * d
-    return int(2 * shape.vocab * d + pos + shape.num_blocks * attn + mlps)
+    blocks = [attn + (moe if shape.moe_block(i) else mats * d * shape.ffn)
+              for i in range(shape.num_blocks)]
+    return [shape.vocab * d + pos, *blocks, shape.vocab * d]
+
+
+def param_count(shape: ModelShape) -> int:
+    """Parameters of [embedding, blocks, head] as _torch_layers builds them (biases ignored)."""
+    return sum(layer_param_counts(shape))
 
 
 def _warn_if_large(plan: ModelPlan, shape: ModelShape, device: str) -> None:

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pptune.errors import BadInput, RunFailed
+from pptune.errors import BadInput, RunFailed, TimeLimit
 from pptune.schemas import Profile
 from pptune.tune.model import Trial
 from pptune.tune.validate_json import trial_from
@@ -50,6 +50,7 @@ from pptune.validate.spec import RunSpec
 PLACEHOLDERS = ("nproc", "nodes", "nproc_per_node", "command", "module", "python")
 LAUNCH_GRACE_S = 120.0  # the launcher's own start-up (rendezvous, imports on every node)
 TAIL_LINES = 3  # of the launcher's stderr, in a failed trial's message
+END_GRACE_S = 10.0  # from SIGTERM to SIGKILL for a launcher stopped at its limit
 
 
 @dataclass(frozen=True)
@@ -100,10 +101,15 @@ class Launcher:
                   "command": f"{shlex.quote(sys.executable)} {module}"}
         return shlex.split(self.template.format(**values))
 
-    def measure(self, key: str, spec: RunSpec, profile: Profile) -> Trial:
-        """Run the trial through the launcher; RunFailed with its stderr's tail when it fails."""
+    def measure(self, key: str, spec: RunSpec, profile: Profile,
+                budget_s: float | None = None) -> Trial:
+        """Run the trial through the launcher; RunFailed with its stderr's tail when it fails,
+        TimeLimit when it is not done within ``budget_s`` seconds (tune's --budget left)."""
         argv = self.argv(spec)
         limit = spec.timeout_s * (spec.warmup + spec.steps + 2) + LAUNCH_GRACE_S
+        budgeted = budget_s is not None and budget_s < limit
+        if budget_s is not None:
+            limit = max(0.0, min(limit, budget_s))
         try:
             proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     text=True, start_new_session=True)
@@ -112,8 +118,9 @@ class Launcher:
         try:
             out, err = proc.communicate(timeout=limit)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGTERM)  # the launcher this tune started, and its ranks
-            out, err = proc.communicate()
+            _end_session(proc)
+            if budgeted:
+                raise TimeLimit(f"the launcher's session was ended at {limit:.0f} s") from None
             raise RunFailed(f"trial {key}: the launcher ran past {limit:.0f} s; stopped") from None
         if proc.returncode != 0:
             raise RunFailed(f"trial {key}: the launcher exited with code {proc.returncode}: "
@@ -123,6 +130,21 @@ class Launcher:
             raise RunFailed(f"trial {key}: no validate result on the launcher's stdout (rank 0 "
                             f"prints it): {_tail(err)}")
         return trial_from(doc, key, profile)
+
+
+def _end_session(proc: subprocess.Popen[str]) -> None:
+    """End the launcher this tune started and everything in its session (its ranks):
+    SIGTERM, then SIGKILL for what is left after ``END_GRACE_S``."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:  # the session is gone
+            break
+        try:
+            proc.communicate(timeout=END_GRACE_S)
+            break
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def result_of(stdout: str) -> dict[str, Any] | None:

@@ -19,6 +19,12 @@ fake one):
 4. a trial that fails (a rank dies, hangs, torch refuses) is journaled as
    failed and ends the loop with ``TrialFailed``: the lines written stay.
 
+The budget bounds the trials' wall time: ``run_trial`` is given the seconds
+left of it and stops its run there (``TimeLimit``: the trial's processes
+ended); that trial is journaled as failed, not measured, and the loop ends as
+when the budget is spent (a first trial has no earlier one to size it by, and
+a trial may run longer than the longest before it).
+
 Every figure is for one pipeline, as measured; a plan with data
 parallelism (dp > 1) adds its predicted all-reduce (``Row.extra_s``, the
 planner's step minus its one-pipeline prediction) when plans are ranked,
@@ -43,7 +49,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
-from pptune.errors import PptuneError, RunFailed
+from pptune.errors import PptuneError, RunFailed, TimeLimit
 from pptune.schemas import Profile
 from pptune.tune import candidates as cands
 from pptune.tune import journal, model
@@ -148,7 +154,9 @@ class Silent:
         pass
 
 
-RunTrial = Callable[[cands.Candidate], Trial]
+# run one trial of the candidate within the seconds given (the budget left): TimeLimit
+# when it stops there
+RunTrial = Callable[[cands.Candidate, float], Trial]
 
 
 def run(
@@ -193,18 +201,25 @@ def run(
             stopped = f"--max-trials {limits.max_trials} reached"
             _mark(pending, stopped)
             break
-        if walls and elapsed + max(walls) > limits.budget_s:
+        longest = max(walls, default=0.0)
+        if elapsed >= limits.budget_s or elapsed + longest > limits.budget_s:
             stopped = (f"--budget {limits.budget_s:g} s: {elapsed:.0f} s spent, a trial takes "
-                       f"up to {max(walls):.0f} s")
+                       f"up to {longest:.0f} s")
             _mark(pending, "the --budget was spent")
             break
         row = pending[0]
         row.calibrated_from = tuple(t.key for t in trials)
         progress.trial_started(len(trials) + 1, limits.max_trials, row.cand.key, elapsed)
-        _run_one(row, run_trial, journal_path, clock)
+        cut = _run_one(row, run_trial, journal_path, clock, t0 + limits.budget_s)
         _share(rows)
         walls.append(row.wall_s or 0.0)
         progress.trial_done(len(trials) + 1, row, clock() - t0)
+        if cut:
+            stopped = (f"--budget {limits.budget_s:g} s: trial #{row.cand.rank} was stopped "
+                       f"at it, {clock() - t0:.0f} s spent")
+            _mark([r for r in rows if r.status == NOT_RUN and not r.reason],
+                  "the --budget was spent")
+            break
     if cal is None and _trials(rows):
         cal, calibrated = _calibrate(profile, _trials(rows))
     return Outcome(rows, cal, calibrated, stopped, clock() - t0, notes)
@@ -300,14 +315,25 @@ def _mark(rows: list[Row], reason: str) -> None:
 
 
 def _run_one(row: Row, run_trial: RunTrial, journal_path: Path | None,
-             clock: Callable[[], float]) -> None:
+             clock: Callable[[], float], deadline: float) -> bool:
+    """Run the row's trial (and its retry) before ``deadline`` (``clock`` time); True when
+    the budget stopped it before a result (module docstring)."""
     start = clock()
     try:
-        trial = run_trial(row.cand)
+        trial = run_trial(row.cand, deadline - start)
         if 2 * trial.noise > RETRY_SPREAD:
-            again = run_trial(row.cand)
-            row.retried = True
+            try:
+                again = run_trial(row.cand, deadline - clock())
+            except TimeLimit:  # the first run stands
+                again = trial
+            row.retried = again is not trial
             trial = min(trial, again, key=lambda t: t.noise)
+    except TimeLimit as exc:
+        row.status, row.wall_s = FAILED, clock() - start
+        row.reason = f"stopped at the --budget after {row.wall_s:.0f} s, before a result ({exc})"
+        if journal_path is not None:
+            journal.append(journal_path, record(row))
+        return True
     except PptuneError as exc:
         row.status, row.reason, row.wall_s = FAILED, str(exc), clock() - start
         if journal_path is not None:
@@ -317,6 +343,7 @@ def _run_one(row: Row, run_trial: RunTrial, journal_path: Path | None,
     row.wall_s = clock() - start
     if journal_path is not None:
         journal.append(journal_path, record(row))
+    return False
 
 
 def error(predicted: float | None, measured: float | None) -> float | None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pptune.costmodel.comm import compression_factor
-from pptune.costmodel.presets import MODELS
+from pptune.costmodel.presets import MODELS, ModelShape
 from pptune.costs.profiles import DEFAULT_PROFILE_FILE
 from pptune.costs.resolve import Costs, QuickProbe, resolve
 from pptune.errors import BadInput
@@ -33,6 +33,7 @@ from pptune.schemas import Profile, write_atomic
 from pptune.tune import candidates as cands
 from pptune.tune import journal, loop
 from pptune.tune.launcher import Launcher
+from pptune.validate import host_fit
 from pptune.validate.spec import ModelSource
 
 Say = Callable[[str], None]
@@ -170,13 +171,44 @@ def resolve_costs(req: TuneRequest, folder: Path | None, say: Say,
 
 
 def search(req: TuneRequest, costs: Costs, folder: Path | None) -> RecommendRun:
-    """recommend's search over the tune's costs; a measured profile (any, with a
-    launcher: its trials price with it) is saved beside the journal first
-    (``PROBE_FILE``), so that a resumed tune prices the same way."""
+    """recommend's search over the tune's costs; with a ``folder``, ``keep_costs`` first."""
+    keep_costs(req, costs, folder)
+    return recommend(replace(req.search, top=req.candidates), costs)
+
+
+def keep_costs(req: TuneRequest, costs: Costs, folder: Path | None) -> None:
+    """A measured profile (any, with a launcher: its trials price with it) saved beside
+    the journal (``PROBE_FILE``), so that a resumed tune prices the same way."""
     keep = costs.measured or req.launcher is not None
     if keep and folder is not None and not (folder / PROBE_FILE).exists():
         write_atomic(folder / PROBE_FILE, costs.profile.model_dump_json(indent=2) + "\n")
-    return recommend(replace(req.search, top=req.candidates), costs)
+
+
+# what to do when this host cannot hold a trial (fit_host)
+HOST_FIX = ("run the tune on a GPU host (--device cuda: each rank holds its stages in GPU "
+            "memory), or on the cluster through --launcher; for a dry run here, a smaller "
+            "--model (gpt-small is the CPU demo size)")
+
+
+def fit_host(candidates: list[cands.Candidate], shape: ModelShape, dtype_bytes: int,
+             available_bytes: int | None) -> list[cands.Candidate]:
+    """The candidates, each whose CPU trial cannot fit this host's free memory skipped
+    with the one-line reason (validate/host_fit.py counts what the ranks hold at once);
+    BadInput, before any trial starts, when that leaves none to run (the smallest
+    refused is named). ``available_bytes`` None: unknown, nothing skipped."""
+    out, refused = [], []
+    for c in candidates:
+        if c.skip is None:
+            need = host_fit.trial_memory(shape, c.spec, dtype_bytes)
+            line = host_fit.refusal(need, available_bytes, f"trial {c.key!r}", HOST_FIX)
+            if line is not None:
+                refused.append((need.total_bytes, c.rank, line))
+                c = replace(c, skip=line)
+        out.append(c)
+    if refused and all(c.skip is not None for c in out):
+        raise BadInput("tune: none of the candidates fits this host's memory; the smallest: "
+                       + min(refused)[2])
+    return out
 
 
 def build_candidates(req: TuneRequest, run: RecommendRun, source: ModelSource, n_layers: int,

@@ -43,13 +43,15 @@ def quick_probe(source: ModelSource, sizes: list[int], device: str) -> Profile:
     return outcome.profile
 
 
-def measure(cand: cands.Candidate, on_step: Callable[[int, int], None]) -> Trial:
-    """Run one pipeline of ``cand`` as ``pptune validate`` does; BadInput when a rank fails."""
+def measure(cand: cands.Candidate, on_step: Callable[[int, int], None],
+            limit_s: float | None = None) -> Trial:
+    """Run one pipeline of ``cand`` as ``pptune validate`` does; RunFailed when a rank fails,
+    TimeLimit when it is not done within ``limit_s`` seconds (its ranks ended)."""
     from pptune.validate import runner
     from pptune.validate.measure import summarize
 
     spec = cand.spec
-    data = runner.run_spawned(spec, on_step)
+    data = runner.run_spawned(spec, on_step, limit_s)
     measured = summarize(data.steps(), spec.pp, data.shared_clock)
     return Trial(
         key=cand.key, schedule=spec.schedule, pp=spec.pp, microbatches=spec.microbatches,
@@ -71,7 +73,8 @@ class Prepared:
 
 def prepare(req: session.TuneRequest, say: session.Say) -> tuple[Prepared, Any]:
     """Everything before the first trial; also the folder (None without -o)."""
-    from pptune.validate import runner
+    from pptune.probe.host_memory import available_bytes
+    from pptune.validate import runner, workload
     from pptune.validate.session import pick_device
 
     folder = session.check(req)
@@ -80,10 +83,10 @@ def prepare(req: session.TuneRequest, say: session.Say) -> tuple[Prepared, Any]:
     device = pick_device(req.run.device, torch)
     costs = session.resolve_costs(
         req, folder, say, lambda src, sizes: quick_probe(src, sizes, device))
-    recommended = session.search(req, costs, folder)
+    recommended = session.search(req, costs, None)  # costs kept once the trials can run
     profile, origin = costs.profile, costs.origin
     source = session.model_source(req, profile)
-    plan = runner.build_plan(source, "cpu", torch)
+    plan = workload.build_plan(source, "cpu", torch)
     n_layers = len(plan.layer_names)
     if n_layers != len(profile.layers):
         raise BadInput(f"the profile has {len(profile.layers)} layers but model {source.label} "
@@ -92,6 +95,11 @@ def prepare(req: session.TuneRequest, say: session.Say) -> tuple[Prepared, Any]:
     devices = (req.search.space.gpus if req.launcher is not None
                else session.local_devices(torch, device))
     candidates = session.build_candidates(req, recommended, source, n_layers, devices, device)
+    if device == "cpu" and req.launcher is None and plan.shape is not None:
+        # every rank a process of this host: refuse what its memory cannot hold
+        candidates = session.fit_host(candidates, plan.shape, plan.param_dtype_bytes,
+                                      available_bytes())
+    session.keep_costs(req, costs, folder)
     notes = list(recommended.notes) + list(plan.warnings)
     resumed = session.resumed_records(folder, req, say)
     return Prepared(profile, origin, recommended, candidates, resumed, notes), folder
@@ -115,10 +123,10 @@ def run(req: session.TuneRequest, say: session.Say, progress: TrialProgress) -> 
                          rec.plan_request.gpus_per_node)
         launcher = Launcher(req.launcher, host, folder / session.PROBE_FILE, req.run.device)
 
-    def trial(c: cands.Candidate) -> Trial:
+    def trial(c: cands.Candidate, left_s: float) -> Trial:  # left_s: the budget left
         if launcher is not None:
-            return launcher.measure(c.key, c.spec, prepared.profile)
-        return measure(c, progress.step)
+            return launcher.measure(c.key, c.spec, prepared.profile, left_s)
+        return measure(c, progress.step, left_s)
 
     outcome = loop.run(
         prepared.profile, prepared.candidates, trial,

@@ -48,7 +48,8 @@ from pptune.launch.stats import median
 from pptune.validate import runtime, timing, torch_hooks
 from pptune.validate.measure import RankStep
 from pptune.validate.saved import SavedTensorPeak, parameter_ptrs
-from pptune.validate.spec import TORCH_SCHEDULES, ModelSource, RunSpec
+from pptune.validate.spec import TORCH_SCHEDULES, RunSpec
+from pptune.validate.workload import build_plan, loss_fn, make_batch
 
 
 def import_torch() -> Any:
@@ -124,63 +125,6 @@ class RunData:
             if r.loss_fwd_s is not None and r.loss_bwd_s is not None:
                 return r.loss_fwd_s, r.loss_bwd_s
         return None
-
-
-# --------------------------------------------------------------------------- model
-
-
-def build_plan(source: ModelSource, device: str, torch: Any) -> Any:
-    """The probe's ``ModelPlan`` for this source (layer names, builders, input)."""
-    from pptune.probe import models
-
-    dtype = torch_dtype(source.dtype, device, torch)
-    if source.hf_config is not None:
-        return models.plan_hf_config(source.hf_config, device, dtype, source.seq_len)  # type: ignore[arg-type]
-    if source.module is not None:
-        return models.plan_module(source.module, device, source.seq_len)
-    return models.plan_preset(source.model or "gpt-small", device, dtype, source.seq_len)
-
-
-def torch_dtype(name: str, device: str, torch: Any) -> Any:
-    if name == "auto":
-        name = "bf16" if str(device).startswith("cuda") else "fp32"
-    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
-
-
-def loss_fn(output: Any, target: Any) -> Any:
-    """Cross-entropy against token targets; a mean-square stand-in for other outputs.
-
-    Transformer presets and --hf-config end in logits (b, s, V) and get fixed
-    random token targets (b, s). A --module model's last layer can return
-    anything: its loss is ``mean(output ** 2)`` (the target is ignored).
-    """
-    import torch.nn.functional as F
-
-    if (not target.is_floating_point() and output.dim() == target.dim() + 1
-            and output.shape[:-1] == target.shape):
-        return F.cross_entropy(output.flatten(0, -2).float(), target.flatten())
-    return output.float().square().mean()
-
-
-def make_batch(plan: Any, spec: RunSpec, torch: Any, device: str) -> tuple[Any, Any]:
-    """The whole step's input (b * m samples) and its targets."""
-    n = spec.micro_batch_size * spec.microbatches
-    x = plan.make_input(n)
-    gen = torch.Generator().manual_seed(4321)
-    if not x.is_floating_point() and x.dim() == 2:
-        vocab = _vocab(plan, torch)
-        target = torch.randint(0, vocab, tuple(x.shape), generator=gen).to(device)
-    else:
-        target = torch.zeros(n, dtype=torch.long, device=device)
-    return x, target
-
-
-def _vocab(plan: Any, torch: Any) -> int:
-    head = plan.build_layer(len(plan.layer_names) - 1)
-    linears = [m for m in head.modules() if isinstance(m, torch.nn.Linear)]
-    vocab = int(linears[-1].out_features) if linears else 2
-    del head
-    return vocab
 
 
 # --------------------------------------------------------------------------- one rank
@@ -322,8 +266,10 @@ def spawn_entry(rank: int, world: int, port: int, q: Any, spec: RunSpec) -> None
     ranks.child_main(rank, world, port, q, spec, "validate", work)
 
 
-def run_spawned(spec: RunSpec, on_progress: Callable[[int, int], None] = lambda r, i: None) -> RunData:
-    """Spawn ``spec.pp`` local ranks, run, collect. RunFailed names a rank that fails or hangs."""
+def run_spawned(spec: RunSpec, on_progress: Callable[[int, int], None] = lambda r, i: None,
+                limit_s: float | None = None) -> RunData:
+    """Spawn ``spec.pp`` local ranks, run, collect. RunFailed names a rank that fails or hangs;
+    TimeLimit when the run is not done within ``limit_s`` seconds (its ranks ended)."""
     texts = ranks.SpawnTexts(
         died=lambda r, world, code: (
             f"validate: rank {r} of {world} exited with code {code} without a result "
@@ -333,7 +279,7 @@ def run_spawned(spec: RunSpec, on_progress: Callable[[int, int], None] = lambda 
         failed=lambda rank, world, text: f"validate: rank {rank} of {world} failed: {text}",
     )
     results, version = ranks.spawn_ranks(
-        spawn_entry, (spec,), spec.pp, spec.timeout_s, texts, on_progress
+        spawn_entry, (spec,), spec.pp, spec.timeout_s, texts, on_progress, limit_s
     )
     return RunData(spec, list(results), version, spec.backend, [r.host for r in results])
 

@@ -250,7 +250,7 @@ def run(
     on_progress: Callable[[int, int], None] = lambda rank, step: None,
 ) -> Outcome | None:
     """The whole command; None on torchrun ranks other than 0."""
-    from pptune.validate import runner, torch_hooks
+    from pptune.validate import runner, torch_hooks, workload
 
     torch = runner.import_torch()
     mismatch = torch_hooks.check(torch)
@@ -261,7 +261,7 @@ def run(
     plans: dict[ModelSource, Any] = {}
 
     def n_layers_of(source: ModelSource) -> int:
-        plan = runner.build_plan(source, "cpu", torch)
+        plan = workload.build_plan(source, "cpu", torch)
         plans[source] = plan
         layer_counts[source] = len(plan.layer_names)
         return layer_counts[source]
@@ -289,6 +289,8 @@ def run(
         profile, origin = resolve_profile(req, spec, say)
         notes += compare.check_profile(profile, spec, list(plan.layer_names))
     if env is None:
+        if device == "cpu" and plan.shape is not None:  # every rank a process of this host
+            _fit_host(spec, plan)
         data = runner.run_spawned(spec, on_progress)
     else:
         joined = runner.run_joined(spec, env, on_progress)
@@ -324,6 +326,21 @@ def run(
     info = {k: getattr(plan, k, None) for k in ("name", "seq_len", "hidden_size", "num_blocks",
                                                  "experts", "top_k")}
     return Outcome(spec, pred, measured, result, origin, data.torch_version, notes, info)
+
+
+def _fit_host(spec: RunSpec, plan: Any) -> None:
+    """BadInput when the ranks' weights, gradients and buffers cannot fit this host's free
+    memory (host_fit.py), before any rank starts."""
+    from pptune.probe.host_memory import available_bytes
+    from pptune.validate import host_fit
+
+    need = host_fit.trial_memory(plan.shape, spec, plan.param_dtype_bytes)
+    line = host_fit.refusal(
+        need, available_bytes(), f"validate's {spec.pp}-rank run of {plan.name}",
+        "validate it on a GPU host (--device cuda), or a smaller model here (--model, "
+        "--hf-config)")
+    if line is not None:
+        raise BadInput(line)
 
 
 def outcome_json(out: Outcome) -> dict[str, Any]:

@@ -207,3 +207,29 @@ def test_nothing_runnable_is_a_failed_run_with_the_reasons(tmp_path: Path,
     r = cli("tune", "--gpus", "2", "--tp", "2", "--profile", "p.json", "--global-batch", "4")
     assert "none of the" in failed_line(r) and "candidates was measured" in failed_line(r)
     assert "tp=2: tune runs no tensor parallelism" in r.stdout
+
+
+@pytest.mark.torch
+def test_a_model_this_hosts_memory_cannot_hold_is_refused_before_any_trial(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Cli, error_line: ErrorLine) -> None:
+    """A user's trial: tune --gpus 64 of Llama 3 70B on a CPU host had built the whole
+    model in one rank until the OOM killer ended it. Here Llama 3 8B (8.0e9 parameters:
+    fp32 weights and gradients alone 60 GiB) with the host's free memory set to 23 GiB;
+    a trial that starts fails the test (none may: it would take the machine's memory)."""
+    from pptune.costs.profiles import analytic_profile
+    from pptune.probe import host_memory
+    from pptune.tune import trial
+
+    def no_trial(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a trial started")
+
+    monkeypatch.setattr(host_memory, "available_bytes", lambda: 23 * 2**30)
+    monkeypatch.setattr(trial, "measure", no_trial)
+    monkeypatch.chdir(tmp_path)
+    Path("p.json").write_text(analytic_profile("llama3-8b", "h100-sxm", [1]).model_dump_json())
+    line = error_line(cli("tune", "--gpus", "8", "--profile", "p.json", "-o", "out",
+                          "--max-trials", "1", "--budget", "30", "--device", "cpu"))
+    assert line.startswith("pptune: error: tune: none of the candidates fits this host's "
+                           "memory; the smallest: trial '")
+    assert "more than the 23.00 GiB it has free (MemAvailable); run the tune on a GPU" in line
+    assert not Path("out/tune.jsonl").exists() and not Path("out/probe-profile.json").exists()

@@ -338,3 +338,31 @@ def test_a_quick_probe_that_does_not_fit_names_validates_own_flags(
     line = one_error_line(run("--model", "gpt-small", "--device", "cpu"))
     assert "lower -b/--micro-batch-size or --seq-len" in line
     assert "--micro-batch-sizes" not in line
+
+
+def test_ranks_this_hosts_memory_cannot_hold_are_refused_before_they_start(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Cli) -> None:
+    """gpt-small (the CPU demo: d 256, 6 blocks, vocab 8,192, sequence 128) on two CPU
+    ranks, 4 micro-batches of 1, fp32: the weights and gradients of its 8,945,664
+    parameters (no norms or biases) are 71,565,312 B; one boundary's 8 receive buffers of
+    128 x 256 x 4 B, 1 MiB; the inputs 132,096 + 16,384 B: 72,762,368 B, 69.39 MiB. With
+    32 MiB free the run is refused, and no rank starts."""
+    pytest.importorskip("torch")
+    from pptune.costs.profiles import analytic_profile
+    from pptune.probe import host_memory
+    from pptune.validate import runner
+
+    def no_run(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a rank started")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(host_memory, "available_bytes", lambda *a: 32 * 2**20)
+    monkeypatch.setattr(runner, "run_spawned", no_run)
+    Path("p.json").write_text(analytic_profile("gpt-small", "h100-sxm", [1]).model_dump_json())
+    line = one_error_line(run("--model", "gpt-small", "--device", "cpu", "--profile", "p.json"))
+    assert line.startswith("pptune: error: validate's 2-rank run of gpt-small would hold at "
+                           "least 69.39 MiB of this host's memory at once (8.9M parameters as "
+                           "weights and gradients of 4 bytes each, 68.25 MiB")
+    assert line.endswith("more than the 32.00 MiB it has free (MemAvailable); validate it on "
+                         "a GPU host (--device cuda), or a smaller model here (--model, "
+                         "--hf-config)")

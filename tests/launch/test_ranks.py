@@ -110,3 +110,33 @@ def test_pptune_errors_in_the_body_pass_through_unchanged() -> None:
         with ranks.joined_group(torch, Group(), ENV, TEXTS):
             raise BadInput("bad flag")
     assert torch.calls[-1] == ("destroy", None)
+
+
+@pytest.mark.slow
+def test_a_run_past_its_time_limit_is_stopped_and_its_ranks_ended() -> None:
+    """Ranks that keep reporting (so the silence timeout never fires) but never finish:
+    tune's --budget stops them at ``limit_s`` (TimeLimit) and none is left running."""
+    import os
+    import time
+
+    from launch_spawn_helpers import chatty_entry
+
+    from pptune.errors import TimeLimit
+
+    texts = ranks.SpawnTexts(died=lambda r, w, c: f"rank {r} died", silent=lambda *a: "silent",
+                             failed=lambda r, w, t: f"rank {r} failed: {t}")
+    pids: list[int] = []
+
+    def seen(rank: int, payload: Any) -> None:
+        if payload is not None:
+            pids.append(payload)
+
+    t0 = time.monotonic()
+    with pytest.raises(TimeLimit, match=r"^0 of 2 rank\(s\) done at its limit of 2 s; every "
+                                        r"rank was ended$"):
+        ranks.spawn_ranks(chatty_entry, (), 2, 60.0, texts, seen, limit_s=2.0)
+    assert time.monotonic() - t0 < 15
+    assert len(pids) == 2
+    for pid in pids:  # ended and reaped: no such process
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)

@@ -28,7 +28,7 @@ class FakeRunner:
         self.steps_ms = steps_ms
         self.ran: list[str] = []
 
-    def __call__(self, c: cands.Candidate) -> Trial:
+    def __call__(self, c: cands.Candidate, left_s: float = float("inf")) -> Trial:
         self.ran.append(c.key)
         if c.key in self.fail:
             raise BadInput("validate: rank 1 of 2 exited with code 3 without a result")

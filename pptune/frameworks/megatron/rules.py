@@ -144,12 +144,26 @@ def connections_rule(cfg: TrainingConfig, semantics: Semantics, add: Add) -> Non
     if cfg.a2a_overlap:
         said = []
         if sharded and early is not False:
-            said.append(
-                f"with {sizes} and --overlap-moe-expert-parallel-comm Megatron-LM validate_args "
-                f"warns {on} 'For Hopper and before, try not to use tensor model parallelism "
-                "or context parallelism with overlap_moe_expert_parallel_comm' (1 favours the "
-                "tensor/context-parallel communication, a larger value such as 32 the expert "
-                "all-to-all overlap; megatron/training/arguments.py)")
+            warns = (f"with {sizes} and --overlap-moe-expert-parallel-comm Megatron-LM "
+                     f"validate_args warns {on} 'For Hopper and before, try not to use tensor "
+                     "model parallelism or context parallelism with "
+                     "overlap_moe_expert_parallel_comm'")
+            doubt = _overlap_doubt(cfg, k.connections)
+            if doubt is None:
+                add("megatron-cuda-connections", "info", warns + (
+                    f": the script's CUDA_DEVICE_MAX_CONNECTIONS={str(k.connections)[:20]} is the "
+                    "choice that warning offers for favouring the expert all-to-all overlap "
+                    "('you can set CUDA_DEVICE_MAX_CONNECTIONS to 1 or 32, which depends on "
+                    "which parallelization you want to prioritize'); what it gives up, the "
+                    "order 1 keeps between the tensor-parallel collectives and the GEMMs they "
+                    "overlap (megatron/core/tensor_parallel/layers.py: 'Here we rely on "
+                    "CUDA_DEVICE_MAX_CONNECTIONS=1'), pptune does not price: without "
+                    "--tp-comm-overlap it counts those collectives exposed "
+                    "(megatron/training/arguments.py)"))
+            else:
+                said.append(warns + f" (1 favours the tensor/context-parallel communication, "
+                            "a larger value such as 32 the expert all-to-all overlap; "
+                            f"megatron/training/arguments.py){doubt}")
         if k.connections == "1":
             said.append(
                 "CUDA_DEVICE_MAX_CONNECTIONS=1 in the script with --overlap-moe-expert-"
@@ -174,3 +188,23 @@ def connections_rule(cfg: TrainingConfig, semantics: Semantics, add: Add) -> Non
         f"Megatron-LM validate_args asserts {CONNECTIONS_ONE} {on} "
         "(megatron/training/arguments.py); export CUDA_DEVICE_MAX_CONNECTIONS=1, or add "
         "--overlap-moe-expert-parallel-comm if that is what the larger value is for")
+
+
+def _overlap_doubt(cfg: TrainingConfig, connections: str | None) -> str | None:
+    """None where the script has made the choice validate_args's tp-and-overlap warning
+    asks for and pptune's price does not count on what it gives up: more than one
+    connection, exported (the overlap's side), at cp 1 and without --tp-comm-overlap,
+    whose hidden collectives (and context parallelism's ring exchange, priced behind
+    attention: costmodel/context.py) may want the order of one; else why it stands."""
+    if connections is None:
+        return ("; the script exports no CUDA_DEVICE_MAX_CONNECTIONS: export 32 to favour "
+                "the overlap as priced")
+    if connections == "1":
+        return ""  # the overlap's own requirement says it below
+    if cfg.cp > 1:
+        return ("; pptune prices context parallelism's ring exchange hidden behind the "
+                "attention, which may want the order of one connection")
+    if cfg.tp_comm_overlap:
+        return ("; pptune prices the --tp-comm-overlap collectives hidden behind their GEMMs, "
+                "which may want the order of one connection")
+    return None

@@ -70,7 +70,8 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
                   "# that leaves out); validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS is "
                   "not 1 with it", "unset CUDA_DEVICE_MAX_CONNECTIONS", ""]
     else:
-        lines += connections_lines(plan, job.device)
+        lines += connections_lines(plan, job.device,
+                                   plan.tp > 1 and job.sequence_parallel and job.tp_comm_overlap)
     args = [
         f"--tensor-model-parallel-size {plan.tp}",
         f"--pipeline-model-parallel-size {plan.pp}",
@@ -168,23 +169,35 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
     return {FILE: "\n".join(lines)}
 
 
-def connections_lines(plan: Plan, device: str | None) -> list[str]:
+def connections_lines(plan: Plan, device: str | None, tp_comm_overlap: bool = False
+                      ) -> list[str]:
     """CUDA_DEVICE_MAX_CONNECTIONS as Megatron-LM core_v0.16.1 wants it for the plan
     (rules.connections_rule judges it back): 32 with the expert all-to-all overlap, which
     needs more than one connection (megatron-core's MoE README: 'Requirements for EP A2A
     Overlap: ... CUDA_DEVICE_MAX_CONNECTIONS > 1'; NVIDIA's MoE recipes export 32 with it,
     Megatron-Bridge scripts/moe_model_zoo/sbatch_benchmarking.sh) and beside which
-    validate_args only warns of tp or cp > 1; else 1 with tp or cp > 1 on GPUs before
-    Blackwell, where validate_args asserts it (a GPU that is no preset counts as one);
-    nothing otherwise."""
+    validate_args only warns of tp or cp > 1, offering 1 or 32 by which to favour; else 1
+    with tp or cp > 1 on GPUs before Blackwell, where validate_args asserts it (a GPU that
+    is no preset counts as one); nothing otherwise. Beside tensor parallelism alone, 32
+    gives up only what the plan does not price (the order one connection keeps between
+    the tensor-parallel collectives and their GEMMs: it prices them exposed), so the file
+    says so; with context parallelism or ``tp_comm_overlap`` (collectives priced hidden)
+    it says why check-config still warns."""
     early = before_blackwell(device) is not False
     sharded = plan.tp > 1 or plan.cp > 1
     if plan.a2a_overlap:
         said = ["# the expert all-to-all overlap (--overlap-moe-expert-parallel-comm) needs "
                 "more than one connection"]
-        if sharded and early:
-            said.append("# (Megatron-LM validate_args warns of it beside tensor or context "
-                        "parallelism before Blackwell: 1 would favour their communication)")
+        if sharded and early and (plan.cp > 1 or tp_comm_overlap):
+            said += ["# (Megatron-LM validate_args warns of it beside tensor or context "
+                     "parallelism before Blackwell: 1 would favour their communication,",
+                     "# which this plan prices hidden behind compute; check-config warns of "
+                     "it too)"]
+        elif sharded and early:
+            said += ["# (Megatron-LM validate_args warns of it beside tensor parallelism "
+                     "before Blackwell and offers 1 or 32: 32 favours the overlap, and the",
+                     "# tensor-parallel collectives are priced exposed, so what 1 would "
+                     "give them is not counted on)"]
         return [*said, "export CUDA_DEVICE_MAX_CONNECTIONS=32", ""]
     if sharded and early:  # validate_args asserts it (tp or cp > 1) before Blackwell
         return ["# Megatron-LM requires this with tensor or context parallelism before "
