@@ -41,20 +41,21 @@ apart (``expert_param_bytes``: sharded over expert and expert-data
 parallelism, not data parallelism). DeepSeek-V3's multi-token-prediction
 modules (sec. 2.2 of its report) follow the last block as layers ``mtp0`` ..:
 each embeds the shifted tokens again, normalises them and the hidden state,
-projects their concatenation (2h -> h), runs one block of the model's kind and
-its own LM head and loss; Megatron-core keeps a copy of the embedding on the
-MTP stage (gpt_model.py: ``if self.pre_process or self.mtp_process``).
+projects their concatenation (2h -> h) and runs one block of the model's kind;
+its LM head and loss run on the head, and the hidden states so far travel
+together (ends.py). Megatron-core keeps a copy of the embedding on the MTP
+stage (gpt_model.py: ``if self.pre_process or self.mtp_process``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pptune.costmodel import block_style as style
 from pptune.costmodel import op_sac, precision
 from pptune.costmodel.attention import MLA_UP_PROJ, mla_act_bytes, mla_params, mla_part
 from pptune.costmodel.context import CpComm, CpLinks
-from pptune.costmodel.ends import embedding_ops, head_ops, mtp_ops
+from pptune.costmodel.ends import embedding_ops, head_act_bytes, head_ops, mtp_act_bytes, mtp_ops
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.moe import ExpertParallel, check_experts, moe_act_bytes, moe_params, moe_part
@@ -362,7 +363,7 @@ def analytic_layers(
 
     emb: dict[int, LayerSpec] = {}
     blocks: dict[tuple[bool, bool], dict[int, LayerSpec]] = {}
-    mtp: dict[int, LayerSpec] = {}
+    mtp: list[dict[int, LayerSpec]] = [{} for _ in range(m.mtp_layers)]
     head: dict[int, LayerSpec] = {}
     first = {kind(i): i for i in reversed(range(m.num_blocks))}
     for b in micro_batch_sizes:
@@ -375,12 +376,11 @@ def analytic_layers(
             blocks.setdefault(k, {})[b] = spec(ops, act, send_bytes)
         if m.mtp_layers:
             ops, act = block(m.num_blocks, b)
-            rep = tokens / tp if sequence_parallel else float(tokens)
-            # its block's, the two norm inputs and the projection's 2h input, its head's
-            act += 4 * BF16_BYTES * h * rep + 2 * hidden_bytes + 4 * tokens * v / tp
-            mtp[b] = spec(mtp_ops(m, b, rates, par, ops), act, send_bytes)
-        # the loss scalar leaves the head; it keeps its input and fp32 logits
-        head[b] = spec(head_ops(m, b, rates, par), 2 * hidden_bytes + 4 * tokens * v / tp, 4.0)
+            own = spec(mtp_ops(m, b, rates, par, ops), act + mtp_act_bytes(m, b, par), 0.0)
+            for j in range(m.mtp_layers):  # it sends the hidden states so far (ends.py)
+                mtp[j][b] = replace(own, out_bytes=(j + 2) * send_bytes)
+        # the loss scalar leaves the head
+        head[b] = spec(head_ops(m, b, rates, par), head_act_bytes(m, b, par), 4.0)
     emb_params = (v * h + (m.seq_len * h if m.dropout else 0)) / tp  # GPT adds learned positions
     layers = [AnalyticLayer("embedding", emb_params * BF16_BYTES, emb)]
     for i in range(m.num_blocks):
@@ -394,7 +394,7 @@ def analytic_layers(
     for j in range(m.mtp_layers):
         dense, expert = layer_params(m, m.num_blocks + j, tp, ex)
         dense += mtp_extra_params(m, tp)
-        layers.append(AnalyticLayer(f"{MTP}{j}", (dense + expert) * BF16_BYTES, mtp,
+        layers.append(AnalyticLayer(f"{MTP}{j}", (dense + expert) * BF16_BYTES, mtp[j],
                                     expert * BF16_BYTES))
     layers.append(AnalyticLayer("head", (v * h / tp + h) * BF16_BYTES, head))
     return layers
