@@ -119,7 +119,8 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
                 add("precision-fp32", "warning",
                     "the config trains in FP32 (no bf16 or fp16 stated): pptune prices BF16 "
                     "GEMMs and 2-byte activations, so its step and memory are a BF16 run's; "
-                    "state bf16 (Megatron-LM --bf16) if that is what runs", precision="fp32")
+                    f"state bf16 ({adapter_of(cfg.source_format).bf16_setting}) if that is what "
+                    "runs", precision="fp32")
             split = context.problems(shape.seq_len, shape.heads // cfg.tp,
                                      max(1, shape.kv_heads // cfg.tp), cfg.cp, opts.cp_comm,
                                      tp=cfg.tp)

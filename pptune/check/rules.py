@@ -25,10 +25,10 @@ from pptune.check.framework import (
     config_rules,
     config_sharding,
     memory_fixes,
-    microbatch_rules,
     unsimulated_order,
 )
 from pptune.check.job import ConfigCosts
+from pptune.check.microbatches import microbatch_findings
 from pptune.check.split import (
     StageRecomputeError,
     layout_fits,
@@ -47,7 +47,6 @@ from pptune.costmodel.schedules import (
     ScheduleError,
     chunks_per_device,
     model_chunks,
-    validate,
 )
 from pptune.costmodel.search import (
     MAX_SIMULATED_OPS,
@@ -145,7 +144,7 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
 
     # --- global batch = micro-batch * GA * dp (batch.py) ---------------------
     ga = batch_rules(cfg, dp, assumed, add)
-    m = ga // cfg.pipeline_flushes if ga is not None else None
+    m = ga // cfg.pipeline_flushes if ga is not None and not sem.batch_refused else None
     if ga is not None and ga % cfg.pipeline_flushes:
         add("flushes-mismatch", "error",
             f"GA steps {ga} do not split evenly into {cfg.pipeline_flushes} pipeline runs",
@@ -190,22 +189,9 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
             num_layers=blocks, pp=p, virtual_stages=chunks)
 
     # --- framework schedule rules (the config's framework and version) --------
-    if m is not None:
-        microbatch_rules(cfg, m, sem, add)
-        if schedule is Schedule.ZBV and m < p:
-            add("zbv-m-lt-pp", "warning",
-                f"zbv with fewer micro-batches than stages ({m} < {p}) leaves most of the V idle",
-                microbatches=m, pp=p)
-        if schedule in OVERLAPPED:
-            try:  # torch's ScheduleDualPipeV and DeepSeek's DualPipe refuse these
-                validate(schedule, p, m, 2)
-            except ScheduleError as exc:
-                add("dualpipe-microbatches", "error", str(exc), microbatches=m, pp=p)
-        if m % p:
-            add("ga-not-aligned", "warning",
-                f"micro-batches per pipeline run ({m}) are not a multiple of pp ({p}); "
-                f"{m + p - m % p} would align gradient accumulation to pipeline depth",
-                microbatches=m, pp=p)
+    if m is not None:  # broken: no alignment warning from a batch already in error
+        microbatch_findings(cfg, m, dp, sem, add, broken=any(
+            f.id == "batch-mismatch" for f in out))
     if schedule is Schedule.INTERLEAVED and v < 2:
         add("interleaved-v", "error",
             f"interleaved-1f1b needs >= 2 virtual stages per device (got {v})", virtual_stages=v)

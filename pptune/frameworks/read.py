@@ -4,7 +4,7 @@ The format is recognised from the content (``format_in`` overrides the
 guess): the file is tried as JSON (when it starts like JSON), TOML, a
 script, then YAML, and each parse is offered to the adapters written in
 that syntax (``Adapter.syntaxes``, ``Adapter.detect``: DeepSpeed's batch or
-ZeRO keys, torchtitan's [parallelism] table or [training] and [model],
+ZeRO keys, torchtitan's JobConfig tables ([model], [training], [parallelism], ...),
 Megatron-LM's ``pretrain_*.py`` launch or lines of its flags), pptune's own
 keys (TrainingConfig's) last.
 

@@ -53,6 +53,7 @@ from pptune.plan.what_if import (
     nearby_batch,
 )
 from pptune.plan.written import written_kernels
+from pptune.report.plans import reason_counts
 
 GIB = 1024**3
 # samples per step when neither --global-batch nor the profile names one: the
@@ -369,8 +370,7 @@ def state_floor(run: RecommendRun) -> str | None:
 def no_plan_message(run: RecommendRun) -> str:
     """What to change when nothing fits, with the counts that say why."""
     rej = run.result.rejected
-    counts = ", ".join(f"{k} {n}" for k, n in sorted(rej.items(), key=lambda kv: -kv[1])
-                       if n)
+    counts = reason_counts(rej)
     hints = []
     if rej.get("recompute_modules_not_modelled"):
         hints.append("--recompute selective or full: recomputing named modules (Megatron-LM "

@@ -3,7 +3,7 @@ rejected counts and the JSON records (the ranked table: ``plan_table``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -208,17 +208,20 @@ def memory_parts(plan: Plan) -> list[MemoryParts] | None:
                         reserve_bytes=m.reserve_bytes) for m in plan.memory]
 
 
+def reason_counts(rejected: Mapping[str, int]) -> str:
+    """"global batch does not divide: 12, out of memory: 3": each reason's words
+    (``REASON_TEXT``; its JSON key where it has none) and count, most first."""
+    return ", ".join(f"{REASON_TEXT.get(k, k)}: {n}"
+                     for k, n in sorted(rejected.items(), key=lambda kv: (-kv[1], kv[0])) if n)
+
+
 def rejected_line(result: SearchResult) -> str:
     total = sum(result.rejected.values())
     if not total:
         return f"searched {result.candidates} candidates, simulated {result.simulated}, none rejected"
-    parts = [
-        f"{REASON_TEXT.get(k, k)}: {n}"
-        for k, n in sorted(result.rejected.items(), key=lambda kv: (-kv[1], kv[0]))
-    ]
     return (
         f"searched {result.candidates} candidates, simulated {result.simulated}; "
-        f"rejected {total} ({', '.join(parts)})"
+        f"rejected {total} ({reason_counts(result.rejected)})"
     )
 
 

@@ -193,17 +193,18 @@ def test_recommend_picks_up_profile_in_working_directory(
         (["--gpus", "8", "--global-batch", "3", "--schedules", "1f1b", "--model", "gpt3-1.3b",
           "--tp", "1"], 1,
          "no feasible plan"),
-        (["--gpus", "2", "--model", "gpt3-175b", "--gpu", "a100-80gb"], 1, "out_of_memory"),
+        (["--gpus", "2", "--model", "gpt3-175b", "--gpu", "a100-80gb"], 1, "out of memory: "),
         # recomputation by module alone on a dense model: said, no zero counts listed
         (["--gpus", "8", "--recompute", "modules", "--tp", "1", "--cp", "1"], 1,
-         "no feasible plan for 8 GPUs (recompute_modules_not_modelled 1); try --recompute "
+         "no feasible plan for 8 GPUs (modules recomputation on a dense model: 1); try "
+         "--recompute "
          "selective or full: recomputing named modules (Megatron-LM --recompute-modules) is "
          "priced for mixture-of-experts and MLA models, and this model has neither"),
         # one GPU: no tensor parallelism or sharding to suggest; Llama 3 8B's state fully
         # sharded (8.03e9 parameters x 16 bytes: FP32 weights, gradients and two moments)
         # is 120 GiB, over 2 GPUs 59.8 GiB
-        (["--gpus", "1"], 1, "no feasible plan for 1 GPU (schedule_needs_pp_2 96, "
-         "out_of_memory 12); try more GPUs (the weights, gradients and optimizer state "
+        (["--gpus", "1"], 1, "no feasible plan for 1 GPU (schedule needs pp >= 2: 96, "
+         "out of memory: 12); try more GPUs (the weights, gradients and optimizer state "
          "alone are 120 GiB at their smallest (fully sharded): at least 2 GPUs of 80 GiB), "
          "--recompute full"),
         # Llama 3 70B: 70,553,706,496 parameters (80 blocks of 855,654,400, two
@@ -220,7 +221,11 @@ def test_recommend_picks_up_profile_in_working_directory(
         (["--gpus", "8", "--gpu", "h20"], 2, "unknown GPU preset 'h20'; choose one of"),
         (["--gpus", "8", "--sharding", "zero9"], 2, "--sharding takes a comma list"),
         (["--gpus", "8", "--sharding", "zero2", "--sharded-optimizer"], 2, "--sharded-optimizer"),
-        (["--gpus", "8", "--global-batch", "99999999"], 1, "too_large_to_simulate"),
+        (["--gpus", "8", "--global-batch", "99999999"], 1, "too many micro-batches to simulate"),
+        # the reasons in words, as the table's rejected line gives them (JSON keeps the keys)
+        (["--gpus", "6", "--model", "qwen3-30b-a3b", "--ep", "4", "--pp", "1"], 1,
+         "no feasible plan for 6 GPUs (ep x etp does not divide the stage: 3); try different "
+         "flags"),
         (["--gpus", "8", "--global-batch", "99999999999"], 2, "--global-batch must be <="),
     ],
 )

@@ -31,8 +31,9 @@ def test_llama4_17bx16e_is_priced_as_scout(tmp_path: Path) -> None:
 
 def test_no_preset_note_goes_once_the_model_is_known(tmp_path: Path) -> None:
     """A flavor without a preset says so, unless --hf-config or the file's plan line names
-    the model."""
-    custom = SCOUT.replace('flavor = "17bx16e"', 'flavor = "custom"')
+    the model (a flavor torchtitan registers only through [experimental] custom_import)."""
+    custom = SCOUT.replace('flavor = "17bx16e"', 'flavor = "custom"') + (
+        '\n[experimental]\ncustom_import = "my_specs"\n')
     _, _, doc = check_file(tmp_path / "job.toml", custom, "--gpus", "64", "--gpu", "b200")
     assert [n for n in doc["notes"] if NO_PRESET in n]
     _, _, doc = check_file(tmp_path / "job.toml", custom, "--gpus", "64", "--gpu", "b200",

@@ -90,6 +90,7 @@ class Adapter:
     name: str  # --format-in / --emit value, and TrainingConfig.source_format
     states_moment_dtypes: bool = False  # its files keep Adam's moments below fp32
     title: str  # the framework's name in messages ("Megatron-LM")
+    bf16_setting = "precision: bf16"  # how its files state BF16 training (check.costs)
     # check-config's memory-overflow finding: what to change, in the files' own words
     # what frees memory, in the files' words: more stages, sharding (as far as
     # ``memory_sharding``: a config sharded that far is not told to shard), recomputation,

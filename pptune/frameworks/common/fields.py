@@ -87,6 +87,9 @@ class Semantics:
     # the reader's note for a model it cannot name (a torchtitan flavor without a pptune
     # preset), dropped once the model is known otherwise (read.py model_known)
     unknown_model: str | None = None
+    # the reader refused the numbers the micro-batch count comes from (the framework's own
+    # batch rule): check-config judges no micro-batch count of them (check/rules.py)
+    batch_refused: bool = False
     # the line (1-based) where the file sets each flag or variable it was read from (the
     # last, which wins), where the reader knows it: where --output github points a
     # finding that names one (check/render.py)

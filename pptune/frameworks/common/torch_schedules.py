@@ -12,6 +12,7 @@ per rank (checked by check-config itself).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from pptune.costmodel.schedules import Schedule
@@ -32,23 +33,42 @@ def one_f_one_b_needs_m_ge_stages(versions: Versions) -> bool:
     return versions.at_least(TORCH, 2, 7)
 
 
+def divisors(n: int) -> list[int]:
+    """Every divisor of ``n`` (>= 1), ascending, in O(sqrt n)."""
+    low = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return low + [n // d for d in reversed(low) if d * d != n]
+
+
+def nearest_count(m: int, fallback: int, ok: Callable[[int], bool],
+                  per_step: int | None) -> int:
+    """The micro-batch count a fix names: where ``per_step`` (the micro-batches a rank runs
+    per optimizer step, over one or more pipeline runs) must stay, the divisor of it that
+    ``ok`` accepts nearest ``m`` (the larger on a tie), so the global batch is kept;
+    otherwise, or where none is accepted, ``fallback``."""
+    kept = [n for n in divisors(per_step) if ok(n)] if per_step is not None else []
+    return min(kept, key=lambda n: (abs(n - m), -n)) if kept else fallback
+
+
 def microbatch_rules(cfg: TrainingConfig, m: int, semantics: Semantics, add: Add, *,
-                     zb_h1_rounds: bool, how: Callable[[int], str] = str) -> None:
+                     zb_h1_rounds: bool, how: Callable[[int], str] = str,
+                     per_step: int | None = None) -> None:
     """Error findings for micro-batch counts torch's schedule classes refuse.
 
     ``zb_h1_rounds``: zb-h1 runs as ScheduleInterleavedZeroBubble (torchtitan),
     which has the interleaved round rule; pptune's own zb-h1 runs one stage per
     rank and has none. ``how``: the micro-batch count a fix names, in the framework's
-    settings.
+    settings. ``per_step``: the micro-batches per optimizer step a fix must keep
+    (``nearest_count``; None: the count alone changes, and the global batch with it).
     """
     p, versions = cfg.pp, semantics.versions
     where = f"(torch {versions.of(TORCH)} torch/distributed/pipelining/schedules.py"
     if cfg.schedule is Schedule.ONE_F_ONE_B and m < p and one_f_one_b_needs_m_ge_stages(versions):
+        good = nearest_count(m, p, lambda n: n >= p, per_step)
         add("1f1b-m-lt-pp", "error",
             f"1f1b with fewer micro-batches than stages ({m} < {p}): torch's Schedule1F1B raises "
             f"'Number of microbatches ({m}) must be greater than or equal to the number of "
-            f"stages ({p})' {where}, Schedule1F1B.__init__); raise the micro-batches to >= {how(p)}",
-            microbatches=m, pp=p)
+            f"stages ({p})' {where}, Schedule1F1B.__init__); raise the micro-batches to >= "
+            + (how(p) if good == p else f"{p}: {how(good)}"), microbatches=m, pp=p)
     if cfg.schedule not in (Schedule.INTERLEAVED, Schedule.ZB_H1) or p < 2:
         return
     if cfg.schedule is Schedule.ZB_H1 and not zb_h1_rounds:
@@ -58,7 +78,8 @@ def microbatch_rules(cfg: TrainingConfig, m: int, semantics: Semantics, add: Add
     if interleaved_rounds(versions):
         rounds = max(1, m // p)
         if m % rounds:
-            good = _next_valid(m, p)
+            good = nearest_count(m, _next_valid(m, p), lambda n: n % max(1, n // p) == 0,
+                                 per_step)
             add("interleaved-rounds", "error",
                 f"{m} micro-batches on pp {p}: torch's {name} needs a multiple of its round "
                 f"count max(1, m // pp) = {rounds} ('Interleaved 1F1B requires the number of "
@@ -67,7 +88,8 @@ def microbatch_rules(cfg: TrainingConfig, m: int, semantics: Semantics, add: Add
     elif m % p:
         add("interleaved-m-not-multiple", "error",
             f"{m} micro-batches on pp {p}: torch {versions.of(TORCH)}'s {name} requires a "
-            f"multiple of the number of pipeline ranks {where}); use {how(m + p - m % p)}",
+            f"multiple of the number of pipeline ranks {where}); use "
+            f"{how(nearest_count(m, m + p - m % p, lambda n: n % p == 0, per_step))}",
             microbatches=m, pp=p)
 
 

@@ -22,6 +22,7 @@ from pptune.schemas import TrainingConfig
 class DeepSpeedAdapter(Adapter):
     name = "deepspeed"
     title = "DeepSpeed"
+    bf16_setting = '"bf16": {"enabled": true}'
     memory_fixes = ("more pipeline stages", "ZeRO (zero_optimization.stage)",
                     "activation checkpointing", "a smaller train_micro_batch_size_per_gpu")
     memory_sharding = Sharding.ZERO3

@@ -23,6 +23,7 @@ class MegatronAdapter(Adapter):
     states_moment_dtypes = True  # --use-precision-aware-optimizer (widths.py)
     states_dims = frozenset({"cp", "ep", "etp", "precision"})
     title = "Megatron-LM"
+    bf16_setting = "--bf16"
     memory_fixes = ("more pipeline stages (--pipeline-model-parallel-size)",
                     "the distributed optimizer (--use-distributed-optimizer) or Megatron-FSDP "
                     "(--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params)",

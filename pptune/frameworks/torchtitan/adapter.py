@@ -20,7 +20,8 @@ from pptune.frameworks.torchtitan.closest import stateable_request
 from pptune.frameworks.torchtitan.cp_fp8 import seq_problem
 from pptune.frameworks.torchtitan.experts import key_shardings
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN
-from pptune.frameworks.torchtitan.reader import looks_like_torchtitan, read_torchtitan
+from pptune.frameworks.torchtitan.keys import looks_like_torchtitan
+from pptune.frameworks.torchtitan.reader import read_torchtitan
 from pptune.schemas import TrainingConfig
 
 
@@ -28,6 +29,7 @@ class TorchtitanAdapter(Adapter):
     name = "torchtitan"
     states_dims = frozenset({"cp", "ep", "etp", "precision"})
     title = "torchtitan"
+    bf16_setting = 'training.mixed_precision_param = "bfloat16"'
     memory_fixes = ("more pipeline stages (pipeline_parallel_degree)",
                     "FSDP over more ranks (data_parallel_shard_degree)",
                     "full activation checkpointing ([activation_checkpoint] mode \"full\")",
@@ -78,13 +80,27 @@ class TorchtitanAdapter(Adapter):
 
     def microbatch_rules(self, cfg: TrainingConfig, m: int, semantics: Semantics,
                          add: Add) -> None:
-        """torch's schedule classes; zb-h1 runs as ScheduleInterleavedZeroBubble."""
-        micro = cfg.micro_batch_size
+        """torch's schedule classes; zb-h1 runs as ScheduleInterleavedZeroBubble. A fix
+        keeps a stated global_batch_size (a multiple of local_batch_size x dp, train.py):
+        a count dividing the micro-batches of a step, else it names the global batch too."""
+        micro, dp, total = cfg.micro_batch_size, cfg.dp, cfg.global_batch
+        per_step = (m * cfg.pipeline_flushes if facts.facts(semantics).global_batch_stated
+                    and dp is not None and total is not None else None)
 
         def how(count: int) -> str:  # torchtitan's micro-batches: local batch / micro-batch
-            return (f"{count} (local_batch_size {count * micro} with "
-                    f"pipeline_parallel_microbatch_size {micro})")
-        torch_schedules.microbatch_rules(cfg, m, semantics, add, zb_h1_rounds=True, how=how)
+            text = (f"{count} (local_batch_size {count * micro} with "
+                    f"pipeline_parallel_microbatch_size {micro}")
+            if per_step is None or dp is None or total is None:
+                return text + ")"
+            if per_step % count == 0:
+                runs = per_step // count
+                return text + (f"; global_batch_size {total} then runs the pipeline "
+                               f"{runs} time{'s' * (runs > 1)} a step)")
+            run = count * micro * dp  # samples a pipeline run takes over the dp ranks
+            return text + (f", and global_batch_size {run * max(1, round(total / run))}: a "
+                           f"multiple of local_batch_size x dp {dp} = {run})")
+        torch_schedules.microbatch_rules(cfg, m, semantics, add, zb_h1_rounds=True, how=how,
+                                         per_step=per_step)
 
     def config_rules(self, cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
         """float8 refusals the GPU decides (facts.py)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pptune.costmodel.dispatch import Dispatcher
+from pptune.costmodel.keys import Precision
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.partition import mtp_count
 from pptune.costmodel.precision import Fp8Kernels, is_low
@@ -45,6 +46,7 @@ from pptune.frameworks.torchtitan.cp_fp8 import (
     per_op_checkpointing,
     stateable_exchange,
     stateable_recipe,
+    uncompiled,
 )
 from pptune.frameworks.torchtitan.experts import DEEPEP_MODELS, key_shardings, mesh_problem
 from pptune.frameworks.torchtitan.reader import NO_PIPELINE, flavor_of
@@ -54,6 +56,7 @@ from pptune.report.fmt import fmt_seconds
 NAME = "torchtitan"
 STATEABLE = (Sharding.FSDP, Sharding.NONE)  # best first as a substitute
 UNSTATED = {Sharding.ZERO1: "ZeRO-1", Sharding.ZERO2: "ZeRO-2", Sharding.ZERO3: "ZeRO-3"}
+_LINEARS = {Precision.MXFP8: "MXFP8"}  # torchao's linears of a low precision, as notes name them
 
 
 def stateable_request(req: PlanRequest, model: str | None,
@@ -182,17 +185,19 @@ def _kernels_as_run(job: Job, plan: Plan, parts: tuple[str, ...], route: Dispatc
             f"models (torchtitan's {flavor[0]} {flavor[1]} sets attn_type \"flex\"; pptune has "
             "no FlexAttention rate)" if flavor and attn_type(*flavor) == "flex"
             else "flash attention (SDPA)")
+    why = uncompiled(plan)
     split = (" (torch's zero-bubble and DualPipeV schedules refuse a compiled model)"
-             if plan.pp > 1 and plan.schedule in SPLIT_BACKWARD else "")
+             if plan.pp > 1 and plan.schedule in SPLIT_BACKWARD
+             else f" (the model not compiled: {why})" if why else "")
     return ex.priced_as_run(
         job, plan, name=NAME, attention="flash", sequence_parallel=job.request.tp > 1,
         cross_entropy=CrossEntropy.FUSED if "loss" in parts else CrossEntropy.EAGER,
         swiglu=Swiglu.FUSED if "model" in parts else Swiglu.EAGER, notes=notes,
         fp8_kernels=Fp8Kernels.TORCHAO, dispatcher=route, wgrad_accum=WgradAccum.BF16,
         within=stateable_request(job.request, job.model, job.shape), runs=f"{attn}, sequence parallelism with tensor "
-        f"parallelism{experts}, {loss}{split}" + (" and torchao's float8 linears (no cached "
-                                                  "FP8 weights)" if is_low(plan.precision)
-                                                  else ""))
+        f"parallelism{experts}, {loss}{split}" + (
+            f" and torchao's {_LINEARS.get(plan.precision, 'float8')} linears (no cached FP8 "
+            "weights)" if is_low(plan.precision) else ""))
 
 
 def _substituted(job: Job, plan: Plan, rank: int) -> Stated:
@@ -252,10 +257,10 @@ def _stated(job: Job, plan: Plan, rank: int, notes: list[str], mtp: int) -> Stat
     ex.unstated_sharding(chosen, name=NAME, unstated=UNSTATED, notes=notes)
     chosen, exact = _experts(job, chosen, rank, notes, exact)
     job, final = _compiled_as_stated(job, chosen, notes)
-    if is_low(final.precision) and "model" not in compiled(final, job.cost_options):
+    refused = uncompiled(final)
+    if is_low(final.precision) and refused and "model" not in compiled(final, job.cost_options):
         notes.append(f"the {final.precision.value} linears run with the model not compiled: "
-                     "torch's zero-bubble and DualPipeV schedules refuse compiled stage "
-                     "modules, so [compile] leaves the model out; torchao's casts then run "
+                     f"{refused}, so [compile] leaves the model out; torchao's casts then run "
                      "as separate kernels, which pptune prices as compiled (its roofline's "
                      "traffic): the step is predicted faster than it runs")
     return Stated(job, final, exact and not mtp and final is chosen, tuple(notes))

@@ -43,8 +43,9 @@ from pptune.frameworks.common.adapter import Job
 from pptune.frameworks.common.baseline import ratio
 from pptune.frameworks.common.express import analytic_table
 from pptune.frameworks.common.fields import Ctx, show
+from pptune.frameworks.common.versions import Versions
 from pptune.frameworks.torchtitan.facts import facts
-from pptune.frameworks.torchtitan.fqns import TORCHTITAN
+from pptune.frameworks.torchtitan.fqns import TORCHTITAN, reads_toml
 from pptune.frameworks.torchtitan.table import Table, compiles
 from pptune.options import CostOptions
 from pptune.report.fmt import fmt_seconds
@@ -58,6 +59,14 @@ REGISTERED_0_1 = ("float8", "mx")
 REGISTERED_0_2 = (FLOAT8, GMM_FLOAT8, MX, GMM_MX)
 EXPERTS = "layers.{i}.moe.experts"  # the routed experts' module in torchtitan's MoE models
 CITE = "(torchtitan/components/quantization/float8.py Float8GroupedMMConverter)"
+MX_CITE = "(torchtitan/components/quantization/mx.py MXLinearConverter)"
+
+
+def mx_tp_refused(versions: Versions) -> bool:
+    """MXLinearConverter asserts ``not (model_compile_enabled and tensor_parallel_degree >
+    1)`` in torchtitan 0.2.0 to 0.2.2 (added by PR #1427; 0.1.0's MXConverter had no such
+    assert, and main dropped it after 0.2.2, PR #2520)."""
+    return versions.at_least(TORCHTITAN, 0, 2) and reads_toml(versions)
 
 
 def _converters(ctx: Ctx, model: Table) -> list[str]:
@@ -193,7 +202,16 @@ def _linears(ctx: Ctx, data: dict[str, Any], converters: list[str],
         mx = _table(ctx, data, MX)
         fields["precision"], fields["fp8_recipe"] = "mxfp8", str(
             mx.get("recipe_name", "mxfp8_cublas"))[:40]
-        _eager(ctx, data, MX)
+        tp, versions = fields.get("tp") or 1, ctx.semantics.versions
+        if tp > 1 and compiles(ctx, data, "model") and mx_tp_refused(versions):
+            ctx.refuse("torchtitan-mx-tp-compile",
+                       f"{MX} with tensor_parallel_degree {tp} and the model compiled "
+                       "([compile] enable with \"model\" in components): torchtitan "
+                       f"{versions.of(TORCHTITAN)} asserts 'TP not yet supported with "
+                       f"torch.compile for mxfp8' {MX_CITE}; drop \"model\" from [compile] "
+                       "components (the MXFP8 casts then run eager) or use "
+                       "tensor_parallel_degree 1")
+        _eager(ctx, data, MX, tp)
         return "mxfp8"
     # the old name's table, or the table of the name that replaced it where the file
     # renamed only the table
@@ -249,20 +267,26 @@ def _recipe_note(ctx: Ctx, name: str, recipe: str | None) -> None:
                  "GEMMs at the FP8 rate, with torchao's roofline casts")
 
 
-def _eager(ctx: Ctx, data: dict[str, Any], name: str) -> None:
-    """A warning for float8 linears with the model not compiled: torchao's casts then run
-    as separate kernels (torchtitan docs/float8.md: torch.compile is needed for
+def _eager(ctx: Ctx, data: dict[str, Any], name: str, tp: int = 1) -> None:
+    """A warning for float8 or MXFP8 linears with the model not compiled: torchao's casts
+    then run as separate kernels (torchtitan docs/float8.md: torch.compile is needed for
     competitive performance), where pptune prices them at the traffic torchao's own
-    roofline counts with the abs-max fused under torch.compile (costmodel/precision.py)."""
+    roofline counts with the abs-max fused under torch.compile (costmodel/precision.py).
+    MXFP8 with tensor parallelism cannot compile the model (``mx_tp_refused``)."""
     if compiles(ctx, data, "model"):
         return
+    gemms, linears = ("MXFP8", "MXFP8") if name == MX else ("FP8", "float8")
+    fix = (f"torchtitan refuses to compile the model with {MX} at tensor_parallel_degree "
+           f"{tp} {MX_CITE}, so compiling needs tensor_parallel_degree 1"
+           if name == MX and tp > 1 and mx_tp_refused(ctx.semantics.versions) else
+           f"compile the model (torchtitan's docs/{linears.lower()}.md: required for "
+           "competitive performance)")
     ctx.unmodelled("torchtitan-float8-eager",
                    f"{name} with the model not compiled ([compile] enable with \"model\" in "
-                   "components): torchao's float8 linears run eager, their casts and "
-                   "abs-max as separate kernels; pptune prices the FP8 GEMMs with the casts "
-                   "as compiled (torchao's roofline traffic, abs-max fused), so the step is "
-                   "predicted faster than it runs; compile the model (torchtitan's "
-                   "docs/float8.md: required for competitive performance)")
+                   f"components): torchao's {linears} linears run eager, their casts and "
+                   f"abs-max as separate kernels; pptune prices the {gemms} GEMMs with the "
+                   "casts as compiled (torchao's roofline traffic, abs-max fused), so the step "
+                   f"is predicted faster than it runs; {fix}")
 
 
 def fp8_experts_problem(gpu: str, pp: int, cp: int) -> str | None:

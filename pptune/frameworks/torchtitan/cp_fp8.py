@@ -18,6 +18,7 @@ from typing import Any
 
 from pptune.costmodel import amax, presets
 from pptune.costmodel.context import CpComm
+from pptune.costmodel.keys import Precision
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.op_sac import OP_SAC, unpriced
 from pptune.costmodel.precision import is_low
@@ -141,20 +142,32 @@ def stateable_recipe(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan]
     return job, alt
 
 
+def uncompiled(plan: Plan) -> str | None:
+    """Why torchtitan cannot run the plan with its model compiled (None: it can): a
+    schedule that splits the backward (torch's zero-bubble and DualPipeV schedules refuse
+    compiled stage modules: schedules.py ``_check_torch_compile_compatibility``), or MXFP8
+    linears with tensor parallelism (torchtitan 0.2.2's MXLinearConverter asserts 'TP not
+    yet supported with torch.compile for mxfp8', components/quantization/mx.py)."""
+    if plan.pp > 1 and plan.schedule in SPLIT_BACKWARD:
+        return ("torch's zero-bubble and DualPipeV schedules refuse compiled stage modules "
+                "(torch/distributed/pipelining/schedules.py)")
+    if plan.precision is Precision.MXFP8 and plan.tp > 1:
+        return (f"torchtitan asserts 'TP not yet supported with torch.compile for mxfp8' at "
+                f"tp {plan.tp} (torchtitan/components/quantization/mx.py MXLinearConverter)")
+    return None
+
+
 def compiled(plan: Plan, options: CostOptions | None, *, float8: bool = True
              ) -> tuple[str, ...]:
     """What torchtitan is to compile (``[compile] components``) for a plan priced with
     ``options``' kernels: the model, where its SwiGLU was priced fused or (``float8``: as
-    emit writes a plan) its linears are float8 (torchtitan docs/float8.md: torch.compile
-    is "required for competitive performance", fusing the casts), unless the plan's
-    schedule splits the backward (torch's zero-bubble and DualPipeV schedules refuse
-    compiled stage modules: schedules.py ``_check_torch_compile_compatibility``); and the
-    loss, where it was priced other than PyTorch's eager cross-entropy
-    (costmodel/loss.py)."""
+    emit writes a plan) its linears are float8 or MXFP8 (torchtitan docs/float8.md:
+    torch.compile is "required for competitive performance", fusing the casts), unless
+    torchtitan refuses the model compiled for the plan (``uncompiled``); and the loss,
+    where it was priced other than PyTorch's eager cross-entropy (costmodel/loss.py)."""
     c = options or CostOptions()
-    split = plan.pp > 1 and plan.schedule in SPLIT_BACKWARD
-    model = not split and ((float8 and is_low(plan.precision))
-                           or c.swiglu_kernels is not Swiglu.EAGER)
+    model = uncompiled(plan) is None and ((float8 and is_low(plan.precision))
+                                          or c.swiglu_kernels is not Swiglu.EAGER)
     loss = c.loss_kernels is not CrossEntropy.EAGER
     return ("model",) * model + ("loss",) * loss
 
@@ -164,7 +177,10 @@ def compile_lines(plan: Plan, job: Job) -> list[str]:
     parts = compiled(plan, job.cost_options)
     if not parts:
         return []
-    what = {"model": "the SwiGLU" + " and float8 casts" * is_low(plan.precision),
+    casts = "MXFP8" if plan.precision is Precision.MXFP8 else "float8"
+    what = {"model": "the SwiGLU" + f" and {casts} casts" * is_low(plan.precision),
             "loss": "the loss"}
+    why = uncompiled(plan) if "model" not in parts else None
     return ["", "[compile]", f"enable = true  # fuses {' and '.join(what[p] for p in parts)}"
-            ", as priced", *([] if len(parts) == 2 else [f'components = ["{parts[0]}"]'])]
+            ", as priced", *([] if len(parts) == 2 else [f'components = ["{parts[0]}"]']),
+            *([f"# the model is not compiled: {why}"] if why else [])]

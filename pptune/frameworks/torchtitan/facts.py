@@ -34,6 +34,9 @@ class Facts:
     float8_emulate_compiled: str | None = None
     # quantize.grouped_mm.float8 is listed: it raises before SM89 (converters.py)
     grouped_float8: bool = False
+    # training.global_batch_size is stated (not -1, torchtitan's local x dp): a fix of the
+    # micro-batch count keeps it (adapter.py microbatch_rules)
+    global_batch_stated: bool = False
 
 
 def facts(semantics: Semantics) -> Facts:

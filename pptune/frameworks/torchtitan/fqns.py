@@ -1,9 +1,12 @@
 """How torchtitan splits a model into pipeline stages, re-stated from its source.
 
-torchtitan 0.2.2 (the last release that reads TOML job files; its head
-module is ``output``) and 0.3.0 (configs are Python; the head is
+torchtitan 0.2.2 (its latest release, the last that reads TOML job files; its head
+module is ``output``) and the main branch after it (configs are Python; the head is
 ``lm_head``): ``torchtitan/distributed/pipeline_parallel.py`` (``pipeline_llm``,
-``generate_llm_fqn_per_model_part``, ``pipeline_module_split``).
+``generate_llm_fqn_per_model_part``, ``pipeline_module_split``). No 0.3.0 has been
+released (pytorch/torchtitan's tags end at v0.2.2, and main's assets/version.txt still
+reads 0.2.2): ``--framework-version torchtitan=0.3.0`` is pptune's name for main after
+0.2.2.
 """
 
 from __future__ import annotations
@@ -15,18 +18,20 @@ from pptune.frameworks.common.versions import FrameworkRefusal, VersionKey, Vers
 TORCHTITAN = VersionKey(
     "torchtitan", ("torchtitan",), "0.2.2",
     "torchtitan 0.2.2 torchtitan/distributed/pipeline_parallel.py and "
-    "torchtitan/config/job_config.py; 0.3.0 for the head's module name")
+    "torchtitan/config/job_config.py; main after 0.2.2 (named 0.3.0, unreleased) for the "
+    "head's module name")
 TOML_RELEASE = TORCHTITAN.default  # the last release that reads TOML job files
 
 
 def head(versions: Versions) -> str:
-    """The LM head's module name: ``output`` up to 0.2.x, ``lm_head`` from 0.3.0
-    (torchtitan/distributed/pipeline_parallel.py, generate_llm_fqn_per_model_part)."""
+    """The LM head's module name: ``output`` up to 0.2.2, ``lm_head`` on main after it,
+    "0.3.0" (torchtitan/distributed/pipeline_parallel.py, generate_llm_fqn_per_model_part)."""
     return "lm_head" if versions.at_least(TORCHTITAN, 0, 3) else "output"
 
 
 def reads_toml(versions: Versions) -> bool:
-    """torchtitan 0.3.0 replaced TOML job files by Python config functions (PR #2386)."""
+    """torchtitan's main branch replaced TOML job files by Python config functions after
+    0.2.2 (PR #2386), which "0.3.0" names (no release has it yet)."""
     return not versions.at_least(TORCHTITAN, 0, 3)
 
 

@@ -177,6 +177,13 @@ MARKERS: dict[str, tuple[str, ...]] = {
 CITE = "(torchtitan/config/manager.py ConfigManager._dict_to_dataclass)"
 
 
+def looks_like_torchtitan(data: dict[str, Any]) -> bool:
+    """A TOML file with a table named as one of JobConfig's sections (``[model]``,
+    ``[training]``, ``[parallelism]``, ``[job]``, ...): torchtitan's. pptune's own files
+    have no such table (their ``model`` is a preset's name, a string)."""
+    return any(isinstance(value, dict) and key in FIELDS[""] for key, value in data.items())
+
+
 def _older(table: str, key: str) -> tuple[str, str] | None:
     """(the releases that had it, what replaced it) for a key of an older torchtitan the
     reader documents; None for a key no release had."""

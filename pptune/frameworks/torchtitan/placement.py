@@ -7,8 +7,8 @@ without ``module_fqns_per_model_part`` it builds the stages with
 single-stage schedules, x 2 for looped ones, or
 ceil((layers + first_less + last_less) / ``pipeline_parallel_layers_per_stage``))
 and ``pipeline_parallel_first/last_stage_less_layers`` (both 1 by default:
-the embedding and the norm + head count as one layer each). torchtitan 0.3.0
-keeps the same fields in its Python config (the head module is ``lm_head``
+the embedding and the norm + head count as one layer each). torchtitan's main
+branch after 0.2.2 keeps the same fields in its Python config (the head module is ``lm_head``
 there); pptune writes 0.2.2's TOML.
 """
 

@@ -21,7 +21,8 @@ layers_per_stage) over the pp ranks (both "less layers" default to 1).
 
 Rules and defaults follow torchtitan 0.2.2, the last release that reads
 TOML job files (``--framework-version torchtitan=0.3.0`` checks module names
-against the current release, whose LM head is ``lm_head``), running on
+against torchtitan's main branch after 0.2.2, unreleased, whose LM head is
+``lm_head``), running on
 torch 2.13's schedules. Absent settings take torchtitan's defaults from its
 own config definitions (torchtitan/config/job_config.py):
 ``[activation_checkpoint] mode = "selective"``, ``selective_ac_option =
@@ -45,8 +46,10 @@ from pptune.frameworks.torchtitan.converters import read_converters
 from pptune.frameworks.torchtitan.cp_fp8 import TABLES as CP_FP8_TABLES
 from pptune.frameworks.torchtitan.cp_fp8 import read_cp_fp8
 from pptune.frameworks.torchtitan.experts import read_dualpipev_overlap, read_experts
+from pptune.frameworks.torchtitan.facts import facts
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN, reads_toml
 from pptune.frameworks.torchtitan.keys import check_keys
+from pptune.frameworks.torchtitan.models import async_tp_rules, read_model
 from pptune.frameworks.torchtitan.stages import default_split, schedule
 from pptune.frameworks.torchtitan.table import Table, compiles
 from pptune.schemas import TrainingConfig
@@ -79,17 +82,13 @@ _READ_TABLES = {"parallelism", "training", "model", "experimental", "activation_
                 "compile", *CP_FP8_TABLES}
 
 
-def looks_like_torchtitan(data: dict[str, Any]) -> bool:
-    tables = {k for k, v in data.items() if isinstance(v, dict)}
-    return "parallelism" in tables or {"training", "model"} <= tables
-
-
 def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     if not reads_toml(ctx.semantics.versions):
         ctx.unmodelled("torchtitan-toml",
                        f"torchtitan {ctx.semantics.versions.of(TORCHTITAN)} does not read TOML job "
-                       "files (configs are Python functions since 0.3.0); checked with that "
-                       "release's module names")
+                       "files (torchtitan's main branch replaced them by Python config "
+                       "functions after 0.2.2, PR #2386; no release has that yet); checked "
+                       "with main's module names")
     check_keys(ctx, data)
     par = _parallelism(ctx, data)
     train = Table(ctx, "training", data)
@@ -107,8 +106,10 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
                               "gpus": "a GPU count (torchtitan takes it from the launcher)"})
     pp = fields["pp"] or 1
     preset = _preset(ctx, model)
-    name = model.text("name", "llama3")
-    read_attention(ctx, name, model.text("flavor", "debugmodel"), fields["cp"] or 1)
+    name, flavor = model.text("name", "llama3"), model.text("flavor", "debugmodel")
+    read_model(ctx, data, name, flavor)
+    async_tp_rules(ctx, data, par, name, fields["tp"] or 1)
+    read_attention(ctx, name, flavor, fields["cp"] or 1)
     if pp > 1 and name in NO_PIPELINE:
         ctx.refuse("torchtitan-no-pipelining",
                    f"pipeline_parallel_degree {pp} with model {name}: torchtitan raises "
@@ -120,11 +121,12 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     fields["sequence_parallel"] = (fields["tp"] or 1) > 1
     fields["dp"], sharded = _data_parallel(ctx, par, fields)
     fields["sharding"] = "fsdp" if sharded else "none"
-    if sharded:
-        fields["sharded_optimizer"] = True
-        fields["zero_stage"], fields["fsdp_reshard_after_forward"] = _fsdp_stage(ctx, par, pp)
     replicate = par.count("data_parallel_replicate_degree", 1, maximum=MAX_DEVICES) or 1
     shard = fields["dp"] // replicate if fields["dp"] is not None else None
+    if sharded:
+        fields["sharded_optimizer"] = True
+        fields["zero_stage"], fields["fsdp_reshard_after_forward"] = _fsdp_stage(
+            ctx, par, pp, replicate, shard)
     if sharded and replicate > 1:  # HSDP: the state shards within a replica only
         fields["dp_replicate"] = replicate
     read_experts(ctx, par, fields, shard, bool(preset and MODELS[preset].moe), name)
@@ -272,10 +274,11 @@ def _is_rest(value: Any) -> bool:
     return type(value) is int and value == -1
 
 
-def _fsdp_stage(ctx: Ctx, par: Table, pp: int) -> tuple[int, bool]:
+def _fsdp_stage(ctx: Ctx, par: Table, pp: int, replicate: int, shard: int | None
+                ) -> tuple[int, bool]:
     """(ZeRO stage kept for the contract, reshard after forward?): FSDP2 shards
-    weights, gradients and optimizer state; zero_stage 3 when it reshards
-    after forward, else 2.
+    weights, gradients and optimizer state (HSDP with a replicate degree above 1: within
+    each replica); zero_stage 3 when it reshards after forward, else 2.
 
     torchtitan's fsdp_reshard_after_forward "default" reshards only without
     pipeline parallelism (parallelize.py: ``reshard_after_forward = not pp_enabled``).
@@ -288,7 +291,9 @@ def _fsdp_stage(ctx: Ctx, par: Table, pp: int) -> tuple[int, bool]:
                    "default, always or never")
         policy = "default"
     reshard = policy == "always" or (policy == "default" and pp == 1)
-    ctx.note(f"FSDP full sharding, reshard after forward {'on' if reshard else 'off'} "
+    how = ("FSDP full sharding" if replicate == 1 else f"HSDP (replicate {replicate} x shard "
+           f"{shard or 'the remaining ranks'}: each replica shards the state over its ranks)")
+    ctx.note(f"{how}, reshard after forward {'on' if reshard else 'off'} "
              f"(fsdp_reshard_after_forward {policy}, pp {pp})")
     return (3 if reshard else 2), reshard
 
@@ -301,6 +306,7 @@ def _batch(ctx: Ctx, par: Table, train: Table, pp: int, dp: int | None) -> dict[
         local = 8
         ctx.note("training.local_batch_size not given: torchtitan's default 8")
     stated_global = train.data.get("global_batch_size", -1)
+    facts(ctx.semantics).global_batch_stated = not _is_rest(stated_global)
     global_batch = None if _is_rest(stated_global) else train.count("global_batch_size", None)
     runs = 1
     if global_batch is None:
@@ -331,7 +337,7 @@ def _batch(ctx: Ctx, par: Table, train: Table, pp: int, dp: int | None) -> dict[
                    f"parallelism.pipeline_parallel_microbatch_size {micro}: torchtitan raises "
                    f"'Batch size {local} must be divisible by microbatch_size {micro}' "
                    "(build_pipeline_schedule); change either")
-        micro = local
+        micro, ctx.semantics.batch_refused = local, True  # no micro-batch count to judge
     if micro is None:
         micro = 1
         ctx.note("pipeline_parallel_microbatch_size not given: torchtitan's default 1")

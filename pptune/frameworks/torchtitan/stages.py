@@ -166,7 +166,8 @@ def default_split(ctx: Ctx, par: Table, fields: dict[str, Any], layers: int | No
 def _check_modules(ctx: Ctx, parts: list[list[str]]) -> None:
     """Every top-level module must sit on some stage: pipeline_module_split keeps
     only the named modules, so a misspelt or other-version name drops a module.
-    The LM head is ``output`` up to torchtitan 0.2.x and ``lm_head`` from 0.3.0
+    The LM head is ``output`` up to torchtitan 0.2.2 and ``lm_head`` on its main branch
+    after it (``--framework-version torchtitan=0.3.0``; unreleased)
     (torchtitan/distributed/pipeline_parallel.py generate_llm_fqn_per_model_part)."""
     versions = ctx.semantics.versions
     names = {n for part in parts for n in part}
@@ -175,7 +176,7 @@ def _check_modules(ctx: Ctx, parts: list[list[str]]) -> None:
             continue
         other = {"output": "lm_head", "lm_head": "output"}.get(module)
         hint = (f" ('{other}' is the head's name in torchtitan "
-                f"{'0.3.0 and later' if other == 'lm_head' else '0.2.x and earlier'})"
+                f"{'main after 0.2.2 (0.3.0)' if other == 'lm_head' else '0.2.2 and earlier'})"
                 if other in names else "")
         ctx.refuse("torchtitan-module-missing",
                    f"module_fqns_per_model_part places no '{module}' on any stage{hint}: "

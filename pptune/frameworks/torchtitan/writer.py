@@ -6,12 +6,14 @@ degrees, tensor, expert (0.2.0 and later) and pipeline degrees, the schedule and
 the split: through the options torchtitan builds it from when they can
 (``placement.py``: ``pipeline_parallel_layers_per_stage``, the first/last-stage
 "less layers"), else each stage's modules (``module_fqns_per_model_part``; the
-LM head is ``output`` there, ``lm_head`` from 0.3.0). The node shape is only in
+LM head is ``output`` there, ``lm_head`` on main after 0.2.2). The node shape is only in
 the launch comment: a job file does
 not carry it.
 """
 
 from __future__ import annotations
+
+import re
 
 from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.op_sac import OP_SAC
@@ -89,6 +91,7 @@ def write(stated: Stated) -> dict[str, str]:
         f'name = "{flavor[0]}"',
         f'flavor = "{flavor[1]}"',
         *fp8_model,
+        *_custom_import(flavor),
         "",
         "[training]",
         f"local_batch_size = {local}",
@@ -129,6 +132,17 @@ def write(stated: Stated) -> dict[str, str]:
                   *(f"    {dumps_json(part)}," for part in names), "]"]
     lines += [*fp8_tables, ""]
     return {FILE: "\n".join(lines)}
+
+
+def _custom_import(flavor: tuple[str, str]) -> list[str]:
+    """For a model torchtitan does not ship: the [experimental] custom_import its Trainer
+    imports before it looks the TrainSpec up (torchtitan 0.2.2 train.py), named for the
+    module the user writes to register it (models.py)."""
+    if flavor[1] != "custom":
+        return []
+    module = re.sub(r"\W", "_", flavor[0]) + "_spec"
+    return ["", "[experimental]", f'custom_import = "{module}"  # your module: '
+            f'register_train_spec of a TrainSpec "{flavor[0]}" with a "custom" flavor']
 
 
 def _checkpointing(job: Job, plan: Plan) -> list[str]:

@@ -1,0 +1,54 @@
+"""check-config's findings on the micro-batches of a pipeline run (m): the config's
+framework's refusals (framework.microbatch_rules), the DualPipes' and ZBV's shapes, and
+gradient accumulation aligned to pipeline depth.
+
+A fix that names another m keeps the global batch where the config can: m' dividing the
+micro-batches of an optimizer step (m x the pipeline runs a step), the runs taking up the
+rest; else it says what the global batch becomes.
+"""
+
+from __future__ import annotations
+
+from pptune.check.framework import microbatch_rules
+from pptune.costmodel.schedules import OVERLAPPED, Schedule, ScheduleError, validate
+from pptune.frameworks.common.adapter import Add
+from pptune.frameworks.common.fields import Semantics
+from pptune.frameworks.common.torch_schedules import nearest_count
+from pptune.schemas import TrainingConfig
+
+
+def microbatch_findings(cfg: TrainingConfig, m: int, dp: int | None, sem: Semantics,
+                        add: Add, *, broken: bool) -> None:
+    """Findings on ``m`` micro-batches a run; ``broken``: the batch arithmetic is already
+    an error, so no warning is derived from its numbers."""
+    p, schedule = cfg.pp, cfg.schedule
+    microbatch_rules(cfg, m, sem, add)
+    if schedule is Schedule.ZBV and m < p:
+        add("zbv-m-lt-pp", "warning",
+            f"zbv with fewer micro-batches than stages ({m} < {p}) leaves most of the V idle",
+            microbatches=m, pp=p)
+    if schedule in OVERLAPPED:
+        try:  # torch's ScheduleDualPipeV and DeepSeek's DualPipe refuse these
+            validate(schedule, p, m, 2)
+        except ScheduleError as exc:
+            add("dualpipe-microbatches", "error", str(exc), microbatches=m, pp=p)
+    if m % p and not broken:
+        add("ga-not-aligned", "warning", not_aligned(cfg, m, dp), microbatches=m, pp=p)
+
+
+def not_aligned(cfg: TrainingConfig, m: int, dp: int | None) -> str:
+    """The ga-not-aligned warning: m is not a multiple of pp; a multiple that divides the
+    micro-batches of a step keeps the global batch (more or fewer pipeline runs a step),
+    else the next multiple is named with the global batch it makes."""
+    p, runs = cfg.pp, cfg.pipeline_flushes
+    text = f"micro-batches per pipeline run ({m}) are not a multiple of pp ({p}); "
+    good = nearest_count(m, 0, lambda n: n % p == 0, m * runs)
+    if good:
+        return (text + f"{good} would align gradient accumulation to pipeline depth, run "
+                f"{m * runs // good} time{'s' * (m * runs // good > 1)} a step (the global "
+                "batch kept)")
+    up = m + p - m % p
+    made = (f", with the global batch {up * runs * cfg.micro_batch_size * dp} (micro-batch "
+            f"{cfg.micro_batch_size} x {up}" + f" x {runs} runs a step" * (runs > 1)
+            + f" x dp {dp})" if dp is not None and cfg.global_batch is not None else "")
+    return text + f"{up} would align gradient accumulation to pipeline depth{made}"
