@@ -62,7 +62,9 @@ def stateable_request(req: PlanRequest, model: str | None,
                       shape: ModelShape | None = None) -> PlanRequest:
     """The search over what a torchtitan file states: FSDP or no sharding; its
     schedules (no bidirectional DualPipe; InterleavedZeroBubble, not ZB-H1's one stage
-    a rank); pipeline ranks outermost; no combined 1F1B order; no pipeline for the
+    a rank); pipeline ranks outermost; no combined 1F1B order; no interleaving with m not
+    a multiple of pp (torch's ScheduleInterleaved1F1B refuses such a count or runs it in
+    an order of its own: torch_schedules.refused_rounds); no pipeline for the
     models without a pipelining_fn; no megatron-core recompute modules (its per-op
     policy is per_op_checkpointing's) and no recomputed-block count per stage (one
     [activation_checkpoint] mode for every block)."""
@@ -74,6 +76,7 @@ def stateable_request(req: PlanRequest, model: str | None,
                    schedules=keep(req.schedules, [s for s in Schedule
                                                   if s not in (Schedule.DUALPIPE, Schedule.ZB_H1)]),
                    rank_orders=(DP_INNER,), combined_order=False, stage_recompute=False,
+                   interleaved_groups=False,
                    pp=(1,) if name in NO_PIPELINE else req.pp,
                    recomputes=keep(req.recomputes, [r for r in Recompute
                                                     if r is not Recompute.MODULES]))
