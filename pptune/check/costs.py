@@ -28,7 +28,7 @@ from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.op_sac import OP_SAC, unpriced
 from pptune.costmodel.ops import Attention
-from pptune.costmodel.precision import Fp8Kernels, Fp8Recipe, TorchaoRecipe, problems
+from pptune.costmodel.precision import Fp8Casts, Fp8Kernels, Fp8Recipe, TorchaoRecipe, problems
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.rates import Accumulation, Swiglu, WgradAccum
 from pptune.costmodel.search import CostTable
@@ -273,6 +273,8 @@ def layout_options(cfg: TrainingConfig) -> dict[str, Any]:
         out["main_grad_bytes"] = STATE_DTYPE_BYTES[cfg.main_grads_dtype]
     if cfg.fp8_kernels is not None:
         out["fp8_kernels"] = Fp8Kernels(cfg.fp8_kernels)
+    if cfg.fp8_casts is not None:
+        out["fp8_casts"] = Fp8Casts(cfg.fp8_casts)  # torchao's, the model not compiled
     if cfg.fp8_kernels == "torchao" and cfg.fp8_recipe in {r.value for r in TorchaoRecipe}:
         out["torchao_recipe"] = TorchaoRecipe(cfg.fp8_recipe)  # torchtitan's recipe_name
     elif cfg.fp8_kernels != "torchao" and cfg.fp8_recipe in {r.value for r in Fp8Recipe}:

@@ -271,6 +271,7 @@ def analytic_layers(
     torchao_recipe: precision.TorchaoRecipe = precision.TorchaoRecipe.TENSORWISE,
     fp8_recipe: precision.Fp8Recipe = precision.Fp8Recipe.DELAYED,
     main_grad_bytes: float = MAIN_GRAD_BYTES,
+    fp8_casts: precision.Fp8Casts = precision.Fp8Casts.FUSED,
 ) -> list[AnalyticLayer]:
     """Embedding, blocks (and MTP modules) and head with costs for each micro-batch size.
 
@@ -290,8 +291,8 @@ def analytic_layers(
     ``tp_comm_overlap`` and sequence parallelism are on, its ring exchange over
     ``tp_p2p`` (latency_s, bytes/s: a pairwise NVLink copy); ``cross_entropy``: the
     loss's kernels (loss.py); ``swiglu``: a gated MLP's activation kernels (rates.Swiglu);
-    ``fp8_kernels``, ``fp8_params``, ``torchao_recipe``, ``fp8_recipe``: whose FP8 linears,
-    FP8 weights, torchao's and Transformer Engine's scaling (precision.py);
+    ``fp8_kernels``, ``fp8_params``, ``torchao_recipe``, ``fp8_recipe``, ``fp8_casts``: whose
+    FP8 linears, FP8 weights, torchao's and TE's scaling, torchao's casts (precision.py);
     ``wgrad_accum``, ``main_grad_bytes``: rates.Accumulation."""
     if efficiency is not None and not 0 < efficiency <= 1:
         raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
@@ -305,7 +306,7 @@ def analytic_layers(
     par = Parallel(tp, sequence_parallel, flash_attention, *tp_allreduce, tp_comm_overlap,
                    cp, cp_comm, cp_links, gemm_precision, tp_overlap, *tp_p2p, cross_entropy,
                    swiglu, fp8_kernels, fp8_params, wgrad_accum, torchao_recipe, fp8_recipe,
-                   main_grad_bytes)
+                   main_grad_bytes, fp8_casts)
     s, h, v = m.seq_len // cp, m.hidden, m.vocab
     saved = par.saved_input_bytes
     redo_up = MLA_UP_PROJ in recompute_modules and m.mla
@@ -358,8 +359,7 @@ def analytic_layers(
         ops = block_ops(m, b, rates, par, attn, mlp) + norm_reruns(m, b, rates, par, kept)
         return ops, block_act_bytes(m, b, tp, flash_attention, sequence_parallel,
                                     attn_bytes=attn_bytes, mlp_bytes=mlp_bytes, cp=cp,
-                                    kept_inputs=kept,
-                                    gemm_input_bytes=saved, swiglu=par.swiglu)
+                                    kept_inputs=kept, gemm_input_bytes=saved, swiglu=par.swiglu)
 
     emb: dict[int, LayerSpec] = {}
     blocks: dict[tuple[bool, bool], dict[int, LayerSpec]] = {}

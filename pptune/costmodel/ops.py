@@ -208,7 +208,7 @@ def attention_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
                  if m.qk_norm else [])
     core = attention_ops(m, b, rates, par, window)
     cast_f, cast_b = linear_casts("attn", tokens, [(h, _split(q + 2 * kv, t)), (_split(q, t), h)],
-                                  rates, par)
+                                  rates, par, parts=3)
     return BlockPart(
         fwd=[qkv[0], *gather_f, *qk_norm,
              *([memory("rotary", Phase.F, rotary, rates)] if m.rotary else []),
@@ -236,7 +236,7 @@ def mlp_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     act_f, act_b = activation_ops(f"{prefix}activation", m.gated_mlp, par.swiglu,
                                   f * tokens / t, rates)
     cast_f, cast_b = linear_casts(name, tokens, [(h, _split(up_n, t)), (_split(f, t), h)],
-                                  rates, par)
+                                  rates, par, parts=2 if m.gated_mlp else 1)
     return BlockPart(
         fwd=[up[0], act_f, *cast_f, down[0], pair.fwd_comm],
         bwd=[*cast_b, down[1], act_b, up[1], pair.bwd_comm],
@@ -287,12 +287,16 @@ def norm_reruns(m: ModelShape, b: int, rates: Rates, par: Parallel,
 
 
 def linear_casts(name: str, tokens: int, linears: list[tuple[int, int]], rates: Rates,
-                 par: Parallel) -> tuple[list[OpCost], list[OpCost]]:
+                 par: Parallel, parts: int = 1) -> tuple[list[OpCost], list[OpCost]]:
     """(forward, backward) FP8 casts of a sub-layer's two linears, ``linears`` their
     (input, output) widths on the rank, first then second: Transformer Engine's
     (fp8_casts: the second's input forward, the fused norm casting the first's; both
-    output gradients backward) or torchao's (torchao_casts)."""
+    output gradients backward) or torchao's, compiled (torchao_casts) or eager
+    (torchao_eager_casts; ``parts``: the modules the first linear is there)."""
     if par.fp8 and par.fp8_kernels is precision.Fp8Kernels.TORCHAO:
+        if precision.eager_casts(par.precision, par.torchao_recipe, par.fp8_casts):
+            return torchao_eager_casts(name, tokens, [(*linears[0], parts), (*linears[1], 1)],
+                                       rates, par.fp8_params)
         return torchao_casts(name, tokens, linears, rates, par.fp8_params, par.torchao_recipe)
     return (fp8_casts(f"{name}_out" if name == "attn" else f"{name}_down", Phase.F, tokens,
                       [linears[1][0]], rates, par.fp8, par.cast_bytes),
@@ -319,6 +323,32 @@ def torchao_casts(name: str, tokens: int, linears: list[tuple[int, int]], rates:
     k_bwd = 3 + 2 * w if recipe is precision.TorchaoRecipe.ROWWISE else 1 + w
     return ([memory(f"fp8_cast.{name}", Phase.F, fwd, rates, kernels=k_fwd * n)],
             [memory(f"fp8_cast.{name}.bwd", Phase.B, bwd, rates, kernels=k_bwd * n)])
+
+
+def torchao_eager_casts(name: str, tokens: int, linears: list[tuple[int, int, int]],
+                        rates: Rates, fp8_weights: bool) -> tuple[list[OpCost], list[OpCost]]:
+    """torchao's tensorwise float8 casts run eager (torchao v0.16.0 float8/float8_linear.py
+    matmul_with_hp_or_float8_args), each cast ``TORCHAO_EAGER_CAST_BYTES`` an element in
+    ``TORCHAO_EAGER_CAST_KERNELS`` kernels (precision.py), of linears of (input, output)
+    widths made of ``k`` nn.Linear modules on one input (torchtitan's models project q, k
+    and v by three, wq wk wv, and a gated MLP's gate and up by two, w1 w3): forward, each
+    module casts its input and its weight; backward, its output gradient twice (for the
+    input gradient and for the weight gradient), its weight and its input again, and
+    float8_ops.py preprocess_addmm copies the weight (its transpose is row-major), the
+    output gradient's transpose and the input (``TORCHAO_EAGER_TRANSPOSE_BYTES``). No
+    weight casts when the linears get FP8 weights (FSDP's float8 all-gather)."""
+    w = 0 if fp8_weights else 1
+    cast, launches = precision.TORCHAO_EAGER_CAST_BYTES, precision.TORCHAO_EAGER_CAST_KERNELS
+    fwd_elements = sum(k * tokens * i + w * i * o for i, o, k in linears)
+    bwd_elements = sum(2 * tokens * o + w * i * o + k * tokens * i for i, o, k in linears)
+    copied = sum(i * o + tokens * o + k * tokens * i for i, o, k in linears)
+    modules = sum(k for _, _, k in linears)
+    fwd = cast * fwd_elements
+    bwd = cast * bwd_elements + precision.TORCHAO_EAGER_TRANSPOSE_BYTES * copied
+    return ([memory(f"fp8_cast.{name}", Phase.F, fwd, rates,
+                    kernels=(1 + w) * launches * modules)],
+            [memory(f"fp8_cast.{name}.bwd", Phase.B, bwd, rates,
+                    kernels=(3 + w) * launches * modules + 3 * modules)])
 
 
 def fp8_casts(name: str, phase: Phase, tokens: int, widths: list[int], rates: Rates,

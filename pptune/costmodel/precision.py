@@ -92,6 +92,15 @@ BF16). Its roofline prices every recipe's FP8 GEMMs at the FP8 peak and the
 weight-gradient GEMM of ``rowwise_with_gw_hp`` at the BF16 one (roofline_utils.py
 ``get_gemm_time_sympy``), and counts each recipe's casts apart
 (``get_tensor_memory_traffic_ovhd_s``, ``TORCHAO_CAST_BYTES``); both are priced so.
+
+That roofline is torch.compile's: its casts fused into the ops around them. With the
+model not compiled (torchtitan's zero-bubble and DualPipeV schedules, which refuse a
+compiled stage module) torchao's tensorwise casts run eager (``Fp8Casts.EAGER``,
+ops.torchao_eager_casts): each op of ``hp_tensor_to_float8_dynamic`` is a kernel of its
+own (``TORCHAO_EAGER_*``), every cast the code asks for is made, backward too, and
+``_scaled_mm``'s operands in the wrong layout are copied. The rowwise recipes' eager
+casts are not derived, nor MXFP8's (torchao's prototype/mx_formats, a code path of its
+own): those stay priced as compiled (``eager_casts``).
 """
 
 from __future__ import annotations
@@ -110,6 +119,15 @@ class Fp8Kernels(str, Enum):
 
     TE = "te"
     TORCHAO = "torchao"
+
+
+class Fp8Casts(str, Enum):
+    """How torchao's float8 casts run (module docstring): fused into the ops around them by
+    torch.compile (its roofline's traffic), or eager, each op of a cast a kernel of its own
+    (torchtitan with the model not compiled)."""
+
+    FUSED = "fused"
+    EAGER = "eager"
 
 
 class Fp8Recipe(str, Enum):
@@ -173,11 +191,31 @@ TORCHAO_CAST_BYTES = {
     TorchaoRecipe.ROWWISE_WITH_GW_HP: (1.0, 0.0, 1.0, 3.0, 3.0),
 }
 MX_BLOCK = 32  # elements per E8M0 scale (OCP Microscaling Formats v1.0)
+# torchao's tensorwise cast run eager, one kernel an op (pytorch/ao v0.16.0): float8/
+# float8_scaling_utils.py hp_tensor_to_float8_dynamic is float8_utils.py tensor_to_amax
+# ``torch.max(torch.abs(x))`` (abs: read BF16 2, write 2; max: read 2), amax_to_scale on
+# one element (``.to(float64)``, ``clamp``, ``finfo.max / amax``: Tensor.__rtruediv__ is
+# reciprocal then mul, ``.to(float32)``: 5 kernels), then float8_training_tensor.py
+# _ToFloat8ConstrFunc.forward ``tensor.to(float32) * scale`` (2 + 4, 4 + 4) and
+# float8_utils.py to_fp8_saturated ``clamp`` (4 + 4) and ``.to(float8)`` (4 + 1)
+TORCHAO_EAGER_CAST_BYTES = (2 + 2) + 2 + (2 + 4) + (4 + 4) + (4 + 4) + (4 + 1)  # 33
+TORCHAO_EAGER_CAST_KERNELS = 6 + 5  # over the tensor, on the scale
+# float8_ops.py preprocess_addmm: an FP8 operand in the layout _scaled_mm refuses (the
+# first row-major, the second column-major) is copied, ``.contiguous()``: read 1, write 1
+TORCHAO_EAGER_TRANSPOSE_BYTES = 1 + 1
 
 
 def is_low(precision: Precision) -> bool:
     """GEMMs in 8-bit floating point."""
     return precision in LOW_PRECISION
+
+
+def eager_casts(precision: Precision, recipe: TorchaoRecipe, casts: Fp8Casts) -> bool:
+    """Whether torchao's float8 casts are priced eager: asked for FP8 under tensorwise
+    scaling, whose eager ops are derived (``TORCHAO_EAGER_*``); the rowwise recipes and
+    MXFP8 are priced as compiled whatever ``casts`` says (module docstring)."""
+    return (casts is Fp8Casts.EAGER and precision is Precision.FP8
+            and recipe is TorchaoRecipe.TENSORWISE)
 
 
 def problems(precision: Precision, gpu: GpuSpec) -> list[str]:

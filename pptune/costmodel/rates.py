@@ -13,7 +13,7 @@ from pptune.costmodel import precision
 from pptune.costmodel.context import AttentionRates, CpComm, CpLinks
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.loss import CrossEntropy
-from pptune.costmodel.precision import Fp8Kernels, Fp8Recipe, TorchaoRecipe
+from pptune.costmodel.precision import Fp8Casts, Fp8Kernels, Fp8Recipe, TorchaoRecipe
 from pptune.costmodel.presets import GpuSpec
 from pptune.costmodel.sharding import MEGATRON_GRAD_BYTES
 from pptune.costmodel.tp_overlap import TpOverlap
@@ -177,6 +177,7 @@ class Parallel:
     # Transformer Engine's scaling recipe (precision.py: block scaling's scales)
     fp8_recipe: Fp8Recipe = Fp8Recipe.DELAYED
     main_grad_bytes: float = MAIN_GRAD_BYTES  # the main_grad's width (Accumulation)
+    fp8_casts: Fp8Casts = Fp8Casts.FUSED  # torchao's casts compiled or eager (precision.py)
 
     @property
     def accumulation(self) -> Accumulation:

@@ -121,6 +121,7 @@ def analytic_profile(
     torchao_recipe: precision.TorchaoRecipe = precision.TorchaoRecipe.TENSORWISE,
     fp8_recipe: precision.Fp8Recipe = precision.Fp8Recipe.DELAYED,
     main_grad_bytes: float = MAIN_GRAD_BYTES,
+    fp8_casts: precision.Fp8Casts = precision.Fp8Casts.FUSED,
 ) -> Profile:
     """Per-layer costs of a preset (or any ModelShape) on a GPU preset (or a GpuSpec:
     a calibrated one, pptune.costmodel.calibration).
@@ -133,8 +134,8 @@ def analytic_profile(
     ``tp_overlap``: Transformer Engine's per-GEMM overlap under ``tp_comm_overlap``
     (costmodel/tp_overlap.py; None: its defaults); ``cross_entropy``: the loss's kernels
     (costmodel/loss.py); ``fp8_kernels``: whose FP8 linears run (Transformer Engine's or
-    torchao's, at ``torchao_recipe``: precision.py; Transformer Engine's at ``fp8_recipe``, whose
-    block scales add bytes); ``swiglu``: a gated MLP's activation kernels, ``wgrad_accum``: where
+    torchao's, at ``torchao_recipe``, casts ``fp8_casts``: precision.py; TE's at ``fp8_recipe``,
+    whose block scales add bytes); ``swiglu``: a gated MLP's activation kernels, ``wgrad_accum``: where
     weight gradients go, into a ``main_grad`` of ``main_grad_bytes`` (costmodel/rates.py
     Accumulation). ``experts``: expert parallelism of a MoE model (its all-to-all over the GPU's
     NVLink and NIC unless the settings name links). ``recompute_modules``: Megatron-core's
@@ -189,7 +190,7 @@ def analytic_profile(
             fp8_kernels=precision.Fp8Kernels(fp8_kernels), fp8_params=fp8_params,
             wgrad_accum=WgradAccum(wgrad_accum), main_grad_bytes=main_grad_bytes,
             torchao_recipe=precision.TorchaoRecipe(torchao_recipe),
-            fp8_recipe=precision.Fp8Recipe(fp8_recipe),
+            fp8_recipe=precision.Fp8Recipe(fp8_recipe), fp8_casts=precision.Fp8Casts(fp8_casts),
         )
     except ValueError as exc:
         raise BadInput(f"{model}: {exc}") from None
@@ -248,8 +249,7 @@ def analytic_profile(
             + f" of peak {spec.peak_flops / 1e12:g} TFLOP/s; links at what NCCL achieves on "
             f"{gpu} (pptune presets)"
             + (f"; experts: ep={ex.ep}, etp={ex.etp}, routing imbalance {ex.imbalance:g}, "
-               f"{ex.dispatcher.value} dispatch"
-               if ex is not None else "")
+               f"{ex.dispatcher.value} dispatch" if ex is not None else "")
         ],
     )
 

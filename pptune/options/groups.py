@@ -35,7 +35,7 @@ from pptune.costmodel.keys import Precision
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.memory import Recompute
 from pptune.costmodel.ops import Attention
-from pptune.costmodel.precision import Fp8Kernels, Fp8Recipe, TorchaoRecipe
+from pptune.costmodel.precision import Fp8Casts, Fp8Kernels, Fp8Recipe, TorchaoRecipe
 from pptune.costmodel.rates import Swiglu, WgradAccum
 from pptune.costmodel.schedules import DEFAULT_SCHEDULES, Schedule
 from pptune.costmodel.sharding import MEGATRON_GRAD_BYTES, Sharding, StateDtype
@@ -247,7 +247,7 @@ class CostOptions:
                     cross_entropy=self.loss_kernels, swiglu=self.swiglu_kernels,
                     fp8_kernels=self.fp8_linears(), wgrad_accum=self.wgrad,
                     torchao_recipe=self.torchao_recipe, fp8_recipe=self.recipe,
-                    main_grad_bytes=self.main_grad_bytes)
+                    main_grad_bytes=self.main_grad_bytes, fp8_casts=self.fp8_casts)
 
     def experts(self) -> ExpertParallel:
         """How a mixture of experts is fed under these options (ep and etp come with each
@@ -282,6 +282,7 @@ class CostOptions:
     # from a torchtitan file, emit for what torchtitan runs: frameworks/torchtitan/converters.py)
     expert_precision: Precision | None = None  # the routed experts' GEMMs (None: --precision)
     torchao_recipe: TorchaoRecipe = TorchaoRecipe.TENSORWISE  # torchao's float8 scaling
+    fp8_casts: Fp8Casts = Fp8Casts.FUSED  # torchao's casts: compiled, or eager (precision.py)
     # the width of the main_grad weight gradients go into (costmodel/rates.py Accumulation):
     # FP32, or 2 where check-config reads a BF16 gradient buffer (--grad-reduce-in-bf16)
     main_grad_bytes: float = MEGATRON_GRAD_BYTES

@@ -10,6 +10,7 @@ node shape it launches, the plan is re-predicted on that shape.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,7 +27,13 @@ from pptune.errors import BadInput, PptuneError
 from pptune.files import Written, write_all
 from pptune.frameworks.common.adapter import Adapter, Job, Stated
 from pptune.frameworks.common.baseline import ratio, relative_to
-from pptune.frameworks.common.express import placed, stateable_fastest
+from pptune.frameworks.common.express import (
+    closest_or_refuse,
+    fastest_on,
+    placed,
+    stateable_fastest,
+)
+from pptune.frameworks.common.torch_schedules import refused_rounds
 from pptune.frameworks.common.writing import plan_launch
 from pptune.frameworks.registry import ADAPTERS, NAMES, Framework, find
 from pptune.plan.recommend import RecommendRun
@@ -240,10 +247,12 @@ def _stateable_layout(adapter: Adapter, run: RecommendRun, plan: Plan,
     seq = run.table.seq_len
     regrouped = (plan.schedule is Schedule.INTERLEAVED and plan.num_microbatches % plan.pp != 0
                  and not adapter.runs_microbatch_groups)
-    why = adapter.cannot_state(plan.key, seq) or (
-        f"its interleaved schedule, torch's, runs {plan.num_microbatches} micro-batches on "
-        f"pp {plan.pp} in an order of its own, not the micro-batch groups pptune simulates"
-        if regrouped else None)
+    why = adapter.cannot_state(plan.key, seq)
+    if why is None and regrouped:
+        why = _torchs_order(plan)
+        closest = _on_the_same_ranks(adapter, run, plan, rank, why)
+        if closest is not None:
+            return closest
     if why is None:
         return plan, []
     keys = tuple(k for k in run.plan_request.keys() if adapter.cannot_state(k, seq) is None)
@@ -257,6 +266,48 @@ def _stateable_layout(adapter: Adapter, run: RecommendRun, plan: Plan,
     return alt, [f"{adapter.name} cannot express plan {rank} ({why}): emitting the best plan "
                  f"it can state ({alt.key}, pp={alt.pp} dp={alt.dp}), predicted step "
                  f"{fmt_seconds(alt.step_time_s)} ({ratio(alt.step_time_s, plan.step_time_s)})"]
+
+
+def _torchs_order(plan: Plan) -> str:
+    """What torch's ScheduleInterleaved1F1B makes of an interleaved plan whose micro-batch
+    count is not a multiple of pp: it refuses the count (torch_schedules.refused_rounds),
+    or runs it in an order of its own, not the micro-batch groups pptune simulates."""
+    m, p = plan.num_microbatches, plan.pp
+    rounds = refused_rounds(m, p)
+    if rounds:
+        return (f"torch's ScheduleInterleaved1F1B refuses {m} micro-batches on pp {p}: they must "
+                f"be a multiple of its round count max(1, m // pp) = {rounds} (torch 2.13 "
+                "torch/distributed/pipelining/schedules.py)")
+    return (f"torch's ScheduleInterleaved1F1B runs {m} micro-batches on pp {p} in an order of "
+            "its own, not the micro-batch groups pptune simulates")
+
+
+def _on_the_same_ranks(adapter: Adapter, run: RecommendRun, plan: Plan, rank: int,
+                       why: str) -> tuple[Plan, list[str]] | None:
+    """The plan its files state on the plan's ranks (pp, sharding, recomputation and cost
+    key) in torch's order that runs fastest as its files run it (``adapter.as_run``: a
+    schedule that cannot compile the model runs its kernels eager): the search's fastest
+    of each schedule its files state (express.fastest_on: another micro-batch size and
+    count, interleaving only with m a multiple of pp), with the note saying why; None
+    where none fits."""
+    job = job_of(run, plan)
+    job = replace(job, request=adapter.in_its_order(job.request))
+    found = [p for s in adapter.stateable(job.request, job.model, job.shape).schedules
+             if (p := fastest_on(job, plan, (s,))) is not None]
+    ran = {p.spec: _as_run_s(adapter, job, p) for p in found}
+    if not found or min(ran.values()) == math.inf:
+        return None
+    notes: list[str] = []
+    return closest_or_refuse(job, plan, (), name=adapter.name, rank=rank, why=why, notes=notes,
+                             found=min(found, key=lambda p: ran[p.spec])), notes
+
+
+def _as_run_s(adapter: Adapter, job: Job, plan: Plan) -> float:
+    """The plan's step as the framework's files run it; infinite where they cannot."""
+    try:
+        return adapter.as_run(job, plan)[1].step_time_s
+    except BadInput:
+        return math.inf
 
 
 def file_names(framework: str) -> list[str]:

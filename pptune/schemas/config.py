@@ -47,10 +47,8 @@ class TrainingConfig(Strict):
     virtual_stages: int = Field(1, ge=1, le=2**31 - 1, description="model chunks per device")
     micro_batch_size: int = Field(ge=1, le=2**31 - 1, description="samples per micro-batch")
     global_batch: int | None = Field(None, ge=1, le=2**31 - 1, description="samples per optimizer step")
-    grad_accum_steps: int | None = Field(
-        None, ge=1, le=2**31 - 1,
-        description="micro-batches per optimizer step on one pipeline (DeepSpeed's meaning)",
-    )
+    grad_accum_steps: int | None = Field(None, ge=1, le=2**31 - 1, description="micro-batches "
+                                         "per optimizer step on one pipeline (DeepSpeed's meaning)")
     pipeline_flushes: int = Field(
         1, ge=1, le=2**31 - 1,
         description="pipeline schedule runs per optimizer step (torchtitan accumulates gradients "
@@ -129,8 +127,10 @@ class TrainingConfig(Strict):
         None, description="whose FP8 linear layers an FP8 config runs: te (Transformer "
         "Engine, Megatron-LM's and NeMo's: FP8 weight copies cached all step, FP8 GEMM "
         "inputs saved) or torchao (torchtitan's float8: cast per use, BF16 inputs saved); "
-        "None: te"
-    )
+        "None: te")
+    fp8_casts: Literal["fused", "eager"] | None = Field(
+        None, description="torchao's float8 casts: fused by torch.compile (None), or eager, each "
+        "op a kernel of its own (torchtitan with the model not compiled)")
     fp8_recipe: str | None = Field(
         None, max_length=40, description="the FP8 scaling recipe as the file names it "
         "(Megatron-LM --fp8-recipe delayed|tensorwise|blockwise|mxfp8; torchtitan "

@@ -323,13 +323,19 @@ def test_torchtitan_refuses_converters_its_release_does_not_register(tmp_path: P
 
 def test_torchtitan_float8_holds_what_bf16_holds(tmp_path: Path) -> None:
     """torchao's float8 keeps no FP8 weight copies and saves BF16 inputs (precision.py):
-    the peak memory of a float8 file is its BF16 twin's; the step is faster."""
-    _, _, bf16 = titan(tmp_path)
+    the peak memory of a float8 file is its BF16 twin's; compiled, the step is faster, and
+    not compiled, its casts run eager, op by op: slower than BF16 (compiled or not)."""
+    compiled = "[compile]\nenable = true\n"
+    _, _, bf16 = titan(tmp_path, tables=compiled)
+    _, _, eager_bf16 = titan(tmp_path)
     for tables in ("", "[quantize.linear.float8]\nenable_fsdp_float8_all_gather = true\n"):
-        code, _, fp8 = titan(tmp_path, converters=FLOAT8, tables=tables)
+        code, _, fp8 = titan(tmp_path, converters=FLOAT8, tables=tables + compiled)
         assert code == 0 and fp8["config"]["fp8_kernels"] == "torchao"
         assert fp8["derived"]["peak_memory_bytes"] == bf16["derived"]["peak_memory_bytes"]
         assert fp8["derived"]["step_time_s"] < bf16["derived"]["step_time_s"]
+        _, _, eager = titan(tmp_path, converters=FLOAT8, tables=tables)
+        assert eager["config"]["fp8_casts"] == "eager"
+        assert eager["derived"]["step_time_s"] > eager_bf16["derived"]["step_time_s"]
 
 
 # --- DeepSpeed 0.19.8: Ulysses sequence parallelism, no FP8 key -----------------------

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.check_json import check_file
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "configs"
@@ -156,11 +158,22 @@ def test_float8_without_a_compiled_model_is_a_warning_naming_its_pricing(tmp_pat
     assert code == 0 and found["torchtitan-float8-eager"] == "warning"
     (text,) = messages(doc, "torchtitan-float8-eager")
     assert text.startswith("quantize.linear.float8 with the model not compiled")
-    assert "prices the FP8 GEMMs with the casts as compiled" in text
-    assert doc["config"]["precision"] == "fp8"
+    assert "each op of their casts (abs-max, scale, cast) a kernel of its own, and are " \
+        "priced so" in text
+    assert (doc["config"]["precision"], doc["config"]["fp8_casts"]) == ("fp8", "eager")
+    step = {}
     for compile_table in (COMPILE, '[compile]\nenable = true\ncomponents = ["loss"]\n'):
-        _, found, _ = titan(tmp_path, local=1, model=FLOAT8, tables=tables + compile_table)
+        _, found, doc = titan(tmp_path, local=1, model=FLOAT8, tables=tables + compile_table)
         assert ("torchtitan-float8-eager" in found) == ("loss" in compile_table)
+        assert doc["config"]["fp8_casts"] == ("eager" if "loss" in compile_table else None)
+        step["loss" in compile_table] = doc["derived"]["step_time_s"]
+    assert step[False] < step[True]  # the model compiled fuses the casts (and the SwiGLU)
+    # a rowwise recipe's eager casts are not derived: priced as compiled, and said so
+    rowwise = '[quantize.linear.float8]\nrecipe_name = "rowwise"\nfilter_fqns = ["output"]\n'
+    _, found, doc = titan(tmp_path, local=1, model=FLOAT8, tables=rowwise)
+    (text,) = messages(doc, "torchtitan-float8-eager")
+    assert "prices the FP8 GEMMs with the casts as compiled" in text
+    assert doc["config"]["fp8_casts"] is None
 
 
 def test_emitted_dualpipev_fp8_plan_says_its_linears_run_uncompiled(tmp_path: Path) -> None:
@@ -171,15 +184,34 @@ def test_emitted_dualpipev_fp8_plan_says_its_linears_run_uncompiled(tmp_path: Pa
                                      schedules="dualpipev", precision="fp8", top=1))
     out = emit(Framework.TORCHTITAN, run)
     assert (out.plan.schedule.value, out.plan.precision.value) == ("dualpipev", "fp8")
+    assert any("torchao's float8 linears (no cached FP8 weights, their casts eager: each op "
+               "a kernel of its own): predicted that way" in n for n in out.notes), out.notes
     assert any(n.startswith("the fp8 linears run with the model not compiled: torch's "
                             "zero-bubble and DualPipeV schedules refuse compiled stage "
-                            "modules") for n in out.notes), out.notes
+                            "modules") and n.endswith("priced so (torchao's eager float8 "
+                                                      "casts: costmodel/precision.py)")
+               for n in out.notes), out.notes
     write(out, tmp_path)
     text = (tmp_path / "torchtitan.toml").read_text()
     assert 'components = ["loss"]' in text and "quantize.linear.float8" in text
-    # check-config says the same of the file
-    _, found, _ = check_file(tmp_path / "torchtitan.toml", text, "--gpus", "16")
+    # check-config says the same of the file, and prices it as the header does
+    _, found, doc = check_file(tmp_path / "torchtitan.toml", text, "--gpus", "16")
     assert found["torchtitan-float8-eager"] == "warning"
+    assert doc["derived"]["step_time_s"] == pytest.approx(out.plan.step_time_s, rel=1e-9)
+
+
+def test_emitted_zbv_mxfp8_plan_says_its_eager_casts_are_not_priced() -> None:
+    from pptune.plan.emit import Framework, emit
+    from pptune.plan.recommend import RecommendSpec, recommend
+
+    run = recommend(RecommendSpec.of(gpus=16, model="llama3-8b", gpu="b200", pp="4",
+                                     schedules="zbv", precision="mxfp8", top=1))
+    out = emit(Framework.TORCHTITAN, run)
+    assert (out.plan.schedule.value, out.plan.precision.value) == ("zbv", "mxfp8")
+    assert any(n.startswith("the mxfp8 linears run with the model not compiled") and n.endswith(
+        "which pptune prices as compiled (MXFP8's eager casts (torchao's prototype/mx_formats, "
+        "a code path of their own) are not derived): the step is predicted faster than it "
+        "runs") for n in out.notes), out.notes
 
 
 # --- 6. torch's and torchtitan's own words --------------------------------------------

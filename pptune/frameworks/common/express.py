@@ -25,7 +25,7 @@ from pptune.costmodel.partition import (
     stage_bounds,
     strip_ends,
 )
-from pptune.costmodel.precision import Fp8Kernels, is_low
+from pptune.costmodel.precision import Fp8Casts, Fp8Kernels, is_low
 from pptune.costmodel.rates import Swiglu, WgradAccum
 from pptune.costmodel.schedules import Schedule, model_chunks
 from pptune.costmodel.search import (
@@ -197,13 +197,13 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
                   cross_entropy: CrossEntropy | None = None,
                   dispatcher: Dispatcher | None = None,
                   swiglu: Swiglu | None = None,
-                  fp8_kernels: Fp8Kernels | None = None,
+                  fp8_kernels: Fp8Kernels | None = None, fp8_casts: Fp8Casts | None = None,
                   within: PlanRequest | None = None,
                   tp_comm_overlap: bool | None = None,
                   wgrad_accum: WgradAccum | None = None) -> tuple[Job, Plan]:
     """The job and plan re-priced with the attention kernel, sequence parallelism, loss
     kernels (``cross_entropy``, None: the job's), SwiGLU kernels (``swiglu``, None: the
-    job's), FP8 linears (``fp8_kernels``, None: the job's) and MoE dispatcher
+    job's), FP8 linears and their casts (``fp8_kernels``, ``fp8_casts``) and MoE dispatcher
     (``dispatcher``, None: the job's), tensor-parallel overlap (``tp_comm_overlap``,
     None: the job's) and weight-gradient accumulation (``wgrad_accum``, None: the job's)
     the framework's files run (``runs`` says which, in
@@ -219,18 +219,19 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
         or not job.shape.moe else dispatcher
     fp8 = c.fp8_linears() if fp8_kernels is None or not is_low(plan.precision) \
         else fp8_kernels
+    casts = c.fp8_casts if fp8_casts is None else fp8_casts
     overlap = job.tp_comm_overlap if tp_comm_overlap is None else tp_comm_overlap
     accum = c.wgrad if wgrad_accum is None else wgrad_accum
     if ((job.attention, job.sequence_parallel, c.loss_kernels, c.moe_dispatcher,
-         c.swiglu_kernels, c.fp8_linears(), job.tp_comm_overlap, c.wgrad)
-            == (attention, sequence_parallel, loss, route, act, fp8, overlap, accum)
+         c.swiglu_kernels, c.fp8_linears(), c.fp8_casts, job.tp_comm_overlap, c.wgrad)
+            == (attention, sequence_parallel, loss, route, act, fp8, casts, overlap, accum)
             or not _analytic(job)):
         return job, plan
     job = replace(job, attention=attention, sequence_parallel=sequence_parallel,
                   tp_comm_overlap=overlap,
                   cost_options=replace(c, cross_entropy=loss, moe_dispatcher=route, swiglu=act,
                                        fp8_kernels=fp8, tp_comm_overlap=overlap,
-                                       wgrad_accum=accum))
+                                       wgrad_accum=accum, fp8_casts=casts))
     job = _repriced(job, job.shape)
     before, plan = plan, evaluate(job.table, job.request, plan.spec)
     notes.append(f"{name} runs {runs}: predicted that way, step {fmt_seconds(plan.step_time_s)} "
@@ -278,7 +279,7 @@ def analytic_table(job: Job, shape: ModelShape | None = None, **changed: object)
         gpu_spread=c.gpu_spread, cross_entropy=c.loss_kernels, swiglu=c.swiglu_kernels,
         fp8_kernels=c.fp8_linears(), factors=job.factors, recompute_modules=job.layer_modules,
         efficiency=c.efficiency, wgrad_accum=c.wgrad, torchao_recipe=c.torchao_recipe,
-        fp8_recipe=c.recipe, main_grad_bytes=c.main_grad_bytes)
+        fp8_recipe=c.recipe, main_grad_bytes=c.main_grad_bytes, fp8_casts=c.fp8_casts)
     options.update(changed)
     priced = shape or job.shape
     assert priced is not None

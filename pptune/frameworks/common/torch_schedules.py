@@ -28,6 +28,15 @@ def interleaved_rounds(versions: Versions) -> bool:
     return versions.at_least(TORCH, 2, 6)
 
 
+def refused_rounds(m: int, p: int) -> int | None:
+    """The round count max(1, m // pp) of torch >= 2.6's ScheduleInterleaved1F1B and
+    ScheduleInterleavedZeroBubble where it does not divide ``m``, which they refuse
+    ("Interleaved 1F1B requires the number of microbatches to be a multiple of the
+    number of rounds", __init__); None where they run ``m`` micro-batches on ``p`` ranks."""
+    rounds = max(1, m // p)
+    return rounds if m % rounds else None
+
+
 def one_f_one_b_needs_m_ge_stages(versions: Versions) -> bool:
     """Schedule1F1B refuses m < stages from torch 2.7 (PR #144702); earlier it ran."""
     return versions.at_least(TORCH, 2, 7)
@@ -76,9 +85,9 @@ def microbatch_rules(cfg: TrainingConfig, m: int, semantics: Semantics, add: Add
     name = ("ScheduleInterleaved1F1B" if cfg.schedule is Schedule.INTERLEAVED
             else "ScheduleInterleavedZeroBubble")
     if interleaved_rounds(versions):
-        rounds = max(1, m // p)
-        if m % rounds:
-            good = nearest_count(m, _next_valid(m, p), lambda n: n % max(1, n // p) == 0,
+        rounds = refused_rounds(m, p)
+        if rounds:
+            good = nearest_count(m, _next_valid(m, p), lambda n: not refused_rounds(n, p),
                                  per_step)
             add("interleaved-rounds", "error",
                 f"{m} micro-batches on pp {p}: torch's {name} needs a multiple of its round "

@@ -17,13 +17,14 @@ and is faster (its default option; costmodel/op_sac.py).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.partition import mtp_count
-from pptune.costmodel.precision import Fp8Kernels, is_low
+from pptune.costmodel.precision import Fp8Casts, Fp8Kernels, TorchaoRecipe, eager_casts, is_low
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.rates import Swiglu, WgradAccum
 from pptune.costmodel.schedules import SPLIT_BACKWARD, Schedule
@@ -63,7 +64,9 @@ def stateable_request(req: PlanRequest, model: str | None,
                       shape: ModelShape | None = None) -> PlanRequest:
     """The search over what a torchtitan file states: FSDP or no sharding; its
     schedules (no bidirectional DualPipe; InterleavedZeroBubble, not ZB-H1's one stage
-    a rank); pipeline ranks outermost; no combined 1F1B order; no pipeline for the
+    a rank); pipeline ranks outermost; no combined 1F1B order; no interleaving with m not
+    a multiple of pp (torch's ScheduleInterleaved1F1B refuses such a count or runs it in
+    an order of its own: torch_schedules.refused_rounds); no pipeline for the
     models without a pipelining_fn; no megatron-core recompute modules (its per-op
     policy is per_op_checkpointing's) and no recomputed-block count per stage (one
     [activation_checkpoint] mode for every block)."""
@@ -75,6 +78,7 @@ def stateable_request(req: PlanRequest, model: str | None,
                    schedules=keep(req.schedules, [s for s in Schedule
                                                   if s not in (Schedule.DUALPIPE, Schedule.ZB_H1)]),
                    rank_orders=(DP_INNER,), combined_order=False, stage_recompute=False,
+                   interleaved_groups=False,
                    pp=(1,) if name in NO_PIPELINE else req.pp,
                    recomputes=keep(req.recomputes, [r for r in Recompute
                                                     if r is not Recompute.MODULES]))
@@ -189,15 +193,26 @@ def _kernels_as_run(job: Job, plan: Plan, parts: tuple[str, ...], route: Dispatc
     split = (" (torch's zero-bubble and DualPipeV schedules refuse a compiled model)"
              if plan.pp > 1 and plan.schedule in SPLIT_BACKWARD
              else f" (the model not compiled: {why})" if why else "")
+    casts = _casts(job, plan, parts)
+    fp8 = (f" and torchao's {_LINEARS.get(plan.precision, 'float8')} linears (no cached FP8 "
+           "weights" + (", their casts eager: each op a kernel of its own"
+                        * (casts is Fp8Casts.EAGER)) + ")" if is_low(plan.precision) else "")
     return ex.priced_as_run(
         job, plan, name=NAME, attention="flash", sequence_parallel=job.request.tp > 1,
         cross_entropy=CrossEntropy.FUSED if "loss" in parts else CrossEntropy.EAGER,
         swiglu=Swiglu.FUSED if "model" in parts else Swiglu.EAGER, notes=notes,
-        fp8_kernels=Fp8Kernels.TORCHAO, dispatcher=route, wgrad_accum=WgradAccum.BF16,
-        within=stateable_request(job.request, job.model, job.shape), runs=f"{attn}, sequence parallelism with tensor "
-        f"parallelism{experts}, {loss}{split}" + (
-            f" and torchao's {_LINEARS.get(plan.precision, 'float8')} linears (no cached FP8 "
-            "weights)" if is_low(plan.precision) else ""))
+        fp8_kernels=Fp8Kernels.TORCHAO, fp8_casts=casts, dispatcher=route,
+        wgrad_accum=WgradAccum.BF16, within=stateable_request(job.request, job.model, job.shape),
+        runs=f"{attn}, sequence parallelism with tensor parallelism{experts}, {loss}{split}{fp8}")
+
+
+def _casts(job: Job, plan: Plan, parts: tuple[str, ...]) -> Fp8Casts:
+    """torchao's float8 casts as the file runs them: fused where [compile] compiles the
+    model (``parts``), else eager where pptune derives them (precision.eager_casts:
+    tensorwise FP8; MXFP8 and the rowwise recipes stay priced as compiled)."""
+    recipe = (job.cost_options or CostOptions()).torchao_recipe
+    return (Fp8Casts.EAGER if "model" not in parts
+            and eager_casts(plan.precision, recipe, Fp8Casts.EAGER) else Fp8Casts.FUSED)
 
 
 def _substituted(job: Job, plan: Plan, rank: int) -> Stated:
@@ -214,9 +229,10 @@ def _stated(job: Job, plan: Plan, rank: int, notes: list[str], mtp: int) -> Stat
     # torchtitan shards over the context-parallel ranks whatever the shard degree
     # (distributed/parallel_dims.py fsdp_enabled: dp_shard_enabled or cp_enabled)
     sharded = plan.cp > 1 and plan.sharding is Sharding.NONE
+    timed = _timed(job)  # what the substitutions choose between, timed as the file runs it
     plan, exact = ex.stateable_sharding(
         job, plan, name=NAME, options=(Sharding.FSDP,) if sharded else STATEABLE, notes=notes,
-        within=stateable_request(job.request, job.model),
+        within=stateable_request(job.request, job.model), as_run=timed,
         why=f"torchtitan shards the training state over the cp {plan.cp} ranks (its "
         "fsdp_enabled: dp_shard or cp above 1, distributed/parallel_dims.py)" if sharded
         else None)
@@ -237,7 +253,7 @@ def _stated(job: Job, plan: Plan, rank: int, notes: list[str], mtp: int) -> Stat
         chosen = ex.closest_or_refuse(
             job, plan, ex.dualpipe_options(job, plan), name=NAME, rank=rank, notes=notes,
             why="torch.distributed.pipelining has DualPipeV, not the bidirectional DualPipe",
-            rank_order=DP_INNER)
+            rank_order=DP_INNER, as_run=timed)
         exact = False
     elif plan.schedule is Schedule.ZB_H1 or plan.rank_order != DP_INNER or few:
         why = ("torchtitan's InterleavedZeroBubble needs >= 2 stages per rank"
@@ -249,7 +265,7 @@ def _stated(job: Job, plan: Plan, rank: int, notes: list[str], mtp: int) -> Stat
         options = [(sched, plan.virtual_stages if sched is Schedule.INTERLEAVED else 1,
                     plan.stage_layers)]
         chosen = ex.closest_or_refuse(job, plan, options, name=NAME, rank=rank, why=why,
-                                      notes=notes, rank_order=DP_INNER)
+                                      notes=notes, rank_order=DP_INNER, as_run=timed)
         exact = False
     job, per_op = per_op_checkpointing(job, chosen, notes)
     exact = exact and per_op is chosen
@@ -261,21 +277,55 @@ def _stated(job: Job, plan: Plan, rank: int, notes: list[str], mtp: int) -> Stat
     if is_low(final.precision) and refused and "model" not in compiled(final, job.cost_options):
         notes.append(f"the {final.precision.value} linears run with the model not compiled: "
                      f"{refused}, so [compile] leaves the model out; torchao's casts then run "
-                     "as separate kernels, which pptune prices as compiled (its roofline's "
-                     "traffic): the step is predicted faster than it runs")
+                     f"as separate kernels, {_eager_priced(job, final)}")
     return Stated(job, final, exact and not mtp and final is chosen, tuple(notes))
 
 
+def _eager_priced(job: Job, plan: Plan) -> str:
+    """How the plan's eager torchao casts are priced (precision.eager_casts), in words."""
+    c = job.cost_options or CostOptions()
+    if c.fp8_casts is Fp8Casts.EAGER:
+        return "priced so (torchao's eager float8 casts: costmodel/precision.py)"
+    why = ("MXFP8's eager casts (torchao's prototype/mx_formats, a code path of their own) "
+           "are not derived" if plan.precision is Precision.MXFP8 else
+           f"the {c.torchao_recipe.value} recipe's eager casts are not derived"
+           if c.torchao_recipe is not TorchaoRecipe.TENSORWISE else
+           "measured costs are not priced again")
+    return (f"which pptune prices as compiled ({why}): the step is predicted faster than "
+            "it runs")
+
+
+def _timed(job: Job) -> Callable[[Plan], Plan]:
+    """A plan timed as the file runs it, beside ``job`` (priced as the file runs another
+    plan): with the kernels its [compile] table runs for the plan's schedule (cp_fp8.compiled:
+    the SwiGLU and float8 casts eager where the schedule cannot compile the model), the
+    costs priced once for each such table."""
+    model = (flavor_of(job.model, job.shape) or ("", ""))[0] or str(job.model)
+    priced: dict[tuple[str, ...], Job] = {}
+
+    def timed(plan: Plan) -> Plan:
+        parts = compiled(plan, job.cost_options)
+        if parts not in priced:
+            route = dispatcher_of(job, plan, model)
+            priced[parts] = _kernels_as_run(job, plan, parts, route, [])[0]
+        ran = priced[parts]
+        return plan if ran is job else evaluate(ran.table, ran.request, plan.spec)
+    return timed
+
+
 def _compiled_as_stated(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan]:
-    """The plan priced with the SwiGLU its file's [compile] table runs: a substitution
-    may have chosen a schedule that cannot compile the model (cp_fp8.compiled), or one
-    that can where the SwiGLU was priced eager for such a schedule. Priced again until
-    they agree (an eager SwiGLU agrees with every schedule but an FP8 plan's)."""
+    """The plan priced with the SwiGLU and float8 casts its file's [compile] table runs: a
+    substitution may have chosen a schedule that cannot compile the model
+    (cp_fp8.compiled), or one that can where they were priced eager for such a schedule.
+    Priced again until they agree (an eager SwiGLU agrees with every schedule but an FP8
+    plan's)."""
     model = (flavor_of(job.model, job.shape) or ("", ""))[0] or str(job.model)
     for _ in range(3):
         parts = compiled(plan, job.cost_options)
-        fused = (job.cost_options or CostOptions()).swiglu_kernels is not Swiglu.EAGER
-        if ("model" in parts) == fused or job.shape is None or not job.shape.gated_mlp:
+        c = job.cost_options or CostOptions()
+        fused = c.swiglu_kernels is not Swiglu.EAGER
+        if ((("model" in parts) == fused or job.shape is None or not job.shape.gated_mlp)
+                and c.fp8_casts is _casts(job, plan, parts)):
             break
         job, plan = _kernels_as_run(job, plan, parts, dispatcher_of(job, plan, model), notes)
     return job, plan

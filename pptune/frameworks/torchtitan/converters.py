@@ -244,7 +244,7 @@ def _linears(ctx: Ctx, data: dict[str, Any], converters: list[str],
                        f'{name}.filter_fqns without "output": torchtitan runs the LM head in '
                        'float8 too; pptune prices it in BF16 (set filter_fqns = ["output"], '
                        "as torchtitan's own configs do)")
-    _eager(ctx, data, name)
+    _eager(ctx, data, name, priced=fields if recipe is None else None)
     _recipe_note(ctx, name, recipe)
     fields["precision"], fields["fp8_recipe"] = "fp8", recipe or "tensorwise"
     # the float8 all-gather runs only over FSDP shards (Float8LinearConverter: dp_shard_enabled)
@@ -267,13 +267,23 @@ def _recipe_note(ctx: Ctx, name: str, recipe: str | None) -> None:
                  "GEMMs at the FP8 rate, with torchao's roofline casts")
 
 
-def _eager(ctx: Ctx, data: dict[str, Any], name: str, tp: int = 1) -> None:
+def _eager(ctx: Ctx, data: dict[str, Any], name: str, tp: int = 1,
+           priced: dict[str, Any] | None = None) -> None:
     """A warning for float8 or MXFP8 linears with the model not compiled: torchao's casts
     then run as separate kernels (torchtitan docs/float8.md: torch.compile is needed for
-    competitive performance), where pptune prices them at the traffic torchao's own
-    roofline counts with the abs-max fused under torch.compile (costmodel/precision.py).
+    competitive performance). Tensorwise float8 (its fields ``priced``) is priced so
+    (``fp8_casts`` eager: costmodel/precision.py); MXFP8 and the rowwise recipes at the
+    traffic torchao's own roofline counts with the casts fused under torch.compile.
     MXFP8 with tensor parallelism cannot compile the model (``mx_tp_refused``)."""
     if compiles(ctx, data, "model"):
+        return
+    if priced is not None:
+        priced["fp8_casts"] = "eager"
+        ctx.warn("torchtitan-float8-eager",
+                 f"{name} with the model not compiled ([compile] enable with \"model\" in "
+                 "components): torchao's float8 linears run eager, each op of their casts "
+                 "(abs-max, scale, cast) a kernel of its own, and are priced so; compile the "
+                 "model (torchtitan's docs/float8.md: required for competitive performance)")
         return
     gemms, linears = ("MXFP8", "MXFP8") if name == MX else ("FP8", "float8")
     fix = (f"torchtitan refuses to compile the model with {MX} at tensor_parallel_degree "
