@@ -19,13 +19,13 @@ from pptune import limits
 from pptune.cli.errors import OneLineErrors, print_version
 from pptune.cli.options import Use, option_for, uses
 from pptune.cli.util import out_console as _out
-from pptune.cli.util import parse_ints as _ints
 from pptune.cli.util import say as _say
 from pptune.cli.util import show as _show
 from pptune.cli.util import wrote as _wrote
 from pptune.errors import BadInput, NoFeasiblePlan, PptuneError
 from pptune.files import check_folder, check_output, dumps_json
 from pptune.options import CostOptions, OutputOptions, PlanSpace
+from pptune.options.kinds import parse_split
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -117,9 +117,9 @@ def simulate_cmd(
     wgrad_ms: float = typer.Option(0.0, "--wgrad-ms", help="weight-grad time per device"),
     p2p_ms: float = typer.Option(0.0, "--p2p-ms", help="time of one stage-to-stage send"),
     a2a_ms: float = typer.Option(0.0, "--a2a-ms", help="expert all-to-all per device per micro-batch, in forward and again in backward (textbook mode; F&B pairs hide it)"),
-    a2a_overlap: bool = typer.Option(False, "--a2a-overlap", help="1f1b / interleaved-1f1b: Megatron-LM's combined order (--overlap-moe-expert-parallel-comm)"),
+    a2a_overlap: bool = typer.Option(False, "--a2a-overlap", help="interleaved-1f1b, or 1f1b at --pp 1: Megatron-LM's combined order (--overlap-moe-expert-parallel-comm)"),
     micro_batch_size: int = typer.Option(1, "--micro-batch-size", "-b", help="samples per micro-batch"),
-    split: str | None = typer.Option(None, "--split", help="layers per stage, e.g. 6,6,6,6 (default even)"),
+    split: str | None = typer.Option(None, "--split", help="layers per stage, e.g. 6,6,6,6 or 5,4x14,3 (NxM: M stages of N layers; default even)"),
     costs: CostOptions,
     blocking_send: bool = option_for(PlanSpace, "blocking_send"),
     out: OutputOptions,
@@ -136,7 +136,7 @@ def simulate_cmd(
         schedule=schedule, pp=pp, microbatches=microbatches, virtual_stages=virtual_stages,
         fwd_ms=fwd_ms, bwd_ms=bwd_ms, wgrad_ms=wgrad_ms, p2p_ms=p2p_ms, a2a_ms=a2a_ms,
         a2a_overlap=a2a_overlap, costs=costs,
-        micro_batch_size=micro_batch_size, split=_ints(split, "--split"),
+        micro_batch_size=micro_batch_size, split=parse_split(split, "--split"),
         blocking_send=blocking_send,
     )
     run = simulation.run(spec)

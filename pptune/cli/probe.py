@@ -19,6 +19,7 @@ from pptune import limits
 from pptune.cli.util import out_console, show, wrote
 from pptune.errors import BadInput
 from pptune.files import check_output
+from pptune.options.kinds import parse_ints
 from pptune.probe.options import DEFAULT_OUTPUT, DeviceChoice, DType
 from pptune.probe.units import parse_bytes
 
@@ -92,17 +93,7 @@ class RichReporter:
 
 
 def _sizes(text: str | None) -> list[int] | None:
-    if text is None:
-        return None
-    out = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part.isdigit() or int(part) < 1:
-            raise BadInput(
-                f"--micro-batch-sizes: {part!r} is not a positive integer (give e.g. 1,2,4)"
-            )
-        out.append(int(part))
-    return out
+    return parse_ints(text, "--micro-batch-sizes")  # the comma lists' one rule
 
 
 def _check_numbers(timeout: float | None, repeats: int | None, warmup: int | None,

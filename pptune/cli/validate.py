@@ -17,12 +17,12 @@ from rich.console import Console
 from pptune import limits
 from pptune.cli.options import Use, uses
 from pptune.cli.util import out_console as _out
-from pptune.cli.util import parse_ints as _ints
 from pptune.cli.util import say as _say
 from pptune.cli.util import show, show_lines, wrote
 from pptune.errors import BadInput
 from pptune.files import check_output, dumps_json
 from pptune.options import CostOptions, OutputOptions, RunOptions
+from pptune.options.kinds import parse_split
 from pptune.report.fmt import json_safe
 
 DEFAULT_PLANS_FILE = "pptune-plans.json"
@@ -119,7 +119,7 @@ def validate(
         None, "--schedule", "-s", help="gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv, dualpipev [default: 1f1b]"
     ),
     split: str | None = typer.Option(
-        None, "--split", help="layers per stage, embedding and head included, e.g. 4,4 [default: even]"
+        None, "--split", help="layers per stage, embedding and head included, e.g. 4,4 or 5,4x14,3 (NxM: M stages of N layers) [default: even]"
     ),
     micro_batch_size: int | None = typer.Option(None, "--micro-batch-size", "-b", help="samples per micro-batch [default: 1]"),
     virtual_stages: int | None = typer.Option(
@@ -137,7 +137,7 @@ def validate(
     from pptune.validate.session import run as run_validate
 
     plan_path: Path | None = None
-    if plan is not None and plan.strip().isdigit():
+    if plan is not None and plan.strip().isascii() and plan.strip().isdigit():
         rank = int(plan)  # --plan N: the Nth plan of the saved recommendation
         if rank < 1:
             raise BadInput(f"--plan {plan.strip()}: plans are numbered from 1 (the best)")
@@ -150,7 +150,7 @@ def validate(
         raise BadInput(f"--dtype must be auto, fp32, bf16 or fp16 (got {dtype!r})")
     req = ValidateRequest(
         plan=plan_path, rank=rank, pp=pp, microbatches=microbatches, schedule=schedule,
-        split=_ints(split, "--split"), micro_batch_size=micro_batch_size,
+        split=parse_split(split, "--split"), micro_batch_size=micro_batch_size,
         virtual_stages=virtual_stages, costs=costs, dtype=dtype, run=run,
     )
     progress = _Progress(run.warmup + run.steps)

@@ -21,9 +21,10 @@ megatron-core refuses or reads with a surprising meaning: a count of 0
 (``(tt)*2*3`` is six layers there, not twelve), a count or ``*`` that only
 means something once a group is pasted out (``m*2(0)*2`` is 200 MTP layers
 there), nested or unclosed parentheses, a group without a count, more than
-100,000 symbols. On every string pptune accepts, the stages agree with
-megatron-core's (tests compare both on generated strings). Every refusal is
-one line naming the column.
+100,000 symbols, a digit other than ASCII 0-9 (megatron-core's ``\\d`` reads a
+fullwidth one; every number pptune reads is ASCII). On every string pptune
+accepts, the stages agree with megatron-core's (tests compare both on generated
+strings). Every refusal is one line naming the column.
 
 Then megatron-core's ``validate_layer_layout`` rules: the stage count is a
 multiple of pp (pp x vp when vp is given); the first layer is ``E`` and the
@@ -54,14 +55,19 @@ class LayerKind(str, Enum):
 
 Stage = tuple[LayerKind, ...]
 _SEP = "|"
+_DIGITS = "0123456789"
 _SYMBOLS = {k.value for k in LayerKind} | {_SEP}
 
 
 class LayoutError(ValueError):
-    """A layout string megatron-core would refuse (or misread); ``column`` is 1-based."""
+    """A layout string megatron-core would refuse (or misread); ``column`` is 1-based.
+    ``megatron_reads``: megatron-core reads it as meant, pptune does not (a count in
+    fullwidth digits)."""
 
-    def __init__(self, text: str, column: int, problem: str) -> None:
+    def __init__(self, text: str, column: int, problem: str,
+                 megatron_reads: bool = False) -> None:
         self.text, self.column, self.problem = text, column, problem
+        self.megatron_reads = megatron_reads
         super().__init__(f"{KNOB} {_excerpt(text, column)} at column {column}: {problem}")
 
 
@@ -147,8 +153,10 @@ def _sequence(text: str, toks: list[Placed], top: bool) -> list[Placed]:
             raise LayoutError(text, col, "unbalanced parenthesis: this ')' closes nothing")
         elif ch == "*":
             raise LayoutError(text, col, "'*' repeats nothing: put it after a symbol or a ')'")
-        elif ch in "0123456789":
+        elif ch in _DIGITS:
             raise LayoutError(text, col, f"digit {ch!r} outside a count: counts follow '*'")
+        elif ch.isdigit():
+            raise _foreign_digit(text, ch, col, in_count=False)
         else:
             raise LayoutError(text, col, f"unknown symbol {ch!r}; {_UNKNOWN}")
         if len(out) + len(items) * n > MAX_SYMBOLS:
@@ -161,17 +169,28 @@ def _starred(toks: list[Placed], j: int) -> bool:
     return j < len(toks) and toks[j][0] == "*"
 
 
+def _foreign_digit(text: str, ch: str, col: int, in_count: bool) -> LayoutError:
+    # megatron-core's \d reads a decimal digit of any script in a count; pptune's numbers
+    # are ASCII everywhere (options.kinds.NOT_ASCII)
+    return LayoutError(text, col, f"non-ASCII digit {ch!r} (U+{ord(ch):04X}): write counts "
+                       "with ASCII digits 0-9, as every number pptune reads",
+                       megatron_reads=in_count and ch.isdecimal())
+
+
 def _count(text: str, toks: list[Placed], j: int) -> tuple[int, int]:
     """The count after the '*' at toks[j], and the index after its digits."""
     star_col = toks[j][1]
     k = j + 1
-    while k < len(toks) and toks[k][0] in "0123456789":
+    while k < len(toks) and toks[k][0] in _DIGITS:
         k += 1
+    if k < len(toks) and toks[k][0].isdigit():
+        raise _foreign_digit(text, *toks[k], in_count=True)
     digits = "".join(ch for ch, _ in toks[j + 1:k])
     if not digits:
         raise LayoutError(text, star_col, "'*' needs a count after it, e.g. t*3")
     if len(digits) > 6 or int(digits) > MAX_SYMBOLS:
-        raise LayoutError(text, star_col, f"count {digits[:12]} is too large "
+        count = digits if len(digits) <= _EXCERPT else f"of {len(digits):,} digits"
+        raise LayoutError(text, star_col, f"count {count} is too large "
                           f"(pptune expands up to {MAX_SYMBOLS} symbols)")
     if int(digits) == 0:
         raise LayoutError(text, star_col, "a count of 0 repeats nothing (megatron-core "

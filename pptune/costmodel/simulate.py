@@ -44,6 +44,7 @@ freed (both are alive while the pair runs).
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 from pptune.costmodel.schedule_ops import to_op
@@ -142,7 +143,9 @@ def simulate(
 
     arrival = [-1.0] * order.n_outputs  # when an output reaches its consumer (-1: not yet)
     waiting: list[list[int] | None] = [None] * order.n_outputs  # devices blocked on it
-    link_free = [0.0] * (p * p)  # when the directed link src * p + dst is next free
+    # when the directed link src * p + dst is next free: only the links the stages send
+    # over get an entry (a pipeline's neighbours; a p x p list is 80 GB at pp 100,000)
+    link_free: defaultdict[int, float] = defaultdict(float)
     ptr = [0] * p
     dev_free = list(device_start_s) if device_start_s is not None else [0.0] * p
     busy = [0.0] * p

@@ -26,6 +26,27 @@ T = TypeVar("T")
 
 # a --split may list one value per stage: at most one per layer
 MAX_LIST_ITEMS = MAX_LAYERS + 2
+# digits of one integer item: past every cap pptune has (MAX_GLOBAL_BATCH has 10), short of
+# Python's 4,300-digit limit on int()
+MAX_DIGITS = 18
+EMPTY_ITEM = "{flag} has an empty item (got {text!r}): separate the values with single commas"
+# pptune's typed number flags (click's int and float, through pydantic) read ASCII digits
+# only: the comma lists and the layout strings follow the same rule
+NOT_ASCII = "{flag} takes ASCII digits 0-9, as every number pptune reads (got {text!r})"
+
+
+def comma_items(text: str, flag: str) -> list[str]:
+    """The items of a comma list, each stripped; BadInput for an empty one among
+    others (``1,,2``, ``zbv,``). Nothing at all (``""``, ``","``) is the caller's to name."""
+    items = [x.strip() for x in text.split(",")]
+    if any(items) and not all(items):
+        raise BadInput(EMPTY_ITEM.format(flag=flag, text=text))
+    return items
+
+
+def foreign_digits(text: str) -> bool:
+    """Whether ``text`` holds a digit other than ASCII 0-9 (fullwidth, superscript, ...)."""
+    return any(ch.isdigit() and not ch.isascii() for ch in text)
 
 
 def parse_ints(text: str | None, flag: str) -> list[int] | None:
@@ -33,15 +54,38 @@ def parse_ints(text: str | None, flag: str) -> list[int] | None:
     (an empty item such as ``1,,2`` included)."""
     if text is None:
         return None
-    items = text.replace(" ", "").split(",")
-    if len(items) > MAX_LIST_ITEMS:
-        raise BadInput(f"{flag} lists {len(items):,} values; pptune takes up to {MAX_LIST_ITEMS:,}")
-    if any(not x.removeprefix("-").isdigit() for x in items):
-        raise BadInput(f"{flag} takes comma-separated integers, e.g. 1,2,4 (got {text!r})")
-    values = [int(x) for x in items]
-    if any(x < 1 for x in values):
+    return _ints_of(text, flag, [(x.replace(" ", ""), "1") for x in comma_items(text, flag)],
+                    "takes comma-separated integers, e.g. 1,2,4")
+
+
+def parse_split(text: str | None, flag: str) -> list[int] | None:
+    """``parse_ints``, where an item ``NxM`` is M stages of N layers, as recommend's
+    layers/stage column writes a run (report.fmt.compact_split): ``5,4x3,2`` ->
+    [5, 4, 4, 4, 2]."""
+    if text is None:
+        return None
+    items = [x.replace(" ", "").partition("x") for x in comma_items(text, flag)]
+    return _ints_of(text, flag, [(n, k if x else "1") if n else ("", "") for n, x, k in items],
+                    "takes comma-separated integers, NxM for M stages of N layers, "
+                    "e.g. 5,4x14,3")
+
+
+def _ints_of(text: str, flag: str, items: list[tuple[str, str]], takes: str) -> list[int]:
+    """Each ``(value, repeats)`` item's value, ``repeats`` times: positive integers in ASCII
+    digits, at most MAX_LIST_ITEMS in all; BadInput naming the flag otherwise."""
+    if foreign_digits(text):
+        raise BadInput(NOT_ASCII.format(flag=flag, text=text))
+    if any(not x.removeprefix("-").isdigit() or not k.isdigit() for x, k in items):
+        raise BadInput(f"{flag} {takes} (got {text!r})")
+    if any(len(x.removeprefix("-")) > MAX_DIGITS or len(k) > MAX_DIGITS for x, k in items):
+        raise BadInput(f"{flag} takes integers of up to {MAX_DIGITS} digits (got {text!r})")
+    values = [(int(x), int(k)) for x, k in items]
+    if any(x < 1 or k < 1 for x, k in values):
         raise BadInput(f"{flag} needs positive integers (got {text!r})")
-    return values
+    count = sum(k for _, k in values)
+    if count > MAX_LIST_ITEMS:
+        raise BadInput(f"{flag} lists {count:,} values; pptune takes up to {MAX_LIST_ITEMS:,}")
+    return [x for x, k in values for _ in range(k)]
 
 
 class Kind(Generic[T]):
@@ -185,6 +229,8 @@ class ListOf(Kind[tuple[E, ...]]):
         if raw is None:
             return None
         text = raw if isinstance(raw, str) else ",".join(_names(raw))
+        if isinstance(raw, str):
+            comma_items(raw, flag)  # an empty item among names: one line
         names = _names(raw)
         known = {str(m.value) for m in self.enum}
         for name in names:

@@ -70,7 +70,7 @@ def run(spec: SimSpec) -> SimRun:
     if chunks_per_device(schedule, 1) == 2 and v == 1:  # zbv and the DualPipes: always 2
         v = 2
     problems = limits.problems(
-        limits.problem("--pp", p, 1, limits.MAX_GPUS),
+        limits.problem("--pp", p, 1, limits.MAX_SIMULATED_PP),
         limits.problem("--microbatches", m, 1, limits.MAX_GLOBAL_BATCH),
         limits.problem("--virtual-stages", v, 1, limits.MAX_LAYERS),
         limits.problem("--micro-batch-size", spec.micro_batch_size, 1, limits.MAX_MICRO_BATCH),
@@ -93,8 +93,18 @@ def run(spec: SimSpec) -> SimRun:
             f"{' and '.join(s.value for s in Schedule if s in COMBINABLE)} have (got --schedule "
             f"{schedule.value}; the DualPipes overlap their F&B pairs always)"
         )
+    if spec.a2a_overlap and p > 1 and schedule is Schedule.ONE_F_ONE_B:
+        # megatron-core 0.16 schedules.py runs combined_1f1b without a pipeline or
+        # interleaved only, and TransformerConfig.__post_init__ asserts it
+        # (transformer_config.py; check-config's megatron-a2a-overlap rule)
+        raise BadInput(
+            f"--a2a-overlap with 1f1b at pp {p}: megatron-core 0.16 runs its combined order "
+            "with a pipeline only interleaved (TransformerConfig asserts 'If enabling EP A2A "
+            "overlap, virtual_pipeline_model_parallel_size must be specified when "
+            "pipeline_model_parallel_size > 1'); use -s interleaved-1f1b, or --pp 1"
+        )
     try:
-        validate(schedule, p, m, v)
+        validate(schedule, p, m, v, spec.a2a_overlap)
     except ScheduleError as exc:
         raise BadInput(str(exc)) from None
     notes = []
@@ -109,12 +119,6 @@ def run(spec: SimSpec) -> SimRun:
             f"groups of {microbatch_group(p, m)} (--microbatch-group-size-per-virtual-"
             "pipeline-stage); torch's ScheduleInterleaved1F1B orders them its own way"
         )
-    if spec.a2a_overlap and p > 1 and schedule is Schedule.ONE_F_ONE_B:
-        # megatron-core 0.16 (transformer_config.py): the combined order with a pipeline
-        # needs virtual stages; pptune's own check-config rule (a2a_overlap_rule) says so
-        notes.append("Megatron-LM runs the combined order with pp > 1 only interleaved "
-                     "(--num-virtual-stages-per-pipeline-rank); this 1f1b order is not one "
-                     "it runs")
     chunks = chunks_per_device(schedule, v)
     ops = p * chunks * m * 3
     if ops > MAX_SIMULATED_OPS:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from pptune.costmodel.schedules import Schedule, chunks_per_device
 from pptune.costmodel.simulate import SimResult
 from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
 
@@ -12,7 +13,9 @@ def sim_summary_table(result: SimResult) -> Table:
     """Step time and bubble rate in the title, then one row per device.
 
     Columns: busy and idle time, busy share of the step, peak in-flight
-    micro-batches (activations held at once) and peak activation memory.
+    chunk passes (a micro-batch's pass through one of the device's model chunks whose
+    activations are held: micro-batches where a device runs one chunk; a caption says
+    so where it runs more) and peak activation memory.
     """
     schedule = getattr(result.schedule, "value", result.schedule)
     head = f"{schedule}  pp={result.p}  m={result.m}"
@@ -22,6 +25,9 @@ def sim_summary_table(result: SimResult) -> Table:
         title=f"{head}\nstep {fmt_seconds(result.step_time_s)}  "
         f"bubble {fmt_pct(result.bubble_rate)}",
     )
+    if chunks_per_device(Schedule(result.schedule), result.v) > 1:
+        table.caption = "peak in-flight: chunk passes (micro-batch x chunk)"
+        table.caption_justify = "left"
     table.add_column("device")
     table.add_column("busy", justify="right")
     table.add_column("idle", justify="right")

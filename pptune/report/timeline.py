@@ -13,16 +13,20 @@ Each row is cut into equal cells over ``[0, span]`` (span = the step time, or
 the last event end if later). A cell shows the op that covers most of its
 time, or idle when idle time covers more of it than all ops together, so a
 device that is busy most of a coarse cell never reads idle. Ties go to the
-earliest op, so the picture is deterministic. Where an op owns enough
-consecutive cells its block starts with its name (``F0``, ``B12``); the
-other cells repeat its kind letter, so the picture reads without colour:
-``F`` forward, ``B`` backward (input-gradient where the schedule splits it;
+earliest op, so the picture is deterministic. Each op's block starts with
+its name (``F0``, ``B12``) where every op owns enough consecutive cells for
+its own; the other cells repeat its kind letter, so the picture reads without
+colour. Where some op is narrower than its name, no block is named (one
+unnamed beside named ones would read as part of them: is the middle ``F`` of
+``F0FF2`` its own op?) and a line under the legend says so, with a width that
+names every op. The letters: ``F`` forward, ``B`` backward (input-gradient where the schedule splits it;
 a whole backward beside split ones, ``BW``, is labelled ``BW3`` and filled
 with ``B``), ``W`` weight-gradient, ``&`` an overlapped forward and backward
 pair (DualPipe's F&B, labelled ``F3&B1``: forward of micro-batch 3, backward
-of 1), ``.`` idle; a BW block too narrow for its label starts with ``BW``. With colour, forward is green, backward red, a whole
-backward magenta, weight-gradient blue, a pair yellow and idle grey, and
-back-to-back blocks of one kind alternate two shades. Labels name the
+of 1), ``.`` idle; a BW block without its label starts with ``BW``. With
+colour, forward is green, backward red, a whole backward magenta,
+weight-gradient blue, a pair yellow and idle grey, and back-to-back blocks of
+one kind alternate two shades. Labels name the
 micro-batch, not the stage: on multi-chunk schedules (interleaved, zbv, the
 DualPipes) the chunk is not shown.
 
@@ -35,9 +39,11 @@ import math
 
 from rich.text import Text
 
+from pptune.limits import MAX_TIMELINE_WIDTH
 from pptune.report import axis
 from pptune.report.fmt import fmt_seconds, seconds_unit
 from pptune.report.protocol import Timeline, kind_of, legend_kinds, n_rows, op_label, span_s
+from pptune.report.wrap import wrap_words
 
 IDLE_CHAR = "."
 # Owner kind -> style. Back-to-back blocks of the same kind alternate between
@@ -63,10 +69,14 @@ FILL = {"BW": "B", "F&B": "&"}
 AXIS_STYLE = "dim"
 
 
+Event = tuple[float, float, str, str]  # start_s, end_s, kind, label
+
+
 def _row_cells(
-    events: list[tuple[float, float, str, str]], span: float, n: int
-) -> list[tuple[str, str, bool]]:
-    """``(character, owner kind, alternate)`` for each of one device's ``n`` cells.
+    events: list[Event], span: float, n: int, names: bool = True
+) -> tuple[list[tuple[str, str, bool]], bool]:
+    """``(character, owner kind, alternate)`` for each of one device's ``n`` cells, and
+    whether every op that takes time starts with its name (``names``: name those that fit).
 
     The cells split ``[0, span]`` evenly. ``events`` are ``(start_s, end_s,
     kind, label)`` for this device, sorted; the owner kind is ``"F"``, ``"B"``,
@@ -74,7 +84,7 @@ def _row_cells(
     the same kind.
     """
     if span <= 0 or n <= 0:
-        return [(IDLE_CHAR, IDLE_CHAR, False)] * max(n, 0)
+        return [(IDLE_CHAR, IDLE_CHAR, False)] * max(n, 0), True
     dt = span / n
     best_ov = [0.0] * n
     best = [-1] * n
@@ -100,6 +110,7 @@ def _row_cells(
         if busy[c] * 2 < (hi - lo):
             best[c] = -1
     cells: list[tuple[str, str, bool]] = []
+    named: set[int] = set()
     prev_kind, alt = IDLE_CHAR, False
     c = 0
     while c < n:
@@ -117,12 +128,48 @@ def _row_cells(
             prev_kind = kind
             # too narrow for its label, a whole backward still says BW (its fill
             # letter is B's); a pair's & fill names it
-            shown = (label if len(label) <= width
+            if len(label) <= width:
+                named.add(idx)
+            shown = (label if names and len(label) <= width
                      else kind if kind == "BW" and len(kind) <= width else "")
             shown += FILL.get(kind, kind) * (width - len(shown))
             cells.extend((ch, kind, alt) for ch in shown)
         c = run_end + 1
-    return cells
+    return cells, all(i in named for i, e in enumerate(events) if e[1] > e[0])
+
+
+def _named_at(rows: list[list[Event]], span: float, bar_w: int) -> bool:
+    """Whether every op of ``rows`` starts with its name ``bar_w`` cells wide."""
+    return all(_row_cells(evs, span, bar_w)[1] for evs in rows)
+
+
+def _names_width(rows: list[list[Event]], span: float, label_w: int) -> int | None:
+    """A width at which every op starts with its name, the narrowest or near it; None when
+    not even MAX_TIMELINE_WIDTH does. An op d seconds long touches at most d / cell + 2
+    cells (so a short one rules every width out at once) and owns at least the
+    floor(d / cell) - 1 wholly inside it, so (len(name) + 2) x span / d cells hold its
+    name; the narrowest width is searched below that (in halves: a wider grid names
+    about as many ops, not strictly more)."""
+    timed = [(end - start, len(label)) for evs in rows for start, end, _k, label in evs
+             if end > start]
+    most = MAX_TIMELINE_WIDTH - label_w
+    if any(d / span * most + 2 < n for d, n in timed):  # at most two part-cells more
+        return None
+    need = max((math.ceil((n + 2) * span / d) for d, n in timed), default=1)
+    hi = min(label_w + need, MAX_TIMELINE_WIDTH)
+    if not _named_at(rows, span, hi - label_w):
+        if hi == MAX_TIMELINE_WIDTH or not _named_at(rows, span,
+                                                     MAX_TIMELINE_WIDTH - label_w):
+            return None
+        hi = MAX_TIMELINE_WIDTH
+    lo = label_w + 1  # no op is named in one cell
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _named_at(rows, span, mid - label_w):
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 def _axis(span: float, indent: int, bar_w: int, start_s: float = 0.0) -> tuple[str, str]:
@@ -184,22 +231,24 @@ def timeline_text(result: Timeline, width: int = 80) -> Text:
 
     Rows ``dev0`` .. ``dev{p-1}``, then a time axis (``0`` at the left, the
     makespan in human units at the right), then the legend (``W`` only when
-    the timeline has weight-gradient ops).
+    the timeline has weight-gradient ops), then, where op names are left out,
+    the line that says so.
     """
     rows = n_rows(result)
     span = span_s(result)
     label_w = len(f"dev{max(rows - 1, 0)}") + 1
     bar_w = max(1, width - label_w)
 
-    per_dev: list[list[tuple[float, float, str, str]]] = [[] for _ in range(rows)]
+    per_dev: list[list[Event]] = [[] for _ in range(rows)]
     for e in result.events:
         per_dev[e.device].append(
             (float(e.start_s), float(e.end_s), kind_of(e.op), op_label(e.op))
         )
+    per_dev = [sorted(evs) for evs in per_dev]
+    named = _named_at(per_dev, span, bar_w)
     text = Text(no_wrap=True, overflow="crop", end="")
     for d in range(rows):
-        evs = sorted(per_dev[d])
-        cells = _row_cells(evs, span, bar_w)
+        cells, _ = _row_cells(per_dev[d], span, bar_w, names=named)
         text.append(f"dev{d}".ljust(label_w))
         # one styled span per run of cells with the same style
         i = 0
@@ -228,6 +277,15 @@ def timeline_text(result: Timeline, width: int = 80) -> Text:
         text.append(kind, style=STYLES[kind])
         text.append(f" {name}")
         used += item
+    if not named:
+        wide = _names_width(per_dev, span, label_w)
+        # a flag and its value stay on one line (a no-break space while wrapping)
+        note = ("op names left out: " + (
+            f"at {width} columns some ops are narrower than their names; --width\u00a0{wide} "
+            "names every op" if wide is not None else "some ops are narrower than their names "
+            f"at any --width up\u00a0to\u00a0{MAX_TIMELINE_WIDTH:,}"))
+        for line in wrap_words(note, width):
+            text.append("\n" + line.replace("\u00a0", " "))
     return text
 
 

@@ -135,7 +135,8 @@ def test_every_device_choice(device: DeviceChoice, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["--micro-batch-sizes", "1,x"], "--micro-batch-sizes: 'x' is not a positive integer"),
+        (["--micro-batch-sizes", "1,x"], "--micro-batch-sizes takes comma-separated integers, "
+         "e.g. 1,2,4 (got '1,x')"),
         (["--model", "nope"], "--model 'nope' is not a preset; choose one of gpt-small"),
         (["--max-bytes", "12X"], "--max-bytes: cannot read '12X'"),
         (["--max-bytes", "512"], "--max-bytes 512 is below the smallest message (1024 bytes)"),

@@ -1,5 +1,6 @@
 """simulate's answers to what a schedules researcher tried: interleaved without -v,
-degenerate costs, an order Megatron-LM does not run, activations over the GPU."""
+degenerate costs, activations over the GPU (an order Megatron-LM does not run:
+test_simulate_inputs.py)."""
 
 from __future__ import annotations
 
@@ -38,12 +39,6 @@ def test_suggested_micro_batch_counts_are_distinct() -> None:
     r = sim("-s", "interleaved-1f1b", "--pp", "4", "-m", "2", "-v", "2",
             "--fwd-ms", "1", "--bwd-ms", "2")
     assert r.exit_code == 2 and r.stderr.rstrip().endswith("try 4")
-
-
-def test_combined_order_without_virtual_stages_is_said() -> None:
-    r = sim("-s", "1f1b", "--pp", "4", "-m", "8", "--fwd-ms", "1", "--bwd-ms", "2",
-            "--a2a-ms", "0.5", "--a2a-overlap")
-    assert r.exit_code == 0 and "only interleaved" in r.stderr
 
 
 def test_activations_over_the_gpu_are_said() -> None:

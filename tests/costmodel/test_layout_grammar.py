@@ -111,6 +111,14 @@ def test_grammar_corners_agree_with_megatron() -> None:
     ("Et3|L", 3, "digit '3' outside a count"),
     ("m*2(0)*2L", 5, "digit '0' outside a count"),  # megatron-core: 200 MTP layers
     ("Et*9999999L", 3, "count 9999999 is too large"),
+    ("Et*99999999999999999999|L", 3, "count 99999999999999999999 is too large"),  # as given
+    ("Et*" + "9" * 5000 + "|L", 3, "count of 5,000 digits is too large"),
+    # one rule for digits with every number pptune reads: ASCII 0-9 (megatron-core's \\d
+    # would read the fullwidth 3 as 3)
+    ("Et*\uff13|L", 4, "non-ASCII digit '\uff13' (U+FF13): write counts with ASCII digits"),
+    ("Et*1\uff12|L", 5, "non-ASCII digit '\uff12' (U+FF12)"),
+    ("Et\uff13|L", 3, "non-ASCII digit '\uff13' (U+FF13)"),
+    ("Et*\u00b2|L", 4, "non-ASCII digit '\u00b2' (U+00B2)"),
     ("t*99999(t|)*99999", 8, "expands past 100000"),
 ])
 def test_hostile_layouts_point_at_the_column(text: str, column: int, needle: str) -> None:
@@ -236,3 +244,22 @@ def test_accepted_strings_agree_with_megatron(text: str) -> None:
     except LayoutError:
         return  # pptune refuses a superset of what megatron-core refuses
     assert megatron_parse_str_to_list(text) == ours
+
+
+@pytest.mark.parametrize(("text", "reads"), [
+    ("Et*\uff13|L", True),  # its \d+ takes the fullwidth 3: t*3
+    ("Et*1\uff12|L", True),  # t*12
+    ("Et\uff13|L", False),  # outside a count: 'Invalid layer character'
+    ("Et*\u00b2|L", False),  # a superscript is no decimal digit: '*' is left unread
+])
+def test_a_non_ascii_digit_says_whether_megatron_reads_it(text: str, reads: bool) -> None:
+    with pytest.raises(LayoutError) as err:
+        expand(text)
+    assert err.value.megatron_reads is reads
+    try:
+        megatron = megatron_parse_str_to_list(text)
+    except AssertionError:
+        megatron = None
+    assert (megatron is not None) is reads
+    if reads:
+        assert megatron == ["E" + "t" * int(text[3:-2]), "L"]

@@ -353,3 +353,22 @@ def test_steady_state_is_not_taken_while_a_device_still_absorbs_its_warm_up_idle
     steady = simulate_steady(Schedule.ZBV, 2, 128, stages, v=2, link=link)
     assert steady.step_time_s == full.step_time_s
     assert all(d.busy_s <= d.compute_end_s for d in steady.devices)
+
+
+def test_a_deep_pipeline_holds_only_the_links_its_stages_send_over() -> None:
+    """1f1b, pp 3000, m 1, F 1 s, B 2 s, every send 0.5 s: the micro-batch walks down and
+    back, 3000 x (1 + 2) + 2 x 2999 x 0.5 = 11,999 s. A free-time slot for every ordered
+    device pair would be 9M of them (81 MB at the peak); the 5,998 links the stages send
+    over leave about 9 MB, events and transfers included."""
+    import tracemalloc
+
+    stages = uniform_stages(3000, 1.0, 2.0)
+    tracemalloc.start()
+    try:
+        r = simulate("1f1b", 3000, 1, stages, link=lambda a, b: Link(0.5, float("inf")))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert r.step_time_s == 11_999.0
+    assert len(r.transfers) == 2 * 2999
+    assert peak < 30e6

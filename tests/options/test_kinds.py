@@ -29,7 +29,17 @@ from pptune.options.groups import ATTENTION, INTS, PATH, SCHEDULE, SCHEDULES, SH
      "unknown schedule 'pipedream'; choose from gpipe, 1f1b, interleaved-1f1b, zb-h1, "
          "zbv, dualpipe, dualpipev"),
     (ATTENTION, "--attention", "sparse", "--attention must be one of flash, cudnn, eager (got 'sparse')"),
-    (INTS, "--pp", "2,,4", "--pp takes comma-separated integers, e.g. 1,2,4 (got '2,,4')"),
+    (INTS, "--pp", "2,,4", "--pp has an empty item (got '2,,4'): separate the values with "
+     "single commas"),
+    (INTS, "--pp", "2,", "--pp has an empty item (got '2,'): separate the values with "
+     "single commas"),
+    (INTS, "--pp", "", "--pp takes comma-separated integers, e.g. 1,2,4 (got '')"),
+    (INTS, "--pp", "\uff18", "--pp takes ASCII digits 0-9, as every number pptune reads "
+     "(got '\uff18')"),
+    (SCHEDULES, "--schedules", "1f1b,,zbv", "--schedules has an empty item (got "
+     "'1f1b,,zbv'): separate the values with single commas"),
+    (SHARDINGS, "--sharding", "zero1, ,none", "--sharding has an empty item (got "
+     "'zero1, ,none'): separate the values with single commas"),
     (INTS, "--pp", "0", "--pp needs positive integers (got '0')"),
 ])
 def test_a_bad_value_is_the_one_line_pptune_always_printed(kind: object, flag: str, raw: str,
@@ -68,3 +78,14 @@ def test_build_lists_every_bad_value_at_once_and_keeps_the_defaults() -> None:
                               "modules (got 'half')")
     with pytest.raises(TypeError, match="has no option colour"):
         build(CostOptions, {"colour": "red"})
+
+
+def test_a_split_takes_the_runs_recommend_writes() -> None:
+    from pptune.options.kinds import parse_split
+    from pptune.report.fmt import compact_split
+
+    assert parse_split("5,4x3,2", "--split") == [5, 4, 4, 4, 2]
+    layers = [5] + [4] * 14 + [3]
+    assert compact_split(layers) == "5,4x14,3" and parse_split("5,4x14,3", "--split") == layers
+    assert parse_split("1x4098", "--split") == [1] * 4098  # MAX_LIST_ITEMS
+    assert parse_split(None, "--split") is None

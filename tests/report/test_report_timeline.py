@@ -257,3 +257,33 @@ def test_windows_without_a_pipeline_show_the_first_three_micro_batches() -> None
         "warm-up", "cool-down"]
     assert timeline_windows(simulate(Schedule.ONE_F_ONE_B, 1, 3, uniform_stages(1, 1.0, 2.0)),
                             1, 3)[0][0] == ""
+
+
+NAME = re.compile(r"F\d+&B\d+|BW\d+|[FBW]\d+")
+
+
+def test_every_op_is_named_or_none_is() -> None:
+    """dualpipev pp 4, m 8, every chunk F = B = W = 0.5 s: at 80 columns a pair's
+    name (F4&B0, five letters) is wider than its block, so no row names any op and the
+    last line gives a width that names them all; there every op of a device starts with
+    its name, as many names as the device has events."""
+    r = simulate("dualpipev", 4, 8, uniform_stages(8, 0.5, 0.5, 0.5))
+    text = plain_timeline(r)
+    assert not any(NAME.search(bar) for bar in rows_of(text).values())
+    note = " ".join(text.split("idle", 1)[1].split())
+    found = re.fullmatch(r"op names left out: at 80 columns some ops are narrower than "
+                         r"their names; --width (\d+) names every op", note)
+    assert found, note
+    wide = plain_timeline(r, width=int(found[1]))
+    assert "op names left out" not in wide
+    for d, bar in rows_of(wide).items():
+        assert len(NAME.findall(bar)) == sum(e.device == d for e in r.events)
+
+
+def test_ops_no_width_can_name_are_said_so() -> None:
+    """1f1b pp 64, m 512, F 1 s, B 2 s: a 1,725 s step, so at 1,000 columns a forward
+    touches at most 994 / 1725 + 2 < 3 cells, short of F100's four letters."""
+    text = plain_timeline(simulate("1f1b", 64, 512, uniform_stages(64, 1.0, 2.0)))
+    assert not any(NAME.search(bar) for bar in rows_of(text).values())
+    assert " ".join(text.split("idle", 1)[1].split()) == (
+        "op names left out: some ops are narrower than their names at any --width up to 1,000")

@@ -163,7 +163,7 @@ def _sizes(r: FlagReader, text: str | None) -> list[int] | None:
         return None
     sizes = []
     for word in text.split():
-        if not word.isdigit() or int(word) < 1:
+        if not (word.isascii() and word.isdigit()) or int(word) < 1:
             raise r.ctx.bad(f"--hierarchical-context-parallel-sizes {text[:40]}: expected "
                             "whole numbers >= 1 (inner first)")
         sizes.append(int(word))

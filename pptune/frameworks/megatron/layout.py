@@ -64,7 +64,8 @@ def read_layout(r: FlagReader, fields: dict[str, Any]) -> bool:
     try:
         stage_count = len(expand(text))
     except LayoutError as exc:
-        raise ctx.bad(f"{exc}; megatron-core's parse_str_to_list refuses or misreads it "
+        megatron = "reads it as meant" if exc.megatron_reads else "refuses or misreads it"
+        raise ctx.bad(f"{exc}; megatron-core's parse_str_to_list {megatron} "
                       "(megatron/core/transformer/pipeline_parallel_layer_layout.py)") from None
     conflicts = [n for n in CONFLICTS if flags.has(n)]
     if conflicts:
