@@ -99,15 +99,38 @@ def activation_peaks(schedule: Schedule, p: int, m: int, v: int,
     ``inflight_saturation`` micro-batches only GPipe holds more. The peak is at one
     of the moments ``held_counts`` keeps, whatever the bytes."""
     held_m = held_microbatches(schedule, p, m, v)
-    out = []
-    for stages, columns in held_counts(schedule, p, held_m, v, combined):
-        # the bytes held at every moment at once, summed over the stages in order
-        totals: list[float] = []
-        for i, (k, column) in enumerate(zip(stages, columns, strict=True)):
-            part = list(map(operator.mul, column, itertools.repeat(act_bytes[k])))
-            totals = part if i == 0 else list(map(operator.add, totals, part))
-        out.append(max(0.0, max(totals, default=0.0)))
-    return out
+    return [_rank_peak(schedule, p, held_m, v, combined, d, tuple(act_bytes[k] for k in stages))
+            for d, (stages, _) in enumerate(held_counts(schedule, p, held_m, v, combined))]
+
+
+def held_stages(schedule: Schedule, p: int, m: int, v: int,
+                combined: bool = False) -> tuple[tuple[int, ...], ...]:
+    """Per rank, the stages whose activations it holds, in the order ``rank_peak``
+    takes their bytes."""
+    held_m = held_microbatches(schedule, p, m, v)
+    return tuple(stages for stages, _ in held_counts(schedule, p, held_m, v, combined))
+
+
+def rank_peak(schedule: Schedule, p: int, m: int, v: int, d: int,
+              act_bytes: tuple[float, ...], combined: bool = False) -> float:
+    """Rank d's entry of ``activation_peaks``, ``act_bytes`` for its ``held_stages``."""
+    return _rank_peak(schedule, p, held_microbatches(schedule, p, m, v), v, combined, d,
+                      act_bytes)
+
+
+# a rank's peak depends only on its own stages' bytes: the per-stage recomputation fit
+# (stage_recompute.py) changes one chunk's bytes at a time and asks every rank again
+@functools.lru_cache(maxsize=65536)
+def _rank_peak(schedule: Schedule, p: int, m: int, v: int, combined: bool, d: int,
+               act_bytes: tuple[float, ...]) -> float:
+    """Rank d's peak (``activation_peaks``), ``act_bytes`` for its stages in order."""
+    # the bytes held at every moment at once, summed over the stages in order
+    totals: list[float] = []
+    for i, (column, act) in enumerate(zip(held_counts(schedule, p, m, v, combined)[d][1],
+                                          act_bytes, strict=True)):
+        part = list(map(operator.mul, column, itertools.repeat(act)))
+        totals = part if i == 0 else list(map(operator.add, totals, part))
+    return max(0.0, max(totals, default=0.0))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -129,10 +152,21 @@ def held_counts(schedule: Schedule, p: int, m: int, v: int, combined: bool
                 seen.add(tuple(now))
             if free >= 0:
                 now[index[free]] -= 1
-        kept = tuple(sorted(c for c in seen if not any(
-            o != c and all(x <= y for x, y in zip(c, o, strict=True)) for o in seen)))
+        kept = tuple(sorted(_undominated(seen)))
         out.append((stages, tuple(zip(*kept, strict=True)) if kept else ((),) * len(stages)))
     return tuple(out)
+
+
+def _undominated(seen: set[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """The moments of ``seen`` no other moment holds at least as many as on every stage.
+    Walked from the lexicographically largest down: a moment's dominators come before
+    it, and where one does, one of those already kept does (dominance is transitive),
+    so each is compared with the kept ones only."""
+    kept: list[tuple[int, ...]] = []
+    for c in sorted(seen, reverse=True):
+        if not any(all(x <= y for x, y in zip(c, o, strict=True)) for o in kept):
+            kept.append(c)
+    return kept
 
 
 @functools.lru_cache(maxsize=256)
