@@ -37,6 +37,8 @@ plan it was ranked before.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import heapq
 import math
 from collections import Counter
@@ -235,6 +237,28 @@ def search(tables: CostTable | TableSource, req: PlanRequest) -> SearchResult:
 
     ``tables``: one cost table (for the request's one key), or a source with a
     table per key of ``req.keys()``."""
+    with _collector_paused():
+        return _search(tables, req)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """CPython's cyclic garbage collector off for the while (as it was after). A search
+    makes millions of small records (candidates, compiled ops, stage costs) that
+    reference counting frees; the collector, run every 700 allocations, walked them
+    again and again for almost nothing (under 1,000 objects in cycles a search):
+    14% of the CPU of DeepSeek-V3 on 2,048 GPUs (1.9 s of 13.8), with the same
+    peak memory."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _search(tables: CostTable | TableSource, req: PlanRequest) -> SearchResult:
     source = table_source(tables, req)
     pending, rejected, count = candidates(source, req)
     ranked = replace(req, top=max(req.top, req.rank_top))  # the cut-off (PlanRequest)
