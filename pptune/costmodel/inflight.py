@@ -164,7 +164,7 @@ def _undominated(seen: set[tuple[int, ...]]) -> list[tuple[int, ...]]:
     so each is compared with the kept ones only."""
     kept: list[tuple[int, ...]] = []
     for c in sorted(seen, reverse=True):
-        if not any(all(x <= y for x, y in zip(c, o, strict=True)) for o in kept):
+        if not any(all(map(operator.le, c, o)) for o in kept):
             kept.append(c)
     return kept
 
@@ -175,14 +175,17 @@ def _holds(schedule: Schedule, p: int, m: int, v: int,
     """Per rank, its ops that hold or free activations in order: (the stage an F
     adds to or -1, the stage a backward frees or -1); a pair's forward counts
     before its backward frees."""
+    frees = [releases(schedule, kind) for kind in range(RAW_FB + 1)]  # freed_stage's test
     out = []
     for ops in raw_orders(schedule, p, m, v, combined):
         events = []
         for op in ops:
             kind, stage = op[0], op[2]
-            add = stage if kind in (RAW_F, RAW_FB) else -1
-            free = freed_stage(schedule, op)
-            if add >= 0 or free >= 0:
-                events.append((add, free))
+            if kind == RAW_FB:
+                events.append((stage, op[4]))
+            elif kind == RAW_F:
+                events.append((stage, stage if frees[kind] else -1))
+            elif frees[kind]:
+                events.append((-1, stage))
         out.append(tuple(events))
     return tuple(out)

@@ -119,7 +119,7 @@ class _Compiler:
 
     def compile(self, op: RawOp) -> CompiledOp:
         n = self.n
-        wait_at, send_to = self.wait_at, self.send_to
+        wait_at = self.wait_at
         kind, off = op[0], op[1] * 2 * n
         if kind == RAW_FB:
             # a pair's halves: its forward's and its backward's (BW) cost slots

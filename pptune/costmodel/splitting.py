@@ -26,7 +26,6 @@ from pptune.costmodel.partition import (
     SplitError,
     bottleneck,
     min_bottleneck_split,
-    some_split_fits,
     stage_bounds,
 )
 from pptune.costmodel.schedules import (
@@ -46,7 +45,7 @@ from pptune.costmodel.simulate import StageCost
 from pptune.costmodel.split_memory import (
     RangeMax,
     every_split_over,
-    memory_starts,
+    fitting_starts,
     range_max,
     surely_over,
 )
@@ -209,18 +208,19 @@ def min_bottleneck_within_memory(
     # what the memory allows each stage decides the split: shardings, micro-batch
     # counts and data-parallel sizes that allow the same stages share it
     fitted = None
-    if not over:
-        starts = memory_starts(n, n_stages, static, act, inflight, out, budget, rerun)
+    starts = None if over else fitting_starts(n, n_stages, static, act, inflight, out,
+                                                budget, rerun)
+    if starts is not None:
         fitted_key = (*key, starts)
-        if fitted_key not in splits:
-            splits[fitted_key] = None
-            if some_split_fits(starts, n, n_stages):
-                try:
-                    splits[fitted_key] = min_bottleneck_split(
-                        c.work_s(), n_stages, hop_extra(table, req, spec), starts=starts)
-                except SplitError:
-                    pass
-        fitted = splits[fitted_key]
+        if fitted_key in splits:
+            fitted = splits[fitted_key]
+        else:
+            try:
+                fitted = min_bottleneck_split(c.work_s(), n_stages, hop_extra(table, req, spec),
+                                              starts=starts)
+            except SplitError:
+                fitted = None
+            splits[fitted_key] = fitted
     if fitted is not None:
         return fitted
     if v == 1:

@@ -22,6 +22,7 @@ The split stays the one found for full recomputation.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -118,8 +119,7 @@ def fitted_counts(table: CostTable, req: PlanRequest, spec: PlanSpec) -> list[in
 
     held = held_stages(spec.schedule, spec.pp, spec.num_microbatches, spec.virtual_stages,
                        spec.combined)
-    chunks_on = [[ch for ch, dev in zip(chunks.chunk_of, chunks.device_of, strict=True)
-                  if dev == d] for d in range(spec.pp)]
+    chunks_on = [[chunks.chunk_of[g] for g in chunks.stages_on[d]] for d in range(spec.pp)]
 
     def peak(d: int, counts: list[int]) -> float:
         # a rank's peak depends on its own chunks' counts only (activation_peaks by rank)
@@ -190,7 +190,23 @@ class _Chunks:
                    plan.num_microbatches / chains(plan.schedule))
 
     def devices(self, chunk: int) -> set[int]:
-        return {d for ch, d in zip(self.chunk_of, self.device_of, strict=True) if ch == chunk}
+        return self._ranks[chunk]
+
+    @functools.cached_property
+    def _ranks(self) -> list[set[int]]:
+        """Per chunk, the ranks it runs on."""
+        out: list[set[int]] = [set() for _ in range(max(self.chunk_of, default=-1) + 1)]
+        for ch, d in zip(self.chunk_of, self.device_of, strict=True):
+            out[ch].add(d)
+        return out
+
+    @functools.cached_property
+    def stages_on(self) -> list[list[int]]:
+        """Per rank, its global stages in order."""
+        out: list[list[int]] = [[] for _ in range(max(self.device_of, default=-1) + 1)]
+        for g, d in enumerate(self.device_of):
+            out[d].append(g)
+        return out
 
 
 def step_bound(table: CostTable, plan: Plan, counts: list[int]) -> float:
@@ -263,9 +279,8 @@ def _grow(chunks: _Chunks, counts: list[int], blocks: list[int], inflight: list[
     micro-batches in flight; False when none can be added."""
     grew = False
     for d, excess in over:
-        mine = [g for g, (ch, dev) in enumerate(zip(chunks.chunk_of, chunks.device_of,
-                                                    strict=True))
-                if dev == d and counts[ch] < blocks[ch]]
+        mine = [g for g in chunks.stages_on[d] if counts[chunks.chunk_of[g]] < blocks[
+            chunks.chunk_of[g]]]
         if not mine:
             continue
         g = max(mine, key=lambda j: (inflight[j], -j))
