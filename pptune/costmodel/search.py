@@ -144,11 +144,10 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
     # only slows them down (B reruns forwards, nothing else changes), so it is not tried
     plain_fits: set[tuple[object, ...]] = set()
     refined: dict[PlanSpec, tuple[int, ...]] = {}  # refined splits, by spec less its order
+    purged = False  # the candidates only the top-th time could admit dropped
     while heap:
         _, cand = heapq.heappop(heap)
         spec = cand.spec
-        key = req.key_of(spec)
-        table = source(key)
         kth = times[req.top - 1] if len(times) >= req.top else math.inf
         # the best 1f1b plan is kept exact (the reference the report compares against)
         own = (best_by[spec.schedule].step_time_s if spec.schedule in best_by else math.inf) if (
@@ -156,7 +155,16 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
         pp1 = (best_pp1.step_time_s if best_pp1 else math.inf) if (
             spec.pp == 1 and req.with_best_pp1) else -math.inf
         if cand.bound_s > kth and cand.bound_s > own and cand.bound_s > pp1:
+            if own == pp1 == -math.inf and not purged:
+                # every candidate left is bounded at least this high (the heap's least)
+                # and the top-th time only falls: those it alone admits never will be
+                heap = [x for x in heap if x[1].spec.schedule is Schedule.ONE_F_ONE_B or (
+                    x[1].spec.pp == 1 and req.with_best_pp1)]
+                heapq.heapify(heap)  # the same order: no two keys are equal
+                purged = True
             continue
+        key = req.key_of(spec)
+        table = source(key)
         if spec.recompute is Recompute.MODULES and _unsplit(spec) in plain_fits:
             rejected[Reason.NEEDLESS_MODULES.value] += 1
             continue
@@ -165,7 +173,7 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
                      spec.sharding, spec.recompute, spec.a2a_overlap)
             if shape in oom_seen:
                 continue  # memory does not depend on the rank order
-            cache = splits.setdefault(key, SplitCache())
+            cache = splits.get(key) or splits.setdefault(key, SplitCache())
             if not cand.any_split:
                 # first a bound over every split (cheap: the time-only split is shared)
                 above = any_split_bound(table, req, spec, cache)

@@ -56,8 +56,8 @@ from pptune.costmodel.schedules import (
     stage_device,
     stage_devices,
 )
-from pptune.costmodel.sim_loop import OpCosts, RunState, advance
-from pptune.costmodel.sim_plan import CompiledOrder, common_start, compiled_order
+from pptune.costmodel.sim_loop import OpCosts, RunState, execute, full_runs, probe_runs
+from pptune.costmodel.sim_plan import CompiledOrder, compiled_order
 from pptune.costmodel.sim_records import (
     FREE_LINK,
     DeadlockError,
@@ -108,9 +108,10 @@ def simulate(
     events: list[Event] = []
     transfers: list[Transfer] = []
     raw = raw_orders(schedule, p, m, v, combined) if keep_events else None
-    advance(state, order.ops, [len(ops) for ops in order.ops], list(range(p - 1, -1, -1)),
-            costs, blocking_send, raw, events, transfers)
-    base = _result(schedule, p, m, v, combined, order, state, device_start_s, events, transfers)
+    runs, stopped = full_runs(schedule, p, m, v, combined)
+    execute(state, order.ops, runs, costs, blocking_send, raw, events, transfers)
+    base = _result(schedule, p, m, v, combined, order, state, stopped, device_start_s, events,
+                   transfers)
     return with_allreduce(base, allreduce)
 
 
@@ -156,32 +157,32 @@ def _op_costs(schedule: Schedule, p: int, v: int, stages: Sequence[StageCost],
 
 
 def _result(schedule: Schedule, p: int, m: int, v: int, combined: bool, order: CompiledOrder,
-            state: RunState, device_start_s: Sequence[float] | None, events: list[Event],
-            transfers: list[Transfer]) -> SimResult:
-    """The finished run's result, without the data-parallel traffic (``with_allreduce``)."""
-    ptr, busy, exposed, arrival = state.ptr, state.busy, state.exposed, state.arrival
-    if any(ptr[d] < len(order.ops[d]) for d in range(p)):
+            state: RunState, stopped: Sequence[int], device_start_s: Sequence[float] | None,
+            events: list[Event], transfers: list[Transfer]) -> SimResult:
+    """The finished run's result, without the data-parallel traffic (``with_allreduce``);
+    ``stopped``: where each device's runs ended."""
+    if any(stopped[d] < len(order.ops[d]) for d in range(p)):
         plan = raw_orders(schedule, p, m, v, combined)
-        stuck = [f"dev{d}@{to_op(plan[d][ptr[d]])}" for d in range(p) if ptr[d] < len(plan[d])]
+        stuck = [f"dev{d}@{to_op(plan[d][stopped[d]])}" for d in range(p)
+                 if stopped[d] < len(plan[d])]
         raise DeadlockError(f"{schedule.value} order deadlocks: " + ", ".join(stuck))
-    if device_start_s is not None:
-        # a device waiting on its gather past its first op's input is busy with it (the
-        # module docstring); until that input arrives it waits on the others
-        for d in range(p):
+    arrival = state.arrival
+    stats = []
+    for d, (free, busy, exposed, _, _, peak_inflight, peak_act) in enumerate(state.devices):
+        if device_start_s is not None:
+            # a device waiting on its gather past its first op's input is busy with it
+            # (the module docstring); until that input arrives it waits on the others
             j, j2 = order.ops[d][0][:2] if order.ops[d] else (-1, -1)
             waited = device_start_s[d] - max(arrival[j] if j >= 0 else 0.0,
                                              arrival[j2] if j2 >= 0 else 0.0)
             if waited > 0.0:
-                busy[d] += waited
-                exposed[d] += waited
-    return SimResult(
-        schedule, p, m, v, 0.0, 0.0,
-        [DeviceStats(busy_s=busy[d], compute_end_s=state.dev_free[d],
-                     peak_inflight=state.peak_inflight[d],
-                     peak_activation_bytes=state.peak_act[d], exposed_comm_s=exposed[d])
-         for d in range(p)],
-        sorted(events, key=lambda e: (e.device, e.start_s)), transfers, state.grads_done,
-    )
+                busy += waited
+                exposed += waited
+        stats.append(DeviceStats(busy_s=busy, compute_end_s=free, peak_inflight=peak_inflight,
+                                 peak_activation_bytes=peak_act, exposed_comm_s=exposed))
+    return SimResult(schedule, p, m, v, 0.0, 0.0, stats,
+                     sorted(events, key=lambda e: (e.device, e.start_s)), transfers,
+                     state.grads_done)
 
 
 def with_allreduce(sim: SimResult, dp_allreduce_s: Sequence[float]) -> SimResult:
@@ -289,25 +290,18 @@ def _probes(schedule: Schedule, p: int, ms: tuple[int, ...], stages: Sequence[St
             device_start_s: Sequence[float] | None, combined: bool) -> list[SimResult]:
     """``simulate`` at each micro-batch count of ``ms`` (ascending) without events. The
     ops all their orders begin with are run once, then each order in turn runs on from a
-    copy of the state while the rest run on to the start they still share (sim_loop.py):
-    the same results, each shared op simulated once."""
+    copy of the state while the rest run on to the start they still share
+    (sim_loop.probe_runs): the same results, each shared op simulated once."""
     orders = [compiled_order(schedule, p, m, v, combined) for m in ms]
     costs = _op_costs(schedule, p, v, stages, link, orders[0])
     shared = RunState(p, len(stages), max(o.n_outputs for o in orders), device_start_s)
-    stack = list(range(p - 1, -1, -1))
     out = []
-    for i, (m, order) in enumerate(zip(ms, orders, strict=True)):
-        ends = [len(ops) for ops in order.ops]
-        if i < len(ms) - 1:
-            common = common_start(schedule, p, ms[i:], v, combined)
-            advance(shared, order.ops, common, stack, costs, blocking_send)
-            # the devices stopped there (a device blocked on an input waits on it)
-            stack = [d for d in range(p - 1, -1, -1) if shared.ptr[d] == common[d]]
-            state = shared.copy()
-            advance(state, order.ops, ends, list(stack), costs, blocking_send)
-        else:
-            state = shared
-            advance(state, order.ops, ends, stack, costs, blocking_send)
-        base = _result(schedule, p, m, v, combined, order, state, device_start_s, [], [])
+    for i, (m, order, (on, own, stopped)) in enumerate(zip(
+            ms, orders, probe_runs(schedule, p, ms, v, combined), strict=True)):
+        execute(shared, order.ops, on, costs, blocking_send)
+        state = shared.copy() if i < len(ms) - 1 else shared
+        execute(state, order.ops, own, costs, blocking_send)
+        base = _result(schedule, p, m, v, combined, order, state, stopped, device_start_s, [],
+                       [])
         out.append(with_allreduce(base, [0.0] * len(stages)))
     return out

@@ -3,32 +3,38 @@ fit, and the lower bounds that rule a candidate out before any split is sought."
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from pptune.costmodel.partition import Starts, ends_after, reached_ends
 
-RangeMax = Callable[[int, int], float]
 
-
-def range_max(values: Sequence[float]) -> RangeMax:
+class RangeMax:
     """``max(values[s:e])`` (0 for an empty range) in constant time a query, from a
-    sparse table built once: row j holds the maxima of the runs of 2**j values, and a
-    range is covered by two runs of its largest power of two."""
-    rows = [list(values)]
-    width = 1
-    while 2 * width <= len(values):
-        prev = rows[-1]
-        rows.append([max(prev[i], prev[i + width]) for i in range(len(values) - 2 * width + 1)])
-        width *= 2
+    sparse table built once: ``rows[j]`` holds the maxima of the runs of 2**j values,
+    and a range is covered by two runs of its largest power of two."""
 
-    def of(s: int, e: int) -> float:
+    __slots__ = ("rows",)
+
+    def __init__(self, values: Sequence[float]) -> None:
+        self.rows = [list(values)]
+        width = 1
+        while 2 * width <= len(values):
+            prev = self.rows[-1]
+            self.rows.append([max(prev[i], prev[i + width])
+                              for i in range(len(values) - 2 * width + 1)])
+            width *= 2
+
+    def __call__(self, s: int, e: int) -> float:
         if e <= s:
             return 0.0
         j = (e - s).bit_length() - 1
-        row = rows[j]
+        row = self.rows[j]
         return max(row[s], row[e - (1 << j)])
 
-    return of
+
+def range_max(values: Sequence[float]) -> RangeMax:
+    """``RangeMax`` of ``values``."""
+    return RangeMax(values)
 
 
 def memory_starts(n: int, n_stages: int, static: Sequence[float], act: Sequence[float],
@@ -107,10 +113,14 @@ def _walk(n: int, k: int, last: int, static: Sequence[float], act: Sequence[floa
             while s < e and not se - static[s] + held * (ae - act[s]) + p2p <= budget:
                 s += 1
         else:  # the rerun (>= 0) only asked where the rest fits: the same sums
+            tops = rerun.rows  # RangeMax's query, written in the loop
             while s < e:
                 rest = se - static[s] + held * (ae - act[s]) + p2p
-                if rest <= budget and rest + rerun(s, e) <= budget:
-                    break
+                if rest <= budget:
+                    j = (e - s).bit_length() - 1
+                    a, b = tops[j][s], tops[j][e - (1 << j)]
+                    if rest + (a if a >= b else b) <= budget:
+                        break
                 s += 1
         row[e] = s
     return row

@@ -21,6 +21,7 @@ from pptune.costmodel.bounds import lower_bound
 from pptune.costmodel.evaluate import PlanRequest, PlanSpec, optimizer_step_s, stage_layout
 from pptune.costmodel.inflight import peak_inflight_per_stage
 from pptune.costmodel.layout import Layout
+from pptune.costmodel.memo import ByIdentity
 from pptune.costmodel.memory import Recompute, embedding_holders, shared_embedding, with_recompute
 from pptune.costmodel.partition import (
     SplitError,
@@ -75,15 +76,20 @@ def expert_per_param_bytes(req: PlanRequest, spec: PlanSpec) -> float:
 
 
 def layer_state_bytes(table: CostTable, req: PlanRequest, spec: PlanSpec) -> list[float]:
-    """Each layer's training state (and kept working copies) on one device."""
+    """Each layer's training state (and kept working copies) on one device. The result is
+    shared (kept by table and bytes per parameter): read it, do not change it."""
     per, _ = per_param_bytes(req, spec)
-    n = len(table.param_bytes)
     if not table.expert_param_bytes:
-        return [x * per for x in table.layer_params]
+        return _STATE.of((table,), (per, None), lambda: [x * per for x in table.layer_params])
     per_expert = expert_per_param_bytes(req, spec)
     experts = table.layer_expert_params
-    return [(table.layer_params[i] - experts[i]) * per + experts[i] * per_expert
-            for i in range(n)]
+    return _STATE.of((table,), (per, per_expert), lambda: [
+        (table.layer_params[i] - experts[i]) * per + experts[i] * per_expert
+        for i in range(len(table.param_bytes))])
+
+
+# layer_state_bytes' results: surely_oom asks them for every split it tests
+_STATE: ByIdentity[list[float]] = ByIdentity(4096)
 
 
 def surely_oom(table: CostTable, req: PlanRequest, spec: PlanSpec,

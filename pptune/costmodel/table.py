@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pptune.costmodel.collectives import Fabric
 from pptune.costmodel.comm import AllReduceLink
 from pptune.costmodel.memo import ByIdentity
-from pptune.costmodel.partition import stage_bounds
+from pptune.costmodel.partition import is_mtp, stage_bounds
 from pptune.costmodel.parts import PartTimes
 from pptune.costmodel.simulate import Link, StageCost
 
@@ -135,6 +135,14 @@ class CostTable:
         counts = [0]
         for i in range(len(self.names)):
             counts.append(counts[-1] + (i in blocks))
+        return tuple(counts)
+
+    @functools.cached_property
+    def mtp_before(self) -> tuple[int, ...]:
+        """How many multi-token-prediction layers precede each layer index, and the end."""
+        counts = [0]
+        for name in self.names:
+            counts.append(counts[-1] + is_mtp(name))
         return tuple(counts)
 
     @functools.cached_property
