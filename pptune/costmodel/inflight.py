@@ -79,15 +79,20 @@ def _peak_inflight(schedule: Schedule, p: int, m: int, v: int,
     n_stages = p * chunks_per_device(schedule, v)
     now = [0] * n_stages
     peak = [0] * n_stages
-    for events in _holds(schedule, p, m, v, combined):
-        for add, free in events:
-            if add >= 0:
-                held = now[add] + 1
-                now[add] = held
-                if held > peak[add]:
-                    peak[add] = held
-            if free >= 0:
-                now[free] -= 1
+    frees = [releases(schedule, kind) for kind in range(RAW_FB + 1)]  # freed_stage's test
+    # ``_holds``' events, read off the orders as they are walked
+    for ops in raw_orders(schedule, p, m, v, combined):
+        for op in ops:
+            kind, stage = op[0], op[2]
+            if kind == RAW_F or kind == RAW_FB:
+                held = now[stage] + 1
+                now[stage] = held
+                if held > peak[stage]:
+                    peak[stage] = held
+            if kind == RAW_FB:
+                now[op[4]] -= 1
+            elif frees[kind]:
+                now[stage] -= 1
     return tuple(peak)
 
 

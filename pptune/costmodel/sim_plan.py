@@ -152,18 +152,27 @@ def common_start(schedule: Schedule, p: int, ms: tuple[int, ...], v: int,
     """Per device, how many ops its orders for every micro-batch count in ``ms`` begin
     with in common (raw_orders; compiled alike, ``compiled_order``)."""
     orders = [raw_orders(schedule, p, m, v, combined) for m in ms]
-    out = []
-    for d in range(p):
-        first = orders[0][d]
-        n = min(len(o[d]) for o in orders)
-        # the longest common start, bisected: equal starts of a length have equal
-        # starts of every shorter length (tuples compare in C)
-        low, high = 0, n
-        while low < high:
-            mid = (low + high + 1) // 2
-            if all(o[d][:mid] == first[:mid] for o in orders):
-                low = mid
-            else:
-                high = mid - 1
-        out.append(low)
-    return tuple(out)
+    return tuple(_common_length([o[d] for o in orders]) for d in range(p))
+
+
+def _common_length(seqs: list[tuple[RawOp, ...]], chunk: int = 256) -> int:
+    """How many items all of ``seqs`` begin with in common: compared a chunk at a time,
+    then the chunk that differs bisected (equal starts of a length have equal starts
+    of every shorter length; tuples compare in C)."""
+    first, rest = seqs[0], seqs[1:]
+    n = min(map(len, seqs))
+
+    def same(lo: int, hi: int) -> bool:
+        return all(s[lo:hi] == first[lo:hi] for s in rest)
+
+    low = 0
+    while low < n and same(low, min(n, low + chunk)):
+        low = min(n, low + chunk)
+    high = min(n, low + chunk) - 1  # the first difference lies in [low, high]
+    while low < high:
+        mid = (low + high + 1) // 2
+        if same(low, mid):
+            low = mid
+        else:
+            high = mid - 1
+    return low
