@@ -196,7 +196,7 @@ def _stage_sums(table: CostTable, b: int, stage_layers: Sequence[int],
         if not a2a_stream:
             fwd_s, bwd_s, fwd_comm_s, bwd_comm_s = fwd_s + fwd_comm_s, bwd_s + bwd_comm_s, 0.0, 0.0
         out.append(
-            StageCost(
+            StageCost.summed(
                 fwd_s=fwd_s,
                 bwd_s=bwd_s,
                 wgrad_s=sum(c.wgrad_s[s:e]),

@@ -3,6 +3,8 @@ separate runs, exactly."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -53,3 +55,13 @@ def test_runs_from_a_common_start_equal_separate_runs(data: st.DataObject) -> No
         alone = simulate(schedule, p, m, stages, v=v, link=link, blocking_send=blocking,
                          keep_events=False, device_start_s=start, combined=combined)
         assert got == alone
+
+
+def test_a_stage_summed_at_once_is_the_dataclass_s() -> None:
+    """StageCost.summed (table.stage_costs' fast path) sets every field as __init__."""
+    fields = dict(fwd_s=1.0, bwd_s=2.0, wgrad_s=0.5, act_bytes=3.0, out_bytes=4.0,
+                  fwd_comm_s=0.1, bwd_comm_s=0.2, split_bwd_s=2.5, split_wgrad_s=None,
+                  comm_sm_share=0.15, rerun_bytes=6.0)
+    fast, slow = StageCost.summed(**fields), StageCost(**fields)  # type: ignore[arg-type]
+    assert fast == slow and hash(fast) == hash(slow) and fast.__dict__ == slow.__dict__
+    assert set(fast.__dict__) == {f.name for f in dataclasses.fields(StageCost)}
