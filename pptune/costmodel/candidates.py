@@ -251,8 +251,8 @@ def candidates(tables: CostTable | TableSource, req: PlanRequest
                                 bound = max(m * max(total / p, talk / p,
                                                     largest / chains(schedule)),
                                             chain[rb][b][1 if split_bwd else 0])
-                                out.extend(Candidate(bound, PlanSpec(
-                                    schedule, p, b, m, (), v, o, sharding, r, key, overlap))
+                                out.extend(Candidate(bound, PlanSpec.unsplit(
+                                    schedule, p, b, m, v, o, sharding, r, key, overlap))
                                     for o in orders)
     return out, rejected, count
 

@@ -79,15 +79,20 @@ def _peak_inflight(schedule: Schedule, p: int, m: int, v: int,
     n_stages = p * chunks_per_device(schedule, v)
     now = [0] * n_stages
     peak = [0] * n_stages
-    for events in _holds(schedule, p, m, v, combined):
-        for add, free in events:
-            if add >= 0:
-                held = now[add] + 1
-                now[add] = held
-                if held > peak[add]:
-                    peak[add] = held
-            if free >= 0:
-                now[free] -= 1
+    frees = [releases(schedule, kind) for kind in range(RAW_FB + 1)]  # freed_stage's test
+    # ``_holds``' events, read off the orders as they are walked
+    for ops in raw_orders(schedule, p, m, v, combined):
+        for op in ops:
+            kind, stage = op[0], op[2]
+            if kind == RAW_F or kind == RAW_FB:
+                held = now[stage] + 1
+                now[stage] = held
+                if held > peak[stage]:
+                    peak[stage] = held
+            if kind == RAW_FB:
+                now[op[4]] -= 1
+            elif frees[kind]:
+                now[stage] -= 1
     return tuple(peak)
 
 
@@ -99,15 +104,38 @@ def activation_peaks(schedule: Schedule, p: int, m: int, v: int,
     ``inflight_saturation`` micro-batches only GPipe holds more. The peak is at one
     of the moments ``held_counts`` keeps, whatever the bytes."""
     held_m = held_microbatches(schedule, p, m, v)
-    out = []
-    for stages, columns in held_counts(schedule, p, held_m, v, combined):
-        # the bytes held at every moment at once, summed over the stages in order
-        totals: list[float] = []
-        for i, (k, column) in enumerate(zip(stages, columns, strict=True)):
-            part = list(map(operator.mul, column, itertools.repeat(act_bytes[k])))
-            totals = part if i == 0 else list(map(operator.add, totals, part))
-        out.append(max(0.0, max(totals, default=0.0)))
-    return out
+    return [_rank_peak(schedule, p, held_m, v, combined, d, tuple(act_bytes[k] for k in stages))
+            for d, (stages, _) in enumerate(held_counts(schedule, p, held_m, v, combined))]
+
+
+def held_stages(schedule: Schedule, p: int, m: int, v: int,
+                combined: bool = False) -> tuple[tuple[int, ...], ...]:
+    """Per rank, the stages whose activations it holds, in the order ``rank_peak``
+    takes their bytes."""
+    held_m = held_microbatches(schedule, p, m, v)
+    return tuple(stages for stages, _ in held_counts(schedule, p, held_m, v, combined))
+
+
+def rank_peak(schedule: Schedule, p: int, m: int, v: int, d: int,
+              act_bytes: tuple[float, ...], combined: bool = False) -> float:
+    """Rank d's entry of ``activation_peaks``, ``act_bytes`` for its ``held_stages``."""
+    return _rank_peak(schedule, p, held_microbatches(schedule, p, m, v), v, combined, d,
+                      act_bytes)
+
+
+# a rank's peak depends only on its own stages' bytes: the per-stage recomputation fit
+# (stage_recompute.py) changes one chunk's bytes at a time and asks every rank again
+@functools.lru_cache(maxsize=65536)
+def _rank_peak(schedule: Schedule, p: int, m: int, v: int, combined: bool, d: int,
+               act_bytes: tuple[float, ...]) -> float:
+    """Rank d's peak (``activation_peaks``), ``act_bytes`` for its stages in order."""
+    # the bytes held at every moment at once, summed over the stages in order
+    totals: list[float] = []
+    for i, (column, act) in enumerate(zip(held_counts(schedule, p, m, v, combined)[d][1],
+                                          act_bytes, strict=True)):
+        part = list(map(operator.mul, column, itertools.repeat(act)))
+        totals = part if i == 0 else list(map(operator.add, totals, part))
+    return max(0.0, max(totals, default=0.0))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -129,10 +157,21 @@ def held_counts(schedule: Schedule, p: int, m: int, v: int, combined: bool
                 seen.add(tuple(now))
             if free >= 0:
                 now[index[free]] -= 1
-        kept = tuple(sorted(c for c in seen if not any(
-            o != c and all(x <= y for x, y in zip(c, o, strict=True)) for o in seen)))
+        kept = tuple(sorted(_undominated(seen)))
         out.append((stages, tuple(zip(*kept, strict=True)) if kept else ((),) * len(stages)))
     return tuple(out)
+
+
+def _undominated(seen: set[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """The moments of ``seen`` no other moment holds at least as many as on every stage.
+    Walked from the lexicographically largest down: a moment's dominators come before
+    it, and where one does, one of those already kept does (dominance is transitive),
+    so each is compared with the kept ones only."""
+    kept: list[tuple[int, ...]] = []
+    for c in sorted(seen, reverse=True):
+        if not any(all(map(operator.le, c, o)) for o in kept):
+            kept.append(c)
+    return kept
 
 
 @functools.lru_cache(maxsize=256)
@@ -141,14 +180,17 @@ def _holds(schedule: Schedule, p: int, m: int, v: int,
     """Per rank, its ops that hold or free activations in order: (the stage an F
     adds to or -1, the stage a backward frees or -1); a pair's forward counts
     before its backward frees."""
+    frees = [releases(schedule, kind) for kind in range(RAW_FB + 1)]  # freed_stage's test
     out = []
     for ops in raw_orders(schedule, p, m, v, combined):
         events = []
         for op in ops:
             kind, stage = op[0], op[2]
-            add = stage if kind in (RAW_F, RAW_FB) else -1
-            free = freed_stage(schedule, op)
-            if add >= 0 or free >= 0:
-                events.append((add, free))
+            if kind == RAW_FB:
+                events.append((stage, op[4]))
+            elif kind == RAW_F:
+                events.append((stage, stage if frees[kind] else -1))
+            elif frees[kind]:
+                events.append((-1, stage))
         out.append(tuple(events))
     return tuple(out)

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from pptune.costmodel.memo import ByIdentity
-from pptune.costmodel.partition import MTP, stage_bounds
+from pptune.costmodel.partition import stage_bounds
 from pptune.costmodel.table import CostTable, LayerCosts, block_layers, named_blocks
 
 DEFAULT_RESERVE_BYTES = 2 * 1024**3  # CUDA context + NCCL buffers + fragmentation (assumed)
@@ -250,6 +250,7 @@ def embedding_holders(table: CostTable, bounds: Sequence[tuple[int, int]]
     the chunk's MTP modules (each embeds with a copy of it: shared_embedding)."""
     names = table.names
     emb = table.params(0, 1) if names and names[0] == "embedding" else 0.0
+    mtp = table.mtp_before
     return ([emb if s == 0 < e else 0.0 for s, e in bounds],
-            [sum(1 for n in names[s:e] if n.startswith(MTP)) for s, e in bounds])
+            [mtp[e] - mtp[s] for s, e in bounds])
 

@@ -14,6 +14,7 @@ exact).
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import operator
 from collections.abc import Callable, Iterable, Sequence
@@ -102,18 +103,32 @@ def some_split_fits(starts: Starts, n: int, n_stages: int) -> bool:
     the search asks it first, since most memory-bound candidates fit nowhere."""
     if n_stages < 1 or n < n_stages:
         return False
+    reach = reached_ends(starts[0], n, n_stages)
+    for k in range(1, n_stages):
+        if not any(reach):  # nothing reached: no later stage reaches anything
+            return False
+        reach = ends_after(reach, starts[k], k, n, n_stages)
+    return reach[n]
+
+
+def reached_ends(first: Sequence[int], n: int, n_stages: int) -> list[bool]:
+    """``some_split_fits``' ends the first stage may reach (its starts ``first``)."""
     reach = [False] * (n + 1)
     for e in range(1, n - n_stages + 2):
-        reach[e] = starts[0][e] == 0
-    for k in range(1, n_stages):
-        count = [0] * (n + 2)
-        for i in range(n + 1):
-            count[i + 1] = count[i] + reach[i]
-        lo, nxt = starts[k], [False] * (n + 1)
-        for e in range(k + 1, n - (n_stages - 1 - k) + 1):
-            nxt[e] = lo[e] < e and count[e] > count[lo[e]]
-        reach = nxt
-    return reach[n]
+        reach[e] = first[e] == 0
+    return reach
+
+
+def ends_after(reach: Sequence[bool], lo: Sequence[int], k: int, n: int,
+               n_stages: int) -> list[bool]:
+    """The ends stage k reaches (its starts ``lo``) from the ends ``reach`` of the stage
+    before: e where some reached end lies in [lo[e], e)."""
+    count = [0, *itertools.accumulate(reach)]  # count[i]: ends reached below i
+    nxt = [False] * (n + 1)
+    first, last = k + 1, n - (n_stages - 1 - k) + 1
+    nxt[first:last] = [s < e and count[e] > count[s]
+                       for e, s in zip(range(first, last), lo[first:last], strict=True)]
+    return nxt
 
 
 def min_bottleneck_split(

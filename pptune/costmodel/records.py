@@ -182,6 +182,24 @@ class PlanSpec:
         pairs run their forward and backward one after the other."""
         return self.a2a_overlap or self.schedule not in OVERLAPPED
 
+    @staticmethod
+    def unsplit(schedule: Schedule, pp: int, micro_batch_size: int, num_microbatches: int,
+                virtual_stages: int, rank_order: RankOrder, sharding: Sharding,
+                recompute: Recompute, key: CostKey | None, a2a_overlap: bool) -> PlanSpec:
+        """``PlanSpec(schedule, pp, micro_batch_size, num_microbatches, (), virtual_stages,
+        rank_order, sharding, recompute, key, a2a_overlap)``, its fields set at once (as
+        StageCost.longer copies): the search makes one a candidate (121,384 for
+        DeepSeek-V3 on 2,048 GPUs), and a frozen dataclass's ``__init__`` sets each field
+        through ``object.__setattr__``."""
+        spec = object.__new__(PlanSpec)
+        spec.__dict__.update(
+            schedule=schedule, pp=pp, micro_batch_size=micro_batch_size,
+            num_microbatches=num_microbatches, stage_layers=(),
+            virtual_stages=chunks_per_device(schedule, virtual_stages), rank_order=rank_order,
+            sharding=sharding, recompute=recompute, key=key, a2a_overlap=a2a_overlap,
+            recompute_layers=None)
+        return spec
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "stage_layers", tuple(self.stage_layers))
         object.__setattr__(self, "virtual_stages",

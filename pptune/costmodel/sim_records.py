@@ -88,6 +88,21 @@ class StageCost:
         """W where backward is split: ``split_wgrad_s``, else ``wgrad_s``."""
         return self.wgrad_s if self.split_wgrad_s is None else self.split_wgrad_s
 
+    @staticmethod
+    def summed(fwd_s: float, bwd_s: float, wgrad_s: float, act_bytes: float, out_bytes: float,
+               fwd_comm_s: float, bwd_comm_s: float, split_bwd_s: float | None,
+               split_wgrad_s: float | None, comm_sm_share: float,
+               rerun_bytes: float) -> StageCost:
+        """``StageCost(...)`` of every field, set at once (as ``longer`` copies): the
+        search sums thousands of splits' stages (table.stage_costs), and a frozen
+        dataclass's ``__init__`` sets each field through ``object.__setattr__``."""
+        new = object.__new__(StageCost)
+        new.__dict__.update(
+            fwd_s=fwd_s, bwd_s=bwd_s, wgrad_s=wgrad_s, act_bytes=act_bytes, out_bytes=out_bytes,
+            fwd_comm_s=fwd_comm_s, bwd_comm_s=bwd_comm_s, split_bwd_s=split_bwd_s,
+            split_wgrad_s=split_wgrad_s, comm_sm_share=comm_sm_share, rerun_bytes=rerun_bytes)
+        return new
+
     def longer(self, fwd_s: float, bwd_s: float) -> StageCost:
         """The stage with ``fwd_s`` more forward and ``bwd_s`` more input gradient (the
         split B with it). A copy of the fields, not ``dataclasses.replace``: the search

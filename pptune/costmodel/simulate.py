@@ -44,7 +44,6 @@ freed (both are alive while the pair runs).
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 from pptune.costmodel.schedule_ops import to_op
@@ -57,7 +56,8 @@ from pptune.costmodel.schedules import (
     stage_device,
     stage_devices,
 )
-from pptune.costmodel.sim_plan import compiled_order
+from pptune.costmodel.sim_loop import OpCosts, RunState, execute, full_runs, probe_runs
+from pptune.costmodel.sim_plan import CompiledOrder, compiled_order
 from pptune.costmodel.sim_records import (
     FREE_LINK,
     DeadlockError,
@@ -100,7 +100,24 @@ def simulate(
     order with overlapped steady pairs (schedules.COMBINABLE).
     """
     schedule = Schedule(schedule)
-    plan = raw_orders(schedule, p, m, v, combined)
+    order = compiled_order(schedule, p, m, v, combined)
+    costs = _op_costs(schedule, p, v, stages, link, order)
+    n_stages = len(stages)
+    allreduce = list(dp_allreduce_s) if dp_allreduce_s is not None else [0.0] * n_stages
+    state = RunState(p, n_stages, order.n_outputs, device_start_s)
+    events: list[Event] = []
+    transfers: list[Transfer] = []
+    raw = raw_orders(schedule, p, m, v, combined) if keep_events else None
+    runs, stopped = full_runs(schedule, p, m, v, combined)
+    execute(state, order.ops, runs, costs, blocking_send, raw, events, transfers)
+    base = _result(schedule, p, m, v, combined, order, state, stopped, device_start_s, events,
+                   transfers)
+    return with_allreduce(base, allreduce)
+
+
+def _op_costs(schedule: Schedule, p: int, v: int, stages: Sequence[StageCost],
+              link: Callable[[int, int], Link] | None, order: CompiledOrder) -> OpCosts:
+    """The loop's view of the stage costs (sim_loop.OpCosts); the same for every m."""
     n_stages = p * chunks_per_device(schedule, v)
     if len(stages) != n_stages:
         raise ValueError(
@@ -108,8 +125,6 @@ def simulate(
         )
     split = schedule in SPLIT_BACKWARD
     get_link = link or (lambda _s, _d: FREE_LINK)
-    allreduce = list(dp_allreduce_s) if dp_allreduce_s is not None else [0.0] * n_stages
-    order = compiled_order(schedule, p, m, v, combined)
     dev_of, prev_of, send_to = stage_devices(schedule, p, n_stages), order.prev_of, order.send_to
     # op time and its compute part by (raw kind, stage), flat: kind * n_stages + stage;
     # pairs priced on first use
@@ -126,12 +141,6 @@ def simulate(
         comp_of[2],
         [c + a for c, a in zip(comp_of[3], comm_b, strict=True)],
     ]
-    cost_flat = [c for row in cost_of for c in row]
-    exposed_flat = [c - x for cs, xs in zip(cost_of, comp_of, strict=True)
-                    for c, x in zip(cs, xs, strict=True)]
-    fwd_comp, bw_comp = comp_of[0], comp_of[3]
-    pair_cost: dict[tuple[int, int], float] = {}
-    act_of = [st.act_bytes for st in stages]
     # each stage's output transfer time, by send slot out * n_stages + stage (0: none)
     send_s = [0.0] * (2 * n_stages)
     for k in range(n_stages):
@@ -140,131 +149,40 @@ def simulate(
         if send_to[1][k] >= 0:
             send_s[n_stages + k] = get_link(dev_of[k], send_to[1][k]).time_s(
                 stages[prev_of[k]].out_bytes)
+    return OpCosts(
+        stages, [c for row in cost_of for c in row],
+        [c - x for cs, xs in zip(cost_of, comp_of, strict=True)
+         for c, x in zip(cs, xs, strict=True)],
+        comp_of[0], comp_of[3], [st.act_bytes for st in stages], send_s)
 
-    arrival = [-1.0] * order.n_outputs  # when an output reaches its consumer (-1: not yet)
-    waiting: list[list[int] | None] = [None] * order.n_outputs  # devices blocked on it
-    # when the directed link src * p + dst is next free: only the links the stages send
-    # over get an entry (a pipeline's neighbours; a p x p list is 80 GB at pp 100,000)
-    link_free: defaultdict[int, float] = defaultdict(float)
-    ptr = [0] * p
-    dev_free = list(device_start_s) if device_start_s is not None else [0.0] * p
-    busy = [0.0] * p
-    exposed = [0.0] * p
-    inflight = [0] * p
-    act_now = [0.0] * p
-    peak_inflight = [0] * p
-    peak_act = [0.0] * p
-    bwd_left = [order.runs] * n_stages  # micro-batches whose backward is still to complete
-    stage_grads_done = [0.0] * n_stages
-    events: list[Event] = []
-    transfers: list[Transfer] = []
 
-    # The loop below is the planner's hot path: no closures (their cells slow every
-    # local access), every index precomputed (sim_plan.py); a pair's two outputs go
-    # through the same code as one op's one.
-    stack = list(range(p - 1, -1, -1))
-    while stack:
-        d = stack.pop()
-        ops = order.ops[d]
-        n_ops = len(ops)
-        i = ptr[d]
-        free = dev_free[d]
-        while i < n_ops:
-            j, j2, slot, grows, frees_k, b_k, gives = ops[i]
-            start = free
-            blocked = -1
-            if j >= 0:
-                ready = arrival[j]
-                if ready < 0.0:
-                    blocked = j
-                elif ready > start:
-                    start = ready
-            if j2 >= 0 and blocked < 0:
-                ready = arrival[j2]
-                if ready < 0.0:
-                    blocked = j2
-                elif ready > start:
-                    start = ready
-            if blocked >= 0:
-                queue = waiting[blocked]
-                if queue is None:
-                    waiting[blocked] = [d]
-                else:
-                    queue.append(d)
-                break
-            if b_k >= 0:  # an F&B pair: slot is its forward's stage
-                cost = pair_cost.get((slot, b_k))
-                if cost is None:
-                    cost = pair_cost[(slot, b_k)] = overlapped_pair_s(stages[slot], stages[b_k])
-                exposed[d] += cost - fwd_comp[slot] - bw_comp[b_k]
-            else:
-                cost = cost_flat[slot]
-                exposed[d] += exposed_flat[slot]
-            end = start + cost
-            busy[d] += cost
-            free = end
-            named = to_op(plan[d][i]) if keep_events else None
-            if named is not None:
-                events.append(Event(d, named, start, end))
-            if grows >= 0:
-                inflight[d] += 1
-                act_now[d] += act_of[grows]
-                if inflight[d] > peak_inflight[d]:
-                    peak_inflight[d] = inflight[d]
-                if act_now[d] > peak_act[d]:
-                    peak_act[d] = act_now[d]
-            if frees_k >= 0:
-                inflight[d] -= 1
-                act_now[d] -= act_of[frees_k]
-                bwd_left[frees_k] -= 1
-                if bwd_left[frees_k] == 0:
-                    stage_grads_done[frees_k] = end
-            for g, send, consumer, out in gives:
-                if consumer < 0:
-                    arrival[g] = end
-                else:
-                    lk = d * p + consumer
-                    t0 = link_free[lk]
-                    if end > t0:
-                        t0 = end
-                    t1 = t0 + send_s[send]
-                    link_free[lk] = t1
-                    arrival[g] = t1
-                    if named is not None:
-                        half = named.halves()[out] if b_k >= 0 else named
-                        transfers.append(Transfer(d, consumer, half, t0, t1))
-                    if blocking_send and t1 > free:
-                        free = t1
-                woken = waiting[g]
-                if woken is not None:
-                    waiting[g] = None
-                    stack.extend(woken)
-            i += 1
-        ptr[d] = i
-        dev_free[d] = free
-
-    if any(ptr[d] < len(plan[d]) for d in range(p)):
-        stuck = [f"dev{d}@{to_op(plan[d][ptr[d]])}" for d in range(p) if ptr[d] < len(plan[d])]
+def _result(schedule: Schedule, p: int, m: int, v: int, combined: bool, order: CompiledOrder,
+            state: RunState, stopped: Sequence[int], device_start_s: Sequence[float] | None,
+            events: list[Event], transfers: list[Transfer]) -> SimResult:
+    """The finished run's result, without the data-parallel traffic (``with_allreduce``);
+    ``stopped``: where each device's runs ended."""
+    if any(stopped[d] < len(order.ops[d]) for d in range(p)):
+        plan = raw_orders(schedule, p, m, v, combined)
+        stuck = [f"dev{d}@{to_op(plan[d][stopped[d]])}" for d in range(p)
+                 if stopped[d] < len(plan[d])]
         raise DeadlockError(f"{schedule.value} order deadlocks: " + ", ".join(stuck))
-    if device_start_s is not None:
-        # a device waiting on its gather past its first op's input is busy with it (the
-        # module docstring); until that input arrives it waits on the others
-        for d in range(p):
+    arrival = state.arrival
+    stats = []
+    for d, (free, busy, exposed, _, _, peak_inflight, peak_act) in enumerate(state.devices):
+        if device_start_s is not None:
+            # a device waiting on its gather past its first op's input is busy with it
+            # (the module docstring); until that input arrives it waits on the others
             j, j2 = order.ops[d][0][:2] if order.ops[d] else (-1, -1)
             waited = device_start_s[d] - max(arrival[j] if j >= 0 else 0.0,
                                              arrival[j2] if j2 >= 0 else 0.0)
             if waited > 0.0:
-                busy[d] += waited
-                exposed[d] += waited
-
-    base = SimResult(
-        schedule, p, m, v, 0.0, 0.0,
-        [DeviceStats(busy_s=busy[d], compute_end_s=dev_free[d], peak_inflight=peak_inflight[d],
-                     peak_activation_bytes=peak_act[d], exposed_comm_s=exposed[d])
-         for d in range(p)],
-        sorted(events, key=lambda e: (e.device, e.start_s)), transfers, stage_grads_done,
-    )
-    return with_allreduce(base, allreduce)
+                busy += waited
+                exposed += waited
+        stats.append(DeviceStats(busy_s=busy, compute_end_s=free, peak_inflight=peak_inflight,
+                                 peak_activation_bytes=peak_act, exposed_comm_s=exposed))
+    return SimResult(schedule, p, m, v, 0.0, 0.0, stats,
+                     sorted(events, key=lambda e: (e.device, e.start_s)), transfers,
+                     state.grads_done)
 
 
 def with_allreduce(sim: SimResult, dp_allreduce_s: Sequence[float]) -> SimResult:
@@ -334,9 +252,8 @@ def simulate_steady(
     if m <= probes[-1] + step or regrouped:
         return simulate(schedule, p, m, stages, v=v, link=link, blocking_send=blocking_send,
                         keep_events=False, device_start_s=device_start_s, combined=combined)
-    runs = [simulate(schedule, p, k, stages, v=v, link=link, blocking_send=blocking_send,
-                     keep_events=False, device_start_s=device_start_s, combined=combined)
-            for k in probes]
+    runs = _probes(schedule, p, tuple(probes), stages, v, link, blocking_send, device_start_s,
+                   combined)
 
     def series(r: SimResult) -> list[float]:
         return ([d.compute_end_s for d in r.devices] + [d.busy_s for d in r.devices]
@@ -366,3 +283,25 @@ def simulate_steady(
     ]
     steady = SimResult(schedule, p, m, v, 0.0, 0.0, devices, [], [], out[4 * p:])
     return with_allreduce(steady, [0.0] * len(stages))
+
+
+def _probes(schedule: Schedule, p: int, ms: tuple[int, ...], stages: Sequence[StageCost],
+            v: int, link: Callable[[int, int], Link] | None, blocking_send: bool,
+            device_start_s: Sequence[float] | None, combined: bool) -> list[SimResult]:
+    """``simulate`` at each micro-batch count of ``ms`` (ascending) without events. The
+    ops all their orders begin with are run once, then each order in turn runs on from a
+    copy of the state while the rest run on to the start they still share
+    (sim_loop.probe_runs): the same results, each shared op simulated once."""
+    orders = [compiled_order(schedule, p, m, v, combined) for m in ms]
+    costs = _op_costs(schedule, p, v, stages, link, orders[0])
+    shared = RunState(p, len(stages), max(o.n_outputs for o in orders), device_start_s)
+    out = []
+    for i, (m, order, (on, own, stopped)) in enumerate(zip(
+            ms, orders, probe_runs(schedule, p, ms, v, combined), strict=True)):
+        execute(shared, order.ops, on, costs, blocking_send)
+        state = shared.copy() if i < len(ms) - 1 else shared
+        execute(state, order.ops, own, costs, blocking_send)
+        base = _result(schedule, p, m, v, combined, order, state, stopped, device_start_s, [],
+                       [])
+        out.append(with_allreduce(base, [0.0] * len(stages)))
+    return out

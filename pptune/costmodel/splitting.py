@@ -21,12 +21,12 @@ from pptune.costmodel.bounds import lower_bound
 from pptune.costmodel.evaluate import PlanRequest, PlanSpec, optimizer_step_s, stage_layout
 from pptune.costmodel.inflight import peak_inflight_per_stage
 from pptune.costmodel.layout import Layout
+from pptune.costmodel.memo import ByIdentity
 from pptune.costmodel.memory import Recompute, embedding_holders, shared_embedding, with_recompute
 from pptune.costmodel.partition import (
     SplitError,
     bottleneck,
     min_bottleneck_split,
-    some_split_fits,
     stage_bounds,
 )
 from pptune.costmodel.schedules import (
@@ -46,7 +46,7 @@ from pptune.costmodel.simulate import StageCost
 from pptune.costmodel.split_memory import (
     RangeMax,
     every_split_over,
-    memory_starts,
+    fitting_starts,
     range_max,
     surely_over,
 )
@@ -76,15 +76,20 @@ def expert_per_param_bytes(req: PlanRequest, spec: PlanSpec) -> float:
 
 
 def layer_state_bytes(table: CostTable, req: PlanRequest, spec: PlanSpec) -> list[float]:
-    """Each layer's training state (and kept working copies) on one device."""
+    """Each layer's training state (and kept working copies) on one device. The result is
+    shared (kept by table and bytes per parameter): read it, do not change it."""
     per, _ = per_param_bytes(req, spec)
-    n = len(table.param_bytes)
     if not table.expert_param_bytes:
-        return [x * per for x in table.layer_params]
+        return _STATE.of((table,), (per, None), lambda: [x * per for x in table.layer_params])
     per_expert = expert_per_param_bytes(req, spec)
     experts = table.layer_expert_params
-    return [(table.layer_params[i] - experts[i]) * per + experts[i] * per_expert
-            for i in range(n)]
+    return _STATE.of((table,), (per, per_expert), lambda: [
+        (table.layer_params[i] - experts[i]) * per + experts[i] * per_expert
+        for i in range(len(table.param_bytes))])
+
+
+# layer_state_bytes' results: surely_oom asks them for every split it tests
+_STATE: ByIdentity[list[float]] = ByIdentity(4096)
 
 
 def surely_oom(table: CostTable, req: PlanRequest, spec: PlanSpec,
@@ -209,18 +214,19 @@ def min_bottleneck_within_memory(
     # what the memory allows each stage decides the split: shardings, micro-batch
     # counts and data-parallel sizes that allow the same stages share it
     fitted = None
-    if not over:
-        starts = memory_starts(n, n_stages, static, act, inflight, out, budget, rerun)
+    starts = None if over else fitting_starts(n, n_stages, static, act, inflight, out,
+                                                budget, rerun)
+    if starts is not None:
         fitted_key = (*key, starts)
-        if fitted_key not in splits:
-            splits[fitted_key] = None
-            if some_split_fits(starts, n, n_stages):
-                try:
-                    splits[fitted_key] = min_bottleneck_split(
-                        c.work_s(), n_stages, hop_extra(table, req, spec), starts=starts)
-                except SplitError:
-                    pass
-        fitted = splits[fitted_key]
+        if fitted_key in splits:
+            fitted = splits[fitted_key]
+        else:
+            try:
+                fitted = min_bottleneck_split(c.work_s(), n_stages, hop_extra(table, req, spec),
+                                              starts=starts)
+            except SplitError:
+                fitted = None
+            splits[fitted_key] = fitted
     if fitted is not None:
         return fitted
     if v == 1:

@@ -22,6 +22,7 @@ The split stays the one found for full recomputation.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -34,7 +35,7 @@ from pptune.costmodel.evaluate import (
     evaluate,
     stage_layout,
 )
-from pptune.costmodel.inflight import activation_peaks, peak_inflight_per_stage
+from pptune.costmodel.inflight import held_stages, peak_inflight_per_stage, rank_peak
 from pptune.costmodel.memory import (
     Recompute,
     recomputed_layers,
@@ -116,16 +117,23 @@ def fitted_counts(table: CostTable, req: PlanRequest, spec: PlanSpec) -> list[in
                              if i in redo else c.act_bytes[i] for i in range(s, e))
         return sums[k, n]
 
-    def peaks(counts: list[int]) -> list[float]:
-        act = [chunk_act(k, n) for k, n in enumerate(counts)]
-        held = activation_peaks(spec.schedule, spec.pp, spec.num_microbatches,
-                                spec.virtual_stages, [act[ch] for ch in chunks.chunk_of],
-                                spec.combined)
+    held = held_stages(spec.schedule, spec.pp, spec.num_microbatches, spec.virtual_stages,
+                       spec.combined)
+    chunks_on = [[chunks.chunk_of[g] for g in chunks.stages_on[d]] for d in range(spec.pp)]
+
+    def peak(d: int, counts: list[int]) -> float:
+        # a rank's peak depends on its own chunks' counts only (activation_peaks by rank)
+        act = rank_peak(spec.schedule, spec.pp, spec.num_microbatches, spec.virtual_stages, d,
+                        tuple(chunk_act(chunks.chunk_of[k], counts[chunks.chunk_of[k]])
+                              for k in held[d]), spec.combined)
         # and the most one backward re-creates: a recomputed block's saving (device_memory)
-        rerun = [0.0] * spec.pp
-        for ch, d in zip(chunks.chunk_of, chunks.device_of, strict=True):
-            rerun[d] = max(rerun[d], max(saving[ch][:counts[ch]], default=0.0))
-        return [b + a + r for b, a, r in zip(base, held, rerun, strict=True)]
+        rerun = 0.0
+        for ch in chunks_on[d]:
+            rerun = max(rerun, max(saving[ch][:counts[ch]], default=0.0))
+        return base[d] + act + rerun
+
+    def peaks(counts: list[int]) -> list[float]:
+        return [peak(d, counts) for d in range(spec.pp)]
 
     if req.uniform_recompute:
         return _uniform(cap, blocks, peaks)
@@ -138,7 +146,7 @@ def fitted_counts(table: CostTable, req: PlanRequest, spec: PlanSpec) -> list[in
             return None
     else:
         return None
-    _trim(cap, chunks, counts, peaks)
+    _trim(cap, chunks, counts, peak)
     return None if counts == blocks else counts
 
 
@@ -182,7 +190,23 @@ class _Chunks:
                    plan.num_microbatches / chains(plan.schedule))
 
     def devices(self, chunk: int) -> set[int]:
-        return {d for ch, d in zip(self.chunk_of, self.device_of, strict=True) if ch == chunk}
+        return self._ranks[chunk]
+
+    @functools.cached_property
+    def _ranks(self) -> list[set[int]]:
+        """Per chunk, the ranks it runs on."""
+        out: list[set[int]] = [set() for _ in range(max(self.chunk_of, default=-1) + 1)]
+        for ch, d in zip(self.chunk_of, self.device_of, strict=True):
+            out[ch].add(d)
+        return out
+
+    @functools.cached_property
+    def stages_on(self) -> list[list[int]]:
+        """Per rank, its global stages in order."""
+        out: list[list[int]] = [[] for _ in range(max(self.device_of, default=-1) + 1)]
+        for g, d in enumerate(self.device_of):
+            out[d].append(g)
+        return out
 
 
 def step_bound(table: CostTable, plan: Plan, counts: list[int]) -> float:
@@ -236,15 +260,15 @@ def _savings(table: CostTable, b: int, split: list[int]) -> list[list[float]]:
 
 
 def _trim(cap: float, chunks: _Chunks, counts: list[int],
-          peaks: Callable[[list[int]], list[float]]) -> None:
+          peak: Callable[[int, list[int]], float]) -> None:
     """Drop recomputed blocks wherever every rank of the chunk still fits without them
-    (the estimate in ``_grow`` can overshoot where a rank holds several stages)."""
+    (the estimate in ``_grow`` can overshoot where a rank holds several stages);
+    ``peak(d, counts)``: rank d's peak."""
     for k in range(len(counts)):
         ranks = chunks.devices(k)
         while counts[k]:
             counts[k] -= 1
-            held = peaks(counts)
-            if any(held[d] > cap for d in ranks):
+            if any(peak(d, counts) > cap for d in ranks):
                 counts[k] += 1
                 break
 
@@ -255,9 +279,8 @@ def _grow(chunks: _Chunks, counts: list[int], blocks: list[int], inflight: list[
     micro-batches in flight; False when none can be added."""
     grew = False
     for d, excess in over:
-        mine = [g for g, (ch, dev) in enumerate(zip(chunks.chunk_of, chunks.device_of,
-                                                    strict=True))
-                if dev == d and counts[ch] < blocks[ch]]
+        mine = [g for g in chunks.stages_on[d] if counts[chunks.chunk_of[g]] < blocks[
+            chunks.chunk_of[g]]]
         if not mine:
             continue
         g = max(mine, key=lambda j: (inflight[j], -j))

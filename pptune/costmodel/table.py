@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pptune.costmodel.collectives import Fabric
 from pptune.costmodel.comm import AllReduceLink
 from pptune.costmodel.memo import ByIdentity
-from pptune.costmodel.partition import stage_bounds
+from pptune.costmodel.partition import is_mtp, stage_bounds
 from pptune.costmodel.parts import PartTimes
 from pptune.costmodel.simulate import Link, StageCost
 
@@ -138,6 +138,14 @@ class CostTable:
         return tuple(counts)
 
     @functools.cached_property
+    def mtp_before(self) -> tuple[int, ...]:
+        """How many multi-token-prediction layers precede each layer index, and the end."""
+        counts = [0]
+        for name in self.names:
+            counts.append(counts[-1] + is_mtp(name))
+        return tuple(counts)
+
+    @functools.cached_property
     def layer_params(self) -> tuple[float, ...]:
         """Each layer's parameter count (``params(i, i + 1)``), computed once."""
         return tuple(self.params(i, i + 1) for i in range(len(self.param_bytes)))
@@ -188,7 +196,7 @@ def _stage_sums(table: CostTable, b: int, stage_layers: Sequence[int],
         if not a2a_stream:
             fwd_s, bwd_s, fwd_comm_s, bwd_comm_s = fwd_s + fwd_comm_s, bwd_s + bwd_comm_s, 0.0, 0.0
         out.append(
-            StageCost(
+            StageCost.summed(
                 fwd_s=fwd_s,
                 bwd_s=bwd_s,
                 wgrad_s=sum(c.wgrad_s[s:e]),

@@ -26,7 +26,9 @@ from pptune.costmodel.schedules import (
     validate,
 )
 from pptune.costmodel.search import (
+    PP_INNER,
     RANK_ORDERS,
+    CostKey,
     CostTable,
     LayerCosts,
     PlanRequest,
@@ -284,3 +286,16 @@ def test_pipeline_margin_puts_the_flat_plan_first_only_inside_the_margin() -> No
         assert (res.passed_over is not None) is moved
         if moved:
             assert res.passed_over.step_time_s == plain[0].step_time_s
+
+
+@pytest.mark.parametrize("schedule", list(Schedule))
+def test_an_unsplit_spec_made_at_once_is_the_dataclass_s(schedule: Schedule) -> None:
+    """PlanSpec.unsplit (the candidates' fast path) sets every field as __init__ and
+    __post_init__ would: equal, same hash, same fields."""
+    args = (schedule, 4, 2, 16, 3, PP_INNER, Sharding.ZERO1, Recompute.FULL, CostKey(tp=2),
+            True)
+    fast = PlanSpec.unsplit(*args)
+    slow = PlanSpec(schedule, 4, 2, 16, (), 3, PP_INNER, Sharding.ZERO1, Recompute.FULL,
+                    CostKey(tp=2), True)
+    assert fast == slow and hash(fast) == hash(slow)
+    assert fast.__dict__ == slow.__dict__

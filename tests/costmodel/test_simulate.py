@@ -234,12 +234,18 @@ def test_steady_state_extrapolation_matches_the_full_run(
     link = Link(0.1, 10.0)
     full = simulate(schedule, p, m, stages, v=v, link=lambda a, b: link, keep_events=False)
     runs: list[int] = []
+    probes = sim_mod._probes
 
     def counted(*args: object, **kwargs: object) -> object:
         runs.append(int(args[2]))  # type: ignore[call-overload]
         return simulate(*args, **kwargs)  # type: ignore[arg-type]
 
+    def probed(*args: object, **kwargs: object) -> object:
+        runs.extend(args[2])  # type: ignore[arg-type]
+        return probes(*args, **kwargs)  # type: ignore[arg-type]
+
     monkeypatch.setattr(sim_mod, "simulate", counted)
+    monkeypatch.setattr(sim_mod, "_probes", probed)
     fast = sim_mod.simulate_steady(schedule, p, m, stages, v=v, link=lambda a, b: link)
     # three short runs past the warm-up (4p), extrapolated: no fallback to m = 60;
     # p apart, or 2p in line with m for the DualPipes on an odd p

@@ -25,12 +25,11 @@ from pptune.costmodel.partition import (
 from pptune.costmodel.schedules import Schedule, model_chunks, stage_chunk_map
 from pptune.costmodel.sharding import Sharding
 from pptune.costmodel.simulate import Link
-from pptune.costmodel.split_memory import range_max
+from pptune.costmodel.split_memory import fitting_starts, memory_starts, range_max
 from pptune.costmodel.splitting import (
     SplitCache,
     any_split_bound,
     every_split_over,
-    memory_starts,
     per_param_bytes,
     surely_oom,
     surely_over,
@@ -187,6 +186,47 @@ def test_memory_starts_with_a_rerun_are_lowest_starts(
 
     assert memory_starts(n, k, static, act, held, out, budget, rerun) == lowest_starts(
         n, k, fits)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0, 10), min_size=2, max_size=24),
+       st.lists(st.floats(0, 5), min_size=24, max_size=24),
+       st.lists(st.floats(0, 20), min_size=24, max_size=24), st.booleans(),
+       st.integers(1, 8), st.floats(0, 3), st.floats(1, 80),
+       st.lists(st.integers(1, 2), min_size=8, max_size=8))
+def test_stages_sharing_a_test_share_a_walk(
+        state: list[float], acts: list[float], reruns: list[float], with_rerun: bool, k: int,
+        out: float, budget: float, held: list[int]) -> None:
+    """Stages holding as many micro-batches share one pointer walk (memory_starts): each
+    stage's starts are still lowest_starts' own."""
+    n, k, static, act = _prefixes(state, acts, k)
+    rerun = range_max(reruns[:n]) if with_rerun else None
+
+    def fits(j: int, s: int, e: int) -> bool:
+        p2p = out * ((j > 0) + (j < k - 1))
+        again = max(reruns[s:e], default=0.0) if with_rerun else 0.0
+        return static[e] - static[s] + held[j] * (act[e] - act[s]) + p2p + again <= budget
+
+    assert memory_starts(n, k, static, act, held, out, budget, rerun) == lowest_starts(
+        n, k, fits)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(0, 10), min_size=1, max_size=16),
+       st.lists(st.floats(0, 5), min_size=16, max_size=16),
+       st.lists(st.floats(0, 20), min_size=16, max_size=16), st.booleans(),
+       st.integers(1, 8), st.floats(0, 3), st.floats(1, 60),
+       st.lists(st.integers(1, 3), min_size=8, max_size=8))
+def test_fitting_starts_are_the_starts_some_split_fits(
+        state: list[float], acts: list[float], reruns: list[float], with_rerun: bool, k: int,
+        out: float, budget: float, held: list[int]) -> None:
+    """fitting_starts stops at the first stage no split reaches: memory_starts' starts
+    where some_split_fits says a split fits them, None where it says none does."""
+    n, k, static, act = _prefixes(state, acts, k)
+    rerun = range_max(reruns[:n]) if with_rerun else None
+    starts = memory_starts(n, k, static, act, held, out, budget, rerun)
+    expected = starts if some_split_fits(starts, n, k) else None
+    assert fitting_starts(n, k, static, act, held, out, budget, rerun) == expected
 
 
 @settings(max_examples=300, deadline=None)
