@@ -80,7 +80,8 @@ def stateable_requests(cfg: TrainingConfig, req: PlanRequest,
     narrowing differs (DeepSpeed runs AutoTP without a pipeline), else one."""
     adapter = adapter_of(cfg.source_format)
     own, *others = req.keys()
-    keys = [own, *(k for k in others if adapter.cannot_state(k, seq_len, own) is None)]
+    keys = [own, *(k for k in others
+                   if adapter.cannot_state(k, seq_len, own, model=cfg.model) is None)]
     return adapter.stateable_groups(req, keys, cfg.model)
 
 

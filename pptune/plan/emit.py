@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pptune.costmodel import presets
 from pptune.costmodel.calibration import Factors
+from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.partition import strip_ends
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.schedules import Schedule
@@ -210,7 +211,8 @@ def _or_faster_stateable(adapter: Adapter, run: RecommendRun, plan: Plan, rank: 
             continue
     seq = run.table.seq_len
     keys = tuple(k for k in run.plan_request.keys()
-                 if k != plan.key and adapter.cannot_state(k, seq) is None)
+                 if k != plan.key and adapter.cannot_state(k, seq, model=job.model,
+                                                           shape=job.shape) is None)
     for within in adapter.stateable_groups(run.plan_request, keys, ran.model, ran.shape):
         for best in search(run.table_for, replace(within, top=TRIED,
                                                   with_best_pp1=False)).plans:
@@ -247,7 +249,8 @@ def _stateable_layout(adapter: Adapter, run: RecommendRun, plan: Plan,
     seq = run.table.seq_len
     regrouped = (plan.schedule is Schedule.INTERLEAVED and plan.num_microbatches % plan.pp != 0
                  and not adapter.runs_microbatch_groups)
-    why = adapter.cannot_state(plan.key, seq)
+    job = job_of(run, plan)
+    why = adapter.cannot_state(plan.key, seq, model=job.model, shape=job.shape)
     if why is None and regrouped:
         why = _torchs_order(plan)
         closest = _on_the_same_ranks(adapter, run, plan, rank, why)
@@ -255,10 +258,14 @@ def _stateable_layout(adapter: Adapter, run: RecommendRun, plan: Plan,
             return closest
     if why is None:
         return plan, []
-    keys = tuple(k for k in run.plan_request.keys() if adapter.cannot_state(k, seq) is None)
+    keys = tuple(k for k in run.plan_request.keys()
+                 if adapter.cannot_state(k, seq, model=job.model, shape=job.shape) is None)
+    if not keys:
+        raise BadInput(f"{adapter.name} cannot express plan {rank}: {why}; plan with "
+                       f"{_stated_flags(adapter, plan.key, seq, job)} (or emit another "
+                       "framework)")
     within = adapter.in_its_order(run.plan_request)
-    best = (search(run.table_for, replace(within, cost_keys=keys, tp=keys[0].tp,
-                                          top=1)).plans if keys else [])
+    best = search(run.table_for, replace(within, cost_keys=keys, tp=keys[0].tp, top=1)).plans
     if not best:
         raise BadInput(f"{adapter.name} cannot express plan {rank} ({why}) and no plan it can "
                        "state fits")
@@ -266,6 +273,20 @@ def _stateable_layout(adapter: Adapter, run: RecommendRun, plan: Plan,
     return alt, [f"{adapter.name} cannot express plan {rank} ({why}): emitting the best plan "
                  f"it can state ({alt.key}, pp={alt.pp} dp={alt.dp}), predicted step "
                  f"{fmt_seconds(alt.step_time_s)} ({ratio(alt.step_time_s, plan.step_time_s)})"]
+
+
+def _stated_flags(adapter: Adapter, key: CostKey, seq: int | None, job: Job) -> str:
+    """The flags that give the search a cost key like ``key`` its files state: each size
+    they refuse set back to its plain value (--cp 1, --ep 1, --etp 1, --precision bf16)."""
+    plain = (("--cp 1", replace(key, cp=1)), ("--ep 1", replace(key, ep=1)),
+             ("--etp 1", replace(key, etp=1)),
+             ("--precision bf16", replace(key, precision=Precision.BF16)))
+    flags = [flag for flag, other in plain if other != key]
+    for flag, other in plain:
+        if other != key and adapter.cannot_state(other, seq, model=job.model,
+                                                 shape=job.shape) is None:
+            return flag
+    return " ".join(flags) or "other sizes"
 
 
 def _torchs_order(plan: Plan) -> str:

@@ -575,6 +575,20 @@ def test_which_files_state_expert_layouts() -> None:
         "DeepSpeed files here state no etp 2")
 
 
+def test_torchtitan_cannot_state_cp_with_a_flex_attention_model() -> None:
+    """DeepSeek-V3's flavors run flex attention, which torchtitan's context parallelism
+    refuses (its model args' update_from_config): emit falls back to a plan of cp 1, and
+    check-config compares with none of cp 2, for that model only."""
+    titan = ADAPTERS[Framework.TORCHTITAN]
+    cp2 = CostKey(tp=4, cp=2, ep=8)
+    why = titan.cannot_state(cp2, 4096, model="deepseek-v3")
+    assert why is not None and why.startswith("context_parallel_degree 2 with deepseek_v3 671B")
+    assert titan.cannot_state(cp2, 4096, shape=presets.MODELS["deepseek-v3"]) == why
+    assert titan.cannot_state(CostKey(tp=4, ep=8), 4096, model="deepseek-v3") is None
+    assert titan.cannot_state(CostKey(tp=4, cp=2), 8192, model="llama3-8b") is None
+    assert titan.cannot_state(cp2, 4096) is None  # no model: the key alone
+
+
 PPTUNE_MOE = """gpus: 64
 pp: 1
 ep: 8

@@ -140,11 +140,14 @@ class Adapter:
     log_flops: tuple[LogFlops, ...] = ()
 
     def cannot_state(self, key: CostKey, seq_len: int | None = None,
-                     own: CostKey | None = None) -> str | None:
+                     own: CostKey | None = None, model: str | None = None,
+                     shape: ModelShape | None = None) -> str | None:
         """Why its files cannot state a plan of this cost key (None: they can) on a
         sequence of ``seq_len`` tokens (None: any the key's costs took). ``own``: the key
         of a file its reader read, whose sizes its files state whatever its writer
-        writes (a DeepSpeed config's FP16 or DeepSpeed-Ulysses cp)."""
+        writes (a DeepSpeed config's FP16 or DeepSpeed-Ulysses cp). ``model`` (a preset
+        name) or ``shape``: the model, where the framework refuses a size for one model
+        and not another (torchtitan: context parallelism with flex attention)."""
         mine = own or CostKey()
         missing = [f"{name} {value}" for name, value, plain, stated in (
             ("cp", key.cp, 1, mine.cp), ("ep", key.ep, 1, mine.ep),

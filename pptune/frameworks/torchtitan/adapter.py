@@ -16,12 +16,13 @@ from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog, LogFlops
 from pptune.frameworks.common.source import Repeated, parse_toml
 from pptune.frameworks.torchtitan import closest, facts, log, writer
+from pptune.frameworks.torchtitan.attention import cp_refusal
 from pptune.frameworks.torchtitan.closest import stateable_request
 from pptune.frameworks.torchtitan.cp_fp8 import seq_problem
 from pptune.frameworks.torchtitan.experts import key_shardings
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN
 from pptune.frameworks.torchtitan.keys import looks_like_torchtitan
-from pptune.frameworks.torchtitan.reader import read_torchtitan
+from pptune.frameworks.torchtitan.reader import flavor_of, read_torchtitan
 from pptune.schemas import TrainingConfig
 
 
@@ -52,15 +53,21 @@ class TorchtitanAdapter(Adapter):
                           "get_dense_model_nparams_and_flops"),)
 
     def cannot_state(self, key: CostKey, seq_len: int | None = None,
-                     own: CostKey | None = None) -> str | None:
+                     own: CostKey | None = None, model: str | None = None,
+                     shape: ModelShape | None = None) -> str | None:
         """FP16: training.mixed_precision_param takes bfloat16 or float32 (job_config.py);
-        a sequence torchtitan refuses at this tp and cp (cp_fp8.seq_problem)."""
+        a sequence torchtitan refuses at this tp and cp (cp_fp8.seq_problem); context
+        parallelism the model's attention refuses (attention.cp_refusal)."""
         if key.precision is Precision.FP16:  # nor does its reader read one (reader.py)
             return "torchtitan files state no precision fp16 (mixed_precision_param: bfloat16 " \
                 "or float32)"
         why = seq_problem(seq_len, key.tp, key.cp) if seq_len is not None else None
         if why:
             return f"sequence {why}"
+        flavor = flavor_of(model, shape) if model is not None or shape is not None else None
+        refused = cp_refusal(*flavor, key.cp) if flavor is not None else None
+        if refused:
+            return refused
         return super().cannot_state(key, own=own)
 
     def key_shardings(self, key: CostKey, shardings: Sequence[Sharding]) -> tuple[Sharding, ...]:
