@@ -82,5 +82,5 @@ def test_torchtitan_states_no_sequence_its_divisor_refuses(cli: Cli, tmp_path: P
             "--tp", "2", "--cp", "2", "--emit", "torchtitan", "-o", tmp_path / "out")
     assert r.exit_code == 2 and "Traceback" not in r.output and r.stdout == ""
     assert r.stderr.strip().splitlines()[-1].startswith(
-        "pptune: error: torchtitan cannot express plan 1 (sequence 8196 with tensor parallel 2")
+        "pptune: error: torchtitan cannot express plan 1: sequence 8196 with tensor parallel 2")
     assert not (tmp_path / "out").exists()
