@@ -194,12 +194,16 @@ def _or_faster_stateable(adapter: Adapter, run: RecommendRun, plan: Plan, rank: 
     the search's other keys the files state (another tp, cp or ep may suit the framework's
     substitutions better), each priced as the files run when expressed."""
     job = job_of(run, plan)
-    stated = adapter.express(job, plan, rank)
-    if stated.exact or stated.plan.step_time_s <= SLACK * plan.step_time_s:
+    try:
+        stated: Stated | None = adapter.express(job, plan, rank)
+    except BadInput as refused:  # no substitute on its ranks fits: another plan may
+        stated, refusal = None, refused
+    if stated is not None and (stated.exact
+                               or stated.plan.step_time_s <= SLACK * plan.step_time_s):
         return stated
     # searched as the files run (stated.job: the framework's kernels, its sequence
     # parallelism or none), so the plans found fit and keep their time when expressed
-    ran = stated.job
+    ran = stated.job if stated is not None else job
     tried: list[tuple[Plan, Stated]] = []
     for best in stateable_fastest(ran, plan, adapter.stateable(ran.request, ran.model,
                                                                ran.shape), TRIED):
@@ -221,16 +225,20 @@ def _or_faster_stateable(adapter: Adapter, run: RecommendRun, plan: Plan, rank: 
             except BadInput:
                 continue
     if not tried:
+        if stated is None:
+            raise refusal
         return stated
     best, second = min(tried, key=lambda t: t[1].plan.step_time_s)
-    if second.plan.step_time_s >= 0.99 * stated.plan.step_time_s:
+    if stated is not None and second.plan.step_time_s >= 0.99 * stated.plan.step_time_s:
         return stated
     v = f" v={best.virtual_stages}" if best.virtual_stages > 1 else ""
     final = fmt_seconds(second.plan.step_time_s)
     priced = any(final in note for note in second.notes)  # its notes end at its step
-    why = (f"those substitutions make plan {rank} slower, "
-           f"{fmt_seconds(stated.plan.step_time_s)} "
-           f"({ratio(stated.plan.step_time_s, plan.step_time_s)}); the fastest plan a "
+    slower = (f"{str(refusal).removesuffix('; use more GPUs')}" if stated is None else
+              f"those substitutions make plan {rank} slower, "
+              f"{fmt_seconds(stated.plan.step_time_s)} "
+              f"({ratio(stated.plan.step_time_s, plan.step_time_s)})")
+    why = (f"{slower}; the fastest plan a "
            f"{adapter.title} file states on the same GPUs is written instead: "
            f"pp={best.pp} dp={best.dp}"
            + (f" ({best.key})" if best.key != plan.key else "")
@@ -238,7 +246,8 @@ def _or_faster_stateable(adapter: Adapter, run: RecommendRun, plan: Plan, rank: 
            f"{best.micro_batch_size}, {best.sharding.value}/{best.recompute.value}"
            + (", priced as the files run it next" if priced else
               f", predicted step {final} ({ratio(second.plan.step_time_s, plan.step_time_s)})"))
-    return replace(second, exact=False, notes=(*stated.notes, why, *second.notes))
+    return replace(second, exact=False,
+                   notes=(*(stated.notes if stated is not None else ()), why, *second.notes))
 
 
 def _stateable_layout(adapter: Adapter, run: RecommendRun, plan: Plan,

@@ -4,6 +4,7 @@ plan written is priced once more only when what changed says why."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from pptune.plan.emit import emit
 from pptune.plan.recommend import RecommendSpec, recommend
@@ -30,3 +31,25 @@ def test_every_ratio_names_plan_1_and_is_to_its_step() -> None:
     final = fmt_seconds(out.plan.step_time_s)
     swapped = [n for n in out.notes if n.startswith("those substitutions")]
     assert len(swapped) == 1 and final not in swapped[0]
+
+
+def test_a_plan_no_substitute_on_its_ranks_fits_gives_way_to_one_that_does(tmp_path: Path
+                                                                           ) -> None:
+    """Llama 3 70B on 16 H100s ranks a ZeRO-3 plan first, which Megatron-FSDP (gathering
+    every layer in each micro-batch) cannot fit on its ranks: emit writes the fastest plan
+    a Megatron-LM script states on the same GPUs instead of refusing, and says why."""
+    from dataclasses import replace
+
+    from tests.check_json import check_file
+
+    run = recommend(replace(RecommendSpec.of(gpus=16, model="llama3-70b", top=1),
+                            written_as="megatron"))  # ranked with its kernels, as the CLI does
+    assert run.result.plans[0].sharding.value == "zero3"
+    out = emit("megatron", run)
+    said = [n for n in out.notes if n.startswith("megatron cannot express plan 1")]
+    assert len(said) == 1 and "is written instead" in said[0], out.notes
+    assert out.plan.spec != run.result.plans[0].spec
+    assert out.plan.step_time_s >= run.result.plans[0].step_time_s
+    code, found, doc = check_file(tmp_path / "pretrain.sh", out.files["pretrain_megatron.sh"])
+    assert code == 0 and "memory-ok" in found and "memory-overflow" not in found
+    assert abs(doc["derived"]["step_time_s"] - out.plan.step_time_s) < 1e-3 * out.plan.step_time_s
