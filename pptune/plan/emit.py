@@ -234,7 +234,7 @@ def _or_faster_stateable(adapter: Adapter, run: RecommendRun, plan: Plan, rank: 
     v = f" v={best.virtual_stages}" if best.virtual_stages > 1 else ""
     final = fmt_seconds(second.plan.step_time_s)
     priced = any(final in note for note in second.notes)  # its notes end at its step
-    slower = (f"{str(refusal).removesuffix('; use more GPUs')}" if stated is None else
+    slower = (_without_advice(str(refusal)) if stated is None else
               f"those substitutions make plan {rank} slower, "
               f"{fmt_seconds(stated.plan.step_time_s)} "
               f"({ratio(stated.plan.step_time_s, plan.step_time_s)})")
@@ -282,6 +282,13 @@ def _stateable_layout(adapter: Adapter, run: RecommendRun, plan: Plan,
     return alt, [f"{adapter.name} cannot express plan {rank} ({why}): emitting the best plan "
                  f"it can state ({alt.key}, pp={alt.pp} dp={alt.dp}), predicted step "
                  f"{fmt_seconds(alt.step_time_s)} ({ratio(alt.step_time_s, plan.step_time_s)})"]
+
+
+def _without_advice(refusal: str) -> str:
+    """A refusal without its closing advice ("; choose ...", "; use ...", "; plan with
+    ..."), which the plan written instead answers."""
+    cut = max(refusal.rfind(m) for m in ("; choose ", "; use ", "; plan with "))
+    return refusal[:cut] if cut > 0 else refusal
 
 
 def _stated_flags(adapter: Adapter, key: CostKey, seq: int | None, job: Job) -> str:

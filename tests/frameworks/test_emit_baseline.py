@@ -53,3 +53,23 @@ def test_a_plan_no_substitute_on_its_ranks_fits_gives_way_to_one_that_does(tmp_p
     code, found, doc = check_file(tmp_path / "pretrain.sh", out.files["pretrain_megatron.sh"])
     assert code == 0 and "memory-ok" in found and "memory-overflow" not in found
     assert abs(doc["derived"]["step_time_s"] - out.plan.step_time_s) < 1e-3 * out.plan.step_time_s
+
+
+def test_experts_borrowing_fsdp_ranks_are_written_only_where_they_fit(tmp_path: Path) -> None:
+    """torchtitan's expert mesh borrows FSDP ranks where ep > tp x cp; under a pipeline its
+    FSDP keeps a stage's weights gathered, so the FSDP twin of DeepSeek-V3's plan 1 on 256
+    H100s (all-gather dispatch, pp 8 or 16) needs 85.89 GiB: emit writes another plan
+    instead of a file check-config rejects, and check-config prices it alike."""
+    from dataclasses import replace
+
+    from tests.check_json import check_file
+
+    run = recommend(replace(RecommendSpec.of(
+        gpus=256, model="deepseek-v3", gpu="h100-sxm", global_batch=1024,
+        moe_dispatcher="allgather", pp="8,16", top=1), written_as="torchtitan"))
+    out = emit("torchtitan", run)
+    said = [n for n in out.notes if "borrows FSDP ranks" in n]
+    assert len(said) == 1 and "85.89 GiB of 79.65 GiB" in said[0], out.notes
+    code, found, doc = check_file(tmp_path / "torchtitan.toml", out.files["torchtitan.toml"])
+    assert code == 0 and "memory-ok" in found and "memory-overflow" not in found
+    assert abs(doc["derived"]["step_time_s"] - out.plan.step_time_s) < 1e-3 * out.plan.step_time_s

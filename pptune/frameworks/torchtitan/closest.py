@@ -52,7 +52,7 @@ from pptune.frameworks.torchtitan.cp_fp8 import (
 from pptune.frameworks.torchtitan.experts import DEEPEP_MODELS, key_shardings, mesh_problem
 from pptune.frameworks.torchtitan.reader import NO_PIPELINE, flavor_of
 from pptune.options import CostOptions
-from pptune.report.fmt import fmt_seconds
+from pptune.report.fmt import fmt_bytes, fmt_seconds
 
 NAME = "torchtitan"
 STATEABLE = (Sharding.FSDP, Sharding.NONE)  # best first as a substitute
@@ -354,6 +354,11 @@ def _experts(job: Job, plan: Plan, rank: int, notes: list[str], exact: bool
         raise BadInput(f"torchtitan cannot express plan {rank}: ep {plan.ep} x etp "
                        f"{plan.etp} does not divide dp x cp x tp")
     fsdp = evaluate(job.table, job.request, replace(plan.spec, sharding=Sharding.FSDP))
+    if not ex.fits(job, fsdp):  # its stages' weights gathered for the step under a pipeline
+        raise BadInput(f"torchtitan cannot express plan {rank}: its expert parallelism "
+                       f"borrows FSDP ranks (ep {plan.ep} > tp x cp), and with FSDP over dp "
+                       f"{plan.dp} the plan needs {fmt_bytes(max(fsdp.peak_memory_bytes))} of "
+                       f"{fmt_bytes(job.table.memory_bytes)}; choose another plan or framework")
     notes.append(f"torchtitan's expert parallelism borrows FSDP ranks (ep {plan.ep} > tp x cp): "
                  f"stated with FSDP over dp {plan.dp}; predicted step "
                  f"{fmt_seconds(fsdp.step_time_s)} (plan: {fmt_seconds(plan.step_time_s)})")
