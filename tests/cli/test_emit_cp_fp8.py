@@ -195,7 +195,8 @@ def test_megatron_states_the_hierarchical_exchange_and_mxfp8(runs, tmp_path: Pat
 def test_deepspeed_files_state_no_cp_or_fp8(runs: Runs) -> None:
     """Every plan of this search has cp 2 and FP8 GEMMs: DeepSpeed's JSON states neither
     (no context parallelism; FP8 is not a ds_config setting), so there is nothing to emit."""
-    with pytest.raises(BadInput, match=r"cannot express plan 1 \(.*state no cp 2, precision fp8"):
+    with pytest.raises(BadInput, match=r"cannot express plan 1: .*state no cp 2, precision "
+                       r"fp8; plan with --cp 1 --precision bf16"):
         emit(Framework.DEEPSPEED, runs("h100-sxm", "fp8", "p2p"))
 
 

@@ -114,7 +114,8 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
                            "without one fits; choose another framework")
         stated = _substituted(job, best, rank)
         why = (f"torchtitan's {model} model has no pipelining (pipelining_fn None in torchtitan "
-               f"0.2.2): emitting the fastest plan without one, {_describe(best)}, predicted "
+               f"0.2.2): emitting the fastest plan without one on plan {rank}'s sizes, "
+               f"{_describe(best)}, predicted "
                f"step {fmt_seconds(best.step_time_s)} ({ratio(best.step_time_s, plan.step_time_s)})")
         return replace(stated, exact=False, notes=(why, *stated.notes))
     notes: list[str] = []
@@ -124,7 +125,8 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
 
 def _describe(plan: Plan) -> str:
     v = f" v={plan.virtual_stages}" if plan.schedule is Schedule.INTERLEAVED else ""
-    return (f"pp={plan.pp} dp={plan.dp} tp={plan.tp} cp={plan.cp} {plan.schedule.value}{v}, "
+    ep = f" ep={plan.ep}" + (f" etp={plan.etp}" if plan.etp > 1 else "") if plan.ep > 1 else ""
+    return (f"pp={plan.pp} dp={plan.dp} tp={plan.tp} cp={plan.cp}{ep} {plan.schedule.value}{v}, "
             f"{plan.num_microbatches} x {plan.micro_batch_size}, "
             f"{plan.sharding.value}/{plan.recompute.value}")
 
