@@ -168,6 +168,7 @@ RECOMMEND_HELP = """Find the fastest pipeline plan that fits, and explain it.
   pptune recommend --gpus 8
   pptune recommend --gpus 64 --model llama3-70b --tp 8 --json -o plans.json
   pptune recommend --gpus 8 --emit megatron -o launch/
+  pptune recommend --gpus 8 --framework torchtitan
 
 Costs come from --profile, else --model/--gpu presets, else ./pptune-profile.json,
 else the embedded default (llama3-8b on h100-sxm). Exit 1 when no plan fits.
@@ -187,17 +188,23 @@ def recommend_cmd(
     out: OutputOptions,
     output: Path | None = typer.Option(None, "--output", "-o", help="save the JSON to FILE (with --emit: the folder for the files)"),
     emit: str | None = typer.Option(None, "--emit", help="write the plan as megatron, deepspeed, torchtitan or pptune config"),
+    framework: str | None = typer.Option(None, "--framework", help="rank only the plans megatron's, deepspeed's, torchtitan's or pptune's files state, priced with the kernels they run (a note names the layouts dropped); --emit, if given, must name the same framework"),
     plan_rank: int = typer.Option(1, "--plan", help="which ranked plan --emit writes"),
     train_tokens: float | None = typer.Option(None, "--train-tokens", help="tokens to train on: adds days and GPU-hours per plan"),
     force: bool = typer.Option(False, "--force", help="with --emit -o DIR: overwrite files already in DIR"),
 ) -> None:
     from pptune.plan import recommend as planning
+    from pptune.plan.framework_search import check_moments, parse_framework
 
     if emit is not None:  # an unknown framework is refused before the search
-        from pptune.plan.emit import parse_framework
-
         parse_framework(emit)
-    req = planning.RecommendSpec(space, costs, top, emit)
+    if framework is not None:
+        framework = parse_framework(framework, "--framework").value
+        if emit is not None and parse_framework(emit).value != framework:
+            raise BadInput(f"--emit {emit} with --framework {framework}: the plans ranked are "
+                           f"those {framework}'s files state; give --emit {framework}, or "
+                           "drop --framework to rank every plan")
+    req = planning.RecommendSpec(space, costs, top, emit, framework)
     _check_width(out.width)
     if train_tokens is not None:
         found = limits.problem("--train-tokens", train_tokens, 0, limits.MAX_TRAIN_TOKENS, lo_open=True)
@@ -210,8 +217,6 @@ def recommend_cmd(
         raise BadInput(f"--plan {plan_rank} is not among the {top} plans --top {top} ranks; "
                        f"give --plan 1 to {top} (or raise --top)")  # before the search
     if emit is not None:
-        from pptune.plan.emit import check_moments
-
         check_moments(emit, (space.exp_avg_dtype.value, space.exp_avg_sq_dtype.value))
     if emit is not None and output is not None:
         from pptune.plan.emit import file_names
@@ -243,9 +248,11 @@ def recommend_cmd(
     if out.as_json:  # with no plan too: its rejections and notes say why (exit 1 below)
         typer.echo(text)
     if not run.result.plans:
+        from pptune.plan.no_plan import no_plan_message
+
         for note in run.result.notes:
             _say(f"note: {note}")
-        raise NoFeasiblePlan(planning.no_plan_message(run))
+        raise NoFeasiblePlan(no_plan_message(run))
     if not out.as_json:
         _show_plans(run, train_tokens, out)
 
@@ -283,11 +290,11 @@ def _emit(run: Any, framework: str, rank: int, output: Path | None, force: bool)
     from pptune.plan import emit as emit_mod
 
     if not run.result.plans:
-        from pptune.plan import recommend as planning
+        from pptune.plan.no_plan import no_plan_message
 
         for note in run.result.notes:
             _say(f"note: {note}")
-        raise NoFeasiblePlan(planning.no_plan_message(run))
+        raise NoFeasiblePlan(no_plan_message(run))
     emitted = emit_mod.emit(framework, run, rank, output)
     for note in emitted.notes:
         _say(note)

@@ -42,7 +42,7 @@ import gc
 import heapq
 import math
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from pptune.costmodel.breakdown import exposed_cp_s
@@ -53,7 +53,6 @@ from pptune.costmodel.candidates import (
     Reason,
     candidates,
     divisors,
-    position,
     sizes,
     table_source,
 )
@@ -68,6 +67,7 @@ from pptune.costmodel.evaluate import (
 )
 from pptune.costmodel.keys import CostKey, TableSource
 from pptune.costmodel.layout import DP_INNER, PP_INNER, RANK_ORDERS, RankOrder
+from pptune.costmodel.listing import listed_as, order, unique, without_recompute
 from pptune.costmodel.memory import DEFAULT_RESERVE_BYTES, Recompute
 from pptune.costmodel.refine import always_refined, refine_split
 from pptune.costmodel.schedules import Schedule
@@ -107,6 +107,7 @@ __all__ = [
     "evaluate",
     "rank",
     "search",
+    "search_all",
     "stage_costs",
     "state_bytes_per_param",
     "table_source",
@@ -136,7 +137,7 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
     best_by: dict[Schedule, Plan] = {}
     best_pp1: Plan | None = None
     times: list[float] = []  # the top step times so far, sorted, one per listed plan
-    best_of: dict[tuple[object, ...], float] = {}  # by _unique's key: what the list keeps
+    best_of: dict[tuple[object, ...], float] = {}  # by listing.unique's key: what the list keeps
     simulated = 0
     oom_seen: set[tuple[object, ...]] = set()
     splits: dict[CostKey, SplitCache] = {}  # time-only splits, shared by shardings and m
@@ -230,7 +231,7 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
             plain_fits.add(_unsplit(spec))
         # a plan the list shows once (its rank-order twin, or a per-stage fit that came
         # out as a plan already found) counts once towards the cut-off
-        k = _listed_as(plan)
+        k = listed_as(plan)
         best_of[k] = min(best_of.get(k, math.inf), plan.step_time_s)
         times = sorted(best_of.values())[: req.top]
         if spec.schedule not in best_by or plan.step_time_s < best_by[spec.schedule].step_time_s:
@@ -245,8 +246,23 @@ def search(tables: CostTable | TableSource, req: PlanRequest) -> SearchResult:
 
     ``tables``: one cost table (for the request's one key), or a source with a
     table per key of ``req.keys()``."""
+    return search_all(tables, (req,))
+
+
+def search_all(tables: CostTable | TableSource, reqs: Sequence[PlanRequest]) -> SearchResult:
+    """The plans of several requests of one job as one search would list them all: each
+    request searched on its own, then one list in the search's order (listing.py), cut
+    and noted as ``search``'s. The requests differ in what they search (cost keys,
+    shardings, schedules: ``Adapter.stateable_groups``), not in the job (GPUs, batch,
+    ``top``, margin: the first's); each key is in one, which prices its plans."""
+    if not reqs:
+        return SearchResult([], Counter(), 0, 0, {})
     with _collector_paused():
-        return _search(tables, req)
+        found = [_ranked(table_source(tables, r), r) for r in reqs]
+        if len(found) == 1:
+            return _finished(found[0], lambda key: reqs[0])
+        by_key = {k: r for r in reqs for k in r.keys()}
+        return _finished(_merged(found), lambda key: by_key.get(key, reqs[0]))
 
 
 @contextlib.contextmanager
@@ -266,32 +282,69 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _search(tables: CostTable | TableSource, req: PlanRequest) -> SearchResult:
-    source = table_source(tables, req)
+@dataclass
+class _Ranked:
+    """A request's ranked plans (every one kept, not yet cut to ``top``)."""
+
+    req: PlanRequest
+    source: TableSource
+    plans: list[Plan]
+    best_by: dict[Schedule, Plan]
+    best_pp1: Plan | None
+    rejected: Counter[str]
+    candidates: int
+    simulated: int
+
+
+def _ranked(source: TableSource, req: PlanRequest) -> _Ranked:
     pending, rejected, count = candidates(source, req)
     ranked = replace(req, top=max(req.top, req.rank_top))  # the cut-off (PlanRequest)
     plans, best_by, best_pp1, simulated = rank(source, ranked, pending, rejected)
-    for plain in _without_recompute(source, req, list(_unique(sorted(plans, key=_order)))[
+    for plain in without_recompute(source, req, list(unique(sorted(plans, key=order)))[
             : ranked.top]):
         plans.append(plain)
         simulated += 1
         if plain.step_time_s < best_by[plain.schedule].step_time_s:
             best_by[plain.schedule] = plain
-    top = list(_unique(sorted(plans, key=_order)))[: req.top]
+    return _Ranked(req, source, plans, best_by, best_pp1, rejected, count, simulated)
+
+
+def _merged(found: list[_Ranked]) -> _Ranked:
+    """Several requests' ranked plans as one request's (the first's job and tables)."""
+    best_by: dict[Schedule, Plan] = {}
+    rejected: Counter[str] = Counter()
+    for f in found:
+        rejected.update(f.rejected)
+        for schedule, plan in f.best_by.items():
+            if schedule not in best_by or plan.step_time_s < best_by[schedule].step_time_s:
+                best_by[schedule] = plan
+    pp1 = [f.best_pp1 for f in found if f.best_pp1 is not None]
+    return _Ranked(found[0].req, found[0].source, [p for f in found for p in f.plans],
+                   best_by, min(pp1, key=lambda p: p.step_time_s) if pp1 else None, rejected,
+                   sum(f.candidates for f in found), sum(f.simulated for f in found))
+
+
+def _finished(found: _Ranked, req_of: Callable[[CostKey], PlanRequest]) -> SearchResult:
+    """The list of ``found``'s plans: cut to ``top``, the margin's reordering, the first
+    plan explained, and the best plan without a pipeline; ``req_of``: the request a
+    cost key's plans were searched with."""
+    req, source, plans, best_pp1 = found.req, found.source, found.plans, found.best_pp1
+    top = list(unique(sorted(plans, key=order)))[: req.top]
     passed_over = None
     if (req.pipeline_margin > 0 and req.with_best_pp1 and best_pp1 is not None and top
             and top[0].pp > 1
             and best_pp1.step_time_s <= top[0].step_time_s * (1 + req.pipeline_margin)):
         passed_over = top[0]
-        flat = _listed_as(best_pp1)
-        top = [best_pp1, *(p for p in top if _listed_as(p) != flat)]
+        flat = listed_as(best_pp1)
+        top = [best_pp1, *(p for p in top if listed_as(p) != flat)]
+    first = req_of(top[0].key) if top else req  # the request of the plan listed first
     if top:
-        top[0] = explain(source(top[0].key), req, top[0])
-        top[0] = replace(top[0], exposed_cp_s=exposed_cp_s(source(top[0].key), req, top[0]))
+        top[0] = explain(source(top[0].key), first, top[0])
+        top[0] = replace(top[0], exposed_cp_s=exposed_cp_s(source(top[0].key), first, top[0]))
     if req.with_best_pp1 and best_pp1 is not None and all(p.pp > 1 for p in top):
         top.append(best_pp1)  # the honest baseline: the best plan without a pipeline
     notes = []
-    shown = sizes(source(top[0].key), req) if top else []
+    shown = sizes(source(top[0].key), first) if top else []
     if top and not any(
         req.global_batch % (b * top[0].dp) == 0
         and (req.global_batch // (b * top[0].dp)) % top[0].pp == 0
@@ -302,57 +355,14 @@ def _search(tables: CostTable | TableSource, req: PlanRequest) -> SearchResult:
             f"at global batch {req.global_batch} and dp={top[0].dp}; "
             "gradient-accumulation steps cannot be aligned to pipeline depth"
         )
-    return SearchResult(top, rejected, count, simulated, best_by, notes, passed_over)
-
-
-def _without_recompute(source: TableSource, req: PlanRequest, top: list[Plan]) -> list[Plan]:
-    """The listed pipelined plans that recompute, on their own (refined) split without
-    recomputation, where that fits: a split refined under recomputation can beat the one
-    refined for the same plan without it (each refinement is a local search from its own
-    start), and a plan that recomputes is never the faster of two on one split."""
-    if Recompute.NONE not in req.recomputes:
-        return []
-    found = []
-    for plan in top:
-        if plan.pp == 1 or plan.recompute is Recompute.NONE:
-            continue
-        spec = replace(plan.spec, recompute=Recompute.NONE, recompute_layers=None)
-        table = source(req.key_of(spec))
-        if over_memory(table, req, spec):
-            continue
-        plain = evaluate(table, req, spec)
-        if max(plain.peak_memory_bytes) <= table.memory_bytes:
-            found.append(plain)
-    return found
+    return SearchResult(top, found.rejected, found.candidates, found.simulated,
+                        found.best_by, notes, passed_over)
 
 
 def _unsplit(spec: PlanSpec) -> tuple[object, ...]:
     """The plan less its split and recomputation (what plain_fits in ``rank`` keys)."""
     return (spec.key, spec.pp, spec.micro_batch_size, spec.num_microbatches, spec.schedule,
             spec.virtual_stages, spec.sharding, spec.rank_order, spec.a2a_overlap)
-
-
-def _order(plan: Plan) -> tuple[object, ...]:
-    return (plan.step_time_s, not plan.aligned, plan.pp, position(plan.schedule),
-            position(plan.rank_order), position(plan.sharding), position(plan.recompute),
-            plan.key, plan.a2a_overlap)
-
-
-def _listed_as(plan: Plan) -> tuple[object, ...]:
-    """What the list shows of a plan: all but its rank order."""
-    return (plan.pp, plan.dp, plan.schedule, plan.virtual_stages, plan.micro_batch_size,
-            plan.num_microbatches, tuple(plan.stage_layers), plan.sharding, plan.recompute,
-            plan.key, plan.a2a_overlap, plan.recompute_layers)
-
-
-def _unique(plans: list[Plan]) -> Iterator[Plan]:
-    """A plan that differs only in its rank order is listed once, in its faster order."""
-    seen: set[tuple[object, ...]] = set()
-    for plan in plans:
-        key = _listed_as(plan)
-        if key not in seen:
-            seen.add(key)
-            yield plan
 
 
 def _outcome_bound(table: CostTable, req: PlanRequest, spec: PlanSpec, cut_s: float) -> float:

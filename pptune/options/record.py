@@ -13,7 +13,9 @@ always written, so a plan file reads as it always has; a field's key outside
 that list (one added since, or one 0.1 did not record, such as
 ``efficiency`` or ``pp``) is written when its value is not the default, so
 ``recommend --pp 4,8 -o plans.json`` records the restriction and a plain
-``recommend`` writes the file it always wrote. Reading, missing keys take the
+``recommend`` writes the file it always wrote. ``framework`` (``recommend
+--framework NAME``: only the plans NAME's files state were ranked) comes last,
+written only when given. Reading, missing keys take the
 group's default and unknown keys are ignored (a newer pptune's file loads).
 """
 
@@ -36,6 +38,7 @@ from pptune.options.groups import CostOptions, PlanSpace, build, fields_of
 
 PLAN_GROUPS = (CostOptions, PlanSpace)
 REQUESTED = "global_batch_requested"
+FRAMEWORK = "framework"
 KEYS_0_1 = (
     "gpus", "tp", "gpus_per_node", "global_batch", REQUESTED, "micro_batch_sizes",
     "schedules", "model", "device", "sharded_optimizer", "grad_compression", "seq_len",
@@ -55,6 +58,7 @@ class PlanFileRequest:
     costs: CostOptions = field(default_factory=CostOptions)
     space: PlanSpace | None = None  # None: the file names no GPU count (not recommend's)
     global_batch_requested: int | None = None
+    framework: str | None = None  # recommend --framework: the framework whose plans were ranked
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object, keys in the order described above."""
@@ -71,6 +75,8 @@ class PlanFileRequest:
                     values[f.plan_key] = f.flag.kind.to_json(value)
                 elif value != f.default:
                     later[f.plan_key] = f.flag.kind.to_json(value)
+        if self.framework is not None:
+            later[FRAMEWORK] = self.framework
         return {k: values[k] for k in KEYS_0_1 if k in values} | later
 
     @classmethod
@@ -84,7 +90,7 @@ class PlanFileRequest:
             space = (build(PlanSpace, _by_name(PlanSpace, given)) if "gpus" in given else None)
         except BadInput as exc:
             raise ValueError(str(exc)) from None
-        return cls(costs, space, given.get(REQUESTED))
+        return cls(costs, space, given.get(REQUESTED), given.get(FRAMEWORK))
 
 
 def _by_name(group: type, given: dict[str, Any]) -> dict[str, Any]:
@@ -100,6 +106,9 @@ def _flat_model() -> type[BaseModel]:
         for f in fields_of(group):
             spec[f.plan_key] = (f.flag.kind.json_type() | None,
                                 Field(None, description=f"{f.flag.name}: {f.flag.help}"))
+    spec[FRAMEWORK] = (str | None, Field(None, description=(
+        "--framework: only the plans this framework's files state were ranked (megatron, "
+        "deepspeed, torchtitan or pptune); absent: every plan pptune prices")))
     order = [k for k in KEYS_0_1 if k in spec] + [k for k in spec if k not in KEYS_0_1]
     return create_model(
         "PlanFileRequest",

@@ -36,7 +36,8 @@ from pptune.frameworks.common.express import (
 )
 from pptune.frameworks.common.torch_schedules import refused_rounds
 from pptune.frameworks.common.writing import plan_launch
-from pptune.frameworks.registry import ADAPTERS, NAMES, Framework, find
+from pptune.frameworks.registry import ADAPTERS, Framework
+from pptune.plan.framework_search import check_moments, parse_framework
 from pptune.plan.recommend import RecommendRun
 from pptune.report.fmt import compact_split, fmt_pct, fmt_seconds, fmt_sizes
 
@@ -61,20 +62,13 @@ class Emitted:
         )
 
 
-def parse_framework(framework: Framework | str) -> Framework:
-    adapter = find(framework)
-    if adapter is None:
-        raise BadInput(f"unknown --emit {framework!r}; choose {', '.join(NAMES)}")
-    return Framework(adapter.name)
-
-
 def job_of(run: RecommendRun, plan: Plan) -> Job:
-    """The job of one plan as the adapters see it (its cost table, the request for its
-    one cost key): the one place a run's ``request`` is read."""
+    """The job of one plan as the adapters see it (its cost table, the request it was
+    searched with for its one cost key): the one place a run's ``request`` is read."""
     costs = run.request.costs
     return Job(
         table=run.table_for(plan.key),
-        request=replace(run.plan_request, cost_keys=(plan.key,), tp=plan.key.tp),
+        request=replace(run.request_for(plan.key), cost_keys=(plan.key,), tp=plan.key.tp),
         layer_names=tuple(run.names),
         global_batch=run.global_batch, origin=run.origin,
         shape=run.shape or presets.MODELS.get(str(costs.model)) or _hf_shape(run),
@@ -89,16 +83,6 @@ def job_of(run: RecommendRun, plan: Plan) -> Job:
         factors=calibration_factors(run),
         moments=_moments(run),
     )
-
-
-def check_moments(framework: Framework | str, moments: tuple[str, str]) -> None:
-    """BadInput when ``framework``'s files cannot keep Adam's moments at these widths
-    (checked before the search too, by the CLI)."""
-    adapter = ADAPTERS[parse_framework(framework)]
-    if tuple(moments) != ("fp32", "fp32") and not adapter.states_moment_dtypes:
-        raise BadInput(f"{adapter.name} keeps Adam's moments in fp32: plan without "
-                       "--exp-avg-dtype/--exp-avg-sq-dtype, or --emit megatron "
-                       "(its precision-aware optimizer)")
 
 
 def _moments(run: RecommendRun) -> tuple[str, str]:

@@ -11,6 +11,7 @@ groups as resolved in the plan file's ``request`` (``PlanFileRequest``).
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -38,10 +39,11 @@ from pptune.costs.dims import KvHeads, search_keys
 from pptune.costs.measured import tp_heads_problem
 from pptune.costs.resolve import Costs, resolve
 from pptune.errors import BadInput
-from pptune.frameworks.registry import find
+from pptune.frameworks.registry import ADAPTERS, find
 from pptune.options import CostOptions, PlanSpace, build, fields_of
 from pptune.options.record import PlanFileRequest
 from pptune.plan.attention_share import attention_note
+from pptune.plan.framework_search import FrameworkSearch, check_moments, parse_framework
 from pptune.plan.what_if import (
     MOE_HOST_NOTE,
     batch_tokens_note,
@@ -53,7 +55,6 @@ from pptune.plan.what_if import (
     nearby_batch,
 )
 from pptune.plan.written import written_kernels
-from pptune.report.plans import reason_counts
 
 GIB = 1024**3
 # samples per step when neither --global-batch nor the profile names one: the
@@ -70,11 +71,20 @@ class RecommendSpec:
     top: int = DEFAULT_TOP
     # the framework whose files the plan is written as (recommend --emit): plan/written.py
     written_as: str | None = None
+    # rank only the plans this framework's files state (recommend --framework):
+    # plan/framework_search.py; its kernels too, as ``written_as``'s
+    framework: str | None = None
+
+    @property
+    def files_of(self) -> str | None:
+        """The framework whose files the plans are priced for: ``written_as``, else
+        ``framework``."""
+        return self.written_as or self.framework
 
     @property
     def kv_heads(self) -> KvHeads:
-        """The key/value heads' tp rule of ``written_as``'s framework, else megatron-core's."""
-        adapter = find(self.written_as) if self.written_as is not None else None
+        """The key/value heads' tp rule of ``files_of``'s framework, else megatron-core's."""
+        adapter = find(self.files_of) if self.files_of is not None else None
         return adapter.kv_heads if adapter is not None else KvHeads.REPLICATE
 
     @classmethod
@@ -100,10 +110,17 @@ class RecommendRun:
     model_flops_per_step: float | None = None  # for MFU (pptune.costs.resolve)
     peak_flops: float | dict[Precision, float] | None = None  # per GPU, by GEMM precision
     costs: Costs | None = None  # the resolved costs: a table per searched key
+    # --framework: the requests the plans were searched with, each for some of the keys
+    # (Adapter.stateable_groups); empty: ``plan_request`` for every key
+    groups: tuple[PlanRequest, ...] = ()
 
     def table_for(self, key: CostKey) -> CostTable:
         """The cost table a plan of ``key`` was priced with."""
         return self.costs.table_for(key) if self.costs is not None else self.table
+
+    def request_for(self, key: CostKey) -> PlanRequest:
+        """The request a plan of ``key`` was searched and priced with."""
+        return request_for(self.groups, self.plan_request, key)
 
 
 def check_spec(spec: RecommendSpec) -> None:
@@ -161,8 +178,12 @@ def _with_moments(shardings: tuple[Sharding, ...], s: PlanSpace) -> tuple[Shardi
 
 def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     """The search over ``costs`` (None: resolved from ``spec.costs`` with every layout its
-    flags allow, dims.search_keys; tune passes its own, priced at the one layout it runs)."""
+    flags allow, dims.search_keys; tune passes its own, priced at the one layout it runs).
+    ``spec.framework``: only the plans its files state (plan/framework_search.py)."""
     check_spec(spec)
+    if spec.framework is not None:
+        check_moments(spec.framework, (spec.space.exp_avg_dtype.value,
+                                       spec.space.exp_avg_sq_dtype.value), "--framework")
     s = spec.space
     try:
         factor = compression_factor(s.grad_compression)
@@ -180,7 +201,8 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     if costs is None:
         costs = resolve(spec.costs, sizes=s.micro_batch_sizes, search=True,
                         gpus_per_node=s.gpus_per_node, gpus=s.gpus)
-        chosen, ranked = written_kernels(spec.written_as, spec.costs, costs.measured)
+        chosen, ranked = written_kernels(spec.files_of, spec.costs, costs.measured,
+                                         sequence=spec.framework is not None)
         if chosen:
             spec = replace(spec, costs=replace(spec.costs, **chosen))
             costs = resolve(spec.costs, sizes=s.micro_batch_sizes, search=True,
@@ -197,6 +219,13 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         if costs.measured and not given else None
     if why:  # a measured profile's model, by the framework's rule (analytic: search_keys)
         raise BadInput(why)
+    within = None if spec.framework is None else FrameworkSearch(
+        ADAPTERS[parse_framework(spec.framework, "--framework")], table.seq_len,
+        costs.profile.model.name, costs.shape or MODELS.get(costs.profile.model.name))
+    if within is not None:  # BadInput when its files state none of the keys
+        notes += [note for note in [within.dropped(keys)] if note]
+        keys = within.keys(keys)
+    searching = within or search
     sizes = s.micro_batch_sizes or tuple(sorted(table.by_mb))
     schedules = s.schedules or DEFAULT_SCHEDULES
     global_batch = s.global_batch or costs.profile.model.global_batch
@@ -227,10 +256,10 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         moment_bytes=moment_bytes(s.exp_avg_dtype, s.exp_avg_sq_dtype),
     )
     tables = costs.table_for
-    result = search(tables, req)
+    result = searching(tables, req)
     requested = global_batch
     if not result.plans and result.rejected.get("out_of_memory", 0) == 0:
-        alt = nearby_batch(tables, table, req)
+        alt = nearby_batch(tables, table, req, searching)
         if alt is not None:
             req, result = alt
             global_batch = req.global_batch
@@ -240,6 +269,9 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
                 f"({change:+.1%}) so that one does. The learning rate may need rescaling "
                 "(e.g. linearly with the batch, Goyal et al. 2017)"
             ))
+    groups = () if within is None else tuple(within.groups(req))
+    narrowed = None if within is None else within.narrowed(req, groups)
+    notes += [narrowed] if narrowed else []
     if batch_note is not None:
         result.notes.insert(0, batch_note)
     model = costs.profile.model
@@ -252,19 +284,21 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     if result.passed_over is not None:
         result.notes.append(margin_note(result, s.pipeline_margin))
     if result.rejected.get("out_of_memory", 0):
-        hint = memory_what_if(tables, req, result)
+        hint = memory_what_if(tables, req, result, searching)
         if hint:
             result.notes.append(hint)
-    hint = batch_what_if(tables, req, result, s.global_batch is not None)
+    hint = batch_what_if(tables, req, result, s.global_batch is not None, searching)
     if hint:
         result.notes.append(hint)
+    best_req = request_for(groups, req, result.plans[0].key) if result.plans else req
     if not given:
-        hint = dispatch_what_if(spec.costs, s.gpus, costs, req, result)
+        hint = dispatch_what_if(spec.costs, s.gpus, costs, best_req, result)
         if hint:
             result.notes.append(hint)
     hint = None if given or costs.measured else fp8_gather_what_if(
         spec.costs, req, result, lambda o: resolve(o, sizes=sizes, search=True,
-                                                   gpus_per_node=gpn, gpus=s.gpus).table_for)
+                                                   gpus_per_node=gpn, gpus=s.gpus).table_for,
+        searching)
     if hint:
         result.notes.append(hint)
     if (result.plans and costs.shape is not None and costs.shape.moe and not costs.measured
@@ -276,7 +310,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     c = priced
     if result.plans and not costs.measured:
         best = result.plans[0]
-        hint = attention_note(costs.table_for(best.key), req, best, costs.gpu,
+        hint = attention_note(costs.table_for(best.key), best_req, best, costs.gpu,
                               c.attention or Attention.FLASH)
         if hint:
             result.notes.append(hint)
@@ -296,14 +330,28 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
                       ep=searched([k.ep for k in keys]), etp=searched([k.etp for k in keys]),
                       precision=tuple(dict.fromkeys(k.precision for k in keys))),
         space=replace(s, global_batch=global_batch, micro_batch_sizes=sizes, gpus_per_node=gpn,
-                      schedules=tuple(schedules), recompute=recomputes, sharding=shardings,
+                      schedules=_of(groups, "schedules") or tuple(schedules),
+                      recompute=_of(groups, "recomputes") or recomputes,
+                      sharding=_of(groups, "shardings") or shardings,
                       reserve_gib=s.reserve_gib if costs.reserve_bytes is None else reserve / GIB),
         global_batch_requested=requested,
+        framework=None if within is None else within.adapter.name,
     )
     return RecommendRun(result, table, req, list(table.names), global_batch, costs.origin,
                         request, notes, costs.shape,
                         _times(costs.model_flops_per_token, global_batch * table.seq_len),
-                        _peaks(costs), costs)
+                        _peaks(costs), costs, groups)
+
+
+def request_for(groups: Sequence[PlanRequest], req: PlanRequest, key: CostKey) -> PlanRequest:
+    """Of the requests ``groups`` (a framework's, each for some keys), the one for ``key``;
+    ``req`` without one."""
+    return next((g for g in groups if key in g.keys()), req)
+
+
+def _of(groups: Sequence[PlanRequest], name: str) -> tuple[Any, ...]:
+    """The choices the groups searched of one field ("schedules", ...), in their order."""
+    return tuple(dict.fromkeys(x for g in groups for x in getattr(g, name)))
 
 
 def within_memory(costs: Costs, share: float) -> Costs:
@@ -335,66 +383,3 @@ def reserve_bytes(s: PlanSpace, costs: Costs) -> float:
 
 def _times(a: float | None, b: float) -> float | None:
     return None if a is None else a * b
-
-
-def state_floor(run: RecommendRun) -> str | None:
-    """When the training state alone outgrows the GPUs asked for: its size on one GPU and
-    the fewest GPUs that hold it sharded over all of them (ZeRO-3 or FSDP, before any
-    activation: a lower bound on the GPUs a plan needs). None when the GPUs asked for
-    could hold it."""
-    t, req = run.table, run.plan_request
-    key = run.costs.key if run.costs is not None else CostKey(tp=req.tp)
-    n = len(t.names)
-    experts = t.expert_params(0, n)
-    params = (t.params(0, n) - experts) * key.tp + experts * key.ep * key.etp
-
-    def per_gpu(g: int) -> float:
-        return params * min(req.state_per_param(s, g) for s in Sharding)
-
-    if per_gpu(req.gpus) <= t.memory_bytes:
-        return None
-    fewest = req.gpus
-    while per_gpu(fewest) > t.memory_bytes and fewest < limits.MAX_GPUS:
-        fewest *= 2
-    state = (f"the weights, gradients and optimizer state alone are {per_gpu(1) / GIB:,.0f} "
-             "GiB at their smallest (fully sharded)")
-    if per_gpu(fewest) > t.memory_bytes:
-        return f"{state}: more than {limits.MAX_GPUS:,} GPUs"
-    low = fewest // 2
-    while fewest - low > 1:  # per_gpu(low) is over memory, per_gpu(fewest) not
-        mid = (low + fewest) // 2
-        low, fewest = (low, mid) if per_gpu(mid) <= t.memory_bytes else (mid, fewest)
-    return f"{state}: at least {fewest:,} GPUs of {t.memory_bytes / GIB:,.0f} GiB"
-
-
-def no_plan_message(run: RecommendRun) -> str:
-    """What to change when nothing fits, with the counts that say why."""
-    rej = run.result.rejected
-    counts = reason_counts(rej)
-    hints = []
-    if rej.get("recompute_modules_not_modelled"):
-        hints.append("--recompute selective or full: recomputing named modules (Megatron-LM "
-                     "--recompute-modules) is priced for mixture-of-experts and MLA models, "
-                     "and this model has neither")
-    if rej.get("out_of_memory"):
-        gpus = run.plan_request.gpus
-        tps = "/".join(str(t) for t in (2, 4, 8) if t <= gpus and gpus % t == 0)
-        floor = state_floor(run)
-        hints.append("more GPUs" + (f" ({floor})" if floor else "") + ", "
-                     + (f"--tp {tps}, " if tps else "")
-                     + ("--sharding zero1,fsdp, " if gpus > 1 else "")
-                     + "--recompute full or smaller --micro-batch-sizes")
-    if rej.get("batch_not_divisible"):
-        hints.append(
-            f"a --global-batch divisible by micro-batch size x dp (now {run.global_batch})"
-        )
-    if rej.get("too_large_to_simulate"):
-        hints.append("a smaller --global-batch or larger --micro-batch-sizes (over "
-                     "2,000,000 ops per step are not simulated)")
-    if rej.get("microbatches_less_than_pp") or rej.get("microbatches_not_multiple_of_pp"):
-        hints.append("a larger --global-batch so that micro-batches >= pipeline depth")
-    return (
-        f"no feasible plan for {run.plan_request.gpus} GPU"
-        f"{'s' if run.plan_request.gpus != 1 else ''} ({counts or 'no candidates'}); "
-        f"try {'; or '.join(hints) or 'different flags'}"
-    )

@@ -29,6 +29,10 @@ from pptune.report.fmt import fmt_bytes
 # fsdp2, megatron fsdp, or inference mode")
 FP8_GATHER_SHARDINGS = (Sharding.ZERO1, Sharding.ZERO2, Sharding.ZERO3, Sharding.FSDP)
 
+# how a what-if searches again: the search, or recommend --framework's over what the
+# framework's files state (plan/framework_search.py), so that its plans are ones they state
+Search = Callable[[TableSource, PlanRequest], SearchResult]
+
 
 def margin_note(result: SearchResult, margin: float) -> str:
     """Why a plan without a pipeline ranks before a faster pipelined one. One line."""
@@ -44,7 +48,8 @@ def margin_note(result: SearchResult, margin: float) -> str:
             "stages to balance); --pipeline-margin 0 ranks by step time alone")
 
 
-def memory_what_if(table: TableSource, req: PlanRequest, result: SearchResult) -> str | None:
+def memory_what_if(table: TableSource, req: PlanRequest, result: SearchResult,
+                   searching: Search = search) -> str | None:
     """When memory rejected candidates: would a sharding or a recomputation the
     search was told to skip give a faster plan (or any plan)? One line, with the figures."""
     best = result.plans[0].step_time_s if result.plans else None
@@ -54,7 +59,7 @@ def memory_what_if(table: TableSource, req: PlanRequest, result: SearchResult) -
     if Recompute.FULL not in req.recomputes and not result.plans:
         options.append(("--recompute full", replace(req, recomputes=(Recompute.FULL,), top=1)))
     for flag, alt_req in options:
-        alt = search(table, alt_req)
+        alt = searching(table, alt_req)
         if not alt.plans:
             continue
         a = alt.plans[0]
@@ -78,7 +83,8 @@ MOE_HOST_NOTE = (
 
 
 def fp8_gather_what_if(opts: CostOptions, req: PlanRequest, result: SearchResult,
-                       priced: Callable[[CostOptions], TableSource]) -> str | None:
+                       priced: Callable[[CostOptions], TableSource],
+                       searching: Search = search) -> str | None:
     """When FP8 plans of Transformer Engine's kernels were searched and
     --fp8-param-gather was left unsaid: the best plan with it, which the search does not
     try (its costs are another table a key: ``priced``, the options' tables). One line,
@@ -88,7 +94,7 @@ def fp8_gather_what_if(opts: CostOptions, req: PlanRequest, result: SearchResult
     if (opts.fp8_param_gather is not None or opts.fp8_linears() is not Fp8Kernels.TE
             or not result.plans or not keys or not shardings):
         return None
-    alt = search(priced(replace(opts, fp8_param_gather=True)), replace(
+    alt = searching(priced(replace(opts, fp8_param_gather=True)), replace(
         req, cost_keys=keys, tp=keys[0].tp, shardings=shardings, fp8_param_gather=True,
         top=1, with_best_pp1=False)).plans
     if not alt:
@@ -111,8 +117,8 @@ def fp8_gather_what_if(opts: CostOptions, req: PlanRequest, result: SearchResult
             + "; rerun with --fp8-param-gather to rank its plans")
 
 
-def nearby_batch(tables: TableSource, table: CostTable,
-                  req: PlanRequest) -> tuple[PlanRequest, SearchResult] | None:
+def nearby_batch(tables: TableSource, table: CostTable, req: PlanRequest,
+                 searching: Search = search) -> tuple[PlanRequest, SearchResult] | None:
     """The closest global batch (within 25%) for which the search finds a plan."""
     gb = req.global_batch
     sizes = req.micro_batch_sizes or sorted(table.by_mb)
@@ -133,7 +139,7 @@ def nearby_batch(tables: TableSource, table: CostTable,
             if g < 1 or not could(g):
                 continue
             alt = replace(req, global_batch=g)
-            res = search(tables, alt)
+            res = searching(tables, alt)
             tried += 1
             if res.plans:
                 return alt, res
@@ -143,7 +149,7 @@ def nearby_batch(tables: TableSource, table: CostTable,
 
 
 def batch_what_if(tables: TableSource, req: PlanRequest, result: SearchResult,
-                  chosen: bool) -> str | None:
+                  chosen: bool, searching: Search = search) -> str | None:
     """When every plan pipelines because no plan without a pipeline divides the default
     global batch over the GPUs (24 GPUs, 512 samples): the fastest plan without one at
     the nearest larger batch that a data-parallel-only plan divides, when it processes
@@ -155,7 +161,7 @@ def batch_what_if(tables: TableSource, req: PlanRequest, result: SearchResult,
     batches = sorted({-(-gb // n) * n for n in {req.gpus // (k.tp * k.cp) for k in req.keys()}})
     found = []  # (samples a second, batch, plan) at each batch a dp-only plan divides
     for g in (b for b in batches if gb < b <= gb * 1.25):
-        alt = search(tables, replace(req, global_batch=g, pp=(1,), top=1)).plans
+        alt = searching(tables, replace(req, global_batch=g, pp=(1,), top=1)).plans
         if alt:
             found.append((g / alt[0].step_time_s, g, alt[0]))
     if not found:

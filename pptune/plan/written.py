@@ -10,7 +10,12 @@ their GEMMs (its gradient_accumulation_fusion default): ranked with pptune's
 defaults (flash, fused loss, BF16 gradients), a DeepSeek-V3 plan on 1,024 H100s
 ranked first at 37.8 s was written at 41.3 s (1.09x) while the second, 38.1 s,
 wrote at 38.3 s (its experts over 64 ranks accumulate a quarter the gradients a
-GPU)."""
+GPU).
+
+``recommend --framework NAME`` ranks with them too and, where NAME's tensor
+parallelism splits no sequence (DeepSpeed's AutoTP: Adapter.tp_splits_sequence)
+and no flag says otherwise, without sequence parallelism: as ``--emit
+deepspeed`` re-prices a plan of tp above 1 (its closest.py)."""
 
 from __future__ import annotations
 
@@ -24,14 +29,17 @@ from pptune.options import CostOptions
 
 _SAID = {"attention": ("{} attention", "--attention"),
          "cross_entropy": ("its {} cross-entropy", "--cross-entropy"),
-         "wgrad_accum": ("{} weight-gradient accumulation", "--wgrad-accum")}
+         "wgrad_accum": ("{} weight-gradient accumulation", "--wgrad-accum"),
+         "sequence_parallel": ("tensor parallelism without sequence parallelism",
+                               "--sequence-parallel")}
 
 
-def written_kernels(framework: str | None, asked: CostOptions, measured: bool
-                    ) -> tuple[dict[str, Any], list[str]]:
+def written_kernels(framework: str | None, asked: CostOptions, measured: bool,
+                    sequence: bool = False) -> tuple[dict[str, Any], list[str]]:
     """The cost options ``framework``'s files run that ``asked`` leaves unset (a
     field -> value map for ``CostOptions``), and the line that says the plans are
-    ranked with them; ({}, []) for measured costs, no framework or nothing to set."""
+    ranked with them; ({}, []) for measured costs, no framework or nothing to set.
+    ``sequence``: whether its tensor parallelism splits the sequence too (--framework)."""
     adapter = find(framework) if framework is not None else None
     if adapter is None or measured:
         return {}, []
@@ -40,9 +48,12 @@ def written_kernels(framework: str | None, asked: CostOptions, measured: bool
             "wgrad_accum": (asked.wgrad_accum, adapter.runs_wgrad, WgradAccum)}
     chosen: dict[str, Any] = {name: kind(ran) for name, (given, ran, kind) in runs.items()
                               if given is None and ran is not None}
+    if sequence and asked.sequence_parallel is None and not adapter.tp_splits_sequence:
+        chosen["sequence_parallel"] = False
     if not chosen:
         return {}, []
-    what = [_SAID[name][0].format(value.value) for name, value in chosen.items()]
+    what = [_SAID[name][0].format(getattr(value, "value", value))
+            for name, value in chosen.items()]
     flags = [_SAID[name][1] for name in chosen]
     listed = what[0] if len(what) == 1 else f"{', '.join(what[:-1])} and {what[-1]}"
     setter = flags[0] if len(flags) == 1 else f"{', '.join(flags[:-1])} or {flags[-1]}"

@@ -1,0 +1,71 @@
+"""recommend --framework: its errors, its plan file key, and --emit of the same name."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from typer.testing import Result
+
+Cli = Callable[..., Result]
+JOB = ("recommend", "--gpus", "8")
+# the lines emit says when the plan asked for is not the one written (plan/emit.py and
+# the adapters' closest.py)
+SUBSTITUTED = ("cannot express", "emitting", "is written instead", "in all, plan")
+
+
+def test_emit_of_another_framework_is_a_contradiction(cli: Cli, error_line) -> None:
+    line = error_line(cli(*JOB, "--framework", "megatron", "--emit", "deepspeed"))
+    assert line == ("pptune: error: --emit deepspeed with --framework megatron: the plans "
+                    "ranked are those megatron's files state; give --emit megatron, or drop "
+                    "--framework to rank every plan")
+
+
+def test_an_unknown_framework_is_refused(cli: Cli, error_line) -> None:
+    assert error_line(cli(*JOB, "--framework", "nemo")) == (
+        "pptune: error: unknown --framework 'nemo'; choose pptune, deepspeed, megatron, "
+        "torchtitan")
+
+
+def test_no_layout_its_files_state_is_refused(cli: Cli, error_line) -> None:
+    assert error_line(cli(*JOB, "--cp", "2", "--framework", "deepspeed")) == (
+        "pptune: error: --framework deepspeed: DeepSpeed's files cannot state cp 2, and "
+        "nothing else was searched: search a layout they state (--cp 1)")
+
+
+def test_moments_its_files_cannot_keep_are_refused(cli: Cli, error_line) -> None:
+    assert error_line(cli(*JOB, "--exp-avg-dtype", "bf16", "--framework", "torchtitan")) == (
+        "pptune: error: torchtitan keeps Adam's moments in fp32: plan without "
+        "--exp-avg-dtype/--exp-avg-sq-dtype, or --framework megatron (its precision-aware "
+        "optimizer)")
+
+
+def test_the_plan_file_names_the_framework(cli: Cli) -> None:
+    r = cli(*JOB, "--framework", "torchtitan", "--top", "2", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["request"]["framework"] == "torchtitan"
+    assert {p["sharding"] for p in doc["plans"]} <= {"none", "fsdp"}  # its FSDP or none
+
+
+def test_megatron_plan_one_is_written_as_ranked(cli: Cli, tmp_path: Path) -> None:
+    r = cli(*JOB, "--framework", "megatron", "--emit", "megatron", "-o", tmp_path)
+    assert r.exit_code == 0, r.stderr
+    assert not [line for line in r.stderr.splitlines() if any(s in line for s in SUBSTITUTED)]
+    check = cli("check-config", tmp_path / "pretrain_megatron.sh", "--gpu", "h100-sxm")
+    assert check.exit_code == 0, check.stdout + check.stderr
+
+
+def test_a_plan_emit_would_substitute_is_not_ranked(cli: Cli) -> None:
+    # FP8 ranks first; --emit deepspeed alone writes another plan in its place, and says
+    # so; ranked for DeepSpeed, plan 1 is one its files state and is written as ranked
+    flags = ("--cp", "1", "--precision", "bf16,fp8", "--emit", "deepspeed")
+    alone = cli(*JOB, *flags)
+    assert alone.exit_code == 0, alone.stderr
+    assert "deepspeed cannot express plan 1 (DeepSpeed files here state no precision fp8)" \
+        in alone.stderr
+    ranked = cli(*JOB, *flags, "--framework", "deepspeed")
+    assert ranked.exit_code == 0, ranked.stderr
+    assert not [line for line in ranked.stderr.splitlines()
+                if any(s in line for s in SUBSTITUTED)]

@@ -1,0 +1,145 @@
+"""recommend --framework NAME: only the plans NAME's files state, ranked as one search."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from pptune.costmodel.evaluate import evaluate
+from pptune.costmodel.keys import CostKey, Precision
+from pptune.costmodel.layout import DP_INNER
+from pptune.costmodel.schedules import Schedule
+from pptune.costmodel.search import PlanRequest, Recompute, Sharding, search_all
+from pptune.errors import BadInput
+from pptune.frameworks.deepspeed.adapter import ADAPTER as DEEPSPEED
+from pptune.frameworks.megatron.adapter import ADAPTER as MEGATRON
+from pptune.frameworks.torchtitan.adapter import ADAPTER as TORCHTITAN
+from pptune.frameworks.torchtitan.cp_fp8 import seq_problem
+from pptune.options.record import PlanFileRequest
+from pptune.plan.emit import job_of
+from pptune.plan.framework_search import FrameworkSearch
+from pptune.plan.recommend import RecommendRun, RecommendSpec, recommend
+
+
+def ranked(framework: str | None = None, **flags: object) -> RecommendRun:
+    """llama3-8b on 8 H100s (the embedded default), ranked for ``framework``."""
+    return recommend(replace(RecommendSpec.of(gpus=8, **flags), framework=framework))
+
+
+@pytest.fixture(scope="module")
+def fp8_runs() -> tuple[RecommendRun, RecommendRun]:
+    """BF16 and FP8 searched, every plan and DeepSpeed's."""
+    flags = dict(cp="1", precision="bf16,fp8", pipeline_margin=0)
+    return ranked(**flags), ranked("deepspeed", **flags)
+
+
+def test_a_key_its_files_cannot_state_is_dropped(fp8_runs) -> None:
+    full, ds = fp8_runs
+    seq = full.table.seq_len
+    # FP8 GEMMs step faster: every plan's winner is FP8, which DeepSpeed's files cannot state
+    assert full.result.plans[0].key == CostKey(precision=Precision.FP8)
+    assert DEEPSPEED.cannot_state(full.result.plans[0].key, seq) is not None
+    assert ds.result.plans and all(DEEPSPEED.cannot_state(p.key, seq) is None
+                                   for p in ds.result.plans)
+    assert "DeepSpeed's files cannot state precision fp8: searched without it" in ds.notes
+    assert ds.request.framework == "deepspeed" and full.request.framework is None
+    assert ds.request.costs.precision == (Precision.BF16,)  # what was searched
+
+
+def test_deepspeeds_narrowing_shows_in_the_ranking() -> None:
+    run = ranked("deepspeed", top=10)
+    plans = run.result.plans
+    # its pipeline engine: 1F1B, data-parallel ranks innermost, ZeRO 0-3, whole blocks
+    # recomputed or none; AutoTP (tp > 1) without a pipeline (closest.stateable_request)
+    assert {p.schedule for p in plans} == {Schedule.ONE_F_ONE_B}
+    assert {p.rank_order for p in plans} == {DP_INNER}
+    assert {p.sharding for p in plans} <= {Sharding.NONE, Sharding.ZERO1, Sharding.ZERO2,
+                                          Sharding.ZERO3}
+    assert {p.recompute for p in plans} <= {Recompute.NONE, Recompute.FULL}
+    assert any(p.tp > 1 for p in plans) and any(p.pp > 1 for p in plans)
+    assert all(p.pp == 1 for p in plans if p.tp > 1)
+    assert run.request_for(CostKey(tp=2)).pp == (1,)
+    assert run.request.space is not None and run.request.space.schedules == (Schedule.ONE_F_ONE_B,)
+    assert ("DeepSpeed's files state no schedule gpipe, interleaved-1f1b, zb-h1, zbv, "
+            "dualpipe, dualpipev; no sharding fsdp; no recomputation selective, modules: "
+            "ranked without them") in run.notes
+
+
+def test_plans_are_priced_with_the_request_they_were_searched_with() -> None:
+    # Megatron-LM writes ZeRO-2 as Megatron-FSDP: its narrowing prices the unsharded
+    # gradient buckets, which the plain request does not; the job emit and --timeline
+    # evaluate is the plan's own request, so they see the plan as ranked
+    run = ranked("megatron")
+    plan = run.result.plans[0]
+    assert plan.sharding is Sharding.ZERO2
+    job = job_of(run, plan)
+    again = evaluate(job.table, job.request, plan.spec)
+    assert (again.step_time_s, again.peak_memory_bytes) == (plan.step_time_s,
+                                                            plan.peak_memory_bytes)
+    plain = evaluate(job.table, replace(run.plan_request, cost_keys=(plan.key,)), plan.spec)
+    assert max(plain.peak_memory_bytes) < max(plan.peak_memory_bytes)
+
+
+def test_split_requests_list_as_one_search_on_analytic_costs() -> None:
+    # the whole ranking of llama3-8b on 8 H100s (its margin passes a faster pipeline over)
+    # from one request a tensor-parallel size: the same list as the search
+    run = ranked()
+    req = run.plan_request
+    assert run.result.passed_over is not None
+    parts = [replace(req, tp=tp, cost_keys=tuple(k for k in req.keys() if k.tp == tp))
+             for tp in sorted({k.tp for k in req.keys()})]
+    split = search_all(run.table_for, parts)
+    assert [(p.spec, p.step_time_s) for p in split.plans] == [
+        (p.spec, p.step_time_s) for p in run.result.plans]
+    assert split.passed_over == run.result.passed_over
+    assert split.candidates == run.result.candidates
+    # each request prunes at its own top-th time, so memory checks more candidates; the
+    # rules every candidate meets reject the same
+    assert {k: v for k, v in split.rejected.items() if k != "out_of_memory"} == {
+        k: v for k, v in run.result.rejected.items() if k != "out_of_memory"}
+
+
+def _search(adapter, seq_len: int = 8192) -> FrameworkSearch:  # type: ignore[no-untyped-def]
+    return FrameworkSearch(adapter, seq_len, "llama3-8b", None)
+
+
+def test_the_note_names_the_sizes_its_files_never_state() -> None:
+    keys = (CostKey(), CostKey(cp=2), CostKey(tp=2, cp=4))
+    assert _search(DEEPSPEED).dropped(keys) == (
+        "DeepSpeed's files cannot state cp 2, 4: searched without them")
+    assert _search(MEGATRON).dropped(keys) is None
+
+
+def test_a_pair_only_its_sequence_refuses_is_named_with_why() -> None:
+    # torchtitan: seq % (tp x 2 x cp) == 0. 4100 = 4 x 1025: tp 2 alone and cp 2 alone
+    # divide it (4), tp 2 with cp 2 does not (8)
+    keys = (CostKey(), CostKey(tp=2), CostKey(tp=2, cp=2))
+    assert _search(TORCHTITAN, 4100).dropped(keys) == (
+        f"torchtitan's files cannot state tp2 cp2 bf16 (sequence {seq_problem(4100, 2, 2)}): "
+        "searched without it")
+
+
+def test_nothing_left_is_bad_input_naming_the_flags() -> None:
+    keys = (CostKey(cp=2), CostKey(cp=2, precision=Precision.FP8))
+    with pytest.raises(BadInput) as err:
+        _search(DEEPSPEED).dropped(keys)
+    assert str(err.value) == (
+        "--framework deepspeed: DeepSpeed's files cannot state cp 2; precision fp8, and "
+        "nothing else was searched: search a layout they state (--cp 1, --precision bf16)")
+
+
+def test_the_note_names_the_choices_it_searched_instead() -> None:
+    req = PlanRequest(gpus=8, global_batch=64, schedules=(Schedule.ZBV,),
+                      shardings=(Sharding.FSDP, Sharding.ZERO1), recomputes=(Recompute.NONE,))
+    search = _search(DEEPSPEED)
+    assert search.narrowed(req, search.groups(req)) == (
+        "DeepSpeed's files state no schedule zbv; no sharding fsdp: ranked without them "
+        "(searched schedule 1f1b instead)")
+
+
+def test_the_plan_file_records_the_framework() -> None:
+    request = PlanFileRequest(framework="torchtitan")
+    assert request.to_json()["framework"] == "torchtitan"
+    assert PlanFileRequest.from_json(request.to_json()).framework == "torchtitan"
+    assert "framework" not in PlanFileRequest().to_json()
