@@ -16,7 +16,7 @@ state, which ``--emit NAME`` writes without another layout in its place.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
@@ -65,7 +65,11 @@ class FrameworkSearch:
 
     def keys(self, keys: Sequence[CostKey]) -> tuple[CostKey, ...]:
         """Of ``keys``, those its files state."""
-        return tuple(k for k in keys if self.adapter.cannot_state(k, self.seq_len) is None)
+        return tuple(k for k in keys if self.why(k) is None)
+
+    def why(self, key: CostKey) -> str | None:
+        """Why its files cannot state ``key`` for this model and sequence (None: they can)."""
+        return self.adapter.cannot_state(key, self.seq_len, model=self.model, shape=self.shape)
 
     def groups(self, req: PlanRequest) -> list[PlanRequest]:
         """``req`` over the keys its files state, narrowed to what they state there;
@@ -83,7 +87,7 @@ class FrameworkSearch:
         lost = [k for k in keys if k not in kept]
         if not lost:
             return None
-        what = _unstated(lost, self.adapter, self.seq_len)
+        what = _unstated(lost, self.why)
         if not kept:
             raise BadInput(f"--framework {self.adapter.name}: {self.adapter.title}'s files "
                            f"cannot state {what.text}, and nothing else was searched: search "
@@ -127,14 +131,14 @@ class _Unstated:
     dims: tuple[str, ...]  # the dimensions they are sizes of ("cp", "precision")
 
 
-def _unstated(lost: Sequence[CostKey], adapter: Adapter, seq_len: int | None) -> _Unstated:
+def _unstated(lost: Sequence[CostKey], why: Callable[[CostKey], str | None]) -> _Unstated:
     """The sizes of the ``lost`` keys the files state in no plan, each named once, then
     each lost key that has none of them, with its reason."""
     alone: dict[str, list[str]] = {}
     rest: list[CostKey] = []
     for key in lost:
-        sizes = [name for name in _sized(key) if adapter.cannot_state(
-            replace(_PLAIN_KEY, **{name: getattr(key, name)}), seq_len) is not None]
+        sizes = [name for name in _sized(key)
+                 if why(replace(_PLAIN_KEY, **{name: getattr(key, name)})) is not None]
         for name in sizes:
             value = getattr(key, name)
             shown = str(getattr(value, "value", value))
@@ -143,7 +147,7 @@ def _unstated(lost: Sequence[CostKey], adapter: Adapter, seq_len: int | None) ->
         if not sizes:
             rest.append(key)
     named = [f"{name} {', '.join(values)}" for name, values in alone.items()]
-    because = [f"{key} ({adapter.cannot_state(key, seq_len)})" for key in rest]
+    because = [f"{key} ({why(key)})" for key in rest]
     dims = (*alone, *(name for key in rest for name in _sized(key)))
     return _Unstated("; ".join([*named, *because]), sum(map(len, alone.values())) + len(rest),
                      tuple(dict.fromkeys(dims)))

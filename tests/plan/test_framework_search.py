@@ -143,3 +143,15 @@ def test_the_plan_file_records_the_framework() -> None:
     assert request.to_json()["framework"] == "torchtitan"
     assert PlanFileRequest.from_json(request.to_json()).framework == "torchtitan"
     assert "framework" not in PlanFileRequest().to_json()
+
+
+def test_torchtitan_drops_cp_for_a_model_whose_attention_refuses_it() -> None:
+    """DeepSeek-V3's torchtitan flavors run flex attention, which its context parallelism
+    refuses: cp 2 is dropped for that model (and named), kept for Llama 3 8B (SDPA)."""
+    keys = [CostKey(tp=4, cp=2, ep=8), CostKey(tp=4, ep=8)]
+    deepseek = FrameworkSearch(TORCHTITAN, 4096, "deepseek-v3", None)
+    assert deepseek.keys(keys) == (CostKey(tp=4, ep=8),)
+    assert deepseek.dropped(keys) == ("torchtitan's files cannot state cp 2: searched "
+                                      "without it")
+    llama = FrameworkSearch(TORCHTITAN, 8192, "llama3-8b", None)
+    assert llama.keys([CostKey(tp=4, cp=2)]) == (CostKey(tp=4, cp=2),)
