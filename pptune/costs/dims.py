@@ -124,7 +124,7 @@ def search_keys(opts: CostOptions, shape: ModelShape, gpu: GpuSpec, gpus: int,
         raise BadInput("; ".join(f"tp {tp} x cp {cp}: {why[tp, cp]}" for tp, cp in pairs))
     keys = [CostKey(tp, cp, ep, etp, prec)
             for prec, (tp, cp), ep, etp in itertools.product(precs, pairs, eps, etps)
-            if not why[tp, cp] and ep * etp <= gpus]
+            if not why[tp, cp] and gpus % (ep * etp) == 0]
     if not keys:
         raise BadInput(no_layout(gpus, tps, cps, eps, etps))
     return tuple(keys)
@@ -138,10 +138,13 @@ def no_layout(gpus: int, tps: Sequence[int], cps: Sequence[int], eps: Sequence[i
     if all(gpus % (tp * cp) for tp in tps for cp in cps):
         why.append(f"no tp x cp from {{{', '.join(map(str, tps))}}} x "
                    f"{{{', '.join(map(str, cps))}}} divides them")
-    ep, etp = min(itertools.product(eps, etps), key=lambda e: e[0] * e[1])
-    if ep * etp > gpus:
-        why.append(f"ep x etp = {ep} x {etp} = {ep * etp} exceeds the {gpus} ranks (the experts "
-                   f"of a pipeline stage split over ep x etp of its tp x cp x dp ranks)")
+    if all(gpus % (ep * etp) for ep in eps for etp in etps):
+        sizes = sorted({ep * etp for ep in eps for etp in etps})
+        said = (f"ep x etp = {eps[0]} x {etps[0]} = {sizes[0]} does not divide them"
+                if len(sizes) == 1 else
+                f"no ep x etp from {{{', '.join(map(str, sizes))}}} divides them")
+        why.append(f"{said} (the experts of a pipeline stage split over ep x etp of its tp x "
+                   "cp x dp ranks, which divide the GPUs)")
     return (f"no layout of {gpus} GPUs: " + "; ".join(why)
             + f"; choose sizes whose product divides --gpus {gpus}")
 

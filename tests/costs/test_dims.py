@@ -16,6 +16,7 @@ from pptune.options import CostOptions
 H100 = GPUS["h100-sxm"]
 LLAMA8B = MODELS["llama3-8b"]  # 32 heads, 8 KV heads, sequence 8192
 MIXTRAL = MODELS["mixtral-8x7b"]  # 8 experts
+QWEN3_30B = MODELS["qwen3-30b-a3b"]  # 128 experts
 
 
 def test_recommend_searches_tp_within_a_node_and_cp_leaving_2k_tokens() -> None:
@@ -126,9 +127,17 @@ def test_no_layout_says_the_numbers() -> None:
     with pytest.raises(BadInput) as err:
         search_keys(CostOptions(ep=(8,), etp=(2,), tp=(1,)), MIXTRAL, H100, 8, 8)
     assert str(err.value) == (
-        "no layout of 8 GPUs: ep x etp = 8 x 2 = 16 exceeds the 8 ranks (the experts of a "
-        "pipeline stage split over ep x etp of its tp x cp x dp ranks); choose sizes whose "
-        "product divides --gpus 8")
+        "no layout of 8 GPUs: ep x etp = 8 x 2 = 16 does not divide them (the experts of a "
+        "pipeline stage split over ep x etp of its tp x cp x dp ranks, which divide the "
+        "GPUs); choose sizes whose product divides --gpus 8")
+    with pytest.raises(BadInput) as err:  # 32 is under 48 but divides no stage of 48 ranks
+        search_keys(CostOptions(ep=(32,), tp=(1,)), QWEN3_30B, H100, 48, 8)
+    assert str(err.value).startswith(
+        "no layout of 48 GPUs: ep x etp = 32 x 1 = 32 does not divide them")
+    with pytest.raises(BadInput) as err:
+        search_keys(CostOptions(ep=(16, 32), tp=(1,)), QWEN3_30B, H100, 40, 8)
+    assert str(err.value).startswith(
+        "no layout of 40 GPUs: no ep x etp from {16, 32} divides them")
     with pytest.raises(BadInput) as err:  # each divides 8, their product 16 does not
         search_keys(CostOptions(tp=(4,), cp=(4,)), LLAMA8B, H100, 8, 8)
     assert str(err.value) == ("no layout of 8 GPUs: no tp x cp from {4} x {4} divides them; "
