@@ -31,6 +31,7 @@ from enum import Enum
 
 from pptune.costmodel import context, precision
 from pptune.costmodel.context import CpComm
+from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.presets import GpuSpec, ModelShape
 from pptune.errors import BadInput
@@ -113,6 +114,11 @@ def search_keys(opts: CostOptions, shape: ModelShape, gpu: GpuSpec, gpus: int,
     eps = _given("--ep", opts.ep, lambda e: ep_problem(shape, e, gpus), problems) or (
         default_ep(shape, gpus))
     etps = _given("--etp", opts.etp, lambda e: etp_problem(shape, e), problems) or (1,)
+    if not shape.moe:  # the MoE flags that have a non-default value set on a dense model
+        problems += [f"{flag} {value}: {shape.name} has no experts to route" for flag, value in (
+            ("--moe-imbalance", opts.moe_imbalance if opts.moe_imbalance != 1.0 else None),
+            ("--moe-dispatcher", opts.moe_dispatcher.value
+             if opts.moe_dispatcher is not Dispatcher.ALLTOALL else None)) if value]
     precs = opts.precision or DEFAULT_PRECISION
     for p in precs:
         problems += precision.problems(p, gpu)

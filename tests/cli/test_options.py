@@ -84,6 +84,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "etp": {"text": "2", "value": (2,), "base": {"model": "mixtral-8x7b"}},
     "precision": {"text": "mxfp8", "value": (Precision.MXFP8,), "base": {"gpu": "b200"}},
     "moe_imbalance": {"text": "1.5", "value": 1.5, "base": {"model": "mixtral-8x7b"}},
+    "moe_dispatcher": {"base": {"model": "mixtral-8x7b"}},
     # moments below fp32 need the distributed optimizer (the precision-aware optimizer)
     "exp_avg_dtype": {"base": {"sharding": "zero1"}},
     "exp_avg_sq_dtype": {"base": {"sharding": "zero1"}},

@@ -157,3 +157,16 @@ def test_latent_attention_searches_cp_over_the_exchanges_transformer_engine_runs
             search_keys(CostOptions(cp=(2,), cp_comm=comm), ds, H100, 1024, 8)
     keys = search_keys(CostOptions(tp=(2,), cp=(2,), ep=(64,)), ds, H100, 1024, 8)
     assert [(k.tp, k.cp, k.ep) for k in keys] == [(2, 2, 64)]
+
+
+def test_moe_flags_on_a_dense_model_are_refused() -> None:
+    """--moe-imbalance and --moe-dispatcher change nothing on a model without experts: said,
+    as --ep is, rather than accepted silently; their defaults pass."""
+    from pptune.costmodel.dispatch import Dispatcher
+
+    with pytest.raises(BadInput) as err:
+        search_keys(CostOptions(moe_imbalance=2.0, moe_dispatcher=Dispatcher.DEEPEP),
+                    LLAMA8B, H100, 8, 8)
+    assert str(err.value) == ("--moe-imbalance 2.0: llama3-8b has no experts to route; "
+                              "--moe-dispatcher deepep: llama3-8b has no experts to route")
+    assert search_keys(CostOptions(tp=(1,)), LLAMA8B, H100, 8, 8)
