@@ -34,7 +34,7 @@ from pptune.costmodel.search import (
 )
 from pptune.costmodel.sharding import StateDtype, moment_bytes
 from pptune.costmodel.table import within_share
-from pptune.costs.dims import KvHeads, search_keys
+from pptune.costs.dims import KvHeads, cp_not_searched, search_keys
 from pptune.costs.measured import tp_heads_problem
 from pptune.costs.resolve import Costs, resolve
 from pptune.errors import BadInput
@@ -267,6 +267,10 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
                                                    gpus_per_node=gpn, gpus=s.gpus).table_for)
     if hint:
         result.notes.append(hint)
+    if not given and spec.costs.cp is None and costs.shape is not None and not costs.measured:
+        hint = cp_not_searched(costs.shape, costs.options or spec.costs, s.gpus)
+        if hint:
+            result.notes.append(hint)
     if (result.plans and costs.shape is not None and costs.shape.moe and not costs.measured
             and costs.profile.calibration is None):
         result.notes.append(MOE_HOST_NOTE)
