@@ -243,9 +243,11 @@ def recommend_cmd(
     if out.as_json:  # with no plan too: its rejections and notes say why (exit 1 below)
         typer.echo(text)
     if not run.result.plans:
+        from pptune.plan.unfit import no_plan_message
+
         for note in run.result.notes:
             _say(f"note: {note}")
-        raise NoFeasiblePlan(planning.no_plan_message(run))
+        raise NoFeasiblePlan(no_plan_message(run))
     if not out.as_json:
         _show_plans(run, train_tokens, out)
 
@@ -283,11 +285,11 @@ def _emit(run: Any, framework: str, rank: int, output: Path | None, force: bool)
     from pptune.plan import emit as emit_mod
 
     if not run.result.plans:
-        from pptune.plan import recommend as planning
+        from pptune.plan.unfit import no_plan_message
 
         for note in run.result.notes:
             _say(f"note: {note}")
-        raise NoFeasiblePlan(planning.no_plan_message(run))
+        raise NoFeasiblePlan(no_plan_message(run))
     emitted = emit_mod.emit(framework, run, rank, output)
     for note in emitted.notes:
         _say(note)

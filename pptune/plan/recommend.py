@@ -53,7 +53,7 @@ from pptune.plan.what_if import (
     nearby_batch,
 )
 from pptune.plan.written import written_kernels
-from pptune.report.plans import reason_counts
+from pptune.report.fmt import fmt_bytes
 
 GIB = 1024**3
 # samples per step when neither --global-batch nor the profile names one: the
@@ -185,6 +185,9 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
             spec = replace(spec, costs=replace(spec.costs, **chosen))
             costs = resolve(spec.costs, sizes=s.micro_batch_sizes, search=True,
                             gpus_per_node=s.gpus_per_node, gpus=s.gpus)
+    reserve = reserve_bytes(s, costs)
+    check_reserve(reserve, costs.table.memory_bytes, costs.profile.device.name, s.reserve_gib,
+                  s.max_memory)
     if s.max_memory is not None:
         costs = within_memory(costs, s.max_memory)
     notes = [*ranked, *costs.notes, f"costs: {costs.described}"]
@@ -207,7 +210,6 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     batch_note = (f"a Hugging Face config names no global batch; planned for {global_batch} "
                   "samples per step, pptune's default (pass --global-batch to plan for your "
                   "run's)") if s.global_batch is None and spec.costs.hf_config is not None else None
-    reserve = reserve_bytes(s, costs)
     if s.reserve_gib is None and costs.reserve_bytes is not None:
         notes.append(f"reserve: {reserve / GIB:.2f} GiB a GPU, what the calibrated profile's "
                      "jobs held beyond pptune's tensors (--reserve-gib overrides)")
@@ -319,6 +321,24 @@ def within_memory(costs: Costs, share: float) -> Costs:
     return replace(costs, table=within_share(costs.table, share), tables=tables)
 
 
+def check_reserve(reserve_bytes: float, memory_bytes: float, gpu: str,
+                  reserve_gib: float | None, max_memory: float | None) -> None:
+    """BadInput when the reserve leaves nothing of the GPU's memory (``memory_bytes``,
+    the whole GPU) or of the ``max_memory`` share of it: every plan would be out of
+    memory, and the flag that did it is the fix."""
+    share = memory_bytes * (max_memory if max_memory is not None else 1.0)
+    if reserve_bytes < share:
+        return
+    if reserve_bytes >= memory_bytes:
+        given = (f"--reserve-gib {reserve_gib:g}" if reserve_gib is not None
+                 else f"the reserve of {fmt_bytes(reserve_bytes)}")
+        how = "more than" if reserve_bytes > memory_bytes else "all of"
+        raise BadInput(f"{given} is {how} {gpu}'s {fmt_bytes(memory_bytes)}")
+    raise BadInput(f"--max-memory {max_memory:g} leaves {fmt_bytes(share)} of {gpu}'s "
+                   f"{fmt_bytes(memory_bytes)}, no more than the {fmt_bytes(reserve_bytes)} "
+                   "reserve; raise --max-memory or lower --reserve-gib")
+
+
 def _peaks(costs: Costs) -> dict[Precision, float] | float | None:
     """The GPU's dense peak by GEMM precision (MFU is reported against the plan's own)."""
     bf16 = costs.profile.device.peak_flops
@@ -339,66 +359,3 @@ def reserve_bytes(s: PlanSpace, costs: Costs) -> float:
 
 def _times(a: float | None, b: float) -> float | None:
     return None if a is None else a * b
-
-
-def state_floor(run: RecommendRun) -> str | None:
-    """When the training state alone outgrows the GPUs asked for: its size on one GPU and
-    the fewest GPUs that hold it sharded over all of them (ZeRO-3 or FSDP, before any
-    activation: a lower bound on the GPUs a plan needs). None when the GPUs asked for
-    could hold it."""
-    t, req = run.table, run.plan_request
-    key = run.costs.key if run.costs is not None else CostKey(tp=req.tp)
-    n = len(t.names)
-    experts = t.expert_params(0, n)
-    params = (t.params(0, n) - experts) * key.tp + experts * key.ep * key.etp
-
-    def per_gpu(g: int) -> float:
-        return params * min(req.state_per_param(s, g) for s in Sharding)
-
-    if per_gpu(req.gpus) <= t.memory_bytes:
-        return None
-    fewest = req.gpus
-    while per_gpu(fewest) > t.memory_bytes and fewest < limits.MAX_GPUS:
-        fewest *= 2
-    state = (f"the weights, gradients and optimizer state alone are {per_gpu(1) / GIB:,.0f} "
-             "GiB at their smallest (fully sharded)")
-    if per_gpu(fewest) > t.memory_bytes:
-        return f"{state}: more than {limits.MAX_GPUS:,} GPUs"
-    low = fewest // 2
-    while fewest - low > 1:  # per_gpu(low) is over memory, per_gpu(fewest) not
-        mid = (low + fewest) // 2
-        low, fewest = (low, mid) if per_gpu(mid) <= t.memory_bytes else (mid, fewest)
-    return f"{state}: at least {fewest:,} GPUs of {t.memory_bytes / GIB:,.0f} GiB"
-
-
-def no_plan_message(run: RecommendRun) -> str:
-    """What to change when nothing fits, with the counts that say why."""
-    rej = run.result.rejected
-    counts = reason_counts(rej)
-    hints = []
-    if rej.get("recompute_modules_not_modelled"):
-        hints.append("--recompute selective or full: recomputing named modules (Megatron-LM "
-                     "--recompute-modules) is priced for mixture-of-experts and MLA models, "
-                     "and this model has neither")
-    if rej.get("out_of_memory"):
-        gpus = run.plan_request.gpus
-        tps = "/".join(str(t) for t in (2, 4, 8) if t <= gpus and gpus % t == 0)
-        floor = state_floor(run)
-        hints.append("more GPUs" + (f" ({floor})" if floor else "") + ", "
-                     + (f"--tp {tps}, " if tps else "")
-                     + ("--sharding zero1,fsdp, " if gpus > 1 else "")
-                     + "--recompute full or smaller --micro-batch-sizes")
-    if rej.get("batch_not_divisible"):
-        hints.append(
-            f"a --global-batch divisible by micro-batch size x dp (now {run.global_batch})"
-        )
-    if rej.get("too_large_to_simulate"):
-        hints.append("a smaller --global-batch or larger --micro-batch-sizes (over "
-                     "2,000,000 ops per step are not simulated)")
-    if rej.get("microbatches_less_than_pp") or rej.get("microbatches_not_multiple_of_pp"):
-        hints.append("a larger --global-batch so that micro-batches >= pipeline depth")
-    return (
-        f"no feasible plan for {run.plan_request.gpus} GPU"
-        f"{'s' if run.plan_request.gpus != 1 else ''} ({counts or 'no candidates'}); "
-        f"try {'; or '.join(hints) or 'different flags'}"
-    )
