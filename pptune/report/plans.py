@@ -32,7 +32,7 @@ __all__ = ["compact_split", "fmt_rate", "plans_table", "training_cost"]
 
 REASON_TEXT = {
     "batch_not_divisible": "global batch does not divide",
-    "microbatches_less_than_pp": "m < pp (1f1b)",
+    "microbatches_less_than_pp": "m < pp (1f1b, interleaved)",
     "microbatches_not_multiple_of_pp": "m not a multiple of pp (interleaved)",
     "schedule_needs_pp_2": "schedule needs pp >= 2",
     "too_few_layers": "more stages than layers",
