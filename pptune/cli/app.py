@@ -187,7 +187,7 @@ def recommend_cmd(
     out: OutputOptions,
     output: Path | None = typer.Option(None, "--output", "-o", help="save the JSON to FILE (with --emit: the folder for the files)"),
     emit: str | None = typer.Option(None, "--emit", help="write the plan as megatron, deepspeed, torchtitan or pptune config"),
-    plan_rank: int = typer.Option(1, "--plan", help="which ranked plan --emit writes"),
+    plan_rank: int = typer.Option(1, "--plan", help="which plan of the table --emit writes, by its number: 1 to --top, or --top + 1 where the best plan without a pipeline is listed as one more row (the plan file's rank)"),
     train_tokens: float | None = typer.Option(None, "--train-tokens", help="tokens to train on: adds days and GPU-hours per plan"),
     force: bool = typer.Option(False, "--force", help="with --emit -o DIR: overwrite files already in DIR"),
 ) -> None:
@@ -206,9 +206,12 @@ def recommend_cmd(
     if emit is not None and out.as_json:
         raise BadInput("--json and --emit: --emit writes the framework's files (to -o DIR, "
                        "else to stdout); run recommend --json -o plans.json for the plans")
-    if emit is not None and 1 <= top <= limits.MAX_TOP and not 1 <= plan_rank <= top:
-        raise BadInput(f"--plan {plan_rank} is not among the {top} plans --top {top} ranks; "
-                       f"give --plan 1 to {top} (or raise --top)")  # before the search
+    # before the search: the table lists --top plans and, when none of them runs without
+    # a pipeline or the margin puts one first, the best plan that does, one more
+    if emit is not None and 1 <= top <= limits.MAX_TOP and not 1 <= plan_rank <= top + 1:
+        raise BadInput(f"--plan {plan_rank} is not among the plans --top {top} lists (at "
+                       f"most {top + 1}: the best plan without a pipeline may follow); give "
+                       f"--plan 1 to {top + 1} (or raise --top)")
     if emit is not None:
         from pptune.plan.emit import check_moments
 
