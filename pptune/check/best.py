@@ -28,7 +28,7 @@ from pptune.errors import BadInput
 from pptune.frameworks.common.adapter import Adapter, Add, Job
 from pptune.frameworks.common.express import fits
 from pptune.frameworks.registry import adapter_of
-from pptune.report.fmt import fmt_microbatches, fmt_over_limit, fmt_seconds
+from pptune.report.fmt import compact_split, fmt_microbatches, fmt_over_limit, fmt_seconds
 from pptune.schemas import TrainingConfig
 
 # the search's fastest plans timed as the framework runs them, at first; four times as
@@ -122,7 +122,7 @@ def recompute_text(table: CostTable, plan: Plan, every: int | None,
     counts = plan.recompute_layers
     if plan.recompute is Recompute.FULL:
         return "full" if counts is None else (
-            f"full (blocks per stage {','.join(map(str, counts))}){rest}")
+            f"full (blocks per stage {compact_split(counts)}){rest}")
     return f"selective (1 block in {every}){rest}"
 
 
@@ -149,7 +149,8 @@ def differences(table: CostTable, file: Plan, best: Plan, every: int | None = No
 
 def blocks_text(names: Sequence[str], stage_layers: list[int]) -> str:
     """Transformer blocks per stage, and where the embedding, the head and any MTP layers
-    sit (a stage's MTP layers are not blocks)."""
+    sit (a stage's MTP layers are not blocks); a run of more than three equal counts
+    shortened as recommend's table does (``2x47,0``: compact_split)."""
     blocks = stage_blocks(list(names), stage_layers)
     where = [k for k, (s, e) in enumerate(stage_bounds(stage_layers))
              if any(is_mtp(n) for n in names[s:e])]
@@ -159,7 +160,7 @@ def blocks_text(names: Sequence[str], stage_layers: list[int]) -> str:
             f"embedding first, {layers} and the head last" if where == [len(blocks) - 1] else
             f"embedding first, head last, {layers} on stage "
             + ",".join(map(str, where)))
-    return f"{','.join(map(str, blocks))} (+ {ends})"
+    return f"{compact_split(blocks)} (+ {ends})"
 
 
 def slower_than_best(table: CostTable, plan: Plan, best: Plan, *, gpus: int, limit: float,

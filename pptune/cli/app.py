@@ -189,7 +189,7 @@ def recommend_cmd(
     output: Path | None = typer.Option(None, "--output", "-o", help="save the JSON to FILE (with --emit: the folder for the files)"),
     emit: str | None = typer.Option(None, "--emit", help="write the plan as megatron, deepspeed, torchtitan or pptune config"),
     framework: str | None = typer.Option(None, "--framework", help="rank only the plans megatron's, deepspeed's, torchtitan's or pptune's files state, priced with the kernels they run (a note names the layouts dropped); --emit, if given, must name the same framework"),
-    plan_rank: int = typer.Option(1, "--plan", help="which ranked plan --emit writes"),
+    plan_rank: int = typer.Option(1, "--plan", help="which plan of the table --emit writes, by its number: 1 to --top, or --top + 1 where the best plan without a pipeline is listed as one more row (the plan file's rank)"),
     train_tokens: float | None = typer.Option(None, "--train-tokens", help="tokens to train on: adds days and GPU-hours per plan"),
     force: bool = typer.Option(False, "--force", help="with --emit -o DIR: overwrite files already in DIR"),
 ) -> None:
@@ -213,9 +213,12 @@ def recommend_cmd(
     if emit is not None and out.as_json:
         raise BadInput("--json and --emit: --emit writes the framework's files (to -o DIR, "
                        "else to stdout); run recommend --json -o plans.json for the plans")
-    if emit is not None and 1 <= top <= limits.MAX_TOP and not 1 <= plan_rank <= top:
-        raise BadInput(f"--plan {plan_rank} is not among the {top} plans --top {top} ranks; "
-                       f"give --plan 1 to {top} (or raise --top)")  # before the search
+    # before the search: the table lists --top plans and, when none of them runs without
+    # a pipeline or the margin puts one first, the best plan that does, one more
+    if emit is not None and 1 <= top <= limits.MAX_TOP and not 1 <= plan_rank <= top + 1:
+        raise BadInput(f"--plan {plan_rank} is not among the plans --top {top} lists (at "
+                       f"most {top + 1}: the best plan without a pipeline may follow); give "
+                       f"--plan 1 to {top + 1} (or raise --top)")
     if emit is not None:
         check_moments(emit, (space.exp_avg_dtype.value, space.exp_avg_sq_dtype.value))
     if emit is not None and output is not None:
@@ -248,7 +251,7 @@ def recommend_cmd(
     if out.as_json:  # with no plan too: its rejections and notes say why (exit 1 below)
         typer.echo(text)
     if not run.result.plans:
-        from pptune.plan.no_plan import no_plan_message
+        from pptune.plan.unfit import no_plan_message
 
         for note in run.result.notes:
             _say(f"note: {note}")
@@ -290,7 +293,7 @@ def _emit(run: Any, framework: str, rank: int, output: Path | None, force: bool)
     from pptune.plan import emit as emit_mod
 
     if not run.result.plans:
-        from pptune.plan.no_plan import no_plan_message
+        from pptune.plan.unfit import no_plan_message
 
         for note in run.result.notes:
             _say(f"note: {note}")

@@ -60,7 +60,9 @@ class Reason(str, Enum):
     """Why a candidate was rejected (stable JSON keys)."""
 
     BATCH = "batch_not_divisible"
-    M_LT_P = "microbatches_less_than_pp"
+    M_LT_P = "microbatches_less_than_pp"  # 1f1b and interleaved-1f1b
+    # interleaved-1f1b with m >= pp not a multiple of pp, for a framework that does not
+    # run Megatron-LM's micro-batch groups (PlanRequest.interleaved_groups)
     INTERLEAVE_MULT = "microbatches_not_multiple_of_pp"
     NEEDS_PP2 = "schedule_needs_pp_2"
     FEW_LAYERS = "too_few_layers"
@@ -122,7 +124,9 @@ def _structure(p: int, m: int, schedule: Schedule, v: int,
     if p == 1 and schedule is not single:
         # without a pipeline every schedule is the same run: keep one
         return Reason.NEEDS_PP2
-    if schedule is Schedule.ONE_F_ONE_B and m < p:
+    if schedule in (Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED) and m < p:
+        # interleaved too: Megatron-LM's micro-batch groups need m >= pp
+        # (schedules.validate), whatever m % pp is
         return Reason.M_LT_P
     if schedule is Schedule.INTERLEAVED and m % p and not regroup:
         return Reason.INTERLEAVE_MULT

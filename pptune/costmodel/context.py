@@ -224,7 +224,14 @@ def problems(seq_len: int, heads: int, kv_heads: int, cp: int, comm: CpComm,
     if cp < 1:
         out.append(f"context-parallel size must be >= 1 (got {cp})")
         return out
-    if cp > 1 and seq_len % (2 * cp):
+    if cp > 1 and seq_len % 2:
+        # Megatron-LM's get_batch_on_this_cp_rank views the sequence as 2 x cp chunks
+        # (val.view(..., 2 * cp_size, s // (2 * cp_size), ...)): an odd length has no
+        # cp > 1 that divides it, so no size to name
+        out.append(f"sequence {seq_len} is odd: context parallelism splits it into 2 x cp "
+                   "chunks (causal load balancing), which no cp above 1 divides; use an "
+                   "even sequence length or cp 1")
+    elif cp > 1 and seq_len % (2 * cp):
         out.append(f"sequence {seq_len} is not divisible by 2 x cp = {2 * cp} "
                    "(causal load balancing cuts it into 2 x cp chunks); choose a cp "
                    f"that divides {seq_len // 2}")

@@ -229,13 +229,31 @@ def pair_problem(shape: ModelShape, tp: int, cp: int, opts: CostOptions) -> str 
     return "; ".join(found) or None
 
 
-def default_cp(shape: ModelShape, opts: CostOptions, gpus: int) -> tuple[int, ...]:
+def _cp_policy(shape: ModelShape, gpus: int) -> list[int]:
+    """The context-parallel sizes recommend tries when --cp is not given (module
+    docstring), before any is checked."""
     out, cp = [], 1
     while cp <= min(MAX_DEFAULT_CP, gpus) and (cp == 1 or shape.seq_len // cp >= MIN_CP_TOKENS):
-        if cp_problem(shape, cp, opts, gpus) is None:
-            out.append(cp)
+        out.append(cp)
         cp *= 2
-    return tuple(out) or (1,)
+    return out
+
+
+def default_cp(shape: ModelShape, opts: CostOptions, gpus: int) -> tuple[int, ...]:
+    return tuple(cp for cp in _cp_policy(shape, gpus)
+                 if cp_problem(shape, cp, opts, gpus) is None) or (1,)
+
+
+def cp_not_searched(shape: ModelShape, opts: CostOptions, gpus: int) -> str | None:
+    """Why recommend, left to choose the context-parallel sizes, searched none above 1
+    though the sequence and the GPUs leave room for some: every size it would try that
+    divides the GPUs is refused (an odd sequence, sliding windows, unfused attention),
+    said for the smallest. None when one is searched or none was in range."""
+    tried = [cp for cp in _cp_policy(shape, gpus) if cp > 1 and gpus % cp == 0]
+    why = [cp_problem(shape, cp, opts, gpus) for cp in tried]
+    if not tried or not all(why):
+        return None
+    return f"context parallelism (cp > 1) was not searched: cp {tried[0]}: {why[0]}"
 
 
 def ep_problem(shape: ModelShape, ep: int, gpus: int) -> str | None:

@@ -118,7 +118,8 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1,
     adapter: Adapter = ADAPTERS[fw]
     plans = run.result.plans
     if not 1 <= rank <= len(plans):
-        raise BadInput(f"--plan {rank} is not among the {len(plans)} ranked plans")
+        raise BadInput(f"--plan {rank} is not among the {len(plans)} ranked plans; give "
+                       f"--plan 1 to {len(plans)} (or raise --top)")
     check_moments(fw, _moments(run))
     asked = plans[rank - 1]
     with relative_to(rank, asked.step_time_s):  # every ratio of the notes: to plan N

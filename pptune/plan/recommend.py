@@ -35,7 +35,7 @@ from pptune.costmodel.search import (
 )
 from pptune.costmodel.sharding import StateDtype, moment_bytes
 from pptune.costmodel.table import within_share
-from pptune.costs.dims import KvHeads, search_keys
+from pptune.costs.dims import KvHeads, cp_not_searched, search_keys
 from pptune.costs.measured import tp_heads_problem
 from pptune.costs.resolve import Costs, resolve
 from pptune.errors import BadInput
@@ -55,6 +55,7 @@ from pptune.plan.what_if import (
     nearby_batch,
 )
 from pptune.plan.written import written_kernels
+from pptune.report.fmt import fmt_bytes
 
 GIB = 1024**3
 # samples per step when neither --global-batch nor the profile names one: the
@@ -207,6 +208,9 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
             spec = replace(spec, costs=replace(spec.costs, **chosen))
             costs = resolve(spec.costs, sizes=s.micro_batch_sizes, search=True,
                             gpus_per_node=s.gpus_per_node, gpus=s.gpus)
+    reserve = reserve_bytes(s, costs)
+    check_reserve(reserve, costs.table.memory_bytes, costs.profile.device.name, s.reserve_gib,
+                  s.max_memory)
     if s.max_memory is not None:
         costs = within_memory(costs, s.max_memory)
     notes = [*ranked, *costs.notes, f"costs: {costs.described}"]
@@ -236,7 +240,6 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     batch_note = (f"a Hugging Face config names no global batch; planned for {global_batch} "
                   "samples per step, pptune's default (pass --global-batch to plan for your "
                   "run's)") if s.global_batch is None and spec.costs.hf_config is not None else None
-    reserve = reserve_bytes(s, costs)
     if s.reserve_gib is None and costs.reserve_bytes is not None:
         notes.append(f"reserve: {reserve / GIB:.2f} GiB a GPU, what the calibrated profile's "
                      "jobs held beyond pptune's tensors (--reserve-gib overrides)")
@@ -301,6 +304,10 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         searching)
     if hint:
         result.notes.append(hint)
+    if not given and spec.costs.cp is None and costs.shape is not None and not costs.measured:
+        hint = cp_not_searched(costs.shape, costs.options or spec.costs, s.gpus)
+        if hint:
+            result.notes.append(hint)
     if (result.plans and costs.shape is not None and costs.shape.moe and not costs.measured
             and costs.profile.calibration is None):
         result.notes.append(MOE_HOST_NOTE)
@@ -361,6 +368,24 @@ def within_memory(costs: Costs, share: float) -> Costs:
     tables = None if inner is None else functools.cache(
         lambda key: within_share(inner(key), share))
     return replace(costs, table=within_share(costs.table, share), tables=tables)
+
+
+def check_reserve(reserve_bytes: float, memory_bytes: float, gpu: str,
+                  reserve_gib: float | None, max_memory: float | None) -> None:
+    """BadInput when the reserve leaves nothing of the GPU's memory (``memory_bytes``,
+    the whole GPU) or of the ``max_memory`` share of it: every plan would be out of
+    memory, and the flag that did it is the fix."""
+    share = memory_bytes * (max_memory if max_memory is not None else 1.0)
+    if reserve_bytes < share:
+        return
+    if reserve_bytes >= memory_bytes:
+        given = (f"--reserve-gib {reserve_gib:g}" if reserve_gib is not None
+                 else f"the reserve of {fmt_bytes(reserve_bytes)}")
+        how = "more than" if reserve_bytes > memory_bytes else "all of"
+        raise BadInput(f"{given} is {how} {gpu}'s {fmt_bytes(memory_bytes)}")
+    raise BadInput(f"--max-memory {max_memory:g} leaves {fmt_bytes(share)} of {gpu}'s "
+                   f"{fmt_bytes(memory_bytes)}, no more than the {fmt_bytes(reserve_bytes)} "
+                   "reserve; raise --max-memory or lower --reserve-gib")
 
 
 def _peaks(costs: Costs) -> dict[Precision, float] | float | None:

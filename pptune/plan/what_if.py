@@ -22,6 +22,7 @@ from pptune.costmodel.search import (
 from pptune.costs.resolve import Costs, resolve
 from pptune.options import CostOptions
 from pptune.report.fmt import fmt_bytes
+from pptune.report.plans import fullest
 
 # the shardings Megatron-LM runs --fp8-param-gather with: its distributed optimizer
 # (zero1) or Megatron-FSDP (zero2, zero3, fsdp), not plain DDP (training/arguments.py
@@ -100,7 +101,8 @@ def fp8_gather_what_if(opts: CostOptions, req: PlanRequest, result: SearchResult
     if not alt:
         return None
     a, win = alt[0], result.plans[0]
-    copies = max((m.fp8_copies_bytes for m in win.memory), default=0.0)
+    full = fullest(win)  # the GPU whose peak the winner's memory line itemizes
+    copies = full.fp8_copies_bytes if full is not None else 0.0
     speed = win.step_time_s / a.step_time_s
     v = f" v={a.virtual_stages}" if a.virtual_stages > 1 else ""
     return ("not searched: --fp8-param-gather (Megatron-LM: FP8 weights all-gathered in FP8 "
@@ -112,8 +114,8 @@ def fp8_gather_what_if(opts: CostOptions, req: PlanRequest, result: SearchResult
             f"{a.recompute.value}, step {a.step_time_s:.4g} s ("
             + (f"{speed:.3f}x faster" if speed >= 1 else f"{1 / speed:.3f}x slower")
             + f"), peak {fmt_bytes(max(m.total_bytes for m in a.memory))} a GPU"
-            + (f" (the winner holds {fmt_bytes(copies)} of FP8 weight copies)" if copies
-               else "")
+            + (f" (the winner's fullest GPU holds {fmt_bytes(copies)} of FP8 weight copies)"
+               if copies else "")
             + "; rerun with --fp8-param-gather to rank its plans")
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from pptune.costmodel.memory import (
     TORCHTITAN_SELECTIVE_EVERY,
+    DeviceMemory,
     recomputed_layers,
     recomputed_per_stage,
 )
@@ -31,7 +32,7 @@ __all__ = ["compact_split", "fmt_rate", "plans_table", "training_cost"]
 
 REASON_TEXT = {
     "batch_not_divisible": "global batch does not divide",
-    "microbatches_less_than_pp": "m < pp (1f1b)",
+    "microbatches_less_than_pp": "m < pp (1f1b, interleaved)",
     "microbatches_not_multiple_of_pp": "m not a multiple of pp (interleaved)",
     "schedule_needs_pp_2": "schedule needs pp >= 2",
     "too_few_layers": "more stages than layers",
@@ -125,30 +126,20 @@ def why_lines(result: SearchResult) -> list[str]:
             f"{fmt_pct(rival.bubble_rate)}"
         )
     comm = []
+    step_s = w.step_time_s
     if w.exposed_p2p_s is not None and w.pp > 1:  # without a pipeline nothing is sent
-        share = w.exposed_p2p_s / w.step_time_s if w.step_time_s else 0.0
-        comm.append(
-            "p2p hidden behind compute" if share < 0.005
-            else f"p2p adds {fmt_seconds(w.exposed_p2p_s)} ({fmt_pct(share)}) to the step"
-        )
+        comm.append(exposure("p2p", w.exposed_p2p_s, step_s, "compute",
+                             "adds {s} ({pct}) to the step"))
     if w.exposed_allreduce_s is not None and w.dp * w.cp > 1:  # cp ranks reduce gradients too
-        share = w.exposed_allreduce_s / w.step_time_s if w.step_time_s else 0.0
         what = "all-reduce" if w.sharding.value == "none" else f"{w.sharding.value} traffic"
         what += f" (over the {w.cp} cp ranks)" if w.dp == 1 else ""
-        comm.append(
-            f"DP {what} hidden behind compute" if share < 0.005
-            else f"DP {what} exposes {fmt_seconds(w.exposed_allreduce_s)} ({fmt_pct(share)})"
-        )
+        comm.append(exposure(f"DP {what}", w.exposed_allreduce_s, step_s, "compute",
+                             "exposes {s} ({pct})"))
     if w.exposed_cp_s is not None and w.cp > 1:
-        share = w.exposed_cp_s / w.step_time_s if w.step_time_s else 0.0
-        comm.append(
-            "CP K/V exchange hidden behind attention" if w.exposed_cp_s == 0
-            else "CP K/V exchange mostly hidden behind attention ("
-            f"{fmt_seconds(w.exposed_cp_s)} exposed a step, {fmt_pct(share)})" if share < 0.005
-            else f"CP K/V exchange adds {fmt_seconds(w.exposed_cp_s)} ({fmt_pct(share)})"
-        )
+        comm.append(exposure("CP K/V exchange", w.exposed_cp_s, step_s, "attention",
+                             "adds {s} ({pct})"))
     amax_share = (w.exposed_amax_s or 0.0) / w.step_time_s if w.step_time_s else 0.0
-    if amax_share >= 0.005:  # below half a per cent: only in the JSON
+    if amax_share >= MOSTLY_HIDDEN_SHARE:  # below it: only in the JSON
         comm.append(f"FP8 amax all-reduces add {fmt_seconds(w.exposed_amax_s or 0.0)} "
                     f"({fmt_pct(amax_share)})")
     comm.append(
@@ -178,16 +169,39 @@ def why_lines(result: SearchResult) -> list[str]:
     return lines
 
 
+# Exposed communication under this share of the step is "mostly hidden" (its time and
+# share still said); at or above it, what it adds. A display rule, not a cost.
+MOSTLY_HIDDEN_SHARE = 0.005
+
+
+def exposure(what: str, exposed_s: float, step_s: float, behind: str, adds: str) -> str:
+    """One rule for every exposed part of the winner's step (p2p, DP, CP): "hidden" only
+    where none is exposed (the JSON's 0), else its time, "mostly hidden" below
+    ``MOSTLY_HIDDEN_SHARE`` of the step, else ``adds`` ("{s}", "{pct}" filled in)."""
+    if exposed_s <= 0:
+        return f"{what} hidden behind {behind}"
+    share = exposed_s / step_s if step_s else 0.0
+    if share < MOSTLY_HIDDEN_SHARE:
+        return (f"{what} mostly hidden behind {behind} ({fmt_seconds(exposed_s)} exposed a "
+                f"step, {_share(share)})")
+    return f"{what} " + adds.format(s=fmt_seconds(exposed_s), pct=fmt_pct(share))
+
+
 def _share(x: float) -> str:
-    """A step-time gap as a percentage: two decimals below 1%."""
+    """A step-time gap, or a share of the step, as a percentage: two decimals below 1%."""
     return f"{x:.1%}" if x >= 0.01 else f"{x:.2%}"
 
 
+def fullest(plan: Plan) -> DeviceMemory | None:
+    """The peak, by part, of the plan's fullest GPU (the pipeline rank whose peak is the
+    plan's, which the winner's memory line itemizes); None where not itemized."""
+    return max(plan.memory, key=lambda m: m.total_bytes) if plan.memory else None
+
+
 def _memory_parts(plan: Plan) -> str:
-    if not plan.memory:
+    m = fullest(plan)
+    if m is None:
         return ""
-    d = max(range(len(plan.memory)), key=lambda i: plan.memory[i].total_bytes)
-    m = plan.memory[d]
     copies = (f" with {fmt_bytes(m.fp8_copies_bytes)} of FP8 weight copies"
               if m.fp8_copies_bytes else "")
     return (f" (state {fmt_bytes(m.state_bytes)}{copies}, working copies "

@@ -109,7 +109,7 @@ def run(req: session.TuneRequest, say: session.Say, progress: TrialProgress) -> 
     prepared, folder = prepare(req, say)
     if not prepared.candidates:
         from pptune.errors import NoFeasiblePlan
-        from pptune.plan.no_plan import no_plan_message
+        from pptune.plan.unfit import no_plan_message
 
         raise NoFeasiblePlan(no_plan_message(prepared.recommended))
     journal_path = None if folder is None else folder / journal.FILE

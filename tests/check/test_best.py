@@ -70,6 +70,12 @@ def test_recomputation_is_said_by_what_it_reruns(priced: tuple[CostTable, Plan, 
     assert recompute_text(table, per_stage, None) == "full (blocks per stage 3,0)"
     assert recompute_text(table, per_stage, None, ("mlp",)) == (
         "full (blocks per stage 3,0) and modules mlp")
+    # 32 blocks in 8 stages of 4, the first four recomputed in full: 4x4,0x4
+    eight = evaluate(table, PlanRequest(gpus=8, global_batch=32, cost_keys=(CostKey(),)),
+                     PlanSpec(Schedule.ONE_F_ONE_B, 8, 1, 32, tuple(add_ends([4] * 8)), 1,
+                              recompute=Recompute.FULL,
+                              recompute_layers=(4, 4, 4, 4, 0, 0, 0, 0)))
+    assert recompute_text(table, eight, None) == "full (blocks per stage 4x4,0x4)"
     # torchtitan's selective: every 2nd block of the 32
     selective = evaluate(table, PlanRequest(gpus=8, global_batch=32, cost_keys=(CostKey(),),
                                             recompute_every=2),
@@ -88,6 +94,14 @@ def test_blocks_per_stage_leave_the_mtp_layer_apart() -> None:
         "1,2,0 (+ embedding first, head last, the MTP layer on stage 1)")
     assert blocks_text(("embedding", "block0", "block1", "head"), [2, 2]) == (
         "1,1 (+ embedding first, head last)")
+
+
+def test_blocks_per_stage_shorten_long_runs_as_recommend_does() -> None:
+    """Nine blocks in five stages of 3,2,2,2,2 layers: the embedding's stage holds 2
+    blocks, the next three 2 each, the head's 1: four 2s in a row read 2x4."""
+    names = ("embedding", *(f"block{i}" for i in range(9)), "head")
+    assert blocks_text(names, [3, 2, 2, 2, 2]) == "2x4,1 (+ embedding first, head last)"
+    assert blocks_text(names, [3, 2, 2, 4]) == "2,2,2,3 (+ embedding first, head last)"
 
 
 def test_the_finding_says_what_differs(priced: tuple[CostTable, Plan, Plan]) -> None:
@@ -133,7 +147,9 @@ def test_check_config_names_the_difference_on_deepseek_v3() -> None:
     [finding] = [f for f in json.loads(r.stdout)["findings"] if f["id"] == "slower-than-best"]
     message = finding["message"]
     blocks = message.split("blocks per stage ")[1].split(" (+")[0]
-    assert sum(map(int, blocks.split(","))) == 61
+    # runs written NxM (N blocks on each of M stages), as recommend's table writes them
+    assert sum(int(n) * int(m or 1) for n, _, m in
+               (item.partition("x") for item in blocks.split(","))) == 61
     assert "the MTP layer" in message
     differs = finding["values"]["differs"]
     assert set(differs) <= {"tp", "cp", "ep", "etp", "pp", "schedule", "v", "micro-batch size",

@@ -200,21 +200,24 @@ def test_recommend_picks_up_profile_in_working_directory(
          "--recompute "
          "selective or full: recomputing named modules (Megatron-LM --recompute-modules) is "
          "priced for mixture-of-experts and MLA models, and this model has neither"),
-        # one GPU: no tensor parallelism or sharding to suggest; Llama 3 8B's state fully
-        # sharded (8.03e9 parameters x 16 bytes: FP32 weights, gradients and two moments)
-        # is 120 GiB, over 2 GPUs 59.8 GiB
+        # one GPU: no tensor parallelism or sharding to suggest, and full recomputation
+        # was searched; Llama 3 8B's state fully sharded (8.03e9 parameters x 16 bytes:
+        # FP32 weights, gradients and two moments) is 120 GiB, over 2 GPUs 59.8 GiB
         (["--gpus", "1"], 1, "no feasible plan for 1 GPU (schedule needs pp >= 2: 96, "
          "out of memory: 12); try more GPUs (the weights, gradients and optimizer state "
-         "alone are 120 GiB at their smallest (fully sharded): at least 2 GPUs of 80 GiB), "
-         "--recompute full"),
+         "alone are 120 GiB at their smallest (fully sharded): at least 2 GPUs of 80 GiB)"),
         # Llama 3 70B: 70,553,706,496 parameters (80 blocks of 855,654,400, two
         # 128,256 x 8,192 tables, the final norm) x 16 bytes = 1,051.3 GiB; / 13 =
-        # 80.9 GiB, over 80; / 14 = 75.1 GiB
+        # 80.9 GiB, over 80; / 14 = 75.1 GiB. tp 1 and 2 (those dividing 6), every sharding
+        # and recomputation and micro-batches of 1 were searched: more GPUs alone
         (["--gpus", "6", "--model", "llama3-70b"], 1,
          "try more GPUs (the weights, gradients and optimizer state alone are 1,051 GiB at "
-         "their smallest (fully sharded): at least 14 GPUs of 80 GiB), --tp 2, --sharding"),
+         "their smallest (fully sharded): at least 14 GPUs of 80 GiB); or a --global-batch"),
+        # tp 1, 2, 4, 8 searched; what was narrowed by hand comes back
         (["--gpus", "16", "--model", "llama3-70b", "--micro-batch-sizes", "8",
-          "--recompute", "none", "--sharding", "none"], 1, "try more GPUs, --tp 2/4/8, --sharding"),
+          "--recompute", "none", "--sharding", "none"], 1,
+         "try more GPUs, --sharding zero1,fsdp, --recompute full or smaller "
+         "--micro-batch-sizes"),
         (["--gpus", "8", "--model", "llama3-405b"], 2,
          "unknown model preset 'llama3-405b' (did you mean llama3.1-405b?)"),
         (["--gpus", "8", "--gpu", "h100"], 2, "unknown GPU preset 'h100' (did you mean h100-sxm?)"),

@@ -77,8 +77,9 @@ CASES: list[Case] = [
     # 6: what can be checked before the search is checked before it
     (["recommend", "--gpus", "8", "--emit", "megatron", "--plan", "0"], 2, ("--plan 0",)),
     (["recommend", "--gpus", "8", "--emit", "megatron", "--plan", "99"], 2, ("--plan 99",)),
-    (["recommend", "--gpus", "8", "--emit", "megatron", "--plan", "3", "--top", "2"], 2,
-     ("--plan 3", "--top 2")),
+    # --top 2 lists at most 3 plans (the best without a pipeline may follow): 4 is refused
+    (["recommend", "--gpus", "8", "--emit", "megatron", "--plan", "4", "--top", "2"], 2,
+     ("--plan 4", "--top 2")),
     (["probe", "--model", "nope", "-o", "{t}/p.json"], 2, ("--model 'nope'",)),
     # 8: a file where a folder belongs is named as a file
     (["recommend", "--gpus", "8", "--emit", "megatron", "-o", "{t}/regular.txt/out"], 2,

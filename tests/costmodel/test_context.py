@@ -167,6 +167,21 @@ def test_constraints_name_the_values() -> None:
     assert problems(8192, 30, 8, 4, CpComm.A2A)[0].startswith("--cp-comm a2a")
 
 
+def test_an_odd_sequence_takes_no_cp_and_says_so() -> None:
+    """131,073 tokens: 2 x cp chunks need an even length whatever cp is, so the message
+    names no cp to choose (the old one said "choose a cp that divides 65536")."""
+    for cp in (2, 8):
+        (msg,) = problems(131073, 32, 8, cp, CpComm.P2P)
+        assert msg == ("sequence 131073 is odd: context parallelism splits it into 2 x cp "
+                       "chunks (causal load balancing), which no cp above 1 divides; use an "
+                       "even sequence length or cp 1")
+    assert problems(131073, 32, 8, 1, CpComm.P2P) == []
+    # an even sequence that 2 x cp does not divide still names the cps that do:
+    # 131,074 / 2 = 65,537
+    (msg,) = problems(131074, 32, 8, 2, CpComm.P2P)
+    assert "not divisible by 2 x cp = 4" in msg and "divides 65537" in msg
+
+
 def test_a2a_names_the_heads_a_tensor_parallel_rank_holds() -> None:
     """Llama 3.1 405B (128 query, 8 KV heads) at tp 8 holds 16 and 1 a rank."""
     (msg,) = problems(131072, 16, 1, 16, CpComm.A2A, tp=8)

@@ -131,7 +131,7 @@ def test_chosen_plan_equals_exhaustive_best(seed: int) -> None:
     n = rng.randint(4, 7)
     table = random_table(rng, n)
     req = PlanRequest(gpus=4, global_batch=16, schedules=SCHEDS, reserve_bytes=0, top=1,
-                      **PLAIN)  # type: ignore[arg-type]
+                      **PLAIN)
     got = search(table, req).plans[0]
     assert got.step_time_s == pytest.approx(exhaustive_best(table, req), rel=1e-12)
 
@@ -175,7 +175,7 @@ def test_chosen_plan_equals_exhaustive_best_everywhere(case: str, seed: int) -> 
     fields, slow_inter = ORACLE_CASES[case]
     rng = random.Random(seed)
     table = random_table(rng, rng.randint(4, 8 if "node" not in case else 7), slow_inter=slow_inter)
-    req = PlanRequest(**fields, **PLAIN, reserve_bytes=0, top=1, virtual_stages=(2, 3))  # type: ignore[arg-type]
+    req = PlanRequest(**fields, **PLAIN, reserve_bytes=0, top=1, virtual_stages=(2, 3))
     got = search(table, req).plans[0]
     assert got.step_time_s == pytest.approx(exhaustive_best(table, req), rel=1e-12)
 
@@ -188,7 +188,7 @@ def test_oracle_cases_reach_every_schedule_and_both_rank_orders() -> None:
             rng = random.Random(seed)
             table = random_table(rng, rng.randint(4, 8 if "node" not in case else 7),
                                  slow_inter=slow_inter)
-            req = PlanRequest(**fields, **PLAIN, reserve_bytes=0, top=1, virtual_stages=(2, 3))  # type: ignore[arg-type]
+            req = PlanRequest(**fields, **PLAIN, reserve_bytes=0, top=1, virtual_stages=(2, 3))
             plan = search(table, req).plans[0]
             winners.add((plan.schedule, plan.rank_order, plan.virtual_stages > 1))
     assert {s for s, _, _ in winners} >= {Schedule.INTERLEAVED, Schedule.ZBV, Schedule.ZB_H1}
@@ -213,14 +213,31 @@ def test_memory_limit_rejects_and_names_reason() -> None:
     assert res.rejected[Reason.OOM] > 0
 
 
-def test_interleaved_requires_multiple_and_1f1b_requires_m_ge_p() -> None:
+def test_interleaved_and_1f1b_require_m_ge_p() -> None:
     table = random_table(random.Random(3), 8)
     res = search(table, PlanRequest(gpus=4, global_batch=2, top=50,
                                     schedules=(Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED)))
     assert res.rejected[Reason.M_LT_P] > 0
-    assert res.rejected[Reason.INTERLEAVE_MULT] > 0
+    # m < pp is that reason for interleaving too, not "not a multiple of pp"
+    assert res.rejected.get(Reason.INTERLEAVE_MULT, 0) == 0
     for plan in res.plans:
         assert plan.num_microbatches >= plan.pp
+
+
+def test_interleaved_m_lt_pp_and_m_not_a_multiple_are_counted_apart() -> None:
+    """pp 4 on 4 GPUs (dp 1), micro-batches of 1: global batch 3 is 3 micro-batches,
+    fewer than 4; 6 is 6, not a multiple of 4: one candidate each (v 2, no sharding, no
+    recomputation). 6 runs in Megatron-LM's micro-batch groups; without them it is
+    refused as not a multiple."""
+    table = random_table(random.Random(3), 8)
+    one = dict(gpus=4, pp=(4,), micro_batch_sizes=(1,), schedules=(Schedule.INTERLEAVED,),
+               virtual_stages=(2,), **PLAIN)
+    res = search(table, PlanRequest(global_batch=3, **one))
+    assert {k: n for k, n in res.rejected.items() if n} == {Reason.M_LT_P.value: 1}
+    res = search(table, PlanRequest(global_batch=6, interleaved_groups=False, **one))
+    assert {k: n for k, n in res.rejected.items() if n} == {Reason.INTERLEAVE_MULT.value: 1}
+    res = search(table, PlanRequest(global_batch=6, **one))
+    assert not any(res.rejected.values()) and res.plans[0].num_microbatches == 6
 
 
 def test_sharded_optimizer_bytes() -> None:

@@ -9,7 +9,7 @@ import pytest
 from pptune.costmodel.context import CpComm
 from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.presets import GPUS, MODELS, ModelShape
-from pptune.costs.dims import default_cp, default_ep, search_keys, single_key
+from pptune.costs.dims import cp_not_searched, default_cp, default_ep, search_keys, single_key
 from pptune.errors import BadInput
 from pptune.options import CostOptions
 
@@ -35,6 +35,24 @@ def test_defaults_follow_the_model() -> None:
     # a GB200 NVL72 domain still searches tp up to 8
     keys = search_keys(CostOptions(cp=(1,)), LLAMA8B, GPUS["gb200"], 72, 72)
     assert [k.tp for k in keys] == [1, 2, 4, 8]
+
+
+def test_recommend_says_when_no_cp_above_1_is_searched() -> None:
+    """Llama 3 8B at 131,073 tokens on 8 GPUs: cp 2, 4 and 8 would be tried (65,536 or
+    more tokens a rank), and an odd sequence refuses them all: one note, cp 2's reason.
+    At 131,072 they are searched; at 2,048 tokens (GPT-3 1.3B) none is in range (1,024
+    a rank at cp 2): nothing to say."""
+    odd = dataclasses.replace(LLAMA8B, seq_len=131073)
+    assert default_cp(odd, CostOptions(), 8) == (1,)
+    assert cp_not_searched(odd, CostOptions(), 8) == (
+        "context parallelism (cp > 1) was not searched: cp 2: sequence 131073 is odd: "
+        "context parallelism splits it into 2 x cp chunks (causal load balancing), which no "
+        "cp above 1 divides; use an even sequence length or cp 1")
+    even = dataclasses.replace(LLAMA8B, seq_len=131072)
+    assert default_cp(even, CostOptions(), 8) == (1, 2, 4, 8)
+    assert cp_not_searched(even, CostOptions(), 8) is None
+    assert cp_not_searched(MODELS["gpt3-1.3b"], CostOptions(), 64) is None
+    assert cp_not_searched(odd, CostOptions(), 1) is None  # one GPU: no cp to try
 
 
 def test_given_sizes_are_searched_and_checked() -> None:

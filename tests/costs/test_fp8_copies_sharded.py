@@ -80,7 +80,8 @@ def test_the_winner_line_names_the_copies_and_the_gather_not_searched(cli: Cli) 
     # the same plan without the 13 GiB of copies: 64.43 - 13.00 = 51.43 GiB
     assert ("with it the best plan would be pp=1 dp=8 tp=1 fp8 1f1b, 8 x 1, sharding zero3, "
             "recompute none") in note
-    assert "peak 51.43 GiB a GPU (the winner holds 13.00 GiB of FP8 weight copies)" in note
+    assert ("peak 51.43 GiB a GPU (the winner's fullest GPU holds 13.00 GiB of FP8 weight "
+            "copies)") in note
     for given in (("--fp8-param-gather",), ("--no-fp8-param-gather",)):
         r = cli(*flags, *given)
         assert r.exit_code == 0 and "--fp8-param-gather" not in r.stdout, r.stdout

@@ -6,8 +6,8 @@ from __future__ import annotations
 from functools import cache
 
 from pptune.plan.recommend import RecommendRun, RecommendSpec, recommend
-from pptune.report.fmt import fmt_pct, fmt_seconds
-from pptune.report.plans import why_lines
+from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_seconds
+from pptune.report.plans import exposure, fullest, why_lines
 
 
 @cache
@@ -53,7 +53,7 @@ def test_a_mostly_hidden_cp_exchange_and_dp_traffic_over_cp_ranks_are_said() -> 
     share = w.exposed_cp_s / w.step_time_s
     assert share < 0.005
     assert (f"CP K/V exchange mostly hidden behind attention ({fmt_seconds(w.exposed_cp_s)} "
-            f"exposed a step, {fmt_pct(share)})") in text
+            f"exposed a step, {share:.2%})") in text
     dp = w.exposed_allreduce_s / w.step_time_s
     assert (f"DP zero3 traffic (over the 16 cp ranks) exposes "
             f"{fmt_seconds(w.exposed_allreduce_s)} ({fmt_pct(dp)})") in text
@@ -66,3 +66,40 @@ def test_the_legend_explains_mbs_and_v() -> None:
     text = " ".join(render_plain(plans_table(run_of(gpus=8).result, width=80), width=80).split())
     assert "v = virtual stages (model chunks per GPU)" in text
     assert "mbs = micro-batch size (sequences)" in text
+
+
+def test_one_rule_says_hidden_for_p2p_dp_and_cp() -> None:
+    """"hidden" only where nothing is exposed; under 0.5% of the step the time is given,
+    the share to two decimals (0.24%, where one would read 0.2%); above, what it adds."""
+    adds = "adds {s} ({pct})"
+    assert exposure("p2p", 0.0, 38.88, "compute", adds) == "p2p hidden behind compute"
+    # 94.1 ms of a 38.88 s step: 0.242%
+    assert exposure("DP zero1 traffic", 0.0941, 38.88, "compute", adds) == (
+        "DP zero1 traffic mostly hidden behind compute (94.1 ms exposed a step, 0.24%)")
+    # 495.8 ms of a 47.81 s step: 1.04%
+    assert exposure("DP zero2 traffic", 0.4958, 47.81, "compute", "exposes {s} ({pct})") == (
+        "DP zero2 traffic exposes 495.8 ms (1.0%)")
+    assert exposure("CP K/V exchange", 0.0878, 38.88, "attention", adds) == (
+        "CP K/V exchange mostly hidden behind attention (87.8 ms exposed a step, 0.23%)")
+
+
+def test_the_winner_lines_agree_with_the_json_and_name_one_gpu() -> None:
+    """Llama 3 70B on 64 GPUs at cp 2 in FP8: the DP traffic (94 ms) is no more hidden
+    than the CP exchange (88 ms), and the FP8 copies the fp8-param-gather note names are
+    those of the fullest GPU, the one the memory line itemizes."""
+    run = run_of(gpus=64, model="llama3-70b", gpu="h100-sxm", cp="2", precision="fp8,bf16")
+    w = run.result.plans[0]
+    text = " ".join(why_lines(run.result))
+    for what, exposed in (("p2p", w.exposed_p2p_s), ("DP zero1 traffic", w.exposed_allreduce_s),
+                          ("CP K/V exchange", w.exposed_cp_s)):
+        assert exposed  # each non-zero in the JSON: none is called hidden outright
+        assert f"{what} hidden" not in text
+        assert f"{fmt_seconds(exposed)} exposed a step" in text
+    full = fullest(w)
+    assert full is not None and full.fp8_copies_bytes > 0
+    copies = fmt_bytes(full.fp8_copies_bytes)
+    assert f"with {copies} of FP8 weight copies" in text
+    (note,) = [n for n in run.result.notes if n.startswith("not searched: --fp8-param-gather")]
+    assert f"(the winner's fullest GPU holds {copies} of FP8 weight copies)" in note
+    # another pipeline rank holds more copies, and is not the one named
+    assert max(m.fp8_copies_bytes for m in w.memory) > full.fp8_copies_bytes

@@ -1,17 +1,22 @@
-"""What recommend says when no plan fits: the counts that say why and what to change.
+"""Why no plan of ``recommend`` fits, after a search that found nothing: the counts and
+what to change (a reserve the GPU cannot hold is refused before the search:
+``recommend.check_reserve``).
 
-``no_plan_message`` is the one line of ``NoFeasiblePlan`` (recommend, tune's
-trials); ``state_floor`` the fewest GPUs that could hold the training state at
-all, where the GPUs asked for cannot.
+The hints name only what the search did not try: a tensor-parallel size, a sharding,
+full recomputation or a smaller micro-batch it searched already is no advice.
 """
 
 from __future__ import annotations
 
 from pptune import limits
 from pptune.costmodel.keys import CostKey
-from pptune.costmodel.search import Sharding
-from pptune.plan.recommend import GIB, RecommendRun
+from pptune.costmodel.memory import Recompute
+from pptune.costmodel.search import PlanRequest, Sharding
+from pptune.costs.dims import DEFAULT_TP, tp_problem
+from pptune.plan.recommend import RecommendRun
 from pptune.report.plans import reason_counts
+
+GIB = 1024**3
 
 
 def state_floor(run: RecommendRun) -> str | None:
@@ -44,6 +49,27 @@ def state_floor(run: RecommendRun) -> str | None:
     return f"{state}: at least {fewest:,} GPUs of {t.memory_bytes / GIB:,.0f} GiB"
 
 
+def memory_hints(run: RecommendRun) -> list[str]:
+    """What saves memory that the search left out: tensor-parallel sizes (those the
+    default search takes: inside a node, dividing the GPUs and the model's heads),
+    sharding the state, full recomputation, a smaller micro-batch."""
+    req: PlanRequest = run.plan_request
+    gpus = req.gpus
+    shape = run.costs.shape if run.costs is not None else run.shape
+    searched = {k.tp for k in req.keys()}
+    tps = [t for t in DEFAULT_TP if t > 1 and t not in searched and t <= req.gpus_per_node
+           and gpus % t == 0 and (shape is None or tp_problem(shape, t, gpus) is None)]
+    shardings = set(req.shardings)
+    more = [s.value for s, covered in (
+        (Sharding.ZERO1, {Sharding.ZERO1, Sharding.ZERO2, Sharding.ZERO3, Sharding.FSDP}),
+        (Sharding.FSDP, {Sharding.ZERO3, Sharding.FSDP})) if not shardings & covered]
+    sizes = req.micro_batch_sizes or ()
+    return [*([f"--tp {'/'.join(map(str, tps))}"] if tps else []),
+            *([f"--sharding {','.join(more)}"] if more and gpus > 1 else []),
+            *(["--recompute full"] if Recompute.FULL not in req.recomputes else []),
+            *(["smaller --micro-batch-sizes"] if sizes and min(sizes) > 1 else [])]
+
+
 def no_plan_message(run: RecommendRun) -> str:
     """What to change when nothing fits, with the counts that say why."""
     rej = run.result.rejected
@@ -54,13 +80,9 @@ def no_plan_message(run: RecommendRun) -> str:
                      "--recompute-modules) is priced for mixture-of-experts and MLA models, "
                      "and this model has neither")
     if rej.get("out_of_memory"):
-        gpus = run.plan_request.gpus
-        tps = "/".join(str(t) for t in (2, 4, 8) if t <= gpus and gpus % t == 0)
         floor = state_floor(run)
-        hints.append("more GPUs" + (f" ({floor})" if floor else "") + ", "
-                     + (f"--tp {tps}, " if tps else "")
-                     + ("--sharding zero1,fsdp, " if gpus > 1 else "")
-                     + "--recompute full or smaller --micro-batch-sizes")
+        *some, last = ["more GPUs" + (f" ({floor})" if floor else ""), *memory_hints(run)]
+        hints.append(f"{', '.join(some)} or {last}" if some else last)
     if rej.get("batch_not_divisible"):
         hints.append(
             f"a --global-batch divisible by micro-batch size x dp (now {run.global_batch})"
