@@ -144,7 +144,15 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1,
     if folder is not None and stated.job.hf_config is not None:
         stated = replace(stated, job=replace(stated.job, hf_config=as_written(
             stated.job.hf_config, folder)))
-    return Emitted(fw, chosen, adapter.write(stated), notes, stated.exact)
+    files = adapter.write(stated)
+    imbalance = stated.job.cost_options.moe_imbalance if stated.job.cost_options else 1.0
+    checked = files.get(adapter.files[0], "")  # the file check-config reads (the first)
+    if imbalance != 1.0 and stated.job.shape is not None and stated.job.shape.moe and not (
+            f"imbalance={imbalance:g}" in checked or f"imbalance: {imbalance:g}" in checked):
+        notes.append(f"{adapter.title}'s files state no routing imbalance: check-config "
+                     f"prices the file with balanced routing, not the --moe-imbalance "
+                     f"{imbalance:g} predicted here")
+    return Emitted(fw, chosen, files, notes, stated.exact)
 
 
 def as_written(path: str, folder: Path) -> str:

@@ -1,12 +1,14 @@
 """The ``# pptune-plan:`` line ``recommend --emit`` writes into a Megatron-LM script or a
 torchtitan file: the GPU preset (and a Hugging Face config, for a model no preset names)
-the plan was made for, and the GPUs a node holds where that is not the GPU's own, which
-the framework's own keys do not state. check-config takes
+the plan was made for, the GPUs a node holds where that is not the GPU's own, and the
+routing imbalance a mixture of experts was priced with, which the framework's own keys do
+not state. check-config takes
 each where the file states none (the command line's --gpu, --model and --hf-config
 still win), with a note; an unknown GPU or a malformed value is left out with a note."""
 
 from __future__ import annotations
 
+import math
 import re
 
 from pptune.costmodel.presets import GPUS
@@ -16,6 +18,7 @@ from pptune.schemas import TrainingConfig
 PLAN_LINE = "pptune-plan:"
 _LINE = re.compile(r"^\s*#\s*pptune-plan:[ \t]*(.*)$", re.MULTILINE)
 MAX_HF_PATH = 4096
+MAX_IMBALANCE = float(1 << 20)  # TrainingConfig.moe_routing_imbalance's bound
 
 
 def planned_for(text: str, config: TrainingConfig, ctx: Ctx,
@@ -27,7 +30,7 @@ def planned_for(text: str, config: TrainingConfig, ctx: Ctx,
     if found is None:
         return config
     pairs = dict(word.split("=", 1) for word in found.group(1).split() if "=" in word)
-    update: dict[str, str | int] = {}
+    update: dict[str, str | int | float] = {}
     gpu = pairs.get("gpu")
     said = ""
     if gpu is not None and config.gpu is None:
@@ -46,6 +49,17 @@ def planned_for(text: str, config: TrainingConfig, ctx: Ctx,
         else:
             ctx.note(f"'# {PLAN_LINE}' names gpus_per_node {per_node[:20]!r}, not a count: "
                      "left out")
+    imbalance = pairs.get("moe_imbalance", "")
+    if imbalance and config.moe_routing_imbalance is None:
+        try:
+            value = float(imbalance)
+        except ValueError:
+            value = math.nan
+        if 1.0 <= value <= MAX_IMBALANCE:
+            update["moe_routing_imbalance"] = value
+        else:
+            ctx.note(f"'# {PLAN_LINE}' names moe_imbalance {imbalance[:20]!r}, not a ratio "
+                     f"from 1 to {MAX_IMBALANCE:g}: left out")
     hf = pairs.get("hf_config")
     if hf is not None and config.model is None and config.hf_config is None:
         if 0 < len(hf) <= MAX_HF_PATH:

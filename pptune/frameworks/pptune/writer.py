@@ -75,6 +75,8 @@ def write(stated: Stated) -> dict[str, str]:
         *(["a2a_overlap: true"] if plan.a2a_overlap else []),
         *([f"moe_dispatcher: {costs.moe_dispatcher.value}"]
           if plan.ep * plan.etp > 1 and costs.moe_dispatcher is not Dispatcher.ALLTOALL else []),
+        *([f"moe_routing_imbalance: {costs.moe_imbalance:g}"]
+          if job.shape is not None and job.shape.moe and costs.moe_imbalance != 1.0 else []),
         f"sequence_parallel: {'true' if job.sequence_parallel else 'false'}",
         *(["tp_comm_overlap: true"] if job.tp_comm_overlap and plan.tp > 1 else []),
     ]
