@@ -328,8 +328,8 @@ def stateable_sharding(job: Job, plan: Plan, *, name: str, options: tuple[Shardi
     search with one of them (over ``within``, default the job's request: a framework
     narrows it to what else its files state), both timed by ``as_run`` (as the files
     run them: Megatron-LM's one recomputation count for every stage); else the plan as
-    it is (a note then says to configure the sharding by hand). ``why``: the notes'
-    reason (default: the files state no such sharding)."""
+    it is, which its caller refuses (no file of another sharding runs as predicted).
+    ``why``: the notes' reason (default: the files state no such sharding)."""
     if plan.sharding in options:
         return plan, True
     said = why or f"{name} files state no {SHARDING_NAMES[plan.sharding]}"

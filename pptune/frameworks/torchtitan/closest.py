@@ -56,7 +56,6 @@ from pptune.report.fmt import fmt_bytes, fmt_seconds
 
 NAME = "torchtitan"
 STATEABLE = (Sharding.FSDP, Sharding.NONE)  # best first as a substitute
-UNSTATED = {Sharding.ZERO1: "ZeRO-1", Sharding.ZERO2: "ZeRO-2", Sharding.ZERO3: "ZeRO-3"}
 _LINEARS = {Precision.MXFP8: "MXFP8"}  # torchao's linears of a low precision, as notes name them
 
 
@@ -231,13 +230,16 @@ def _stated(job: Job, plan: Plan, rank: int, notes: list[str], mtp: int) -> Stat
     # torchtitan shards over the context-parallel ranks whatever the shard degree
     # (distributed/parallel_dims.py fsdp_enabled: dp_shard_enabled or cp_enabled)
     sharded = plan.cp > 1 and plan.sharding is Sharding.NONE
+    stateable = (Sharding.FSDP,) if sharded else STATEABLE
     timed = _timed(job)  # what the substitutions choose between, timed as the file runs it
     plan, exact = ex.stateable_sharding(
-        job, plan, name=NAME, options=(Sharding.FSDP,) if sharded else STATEABLE, notes=notes,
+        job, plan, name=NAME, options=stateable, notes=notes,
         within=stateable_request(job.request, job.model), as_run=timed,
         why=f"torchtitan shards the training state over the cp {plan.cp} ranks (its "
         "fsdp_enabled: dp_shard or cp above 1, distributed/parallel_dims.py)" if sharded
         else None)
+    if plan.sharding not in stateable:  # none fits: never written with another sharding
+        raise BadInput(_unstateable(job, plan, stateable, rank))
     if plan.spec.combined:  # no combined 1F1B order in torch.distributed.pipelining
         plan = ex.price(job, replace(plan.spec, a2a_overlap=False))
         notes.append("torchtitan has no combined 1F1B order (Megatron-LM's "
@@ -272,7 +274,6 @@ def _stated(job: Job, plan: Plan, rank: int, notes: list[str], mtp: int) -> Stat
     job, per_op = per_op_checkpointing(job, chosen, notes)
     exact = exact and per_op is chosen
     chosen = per_op
-    ex.unstated_sharding(chosen, name=NAME, unstated=UNSTATED, notes=notes)
     chosen, exact = _experts(job, chosen, rank, notes, exact)
     job, final = _compiled_as_stated(job, chosen, notes)
     refused = uncompiled(final)
@@ -281,6 +282,22 @@ def _stated(job: Job, plan: Plan, rank: int, notes: list[str], mtp: int) -> Stat
                      f"{refused}, so [compile] leaves the model out; torchao's casts then run "
                      f"as separate kernels, {_eager_priced(job, final)}")
     return Stated(job, final, exact and not mtp and final is chosen, tuple(notes))
+
+
+def _unstateable(job: Job, plan: Plan, options: tuple[Sharding, ...], rank: int) -> str:
+    """Why a plan whose sharding torchtitan's files do not state is refused: FSDP2
+    (data_parallel_shard_degree) keeps ZeRO-3's bytes of state but reduce-scatters each
+    block's gradient through an FP32 copy (costmodel/sharding.py working_bytes), so where
+    ZeRO-3 fits it may not, and no plan of the cost key fits with what the files state
+    (express.stateable_sharding); a file that replicated the state would not fit either."""
+    fsdp = ex.price(job, replace(plan.spec, sharding=Sharding.FSDP))
+    return (f"torchtitan cannot express plan {rank}: it shards the training state as "
+            f"{ex.SHARDING_NAMES[plan.sharding]}, which torchtitan's files do not state, and no "
+            f"plan on {plan.key} fits with "
+            f"{' or '.join(ex.SHARDING_NAMES[s] for s in options)} (plan {rank} with FSDP "
+            f"over data_parallel_shard_degree needs {fmt_bytes(max(fsdp.peak_memory_bytes))} "
+            f"of {fmt_bytes(job.table.memory_bytes)} a GPU); plan with --framework torchtitan "
+            "(only the plans its files state)")
 
 
 def _eager_priced(job: Job, plan: Plan) -> str:
