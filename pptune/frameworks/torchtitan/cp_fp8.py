@@ -178,9 +178,15 @@ def compile_lines(plan: Plan, job: Job) -> list[str]:
     if not parts:
         return []
     casts = "MXFP8" if plan.precision is Precision.MXFP8 else "float8"
-    what = {"model": "the SwiGLU" + f" and {casts} casts" * is_low(plan.precision),
-            "loss": "the loss"}
+    # a GeLU MLP's activation is one kernel each way compiled or eager (ops.activation_ops)
+    gated = job.shape is None or job.shape.gated_mlp
+    model = ["the SwiGLU"] * gated + [f"{casts} casts"] * is_low(plan.precision)
+    fused = [*(model if "model" in parts else []), *(["the loss"] if "loss" in parts else [])]
+    said = f"fuses {' and '.join(fused)}, as priced" if fused else ""
+    if "model" in parts and not model:  # compiled as torchtitan's recipes do; priced alike
+        said += (("; the model is compiled too" if said else "compiles the model")
+                 + " (no SwiGLU: its GeLU is one kernel each way either way)")
     why = uncompiled(plan) if "model" not in parts else None
-    return ["", "[compile]", f"enable = true  # fuses {' and '.join(what[p] for p in parts)}"
-            ", as priced", *([] if len(parts) == 2 else [f'components = ["{parts[0]}"]']),
+    return ["", "[compile]", f"enable = true  # {said}",
+            *([] if len(parts) == 2 else [f'components = ["{parts[0]}"]']),
             *([f"# the model is not compiled: {why}"] if why else [])]

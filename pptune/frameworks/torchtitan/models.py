@@ -27,6 +27,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
+from pptune.costmodel.presets import MODELS
 from pptune.frameworks.common.fields import Ctx, show
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN, reads_toml
 from pptune.frameworks.torchtitan.table import Table, compiles
@@ -63,6 +64,21 @@ ASYNC_TP = {**{n: ("Async TP requires 'model' in --compile.components and --comp
             **{n: ("Async TP requires torch.compile",
                    f"torchtitan/models/{n}/infra/parallelize.py") for n in ("qwen3", "gpt_oss")}}
 OLD_ASYNC = "Async TP requires --training.compile"
+# the flavor recommend --emit torchtitan names for a pptune preset torchtitan does not ship,
+# beside [model] name = the preset (writer.py: a TrainSpec the user registers)
+CUSTOM = "custom"
+
+
+def custom_preset(ctx: Ctx, name: str, flavor: str) -> str | None:
+    """The pptune preset of a file that names it as recommend --emit torchtitan writes a
+    model torchtitan does not ship ([model] name the preset, flavor "custom"), with a
+    note; None for any other name or flavor."""
+    if flavor != CUSTOM or name not in MODELS:
+        return None
+    ctx.note(f"model {name} flavor {CUSTOM} read as pptune's {name} preset (the TrainSpec "
+             "recommend --emit torchtitan names for a model torchtitan does not ship); "
+             "--model or --hf-config names another")
+    return name
 
 
 def read_model(ctx: Ctx, data: dict[str, Any], name: str, flavor: str) -> None:

@@ -49,7 +49,7 @@ from pptune.frameworks.torchtitan.experts import read_dualpipev_overlap, read_ex
 from pptune.frameworks.torchtitan.facts import facts
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN, reads_toml
 from pptune.frameworks.torchtitan.keys import check_keys
-from pptune.frameworks.torchtitan.models import async_tp_rules, read_model
+from pptune.frameworks.torchtitan.models import CUSTOM, async_tp_rules, custom_preset, read_model
 from pptune.frameworks.torchtitan.stages import default_split, schedule
 from pptune.frameworks.torchtitan.table import Table, compiles
 from pptune.schemas import TrainingConfig
@@ -130,7 +130,7 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     if sharded and replicate > 1:  # HSDP: the state shards within a replica only
         fields["dp_replicate"] = replicate
     read_experts(ctx, par, fields, shard, bool(preset and MODELS[preset].moe), name)
-    if preset in NO_MTP:
+    if preset in NO_MTP or (preset is not None and flavor == CUSTOM):  # torchtitan builds none
         fields["mtp_layers"] = 0
     layers = MODELS[preset].num_blocks if preset else None
     fields.update(schedule(ctx, par, pp, layers))
@@ -232,7 +232,8 @@ def _parallelism(ctx: Ctx, data: dict[str, Any]) -> Table:
 
 def _preset(ctx: Ctx, model: Table) -> str | None:
     name, flavor = model.text("name", "llama3"), model.text("flavor", "debugmodel")
-    preset = PRESETS.get(((name or "").lower(), (flavor or "").lower()))
+    preset = (PRESETS.get(((name or "").lower(), (flavor or "").lower()))
+              or custom_preset(ctx, name, flavor))
     if preset is None:  # dropped where a flag or the plan line names the model (read.py)
         ctx.semantics.unknown_model = ctx.note(
             f"model {name[:40] if name else name} flavor {flavor[:40] if flavor else flavor} "

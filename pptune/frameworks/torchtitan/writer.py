@@ -27,6 +27,7 @@ from pptune.frameworks.common.writing import header, plan_launch
 from pptune.frameworks.torchtitan.converters import fp8_lines
 from pptune.frameworks.torchtitan.cp_fp8 import ROTATE_NAME, compile_lines
 from pptune.frameworks.torchtitan.fqns import TOML_RELEASE, TORCHTITAN, head
+from pptune.frameworks.torchtitan.models import CUSTOM
 from pptune.frameworks.torchtitan.placement import stage_options
 from pptune.frameworks.torchtitan.reader import flavor_of
 from pptune.options import CostOptions
@@ -70,7 +71,7 @@ def write(stated: Stated) -> dict[str, str]:
             else:
                 part.append(f"layers.{i - 1}")
         names.append(part)
-    flavor = flavor_of(job.model, job.shape) or (str(job.model), "custom")
+    flavor = flavor_of(job.model, job.shape) or (str(job.model), CUSTOM)
     # with pp > 1 torchtitan splits local_batch_size into pipeline micro-batches; with
     # pp = 1 there is no pipeline, so the micro-batches are gradient-accumulation
     # steps: global_batch_size / (local_batch_size x dp)
@@ -85,7 +86,7 @@ def write(stated: Stated) -> dict[str, str]:
         f"# torchtitan {TOML_RELEASE} job file; launch: torchrun --nnodes {nodes} "
         f"--nproc_per_node {per_node} -m torchtitan.train --job.config_file torchtitan.toml",
         *([f"# torchtitan has no built-in {flavor[0]}: register a TrainSpec of that name with a "
-           "'custom' flavor of this shape"] if flavor[1] == "custom" else []),
+           f"'{CUSTOM}' flavor of this shape"] if flavor[1] == CUSTOM else []),
         "",
         "[model]",
         f'name = "{flavor[0]}"',
@@ -124,7 +125,7 @@ def write(stated: Stated) -> dict[str, str]:
     ]
     # the options need the model's layer count, which a reader knows only for the
     # flavors torchtitan ships (a custom TrainSpec's count is not in the file)
-    built = stage_options(plan, mtp_count(job.layer_names)) if plan.pp > 1 and flavor[1] != "custom" else None
+    built = stage_options(plan, mtp_count(job.layer_names)) if plan.pp > 1 and flavor[1] != CUSTOM else None
     if built is not None:  # torchtitan builds this split itself (placement.py)
         lines += [*built]
     else:
@@ -138,7 +139,7 @@ def _custom_import(flavor: tuple[str, str]) -> list[str]:
     """For a model torchtitan does not ship: the [experimental] custom_import its Trainer
     imports before it looks the TrainSpec up (torchtitan 0.2.2 train.py), named for the
     module the user writes to register it (models.py)."""
-    if flavor[1] != "custom":
+    if flavor[1] != CUSTOM:
         return []
     module = re.sub(r"\W", "_", flavor[0]) + "_spec"
     return ["", "[experimental]", f'custom_import = "{module}"  # your module: '
