@@ -125,6 +125,11 @@ class Ctx:
         """pptune cannot model this setting (warning naming the flag, never an error)."""
         self._find(ReaderFinding(rule_id, "warning", " ".join(text.split())))
 
+    def priced(self, rule_id: str, text: str) -> None:
+        """pptune prices this setting with a model of its own, which the text names with
+        what it leaves out (info: nothing to change in the file)."""
+        self._find(ReaderFinding(rule_id, "info", " ".join(text.split())))
+
     def _find(self, finding: ReaderFinding) -> None:
         if finding not in self.semantics.findings:
             self.semantics.findings.append(finding)

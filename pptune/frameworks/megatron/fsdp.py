@@ -36,6 +36,11 @@ layer's weights are gathered in every micro-batch's forward and backward, under 
 pipeline too (megatron_fsdp.py ``_register_fsdp_hooks``: an FSDP unit, a TransformerLayer,
 releases its weights after its forward and after its backward), and from optim_grads on
 the gradients are reduce-scattered after every backward (``grad_reduce_every_bprop``).
+check-config says how it prices a strategy: an info finding (``megatron-fsdp-priced``)
+where that is Megatron-FSDP's own state, gathers and buckets (optim_grads with 16-bit
+gradients, optim_grads_params: what ``--emit megatron`` writes), a warning
+(``megatron-unmodelled-flag``) where it leaves state out (optim_grads' FP32 gradient
+shard) or prices no_shard and optim as Megatron-LM's own data parallelism.
 """
 
 from __future__ import annotations
@@ -159,9 +164,12 @@ def read_sharding(r: FlagReader, fields: dict[str, Any]) -> None:
             rest = QUEUED.format(queue=f"{queue:,} elements" if queue else
                                  "none queued (its double buffer)")
         fields["sharding"] = sharding
-        ctx.unmodelled("megatron-unmodelled-flag",
-                       f"--use-megatron-fsdp with --data-parallel-sharding-strategy {strategy} "
-                       f"is priced as {priced}; {rest}")
+        said = (f"--use-megatron-fsdp with --data-parallel-sharding-strategy {strategy} is "
+                f"priced as {priced}; {rest}")
+        if sharding in ("zero3", "fsdp") or (sharding == "zero2" and sixteen):
+            ctx.priced("megatron-fsdp-priced", said)  # its own state, gathers and buckets
+        else:  # FP32 gradients beside ZeRO-2's; no_shard and optim as Megatron-LM's own
+            ctx.unmodelled("megatron-unmodelled-flag", said)
         return
     if flags.has("--use-torch-fsdp2"):
         ctx.unmodelled("megatron-unmodelled-flag",
