@@ -10,7 +10,6 @@ groups as resolved in the plan file's ``request`` (``PlanFileRequest``).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -19,7 +18,6 @@ from typing import Any
 from pptune import limits
 from pptune.costmodel.comm import compression_factor
 from pptune.costmodel.keys import CostKey, Precision
-from pptune.costmodel.memory import DEFAULT_RESERVE_BYTES
 from pptune.costmodel.ops import Attention
 from pptune.costmodel.precision import BLOCKWISE_RATE_NOTE, Fp8Recipe, reduces_amax
 from pptune.costmodel.presets import MODELS, ModelShape
@@ -34,7 +32,6 @@ from pptune.costmodel.search import (
     search,
 )
 from pptune.costmodel.sharding import StateDtype, moment_bytes
-from pptune.costmodel.table import within_share
 from pptune.costs.dims import KvHeads, cp_not_searched, search_keys
 from pptune.costs.measured import tp_heads_problem
 from pptune.costs.resolve import Costs, resolve
@@ -44,6 +41,7 @@ from pptune.options import CostOptions, PlanSpace, build, fields_of
 from pptune.options.record import PlanFileRequest
 from pptune.plan.attention_share import attention_note
 from pptune.plan.framework_search import FrameworkSearch, check_moments, parse_framework
+from pptune.plan.reserve import check_reserve, reserve_bytes, within_memory
 from pptune.plan.what_if import (
     MOE_HOST_NOTE,
     batch_tokens_note,
@@ -55,7 +53,6 @@ from pptune.plan.what_if import (
     nearby_batch,
 )
 from pptune.plan.written import written_kernels
-from pptune.report.fmt import fmt_bytes
 
 GIB = 1024**3
 # samples per step when neither --global-batch nor the profile names one: the
@@ -361,33 +358,6 @@ def _of(groups: Sequence[PlanRequest], name: str) -> tuple[Any, ...]:
     return tuple(dict.fromkeys(x for g in groups for x in getattr(g, name)))
 
 
-def within_memory(costs: Costs, share: float) -> Costs:
-    """The costs with ``share`` of each GPU's memory to fill (--max-memory): every table
-    the search prices, each built once."""
-    inner = costs.tables
-    tables = None if inner is None else functools.cache(
-        lambda key: within_share(inner(key), share))
-    return replace(costs, table=within_share(costs.table, share), tables=tables)
-
-
-def check_reserve(reserve_bytes: float, memory_bytes: float, gpu: str,
-                  reserve_gib: float | None, max_memory: float | None) -> None:
-    """BadInput when the reserve leaves nothing of the GPU's memory (``memory_bytes``,
-    the whole GPU) or of the ``max_memory`` share of it: every plan would be out of
-    memory, and the flag that did it is the fix."""
-    share = memory_bytes * (max_memory if max_memory is not None else 1.0)
-    if reserve_bytes < share:
-        return
-    if reserve_bytes >= memory_bytes:
-        given = (f"--reserve-gib {reserve_gib:g}" if reserve_gib is not None
-                 else f"the reserve of {fmt_bytes(reserve_bytes)}")
-        how = "more than" if reserve_bytes > memory_bytes else "all of"
-        raise BadInput(f"{given} is {how} {gpu}'s {fmt_bytes(memory_bytes)}")
-    raise BadInput(f"--max-memory {max_memory:g} leaves {fmt_bytes(share)} of {gpu}'s "
-                   f"{fmt_bytes(memory_bytes)}, no more than the {fmt_bytes(reserve_bytes)} "
-                   "reserve; raise --max-memory or lower --reserve-gib")
-
-
 def _peaks(costs: Costs) -> dict[Precision, float] | float | None:
     """The GPU's dense peak by GEMM precision (MFU is reported against the plan's own)."""
     bf16 = costs.profile.device.peak_flops
@@ -397,13 +367,6 @@ def _peaks(costs: Costs) -> dict[Precision, float] | float | None:
     if costs.gpu.fp8_peak_flops is not None:
         out |= {Precision.FP8: costs.gpu.fp8_peak_flops, Precision.MXFP8: costs.gpu.fp8_peak_flops}
     return out
-
-
-def reserve_bytes(s: PlanSpace, costs: Costs) -> float:
-    """--reserve-gib, else what a calibrated profile measured, else 2 GiB."""
-    if s.reserve_gib is not None:
-        return s.reserve_gib * GIB
-    return costs.reserve_bytes if costs.reserve_bytes is not None else DEFAULT_RESERVE_BYTES
 
 
 def _times(a: float | None, b: float) -> float | None:

@@ -1,6 +1,6 @@
 """Why no plan of ``recommend`` fits, after a search that found nothing: the counts and
 what to change (a reserve the GPU cannot hold is refused before the search:
-``recommend.check_reserve``).
+``reserve.check_reserve``).
 
 The hints name only what the search did not try: a tensor-parallel size, a sharding,
 full recomputation or a smaller micro-batch it searched already is no advice.

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from pptune.errors import BadInput
-from pptune.plan.recommend import RecommendSpec, check_reserve, recommend
+from pptune.plan.recommend import RecommendSpec, recommend
+from pptune.plan.reserve import check_reserve
 from pptune.plan.unfit import memory_hints
 
 GIB = 1024**3
