@@ -6,11 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from pptune.costmodel.comm import AllReduceLink
 from pptune.costmodel.keys import CostKey
 from pptune.costmodel.search import (
-    CostTable,
-    LayerCosts,
     PlanRequest,
     Recompute,
     Schedule,
@@ -18,15 +15,7 @@ from pptune.costmodel.search import (
     search,
     search_all,
 )
-from pptune.costmodel.simulate import Link
-
-
-def table(fwd_s: float, n: int = 4) -> CostTable:
-    c = LayerCosts([fwd_s] * n, [2 * fwd_s] * n, [0.0] * n, [0.0] * n, [0.0] * n)
-    free = AllReduceLink(0.0, 1e30)
-    return CostTable([f"l{i}" for i in range(n)], [0.0] * n, 2, {1: c}, 128, 1e12,
-                     Link(0.0, 1e30), Link(0.0, 1e30), free, free)
-
+from tests.costmodel.test_keys import table
 
 TP1, TP2 = CostKey(tp=1), CostKey(tp=2)
 TABLES = {TP1: table(1.0), TP2: table(1 / 3)}
