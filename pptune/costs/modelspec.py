@@ -106,8 +106,13 @@ def read_hf_config(
     path = Path(path)
     raw = read_limited(path, "--hf-config file", MAX_HF_CONFIG_BYTES)
     try:
-        cfg = loads_json(raw.decode("utf-8"), f"--hf-config {path}", "a config.json")
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"--hf-config {path} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at "
+                       f"offset {exc.start}); expected a Hugging Face config.json") from None
+    try:
+        cfg = loads_json(text, f"--hf-config {path}", "a config.json")
+    except json.JSONDecodeError as exc:
         raise BadInput(f"--hf-config {path} is not valid JSON: {exc}") from None
     if not isinstance(cfg, dict):
         raise BadInput(f"--hf-config {path}: expected a JSON object, got {type(cfg).__name__}")

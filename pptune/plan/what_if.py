@@ -112,7 +112,8 @@ def fp8_gather_what_if(opts: CostOptions, req: PlanRequest, result: SearchResult
             + f" {a.key.precision.value} {a.schedule.value}{v}, {a.num_microbatches} x "
             f"{a.micro_batch_size}, sharding {a.sharding.value}, recompute "
             f"{a.recompute.value}, step {a.step_time_s:.4g} s ("
-            + (f"{speed:.3f}x faster" if speed >= 1 else f"{1 / speed:.3f}x slower")
+            + ("the winner's step" if round(speed, 3) == 1.0 else f"{speed:.3f}x faster"
+               if speed > 1 else f"{1 / speed:.3f}x slower")
             + f"), peak {fmt_bytes(max(m.total_bytes for m in a.memory))} a GPU"
             + (f" (the winner's fullest GPU holds {fmt_bytes(copies)} of FP8 weight copies)"
                if copies else "")

@@ -198,3 +198,14 @@ def test_unknown_moe_family_is_refused_naming_the_families_read(tmp_path: Path) 
         read_hf_config(path, seq_len=128)
     assert "model_type 'arctic' states experts (num_local_experts 8)" in str(err.value)
     assert "mixtral, phimoe, olmoe" in str(err.value)
+
+
+def test_a_binary_hf_config_is_named_not_utf8(tmp_path: Path) -> None:
+    """A file that is not text says so, with the byte, as a binary profile does; not the
+    codec's own words."""
+    path = tmp_path / "config.json"
+    path.write_bytes(b'{"a": 1}\x9c\xff')
+    with pytest.raises(BadInput) as err:
+        read_hf_config(path)
+    assert str(err.value) == (f"--hf-config {path} is not UTF-8 text (byte 0x9c at offset 8); "
+                              "expected a Hugging Face config.json")
