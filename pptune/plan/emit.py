@@ -32,6 +32,7 @@ from pptune.frameworks.common.express import (
     closest_or_refuse,
     fastest_on,
     placed,
+    price,
     stateable_fastest,
 )
 from pptune.frameworks.common.torch_schedules import refused_rounds
@@ -203,7 +204,9 @@ def _or_faster_stateable(adapter: Adapter, run: RecommendRun, plan: Plan, rank: 
         if best.spec == plan.spec:
             continue
         try:
-            tried.append((best, adapter.express(job, best, rank)))
+            # found at the files' prices for plan N (``ran``: Megatron-FSDP's BF16 weight
+            # gradients, say), expressed from its own (a ZeRO-1 plan's fused ones)
+            tried.append((best, adapter.express(job, price(job, best.spec), rank)))
         except BadInput:
             continue
     seq = run.table.seq_len
