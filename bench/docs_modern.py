@@ -465,6 +465,18 @@ MOVEMENT = [
     "where cuDNN's rates predict 831 (FlashAttention-2's gave 538): its context-parallel "
     "ring's attention ran at FlashAttention-2's pace in NeMo 24.03, for reasons this "
     "model has no term for (an early cuDNN 9 release, the ring's step kernels).",
+    "",
+    "2026-12-06: Blackwell's attention from its own measurements. The B200, GB200 and "
+    "GB300 presets had taken H100's shares of peak; they now take NVIDIA/cudnn-frontend's "
+    "published forward and backward sweeps on each (models.md, GPU table: cuDNN 9.13 on "
+    "B200 and GB300, 9.17 on GB200, and torch's FlashAttention-2 on each). At 8k tokens "
+    "B200's cuDNN share is close to H100's (44% of peak forward + backward against 48%), "
+    "at 2k-4k far below it (18% and 33% against 40% and 45%). The NeMo 25.02 B200 rows "
+    "move 1-6% toward their published figures (1.297-1.666 to 1.260-1.581; GPT-3 175B at "
+    "2k tokens 1.321 to 1.260, Nemotron-4 15B at 4k 1.666 to 1.581), Mixtral 8x7B and "
+    "8x22B on B200 1.095 to 1.081 and 1.360 to 1.322; Megatron-Bridge's GB200 rows, whose "
+    "measured cuDNN is faster than H100's shares at 8k, move 0.1-1.3% away (Llama 3 70B "
+    "1.406 to 1.424). Nothing crosses 10%: 8 of 78 rows, trends 9 of 13.",
 ]
 
 

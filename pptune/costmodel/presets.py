@@ -7,7 +7,21 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
+from pptune.costmodel.attention_curves import (
+    B200_CUDNN_CAUSAL,
+    B200_FLASH_CAUSAL,
+    GB200_CUDNN_CAUSAL,
+    GB200_FLASH_CAUSAL,
+    GB300_CUDNN_CAUSAL,
+    GB300_FLASH_CAUSAL,
+    H100_CAUSAL,
+    H100_CUDNN_CAUSAL,
+    H100_CUDNN_FULL,
+    H100_FULL,
+    blackwell_attention,
+)
 from pptune.costmodel.collectives import Fabric
 from pptune.costmodel.models import MODELS, ModelShape
 
@@ -119,8 +133,8 @@ class GpuSpec:
 #   0251105a): causal 163/221/265/294/308/328 and no mask 248/294/320/326/
 #   335/338 TFLOP/s at 512/1k/2k/4k/8k/16k tokens, over 989. On A100 the
 #   constant is FlashAttention-2's "up to 230 TFLOPs/s, 73% of the
-#   theoretical maximum" (Dao 2023, sec. 4). The Blackwell parts take
-#   H100's shares of peak: an assumption, no public fwd+bwd sweep was found.
+#   theoretical maximum" (Dao 2023, sec. 4). The Blackwell parts: their own
+#   published sweeps (NVIDIA/cudnn-frontend, below); B300 takes B200's.
 # - memory_bytes: the total nvidia-smi reports (its "Memory-Usage" column, MiB),
 #   what the driver gives the GPU's processes before the CUDA context, NCCL and
 #   the allocator take their share (the reserve, memory.py): A100-SXM4-80GB 81,920
@@ -154,36 +168,6 @@ class GpuSpec:
 #   (NVIDIA/nccl issue 892: an H800 node's NCCL_DEBUG log, "16 coll channels";
 #   issue 1453: three H100 nodes, ring channels xx/16; src/transport/nvls.cc: 16 NVLS
 #   CTAs on sm_90). The same 16 is assumed on A100 and Blackwell (no log found).
-_H100_CAUSAL = ((512, 163 / 989), (1024, 221 / 989), (2048, 265 / 989), (4096, 294 / 989),
-                (8192, 308 / 989), (16384, 328 / 989))
-_H100_FULL = ((512, 248 / 989), (1024, 294 / 989), (2048, 320 / 989), (4096, 326 / 989),
-              (8192, 335 / 989), (16384, 338 / 989))
-
-
-def _fwd_bwd(fwd: tuple[float, ...], bwd: tuple[float, ...]) -> tuple[tuple[int, float], ...]:
-    """Forward + backward shares of H100's peak at the six kernel lengths of the FlashAttention
-    benchmarks, from forward and backward TFLOP/s: the backward does 2.5x the forward's
-    FLOPs (ops.py), so the pair runs at 3.5 / (1 / fwd + 2.5 / bwd)."""
-    return tuple((s, 3.5 / (1 / f + 2.5 / b) / 989)
-                 for s, f, b in zip((512, 1024, 2048, 4096, 8192, 16384), fwd, bwd, strict=True))
-
-
-# cuDNN's fused attention on H100 SXM5, head dim 128, BF16, 16k tokens a batch: Shah et al.
-# 2024, "FlashAttention-3" (arXiv 2407.08608), fig. 5 (c), (d) forward without and with the
-# causal mask (also Dao-AILab/flash-attention assets/flash3_fp16_fwd.png @ 0251105a) and
-# fig. 6 backward without the mask, TFLOP/s at 512..16k: forward 497/574/617/609/600/595,
-# causal 315/410/484/518/529/539; backward 305/408/465/499/518/516. The paper gives no causal
-# backward: it is taken at the backward's rate times the mask's cost to the forward at the
-# same length (causal over full forward), an assumption. The same figures put
-# FlashAttention-2 at 309-370 forward and 214-322 backward, consistent with the curves above
-# (its fwd+bwd 235-334 vs 248-338): cuDNN's kernels run 1.5-1.6x FlashAttention-2's.
-_CUDNN_FWD = (497, 574, 617, 609, 600, 595)
-_CUDNN_FWD_CAUSAL = (315, 410, 484, 518, 529, 539)
-_CUDNN_BWD = (305, 408, 465, 499, 518, 516)
-_H100_CUDNN_FULL = _fwd_bwd(_CUDNN_FWD, _CUDNN_BWD)
-_H100_CUDNN_CAUSAL = _fwd_bwd(
-    _CUDNN_FWD_CAUSAL,
-    tuple(b * c / f for b, c, f in zip(_CUDNN_BWD, _CUDNN_FWD_CAUSAL, _CUDNN_FWD, strict=True)))
 _NIC_400G_BUSBW = 47 * GB  # nccl-tests issue 290: 46-48 GB/s per 400 Gb/s NIC
 # an 800 Gb/s ConnectX-8 at the same 47-of-50 share of its line rate: an assumption
 # (no nccl-tests figure for it was found)
@@ -215,8 +199,8 @@ GPUS: dict[str, GpuSpec] = {
                 sm_count=132, gemm_fraction=0.803, hbm_fraction=0.90,
                 attention_fraction=0.34, launch_s=4e-6,
                 fp8_peak_flops=1979e12, fp8_gemm_fraction=0.709, fabric=_HOPPER_FABRIC,
-                causal_attention=_H100_CAUSAL, full_attention=_H100_FULL,
-                cudnn_causal_attention=_H100_CUDNN_CAUSAL, cudnn_full_attention=_H100_CUDNN_FULL),
+                causal_attention=H100_CAUSAL, full_attention=H100_FULL,
+                cudnn_causal_attention=H100_CUDNN_CAUSAL, cudnn_full_attention=H100_CUDNN_FULL),
         # NVIDIA H200 datasheet (SXM): same tensor cores as H100 (989 TFLOP/s
         # dense BF16, 1979 FP8), 141 GB HBM3e at 4.8 TB/s, NVLink 900 GB/s;
         # DGX H200: one 400 Gb/s NDR NIC per GPU.
@@ -225,8 +209,8 @@ GPUS: dict[str, GpuSpec] = {
                 sm_count=132, gemm_fraction=0.803, hbm_fraction=0.90,
                 attention_fraction=0.34, launch_s=4e-6,
                 fp8_peak_flops=1979e12, fp8_gemm_fraction=0.734, fabric=_HOPPER_FABRIC,
-                causal_attention=_H100_CAUSAL, full_attention=_H100_FULL,
-                cudnn_causal_attention=_H100_CUDNN_CAUSAL, cudnn_full_attention=_H100_CUDNN_FULL),
+                causal_attention=H100_CAUSAL, full_attention=H100_FULL,
+                cudnn_causal_attention=H100_CUDNN_CAUSAL, cudnn_full_attention=H100_CUDNN_FULL),
         # H800 (DeepSeek-V3's GPU): H100 SXM compute and memory with NVLink cut to
         # 400 GB/s bidirectional (NVIDIA H800 product brief); DeepSeek-V3 report
         # (arXiv 2412.19437, sec. 3.2.2): "NVLink offers a bandwidth of 160 GB/s,
@@ -238,23 +222,20 @@ GPUS: dict[str, GpuSpec] = {
                 attention_fraction=0.34, launch_s=4e-6,
                 fp8_peak_flops=1979e12, fp8_gemm_fraction=0.709,
                 fabric=Fabric(160 * GB, 160 * GB, _NIC_400G_BUSBW, collective_ctas=_NCCL_CTAS),
-                causal_attention=_H100_CAUSAL, full_attention=_H100_FULL,
-                cudnn_causal_attention=_H100_CUDNN_CAUSAL, cudnn_full_attention=_H100_CUDNN_FULL),
+                causal_attention=H100_CAUSAL, full_attention=H100_FULL,
+                cudnn_causal_attention=H100_CUDNN_CAUSAL, cudnn_full_attention=H100_CUDNN_FULL),
         # NVIDIA DGX B200 datasheet: eight B200, 1,440 GB HBM3e (180 GB each),
         # 64 TB/s (8 TB/s each), NVLink 5 1.8 TB/s bidirectional per GPU; 2,250 /
         # 4,500 / 9,000 TFLOP/s dense BF16 / FP8 / FP4; DGX BasePOD reference
         # architecture: eight single-port ConnectX-7 400 Gb/s NICs.
         GpuSpec("b200", 2250e12, 183359 * MIB, 8000 * GB, 900 * GB, 50 * GB,
                 "NVIDIA DGX B200 datasheet; DGX BasePOD reference architecture",
-                sm_count=148, gemm_fraction=0.776, hbm_fraction=0.90,
-                attention_fraction=0.34, launch_s=4e-6,
+                sm_count=148, gemm_fraction=0.776, hbm_fraction=0.90, launch_s=4e-6,
                 fp8_peak_flops=4500e12, fp4_peak_flops=9000e12, fp8_gemm_fraction=0.763,
                 mxfp8=True,
                 fabric=Fabric(682.2 * GB, _P2P_SHARE * 900 * GB, _NIC_400G_BUSBW,
                               838.0 * GB, nvls_min_ranks=6, collective_ctas=_NCCL_CTAS),
-                causal_attention=_H100_CAUSAL, full_attention=_H100_FULL,
-                cudnn_causal_attention=_H100_CUDNN_CAUSAL, cudnn_full_attention=_H100_CUDNN_FULL,
-                attention_rates_of="h100-sxm"),
+                **blackwell_attention(B200_FLASH_CAUSAL, B200_CUDNN_CAUSAL)),
         # NVIDIA GB200 NVL72: 72 Blackwell GPUs in one NVLink domain, 1.8 TB/s
         # NVLink 5 each, 13.4 TB HBM3e at 576 TB/s (186 GB, 8 TB/s a GPU:
         # MLCommons GB200-NVL72 system descriptions); 2,500 / 5,000 / 10,000
@@ -262,15 +243,12 @@ GPUS: dict[str, GpuSpec] = {
         # GPU (4 per 4-GPU compute tray, MLCommons system description).
         GpuSpec("gb200", 2500e12, 189471 * MIB, 8000 * GB, 900 * GB, 50 * GB,
                 "NVIDIA GB200 NVL72 specifications; MLCommons GB200-NVL72 system description",
-                sm_count=148, gemm_fraction=0.729, hbm_fraction=0.90,
-                attention_fraction=0.34, launch_s=4e-6,
+                sm_count=148, gemm_fraction=0.729, hbm_fraction=0.90, launch_s=4e-6,
                 fp8_peak_flops=5000e12, fp4_peak_flops=10000e12, fp8_gemm_fraction=0.723,
                 mxfp8=True, gpus_per_node=72, gpus_per_host=4,
                 fabric=Fabric(680 * GB, _P2P_SHARE * 900 * GB, _NIC_400G_BUSBW,
                               850 * GB, nvls_min_ranks=5, collective_ctas=_NCCL_CTAS),
-                causal_attention=_H100_CAUSAL, full_attention=_H100_FULL,
-                cudnn_causal_attention=_H100_CUDNN_CAUSAL, cudnn_full_attention=_H100_CUDNN_FULL,
-                attention_rates_of="h100-sxm"),
+                **blackwell_attention(GB200_FLASH_CAUSAL, GB200_CUDNN_CAUSAL)),
     ]
 }
 
@@ -282,17 +260,20 @@ def host_gpus(spec: GpuSpec | None, domain: int) -> int:
     return host if host is not None and host < domain else domain
 
 
-def _blackwell_ultra(base: GpuSpec, name: str, source: str,
-                     fp4_peak_flops: float | None) -> GpuSpec:
+def _blackwell_ultra(base: GpuSpec, name: str, source: str, fp4_peak_flops: float | None,
+                     attention: dict[str, Any] | None) -> GpuSpec:
     """A Blackwell Ultra part from the Blackwell part of the same system: its own 288 GB
     of HBM3e and 800 Gb/s NIC, the Blackwell part's dense BF16 and FP8 peaks (the same
     on both datasheets), and its measured matmul fractions and NVLink fabric (assumed:
-    no matmul sweep or nccl-tests run of Blackwell Ultra is published)."""
+    no matmul sweep or nccl-tests run of Blackwell Ultra is published); its own measured
+    attention curves (``blackwell_attention``) where a sweep is published, else the
+    Blackwell part's, named in ``attention_rates_of``."""
     assert base.fabric is not None
+    own = attention or {"attention_rates_of": base.name}
     return dataclasses.replace(
         base, name=name, source=source, memory_bytes=288 * GB, ib_bytes_per_s=100 * GB,
         fp4_peak_flops=fp4_peak_flops,
-        fabric=dataclasses.replace(base.fabric, nic_busbw_bytes_per_s=_NIC_800G_BUSBW))
+        fabric=dataclasses.replace(base.fabric, nic_busbw_bytes_per_s=_NIC_800G_BUSBW), **own)
 
 
 # Blackwell Ultra (NVIDIA technical blog "Inside NVIDIA Blackwell Ultra: The Chip Powering
@@ -305,10 +286,10 @@ def _blackwell_ultra(base: GpuSpec, name: str, source: str,
 # ConnectX-8 800 Gb/s NIC a GPU.
 GPUS["b300"] = _blackwell_ultra(
     GPUS["b200"], "b300", "NVIDIA Blackwell Ultra technical blog; HGX B300 specifications; "
-    "DGX B300 datasheet", None)
+    "DGX B300 datasheet", None, None)
 GPUS["gb300"] = _blackwell_ultra(
     GPUS["gb200"], "gb300", "NVIDIA GB300 NVL72 specifications; NVIDIA Blackwell Ultra "
-    "technical blog", 15000e12)
+    "technical blog", 15000e12, blackwell_attention(GB300_FLASH_CAUSAL, GB300_CUDNN_CAUSAL))
 
 # Latency (alpha) of one NCCL operation: small-message times reported by
 # nccl-tests are ~5-10 us for send/recv over NVLink and ~20 us across

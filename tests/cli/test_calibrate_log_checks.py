@@ -26,9 +26,10 @@ TITAN = DATA / "logs" / "torchtitan_h200_llama3_8b.toml"
 TITAN_LOG = DATA / "logs" / "torchtitan_h200_llama3_8b.log"  # CUDA capacity: NVIDIA H200
 GIB, MIB = 1024**3, 1024**2
 # a Qwen3-235B-A22B job like the trial's, on 256 B200: its step is over 80% expert
-# all-to-all (ep 32 across nodes of 8)
+# all-to-all (ep 32 across nodes of 8; cuDNN's attention, which Transformer Engine runs)
 MOE_JOB = """model: qwen3-235b-a22b
 gpu: b200
+attention: cudnn
 gpus: 256
 tp: 2
 pp: 8

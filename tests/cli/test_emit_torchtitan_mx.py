@@ -23,13 +23,14 @@ def test_emitted_mxfp8_tp_plan_leaves_the_model_uncompiled(tmp_path: Path) -> No
     assert r.exit_code == 0, r.stderr
     text = (tmp_path / "torchtitan.toml").read_text()
     assert 'converters = ["quantize.linear.mx"]' in text
-    assert "tensor_parallel_degree = 2" in text
+    tp = int(text.split("tensor_parallel_degree = ")[1].split("\n")[0])
+    assert tp > 1
     assert ('[compile]\nenable = true  # fuses the loss, as priced\ncomponents = ["loss"]\n'
             "# the model is not compiled: torchtitan asserts 'TP not yet supported with "
-            "torch.compile for mxfp8' at tp 2 (torchtitan/components/quantization/mx.py "
+            f"torch.compile for mxfp8' at tp {tp} (torchtitan/components/quantization/mx.py "
             "MXLinearConverter)\n") in text
     assert ("the mxfp8 linears run with the model not compiled: torchtitan asserts 'TP not "
-            "yet supported with torch.compile for mxfp8' at tp 2") in r.stderr
+            f"yet supported with torch.compile for mxfp8' at tp {tp}") in r.stderr
     predicted = float(text.split("# predicted: step ")[1].split(" s,")[0])
     r = runner.invoke(app, ["check-config", str(tmp_path / "torchtitan.toml"), "--output",
                             "json", "--no-compare"])

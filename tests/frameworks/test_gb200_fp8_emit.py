@@ -31,7 +31,7 @@ def run() -> RecommendRun:
 def test_plan_1_interleaves_a_count_torch_refuses(run: RecommendRun) -> None:
     plan = run.result.plans[0]
     assert (plan.schedule, plan.pp, plan.virtual_stages, plan.num_microbatches) == (
-        Schedule.INTERLEAVED, 9, 4, 128)
+        Schedule.INTERLEAVED, 9, 3, 128)
     assert refused_rounds(128, 9) == 14
 
 
@@ -61,7 +61,7 @@ def test_megatron_writes_the_group_megatron_core_runs(run: RecommendRun,
     script = out.files["pretrain_megatron.sh"]
     plan = out.plan
     assert (plan.schedule, plan.pp, plan.virtual_stages, plan.num_microbatches) == (
-        Schedule.INTERLEAVED, 9, 4, 128)
+        Schedule.INTERLEAVED, 9, 3, 128)
     assert "--microbatch-group-size-per-virtual-pipeline-stage 13 " in script
     code, found, doc = check_file(tmp_path / "run.sh", script, "--gpus", "72")
     assert code == 0 and not [f for f, severity in found.items() if severity == "error"]

@@ -14,7 +14,7 @@ def _notes(**flags: object) -> list[str]:
 
 def test_long_context_step_names_its_kernel_and_whose_rates() -> None:
     run = recommend(RecommendSpec.of(gpus=16, model="llama3-8b", seq_len=131072,
-                                     global_batch=16, gpu="b200", top=1))
+                                     global_batch=16, gpu="b300", top=1))
     best = run.result.plans[0]
     table = run.table_for(best.key)
     share = step_parts(table, run.plan_request, best,
@@ -24,8 +24,14 @@ def test_long_context_step_names_its_kernel_and_whose_rates() -> None:
     assert share > 0.5
     note = next(n for n in run.result.notes if n.startswith("attention is"))
     assert f"attention is {share:.0%}" in note
-    assert "FlashAttention-2's rates, on b200 at h100-sxm's measured share" in note
+    # no sweep of B300 is published: B200's measured shares price it
+    assert "FlashAttention-2's rates, on b300 at b200's measured share" in note
     assert "--attention cudnn" in note
+
+
+def test_blackwell_with_its_own_sweep_names_no_other_gpu() -> None:
+    notes = _notes(gpus=16, model="llama3-8b", seq_len=131072, global_batch=16, gpu="b200")
+    assert len(notes) == 1 and "FlashAttention-2's rates;" in notes[0]
 
 
 def test_hopper_own_rates_and_short_sequences() -> None:
