@@ -40,6 +40,7 @@ from pptune.frameworks.registry import ADAPTERS, find
 from pptune.options import CostOptions, PlanSpace, build, fields_of
 from pptune.options.record import PlanFileRequest
 from pptune.plan.attention_share import attention_note
+from pptune.plan.headroom import headroom_note
 from pptune.plan.framework_search import FrameworkSearch, check_moments, parse_framework
 from pptune.plan.reserve import check_reserve, reserve_bytes, within_memory
 from pptune.plan.what_if import (
@@ -318,6 +319,9 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
                               c.attention or Attention.FLASH)
         if hint:
             result.notes.append(hint)
+    hint = headroom_note(result, reserve)
+    if hint:
+        result.notes.append(hint)
     hf = c.hf_config.resolve() if c.hf_config is not None else costs.profile.model.hf_config
     def searched(values: list[int]) -> tuple[int, ...]:
         return tuple(sorted(set(values)))

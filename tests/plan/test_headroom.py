@@ -1,0 +1,35 @@
+"""recommend's note on a winner that fills its GPUs to the reserve (plan/headroom.py)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from pptune.plan.headroom import headroom_note
+
+GIB = 1024**3
+
+
+def _result(*plans: tuple[float, float]) -> SimpleNamespace:
+    """Plans as (step s, free GiB beyond the reserve), ranked as given."""
+    return SimpleNamespace(plans=[SimpleNamespace(step_time_s=s, headroom_bytes=f * GIB)
+                                  for s, f in plans])
+
+
+def test_no_note_with_a_gib_free() -> None:
+    assert headroom_note(_result((10.0, 1.0), (10.01, 20.0)), 2 * GIB) is None  # type: ignore[arg-type]
+    assert headroom_note(_result(), 2 * GIB) is None  # type: ignore[arg-type]
+
+
+def test_a_tight_winner_names_the_roomy_plan_within_one_percent() -> None:
+    # plan 2 is 0.5% slower with 3 GiB (not roomy), plan 3 0.8% slower with 24 GiB
+    note = headroom_note(_result((10.0, 0.25), (10.05, 3.0), (10.08, 24.0)), 2 * GIB)  # type: ignore[arg-type]
+    assert note is not None
+    assert note.startswith("the winner leaves 256.00 MiB free beyond the 2.00 GiB reserve on "
+                           "its fullest GPU; plan 3, 0.80% slower, leaves 24.00 GiB: ")
+    assert note.endswith("(--memory-fraction 0.95 ranks only plans that keep a twentieth of "
+                         "the GPU free)")
+
+
+def test_a_roomy_plan_beyond_one_percent_is_not_named() -> None:
+    note = headroom_note(_result((10.0, 0.25), (10.2, 24.0)), 2 * GIB)  # type: ignore[arg-type]
+    assert note is not None and "plan 2" not in note
