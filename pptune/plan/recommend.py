@@ -40,8 +40,8 @@ from pptune.frameworks.registry import ADAPTERS, find
 from pptune.options import CostOptions, PlanSpace, build, fields_of
 from pptune.options.record import PlanFileRequest
 from pptune.plan.attention_share import attention_note
-from pptune.plan.headroom import headroom_note
 from pptune.plan.framework_search import FrameworkSearch, check_moments, parse_framework
+from pptune.plan.headroom import headroom_note
 from pptune.plan.reserve import check_reserve, reserve_bytes, within_memory
 from pptune.plan.what_if import (
     MOE_HOST_NOTE,
