@@ -35,5 +35,5 @@ def headroom_note(result: SearchResult, reserve_bytes: float) -> str | None:
         text += (f"; plan {n}, {p.step_time_s / best.step_time_s - 1:.2%} slower, leaves "
                  f"{fmt_bytes(p.headroom_bytes)}")
     return (text + ": if the job's context, NCCL buffers and fragmentation outgrow the "
-            "reserve it runs out of memory (--memory-fraction 0.95 ranks only plans that "
+            "reserve it runs out of memory (--max-memory 0.95 ranks only plans that "
             "keep a twentieth of the GPU free)")

@@ -26,7 +26,7 @@ def test_a_tight_winner_names_the_roomy_plan_within_one_percent() -> None:
     assert note is not None
     assert note.startswith("the winner leaves 256.00 MiB free beyond the 2.00 GiB reserve on "
                            "its fullest GPU; plan 3, 0.80% slower, leaves 24.00 GiB: ")
-    assert note.endswith("(--memory-fraction 0.95 ranks only plans that keep a twentieth of "
+    assert note.endswith("(--max-memory 0.95 ranks only plans that keep a twentieth of "
                          "the GPU free)")
 
 
