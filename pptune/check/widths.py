@@ -17,7 +17,8 @@ def optimizer_widths(cfg: TrainingConfig) -> dict[str, Any]:
     gradient buffer bytes a parameter (None: fp32), the data-parallel reduction's bytes
     over fp32's (a BF16 buffer holds and reduces 2), bytes of each Adam moment, FSDP's
     sharded weights (the optimizer's copy, and the model's BF16 shard where one is kept
-    beside it), Megatron-FSDP's queue of unsharded gradient buckets, and the bytes
+    beside it), its unsharded gradients (the reduce dtype) and sharded ones (the
+    weights' dtype), Megatron-FSDP's queue of unsharded gradient buckets, and the bytes
     ZeRO-Offload keeps on the host."""
     bf16 = cfg.main_grads_dtype == "bf16"
     moments = moment_bytes(cfg.exp_avg_dtype or "fp32", cfg.exp_avg_sq_dtype or "fp32")
@@ -26,6 +27,9 @@ def optimizer_widths(cfg: TrainingConfig) -> dict[str, Any]:
             "fsdp_weight_bytes": STATE_DTYPE_BYTES[cfg.main_params_dtype or "fp32"]
             + (BF16_BYTES if cfg.fsdp_model_weights else 0.0),  # Megatron-FSDP's own shard
             "fsdp_reduce_bytes": 2.0 if bf16 else 4.0,
+            # FSDP2 casts the reduced shard back to the weights' dtype (torch
+            # _fsdp_collectives.py foreach_reduce, frameworks/torchtitan/widths.py)
+            "fsdp_grad_bytes": STATE_DTYPE_BYTES[cfg.main_params_dtype or "fp32"],
             "fsdp_grad_queue_elements": cfg.fsdp_grad_queue_elements,
             # ZeRO-Offload: master weights and moments (12), ZeRO-3's weight shard (+2)
             "offloaded_bytes": 12.0 * cfg.offload_optimizer + 2.0 * cfg.offload_params}

@@ -67,10 +67,14 @@ class PlanRequest:
     grad_buffer_bytes: float | None = None
     # FSDP's sharded weights, the optimizer's copy: FP32 (4), or BF16 (2) under
     # torchtitan's training.dtype bfloat16, with the model's BF16 shard beside it where one
-    # is kept (Megatron-FSDP: 4 + 2); and its reduce dtype, that of its sharded and
-    # unsharded gradients: FP32 (4), or BF16 (2) under mixed_precision_reduce bfloat16
+    # is kept (Megatron-FSDP: 4 + 2); its reduce dtype, that of its unsharded gradients:
+    # FP32 (4), or BF16 (2) under mixed_precision_reduce bfloat16; and its sharded
+    # gradients, cast back to the sharded weights' dtype after the reduce-scatter (torch
+    # FSDP2 foreach_reduce: frameworks/torchtitan/widths.py): FP32 (4), BF16 (2) under
+    # training.dtype bfloat16, whatever the reduce dtype
     fsdp_weight_bytes: float = 4.0
     fsdp_reduce_bytes: float = 4.0
+    fsdp_grad_bytes: float = 4.0
     # Megatron-FSDP's unsharded gradient buckets, kept in a backward until more than this
     # many elements wait for their reduce-scatters (sharding.working_bytes ``queued``;
     # None: a sharding without them)
@@ -115,7 +119,7 @@ class PlanRequest:
         HSDP's replicas apart: ``shard_ranks``), at the request's widths."""
         return state_bytes_per_param(sharding, self.shard_ranks(dp), self.grad_buffer_bytes,
                                      self.moment_bytes, self.fsdp_weight_bytes,
-                                     self.fsdp_reduce_bytes, self.offloaded_bytes)
+                                     self.fsdp_grad_bytes, self.offloaded_bytes)
 
     def shard_ranks(self, dp: int) -> int:
         """The ranks a data-parallel group of ``dp`` shards the state over: dp less

@@ -166,9 +166,11 @@ def state_bytes_per_param(sharding: Sharding, dp: int, grad_bytes: float | None 
     and the DeepSeek-V3 report keep them), sharded wherever the optimizer state is;
     ``fsdp_weight_bytes`` and ``fsdp_grad_bytes``: FSDP's sharded weights (the
     optimizer's copy, 6 with the BF16 model shard Megatron-FSDP keeps beside it) and
-    gradients, FP32, or 2 under torchtitan's training.dtype
-    bfloat16 (no FP32 copy) and, for the gradients, its mixed_precision_reduce
-    bfloat16; ``offloaded``: bytes a parameter of the optimizer's share of the state kept
+    gradients, FP32, or 2 under torchtitan's training.dtype bfloat16 (no FP32 copy); the
+    sharded gradients take the weights' dtype whatever the reduce dtype (torch FSDP2's
+    ``foreach_reduce`` casts the reduce-scatter's output to it: mixed_precision_reduce
+    bfloat16 narrows only the reduction and the unsharded gradients, ``working_bytes``'s
+    ``reduce``); ``offloaded``: bytes a parameter of the optimizer's share of the state kept
     in host memory instead (DeepSpeed ZeRO-Offload: ``offload_optimizer`` the FP32 master
     weights and both moments, 12; ZeRO-3's ``offload_param`` the BF16 weights too, +2)."""
     st = STATE[sharding]

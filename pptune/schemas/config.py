@@ -149,12 +149,12 @@ class TrainingConfig(Strict):
     main_grads_dtype: Literal["fp32", "bf16"] | None = Field(
         None, description="the gradient buffer's width, in which gradients accumulate and "
         "are reduced over data parallelism (Megatron-LM --main-grads-dtype with "
-        "--use-precision-aware-optimizer; default fp32)"
+        "--use-precision-aware-optimizer, torchtitan FSDP's mixed_precision_reduce; default fp32)"
     )
     main_params_dtype: Literal["fp32", "bf16"] | None = Field(
         None, description="the optimizer's copy of the weights: fp32 master weights, or bf16 "
         "where training keeps none (torchtitan training.dtype bfloat16, under FSDP: its "
-        "sharded weights); default fp32"
+        "sharded weights and gradients, torch FSDP2's reduced shards); default fp32"
     )
     fsdp_model_weights: bool | None = Field(
         None, description="FSDP keeps the model's BF16 weight shard beside the optimizer's "

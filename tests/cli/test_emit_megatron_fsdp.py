@@ -139,3 +139,31 @@ def test_the_distributed_optimizer_alone_under_the_precision_aware_optimizer() -
     megatron = ADAPTERS[Framework.MEGATRON]
     req = PlanRequest(gpus=64, global_batch=512, moment_bytes=2.0)
     assert tuple(megatron.stateable(req, None).shardings) == (Sharding.ZERO1,)
+
+
+def test_a_zero1_plan_found_at_megatron_fsdp_s_prices_keeps_its_step(tmp_path: Path) -> None:
+    """qwen3-30b-a3b on 64 H100s at cp 2, 16,384 tokens, ep 8: plan 1 is FSDP DualPipe,
+    which Megatron-LM cannot run; the fastest plan its scripts state on the same GPUs
+    (ZeRO-1 interleaved) is searched at the prices plan 1 runs at in Megatron-FSDP, whose
+    weight gradients are BF16 (--no-gradient-accumulation-fusion). The script it writes
+    states ZeRO-1 with Megatron-LM's default fused accumulation into the FP32 main_grad,
+    which check-config reads (wgrad_accum fused): the header said 12.264 s, the BF16
+    weight-gradient price, and check-config 12.282 s, until emit priced the plan again
+    as itself (plan/emit.py _or_faster_stateable). Header and check-config agree."""
+    out = tmp_path / "out"
+    r = runner.invoke(app, ["recommend", "--gpus", "64", "--model", "qwen3-30b-a3b",
+                            "--cp", "2", "--seq-len", "16384", "--ep", "8",
+                            "--emit", "megatron", "-o", str(out)])
+    assert r.exit_code == 0, r.stderr
+    assert "the fastest plan a Megatron-LM file states on the same GPUs is written" in r.stderr
+    text = (out / SCRIPT).read_text()
+    header = next(line for line in text.splitlines() if line.startswith("# predicted: step "))
+    step_s = float(header.split()[3])
+    assert "--use-distributed-optimizer" in _args(text)
+    assert "--no-gradient-accumulation-fusion" not in _args(text)
+    r = runner.invoke(app, ["check-config", str(out / SCRIPT), "--output", "json",
+                            "--no-compare"])
+    assert r.exit_code == 0, r.stdout
+    doc = json.loads(r.stdout)
+    assert (doc["config"]["sharding"], doc["config"]["wgrad_accum"]) == ("zero1", "fused")
+    assert doc["derived"]["step_time_s"] == pytest.approx(step_s, rel=1e-3)

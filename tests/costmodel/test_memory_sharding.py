@@ -50,9 +50,10 @@ def test_state_bytes_per_parameter(sharding: Sharding, dp: int, expected: float)
 
 def test_fsdp_state_at_bf16_widths() -> None:
     """torchtitan's training.dtype bfloat16: BF16 sharded weights (no FP32 copy),
-    gradients and Adam moments, 2 + 2 + 2 x 2 = 8 bytes over dp; mixed_precision_reduce
-    bfloat16 alone halves the sharded gradient: 4 + 2 + 8. The unsharded gradient copy
-    under a pipeline takes the reduce width too."""
+    gradients and Adam moments, 2 + 2 + 2 x 2 = 8 bytes over dp; a sharded gradient of 2
+    bytes alone: 4 + 2 + 8 (torch FSDP2 keeps it at the weights' width, so torchtitan's
+    mixed_precision_reduce bfloat16 does not narrow it: tests/frameworks/
+    test_torchtitan_widths.py). The unsharded gradient copies take the reduce width."""
     assert state_bytes_per_param(Sharding.FSDP, 8, moment_bytes=2, fsdp_weight_bytes=2,
                                  fsdp_grad_bytes=2) == 8 / 8
     assert state_bytes_per_param(Sharding.FSDP, 8, fsdp_grad_bytes=2) == (4 + 2 + 8) / 8

@@ -397,13 +397,14 @@ def test_torchtitan_llama3_405b_flavor_is_the_405b_preset(tmp_path: Path) -> Non
 
 def test_torchtitan_training_dtype_sets_the_state_widths(tmp_path: Path) -> None:
     """job_config.py Training: dtype "bfloat16" keeps parameters, gradients and optimizer
-    state in BF16 with no FP32 copy; mixed_precision_reduce "bfloat16" the gradients
-    alone; both "float32" by default; another value is one clear error."""
+    state in BF16 with no FP32 copy, yet FSDP (this file's) still reduces them in the
+    default mixed_precision_reduce "float32"; mixed_precision_reduce "bfloat16" the
+    reduction alone (frameworks/torchtitan/widths.py); another value is one clear error."""
     cfg = read_config(titan(tmp_path)).config
     assert (cfg.main_params_dtype, cfg.main_grads_dtype, cfg.exp_avg_dtype) == (None, None, None)
     cfg = read_config(titan(tmp_path, extra_training='dtype = "bfloat16"')).config
     assert (cfg.main_params_dtype, cfg.main_grads_dtype, cfg.exp_avg_dtype,
-            cfg.exp_avg_sq_dtype) == ("bf16", "bf16", "bf16", "bf16")
+            cfg.exp_avg_sq_dtype) == ("bf16", None, "bf16", "bf16")
     cfg = read_config(titan(tmp_path, extra_training='mixed_precision_reduce = "bfloat16"')).config
     assert (cfg.main_params_dtype, cfg.main_grads_dtype, cfg.exp_avg_dtype) == (None, "bf16", None)
     with pytest.raises(BadInput, match=r"training\.dtype is 'fp16'"):

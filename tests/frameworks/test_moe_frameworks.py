@@ -786,6 +786,8 @@ def test_a_measured_routing_imbalance_travels_with_the_emitted_file(framework: s
     assert not any("state no routing imbalance" in n for n in out.notes)
     code, found, doc = check_file(tmp_path / name, text)
     assert code == 0, found
+    # one word on routing: the plan line's value, not also the reader's 'balanced'
+    assert not any("routing priced as balanced" in n for n in doc["notes"]), doc["notes"]
     # Megatron-LM's plan 1 (DualPipeV) gives way to a ZeRO-1 interleaved plan found at
     # Megatron-FSDP's prices: it is priced again as itself before it is written
     assert abs(doc["derived"]["step_time_s"] - out.plan.step_time_s) < 1e-3 * out.plan.step_time_s

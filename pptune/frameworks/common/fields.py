@@ -87,6 +87,9 @@ class Semantics:
     # the reader's note for a model it cannot name (a torchtitan flavor without a pptune
     # preset), dropped once the model is known otherwise (read.py model_known)
     unknown_model: str | None = None
+    # the reader's note that routing is priced balanced (Megatron-LM's script states no
+    # imbalance), dropped where the plan line gives one (planned.py planned_for)
+    balanced_routing: str | None = None
     # the reader refused the numbers the micro-batch count comes from (the framework's own
     # batch rule): check-config judges no micro-batch count of them (check/rules.py)
     batch_refused: bool = False

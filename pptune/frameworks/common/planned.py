@@ -71,5 +71,16 @@ def planned_for(text: str, config: TrainingConfig, ctx: Ctx,
     rest = {k: v for k, v in update.items() if not (said and k == "gpu")}
     if rest:
         ctx.note(", ".join(f"{k} {v}" for k, v in rest.items())
-                 + f" from the file's '# {PLAN_LINE}' line (what recommend --emit planned for)")
+                 + f" from the file's '# {PLAN_LINE}' line (what recommend --emit planned for"
+                 + _imbalance_replaces(ctx, "moe_routing_imbalance" in update) + ")")
     return config.model_copy(update=update)
+
+
+def _imbalance_replaces(ctx: Ctx, given: bool) -> str:
+    """Where the line's imbalance is priced, the reader's note that routing is priced
+    balanced (the file's flags state none) is dropped, and the line's note says why."""
+    balanced = ctx.semantics.balanced_routing
+    if not given or balanced is None or balanced not in ctx.notes:
+        return ""
+    ctx.notes.remove(balanced)
+    return "; the file's flags state no routing imbalance"

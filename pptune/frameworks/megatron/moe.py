@@ -247,10 +247,12 @@ def _routing(r: FlagReader, fields: dict[str, Any], balancing: str) -> None:
         ctx.note("routing forced to balance (--moe-router-force-load-balancing: megatron-core "
                  "routes on random logits, a benchmarking setting): priced with imbalance 1.0")
         return
-    ctx.note("routing priced as balanced (imbalance 1.0): tokens of the busiest expert "
-             f"under {balancing} load balancing are not known from the script; "
-             "--moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity holds "
-             "every expert at its capacity")
+    said = ctx.semantics.balanced_routing = (
+        "routing priced as balanced (imbalance 1.0): tokens of the busiest expert under "
+        f"{balancing} load balancing are not known from the script; "
+        "--moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity holds every "
+        "expert at its capacity")
+    ctx.note(said)
 
 
 def capacity_factor(r: FlagReader) -> float | None:

@@ -52,6 +52,7 @@ from pptune.frameworks.torchtitan.keys import check_keys
 from pptune.frameworks.torchtitan.models import CUSTOM, async_tp_rules, custom_preset, read_model
 from pptune.frameworks.torchtitan.stages import default_split, schedule
 from pptune.frameworks.torchtitan.table import Table, compiles
+from pptune.frameworks.torchtitan.widths import state_widths
 from pptune.schemas import TrainingConfig
 
 # pptune preset -> torchtitan's ([model] name, flavor) (torchtitan 0.2.2 torchtitan/models:
@@ -143,7 +144,7 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     fields["seq_len"] = seq
     fields["precision"] = {"bfloat16": "bf16", "float32": "fp32"}.get(
         train.text("mixed_precision_param", "") or "")
-    fields.update(_state_widths(ctx, train))
+    fields.update(state_widths(ctx, train, sharded))
     read_cp_fp8(ctx, data, par, fields)
     shape = MODELS[preset] if preset else None
     read_converters(ctx, data, fields, moe_layers=None if shape is None else [
@@ -177,26 +178,6 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
                                   if t not in ctx.semantics.ignored]
         ctx.note(f"ignored tables: {', '.join(ignored[:10])}")
     return build(ctx, fields)
-
-
-def _state_widths(ctx: Ctx, train: Table) -> dict[str, Any]:
-    """The training state's widths (job_config.py Training): ``dtype = "bfloat16"`` keeps
-    the parameters, gradients and optimizer state in BF16 with no FP32 copy;
-    ``mixed_precision_reduce = "bfloat16"`` reduces and keeps FSDP's gradients in BF16
-    (both "float32" by default)."""
-    widths = {}
-    for key in ("dtype", "mixed_precision_reduce"):
-        value = train.text(key, "float32")
-        if value not in ("float32", "bfloat16"):
-            raise ctx.bad(f"training.{key} is {show(value)}; expected \"float32\" or "
-                          "\"bfloat16\"")
-        widths[key] = value == "bfloat16"
-    fields: dict[str, Any] = {}
-    if widths["dtype"]:
-        fields.update(main_params_dtype="bf16", exp_avg_dtype="bf16", exp_avg_sq_dtype="bf16")
-    if widths["dtype"] or widths["mixed_precision_reduce"]:
-        fields["main_grads_dtype"] = "bf16"
-    return fields
 
 
 def _loss(ctx: Ctx, data: dict[str, Any], train: Table) -> str:
