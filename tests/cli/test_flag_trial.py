@@ -1,0 +1,70 @@
+"""A user trial of flags that changed nothing: --plan and --force without --emit (or
+--force without -o DIR), the FP8 flags where no FP8 plan is priced, a
+--framework-version later than any release pptune has read, DeepSpeed's two files on
+stdout, the expert-parallel cap in a config's own words, and simulate's ep beyond a
+stage's ranks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import Result
+
+from tests.conftest import Cli
+
+ErrorLine = Callable[[Result], str]
+JOB = ("recommend", "--gpus", "8")
+CAP = "pptune's cap, see docs/limits.md"
+
+
+# ------------------------------------------------------------------ --plan and --force
+
+@pytest.mark.parametrize(("flags", "said"), [
+    (("--plan", "2"), "--plan 2 picks the plan --emit writes; without --emit it does "
+     "nothing (the table lists every plan): add --emit FRAMEWORK, or drop --plan"),
+    (("--plan", "1"), "--plan 1 picks the plan --emit writes; without --emit it does "
+     "nothing (the table lists every plan): add --emit FRAMEWORK, or drop --plan"),
+    (("--force",), "--force lets --emit FRAMEWORK -o DIR replace the files already in DIR; "
+     "without --emit it does nothing: add --emit FRAMEWORK -o DIR, or drop --force"),
+    (("--force", "--emit", "megatron"), "--force lets --emit FRAMEWORK -o DIR replace the "
+     "files already in DIR; without -o DIR it does nothing: add -o DIR, or drop --force"),
+])
+def test_a_flag_of_emit_without_it_is_refused(cli: Cli, error_line: ErrorLine,
+                                              flags: tuple[str, ...], said: str) -> None:
+    assert error_line(cli(*JOB, *flags)) == f"pptune: error: {said}"
+
+
+def test_both_are_said_at_once_and_nothing_is_written(cli: Cli, error_line: ErrorLine,
+                                                      tmp_path: Path) -> None:
+    out = tmp_path / "plans.json"
+    line = error_line(cli(*JOB, "--plan", "3", "--force", "-o", out))
+    assert line.startswith("pptune: error: --plan 3 picks the plan") and "; --force lets" in line
+    assert not out.exists()
+
+
+def test_with_emit_and_a_folder_they_still_act(cli: Cli, tmp_path: Path) -> None:
+    first = cli(*JOB, "--emit", "pptune", "-o", tmp_path)
+    assert first.exit_code == 0, first.stderr
+    plan_1 = (tmp_path / "pptune.yaml").read_text()
+    r = cli(*JOB, "--emit", "pptune", "--plan", "2", "--force", "-o", tmp_path)
+    assert r.exit_code == 0, r.stderr
+    assert "(replaced the previous one)" in r.stderr
+    assert (tmp_path / "pptune.yaml").read_text() != plan_1
+
+
+# ------------------------------------------------------------------ DeepSpeed on stdout
+
+def test_deepspeeds_two_files_are_not_written_to_stdout(cli: Cli, error_line: ErrorLine) -> None:
+    assert error_line(cli(*JOB, "--emit", "deepspeed")) == (
+        "pptune: error: --emit deepspeed writes 2 files (ds_config.json, ds_partition.txt), "
+        "which stdout cannot keep apart: give -o DIR, the folder to write them into")
+
+
+def test_one_file_still_goes_to_stdout(cli: Cli) -> None:
+    r = cli(*JOB, "--emit", "megatron")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.startswith("# ----- pretrain_megatron.sh\n")
+
+
