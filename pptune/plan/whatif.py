@@ -19,7 +19,7 @@ from pptune.costmodel.schedules import (
 )
 from pptune.costmodel.search import MAX_SIMULATED_OPS, CostTable, stage_costs
 from pptune.costmodel.simulate import Link, SimResult, simulate, uniform_stages
-from pptune.costs.dims import single_key
+from pptune.costs.dims import fp8_flags_problem, single_key
 from pptune.costs.resolve import resolve
 from pptune.errors import BadInput
 from pptune.options import CostOptions, fields_of
@@ -157,6 +157,9 @@ def run(spec: SimSpec) -> SimRun:
         )
         return SimRun(spec, schedule, result, notes)
     key = single_key(spec.costs)  # one pipeline: its p x tp x cp GPUs set its pace
+    unused = fp8_flags_problem(spec.costs, (key,))
+    if unused:
+        raise BadInput(unused)
     costs = resolve(spec.costs, sizes=(spec.micro_batch_size,), gpus=p * key.tp * key.cp)
     notes += [*costs.notes, f"costs: {costs.origin}"]
     table = costs.table

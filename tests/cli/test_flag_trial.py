@@ -54,6 +54,33 @@ def test_with_emit_and_a_folder_they_still_act(cli: Cli, tmp_path: Path) -> None
     assert (tmp_path / "pptune.yaml").read_text() != plan_1
 
 
+# ------------------------------------------------------------------ the FP8 flags
+
+@pytest.mark.parametrize(("flags", "said"), [
+    (("--precision", "bf16", "--fp8-recipe", "blockwise"),
+     "--fp8-recipe blockwise shapes FP8 plans only, and none is priced here (precision "
+     "bf16): add fp8 to --precision (recommend: a list such as bf16,fp8), or drop it"),
+    (("--fp8-recipe", "tensorwise", "--fp8-kernels", "torchao", "--fp8-param-gather"),
+     "--fp8-recipe tensorwise, --fp8-kernels torchao and --fp8-param-gather shape FP8 plans "
+     "only, and none is priced here (precision bf16): add fp8 to --precision (recommend: a "
+     "list such as bf16,fp8), or drop them"),
+])
+def test_fp8_flags_without_an_fp8_plan_are_refused(cli: Cli, error_line: ErrorLine,
+                                                   flags: tuple[str, ...], said: str) -> None:
+    assert error_line(cli(*JOB, *flags)) == f"pptune: error: {said}"
+    # simulate prices one layout with the same flags and the same rule
+    sim = error_line(cli("simulate", "--model", "llama3-8b", "--pp", "2", *flags))
+    assert sim == f"pptune: error: {said}"
+
+
+def test_fp8_flags_act_where_an_fp8_plan_is_priced(cli: Cli) -> None:
+    for precision in ("bf16,fp8", "mxfp8"):
+        r = cli(*JOB, "--gpu", "b200", "--precision", precision, "--fp8-recipe", "blockwise")
+        assert r.exit_code == 0, r.stderr
+    r = cli(*JOB, "--no-fp8-param-gather")  # states the BF16 default: nothing to refuse
+    assert r.exit_code == 0, r.stderr
+
+
 # ------------------------------------------------------------------ DeepSpeed on stdout
 
 def test_deepspeeds_two_files_are_not_written_to_stdout(cli: Cli, error_line: ErrorLine) -> None:
