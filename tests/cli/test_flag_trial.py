@@ -81,6 +81,32 @@ def test_fp8_flags_act_where_an_fp8_plan_is_priced(cli: Cli) -> None:
     assert r.exit_code == 0, r.stderr
 
 
+# ------------------------------------------------------------------ --framework-version
+
+def test_a_later_release_is_judged_by_the_newest_rules_with_a_note(cli: Cli) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "megatron-llama3-8b.sh"
+    plain = cli("check-config", example)
+    later = cli("check-config", example, "--framework-version", "megatron-core=99.0")
+    assert later.exit_code == plain.exit_code == 0, later.stderr
+    text = " ".join(later.stdout.split())
+    assert ("--framework-version megatron-core=99.0 is later than 0.16.1, the newest release "
+            "pptune has read: judged by the rules pptune has for 0.16.1 and later; what "
+            "changed after 0.16.1 is not checked") in text
+    known = cli("check-config", example, "--framework-version", "megatron-core=0.16.1")
+    assert "is later than" not in known.stdout
+
+
+# torchtitan's newest is main after 0.2.2, which pptune names 0.3.0
+@pytest.mark.parametrize(("value", "newest"), [("torchtitan=0.3.1", "0.3.0"),
+                                               ("torch=2.14", "2.13"),
+                                               ("deepspeed=0.20.0", "0.19.8")])
+def test_each_library_names_its_newest_release(cli: Cli, value: str, newest: str) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "llama3-8b-16gpu.yaml"
+    r = cli("check-config", example, "--framework-version", value, "--no-compare")
+    assert r.exit_code == 0, r.stderr
+    assert f"{value} is later than {newest}, the newest release" in " ".join(r.stdout.split())
+
+
 # ------------------------------------------------------------------ DeepSpeed on stdout
 
 def test_deepspeeds_two_files_are_not_written_to_stdout(cli: Cli, error_line: ErrorLine) -> None:
