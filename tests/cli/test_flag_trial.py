@@ -121,3 +121,42 @@ def test_one_file_still_goes_to_stdout(cli: Cli) -> None:
     assert r.stdout.startswith("# ----- pretrain_megatron.sh\n")
 
 
+# ------------------------------------------------------------------ the ep cap
+
+MEGATRON = ("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 8 --hidden-size 1024 "
+            "--num-attention-heads 8 --seq-length 2048 --max-position-embeddings 2048 "
+            "--micro-batch-size 1 --global-batch-size 64 --pipeline-model-parallel-size 2 "
+            "--num-experts 8 --expert-model-parallel-size {ep} --bf16 --ffn-hidden-size 4096\n")
+TITAN = ("[model]\nname = \"deepseek_v3\"\nflavor = \"16B\"\n[training]\nlocal_batch_size = 8\n"
+         "seq_len = 2048\n[parallelism]\npipeline_parallel_degree = 2\n"
+         "expert_parallel_degree = {ep}\ndata_parallel_shard_degree = -1\n")
+DEEPSPEED = ('{{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 1, '
+             '"expert_parallel": {{"enabled": true, "autoep_size": {ep}}}}}')
+PPTUNE = "model: mixtral-8x7b\ngpus: 8\nmicro_batch_size: 1\nglobal_batch: 64\nep: {ep}\n"
+
+
+@pytest.mark.parametrize("ep", [4096, 4_000_000])  # over the cap; over the schema's 2**20
+@pytest.mark.parametrize(("name", "text", "key"), [
+    ("pretrain.sh", MEGATRON, "--expert-model-parallel-size"),
+    ("job.toml", TITAN, "parallelism.expert_parallel_degree"),
+    ("ds_config.json", DEEPSPEED, "expert_parallel.autoep_size"),
+    ("job.yaml", PPTUNE, "ep"),
+])
+def test_the_ep_cap_is_said_as_docs_limits_states_it(cli: Cli, error_line: ErrorLine,
+                                                     tmp_path: Path, name: str, text: str,
+                                                     key: str, ep: int) -> None:
+    path = tmp_path / name
+    path.write_text(text.format(ep=ep))
+    assert error_line(cli("check-config", path, "--gpus", "8")) == (
+        f"pptune: error: {path}: {key} must be <= 1,024 (got {ep}): {CAP}")
+
+
+def test_docs_limits_states_the_cap_the_code_has() -> None:
+    from pptune import limits
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "limits.md").read_text()
+    assert limits.MAX_TP == 1_024
+    assert "| `--tp`, `--cp`, `--ep`, `--etp` (each size of a list; a config's `tp`, `cp`, " \
+           "`ep`, `etp`) | 1,024 |" in doc
+
+
