@@ -160,3 +160,15 @@ def test_docs_limits_states_the_cap_the_code_has() -> None:
            "`ep`, `etp`) | 1,024 |" in doc
 
 
+# ------------------------------------------------------------------ simulate's ep
+
+def test_simulate_says_where_expert_ranks_beyond_a_stage_come_from(cli: Cli) -> None:
+    # ep 8 x etp 1 = 8 expert ranks over a stage of tp 2 x cp 1 = 2: megatron-core asks
+    # ep x etp | tp x cp x dp, so dp a multiple of 8 / gcd(8, 2) = 4
+    r = cli("simulate", "--model", "mixtral-8x7b", "--pp", "2", "--tp", "2", "--ep", "8")
+    assert r.exit_code == 0, r.stderr
+    assert ("pptune: ep 8 x etp 1 = 8 ranks do not fit a stage's tp 2 x cp 1 = 2: the expert "
+            "groups take ranks of other pipeline replicas (megatron-core: ep x etp divides "
+            "tp x cp x dp, here dp a multiple of 4); simulate times one replica") in r.stderr
+    r = cli("simulate", "--model", "mixtral-8x7b", "--pp", "2", "--tp", "8", "--ep", "8")
+    assert r.exit_code == 0 and "do not fit a stage" not in r.stderr
