@@ -49,9 +49,14 @@ def problem(flag: str, value: float | int, lo: float, hi: float,
     if value < lo or (lo_open and value == lo):
         return f"{flag} must be {'>' if lo_open else '>='} {lo:g} (got {value})"
     if value > hi:
-        cap = f"{int(hi):,}" if float(hi).is_integer() else f"{hi:,g}"
-        return f"{flag} must be <= {cap} (got {value}): pptune's cap, see docs/limits.md"
+        return over_cap(flag, str(value), hi)
     return None
+
+
+def over_cap(flag: str, shown: str, cap: float) -> str:
+    """The clause for a value (as ``shown``) above one of pptune's caps."""
+    said = f"{int(cap):,}" if float(cap).is_integer() else f"{cap:,g}"
+    return f"{flag} must be <= {said} (got {shown}): pptune's cap, see docs/limits.md"
 
 
 def problems(*checks: str | None) -> list[str]:

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import typer
 
 from pptune import limits
+from pptune.cli.emit_flags import check_emit_flags, given
 from pptune.cli.errors import OneLineErrors, print_version
 from pptune.cli.options import Use, option_for, uses
 from pptune.cli.util import out_console as _out
@@ -181,6 +182,7 @@ else the embedded default (llama3-8b on h100-sxm). Exit 1 when no plan fits.
       out=Use(OutputOptions, more={"as_json": '{"plans": [...], "rejected": {...}}',
                                    "timeline": "the winner's"}))
 def recommend_cmd(
+    ctx: typer.Context,
     *,
     space: PlanSpace,
     costs: CostOptions,
@@ -213,12 +215,8 @@ def recommend_cmd(
     if emit is not None and out.as_json:
         raise BadInput("--json and --emit: --emit writes the framework's files (to -o DIR, "
                        "else to stdout); run recommend --json -o plans.json for the plans")
-    # before the search: the table lists --top plans and, when none of them runs without
-    # a pipeline or the margin puts one first, the best plan that does, one more
-    if emit is not None and 1 <= top <= limits.MAX_TOP and not 1 <= plan_rank <= top + 1:
-        raise BadInput(f"--plan {plan_rank} is not among the plans --top {top} lists (at "
-                       f"most {top + 1}: the best plan without a pipeline may follow); give "
-                       f"--plan 1 to {top + 1} (or raise --top)")
+    # before the search: --plan and --force only with --emit, its folder, its plan numbers
+    check_emit_flags(emit, output, plan_rank, given(ctx, "plan_rank"), force, top)
     if emit is not None:
         check_moments(emit, (space.exp_avg_dtype.value, space.exp_avg_sq_dtype.value))
     if emit is not None and output is not None:

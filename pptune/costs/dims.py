@@ -256,6 +256,26 @@ def cp_not_searched(shape: ModelShape, opts: CostOptions, gpus: int) -> str | No
     return f"context parallelism (cp > 1) was not searched: cp {tried[0]}: {why[0]}"
 
 
+def fp8_flags_problem(opts: CostOptions, keys: Sequence[CostKey]) -> str | None:
+    """The FP8 flags given (--fp8-recipe, --fp8-kernels, --fp8-param-gather) where none of
+    ``keys`` prices FP8 or MXFP8 GEMMs: they would change nothing, so they can only be a
+    mistake (as the MoE flags on a dense model, search_keys). None when they act."""
+    precisions = list(dict.fromkeys(k.precision for k in keys))
+    if any(p in precision.LOW_PRECISION for p in precisions):
+        return None
+    given = [f"{flag} {value}".strip() for flag, value, set_ in (
+        ("--fp8-recipe", opts.fp8_recipe and opts.fp8_recipe.value, opts.fp8_recipe),
+        ("--fp8-kernels", opts.fp8_kernels and opts.fp8_kernels.value, opts.fp8_kernels),
+        ("--fp8-param-gather", "", opts.fp8_param_gather)) if set_]
+    if not given:
+        return None
+    said = given[0] if len(given) == 1 else f"{', '.join(given[:-1])} and {given[-1]}"
+    one = len(given) == 1
+    return (f"{said} {'shapes' if one else 'shape'} FP8 plans only, and none is priced here "
+            f"(precision {','.join(p.value for p in precisions)}): add fp8 to --precision "
+            f"(recommend: a list such as bf16,fp8), or drop {'it' if one else 'them'}")
+
+
 def ep_problem(shape: ModelShape, ep: int, gpus: int) -> str | None:
     if ep == 1:
         return None

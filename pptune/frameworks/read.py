@@ -92,7 +92,7 @@ def read_config(
     fmt, data = ((wanted, ADAPTERS[wanted].parse(text, path, repeated)) if wanted
                  else _detect(text, path, repeated))
     adapter = ADAPTERS[fmt]
-    ctx.semantics.versions = parse_versions(framework_versions or [], fmt)
+    ctx.semantics.versions = parse_versions(framework_versions or [], fmt, ctx)
     if "text" not in adapter.syntaxes and not isinstance(data, dict):
         raise ctx.bad(
             f"the top level is {_kind(data)}; expected a mapping of keys "
@@ -136,9 +136,11 @@ def parse_env(values: list[str]) -> dict[str, str]:
     return out
 
 
-def parse_versions(values: list[str], fmt: Framework) -> Versions:
+def parse_versions(values: list[str], fmt: Framework, ctx: Ctx) -> Versions:
     """``--framework-version`` values: ``NAME=VERSION`` (a key of VERSION_KEYS) or a bare
-    version for the config's own framework."""
+    version for the config's own framework. One later than the newest release pptune has
+    read is judged by the newest rules, and a note says so (``ctx``): a release out since
+    is the likeliest reason, not a mistake to refuse."""
     spellings = {s: key for key in VERSION_KEYS for s in key.spellings}
     own = ADAPTERS[fmt].versions
     chosen: dict[str, str] = {}
@@ -158,6 +160,11 @@ def parse_versions(values: list[str], fmt: Framework) -> Versions:
             raise BadInput(f"--framework-version {show(value)}: the version must be dotted "
                            "numbers such as 0.2.2") from None
         chosen[key.name] = version.strip().lstrip("v")
+        newest = key.later_than_read(version)
+        if newest is not None:
+            ctx.note(f"--framework-version {value.strip()} is later than {newest}, the newest "
+                     f"release pptune has read: judged by the rules pptune has for {newest} "
+                     f"and later; what changed after {newest} is not checked")
     return Versions(chosen)
 
 

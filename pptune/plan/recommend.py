@@ -32,7 +32,7 @@ from pptune.costmodel.search import (
     search,
 )
 from pptune.costmodel.sharding import StateDtype, moment_bytes
-from pptune.costs.dims import KvHeads, cp_not_searched, search_keys
+from pptune.costs.dims import KvHeads, cp_not_searched, fp8_flags_problem, search_keys
 from pptune.costs.measured import tp_heads_problem
 from pptune.costs.resolve import Costs, resolve
 from pptune.errors import BadInput
@@ -219,7 +219,10 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
                              spec.kv_heads))
     why = tp_heads_problem(costs.profile, costs.key.tp, costs.origin, spec.kv_heads) \
         if costs.measured and not given else None
-    if why:  # a measured profile's model, by the framework's rule (analytic: search_keys)
+    # a measured profile's model, by the framework's rule (analytic: search_keys); FP8
+    # flags where no key is FP8
+    why = why or fp8_flags_problem(spec.costs, keys)
+    if why:
         raise BadInput(why)
     within = None if spec.framework is None else FrameworkSearch(
         ADAPTERS[parse_framework(spec.framework, "--framework")], table.seq_len,

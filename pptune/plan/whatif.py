@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from pptune import limits
+from pptune.costmodel.keys import CostKey
 from pptune.costmodel.partition import SplitError, add_ends, even_split
 from pptune.costmodel.schedule_orders import microbatch_group
 from pptune.costmodel.schedules import (
@@ -19,7 +21,7 @@ from pptune.costmodel.schedules import (
 )
 from pptune.costmodel.search import MAX_SIMULATED_OPS, CostTable, stage_costs
 from pptune.costmodel.simulate import Link, SimResult, simulate, uniform_stages
-from pptune.costs.dims import single_key
+from pptune.costs.dims import fp8_flags_problem, single_key
 from pptune.costs.resolve import resolve
 from pptune.errors import BadInput
 from pptune.options import CostOptions, fields_of
@@ -157,8 +159,11 @@ def run(spec: SimSpec) -> SimRun:
         )
         return SimRun(spec, schedule, result, notes)
     key = single_key(spec.costs)  # one pipeline: its p x tp x cp GPUs set its pace
+    unused = fp8_flags_problem(spec.costs, (key,))
+    if unused:
+        raise BadInput(unused)
     costs = resolve(spec.costs, sizes=(spec.micro_batch_size,), gpus=p * key.tp * key.cp)
-    notes += [*costs.notes, f"costs: {costs.origin}"]
+    notes += [*costs.notes, f"costs: {costs.origin}", *_borrowed_expert_ranks(key)]
     table = costs.table
     n_layers = len(table.names)
     n_stages = model_chunks(schedule, p, v)  # the split's entries (dualpipe: p chunks)
@@ -197,6 +202,20 @@ def run(spec: SimSpec) -> SimRun:
                      "state not counted): this plan does not fit; recommend searches the ones "
                      "that do")
     return SimRun(spec, schedule, result, notes, split, costs.origin)
+
+
+def _borrowed_expert_ranks(key: CostKey) -> list[str]:
+    """Where the expert groups of a stage come from when ep x etp does not divide its tp x
+    cp ranks: other pipeline replicas (megatron-core's ``ep x etp`` divides ``tp x cp x
+    dp``, the rule check-config holds configs to), which simulate does not time. Not
+    refused: ep beyond tp x cp is the usual layout (DeepSeek-V3: tp 1, ep 64)."""
+    ranks, stage = key.ep * key.etp, key.tp * key.cp
+    if stage % ranks == 0:
+        return []
+    return [f"ep {key.ep} x etp {key.etp} = {ranks} ranks do not fit a stage's tp {key.tp} x "
+            f"cp {key.cp} = {stage}: the expert groups take ranks of other pipeline replicas "
+            f"(megatron-core: ep x etp divides tp x cp x dp, here dp a multiple of "
+            f"{ranks // math.gcd(ranks, stage)}); simulate times one replica"]
 
 
 def _entries(schedule: Schedule) -> str:

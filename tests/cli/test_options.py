@@ -85,6 +85,10 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "precision": {"text": "mxfp8", "value": (Precision.MXFP8,), "base": {"gpu": "b200"}},
     "moe_imbalance": {"text": "1.5", "value": 1.5, "base": {"model": "mixtral-8x7b"}},
     "moe_dispatcher": {"base": {"model": "mixtral-8x7b"}},
+    # the FP8 flags act only on FP8 plans (refused without one)
+    "fp8_param_gather": {"base": {"precision": "fp8"}},
+    "fp8_recipe": {"base": {"precision": "fp8"}},
+    "fp8_kernels": {"base": {"precision": "fp8"}},
     # moments below fp32 need the distributed optimizer (the precision-aware optimizer)
     "exp_avg_dtype": {"base": {"sharding": "zero1"}},
     "exp_avg_sq_dtype": {"base": {"sharding": "zero1"}},

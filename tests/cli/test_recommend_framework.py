@@ -57,15 +57,16 @@ def test_megatron_plan_one_is_written_as_ranked(cli: Cli, tmp_path: Path) -> Non
     assert check.exit_code == 0, check.stdout + check.stderr
 
 
-def test_a_plan_emit_would_substitute_is_not_ranked(cli: Cli) -> None:
+def test_a_plan_emit_would_substitute_is_not_ranked(cli: Cli, tmp_path: Path) -> None:
     # FP8 ranks first; --emit deepspeed alone writes another plan in its place, and says
     # so; ranked for DeepSpeed, plan 1 is one its files state and is written as ranked
+    # (DeepSpeed's two files go to a folder: -o DIR)
     flags = ("--cp", "1", "--precision", "bf16,fp8", "--emit", "deepspeed")
-    alone = cli(*JOB, *flags)
+    alone = cli(*JOB, *flags, "-o", tmp_path / "alone")
     assert alone.exit_code == 0, alone.stderr
     assert "deepspeed cannot express plan 1 (DeepSpeed files here state no precision fp8)" \
         in alone.stderr
-    ranked = cli(*JOB, *flags, "--framework", "deepspeed")
+    ranked = cli(*JOB, *flags, "--framework", "deepspeed", "-o", tmp_path / "ranked")
     assert ranked.exit_code == 0, ranked.stderr
     assert not [line for line in ranked.stderr.splitlines()
                 if any(s in line for s in SUBSTITUTED)]

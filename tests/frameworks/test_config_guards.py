@@ -95,7 +95,7 @@ def test_structural_problems(tmp_path: Path, name: str, content: str, expected: 
 @pytest.mark.parametrize(("content", "expected"), [
     ("pp: -3\nmicro_batch_size: 1\n", "pp is -3: Input should be greater than or equal to 1"),
     ("micro_batch_size: 0\n", "micro_batch_size is 0: Input should be greater than or equal to 1"),
-    ("micro_batch_size: 1\ngpus: 1000000000000000000000000000000\n", "gpus is a 31-digit number"),
+    ("micro_batch_size: 1\ngpus: 1000000000000000000000000000000\n", "gpus must be <= 131,072 (got a 31-digit number): pptune's cap"),
     ('pp: "4"\nmicro_batch_size: 1\n', "pp is '4': Input should be a valid integer"),
     ("pp: 4.0\nmicro_batch_size: 1\n", "pp is 4.0: Input should be a valid integer"),
     ("pp: true\nmicro_batch_size: 1\n", "pp is True: Input should be a valid integer"),

@@ -172,11 +172,14 @@ def whole(
     minimum: int = 1,
     maximum: int = MAX_COUNT,
     fix: str = "",
+    cap: int | None = None,
 ) -> int:
     """``value`` as an int in [minimum, maximum]; BadInput naming ``key`` otherwise.
 
     Only real integers pass: a bool, a float (even 8.0) or a string is the
     wrong type, so a quoted "8" in a JSON file is reported, not guessed at.
+    ``cap``: one of pptune's caps (docs/limits.md) on this size, said as such for any
+    value above it (the parallel sizes: ``maximum`` then bounds nothing it lets through).
     """
     hint = f"; {fix}" if fix else f"; change {key}"
     if isinstance(value, bool) or not isinstance(value, int):
@@ -184,6 +187,8 @@ def whole(
             f"{key} is {show(value)} ({_kind(value)}); expected a whole number "
             f">= {minimum}{hint}"
         )
+    if cap is not None and value > cap:
+        raise ctx.bad(limits.over_cap(key, show(value), cap))
     if not minimum <= value <= maximum:
         raise ctx.bad(
             f"{key} is {show(value)}; expected a whole number from {minimum} to {maximum}{hint}"
@@ -195,17 +200,21 @@ _INT_TEXT = re.compile(r"[+-]?[0-9]+")
 
 
 def whole_text(
-    ctx: Ctx, key: str, text: str, *, minimum: int = 1, maximum: int = MAX_COUNT, fix: str = ""
+    ctx: Ctx, key: str, text: str, *, minimum: int = 1, maximum: int = MAX_COUNT, fix: str = "",
+    cap: int | None = None,
 ) -> int:
     """Parse a command-line style number (``"32"``) and check it like ``whole``."""
     stripped = text.strip()
     hint = f"; {fix}" if fix else f"; change {key}"
     if not _INT_TEXT.fullmatch(stripped):
         raise ctx.bad(f"{key} is {show(text)}; expected a whole number >= {minimum}{hint}")
-    if len(stripped.lstrip("+-")) > 30:  # int() of thousands of digits is slow and pointless
-        raise ctx.bad(f"{key} is a {len(stripped.lstrip('+-'))}-digit number; expected a whole "
+    digits = len(stripped.lstrip("+-"))
+    if digits > 30:  # int() of thousands of digits is slow and pointless
+        if cap is not None and not stripped.startswith("-"):
+            raise ctx.bad(limits.over_cap(key, f"a {digits}-digit number", cap))
+        raise ctx.bad(f"{key} is a {digits}-digit number; expected a whole "
                       f"number from {minimum} to {maximum}{hint}")
-    return whole(ctx, key, int(stripped), minimum=minimum, maximum=maximum, fix=fix)
+    return whole(ctx, key, int(stripped), minimum=minimum, maximum=maximum, fix=fix, cap=cap)
 
 
 def _kind(value: Any) -> str:
@@ -293,6 +302,8 @@ def describe(exc: ValidationError) -> str:
                          "micro_batch_size")
         elif not loc:
             parts.append(str(err["msg"]).removeprefix("Value error, "))
+        elif err["type"] == "less_than_equal" and loc in CAPS:  # over the typo bound: the cap
+            parts.append(limits.over_cap(loc, show(err.get("input")), CAPS[loc]))
         else:
             parts.append(f"{loc} is {show(err.get('input'))}: {err['msg']}")
     if len(errors) > MAX_ERRORS:

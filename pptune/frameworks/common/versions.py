@@ -30,6 +30,13 @@ class VersionKey:
     spellings: tuple[str, ...]  # NAME as the user may write it
     default: str  # the release the rules follow unless told otherwise
     source: str  # what was read there, for the docs
+    newest: str | None = None  # the latest release whose rules were read (None: default)
+
+    def later_than_read(self, release: str) -> str | None:
+        """The newest release read when ``release`` comes after it, else None. Rules ask
+        ``Versions.at_least``, so a later release gets every rule of the newest."""
+        newest = self.newest or self.default
+        return newest if version_tuple(release) > version_tuple(newest) else None
 
 
 TORCH = VersionKey(

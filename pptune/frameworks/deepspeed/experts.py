@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, show, whole
+from pptune.frameworks.common.fields import CAPS, Ctx, show, whole
 
 SECTION = "expert_parallel"
 CITE = "(deepspeed/module_inject/auto_ep_folding.py validate_folding_global)"
@@ -41,9 +41,9 @@ def read_experts(ctx: Ctx, data: dict[str, Any], fields: dict[str, Any]) -> None
     enabled = section.get("enabled", False)
     if not isinstance(enabled, bool):
         raise ctx.bad(f"{SECTION}.enabled is {show(enabled)}; expected true or false")
-    ep = whole(ctx, f"{SECTION}.autoep_size", section.get("autoep_size", 1), maximum=MAX_DEVICES)
+    ep = whole(ctx, f"{SECTION}.autoep_size", section.get("autoep_size", 1), cap=CAPS["ep"])
     etp = whole(ctx, f"{SECTION}.expert_tensor_parallel_size",
-                section.get("expert_tensor_parallel_size", 1), maximum=MAX_DEVICES)
+                section.get("expert_tensor_parallel_size", 1), cap=CAPS["etp"])
     if not enabled:
         if ep > 1:
             ctx.note(f"{SECTION}.autoep_size {ep} ignored: {SECTION}.enabled is not true "

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, show, whole
+from pptune.frameworks.common.fields import CAPS, Ctx, show, whole
 
 PP_ASSUMED = "pp-assumed"
 
@@ -32,14 +32,14 @@ def pipeline_size(ctx: Ctx, data: dict[str, Any]) -> int | None:
     if isinstance(section, dict):
         stages = section.get("stages")
         if stages is not None and stages != "auto":  # "auto": assumed_pp says so
-            sizes["pipeline.stages"] = whole(ctx, "pipeline.stages", stages, maximum=MAX_DEVICES)
+            sizes["pipeline.stages"] = whole(ctx, "pipeline.stages", stages, cap=CAPS["pp"])
         partition = section.get("partition")
         if partition is not None and not isinstance(partition, str):
             raise ctx.bad(f"pipeline.partition is {show(partition)}; expected a method name "
                           "such as \"parameters\" or \"uniform\"")
     if "pipeline_parallel_size" in data:
         sizes["pipeline_parallel_size"] = whole(
-            ctx, "pipeline_parallel_size", data["pipeline_parallel_size"], maximum=MAX_DEVICES
+            ctx, "pipeline_parallel_size", data["pipeline_parallel_size"], cap=CAPS["pp"]
         )
     if len(set(sizes.values())) > 1:
         ctx.note(f"pipeline.stages {sizes['pipeline.stages']} and pipeline_parallel_size "

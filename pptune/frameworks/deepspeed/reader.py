@@ -35,7 +35,15 @@ from typing import Any
 
 from pptune.costmodel.ops import Attention
 from pptune.costmodel.presets import GPUS
-from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build, show, whole
+from pptune.frameworks.common.fields import (
+    CAPS,
+    MAX_DEVICES,
+    Ctx,
+    apply_flags,
+    build,
+    show,
+    whole,
+)
 from pptune.frameworks.deepspeed.engine import gradient_width, overlap
 from pptune.frameworks.deepspeed.experts import SECTION as EXPERT_SECTION
 from pptune.frameworks.deepspeed.experts import read_experts
@@ -204,7 +212,7 @@ def _tensor_size(ctx: Ctx, section: Any) -> int | None:
                       "{\"autotp_size\": 2}")
     for key in ("autotp_size", "tp_size"):
         if key in section:
-            return whole(ctx, f"tensor_parallel.{key}", section[key], maximum=MAX_DEVICES)
+            return whole(ctx, f"tensor_parallel.{key}", section[key], cap=CAPS["tp"])
     return None
 
 
@@ -245,8 +253,7 @@ def _sequence_parallel(ctx: Ctx, data: dict[str, Any], pp: int) -> dict[str, Any
     FP8 setting: FP8 comes from the model code (Transformer Engine), not this file."""
     if "sequence_parallel_size" not in data:
         return {}
-    sp = whole(ctx, "sequence_parallel_size", data["sequence_parallel_size"],
-               maximum=MAX_DEVICES)
+    sp = whole(ctx, "sequence_parallel_size", data["sequence_parallel_size"], cap=CAPS["cp"])
     if sp == 1:
         return {}
     if pp > 1:

@@ -246,9 +246,10 @@ class FlagReader:
             return None
         return value
 
-    def number(self, name: str, minimum: int = 1, maximum: int = MAX_COUNT) -> int | None:
+    def number(self, name: str, minimum: int = 1, maximum: int = MAX_COUNT,
+               cap: int | None = None) -> int | None:
         value = self.text(name)
         if value is None:
             return None
         return whole_text(self.ctx, name, value, minimum=minimum, maximum=maximum,
-                          fix=f"set {name} to a whole number >= {minimum}")
+                          fix=f"set {name} to a whole number >= {minimum}", cap=cap)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from pptune.frameworks.common.fields import MAX_DEVICES
+from pptune.frameworks.common.fields import CAPS
 from pptune.frameworks.megatron.flags import FlagReader
 from pptune.limits import MAX_LAYERS
 
@@ -65,7 +65,7 @@ def read_moe(r: FlagReader, fields: dict[str, Any]) -> None:
                    f"{position} position embedding type' {CITE_ARGS}; set "
                    "--position-embedding-type rope")
     experts = r.number("--num-experts", minimum=0)
-    ep = r.number("--expert-model-parallel-size", maximum=MAX_DEVICES) or 1
+    ep = r.number("--expert-model-parallel-size", cap=CAPS["ep"]) or 1
     if flags.has("--use-torch-fsdp2") and ep > 1:
         ctx.refuse("megatron-fsdp2-ep",
                    f"--use-torch-fsdp2 with --expert-model-parallel-size {ep}: Megatron-LM "
@@ -86,7 +86,7 @@ def read_moe(r: FlagReader, fields: dict[str, Any]) -> None:
                 ctx.note(f"{name} ignored: no --num-experts (a dense model)")
         return
     fields["num_experts"] = experts
-    fields["etp"] = r.number("--expert-tensor-parallel-size", maximum=MAX_DEVICES) or (
+    fields["etp"] = r.number("--expert-tensor-parallel-size", cap=CAPS["etp"]) or (
         fields["tp"] or 1)
     if fields["etp"] > 1 and not flags.has("--disable-bias-linear"):
         ctx.refuse("megatron-moe-bias",

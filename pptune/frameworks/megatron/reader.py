@@ -29,7 +29,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from pptune.costmodel.presets import MODELS
-from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build, whole_text
+from pptune.frameworks.common.fields import (
+    CAPS,
+    MAX_DEVICES,
+    Ctx,
+    apply_flags,
+    build,
+    whole_text,
+)
 from pptune.frameworks.common.shell import Script, ShellLimit, ShellSyntax, interpret
 from pptune.frameworks.common.shell_state import holds_unresolved, unresolved
 from pptune.frameworks.megatron.a2a import read_a2a_overlap
@@ -112,11 +119,10 @@ def _fields(r: FlagReader, launcher: Flagged, env: Mapping[str, str],
     """The TrainingConfig fields; the GPU count and node size from the launcher's flags
     (torchrun's), or from ``srun``'s tasks where it starts the ranks (slurm.py)."""
     ctx, flags = r.ctx, r.flags
-    devices = {"maximum": MAX_DEVICES}
-    fields: dict[str, Any] = {
-        "pp": r.number("--pipeline-model-parallel-size", **devices),
-        "tp": r.number("--tensor-model-parallel-size", **devices),
-        "cp": r.number("--context-parallel-size", **devices),
+    fields: dict[str, Any] = {  # the parallel sizes: over pptune's caps said as such
+        "pp": r.number("--pipeline-model-parallel-size", cap=CAPS["pp"]),
+        "tp": r.number("--tensor-model-parallel-size", cap=CAPS["tp"]),
+        "cp": r.number("--context-parallel-size", cap=CAPS["cp"]),
         "num_layers": r.number("--num-layers"),
         "mtp_layers": r.number("--mtp-num-layers", minimum=0),
         "global_batch": r.number("--global-batch-size"),

@@ -28,7 +28,7 @@ from typing import Any
 
 from pptune.costmodel.keys import CostKey
 from pptune.costmodel.sharding import Sharding
-from pptune.frameworks.common.fields import MAX_DEVICES, Ctx
+from pptune.frameworks.common.fields import CAPS, Ctx
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN
 from pptune.frameworks.torchtitan.table import Table
 
@@ -51,8 +51,8 @@ def read_experts(ctx: Ctx, par: Table, fields: dict[str, Any], shard: int | None
                        f"parallelism.{keys[0]}: torchtitan {versions.of(TORCHTITAN)} has no "
                        "expert parallelism (the keys arrived in 0.2.0); read as ep 1")
         return
-    ep = par.count("expert_parallel_degree", 1, maximum=MAX_DEVICES) or 1
-    etp = par.count("expert_tensor_parallel_degree", 1, maximum=MAX_DEVICES) or 1
+    ep = par.count("expert_parallel_degree", 1, cap=CAPS["ep"]) or 1
+    etp = par.count("expert_tensor_parallel_degree", 1, cap=CAPS["etp"]) or 1
     tp, cp = fields["tp"] or 1, fields["cp"] or 1
     if ep == 1:
         if moe:

@@ -19,7 +19,7 @@ TORCHTITAN = VersionKey(
     "torchtitan", ("torchtitan",), "0.2.2",
     "torchtitan 0.2.2 torchtitan/distributed/pipeline_parallel.py and "
     "torchtitan/config/job_config.py; main after 0.2.2 (named 0.3.0, unreleased) for the "
-    "head's module name")
+    "head's module name", newest="0.3.0")
 TOML_RELEASE = TORCHTITAN.default  # the last release that reads TOML job files
 
 

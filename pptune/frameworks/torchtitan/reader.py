@@ -40,7 +40,15 @@ from pptune.costmodel.models import ModelShape, preset_of
 from pptune.costmodel.op_sac import OP_SAC
 from pptune.costmodel.presets import MODELS
 from pptune.costmodel.schedules import SPLIT_BACKWARD, Schedule
-from pptune.frameworks.common.fields import MAX_DEVICES, Ctx, apply_flags, build, show, whole
+from pptune.frameworks.common.fields import (
+    CAPS,
+    MAX_DEVICES,
+    Ctx,
+    apply_flags,
+    build,
+    show,
+    whole,
+)
 from pptune.frameworks.torchtitan.attention import read_attention
 from pptune.frameworks.torchtitan.converters import read_converters
 from pptune.frameworks.torchtitan.cp_fp8 import TABLES as CP_FP8_TABLES
@@ -94,11 +102,10 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     par = _parallelism(ctx, data)
     train = Table(ctx, "training", data)
     model = Table(ctx, "model", data)
-    devices = {"maximum": MAX_DEVICES}
-    fields: dict[str, Any] = {
-        "pp": par.count("pipeline_parallel_degree", None, **devices),
-        "tp": par.count("tensor_parallel_degree", None, **devices),
-        "cp": par.count("context_parallel_degree", None, **devices),
+    fields: dict[str, Any] = {  # the parallel sizes: over pptune's caps said as such
+        "pp": par.count("pipeline_parallel_degree", None, cap=CAPS["pp"]),
+        "tp": par.count("tensor_parallel_degree", None, cap=CAPS["tp"]),
+        "cp": par.count("context_parallel_degree", None, cap=CAPS["cp"]),
         "attention": "flash",  # SDPA, or flex priced as flash (attention.py)
         "source_format": "torchtitan",
     }

@@ -20,11 +20,11 @@ class Table:
         return key in self.data
 
     def count(self, key: str, default: int | None, minimum: int = 1,
-              maximum: int = MAX_COUNT) -> int | None:
+              maximum: int = MAX_COUNT, cap: int | None = None) -> int | None:
         if key not in self.data:
             return default
         return whole(self.ctx, f"{self.name}.{key}", self.data[key], minimum=minimum,
-                     maximum=maximum)
+                     maximum=maximum, cap=cap)
 
     @overload
     def text(self, key: str, default: str) -> str: ...

@@ -1,0 +1,57 @@
+"""recommend's flags that act only with ``--emit``: checked before the search.
+
+``--plan N`` picks the plan ``--emit`` writes and ``--force`` lets it replace the
+files already in ``-o DIR``; without them either flag changes nothing, so it can
+only be a mistake and is refused, every such problem in one line (exit 2, nothing
+written). A framework that writes several files (DeepSpeed's ds_config.json and
+ds_partition.txt) needs the folder: on stdout they would run together into one
+stream that neither DeepSpeed nor check-config could take apart.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from pptune import limits
+from pptune.errors import BadInput
+
+
+def given(ctx: typer.Context, name: str) -> bool:
+    """Whether the command's parameter ``name`` was set on the command line (a default,
+    such as ``--plan``'s 1, was not)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name != "DEFAULT"
+
+
+def check_emit_flags(emit: str | None, output: Path | None, plan: int, plan_given: bool,
+                     force: bool, top: int) -> None:
+    """BadInput naming every flag of ``--emit`` that cannot act as given (module
+    docstring); ``plan_given``: --plan was on the command line."""
+    problems = []
+    if emit is None and plan_given:
+        problems.append(f"--plan {plan} picks the plan --emit writes; without --emit it does "
+                        "nothing (the table lists every plan): add --emit FRAMEWORK, or drop "
+                        "--plan")
+    if force and (emit is None or output is None):
+        missing = "--emit" if emit is None else "-o DIR"
+        fix = "--emit FRAMEWORK -o DIR" if emit is None else "-o DIR"
+        problems.append(f"--force lets --emit FRAMEWORK -o DIR replace the files already in "
+                        f"DIR; without {missing} it does nothing: add {fix}, or drop --force")
+    # the table lists --top plans and, when none of them runs without a pipeline or the
+    # margin puts one first, the best plan that does, one more
+    if emit is not None and 1 <= top <= limits.MAX_TOP and not 1 <= plan <= top + 1:
+        problems.append(f"--plan {plan} is not among the plans --top {top} lists (at most "
+                        f"{top + 1}: the best plan without a pipeline may follow); give --plan "
+                        f"1 to {top + 1} (or raise --top)")
+    if emit is not None and output is None:
+        from pptune.plan.emit import file_names
+
+        names = file_names(emit)
+        if len(names) > 1:
+            problems.append(f"--emit {emit} writes {len(names)} files ({', '.join(names)}), "
+                            "which stdout cannot keep apart: give -o DIR, the folder to write "
+                            "them into")
+    if problems:
+        raise BadInput("; ".join(problems))
