@@ -36,7 +36,14 @@ from pptune.check.split import (
     table_blocks,
     table_split,
 )
-from pptune.check.verdicts import balance, bubble_hint, softened, unknown_dp, without_twins
+from pptune.check.verdicts import (
+    balance,
+    bubble_hint,
+    memory_overflow,
+    softened,
+    unknown_dp,
+    without_twins,
+)
 from pptune.check.widths import optimizer_widths
 from pptune.costmodel.layout import LayoutError as PlacementError
 from pptune.costmodel.layout_grammar import LayoutError, parse_layout
@@ -216,8 +223,9 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
     out[:] = without_twins(out)
     report = CheckReport(out, derived={"dp": dp, "grad_accum_steps": ga, "microbatches": m})
     structural = any(f.severity == "error" for f in out)
+    # the GPUs the file launches (the pace of the slowest: costs.resolve), where it says
     priced = costs(cfg, base_dir, opts.costs, add, opts.profile, refused=structural,
-                   gpus=tp * p * cp * (dp or 1))
+                   gpus=cfg.gpus or tp * p * cp * (dp or 1))
     table, key, reserve = priced.table, priced.key, priced.reserve_bytes
     report.derived["cost_source"] = priced.origin
     if table is not None:  # the layout priced: tp, cp, ep, etp and the GEMM precision
@@ -314,12 +322,8 @@ def _predict(
                                                                     cfg.recompute_every))
     share = opts.max_memory if opts.max_memory is not None else cfg.limits.memory_fraction
     cap = table.memory_bytes * share
-    over = [(d, b) for d, b in enumerate(plan.peak_memory_bytes) if b > cap]
-    for d, b in over:
-        add("memory-overflow", "warning" if cfg.memory_budget_ac else "error",
-            f"pipeline rank {d} needs {fmt_bytes(b)}, over the {fmt_bytes(cap)} it may use by "
-            f"{fmt_bytes(b - cap)}; {memory_fixes(cfg)}",
-            rank=d, peak_bytes=b, capacity_bytes=cap)
+    over = memory_overflow(list(plan.peak_memory_bytes), cap, memory_fixes(cfg),
+                           "warning" if cfg.memory_budget_ac else "error", add)
     if not over:
         add("memory-ok", "info",
             f"peak memory {fmt_bytes(max(plan.peak_memory_bytes))} of {fmt_bytes(cap)} "

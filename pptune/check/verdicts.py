@@ -6,6 +6,8 @@
   it is a warning, not an error: the run may have the GPUs that make it right.
   ``--gpus`` checks it for real.
 - A bubble over its limit says what brings it under.
+- Memory over the limit on several pipeline ranks is one finding: the ranks and the
+  fullest.
 - A framework's own refusal replaces check-config's generic finding of the same fault.
 """
 
@@ -18,7 +20,7 @@ from pptune.costmodel.refine import device_loads
 from pptune.costmodel.search import Plan
 from pptune.costmodel.table import CostTable, stage_costs
 from pptune.frameworks.common.adapter import Add
-from pptune.report.fmt import fmt_pct
+from pptune.report.fmt import fmt_bytes, fmt_pct, fmt_ranges
 from pptune.schemas import TrainingConfig
 
 # the finding of a config checked at an assumed dp (calibrate refuses such a job)
@@ -61,6 +63,27 @@ def unknown_dp(cfg: TrainingConfig, add: Add) -> tuple[int, int | None]:
     add(DP_ASSUMED, "warning", f"the config states neither gpus nor dp; assumed dp={dp}, "
         "and what depends on it is a warning (pass --gpus N)", dp=dp)
     return dp, dp
+
+
+def memory_overflow(peaks: list[float], cap: float, fixes: str, severity: str,
+                    add: Add) -> bool:
+    """One ``memory-overflow`` finding for the pipeline ranks whose ``peaks`` (bytes, by
+    rank) exceed ``cap``: the ranks as runs and the fullest, whose rank and peak are its
+    ``rank`` and ``peak_bytes`` (``ranks``: every rank over); ``fixes``: what to change.
+    Whether any rank was over."""
+    over = [d for d, b in enumerate(peaks) if b > cap]
+    if not over:
+        return False
+    worst = max(over, key=lambda d: peaks[d])
+    peak = peaks[worst]
+    said = (f"pipeline rank {worst} needs {fmt_bytes(peak)}, over the {fmt_bytes(cap)} it may "
+            f"use by {fmt_bytes(peak - cap)}" if len(over) == 1 else
+            f"pipeline ranks {fmt_ranges(over)} ({len(over)} of {len(peaks)}) need up to "
+            f"{fmt_bytes(peak)} (rank {worst}), over the {fmt_bytes(cap)} each may use by up "
+            f"to {fmt_bytes(peak - cap)}")
+    add("memory-overflow", severity, f"{said}; {fixes}", rank=worst, peak_bytes=peak,
+        capacity_bytes=cap, ranks=over)
+    return True
 
 
 def balance(table: CostTable, plan: Plan) -> tuple[float, int]:

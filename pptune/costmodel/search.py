@@ -336,7 +336,8 @@ def _finished(found: _Ranked, req_of: Callable[[CostKey], PlanRequest]) -> Searc
             and best_pp1.step_time_s <= top[0].step_time_s * (1 + req.pipeline_margin)):
         passed_over = top[0]
         flat = listed_as(best_pp1)
-        top = [best_pp1, *(p for p in top if listed_as(p) != flat)]
+        # still --top plans: the plan moved up takes the last place, not one more
+        top = [best_pp1, *(p for p in top if listed_as(p) != flat)][: req.top]
     first = req_of(top[0].key) if top else req  # the request of the plan listed first
     if top:
         top[0] = explain(source(top[0].key), first, top[0])

@@ -40,6 +40,7 @@ from pptune.frameworks.registry import ADAPTERS, find
 from pptune.options import CostOptions, PlanSpace, build, fields_of
 from pptune.options.record import PlanFileRequest
 from pptune.plan.attention_share import attention_note
+from pptune.plan.forced import forced_note
 from pptune.plan.framework_search import FrameworkSearch, check_moments, parse_framework
 from pptune.plan.headroom import headroom_note
 from pptune.plan.reserve import check_reserve, reserve_bytes, within_memory
@@ -305,6 +306,11 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         searching)
     if hint:
         result.notes.append(hint)
+    if not given and costs.shape is not None and costs.gpu is not None and not costs.measured:
+        hint = forced_note(spec.costs, costs.shape, costs.gpu, req, result, costs.table_for,
+                           searching, spec.kv_heads)
+        if hint:
+            result.notes.append(hint)
     if not given and spec.costs.cp is None and costs.shape is not None and not costs.measured:
         hint = cp_not_searched(costs.shape, costs.options or spec.costs, s.gpus)
         if hint:

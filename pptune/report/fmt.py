@@ -134,6 +134,17 @@ def compact_split(stage_layers: Sequence[int]) -> str:
     return ",".join(parts)
 
 
+def fmt_ranges(values: Sequence[int]) -> str:
+    """Sorted integers as runs: ``0-1, 3-5, 7``."""
+    runs: list[list[int]] = []
+    for v in values:
+        if runs and v == runs[-1][-1] + 1:
+            runs[-1].append(v)
+        else:
+            runs.append([v])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
+
+
 def json_safe(obj: Any) -> Any:
     """NaN and inf become null: JSON has no such numbers."""
     if isinstance(obj, float) and not math.isfinite(obj):

@@ -84,11 +84,12 @@ def timeline_windows(sim: Any, p: int, m: int) -> list[tuple[str, Window]]:
 
 
 def _rival(result: SearchResult, winner: Plan) -> Plan | None:
-    """Without a pipeline: the best pipeline plan listed. Else the best plan of
-    another schedule: 1f1b when the winner is not 1f1b."""
+    """Without a pipeline: the best pipeline plan listed (or, where --top lists none, the
+    one --pipeline-margin ranked below it). Else the best plan of another schedule: 1f1b
+    when the winner is not 1f1b."""
     if winner.pp == 1:
         piped = [p for p in result.plans if p.pp > 1]
-        return piped[0] if piped else None
+        return piped[0] if piped else result.passed_over
     best = result.best_by_schedule
     if winner.schedule is not Schedule.ONE_F_ONE_B and Schedule.ONE_F_ONE_B in best:
         return best[Schedule.ONE_F_ONE_B]

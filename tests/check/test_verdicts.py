@@ -87,3 +87,35 @@ def test_a_frameworks_refusal_replaces_the_generic_finding_of_the_same_fault() -
              Finding("batch-mismatch", "error", "c")]
     assert [f.id for f in without_twins(found)] == ["megatron-layers-not-divisible",
                                                      "batch-mismatch"]
+
+
+def test_memory_overflow_is_one_finding_naming_the_ranks_and_the_fullest() -> None:
+    """A user trial's pp 8 config had eight near-identical memory-overflow errors: one
+    finding now names the ranks over (as ranges) and the fullest, whose rank and peak
+    are its values (``ranks``: every rank over)."""
+    from pptune.check.verdicts import memory_overflow
+
+    gib = 1024**3
+    found: list[tuple[str, str, str, dict]] = []
+
+    def add(id_: str, severity: str, message: str, **values: object) -> None:
+        found.append((id_, severity, message, values))
+
+    peaks = [90.5 * gib, 85 * gib, 70 * gib, 89 * gib, 89 * gib, 89 * gib, 70 * gib, 80.5 * gib]
+    memory_overflow(peaks, 80 * gib, "use more pipeline stages (pp)", "error", add)
+    ((id_, severity, message, values),) = found
+    assert (id_, severity) == ("memory-overflow", "error")
+    assert message == ("pipeline ranks 0-1, 3-5, 7 (6 of 8) need up to 90.50 GiB (rank 0), over "
+                       "the 80.00 GiB each may use by up to 10.50 GiB; use more pipeline stages "
+                       "(pp)")
+    assert values == {"rank": 0, "peak_bytes": 90.5 * gib, "capacity_bytes": 80 * gib,
+                      "ranks": [0, 1, 3, 4, 5, 7]}
+    found.clear()
+    memory_overflow([70 * gib, 81 * gib], 80 * gib, "fix", "warning", add)
+    assert found == [("memory-overflow", "warning",
+                      "pipeline rank 1 needs 81.00 GiB, over the 80.00 GiB it may use by "
+                      "1.00 GiB; fix", {"rank": 1, "peak_bytes": 81 * gib,
+                                        "capacity_bytes": 80 * gib, "ranks": [1]})]
+    found.clear()
+    memory_overflow([70 * gib], 80 * gib, "fix", "error", add)
+    assert found == []

@@ -115,3 +115,44 @@ def test_rowwise_recipes_are_priced_and_said(tmp_path: Path) -> None:
         < doc["derived"]["step_time_s"]
     assert not said["tensorwise"] and "6 bytes an element" in said["rowwise"][0]
     assert "weight-gradient GEMMs run BF16" in said["rowwise_with_gw_hp"][0]
+
+
+# --- a converter's table without the converter --------------------------------------
+
+TP16 = (DATA / "torchtitan_llama3_70b_tp16.toml").read_text()
+LINEAR = 'converters = ["quantize.linear.float8"]'
+
+
+def test_a_float8_table_without_its_converter_is_a_warning(tmp_path: Path) -> None:
+    """torchtitan builds one converter per name in [model] converters (protocols/
+    model_converter.py), whatever tables the file has: a [quantize.linear.float8] that
+    turns the FP8 all-gather on, with no converter naming it, trains BF16 (a user trial:
+    priced BF16 without a word). The warning names the converter; priced as it runs."""
+    assert LINEAR in TP16
+    _, found, doc = check_file(tmp_path / "no.toml", TP16.replace(LINEAR, ""),
+                                  "--gpu", "h100-sxm")
+    assert found["torchtitan-converter-unlisted"] == "warning"
+    (said,) = [f["message"] for f in doc["findings"]
+               if f["id"] == "torchtitan-converter-unlisted"]
+    assert said.startswith("[quantize.linear.float8] sets enable_fsdp_float8_all_gather, "
+                           "precompute_float8_dynamic_scale_for_fsdp")
+    assert 'converters = ["quantize.linear.float8"]' in said and "BF16" in said
+    assert doc["config"]["precision"] is None and doc["config"]["fp8_param_gather"] is None
+    _, listed, _ = check_file(tmp_path / "yes.toml", TP16, "--gpu", "h100-sxm")
+    assert "torchtitan-converter-unlisted" not in listed
+
+
+def test_torchtitans_own_bf16_tables_are_not_a_warning(tmp_path: Path) -> None:
+    """torchtitan's reference configs keep a float8 table of defaults and filter_fqns with
+    the converter commented out (train_configs/llama3_8b.toml): a BF16 run, said nothing;
+    an experts table whose fqns name a module, unlisted, is a warning too."""
+    defaults = TP16.replace(LINEAR, "").replace(
+        "enable_fsdp_float8_all_gather = true\nprecompute_float8_dynamic_scale_for_fsdp = true",
+        "enable_fsdp_float8_all_gather = false\nprecompute_float8_dynamic_scale_for_fsdp = false")
+    _, found, _ = check_file(tmp_path / "stock.toml", defaults, "--gpu", "h100-sxm")
+    assert "torchtitan-converter-unlisted" not in found
+    _, found, doc = qwen3(tmp_path, "lin")
+    (said,) = [f["message"] for f in doc["findings"]
+               if f["id"] == "torchtitan-converter-unlisted"]
+    assert said.startswith("[quantize.grouped_mm.float8] sets fqns")
+    assert "quantize.grouped_mm.float8" in said.split("converters")[1]

@@ -39,3 +39,24 @@ def test_top_one_and_two_rank_as_the_default_five_does() -> None:
         run = recommend(dataclasses.replace(SPEC, top=top)).result
         assert run.simulated == five.simulated
         assert [p.step_time_s for p in run.plans] == [p.step_time_s for p in five.plans[:top]]
+
+
+def test_a_plan_moved_up_by_the_margin_keeps_the_list_at_top() -> None:
+    """--pipeline-margin moves the best plan without a pipeline to the front: the list
+    stays --top long (a user trial's --top 3 showed four rows), the plan it passed over
+    second; --top 1 lists the moved plan alone, and the winner line still sets it beside
+    the pipelined plan it passed over."""
+    from pptune.report.plans import why_lines
+
+    spec = dataclasses.replace(
+        RecommendSpec.of(gpus=64, model="llama3-8b", tp="2,4", sharding="fsdp"),
+        framework="torchtitan")
+    for top in (3, 1):
+        result = recommend(dataclasses.replace(spec, top=top)).result
+        fast = result.passed_over
+        assert fast is not None and fast.pp > 1  # the margin decided
+        assert len(result.plans) == top and result.plans[0].pp == 1
+        assert result.plans[0].step_time_s > fast.step_time_s
+        assert (result.plans[1] is fast) if top > 1 else fast not in result.plans
+    (head, *_) = why_lines(result)  # --top 1's
+    assert "within --pipeline-margin" in head and f"pp={fast.pp}" in head

@@ -100,7 +100,7 @@ MOE_VALUE_FLAGS = (
     "--moe-deepep-num-sms",
     "--moe-router-num-groups",
     "--moe-router-group-topk",
-    "--moe-router-dtype",  # the router's precision (moe.py: a note)
+    "--moe-router-dtype",  # the router's precision (moe_kernels.py: a note)
     "--q-lora-rank",
     "--kv-lora-rank",
     "--qk-head-dim",

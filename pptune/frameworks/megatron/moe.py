@@ -39,6 +39,7 @@ from typing import Any
 
 from pptune.frameworks.common.fields import CAPS
 from pptune.frameworks.megatron.flags import FlagReader
+from pptune.frameworks.megatron.moe_kernels import kernels_noted
 from pptune.limits import MAX_LAYERS
 
 DISPATCHERS = ("allgather", "alltoall", "flex")
@@ -99,7 +100,7 @@ def read_moe(r: FlagReader, fields: dict[str, Any]) -> None:
     fields["moe_ffn_hidden_size"] = r.number("--moe-ffn-hidden-size")
     fields["moe_shared_ffn_hidden_size"] = r.number("--moe-shared-expert-intermediate-size")
     fields["moe_grouped_gemm"] = flags.has("--moe-grouped-gemm")
-    _kernels_noted(r)
+    kernels_noted(r, fields)
     _layer_freq(r, fields)
     if fields["num_experts"] and tp > 1 and not flags.has("--sequence-parallel"):
         ctx.refuse("megatron-moe-sequence-parallel",
@@ -118,23 +119,6 @@ def read_moe(r: FlagReader, fields: dict[str, Any]) -> None:
         ctx.note("--moe-token-dispatcher-type unset: priced as Megatron-LM's default, the "
                  "allgather dispatcher (every rank gathers the tokens of its ep x etp group; "
                  "alltoall or flex, with DeepEP, move only the routed copies)")
-
-
-def _kernels_noted(r: FlagReader) -> None:
-    """What pptune prices of the router and the token permutation, where the script
-    states otherwise: each (un)permutation is one memory pass, as megatron-core's fused
-    kernels run it (--moe-permute-fusion; without it, moe_utils.permute's unfused
-    PyTorch ops take several), and the router's GEMM in BF16 (costmodel/moe.py;
-    --moe-router-dtype fp32 or fp64 runs it in that precision: router.py's
-    router_gating_linear)."""
-    ctx, flags = r.ctx, r.flags
-    if not flags.has("--moe-permute-fusion"):
-        ctx.note("no --moe-permute-fusion: megatron-core permutes tokens with unfused PyTorch "
-                 "ops; priced as the fused kernels' one memory pass each way")
-    dtype = r.text("--moe-router-dtype")
-    if dtype is not None:
-        ctx.note(f"--moe-router-dtype {dtype}: the router's GEMM (hidden x experts) is priced "
-                 f"in BF16, not in {dtype}")
 
 
 def _dispatcher(r: FlagReader, fields: dict[str, Any], dispatcher: str, tp_ep: int) -> str:

@@ -64,6 +64,8 @@ def pipeline(r: FlagReader, fields: dict[str, Any]) -> None:
                        "parallel degree when enable uneven pipeline parallelism'")
             return _schedule(fields, None)
         virtual = _virtual_from_layers(ctx, layers, pp, per_virtual, account_emb + account_loss)
+        if virtual is False:  # refused: the split would be refused again, as at vpp 1
+            return _schedule(fields, None)
     _schedule(fields, virtual)
     if layers is None:
         return
@@ -81,19 +83,31 @@ def pipeline(r: FlagReader, fields: dict[str, Any]) -> None:
 
 
 def _virtual_from_layers(ctx: Ctx, layers: int | None, pp: int, per_virtual: int,
-                         extra: int) -> int | None:
+                         extra: int) -> int | bool | None:
+    """The virtual stages --num-layers-per-virtual-pipeline-stage gives (None: 1), or
+    False where validate_args refuses it: its two asserts, in its order."""
     if layers is None:
         ctx.note("--num-layers-per-virtual-pipeline-stage without a known --num-layers; "
                  "virtual stages left at 1")
         return None
     total = layers + extra
-    if total % pp or (total // pp) % per_virtual:
+    counted = f"--num-layers {layers}" + (f" + {extra} for the account-for flags = {total}"
+                                          if extra else "")
+    if total % pp:
         ctx.refuse("megatron-layers-not-divisible",
-                   f"--num-layers {layers} (+{extra} for the account-for flags) over pp {pp} "
-                   f"is not a multiple of --num-layers-per-virtual-pipeline-stage {per_virtual}: "
-                   "Megatron-LM validate_args asserts 'number of layers per pipeline stage must "
-                   "be divisible number of layers per virtual pipeline stage'")
-        return None
+                   f"{counted} is not divisible by pp {pp}: Megatron-LM validate_args asserts "
+                   "'number of layers of the model must be divisible pipeline model parallel "
+                   "size' before it derives the virtual stages from "
+                   f"--num-layers-per-virtual-pipeline-stage {per_virtual}; change "
+                   "--num-layers or the pipeline size")
+        return False
+    if (total // pp) % per_virtual:
+        ctx.refuse("megatron-layers-not-divisible",
+                   f"{counted} over pp {pp} is {total // pp} layers a stage, not a multiple of "
+                   f"--num-layers-per-virtual-pipeline-stage {per_virtual}: Megatron-LM "
+                   "validate_args asserts 'number of layers per pipeline stage must be "
+                   "divisible number of layers per virtual pipeline stage'")
+        return False
     vpp = total // pp // per_virtual
     return vpp if vpp > 1 else None
 

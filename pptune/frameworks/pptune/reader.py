@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from pptune.costmodel.precision import Fp8Recipe
+from pptune.costmodel.schedules import OVERLAPPED
 from pptune.frameworks.common.fields import Ctx, apply_flags, build
 from pptune.schemas import TrainingConfig
 
@@ -42,4 +43,24 @@ def read_own(data: dict[Any, Any], ctx: Ctx) -> TrainingConfig:
                       f"{', '.join(FP8_RECIPES)}")
     apply_flags(ctx, fields, {"pp": "pp", "gpus": "gpus", "tp": "tp"})
     fields["source_format"] = "pptune"
-    return build(ctx, fields)
+    config = build(ctx, fields)
+    unstated_notes(ctx, config, fields)
+    return config
+
+
+def unstated_notes(ctx: Ctx, config: TrainingConfig, fields: dict[Any, Any]) -> None:
+    """One note for each key left out that recommend's plans set: both default off
+    (TrainingConfig, a contract), where recommend splits the sequence over tp
+    (--sequence-parallel's default, options/groups.py) and hides the expert all-to-all
+    behind the DualPipes' F&B pairs unless the plan recomputes
+    (costmodel/candidates.py a2a_overlaps); ``recommend --emit pptune`` writes both."""
+    if config.tp > 1 and fields.get("sequence_parallel") is None:
+        ctx.note(f"tp {config.tp} priced without sequence parallelism: the file does not "
+                 "state sequence_parallel (default false), where recommend's plans split "
+                 "the sequence over tp; set sequence_parallel: true to price it as they do")
+    if (config.schedule in OVERLAPPED and config.ep > 1 and config.a2a_overlap is None
+            and config.recompute in (None, "none")):
+        ctx.note(f"{config.schedule.value} priced with the expert all-to-all exposed: the "
+                 "file does not state a2a_overlap (default off), where recommend's "
+                 f"{config.schedule.value} plans hide it behind another micro-batch's "
+                 "compute; set a2a_overlap: true to price it as they do")

@@ -47,12 +47,18 @@ from pptune.frameworks.common.versions import Versions
 from pptune.frameworks.torchtitan.facts import facts
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN, reads_toml
 from pptune.frameworks.torchtitan.table import Table, compiles
+from pptune.frameworks.torchtitan.unlisted import (
+    FLOAT8,
+    GMM_FLOAT8,
+    GMM_MX,
+    MX,
+    OLD_FLOAT8,
+    unlisted_tables,
+)
 from pptune.options import CostOptions
 from pptune.report.fmt import fmt_seconds
 
 FLOAT8_RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")
-FLOAT8, MX, OLD_FLOAT8 = "quantize.linear.float8", "quantize.linear.mx", "float8"
-GMM_FLOAT8, GMM_MX = "quantize.grouped_mm.float8", "quantize.grouped_mm.mx"
 # the converters each release registers (register_model_converter calls): others raise
 # KeyError in ModelConvertersContainer (torchtitan/protocols/model_converter.py)
 REGISTERED_0_1 = ("float8", "mx")
@@ -163,6 +169,7 @@ def read_converters(ctx: Ctx, data: dict[str, Any], fields: dict[str, Any], *,
     which parts of a MoE model run low precision."""
     converters = _converters(ctx, Table(ctx, "model", data))
     _registered(ctx, converters)
+    unlisted_tables(ctx, data, converters)
     linears = _linears(ctx, data, converters, fields)
     experts = _experts(ctx, data, converters, fields, moe_layers)
     if experts is not None or linears is not None:

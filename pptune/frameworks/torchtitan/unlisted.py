@@ -1,0 +1,56 @@
+"""torchtitan's quantization converters by name, and the tables a file configures for a
+converter its ``[model] converters`` does not name.
+
+torchtitan builds one converter per name in ``model.converters`` (0.2.2
+protocols/model_converter.py: ``build_model_converters`` looks each name up in the
+registry) and reads a converter's table only for a converter it builds: a
+``[quantize.linear.float8]`` table beside a list without ``quantize.linear.float8``
+configures nothing, and the model trains BF16. Its own reference configs do so on
+purpose: llama3's train_configs keep a float8 table of defaults
+(``enable_fsdp_float8_all_gather = false``, ``filter_fqns``) with the converter
+commented out. A table that turns something on (a true flag, a recipe, modules to
+convert) under an unlisted converter is a warning naming the converter.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pptune.frameworks.common.fields import Ctx
+
+FLOAT8, MX, OLD_FLOAT8 = "quantize.linear.float8", "quantize.linear.mx", "float8"
+GMM_FLOAT8, GMM_MX = "quantize.grouped_mm.float8", "quantize.grouped_mm.mx"
+OLD_MX = "mx"  # torchtitan 0.1's name and table of the MX linear converter
+# a converter table -> the converter names that read it (a file that renamed the
+# converter and kept the old table name is read by converters.py the same way)
+READ_BY = {FLOAT8: (FLOAT8, OLD_FLOAT8), OLD_FLOAT8: (OLD_FLOAT8, FLOAT8), MX: (MX, OLD_MX),
+           OLD_MX: (OLD_MX, MX), GMM_FLOAT8: (GMM_FLOAT8,), GMM_MX: (GMM_MX,)}
+# keys that restrict a conversion rather than ask for one
+RESTRICTING = frozenset({"filter_fqns"})
+
+
+def _table(data: dict[str, Any], path: str) -> dict[str, Any] | None:
+    node: Any = data
+    for part in path.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node if isinstance(node, dict) else None
+
+
+def unlisted_tables(ctx: Ctx, data: dict[str, Any], converters: list[str]) -> None:
+    """A warning for each converter table that turns something on while
+    ``converters`` names none of the converters that read it (module docstring)."""
+    for path, readers in READ_BY.items():
+        table = _table(data, path)
+        if table is None or any(name in converters for name in readers):
+            continue
+        asks = [key for key, value in table.items() if value and key not in RESTRICTING]
+        if not asks:
+            continue
+        parts = "routed experts' grouped GEMMs" if "grouped_mm" in path else "linears"
+        listed = ", ".join(f'"{name}"' for name in [*converters, path])
+        ctx.warn("torchtitan-converter-unlisted",
+                 f"[{path}] sets {', '.join(asks)}, but [model] converters does not name "
+                 f"{path}: torchtitan builds only the converters listed "
+                 "(protocols/model_converter.py) and ignores the table, so the "
+                 f"{parts} train BF16 (priced so); to run them low precision, set "
+                 f"converters = [{listed}] in [model]")
