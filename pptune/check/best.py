@@ -6,6 +6,7 @@ every setting in which it differs from the file's."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 from pptune.check.framework import stateable_requests
 from pptune.check.job import ConfigCosts, config_job
 from pptune.check.layouts import own_first, searched_keys
+from pptune.costmodel.listing import Ran
 from pptune.costmodel.partition import is_mtp, stage_bounds
 from pptune.costmodel.search import (
     CostTable,
@@ -24,19 +26,11 @@ from pptune.costmodel.search import (
     search,
 )
 from pptune.costmodel.stage_recompute import stage_blocks, summary_blocks
-from pptune.errors import BadInput
 from pptune.frameworks.common.adapter import Adapter, Add, Job
-from pptune.frameworks.common.express import fits
+from pptune.frameworks.common.as_run import as_itself
 from pptune.frameworks.registry import adapter_of
 from pptune.report.fmt import compact_split, fmt_microbatches, fmt_over_limit, fmt_seconds
 from pptune.schemas import TrainingConfig
-
-# the search's fastest plans timed as the framework runs them, at first; four times as
-# many while a plan past them might still run faster, up to AS_RUN_MOST. One at first:
-# where the framework runs a plan as priced (all but torchtitan) the first is the best,
-# and a search for more cannot prune below the fourth plan's time, over every layout
-AS_RUN_TOP = 1
-AS_RUN_MOST = 256
 
 
 @dataclass(frozen=True)
@@ -67,45 +61,40 @@ def best_plan(cfg: TrainingConfig, costs: ConfigCosts, req: PlanRequest, plan: P
         cost_keys=searched_keys(costs, req))
     adapter = adapter_of(cfg.source_format)
     tables = costs.tables if costs.tables is not None else costs.table
-    ran: dict[PlanSpec, tuple[Job, Plan] | None] = {}
-    best: tuple[Job, Plan] | None = None
+    jobs: dict[PlanSpec, Job] = {}  # the job each plan so priced ran as
+
+    def as_run(part: PlanRequest, plan: Plan) -> Ran | None:
+        ran = _as_run(adapter, cfg, costs, part, plan)
+        if ran is None:
+            return None
+        jobs[plan.spec] = ran[0]
+        return Ran(ran[1], ran[0].table, ran[0].request)
+
+    best: Plan | None = None
     for part in (p for within in stateable_requests(cfg, wide, costs.table.seq_len)
                  for p in own_first(within, req.keys()[0])):
-        top = AS_RUN_TOP
-        while True:
-            found = search(tables, dataclasses.replace(part, top=top)).plans
-            for searched in found:
-                if searched.spec not in ran:
-                    ran[searched.spec] = _as_run(adapter, cfg, costs, part, searched)
-            best = min((r for r in ran.values() if r is not None),
-                       key=lambda r: r[1].step_time_s, default=None)
-            # as run, a plan takes no less than the search's time (the file's kernels, or
-            # slower ones): the plans past the last listed cannot beat ``best``
-            if (len(found) < top or top >= AS_RUN_MOST
-                    or (best is not None and found[-1].step_time_s >= best[1].step_time_s)):
-                break
-            top *= 4
+        # the fastest plan of the part as the framework runs it (search's as_run)
+        found = search(tables, dataclasses.replace(part, top=1),
+                       functools.partial(as_run, part)).plans
+        if found and (best is None or found[0].step_time_s < best.step_time_s):
+            best = found[0]
     if best is None:
         return None
-    return Best(best[1], (adapter.run_settings(config_job(cfg, costs, req), plan),
-                          adapter.run_settings(*best)))
+    return Best(best, (adapter.run_settings(config_job(cfg, costs, req), plan),
+                       adapter.run_settings(jobs[best.spec], best)))
 
 
 def _as_run(adapter: Adapter, cfg: TrainingConfig, costs: ConfigCosts, req: PlanRequest,
             plan: Plan) -> tuple[Job, Plan] | None:
     """The plan priced as the framework runs it, as the job of its own cost key (its
-    table, ``req`` for it alone: as emit's ``job_of``); None where it cannot (BadInput)
-    or the plan so priced outgrows the GPU (``as_run`` would put another in its place)."""
+    table, ``req`` for it alone: as emit's ``job_of``); None where it runs no such plan
+    (as_run.as_itself)."""
     key = plan.key
     if key != costs.key:
         assert costs.tables is not None
         costs = dataclasses.replace(costs, table=costs.tables(key), key=key)
     job = config_job(cfg, costs, dataclasses.replace(req, cost_keys=(key,), tp=key.tp))
-    try:
-        ran_job, ran = adapter.as_run(job, plan)
-    except BadInput:
-        return None
-    return (ran_job, ran) if ran.spec == plan.spec and fits(ran_job, ran) else None
+    return as_itself(adapter, job, plan)
 
 
 def recompute_text(table: CostTable, plan: Plan, every: int | None,

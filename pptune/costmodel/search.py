@@ -67,7 +67,16 @@ from pptune.costmodel.evaluate import (
 )
 from pptune.costmodel.keys import CostKey, TableSource
 from pptune.costmodel.layout import DP_INNER, PP_INNER, RANK_ORDERS, RankOrder
-from pptune.costmodel.listing import listed_as, order, unique, without_recompute
+from pptune.costmodel.listing import (
+    AsRun,
+    AsRunLog,
+    Ranked,
+    listed_as,
+    merged,
+    order,
+    unique,
+    without_recompute,
+)
 from pptune.costmodel.memory import DEFAULT_RESERVE_BYTES, Recompute
 from pptune.costmodel.refine import always_refined, refine_split
 from pptune.costmodel.schedules import Schedule
@@ -125,11 +134,16 @@ class SearchResult:
     # the fastest plan, pipelined, when the best plan without a pipeline was ranked
     # before it (PlanRequest.pipeline_margin); None when the list is by step time
     passed_over: Plan | None = None
+    # ``as_run`` (search_all): the plans it left out and those it priced otherwise, as searched
+    dropped: list[Plan] = field(default_factory=list)
+    repriced: list[Plan] = field(default_factory=list)
 
 
 def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candidate],
-         rejected: Counter[str]) -> tuple[list[Plan], dict[Schedule, Plan], Plan | None, int]:
-    """Best-first: (feasible plans, best per schedule, best pp=1 plan, simulations)."""
+         rejected: Counter[str], log: AsRunLog | None = None
+         ) -> tuple[list[Plan], dict[Schedule, Plan], Plan | None, int]:
+    """Best-first: (feasible plans, best per schedule, best pp=1 plan, simulations); with
+    ``log``, those that could be listed or kept as a best plan, priced as run, ranked so."""
     source = table_source(tables, req)
     heap = [(c.key(), c) for c in pending]
     heapq.heapify(heap)
@@ -226,9 +240,15 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
         if fitted_per_stage(req, plan.recompute, spec.pp, spec.schedule):
             plan, extra = fit_stage_recompute(table, req, plan, max(kth, own, pp1))
             simulated += extra
-        plans.append(plan)
-        if spec.recompute is Recompute.NONE:
+        # run no faster than priced, a plan past the cut-off is never listed; one the
+        # framework runs no such plan for is not, and its recomputing twins are tried
+        past = log is not None and plan.step_time_s > max(kth, own, pp1)
+        ran = plan if log is None or past else log.priced(plan)
+        if spec.recompute is Recompute.NONE and ran is not None:
             plain_fits.add(_unsplit(spec))
+        if ran is None or past:
+            continue
+        plans.append(plan := ran)
         # a plan the list shows once (its rank-order twin, or a per-stage fit that came
         # out as a plan already found) counts once towards the cut-off
         k = listed_as(plan)
@@ -241,28 +261,33 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
     return plans, best_by, best_pp1, simulated
 
 
-def search(tables: CostTable | TableSource, req: PlanRequest) -> SearchResult:
+def search(tables: CostTable | TableSource, req: PlanRequest,
+           as_run: AsRun | None = None) -> SearchResult:
     """Every feasible plan's simulated step time, fastest first (top ``req.top``).
 
     ``tables``: one cost table (for the request's one key), or a source with a
-    table per key of ``req.keys()``."""
-    return search_all(tables, (req,))
+    table per key of ``req.keys()``; ``as_run`` as ``search_all`` takes it."""
+    return search_all(tables, (req,), as_run)
 
 
-def search_all(tables: CostTable | TableSource, reqs: Sequence[PlanRequest]) -> SearchResult:
+def search_all(tables: CostTable | TableSource, reqs: Sequence[PlanRequest],
+               as_run: AsRun | None = None) -> SearchResult:
     """The plans of several requests of one job as one search would list them all: each
     request searched on its own, then one list in the search's order (listing.py), cut
     and noted as ``search``'s. The requests differ in what they search (cost keys,
     shardings, schedules: ``Adapter.stateable_groups``), not in the job (GPUs, batch,
-    ``top``, margin: the first's); each key is in one, which prices its plans."""
+    ``top``, margin: the first's); each key is in one, which prices its plans.
+    ``as_run``: each plan priced as a framework runs it, and ranked so, those it runs no
+    such plan for left out (listing.AsRunLog); None: as searched."""
     if not reqs:
         return SearchResult([], Counter(), 0, 0, {})
+    log = AsRunLog(as_run) if as_run is not None else None
     with _collector_paused():
-        found = [_ranked(table_source(tables, r), r) for r in reqs]
+        found = [_ranked(table_source(tables, r), r, log) for r in reqs]
         if len(found) == 1:
             return _finished(found[0], lambda key: reqs[0])
         by_key = {k: r for r in reqs for k in r.keys()}
-        return _finished(_merged(found), lambda key: by_key.get(key, reqs[0]))
+        return _finished(merged(found), lambda key: by_key.get(key, reqs[0]))
 
 
 @contextlib.contextmanager
@@ -282,49 +307,22 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-@dataclass
-class _Ranked:
-    """A request's ranked plans (every one kept, not yet cut to ``top``)."""
-
-    req: PlanRequest
-    source: TableSource
-    plans: list[Plan]
-    best_by: dict[Schedule, Plan]
-    best_pp1: Plan | None
-    rejected: Counter[str]
-    candidates: int
-    simulated: int
-
-
-def _ranked(source: TableSource, req: PlanRequest) -> _Ranked:
+def _ranked(source: TableSource, req: PlanRequest, log: AsRunLog | None) -> Ranked:
     pending, rejected, count = candidates(source, req)
     ranked = replace(req, top=max(req.top, req.rank_top))  # the cut-off (PlanRequest)
-    plans, best_by, best_pp1, simulated = rank(source, ranked, pending, rejected)
+    plans, best_by, best_pp1, simulated = rank(source, ranked, pending, rejected, log)
     for plain in without_recompute(source, req, list(unique(sorted(plans, key=order)))[
             : ranked.top]):
-        plans.append(plain)
         simulated += 1
-        if plain.step_time_s < best_by[plain.schedule].step_time_s:
-            best_by[plain.schedule] = plain
-    return _Ranked(req, source, plans, best_by, best_pp1, rejected, count, simulated)
+        if (ran := plain if log is None else log.priced(plain)) is None:
+            continue
+        plans.append(ran)
+        if ran.step_time_s < best_by[ran.schedule].step_time_s:
+            best_by[ran.schedule] = ran
+    return Ranked(req, source, plans, best_by, best_pp1, rejected, count, simulated, log)
 
 
-def _merged(found: list[_Ranked]) -> _Ranked:
-    """Several requests' ranked plans as one request's (the first's job and tables)."""
-    best_by: dict[Schedule, Plan] = {}
-    rejected: Counter[str] = Counter()
-    for f in found:
-        rejected.update(f.rejected)
-        for schedule, plan in f.best_by.items():
-            if schedule not in best_by or plan.step_time_s < best_by[schedule].step_time_s:
-                best_by[schedule] = plan
-    pp1 = [f.best_pp1 for f in found if f.best_pp1 is not None]
-    return _Ranked(found[0].req, found[0].source, [p for f in found for p in f.plans],
-                   best_by, min(pp1, key=lambda p: p.step_time_s) if pp1 else None, rejected,
-                   sum(f.candidates for f in found), sum(f.simulated for f in found))
-
-
-def _finished(found: _Ranked, req_of: Callable[[CostKey], PlanRequest]) -> SearchResult:
+def _finished(found: Ranked, req_of: Callable[[CostKey], PlanRequest]) -> SearchResult:
     """The list of ``found``'s plans: cut to ``top``, the margin's reordering, the first
     plan explained, and the best plan without a pipeline; ``req_of``: the request a
     cost key's plans were searched with."""
@@ -339,9 +337,11 @@ def _finished(found: _Ranked, req_of: Callable[[CostKey], PlanRequest]) -> Searc
         # still --top plans: the plan moved up takes the last place, not one more
         top = [best_pp1, *(p for p in top if listed_as(p) != flat)][: req.top]
     first = req_of(top[0].key) if top else req  # the request of the plan listed first
-    if top:
-        top[0] = explain(source(top[0].key), first, top[0])
-        top[0] = replace(top[0], exposed_cp_s=exposed_cp_s(source(top[0].key), first, top[0]))
+    if top:  # explained on the table and request it was priced with
+        ran = found.log.ran.get(top[0].spec) if found.log is not None else None
+        table, how = (ran.table, ran.request) if ran else (source(top[0].key), first)
+        top[0] = explain(table, how, top[0])
+        top[0] = replace(top[0], exposed_cp_s=exposed_cp_s(table, how, top[0]))
     if req.with_best_pp1 and best_pp1 is not None and all(p.pp > 1 for p in top):
         top.append(best_pp1)  # the honest baseline: the best plan without a pipeline
     notes = []
@@ -356,8 +356,10 @@ def _finished(found: _Ranked, req_of: Callable[[CostKey], PlanRequest]) -> Searc
             f"at global batch {req.global_batch} and dp={top[0].dp}; "
             "gradient-accumulation steps cannot be aligned to pipeline depth"
         )
-    return SearchResult(top, found.rejected, found.candidates, found.simulated,
-                        found.best_by, notes, passed_over)
+    log = found.log or AsRunLog(lambda plan: None)  # without as_run: nothing left out
+    return SearchResult(top, found.rejected, found.candidates, found.simulated, found.best_by,
+                        notes, passed_over, sorted(log.dropped, key=order),
+                        sorted(log.repriced, key=order))
 
 
 def _unsplit(spec: PlanSpec) -> tuple[object, ...]:

@@ -258,11 +258,20 @@ class Adapter:
         framework's interleaved schedule orders such counts its own way (torch's)."""
         return req if self.runs_microbatch_groups else replace(req, interleaved_groups=False)
 
-    def as_run(self, job: Job, plan: Plan) -> tuple[Job, Plan]:
+    def as_run(self, job: Job, plan: Plan, *, substitute: bool = True) -> tuple[Job, Plan]:
         """The job and plan priced as the framework runs the plan with the job's settings
         (the kernels it runs for the plan's schedule, ...): where ``express`` starts, and
-        how check-config times the plans it compares a file with. Default: as priced."""
+        how check-config times the plans it compares a file with and ``recommend
+        --framework`` ranks its plans (common/as_run.py). A plan that so priced outgrows
+        the GPU gives way to the best plan that fits so, unless not to ``substitute``
+        (then it is kept, and ``express.fits`` says it does not). Default: as priced."""
         return job, plan
+
+    @property
+    def runs_as_priced(self) -> bool:
+        """Whether the framework runs every plan as the search priced it (``as_run`` is
+        the default's): nothing to price again."""
+        return type(self).as_run is Adapter.as_run
 
     def run_settings(self, job: Job, plan: Plan) -> dict[str, str]:
         """The framework's own settings a plan runs with, beyond its layout (``as_run``'s

@@ -13,10 +13,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from pptune.costmodel import presets
 from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.loss import CrossEntropy
-from pptune.costmodel.models import ModelShape
 from pptune.costmodel.partition import (
     add_ends,
     even_split,
@@ -39,11 +37,10 @@ from pptune.costmodel.search import (
     search,
 )
 from pptune.costmodel.stage_recompute import fit_stage_recompute
-from pptune.costmodel.table import CostTable
-from pptune.costs.resolve import analytic_costs
 from pptune.errors import BadInput
 from pptune.frameworks.common.adapter import Job
 from pptune.frameworks.common.baseline import ratio
+from pptune.frameworks.common.repricing import analytic, repriced
 from pptune.frameworks.common.writing import domain_spans_hosts, plan_launch
 from pptune.options import CostOptions
 from pptune.report.fmt import (
@@ -200,7 +197,8 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
                   fp8_kernels: Fp8Kernels | None = None, fp8_casts: Fp8Casts | None = None,
                   within: PlanRequest | None = None,
                   tp_comm_overlap: bool | None = None,
-                  wgrad_accum: WgradAccum | None = None) -> tuple[Job, Plan]:
+                  wgrad_accum: WgradAccum | None = None,
+                  substitute: bool = True) -> tuple[Job, Plan]:
     """The job and plan re-priced with the attention kernel, sequence parallelism, loss
     kernels (``cross_entropy``, None: the job's), SwiGLU kernels (``swiglu``, None: the
     job's), FP8 linears and their casts (``fp8_kernels``, ``fp8_casts``) and MoE dispatcher
@@ -208,7 +206,8 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
     None: the job's) and weight-gradient accumulation (``wgrad_accum``, None: the job's)
     the framework's files run (``runs`` says which, in
     the note); a plan that outgrows the GPU so priced gives way to the best of ``within``
-    (the plans the framework's files state; None: the job's search). Unchanged for
+    (the plans the framework's files state; None: the job's search), unless not to
+    ``substitute`` (``Adapter.as_run``'s: the plan so priced is kept). Unchanged for
     measured costs, a shape or GPU
     pptune cannot price, or when the job already plans that way."""
     c = job.cost_options or CostOptions()
@@ -225,18 +224,18 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
     if ((job.attention, job.sequence_parallel, c.loss_kernels, c.moe_dispatcher,
          c.swiglu_kernels, c.fp8_linears(), c.fp8_casts, job.tp_comm_overlap, c.wgrad)
             == (attention, sequence_parallel, loss, route, act, fp8, casts, overlap, accum)
-            or not _analytic(job)):
+            or not analytic(job)):
         return job, plan
     job = replace(job, attention=attention, sequence_parallel=sequence_parallel,
                   tp_comm_overlap=overlap,
                   cost_options=replace(c, cross_entropy=loss, moe_dispatcher=route, swiglu=act,
                                        fp8_kernels=fp8, tp_comm_overlap=overlap,
                                        wgrad_accum=accum, fp8_casts=casts))
-    job = _repriced(job, job.shape)
+    job = repriced(job, job.shape)
     before, plan = plan, evaluate(job.table, job.request, plan.spec)
     notes.append(f"{name} runs {runs}: predicted that way, step {fmt_seconds(plan.step_time_s)} "
                  f"({ratio(plan.step_time_s, before.step_time_s)})")
-    if not fits(job, plan):
+    if substitute and not fits(job, plan):
         # priced as the files run, the plan outgrows the GPU (an eager SwiGLU keeps more):
         # the search's best plan on those costs instead, when one fits
         best = search(job.table, replace(within or job.request, top=1)).plans
@@ -255,39 +254,6 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
     return job, plan
 
 
-def _analytic(job: Job) -> bool:
-    """Whether pptune can price the job's shape again (analytic costs of a GPU preset)."""
-    return job.shape is not None and str(job.device) in presets.GPUS and job.attention is not None
-
-
-def _repriced(job: Job, shape: ModelShape | None) -> Job:
-    """The job with ``shape``'s analytic costs at its kernels, links and cost key."""
-    assert shape is not None
-    table = analytic_table(job, shape)
-    return replace(job, table=table, shape=shape, layer_names=tuple(table.names))
-
-
-def analytic_table(job: Job, shape: ModelShape | None = None, **changed: object) -> CostTable:
-    """``shape``'s (None: the job's) analytic costs priced as the job's were: its GPU and
-    GPU count, kernels, links, cost key, GEMM efficiency and calibration; ``changed``
-    replaces options of ``profiles.analytic_profile`` (an exchange, modules recomputed)."""
-    c = job.cost_options or CostOptions()
-    options: dict[str, object] = dict(
-        sequence_parallel=job.sequence_parallel, attention=str(job.attention),
-        tp_comm_overlap=job.tp_comm_overlap, cp_comm=c.cp_comm, fp8_params=c.fp8_params,
-        gpus_per_node=job.request.gpus_per_node, gpus=job.request.gpus,
-        gpu_spread=c.gpu_spread, cross_entropy=c.loss_kernels, swiglu=c.swiglu_kernels,
-        fp8_kernels=c.fp8_linears(), factors=job.factors, recompute_modules=job.layer_modules,
-        efficiency=c.efficiency, wgrad_accum=c.wgrad, torchao_recipe=c.torchao_recipe,
-        fp8_recipe=c.recipe, main_grad_bytes=c.main_grad_bytes, fp8_casts=c.fp8_casts)
-    options.update(changed)
-    priced = shape or job.shape
-    assert priced is not None
-    table, _ = analytic_costs(priced, str(job.device), sorted(job.table.by_mb),
-                              job.request.keys()[0], c.experts(), **options)  # type: ignore[arg-type]
-    return table
-
-
 def without_mtp(job: Job, plan: Plan, *, name: str, rank: int,
                 notes: list[str]) -> tuple[Job, Plan]:
     """The job and plan without their multi-token-prediction layers, for a framework
@@ -302,13 +268,13 @@ def without_mtp(job: Job, plan: Plan, *, name: str, rank: int,
                        f"multi-token-prediction layer, which leaves {built} layers (the "
                        f"embedding and the head included) for {chunks} stages; choose a plan "
                        "with fewer stages (--pp) or another framework")
-    if not mtp or not _analytic(job):
+    if not mtp or not analytic(job):
         return job, plan
     assert job.shape is not None
     split = [sum(not is_mtp(job.layer_names[i]) for i in range(s, e))
              for s, e in stage_bounds(plan.stage_layers)]
     before = plan.step_time_s
-    job = _repriced(job, replace(job.shape, mtp_layers=0))
+    job = repriced(job, replace(job.shape, mtp_layers=0))
     plan = price(job, replace(plan.spec, stage_layers=tuple(split)))
     notes.append(f"{name} builds no multi-token-prediction module: the plan priced without "
                  f"its {mtp} MTP layer{'s' if mtp > 1 else ''}, predicted step "

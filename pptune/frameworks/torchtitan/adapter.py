@@ -121,8 +121,8 @@ class TorchtitanAdapter(Adapter):
                   shape: ModelShape | None = None) -> PlanRequest:
         return self.in_its_order(stateable_request(req, model, shape))
 
-    def as_run(self, job: Job, plan: Plan) -> tuple[Job, Plan]:
-        return closest.as_run(job, plan)
+    def as_run(self, job: Job, plan: Plan, *, substitute: bool = True) -> tuple[Job, Plan]:
+        return closest.as_run(job, plan, substitute)
 
     def run_settings(self, job: Job, plan: Plan) -> dict[str, str]:
         return closest.run_settings(job, plan)

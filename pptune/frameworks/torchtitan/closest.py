@@ -135,7 +135,7 @@ def _stateable_best(job: Job, plan: Plan) -> Plan | None:
     return ex.stateable_best(job, plan, stateable_request(job.request, job.model, job.shape))
 
 
-def as_run(job: Job, plan: Plan) -> tuple[Job, Plan]:
+def as_run(job: Job, plan: Plan, substitute: bool = True) -> tuple[Job, Plan]:
     """The job and plan priced as a torchtitan file runs the plan (``_as_run``, where
     ``closest_plan`` starts): for check-config, which times the plans it compares a file
     with so; BadInput for a plan whose expert mesh torchtitan refuses as the file would
@@ -147,7 +147,7 @@ def as_run(job: Job, plan: Plan) -> tuple[Job, Plan]:
                else mesh_problem(plan.ep, plan.etp, shard, plan.cp, plan.tp))
         if why:
             raise BadInput(f"torchtitan cannot run the plan: {why}")
-    return _as_run(job, plan, 1, [])
+    return _as_run(job, plan, 1, [], substitute)
 
 
 def run_settings(job: Job, plan: Plan) -> dict[str, str]:
@@ -158,24 +158,27 @@ def run_settings(job: Job, plan: Plan) -> dict[str, str]:
             **expert_setting(job, plan)}
 
 
-def _as_run(job: Job, plan: Plan, rank: int, notes: list[str]) -> tuple[Job, Plan]:
+def _as_run(job: Job, plan: Plan, rank: int, notes: list[str], substitute: bool = True
+            ) -> tuple[Job, Plan]:
     """The job and plan priced as a torchtitan file runs them (no MTP module, its
     attention, loss, SwiGLU, float8 and dispatcher kernels, its K/V exchange, float8
-    recipe and the experts' precision), each change with a note."""
+    recipe and the experts' precision), each change with a note (``substitute``: as
+    ``Adapter.as_run`` takes it)."""
     model = (flavor_of(job.model, job.shape) or ("", ""))[0]
     job, plan = ex.without_mtp(job, plan, name=NAME, rank=rank, notes=notes)
     # the loss and the SwiGLU as the file runs them: compiled as the plan was priced
     # (cp_fp8.compiled: the file's [compile] table), else PyTorch's eager kernels
     # (costmodel/loss.py, rates.Swiglu)
     route = dispatcher_of(job, plan, model or str(job.model))
-    job, plan = _kernels_as_run(job, plan, compiled(plan, job.cost_options), route, notes)
+    job, plan = _kernels_as_run(job, plan, compiled(plan, job.cost_options), route, notes,
+                                substitute)
     job, plan = stateable_exchange(job, plan, notes)
     job, plan = stateable_recipe(job, plan, notes)
     return stateable_experts(job, plan, notes)
 
 
 def _kernels_as_run(job: Job, plan: Plan, parts: tuple[str, ...], route: Dispatcher,
-                    notes: list[str]) -> tuple[Job, Plan]:
+                    notes: list[str], substitute: bool = True) -> tuple[Job, Plan]:
     """The job and plan re-priced with torchtitan's kernels: flash attention, sequence
     parallelism, its dispatcher, torchao's float8 and the loss and SwiGLU compiled where
     ``parts`` says."""
@@ -204,6 +207,7 @@ def _kernels_as_run(job: Job, plan: Plan, parts: tuple[str, ...], route: Dispatc
         swiglu=Swiglu.FUSED if "model" in parts else Swiglu.EAGER, notes=notes,
         fp8_kernels=Fp8Kernels.TORCHAO, fp8_casts=casts, dispatcher=route,
         wgrad_accum=WgradAccum.BF16, within=stateable_request(job.request, job.model, job.shape),
+        substitute=substitute,
         runs=f"{attn}, sequence parallelism with tensor parallelism{experts}, {loss}{split}{fp8}")
 
 

@@ -41,8 +41,8 @@ from pptune.costmodel.keys import Precision
 from pptune.costmodel.search import Plan, Sharding, evaluate
 from pptune.frameworks.common.adapter import Job
 from pptune.frameworks.common.baseline import ratio
-from pptune.frameworks.common.express import analytic_table
 from pptune.frameworks.common.fields import Ctx, show
+from pptune.frameworks.common.repricing import analytic_table
 from pptune.frameworks.common.versions import Versions
 from pptune.frameworks.torchtitan.facts import facts
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN, reads_toml

@@ -27,8 +27,8 @@ from pptune.costmodel.schedules import SPLIT_BACKWARD
 from pptune.costmodel.search import Plan, Recompute, evaluate
 from pptune.frameworks.common.adapter import Job
 from pptune.frameworks.common.baseline import ratio
-from pptune.frameworks.common.express import analytic_table
 from pptune.frameworks.common.fields import Ctx
+from pptune.frameworks.common.repricing import analytic_table
 from pptune.frameworks.torchtitan.table import Table
 from pptune.options import CostOptions
 from pptune.report.fmt import fmt_seconds
