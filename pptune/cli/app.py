@@ -272,11 +272,11 @@ def _show_plans(run: Any, train_tokens: float | None, out: OutputOptions) -> Non
         console.print(f"note: {note}", highlight=False, markup=False)
     if out.timeline:
         from pptune.costmodel.search import evaluate
-        from pptune.plan.emit import job_of
+        from pptune.plan.emit import listed_job
         from pptune.report.timeline import timeline_text
 
         w = run.result.plans[0]
-        job = job_of(run, w)  # the plan's own cost key: its tp, cp, ep and precision
+        job = listed_job(run, w)  # its own cost key, priced as listed (--framework: as run)
         full = evaluate(job.table, job.request, w.spec, keep_events=True)
         from pptune.report.plans import timeline_windows
 

@@ -15,18 +15,14 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from pptune.costmodel import presets
-from pptune.costmodel.calibration import Factors
 from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.partition import strip_ends
-from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import Plan, search
-from pptune.costs import calibrated
-from pptune.costs.modelspec import from_hf_config
-from pptune.errors import BadInput, PptuneError
+from pptune.errors import BadInput
 from pptune.files import Written, write_all
 from pptune.frameworks.common.adapter import Adapter, Job, Stated
+from pptune.frameworks.common.as_run import as_itself
 from pptune.frameworks.common.baseline import ratio, relative_to
 from pptune.frameworks.common.express import (
     closest_or_refuse,
@@ -64,50 +60,22 @@ class Emitted:
 
 
 def job_of(run: RecommendRun, plan: Plan) -> Job:
-    """The job of one plan as the adapters see it (its cost table, the request it was
-    searched with for its one cost key): the one place a run's ``request`` is read."""
-    costs = run.request.costs
-    return Job(
-        table=run.table_for(plan.key),
-        request=replace(run.request_for(plan.key), cost_keys=(plan.key,), tp=plan.key.tp),
-        layer_names=tuple(run.names),
-        global_batch=run.global_batch, origin=run.origin,
-        shape=run.shape or presets.MODELS.get(str(costs.model)) or _hf_shape(run),
-        model=costs.model, device=costs.gpu,
-        attention=costs.attention.value if costs.attention else None,
-        sequence_parallel=costs.splits_sequence,
-        tp_comm_overlap=costs.overlaps_tp, cost_options=costs,
-        hf_config=str(costs.hf_config) if costs.hf_config is not None else None,
-        profile_file=run.costs.profile_file if run.costs is not None else None,
-        profile_device=(run.costs.profile.device.name
-                        if run.costs is not None and run.costs.measured else None),
-        factors=calibration_factors(run),
-        moments=_moments(run),
-    )
+    """The job of one plan as the adapters see them (its cost table, the request it was
+    searched with for its one cost key: ``RecommendRun.jobs``)."""
+    assert run.jobs is not None  # recommend builds them
+    return run.jobs(run.table_for(plan.key),
+                    replace(run.request_for(plan.key), cost_keys=(plan.key,), tp=plan.key.tp))
 
 
-def _moments(run: RecommendRun) -> tuple[str, str]:
-    """Adam's moments' widths the run planned for (fp32 for a file without them)."""
-    space = run.request.space
-    if space is None:
-        return ("fp32", "fp32")
-    return (space.exp_avg_dtype.value, space.exp_avg_sq_dtype.value)
-
-
-def _hf_shape(run: RecommendRun) -> ModelShape | None:
-    """The shape of the Hugging Face config a measured profile was probed from, for the
-    files' model arguments (its costs stay the measured ones); None without one."""
-    hf = run.request.costs.hf_config
-    try:
-        return None if hf is None else from_hf_config(hf, run.table.seq_len)
-    except PptuneError:
-        return None  # moved or changed since the probe: the files say the shape is missing
-
-
-def calibration_factors(run: RecommendRun) -> Factors | None:
-    """The rate factors of a calibrated profile the run priced with (None: none)."""
-    cal = run.costs.profile.calibration if run.costs is not None else None
-    return None if cal is None else calibrated.factors(cal)
+def listed_job(run: RecommendRun, plan: Plan) -> Job:
+    """The job a listed plan was priced with: as its framework's files run it where the
+    run ranked a framework's plans (``recommend --framework``: framework_search.py),
+    else its job as searched (``job_of``)."""
+    job = job_of(run, plan)
+    if run.request.framework is None:
+        return job
+    ran = as_itself(ADAPTERS[parse_framework(run.request.framework)], job, plan)
+    return job if ran is None else ran[0]
 
 
 def emit(framework: Framework | str, run: RecommendRun, rank: int = 1,
@@ -121,7 +89,7 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1,
     if not 1 <= rank <= len(plans):
         raise BadInput(f"--plan {rank} is not among the {len(plans)} ranked plans; give "
                        f"--plan 1 to {len(plans)} (or raise --top)")
-    check_moments(fw, _moments(run))
+    check_moments(fw, job_of(run, plans[rank - 1]).moments)
     asked = plans[rank - 1]
     with relative_to(rank, asked.step_time_s):  # every ratio of the notes: to plan N
         plan, notes = _stateable_layout(adapter, run, plans[rank - 1], rank)

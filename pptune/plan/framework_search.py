@@ -10,22 +10,32 @@ recomputations and rank orders they state, priced as its files run them
 request for each tensor-parallel size and shardings whose narrowing differs,
 e.g. DeepSpeed's AutoTP without a pipeline); ``search_all`` lists the groups'
 plans as one search would. The kernels are those NAME's files run
-(plan/written.py), as with ``--emit``. Plan 1 is then a plan NAME's files
-state, which ``--emit NAME`` writes without another layout in its place.
+(plan/written.py), as with ``--emit``. Each plan is ranked as NAME's files run it
+(``Adapter.as_run``: torchtitan runs the zero-bubble and DualPipeV schedules with its
+model uncompiled), as ``--emit`` and check-config price it (frameworks/common/as_run.py);
+those its files cannot run as such, or that so priced outgrow the GPU, are left out,
+and one note says what that changed (search_all's ``as_run``: costmodel/listing.py
+``AsRunLog``). Plan 1 is then a plan NAME's files state, which ``--emit NAME`` writes
+without another layout in its place, at the step the table gives it.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
+from pptune.costmodel.candidates import table_source
 from pptune.costmodel.keys import CostKey, TableSource
+from pptune.costmodel.listing import Ran
 from pptune.costmodel.presets import ModelShape
-from pptune.costmodel.search import CostTable, PlanRequest, SearchResult, search_all
+from pptune.costmodel.search import CostTable, Plan, PlanRequest, SearchResult, search_all
 from pptune.errors import BadInput
-from pptune.frameworks.common.adapter import Adapter
+from pptune.frameworks.common.adapter import Adapter, Job
+from pptune.frameworks.common.as_run import as_itself
 from pptune.frameworks.registry import ADAPTERS, NAMES, Framework, find
+from pptune.report.fmt import fmt_microbatches, fmt_seconds
 
 # the flag and value that search a layout without each dimension a framework may not state
 _PLAIN = {"tp": "--tp", "cp": "--cp 1", "ep": "--ep 1", "etp": "--etp 1",
@@ -62,6 +72,9 @@ class FrameworkSearch:
     seq_len: int | None  # the sequence the costs were priced at (torchtitan's divisor)
     model: str | None  # the model's name: a preset's, a profile's
     shape: ModelShape | None  # its shape, where known (torchtitan's models)
+    # a plan's job from its table and request (plan/jobs.py), to price it as the files
+    # run it; None: listed as searched
+    jobs: Callable[[CostTable, PlanRequest], Job] | None = None
 
     def keys(self, keys: Sequence[CostKey]) -> tuple[CostKey, ...]:
         """Of ``keys``, those its files state."""
@@ -78,7 +91,50 @@ class FrameworkSearch:
         return self.adapter.stateable_groups(req, keys, self.model, self.shape) if keys else []
 
     def __call__(self, tables: CostTable | TableSource, req: PlanRequest) -> SearchResult:
-        return search_all(tables, self.groups(req))
+        groups = self.groups(req)
+        if self.jobs is None or not groups or self.adapter.runs_as_priced:
+            return search_all(tables, groups)
+        jobs = self.jobs
+        by_key = {k: g for g in groups for k in g.keys()}
+
+        def as_run(plan: Plan) -> Ran | None:
+            key = plan.key
+            table = table_source(tables, by_key[key])(key)
+            ran = as_itself(self.adapter, jobs(table, replace(by_key[key], cost_keys=(key,),
+                                                              tp=key.tp)), plan)
+            return None if ran is None else Ran(ran[1], ran[0].table, ran[0].request)
+
+        result = search_all(tables, groups, as_run)
+        said = self.as_run_note(result)
+        return replace(result, notes=[*result.notes, said]) if said else result
+
+    def as_run_note(self, result: SearchResult) -> str | None:
+        """What pricing the plans as its files run them changed (None: nothing): how
+        many of the plans listed it priced otherwise, how many faster as searched than
+        the last listed it priced past them, and those it left out, the fastest named."""
+        title, shown = self.adapter.title, result.plans
+        again = {p.spec for p in result.repriced}
+        changed = [p for p in shown if p.spec in again]
+        last_s = max((p.step_time_s for p in shown), default=math.inf)
+        left = [p for p in result.dropped if p.step_time_s < last_s]
+        listed = {p.spec for p in shown}
+        past = [p for p in result.repriced if p.spec not in listed and p.step_time_s < last_s]
+        parts = [f"{len(changed)} listed plan{'s' * (len(changed) > 1)} priced again so"
+                 ] * bool(changed) + [f"{len(past)} plan{'s' * (len(past) > 1)} faster as "
+                                      "searched run slower than the list so"] * bool(past)
+        if left:
+            p = left[0]
+            v = f" v={p.virtual_stages}" if p.virtual_stages > 1 else ""
+            parts.append(f"{len(left)} faster plan{'s' * (len(left) > 1)} left out, which "
+                         f"{title}'s files cannot run as such or which so run outgrow the "
+                         f"GPU (the fastest: pp={p.pp} dp={p.dp} tp={p.tp} "
+                         f"{p.schedule.value}{v}, "
+                         f"{fmt_microbatches(p.num_microbatches, p.micro_batch_size)}, "
+                         f"{p.sharding.value}/{p.recompute.value} at "
+                         f"{fmt_seconds(p.step_time_s)} as searched)")
+        if not parts:
+            return None
+        return f"ranked as {title}'s files run the plans: {'; '.join(parts)}"
 
     def dropped(self, keys: Sequence[CostKey]) -> str | None:
         """The note naming the keys its files cannot state, None when they state all;

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from pptune import limits
@@ -43,6 +42,7 @@ from pptune.plan.attention_share import attention_note
 from pptune.plan.forced import forced_note
 from pptune.plan.framework_search import FrameworkSearch, check_moments, parse_framework
 from pptune.plan.headroom import headroom_note
+from pptune.plan.jobs import Jobs, recorded
 from pptune.plan.reserve import check_reserve, reserve_bytes, within_memory
 from pptune.plan.what_if import (
     MOE_HOST_NOTE,
@@ -113,6 +113,7 @@ class RecommendRun:
     # --framework: the requests the plans were searched with, each for some of the keys
     # (Adapter.stateable_groups); empty: ``plan_request`` for every key
     groups: tuple[PlanRequest, ...] = ()
+    jobs: Jobs | None = None  # the plans' jobs as the adapters see them (emit.job_of)
 
     def table_for(self, key: CostKey) -> CostTable:
         """The cost table a plan of ``key`` was priced with."""
@@ -231,6 +232,12 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     if within is not None:  # BadInput when its files state none of the keys
         notes += [note for note in [within.dropped(keys)] if note]
         keys = within.keys(keys)
+    priced = costs.options or spec.costs  # a calibrated profile's jobs' choices filled in
+    jobs = Jobs.of(recorded(priced, costs, keys), tuple(table.names), costs.origin,
+                   costs.shape, costs, table.seq_len,
+                   (s.exp_avg_dtype.value, s.exp_avg_sq_dtype.value))
+    if within is not None:  # its plans priced as its files run them
+        within = replace(within, jobs=jobs)
     searching = within or search
     sizes = s.micro_batch_sizes or tuple(sorted(table.by_mb))
     schedules = s.schedules or DEFAULT_SCHEDULES
@@ -245,7 +252,6 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     if s.reserve_gib is None and costs.reserve_bytes is not None:
         notes.append(f"reserve: {reserve / GIB:.2f} GiB a GPU, what the calibrated profile's "
                      "jobs held beyond pptune's tensors (--reserve-gib overrides)")
-    priced = costs.options or spec.costs  # a calibrated profile's jobs' choices filled in
     req = PlanRequest(
         gpus=s.gpus, global_batch=global_batch, tp=keys[0].tp, gpus_per_node=gpn,
         cost_keys=keys, overlap_param_gather=s.overlap_param_gather,
@@ -300,10 +306,12 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         hint = dispatch_what_if(spec.costs, s.gpus, costs, best_req, result)
         if hint:
             result.notes.append(hint)
+    gathered = searching if within is None else replace(within, jobs=replace(
+        jobs, options=replace(jobs.options, fp8_param_gather=True)))  # as its tables
     hint = None if given or costs.measured else fp8_gather_what_if(
         spec.costs, req, result, lambda o: resolve(o, sizes=sizes, search=True,
                                                    gpus_per_node=gpn, gpus=s.gpus).table_for,
-        searching)
+        gathered)
     if hint:
         result.notes.append(hint)
     if not given and costs.shape is not None and costs.gpu is not None and not costs.measured:
@@ -331,21 +339,8 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     hint = headroom_note(result, reserve)
     if hint:
         result.notes.append(hint)
-    hf = c.hf_config.resolve() if c.hf_config is not None else costs.profile.model.hf_config
-    def searched(values: list[int]) -> tuple[int, ...]:
-        return tuple(sorted(set(values)))
-
     request = PlanFileRequest(
-        costs=replace(c, model=costs.profile.model.name, gpu=costs.profile.device.name,
-                      sequence_parallel=c.splits_sequence if not costs.measured
-                      else bool(c.sequence_parallel),
-                      seq_len=table.seq_len, hf_config=None if hf is None else Path(hf),
-                      attention=None if costs.measured else c.attention or Attention(
-                          costs.attention or Attention.FLASH.value),
-                      tp_comm_overlap=c.overlaps_tp,
-                      tp=searched([k.tp for k in keys]), cp=searched([k.cp for k in keys]),
-                      ep=searched([k.ep for k in keys]), etp=searched([k.etp for k in keys]),
-                      precision=tuple(dict.fromkeys(k.precision for k in keys))),
+        costs=jobs.options,
         space=replace(s, global_batch=global_batch, micro_batch_sizes=sizes, gpus_per_node=gpn,
                       schedules=_of(groups, "schedules") or tuple(schedules),
                       recompute=_of(groups, "recomputes") or recomputes,
@@ -357,7 +352,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     return RecommendRun(result, table, req, list(table.names), global_batch, costs.origin,
                         request, notes, costs.shape,
                         _times(costs.model_flops_per_token, global_batch * table.seq_len),
-                        _peaks(costs), costs, groups)
+                        _peaks(costs), costs, groups, jobs)
 
 
 def request_for(groups: Sequence[PlanRequest], req: PlanRequest, key: CostKey) -> PlanRequest:

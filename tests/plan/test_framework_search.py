@@ -17,7 +17,7 @@ from pptune.frameworks.megatron.adapter import ADAPTER as MEGATRON
 from pptune.frameworks.torchtitan.adapter import ADAPTER as TORCHTITAN
 from pptune.frameworks.torchtitan.cp_fp8 import seq_problem
 from pptune.options.record import PlanFileRequest
-from pptune.plan.emit import job_of
+from pptune.plan.emit import job_of, listed_job
 from pptune.plan.framework_search import FrameworkSearch
 from pptune.plan.recommend import RecommendRun, RecommendSpec, recommend
 
@@ -155,3 +155,62 @@ def test_torchtitan_drops_cp_for_a_model_whose_attention_refuses_it() -> None:
                                       "without it")
     llama = FrameworkSearch(TORCHTITAN, 8192, "llama3-8b", None)
     assert llama.keys([CostKey(tp=4, cp=2)]) == (CostKey(tp=4, cp=2),)
+
+
+@pytest.fixture(scope="module")
+def torchtitan_run() -> RecommendRun:
+    return ranked("torchtitan")
+
+
+def test_torchtitan_ranks_its_plans_at_the_step_it_runs_them(torchtitan_run) -> None:
+    """Searched with torchtitan's kernels, ZBV over pp 2 x dp 4 is the fastest plan, at
+    47.774 s (its SwiGLU priced compiled), ahead of 1F1B on the same ranks at 48.110 s.
+    torch's ZBV refuses a compiled model: so run, with the SwiGLU eager, it needs
+    86.14 GiB of the H100's 79.65 GiB, and the ZBV plan over pp 2 x dp 2 x cp 2 (48.973 s)
+    outgrows it too, while 1F1B compiles as priced. Plan 1 is that 1F1B plan, at its
+    searched step; every plan listed is at the step torchtitan runs it."""
+    plans = torchtitan_run.result.plans
+    first = plans[0]
+    assert (first.pp, first.dp, first.cp, first.schedule, first.sharding, first.recompute,
+            first.num_microbatches) == (2, 4, 1, Schedule.ONE_F_ONE_B, Sharding.FSDP,
+                                        Recompute.NONE, 128)
+    assert round(first.step_time_s, 3) == 48.110
+    zbv = [p for p in torchtitan_run.result.dropped if p.schedule is Schedule.ZBV]
+    assert [(p.pp, p.dp, p.cp, round(p.step_time_s, 3)) for p in zbv[:2]] == [
+        (2, 4, 1, 47.774), (2, 2, 2, 48.973)]
+    for plan in plans:  # as --emit and check-config price them
+        ran_job, ran = TORCHTITAN.as_run(job_of(torchtitan_run, plan), plan)
+        assert ran.spec == plan.spec
+        assert (ran.step_time_s, ran.peak_memory_bytes) == (plan.step_time_s,
+                                                            plan.peak_memory_bytes)
+        assert max(ran.peak_memory_bytes) <= ran_job.table.memory_bytes
+    said = [n for n in torchtitan_run.result.notes if n.startswith("ranked as torchtitan")]
+    assert len(said) == 1 and ("the fastest: pp=2 dp=4 tp=1 zbv v=2, 128 micro-batches of "
+                               "1, fsdp/none at 47.774 s as searched") in said[0]
+
+
+def test_a_zero_bubble_plan_that_fits_is_listed_at_its_eager_step() -> None:
+    """The ZBV plans that fit with the SwiGLU eager are ranked at that step (the plans
+    priced again), slower than the search's."""
+    run = ranked("torchtitan", top=40, schedules="zbv,1f1b")
+    zbv = [p for p in run.result.plans if p.schedule is Schedule.ZBV]
+    assert zbv and run.result.repriced
+    searched = {p.spec: p for p in run.result.repriced}
+    for plan in zbv:
+        assert plan.step_time_s > searched[plan.spec].step_time_s
+        assert TORCHTITAN.as_run(job_of(run, plan), plan)[1].step_time_s == plan.step_time_s
+        # --timeline simulates the plan on the job it was listed with
+        job = listed_job(run, plan)
+        assert evaluate(job.table, job.request, plan.spec).step_time_s == plan.step_time_s
+
+
+@pytest.mark.parametrize("framework", ["megatron", "deepspeed"])
+def test_a_framework_that_runs_plans_as_priced_lists_the_search(framework: str) -> None:
+    """Megatron-LM and DeepSpeed run each plan as the search priced it (Adapter.as_run's
+    default): the list is the search's over the plans their files state, nothing left out."""
+    run = ranked(framework)
+    again = search_all(run.table_for, list(run.groups))
+    assert [(p.spec, p.step_time_s) for p in run.result.plans] == [
+        (p.spec, p.step_time_s) for p in again.plans]
+    assert (run.result.dropped, run.result.repriced) == ([], [])
+    assert not [n for n in run.result.notes if n.startswith("ranked as")]
