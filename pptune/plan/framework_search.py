@@ -77,8 +77,10 @@ class FrameworkSearch:
     jobs: Callable[[CostTable, PlanRequest], Job] | None = None
 
     def keys(self, keys: Sequence[CostKey]) -> tuple[CostKey, ...]:
-        """Of ``keys``, those its files state."""
-        return tuple(k for k in keys if self.why(k) is None)
+        """Of ``keys``, those its files state, each as they run it (``Adapter.as_stated``:
+        torchtitan's experts at etp = tp where ep is 1)."""
+        ran = dict.fromkeys(self.adapter.as_stated(k, self.shape) for k in keys)
+        return tuple(k for k in ran if self.why(k) is None)
 
     def why(self, key: CostKey) -> str | None:
         """Why its files cannot state ``key`` for this model and sequence (None: they can)."""
@@ -140,7 +142,7 @@ class FrameworkSearch:
         """The note naming the keys its files cannot state, None when they state all;
         BadInput when they state none of them."""
         kept = self.keys(keys)
-        lost = [k for k in keys if k not in kept]
+        lost = [k for k in keys if self.adapter.as_stated(k, self.shape) not in kept]
         if not lost:
             return None
         what = _unstated(lost, self.why)
@@ -150,6 +152,17 @@ class FrameworkSearch:
                            f"a layout they state ({', '.join(_PLAIN[d] for d in what.dims)})")
         return (f"{self.adapter.title}'s files cannot state {what.text}: searched without "
                 f"{'it' if what.count == 1 else 'them'}")
+
+    def restated(self, keys: Sequence[CostKey]) -> str | None:
+        """The note naming the keys its files run at other sizes (``Adapter.as_stated``),
+        None when they run every one as searched."""
+        moved = {k: self.adapter.as_stated(k, self.shape) for k in keys}
+        said = [f"tp {k.tp} ep {k.ep} at etp {r.etp}" for k, r in moved.items()
+                if r != k and r.etp != k.etp]
+        if not said:
+            return None
+        return (f"{self.adapter.title} shards a mixture's experts by tp where ep is 1 (its "
+                f"tensor-parallel plan): priced {', '.join(dict.fromkeys(said))}")
 
     def narrowed(self, req: PlanRequest, groups: Sequence[PlanRequest]) -> str | None:
         """The note naming the schedules, shardings and recomputations searched for that

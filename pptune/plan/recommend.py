@@ -230,7 +230,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         ADAPTERS[parse_framework(spec.framework, "--framework")], table.seq_len,
         costs.profile.model.name, costs.shape or MODELS.get(costs.profile.model.name))
     if within is not None:  # BadInput when its files state none of the keys
-        notes += [note for note in [within.dropped(keys)] if note]
+        notes += [note for note in [within.dropped(keys), within.restated(keys)] if note]
         keys = within.keys(keys)
     priced = costs.options or spec.costs  # a calibrated profile's jobs' choices filled in
     jobs = Jobs.of(recorded(priced, costs, keys), tuple(table.names), costs.origin,

@@ -158,6 +158,11 @@ class Adapter:
             return f"{self.title} files here state no {', '.join(missing)}"
         return None
 
+    def as_stated(self, key: CostKey, shape: ModelShape | None = None) -> CostKey:
+        """The cost key its files run a plan of ``key`` at, for the model of ``shape``
+        (default: ``key``; torchtitan shards the experts by tp where ep is 1)."""
+        return key
+
     def key_shardings(self, key: CostKey, shardings: Sequence[Sharding]) -> tuple[Sharding, ...]:
         """Of ``shardings``, those its files state for a plan of this cost key (default:
         all; torchtitan's experts borrow FSDP ranks where tp x cp cannot hold them)."""

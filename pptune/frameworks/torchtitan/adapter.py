@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,14 @@ class TorchtitanAdapter(Adapter):
         if refused:
             return refused
         return super().cannot_state(key, own=own)
+
+    def as_stated(self, key: CostKey, shape: ModelShape | None = None) -> CostKey:
+        """With ep 1 torchtitan's tensor-parallel plan shards a mixture's experts by tp
+        (closest._experts: etp is 1 or tp, torchtitan/distributed/expert_parallel.py), so
+        a plan of tp > 1 and ep 1 runs at etp = tp."""
+        if shape is not None and shape.moe and key.ep == 1 and key.tp > 1:
+            return replace(key, etp=key.tp)
+        return key
 
     def key_shardings(self, key: CostKey, shardings: Sequence[Sharding]) -> tuple[Sharding, ...]:
         """experts.key_shardings: FSDP alone with context parallelism or where the expert
