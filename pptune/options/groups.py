@@ -340,7 +340,7 @@ class PlanSpace:
         None, "--micro-batch-sizes", kind=INTS,
         help="candidates, e.g. 1,2,4 (default: the profile's)")
     schedules: tuple[Schedule, ...] | None = option(
-        None, "--schedules", kind=SCHEDULES,
+        None, "--schedules", "--schedule", kind=SCHEDULES,
         help="comma list (default all: " + ",".join(s.value for s in DEFAULT_SCHEDULES) + ")")
     virtual_stages: tuple[int, ...] = option(
         (2, 3, 4), "--virtual-stages", kind=INTS, help="v candidates for interleaved-1f1b")

@@ -2,10 +2,11 @@
 --force without -o DIR), the FP8 flags where no FP8 plan is priced, a
 --framework-version later than any release pptune has read, DeepSpeed's two files on
 stdout, the expert-parallel cap in a config's own words, and simulate's ep beyond a
-stage's ranks."""
+stage's ranks; --schedule for --schedules."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -172,3 +173,10 @@ def test_simulate_says_where_expert_ranks_beyond_a_stage_come_from(cli: Cli) -> 
             "tp x cp x dp, here dp a multiple of 4); simulate times one replica") in r.stderr
     r = cli("simulate", "--model", "mixtral-8x7b", "--pp", "2", "--tp", "8", "--ep", "8")
     assert r.exit_code == 0 and "do not fit a stage" not in r.stderr
+
+
+def test_schedule_is_an_alias_of_schedules(cli: Cli) -> None:
+    # simulate and validate take --schedule; recommend and tune accept it for --schedules
+    r = cli(*JOB, "--schedule", "zbv", "--top", "1", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert {p["schedule"] for p in json.loads(r.stdout)["plans"]} == {"zbv"}
