@@ -48,3 +48,11 @@ def test_plan_1_is_written_and_checked_at_its_listed_step(tmp_path: Path) -> Non
                                   "--gpus", "16")
     assert code == 0 and not [f for f, severity in found.items() if severity == "error"]
     assert doc["derived"]["step_time_s"] == pytest.approx(best.step_time_s, rel=1e-3)
+
+
+def test_megatrons_fp8_param_gather_is_no_what_if_for_torchtitan() -> None:
+    notes = {fw: recommend(replace(RecommendSpec.of(gpus=8, precision="fp8", top=1),
+                                   framework=fw)).result.notes
+             for fw in ("torchtitan", "megatron")}
+    assert not [n for n in notes["torchtitan"] if "--fp8-param-gather" in n]
+    assert [n for n in notes["megatron"] if n.startswith("not searched: --fp8-param-gather")]
