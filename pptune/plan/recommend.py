@@ -39,6 +39,7 @@ from pptune.frameworks.registry import ADAPTERS, find
 from pptune.options import CostOptions, PlanSpace, build, fields_of
 from pptune.options.record import PlanFileRequest
 from pptune.plan.attention_share import attention_note
+from pptune.plan.domain_note import domain_note
 from pptune.plan.forced import forced_note
 from pptune.plan.framework_search import FrameworkSearch, check_moments, parse_framework
 from pptune.plan.headroom import headroom_note
@@ -338,6 +339,9 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
                               c.attention or Attention.FLASH)
         if hint:
             result.notes.append(hint)
+    hint = domain_note(s.gpus, gpn, "NVLink domain" if gpn > 8 else "node")
+    if hint:
+        result.notes.append(hint)
     hint = headroom_note(result, reserve)
     if hint:
         result.notes.append(hint)

@@ -1,0 +1,24 @@
+"""The note recommend prints when the job does not fill whole nodes (NVLink domains).
+
+A job of ``n`` GPUs on nodes of ``g`` fills ``n // g`` whole ones and ``n % g`` GPUs of one
+more (256 GB200s: three NVL72 racks and 40 GPUs of a fourth). Ranks are numbered node by
+node (costmodel/layout.py), so a group whose size does not divide ``g`` has members on both
+sides of a boundary somewhere; the layout prices every such group at its worst placement,
+over the NICs. The note says so, so that a user who can round the job to whole nodes knows
+what the remainder costs."""
+
+from __future__ import annotations
+
+
+def domain_note(gpus: int, gpus_per_node: int, domain: str) -> str | None:
+    """One line when ``gpus`` is over one node and not a multiple of ``gpus_per_node``
+    (``domain``: what a node is called, e.g. "NVLink domain"); None otherwise."""
+    if gpus <= gpus_per_node or gpus % gpus_per_node == 0:
+        return None
+    whole, rest = divmod(gpus, gpus_per_node)
+    article = "an" if domain[0].lower() in "aeino" else "a"
+    return (f"{gpus} GPUs fill {whole} {domain}{'s' * (whole > 1)} of {gpus_per_node} and "
+            f"{rest} GPUs of one more: a group whose size does not divide {gpus_per_node} "
+            f"can cross {article} {domain} boundary and is priced at its worst placement "
+            f"(over the NICs); {whole * gpus_per_node} or {(whole + 1) * gpus_per_node} GPUs "
+            "fill whole ones")
