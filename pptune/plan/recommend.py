@@ -309,8 +309,8 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
             result.notes.append(hint)
     gathered = searching if within is None else replace(within, jobs=replace(
         jobs, options=replace(jobs.options, fp8_param_gather=True)))  # as its tables
-    # Megatron-LM's flag (and pptune's key): not a what-if for a framework that cannot state it
-    unstated = within is not None and within.adapter.name not in ("megatron", "pptune")
+    # Megatron-LM's flag (and pptune's key): no what-if for a framework that cannot state it
+    unstated = within is not None and not within.adapter.states_fp8_param_gather
     hint = None if given or costs.measured or unstated else fp8_gather_what_if(
         spec.costs, req, result, lambda o: resolve(o, sizes=sizes, search=True,
                                                    gpus_per_node=gpn, gpus=s.gpus).table_for,

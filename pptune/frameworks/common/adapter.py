@@ -89,6 +89,7 @@ class Adapter:
 
     name: str  # --format-in / --emit value, and TrainingConfig.source_format
     states_moment_dtypes: bool = False  # its files keep Adam's moments below fp32
+    states_fp8_param_gather: bool = False  # its files gather FP8 weights in FP8
     title: str  # the framework's name in messages ("Megatron-LM")
     bf16_setting = "precision: bf16"  # how its files state BF16 training (check.costs)
     # check-config's memory-overflow finding: what to change, in the files' own words

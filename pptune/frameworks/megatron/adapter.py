@@ -21,6 +21,7 @@ from pptune.schemas import TrainingConfig
 class MegatronAdapter(Adapter):
     name = "megatron"
     states_moment_dtypes = True  # --use-precision-aware-optimizer (widths.py)
+    states_fp8_param_gather = True  # --fp8-param-gather
     states_dims = frozenset({"cp", "ep", "etp", "precision"})
     title = "Megatron-LM"
     bf16_setting = "--bf16"

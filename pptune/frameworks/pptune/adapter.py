@@ -31,6 +31,7 @@ from pptune.schemas import TrainingConfig
 class PptuneAdapter(Adapter):
     name = "pptune"
     states_moment_dtypes = True  # exp_avg_dtype, exp_avg_sq_dtype
+    states_fp8_param_gather = True  # fp8_param_gather
     states_dims = frozenset({"cp", "ep", "etp", "precision"})
     title = "pptune"
     memory_fixes = ("more pipeline stages (pp)", "a sharded optimizer (sharding: zero1)",
