@@ -157,12 +157,14 @@ class FrameworkSearch:
         """The note naming the keys its files run at other sizes (``Adapter.as_stated``),
         None when they run every one as searched."""
         moved = {k: self.adapter.as_stated(k, self.shape) for k in keys}
-        said = [f"tp {k.tp} ep {k.ep} at etp {r.etp}" for k, r in moved.items()
-                if r != k and r.etp != k.etp]
+        said = [f"tp {k.tp} ep {k.ep} at " + ", ".join(
+                    f"{name} {getattr(r, name)}" for name in _PLAIN
+                    if getattr(r, name) != getattr(k, name))
+                for k, r in moved.items() if r != k]
         if not said:
             return None
-        return (f"{self.adapter.title} shards a mixture's experts by tp where ep is 1 (its "
-                f"tensor-parallel plan): priced {', '.join(dict.fromkeys(said))}")
+        return (f"{self.adapter.title} {self.adapter.restates}: priced "
+                f"{', '.join(dict.fromkeys(said))}")
 
     def narrowed(self, req: PlanRequest, groups: Sequence[PlanRequest]) -> str | None:
         """The note naming the schedules, shardings and recomputations searched for that

@@ -159,6 +159,8 @@ class Adapter:
             return f"{self.title} files here state no {', '.join(missing)}"
         return None
 
+    restates = ""  # why as_stated moves a key, for the note that says it did
+
     def as_stated(self, key: CostKey, shape: ModelShape | None = None) -> CostKey:
         """The cost key its files run a plan of ``key`` at, for the model of ``shape``
         (default: ``key``; torchtitan shards the experts by tp where ep is 1)."""

@@ -71,6 +71,8 @@ class TorchtitanAdapter(Adapter):
             return refused
         return super().cannot_state(key, own=own)
 
+    restates = "shards a mixture's experts by tp where ep is 1 (its tensor-parallel plan)"
+
     def as_stated(self, key: CostKey, shape: ModelShape | None = None) -> CostKey:
         """With ep 1 torchtitan's tensor-parallel plan shards a mixture's experts by tp
         (closest._experts: etp is 1 or tp, torchtitan/distributed/expert_parallel.py), so
