@@ -31,11 +31,15 @@ def test_pptune_yaml_reads_every_field_as_written() -> None:
         "grad_accum_steps": 64, "seq_len": 8192, "model": "llama3-8b", "gpu": "h100-sxm",
         "limits": {"max_bubble": 0.2, "memory_fraction": 0.9},
     }
-    # tp 2 without sequence_parallel: priced as the file says, and said (reader.py)
+    # tp 2 without sequence_parallel, pp 4 without stage_layers: priced as the file says,
+    # and said (reader.py)
     assert result.notes == [
         "tp 2 priced without sequence parallelism: the file does not state sequence_parallel "
         "(default false), where recommend's plans split the sequence over tp; set "
-        "sequence_parallel: true to price it as they do"]
+        "sequence_parallel: true to price it as they do",
+        "pp 4 priced on an even split of the blocks: the file does not state stage_layers, "
+        "where recommend's plans balance the stages around the embedding and the head; set "
+        "stage_layers: [...], as recommend --emit writes it, to price it as they do"]
 
 
 def test_pptune_toml_and_json_read_the_same_run(tmp_path: Path) -> None:

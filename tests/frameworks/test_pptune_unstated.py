@@ -66,3 +66,20 @@ def test_no_note_where_nothing_depends_on_the_key(tmp_path: Path) -> None:
         seq, a2a = notes(doc, "sequence parallelism"), notes(doc, "all-to-all exposed")
         assert (not seq) if old == "tp: 2" else len(seq) == 1, (old, doc["notes"])
         assert (len(a2a) == 1) if old == "tp: 2" else not a2a, (old, doc["notes"])
+
+
+def test_a_pipeline_without_stage_layers_is_said_to_be_priced_on_the_even_split(
+        tmp_path: Path) -> None:
+    """recommend's plans balance the stages and --emit pptune writes stage_layers; a file
+    that leaves it out is priced on the even split of blocks (check/split.py), which a
+    trial took for recommend's step: one note naming the key. Stated, or pp 1, no note."""
+    _, _, doc = check_file(tmp_path / "a.yaml", LAYOUT)
+    (said,) = notes(doc, "stage_layers")
+    assert said.startswith("pp 2 priced on an even split") and "stage_layers:" in said
+    for extra in ("stage_layers: [12, 12, 12, 12]\n",):
+        _, _, doc = check_file(tmp_path / "b.yaml", LAYOUT + extra)
+        assert not notes(doc, "stage_layers"), doc["notes"]
+    one = LAYOUT.replace("pp: 2", "pp: 1").replace("dualpipev", "1f1b").replace(
+        "virtual_stages: 2\n", "")
+    _, _, doc = check_file(tmp_path / "c.yaml", one)
+    assert not notes(doc, "stage_layers"), doc["notes"]

@@ -95,3 +95,18 @@ def test_check_config_narrows_only_the_unsharded_gradient(tmp_path: Path) -> Non
         peak[reduce] = doc["derived"]["peak_memory_bytes"][0]
     assert peak["float32"] - peak["bfloat16"] == pytest.approx(2 * (128256 * 4096 + 4096),
                                                                 abs=1.0)
+
+
+def test_a_bfloat16_reduce_under_fsdp_is_priced_and_noted_as_outside_the_declared_type(
+        tmp_path: Path) -> None:
+    """torchtitan 0.1.0 through 0.2.2 (and main) declare ``mixed_precision_reduce:
+    Literal["float32"]``: the TOML's value reaches tyro as a default outside the declared
+    choices, which tyro warns about and passes through to FSDP2's MixedPrecisionPolicy.
+    Priced as the BF16 reduction it runs, with one note saying torchtitan does not declare
+    it; the default float32 gets no note."""
+    req, notes = _request(tmp_path, 'mixed_precision_reduce = "bfloat16"')
+    assert req.grad_bytes_factor == 0.5
+    (said,) = [n for n in notes if "declares" in n]
+    assert 'Literal["float32"]' in said and "bfloat16" in said
+    _, notes = _request(tmp_path, 'mixed_precision_reduce = "float32"')
+    assert not [n for n in notes if "declares" in n]

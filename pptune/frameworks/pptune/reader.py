@@ -53,7 +53,9 @@ def unstated_notes(ctx: Ctx, config: TrainingConfig, fields: dict[Any, Any]) -> 
     (TrainingConfig, a contract), where recommend splits the sequence over tp
     (--sequence-parallel's default, options/groups.py) and hides the expert all-to-all
     behind the DualPipes' F&B pairs unless the plan recomputes
-    (costmodel/candidates.py a2a_overlaps); ``recommend --emit pptune`` writes both."""
+    (costmodel/candidates.py a2a_overlaps); and a pipeline without stage_layers is priced
+    on the even split of blocks (check/split.py) where recommend balances the stages.
+    ``recommend --emit pptune`` writes all three."""
     if config.tp > 1 and fields.get("sequence_parallel") is None:
         ctx.note(f"tp {config.tp} priced without sequence parallelism: the file does not "
                  "state sequence_parallel (default false), where recommend's plans split "
@@ -64,3 +66,9 @@ def unstated_notes(ctx: Ctx, config: TrainingConfig, fields: dict[Any, Any]) -> 
                  "file does not state a2a_overlap (default off), where recommend's "
                  f"{config.schedule.value} plans hide it behind another micro-batch's "
                  "compute; set a2a_overlap: true to price it as they do")
+    if (config.pp > 1 and config.stage_layers is None and config.pipeline_layout is None
+            and config.partition_method is None):
+        ctx.note(f"pp {config.pp} priced on an even split of the blocks: the file does not "
+                 "state stage_layers, where recommend's plans balance the stages around "
+                 "the embedding and the head; set stage_layers: [...], as recommend --emit "
+                 "writes it, to price it as they do")

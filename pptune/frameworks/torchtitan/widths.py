@@ -22,6 +22,10 @@ torch/distributed/fsdp/_fully_shard/ keeps three widths apart:
 Without FSDP (DDP over replicas, or one rank) mixed_precision_reduce "only takes effect
 when data_parallel_shard_degree > 1" (job_config.py): the gradients all-reduced are the
 parameters' own, FP32 under torch.autocast, BF16 under ``dtype = "bfloat16"``.
+
+Every torchtitan release (0.1.0 to 0.2.2) and main declare ``mixed_precision_reduce:
+Literal["float32"]``; a TOML's "bfloat16" reaches tyro as a default outside the choices,
+which it warns about and keeps: priced as run, with a note.
 """
 
 from __future__ import annotations
@@ -52,6 +56,11 @@ def state_widths(ctx: Ctx, train: Table, sharded: bool) -> dict[str, Any]:
         ctx.note("training.mixed_precision_reduce bfloat16 has no effect without FSDP "
                  "(job_config.py: 'only takes effect when data_parallel_shard_degree > 1'): "
                  "the gradients are reduced at the parameters' width")
+    if bf16["mixed_precision_reduce"] and sharded:
+        ctx.note("training.mixed_precision_reduce \"bfloat16\": torchtitan (0.1.0 to 0.2.2 "
+                 "and main) declares Literal[\"float32\"], and its parser (tyro) warns of a "
+                 "value outside the declared choices and keeps it; priced as the BF16 "
+                 "reduction FSDP2 then runs")
     if bf16["mixed_precision_reduce" if sharded else "dtype"]:
         fields["main_grads_dtype"] = "bf16"
     return fields
