@@ -39,7 +39,7 @@ from pptune.frameworks.registry import ADAPTERS, find
 from pptune.options import CostOptions, PlanSpace, build, fields_of
 from pptune.options.record import PlanFileRequest
 from pptune.plan.attention_share import attention_note
-from pptune.plan.domain_note import domain_note
+from pptune.plan.domain_note import domain_note, host_note
 from pptune.plan.forced import forced_note
 from pptune.plan.framework_search import FrameworkSearch, check_moments, parse_framework
 from pptune.plan.headroom import headroom_note
@@ -311,8 +311,9 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         jobs, options=replace(jobs.options, fp8_param_gather=True)))  # as its tables
     # Megatron-LM's flag (and pptune's key): no what-if for a framework that cannot state it
     unstated = within is not None and not within.adapter.states_fp8_param_gather
+    # as priced: a calibration's jobs may have stated --fp8-param-gather (costs.options)
     hint = None if given or costs.measured or unstated else fp8_gather_what_if(
-        spec.costs, req, result, lambda o: resolve(o, sizes=sizes, search=True,
+        costs.options or spec.costs, req, result, lambda o: resolve(o, sizes=sizes, search=True,
                                                    gpus_per_node=gpn, gpus=s.gpus).table_for,
         gathered)
     if hint:
@@ -340,6 +341,9 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         if hint:
             result.notes.append(hint)
     hint = domain_note(s.gpus, gpn, "NVLink domain" if gpn > 8 else "node")
+    if hint:
+        result.notes.append(hint)
+    hint = host_note(s.gpus_per_node, costs.gpu) if costs.gpu is not None else None
     if hint:
         result.notes.append(hint)
     hint = headroom_note(result, reserve)

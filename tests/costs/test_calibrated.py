@@ -204,3 +204,28 @@ def test_plans_are_priced_with_the_kernels_the_jobs_ran() -> None:
     old = calibration(SHAPE, "h100-sxm", None, Factors.common(0.8),
                       [["compute", "memory", "communication"]], [RUN], None)
     assert calibrated.as_ran(CostOptions(), old) == (CostOptions(), [])
+
+
+def test_recommend_does_not_offer_the_fp8_weights_the_calibrated_jobs_kept(
+        tmp_path: Path) -> None:
+    """A calibration whose jobs kept FP8 weights prices every plan with them (as_ran): the
+    what-if that searches again with --fp8-param-gather would offer the winner itself, so
+    it is not run (a trial saw 'step 13.67 s (the winner's step)' under a note that said
+    the plans already had it)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from pptune.cli import app
+
+    ran = calibration(SHAPE, "h100-sxm", None, Factors.common(0.8),
+                      [["compute", "memory", "communication"]], [RUN], None,
+                      precision="fp8", fp8_param_gather=True)
+    path = tmp_path / "cal.json"
+    path.write_text(calibrated.profile(ran, (1, 2), tp=1).model_dump_json())
+    r = CliRunner().invoke(app, ["recommend", "--gpus", "8", "--profile", str(path),
+                                 "--global-batch", "64", "--json"])
+    assert r.exit_code == 0, r.stderr
+    notes = json.loads(r.stdout)["notes"]
+    assert not [n for n in notes if "not searched: --fp8-param-gather" in n], notes
+    assert "as the calibrated jobs kept them" in r.stderr

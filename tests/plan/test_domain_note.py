@@ -24,3 +24,19 @@ def test_one_node_and_a_half() -> None:
     assert note is not None and note.startswith("12 GPUs fill 1 node of 8 and 4 GPUs of one "
                                                 "more: ")
     assert note.endswith("8 or 16 GPUs fill whole ones")
+
+
+def test_a_host_of_an_nvl72_asked_as_the_node_is_said() -> None:
+    """--gpus-per-node is the NVLink domain (its help); on a GB200 NVL72, whose compute
+    trays hold 4 GPUs of a 72-GPU domain, a trial typed 4 (the GPUs a host runs) and got a
+    17% slower plan with no word: one note says what was priced and what the rack is."""
+    from pptune.costmodel.presets import GPUS
+    from pptune.plan.domain_note import host_note
+
+    gb200 = GPUS["gb200"]
+    assert host_note(4, gb200) == (
+        "--gpus-per-node 4 prices an NVLink domain of 4 GPUs; gb200's NVL72 joins 72 over "
+        "NVLink, 4 a host (compute tray): leave --gpus-per-node out to price the rack")
+    assert host_note(None, gb200) is None and host_note(72, gb200) is None
+    assert host_note(64, gb200) is None  # a domain of its own, not one host
+    assert host_note(4, GPUS["h100-sxm"]) is None  # an HGX host is its domain
