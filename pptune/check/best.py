@@ -14,6 +14,7 @@ from typing import Any
 from pptune.check.framework import stateable_requests
 from pptune.check.job import ConfigCosts, config_job
 from pptune.check.layouts import own_first, searched_keys
+from pptune.costmodel.keys import CostKey
 from pptune.costmodel.listing import Ran
 from pptune.costmodel.partition import is_mtp, stage_bounds
 from pptune.costmodel.search import (
@@ -27,7 +28,7 @@ from pptune.costmodel.search import (
 )
 from pptune.costmodel.stage_recompute import stage_blocks, summary_blocks
 from pptune.frameworks.common.adapter import Adapter, Add, Job
-from pptune.frameworks.common.as_run import as_itself
+from pptune.frameworks.common.as_run import as_itself, as_run_faster
 from pptune.frameworks.registry import adapter_of
 from pptune.report.fmt import compact_split, fmt_microbatches, fmt_over_limit, fmt_seconds
 from pptune.schemas import TrainingConfig
@@ -75,7 +76,8 @@ def best_plan(cfg: TrainingConfig, costs: ConfigCosts, req: PlanRequest, plan: P
                  for p in own_first(within, req.keys()[0])):
         # the fastest plan of the part as the framework runs it (search's as_run)
         found = search(tables, dataclasses.replace(part, top=1),
-                       functools.partial(as_run, part)).plans
+                       functools.partial(as_run, part), as_run_faster(
+                           adapter, functools.partial(_key_job, cfg, costs, part))).plans
         if found and (best is None or found[0].step_time_s < best.step_time_s):
             best = found[0]
     if best is None:
@@ -86,15 +88,18 @@ def best_plan(cfg: TrainingConfig, costs: ConfigCosts, req: PlanRequest, plan: P
 
 def _as_run(adapter: Adapter, cfg: TrainingConfig, costs: ConfigCosts, req: PlanRequest,
             plan: Plan) -> tuple[Job, Plan] | None:
-    """The plan priced as the framework runs it, as the job of its own cost key (its
-    table, ``req`` for it alone: as emit's ``job_of``); None where it runs no such plan
-    (as_run.as_itself)."""
-    key = plan.key
+    """The plan priced as the framework runs it, as the job of its own cost key
+    (``_key_job``); None where it runs no such plan (as_run.as_itself)."""
+    return as_itself(adapter, _key_job(cfg, costs, req, plan.key), plan)
+
+
+def _key_job(cfg: TrainingConfig, costs: ConfigCosts, req: PlanRequest, key: CostKey) -> Job:
+    """The job of a plan of ``key``: its table, ``req`` for it alone (as emit's
+    ``job_of``)."""
     if key != costs.key:
         assert costs.tables is not None
         costs = dataclasses.replace(costs, table=costs.tables(key), key=key)
-    job = config_job(cfg, costs, dataclasses.replace(req, cost_keys=(key,), tp=key.tp))
-    return as_itself(adapter, job, plan)
+    return config_job(cfg, costs, dataclasses.replace(req, cost_keys=(key,), tp=key.tp))
 
 
 def recompute_text(table: CostTable, plan: Plan, every: int | None,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from pptune.costmodel.candidates import position
 from pptune.costmodel.evaluate import Plan, PlanRequest, PlanSpec, evaluate, over_memory
-from pptune.costmodel.keys import TableSource
+from pptune.costmodel.keys import CostKey, TableSource
 from pptune.costmodel.memory import Recompute
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.table import CostTable
@@ -84,16 +84,21 @@ class Ran:
 # a plan priced as a framework runs it (the same spec); None where it runs no such plan
 # (it cannot, or so priced the plan outgrows the GPU: plan/framework_search.py)
 AsRun = Callable[[Plan], Ran | None]
+# the most seconds a plan of this cost key and spec runs faster as a framework runs it
+# than the search priced it (0: never faster; frameworks/common/repricing.py)
+Faster = Callable[[CostKey, PlanSpec], float]
 
 
 @dataclass
 class AsRunLog:
     """A search's plans priced as a framework runs them (``as_run``), as it finds them:
     each plan so priced, by spec, and as searched, those it left out and those it priced
-    otherwise. The search ranks them so (search.rank): a plan runs no faster than the
-    search priced it (the framework's kernels, or slower ones), so its bounds hold."""
+    otherwise. The search ranks them so (search.rank): a plan runs at most ``faster`` s
+    faster than the search priced it (without it, never faster: the framework's kernels
+    or slower ones), so its bounds, less that, hold."""
 
     as_run: AsRun
+    faster: Faster | None = None
     ran: dict[PlanSpec, Ran] = field(default_factory=dict)
     dropped: list[Plan] = field(default_factory=list)
     repriced: list[Plan] = field(default_factory=list)
@@ -109,6 +114,10 @@ class AsRunLog:
                                                                   plan.peak_memory_bytes):
             self.repriced.append(plan)
         return ran.plan
+
+    def lead_s(self, key: CostKey, spec: PlanSpec) -> float:
+        """The most seconds a plan of ``spec`` runs faster so run than priced."""
+        return 0.0 if self.faster is None else self.faster(key, spec)
 
 
 @dataclass

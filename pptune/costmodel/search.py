@@ -70,6 +70,7 @@ from pptune.costmodel.layout import DP_INNER, PP_INNER, RANK_ORDERS, RankOrder
 from pptune.costmodel.listing import (
     AsRun,
     AsRunLog,
+    Faster,
     Ranked,
     listed_as,
     merged,
@@ -143,7 +144,8 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
          rejected: Counter[str], log: AsRunLog | None = None
          ) -> tuple[list[Plan], dict[Schedule, Plan], Plan | None, int]:
     """Best-first: (feasible plans, best per schedule, best pp=1 plan, simulations); with
-    ``log``, those that could be listed or kept as a best plan, priced as run, ranked so."""
+    ``log``, those that could be listed or kept as a best plan, priced as run, ranked so
+    (the cut-offs plus ``log.lead_s``: how much faster than priced a plan so runs)."""
     source = table_source(tables, req)
     heap = [(c.key(), c) for c in pending]
     heapq.heapify(heap)
@@ -169,16 +171,18 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
             spec.schedule is Schedule.ONE_F_ONE_B) else -math.inf
         pp1 = (best_pp1.step_time_s if best_pp1 else math.inf) if (
             spec.pp == 1 and req.with_best_pp1) else -math.inf
-        if cand.bound_s > kth and cand.bound_s > own and cand.bound_s > pp1:
-            if own == pp1 == -math.inf and not purged:
-                # every candidate left is bounded at least this high (the heap's least)
-                # and the top-th time only falls: those it alone admits never will be
+        key = req.key_of(spec)
+        lead_s = 0.0 if log is None else log.lead_s(key, spec)
+        cut = max(kth, own, pp1) + lead_s
+        if cand.bound_s > cut:
+            if own == pp1 == -math.inf and not purged and (log is None or log.faster is None):
+                # every candidate left is bounded at least this high (the heap's least) and
+                # the top-th time only falls: those it alone admits never will be
                 heap = [x for x in heap if x[1].spec.schedule is Schedule.ONE_F_ONE_B or (
                     x[1].spec.pp == 1 and req.with_best_pp1)]
                 heapq.heapify(heap)  # the same order: no two keys are equal
                 purged = True
             continue
-        key = req.key_of(spec)
         table = source(key)
         if spec.recompute is Recompute.MODULES and _unsplit(spec) in plain_fits:
             rejected[Reason.NEEDLESS_MODULES.value] += 1
@@ -205,11 +209,9 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
             continue
         twin = replace(spec, rank_order=DP_INNER, stage_layers=())
         if not cand.exposed and twin not in refined and not always_refined(spec):
-            # before simulating: the bound with the plan's exposed data-parallel traffic
-            # and optimizer step, where the split's bound stands for the plan (its split is
-            # its own: no refined twin)
-            raised = Candidate(max(cand.bound_s, _outcome_bound(table, req, spec,
-                                                                max(kth, own, pp1))),
+            # before simulating: the bound with its exposed data-parallel traffic and optimizer
+            # step, where the split's bound stands for the plan (its own split: no refined twin)
+            raised = Candidate(max(cand.bound_s, _outcome_bound(table, req, spec, cut)),
                                spec, cand.any_split, exposed=True)
             if raised.bound_s > cand.bound_s:
                 heapq.heappush(heap, (raised.key(), raised))
@@ -218,9 +220,8 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
         found = None if over_memory(table, req, spec) else evaluate(table, req, spec)
         simulated += found is not None
         # a split refined under another rank order is tried under this one too
-        alt_layers = refined.get(twin, spec.stage_layers)
-        alt_spec = replace(spec, stage_layers=alt_layers) if alt_layers != spec.stage_layers \
-            else None
+        alt_split = refined.get(twin, spec.stage_layers)
+        alt_spec = None if alt_split == spec.stage_layers else replace(spec, stage_layers=alt_split)
         if alt_spec is not None and not over_memory(table, req, alt_spec):
             alt = evaluate(table, req, alt_spec)
             simulated += 1
@@ -232,17 +233,16 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
             rejected[Reason.OOM.value] += 1
             continue
         plan = found
-        if spec.pp > 1 and (plan.step_time_s < kth or always_refined(spec)):
+        if spec.pp > 1 and (plan.step_time_s < kth + lead_s or always_refined(spec)):
             plan, extra = refine_split(table, req, plan)
             simulated += extra
             if extra:
                 refined[twin] = tuple(plan.stage_layers)
         if fitted_per_stage(req, plan.recompute, spec.pp, spec.schedule):
-            plan, extra = fit_stage_recompute(table, req, plan, max(kth, own, pp1))
+            plan, extra = fit_stage_recompute(table, req, plan, cut)
             simulated += extra
-        # run no faster than priced, a plan past the cut-off is never listed; one the
-        # framework runs no such plan for is not, and its recomputing twins are tried
-        past = log is not None and plan.step_time_s > max(kth, own, pp1)
+        # past the cut-off so run, never listed; nor one it runs no such plan for (its twins)
+        past = log is not None and plan.step_time_s > cut
         ran = plan if log is None or past else log.priced(plan)
         if spec.recompute is Recompute.NONE and ran is not None:
             plain_fits.add(_unsplit(spec))
@@ -262,26 +262,27 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
 
 
 def search(tables: CostTable | TableSource, req: PlanRequest,
-           as_run: AsRun | None = None) -> SearchResult:
+           as_run: AsRun | None = None, faster: Faster | None = None) -> SearchResult:
     """Every feasible plan's simulated step time, fastest first (top ``req.top``).
 
     ``tables``: one cost table (for the request's one key), or a source with a
-    table per key of ``req.keys()``; ``as_run`` as ``search_all`` takes it."""
-    return search_all(tables, (req,), as_run)
+    table per key of ``req.keys()``; ``as_run``, ``faster`` as ``search_all`` takes them."""
+    return search_all(tables, (req,), as_run, faster)
 
 
 def search_all(tables: CostTable | TableSource, reqs: Sequence[PlanRequest],
-               as_run: AsRun | None = None) -> SearchResult:
+               as_run: AsRun | None = None, faster: Faster | None = None) -> SearchResult:
     """The plans of several requests of one job as one search would list them all: each
     request searched on its own, then one list in the search's order (listing.py), cut
     and noted as ``search``'s. The requests differ in what they search (cost keys,
     shardings, schedules: ``Adapter.stateable_groups``), not in the job (GPUs, batch,
     ``top``, margin: the first's); each key is in one, which prices its plans.
     ``as_run``: each plan priced as a framework runs it, and ranked so, those it runs no
-    such plan for left out (listing.AsRunLog); None: as searched."""
+    such plan for left out, ``faster`` how much faster than priced it may run one
+    (listing.AsRunLog; None: as searched, never faster)."""
     if not reqs:
         return SearchResult([], Counter(), 0, 0, {})
-    log = AsRunLog(as_run) if as_run is not None else None
+    log = AsRunLog(as_run, faster) if as_run is not None else None
     with _collector_paused():
         found = [_ranked(table_source(tables, r), r, log) for r in reqs]
         if len(found) == 1:
@@ -293,11 +294,10 @@ def search_all(tables: CostTable | TableSource, reqs: Sequence[PlanRequest],
 @contextlib.contextmanager
 def _collector_paused() -> Iterator[None]:
     """CPython's cyclic garbage collector off for the while (as it was after). A search
-    makes millions of small records (candidates, compiled ops, stage costs) that
-    reference counting frees; the collector, run every 700 allocations, walked them
-    again and again for almost nothing (under 1,000 objects in cycles a search):
-    14% of the CPU of DeepSeek-V3 on 2,048 GPUs (1.9 s of 13.8), with the same
-    peak memory."""
+    makes millions of small records (candidates, compiled ops, stage costs) that reference
+    counting frees; the collector, run every 700 allocations, walked them again and again
+    for almost nothing (under 1,000 objects in cycles a search): 14% of the CPU of
+    DeepSeek-V3 on 2,048 GPUs (1.9 s of 13.8), with the same peak memory."""
     was = gc.isenabled()
     gc.disable()
     try:

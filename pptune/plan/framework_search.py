@@ -33,7 +33,7 @@ from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.search import CostTable, Plan, PlanRequest, SearchResult, search_all
 from pptune.errors import BadInput
 from pptune.frameworks.common.adapter import Adapter, Job
-from pptune.frameworks.common.as_run import as_itself
+from pptune.frameworks.common.as_run import as_itself, as_run_faster
 from pptune.frameworks.registry import ADAPTERS, NAMES, Framework, find
 from pptune.report.fmt import fmt_microbatches, fmt_seconds
 
@@ -99,14 +99,15 @@ class FrameworkSearch:
         jobs = self.jobs
         by_key = {k: g for g in groups for k in g.keys()}
 
-        def as_run(plan: Plan) -> Ran | None:
-            key = plan.key
+        def job_of(key: CostKey) -> Job:
             table = table_source(tables, by_key[key])(key)
-            ran = as_itself(self.adapter, jobs(table, replace(by_key[key], cost_keys=(key,),
-                                                              tp=key.tp)), plan)
+            return jobs(table, replace(by_key[key], cost_keys=(key,), tp=key.tp))
+
+        def as_run(plan: Plan) -> Ran | None:
+            ran = as_itself(self.adapter, job_of(plan.key), plan)
             return None if ran is None else Ran(ran[1], ran[0].table, ran[0].request)
 
-        result = search_all(tables, groups, as_run)
+        result = search_all(tables, groups, as_run, as_run_faster(self.adapter, job_of))
         said = self.as_run_note(result)
         return replace(result, notes=[*result.notes, said]) if said else result
 

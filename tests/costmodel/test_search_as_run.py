@@ -85,3 +85,16 @@ def test_without_as_run_nothing_is_priced_again() -> None:
     res = search_all(TABLE, [replace(REQ, top=3)])
     assert (res.dropped, res.repriced) == ([], [])
     assert shown(res.plans) == shown(search(TABLE, replace(REQ, top=3)).plans)
+
+
+def test_a_plan_it_runs_faster_than_priced_is_found_within_the_allowance() -> None:
+    # pp 4 gpipe (21 s as searched) runs at 10 s: faster than the 12 s plan without a
+    # pipeline. Top 1: without an allowance the search stops at 12 s and never prices it
+    # (its bounds assume a plan runs no faster than priced); allowed 11 s faster, a plan
+    # bounded above 12 s is priced as run until 12 + 11 = 23 s, and pp 4 gpipe is first
+    faster = ran_as({(4, Schedule.GPIPE): 10.0})
+    res = search_all(TABLE, [replace(REQ, top=1)], faster)
+    assert shown(res.plans) == [(1, Schedule.ONE_F_ONE_B, pytest.approx(12.0))]
+    res = search_all(TABLE, [replace(REQ, top=1)], faster, lambda key, spec: 11.0)
+    assert shown(res.plans) == [(4, Schedule.GPIPE, pytest.approx(10.0))]
+    assert shown(res.repriced) == [(4, Schedule.GPIPE, pytest.approx(21.0))]

@@ -22,7 +22,7 @@ from pptune.costmodel.calibration import Factors
 from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.schedules import Schedule
-from pptune.costmodel.search import CostTable, Plan, PlanRequest, Sharding
+from pptune.costmodel.search import CostTable, Plan, PlanRequest, PlanSpec, Sharding
 from pptune.costs.dims import KvHeads
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog, LogFlops
@@ -274,6 +274,14 @@ class Adapter:
         the GPU gives way to the best plan that fits so, unless not to ``substitute``
         (then it is kept, and ``express.fits`` says it does not). Default: as priced."""
         return job, plan
+
+    def as_run_saving_s(self, job: Job, spec: PlanSpec) -> float:
+        """The most seconds each micro-batch of a plan of ``spec`` (its sharding, depth and
+        micro-batch size; the job's cost key) runs faster as ``as_run`` prices it than the
+        job prices it (Megatron-FSDP's BF16 weight gradients): the search's cut-offs allow
+        m times this (repricing.table_saving_s). Default: 0, never faster (the framework's
+        kernels as priced, or slower ones)."""
+        return 0.0
 
     @property
     def runs_as_priced(self) -> bool:

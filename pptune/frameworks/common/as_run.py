@@ -5,7 +5,11 @@ that plan itself: how check-config times the plans it compares a file with
 
 from __future__ import annotations
 
-from pptune.costmodel.search import Plan
+from collections.abc import Callable
+
+from pptune.costmodel.keys import CostKey
+from pptune.costmodel.listing import Faster
+from pptune.costmodel.search import Plan, PlanSpec, Sharding
 from pptune.errors import BadInput
 from pptune.frameworks.common.adapter import Adapter, Job
 from pptune.frameworks.common.express import fits
@@ -24,3 +28,20 @@ def as_itself(adapter: Adapter, job: Job, plan: Plan) -> tuple[Job, Plan] | None
     if ran_job.layer_names != job.layer_names:
         return job, plan
     return (ran_job, ran) if ran.spec == plan.spec and fits(ran_job, ran) else None
+
+
+def as_run_faster(adapter: Adapter, job_of: Callable[[CostKey], Job]) -> Faster | None:
+    """The search's allowance for plans the adapter prices as run faster than the search
+    (m times ``Adapter.as_run_saving_s`` of the job ``job_of`` gives a cost key), kept by
+    key, sharding, depth and micro-batch size (what the adapters' savings depend on);
+    None where it never runs a plan faster than priced (the default's)."""
+    if type(adapter).as_run_saving_s is Adapter.as_run_saving_s:
+        return None
+    kept: dict[tuple[CostKey, Sharding, bool, int], float] = {}
+
+    def faster_s(key: CostKey, spec: PlanSpec) -> float:
+        at = (key, spec.sharding, spec.pp > 1, spec.micro_batch_size)
+        if at not in kept:
+            kept[at] = adapter.as_run_saving_s(job_of(key), spec)
+        return spec.num_microbatches * kept[at]
+    return faster_s

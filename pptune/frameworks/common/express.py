@@ -23,7 +23,7 @@ from pptune.costmodel.partition import (
     stage_bounds,
     strip_ends,
 )
-from pptune.costmodel.precision import Fp8Casts, Fp8Kernels, is_low
+from pptune.costmodel.precision import Fp8Casts, Fp8Kernels
 from pptune.costmodel.rates import Swiglu, WgradAccum
 from pptune.costmodel.schedules import Schedule, model_chunks
 from pptune.costmodel.search import (
@@ -40,9 +40,8 @@ from pptune.costmodel.stage_recompute import fit_stage_recompute
 from pptune.errors import BadInput
 from pptune.frameworks.common.adapter import Job
 from pptune.frameworks.common.baseline import ratio
-from pptune.frameworks.common.repricing import analytic, repriced
+from pptune.frameworks.common.repricing import analytic, kernels_job, repriced
 from pptune.frameworks.common.writing import domain_spans_hosts, plan_launch
-from pptune.options import CostOptions
 from pptune.report.fmt import (
     compact_split,
     fmt_bytes,
@@ -210,28 +209,14 @@ def priced_as_run(job: Job, plan: Plan, *, name: str, attention: str | None,
     ``substitute`` (``Adapter.as_run``'s: the plan so priced is kept). Unchanged for
     measured costs, a shape or GPU
     pptune cannot price, or when the job already plans that way."""
-    c = job.cost_options or CostOptions()
-    loss = c.loss_kernels if cross_entropy is None else cross_entropy
-    act = c.swiglu_kernels if swiglu is None or job.shape is None or not job.shape.gated_mlp \
-        else swiglu
-    route = c.moe_dispatcher if dispatcher is None or job.shape is None \
-        or not job.shape.moe else dispatcher
-    fp8 = c.fp8_linears() if fp8_kernels is None or not is_low(plan.precision) \
-        else fp8_kernels
-    casts = c.fp8_casts if fp8_casts is None else fp8_casts
-    overlap = job.tp_comm_overlap if tp_comm_overlap is None else tp_comm_overlap
-    accum = c.wgrad if wgrad_accum is None else wgrad_accum
-    if ((job.attention, job.sequence_parallel, c.loss_kernels, c.moe_dispatcher,
-         c.swiglu_kernels, c.fp8_linears(), c.fp8_casts, job.tp_comm_overlap, c.wgrad)
-            == (attention, sequence_parallel, loss, route, act, fp8, casts, overlap, accum)
-            or not analytic(job)):
+    ran = kernels_job(job, plan.precision, attention=attention,
+                      sequence_parallel=sequence_parallel, cross_entropy=cross_entropy,
+                      dispatcher=dispatcher, swiglu=swiglu, fp8_kernels=fp8_kernels,
+                      fp8_casts=fp8_casts, tp_comm_overlap=tp_comm_overlap,
+                      wgrad_accum=wgrad_accum)
+    if ran is None:
         return job, plan
-    job = replace(job, attention=attention, sequence_parallel=sequence_parallel,
-                  tp_comm_overlap=overlap,
-                  cost_options=replace(c, cross_entropy=loss, moe_dispatcher=route, swiglu=act,
-                                       fp8_kernels=fp8, tp_comm_overlap=overlap,
-                                       wgrad_accum=accum, fp8_casts=casts))
-    job = repriced(job, job.shape)
+    job = ran
     before, plan = plan, evaluate(job.table, job.request, plan.spec)
     notes.append(f"{name} runs {runs}: predicted that way, step {fmt_seconds(plan.step_time_s)} "
                  f"({ratio(plan.step_time_s, before.step_time_s)})")

@@ -8,11 +8,17 @@ fastest plans so (plan/framework_search.py)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable
 from dataclasses import replace
 
 from pptune.costmodel import presets
+from pptune.costmodel.dispatch import Dispatcher
+from pptune.costmodel.keys import Precision
+from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.models import ModelShape
+from pptune.costmodel.precision import Fp8Casts, Fp8Kernels, is_low
+from pptune.costmodel.rates import Swiglu, WgradAccum
 from pptune.costmodel.table import CostTable
 from pptune.costs.resolve import analytic_costs
 from pptune.frameworks.common.adapter import Job
@@ -32,6 +38,63 @@ def repriced(job: Job, shape: ModelShape | None) -> Job:
     assert shape is not None
     table = analytic_table(job, shape)
     return replace(job, table=table, shape=shape, layer_names=tuple(table.names))
+
+
+def kernels_job(job: Job, precision: Precision, *, attention: str | None,
+                sequence_parallel: bool, cross_entropy: CrossEntropy | None = None,
+                dispatcher: Dispatcher | None = None, swiglu: Swiglu | None = None,
+                fp8_kernels: Fp8Kernels | None = None, fp8_casts: Fp8Casts | None = None,
+                tp_comm_overlap: bool | None = None,
+                wgrad_accum: WgradAccum | None = None) -> Job | None:
+    """The job priced again with these kernels for plans of ``precision`` (each None: the
+    job's; express.priced_as_run says what they are); None where nothing changes, or for
+    costs pptune cannot price again (measured, a shape or GPU it has no preset of)."""
+    c = job.cost_options or CostOptions()
+    loss = c.loss_kernels if cross_entropy is None else cross_entropy
+    act = c.swiglu_kernels if swiglu is None or job.shape is None or not job.shape.gated_mlp \
+        else swiglu
+    route = c.moe_dispatcher if dispatcher is None or job.shape is None \
+        or not job.shape.moe else dispatcher
+    fp8 = c.fp8_linears() if fp8_kernels is None or not is_low(precision) else fp8_kernels
+    casts = c.fp8_casts if fp8_casts is None else fp8_casts
+    overlap = job.tp_comm_overlap if tp_comm_overlap is None else tp_comm_overlap
+    accum = c.wgrad if wgrad_accum is None else wgrad_accum
+    if ((job.attention, job.sequence_parallel, c.loss_kernels, c.moe_dispatcher,
+         c.swiglu_kernels, c.fp8_linears(), c.fp8_casts, job.tp_comm_overlap, c.wgrad)
+            == (attention, sequence_parallel, loss, route, act, fp8, casts, overlap, accum)
+            or not analytic(job)):
+        return None
+    job = replace(job, attention=attention, sequence_parallel=sequence_parallel,
+                  tp_comm_overlap=overlap,
+                  cost_options=replace(c, cross_entropy=loss, moe_dispatcher=route, swiglu=act,
+                                       fp8_kernels=fp8, tp_comm_overlap=overlap,
+                                       wgrad_accum=accum, fp8_casts=casts))
+    return repriced(job, job.shape)
+
+
+def table_saving_s(searched: CostTable, ran: CostTable, micro_batch_size: int) -> float:
+    """The most seconds one micro-batch of ``micro_batch_size`` runs faster on ``ran``
+    than on ``searched`` over all the layers: each layer's forward (twice: recomputed),
+    backward and weight gradient, split or not, and all-to-alls, where ``ran`` prices them
+    lower (its modules' table's too). A plan simulated on ``ran`` with the same ops in the
+    same order per device steps in no less than its step on ``searched`` less m times
+    this: the step is the longest path through the ops, which passes each of the m
+    micro-batches' ops of each layer at most once (a recomputed forward twice), and the
+    sends, collectives and optimizer step, which the kernels do not change. How much
+    faster a framework may run a plan than the search priced it (Adapter.as_run_saving_s),
+    which the search's cut-offs allow for, so it still prunes safely."""
+    a, b = searched.by_mb.get(micro_batch_size), ran.by_mb.get(micro_batch_size)
+    if a is not None and b is None:
+        return math.inf  # nothing known of it: any
+    saved = 0.0
+    if a is not None and b is not None:
+        for field, times in (("fwd_s", 2), ("bwd_s", 1), ("wgrad_s", 1), ("fwd_a2a_s", 2),
+                             ("bwd_a2a_s", 1), ("split_bwd_s", 1), ("split_wgrad_s", 1)):
+            saved += times * sum(max(0.0, was - now) for was, now in zip(
+                getattr(a, field), getattr(b, field), strict=False))
+    if searched.modules_table is not None and ran.modules_table is not None:
+        saved += table_saving_s(searched.modules_table, ran.modules_table, micro_batch_size)
+    return saved
 
 
 def analytic_table(job: Job, shape: ModelShape | None = None, **changed: object) -> CostTable:

@@ -6,12 +6,13 @@ from pathlib import Path
 from typing import Any
 
 from pptune.costmodel.presets import ModelShape
-from pptune.costmodel.search import Plan, PlanRequest, Sharding
+from pptune.costmodel.search import Plan, PlanRequest, PlanSpec, Sharding
 from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog, LogFlops
 from pptune.frameworks.common.source import Repeated
 from pptune.frameworks.megatron import advice, log, rules, writer
+from pptune.frameworks.megatron import as_run as running
 from pptune.frameworks.megatron.closest import ATTENTION, closest_plan, stateable_request
 from pptune.frameworks.megatron.reader import looks_like_megatron, read_megatron
 from pptune.frameworks.megatron.split import MEGATRON
@@ -81,6 +82,12 @@ class MegatronAdapter(Adapter):
     def stateable(self, req: PlanRequest, model: str | None,
                   shape: ModelShape | None = None) -> PlanRequest:
         return stateable_request(req, model)
+
+    def as_run(self, job: Job, plan: Plan, *, substitute: bool = True) -> tuple[Job, Plan]:
+        return running.as_run(job, plan, substitute)
+
+    def as_run_saving_s(self, job: Job, spec: PlanSpec) -> float:
+        return running.as_run_saving_s(job, spec)
 
     def express(self, job: Job, plan: Plan, rank: int) -> Stated:
         return closest_plan(job, plan, rank)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.partition import add_ends, is_mtp, mtp_count, strip_ends
@@ -115,31 +116,18 @@ def stateable_request(req: PlanRequest, model: str | None) -> PlanRequest:
 def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     """The plan itself when a script states it, else the closest one that does."""
     notes: list[str] = []
-    job, resharded, as_ranked = _resharded(job, plan, notes)
+    job, resharded, as_ranked = megatron_fsdp(job, plan, notes)
     options = shardings(job.request)
     if resharded is None:  # as Megatron-FSDP runs it, it outgrows the GPU: another sharding
         options = tuple(s for s in options if s is not plan.sharding)
     plan = resharded or plan
-    job, plan = _sequence_parallel(job, plan, notes)
-    # the script states megatron-core's fused loss (writer.py) and leaves Transformer
-    # Engine's attention backend at auto (cuDNN's fused attention): priced with their kernels
-    attention = "eager" if job.attention == "eager" else ATTENTION
-    # and its weight gradients where the sharding puts them (wgrad_accum)
+    job, plan = with_sequence_parallel(job, plan, notes)
     asked = (job.cost_options or CostOptions()).wgrad
     accum = wgrad_accum(asked, plan.sharding)
-    job, plan = ex.priced_as_run(job, plan, name=NAME, attention=attention,
-                                 sequence_parallel=job.sequence_parallel, notes=notes,
-                                 cross_entropy=CrossEntropy.NATIVE, fp8_kernels=Fp8Kernels.TE,
-                                 wgrad_accum=accum,
-                                 runs="megatron-core's fused cross-entropy "
-                                 "(--cross-entropy-loss-fusion, costmodel/loss.py)"
-                                 + ("" if attention == job.attention else
-                                    " and Transformer Engine's cuDNN attention (its default "
-                                    "backend on Hopper and later)")
-                                 + ("" if accum is asked else f" and {WGRAD_RUNS[accum]}"))
+    job, plan = run_kernels(job, plan, notes)
     plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=options, notes=notes,
                                         within=stateable_request(job.request, job.model),
-                                        as_run=lambda p: _block_recompute(job, p, [])[0])
+                                        as_run=lambda p: block_recompute(job, p, [])[0])
     exact = exact and as_ranked
     if plan.recompute is Recompute.SELECTIVE:
         plan, exact = ex.full_recompute(job, plan, name=NAME, notes=notes), False
@@ -164,7 +152,7 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
                 found = None  # a split only a layout states, which megatron-core refuses
             chosen = ex.closest_or_refuse(job, plan, _options(plan, names), name=NAME,
                                           rank=rank, why=why, notes=notes, found=found,
-                                          runs=RUNS, as_run=lambda p: _block_recompute(
+                                          runs=RUNS, as_run=lambda p: block_recompute(
                                               job, p, [])[0])
             exact = False
             if megatron_split(chosen, names) is None:
@@ -172,7 +160,7 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     split = None if layout is not None else megatron_split(chosen, names)
     if split is None and layout is None:  # every option is a split megatron-core builds
         raise BadInput(f"megatron cannot express plan {rank}")
-    chosen, block, same = _block_recompute(job, chosen, notes)
+    chosen, block, same = block_recompute(job, chosen, notes)
     if wgrad_accum(asked, chosen.sharding) is not accum:  # another sharding than the plan's
         accum = wgrad_accum(asked, chosen.sharding)
         job, chosen = ex.priced_as_run(job, chosen, name=NAME, attention=job.attention,
@@ -189,7 +177,44 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     return Stated(job, chosen, exact and same, tuple(notes), Placement(split, layout, block))
 
 
-def _resharded(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan | None, bool]:
+def kernels(job: Job, sharding: Sharding) -> dict[str, Any]:
+    """The kernels a script runs (``ex.priced_as_run``'s options): megatron-core's fused
+    loss (writer.py), Transformer Engine's attention backend at auto (cuDNN's fused
+    attention) and FP8 linears, and its weight gradients where the sharding puts them
+    (``wgrad_accum``)."""
+    return dict(attention="eager" if job.attention == "eager" else ATTENTION,
+                cross_entropy=CrossEntropy.NATIVE, fp8_kernels=Fp8Kernels.TE,
+                wgrad_accum=wgrad_accum((job.cost_options or CostOptions()).wgrad, sharding))
+
+
+def run_kernels(job: Job, plan: Plan, notes: list[str], substitute: bool = True
+                ) -> tuple[Job, Plan]:
+    """The job and plan priced with the kernels the script runs (``kernels``), with a
+    note where that changes them (``substitute``: as ``ex.priced_as_run`` takes it)."""
+    run = kernels(job, plan.sharding)
+    asked = (job.cost_options or CostOptions()).wgrad
+    return ex.priced_as_run(job, plan, name=NAME, sequence_parallel=job.sequence_parallel,
+                            notes=notes, substitute=substitute, **run,
+                            runs="megatron-core's fused cross-entropy "
+                            "(--cross-entropy-loss-fusion, costmodel/loss.py)"
+                            + ("" if run["attention"] == job.attention else
+                               " and Transformer Engine's cuDNN attention (its default "
+                               "backend on Hopper and later)")
+                            + ("" if run["wgrad_accum"] is asked
+                               else f" and {WGRAD_RUNS[run['wgrad_accum']]}"))
+
+
+def sequence_settings(job: Job, tp: int, ep: int) -> tuple[bool, bool]:
+    """(sequence parallelism, Transformer Engine's TP overlap) as the script runs a plan of
+    this tp and ep (``with_sequence_parallel`` says why)."""
+    if tp == 1:
+        return job.sequence_parallel, job.tp_comm_overlap
+    moe = ep > 1 or (job.shape is not None and job.shape.moe)
+    overlap = job.tp_comm_overlap and job.attention != "eager"
+    return job.sequence_parallel or moe or overlap, overlap
+
+
+def megatron_fsdp(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan | None, bool]:
     """The job as Megatron-FSDP runs ZeRO-2, ZeRO-3 and FSDP: each backward's gradients
     kept in unsharded buckets while their reduce-scatters are queued (``queued``), and
     for FSDP every layer's weights gathered again in each micro-batch's forward and
@@ -234,18 +259,16 @@ def _resharded(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan | None
     return run, alt, not gathered
 
 
-def _sequence_parallel(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan]:
+def with_sequence_parallel(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan]:
     """The job and plan as the script runs them with tensor parallelism: with sequence
     parallelism where megatron-core needs it (MoE layers: moe_layer.py MoELayer.forward
     raises without it; --tp-comm-overlap: validate_args asserts it), and without
     Transformer Engine's TP overlap under --transformer-impl local (the plan's eager
     attention), whose linear layers have none (only extensions/transformer_engine.py
     reads tp_comm_overlap). Each re-priced, with a note."""
-    if plan.tp == 1:
-        return job, plan
+    split, overlap = sequence_settings(job, plan.tp, plan.ep)
     moe = plan.ep > 1 or (job.shape is not None and job.shape.moe)
-    overlap = job.tp_comm_overlap and job.attention != "eager"
-    if not job.sequence_parallel and (moe or overlap):
+    if split and not job.sequence_parallel:
         job, plan = ex.priced_as_run(
             job, plan, name=NAME, attention=job.attention, sequence_parallel=True, notes=notes,
             runs="sequence parallelism with " + ("MoE layers and tp > 1 (megatron-core raises "
@@ -262,7 +285,7 @@ def _sequence_parallel(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Pla
     return job, plan
 
 
-def _block_recompute(job: Job, plan: Plan, notes: list[str]) -> tuple[Plan, int | None, bool]:
+def block_recompute(job: Job, plan: Plan, notes: list[str]) -> tuple[Plan, int | None, bool]:
     """(plan as run, N, exact): Megatron-LM's block method recomputes the first N
     layers of every stage, one N for all (transformer_block.py ``_checkpointed_forward``):
     the plan's largest per-stage count, which recomputes at least as much everywhere."""

@@ -273,13 +273,24 @@ def cp_fp8_args(cp: int, tp: int, precision: Precision, costs: CostOptions | Non
     return args
 
 
+RANK_ORDER_REFUSED = "megatron-core refuses --use-tp-pp-dp-mapping with context parallelism and pp > 1"
+
+
+def refuses_rank_order(job: Job, plan: Plan) -> bool:
+    """Whether megatron-core refuses the plan's rank order as the script states it: cp > 1
+    in tp-pp-dp with pp > 1, the script of a dense model (one of a MoE model states
+    --expert-model-parallel-size, writer.py), as the reader's megatron-cp-rank-order rule
+    has it (the dense and expert data-parallel sizes differ; parallel_state.py)."""
+    moe = plan.ep > 1 or (job.shape is not None and job.shape.moe)
+    return plan.cp > 1 and plan.pp > 1 and plan.rank_order == PP_INNER and not moe
+
+
 def pp_last_with_cp(job: Job, plan: Plan, *, rank: int, notes: list[str]) -> Plan:
-    """The plan in the tp-cp-dp-pp order when it has cp > 1 in tp-pp-dp with pp > 1:
-    megatron-core then refuses --use-tp-pp-dp-mapping (the dense and expert data-parallel
-    sizes differ; parallel_state.py), so the script states the pp-last order."""
-    if plan.cp == 1 or plan.pp == 1 or plan.rank_order != PP_INNER or plan.ep > 1:
+    """The plan in the tp-cp-dp-pp order where megatron-core refuses its own
+    (``refuses_rank_order``): the script states the pp-last order."""
+    if not refuses_rank_order(job, plan):
         return plan
     return ex.closest_or_refuse(
         job, plan, [(plan.schedule, plan.virtual_stages, list(plan.stage_layers))],
         name="megatron", rank=rank, notes=notes, rank_order=DP_INNER,
-        why="megatron-core refuses --use-tp-pp-dp-mapping with context parallelism and pp > 1")
+        why=RANK_ORDER_REFUSED)
