@@ -109,7 +109,7 @@ def test_check_config_shortens_blocks_per_stage_to_80_columns(
     monkeypatch.setenv("COLUMNS", "80")
     r = cli("check-config", str(CONFIGS / "megatron_qwen3_235b_ep32.sh"))
     assert r.exit_code == 0, r.stderr
-    # pp 16 x v 3 = 48 chunks of Qwen3-235B's 94 blocks: 47 of 2, the head's chunk none
-    assert "blocks per stage 2x47,0 (+ embedding first, head last)" in " ".join(
+    # the best plan, pp 8 x v 4 = 32 chunks of Qwen3-235B's 94 blocks: 31 of 3, the head's 1
+    assert "blocks per stage 3x31,1 (+ embedding first, head last)" in " ".join(
         r.stdout.split())
     assert max(map(len, r.stdout.splitlines())) <= 80
