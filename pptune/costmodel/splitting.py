@@ -131,6 +131,9 @@ class SplitCache:
     sums: dict[tuple[object, ...], list[float]] = field(default_factory=dict)
 
     reruns: dict[tuple[object, ...], RangeMax | None] = field(default_factory=dict)
+    # split_with_bound's compute-only bounds, by what they read: specs that differ in
+    # sharding, rank order or recomputation bounded alike share one
+    bounds: dict[tuple[object, ...], float] = field(default_factory=dict)
 
     def rerun(self, recompute: Recompute, b: int, values: Sequence[float]) -> RangeMax | None:
         """``range_max`` of a recomputed table's ``rerun_bytes``; None where it has none."""
@@ -318,19 +321,29 @@ def split_with_bound(table: CostTable, req: PlanRequest, spec: PlanSpec,
     if split is None:
         return None
     split_spec = replace(spec, stage_layers=tuple(split))
-    bounded = replace(split_spec, recompute=bound_recompute(req, spec.recompute, spec.pp,
-                                                            spec.schedule))
+    rb = bound_recompute(req, spec.recompute, spec.pp, spec.schedule)
     if not traffic_in_ops(spec.sharding, reshards(spec.sharding, spec.pp,
                                                   req.fsdp_reshard_after_forward)):
         # their data-parallel traffic runs once per step (start_s, tail_s), never inside
         # an op: the compute alone bounds the stages (evaluate.with_comm leaves them as
         # they are; FP8's amax waits, which it adds, only raise them)
-        stages = _compute_stages(rc, split_spec)
-        fastest = stages if bounded == split_spec else _compute_stages(
-            cache.recomputed(table, bounded.recompute, req.recompute_every), split_spec)
-    else:
-        stages = stage_layout(table, req, split_spec).stages
-        fastest = stages if bounded == split_spec else stage_layout(table, req, bounded).stages
+        if spec.virtual_stages > 1 and surely_oom(rc, req, split_spec,
+                                                  _compute_stages(rc, split_spec)):
+            return None
+        # all the bound reads: the compute of the split under the bound's recomputation
+        key = (rb, spec.micro_batch_size, split_spec.stage_layers,
+               spec.a2a_stream, spec.schedule, spec.pp, spec.virtual_stages,
+               spec.num_microbatches, spec.combined)
+        bound = cache.bounds.get(key)
+        if bound is None:
+            fastest = _compute_stages(cache.recomputed(table, rb, req.recompute_every),
+                                      split_spec)
+            bound = cache.bounds[key] = lower_bound(spec.schedule, spec.pp,
+                                                    spec.num_microbatches, fastest, spec.combined)
+        return bound, split_spec
+    bounded = replace(split_spec, recompute=rb)
+    stages = stage_layout(table, req, split_spec).stages
+    fastest = stages if bounded == split_spec else stage_layout(table, req, bounded).stages
     if spec.virtual_stages > 1 and surely_oom(rc, req, split_spec, stages):
         return None
     return (lower_bound(spec.schedule, spec.pp, spec.num_microbatches, fastest,
