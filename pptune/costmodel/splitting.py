@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from pptune.costmodel.bounds import lower_bound
 from pptune.costmodel.evaluate import PlanRequest, PlanSpec, optimizer_step_s, stage_layout
-from pptune.costmodel.inflight import peak_inflight_per_stage
+from pptune.costmodel.inflight import chunk_inflight, peak_inflight_per_stage
 from pptune.costmodel.layout import Layout
 from pptune.costmodel.memo import ByIdentity
 from pptune.costmodel.memory import Recompute, embedding_holders, shared_embedding, with_recompute
@@ -156,12 +156,14 @@ def min_bottleneck_within_memory(
     b = spec.micro_batch_size
     c = table.by_mb[b]
     n_stages = model_chunks(schedule, p, v)
-    # each chunk's most in-flight micro-batches over its stages (dualpipe runs each twice)
-    per_stage = peak_inflight_per_stage(schedule, p, m, v, spec.combined)
-    inflight = [0] * n_stages
-    for k, chunk in enumerate(stage_chunk_map(schedule, p, v)):
-        inflight[chunk] = max(inflight[chunk], per_stage[k])
-    per_param, fixed = per_param_bytes(req, spec)
+    per_stage, inflight = chunk_inflight(schedule, p, m, v, spec.combined)
+    experts = bool(table.expert_param_bytes)
+    # the request's bytes a parameter: the same for every table of the cache's key
+    bytes_key = ("per_param", spec.sharding, p, spec.rank_order)
+    if bytes_key not in cache.sums:
+        cache.sums[bytes_key] = [*per_param_bytes(req, spec),
+                                 expert_per_param_bytes(req, spec) if experts else 0.0]
+    per_param, fixed, per_expert = cache.sums[bytes_key]
     n = len(c.act_bytes)
     if ("largest",) not in cache.sums:
         cache.sums[("largest",)] = [max(table.layer_params)]
@@ -170,11 +172,9 @@ def min_bottleneck_within_memory(
     # a device's memory shared evenly by its chunks, less its fixed working copies
     budget = (table.memory_bytes - req.reserve_bytes - table.dispatch_buffer_bytes
               - fixed * largest) / v
-    experts = bool(table.expert_param_bytes)
     # one stage holds a tied head and the embedding: their matrix once (table.py)
     tied = table.tied_param_bytes / table.param_dtype_bytes * per_param if n_stages == 1 else 0.0
-    static_key = ("static", per_param, expert_per_param_bytes(req, spec) if experts else None,
-                  tied)
+    static_key = ("static", per_param, per_expert if experts else None, tied)
     if static_key not in cache.sums:
         static = [0.0]
         state = layer_state_bytes(table, req, spec) if experts else []
