@@ -211,7 +211,8 @@ def analytic_profile(
         found = 0.0 if i is None else weight_cache_bytes(shape, i, tp, ex, gemm_precision,
                                                          fp8_params, kernels, recipe)
         return found or None
-    # the blocks of a kind share one dict of costs (analytic_layers): validated once
+    # the blocks of a kind share one dict of costs (analytic_layers): validated once, each
+    # layer given its own copies (a profile's costs may be edited layer by layer)
     costs: dict[int, dict[str, LayerCost]] = {}
 
     def per_micro_batch(layer: AnalyticLayer) -> dict[str, LayerCost]:
@@ -221,7 +222,7 @@ def analytic_profile(
                                   act_bytes=c.act_bytes, out_bytes=c.out_bytes,
                                   fwd_a2a_s=c.fwd_a2a_s, bwd_a2a_s=c.bwd_a2a_s)
                 for b, c in layer.per_micro_batch.items()}
-        return dict(costs[id(layer.per_micro_batch)])
+        return {b: c.model_copy() for b, c in costs[id(layer.per_micro_batch)].items()}
     # a tied head's matrix is the embedding's: one copy on a stage that holds both
     tied = shape.vocab * shape.hidden / tp * 2 if shape.tied_embeddings else 0.0
     return Profile(
