@@ -53,11 +53,13 @@ from dataclasses import dataclass, replace
 
 from pptune.costmodel import block_style as style
 from pptune.costmodel import op_sac, precision
+from pptune.costmodel.act_bytes import block_act_bytes as block_act_bytes  # re-exported
 from pptune.costmodel.attention import MLA_UP_PROJ, mla_act_bytes, mla_params, mla_part
 from pptune.costmodel.context import CpComm, CpLinks
 from pptune.costmodel.ends import embedding_ops, head_act_bytes, head_ops, mtp_act_bytes, mtp_ops
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.loss import CrossEntropy
+from pptune.costmodel.memo import ByKey
 from pptune.costmodel.moe import ExpertParallel, check_experts, moe_act_bytes, moe_params, moe_part
 from pptune.costmodel.ops import (
     BlockPart,
@@ -67,7 +69,6 @@ from pptune.costmodel.ops import (
     Rates,
     attention_part,
     block_ops,
-    mlp_inner_bytes,
     mlp_part,
     norm_reruns,
     phase_s,
@@ -196,55 +197,6 @@ def model_params(m: ModelShape, active: bool = False) -> float:
     return total + 2 * emb
 
 
-def block_act_bytes(
-    m: ModelShape, b: int, tp: int = 1, flash_attention: bool = True,
-    sequence_parallel: bool = False, *, attn_bytes: float | None = None,
-    mlp_bytes: float | None = None, cp: int = 1, gemm_input_bytes: float = 2.0,
-    kept_inputs: tuple[bool, bool] = (True, True), swiglu: Swiglu = Swiglu.FUSED,
-) -> float:
-    """Bytes one block keeps for backward, per micro-batch (Korthikanti et al. 2022).
-
-    With sequence parallelism the parts tensor parallelism leaves whole
-    (layernorms, dropout, block inputs) are split along the sequence too:
-    ``s b h (34/t + 5 a s / (h t))`` for a GPT block (their eq. 4).
-    ``attn_bytes`` / ``mlp_bytes``: the attention's (MLA) or MLP's (MoE, or a
-    recomputed MLP: 0) inner tensors in bytes, instead of a dense block's.
-    ``kept_inputs``: whether the attention's and the MLP's inputs (the norms' outputs)
-    are kept (megatron-core's ``layernorm`` recomputation drops them).
-    ``swiglu``: a gated MLP's kernels (rates.Swiglu). Context parallelism keeps ``s / cp``
-    tokens a rank (context.py). Under FP8 the GEMM inputs (QKV, attention output, both
-    MLP inputs) are saved at ``gemm_input_bytes`` instead of 2 (precision.py)."""
-    s, h, f, a = m.seq_len // cp, m.hidden, m.ffn, m.heads
-    low = 2.0 - gemm_input_bytes  # saved per GEMM-input element by FP8
-    kv_frac = max(m.kv_heads, tp) * m.head_dim / h  # tensor_parallel.replicated_kv
-    q_frac = m.heads * m.head_dim / h  # 1 unless the model sets its head dimension
-    drop = 1.0 if m.dropout else 0.0
-    # Not split by tensor parallelism: two layernorm inputs (2 + 2), the
-    # inputs of the attention and MLP blocks (2 + 2), two dropout masks.
-    replicated = 4 + (2 - low) * sum(kept_inputs) + 2 * drop
-    # Split by tensor parallelism: Q (2), K and V (2 each, scaled for GQA; one whole
-    # head a rank under a tp above them), the output-projection input (2), the MLP's.
-    attn_inner = 2 * q_frac + 4 * kv_frac + (2 - low) * q_frac
-    mlp_inner = mlp_inner_bytes(m.gated_mlp, swiglu, low) * f / h
-    if attn_bytes is None and mlp_bytes is None:
-        sharded = attn_inner + mlp_inner
-    else:
-        sharded = (attn_inner if attn_bytes is None else 0.0) + (
-            mlp_inner if mlp_bytes is None else 0.0)
-    per_token_h = (replicated + sharded) / tp if sequence_parallel else replicated + sharded / tp
-    total = s * b * h * per_token_h
-    if attn_bytes is not None:
-        total += attn_bytes
-    if mlp_bytes is not None:
-        total += mlp_bytes
-    if not flash_attention:
-        if cp > 1:
-            raise ValueError("context parallelism needs flash (fused) attention")
-        # softmax output (2), its dropout mask (1), dropout output (2) per score
-        total += (2 + 3 * drop) * a * s * s * b / tp
-    return total
-
-
 def analytic_layers(
     m: ModelShape,
     gpu: GpuSpec,
@@ -272,6 +224,7 @@ def analytic_layers(
     fp8_recipe: precision.Fp8Recipe = precision.Fp8Recipe.DELAYED,
     main_grad_bytes: float = MAIN_GRAD_BYTES,
     fp8_casts: precision.Fp8Casts = precision.Fp8Casts.FUSED,
+    shared: ByKey | None = None,
 ) -> list[AnalyticLayer]:
     """Embedding, blocks (and MTP modules) and head with costs for each micro-batch size.
 
@@ -293,7 +246,8 @@ def analytic_layers(
     loss's kernels (loss.py); ``swiglu``: a gated MLP's activation kernels (rates.Swiglu);
     ``fp8_kernels``, ``fp8_params``, ``torchao_recipe``, ``fp8_recipe``, ``fp8_casts``: whose
     FP8 linears, FP8 weights, torchao's and TE's scaling, torchao's casts (precision.py);
-    ``wgrad_accum``, ``main_grad_bytes``: rates.Accumulation."""
+    ``wgrad_accum``, ``main_grad_bytes``: rates.Accumulation. ``shared``: the layers of
+    other calls given it (memo.ByKey), reused where they are priced alike."""
     if efficiency is not None and not 0 < efficiency <= 1:
         raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
     unknown = set(recompute_modules) - RECOMPUTE_MODULES
@@ -316,6 +270,9 @@ def analytic_layers(
     redo_shared = RECOMPUTE_SHARED in recompute_modules
     redo_norm = RECOMPUTE_NORM in recompute_modules
     by_op = op_sac.OP_SAC in recompute_modules
+    # what prices the layers, but the experts' placement: a block without experts, the
+    # attention and the ends cost the same at every expert parallelism
+    priced = (shared or ByKey()).group((m, rates, par, recompute_modules)).of
 
     def spec(ops: list[OpCost], act_bytes: float, out_bytes: float) -> LayerSpec:
         fwd, fwd_a2a = split_a2a(ops, Phase.F, rates)
@@ -340,7 +297,7 @@ def analytic_layers(
         attn: BlockPart | None = None
         attn_bytes: float | None = None
         if m.mla:
-            attn = mla_part(m, b, rates, par, redo_up)
+            attn = priced(("mla", b), mla_part, m, b, rates, par, redo_up)
             attn_bytes = mla_act_bytes(m, b, par, redo_up)
         elif sliding:
             attn = attention_part(m, b, rates, par, window=m.sliding_window)
@@ -361,6 +318,20 @@ def analytic_layers(
                                     attn_bytes=attn_bytes, mlp_bytes=mlp_bytes, cp=cp,
                                     kept_inputs=kept, gemm_input_bytes=saved, swiglu=par.swiglu)
 
+
+    def end_spec(b: int, send_bytes: float) -> LayerSpec:  # the embedding's
+        return spec(embedding_ops(m, b, rates, par), 0.0, send_bytes)
+
+    def block_spec(i: int, b: int, send_bytes: float) -> LayerSpec:
+        return spec(*block(i, b), send_bytes)
+
+    def mtp_spec(b: int) -> LayerSpec:
+        ops, act = block(m.num_blocks, b)
+        return spec(mtp_ops(m, b, rates, par, ops), act + mtp_act_bytes(m, b, par), 0.0)
+
+    def head_spec(b: int) -> LayerSpec:  # the loss scalar leaves the head
+        return spec(head_ops(m, b, rates, par), head_act_bytes(m, b, par), 4.0)
+
     emb: dict[int, LayerSpec] = {}
     blocks: dict[tuple[bool, bool], dict[int, LayerSpec]] = {}
     mtp: list[dict[int, LayerSpec]] = [{} for _ in range(m.mtp_layers)]
@@ -370,17 +341,17 @@ def analytic_layers(
         tokens = b * s
         hidden_bytes = tokens * h * BF16_BYTES
         send_bytes = hidden_bytes / tp  # scatter/gather optimisation, Narayanan et al. sec. 4.1
-        emb[b] = spec(embedding_ops(m, b, rates, par), 0.0, send_bytes)
+        emb[b] = priced(("embedding", b), end_spec, b, send_bytes)
         for k, i in first.items():
-            ops, act = block(i, b)
-            blocks.setdefault(k, {})[b] = spec(ops, act, send_bytes)
+            # a MoE block reads the experts' placement (so does torchtitan's per-op policy)
+            placed = ex if k[0] or by_op else None
+            blocks.setdefault(k, {})[b] = priced(("block", k, b, placed), block_spec, i, b,
+                                                 send_bytes)
         if m.mtp_layers:
-            ops, act = block(m.num_blocks, b)
-            own = spec(mtp_ops(m, b, rates, par, ops), act + mtp_act_bytes(m, b, par), 0.0)
+            own = priced(("mtp", b, ex), mtp_spec, b)
             for j in range(m.mtp_layers):  # it sends the hidden states so far (ends.py)
                 mtp[j][b] = replace(own, out_bytes=(j + 2) * send_bytes)
-        # the loss scalar leaves the head
-        head[b] = spec(head_ops(m, b, rates, par), head_act_bytes(m, b, par), 4.0)
+        head[b] = priced(("head", b), head_spec, b)
     emb_params = (v * h + (m.seq_len * h if m.dropout else 0)) / tp  # GPT adds learned positions
     layers = [AnalyticLayer("embedding", emb_params * BF16_BYTES, emb)]
     for i in range(m.num_blocks):

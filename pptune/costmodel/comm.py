@@ -205,13 +205,16 @@ def dp_exposed_s(red: DpReduction, bwd_window_s: float, fwd_window_s: float) -> 
     gather_overlap = red.overlap if red.overlap_gather is None else red.overlap_gather
     bucket = red.bucket_params or megatron_bucket_params(red.dp)
     sizes = buckets(red.params, bucket)
+    # full buckets all cost the same: each distinct size priced once
     if red.overlap:
-        grads = [grad_op(n * red.grad_bytes, red.dp, red.link) for n in sizes]
+        grad_of = {n: grad_op(n * red.grad_bytes, red.dp, red.link) for n in set(sizes)}
+        grads = [grad_of[n] for n in sizes]
         exposed = overlapped_tail_s(grads, sizes, bwd_window_s)
     else:
         exposed = grad_op(red.params * red.grad_bytes, red.dp, red.link)
     if red.sharded and gather_overlap:
-        gathers = [all_gather_s(n * red.param_bytes, red.dp, red.link) for n in sizes]
+        gather_of = {n: all_gather_s(n * red.param_bytes, red.dp, red.link) for n in set(sizes)}
+        gathers = [gather_of[n] for n in sizes]
         exposed += prefetch_stall_s(gathers, sizes, fwd_window_s)
     elif red.sharded:
         exposed += all_gather_s(red.params * red.param_bytes, red.dp, red.link)

@@ -166,10 +166,10 @@ def _stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLa
 
     def traffic(n: float, ranks: int, link: AllReduceLink, st: StageCost) -> ShardComm:
         # the windows it overlaps: the op's compute and its all-to-alls
+        # positional: stage_comm's cache keys them as one flat tuple (asked every stage)
         return stage_comm(spec.sharding, reshard, n, ranks, link, req.grad_bytes_factor,
                           req.overlap_grad_reduce, st.bwd_s + st.wgrad_s + st.bwd_comm_s,
-                          st.fwd_s + st.fwd_comm_s, param_bytes=gather_bytes,
-                          overlap_gather=req.overlap_param_gather)
+                          st.fwd_s + st.fwd_comm_s, gather_bytes, req.overlap_param_gather)
 
     experts = [table.expert_params(s, e) for s, e in bounds] if table.expert_param_bytes else []
     if not experts:

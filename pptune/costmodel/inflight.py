@@ -15,7 +15,9 @@ from pptune.costmodel.schedules import (
     SPLIT_BACKWARD,
     Schedule,
     chunks_per_device,
+    model_chunks,
     raw_orders,
+    stage_chunk_map,
 )
 
 
@@ -34,6 +36,18 @@ def peak_inflight_per_stage(schedule: Schedule | str, p: int, m: int, v: int = 1
     if schedule is Schedule.GPIPE:
         return [m] * n_stages
     return list(_peak_inflight(schedule, p, held_microbatches(schedule, p, m, v), v, combined))
+
+
+@functools.lru_cache(maxsize=4096)
+def chunk_inflight(schedule: Schedule, p: int, m: int, v: int, combined: bool
+                   ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(``peak_inflight_per_stage``, per model chunk the most over its stages: dualpipe
+    holds each chunk on two), as the split search asks them for every candidate."""
+    per_stage = peak_inflight_per_stage(schedule, p, m, v, combined)
+    inflight = [0] * model_chunks(schedule, p, v)
+    for k, chunk in enumerate(stage_chunk_map(schedule, p, v)):
+        inflight[chunk] = max(inflight[chunk], per_stage[k])
+    return tuple(per_stage), tuple(inflight)
 
 
 def inflight_saturation(p: int, v: int) -> int:

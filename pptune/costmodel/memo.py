@@ -1,5 +1,6 @@
 """A memo keyed by objects' identities, for the search's pure functions of frozen
-records whose fields cannot be hashed (a cost table's per-layer lists).
+records whose fields cannot be hashed (a cost table's per-layer lists), and one
+keyed by hashable values in groups (``ByKey``).
 
 An entry holds the objects it was made for, so an identity is never reused while
 the entry lives (CPython may give a freed object's id to a new one); the memo is
@@ -10,9 +11,10 @@ never change them.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 class ByIdentity(Generic[R]):
@@ -38,3 +40,30 @@ class ByIdentity(Generic[R]):
         """The entry for (objs, key), made by ``make()`` when there is none."""
         hit = self.get(objs, key)
         return hit if hit is not None else self.put(objs, key, make())
+
+
+class ByKey:
+    """Results by (a group's key, a piece's key), both hashable: what pure functions
+    made of them, kept while the memo lives (analytic.analytic_layers: the layers of a
+    job's cost tables, one group a layout, one piece a layer kind and micro-batch size)."""
+
+    def __init__(self) -> None:
+        self._groups: dict[Hashable, Pieces] = {}
+
+    def group(self, key: Hashable) -> Pieces:
+        """The pieces made so far in the group ``key``."""
+        return self._groups.setdefault(key, Pieces())
+
+
+class Pieces:
+    """One group of a ``ByKey``."""
+
+    def __init__(self) -> None:
+        self._entries: dict[Hashable, object] = {}
+
+    def of(self, piece: Hashable, make: Callable[..., T], *args: object) -> T:
+        """The result for ``piece``, made by ``make(*args)`` when there is none."""
+        found = self._entries.get(piece)
+        if found is None:
+            found = self._entries[piece] = make(*args)
+        return cast(T, found)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from pptune.costmodel.bounds import lower_bound
 from pptune.costmodel.evaluate import PlanRequest, PlanSpec, optimizer_step_s, stage_layout
-from pptune.costmodel.inflight import peak_inflight_per_stage
+from pptune.costmodel.inflight import chunk_inflight, peak_inflight_per_stage
 from pptune.costmodel.layout import Layout
 from pptune.costmodel.memo import ByIdentity
 from pptune.costmodel.memory import Recompute, embedding_holders, shared_embedding, with_recompute
@@ -131,6 +131,9 @@ class SplitCache:
     sums: dict[tuple[object, ...], list[float]] = field(default_factory=dict)
 
     reruns: dict[tuple[object, ...], RangeMax | None] = field(default_factory=dict)
+    # split_with_bound's compute-only bounds, by what they read: specs that differ in
+    # sharding, rank order or recomputation bounded alike share one
+    bounds: dict[tuple[object, ...], float] = field(default_factory=dict)
 
     def rerun(self, recompute: Recompute, b: int, values: Sequence[float]) -> RangeMax | None:
         """``range_max`` of a recomputed table's ``rerun_bytes``; None where it has none."""
@@ -153,12 +156,14 @@ def min_bottleneck_within_memory(
     b = spec.micro_batch_size
     c = table.by_mb[b]
     n_stages = model_chunks(schedule, p, v)
-    # each chunk's most in-flight micro-batches over its stages (dualpipe runs each twice)
-    per_stage = peak_inflight_per_stage(schedule, p, m, v, spec.combined)
-    inflight = [0] * n_stages
-    for k, chunk in enumerate(stage_chunk_map(schedule, p, v)):
-        inflight[chunk] = max(inflight[chunk], per_stage[k])
-    per_param, fixed = per_param_bytes(req, spec)
+    per_stage, inflight = chunk_inflight(schedule, p, m, v, spec.combined)
+    experts = bool(table.expert_param_bytes)
+    # the request's bytes a parameter: the same for every table of the cache's key
+    bytes_key = ("per_param", spec.sharding, p, spec.rank_order)
+    if bytes_key not in cache.sums:
+        cache.sums[bytes_key] = [*per_param_bytes(req, spec),
+                                 expert_per_param_bytes(req, spec) if experts else 0.0]
+    per_param, fixed, per_expert = cache.sums[bytes_key]
     n = len(c.act_bytes)
     if ("largest",) not in cache.sums:
         cache.sums[("largest",)] = [max(table.layer_params)]
@@ -167,11 +172,9 @@ def min_bottleneck_within_memory(
     # a device's memory shared evenly by its chunks, less its fixed working copies
     budget = (table.memory_bytes - req.reserve_bytes - table.dispatch_buffer_bytes
               - fixed * largest) / v
-    experts = bool(table.expert_param_bytes)
     # one stage holds a tied head and the embedding: their matrix once (table.py)
     tied = table.tied_param_bytes / table.param_dtype_bytes * per_param if n_stages == 1 else 0.0
-    static_key = ("static", per_param, expert_per_param_bytes(req, spec) if experts else None,
-                  tied)
+    static_key = ("static", per_param, per_expert if experts else None, tied)
     if static_key not in cache.sums:
         static = [0.0]
         state = layer_state_bytes(table, req, spec) if experts else []
@@ -318,19 +321,29 @@ def split_with_bound(table: CostTable, req: PlanRequest, spec: PlanSpec,
     if split is None:
         return None
     split_spec = replace(spec, stage_layers=tuple(split))
-    bounded = replace(split_spec, recompute=bound_recompute(req, spec.recompute, spec.pp,
-                                                            spec.schedule))
+    rb = bound_recompute(req, spec.recompute, spec.pp, spec.schedule)
     if not traffic_in_ops(spec.sharding, reshards(spec.sharding, spec.pp,
                                                   req.fsdp_reshard_after_forward)):
         # their data-parallel traffic runs once per step (start_s, tail_s), never inside
         # an op: the compute alone bounds the stages (evaluate.with_comm leaves them as
         # they are; FP8's amax waits, which it adds, only raise them)
-        stages = _compute_stages(rc, split_spec)
-        fastest = stages if bounded == split_spec else _compute_stages(
-            cache.recomputed(table, bounded.recompute, req.recompute_every), split_spec)
-    else:
-        stages = stage_layout(table, req, split_spec).stages
-        fastest = stages if bounded == split_spec else stage_layout(table, req, bounded).stages
+        if spec.virtual_stages > 1 and surely_oom(rc, req, split_spec,
+                                                  _compute_stages(rc, split_spec)):
+            return None
+        # all the bound reads: the compute of the split under the bound's recomputation
+        key = (rb, spec.micro_batch_size, split_spec.stage_layers,
+               spec.a2a_stream, spec.schedule, spec.pp, spec.virtual_stages,
+               spec.num_microbatches, spec.combined)
+        bound = cache.bounds.get(key)
+        if bound is None:
+            fastest = _compute_stages(cache.recomputed(table, rb, req.recompute_every),
+                                      split_spec)
+            bound = cache.bounds[key] = lower_bound(spec.schedule, spec.pp,
+                                                    spec.num_microbatches, fastest, spec.combined)
+        return bound, split_spec
+    bounded = replace(split_spec, recompute=rb)
+    stages = stage_layout(table, req, split_spec).stages
+    fastest = stages if bounded == split_spec else stage_layout(table, req, bounded).stages
     if spec.virtual_stages > 1 and surely_oom(rc, req, split_spec, stages):
         return None
     return (lower_bound(spec.schedule, spec.pp, spec.num_microbatches, fastest,

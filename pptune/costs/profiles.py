@@ -13,10 +13,10 @@ from pptune.costmodel.analytic import AnalyticLayer, analytic_layers
 from pptune.costmodel.collectives import Collective, Fabric
 from pptune.costmodel.comm import AllReduceLink
 from pptune.costmodel.context import CpComm
-from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import CostKey, Precision, TableSource
 from pptune.costmodel.layout import contiguous_group
 from pptune.costmodel.loss import CrossEntropy
+from pptune.costmodel.memo import ByKey
 from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.ops import Attention
 from pptune.costmodel.partition import MTP
@@ -25,6 +25,9 @@ from pptune.costmodel.recompute_modules import searched_modules
 from pptune.costmodel.search import CostTable, LayerCosts
 from pptune.costmodel.simulate import Link
 from pptune.costmodel.tp_overlap import TpOverlap
+from pptune.costs.experts import a2a_sm_share as a2a_sm_share  # re-exported
+from pptune.costs.experts import expert_problem as expert_problem
+from pptune.costs.experts import preset_experts as preset_experts
 from pptune.costs.fp8_cache import weight_cache_bytes
 from pptune.costs.names import gpu_preset, model_preset
 from pptune.errors import BadInput
@@ -122,6 +125,7 @@ def analytic_profile(
     fp8_recipe: precision.Fp8Recipe = precision.Fp8Recipe.DELAYED,
     main_grad_bytes: float = MAIN_GRAD_BYTES,
     fp8_casts: precision.Fp8Casts = precision.Fp8Casts.FUSED,
+    shared_layers: ByKey | None = None,
 ) -> Profile:
     """Per-layer costs of a preset (or any ModelShape) on a GPU preset (or a GpuSpec:
     a calibrated one, pptune.costmodel.calibration).
@@ -140,7 +144,8 @@ def analytic_profile(
     Accumulation). ``experts``: expert parallelism of a MoE model (its all-to-all over the GPU's
     NVLink and NIC unless the settings name links). ``recompute_modules``: Megatron-core's
     selective recomputation priced into the layers. ``layers_out`` receives the analytic layers
-    themselves (their times by part: costmodel.parts)."""
+    themselves (their times by part: costmodel.parts); ``shared_layers``: layers priced
+    alike by other calls given it, reused (analytic.analytic_layers)."""
     shape = model if isinstance(model, presets.ModelShape) else model_preset(model)
     model = shape.name
     spec = gpu if isinstance(gpu, presets.GpuSpec) else gpu_preset(gpu)
@@ -191,6 +196,7 @@ def analytic_profile(
             wgrad_accum=WgradAccum(wgrad_accum), main_grad_bytes=main_grad_bytes,
             torchao_recipe=precision.TorchaoRecipe(torchao_recipe),
             fp8_recipe=precision.Fp8Recipe(fp8_recipe), fp8_casts=precision.Fp8Casts(fp8_casts),
+            shared=shared_layers,
         )
     except ValueError as exc:
         raise BadInput(f"{model}: {exc}") from None
@@ -205,6 +211,18 @@ def analytic_profile(
         found = 0.0 if i is None else weight_cache_bytes(shape, i, tp, ex, gemm_precision,
                                                          fp8_params, kernels, recipe)
         return found or None
+    # the blocks of a kind share one dict of costs (analytic_layers): validated once, each
+    # layer given its own copies (a profile's costs may be edited layer by layer)
+    costs: dict[int, dict[str, LayerCost]] = {}
+
+    def per_micro_batch(layer: AnalyticLayer) -> dict[str, LayerCost]:
+        if id(layer.per_micro_batch) not in costs:  # ``layers`` holds the dicts meanwhile
+            costs[id(layer.per_micro_batch)] = {
+                str(b): LayerCost(fwd_s=c.fwd_s, bwd_s=c.bwd_s, wgrad_s=c.wgrad_s,
+                                  act_bytes=c.act_bytes, out_bytes=c.out_bytes,
+                                  fwd_a2a_s=c.fwd_a2a_s, bwd_a2a_s=c.bwd_a2a_s)
+                for b, c in layer.per_micro_batch.items()}
+        return {b: c.model_copy() for b, c in costs[id(layer.per_micro_batch)].items()}
     # a tied head's matrix is the embedding's: one copy on a stage that holds both
     tied = shape.vocab * shape.hidden / tp * 2 if shape.tied_embeddings else 0.0
     return Profile(
@@ -225,14 +243,7 @@ def analytic_profile(
                 expert_param_bytes=layer.expert_param_bytes,
                 cache_bytes=cache(layer.name),
                 tied_param_bytes=tied if layer.name == "head" else 0.0,
-                per_micro_batch={
-                    str(b): LayerCost(
-                        fwd_s=c.fwd_s, bwd_s=c.bwd_s, wgrad_s=c.wgrad_s,
-                        act_bytes=c.act_bytes, out_bytes=c.out_bytes,
-                        fwd_a2a_s=c.fwd_a2a_s, bwd_a2a_s=c.bwd_a2a_s,
-                    )
-                    for b, c in layer.per_micro_batch.items()
-                },
+                per_micro_batch=per_micro_batch(layer),
             )
             for layer in layers
         ],
@@ -268,6 +279,7 @@ def preset_tables(
     takes them; ``profiles`` collects each key's profile as it is built."""
     shape = model if isinstance(model, presets.ModelShape) else model_preset(model)
     built: dict[CostKey, CostTable] = {}
+    shared: ByKey = ByKey()  # the keys' layers priced alike (analytic_layers)
 
     def table(key: CostKey) -> CostTable:
         if not shape.moe and (key.ep != 1 or key.etp != 1):
@@ -280,7 +292,8 @@ def preset_tables(
                 layers: list[AnalyticLayer] = []
                 prof = analytic_profile(shape, gpu, micro_batch_sizes, tp=key.tp, cp=key.cp,
                                         gemm_precision=key.precision, experts=ex,
-                                        layers_out=layers, **{**options, **more})  # type: ignore[arg-type]
+                                        layers_out=layers, shared_layers=shared,
+                                        **{**options, **more})  # type: ignore[arg-type]
                 parts = {b: tuple(layer.per_micro_batch[b].parts for layer in layers)
                          for b in prof.micro_batch_sizes()}
                 table = cost_table(prof, tp=key.tp, tp_in_costs=key.tp)
@@ -358,43 +371,3 @@ def cost_table(profile: Profile, tp: int = 1, tp_in_costs: int = 1) -> CostTable
         hbm_bytes_per_s=profile.device.hbm_bytes_per_s,
         cache_bytes=cache if any(cache) else None,
     )
-
-
-def a2a_sm_share(ex: ExpertParallel | None, fabric: Fabric | None) -> float | None:
-    """The SMs DeepEP's kernels hold (``ExpertParallel.dispatch_sms``, megatron-core's 20
-    unless said) as a share of the GPU's; None: the dispatcher runs NCCL's collectives, at
-    the fabric's share."""
-    if ex is None or ex.dispatcher is not Dispatcher.DEEPEP or fabric is None \
-            or not fabric.sm_count:
-        return None
-    return min(1.0, ex.dispatch_sms / fabric.sm_count)
-
-
-def preset_experts(fabric: Fabric, gpus_per_node: int,
-                   experts: ExpertParallel | None) -> ExpertParallel:
-    """The expert settings on the GPU's node as NCCL achieves it: pairwise copies
-    over NVLink and one NIC for the all-to-all, the ring bus bandwidth for the
-    etp group's collectives."""
-    ex = experts or ExpertParallel()
-    return dataclasses.replace(
-        ex,
-        gpus_per_node=gpus_per_node,
-        intra=Link(presets.P2P_LATENCY_INTRA_S, fabric.p2p_bytes_per_s),
-        inter=Link(presets.P2P_LATENCY_INTER_S, fabric.nic_busbw_bytes_per_s),
-        etp_link=AllReduceLink(presets.ALLREDUCE_LATENCY_INTRA_S, fabric.ring_busbw_bytes_per_s),
-    )
-
-
-def expert_problem(shape: presets.ModelShape, ex: ExpertParallel) -> str | None:
-    """Why ``ex`` cannot place the model's experts, as one line naming the knob."""
-    if shape.top_k > shape.experts:
-        return (f"{shape.name} routes each token to {shape.top_k} of its {shape.experts} "
-                f"experts; the top-k must be at most the experts")
-    if shape.experts % ex.ep:
-        return (f"--ep {ex.ep} does not divide the {shape.experts} routed experts of "
-                f"{shape.name}; choose an ep that divides {shape.experts}")
-    if shape.expert_ffn % ex.etp:
-        return (f"--etp {ex.etp} does not divide the expert FFN width {shape.expert_ffn} of "
-                f"{shape.name}")
-    return None
-

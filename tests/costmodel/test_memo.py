@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pptune.costmodel.memo import ByIdentity
+from pptune.costmodel.memo import ByIdentity, ByKey
 
 
 def test_hits_only_the_same_objects() -> None:
@@ -26,3 +26,20 @@ def test_an_entry_keeps_its_objects_and_the_memo_clears_when_full() -> None:
     memo.put((x,), 2, 2)  # full: cleared first
     assert memo.get((x,), 2) == 2
     assert len(memo._entries) == 1
+
+
+def test_by_key_makes_each_piece_of_a_group_once() -> None:
+    memo = ByKey()
+    made: list[tuple[int, int]] = []
+
+    def make(x: int, y: int) -> int:
+        made.append((x, y))
+        return x * 10 + y
+
+    first = memo.group(("layout", 1)).of
+    assert first("piece", make, 1, 2) == 12
+    assert first("piece", make, 3, 4) == 12  # the piece's result, not made again
+    assert memo.group(("layout", 1)).of("piece", make, 5, 6) == 12  # the same group
+    assert memo.group(("layout", 2)).of("piece", make, 5, 6) == 56  # another group
+    assert first("other", make, 7, 8) == 78
+    assert made == [(1, 2), (5, 6), (7, 8)]

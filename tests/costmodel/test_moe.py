@@ -7,11 +7,13 @@ import dataclasses
 
 import pytest
 
+from pptune.costmodel import presets
 from pptune.costmodel.analytic import analytic_layers, block_act_bytes, layer_params
 from pptune.costmodel.comm import AllReduceLink
 from pptune.costmodel.dispatch import dispatch
 from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.layout import Dim, Group
+from pptune.costmodel.memo import ByKey
 from pptune.costmodel.memory import Recompute, with_recompute
 from pptune.costmodel.moe import (
     FP8_DISPATCH_BYTES,
@@ -310,3 +312,17 @@ def test_eager_swiglu_experts_keep_and_move_the_silu_output() -> None:
     shared = dataclasses.replace(SMALL, shared_ffn=512)
     assert moe_act_bytes(shared, 1, eager, ex(ep=2)) - moe_act_bytes(shared, 1, PAR, ex(ep=2)) \
         == 2 * 512 * 256 + 2 * 512 * 128
+
+
+@pytest.mark.parametrize("model", ["moe-small", "deepseek-v3"])
+def test_layers_priced_with_a_shared_memo_are_those_priced_alone(model: str) -> None:
+    """A job's cost tables share the layers they price alike (memo.ByKey): in any
+    order of expert parallelism and recomputed modules, each call's layers are the
+    ones it prices on its own (DeepSeek-V3: dense blocks, MLA, an MTP module)."""
+    shape, gpu = presets.MODELS[model], presets.GPUS["h100-sxm"]
+    memo = ByKey()
+    for ep in (1, 2, 8, 2):
+        for modules in (frozenset(), frozenset({"moe_act", "mla_up_proj"})):
+            kw = dict(tp=2, experts=ex(ep=ep), recompute_modules=modules)
+            alone = analytic_layers(shape, gpu, [1, 2], **kw)  # type: ignore[arg-type]
+            assert analytic_layers(shape, gpu, [1, 2], shared=memo, **kw) == alone  # type: ignore[arg-type]

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from pptune.costmodel.comm import AllReduceLink
 from pptune.costmodel.evaluate import PlanRequest, PlanSpec, evaluate
-from pptune.costmodel.inflight import peak_inflight_per_stage
+from pptune.costmodel.inflight import chunk_inflight, peak_inflight_per_stage
 from pptune.costmodel.memory import Recompute
 from pptune.costmodel.partition import (
     SplitError,
@@ -288,3 +288,13 @@ def test_every_split_over_means_surely_oom_on_every_split(
         stages = stage_costs(table, 1, split)
         per_stage = [stages[c] for c in stage_chunk_map(schedule, p, spec.virtual_stages)]
         assert surely_oom(table, req, s, per_stage)
+
+
+def test_chunk_inflight_is_each_chunks_most_over_its_stages() -> None:
+    # 1F1B holds min(m, p - s) on stage s (one chunk a stage); GPipe all m everywhere
+    assert chunk_inflight(Schedule.ONE_F_ONE_B, 4, 8, 1, False) == ((4, 3, 2, 1), (4, 3, 2, 1))
+    assert chunk_inflight(Schedule.GPIPE, 2, 3, 1, False) == ((3, 3), (3, 3))
+    # dualpipe holds chunk c twice, as global stages c and p + c: the chunk the more
+    per_stage, per_chunk = chunk_inflight(Schedule.DUALPIPE, 4, 8, 1, False)
+    assert len(per_stage) == 8
+    assert per_chunk == tuple(max(per_stage[c], per_stage[4 + c]) for c in range(4))
