@@ -12,7 +12,9 @@ developed against:
    with FSDP over 32 and 64 H200, local batch 2 of 8,192 tokens, torch.compile,
    float8 tensorwise linears with FP8 all-gather, torchtitan's default per-op
    selective checkpointing. Each is priced as a user would: its TOML through
-   pptune's torchtitan reader and check-config. The PyTorch team's Grand Teton rows
+   pptune's torchtitan reader and check-config, with the attention kernel the run's
+   torch (2.8.0a0) dispatched SDPA to, FlashAttention-2 (the reader prices torch
+   2.13's, cuDNN's on Hopper). The PyTorch team's Grand Teton rows
    (docs/performance.md Tables 1-6 at commit 820504e^, asyncTP_llama3_h100_2025-06)
    ran H100s with 96 GB HBM2e at a 500 W power limit, whose peak the page itself
    says is "between SXM and NVL, and we don't know its exact value" (its footnote
@@ -151,7 +153,12 @@ def titan_row(run: TitanRun) -> dict[str, Any]:
         path.write_text(run.toml)
         read = read_config(path, None, gpus=run.gpus,
                            framework_versions=[f"torchtitan={run.release}"])
-        report = check(read.config, path.parent,
+        # the run's torch (2.8.0a0) dispatched SDPA to FlashAttention-2 first: cuDNN's
+        # kernel went first on sm90 and sm100 from torch 2.9 (pytorch/pytorch pull 162073,
+        # "Enable cuDNN SDPA by default for SM 9.0, SM 10.0"), which the reader's "sdpa"
+        # (torch 2.13's dispatch) prices
+        ran = read.config.model_copy(update={"attention": "flash"})
+        report = check(ran, path.parent,
                        CheckOptions(costs=CostOptions(gpu=run.gpu), compare_best=False),
                        read.semantics)
     d, cfg = report.derived, read.config

@@ -78,7 +78,7 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
                 raise BadInput(why)
         shape = None if profile is not None else config_shape(cfg, base_dir, flags.model, add,
                                                                 flags.hf_config)
-        attention = Attention(cfg.attention or "flash")  # not stated: the per-op model's default
+        attention = Attention(cfg.attention or "sdpa")  # not stated: the per-op model's default
         if cfg.cp > 1 and not attention.fused:
             add("cp-attention", "warning",
                 f"context parallelism {cfg.cp} with {attention.value} attention: pptune prices "

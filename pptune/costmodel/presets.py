@@ -83,8 +83,17 @@ class GpuSpec:
     def priced_kernel(self, kernel: str) -> str:
         """The attention kernel whose rates price ``kernel`` here: ``cudnn`` where cuDNN's
         rates are not measured is priced as ``flash`` (what Transformer Engine falls back
-        to); any other kernel as itself."""
+        to); ``sdpa`` (torch's scaled_dot_product_attention, ops.Attention) as ``cudnn``
+        on the GPUs torch 2.13 runs cuDNN's kernel first on, the sm90 and sm10x parts whose
+        cuDNN rates are measured here (Hopper, Blackwell), else as ``flash``; any other
+        kernel as itself."""
+        if kernel == "sdpa":
+            kernel = "cudnn"
         return "flash" if kernel == "cudnn" and not self.cudnn_causal_attention else kernel
+
+    def cudnn_unmeasured(self, kernel: str) -> bool:
+        """``kernel`` names cuDNN's attention, whose rates are not measured here."""
+        return kernel == "cudnn" and self.priced_kernel(kernel) != kernel
 
     def with_attention_kernel(self, kernel: str) -> GpuSpec:
         """This GPU as a fused attention kernel runs on it (``priced_kernel``): ``cudnn``

@@ -254,8 +254,9 @@ def analytic_profile(
             + (f", context-parallel {cp} ({cp_comm.value})" if cp > 1 else "")
             + (f", {gemm_precision.value} GEMMs" if gemm_precision is not Precision.BF16 else "")
             + f", {attention} attention" + (f" (at flash attention's rates: cuDNN's are not "
-               f"measured on {gpu})" if spec.priced_kernel(attention) != attention
-                                          else "") + ", GEMM efficiency "
+               f"measured on {gpu})" if spec.cudnn_unmeasured(attention) else
+               f" ({spec.priced_kernel(attention)} on {gpu})" if attention == "sdpa"
+               else "") + ", GEMM efficiency "
             + (f"{efficiency:g}" if efficiency is not None else "per shape")
             + f" of peak {spec.peak_flops / 1e12:g} TFLOP/s; links at what NCCL achieves on "
             f"{gpu} (pptune presets)"

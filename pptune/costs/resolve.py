@@ -121,7 +121,11 @@ class Costs:
     @property
     def described(self) -> str:
         """Where the costs come from and the attention kernel they price (the cost line)."""
-        return self.origin + (f", {self.attention} attention" if self.attention else "")
+        if not self.attention:
+            return self.origin
+        runs = (f" ({self.gpu.priced_kernel(self.attention)} on {self.gpu.name})"
+                if self.attention == "sdpa" and self.gpu is not None else "")
+        return self.origin + f", {self.attention} attention{runs}"
 
     @property
     def model_flops_per_token(self) -> float | None:
@@ -234,7 +238,7 @@ def _analytic(opts: CostOptions, shape: ModelShape | None, sizes: tuple[int, ...
     gpu = opts.gpu or presets.DEFAULT_GPU
     median = gpu_preset(gpu)
     spec = slowest_of(median, gpus, opts.gpu_spread)
-    attention = opts.attention.value if opts.attention is not None else "flash"
+    attention = opts.attention.value if opts.attention is not None else "sdpa"
     ex = experts or opts.experts()
     tables = preset_tables(
         shape, spec, tuple(sorted(set(sizes or DEFAULT_MICRO_BATCH_SIZES))), experts=ex,
@@ -250,7 +254,7 @@ def _analytic(opts: CostOptions, shape: ModelShape | None, sizes: tuple[int, ...
     origin = f"analytic {shape.name} on {gpu}" + (
         " (embedded default: no profile found)" if default else "") + pace_note(
         median, gpus, opts.gpu_spread) + (f", {ex.dispatcher.value} dispatch" if shape.moe else "")
-    if median.priced_kernel(attention) != attention:
+    if median.cudnn_unmeasured(attention):
         notes.append(f"--attention cudnn: cuDNN's rates are not measured on {gpu}; priced at "
                      "FlashAttention-2's (Transformer Engine runs FlashAttention there)")
     return Costs(table, built[key], origin, measured=False, shape=shape, notes=notes,

@@ -17,7 +17,7 @@ with no other edit.
 - ``RunOptions``: how a plan is run here (validate, tune).
 
 None as a default means "not given": the resolver or the search fills it in
-(``--sharding`` None: every sharding; ``--attention`` None: flash, and with a
+(``--sharding`` None: every sharding; ``--attention`` None: sdpa, and with a
 measured profile, what it measured).
 """
 
@@ -267,8 +267,9 @@ class CostOptions:
     attention: Attention | None = option(
         None, "--attention", kind=ATTENTION,
         help="flash (FlashAttention-2), cudnn (cuDNN's fused attention, Transformer "
-        "Engine's on Hopper and later) or eager (unfused) attention (analytic costs) "
-        "[default: flash]")
+        "Engine's on Hopper and later), eager (unfused) or sdpa (torch 2.13's "
+        "scaled_dot_product_attention: cuDNN's on Hopper and Blackwell, FlashAttention-2 "
+        "elsewhere) attention (analytic costs) [default: sdpa]")
     tp_comm_overlap: bool | None = option(
         None, "--tp-comm-overlap/--no-tp-comm-overlap", kind=BOOL,
         help="tensor-parallel collectives hidden behind their GEMMs (analytic costs; Megatron-LM "

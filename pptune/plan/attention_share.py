@@ -27,7 +27,7 @@ def attention_note(table: CostTable, req: PlanRequest, plan: Plan, gpu: GpuSpec 
     """One line when attention is at least ``SHARE`` of ``plan``'s step on its busiest
     rank (analytic costs split by part only); None otherwise."""
     layers = (table.layer_parts or {}).get(plan.micro_batch_size)
-    if layers is None or gpu is None or kernel not in _KERNELS:
+    if layers is None or gpu is None or not kernel.fused:
         return None
     share = step_parts(table, req, plan, layers).share(ATTENTION)
     if share < SHARE:
@@ -37,6 +37,7 @@ def attention_note(table: CostTable, req: PlanRequest, plan: Plan, gpu: GpuSpec 
     whose = ("" if gpu.attention_rates_of is None else
              f", on {gpu.name} at {gpu.attention_rates_of}'s measured share of peak (no "
              f"published forward+backward sweep on {gpu.name})")
+    how = f", the kernel torch's SDPA runs on {gpu.name}" if kernel is Attention.SDPA else ""
     return (f"attention is {share:.0%} of the winner's step, priced at {_KERNELS[priced]} "
-            f"rates{whose}; the step moves with the kernel the job runs (--attention "
+            f"rates{how}{whose}; the step moves with the kernel the job runs (--attention "
             f"{other.value} prices the other)")

@@ -73,7 +73,7 @@ def recorded(c: CostOptions, costs: Costs, keys: Sequence[CostKey]) -> CostOptio
                    else bool(c.sequence_parallel),
                    seq_len=costs.table.seq_len, hf_config=None if hf is None else Path(hf),
                    attention=None if costs.measured else c.attention or Attention(
-                       costs.attention or Attention.FLASH.value),
+                       costs.attention or Attention.SDPA.value),
                    tp_comm_overlap=c.overlaps_tp,
                    tp=searched([k.tp for k in keys]), cp=searched([k.cp for k in keys]),
                    ep=searched([k.ep for k in keys]), etp=searched([k.etp for k in keys]),

@@ -337,7 +337,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     if result.plans and not costs.measured:
         best = result.plans[0]
         hint = attention_note(costs.table_for(best.key), best_req, best, costs.gpu,
-                              c.attention or Attention.FLASH)
+                              c.attention or Attention.SDPA)
         if hint:
             result.notes.append(hint)
     hint = domain_note(s.gpus, gpn, "NVLink domain" if gpn > 8 else "node")

@@ -230,9 +230,11 @@ class TrainingConfig(Strict):
         None, description="FSDP frees gathered weights after forward (torchtitan "
         "fsdp_reshard_after_forward), when the file says",
     )
-    attention: Literal["flash", "eager", "cudnn"] | None = Field(
+    attention: Literal["flash", "eager", "cudnn", "sdpa"] | None = Field(
         None, description="attention kernel: fused flash attention (FlashAttention-2), the "
-        "unfused (eager) path, or cuDNN's fused attention (Transformer Engine's FusedAttention)",
+        "unfused (eager) path, cuDNN's fused attention (Transformer Engine's FusedAttention), "
+        "or torch's scaled_dot_product_attention (sdpa: cuDNN's on Hopper and Blackwell, "
+        "FlashAttention-2 elsewhere; the default)",
     )
     # Mixture of experts (absent: a dense model). Names follow pptune's ModelShape;
     # each framework's reader maps its own (Megatron-LM --num-experts, ...).

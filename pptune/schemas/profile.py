@@ -233,7 +233,7 @@ class Calibration(Strict):
 
     gpu: str = Field(description="the GPU preset the factors scale")
     model: dict[str, Any] = Field(description="the model's shape (pptune's ModelShape fields)")
-    attention: Literal["flash", "eager", "cudnn"] = Field(
+    attention: Literal["flash", "eager", "cudnn", "sdpa"] = Field(
         "flash", description="the jobs' attention kernel")
     factors: dict[str, float] = Field(description="compute, memory and communication factors")
     fitted: list[list[str]] = Field(description="the factors fitted; groups listed together "

@@ -277,7 +277,7 @@ def calibration(shape: ModelShape, gpu: str, attention: str | None, f: Factors,
     """The calibration section for these factors (validated when ``runs`` are given);
     ``more``: its other fields (the precision the jobs ran, warnings)."""
     values: dict[str, Any] = dict(
-        gpu=gpu, model=dataclasses.asdict(shape), attention=attention or "flash",
+        gpu=gpu, model=dataclasses.asdict(shape), attention=attention or "sdpa",
         factors=f.as_dict(), fitted=fitted or [], reserve_bytes=reserve_bytes, runs=runs or [],
         notes=notes or [], **more)
     if runs:

@@ -67,7 +67,7 @@ def test_emit_states_a_cp_plan_with_fsdp() -> None:
                                          sharding=Sharding.NONE, recompute=Recompute.FULL,
                                          key=key))
     job = Job(table, req, tuple(table.names), 64, "analytic llama3-8b", shape, "llama3-8b",
-              "h100-sxm", "flash", False, False)
+              "h100-sxm", "sdpa", False, False)
     stated = ADAPTER.express(job, plan, 1)
     assert stated.plan.sharding is Sharding.FSDP and stated.plan.cp == 2 and not stated.exact
     assert any("shards the training state over the cp 2 ranks" in n for n in stated.notes)

@@ -150,7 +150,8 @@ def test_eager_attention_in_the_config_costs_more_time_and_memory() -> None:
     flash, eager, unstated = plan("flash"), plan("eager"), plan(None)
     assert eager.step_time_s > flash.step_time_s  # unfused softmax over an 8k x 8k square
     assert max(eager.peak_memory_bytes) > max(flash.peak_memory_bytes)
-    assert unstated.step_time_s == flash.step_time_s  # not stated: flash, the default
+    # not stated: sdpa, the default, which torch 2.13 runs as cuDNN's kernel on an H100
+    assert unstated.step_time_s == plan("cudnn").step_time_s < flash.step_time_s
 
 
 @pytest.mark.parametrize(("extra", "sharding"), [

@@ -356,14 +356,17 @@ def test_attention_flag_switches_the_analytic_attention() -> None:
         return float(json.loads(r.stdout)["step_time_s"])
 
     assert step("--attention", "eager") > step("--attention", "flash") == step()
+    # the default, torch's SDPA, runs FlashAttention-2 on an A100 (sm80)
+    assert step("--attention", "sdpa") == step()
     # cuDNN's rates are measured on H100 only: on an A100 it is priced as flash, and said so
     assert step("--attention", "cudnn") == step()
     r = run("recommend", "--gpus", "8", "--model", "gpt3-1.3b", "--gpu", "a100-80gb",
             "--attention", "cudnn", "--top", "1")
     assert r.exit_code == 0 and "cuDNN's rates are not measured on a100-80gb" in r.stderr
-    assert step("--attention", "cudnn", gpu="h100-sxm") < step(gpu="h100-sxm")
+    assert step("--attention", "cudnn", gpu="h100-sxm") < step("--attention", "flash",
+                                                                gpu="h100-sxm")
     r = run("simulate", "--model", "gpt3-1.3b", "--attention", "sparse")
-    assert r.exit_code == 2 and ("--attention must be one of flash, cudnn, eager"
+    assert r.exit_code == 2 and ("--attention must be one of flash, cudnn, eager, sdpa"
                                  in one_error_line(r))
     r = run("recommend", "--gpus", "8", "--model", "gpt3-1.3b", "--attention", "eager", "--json")
     assert r.exit_code == 0 and json.loads(r.stdout)["request"]["attention"] == "eager"
@@ -438,7 +441,8 @@ def test_check_config_reads_the_local_profile_when_the_config_names_no_model(
     assert "memory-ok" in ids
     # its 2 GPUs: GEMM and attention at the slower one's pace (costmodel/variation.py)
     assert derived("named.yaml")[0] == ("analytic gpt-small on h100-sxm, compute at the slowest "
-                                        "of 2 GPUs' pace (-1.0%), flash attention")
+                                        "of 2 GPUs' pace (-1.0%), sdpa attention (cudnn on "
+                                        "h100-sxm)")
 
 
 def test_recommend_states_the_layout_it_searched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -537,3 +541,24 @@ def test_recommend_says_when_a_hugging_face_config_leaves_the_batch_to_pptune() 
 
     assert any("names no global batch; planned for 512 samples" in n for n in notes())
     assert not any("global batch" in n for n in notes("--global-batch", "256"))
+
+
+def test_the_default_attention_is_torch_sdpa_as_torch_2_13_dispatches_it() -> None:
+    """torch 2.13's scaled_dot_product_attention runs cuDNN's kernel first on sm90 and
+    sm10x (sdp_utils.cpp check_prefer_cudnn_attention: cuDNN above 9.15; the 2.13.0 CUDA
+    wheel pins cuDNN 9.20) and FlashAttention-2 elsewhere: with no --attention, Hopper and
+    Blackwell are priced at cuDNN's rates, an A100 at FlashAttention-2's, and no note says
+    cuDNN is unmeasured."""
+    def step(gpu: str, *extra: str) -> float:
+        r = run("simulate", "--model", "gpt3-1.3b", "--gpu", gpu, "--json", *extra)
+        assert r.exit_code == 0, r.stderr
+        return float(json.loads(r.stdout)["step_time_s"])
+
+    for gpu in ("h100-sxm", "h200", "b200", "gb300"):
+        assert step(gpu) == step(gpu, "--attention", "cudnn") < step(gpu, "--attention",
+                                                                      "flash"), gpu
+    assert step("a100-80gb") == step("a100-80gb", "--attention", "flash")
+    r = run("recommend", "--gpus", "8", "--model", "gpt3-1.3b", "--gpu", "a100-80gb",
+            "--top", "1", "--json")
+    assert r.exit_code == 0 and "not measured" not in r.stderr
+    assert json.loads(r.stdout)["request"]["attention"] == "sdpa"

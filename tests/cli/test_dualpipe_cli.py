@@ -149,7 +149,7 @@ def test_megatron_emits_the_fastest_plan_it_states_on_the_same_ranks() -> None:
     without the per-chunk memory share, the same ranks' best was 1F1B at 1.117x, and an
     interleaved plan on pp=2 was written instead: test_emit_sharding covers that path.)"""
     run = recommend(RecommendSpec.of(gpus=64, hf_config=str(DATA / "mixtral-8x7b-config.json"),
-                                     gpu="h100-sxm", seq_len=4096, top=1))
+                                     gpu="h100-sxm", seq_len=4096, top=1, attention="flash"))
     plan = run.result.plans[0]
     written = emit(Framework.MEGATRON, run)
     assert plan.schedule is Schedule.DUALPIPE

@@ -379,7 +379,7 @@ def test_deepspeed_file_states_the_model_sequence_and_gpu_it_was_planned_for(
     # code's checkpointing) is stated there too (the plan written here runs AutoTP,
     # tp 4, and recomputes nothing: the search over every tp finds it faster)
     assert {k: v for k, v in stated.items() if k != "recompute"} == {
-        "attention": "flash", "model": "llama3-8b", "seq_len": 32768, "gpu": "h100-sxm",
+        "attention": "sdpa", "model": "llama3-8b", "seq_len": 32768, "gpu": "h100-sxm",
         "gpus_per_node": 8}
     assert stated.get("recompute", "none") == out.plan.recompute.value
     doc = check_json(tmp_path / "ds_config.json", "--gpus", "64")

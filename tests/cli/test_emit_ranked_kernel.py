@@ -40,7 +40,7 @@ def test_megatron_ranks_with_its_kernels_unless_told() -> None:
                     "files run (--cross-entropy sets another)"]
     # a framework that runs pptune's defaults changes nothing
     assert _kernels(dataclasses.replace(spec, written_as="torchtitan")) == (
-        (Attention.FLASH, None, None), [])
+        (Attention.SDPA, None, None), [])
 
 
 def test_emitted_megatron_plan_is_priced_as_plan_one() -> None:

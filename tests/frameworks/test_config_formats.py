@@ -79,7 +79,7 @@ def test_deepspeed_config_maps_batch_zero_and_pipeline() -> None:
         "gpus": 8, "pp": 2, "micro_batch_size": 2, "global_batch": 64, "grad_accum_steps": 8,
         "partition_method": "parameters", "precision": "bf16", "zero_stage": 1,
         "sharded_optimizer": True, "source_format": "deepspeed", "sharding": "zero1",
-        "attention": "flash",  # unstated: the Hugging Face default (SDPA)
+        "attention": "sdpa",  # unstated: the Hugging Face default (SDPA)
         # pipeline.activation_checkpoint_interval 1: PipelineModule checkpoints every layer
         "recompute": "full",
         # the pipeline engine reduces gradients after the last micro-batch
@@ -292,7 +292,7 @@ def test_torchtitan_llama3_8b_pipeline_config() -> None:
         # selective_ac_option = "op": torchtitan's per-op policy (costmodel/op_sac.py)
         "recompute_modules": ["op_sac"],
         "sharded_optimizer": True, "source_format": "torchtitan", "sharding": "fsdp",
-        "fsdp_reshard_after_forward": False, "attention": "flash",
+        "fsdp_reshard_after_forward": False, "attention": "sdpa",
         # torchtitan's generate_llm_fqn_per_model_part: 32 + 2 effective layers over 4
         # stages -> 9, 9, 8, 8 with the embedding and the norm + head counting one each
         "stage_layers": [8, 9, 8, 7],
@@ -310,7 +310,7 @@ def test_torchtitan_older_layout() -> None:
         "grad_accum_steps": 8, "seq_len": 8192, "model": "llama3-70b",
         "stage_layers": [20, 20, 20, 20], "precision": "bf16", "recompute": "full",
         "zero_stage": 2, "sharded_optimizer": True, "source_format": "torchtitan",
-        "sharding": "fsdp", "fsdp_reshard_after_forward": False, "attention": "flash",
+        "sharding": "fsdp", "fsdp_reshard_after_forward": False, "attention": "sdpa",
         "sequence_parallel": True,  # torchtitan's tensor parallelism always is
         "cross_entropy": "eager",  # no training.compile: the loss runs uncompiled
         "swiglu": "eager",  # and so does the model's silu and mul

@@ -24,14 +24,18 @@ def test_long_context_step_names_its_kernel_and_whose_rates() -> None:
     assert share > 0.5
     note = next(n for n in run.result.notes if n.startswith("attention is"))
     assert f"attention is {share:.0%}" in note
-    # no sweep of B300 is published: B200's measured shares price it
-    assert "FlashAttention-2's rates, on b300 at b200's measured share" in note
-    assert "--attention cudnn" in note
+    # the default, torch's SDPA, runs cuDNN's kernel on a B300 (sm103); no sweep of B300
+    # is published: B200's measured shares price it
+    assert ("cuDNN's fused attention rates, the kernel torch's SDPA runs on b300, on b300 "
+            "at b200's measured share") in note
+    assert "--attention flash" in note
 
 
 def test_blackwell_with_its_own_sweep_names_no_other_gpu() -> None:
-    notes = _notes(gpus=16, model="llama3-8b", seq_len=131072, global_batch=16, gpu="b200")
+    notes = _notes(gpus=16, model="llama3-8b", seq_len=131072, global_batch=16, gpu="b200",
+                   attention="flash")
     assert len(notes) == 1 and "FlashAttention-2's rates;" in notes[0]
+    assert "--attention cudnn" in notes[0]
 
 
 def test_hopper_own_rates_and_short_sequences() -> None:

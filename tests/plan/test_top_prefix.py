@@ -49,7 +49,7 @@ def test_a_plan_moved_up_by_the_margin_keeps_the_list_at_top() -> None:
     from pptune.report.plans import why_lines
 
     spec = dataclasses.replace(
-        RecommendSpec.of(gpus=64, model="llama3-8b", tp="2,4", sharding="fsdp"),
+        RecommendSpec.of(gpus=128, model="llama3-8b", tp="2,4", sharding="fsdp"),
         framework="torchtitan")
     for top in (3, 1):
         result = recommend(dataclasses.replace(spec, top=top)).result

@@ -19,9 +19,10 @@ the keys nested in every section, refused, ignored or read, in ``keys.py``). Abs
 alone: GA 1, micro = train_batch_size // dp); the partition method is
 PipelineModule's default "parameters"; activation checkpointing is off
 (PipelineModule activation_checkpoint_interval 0); attention is whatever
-the model code runs: flash (PyTorch's scaled_dot_product_attention, which
-Hugging Face Transformers models run unless told otherwise since 4.36, runs
-FlashAttention-2's kernel in BF16/FP16) unless the file states
+the model code runs: sdpa (PyTorch's scaled_dot_product_attention, which
+Hugging Face Transformers models run unless told otherwise since 4.36; torch 2.13 runs
+cuDNN's kernel on Hopper and Blackwell, FlashAttention-2's elsewhere, ops.Attention)
+unless the file states
 ``"pptune": {"attention": "eager"}``, a key DeepSpeed ignores (checked by
 ``make peers``) that ``recommend --emit deepspeed`` writes, with the model
 preset (``"model"``), sequence length (``"seq_len"``) and GPU preset
@@ -185,7 +186,7 @@ def _pptune_section(ctx: Ctx, section: Any) -> dict[str, Any]:
 
 
 def _attention(ctx: Ctx, section: Any) -> str:
-    """The model code's attention kernel: DeepSpeed's config does not say, so flash
+    """The model code's attention kernel: DeepSpeed's config does not say, so sdpa
     (the Hugging Face default, module docstring) unless ``"pptune": {"attention": ...}``
     states it."""
     stated = section.get("attention") if isinstance(section, dict) else None
@@ -195,12 +196,12 @@ def _attention(ctx: Ctx, section: Any) -> str:
     if stated is not None:
         raise ctx.bad(f"pptune.attention is {show(stated)}; expected one of "
                       + ", ".join(f'"{k}"' for k in kinds))
-    ctx.note("attention is the model code's choice; predicted as flash (PyTorch's "
+    ctx.note("attention is the model code's choice; predicted as sdpa (PyTorch's "
              "scaled_dot_product_attention, Hugging Face Transformers' default since 4.36): "
              "state \"pptune\": {\"attention\": \"eager\"} when the model runs eager "
              "attention (attn_implementation=\"eager\", Megatron-DeepSpeed without "
              "--use-flash-attn)")
-    return "flash"
+    return "sdpa"
 
 
 def _tensor_size(ctx: Ctx, section: Any) -> int | None:

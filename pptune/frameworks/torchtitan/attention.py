@@ -2,12 +2,14 @@
 context parallelism with it.
 
 torchtitan 0.2.2's model args (torchtitan/models/*/__init__.py) set ``attn_type``:
-"sdpa" (the default: torch's scaled_dot_product_attention, flash kernels), "flex"
+"sdpa" (the default: torch's scaled_dot_product_attention, priced as pptune's ``sdpa``:
+cuDNN's kernel on Hopper and Blackwell in torch 2.13, FlashAttention-2's elsewhere), "flex"
 (FlexAttention, with ``attn_mask_type = "block_causal"``: each token attends within
 its own document) or "varlen". The deepseek_v3 flavors 16B, 236B and 671B run flex;
 gpt_oss runs flex only; llama3 8B_flex and llama4's _irope flavors too; qwen3's run
 SDPA. pptune has no FlexAttention rate: flex is priced with its closest modelled
-kernel, flash attention over the whole causal sequence, and a warning says so.
+kernel, flash attention over the whole causal sequence, and a warning says so; varlen
+(torch's FlashAttention-2-based varlen kernel) as flash attention too.
 
 With ``context_parallel_degree > 1`` each model's ``update_from_config``
 (models/<name>/model/args.py) raises for deepseek_v3 and llama4 unless SDPA ("Context

@@ -189,10 +189,11 @@ def _kernels_as_run(job: Job, plan: Plan, parts: tuple[str, ...], route: Dispatc
     loss = ", ".join([f"its {' and '.join(parts)} compiled ([compile] enable)"] * bool(parts)
                      + [f"its {' and '.join(eager)} eager"] * bool(eager))
     flavor = flavor_of(job.model, job.shape)
-    attn = ("FlexAttention priced as flash attention (SDPA), the closest kernel pptune "
+    kind = attn_type(*flavor) if flavor else "sdpa"
+    flex = kind == "flex"
+    attn = ("FlexAttention priced as FlashAttention-2, the closest kernel pptune "
             f"models (torchtitan's {flavor[0]} {flavor[1]} sets attn_type \"flex\"; pptune has "
-            "no FlexAttention rate)" if flavor and attn_type(*flavor) == "flex"
-            else "flash attention (SDPA)")
+            "no FlexAttention rate)" if flex else "torch's SDPA")
     why = uncompiled(plan)
     split = (" (torch's zero-bubble and DualPipeV schedules refuse a compiled model)"
              if plan.pp > 1 and plan.schedule in SPLIT_BACKWARD
@@ -202,7 +203,7 @@ def _kernels_as_run(job: Job, plan: Plan, parts: tuple[str, ...], route: Dispatc
            "weights" + (", their casts eager: each op a kernel of its own"
                         * (casts is Fp8Casts.EAGER)) + ")" if is_low(plan.precision) else "")
     return ex.priced_as_run(
-        job, plan, name=NAME, attention="flash", sequence_parallel=job.request.tp > 1,
+        job, plan, name=NAME, attention="sdpa" if kind == "sdpa" else "flash", sequence_parallel=job.request.tp > 1,
         cross_entropy=CrossEntropy.FUSED if "loss" in parts else CrossEntropy.EAGER,
         swiglu=Swiglu.FUSED if "model" in parts else Swiglu.EAGER, notes=notes,
         fp8_kernels=Fp8Kernels.TORCHAO, fp8_casts=casts, dispatcher=route,
