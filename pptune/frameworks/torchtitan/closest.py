@@ -190,10 +190,10 @@ def _kernels_as_run(job: Job, plan: Plan, parts: tuple[str, ...], route: Dispatc
                      + [f"its {' and '.join(eager)} eager"] * bool(eager))
     flavor = flavor_of(job.model, job.shape)
     kind = attn_type(*flavor) if flavor else "sdpa"
-    flex = kind == "flex"
     attn = ("FlexAttention priced as FlashAttention-2, the closest kernel pptune "
             f"models (torchtitan's {flavor[0]} {flavor[1]} sets attn_type \"flex\"; pptune has "
-            "no FlexAttention rate)" if flex else "torch's SDPA")
+            "no FlexAttention rate)" if flavor and kind == "flex" else
+            "torch's varlen attention (FlashAttention-2)" if kind == "varlen" else "torch's SDPA")
     why = uncompiled(plan)
     split = (" (torch's zero-bubble and DualPipeV schedules refuse a compiled model)"
              if plan.pp > 1 and plan.schedule in SPLIT_BACKWARD
