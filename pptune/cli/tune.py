@@ -86,7 +86,7 @@ def tune(
 ) -> None:
     from pptune.costmodel.memory import Recompute
     from pptune.plan.recommend import RecommendSpec
-    from pptune.tune import artifacts, session, trial
+    from pptune.tune import artifacts, loop, session, trial
 
     if space.recompute is None:  # the trials run without it: search what they can measure
         space = replace(space, recompute=(Recompute.NONE,))
@@ -109,6 +109,9 @@ def tune(
         _say(note)
     for warning in (run.outcome.calibration.warnings if run.outcome.calibration else []):
         _say(f"warning: {warning}")
+    refused = artifacts.calibration_refusal(loop.accounting(run.outcome.rows))
+    if refused and run.outcome.calibrated is not None:
+        _say(f"warning: {refused}")
     if run.folder is not None:
         for written in artifacts.write(run, run.folder):
             wrote(written)

@@ -1,7 +1,9 @@
 """What a tune leaves in its folder: the calibrated profile, the plan file, the winner's config.
 
 - ``pptune-profile.json``: the profile the trials priced with, calibrated
-  (schema v1; its notes say from which trials and what was fitted);
+  (schema v1; its notes say from which trials and what was fitted), unless the
+  calibration predicts the held-out trials worse than the profile as given
+  (``calibration_refusal``: said, and not written);
 - ``pptune-plans.json``: recommend's plan file, every candidate with its
   measured and calibrated step beside the predicted one and its tune status,
   ranked by measured step, then by calibrated prediction (so
@@ -54,7 +56,8 @@ def plans_doc(run: TuneRun) -> PlanFile:
 
 def write(run: TuneRun, folder: Path) -> list[Written]:
     out = []
-    if run.outcome.calibrated is not None:
+    if run.outcome.calibrated is not None and calibration_refusal(
+            loop.accounting(run.outcome.rows)) is None:
         out.append(write_atomic(folder / DEFAULT_PROFILE_FILE,
                                 run.outcome.calibrated.model_dump_json(indent=2) + "\n"))
     out.append(write_atomic(folder / PLANS_FILE, plans_doc(run).model_dump_json(indent=2) + "\n"))
@@ -94,3 +97,15 @@ def summary_json(run: TuneRun) -> dict[str, Any]:
         "notes": run.notes,
     }
     return json_safe(doc)  # type: ignore[no-any-return]
+
+
+def calibration_refusal(acc: dict[str, Any]) -> str | None:
+    """Why the calibration is not kept (``accounting``'s figures), or None: it predicts
+    the held-out trials, each from the trials before it, worse than the profile as given
+    (the leave-one-out check every fitted factor passes: docs/models.md, calibration)."""
+    n, before, after = acc["held_out_trials"], acc["before"]["median"], acc["after"]["median"]
+    if not n or before is None or after is None or after <= before:
+        return None
+    return (f"calibration not kept: on {n} held-out trial{'s' * (n > 1)} it predicts the "
+            f"step worse than the profile as given (median |step error| {after:.1%} against "
+            f"{before:.1%}); {DEFAULT_PROFILE_FILE} not written")

@@ -10,8 +10,8 @@ import pytest
 from tune_helpers import MS, candidate, profile
 
 from pptune.errors import BadInput
+from pptune.tune import artifacts, journal, loop
 from pptune.tune import candidates as cands
-from pptune.tune import journal, loop
 from pptune.tune.model import Trial
 
 # two layers: F 1 ms, B 2 ms each
@@ -213,3 +213,21 @@ def test_every_status_is_a_word_the_journal_keeps() -> None:
     assert [str(s) for s in loop.Status] == ["measured", "failed", "pruned", "skipped", "not run"]
     for status in loop.Status:
         assert json.loads(json.dumps({"status": status}))["status"] == status.value
+
+
+def test_a_calibration_that_predicts_held_out_trials_worse_is_not_kept() -> None:
+    """Leave-one-out is the calibration's check: where the held-out trials' median |step
+    error| after calibration exceeds the one before (a trial saw 18.1% -> 51.0% on a
+    loaded host), the calibration is refused, with the figures; none held out, or as
+    good or better, it is kept."""
+    a, b, c = one_rank(1, "gpipe", 2), one_rank(2, "1f1b", 2), one_rank(3, "1f1b", 4)
+    first = loop.Row(a, before_s=10.0, status=loop.MEASURED, measured_s=8.0)
+    assert artifacts.calibration_refusal(loop.accounting([first])) is None
+    # before: 12 vs 9 (33.3%); after: 13.5 vs 9 (50.0%)
+    worse = loop.Row(b, before_s=12.0, status=loop.MEASURED, after_s=13.5, measured_s=9.0)
+    said = artifacts.calibration_refusal(loop.accounting([first, worse]))
+    assert said == ("calibration not kept: on 1 held-out trial it predicts the step worse "
+                    "than the profile as given (median |step error| 50.0% against 33.3%); "
+                    "pptune-profile.json not written")
+    better = loop.Row(c, before_s=12.0, status=loop.MEASURED, after_s=9.9, measured_s=9.0)
+    assert artifacts.calibration_refusal(loop.accounting([first, better])) is None
