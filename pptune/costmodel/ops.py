@@ -86,12 +86,7 @@ class Attention(str, Enum):
     # and later (Megatron-LM, NeMo); priced at cuDNN's rates (presets.GpuSpec)
     CUDNN = "cudnn"
     EAGER = "eager"  # score and value GEMMs, softmax and dropout over HBM
-    # PyTorch's scaled_dot_product_attention as torch 2.13 dispatches it: cuDNN's kernel
-    # first on sm90 and sm10x (aten/src/ATen/native/transformers/cuda/sdp_utils.cpp
-    # ``check_prefer_cudnn_attention``: a runtime cuDNN above 9.15, and torch 2.13.0's CUDA
-    # wheel pins nvidia-cudnn-cu13 9.20.0.48; TORCH_CUDNN_SDPA_DEPRIORITIZED turns it off),
-    # FlashAttention-2 elsewhere (presets.GpuSpec.priced_kernel)
-    SDPA = "sdpa"
+    SDPA = "sdpa"  # torch 2.13's SDPA: cuDNN's on Hopper/Blackwell (GpuSpec.priced_kernel)
 
     @property
     def fused(self) -> bool:

@@ -85,8 +85,11 @@ class GpuSpec:
         rates are not measured is priced as ``flash`` (what Transformer Engine falls back
         to); ``sdpa`` (torch's scaled_dot_product_attention, ops.Attention) as ``cudnn``
         on the GPUs torch 2.13 runs cuDNN's kernel first on, the sm90 and sm10x parts whose
-        cuDNN rates are measured here (Hopper, Blackwell), else as ``flash``; any other
-        kernel as itself."""
+        cuDNN rates are measured here (Hopper, Blackwell), else as ``flash``: aten/src/ATen/
+        native/transformers/cuda/sdp_utils.cpp ``check_prefer_cudnn_attention`` puts cuDNN
+        first there with a runtime cuDNN above 9.15 (torch 2.13.0's CUDA wheel pins
+        nvidia-cudnn-cu13 9.20.0.48; TORCH_CUDNN_SDPA_DEPRIORITIZED turns it off); any
+        other kernel as itself."""
         if kernel == "sdpa":
             kernel = "cudnn"
         return "flash" if kernel == "cudnn" and not self.cudnn_causal_attention else kernel

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import Any
 
+from pptune.costmodel.breakdown import BUBBLE
 from pptune.costmodel.step_timers import model_parts
 from pptune.report.fmt import run_labels
 from pptune.schemas import Calibration
@@ -62,6 +63,10 @@ def calibration_text(cal: Calibration) -> str:
         if rest > 0:
             text += f", other {rest / total:.1%}"
         lines.append(f"  {name}: the step at the calibration is {text}")
+        if r.parts.get(BUBBLE, 0.0) > 0:
+            lines.append(f"  {name}: parts of the busiest pipeline rank's step, whose pipeline "
+                         "bubble is that rank's wait (check-config's bubble is the idle share "
+                         "of every rank, stage imbalance included)")
         if r.measured_parts:
             lines.append(f"  {name}: {timers_line(r.measured_parts, r.parts, r.measured_step_s)}")
     if cal.reserve_bytes is not None:

@@ -231,10 +231,8 @@ class TrainingConfig(Strict):
         "fsdp_reshard_after_forward), when the file says",
     )
     attention: Literal["flash", "eager", "cudnn", "sdpa"] | None = Field(
-        None, description="attention kernel: fused flash attention (FlashAttention-2), the "
-        "unfused (eager) path, cuDNN's fused attention (Transformer Engine's FusedAttention), "
-        "or torch's scaled_dot_product_attention (sdpa: cuDNN's on Hopper and Blackwell, "
-        "FlashAttention-2 elsewhere; the default)",
+        None, description="attention kernel: flash (FlashAttention-2), eager, cudnn (TE's) or "
+        "sdpa (torch's, the default: cuDNN's on Hopper and Blackwell, else FlashAttention-2)",
     )
     # Mixture of experts (absent: a dense model). Names follow pptune's ModelShape;
     # each framework's reader maps its own (Megatron-LM --num-experts, ...).

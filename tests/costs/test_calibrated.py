@@ -229,3 +229,24 @@ def test_recommend_does_not_offer_the_fp8_weights_the_calibrated_jobs_kept(
     notes = json.loads(r.stdout)["notes"]
     assert not [n for n in notes if "not searched: --fp8-param-gather" in n], notes
     assert "as the calibrated jobs kept them" in r.stderr
+
+
+def test_the_calibration_text_says_whose_bubble_its_parts_hold() -> None:
+    """calibrate's parts are the busiest pipeline rank's step, whose bubble is that rank's
+    wait; check-config's bubble is the idle share of every rank (simulate.py): a trial read
+    1.8% in one and 18.8% in the other for the same job (the head's stage the busiest).
+    The text says which is which where the parts hold a bubble."""
+    from pptune.report.calibration import calibration_text
+
+    run = RUN.model_copy(update={"parts": {"gemm": 0.9, "pipeline bubble": 0.1}})
+    cal = calibration(SHAPE, "h100-sxm", None, Factors.common(1.0),
+                      [["compute", "memory", "communication"]], [run], None)
+    text = calibration_text(cal)
+    assert "the step at the calibration is gemm 90.0%, pipeline bubble 10.0%" in text
+    assert ("parts of the busiest pipeline rank's step, whose pipeline bubble is that "
+            "rank's wait (check-config's bubble is the idle share of every rank, stage "
+            "imbalance included)") in text
+    flat = RUN.model_copy(update={"parts": {"gemm": 1.0}})
+    assert "busiest pipeline rank" not in calibration_text(calibration(
+        SHAPE, "h100-sxm", None, Factors.common(1.0), [["compute", "memory", "communication"]],
+        [flat], None))
