@@ -155,3 +155,27 @@ def test_the_emitted_mixtral_script_checks_without_a_connections_warning(tmp_pat
         [found] = [f for f in _check(tmp_path / name)["findings"]
                    if f["id"] == "megatron-cuda-connections"]
         assert found["severity"] == "warning" and why in found["message"], (name, found)
+
+
+def test_the_connections_warning_says_no_value_serves_cp_and_the_overlap(
+        tmp_path: Path) -> None:
+    """With cp > 1 and --overlap-moe-expert-parallel-comm on Hopper, CUDA_DEVICE_MAX_
+    CONNECTIONS=1 breaks the all-to-all overlap and 32 may break the ring exchange's order:
+    a trial set one, then the other, and each time the warning asked for the other. The
+    warning names the variable and says no value serves both."""
+    run = recommend(RecommendSpec.of(gpus=64, model="mixtral-8x7b", gpu="h100-sxm", tp=2,
+                                     top=1))
+    text = (write(emit("megatron", run), tmp_path) and
+            (tmp_path / "pretrain_megatron.sh").read_text())
+    assert "--context-parallel-size" not in text
+    cp = text.replace("--sequence-parallel \\\n",
+                      "--sequence-parallel \\\n    --context-parallel-size 2 \\\n")
+    for value in ("32", "1"):
+        path = tmp_path / f"cp{value}.sh"
+        path.write_text(cp.replace("export CUDA_DEVICE_MAX_CONNECTIONS=32",
+                                   f"export CUDA_DEVICE_MAX_CONNECTIONS={value}"))
+        [found] = [f for f in _check(path)["findings"]
+                   if f["id"] == "megatron-cuda-connections"]
+        assert found["severity"] == "warning", found
+        assert "no CUDA_DEVICE_MAX_CONNECTIONS serves both" in found["message"], value
+        assert "CUDA_DEVICE_MAX_CONNECTIONS=1 favours" in found["message"], value

@@ -161,7 +161,8 @@ def connections_rule(cfg: TrainingConfig, semantics: Semantics, add: Add) -> Non
                     "--tp-comm-overlap it counts those collectives exposed "
                     "(megatron/training/arguments.py)"))
             else:
-                said.append(warns + f" (1 favours the tensor/context-parallel communication, "
+                said.append(warns + " (CUDA_DEVICE_MAX_CONNECTIONS=1 favours the "
+                            "tensor/context-parallel communication, "
                             "a larger value such as 32 the expert all-to-all overlap; "
                             f"megatron/training/arguments.py){doubt}")
         if k.connections == "1":
@@ -199,11 +200,14 @@ def _overlap_doubt(cfg: TrainingConfig, connections: str | None) -> str | None:
     if connections is None:
         return ("; the script exports no CUDA_DEVICE_MAX_CONNECTIONS: export 32 to favour "
                 "the overlap as priced")
+    if cfg.cp > 1:
+        return (f"; with cp {cfg.cp} no CUDA_DEVICE_MAX_CONNECTIONS serves both: 1 breaks the "
+                "all-to-all overlap (its requirement), a larger value may break the order "
+                "context parallelism's ring exchange keeps with the attention pptune prices "
+                "it hidden behind, so the step may be optimistic either way (cp 1, or no "
+                "--overlap-moe-expert-parallel-comm, settles it)")
     if connections == "1":
         return ""  # the overlap's own requirement says it below
-    if cfg.cp > 1:
-        return ("; pptune prices context parallelism's ring exchange hidden behind the "
-                "attention, which may want the order of one connection")
     if cfg.tp_comm_overlap:
         return ("; pptune prices the --tp-comm-overlap collectives hidden behind their GEMMs, "
                 "which may want the order of one connection")
