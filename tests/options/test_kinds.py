@@ -28,7 +28,7 @@ from pptune.options.groups import ATTENTION, INTS, PATH, SCHEDULE, SCHEDULES, SH
     (SCHEDULE, "--schedule", "pipedream",
      "unknown schedule 'pipedream'; choose from gpipe, 1f1b, interleaved-1f1b, zb-h1, "
          "zbv, dualpipe, dualpipev"),
-    (ATTENTION, "--attention", "sparse", "--attention must be one of flash, cudnn, eager (got 'sparse')"),
+    (ATTENTION, "--attention", "sparse", "--attention must be one of flash, cudnn, eager, sdpa (got 'sparse')"),
     (INTS, "--pp", "2,,4", "--pp has an empty item (got '2,,4'): separate the values with "
      "single commas"),
     (INTS, "--pp", "2,", "--pp has an empty item (got '2,'): separate the values with "
