@@ -1,6 +1,9 @@
 """check-config's findings on the micro-batches of a pipeline run (m): the config's
 framework's refusals (framework.microbatch_rules), the DualPipes' and ZBV's shapes, and
-gradient accumulation aligned to pipeline depth.
+gradient accumulation aligned to pipeline depth: information, not a warning, as the
+predicted step and bubble simulate the schedule at the config's own m (no framework
+pptune reads requires the alignment where its refusals above do not, and recommend ranks
+an unaligned m where it runs faster, marked *).
 
 A fix that names another m keeps the global batch where the config can: m' dividing the
 micro-batches of an optimizer step (m x the pipeline runs a step), the runs taking up the
@@ -32,8 +35,8 @@ def microbatch_findings(cfg: TrainingConfig, m: int, dp: int | None, sem: Semant
             validate(schedule, p, m, 2)
         except ScheduleError as exc:
             add("dualpipe-microbatches", "error", str(exc), microbatches=m, pp=p)
-    if m % p and not broken:
-        add("ga-not-aligned", "warning", not_aligned(cfg, m, dp), microbatches=m, pp=p)
+    if m % p and not broken:  # information: the simulated step already prices this m
+        add("ga-not-aligned", "info", not_aligned(cfg, m, dp), microbatches=m, pp=p)
 
 
 def not_aligned(cfg: TrainingConfig, m: int, dp: int | None) -> str:

@@ -39,6 +39,7 @@ from pptune.check.split import (
 from pptune.check.verdicts import (
     balance,
     bubble_hint,
+    bubble_of_the_best,
     memory_overflow,
     softened,
     unknown_dp,
@@ -349,6 +350,8 @@ def _predict(
         return
     report.best = found.plan
     report.derived["slowdown_vs_best"] = plan.step_time_s / found.plan.step_time_s
+    bubble_of_the_best(report.findings, found.plan, max_bubble, stated=(
+        opts.max_bubble is not None or "max_bubble" in cfg.limits.model_fields_set))
     slower_than_best(table, plan, found.plan, gpus=gpus, limit=max_slow, add=add,
                      severity=_limit_severity(opts, cfg, opts.max_slowdown, "max_slowdown"),
                      every=req.recompute_every, modules=tuple(

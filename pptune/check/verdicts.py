@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import math
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pptune.costmodel.refine import device_loads
 from pptune.costmodel.search import Plan
@@ -149,3 +149,20 @@ def without_twins(found: list[F]) -> list[F]:
     ids = {f.id for f in found}
     twins = {TWINS[i] for i in ids if i in TWINS}
     return [f for f in found if f.id not in twins]
+
+
+def bubble_of_the_best(found: list[Any], best: Plan, limit: float, stated: bool) -> None:
+    """The bubble-over-limit finding (in ``found``) made information where the limit is the
+    default (not ``stated`` by flag or file) and ``best``, the best plan for the same GPUs
+    and batch, is over it too: no plan escapes that bubble, so it is what the job costs,
+    not a fault of the file (recommend's plan 1 of a large MoE on an NVL72 failed
+    ``--strict`` on it)."""
+    if stated or best.bubble_rate <= limit:
+        return
+    for f in found:
+        if f.id == "bubble-over-limit":
+            f.severity = "info"
+            f.message += (f"; the best plan for these GPUs and batch (pp={best.pp} "
+                          f"{best.schedule.value}) has {fmt_pct(best.bubble_rate)}: no plan "
+                          "checked stays under the default limit (limits.max_bubble or "
+                          "--max-bubble sets one to gate on)")

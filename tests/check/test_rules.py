@@ -53,8 +53,9 @@ def test_1f1b_needs_m_ge_p_and_interleaved_needs_rounds() -> None:
     assert ids({**interleaved, "global_batch": 36})["interleaved-rounds"] == "error"  # m = 9
 
 
-def test_ga_not_aligned_is_a_warning() -> None:
-    assert ids({**BASE, "global_batch": 24})["ga-not-aligned"] == "warning"  # m = 6, pp = 4
+def test_ga_not_aligned_is_information() -> None:
+    # m = 6 on pp = 4: the simulated step prices it, and recommend ranks such m (marked *)
+    assert ids({**BASE, "global_batch": 24})["ga-not-aligned"] == "info"
 
 
 def test_zbv_needs_two_chunks_and_deepspeed_zero_pp() -> None:
@@ -203,3 +204,33 @@ def test_max_memory_caps_the_share_a_rank_may_use() -> None:
     [over] = [f for f in capped.findings if f.id == "memory-overflow"]
     assert over.severity == "error"
     assert over.values["capacity_bytes"] == pytest.approx(capacity * share)
+
+
+def test_a_bubble_no_plan_escapes_is_information_under_the_default_limit() -> None:
+    """recommend's plan 1 for GPT-OSS-120B on 576 GB200s has a 28.4% bubble, and its file
+    failed `check-config --strict` on the default 25% limit. Where the best plan for the
+    same GPUs and batch is over the limit too, the bubble is what the job costs: under
+    the default limit the finding is information and says so; a limit the user set (flag
+    or file) keeps its severity; a best plan under the limit changes nothing."""
+    from types import SimpleNamespace
+
+    from pptune.check.rules import Finding
+    from pptune.check.verdicts import bubble_of_the_best
+
+    def finding() -> Finding:
+        return Finding("bubble-over-limit", "error", "predicted bubble 28.4% exceeds the "
+                       "limit 25.0% (pp=18, m=160, dualpipe)")
+
+    best = SimpleNamespace(bubble_rate=0.284, pp=18, schedule=SimpleNamespace(value="dualpipe"))
+    found = [finding()]
+    bubble_of_the_best(found, best, 0.25, stated=False)  # type: ignore[arg-type]
+    assert found[0].severity == "info"
+    assert found[0].message.endswith(
+        "; the best plan for these GPUs and batch (pp=18 dualpipe) has 28.4%: no plan "
+        "checked stays under the default limit (limits.max_bubble or --max-bubble sets one "
+        "to gate on)")
+    for stated, bubble in ((True, 0.284), (False, 0.2)):
+        found = [finding()]
+        bubble_of_the_best(found, SimpleNamespace(  # type: ignore[arg-type]
+            bubble_rate=bubble, pp=18, schedule=best.schedule), 0.25, stated=stated)
+        assert found == [finding()]
