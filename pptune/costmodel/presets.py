@@ -94,6 +94,10 @@ class GpuSpec:
             kernel = "cudnn"
         return "flash" if kernel == "cudnn" and not self.cudnn_causal_attention else kernel
 
+    def sdpa_said(self, kernel: str) -> str:
+        """" (K on GPU)" after ``sdpa``: the kernel torch's SDPA runs here; "" otherwise."""
+        return f" ({self.priced_kernel(kernel)} on {self.name})" if kernel == "sdpa" else ""
+
     def cudnn_unmeasured(self, kernel: str) -> bool:
         """``kernel`` names cuDNN's attention, whose rates are not measured here."""
         return kernel == "cudnn" and self.priced_kernel(kernel) != kernel

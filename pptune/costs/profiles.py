@@ -255,8 +255,7 @@ def analytic_profile(
             + (f", {gemm_precision.value} GEMMs" if gemm_precision is not Precision.BF16 else "")
             + f", {attention} attention" + (f" (at flash attention's rates: cuDNN's are not "
                f"measured on {gpu})" if spec.cudnn_unmeasured(attention) else
-               f" ({spec.priced_kernel(attention)} on {gpu})" if attention == "sdpa"
-               else "") + ", GEMM efficiency "
+               spec.sdpa_said(attention)) + ", GEMM efficiency "
             + (f"{efficiency:g}" if efficiency is not None else "per shape")
             + f" of peak {spec.peak_flops / 1e12:g} TFLOP/s; links at what NCCL achieves on "
             f"{gpu} (pptune presets)"

@@ -123,8 +123,7 @@ class Costs:
         """Where the costs come from and the attention kernel they price (the cost line)."""
         if not self.attention:
             return self.origin
-        runs = (f" ({self.gpu.priced_kernel(self.attention)} on {self.gpu.name})"
-                if self.attention == "sdpa" and self.gpu is not None else "")
+        runs = self.gpu.sdpa_said(self.attention) if self.gpu is not None else ""
         return self.origin + f", {self.attention} attention{runs}"
 
     @property

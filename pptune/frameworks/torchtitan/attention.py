@@ -37,6 +37,12 @@ def attn_type(name: str, flavor: str) -> str:
     return "varlen" if key in VARLEN else "sdpa"
 
 
+def priced_kernel(kind: str) -> str:
+    """pptune's attention kernel for an ``attn_type``: torch's SDPA as ``sdpa``, flex and
+    varlen as FlashAttention-2 (module docstring)."""
+    return "sdpa" if kind == "sdpa" else "flash"
+
+
 def cp_refusal(name: str, flavor: str, cp: int) -> str | None:
     """What torchtitan raises for ``cp``-way context parallelism with the flavor's
     attention (module docstring), or None: it runs."""

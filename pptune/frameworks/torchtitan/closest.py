@@ -40,7 +40,7 @@ from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated, keep
 from pptune.frameworks.common.baseline import ratio
-from pptune.frameworks.torchtitan.attention import attn_type, cp_refusal
+from pptune.frameworks.torchtitan.attention import attn_type, cp_refusal, priced_kernel
 from pptune.frameworks.torchtitan.converters import expert_setting, stateable_experts
 from pptune.frameworks.torchtitan.cp_fp8 import (
     compiled,
@@ -203,7 +203,7 @@ def _kernels_as_run(job: Job, plan: Plan, parts: tuple[str, ...], route: Dispatc
            "weights" + (", their casts eager: each op a kernel of its own"
                         * (casts is Fp8Casts.EAGER)) + ")" if is_low(plan.precision) else "")
     return ex.priced_as_run(
-        job, plan, name=NAME, attention="sdpa" if kind == "sdpa" else "flash", sequence_parallel=job.request.tp > 1,
+        job, plan, name=NAME, attention=priced_kernel(kind), sequence_parallel=job.request.tp > 1,
         cross_entropy=CrossEntropy.FUSED if "loss" in parts else CrossEntropy.EAGER,
         swiglu=Swiglu.FUSED if "model" in parts else Swiglu.EAGER, notes=notes,
         fp8_kernels=Fp8Kernels.TORCHAO, fp8_casts=casts, dispatcher=route,

@@ -49,7 +49,7 @@ from pptune.frameworks.common.fields import (
     show,
     whole,
 )
-from pptune.frameworks.torchtitan.attention import attn_type, read_attention
+from pptune.frameworks.torchtitan.attention import attn_type, priced_kernel, read_attention
 from pptune.frameworks.torchtitan.converters import read_converters
 from pptune.frameworks.torchtitan.cp_fp8 import TABLES as CP_FP8_TABLES
 from pptune.frameworks.torchtitan.cp_fp8 import read_cp_fp8
@@ -115,7 +115,7 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     preset = _preset(ctx, model)
     name, flavor = model.text("name", "llama3"), model.text("flavor", "debugmodel")
     # torch's SDPA; flex and varlen priced as FlashAttention-2 (attention.py)
-    fields["attention"] = "sdpa" if attn_type(name, flavor) == "sdpa" else "flash"
+    fields["attention"] = priced_kernel(attn_type(name, flavor))
     read_model(ctx, data, name, flavor)
     async_tp_rules(ctx, data, par, name, fields["tp"] or 1)
     read_attention(ctx, name, flavor, fields["cp"] or 1)
