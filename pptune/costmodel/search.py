@@ -16,11 +16,11 @@ first: the first time, it finds the contiguous split that minimises the
 bottleneck stage within each stage's memory (partition.py) and pushes the
 candidate back with a tighter bound (the busiest device's work, and with
 one chunk per device the pipeline fill in front of each stage); the second
-time it simulates it (evaluate.py) and, for shallow pipelines with few
-micro-batches, improves the split for the simulated step (refine.py; with
-several chunks per device, where the exact search is cheap, for every
-simulated candidate, which then keeps its split-free bound; a split refined
-under one rank order is tried under the others). A
+time it simulates it (evaluate.py) and, for shallow pipelines with few micro-batches,
+improves the split for the simulated step (refine.py; with several chunks per device,
+where the exact search is cheap, for every simulated candidate, which then keeps its
+split-free bound; a split refined under one rank order, sharding or recomputation is
+tried under the others; 1f1b plans faster than the best 1f1b plan so far too). A
 candidate whose bound exceeds the ``top``-th step time found (and, for 1f1b,
 the best 1f1b plan; for pp = 1, the best plan without a pipeline) is never
 split or simulated: the top plans, the best 1f1b plan and the best plan
@@ -167,8 +167,8 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
         spec = cand.spec
         kth = times[req.top - 1] if len(times) >= req.top else math.inf
         # the best 1f1b plan is kept exact (the reference the report compares against)
-        own = (best_by[spec.schedule].step_time_s if spec.schedule in best_by else math.inf) if (
-            spec.schedule is Schedule.ONE_F_ONE_B) else -math.inf
+        own = best_by[spec.schedule].step_time_s if spec.schedule in best_by else math.inf
+        own = own if spec.schedule is Schedule.ONE_F_ONE_B else -math.inf
         pp1 = (best_pp1.step_time_s if best_pp1 else math.inf) if (
             spec.pp == 1 and req.with_best_pp1) else -math.inf
         key = req.key_of(spec)
@@ -220,7 +220,9 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
         found = None if over_memory(table, req, spec) else evaluate(table, req, spec)
         simulated += found is not None
         # a split refined under another rank order is tried under this one too
-        alt_split = refined.get(twin, spec.stage_layers)
+        # or under another sharding or recomputation (its memory is checked below)
+        sibling = replace(twin, sharding=Sharding.NONE, recompute=Recompute.NONE)
+        alt_split = refined.get(twin, refined.get(sibling, spec.stage_layers))
         alt_spec = None if alt_split == spec.stage_layers else replace(spec, stage_layers=alt_split)
         if alt_spec is not None and not over_memory(table, req, alt_spec):
             alt = evaluate(table, req, alt_spec)
@@ -233,11 +235,12 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
             rejected[Reason.OOM.value] += 1
             continue
         plan = found
-        if spec.pp > 1 and (plan.step_time_s < kth + lead_s or always_refined(spec)):
+        # refined where it could be listed, or be the best 1f1b plan (own: kept exact)
+        if spec.pp > 1 and (plan.step_time_s < max(kth, own) + lead_s or always_refined(spec)):
             plan, extra = refine_split(table, req, plan)
             simulated += extra
             if extra:
-                refined[twin] = tuple(plan.stage_layers)
+                refined[twin] = refined[sibling] = tuple(plan.stage_layers)
         if fitted_per_stage(req, plan.recompute, spec.pp, spec.schedule):
             plan, extra = fit_stage_recompute(table, req, plan, cut)
             simulated += extra
@@ -297,7 +300,7 @@ def _collector_paused() -> Iterator[None]:
     makes millions of small records (candidates, compiled ops, stage costs) that reference
     counting frees; the collector, run every 700 allocations, walked them again and again
     for almost nothing (under 1,000 objects in cycles a search): 14% of the CPU of
-    DeepSeek-V3 on 2,048 GPUs (1.9 s of 13.8), with the same peak memory."""
+    DeepSeek-V3 on 2,048 GPUs (1.9 s of 13.8), the same peak memory."""
     was = gc.isenabled()
     gc.disable()
     try:
@@ -346,11 +349,8 @@ def _finished(found: Ranked, req_of: Callable[[CostKey], PlanRequest]) -> Search
         top.append(best_pp1)  # the honest baseline: the best plan without a pipeline
     notes = []
     shown = sizes(source(top[0].key), first) if top else []
-    if top and not any(
-        req.global_batch % (b * top[0].dp) == 0
-        and (req.global_batch // (b * top[0].dp)) % top[0].pp == 0
-        for b in shown
-    ):
+    if top and not any((req.global_batch // (b * top[0].dp)) % top[0].pp == 0
+                       for b in shown if req.global_batch % (b * top[0].dp) == 0):
         notes.append(
             f"no micro-batch size makes the micro-batch count a multiple of pp={top[0].pp} "
             f"at global batch {req.global_batch} and dp={top[0].dp}; "
