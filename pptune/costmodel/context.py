@@ -236,10 +236,14 @@ def problems(seq_len: int, heads: int, kv_heads: int, cp: int, comm: CpComm,
                    "(causal load balancing cuts it into 2 x cp chunks); choose a cp "
                    f"that divides {seq_len // 2}")
     if cp > 1 and comm is CpComm.A2A:
-        for what, n in (("query head", heads), ("key/value head", kv_heads)):
-            if n % cp:
-                out.append(f"--cp-comm a2a splits heads over cp: {_heads(n, what, tp)} "
-                           f"not divisible by cp = {cp}; use p2p or a2a+p2p")
+        bad = [(what, n) for what, n in (("query head", heads), ("key/value head", kv_heads))
+               if n % cp]
+        if bad:  # one reason, the query and key/value heads named together
+            nor = "".join(f", nor {'is' if n == 1 else 'are'} {n} {what}{'s' * (n != 1)}"
+                          for what, n in bad[1:])
+            what, n = bad[0]
+            out.append(f"--cp-comm a2a splits heads over cp: {_heads(n, what, tp)} not "
+                       f"divisible by cp = {cp}{nor}; use p2p or a2a+p2p")
     return out
 
 

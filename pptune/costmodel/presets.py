@@ -195,18 +195,24 @@ _HOPPER_FABRIC = Fabric(ring_busbw_bytes_per_s=367.2 * GB, p2p_bytes_per_s=396.4
                         nvls_busbw_bytes_per_s=480.0 * GB, nvls_min_ranks=5,
                         collective_ctas=_NCCL_CTAS)
 
-GPUS: dict[str, GpuSpec] = {
-    g.name: g
-    for g in [
-        # NVIDIA A100 datasheet: 312 TFLOP/s dense BF16, 80 GB HBM2e at
-        # 2,039 GB/s (SXM), NVLink 3 600 GB/s bidirectional; DGX A100 user
-        # guide: one 200 Gb/s HDR InfiniBand NIC per GPU. No FP8.
-        GpuSpec("a100-80gb", 312e12, 81920 * MIB, 2039 * GB, 300 * GB, 25 * GB,
+# NVIDIA A100 datasheet: 312 TFLOP/s dense BF16, 80 GB HBM2e at 2,039 GB/s (SXM), NVLink 3
+# 600 GB/s bidirectional; DGX A100 user guide: one 200 Gb/s HDR InfiniBand NIC per GPU.
+# No FP8.
+_A100 = GpuSpec("a100-80gb", 312e12, 81920 * MIB, 2039 * GB, 300 * GB, 25 * GB,
                 "NVIDIA A100 datasheet; DGX A100 user guide",
                 sm_count=108, gemm_fraction=0.869, hbm_fraction=0.88,
                 attention_fraction=0.73, launch_s=4e-6,
                 fabric=Fabric(235 * GB, _P2P_SHARE * 300 * GB, 24 * GB,
-                              collective_ctas=_NCCL_CTAS)),
+                              collective_ctas=_NCCL_CTAS))
+
+GPUS: dict[str, GpuSpec] = {
+    g.name: g
+    for g in [
+        _A100,
+        # the same chip (A100 datasheet, SXM4 40GB): 40 GB HBM2 at 1,555 GB/s; its
+        # matmul, attention and NCCL shares taken as the 80 GB part's (same SMs, NVLink)
+        dataclasses.replace(_A100, name="a100-40gb", memory_bytes=40960 * MIB,
+                            hbm_bytes_per_s=1555 * GB),
         # NVIDIA H100 datasheet (SXM5): 989 TFLOP/s dense BF16, 1979 FP8, 80 GB
         # HBM3 at 3.35 TB/s, NVLink 4 900 GB/s bidirectional; DGX H100: one
         # 400 Gb/s NDR InfiniBand NIC per GPU.
@@ -343,6 +349,8 @@ def gpu_key_for(name: str) -> str | None:
         return "h100-sxm"
     if "A100" in upper and "80GB" in upper.replace(" ", ""):
         return "a100-80gb"
+    if "A100" in upper and "40GB" in upper.replace(" ", ""):
+        return "a100-40gb"
     return None
 
 

@@ -168,9 +168,9 @@ class FrameworkSearch:
                 f"{', '.join(dict.fromkeys(said))}")
 
     def narrowed(self, req: PlanRequest, groups: Sequence[PlanRequest]) -> str | None:
-        """The note naming the schedules, shardings and recomputations searched for that
-        its files do not state (and those searched instead, where none asked is stated);
-        None when they state every one."""
+        """The note naming the schedules, shardings, recomputations and pipeline depths
+        searched for that its files do not state (and those searched instead, where none
+        asked is stated); None when they state every one."""
         parts, instead = [], []
         for name, field in (("schedule", "schedules"), ("sharding", "shardings"),
                             ("recomputation", "recomputes")):
@@ -182,6 +182,16 @@ class FrameworkSearch:
             added = [x.value for x in stated if x not in asked]
             if added:
                 instead.append(f"{name} {', '.join(added)}")
+        # pipeline depths asked by hand (--pp) that its files do not run for the model
+        # (torchtitan's models without a pipelining_fn); None: every depth, asked or run
+        depths = [g.pp for g in groups]
+        if req.pp is not None and None not in depths:
+            ran = dict.fromkeys(p for d in depths for p in d or ())
+            left = [str(p) for p in req.pp if p not in ran]
+            if left:
+                parts.append(f"pp {', '.join(left)}")
+                if added_pp := [str(p) for p in ran if p not in req.pp]:
+                    instead.append(f"pp {', '.join(added_pp)}")
         if not parts:
             return None
         return (f"{self.adapter.title}'s files state no {'; no '.join(parts)}: ranked without "

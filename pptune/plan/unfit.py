@@ -12,6 +12,7 @@ from pptune import limits
 from pptune.costmodel.keys import CostKey
 from pptune.costmodel.memory import Recompute
 from pptune.costmodel.search import PlanRequest, Sharding
+from pptune.costmodel.sharding import FP32_MOMENT_BYTES
 from pptune.costs.dims import DEFAULT_TP, tp_problem
 from pptune.plan.recommend import RecommendRun
 from pptune.report.plans import reason_counts
@@ -52,7 +53,7 @@ def state_floor(run: RecommendRun) -> str | None:
 def memory_hints(run: RecommendRun) -> list[str]:
     """What saves memory that the search left out: tensor-parallel sizes (those the
     default search takes: inside a node, dividing the GPUs and the model's heads),
-    sharding the state, full recomputation, a smaller micro-batch."""
+    sharding the state, full recomputation, a smaller micro-batch, Adam's moments in BF16."""
     req: PlanRequest = run.plan_request
     gpus = req.gpus
     shape = run.costs.shape if run.costs is not None else run.shape
@@ -64,10 +65,16 @@ def memory_hints(run: RecommendRun) -> list[str]:
         (Sharding.ZERO1, {Sharding.ZERO1, Sharding.ZERO2, Sharding.ZERO3, Sharding.FSDP}),
         (Sharding.FSDP, {Sharding.ZERO3, Sharding.FSDP})) if not shardings & covered]
     sizes = req.micro_batch_sizes or ()
+    # Megatron-LM's precision-aware optimizer: 4 of Adam's 8 bytes a parameter, sharded
+    # (DeepSeek-V3 kept its moments in BF16); it needs the distributed optimizer
+    # (where the state alone outgrows the GPUs, only more GPUs help: state_floor)
+    narrow = (req.moment_bytes == FP32_MOMENT_BYTES and gpus > 1
+              and shardings != {Sharding.NONE} and state_floor(run) is None)
     return [*([f"--tp {'/'.join(map(str, tps))}"] if tps else []),
             *([f"--sharding {','.join(more)}"] if more and gpus > 1 else []),
             *(["--recompute full"] if Recompute.FULL not in req.recomputes else []),
-            *(["smaller --micro-batch-sizes"] if sizes and min(sizes) > 1 else [])]
+            *(["smaller --micro-batch-sizes"] if sizes and min(sizes) > 1 else []),
+            *(["--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16"] if narrow else [])]
 
 
 def no_plan_message(run: RecommendRun) -> str:

@@ -54,6 +54,9 @@ from pptune.probe import host_memory
 
 CPU_DEMO_MODEL = "gpt-small"
 CPU_DEMO_MODELS = (CPU_DEMO_MODEL, "moe-small")  # sized for a CPU: no size warning
+# another model warns of a long CPU probe past this many times the demo's work (its
+# parameters x tokens): a Hugging Face config of the demo's size does not
+DEMO_WORK = 2
 # A config's max_position_embeddings can be 128k (Llama 3.1); a probe at that
 # length is rarely what anyone means. Above this cap we measure at the cap
 # and say so; --seq-len sets any length.
@@ -167,6 +170,10 @@ def _warn_if_large(plan: ModelPlan, shape: ModelShape, device: str) -> None:
     if device != "cpu" or plan.name in CPU_DEMO_MODELS:
         return
     params = param_count(shape)
+    # a model (a Hugging Face config, say) no larger than the demo's runs as fast as it
+    if params * (plan.seq_len or 1) <= DEMO_WORK * param_count(MODELS[CPU_DEMO_MODEL]) * (
+            MODELS[CPU_DEMO_MODEL].seq_len):
+        return
     plan.warnings.append(
         f"model {plan.name} has ~{params / 1e9:.2g}B parameters and sequence length "
         f"{plan.seq_len}: a CPU probe of its {len(plan.layer_names)} layers can take a long "

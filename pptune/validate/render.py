@@ -77,9 +77,12 @@ def ops_table(doc: dict[str, Any]) -> Table:
     table.add_column("measured", justify="right")
     table.add_column("error", justify="right")
     for row in sorted(doc["ops"], key=lambda r: (r["stage"], "FBW".index(r["kind"]))):
+        # an op priced at nothing (the embedding's input gradient: no input to take it
+        # to) measures only its launch: no error to give
+        error = "no work priced" if row["predicted_s"] == 0 else fmt_rel(row["error"])
         table.add_row(
             row["kind"], str(row["stage"]), fmt_seconds(row["predicted_s"]),
-            fmt_seconds(row["measured_s"]), fmt_rel(row["error"]),
+            fmt_seconds(row["measured_s"]), error,
         )
     return table
 

@@ -191,6 +191,11 @@ def test_a2a_names_the_heads_a_tensor_parallel_rank_holds() -> None:
     assert "the model's 8 key/value heads are not divisible by cp = 16" in msg
     (msg,) = problems(131072, 32, 4, 8, CpComm.A2A, tp=2)
     assert "4 key/value heads per tensor-parallel rank (8 / tp 2) are not divisible" in msg
+    # Llama 2 7B (32 heads, no GQA) at tp 2, cp 32: both kinds, one reason
+    (msg,) = problems(1048576, 16, 16, 32, CpComm.A2A, tp=2)
+    assert msg == ("--cp-comm a2a splits heads over cp: 16 query heads per tensor-parallel "
+                   "rank (32 / tp 2) are not divisible by cp = 32, nor are 16 key/value "
+                   "heads; use p2p or a2a+p2p")
 
 
 def test_measured_attention_share_is_interpolated_in_log2_seq() -> None:

@@ -69,10 +69,19 @@ def test_blackwell_ultra_presets_are_the_datasheets_per_gpu() -> None:
     assert g["gb300"].fp8_gemm_fraction == g["gb200"].fp8_gemm_fraction
 
 
+def test_the_40_gb_a100_is_the_80_gb_chip_with_its_own_memory() -> None:
+    # A100 datasheet: SXM4 40GB, HBM2 at 1,555 GB/s; 80GB, HBM2e at 2,039 GB/s
+    small, large = presets.GPUS["a100-40gb"], presets.GPUS["a100-80gb"]
+    assert small.memory_bytes == 40 * 1024**3 and small.hbm_bytes_per_s == 1555e9
+    assert dataclasses.replace(small, name=large.name, memory_bytes=large.memory_bytes,
+                               hbm_bytes_per_s=large.hbm_bytes_per_s) == large
+
+
 @pytest.mark.parametrize(("nvml", "key"), [
     ("NVIDIA GB300", "gb300"), ("NVIDIA B300 SXM6 AC", "b300"), ("NVIDIA GB200", "gb200"),
     ("NVIDIA B200", "b200"), ("NVIDIA H800", "h800"), ("NVIDIA H100 80GB HBM3", "h100-sxm"),
-    ("NVIDIA H200", "h200"), ("NVIDIA L40S", None),
+    ("NVIDIA H200", "h200"), ("NVIDIA A100-SXM4-80GB", "a100-80gb"),
+    ("NVIDIA A100-SXM4-40GB", "a100-40gb"), ("NVIDIA L40S", None),
 ])
 def test_probe_names_the_preset_of_each_nvml_name(nvml: str, key: str | None) -> None:
     from pptune.probe.inventory import peak_flops_for

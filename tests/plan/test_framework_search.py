@@ -140,6 +140,19 @@ def test_the_note_names_the_choices_it_searched_instead() -> None:
         "(searched schedule 1f1b instead)")
 
 
+def test_the_note_names_the_pipeline_depths_its_files_do_not_run() -> None:
+    # torchtitan's qwen3 TrainSpec has no pipelining_fn: --pp 4 is searched at pp 1
+    req = PlanRequest(gpus=32, global_batch=128, pp=[4], schedules=(Schedule.ONE_F_ONE_B,),
+                      shardings=(Sharding.FSDP,), recomputes=(Recompute.NONE,))
+    search = FrameworkSearch(TORCHTITAN, 4096, "qwen3-30b-a3b", None)
+    assert search.narrowed(req, search.groups(req)) == (
+        "torchtitan's files state no pp 4: ranked without it (searched pp 1 instead)")
+    # every depth asked (None) and a model it pipelines: nothing to say
+    assert search.narrowed(replace(req, pp=None), search.groups(replace(req, pp=None))) is None
+    llama = FrameworkSearch(TORCHTITAN, 4096, "llama3-8b", None)
+    assert llama.narrowed(req, llama.groups(req)) is None
+
+
 def test_the_plan_file_records_the_framework() -> None:
     request = PlanFileRequest(framework="torchtitan")
     assert request.to_json()["framework"] == "torchtitan"

@@ -41,3 +41,16 @@ def test_memory_hints_leave_out_what_was_searched() -> None:
     # tp 4 and 8 divide the 128 heads and 8 key/value heads; zero3 already shards the
     # whole state (fsdp would too, zero1 less); full recomputation was searched
     assert memory_hints(narrow) == ["--tp 4/8", "smaller --micro-batch-sizes"]
+
+
+def test_adams_moments_in_bf16_are_named_where_the_state_fits_and_nothing_else_does() -> None:
+    """Llama 3 8B on 8 GPUs at 262,144 tokens, tp 1, cp 1: the state fits sharded (16
+    bytes x 8B / 8), the activations do not even recomputed; every sharding and
+    recomputation searched, FP32 moments: a tensor-parallel size (--tp 1 was asked) and
+    BF16 moments are what is left to try."""
+    spec = dict(gpus=8, model="llama3-8b", gpu="h100-sxm", seq_len=262144, tp="1", cp="1")
+    run = recommend(RecommendSpec.of(**spec))
+    assert not run.result.plans
+    assert memory_hints(run) == ["--tp 2/4/8", "--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16"]
+    bf16 = recommend(RecommendSpec.of(**spec, exp_avg_dtype="bf16", exp_avg_sq_dtype="bf16"))
+    assert not bf16.result.plans and memory_hints(bf16) == ["--tp 2/4/8"]  # not enough

@@ -191,3 +191,25 @@ def presets_shape(name: str):  # type: ignore[no-untyped-def]
     from pptune.costmodel.presets import MODELS
 
     return MODELS[name]
+
+
+def test_a_model_of_the_demos_size_probes_on_cpu_without_a_size_warning() -> None:
+    from dataclasses import replace
+
+    from pptune.costmodel.presets import MODELS
+    from pptune.probe.models import ModelPlan, _warn_if_large
+
+    demo = MODELS["gpt-small"]
+
+    def plan(name: str, seq_len: int) -> ModelPlan:
+        return ModelPlan(name, seq_len, [], lambda i: None, lambda b: None, 4)
+
+    same = plan("llama", demo.seq_len)  # a Hugging Face config of the demo's shape
+    _warn_if_large(same, replace(demo, name="llama"), "cpu")
+    assert same.warnings == []
+    big = plan("llama2-7b", MODELS["llama2-7b"].seq_len)
+    _warn_if_large(big, MODELS["llama2-7b"], "cpu")
+    assert len(big.warnings) == 1 and "CPU demo size" in big.warnings[0]
+    gpu = plan("llama2-7b", 4096)
+    _warn_if_large(gpu, MODELS["llama2-7b"], "cuda")
+    assert gpu.warnings == []

@@ -167,3 +167,19 @@ def test_contention_is_the_median_ratio_over_ranks() -> None:
     rounds = [RankResult(0, "h", [], ref_ratios=[1.0, 1.2, 5.0]), RankResult(1, "h", [], ref_ratios=[1.1])]
     assert RunData(spec, rounds, "2.13", "gloo").contention == pytest.approx(1.15)
     assert data.shared_clock
+
+
+def test_an_op_priced_at_nothing_shows_no_error_percentage() -> None:
+    from rich.console import Console
+
+    from pptune.validate.render import ops_table
+
+    doc = {"ops": [
+        {"kind": "B", "stage": 0, "predicted_s": 0.0, "measured_s": 38.7e-6, "error": -1.0},
+        {"kind": "F", "stage": 0, "predicted_s": 1e-3, "measured_s": 1.25e-3, "error": -0.2},
+    ]}
+    console = Console(width=100, record=True)
+    console.print(ops_table(doc))
+    text = console.export_text()
+    assert "no work priced" in text and "-100" not in text
+    assert "-20.0%" in text  # an op with work keeps its error

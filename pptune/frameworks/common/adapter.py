@@ -114,6 +114,9 @@ class Adapter:
     # the layout dimensions beyond pp, dp and tp its files state ("cp", "ep", "etp",
     # "precision"); a plan that needs another one is emitted as the best plan without it
     states_dims: frozenset[str] = frozenset()
+    # precisions beyond bf16 its files state where "precision" is not in states_dims
+    # (DeepSpeed's "fp16" section, not FP8)
+    states_precisions: frozenset[str] = frozenset()
     # its interleaved schedule runs m not a multiple of pp in Megatron-LM's micro-batch
     # groups, the order pptune simulates (schedule_orders.microbatch_group); torch's
     # ScheduleInterleaved1F1B (torchtitan, pptune's runtime) orders them its own way
@@ -154,7 +157,8 @@ class Adapter:
             ("cp", key.cp, 1, mine.cp), ("ep", key.ep, 1, mine.ep),
             ("etp", key.etp, 1, mine.etp),
             ("precision", key.precision.value, "bf16", mine.precision.value))
-            if value not in (plain, stated) and name not in self.states_dims]
+            if value not in (plain, stated) and name not in self.states_dims
+            and not (name == "precision" and value in self.states_precisions)]
         if missing:
             return f"{self.title} files here state no {', '.join(missing)}"
         return None

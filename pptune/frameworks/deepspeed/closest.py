@@ -122,9 +122,10 @@ def _as_engine_overlaps(job: Job, plan: Plan, exact: bool, notes: list[str]
     said = stated_overlap_comm(req.overlap_grad_reduce, plan.sharding, plan.pp)
     grad, gather = overlap(said, stage, plan.pp)
     run = replace(req, overlap_grad_reduce=grad, overlap_param_gather=gather)
-    # the file trains in bf16 (writer.py): the engine's gradients are 16-bit where
-    # gradient_width says so, held and reduced at 2 bytes
-    sixteen = gradient_width("bf16", None, stage, plan.pp) is not None
+    # the file trains in bf16 or fp16 (writer.py): the engine's gradients are 16-bit
+    # where gradient_width says so, held and reduced at 2 bytes
+    mode = "fp16" if plan.precision.value == "fp16" else "bf16"
+    sixteen = gradient_width(mode, None, stage, plan.pp) is not None
     if sixteen and req.grad_buffer_bytes is None:
         run = replace(run, grad_buffer_bytes=2.0, grad_bytes_factor=req.grad_bytes_factor / 2)
     if run == req:
@@ -135,7 +136,7 @@ def _as_engine_overlaps(job: Job, plan: Plan, exact: bool, notes: list[str]
                if plan.pp > 1 else "ZeRO gathers the updated parameters after the step"
                if grad else "it overlaps no data-parallel traffic at this ZeRO stage")
         if run.grad_buffer_bytes != req.grad_buffer_bytes:
-            why += ("; it keeps and reduces bf16 gradients (data_types.grad_accum_dtype "
+            why += (f"; it keeps and reduces {mode} gradients (data_types.grad_accum_dtype "
                     "defaults to the model's, runtime/engine.py get_data_types)")
         notes.append(f"deepspeed: {why} (deepspeed/runtime/pipe/schedule.py, "
                      f"runtime/zero/config.py): predicted so, step "

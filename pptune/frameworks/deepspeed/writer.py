@@ -1,7 +1,7 @@
 """``ds_config.json`` and ``ds_partition.txt``: a DeepSpeed config and its pipeline.
 
-The JSON states the batch trio, bf16, the ZeRO stage, the pipeline (stages,
-partition method, full recomputation as activation_checkpoint_interval 1),
+The JSON states the batch trio, bf16 (fp16 for an FP16 plan), the ZeRO stage, the
+pipeline (stages, partition method, full recomputation as activation_checkpoint_interval 1),
 AutoTP, AutoEP (``expert_parallel``), and the attention kernel under ``"pptune"`` (a key DeepSpeed
 ignores) for check-config; the text file says how to build the
 PipelineModule, the stage boundaries DeepSpeed's partition gives, and the
@@ -30,7 +30,8 @@ def write(stated: Stated, method: str) -> dict[str, str]:
         "train_batch_size": job.global_batch,
         "train_micro_batch_size_per_gpu": plan.micro_batch_size,
         "gradient_accumulation_steps": plan.num_microbatches,
-        "bf16": {"enabled": True},
+        # its 16-bit mode: "fp16" (dynamic loss scaling, DeepSpeed's default) or "bf16"
+        plan.precision.value if plan.precision.value == "fp16" else "bf16": {"enabled": True},
         "zero_optimization": {"stage": ZERO_STAGE.get(plan.sharding, 3)},
     }
     if stated_overlap_comm(stated.job.request.overlap_grad_reduce, plan.sharding, plan.pp):
