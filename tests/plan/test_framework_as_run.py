@@ -56,14 +56,8 @@ def round_trip(framework: str, flags: list[str], folder: Path) -> tuple[str, lis
     return shown.group(1), steps
 
 
-DEEPSPEED_GAPS = pytest.mark.xfail(strict=True, reason="DeepSpeed's plans are not yet ranked "
-                                   "as its engine runs them (its gradient widths and overlap, "
-                                   "partition_method's splits)")
-
-
 @pytest.mark.parametrize("job", list(JOBS))
-@pytest.mark.parametrize("framework", ["megatron",
-                                       pytest.param("deepspeed", marks=DEEPSPEED_GAPS)])
+@pytest.mark.parametrize("framework", ["megatron", "deepspeed"])
 def test_plan_one_is_ranked_at_the_step_its_file_runs(framework: str, job: str,
                                                       tmp_path: Path) -> None:
     shown, steps = round_trip(framework, JOBS[job], tmp_path)

@@ -283,6 +283,13 @@ class Adapter:
         kernels as priced, or slower ones)."""
         return 0.0
 
+    def as_run_step_saving_s(self, job: Job, spec: PlanSpec) -> float:
+        """The most seconds a step of a plan of ``spec`` runs faster so, once a step beside
+        m times ``as_run_saving_s`` (DeepSpeed's 16-bit gradients: the data-parallel
+        traffic after the last backward, the optimizer step); it may depend on the
+        spec's depth and rank order too. Default: 0."""
+        return 0.0
+
     @property
     def runs_as_priced(self) -> bool:
         """Whether the framework runs every plan as the search priced it (``as_run`` is
