@@ -136,6 +136,10 @@ class Adapter:
     # rule id -> the framework's own source for a placement rule check/experts.py judges
     # for every framework (empty: megatron-core's, which derives the placement)
     expert_cites: tuple[tuple[str, str], ...] = ()
+    # the splits its files build a pipeline on, where only some (``as_run`` leaves the
+    # others out; recommend --framework says so where that is most pipelined plans):
+    # DeepSpeed's partition_method
+    own_splits: str | None = None
     # how the TFLOP/s its log lines print count a token's FLOPs, one entry per way its
     # releases counted (empty: its lines print none); calibrate holds a log against these
     log_flops: tuple[LogFlops, ...] = ()

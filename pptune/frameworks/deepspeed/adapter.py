@@ -35,6 +35,9 @@ class DeepSpeedAdapter(Adapter):
     # deepspeed --num_nodes N --num_gpus K (ds_partition.txt), and pptune.gpus_per_node
     states_node_shape = True
     tp_splits_sequence = False  # AutoTP splits the weights alone (closest.py)
+    own_splits = ("a pipeline runs on the \"uniform\" or \"parameters\" split "
+                  "PipelineModule's partition_method builds; a \"type:\" pattern places "
+                  "others by hand")
 
     def detect(self, data: Any) -> bool:
         return any(key in DEEPSPEED_KEYS for key in data if isinstance(key, str))
