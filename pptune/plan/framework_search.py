@@ -135,9 +135,25 @@ class FrameworkSearch:
                          f"{fmt_microbatches(p.num_microbatches, p.micro_batch_size)}, "
                          f"{p.sharding.value}/{p.recompute.value} at "
                          f"{fmt_seconds(p.step_time_s)} as searched)")
+        piped = self.piped_left_out(result)
+        if piped:
+            parts.append(piped)
         if not parts:
             return None
         return f"ranked as {title}'s files run the plans: {'; '.join(parts)}"
+
+    def piped_left_out(self, result: SearchResult) -> str | None:
+        """Where its files build a pipeline's stages on some splits alone
+        (``Adapter.own_splits``, whose plans on others ``as_run`` leaves out) and most
+        pipelined plans the search priced so were left out: how many (None: not most)."""
+        why = self.adapter.own_splits
+        left = {p.spec for p in result.dropped if p.pp > 1}
+        ran = {p.spec for p in (*result.repriced, *result.plans) if p.pp > 1} - left
+        if not why or len(left) <= len(ran):
+            return None
+        return (f"{len(left)} of the {len(left) + len(ran)} pipelined plans it priced left "
+                f"out ({why}: the search refines each plan's split, and few come out as one "
+                "of those)")
 
     def dropped(self, keys: Sequence[CostKey]) -> str | None:
         """The note naming the keys its files cannot state, None when they state all;

@@ -136,6 +136,10 @@ class Adapter:
     # rule id -> the framework's own source for a placement rule check/experts.py judges
     # for every framework (empty: megatron-core's, which derives the placement)
     expert_cites: tuple[tuple[str, str], ...] = ()
+    # the splits its files build a pipeline on, where only some (``as_run`` leaves the
+    # others out; recommend --framework says so where that is most pipelined plans):
+    # DeepSpeed's partition_method
+    own_splits: str | None = None
     # how the TFLOP/s its log lines print count a token's FLOPs, one entry per way its
     # releases counted (empty: its lines print none); calibrate holds a log against these
     log_flops: tuple[LogFlops, ...] = ()
@@ -281,6 +285,13 @@ class Adapter:
         job prices it (Megatron-FSDP's BF16 weight gradients): the search's cut-offs allow
         m times this (repricing.table_saving_s). Default: 0, never faster (the framework's
         kernels as priced, or slower ones)."""
+        return 0.0
+
+    def as_run_step_saving_s(self, job: Job, spec: PlanSpec) -> float:
+        """The most seconds a step of a plan of ``spec`` runs faster so, once a step beside
+        m times ``as_run_saving_s`` (DeepSpeed's 16-bit gradients: the data-parallel
+        traffic after the last backward, the optimizer step); it may depend on the
+        spec's depth and rank order too. Default: 0."""
         return 0.0
 
     @property

@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from pptune.costmodel.presets import ModelShape
-from pptune.costmodel.search import Plan, PlanRequest, Sharding
+from pptune.costmodel.search import Plan, PlanRequest, PlanSpec, Sharding
 from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog
 from pptune.frameworks.common.source import Repeated, json_like, parse_json, parse_yaml
+from pptune.frameworks.deepspeed import as_run as running
 from pptune.frameworks.deepspeed import log, rules, writer
 from pptune.frameworks.deepspeed.closest import closest_plan, stateable_request
 from pptune.frameworks.deepspeed.partition import DEEPSPEED, ds_split
@@ -34,6 +35,9 @@ class DeepSpeedAdapter(Adapter):
     # deepspeed --num_nodes N --num_gpus K (ds_partition.txt), and pptune.gpus_per_node
     states_node_shape = True
     tp_splits_sequence = False  # AutoTP splits the weights alone (closest.py)
+    own_splits = ("a pipeline runs on the \"uniform\" or \"parameters\" split "
+                  "PipelineModule's partition_method builds; a \"type:\" pattern places "
+                  "others by hand")
 
     def detect(self, data: Any) -> bool:
         return any(key in DEEPSPEED_KEYS for key in data if isinstance(key, str))
@@ -72,6 +76,18 @@ class DeepSpeedAdapter(Adapter):
 
     def express(self, job: Job, plan: Plan, rank: int) -> Stated:
         return closest_plan(job, plan, rank)
+
+    def as_run(self, job: Job, plan: Plan, *, substitute: bool = True) -> tuple[Job, Plan]:
+        """As the config written for the plan runs it (as_run.py); never another plan in
+        its place: one the config cannot state is refused (BadInput), whatever
+        ``substitute`` says."""
+        return running.as_run(job, plan)
+
+    def as_run_saving_s(self, job: Job, spec: PlanSpec) -> float:
+        return running.as_run_saving_s(job, spec)
+
+    def as_run_step_saving_s(self, job: Job, spec: PlanSpec) -> float:
+        return running.as_run_step_saving_s(job, spec)
 
     def write(self, stated: Stated) -> dict[str, str]:
         return writer.write(stated, stated.detail)
