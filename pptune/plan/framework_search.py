@@ -8,8 +8,10 @@ dropped with one note) and, for those keys, over the shardings, schedules,
 recomputations and rank orders they state, priced as its files run them
 (``Adapter.stateable_groups``: the request narrowed by the adapter, one
 request for each tensor-parallel size and shardings whose narrowing differs,
-e.g. DeepSpeed's AutoTP without a pipeline); ``search_all`` lists the groups'
-plans as one search would. The kernels are those NAME's files run
+e.g. DeepSpeed's AutoTP without a pipeline), their pipelines on the splits its files
+build where those are some alone (``Adapter.own_splits``: DeepSpeed's partition_method,
+searched as costmodel/own_splits.py says); ``search_all`` lists the groups' plans as
+one search would. The kernels are those NAME's files run
 (plan/written.py), as with ``--emit``. Each plan is ranked as NAME's files run it
 (``Adapter.as_run``: torchtitan runs the zero-bubble and DualPipeV schedules with its
 model uncompiled), as ``--emit`` and check-config price it (frameworks/common/as_run.py);
@@ -90,7 +92,13 @@ class FrameworkSearch:
         """``req`` over the keys its files state, narrowed to what they state there;
         none where no key is left."""
         keys = self.keys(req.keys())
-        return self.adapter.stateable_groups(req, keys, self.model, self.shape) if keys else []
+        if not keys:
+            return []
+        groups = self.adapter.stateable_groups(req, keys, self.model, self.shape)
+        if self.adapter.builds_any_split:
+            return groups
+        # its pipelines on the splits its files build alone (Adapter.own_splits)
+        return [replace(g, stage_splits=self.adapter.own_splits) for g in groups]
 
     def __call__(self, tables: CostTable | TableSource, req: PlanRequest) -> SearchResult:
         groups = self.groups(req)
@@ -135,25 +143,9 @@ class FrameworkSearch:
                          f"{fmt_microbatches(p.num_microbatches, p.micro_batch_size)}, "
                          f"{p.sharding.value}/{p.recompute.value} at "
                          f"{fmt_seconds(p.step_time_s)} as searched)")
-        piped = self.piped_left_out(result)
-        if piped:
-            parts.append(piped)
         if not parts:
             return None
         return f"ranked as {title}'s files run the plans: {'; '.join(parts)}"
-
-    def piped_left_out(self, result: SearchResult) -> str | None:
-        """Where its files build a pipeline's stages on some splits alone
-        (``Adapter.own_splits``, whose plans on others ``as_run`` leaves out) and most
-        pipelined plans the search priced so were left out: how many (None: not most)."""
-        why = self.adapter.own_splits
-        left = {p.spec for p in result.dropped if p.pp > 1}
-        ran = {p.spec for p in (*result.repriced, *result.plans) if p.pp > 1} - left
-        if not why or len(left) <= len(ran):
-            return None
-        return (f"{len(left)} of the {len(left) + len(ran)} pipelined plans it priced left "
-                f"out ({why}: the search refines each plan's split, and few come out as one "
-                "of those)")
 
     def dropped(self, keys: Sequence[CostKey]) -> str | None:
         """The note naming the keys its files cannot state, None when they state all;

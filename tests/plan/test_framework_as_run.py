@@ -28,7 +28,6 @@ from pptune.costmodel.sharding import Sharding
 from pptune.errors import BadInput
 from pptune.frameworks.common.as_run import as_itself
 from pptune.frameworks.deepspeed.adapter import ADAPTER as DEEPSPEED
-from pptune.frameworks.deepspeed.partition import ds_split
 from pptune.frameworks.megatron.adapter import ADAPTER as MEGATRON
 from pptune.frameworks.megatron.cp_fp8 import refuses_rank_order
 from pptune.plan.emit import job_of
@@ -107,21 +106,46 @@ def test_megatron_ranks_zero2_at_megatron_fsdps_bf16_weight_gradients() -> None:
     assert stated.plan.step_time_s == first.step_time_s
 
 
-def test_deepspeed_leaves_out_splits_partition_method_cannot_build() -> None:
-    """Llama 3 8B on 8 H100s: 34 layers on two stages are 17 + 17 under partition_method
-    "uniform" and the balanced parameter split under "parameters"; the search's refined
-    pp 2 plan (18 + 16 layers, 48.074 s as searched) is neither: DeepSpeed cannot run it
-    as such, so it is left out, and the note says most pipelined plans were."""
+def test_deepspeed_searches_its_pipelines_on_partition_method_splits() -> None:
+    """Llama 3 8B on 8 H100s: 34 layers (the embedding and the head 525.3M parameters
+    each, 32 blocks of 218.1M). Two stages: "uniform" 17 + 17, and "parameters" 17 + 17
+    too (embedding + 16 blocks against 16 blocks + head: 4,096 parameters apart, the final
+    norm's). Four: "uniform" 9, 9, 8, 8 (34 = 4 x 8 + 2, the first two stages one more);
+    "parameters" 8, 9, 9, 8 (2,052.1M, 1,963.0M, 1,963.0M, 2,052.1M: any boundary a
+    block away spreads the parts wider). The search places its pipelines on those alone,
+    each as DeepSpeed runs it, none left out for its split."""
     run = recommend(replace(RecommendSpec.of(gpus=8), framework="deepspeed"))
-    assert ds_split("uniform", [1.0] * 34, 2) == [17, 17]
-    left = next(p for p in run.result.dropped if p.pp == 2)
-    assert (left.stage_layers, f"{left.step_time_s:.3f}") == ([18, 16], "48.074")
+    own = {2: {(17, 17)}, 4: {(9, 9, 8, 8), (8, 9, 9, 8)}}
+    piped = [p for p in (*run.result.plans, *run.result.repriced) if p.pp > 1]
+    assert {p.pp for p in piped} == {2, 4}
+    assert all(tuple(p.stage_layers) in own[p.pp] for p in piped)
+    assert [tuple(p.stage_layers) for p in run.result.plans if p.pp > 1] == [(17, 17),
+                                                                              (9, 9, 8, 8)]
+    for plan in run.result.plans:
+        _, ran = DEEPSPEED.as_run(job_of(run, plan), plan)
+        assert ran.step_time_s == plan.step_time_s
+    assert not [p for p in run.result.dropped if p.pp > 1]
+
+
+def test_deepspeed_refuses_a_split_partition_method_cannot_build() -> None:
+    """18 + 16 layers is neither DeepSpeed split of Llama 3 8B (above): a plan on it is
+    refused, as check-config and --emit price it."""
+    run = recommend(replace(RecommendSpec.of(gpus=8), framework="deepspeed"))
+    piped = next(p for p in run.result.plans if p.pp == 2)
+    left = replace(piped, stage_layers=[18, 16])
     job = job_of(run, left)
     with pytest.raises(BadInput, match="partition_method cannot place these boundaries"):
         DEEPSPEED.as_run(job, left)
     assert as_itself(DEEPSPEED, job, left) is None
-    assert not any(p.pp == 2 for p in run.result.plans)
-    assert any("4 of the 5 pipelined plans it priced left out" in n for n in run.result.notes)
+
+
+def test_deepspeed_plan_one_on_a_pipeline_round_trips(tmp_path: Path) -> None:
+    """--pp 4: plan 1 is pipelined, on the "uniform" split; the config --emit writes for
+    it (partition_method "uniform") steps as the table says."""
+    shown, steps = round_trip("deepspeed", ["--gpus", "8", "--pp", "4"], tmp_path)
+    assert [f"{s:.3f}" for s in steps] == [shown]
+    config = json.loads((tmp_path / "ds_config.json").read_text())
+    assert config["pipeline"] == {"stages": 4, "partition": "uniform"}
 
 
 @pytest.mark.parametrize(("change", "why"), [

@@ -136,10 +136,6 @@ class Adapter:
     # rule id -> the framework's own source for a placement rule check/experts.py judges
     # for every framework (empty: megatron-core's, which derives the placement)
     expert_cites: tuple[tuple[str, str], ...] = ()
-    # the splits its files build a pipeline on, where only some (``as_run`` leaves the
-    # others out; recommend --framework says so where that is most pipelined plans):
-    # DeepSpeed's partition_method
-    own_splits: str | None = None
     # how the TFLOP/s its log lines print count a token's FLOPs, one entry per way its
     # releases counted (empty: its lines print none); calibrate holds a log against these
     log_flops: tuple[LogFlops, ...] = ()
@@ -293,6 +289,22 @@ class Adapter:
         traffic after the last backward, the optimizer step); it may depend on the
         spec's depth and rank order too. Default: 0."""
         return 0.0
+
+    def own_splits(self, table: CostTable, key: CostKey, chunks: int
+                   ) -> tuple[tuple[int, ...], ...]:
+        """The only splits (layers per stage) its files build a pipeline of ``chunks``
+        stages on, over the layers of ``table`` (``key``'s), where it builds its stages
+        by a rule of its own (DeepSpeed's partition_method) and ``as_run`` refuses plans
+        on others: ``recommend --framework`` searches its pipelines on those alone
+        (PlanRequest.stage_splits, costmodel/own_splits.py). Default (``builds_any_split``):
+        none, its files state any contiguous split."""
+        del table, key, chunks
+        return ()
+
+    @property
+    def builds_any_split(self) -> bool:
+        """Whether its files state any contiguous split (``own_splits`` is the default's)."""
+        return type(self).own_splits is Adapter.own_splits
 
     @property
     def runs_as_priced(self) -> bool:

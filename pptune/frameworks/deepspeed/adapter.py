@@ -6,14 +6,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pptune.costmodel.keys import CostKey
 from pptune.costmodel.presets import ModelShape
-from pptune.costmodel.search import Plan, PlanRequest, PlanSpec, Sharding
+from pptune.costmodel.search import CostTable, Plan, PlanRequest, PlanSpec, Sharding
 from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog
 from pptune.frameworks.common.source import Repeated, json_like, parse_json, parse_yaml
 from pptune.frameworks.deepspeed import as_run as running
-from pptune.frameworks.deepspeed import log, rules, writer
+from pptune.frameworks.deepspeed import log, partition, rules, writer
 from pptune.frameworks.deepspeed.closest import closest_plan, stateable_request
 from pptune.frameworks.deepspeed.partition import DEEPSPEED, ds_split
 from pptune.frameworks.deepspeed.reader import DEEPSPEED_KEYS, read_deepspeed
@@ -35,9 +36,6 @@ class DeepSpeedAdapter(Adapter):
     # deepspeed --num_nodes N --num_gpus K (ds_partition.txt), and pptune.gpus_per_node
     states_node_shape = True
     tp_splits_sequence = False  # AutoTP splits the weights alone (closest.py)
-    own_splits = ("a pipeline runs on the \"uniform\" or \"parameters\" split "
-                  "PipelineModule's partition_method builds; a \"type:\" pattern places "
-                  "others by hand")
 
     def detect(self, data: Any) -> bool:
         return any(key in DEEPSPEED_KEYS for key in data if isinstance(key, str))
@@ -82,6 +80,12 @@ class DeepSpeedAdapter(Adapter):
         its place: one the config cannot state is refused (BadInput), whatever
         ``substitute`` says."""
         return running.as_run(job, plan)
+
+    def own_splits(self, table: CostTable, key: CostKey, chunks: int
+                   ) -> tuple[tuple[int, ...], ...]:
+        """partition_method "uniform" and "parameters" (partition.py); a "type:" pattern
+        places others by the layers' class names, which pptune's layers have not."""
+        return partition.own_splits(table, key, chunks)
 
     def as_run_saving_s(self, job: Job, spec: PlanSpec) -> float:
         return running.as_run_saving_s(job, spec)

@@ -25,13 +25,12 @@ from pptune.costmodel.optimizer import AdamStep, step_s
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import DP_INNER, Plan, PlanRequest, PlanSpec, Recompute, Sharding
 from pptune.costmodel.sharding import MEGATRON_GRAD_BYTES, ShardComm, stage_comm
-from pptune.costmodel.table import built_params
 from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job
 from pptune.frameworks.common.repricing import kernels_job, table_saving_s
-from pptune.frameworks.deepspeed.closest import METHODS, NAME, engine_request, kernels
-from pptune.frameworks.deepspeed.partition import ds_split
+from pptune.frameworks.deepspeed.closest import NAME, engine_request, kernels
+from pptune.frameworks.deepspeed.partition import own_splits
 
 PIPED = (Sharding.NONE, Sharding.ZERO1)  # PipelineEngine: ZeRO-2 and -3 refused
 
@@ -54,8 +53,7 @@ def refusal(job: Job, plan: Plan) -> str | None:
                 "every stage")
     if plan.ep > 1 and plan.etp != 1:
         return "AutoEP's expert_tensor_parallel_size is not supported beyond 1"
-    params = built_params(job.table, plan.tp, plan.ep, plan.etp)
-    if all(ds_split(m, params, plan.pp) != plan.stage_layers for m in METHODS):
+    if tuple(plan.stage_layers) not in own_splits(job.table, plan.key, plan.pp):
         return "partition_method cannot place these boundaries"
     return None
 

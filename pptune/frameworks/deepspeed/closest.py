@@ -30,12 +30,11 @@ from pptune.frameworks.deepspeed.engine import (
     overlap,
     stated_overlap_comm,
 )
-from pptune.frameworks.deepspeed.partition import ds_split
+from pptune.frameworks.deepspeed.partition import METHODS, ds_split
 from pptune.report.fmt import fmt_seconds
 
 NAME = "deepspeed"
 UNSTATED = {Sharding.FSDP: "torch FSDP (written as ZeRO stage 3, its equivalent)"}
-METHODS = ("uniform", "parameters")  # PipelineModule partition_method values pptune places
 STATEABLE = (Sharding.NONE, Sharding.ZERO1, Sharding.ZERO2, Sharding.ZERO3)
 
 
@@ -44,7 +43,8 @@ def stateable_request(req: PlanRequest, model: str | None) -> PlanRequest:
     data-parallel ranks innermost, ZeRO stages 0-3 (2 and 3 without a pipeline, as the
     search has it), every block recomputed or none (one activation_checkpoint_interval),
     no combined 1F1B order. Any split: partition_method "type:" patterns place more
-    than the uniform and parameters splits pptune writes."""
+    than the uniform and parameters splits pptune writes (``recommend --framework``
+    searches those alone: Adapter.own_splits)."""
     del model  # PipelineModule pipelines any layer list
     if req.tp > 1:  # AutoTP runs without a pipeline (rules.py)
         req = replace(req, pp=(1,))
