@@ -78,7 +78,7 @@ def collector_paused() -> Iterator[None]:
     makes millions of small records (candidates, compiled ops, stage costs) that reference
     counting frees; the collector, run every 700 allocations, walked them again and again
     for almost nothing (under 1,000 objects in cycles a search): 14% of the CPU of
-    DeepSeek-V3 on 2,048 GPUs (1.9 s of 13.8), with the same peak memory."""
+    DeepSeek-V3 on 2,048 GPUs (1.9 s of 13.8), the same peak memory."""
     was = gc.isenabled()
     gc.disable()
     try:

@@ -16,13 +16,14 @@ first: the first time, it finds the contiguous split that minimises the
 bottleneck stage within each stage's memory (partition.py) and pushes the
 candidate back with a tighter bound (the busiest device's work, and with
 one chunk per device the pipeline fill in front of each stage); the second
-time it simulates it (evaluate.py) and, for shallow pipelines with few
-micro-batches, improves the split for the simulated step (refine.py; with
-several chunks per device, where the exact search is cheap, for every
-simulated candidate, which then keeps its split-free bound; a split refined
-under one rank order is tried under the others). A request that names the only
-splits its framework builds (``PlanRequest.stage_splits``) is split on those alone,
-each simulated, none refined (own_splits.py). A candidate whose bound exceeds the ``top``-th step time found (and, for 1f1b,
+time it simulates it (evaluate.py) and, for shallow pipelines with few micro-batches,
+improves the split for the simulated step (refine.py; with several chunks per device,
+where the exact search is cheap, for every simulated candidate, which then keeps its
+split-free bound; a split refined under one rank order, sharding or recomputation is
+tried under the others; 1f1b plans faster than the best 1f1b plan so far too). A
+request that names the only splits its framework builds (``PlanRequest.stage_splits``)
+is split on those alone, each simulated, none refined (own_splits.py). A
+candidate whose bound exceeds the ``top``-th step time found (and, for 1f1b,
 the best 1f1b plan; for pp = 1, the best plan without a pipeline) is never
 split or simulated: the top plans, the best 1f1b plan and the best plan
 without a pipeline are the same as when simulating all of them. The best
@@ -168,8 +169,8 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
         spec = cand.spec
         kth = times[req.top - 1] if len(times) >= req.top else math.inf
         # the best 1f1b plan is kept exact (the reference the report compares against)
-        own = (best_by[spec.schedule].step_time_s if spec.schedule in best_by else math.inf) if (
-            spec.schedule is Schedule.ONE_F_ONE_B) else -math.inf
+        own = best_by[spec.schedule].step_time_s if spec.schedule in best_by else math.inf
+        own = own if spec.schedule is Schedule.ONE_F_ONE_B else -math.inf
         pp1 = (best_pp1.step_time_s if best_pp1 else math.inf) if (
             spec.pp == 1 and req.with_best_pp1) else -math.inf
         key = req.key_of(spec)
@@ -224,9 +225,11 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
         # a plan over memory in its op order alone is not simulated (over_memory)
         found = None if over_memory(table, req, spec) else evaluate(table, req, spec)
         simulated += found is not None
-        # a split refined under another rank order is tried under this one too, and a
-        # framework's other own splits (own_splits.py)
-        for alt_split in theirs or (refined.get(twin, spec.stage_layers),):
+        # a split refined under another rank order is tried under this one too, or under
+        # another sharding or recomputation (its memory is checked below); a framework's
+        # other own splits (own_splits.py)
+        sibling = replace(twin, sharding=Sharding.NONE, recompute=Recompute.NONE)
+        for alt_split in theirs or (refined.get(twin, refined.get(sibling, spec.stage_layers)),):
             if alt_split == spec.stage_layers or over_memory(
                     table, req, alt_spec := replace(spec, stage_layers=alt_split)):
                 continue
@@ -240,12 +243,14 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
             rejected[Reason.OOM.value] += 1
             continue
         plan = found
-        if req.stage_splits is None and spec.pp > 1 and (plan.step_time_s < kth + lead_s
-                                                         or always_refined(spec)):
+        # refined where it could be listed, or be the best 1f1b plan (own: kept exact);
+        # never on a framework's own splits
+        if req.stage_splits is None and spec.pp > 1 and (
+                plan.step_time_s < max(kth, own) + lead_s or always_refined(spec)):
             plan, extra = refine_split(table, req, plan)
             simulated += extra
             if extra:
-                refined[twin] = tuple(plan.stage_layers)
+                refined[twin] = refined[sibling] = tuple(plan.stage_layers)
         if fitted_per_stage(req, plan.recompute, spec.pp, spec.schedule):
             plan, extra = fit_stage_recompute(table, req, plan, cut)
             simulated += extra
@@ -338,11 +343,8 @@ def _finished(found: Ranked, req_of: Callable[[CostKey], PlanRequest]) -> Search
         top.append(best_pp1)  # the honest baseline: the best plan without a pipeline
     notes = []
     shown = sizes(source(top[0].key), first) if top else []
-    if top and not any(
-        req.global_batch % (b * top[0].dp) == 0
-        and (req.global_batch // (b * top[0].dp)) % top[0].pp == 0
-        for b in shown
-    ):
+    if top and not any((req.global_batch // (b * top[0].dp)) % top[0].pp == 0
+                       for b in shown if req.global_batch % (b * top[0].dp) == 0):
         notes.append(
             f"no micro-batch size makes the micro-batch count a multiple of pp={top[0].pp} "
             f"at global batch {req.global_batch} and dp={top[0].dp}; "

@@ -245,7 +245,10 @@ def stage_comm(
 ) -> ShardComm:
     """Collective times of a stage with ``params`` parameters over ``dp`` ranks.
 
-    ``grad_factor`` scales gradient bytes (``--grad-compression``). ``none`` and
+    ``grad_factor``: the bytes a gradient crosses the wire in over FP32's 4, for every
+    sharding (``--grad-compression``; 0.5 where a config states BF16 gradients), never
+    wider than the gradient is held (ZeRO-2/3's 16-bit ones stay 2 bytes at 0.5 or 1:
+    the factor narrows the wire, it does not halve DeepSpeed's width twice). ``none`` and
     ``zero1`` reduce in buckets during the stage's last backward (``bwd_window_s``)
     and zero1 gathers ahead of its first forward (``fwd_window_s``), as
     ``comm.dp_exposed_s`` models it (``overlap``: bucketed, else after the backward;
@@ -258,8 +261,9 @@ def stage_comm(
     def gather() -> float:
         return all_gather_s(params * param_bytes, dp, link)
 
-    def scatter(grad_bytes: float) -> float:
-        return reduce_scatter_s(params * grad_bytes * grad_factor, dp, link)
+    def scatter(held_bytes: float) -> float:
+        wire = min(held_bytes, MEGATRON_GRAD_BYTES * grad_factor)
+        return reduce_scatter_s(params * wire, dp, link)
 
     if sharding in (Sharding.NONE, Sharding.ZERO1):
         red = DpReduction(params, dp, link, MEGATRON_GRAD_BYTES * grad_factor, param_bytes,

@@ -146,6 +146,26 @@ def test_collective_times_per_sharding() -> None:
             assert traffic_in_ops(sharding, reshard) == (c.fwd_s + c.bwd_s > 0), sharding
 
 
+def test_a_gradient_crosses_the_wire_at_most_as_wide_as_it_is_held() -> None:
+    """``grad_factor`` is the wire's bytes over FP32's for every sharding; ZeRO-2/3 hold
+    16-bit gradients (DeepSpeed's default), so the 0.5 a BF16 gradient width states
+    (check-config, DeepSpeed's engine) leaves them at 2 bytes, not 1."""
+    link = AllReduceLink(0.0, 1e9)
+    n, dp = 1e6, 4
+    scatter_2 = 0.75 * 2e6 / 1e9  # (dp-1)/dp of 2 bytes a gradient
+    for factor in (1.0, 0.5):
+        z2 = stage_comm(Sharding.ZERO2, False, n, dp, link, factor)
+        assert z2.bwd_s == pytest.approx(scatter_2)
+        z3 = stage_comm(Sharding.ZERO3, True, n, dp, link, factor)
+        assert z3.bwd_s == pytest.approx(0.75 * 2e6 / 1e9 + scatter_2)
+    # a compression narrower than the held width narrows the wire: 4 x 0.2 = 0.8 bytes
+    z2 = stage_comm(Sharding.ZERO2, False, n, dp, link, 0.2)
+    assert z2.bwd_s == pytest.approx(0.75 * 0.8e6 / 1e9)
+    # FSDP reduces FP32 (torchtitan's float32 reduce dtype): 0.5 is its BF16 reduce
+    fs = stage_comm(Sharding.FSDP, True, n, dp, link, 0.5)
+    assert fs.bwd_s == pytest.approx(0.75 * 2e6 / 1e9 + 0.75 * 2e6 / 1e9)
+
+
 def _table(n_blocks: int = 4, param_bytes: float = 2e6, memory: float = 1e12) -> CostTable:
     names = ["embedding", *[f"block{i}" for i in range(n_blocks)], "head"]
     n = len(names)
