@@ -5,8 +5,9 @@ choose), one plan's specification, and the plan it evaluates to (evaluate.py).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.layout import Layout, RankOrder
@@ -26,8 +27,14 @@ from pptune.costmodel.schedules import (
 from pptune.costmodel.sharding import Sharding, state_bytes_per_param, working_bytes
 from pptune.costmodel.simulate import SimResult
 
+if TYPE_CHECKING:
+    from pptune.costmodel.table import CostTable
+
 DEFAULT_VIRTUAL_STAGES = (2, 3, 4)
 DEFAULT_TOP = 5  # plans recommend lists (--top)
+# the splits (layers per model chunk) a framework builds a pipeline of so many chunks on,
+# over the layers of a cost key's table (PlanRequest.stage_splits)
+StageSplits = Callable[["CostTable", CostKey, int], Sequence[tuple[int, ...]]]
 
 
 @dataclass(frozen=True)
@@ -113,6 +120,11 @@ class PlanRequest:
     # (torchtitan's "fsdp" mesh: dp_shard x cp); their gradient all-reduce across
     # replicas is priced as the one sharded reduction over dp
     dp_replicate: int = 1
+    # the only splits the framework builds a pipeline's stages on (DeepSpeed's
+    # partition_method: Adapter.own_splits): the search places each pipeline on those
+    # alone, never on a split of its own nor a refined one (own_splits.py); None: any
+    # contiguous split
+    stage_splits: StageSplits | None = None
 
     def state_per_param(self, sharding: Sharding, dp: int) -> float:
         """Training-state bytes a parameter over ``dp`` ranks (the data-parallel group,

@@ -21,6 +21,8 @@ improves the split for the simulated step (refine.py; with several chunks per de
 where the exact search is cheap, for every simulated candidate, which then keeps its
 split-free bound; a split refined under one rank order, sharding or recomputation is
 tried under the others; 1f1b plans faster than the best 1f1b plan so far too). A
+request that names the only splits its framework builds (``PlanRequest.stage_splits``)
+is split on those alone, each simulated, none refined (own_splits.py). A
 candidate whose bound exceeds the ``top``-th step time found (and, for 1f1b,
 the best 1f1b plan; for pp = 1, the best plan without a pipeline) is never
 split or simulated: the top plans, the best 1f1b plan and the best plan
@@ -37,12 +39,10 @@ plan it was ranked before.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import heapq
 import math
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from pptune.costmodel.breakdown import exposed_cp_s
@@ -78,7 +78,9 @@ from pptune.costmodel.listing import (
     unique,
     without_recompute,
 )
+from pptune.costmodel.memo import collector_paused
 from pptune.costmodel.memory import DEFAULT_RESERVE_BYTES, Recompute
+from pptune.costmodel.own_splits import others, own_split_bound
 from pptune.costmodel.refine import always_refined, refine_split
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.sharding import Sharding, state_bytes_per_param
@@ -208,23 +210,29 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
             heapq.heappush(heap, (tighter.key(), tighter))
             continue
         twin = replace(spec, rank_order=DP_INNER, stage_layers=())
-        if not cand.exposed and twin not in refined and not always_refined(spec):
+        theirs = others(table, req, spec, splits.setdefault(key, SplitCache())) if (
+            req.stage_splits and spec.pp > 1) else ()
+        if not cand.exposed and twin not in refined and (theirs or not always_refined(spec)):
             # before simulating: the bound with its exposed data-parallel traffic and optimizer
-            # step, where the split's bound stands for the plan (its own split: no refined twin)
-            raised = Candidate(max(cand.bound_s, _outcome_bound(table, req, spec, cut)),
-                               spec, cand.any_split, exposed=True)
+            # step, where the split's bound stands for the plan (its own split: no refined
+            # twin; a framework's own splits: the least of theirs)
+            bound_s = min(_outcome_bound(table, req, x, cut) for x in (
+                spec, *(replace(spec, stage_layers=s) for s in theirs)))
+            raised = Candidate(max(cand.bound_s, bound_s), spec, cand.any_split, exposed=True)
             if raised.bound_s > cand.bound_s:
                 heapq.heappush(heap, (raised.key(), raised))
                 continue
         # a plan over memory in its op order alone is not simulated (over_memory)
         found = None if over_memory(table, req, spec) else evaluate(table, req, spec)
         simulated += found is not None
-        # a split refined under another rank order is tried under this one too
-        # or under another sharding or recomputation (its memory is checked below)
+        # a split refined under another rank order is tried under this one too, or under
+        # another sharding or recomputation (its memory is checked below); a framework's
+        # other own splits (own_splits.py)
         sibling = replace(twin, sharding=Sharding.NONE, recompute=Recompute.NONE)
-        alt_split = refined.get(twin, refined.get(sibling, spec.stage_layers))
-        alt_spec = None if alt_split == spec.stage_layers else replace(spec, stage_layers=alt_split)
-        if alt_spec is not None and not over_memory(table, req, alt_spec):
+        for alt_split in theirs or (refined.get(twin, refined.get(sibling, spec.stage_layers)),):
+            if alt_split == spec.stage_layers or over_memory(
+                    table, req, alt_spec := replace(spec, stage_layers=alt_split)):
+                continue
             alt = evaluate(table, req, alt_spec)
             simulated += 1
             if (max(alt.peak_memory_bytes) <= table.memory_bytes
@@ -235,8 +243,10 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
             rejected[Reason.OOM.value] += 1
             continue
         plan = found
-        # refined where it could be listed, or be the best 1f1b plan (own: kept exact)
-        if spec.pp > 1 and (plan.step_time_s < max(kth, own) + lead_s or always_refined(spec)):
+        # refined where it could be listed, or be the best 1f1b plan (own: kept exact);
+        # never on a framework's own splits
+        if req.stage_splits is None and spec.pp > 1 and (
+                plan.step_time_s < max(kth, own) + lead_s or always_refined(spec)):
             plan, extra = refine_split(table, req, plan)
             simulated += extra
             if extra:
@@ -286,28 +296,12 @@ def search_all(tables: CostTable | TableSource, reqs: Sequence[PlanRequest],
     if not reqs:
         return SearchResult([], Counter(), 0, 0, {})
     log = AsRunLog(as_run, faster) if as_run is not None else None
-    with _collector_paused():
+    with collector_paused():
         found = [_ranked(table_source(tables, r), r, log) for r in reqs]
         if len(found) == 1:
             return _finished(found[0], lambda key: reqs[0])
         by_key = {k: r for r in reqs for k in r.keys()}
         return _finished(merged(found), lambda key: by_key.get(key, reqs[0]))
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """CPython's cyclic garbage collector off for the while (as it was after). A search
-    makes millions of small records (candidates, compiled ops, stage costs) that reference
-    counting frees; the collector, run every 700 allocations, walked them again and again
-    for almost nothing (under 1,000 objects in cycles a search): 14% of the CPU of
-    DeepSeek-V3 on 2,048 GPUs (1.9 s of 13.8), the same peak memory."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _ranked(source: TableSource, req: PlanRequest, log: AsRunLog | None) -> Ranked:
@@ -390,11 +384,13 @@ def _outcome_bound(table: CostTable, req: PlanRequest, spec: PlanSpec, cut_s: fl
 def _split_candidate(
     table: CostTable, req: PlanRequest, cand: Candidate, cache: SplitCache
 ) -> Candidate | None:
-    """The candidate with its min-bottleneck split and a tighter bound, or None (memory)."""
-    found = split_with_bound(table, req, cand.spec, cache)
+    """The candidate with its min-bottleneck split (or the request's framework's best
+    own split) and a tighter bound, or None (memory)."""
+    found = (own_split_bound if req.stage_splits and cand.spec.pp > 1 else split_with_bound)(
+        table, req, cand.spec, cache)
     if found is None:
         return None
     bound_s, split_spec = found
-    if always_refined(split_spec):  # another split may beat this one's bound
+    if always_refined(split_spec) and req.stage_splits is None:  # another split may beat it
         return Candidate(cand.bound_s, split_spec)
     return Candidate(bound_s, split_spec)

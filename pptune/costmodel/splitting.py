@@ -134,6 +134,8 @@ class SplitCache:
     # split_with_bound's compute-only bounds, by what they read: specs that differ in
     # sharding, rank order or recomputation bounded alike share one
     bounds: dict[tuple[object, ...], float] = field(default_factory=dict)
+    # the request's own splits (own_splits.py), by model chunks
+    own: dict[int, tuple[tuple[int, ...], ...]] = field(default_factory=dict)
 
     def rerun(self, recompute: Recompute, b: int, values: Sequence[float]) -> RangeMax | None:
         """``range_max`` of a recomputed table's ``rerun_bytes``; None where it has none."""
@@ -320,34 +322,38 @@ def split_with_bound(table: CostTable, req: PlanRequest, spec: PlanSpec,
     split = min_bottleneck_within_memory(rc, req, spec, cache)
     if split is None:
         return None
-    split_spec = replace(spec, stage_layers=tuple(split))
+    return bound_split(table, req, replace(spec, stage_layers=tuple(split)), cache)
+
+
+def bound_split(table: CostTable, req: PlanRequest, spec: PlanSpec,
+                cache: SplitCache) -> tuple[float, PlanSpec] | None:
+    """(a step-time bound of the split plan ``spec``, it), or None where several chunks
+    a device surely outgrow its memory."""
+    rc = cache.recomputed(table, spec.recompute, req.recompute_every)
     rb = bound_recompute(req, spec.recompute, spec.pp, spec.schedule)
     if not traffic_in_ops(spec.sharding, reshards(spec.sharding, spec.pp,
                                                   req.fsdp_reshard_after_forward)):
         # their data-parallel traffic runs once per step (start_s, tail_s), never inside
         # an op: the compute alone bounds the stages (evaluate.with_comm leaves them as
         # they are; FP8's amax waits, which it adds, only raise them)
-        if spec.virtual_stages > 1 and surely_oom(rc, req, split_spec,
-                                                  _compute_stages(rc, split_spec)):
+        if spec.virtual_stages > 1 and surely_oom(rc, req, spec, compute_stages(rc, spec)):
             return None
         # all the bound reads: the compute of the split under the bound's recomputation
-        key = (rb, spec.micro_batch_size, split_spec.stage_layers,
-               spec.a2a_stream, spec.schedule, spec.pp, spec.virtual_stages,
-               spec.num_microbatches, spec.combined)
+        key = (rb, spec.micro_batch_size, spec.stage_layers, spec.a2a_stream, spec.schedule,
+               spec.pp, spec.virtual_stages, spec.num_microbatches, spec.combined)
         bound = cache.bounds.get(key)
         if bound is None:
-            fastest = _compute_stages(cache.recomputed(table, rb, req.recompute_every),
-                                      split_spec)
+            fastest = compute_stages(cache.recomputed(table, rb, req.recompute_every), spec)
             bound = cache.bounds[key] = lower_bound(spec.schedule, spec.pp,
                                                     spec.num_microbatches, fastest, spec.combined)
-        return bound, split_spec
-    bounded = replace(split_spec, recompute=rb)
-    stages = stage_layout(table, req, split_spec).stages
-    fastest = stages if bounded == split_spec else stage_layout(table, req, bounded).stages
-    if spec.virtual_stages > 1 and surely_oom(rc, req, split_spec, stages):
+        return bound, spec
+    bounded = replace(spec, recompute=rb)
+    stages = stage_layout(table, req, spec).stages
+    fastest = stages if bounded == spec else stage_layout(table, req, bounded).stages
+    if spec.virtual_stages > 1 and surely_oom(rc, req, spec, stages):
         return None
-    return (lower_bound(spec.schedule, spec.pp, spec.num_microbatches, fastest,
-                        spec.combined), split_spec)
+    return lower_bound(spec.schedule, spec.pp, spec.num_microbatches, fastest,
+                       spec.combined), spec
 
 
 def layout_bound(table: CostTable, req: PlanRequest, spec: PlanSpec) -> float:
@@ -368,7 +374,7 @@ def layout_bound(table: CostTable, req: PlanRequest, spec: PlanSpec) -> float:
             + optimizer_step_s(table, req, spec, lay))
 
 
-def _compute_stages(rc: CostTable, spec: PlanSpec) -> list[StageCost]:
+def compute_stages(rc: CostTable, spec: PlanSpec) -> list[StageCost]:
     """Per global stage, the compute alone (dualpipe: each chunk on two stages)."""
     chunks = stage_costs(rc, spec.micro_batch_size, spec.stage_layers, spec.a2a_stream)
     return [chunks[c] for c in stage_chunk_map(spec.schedule, spec.pp, spec.virtual_stages)]

@@ -8,8 +8,10 @@ dropped with one note) and, for those keys, over the shardings, schedules,
 recomputations and rank orders they state, priced as its files run them
 (``Adapter.stateable_groups``: the request narrowed by the adapter, one
 request for each tensor-parallel size and shardings whose narrowing differs,
-e.g. DeepSpeed's AutoTP without a pipeline); ``search_all`` lists the groups'
-plans as one search would. The kernels are those NAME's files run
+e.g. DeepSpeed's AutoTP without a pipeline), their pipelines on the splits its files
+build where those are some alone (``Adapter.own_splits``: DeepSpeed's partition_method,
+searched as costmodel/own_splits.py says); ``search_all`` lists the groups' plans as
+one search would. The kernels are those NAME's files run
 (plan/written.py), as with ``--emit``. Each plan is ranked as NAME's files run it
 (``Adapter.as_run``: torchtitan runs the zero-bubble and DualPipeV schedules with its
 model uncompiled), as ``--emit`` and check-config price it (frameworks/common/as_run.py);
@@ -90,7 +92,13 @@ class FrameworkSearch:
         """``req`` over the keys its files state, narrowed to what they state there;
         none where no key is left."""
         keys = self.keys(req.keys())
-        return self.adapter.stateable_groups(req, keys, self.model, self.shape) if keys else []
+        if not keys:
+            return []
+        groups = self.adapter.stateable_groups(req, keys, self.model, self.shape)
+        if self.adapter.builds_any_split:
+            return groups
+        # its pipelines on the splits its files build alone (Adapter.own_splits)
+        return [replace(g, stage_splits=self.adapter.own_splits) for g in groups]
 
     def __call__(self, tables: CostTable | TableSource, req: PlanRequest) -> SearchResult:
         groups = self.groups(req)

@@ -220,11 +220,11 @@ def test_a_zero_bubble_plan_that_fits_is_listed_at_its_eager_step() -> None:
         assert evaluate(job.table, job.request, plan.spec).step_time_s == plan.step_time_s
 
 
-@pytest.mark.parametrize("framework", ["deepspeed"])
+@pytest.mark.parametrize("framework", ["pptune"])
 def test_a_framework_that_runs_plans_as_priced_lists_the_search(framework: str) -> None:
-    """DeepSpeed runs each plan as the search priced it (Adapter.as_run's default): the
-    list is the search's over the plans its files state, nothing left out (Megatron-LM
-    prices its plans as run: test_framework_as_run.py)."""
+    """pptune's own runtime runs each plan as the search priced it (Adapter.as_run's
+    default): the list is the search's over the plans its files state, nothing left out
+    (Megatron-LM and DeepSpeed price their plans as run: test_framework_as_run.py)."""
     run = ranked(framework)
     again = search_all(run.table_for, list(run.groups))
     assert [(p.spec, p.step_time_s) for p in run.result.plans] == [

@@ -287,6 +287,29 @@ class Adapter:
         kernels as priced, or slower ones)."""
         return 0.0
 
+    def as_run_step_saving_s(self, job: Job, spec: PlanSpec) -> float:
+        """The most seconds a step of a plan of ``spec`` runs faster so, once a step beside
+        m times ``as_run_saving_s`` (DeepSpeed's 16-bit gradients: the data-parallel
+        traffic after the last backward, the optimizer step); it may depend on the
+        spec's depth and rank order too. Default: 0."""
+        return 0.0
+
+    def own_splits(self, table: CostTable, key: CostKey, chunks: int
+                   ) -> tuple[tuple[int, ...], ...]:
+        """The only splits (layers per stage) its files build a pipeline of ``chunks``
+        stages on, over the layers of ``table`` (``key``'s), where it builds its stages
+        by a rule of its own (DeepSpeed's partition_method) and ``as_run`` refuses plans
+        on others: ``recommend --framework`` searches its pipelines on those alone
+        (PlanRequest.stage_splits, costmodel/own_splits.py). Default (``builds_any_split``):
+        none, its files state any contiguous split."""
+        del table, key, chunks
+        return ()
+
+    @property
+    def builds_any_split(self) -> bool:
+        """Whether its files state any contiguous split (``own_splits`` is the default's)."""
+        return type(self).own_splits is Adapter.own_splits
+
     @property
     def runs_as_priced(self) -> bool:
         """Whether the framework runs every plan as the search priced it (``as_run`` is

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from pptune.costmodel.keys import CostKey
 from pptune.costmodel.listing import Faster
-from pptune.costmodel.search import Plan, PlanSpec, Sharding
+from pptune.costmodel.search import Plan, PlanSpec, RankOrder, Sharding
 from pptune.errors import BadInput
 from pptune.frameworks.common.adapter import Adapter, Job
 from pptune.frameworks.common.express import fits
@@ -32,16 +32,23 @@ def as_itself(adapter: Adapter, job: Job, plan: Plan) -> tuple[Job, Plan] | None
 
 def as_run_faster(adapter: Adapter, job_of: Callable[[CostKey], Job]) -> Faster | None:
     """The search's allowance for plans the adapter prices as run faster than the search
-    (m times ``Adapter.as_run_saving_s`` of the job ``job_of`` gives a cost key), kept by
-    key, sharding, depth and micro-batch size (what the adapters' savings depend on);
+    (m times ``Adapter.as_run_saving_s`` plus ``Adapter.as_run_step_saving_s`` of the job
+    ``job_of`` gives a cost key), kept by key, sharding, depth and micro-batch size (what
+    the adapters' savings depend on: the step's by the depth itself and the rank order);
     None where it never runs a plan faster than priced (the default's)."""
-    if type(adapter).as_run_saving_s is Adapter.as_run_saving_s:
+    mine = type(adapter)
+    if (mine.as_run_saving_s, mine.as_run_step_saving_s) == (
+            Adapter.as_run_saving_s, Adapter.as_run_step_saving_s):
         return None
     kept: dict[tuple[CostKey, Sharding, bool, int], float] = {}
+    once: dict[tuple[CostKey, Sharding, int, RankOrder], float] = {}
 
     def faster_s(key: CostKey, spec: PlanSpec) -> float:
         at = (key, spec.sharding, spec.pp > 1, spec.micro_batch_size)
         if at not in kept:
             kept[at] = adapter.as_run_saving_s(job_of(key), spec)
-        return spec.num_microbatches * kept[at]
+        step = (key, spec.sharding, spec.pp, spec.rank_order)
+        if step not in once:
+            once[step] = adapter.as_run_step_saving_s(job_of(key), spec)
+        return spec.num_microbatches * kept[at] + once[step]
     return faster_s

@@ -6,13 +6,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pptune.costmodel.keys import CostKey
 from pptune.costmodel.presets import ModelShape
-from pptune.costmodel.search import Plan, PlanRequest, Sharding
+from pptune.costmodel.search import CostTable, Plan, PlanRequest, PlanSpec, Sharding
 from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog
 from pptune.frameworks.common.source import Repeated, json_like, parse_json, parse_yaml
-from pptune.frameworks.deepspeed import log, rules, writer
+from pptune.frameworks.deepspeed import as_run as running
+from pptune.frameworks.deepspeed import log, partition, rules, writer
 from pptune.frameworks.deepspeed.closest import closest_plan, stateable_request
 from pptune.frameworks.deepspeed.partition import DEEPSPEED, ds_split
 from pptune.frameworks.deepspeed.reader import DEEPSPEED_KEYS, read_deepspeed
@@ -73,6 +75,24 @@ class DeepSpeedAdapter(Adapter):
 
     def express(self, job: Job, plan: Plan, rank: int) -> Stated:
         return closest_plan(job, plan, rank)
+
+    def as_run(self, job: Job, plan: Plan, *, substitute: bool = True) -> tuple[Job, Plan]:
+        """As the config written for the plan runs it (as_run.py); never another plan in
+        its place: one the config cannot state is refused (BadInput), whatever
+        ``substitute`` says."""
+        return running.as_run(job, plan)
+
+    def own_splits(self, table: CostTable, key: CostKey, chunks: int
+                   ) -> tuple[tuple[int, ...], ...]:
+        """partition_method "uniform" and "parameters" (partition.py); a "type:" pattern
+        places others by the layers' class names, which pptune's layers have not."""
+        return partition.own_splits(table, key, chunks)
+
+    def as_run_saving_s(self, job: Job, spec: PlanSpec) -> float:
+        return running.as_run_saving_s(job, spec)
+
+    def as_run_step_saving_s(self, job: Job, spec: PlanSpec) -> float:
+        return running.as_run_step_saving_s(job, spec)
 
     def write(self, stated: Stated) -> dict[str, str]:
         return writer.write(stated, stated.detail)

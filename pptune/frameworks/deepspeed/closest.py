@@ -12,6 +12,7 @@ checkpoints every layer, N at a time: no every-Nth-block selective).
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.partition import mtp_count
@@ -29,12 +30,11 @@ from pptune.frameworks.deepspeed.engine import (
     overlap,
     stated_overlap_comm,
 )
-from pptune.frameworks.deepspeed.partition import ds_split
+from pptune.frameworks.deepspeed.partition import METHODS, ds_split
 from pptune.report.fmt import fmt_seconds
 
 NAME = "deepspeed"
 UNSTATED = {Sharding.FSDP: "torch FSDP (written as ZeRO stage 3, its equivalent)"}
-METHODS = ("uniform", "parameters")  # PipelineModule partition_method values pptune places
 STATEABLE = (Sharding.NONE, Sharding.ZERO1, Sharding.ZERO2, Sharding.ZERO3)
 
 
@@ -43,7 +43,8 @@ def stateable_request(req: PlanRequest, model: str | None) -> PlanRequest:
     data-parallel ranks innermost, ZeRO stages 0-3 (2 and 3 without a pipeline, as the
     search has it), every block recomputed or none (one activation_checkpoint_interval),
     no combined 1F1B order. Any split: partition_method "type:" patterns place more
-    than the uniform and parameters splits pptune writes."""
+    than the uniform and parameters splits pptune writes (``recommend --framework``
+    searches those alone: Adapter.own_splits)."""
     del model  # PipelineModule pipelines any layer list
     if req.tp > 1:  # AutoTP runs without a pipeline (rules.py)
         req = replace(req, pp=(1,))
@@ -51,6 +52,37 @@ def stateable_request(req: PlanRequest, model: str | None) -> PlanRequest:
                    schedules=keep(req.schedules, (Schedule.ONE_F_ONE_B,)),
                    rank_orders=(DP_INNER,), combined_order=False, stage_recompute=False,
                    recomputes=keep(req.recomputes, (Recompute.NONE, Recompute.FULL)))
+
+
+def kernels(job: Job, tp: int) -> dict[str, Any]:
+    """The kernels a DeepSpeed config runs a plan of tensor-parallel size ``tp`` with
+    (express.priced_as_run's keywords): the model code's attention, AutoTP without
+    sequence parallelism, its MoE layers' standard all-to-all and autograd's BF16 weight
+    gradients."""
+    return {"attention": job.attention, "sequence_parallel": job.sequence_parallel and tp == 1,
+            "dispatcher": Dispatcher.ALLTOALL, "wgrad_accum": WgradAccum.BF16}
+
+
+def engine_request(req: PlanRequest, sharding: Sharding, pp: int,
+                   precision: str = "bf16") -> PlanRequest:
+    """``req`` as DeepSpeed's engine runs the file the writer states for a plan of this
+    sharding, depth and precision (engine.py): its data-parallel overlap, and the 16-bit
+    gradients it keeps (held and reduced at 2 bytes) where ``gradient_width`` says so."""
+    stage = ZERO_STAGE.get(sharding, 3)
+    said = stated_overlap_comm(req.overlap_grad_reduce, sharding, pp)
+    grad, gather = overlap(said, stage, pp)
+    run = replace(req, overlap_grad_reduce=grad, overlap_param_gather=gather)
+    # the file trains in its 16-bit mode (writer.py)
+    if gradient_width(_mode(precision), None, stage, pp) is not None \
+            and req.grad_buffer_bytes is None:
+        run = replace(run, grad_buffer_bytes=2.0, grad_bytes_factor=req.grad_bytes_factor / 2)
+    return run
+
+
+def _mode(precision: str) -> str:
+    """The 16-bit mode the writer states for a plan of ``precision``: "fp16" for FP16,
+    else "bf16" (FP8 is refused: Adapter.states_precisions)."""
+    return "fp16" if precision == "fp16" else "bf16"
 
 
 def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
@@ -65,11 +97,9 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     runs = [*(["tensor parallelism (AutoTP) without sequence parallelism"] if plan.tp > 1
               else []),
             *(["its MoE layers' standard all-to-all"] if plan.ep > 1 else [])]
-    job, plan = ex.priced_as_run(job, plan, name=NAME, attention=job.attention,
-                                 sequence_parallel=job.sequence_parallel and plan.tp == 1,
-                                 notes=notes, dispatcher=Dispatcher.ALLTOALL,
-                                 wgrad_accum=WgradAccum.BF16,  # autograd's BF16 gradients
-                                 runs=" and ".join(runs) or "its own kernels")
+    job, plan = ex.priced_as_run(job, plan, name=NAME, notes=notes,
+                                 runs=" and ".join(runs) or "its own kernels",
+                                 **kernels(job, plan.tp))
     if split_sequence:  # the search ranked plans that split the sequence
         notes.append("recommend --no-sequence-parallel ranks the plans as DeepSpeed runs "
                      "tensor parallelism")
@@ -118,16 +148,9 @@ def _as_engine_overlaps(job: Job, plan: Plan, exact: bool, notes: list[str]
     """The plan re-priced as DeepSpeed's engine runs the file the writer states
     (engine.py): its data-parallel overlap, and the 16-bit gradients it keeps."""
     req = job.request
-    stage = ZERO_STAGE.get(plan.sharding, 3)
-    said = stated_overlap_comm(req.overlap_grad_reduce, plan.sharding, plan.pp)
-    grad, gather = overlap(said, stage, plan.pp)
-    run = replace(req, overlap_grad_reduce=grad, overlap_param_gather=gather)
-    # the file trains in bf16 or fp16 (writer.py): the engine's gradients are 16-bit
-    # where gradient_width says so, held and reduced at 2 bytes
-    mode = "fp16" if plan.precision.value == "fp16" else "bf16"
-    sixteen = gradient_width(mode, None, stage, plan.pp) is not None
-    if sixteen and req.grad_buffer_bytes is None:
-        run = replace(run, grad_buffer_bytes=2.0, grad_bytes_factor=req.grad_bytes_factor / 2)
+    run = engine_request(req, plan.sharding, plan.pp, plan.precision.value)
+    grad = run.overlap_grad_reduce
+    mode = _mode(plan.precision.value)
     if run == req:
         return job, plan, exact
     alt = evaluate(job.table, run, plan.spec)
