@@ -33,6 +33,7 @@ from pptune.costmodel.keys import CostKey, TableSource
 from pptune.costmodel.listing import Ran
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.search import CostTable, Plan, PlanRequest, SearchResult, search_all
+from pptune.costs.resolve import Costs
 from pptune.errors import BadInput
 from pptune.frameworks.common.adapter import Adapter, Job
 from pptune.frameworks.common.as_run import as_itself, as_run_faster
@@ -127,7 +128,11 @@ class FrameworkSearch:
         again = {p.spec for p in result.repriced}
         changed = [p for p in shown if p.spec in again]
         last_s = max((p.step_time_s for p in shown), default=math.inf)
-        left = [p for p in result.dropped if p.step_time_s < last_s]
+        # those the list shows in words (another split or rank order of a listed plan)
+        # left aside: the note names one by the words it shows
+        words = {_described(p) for p in shown}
+        left = [p for p in result.dropped
+                if p.step_time_s < last_s and _described(p) not in words]
         listed = {p.spec for p in shown}
         past = [p for p in result.repriced if p.spec not in listed and p.step_time_s < last_s]
         parts = [f"{len(changed)} listed plan{'s' * (len(changed) > 1)} priced again so"
@@ -241,3 +246,32 @@ def _unstated(lost: Sequence[CostKey], why: Callable[[CostKey], str | None]) -> 
     dims = (*alone, *(name for key in rest for name in _sized(key)))
     return _Unstated("; ".join([*named, *because]), sum(map(len, alone.values())) + len(rest),
                      tuple(dict.fromkeys(dims)))
+
+
+def as_built(framework: str | None, costs: Costs,
+             again: Callable[[ModelShape], Costs | None]) -> tuple[Costs, str | None]:
+    """The analytic costs of the model ``framework``'s files build, and the note saying
+    what changed: without the multi-token-prediction layers of a framework that builds
+    none (``Adapter.builds_mtp``; ``again`` prices a shape), so that its plans split and
+    price the layers its files run; else as they are (measured or calibrated costs too:
+    their layers are the profile's)."""
+    shape = costs.shape
+    if framework is None or costs.measured or costs.profile_file is not None \
+            or shape is None or not shape.mtp_layers:
+        return costs, None
+    adapter = ADAPTERS[parse_framework(framework, "--framework")]
+    if adapter.builds_mtp:
+        return costs, None
+    n, found = shape.mtp_layers, again(replace(shape, mtp_layers=0))
+    if found is None:
+        return costs, None
+    return found, (
+        f"{adapter.title}'s files build no multi-token-prediction module: planned without "
+        f"{shape.name}'s {n} MTP layer{'s' * (n > 1)}")
+
+
+def _described(plan: Plan) -> tuple[object, ...]:
+    """What ``as_run_note`` says of a plan left out: its sizes, schedule, batch, sharding
+    and recomputation (not its split or rank order)."""
+    return (plan.pp, plan.dp, plan.tp, plan.schedule, plan.virtual_stages,
+            plan.num_microbatches, plan.micro_batch_size, plan.sharding, plan.recompute)

@@ -34,6 +34,7 @@ from pptune.costmodel.sharding import StateDtype, moment_bytes
 from pptune.costs.dims import KvHeads, cp_not_searched, fp8_flags_problem, search_keys
 from pptune.costs.measured import tp_heads_problem
 from pptune.costs.resolve import Costs, resolve
+from pptune.costs.resolve import find as find_costs
 from pptune.errors import BadInput
 from pptune.frameworks.registry import ADAPTERS, find
 from pptune.options import CostOptions, PlanSpace, build, fields_of
@@ -41,7 +42,7 @@ from pptune.options.record import PlanFileRequest
 from pptune.plan.attention_share import attention_note
 from pptune.plan.domain_note import domain_note, host_note
 from pptune.plan.forced import forced_note
-from pptune.plan.framework_search import FrameworkSearch, check_moments, parse_framework
+from pptune.plan.framework_search import FrameworkSearch, as_built, check_moments, parse_framework
 from pptune.plan.headroom import headroom_note
 from pptune.plan.jobs import Jobs, recorded
 from pptune.plan.reserve import check_reserve, reserve_bytes, within_memory
@@ -209,6 +210,10 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
             spec = replace(spec, costs=replace(spec.costs, **chosen))
             costs = resolve(spec.costs, sizes=s.micro_batch_sizes, search=True,
                             gpus_per_node=s.gpus_per_node, gpus=s.gpus)
+        costs, built = as_built(spec.framework, costs, lambda shape: find_costs(
+            spec.costs, sizes=s.micro_batch_sizes, shape=shape, search=True,
+            gpus_per_node=s.gpus_per_node, gpus=s.gpus))
+        ranked += [built] if built else []
     reserve = reserve_bytes(s, costs)
     check_reserve(reserve, costs.table.memory_bytes, costs.profile.device.name, s.reserve_gib,
                   s.max_memory)

@@ -34,7 +34,8 @@ from pptune.plan.emit import job_of
 from pptune.plan.recommend import RecommendSpec, recommend
 
 runner = CliRunner()
-FILES = {"megatron": ("pretrain_megatron.sh",), "deepspeed": ("ds_config.json",)}
+FILES = {"megatron": ("pretrain_megatron.sh",), "deepspeed": ("ds_config.json",),
+         "torchtitan": ("torchtitan.toml",)}
 JOBS = {"8 GPUs": ["--gpus", "8"],
         "llama3-70b 64": ["--gpus", "64", "--model", "llama3-70b"],
         "mixtral-8x7b 32": ["--gpus", "32", "--model", "mixtral-8x7b"],
@@ -67,6 +68,20 @@ def test_plan_one_is_ranked_at_the_step_its_file_runs(framework: str, job: str,
                                                       tmp_path: Path) -> None:
     shown, steps = round_trip(framework, JOBS[job], tmp_path)
     assert [f"{s:.3f}" for s in steps] == [shown] * len(steps)
+
+
+@pytest.mark.parametrize("framework", ["torchtitan", "deepspeed"])
+def test_a_model_with_mtp_is_planned_as_the_files_build_it(framework: str,
+                                                           tmp_path: Path) -> None:
+    # neither builds DeepSeek-V3's MTP layer: planned without it, plan 1 is what its
+    # file runs (the table had priced the MTP layer and torchtitan's file 7% slower)
+    flags = ["--gpus", "256", "--model", "deepseek-v3", "--pp", "8", "--ep", "32",
+             "--tp", "1", "--cp", "1"]
+    shown, steps = round_trip(framework, flags, tmp_path)
+    assert [f"{s:.3f}" for s in steps] == [shown]
+    r = runner.invoke(app, ["recommend", *flags, "--framework", framework])
+    assert "build no multi-token-prediction module: planned without deepseek-v3's 1 MTP " \
+           "layer" in " ".join(r.stderr.split())
 
 
 def test_megatron_ranks_no_rank_order_megatron_core_refuses() -> None:

@@ -231,3 +231,19 @@ def test_a_framework_that_runs_plans_as_priced_lists_the_search(framework: str) 
         (p.spec, p.step_time_s) for p in again.plans]
     assert (run.result.dropped, run.result.repriced) == ([], [])
     assert not [n for n in run.result.notes if n.startswith("ranked as")]
+
+
+def test_the_left_out_note_names_no_plan_the_list_shows_in_the_same_words() -> None:
+    # a plan left out that the list shows in words (another split or rank order of a
+    # listed plan) is not "a faster plan left out": a trial read plan 1 itself there
+    run = recommend(RecommendSpec.of(gpus=8))
+    first = run.result.plans[0]
+    twin = replace(first, step_time_s=first.step_time_s * 0.99,
+                   stage_layers=tuple(reversed(first.stage_layers)))
+    note = _search(MEGATRON).as_run_note(replace(run.result, dropped=[twin], repriced=[]))
+    assert note is None
+    other = replace(twin, recompute=Recompute.SELECTIVE)
+    note = _search(MEGATRON).as_run_note(replace(run.result, dropped=[twin, other],
+                                                 repriced=[]))
+    assert note is not None and "1 faster plan left out" in note
+    assert f"{first.sharding.value}/selective at" in note

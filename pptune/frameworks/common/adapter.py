@@ -117,6 +117,10 @@ class Adapter:
     # precisions beyond bf16 its files state where "precision" is not in states_dims
     # (DeepSpeed's "fp16" section, not FP8)
     states_precisions: frozenset[str] = frozenset()
+    # whether the model its files build has the multi-token-prediction layers a shape
+    # states (Megatron-LM's --mtp-num-layers); torchtitan's deepseek_v3 and DeepSpeed's
+    # PipelineModule of the model code build none: recommend plans such a model without
+    builds_mtp = True
     # its interleaved schedule runs m not a multiple of pp in Megatron-LM's micro-batch
     # groups, the order pptune simulates (schedule_orders.microbatch_group); torch's
     # ScheduleInterleaved1F1B (torchtitan, pptune's runtime) orders them its own way

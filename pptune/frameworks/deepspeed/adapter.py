@@ -34,6 +34,7 @@ class DeepSpeedAdapter(Adapter):
     versions = (DEEPSPEED,)
     states_dims = frozenset({"ep"})  # AutoEP's expert_parallel; etp beyond 1 it refuses
     states_precisions = frozenset({"fp16"})  # "fp16": {"enabled": true} (writer.py)
+    builds_mtp = False  # PipelineModule runs the model code's layers: no MTP module
     # deepspeed --num_nodes N --num_gpus K (ds_partition.txt), and pptune.gpus_per_node
     states_node_shape = True
     tp_splits_sequence = False  # AutoTP splits the weights alone (closest.py)

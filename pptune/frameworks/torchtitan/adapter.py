@@ -30,6 +30,7 @@ from pptune.schemas import TrainingConfig
 class TorchtitanAdapter(Adapter):
     name = "torchtitan"
     states_dims = frozenset({"cp", "ep", "etp", "precision"})
+    builds_mtp = False  # no multi-token-prediction module (models/deepseek_v3, reader.NO_MTP)
     title = "torchtitan"
     bf16_setting = 'training.mixed_precision_param = "bfloat16"'
     memory_fixes = ("more pipeline stages (pipeline_parallel_degree)",

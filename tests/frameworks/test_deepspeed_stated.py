@@ -1,5 +1,5 @@
-"""DeepSpeed's files state FP16 (its "fp16" section), not FP8: recommend --framework
-deepspeed searches and emits FP16 plans, and check-config reads them back as FP16."""
+"""What DeepSpeed's files state: FP16 (its "fp16" section) but not FP8, searched, emitted
+and read back as FP16; AutoTP only without a pipeline, so none where --pp asks one."""
 
 from __future__ import annotations
 
@@ -28,3 +28,16 @@ def test_an_fp16_plan_is_emitted_with_the_fp16_section(cli: Cli, tmp_path: Path)
     checked = cli("check-config", out / "ds_config.json", "--json")
     assert checked.exit_code == 0, checked.output
     assert json.loads(checked.stdout)["config"]["precision"] == "fp16"
+
+
+def test_autotp_plans_are_left_out_where_pp_asks_for_a_pipeline() -> None:
+    # AutoTP runs without a pipeline: with --pp 4 its tp 2 plans are none, not pp 1 ones
+    from pptune.costmodel.search import PlanRequest
+    from pptune.frameworks.deepspeed.closest import stateable_request
+
+    asked = PlanRequest(gpus=32, global_batch=128, tp=2, pp=[4])
+    assert stateable_request(asked, None).pp == ()
+    assert stateable_request(PlanRequest(gpus=32, global_batch=128, tp=2), None).pp == (1,)
+    both = PlanRequest(gpus=32, global_batch=128, tp=2, pp=[1, 4])
+    assert stateable_request(both, None).pp == (1,)
+    assert stateable_request(PlanRequest(gpus=32, global_batch=128, pp=[4]), None).pp == [4]
