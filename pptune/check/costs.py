@@ -1,15 +1,13 @@
 """The per-layer costs check-config predicts with, by the one resolver's table
 (``pptune.costs.resolve``, its CHECK column); findings say what was assumed.
 
-1. a profile: ``--profile`` (relative to the working folder), else the
-   config's ``profile:`` (relative to the config's folder);
-2. analytic costs of the config's model: ``--model`` (overrides the file),
-   else its ``model``, ``hf_config`` or layer sizes, on ``--gpu`` or its
-   ``gpu`` (h100-sxm assumed, with a warning);
-3. ``./pptune-profile.json`` (what ``pptune probe`` writes), when the config
-   names no model;
-4. none: a ``model-unknown`` warning, and memory, bubble and step time are
-   not checked.
+1. a profile: ``--profile`` (relative to the working folder), else the config's
+   ``profile:`` (relative to the config's folder);
+2. analytic costs of the config's model: ``--model`` (overrides the file), else its
+   ``model``, ``hf_config`` or layer sizes, on ``--gpu`` or its ``gpu`` (h100-sxm
+   assumed, with a warning);
+3. ``./pptune-profile.json`` (what ``pptune probe`` writes), when the config names no model;
+4. none: a ``model-unknown`` warning, and memory, bubble and step time are not checked.
 """
 
 from __future__ import annotations
@@ -219,8 +217,7 @@ def model_of(cfg: TrainingConfig, base_dir: Path, flags: CostOptions,
     except PptuneError:
         return None
     if given is not None:
-        cal = given.calibration
-        return None if cal is None else calibrated.shape(cal, cfg.seq_len)
+        return None if (cal := given.calibration) is None else calibrated.shape(cal, cfg.seq_len)
     return stated_model(cfg, base_dir, flags)
 
 
@@ -355,6 +352,9 @@ def config_shape(cfg: TrainingConfig, base_dir: Path, model: str | None,
         from pptune.costs.names import model_preset
 
         shape = with_seq_len(model_preset(name), cfg.seq_len)
+        if cfg.seq_len is None:  # a DeepSpeed config states none, a torchtitan one may not
+            add("seq-len-assumed", "info", f"sequence length {shape.seq_len:,} from the "
+                f"{name} preset: the file states none; --seq-len sets the run's")
     elif hf_config is not None or cfg.hf_config:
         hf = hf_config or Path(str(cfg.hf_config))
         try:

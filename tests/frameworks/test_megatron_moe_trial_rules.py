@@ -308,3 +308,16 @@ def test_an_annotation_line_is_that_of_a_flag_or_an_environment_variable() -> No
                         "'If enabling EP A2A overlap'", lines) == 40
     assert finding_line("megatron-core asserts 'If enabling EP A2A overlap'", lines) is None
     assert finding_line("CUDA_DEVICE_MAX_CONNECTIONS=32 in the script", lines) == 5
+
+
+def test_the_overlaps_no_connection_count_serves_are_named() -> None:
+    from pptune.frameworks.megatron.rules import contested_connections
+
+    # the expert all-to-all overlap wants more than one connection; context parallelism
+    # and overlapped tensor-parallel collectives want 1 before Blackwell
+    assert contested_connections(1, 2, True, "h800", False)
+    assert contested_connections(2, 1, True, "h100-sxm", True)
+    assert contested_connections(1, 2, True, None, False)  # no preset: before Blackwell
+    assert not contested_connections(2, 1, True, "h100-sxm", False)  # collectives exposed
+    assert not contested_connections(1, 2, False, "h800", False)  # no expert overlap
+    assert not contested_connections(1, 2, True, "gb200", False)  # Blackwell checks nothing

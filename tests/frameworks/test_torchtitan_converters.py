@@ -144,13 +144,16 @@ def test_a_float8_table_without_its_converter_is_a_warning(tmp_path: Path) -> No
 
 def test_torchtitans_own_bf16_tables_are_not_a_warning(tmp_path: Path) -> None:
     """torchtitan's reference configs keep a float8 table of defaults and filter_fqns with
-    the converter commented out (train_configs/llama3_8b.toml): a BF16 run, said nothing;
-    an experts table whose fqns name a module, unlisted, is a warning too."""
+    the converter commented out (train_configs/llama3_8b.toml): a BF16 run, no warning,
+    a note that the table configures nothing; an experts table whose fqns name a module,
+    unlisted, is a warning too."""
     defaults = TP16.replace(LINEAR, "").replace(
         "enable_fsdp_float8_all_gather = true\nprecompute_float8_dynamic_scale_for_fsdp = true",
         "enable_fsdp_float8_all_gather = false\nprecompute_float8_dynamic_scale_for_fsdp = false")
-    _, found, _ = check_file(tmp_path / "stock.toml", defaults, "--gpu", "h100-sxm")
+    _, found, doc = check_file(tmp_path / "stock.toml", defaults, "--gpu", "h100-sxm")
     assert "torchtitan-converter-unlisted" not in found
+    assert notes(doc, "[quantize.linear.float8] configures nothing: [model] converters "
+                      "does not name it")
     _, found, doc = qwen3(tmp_path, "lin")
     (said,) = [f["message"] for f in doc["findings"]
                if f["id"] == "torchtitan-converter-unlisted"]

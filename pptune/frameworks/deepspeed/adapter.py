@@ -26,7 +26,9 @@ class DeepSpeedAdapter(Adapter):
     title = "DeepSpeed"
     bf16_setting = '"bf16": {"enabled": true}'
     memory_fixes = ("more pipeline stages", "ZeRO (zero_optimization.stage)",
-                    "activation checkpointing", "a smaller train_micro_batch_size_per_gpu")
+                    "activation checkpointing (pipeline.activation_checkpoint_interval, or the "
+                    "model code's: state \"pptune\": {\"recompute\": \"full\"} for "
+                    "check-config)", "a smaller train_micro_batch_size_per_gpu")
     memory_sharding = Sharding.ZERO3
     memory_sharding_piped = Sharding.ZERO1  # PipelineEngine: ZeRO-2/3 refused
     files = (writer.CONFIG, writer.PARTITION)

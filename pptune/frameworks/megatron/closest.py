@@ -37,6 +37,7 @@ from pptune.frameworks.common.versions import FrameworkRefusal
 from pptune.frameworks.megatron.cp_fp8 import pp_last_with_cp
 from pptune.frameworks.megatron.fsdp import GRAD_QUEUE_ELEMENTS, STRATEGY, WEIGHT_BYTES
 from pptune.frameworks.megatron.layout import plan_layout
+from pptune.frameworks.megatron.rules import contested_connections
 from pptune.frameworks.megatron.split import MegatronSplit, megatron_blocks
 from pptune.options import CostOptions
 from pptune.report.fmt import fmt_bytes, fmt_seconds
@@ -174,6 +175,15 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
                        f"{ex.SHARDING_NAMES[chosen.sharding]} and no plan with "
                        f"{' or '.join(ex.SHARDING_NAMES[s] for s in options)} fits ({why}); "
                        "use more GPUs")
+    if contested_connections(chosen.tp, chosen.cp, chosen.a2a_overlap, job.device,
+                             chosen.tp > 1 and job.sequence_parallel and job.tp_comm_overlap):
+        notes.append(f"megatron: plan {rank} overlaps the expert all-to-all beside "
+                     + ("context parallelism" if chosen.cp > 1 else "overlapped tensor-"
+                        "parallel collectives") + " before Blackwell, which Megatron-LM "
+                     "validate_args warns of: no CUDA_DEVICE_MAX_CONNECTIONS serves both (1 "
+                     "their communication, 32 the overlap: the script exports 32) and pptune "
+                     "prices both hidden, so the step may be optimistic; check-config warns "
+                     "of it too")
     return Stated(job, chosen, exact and same, tuple(notes), Placement(split, layout, block))
 
 

@@ -123,6 +123,17 @@ def before_blackwell(gpu: str | None) -> bool | None:
     return None if gpu not in GPUS else not GPUS[gpu].mxfp8
 
 
+def contested_connections(tp: int, cp: int, a2a_overlap: bool, gpu: str | None,
+                          tp_comm_overlap: bool) -> bool:
+    """Whether no CUDA_DEVICE_MAX_CONNECTIONS serves every overlap a plan is priced with:
+    the expert all-to-all overlap (more than one connection) beside context parallelism
+    or overlapped tensor-parallel collectives before Blackwell, where validate_args warns
+    of the pair and 1 would favour their communication (``connections_rule``; a GPU that
+    is no preset counts as one before Blackwell)."""
+    return (a2a_overlap and before_blackwell(gpu) is not False
+            and (cp > 1 or (tp > 1 and tp_comm_overlap)))
+
+
 def connections_rule(cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
     """CUDA_DEVICE_MAX_CONNECTIONS as Megatron-LM core_v0.16.1 judges it
     (megatron/training/arguments.py validate_args): with tp or cp > 1 on GPUs before

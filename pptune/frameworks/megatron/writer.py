@@ -29,7 +29,7 @@ from pptune.frameworks.common.writing import header, plan_launch
 from pptune.frameworks.megatron.closest import Placement
 from pptune.frameworks.megatron.cp_fp8 import cp_fp8_args
 from pptune.frameworks.megatron.fsdp import STRATEGY, write_args
-from pptune.frameworks.megatron.rules import before_blackwell
+from pptune.frameworks.megatron.rules import before_blackwell, contested_connections
 from pptune.frameworks.megatron.split import MegatronSplit
 from pptune.frameworks.megatron.style import style_args
 from pptune.options import CostOptions
@@ -188,7 +188,7 @@ def connections_lines(plan: Plan, device: str | None, tp_comm_overlap: bool = Fa
     if plan.a2a_overlap:
         said = ["# the expert all-to-all overlap (--overlap-moe-expert-parallel-comm) needs "
                 "more than one connection"]
-        if sharded and early and (plan.cp > 1 or tp_comm_overlap):
+        if contested_connections(plan.tp, plan.cp, True, device, tp_comm_overlap):
             said += ["# (Megatron-LM validate_args warns of it beside tensor or context "
                      "parallelism before Blackwell: 1 would favour their communication,",
                      "# which this plan prices hidden behind compute; check-config warns of "

@@ -8,8 +8,9 @@ registry) and reads a converter's table only for a converter it builds: a
 configures nothing, and the model trains BF16. Its own reference configs do so on
 purpose: llama3's train_configs keep a float8 table of defaults
 (``enable_fsdp_float8_all_gather = false``, ``filter_fqns``) with the converter
-commented out. A table that turns something on (a true flag, a recipe, modules to
-convert) under an unlisted converter is a warning naming the converter.
+commented out: a note says the table configures nothing. A table that turns something
+on (a true flag, a recipe, modules to convert) under an unlisted converter is a warning
+naming the converter.
 """
 
 from __future__ import annotations
@@ -44,9 +45,12 @@ def unlisted_tables(ctx: Ctx, data: dict[str, Any], converters: list[str]) -> No
         if table is None or any(name in converters for name in readers):
             continue
         asks = [key for key, value in table.items() if value and key not in RESTRICTING]
-        if not asks:
-            continue
         parts = "routed experts' grouped GEMMs" if "grouped_mm" in path else "linears"
+        if not asks:  # defaults kept on purpose (llama3's configs): said, not warned of
+            ctx.note(f"[{path}] configures nothing: [model] converters does not name it "
+                     f"(torchtitan builds only the converters listed), so the {parts} "
+                     "train BF16 (priced so)")
+            continue
         listed = ", ".join(f'"{name}"' for name in [*converters, path])
         ctx.warn("torchtitan-converter-unlisted",
                  f"[{path}] sets {', '.join(asks)}, but [model] converters does not name "
