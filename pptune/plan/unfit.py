@@ -47,7 +47,9 @@ def state_floor(run: RecommendRun) -> str | None:
     while fewest - low > 1:  # per_gpu(low) is over memory, per_gpu(fewest) not
         mid = (low + fewest) // 2
         low, fewest = (low, mid) if per_gpu(mid) <= t.memory_bytes else (mid, fewest)
-    return f"{state}: at least {fewest:,} GPUs of {t.memory_bytes / GIB:,.0f} GiB"
+    node = req.gpus_per_node  # whole nodes of them, where they are more than one node
+    nodes = f" ({-(-fewest // node):,} nodes of {node})" if fewest > node > 1 else ""
+    return f"{state}: at least {fewest:,} GPUs of {t.memory_bytes / GIB:,.0f} GiB{nodes}"
 
 
 def memory_hints(run: RecommendRun) -> list[str]:

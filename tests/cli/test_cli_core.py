@@ -212,7 +212,7 @@ def test_recommend_picks_up_profile_in_working_directory(
         # and recomputation and micro-batches of 1 were searched: more GPUs alone
         (["--gpus", "6", "--model", "llama3-70b"], 1,
          "try more GPUs (the weights, gradients and optimizer state alone are 1,051 GiB at "
-         "their smallest (fully sharded): at least 14 GPUs of 80 GiB); or a --global-batch"),
+         "their smallest (fully sharded): at least 14 GPUs of 80 GiB (2 nodes of 8)); or a --global-batch"),
         # tp 1, 2, 4, 8 searched; what was narrowed by hand comes back
         (["--gpus", "16", "--model", "llama3-70b", "--micro-batch-sizes", "8",
           "--recompute", "none", "--sharding", "none"], 1,

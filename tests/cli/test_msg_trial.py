@@ -61,13 +61,13 @@ def test_no_plan_hints_name_only_what_was_not_searched(cli: Cli) -> None:
     assert line.startswith("pptune: error: no feasible plan for 8 GPUs")
     assert line.endswith("; try more GPUs (the weights, gradients and optimizer state alone "
                          "are 6,048 GiB at their smallest (fully sharded): at least 76 GPUs "
-                         "of 80 GiB)")
+                         "of 80 GiB (10 nodes of 8))")
     # narrowed by hand: each narrowing comes back as a hint
     r = cli("recommend", "--gpus", "8", "--model", "llama3.1-405b", "--tp", "1", "--sharding",
             "zero1", "--recompute", "none,selective", "--micro-batch-sizes", "2")
     assert r.exit_code == 1
     assert r.stderr.strip().endswith(
-        "of 80 GiB), --tp 2/4/8, --sharding fsdp, --recompute full or smaller "
+        "of 80 GiB (10 nodes of 8)), --tp 2/4/8, --sharding fsdp, --recompute full or smaller "
         "--micro-batch-sizes")
 
 
