@@ -102,8 +102,7 @@ def check_config(
         source = report.derived.get("cost_source")
         if source and source != "none":  # where the prediction's costs came from, as recommend says
             here = str(Path.cwd()) + os.sep  # --profile was made absolute: said as given
-            key = report.derived.get("cost_key")  # the layout and GEMM precision priced
-            say(f"costs: {source.replace(here, '')}" + (f"; priced at {key}" if key else ""))
+            say(f"costs: {source.replace(here, '')}")
         console = _out()
         console.print(findings_text(config, read, report, width=console.width),
                       highlight=False, markup=False, soft_wrap=True)
