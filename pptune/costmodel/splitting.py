@@ -383,13 +383,12 @@ def compute_stages(rc: CostTable, spec: PlanSpec) -> list[StageCost]:
 def fitted_per_stage(req: PlanRequest, recompute: Recompute, pp: int,
                      schedule: Schedule) -> bool:
     """Whether the search fits full recomputation per stage for such a plan
-    (stage_recompute.py): with or without a pipeline (Megatron-LM's
-    --recompute-num-layers counts the blocks of a pp = 1 rank as of a stage), not for
-    dualpipe. The fit handles dualpipe
-    (one count per chunk, binding both of its copies), but bounding every dualpipe
-    candidate with full recomputation as if it recomputed nothing took the searches
-    from 91 to 102 simulations (recommend --gpus 8) and from 100 to 397 (16 GPUs on a
-    calibrated profile), for plans that rarely rank."""
+    (stage_recompute.py): with or without a pipeline (Megatron-LM's --recompute-num-layers
+    counts a pp = 1 rank's blocks as a stage's), not for dualpipe. The fit handles
+    dualpipe (one count per chunk, binding both of its copies), but bounding every
+    dualpipe candidate with full recomputation as if it recomputed nothing took the
+    searches from 91 to 102 simulations (recommend --gpus 8) and from 100 to 397 (16 GPUs
+    on a calibrated profile), for plans that rarely rank."""
     return (recompute is Recompute.FULL and schedule is not Schedule.DUALPIPE
             and req.per_stage_recompute())
 

@@ -96,6 +96,10 @@ class FrameworkSearch:
         if not keys:
             return []
         groups = self.adapter.stateable_groups(req, keys, self.model, self.shape)
+        # depths asked by hand (--pp): a group its files run at none of them (DeepSpeed's
+        # AutoTP, at pp 1 alone) left out where another runs one (else ``narrowed`` says)
+        groups = [g for g in groups if req.pp is None or g.pp is None
+                  or set(g.pp) & set(req.pp)] or groups
         if self.adapter.builds_any_split:
             return groups
         # its pipelines on the splits its files build alone (Adapter.own_splits)

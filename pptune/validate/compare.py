@@ -147,10 +147,9 @@ def predict(
             f = speed.get(stage_device(spec.schedule, spec.pp, k), 1.0)
             stages[k] = st.scaled(f, f, f)
         whose = "(rank 0, 1, ...)" if len(speed) > 1 else f"(rank {next(iter(speed))})"
-        notes.append(
-            "host speed: each rank's training work ran alone in "
-            + ", ".join(f"{speed[r]:.2f}x" for r in sorted(speed))
-            + f" the profile's time {whose}; its stage costs are scaled by that")
+        notes.append("host speed: each rank's training work ran alone in " + ", ".join(
+            f"{speed[r]:.2f}x" for r in sorted(speed)) + f" the profile's time {whose}; its "
+            "stage costs are scaled by that")
     if loss_s is not None:
         notes.append(
             f"loss (timed alone by the last rank) added to the last stage: forward "

@@ -133,8 +133,14 @@ def test_real_two_rank_cpu_tune(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     for x in lines:
         assert x["measured_step_s"] > 0 and len(x["step_times_s"]) == 2
         assert {o["kind"] for o in x["ops"]} >= {"F", "B"}
-    cal = Profile.model_validate_json(Path("out/pptune-profile.json").read_text())
-    assert cal.schema_version == 1 and any("calibrated by pptune tune" in n for n in cal.notes)
+    if "calibration not kept" in r.stderr:
+        # a loaded host can time the held-out trial so that the fit predicts it worse:
+        # then tune says so and writes no calibrated profile (artifacts.calibration_refusal)
+        assert not Path("out/pptune-profile.json").exists()
+    else:
+        cal = Profile.model_validate_json(Path("out/pptune-profile.json").read_text())
+        assert cal.schema_version == 1 and any("calibrated by pptune tune" in n
+                                               for n in cal.notes)
     plans = json.loads(Path("out/pptune-plans.json").read_text())["plans"]
     assert plans[0]["measured_step_s"] is not None and plans[0]["tune_status"] == "measured"
     assert Path("out/pptune.yaml").exists() and Path("out/probe-profile.json").exists()

@@ -31,13 +31,16 @@ def test_an_fp16_plan_is_emitted_with_the_fp16_section(cli: Cli, tmp_path: Path)
 
 
 def test_autotp_plans_are_left_out_where_pp_asks_for_a_pipeline() -> None:
-    # AutoTP runs without a pipeline: with --pp 4 its tp 2 plans are none, not pp 1 ones
+    # AutoTP runs without a pipeline: with --pp 4 its tp 2 plans are left out of the
+    # search (they had been ranked first at pp 1), kept where no group runs pp 4
     from pptune.costmodel.search import PlanRequest
-    from pptune.frameworks.deepspeed.closest import stateable_request
+    from pptune.plan.framework_search import FrameworkSearch
 
-    asked = PlanRequest(gpus=32, global_batch=128, tp=2, pp=[4])
-    assert stateable_request(asked, None).pp == ()
-    assert stateable_request(PlanRequest(gpus=32, global_batch=128, tp=2), None).pp == (1,)
-    both = PlanRequest(gpus=32, global_batch=128, tp=2, pp=[1, 4])
-    assert stateable_request(both, None).pp == (1,)
-    assert stateable_request(PlanRequest(gpus=32, global_batch=128, pp=[4]), None).pp == [4]
+    search = FrameworkSearch(ADAPTER, 8192, "llama3-8b", None)
+    keys = (CostKey(tp=1), CostKey(tp=2))
+    asked = PlanRequest(gpus=32, global_batch=128, pp=[4], cost_keys=keys)
+    assert [(g.tp, g.pp) for g in search.groups(asked)] == [(1, [4])]
+    free = PlanRequest(gpus=32, global_batch=128, cost_keys=keys)
+    assert [(g.tp, g.pp) for g in search.groups(free)] == [(1, None), (2, (1,))]
+    only_tp2 = PlanRequest(gpus=32, global_batch=128, pp=[4], cost_keys=keys[1:], tp=2)
+    assert [(g.tp, g.pp) for g in search.groups(only_tp2)] == [(2, (1,))]

@@ -46,8 +46,8 @@ def stateable_request(req: PlanRequest, model: str | None) -> PlanRequest:
     than the uniform and parameters splits pptune writes (``recommend --framework``
     searches those alone: Adapter.own_splits)."""
     del model  # PipelineModule pipelines any layer list
-    if req.tp > 1:  # AutoTP runs without a pipeline (rules.py): none where --pp asks one
-        req = replace(req, pp=(1,) if req.pp is None or 1 in req.pp else ())
+    if req.tp > 1:  # AutoTP runs without a pipeline (rules.py)
+        req = replace(req, pp=(1,))
     return replace(req, shardings=keep(req.shardings, STATEABLE),
                    schedules=keep(req.schedules, (Schedule.ONE_F_ONE_B,)),
                    rank_orders=(DP_INNER,), combined_order=False, stage_recompute=False,
