@@ -28,6 +28,7 @@ from pptune.frameworks.deepspeed.engine import (
     ZERO_STAGE,
     gradient_width,
     overlap,
+    sixteen_bit_mode,
     stated_overlap_comm,
 )
 from pptune.frameworks.deepspeed.partition import METHODS, ds_split
@@ -73,16 +74,10 @@ def engine_request(req: PlanRequest, sharding: Sharding, pp: int,
     grad, gather = overlap(said, stage, pp)
     run = replace(req, overlap_grad_reduce=grad, overlap_param_gather=gather)
     # the file trains in its 16-bit mode (writer.py)
-    if gradient_width(_mode(precision), None, stage, pp) is not None \
+    if gradient_width(sixteen_bit_mode(precision), None, stage, pp) is not None \
             and req.grad_buffer_bytes is None:
         run = replace(run, grad_buffer_bytes=2.0, grad_bytes_factor=req.grad_bytes_factor / 2)
     return run
-
-
-def _mode(precision: str) -> str:
-    """The 16-bit mode the writer states for a plan of ``precision``: "fp16" for FP16,
-    else "bf16" (FP8 is refused: Adapter.states_precisions)."""
-    return "fp16" if precision == "fp16" else "bf16"
 
 
 def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
@@ -150,7 +145,6 @@ def _as_engine_overlaps(job: Job, plan: Plan, exact: bool, notes: list[str]
     req = job.request
     run = engine_request(req, plan.sharding, plan.pp, plan.precision.value)
     grad = run.overlap_grad_reduce
-    mode = _mode(plan.precision.value)
     if run == req:
         return job, plan, exact
     alt = evaluate(job.table, run, plan.spec)
@@ -159,8 +153,9 @@ def _as_engine_overlaps(job: Job, plan: Plan, exact: bool, notes: list[str]
                if plan.pp > 1 else "ZeRO gathers the updated parameters after the step"
                if grad else "it overlaps no data-parallel traffic at this ZeRO stage")
         if run.grad_buffer_bytes != req.grad_buffer_bytes:
-            why += (f"; it keeps and reduces {mode} gradients (data_types.grad_accum_dtype "
-                    "defaults to the model's, runtime/engine.py get_data_types)")
+            why += (f"; it keeps and reduces {sixteen_bit_mode(plan.precision.value)} "
+                    "gradients (data_types.grad_accum_dtype defaults to the model's, "
+                    "runtime/engine.py get_data_types)")
         notes.append(f"deepspeed: {why} (deepspeed/runtime/pipe/schedule.py, "
                      f"runtime/zero/config.py): predicted so, step "
                      f"{fmt_seconds(alt.step_time_s)} ({ratio(alt.step_time_s, plan.step_time_s)})")

@@ -34,6 +34,12 @@ def stated_overlap_comm(overlap_grad_reduce: bool, sharding: Sharding, pp: int) 
     return None
 
 
+def sixteen_bit_mode(precision: str) -> str:
+    """The 16-bit mode (config section) a written file trains a plan of ``precision`` in:
+    "fp16" for FP16, else "bf16" (its files state no FP8: Adapter.states_precisions)."""
+    return "fp16" if precision == "fp16" else "bf16"
+
+
 def gradient_width(precision: str | None, grad_accum_dtype: object, zero_stage: int,
                    pp: int) -> str | None:
     """"bf16" where the engine keeps the gradients at the model's 16-bit width (2 bytes a

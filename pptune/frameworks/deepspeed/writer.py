@@ -17,7 +17,7 @@ from pptune.costmodel.search import Recompute
 from pptune.files import dumps_json
 from pptune.frameworks.common.adapter import Stated
 from pptune.frameworks.common.writing import header, node_size, plan_launch
-from pptune.frameworks.deepspeed.engine import ZERO_STAGE, stated_overlap_comm
+from pptune.frameworks.deepspeed.engine import ZERO_STAGE, sixteen_bit_mode, stated_overlap_comm
 from pptune.frameworks.deepspeed.partition import DEEPSPEED
 
 CONFIG, PARTITION = "ds_config.json", "ds_partition.txt"
@@ -30,8 +30,8 @@ def write(stated: Stated, method: str) -> dict[str, str]:
         "train_batch_size": job.global_batch,
         "train_micro_batch_size_per_gpu": plan.micro_batch_size,
         "gradient_accumulation_steps": plan.num_microbatches,
-        # its 16-bit mode: "fp16" (dynamic loss scaling, DeepSpeed's default) or "bf16"
-        plan.precision.value if plan.precision.value == "fp16" else "bf16": {"enabled": True},
+        # its 16-bit mode (fp16: DeepSpeed's default dynamic loss scaling)
+        sixteen_bit_mode(plan.precision.value): {"enabled": True},
         "zero_optimization": {"stage": ZERO_STAGE.get(plan.sharding, 3)},
     }
     if stated_overlap_comm(stated.job.request.overlap_grad_reduce, plan.sharding, plan.pp):
