@@ -46,6 +46,7 @@ from pptune.check.verdicts import (
     without_twins,
 )
 from pptune.check.widths import optimizer_widths
+from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.layout import LayoutError as PlacementError
 from pptune.costmodel.layout_grammar import LayoutError, parse_layout
 from pptune.costmodel.precision import reduces_amax
@@ -341,7 +342,8 @@ def _predict(
     else:
         add("bubble-ok", "info",
             f"predicted bubble {fmt_pct(plan.bubble_rate)} (limit {fmt_pct(max_bubble)}), "
-            f"step {fmt_seconds(step)}", bubble_rate=plan.bubble_rate, step_time_s=step)
+            f"step {fmt_seconds(step)}{_gemms(key, cfg)}", bubble_rate=plan.bubble_rate,
+            step_time_s=step)
     if not opts.compare_best:
         return
     max_slow = opts.max_slowdown if opts.max_slowdown is not None else cfg.limits.max_slowdown
@@ -365,3 +367,12 @@ def _limit_severity(opts: CheckOptions, cfg: TrainingConfig, flag: float | None,
     user set that limit (the flag or ``limits`` in the file) or asked for --strict."""
     stated = flag is not None or key in cfg.limits.model_fields_set
     return "error" if stated or opts.strict else "warning"
+
+
+def _gemms(key: CostKey, cfg: TrainingConfig) -> str:
+    """The GEMM precision the step was priced at, where it is not BF16 (the JSON's
+    ``cost_key`` says it too): a reader of the text sees the file's FP8 was read."""
+    if key.precision is Precision.BF16:
+        return ""
+    recipe = f", {cfg.fp8_recipe or 'delayed'} scaling" if key.precision is Precision.FP8 else ""
+    return f", {key.precision.value.upper()} GEMMs{recipe}"

@@ -26,6 +26,7 @@ from pptune.cli.util import say as _say
 from pptune.cli.util import wrote
 from pptune.errors import BadInput
 from pptune.files import dumps_json
+from pptune.options.kinds import preset_name
 
 HELP = """Calibrate pptune on the jobs you already run, or on earlier validate results.
 
@@ -206,7 +207,8 @@ def calibrate(
                                     ("--hf-config", hf_config)])
         if model is not None and hf_config is not None:
             raise BadInput("--model and --hf-config both name the jobs' model; give one")
-        _from_jobs(measurements, gpu, (model, hf_config.absolute() if hf_config else None),
+        _from_jobs(measurements, preset_name(gpu),
+                   (preset_name(model), hf_config.absolute() if hf_config else None),
                    warmup, output, as_json)
         return
     if not results or profile is None:
@@ -262,8 +264,10 @@ def _from_results(results: list[Path], profile: Path, output: Path) -> None:
     cal = model.calibrate(base, trials, by="pptune calibrate")
     written = write_atomic(output,
                            model.calibrated_profile(base, cal).model_dump_json(indent=2) + "\n")
-    for note in (*twice, *cal.notes):  # after the checks: a refusal is its one line alone
+    for note in twice:  # after the checks: a refusal is its one line alone
         _say(note)
     for warning in cal.warnings:
         _say(f"warning: {warning}")
     wrote(written)
+    for line in cal.notes:  # the fit is the report: stdout, as the --run form's table
+        typer.echo(line)

@@ -19,7 +19,7 @@ from pptune import limits
 from pptune.cli.util import out_console, show, wrote
 from pptune.errors import BadInput
 from pptune.files import check_output
-from pptune.options.kinds import parse_ints
+from pptune.options.kinds import parse_ints, preset_name
 from pptune.probe.options import DEFAULT_OUTPUT, DeviceChoice, DType
 from pptune.probe.units import parse_bytes
 
@@ -163,7 +163,7 @@ def probe(
 
     try:
         opts = ProbeOptions(
-            model=model,
+            model=preset_name(model),
             hf_config=hf_config,
             module=module,
             micro_batch_sizes=_sizes(micro_batch_sizes),

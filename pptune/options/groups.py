@@ -40,7 +40,7 @@ from pptune.costmodel.rates import Swiglu, WgradAccum
 from pptune.costmodel.schedules import DEFAULT_SCHEDULES, Schedule
 from pptune.costmodel.sharding import MEGATRON_GRAD_BYTES, Sharding, StateDtype
 from pptune.errors import BadInput
-from pptune.options.kinds import Ints, Kind, ListOf, OneOf, Sizes
+from pptune.options.kinds import Ints, Kind, ListOf, OneOf, PresetName, Sizes
 
 FLAG = "pptune.flag"  # the metadata key of a field's Flag
 G = TypeVar("G")
@@ -50,6 +50,7 @@ FLOAT: Kind[float] = Kind(float)
 BOOL: Kind[bool] = Kind(bool)
 STR: Kind[str] = Kind(str)
 PATH: Kind[Path] = Kind(Path)
+PRESET = PresetName()
 INTS = Ints()
 SIZES = Sizes()
 _COMMA_LIST = "{flag} takes a comma list of {choices} (got {text!r})"
@@ -142,13 +143,13 @@ def build(group: type[G], values: Mapping[str, Any]) -> G:
 class CostOptions:
     """Where the per-layer costs come from (the resolver: ``pptune.costs.resolve``)."""
 
-    model: str | None = option(None, "--model", kind=STR,
+    model: str | None = option(None, "--model", kind=PRESET,
                                help="model preset (see pptune presets)")
     hf_config: Path | None = option(None, "--hf-config", kind=PATH,
                                     help="Hugging Face config.json: a model of that shape")
     seq_len: int | None = option(None, "--seq-len", kind=INT,
                                  help="sequence length (default: the model's)")
-    gpu: str | None = option(None, "--gpu", kind=STR, help="GPU preset", plan_key="device")
+    gpu: str | None = option(None, "--gpu", kind=PRESET, help="GPU preset", plan_key="device")
     profile: Path | None = option(None, "--profile", kind=PATH,
                                   help="profile JSON (pptune probe)")
     tp: tuple[int, ...] | None = option(

@@ -111,6 +111,22 @@ class Kind(Generic[T]):
         return self.text(value)
 
 
+def preset_name(raw: str | None) -> str | None:
+    """A preset's name as given (``--gpu H100-SXM``, `` llama3-8b``): presets are named in
+    lower case, so a name differing only in case or spaces around it is that preset."""
+    return None if raw is None else raw.strip().lower()
+
+
+class PresetName(Kind[str]):
+    """A model or GPU preset's name (``preset_name``)."""
+
+    def __init__(self) -> None:
+        super().__init__(str)
+
+    def parse(self, raw: Any, flag: str) -> str | None:
+        return preset_name(None if raw is None else str(raw))
+
+
 class Ints(Kind[tuple[int, ...]]):
     """A comma list of positive integers: ``--pp 4,8`` -> ``(4, 8)``."""
 

@@ -147,8 +147,10 @@ def model_source(req: TuneRequest, profile: Profile | None) -> ModelSource:
 
 
 def resolve_costs(req: TuneRequest, folder: Path | None, say: Say,
-                  probe: Callable[[ModelSource, list[int]], Profile]) -> Costs:
-    """The uncalibrated costs (module docstring): ``probe`` measures a model here."""
+                  probe: Callable[[ModelSource, list[int]], Profile],
+                  fits: Callable[[ModelSource], None] = lambda source: None) -> Costs:
+    """The uncalibrated costs (module docstring): ``probe`` measures a model here, once
+    ``fits`` has not refused it (BadInput: a model this host cannot hold)."""
     c, sizes = req.search.costs, req.search.space.micro_batch_sizes
     resumed = None if folder is None or req.resume is None else folder / PROBE_FILE
     if resumed is not None and not resumed.exists():
@@ -160,6 +162,7 @@ def resolve_costs(req: TuneRequest, folder: Path | None, say: Say,
 
     def measure() -> Profile:
         source = model_source(req, None)
+        fits(source)
         say(f"no --profile and no ./{DEFAULT_PROFILE_FILE}: measuring a quick profile of "
             f"{source.label} here first (as pptune probe --quick --no-comm --micro-batch-sizes "
             f"{','.join(map(str, quick))})")
@@ -209,6 +212,17 @@ def fit_host(candidates: list[cands.Candidate], shape: ModelShape, dtype_bytes: 
         raise BadInput("tune: none of the candidates fits this host's memory; the smallest: "
                        + min(refused)[2])
     return out
+
+
+def fit_model(shape: ModelShape, dtype_bytes: int, available_bytes: int | None,
+              label: str) -> None:
+    """BadInput before anything is measured when even one copy of the model's weights and
+    gradients cannot fit this host's free memory: no trial of it could run here, and a
+    quick probe of it would take minutes before a refusal (``fit_host`` after it)."""
+    line = host_fit.refusal(host_fit.model_floor(shape, dtype_bytes), available_bytes,
+                            f"any trial of {label}", HOST_FIX)
+    if line is not None:
+        raise BadInput(f"tune: no trial fits this host's memory: {line}")
 
 
 def build_candidates(req: TuneRequest, run: RecommendRun, source: ModelSource, n_layers: int,

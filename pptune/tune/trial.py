@@ -81,8 +81,16 @@ def prepare(req: session.TuneRequest, say: session.Say) -> tuple[Prepared, Any]:
     session.refuse_torchrun()
     torch = runner.import_torch()
     device = pick_device(req.run.device, torch)
+    here = device == "cpu" and req.launcher is None  # every rank a process of this host
+
+    def fits(src: Any) -> None:  # a model this host cannot hold: refused before a probe
+        early = workload.build_plan(src, "cpu", torch)
+        if here and early.shape is not None:
+            session.fit_model(early.shape, early.param_dtype_bytes, available_bytes(),
+                              src.label)
+
     costs = session.resolve_costs(
-        req, folder, say, lambda src, sizes: quick_probe(src, sizes, device))
+        req, folder, say, lambda src, sizes: quick_probe(src, sizes, device), fits)
     recommended = session.search(req, costs, None)  # costs kept once the trials can run
     profile, origin = costs.profile, costs.origin
     source = session.model_source(req, profile)
@@ -95,8 +103,7 @@ def prepare(req: session.TuneRequest, say: session.Say) -> tuple[Prepared, Any]:
     devices = (req.search.space.gpus if req.launcher is not None
                else session.local_devices(torch, device))
     candidates = session.build_candidates(req, recommended, source, n_layers, devices, device)
-    if device == "cpu" and req.launcher is None and plan.shape is not None:
-        # every rank a process of this host: refuse what its memory cannot hold
+    if here and plan.shape is not None:  # refuse what this host's memory cannot hold
         candidates = session.fit_host(candidates, plan.shape, plan.param_dtype_bytes,
                                       available_bytes())
     session.keep_costs(req, costs, folder)

@@ -80,17 +80,26 @@ def trial_memory(shape: ModelShape, spec: RunSpec, dtype_bytes: int) -> TrialMem
                        float(kept + batches))
 
 
+def model_floor(shape: ModelShape, dtype_bytes: int) -> TrialMemory:
+    """What any trial of ``shape`` holds at least: one copy of its weights and their
+    gradients (every rank a process of this host; no buffers, no inputs)."""
+    params = sum(layer_param_counts(shape))
+    weights = float(params * dtype_bytes)
+    return TrialMemory(params, dtype_bytes, weights, weights, 0.0, 0.0)
+
+
 def refusal(need: TrialMemory, available_bytes: int | None, what: str, fix: str) -> str | None:
     """The one line refusing ``what`` (a trial, a candidate) when ``need`` exceeds the
     host's free memory (None: unknown, nothing refused); ``fix``: what to do instead."""
     if available_bytes is None or need.total_bytes <= available_bytes:
         return None
     rest = need.buffers_bytes + need.inputs_bytes
+    others = f"; torch's receive buffers and the inputs {fmt_bytes(rest)}" if rest else ""
     return (f"{what} would hold at least {fmt_bytes(need.total_bytes)} of this host's memory "
             f"at once ({_count(need.params)} parameters as weights and gradients of "
             f"{need.dtype_bytes} bytes each, {fmt_bytes(2 * need.weights_bytes)}, every rank "
-            f"a process here; torch's receive buffers and the inputs {fmt_bytes(rest)}), more "
-            f"than the {fmt_bytes(available_bytes)} it has free (MemAvailable); {fix}")
+            f"a process here{others}), more than the {fmt_bytes(available_bytes)} it has free "
+            f"(MemAvailable); {fix}")
 
 
 def _count(params: int) -> str:

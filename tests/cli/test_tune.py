@@ -99,6 +99,9 @@ def test_calibrate_folds_validate_results_into_a_profile(tmp_path: Path, cli: Cl
     assert cal.layers[1].cost(1).bwd_s == pytest.approx(0.003)
     assert any("run1.json" in n for n in cal.notes)
     assert any(n.startswith("calibrated by pptune calibrate from 1") for n in cal.notes)
+    # the fit is the report, on stdout (as the --run form's); stderr says what was written
+    assert r.stdout.startswith("calibrated by pptune calibrate from 1")
+    assert "calibrated by" not in r.stderr
     # errors: a file that is not a result, one of another model, the profile itself as -o
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
