@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pptune.costmodel.analytic import model_params
 from pptune.costmodel.presets import MODELS, ModelShape
 from pptune.costs.hf_families import (
     DENSE_TYPES,
@@ -173,7 +174,17 @@ def read_hf_config(
         vocab=vocab, seq_len=seq_len, global_batch=512, gated_mlp=gated,
         dropout=dropout_p > 0, source=f"Hugging Face config {path.name}", **extra,
     )
-    return HfModel(shape, dropout_p, notes)
+    return HfModel(shape, dropout_p, [_counted(n, shape) for n in notes])
+
+
+def _counted(note: str, shape: ModelShape) -> str:
+    """The unknown-family note with the count to check: pptune's, of the shape it read
+    (a tied LM head counted once, as the model card counts it)."""
+    if not note.endswith("check its parameter count against the model card"):
+        return note
+    total = model_params(shape) - (shape.vocab * shape.hidden if shape.tied_embeddings else 0)
+    return note.replace("check its parameter count",
+                        f"check its parameter count, {total / 1e9:.2f}B as read,")
 
 
 def from_hf_config(path: Path | str, seq_len: int | None = None) -> ModelShape:
@@ -219,8 +230,8 @@ def _unknown_notes(cfg: dict[str, Any], model_type: str, hidden: int) -> list[st
         archs = cfg.get("architectures")
         named = f" ({', '.join(map(str, archs))[:80]})" if isinstance(archs, list) and archs else ""
         notes.append(f"model_type {model_type[:40]!r}{named} is not a family pptune knows: read "
-                     "as a decoder-only model by Llama's and GPT-2's key names; check the "
-                     "parameter count pptune prints against the model card")
+                     "as a decoder-only model by Llama's and GPT-2's key names; check its "
+                     "parameter count against the model card")
     # GPT-2, GPT-J, BLOOM, Falcon: a null or absent width is their documented 4 x hidden
     if model_type not in DENSE_TYPES and all(
             cfg.get(k) is None for k in ("intermediate_size", "n_inner", "ffn_dim")):

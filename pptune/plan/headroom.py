@@ -5,7 +5,11 @@ count (the CUDA context, NCCL's buffers, the caching allocator's fragmentation:
 --reserve-gib, 2 GiB by default). A winner that leaves less than ``TIGHT_BYTES`` beyond
 that reserve runs only if the job's real overhead stays within it, which a planner
 cannot promise; when a plan listed near it leaves room, the note names it, so the
-choice between a fraction of a per cent and an out-of-memory restart is the user's."""
+choice between a fraction of a per cent and an out-of-memory restart is the user's.
+
+Tight is under a twentieth of the GPU's memory free beyond the reserve (what
+``--max-memory 0.95`` asks of every plan), and at least 1 GiB; roomy is a plan that
+leaves that twentieth, and at least 4 GiB."""
 
 from __future__ import annotations
 
@@ -13,23 +17,26 @@ from pptune.costmodel.search import SearchResult
 from pptune.report.fmt import fmt_bytes
 
 GIB = 1024**3
-TIGHT_BYTES = 1 * GIB  # free beyond the reserve, under which the note is printed
-ROOMY_BYTES = 4 * GIB  # free beyond the reserve of a plan worth naming instead
+TIGHT_SHARE = 0.05  # of the GPU's memory: free beyond the reserve under which the note is printed
+TIGHT_BYTES = 1 * GIB  # ...and at least this
+ROOMY_BYTES = 4 * GIB  # free beyond the reserve of a plan worth naming instead (at least)
 NEAR_SHARE = 0.01  # ...at most this share of the winner's step slower
 
 
-def headroom_note(result: SearchResult, reserve_bytes: float) -> str | None:
-    """One line when the winner leaves under ``TIGHT_BYTES`` free beyond the reserve on
-    its fullest GPU, naming the first listed plan within ``NEAR_SHARE`` of its step that
-    leaves ``ROOMY_BYTES`` or more; None otherwise."""
-    if not result.plans or result.plans[0].headroom_bytes >= TIGHT_BYTES:
+def headroom_note(result: SearchResult, reserve_bytes: float,
+                  capacity_bytes: float) -> str | None:
+    """One line when the winner leaves under ``tight`` free beyond the reserve on its
+    fullest GPU (module doc), naming the first listed plan within ``NEAR_SHARE`` of its
+    step that leaves ``roomy`` or more; None otherwise."""
+    tight = max(TIGHT_BYTES, TIGHT_SHARE * capacity_bytes)
+    if not result.plans or result.plans[0].headroom_bytes >= tight:
         return None
     best = result.plans[0]
     text = (f"the winner leaves {fmt_bytes(best.headroom_bytes)} free beyond the "
             f"{fmt_bytes(reserve_bytes)} reserve on its fullest GPU")
     roomy = next(((n, p) for n, p in enumerate(result.plans[1:], 2)
                   if p.step_time_s <= best.step_time_s * (1 + NEAR_SHARE)
-                  and p.headroom_bytes >= ROOMY_BYTES), None)
+                  and p.headroom_bytes >= max(ROOMY_BYTES, tight)), None)
     if roomy is not None:
         n, p = roomy
         text += (f"; plan {n}, {p.step_time_s / best.step_time_s - 1:.2%} slower, leaves "

@@ -351,7 +351,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     hint = host_note(s.gpus_per_node, costs.gpu) if costs.gpu is not None else None
     if hint:
         result.notes.append(hint)
-    hint = headroom_note(result, reserve)
+    hint = headroom_note(result, reserve, table.memory_bytes)
     if hint:
         result.notes.append(hint)
     request = PlanFileRequest(

@@ -99,6 +99,10 @@ def no_plan_message(run: RecommendRun) -> str:
     if rej.get("too_large_to_simulate"):
         hints.append("a smaller --global-batch or larger --micro-batch-sizes (over "
                      "2,000,000 ops per step are not simulated)")
+    if rej.get("experts_do_not_divide_ranks"):
+        hints.append("--ep x --etp dividing a stage's ranks (tp x cp x dp, the GPUs over pp: "
+                     "megatron-core's expert groups live inside a pipeline stage), so a "
+                     "smaller --ep or a shallower --pp")
     if rej.get("microbatches_less_than_pp") or rej.get("microbatches_not_multiple_of_pp"):
         hints.append("a larger --global-batch so that micro-batches >= pipeline depth")
     framework = run.request.framework

@@ -150,9 +150,11 @@ def _footnote(cols: list[Column], dropped: list[str], width: int | None) -> str:
     if "MFU" in names:
         parts.append("MFU = model FLOPs per step / (step x GPUs x peak FLOP/s of the plan's "
                      "precision), model FLOPs = "
-                     "6 x parameters (embedding table excluded) + 6 x layers x hidden x "
-                     "sequence (causal attention) per token (Kaplan et al. 2020; PaLM, "
-                     "Chowdhery et al. 2022, app. B)")
+                     "6 x active parameters (embedding table excluded) + 3 x layers x heads "
+                     "x (q/k + v head widths) x sequence (causal attention; 6 x layers x "
+                     "hidden x sequence for plain heads) per token (Kaplan et al. 2020; PaLM, "
+                     "Chowdhery et al. 2022, app. B); a prediction: published runs have mostly "
+                     "measured below it (docs/accuracy.md)")
     if "rank order" in names:
         parts.append("rank order tp-dp-pp = Megatron-LM's default, tp-pp-dp = a pipeline's "
                      "stages on neighbouring ranks (--use-tp-pp-dp-mapping)")

@@ -150,10 +150,13 @@ def check(spec: RunSpec, n_layers: int, plan: str | None = None) -> None:
     if problems:
         raise BadInput("; ".join(problems))
     if s not in TORCH_SCHEDULES:
+        # a plan file's plan cannot take --schedule (validate refuses both): its flags instead
+        instead = (f"validate --schedule dualpipev --pp {p} --microbatches {m}, without "
+                   "--plan" if plan is not None else "validate --schedule dualpipev")
         raise BadInput(
             f"{knob('--schedule')} {s.value}: no torch runtime has it (torch.distributed.pipelining "
             f"has DualPipeV, not the bidirectional DualPipe, which is DeepSeek's own "
-            f"implementation), so validate cannot run it; validate --schedule dualpipev, "
+            f"implementation), so validate cannot run it; {instead}, "
             f"or pptune simulate --schedule {s.value}"
         )
     try:

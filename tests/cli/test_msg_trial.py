@@ -71,6 +71,18 @@ def test_no_plan_hints_name_only_what_was_not_searched(cli: Cli) -> None:
         "--micro-batch-sizes")
 
 
+def test_an_expert_group_larger_than_a_stage_says_what_to_change(cli: Cli) -> None:
+    # 64 GPUs over pp 8 at tp 8: a stage holds 8 ranks, and ep 64 cannot live inside it
+    r = cli("recommend", "--gpus", "64", "--model", "deepseek-v3", "--ep", "64", "--tp", "8",
+            "--pp", "8")
+    assert r.exit_code == 1
+    assert r.stderr.strip().splitlines()[-1] == (
+        "pptune: error: no feasible plan for 64 GPUs (ep x etp does not divide the stage: 1); "
+        "try --ep x --etp dividing a stage's ranks (tp x cp x dp, the GPUs over pp: "
+        "megatron-core's expert groups live inside a pipeline stage), so a smaller --ep or a "
+        "shallower --pp")
+
+
 def test_interleaved_with_fewer_micro_batches_than_pp_is_counted_as_m_lt_pp(cli: Cli) -> None:
     """Global batch 7 on 8 GPUs: the only pipelines with 7 micro-batches or fewer than
     their stages are pp 8 (dp 1, 7 of 1), refused as m < pp under 1f1b and interleaving

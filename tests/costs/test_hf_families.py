@@ -274,3 +274,18 @@ def test_an_unknown_dense_family_is_still_read(tmp_path: Path) -> None:
                                 "num_experts": None}))
     s = read_hf_config(path, seq_len=128).shape
     assert s.gated_mlp and not s.moe
+
+
+def test_an_unknown_family_note_gives_the_parameter_count_to_check(tmp_path: Path) -> None:
+    # Llama 3 8B's sizes under a family pptune does not know; a block by hand: attention
+    # 4096 x (4096 + 2 x 1024) + 4096 x 4096 = 41,943,040 (GQA: 8 KV heads of 128), gated
+    # MLP 3 x 4096 x 14,336 = 176,160,768, two RMSNorms 2 x 4096; 32 blocks, and the
+    # untied embedding and LM head 2 x 128,256 x 4096
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({
+        "model_type": "exaone4", "hidden_size": 4096, "num_hidden_layers": 32,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+        "vocab_size": 128256, "hidden_act": "silu", "max_position_embeddings": 8192}))
+    note = next(n for n in read_hf_config(path).notes if "not a family" in n)
+    blocks = 32 * (41_943_040 + 176_160_768 + 2 * 4096)
+    assert f"{(blocks + 2 * 128_256 * 4096) / 1e9:.2f}B as read" in note  # 8.03B

@@ -26,6 +26,13 @@ def test_one_node_and_a_half() -> None:
     assert note.endswith("8 or 16 GPUs fill whole ones")
 
 
+def test_one_gpu_over_nodes_of_three_reads_as_english() -> None:
+    assert domain_note(16, 3, "node") == (
+        "16 GPUs fill 5 nodes of 3 and 1 GPU of one more: a group whose size does not divide "
+        "3 can cross a node boundary and is priced at its worst placement (over the NICs); "
+        "15 or 18 GPUs fill whole ones")
+
+
 def test_a_host_of_an_nvl72_asked_as_the_node_is_said() -> None:
     """--gpus-per-node is the NVLink domain (its help); on a GB200 NVL72, whose compute
     trays hold 4 GPUs of a 72-GPU domain, a trial typed 4 (the GPUs a host runs) and got a

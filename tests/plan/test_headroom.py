@@ -16,13 +16,13 @@ def _result(*plans: tuple[float, float]) -> SimpleNamespace:
 
 
 def test_no_note_with_a_gib_free() -> None:
-    assert headroom_note(_result((10.0, 1.0), (10.01, 20.0)), 2 * GIB) is None  # type: ignore[arg-type]
-    assert headroom_note(_result(), 2 * GIB) is None  # type: ignore[arg-type]
+    assert headroom_note(_result((10.0, 1.0), (10.01, 20.0)), 2 * GIB, 16 * GIB) is None  # type: ignore[arg-type]
+    assert headroom_note(_result(), 2 * GIB, 16 * GIB) is None  # type: ignore[arg-type]
 
 
 def test_a_tight_winner_names_the_roomy_plan_within_one_percent() -> None:
     # plan 2 is 0.5% slower with 3 GiB (not roomy), plan 3 0.8% slower with 24 GiB
-    note = headroom_note(_result((10.0, 0.25), (10.05, 3.0), (10.08, 24.0)), 2 * GIB)  # type: ignore[arg-type]
+    note = headroom_note(_result((10.0, 0.25), (10.05, 3.0), (10.08, 24.0)), 2 * GIB, 16 * GIB)  # type: ignore[arg-type]
     assert note is not None
     assert note.startswith("the winner leaves 256.00 MiB free beyond the 2.00 GiB reserve on "
                            "its fullest GPU; plan 3, 0.80% slower, leaves 24.00 GiB: ")
@@ -31,5 +31,16 @@ def test_a_tight_winner_names_the_roomy_plan_within_one_percent() -> None:
 
 
 def test_a_roomy_plan_beyond_one_percent_is_not_named() -> None:
-    note = headroom_note(_result((10.0, 0.25), (10.2, 24.0)), 2 * GIB)  # type: ignore[arg-type]
+    note = headroom_note(_result((10.0, 0.25), (10.2, 24.0)), 2 * GIB, 16 * GIB)  # type: ignore[arg-type]
     assert note is not None and "plan 2" not in note
+
+
+def test_tight_is_a_twentieth_of_the_gpu() -> None:
+    # 80 GiB: under 4 GiB free beyond the reserve is tight, and a plan leaving 4 GiB roomy;
+    # 185 GiB: 9.25 GiB, so a plan leaving 5 GiB is not named
+    assert headroom_note(_result((10.0, 4.0)), 2 * GIB, 80 * GIB) is None  # type: ignore[arg-type]
+    note = headroom_note(_result((10.0, 1.37), (10.001, 28.9)), 2 * GIB, 80 * GIB)  # type: ignore[arg-type]
+    assert note is not None and "plan 2, 0.01% slower, leaves 28.90 GiB" in note
+    note = headroom_note(_result((10.0, 3.0), (10.0, 5.0), (10.001, 21.4)), 2 * GIB,  # type: ignore[arg-type]
+                         185 * GIB)
+    assert note is not None and "plan 3, 0.01% slower, leaves 21.40 GiB" in note

@@ -59,6 +59,10 @@ def test_dualpipe_refuses_in_one_line_and_dualpipev_follows_torchs_rule() -> Non
         "so validate cannot run it; validate --schedule dualpipev, or pptune simulate "
         "--schedule dualpipe"
     )
+    with pytest.raises(BadInput) as err:  # a plan file's: by flags, since --plan refuses them
+        check(spec("dualpipe", pp=2, m=4, split=(2, 2)), 4, plan="plans.json plan 1")
+    assert ("so validate cannot run it; validate --schedule dualpipev --pp 2 --microbatches 4, "
+            "without --plan, or pptune simulate --schedule dualpipe") in str(err.value)
     with pytest.raises(BadInput, match="DualPipeV requires at least as many microbatches"):
         check(spec("dualpipev", pp=2, m=2, split=(1, 1, 1, 1)), 4)
     check(spec("dualpipev", pp=2, m=4, split=(1, 1, 1, 1)), 4)
