@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pptune.costmodel.keys import TableSource
-from pptune.costmodel.search import PlanRequest, SearchResult
-from pptune.plan.what_if import Search, search
+from pptune.costmodel.search import PlanRequest, SearchResult, search
+from pptune.plan.what_if import Search
 
 BUBBLE = 0.25  # the winner's bubble above which the note looks (check-config's max_bubble)
 ODD = (1, 3, 5, 7, 9)  # odd parts of the counts tried: whole nodes x ODD x a power of two
