@@ -227,8 +227,8 @@ def test_recommend_picks_up_profile_in_working_directory(
         (["--gpus", "8", "--global-batch", "99999999"], 1, "too many micro-batches to simulate"),
         # the reasons in words, as the table's rejected line gives them (JSON keeps the keys)
         (["--gpus", "8", "--model", "qwen3-30b-a3b", "--ep", "8", "--pp", "2"], 1,
-         "no feasible plan for 8 GPUs (ep x etp does not divide the stage: 5); try different "
-         "flags"),
+         "no feasible plan for 8 GPUs (ep x etp does not divide the stage: 5); try --ep x "
+         "--etp dividing a stage's ranks"),
         (["--gpus", "6", "--model", "qwen3-30b-a3b", "--ep", "4"], 2,
          "no layout of 6 GPUs: ep x etp = 4 x 1 = 4 does not divide them"),
         (["--gpus", "8", "--global-batch", "99999999999"], 2, "--global-batch must be <="),
