@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pptune.costs.hf_keys import Config, layer_list, period, read_int
+from pptune.costs.hf_keys import Config, layer_list, period, read_int, regular_period
 from pptune.errors import BadInput
 
 # Families whose MLP is gated (gate, up and down projections: SwiGLU, or GeGLU for
@@ -42,6 +42,16 @@ TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3", "gemma3_text"}
 # config has no layer_types (Gemma2Config: sliding when (i + 1) % 2; Gemma3TextConfig:
 # when (i + 1) % sliding_window_pattern, default 6).
 WINDOW_PERIODS = {"gemma2": 2, "gemma3": 6, "gemma3_text": 6}
+# Families whose every layer attends in ``sliding_window`` when it is set, with their
+# configuration class's default for a config that leaves the key out (MistralConfig 4096;
+# Phi3Config, Starcoder2Config None). Their attention reads the window alone: MistralConfig
+# has no use_sliding_window (transformers' MistralAttention passes config.sliding_window).
+EVERY_LAYER_WINDOWS = {"mistral": 4096, "phi3": 0, "starcoder2": 0}
+# Qwen2Config and Qwen3Config: sliding_window (default 4096) only with use_sliding_window
+# (default false; __post_init__ sets the window None without it), on the layers their
+# layer_types names 'sliding_attention', by default those with i >= max_window_layers
+# (default 28).
+QWEN_WINDOWS = ("qwen2", "qwen3")
 
 # Hybrids: layers that are not attention, which pptune does not price (it prices every
 # block as attention and an MLP). transformers' configuration classes of each type.
@@ -54,13 +64,18 @@ HYBRID_TYPES = {
     "minimax": "MiniMax-01's lightning (linear) attention layers",
     "lfm2": "LFM2's short-convolution layers",
     "recurrent_gemma": "RecurrentGemma's RG-LRU recurrent layers",
-    "rwkv": "RWKV's recurrent time-mixing layers",
     **dict.fromkeys(("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"),
                     "Qwen3.5's Gated DeltaNet linear-attention layers (layer_types "
                     "'linear_attention')"),
-    **dict.fromkeys(("mamba", "mamba2", "falcon_mamba"), "its Mamba (state-space) layers"),
     **dict.fromkeys(("bamba", "falcon_h1", "granitemoehybrid", "nemotron_h", "zamba",
                      "zamba2"), "its Mamba-2 (state-space) layers"),
+}
+# Models with no attention layer at all (MambaConfig, Mamba2Config, FalconMambaConfig:
+# a stack of Mamba mixers; RwkvConfig: time-mixing and channel-mixing blocks).
+NO_ATTENTION_TYPES = {
+    **dict.fromkeys(("mamba", "falcon_mamba"), "a state-space model (Mamba layers)"),
+    "mamba2": "a state-space model (Mamba-2 layers)",
+    "rwkv": "a recurrent model (RWKV's time-mixing layers)",
 }
 # Layer kinds of a layer_types list that are attention pptune prices (chunked: as full).
 ATTENTION_LAYERS = ("full_attention", "sliding_attention", "chunked_attention")
@@ -73,8 +88,13 @@ NOT_READ = {
 
 def refuse_unread(cfg: Config, model_type: str, path: Path) -> None:
     """BadInput, in one line, for a config pptune would otherwise price as something
-    it is not: a hybrid, a family it cannot read, or experts or latent attention under
-    a model type it does not read them for."""
+    it is not: a model without attention, a hybrid, a family it cannot read, or experts
+    or latent attention under a model type it does not read them for."""
+    if model_type in NO_ATTENTION_TYPES:
+        raise BadInput(f"--hf-config {path}: model_type {model_type!r} is "
+                       f"{NO_ATTENTION_TYPES[model_type]} with no attention; pptune plans "
+                       "transformer decoders (attention and an MLP in every layer) and does not "
+                       "plan this model")
     if model_type in HYBRID_TYPES:
         raise BadInput(f"--hf-config {path}: model_type {model_type!r} is a hybrid: "
                        f"{HYBRID_TYPES[model_type]} are not attention, and pptune prices every "
@@ -130,3 +150,91 @@ def window_fields(cfg: Config, path: Path, layers: int, seq_len: int,
         raise BadInput(f"--hf-config {path}: layer_types must end each period with "
                        "its full-attention layer (as GPT-OSS and Gemma do)")
     return {"sliding_window": window, "full_attention_every": every}
+
+
+def check_layer_types(cfg: Config, layers: int, path: Path) -> None:
+    """BadInput unless a stated ``layer_types`` has one entry a layer (transformers'
+    PreTrainedConfig.validate_layer_type refuses the config otherwise)."""
+    types = layer_list(cfg, "layer_types", path)
+    if types is not None and len(types) != layers:
+        raise BadInput(f"--hf-config {path}: layer_types has {len(types)} entries for "
+                       f"num_hidden_layers {layers}; transformers takes one entry a layer "
+                       "(fix either so they agree)")
+
+
+def _stated_window(cfg: Config, path: Path, default: int) -> int:
+    """``sliding_window``: ``default`` when the key is absent, 0 when it is null."""
+    if "sliding_window" not in cfg:
+        return default
+    return read_int(cfg, ("sliding_window",), path, default=0, minimum=0)
+
+
+def dense_window_fields(cfg: Config, model_type: str, path: Path, layers: int, seq_len: int,
+                        notes: list[str]) -> dict[str, int]:
+    """ModelShape's sliding_window and full_attention_every for the dense families outside
+    WINDOW_PERIODS: every layer of EVERY_LAYER_WINDOWS, Qwen's windowed layers
+    (``_qwen_window``); a window another family states is said, not priced. Empty when
+    the window is at least the sequence."""
+    if model_type in EVERY_LAYER_WINDOWS:
+        window = _stated_window(cfg, path, EVERY_LAYER_WINDOWS[model_type])
+        if window and window < seq_len and cfg.get("use_sliding_window") is False:
+            notes.append(f"use_sliding_window false: transformers' {model_type} config does "
+                         f"not read it, and its attention keeps the sliding_window {window} "
+                         "on every layer; priced so (a null sliding_window is full attention)")
+        return {"sliding_window": window} if window and window < seq_len else {}
+    if model_type in QWEN_WINDOWS:
+        return _qwen_window(cfg, path, layers, seq_len, notes)
+    window = _stated_window(cfg, path, 0)
+    if window and window < seq_len and cfg.get("use_sliding_window") is not False:
+        notes.append(f"sliding_window {window} (model_type {model_type[:40]!r}) is not read "
+                     "for this family: every layer's attention is priced in full over the "
+                     f"sequence of {seq_len}, more than the windowed layers cost")
+    return {}
+
+
+def _qwen_window(cfg: Config, path: Path, layers: int, seq_len: int,
+                 notes: list[str]) -> dict[str, int]:
+    window = _stated_window(cfg, path, 4096) if cfg.get("use_sliding_window") is True else 0
+    if not window or window >= seq_len:
+        return {}
+    types = layer_list(cfg, "layer_types", path)
+    if types is not None:
+        key, sliding = "layer_types", [t == "sliding_attention" for t in types]
+    else:
+        first = read_int(cfg, ("max_window_layers",), path, default=28, minimum=0)
+        key, sliding = f"max_window_layers {first}", [i >= first for i in range(layers)]
+    if not any(sliding):
+        return {}
+    found = regular_period([not s for s in sliding])
+    if found is not None and (not found[0] or found[1] == found[0] - 1):
+        return {"sliding_window": window, "full_attention_every": found[0]}
+    first_windowed = sliding.index(True)
+    which = (f"layers {first_windowed}-{layers - 1} of {layers}"
+             if all(sliding[first_windowed:]) else f"{sum(sliding)} of the {layers} layers")
+    notes.append(f"use_sliding_window with {key}: transformers windows {which} at "
+                 f"sliding_window {window}; pptune models a window on every layer or on all "
+                 "but every N-th, and prices every layer's attention in full (more than the "
+                 "windowed layers cost)")
+    return {}
+
+
+# Logit soft-capping, cap x tanh(logits / cap) (Gemma 2: attention scores capped at 50,
+# final logits at 30; Gemma2Config's attn_logit_softcapping, final_logit_softcapping).
+# FlashAttention-2 applies the attention cap inside its kernel from flash-attn 2.6
+# (Dao-AILab/flash-attention README, changelog "2.6: Softcapping"); Transformer Engine
+# takes it on FlashAttention-2 and rules out cuDNN's fused attention when it is set
+# (NVIDIA/TransformerEngine pull request 3391). pptune prices neither cap's elementwise work.
+SOFTCAP_NOTES = {
+    "attn_logit_softcapping": "attention is priced as the --attention kernel runs without "
+    "it; the cap's tanh on every attention score is not priced (FlashAttention-2 applies it "
+    "in its kernel from flash-attn 2.6; cuDNN's fused attention in Transformer Engine does "
+    "not take it)",
+    "final_logit_softcapping": "the cap's tanh over the LM head's logits is not priced",
+}
+
+
+def softcap_notes(cfg: Config) -> list[str]:
+    """One note for each logit soft-cap the config states (null: none)."""
+    return [f"{key} {cfg[key]}: {said}" for key, said in SOFTCAP_NOTES.items()
+            if isinstance(cfg.get(key), int | float) and not isinstance(cfg[key], bool)
+            and cfg[key] > 0]

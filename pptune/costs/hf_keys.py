@@ -54,17 +54,26 @@ def layer_list(cfg: Config, key: str, path: Path) -> list[Any] | None:
     return value
 
 
-def period(flags: list[bool], key: str, path: Path, what: str) -> tuple[int, int]:
-    """(every, offset) with flags[i] == (i % every == offset), or BadInput."""
+def regular_period(flags: list[bool]) -> tuple[int, int] | None:
+    """(every, offset) with flags[i] == (i % every == offset), (0, 0) when none is set,
+    None when they are set irregularly."""
     hits = [i for i, f in enumerate(flags) if f]
     if not hits:
         return 0, 0
     every = hits[1] - hits[0] if len(hits) > 1 else len(flags)
     offset = hits[0] % every
     if any(f != (i % every == offset) for i, f in enumerate(flags)):
+        return None
+    return every, offset
+
+
+def period(flags: list[bool], key: str, path: Path, what: str) -> tuple[int, int]:
+    """(every, offset) with flags[i] == (i % every == offset), or BadInput."""
+    found = regular_period(flags)
+    if found is None:
         raise BadInput(f"--hf-config {path}: {key} places {what} irregularly; pptune models "
                        f"one every N layers (e.g. every other layer)")
-    return every, offset
+    return found
 
 
 def leading_run(flags: list[bool], key: str, path: Path, what: str) -> int:

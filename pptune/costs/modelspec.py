@@ -15,7 +15,10 @@ from pptune.costs.hf_families import (
     LLAMA_TYPES,
     MOE_TYPES,
     WINDOW_PERIODS,
+    check_layer_types,
+    dense_window_fields,
     refuse_unread,
+    softcap_notes,
     window_fields,
 )
 from pptune.costs.hf_keys import MAX_HF_SIZE, Config, read_int
@@ -101,8 +104,10 @@ def read_hf_config(
     A gated family (LLAMA_TYPES) or a SiLU activation means a gated MLP; a
     multimodal config's ``text_config`` is the decoder. The families of
     hf_families.MOE_TYPES add their experts, latent attention and windows under
-    their own keys (hf_moe.py), Gemma 2 and 3 their sliding windows; hybrids and
-    experts of other families are refused (hf_families.refuse_unread).
+    their own keys (hf_moe.py), Gemma 2 and 3 their sliding windows, Mistral, Phi-3,
+    StarCoder2 and Qwen2/3 theirs (hf_families.dense_window_fields); models without
+    attention, hybrids and experts of other families are refused
+    (hf_families.refuse_unread), as is a layer_types of another length than the layers.
     """
     path = Path(path)
     raw = read_limited(path, "--hf-config file", MAX_HF_CONFIG_BYTES)
@@ -123,6 +128,7 @@ def read_hf_config(
     refuse_unread(cfg, model_type, path)
     hidden = read_int(cfg, ("hidden_size", "n_embd", "d_model"), path)
     layers = read_int(cfg, ("num_hidden_layers", "n_layer", "num_layers"), path, cap=MAX_LAYERS)
+    check_layer_types(cfg, layers, path)
     heads = read_int(cfg, ("num_attention_heads", "n_head"), path)
     kv_heads = read_int(cfg, ("num_key_value_heads",), path, default=heads)
     ffn = read_int(cfg, ("intermediate_size", "n_inner", "ffn_dim"), path, default=4 * hidden)
@@ -158,6 +164,9 @@ def read_hf_config(
         extra = window_fields(cfg, path, layers, seq_len, WINDOW_PERIODS[model_type],
                               None if model_type == "gemma2" else "sliding_window_pattern")
         extra["qk_norm"] = model_type != "gemma2"
+    else:  # Mistral's window on every layer, Qwen2's from max_window_layers
+        extra = dense_window_fields(cfg, model_type, path, layers, seq_len, notes)
+    notes += softcap_notes(cfg)
     if head_dim and head_dim != hidden // heads:
         extra["kv_channels"] = head_dim
     extra.update(style_fields(cfg, model_type))  # norm, biases, tied embeddings (hf_style.py)

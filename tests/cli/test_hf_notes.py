@@ -38,6 +38,50 @@ def test_a_hybrid_config_is_refused_in_one_line() -> None:
     assert "Traceback" not in r.output + r.stderr
 
 
+def test_a_state_space_model_and_a_short_layer_types_are_refused_in_one_line(
+        tmp_path: Path) -> None:
+    base = {"hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
+            "vocab_size": 8}
+    for doc, needle in (
+            ({"model_type": "mamba2"}, "model_type 'mamba2' is a state-space model (Mamba-2 "
+             "layers) with no attention; pptune plans transformer decoders"),
+            ({"model_type": "gemma3_text", "layer_types": ["sliding_attention"] * 3},
+             "layer_types has 3 entries for num_hidden_layers 4")):
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps({**base, **doc}))
+        r = runner.invoke(app, ["recommend", "--gpus", "8", "--hf-config", str(path),
+                                "--seq-len", "2048"])
+        assert r.exit_code == 2 and r.stdout == ""
+        errors = [x for x in r.stderr.splitlines() if x.startswith("pptune: error:")]
+        assert len(errors) == 1 and needle in errors[0], r.stderr
+        assert "hybrid" not in r.stderr and "Traceback" not in r.output + r.stderr
+
+
+def test_gemma2_softcapping_reaches_the_recommend_notes() -> None:
+    r = runner.invoke(app, ["recommend", "--gpus", "8", "--hf-config",
+                            str(HF / "gemma2-27b-config.json"), "--seq-len", "8192", "--json",
+                            "--top", "1"])
+    assert r.exit_code == 0, r.stderr
+    notes = json.loads(r.stdout)["notes"]
+    capped = [n for n in notes if "softcapping" in n]
+    assert len(capped) == 2 and all(n in r.stderr for n in capped)
+
+
+def test_mistral_window_reaches_the_simulated_step(tmp_path: Path) -> None:
+    doc = json.loads((HF / "mistral-7b-v0.1-config.json").read_text())
+    full = tmp_path / "config.json"
+    full.write_text(json.dumps({**doc, "sliding_window": None}))
+
+    def step_s(path: Path) -> float:
+        r = runner.invoke(app, ["simulate", "--pp", "2", "-m", "8", "--hf-config", str(path),
+                                "--seq-len", "8192", "--gpu", "h100-sxm", "--json"])
+        assert r.exit_code == 0, r.stderr
+        return float(json.loads(r.stdout)["step_time_s"])
+
+    # every layer's attention over 3,072 keys a query rather than 4,096 (test_hf_families)
+    assert step_s(HF / "mistral-7b-v0.1-config.json") < step_s(full)
+
+
 def test_check_config_states_the_reader_notes_and_refuses_a_bad_flag_file(tmp_path: Path
                                                                            ) -> None:
     cfg = tmp_path / "train.yaml"

@@ -13,6 +13,7 @@ import pytest
 
 from pptune.costmodel.analytic import model_params
 from pptune.costmodel.models import ModelShape
+from pptune.costs.flops import attention_flops_per_token
 from pptune.costs.modelspec import read_hf_config
 from pptune.errors import BadInput
 
@@ -198,6 +199,99 @@ def test_gemma2_windows_every_other_layer_and_gemma3_multimodal_text_config() ->
             g3.gated_mlp) == (62, 5376, 128, 1024, 6, True)
 
 
+def test_gemma2_softcapping_is_said_not_priced() -> None:
+    notes = read_hf_config(HF / "gemma2-27b-config.json", seq_len=4096).notes
+    attn = [n for n in notes if n.startswith("attn_logit_softcapping 50.0:")]
+    final = [n for n in notes if n.startswith("final_logit_softcapping 30.0:")]
+    assert len(attn) == 1 and len(final) == 1
+    assert "not priced" in attn[0] and "--attention" in attn[0] and "not priced" in final[0]
+    # Gemma 3 states both null: nothing to say
+    assert not any("softcapping" in n for n in read_hf_config(
+        HF / "gemma3-1b-config.json", seq_len=4096).notes)
+
+
+# ---------------------------------------------------------------- windows on every layer
+
+
+def test_mistral_windows_every_layer_past_its_window(tmp_path: Path) -> None:
+    s = shape_of("mistral-7b-v0.1-config.json", seq_len=8192)
+    assert (s.sliding_window, s.full_attention_every) == (4096, 0)
+    assert all(s.sliding_block(i) for i in range(32))
+    # keys a query sees at s 8192: w - w^2 / 2s = 4096 - 1024 = 3072 (full causal: 4096);
+    # 6 x 32 heads x (128 + 128) x keys a layer, 32 layers
+    assert attention_flops_per_token(s, 8192) == 6 * 32 * 256 * 3072 * 32 == 4_831_838_208
+    full = dataclasses.replace(s, sliding_window=0)
+    assert attention_flops_per_token(full, 8192) == 6 * 32 * 256 * 4096 * 32
+    # a window no shorter than the sequence is full attention; so is a null one
+    assert shape_of("mistral-7b-v0.1-config.json", seq_len=4096).sliding_window == 0
+    doc = json.loads((HF / "mistral-7b-v0.1-config.json").read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**doc, "sliding_window": None}))
+    assert read_hf_config(path, seq_len=8192).shape.sliding_window == 0
+    # absent: MistralConfig's default, 4096
+    path.write_text(json.dumps({k: v for k, v in doc.items() if k != "sliding_window"}))
+    assert read_hf_config(path, seq_len=8192).shape.sliding_window == 4096
+    # use_sliding_window is not MistralConfig's: the window stays, and the reader says so
+    path.write_text(json.dumps({**doc, "use_sliding_window": False}))
+    hf = read_hf_config(path, seq_len=8192)
+    assert hf.shape.sliding_window == 4096
+    assert [n for n in hf.notes if n.startswith("use_sliding_window false")] != []
+
+
+def qwen2(tmp_path: Path, **keys: object) -> ModelShape | str:
+    """Qwen2-7B (28 layers) with ``keys`` at sequence 8192: the shape, or its notes'
+    window line when the reader says one."""
+    doc = json.loads((HF / "qwen2-7b-config.json").read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**doc, **keys}))
+    hf = read_hf_config(path, seq_len=8192)
+    said = [n for n in hf.notes if "max_window_layers" in n or "layer_types" in n]
+    return said[0] if said else hf.shape
+
+
+def test_qwen2_windows_from_max_window_layers_when_use_sliding_window(tmp_path: Path) -> None:
+    def window(**keys: object) -> tuple[int, int]:
+        s = qwen2(tmp_path, **keys)
+        assert isinstance(s, ModelShape)
+        return s.sliding_window, s.full_attention_every
+
+    # Qwen2Config: use_sliding_window false (its default) or a null window: no window
+    assert window() == (0, 0)
+    assert window(use_sliding_window=False, sliding_window=4096, max_window_layers=0) == (0, 0)
+    assert window(use_sliding_window=True, sliding_window=None, max_window_layers=0) == (0, 0)
+    # layers i >= max_window_layers window: from 0, every layer; from 28 (its default,
+    # the window 4096 by default too), none of the 28
+    assert window(use_sliding_window=True, sliding_window=4096, max_window_layers=0) == (4096, 0)
+    assert window(use_sliding_window=True, max_window_layers=0) == (4096, 0)
+    assert window(use_sliding_window=True, sliding_window=4096) == (0, 0)
+    # a layer_types list takes the place of max_window_layers
+    assert window(use_sliding_window=True, sliding_window=4096, max_window_layers=0,
+                  layer_types=["sliding_attention", "full_attention"] * 14) == (4096, 2)
+    assert window(use_sliding_window=True, sliding_window=4096,
+                  layer_types=["full_attention"] * 28) == (0, 0)
+    # full layers first, windowed ones after: priced in full, said
+    said = qwen2(tmp_path, use_sliding_window=True, sliding_window=4096, max_window_layers=20)
+    assert isinstance(said, str)
+    assert "layers 20-27 of 28" in said and "in full" in said
+    doc = {"model_type": "qwen3", "hidden_size": 64, "num_hidden_layers": 4, "head_dim": 16,
+           "num_attention_heads": 4, "vocab_size": 8, "use_sliding_window": True,
+           "sliding_window": 256, "max_window_layers": 0}
+    path = tmp_path / "qwen3.json"
+    path.write_text(json.dumps(doc))  # Qwen3Config: the same keys, the same rule
+    assert read_hf_config(path, seq_len=1024).shape.sliding_window == 256
+
+
+def test_a_window_of_a_family_not_read_is_said(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "mystery", "hidden_size": 64, "num_hidden_layers": 2,
+                                "num_attention_heads": 4, "vocab_size": 8,
+                                "sliding_window": 512}))
+    hf = read_hf_config(path, seq_len=2048)
+    assert hf.shape.sliding_window == 0
+    assert any(n.startswith("sliding_window 512 (model_type 'mystery')") for n in hf.notes)
+    assert not any("sliding_window" in n for n in read_hf_config(path, seq_len=512).notes)
+
+
 # ---------------------------------------------------------------- the sequence length
 
 
@@ -256,6 +350,11 @@ def test_configs_pptune_cannot_price_are_refused_in_one_line(name: str,
     ({"model_type": "mystery", "kv_lora_rank": 512}, "kv_lora_rank 512"),
     ({"model_type": "llama", "layer_types": ["full_attention", "mamba"]},
      "layer_types names 'mamba' layers"),
+    # transformers' validate_layer_type: one entry a layer
+    ({"model_type": "llama", "layer_types": ["full_attention"] * 3},
+     "layer_types has 3 entries for num_hidden_layers 2"),
+    ({"model_type": "mamba"}, "model_type 'mamba' is a state-space model"),
+    ({"model_type": "mamba2"}, "with no attention; pptune plans transformer decoders"),
 ])
 def test_experts_or_layers_pptune_does_not_read_are_refused(
         tmp_path: Path, changes: dict[str, object], needle: str) -> None:
