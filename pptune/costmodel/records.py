@@ -99,6 +99,7 @@ class PlanRequest:
     combined_order: bool = True
     rank_orders: Sequence[RankOrder] = tuple(RankOrder)
     with_best_pp1: bool = True  # keep the best plan without a pipeline in the list
+    with_best_1f1b: bool = True  # keep the best 1f1b plan exact (the winner line's reference)
     # the best plan without a pipeline ranks first unless the fastest (pipelined) plan
     # beats it by more than this share of its step time (search.py); 0: step time alone
     pipeline_margin: float = 0.0

@@ -170,7 +170,7 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
         kth = times[req.top - 1] if len(times) >= req.top else math.inf
         # the best 1f1b plan is kept exact (the reference the report compares against)
         own = best_by[spec.schedule].step_time_s if spec.schedule in best_by else math.inf
-        own = own if spec.schedule is Schedule.ONE_F_ONE_B else -math.inf
+        own = own if spec.schedule is Schedule.ONE_F_ONE_B and req.with_best_1f1b else -math.inf
         pp1 = (best_pp1.step_time_s if best_pp1 else math.inf) if (
             spec.pp == 1 and req.with_best_pp1) else -math.inf
         key = req.key_of(spec)
@@ -180,7 +180,8 @@ def rank(tables: CostTable | TableSource, req: PlanRequest, pending: list[Candid
             if own == pp1 == -math.inf and not purged and (log is None or log.faster is None):
                 # every candidate left is bounded at least this high (the heap's least) and
                 # the top-th time only falls: those it alone admits never will be
-                heap = [x for x in heap if x[1].spec.schedule is Schedule.ONE_F_ONE_B or (
+                heap = [x for x in heap if (x[1].spec.schedule is Schedule.ONE_F_ONE_B
+                                            and req.with_best_1f1b) or (
                     x[1].spec.pp == 1 and req.with_best_pp1)]
                 heapq.heapify(heap)  # the same order: no two keys are equal
                 purged = True

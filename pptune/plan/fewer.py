@@ -52,7 +52,7 @@ def fewer_gpus_what_if(tables: TableSource, req: PlanRequest, result: SearchResu
     win = result.plans[0]
     found = []  # (step, count, plan)
     for n in fewer_counts(req.gpus, req.gpus_per_node):
-        alt = searching(tables, replace(req, gpus=n, top=1)).plans
+        alt = searching(tables, replace(req, gpus=n, top=1, with_best_1f1b=False)).plans
         if alt:
             found.append((alt[0].step_time_s, n, alt[0]))
     if not found:

@@ -56,9 +56,11 @@ def memory_what_if(table: TableSource, req: PlanRequest, result: SearchResult,
     best = result.plans[0].step_time_s if result.plans else None
     options = []
     if set(req.shardings) != set(Sharding):
-        options.append(("every --sharding", replace(req, shardings=tuple(Sharding), top=1)))
+        options.append(("every --sharding", replace(req, shardings=tuple(Sharding), top=1,
+                                                    with_best_1f1b=False)))
     if Recompute.FULL not in req.recomputes and not result.plans:
-        options.append(("--recompute full", replace(req, recomputes=(Recompute.FULL,), top=1)))
+        options.append(("--recompute full", replace(req, recomputes=(Recompute.FULL,), top=1,
+                                                         with_best_1f1b=False)))
     for flag, alt_req in options:
         alt = searching(table, alt_req)
         if not alt.plans:
@@ -97,7 +99,7 @@ def fp8_gather_what_if(opts: CostOptions, req: PlanRequest, result: SearchResult
         return None
     alt = searching(priced(replace(opts, fp8_param_gather=True)), replace(
         req, cost_keys=keys, tp=keys[0].tp, shardings=shardings, fp8_param_gather=True,
-        top=1, with_best_pp1=False)).plans
+        top=1, with_best_pp1=False, with_best_1f1b=False)).plans
     if not alt:
         return None
     a, win = alt[0], result.plans[0]
@@ -164,7 +166,8 @@ def batch_what_if(tables: TableSource, req: PlanRequest, result: SearchResult,
     batches = sorted({-(-gb // n) * n for n in {req.gpus // (k.tp * k.cp) for k in req.keys()}})
     found = []  # (samples a second, batch, plan) at each batch a dp-only plan divides
     for g in (b for b in batches if gb < b <= gb * 1.25):
-        alt = searching(tables, replace(req, global_batch=g, pp=(1,), top=1)).plans
+        alt = searching(tables, replace(req, global_batch=g, pp=(1,), top=1,
+                                              with_best_1f1b=False)).plans
         if alt:
             found.append((g / alt[0].step_time_s, g, alt[0]))
     if not found:
