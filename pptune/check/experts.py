@@ -114,11 +114,15 @@ def expert_rules(cfg: TrainingConfig, dp: int | None, add: Any,
     cites = dict(adapter_of(cfg.source_format).expert_cites)  # the framework's own words
     if experts % ep:
         fits = [d for d in range(1, experts + 1) if experts % d == 0]
+        placed = [d for d in fits if dp is None or _places(cfg, dp, d)]
+        choose = (f"choose ep from {', '.join(map(str, placed[-8:]))}" if placed else
+                  f"no ep that divides them places on the {cfg.tp * cfg.cp * (dp or 1)} ranks "
+                  f"of a pipeline stage at etp {etp} in this rank order; change etp or the GPUs")
         add("moe-experts-ep", "error",
             f"ep {ep} does not divide the {experts} routed experts: each rank holds experts / "
             "ep of them (" + cites.get("moe-experts-ep", "megatron-core moe_layer.py asserts "
                                        "num_moe_experts % ep_size == 0")
-            + f"); choose ep from {', '.join(map(str, fits[-8:]))}", ep=ep, experts=experts)
+            + f"); {choose}", ep=ep, experts=experts)
     if ffn and ffn % etp:
         add("moe-etp-ffn", "error",
             f"etp {etp} does not divide the expert FFN width {ffn}: each expert's weights are "
@@ -147,3 +151,20 @@ def expert_rules(cfg: TrainingConfig, dp: int | None, add: Any,
             "parallel size of the attention and moe layers must be the same' "
             "(parallel_state.initialize_model_parallel); use the tp-dp-pp rank order or make "
             "ep x etp = tp x cp", ep=ep, etp=etp, rank_order=cfg.rank_order)
+
+
+def _places(cfg: TrainingConfig, dp: int, ep: int) -> bool:
+    """Whether experts placed ``ep`` ways (at the config's etp) pass the placement rules
+    that follow the experts' own in ``expert_rules``: ep x etp dividing a stage's tp x cp x
+    dp ranks (moe-world) and, under a pipeline, the rank order's (moe-rank-order, judged
+    by the same Layout)."""
+    if (cfg.tp * cfg.cp * dp) % (ep * cfg.etp):
+        return False
+    if cfg.pp == 1:
+        return True
+    try:
+        Layout(pp=cfg.pp, dp=dp, tp=cfg.tp, cp=cfg.cp, ep=ep, etp=cfg.etp,
+               gpus_per_node=cfg.gpus_per_node, order=RankOrder(cfg.rank_order))
+    except LayoutError:
+        return False
+    return True

@@ -137,16 +137,18 @@ def check(cfg: TrainingConfig, base_dir: Path, opts: CheckOptions | None = None,
 
     # --- arithmetic: gpus = tp * pp * cp * dp -------------------------------
     dp = cfg.dp
+    said = f" ({sem.gpus_from})" if sem.gpus_from else ""  # a launch comment's count
     if dp is None and cfg.gpus is not None:
         if cfg.gpus % (tp * p * cp):
             add("gpus-mismatch", "error",
-                f"gpus {cfg.gpus} is not a multiple of tp*pp*cp = {tp}*{p}*{cp} = {tp * p * cp}; "
-                "change gpus or the parallel sizes", gpus=cfg.gpus, tp=tp, pp=p, cp=cp)
+                f"gpus {cfg.gpus}{said} is not a multiple of tp*pp*cp = {tp}*{p}*{cp} = "
+                f"{tp * p * cp}; change gpus or the parallel sizes", gpus=cfg.gpus, tp=tp,
+                pp=p, cp=cp)
         else:
             dp = cfg.gpus // (tp * p * cp)
     elif dp is not None and cfg.gpus is not None and cfg.gpus != tp * p * cp * dp:
         add("gpus-mismatch", "error",
-            f"gpus {cfg.gpus} != tp*pp*cp*dp = {tp}*{p}*{cp}*{dp} = {tp * p * cp * dp}; "
+            f"gpus {cfg.gpus}{said} != tp*pp*cp*dp = {tp}*{p}*{cp}*{dp} = {tp * p * cp * dp}; "
             "make them agree", gpus=cfg.gpus, tp=tp, pp=p, cp=cp, dp=dp)
     if dp is None and cfg.gpus is None:
         dp, assumed = unknown_dp(cfg, add)

@@ -88,6 +88,7 @@ def read_config(
                                                 global_batch),
               env=parse_env(env or []))
     text = read_text(path)
+    ctx.text = text
     repeated: list[Repeated] = []
     fmt, data = ((wanted, ADAPTERS[wanted].parse(text, path, repeated)) if wanted
                  else _detect(text, path, repeated))

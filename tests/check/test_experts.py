@@ -131,3 +131,40 @@ def test_an_moe_hf_config_missing_a_key_writes_nothing(tmp_path: Path, drop: str
     r = runner.invoke(app, ["recommend", "--gpus", "64", "--hf-config", str(hf), "--emit",
                             "megatron", "-o", str(emit)])
     assert r.exit_code == 2 and not emit.exists()
+
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "configs"
+
+
+@pytest.mark.parametrize(("extra", "choices"), [
+    # 8 experts, 16 GPUs at tp 2 x pp 4: dp 2, a stage of tp x dp = 4 ranks
+    ("gpus: 16\ntp: 2\npp: 4\nep: 3\n", "choose ep from 1, 2, 4"),
+    # 64 GPUs: a stage of 16 ranks, but tp-pp-dp places the experts on tp x cp = 2
+    ("gpus: 64\ntp: 2\npp: 4\nep: 3\nrank_order: tp-pp-dp\n", "choose ep from 1, 2"),
+    # etp 8 on a stage of 4 ranks: no ep places
+    ("gpus: 16\ntp: 2\npp: 4\nep: 3\netp: 8\n", "no ep that divides them places on the 4 "
+     "ranks of a pipeline stage at etp 8 in this rank order; change etp or the GPUs"),
+])
+def test_the_ep_a_finding_offers_passes_the_placement_rules_too(
+        tmp_path: Path, extra: str, choices: str) -> None:
+    """The ep sizes moe-experts-ep offers are those that also place on a stage's ranks
+    (moe-world) in the config's rank order (moe-rank-order), so following it never runs
+    into another of these errors."""
+    code, found, _ = check(tmp_path, MIXTRAL + extra)
+    assert code == 1 and found["moe-experts-ep"].endswith(choices), found["moe-experts-ep"]
+
+
+def test_deepseek_v3_at_ep_24_is_offered_only_what_its_stage_places(tmp_path: Path) -> None:
+    """A user trial: DeepSeek-V3's recipe on 1,024 GPUs (pp 8, tp 1: a stage of 128 ranks)
+    with ep 24 was told to choose ep from the 256 experts' divisors 2 ... 256, and a second
+    error said ep x etp must divide 128: 256 is no choice. Each offered ep passes both."""
+    text = (DATA / "megatron_deepseek_v3_h100_overlap.sh").read_text()
+    assert "\nEP=64\n" in text and "\nPP=8\n" in text and "\nTP=1\n" in text
+    code, found, _ = check_file(tmp_path / "ep24.sh", text.replace("\nEP=64\n", "\nEP=24\n"),
+                                by="message")
+    assert code == 1 and "ep x etp = 24 x 1 = 24 does not divide the 128" in found["moe-world"]
+    assert found["moe-experts-ep"].endswith("choose ep from 1, 2, 4, 8, 16, 32, 64, 128")
+    for ep in ("128", "2"):
+        _, found, _ = check_file(tmp_path / f"ep{ep}.sh",
+                                 text.replace("\nEP=64\n", f"\nEP={ep}\n"))
+        assert not {"moe-experts-ep", "moe-world", "moe-rank-order"} & set(found), ep

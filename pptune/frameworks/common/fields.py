@@ -97,6 +97,10 @@ class Semantics:
     # last, which wins), where the reader knows it: where --output github points a
     # finding that names one (check/render.py)
     flag_lines: dict[str, int] = field(default_factory=dict)
+    # where the GPU count came from when neither a key of the file nor --gpus gave it
+    # (a torchtitan file's launch comment, launched.py): check-config's gpus-mismatch
+    # names it
+    gpus_from: str | None = None
 
 
 @dataclass
@@ -109,6 +113,8 @@ class Ctx:
     semantics: Semantics = field(default_factory=Semantics)
     # variables a launch script takes from its environment (check-config --env)
     env: Mapping[str, str] = field(default_factory=dict)
+    # the file as written: what only its comments state (a launch, launched.py)
+    text: str = ""
 
     def note(self, text: str) -> str:
         line = " ".join(text.split())

@@ -25,10 +25,10 @@ from pptune.frameworks.megatron.closest import (
     megatron_fsdp,
     megatron_split,
     run_kernels,
-    sequence_settings,
     shardings,
     with_sequence_parallel,
 )
+from pptune.frameworks.megatron.connections import contested, sequence_settings
 from pptune.frameworks.megatron.cp_fp8 import RANK_ORDER_REFUSED, refuses_rank_order
 from pptune.frameworks.megatron.layout import plan_layout
 
@@ -44,6 +44,10 @@ def refusal(job: Job, plan: Plan) -> str | None:
         return "Megatron-LM's precision-aware optimizer runs on the distributed optimizer alone"
     if refuses_rank_order(job, plan):
         return RANK_ORDER_REFUSED
+    if contested(job, plan):
+        return ("Megatron-LM's scripts leave the expert all-to-all overlap out beside "
+                "context parallelism or overlapped tensor-parallel collectives before "
+                "Blackwell, where validate_args warns of it")
     if megatron_split(plan, names) is None and plan_layout(
             names, plan.stage_layers, plan.pp) is None:
         return ("megatron-core places every MTP layer in one stage, the last virtual stage "

@@ -34,10 +34,10 @@ from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated, keep
 from pptune.frameworks.common.baseline import ratio
 from pptune.frameworks.common.versions import FrameworkRefusal
+from pptune.frameworks.megatron.connections import sequence_settings, without_contested_overlap
 from pptune.frameworks.megatron.cp_fp8 import pp_last_with_cp
 from pptune.frameworks.megatron.fsdp import GRAD_QUEUE_ELEMENTS, STRATEGY, WEIGHT_BYTES
 from pptune.frameworks.megatron.layout import plan_layout
-from pptune.frameworks.megatron.rules import contested_connections
 from pptune.frameworks.megatron.split import MegatronSplit, megatron_blocks
 from pptune.options import CostOptions
 from pptune.report.fmt import fmt_bytes, fmt_seconds
@@ -126,10 +126,11 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     asked = (job.cost_options or CostOptions()).wgrad
     accum = wgrad_accum(asked, plan.sharding)
     job, plan = run_kernels(job, plan, notes)
+    job, plan, uncontested = without_contested_overlap(job, plan, rank, notes)
     plan, exact = ex.stateable_sharding(job, plan, name=NAME, options=options, notes=notes,
                                         within=stateable_request(job.request, job.model),
                                         as_run=lambda p: block_recompute(job, p, [])[0])
-    exact = exact and as_ranked
+    exact = exact and as_ranked and uncontested
     if plan.recompute is Recompute.SELECTIVE:
         plan, exact = ex.full_recompute(job, plan, name=NAME, notes=notes), False
     moved = pp_last_with_cp(job, plan, rank=rank, notes=notes)
@@ -175,15 +176,6 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
                        f"{ex.SHARDING_NAMES[chosen.sharding]} and no plan with "
                        f"{' or '.join(ex.SHARDING_NAMES[s] for s in options)} fits ({why}); "
                        "use more GPUs")
-    if contested_connections(chosen.tp, chosen.cp, chosen.a2a_overlap, job.device,
-                             chosen.tp > 1 and job.sequence_parallel and job.tp_comm_overlap):
-        notes.append(f"megatron: plan {rank} overlaps the expert all-to-all beside "
-                     + ("context parallelism" if chosen.cp > 1 else "overlapped tensor-"
-                        "parallel collectives") + " before Blackwell, which Megatron-LM "
-                     "validate_args warns of: no CUDA_DEVICE_MAX_CONNECTIONS serves both (1 "
-                     "their communication, 32 the overlap: the script exports 32) and pptune "
-                     "prices both hidden, so the step may be optimistic; check-config warns "
-                     "of it too")
     return Stated(job, chosen, exact and same, tuple(notes), Placement(split, layout, block))
 
 
@@ -212,16 +204,6 @@ def run_kernels(job: Job, plan: Plan, notes: list[str], substitute: bool = True
                                "backend on Hopper and later)")
                             + ("" if run["wgrad_accum"] is asked
                                else f" and {WGRAD_RUNS[run['wgrad_accum']]}"))
-
-
-def sequence_settings(job: Job, tp: int, ep: int) -> tuple[bool, bool]:
-    """(sequence parallelism, Transformer Engine's TP overlap) as the script runs a plan of
-    this tp and ep (``with_sequence_parallel`` says why)."""
-    if tp == 1:
-        return job.sequence_parallel, job.tp_comm_overlap
-    moe = ep > 1 or (job.shape is not None and job.shape.moe)
-    overlap = job.tp_comm_overlap and job.attention != "eager"
-    return job.sequence_parallel or moe or overlap, overlap
 
 
 def megatron_fsdp(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan | None, bool]:

@@ -29,7 +29,7 @@ from pptune.frameworks.common.writing import header, plan_launch
 from pptune.frameworks.megatron.closest import Placement
 from pptune.frameworks.megatron.cp_fp8 import cp_fp8_args
 from pptune.frameworks.megatron.fsdp import STRATEGY, write_args
-from pptune.frameworks.megatron.rules import before_blackwell, contested_connections
+from pptune.frameworks.megatron.rules import before_blackwell
 from pptune.frameworks.megatron.split import MegatronSplit
 from pptune.frameworks.megatron.style import style_args
 from pptune.options import CostOptions
@@ -70,8 +70,7 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
                   "# that leaves out); validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS is "
                   "not 1 with it", "unset CUDA_DEVICE_MAX_CONNECTIONS", ""]
     else:
-        lines += connections_lines(plan, job.device,
-                                   plan.tp > 1 and job.sequence_parallel and job.tp_comm_overlap)
+        lines += connections_lines(plan, job.device)
     args = [
         f"--tensor-model-parallel-size {plan.tp}",
         f"--pipeline-model-parallel-size {plan.pp}",
@@ -169,8 +168,7 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
     return {FILE: "\n".join(lines)}
 
 
-def connections_lines(plan: Plan, device: str | None, tp_comm_overlap: bool = False
-                      ) -> list[str]:
+def connections_lines(plan: Plan, device: str | None) -> list[str]:
     """CUDA_DEVICE_MAX_CONNECTIONS as Megatron-LM core_v0.16.1 wants it for the plan
     (rules.connections_rule judges it back): 32 with the expert all-to-all overlap, which
     needs more than one connection (megatron-core's MoE README: 'Requirements for EP A2A
@@ -181,19 +179,15 @@ def connections_lines(plan: Plan, device: str | None, tp_comm_overlap: bool = Fa
     is no preset counts as one); nothing otherwise. Beside tensor parallelism alone, 32
     gives up only what the plan does not price (the order one connection keeps between
     the tensor-parallel collectives and their GEMMs: it prices them exposed), so the file
-    says so; with context parallelism or ``tp_comm_overlap`` (collectives priced hidden)
-    it says why check-config still warns."""
+    says so. Beside context parallelism or overlapped tensor-parallel collectives before
+    Blackwell no value serves both, and the plan comes without the overlap
+    (connections.without_contested_overlap): 1."""
     early = before_blackwell(device) is not False
     sharded = plan.tp > 1 or plan.cp > 1
     if plan.a2a_overlap:
         said = ["# the expert all-to-all overlap (--overlap-moe-expert-parallel-comm) needs "
                 "more than one connection"]
-        if contested_connections(plan.tp, plan.cp, True, device, tp_comm_overlap):
-            said += ["# (Megatron-LM validate_args warns of it beside tensor or context "
-                     "parallelism before Blackwell: 1 would favour their communication,",
-                     "# which this plan prices hidden behind compute; check-config warns of "
-                     "it too)"]
-        elif sharded and early:
+        if sharded and early:
             said += ["# (Megatron-LM validate_args warns of it beside tensor parallelism "
                      "before Blackwell and offers 1 or 32: 32 favours the overlap, and the",
                      "# tensor-parallel collectives are priced exposed, so what 1 would "

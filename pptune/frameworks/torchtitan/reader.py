@@ -47,7 +47,6 @@ from pptune.frameworks.common.fields import (
     apply_flags,
     build,
     show,
-    whole,
 )
 from pptune.frameworks.torchtitan.attention import attn_type, priced_kernel, read_attention
 from pptune.frameworks.torchtitan.converters import read_converters
@@ -61,6 +60,7 @@ from pptune.frameworks.torchtitan.models import CUSTOM, async_tp_rules, custom_p
 from pptune.frameworks.torchtitan.stages import default_split, schedule
 from pptune.frameworks.torchtitan.table import Table, compiles
 from pptune.frameworks.torchtitan.widths import state_widths
+from pptune.frameworks.torchtitan.world import FLAG_MEANS, data_parallel, is_rest, launched_gpus
 from pptune.schemas import TrainingConfig
 
 # pptune preset -> torchtitan's ([model] name, flavor) (torchtitan 0.2.2 torchtitan/models:
@@ -108,9 +108,10 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
         "cp": par.count("context_parallel_degree", None, cap=CAPS["cp"]),
         "source_format": "torchtitan",
     }
+    launched_gpus(ctx, fields)  # a launch comment's count, where --gpus gives none
     apply_flags(ctx, fields, {"pp": "parallelism.pipeline_parallel_degree",
                               "tp": "parallelism.tensor_parallel_degree",
-                              "gpus": "a GPU count (torchtitan takes it from the launcher)"})
+                              "gpus": FLAG_MEANS})
     pp = fields["pp"] or 1
     preset = _preset(ctx, model)
     name, flavor = model.text("name", "llama3"), model.text("flavor", "debugmodel")
@@ -128,7 +129,7 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     # torchtitan's tensor-parallel plan shards the norms and dropout along the sequence
     # (torch.distributed.tensor.parallel SequenceParallel): sequence parallelism with tp
     fields["sequence_parallel"] = (fields["tp"] or 1) > 1
-    fields["dp"], sharded = _data_parallel(ctx, par, fields)
+    fields["dp"], sharded = data_parallel(ctx, par, fields)
     fields["sharding"] = "fsdp" if sharded else "none"
     replicate = par.count("data_parallel_replicate_degree", 1, maximum=MAX_DEVICES) or 1
     shard = fields["dp"] // replicate if fields["dp"] is not None else None
@@ -231,39 +232,6 @@ def _preset(ctx: Ctx, model: Table) -> str | None:
     return preset
 
 
-def _data_parallel(ctx: Ctx, par: Table, fields: dict[str, Any]) -> tuple[int | None, bool]:
-    """(dp, sharded?) from the replicate and shard degrees; shard -1 means "the rest".
-    FSDP runs when the shard degree or context parallelism is above 1: torchtitan
-    shards over the shard and cp ranks together (parallel_dims.py ``fsdp_enabled``:
-    ``dp_shard_enabled or cp_enabled``, the "fsdp" mesh)."""
-    replicate = par.count("data_parallel_replicate_degree", 1, maximum=MAX_DEVICES) or 1
-    shard_raw = par.data.get("data_parallel_shard_degree", -1)
-    cp = fields["cp"] or 1
-    if not _is_rest(shard_raw):
-        shard = whole(ctx, "parallelism.data_parallel_shard_degree", shard_raw,
-                      maximum=MAX_DEVICES, fix="use -1 (the remaining GPUs) or a degree >= 1")
-        return replicate * shard, shard > 1 or cp > 1
-    gpus = fields.get("gpus")
-    others = replicate * (fields["tp"] or 1) * (fields["pp"] or 1) * (fields["cp"] or 1)
-    if gpus is not None and gpus % others == 0:
-        shard = gpus // others
-        ctx.note(f"data_parallel_shard_degree -1 resolved to {shard}: --gpus {gpus} / "
-                 f"(replicate {replicate} x tp x pp x cp = {others})")
-        return replicate * shard, shard > 1 or cp > 1
-    if gpus is None:
-        ctx.note("data_parallel_shard_degree is -1 (the remaining GPUs); dp left unset: pass "
-                 "--gpus to resolve it; FSDP sharding assumed")
-    else:
-        ctx.note(f"data_parallel_shard_degree is -1 but --gpus {gpus} is not a multiple of "
-                 f"replicate x tp x pp x cp = {others}; dp left unset; FSDP sharding assumed")
-    return None, True
-
-
-def _is_rest(value: Any) -> bool:
-    """torchtitan's -1: "the remaining ranks" (shard degree) or "derive it" (global batch)."""
-    return type(value) is int and value == -1
-
-
 def _fsdp_stage(ctx: Ctx, par: Table, pp: int, replicate: int, shard: int | None
                 ) -> tuple[int, bool]:
     """(ZeRO stage kept for the contract, reshard after forward?): FSDP2 shards
@@ -296,8 +264,8 @@ def _batch(ctx: Ctx, par: Table, train: Table, pp: int, dp: int | None) -> dict[
         local = 8
         ctx.note("training.local_batch_size not given: torchtitan's default 8")
     stated_global = train.data.get("global_batch_size", -1)
-    facts(ctx.semantics).global_batch_stated = not _is_rest(stated_global)
-    global_batch = None if _is_rest(stated_global) else train.count("global_batch_size", None)
+    facts(ctx.semantics).global_batch_stated = not is_rest(stated_global)
+    global_batch = None if is_rest(stated_global) else train.count("global_batch_size", None)
     runs = 1
     if global_batch is None:
         global_batch = local * dp if dp is not None else None
@@ -332,7 +300,7 @@ def _batch(ctx: Ctx, par: Table, train: Table, pp: int, dp: int | None) -> dict[
         micro = 1
         ctx.note("pipeline_parallel_microbatch_size not given: torchtitan's default 1")
     per_run = local // micro
-    known_runs = dp is not None or _is_rest(stated_global)
+    known_runs = dp is not None or is_rest(stated_global)
     return {
         "micro_batch_size": micro,
         "grad_accum_steps": per_run * runs if known_runs else None,
