@@ -226,6 +226,10 @@ def recommend_cmd(
     elif output is not None:
         check_output(output, "-o", costs.input_files())
     run = planning.recommend(req)
+    from pptune.plan.fewer import fewer_gpus_note
+
+    hint = fewer_gpus_note(req, run)  # a whole recommend again, where the bubble is large
+    run.result.notes += [hint] if hint else []
     for note in run.notes:
         _say(note)
     from pptune.report.plans import plan_file

@@ -41,7 +41,6 @@ from pptune.options import CostOptions, PlanSpace, build, fields_of
 from pptune.options.record import PlanFileRequest
 from pptune.plan.attention_share import attention_note
 from pptune.plan.domain_note import domain_note, host_note
-from pptune.plan.fewer import fewer_gpus_what_if
 from pptune.plan.forced import forced_note
 from pptune.plan.framework_search import FrameworkSearch, as_built, check_moments, parse_framework
 from pptune.plan.headroom import headroom_note
@@ -305,9 +304,9 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         hint = memory_what_if(tables, req, result, searching)
         if hint:
             result.notes.append(hint)
-    for hint in (batch_what_if(tables, req, result, s.global_batch is not None, searching),
-                 None if s.pp else fewer_gpus_what_if(tables, req, result, searching)):
-        result.notes += [hint] if hint else []
+    hint = batch_what_if(tables, req, result, s.global_batch is not None, searching)
+    if hint:
+        result.notes.append(hint)
     best_req = request_for(groups, req, result.plans[0].key) if result.plans else req
     if not given:
         hint = dispatch_what_if(spec.costs, s.gpus, costs, best_req, result)

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from pptune.plan.fewer import fewer_counts
+from pptune.plan.fewer import fewer_counts, fewer_gpus_note
 from pptune.plan.recommend import RecommendSpec, recommend
 
 
@@ -24,27 +24,27 @@ def test_the_largest_count_of_whole_nodes_times_a_small_odd_factor() -> None:
 
 def test_llama3_8b_on_100_gpus_is_told_of_96() -> None:
     # 100 = 4 x 25: with 512 sequences a step the winner pipelines over 25 stages
-    run = recommend(RecommendSpec.of(gpus=100, model="llama3-8b", gpu="h100-sxm", top=1))
+    spec = RecommendSpec.of(gpus=100, model="llama3-8b", gpu="h100-sxm", top=1)
+    run = recommend(spec)
     win = run.result.plans[0]
     assert win.bubble_rate > 0.25
-    note = next(n for n in run.result.notes if n.startswith("the winner idles"))
-    found = re.search(r"on 96 of them \(4 left out\) the best plan, pp=(\d+) dp=(\d+) tp=(\d+)"
-                      r" \S+, steps ([\d.]+) s, ([\d.]+)x the samples", note)
-    assert found is not None, note
-    pp, dp, tp = (int(found[i]) for i in (1, 2, 3))
-    assert pp * dp * tp == 96
-    # the same request on 96 GPUs ranks that plan first (its tables price the slowest of
-    # 96 GPUs, the note's the slowest of 100: within a per cent)
+    note = fewer_gpus_note(spec, run)
+    assert note is not None and note.startswith(
+        f"the winner idles {win.bubble_rate:.0%} of its step in the bubble: 100 GPUs ")
+    # what recommend --gpus 96 ranks first, at its own step
     alone = recommend(RecommendSpec.of(gpus=96, model="llama3-8b", gpu="h100-sxm", top=1))
     best = alone.result.plans[0]
-    assert (best.pp, best.dp, best.tp) == (pp, dp, tp)
-    assert float(found[4]) == pytest.approx(best.step_time_s, rel=0.01)
-    assert float(found[5]) == pytest.approx(win.step_time_s / float(found[4]), abs=0.01)
+    assert (f"recommend --gpus 96 (4 left out) ranks first pp={best.pp} dp={best.dp} "
+            f"tp={best.tp} {best.schedule.value}") in note
+    found = re.search(r", ([\d.]+) s a step: ([\d.]+)x the samples a second of all 100$", note)
+    assert found is not None, note
+    assert float(found[1]) == pytest.approx(best.step_time_s, rel=0.005)
+    gain = (alone.global_batch / best.step_time_s) / (run.global_batch / win.step_time_s)
+    assert found[2] == f"{gain:.2f}"
 
 
 def test_a_small_bubble_or_a_fixed_pp_says_nothing() -> None:
-    run = recommend(RecommendSpec.of(gpus=96, model="llama3-8b", gpu="h100-sxm", top=1))
-    assert not any(n.startswith("the winner idles") for n in run.result.notes)
-    run = recommend(RecommendSpec.of(gpus=100, model="llama3-8b", gpu="h100-sxm", top=1,
-                                     pp="25"))
-    assert not any(n.startswith("the winner idles") for n in run.result.notes)
+    spec = RecommendSpec.of(gpus=96, model="llama3-8b", gpu="h100-sxm", top=1)
+    assert fewer_gpus_note(spec, recommend(spec)) is None
+    spec = RecommendSpec.of(gpus=100, model="llama3-8b", gpu="h100-sxm", top=1, pp="25")
+    assert fewer_gpus_note(spec, recommend(spec)) is None
