@@ -228,7 +228,8 @@ SOFTCAP_NOTES = {
     "attn_logit_softcapping": "attention is priced as the --attention kernel runs without "
     "it; the cap's tanh on every attention score is not priced (FlashAttention-2 applies it "
     "in its kernel from flash-attn 2.6; cuDNN's fused attention in Transformer Engine does "
-    "not take it)",
+    "not take it, nor does torch's scaled_dot_product_attention, the default sdpa: "
+    "--attention flash prices the kernel a capped model runs)",
     "final_logit_softcapping": "the cap's tanh over the LM head's logits is not priced",
 }
 

@@ -176,7 +176,8 @@ def batch_what_if(tables: TableSource, req: PlanRequest, result: SearchResult,
     if rate < 1.03 * gb / win.step_time_s:
         return None
     return (f"no plan without a pipeline divides {gb} samples over {req.gpus} GPUs; with "
-            f"--global-batch {g} one runs (dp={a.dp} tp={a.tp}, {a.num_microbatches} x "
+            f"--global-batch {g} one runs (dp={a.dp} tp={a.tp}"
+            + (f" cp={a.cp}" if a.cp > 1 else "") + f", {a.num_microbatches} x "
             f"{a.micro_batch_size}, sharding {a.sharding.value}, step {a.step_time_s:.3g} s): "
             f"{g * win.step_time_s / (gb * a.step_time_s) - 1:.0%} more samples a second "
             "than the winner (the learning rate may need rescaling with the batch)")

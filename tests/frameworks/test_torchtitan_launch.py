@@ -65,8 +65,8 @@ def test_without_a_launch_the_world_is_said_to_be_inferred_from_the_degrees(
     assert code == 0 and "gpus-mismatch" not in found and doc["config"].get("gpus") is None
     assert ("gpus 32 inferred from the degrees: data_parallel_replicate_degree 1 x "
             "data_parallel_shard_degree 4 x context_parallel_degree 1 x tensor_parallel_degree "
-            "8 x pipeline_parallel_degree 1; the file states no launch (torchtitan takes the "
-            "GPU count from the launcher): --gpus checks the degrees against yours"
+            "8 x pipeline_parallel_degree 1; no launch comment of the file gives a GPU count "
+            "(torchtitan takes it from the launcher): --gpus checks the degrees against yours"
             ) in doc["notes"]
 
 

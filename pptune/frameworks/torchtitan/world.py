@@ -84,8 +84,8 @@ def _inferred(ctx: Ctx, fields: dict[str, Any], replicate: int, shard: int) -> N
         "tensor_parallel_degree"] * degrees["pipeline_parallel_degree"]
     ctx.note(f"gpus {world} inferred from the degrees: "
              + " x ".join(f"{key} {value}" for key, value in degrees.items())
-             + "; the file states no launch (torchtitan takes the GPU count from the "
-             "launcher): --gpus checks the degrees against yours")
+             + "; no launch comment of the file gives a GPU count (torchtitan takes it from "
+             "the launcher): --gpus checks the degrees against yours")
 
 
 def is_rest(value: Any) -> bool:
