@@ -49,7 +49,7 @@ from pptune.check.widths import optimizer_widths
 from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.layout import LayoutError as PlacementError
 from pptune.costmodel.layout_grammar import LayoutError, parse_layout
-from pptune.costmodel.precision import reduces_amax
+from pptune.costmodel.precision import Fp8Recipe, reduces_amax
 from pptune.costmodel.schedules import (
     OVERLAPPED,
     Schedule,
@@ -376,5 +376,6 @@ def _gemms(key: CostKey, cfg: TrainingConfig) -> str:
     ``cost_key`` says it too): a reader of the text sees the file's FP8 was read."""
     if key.precision is Precision.BF16:
         return ""
-    recipe = f", {cfg.fp8_recipe or 'delayed'} scaling" if key.precision is Precision.FP8 else ""
+    recipe = (f", {cfg.fp8_recipe or Fp8Recipe.DELAYED.value} scaling"
+              if key.precision is Precision.FP8 else "")  # Megatron-LM's default recipe
     return f", {key.precision.value.upper()} GEMMs{recipe}"

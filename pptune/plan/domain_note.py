@@ -22,8 +22,8 @@ def domain_note(gpus: int, gpus_per_node: int, domain: str) -> str | None:
     # "an NVLink domain" (en-vee-link), "a node"
     article = "an" if domain.startswith("NVLink") or domain[0].lower() in "aeio" else "a"
     return (f"{gpus} GPUs fill {whole} {domain}{'s' * (whole > 1)} of {gpus_per_node} and "
-            f"{rest} GPU{'s' * (rest > 1)} of one more: a group whose size does not divide {gpus_per_node} "
-            f"can cross {article} {domain} boundary and is priced at its worst placement "
+            f"{rest} GPU{'s' * (rest > 1)} of one more: a group whose size does not divide "
+            f"{gpus_per_node} can cross {article} {domain} boundary and is priced at its worst placement "
             f"(over the NICs); {whole * gpus_per_node} or {(whole + 1) * gpus_per_node} GPUs "
             "fill whole ones")
 
