@@ -211,7 +211,9 @@ def _notes(profile: Profile, c: Calibration, latency: float | None, by: str) -> 
     names = [layer.name for layer in profile.layers]
     per_size = []
     for b, factors in sorted(c.factors.items()):
-        summary = cal.part_summary(factors, names)
+        base = base_cells(profile, b)  # a part the profile prices at nothing has no factor
+        summary = cal.part_summary({k: f for k, f in factors.items() if base.get(k, 0.0) > 0},
+                                   names)
         per_size.append(f"size {b}: " + "; ".join(
             f"{kind} " + ", ".join(f"{p} x{f:.2f}" for p, f in sorted(v.items()))
             for kind, v in summary.items()))

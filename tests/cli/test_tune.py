@@ -102,6 +102,8 @@ def test_calibrate_folds_validate_results_into_a_profile(tmp_path: Path, cli: Cl
     # the fit is the report, on stdout (as the --run form's); stderr says what was written
     assert r.stdout.startswith("calibrated by pptune calibrate from 1")
     assert "calibrated by" not in r.stderr
+    # the profile prices no weight gradient: no factor is reported for one
+    assert r.stdout.endswith("size 1: block bwd x1.50, fwd x2.00\n") and "wgrad" not in r.stdout
     # errors: a file that is not a result, one of another model, the profile itself as -o
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
