@@ -50,11 +50,7 @@ def without_contested_overlap(job: Job, plan: Plan, rank: int, notes: list[str]
     """(job, plan, as ranked): on ranks where Megatron-LM warns of the expert all-to-all
     overlap (``contested``), the job searched without its combined order, so that no plan
     put in this one's place runs it either, and the plan re-priced without it, with a
-    note. A script leaves the overlap out there, as validate_args advises ('For Hopper and
-    before, try not to use tensor model parallelism or context parallelism with
-    overlap_moe_expert_parallel_comm', megatron/training/arguments.py), and exports the
-    one connection it asserts beside tp or cp; with the overlap no
-    CUDA_DEVICE_MAX_CONNECTIONS serves both (rules.connections_rule warns of either)."""
+    note: the script leaves the overlap out and exports one connection (module doc)."""
     if not contested(job, plan, overlap=True):
         return job, plan, True
     job = replace(job, request=replace(job.request, combined_order=False))
