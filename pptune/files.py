@@ -8,7 +8,9 @@ Write rules (stated in the README):
 - every file appears whole or not at all (temp file + rename in the same
   folder); several files (``--emit``) are staged in one temporary folder
   beside them and moved into place only when all were written;
-- emitted files that already exist are kept unless ``--force``;
+- emitted files that already exist are kept unless ``--force``; a file given with
+  ``-o`` (or ``--trace``, ``--svg``) is replaced only where it is empty or holds the
+  same kind of output (``Kind``: an earlier run's), never a file of another kind;
 - a file replaced keeps its permission bits (``chmod 600`` stays 600), and the
   writer says so (``Written.replaced``); the rename gives the path a new inode,
   so other hard links to the old file keep the old bytes (``Written.other_links``);
@@ -95,10 +97,39 @@ def _target(path: Path) -> Path:
     return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
-def check_output(path: Path, flag: str, inputs: Iterable[tuple[str, Path | None]] = ()
-                 ) -> None:
-    """Refuse an output path that cannot be written, or that is a file the same command
-    reads (``inputs``: flag and path), before any work is done."""
+@dataclass(frozen=True)
+class Kind:
+    """What an output file holds, by which a file already at its path is known to be
+    one of the same kind (an earlier run's), the only kind pptune replaces there: a JSON
+    object with these top-level ``keys``, or text opening with one of ``openings``."""
+
+    what: str  # "a pptune plan file"
+    keys: frozenset[str] = frozenset()
+    openings: tuple[bytes, ...] = ()
+
+    def holds(self, data: bytes) -> bool:
+        if self.openings:
+            return data.lstrip().startswith(self.openings)
+        try:
+            obj = json.loads(data)
+        except (ValueError, RecursionError):  # not JSON (UnicodeDecodeError included)
+            return False
+        return isinstance(obj, dict) and self.keys <= obj.keys()
+
+
+PLANS = Kind("a pptune plan file (recommend --json -o)", frozenset({"plans", "rejected"}))
+PROFILE = Kind("a pptune profile", frozenset({"schema_version", "layers"}))
+TRACE = Kind("a Chrome trace (JSON with traceEvents)", frozenset({"traceEvents"}))
+SVG = Kind("an SVG image", openings=(b"<svg", b"<?xml"))
+KIND_LIMIT = 256 * MIB  # a larger file in the way is not read to be recognised
+
+
+def check_output(path: Path, flag: str, inputs: Iterable[tuple[str, Path | None]] = (),
+                 kind: Kind | None = None) -> None:
+    """Refuse an output path that cannot be written, that is a file the same command
+    reads (``inputs``: flag and path), or that holds something else than ``kind`` (a
+    launch script under a mistyped ``-o``: replacing it would lose it; an empty file or
+    an earlier run's output is replaced), before any work is done."""
     for name, given in inputs:
         if given is not None and _same_file(path, Path(given)):
             raise BadInput(f"{flag} {path} is the {name} file this command reads; write "
@@ -115,6 +146,7 @@ def check_output(path: Path, flag: str, inputs: Iterable[tuple[str, Path | None]
             if not stat.S_ISREG(mode):
                 raise BadInput(f"{flag} {path} is not a regular file (a device, FIFO or socket); "
                                "pptune writes regular files only")
+            _same_kind(target, path, flag, kind)
         folder = target.parent if str(target.parent) else Path(".")
         if not folder.is_dir():
             raise BadInput(f"{flag} {path}: {folder} is not a folder" if folder.exists()
@@ -123,6 +155,20 @@ def check_output(path: Path, flag: str, inputs: Iterable[tuple[str, Path | None]
             raise BadInput(f"{flag} {path}: the folder {folder} is not writable")
     except (OSError, ValueError) as exc:
         raise BadInput(f"{flag} {path}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def _same_kind(target: Path, path: Path, flag: str, kind: Kind | None) -> None:
+    """Refuse a non-empty file at ``target`` that does not hold ``kind`` (check_output)."""
+    size = target.stat().st_size
+    if kind is None or size == 0:
+        return
+    if size <= KIND_LIMIT:
+        with target.open("rb") as fh:
+            if kind.holds(fh.read(KIND_LIMIT)):
+                return
+    raise BadInput(f"{flag} {path} already holds something other than {kind.what}; "
+                   "pptune replaces only its own output there: give another path, or "
+                   "delete the file first")
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -5,7 +5,8 @@
 - ``cli``: ``cli(*args)`` runs that app with typer's CliRunner (stdout and
   stderr apart, exceptions not caught: a traceback fails the test).
 - ``error_line``: the one ``pptune: error:`` line of a run refused as bad
-  input, checked (exit 2, nothing on stdout, nothing else on stderr).
+  input, checked (exit 2, nothing else on stderr, nothing on stdout but the
+  error document --json asks for).
 - ``@pytest.mark.gpu``: skipped where no NVIDIA GPU is usable, and
   ``@pytest.mark.torch`` where torch is not installed; each reason is worded
   once, here.
@@ -17,6 +18,7 @@ every test that goes through the command line in tests/cli/.
 from __future__ import annotations
 
 import importlib.util
+import json
 from collections.abc import Callable
 from functools import cache
 
@@ -82,7 +84,10 @@ def error_line() -> Callable[[Result], str]:
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1, result.stderr
         assert lines[0].startswith("pptune: error: ")
-        assert result.stdout == ""
+        if result.stdout:  # under --json the error document, in the same words
+            doc = json.loads(result.stdout)
+            assert doc.pop("exit_code") == 2 and doc.pop("error") == lines[0][15:], doc
+            assert set(doc) <= {"file"}, doc  # check-config's names the file
         return lines[0]
 
     return check

@@ -54,12 +54,13 @@ def best_plan(cfg: TrainingConfig, costs: ConfigCosts, req: PlanRequest, plan: P
     assert costs.table is not None
     # a file that states counts per stage (pptune's) is compared with the search's own fits
     counted = cfg.recompute_layers_per_stage is not None
+    held = cfg.limits.held  # sizes the config holds at its own (Limits.held)
     wide = dataclasses.replace(
         req, micro_batch_sizes=tuple(sorted(costs.table.by_mb)), with_best_pp1=False,
         shardings=tuple(Sharding),
         recompute_group=1,  # the search states one block a checkpoint (or N per stage)
         recomputes=(Recompute.FULL, Recompute.NONE) if counted else tuple(Recompute),
-        cost_keys=searched_keys(costs, req))
+        cost_keys=searched_keys(costs, req, held), pp=(plan.pp,) if "pp" in held else req.pp)
     adapter = adapter_of(cfg.source_format)
     tables = costs.tables if costs.tables is not None else costs.table
     jobs: dict[PlanSpec, Job] = {}  # the job each plan so priced ran as

@@ -16,6 +16,7 @@ the comparison then keeps the config's tensor, context and expert sizes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from pptune.check.job import ConfigCosts
@@ -26,17 +27,22 @@ from pptune.costs.dims import search_keys
 from pptune.errors import BadInput
 
 
-def searched_keys(costs: ConfigCosts, req: PlanRequest) -> tuple[CostKey, ...]:
+def searched_keys(costs: ConfigCosts, req: PlanRequest,
+                  held: Sequence[str] = ()) -> tuple[CostKey, ...]:
     """The config's key (``req``'s first) and every other key recommend searches for
     ``req``'s GPUs and node at the config's precision (module docstring), at the tensor
-    parallel sizes its framework takes for the key/value heads (``costs.kv_heads``); the
+    parallel sizes its framework takes for the key/value heads (``costs.kv_heads``), with
+    the sizes ``held`` names (tp, cp, ep, etp: ``Limits.held``) at the config's own; the
     config's key alone for measured costs (no ``tables``), or where none other fits."""
     own = req.keys()[0]
     gpu = presets.GPUS.get(str(costs.gpu))
     if costs.tables is None or costs.options is None or costs.shape is None or gpu is None:
         return (own,)
-    opts = replace(costs.options, tp=None, cp=None, ep=None, etp=None,
-                   precision=(own.precision,))
+    def kept(size: int, name: str) -> tuple[int, ...] | None:
+        return (size,) if name in held else None
+
+    opts = replace(costs.options, precision=(own.precision,), tp=kept(own.tp, "tp"),
+                   cp=kept(own.cp, "cp"), ep=kept(own.ep, "ep"), etp=kept(own.etp, "etp"))
     try:
         found = search_keys(opts, costs.shape, gpu, req.gpus, req.gpus_per_node,
                             costs.kv_heads)

@@ -17,14 +17,14 @@ import typer
 
 from pptune import limits
 from pptune.cli.emit_flags import check_emit_flags, given
-from pptune.cli.errors import OneLineErrors, print_version
+from pptune.cli.errors import OneLineErrors, echo_json_error, json_asked, print_version
 from pptune.cli.options import Use, option_for, uses
 from pptune.cli.util import out_console as _out
 from pptune.cli.util import say as _say
 from pptune.cli.util import show as _show
 from pptune.cli.util import wrote as _wrote
 from pptune.errors import BadInput, NoFeasiblePlan, PptuneError
-from pptune.files import check_folder, check_output, dumps_json
+from pptune.files import PLANS, SVG, TRACE, check_folder, check_output, dumps_json
 from pptune.options import CostOptions, OutputOptions, PlanSpace
 from pptune.options.kinds import parse_split
 
@@ -52,7 +52,8 @@ def _root(
 
 
 def _guard(fn: F) -> F:
-    """Map PptuneError to one stderr line and its exit code; nothing else.
+    """Map PptuneError to one stderr line and its exit code (under --json a refusal's
+    error document on stdout besides: errors.echo_json_error); nothing else.
 
     The class carries the code: BadInput / MissingDependency 2, NoFeasiblePlan
     and RunFailed (a rank failed, died or hung at run time) 1.
@@ -64,6 +65,8 @@ def _guard(fn: F) -> F:
             return fn(*args, **kwargs)
         except PptuneError as exc:
             msg = " ".join(str(exc).split())
+            if exc.exit_code == 2 and json_asked():  # refused before any result was printed
+                echo_json_error(msg, exc.exit_code)
             typer.echo(f"pptune: error: {msg}", err=True)
             raise typer.Exit(exc.exit_code) from None
 
@@ -130,9 +133,9 @@ def simulate_cmd(
     from pptune.plan import whatif as simulation
 
     _check_width(out.width)
-    for flag, path in (("--trace", trace), ("--svg", svg)):
+    for flag, path, kind in (("--trace", trace, TRACE), ("--svg", svg, SVG)):
         if path is not None:
-            check_output(path, flag, costs.input_files())
+            check_output(path, flag, costs.input_files(), kind)
     spec = simulation.SimSpec(
         schedule=schedule, pp=pp, microbatches=microbatches, virtual_stages=virtual_stages,
         fwd_ms=fwd_ms, bwd_ms=bwd_ms, wgrad_ms=wgrad_ms, p2p_ms=p2p_ms, a2a_ms=a2a_ms,
@@ -224,7 +227,7 @@ def recommend_cmd(
 
         check_folder(output, file_names(emit), force)
     elif output is not None:
-        check_output(output, "-o", costs.input_files())
+        check_output(output, "-o", costs.input_files(), PLANS)
     run = planning.recommend(req)
     from pptune.plan.fewer import fewer_gpus_note
 

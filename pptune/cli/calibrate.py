@@ -184,7 +184,7 @@ def calibrate(
     as_json: bool = typer.Option(False, "--json", help="--run: the calibration as JSON on "
                                  "stdout"),
 ) -> None:
-    from pptune.files import check_output
+    from pptune.files import PROFILE, check_output
 
     order = ctx.meta.get(ORDER, [])
     sizes = {"pp": pp, "gpus": gpus, "tp": tp, "gpus_per_node": gpus_per_node,
@@ -204,7 +204,7 @@ def calibrate(
                             per_run)
         check_output(output, "-o", [*(("--run", r) for r in run or ()),
                                     *(("--log", g) for g in log or ()),
-                                    ("--hf-config", hf_config)])
+                                    ("--hf-config", hf_config)], PROFILE)
         if model is not None and hf_config is not None:
             raise BadInput("--model and --hf-config both name the jobs' model; give one")
         _from_jobs(measurements, preset_name(gpu),
@@ -221,7 +221,8 @@ def calibrate(
                         *((f, True) for f in per_run)):
         if value is not None:
             raise BadInput(f"{flag} is for --run; RESULTS are priced with --profile")
-    check_output(output, "-o", [("--profile", profile), *(("RESULTS", r) for r in results)])
+    check_output(output, "-o", [("--profile", profile), *(("RESULTS", r) for r in results)],
+                 PROFILE)
     _from_results(results, profile, output)
 
 

@@ -83,6 +83,9 @@ def check_config(
                 raise BadInput("--json and --output github ask for two outputs; give one")
         if config is None:
             raise BadInput("check-config needs a CONFIG file (or --schema)")
+        if str(config) == "-" and not config.exists():  # a file named "-" is read as one
+            raise BadInput("check-config reads CONFIG from a file, not from stdin ('-'): "
+                           "save it to a file and give its path")
         report, read = _run(config, format_in, (pp, gpus, tp, gpus_per_node),
                             framework_version or [], (max_bubble, max_slowdown, max_memory),
                             CheckFlags(costs, not no_compare, strict, tuple(env or ()),

@@ -24,11 +24,16 @@ from typer.core import TyperGroup
 
 try:  # typer >= 0.20 carries its own copy of click
     from typer._click.exceptions import ClickException, UsageError
+    from typer._click.globals import get_current_context
 except ImportError:  # pragma: no cover - older typer with click installed
     from click.exceptions import (  # type: ignore[no-redef,import-not-found]
         ClickException,
         UsageError,
     )
+    from click.globals import get_current_context  # type: ignore[no-redef,import-not-found]
+
+JSON = "--json"
+CHECK = "check-config"  # its error document also names the file (check.echo_error)
 
 
 class OneLineErrors(TyperGroup):
@@ -75,12 +80,17 @@ class OneLineErrors(TyperGroup):
 
     def echo_check_error(self, argv: list[str], message: str, code: int) -> None:
         """check-config's CI job gets its error document or annotation on stdout even
-        when the parser refused the command line (nothing for other commands)."""
+        when the parser refused the command line; another command given --json its
+        error document (``echo_json_error``); nothing otherwise."""
         asked = self.check_output(argv)
         if asked is not None:
             from pptune.cli.check import echo_error
 
             echo_error(*asked, message, code)
+        elif argv and argv[0] != CHECK and argv[0] in self.commands and JSON in (
+                argv[:argv.index("--")] if "--" in argv else argv) and any(
+                JSON in getattr(p, "opts", ()) for p in self.commands[argv[0]].params):
+            echo_json_error(message, code)
 
     def takes_value(self, command: str) -> set[str]:
         """The option names of ``command`` that take a value (not flags)."""
@@ -196,3 +206,23 @@ def print_version(value: bool) -> None:
         except PackageNotFoundError:  # pragma: no cover - run from a source tree
             typer.echo("pptune (version unknown: not installed)")
         raise typer.Exit(0)
+
+
+def json_asked() -> bool:
+    """Whether the running command (not check-config, whose document names the file) was
+    given --json."""
+    ctx = get_current_context(silent=True)
+    if ctx is None or ctx.command.name == CHECK:
+        return False
+    return any(JSON in getattr(p, "opts", ()) and ctx.params.get(p.name)
+               for p in ctx.command.params)
+
+
+def echo_json_error(message: str, code: int) -> None:
+    """A command asked for --json that refuses its input (exit 2, before any result is
+    printed) prints ``{"exit_code": 2, "error": "..."}`` on stdout, so a script reading
+    it never sees nothing (the one line on stderr too). A command that ran and found
+    nothing (exit 1: no feasible plan) prints its own result document instead."""
+    from pptune.files import dumps_json
+
+    typer.echo(dumps_json({"exit_code": code, "error": " ".join(message.split())}, indent=2))

@@ -18,7 +18,7 @@ from rich.text import Text
 from pptune import limits
 from pptune.cli.util import out_console, show, wrote
 from pptune.errors import BadInput
-from pptune.files import check_output
+from pptune.files import PROFILE, check_output
 from pptune.options.kinds import parse_ints, preset_name
 from pptune.probe.options import DEFAULT_OUTPUT, DeviceChoice, DType
 from pptune.probe.units import parse_bytes
@@ -157,7 +157,7 @@ def probe(
     stderr = Console(stderr=True)
     _check_numbers(timeout, repeats, warmup, threads, seq_len)
     check_output(output, "-o", [("--hf-config", hf_config),  # before the measurement
-                                *(("--nccl-tests", n) for n in nccl_tests)])
+                                *(("--nccl-tests", n) for n in nccl_tests)], PROFILE)
     from pptune.probe.build import ProbeOptions, run_probe
     from pptune.schemas import write_atomic
 

@@ -20,7 +20,7 @@ from pptune.cli.util import out_console as _out
 from pptune.cli.util import say as _say
 from pptune.cli.util import show, show_lines, wrote
 from pptune.errors import BadInput
-from pptune.files import check_output, dumps_json
+from pptune.files import TRACE, check_output, dumps_json
 from pptune.options import CostOptions, OutputOptions, RunOptions
 from pptune.options.kinds import parse_split
 from pptune.report.fmt import json_safe
@@ -96,7 +96,7 @@ def _check(run: RunOptions, width: int, pp: int | None,
     if found:
         raise BadInput("; ".join(found))
     if trace is not None:
-        check_output(trace, "--trace")  # before the run, not after it
+        check_output(trace, "--trace", kind=TRACE)  # before the run, not after it
 
 
 @uses(costs=Use(CostOptions, only=("model", "hf_config", "seq_len", "profile"), more={

@@ -49,6 +49,11 @@ def read_log(path: Path, framework: Framework | str) -> JobLog:
         raise BadInput(f"--log {path} is a {others[0].title} log (its iteration lines), but "
                        f"the config is {adapter.title}'s; give the log of the job the config "
                        "describes")
+    nul = data.find(b"\x00")
+    if nul >= 0:  # a crash may leave a few NULs in a text log: said only where none was read
+        raise BadInput(f"--log {path} looks like a binary file (NUL byte at offset {nul}) "
+                       f"and has no {adapter.title} iteration lines; give the job's text log, "
+                       "or its seconds per step with --step-s instead of --log")
     said = f" ({log.missing})" if log.missing else ""
     raise BadInput(f"--log {path} has no {adapter.title} iteration lines{said}; give the job's "
                    "own log (stdout of its rank that prints them), or its seconds per step "

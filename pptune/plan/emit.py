@@ -110,6 +110,9 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1,
             notes.append(f"in all, plan {rank} ({fmt_seconds(asked.step_time_s)}) is written as "
                          f"{fmt_seconds(chosen.step_time_s)}, "
                          f"{ratio(chosen.step_time_s, asked.step_time_s)}")
+    winner, forced = plans[0], run.forced  # recommend's note on the forced sizes: winner's
+    if forced is not None and chosen is not winner and forced.note(winner) is None:
+        notes += [n for n in [forced.note(chosen, "the plan written")] if n]
     if folder is not None and stated.job.hf_config is not None:
         stated = replace(stated, job=replace(stated.job, hf_config=as_written(
             stated.job.hf_config, folder)))

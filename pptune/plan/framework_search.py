@@ -166,8 +166,9 @@ class FrameworkSearch:
         what = _unstated(lost, self.why)
         if not kept:
             raise BadInput(f"--framework {self.adapter.name}: {self.adapter.title}'s files "
-                           f"cannot state {what.text}, and nothing else was searched: search "
-                           f"a layout they state ({', '.join(_PLAIN[d] for d in what.dims)})")
+                           f"state none of the layouts searched (they cannot state "
+                           f"{what.text}): search one they state "
+                           f"({', '.join(_PLAIN[d] for d in what.dims)})")
         return (f"{self.adapter.title}'s files cannot state {what.text}: searched without "
                 f"{'it' if what.count == 1 else 'them'}")
 

@@ -20,6 +20,7 @@ from pptune.costs.resolve import Costs
 from pptune.errors import PptuneError
 from pptune.frameworks.common.adapter import Job
 from pptune.options import CostOptions
+from pptune.schemas.limits import HELD
 
 
 @dataclass(frozen=True)
@@ -33,16 +34,17 @@ class Jobs:
     shape: ModelShape | None  # the model's shape, where known
     costs: Costs | None  # the resolved costs (a profile's file, device and calibration)
     moments: tuple[str, str]  # Adam's moments' widths (fp32 for a file without them)
+    held: tuple[str, ...] = ()  # the parallel sizes the command held (``held``)
 
     @classmethod
     def of(cls, options: CostOptions, names: tuple[str, ...], origin: str,
            shape: ModelShape | None, costs: Costs | None, seq_len: int,
-           moments: tuple[str, str]) -> Jobs:
+           moments: tuple[str, str], held: tuple[str, ...] = ()) -> Jobs:
         """``shape``, else the preset ``options`` names, else the shape of the Hugging
         Face config a measured profile was probed from (its costs stay the measured
         ones), at ``seq_len``."""
         shape = shape or presets.MODELS.get(str(options.model)) or _hf_shape(options, seq_len)
-        return cls(options, names, origin, shape, costs, moments)
+        return cls(options, names, origin, shape, costs, moments, held)
 
     def __call__(self, table: CostTable, request: PlanRequest) -> Job:
         c, costs = self.options, self.costs
@@ -56,7 +58,14 @@ class Jobs:
             profile_file=costs.profile_file if costs is not None else None,
             profile_device=(costs.profile.device.name
                             if costs is not None and costs.measured else None),
-            factors=calibration_factors(costs), moments=self.moments)
+            factors=calibration_factors(costs), moments=self.moments, held=self.held)
+
+
+def held(flags: CostOptions, pp: Sequence[int] | None) -> tuple[str, ...]:
+    """The parallel sizes the command held at one value (``--tp 8``, ``--pp 2``; not
+    ``--cp 2,4``), which a file's best-plan comparison keeps at the file's (Limits.held)."""
+    given = {n: getattr(flags, n) for n in ("tp", "cp", "ep", "etp")} | {"pp": pp}
+    return tuple(n for n in HELD if given[n] is not None and len(given[n]) == 1)
 
 
 def recorded(c: CostOptions, costs: Costs, keys: Sequence[CostKey]) -> CostOptions:

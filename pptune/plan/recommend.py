@@ -41,10 +41,10 @@ from pptune.options import CostOptions, PlanSpace, build, fields_of
 from pptune.options.record import PlanFileRequest
 from pptune.plan.attention_share import attention_note
 from pptune.plan.domain_note import domain_note, host_note
-from pptune.plan.forced import forced_note
+from pptune.plan.forced import Forced, unforced
 from pptune.plan.framework_search import FrameworkSearch, as_built, check_moments, parse_framework
 from pptune.plan.headroom import headroom_note
-from pptune.plan.jobs import Jobs, recorded
+from pptune.plan.jobs import Jobs, held, recorded
 from pptune.plan.reserve import check_reserve, reserve_bytes, within_memory
 from pptune.plan.what_if import (
     MOE_HOST_NOTE,
@@ -116,6 +116,7 @@ class RecommendRun:
     # (Adapter.stateable_groups); empty: ``plan_request`` for every key
     groups: tuple[PlanRequest, ...] = ()
     jobs: Jobs | None = None  # the plans' jobs as the adapters see them (emit.job_of)
+    forced: Forced | None = None  # the sizes --tp/--cp/--ep forced, the best without them
 
     def table_for(self, key: CostKey) -> CostTable:
         """The cost table a plan of ``key`` was priced with."""
@@ -241,7 +242,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     priced = costs.options or spec.costs  # a calibrated profile's jobs' choices filled in
     jobs = Jobs.of(recorded(priced, costs, keys), tuple(table.names), costs.origin,
                    costs.shape, costs, table.seq_len,
-                   (s.exp_avg_dtype.value, s.exp_avg_sq_dtype.value))
+                   (s.exp_avg_dtype.value, s.exp_avg_sq_dtype.value), held(spec.costs, s.pp))
     if within is not None:  # its plans priced as its files run them
         within = replace(within, jobs=jobs)
     searching = within or search
@@ -323,11 +324,12 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         gathered)
     if hint:
         result.notes.append(hint)
+    forced = None
     if not given and costs.shape is not None and costs.gpu is not None and not costs.measured:
-        hint = forced_note(spec.costs, costs.shape, costs.gpu, req, result, costs.table_for,
-                           searching, spec.kv_heads)
-        if hint:
-            result.notes.append(hint)
+        forced = unforced(spec.costs, costs.shape, costs.gpu, req, result, costs.table_for,
+                          searching, spec.kv_heads)
+        hint = forced.note(result.plans[0]) if forced is not None else None
+        result.notes += [hint] if hint else []
     if not given and spec.costs.cp is None and costs.shape is not None and not costs.measured:
         hint = cp_not_searched(costs.shape, costs.options or spec.costs, s.gpus)
         if hint:
@@ -367,7 +369,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     return RecommendRun(result, table, req, list(table.names), global_batch, costs.origin,
                         request, notes, costs.shape,
                         _times(costs.model_flops_per_token, global_batch * table.seq_len),
-                        _peaks(costs), costs, groups, jobs)
+                        _peaks(costs), costs, groups, jobs, forced)
 
 
 def request_for(groups: Sequence[PlanRequest], req: PlanRequest, key: CostKey) -> PlanRequest:

@@ -19,7 +19,8 @@ from pptune.schemas.base import (
     one_line,
     write_atomic,
 )
-from pptune.schemas.config import Limits, TrainingConfig
+from pptune.schemas.config import TrainingConfig
+from pptune.schemas.limits import Limits
 from pptune.schemas.plan import MemoryParts, PlanFile, PlanRecord
 from pptune.schemas.profile import (
     PROFILE_SCHEMA_VERSION,

@@ -9,15 +9,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from pptune.costmodel.schedules import Schedule
 from pptune.schemas.base import Strict
-
-
-class Limits(Strict):
-    # strict: a quoted "0.2" in a hand-written file is an error, not a number.
-    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
-
-    max_bubble: float = Field(0.25, ge=0, le=1)
-    max_slowdown: float = Field(1.10, ge=1)
-    memory_fraction: float = Field(1.0, gt=0, le=1, description="usable share of device memory")
+from pptune.schemas.limits import Limits
 
 
 class TrainingConfig(Strict):

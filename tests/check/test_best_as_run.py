@@ -55,7 +55,7 @@ ZBV_OUTGROWS = {"flavor": "8B", "local": 16, "dp": 4, "gpus": 8, "gpu": "h100-sx
 def own_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
     """These cases time plans at the file's own tp, cp and ep: the comparison searches
     those alone here (check.layouts adds the other sizes recommend searches)."""
-    monkeypatch.setattr(best_module, "searched_keys", lambda _costs, req: req.keys()[:1])
+    monkeypatch.setattr(best_module, "searched_keys", lambda _costs, req, _held=(): req.keys()[:1])
 
 
 def checked(tmp_path: Path, tables: str, case: dict) -> CheckReport:

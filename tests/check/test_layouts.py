@@ -120,7 +120,7 @@ def test_an_expert_group_across_nodes_is_slower_than_best(
         slower["message"])
     assert doc["derived"]["slowdown_vs_best"] > 4
     # compared at the file's own sizes alone, as it had been
-    monkeypatch.setattr(best, "searched_keys", lambda _costs, req: req.keys()[:1])
+    monkeypatch.setattr(best, "searched_keys", lambda _costs, req, _held=(): req.keys()[:1])
     read = read_config(QWEN)
     report = check(read.config, DATA, CheckOptions(costs=CostOptions(gpu="b200")),
                    read.semantics)

@@ -304,3 +304,16 @@ def test_a_factor_near_the_floor_gets_a_note(tmp_path: Path, cli: Cli) -> None:
             "the run's GPU count, batch and step units before trusting it") in cal.notes
     fine = cli("calibrate", "--run", MEGATRON, "--step-s", "9.0", "--gpu", "h100-sxm", "-o", out)
     assert "within 2x" not in fine.stdout
+
+
+def test_a_binary_log_is_said_binary(tmp_path: Path, cli: Cli, error_line: ErrorLine) -> None:
+    """As check-config says of a binary config: the NUL byte and where, not only that no
+    iteration line was found."""
+    log = tmp_path / "train.log"
+    log.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 4)
+    line = error_line(cli("calibrate", "--run", MEGATRON, "--log", log, "-o",
+                          tmp_path / "cal.json"))
+    assert line == (f"pptune: error: --log {log} looks like a binary file (NUL byte at offset "
+                    "7) and has no Megatron-LM iteration lines; give the job's text log, or "
+                    "its seconds per step with --step-s instead of --log")
+    assert not (tmp_path / "cal.json").exists()

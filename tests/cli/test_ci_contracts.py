@@ -31,11 +31,12 @@ def test_json_output_of_a_file_that_cannot_be_checked(tmp_path: Path) -> None:
 
 def test_no_plan_leaves_the_output_file_as_it_was(tmp_path: Path) -> None:
     out = tmp_path / "plans.json"
-    out.write_text("keep\n")
+    earlier = '{"plans": [], "rejected": {}}\n'  # an earlier run's plan file, replaceable
+    out.write_text(earlier)
     r = runner.invoke(app, ["recommend", "--gpus", "8", "--micro-batch-sizes", "65536",
                             "-o", str(out)])
     assert r.exit_code == 1
-    assert out.read_text() == "keep\n"
+    assert out.read_text() == earlier
     assert "not written: no plan fits" in r.stderr
 
 

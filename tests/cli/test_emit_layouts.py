@@ -224,7 +224,7 @@ def test_torchtitan_plans_deepseek_v3_without_its_mtp_layer(
     assert 1.0 <= doc["derived"]["slowdown_vs_best"] <= 1.1
     # at the file's own sizes, its plan is the fastest a torchtitan file states; a split
     # of the same plan refined on the as-run costs may be a hair faster
-    monkeypatch.setattr(best, "searched_keys", lambda _costs, req: req.keys()[:1])
+    monkeypatch.setattr(best, "searched_keys", lambda _costs, req, _held=(): req.keys()[:1])
     read = read_config(tmp_path / "torchtitan.toml", gpu="h100-sxm")
     report = check(read.config, tmp_path, CheckOptions(costs=CostOptions(gpu="h100-sxm")),
                    read.semantics)

@@ -32,9 +32,11 @@ def test_reader_notes_reach_the_json_notes_and_stderr() -> None:
 def test_a_hybrid_config_is_refused_in_one_line() -> None:
     r = runner.invoke(app, ["recommend", "--gpus", "8", "--hf-config",
                             str(HF / "qwen3-next-80b-a3b-config.json"), "--json"])
-    assert r.exit_code == 2 and r.stdout == ""
+    assert r.exit_code == 2
     errors = [x for x in r.stderr.splitlines() if x.startswith("pptune: error:")]
     assert len(errors) == 1 and "model_type 'qwen3_next' is a hybrid" in errors[0]
+    # --json: the same words as the error document on stdout
+    assert json.loads(r.stdout) == {"exit_code": 2, "error": errors[0][15:]}
     assert "Traceback" not in r.output + r.stderr
 
 

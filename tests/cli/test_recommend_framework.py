@@ -30,8 +30,8 @@ def test_an_unknown_framework_is_refused(cli: Cli, error_line) -> None:
 
 def test_no_layout_its_files_state_is_refused(cli: Cli, error_line) -> None:
     assert error_line(cli(*JOB, "--cp", "2", "--framework", "deepspeed")) == (
-        "pptune: error: --framework deepspeed: DeepSpeed's files cannot state cp 2, and "
-        "nothing else was searched: search a layout they state (--cp 1)")
+        "pptune: error: --framework deepspeed: DeepSpeed's files state none of the layouts "
+        "searched (they cannot state cp 2): search one they state (--cp 1)")
 
 
 def test_moments_its_files_cannot_keep_are_refused(cli: Cli, error_line) -> None:

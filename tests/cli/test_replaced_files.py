@@ -120,7 +120,9 @@ def test_emit_force_says_each_file_it_replaced(cli: Cli, tmp_path: Path) -> None
 
 
 def test_simulate_trace_says_it_replaced_the_file(cli: Cli, tmp_path: Path) -> None:
-    trace = old_file(tmp_path / "t.json", 0o600)
+    trace = tmp_path / "t.json"
+    trace.write_text('{"traceEvents": []}\n')  # an earlier run's trace
+    trace.chmod(0o600)
     r = cli("simulate", "--pp", "2", "-m", "4", "--fwd-ms", "1", "--bwd-ms", "2",
             "--trace", trace)
     assert r.exit_code == 0, r.stderr
@@ -132,7 +134,9 @@ def test_simulate_trace_says_it_replaced_the_file(cli: Cli, tmp_path: Path) -> N
 def test_calibrate_o_says_it_replaced_the_file(cli: Cli, tmp_path: Path) -> None:
     config = tmp_path / "job.yaml"
     config.write_text(JOB)
-    out = old_file(tmp_path / "cal.json", 0o600)
+    out = tmp_path / "cal.json"
+    out.write_text('{"schema_version": 1, "layers": []}\n')  # an earlier profile's keys
+    out.chmod(0o600)
     r = cli("calibrate", "--run", config, "--step-s", "8.5", "-o", out)
     assert r.exit_code == 0, r.stderr
     assert f"pptune: wrote {out} (replaced the previous one)" in r.stderr
@@ -141,9 +145,55 @@ def test_calibrate_o_says_it_replaced_the_file(cli: Cli, tmp_path: Path) -> None
 
 @pytest.mark.torch
 def test_probe_says_it_replaced_the_profile(cli: Cli, tmp_path: Path) -> None:
-    out = old_file(tmp_path / "pptune-profile.json", 0o600)
+    out = tmp_path / "pptune-profile.json"
+    out.write_text('{"schema_version": 1, "layers": []}\n')  # an earlier profile's keys
+    out.chmod(0o600)
     r = cli("probe", "-o", out, "--no-comm", "--micro-batch-sizes", "1", "--repeats", "1",
             "--warmup", "0", "--seq-len", "8", "--model", "gpt-small")
     assert r.exit_code == 0, r.stderr
     assert f"pptune: profile written to {out} (replaced the previous one)" in r.stderr
     assert mode(out) == 0o600
+
+
+LAUNCH = "#!/usr/bin/env bash\ntorchrun pretrain_gpt.py --num-layers 32\n"
+
+
+@pytest.mark.parametrize(("args", "what"), [
+    (("recommend", "--gpus", "8", "--json", "-o"), "a pptune plan file (recommend --json -o)"),
+    (("simulate", "--pp", "2", "-m", "4", "--fwd-ms", "1", "--bwd-ms", "2", "--trace"),
+     "a Chrome trace (JSON with traceEvents)"),
+    (("simulate", "--pp", "2", "-m", "4", "--fwd-ms", "1", "--bwd-ms", "2", "--svg"),
+     "an SVG image"),
+])
+def test_a_file_of_another_kind_is_not_replaced(cli: Cli, error_line: Callable[[Result], str],
+                                                tmp_path: Path, args: tuple[str, ...],
+                                                what: str) -> None:
+    """A launch script under a mistyped -o (or a trace path) is refused before the work,
+    untouched; an empty file or one of the same kind is replaced (tests above)."""
+    script = tmp_path / "myjob.sh"
+    script.write_text(LAUNCH)
+    line = error_line(cli(*args, script))
+    assert line.endswith(f"{script} already holds something other than {what}; pptune "
+                         "replaces only its own output there: give another path, or delete "
+                         "the file first")
+    assert script.read_text() == LAUNCH
+
+
+def test_calibrate_does_not_replace_a_plan_file_with_a_profile(
+        cli: Cli, error_line: Callable[[Result], str], tmp_path: Path) -> None:
+    config = tmp_path / "job.yaml"
+    config.write_text(JOB)
+    plans = tmp_path / "plans.json"
+    assert cli("recommend", "--gpus", "8", "--model", "gpt3-1.3b", "-o", plans).exit_code == 0
+    before = plans.read_text()
+    line = error_line(cli("calibrate", "--run", config, "--step-s", "8.5", "-o", plans))
+    assert "already holds something other than a pptune profile" in line
+    assert plans.read_text() == before
+
+
+def test_an_empty_file_is_replaced(cli: Cli, tmp_path: Path) -> None:
+    out = tmp_path / "plans.json"
+    out.touch()
+    r = cli("recommend", "--gpus", "8", "--model", "gpt3-1.3b", "-o", out)
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(out.read_text())["plans"]

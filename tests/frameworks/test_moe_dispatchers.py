@@ -241,8 +241,9 @@ def test_recommend_takes_the_dispatcher(tmp_path: Path) -> None:
     said = float(notes["alltoall"][0].split("would step ")[1].split(" s")[0])
     assert said == pytest.approx(steps["deepep"], rel=0.05)
     r = runner.invoke(app, [*base, "--moe-dispatcher", "nccl"])
-    assert r.exit_code == 2 and "--moe-dispatcher must be one of" in r.output
-    assert len(r.output.strip().splitlines()) == 1
+    assert r.exit_code == 2 and "--moe-dispatcher must be one of" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1  # stdout: --json's error document
+    assert json.loads(r.stdout)["error"] == r.stderr.strip().removeprefix("pptune: error: ")
 
 
 def test_emitting_a_deepep_plan_from_the_cli_states_it(tmp_path: Path) -> None:

@@ -69,6 +69,9 @@ def test_unknown_tables_are_errors(tmp_path: Path) -> None:
                                "field names in <class 'torchtitan.config.job_config.JobConfig'>")
     assert texts[0].endswith("did you mean parallelism?")
     assert texts[1].startswith("[float8] is a key of torchtitan 0.1.0, not of 0.2.2")
+    # why an error and not the older-key warning: the key that marks the file as 0.2's
+    assert " (the file is read as torchtitan 0.2.2's: its [" in texts[1]
+    assert "] " in texts[1].split("its [", 1)[1].split(" is a key only 0.2 has)")[0]
     assert texts[1].endswith('use the [quantize.linear.float8] table (converter '
                              '"quantize.linear.float8")')
 

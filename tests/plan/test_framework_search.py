@@ -127,8 +127,8 @@ def test_nothing_left_is_bad_input_naming_the_flags() -> None:
     with pytest.raises(BadInput) as err:
         _search(DEEPSPEED).dropped(keys)
     assert str(err.value) == (
-        "--framework deepspeed: DeepSpeed's files cannot state cp 2; precision fp8, and "
-        "nothing else was searched: search a layout they state (--cp 1, --precision bf16)")
+        "--framework deepspeed: DeepSpeed's files state none of the layouts searched (they "
+        "cannot state cp 2; precision fp8): search one they state (--cp 1, --precision bf16)")
 
 
 def test_the_note_names_the_choices_it_searched_instead() -> None:

@@ -67,6 +67,9 @@ class Job:
     # the recomputed modules the table prices into every layer (check-config: a file's
     # selective modules, torchtitan's per-op policy); costs priced again keep them
     layer_modules: frozenset[str] = frozenset()
+    # the parallel sizes the command held at one value (--tp 8, --pp 2): the files' plan
+    # line states them, and check-config's best-plan comparison keeps them (Limits.held)
+    held: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

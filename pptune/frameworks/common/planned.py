@@ -1,8 +1,9 @@
 """The ``# pptune-plan:`` line ``recommend --emit`` writes into a Megatron-LM script or a
 torchtitan file: the GPU preset (and a Hugging Face config, for a model no preset names)
 the plan was made for, the GPUs a node holds where that is not the GPU's own, and the
-routing imbalance a mixture of experts was priced with, which the framework's own keys do
-not state. check-config takes
+routing imbalance a mixture of experts was priced with, and the parallel sizes the
+command held (``held=tp,pp``: check-config's best-plan comparison keeps the file's), which
+the framework's own keys do not state. check-config takes
 each where the file states none (the command line's --gpu, --model and --hf-config
 still win), with a note; an unknown GPU or a malformed value is left out with a note."""
 
@@ -10,10 +11,12 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 
 from pptune.costmodel.presets import GPUS
 from pptune.frameworks.common.fields import MAX_DEVICES, Ctx
 from pptune.schemas import TrainingConfig
+from pptune.schemas.limits import HELD
 
 PLAN_LINE = "pptune-plan:"
 _LINE = re.compile(r"^\s*#\s*pptune-plan:[ \t]*(.*)$", re.MULTILINE)
@@ -64,6 +67,7 @@ def planned_for(text: str, config: TrainingConfig, ctx: Ctx,
     if hf is not None and config.model is None and config.hf_config is None:
         if 0 < len(hf) <= MAX_HF_PATH:
             update["hf_config"] = hf
+    config = _held(pairs.get("held", ""), config, ctx)
     if not update:
         return config
     if said:
@@ -84,3 +88,29 @@ def _imbalance_replaces(ctx: Ctx, given: bool) -> str:
         return ""
     ctx.notes.remove(balanced)
     return "; the file's flags state no routing imbalance"
+
+
+def _held(said: str, config: TrainingConfig, ctx: Ctx) -> TrainingConfig:
+    """``config`` with the line's ``held=tp,pp`` as its ``limits.held`` (where the file's
+    limits state none), said in a note; a size pptune does not hold is left out, said."""
+    if not said or "held" in config.limits.model_fields_set:
+        return config
+    names = said.split(",")
+    held = [n for n in HELD if n in names]
+    odd = [n[:20] for n in names if n not in HELD]
+    if odd:
+        ctx.note(f"'# {PLAN_LINE}' holds {', '.join(map(repr, odd[:3]))}, not a parallel "
+                 f"size ({', '.join(HELD)}): left out")
+    if not held:
+        return config
+    ctx.note(held_note(held, f"the file's '# {PLAN_LINE}' line"))
+    limits = config.limits.model_copy(update={"held": held})
+    return config.model_copy(update={"limits": limits})
+
+
+def held_note(held: Sequence[str], where: str) -> str:
+    """The note that the best-plan comparison keeps the ``held`` sizes, stated ``where``."""
+    them = "it" if len(held) == 1 else "them"
+    return (f"the best-plan comparison keeps the file's {', '.join(held)}: {where} holds "
+            f"{them} (recommend " + ", ".join(f"--{n}" for n in held) + f" held {them}; "
+            "delete held to compare every size)")

@@ -86,10 +86,11 @@ def priced_line(job: Job, comment: str) -> list[str]:
 
 
 def plan_line(job: Job, comment: str) -> list[str]:
-    """``# pptune-plan: gpu=... gpus_per_node=... hf_config=... moe_imbalance=...``: what
-    the plan was made for that the framework's own keys cannot state (a node other than the
-    GPU's own, the routing imbalance it was priced with) (check-config reads it back where
-    the file states neither: frameworks/common/planned.py)."""
+    """``# pptune-plan: gpu=... gpus_per_node=... hf_config=... moe_imbalance=... held=...``:
+    what the plan was made for that the framework's own keys cannot state (a node other
+    than the GPU's own, the routing imbalance it was priced with, the sizes the command
+    held) (check-config reads it back where the file states none:
+    frameworks/common/planned.py)."""
     said = [f"gpu={job.device}"] if str(job.device) in GPUS else []
     per_node = job.request.gpus_per_node
     if said and per_node != GPUS[str(job.device)].gpus_per_node:  # the node it was placed on
@@ -99,4 +100,6 @@ def plan_line(job: Job, comment: str) -> list[str]:
     imbalance = job.cost_options.moe_imbalance if job.cost_options is not None else 1.0
     if job.shape is not None and job.shape.moe and imbalance != 1.0:  # a measured routing
         said.append(f"moe_imbalance={imbalance:g}")
+    if job.held:
+        said.append("held=" + ",".join(job.held))
     return [f"{comment} {PLAN_LINE} " + " ".join(said)] if said else []

@@ -142,7 +142,7 @@ SECTIONS = {
         _keys("enabled autoep_size expert_tensor_parallel_size")),
     # pptune's own section, which DeepSpeed never reads (reader.py _pptune_section)
     "pptune": Section("pptune", "", frozenset(), False, _keys(
-        "attention model hf_config gpu seq_len gpus_per_node recompute")),
+        "attention model hf_config gpu seq_len gpus_per_node recompute held")),
 }
 # Keys of removed features. DeepSpeedConfig.__init__ first calls
 # _reject_removed_config_keys (deepspeed/runtime/config.py), which raises

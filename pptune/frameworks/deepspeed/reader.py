@@ -45,6 +45,7 @@ from pptune.frameworks.common.fields import (
     show,
     whole,
 )
+from pptune.frameworks.common.planned import held_note
 from pptune.frameworks.deepspeed.engine import gradient_width, overlap
 from pptune.frameworks.deepspeed.experts import SECTION as EXPERT_SECTION
 from pptune.frameworks.deepspeed.experts import read_experts
@@ -53,6 +54,7 @@ from pptune.frameworks.deepspeed.offload import read_offload
 from pptune.frameworks.deepspeed.pipeline import assumed_pp, partition, pipeline_size, recompute
 from pptune.limits import MAX_SEQ_LEN
 from pptune.schemas import TrainingConfig
+from pptune.schemas.limits import HELD, Limits
 
 DEEPSPEED_KEYS = frozenset(
     {
@@ -152,7 +154,8 @@ def _zero_stage(ctx: Ctx, section: Any) -> int:
 def _pptune_section(ctx: Ctx, section: Any) -> dict[str, Any]:
     """What ``"pptune"`` (a key DeepSpeed ignores) states: the attention kernel, and the
     model preset, sequence length, GPU preset and NVLink domain (``gpus_per_node``)
-    ``recommend --emit deepspeed`` planned for, which DeepSpeed's own keys do not hold."""
+    ``recommend --emit deepspeed`` planned for and the sizes it held (``held``: Limits),
+    which DeepSpeed's own keys do not hold."""
     if section is not None and not isinstance(section, dict):
         raise ctx.bad(f"pptune is {show(section)}; expected a mapping such as "
                       '{"attention": "flash", "model": "llama3-8b"}')
@@ -182,6 +185,13 @@ def _pptune_section(ctx: Ctx, section: Any) -> dict[str, Any]:
     if section.get("gpus_per_node") is not None:
         fields["gpus_per_node"] = whole(ctx, "pptune.gpus_per_node", section["gpus_per_node"],
                                         maximum=MAX_DEVICES)
+    held = section.get("held")
+    if held is not None:
+        if not isinstance(held, list) or not held or any(n not in HELD for n in held):
+            raise ctx.bad(f"pptune.held is {show(held)}; expected a list of the parallel "
+                          f"sizes the best-plan comparison keeps, of {', '.join(HELD)}")
+        fields["limits"] = Limits.model_validate({"held": [n for n in HELD if n in held]})
+        ctx.note(held_note(fields["limits"].held, "pptune.held"))
     return fields
 
 

@@ -52,14 +52,16 @@ def write(stated: Stated, method: str) -> dict[str, str]:
         ds["expert_parallel"] = {"enabled": True, "autoep_size": plan.ep,
                                  "expert_tensor_parallel_size": plan.etp}
     # for pptune check-config: the model code's kernel, and the preset, sequence length,
-    # GPU and NVLink domain the plan was made for (DeepSpeed's keys state none of them)
+    # GPU and NVLink domain the plan was made for, the sizes the command held (DeepSpeed's
+    # keys state none of them)
     ds["pptune"] = {**({"attention": job.attention} if job.attention else {}),
                     **({"model": job.model} if str(job.model) in MODELS else
                        {"hf_config": job.hf_config} if job.hf_config is not None else {}),
                     "seq_len": job.table.seq_len,
                     **({"recompute": "full"} if in_code else {}),
                     **({"gpu": job.device} if str(job.device) in GPUS else {}),
-                    "gpus_per_node": node_size(plan, job)}
+                    "gpus_per_node": node_size(plan, job),
+                    **({"held": list(job.held)} if job.held else {})}
     bounds = [0] + [e for _s, e in stage_bounds(plan.stage_layers)]
     names = job.layer_names
     nodes, per_node = plan_launch(plan, job)

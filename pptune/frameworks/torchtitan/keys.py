@@ -214,8 +214,10 @@ def _walk(data: dict[str, Any], table: str = "") -> list[tuple[str, str]]:
     return out
 
 
-def _marked(found: list[tuple[str, str]]) -> bool:
-    return any(key in MARKERS.get(table, ()) for table, key in found)
+def _marked(found: list[tuple[str, str]]) -> str | None:
+    """The first key of the file only torchtitan 0.2 has (``[checkpoint] enable``), None."""
+    return next((f"[{table}] {key}" for table, key in found
+                 if key in MARKERS.get(table, ())), None)
 
 
 def check_keys(ctx: Ctx, data: dict[str, Any]) -> None:
@@ -224,7 +226,11 @@ def check_keys(ctx: Ctx, data: dict[str, Any]) -> None:
     found = _walk(data)
     versions = ctx.semantics.versions
     strict = versions.at_least(TORCHTITAN, 0, 2)  # 0.1.0 dropped unknown keys unsaid
-    new = strict and (TORCHTITAN.name in versions.chosen or _marked(found))
+    marker = _marked(found)
+    new = strict and (TORCHTITAN.name in versions.chosen or marker is not None)
+    # why the file is read as 0.2.2's: the version chosen, or a key only 0.2 has
+    why = "" if TORCHTITAN.name in versions.chosen or marker is None else (
+        f" (the file is read as torchtitan 0.2.2's: its {marker} is a key only 0.2 has)")
     custom = [f"{t}.{k}" for t, k in (("job", "custom_config_module"),
                                        ("experimental", "custom_args_module"))
               if isinstance(data.get(t), dict) and data[t].get(k)]
@@ -246,7 +252,7 @@ def check_keys(ctx: Ctx, data: dict[str, Any]) -> None:
                 f"'torchtitan.config.job_config.{cls}'> data: {{'{key}'}}' {CITE}")
         if older is not None:
             had, instead = older
-            text = (f"{where} is a key of torchtitan {had}, not of 0.2.2: {said}"
+            text = (f"{where} is a key of torchtitan {had}, not of 0.2.2{why}: {said}"
                     + (f"; use {instead}" if instead else "; remove it"))
             if new:
                 ctx.refuse("torchtitan-unknown-key", text)
