@@ -27,13 +27,19 @@ def _fwd_bwd(fwd: tuple[float, ...], bwd: tuple[float, ...], peak_tflops: float 
                  for s, f, b in zip(lengths, fwd, bwd, strict=True))
 
 
+def _rescaled(curve: Curve, to: Curve, frm: Curve) -> Curve:
+    """``curve`` times H100's ``to``-over-``frm`` ratio for the same kernel, at the nearest
+    length H100 was measured at."""
+    ratio = {s: t / f for (s, t), (_, f) in zip(to, frm, strict=True)}
+    return tuple((s, share * ratio[min(ratio, key=lambda r: abs(r - s))]) for s, share in curve)
+
+
 def _unmasked(causal: Curve, h100_full: Curve,
               h100_causal: Curve) -> Curve:
     """An unmasked curve from a GPU's causal one, at H100's unmasked-over-causal ratio for
-    the same kernel (at the nearest length H100 was measured at): the Blackwell sweeps
-    below are causal only, so the mask's cost is assumed to be H100's."""
-    ratio = {s: f / c for (s, f), (_, c) in zip(h100_full, h100_causal, strict=True)}
-    return tuple((s, share * ratio[min(ratio, key=lambda r: abs(r - s))]) for s, share in causal)
+    the same kernel: the Blackwell sweeps below are causal only, so the mask's cost is
+    assumed to be H100's."""
+    return _rescaled(causal, h100_full, h100_causal)
 
 
 # cuDNN's fused attention on H100 SXM5, head dim 128, BF16, 16k tokens a batch: Shah et al.
@@ -94,3 +100,20 @@ def blackwell_attention(flash: Curve,
             "cudnn_causal_attention": cudnn,
             "cudnn_full_attention": _unmasked(cudnn, H100_CUDNN_FULL, H100_CUDNN_CAUSAL),
             "attention_fraction": flash[-1][1]}
+
+
+# MI300X: the ROCm docs (ROCm/ROCm @ e396b489, docs/how-to/rocm-for-ai/inference-optimization/
+# model-acceleration-libraries.rst, "Triton Flash Attention 2", figures the page marks as
+# informal) run ROCm/triton's python/perf-kernels/flash-attention.py (triton-mlir branch) with
+# its defaults: forward only, head dim 128, 16 heads, fp16 (MI300X's FP16 and BF16 peaks are
+# the same 1307.4), no mask (the script's -causal flag is off unless given):
+# "fused-attention-fwd-d128" 287.5 / 287.5 / 346.0 / 361.4 / 356.9 TFLOP/s at 1k to 16k
+# tokens. No forward + backward sweep is published: the forward's share of the peak is taken
+# as the pair's (an assumption: on H100 the pair runs below the forward alone), and the causal
+# curve at H100's FlashAttention-2 causal-over-unmasked ratio (the mask's cost assumed H100's).
+MI300X_PEAK_TFLOPS = 1307.4
+MI300X_FLASH_FULL: Curve = tuple(
+    (s, t / MI300X_PEAK_TFLOPS) for s, t in zip(
+        (1024, 2048, 4096, 8192, 16384),
+        (287.528411, 287.490806, 345.966031, 361.369510, 356.873720), strict=True))
+MI300X_FLASH_CAUSAL = _rescaled(MI300X_FLASH_FULL, H100_CAUSAL, H100_FULL)

@@ -38,6 +38,14 @@ on each node drives ``per_node`` NICs at once, up to the node's own ring
 bandwidth (comm.group_link). NVLS is left out across nodes (NVLSTree measured
 below the ring: 310 vs 365 GB/s on 4 x 8 H200, ml-engineering) and where a
 recipe turns it off (``NCCL_NVLS_ENABLE=0``).
+
+A switchless node (``Fabric.mesh_link_bytes_per_s``: 8 x MI300X, every GPU linked
+directly to every other) has no NVLS, and a group's rate inside it is its members'
+direct links (comm.mesh_ring_busbw, comm.mesh_a2a_bytes_per_s): a ring over ``m``
+of the node's GPUs runs at ``m - 1`` links up to the full node's figure, inside one
+node and as the cap of a ring across nodes alike; a copy runs over one link
+(``p2p_bytes_per_s``). RCCL's tuner is taken to price its algorithms as NCCL's
+does (its latencies above), an assumption presets_amd.py states.
 """
 
 from __future__ import annotations
@@ -47,7 +55,7 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
-from pptune.costmodel.comm import AllReduceLink, Placement
+from pptune.costmodel.comm import AllReduceLink, Placement, mesh_a2a_bytes_per_s, mesh_ring_busbw
 
 US = 1e-6
 # NVIDIA/nccl src/graph/tuning.cc (commit b6475625): baseLat and hwLat, microseconds
@@ -98,9 +106,21 @@ class Fabric:
     # ``sm_count`` is the GPU's (presets.GpuSpec.fabric_or_line fills it in)
     collective_ctas: int = 0
     sm_count: int = 0
+    # one direct link, one direction, on a node whose GPUs are a full mesh without a
+    # switch (MI300X's xGMI); None: a switched node, its figures node-wide
+    mesh_link_bytes_per_s: float | None = None
 
     def without_nvls(self) -> Fabric:
         return dataclasses.replace(self, nvls_enabled=False)
+
+    def intra_busbw(self, members: int) -> float:
+        """A ring's bus bandwidth over ``members`` GPUs of one node (comm.mesh_ring_busbw)."""
+        return mesh_ring_busbw(members, self.ring_busbw_bytes_per_s, self.mesh_link_bytes_per_s)
+
+    def a2a_bytes_per_s(self, members: int) -> float:
+        """What a member sends the others of ``members`` on its node at once in an
+        all-to-all (comm.mesh_a2a_bytes_per_s)."""
+        return mesh_a2a_bytes_per_s(members, self.p2p_bytes_per_s, self.mesh_link_bytes_per_s)
 
     @property
     def sm_share(self) -> float:
@@ -131,10 +151,12 @@ def _bus_factor(kind: Collective, n: int) -> float:
 
 
 def ring_busbw(group: Placement, fabric: Fabric) -> float:
-    """A ring's bus bandwidth: the node's inside one node, ``per_node`` NICs across."""
+    """A ring's bus bandwidth: what its members reach inside one node (the node's, or
+    their direct links on a mesh), ``per_node`` NICs across, up to that."""
+    inside = fabric.intra_busbw(group.per_node)
     if group.intra:
-        return fabric.ring_busbw_bytes_per_s
-    return min(fabric.ring_busbw_bytes_per_s, group.per_node * fabric.nic_busbw_bytes_per_s)
+        return inside
+    return min(inside, group.per_node * fabric.nic_busbw_bytes_per_s)
 
 
 def choices(kind: Collective, nbytes: float, group: Placement, fabric: Fabric) -> list[Choice]:

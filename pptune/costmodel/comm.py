@@ -39,6 +39,15 @@ issue 812). An all-to-all (expert dispatch and combine) sends each member's
 share to every other member: the shares for members on its own node go over
 NVLink, the others through its NIC, both at once (``all_to_all_s``).
 
+A node without a switch (8 x AMD MI300X: every GPU has 7 direct xGMI links, one to
+each other GPU, ROCm docs "AMD Instinct MI300 Series microarchitecture") has no
+node-wide figure: what a group reaches inside it depends on how many direct links
+its members hold. A copy to one peer runs over one link; a ring over ``m`` members
+on the node runs RCCL's channels over the ``m - 1`` links each member has to the
+others, ``(m - 1)`` links' worth of bus bandwidth up to the full node's measured
+figure (``mesh_ring_busbw``); an all-to-all sends each peer's share down its own
+link, all at once (``mesh_a2a_bytes_per_s``). presets_amd.py cites the figures.
+
 Gradient compression changes the bytes: fp16/bf16 halves fp32 gradients;
 top-k keeps a fraction k of the values plus an int32 index each
 (Lin et al. 2018, "Deep Gradient Compression"; Aji & Heafield 2017).
@@ -128,6 +137,24 @@ def group_link(group: Placement, intra: AllReduceLink, inter: AllReduceLink) -> 
         return intra
     return AllReduceLink(inter.latency_s,
                          min(intra.busbw_bytes_per_s, group.per_node * inter.busbw_bytes_per_s))
+
+
+def mesh_ring_busbw(members: int, node_busbw: float, link_bytes_per_s: float | None) -> float:
+    """The bus bandwidth of a ring over ``members`` GPUs of one node: the node's on a
+    switched node (``link_bytes_per_s`` None) or with one member (no hop inside); on a
+    full mesh their ``members - 1`` direct links each, up to the node's."""
+    if link_bytes_per_s is None or members < 2:
+        return node_busbw
+    return min(node_busbw, (members - 1) * link_bytes_per_s)
+
+
+def mesh_a2a_bytes_per_s(members: int, copy_bytes_per_s: float,
+                         link_bytes_per_s: float | None) -> float:
+    """What one of ``members`` GPUs of a node sends to the others at once in an
+    all-to-all: one copy's rate through a switch, ``members - 1`` links on a full mesh."""
+    if link_bytes_per_s is None or members < 2:
+        return copy_bytes_per_s
+    return (members - 1) * link_bytes_per_s
 
 
 def all_to_all_s(nbytes: float, group: Placement, intra: PointLink, inter: PointLink) -> float:

@@ -69,7 +69,9 @@ The algorithms (Megatron-LM ``--cp-comm-type``; Transformer Engine
 
 Transfers run on the group's link (layout.py places cp just outside tp): a
 pairwise NVLink copy inside a node, one NIC a hop across nodes (collectives.py
-figures). Attention kernels run at the GPU's measured flash-attention rate for
+figures); on a switchless mesh (MI300X) a hop is one direct link and an
+all-to-all's shares for the node's other members leave over their direct links
+at once (``CpLinks.near``). Attention kernels run at the GPU's measured flash-attention rate for
 their length (presets.py curves): ``s / cp`` tokens for p2p and all-gather,
 ``s`` for a2a.
 """
@@ -122,6 +124,11 @@ class CpLinks:
         if intra:
             return Link(self.latency_intra_s, self.fabric.p2p_bytes_per_s)
         return Link(self.latency_inter_s, self.fabric.nic_busbw_bytes_per_s)
+
+    def near(self, group: Group) -> Link:
+        """What an all-to-all member sends its node's other members of ``group`` at once:
+        one copy's rate through a switch, their direct links on a mesh (Fabric)."""
+        return Link(self.latency_intra_s, self.fabric.a2a_bytes_per_s(group.per_node))
 
 
 def local_links(cp: int, tp: int = 1, gpus_per_node: int = 8, fabric: Fabric | None = None,
@@ -312,7 +319,7 @@ def _a2a(shape: CpShape, cp: int, rates: AttentionRates, links: CpLinks) -> CpAt
     tokens = b * s / cp
     qkv = shape.q_bytes(tokens) + shape.kv_bytes(tokens)
     out = shape.out_bytes(tokens)
-    near = links.hop(True)
+    near = links.near(links.group)
     far = links.hop(False)
     t_qkv = all_to_all_s(qkv, links.group, near, far)
     t_out = all_to_all_s(out, links.group, near, far)
@@ -338,8 +345,8 @@ def _hierarchical(shape: CpShape, cp: int, rates: AttentionRates, links: CpLinks
     tokens = shape.micro_batch * shape.seq_len / cp
     qkv = shape.q_bytes(tokens) + shape.kv_bytes(tokens)
     out = shape.out_bytes(tokens)
-    a2a = (all_to_all_s(qkv, in_group, inner_links.hop(True), inner_links.hop(False))
-           + all_to_all_s(out, in_group, inner_links.hop(True), inner_links.hop(False)))
+    near, far = inner_links.near(in_group), inner_links.hop(False)
+    a2a = all_to_all_s(qkv, in_group, near, far) + all_to_all_s(out, in_group, near, far)
     share = (inner - 1) / inner * (qkv + out)
     return CpAttention(ring.fwd_flops, ring.fwd_compute_s, ring.fwd_comm_s + a2a,
                        ring.bwd_flops, ring.bwd_compute_s, ring.bwd_comm_s + a2a,

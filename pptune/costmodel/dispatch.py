@@ -53,7 +53,14 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from pptune.costmodel.comm import AllReduceLink, all_gather_s, all_to_all_s, group_link
+from pptune.costmodel.comm import (
+    AllReduceLink,
+    all_gather_s,
+    all_to_all_s,
+    group_link,
+    mesh_a2a_bytes_per_s,
+    mesh_ring_busbw,
+)
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.layout import Dim, Group, Layout
 from pptune.costmodel.ops import BF16_BYTES, Kind, OpCost, Phase, Rates, memory
@@ -108,6 +115,10 @@ class ExpertParallel:
     # linears (None: the block's, CostKey.precision): torchtitan converts its linears
     # and its experts' grouped GEMMs by separate converters (frameworks/torchtitan)
     precision: Precision | None = None
+    # one direct link of a switchless full-mesh node (MI300X's xGMI): the all-to-all's
+    # and the collectives' rates inside the node are then the group's links
+    # (comm.mesh_a2a_bytes_per_s, comm.mesh_ring_busbw); None: ``intra`` and ``etp_link``
+    mesh_link_bytes_per_s: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("ep", "etp", "gpus_per_node", "dispatch_sms"):
@@ -123,6 +134,17 @@ class ExpertParallel:
         fastest, then ep (megatron-core's expert rank order etp-ep-edp-pp), so the
         placement depends on etp, ep and the node size only."""
         return _expert_group(self.ep, self.etp, self.gpus_per_node, dims)
+
+    def near_link(self, group: Group) -> Link:
+        """What a member of ``group`` sends its node's other members at once."""
+        return Link(self.intra.latency_s, mesh_a2a_bytes_per_s(
+            group.per_node, self.intra.bytes_per_s, self.mesh_link_bytes_per_s))
+
+    def ring_link(self, group: Group) -> AllReduceLink:
+        """The link ``group``'s collectives run at inside a node (``etp_link``, or on a
+        mesh its members' direct links)."""
+        return AllReduceLink(self.etp_link.latency_s, mesh_ring_busbw(
+            group.per_node, self.etp_link.busbw_bytes_per_s, self.mesh_link_bytes_per_s))
 
 
 @functools.lru_cache(maxsize=256)
@@ -202,11 +224,11 @@ def dispatch(token_bytes: float, m: ModelShape, ex: ExpertParallel) -> tuple[flo
     if ex.dispatcher is Dispatcher.DEEPEP:
         c = deepep_copies(token_reach(m, group), group.nodes, group.per_node)
         latency = ex.inter.latency_s if c.nic > 0 else ex.intra.latency_s
-        seconds = latency + max(c.nvlink * token_bytes / ex.intra.bytes_per_s,
+        seconds = latency + max(c.nvlink * token_bytes / ex.near_link(group).bytes_per_s,
                                 c.nic * token_bytes / ex.inter.bytes_per_s)
         return (c.nvlink + c.nic) * token_bytes, seconds
     nbytes = m.top_k * token_bytes
-    return nbytes, all_to_all_s(nbytes, group, ex.intra, ex.inter)
+    return nbytes, all_to_all_s(nbytes, group, ex.near_link(group), ex.inter)
 
 
 def _a2a(name: str, phase: Phase, token_bytes: float, m: ModelShape,
@@ -219,7 +241,8 @@ def _gathered(name: str, phase: Phase, nbytes: float, ex: ExpertParallel) -> OpC
     """The allgather dispatcher's all-gather (or reduce-scatter) of an ``nbytes`` array
     over the ep x etp group, at the group's ring bandwidth (comm.group_link)."""
     group = ex.group(Dim.ETP, Dim.EP)
-    link = group_link(group, ex.etp_link, AllReduceLink(ex.inter.latency_s, ex.inter.bytes_per_s))
+    link = group_link(group, ex.ring_link(group),
+                      AllReduceLink(ex.inter.latency_s, ex.inter.bytes_per_s))
     return OpCost(name, phase, Kind.COMM, 0.0, nbytes, all_gather_s(nbytes, group.size, link), 0)
 
 
@@ -227,7 +250,8 @@ def _etp_collective(name: str, phase: Phase, nbytes: float, ex: ExpertParallel) 
     """All-gather (or reduce-scatter) of an ``nbytes`` array over the etp group."""
     if ex.etp == 1:
         return OpCost(name, phase, Kind.COMM, 0.0, 0.0, 0.0, 0)
-    return OpCost(name, phase, Kind.COMM, 0.0, nbytes, all_gather_s(nbytes, ex.etp, ex.etp_link), 0)
+    link = ex.ring_link(ex.group(Dim.ETP))
+    return OpCost(name, phase, Kind.COMM, 0.0, nbytes, all_gather_s(nbytes, ex.etp, link), 0)
 
 
 Ops = list[OpCost]

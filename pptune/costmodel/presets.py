@@ -6,7 +6,6 @@ Names are lower-case and stable: scripts depend on them.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any
 
 from pptune.costmodel.attention_curves import (
@@ -23,100 +22,13 @@ from pptune.costmodel.attention_curves import (
     blackwell_attention,
 )
 from pptune.costmodel.collectives import Fabric
+from pptune.costmodel.gpu_spec import GB, MIB, NCCL_CTAS, NIC_400G_BUSBW, GpuSpec
 from pptune.costmodel.models import MODELS, ModelShape
+from pptune.costmodel.presets_amd import AMD_GPUS
 
 GIB = 1024**3
-MIB = 1024**2
-GB = 1e9
 
 __all__ = ["GPUS", "MODELS", "GpuSpec", "ModelShape", "gpu_names", "model_names"]
-
-
-
-@dataclass(frozen=True)
-class GpuSpec:
-    name: str
-    peak_flops: float  # dense bf16 FLOP/s
-    memory_bytes: float
-    hbm_bytes_per_s: float
-    nvlink_bytes_per_s: float  # per GPU, one direction
-    ib_bytes_per_s: float  # per GPU, one direction (one NIC per GPU)
-    source: str
-    # What the per-op compute model needs (ops.py); each preset cites its own.
-    sm_count: int = 108
-    gemm_fraction: float = 0.80  # of peak, large bf16 GEMMs, measured
-    hbm_fraction: float = 0.88  # of hbm_bytes_per_s, streaming kernels, measured
-    attention_fraction: float = 0.35  # of peak, flash attention forward+backward
-    launch_s: float = 4e-6  # per kernel: launch and tail
-    # Low precision (precision.py): dense FP8 / FP4 tensor-core peaks and the
-    # measured share of the FP8 peak the largest FP8 GEMMs reach; None: not
-    # supported (or not measured, so not priced).
-    fp8_peak_flops: float | None = None
-    fp4_peak_flops: float | None = None
-    fp8_gemm_fraction: float | None = None
-    mxfp8: bool = False  # OCP microscaling FP8 in the tensor cores (Blackwell)
-    # The NVLink domain: GPUs that reach each other over NVLink (8 on a DGX/HGX,
-    # 72 on a GB200 NVL72). A request's gpus_per_node defaults to it.
-    gpus_per_node: int = 8
-    # GPUs one host holds (one torchrun node) where the NVLink domain spans hosts (a
-    # GB200 NVL72 compute tray: 4); None: the domain is one host
-    gpus_per_host: int | None = None
-    # What NCCL achieves on this node type (collectives.py); None: the line rates.
-    fabric: Fabric | None = None
-    # Causal flash attention forward+backward as a share of peak at kernel
-    # sequence lengths (tokens, fraction), interpolated in log2(seq) and
-    # clamped at the ends (context.py); empty: ``attention_fraction`` throughout.
-    causal_attention: tuple[tuple[int, float], ...] = ()
-    full_attention: tuple[tuple[int, float], ...] = ()  # the same without a mask
-    # The same for cuDNN's fused attention (Transformer Engine's FusedAttention, which it
-    # prefers over FlashAttention on Hopper and later); empty: not measured on this GPU,
-    # priced as flash attention (with_attention_kernel)
-    cudnn_causal_attention: tuple[tuple[int, float], ...] = ()
-    cudnn_full_attention: tuple[tuple[int, float], ...] = ()
-    # the GPU whose measured attention shares of peak price this one (None: its own, or
-    # the die's: H200 and H800 are H100's GH100)
-    attention_rates_of: str | None = None
-    # The range of sustained matmul throughput over the 8 GPUs of a node, relative
-    # to the median: a job runs at its slowest GPU's pace (variation.py).
-    matmul_spread: float = 0.05
-
-    def priced_kernel(self, kernel: str) -> str:
-        """The attention kernel whose rates price ``kernel`` here: ``cudnn`` where cuDNN's
-        rates are not measured is priced as ``flash`` (what Transformer Engine falls back
-        to); ``sdpa`` (torch's scaled_dot_product_attention, ops.Attention) as ``cudnn``
-        on the GPUs torch 2.13 runs cuDNN's kernel first on, the sm90 and sm10x parts whose
-        cuDNN rates are measured here (Hopper, Blackwell), else as ``flash``: aten/src/ATen/
-        native/transformers/cuda/sdp_utils.cpp ``check_prefer_cudnn_attention`` puts cuDNN
-        first there with a runtime cuDNN above 9.15 (torch 2.13.0's CUDA wheel pins
-        nvidia-cudnn-cu13 9.20.0.48; TORCH_CUDNN_SDPA_DEPRIORITIZED turns it off); any
-        other kernel as itself."""
-        if kernel == "sdpa":
-            kernel = "cudnn"
-        return "flash" if kernel == "cudnn" and not self.cudnn_causal_attention else kernel
-
-    def sdpa_said(self, kernel: str) -> str:
-        """" (K on GPU)" after ``sdpa``: the kernel torch's SDPA runs here; "" otherwise."""
-        return f" ({self.priced_kernel(kernel)} on {self.name})" if kernel == "sdpa" else ""
-
-    def cudnn_unmeasured(self, kernel: str) -> bool:
-        """``kernel`` names cuDNN's attention, whose rates are not measured here."""
-        return kernel == "cudnn" and self.priced_kernel(kernel) != kernel
-
-    def with_attention_kernel(self, kernel: str) -> GpuSpec:
-        """This GPU as a fused attention kernel runs on it (``priced_kernel``): ``cudnn``
-        takes cuDNN's curves, and as the flat share (MLA's causal kernels) the causal
-        curve's longest length; ``flash`` and ``eager`` keep the GPU as it is."""
-        if self.priced_kernel(kernel) != "cudnn":
-            return self
-        return dataclasses.replace(self, causal_attention=self.cudnn_causal_attention,
-                                   full_attention=self.cudnn_full_attention,
-                                   attention_fraction=self.cudnn_causal_attention[-1][1])
-
-    def fabric_or_line(self) -> Fabric:
-        """The measured fabric, or one at the line rates when none is known."""
-        if self.fabric is not None:  # its collectives' CTAs run on this GPU's SMs
-            return dataclasses.replace(self.fabric, sm_count=self.sm_count)
-        return Fabric(self.nvlink_bytes_per_s, self.nvlink_bytes_per_s, self.ib_bytes_per_s)
 
 
 
@@ -184,16 +96,14 @@ class GpuSpec:
 #   (NVIDIA/nccl issue 892: an H800 node's NCCL_DEBUG log, "16 coll channels";
 #   issue 1453: three H100 nodes, ring channels xx/16; src/transport/nvls.cc: 16 NVLS
 #   CTAs on sm_90). The same 16 is assumed on A100 and Blackwell (no log found).
-_NIC_400G_BUSBW = 47 * GB  # nccl-tests issue 290: 46-48 GB/s per 400 Gb/s NIC
 # an 800 Gb/s ConnectX-8 at the same 47-of-50 share of its line rate: an assumption
 # (no nccl-tests figure for it was found)
-_NIC_800G_BUSBW = 2 * _NIC_400G_BUSBW
+_NIC_800G_BUSBW = 2 * NIC_400G_BUSBW
 _P2P_SHARE = 396.4 / 450  # nvbandwidth copy over NVLink 4's line rate (8 x H200)
-_NCCL_CTAS = 16  # one CTA a channel: NCCL's collectives on Hopper nodes run 16 (above)
 _HOPPER_FABRIC = Fabric(ring_busbw_bytes_per_s=367.2 * GB, p2p_bytes_per_s=396.4 * GB,
-                        nic_busbw_bytes_per_s=_NIC_400G_BUSBW,
+                        nic_busbw_bytes_per_s=NIC_400G_BUSBW,
                         nvls_busbw_bytes_per_s=480.0 * GB, nvls_min_ranks=5,
-                        collective_ctas=_NCCL_CTAS)
+                        collective_ctas=NCCL_CTAS)
 
 # NVIDIA A100 datasheet: 312 TFLOP/s dense BF16, 80 GB HBM2e at 2,039 GB/s (SXM), NVLink 3
 # 600 GB/s bidirectional; DGX A100 user guide: one 200 Gb/s HDR InfiniBand NIC per GPU.
@@ -203,7 +113,7 @@ _A100 = GpuSpec("a100-80gb", 312e12, 81920 * MIB, 2039 * GB, 300 * GB, 25 * GB,
                 sm_count=108, gemm_fraction=0.869, hbm_fraction=0.88,
                 attention_fraction=0.73, launch_s=4e-6,
                 fabric=Fabric(235 * GB, _P2P_SHARE * 300 * GB, 24 * GB,
-                              collective_ctas=_NCCL_CTAS))
+                              collective_ctas=NCCL_CTAS))
 
 GPUS: dict[str, GpuSpec] = {
     g.name: g
@@ -243,7 +153,7 @@ GPUS: dict[str, GpuSpec] = {
                 sm_count=132, gemm_fraction=0.803, hbm_fraction=0.90,
                 attention_fraction=0.34, launch_s=4e-6,
                 fp8_peak_flops=1979e12, fp8_gemm_fraction=0.709,
-                fabric=Fabric(160 * GB, 160 * GB, _NIC_400G_BUSBW, collective_ctas=_NCCL_CTAS),
+                fabric=Fabric(160 * GB, 160 * GB, NIC_400G_BUSBW, collective_ctas=NCCL_CTAS),
                 causal_attention=H100_CAUSAL, full_attention=H100_FULL,
                 cudnn_causal_attention=H100_CUDNN_CAUSAL, cudnn_full_attention=H100_CUDNN_FULL),
         # NVIDIA DGX B200 datasheet: eight B200, 1,440 GB HBM3e (180 GB each),
@@ -255,8 +165,8 @@ GPUS: dict[str, GpuSpec] = {
                 sm_count=148, gemm_fraction=0.776, hbm_fraction=0.90, launch_s=4e-6,
                 fp8_peak_flops=4500e12, fp4_peak_flops=9000e12, fp8_gemm_fraction=0.763,
                 mxfp8=True,
-                fabric=Fabric(682.2 * GB, _P2P_SHARE * 900 * GB, _NIC_400G_BUSBW,
-                              838.0 * GB, nvls_min_ranks=6, collective_ctas=_NCCL_CTAS),
+                fabric=Fabric(682.2 * GB, _P2P_SHARE * 900 * GB, NIC_400G_BUSBW,
+                              838.0 * GB, nvls_min_ranks=6, collective_ctas=NCCL_CTAS),
                 **blackwell_attention(B200_FLASH_CAUSAL, B200_CUDNN_CAUSAL)),
         # NVIDIA GB200 NVL72: 72 Blackwell GPUs in one NVLink domain, 1.8 TB/s
         # NVLink 5 each, 13.4 TB HBM3e at 576 TB/s (186 GB, 8 TB/s a GPU:
@@ -268,8 +178,8 @@ GPUS: dict[str, GpuSpec] = {
                 sm_count=148, gemm_fraction=0.729, hbm_fraction=0.90, launch_s=4e-6,
                 fp8_peak_flops=5000e12, fp4_peak_flops=10000e12, fp8_gemm_fraction=0.723,
                 mxfp8=True, gpus_per_node=72, gpus_per_host=4,
-                fabric=Fabric(680 * GB, _P2P_SHARE * 900 * GB, _NIC_400G_BUSBW,
-                              850 * GB, nvls_min_ranks=5, collective_ctas=_NCCL_CTAS),
+                fabric=Fabric(680 * GB, _P2P_SHARE * 900 * GB, NIC_400G_BUSBW,
+                              850 * GB, nvls_min_ranks=5, collective_ctas=NCCL_CTAS),
                 **blackwell_attention(GB200_FLASH_CAUSAL, GB200_CUDNN_CAUSAL)),
     ]
 }
@@ -312,6 +222,8 @@ GPUS["b300"] = _blackwell_ultra(
 GPUS["gb300"] = _blackwell_ultra(
     GPUS["gb200"], "gb300", "NVIDIA GB300 NVL72 specifications; NVIDIA Blackwell Ultra "
     "technical blog", 15000e12, blackwell_attention(GB300_FLASH_CAUSAL, GB300_CUDNN_CAUSAL))
+# AMD Instinct MI300X and MI325X: presets_amd.py cites each figure (an 8-GPU xGMI mesh)
+GPUS.update(AMD_GPUS)
 
 # Latency (alpha) of one NCCL operation: small-message times reported by
 # nccl-tests are ~5-10 us for send/recv over NVLink and ~20 us across
@@ -332,8 +244,9 @@ DEFAULT_GPU = "h100-sxm"
 
 
 def gpu_key_for(name: str) -> str | None:
-    """The GPU preset of a device name as NVML and training logs print it ("NVIDIA
-    H200", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"), else None."""
+    """The GPU preset of a device name as NVML, torch and training logs print it ("NVIDIA
+    H200", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "AMD Instinct MI300X"), else
+    None."""
     upper = name.upper()
     # NVML names: "NVIDIA GB300", "NVIDIA B300 SXM6 AC", "NVIDIA B200", "NVIDIA H800";
     # the Grace parts first ("GB200" holds "B200")
@@ -351,7 +264,8 @@ def gpu_key_for(name: str) -> str | None:
         return "a100-80gb"
     if "A100" in upper and "40GB" in upper.replace(" ", ""):
         return "a100-40gb"
-    return None
+    # what torch and rocm-smi name them: "AMD Instinct MI300X" ("... MI300X VF" on a VM)
+    return next((k for k in ("mi325x", "mi300x") if k.upper() in upper), None)
 
 
 def model_names() -> list[str]:

@@ -27,7 +27,7 @@ def preset_experts(fabric: Fabric, gpus_per_node: int,
                    experts: ExpertParallel | None) -> ExpertParallel:
     """The expert settings on the GPU's node as NCCL achieves it: pairwise copies
     over NVLink and one NIC for the all-to-all, the ring bus bandwidth for the
-    etp group's collectives."""
+    etp group's collectives; on a switchless mesh the group's direct links."""
     ex = experts or ExpertParallel()
     return dataclasses.replace(
         ex,
@@ -35,6 +35,7 @@ def preset_experts(fabric: Fabric, gpus_per_node: int,
         intra=Link(presets.P2P_LATENCY_INTRA_S, fabric.p2p_bytes_per_s),
         inter=Link(presets.P2P_LATENCY_INTER_S, fabric.nic_busbw_bytes_per_s),
         etp_link=AllReduceLink(presets.ALLREDUCE_LATENCY_INTRA_S, fabric.ring_busbw_bytes_per_s),
+        mesh_link_bytes_per_s=fabric.mesh_link_bytes_per_s,
     )
 
 

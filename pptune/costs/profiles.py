@@ -71,7 +71,7 @@ def preset_links(gpu: presets.GpuSpec, nvls: bool = True) -> Links:
             nic_busbw_bytes_per_s=f.nic_busbw_bytes_per_s,
             nvls_busbw_bytes_per_s=f.nvls_busbw_bytes_per_s, nvls_min_ranks=f.nvls_min_ranks,
             nvls_enabled=f.nvls_enabled and nvls, collective_ctas=f.collective_ctas,
-            sm_count=f.sm_count,
+            sm_count=f.sm_count, mesh_link_bytes_per_s=f.mesh_link_bytes_per_s,
         ),
     )
 
@@ -82,7 +82,7 @@ def fabric_of(links: Links) -> Fabric | None:
         return None
     return Fabric(spec.ring_busbw_bytes_per_s, spec.p2p_bytes_per_s, spec.nic_busbw_bytes_per_s,
                   spec.nvls_busbw_bytes_per_s, spec.nvls_min_ranks, spec.nvls_enabled,
-                  spec.collective_ctas, spec.sm_count)
+                  spec.collective_ctas, spec.sm_count, spec.mesh_link_bytes_per_s)
 
 
 def _tp_link(fabric: Fabric, tp: int, sequence_parallel: bool, nbytes: float,

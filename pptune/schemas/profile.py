@@ -142,6 +142,17 @@ class FabricSpec(Strict):
                                  "NCCL collective holds; 0: not priced")
     sm_count: int = Field(0, ge=0, description="the GPU's SMs (with collective_ctas: the "
                           "share of them compute beside a collective loses)")
+    mesh_link_bytes_per_s: float | None = Field(
+        None, gt=0, description="one direct link, one direction, of a switchless full-mesh "
+        "node (MI300X's xGMI): a group's collectives and all-to-alls inside the node run on "
+        "its members' links; absent: a switched node")
+
+    @model_serializer(mode="wrap")
+    def _without_mesh(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        doc: dict[str, Any] = handler(self)
+        if doc.get("mesh_link_bytes_per_s") is None:  # switched nodes' files stay as they were
+            doc.pop("mesh_link_bytes_per_s", None)
+        return doc
 
 
 class Links(Strict):
