@@ -84,3 +84,19 @@ def test_torchtitan_and_deepspeed_state_no_nvfp4() -> None:
     for framework in (Framework.TORCHTITAN, Framework.DEEPSPEED):
         with pytest.raises(BadInput, match="state no precision nvfp4"):
             emit(framework, run)
+
+
+def test_pptune_file_round_trip_of_an_nvfp4_plan(tmp_path: Path) -> None:
+    run = recommend(RecommendSpec.of(gpus=16, model="llama3-8b", gpu="gb200", tp="1",
+                                     precision="nvfp4", fp8_param_gather=True,
+                                     sharding="zero1", top=1))
+    emitted = emit(Framework.PPTUNE, run)
+    text = emitted.files["pptune.yaml"]
+    assert "precision: nvfp4" in text and "fp8_param_gather: true" in text
+    write(emitted, tmp_path)
+    r = runner.invoke(app, ["check-config", str(tmp_path / "pptune.yaml"), "--output", "json",
+                            "--no-compare", "--gpu", "gb200"])
+    assert r.exit_code == 0, r.stdout
+    doc = json.loads(r.stdout)
+    assert doc["derived"]["cost_key"] == "tp1 nvfp4"
+    assert doc["derived"]["step_time_s"] == pytest.approx(emitted.plan.step_time_s, rel=1e-9)
