@@ -222,7 +222,7 @@ def model_of(cfg: TrainingConfig, base_dir: Path, flags: CostOptions,
 
 
 # the config's precision -> the GEMM precision priced (fp32: pptune prices BF16 GEMMs)
-PRECISIONS = {"fp16": Precision.FP16, "fp8": Precision.FP8, "mxfp8": Precision.MXFP8}
+PRECISIONS = {p.value: p for p in (Precision.FP16, Precision.FP8, Precision.MXFP8, Precision.NVFP4)}
 
 
 def priced_modules(cfg: TrainingConfig, add: Any,
@@ -258,7 +258,7 @@ def layout_options(cfg: TrainingConfig) -> dict[str, Any]:
     out: dict[str, Any] = {"precision": (PRECISIONS.get(cfg.precision or "", Precision.BF16),)}
     if cfg.cp_comm is not None:
         out["cp_comm"] = CpComm(cfg.cp_comm)
-    if cfg.fp8_param_gather and cfg.precision in ("fp8", "mxfp8"):
+    if cfg.fp8_param_gather and cfg.precision in ("fp8", "mxfp8", "nvfp4"):
         out["fp8_param_gather"] = True
     if cfg.cross_entropy is not None:
         out["cross_entropy"] = CrossEntropy(cfg.cross_entropy)

@@ -287,7 +287,8 @@ def _predict(
     req = PlanRequest(
         gpus=gpus, global_batch=global_batch, tp=key.tp, gpus_per_node=cfg.gpus_per_node,
         cost_keys=(key,), overlap_param_gather=cfg.overlap_param_gather,
-        fp8_param_gather=bool(cfg.fp8_param_gather and cfg.precision in ("fp8", "mxfp8")),
+        fp8_param_gather=bool(cfg.fp8_param_gather
+                              and cfg.precision in ("fp8", "mxfp8", "nvfp4")),
         fp8_amax_reduction=reduces_amax(cfg.fp8_recipe),
         overlap_grad_reduce=cfg.overlap_grad_reduce is not False,
         shardings=(sharding,), recomputes=(recompute,), recompute_every=cfg.recompute_every,

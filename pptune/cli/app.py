@@ -109,7 +109,8 @@ DualPipeV's overlapped F&B pairs hiding an expert all-to-all:
     "ep": "expert-parallel size of a mixture-of-experts model [default: 1]",
     "etp": "expert tensor-parallel size (Megatron-LM --expert-tensor-parallel-size) "
     "[default: 1]",
-    "precision": "GEMM precision: bf16, fp16, fp8, mxfp8 [default: bf16]"}), out=OutputOptions)
+    "precision": "GEMM precision: bf16, fp16, fp8, mxfp8, nvfp4 [default: bf16]"}),
+    out=OutputOptions)
 def simulate_cmd(
     *,
     schedule: str = typer.Option("1f1b", "--schedule", "-s", help="gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv, dualpipe, dualpipev"),

@@ -256,7 +256,7 @@ def analytic_layers(
                          f"choose from {sorted(RECOMPUTE_MODULES)}")
     ex = experts or ExpertParallel()
     check_experts(m, ex)
-    rates = Rates.of(gpu, efficiency)
+    rates = Rates.of(gpu, efficiency, gemm_precision)
     par = Parallel(tp, sequence_parallel, flash_attention, *tp_allreduce, tp_comm_overlap,
                    cp, cp_comm, cp_links, gemm_precision, tp_overlap, *tp_p2p, cross_entropy,
                    swiglu, fp8_kernels, fp8_params, wgrad_accum, torchao_recipe, fp8_recipe,

@@ -155,14 +155,14 @@ def gemm(name: str, phase: Phase, m: int, n: int, k: int, rates: Rates,
          batch: int = 1, fp8: bool = False, *, split_k: bool = True,
          last_wave: bool = True, out_bytes: float = BF16_BYTES) -> OpCost:
     """(m x k) @ (k x n), ``batch`` times, as a roofline with tile, wave and
-    split-K quantisation and the last wave's epilogue; ``fp8``: at the FP8 peak
-    with 1-byte inputs and a BF16 output (precision.py). ``--efficiency``
+    split-K quantisation and the last wave's epilogue; ``fp8``: at the low-precision
+    peak with its inputs' bytes (FP8's 1, NVFP4's: Rates.of) and a BF16 output. ``--efficiency``
     (``rates.gemm_efficiency``): that one fraction of peak, no shape model.
     ``split_k`` / ``last_wave`` False: without that term (bench/published_gemm.py
     shows what each contributes). ``out_bytes``: what the epilogue moves an output
     element (8: accumulated into an FP32 ``main_grad``, rates.Accumulation)."""
     flops = 2.0 * m * n * k * batch
-    inputs = 1.0 if fp8 else BF16_BYTES
+    inputs = rates.low_input_bytes if fp8 else BF16_BYTES
     nbytes = (inputs * float(m * k + k * n) + out_bytes * float(m * n)) * batch
     peak = rates.peak_flops
     if fp8:

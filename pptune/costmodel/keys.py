@@ -26,6 +26,7 @@ class Precision(str, Enum):
     FP16 = "fp16"  # the 2021-2022 runs: BF16's tensor-core rate
     FP8 = "fp8"  # E4M3/E5M2 per-tensor or blockwise scaling (Hopper, Blackwell)
     MXFP8 = "mxfp8"  # OCP microscaling FP8, 32-element blocks (Blackwell)
+    NVFP4 = "nvfp4"  # E2M1 with E4M3 16-element block scales (Blackwell: nvfp4.py)
 
 
 @dataclass(frozen=True, order=True)

@@ -56,7 +56,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from pptune.costmodel import context, precision
+from pptune.costmodel import context, nvfp4_ops, precision
 from pptune.costmodel.context import AttentionRates, CpShape
 from pptune.costmodel.kernels import BF16_BYTES as BF16_BYTES
 from pptune.costmodel.kernels import GEMM_TILES as GEMM_TILES
@@ -213,10 +213,8 @@ def attention_part(m: ModelShape, b: int, rates: Rates, par: Parallel,
     return BlockPart(
         fwd=[qkv[0], *gather_f, *qk_norm,
              *([memory("rotary", Phase.F, rotary, rates)] if m.rotary else []),
-             *[o for o in core if o.phase is Phase.F],
-             *cast_f, proj[0], pair.fwd_comm],
-        bwd=[*cast_b,
-             proj[1], *[o for o in core if o.phase is Phase.B],
+             *[o for o in core if o.phase is Phase.F], *cast_f, proj[0], pair.fwd_comm],
+        bwd=[*cast_b, proj[1], *[o for o in core if o.phase is Phase.B],
              *([memory("rotary.bwd", Phase.B, rotary, rates)] if m.rotary else []),
              *qk_norm_b, *gather_b, qkv[1], pair.bwd_comm],
         wgrad=[qkv[2], proj[2], *pair.wgrad_add, *pair.wgrad_comm],
@@ -293,7 +291,9 @@ def linear_casts(name: str, tokens: int, linears: list[tuple[int, int]], rates: 
     (input, output) widths on the rank, first then second: Transformer Engine's
     (fp8_casts: the second's input forward, the fused norm casting the first's; both
     output gradients backward) or torchao's, compiled (torchao_casts) or eager
-    (torchao_eager_casts; ``parts``: the modules the first linear is there)."""
+    (torchao_eager_casts; ``parts``: the modules the first linear is there); NVFP4's."""
+    if par.nvfp4:  # every input cast, none by a norm (nvfp4_ops.py)
+        return nvfp4_ops.linear_casts(name, tokens, linears, rates)
     if par.fp8 and par.fp8_kernels is precision.Fp8Kernels.TORCHAO:
         if precision.eager_casts(par.precision, par.torchao_recipe, par.fp8_casts):
             return torchao_eager_casts(name, tokens, [(*linears[0], parts), (*linears[1], 1)],

@@ -101,16 +101,20 @@ own (``TORCHAO_EAGER_*``), every cast the code asks for is made, backward too, a
 ``_scaled_mm``'s operands in the wrong layout are copied. The rowwise recipes' eager
 casts are not derived, nor MXFP8's (torchao's prototype/mx_formats, a code path of its
 own): those stay priced as compiled (``eager_casts``).
+
+NVFP4 (``Precision.NVFP4``, Transformer Engine's NVFP4BlockScaling) is priced as a low
+precision too, with its own rate, casts and bytes: nvfp4.py.
 """
 
 from __future__ import annotations
 
 from enum import Enum
 
+from pptune.costmodel import nvfp4
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.presets import GpuSpec
 
-LOW_PRECISION = frozenset({Precision.FP8, Precision.MXFP8})
+LOW_PRECISION = frozenset({Precision.FP8, Precision.MXFP8, Precision.NVFP4})
 
 
 class Fp8Kernels(str, Enum):
@@ -206,7 +210,7 @@ TORCHAO_EAGER_TRANSPOSE_BYTES = 1 + 1
 
 
 def is_low(precision: Precision) -> bool:
-    """GEMMs in 8-bit floating point."""
+    """GEMMs in 8-bit (or NVFP4's 4-bit) floating point, with their casts and copies."""
     return precision in LOW_PRECISION
 
 
@@ -220,6 +224,9 @@ def eager_casts(precision: Precision, recipe: TorchaoRecipe, casts: Fp8Casts) ->
 
 def problems(precision: Precision, gpu: GpuSpec) -> list[str]:
     """Why ``gpu`` cannot be priced at ``precision`` (empty: it can)."""
+    if precision is Precision.NVFP4 and gpu.fp4_peak_flops is None:
+        return [f"--precision nvfp4 needs FP4 tensor cores and their dense peak (Blackwell: "
+                f"b200, gb200, gb300); {gpu.name} has no FP4 peak in its preset: use fp8 or bf16"]
     if precision is Precision.MXFP8 and not gpu.mxfp8:
         return [f"--precision mxfp8 needs microscaling FP8 tensor cores (Blackwell); "
                 f"{gpu.name} has none: use fp8 or bf16"]
@@ -231,6 +238,10 @@ def problems(precision: Precision, gpu: GpuSpec) -> list[str]:
 
 def gemm_peak(precision: Precision, gpu: GpuSpec) -> tuple[float, float]:
     """(dense peak FLOP/s, measured large-GEMM fraction) of a block GEMM."""
+    if precision is Precision.NVFP4:
+        if gpu.fp4_peak_flops is None:
+            raise ValueError("; ".join(problems(precision, gpu)))
+        return gpu.fp4_peak_flops, nvfp4.GEMM_FRACTION
     if is_low(precision):
         if gpu.fp8_peak_flops is None or gpu.fp8_gemm_fraction is None:
             raise ValueError("; ".join(problems(precision, gpu)))
@@ -248,14 +259,20 @@ def gemm_input_bytes(precision: Precision, recipe: Fp8Recipe = Fp8Recipe.DELAYED
     scaling adds its tile's FP32 scale (module docstring)."""
     if precision is Precision.MXFP8:
         return 1.0 + 1.0 / MX_BLOCK
+    if precision is Precision.NVFP4:
+        return nvfp4.COPY_BYTES
     if blockwise(precision, recipe):
         return 1.0 + SCALE_BYTES / SCALE_BLOCK
     return 1.0 if is_low(precision) else 2.0
 
 
-def cast_bytes_per_element(recipe: Fp8Recipe = Fp8Recipe.DELAYED) -> float:
+def cast_bytes_per_element(recipe: Fp8Recipe = Fp8Recipe.DELAYED,
+                           precision: Precision = Precision.FP8) -> float:
     """HBM bytes Transformer Engine's FP8 cast moves an element: read BF16, write the FP8
-    tensor and its transpose, and under block scaling each copy's tile scales."""
+    tensor and its transpose, and under block scaling each copy's tile scales; NVFP4's
+    amax and cast passes (nvfp4.CAST_BYTES)."""
+    if precision is Precision.NVFP4:
+        return nvfp4.CAST_BYTES
     scales = 2.0 * SCALE_BYTES / SCALE_BLOCK if recipe is Fp8Recipe.BLOCKWISE else 0.0
     return CAST_BYTES_PER_ELEMENT + scales
 
@@ -270,6 +287,8 @@ def weight_cache_bytes_per_param(precision: Precision, fp8_params: bool = False,
     if blockwise(precision, recipe):  # a 128 x 128 block's scale, each copy
         scales = 2.0 * SCALE_BYTES / SCALE_BLOCK**2
     copies = 2.0 + scales  # the FP8 copy and its transpose (row- and column-wise)
+    if precision is Precision.NVFP4:  # the row- and column-wise NVFP4 copies (nvfp4.py)
+        copies = 2 * nvfp4.COPY_BYTES
     return copies - 2.0 if fp8_params else copies  # FP8 params replace the BF16 weight
 
 

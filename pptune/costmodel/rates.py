@@ -9,7 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 from enum import Enum
 
-from pptune.costmodel import precision
+from pptune.costmodel import nvfp4, precision
 from pptune.costmodel.context import AttentionRates, CpComm, CpLinks
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.loss import CrossEntropy
@@ -116,11 +116,20 @@ class Rates:
     gemm_efficiency: float | None = None  # user override (--efficiency)
     fp8_peak_flops: float | None = None  # dense FP8 (precision.py); None: no FP8
     fp8_gemm_fraction: float | None = None
+    low_input_bytes: float = 1.0  # a low-precision GEMM input element (NVFP4: nvfp4.py)
     causal_attention: tuple[tuple[int, float], ...] = ()  # share of peak by kernel length
     full_attention: tuple[tuple[int, float], ...] = ()
 
     @classmethod
-    def of(cls, gpu: GpuSpec, efficiency: float | None = None) -> Rates:
+    def of(cls, gpu: GpuSpec, efficiency: float | None = None,
+           gemm_precision: Precision = Precision.BF16) -> Rates:
+        """The GPU's rates; under NVFP4 the low-precision GEMMs' peak, fraction and input
+        bytes are FP4's (precision.gemm_peak, nvfp4.py), else FP8's."""
+        if gemm_precision is Precision.NVFP4:
+            peak, fraction = precision.gemm_peak(gemm_precision, gpu)
+            return dataclasses.replace(cls.of(gpu, efficiency), fp8_peak_flops=peak,
+                                       fp8_gemm_fraction=fraction,
+                                       low_input_bytes=nvfp4.COPY_BYTES)
         return cls(
             peak_flops=gpu.peak_flops, hbm_bytes_per_s=gpu.hbm_bytes_per_s * gpu.hbm_fraction,
             sm_count=gpu.sm_count, gemm_fraction=gpu.gemm_fraction,
@@ -197,11 +206,16 @@ class Parallel:
     @property
     def cast_bytes(self) -> float:
         """Bytes an FP8 cast moves an element (precision.cast_bytes_per_element)."""
-        return precision.cast_bytes_per_element(self.fp8_recipe)
+        return precision.cast_bytes_per_element(self.fp8_recipe, self.precision)
 
     @property
     def fp8(self) -> bool:
         return precision.is_low(self.precision)
+
+    @property
+    def nvfp4(self) -> bool:
+        """NVFP4 GEMMs: Transformer Engine's NVFP4 casts (nvfp4.py)."""
+        return self.precision is Precision.NVFP4
 
     @property
     def fp8_wgrad(self) -> bool:

@@ -176,6 +176,10 @@ def analytic_profile(
             problems.append(problem)
         if ex.precision is not None:  # the routed experts' own (moe.py)
             problems += [p for p in precision.problems(ex.precision, spec) if p not in problems]
+            if Precision.NVFP4 in (ex.precision, gemm_precision) and ex.precision != gemm_precision:
+                problems.append(f"routed experts in {ex.precision.value} under "
+                                f"{gemm_precision.value} blocks: NVFP4 is priced for every "
+                                "linear or none (nvfp4.py); state one precision")
     if problems:
         raise BadInput("; ".join(problems))
     links = preset_links(spec, nvls)

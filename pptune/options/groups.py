@@ -171,7 +171,7 @@ class CostOptions:
         "[default: 1]")
     precision: tuple[Precision, ...] | None = option(
         None, "--precision", kind=PRECISIONS,
-        help="GEMM precision, or a comma list to search: bf16, fp16, fp8, mxfp8 "
+        help="GEMM precision, or a comma list to search: bf16, fp16, fp8, mxfp8, nvfp4 "
         "[default: bf16]")
     cp_comm: CpComm = option(
         CpComm.P2P, "--cp-comm", kind=CP_COMM,

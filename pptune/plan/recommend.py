@@ -391,6 +391,8 @@ def _peaks(costs: Costs) -> dict[Precision, float] | float | None:
     out = {p: bf16 for p in (Precision.BF16, Precision.FP16)}
     if costs.gpu.fp8_peak_flops is not None:
         out |= {Precision.FP8: costs.gpu.fp8_peak_flops, Precision.MXFP8: costs.gpu.fp8_peak_flops}
+    if costs.gpu.fp4_peak_flops is not None:
+        out[Precision.NVFP4] = costs.gpu.fp4_peak_flops
     return out
 
 

@@ -84,11 +84,11 @@ class TrainingConfig(Strict):
         None, description="dropout runs in the blocks, when the file says or its framework's "
         "default decides (Megatron-LM: --hidden-dropout or --attention-dropout above 0, each "
         "0.1 unless set)")
-    precision: Literal["fp32", "fp16", "bf16", "fp8", "mxfp8"] | None = Field(
+    precision: Literal["fp32", "fp16", "bf16", "fp8", "mxfp8", "nvfp4"] | None = Field(
         None, description="training compute dtype, when the file says: fp8 / mxfp8 are the "
         "block GEMMs in FP8 (per-tensor or blockwise scaling) or OCP microscaling FP8, the "
         "rest in BF16 (Megatron-LM --fp8-format / --fp8-recipe, torchtitan's float8 and mx "
-        "converters)"
+        "converters); nvfp4 the block GEMMs in NVFP4 (Megatron-LM --fp4-format e2m1)"
     )
     expert_precision: Literal["bf16", "fp8", "mxfp8"] | None = Field(
         None, description="the routed experts' GEMM precision where it is not precision's "

@@ -68,6 +68,10 @@ def calibrate(jobs: list[Job]) -> Outcome:
     """The calibration the jobs give (module docstring); BadInput when unphysical."""
     _one_model(jobs)
     first = jobs[0]
+    if any(j.precision == "nvfp4" for j in jobs):  # its rate is no GpuSpec field to scale
+        raise BadInput("calibrate: NVFP4 runs are not calibrated (their GEMM fraction is one "
+                       "published constant, costmodel/nvfp4.py); the job(s): "
+                       + "; ".join(j.describe() for j in jobs if j.precision == "nvfp4"))
     obs = [Observed(str(j.config), j.measured_step_s, step_at(j)) for j in jobs]
     limits = physical_range(presets.GPUS[first.gpu])
     try:

@@ -318,13 +318,16 @@ def _refuse_faster_than_peak(job: Job) -> None:
     2.1; a mixture of experts counts the experts a token uses, top_k of them),
     the embedding table's left out and attention's products not counted; the
     peak: the dense peak of the GEMMs' precision the config states (BF16 and
-    FP16 share one; FP8 where the config says so and the GPU has it), so the
-    bound never refuses a step a job could take."""
+    FP16 share one; FP8, or FP4 for nvfp4, where the config says so and the GPU has
+    it), so the bound never refuses a step a job could take."""
     flops = (shape_flops_per_token(job.shape, job.size.seq_len, attention=False)
              * job.size.global_batch * job.size.seq_len)
     spec = presets.GPUS[job.gpu]
-    low = str(job.read.config.precision or "").endswith("fp8")  # fp8, mxfp8
+    stated = str(job.read.config.precision or "")
+    low = stated.endswith("fp8")  # fp8, mxfp8
     peak = (spec.fp8_peak_flops or spec.peak_flops) if low else spec.peak_flops
+    if stated == "nvfp4":
+        peak = spec.fp4_peak_flops or spec.fp8_peak_flops or spec.peak_flops
     least = flops / (job.size.gpus * peak)
     if job.measured_step_s < least:
         raise BadInput(

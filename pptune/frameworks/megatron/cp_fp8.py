@@ -8,7 +8,9 @@ megatron-core's TransformerConfig documents for ``cp_comm_type``: ``p2p``
 (hierarchical, with ``--hierarchical-context-parallel-sizes``);
 ``--fp8-format`` e4m3 | hybrid and ``--fp8-recipe`` delayed (the default) |
 tensorwise | blockwise | mxfp8 | custom (TransformerConfig ``fp8`` /
-``fp8_recipe``); ``--fp8-param-gather`` (TransformerConfig ``fp8_param``).
+``fp8_recipe``); ``--fp8-param-gather`` (TransformerConfig ``fp8_param``); ``--fp4-format``
+e2m1, ``--fp4-recipe`` nvfp4 (the default) | custom and ``--fp4-param-gather``
+(TransformerConfig ``fp4``, ``fp4_recipe``, ``fp4_param``, Megatron-LM main at d98e8a6).
 
 What Megatron-LM refuses is an error finding citing the source line; what
 pptune does not model (a per-layer mix of exchanges, a custom recipe) is a
@@ -41,15 +43,17 @@ CP_COMM_FLAG = {"p2p": "p2p", "all-gather": "all_gather", "a2a": "a2a", "a2a+p2p
 MLA_REFUSED = {c.value for c in context.MLA_REFUSED}
 FP8_FORMATS = ("e4m3", "hybrid")
 FP8_RECIPES = ("tensorwise", "delayed", "mxfp8", "blockwise", "custom")
+FP4_RECIPES = ("nvfp4", "custom")
 _ARGS = "(megatron/training/arguments.py validate_args)"
 _CONFIG = "(megatron/core/transformer/transformer_config.py)"
 
 
 def read_cp_fp8(r: FlagReader, fields: dict[str, Any]) -> None:
-    """Fill cp_comm, precision (fp8 / mxfp8), fp8_recipe and fp8_param_gather."""
+    """Fill cp_comm, precision (fp8 / mxfp8 / nvfp4), fp8_recipe and fp8_param_gather."""
     _cp(r, fields)
     _sequence_parallel(r, fields)
     _fp8(r, fields)
+    _fp4(r, fields)
 
 
 def _sequence_parallel(r: FlagReader, fields: dict[str, Any]) -> None:
@@ -270,7 +274,55 @@ def cp_fp8_args(cp: int, tp: int, precision: Precision, costs: CostOptions | Non
             notes.append("the plan was priced with FP8 parameters but runs without the "
                          "distributed optimizer, which Megatron-LM's --fp8-param-gather needs: "
                          "written without it")
+    if precision is Precision.NVFP4:  # TransformerConfig fp4 / fp4_recipe (nvfp4.py)
+        args += ["--fp4-format e2m1", "--fp4-recipe nvfp4"]
+        if c.fp8_params and sharded:
+            args.append("--fp4-param-gather")
+        elif c.fp8_params:
+            notes.append("the plan was priced with NVFP4 parameters but runs without the "
+                         "distributed optimizer: written without --fp4-param-gather")
     return args
+
+
+def _fp4(r: FlagReader, fields: dict[str, Any]) -> None:
+    """--fp4-format e2m1 with --fp4-recipe nvfp4 (its default; TransformerConfig ``fp4`` /
+    ``fp4_recipe``): NVFP4 GEMMs (costmodel/nvfp4.py); --fp4-param-gather
+    (``fp4_param``) keeps and gathers the weights in NVFP4, priced as FP8 parameters are."""
+    ctx, flags = r.ctx, r.flags
+    fmt, recipe = r.text("--fp4-format"), r.text("--fp4-recipe")
+    gather = flags.has("--fp4-param-gather")
+    if fmt is not None and fmt != "e2m1":
+        raise ctx.bad(f"--fp4-format {fmt[:40]!r}: Megatron-LM takes e2m1 "
+                      f"(TransformerConfig.fp4 {_CONFIG})")
+    if recipe is not None and recipe not in FP4_RECIPES:
+        raise ctx.bad(f"--fp4-recipe {recipe[:40]!r}: Megatron-LM takes "
+                      f"{', '.join(FP4_RECIPES)} (TransformerConfig.fp4_recipe {_CONFIG})")
+    if fmt is None:
+        if gather:
+            ctx.refuse("megatron-fp4-param-gather",
+                       "--fp4-param-gather without --fp4-format: Megatron-LM raises "
+                       f"'--fp4-param-gather must be used together with --fp4-format.' {_ARGS}")
+        return
+    if r.text("--fp8-format") is not None:
+        ctx.refuse("megatron-fp4-fp8", "--fp4-format with --fp8-format: Megatron-LM raises "
+                   "'--fp4-format and --fp8-format cannot be used simultaneously. Please "
+                   f"choose one.' {_ARGS}")
+        return
+    fields["precision"] = "nvfp4"
+    if recipe == "custom":
+        ctx.unmodelled("megatron-unmodelled-flag",
+                       "--fp4-recipe custom (a quantizer factory) is priced as nvfp4")
+    if (r.text("--transformer-impl") or "transformer_engine") == "local":
+        ctx.refuse("megatron-fp8-te", f"--fp4-format {fmt} with --transformer-impl local: NVFP4 "
+                   "runs through Transformer Engine's modules (megatron/core/fp4_utils.py); "
+                   "drop --transformer-impl local")
+    fields["fp8_param_gather"] = gather
+    if gather and not any(flags.has(f) for f in ("--use-distributed-optimizer",
+                                                 "--use-torch-fsdp2", "--use-megatron-fsdp")):
+        ctx.refuse("megatron-fp8-param-gather",
+                   "--fp4-param-gather without --use-distributed-optimizer or FSDP: pptune "
+                   "prices NVFP4 parameters as FP8 ones, gathered by the distributed optimizer "
+                   "or FSDP; add --use-distributed-optimizer")
 
 
 RANK_ORDER_REFUSED = "megatron-core refuses --use-tp-pp-dp-mapping with context parallelism and pp > 1"

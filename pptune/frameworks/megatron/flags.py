@@ -47,6 +47,8 @@ VALUE_FLAGS: tuple[str, ...] = (
     "--hierarchical-context-parallel-sizes",
     "--fp8-format",
     "--fp8-recipe",
+    "--fp4-format",
+    "--fp4-recipe",
     # the precision-aware optimizer's state widths (widths.read_widths)
     "--main-grads-dtype",
     "--exp-avg-dtype",
@@ -76,6 +78,7 @@ BOOL_FLAGS: tuple[str, ...] = (
     "--overlap-param-gather",
     "--overlap-moe-expert-parallel-comm",
     "--fp8-param-gather",
+    "--fp4-param-gather",
     "--use-precision-aware-optimizer",
     "--grad-reduce-in-bf16",  # the gradient buffer in BF16 (widths.read_widths)
     "--cross-entropy-loss-fusion",

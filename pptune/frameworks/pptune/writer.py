@@ -34,7 +34,7 @@ def _blocks(stated: Stated) -> list[int]:
 def write(stated: Stated) -> dict[str, str]:
     job, plan = stated.job, stated.plan
     costs = job.cost_options or CostOptions()
-    low = plan.precision in (Precision.FP8, Precision.MXFP8)
+    low = plan.precision in (Precision.FP8, Precision.MXFP8, Precision.NVFP4)
     lines = [
         *header(plan, job, "#"),
         f"gpus: {plan.world}",

@@ -63,6 +63,9 @@ class TorchtitanAdapter(Adapter):
         if key.precision is Precision.FP16:  # nor does its reader read one (reader.py)
             return "torchtitan files state no precision fp16 (mixed_precision_param: bfloat16 " \
                 "or float32)"
+        if key.precision is Precision.NVFP4:  # its writer states float8 and mx converters only
+            return "torchtitan files here state no precision nvfp4 (pptune writes its float8 " \
+                "and mx converters, not its newer nvfp4 ones)"
         why = seq_problem(seq_len, key.tp, key.cp) if seq_len is not None else None
         if why:
             return f"sequence {why}"
