@@ -212,13 +212,14 @@ def _blackwell_ultra(base: GpuSpec, name: str, source: str, fp4_peak_flops: floa
 # the AI Factory Era", 2025-08): 288 GB HBM3e at 8 TB/s, NVLink 5 1.8 TB/s
 # bidirectional, 15 PF dense NVFP4 (GB300), 160 SMs on the full die (a B300 SXM6 reports
 # 148 to CUDA, B200's count). Dense BF16 / FP8: NVIDIA HGX B300 specifications, 36 / 72
-# PFLOPS with sparsity for 8 GPUs (2,250 / 4,500 dense a GPU, B200's); GB300 NVL72
+# PFLOPS with sparsity for 8 GPUs (2,250 / 4,500 dense a GPU, B200's), and 108 PFLOPS
+# dense FP4 (13,500 a GPU); GB300 NVL72
 # specifications, 360 / 720 with sparsity for 72 (2,500 / 5,000, GB200's), its
 # 72-GPU NVLink domain; DGX B300 datasheet and GB300 NVL72 specifications: one
 # ConnectX-8 800 Gb/s NIC a GPU.
 GPUS["b300"] = _blackwell_ultra(
     GPUS["b200"], "b300", "NVIDIA Blackwell Ultra technical blog; HGX B300 specifications; "
-    "DGX B300 datasheet", None, None)
+    "DGX B300 datasheet", 108e15 / 8, None)
 GPUS["gb300"] = _blackwell_ultra(
     GPUS["gb200"], "gb300", "NVIDIA GB300 NVL72 specifications; NVIDIA Blackwell Ultra "
     "technical blog", 15000e12, blackwell_attention(GB300_FLASH_CAUSAL, GB300_CUDNN_CAUSAL))
