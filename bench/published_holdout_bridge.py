@@ -49,8 +49,9 @@ Transformer Engine's TP overlap configured by the B200 userbuffers entry its GB2
 function names (``userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192``,
 ``userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192``: ring exchanges without
 aggregation), MXFP8 with its parameters gathered in FP8 (``bf16_with_mxfp8_mixed``:
-``fp8_param_gather``). Not stated: the Llama 3 70B FP8 rows (Megatron FSDP with 20-40
-layers offloaded to the CPU) and the NVFP4 rows (no FP4 rate in pptune's precisions).
+``fp8_param_gather``). Its NVFP4 rows of both systems (``bf16_with_nvfp4_mixed``, TP
+overlap off). Not stated: the Llama 3 70B FP8 rows (Megatron FSDP with 20-40 layers
+offloaded to the CPU).
 
 The Blackwell Ultra rows of the same summary, DGX-GB300 and DGX-B300 (the gb300 and
 b300 presets, whose matmul fractions are GB200's and B200's: no sweep of Blackwell
@@ -261,6 +262,22 @@ LLAMA31_405B_FP8_GB200 = _fp8_cs("llama3.1-405b", UB_FP8_B200_H16384_TP4,
                                  "userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192")
 LLAMA31_405B_MXFP8_GB200 = _mxfp8(LLAMA31_405B_FP8_GB200)
 
+
+def _nvfp4(model: str) -> Recipe:
+    """``bf16_with_nvfp4_mixed`` (src/megatron/bridge/training/mixed_precision.py @ v0.3.0:
+    fp4 e2m1, fp4_recipe nvfp4, fp8_param_gather False), with Transformer Engine's TP
+    overlap off, as the GB200 and GB300 functions set it for nvfp4
+    (scripts/performance/configs/llama/llama3{,1}_llm_pretrain.py: ``tp_comm_overlap =
+    False if precision == "nvfp4"``)."""
+    return Recipe(model, sequence_parallel=True, tp_comm_overlap=False, grad_bytes=2,
+                  fp8_params=False, cross_entropy="fused", amax_reduction=False,
+                  source="NVIDIA-NeMo/Megatron-Bridge scripts/performance @ v0.3.0: "
+                  "bf16_with_nvfp4_mixed, tp_comm_overlap False, grad_reduce_in_fp32 False")
+
+
+LLAMA3_70B_NVFP4 = _nvfp4("llama3-70b")
+LLAMA31_405B_NVFP4 = _nvfp4("llama3.1-405b")
+
 # table, recipe, GPU, precision, GPUs, GBS, MBS, TP, PP, CP, VP, tokens/s/GPU as printed
 # (the Blackwell rows: micro-batch 1)
 DENSE_RUNS: tuple[DenseRun, ...] = (
@@ -282,7 +299,15 @@ DENSE_RUNS: tuple[DenseRun, ...] = (
           ("llama3.1-405b", LLAMA31_405B_FP8_GB200, "gb300", "fp8", 256, 1536, 4, 8, 1, 4,
            988),
           ("llama3.1-405b", LLAMA31_405B_MXFP8_GB200, "gb300", "mxfp8", 256, 1536, 2, 8, 2,
-           4, 931))),
+           4, 931),
+          # NVFP4 (the V2 variants of llama3{,1}_workload_base_configs.py: the MXFP8 rows'
+          # layouts, the GB300 405B row at the FP8 row's TP4 PP8 VP4)
+          ("llama3-70b", LLAMA3_70B_NVFP4, "gb200", "nvfp4", 64, 256, 2, 4, 1, 5, 4458),
+          ("llama3.1-405b", LLAMA31_405B_NVFP4, "gb200", "nvfp4", 256, 1536, 4, 16, 1, 8,
+           1076),
+          ("llama3-70b", LLAMA3_70B_NVFP4, "gb300", "nvfp4", 64, 256, 1, 4, 1, 5, 6798),
+          ("llama3.1-405b", LLAMA31_405B_NVFP4, "gb300", "nvfp4", 256, 1536, 4, 8, 1, 4,
+           1333))),
 )
 
 

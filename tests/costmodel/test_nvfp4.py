@@ -85,7 +85,9 @@ def test_nvfp4_weight_copies_and_saved_inputs() -> None:
 def test_nvfp4_needs_an_fp4_peak() -> None:
     msg = problems(Precision.NVFP4, presets.GPUS["h100-sxm"])
     assert len(msg) == 1 and "nvfp4" in msg[0] and "h100-sxm" in msg[0]
-    assert problems(Precision.NVFP4, presets.GPUS["b300"])  # no FP4 peak in its preset
-    assert problems(Precision.NVFP4, presets.GPUS["b200"]) == []
+    assert problems(Precision.NVFP4, presets.GPUS["mi300x"])  # FP8 (FNUZ), no FP4
+    for gpu in ("b200", "gb200", "b300", "gb300"):
+        assert problems(Precision.NVFP4, presets.GPUS[gpu]) == []
+    assert gemm_peak(Precision.NVFP4, presets.GPUS["b300"]) == (13500e12, 0.484)
     with pytest.raises(ValueError, match="nvfp4"):
         gemm_peak(Precision.NVFP4, presets.GPUS["h100-sxm"])
