@@ -5,6 +5,7 @@ FP4 peak refuse --precision nvfp4."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -14,15 +15,21 @@ from typer.testing import CliRunner
 from pptune.cli.app import app
 from pptune.errors import BadInput
 from pptune.plan.emit import Framework, emit, write
-from pptune.plan.recommend import RecommendSpec, recommend
+from pptune.plan.recommend import RecommendRun, RecommendSpec, recommend
 
 runner = CliRunner()
 
 
+@functools.cache
+def _nvfp4_run() -> RecommendRun:
+    """Llama 3 8B on 16 GB200s in NVFP4 with its parameters gathered in NVFP4."""
+    return recommend(RecommendSpec.of(gpus=16, model="llama3-8b", gpu="gb200", tp="1",
+                                      precision="nvfp4", fp8_param_gather=True,
+                                      sharding="zero1", top=1))
+
+
 def test_megatron_round_trip_of_an_nvfp4_plan(tmp_path: Path) -> None:
-    run = recommend(RecommendSpec.of(gpus=16, model="llama3-8b", gpu="gb200", tp="1",
-                                     precision="nvfp4", fp8_param_gather=True,
-                                     sharding="zero1", top=1))
+    run = _nvfp4_run()
     emitted = emit(Framework.MEGATRON, run)
     script = emitted.files["pretrain_megatron.sh"]
     assert "--fp4-format e2m1" in script and "--fp4-recipe nvfp4" in script
@@ -87,9 +94,7 @@ def test_torchtitan_and_deepspeed_state_no_nvfp4() -> None:
 
 
 def test_pptune_file_round_trip_of_an_nvfp4_plan(tmp_path: Path) -> None:
-    run = recommend(RecommendSpec.of(gpus=16, model="llama3-8b", gpu="gb200", tp="1",
-                                     precision="nvfp4", fp8_param_gather=True,
-                                     sharding="zero1", top=1))
+    run = _nvfp4_run()
     emitted = emit(Framework.PPTUNE, run)
     text = emitted.files["pptune.yaml"]
     assert "precision: nvfp4" in text and "fp8_param_gather: true" in text

@@ -17,13 +17,10 @@ from pptune.costmodel.precision import (
     problems,
     weight_cache_bytes_per_param,
 )
+from tests.costmodel import test_precision
 
-# 100 TFLOP/s BF16, 200 FP8, 400 FP4; 1 TB/s; 4 SMs
-GPU = dataclasses.replace(
-    presets.GPUS["b200"], peak_flops=100e12, fp8_peak_flops=200e12, fp4_peak_flops=400e12,
-    gemm_fraction=0.8, fp8_gemm_fraction=0.5, hbm_bytes_per_s=1e12, hbm_fraction=1.0,
-    sm_count=4, launch_s=1e-6, causal_attention=(), full_attention=(),
-)
+# test_precision's toy GPU (100 TFLOP/s BF16, 200 FP8; 1 TB/s; 4 SMs) with 400 FP4
+GPU = dataclasses.replace(test_precision.GPU, fp4_peak_flops=400e12)
 
 
 def test_the_fraction_is_te_s_b300_layer_on_the_fp8_fraction_s_footing() -> None:
