@@ -47,7 +47,12 @@ def presets_tables() -> list[Table]:
             str(m.kv_heads), str(m.ffn), _experts(m), str(m.vocab), str(m.seq_len), str(m.global_batch),
             m.source,
         )
-    gpus = Table(title="GPU presets (--gpu)", title_justify="left")
+    mesh = [g.name for g in presets.GPUS.values()
+            if g.fabric is not None and g.fabric.mesh_link_bytes_per_s is not None]
+    gpus = Table(title="GPU presets (--gpu)", title_justify="left", caption=(
+        f"NVLink = the scale-up fabric: on {', '.join(mesh)} AMD's xGMI, a switchless mesh "
+        "of one link a GPU pair (NVLink GB/s: all of a GPU's links)") if mesh else None,
+        caption_justify="left")
     for col in ["name", "bf16 TFLOP/s", "memory", "HBM GB/s", "NVLink GB/s", "IB GB/s",
                 "NVLink domain", "source"]:
         gpus.add_column(col, justify="left" if col in ("name", "source") else "right",
