@@ -100,27 +100,33 @@ def _target(path: Path) -> Path:
 @dataclass(frozen=True)
 class Kind:
     """What an output file holds, by which a file already at its path is known to be
-    one of the same kind (an earlier run's), the only kind pptune replaces there: a JSON
-    object with these top-level ``keys``, or text opening with one of ``openings``."""
+    pptune's output of the same kind (an earlier run's), the only kind pptune replaces
+    there: a JSON object with these top-level ``keys`` (and, for a trace, ``otherData``
+    named by pptune), or text holding ``marker``."""
 
     what: str  # "a pptune plan file"
     keys: frozenset[str] = frozenset()
-    openings: tuple[bytes, ...] = ()
+    marker: bytes = b""
 
     def holds(self, data: bytes) -> bool:
-        if self.openings:
-            return data.lstrip().startswith(self.openings)
+        if self.marker:
+            return self.marker in data
         try:
             obj = json.loads(data)
         except (ValueError, RecursionError):  # not JSON (UnicodeDecodeError included)
             return False
-        return isinstance(obj, dict) and self.keys <= obj.keys()
+        if not isinstance(obj, dict) or not self.keys <= obj.keys():
+            return False
+        other = obj.get("otherData")  # a trace: pptune's names its run (report/trace.py)
+        return "traceEvents" not in self.keys or (
+            isinstance(other, dict) and str(other.get("name", "")).startswith("pptune"))
 
 
 PLANS = Kind("a pptune plan file (recommend --json -o)", frozenset({"plans", "rejected"}))
 PROFILE = Kind("a pptune profile", frozenset({"schema_version", "layers"}))
-TRACE = Kind("a Chrome trace (JSON with traceEvents)", frozenset({"traceEvents"}))
-SVG = Kind("an SVG image", openings=(b"<svg", b"<?xml"))
+TRACE = Kind("a pptune trace (simulate or validate --trace)", frozenset({"traceEvents"}))
+SVG_MARKER = b"<desc>pptune timeline</desc>"  # report/svg.py writes it
+SVG = Kind("a pptune timeline SVG (simulate --svg)", marker=SVG_MARKER)
 KIND_LIMIT = 256 * MIB  # a larger file in the way is not read to be recognised
 
 
@@ -131,7 +137,7 @@ def check_output(path: Path, flag: str, inputs: Iterable[tuple[str, Path | None]
     launch script under a mistyped ``-o``: replacing it would lose it; an empty file or
     an earlier run's output is replaced), before any work is done."""
     for name, given in inputs:
-        if given is not None and _same_file(path, Path(given)):
+        if given is not None and same_file(path, Path(given)):
             raise BadInput(f"{flag} {path} is the {name} file this command reads; write "
                            "to another path")
     try:
@@ -171,7 +177,7 @@ def _same_kind(target: Path, path: Path, flag: str, kind: Kind | None) -> None:
                    "delete the file first")
 
 
-def _same_file(a: Path, b: Path) -> bool:
+def same_file(a: Path, b: Path) -> bool:
     """Whether two paths name one file (links and relative spellings included)."""
     try:
         if a.exists() and b.exists():
@@ -192,12 +198,12 @@ def distinct_inputs(paths: Iterable[Path], what: str, limit_bytes: int, why: str
     for path in paths:
         digest = _digest(path, limit_bytes)
         twin = next((p for p, d in kept
-                     if _same_file(path, p) or (d is not None and d == digest)), None)
+                     if same_file(path, p) or (d is not None and d == digest)), None)
         if twin is None:
             kept.append((path, digest))
             continue
         how = ("is given twice" if str(path) == str(twin) else
-               f"is {twin}, given already" if _same_file(path, twin) else
+               f"is {twin}, given already" if same_file(path, twin) else
                f"holds the same bytes as {twin}")
         notes.append(f"{path} {how}: counted once ({why})")
     return [p for p, _ in kept], notes

@@ -10,6 +10,7 @@ rules are per release (``--framework-version``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from pptune.costmodel.search import PlanRequest, Sharding
 from pptune.frameworks.common.adapter import Add
@@ -76,13 +77,18 @@ def stateable_requests(cfg: TrainingConfig, req: PlanRequest,
     of the cost keys its files state on a sequence of ``seq_len`` tokens
     (Adapter.cannot_state; the sizes of the config's own key, ``req``'s first, stand:
     its reader read them), each with the shardings its files state at that key
-    (Adapter.key_shardings). One request a tensor-parallel size and shardings whose
-    narrowing differs (DeepSpeed runs AutoTP without a pipeline), else one."""
+    (Adapter.key_shardings), its pipelines on the splits its files build
+    (Adapter.own_splits: DeepSpeed's partition_method; as recommend --framework searches
+    them, else as_run refuses every pipelined plan). One request a tensor-parallel size and
+    shardings whose narrowing differs (DeepSpeed runs AutoTP without a pipeline), else one."""
     adapter = adapter_of(cfg.source_format)
     own, *others = req.keys()
     keys = [own, *(k for k in others
                    if adapter.cannot_state(k, seq_len, own, model=cfg.model) is None)]
-    return adapter.stateable_groups(req, keys, cfg.model)
+    groups = adapter.stateable_groups(req, keys, cfg.model)
+    if adapter.builds_any_split:
+        return groups
+    return [replace(g, stage_splits=adapter.own_splits) for g in groups]
 
 
 ZERO_STAGES = (Sharding.NONE, Sharding.ZERO1, Sharding.ZERO2, Sharding.ZERO3)

@@ -24,7 +24,7 @@ from pptune.cli.util import say as _say
 from pptune.cli.util import show as _show
 from pptune.cli.util import wrote as _wrote
 from pptune.errors import BadInput, NoFeasiblePlan, PptuneError
-from pptune.files import PLANS, SVG, TRACE, check_folder, check_output, dumps_json
+from pptune.files import PLANS, SVG, TRACE, check_folder, check_output, dumps_json, same_file
 from pptune.options import CostOptions, OutputOptions, PlanSpace
 from pptune.options.kinds import parse_split
 
@@ -137,6 +137,9 @@ def simulate_cmd(
     for flag, path, kind in (("--trace", trace, TRACE), ("--svg", svg, SVG)):
         if path is not None:
             check_output(path, flag, costs.input_files(), kind)
+    if trace is not None and svg is not None and same_file(trace, svg):
+        raise BadInput(f"--trace and --svg name one file ({svg}): the SVG would replace the "
+                       "trace; give each its own path")
     spec = simulation.SimSpec(
         schedule=schedule, pp=pp, microbatches=microbatches, virtual_stages=virtual_stages,
         fwd_ms=fwd_ms, bwd_ms=bwd_ms, wgrad_ms=wgrad_ms, p2p_ms=p2p_ms, a2a_ms=a2a_ms,

@@ -225,8 +225,10 @@ def eager_casts(precision: Precision, recipe: TorchaoRecipe, casts: Fp8Casts) ->
 def problems(precision: Precision, gpu: GpuSpec) -> list[str]:
     """Why ``gpu`` cannot be priced at ``precision`` (empty: it can)."""
     if precision is Precision.NVFP4 and gpu.fp4_peak_flops is None:
+        other = "fp8 or bf16" if gpu.fp8_peak_flops is not None else "bf16"
         return [f"--precision nvfp4 needs FP4 tensor cores and their dense peak (Blackwell: "
-                f"b200, gb200, gb300); {gpu.name} has no FP4 peak in its preset: use fp8 or bf16"]
+                f"b200, gb200, b300, gb300); {gpu.name} has no FP4 peak in its preset: use "
+                f"{other}"]
     if precision is Precision.MXFP8 and not gpu.mxfp8:
         return [f"--precision mxfp8 needs microscaling FP8 tensor cores (Blackwell); "
                 f"{gpu.name} has none: use fp8 or bf16"]

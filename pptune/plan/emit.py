@@ -27,6 +27,7 @@ from pptune.frameworks.common.baseline import ratio, relative_to
 from pptune.frameworks.common.express import (
     closest_or_refuse,
     fastest_on,
+    fits,
     placed,
     price,
     stateable_fastest,
@@ -195,8 +196,13 @@ def _or_faster_stateable(adapter: Adapter, run: RecommendRun, plan: Plan, rank: 
         if stated is None:
             raise refusal
         return stated
-    best, second = min(tried, key=lambda t: t[1].plan.step_time_s)
-    if stated is not None and second.plan.step_time_s >= 0.99 * stated.plan.step_time_s:
+    held = run.plan_request.pp  # --pp: a substitute at another depth (DeepSpeed's AutoTP at
+    # pp 1) only where none keeps it
+    tried = [t for t in tried if held is None or t[1].plan.pp in held] or tried
+    # a substitute that fits the GPU before a faster one that does not (a file stated anyway)
+    best, second = min(tried, key=lambda t: (not fits(t[1].job, t[1].plan), t[1].plan.step_time_s))
+    if stated is not None and second.plan.step_time_s >= 0.99 * stated.plan.step_time_s and (
+            fits(stated.job, stated.plan) or not fits(second.job, second.plan)):
         return stated
     v = f" v={best.virtual_stages}" if best.virtual_stages > 1 else ""
     final = fmt_seconds(second.plan.step_time_s)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from pptune.files import Written
+from pptune.files import SVG_MARKER, Written
 from pptune.report import axis
 from pptune.report.fmt import fmt_pct, fmt_seconds
 from pptune.report.protocol import (
@@ -97,6 +97,7 @@ def timeline_svg(result: Timeline, width_px: int = 960) -> str:
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width_px}" height="{_n(height)}" '
         f'viewBox="0 0 {width_px} {_n(height)}" font-size="10" {FONT}>'
     )
+    out.append(SVG_MARKER.decode())  # what lets a later --svg replace this file (files.Kind)
     out.append(
         f'<rect class="background" x="0" y="0" width="{width_px}" height="{_n(height)}" '
         'fill="#ffffff"/>'

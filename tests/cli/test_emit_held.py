@@ -36,8 +36,8 @@ def test_forced_sizes_are_held_by_the_comparison_and_said(tmp_path: Path) -> Non
     assert code == 0, doc["findings"]
     assert doc["config"]["limits"]["held"] == ["tp", "cp", "pp"]
     assert ("the best-plan comparison keeps the file's tp, cp, pp: the file's "
-            "'# pptune-plan:' line holds them (recommend --tp, --cp, --pp held them; delete "
-            "held to compare every size)") in doc["notes"]
+            "'# pptune-plan:' line holds them (recommend --emit writes the sizes a flag held; "
+            "delete held to compare every size)") in doc["notes"]
     assert doc["derived"]["slowdown_vs_best"] <= 1.10
     # without held=, every size is compared: a faster plan of other sizes is found
     (tmp_path / "open.sh").write_text(script.replace(" held=tp,cp,pp", ""))
@@ -64,8 +64,9 @@ def test_deepspeed_states_held_in_its_pptune_section(tmp_path: Path) -> None:
     code, doc = _check(tmp_path / "ds_config.json", "--strict")
     assert code == 0 and doc["config"]["limits"]["held"] == ["pp"]
     assert doc["derived"]["slowdown_vs_best"] <= 1.10
-    assert any(n.startswith("the best-plan comparison keeps the file's pp: pptune.held holds "
-                            "it (recommend --pp held it;") for n in doc["notes"])
+    assert ("the best-plan comparison keeps the file's pp: pptune.held holds it (recommend "
+            "--emit writes the sizes a flag held; delete held to compare every size)"
+            ) in doc["notes"]
 
 
 def test_a_held_naming_no_size_is_refused_or_left_out(tmp_path: Path, error_line: Callable[
@@ -82,3 +83,34 @@ def test_a_held_naming_no_size_is_refused_or_left_out(tmp_path: Path, error_line
     assert doc["config"]["limits"]["held"] == ["pp"]
     assert ("'# pptune-plan:' holds 'dp', not a parallel size (tp, cp, ep, etp, pp): left "
             "out") in doc["notes"]
+
+
+def test_deepspeed_keeps_a_held_pipeline_for_its_substitute() -> None:
+    """DeepSpeed runs AutoTP without a pipeline: its substitute for a plan it cannot state
+    (Llama 3 70B on 16 MI300X at cp 4) had taken pp 1 at tp 8 under --pp 4, over the GPU's
+    memory (a trial: the file said held pp and stated pp 1); at a held pp above 1 only
+    tp 1 is stateable, and pp 4 at tp 1 fits."""
+    run = recommend(RecommendSpec.of(gpus=16, model="llama3-70b", gpu="mi300x", pp="4",
+                                     top=1))
+    out = emit("deepspeed", run)
+    assert (out.plan.pp, out.plan.tp) == (4, 1)
+    assert max(out.plan.peak_memory_bytes) < 192 * 1024**3
+    assert json.loads(out.files["ds_config.json"])["pptune"]["held"] == ["pp"]
+
+
+def test_pptune_s_own_limits_held_is_said_and_wins_over_the_line(tmp_path: Path) -> None:
+    run = recommend(RecommendSpec.of(gpus=16, model="llama3-8b", pp="2", top=1))
+    text = emit("pptune", run).files["pptune.yaml"]
+    assert "held=pp" in text
+    (tmp_path / "own.yaml").write_text(text.replace("held=pp", "held=TP") +
+                                       "limits:\n  held: [pp]\n")
+    _, doc = _check(tmp_path / "own.yaml", "--no-compare")
+    assert doc["config"]["limits"]["held"] == ["pp"]
+    assert ("the best-plan comparison keeps the file's pp: its limits.held holds it (recommend "
+            "--emit writes the sizes a flag held; delete held to compare every size)"
+            ) in doc["notes"]
+    assert "'# pptune-plan:' holds TP; the file's limits.held wins" in doc["notes"]
+    # the line alone, in capitals: read as the sizes it names
+    (tmp_path / "line.yaml").write_text(text.replace("held=pp", "held=PP"))
+    _, doc = _check(tmp_path / "line.yaml", "--no-compare")
+    assert doc["config"]["limits"]["held"] == ["pp"]

@@ -121,7 +121,7 @@ def test_emit_force_says_each_file_it_replaced(cli: Cli, tmp_path: Path) -> None
 
 def test_simulate_trace_says_it_replaced_the_file(cli: Cli, tmp_path: Path) -> None:
     trace = tmp_path / "t.json"
-    trace.write_text('{"traceEvents": []}\n')  # an earlier run's trace
+    trace.write_text('{"traceEvents": [], "otherData": {"name": "pptune simulate"}}\n')
     trace.chmod(0o600)
     r = cli("simulate", "--pp", "2", "-m", "4", "--fwd-ms", "1", "--bwd-ms", "2",
             "--trace", trace)
@@ -161,9 +161,9 @@ LAUNCH = "#!/usr/bin/env bash\ntorchrun pretrain_gpt.py --num-layers 32\n"
 @pytest.mark.parametrize(("args", "what"), [
     (("recommend", "--gpus", "8", "--json", "-o"), "a pptune plan file (recommend --json -o)"),
     (("simulate", "--pp", "2", "-m", "4", "--fwd-ms", "1", "--bwd-ms", "2", "--trace"),
-     "a Chrome trace (JSON with traceEvents)"),
+     "a pptune trace (simulate or validate --trace)"),
     (("simulate", "--pp", "2", "-m", "4", "--fwd-ms", "1", "--bwd-ms", "2", "--svg"),
-     "an SVG image"),
+     "a pptune timeline SVG (simulate --svg)"),
 ])
 def test_a_file_of_another_kind_is_not_replaced(cli: Cli, error_line: Callable[[Result], str],
                                                 tmp_path: Path, args: tuple[str, ...],
@@ -197,3 +197,38 @@ def test_an_empty_file_is_replaced(cli: Cli, tmp_path: Path) -> None:
     r = cli("recommend", "--gpus", "8", "--model", "gpt3-1.3b", "-o", out)
     assert r.exit_code == 0, r.stderr
     assert json.loads(out.read_text())["plans"]
+
+
+@pytest.mark.parametrize(("flag", "text"), [
+    ("--trace", '{"traceEvents": [], "distributedInfo": {"rank": 0}}\n'),  # torch.profiler's
+    ("--svg", '<svg xmlns="http://www.w3.org/2000/svg"><rect/></svg>\n'),  # a drawing
+])
+def test_another_tool_s_trace_or_svg_is_not_replaced(
+        cli: Cli, error_line: Callable[[Result], str], tmp_path: Path, flag: str,
+        text: str) -> None:
+    """A trial: a PyTorch profiler trace (trace-report reads them) and a hand-drawn SVG
+    had passed as pptune's own output and been replaced."""
+    path = tmp_path / "theirs"
+    path.write_text(text)
+    error_line(cli("simulate", "--pp", "2", "-m", "4", "--fwd-ms", "1", "--bwd-ms", "2",
+                   flag, path))
+    assert path.read_text() == text
+
+
+def test_an_earlier_svg_is_replaced(cli: Cli, tmp_path: Path) -> None:
+    args = ("simulate", "--pp", "2", "-m", "4", "--fwd-ms", "1", "--bwd-ms", "2", "--svg",
+            tmp_path / "t.svg")
+    assert cli(*args).exit_code == 0
+    again = cli(*args)
+    assert again.exit_code == 0, again.stderr
+    assert "(replaced the previous one)" in again.stderr
+
+
+def test_trace_and_svg_on_one_path_are_refused(cli: Cli, error_line: Callable[[Result], str],
+                                               tmp_path: Path) -> None:
+    out = tmp_path / "same.out"
+    line = error_line(cli("simulate", "--pp", "2", "-m", "4", "--fwd-ms", "1", "--bwd-ms", "2",
+                          "--trace", out, "--svg", out))
+    assert line == (f"pptune: error: --trace and --svg name one file ({out}): the SVG would "
+                    "replace the trace; give each its own path")
+    assert not out.exists()

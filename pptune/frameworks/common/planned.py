@@ -93,9 +93,12 @@ def _imbalance_replaces(ctx: Ctx, given: bool) -> str:
 def _held(said: str, config: TrainingConfig, ctx: Ctx) -> TrainingConfig:
     """``config`` with the line's ``held=tp,pp`` as its ``limits.held`` (where the file's
     limits state none), said in a note; a size pptune does not hold is left out, said."""
-    if not said or "held" in config.limits.model_fields_set:
+    if not said:
         return config
-    names = said.split(",")
+    if "held" in config.limits.model_fields_set:  # pptune's own format: its limits win
+        ctx.note(f"'# {PLAN_LINE}' holds {said[:40]}; the file's limits.held wins")
+        return config
+    names = said.lower().split(",")
     held = [n for n in HELD if n in names]
     odd = [n[:20] for n in names if n not in HELD]
     if odd:
@@ -112,5 +115,5 @@ def held_note(held: Sequence[str], where: str) -> str:
     """The note that the best-plan comparison keeps the ``held`` sizes, stated ``where``."""
     them = "it" if len(held) == 1 else "them"
     return (f"the best-plan comparison keeps the file's {', '.join(held)}: {where} holds "
-            f"{them} (recommend " + ", ".join(f"--{n}" for n in held) + f" held {them}; "
-            "delete held to compare every size)")
+            f"{them} (recommend --emit writes the sizes a flag held; delete held to compare "
+            "every size)")

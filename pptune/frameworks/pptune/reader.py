@@ -22,6 +22,7 @@ from typing import Any
 from pptune.costmodel.precision import Fp8Recipe
 from pptune.costmodel.schedules import OVERLAPPED
 from pptune.frameworks.common.fields import Ctx, apply_flags, build
+from pptune.frameworks.common.planned import held_note
 from pptune.schemas import TrainingConfig
 
 FP8_RECIPES = (*(r.value for r in Fp8Recipe), "mxfp8")  # what --emit pptune writes
@@ -45,6 +46,8 @@ def read_own(data: dict[Any, Any], ctx: Ctx) -> TrainingConfig:
     fields["source_format"] = "pptune"
     config = build(ctx, fields)
     unstated_notes(ctx, config, fields)
+    if config.limits.held:
+        ctx.note(held_note(config.limits.held, "its limits.held"))
     return config
 
 
