@@ -64,14 +64,21 @@ def test_the_megatron_bridge_dense_rows_run_fp8_current_scaling() -> None:
         ("gb200", "mxfp8", 64, 2, 4, 1, 5, 256), ("gb200", "fp8", 256, 4, 16, 1, 4, 1536),
         ("gb200", "mxfp8", 256, 4, 16, 1, 8, 1536),
         ("gb300", "mxfp8", 64, 1, 4, 1, 5, 256), ("gb300", "fp8", 256, 4, 8, 1, 4, 1536),
-        ("gb300", "mxfp8", 256, 2, 8, 2, 4, 1536)]
+        ("gb300", "mxfp8", 256, 2, 8, 2, 4, 1536),
+        ("gb200", "nvfp4", 64, 2, 4, 1, 5, 256), ("gb200", "nvfp4", 256, 4, 16, 1, 8, 1536),
+        ("gb300", "nvfp4", 64, 1, 4, 1, 5, 256), ("gb300", "nvfp4", 256, 4, 8, 1, 4, 1536)]
+    fp8 = [r for r in blackwell if r.precision != "nvfp4"]
+    nvfp4 = [r for r in blackwell if r.precision == "nvfp4"]
     # the GB200 and GB300 rows' userbuffers entries ring-exchange without aggregation
-    assert all(dict(r.recipe.ub or ())["qkv_fprop"] == "ring" for r in blackwell)
+    assert all(dict(r.recipe.ub or ())["qkv_fprop"] == "ring" for r in fp8)
+    # bf16_with_nvfp4_mixed: no FP8/FP4 parameter gather; the functions turn TP overlap off
+    assert all(not r.recipe.fp8_params and not r.recipe.tp_comm_overlap for r in nvfp4)
     # current scaling: no amax history reduced over the stage; FP8 parameter gather
     assert not llama70.recipe.amax_reduction and llama70.recipe.fp8_params
     assert dict(llama405.recipe.ub or ())["qkv_dgrad"] == "bulk:2"
     out = dense_rows()
-    assert [r["published"] for r in out] == [1621, 311, 3613, 793, 786, 4596, 988, 931]
+    assert [r["published"] for r in out] == [1621, 311, 3613, 793, 786, 4596, 988, 931,
+                                              4458, 1076, 6798, 1333]
     capacity = {"h100-sxm": 80.0, "gb200": 186e9 / 2**30, "gb300": 288e9 / 2**30}
     for r in out:
         assert r["ratio"] == pytest.approx(r["predicted"] / r["published"], rel=1e-3)
