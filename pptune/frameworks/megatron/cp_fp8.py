@@ -181,16 +181,21 @@ def _product(sizes: list[int]) -> int:
     return out
 
 
+def _taken(r: FlagReader, flag: str, value: str | None, allowed: tuple[str, ...],
+           said: str, field: str) -> None:
+    """BadInput where ``flag``'s ``value`` is none of the ``allowed`` (``said``: them in
+    words) that TransformerConfig's ``field`` takes."""
+    if value is not None and value not in allowed:
+        raise r.ctx.bad(f"{flag} {value[:40]!r}: Megatron-LM takes {said} "
+                        f"(TransformerConfig.{field} {_CONFIG})")
+
+
 def _fp8(r: FlagReader, fields: dict[str, Any]) -> None:
     ctx, flags = r.ctx, r.flags
     fmt, recipe = r.text("--fp8-format"), r.text("--fp8-recipe")
     gather = flags.has("--fp8-param-gather")
-    if fmt is not None and fmt not in FP8_FORMATS:
-        raise ctx.bad(f"--fp8-format {fmt[:40]!r}: Megatron-LM takes e4m3 or hybrid "
-                      f"(TransformerConfig.fp8 {_CONFIG})")
-    if recipe is not None and recipe not in FP8_RECIPES:
-        raise ctx.bad(f"--fp8-recipe {recipe[:40]!r}: Megatron-LM takes "
-                      f"{', '.join(FP8_RECIPES)} (TransformerConfig.fp8_recipe {_CONFIG})")
+    _taken(r, "--fp8-format", fmt, FP8_FORMATS, "e4m3 or hybrid", "fp8")
+    _taken(r, "--fp8-recipe", recipe, FP8_RECIPES, ", ".join(FP8_RECIPES), "fp8_recipe")
     if fmt is None:
         if recipe is not None:
             ctx.note(f"--fp8-recipe {recipe} has no effect without --fp8-format (Megatron-LM "
@@ -291,12 +296,8 @@ def _fp4(r: FlagReader, fields: dict[str, Any]) -> None:
     ctx, flags = r.ctx, r.flags
     fmt, recipe = r.text("--fp4-format"), r.text("--fp4-recipe")
     gather = flags.has("--fp4-param-gather")
-    if fmt is not None and fmt != "e2m1":
-        raise ctx.bad(f"--fp4-format {fmt[:40]!r}: Megatron-LM takes e2m1 "
-                      f"(TransformerConfig.fp4 {_CONFIG})")
-    if recipe is not None and recipe not in FP4_RECIPES:
-        raise ctx.bad(f"--fp4-recipe {recipe[:40]!r}: Megatron-LM takes "
-                      f"{', '.join(FP4_RECIPES)} (TransformerConfig.fp4_recipe {_CONFIG})")
+    _taken(r, "--fp4-format", fmt, ("e2m1",), "e2m1", "fp4")
+    _taken(r, "--fp4-recipe", recipe, FP4_RECIPES, ", ".join(FP4_RECIPES), "fp4_recipe")
     if fmt is None:
         if gather:
             ctx.refuse("megatron-fp4-param-gather",
