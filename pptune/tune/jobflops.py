@@ -88,13 +88,13 @@ def logged_flops(log: JobLog, used: tuple[int, ...], size: JobSize, shape: Model
 
 
 def disagreement(log_path: Path, lf: LoggedFlops | None, shape: ModelShape, size: JobSize,
-                 title: str) -> str:
+                 title: str, unit: str = "iteration") -> str:
     """The warning when the log's FLOPs a step are not its framework's count for the
     config's job ("" when they are, or the log prints no TFLOP/s)."""
     if lf is None or lf.agrees:
         return ""
-    lines = (f"iteration {lf.first}" if lf.first == lf.last
-             else f"iterations {lf.first}-{lf.last}")
+    lines = (f"{unit} {lf.first}" if lf.first == lf.last
+             else f"{unit}s {lf.first}-{lf.last}")
     return (f"--log {log_path}: its TFLOP/s a GPU times {size.gpus} GPUs and each line's "
             f"seconds make {lf.logged:.3g} FLOPs a step (median over {lines}, the lines the "
             f"step is the median of), {lf.ratio:.2f}x the {lf.counted:.3g} FLOPs {title} "

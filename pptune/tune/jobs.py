@@ -181,14 +181,14 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None,
         steady = steady_step_s(log, size, f"--log {m.log}", warmup)
         timers = steady_timers_ms(log, steady.used)
         step, peak, what = steady.step_s, log.peak_memory_bytes, log.memory_what
-        left = warm_up_left_out(steady.skipped, warmup)
+        left = warm_up_left_out(steady.skipped, warmup, log.unit)
         source = (f"log {m.log}: median of {len(steady.used)} {log.title} line(s), "
-                  f"iterations {steady.used[0]}-{steady.used[-1]} ({left})")
+                  f"{log.unit}s {steady.used[0]}-{steady.used[-1]} ({left})")
         notes += [f"--log {m.log}: {n}" for n in (*log.notes, *steady.notes)]
         counts = ADAPTERS[read.format].log_flops
         flops = jobflops.logged_flops(log, steady.used, size, shape, counts)
         ratio = flops.ratio if flops is not None else None
-        warning = jobflops.disagreement(m.log, flops, shape, size, log.title)
+        warning = jobflops.disagreement(m.log, flops, shape, size, log.title, log.unit)
         if flops is not None and flops.older:
             notes.append(f"--log {m.log}: its TFLOP/s a GPU make {flops.ratio:.2f}x the FLOPs "
                          f"a step counted as {flops.count.counts}: the log is likely of such "

@@ -104,7 +104,7 @@ def test_a_log_of_another_sequence_length_is_warned_in_the_profile_and_the_json(
     warning = next(w for w in calibrated(out).warnings if "TFLOP/s" in w)
     assert warning.startswith(
         f"--log {TITAN_LOG}: its TFLOP/s a GPU times 512 GPUs and each line's seconds make "
-        f"{logged:.3g} FLOPs a step (median over iterations 2-12, the lines the step is the "
+        f"{logged:.3g} FLOPs a step (median over steps 2-12, the lines the step is the "
         f"median of), {logged / counted:.2f}x the {counted:.3g} FLOPs torchtitan counts for "
         "the job the config describes (llama3-70b, 64 x 65536 tokens;")
     assert f"{logged / counted:.2f}" == "1.55"

@@ -199,7 +199,7 @@ def test_an_iteration_several_ranks_printed_counts_once() -> None:
     got = steady_step_s(JobLog("megatron", "Megatron-LM", steps), None, "x.log")
     assert got.used == (20, 30, 40) and got.skipped == (10,)
     assert got.step_s == 3.0
-    assert got.notes == ["4 line(s) repeat an iteration already printed (several ranks' "
+    assert got.notes == ["4 line(s) repeat iterations already printed (several ranks' "
                          "output): each iteration counted once"]
 
 

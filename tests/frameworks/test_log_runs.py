@@ -161,12 +161,12 @@ def test_torchtitan_runs_split_at_the_mesh_and_a_nan_loss_is_left_out(tmp_path: 
              nan]
     log = read_log(_write(tmp_path, lines), Framework.TORCHTITAN)
     assert log.world_size == 16 and log.peak_memory_bytes == pytest.approx(51.5 * GIB)
-    assert log.notes[0].endswith("left out: iterations 1-10 on 8 GPUs (2 line(s))")
+    assert log.notes[0].endswith("left out: steps 1-10 on 8 GPUs (2 line(s))")
     steady = steady_step_s(log, JobSize(16, 8192, 16), "x.log")
     # steps 10 and 20 (30's loss is nan): 16 x 8192 / (16 x tps), median of the two
     assert steady.used == (10, 20)
     assert steady.step_s == pytest.approx((8192 / 8000 + 8192 / 8200) / 2)
-    assert steady.notes == ["iteration 30 left out (a nan loss in its interval)"]
+    assert steady.notes == ["step 30 left out (a nan loss in its interval)"]
 
 
 def test_deepspeed_steps_keep_the_order_printed(tmp_path: Path) -> None:

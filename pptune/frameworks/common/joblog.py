@@ -77,6 +77,9 @@ class JobLog:
     # no iteration lines: the lines expected and what the log has instead (one clause)
     missing: str = ""
     earlier: str = ""  # the runs before the last, left out (logruns.last_run); "" for one run
+    # what the framework calls a line's unit in its own log: Megatron-LM prints
+    # "iteration 10/ 100", torchtitan "step: 10", DeepSpeed's engine "step=10"
+    unit: str = "iteration"
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,16 @@ class SteadyStep:
     notes: list[str] = field(default_factory=list)
 
 
+def numbered(unit: str, numbers: Sequence[int]) -> str:
+    """``step 20``, ``steps 20, 40`` or ``steps 60-120 (7 lines)``: some lines' numbers
+    in the log's own word (``JobLog.unit``), for a message."""
+    if len(numbers) == 1:
+        return f"{unit} {numbers[0]}"
+    if len(numbers) <= 4:
+        return f"{unit}s {', '.join(map(str, numbers))}"
+    return f"{unit}s {numbers[0]}-{numbers[-1]} ({len(numbers)} lines)"
+
+
 def clean(line: str) -> str:
     return ANSI.sub("", line).rstrip("\r\n")
 
@@ -147,31 +160,33 @@ def steady_step_s(log: JobLog, size: JobSize | None, where: str,
     BadInput when nothing steady is left, or when no line states the job's batch."""
     lines = sorted(log.steps, key=lambda s: s.iteration)
     if not lines:
-        raise BadInput(f"{where}: no {log.title} iteration lines found")
+        raise BadInput(f"{where}: no {log.title} {log.unit} lines found")
+    unit = log.unit
     notes: list[str] = []
-    lines = _once_each(lines, notes)
+    lines = _once_each(lines, notes, unit)
     if warmup is None:
         skip = {lines[0].iteration}
         rule = "the first line printed"
     else:
         skip = {s.iteration for s in lines if s.iteration <= warmup}
-        rule = f"iterations up to {warmup} (--warmup)"
+        rule = f"{unit}s up to {warmup} (--warmup)"
     steady = [s for s in lines if s.iteration not in skip]
     if not steady:
         last = f" (the log's last run; left out: {log.earlier})" if log.earlier else ""
-        raise BadInput(f"{where}: its {len(lines)} {log.title} iteration line(s) are all "
+        raise BadInput(f"{where}: its {len(lines)} {log.title} {unit} line(s) are all "
                        f"warm-up ({rule}){last}; give a longer log or a smaller --warmup")
-    steady = _of_the_batch(steady, size, log.title, where, notes)
+    steady = _of_the_batch(steady, size, log, where, notes)
     bad = [s for s in steady if s.unsteady]
     steady = [s for s in steady if not s.unsteady]
     kinds = list(dict.fromkeys(k for s in bad for k in s.unsteady.split(", ")))
     why = f"{', '.join(kinds[:-1])} or {kinds[-1]}" if len(kinds) > 1 else "".join(kinds)
     if not steady:
         raise BadInput(f"{where}: every steady {log.title} line counts {why} in its interval; "
-                       "give a log of iterations that ran cleanly, or the step as --step-s")
+                       f"give a log of {unit}s that ran cleanly, or the step as --step-s")
     if bad:
         where_ = "its interval" if len(bad) == 1 else "their intervals"
-        notes.append(f"{_lines(bad)} left out ({why} in {where_})")
+        notes.append(f"{numbered(unit, [s.iteration for s in bad])} left out "
+                     f"({why} in {where_})")
     times = [(s.iteration, seconds_of(s, size)) for s in steady]
     known = [(i, t) for i, t in times if t is not None]
     if not known:
@@ -179,10 +194,10 @@ def steady_step_s(log: JobLog, size: JobSize | None, where: str,
                        "pptune can turn into seconds per step")
     bad_t = [(i, t) for i, t in known if not t > 0]
     if bad_t:
-        raise BadInput(f"{where}: iteration {bad_t[0][0]} states a step of {bad_t[0][1]:g} s; "
+        raise BadInput(f"{where}: {unit} {bad_t[0][0]} states a step of {bad_t[0][1]:g} s; "
                        "a step takes a positive time")
     if len(known) == 1:
-        notes.append(f"the step is one line's, iteration {known[0][0]}, not a median over "
+        notes.append(f"the step is one line's, {unit} {known[0][0]}, not a median over "
                      "several: a longer log gives a steadier figure")
     return SteadyStep(statistics.median(t for _, t in known), tuple(i for i, _ in known),
                       tuple(sorted(skip)), notes)
@@ -200,44 +215,34 @@ def steady_timers_ms(log: JobLog, used: Sequence[int]) -> dict[str, float]:
     return {name: statistics.median(values) for name, values in by.items()}
 
 
-def _once_each(lines: list[LoggedStep], notes: list[str]) -> list[LoggedStep]:
+def _once_each(lines: list[LoggedStep], notes: list[str], unit: str) -> list[LoggedStep]:
     """One line per iteration, the first printed (``lines`` sorted stably by iteration):
     the same iteration printed by several ranks (each rank's launcher prefix, ``tee``
     of every rank's output) is one step, not several; a note says so."""
     kept = [s for k, s in enumerate(lines) if k == 0 or s.iteration != lines[k - 1].iteration]
     if len(kept) < len(lines):
-        notes.append(f"{len(lines) - len(kept)} line(s) repeat an iteration already printed "
-                     "(several ranks' output): each iteration counted once")
+        notes.append(f"{len(lines) - len(kept)} line(s) repeat {unit}s already printed "
+                     f"(several ranks' output): each {unit} counted once")
     return kept
 
 
-def warm_up_left_out(skipped: Sequence[int], warmup: int | None) -> str:
+def warm_up_left_out(skipped: Sequence[int], warmup: int | None,
+                     unit: str = "iteration") -> str:
     """What ``steady_step_s`` left out as warm-up, as a run's step source says it:
     ``the warm-up line, iteration 10, left out``."""
     if not skipped:
         return f"no warm-up left out: --warmup {warmup}"
     n = len(skipped)
     if n == 1:
-        text = f"the warm-up line, iteration {skipped[0]}, left out"
+        text = f"the warm-up line, {unit} {skipped[0]}, left out"
     elif n <= 4:
-        text = f"the warm-up lines, iterations {', '.join(map(str, skipped))}, left out"
+        text = f"the warm-up lines, {unit}s {', '.join(map(str, skipped))}, left out"
     else:
-        text = f"{n} warm-up lines, iterations {skipped[0]} to {skipped[-1]}, left out"
+        text = f"{n} warm-up lines, {unit}s {skipped[0]} to {skipped[-1]}, left out"
     return text + (f": --warmup {warmup}" if warmup is not None else "")
 
 
-def _lines(steps: Sequence[LoggedStep]) -> str:
-    """``iterations 20, 40`` or ``iterations 60-120 (7 lines)``: the iterations of some
-    lines, for a note."""
-    its = [s.iteration for s in steps]
-    if len(its) == 1:
-        return f"iteration {its[0]}"
-    if len(its) <= 4:
-        return f"iterations {', '.join(map(str, its))}"
-    return f"iterations {its[0]}-{its[-1]} ({len(its)} lines)"
-
-
-def _of_the_batch(steady: list[LoggedStep], size: JobSize | None, title: str, where: str,
+def _of_the_batch(steady: list[LoggedStep], size: JobSize | None, log: JobLog, where: str,
                   notes: list[str]) -> list[LoggedStep]:
     """The lines whose global batch is the job's (or unstated); the others (a ramp-up)
     left out with a note; BadInput when every line that states one states another."""
@@ -253,12 +258,12 @@ def _of_the_batch(steady: list[LoggedStep], size: JobSize | None, title: str, wh
         return steady
     kept = [s for s in steady if not another(s)]
     if not any(s.global_batch == batch for s in kept):
-        raise BadInput(f"{where}: its {title} lines state a global batch size of "
+        raise BadInput(f"{where}: its {log.title} lines state a global batch size of "
                        f"{other[-1].global_batch}, but the config's job has {size.global_batch} "
                        "(samples a step): the log is of another job; give the log of the job "
                        "the config describes, or --global-batch where the config leaves the "
                        "batch open")
-    notes.append(f"{_lines(other)} left out: their global batch size, "
+    notes.append(f"{numbered(log.unit, [s.iteration for s in other])} left out: their global batch size, "
                  f"{', '.join(dict.fromkeys(str(s.global_batch) for s in other))}, is not the "
                  f"job's {size.global_batch} (a batch-size ramp-up)")
     return kept

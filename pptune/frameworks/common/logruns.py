@@ -91,17 +91,17 @@ def runs(steps: Sequence[LoggedStep]) -> list[list[LoggedStep]]:
     return out
 
 
-def _describe(run: Sequence[LoggedStep]) -> str:
+def _describe(run: Sequence[LoggedStep], unit: str) -> str:
     first, last = run[0].iteration, run[-1].iteration
-    its = f"iteration {first}" if first == last else f"iterations {first}-{last}"
+    its = f"{unit} {first}" if first == last else f"{unit}s {first}-{last}"
     world = f" on {run[0].world_size} GPUs" if run[0].world_size else ""
     return f"{its}{world} ({len(run)} line(s))"
 
 
-def _why(before: Sequence[LoggedStep], after: Sequence[LoggedStep]) -> str:
+def _why(before: Sequence[LoggedStep], after: Sequence[LoggedStep], unit: str) -> str:
     if after[0].start != before[-1].start:
         return "a start-up line"
-    return f"iteration {after[0].iteration} after {before[-1].iteration}"
+    return f"{unit} {after[0].iteration} after {before[-1].iteration}"
 
 
 def last_run(log: JobLog) -> JobLog:
@@ -111,10 +111,10 @@ def last_run(log: JobLog) -> JobLog:
     if len(parts) < 2:
         return log
     kept = parts[-1]
-    why = ", ".join(dict.fromkeys(_why(a, b) for a, b in pairwise(parts)))
-    earlier = "; ".join(_describe(p) for p in parts[:-1])
+    why = ", ".join(dict.fromkeys(_why(a, b, log.unit) for a, b in pairwise(parts)))
+    earlier = "; ".join(_describe(p, log.unit) for p in parts[:-1])
     note = (f"it holds {len(parts)} runs (split at {why}): calibrating the last, "
-            f"{_describe(kept)}; left out: {earlier}")
+            f"{_describe(kept, log.unit)}; left out: {earlier}")
     attributed = any(s.memory_bytes is not None for s in log.steps)
     peak = (max((s.memory_bytes for s in kept if s.memory_bytes is not None), default=None)
             if attributed else log.peak_memory_bytes)

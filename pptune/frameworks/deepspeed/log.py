@@ -75,7 +75,7 @@ def read(text: str) -> JobLog:
                       megatron.world_size, megatron.world_what)
     steps = pipe.steps or timer.steps  # the engine's own step time when it printed one
     return JobLog("deepspeed", TITLE, tuple(steps), peak, what,
-                  missing="" if steps else _missing(text))
+                  missing="" if steps else _missing(text), unit="step")
 
 
 def _missing(text: str) -> str:

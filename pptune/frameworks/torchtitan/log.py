@@ -108,7 +108,8 @@ def read(text: str) -> JobLog:
     peak = steps.peak()
     return JobLog("torchtitan", TITLE, tuple(steps.steps), peak,
                   "peak reserved (memory: GiB) of the ranks logged" if peak is not None else "",
-                  world_size=steps.world, world_what="the log's device-mesh line", device=device)
+                  world_size=steps.world, world_what="the log's device-mesh line", device=device,
+                  unit="step")
 
 
 def _world(n: int) -> int | None:
