@@ -214,6 +214,11 @@ def is_low(precision: Precision) -> bool:
     return precision in LOW_PRECISION
 
 
+def copies_format(precision: Precision) -> str:
+    """The format of the cached low-precision weight copies, as messages name them."""
+    return "NVFP4" if precision is Precision.NVFP4 else "FP8"
+
+
 def eager_casts(precision: Precision, recipe: TorchaoRecipe, casts: Fp8Casts) -> bool:
     """Whether torchao's float8 casts are priced eager: asked for FP8 under tensorwise
     scaling, whose eager ops are derived (``TORCHAO_EAGER_*``); the rowwise recipes and

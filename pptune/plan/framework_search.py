@@ -139,15 +139,16 @@ class FrameworkSearch:
                 if p.step_time_s < last_s and _described(p) not in words]
         listed = {p.spec for p in shown}
         past = [p for p in result.repriced if p.spec not in listed and p.step_time_s < last_s]
-        parts = [f"{len(changed)} listed plan{'s' * (len(changed) > 1)} priced again so"
-                 ] * bool(changed) + [f"{len(past)} plan{'s' * (len(past) > 1)} faster as "
-                                      "searched run slower than the list so"] * bool(past)
+        parts = [f"{len(changed)} listed plan{'s' * (len(changed) > 1)} priced again as "
+                 f"{title} runs {'them' if len(changed) > 1 else 'it'}"] * bool(changed) + [
+            f"{len(past)} plan{'s' * (len(past) > 1)} faster as searched but slower than "
+            f"the list as {title} runs {'them' if len(past) > 1 else 'it'}"] * bool(past)
         if left:
             p = left[0]
             v = f" v={p.virtual_stages}" if p.virtual_stages > 1 else ""
             parts.append(f"{len(left)} faster plan{'s' * (len(left) > 1)} left out, which "
-                         f"{title}'s files cannot run as such or which so run outgrow the "
-                         f"GPU (the fastest: pp={p.pp} dp={p.dp} tp={p.tp} "
+                         f"{title}'s files cannot run as such or which outgrow the GPU as they run "
+                         f"(the fastest: pp={p.pp} dp={p.dp} tp={p.tp} "
                          f"{p.schedule.value}{v}, "
                          f"{fmt_microbatches(p.num_microbatches, p.micro_batch_size)}, "
                          f"{p.sharding.value}/{p.recompute.value} at "

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import TableSource
-from pptune.costmodel.precision import Fp8Kernels, is_low
+from pptune.costmodel.precision import Fp8Kernels, copies_format, is_low
 from pptune.costmodel.search import (
     CostTable,
     PlanRequest,
@@ -107,8 +107,11 @@ def fp8_gather_what_if(opts: CostOptions, req: PlanRequest, result: SearchResult
     copies = full.fp8_copies_bytes if full is not None else 0.0
     speed = win.step_time_s / a.step_time_s
     v = f" v={a.virtual_stages}" if a.virtual_stages > 1 else ""
-    return ("not searched: --fp8-param-gather (Megatron-LM: FP8 weights all-gathered in FP8 "
-            "by the distributed optimizer or Megatron-FSDP, half the bytes, and no FP8 copy "
+    fmt = copies_format(win.key.precision)
+    flag = "--fp4-param-gather" if fmt == "NVFP4" else "--fp8-param-gather"
+    return (f"not searched: --fp8-param-gather (Megatron-LM {flag}: {fmt} weights "
+            f"all-gathered in {fmt} by the distributed optimizer or Megatron-FSDP, "
+            f"{'about a quarter of' if fmt == 'NVFP4' else 'half'} the bytes, and no {fmt} copy "
             "of them cached for the step); with it the best plan would be "
             f"pp={a.pp} dp={a.dp} tp={a.tp}" + (f" cp={a.cp}" if a.cp > 1 else "")
             + f" {a.key.precision.value} {a.schedule.value}{v}, {a.num_microbatches} x "
@@ -117,7 +120,7 @@ def fp8_gather_what_if(opts: CostOptions, req: PlanRequest, result: SearchResult
             + ("the winner's step" if round(speed, 3) == 1.0 else f"{speed:.3f}x faster"
                if speed > 1 else f"{1 / speed:.3f}x slower")
             + f"), peak {fmt_bytes(max(m.total_bytes for m in a.memory))} a GPU"
-            + (f" (the winner's fullest GPU holds {fmt_bytes(copies)} of FP8 weight copies)"
+            + (f" (the winner's fullest GPU holds {fmt_bytes(copies)} of {fmt} weight copies)"
                if copies else "")
             + "; rerun with --fp8-param-gather to rank its plans")
 

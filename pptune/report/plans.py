@@ -14,6 +14,7 @@ from pptune.costmodel.memory import (
     recomputed_per_stage,
 )
 from pptune.costmodel.partition import stage_bounds
+from pptune.costmodel.precision import copies_format
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import DP_INNER, Plan, SearchResult
 from pptune.options.record import PlanFileRequest
@@ -203,7 +204,8 @@ def _memory_parts(plan: Plan) -> str:
     m = fullest(plan)
     if m is None:
         return ""
-    copies = (f" with {fmt_bytes(m.fp8_copies_bytes)} of FP8 weight copies"
+    copies = (f" with {fmt_bytes(m.fp8_copies_bytes)} of "
+              f"{copies_format(plan.key.precision)} weight copies"
               if m.fp8_copies_bytes else "")
     return (f" (state {fmt_bytes(m.state_bytes)}{copies}, working copies "
             f"{fmt_bytes(m.working_bytes)}, "

@@ -52,6 +52,7 @@ from pptune.costmodel.calibration import (
     RateGroup,
     problems,
 )
+from pptune.costmodel.calibration import said as said_factor
 from pptune.costmodel.fit import FitResult
 from pptune.costmodel.memory import DEFAULT_RESERVE_BYTES
 from pptune.costmodel.parts import EXPERT_A2A, rate_group
@@ -151,7 +152,7 @@ def refusal(gpu: presets.GpuSpec, res: FitResult, jobs: Sequence[Job],
     if len(tie) > 1:
         who = "one run fits" if len(jobs) == 1 else f"the {len(jobs)} runs fit"
         head = f"{who} one factor common to {_names(tie)}, and "
-    said = "; ".join(wrong[g][0] for g in order) + runs_said
+    said = "; ".join(_clauses(gpu, res, wrong, order, tie)) + runs_said
     step = (f"{names[i]}'s step is {share:.0%} {top} (its sensitivity to the rates: "
             f"{_sensitivity(el)})")
     if g_top in wrong:
@@ -178,11 +179,27 @@ def refusal(gpu: presets.GpuSpec, res: FitResult, jobs: Sequence[Job],
                                 f"{size.seq_len} tokens or without the recomputation its config "
                                 f"states, or on another GPU than {job.gpu}?"]))
     else:
-        hint = ("the job ran over ten times slower than pptune prices it: "
+        slower = "" if meaning.startswith(", so") else "the job ran over ten times slower "
+        hint = ((f"{slower}than pptune prices it: " if slower else "")
                 + ", or ".join([*others_job, "is the step in seconds (not milliseconds) and "
                                 "the GPU the one named, and does the config state the job's "
                                 "GPU count and batch?"]))
     return f"{head}{said}: {step}{meaning}; {hint}"
+
+
+def _clauses(gpu: presets.GpuSpec, res: FitResult, wrong: dict[RateGroup, list[str]],
+             order: Sequence[RateGroup], tie: Sequence[RateGroup]) -> list[str]:
+    """Each out-of-range group's clause, those of one factor below the floor they share
+    said once: ``a factor of 1e-06 or less puts the GEMM and attention rates and the HBM
+    bandwidth below a tenth of ...``."""
+    low = [g for g in order if g in tie and res.factors.of(g) < SANITY_FLOOR]
+    if len(low) < 2:
+        return [wrong[g][0] for g in order]
+    f = res.factors.of(low[0])
+    one = (f"a factor of {said_factor(f, low[0] in res.clamped)} puts "
+           f"{listed([RATE_NAMES[g] for g in low])} below a tenth of what pptune prices on "
+           f"{gpu.name} (at least {SANITY_FLOOR:g})")
+    return [one, *(wrong[g][0] for g in order if g not in low)]
 
 
 def _culprit(gpu: presets.GpuSpec, res: FitResult, names: Sequence[str],

@@ -97,11 +97,16 @@ def disagreement(log_path: Path, lf: LoggedFlops | None, shape: ModelShape, size
              else f"{unit}s {lf.first}-{lf.last}")
     return (f"--log {log_path}: its TFLOP/s a GPU times {size.gpus} GPUs and each line's "
             f"seconds make {lf.logged:.3g} FLOPs a step (median over {lines}, the lines the "
-            f"step is the median of), {lf.ratio:.2f}x the {lf.counted:.3g} FLOPs {title} "
+            f"step is the median of), {_times(lf.ratio, '.2f')} the {lf.counted:.3g} FLOPs {title} "
             f"counts for the job the config describes ({shape.name}, {size.global_batch} x "
             f"{size.seq_len} tokens; 6 per active parameter and token plus the attention "
             f"products, as {lf.count.counts}): the log may be of "
             "another sequence length, batch or model; check them before trusting the factors")
+
+
+def _times(ratio: float, spec: str = ".3g") -> str:
+    """``2.5x``, or ``far more than`` where a log's absurd step overflowed the product."""
+    return f"{ratio:{spec}}x" if math.isfinite(ratio) else "far more than"
 
 
 def another_job(ratio: float | None, config: Path) -> str:
@@ -109,5 +114,5 @@ def another_job(ratio: float | None, config: Path) -> str:
     (beyond THROUGHPUT_SLACK either way); "" when they are, or the log prints none."""
     if ratio is None or _within(ratio):
         return ""
-    return (f"is the log of another model or batch (its own TFLOP/s a GPU make {ratio:.3g}x "
+    return (f"is the log of another model or batch (its own TFLOP/s a GPU make {_times(ratio)} "
             f"the model FLOPs of the job {config} describes)")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from pptune.errors import BadInput
 from pptune.frameworks.common.joblog import GIB, JobLog, LoggedStep
 from pptune.tune import jobs
 from pptune.tune.jobdoubts import part_group, reserve_bound
+from pptune.tune.jobflops import another_job
 from pptune.tune.jobgpu import JobGpu, capacity_bytes, job_gpu
 
 CONFIG = Path("job.sh")
@@ -87,3 +89,10 @@ def test_the_reserve_bound_is_a_third_of_the_peak_and_two_gib(tmp_path: Path) ->
     # 90 GiB: 30 GiB of fragmentation (GMLake's up to 33%) and 2 GiB context and NCCL
     assert reserve_bound(dataclasses.replace(job, peak_memory_bytes=90 * GIB)) == 32 * GIB
     assert reserve_bound(job) == 2 * GIB  # no peak printed
+
+
+def test_a_log_whose_flops_overflow_is_asked_about_in_words() -> None:
+    # a step of 1e305 s times a logged TFLOP/s overflows to inf: no "infx" in the message
+    said = another_job(math.inf, Path("run.sh"))
+    assert "make far more than the model FLOPs of the job run.sh describes" in said
+    assert "2.5x the model FLOPs" in another_job(2.5, Path("run.sh"))
