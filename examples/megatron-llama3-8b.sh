@@ -46,6 +46,8 @@ MODEL_ARGS=(
     --normalization RMSNorm
     --untie-embeddings-and-output-weights
     --disable-bias-linear
+    --attention-dropout 0.0
+    --hidden-dropout 0.0
     --attention-backend auto # Can use (flash/fused/unfused/local)
 )
 

@@ -64,8 +64,15 @@ def loads_json(text: str, label: str, what: str) -> Any:
     except RecursionError:
         raise BadInput(f"{label}: JSON nested too deeply to be {what}") from None
     except ValueError as exc:  # e.g. an integer literal with thousands of digits
-        first = (str(exc).strip().splitlines() or [""])[0]
-        raise BadInput(f"{label} is not valid JSON: {first}") from None
+        raise BadInput(f"{label} is not valid JSON: {first_line(exc)}") from None
+
+
+def first_line(exc: BaseException) -> str:
+    """A parser's error as one short clause, Python's 4,300-digit guard in words."""
+    text = str(exc).strip().splitlines()
+    if text and "integer string conversion" in text[0]:
+        return "a number with thousands of digits; expected counts like 8 or 512"
+    return text[0][:200] if text else type(exc).__name__
 
 
 def read_limited(path: Path, what: str, limit_bytes: int) -> bytes:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pptune.check import profile_match
-from pptune.check.experts import cost_key, placement, stated_shape
+from pptune.check.experts import cost_key, dropout_unpriced, placement, stated_shape
 from pptune.check.job import ConfigCosts
 from pptune.costmodel import context, presets
 from pptune.costmodel.analytic import RECOMPUTE_MODULES
@@ -131,6 +131,8 @@ def costs(cfg: TrainingConfig, base_dir: Path, flags: CostOptions, add: Any,
         # the model whose experts the config places: its own, or a calibrated profile's
         moe = shape if shape is not None or profile is None or profile.calibration is None \
             else calibrated.shape(profile.calibration, cfg.seq_len)
+        if shape is None and moe is not None:  # a calibrated profile's model
+            dropout_unpriced(cfg, moe, add)
         if moe is not None and moe.moe and moe.top_k > moe.experts:
             return ConfigCosts(None, "none", folded)  # no model: the moe-topk finding says why
         if moe is not None and moe.moe:
@@ -374,12 +376,8 @@ def config_shape(cfg: TrainingConfig, base_dir: Path, model: str | None,
         _sizes_agree(cfg, shape, add)
     if shape is not None:
         shape = stated_shape(cfg, shape)
-    if shape is not None and cfg.dropout and not shape.dropout:
-        add("dropout-unpriced", "warning",
-            f"the file runs dropout (Megatron-LM's --hidden-dropout and --attention-dropout are "
-            f"0.1 unless set) in {shape.name}, which pptune prices without it (no dropout "
-            "masks kept or applied); set both to 0.0, as Llama-style recipes do, or expect "
-            "more activation memory and time than predicted")
+    if shape is not None:
+        dropout_unpriced(cfg, shape, add)
     if shape is not None and cfg.num_layers is not None and cfg.num_layers != shape.num_blocks:
         add("layers-from-config", "info",
             f"using the config's {cfg.num_layers} layers instead of {shape.num_blocks}")

@@ -168,3 +168,13 @@ def _places(cfg: TrainingConfig, dp: int, ep: int) -> bool:
     except LayoutError:
         return False
     return True
+
+
+def dropout_unpriced(cfg: TrainingConfig, shape: ModelShape, add: Any) -> None:
+    """The warning when the file runs dropout in a model pptune prices without it."""
+    if cfg.dropout and not shape.dropout:
+        add("dropout-unpriced", "warning",
+            f"the file runs dropout (Megatron-LM's --hidden-dropout and --attention-dropout are "
+            f"0.1 unless set) in {shape.name}, which pptune prices without it (no dropout "
+            "masks kept or applied); set both to 0.0, as Llama-style recipes do, or expect "
+            "more activation memory and time than predicted")

@@ -40,6 +40,13 @@ class OneLineErrors(TyperGroup):
     """Usage errors from the option parser as one line ``pptune: error: ...`` (exit 2),
     like every other bad input, instead of click's four-line usage block."""
 
+    def command_named(self, words: list[str]) -> str:
+        """``pptune recommend`` where the parser's error carries no context (an option's
+        missing value): the subcommand the words name, else ``pptune``."""
+        commands = getattr(self, "commands", {})
+        name = next((w for w in words if not w.startswith("-")), "")
+        return f"pptune {name}" if name in commands else "pptune"
+
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         run: Any = super().main  # click's main takes standalone_mode by keyword
         if not standalone_mode:
@@ -58,7 +65,9 @@ class OneLineErrors(TyperGroup):
                 typer.echo(exc.format_message())
                 sys.exit(exc.exit_code)
             msg = " ".join(exc.format_message().split())
-            command = getattr(getattr(exc, "ctx", None), "command_path", "") or "pptune"
+            ctx = getattr(exc, "ctx", None)  # its root named pptune however it was run
+            command = ("pptune" + ctx.command_path[len(ctx.find_root().info_name or ""):]
+                       if ctx is not None else self.command_named(words))
             self.echo_check_error(words, f"{msg} (see {command} --help)", exc.exit_code)
             typer.echo(f"pptune: error: {msg} (see {command} --help)", err=True)
             sys.exit(exc.exit_code)

@@ -22,7 +22,9 @@ def _preset(kind: str, table: Mapping[str, T], name: str) -> T:
         close = [k for k in table if k == low or k.startswith(low + "-")
                  or low.startswith(k + "-")][:1] or \
             difflib.get_close_matches(low, list(table), n=1, cutoff=0.88)
-        hint = f" (did you mean {close[0]}?)" if close else ""
+        odd = ", ".join(dict.fromkeys(f"{c!r} is U+{ord(c):04X}" for c in name if ord(c) > 127))
+        hint = (f" (did you mean {close[0]}?" + (f" {odd}, not ASCII" if odd else "") + ")"
+                if close else f" ({odd}, not ASCII)" if odd else "")
         raise BadInput(f"unknown {kind} preset {name!r}{hint}; choose one of: "
                        f"{', '.join(table)}") from None
 

@@ -108,8 +108,8 @@ def fp8_gather_what_if(opts: CostOptions, req: PlanRequest, result: SearchResult
     speed = win.step_time_s / a.step_time_s
     v = f" v={a.virtual_stages}" if a.virtual_stages > 1 else ""
     fmt = copies_format(win.key.precision)
-    flag = "--fp4-param-gather" if fmt == "NVFP4" else "--fp8-param-gather"
-    return (f"not searched: --fp8-param-gather (Megatron-LM {flag}: {fmt} weights "
+    flag = " --fp4-param-gather" if fmt == "NVFP4" else ""
+    return (f"not searched: --fp8-param-gather (Megatron-LM{flag}: {fmt} weights "
             f"all-gathered in {fmt} by the distributed optimizer or Megatron-FSDP, "
             f"{'about a quarter of' if fmt == 'NVFP4' else 'half'} the bytes, and no {fmt} copy "
             "of them cached for the step); with it the best plan would be "

@@ -390,3 +390,18 @@ def test_runs_that_fit_alone_but_not_together_fall_back_with_their_misfit(
     found = re.search(r"the fit leaves residuals of a\.yaml (\S+)%, b\.yaml (\S+)%", r.stderr)
     assert found is not None, r.stderr
     assert float(found[1]) == pytest.approx(a_run.residual * 100, abs=0.06)
+
+
+def test_a_calibrated_profile_warns_of_dropout_it_does_not_price(tmp_path: Path,
+                                                                  cli: Cli) -> None:
+    """A trial: check-config warned of Megatron-LM's default dropout on the analytic model
+    but not under a calibrated profile, which prices the same model without it."""
+    script = tmp_path / "run.sh"
+    script.write_text(MEGATRON.read_text())  # states no dropout: Megatron-LM's 0.1 each
+    out = tmp_path / "cal.json"
+    r = cli("calibrate", "--run", script, "--step-s", "9.0", "-o", out)
+    assert r.exit_code == 0, r.stderr
+    for profile in ((), ("--profile", out)):
+        r = cli("check-config", script, *profile, "--no-compare", "--output", "json")
+        found = {f["id"] for f in json.loads(r.stdout)["findings"]}
+        assert "dropout-unpriced" in found, profile

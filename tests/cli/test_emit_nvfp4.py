@@ -105,3 +105,15 @@ def test_pptune_file_round_trip_of_an_nvfp4_plan(tmp_path: Path) -> None:
     doc = json.loads(r.stdout)
     assert doc["derived"]["cost_key"] == "tp1 nvfp4"
     assert doc["derived"]["step_time_s"] == pytest.approx(emitted.plan.step_time_s, rel=1e-9)
+
+
+def test_an_nvfp4_winner_names_its_nvfp4_copies_and_the_fp4_gather() -> None:
+    """A trial: the winner's line said "FP8 weight copies" of NVFP4 ones, and the
+    not-searched gather named only the FP8 flag."""
+    r = runner.invoke(app, ["recommend", "--gpus", "16", "--model", "llama3-8b", "--gpu",
+                            "gb200", "--precision", "nvfp4", "--sharding", "zero1"])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "of NVFP4 weight copies" in text and "of FP8 weight copies" not in text
+    assert ("not searched: --fp8-param-gather (Megatron-LM --fp4-param-gather: NVFP4 weights "
+            "all-gathered in NVFP4") in text

@@ -98,7 +98,7 @@ def test_structural_problems(tmp_path: Path, name: str, content: str, expected: 
     ("micro_batch_size: 1\ngpus: 1000000000000000000000000000000\n", "gpus must be <= 131,072 (got a 31-digit number): pptune's cap"),
     ('pp: "4"\nmicro_batch_size: 1\n', "pp is '4': Input should be a valid integer"),
     ("pp: 4.0\nmicro_batch_size: 1\n", "pp is 4.0: Input should be a valid integer"),
-    ("pp: true\nmicro_batch_size: 1\n", "pp is True: Input should be a valid integer"),
+    ("pp: true\nmicro_batch_size: 1\n", "pp is true: Input should be a valid integer"),
     ("micro_batch_size: 1\nlimits: {max_bubble: '0.2'}\n", "limits.max_bubble is '0.2'"),
     ("micro_batch_size: 1\nmicro_batchsize: 2\n",
      "unknown key 'micro_batchsize' (did you mean micro_batch_size?)"),
@@ -196,7 +196,7 @@ def test_bad_flag_values() -> None:
     path = DATA / "ds_config.json"
     assert bad(path, pp=0) == "--pp 0: expected a whole number from 1 to 1048576"
     assert bad(path, gpus=-8).startswith("--gpus -8")
-    assert bad(path, tp=True).startswith("--tp True")  # type: ignore[arg-type]
+    assert bad(path, tp=True).startswith("--tp true")  # type: ignore[arg-type]
 
 
 # --- fuzz: only BadInput or success ---------------------------------------------------

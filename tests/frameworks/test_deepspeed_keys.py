@@ -126,6 +126,20 @@ def test_plain_sections_warn_on_a_likely_typo_of_a_key_pptune_reads(
     assert f"{section}.{key}" in result.semantics.ignored
 
 
+def test_a_key_written_one_level_off_names_where_it_belongs(tmp_path: Path) -> None:
+    """A trial: the pipeline size written inside the pipeline section and the checkpoint
+    interval at the top level were listed as ignored, the interval hinted as
+    activation_checkpointing; each is now named where DeepSpeed reads it."""
+    result = read(tmp_path, pipeline={"pipeline_parallel_size": 4},
+                  activation_checkpoint_interval=1)
+    (finding,) = found(result, "deepspeed-ignored-key")
+    assert finding.message.startswith(
+        "activation_checkpoint_interval (did you mean pipeline.activation_checkpoint_interval?)"
+        ", pipeline.pipeline_parallel_size (did you mean the top-level pipeline_parallel_size?)"
+        ": ")
+    assert result.config.pp == 1  # read at neither place: checked at pp=1
+
+
 def test_plain_sections_list_keys_deepspeed_reads_and_pptune_does_not(tmp_path: Path) -> None:
     """Known to DeepSpeed (pipe_partitioned; activation_checkpointing's keys) or far from
     any key pptune reads: listed as ignored, no warning."""

@@ -151,6 +151,8 @@ def show(value: Any) -> str:
     """A short, one-line rendering of a value for messages."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
         return f"a {len(str(abs(value))) if value.bit_length() < 10000 else 'huge'}-digit number"
+    if isinstance(value, bool) or value is None:  # as the file spells it, not Python
+        return {True: "true", False: "false", None: "null"}[value]
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 

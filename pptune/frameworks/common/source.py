@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from pptune.errors import BadInput
-from pptune.files import read_limited
+from pptune.files import first_line, read_limited
 
 # Training configs are kilobytes (DeepSpeed and torchtitan ~2-5 KB, Megatron-LM
 # launch scripts ~10 KB). 1 MiB is a hundred times that, and the most
@@ -108,7 +108,7 @@ def parse_json(text: str, name: str, repeated: list[Repeated] | None = None) -> 
     except RecursionError:
         raise Refused(_too_deep(name)) from None
     except ValueError as exc:  # e.g. an integer literal with thousands of digits
-        raise BadInput(f"{name} is not valid JSON: {_first_line(exc)}") from None
+        raise BadInput(f"{name} is not valid JSON: {first_line(exc)}") from None
     check_depth(data, name)
     return data
 
@@ -125,11 +125,11 @@ def parse_toml(text: str, name: str) -> dict[str, Any]:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise BadInput(f"{name} is not valid TOML: {_first_line(exc)}") from None
+        raise BadInput(f"{name} is not valid TOML: {first_line(exc)}") from None
     except RecursionError:
         raise Refused(_too_deep(name)) from None
     except ValueError as exc:
-        raise BadInput(f"{name} is not valid TOML: {_first_line(exc)}") from None
+        raise BadInput(f"{name} is not valid TOML: {first_line(exc)}") from None
     check_depth(data, name)
     return data
 
@@ -192,14 +192,14 @@ def parse_yaml(text: str, name: str, repeated: list[Repeated] | None = None) -> 
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or _first_line(exc)
+        problem = getattr(exc, "problem", None) or first_line(exc)
         context = getattr(exc, "context", None)
         problem = f"{context}, {problem}" if context else problem
         raise BadInput(f"{name} is not valid YAML{where}: {problem}") from None
     except RecursionError:
         raise Refused(_too_deep(name)) from None
     except ValueError as exc:  # an integer with thousands of digits, a bad date
-        raise BadInput(f"{name} is not valid YAML: {_first_line(exc)}") from None
+        raise BadInput(f"{name} is not valid YAML: {first_line(exc)}") from None
     check_depth(data, name)
     return data
 
@@ -267,13 +267,6 @@ def _too_deep(name: str) -> str:
         f"{name} nests lists or mappings more than {MAX_DEPTH} levels deep; "
         "a training config is a few levels: check the file is the right one"
     )
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    if text and "integer string conversion" in text[0]:  # Python's 4300-digit guard
-        return "a number with thousands of digits; expected counts like 8 or 512"
-    return text[0][:200] if text else type(exc).__name__
 
 
 def json_like(text: str) -> bool:

@@ -241,15 +241,33 @@ def top_level_typos(ctx: Ctx, data: dict[str, Any], read: frozenset[str] | set[s
     the rest, so a misspelt batch or section key runs at DeepSpeed's default. The cut-off
     is stricter than in the sections: no key DeepSpeed 0.19.8 reads at the top level comes
     within 0.8 of one pptune reads."""
-    close = [(str(k), c[0]) for k in data if str(k) not in read
+    moved = misplaced(data, read)
+    close = [(str(k), c[0]) for k in data if str(k) not in read and str(k) not in moved
              for c in [difflib.get_close_matches(str(k), sorted(read), n=1, cutoff=TOP_CUTOFF)]
              if c]
+    close += [(k[:60], hint) for k, hint in moved.items()]
     if close:
         named = ", ".join(f"{k[:60]} (did you mean {c}?)" for k, c in sorted(close)[:MAX_ERRORS])
         ctx.unmodelled("deepspeed-ignored-key",
                        f"{named}: DeepSpeedConfig reads its top-level keys by name and ignores "
                        "others (deepspeed/runtime/config.py _initialize_params), so the run "
                        "takes DeepSpeed's default, as the prediction does")
+
+
+def misplaced(data: dict[str, Any], read: frozenset[str] | set[str]) -> dict[str, str]:
+    """Keys pptune reads, written one level off (``{where: the key meant}``): a section's
+    key at the top level (``activation_checkpoint_interval`` for
+    ``pipeline.activation_checkpoint_interval``), or a top-level key inside a section
+    that reads its keys as a plain dict (``pipeline.pipeline_parallel_size``). DeepSpeed
+    reads neither there, so the run takes the default."""
+    out = {str(k): f"{name}.{k}" for k in data if str(k) not in read
+           for name, section in SECTIONS.items() if str(k) in section.read}
+    for name, section in SECTIONS.items():
+        value = data.get(name)
+        if isinstance(value, dict) and not section.forbids:
+            out.update({f"{name}.{k}": f"the top-level {k}" for k in value
+                        if str(k) in read and str(k) not in section.keys})
+    return out
 
 
 def _walk(path: str, value: dict[Any, Any], section: Section, listed: bool,
