@@ -206,6 +206,10 @@ def _run(config: Path, format_in: str | None,
                       load_profile(costs.profile), f"--profile {flags.costs.profile}")
         if why:
             raise BadInput(why)
+    if not flags.compare_best:  # no comparison to keep the held sizes in
+        from pptune.frameworks.common.planned import HELD_NOTE
+
+        read.notes[:] = [n for n in read.notes if not n.startswith(HELD_NOTE)]
     opts = CheckOptions(max_bubble=max_bubble, max_slowdown=max_slowdown,
                         max_memory=max_memory, costs=costs,
                         compare_best=flags.compare_best, strict=flags.strict)

@@ -15,8 +15,10 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from pptune.costmodel import presets
 from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.partition import strip_ends
+from pptune.costmodel.precision import problems as precision_problems
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import Plan, search
 from pptune.errors import BadInput
@@ -274,8 +276,22 @@ def _stated_flags(adapter: Adapter, key: CostKey, seq: int | None, job: Job) -> 
     for flag, other in plain:
         if other != key and adapter.cannot_state(other, seq, model=job.model,
                                                  shape=job.shape) is None:
-            return flag
+            return _precisions(adapter, key, seq, job) if flag.startswith("--precision") \
+                else flag
     return " ".join(flags) or "other sizes"
+
+
+def _precisions(adapter: Adapter, key: CostKey, seq: int | None, job: Job) -> str:
+    """``--precision bf16, fp8 or mxfp8``: the precisions its files state for ``key`` that
+    the job's GPU runs (bf16 first, which every file states)."""
+    gpu = presets.GPUS.get(job.device or "")
+    said = [p.value for p in (Precision.BF16, Precision.FP8, Precision.MXFP8)
+            if p is not key.precision
+            and adapter.cannot_state(replace(key, precision=p), seq, model=job.model,
+                                     shape=job.shape) is None
+            and (p is Precision.BF16 or (gpu is not None and not precision_problems(p, gpu)))]
+    return "--precision " + (said[0] if len(said) == 1
+                             else f"{', '.join(said[:-1])} or {said[-1]}")
 
 
 def _torchs_order(plan: Plan) -> str:

@@ -447,6 +447,10 @@ def test_fallback_may_take_another_micro_batch_size(tmp_path: Path) -> None:
     assert not [f for f in doc["findings"] if f["severity"] == "warning"]
     assert doc["config"]["limits"]["held"] == ["tp"]
     assert doc["derived"]["step_time_s"] == pytest.approx(out.plan.step_time_s, rel=1e-9)
+    assert any(n.startswith("the best-plan comparison keeps the file's tp") for n in doc["notes"])
+    # under --no-compare no comparison runs: no note of what it keeps
+    quick = check_json(tmp_path / "pretrain_megatron.sh", "--gpu", "h100-sxm", "--no-compare")
+    assert not any("best-plan comparison" in n for n in quick["notes"])
     # without the line's held=, every tp is compared: the same plan at tp 4 is faster
     script = tmp_path / "pretrain_megatron.sh"
     script.write_text(script.read_text().replace(" held=tp", ""))

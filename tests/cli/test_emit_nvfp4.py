@@ -88,9 +88,12 @@ def test_nvfp4_refused_on_hopper() -> None:
 def test_torchtitan_and_deepspeed_state_no_nvfp4() -> None:
     run = recommend(RecommendSpec.of(gpus=16, model="llama3-8b", gpu="gb200", tp="1",
                                      precision="nvfp4", top=1))
-    for framework in (Framework.TORCHTITAN, Framework.DEEPSPEED):
-        with pytest.raises(BadInput, match="state no precision nvfp4"):
+    # each names the precisions its files state on the GPU: torchtitan's float8 and mx
+    for framework, plan_with in ((Framework.TORCHTITAN, "--precision bf16, fp8 or mxfp8"),
+                                 (Framework.DEEPSPEED, "--precision bf16")):
+        with pytest.raises(BadInput, match="state no precision nvfp4") as caught:
             emit(framework, run)
+        assert f"; plan with {plan_with} (or emit another framework)" in str(caught.value)
 
 
 def test_pptune_file_round_trip_of_an_nvfp4_plan(tmp_path: Path) -> None:

@@ -111,9 +111,13 @@ def _held(said: str, config: TrainingConfig, ctx: Ctx) -> TrainingConfig:
     return config.model_copy(update={"limits": limits})
 
 
+HELD_NOTE = "the best-plan comparison keeps the file's "  # how held_note begins
+
+
 def held_note(held: Sequence[str], where: str) -> str:
-    """The note that the best-plan comparison keeps the ``held`` sizes, stated ``where``."""
+    """The note that the best-plan comparison keeps the ``held`` sizes, stated ``where``
+    (check-config drops it under --no-compare: no comparison runs)."""
     them = "it" if len(held) == 1 else "them"
-    return (f"the best-plan comparison keeps the file's {', '.join(held)}: {where} holds "
+    return (f"{HELD_NOTE}{', '.join(held)}: {where} holds "
             f"{them} (recommend --emit writes the sizes a flag held; delete held to compare "
             "every size)")
