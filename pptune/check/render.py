@@ -9,6 +9,7 @@ from typing import Any
 
 from pptune.check.rules import CheckReport
 from pptune.frameworks.read import ReadResult
+from pptune.frameworks.registry import adapter_of
 
 _ORDER = {"error": 0, "warning": 1, "info": 2}
 # every key of --output json's "derived" (rules.py writes them), present with null where
@@ -86,12 +87,17 @@ def _property(text: str) -> str:
 _NAMED = re.compile(r"--[A-Za-z0-9][-A-Za-z0-9_]*|\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b")
 
 
-def finding_line(message: str, lines: dict[str, int]) -> int | None:
+def finding_line(message: str, lines: dict[str, int], values: Any = (),
+                 size_flags: tuple[tuple[str, str], ...] = ()) -> int | None:
     """The line of the first flag or environment variable ``message`` names that the file
-    sets (``Semantics.flag_lines``); None: it names none."""
+    sets (``Semantics.flag_lines``), else of the first flag that sets one of the finding's
+    ``values`` (``Adapter.size_flags``: moe-world's ep); None: it names none."""
     for name in _NAMED.findall(message):
         if name in lines:
             return lines[name]
+    for key, flag in size_flags:
+        if key in values and flag in lines:
+            return lines[flag]
     return None
 
 
@@ -101,7 +107,8 @@ def findings_github(path: Path, read: ReadResult, report: CheckReport) -> str:
     level = {"error": "error", "warning": "warning", "info": "notice"}
     out = []
     for f in _sorted(report):
-        line = finding_line(f.message, read.semantics.flag_lines)
+        line = finding_line(f.message, read.semantics.flag_lines, f.values,
+                            adapter_of(read.format.value).size_flags)
         where = f"file={_property(str(path))}" + (f",line={line}" if line else "")
         out.append(f"::{level[f.severity]} {where},title=pptune {f.id}::{_escape(f.message)}")
     out.append(f"{path} ({read.format.value}): {_count(report)}")

@@ -321,3 +321,17 @@ def test_the_overlaps_no_connection_count_serves_are_named() -> None:
     assert not contested_connections(2, 1, True, "h100-sxm", False)  # collectives exposed
     assert not contested_connections(1, 2, False, "h800", False)  # no expert overlap
     assert not contested_connections(1, 2, True, "gb200", False)  # Blackwell checks nothing
+
+
+def test_a_finding_that_names_its_sizes_not_a_flag_is_on_the_sizes_flag_line() -> None:
+    """moe-world says "ep x etp = 24 x 1" of a script that set --expert-model-parallel-size:
+    the annotation goes on that flag's line."""
+    from pptune.check.render import finding_line
+    from pptune.frameworks.megatron.adapter import MegatronAdapter
+
+    lines = {"--expert-model-parallel-size": 31, "--tensor-model-parallel-size": 20}
+    message = "ep x etp = 24 x 1 = 24 does not divide the 128 ranks of a pipeline stage"
+    flags = MegatronAdapter.size_flags
+    assert finding_line(message, lines, {"ep": 24, "etp": 1}, flags) == 31
+    assert finding_line(message, lines, {"stage_ranks": 128}, flags) is None
+    assert finding_line(message, lines) is None  # no sizes given: as before

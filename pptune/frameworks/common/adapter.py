@@ -117,6 +117,10 @@ class Adapter:
     # the layout dimensions beyond pp, dp and tp its files state ("cp", "ep", "etp",
     # "precision"); a plan that needs another one is emitted as the best plan without it
     states_dims: frozenset[str] = frozenset()
+    # the flags its files set a finding's sizes with ((value key, flag): ("ep",
+    # "--expert-model-parallel-size")), for --output github's line= where a finding names
+    # its sizes and no flag
+    size_flags: tuple[tuple[str, str], ...] = ()
     # precisions beyond bf16 its files state where "precision" is not in states_dims
     # (DeepSpeed's "fp16" section, not FP8)
     states_precisions: frozenset[str] = frozenset()

@@ -24,6 +24,10 @@ class MegatronAdapter(Adapter):
     states_moment_dtypes = True  # --use-precision-aware-optimizer (widths.py)
     states_fp8_param_gather = True  # --fp8-param-gather
     states_dims = frozenset({"cp", "ep", "etp", "precision"})
+    size_flags = (("ep", "--expert-model-parallel-size"),
+                  ("etp", "--expert-tensor-parallel-size"),
+                  ("tp", "--tensor-model-parallel-size"), ("cp", "--context-parallel-size"),
+                  ("pp", "--pipeline-model-parallel-size"))
     title = "Megatron-LM"
     bf16_setting = "--bf16"
     memory_fixes = ("more pipeline stages (--pipeline-model-parallel-size)",
