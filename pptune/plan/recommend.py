@@ -352,15 +352,10 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
                               c.attention or Attention.SDPA)
         if hint:
             result.notes.append(hint)
-    hint = domain_note(s.gpus, gpn, "NVLink domain" if gpn > 8 else "node")
-    if hint:
-        result.notes.append(hint)
-    hint = host_note(s.gpus_per_node, costs.gpu) if costs.gpu is not None else None
-    if hint:
-        result.notes.append(hint)
-    hint = headroom_note(result, reserve, table.memory_bytes)
-    if hint:
-        result.notes.append(hint)
+    for hint in (domain_note(s.gpus, gpn, "NVLink domain" if gpn > 8 else "node"),
+                 host_note(s.gpus_per_node, costs.gpu) if costs.gpu is not None else None,
+                 headroom_note(result, reserve, table.memory_bytes)):
+        result.notes += [hint] if hint else []
     request = PlanFileRequest(
         costs=jobs.options,
         space=replace(s, global_batch=global_batch, micro_batch_sizes=sizes, gpus_per_node=gpn,
