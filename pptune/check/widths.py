@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from pptune.costmodel.sharding import BF16_BYTES, STATE_DTYPE_BYTES, moment_bytes
+from pptune.frameworks.common.compression import reduction_widths
 from pptune.schemas import TrainingConfig
 
 
@@ -22,11 +23,11 @@ def optimizer_widths(cfg: TrainingConfig) -> dict[str, Any]:
     ZeRO-Offload keeps on the host."""
     bf16 = cfg.main_grads_dtype == "bf16"
     moments = moment_bytes(cfg.exp_avg_dtype or "fp32", cfg.exp_avg_sq_dtype or "fp32")
-    return {"grad_buffer_bytes": 2.0 if bf16 else None,
-            "grad_bytes_factor": 0.5 if bf16 else 1.0, "moment_bytes": moments,
+    # DeepSpeed's communication_data_type: gradients held at their width, reduced in 16 bits
+    wire = {"grad_bytes_factor": 0.5} if cfg.grad_reduce_dtype in ("fp16", "bf16") else {}
+    return {**reduction_widths(bf16), **wire, "moment_bytes": moments,
             "fsdp_weight_bytes": STATE_DTYPE_BYTES[cfg.main_params_dtype or "fp32"]
             + (BF16_BYTES if cfg.fsdp_model_weights else 0.0),  # Megatron-FSDP's own shard
-            "fsdp_reduce_bytes": 2.0 if bf16 else 4.0,
             # FSDP2 casts the reduced shard back to the weights' dtype (torch
             # _fsdp_collectives.py foreach_reduce, frameworks/torchtitan/widths.py)
             "fsdp_grad_bytes": STATE_DTYPE_BYTES[cfg.main_params_dtype or "fp32"],

@@ -203,7 +203,7 @@ def recommend_cmd(
     force: bool = typer.Option(False, "--force", help="with --emit -o DIR: overwrite files already in DIR"),
 ) -> None:
     from pptune.plan import recommend as planning
-    from pptune.plan.framework_search import check_moments, parse_framework
+    from pptune.plan.framework_search import check_moments, grad_reduction, parse_framework
 
     if emit is not None:  # an unknown framework is refused before the search
         parse_framework(emit)
@@ -226,6 +226,7 @@ def recommend_cmd(
     check_emit_flags(emit, output, plan_rank, given(ctx, "plan_rank"), force, top)
     if emit is not None:
         check_moments(emit, (space.exp_avg_dtype.value, space.exp_avg_sq_dtype.value))
+        grad_reduction(space.grad_compression, emit, "--emit", costs)
     if emit is not None and output is not None:
         from pptune.plan.emit import file_names
 
@@ -276,7 +277,7 @@ def _show_plans(run: Any, train_tokens: float | None, out: OutputOptions) -> Non
     console.print(plans_table(run.result, run.global_batch * run.table.seq_len, train_tokens,
                               width=console.width, model_flops_per_step=run.model_flops_per_step,
                               peak_flops=run.peak_flops))
-    for line in why_lines(run.result):
+    for line in why_lines(run.result, run.request.space.grad_compression):
         console.print(line, highlight=False, markup=False)
     console.print(rejected_line(run.result), highlight=False, markup=False)
     for note in run.result.notes:

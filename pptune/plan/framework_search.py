@@ -27,17 +27,22 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
+from typing import Any
 
 from pptune.costmodel.candidates import table_source
+from pptune.costmodel.comm import compression_factor
 from pptune.costmodel.keys import CostKey, TableSource
 from pptune.costmodel.listing import Ran
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.search import CostTable, Plan, PlanRequest, SearchResult, search_all
+from pptune.costmodel.sharding import BF16_BYTES
 from pptune.costs.resolve import Costs
 from pptune.errors import BadInput
 from pptune.frameworks.common.adapter import Adapter, Job
 from pptune.frameworks.common.as_run import as_itself, as_run_faster
+from pptune.frameworks.common.compression import check_compression, reduction_widths, sixteen_bit
 from pptune.frameworks.registry import ADAPTERS, NAMES, Framework, find
+from pptune.options import CostOptions
 from pptune.report.fmt import fmt_microbatches, fmt_seconds
 
 # the flag and value that search a layout without each dimension a framework may not state
@@ -64,6 +69,26 @@ def check_moments(framework: Framework | str, moments: tuple[str, str],
         raise BadInput(f"{adapter.name} keeps Adam's moments in fp32: plan without "
                        f"--exp-avg-dtype/--exp-avg-sq-dtype, or {flag} megatron "
                        "(its precision-aware optimizer)")
+
+
+def grad_reduction(compression: str, framework: str | None, flag: str, costs: CostOptions
+                   ) -> tuple[dict[str, Any], CostOptions]:
+    """The request's gradient widths for ``--grad-compression`` and the cost options that
+    price them: pptune's bytes on the wire (comm.compression_factor), or, for the files of
+    ``framework`` (named by ``flag``), as they state it (common/compression.py; BadInput
+    where they cannot): a BF16 gradient buffer or FSDP reduce dtype holds the gradients
+    in BF16 too, and the weight GEMMs accumulate into it (check-config reads it so)."""
+    try:
+        factor = compression_factor(compression)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    if framework is None:
+        return {"grad_bytes_factor": factor}, costs
+    adapter = ADAPTERS[parse_framework(framework, flag)]
+    check_compression(adapter, compression, flag)
+    if sixteen_bit(compression) and adapter.grad_reduce_held:
+        return reduction_widths(True), replace(costs, main_grad_bytes=float(BF16_BYTES))
+    return {"grad_bytes_factor": factor}, costs
 
 
 @dataclass(frozen=True)

@@ -35,16 +35,18 @@ class Jobs:
     costs: Costs | None  # the resolved costs (a profile's file, device and calibration)
     moments: tuple[str, str]  # Adam's moments' widths (fp32 for a file without them)
     held: tuple[str, ...] = ()  # the parallel sizes the command held (``held``)
+    grad_compression: str = "none"  # --grad-compression (Job.grad_compression)
 
     @classmethod
     def of(cls, options: CostOptions, names: tuple[str, ...], origin: str,
            shape: ModelShape | None, costs: Costs | None, seq_len: int,
-           moments: tuple[str, str], held: tuple[str, ...] = ()) -> Jobs:
+           moments: tuple[str, str], held: tuple[str, ...] = (),
+           grad_compression: str = "none") -> Jobs:
         """``shape``, else the preset ``options`` names, else the shape of the Hugging
         Face config a measured profile was probed from (its costs stay the measured
         ones), at ``seq_len``."""
         shape = shape or presets.MODELS.get(str(options.model)) or _hf_shape(options, seq_len)
-        return cls(options, names, origin, shape, costs, moments, held)
+        return cls(options, names, origin, shape, costs, moments, held, grad_compression)
 
     def __call__(self, table: CostTable, request: PlanRequest) -> Job:
         c, costs = self.options, self.costs
@@ -58,7 +60,8 @@ class Jobs:
             profile_file=costs.profile_file if costs is not None else None,
             profile_device=(costs.profile.device.name
                             if costs is not None and costs.measured else None),
-            factors=calibration_factors(costs), moments=self.moments, held=self.held)
+            factors=calibration_factors(costs), moments=self.moments, held=self.held,
+            grad_compression=self.grad_compression)
 
 
 def held(flags: CostOptions, pp: Sequence[int] | None) -> tuple[str, ...]:

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pptune import limits
-from pptune.costmodel.comm import compression_factor
 from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.ops import Attention
 from pptune.costmodel.precision import BLOCKWISE_RATE_NOTE, Fp8Recipe, reduces_amax
@@ -42,7 +41,13 @@ from pptune.options.record import PlanFileRequest
 from pptune.plan.attention_share import attention_note
 from pptune.plan.domain_note import domain_note, host_note
 from pptune.plan.forced import Forced, unforced
-from pptune.plan.framework_search import FrameworkSearch, as_built, check_moments, parse_framework
+from pptune.plan.framework_search import (
+    FrameworkSearch,
+    as_built,
+    check_moments,
+    grad_reduction,
+    parse_framework,
+)
 from pptune.plan.headroom import headroom_note
 from pptune.plan.jobs import Jobs, held, recorded
 from pptune.plan.reserve import check_reserve, reserve_bytes, within_memory
@@ -189,10 +194,9 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         check_moments(spec.framework, (spec.space.exp_avg_dtype.value,
                                        spec.space.exp_avg_sq_dtype.value), "--framework")
     s = spec.space
-    try:
-        factor = compression_factor(s.grad_compression)
-    except ValueError as exc:
-        raise BadInput(str(exc)) from None
+    widths, c = grad_reduction(s.grad_compression, spec.files_of,  # as its files state it
+                               "--framework" if spec.framework else "--emit", spec.costs)
+    spec = replace(spec, costs=c)
     recomputes = s.recompute or tuple(Recompute)
     shardings = s.sharding or tuple(Sharding)
     if s.sharded_optimizer:
@@ -242,7 +246,8 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     priced = costs.options or spec.costs  # a calibrated profile's jobs' choices filled in
     jobs = Jobs.of(recorded(priced, costs, keys), tuple(table.names), costs.origin,
                    costs.shape, costs, table.seq_len,
-                   (s.exp_avg_dtype.value, s.exp_avg_sq_dtype.value), held(spec.costs, s.pp))
+                   (s.exp_avg_dtype.value, s.exp_avg_sq_dtype.value), held(spec.costs, s.pp),
+                   s.grad_compression)
     if within is not None:  # its plans priced as its files run them
         within = replace(within, jobs=jobs)
     searching = within or search
@@ -268,7 +273,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         micro_batch_sizes=sizes, pp=s.pp or None,
         shardings=shardings, recomputes=recomputes,
         recompute_every=s.recompute_every, reserve_bytes=reserve,
-        grad_bytes_factor=factor, blocking_send=s.blocking_send, top=spec.top,
+        **widths, blocking_send=s.blocking_send, top=spec.top,
         rank_top=DEFAULT_TOP,
         overlap_grad_reduce=s.overlap_grad_reduce, pipeline_margin=s.pipeline_margin,
         moment_bytes=moment_bytes(s.exp_avg_dtype, s.exp_avg_sq_dtype),
@@ -347,15 +352,10 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
                               c.attention or Attention.SDPA)
         if hint:
             result.notes.append(hint)
-    hint = domain_note(s.gpus, gpn, "NVLink domain" if gpn > 8 else "node")
-    if hint:
-        result.notes.append(hint)
-    hint = host_note(s.gpus_per_node, costs.gpu) if costs.gpu is not None else None
-    if hint:
-        result.notes.append(hint)
-    hint = headroom_note(result, reserve, table.memory_bytes)
-    if hint:
-        result.notes.append(hint)
+    for hint in (domain_note(s.gpus, gpn, "NVLink domain" if gpn > 8 else "node"),
+                 host_note(s.gpus_per_node, costs.gpu) if costs.gpu is not None else None,
+                 headroom_note(result, reserve, table.memory_bytes)):
+        result.notes += [hint] if hint else []
     request = PlanFileRequest(
         costs=jobs.options,
         space=replace(s, global_batch=global_batch, micro_batch_sizes=sizes, gpus_per_node=gpn,

@@ -98,8 +98,9 @@ def _rival(result: SearchResult, winner: Plan) -> Plan | None:
     return min(others, key=lambda p: p.step_time_s) if others else None
 
 
-def why_lines(result: SearchResult) -> list[str]:
-    """One or two lines on why the winner wins, with the numbers."""
+def why_lines(result: SearchResult, grad_compression: str = "none") -> list[str]:
+    """One or two lines on why the winner wins, with the numbers (``grad_compression``:
+    the --grad-compression priced, which no hint then suggests)."""
     if not result.plans:
         return []
     w = result.plans[0]
@@ -158,7 +159,7 @@ def why_lines(result: SearchResult) -> list[str]:
             f"{_share(f.step_time_s / w.step_time_s - 1)} slower than the winner"
         )
     step = w.step_time_s or 1.0
-    if (w.exposed_allreduce_s or 0.0) / step > 0.05:
+    if (w.exposed_allreduce_s or 0.0) / step > 0.05 and grad_compression == "none":
         lines.append(
             "hint: the data-parallel traffic is exposed; --grad-compression fp16 halves the "
             "gradient bytes (top-k sparsification cuts more)"

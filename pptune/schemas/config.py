@@ -143,6 +143,10 @@ class TrainingConfig(Strict):
         "are reduced over data parallelism (Megatron-LM --main-grads-dtype with "
         "--use-precision-aware-optimizer, torchtitan FSDP's mixed_precision_reduce; default fp32)"
     )
+    grad_reduce_dtype: Literal["fp32", "fp16", "bf16"] | None = Field(
+        None, description="the width gradients are reduced in over data parallelism where "
+        "the file states it apart from the gradients' own (DeepSpeed communication_data_type)"
+    )
     main_params_dtype: Literal["fp32", "bf16"] | None = Field(
         None, description="the optimizer's copy of the weights: fp32 master weights, or bf16 "
         "where training keeps none (torchtitan training.dtype bfloat16, under FSDP: its "

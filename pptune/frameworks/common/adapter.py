@@ -70,6 +70,9 @@ class Job:
     # the parallel sizes the command held at one value (--tp 8, --pp 2): the files' plan
     # line states them, and check-config's best-plan comparison keeps them (Limits.held)
     held: tuple[str, ...] = ()
+    # --grad-compression: a framework whose files state a 16-bit reduction
+    # (Adapter.grad_compressions) writes it where its plan runs it (common/compression.py)
+    grad_compression: str = "none"
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,11 @@ class Adapter:
     name: str  # --format-in / --emit value, and TrainingConfig.source_format
     states_moment_dtypes: bool = False  # its files keep Adam's moments below fp32
     states_fp8_param_gather: bool = False  # its files gather FP8 weights in FP8
+    # the --grad-compression values its files state (common/compression.py), and how they
+    # state the 16-bit ones; None: not judged (pptune's own files)
+    grad_compressions: frozenset[str] | None = None
+    grad_reduce_setting = ""
+    grad_reduce_held = False  # its 16-bit reduction keeps the gradients in BF16 too
     title: str  # the framework's name in messages ("Megatron-LM")
     bf16_setting = "precision: bf16"  # how its files state BF16 training (check.costs)
     # check-config's memory-overflow finding: what to change, in the files' own words

@@ -24,6 +24,8 @@ from pptune.schemas import TrainingConfig
 class DeepSpeedAdapter(Adapter):
     name = "deepspeed"
     title = "DeepSpeed"
+    grad_compressions = frozenset({"fp16", "bf16"})
+    grad_reduce_setting = "communication_data_type"
     bf16_setting = '"bf16": {"enabled": true}'
     memory_fixes = ("more pipeline stages", "ZeRO (zero_optimization.stage)",
                     "activation checkpointing (pipeline.activation_checkpoint_interval, or the "

@@ -76,7 +76,8 @@ def engine_request(req: PlanRequest, sharding: Sharding, pp: int,
     # the file trains in its 16-bit mode (writer.py)
     if gradient_width(sixteen_bit_mode(precision), None, stage, pp) is not None \
             and req.grad_buffer_bytes is None:
-        run = replace(run, grad_buffer_bytes=2.0, grad_bytes_factor=req.grad_bytes_factor / 2)
+        # 2 bytes on the wire: --grad-compression fp16/bf16 narrows them no further
+        run = replace(run, grad_buffer_bytes=2.0, grad_bytes_factor=min(req.grad_bytes_factor, 0.5))
     return run
 
 

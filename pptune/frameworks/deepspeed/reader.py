@@ -66,7 +66,7 @@ DEEPSPEED_KEYS = frozenset(
 )
 
 _READ = DEEPSPEED_KEYS | {"pipeline", "pipeline_parallel_size", "bf16", "bfloat16", "fp16",
-                          "data_types",
+                          "data_types", "communication_data_type",
                           "tensor_parallel", "activation_checkpointing", "pptune",
                           EXPERT_SECTION,
                           "sequence_parallel_size"}
@@ -114,6 +114,7 @@ def read_deepspeed(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
                            if isinstance(types, dict) else None, zero_stage, fields["pp"] or 1)
     if width is not None:
         fields["main_grads_dtype"] = width
+    fields["grad_reduce_dtype"] = _communication_type(ctx, data)
     fields.update(_sequence_parallel(ctx, data, fields["pp"] or 1))
     _batch_trio(ctx, fields, micro, data)
     fields["recompute"], fields["recompute_uniform_layers"] = recompute(ctx, data, fields["pp"])
@@ -125,6 +126,19 @@ def read_deepspeed(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
         shown = ", ".join(ignored[:8]) + (f" and {len(ignored) - 8} more" if len(ignored) > 8 else "")
         ctx.note(f"ignored keys: {shown}")
     return build(ctx, fields)
+
+
+def _communication_type(ctx: Ctx, data: dict[str, Any]) -> str | None:
+    """communication_data_type: the dtype the engine casts gradient buckets to for their
+    reduction (runtime/config.py get_communication_data_type: fp16, bf16 or fp32; None:
+    the gradients' own)."""
+    value = data.get("communication_data_type")
+    if value is None:
+        return None
+    if not isinstance(value, str) or value.lower() not in ("fp16", "bf16", "fp32"):
+        raise ctx.bad(f"communication_data_type is {str(value)[:40]!r}; expected \"fp16\", "
+                      "\"bf16\" or \"fp32\"")
+    return value.lower()
 
 
 def _count_or_auto(ctx: Ctx, data: dict[str, Any], key: str) -> int | None:

@@ -16,8 +16,14 @@ from pptune.costmodel.presets import GPUS
 from pptune.costmodel.search import Recompute
 from pptune.files import dumps_json
 from pptune.frameworks.common.adapter import Stated
+from pptune.frameworks.common.compression import sixteen_bit
 from pptune.frameworks.common.writing import header, node_size, plan_launch
-from pptune.frameworks.deepspeed.engine import ZERO_STAGE, sixteen_bit_mode, stated_overlap_comm
+from pptune.frameworks.deepspeed.engine import (
+    ZERO_STAGE,
+    gradient_width,
+    sixteen_bit_mode,
+    stated_overlap_comm,
+)
 from pptune.frameworks.deepspeed.partition import DEEPSPEED
 
 CONFIG, PARTITION = "ds_config.json", "ds_partition.txt"
@@ -34,6 +40,11 @@ def write(stated: Stated, method: str) -> dict[str, str]:
         sixteen_bit_mode(plan.precision.value): {"enabled": True},
         "zero_optimization": {"stage": ZERO_STAGE.get(plan.sharding, 3)},
     }
+    mode = sixteen_bit_mode(plan.precision.value)
+    if sixteen_bit(job.grad_compression) and gradient_width(
+            mode, None, ZERO_STAGE.get(plan.sharding, 3), plan.pp) is None:
+        # FP32 gradients (BF16 pipeline at ZeRO-0): --grad-compression, reduced in 16 bits
+        ds["communication_data_type"] = mode
     if stated_overlap_comm(stated.job.request.overlap_grad_reduce, plan.sharding, plan.pp):
         ds["zero_optimization"]["overlap_comm"] = True  # type: ignore[index]
     # Without pipeline parallelism the model is not a PipelineModule: no stages (the

@@ -29,6 +29,9 @@ class MegatronAdapter(Adapter):
                   ("tp", "--tensor-model-parallel-size"), ("cp", "--context-parallel-size"),
                   ("pp", "--pipeline-model-parallel-size"))
     title = "Megatron-LM"
+    grad_compressions = frozenset({"fp16", "bf16"})
+    grad_reduce_held = True  # a BF16 gradient buffer / FSDP reduce dtype
+    grad_reduce_setting = "--grad-reduce-in-bf16"
     bf16_setting = "--bf16"
     memory_fixes = ("more pipeline stages (--pipeline-model-parallel-size)",
                     "the distributed optimizer (--use-distributed-optimizer) or Megatron-FSDP "

@@ -25,6 +25,7 @@ from pptune.costmodel.schedule_orders import microbatch_group
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import PP_INNER, Plan, Recompute, Sharding
 from pptune.frameworks.common.adapter import Stated
+from pptune.frameworks.common.compression import sixteen_bit
 from pptune.frameworks.common.writing import header, plan_launch
 from pptune.frameworks.megatron.closest import Placement
 from pptune.frameworks.megatron.cp_fp8 import cp_fp8_args
@@ -129,6 +130,9 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
     if job.moments != ("fp32", "fp32"):  # the search kept these on the distributed optimizer
         args += ["--use-precision-aware-optimizer", f"--exp-avg-dtype {job.moments[0]}",
                  f"--exp-avg-sq-dtype {job.moments[1]}"]
+    if sixteen_bit(job.grad_compression) and plan.precision is not Precision.FP16 \
+            and "--grad-reduce-in-bf16" not in args:  # --grad-compression, as priced
+        args.append("--grad-reduce-in-bf16")  # (common/compression.py, widths.py)
     # the data-parallel overlap the plan was priced with (megatron-core: off unless said)
     req = job.request
     if req.overlap_grad_reduce and strategy is None:

@@ -32,6 +32,9 @@ class TorchtitanAdapter(Adapter):
     states_dims = frozenset({"cp", "ep", "etp", "precision"})
     builds_mtp = False  # no multi-token-prediction module (models/deepseek_v3, reader.NO_MTP)
     title = "torchtitan"
+    grad_compressions = frozenset({"fp16", "bf16"})
+    grad_reduce_held = True  # a BF16 gradient buffer / FSDP reduce dtype
+    grad_reduce_setting = 'training.mixed_precision_reduce = "bfloat16"'
     bf16_setting = 'training.mixed_precision_param = "bfloat16"'
     memory_fixes = ("more pipeline stages (pipeline_parallel_degree)",
                     "FSDP over more ranks (data_parallel_shard_degree)",

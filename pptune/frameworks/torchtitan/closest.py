@@ -51,6 +51,7 @@ from pptune.frameworks.torchtitan.cp_fp8 import (
 )
 from pptune.frameworks.torchtitan.experts import DEEPEP_MODELS, key_shardings, mesh_problem
 from pptune.frameworks.torchtitan.reader import NO_PIPELINE, flavor_of
+from pptune.frameworks.torchtitan.widths import reduce_as_run
 from pptune.options import CostOptions
 from pptune.report.fmt import fmt_bytes, fmt_seconds
 
@@ -174,6 +175,7 @@ def _as_run(job: Job, plan: Plan, rank: int, notes: list[str], substitute: bool 
                                 substitute)
     job, plan = stateable_exchange(job, plan, notes)
     job, plan = stateable_recipe(job, plan, notes)
+    job, plan = reduce_as_run(job, plan, notes)  # its reduce dtype (--grad-compression)
     return stateable_experts(job, plan, notes)
 
 

@@ -30,10 +30,15 @@ which it warns about and keeps: priced as run, with a note.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from pptune.costmodel.search import Plan, Sharding, evaluate
+from pptune.frameworks.common.adapter import Job
+from pptune.frameworks.common.compression import reduction_widths, sixteen_bit
 from pptune.frameworks.common.fields import Ctx, show
 from pptune.frameworks.torchtitan.table import Table
+from pptune.report.fmt import fmt_seconds
 
 WIDTHS = ("float32", "bfloat16")
 
@@ -64,3 +69,28 @@ def state_widths(ctx: Ctx, train: Table, sharded: bool) -> dict[str, Any]:
     if bf16["mixed_precision_reduce" if sharded else "dtype"]:
         fields["main_grads_dtype"] = "bf16"
     return fields
+
+
+def reduces_bf16(job: Job, plan: Plan) -> bool:
+    """Whether the file written for ``plan`` states mixed_precision_reduce "bfloat16": where
+    --grad-compression asks a 16-bit reduction and FSDP shards (over dp, or the cp ranks
+    torchtitan shards over whatever the shard degree: world.py), where it takes effect."""
+    fsdp = plan.sharding is Sharding.FSDP and (plan.dp > 1 or plan.cp > 1)
+    return sixteen_bit(job.grad_compression) and fsdp
+
+
+def reduce_as_run(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan]:
+    """The job and plan priced at the reduce dtype the file states (``reduces_bf16``): a
+    plan without FSDP all-reduces its FP32 gradients whatever --grad-compression asks (the
+    search priced it with the BF16 reduction), said in a note. Unchanged where
+    --grad-compression asks none (check-config's jobs: the file's own widths)."""
+    if not sixteen_bit(job.grad_compression):
+        return job, plan
+    run = replace(job.request, **reduction_widths(reduces_bf16(job, plan)))
+    if run == job.request:
+        return job, plan
+    ran = evaluate(job.table, run, plan.spec)
+    notes.append("torchtitan's mixed_precision_reduce takes effect under FSDP only: a plan "
+                 "without it all-reduces FP32 gradients, predicted so without "
+                 f"--grad-compression, step {fmt_seconds(ran.step_time_s)}")
+    return replace(job, request=run), ran

@@ -30,6 +30,7 @@ from pptune.frameworks.torchtitan.fqns import TOML_RELEASE, TORCHTITAN, head
 from pptune.frameworks.torchtitan.models import CUSTOM
 from pptune.frameworks.torchtitan.placement import stage_options
 from pptune.frameworks.torchtitan.reader import flavor_of
+from pptune.frameworks.torchtitan.widths import reduces_bf16
 from pptune.options import CostOptions
 
 FILE = "torchtitan.toml"
@@ -98,6 +99,8 @@ def write(stated: Stated) -> dict[str, str]:
         f"local_batch_size = {local}",
         f"global_batch_size = {job.global_batch}",
         f"seq_len = {shape.seq_len if shape else job.table.seq_len}",
+        *(['mixed_precision_reduce = "bfloat16"  # --grad-compression: FSDP\'s reduce dtype']
+          if reduces_bf16(job, plan) else []),
         "",
         "[activation_checkpoint]",
         *_checkpointing(job, plan),
