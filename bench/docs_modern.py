@@ -228,10 +228,19 @@ def moe_layer_lines(doc: dict[str, Any] | None, holdout: dict[str, Any] | None) 
         "its GPU work does not set, and the cases with fewer, larger local experts (the "
         "same FLOPs) are no faster (their spread is 11-30 ms). pptune prices the GPU work, "
         f"{small['predicted_ms']:.1f} and {large['predicted_ms']:.1f} ms." + implied + " The "
-        "floor is not priced: no per-op host cost was found to cite, and one benchmark "
-        "cannot say how it moves with the local experts, the dispatcher, the host CPU or "
-        "the megatron-core release (a coarse-grained MoE row, Mixtral 8x7B on B200 with "
-        "one local expert, is predicted within 10% without it).", "",
+        "floor is not priced. NVIDIA's Megatron-Core MoE paper (arXiv:2603.07685v2) names "
+        "its cause without a figure for it: dropless routing needs a host-device "
+        "synchronisation to size its tensors, \"placing the CPU on the critical path\" "
+        "(section 4.3.1, p. 35), and in MoE training \"CPU overhead often becomes the "
+        "dominant performance bottleneck\" (section 4.3.6, p. 38); capturing part of the "
+        "layer in CUDA graphs gave DeepSeek-V3 on GB200 10% end to end (p. 42). The public "
+        "per-op host figures span 2 us (a bare PyTorch op) to about 100 us (a Transformer "
+        "Engine linear's forward on a Grace host, TransformerEngine issue 2053), and no "
+        "source counts the host ops of a megatron-core MoE layer, so a price would be a "
+        "constant chosen to fit; one benchmark cannot say how the floor moves with the "
+        "local experts, the dispatcher, the host CPU or the megatron-core release (a "
+        "coarse-grained MoE row, Mixtral 8x7B on B200 with one local expert, is predicted "
+        "within 10% without it).", "",
     ]
 
 
