@@ -104,7 +104,7 @@ def test_pptune_s_own_limits_held_is_said_and_wins_over_the_line(tmp_path: Path)
     assert "held=pp" in text
     (tmp_path / "own.yaml").write_text(text.replace("held=pp", "held=TP") +
                                        "limits:\n  held: [pp]\n")
-    _, doc = _check(tmp_path / "own.yaml", "--no-compare")
+    _, doc = _check(tmp_path / "own.yaml")  # the note goes with the comparison it is of
     assert doc["config"]["limits"]["held"] == ["pp"]
     assert ("the best-plan comparison keeps the file's pp: its limits.held holds it (recommend "
             "--emit writes the sizes a flag held; delete held to compare every size)"
