@@ -117,3 +117,20 @@ def test_emit_alone_writes_the_step_its_file_runs(framework: str, tmp_path: Path
                        (tmp_path / FILES[framework]).read_text())
     assert header is not None
     assert f"{_checked(tmp_path / FILES[framework]):.3f}" == header.group(1)
+
+
+def test_a_zero3_plan_written_with_fsdp_reduces_in_bf16_as_its_file_states(
+        tmp_path: Path) -> None:
+    # ZeRO-3 is searched with the BF16 reduction; priced again as torchtitan runs it,
+    # unsharded by FSDP it all-reduced FP32 gradients, and that stayed after the plan
+    # was written with FSDP, whose file states mixed_precision_reduce "bfloat16":
+    # written at 7.118 s, read back at 6.994 s
+    r = runner.invoke(app, ["recommend", *JOB, "--precision", "fp8", "--tp", "2", "--cp", "4",
+                            "--pp", "1", "--sharding", "zero3", "--grad-compression", "fp16",
+                            "--emit", "torchtitan", "-o", str(tmp_path)])
+    assert r.exit_code == 0, r.stderr
+    written = (tmp_path / "torchtitan.toml").read_text()
+    assert 'mixed_precision_reduce = "bfloat16"' in written
+    header = re.search(r"predicted: step (\d+\.\d{3}) s", written)
+    assert header is not None
+    assert f"{_checked(tmp_path / 'torchtitan.toml'):.3f}" == header.group(1)

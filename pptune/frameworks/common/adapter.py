@@ -152,6 +152,10 @@ class Adapter:
     # (a WgradAccum value); None: pptune's defaults (plan/written.py)
     runs_loss: str | None = None
     runs_wgrad: str | None = None
+    # likewise the FP8 linears its files run for FP8 plans (an Fp8Kernels value): what
+    # its as_run re-prices them with, so a plan its files fit is not searched as over
+    # memory; None: pptune's default, Transformer Engine's
+    runs_fp8: str | None = None
     # the tensor-parallel sizes its attention takes for the key/value heads (costs/dims.py
     # KvHeads): megatron-core's, which replicates them above the query groups, by default
     kv_heads = KvHeads.REPLICATE

@@ -43,6 +43,9 @@ class TorchtitanAdapter(Adapter):
     memory_fix_cp = "context parallelism over more ranks (context_parallel_degree)"
     memory_sharding = None
     kv_heads = KvHeads.SPLIT  # tp divides them (costs/dims.py KvHeads)
+    # [model] converters' quantize.linear.float8 swaps in torchao's Float8Linear
+    # (converters.py), which caches no FP8 weight (closest.py prices its files so)
+    runs_fp8 = "torchao"
     expert_cites = (
         ("moe-experts-ep", "torchtitan's ExpertParallel splits the experts evenly over ep: "
          "torchtitan/distributed/expert_parallel.py _token_dispatch's "

@@ -247,6 +247,7 @@ def _stated(job: Job, plan: Plan, rank: int, notes: list[str], mtp: int) -> Stat
         else None)
     if plan.sharding not in stateable:  # none fits: never written with another sharding
         raise BadInput(_unstateable(job, plan, stateable, rank))
+    job, plan = reduce_as_run(job, plan, notes)  # the reduce dtype of the sharding written
     if plan.spec.combined:  # no combined 1F1B order in torch.distributed.pipelining
         plan = ex.price(job, replace(plan.spec, a2a_overlap=False))
         notes.append("torchtitan has no combined 1F1B order (Megatron-LM's "

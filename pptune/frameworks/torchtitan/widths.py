@@ -83,14 +83,19 @@ def reduce_as_run(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan]:
     """The job and plan priced at the reduce dtype the file states (``reduces_bf16``): a
     plan without FSDP all-reduces its FP32 gradients whatever --grad-compression asks (the
     search priced it with the BF16 reduction), said in a note. Unchanged where
-    --grad-compression asks none (check-config's jobs: the file's own widths)."""
+    --grad-compression asks none (check-config's jobs: the file's own widths). Called again
+    once the plan's sharding is one the files state (closest._stated): a ZeRO-3 plan
+    priced with FP32 reductions is written with FSDP, whose BF16 reduction the file states."""
     if not sixteen_bit(job.grad_compression):
         return job, plan
-    run = replace(job.request, **reduction_widths(reduces_bf16(job, plan)))
+    bf16 = reduces_bf16(job, plan)
+    run = replace(job.request, **reduction_widths(bf16))
     if run == job.request:
         return job, plan
     ran = evaluate(job.table, run, plan.spec)
-    notes.append("torchtitan's mixed_precision_reduce takes effect under FSDP only: a plan "
-                 "without it all-reduces FP32 gradients, predicted so without "
-                 f"--grad-compression, step {fmt_seconds(ran.step_time_s)}")
+    notes.append("torchtitan's mixed_precision_reduce takes effect under FSDP only: "
+                 + ("the plan written with FSDP states it, its gradients reduced in BF16 as "
+                    f"--grad-compression asks, step {fmt_seconds(ran.step_time_s)}" if bf16
+                    else "a plan without it all-reduces FP32 gradients, predicted so "
+                    f"without --grad-compression, step {fmt_seconds(ran.step_time_s)}"))
     return replace(job, request=run), ran
