@@ -4,6 +4,8 @@ the group DualPipe's two copies of a chunk reduce over."""
 
 from __future__ import annotations
 
+import functools
+
 from pptune.costmodel import collectives
 from pptune.costmodel.comm import AllReduceLink, Placement, group_link, megatron_bucket_params
 from pptune.costmodel.layout import Group
@@ -31,4 +33,14 @@ def dp_link(table: CostTable, sharding: Sharding, group: Placement, dp: int,
     kind = (collectives.Collective.ALL_REDUCE if sharding is Sharding.NONE
             else collectives.Collective.REDUCE_SCATTER)
     bucket = megatron_bucket_params(dp) * MEGATRON_GRAD_BYTES * grad_factor
+    if isinstance(group, Group):  # hashable: the pick cached
+        return _bucket_link(kind, bucket, group, table.fabric)
     return collectives.link_for(kind, bucket, group, table.fabric)
+
+
+@functools.lru_cache(maxsize=4096)
+def _bucket_link(kind: collectives.Collective, bucket_bytes: float, group: Group,
+                 fabric: collectives.Fabric) -> AllReduceLink:
+    """``collectives.link_for``, cached (pure): a search asks for the same few groups'
+    links for every plan it lays out (evaluate.stage_layout)."""
+    return collectives.link_for(kind, bucket_bytes, group, fabric)

@@ -52,7 +52,6 @@ from pptune.costmodel.sharding import (
     ShardComm,
     Sharding,
     reshards,
-    stage_comm,
 )
 from pptune.costmodel.simulate import (
     Link,
@@ -62,6 +61,7 @@ from pptune.costmodel.simulate import (
     simulate_steady,
     with_allreduce,
 )
+from pptune.costmodel.stage_traffic import Reduction, stage_traffic
 from pptune.costmodel.table import CostTable, stage_costs
 
 __all__ = ["CANCELLED", "DEFAULT_VIRTUAL_STAGES", "Plan", "PlanRequest", "PlanSpec",
@@ -93,7 +93,7 @@ def with_comm(stages: Sequence[StageCost], comm: Sequence[ShardComm],
                - s.fwd_comm_s)
         bwd = (max(s.bwd_s + c.bwd_s * sm_share + s.bwd_comm_s, c.bwd_s) + c.bwd_s * share
                - s.bwd_comm_s)
-        out.append(dataclasses.replace(s, fwd_s=fwd, bwd_s=bwd))
+        out.append(s.retimed(fwd, bwd))
     return out
 
 
@@ -113,12 +113,6 @@ class StageLayout:
     embedding: list[float] = field(default_factory=list)
     mtp_copies: list[int] = field(default_factory=list)
     dispatch_buffer_bytes: float = 0.0  # on a device with an expert layer (CostTable's)
-
-
-def _both(a: ShardComm, b: ShardComm) -> ShardComm:
-    """Dense and expert traffic of one stage, one after the other on its stream."""
-    return ShardComm(a.fwd_s + b.fwd_s, a.bwd_s + b.bwd_s, a.start_s + b.start_s,
-                     a.tail_s + b.tail_s)
 
 
 def recompute_table(table: CostTable, req: PlanRequest, spec: PlanSpec) -> CostTable:
@@ -164,25 +158,19 @@ def _stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLa
     rc = recompute_table(table, req, spec)
     compute = stage_costs(rc, spec.micro_batch_size, spec.stage_layers, spec.a2a_stream)
 
-    def traffic(n: float, ranks: int, link: AllReduceLink, st: StageCost) -> ShardComm:
-        # the windows it overlaps: the op's compute and its all-to-alls
-        # positional: stage_comm's cache keys them as one flat tuple (asked every stage)
-        return stage_comm(spec.sharding, reshard, n, ranks, link, req.grad_bytes_factor,
-                          req.overlap_grad_reduce, st.bwd_s + st.wgrad_s + st.bwd_comm_s,
-                          st.fwd_s + st.fwd_comm_s, gather_bytes, req.overlap_param_gather)
+    def over(ranks: int, link: AllReduceLink) -> Reduction:
+        return Reduction(spec.sharding, reshard, ranks, link, req.grad_bytes_factor,
+                         req.overlap_grad_reduce, gather_bytes, req.overlap_param_gather)
 
     experts = [table.expert_params(s, e) for s, e in bounds] if table.expert_param_bytes else []
-    if not experts:
-        comm = [traffic(n, dp, ar_link, st) for n, st in zip(params, compute, strict=True)]
-    else:
+    expert = None
+    if experts:
         # routed experts' gradients reduce over the expert data-parallel group
         # (megatron-core's expert_data_parallel group: edp = tp cp dp / (ep etp))
         edp = lay.edp * copies
-        edp_link = dp_link(table, spec.sharding, both_copies(lay.group(Dim.EDP), copies,
-                                                              together), edp,
-                           req.grad_bytes_factor)
-        comm = [_both(traffic(n - x, dp, ar_link, st), traffic(x, edp, edp_link, st))
-                for n, x, st in zip(params, experts, compute, strict=True)]
+        expert = over(edp, dp_link(table, spec.sharding, both_copies(
+            lay.group(Dim.EDP), copies, together), edp, req.grad_bytes_factor))
+    comm = stage_traffic(over(dp, ar_link), expert, params, experts, compute)
     share = [lg / n if n > 0 else 0.0 for lg, n in zip(largest, params, strict=True)]
     stages = with_comm(compute, comm, share,
                        table.fabric.sm_share if table.fabric is not None else 0.0)

@@ -183,6 +183,7 @@ def contiguous_group(size: int, gpus_per_node: int) -> Group:
     return _group((((size, True), (gpus_per_node, False)), gpus_per_node))
 
 
+@functools.lru_cache(maxsize=65536)  # pure; asked for every plan a search lays out
 def _layout_group(lay: Layout, dims: tuple[Dim, ...]) -> Group:
     return _group(lay._key(dims))
 

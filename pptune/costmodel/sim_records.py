@@ -117,6 +117,17 @@ class StageCost:
         new.__dict__.update(fields)
         return new
 
+    def retimed(self, fwd_s: float, bwd_s: float) -> StageCost:
+        """The stage with these forward and input-gradient times, the rest as it is: a
+        copy of the fields, as ``longer`` (evaluate.with_comm retimes every stage of
+        every plan whose data-parallel traffic runs inside its ops)."""
+        new = object.__new__(StageCost)
+        fields = dict(self.__dict__)
+        fields["fwd_s"] = fwd_s
+        fields["bwd_s"] = bwd_s
+        new.__dict__.update(fields)
+        return new
+
     def scaled(self, fwd: float, bwd: float, wgrad: float) -> StageCost:
         """The stage with its forward, input-gradient and weight-gradient times (the
         split ones with them) multiplied by these factors."""

@@ -348,9 +348,9 @@ def bound_split(table: CostTable, req: PlanRequest, spec: PlanSpec,
                                                     spec.num_microbatches, fastest, spec.combined)
         return bound, spec
     bounded = replace(spec, recompute=rb)
-    stages = stage_layout(table, req, spec).stages
-    fastest = stages if bounded == spec else stage_layout(table, req, bounded).stages
-    if spec.virtual_stages > 1 and surely_oom(rc, req, spec, stages):
+    fastest = stage_layout(table, req, bounded).stages  # the spec's own: for memory alone
+    if spec.virtual_stages > 1 and surely_oom(rc, req, spec, fastest if bounded == spec
+                                              else stage_layout(table, req, spec).stages):
         return None
     return lower_bound(spec.schedule, spec.pp, spec.num_microbatches, fastest,
                        spec.combined), spec

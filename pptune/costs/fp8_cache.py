@@ -20,6 +20,7 @@ and keep no copy.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 from pptune.costmodel import precision
@@ -30,9 +31,12 @@ from pptune.costmodel.moe import ExpertParallel
 from pptune.costmodel.presets import ModelShape
 
 
+@functools.lru_cache(maxsize=4096)
 def gemm_weight_params(m: ModelShape, i: int, tp: int, ex: ExpertParallel | None) -> float:
     """Weights of block i's GEMMs on one rank (MTP blocks after the last: num_blocks, ...);
-    their biases are not cast (block_style.py)."""
+    their biases are not cast (block_style.py). Cached (pure): every FP8 table priced
+    asks it of every block, and the copy of the shape it makes is a tenth of the
+    pricing's time."""
     unbiased = replace(m, qkv_bias=False, attn_out_bias=False, mlp_bias=False)
     dense, expert = layer_params(unbiased, i, tp, ex)
     norms = 2 * norm_params(m)

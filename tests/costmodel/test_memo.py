@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pptune.costmodel.memo import ByIdentity, ByKey
+import gc
+
+from pptune.costmodel.memo import ByIdentity, ByKey, collector_paused
 
 
 def test_hits_only_the_same_objects() -> None:
@@ -43,3 +45,30 @@ def test_by_key_makes_each_piece_of_a_group_once() -> None:
     assert memo.group(("layout", 2)).of("piece", make, 5, 6) == 56  # another group
     assert first("other", make, 7, 8) == 78
     assert made == [(1, 2), (5, 6), (7, 8)]
+
+
+def test_what_a_paused_search_still_holds_is_left_to_the_oldest_generation() -> None:
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        with collector_paused():
+            assert not gc.isenabled()
+            held = [[] for _ in range(3)]  # tracked containers made while paused
+        assert gc.isenabled()
+        oldest = {id(o) for o in gc.get_objects(generation=2)}
+        assert all(id(x) in oldest for x in held)  # not walked by the young passes
+    finally:
+        if not was:
+            gc.disable()
+
+
+def test_a_nested_pause_leaves_the_collector_off() -> None:
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        if was:
+            gc.enable()
