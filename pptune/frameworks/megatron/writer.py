@@ -133,6 +133,9 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
     if sixteen_bit(job.grad_compression) and plan.precision is not Precision.FP16 \
             and "--grad-reduce-in-bf16" not in args:  # --grad-compression, as priced
         args.append("--grad-reduce-in-bf16")  # (common/compression.py, widths.py)
+    elif plan.precision is Precision.FP16 and strategy is None \
+            and not sixteen_bit(job.grad_compression):  # the FP32 buffer priced, which
+        args.append("--accumulate-allreduce-grads-in-fp32")  # --fp16 keeps only so (widths.py)
     # the data-parallel overlap the plan was priced with (megatron-core: off unless said)
     req = job.request
     if req.overlap_grad_reduce and strategy is None:
