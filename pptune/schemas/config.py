@@ -147,7 +147,8 @@ class TrainingConfig(Strict):
     )
     grad_reduce_dtype: Literal["fp32", "fp16", "bf16"] | None = Field(
         None, description="the width gradients are reduced in over data parallelism where "
-        "the file states it apart from the gradients' own (DeepSpeed communication_data_type)"
+        "the file states it apart from the gradients' own (DeepSpeed communication_data_type; "
+        "pptune's own files, for recommend --grad-compression fp16|bf16)"
     )
     main_params_dtype: Literal["fp32", "bf16"] | None = Field(
         None, description="the optimizer's copy of the weights: fp32 master weights, or bf16 "

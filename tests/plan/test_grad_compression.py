@@ -134,3 +134,24 @@ def test_a_zero3_plan_written_with_fsdp_reduces_in_bf16_as_its_file_states(
     header = re.search(r"predicted: step (\d+\.\d{3}) s", written)
     assert header is not None
     assert f"{_checked(tmp_path / 'torchtitan.toml'):.3f}" == header.group(1)
+
+
+def test_pptune_states_a_16_bit_reduction_and_its_file_runs_the_step(tmp_path: Path) -> None:
+    """--emit pptune states fp16/bf16 compression as ``grad_reduce_dtype`` (gradients
+    held at their width, reduced at 2 bytes: pptune's own pricing of the flag), and
+    check-config of the file prices plan 1's step exactly; top-k has no key, and the
+    file says so in a comment."""
+    from pptune.frameworks.registry import Framework
+    from pptune.plan.emit import emit, write
+    from pptune.plan.recommend import RecommendSpec, recommend
+    job = dict(gpus=16, model="llama3-8b", gpu="h100-sxm", sharding="zero1", pp="2", top=1)
+    run = recommend(RecommendSpec.of(**job, grad_compression="bf16"))
+    plain = recommend(RecommendSpec.of(**job))
+    assert run.result.plans[0].step_time_s != plain.result.plans[0].step_time_s  # it shows
+    out = emit(Framework.PPTUNE, run)
+    assert "grad_reduce_dtype: bf16" in out.files["pptune.yaml"].splitlines()
+    write(out, tmp_path)
+    assert _checked(tmp_path / "pptune.yaml") == pytest.approx(out.plan.step_time_s, rel=1e-12)
+    topk = emit(Framework.PPTUNE, recommend(RecommendSpec.of(**job, grad_compression="topk:0.01")))
+    text = topk.files["pptune.yaml"]
+    assert "grad_reduce_dtype" not in text and "# --grad-compression topk:0.01" in text

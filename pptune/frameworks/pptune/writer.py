@@ -17,6 +17,7 @@ from pptune.costmodel.rates import Swiglu, WgradAccum
 from pptune.costmodel.search import Recompute, Sharding
 from pptune.files import dumps_json
 from pptune.frameworks.common.adapter import Stated
+from pptune.frameworks.common.compression import sixteen_bit
 from pptune.frameworks.common.writing import header, node_size
 from pptune.options import CostOptions
 
@@ -29,6 +30,18 @@ def _blocks(stated: Stated) -> list[int]:
     blocks = list(strip_ends(stated.plan.stage_layers))
     blocks[-1] -= mtp_count(stated.job.layer_names)
     return blocks
+
+
+def _compression(compression: str) -> list[str]:
+    """``--grad-compression`` as the file states it: a 16-bit reduction as
+    ``grad_reduce_dtype`` (gradients held at their width, reduced at 2 bytes, as pptune
+    prices the flag: costmodel/comm.py ``compression_factor``); top-k has no key, so a
+    comment says the step assumed it."""
+    if sixteen_bit(compression):
+        return [f"grad_reduce_dtype: {compression}"]
+    if compression != "none":
+        return [f"# --grad-compression {compression}: priced in the step above; no key states it"]
+    return []
 
 
 def write(stated: Stated) -> dict[str, str]:
@@ -63,6 +76,7 @@ def write(stated: Stated) -> dict[str, str]:
         f"sharding: {plan.sharding.value}",
         *([f"exp_avg_dtype: {job.moments[0]}", f"exp_avg_sq_dtype: {job.moments[1]}"]
           if job.moments != ("fp32", "fp32") else []),
+        *_compression(job.grad_compression),
         f"recompute: {plan.recompute.value}",
         *([f"recompute_layers_per_stage: [{', '.join(map(str, plan.recompute_layers))}]"]
           if plan.recompute_layers is not None else []),
