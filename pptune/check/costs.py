@@ -374,6 +374,7 @@ def config_shape(cfg: TrainingConfig, base_dir: Path, model: str | None,
                            vocab=cfg.vocab_size, gated=cfg.gated_mlp)
     if shape is not None and (name is not None or hf_config is not None or cfg.hf_config):
         _sizes_agree(cfg, shape, add)
+    mtp = None if shape is None else shape.mtp_layers  # before the file's own count
     if shape is not None:
         shape = stated_shape(cfg, shape)
     if shape is not None:
@@ -382,9 +383,9 @@ def config_shape(cfg: TrainingConfig, base_dir: Path, model: str | None,
         add("layers-from-config", "info",
             f"using the config's {cfg.num_layers} layers instead of {shape.num_blocks}")
         shape = replace(shape, num_blocks=cfg.num_layers)
-    if shape is not None and cfg.mtp_layers is not None and cfg.mtp_layers != shape.mtp_layers:
+    if shape is not None and cfg.mtp_layers is not None and cfg.mtp_layers != mtp:
         add("mtp-from-config", "info",
-            f"using the config's {cfg.mtp_layers} MTP layers instead of {shape.mtp_layers}")
+            f"using the config's {cfg.mtp_layers} MTP layers instead of {mtp}")
         shape = replace(shape, mtp_layers=cfg.mtp_layers)
     return shape
 

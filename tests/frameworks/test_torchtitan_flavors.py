@@ -4,6 +4,7 @@ trial's findings 4 and 5)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -60,3 +61,27 @@ def test_emit_names_torchtitans_llama4_flavor(tmp_path: Path) -> None:
     doc = json.loads(r.stdout)
     assert not [n for n in doc["notes"] if NO_PRESET in n]
     assert round(doc["derived"]["step_time_s"], 3) == predicted
+
+
+def test_a_written_hf_model_with_mtp_is_checked_without_it(tmp_path: Path) -> None:
+    """torchtitan builds no multi-token-prediction module: recommend plans GLM-4.5-Air
+    (1 MTP layer) without it, and check-config of the custom-flavor file it writes (the
+    model from its plan line's hf_config) prices the same step and stages, not the MTP
+    layer on the last stage (a user trial: 18.641 s and an 18.6% bubble against 15.024 s)."""
+    from pptune.frameworks.registry import Framework
+    from pptune.plan.emit import emit, write
+    from pptune.plan.recommend import RecommendSpec, recommend
+    glm = ROOT / "hf" / "glm-4.5-air-config.json"
+    run = recommend(replace(RecommendSpec.of(gpus=32, seq_len=4096, hf_config=glm, top=1),
+                            framework="torchtitan"))
+    out = emit(Framework.TORCHTITAN, run)
+    write(out, tmp_path)
+    c = runner.invoke(app, ["check-config", str(tmp_path / "torchtitan.toml"), "--output",
+                            "json", "--no-compare"])
+    doc = json.loads(c.stdout)
+    assert doc["errors"] == 0, doc["findings"]
+    assert doc["config"]["mtp_layers"] == 0
+    said = [f["message"] for f in doc["findings"] if f["id"] == "mtp-from-config"]
+    assert said == ["using the config's 0 MTP layers instead of 1"]
+    assert doc["derived"]["step_time_s"] == out.plan.step_time_s
+    assert max(doc["derived"]["peak_memory_bytes"]) == max(out.plan.peak_memory_bytes)

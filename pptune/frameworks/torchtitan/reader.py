@@ -140,8 +140,8 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     if sharded and replicate > 1:  # HSDP: the state shards within a replica only
         fields["dp_replicate"] = replicate
     read_experts(ctx, par, fields, shard, bool(preset and MODELS[preset].moe), name)
-    if preset in NO_MTP or (preset is not None and flavor == CUSTOM):  # torchtitan builds none
-        fields["mtp_layers"] = 0
+    if preset in NO_MTP or flavor == CUSTOM:  # torchtitan builds none (Adapter.builds_mtp):
+        fields["mtp_layers"] = 0  # a custom flavor's model too, from --hf-config or hf_config
     layers = MODELS[preset].num_blocks if preset else None
     fields.update(schedule(ctx, par, pp, layers))
     default_split(ctx, par, fields, layers)
