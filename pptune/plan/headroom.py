@@ -23,11 +23,14 @@ ROOMY_BYTES = 4 * GIB  # free beyond the reserve of a plan worth naming instead 
 NEAR_SHARE = 0.01  # ...at most this share of the winner's step slower
 
 
-def headroom_note(result: SearchResult, reserve_bytes: float,
-                  capacity_bytes: float) -> str | None:
+def headroom_note(result: SearchResult, reserve_bytes: float, capacity_bytes: float,
+                  max_memory: float | None = None) -> str | None:
     """One line when the winner leaves under ``tight`` free beyond the reserve on its
     fullest GPU (module doc), naming the first listed plan within ``NEAR_SHARE`` of its
-    step that leaves ``roomy`` or more; None otherwise."""
+    step that leaves ``roomy`` or more; None otherwise, and None under a --max-memory
+    (``capacity_bytes`` its share of the GPU) that already keeps a twentieth free."""
+    if max_memory is not None and 1 - max_memory >= TIGHT_SHARE:
+        return None
     tight = max(TIGHT_BYTES, TIGHT_SHARE * capacity_bytes)
     if not result.plans or result.plans[0].headroom_bytes >= tight:
         return None

@@ -354,7 +354,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
             result.notes.append(hint)
     for hint in (domain_note(s.gpus, gpn, "NVLink domain" if gpn > 8 else "node"),
                  host_note(s.gpus_per_node, costs.gpu) if costs.gpu is not None else None,
-                 headroom_note(result, reserve, table.memory_bytes)):
+                 headroom_note(result, reserve, table.memory_bytes, s.max_memory)):
         result.notes += [hint] if hint else []
     request = PlanFileRequest(
         costs=jobs.options,

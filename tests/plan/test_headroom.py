@@ -44,3 +44,13 @@ def test_tight_is_a_twentieth_of_the_gpu() -> None:
     note = headroom_note(_result((10.0, 3.0), (10.0, 5.0), (10.001, 21.4)), 2 * GIB,  # type: ignore[arg-type]
                          185 * GIB)
     assert note is not None and "plan 3, 0.01% slower, leaves 21.40 GiB" in note
+
+
+def test_no_note_under_a_cap_that_keeps_a_twentieth_free() -> None:
+    """--max-memory 0.5 already keeps half the GPU free beyond the plans' share (a user
+    trial: the note suggested --max-memory 0.95, which loosens it); a cap of 0.98 keeps
+    less than a twentieth, and the note stands."""
+    tight = _result((10.0, 0.9))
+    assert headroom_note(tight, 2 * GIB, 40 * GIB, max_memory=0.5) is None  # type: ignore[arg-type]
+    assert headroom_note(tight, 2 * GIB, 0.95 * 80 * GIB, max_memory=0.95) is None  # type: ignore[arg-type]
+    assert headroom_note(tight, 2 * GIB, 0.98 * 80 * GIB, max_memory=0.98) is not None  # type: ignore[arg-type]
