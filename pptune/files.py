@@ -75,6 +75,16 @@ def first_line(exc: BaseException) -> str:
     return text[0][:200] if text else type(exc).__name__
 
 
+
+def _missing(path: Path) -> str:
+    """Why ``path`` is not there: no such file, or a symbolic link to one that is not."""
+    try:
+        if path.is_symlink():
+            return f"a symbolic link to {os.readlink(path)}, which does not exist"
+    except (OSError, ValueError):
+        pass
+    return "no such file"
+
 def read_limited(path: Path, what: str, limit_bytes: int) -> bytes:
     """The bytes of a regular file of at most ``limit_bytes``; BadInput otherwise."""
     try:
@@ -89,7 +99,7 @@ def read_limited(path: Path, what: str, limit_bytes: int) -> bytes:
         with path.open("rb") as fh:
             data = fh.read(limit_bytes + 1)
     except FileNotFoundError:
-        raise BadInput(f"{what} not found: {path} (no such file)") from None
+        raise BadInput(f"{what} not found: {path} ({_missing(path)})") from None
     except OSError as exc:
         raise BadInput(f"cannot read {what} {path}: {exc.strerror or exc}") from None
     except ValueError:  # a NUL byte in the path

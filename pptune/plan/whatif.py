@@ -195,7 +195,8 @@ def run(spec: SimSpec) -> SimRun:
             raise BadInput(str(exc)) from None
     result = simulate_table(table, schedule, p, m, v, spec.micro_batch_size, split,
                             spec.blocking_send, spec.a2a_overlap)
-    notes.append(f"the step is one pipeline's schedule on {p * key.tp * key.cp} GPUs: no "
+    gpus = p * key.tp * key.cp
+    notes.append(f"the step is one pipeline's schedule on {gpus} GPU{'s' * (gpus > 1)}: no "
                  "data-parallel gradient traffic and no optimizer step, which recommend "
                  "adds to the plans it ranks")
     peak = max((d.peak_activation_bytes for d in result.devices), default=0.0)

@@ -59,3 +59,10 @@ def test_simulate_help_says_one_value_for_what_it_prices_one_of() -> None:
     assert "comma list" not in r.stdout and "to search" not in r.stdout
     for flag in ("--tp", "--cp", "--ep", "--precision"):
         assert flag in r.stdout
+
+
+def test_the_note_counts_its_gpus_in_words() -> None:
+    """One pipeline of one stage runs on 1 GPU, not "1 GPUs" (a user trial)."""
+    one, two = sim("--pp", "1", "-m", "4", "--tp", "1"), sim("--pp", "2", "-m", "4", "--tp", "1")
+    assert "one pipeline's schedule on 1 GPU: no" in one.stderr
+    assert "one pipeline's schedule on 2 GPUs: no" in two.stderr

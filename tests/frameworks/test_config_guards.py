@@ -44,6 +44,10 @@ def test_missing_file_directory_and_invalid_path(tmp_path: Path) -> None:
         f"config file not found: {tmp_path / 'nope.yaml'} (no such file)")
     assert "is a directory" in bad(tmp_path)
     assert "the path is not valid" in bad(tmp_path / "a\x00b.yaml")
+    (tmp_path / "dangling.yaml").symlink_to(tmp_path / "gone.yaml")  # a user trial's case
+    assert bad(tmp_path / "dangling.yaml") == (
+        f"config file not found: {tmp_path / 'dangling.yaml'} (a symbolic link to "
+        f"{tmp_path / 'gone.yaml'}, which does not exist)")
 
 
 def test_huge_file_is_refused_without_reading_it(tmp_path: Path) -> None:
