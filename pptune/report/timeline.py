@@ -281,8 +281,8 @@ def timeline_text(result: Timeline, width: int = 80) -> Text:
         wide = _names_width(per_dev, span, label_w)
         # a flag and its value stay on one line (a no-break space while wrapping)
         note = ("op names left out: " + (
-            f"at {width} columns some ops are narrower than their names; --width\u00a0{wide} "
-            "names every op" if wide is not None else "some ops are narrower than their names "
+            f"at {width} columns some ops' bars are shorter than their names; --width\u00a0{wide} "
+            "names every op" if wide is not None else "some ops' bars are shorter than their names "
             f"at any --width up\u00a0to\u00a0{MAX_TIMELINE_WIDTH:,}"))
         for line in wrap_words(note, width):
             text.append("\n" + line.replace("\u00a0", " "))

@@ -271,8 +271,8 @@ def test_every_op_is_named_or_none_is() -> None:
     text = plain_timeline(r)
     assert not any(NAME.search(bar) for bar in rows_of(text).values())
     note = " ".join(text.split("idle", 1)[1].split())
-    found = re.fullmatch(r"op names left out: at 80 columns some ops are narrower than "
-                         r"their names; --width (\d+) names every op", note)
+    found = re.fullmatch(r"op names left out: at 80 columns some ops' bars are shorter "
+                         r"than their names; --width (\d+) names every op", note)
     assert found, note
     wide = plain_timeline(r, width=int(found[1]))
     assert "op names left out" not in wide
@@ -286,4 +286,4 @@ def test_ops_no_width_can_name_are_said_so() -> None:
     text = plain_timeline(simulate("1f1b", 64, 512, uniform_stages(64, 1.0, 2.0)))
     assert not any(NAME.search(bar) for bar in rows_of(text).values())
     assert " ".join(text.split("idle", 1)[1].split()) == (
-        "op names left out: some ops are narrower than their names at any --width up to 1,000")
+        "op names left out: some ops' bars are shorter than their names at any --width up to 1,000")
