@@ -266,3 +266,17 @@ def test_main_after_0_2_2_is_not_called_a_release(tmp_path: Path) -> None:
     _, _, doc = job(tmp_path, "--framework-version", "torchtitan=0.3.0")
     (text,) = messages(doc, "torchtitan-toml")
     assert "after 0.2.2" in text and "no release has that yet" in text
+
+
+def test_1f1b_with_fewer_micro_batches_than_stages_fails_at_any_gpu_count(
+        tmp_path: Path) -> None:
+    """torchtitan's micro-batches are local_batch_size // pipeline_parallel_microbatch_size
+    (distributed/pipeline_parallel.py), a rank's own: no data-parallel size changes them,
+    so Schedule1F1B's refusal of 1 < 4 is an error without --gpus too (a user trial: the
+    shipped llama4_17bx128e.toml was a warning "at dp=1, assumed")."""
+    for flags in ((), ("--gpus", "256")):
+        code, found, doc = job(tmp_path, *flags, local=1, global_batch=-1, shard=-1,
+                               schedule="1F1B")
+        assert (code, found["1f1b-m-lt-pp"]) == (1, "error"), flags
+        said = next(f["message"] for f in doc["findings"] if f["id"] == "1f1b-m-lt-pp")
+        assert "assumed" not in said

@@ -127,8 +127,11 @@ class TorchtitanAdapter(Adapter):
             run = count * micro * dp  # samples a pipeline run takes over the dp ranks
             return text + (f", and global_batch_size {run * max(1, round(total / run))}: a "
                            f"multiple of local_batch_size x dp {dp} = {run})")
-        torch_schedules.microbatch_rules(cfg, m, semantics, add, zb_h1_rounds=True, how=how,
-                                         per_step=per_step)
+
+        def every_dp(*args: Any, **values: Any) -> None:  # m: local batch // micro-batch,
+            add(*args, every_dp=True, **values)  # a rank's own, whatever the dp (check/rules.py)
+        torch_schedules.microbatch_rules(cfg, m, semantics, every_dp, zb_h1_rounds=True,
+                                         how=how, per_step=per_step)
 
     def config_rules(self, cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
         """float8 refusals the GPU decides (facts.py)."""
