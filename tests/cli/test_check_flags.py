@@ -54,9 +54,11 @@ def test_env_sets_what_a_launch_script_takes_from_its_environment(tmp_path: Path
     assert "gpus-mismatch" not in found and doc["config"]["gpus"] == 128
     assert "NNODES=16 from --env" in doc["notes"]
     fixed = SCRIPT.replace("NNODES=${NNODES:-1}", "NNODES=1")
-    _, found, _ = check_file(tmp_path / "fixed.sh", fixed, "--gpu", "h100-sxm",
-                             "--env", "NNODES=16")
+    _, found, doc = check_file(tmp_path / "fixed.sh", fixed, "--gpu", "h100-sxm",
+                               "--env", "NNODES=16")
     assert found["gpus-mismatch"] == "error"  # the script states one node itself
+    assert ("NNODES=16 from --env, replaced by the script's own assignment NNODES=1 (a "
+            "script's assignments win over its environment)") in doc["notes"]
 
 
 @pytest.mark.parametrize("value", ["NNODES", "1X=2", "A B=3", "=4"])

@@ -151,10 +151,22 @@ BOOL_FLAGS += ("--use-megatron-fsdp", "--hybrid-context-parallel",
 NOTED_FLAGS = {
     "--rampup-batch-size": "--rampup-batch-size ignored: checked at the final --global-batch-size",
 }
+# Megatron-FSDP's own state widths, flags of Megatron-LM releases after core_v0.16.1
+# (megatron/training/arguments.py, "Megatron-FSDP Arguments")
+_LATER = "not read (a Megatron-FSDP width of Megatron-LM releases after core_v0.16.1); "
+_GRADS = (_LATER + "its gradients are priced at the width --bf16/--fp16 and --grad-reduce-in-bf16 "
+          "give them (megatron/fsdp.py)")
 UNMODELLED_FLAGS: dict[str, str] = {
+    "--megatron-fsdp-main-grads-dtype": f"--megatron-fsdp-main-grads-dtype: {_GRADS}",
+    "--megatron-fsdp-grad-comm-dtype": f"--megatron-fsdp-grad-comm-dtype: {_GRADS}",
+    "--megatron-fsdp-main-params-dtype": "--megatron-fsdp-main-params-dtype: " + _LATER
+    + "its main weights are priced in FP32",
     "--tp-comm-overlap-cfg": "--tp-comm-overlap-cfg: the file's userbuffers settings are not "
     "read; the overlap is priced with Transformer Engine's defaults (costmodel/tp_overlap.py)",
 }
+# the flags above that core_v0.16.1 does not define (known_flags.py)
+LATER_FLAGS = frozenset({"--megatron-fsdp-main-grads-dtype", "--megatron-fsdp-grad-comm-dtype",
+                         "--megatron-fsdp-main-params-dtype"})
 # torchrun / torch.distributed.launch, and the deepspeed launcher (per node)
 NODES_FLAGS = ("--nnodes", "--num_nodes", "--num-nodes")
 PER_NODE_FLAGS = ("--nproc_per_node", "--nproc-per-node", "--num_gpus", "--num-gpus")

@@ -87,7 +87,10 @@ def read_megatron(text: str, ctx: Ctx) -> TrainingConfig:
     try:
         script = interpret(text, ctx.env)
         for name, value in ctx.env.items():
-            ctx.note(f"{name}={value[:40]} from --env")
+            final = script.scalars.get(name, value)
+            ctx.note(f"{name}={value[:40]} from --env" if final == value else
+                     f"{name}={value[:40]} from --env, replaced by the script's own assignment "
+                     f"{name}={final[:40]} (a script's assignments win over its environment)")
     except ShellLimit as exc:
         raise ctx.bad(f"{exc}; write the Megatron-LM arguments out plainly") from None
     except ShellSyntax as exc:

@@ -48,12 +48,14 @@ def refuse_unknown(ctx: Ctx, entry: str | None, args: Flagged, words: list[str])
     for name in bad[:6]:  # the ones the finding names (each match scans every flag)
         close = difflib.get_close_matches(name, choices, n=1)
         named.append(name + (f" (did you mean {close[0]}?)" if close else ""))
-    verb = "is not a Megatron-LM flag" if len(bad) == 1 else "are not Megatron-LM flags"
+    release = f"Megatron-LM {known_flags.TAG}"
+    verb = f"is not a flag of {release}" if len(bad) == 1 else f"are not flags of {release}"
     ctx.refuse("megatron-unknown-flag",
                f"{', '.join(named[:6])} {verb}: parse_args exits with argparse's '{entry}: "
                f"error: unrecognized arguments: {_quoted(words, set(bad))[:300]}' "
-               "(megatron/training/arguments.py: parser.parse_args() with allow_abbrev=False; "
-               f"the flags of {known_flags.TAG})")
+               "(megatron/training/arguments.py: parser.parse_args() with allow_abbrev=False); "
+               "for a later release's flags, --framework-version megatron-core=VERSION checks "
+               "the file without this rule")
 
 
 def _quoted(words: list[str], bad: set[str]) -> str:
