@@ -182,7 +182,7 @@ def test_a_timeline_too_narrow_for_its_op_names_leaves_them_all_out(cli: Cli) ->
     text = cli(*args).stdout
     rows = [line for line in text.splitlines() if line.startswith("dev")]
     assert len(rows) == 4 and not any(LABEL.search(row) for row in rows)
-    said = re.search(r"op names left out: at 80 columns some ops are narrower than their "
+    said = re.search(r"op names left out: at 80 columns some ops' bars are shorter than their "
                      r"names; --width (\d+) names every op", " ".join(text.split()))
     assert said, text
     wide = cli(*args, "--width", said[1]).stdout
