@@ -23,6 +23,7 @@ from pptune.costmodel.layout import contiguous_group
 from pptune.costmodel.presets import GpuSpec
 from pptune.errors import PptuneError
 from pptune.options import CostOptions
+from pptune.report.domain_note import domain_note, rack_host
 from pptune.schemas import Profile, TrainingConfig
 
 # the value the findings about --gpus-per-node carry (calibrate repeats them as notes)
@@ -53,6 +54,7 @@ def with_nvlink_domain(cfg: TrainingConfig, flags: CostOptions, add: Any,
                 f"{spec.gpus_per_node}): the {node} GPUs a node runs are one host of it",
                 gpus_per_node=asked, **{FLAG_VALUE: asked})
             _tp_across(cfg, asked, add)
+            _partial(cfg, asked, spec, add)
             return cfg.model_copy(update={"gpus_per_node": asked})
         add("gpus-per-node-ignored", "info",
             f"--gpus-per-node {asked} ignored: the file states a node size = {node}, and {why}",
@@ -63,12 +65,26 @@ def with_nvlink_domain(cfg: TrainingConfig, flags: CostOptions, add: Any,
     stated = "gpus_per_node" in cfg.model_fields_set
     if (stated and not (host is not None and node <= host)) or node == spec.gpus_per_node:
         _tp_across(cfg, node, add)
+        _partial(cfg, node, spec, add)
         return cfg
     add("nvlink-domain", "info", f"NVLink domain priced as {gpu}'s {spec.gpus_per_node} GPUs: "
         + (f"the {node} GPUs a node runs are one host of it" if stated
            else "the config states no node size"), gpus_per_node=spec.gpus_per_node)
     _tp_across(cfg, spec.gpus_per_node, add)
+    _partial(cfg, spec.gpus_per_node, spec, add)
     return cfg.model_copy(update={"gpus_per_node": spec.gpus_per_node})
+
+
+def _partial(cfg: TrainingConfig, domain: int, spec: GpuSpec, add: Any) -> None:
+    """An info finding when the config's GPUs are not whole domains of ``domain``: a group
+    that crosses a boundary is priced at its worst placement (report/domain_note.py), and
+    on a rack that spans hosts, the share of it that divides the job is named."""
+    if cfg.gpus is None:
+        return
+    note = domain_note(cfg.gpus, domain, "NVLink domain" if domain > 8 else "node",
+                       rack_host(spec, domain))
+    if note is not None:
+        add("nvlink-domain-partial", "info", note, gpus=cfg.gpus, gpus_per_node=domain)
 
 
 def _priced_gpu(cfg: TrainingConfig, flags: CostOptions, given: Profile | None,

@@ -1,11 +1,10 @@
 """`pptune recommend`: resolve the cost source, build the request, search.
 
-A ``RecommendSpec`` is the command's option groups (``pptune.options``):
-the job and search space (``PlanSpace``), the cost source (``CostOptions``)
-and how many plans to keep. ``recommend`` resolves what was left open (the
-costs by ``pptune.costs.resolve``, every schedule, sharding and
-recomputation when none was named, the model's batch) and records the
-groups as resolved in the plan file's ``request`` (``PlanFileRequest``).
+A ``RecommendSpec`` is the command's option groups (``pptune.options``): the job and
+search space (``PlanSpace``), the cost source (``CostOptions``) and how many plans to
+keep. ``recommend`` resolves what was left open (the costs by ``pptune.costs.resolve``,
+every schedule, sharding and recomputation when none was named, the model's batch) and
+records the groups as resolved in the plan file's ``request`` (``PlanFileRequest``).
 """
 
 from __future__ import annotations
@@ -39,7 +38,6 @@ from pptune.frameworks.registry import ADAPTERS, find
 from pptune.options import CostOptions, PlanSpace, build, fields_of
 from pptune.options.record import PlanFileRequest
 from pptune.plan.attention_share import attention_note
-from pptune.plan.domain_note import domain_note, host_note
 from pptune.plan.forced import Forced, unforced
 from pptune.plan.framework_search import (
     FrameworkSearch,
@@ -62,6 +60,7 @@ from pptune.plan.what_if import (
     nearby_batch,
 )
 from pptune.plan.written import written_kernels
+from pptune.report.domain_note import domain_note, host_note, rack_host
 
 GIB = 1024**3
 # samples per step when neither --global-batch nor the profile names one: the
@@ -352,7 +351,8 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
                               c.attention or Attention.SDPA)
         if hint:
             result.notes.append(hint)
-    for hint in (domain_note(s.gpus, gpn, "NVLink domain" if gpn > 8 else "node"),
+    for hint in (domain_note(s.gpus, gpn, "NVLink domain" if gpn > 8 else "node",
+                             rack_host(costs.gpu, gpn)),
                  host_note(s.gpus_per_node, costs.gpu) if costs.gpu is not None else None,
                  headroom_note(result, reserve, table.memory_bytes, s.max_memory)):
         result.notes += [hint] if hint else []

@@ -170,3 +170,20 @@ def test_a_stray_profile_in_the_working_folder_is_said(tmp_path: Path,
     named = CliRunner().invoke(app, ["check-config", "job.yaml", "--no-compare",
                                      "--profile", "pptune-profile.json"])
     assert "profile-from-folder" not in named.stdout
+
+
+def test_a_job_that_leaves_a_rack_part_full_names_a_share_that_divides_it() -> None:
+    """512 GB200s are 7 NVL72 racks and 8 GPUs of an eighth: groups that cross a rack are
+    priced over the NICs, and an info finding says so and names racks used as 64 (a user
+    trial found such a job priced 3.7x slower than 504 GPUs, with no word); with
+    --gpus-per-node 64 the job is whole racks and nothing is said."""
+    priced, found = domain(4, "gb200", None, gpus=512)
+    partial = [f for f in found if f[0] == "nvlink-domain-partial"]
+    assert priced == 72 and len(partial) == 1 and partial[0][1] == "info"
+    assert partial[0][2].startswith("512 GPUs fill 7 NVLink domains of 72 and 8 GPUs of one more")
+    assert "--gpus-per-node 64 prices 8 racks used as 64 GPUs each" in partial[0][2]
+    assert partial[0][3] == {"gpus": 512, "gpus_per_node": 72}
+    priced, found = domain(4, "gb200", 64, gpus=512)
+    assert priced == 64 and not [f for f in found if f[0] == "nvlink-domain-partial"]
+    assert not [f for f in domain(8, "h100-sxm", None, gpus=64)[1]
+                if f[0] == "nvlink-domain-partial"]

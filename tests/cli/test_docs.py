@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from bench import docs, docs_results
 from pptune.cli.app import app
 from pptune.frameworks.megatron import known_flags
-from pptune.frameworks.megatron.flags import MOE_BOOL_FLAGS, MOE_VALUE_FLAGS
+from pptune.frameworks.megatron.flags import LATER_FLAGS, MOE_BOOL_FLAGS, MOE_VALUE_FLAGS
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
@@ -69,8 +69,9 @@ MEGATRON_FLAGS |= set(MOE_VALUE_FLAGS) | set(MOE_BOOL_FLAGS) | {
 TORCHRUN_FLAGS = {"--nnodes", "--nproc-per-node", "--nproc",  # `--nproc_per_node` too
                   "--rdzv-backend", "--rdzv-endpoint"}
 SLURM_FLAGS = {"--ntasks-per-node", "--nodes", "--ntasks"}  # srun: tune --launcher, check-config
-# every flag Megatron-LM core_v0.16.1 defines (known_flags), beside those pptune reads
-FOREIGN = MEGATRON_FLAGS | known_flags.FLAGS | TORCHRUN_FLAGS | SLURM_FLAGS
+# every flag Megatron-LM core_v0.16.1 defines (known_flags), beside those pptune reads, and
+# later releases' flags pptune names (megatron/flags.py LATER_FLAGS)
+FOREIGN = MEGATRON_FLAGS | known_flags.FLAGS | TORCHRUN_FLAGS | SLURM_FLAGS | LATER_FLAGS
 
 
 def _prose(path: Path) -> str:

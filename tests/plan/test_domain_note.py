@@ -1,8 +1,8 @@
-"""recommend's note on a job that does not fill whole nodes (plan/domain_note.py)."""
+"""recommend's note on a job that does not fill whole nodes (report/domain_note.py)."""
 
 from __future__ import annotations
 
-from pptune.plan.domain_note import domain_note
+from pptune.report.domain_note import domain_note
 
 
 def test_whole_nodes_and_one_node_say_nothing() -> None:
@@ -38,7 +38,7 @@ def test_a_host_of_an_nvl72_asked_as_the_node_is_said() -> None:
     trays hold 4 GPUs of a 72-GPU domain, a trial typed 4 (the GPUs a host runs) and got a
     17% slower plan with no word: one note says what was priced and what the rack is."""
     from pptune.costmodel.presets import GPUS
-    from pptune.plan.domain_note import host_note
+    from pptune.report.domain_note import host_note
 
     gb200 = GPUS["gb200"]
     assert host_note(4, gb200) == (
@@ -47,3 +47,22 @@ def test_a_host_of_an_nvl72_asked_as_the_node_is_said() -> None:
     assert host_note(None, gb200) is None and host_note(72, gb200) is None
     assert host_note(64, gb200) is None  # a domain of its own, not one host
     assert host_note(4, GPUS["h100-sxm"]) is None  # an HGX host is its domain
+
+
+def test_racks_used_as_fewer_gpus_are_named_where_they_divide_the_job() -> None:
+    """A domain that spans hosts (an NVL72 of 4-GPU trays) can be used as fewer GPUs a
+    rack (a scheduler's segments of whole trays): 512 GB200s are 8 racks of 64, where
+    every group of a size dividing 64 stays inside one; the note names it (a user trial:
+    512 GPUs priced 3.7x slower than 504 with one expert-data-parallel member alone on a
+    rack's last 8 GPUs)."""
+    note = domain_note(512, 72, "NVLink domain", host=4)
+    assert note is not None and note.endswith(
+        "504 or 576 GPUs fill whole ones, or --gpus-per-node 64 prices 8 racks used as 64 "
+        "GPUs each (16 hosts of 4; a scheduler's segments of whole hosts place them so)")
+    assert domain_note(256, 72, "NVLink domain", host=4).endswith(  # type: ignore[union-attr]
+        "--gpus-per-node 64 prices 4 racks used as 64 GPUs each (16 hosts of 4; a "
+        "scheduler's segments of whole hosts place them so)")
+    assert domain_note(12, 8, "node", host=None).endswith("8 or 16 GPUs fill whole ones")
+    # no whole-host size under the rack divides 4 x 73 = 292 but 4 itself: none named
+    assert domain_note(292, 72, "NVLink domain", host=4).endswith(
+        "288 or 360 GPUs fill whole ones")

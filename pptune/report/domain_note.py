@@ -13,19 +13,38 @@ from __future__ import annotations
 from pptune.costmodel.presets import GpuSpec
 
 
-def domain_note(gpus: int, gpus_per_node: int, domain: str) -> str | None:
+def domain_note(gpus: int, gpus_per_node: int, domain: str,
+                host: int | None = None) -> str | None:
     """One line when ``gpus`` is over one node and not a multiple of ``gpus_per_node``
-    (``domain``: what a node is called, e.g. "NVLink domain"); None otherwise."""
+    (``domain``: what a node is called, e.g. "NVLink domain"); None otherwise. Where the
+    domain spans hosts of ``host`` GPUs, the note also names the largest whole-host share
+    of it that divides the job (``segment``), if that is more than one host."""
     if gpus <= gpus_per_node or gpus % gpus_per_node == 0:
         return None
     whole, rest = divmod(gpus, gpus_per_node)
     # "an NVLink domain" (en-vee-link), "a node"
     article = "an" if domain.startswith("NVLink") or domain[0].lower() in "aeio" else "a"
-    return (f"{gpus} GPUs fill {whole} {domain}{'s' * (whole > 1)} of {gpus_per_node} and "
+    text = (f"{gpus} GPUs fill {whole} {domain}{'s' * (whole > 1)} of {gpus_per_node} and "
             f"{rest} GPU{'s' * (rest > 1)} of one more: a group whose size does not divide "
-            f"{gpus_per_node} can cross {article} {domain} boundary and is priced at its worst placement "
-            f"(over the NICs); {whole * gpus_per_node} or {(whole + 1) * gpus_per_node} GPUs "
-            "fill whole ones")
+            f"{gpus_per_node} can cross {article} {domain} boundary and is priced at its worst "
+            f"placement (over the NICs); {whole * gpus_per_node} or "
+            f"{(whole + 1) * gpus_per_node} GPUs fill whole ones")
+    used = segment(gpus, gpus_per_node, host)
+    if used is None or host is None:
+        return text
+    return (text + f", or --gpus-per-node {used} prices {gpus // used} racks used as {used} "
+            f"GPUs each ({used // host} hosts of {host}; a scheduler's segments of whole "
+            "hosts place them so)")
+
+
+def segment(gpus: int, domain: int, host: int | None) -> int | None:
+    """The most GPUs of a ``domain`` that spans hosts of ``host`` a job of ``gpus`` can use
+    in each (whole hosts, dividing the job: SLURM's ``--segment`` places a job so), where
+    that is more than one host and less than the domain; None otherwise."""
+    if host is None or host >= domain:
+        return None
+    return next((d for d in range(domain - domain % host, host, -host)
+                 if d < domain and gpus % d == 0), None)
 
 
 def host_note(asked: int | None, gpu: GpuSpec) -> str | None:
@@ -38,3 +57,9 @@ def host_note(asked: int | None, gpu: GpuSpec) -> str | None:
     return (f"--gpus-per-node {asked} prices an NVLink domain of {asked} GPUs; {gpu.name}'s "
             f"NVL{gpu.gpus_per_node} joins {gpu.gpus_per_node} over NVLink, {host} a host "
             "(compute tray): leave --gpus-per-node out to price the rack")
+
+
+def rack_host(gpu: GpuSpec | None, domain: int) -> int | None:
+    """The GPUs a host of ``gpu`` holds where ``domain`` is its whole rack of several
+    hosts (an NVL72 priced as such: a share of it can divide a job), else None."""
+    return gpu.gpus_per_host if gpu is not None and domain == gpu.gpus_per_node else None
