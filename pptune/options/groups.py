@@ -58,7 +58,7 @@ _COMMA_LIST = "{flag} takes a comma list of {choices} (got {text!r})"
 
 SCHEDULE = OneOf(Schedule, "unknown schedule {value!r}; choose from {choices}")
 SCHEDULES = ListOf(Schedule, "unknown schedule {value!r}; choose from {choices}",
-                   "{flag} is empty")
+                   "{flag} is empty", unique=True)
 SHARDINGS = ListOf(Sharding, _COMMA_LIST, _COMMA_LIST, unique=True, as_text=True)
 RECOMPUTES = ListOf(Recompute, _COMMA_LIST, _COMMA_LIST, unique=True, as_text=True)
 ATTENTION = OneOf(Attention, "{flag} must be one of {choices} (got {value!r})")

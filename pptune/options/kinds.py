@@ -128,7 +128,8 @@ class PresetName(Kind[str]):
 
 
 class Ints(Kind[tuple[int, ...]]):
-    """A comma list of positive integers: ``--pp 4,8`` -> ``(4, 8)``."""
+    """A comma list of positive integers to search: ``--pp 4,8`` -> ``(4, 8)``; a repeat
+    is dropped, the first kept (``--tp 2,2`` searched every tp-2 plan twice)."""
 
     def __init__(self) -> None:
         super().__init__(str)
@@ -136,9 +137,8 @@ class Ints(Kind[tuple[int, ...]]):
     def parse(self, raw: Any, flag: str) -> tuple[int, ...] | None:
         if raw is None:
             return None
-        if isinstance(raw, str):
-            return tuple(parse_ints(raw, flag) or ())
-        return tuple(parse_ints(",".join(str(x) for x in raw), flag) or ())
+        text = raw if isinstance(raw, str) else ",".join(str(x) for x in raw)
+        return tuple(dict.fromkeys(parse_ints(text, flag) or ()))
 
     def text(self, value: tuple[int, ...] | None) -> Any:
         return None if value is None else ",".join(map(str, value))

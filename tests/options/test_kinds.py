@@ -53,7 +53,7 @@ def test_text_and_values_given_in_code_parse_alike() -> None:
     assert SHARDINGS.parse("zero1, none,zero1", "--sharding") == (Sharding.ZERO1, Sharding.NONE)
     assert SHARDINGS.parse(["zero1", Sharding.NONE], "--sharding") == (Sharding.ZERO1,
                                                                        Sharding.NONE)
-    assert SCHEDULES.parse("1f1b,1F1B", "--schedules") == (Schedule.ONE_F_ONE_B,) * 2
+    assert SCHEDULES.parse("1f1b,1F1B", "--schedules") == (Schedule.ONE_F_ONE_B,)  # once
     assert ATTENTION.parse(Attention.EAGER, "--attention") is Attention.EAGER
     assert INTS.parse([4, 8], "--pp") == INTS.parse("4,8", "--pp") == (4, 8)
     assert PATH.parse("a/b.json", "--profile") == Path("a/b.json")
@@ -89,3 +89,11 @@ def test_a_split_takes_the_runs_recommend_writes() -> None:
     assert compact_split(layers) == "5,4x14,3" and parse_split("5,4x14,3", "--split") == layers
     assert parse_split("1x4098", "--split") == [1] * 4098  # MAX_LIST_ITEMS
     assert parse_split(None, "--split") is None
+
+
+def test_a_repeated_size_is_searched_once() -> None:
+    """--tp 2,2 searched every tp-2 plan twice (a user trial: 5,184 candidates for 2,592);
+    a repeat is dropped, the first kept, order kept."""
+    assert INTS.parse("2,2", "--tp") == (2,)
+    assert INTS.parse("4,2,4,8,2", "--pp") == (4, 2, 8)
+    assert INTS.parse([8, 8], "--pp") == (8,)
