@@ -144,15 +144,16 @@ def execute(state: RunState, orders: Sequence[Sequence[CompiledOp]], runs: Seque
             transfers: list[Transfer] | None = None) -> None:
     """Run ``runs`` (``order_runs``) on ``state``. ``raw``: the raw orders, to record
     ``events`` and ``transfers`` (None: record nothing)."""
-    if raw is None:
-        _execute_untraced(state, orders, runs, costs, blocking_send)
-        return
     arrival, link_free, devices, grads_done = (state.arrival, state.link_free, state.devices,
                                                state.grads_done)
     cost_flat, exposed_flat, act_of, send_s = costs.cost, costs.exposed, costs.act, costs.send_s
     fwd_comp, bw_comp, pair_cost, stages = (costs.fwd_comp, costs.bw_comp, costs.pair_cost,
                                             costs.stages)
     p = len(devices)
+    # what records nothing tests one local an op (every search simulation)
+    trace = raw is not None and (events is not None or transfers is not None)
+    raw_ops = raw if raw is not None else ()
+    named = None
     # The loop below is the planner's hot path: no closures (their cells slow every
     # local access), every index precomputed (sim_plan.py), a device's figures in locals
     # while it runs; a pair's two outputs go through the same code as one op's one.
@@ -181,9 +182,10 @@ def execute(state: RunState, orders: Sequence[Sequence[CompiledOp]], runs: Seque
             end = start + cost
             busy += cost
             free = end
-            named = to_op(raw[d][i]) if raw is not None else None
-            if named is not None and events is not None:
-                events.append(Event(d, named, start, end))
+            if trace:
+                named = to_op(raw_ops[d][i])
+                if named is not None and events is not None:
+                    events.append(Event(d, named, start, end))
             if grows >= 0:
                 inflight += 1
                 act_now += act_of[grows]
@@ -206,70 +208,9 @@ def execute(state: RunState, orders: Sequence[Sequence[CompiledOp]], runs: Seque
                     t1 = t0 + send_s[send]
                     link_free[lk] = t1
                     arrival[g] = t1
-                    if named is not None and transfers is not None:
+                    if trace and named is not None and transfers is not None:
                         half = named.halves()[out] if b_k >= 0 else named
                         transfers.append(Transfer(d, lk - d * p, half, t0, t1))
-                    if blocking_send and t1 > free:
-                        free = t1
-        devices[d] = (free, busy, exposed, inflight, act_now, peak_inflight, peak_act)
-
-
-def _execute_untraced(state: RunState, orders: Sequence[Sequence[CompiledOp]],
-                      runs: Sequence[Run], costs: OpCosts, blocking_send: bool) -> None:
-    """``execute`` recording nothing: the same loop, the same arithmetic in the same
-    order, less its tests for events and transfers (three an op), which every search
-    simulation paid for nothing (a fifth of its loop's time)."""
-    arrival, link_free, devices, grads_done = (state.arrival, state.link_free, state.devices,
-                                               state.grads_done)
-    cost_flat, exposed_flat, act_of, send_s = costs.cost, costs.exposed, costs.act, costs.send_s
-    fwd_comp, bw_comp, pair_cost, stages = (costs.fwd_comp, costs.bw_comp, costs.pair_cost,
-                                            costs.stages)
-    for d, first, end_at in runs:
-        ops = orders[d]
-        free, busy, exposed, inflight, act_now, peak_inflight, peak_act = devices[d]
-        for i in range(first, end_at):
-            j, j2, slot, grows, frees_k, b_k, gives = ops[i]
-            start = free
-            if j >= 0:
-                ready = arrival[j]
-                if ready > start:
-                    start = ready
-            if j2 >= 0:
-                ready = arrival[j2]
-                if ready > start:
-                    start = ready
-            if b_k >= 0:  # an F&B pair: slot is its forward's stage
-                cost = pair_cost.get((slot, b_k))
-                if cost is None:
-                    cost = pair_cost[(slot, b_k)] = overlapped_pair_s(stages[slot], stages[b_k])
-                exposed += cost - fwd_comp[slot] - bw_comp[b_k]
-            else:
-                cost = cost_flat[slot]
-                exposed += exposed_flat[slot]
-            end = start + cost
-            busy += cost
-            free = end
-            if grows >= 0:
-                inflight += 1
-                act_now += act_of[grows]
-                if inflight > peak_inflight:
-                    peak_inflight = inflight
-                if act_now > peak_act:
-                    peak_act = act_now
-            if frees_k >= 0:
-                inflight -= 1
-                act_now -= act_of[frees_k]
-                grads_done[frees_k] = end
-            for g, send, lk, _ in gives:
-                if lk < 0:
-                    arrival[g] = end
-                else:
-                    t0 = link_free[lk]
-                    if end > t0:
-                        t0 = end
-                    t1 = t0 + send_s[send]
-                    link_free[lk] = t1
-                    arrival[g] = t1
                     if blocking_send and t1 > free:
                         free = t1
         devices[d] = (free, busy, exposed, inflight, act_now, peak_inflight, peak_act)
