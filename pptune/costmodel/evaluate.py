@@ -133,7 +133,14 @@ def stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLay
     """Per global stage (schedules.stage_chunk_map: under dualpipe each chunk's
     figures twice, for its down and its up copy). The result is shared: read it,
     do not change it."""
-    return _LAYOUTS.of((table, req), spec, lambda: _stage_layout(table, req, spec))
+    # keyed by what it reads: a spec's all-to-all overlap only as ``a2a_stream``, which
+    # 1f1b and interleaved-1f1b plans with and without the combined order share (a fifth
+    # of DeepSeek-V3 FP8 --framework megatron's 29,813 layouts on 256 GPUs); every other
+    # PlanSpec field is in the key (tests/costmodel/test_layout_memo.py)
+    key = (spec.schedule, spec.pp, spec.micro_batch_size, spec.num_microbatches,
+           spec.stage_layers, spec.virtual_stages, spec.rank_order, spec.sharding,
+           spec.recompute, spec.key, spec.a2a_stream, spec.recompute_layers)
+    return _LAYOUTS.of((table, req), key, lambda: _stage_layout(table, req, spec))
 
 
 def _stage_layout(table: CostTable, req: PlanRequest, spec: PlanSpec) -> StageLayout:

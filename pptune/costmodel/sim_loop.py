@@ -31,6 +31,10 @@ from pptune.costmodel.sim_records import Event, StageCost, Transfer, overlapped_
 # A device's consecutive ops: (the device, its first op's place in its order, the place
 # after its last op).
 Run = tuple[int, int, int]
+# A run as ``execute`` takes it: (the device, its first op's place, its ops). The runs
+# are kept sliced (``full_runs``, ``probe_runs``): 3.2 ops a run on average in the
+# searches, where slicing them anew in every simulation cost a twentieth of the loop.
+Sliced = tuple[int, int, tuple[CompiledOp, ...]]
 
 
 @dataclass(frozen=True)
@@ -90,14 +94,15 @@ def order_runs(orders: Sequence[Sequence[CompiledOp]], limit: Sequence[int],
         ops = orders[d]
         i = first = start[d]
         while i < limit[d]:
-            j, j2, _, _, _, _, gives = ops[i]
+            j, j2, _, _, _, _, g, _, _, more = ops[i]
             blocked = j if j >= 0 and not given[j] else j2 if j2 >= 0 and not given[j2] else -1
             if blocked >= 0:
                 waiting.setdefault(blocked, []).append(d)
                 break
-            for give in gives:
-                given[give[0]] = True
-                stack.extend(waiting.pop(give[0], ()))
+            for out in (g, *(give[0] for give in more)) if more else (g,):
+                if out >= 0:
+                    given[out] = True
+                    stack.extend(waiting.pop(out, ()))
             i += 1
         if i > first:
             runs.append((d, first, i))
@@ -107,22 +112,22 @@ def order_runs(orders: Sequence[Sequence[CompiledOp]], limit: Sequence[int],
 
 @functools.lru_cache(maxsize=128)
 def full_runs(schedule: Schedule, p: int, m: int, v: int,
-              combined: bool) -> tuple[tuple[Run, ...], tuple[int, ...]]:
-    """(``order_runs`` of the whole order from its start, where each device stopped:
-    short of its order's end only where the order deadlocks)."""
+              combined: bool) -> tuple[tuple[Sliced, ...], tuple[int, ...]]:
+    """(``order_runs`` of the whole order from its start, sliced, where each device
+    stopped: short of its order's end only where the order deadlocks)."""
     order = compiled_order(schedule, p, m, v, combined)
     start = [0] * p
     runs = order_runs(order.ops, [len(ops) for ops in order.ops], start,
                       [False] * order.n_outputs)
-    return runs, tuple(start)
+    return sliced(order.ops, runs), tuple(start)
 
 
 @functools.lru_cache(maxsize=128)
 def probe_runs(schedule: Schedule, p: int, ms: tuple[int, ...], v: int, combined: bool
-               ) -> tuple[tuple[tuple[Run, ...], tuple[Run, ...], tuple[int, ...]], ...]:
+               ) -> tuple[tuple[tuple[Sliced, ...], tuple[Sliced, ...], tuple[int, ...]], ...]:
     """Per micro-batch count of ``ms`` in turn: (the runs that take the state shared with
     the counts after it on to the start their orders still share, none for the last;
-    the runs from there to its own order's end; where each device stopped)."""
+    the runs from there to its own order's end; where each device stopped), sliced."""
     orders = [compiled_order(schedule, p, m, v, combined) for m in ms]
     start, given = [0] * p, [False] * max(o.n_outputs for o in orders)
     out = []
@@ -134,33 +139,37 @@ def probe_runs(schedule: Schedule, p: int, ms: tuple[int, ...], v: int, combined
                                 start, given)
         own_start = list(start)
         own = order_runs(order.ops, ends, own_start, list(given))
-        out.append((shared, own, tuple(own_start)))
+        out.append((sliced(order.ops, shared), sliced(order.ops, own), tuple(own_start)))
     return tuple(out)
 
 
-def execute(state: RunState, orders: Sequence[Sequence[CompiledOp]], runs: Sequence[Run],
-            costs: OpCosts, blocking_send: bool = False,
-            raw: Sequence[Sequence[RawOp]] | None = None, events: list[Event] | None = None,
-            transfers: list[Transfer] | None = None) -> None:
-    """Run ``runs`` (``order_runs``) on ``state``. ``raw``: the raw orders, to record
-    ``events`` and ``transfers`` (None: record nothing)."""
-    if raw is None:
-        _execute_untraced(state, orders, runs, costs, blocking_send)
-        return
+def sliced(orders: Sequence[Sequence[CompiledOp]], runs: Sequence[Run]) -> tuple[Sliced, ...]:
+    """``runs`` with their ops (``Sliced``)."""
+    return tuple((d, first, tuple(orders[d][first:end])) for d, first, end in runs)
+
+
+def execute(state: RunState, runs: Sequence[Sliced], costs: OpCosts,
+            blocking_send: bool = False, raw: Sequence[Sequence[RawOp]] | None = None,
+            events: list[Event] | None = None, transfers: list[Transfer] | None = None) -> None:
+    """Run ``runs`` (``order_runs``, sliced) on ``state``. ``raw``: the raw orders, to
+    record ``events`` and ``transfers`` (None: record nothing)."""
     arrival, link_free, devices, grads_done = (state.arrival, state.link_free, state.devices,
                                                state.grads_done)
     cost_flat, exposed_flat, act_of, send_s = costs.cost, costs.exposed, costs.act, costs.send_s
     fwd_comp, bw_comp, pair_cost, stages = (costs.fwd_comp, costs.bw_comp, costs.pair_cost,
                                             costs.stages)
     p = len(devices)
+    # what records nothing tests one local an op (every search simulation)
+    trace = raw is not None and (events is not None or transfers is not None)
+    raw_ops = raw if raw is not None else ()
+    named = None
     # The loop below is the planner's hot path: no closures (their cells slow every
     # local access), every index precomputed (sim_plan.py), a device's figures in locals
-    # while it runs; a pair's two outputs go through the same code as one op's one.
-    for d, first, end_at in runs:
-        ops = orders[d]
+    # while it runs, an op's first output in the op (a pair's second after the first).
+    for d, i, ops in runs:
         free, busy, exposed, inflight, act_now, peak_inflight, peak_act = devices[d]
-        for i in range(first, end_at):
-            j, j2, slot, grows, frees_k, b_k, gives = ops[i]
+        i -= 1  # the op's place in its raw order, counted where it is recorded
+        for j, j2, slot, grows, frees_k, b_k, g, send, lk, more in ops:
             start = free
             if j >= 0:
                 ready = arrival[j]
@@ -181,9 +190,11 @@ def execute(state: RunState, orders: Sequence[Sequence[CompiledOp]], runs: Seque
             end = start + cost
             busy += cost
             free = end
-            named = to_op(raw[d][i]) if raw is not None else None
-            if named is not None and events is not None:
-                events.append(Event(d, named, start, end))
+            if trace:
+                i += 1
+                named = to_op(raw_ops[d][i])
+                if named is not None and events is not None:
+                    events.append(Event(d, named, start, end))
             if grows >= 0:
                 inflight += 1
                 act_now += act_of[grows]
@@ -196,7 +207,7 @@ def execute(state: RunState, orders: Sequence[Sequence[CompiledOp]], runs: Seque
                 act_now -= act_of[frees_k]
                 # the stage's last backward (each stage's run on one device, in order)
                 grads_done[frees_k] = end
-            for g, send, lk, out in gives:
+            if g >= 0:  # its first output (a pair's forward's, out 0)
                 if lk < 0:
                     arrival[g] = end
                 else:
@@ -206,70 +217,25 @@ def execute(state: RunState, orders: Sequence[Sequence[CompiledOp]], runs: Seque
                     t1 = t0 + send_s[send]
                     link_free[lk] = t1
                     arrival[g] = t1
-                    if named is not None and transfers is not None:
-                        half = named.halves()[out] if b_k >= 0 else named
+                    if trace and named is not None and transfers is not None:
+                        half = named.halves()[0] if b_k >= 0 else named
                         transfers.append(Transfer(d, lk - d * p, half, t0, t1))
                     if blocking_send and t1 > free:
                         free = t1
-        devices[d] = (free, busy, exposed, inflight, act_now, peak_inflight, peak_act)
-
-
-def _execute_untraced(state: RunState, orders: Sequence[Sequence[CompiledOp]],
-                      runs: Sequence[Run], costs: OpCosts, blocking_send: bool) -> None:
-    """``execute`` recording nothing: the same loop, the same arithmetic in the same
-    order, less its tests for events and transfers (three an op), which every search
-    simulation paid for nothing (a fifth of its loop's time)."""
-    arrival, link_free, devices, grads_done = (state.arrival, state.link_free, state.devices,
-                                               state.grads_done)
-    cost_flat, exposed_flat, act_of, send_s = costs.cost, costs.exposed, costs.act, costs.send_s
-    fwd_comp, bw_comp, pair_cost, stages = (costs.fwd_comp, costs.bw_comp, costs.pair_cost,
-                                            costs.stages)
-    for d, first, end_at in runs:
-        ops = orders[d]
-        free, busy, exposed, inflight, act_now, peak_inflight, peak_act = devices[d]
-        for i in range(first, end_at):
-            j, j2, slot, grows, frees_k, b_k, gives = ops[i]
-            start = free
-            if j >= 0:
-                ready = arrival[j]
-                if ready > start:
-                    start = ready
-            if j2 >= 0:
-                ready = arrival[j2]
-                if ready > start:
-                    start = ready
-            if b_k >= 0:  # an F&B pair: slot is its forward's stage
-                cost = pair_cost.get((slot, b_k))
-                if cost is None:
-                    cost = pair_cost[(slot, b_k)] = overlapped_pair_s(stages[slot], stages[b_k])
-                exposed += cost - fwd_comp[slot] - bw_comp[b_k]
-            else:
-                cost = cost_flat[slot]
-                exposed += exposed_flat[slot]
-            end = start + cost
-            busy += cost
-            free = end
-            if grows >= 0:
-                inflight += 1
-                act_now += act_of[grows]
-                if inflight > peak_inflight:
-                    peak_inflight = inflight
-                if act_now > peak_act:
-                    peak_act = act_now
-            if frees_k >= 0:
-                inflight -= 1
-                act_now -= act_of[frees_k]
-                grads_done[frees_k] = end
-            for g, send, lk, _ in gives:
-                if lk < 0:
-                    arrival[g] = end
-                else:
-                    t0 = link_free[lk]
-                    if end > t0:
-                        t0 = end
-                    t1 = t0 + send_s[send]
-                    link_free[lk] = t1
-                    arrival[g] = t1
-                    if blocking_send and t1 > free:
-                        free = t1
+            if more:  # a pair's backward output
+                for g, send, lk, out in more:
+                    if lk < 0:
+                        arrival[g] = end
+                    else:
+                        t0 = link_free[lk]
+                        if end > t0:
+                            t0 = end
+                        t1 = t0 + send_s[send]
+                        link_free[lk] = t1
+                        arrival[g] = t1
+                        if trace and named is not None and transfers is not None:
+                            transfers.append(Transfer(d, lk - d * p, named.halves()[out], t0,
+                                                      t1))
+                        if blocking_send and t1 > free:
+                            free = t1
         devices[d] = (free, busy, exposed, inflight, act_now, peak_inflight, peak_act)

@@ -109,7 +109,7 @@ def simulate(
     transfers: list[Transfer] = []
     raw = raw_orders(schedule, p, m, v, combined) if keep_events else None
     runs, stopped = full_runs(schedule, p, m, v, combined)
-    execute(state, order.ops, runs, costs, blocking_send, raw, events, transfers)
+    execute(state, runs, costs, blocking_send, raw, events, transfers)
     base = _result(schedule, p, m, v, combined, order, state, stopped, device_start_s, events,
                    transfers)
     return with_allreduce(base, allreduce)
@@ -298,9 +298,9 @@ def _probes(schedule: Schedule, p: int, ms: tuple[int, ...], stages: Sequence[St
     out = []
     for i, (m, order, (on, own, stopped)) in enumerate(zip(
             ms, orders, probe_runs(schedule, p, ms, v, combined), strict=True)):
-        execute(shared, order.ops, on, costs, blocking_send)
+        execute(shared, on, costs, blocking_send)
         state = shared.copy() if i < len(ms) - 1 else shared
-        execute(state, order.ops, own, costs, blocking_send)
+        execute(state, own, costs, blocking_send)
         base = _result(schedule, p, m, v, combined, order, state, stopped, device_start_s, [],
                        [])
         out.append(with_allreduce(base, [0.0] * len(stages)))

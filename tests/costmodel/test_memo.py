@@ -72,3 +72,39 @@ def test_a_nested_pause_leaves_the_collector_off() -> None:
     finally:
         if was:
             gc.enable()
+
+
+def test_a_stage_layout_is_shared_by_what_it_reads() -> None:
+    """stage_layout's memo key: a spec's all-to-all overlap counts only as a2a_stream
+    (1f1b and interleaved keep their all-to-alls on the stream either way, the DualPipes
+    only with the overlap); every other PlanSpec field is in the key."""
+    import dataclasses
+
+    from pptune.costmodel.comm import AllReduceLink
+    from pptune.costmodel.evaluate import PlanRequest, PlanSpec, stage_layout
+    from pptune.costmodel.schedules import Schedule
+    from pptune.costmodel.simulate import Link
+    from pptune.costmodel.table import CostTable, LayerCosts
+
+    assert {f.name for f in dataclasses.fields(PlanSpec)} == {
+        "schedule", "pp", "micro_batch_size", "num_microbatches", "stage_layers",
+        "virtual_stages", "rank_order", "sharding", "recompute", "key", "a2a_overlap",
+        "recompute_layers"}
+    n, a2a = 6, [0.25] * 6  # F 1, B 2, W 0.5 a layer, an all-to-all of 0.25 s each way
+    costs = LayerCosts([1.0] * n, [2.0] * n, [0.5] * n, [100.0] * n, [5.0] * n,
+                       fwd_a2a_s=a2a, bwd_a2a_s=a2a)
+    table = CostTable(["embedding", *[f"block{i}" for i in range(n - 2)], "head"],
+                      [2e6] * n, 2, {1: costs}, 128, 1e12, Link(0.0), Link(0.0),
+                      AllReduceLink(0.0, 1e9), AllReduceLink(0.0, 1e9))
+    req = PlanRequest(gpus=2, global_batch=4, reserve_bytes=0.0)
+    plain = PlanSpec(Schedule.ONE_F_ONE_B, 2, 1, 4, (3, 3))
+    combined = dataclasses.replace(plain, a2a_overlap=True)
+    assert stage_layout(table, req, plain) is stage_layout(table, req, combined)
+    # the DualPipes hide the all-to-all only with the overlap: another layout, whose
+    # stages keep the all-to-alls apart (F 2 x 1 + 2 x 0.25 on the stream, or folded in)
+    pairs = PlanSpec(Schedule.DUALPIPEV, 2, 1, 4, (2, 1, 1, 2))
+    hidden = stage_layout(table, req, dataclasses.replace(pairs, a2a_overlap=True))
+    folded = stage_layout(table, req, pairs)
+    assert hidden is not folded
+    assert (hidden.stages[0].fwd_s, hidden.stages[0].fwd_comm_s) == (2.0, 0.5)
+    assert (folded.stages[0].fwd_s, folded.stages[0].fwd_comm_s) == (2.5, 0.0)
