@@ -201,8 +201,8 @@ CASES: list[Case] = [
     (["recommend", "--gpus", "8", "--micro-batch-sizes", "1,,2"], 2, ("--micro-batch-sizes",)),
     (["recommend", "--gpus", "8", "--micro-batch-sizes", "0"], 2, ("--micro-batch-sizes",)),
     (["recommend", "--gpus", "8", "--micro-batch-sizes", "1,x"], 2, ("--micro-batch-sizes",)),
-    (["recommend", "--gpus", "8", "--micro-batch-sizes", ",".join(["1"] * 100)], 2,
-     ("--micro-batch-sizes",)),
+    (["recommend", "--gpus", "8", "--micro-batch-sizes", ",".join(map(str, range(1, 101)))], 2,
+     ("--micro-batch-sizes",)),  # 100 sizes (a repeat is searched once: 1 x 100 is one)
     (["recommend", "--gpus", "8", "--micro-batch-sizes", "9999999"], 2, ("micro-batch size",)),
     (["recommend", "--gpus", "8", "--virtual-stages", "1"], 2, ("--virtual-stages",)),
     (["recommend", "--gpus", "8", "--virtual-stages", "2,,3"], 2, ("--virtual-stages",)),
