@@ -377,6 +377,17 @@ def test_megatron_tp_pp_dp_mapping_with_cp_and_a_pipeline_is_refused(tmp_path: P
     code, found, _ = check(tmp_path, "run.sh", text.replace("--use-tp-pp-dp-mapping", ""),
                            "--gpu", "h100-sxm")
     assert "megatron-cp-rank-order" not in found
+    # the expert groups' dp is world / (etp x pp): at etp = tp 1 x cp 2 it is the dense
+    # world / (tp x cp x pp), and megatron-core asserts nothing (Megatron-LM's functional
+    # test gpt3_mcore_te_tp2_pp2_cp2_etp4_dp_last runs tp 2, cp 2, etp 4 so)
+    code, found, _ = check(tmp_path, "run.sh", text.replace(
+        "--use-tp-pp-dp-mapping", "--use-tp-pp-dp-mapping --expert-tensor-parallel-size 2"),
+        "--gpu", "h100-sxm")
+    assert "megatron-cp-rank-order" not in found
+    code, found, _ = check_file(tmp_path / "run.sh", text.replace(
+        "--use-tp-pp-dp-mapping", "--use-tp-pp-dp-mapping --expert-tensor-parallel-size 4"),
+        "--gpu", "h100-sxm", by="message")
+    assert "= 2/4" in found["megatron-cp-rank-order"]
 
 
 OWN = ("model: llama3-8b\ngpus: 8\ntp: 1\ncp: 2\nprecision: fp8\n{recipe}pp: 1\ndp: 4\n"

@@ -177,13 +177,34 @@ def _prescan(text: str, name: str) -> None:
 def parse_yaml(text: str, name: str, repeated: list[Repeated] | None = None) -> Any:
     """YAML via libyaml when present (about five times faster), else pure Python; each
     mapping's repeated keys go to ``repeated`` (the last value is kept)."""
+    data = _guarded(text, name, lambda loader: _load(loader, repeated))
+    check_depth(data, name)
+    return data
+
+
+def yaml_node(text: str, name: str) -> yaml.Node | None:
+    """The YAML node tree, under parse_yaml's guards: each scalar as written (its text
+    and resolved tag), for a reader that must see a value's text as another tool does
+    (a launcher that hands yq's text of each value to bash), not as the Python value
+    PyYAML's YAML 1.1 rules would type it."""
+
+    def compose(loader: Any) -> Any:
+        try:
+            return loader.get_single_node()
+        finally:
+            loader.dispose()
+
+    return _guarded(text, name, compose)  # type: ignore[no-any-return]
+
+
+def _guarded(text: str, name: str, load: Any) -> Any:
+    """``load(loader)`` on a SafeLoader of ``text``: aliases and deep nesting refused
+    (``_prescan``), every YAML error one line naming the file."""
     try:
         if _FAST_LOADER is not None:
             _prescan(text, name)
-            # a SafeLoader: no tags, no objects
-            data = _load(_FAST_LOADER(text), repeated)
-        else:
-            data = _load(_NoAliasLoader(text), repeated)  # a SafeLoader subclass
+            return load(_FAST_LOADER(text))  # a SafeLoader: no tags, no objects
+        return load(_NoAliasLoader(text))  # a SafeLoader subclass
     except _AliasFound as exc:
         raise Refused(
             f"{name} line {exc.line}: YAML alias *{exc.anchor[:40]} is not supported; "
@@ -200,8 +221,6 @@ def parse_yaml(text: str, name: str, repeated: list[Repeated] | None = None) -> 
         raise Refused(_too_deep(name)) from None
     except ValueError as exc:  # an integer with thousands of digits, a bad date
         raise BadInput(f"{name} is not valid YAML: {first_line(exc)}") from None
-    check_depth(data, name)
-    return data
 
 
 def _load(loader: Any, repeated: list[Repeated] | None) -> Any:

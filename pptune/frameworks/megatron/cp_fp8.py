@@ -119,16 +119,22 @@ def _cp(r: FlagReader, fields: dict[str, Any]) -> None:
     if cp == 1:
         return
     fields["cp_comm"] = comm
-    pp = fields.get("pp") or 1
+    pp, tp = fields.get("pp") or 1, fields.get("tp") or 1
+    # the expert groups hold no cp: their dp, world / (etp x pp) at ep 1, is the dense
+    # one, world / (tp x cp x pp), only where --expert-tensor-parallel-size (tp unless
+    # given) is tp x cp
+    etp = r.number("--expert-tensor-parallel-size") if r.flags.has(
+        "--expert-tensor-parallel-size") else tp
     if r.flags.has("--use-tp-pp-dp-mapping") and pp > 1 and not r.flags.has(
-            "--expert-model-parallel-size"):
+            "--expert-model-parallel-size") and etp is not None and etp != tp * cp:
         ctx.refuse("megatron-cp-rank-order",
                    f"--use-tp-pp-dp-mapping with --context-parallel-size {cp} and pp {pp}: "
                    "megatron-core asserts 'When not using pp-last rank ordering, the data "
                    "parallel size of the attention and moe layers must be the same' "
                    "(megatron/core/parallel_state.py initialize_model_parallel: the expert "
-                   "groups hold no cp, so their dp is cp times the dense one); drop "
-                   "--use-tp-pp-dp-mapping")
+                   "groups hold no cp, so their data-parallel size is the dense one's x tp x "
+                   f"cp / --expert-tensor-parallel-size = {tp * cp}/{etp}); drop "
+                   f"--use-tp-pp-dp-mapping, or set --expert-tensor-parallel-size {tp * cp}")
     seq = fields.get("seq_len")
     if seq is not None and seq % (2 * cp):
         ctx.refuse("megatron-cp-seq",

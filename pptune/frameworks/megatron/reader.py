@@ -39,6 +39,7 @@ from pptune.frameworks.common.fields import (
 )
 from pptune.frameworks.common.shell import Script, ShellLimit, ShellSyntax, interpret
 from pptune.frameworks.common.shell_state import holds_unresolved, unresolved
+from pptune.frameworks.megatron import functional_yaml
 from pptune.frameworks.megatron.a2a import read_a2a_overlap
 from pptune.frameworks.megatron.cp_fp8 import read_cp_fp8
 from pptune.frameworks.megatron.flags import (
@@ -79,13 +80,18 @@ _SIGNAL = re.compile(
 
 def looks_like_megatron(text: str) -> bool:
     """Content test for format detection: a ``pretrain_*.py`` launch (outside a
-    comment line) or lines that start with Megatron-LM flags."""
-    return _SIGNAL.search(text) is not None
+    comment line), lines that start with Megatron-LM flags, or a functional-test config's
+    top-level ``MODEL_ARGS:`` (functional_yaml.py)."""
+    return _SIGNAL.search(text) is not None or functional_yaml.looks_like(text)
 
 
 def read_megatron(text: str, ctx: Ctx) -> TrainingConfig:
+    """A launch script or argument file; a functional-test config is read as the launch
+    its launcher runs (functional_yaml.py: its ENV_VARS are the job's environment)."""
+    job = functional_yaml.launch(text, ctx)
+    source = text if job is None else job
     try:
-        script = interpret(text, ctx.env)
+        script = interpret(source, ctx.env)
         for name, value in ctx.env.items():
             final = script.scalars.get(name, value)
             ctx.note(f"{name}={value[:40]} from --env" if final == value else
@@ -102,14 +108,14 @@ def read_megatron(text: str, ctx: Ctx) -> TrainingConfig:
     refuse_unknown(ctx, entry_script(script), args, arg_words)
     launcher = parse_flags(launcher_words, bools=())
     reader = FlagReader(ctx, args)
-    shape = srun_launch(text, launcher_words, ctx)
+    shape = srun_launch(source, launcher_words, ctx)
     fields = _fields(reader, launcher, script.scalars, shape)
     # a model's settings for a launcher to source are not the whole command line, as a
     # script's that forwards words is not
     supplied = supplied_elsewhere(args, sourced_settings(script) or forwards(arg_words))
     _positions(reader, fields["seq_len"], supplied)
     fsdp_rules(reader, script.scalars, supplied)
-    environment(ctx, script, launched=launcher_words is not arg_words,
+    environment(ctx, script, launched=job is not None or launcher_words is not arg_words,
                 fsdp=args.has("--use-megatron-fsdp") or args.has("--use-torch-fsdp2"))
     _note_shell(ctx, script, launcher_words + arg_words, args)
     ctx.semantics.flag_lines = flag_lines(text, {*args.values, *launcher.values,
