@@ -131,3 +131,19 @@ def test_a_later_releases_flag_names_the_release_and_the_way_past_it(tmp_path: P
         "--megatron-fsdp-main-grads-dtype: not read (a Megatron-FSDP width of Megatron-LM "
         "releases after core_v0.16.1)")
     assert not any("--megatron-fsdp-main-grads-dtype" in n for n in doc["notes"])
+
+
+def test_a_hybrid_model_is_warned_as_not_modelled(tmp_path: Path) -> None:
+    """--is-hybrid-model (Mamba layers; the Hugging Face reader refuses hybrids) and
+    --moe-latent-size were listed as ignored while every layer was priced as a transformer
+    block (a trial on Megatron-LM's nemotron3 tests): each is a warning naming what is
+    priced instead."""
+    code, found, doc = launch(tmp_path, "--is-hybrid-model --hybrid-override-pattern M*M- "
+                              "--moe-latent-size 1024")
+    assert code == 0, found
+    warned = [f["message"] for f in doc["findings"] if f["id"] == "megatron-unmodelled-flag"
+              and f["severity"] == "warning"]
+    assert any(m.startswith("--is-hybrid-model: hybrid models' Mamba") for m in warned)
+    assert any(m.startswith("--hybrid-override-pattern: hybrid models' Mamba") for m in warned)
+    assert any(m.startswith("--moe-latent-size: the experts' latent") for m in warned)
+    assert not any("--is-hybrid-model" in n for n in doc["notes"])

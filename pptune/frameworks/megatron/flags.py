@@ -163,10 +163,17 @@ UNMODELLED_FLAGS: dict[str, str] = {
     + "its main weights are priced in FP32",
     "--tp-comm-overlap-cfg": "--tp-comm-overlap-cfg: the file's userbuffers settings are not "
     "read; the overlap is priced with Transformer Engine's defaults (costmodel/tp_overlap.py)",
+    # hybrid (Mamba) models, which the Hugging Face reader refuses: read, the rest of the
+    # file is still checked, but its step and memory are not this model's
+    **{flag: f"{flag}: hybrid models' Mamba (state-space) layers are not modelled; every "
+       "layer is priced as a transformer block, so step and memory are not this model's"
+       for flag in ("--is-hybrid-model", "--hybrid-override-pattern", "--hybrid-layer-pattern")},
+    "--moe-latent-size": "--moe-latent-size: the experts' latent projection is not modelled; "
+    "expert GEMMs are priced at the hidden size",
 }
 # the flags above that core_v0.16.1 does not define (known_flags.py)
 LATER_FLAGS = frozenset({"--megatron-fsdp-main-grads-dtype", "--megatron-fsdp-grad-comm-dtype",
-                         "--megatron-fsdp-main-params-dtype"})
+                         "--megatron-fsdp-main-params-dtype", "--hybrid-layer-pattern"})
 # torchrun / torch.distributed.launch, and the deepspeed launcher (per node)
 NODES_FLAGS = ("--nnodes", "--num_nodes", "--num-nodes")
 PER_NODE_FLAGS = ("--nproc_per_node", "--nproc-per-node", "--num_gpus", "--num-gpus")
