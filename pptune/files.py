@@ -75,7 +75,6 @@ def first_line(exc: BaseException) -> str:
     return text[0][:200] if text else type(exc).__name__
 
 
-
 def _missing(path: Path) -> str:
     """Why ``path`` is not there: no such file, or a symbolic link to one that is not."""
     try:
@@ -84,6 +83,7 @@ def _missing(path: Path) -> str:
     except (OSError, ValueError):
         pass
     return "no such file"
+
 
 def read_limited(path: Path, what: str, limit_bytes: int) -> bytes:
     """The bytes of a regular file of at most ``limit_bytes``; BadInput otherwise."""
