@@ -132,7 +132,7 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1,
 
 def as_written(path: str, folder: Path) -> str:
     """``path`` as a file in ``folder`` names it: check-config resolves a config's
-    hf_config against the config's own folder (check/costs.py ``config_shape``), so
+    hf_config against the config's own folder (check/shape.py ``config_shape``), so
     relative to ``folder`` where the two share a folder below the filesystem's root,
     else absolute (nothing shared but the root, or another drive)."""
     target, base = Path(path).resolve(), folder.resolve()

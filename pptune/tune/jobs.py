@@ -33,10 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pptune.check.costs import config_shape, layout_options, size_conflicts, stated_model
+from pptune.check.costs import layout_options, stated_model
 from pptune.check.domain import FLAG_VALUE
 from pptune.check.profile_match import describe
 from pptune.check.rules import CheckOptions, CheckReport, check
+from pptune.check.shape import config_shape, size_conflicts
 from pptune.check.verdicts import DP_ASSUMED
 from pptune.costmodel import presets
 from pptune.costmodel.calibration import Factors
@@ -202,7 +203,7 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None,
 def _named_is_stated(m: Measurement, read: ReadResult, shape: ModelShape, model: str | None,
                      hf_config: Path | None) -> None:
     """BadInput when --model or --hf-config names a model whose sizes the file contradicts
-    (check-config's model-mismatch warning, ``check.costs.size_conflicts``): calibrating
+    (check-config's model-mismatch warning, ``check.shape.size_conflicts``): calibrating
     it would fit the named model's name to another model's step."""
     differ = size_conflicts(read.config, shape)
     if not differ:

@@ -85,3 +85,4 @@ def test_a_written_hf_model_with_mtp_is_checked_without_it(tmp_path: Path) -> No
     assert said == ["using the config's 0 MTP layers instead of 1"]
     assert doc["derived"]["step_time_s"] == out.plan.step_time_s
     assert max(doc["derived"]["peak_memory_bytes"]) == max(out.plan.peak_memory_bytes)
+
