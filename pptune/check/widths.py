@@ -21,7 +21,7 @@ def optimizer_widths(cfg: TrainingConfig) -> dict[str, Any]:
     beside it), its unsharded gradients (the reduce dtype) and sharded ones (the
     weights' dtype), Megatron-FSDP's queue of unsharded gradient buckets, and the bytes
     ZeRO-Offload keeps on the host."""
-    bf16 = cfg.main_grads_dtype == "bf16"
+    bf16 = cfg.main_grads_dtype in ("fp16", "bf16")  # a 16-bit buffer: 2 bytes either way
     moments = moment_bytes(cfg.exp_avg_dtype or "fp32", cfg.exp_avg_sq_dtype or "fp32")
     # DeepSpeed's communication_data_type: gradients held at their width, reduced in 16 bits
     wire = {"grad_bytes_factor": 0.5} if cfg.grad_reduce_dtype in ("fp16", "bf16") else {}

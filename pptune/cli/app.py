@@ -213,7 +213,8 @@ def recommend_cmd(
             raise BadInput(f"--emit {emit} with --framework {framework}: the plans ranked are "
                            f"those {framework}'s files state; give --emit {framework}, or "
                            "drop --framework to rank every plan")
-    req = planning.RecommendSpec(space, costs, top, emit, framework)
+    req = planning.RecommendSpec(space, costs, top, emit, framework,
+                                 jobs_gradients=not given(ctx, "grad_compression"))
     _check_width(out.width)
     if train_tokens is not None:
         found = limits.problem("--train-tokens", train_tokens, 0, limits.MAX_TRAIN_TOKENS, lo_open=True)

@@ -364,7 +364,8 @@ class PlanSpace:
         2, "--recompute-every", kind=INT,
         help="selective: checkpoint every N-th block (torchtitan's selective_ac_option)")
     grad_compression: str = option("none", "--grad-compression", kind=STR,
-                                   help="none, fp16, bf16 or topk:FRACTION")
+                                   help="none, fp16, bf16 or topk:FRACTION [default: none; recommend "
+                                   "on a calibrated profile: its jobs' 16-bit gradient buffer]")
     overlap_grad_reduce: bool = option(
         True, "--overlap-grad-reduce/--no-overlap-grad-reduce", kind=BOOL,
         help="reduce gradients in buckets during the last backward (DDP, Megatron-LM "

@@ -39,13 +39,8 @@ from pptune.options import CostOptions, PlanSpace, build, fields_of
 from pptune.options.record import PlanFileRequest
 from pptune.plan.attention_share import attention_note
 from pptune.plan.forced import Forced, unforced
-from pptune.plan.framework_search import (
-    FrameworkSearch,
-    as_built,
-    check_moments,
-    grad_reduction,
-    parse_framework,
-)
+from pptune.plan.framework_search import FrameworkSearch, as_built, check_moments, parse_framework
+from pptune.plan.gradients import gradients
 from pptune.plan.headroom import headroom_note
 from pptune.plan.jobs import Jobs, held, recorded
 from pptune.plan.reserve import check_reserve, reserve_bytes, within_memory
@@ -80,6 +75,8 @@ class RecommendSpec:
     # rank only the plans this framework's files state (recommend --framework):
     # plan/framework_search.py; its kernels too, as ``written_as``'s
     framework: str | None = None
+    # --grad-compression not given: a calibrated profile's jobs' widths (plan/gradients.py)
+    jobs_gradients: bool = False
 
     @property
     def files_of(self) -> str | None:
@@ -193,9 +190,11 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         check_moments(spec.framework, (spec.space.exp_avg_dtype.value,
                                        spec.space.exp_avg_sq_dtype.value), "--framework")
     s = spec.space
-    widths, c = grad_reduction(s.grad_compression, spec.files_of,  # as its files state it
-                               "--framework" if spec.framework else "--emit", spec.costs)
-    spec = replace(spec, costs=c)
+    compression, widths, c, held_note = gradients(  # as its files state it
+        s.grad_compression, spec.files_of, "--framework" if spec.framework else "--emit",
+        spec.costs, spec.jobs_gradients)
+    s = replace(s, grad_compression=compression)
+    spec = replace(spec, costs=c, space=s)
     recomputes = s.recompute or tuple(Recompute)
     shardings = s.sharding or tuple(Sharding)
     if s.sharded_optimizer:
@@ -223,7 +222,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
                   s.max_memory)
     if s.max_memory is not None:
         costs = within_memory(costs, s.max_memory)
-    notes = [*ranked, *costs.notes, f"costs: {costs.described}"]
+    notes = [*ranked, *costs.notes, f"costs: {costs.described}", *filter(None, [held_note])]
     table = costs.table
     gpn = s.gpus_per_node or (costs.gpu.gpus_per_node if costs.gpu is not None else 8)
     keys = ((costs.key,) if given or costs.shape is None or costs.gpu is None

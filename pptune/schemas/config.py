@@ -138,10 +138,12 @@ class TrainingConfig(Strict):
         "modules: recompute_modules only (pptune's own files; Megatron-LM states it as "
         "selective with --recompute-modules)"
     )
-    main_grads_dtype: Literal["fp32", "bf16"] | None = Field(
+    main_grads_dtype: Literal["fp32", "fp16", "bf16"] | None = Field(
         None, description="the gradient buffer's width, in which gradients accumulate and "
         "are reduced over data parallelism (Megatron-LM --main-grads-dtype with "
-        "--use-precision-aware-optimizer, torchtitan FSDP's mixed_precision_reduce; default fp32)"
+        "--use-precision-aware-optimizer, --grad-reduce-in-bf16, FP16 under --fp16 without "
+        "--accumulate-allreduce-grads-in-fp32; torchtitan FSDP's mixed_precision_reduce; "
+        "default fp32)"
     )
     grad_reduce_dtype: Literal["fp32", "fp16", "bf16"] | None = Field(
         None, description="the width gradients are reduced in over data parallelism where "

@@ -265,6 +265,11 @@ class Calibration(Strict):
     fp8_param_gather: bool | None = Field(
         None, description="an FP8 job's weights kept and gathered in FP8 (Megatron-LM "
         "--fp8-param-gather)")
+    main_grads_dtype: Literal["fp32", "fp16", "bf16"] | None = Field(
+        None, description="the jobs' gradient buffer width, as check-config read their configs "
+        "(Megatron-LM: FP16 under --fp16 without --accumulate-allreduce-grads-in-fp32, BF16 "
+        "with --grad-reduce-in-bf16): recommend prices its plans' gradients so unless "
+        "--grad-compression is given; None: a profile written before this key (FP32)")
     warnings: list[str] = Field(
         default_factory=list, description="what makes the factors doubtful: residuals or "
         "held-out errors over pptune calibrate's threshold")

@@ -125,6 +125,7 @@ def calibrate(jobs: list[Job]) -> Outcome:
                       fp8_param_gather=first.read.config.fp8_param_gather if low else None,
                       tp_comm_overlap=ran.overlaps_tp, cross_entropy=ran.loss_kernels.value,
                       swiglu=ran.swiglu_kernels.value, wgrad_accum=ran.wgrad.value,
+                      main_grads_dtype=first.read.config.main_grads_dtype or "fp32",
                       warnings=doubts(jobs, res, held, parts, reserves, reserve))
     c = first.read.config
     sizes = tuple(sorted(set(DEFAULT_MICRO_BATCH_SIZES) | {c.micro_batch_size}))

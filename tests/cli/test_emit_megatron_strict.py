@@ -47,7 +47,11 @@ CASES = {
     # priced with an FP32 gradient buffer, which --fp16 keeps only with this flag
     "fp16": ([*L8, "--precision", "fp16", "--sharding", "zero1", "--pp", "2"],
              ["--fp16", "--accumulate-allreduce-grads-in-fp32"]),
+    # priced with a 16-bit buffer: --fp16's own (no --grad-reduce-in-bf16, which needs --bf16)
+    "fp16-held": ([*L8, "--precision", "fp16", "--sharding", "zero1", "--pp", "2",
+                   "--grad-compression", "fp16"], ["--fp16"]),
 }
+ABSENT = {"fp16-held": ("--accumulate-allreduce-grads-in-fp32", "--grad-reduce-in-bf16")}
 
 
 def _args(text: str) -> list[str]:
@@ -64,6 +68,7 @@ def test_an_emitted_script_passes_strict(tmp_path: Path, case: str) -> None:
     args = _args(text)
     for flag in stated:
         assert flag in args, flag
+    assert not set(ABSENT.get(case, ())) & set(args)
     predicted = float(text.split("# predicted: step ")[1].split(" s,")[0])
     r = runner.invoke(app, ["check-config", str(tmp_path / SCRIPT), "--strict", "--output",
                             "json", "--no-compare"])

@@ -449,6 +449,26 @@ def test_megatron_grad_reduce_in_bf16_halves_the_gradient_buffer(tmp_path: Path)
     assert saved == pytest.approx(2 * 8.03e9, rel=0.01)
 
 
+def test_megatron_fp16_keeps_fp16_gradients_unless_accumulated_in_fp32(
+        tmp_path: Path) -> None:
+    """validate_args turns accumulate_allreduce_grads_in_fp32 on only under --bf16: under
+    --fp16 DDP's gradient buffer takes the parameters' dtype, FP16, 2 bytes a parameter
+    (8.03e9 parameters: 16.1 GB less a GPU than FP32, as --grad-reduce-in-bf16 saves under
+    --bf16), and --accumulate-allreduce-grads-in-fp32 keeps it FP32."""
+    def fp16(flags: str) -> dict:
+        text = RECIPE.format(cp=2, cp_flags=flags, seq=8192, fp8="").replace("--bf16 ", "--fp16 ")
+        code, _, doc = check(tmp_path, "fp16.sh", text, "--gpu", "h100-sxm")
+        assert code == 0 and doc["config"]["precision"] == "fp16", doc["findings"]
+        return doc
+    _, _, bf16 = mega(tmp_path, fp8="")
+    held, wide = fp16(""), fp16("--accumulate-allreduce-grads-in-fp32")
+    assert held["config"]["main_grads_dtype"] == "fp16"
+    assert wide["config"]["main_grads_dtype"] is None
+    saved = max(wide["derived"]["peak_memory_bytes"]) - max(held["derived"]["peak_memory_bytes"])
+    assert saved == pytest.approx(2 * 8.03e9, rel=0.01)
+    assert max(wide["derived"]["peak_memory_bytes"]) == max(bf16["derived"]["peak_memory_bytes"])
+
+
 def test_a_pptune_file_states_torchao_float8(tmp_path: Path) -> None:
     """recommend --fp8-kernels torchao --emit pptune writes fp8_kernels, and check-config
     of the file prices the plan's memory and step as recommend did."""

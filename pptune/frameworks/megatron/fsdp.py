@@ -113,7 +113,7 @@ def sixteen_bit_grads(flags: Flagged, fields: dict[str, Any]) -> bool:
     and under --bf16 with --grad-reduce-in-bf16 (or --main-grads-dtype bf16), the
     ``main_grads_dtype`` widths.py read; training.py hands that to Megatron-FSDP as
     grad_reduce_in_fp32."""
-    return fields.get("main_grads_dtype") == "bf16" or (
+    return fields.get("main_grads_dtype") in ("fp16", "bf16") or (
         flags.has("--fp16") and not flags.has("--accumulate-allreduce-grads-in-fp32"))
 
 

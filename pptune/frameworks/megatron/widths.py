@@ -1,6 +1,7 @@
 """Megatron-LM's training-state widths: the precision-aware optimizer's
 (``--use-precision-aware-optimizer`` with ``--main-grads-dtype``, ``--exp-avg-dtype``,
-``--exp-avg-sq-dtype``) and the gradient buffer's (``--grad-reduce-in-bf16``), read and
+``--exp-avg-sq-dtype``) and the gradient buffer's (``--grad-reduce-in-bf16``; FP16 under
+``--fp16`` without ``--accumulate-allreduce-grads-in-fp32``), read and
 checked by megatron-core's own rules (core_r0.16 / megatron-core 0.16.1)."""
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def read_widths(r: FlagReader, fields: dict[str, Any]) -> None:
             and fields.get("main_grads_dtype") is None):
         fields["main_grads_dtype"] = "bf16"
     # validate_args turns accumulate_allreduce_grads_in_fp32 on only under --bf16: under
-    # --fp16 the buffer takes the parameters' dtype, FP16, unless
-    # --accumulate-allreduce-grads-in-fp32 (which --emit megatron states for FP16 plans).
-    # Not read so yet: a calibrated profile would then carry the FP16 buffer's memory into
-    # the reserve of plans priced with FP32 ones (docs/limits.md)
+    # --fp16 the buffer takes the parameters' dtype, FP16, unless the flag says otherwise
+    if (r.flags.has("--fp16") and not r.flags.has("--accumulate-allreduce-grads-in-fp32")
+            and fields.get("main_grads_dtype") is None):
+        fields["main_grads_dtype"] = "fp16"
