@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 from pptune.errors import BadInput
@@ -34,7 +35,10 @@ def read_log(path: Path, framework: Framework | str) -> JobLog:
     adapter = ADAPTERS[fmt]
     data = read_limited(Path(path), "log file", MAX_LOG_BYTES)
     text = data.decode("utf-8", errors="replace")
-    log = adapter.read_log(text)
+    whole, cut = _whole_lines(text)
+    log = adapter.read_log(whole)
+    if log is not None and cut:
+        log = replace(log, notes=(*log.notes, cut))
     nemo = _nemo_hint(text) if log is None or not log.steps else ""
     if nemo:
         raise BadInput(f"--log {path} is a NeMo log ({nemo}); pptune reads no NeMo log: give "
@@ -58,6 +62,19 @@ def read_log(path: Path, framework: Framework | str) -> JobLog:
     raise BadInput(f"--log {path} has no {adapter.title} iteration lines{said}; give the job's "
                    "own log (stdout of its rank that prints them), or its seconds per step "
                    "with --step-s instead of --log")
+
+
+def _whole_lines(text: str) -> tuple[str, str]:
+    """The log without a last line the job had not finished writing (a log copied from a
+    running job: ``elapsed time per iteration (ms): 1`` cut from ``1234.5``), and a note
+    saying so; "" where the log ends with a line break."""
+    if not text or text.endswith(("\n", "\r")):
+        return text, ""
+    head, _, tail = text.rpartition("\n")
+    if not tail.strip():
+        return text, ""
+    return head + "\n" if head else "", ("its last line has no line break (a job still "
+                                          "writing it): left out")
 
 
 def _nemo_hint(text: str) -> str:

@@ -70,9 +70,10 @@ def logged_flops(log: JobLog, used: tuple[int, ...], size: JobSize, shape: Model
     over) against the nearest of the framework's ``counts``; None where the lines print
     no TFLOP/s or the framework has no count."""
     per_line = []
+    wanted = set(used)  # a long log's lines: a tuple's lookups made this quadratic
     for s in log.steps:
         seconds = seconds_of(s, size)
-        if s.iteration in used and s.tflops_per_gpu and seconds:
+        if s.iteration in wanted and s.tflops_per_gpu and seconds:
             per_line.append((s.iteration, s.tflops_per_gpu * 1e12 * size.gpus * seconds))
     if not per_line or not counts:
         return None

@@ -46,6 +46,13 @@ def megatron_iteration(iteration: int, ms: float, tflops: float | None = None,
     return log_string
 
 
+def megatron_after_first(first_ms: float, ms: float, n: int = 10) -> float:
+    """What megatron-core 0.16 on prints on the line after a run's first iteration, when
+    every later iteration takes ``ms``: the mean over the run's first ``n`` iterations,
+    the first included (training.py ``should_reset = not is_first_iteration``)."""
+    return (first_ms + (n - 1) * ms) / n
+
+
 def megatron_world(world: int, dp: int) -> str:
     """megatron/training/arguments.py ``validate_args``, on rank 0 at start-up."""
     return (f"using world size: {world}, data-parallel size: {dp}, context-parallel size: 1, "
@@ -107,20 +114,24 @@ def deepspeed_timer(step: int, step_s: float, max_gb: float, batch: int = 64) ->
 def test_megatron_iteration_lines_and_memory(tmp_path: Path) -> None:
     lines = [megatron_iteration(1, 19138.8, 80.2), megatron_memory(0, 1, 16334.0),
              megatron_memory(2, 1, 13236.0)]
+    printed = megatron_after_first(19138.8, 12936.1)  # 13556.37 ms, 113.3 TFLOP/s
+    lines += [megatron_iteration(10, printed, 118.7 * 12936.1 / printed)]
     lines += [megatron_iteration(i, ms, 118.7) for i, ms in
-              ((10, 12936.1), (20, 12900.0), (30, 13050.5), (40, 12990.0))]
+              ((20, 12900.0), (30, 13050.5), (40, 12990.0))]
     path = tmp_path / "train.log"
     path.write_text("\n".join(lines) + "\n")
     log = read_log(path, Framework.MEGATRON)
     assert [s.iteration for s in log.steps] == [1, 10, 20, 30, 40]
-    assert log.steps[1] == LoggedStep(10, step_s=pytest.approx(12.9361),
-                                      tflops_per_gpu=pytest.approx(118.7), global_batch=128)
+    # iteration 10 without iteration 1 in its mean (and its TFLOP/s so)
+    assert log.steps[1] == LoggedStep(10, step_s=pytest.approx(12.9361, abs=1e-4),
+                                      tflops_per_gpu=pytest.approx(118.7, rel=1e-3),
+                                      global_batch=128)
     assert log.steps[0].memory_bytes == pytest.approx(16334.0 * MIB)  # reported after it
     assert log.peak_memory_bytes == pytest.approx(16334.0 * MIB)
     steady = steady_step_s(log, None, "train.log")
     # iteration 1 (start-up) is left out; the median of 12.9361, 12.9, 13.0505, 12.99
     assert steady.skipped == (1,) and steady.used == (10, 20, 30, 40)
-    assert steady.step_s == pytest.approx((12.9361 + 12.99) / 2)
+    assert steady.step_s == pytest.approx((12.9361 + 12.99) / 2, abs=1e-4)
 
 
 def test_megatron_2021_lines_without_timestamp_or_throughput() -> None:

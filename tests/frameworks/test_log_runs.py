@@ -22,6 +22,7 @@ from pptune.frameworks.logs import read_log
 from pptune.frameworks.registry import Framework
 from tests.frameworks.test_job_logs import (
     deepspeed_pipe,
+    megatron_after_first,
     megatron_iteration,
     megatron_memory,
     megatron_world,
@@ -55,18 +56,20 @@ def test_a_relaunch_in_the_same_log_is_left_out_with_its_world_and_memory(
         megatron_iteration(10, 20000.0), megatron_iteration(20, 20100.0),
         "===== relaunch =====",
         megatron_world(16, 8), megatron_iteration(1, 25000.0), megatron_memory(0, 1, 60000.0),
-        megatron_iteration(10, 10000.0), megatron_iteration(20, 10200.0),
+        megatron_iteration(10, megatron_after_first(25000.0, 10000.0)),
+        megatron_iteration(20, 10200.0),
         megatron_iteration(30, 10100.0)])
     log = read_log(path, Framework.MEGATRON)
     assert [s.iteration for s in log.steps] == [1, 10, 20, 30]
     assert log.world_size == 16  # the last run's, not the first's 8
     assert log.peak_memory_bytes == pytest.approx(60000.0 * MIB)  # not the first run's 70000
-    assert log.notes == ("it holds 2 runs (split at a start-up line): calibrating the last, "
+    assert log.notes[-1] == ("it holds 2 runs (split at a start-up line): calibrating the last, "
                          "iterations 1-30 on 16 GPUs (4 line(s)); left out: iterations 1-20 "
-                         "on 8 GPUs (3 line(s))",)
+                         "on 8 GPUs (3 line(s))")
     steady = steady_step_s(log, None, "train.log")
     # the last run's own first line (25 s) is its warm-up: median of 10.0, 10.2, 10.1
     assert steady.skipped == (1,) and steady.step_s == pytest.approx(10.1)
+    assert log.notes[0].startswith("iteration 10's mean includes the run's first, 1 ")
 
 
 @pytest.mark.parametrize(("resume", "why"), [
@@ -79,12 +82,13 @@ def test_a_restart_that_replays_iterations_is_its_own_run(tmp_path: Path, resume
     lines = [megatron_world(16, 8), megatron_iteration(1, 30000.0),
              *(megatron_iteration(i, 10000.0) for i in (10, 20, 30))]
     lines += [resume] if resume else []
-    lines += [megatron_iteration(21, 50000.0), megatron_iteration(30, 12000.0),
+    lines += [megatron_iteration(21, 50000.0),  # 30: the mean of 21..30, 21 included
+              megatron_iteration(30, megatron_after_first(50000.0, 12000.0)),
               megatron_iteration(40, 12400.0)]
     log = read_log(_write(tmp_path, lines), Framework.MEGATRON)
-    assert log.notes == (f"it holds 2 runs (split at {why}): calibrating the last, iterations "
+    assert log.notes[-1] == (f"it holds 2 runs (split at {why}): calibrating the last, iterations "
                          "21-40 on 16 GPUs (3 line(s)); left out: iterations 1-30 on 16 GPUs "
-                         "(4 line(s))",)
+                         "(4 line(s))")
     steady = steady_step_s(log, JobSize(128, 8192, 16), "train.log")
     # 21 is the restart's warm-up (50 s); not one median over both runs (10 s)
     assert steady.skipped == (21,) and steady.step_s == pytest.approx((12.0 + 12.4) / 2)

@@ -66,7 +66,7 @@ def read(text: str) -> JobLog:
     peak = timer.peak()
     what = ("max allocated (tensors only: DeepSpeed prints no reserved figure)"
             if peak is not None else "")
-    megatron = megatron_log.read(text)
+    megatron = megatron_log.read(text, core_016=False)  # Megatron-DeepSpeed: the old loop
     if megatron.steps:  # Megatron-DeepSpeed: the whole iteration (module docstring)
         return JobLog("deepspeed", "Megatron-DeepSpeed", megatron.steps,
                       megatron.peak_memory_bytes or peak, megatron.memory_what or what,

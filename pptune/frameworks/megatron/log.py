@@ -54,6 +54,19 @@ Megatron-LM 00caa53), by ``--timing-log-option`` minmax (the default), max or al
 Each timer's slowest rank (what the step waits for) goes to the iteration line
 before the block; the block ends at the first line of another form.
 
+From megatron-core 0.16 (core_v0.16.0; training.py ``should_reset = not
+is_first_iteration``) the line printed after a run's first iteration does not reset
+the interval's timer, its iteration counts nor its timers, so the next line's mean
+includes that first iteration (start-up, compilation, the allocator's first growth).
+Where the run's first line is at no multiple of the log interval (the argument dump's
+``log_interval``, else the spacing of the later lines), it is that line, and the next
+line's time is taken as its interval's without it, exactly: ``(n t_next - t_first) /
+(n - 1)``, ``n`` the iterations the next line's mean covers; its timers and TFLOP/s
+likewise (its timers are divided by ``log_interval`` whatever the iterations they
+cover: ``log_interval (T_next - T_first) / (n - 1)``). Where the interval is 1 the
+release cannot be told from the lines, and the run's second line is left out as the
+first's neighbour.
+
 A line whose ``lm loss`` (or any ``... loss``) is nan, or whose interval
 counted skipped or nan iterations (``number of skipped iterations: N``,
 ``number of nan iterations: N``; ``training_log`` resets both after each
@@ -65,6 +78,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 
 from pptune.frameworks.common.joblog import MIB, JobLog, LoggedStep, clean, fields, number
 from pptune.frameworks.common.logruns import Steps
@@ -76,6 +90,7 @@ ELAPSED = "elapsed time per iteration (ms)"
 TFLOPS = "throughput per GPU (TFLOP/s/GPU)"
 WORLD = re.compile(r"using world size:\s*(\d{1,9})\b")
 WORLD_ARG = re.compile(r"^\s*world_size\s*\.+\s*(\d{1,9})\s*$")
+INTERVAL_ARG = re.compile(r"^\s*log_interval\s*\.+\s*(\d{1,9})\s*$")
 RESUME = re.compile(r"\bloading (?:distributed )?checkpoint from \S.* at iteration \d+")
 BATCH = "global batch size"
 TIMERS = re.compile(r"\btimes? across ranks \(ms\):\s*$")
@@ -90,13 +105,20 @@ def detect(text: str) -> bool:
     return any(ITERATION.search(clean(line)) and ELAPSED in line for line in text.splitlines())
 
 
-def read(text: str) -> JobLog:
+def read(text: str, core_016: bool = True) -> JobLog:
+    """The log's lines; ``core_016``: the first iteration's line resets nothing (module
+    docstring), False for Megatron-DeepSpeed's training loop (Megatron-LM's of 2021-2022)."""
     steps = Steps()
     ranks = set()
     timers = _Timers(steps)
+    interval = None
     for raw in text.splitlines():
         line = clean(raw)
         if timers.read(line):
+            continue
+        arg = INTERVAL_ARG.search(line)
+        if arg:
+            interval = int(arg.group(1)) or None
             continue
         size = WORLD.search(line) or WORLD_ARG.search(line)
         if size or RESUME.search(line):
@@ -128,8 +150,53 @@ def read(text: str) -> JobLog:
     what = (f"max reserved, the largest of {len(ranks)} rank(s) reported"
             if peak is not None else "")
     world = steps.world
-    return JobLog("megatron", TITLE, tuple(steps.steps), peak, what, world_size=world or None,
+    lines, notes = first_iteration(steps.steps, interval) if core_016 \
+        else (tuple(steps.steps), ())
+    return JobLog("megatron", TITLE, lines, peak, what, notes=notes, world_size=world or None,
                   world_what="the world size its log prints" if world else "")
+
+
+def first_iteration(steps: list[LoggedStep], interval: int | None
+                    ) -> tuple[tuple[LoggedStep, ...], tuple[str, ...]]:
+    """Each run's second line without the run's first iteration in its mean (module
+    docstring), and a note for each line so taken."""
+    out, notes = list(steps), []
+    runs: list[list[int]] = []  # as logruns splits them: a start-up, iterations going back
+    for k, s in enumerate(steps):
+        if not runs or s.start != steps[k - 1].start or s.iteration <= steps[k - 1].iteration:
+            runs.append([])
+        runs[-1].append(k)
+    for ks in runs:
+        if len(ks) < 2:
+            continue
+        first, second = steps[ks[0]], steps[ks[1]]
+        gap = second.iteration - first.iteration
+        every = interval or (steps[ks[2]].iteration - second.iteration if len(ks) > 2 else gap)
+        if gap < 1 or every < 1 or (first.iteration % every == 0 and every > 1):
+            continue
+        if every == 1:
+            out[ks[1]] = replace(second, unsteady=", ".join(
+                filter(None, [second.unsteady, "the run's first iteration"])))
+            continue
+        n = gap + 1  # iterations from the run's first to this line
+        if first.step_s is None or second.step_s is None:
+            continue
+        alone = (n * second.step_s - first.step_s) / (n - 1)
+        if not alone > 0:
+            continue
+        scale = second.step_s / alone
+        timers = dict(first.timers_ms)
+        out[ks[1]] = replace(
+            second, step_s=alone,
+            tflops_per_gpu=second.tflops_per_gpu * scale if second.tflops_per_gpu else None,
+            # timers.log divides by --log-interval whatever the iterations it covers
+            timers_ms=tuple((name, every * (ms - timers[name]) / (n - 1) if name in timers
+                             else ms) for name, ms in second.timers_ms))
+        notes += [] if ks is not runs[-1] else [f"iteration {second.iteration}'s mean includes the run's first, "
+                     f"{first.iteration} (megatron-core 0.16 on does not reset its timers "
+                     f"after that line): taken as ({n} x {second.step_s * 1e3:.1f} - "
+                     f"{first.step_s * 1e3:.1f}) / {n - 1} = {alone * 1e3:.1f} ms"]
+    return tuple(out), tuple(notes)
 
 
 class _Timers:
