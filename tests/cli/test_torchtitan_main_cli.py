@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from typer.testing import Result
 
-DUMPS = Path(__file__).resolve().parents[1] / "data" / "configs" / "torchtitan_main"
+DUMPS = Path(__file__).resolve().parents[1] / "data" / "torchtitan_main"
 LLAMA3_8B = json.loads((DUMPS / "llama3_8b.json").read_text())
 Cli = Callable[..., Result]
 

@@ -1,6 +1,6 @@
 """torchtitan main's Trainer.Config dumps (``to_dict()``), read by main's rules.
 
-The fixtures under tests/data/configs/torchtitan_main/ are real dumps: torchtitan at
+The fixtures under tests/data/torchtitan_main/ are real dumps: torchtitan at
 b5bcd76 (main, 2026-08-21), each config function called on the CPU with torch 2.13.0 and
 ``json.dump(f().to_dict())``, then trimmed (README.md there). Expected values are derived
 by hand from main's torchtitan/trainer.py ``Trainer.__init__`` and
@@ -20,7 +20,7 @@ from pptune.costmodel.op_sac import OP_SAC
 from pptune.errors import BadInput
 from pptune.frameworks.read import ReadResult, read_config
 
-DUMPS = Path(__file__).resolve().parents[1] / "data" / "configs" / "torchtitan_main"
+DUMPS = Path(__file__).resolve().parents[1] / "data" / "torchtitan_main"
 LLAMA3_8B = json.loads((DUMPS / "llama3_8b.json").read_text())
 
 
