@@ -33,7 +33,8 @@ Predicted bubble and slowdown over their limits are warnings unless you set
 --max-bubble / --max-slowdown (or limits in the file) or pass --strict.
 
 Reads pptune's own YAML/TOML/JSON, DeepSpeed JSON, Megatron-LM argument lists or
-launch scripts, and torchtitan TOML (detected from the content; --format-in overrides).
+launch scripts, torchtitan TOML, and torchtitan main's Trainer.Config JSON dumps
+(--debug.save_config_file; detected from the content; --format-in overrides).
 """
 
 

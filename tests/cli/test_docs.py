@@ -69,9 +69,13 @@ MEGATRON_FLAGS |= set(MOE_VALUE_FLAGS) | set(MOE_BOOL_FLAGS) | {
 TORCHRUN_FLAGS = {"--nnodes", "--nproc-per-node", "--nproc",  # `--nproc_per_node` too
                   "--rdzv-backend", "--rdzv-endpoint"}
 SLURM_FLAGS = {"--ntasks-per-node", "--nodes", "--ntasks"}  # srun: tune --launcher, check-config
+# torchtitan main's `--debug.save_config_file` / `--debug.print_config` (torchtitan/config/
+# configs.py DebugConfig), which write or log the config dumps check-config reads
+TORCHTITAN_FLAGS = {"--debug"}
 # every flag Megatron-LM core_v0.16.1 defines (known_flags), beside those pptune reads, and
 # later releases' flags pptune names (megatron/flags.py LATER_FLAGS)
-FOREIGN = MEGATRON_FLAGS | known_flags.FLAGS | TORCHRUN_FLAGS | SLURM_FLAGS | LATER_FLAGS
+FOREIGN = (MEGATRON_FLAGS | known_flags.FLAGS | TORCHRUN_FLAGS | SLURM_FLAGS | LATER_FLAGS
+           | TORCHTITAN_FLAGS)
 
 
 def _prose(path: Path) -> str:

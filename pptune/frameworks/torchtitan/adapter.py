@@ -1,4 +1,5 @@
-"""torchtitan: TOML job files, read, judged and written."""
+"""torchtitan: TOML job files (0.2.2 and before) and main's Trainer.Config dumps (JSON,
+dump.py), read, judged; TOML files written."""
 
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ from pptune.frameworks.common import torch_schedules
 from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog, LogFlops
-from pptune.frameworks.common.source import Repeated, parse_toml
+from pptune.frameworks.common.source import Repeated, parse_json, parse_toml
 from pptune.frameworks.torchtitan import closest, facts, log, writer
 from pptune.frameworks.torchtitan.attention import cp_refusal
 from pptune.frameworks.torchtitan.closest import stateable_request
 from pptune.frameworks.torchtitan.cp_fp8 import seq_problem
+from pptune.frameworks.torchtitan.dump import is_dump, read_dump
 from pptune.frameworks.torchtitan.experts import key_shardings
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN
 from pptune.frameworks.torchtitan.keys import looks_like_torchtitan
@@ -53,7 +55,7 @@ class TorchtitanAdapter(Adapter):
         ("moe-etp-ffn", "torchtitan/distributed/expert_parallel.py shards w1 / w3 by columns "
          "and w2 by rows over the expert tensor-parallel ranks"))
     files = (writer.FILE,)
-    syntaxes = ("toml",)
+    syntaxes = ("toml", "json")  # JSON: main's Trainer.Config dumps (dump.py)
     versions = (TORCHTITAN,)
     # "tflops" is num_flops_per_token x tps / 1e12 (torchtitan/components/metrics.py,
     # MetricsProcessor.log), num_flops_per_token the model args' get_nparams_and_flops
@@ -97,20 +99,32 @@ class TorchtitanAdapter(Adapter):
         return key_shardings(key, shardings)
 
     def detect(self, data: Any) -> bool:
-        return looks_like_torchtitan(data)
+        return looks_like_torchtitan(data) or is_dump(data)
 
     def parse(self, text: str, path: Path,
               repeated: list[Repeated] | None = None) -> Any:
+        if _json_object(text):
+            return parse_json(text, str(path), repeated)
         return parse_toml(text, str(path))
 
     def read(self, data: Any, ctx: Ctx) -> TrainingConfig:
+        """A main dump by its rules (dump.py); a JSON file is one or none (torchtitan's
+        job files are TOML)."""
+        if is_dump(data):
+            tables, run = read_dump(data, ctx)
+            return read_torchtitan(tables, ctx, run)
+        if _json_object(ctx.text):
+            raise ctx.bad("no model_spec section: not a torchtitan Trainer.Config dump "
+                          "(main's to_dict(): --debug.save_config_file writes one); "
+                          "torchtitan's job files are TOML")
         return read_torchtitan(data, ctx)
 
     def microbatch_rules(self, cfg: TrainingConfig, m: int, semantics: Semantics,
                          add: Add) -> None:
         """torch's schedule classes; zb-h1 runs as ScheduleInterleavedZeroBubble. A fix
-        keeps a stated global_batch_size (a multiple of local_batch_size x dp, train.py):
-        a count dividing the micro-batches of a step, else it names the global batch too."""
+        keeps a stated global_batch_size (a multiple of local_batch_size x dp, train.py),
+        or a main dump's num_tokens_per_train_step: a count dividing the micro-batches of a
+        step, else it names the global batch too."""
         micro, dp, total = cfg.micro_batch_size, cfg.dp, cfg.global_batch
         per_step = (m * cfg.pipeline_flushes if facts.facts(semantics).global_batch_stated
                     and dp is not None and total is not None else None)
@@ -130,8 +144,20 @@ class TorchtitanAdapter(Adapter):
 
         def every_dp(*args: Any, **values: Any) -> None:  # m: local batch // micro-batch,
             add(*args, every_dp=True, **values)  # a rank's own, whatever the dp (check/rules.py)
+        tokens = facts.facts(semantics).main_tokens
+
+        def main_how(count: int) -> str:  # a main dump states the count (dump_batch.py)
+            text = f"{count} (parallelism.num_pp_microbatches {count}"
+            if per_step is None or dp is None or tokens is None:
+                return text + ")"
+            runs, left = divmod(per_step, count)
+            return text + (f"; num_tokens_per_train_step then runs the pipeline {runs} "
+                           f"time{'s' * (runs > 1)} a step)" if not left else
+                           f", and num_tokens_per_train_step a multiple of {tokens * count * dp}"
+                           " (tokens a micro-batch x count x dp))")
         torch_schedules.microbatch_rules(cfg, m, semantics, every_dp, zb_h1_rounds=True,
-                                         how=how, per_step=per_step)
+                                         how=how if tokens is None else main_how,
+                                         per_step=per_step)
 
     def config_rules(self, cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
         """float8 refusals the GPU decides (facts.py)."""
@@ -162,6 +188,12 @@ class TorchtitanAdapter(Adapter):
 
     def read_log(self, text: str) -> JobLog | None:
         return log.read(text)
+
+
+def _json_object(text: str) -> bool:
+    """A JSON object (a dump), not TOML: no TOML file starts with "{" (a table header
+    starts with "[", as a JSON list does)."""
+    return text.lstrip()[:1] == "{"
 
 
 ADAPTER = TorchtitanAdapter()

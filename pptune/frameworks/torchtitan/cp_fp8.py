@@ -38,8 +38,10 @@ ROTATE_NAME = {comm: name for name, comm in ROTATE.items()}
 TABLES = ("quantize", "float8")  # the converters' tables (converters.py)
 
 
-def read_cp_fp8(ctx: Ctx, data: dict[str, Any], par: Table, fields: dict[str, Any]) -> None:
-    """Fill cp_comm (the FP8 converters: converters.py read_converters)."""
+def read_cp_fp8(ctx: Ctx, data: dict[str, Any], par: Table, fields: dict[str, Any],
+                seq_rule: bool = True) -> None:
+    """Fill cp_comm (the FP8 converters: converters.py read_converters); ``seq_rule``:
+    0.2.2's check of the sequence (main checks the micro-batch's tokens: dump_batch.py)."""
     cp, tp = fields.get("cp") or 1, fields.get("tp") or 1
     method = par.text("context_parallel_rotate_method", "allgather")
     if method not in ROTATE:
@@ -51,7 +53,7 @@ def read_cp_fp8(ctx: Ctx, data: dict[str, Any], par: Table, fields: dict[str, An
     if cp > 1:
         fields["cp_comm"] = ROTATE[method]
     seq = fields.get("seq_len")
-    why = seq_problem(seq, tp, cp) if seq is not None else None
+    why = seq_problem(seq, tp, cp) if seq is not None and seq_rule else None
     if why:
         ctx.refuse("torchtitan-cp-seq", f"training.seq_len {why}")
 

@@ -37,6 +37,9 @@ class Facts:
     # training.global_batch_size is stated (not -1, torchtitan's local x dp): a fix of the
     # micro-batch count keeps it (adapter.py microbatch_rules)
     global_batch_stated: bool = False
+    # a torchtitan main dump (dump_batch.py): its tokens a micro-batch per dp rank, for the
+    # micro-batch count's fix, in num_pp_microbatches (adapter.py microbatch_rules)
+    main_tokens: int | None = None
 
 
 def facts(semantics: Semantics) -> Facts:

@@ -52,6 +52,9 @@ from pptune.frameworks.torchtitan.attention import attn_type, priced_kernel, rea
 from pptune.frameworks.torchtitan.converters import read_converters
 from pptune.frameworks.torchtitan.cp_fp8 import TABLES as CP_FP8_TABLES
 from pptune.frameworks.torchtitan.cp_fp8 import read_cp_fp8
+from pptune.frameworks.torchtitan.dump import MainRun
+from pptune.frameworks.torchtitan.dump_batch import main_attention, main_batch
+from pptune.frameworks.torchtitan.dump_model import attention_kind, converters_unseen, main_model
 from pptune.frameworks.torchtitan.experts import read_dualpipev_overlap, read_experts
 from pptune.frameworks.torchtitan.facts import facts
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN, reads_toml
@@ -74,8 +77,10 @@ FLAVORS = {"llama3-8b": ("llama3", "8B"), "llama3-70b": ("llama3", "70B"),
            "llama4-scout": ("llama4", "17bx16e")}  # its SDPA flavor (17bx16e_irope: flex)
 # torchtitan's deepseek_v3 has no multi-token-prediction module (models/deepseek_v3/model)
 NO_MTP = {"deepseek-v3"}
-# TrainSpecs with pipelining_fn=None in torchtitan 0.2.2 (models/qwen3, gpt_oss, flux)
+# TrainSpecs with pipelining_fn=None in torchtitan 0.2.2 (models/qwen3, gpt_oss, flux); on
+# main only flux's ModelSpec has none (torchtitan/models/*/__init__.py at b5bcd76)
 NO_PIPELINE = ("qwen3", "gpt_oss", "flux")
+MAIN_NO_PIPELINE = ("flux",)
 # (name, flavor) as the reader matches them (case-insensitively) -> pptune preset
 PRESETS = {(name.lower(), flavor.lower()): preset for preset, (name, flavor) in FLAVORS.items()}
 
@@ -87,18 +92,28 @@ def flavor_of(model: str | None, shape: ModelShape | None = None) -> tuple[str, 
         preset_of(shape) if shape is not None else None)
     return FLAVORS.get(preset) if preset is not None else None
 
+
+MAIN_BUDGET = ("MemoryBudgetAC without the model compiled: torchtitan raises 'Memory budget "
+               "activation checkpointing requires the model to be compiled: set "
+               "--compile.enable and include 'model' in --compile.components.' "
+               "(torchtitan/trainer.py Trainer.Config.__post_init__); compile the model or "
+               "choose another policy")
 _READ_TABLES = {"parallelism", "training", "model", "experimental", "activation_checkpoint",
                 "compile", *CP_FP8_TABLES}
 
 
-def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
-    if not reads_toml(ctx.semantics.versions):
+def read_torchtitan(data: dict[str, Any], ctx: Ctx, main: MainRun | None = None
+                    ) -> TrainingConfig:
+    """A job file's tables, or those dump.py makes of a main dump (``main``: what only
+    main states, read by its rules: the token batch, the model, the attention)."""
+    if main is None and not reads_toml(ctx.semantics.versions):
         ctx.unmodelled("torchtitan-toml",
                        f"torchtitan {ctx.semantics.versions.of(TORCHTITAN)} does not read TOML job "
                        "files (torchtitan's main branch replaced them by Python config "
                        "functions after 0.2.2, PR #2386; no release has that yet); checked "
                        "with main's module names")
-    check_keys(ctx, data)
+    if main is None:
+        check_keys(ctx, data)
     par = _parallelism(ctx, data)
     train = Table(ctx, "training", data)
     model = Table(ctx, "model", data)
@@ -113,22 +128,35 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
                               "tp": "parallelism.tensor_parallel_degree",
                               "gpus": FLAG_MEANS})
     pp = fields["pp"] or 1
-    preset = _preset(ctx, model)
     name, flavor = model.text("name", "llama3"), model.text("flavor", "debugmodel")
-    # torch's SDPA; flex and varlen priced as FlashAttention-2 (attention.py)
-    fields["attention"] = priced_kernel(attn_type(name, flavor))
-    read_model(ctx, data, name, flavor)
-    async_tp_rules(ctx, data, par, name, fields["tp"] or 1)
-    read_attention(ctx, name, flavor, fields["cp"] or 1)
-    if pp > 1 and name in NO_PIPELINE:
+    if main is None:
+        preset, blocks = _preset(ctx, model), None
+        sizes: dict[str, Any] = {}
+        # torch's SDPA; flex and varlen priced as FlashAttention-2 (attention.py)
+        fields["attention"] = priced_kernel(attn_type(name, flavor))
+        read_model(ctx, data, name, flavor)
+        async_tp_rules(ctx, data, par, name, fields["tp"] or 1)
+        read_attention(ctx, name, flavor, fields["cp"] or 1)
+    else:
+        preset, sizes, blocks = main_model(ctx, name, flavor, main.model, PRESETS)
+        kind = attention_kind(ctx, main.model)
+        fields["attention"] = priced_kernel(kind)
+        main_attention(ctx, main, kind, fields["cp"] or 1)
+        converters_unseen(ctx, main.model)
+    if pp > 1 and name in (NO_PIPELINE if main is None else MAIN_NO_PIPELINE):
         ctx.refuse("torchtitan-no-pipelining",
                    f"pipeline_parallel_degree {pp} with model {name}: torchtitan raises "
                    f"'Pipeline Parallel is enabled but {name} does not support pipelining' "
-                   "(train.py; its TrainSpec has no pipelining_fn); use pp 1 or another model")
+                   f"({'train.py' if main is None else 'trainer.py'}; its "
+                   f"{'TrainSpec' if main is None else 'ModelSpec'} has no pipelining_fn); "
+                   "use pp 1 or another model")
     fields["model"] = preset
+    fields.update(sizes)
     # torchtitan's tensor-parallel plan shards the norms and dropout along the sequence
-    # (torch.distributed.tensor.parallel SequenceParallel): sequence parallelism with tp
-    fields["sequence_parallel"] = (fields["tp"] or 1) > 1
+    # (torch.distributed.tensor.parallel SequenceParallel): sequence parallelism with tp,
+    # unless main's enable_sequence_parallel is false
+    fields["sequence_parallel"] = (fields["tp"] or 1) > 1 and (
+        main is None or main.sequence_parallel)
     fields["dp"], sharded = data_parallel(ctx, par, fields)
     fields["sharding"] = "fsdp" if sharded else "none"
     replicate = par.count("data_parallel_replicate_degree", 1, maximum=MAX_DEVICES) or 1
@@ -140,21 +168,25 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     if sharded and replicate > 1:  # HSDP: the state shards within a replica only
         fields["dp_replicate"] = replicate
     read_experts(ctx, par, fields, shard, bool(preset and MODELS[preset].moe), name)
-    if preset in NO_MTP or flavor == CUSTOM:  # torchtitan builds none (Adapter.builds_mtp):
-        fields["mtp_layers"] = 0  # a custom flavor's model too, from --hf-config or hf_config
-    layers = MODELS[preset].num_blocks if preset else None
+    if main is None and (preset in NO_MTP or flavor == CUSTOM):  # torchtitan builds none
+        fields["mtp_layers"] = 0  # (Adapter.builds_mtp): a custom flavor's model too
+    layers = blocks or (MODELS[preset].num_blocks if preset else None)
     fields.update(schedule(ctx, par, pp, layers))
     default_split(ctx, par, fields, layers)
-    fields.update(_batch(ctx, par, train, pp, fields["dp"]))
-    seq = train.count("seq_len", None)
-    if seq is None:
-        seq = 2048
-        ctx.note("training.seq_len not given: torchtitan's default 2048")
-    fields["seq_len"] = seq
+    if main is not None:
+        fields.update(main_batch(ctx, main, pp, fields["dp"], fields["tp"] or 1,
+                                 fields["cp"] or 1))
+    else:
+        fields.update(_batch(ctx, par, train, pp, fields["dp"]))
+        seq = train.count("seq_len", None)
+        if seq is None:
+            seq = 2048
+            ctx.note("training.seq_len not given: torchtitan's default 2048")
+        fields["seq_len"] = seq
     fields["precision"] = {"bfloat16": "bf16", "float32": "fp32"}.get(
         train.text("mixed_precision_param", "") or "")
     fields.update(state_widths(ctx, train, sharded))
-    read_cp_fp8(ctx, data, par, fields)
+    read_cp_fp8(ctx, data, par, fields, seq_rule=main is None)  # main's: dump_batch.py
     shape = MODELS[preset] if preset else None
     read_converters(ctx, data, fields, moe_layers=None if shape is None else [
         i for i in range(shape.num_blocks) if shape.moe_block(i)])
@@ -170,11 +202,12 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx) -> TrainingConfig:
     fields["swiglu"] = _swiglu(ctx, data, train)
     fields["recompute"], fields["recompute_every"] = _recompute(
         ctx, Table(ctx, "activation_checkpoint", data))
-    read_dualpipev_overlap(ctx, par, fields, Table(ctx, "activation_checkpoint", data))
+    if main is None:  # main dropped the overlap key and its refusal (dual_pipe_v.py)
+        read_dualpipev_overlap(ctx, par, fields, Table(ctx, "activation_checkpoint", data))
     if Table(ctx, "activation_checkpoint", data).text("mode", None) == "memory_budget":
         fields["memory_budget_ac"] = True
         if not compiles(ctx, data, "model"):
-            ctx.refuse("torchtitan-ac-memory-budget",
+            ctx.refuse("torchtitan-ac-memory-budget", MAIN_BUDGET if main else
                        "activation_checkpoint.mode \"memory_budget\" without [compile] enable: "
                        "torchtitan asserts 'Memory budget mode requires model to be compiled' "
                        "(torchtitan/distributed/activation_checkpoint.py apply_ac); enable "

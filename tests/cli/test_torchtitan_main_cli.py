@@ -1,0 +1,82 @@
+"""check-config on torchtitan main's Trainer.Config dumps: recognised from the content
+(a JSON mapping with model_spec), and one line (exit 2) for a file that is no dump."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import Result
+
+DUMPS = Path(__file__).resolve().parents[1] / "data" / "torchtitan_main"
+LLAMA3_8B = json.loads((DUMPS / "llama3_8b.json").read_text())
+Cli = Callable[..., Result]
+
+
+def written(tmp_path: Path, dump: Any) -> Path:
+    path = tmp_path / "dump.json"
+    path.write_text(json.dumps(dump))
+    return path
+
+
+def test_a_dump_is_recognised(cli: Cli, tmp_path: Path) -> None:
+    r = cli("check-config", written(tmp_path, LLAMA3_8B), "--gpus", "64", "--json",
+            "--no-compare")
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 0 and doc["format"] == "torchtitan"
+    assert (doc["config"]["model"], doc["config"]["micro_batch_size"], doc["config"]["dp"]) == (
+        "llama3-8b", 1, 64)
+    forced = cli("check-config", written(tmp_path, LLAMA3_8B), "--gpus", "64", "--json",
+                 "--no-compare", "--format-in", "torchtitan")
+    assert json.loads(forced.stdout)["derived"] == doc["derived"]
+
+
+def test_a_real_pipeline_dump_without_preset(cli: Cli) -> None:
+    """torchtitan_recipes.tests.features llama3_debugmodel_pp4_interleaved_1f1b: pp 4, 8
+    micro-batches of 2048 tokens at context 2048, the debug model priced by its sizes."""
+    r = cli("check-config", DUMPS / "llama3_debugmodel_pp4_interleaved_1f1b.json", "--gpus",
+            "4", "--json", "--no-compare")
+    doc = json.loads(r.stdout)
+    cfg = doc["config"]
+    assert (cfg["pp"], cfg["schedule"], cfg["virtual_stages"], cfg["grad_accum_steps"],
+            cfg["micro_batch_size"], cfg["seq_len"]) == (4, "interleaved-1f1b", 2, 8, 1, 2048)
+    assert (cfg["num_layers"], cfg["hidden_size"]) == (6, 256)
+    assert doc["derived"]["step_time_s"] is not None
+
+
+def _without(section: str) -> dict[str, Any]:
+    dump = copy.deepcopy(LLAMA3_8B)
+    del dump[section]
+    return dump
+
+
+def _with(path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    dump = copy.deepcopy(LLAMA3_8B)
+    node = dump
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return dump
+
+
+@pytest.mark.parametrize(("dump", "said"), [
+    (_without("training"), "no training section: not a torchtitan Trainer.Config dump"),
+    (_with(("parallelism",), [1]), "parallelism is [1], not a mapping"),
+    (_with(("model_spec", "name"), 3), "model_spec.name is 3; expected the model's name"),
+    (_with(("training", "num_tokens_per_microbatch_per_dp_rank"), "16384"),
+     "training.num_tokens_per_microbatch_per_dp_rank is '16384'"),
+    (_with(("training", "num_tokens_per_train_step"), 0),
+     "training.num_tokens_per_train_step is 0"),
+    (_with(("model_spec", "model", "layers"), {}), "model_spec.model.layers is {}"),
+    (_with(("activation_checkpoint",), "full"), "activation_checkpoint is 'full'"),
+    ({"training": {"local_batch_size": 8}, "parallelism": {}},
+     "no model_spec section: not a torchtitan Trainer.Config dump"),
+])
+def test_a_bad_dump_is_one_line(cli: Cli, error_line: Callable[[Result], str], tmp_path: Path,
+                                dump: dict[str, Any], said: str) -> None:
+    line = error_line(cli("check-config", written(tmp_path, dump), "--gpus", "64"))
+    assert said in line, line
