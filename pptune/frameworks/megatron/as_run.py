@@ -79,5 +79,5 @@ def as_run_saving_s(job: Job, spec: PlanSpec) -> float:
     key = spec.key or job.request.keys()[0]
     split, overlap = sequence_settings(job, key.tp, key.ep)
     ran = kernels_job(job, key.precision, sequence_parallel=split, tp_comm_overlap=overlap,
-                      **kernels(job, spec.sharding))
+                      **kernels(job, spec.sharding, key.tp, key.ep))
     return 0.0 if ran is None else table_saving_s(job.table, ran.table, spec.micro_batch_size)

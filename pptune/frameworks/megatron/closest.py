@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.partition import add_ends, is_mtp, mtp_count, strip_ends
 from pptune.costmodel.precision import Fp8Kernels
@@ -179,22 +180,32 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     return Stated(job, chosen, exact and same, tuple(notes), Placement(split, layout, block))
 
 
-def kernels(job: Job, sharding: Sharding) -> dict[str, Any]:
+def dispatcher(asked: Dispatcher, tp: int, ep: int) -> Dispatcher:
+    """The token dispatcher a script states for the one ``asked`` (writer.moe_args): the
+    flex dispatcher on DeepEP only where tp x ep > 1 (megatron-core: "Flex token
+    dispatcher requires TPxEP > 1"), else alltoall."""
+    return Dispatcher.ALLTOALL if asked is Dispatcher.DEEPEP and tp * ep == 1 else asked
+
+
+def kernels(job: Job, sharding: Sharding, tp: int, ep: int) -> dict[str, Any]:
     """The kernels a script runs (``ex.priced_as_run``'s options): megatron-core's fused
     loss (writer.py), Transformer Engine's attention backend at auto (cuDNN's fused
-    attention) and FP8 linears, and its weight gradients where the sharding puts them
-    (``wgrad_accum``)."""
+    attention) and FP8 linears, its weight gradients where the sharding puts them
+    (``wgrad_accum``) and the token dispatcher it can state at ``tp`` x ``ep``."""
+    c = job.cost_options or CostOptions()
     return dict(attention="eager" if job.attention == "eager" else ATTENTION,
                 cross_entropy=CrossEntropy.NATIVE, fp8_kernels=Fp8Kernels.TE,
-                wgrad_accum=wgrad_accum((job.cost_options or CostOptions()).wgrad, sharding))
+                wgrad_accum=wgrad_accum(c.wgrad, sharding),
+                dispatcher=dispatcher(c.moe_dispatcher, tp, ep))
 
 
 def run_kernels(job: Job, plan: Plan, notes: list[str], substitute: bool = True
                 ) -> tuple[Job, Plan]:
     """The job and plan priced with the kernels the script runs (``kernels``), with a
     note where that changes them (``substitute``: as ``ex.priced_as_run`` takes it)."""
-    run = kernels(job, plan.sharding)
-    asked = (job.cost_options or CostOptions()).wgrad
+    run = kernels(job, plan.sharding, plan.tp, plan.ep)
+    c = job.cost_options or CostOptions()
+    asked = c.wgrad
     return ex.priced_as_run(job, plan, name=NAME, sequence_parallel=job.sequence_parallel,
                             notes=notes, substitute=substitute, **run,
                             runs="megatron-core's fused cross-entropy "
@@ -203,7 +214,10 @@ def run_kernels(job: Job, plan: Plan, notes: list[str], substitute: bool = True
                                " and Transformer Engine's cuDNN attention (its default "
                                "backend on Hopper and later)")
                             + ("" if run["wgrad_accum"] is asked
-                               else f" and {WGRAD_RUNS[run['wgrad_accum']]}"))
+                               else f" and {WGRAD_RUNS[run['wgrad_accum']]}")
+                            + ("" if run["dispatcher"] is c.moe_dispatcher or job.shape is None
+                               or not job.shape.moe else " and the alltoall dispatcher "
+                               "(megatron-core's flex dispatcher needs tp x ep > 1)"))
 
 
 def megatron_fsdp(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan | None, bool]:

@@ -28,6 +28,7 @@ from pptune.frameworks.common.adapter import Stated
 from pptune.frameworks.common.compression import sixteen_bit
 from pptune.frameworks.common.writing import header, plan_launch
 from pptune.frameworks.megatron.closest import Placement
+from pptune.frameworks.megatron.closest import dispatcher as closest_dispatcher
 from pptune.frameworks.megatron.cp_fp8 import cp_fp8_args
 from pptune.frameworks.megatron.fsdp import STRATEGY, write_args
 from pptune.frameworks.megatron.rules import before_blackwell
@@ -266,9 +267,10 @@ def moe_args(shape: ModelShape, plan: Plan,
     if shape.route_groups:
         args += [f"--moe-router-num-groups {shape.route_groups}",
                  f"--moe-router-group-topk {shape.route_group_topk}"]
-    # the dispatcher the plan was priced with (flex needs tp x ep > 1: else alltoall,
-    # which moves nothing then either); the local experts as one grouped GEMM
-    if dispatcher is Dispatcher.DEEPEP and plan.tp * plan.ep > 1:
+    # the dispatcher the plan was priced with (closest.dispatcher: flex needs tp x ep > 1,
+    # else alltoall, as the plan was priced as run); the local experts as one grouped GEMM
+    dispatcher = closest_dispatcher(dispatcher, plan.tp, plan.ep)
+    if dispatcher is Dispatcher.DEEPEP:
         args += ["--moe-token-dispatcher-type flex", "--moe-flex-dispatcher-backend deepep"]
     elif dispatcher is Dispatcher.ALLGATHER:
         args.append("--moe-token-dispatcher-type allgather")
