@@ -179,6 +179,7 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None,
         raise BadInput(f"--run {m.config} has no --step-s or --log after it")
     else:
         _same_world(m, log, size, read)
+        _same_sizes(m, log, size, read)
         steady = steady_step_s(log, size, f"--log {m.log}", warmup)
         timers = steady_timers_ms(log, steady.used)
         step, peak, what = steady.step_s, log.peak_memory_bytes, log.memory_what
@@ -344,3 +345,24 @@ def another_job(job: Job) -> str:
     """The question a refusal asks when the log's own FLOPs are not the config's job's
     ("" when they are, or the log prints none; jobflops.another_job)."""
     return jobflops.another_job(job.flops_ratio, job.config)
+
+
+SIZE_WORDS = {"tp": "tp", "pp": "pp", "cp": "cp", "seq_len": "sequence",
+              "micro_batch_size": "micro-batch size"}
+
+
+def _same_sizes(m: Measurement, log: JobLog, size: JobSize, read: ReadResult) -> None:
+    """BadInput where the log states sizes of its job (JobLog.stated: Megatron-LM's
+    argument dump and world-size line) that the config does not: calibrating the config's
+    plan to another plan's step would fit the factors to the wrong job."""
+    c = read.config
+    ours = {"tp": c.tp, "pp": c.pp, "cp": c.cp, "seq_len": size.seq_len,
+            "micro_batch_size": c.micro_batch_size}
+    differ = [(k, v) for k, v in log.stated if k in ours and v != ours[k]]
+    if not differ:
+        return
+    ran = ", ".join(f"{SIZE_WORDS[k]} {v}" for k, v in differ)
+    says = ", ".join(f"{SIZE_WORDS[k]} {ours[k]}" for k, _ in differ)
+    raise BadInput(f"--log {m.log} ran {ran} (what its log prints), but --run {m.config} "
+                   f"describes {says}; give the config of the job that wrote the log")
+

@@ -128,11 +128,12 @@ def test_no_gpu_named_anywhere_is_calibrated_as_the_default_with_a_warning(
 def test_a_log_of_two_runs_calibrates_the_last(tmp_path: Path, cli: Cli) -> None:
     log = tmp_path / "train.log"
     log.write_text("\n".join([
-        megatron_world(8, 4), megatron_iteration(1, 30000.0), megatron_iteration(10, 17000.0),
+        megatron_world(8, 1, pp=4), megatron_iteration(1, 30000.0),
+        megatron_iteration(10, megatron_after_first(30000.0, 17000.0)),
         megatron_iteration(20, 17100.0),
-        megatron_world(16, 8), megatron_iteration(1, 25000.0),
-        *(megatron_iteration(i, ms) for i, ms in ((10, 9200.0), (20, 9300.0), (30, 9250.0)))])
-        + "\n")
+        megatron_world(16, 2, pp=4), megatron_iteration(1, 25000.0),
+        megatron_iteration(10, megatron_after_first(25000.0, 9200.0)),
+        *(megatron_iteration(i, ms) for i, ms in ((20, 9300.0), (30, 9250.0)))]) + "\n")
     out = tmp_path / "cal.json"
     r = cli("calibrate", "--run", MEGATRON, "--log", log, "--gpu", "h100-sxm", "-o", out)
     assert r.exit_code == 0, r.stderr
@@ -142,9 +143,26 @@ def test_a_log_of_two_runs_calibrates_the_last(tmp_path: Path, cli: Cli) -> None
     cal = load_profile(out).calibration
     assert cal is not None
     # the median of 9.2, 9.3 and 9.25 s, the second run's first line (25 s) left out
-    assert cal.runs[0].measured_step_s == pytest.approx(9.25)
+    assert cal.runs[0].measured_step_s == pytest.approx(9.25, abs=1e-4)
     assert ("iterations 10-30 (the warm-up line, iteration 1, left out)"
             in cal.runs[0].step_source)
+
+
+def test_a_log_of_another_plan_than_the_configs_is_refused(tmp_path: Path, cli: Cli) -> None:
+    """The config runs tp 2, pp 4 at 8,192 tokens; the log's job printed tp 8, pp 1 (its
+    world-size line) and seq_length 4096 (its argument dump): calibrating the config's plan
+    to that step would fit the factors to another job."""
+    log = tmp_path / "train.log"
+    log.write_text("\n".join([
+        "  seq_length ...................................... 4096",
+        megatron_world(16, 2), megatron_iteration(10, 9200.0), megatron_iteration(20, 9300.0),
+        megatron_iteration(30, 9250.0)]) + "\n")
+    out = tmp_path / "cal.json"
+    r = cli("calibrate", "--run", MEGATRON, "--log", log, "--gpu", "h100-sxm", "-o", out)
+    assert r.exit_code == 2 and not out.exists()
+    assert (f"--log {log} ran sequence 4096, tp 8, pp 1 (what its log prints), but --run "
+            f"{MEGATRON} describes sequence 8192, tp 2, pp 4; give the config of the job "
+            "that wrote the log") in " ".join(r.stderr.split())
 
 
 # ---------------------------------------------------------------- 3. another batch

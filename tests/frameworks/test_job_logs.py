@@ -53,11 +53,11 @@ def megatron_after_first(first_ms: float, ms: float, n: int = 10) -> float:
     return (first_ms + (n - 1) * ms) / n
 
 
-def megatron_world(world: int, dp: int) -> str:
+def megatron_world(world: int, dp: int, pp: int = 1, cp: int = 1) -> str:
     """megatron/training/arguments.py ``validate_args``, on rank 0 at start-up."""
-    return (f"using world size: {world}, data-parallel size: {dp}, context-parallel size: 1, "
-            "hierarchical context-parallel sizes: None, tensor-model-parallel size: "
-            f"{world // dp}, pipeline-model-parallel size: 1")
+    return (f"using world size: {world}, data-parallel size: {dp}, context-parallel size: "
+            f"{cp}, hierarchical context-parallel sizes: None, tensor-model-parallel size: "
+            f"{world // (dp * pp * cp)}, pipeline-model-parallel size: {pp}")
 
 
 def megatron_memory(rank: int, iteration: int, max_reserved_mb: float) -> str:

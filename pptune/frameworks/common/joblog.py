@@ -80,6 +80,10 @@ class JobLog:
     # what the framework calls a line's unit in its own log: Megatron-LM prints
     # "iteration 10/ 100", torchtitan "step: 10", DeepSpeed's engine "step=10"
     unit: str = "iteration"
+    # the job's sizes the log states, the last printed (Megatron-LM's argument dump and
+    # world-size line): ("tp", 2), ("pp", 4), ("cp", 1), ("seq_len", 8192),
+    # ("micro_batch_size", 1); () where it prints none
+    stated: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)

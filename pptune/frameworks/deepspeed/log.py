@@ -72,7 +72,7 @@ def read(text: str) -> JobLog:
                       megatron.peak_memory_bytes or peak, megatron.memory_what or what,
                       ("the step from Megatron-DeepSpeed's iteration lines (elapsed time per "
                        "iteration, the whole step), not DeepSpeed's throughput timer",),
-                      megatron.world_size, megatron.world_what)
+                      megatron.world_size, megatron.world_what, stated=megatron.stated)
     steps = pipe.steps or timer.steps  # the engine's own step time when it printed one
     return JobLog("deepspeed", TITLE, tuple(steps), peak, what,
                   missing="" if steps else _missing(text), unit="step")

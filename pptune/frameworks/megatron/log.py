@@ -27,7 +27,9 @@ allocator held, MB = 2^20 bytes). The world size is the one ``validate_args``
     using world size: 16, data-parallel size: 8, context-parallel size: 1, ...
 
 or the argument dump's ``world_size ........ 16`` line (``_print_args``, the same
-file); Megatron-DeepSpeed prints both alike. Those lines, and the one
+file); Megatron-DeepSpeed prints both alike. The same two state the job's other sizes
+(tensor-, pipeline- and context-parallel, ``seq_length``, ``micro_batch_size``), which
+calibrate holds against the config (``JobLog.stated``). Those lines, and the one
 ``_load_base_checkpoint`` (megatron/training/checkpointing.py) prints on
 resuming,
 
@@ -89,8 +91,14 @@ MEMORY = re.compile(r"\[Rank (\d+)\].*memory \(MB\)\s*\|(.*)$")
 ELAPSED = "elapsed time per iteration (ms)"
 TFLOPS = "throughput per GPU (TFLOP/s/GPU)"
 WORLD = re.compile(r"using world size:\s*(\d{1,9})\b")
-WORLD_ARG = re.compile(r"^\s*world_size\s*\.+\s*(\d{1,9})\s*$")
-INTERVAL_ARG = re.compile(r"^\s*log_interval\s*\.+\s*(\d{1,9})\s*$")
+# the world-size line's other sizes (arguments.py validate_args)
+WORLD_SIZES = {"tp": re.compile(r"tensor-model-parallel size:\s*(\d{1,9})\b"),
+               "pp": re.compile(r"pipeline-model-parallel size:\s*(\d{1,9})\b"),
+               "cp": re.compile(r"(?<!hierarchical )context-parallel size:\s*(\d{1,9})\b")}
+ARG = re.compile(r"^\s*([a-z][a-z0-9_]*)\s*\.+\s*(\d{1,9})\s*$")  # _print_args: name .... value
+ARGS = {"tensor_model_parallel_size": "tp", "pipeline_model_parallel_size": "pp",
+        "context_parallel_size": "cp", "seq_length": "seq_len",
+        "micro_batch_size": "micro_batch_size"}
 RESUME = re.compile(r"\bloading (?:distributed )?checkpoint from \S.* at iteration \d+")
 BATCH = "global batch size"
 TIMERS = re.compile(r"\btimes? across ranks \(ms\):\s*$")
@@ -112,17 +120,26 @@ def read(text: str, core_016: bool = True) -> JobLog:
     ranks = set()
     timers = _Timers(steps)
     interval = None
+    stated: dict[str, int] = {}
     for raw in text.splitlines():
         line = clean(raw)
         if timers.read(line):
             continue
-        arg = INTERVAL_ARG.search(line)
-        if arg:
-            interval = int(arg.group(1)) or None
+        arg = ARG.search(line)
+        if arg and arg.group(1) == "log_interval":
+            interval = int(arg.group(2)) or None
             continue
-        size = WORLD.search(line) or WORLD_ARG.search(line)
-        if size or RESUME.search(line):
-            steps.start(int(size.group(1)) if size else None)
+        if arg and arg.group(1) in ARGS:
+            stated[ARGS[arg.group(1)]] = int(arg.group(2))
+            continue
+        said = WORLD.search(line)
+        if said:
+            stated.update((k, int(m.group(1))) for k, r in WORLD_SIZES.items()
+                          if (m := r.search(line)))
+        count = int(said.group(1)) if said else (
+            int(arg.group(2)) if arg and arg.group(1) == "world_size" else None)
+        if count is not None or RESUME.search(line):
+            steps.start(count)
             continue
         it = ITERATION.search(line)
         if it and ELAPSED in line:
@@ -153,7 +170,8 @@ def read(text: str, core_016: bool = True) -> JobLog:
     lines, notes = first_iteration(steps.steps, interval) if core_016 \
         else (tuple(steps.steps), ())
     return JobLog("megatron", TITLE, lines, peak, what, notes=notes, world_size=world or None,
-                  world_what="the world size its log prints" if world else "")
+                  world_what="the world size its log prints" if world else "",
+                  stated=tuple(stated.items()))
 
 
 def first_iteration(steps: list[LoggedStep], interval: int | None
