@@ -173,7 +173,8 @@ def calibrate(
     warmup: int | None = typer.Option(None, "--warmup", help="--log: leave out iterations up to "
                                       "N [default: the first line printed]"),
     gpu: str | None = typer.Option(None, "--gpu", help="--run: the jobs' GPU preset "
-                                   "[default: the config's, else h100-sxm]"),
+                                   "[default: the config's, else the GPU its --log names, "
+                                   "else h100-sxm]"),
     model: str | None = typer.Option(None, "--model", help="--run: model preset, overrides "
                                      "the config's"),
     hf_config: Path | None = typer.Option(None, "--hf-config", help="--run: the jobs' model as "
@@ -196,6 +197,9 @@ def calibrate(
             raise BadInput("--run and RESULTS/--profile are two forms of calibrate; give one")
         if warmup is not None and warmup < 0:
             raise BadInput(f"--warmup must be 0 or more (got {warmup})")
+        if warmup is not None and not log:
+            raise BadInput(f"--warmup {warmup} leaves iterations of a --log out; every run "
+                           "here gives --step-s: drop --warmup, or give the runs' logs")
         found = [p for name, values in sizes.items() for v in values or ()
                  for p in size_problems({name: v})]
         if found:

@@ -13,6 +13,8 @@ A log of several runs (relaunches, restarts) is cut to its last, with a note
 
 from __future__ import annotations
 
+import gzip
+import io
 import re
 import statistics
 from dataclasses import replace
@@ -24,6 +26,7 @@ from pptune.frameworks.common.joblog import JobLog
 from pptune.frameworks.common.logruns import last_run
 from pptune.frameworks.registry import ADAPTERS, Framework
 
+GZIP_MAGIC = b"\x1f\x8b"  # RFC 1952's ID1 ID2
 MAX_LOG_BYTES = 256 << 20  # weeks of iteration lines; give the tail of a bigger log
 NEMO_STEP = re.compile(r"train_step_timing in s:\s*(\d{1,12}(?:\.\d{0,12})?(?:[eE][+-]?\d{1,3})?)",
                        re.ASCII)
@@ -33,7 +36,7 @@ def read_log(path: Path, framework: Framework | str) -> JobLog:
     """The log at ``path`` as ``framework`` prints it; BadInput (one line) otherwise."""
     fmt = Framework(framework)
     adapter = ADAPTERS[fmt]
-    data = read_limited(Path(path), "log file", MAX_LOG_BYTES)
+    data = _gunzipped(Path(path), read_limited(Path(path), "log file", MAX_LOG_BYTES))
     text = data.decode("utf-8", errors="replace")
     whole, cut = _whole_lines(text)
     log = adapter.read_log(whole)
@@ -62,6 +65,23 @@ def read_log(path: Path, framework: Framework | str) -> JobLog:
     raise BadInput(f"--log {path} has no {adapter.title} iteration lines{said}; give the job's "
                    "own log (stdout of its rank that prints them), or its seconds per step "
                    "with --step-s instead of --log")
+
+
+def _gunzipped(path: Path, data: bytes) -> bytes:
+    """A gzip'd log (``train.log.gz``, as log rotation keeps them) uncompressed, up to
+    MAX_LOG_BYTES; other bytes as they are. BadInput for a damaged or oversized one."""
+    if not data.startswith(GZIP_MAGIC):
+        return data
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as fh:
+            out = fh.read(MAX_LOG_BYTES + 1)
+    except (OSError, EOFError) as exc:
+        raise BadInput(f"--log {path} is gzip-compressed but cannot be uncompressed ({exc}); "
+                       "give the log uncompressed") from None
+    if len(out) > MAX_LOG_BYTES:
+        raise BadInput(f"--log {path} uncompresses to more than {MAX_LOG_BYTES >> 20} MiB; "
+                       "give its tail (the last run's lines)")
+    return out
 
 
 def _whole_lines(text: str) -> tuple[str, str]:

@@ -235,6 +235,9 @@ def test_usage_errors_name_the_real_problem(tmp_path: Path, cli: Cli,
     assert "--gpus must be >= 1 (got 0)" in line
     assert "--gpus is for --run" in error_line(cli(
         "calibrate", "r.json", "--profile", "p.json", "--gpus", "8", "-o", out))
+    line = error_line(cli("calibrate", "--run", MPI, "--gpus", "8", "--step-s", "12",
+                          "--warmup", "10", "-o", out))  # was silently ignored
+    assert "--warmup 10 leaves iterations of a --log out; every run here gives --step-s" in line
     # a NeMo log: what it says, and the flag that takes it
     nemo = LOGS / "nemo2_llama3_8b_b200.log"
     line = error_line(cli("calibrate", "--run", CONFIGS / "megatron_llama3_8b.sh", "--log",

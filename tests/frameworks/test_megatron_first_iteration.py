@@ -91,3 +91,17 @@ def test_a_last_line_still_being_written_is_left_out(tmp_path: Path) -> None:
     assert any("last line has no line break" in n for n in log.notes)
     whole = read_log(_log(tmp_path, lines, end=""), "megatron")  # its line is whole, but
     assert [s.iteration for s in whole.steps] == [10, 20]  # unfinished as far as told
+
+
+def test_a_gzipped_log_is_read_and_a_damaged_one_named(tmp_path: Path) -> None:
+    import gzip
+
+    from pptune.errors import BadInput
+
+    text = "\n".join(megatron_iteration(i, 16000.0) for i in (10, 20, 30)) + "\n"
+    path = tmp_path / "train.log.gz"
+    path.write_bytes(gzip.compress(text.encode()))
+    assert [s.iteration for s in read_log(path, "megatron").steps] == [10, 20, 30]
+    path.write_bytes(gzip.compress(text.encode())[:40])  # cut: no gzip trailer
+    with pytest.raises(BadInput, match="is gzip-compressed but cannot be uncompressed"):
+        read_log(path, "megatron")
