@@ -180,3 +180,25 @@ def test_deepspeed_steps_keep_the_order_printed(tmp_path: Path) -> None:
     log = read_log(_write(tmp_path, lines), Framework.DEEPSPEED)
     assert [s.step_s for s in log.steps] == [0.9, 0.7, 0.71]
     assert steady_step_s(log, None, "x.log").step_s == pytest.approx(0.705)
+
+
+def test_a_restart_with_only_its_warm_up_gives_way_to_the_run_before(tmp_path: Path) -> None:
+    # a trial: the restart's one line (95 s) was all that was left, and --warmup 0, which
+    # the refusal suggested, calibrated on it (6x slow)
+    lines = [megatron_world(16, 8), megatron_iteration(1, 30000.0),
+             megatron_iteration(10, megatron_after_first(30000.0, 16000.0)),
+             megatron_iteration(20, 16100.0), megatron_iteration(30, 15900.0),
+             " loading distributed checkpoint from /ckpt at iteration 30",
+             megatron_world(16, 8), megatron_iteration(31, 95000.0)]
+    log = read_log(_write(tmp_path, lines), Framework.MEGATRON)
+    assert [s.iteration for s in log.steps] == [1, 10, 20, 30]
+    assert log.notes[-1] == (
+        "it holds 2 runs (split at a start-up line): calibrating the one before the last, "
+        "whose iteration 31 on 16 GPUs (1 line(s)) is only its warm-up so far, on the same "
+        "GPUs, iterations 1-30 on 16 GPUs (4 line(s)); left out: iteration 31 on 16 GPUs "
+        "(1 line(s))")
+    assert steady_step_s(log, None, "train.log").step_s == pytest.approx(16.0, abs=1e-4)
+    # on other GPUs the restart is another job: kept, and refused as all warm-up
+    other = [*lines[:-2], megatron_world(8, 4), megatron_iteration(31, 95000.0)]
+    log = read_log(_write(tmp_path, other), Framework.MEGATRON)
+    assert [s.iteration for s in log.steps] == [31]

@@ -177,8 +177,11 @@ def steady_step_s(log: JobLog, size: JobSize | None, where: str,
     steady = [s for s in lines if s.iteration not in skip]
     if not steady:
         last = f" (the log's last run; left out: {log.earlier})" if log.earlier else ""
+        fix = ("a longer log (the first line holds the start-up, not a step: --warmup 0 "
+               "would calibrate on it)" if warmup is None else "a longer log or a smaller "
+               "--warmup")
         raise BadInput(f"{where}: its {len(lines)} {log.title} {unit} line(s) are all "
-                       f"warm-up ({rule}){last}; give a longer log or a smaller --warmup")
+                       f"warm-up ({rule}){last}; give {fix}")
     steady = _of_the_batch(steady, size, log, where, notes)
     bad = [s for s in steady if s.unsteady]
     steady = [s for s in steady if not s.unsteady]

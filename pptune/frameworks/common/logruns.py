@@ -18,7 +18,9 @@ start-up it follows (``Steps``), and ``last_run`` splits the log
 The same iteration printed twice in a row is one iteration printed by
 several ranks, not a restart. The last run is the job as it runs now: it is
 kept, with its own world size and peak memory, and a note names what was
-left out; its first line is then the warm-up ``steady_step_s`` leaves out.
+left out; its first line is then the warm-up ``steady_step_s`` leaves out. A
+last run of one line (a restart that has just begun: its warm-up alone) gives
+way to the run before it where both state the same world size.
 """
 
 from __future__ import annotations
@@ -110,10 +112,14 @@ def last_run(log: JobLog) -> JobLog:
     parts = runs(log.steps)
     if len(parts) < 2:
         return log
-    kept = parts[-1]
+    at = _latest_steady(parts)
+    kept = parts[at]
     why = ", ".join(dict.fromkeys(_why(a, b, log.unit) for a, b in pairwise(parts)))
-    earlier = "; ".join(_describe(p, log.unit) for p in parts[:-1])
-    note = (f"it holds {len(parts)} runs (split at {why}): calibrating the last, "
+    earlier = "; ".join(_describe(p, log.unit) for k, p in enumerate(parts) if k != at)
+    which = "the last" if at == len(parts) - 1 else (
+        f"the one before the last, whose {_describe(parts[-1], log.unit)} is only its "
+        "warm-up so far, on the same GPUs")
+    note = (f"it holds {len(parts)} runs (split at {why}): calibrating {which}, "
             f"{_describe(kept, log.unit)}; left out: {earlier}")
     attributed = any(s.memory_bytes is not None for s in log.steps)
     peak = (max((s.memory_bytes for s in kept if s.memory_bytes is not None), default=None)
@@ -125,3 +131,15 @@ def last_run(log: JobLog) -> JobLog:
         memory_what=log.memory_what if peak is not None else "", world_size=world,
         world_what=log.world_what if world is not None else "",
         notes=(*log.notes, note), earlier=earlier)
+
+
+def _latest_steady(parts: list[list[LoggedStep]]) -> int:
+    """The run to calibrate: the last, unless it holds one line alone (its warm-up: a
+    restart that has just begun) and the run before it ran on the same GPUs and holds
+    more; then that one (a restart's job is the same job). Where the log states no world
+    size, the GPUs cannot be told the same: the last run is kept."""
+    before, last = parts[-2][0].world_size, parts[-1][0].world_size
+    if len(parts[-1]) > 1 or len(parts[-2]) < 2 or before is None or before != last:
+        return len(parts) - 1
+    return len(parts) - 2
+
