@@ -147,6 +147,14 @@ def as_ran(opts: CostOptions, cal: Calibration) -> tuple[CostOptions, list[str]]
     them (module docstring)."""
     ran = Precision(cal.precision or Precision.BF16.value)
     notes = []
+    seq = cal.model.get("seq_len")
+    if opts.seq_len and isinstance(seq, int) and not seq / 2 <= opts.seq_len <= 2 * seq:
+        # attention grows with the sequence, the rest with the tokens: the factors were
+        # fitted to another mix of the two (one factor per rate group, calibration.py)
+        notes.append(f"--seq-len {opts.seq_len:,}: the calibrated jobs ran {seq:,} tokens a "
+                     "sequence; their factors, fitted where attention weighed "
+                     f"{'less' if opts.seq_len > seq else 'more'}, price this length too "
+                     "(calibrate on a run at this length to fit its own)")
     if opts.precision is None:
         if ran is not Precision.BF16:
             opts = replace(opts, precision=(ran,))

@@ -350,3 +350,19 @@ def test_recommend_keeps_the_calibrated_jobs_fp16_gradient_buffer(tmp_path: Path
         assert (held in rec.stderr) is (not given)
     params = model_params(ModelShape(**cal.model))  # no pipeline, no tp: every parameter
     assert state["none"] - state["fp16"] == pytest.approx(2 * params, rel=1e-5)
+
+
+def test_recommend_at_another_sequence_says_the_factors_were_fitted_at_the_jobs(
+        tmp_path: Path, cli: Cli) -> None:
+    out = tmp_path / "cal.json"
+    r = cli("calibrate", "--run", MPI, "--gpus", "8", "--log", LOG8, "--gpu", "h100-sxm",
+            "-o", out)
+    assert r.exit_code == 0, r.stderr
+    seq = calibration(out).model["seq_len"]
+    job = ["recommend", "--gpus", "8", "--profile", out, "--tp", "1", "--pp", "1",
+           "--micro-batch-sizes", "1", "--recompute", "full", "--json"]
+    said = f"the calibrated jobs ran {seq:,} tokens a sequence"
+    far = cli(*job, "--seq-len", str(4 * seq))
+    assert far.exit_code in (0, 1) and said in " ".join(far.stderr.split())
+    near = cli(*job, "--seq-len", str(2 * seq))  # within twice: nothing said
+    assert near.exit_code in (0, 1) and said not in " ".join(near.stderr.split())
