@@ -47,12 +47,14 @@ _SHARDS = {Sharding.NONE: 0, Sharding.ZERO1: 1, Sharding.ZERO2: 2, Sharding.ZERO
            Sharding.FSDP: 3}
 
 
-def memory_fixes(cfg: TrainingConfig) -> str:
-    """What to change when a stage overflows, in the config's framework's own words,
-    without what the config already does (its sharding as far as the framework's clause
-    goes, full recomputation, a micro-batch of 1)."""
+def memory_fixes(cfg: TrainingConfig,
+                 worded: tuple[str, str, str | None, str] | None = None) -> str:
+    """What to change when a stage overflows, in the config's framework's own words (or
+    ``worded``: the file's, Semantics.memory_fixes), without what the config already does
+    (its sharding as far as the framework's clause goes, full recomputation, a micro-batch
+    of 1)."""
     adapter = adapter_of(cfg.source_format)
-    stages, shard, recompute, micro = adapter.memory_fix_clauses(cfg)
+    stages, shard, recompute, micro = worded or adapter.memory_fix_clauses(cfg)
     most = (adapter.memory_sharding_piped if cfg.pp > 1 and adapter.memory_sharding_piped
             else adapter.memory_sharding)
     piped = adapter.memory_sharding_piped  # sharded past it: no pipeline to add stages to

@@ -327,7 +327,8 @@ def _predict(
                                                                     cfg.recompute_every))
     share = opts.max_memory if opts.max_memory is not None else cfg.limits.memory_fraction
     cap = table.memory_bytes * share
-    over = memory_overflow(list(plan.peak_memory_bytes), cap, memory_fixes(cfg),
+    fixes = memory_fixes(cfg, sem.memory_fixes)
+    over = memory_overflow(list(plan.peak_memory_bytes), cap, fixes,
                            "warning" if cfg.memory_budget_ac else "error", add)
     if not over:
         add("memory-ok", "info",

@@ -80,3 +80,17 @@ def test_a_bad_dump_is_one_line(cli: Cli, error_line: Callable[[Result], str], t
                                 dump: dict[str, Any], said: str) -> None:
     line = error_line(cli("check-config", written(tmp_path, dump), "--gpus", "64"))
     assert said in line, line
+
+
+def test_a_dumps_memory_fixes_name_mains_keys(cli: Cli, tmp_path: Path) -> None:
+    """Llama 3 8B's FSDP over 1 GPU outgrows an H100: the fixes name the keys main's
+    config has (0.2.2's local_batch_size and [activation_checkpoint] table it has not)."""
+    r = cli("check-config", written(tmp_path, LLAMA3_8B), "--gpus", "1", "--gpu", "h100-sxm",
+            "--json", "--no-compare")
+    assert r.exit_code == 1
+    found = next(f for f in json.loads(r.stdout)["findings"] if f["id"] == "memory-overflow")
+    assert "more pipeline stages (parallelism.pipeline_parallel_degree)" in found["message"]
+    assert "full activation checkpointing (activation_checkpoint=FullAC.Config())" \
+        in found["message"]
+    assert "local_batch_size" not in found["message"]
+    assert "[activation_checkpoint]" not in found["message"]

@@ -101,6 +101,10 @@ class Semantics:
     # (a torchtitan file's launch comment, launched.py): check-config's gpus-mismatch
     # names it
     gpus_from: str | None = None
+    # the memory fixes in the file's own words where they are not the adapter's
+    # (Adapter.memory_fixes; a torchtitan main dump names main's keys): (stages, sharding,
+    # recomputation, micro-batch) clauses
+    memory_fixes: tuple[str, str, str | None, str] | None = None
 
 
 @dataclass

@@ -68,6 +68,13 @@ UNPRICED = (
 )
 
 
+# check-config's memory fixes in main's words (Adapter.memory_fixes names 0.2.2's keys)
+MEMORY_FIXES = ("more pipeline stages (parallelism.pipeline_parallel_degree)",
+                "FSDP over more ranks (parallelism.data_parallel_shard_degree)",
+                "full activation checkpointing (activation_checkpoint=FullAC.Config())",
+                "fewer tokens a micro-batch (training.num_tokens_per_microbatch_per_dp_rank)")
+
+
 @dataclass(frozen=True)
 class MainRun:
     """What a main dump states that no 0.2.2 key carries, with the model it names."""
@@ -126,6 +133,7 @@ def read_dump(data: dict[str, Any], ctx: Ctx) -> tuple[dict[str, Any], MainRun]:
         "activation_checkpoint": _ac(ctx, data),
     }
     _async_tp(ctx, compiled)
+    ctx.semantics.memory_fixes = MEMORY_FIXES
     for section, key, default, what in UNPRICED:
         value = data[section].get(key, default)
         if value != default:
