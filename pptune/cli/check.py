@@ -56,6 +56,10 @@ def check_config(
     micro_batch_size: int | None = size_option("micro_batch_size"),
     global_batch: int | None = size_option("global_batch"),
     env: list[str] | None = env_option(),
+    precision: str | None = typer.Option(
+        None, "--precision", help="the GEMM precision when the file cannot state it (a "
+        "torchtitan main dump records no quantization converter): bf16, fp8 (torchao's "
+        "float8 linears, tensorwise) or mxfp8; another file's own stands"),
     costs: CostOptions,
     max_bubble: float | None = typer.Option(None, "--max-bubble", help="bubble-rate limit (default 0.25 or the file's)"),
     max_slowdown: float | None = typer.Option(None, "--max-slowdown", help="step time limit vs the best plan (default 1.10)"),
@@ -90,7 +94,7 @@ def check_config(
         report, read = _run(config, format_in, (pp, gpus, tp, gpus_per_node),
                             framework_version or [], (max_bubble, max_slowdown, max_memory),
                             CheckFlags(costs, not no_compare, strict, tuple(env or ()),
-                                       (micro_batch_size, global_batch)))
+                                       (micro_batch_size, global_batch), precision))
     except PptuneError as exc:
         echo_error(output, config, str(exc), exc.exit_code)
         raise
@@ -132,6 +136,7 @@ class CheckFlags(NamedTuple):
     strict: bool
     env: tuple[str, ...] = ()  # --env NAME=VALUE
     batch: tuple[int | None, int | None] = (None, None)  # --micro-batch-size, --global-batch
+    precision: str | None = None  # --precision, for a file that cannot state it
 
 
 def _run(config: Path, format_in: str | None,
@@ -166,7 +171,7 @@ def _run(config: Path, format_in: str | None,
     read = read_config(config, format_in, pp=pp, gpus=gpus, tp=tp, framework_versions=versions,
                        gpus_per_node=gpus_per_node, env=list(flags.env),
                        micro_batch_size=flags.batch[0], global_batch=flags.batch[1],
-                       gpu=flags.costs.gpu)
+                       gpu=flags.costs.gpu, precision=flags.precision)
     costs = flags.costs
     if costs.profile is not None:  # the command line's path is the working folder's
         costs = replace(costs, profile=Path.cwd() / costs.profile)

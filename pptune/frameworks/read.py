@@ -64,6 +64,7 @@ def read_config(
     micro_batch_size: int | None = None,
     global_batch: int | None = None,
     gpu: str | None = None,
+    precision: str | None = None,
 ) -> ReadResult:
     """Read a training config; BadInput (one line, naming the file) on any problem.
 
@@ -81,11 +82,13 @@ def read_config(
     refuses) raises BadInput.
 
     ``gpu`` (--gpu) is priced over a ``# pptune-plan:`` line's GPU: the config says so.
+    ``precision`` (--precision) fills the GEMM precision of a file that cannot state it
+    (a torchtitan main dump); another file's own stands, with a note.
     """
     path = Path(path)
     wanted = _format(format_in)
     ctx = Ctx(name=str(path), flags=check_flags(pp, gpus, tp, gpus_per_node, micro_batch_size,
-                                                global_batch),
+                                                global_batch, precision),
               env=parse_env(env or []))
     text = read_text(path)
     ctx.text = text
@@ -104,6 +107,9 @@ def read_config(
     if ctx.env and "text" not in adapter.syntaxes:
         ctx.note(f"--env ignored: a {fmt.value} file reads no environment (launch scripts do)")
     config = planned_for(text, adapter.read(data, ctx), ctx, gpu)
+    if precision is not None and not ctx.semantics.precision_filled:
+        ctx.note(f"--precision {precision} ignored: the file states its GEMM precision "
+                 f"({config.precision or 'bf16'})")
     read = ReadResult(config=config, format=fmt, notes=ctx.notes, semantics=ctx.semantics)
     if config.hf_config is not None or config.profile is not None:
         model_known(read)  # the plan line's hf_config (or the file's profile) names it

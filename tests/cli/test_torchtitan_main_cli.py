@@ -94,3 +94,28 @@ def test_a_dumps_memory_fixes_name_mains_keys(cli: Cli, tmp_path: Path) -> None:
         in found["message"]
     assert "local_batch_size" not in found["message"]
     assert "[activation_checkpoint]" not in found["message"]
+
+
+def test_precision_states_what_a_dump_cannot(cli: Cli, tmp_path: Path) -> None:
+    """A dump records no quantization converter: --precision fp8 prices torchao's float8
+    linears (tensorwise), which A100s refuse; a file that states its own precision keeps
+    it, with a note; a precision pptune cannot fill is bad usage."""
+    path = written(tmp_path, LLAMA3_8B)
+    run = ["check-config", path, "--gpus", "64", "--json", "--no-compare"]
+    plain = json.loads(cli(*run, "--gpu", "h100-sxm").stdout)
+    fp8 = json.loads(cli(*run, "--gpu", "h100-sxm", "--precision", "fp8").stdout)
+    assert (plain["config"]["precision"], fp8["config"]["precision"]) in (
+        (None, "fp8"), ("bf16", "fp8"))
+    assert (fp8["config"]["fp8_kernels"], fp8["config"]["fp8_recipe"]) == ("torchao",
+                                                                         "tensorwise")
+    assert fp8["derived"]["step_time_s"] < plain["derived"]["step_time_s"]
+    assert any("priced at --precision fp8" in n for n in fp8["notes"])
+    a100 = cli(*run, "--gpu", "a100-80gb", "--precision", "fp8")
+    assert a100.exit_code == 1
+    assert "precision-gpu" in [f["id"] for f in json.loads(a100.stdout)["findings"]]
+    script = Path(__file__).resolve().parents[2] / "examples" / "megatron-llama3-8b.sh"
+    kept = json.loads(cli("check-config", script, "--precision", "fp8", "--json",
+                          "--no-compare").stdout)
+    assert "--precision fp8 ignored: the file states its GEMM precision (bf16)" in kept["notes"]
+    bad = cli(*run, "--precision", "fp4")
+    assert bad.exit_code == 2 and "expected one of bf16, fp8, mxfp8" in bad.stderr

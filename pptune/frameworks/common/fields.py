@@ -37,6 +37,9 @@ MAX_BATCH = 2**31 - 1
 MAX_ERRORS = 6  # problems listed in one message; the rest are counted
 
 
+FILLED_PRECISIONS = ("bf16", "fp8", "mxfp8")  # check-config --precision
+
+
 @dataclass(frozen=True)
 class Flags:
     """Values the user passed on the command line (``--pp``, ``--gpus``, ``--tp``,
@@ -48,6 +51,9 @@ class Flags:
     gpus_per_node: int | None = None
     micro_batch_size: int | None = None
     global_batch: int | None = None
+    # --precision: the GEMM precision of a file that cannot state it (a torchtitan main
+    # dump, dump_model.dump_precision); other files state their own
+    precision: str | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,8 @@ class Semantics:
     # (Adapter.memory_fixes; a torchtitan main dump names main's keys): (stages, sharding,
     # recomputation, micro-batch) clauses
     memory_fixes: tuple[str, str, str | None, str] | None = None
+    # the reader took --precision (Flags.precision) for a file that cannot state it
+    precision_filled: bool = False
 
 
 @dataclass
@@ -162,8 +170,12 @@ def show(value: Any) -> str:
 
 
 def check_flags(pp: Any, gpus: Any, tp: Any, gpus_per_node: Any = None,
-                micro_batch_size: Any = None, global_batch: Any = None) -> Flags:
+                micro_batch_size: Any = None, global_batch: Any = None,
+                precision: str | None = None) -> Flags:
     """Validate the flag values themselves (they come from the CLI, not a file)."""
+    if precision is not None and precision not in FILLED_PRECISIONS:
+        raise BadInput(f"--precision {show(precision)}: expected one of "
+                       f"{', '.join(FILLED_PRECISIONS)}")
     for key, value, most in (("pp", pp, MAX_DEVICES), ("gpus", gpus, MAX_DEVICES),
                              ("tp", tp, MAX_DEVICES), ("gpus-per-node", gpus_per_node, MAX_DEVICES),
                              ("micro-batch-size", micro_batch_size, MAX_BATCH),
@@ -173,7 +185,8 @@ def check_flags(pp: Any, gpus: Any, tp: Any, gpus_per_node: Any = None,
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
             raise BadInput(f"--{key} {show(value)}: expected a whole number from 1 to {most}")
     return Flags(pp=pp, gpus=gpus, tp=tp, gpus_per_node=gpus_per_node,
-                 micro_batch_size=micro_batch_size, global_batch=global_batch)
+                 micro_batch_size=micro_batch_size, global_batch=global_batch,
+                 precision=precision)
 
 
 def whole(

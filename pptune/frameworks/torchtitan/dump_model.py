@@ -199,8 +199,11 @@ def converters_unseen(ctx: Ctx, model: dict[str, Any]) -> None:
     dispatcher for one padding each expert's tokens to ``pad_multiple`` (16 for FP8,
     float8.py Float8GroupedExpertsConverter.PAD_MULTIPLE; 32 for MXFP8, mx.py), which is a
     warning."""
+    given = ctx.flags.precision
     ctx.note("a Trainer.Config dump records no quantization converter (Float8, MXFP8, "
-             "NVFP4 linears serialise as Linear): priced at training.mixed_precision_param")
+             "NVFP4 linears serialise as Linear): priced at "
+             + (f"--precision {given}" if given else "training.mixed_precision_param "
+                "(check-config --precision fp8 or mxfp8 states the linears' converter)"))
     pads = {_dig(x, "moe", "routed_experts", "token_dispatcher", "pad_multiple")
             for x in model.get("layers") or [] if isinstance(x, dict)} - {None}
     if pads:
@@ -211,3 +214,25 @@ def converters_unseen(ctx: Ctx, model: dict[str, Any]) -> None:
                        "(components/quantization/utils.py swap_token_dispatcher): the "
                        "experts likely run quantized; priced at mixed_precision_param, as "
                        "the dump names no converter")
+
+
+def dump_precision(ctx: Ctx, fields: dict[str, Any], moe: bool) -> None:
+    """--precision for a dump, which cannot state it (``converters_unseen``): the linears
+    as torchtitan's converters run them, torchao's kernels (converters.py): fp8 its
+    Float8LinearConverter's tensorwise recipe (the float8 all-gather off, its default),
+    mxfp8 MXFP8LinearConverter's mxfp8_cublas; an MoE model's routed experts BF16 (their
+    grouped-GEMM converters are separate, a note says so)."""
+    given = ctx.flags.precision
+    if given is None:
+        return
+    ctx.semantics.precision_filled = True
+    if given == "bf16":
+        return
+    fields.update(precision=given, fp8_recipe="tensorwise" if given == "fp8" else "mxfp8_cublas",
+                  fp8_kernels="torchao", fp8_param_gather=False)
+    if moe:
+        fields["expert_precision"] = "bf16"
+        ctx.note(f"--precision {given}: the linears priced {given.upper()}, the routed "
+                 "experts BF16 (torchtitan converts their grouped GEMMs with a converter of "
+                 "their own, which a dump does not record either)")
+

@@ -54,7 +54,12 @@ from pptune.frameworks.torchtitan.cp_fp8 import TABLES as CP_FP8_TABLES
 from pptune.frameworks.torchtitan.cp_fp8 import read_cp_fp8
 from pptune.frameworks.torchtitan.dump import MainRun
 from pptune.frameworks.torchtitan.dump_batch import main_attention, main_batch
-from pptune.frameworks.torchtitan.dump_model import attention_kind, converters_unseen, main_model
+from pptune.frameworks.torchtitan.dump_model import (
+    attention_kind,
+    converters_unseen,
+    dump_precision,
+    main_model,
+)
 from pptune.frameworks.torchtitan.experts import read_dualpipev_overlap, read_experts
 from pptune.frameworks.torchtitan.facts import facts
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN, reads_toml
@@ -190,6 +195,8 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx, main: MainRun | None = None
     shape = MODELS[preset] if preset else None
     read_converters(ctx, data, fields, moe_layers=None if shape is None else [
         i for i in range(shape.num_blocks) if shape.moe_block(i)])
+    if main is not None:
+        dump_precision(ctx, fields, bool(shape.moe if shape else fields.get("num_experts")))
     if (pp or 1) > 1 and Schedule(fields["schedule"]) in SPLIT_BACKWARD and compiles(
             ctx, data, "model"):
         ctx.refuse("torchtitan-compile-split-backward",
