@@ -236,6 +236,7 @@ def _from_jobs(measurements: list[Any], gpu: str | None, model: tuple[str | None
     from pydantic import ValidationError
 
     from pptune.report.calibration import calibration_json, calibration_text
+    from pptune.report.wrap import hanging
     from pptune.schemas import write_atomic
     from pptune.tune import jobfit, jobs
 
@@ -255,7 +256,9 @@ def _from_jobs(measurements: list[Any], gpu: str | None, model: tuple[str | None
     if as_json:
         typer.echo(dumps_json(calibration_json(cal), indent=2))
     else:
-        _out().print(calibration_text(cal), highlight=False, markup=False)
+        console = _out()
+        console.print("\n".join(hanging(calibration_text(cal), console.width)),
+                      highlight=False, markup=False, soft_wrap=True)
     wrote(written)
 
 

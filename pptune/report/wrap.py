@@ -91,3 +91,18 @@ def wrap_phrases(text: str, width: int) -> list[str]:
             lines += [x for piece in inner for x in (
                 wrap_words(piece, width) if len(piece) > width else [piece])]
     return lines
+
+
+def hanging(text: str, width: int, extra: int = 2) -> list[str]:
+    """``text``'s lines at ``width`` (``wrap_words``), each one's continuation lines
+    indented ``extra`` columns past its own indent, so a wrapped item reads as one."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        first, *rest = wrap_words(line, width)
+        out.append(first)
+        if rest:
+            indent = " " * (len(line) - len(line.lstrip(" ")) + extra)
+            out += [indent + piece for piece in
+                    wrap_words(" ".join(rest), max(width - len(indent), 20))]
+    return out
+

@@ -184,8 +184,10 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None,
         timers = steady_timers_ms(log, steady.used)
         step, peak, what = steady.step_s, log.peak_memory_bytes, log.memory_what
         left = warm_up_left_out(steady.skipped, warmup, log.unit)
+        first, last = steady.used[0], steady.used[-1]
+        which = f"{log.unit} {first}" if first == last else f"{log.unit}s {first}-{last}"
         source = (f"log {m.log}: median of {len(steady.used)} {log.title} line(s), "
-                  f"{log.unit}s {steady.used[0]}-{steady.used[-1]} ({left})")
+                  f"{which} ({left})")
         notes += [f"--log {m.log}: {n}" for n in (*log.notes, *steady.notes)]
         counts = ADAPTERS[read.format].log_flops
         flops = jobflops.logged_flops(log, steady.used, size, shape, counts)

@@ -313,6 +313,7 @@ def test_skipped_and_nan_intervals_and_one_line_are_said(tmp_path: Path, cli: Cl
             "several: a longer log gives a steadier figure") in r.stderr
     cal = load_profile(out).calibration
     assert cal is not None and cal.runs[0].measured_step_s == pytest.approx(9.2, abs=1e-4)
+    assert "median of 1 Megatron-LM line(s), iteration 10 (" in cal.runs[0].step_source
 
 
 def test_a_factor_near_the_floor_gets_a_note(tmp_path: Path, cli: Cli) -> None:

@@ -57,3 +57,15 @@ def test_fit_gives_a_narrow_table_its_title_in_phrases_and_leaves_the_table_as_i
     assert [line.strip() for line in text.splitlines()[:2]] == [
         "predicted vs measured", "(Schedule1F1B, gloo, median of 5 steps)"]
     assert t.title == "predicted vs measured (Schedule1F1B, gloo, median of 5 steps)"
+
+
+def test_hanging_indents_each_items_continuation_under_it() -> None:
+    from pptune.report.wrap import hanging
+
+    text = "head line\n  item: " + "word " * 20 + "end"
+    lines = hanging(text, 40)
+    assert lines[0] == "head line"
+    assert lines[1].startswith("  item: ") and all(
+        x.startswith("    ") and not x.startswith("     ") for x in lines[2:])
+    assert all(len(x) <= 40 for x in lines)
+    assert " ".join(x.strip() for x in lines[1:]) == ("item: " + "word " * 20 + "end")
