@@ -14,6 +14,7 @@ Two forms:
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -172,6 +173,10 @@ def calibrate(
     env: list[str] | None = env_option(RUN_CLAUSE),
     warmup: int | None = typer.Option(None, "--warmup", help="--log: leave out iterations up to "
                                       "N [default: the first line printed]"),
+    precision: str | None = typer.Option(
+        None, "--precision", help="--run: the GEMM precision of configs that cannot state it "
+        "(a torchtitan main dump records no quantization converter): bf16, fp8 or mxfp8, as "
+        "check-config --precision"),
     gpu: str | None = typer.Option(None, "--gpu", help="--run: the jobs' GPU preset "
                                    "[default: the config's, else the GPU its --log names, "
                                    "else h100-sxm]"),
@@ -204,8 +209,9 @@ def calibrate(
                  for p in size_problems({name: v})]
         if found:
             raise BadInput("; ".join(dict.fromkeys(found)))
-        measurements = pair(order, list(run or []), list(step_s or []), list(log or []),
-                            per_run)
+        measurements = [dataclasses.replace(m, flags=dataclasses.replace(
+            m.flags, precision=precision)) for m in pair(
+                order, list(run or []), list(step_s or []), list(log or []), per_run)]
         check_output(output, "-o", [*(("--run", r) for r in run or ()),
                                     *(("--log", g) for g in log or ()),
                                     ("--hf-config", hf_config)], PROFILE)
@@ -221,7 +227,7 @@ def calibrate(
         raise BadInput("calibrate needs --run CONFIG with --step-s or --log, or validate "
                        "RESULTS with --profile" + (f"; {RUN_FORM}" if results else ""))
     for flag, value in (("--gpu", gpu), ("--model", model), ("--hf-config", hf_config),
-                        ("--warmup", warmup),
+                        ("--warmup", warmup), ("--precision", precision),
                         *((f, True) for f in per_run)):
         if value is not None:
             raise BadInput(f"{flag} is for --run; RESULTS are priced with --profile")

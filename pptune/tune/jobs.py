@@ -180,6 +180,7 @@ def load(m: Measurement, gpu: str | None, model: str | None, warmup: int | None,
     else:
         _same_world(m, log, size, read)
         _same_sizes(m, log, size, read)
+        _same_precision(m, log, read)
         steady = steady_step_s(log, size, f"--log {m.log}", warmup)
         timers = steady_timers_ms(log, steady.used)
         step, peak, what = steady.step_s, log.peak_memory_bytes, log.memory_what
@@ -225,7 +226,7 @@ def _read(m: Measurement, flags: Flags) -> ReadResult:
     f = flags
     return read_config(m.config, pp=f.pp, gpus=f.gpus, tp=f.tp, gpus_per_node=f.gpus_per_node,
                        micro_batch_size=f.micro_batch_size, global_batch=f.global_batch,
-                       env=list(m.env))
+                       env=list(m.env), precision=f.precision)
 
 
 def _assumed(report: CheckReport) -> bool:
@@ -367,4 +368,16 @@ def _same_sizes(m: Measurement, log: JobLog, size: JobSize, read: ReadResult) ->
     says = ", ".join(f"{SIZE_WORDS[k]} {ours[k]}" for k, _ in differ)
     raise BadInput(f"--log {m.log} ran {ran} (what its log prints), but --run {m.config} "
                    f"describes {says}; give the config of the job that wrote the log")
+
+
+def _same_precision(m: Measurement, log: JobLog, read: ReadResult) -> None:
+    """BadInput where the log says the run was quantized (JobLog.quantized) and the config
+    is priced in BF16: the factors would take FP8's speed for the model's error."""
+    if not log.quantized or read.config.precision in ("fp8", "mxfp8", "nvfp4"):
+        return
+    dump = " (a torchtitan main dump records no converter: give --precision fp8 or mxfp8)"
+    raise BadInput(f"--log {m.log} prints mfu: N/A, as torchtitan does for a run with a "
+                   f"quantization converter (FP8, MXFP8), but --run {m.config} is priced in "
+                   f"BF16{dump if read.format.value == 'torchtitan' else ''}; give the config "
+                   "of the job that wrote the log")
 

@@ -119,3 +119,26 @@ def test_precision_states_what_a_dump_cannot(cli: Cli, tmp_path: Path) -> None:
     assert "--precision fp8 ignored: the file states its GEMM precision (bf16)" in kept["notes"]
     bad = cli(*run, "--precision", "fp4")
     assert bad.exit_code == 2 and "expected one of bf16, fp8, mxfp8" in bad.stderr
+
+
+def test_calibrate_takes_the_precision_a_quantized_runs_log_says(cli: Cli,
+                                                                 tmp_path: Path) -> None:
+    """torchtitan prints mfu: N/A for a run with a quantization converter
+    (components/metrics.py has_quantization); a dump records none, so calibrate refuses
+    to fit that log's step to BF16 prices, and --precision fp8 states the converter."""
+    from tests.frameworks.test_job_logs import torchtitan_step
+
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(torchtitan_step(i, 10240.0, 380.0, None, 30.0)
+                             for i in range(1, 12)) + "\n")
+    run = ["calibrate", "--run", written(tmp_path, LLAMA3_8B), "--gpus", "64", "--gpu",
+           "h100-sxm", "--log", log, "-o", tmp_path / "cal.json"]
+    refused = cli(*run)
+    assert refused.exit_code == 2 and not (tmp_path / "cal.json").exists()
+    assert "prints mfu: N/A, as torchtitan does for a run with a quantization converter" \
+        in " ".join(refused.stderr.split())
+    assert "give --precision fp8 or mxfp8" in " ".join(refused.stderr.split())
+    fitted = cli(*run, "--precision", "fp8")
+    assert fitted.exit_code == 0, fitted.stderr
+    cal = json.loads((tmp_path / "cal.json").read_text())["calibration"]
+    assert cal["precision"] == "fp8" and cal["fp8_kernels"] == "torchao"

@@ -84,6 +84,9 @@ class JobLog:
     # world-size line): ("tp", 2), ("pp", 4), ("cp", 1), ("seq_len", 8192),
     # ("micro_batch_size", 1); () where it prints none
     stated: tuple[tuple[str, int], ...] = ()
+    # the lines say the run's linears were quantized (torchtitan main prints "mfu: N/A"
+    # for a run with a quantization converter: components/metrics.py has_quantization)
+    quantized: bool = False
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ STEP = re.compile(r"\bstep:\s*(\d+)\s")
 TPS = re.compile(r"\btps:\s*([\d,]+(?:\.\d+)?)")
 TFLOPS = re.compile(r"\btflops:\s*([\d,]+(?:\.\d+)?)")
 MFU = re.compile(r"\bmfu:\s*([\d.]+)%")
+QUANTIZED = re.compile(r"\bmfu:\s*N/A\b")  # components/metrics.py: has_quantization
 MEMORY = re.compile(r"\bmemory:\s*([\d.]+)\s*GiB")
 NAN_LOSS = re.compile(r"\bloss:\s*[-+]?(?:nan|inf)\b", re.IGNORECASE)
 MESH = re.compile(r"Building \d+-D device mesh with \[[^\]]*\], \[([\d, ]{0,200})\]")
@@ -73,6 +74,7 @@ def detect(text: str) -> bool:
 
 def read(text: str) -> JobLog:
     steps = Steps()
+    quantized = False  # a step line printed mfu: N/A (QUANTIZED)
     device = None
     for raw in text.splitlines():
         line = clean(raw)
@@ -96,6 +98,7 @@ def read(text: str) -> JobLog:
         tps = TPS.search(line)
         tflops = TFLOPS.search(line)
         mfu = MFU.search(line)
+        quantized = quantized or QUANTIZED.search(line) is not None
         mem = MEMORY.search(line)
         steps.step(LoggedStep(
             int(m.group(1)),
@@ -109,7 +112,7 @@ def read(text: str) -> JobLog:
     return JobLog("torchtitan", TITLE, tuple(steps.steps), peak,
                   "peak reserved (memory: GiB) of the ranks logged" if peak is not None else "",
                   world_size=steps.world, world_what="the log's device-mesh line", device=device,
-                  unit="step")
+                  unit="step", quantized=quantized)
 
 
 def _world(n: int) -> int | None:
