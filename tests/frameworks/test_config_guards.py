@@ -15,6 +15,7 @@ from pptune.frameworks.common.source import MAX_BYTES
 from pptune.frameworks.read import read_config
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "configs"
+DUMPS = DATA.parent / "torchtitan_main"  # torchtitan main's Trainer.Config dumps
 FORMATS = [None, "pptune", "deepspeed", "megatron", "torchtitan"]
 
 
@@ -269,7 +270,7 @@ def test_fuzz_random_json(tmp_path: Path, value: object, fmt: str | None,
 @FUZZ
 @given(data=st.data())
 def test_fuzz_mutated_fixtures(tmp_path: Path, data: st.DataObject) -> None:
-    source = data.draw(st.sampled_from(sorted(DATA.iterdir())))
+    source = data.draw(st.sampled_from(sorted([*DATA.iterdir(), *DUMPS.glob("*.json")])))
     text = source.read_text()
     cut = data.draw(st.integers(0, len(text)))
     insert = data.draw(st.one_of(SHELLISH, st.text(max_size=6)))
