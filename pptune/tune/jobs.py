@@ -375,9 +375,8 @@ def _same_precision(m: Measurement, log: JobLog, read: ReadResult) -> None:
     is priced in BF16: the factors would take FP8's speed for the model's error."""
     if not log.quantized or read.config.precision in ("fp8", "mxfp8", "nvfp4"):
         return
-    dump = " (a torchtitan main dump records no converter: give --precision fp8 or mxfp8)"
     raise BadInput(f"--log {m.log} prints mfu: N/A, as torchtitan does for a run with a "
                    f"quantization converter (FP8, MXFP8), but --run {m.config} is priced in "
-                   f"BF16{dump if read.format.value == 'torchtitan' else ''}; give the config "
-                   "of the job that wrote the log")
+                   "BF16; give the config of the job that wrote the log (a torchtitan main "
+                   "dump records no converter: give --precision fp8 or mxfp8)")
 

@@ -154,6 +154,6 @@ def test_priced_again_the_layers_keep_the_per_op_policy(tmp_path: Path) -> None:
     assert ran.step_time_s == evaluate(loss_only.table, loss_only.request, spec).step_time_s
     assert ran.step_time_s > zbv.step_time_s
     assert (ADAPTER.run_settings(jobs[0], plan), ADAPTER.run_settings(ran_job, ran)) == (
-        {"compile": "model,loss"}, {"compile": "loss"})
+        {"compile": "model,loss", "attention": "sdpa"}, {"compile": "loss", "attention": "sdpa"})
     # the file's own plan runs as the file prices it
     assert ADAPTER.as_run(jobs[0], plan)[1].step_time_s == plan.step_time_s

@@ -142,3 +142,73 @@ def test_calibrate_takes_the_precision_a_quantized_runs_log_says(cli: Cli,
     assert fitted.exit_code == 0, fitted.stderr
     cal = json.loads((tmp_path / "cal.json").read_text())["calibration"]
     assert cal["precision"] == "fp8" and cal["fp8_kernels"] == "torchao"
+
+
+QWEN3 = json.loads((DUMPS / "qwen3_30b_a3b.json").read_text())
+PP4 = json.loads((DUMPS / "llama3_debugmodel_pp4_interleaved_1f1b.json").read_text())
+
+
+def _with_inner(dump: Any, **inner: Any) -> Any:
+    """Every block's inner_attention as a real to_dict() writes it: its own fields and
+    the param_init and sharding_config every Configurable carries (the fixtures dropped
+    them: function reprs with addresses)."""
+    out = copy.deepcopy(dump)
+    for layer in out["model_spec"]["model"]["layers"]:
+        layer["attention"]["inner_attention"] = {**inner, "param_init": None,
+                                                 "sharding_config": {"state_shardings": {}}}
+    return out
+
+
+def test_the_attention_is_told_by_its_own_fields_beside_the_common_ones(
+        cli: Cli, tmp_path: Path) -> None:
+    """A trial: with param_init and sharding_config beside them no attention config
+    matched, qwen3's varlen was priced and warned as flex, and its refusal with cp missed."""
+    flex = cli("check-config", written(tmp_path, _with_inner(QWEN3, block_size=128,
+                                                             kernel_options={})),
+               "--gpus", "8", "--json", "--no-compare")
+    ids = [f["id"] for f in json.loads(flex.stdout)["findings"]]
+    assert "torchtitan-flex-attention" in ids
+    assert not any("none of main's attention configs" in n
+                   for n in json.loads(flex.stdout)["notes"])
+    varlen = _with_inner(QWEN3, window_size=None)
+    varlen["parallelism"]["context_parallel_degree"] = 2
+    r = cli("check-config", written(tmp_path, varlen), "--gpus", "8", "--json", "--no-compare")
+    ids = [f["id"] for f in json.loads(r.stdout)["findings"]]
+    assert r.exit_code == 1 and "torchtitan-cp-attention" in ids
+    assert "torchtitan-flex-attention" not in ids
+
+
+def test_a_csv_schedule_is_run_from_its_file_and_the_abstract_class_refused(
+        cli: Cli, tmp_path: Path) -> None:
+    """torchtitan_recipes' custom-CSV test: with pipeline_parallel_schedule_csv torchtitan
+    runs torch's _PipelineScheduleRuntime and never looks the name up
+    (pipeline_parallel.py build_pipeline_schedule); PipelineScheduleSingle without one is
+    an abstract base class torchtitan refuses in its own words."""
+    csv = copy.deepcopy(PP4)
+    csv["parallelism"].update(pipeline_parallel_schedule="PipelineScheduleMulti",
+                              pipeline_parallel_schedule_csv="schedule.csv")
+    doc = json.loads(cli("check-config", written(tmp_path, csv), "--gpus", "8", "--json",
+                         "--no-compare").stdout)
+    found = {f["id"]: f["message"] for f in doc["findings"]}
+    assert "torchtitan-schedule" not in found
+    assert "_PipelineScheduleRuntime; pipeline_parallel_schedule PipelineScheduleMulti is " \
+        "not used" in found["torchtitan-unmodelled"]
+    single = copy.deepcopy(PP4)
+    single["parallelism"]["pipeline_parallel_schedule"] = "PipelineScheduleSingle"
+    doc = json.loads(cli("check-config", written(tmp_path, single), "--gpus", "8", "--json",
+                         "--no-compare").stdout)
+    found = {f["id"]: f["message"] for f in doc["findings"]}
+    assert "PipelineScheduleSingle is an abstract base class" in found["torchtitan-schedule"]
+    assert "Unknown schedule name" not in found["torchtitan-schedule"]
+
+
+def test_slower_than_best_names_the_attention_kernel_it_differs_in(cli: Cli,
+                                                                   tmp_path: Path) -> None:
+    """A trial: on B200 the stock llama3_8b dump (FlexAttention, priced as flash) is 1.36x
+    the best plan its files state, which differs in its SDPA attention alone; the finding
+    said it differed in nothing."""
+    doc = json.loads(cli("check-config", written(tmp_path, LLAMA3_8B), "--gpus", "8", "--gpu",
+                         "b200", "--json").stdout)
+    slower = next(f for f in doc["findings"] if f["id"] == "slower-than-best")
+    assert slower["values"]["differs"] == {"attention": ["flash", "sdpa"]}
+    assert "it differs from the file in attention flash -> sdpa" in slower["message"]

@@ -153,10 +153,12 @@ def as_run(job: Job, plan: Plan, substitute: bool = True) -> tuple[Job, Plan]:
 
 def run_settings(job: Job, plan: Plan) -> dict[str, str]:
     """What the file's [compile] table compiles for the plan as priced (``as_run``'s job
-    and plan): "model,loss", "model", "loss" or "off"; for a MoE plan in low precision, the
-    routed experts' precision (converters.expert_setting)."""
+    and plan): "model,loss", "model", "loss" or "off"; the attention kernel it is priced
+    with (a main dump's FlexAttention is priced as flash, a plan its files state as SDPA);
+    for a MoE plan in low precision, the routed experts' precision
+    (converters.expert_setting)."""
     return {"compile": ",".join(compiled(plan, job.cost_options, float8=False)) or "off",
-            **expert_setting(job, plan)}
+            "attention": str(job.attention), **expert_setting(job, plan)}
 
 
 def _as_run(job: Job, plan: Plan, rank: int, notes: list[str], substitute: bool = True

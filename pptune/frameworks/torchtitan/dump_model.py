@@ -39,6 +39,9 @@ COMPARED = {"num_layers": "num_blocks", "hidden_size": "hidden", "num_heads": "h
             "moe_ffn_hidden_size": "expert_ffn", "moe_first_dense_layers": "first_dense"}
 KINDS = {frozenset({"block_size", "kernel_options"}): "flex",
          frozenset({"window_size"}): "varlen", frozenset(): "sdpa"}
+# fields every Configurable's to_dict() writes beside its own (config/configurable.py):
+# not the attention's
+COMMON = frozenset({"param_init", "sharding_config"})
 PATH = "model_spec.model"
 
 
@@ -75,10 +78,12 @@ def attention_kind(ctx: Ctx, model: dict[str, Any]) -> str:
     docstring); another config is priced as flex (a note says so)."""
     layers = model.get("layers") or [{}]
     inner = _dig(layers[0], "attention", "inner_attention")
-    kind = KINDS.get(frozenset(inner)) if isinstance(inner, dict) else None
+    fields = frozenset(inner) - COMMON if isinstance(inner, dict) else None
+    kind = KINDS.get(fields) if fields is not None else None
     if kind is None:
-        ctx.note(f"{PATH}.layers.0.attention.inner_attention {show(inner)[:60]} is none of "
-                 "main's attention configs pptune knows: priced as flash attention")
+        said = ", ".join(sorted(fields)[:6]) if fields else show(inner)[:40]
+        ctx.note(f"{PATH}.layers.0.attention.inner_attention ({said}) is none of main's "
+                 "attention configs pptune knows: priced as flash attention")
         return "flex"
     return kind
 

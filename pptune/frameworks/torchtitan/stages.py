@@ -35,7 +35,10 @@ SCHEDULES: dict[str, tuple[str, int | None]] = {
 SUPPORTED = ("1F1B, GPipe, Interleaved1F1B, InterleavedZeroBubble (as zb-h1), ZBVZeroBubble, "
              "DualPipeV")
 # torch schedules pptune cannot model, and the schedule it predicts them with
-UNMODELLED = {"loopedbfs": ("interleaved-1f1b", None)}
+UNMODELLED = {"loopedbfs": ("interleaved-1f1b", None),
+              # the base class of the looped schedules, which runs the order a CSV gives
+              # it (pipeline_parallel_schedule_csv) and none without one
+              "pipelineschedulemulti": ("interleaved-1f1b", None)}
 
 
 def schedule(ctx: Ctx, par: Table, pp: int, layers: int | None) -> dict[str, Any]:
@@ -45,11 +48,25 @@ def schedule(ctx: Ctx, par: Table, pp: int, layers: int | None) -> dict[str, Any
             ctx.note(f"pipeline_parallel_degree is 1: torchtitan ignores "
                      f"pipeline_parallel_schedule {name}")
         return {"schedule": "1f1b", "virtual_stages": 1}
-    if par.text("pipeline_parallel_schedule_csv", "") or None:
-        ctx.unmodelled("torchtitan-unmodelled",
-                       "pipeline_parallel_schedule_csv (a custom schedule) is not modelled; "
-                       f"predictions use {name}")
+    csv = par.text("pipeline_parallel_schedule_csv", "") or None
     mapped = SCHEDULES.get(name.lower())
+    if csv:  # pipeline_parallel.py build_pipeline_schedule: the name is not used then
+        mapped = mapped or ("interleaved-1f1b", None)
+        ctx.unmodelled("torchtitan-unmodelled",
+                       f"pipeline_parallel_schedule_csv {csv[:60]}: torchtitan runs the file's "
+                       "schedule (torch's _PipelineScheduleRuntime; pipeline_parallel_schedule "
+                       f"{name[:40]} is not used), which pptune does not model; predictions "
+                       f"use {mapped[0]}")
+    elif name.lower() == "pipelineschedulesingle":  # torch's name of an abstract class
+        raises = ("torchtitan raises 'PipelineScheduleSingle is an abstract base class. Use "
+                  "a concrete single-stage schedule such as GPipe or 1F1B.' (torchtitan/"
+                  "distributed/pipeline_parallel.py)" if ctx.semantics.versions.at_least(
+                      TORCHTITAN, 0, 3) else "Python raises \"Can't instantiate abstract "
+                  "class PipelineScheduleSingle\" (torch's _step_microbatches is abstract; "
+                  "torchtitan/distributed/pipeline_parallel.py build_pipeline_schedule)")
+        ctx.refuse("torchtitan-schedule", "parallelism.pipeline_parallel_schedule "
+                   f"'PipelineScheduleSingle': {raises}; use one of {SUPPORTED}")
+        return {"schedule": "1f1b", "virtual_stages": 1}
     if mapped is None and name.lower() in UNMODELLED:
         mapped = UNMODELLED[name.lower()]
         ctx.unmodelled("torchtitan-unmodelled",
