@@ -105,3 +105,12 @@ def test_a_gzipped_log_is_read_and_a_damaged_one_named(tmp_path: Path) -> None:
     path.write_bytes(gzip.compress(text.encode())[:40])  # cut: no gzip trailer
     with pytest.raises(BadInput, match="is gzip-compressed but cannot be uncompressed"):
         read_log(path, "megatron")
+
+
+def test_every_ranks_copy_of_the_line_is_taken_alike() -> None:
+    # two ranks' output gathered: each line twice in a row (one run, logruns.runs)
+    lines = [megatron_iteration(i, ms) for i, ms in ((1, 95000.0), (10, 23900.0),
+                                                    (20, 16000.0)) for _ in range(2)]
+    log = read("\n".join(lines) + "\n")
+    assert [s.step_s for s in log.steps] == pytest.approx([95.0, 95.0, 16.0, 16.0, 16.0, 16.0])
+    assert len(log.notes) == 1

@@ -83,7 +83,7 @@ import re
 from dataclasses import replace
 
 from pptune.frameworks.common.joblog import MIB, JobLog, LoggedStep, clean, fields, number
-from pptune.frameworks.common.logruns import Steps
+from pptune.frameworks.common.logruns import Steps, runs
 
 TITLE = "Megatron-LM"
 ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*\d+\s*\|(.*)$")
@@ -176,45 +176,56 @@ def read(text: str, core_016: bool = True) -> JobLog:
 
 def first_iteration(steps: list[LoggedStep], interval: int | None
                     ) -> tuple[tuple[LoggedStep, ...], tuple[str, ...]]:
-    """Each run's second line without the run's first iteration in its mean (module
-    docstring), and a note for each line so taken."""
-    out, notes = list(steps), []
-    runs: list[list[int]] = []  # as logruns splits them: a start-up, iterations going back
-    for k, s in enumerate(steps):
-        if not runs or s.start != steps[k - 1].start or s.iteration <= steps[k - 1].iteration:
-            runs.append([])
-        runs[-1].append(k)
-    for ks in runs:
-        if len(ks) < 2:
-            continue
-        first, second = steps[ks[0]], steps[ks[1]]
-        gap = second.iteration - first.iteration
-        every = interval or (steps[ks[2]].iteration - second.iteration if len(ks) > 2 else gap)
-        if gap < 1 or every < 1 or (first.iteration % every == 0 and every > 1):
-            continue
-        if every == 1:
-            out[ks[1]] = replace(second, unsteady=", ".join(
-                filter(None, [second.unsteady, "the run's first iteration"])))
-            continue
-        n = gap + 1  # iterations from the run's first to this line
-        if first.step_s is None or second.step_s is None:
-            continue
-        alone = (n * second.step_s - first.step_s) / (n - 1)
-        if not alone > 0:
-            continue
-        scale = second.step_s / alone
-        timers = dict(first.timers_ms)
-        out[ks[1]] = replace(
-            second, step_s=alone,
-            tflops_per_gpu=second.tflops_per_gpu * scale if second.tflops_per_gpu else None,
+    """Each run's (logruns.runs) second iteration's line without the run's first iteration
+    in its mean (module docstring), and a note for the last run's, the one calibrated."""
+    out: list[LoggedStep] = []
+    notes: list[str] = []
+    parts = runs(steps)
+    for k, part in enumerate(parts):
+        fixed, note = _without_first(part, interval)
+        out += fixed
+        notes += [note] if note and k == len(parts) - 1 else []
+    return tuple(out), tuple(notes)
+
+
+def _without_first(part: list[LoggedStep], interval: int | None
+                   ) -> tuple[list[LoggedStep], str]:
+    """One run's lines, each copy of its second iteration's line taken without the first
+    iteration (every rank's copy alike), and the note ("" where nothing changed)."""
+    its = sorted({s.iteration for s in part})
+    if len(its) < 2:
+        return part, ""
+    first = next(s for s in part if s.iteration == its[0])
+    gap = its[1] - its[0]
+    every = interval or (its[2] - its[1] if len(its) > 2 else gap)
+    if every > 1 and its[0] % every == 0:  # a line at the interval: no first-iteration line
+        return part, ""
+    if every == 1:  # the release cannot be told: the first line's neighbour left out
+        return [replace(s, unsteady=", ".join(filter(None, [s.unsteady, "the run's first "
+                                                            "iteration"])))
+                if s.iteration == its[1] else s for s in part], ""
+    n = gap + 1  # iterations from the run's first to the second line
+    second = next(s for s in part if s.iteration == its[1])
+    if first.step_s is None or second.step_s is None:
+        return part, ""
+    alone = (n * second.step_s - first.step_s) / (n - 1)
+    if not alone > 0:
+        return part, ""
+    timers = dict(first.timers_ms)
+
+    def taken(s: LoggedStep) -> LoggedStep:
+        scale = (s.step_s or alone) / alone
+        return replace(
+            s, step_s=alone,
+            tflops_per_gpu=s.tflops_per_gpu * scale if s.tflops_per_gpu else None,
             # timers.log divides by --log-interval whatever the iterations it covers
             timers_ms=tuple((name, every * (ms - timers[name]) / (n - 1) if name in timers
-                             else ms) for name, ms in second.timers_ms))
-        notes += [] if ks is not runs[-1] else [f"iteration {second.iteration}'s mean includes the run's first, "
-                     f"{first.iteration} (megatron-core 0.16 on does not reset its timers "
-                     f"after that line): taken as ({n} x {second.step_s * 1e3:.1f} - "
-                     f"{first.step_s * 1e3:.1f}) / {n - 1} = {alone * 1e3:.1f} ms"]
-    return tuple(out), tuple(notes)
+                             else ms) for name, ms in s.timers_ms))
+    return [taken(s) if s.iteration == its[1] else s for s in part], (
+        f"iteration {its[1]}'s mean includes the run's first, {its[0]} (megatron-core 0.16 "
+        f"on does not reset its timers after that line): taken as ({n} x "
+        f"{second.step_s * 1e3:.1f} - {first.step_s * 1e3:.1f}) / {n - 1} = "
+        f"{alone * 1e3:.1f} ms")
 
 
 class _Timers:
