@@ -201,6 +201,16 @@ class Copies:
     nic: float
 
 
+def runs_as(dispatcher: Dispatcher, ep: int) -> Dispatcher:
+    """The dispatcher that runs for the one asked at expert-parallel size ``ep``. DeepEP
+    moves tokens between an ep group's ranks; a group of one rank has none to move, and
+    the frameworks that offer DeepEP run their standard dispatcher there, whose local
+    permute and sort by expert still run (megatron-core token_dispatcher.py: the flex
+    dispatcher asserts TP x EP > 1, and MoEAlltoAllTokenDispatcher sorts by local expert
+    at any ep; torchtitan builds DeepEP only where ep > 1)."""
+    return Dispatcher.ALLTOALL if dispatcher is Dispatcher.DEEPEP and ep == 1 else dispatcher
+
+
 def token_reach(m: ModelShape, group: Group) -> Reach:
     """Where one of the model's tokens' experts are over the ep ``group`` (``reach``)."""
     return reach(m.experts, m.top_k, group.size, group.nodes, m.route_groups,

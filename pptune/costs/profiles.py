@@ -13,6 +13,7 @@ from pptune.costmodel.analytic import AnalyticLayer, analytic_layers
 from pptune.costmodel.collectives import Collective, Fabric
 from pptune.costmodel.comm import AllReduceLink
 from pptune.costmodel.context import CpComm
+from pptune.costmodel.dispatch import runs_as
 from pptune.costmodel.keys import CostKey, Precision, TableSource
 from pptune.costmodel.layout import contiguous_group
 from pptune.costmodel.loss import CrossEntropy
@@ -289,7 +290,9 @@ def preset_tables(
         if not shape.moe and (key.ep != 1 or key.etp != 1):
             raise BadInput(f"{shape.name} has no expert layers to split ({key})")
         if key not in built:
-            ex = (dataclasses.replace(experts or ExpertParallel(), ep=key.ep, etp=key.etp)
+            asked = experts or ExpertParallel()
+            ex = (dataclasses.replace(asked, ep=key.ep, etp=key.etp,
+                                      dispatcher=runs_as(asked.dispatcher, key.ep))
                   if shape.moe else None)
 
             def priced(**more: object) -> tuple[Profile, CostTable]:

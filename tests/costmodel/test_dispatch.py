@@ -119,3 +119,29 @@ def test_allgather_gathers_every_token_over_the_ep_etp_ranks() -> None:
 def test_the_deepseek_preset_routes_to_four_of_eight_groups() -> None:
     m = MODELS["deepseek-v3"]
     assert (m.route_groups, m.route_group_topk) == (8, 4)
+
+
+def test_a_one_rank_ep_group_runs_the_alltoall_dispatchers_local_permute() -> None:
+    # DeepEP moves tokens between an ep group's ranks; with one rank there is none to move,
+    # and the frameworks that offer it run their standard dispatcher there (megatron-core
+    # refuses flex at tp x ep = 1, torchtitan builds DeepEP only where ep > 1)
+    from pptune.costmodel.dispatch import runs_as
+
+    assert runs_as(Dispatcher.DEEPEP, 1) is Dispatcher.ALLTOALL
+    assert runs_as(Dispatcher.DEEPEP, 2) is Dispatcher.DEEPEP
+    assert runs_as(Dispatcher.ALLGATHER, 1) is Dispatcher.ALLGATHER
+
+
+def test_deepep_asked_at_ep_1_is_priced_as_alltoall_and_at_ep_8_as_deepep() -> None:
+    from pptune.costmodel.keys import CostKey
+    from pptune.costmodel.moe import ExpertParallel
+    from pptune.costs.profiles import preset_tables
+
+    def layers(dispatcher: Dispatcher, ep: int) -> object:
+        source = preset_tables("qwen3-30b-a3b", "h100-sxm", (1,),
+                               experts=ExpertParallel(dispatcher=dispatcher))
+        table = source(CostKey(ep=ep))
+        return table.by_mb, table.a2a_sm_share, table.dispatch_buffer_bytes
+
+    assert layers(Dispatcher.DEEPEP, 1) == layers(Dispatcher.ALLTOALL, 1)
+    assert layers(Dispatcher.DEEPEP, 8) != layers(Dispatcher.ALLTOALL, 8)
