@@ -158,6 +158,12 @@ def check_output(path: Path, flag: str, inputs: Iterable[tuple[str, Path | None]
             raise BadInput(f"{flag} {path} is the {name} file this command reads; write "
                            "to another path")
     try:
+        if path.is_symlink() and path.exists() and not path.is_dir() \
+                and not stat.S_ISREG(path.stat().st_mode):
+            # a link to an open pipe or terminal (/dev/stdout -> /proc/self/fd/1): its
+            # target's name (pipe:[inode]) does not resolve, so look through the link
+            raise BadInput(f"{flag} {path} is not a regular file (a device, FIFO or socket); "
+                           "pptune writes regular files only")
         target = _target(path)
         if target.exists() or target.is_symlink():
             mode = target.lstat().st_mode

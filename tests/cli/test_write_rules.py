@@ -36,6 +36,22 @@ def test_special_files_and_folders_are_refused_before_writing(tmp_path: Path) ->
     assert (tmp_path / "fifo").is_fifo()
 
 
+def test_a_link_to_an_open_pipe_is_refused_as_not_a_regular_file(tmp_path: Path) -> None:
+    """``-o /dev/stdout`` under a pipe: the link's target (``/proc/self/fd/N``) names
+    ``pipe:[inode]``, which realpath cannot resolve; it was refused at the write with
+    "No such file or directory". The link lives in tmp_path; nothing is written."""
+    read_end, write_end = os.pipe()
+    try:
+        link = tmp_path / "stdout"
+        link.symlink_to(f"/proc/self/fd/{write_end}")
+        with pytest.raises(BadInput, match=r"^-o .*stdout is not a regular file \(a device, "
+                                           r"FIFO or socket\); pptune writes regular files only"):
+            check_output(link, "-o")
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
 def test_emitted_files_are_kept_without_force(tmp_path: Path) -> None:
     (tmp_path / "a.sh").write_text(KEEP)
     with pytest.raises(BadInput, match=r"already has a\.sh; pass --force"):
