@@ -8,7 +8,7 @@ from typing import Any
 
 from pptune.costmodel.breakdown import BUBBLE
 from pptune.costmodel.step_timers import model_parts
-from pptune.report.fmt import run_labels
+from pptune.report.fmt import fmt_seconds, run_labels
 from pptune.schemas import Calibration
 
 SHOWN_PARTS = 8  # the largest parts of a step; the rest summed as "other"
@@ -20,10 +20,6 @@ def _pct(x: float) -> str:
 
 def _names(groups: list[str]) -> str:
     return groups[0] if len(groups) == 1 else f"{', '.join(groups[:-1])} and {groups[-1]}"
-
-
-def _s(x: float) -> str:
-    return f"{x:.4g} s" if x >= 1e-3 else f"{x * 1e6:.4g} us"
 
 
 def calibration_text(cal: Calibration) -> str:
@@ -45,8 +41,8 @@ def calibration_text(cal: Calibration) -> str:
                  + (f" {'held out':>8}" if held else ""))
     for r, name in zip(cal.runs, names, strict=True):
         out = r.held_out_residual
-        lines.append(f"  {name:<{width}} {_s(r.measured_step_s):>9} "
-                     f"{_s(r.predicted_step_s):>9} {_pct(r.residual):>8}"
+        lines.append(f"  {name:<{width}} {fmt_seconds(r.measured_step_s):>9} "
+                     f"{fmt_seconds(r.predicted_step_s):>9} {_pct(r.residual):>8}"
                      + (f" {'-' if out is None else _pct(out):>8}" if held else ""))
         lines.append(f"    {r.config}: {r.step_source}")
     if held:

@@ -250,3 +250,15 @@ def test_the_calibration_text_says_whose_bubble_its_parts_hold() -> None:
     assert "busiest pipeline rank" not in calibration_text(calibration(
         SHAPE, "h100-sxm", None, Factors.common(1.0), [["compute", "memory", "communication"]],
         [flat], None))
+
+
+def test_the_calibration_table_writes_every_step_in_one_format() -> None:
+    """A trial read "16 s", "9.207 s" and "0.9752 s" in one column (``:.4g`` drops trailing
+    zeros): steps are written as every other table writes seconds (report.fmt)."""
+    from pptune.report.calibration import calibration_text
+
+    runs = [RUN.model_copy(update={"config": "a.sh", "measured_step_s": 16.0,
+                                   "predicted_step_s": 0.9752})]
+    text = calibration_text(calibration(SHAPE, "h100-sxm", None, Factors.common(1.0),
+                                        [["compute", "memory", "communication"]], runs, None))
+    assert "  a.sh  16.000 s  975.2 ms" in text, text
