@@ -74,11 +74,12 @@ def _alike(res: FitResult, jobs: Sequence[Job]) -> str:
     differ = [f"{name} ({', '.join(map(str, values))})" for name, values in varied.items()]
     untried = [said_as for name, said_as in SEPARATE if name not in varied]
     if not differ:
-        advice = "runs with another tp, dp or GPU count separate compute from communication"
+        advice = ("runs with another tp, dp or GPU count separate compute from communication "
+                  "where they change its share of the step")
     elif untried:
         advice = (f"they differ in {listed(differ)}, which leaves their shares of "
                   f"communication alike; a run with another {listed(untried)} separates "
-                  "compute from communication")
+                  "compute from communication where it changes that share")
     else:
         advice = (f"they differ in {listed(differ)}, which leaves their shares of "
                   "communication alike; a run whose step holds another share of it (another "
