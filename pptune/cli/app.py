@@ -278,7 +278,9 @@ def _show_plans(run: Any, train_tokens: float | None, out: OutputOptions) -> Non
     console.print(plans_table(run.result, run.global_batch * run.table.seq_len, train_tokens,
                               width=console.width, model_flops_per_step=run.model_flops_per_step,
                               peak_flops=run.peak_flops))
-    for line in why_lines(run.result, run.request.space.grad_compression):
+    plans = run.result.plans  # the gradient bytes the winner was priced with
+    factor = run.request_for(plans[0].key).grad_bytes_factor if plans else 1.0
+    for line in why_lines(run.result, factor):
         console.print(line, highlight=False, markup=False)
     console.print(rejected_line(run.result), highlight=False, markup=False)
     for note in run.result.notes:

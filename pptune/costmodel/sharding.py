@@ -236,6 +236,15 @@ class ShardComm:
     tail_s: float = 0.0  # once, after the stage's last backward
 
 
+def gradient_wire_bytes(sharding: Sharding, grad_factor: float = 1.0) -> float:
+    """Bytes a gradient element crosses the data-parallel wire in (``stage_comm``'s):
+    FP32's 4 times ``grad_factor``, never wider than the sharding holds it (ZeRO-2/3's
+    16-bit gradients)."""
+    held = DEEPSPEED_GRAD_BYTES if sharding in (Sharding.ZERO2, Sharding.ZERO3) else (
+        FSDP_REDUCE_BYTES if sharding is Sharding.FSDP else MEGATRON_GRAD_BYTES)
+    return min(held, MEGATRON_GRAD_BYTES * grad_factor)
+
+
 @functools.lru_cache(maxsize=1 << 16)  # pure; a search asks it per stage of every plan
 def stage_comm(
     sharding: Sharding, reshard: bool, params: float, dp: int, link: AllReduceLink,
@@ -261,20 +270,19 @@ def stage_comm(
     def gather() -> float:
         return all_gather_s(params * param_bytes, dp, link)
 
-    def scatter(held_bytes: float) -> float:
-        wire = min(held_bytes, MEGATRON_GRAD_BYTES * grad_factor)
-        return reduce_scatter_s(params * wire, dp, link)
+    def scatter() -> float:
+        return reduce_scatter_s(params * gradient_wire_bytes(sharding, grad_factor), dp, link)
 
     if sharding in (Sharding.NONE, Sharding.ZERO1):
-        red = DpReduction(params, dp, link, MEGATRON_GRAD_BYTES * grad_factor, param_bytes,
+        red = DpReduction(params, dp, link, gradient_wire_bytes(sharding, grad_factor), param_bytes,
                           sharded=sharding is Sharding.ZERO1, overlap=overlap,
                           overlap_gather=overlap_gather)
         return ShardComm(tail_s=dp_exposed_s(red, bwd_window_s, fwd_window_s))
     if sharding is Sharding.ZERO2:
-        return ShardComm(bwd_s=scatter(DEEPSPEED_GRAD_BYTES), tail_s=gather())
+        return ShardComm(bwd_s=scatter(), tail_s=gather())
     if sharding is Sharding.ZERO3:
-        return ShardComm(fwd_s=gather(), bwd_s=gather() + scatter(DEEPSPEED_GRAD_BYTES))
+        return ShardComm(fwd_s=gather(), bwd_s=gather() + scatter())
     if reshard:
-        return ShardComm(fwd_s=gather(), bwd_s=gather() + scatter(FSDP_REDUCE_BYTES))
+        return ShardComm(fwd_s=gather(), bwd_s=gather() + scatter())
     # torch's pipeline runs the reduce-scatter once, after every backward (perform_reduce_grad)
-    return ShardComm(start_s=gather(), tail_s=scatter(FSDP_REDUCE_BYTES))
+    return ShardComm(start_s=gather(), tail_s=scatter())

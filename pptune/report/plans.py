@@ -17,6 +17,7 @@ from pptune.costmodel.partition import stage_bounds
 from pptune.costmodel.precision import copies_format
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import DP_INNER, Plan, SearchResult
+from pptune.costmodel.sharding import BF16_BYTES, gradient_wire_bytes
 from pptune.options.record import PlanFileRequest
 from pptune.report.fmt import (
     compact_split,
@@ -98,9 +99,10 @@ def _rival(result: SearchResult, winner: Plan) -> Plan | None:
     return min(others, key=lambda p: p.step_time_s) if others else None
 
 
-def why_lines(result: SearchResult, grad_compression: str = "none") -> list[str]:
-    """One or two lines on why the winner wins, with the numbers (``grad_compression``:
-    the --grad-compression priced, which no hint then suggests)."""
+def why_lines(result: SearchResult, grad_factor: float = 1.0) -> list[str]:
+    """One or two lines on why the winner wins, with the numbers (``grad_factor``: the
+    gradient bytes factor the winner was priced with: no hint
+    suggests a compression that would not narrow its gradients)."""
     if not result.plans:
         return []
     w = result.plans[0]
@@ -159,10 +161,12 @@ def why_lines(result: SearchResult, grad_compression: str = "none") -> list[str]
             f"{_share(f.step_time_s / w.step_time_s - 1)} slower than the winner"
         )
     step = w.step_time_s or 1.0
-    if (w.exposed_allreduce_s or 0.0) / step > 0.05 and grad_compression == "none":
+    if (w.exposed_allreduce_s or 0.0) / step > 0.05 \
+            and gradient_wire_bytes(w.sharding, grad_factor) > BF16_BYTES:
         lines.append(
-            "hint: the data-parallel traffic is exposed; --grad-compression fp16 halves the "
-            "gradient bytes (top-k sparsification cuts more)"
+            "hint: the data-parallel traffic is exposed; --grad-compression fp16 sends "
+            f"2-byte gradients where {gradient_wire_bytes(w.sharding, grad_factor):g}-byte "
+            "ones are reduced (up to half the traffic; top-k sparsification cuts more)"
         )
     if (w.exposed_p2p_s or 0.0) / step > 0.05:
         lines.append(

@@ -103,3 +103,24 @@ def test_the_winner_lines_agree_with_the_json_and_name_one_gpu() -> None:
     assert f"(the winner's fullest GPU holds {copies} of FP8 weight copies)" in note
     # another pipeline rank holds more copies, and is not the one named
     assert max(m.fp8_copies_bytes for m in w.memory) > full.fp8_copies_bytes
+
+
+def hint_of(**flags: object) -> list[str]:
+    run = run_of(**flags)
+    factor = run.request_for(run.result.plans[0].key).grad_bytes_factor
+    return [line for line in why_lines(run.result, factor)
+            if "--grad-compression" in line]
+
+
+def test_the_compression_hint_is_offered_only_where_it_narrows_the_gradients() -> None:
+    """ZeRO-2/3 reduce DeepSpeed's 16-bit gradients: --grad-compression fp16 changes
+    nothing there (a trial reran the hint and got the same step to the last digit); the
+    FP32 gradients of zero1 and FSDP it narrows to 2 bytes, up to half the traffic."""
+    assert hint_of(gpus=64, global_batch=64, sharding="zero2") == []
+    assert hint_of(gpus=64, global_batch=64, sharding="zero3") == []
+    moe = dict(gpus=64, model="qwen3-30b-a3b", gpu="b200", precision="fp8", sharding="fsdp")
+    (hint,) = hint_of(**moe)
+    assert hint == ("hint: the data-parallel traffic is exposed; --grad-compression fp16 "
+                    "sends 2-byte gradients where 4-byte ones are reduced (up to half the "
+                    "traffic; top-k sparsification cuts more)")
+    assert hint_of(**moe, grad_compression="fp16") == []
