@@ -4,7 +4,7 @@ again as its framework runs them (``Adapter.as_run``, where ``--emit`` starts to
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pptune.costmodel.calibration import Factors
 from pptune.costmodel.keys import CostKey, TableSource
@@ -12,7 +12,6 @@ from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.search import CostTable, PlanRequest
 from pptune.costs.dims import KvHeads
 from pptune.frameworks.common.adapter import Job
-from pptune.frameworks.common.versions import Versions
 from pptune.options import CostOptions
 from pptune.schemas import TrainingConfig
 
@@ -38,9 +37,6 @@ class ConfigCosts:
     tables: TableSource | None = None
     # the tensor-parallel sizes its framework's attention takes (costs/dims.py KvHeads)
     kv_heads: KvHeads = KvHeads.REPLICATE
-    # the releases the config's rules follow (--framework-version, a torchtitan main dump's
-    # "0.3.0"): the plans it is compared with are priced as that release runs them
-    versions: Versions = field(default_factory=Versions)
 
 
 def config_job(cfg: TrainingConfig, costs: ConfigCosts, req: PlanRequest) -> Job:
@@ -55,5 +51,4 @@ def config_job(cfg: TrainingConfig, costs: ConfigCosts, req: PlanRequest) -> Job
         # sequence parallelism splits nothing without tensor parallelism (profiles.py)
         sequence_parallel=c is not None and c.splits_sequence and costs.key.tp > 1,
         tp_comm_overlap=c is not None and c.overlaps_tp, cost_options=c,
-        hf_config=cfg.hf_config, factors=costs.factors, layer_modules=costs.modules,
-        versions=costs.versions)
+        hf_config=cfg.hf_config, factors=costs.factors, layer_modules=costs.modules)

@@ -145,8 +145,6 @@ def test_llama3_8b_pipeline_round_trip(tmp_path: Path) -> None:
         par["pipeline_parallel_schedule"]]
     header = text.split("blocks/stage")[0]
     assert round(doc["derived"]["step_time_s"], 3) == _predicted(text), header
-    # the plan it is compared with is priced with main's attention too: no false slowdown
-    assert "slower-than-best" not in {f["id"] for f in doc["findings"]}
 
 
 def test_module_names_per_stage_name_mains_head(tmp_path: Path) -> None:
