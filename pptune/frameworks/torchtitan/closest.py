@@ -259,7 +259,8 @@ def _stated(job: Job, plan: Plan, rank: int, notes: list[str], mtp: int) -> Stat
                      f"all-to-all exposed, predicted step {fmt_seconds(plan.step_time_s)}")
         exact = False
     if plan.recompute is Recompute.MODULES or main_plan.layerwise_refused(job, plan):  # no such AC option
-        plan, exact = ex.full_recompute(job, plan, name=NAME, notes=notes), False
+        named = NAME + " main" * main_plan.writes_main(job.versions)
+        plan, exact = ex.full_recompute(job, plan, name=named, notes=notes), False
     plan, same = ex.uniform_recompute(job, plan, name=NAME, notes=notes,
                                       knob="[activation_checkpoint] mode, applied to every block")
     exact = exact and same

@@ -134,7 +134,8 @@ def per_op_checkpointing(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, P
                                               recompute_layers=None))
     if max(alt.peak_memory_bytes) > table.memory_bytes or alt.step_time_s >= plan.step_time_s:
         return job, plan
-    notes.append("torchtitan's per-op selective checkpointing (selective_ac_option \"op\") "
+    said = "SelectiveAC" if not reads_toml(job.versions) else 'selective_ac_option "op"'
+    notes.append(f"torchtitan's per-op selective checkpointing ({said}) "
                  f"fits in place of {plan.recompute.value} recomputation and is faster: "
                  f"predicted step {fmt_seconds(alt.step_time_s)} "
                  f"({ratio(alt.step_time_s, plan.step_time_s)})")
