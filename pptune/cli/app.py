@@ -16,8 +16,9 @@ from typing import Any, TypeVar
 import typer
 
 from pptune import limits
-from pptune.cli.emit_flags import check_emit_flags, given
+from pptune.cli.emit_flags import check_emit_flags, emit_versions, given
 from pptune.cli.errors import OneLineErrors, echo_json_error, json_asked, print_version
+from pptune.cli.file_flags import framework_version_option
 from pptune.cli.options import Use, option_for, uses
 from pptune.cli.util import out_console as _out
 from pptune.cli.util import say as _say
@@ -177,6 +178,7 @@ RECOMMEND_HELP = """Find the fastest pipeline plan that fits, and explain it.
   pptune recommend --gpus 64 --model llama3-70b --tp 8 --json -o plans.json
   pptune recommend --gpus 8 --emit megatron -o launch/
   pptune recommend --gpus 8 --framework torchtitan
+  pptune recommend --gpus 8 --emit torchtitan --framework-version torchtitan=0.3.0
 
 Costs come from --profile, else --model/--gpu presets, else ./pptune-profile.json,
 else the embedded default (llama3-8b on h100-sxm). Exit 1 when no plan fits.
@@ -201,6 +203,9 @@ def recommend_cmd(
     plan_rank: int = typer.Option(1, "--plan", help="which plan of the table --emit writes, by its number: 1 to --top, or --top + 1 where the best plan without a pipeline is listed as one more row (the plan file's rank)"),
     train_tokens: float | None = typer.Option(None, "--train-tokens", help="tokens to train on: adds days and GPU-hours per plan"),
     force: bool = typer.Option(False, "--force", help="with --emit -o DIR: overwrite files already in DIR"),
+    framework_version: list[str] | None = framework_version_option(
+        "; with --emit, the release its files are written for (torchtitan=0.3.0: main's "
+        "Python config, torchtitan_config.py; the default: 0.2.2's TOML)"),
 ) -> None:
     from pptune.plan import recommend as planning
     from pptune.plan.framework_search import check_moments, grad_reduction, parse_framework
@@ -225,13 +230,14 @@ def recommend_cmd(
                        "else to stdout); run recommend --json -o plans.json for the plans")
     # before the search: --plan and --force only with --emit, its folder, its plan numbers
     check_emit_flags(emit, output, plan_rank, given(ctx, "plan_rank"), force, top)
+    versions, version_notes = emit_versions(framework_version or [], emit)
     if emit is not None:
         check_moments(emit, (space.exp_avg_dtype.value, space.exp_avg_sq_dtype.value))
         grad_reduction(space.grad_compression, emit, "--emit", costs)
     if emit is not None and output is not None:
         from pptune.plan.emit import file_names
 
-        check_folder(output, file_names(emit), force)
+        check_folder(output, file_names(emit, versions), force)
     elif output is not None:
         check_output(output, "-o", costs.input_files(), PLANS)
     run = planning.recommend(req)
@@ -239,12 +245,12 @@ def recommend_cmd(
 
     hint = fewer_gpus_note(req, run)  # a whole recommend again, where the bubble is large
     run.result.notes += [hint] if hint else []
-    for note in run.notes:
+    for note in [*version_notes, *run.notes]:
         _say(note)
     from pptune.report.plans import plan_file
 
     if emit is not None:
-        _emit(run, emit, plan_rank, output, force)
+        _emit(run, emit, plan_rank, output, force, versions)
         if output is not None:  # stdout is free of the files: the report, as without --emit
             _show_plans(run, train_tokens, out)
         return
@@ -302,7 +308,8 @@ def _show_plans(run: Any, train_tokens: float | None, out: OutputOptions) -> Non
             console.print(timeline_text(window, width=out.width))
 
 
-def _emit(run: Any, framework: str, rank: int, output: Path | None, force: bool) -> None:
+def _emit(run: Any, framework: str, rank: int, output: Path | None, force: bool,
+          versions: Any = None) -> None:
     from pptune.plan import emit as emit_mod
 
     if not run.result.plans:
@@ -311,7 +318,7 @@ def _emit(run: Any, framework: str, rank: int, output: Path | None, force: bool)
         for note in run.result.notes:
             _say(f"note: {note}")
         raise NoFeasiblePlan(no_plan_message(run))
-    emitted = emit_mod.emit(framework, run, rank, output)
+    emitted = emit_mod.emit(framework, run, rank, output, versions)
     for note in emitted.notes:
         _say(note)
     _say(emitted.summary())

@@ -10,7 +10,12 @@ from typing import Any, NamedTuple
 import typer
 
 from pptune import limits
-from pptune.cli.file_flags import env_option, size_option, size_problems
+from pptune.cli.file_flags import (
+    env_option,
+    framework_version_option,
+    size_option,
+    size_problems,
+)
 from pptune.cli.options import Use, option_for, uses
 from pptune.cli.util import out_console as _out
 from pptune.cli.util import say
@@ -59,17 +64,15 @@ def check_config(
     precision: str | None = typer.Option(
         None, "--precision", help="the GEMM precision when the file cannot state it (a "
         "torchtitan main dump records no quantization converter): bf16, fp8 (torchao's "
-        "float8 linears, tensorwise) or mxfp8; another file's own stands"),
+        "float8 linears, rowwise: main's default, it has no tensorwise) or mxfp8; another "
+        "file's own stands"),
     costs: CostOptions,
     max_bubble: float | None = typer.Option(None, "--max-bubble", help="bubble-rate limit (default 0.25 or the file's)"),
     max_slowdown: float | None = typer.Option(None, "--max-slowdown", help="step time limit vs the best plan (default 1.10)"),
     max_memory: float | None = option_for(PlanSpace, "max_memory", "the file's limits.memory_fraction where it sets one"),
     no_compare: bool = typer.Option(False, "--no-compare", help="skip the search for a faster plan"),
     strict: bool = typer.Option(False, "--strict", help="warnings fail too; bubble and slowdown limits are errors"),
-    framework_version: list[str] | None = typer.Option(
-        None, "--framework-version", metavar="<NAME=VERSION>",
-        help="rules of another release: NAME=VERSION (deepspeed, megatron-core, torchtitan, "
-        "torch) or a bare version for the config's framework; repeatable"),
+    framework_version: list[str] | None = framework_version_option(),
     output: str = typer.Option("text", "--output", help="text, json or github (workflow annotations)"),
     as_json: bool = typer.Option(False, "--json", help="the same as --output json"),
     schema: bool = typer.Option(False, "--schema", help="print the JSON Schema of pptune's config and exit"),

@@ -1,8 +1,9 @@
 """recommend's flags that act only with ``--emit``: checked before the search.
 
-``--plan N`` picks the plan ``--emit`` writes and ``--force`` lets it replace the
-files already in ``-o DIR``; without them either flag changes nothing, so it can
-only be a mistake and is refused, every such problem in one line (exit 2, nothing
+``--plan N`` picks the plan ``--emit`` writes, ``--force`` lets it replace the
+files already in ``-o DIR`` and ``--framework-version`` names the release the files
+are written for (torchtitan=0.3.0: main's Python config); without them each flag
+changes nothing, so it can only be a mistake and is refused, every such problem in one line (exit 2, nothing
 written). A framework that writes several files (DeepSpeed's ds_config.json and
 ds_partition.txt) needs the folder: on stdout they would run together into one
 stream that neither DeepSpeed nor check-config could take apart.
@@ -16,6 +17,7 @@ import typer
 
 from pptune import limits
 from pptune.errors import BadInput
+from pptune.frameworks.common.versions import Versions
 
 
 def given(ctx: typer.Context, name: str) -> bool:
@@ -55,3 +57,19 @@ def check_emit_flags(emit: str | None, output: Path | None, plan: int, plan_give
                             "them into")
     if problems:
         raise BadInput("; ".join(problems))
+
+
+def emit_versions(values: list[str], emit: str | None) -> tuple[Versions | None, list[str]]:
+    """(the releases --emit writes for, notes) of ``--framework-version`` values, parsed
+    as check-config parses them (a bare version names --emit's framework); BadInput for
+    a bad value, or for any without --emit (they change nothing then)."""
+    if not values:
+        return None, []
+    if emit is None:
+        raise BadInput(f"--framework-version {values[0]} names the release --emit writes "
+                       "its files for; without --emit it does nothing: add --emit FRAMEWORK, "
+                       "or drop --framework-version")
+    from pptune.frameworks.read import versions_of
+    from pptune.plan.framework_search import parse_framework
+
+    return versions_of(values, parse_framework(emit))

@@ -6,7 +6,8 @@ scheduler), or its pipeline or tensor-parallel size, its node size or its batch.
 These flags fill them where the file is silent (the file wins:
 ``pptune.frameworks.common.fields.apply_flags``); ``--env`` gives a launch script
 the variables it reads from its environment. Declared once here: check-config
-takes one value of each, calibrate one per ``--run`` (pptune/cli/calibrate.py).
+takes one value of each, calibrate one per ``--run`` (pptune/cli/calibrate.py);
+``--framework-version`` is check-config's and recommend's (for --emit).
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ SIZES: dict[str, tuple[str, str, int]] = {
     "global_batch": ("--global-batch", "global batch (samples a step) when the file lacks it",
                      limits.MAX_GLOBAL_BATCH),
 }
+FRAMEWORK_VERSION_HELP = (
+    "rules of another release: NAME=VERSION (deepspeed, megatron-core, torchtitan, torch) or "
+    "a bare version for the config's framework; repeatable")
 ENV_HELP = ("NAME=VALUE: a variable a launch script takes from its environment "
             "(${NNODES:-1}, $SLURM_NNODES); repeatable; the script's own assignments win")
 
@@ -43,6 +47,13 @@ def size_option(name: str, more: str = "") -> Any:
 
 def env_option(more: str = "") -> Any:
     return typer.Option(None, "--env", help=ENV_HELP + more, metavar="<NAME=VALUE>")
+
+
+def framework_version_option(more: str = "") -> Any:
+    """``--framework-version NAME=VERSION``, repeatable: check-config's rules of another
+    release, recommend --emit's files for one (parsed by frameworks/read.py versions_of)."""
+    return typer.Option(None, "--framework-version", metavar="<NAME=VERSION>",
+                        help=FRAMEWORK_VERSION_HELP + more)
 
 
 def size_problems(values: Mapping[str, int | None]) -> list[str]:

@@ -144,13 +144,23 @@ def parse_env(values: list[str]) -> dict[str, str]:
 
 
 def parse_versions(values: list[str], fmt: Framework, ctx: Ctx) -> Versions:
+    """``--framework-version`` values (``versions_of``), its notes said through ``ctx``."""
+    versions, notes = versions_of(values, fmt)
+    for note in notes:
+        ctx.note(note)
+    return versions
+
+
+def versions_of(values: list[str], fmt: Framework) -> tuple[Versions, list[str]]:
     """``--framework-version`` values: ``NAME=VERSION`` (a key of VERSION_KEYS) or a bare
-    version for the config's own framework. One later than the newest release pptune has
-    read is judged by the newest rules, and a note says so (``ctx``): a release out since
-    is the likeliest reason, not a mistake to refuse."""
+    version for ``fmt``, the config's (or --emit's) own framework; BadInput (one line) for
+    a bad one. One later than the newest release pptune has read is judged by the newest
+    rules, and a note says so: a release out since is the likeliest reason, not a mistake
+    to refuse."""
     spellings = {s: key for key in VERSION_KEYS for s in key.spellings}
     own = ADAPTERS[fmt].versions
     chosen: dict[str, str] = {}
+    notes: list[str] = []
     for value in values:
         name, eq, version = value.partition("=")
         if eq:
@@ -169,10 +179,10 @@ def parse_versions(values: list[str], fmt: Framework, ctx: Ctx) -> Versions:
         chosen[key.name] = version.strip().lstrip("v")
         newest = key.later_than_read(version)
         if newest is not None:
-            ctx.note(f"--framework-version {value.strip()} is later than {newest}, the newest "
-                     f"release pptune has read: judged by the rules pptune has for {newest} "
-                     f"and later; what changed after {newest} is not checked")
-    return Versions(chosen)
+            notes.append(f"--framework-version {value.strip()} is later than {newest}, the "
+                         f"newest release pptune has read: judged by the rules pptune has for "
+                         f"{newest} and later; what changed after {newest} is not checked")
+    return Versions(chosen), notes
 
 
 def _format(value: Framework | str | None) -> Framework | None:

@@ -35,6 +35,7 @@ from pptune.frameworks.common.express import (
     stateable_fastest,
 )
 from pptune.frameworks.common.torch_schedules import refused_rounds
+from pptune.frameworks.common.versions import Versions
 from pptune.frameworks.common.writing import plan_launch
 from pptune.frameworks.registry import ADAPTERS, Framework
 from pptune.plan.framework_search import check_moments, parse_framework
@@ -82,10 +83,14 @@ def listed_job(run: RecommendRun, plan: Plan) -> Job:
 
 
 def emit(framework: Framework | str, run: RecommendRun, rank: int = 1,
-         folder: Path | None = None) -> Emitted:
+         folder: Path | None = None, versions: Versions | None = None) -> Emitted:
     """Render plan ``rank`` (1-based) of a recommendation for ``framework``; ``folder``:
     where the files will be written (a path they name is written from there,
-    ``as_written``)."""
+    ``as_written``); ``versions``: the releases they are written for
+    (--framework-version; every job carries them, so the plan is stated and priced as
+    that release runs it)."""
+    if versions is not None and run.jobs is not None:
+        run = replace(run, jobs=replace(run.jobs, versions=versions))
     fw = parse_framework(framework)
     adapter: Adapter = ADAPTERS[fw]
     plans = run.result.plans
@@ -336,9 +341,10 @@ def _as_run_s(adapter: Adapter, job: Job, plan: Plan) -> float:
         return math.inf
 
 
-def file_names(framework: str) -> list[str]:
-    """The files ``--emit FRAMEWORK -o DIR`` writes (checked before the search)."""
-    return list(ADAPTERS[parse_framework(framework)].files)
+def file_names(framework: str, versions: Versions | None = None) -> list[str]:
+    """The files ``--emit FRAMEWORK -o DIR`` writes (checked before the search) for
+    ``versions`` (--framework-version)."""
+    return list(ADAPTERS[parse_framework(framework)].files_for(versions or Versions()))
 
 
 def write(emitted: Emitted, directory: Path, force: bool = False) -> list[Written]:

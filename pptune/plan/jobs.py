@@ -5,7 +5,7 @@ plans as the framework runs them with (plan/framework_search.py), built one way.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pptune.costmodel import presets
@@ -19,6 +19,7 @@ from pptune.costs.modelspec import from_hf_config
 from pptune.costs.resolve import Costs
 from pptune.errors import PptuneError
 from pptune.frameworks.common.adapter import Job
+from pptune.frameworks.common.versions import Versions
 from pptune.options import CostOptions
 from pptune.schemas.limits import HELD
 
@@ -36,6 +37,7 @@ class Jobs:
     moments: tuple[str, str]  # Adam's moments' widths (fp32 for a file without them)
     held: tuple[str, ...] = ()  # the parallel sizes the command held (``held``)
     grad_compression: str = "none"  # --grad-compression (Job.grad_compression)
+    versions: Versions = field(default_factory=Versions)  # --framework-version (Job.versions)
 
     @classmethod
     def of(cls, options: CostOptions, names: tuple[str, ...], origin: str,
@@ -61,7 +63,7 @@ class Jobs:
             profile_device=(costs.profile.device.name
                             if costs is not None and costs.measured else None),
             factors=calibration_factors(costs), moments=self.moments, held=self.held,
-            grad_compression=self.grad_compression)
+            grad_compression=self.grad_compression, versions=self.versions)
 
 
 def held(flags: CostOptions, pp: Sequence[int] | None) -> tuple[str, ...]:

@@ -70,8 +70,10 @@ TORCHRUN_FLAGS = {"--nnodes", "--nproc-per-node", "--nproc",  # `--nproc_per_nod
                   "--rdzv-backend", "--rdzv-endpoint"}
 SLURM_FLAGS = {"--ntasks-per-node", "--nodes", "--ntasks"}  # srun: tune --launcher, check-config
 # torchtitan main's `--debug.save_config_file` / `--debug.print_config` (torchtitan/config/
-# configs.py DebugConfig), which write or log the config dumps check-config reads
-TORCHTITAN_FLAGS = {"--debug"}
+# configs.py DebugConfig), which write or log the config dumps check-config reads, and its
+# `--module` / `--config` (config/manager.py), which launch the config recommend --emit
+# writes for main
+TORCHTITAN_FLAGS = {"--debug", "--module", "--config"}
 # every flag Megatron-LM core_v0.16.1 defines (known_flags), beside those pptune reads, and
 # later releases' flags pptune names (megatron/flags.py LATER_FLAGS)
 FOREIGN = (MEGATRON_FLAGS | known_flags.FLAGS | TORCHRUN_FLAGS | SLURM_FLAGS | LATER_FLAGS

@@ -98,7 +98,8 @@ def test_a_dumps_memory_fixes_name_mains_keys(cli: Cli, tmp_path: Path) -> None:
 
 def test_precision_states_what_a_dump_cannot(cli: Cli, tmp_path: Path) -> None:
     """A dump records no quantization converter: --precision fp8 prices torchao's float8
-    linears (tensorwise), which A100s refuse; a file that states its own precision keeps
+    linears (rowwise: main's Float8LinearConverter has no tensorwise recipe), which A100s
+    refuse; a file that states its own precision keeps
     it, with a note; a precision pptune cannot fill is bad usage."""
     path = written(tmp_path, LLAMA3_8B)
     run = ["check-config", path, "--gpus", "64", "--json", "--no-compare"]
@@ -107,7 +108,7 @@ def test_precision_states_what_a_dump_cannot(cli: Cli, tmp_path: Path) -> None:
     assert (plain["config"]["precision"], fp8["config"]["precision"]) in (
         (None, "fp8"), ("bf16", "fp8"))
     assert (fp8["config"]["fp8_kernels"], fp8["config"]["fp8_recipe"]) == ("torchao",
-                                                                         "tensorwise")
+                                                                         "rowwise")
     assert fp8["derived"]["step_time_s"] < plain["derived"]["step_time_s"]
     assert any("priced at --precision fp8" in n for n in fp8["notes"])
     a100 = cli(*run, "--gpu", "a100-80gb", "--precision", "fp8")

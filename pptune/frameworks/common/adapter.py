@@ -14,7 +14,7 @@ the job a plan was made for, as plain values, built once by
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from pptune.costs.dims import KvHeads
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog, LogFlops
 from pptune.frameworks.common.source import Repeated
-from pptune.frameworks.common.versions import VersionKey
+from pptune.frameworks.common.versions import VersionKey, Versions
 from pptune.options import CostOptions
 from pptune.schemas import TrainingConfig
 
@@ -73,6 +73,9 @@ class Job:
     # --grad-compression: a framework whose files state a 16-bit reduction
     # (Adapter.grad_compressions) writes it where its plan runs it (common/compression.py)
     grad_compression: str = "none"
+    # the releases the files are written for (recommend --framework-version): a writer
+    # whose framework changed its files' form writes that release's (torchtitan main)
+    versions: Versions = field(default_factory=Versions)
 
 
 @dataclass(frozen=True)
@@ -352,6 +355,10 @@ class Adapter:
     def write(self, stated: Stated) -> dict[str, str]:
         """File name -> content for the stated plan."""
         raise NotImplementedError
+
+    def files_for(self, versions: Versions) -> tuple[str, ...]:
+        """The files --emit writes for ``versions`` (recommend --framework-version)."""
+        return self.files
 
     def log_lines(self, text: str) -> bool:
         """Whether a training log's text has this framework's iteration lines."""

@@ -17,7 +17,8 @@ from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog, LogFlops
 from pptune.frameworks.common.source import Repeated, parse_json, parse_toml
-from pptune.frameworks.torchtitan import closest, facts, log, writer
+from pptune.frameworks.common.versions import Versions
+from pptune.frameworks.torchtitan import closest, facts, log, writer, writer_main
 from pptune.frameworks.torchtitan.attention import cp_refusal
 from pptune.frameworks.torchtitan.closest import stateable_request
 from pptune.frameworks.torchtitan.cp_fp8 import seq_problem
@@ -25,6 +26,7 @@ from pptune.frameworks.torchtitan.dump import is_dump, read_dump
 from pptune.frameworks.torchtitan.experts import key_shardings
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN
 from pptune.frameworks.torchtitan.keys import looks_like_torchtitan
+from pptune.frameworks.torchtitan.main_plan import writes_main
 from pptune.frameworks.torchtitan.reader import flavor_of, read_torchtitan
 from pptune.schemas import TrainingConfig
 
@@ -181,7 +183,14 @@ class TorchtitanAdapter(Adapter):
         return closest.closest_plan(job, plan, rank)
 
     def write(self, stated: Stated) -> dict[str, str]:
+        """0.2.2's TOML job file, or main's Python config (writer_main.py) for
+        --framework-version torchtitan=0.3.0 and later."""
+        if writes_main(stated.job.versions):
+            return writer_main.write(stated)
         return writer.write(stated)
+
+    def files_for(self, versions: Versions) -> tuple[str, ...]:
+        return (writer_main.FILE,) if writes_main(versions) else self.files
 
     def log_lines(self, text: str) -> bool:
         return log.detect(text)

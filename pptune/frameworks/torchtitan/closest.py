@@ -40,6 +40,7 @@ from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated, keep
 from pptune.frameworks.common.baseline import ratio
+from pptune.frameworks.torchtitan import main_plan
 from pptune.frameworks.torchtitan.attention import attn_type, cp_refusal, priced_kernel
 from pptune.frameworks.torchtitan.converters import expert_setting, stateable_experts
 from pptune.frameworks.torchtitan.cp_fp8 import (
@@ -106,7 +107,7 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
     if refused:  # the cost key's cp: no plan of these costs runs it
         raise BadInput(f"torchtitan cannot express plan {rank}: {refused}; plan with --cp 1 "
                        "(or emit another framework)")
-    if plan.pp > 1 and model in NO_PIPELINE:
+    if plan.pp > 1 and model in main_plan.no_pipeline(job.versions):
         best = _stateable_best(job, plan)
         if best is None:
             raise BadInput(f"torchtitan cannot express plan {rank}: its {model} model has no "
@@ -192,11 +193,12 @@ def _kernels_as_run(job: Job, plan: Plan, parts: tuple[str, ...], route: Dispatc
              if part not in parts]
     loss = ", ".join([f"its {' and '.join(parts)} compiled ([compile] enable)"] * bool(parts)
                      + [f"its {' and '.join(eager)} eager"] * bool(eager))
-    flavor = flavor_of(job.model, job.shape)
-    kind = attn_type(*flavor) if flavor else "sdpa"
+    flavor, main = flavor_of(job.model, job.shape), main_plan.writes_main(job.versions)
+    kind = main_plan.MAIN_ATTENTION if main else attn_type(*flavor) if flavor else "sdpa"
+    said = ('main\'s config states attn_backend "flex"' if main or not flavor else
+            f'torchtitan\'s {flavor[0]} {flavor[1]} sets attn_type "flex"')
     attn = ("FlexAttention priced as FlashAttention-2, the closest kernel pptune "
-            f"models (torchtitan's {flavor[0]} {flavor[1]} sets attn_type \"flex\"; pptune has "
-            "no FlexAttention rate)" if flavor and kind == "flex" else
+            f"models ({said}; pptune has no FlexAttention rate)" if kind == "flex" else
             "torch's varlen attention (FlashAttention-2)" if kind == "varlen" else "torch's SDPA")
     why = uncompiled(plan)
     split = (" (torch's zero-bubble and DualPipeV schedules refuse a compiled model)"
@@ -256,8 +258,9 @@ def _stated(job: Job, plan: Plan, rank: int, notes: list[str], mtp: int) -> Stat
                      "--overlap-moe-expert-parallel-comm): emitting the plan with the expert "
                      f"all-to-all exposed, predicted step {fmt_seconds(plan.step_time_s)}")
         exact = False
-    if plan.recompute is Recompute.MODULES:  # its AC options name no megatron-core modules
-        plan, exact = ex.full_recompute(job, plan, name=NAME, notes=notes), False
+    if plan.recompute is Recompute.MODULES or main_plan.layerwise_refused(job, plan):  # no such AC option
+        named = NAME + " main" * main_plan.writes_main(job.versions)
+        plan, exact = ex.full_recompute(job, plan, name=named, notes=notes), False
     plan, same = ex.uniform_recompute(job, plan, name=NAME, notes=notes,
                                       knob="[activation_checkpoint] mode, applied to every block")
     exact = exact and same
@@ -291,6 +294,9 @@ def _stated(job: Job, plan: Plan, rank: int, notes: list[str], mtp: int) -> Stat
         notes.append(f"the {final.precision.value} linears run with the model not compiled: "
                      f"{refused}, so [compile] leaves the model out; torchao's casts then run "
                      f"as separate kernels, {_eager_priced(job, final)}")
+    unstated = main_plan.main_refusal(job, final)  # what main's configs cannot state
+    if unstated:
+        raise BadInput(f"torchtitan main cannot express plan {rank}: {unstated}")
     return Stated(job, final, exact and not mtp and final is chosen, tuple(notes))
 
 

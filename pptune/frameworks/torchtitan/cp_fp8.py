@@ -21,7 +21,7 @@ from pptune.costmodel.context import CpComm
 from pptune.costmodel.keys import Precision
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.op_sac import OP_SAC, unpriced
-from pptune.costmodel.precision import is_low
+from pptune.costmodel.precision import TorchaoRecipe, is_low
 from pptune.costmodel.rates import Swiglu
 from pptune.costmodel.schedules import SPLIT_BACKWARD
 from pptune.costmodel.search import Plan, Recompute, evaluate
@@ -29,6 +29,7 @@ from pptune.frameworks.common.adapter import Job
 from pptune.frameworks.common.baseline import ratio
 from pptune.frameworks.common.fields import Ctx
 from pptune.frameworks.common.repricing import analytic_table
+from pptune.frameworks.torchtitan.fqns import reads_toml
 from pptune.frameworks.torchtitan.table import Table
 from pptune.options import CostOptions
 from pptune.report.fmt import fmt_seconds
@@ -75,15 +76,25 @@ def seq_problem(seq: int, tp: int, cp: int) -> str | None:
 def stateable_exchange(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan]:
     """The job and plan priced with the faster of torchtitan's two rotate methods,
     allgather (its default) and alltoall (torch's ring, pptune's p2p), when the plan's
-    exchange (a2a, a2a+p2p) has no torchtitan setting; unchanged otherwise."""
+    exchange (a2a, a2a+p2p) has no torchtitan setting; unchanged otherwise. torchtitan
+    main states no rotate method (``Job.versions``, main_plan.py): allgather only."""
     c = job.cost_options or CostOptions()
-    if plan.cp == 1 or c.cp_comm.value in ROTATE_NAME:
+    main = not reads_toml(job.versions)
+    if plan.cp == 1 or c.cp_comm.value in (("all-gather",) if main else ROTATE_NAME):
         return job, plan
     gpu = str(job.device)
     if job.shape is None or gpu not in presets.GPUS or job.attention is None:
         notes.append(f"torchtitan has no {c.cp_comm.value} context-parallel exchange: the file "
                      "runs allgather, which pptune did not price with these costs")
         return job, plan
+    if main:  # its one exchange (the writer's comment says so)
+        ran = replace(job, table=analytic_table(job, cp_comm=CpComm.ALL_GATHER),
+                      cost_options=replace(c, cp_comm=CpComm.ALL_GATHER))
+        alt = evaluate(ran.table, ran.request, plan.spec)
+        notes.append(f"torchtitan main has no {c.cp_comm.value} context-parallel exchange (no "
+                     "rotate method: every rank gathers the K/V shards): predicted step "
+                     f"{fmt_seconds(alt.step_time_s)} ({ratio(alt.step_time_s, plan.step_time_s)})")
+        return ran, alt
     priced = []
     for comm in (CpComm.ALL_GATHER, CpComm.P2P):  # the default first: it wins a tie
         table = analytic_table(job, cp_comm=comm)
@@ -123,7 +134,8 @@ def per_op_checkpointing(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, P
                                               recompute_layers=None))
     if max(alt.peak_memory_bytes) > table.memory_bytes or alt.step_time_s >= plan.step_time_s:
         return job, plan
-    notes.append("torchtitan's per-op selective checkpointing (selective_ac_option \"op\") "
+    said = "SelectiveAC" if not reads_toml(job.versions) else 'selective_ac_option "op"'
+    notes.append(f"torchtitan's per-op selective checkpointing ({said}) "
                  f"fits in place of {plan.recompute.value} recomputation and is faster: "
                  f"predicted step {fmt_seconds(alt.step_time_s)} "
                  f"({ratio(alt.step_time_s, plan.step_time_s)})")
@@ -133,12 +145,26 @@ def per_op_checkpointing(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, P
 def stateable_recipe(job: Job, plan: Plan, notes: list[str]) -> tuple[Job, Plan]:
     """The job and plan priced with torchtitan's float8 scaling, tensorwise: its scales
     come from each tensor itself, so no amax reduction over the stage (costmodel/amax.py)
-    after each chunk pass, which an FP8 plan priced with delayed scaling pays."""
+    after each chunk pass, which an FP8 plan priced with delayed scaling pays. torchtitan
+    main's Float8LinearConverter has no tensorwise recipe: rowwise, its default
+    (components/quantization/float8.py at b5bcd76), priced so (``Job.versions``)."""
+    c = job.cost_options or CostOptions()
+    if (plan.precision is Precision.FP8 and not reads_toml(job.versions) and job.shape
+            and job.attention is not None and str(job.device) in presets.GPUS
+            and c.torchao_recipe is not TorchaoRecipe.ROWWISE):
+        job = replace(job, table=analytic_table(job, torchao_recipe=TorchaoRecipe.ROWWISE),
+                      cost_options=replace(c, torchao_recipe=TorchaoRecipe.ROWWISE))
+        alt = evaluate(job.table, job.request, plan.spec)
+        notes.append("torchtitan main's float8 linears scale rowwise (its default recipe; it "
+                     f"has no tensorwise): predicted step {fmt_seconds(alt.step_time_s)} "
+                     f"({ratio(alt.step_time_s, plan.step_time_s)})")
+        plan = alt
     if not amax.applies(plan.precision, job.request.fp8_amax_reduction):
         return job, plan
     job = replace(job, request=replace(job.request, fp8_amax_reduction=False))
     alt = evaluate(job.table, job.request, plan.spec)
-    notes.append("torchtitan's float8 scales tensorwise, without delayed scaling's amax "
+    recipe = (job.cost_options or CostOptions()).torchao_recipe.value
+    notes.append(f"torchtitan's float8 scales {recipe}, without delayed scaling's amax "
                  f"reductions: predicted step {fmt_seconds(alt.step_time_s)} "
                  f"({ratio(alt.step_time_s, plan.step_time_s)})")
     return job, alt

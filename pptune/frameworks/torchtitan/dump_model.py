@@ -223,8 +223,9 @@ def converters_unseen(ctx: Ctx, model: dict[str, Any]) -> None:
 
 def dump_precision(ctx: Ctx, fields: dict[str, Any], moe: bool) -> None:
     """--precision for a dump, which cannot state it (``converters_unseen``): the linears
-    as torchtitan's converters run them, torchao's kernels (converters.py): fp8 its
-    Float8LinearConverter's tensorwise recipe (the float8 all-gather off, its default),
+    as torchtitan's converters run them, torchao's kernels (converters.py): fp8 main's
+    Float8LinearConverter's rowwise recipe (its default: main has no tensorwise one,
+    components/quantization/float8.py; no float8 all-gather),
     mxfp8 MXFP8LinearConverter's mxfp8_cublas; an MoE model's routed experts BF16 (their
     grouped-GEMM converters are separate, a note says so)."""
     given = ctx.flags.precision
@@ -233,7 +234,7 @@ def dump_precision(ctx: Ctx, fields: dict[str, Any], moe: bool) -> None:
     ctx.semantics.precision_filled = True
     if given == "bf16":
         return
-    fields.update(precision=given, fp8_recipe="tensorwise" if given == "fp8" else "mxfp8_cublas",
+    fields.update(precision=given, fp8_recipe="rowwise" if given == "fp8" else "mxfp8_cublas",
                   fp8_kernels="torchao", fp8_param_gather=False)
     if moe:
         fields["expert_precision"] = "bf16"

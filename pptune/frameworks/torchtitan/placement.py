@@ -9,7 +9,8 @@ ceil((layers + first_less + last_less) / ``pipeline_parallel_layers_per_stage``)
 and ``pipeline_parallel_first/last_stage_less_layers`` (both 1 by default:
 the embedding and the norm + head count as one layer each). torchtitan's main
 branch after 0.2.2 keeps the same fields in its Python config (the head module is ``lm_head``
-there); pptune writes 0.2.2's TOML.
+there): writer.py states them in 0.2.2's TOML, writer_main.py as ParallelismConfig's
+arguments.
 """
 
 from __future__ import annotations

@@ -58,20 +58,7 @@ def _ep_overlap(plan: Plan) -> list[str]:
 def write(stated: Stated) -> dict[str, str]:
     job, plan = stated.job, stated.plan
     shape = job.shape
-    head_name = head(Versions({TORCHTITAN.name: TOML_RELEASE}))
-    names = []
-    for s, e in stage_bounds(plan.stage_layers):
-        part = []
-        for i in range(s, e):
-            if i == 0:
-                part.append("tok_embeddings")
-            elif i == len(job.layer_names) - 1:
-                part += ["norm", head_name]
-            elif is_mtp(job.layer_names[i]):
-                continue  # torchtitan's models build no multi-token-prediction module
-            else:
-                part.append(f"layers.{i - 1}")
-        names.append(part)
+    names = stage_modules(job, plan, head(Versions({TORCHTITAN.name: TOML_RELEASE})))
     flavor = flavor_of(job.model, job.shape) or (str(job.model), CUSTOM)
     # with pp > 1 torchtitan splits local_batch_size into pipeline micro-batches; with
     # pp = 1 there is no pipeline, so the micro-batches are gradient-accumulation
@@ -136,6 +123,24 @@ def write(stated: Stated) -> dict[str, str]:
                   *(f"    {dumps_json(part)}," for part in names), "]"]
     lines += [*fp8_tables, ""]
     return {FILE: "\n".join(lines)}
+
+
+def stage_modules(job: Job, plan: Plan, head_name: str) -> list[list[str]]:
+    """Each stage's modules (module_fqns_per_model_part): the embedding, the blocks
+    (``layers.N``; no multi-token-prediction module, which torchtitan's models do not
+    build), the norm and the head (``head_name``: fqns.head of the release)."""
+    names = []
+    for s, e in stage_bounds(plan.stage_layers):
+        part = []
+        for i in range(s, e):
+            if i == 0:
+                part.append("tok_embeddings")
+            elif i == len(job.layer_names) - 1:
+                part += ["norm", head_name]
+            elif not is_mtp(job.layer_names[i]):
+                part.append(f"layers.{i - 1}")
+        names.append(part)
+    return names
 
 
 def _custom_import(flavor: tuple[str, str]) -> list[str]:
