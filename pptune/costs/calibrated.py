@@ -31,6 +31,7 @@ from typing import Any
 
 from pptune.costmodel.analytic import AnalyticLayer
 from pptune.costmodel.calibration import Factors, scaled_gpu
+from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import CostKey, Precision, TableSource
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.moe import ExpertParallel
@@ -207,7 +208,7 @@ def _ran(cal: Calibration) -> dict[str, Any]:
     if cal.tp_comm_overlap is not None:
         out["tp_comm_overlap"] = cal.tp_comm_overlap
     for name, kind in (("cross_entropy", CrossEntropy), ("swiglu", Swiglu),
-                       ("wgrad_accum", WgradAccum)):
+                       ("wgrad_accum", WgradAccum), ("moe_dispatcher", Dispatcher)):
         value = getattr(cal, name)
         if value is not None:
             out[name] = kind(value)
@@ -243,4 +244,4 @@ def _kernels_as_ran(opts: CostOptions, cal: Calibration, notes: list[str]) -> Co
 
 # the CostOptions property that prices each kernel option left unset
 _PRICED = {"tp_comm_overlap": "overlaps_tp", "cross_entropy": "loss_kernels",
-           "swiglu": "swiglu_kernels", "wgrad_accum": "wgrad"}
+           "swiglu": "swiglu_kernels", "wgrad_accum": "wgrad", "moe_dispatcher": "dispatcher"}

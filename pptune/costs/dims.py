@@ -117,8 +117,8 @@ def search_keys(opts: CostOptions, shape: ModelShape, gpu: GpuSpec, gpus: int,
     if not shape.moe:  # the MoE flags that have a non-default value set on a dense model
         problems += [f"{flag} {value}: {shape.name} has no experts to route" for flag, value in (
             ("--moe-imbalance", opts.moe_imbalance if opts.moe_imbalance != 1.0 else None),
-            ("--moe-dispatcher", opts.moe_dispatcher.value
-             if opts.moe_dispatcher is not Dispatcher.ALLTOALL else None)) if value]
+            ("--moe-dispatcher", opts.dispatcher.value
+             if opts.dispatcher is not Dispatcher.ALLTOALL else None)) if value]
     precs = opts.precision or DEFAULT_PRECISION
     for p in precs:
         problems += precision.problems(p, gpu)

@@ -219,12 +219,12 @@ class CostOptions:
         1.0, "--moe-imbalance", kind=FLOAT,
         help="tokens of the busiest expert over the mean (1.0: balanced routing, as "
         "force-balanced benchmarks run; a measured value for real routing)")
-    moe_dispatcher: Dispatcher = option(
-        Dispatcher.ALLTOALL, "--moe-dispatcher", kind=DISPATCHER,
-        help="how a mixture of experts' tokens reach their experts: alltoall (an NCCL "
-        "all-to-all, one copy a token and expert), deepep (DeepEP: one copy a node across "
-        "the network, one a rank over NVLink), allgather (Megatron-LM's default: every "
-        "token gathered over the ep x etp ranks)")
+    moe_dispatcher: Dispatcher | None = option(
+        None, "--moe-dispatcher", kind=DISPATCHER, help="how a mixture of experts' tokens "
+        "reach their experts: alltoall (an NCCL all-to-all, one copy a token and expert), "
+        "deepep (DeepEP: one copy a node across the network, one a rank over NVLink), "
+        "allgather (Megatron-LM's default: every token gathered over the ep x etp ranks) "
+        "[default: alltoall, or as a calibrated profile's jobs ran]")
 
     def __post_init__(self) -> None:
         """One size or precision given in code (``CostOptions(tp=2)``) is a list of one."""
@@ -253,7 +253,7 @@ class CostOptions:
     def experts(self) -> ExpertParallel:
         """How a mixture of experts is fed under these options (ep and etp come with each
         cost key): the routing imbalance, the dispatcher and the experts' precision."""
-        return ExpertParallel(imbalance=self.moe_imbalance, dispatcher=self.moe_dispatcher,
+        return ExpertParallel(imbalance=self.moe_imbalance, dispatcher=self.dispatcher,
                               precision=self.expert_precision)
 
     efficiency: float | None = option(
@@ -296,13 +296,11 @@ class CostOptions:
         return self.sequence_parallel is not False
 
     @property
-    def recipe(self) -> Fp8Recipe:
-        """The FP8 recipe priced: as given, else Megatron-LM's default, delayed."""
+    def recipe(self) -> Fp8Recipe:  # the FP8 recipe priced: else Megatron-LM's, delayed
         return self.fp8_recipe or Fp8Recipe.DELAYED
 
     @property
-    def fp8_params(self) -> bool:
-        """FP8 weights (--fp8-param-gather) as priced: as given, else off."""
+    def fp8_params(self) -> bool:  # FP8 weights (--fp8-param-gather): else off
         return bool(self.fp8_param_gather)
 
     # the kernels as priced: as given, else pptune's defaults (calibrated.as_ran fills a job's)
@@ -313,6 +311,10 @@ class CostOptions:
     @property
     def loss_kernels(self) -> CrossEntropy:  # --cross-entropy: else fused
         return self.cross_entropy or CrossEntropy.FUSED
+
+    @property
+    def dispatcher(self) -> Dispatcher:  # --moe-dispatcher: else alltoall
+        return self.moe_dispatcher or Dispatcher.ALLTOALL
 
     @property
     def swiglu_kernels(self) -> Swiglu:  # --swiglu: else fused

@@ -212,7 +212,7 @@ def dispatch_what_if(opts: CostOptions, gpus: int, costs: Costs, req: PlanReques
     all-to-all: its step with DeepEP's dispatch (costmodel/dispatch.py), when that is
     at least 3% faster. One line. ``opts``: the costs asked for, ``gpus``: the job's."""
     if (not result.plans or costs.measured or costs.shape is None or not costs.shape.moe
-            or opts.moe_dispatcher is not Dispatcher.ALLTOALL):
+            or opts.dispatcher is not Dispatcher.ALLTOALL):
         return None
     best = result.plans[0]
     if best.ep * best.etp <= 1:

@@ -285,6 +285,9 @@ class Calibration(Strict):
         None, description="the jobs' gated-MLP activation kernels (--swiglu)")
     wgrad_accum: Literal["fused", "unfused", "bf16"] | None = Field(
         None, description="where the jobs' weight gradients went (--wgrad-accum)")
+    moe_dispatcher: Literal["alltoall", "deepep", "allgather"] | None = Field(
+        None, description="how the jobs' MoE tokens reached their experts "
+        "(--moe-dispatcher); None: a dense model, or a profile written before this key")
 
     @model_validator(mode="after")
     def _known(self) -> Calibration:

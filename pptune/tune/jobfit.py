@@ -125,6 +125,8 @@ def calibrate(jobs: list[Job]) -> Outcome:
                       fp8_param_gather=first.read.config.fp8_param_gather if low else None,
                       tp_comm_overlap=ran.overlaps_tp, cross_entropy=ran.loss_kernels.value,
                       swiglu=ran.swiglu_kernels.value, wgrad_accum=ran.wgrad.value,
+                      moe_dispatcher=(first.read.config.moe_dispatcher or "alltoall")
+                      if first.shape.moe else None,
                       main_grads_dtype=first.read.config.main_grads_dtype or "fp32",
                       warnings=doubts(jobs, res, held, parts, reserves, reserve))
     c = first.read.config

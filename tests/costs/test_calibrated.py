@@ -262,3 +262,24 @@ def test_the_calibration_table_writes_every_step_in_one_format() -> None:
     text = calibration_text(calibration(SHAPE, "h100-sxm", None, Factors.common(1.0),
                                         [["compute", "memory", "communication"]], runs, None))
     assert "  a.sh  16.000 s  975.2 ms" in text, text
+
+
+def test_plans_are_priced_with_the_dispatcher_the_jobs_ran() -> None:
+    """A trial calibrated a DeepEP DeepSeek-V3 job, then asked for twice the GPUs: the
+    what-if was priced with the NCCL all-to-all (1.19x slower), the profile holding no
+    dispatcher. The jobs' dispatcher is kept and filled unless --moe-dispatcher is given
+    (even as alltoall, pptune's default)."""
+    from pptune.costmodel.dispatch import Dispatcher
+
+    cal = calibration(SHAPE, "h100-sxm", None, Factors.common(0.8),
+                      [["compute", "memory", "communication"]], [RUN], None,
+                      moe_dispatcher="deepep")
+    opts, notes = calibrated.as_ran(CostOptions(), cal)
+    assert opts.dispatcher is Dispatcher.DEEPEP
+    assert notes == ["kernels as the calibrated jobs ran: --moe-dispatcher deepep (a flag "
+                     "prices others)"]
+    opts, notes = calibrated.as_ran(CostOptions(moe_dispatcher=Dispatcher.ALLTOALL), cal)
+    assert opts.dispatcher is Dispatcher.ALLTOALL
+    assert notes == ["--moe-dispatcher alltoall: the calibrated jobs ran --moe-dispatcher "
+                     "deepep; their factors price this too"]
+    assert CostOptions().dispatcher is Dispatcher.ALLTOALL  # pptune's default

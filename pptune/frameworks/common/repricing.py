@@ -56,13 +56,13 @@ def kernels_job(job: Job, precision: Precision, *, attention: str | None,
     loss = c.loss_kernels if cross_entropy is None else cross_entropy
     act = c.swiglu_kernels if swiglu is None or job.shape is None or not job.shape.gated_mlp \
         else swiglu
-    route = c.moe_dispatcher if dispatcher is None or job.shape is None \
+    route = c.dispatcher if dispatcher is None or job.shape is None \
         or not job.shape.moe else dispatcher
     fp8 = c.fp8_linears() if fp8_kernels is None or not is_low(precision) else fp8_kernels
     casts = c.fp8_casts if fp8_casts is None else fp8_casts
     overlap = job.tp_comm_overlap if tp_comm_overlap is None else tp_comm_overlap
     accum = c.wgrad if wgrad_accum is None else wgrad_accum
-    if ((job.attention, job.sequence_parallel, c.loss_kernels, c.moe_dispatcher,
+    if ((job.attention, job.sequence_parallel, c.loss_kernels, c.dispatcher,
          c.swiglu_kernels, c.fp8_linears(), c.fp8_casts, job.tp_comm_overlap, c.wgrad)
             == (attention, sequence_parallel, loss, route, act, fp8, casts, overlap, accum)
             or not analytic(job)):

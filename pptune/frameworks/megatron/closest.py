@@ -196,7 +196,7 @@ def kernels(job: Job, sharding: Sharding, tp: int, ep: int) -> dict[str, Any]:
     return dict(attention="eager" if job.attention == "eager" else ATTENTION,
                 cross_entropy=CrossEntropy.NATIVE, fp8_kernels=Fp8Kernels.TE,
                 wgrad_accum=wgrad_accum(c.wgrad, sharding),
-                dispatcher=dispatcher(c.moe_dispatcher, tp, ep))
+                dispatcher=dispatcher(c.dispatcher, tp, ep))
 
 
 def run_kernels(job: Job, plan: Plan, notes: list[str], substitute: bool = True
@@ -215,7 +215,7 @@ def run_kernels(job: Job, plan: Plan, notes: list[str], substitute: bool = True
                                "backend on Hopper and later)")
                             + ("" if run["wgrad_accum"] is asked
                                else f" and {WGRAD_RUNS[run['wgrad_accum']]}")
-                            + ("" if run["dispatcher"] is c.moe_dispatcher or job.shape is None
+                            + ("" if run["dispatcher"] is c.dispatcher or job.shape is None
                                or not job.shape.moe else " and the alltoall dispatcher "
                                "(megatron-core's flex dispatcher needs tp x ep > 1)"))
 

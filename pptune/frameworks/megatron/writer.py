@@ -102,7 +102,7 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
             if (job.cost_options or CostOptions()).swiglu_kernels is Swiglu.EAGER:
                 args.append("--no-bias-swiglu-fusion")  # as priced (--swiglu eager)
         args += style_args(shape, unsaid, plan.etp)  # norm, biases, tied embeddings (style.py)
-        args += moe_args(shape, plan, (job.cost_options or CostOptions()).moe_dispatcher)
+        args += moe_args(shape, plan, (job.cost_options or CostOptions()).dispatcher)
     else:  # a comment inside the continued command would end it: say it above
         lines.append("# the profile names no model shape: add --hidden-size, "
                      "--num-attention-heads etc. for your model")

@@ -87,8 +87,8 @@ def write(stated: Stated) -> dict[str, str]:
         f"rank_order: {plan.rank_order.value}",
         *([f"ep: {plan.ep}", f"etp: {plan.etp}"] if plan.ep > 1 or plan.etp > 1 else []),
         *(["a2a_overlap: true"] if plan.a2a_overlap else []),
-        *([f"moe_dispatcher: {costs.moe_dispatcher.value}"]
-          if plan.ep * plan.etp > 1 and costs.moe_dispatcher is not Dispatcher.ALLTOALL else []),
+        *([f"moe_dispatcher: {costs.dispatcher.value}"]
+          if plan.ep * plan.etp > 1 and costs.dispatcher is not Dispatcher.ALLTOALL else []),
         *([f"moe_routing_imbalance: {costs.moe_imbalance:g}"]
           if job.shape is not None and job.shape.moe and costs.moe_imbalance != 1.0 else []),
         f"sequence_parallel: {'true' if job.sequence_parallel else 'false'}",

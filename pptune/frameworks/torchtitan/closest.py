@@ -89,7 +89,7 @@ def dispatcher_of(job: Job, plan: Plan, model: str) -> Dispatcher:
     """The MoE dispatcher a torchtitan file can state for the plan: DeepEP where the job
     asks for it and torchtitan's model runs it (deepseek_v3, llama4; ep > 1, etp 1:
     experts.py), else the standard all-to-all."""
-    asked = (job.cost_options or CostOptions()).moe_dispatcher
+    asked = (job.cost_options or CostOptions()).dispatcher
     if asked is Dispatcher.DEEPEP and model in DEEPEP_MODELS and plan.ep > 1 and plan.etp == 1:
         return Dispatcher.DEEPEP
     return Dispatcher.ALLTOALL

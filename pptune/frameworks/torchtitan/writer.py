@@ -99,7 +99,7 @@ def write(stated: Stated) -> dict[str, str]:
         *([f"expert_parallel_degree = {plan.ep}",
            f"expert_tensor_parallel_degree = {plan.etp}"] if plan.ep > 1 else []),
         *(['expert_parallel_comm_backend = "deepep"']
-          if plan.ep > 1 and (job.cost_options or CostOptions()).moe_dispatcher
+          if plan.ep > 1 and (job.cost_options or CostOptions()).dispatcher
           is Dispatcher.DEEPEP else []),
         *([f"context_parallel_degree = {plan.cp}",
            f'context_parallel_rotate_method = "{ROTATE_NAME.get(comm, "allgather")}"']

@@ -95,7 +95,7 @@ def write(stated: Stated) -> dict[str, str]:
     registry = [f'"{kind}",', f'attn_backend="{MAIN_ATTENTION}",  # main\'s language models: '
                 'flex, flex_flash or varlen (no sdpa); priced as flash attention']
     c = job.cost_options or CostOptions()
-    if plan.ep > 1 and c.moe_dispatcher is Dispatcher.DEEPEP and name in COMM_BACKEND:
+    if plan.ep > 1 and c.dispatcher is Dispatcher.DEEPEP and name in COMM_BACKEND:
         registry.append('moe_comm_backend="deepep",')
     if converters:
         registry += ["converters=[", *(INDENT + line for line in converters), "],"]
