@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pptune.frameworks.common.batch_words import TokenBatch
 from pptune.frameworks.common.fields import Ctx
 from pptune.frameworks.torchtitan.dump import MainRun
 from pptune.frameworks.torchtitan.facts import facts
@@ -56,6 +57,9 @@ def main_batch(ctx: Ctx, run: MainRun, pp: int, dp: int | None, tp: int, cp: int
         ctx.note(f"parallelism.num_pp_microbatches {run.pp_microbatches} ignored: torchtitan "
                  "ignores it without pipeline parallelism (pipeline_parallel_degree 1)")
     seq, micro = _rows(ctx, n, length)
+    ctx.semantics.batch_words = TokenBatch(
+        micro="num_tokens_per_microbatch_per_dp_rank", count="num_pp_microbatches",
+        step="num_tokens_per_train_step", tokens=n, seq_len=seq, size=micro)
     record = facts(ctx.semantics)
     record.main_tokens = n
     record.global_batch_stated = run.step_tokens != -1

@@ -1,0 +1,53 @@
+"""check-config's advice on a torchtitan main dump in main's words (a trial, u28): main
+has no micro-batch size, it counts tokens (torchtitan/trainer.py Trainer.__init__:
+num_tokens_per_microbatch_per_dp_rank, num_pp_microbatches, num_tokens_per_train_step);
+its stage-split and config refusals are quoted as main words them."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from typer.testing import Result
+
+DUMPS = Path(__file__).resolve().parents[1] / "data" / "torchtitan_main"
+PP4 = json.loads((DUMPS / "llama3_debugmodel_pp4_interleaved_1f1b.json").read_text())
+Cli = Callable[..., Result]
+
+
+def written(tmp_path: Path, dump: Any) -> Path:
+    path = tmp_path / "dump.json"
+    path.write_text(json.dumps(dump))
+    return path
+
+
+def findings(cli: Cli, path: Path, *args: str) -> dict[str, str]:
+    r = cli("check-config", path, "--gpus", "8", "--gpu", "h100-sxm", "--json", *args)
+    return {f["id"]: f["message"] for f in json.loads(r.stdout)["findings"]}
+
+
+def test_slower_than_best_says_tokens_a_micro_batch(cli: Cli) -> None:
+    """pp 4 x dp 2, 8 micro-batches of 2048 tokens: 32768 tokens a step. The best plan,
+    pp 1 x dp 8, runs them as one micro-batch of 32768 / 8 = 4096 tokens a rank (two
+    sequences of 2048); main states that by the tokens alone (num_pp_microbatches is
+    ignored without a pipeline, the step derived)."""
+    said = findings(cli, DUMPS / "llama3_debugmodel_pp4_interleaved_1f1b.json")
+    message = said["slower-than-best"]
+    assert "pp=1 dp=8 1f1b, 1 micro-batch of 4096 tokens, blocks per stage" in message
+    assert "num_tokens_per_microbatch_per_dp_rank 2048 -> 4096" in message
+    assert "micro-batch size" not in message
+
+
+def test_ga_not_aligned_says_mains_keys(cli: Cli, tmp_path: Path) -> None:
+    """1F1B, num_pp_microbatches 6 on pp 4, dp 8 / 4 = 2, the step derived: 8 would align,
+    and makes 2048 x 8 x 2 = 32768 tokens a step."""
+    dump = copy.deepcopy(PP4)
+    dump["parallelism"].update(pipeline_parallel_schedule="1F1B", num_pp_microbatches=6)
+    said = findings(cli, written(tmp_path, dump), "--no-compare")
+    assert said["ga-not-aligned"] == (
+        "num_pp_microbatches 6 is not a multiple of pp (4); 8 would align gradient "
+        "accumulation to pipeline depth, with num_tokens_per_train_step 32768 "
+        "(num_tokens_per_microbatch_per_dp_rank 2048 x 8 x dp 2)")
