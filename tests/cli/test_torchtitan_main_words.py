@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import Result
 
 DUMPS = Path(__file__).resolve().parents[1] / "data" / "torchtitan_main"
@@ -51,3 +52,61 @@ def test_ga_not_aligned_says_mains_keys(cli: Cli, tmp_path: Path) -> None:
         "num_pp_microbatches 6 is not a multiple of pp (4); 8 would align gradient "
         "accumulation to pipeline depth, with num_tokens_per_train_step 32768 "
         "(num_tokens_per_microbatch_per_dp_rank 2048 x 8 x dp 2)")
+
+
+def test_the_stage_weights_refusal_names_mains_key_and_function(cli: Cli,
+                                                                tmp_path: Path) -> None:
+    """6 blocks on pp 4 x 2 stages a rank, the first stage 3 layers less: (6 + 3 + 1) // 8
+    = 1 layer a stage, under the 3 (main's pipeline_parallel.py
+    _generate_llm_fqn_per_model_part checks the input weight, then the output's)."""
+    dump = copy.deepcopy(PP4)
+    dump["parallelism"]["pipeline_parallel_first_stage_less_layers"] = 3
+    assert findings(cli, written(tmp_path, dump), "--no-compare")["torchtitan-weights"] == (
+        "parallelism.pipeline_parallel_first_stage_less_layers 3 exceeds the layers a stage, "
+        "(6 blocks + 3 + 1) // 8 stages = 1: torchtitan raises 'input_weight (3) exceeds "
+        "minimum layers per stage (1).' (torchtitan/distributed/pipeline_parallel.py "
+        "_generate_llm_fqn_per_model_part)")
+    dump["parallelism"].update(pipeline_parallel_first_stage_less_layers=1,
+                               pipeline_parallel_last_stage_less_layers=2)
+    assert findings(cli, written(tmp_path, dump), "--no-compare")["torchtitan-weights"] == (
+        "parallelism.pipeline_parallel_last_stage_less_layers 2 exceeds the layers a stage, "
+        "(6 blocks + 1 + 2) // 8 stages = 1: torchtitan raises 'output_weight (2) exceeds "
+        "minimum layers per stage (1).' (torchtitan/distributed/pipeline_parallel.py "
+        "_generate_llm_fqn_per_model_part)")
+
+
+def test_too_many_stages_names_mains_function(cli: Cli, tmp_path: Path) -> None:
+    """pp 8 x 2 stages a rank = 16 stages over 6 blocks + 1 + 1 = 8 effective layers."""
+    dump = copy.deepcopy(PP4)
+    dump["parallelism"]["pipeline_parallel_degree"] = 8
+    assert findings(cli, written(tmp_path, dump), "--no-compare")[
+        "torchtitan-too-many-stages"] == (
+        "16 stages over 8 effective layers (6 blocks + "
+        "pipeline_parallel_first_stage_less_layers 1 + "
+        "pipeline_parallel_last_stage_less_layers 1): torchtitan raises 'Number of stages "
+        "(16) cannot be greater than effective layers (8)' "
+        "(torchtitan/distributed/pipeline_parallel.py _generate_llm_fqn_per_model_part)")
+
+
+@pytest.mark.parametrize(("section", "key", "value", "raises", "where"), [
+    ("parallelism", "num_pp_microbatches", 0,
+     "parallelism.num_pp_microbatches must be greater than 0.",
+     "torchtitan/trainer.py Trainer.Config.__post_init__"),
+    ("training", "num_tokens_per_microbatch_per_dp_rank", -3,
+     "num_tokens_per_microbatch_per_dp_rank must be greater than 0.",
+     "torchtitan/config/configs.py TrainingConfig.__post_init__"),
+    ("training", "max_context_length", 0, "max_context_length must be greater than 0.",
+     "torchtitan/config/configs.py TrainingConfig.__post_init__"),
+    ("training", "num_tokens_per_train_step", 0,
+     "num_tokens_per_train_step must be -1 or greater than 0.",
+     "torchtitan/config/configs.py TrainingConfig.__post_init__"),
+])
+def test_a_count_torchtitan_refuses_is_one_line_in_its_words(
+        cli: Cli, error_line: Callable[[Result], str], tmp_path: Path, section: str,
+        key: str, value: int, raises: str, where: str) -> None:
+    dump = copy.deepcopy(PP4)
+    dump[section][key] = value
+    path = written(tmp_path, dump)
+    line = error_line(cli("check-config", path, "--gpus", "8"))
+    assert line == (f"pptune: error: {path}: {section}.{key} is {value}: torchtitan raises "
+                    f"'{raises}' ({where})")

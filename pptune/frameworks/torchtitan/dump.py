@@ -66,6 +66,18 @@ UNPRICED = (
     ("parallelism", "context_parallel_load_balancer", "headtail", "context parallelism "
      "without the head-tail balancer: pptune prices each rank's causal share as balanced"),
 )
+# what main raises for a count below 1 (key: its message, where): configs.py
+# TrainingConfig.__post_init__, trainer.py Trainer.Config.__post_init__
+_TRAINING = "torchtitan/config/configs.py TrainingConfig.__post_init__"
+BELOW_ONE = {
+    "num_tokens_per_microbatch_per_dp_rank": (
+        "num_tokens_per_microbatch_per_dp_rank must be greater than 0.", _TRAINING),
+    "num_tokens_per_train_step": ("num_tokens_per_train_step must be -1 or greater than 0.",
+                                  _TRAINING),
+    "max_context_length": ("max_context_length must be greater than 0.", _TRAINING),
+    "num_pp_microbatches": ("parallelism.num_pp_microbatches must be greater than 0.",
+                            "torchtitan/trainer.py Trainer.Config.__post_init__"),
+}
 
 
 # check-config's memory fixes in main's words (Adapter.memory_fixes names 0.2.2's keys)
@@ -178,7 +190,16 @@ def _count(ctx: Ctx, values: dict[str, Any], section: str, key: str, default: in
     if key not in values:
         ctx.note(f"{section}.{key} not in the dump: torchtitan main's default {default}")
         return default
+    _below_one(ctx, section, key, values[key])
     return whole(ctx, f"{section}.{key}", values[key], maximum=1 << 40)
+
+
+def _below_one(ctx: Ctx, section: str, key: str, value: Any) -> None:
+    """BadInput in torchtitan's words for a whole number main refuses below 1 (BELOW_ONE);
+    another wrong value is ``whole``'s."""
+    if type(value) is int and value < 1:
+        said, where = BELOW_ONE[key]
+        raise ctx.bad(f"{section}.{key} is {show(value)}: torchtitan raises '{said}' ({where})")
 
 
 def _flag(ctx: Ctx, values: dict[str, Any], section: str, key: str, default: bool) -> bool:
@@ -194,6 +215,7 @@ def _step_tokens(ctx: Ctx, train: dict[str, Any]) -> int:
     value = train.get("num_tokens_per_train_step", -1)
     if type(value) is int and value == -1:
         return -1
+    _below_one(ctx, "training", "num_tokens_per_train_step", value)
     return whole(ctx, "training.num_tokens_per_train_step", value, maximum=1 << 50,
                  fix="use -1 (derived) or a token count > 0")
 
