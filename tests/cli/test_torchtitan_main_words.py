@@ -110,3 +110,39 @@ def test_a_count_torchtitan_refuses_is_one_line_in_its_words(
     line = error_line(cli("check-config", path, "--gpus", "8"))
     assert line == (f"pptune: error: {path}: {section}.{key} is {value}: torchtitan raises "
                     f"'{raises}' ({where})")
+
+
+HEADER = (
+    "torchtitan main's Trainer.Config dump (pptune's torchtitan=0.3.0), read by main's "
+    "rules; linears priced at training.mixed_precision_param bfloat16 (a dump names no "
+    "quantization converter: --precision fp8 or mxfp8 states one); not priced: "
+    "hf_assets_path, dump_folder, profiler, metrics, tokenizer, dataloader, optimizer, "
+    "lr_scheduler, checkpoint, comm, validator, debug, override, loss")
+
+
+def notes(cli: Cli, path: Path, *args: str) -> list[str]:
+    r = cli("check-config", path, "--gpus", "8", "--json", "--no-compare", *args)
+    return json.loads(r.stdout)["notes"]
+
+
+def test_a_dumps_boilerplate_is_one_note(cli: Cli) -> None:
+    """A trial: every dump opened with five notes (the rules, the ignored sections, the
+    GPUs from --gpus, the converter, the shard degree). The rules, the linears' precision
+    and the 14 sections not priced are one note (every section named); the GPU count is
+    said where it resolves the shard degree -1, else on its own."""
+    assert notes(cli, DUMPS / "llama3_8b.json") == [
+        HEADER,
+        "data_parallel_shard_degree -1 resolved to 8: --gpus 8 / (replicate 1 x tp x pp x "
+        "cp = 1)",
+        "FSDP full sharding, reshard after forward on (fsdp_reshard_after_forward default, "
+        "pp 1)",
+        "torchtitan main's batch: 8,192 tokens a micro-batch per dp rank at context 8,192 = "
+        "1 sequence of 8,192; 1 a pipeline run; 1 run a step"]
+    stated = notes(cli, DUMPS / "deepseek_v3_debugmodel_fsdp2_tp2_pp2_ep4.json")
+    assert stated[:2] == [HEADER, "gpus 8 from --gpus (torchtitan takes the GPU count from "
+                                  "the launcher)"]
+    fp8 = notes(cli, DUMPS / "llama3_8b.json", "--precision", "fp8")
+    assert fp8[0] == HEADER.replace(
+        "training.mixed_precision_param bfloat16 (a dump names no quantization converter: "
+        "--precision fp8 or mxfp8 states one)", "--precision fp8 (a dump names no "
+        "quantization converter)")

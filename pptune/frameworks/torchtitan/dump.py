@@ -153,14 +153,30 @@ def read_dump(data: dict[str, Any], ctx: Ctx) -> tuple[dict[str, Any], MainRun]:
                            f"{section}.{key} {show(value)}: {what} is not modelled; priced as "
                            f"{show(default)}")
     ignored = [str(k) for k in data if k not in READ]
-    if ignored:
-        ctx.semantics.ignored += ignored
-        ctx.note(f"ignored sections (not priced): {', '.join(ignored[:12])}")
+    ctx.semantics.ignored += ignored
+    _header(ctx, train, ignored)
     return tables, run
 
 
+def _header(ctx: Ctx, train: dict[str, Any], ignored: list[str]) -> None:
+    """One note for what every dump shares: main's rules read it; its linears are priced
+    at mixed_precision_param (or --precision), a dump naming no quantization converter
+    (dump_model.py converters_unseen); the sections not priced, every one (a dump has
+    about 14)."""
+    given = ctx.flags.precision
+    linears = (f"--precision {given} (a dump names no quantization converter)" if given else
+               f"training.mixed_precision_param {str(train.get('mixed_precision_param'))[:20]}"
+               " (a dump names no quantization converter: --precision fp8 or mxfp8 states "
+               "one)")
+    shown = ", ".join(ignored[:24]) + (f" and {len(ignored) - 24} more" * (len(ignored) > 24))
+    ctx.note(f"torchtitan main's Trainer.Config dump (pptune's torchtitan={MAIN}), read by "
+             f"main's rules; linears priced at {linears}"
+             + (f"; not priced: {shown}" if ignored else ""))
+
+
 def _versions(ctx: Ctx) -> None:
-    """A dump is main's: read by main's rules ("0.3.0"); a release before it writes none."""
+    """A dump is main's: read by main's rules ("0.3.0", which ``_header`` says); a release
+    before it writes none."""
     versions = ctx.semantics.versions
     if TORCHTITAN.name in versions.chosen and not versions.at_least(TORCHTITAN, 0, 3):
         raise ctx.bad(f"--framework-version torchtitan={versions.of(TORCHTITAN)}: that "
@@ -169,8 +185,6 @@ def _versions(ctx: Ctx) -> None:
                       f"torchtitan={MAIN}")
     if TORCHTITAN.name not in versions.chosen:
         ctx.semantics.versions = Versions({**versions.chosen, TORCHTITAN.name: MAIN})
-    ctx.note(f"torchtitan Trainer.Config dump: read by main's rules (torchtitan={MAIN}, "
-             "main after 0.2.2)")
 
 
 def _missing(name: str, data: dict[str, Any]) -> str:

@@ -109,14 +109,16 @@ def _rows(ctx: Ctx, n: int, length: int) -> tuple[int, int]:
 
 
 def main_attention(ctx: Ctx, run: MainRun, kind: str, cp: int) -> None:
-    """Main's refusal of context parallelism with varlen attention (qwen3's), and the
-    warning that flex attention is priced as flash (attention.py read_attention's)."""
-    if cp > 1 and kind == "varlen" and run.name == "qwen3":
+    """Main's refusal of context parallelism with varlen or SDPA attention (every
+    decoder's, before qwen3's own), and the warning that flex attention is priced as
+    flash (attention.py read_attention's)."""
+    if cp > 1 and kind in ("varlen", "sdpa"):
         ctx.refuse("torchtitan-cp-attention",
-                   f"context_parallel_degree {cp} with qwen3's varlen attention: torchtitan "
-                   "raises 'Context Parallel only supports SDPA and FlexAttention. Varlen "
-                   "attention is not supported with CP.' (torchtitan/models/qwen3/model.py "
-                   "update_from_config); use cp 1 or flex attention")
+                   f"context_parallel_degree {cp} with {kind} attention (model_spec.model's "
+                   "inner_attention): torchtitan raises 'Context Parallel is not supported "
+                   "with ScaledDotProductAttention or VarlenAttention. Use FlexAttention or "
+                   "disable CP.' (torchtitan/models/common/decoder.py "
+                   "Decoder.Config.update_from_config); use cp 1 or FlexAttention")
     if kind == "flex":
         ctx.unmodelled("torchtitan-flex-attention",
                        f"{run.name} {run.flavor} runs FlexAttention (model_spec.model's "
