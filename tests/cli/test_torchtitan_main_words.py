@@ -132,15 +132,15 @@ def test_a_dumps_boilerplate_is_one_note(cli: Cli) -> None:
     said where it resolves the shard degree -1, else on its own."""
     assert notes(cli, DUMPS / "llama3_8b.json") == [
         HEADER,
-        "data_parallel_shard_degree -1 resolved to 8: --gpus 8 / (replicate 1 x tp x pp x "
-        "cp = 1)",
+        "gpus 8 from --gpus; data_parallel_shard_degree -1 resolved to 8 = 8 / (replicate 1 "
+        "x tp x pp x cp = 1)",
         "FSDP full sharding, reshard after forward on (fsdp_reshard_after_forward default, "
         "pp 1)",
         "torchtitan main's batch: 8,192 tokens a micro-batch per dp rank at context 8,192 = "
         "1 sequence of 8,192; 1 a pipeline run; 1 run a step"]
     stated = notes(cli, DUMPS / "deepseek_v3_debugmodel_fsdp2_tp2_pp2_ep4.json")
-    assert stated[:2] == [HEADER, "gpus 8 from --gpus (torchtitan takes the GPU count from "
-                                  "the launcher)"]
+    assert stated[:2] == [HEADER, "gpus 8 from --gpus: torchtitan takes the GPU count from "
+                                  "the launcher"]
     fp8 = notes(cli, DUMPS / "llama3_8b.json", "--precision", "fp8")
     assert fp8[0] == HEADER.replace(
         "training.mixed_precision_param bfloat16 (a dump names no quantization converter: "

@@ -55,8 +55,8 @@ def data_parallel(ctx: Ctx, par: Table, fields: dict[str, Any]) -> tuple[int | N
                       maximum=MAX_DEVICES, fix="use -1 (the remaining GPUs) or a degree >= 1")
         _inferred(ctx, fields, replicate, shard)
         if fields.get("gpus") is not None and ctx.semantics.gpus_from is None:
-            ctx.note(f"gpus {fields['gpus']} from --gpus (torchtitan takes the GPU count from "
-                     "the launcher)")
+            ctx.note(f"gpus {fields['gpus']} from --gpus: torchtitan takes the GPU count from "
+                     "the launcher")
         return replicate * shard, shard > 1 or cp > 1
     gpus = fields.get("gpus")
     source = (f"--gpus {gpus}" if ctx.semantics.gpus_from is None
@@ -64,8 +64,11 @@ def data_parallel(ctx: Ctx, par: Table, fields: dict[str, Any]) -> tuple[int | N
     others = replicate * (fields["tp"] or 1) * (fields["pp"] or 1) * (fields["cp"] or 1)
     if gpus is not None and gpus % others == 0:
         shard = gpus // others
-        ctx.note(f"data_parallel_shard_degree -1 resolved to {shard}: {source} / "
-                 f"(replicate {replicate} x tp x pp x cp = {others})")
+        # "gpus N from --gpus" as the generic note says it (calibrate names a log's count)
+        said = (f"gpus {gpus} from --gpus; data_parallel_shard_degree -1 resolved to {shard} = "
+                f"{gpus}" if ctx.semantics.gpus_from is None else
+                f"data_parallel_shard_degree -1 resolved to {shard}: {source}")
+        ctx.note(f"{said} / (replicate {replicate} x tp x pp x cp = {others})")
         return replicate * shard, shard > 1 or cp > 1
     if gpus is None:
         ctx.note("data_parallel_shard_degree is -1 (the remaining GPUs); dp left unset: pass "
