@@ -29,6 +29,7 @@ from pptune.costmodel.search import (
 from pptune.costmodel.stage_recompute import stage_blocks, summary_blocks
 from pptune.frameworks.common.adapter import Adapter, Add, Job
 from pptune.frameworks.common.as_run import as_itself, as_run_faster
+from pptune.frameworks.common.batch_words import TokenBatch
 from pptune.frameworks.registry import adapter_of
 from pptune.report.fmt import compact_split, fmt_microbatches, fmt_over_limit, fmt_seconds
 from pptune.schemas import TrainingConfig
@@ -161,25 +162,30 @@ def blocks_text(names: Sequence[str], stage_layers: list[int]) -> str:
 def slower_than_best(table: CostTable, plan: Plan, best: Plan, *, gpus: int, limit: float,
                      severity: str, add: Add, every: int | None = None,
                      modules: tuple[str, ...] = (),
-                     runs: tuple[dict[str, str], dict[str, str]] = ({}, {})) -> None:
+                     runs: tuple[dict[str, str], dict[str, str]] = ({}, {}),
+                     words: TokenBatch | None = None) -> None:
     """The ``slower-than-best`` finding when ``plan`` runs over ``limit`` times ``best``
     (``every``, ``modules``: the request's selective interval and the modules the table
-    prices, as ``recompute_text`` takes them; ``runs`` as ``differences`` takes it)."""
+    prices, as ``recompute_text`` takes them; ``runs`` as ``differences`` takes it;
+    ``words``: the file's own batch keys, Semantics.batch_words, for the text alone)."""
     ratio = plan.step_time_s / best.step_time_s
     if ratio <= limit:
         return
     differs = differences(table, plan, best, every, modules, runs)
     split = plan.stage_layers != best.stage_layers
     said = ("; it differs from the file in " + ", ".join(
-        f"{k} {a} -> {b}" for k, (a, b) in differs.items()) + (" and the split" if split else "")
+        words.size_change(a, b) if words and k == "micro-batch size" else f"{k} {a} -> {b}"
+        for k, (a, b) in differs.items()) + (" and the split" if split else "")
         if differs else "; it differs from the file in the split alone" if split else "")
+    batches = (words.plan(best.num_microbatches, best.micro_batch_size, best.dp, best.pp)
+               if words else fmt_microbatches(best.num_microbatches, best.micro_batch_size))
     over, most = fmt_over_limit(ratio, limit)  # 1.105x, not 1.10x, over a limit of 1.10x
     add("slower-than-best", severity,
         f"predicted step {fmt_seconds(plan.step_time_s)} is {over} the best plan its "
         f"files state for the same {gpus} GPUs and batch (limit {most}): pp={best.pp} "
         f"dp={best.dp} {best.schedule.value}"
         + (f" v={best.virtual_stages}" if best.virtual_stages > 1 else "")
-        + f", {fmt_microbatches(best.num_microbatches, best.micro_batch_size)}, blocks per "
+        + f", {batches}, blocks per "
         f"stage {blocks_text(table.names, best.stage_layers)} at "
         f"{fmt_seconds(best.step_time_s)}{said}",
         slowdown=ratio, max_slowdown=limit, best_step_time_s=best.step_time_s, differs=differs)

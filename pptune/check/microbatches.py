@@ -15,6 +15,7 @@ from __future__ import annotations
 from pptune.check.framework import microbatch_rules
 from pptune.costmodel.schedules import OVERLAPPED, Schedule, ScheduleError, validate
 from pptune.frameworks.common.adapter import Add
+from pptune.frameworks.common.batch_words import TokenBatch
 from pptune.frameworks.common.fields import Semantics
 from pptune.frameworks.common.torch_schedules import nearest_count
 from pptune.schemas import TrainingConfig
@@ -36,21 +37,28 @@ def microbatch_findings(cfg: TrainingConfig, m: int, dp: int | None, sem: Semant
         except ScheduleError as exc:
             add("dualpipe-microbatches", "error", str(exc), microbatches=m, pp=p)
     if m % p and not broken:  # information: the simulated step already prices this m
-        add("ga-not-aligned", "info", not_aligned(cfg, m, dp), microbatches=m, pp=p)
+        add("ga-not-aligned", "info", not_aligned(cfg, m, dp, sem.batch_words),
+            microbatches=m, pp=p)
 
 
-def not_aligned(cfg: TrainingConfig, m: int, dp: int | None) -> str:
+def not_aligned(cfg: TrainingConfig, m: int, dp: int | None,
+                words: TokenBatch | None = None) -> str:
     """The ga-not-aligned warning: m is not a multiple of pp; a multiple that divides the
     micro-batches of a step keeps the global batch (more or fewer pipeline runs a step),
-    else the next multiple is named with the global batch it makes."""
+    else the next multiple is named with the global batch it makes (``words``: in the
+    file's keys and tokens, Semantics.batch_words)."""
     p, runs = cfg.pp, cfg.pipeline_flushes
-    text = f"micro-batches per pipeline run ({m}) are not a multiple of pp ({p}); "
+    text = (words.not_multiple(m, p) if words else
+            f"micro-batches per pipeline run ({m}) are not a multiple of pp ({p}); ")
     good = nearest_count(m, 0, lambda n: n % p == 0, m * runs)
     if good:
         return (text + f"{good} would align gradient accumulation to pipeline depth, run "
                 f"{m * runs // good} time{'s' * (m * runs // good > 1)} a step (the global "
                 "batch kept)")
     up = m + p - m % p
+    if words is not None and dp is not None and cfg.global_batch is not None:
+        return text + f"{up} would align gradient accumulation to pipeline depth" + (
+            words.step_made(up, runs, dp))
     made = (f", with the global batch {up * runs * cfg.micro_batch_size * dp} (micro-batch "
             f"{cfg.micro_batch_size} x {up}" + f" x {runs} runs a step" * (runs > 1)
             + f" x dp {dp})" if dp is not None and cfg.global_batch is not None else "")

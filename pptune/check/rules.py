@@ -362,7 +362,7 @@ def _predict(
                      severity=_limit_severity(opts, cfg, opts.max_slowdown, "max_slowdown"),
                      every=req.recompute_every, modules=tuple(
                          cfg.recompute_modules or () if cfg.recompute == "selective" else ()),
-                     runs=found.runs)
+                     runs=found.runs, words=sem.batch_words)
 
 
 def _limit_severity(opts: CheckOptions, cfg: TrainingConfig, flag: float | None,

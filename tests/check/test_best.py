@@ -156,3 +156,23 @@ def test_check_config_names_the_difference_on_deepseek_v3() -> None:
                             "recompute", "sharding", "a2a overlap", "rank order"}
     for key, (file, best) in differs.items():
         assert f"{key} {file} -> {best}" in message
+
+
+def test_a_token_counted_batch_is_said_in_the_files_keys(
+        priced: tuple[CostTable, Plan, Plan]) -> None:
+    """A file counting its batch in tokens (Semantics.batch_words: 4096 tokens a
+    micro-batch, one sequence of 4096): the best plan's 4 micro-batches of 2 sequences on
+    pp 2 are 4 of 2 x 4096 = 8192 tokens, stated by the count key; the size change is said
+    in tokens; the JSON's differs keeps pptune's names."""
+    from pptune.frameworks.common.batch_words import TokenBatch
+
+    table, plain, other = priced
+    words = TokenBatch(micro="tok", count="cnt", step="stp", tokens=4096, seq_len=4096,
+                       size=1)
+    found: list[tuple[str, str, str, dict[str, Any]]] = []
+    slower_than_best(table, plain, other, gpus=8, limit=0.0, severity="warning",
+                     add=lambda *a, **v: found.append((*a, v)), words=words)
+    [(_, _, message, values)] = found
+    assert ", 4 micro-batches of 8192 tokens (cnt 4), blocks per stage " in message
+    assert "tok 4096 -> 8192" in message and "micro-batch size" not in message
+    assert values["differs"]["micro-batch size"] == [1, 2]

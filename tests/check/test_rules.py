@@ -234,3 +234,24 @@ def test_a_bubble_no_plan_escapes_is_information_under_the_default_limit() -> No
         bubble_of_the_best(found, SimpleNamespace(  # type: ignore[arg-type]
             bubble_rate=bubble, pp=18, schedule=best.schedule), 0.25, stated=stated)
         assert found == [finding()]
+
+
+def test_ga_not_aligned_in_a_token_counted_files_keys() -> None:
+    """m = 6 on pp 4, dp 4, one run a step, 2048 tokens a micro-batch: the next multiple,
+    8, makes 2048 x 8 x 4 = 65536 tokens a step; 2 micro-batches x 2 runs: 4 divides the
+    4 a step, one run (the step kept)."""
+    from pptune.check.microbatches import not_aligned
+    from pptune.frameworks.common.batch_words import TokenBatch
+
+    words = TokenBatch(micro="tok", count="cnt", step="stp", tokens=2048, seq_len=2048,
+                       size=1)
+    cfg = TrainingConfig.model_validate({**BASE, "global_batch": 24})
+    assert not_aligned(cfg, 6, 4, words) == (
+        "cnt 6 is not a multiple of pp (4); 8 would align gradient accumulation to pipeline "
+        "depth, with stp 65536 (tok 2048 x 8 x dp 4)")
+    two = TrainingConfig.model_validate({**BASE, "global_batch": 16, "pipeline_flushes": 2})
+    assert not_aligned(two, 2, 4, words) == (
+        "cnt 2 is not a multiple of pp (4); 4 would align gradient accumulation to pipeline "
+        "depth, run 1 time a step (the global batch kept)")
+    assert not_aligned(cfg, 6, 4).startswith(
+        "micro-batches per pipeline run (6) are not a multiple of pp (4); ")

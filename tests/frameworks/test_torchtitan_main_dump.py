@@ -191,18 +191,28 @@ def test_sizes_other_than_the_presets_are_priced_as_the_dump(tmp_path: Path) -> 
     assert any("num_layers 16 (pptune's: 32)" in n for n in result.notes)
 
 
-def test_varlen_attention_and_qwen3s_cp_refusal(tmp_path: Path) -> None:
-    """VarlenAttention.Config (window_size) prices as flash with no flex warning; qwen3
-    refuses it with context parallelism (models/qwen3/model.py)."""
+def test_varlen_attention_and_mains_cp_refusal(tmp_path: Path) -> None:
+    """VarlenAttention.Config (window_size) prices as flash with no flex warning; with
+    context parallelism every main decoder refuses it, and SDPA, before qwen3's own check
+    runs (models/common/decoder.py Decoder.Config.update_from_config, which llama3's,
+    qwen3's, gpt_oss's and deepseek_v3's update_from_config call first)."""
     dump = copy.deepcopy(LLAMA3_8B)
     for block in dump["model_spec"]["model"]["layers"]:
         block["attention"]["inner_attention"] = {"window_size": [-1, 0]}
     result = read(tmp_path, dump)
     assert result.config.attention == "flash" and not ids(result)
-    dump["model_spec"].update(name="qwen3")
     dump["parallelism"].update(context_parallel_degree=2)
-    assert "Varlen attention is not supported with CP" in ids(
-        read(tmp_path, dump))["torchtitan-cp-attention"]
+    for name, inner, kind in (("qwen3", {"window_size": [-1, 0]}, "varlen"),
+                              ("llama3", {}, "sdpa")):
+        dump["model_spec"].update(name=name)
+        for block in dump["model_spec"]["model"]["layers"]:
+            block["attention"]["inner_attention"] = inner
+        assert ids(read(tmp_path, dump))["torchtitan-cp-attention"] == (
+            f"context_parallel_degree 2 with {kind} attention (model_spec.model's "
+            "inner_attention): torchtitan raises 'Context Parallel is not supported with "
+            "ScaledDotProductAttention or VarlenAttention. Use FlexAttention or disable "
+            "CP.' (torchtitan/models/common/decoder.py Decoder.Config.update_from_config); "
+            "use cp 1 or FlexAttention")
 
 
 def test_padded_expert_dispatch_says_the_converter_is_unseen(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from pptune import limits
 from pptune.errors import BadInput
+from pptune.frameworks.common.batch_words import TokenBatch
 from pptune.frameworks.common.versions import Versions
 from pptune.schemas import Limits, TrainingConfig
 
@@ -113,6 +114,9 @@ class Semantics:
     memory_fixes: tuple[str, str, str | None, str] | None = None
     # the reader took --precision (Flags.precision) for a file that cannot state it
     precision_filled: bool = False
+    # the batch advice in the file's keys where it counts tokens, not sequences
+    # (batch_words.py; a torchtitan main dump)
+    batch_words: TokenBatch | None = None
 
 
 @dataclass

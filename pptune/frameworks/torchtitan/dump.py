@@ -66,6 +66,18 @@ UNPRICED = (
     ("parallelism", "context_parallel_load_balancer", "headtail", "context parallelism "
      "without the head-tail balancer: pptune prices each rank's causal share as balanced"),
 )
+# what main raises for a count below 1 (key: its message, where): configs.py
+# TrainingConfig.__post_init__, trainer.py Trainer.Config.__post_init__
+_TRAINING = "torchtitan/config/configs.py TrainingConfig.__post_init__"
+BELOW_ONE = {
+    "num_tokens_per_microbatch_per_dp_rank": (
+        "num_tokens_per_microbatch_per_dp_rank must be greater than 0.", _TRAINING),
+    "num_tokens_per_train_step": ("num_tokens_per_train_step must be -1 or greater than 0.",
+                                  _TRAINING),
+    "max_context_length": ("max_context_length must be greater than 0.", _TRAINING),
+    "num_pp_microbatches": ("parallelism.num_pp_microbatches must be greater than 0.",
+                            "torchtitan/trainer.py Trainer.Config.__post_init__"),
+}
 
 
 # check-config's memory fixes in main's words (Adapter.memory_fixes names 0.2.2's keys)
@@ -141,14 +153,30 @@ def read_dump(data: dict[str, Any], ctx: Ctx) -> tuple[dict[str, Any], MainRun]:
                            f"{section}.{key} {show(value)}: {what} is not modelled; priced as "
                            f"{show(default)}")
     ignored = [str(k) for k in data if k not in READ]
-    if ignored:
-        ctx.semantics.ignored += ignored
-        ctx.note(f"ignored sections (not priced): {', '.join(ignored[:12])}")
+    ctx.semantics.ignored += ignored
+    _header(ctx, train, ignored)
     return tables, run
 
 
+def _header(ctx: Ctx, train: dict[str, Any], ignored: list[str]) -> None:
+    """One note for what every dump shares: main's rules read it; its linears are priced
+    at mixed_precision_param (or --precision), a dump naming no quantization converter
+    (dump_model.py converters_unseen); the sections not priced, every one (a dump has
+    about 14)."""
+    given = ctx.flags.precision
+    linears = (f"--precision {given} (a dump names no quantization converter)" if given else
+               f"training.mixed_precision_param {str(train.get('mixed_precision_param'))[:20]}"
+               " (a dump names no quantization converter: --precision fp8 or mxfp8 states "
+               "one)")
+    shown = ", ".join(ignored[:24]) + (f" and {len(ignored) - 24} more" * (len(ignored) > 24))
+    ctx.note(f"torchtitan main's Trainer.Config dump (pptune's torchtitan={MAIN}), read by "
+             f"main's rules; linears priced at {linears}"
+             + (f"; not priced: {shown}" if ignored else ""))
+
+
 def _versions(ctx: Ctx) -> None:
-    """A dump is main's: read by main's rules ("0.3.0"); a release before it writes none."""
+    """A dump is main's: read by main's rules ("0.3.0", which ``_header`` says); a release
+    before it writes none."""
     versions = ctx.semantics.versions
     if TORCHTITAN.name in versions.chosen and not versions.at_least(TORCHTITAN, 0, 3):
         raise ctx.bad(f"--framework-version torchtitan={versions.of(TORCHTITAN)}: that "
@@ -157,8 +185,6 @@ def _versions(ctx: Ctx) -> None:
                       f"torchtitan={MAIN}")
     if TORCHTITAN.name not in versions.chosen:
         ctx.semantics.versions = Versions({**versions.chosen, TORCHTITAN.name: MAIN})
-    ctx.note(f"torchtitan Trainer.Config dump: read by main's rules (torchtitan={MAIN}, "
-             "main after 0.2.2)")
 
 
 def _missing(name: str, data: dict[str, Any]) -> str:
@@ -178,7 +204,16 @@ def _count(ctx: Ctx, values: dict[str, Any], section: str, key: str, default: in
     if key not in values:
         ctx.note(f"{section}.{key} not in the dump: torchtitan main's default {default}")
         return default
+    _below_one(ctx, section, key, values[key])
     return whole(ctx, f"{section}.{key}", values[key], maximum=1 << 40)
+
+
+def _below_one(ctx: Ctx, section: str, key: str, value: Any) -> None:
+    """BadInput in torchtitan's words for a whole number main refuses below 1 (BELOW_ONE);
+    another wrong value is ``whole``'s."""
+    if type(value) is int and value < 1:
+        said, where = BELOW_ONE[key]
+        raise ctx.bad(f"{section}.{key} is {show(value)}: torchtitan raises '{said}' ({where})")
 
 
 def _flag(ctx: Ctx, values: dict[str, Any], section: str, key: str, default: bool) -> bool:
@@ -194,6 +229,7 @@ def _step_tokens(ctx: Ctx, train: dict[str, Any]) -> int:
     value = train.get("num_tokens_per_train_step", -1)
     if type(value) is int and value == -1:
         return -1
+    _below_one(ctx, "training", "num_tokens_per_train_step", value)
     return whole(ctx, "training.num_tokens_per_train_step", value, maximum=1 << 50,
                  fix="use -1 (derived) or a token count > 0")
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pptune.frameworks.common.batch_words import TokenBatch
 from pptune.frameworks.common.fields import Ctx
 from pptune.frameworks.torchtitan.dump import MainRun
 from pptune.frameworks.torchtitan.facts import facts
@@ -56,6 +57,9 @@ def main_batch(ctx: Ctx, run: MainRun, pp: int, dp: int | None, tp: int, cp: int
         ctx.note(f"parallelism.num_pp_microbatches {run.pp_microbatches} ignored: torchtitan "
                  "ignores it without pipeline parallelism (pipeline_parallel_degree 1)")
     seq, micro = _rows(ctx, n, length)
+    ctx.semantics.batch_words = TokenBatch(
+        micro="num_tokens_per_microbatch_per_dp_rank", count="num_pp_microbatches",
+        step="num_tokens_per_train_step", tokens=n, seq_len=seq, size=micro)
     record = facts(ctx.semantics)
     record.main_tokens = n
     record.global_batch_stated = run.step_tokens != -1
@@ -105,14 +109,16 @@ def _rows(ctx: Ctx, n: int, length: int) -> tuple[int, int]:
 
 
 def main_attention(ctx: Ctx, run: MainRun, kind: str, cp: int) -> None:
-    """Main's refusal of context parallelism with varlen attention (qwen3's), and the
-    warning that flex attention is priced as flash (attention.py read_attention's)."""
-    if cp > 1 and kind == "varlen" and run.name == "qwen3":
+    """Main's refusal of context parallelism with varlen or SDPA attention (every
+    decoder's, before qwen3's own), and the warning that flex attention is priced as
+    flash (attention.py read_attention's)."""
+    if cp > 1 and kind in ("varlen", "sdpa"):
         ctx.refuse("torchtitan-cp-attention",
-                   f"context_parallel_degree {cp} with qwen3's varlen attention: torchtitan "
-                   "raises 'Context Parallel only supports SDPA and FlexAttention. Varlen "
-                   "attention is not supported with CP.' (torchtitan/models/qwen3/model.py "
-                   "update_from_config); use cp 1 or flex attention")
+                   f"context_parallel_degree {cp} with {kind} attention (model_spec.model's "
+                   "inner_attention): torchtitan raises 'Context Parallel is not supported "
+                   "with ScaledDotProductAttention or VarlenAttention. Use FlexAttention or "
+                   "disable CP.' (torchtitan/models/common/decoder.py "
+                   "Decoder.Config.update_from_config); use cp 1 or FlexAttention")
     if kind == "flex":
         ctx.unmodelled("torchtitan-flex-attention",
                        f"{run.name} {run.flavor} runs FlexAttention (model_spec.model's "

@@ -21,8 +21,11 @@ default for language models, whose masks are block-causal: each token attends wi
 own document, documents cut at ``max_context_length``), ``VarlenAttention.Config``
 (``window_size``) or ``ScaledDotProductAttention.Config`` (no field;
 models/common/config_utils.py ``get_attention_config`` refuses "sdpa" for language
-models). Only qwen3 refuses context parallelism with varlen (models/qwen3/model.py
-``update_from_config``).
+models). Every decoder refuses context parallelism with varlen or SDPA
+(models/common/decoder.py ``Decoder.Config.update_from_config``, which qwen3's own check
+follows). A block that attends within a sliding window (gpt_oss's
+``attention.sliding_window_size``, or a varlen ``window_size`` (left, 0)) is priced as
+--hf-config prices GPT-OSS's windows: one window, full attention every Nth block.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ from pptune.frameworks.common.fields import Ctx, show, whole
 COMPARED = {"num_layers": "num_blocks", "hidden_size": "hidden", "num_heads": "heads",
             "num_kv_heads": "kv_heads", "ffn_hidden_size": "ffn", "vocab_size": "vocab",
             "num_experts": "experts", "moe_top_k": "top_k",
-            "moe_ffn_hidden_size": "expert_ffn", "moe_first_dense_layers": "first_dense"}
+            "moe_ffn_hidden_size": "expert_ffn", "moe_first_dense_layers": "first_dense",
+            "sliding_window": "sliding_window", "full_attention_every": "full_attention_every"}
 KINDS = {frozenset({"block_size", "kernel_options"}): "flex",
          frozenset({"window_size"}): "varlen", frozenset(): "sdpa"}
 # fields every Configurable's to_dict() writes beside its own (config/configurable.py):
@@ -62,7 +66,6 @@ def main_model(ctx: Ctx, name: str, flavor: str, model: dict[str, Any],
                  f"{', '.join(differ[:4])}: priced as the dump's sizes")
         preset = None
     if sizes is not None:
-        _windows(ctx, layers)
         return None, sizes, len(layers)
     if preset is not None:
         return preset, {}, len(layers)
@@ -81,9 +84,12 @@ def attention_kind(ctx: Ctx, model: dict[str, Any]) -> str:
     fields = frozenset(inner) - COMMON if isinstance(inner, dict) else None
     kind = KINDS.get(fields) if fields is not None else None
     if kind is None:
-        said = ", ".join(sorted(fields)[:6]) if fields else show(inner)[:40]
+        said = (", ".join(f"{k} {show(inner[k])[:24]}" for k in sorted(fields)[:6])
+                if fields else show(inner)[:40])
         ctx.note(f"{PATH}.layers.0.attention.inner_attention ({said}) is none of main's "
-                 "attention configs pptune knows: priced as flash attention")
+                 "attention configs pptune knows (FlexAttention: block_size, "
+                 "kernel_options; varlen: window_size; SDPA: no field): priced as flash "
+                 "attention")
         return "flex"
     return kind
 
@@ -142,6 +148,7 @@ def _sizes(ctx: Ctx, model: dict[str, Any], layers: list[dict[str, Any]]
         sizes.update(ffn_hidden_size=ffn, gated_mlp="w3" in ff)
     if not _experts(ctx, layers, sizes) and dense is None:
         return None
+    _windows(ctx, layers, sizes)
     mtp = model.get("mtp_layers")
     sizes["mtp_layers"] = len(mtp) if isinstance(mtp, list) else 0
     if model.get("enable_weight_tying") is True:
@@ -178,15 +185,45 @@ def _experts(ctx: Ctx, layers: list[dict[str, Any]], sizes: dict[str, Any]) -> b
     return True
 
 
-def _windows(ctx: Ctx, layers: list[dict[str, Any]]) -> None:
-    """Sliding-window blocks (gpt_oss's ``sliding_window_size``) of a model priced by its
-    sizes: not carried."""
-    sliding = [i for i, x in enumerate(layers) if _dig(x, "attention", "sliding_window_size")]
-    if sliding:
-        ctx.unmodelled("torchtitan-unmodelled",
-                       f"{PATH}: blocks {', '.join(map(str, sliding[:6]))} attend within a "
-                       "sliding window (sliding_window_size): priced as full causal attention "
-                       "(a preset's flavor carries its windows; --hf-config gives them)")
+def _windows(ctx: Ctx, layers: list[dict[str, Any]], sizes: dict[str, Any]) -> None:
+    """Sliding-window blocks (gpt_oss's ``sliding_window_size``: the block attends to the
+    last that many tokens, null for full attention; models/gpt_oss; or a varlen window,
+    ``_window``) into ``sizes`` as
+    --hf-config carries GPT-OSS's (costs/hf_families.py window_fields): one window, full
+    attention on every Nth block, the last of each period (ModelShape.sliding_block).
+    Another pattern is a warning, priced as full causal attention."""
+    windows = [_window(ctx, x, i) for i, x in enumerate(layers)]
+    sliding = [i for i, w in enumerate(windows) if w]
+    if not sliding:
+        return
+    full = [i for i, w in enumerate(windows) if not w]
+    every = full[0] + 1 if full else 0  # the first full block ends the first period
+    if len({windows[i] for i in sliding}) == 1 and every != 1 and all(
+            bool(w) != (every > 0 and (i + 1) % every == 0) for i, w in enumerate(windows)):
+        sizes["sliding_window"] = windows[sliding[0]]
+        if every:  # else every block windowed (TrainingConfig's unset)
+            sizes["full_attention_every"] = every
+        return
+    ctx.unmodelled("torchtitan-unmodelled",
+                   f"{PATH}: blocks {', '.join(map(str, sliding[:6]))}"
+                   f"{'...' * (len(sliding) > 6)} attend within a sliding window "
+                   "(sliding_window_size or varlen window_size) in a pattern pptune does not state "
+                   "(one window, full attention every Nth block): priced as full causal "
+                   "attention")
+
+
+def _window(ctx: Ctx, layer: dict[str, Any], i: int) -> int:
+    """A block's window: its ``sliding_window_size``, else its VarlenAttention's
+    ``window_size`` (left, 0), left + 1 keys (gpt_oss sets (sliding_window_size - 1, 0);
+    -1 is unbounded); 0 for full causal attention."""
+    stated = _int(ctx, layer, f"{PATH}.layers.{i}", "attention", "sliding_window_size")
+    if stated:
+        return stated
+    pair = _dig(layer, "attention", "inner_attention", "window_size")
+    if (isinstance(pair, list) and len(pair) == 2 and all(type(x) is int for x in pair)
+            and pair[0] >= 0 and pair[1] == 0):
+        return int(pair[0]) + 1
+    return 0
 
 
 def _differ(shape: ModelShape, sizes: dict[str, Any]) -> list[str]:
@@ -199,16 +236,11 @@ def converters_unseen(ctx: Ctx, model: dict[str, Any]) -> None:
     """A dump records no quantization converter: main's Float8, MXFP8 and NVFP4 linear
     converters swap ``Linear.Config`` for a subclass whose fields ``to_dict()`` writes
     alike (components/quantization/float8.py, mx.py, nvfp4.py; a real llama3_8b_mxfp8 dump
-    differs from llama3_8b's only in ``compile``); a note says the run is priced at
-    ``mixed_precision_param``. The experts' converters leave a trace: they swap the token
-    dispatcher for one padding each expert's tokens to ``pad_multiple`` (16 for FP8,
-    float8.py Float8GroupedExpertsConverter.PAD_MULTIPLE; 32 for MXFP8, mx.py), which is a
-    warning."""
-    given = ctx.flags.precision
-    ctx.note("a Trainer.Config dump records no quantization converter (Float8, MXFP8, "
-             "NVFP4 linears serialise as Linear): priced at "
-             + (f"--precision {given}" if given else "training.mixed_precision_param "
-                "(check-config --precision fp8 or mxfp8 states the linears' converter)"))
+    differs from llama3_8b's only in ``compile``); dump.py's opening note says the run is
+    priced at ``mixed_precision_param``. The experts' converters leave a trace: they swap
+    the token dispatcher for one padding each expert's tokens to ``pad_multiple`` (16 for
+    FP8, float8.py Float8GroupedExpertsConverter.PAD_MULTIPLE; 32 for MXFP8, mx.py), which
+    is a warning."""
     pads = {_dig(x, "moe", "routed_experts", "token_dispatcher", "pad_multiple")
             for x in model.get("layers") or [] if isinstance(x, dict)} - {None}
     if pads:

@@ -43,20 +43,24 @@ def torchtitan_stage_count(num_layers: int, layers_per_stage: int, input_weight:
 
 
 def torchtitan_fqns(num_stages: int, num_layers: int, head: str = "output",
-                    input_weight: int = 1, output_weight: int = 1) -> list[list[str]]:
+                    input_weight: int = 1, output_weight: int = 1, *,
+                    main: bool = False) -> list[list[str]]:
     """Module names per stage as torchtitan's ``generate_llm_fqn_per_model_part``
     builds them: the embedding and the head (with the norm) count as
     input_weight / output_weight layers, the first ``effective % stages``
-    stages get one layer more. FrameworkRefusal with torchtitan's message."""
+    stages get one layer more. FrameworkRefusal with torchtitan's message (``main``: in
+    main's words, naming the keys a dump states, ``_main_refusal``)."""
     if num_stages == 1:
         return [["tok_embeddings", *(f"layers.{i}" for i in range(num_layers)), "norm", head]]
     effective = num_layers + input_weight + output_weight
+    per, extra = divmod(effective, num_stages)
+    if main:
+        _main_refusal(num_stages, num_layers, input_weight, output_weight)
     if num_stages > effective:
         raise FrameworkRefusal(
             "torchtitan-too-many-stages",
             f"Number of stages ({num_stages}) cannot be greater than effective layers "
             f"({effective}) (torchtitan generate_llm_fqn_per_model_part)")
-    per, extra = divmod(effective, num_stages)
     if input_weight > per or output_weight > per:
         raise FrameworkRefusal(
             "torchtitan-weights",
@@ -77,3 +81,33 @@ def torchtitan_fqns(num_stages: int, num_layers: int, head: str = "output",
             names += ["norm", head]
         parts.append(names)
     return parts
+
+
+MAIN_SPLIT = "(torchtitan/distributed/pipeline_parallel.py _generate_llm_fqn_per_model_part)"
+# main's keys of the input and output weights (torchtitan/config/configs.py
+# ParallelismConfig; pipeline_parallel.py pipeline_llm passes them as the weights)
+WEIGHT_KEYS = ("pipeline_parallel_first_stage_less_layers",
+               "pipeline_parallel_last_stage_less_layers")
+
+
+def _main_refusal(stages: int, layers: int, first: int, last: int) -> None:
+    """main's ``_generate_llm_fqn_per_model_part`` refusals, in its order (the stage
+    count, then the input weight, then the output weight) and words, with the keys that
+    set the weights."""
+    effective = layers + first + last
+    if stages > effective:
+        raise FrameworkRefusal(
+            "torchtitan-too-many-stages",
+            f"{stages} stages over {effective} effective layers ({layers} blocks + "
+            f"{WEIGHT_KEYS[0]} {first} + {WEIGHT_KEYS[1]} {last}): torchtitan raises "
+            f"'Number of stages ({stages}) cannot be greater than effective layers "
+            f"({effective})' {MAIN_SPLIT}")
+    per = effective // stages
+    for key, name, weight in ((WEIGHT_KEYS[0], "input_weight", first),
+                              (WEIGHT_KEYS[1], "output_weight", last)):
+        if weight > per:
+            raise FrameworkRefusal(
+                "torchtitan-weights",
+                f"parallelism.{key} {weight} exceeds the layers a stage, ({layers} blocks + "
+                f"{first} + {last}) // {stages} stages = {per}: torchtitan raises '{name} "
+                f"({weight}) exceeds minimum layers per stage ({per}).' {MAIN_SPLIT}")

@@ -173,7 +173,8 @@ def default_split(ctx: Ctx, par: Table, fields: dict[str, Any], layers: int | No
     first = par.count("pipeline_parallel_first_stage_less_layers", 1, minimum=0) or 0
     last = par.count("pipeline_parallel_last_stage_less_layers", 1, minimum=0) or 0
     try:
-        parts = torchtitan_fqns(stages, layers, input_weight=first, output_weight=last)
+        parts = torchtitan_fqns(stages, layers, input_weight=first, output_weight=last,
+                                main=ctx.semantics.versions.at_least(TORCHTITAN, 0, 3))
     except FrameworkRefusal as exc:
         ctx.refuse(exc.rule_id, str(exc))
         return

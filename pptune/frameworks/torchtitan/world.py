@@ -25,11 +25,14 @@ FLAG_MEANS = "a GPU count (torchtitan takes it from the launcher)"
 def launched_gpus(ctx: Ctx, fields: dict[str, Any]) -> None:
     """``fields["gpus"]`` from the file's launch comment where --gpus gives none (a note
     says which, and Semantics.gpus_from where the count came from); where --gpus gives
-    another count, a note that the flag was priced over the comment's."""
+    another count, a note that the flag was priced over the comment's; --gpus without a
+    comment, said by ``data_parallel``'s note (one note, not two)."""
     launch = stated_launch(ctx.text, ctx)
-    if launch is None:
-        return
     flag = ctx.flags.gpus
+    if launch is None:
+        if flag is not None:  # data_parallel says it, with the shard degree it resolves
+            fields["gpus"] = flag
+        return
     if flag is None:
         fields["gpus"] = launch.gpus
         ctx.semantics.gpus_from = launch.said()
@@ -51,6 +54,9 @@ def data_parallel(ctx: Ctx, par: Table, fields: dict[str, Any]) -> tuple[int | N
         shard = whole(ctx, "parallelism.data_parallel_shard_degree", shard_raw,
                       maximum=MAX_DEVICES, fix="use -1 (the remaining GPUs) or a degree >= 1")
         _inferred(ctx, fields, replicate, shard)
+        if fields.get("gpus") is not None and ctx.semantics.gpus_from is None:
+            ctx.note(f"gpus {fields['gpus']} from --gpus: torchtitan takes the GPU count from "
+                     "the launcher")
         return replicate * shard, shard > 1 or cp > 1
     gpus = fields.get("gpus")
     source = (f"--gpus {gpus}" if ctx.semantics.gpus_from is None
@@ -58,8 +64,11 @@ def data_parallel(ctx: Ctx, par: Table, fields: dict[str, Any]) -> tuple[int | N
     others = replicate * (fields["tp"] or 1) * (fields["pp"] or 1) * (fields["cp"] or 1)
     if gpus is not None and gpus % others == 0:
         shard = gpus // others
-        ctx.note(f"data_parallel_shard_degree -1 resolved to {shard}: {source} / "
-                 f"(replicate {replicate} x tp x pp x cp = {others})")
+        # "gpus N from --gpus" as the generic note says it (calibrate names a log's count)
+        said = (f"gpus {gpus} from --gpus; data_parallel_shard_degree -1 resolved to {shard} = "
+                f"{gpus}" if ctx.semantics.gpus_from is None else
+                f"data_parallel_shard_degree -1 resolved to {shard}: {source}")
+        ctx.note(f"{said} / (replicate {replicate} x tp x pp x cp = {others})")
         return replicate * shard, shard > 1 or cp > 1
     if gpus is None:
         ctx.note("data_parallel_shard_degree is -1 (the remaining GPUs); dp left unset: pass "
