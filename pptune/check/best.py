@@ -31,7 +31,13 @@ from pptune.frameworks.common.adapter import Adapter, Add, Job
 from pptune.frameworks.common.as_run import as_itself, as_run_faster
 from pptune.frameworks.common.batch_words import TokenBatch
 from pptune.frameworks.registry import adapter_of
-from pptune.report.fmt import compact_split, fmt_microbatches, fmt_over_limit, fmt_seconds
+from pptune.report.fmt import (
+    compact_split,
+    fmt_microbatches,
+    fmt_over_limit,
+    fmt_seconds,
+    fmt_sizes,
+)
 from pptune.schemas import TrainingConfig
 
 
@@ -182,8 +188,9 @@ def slower_than_best(table: CostTable, plan: Plan, best: Plan, *, gpus: int, lim
     over, most = fmt_over_limit(ratio, limit)  # 1.105x, not 1.10x, over a limit of 1.10x
     add("slower-than-best", severity,
         f"predicted step {fmt_seconds(plan.step_time_s)} is {over} the best plan its "
-        f"files state for the same {gpus} GPUs and batch (limit {most}): pp={best.pp} "
-        f"dp={best.dp} {best.schedule.value}"
+        f"files state for the same {gpus} GPUs and batch (limit {most}): "
+        f"{fmt_sizes(best.pp, best.dp, best.tp, best.cp, best.ep, best.etp)} "
+        f"{best.schedule.value}"
         + (f" v={best.virtual_stages}" if best.virtual_stages > 1 else "")
         + f", {batches}, blocks per "
         f"stage {blocks_text(table.names, best.stage_layers)} at "

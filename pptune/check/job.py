@@ -4,7 +4,7 @@ again as its framework runs them (``Adapter.as_run``, where ``--emit`` starts to
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pptune.costmodel.calibration import Factors
 from pptune.costmodel.keys import CostKey, TableSource
@@ -12,6 +12,7 @@ from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.search import CostTable, PlanRequest
 from pptune.costs.dims import KvHeads
 from pptune.frameworks.common.adapter import Job
+from pptune.frameworks.common.versions import Versions
 from pptune.options import CostOptions
 from pptune.schemas import TrainingConfig
 
@@ -37,6 +38,9 @@ class ConfigCosts:
     tables: TableSource | None = None
     # the tensor-parallel sizes its framework's attention takes (costs/dims.py KvHeads)
     kv_heads: KvHeads = KvHeads.REPLICATE
+    # the framework releases the config is read by (Semantics.versions): the plans the
+    # best-plan comparison prices run as that release runs them (torchtitan main: no SDPA)
+    versions: Versions = field(default_factory=Versions)
 
 
 def config_job(cfg: TrainingConfig, costs: ConfigCosts, req: PlanRequest) -> Job:
@@ -51,4 +55,5 @@ def config_job(cfg: TrainingConfig, costs: ConfigCosts, req: PlanRequest) -> Job
         # sequence parallelism splits nothing without tensor parallelism (profiles.py)
         sequence_parallel=c is not None and c.splits_sequence and costs.key.tp > 1,
         tp_comm_overlap=c is not None and c.overlaps_tp, cost_options=c,
-        hf_config=cfg.hf_config, factors=costs.factors, layer_modules=costs.modules)
+        hf_config=cfg.hf_config, factors=costs.factors, layer_modules=costs.modules,
+        versions=costs.versions)

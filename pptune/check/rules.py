@@ -12,7 +12,7 @@ the first stage and the LM head on the last, as both frameworks place them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -351,7 +351,7 @@ def _predict(
     if not opts.compare_best:
         return
     max_slow = opts.max_slowdown if opts.max_slowdown is not None else cfg.limits.max_slowdown
-    found = best_plan(cfg, priced, req, plan)
+    found = best_plan(cfg, replace(priced, versions=sem.versions), req, plan)
     if found is None:
         return
     report.best = found.plan

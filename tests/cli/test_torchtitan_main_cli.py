@@ -203,13 +203,13 @@ def test_a_csv_schedule_is_run_from_its_file_and_the_abstract_class_refused(
     assert "Unknown schedule name" not in found["torchtitan-schedule"]
 
 
-def test_slower_than_best_names_the_attention_kernel_it_differs_in(cli: Cli,
-                                                                   tmp_path: Path) -> None:
-    """A trial: on B200 the stock llama3_8b dump (FlexAttention, priced as flash) is 1.36x
-    the best plan its files state, which differs in its SDPA attention alone; the finding
-    said it differed in nothing."""
+def test_the_best_plan_of_a_dump_runs_as_main_runs_it(cli: Cli, tmp_path: Path) -> None:
+    """A trial: on B200 the stock llama3_8b dump (FlexAttention, priced as flash) was found
+    1.36x slower than the best plan "its files state", which differed in SDPA attention
+    alone; main's language models refuse SDPA (models/common/config_utils.py
+    get_attention_config), so the comparison prices main's plans as main runs them
+    (Semantics.versions to the best-plan search) and the stock dump is its own best."""
     doc = json.loads(cli("check-config", written(tmp_path, LLAMA3_8B), "--gpus", "8", "--gpu",
                          "b200", "--json").stdout)
-    slower = next(f for f in doc["findings"] if f["id"] == "slower-than-best")
-    assert slower["values"]["differs"] == {"attention": ["flash", "sdpa"]}
-    assert "it differs from the file in attention flash -> sdpa" in slower["message"]
+    assert "slower-than-best" not in {f["id"] for f in doc["findings"]}
+    assert doc["derived"]["slowdown_vs_best"] == 1.0

@@ -37,7 +37,7 @@ def test_slower_than_best_says_tokens_a_micro_batch(cli: Cli) -> None:
     ignored without a pipeline, the step derived)."""
     said = findings(cli, DUMPS / "llama3_debugmodel_pp4_interleaved_1f1b.json")
     message = said["slower-than-best"]
-    assert "pp=1 dp=8 1f1b, 1 micro-batch of 4096 tokens, blocks per stage" in message
+    assert "pp=1 dp=8 tp=1 1f1b, 1 micro-batch of 4096 tokens, blocks per stage" in message
     assert "num_tokens_per_microbatch_per_dp_rank 2048 -> 4096" in message
     assert "micro-batch size" not in message
 
