@@ -1,4 +1,5 @@
-"""The note recommend prints when its winner fills its GPUs to the reserve.
+"""The notes recommend prints when its winner fills its GPUs to the reserve, or idles
+much of its step for want of micro-batches.
 
 The memory model prices every tensor a step holds plus a reserve for what it does not
 count (the CUDA context, NCCL's buffers, the caching allocator's fragmentation:
@@ -14,13 +15,16 @@ leaves that twentieth, and at least 4 GiB."""
 from __future__ import annotations
 
 from pptune.costmodel.search import SearchResult
-from pptune.report.fmt import fmt_bytes
+from pptune.report.fmt import fmt_bytes, fmt_microbatches, fmt_pct
 
 GIB = 1024**3
 TIGHT_SHARE = 0.05  # of the GPU's memory: free beyond the reserve under which the note is printed
 TIGHT_BYTES = 1 * GIB  # ...and at least this
 ROOMY_BYTES = 4 * GIB  # free beyond the reserve of a plan worth naming instead (at least)
 NEAR_SHARE = 0.01  # ...at most this share of the winner's step slower
+# the bubble share from which the batch is named: check-config's default --max-bubble
+# (a display rule, not a cost)
+STARVED_BUBBLE = 0.25
 
 
 def headroom_note(result: SearchResult, reserve_bytes: float, capacity_bytes: float,
@@ -47,3 +51,25 @@ def headroom_note(result: SearchResult, reserve_bytes: float, capacity_bytes: fl
     return (text + ": if the job's context, NCCL buffers and fragmentation outgrow the "
             "reserve it runs out of memory (--max-memory 0.95 ranks only plans that "
             "keep a twentieth of the GPU free)")
+
+
+def starved_note(result: SearchResult, global_batch: int) -> str | None:
+    """One line when the winner's pipeline idles ``STARVED_BUBBLE`` of its step or more:
+    the global batch, the pipelines it is shared by and the micro-batches each gets for
+    its stages (a batch too small for the GPUs is the cause no search can fix)."""
+    if not result.plans or result.plans[0].pp <= 1 \
+            or result.plans[0].bubble_rate < STARVED_BUBBLE:
+        return None
+    w = result.plans[0]
+    return (f"the winner idles {fmt_pct(w.bubble_rate)} of its step in the pipeline bubble: "
+            f"global batch {global_batch} gives each of its {w.dp} pipelines "
+            f"{fmt_microbatches(w.num_microbatches, w.micro_batch_size)} for {w.pp} stages; "
+            "more micro-batches a pipeline (a larger --global-batch, or fewer GPUs for this "
+            "one) shrink it")
+
+
+def winner_notes(result: SearchResult, reserve_bytes: float, capacity_bytes: float,
+                 max_memory: float | None, global_batch: int) -> list[str]:
+    """The winner's notes of this module that apply."""
+    return [n for n in (headroom_note(result, reserve_bytes, capacity_bytes, max_memory),
+                        starved_note(result, global_batch)) if n]

@@ -41,7 +41,7 @@ from pptune.plan.attention_share import attention_note
 from pptune.plan.forced import Forced, unforced
 from pptune.plan.framework_search import FrameworkSearch, as_built, check_moments, parse_framework
 from pptune.plan.gradients import gradients
-from pptune.plan.headroom import headroom_note
+from pptune.plan.headroom import winner_notes
 from pptune.plan.jobs import Jobs, held, recorded
 from pptune.plan.reserve import check_reserve, reserve_bytes, within_memory
 from pptune.plan.what_if import (
@@ -353,7 +353,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     for hint in (domain_note(s.gpus, gpn, "NVLink domain" if gpn > 8 else "node",
                              rack_host(costs.gpu, gpn)),
                  host_note(s.gpus_per_node, costs.gpu) if costs.gpu is not None else None,
-                 headroom_note(result, reserve, table.memory_bytes, s.max_memory)):
+                 *winner_notes(result, reserve, table.memory_bytes, s.max_memory, global_batch)):
         result.notes += [hint] if hint else []
     request = PlanFileRequest(
         costs=jobs.options,
