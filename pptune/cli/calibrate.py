@@ -186,7 +186,8 @@ def calibrate(
                                           "a Hugging Face config.json, overrides the config's"),
     profile: Path | None = typer.Option(None, "--profile", help="RESULTS: the profile the runs "
                                         "are priced with"),
-    output: Path = typer.Option(..., "--output", "-o", help="where the calibrated profile goes"),
+    output: Path | None = typer.Option(None, "--output", "-o", help="where the calibrated "
+                                       "profile goes  [required]"),
     as_json: bool = typer.Option(False, "--json", help="--run: the calibration as JSON on "
                                  "stdout"),
 ) -> None:
@@ -212,6 +213,7 @@ def calibrate(
         measurements = [dataclasses.replace(m, flags=dataclasses.replace(
             m.flags, precision=precision)) for m in pair(
                 order, list(run or []), list(step_s or []), list(log or []), per_run)]
+        output = _given_output(output)
         check_output(output, "-o", [*(("--run", r) for r in run or ()),
                                     *(("--log", g) for g in log or ()),
                                     ("--hf-config", hf_config)], PROFILE)
@@ -231,6 +233,7 @@ def calibrate(
                         *((f, True) for f in per_run)):
         if value is not None:
             raise BadInput(f"{flag} is for --run; RESULTS are priced with --profile")
+    output = _given_output(output)
     check_output(output, "-o", [("--profile", profile), *(("RESULTS", r) for r in results)],
                  PROFILE)
     _from_results(results, profile, output)
@@ -266,6 +269,13 @@ def _from_jobs(measurements: list[Any], gpu: str | None, model: tuple[str | None
         console.print("\n".join(hanging(calibration_text(cal), console.width)),
                       highlight=False, markup=False, soft_wrap=True)
     wrote(written)
+
+
+def _given_output(output: Path | None) -> Path:
+    """``-o``, asked for after the runs were checked (a run's mistake is said first)."""
+    if output is None:
+        raise BadInput("calibrate needs -o FILE: where the calibrated profile goes")
+    return output
 
 
 def _from_results(results: list[Path], profile: Path, output: Path) -> None:

@@ -31,3 +31,16 @@ def test_the_profile_keeps_the_jobs_dispatcher(tmp_path: Path, cli: Cli) -> None
     assert cli("calibrate", "--run", MEGATRON, "--step-s", "9.0", "--gpu", "h100-sxm",
                "-o", dense).exit_code == 0
     assert load_profile(dense).calibration.moe_dispatcher is None  # type: ignore[union-attr]
+
+
+def test_a_missing_output_is_asked_for_after_the_form(cli: Cli) -> None:
+    """A trial: calibrate without -o said "Missing option '--output'" before anything else,
+    even with no run given at all; the form is said first, then -o."""
+    r = cli("calibrate")
+    assert r.exit_code == 2
+    assert r.stderr.strip() == ("pptune: error: calibrate needs --run CONFIG with --step-s or "
+                                "--log, or validate RESULTS with --profile")
+    r = cli("calibrate", "--run", MEGATRON, "--step-s", "9.0", "--gpu", "h100-sxm")
+    assert r.exit_code == 2
+    assert r.stderr.strip() == ("pptune: error: calibrate needs -o FILE: where the "
+                                "calibrated profile goes")
