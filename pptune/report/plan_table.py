@@ -141,7 +141,7 @@ def _footnote(cols: list[Column], dropped: list[str], width: int | None) -> str:
                      "(the DualPipes' F&B pairs; Megatron-LM --overlap-moe-expert-parallel-comm)")
     if "shard/rc" in names:
         parts.append("shard/rc = training-state sharding over dp / activation recomputation "
-                     "(sel = selective" + ("; stage = full where memory binds, blocks per stage "
+                     "(sel = selective: every N-th block recomputed whole, torchtitan's" + ("; stage = full where memory binds, blocks per stage "
                                            "in --json" if _shows_recompute(cols, "stage") else "")
                      + ("; mod = Megatron-LM's recomputed modules, named in --json"
                         if _shows_recompute(cols, "mod") else "") + ")")
