@@ -71,7 +71,8 @@ def write(stated: Stated) -> dict[str, str]:
         f"micro_batch_size: {plan.micro_batch_size}",
         f"global_batch: {job.global_batch}",
         f"grad_accum_steps: {plan.num_microbatches}",
-        f"stage_layers: [{', '.join(map(str, _blocks(stated)))}]",
+        f"stage_layers: [{', '.join(map(str, _blocks(stated)))}]  # blocks a stage (the "
+        "table's layers/stage counts the embedding and head too)",
         f"sharded_optimizer: {'true' if plan.sharding is Sharding.ZERO1 else 'false'}",
         f"sharding: {plan.sharding.value}",
         *([f"exp_avg_dtype: {job.moments[0]}", f"exp_avg_sq_dtype: {job.moments[1]}"]
