@@ -80,7 +80,8 @@ def best_plan(cfg: TrainingConfig, costs: ConfigCosts, req: PlanRequest, plan: P
         return Ran(ran[1], ran[0].table, ran[0].request)
 
     best: Plan | None = None
-    for part in (p for within in stateable_requests(cfg, wide, costs.table.seq_len)
+    for part in (p for within in stateable_requests(cfg, wide, costs.table.seq_len,
+                                                          costs.versions)
                  for p in own_first(within, req.keys()[0])):
         # the fastest plan of the part as the framework runs it (search's as_run)
         found = search(tables, dataclasses.replace(part, top=1),

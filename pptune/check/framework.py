@@ -15,6 +15,7 @@ from dataclasses import replace
 from pptune.costmodel.search import PlanRequest, Sharding
 from pptune.frameworks.common.adapter import Add
 from pptune.frameworks.common.fields import Semantics
+from pptune.frameworks.common.versions import Versions
 from pptune.frameworks.registry import adapter_of
 from pptune.schemas import TrainingConfig
 
@@ -73,8 +74,8 @@ def memory_fixes(cfg: TrainingConfig,
     return "use " + (", ".join(kept[:-1]) + " or " + kept[-1] if len(kept) > 1 else kept[0])
 
 
-def stateable_requests(cfg: TrainingConfig, req: PlanRequest,
-                       seq_len: int | None = None) -> list[PlanRequest]:
+def stateable_requests(cfg: TrainingConfig, req: PlanRequest, seq_len: int | None = None,
+                       versions: Versions | None = None) -> list[PlanRequest]:
     """``req`` narrowed to the plans the config's framework states (Adapter.stateable),
     of the cost keys its files state on a sequence of ``seq_len`` tokens
     (Adapter.cannot_state; the sizes of the config's own key, ``req``'s first, stand:
@@ -82,12 +83,13 @@ def stateable_requests(cfg: TrainingConfig, req: PlanRequest,
     (Adapter.key_shardings), its pipelines on the splits its files build
     (Adapter.own_splits: DeepSpeed's partition_method; as recommend --framework searches
     them, else as_run refuses every pipelined plan). One request a tensor-parallel size and
-    shardings whose narrowing differs (DeepSpeed runs AutoTP without a pipeline), else one."""
+    shardings whose narrowing differs (DeepSpeed runs AutoTP without a pipeline), else one.
+    ``versions``: the releases followed (DeepSpeed's AutoTP with ZeRO-3 from 0.19.4)."""
     adapter = adapter_of(cfg.source_format)
     own, *others = req.keys()
     keys = [own, *(k for k in others
                    if adapter.cannot_state(k, seq_len, own, model=cfg.model) is None)]
-    groups = adapter.stateable_groups(req, keys, cfg.model)
+    groups = adapter.stateable_groups(req, keys, cfg.model, versions=versions)
     if adapter.builds_any_split:
         return groups
     return [replace(g, stage_splits=adapter.own_splits) for g in groups]

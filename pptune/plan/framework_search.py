@@ -23,6 +23,7 @@ without another layout in its place, at the step the table gives it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -41,6 +42,7 @@ from pptune.errors import BadInput
 from pptune.frameworks.common.adapter import Adapter, Job
 from pptune.frameworks.common.as_run import as_itself, as_run_faster
 from pptune.frameworks.common.compression import check_compression, reduction_widths, sixteen_bit
+from pptune.frameworks.common.versions import Versions
 from pptune.frameworks.registry import ADAPTERS, NAMES, Framework, find
 from pptune.options import CostOptions
 from pptune.report.fmt import fmt_microbatches, fmt_seconds
@@ -103,6 +105,9 @@ class FrameworkSearch:
     # a plan's job from its table and request (plan/jobs.py), to price it as the files
     # run it; None: listed as searched
     jobs: Callable[[CostTable, PlanRequest], Job] | None = None
+    # the releases its files are for (--framework-version): DeepSpeed before 0.19.4
+    # states no AutoTP with ZeRO-3 (Adapter.stateable_groups)
+    versions: Versions = dataclasses.field(default_factory=Versions)
 
     def keys(self, keys: Sequence[CostKey]) -> tuple[CostKey, ...]:
         """Of ``keys``, those its files state, each as they run it (``Adapter.as_stated``:
@@ -120,7 +125,8 @@ class FrameworkSearch:
         keys = self.keys(req.keys())
         if not keys:
             return []
-        groups = self.adapter.stateable_groups(req, keys, self.model, self.shape)
+        groups = self.adapter.stateable_groups(req, keys, self.model, self.shape,
+                                               self.versions)
         # depths asked by hand (--pp): a group its files run at none of them (DeepSpeed's
         # AutoTP, at pp 1 alone) left out where another runs one (else ``narrowed`` says)
         groups = [g for g in groups if req.pp is None or g.pp is None

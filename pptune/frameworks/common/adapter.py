@@ -270,11 +270,16 @@ class Adapter:
         return self.in_its_order(req)
 
     def stateable_groups(self, req: PlanRequest, keys: Sequence[CostKey], model: str | None,
-                         shape: ModelShape | None = None) -> list[PlanRequest]:
+                         shape: ModelShape | None = None, versions: Versions | None = None
+                         ) -> list[PlanRequest]:
         """``req`` over ``keys`` narrowed to the plans its files state (``stateable``),
         each key with the shardings its files state there (``key_shardings``): one
         request a tensor-parallel size and shardings whose narrowing differs (DeepSpeed
-        runs AutoTP without a pipeline), else one; none for keys no sharding is left."""
+        runs AutoTP without a pipeline), else one; none for keys no sharding is left.
+        ``versions``: the releases followed (--framework-version), for a framework whose
+        releases state different plans (DeepSpeed's AutoTP with ZeRO-3); default each
+        key's default release."""
+        del versions  # every release here states the same plans
         parts = {k: (k.tp, self.key_shardings(k, req.shardings)) for k in keys}
         groups: list[PlanRequest] = []
         for tp, shardings in dict.fromkeys(parts.values()):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +14,13 @@ from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog
 from pptune.frameworks.common.source import Repeated, json_like, parse_json, parse_yaml
+from pptune.frameworks.common.versions import Versions
 from pptune.frameworks.deepspeed import as_run as running
 from pptune.frameworks.deepspeed import log, partition, rules, writer
 from pptune.frameworks.deepspeed.closest import closest_plan, stateable_request
 from pptune.frameworks.deepspeed.partition import DEEPSPEED, ds_split
 from pptune.frameworks.deepspeed.reader import DEEPSPEED_KEYS, read_deepspeed
+from pptune.frameworks.deepspeed.rules import autotp_zero3
 from pptune.schemas import TrainingConfig
 
 
@@ -65,7 +68,7 @@ class DeepSpeedAdapter(Adapter):
         return read_deepspeed(data, ctx)
 
     def config_rules(self, cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
-        rules.zero_rule(cfg, add)
+        rules.zero_rule(cfg, add, semantics.versions)
 
     def stage_split(self, cfg: TrainingConfig, param_counts: Sequence[float],
                     num_stages: int) -> list[int] | None:
@@ -77,6 +80,21 @@ class DeepSpeedAdapter(Adapter):
     def stateable(self, req: PlanRequest, model: str | None,
                   shape: ModelShape | None = None) -> PlanRequest:
         return stateable_request(req, model)
+
+    def stateable_groups(self, req: PlanRequest, keys: Sequence[CostKey], model: str | None,
+                         shape: ModelShape | None = None, versions: Versions | None = None
+                         ) -> list[PlanRequest]:
+        """As every framework's, but before 0.19.4 AutoTP (tp > 1) without ZeRO-3
+        (rules.autotp_zero3): those keys searched without it, none left where it was all
+        that was asked."""
+        if autotp_zero3(versions) or Sharding.ZERO3 not in req.shardings:
+            return super().stateable_groups(req, keys, model, shape)
+        alone = [k for k in keys if k.tp == 1]
+        autotp = [k for k in keys if k.tp > 1]
+        rest = tuple(s for s in req.shardings if s is not Sharding.ZERO3)
+        return [*(super().stateable_groups(req, alone, model, shape) if alone else []),
+                *(super().stateable_groups(replace(req, shardings=rest), autotp, model, shape)
+                  if autotp and rest else [])]
 
     def express(self, job: Job, plan: Plan, rank: int) -> Stated:
         return closest_plan(job, plan, rank)

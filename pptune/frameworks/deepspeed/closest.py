@@ -24,6 +24,7 @@ from pptune.errors import BadInput
 from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated, keep
 from pptune.frameworks.common.baseline import ratio
+from pptune.frameworks.common.versions import Versions
 from pptune.frameworks.deepspeed.engine import (
     ZERO_STAGE,
     gradient_width,
@@ -31,7 +32,8 @@ from pptune.frameworks.deepspeed.engine import (
     sixteen_bit_mode,
     stated_overlap_comm,
 )
-from pptune.frameworks.deepspeed.partition import METHODS, ds_split
+from pptune.frameworks.deepspeed.partition import DEEPSPEED, METHODS, ds_split
+from pptune.frameworks.deepspeed.rules import autotp_zero3
 from pptune.report.fmt import fmt_seconds
 
 NAME = "deepspeed"
@@ -39,17 +41,22 @@ UNSTATED = {Sharding.FSDP: "torch FSDP (written as ZeRO stage 3, its equivalent)
 STATEABLE = (Sharding.NONE, Sharding.ZERO1, Sharding.ZERO2, Sharding.ZERO3)
 
 
-def stateable_request(req: PlanRequest, model: str | None) -> PlanRequest:
+def stateable_request(req: PlanRequest, model: str | None,
+                      versions: Versions | None = None) -> PlanRequest:
     """The search over what a DeepSpeed config states: its pipeline engine's 1F1B with
     data-parallel ranks innermost, ZeRO stages 0-3 (2 and 3 without a pipeline, as the
-    search has it), every block recomputed or none (one activation_checkpoint_interval),
-    no combined 1F1B order. Any split: partition_method "type:" patterns place more
-    than the uniform and parameters splits pptune writes (``recommend --framework``
-    searches those alone: Adapter.own_splits)."""
+    search has it; 3 with AutoTP from release 0.19.4 of ``versions`` only:
+    rules.autotp_zero3), every block recomputed or none (one
+    activation_checkpoint_interval), no combined 1F1B order. Any split: partition_method
+    "type:" patterns place more than the uniform and parameters splits pptune writes
+    (``recommend --framework`` searches those alone: Adapter.own_splits)."""
     del model  # PipelineModule pipelines any layer list
+    stateable: tuple[Sharding, ...] = STATEABLE
     if req.tp > 1:  # AutoTP runs without a pipeline (rules.py)
         req = replace(req, pp=(1,))
-    return replace(req, shardings=keep(req.shardings, STATEABLE),
+        if not autotp_zero3(versions):
+            stateable = tuple(s for s in STATEABLE if s is not Sharding.ZERO3)
+    return replace(req, shardings=keep(req.shardings, stateable),
                    schedules=keep(req.schedules, (Schedule.ONE_F_ONE_B,)),
                    rank_orders=(DP_INNER,), combined_order=False, stage_recompute=False,
                    recomputes=keep(req.recomputes, (Recompute.NONE, Recompute.FULL)))
@@ -81,9 +88,10 @@ def engine_request(req: PlanRequest, sharding: Sharding, pp: int,
     return run
 
 
-def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
+def closest_plan(job: Job, plan: Plan, rank: int, versions: Versions | None = None) -> Stated:
     """The plan itself when the config states it, else the closest one that does; the
-    detail is the partition method."""
+    detail is the partition method. ``versions``: the releases the file is for (before
+    DeepSpeed 0.19.4 AutoTP runs no ZeRO-3: rules.autotp_zero3)."""
     notes: list[str] = []
     # PipelineModule runs the model code's layers: DeepSpeed has no MTP module, nor has
     # the Hugging Face DeepSeek-V3 code (it skips the checkpoint's MTP layer)
@@ -100,7 +108,7 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
         notes.append("recommend --no-sequence-parallel ranks the plans as DeepSpeed runs "
                      "tensor parallelism")
     if plan.tp > 1 and plan.pp > 1:
-        plan = _without_pipeline(job, plan, rank, notes)
+        plan = _without_pipeline(job, plan, rank, notes, versions)
     plan, exact = ex.uniform_recompute(job, plan, name=NAME, notes=notes,
                                        knob="pipeline.activation_checkpoint_interval")
     if plan.recompute in (Recompute.SELECTIVE, Recompute.MODULES):
@@ -133,6 +141,8 @@ def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
                      f"plan with ZeRO-1 instead of {chosen.sharding.value}, predicted step "
                      f"{fmt_seconds(alt.step_time_s)}")
         chosen, exact = alt, False
+    if chosen.tp > 1 and chosen.sharding is Sharding.ZERO3 and not autotp_zero3(versions):
+        chosen, exact = _autotp_without_zero3(job, chosen, rank, notes, versions), False
     ex.unstated_sharding(chosen, name=NAME, unstated=UNSTATED, notes=notes)
     _experts(chosen, rank)
     job, chosen, exact = _as_engine_overlaps(job, chosen, exact, notes)
@@ -164,10 +174,32 @@ def _as_engine_overlaps(job: Job, plan: Plan, exact: bool, notes: list[str]
     return replace(job, request=run), alt, exact
 
 
-def _without_pipeline(job: Job, plan: Plan, rank: int, notes: list[str]) -> Plan:
+def _autotp_without_zero3(job: Job, plan: Plan, rank: int, notes: list[str],
+                          versions: Versions | None) -> Plan:
+    """The best plan at the plan's tp without ZeRO-3, which AutoTP runs before DeepSpeed
+    0.19.4 (its engine asserts ZeRO stage <= 2 there: rules.autotp_zero3); BadInput where
+    none fits."""
+    release = (versions or Versions()).of(DEEPSPEED)
+    best = ex.stateable_best(job, plan, stateable_request(job.request, None, versions))
+    if best is None:
+        raise BadInput(f"deepspeed {release} cannot express plan {rank}: its AutoTP runs ZeRO "
+                       "stage 2 at most (deepspeed/runtime/engine.py "
+                       "_configure_tensor_parallel_states, until 0.19.4) and no plan at tp "
+                       f"{plan.tp} fits without ZeRO-3; choose a plan with tp 1 or DeepSpeed "
+                       "0.19.4 or later")
+    notes.append(f"deepspeed {release}'s AutoTP runs ZeRO stage 2 at most (ZeRO-3 from "
+                 f"0.19.4, deepspeed/runtime/engine.py): emitting the best plan at tp "
+                 f"{plan.tp} without ZeRO-3, pp=1 dp={best.dp} "
+                 f"{best.sharding.value}/{best.recompute.value}, predicted step "
+                 f"{fmt_seconds(best.step_time_s)} ({ratio(best.step_time_s, plan.step_time_s)})")
+    return best
+
+
+def _without_pipeline(job: Job, plan: Plan, rank: int, notes: list[str],
+                      versions: Versions | None = None) -> Plan:
     """The best plan at the plan's tp without a pipeline: AutoTP's mesh has no pipeline
     dimension (rules.py)."""
-    best = ex.stateable_best(job, plan, stateable_request(job.request, None))
+    best = ex.stateable_best(job, plan, stateable_request(job.request, None, versions))
     if best is None:
         raise BadInput(f"deepspeed cannot express plan {rank}: AutoTP (tp {plan.tp}) runs "
                        "without a pipeline (its mesh is data x tensor parallel: "
