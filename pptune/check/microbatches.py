@@ -18,6 +18,7 @@ from pptune.frameworks.common.adapter import Add
 from pptune.frameworks.common.batch_words import TokenBatch
 from pptune.frameworks.common.fields import Semantics
 from pptune.frameworks.common.torch_schedules import nearest_count
+from pptune.frameworks.registry import adapter_of
 from pptune.schemas import TrainingConfig
 
 
@@ -35,7 +36,10 @@ def microbatch_findings(cfg: TrainingConfig, m: int, dp: int | None, sem: Semant
         try:  # torch's ScheduleDualPipeV and DeepSeek's DualPipe refuse these
             validate(schedule, p, m, 2)
         except ScheduleError as exc:
-            add("dualpipe-microbatches", "error", str(exc), microbatches=m, pp=p)
+            said = (adapter_of(cfg.source_format).count_settings(cfg, m, exc.count)
+                    if exc.count is not None else None)
+            add("dualpipe-microbatches", "error",
+                str(exc) + (f"; in the file: {said}" if said else ""), microbatches=m, pp=p)
     if m % p and not broken:  # information: the simulated step already prices this m
         add("ga-not-aligned", "info", not_aligned(cfg, m, dp, sem.batch_words),
             microbatches=m, pp=p)

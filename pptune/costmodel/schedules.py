@@ -77,7 +77,12 @@ _V_SHAPED = frozenset({Schedule.ZBV, Schedule.DUALPIPE, Schedule.DUALPIPEV})
 
 
 class ScheduleError(ValueError):
-    """A schedule cannot be built for these parameters."""
+    """A schedule cannot be built for these parameters; ``count``: the micro-batch count
+    its fix names, where it names one (check-config says it in the file's settings)."""
+
+    def __init__(self, message: str, count: int | None = None) -> None:
+        super().__init__(message)
+        self.count = count
 
 
 def chunks_per_device(schedule: Schedule, v: int) -> int:
@@ -203,7 +208,7 @@ def validate(schedule: Schedule, p: int, m: int, v: int = 1, combined: bool = Fa
             raise ScheduleError(
                 "DualPipeV requires at least as many microbatches as stages, but got "
                 f"{m} microbatches and {2 * p} stages. (dualpipev with pp={p} runs "
-                f"{2 * p} stages: use {2 * p} micro-batches or more)"
+                f"{2 * p} stages: use {2 * p} micro-batches or more)", 2 * p
             )
         if schedule is Schedule.DUALPIPE:
             _validate_dualpipe(p, m)
@@ -227,7 +232,8 @@ def _validate_dualpipe(p: int, m: int) -> None:
         raise ScheduleError(
             f"dualpipe needs an even number of micro-batches, at least 2 x pp = {2 * p} "
             f"(got {m}): half enter at each end (DeepSeek's DualPipe asserts num_chunks "
-            f"% 2 == 0 and num_chunks >= num_ranks * 2); use {max(2 * p, m + m % 2)}"
+            f"% 2 == 0 and num_chunks >= num_ranks * 2); use {max(2 * p, m + m % 2)}",
+            max(2 * p, m + m % 2)
         )
 
 

@@ -225,6 +225,12 @@ class Adapter:
                          add: Add) -> None:
         """Error findings for the micro-batch count ``m`` where the framework refuses it."""
 
+    def count_settings(self, cfg: TrainingConfig, m: int, count: int) -> str | None:
+        """The file's settings that give ``count`` micro-batches a pipeline run where it
+        has ``m`` (common/batch_fix.py), which a fix naming a count says; None: the
+        count is a setting of its own, or nothing says it."""
+        return None
+
     def unsimulated_order(self, cfg: TrainingConfig, m: int, semantics: Semantics
                           ) -> str | None:
         """Why the framework runs ``m`` micro-batches in an order pptune does not simulate

@@ -7,6 +7,7 @@ from typing import Any
 
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.search import Plan, PlanRequest, PlanSpec, Sharding
+from pptune.frameworks.common import batch_fix
 from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog, LogFlops
@@ -67,6 +68,9 @@ class MegatronAdapter(Adapter):
 
     def read(self, data: Any, ctx: Ctx) -> TrainingConfig:
         return read_megatron(data, ctx)
+
+    def count_settings(self, cfg: TrainingConfig, m: int, count: int) -> str | None:
+        return batch_fix.megatron_settings(cfg, m, count)
 
     def microbatch_rules(self, cfg: TrainingConfig, m: int, semantics: Semantics,
                          add: Add) -> None:

@@ -15,6 +15,7 @@ from pptune.costmodel.presets import GPUS
 from pptune.costmodel.schedule_orders import microbatch_group
 from pptune.costmodel.schedules import Schedule
 from pptune.frameworks.common.adapter import Add
+from pptune.frameworks.common.batch_fix import megatron_count
 from pptune.frameworks.common.fields import Semantics
 from pptune.frameworks.megatron.knobs import knobs
 from pptune.schemas import TrainingConfig
@@ -32,13 +33,28 @@ def microbatch_rules(cfg: TrainingConfig, m: int, semantics: Semantics, add: Add
             f"interleaved schedule with {m} micro-batches and a micro-batch group of {group} "
             f"per virtual stage (pp {p}): Megatron-LM raises 'The number of contiguous "
             f"micro-batches in a virtual pipeline stage should range in [PP={p} , M={m}]' "
-            f"{where}; use >= {max(p, group)} micro-batches", microbatches=m, pp=p, group=group)
+            f"{where}; use {_fix(cfg, m, p, group)}", microbatches=m, pp=p, group=group)
     elif 0 < m % group < p:
         add("interleaved-m-not-multiple", "error",
             f"interleaved schedule: {m} micro-batches leave a remainder of {m % group} after "
             f"groups of {group}, below pp {p}: Megatron-LM raises 'The remainder of M ... "
             f"should be 0, or larger than or equal to the pipeline-parallel size' {where}; "
-            f"use {m + group - m % group}", microbatches=m, pp=p, group=group)
+            f"use {megatron_count(cfg, m, m + group - m % group)}", microbatches=m, pp=p,
+            group=group)
+
+
+def _fix(cfg: TrainingConfig, m: int, p: int, group: int) -> str:
+    """The fix for a micro-batch group outside [pp, m]: a group below pp is the group
+    flag's to change, to the least group in [pp, m] leaving a remainder of 0 or >= pp
+    (with pp micro-batches where m < pp); a group above m needs ``group`` micro-batches,
+    which leave none. Counts are said as --global-batch-size (batch_fix.py)."""
+    flag = "--microbatch-group-size-per-virtual-pipeline-stage"
+    if group >= p:
+        return megatron_count(cfg, m, group)
+    if m < p:
+        return f"{flag} {p} with {megatron_count(cfg, m, p)}"
+    least = next(g for g in range(p, m + 1) if m % g == 0 or m % g >= p)  # g = m leaves 0
+    return f"{flag} {least}"
 
 
 def unsimulated_group(cfg: TrainingConfig, m: int, semantics: Semantics) -> str | None:

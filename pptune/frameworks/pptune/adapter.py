@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pptune.costmodel.search import Plan
-from pptune.frameworks.common import torch_schedules
+from pptune.frameworks.common import batch_fix, torch_schedules
 from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.source import (
@@ -57,10 +57,15 @@ class PptuneAdapter(Adapter):
     def read(self, data: Any, ctx: Ctx) -> TrainingConfig:
         return read_own(data, ctx)
 
+    def count_settings(self, cfg: TrainingConfig, m: int, count: int) -> str | None:
+        return batch_fix.pptune_settings(cfg, m, count)
+
     def microbatch_rules(self, cfg: TrainingConfig, m: int, semantics: Semantics,
                          add: Add) -> None:
-        """torch's schedule classes; pptune's own zb-h1 runs one stage per rank."""
-        torch_schedules.microbatch_rules(cfg, m, semantics, add, zb_h1_rounds=False)
+        """torch's schedule classes; pptune's own zb-h1 runs one stage per rank. A fix
+        names the count with the global_batch that gives it (batch_fix.py)."""
+        torch_schedules.microbatch_rules(cfg, m, semantics, add, zb_h1_rounds=False,
+                                         how=lambda n: batch_fix.pptune_count(cfg, m, n))
 
     def stage_split(self, cfg: TrainingConfig, param_counts: Sequence[float],
                     num_stages: int) -> list[int] | None:

@@ -1,0 +1,126 @@
+"""A fix that names another micro-batch count says it in the setting the file states (the
+user trial's R8): an interleaved Megatron-LM script edited to --global-batch-size 500
+(pp 2, dp 4, micro-batch 1: 125 micro-batches, groups of 2, remainder 1 < pp) was told
+"use 126", a count; 126 as --global-batch-size fails (not a multiple of micro x dp 4).
+The fix names --global-batch-size 504 (126 micro-batches), which passes every rule."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.check_json import check_file
+from tests.conftest import Cli
+from tests.frameworks.test_framework_rules import mega
+
+
+def messages(doc: dict, rule: str) -> list[str]:
+    return [f["message"] for f in doc["findings"] if f["id"] == rule]
+
+
+def emitted(cli: Cli, tmp_path: Path, emit: str) -> Path:
+    out = tmp_path / emit
+    framework = ("--framework", emit) if emit != "pptune" else ()
+    r = cli("recommend", "--gpus", "8", *framework, "--schedule", "interleaved-1f1b", "--pp",
+            "2", "--emit", emit, "-o", out)
+    assert r.exit_code == 0, r.output
+    (path,) = out.iterdir()
+    return path
+
+
+def test_the_trial_script_is_told_the_global_batch_size(cli: Cli, tmp_path: Path) -> None:
+    script = emitted(cli, tmp_path, "megatron")
+    text = script.read_text()
+    assert "--global-batch-size 512 " in text and "--micro-batch-size 1 " in text
+    code, found, doc = check_file(script, text.replace("--global-batch-size 512 ",
+                                                       "--global-batch-size 500 "))
+    assert code == 1 and found["interleaved-m-not-multiple"] == "error"
+    (message,) = messages(doc, "interleaved-m-not-multiple")
+    assert message.endswith("; use --global-batch-size 504 (126 micro-batches)"), message
+    # the value named passes every rule
+    code, found, _ = check_file(script, text.replace("--global-batch-size 512 ",
+                                                     "--global-batch-size 504 "))
+    assert "error" not in found.values(), found
+
+
+def test_the_group_rule_names_the_global_batch_size(tmp_path: Path) -> None:
+    """pp 4, dp 1, micro-batch 1: 8 micro-batches below a group of 16; 16 micro-batches
+    (--global-batch-size 16) lie in [pp, m] with no remainder."""
+    vpp = "--num-layers-per-virtual-pipeline-stage 4"
+    group = "--microbatch-group-size-per-virtual-pipeline-stage 16"
+    _, found, doc = mega(tmp_path, f"{vpp} --global-batch-size 8 {group}")
+    assert found["megatron-microbatch-group"] == "error"
+    (message,) = messages(doc, "megatron-microbatch-group")
+    assert message.endswith("; use --global-batch-size 16 (16 micro-batches)"), message
+    _, found, _ = mega(tmp_path, f"{vpp} --global-batch-size 16 {group}")
+    assert "error" not in found.values(), found
+
+
+def test_pptune_files_are_told_global_batch_and_grad_accum_steps(cli: Cli, tmp_path: Path
+                                                                 ) -> None:
+    """pptune's own format states global_batch (and grad_accum_steps, which it writes):
+    torch 2.5's ScheduleInterleaved1F1B needs a multiple of pp 2 (126), and torch 2.13's
+    round rule max(1, m // pp) refuses 125 (rounds 62) and runs 126 (rounds 63)."""
+    plan = emitted(cli, tmp_path, "pptune")
+    text = plan.read_text()
+    assert "global_batch: 512\n" in text and "grad_accum_steps: 128\n" in text
+    edited = text.replace("global_batch: 512\n", "global_batch: 500\n").replace(
+        "grad_accum_steps: 128\n", "grad_accum_steps: 125\n")
+    for release, rule in (("2.5", "interleaved-m-not-multiple"), ("2.13", "interleaved-rounds")):
+        _, found, doc = check_file(plan, edited, "--framework-version", f"torch={release}")
+        assert found[rule] == "error"
+        (message,) = messages(doc, rule)
+        assert message.endswith(
+            "; use 126 (global_batch: 504, grad_accum_steps: 126)"), message
+    # without grad_accum_steps in the file, global_batch alone
+    _, _, doc = check_file(plan, edited.replace("grad_accum_steps: 125\n", ""))
+    (message,) = messages(doc, "interleaved-rounds")
+    assert message.endswith("; use 126 (global_batch: 504)"), message
+    fixed = text.replace("global_batch: 512\n", "global_batch: 504\n").replace(
+        "grad_accum_steps: 128\n", "grad_accum_steps: 126\n")
+    for release in ("2.5", "2.13"):
+        _, found, _ = check_file(plan, fixed, "--framework-version", f"torch={release}")
+        assert "error" not in found.values(), found
+
+
+def test_pptune_1f1b_fix_names_the_settings(tmp_path: Path) -> None:
+    """1F1B on pp 4 with 2 micro-batches (global 2, micro 1, dp 1): torch 2.7+ refuses m <
+    stages; 4 micro-batches are global_batch 4."""
+    cfg = {"gpus": 4, "pp": 4, "dp": 1, "schedule": "1f1b", "micro_batch_size": 1,
+           "global_batch": 2, "model": "llama3-8b", "seq_len": 4096}
+    _, found, doc = check_file(tmp_path / "p.json", json.dumps(cfg))
+    assert found["1f1b-m-lt-pp"] == "error"
+    (message,) = messages(doc, "1f1b-m-lt-pp")
+    assert message.endswith("raise the micro-batches to >= 4 (global_batch: 4)"), message
+
+
+def test_a_group_below_pp_names_a_group_that_runs(tmp_path: Path) -> None:
+    """pp 4, 10 micro-batches, group 2 (< pp): groups 4 (remainder 2 < 4) and 5
+    (remainder 0) -> 5; with 2 micro-batches (< pp) group 4 and 4 micro-batches."""
+    vpp = "--num-layers-per-virtual-pipeline-stage 4"
+    group = "--microbatch-group-size-per-virtual-pipeline-stage"
+    _, found, doc = mega(tmp_path, f"{vpp} --global-batch-size 10 {group} 2")
+    (message,) = messages(doc, "megatron-microbatch-group")
+    assert message.endswith(f"; use {group} 5"), message
+    _, found, _ = mega(tmp_path, f"{vpp} --global-batch-size 10 {group} 5")
+    assert "error" not in found.values(), found
+    _, _, doc = mega(tmp_path, f"{vpp} --global-batch-size 2 {group} 2")
+    (message,) = messages(doc, "megatron-microbatch-group")
+    assert message.endswith(f"; use {group} 4 with --global-batch-size 4 (4 micro-batches)")
+    _, found, _ = mega(tmp_path, f"{vpp} --global-batch-size 4 {group} 4")
+    assert "error" not in found.values(), found
+
+
+def test_dualpipe_counts_are_said_in_the_files_settings(tmp_path: Path) -> None:
+    """DualPipeV on pp 4 runs 8 stages and needs 8 micro-batches (torch's
+    ScheduleDualPipeV); a pptune file with 6 (global 12, micro 1, dp 2) is told the
+    global_batch (16) that gives 8."""
+    cfg = {"gpus": 8, "pp": 4, "dp": 2, "schedule": "dualpipev", "micro_batch_size": 1,
+           "global_batch": 12, "model": "llama3-8b", "seq_len": 4096}
+    _, found, doc = check_file(tmp_path / "p.json", json.dumps(cfg))
+    assert found["dualpipe-microbatches"] == "error"
+    (message,) = messages(doc, "dualpipe-microbatches")
+    assert message.endswith("use 8 micro-batches or more); in the file: global_batch: 16"), \
+        message
+    _, found, _ = check_file(tmp_path / "p.json", json.dumps(cfg | {"global_batch": 16}))
+    assert "dualpipe-microbatches" not in found
