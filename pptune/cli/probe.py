@@ -8,6 +8,9 @@ file atomically and prints the summary (or ``--json``) on stdout.
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +28,10 @@ from pptune.probe.units import parse_bytes
 
 if TYPE_CHECKING:
     from rich.progress import Progress
+
+# where stderr is no terminal, a progress line at most this often (seconds): a CI log
+# shows the probe alive without a line per layer of a fast one
+PLAIN_EVERY_S = 30.0
 
 HELP = """Measure per-layer costs and link bandwidth on this machine; write a profile.
 
@@ -48,12 +55,19 @@ Examples:
 
 
 class RichReporter:
-    """Progress bar and warnings on stderr; never touches stdout."""
+    """Progress and warnings on stderr; never touches stdout. On a terminal rich's bar;
+    elsewhere (a CI log, a file) rich draws the bar once, at its end, so a long phase (a
+    CPU probe of a large MoE: minutes a layer) looked hung: plain lines instead, at the
+    start, after the first step (its pace), then at most one every ``every_s`` seconds,
+    and at the end."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, every_s: float = PLAIN_EVERY_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.console = console
         self.progress: Progress | None = None
         self.task: Any = None
+        self.every_s, self.clock = every_s, clock
+        self.plain: _Plain | None = None
 
     def warn(self, message: str) -> None:
         self.console.print(Text(f"pptune: {message}"), soft_wrap=True)
@@ -68,6 +82,10 @@ class RichReporter:
         )
 
         self.finish()
+        if not self.console.is_terminal:
+            self.plain = _Plain(label, total, self.clock())
+            self._line(f"0/{total} ...")
+            return
         self.progress = Progress(
             TextColumn("{task.fields[label]}"),
             BarColumn(),
@@ -82,14 +100,44 @@ class RichReporter:
         self.task = self.progress.add_task("", total=total, label=label)
 
     def advance(self, description: str | None = None) -> None:
+        if self.plain is not None:
+            plain, now = self.plain, self.clock()
+            plain.done += 1
+            if plain.done == 1 or now - plain.said >= self.every_s:
+                plain.said = now
+                self._line(f"{plain.done}/{plain.total}, {now - plain.began:.0f} s"
+                           + (f", {description}" if description else ""))
         if self.progress is not None:
             self.progress.update(self.task, advance=1, description=description or "")
 
     def finish(self) -> None:
+        if self.plain is not None:
+            plain = self.plain
+            self._line(f"{plain.done}/{plain.total} done, {self.clock() - plain.began:.0f} s")
+            self.plain = None
         if self.progress is not None:
             self.progress.update(self.task, description="done")
             self.progress.stop()
             self.progress = None
+
+    def _line(self, text: str) -> None:
+        assert self.plain is not None
+        self.console.print(Text(f"pptune: {self.plain.label}: {text}"), soft_wrap=True)
+
+
+@dataclass
+class _Plain:
+    """A phase reported in plain lines: its label and size, the steps done, when it
+    began and when a line last said it (clock seconds)."""
+
+    label: str
+    total: int
+    began: float
+    done: int = 0
+    said: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.said = self.began
 
 
 def _sizes(text: str | None) -> list[int] | None:
