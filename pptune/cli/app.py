@@ -7,6 +7,7 @@ exit code in one place, ``_guard``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 from collections.abc import Callable
@@ -231,6 +232,7 @@ def recommend_cmd(
     # before the search: --plan and --force only with --emit, its folder, its plan numbers
     check_emit_flags(emit, output, plan_rank, given(ctx, "plan_rank"), force, top)
     versions, version_notes = emit_versions(framework_version or [], emit)
+    req = req if versions is None else dataclasses.replace(req, versions=versions)  # its plans
     if emit is not None:
         check_moments(emit, (space.exp_avg_dtype.value, space.exp_avg_sq_dtype.value))
         grad_reduction(space.grad_compression, emit, "--emit", costs)

@@ -192,7 +192,8 @@ def _or_faster_stateable(adapter: Adapter, run: RecommendRun, plan: Plan, rank: 
     keys = tuple(k for k in run.plan_request.keys()
                  if k != plan.key and adapter.cannot_state(k, seq, model=job.model,
                                                            shape=job.shape) is None)
-    for within in adapter.stateable_groups(run.plan_request, keys, ran.model, ran.shape):
+    for within in adapter.stateable_groups(run.plan_request, keys, ran.model, ran.shape,
+                                           job.versions):
         for best in search(run.table_for, replace(within, top=TRIED,
                                                   with_best_pp1=False)).plans:
             try:

@@ -34,6 +34,7 @@ from pptune.costs.measured import tp_heads_problem
 from pptune.costs.resolve import Costs, resolve
 from pptune.costs.resolve import find as find_costs
 from pptune.errors import BadInput
+from pptune.frameworks.common.versions import Versions
 from pptune.frameworks.registry import ADAPTERS, find
 from pptune.options import CostOptions, PlanSpace, build, fields_of
 from pptune.options.record import PlanFileRequest
@@ -77,6 +78,7 @@ class RecommendSpec:
     framework: str | None = None
     # --grad-compression not given: a calibrated profile's jobs' widths (plan/gradients.py)
     jobs_gradients: bool = False
+    versions: Versions = field(default_factory=Versions)  # --framework-version's releases
 
     @property
     def files_of(self) -> str | None:
@@ -247,7 +249,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
                    (s.exp_avg_dtype.value, s.exp_avg_sq_dtype.value), held(spec.costs, s.pp),
                    s.grad_compression)
     if within is not None:  # its plans priced as its files run them
-        within = replace(within, jobs=jobs)
+        within = replace(within, jobs=jobs, versions=spec.versions)  # and releases
     searching = within or search
     sizes = s.micro_batch_sizes or tuple(sorted(table.by_mb))
     schedules = s.schedules or DEFAULT_SCHEDULES
@@ -271,8 +273,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
         micro_batch_sizes=sizes, pp=s.pp or None,
         shardings=shardings, recomputes=recomputes,
         recompute_every=s.recompute_every, reserve_bytes=reserve,
-        **widths, blocking_send=s.blocking_send, top=spec.top,
-        rank_top=DEFAULT_TOP,
+        **widths, blocking_send=s.blocking_send, top=spec.top, rank_top=DEFAULT_TOP,
         overlap_grad_reduce=s.overlap_grad_reduce, pipeline_margin=s.pipeline_margin,
         moment_bytes=moment_bytes(s.exp_avg_dtype, s.exp_avg_sq_dtype),
     )

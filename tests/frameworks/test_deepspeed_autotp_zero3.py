@@ -22,6 +22,7 @@ from pptune.plan.emit import listed_job
 from pptune.plan.framework_search import FrameworkSearch
 from pptune.plan.recommend import RecommendSpec, recommend
 from tests.check_json import check_file
+from tests.conftest import Cli
 
 Z3_TP2 = json.dumps({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 1,
                      "bf16": {"enabled": True}, "zero_optimization": {"stage": 3},
@@ -121,3 +122,32 @@ def test_a_zero3_autotp_plan_is_written_without_zero3_for_0_19_3() -> None:
     assert old.plan.tp == 2 and old.plan.sharding is not Sharding.ZERO3 and not old.exact
     assert old.plan.step_time_s > plan.step_time_s
     assert any("0.19.3's AutoTP runs ZeRO stage 2 at most" in n for n in old.notes)
+
+
+def test_recommend_for_0_19_3_ranks_and_writes_no_zero3_autotp(cli: Cli, tmp_path: Path
+                                                               ) -> None:
+    """The trial's B1: recommend --framework deepspeed --emit deepspeed on 16 B200 ranks
+    and writes ZeRO-3 with autotp_size 2, which 0.19.8 trains; for 0.19.3 neither the
+    ranked plans nor the file hold the pair."""
+    flags = ("recommend", *FLAGS, "--framework", "deepspeed", "--emit", "deepspeed")
+    now = cli(*flags, "-o", tmp_path / "now")
+    assert now.exit_code == 0, now.output
+    ds = json.loads((tmp_path / "now" / "ds_config.json").read_text())
+    assert ds["zero_optimization"]["stage"] == 3 and ds["tensor_parallel"]["autotp_size"] == 2
+    old = cli(*flags, "--framework-version", "deepspeed=0.19.3", "-o", tmp_path / "old")
+    assert old.exit_code == 0, old.output
+    ds = json.loads((tmp_path / "old" / "ds_config.json").read_text())
+    assert ds["zero_optimization"]["stage"] != 3 or ds.get(
+        "tensor_parallel", {}).get("autotp_size", 1) == 1
+    checked = cli("check-config", tmp_path / "old" / "ds_config.json",
+                  "--framework-version", "deepspeed=0.19.3", "--json")
+    assert checked.exit_code == 0, checked.output
+
+
+def test_the_ranked_plans_follow_the_release() -> None:
+    spec = replace(RecommendSpec.of(gpus=16, model="llama3-70b", gpu="b200", top=5),
+                   framework="deepspeed")
+    ranked = recommend(spec).result.plans
+    assert any(p.tp > 1 and p.sharding is Sharding.ZERO3 for p in ranked)
+    old = recommend(replace(spec, versions=OLD)).result.plans
+    assert old and not any(p.tp > 1 and p.sharding is Sharding.ZERO3 for p in old)

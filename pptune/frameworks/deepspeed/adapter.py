@@ -97,7 +97,7 @@ class DeepSpeedAdapter(Adapter):
                   if autotp and rest else [])]
 
     def express(self, job: Job, plan: Plan, rank: int) -> Stated:
-        return closest_plan(job, plan, rank)
+        return closest_plan(job, plan, rank, job.versions)
 
     def as_run(self, job: Job, plan: Plan, *, substitute: bool = True) -> tuple[Job, Plan]:
         """As the config written for the plan runs it (as_run.py); never another plan in
