@@ -205,8 +205,8 @@ def recommend_cmd(
     train_tokens: float | None = typer.Option(None, "--train-tokens", help="tokens to train on: adds days and GPU-hours per plan"),
     force: bool = typer.Option(False, "--force", help="with --emit -o DIR: overwrite files already in DIR"),
     framework_version: list[str] | None = framework_version_option(
-        "; with --emit, the release its files are written for (torchtitan=0.3.0: main's "
-        "Python config, torchtitan_config.py; the default: 0.2.2's TOML)"),
+        "; with --framework or --emit, the release plans are ranked and files written for "
+        "(torchtitan=0.3.0: main's Python config; the default: 0.2.2's TOML)"),
 ) -> None:
     from pptune.plan import recommend as planning
     from pptune.plan.framework_search import check_moments, grad_reduction, parse_framework
@@ -231,7 +231,7 @@ def recommend_cmd(
                        "else to stdout); run recommend --json -o plans.json for the plans")
     # before the search: --plan and --force only with --emit, its folder, its plan numbers
     check_emit_flags(emit, output, plan_rank, given(ctx, "plan_rank"), force, top)
-    versions, version_notes = emit_versions(framework_version or [], emit)
+    versions, version_notes = emit_versions(framework_version or [], emit or framework)
     req = req if versions is None else dataclasses.replace(req, versions=versions)  # its plans
     if emit is not None:
         check_moments(emit, (space.exp_avg_dtype.value, space.exp_avg_sq_dtype.value))

@@ -60,15 +60,17 @@ def check_emit_flags(emit: str | None, output: Path | None, plan: int, plan_give
 
 
 def emit_versions(values: list[str], emit: str | None) -> tuple[Versions | None, list[str]]:
-    """(the releases --emit writes for, notes) of ``--framework-version`` values, parsed
-    as check-config parses them (a bare version names --emit's framework); BadInput for
-    a bad value, or for any without --emit (they change nothing then)."""
+    """(the releases --emit or --framework rank and write for, notes) of
+    ``--framework-version`` values, parsed as check-config parses them (a bare version
+    names that framework); BadInput for a bad value, or for any without either (they
+    change nothing then). ``emit``: --emit's framework, else --framework's."""
     if not values:
         return None, []
     if emit is None:
-        raise BadInput(f"--framework-version {values[0]} names the release --emit writes "
-                       "its files for; without --emit it does nothing: add --emit FRAMEWORK, "
-                       "or drop --framework-version")
+        raise BadInput(f"--framework-version {values[0]} names the release --framework ranks "
+                       "plans for and --emit writes its files for; without either it does "
+                       "nothing: add --framework FRAMEWORK or --emit FRAMEWORK, or drop "
+                       "--framework-version")
     from pptune.frameworks.read import versions_of
     from pptune.plan.framework_search import parse_framework
 

@@ -7,7 +7,7 @@ These flags fill them where the file is silent (the file wins:
 ``pptune.frameworks.common.fields.apply_flags``); ``--env`` gives a launch script
 the variables it reads from its environment. Declared once here: check-config
 takes one value of each, calibrate one per ``--run`` (pptune/cli/calibrate.py);
-``--framework-version`` is check-config's and recommend's (for --emit).
+``--framework-version`` is check-config's and recommend's (with --framework or --emit).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def env_option(more: str = "") -> Any:
 
 def framework_version_option(more: str = "") -> Any:
     """``--framework-version NAME=VERSION``, repeatable: check-config's rules of another
-    release, recommend --emit's files for one (parsed by frameworks/read.py versions_of)."""
+    release, recommend's ranking and --emit's files for one (parsed by frameworks/read.py versions_of)."""
     return typer.Option(None, "--framework-version", metavar="<NAME=VERSION>",
                         help=FRAMEWORK_VERSION_HELP + more)
 

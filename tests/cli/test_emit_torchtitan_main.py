@@ -211,7 +211,7 @@ def test_framework_version_refusals() -> None:
     r = runner.invoke(app, ["recommend", "--gpus", "8", "--framework-version",
                             "torchtitan=0.3.0"])
     assert r.exit_code == 2
-    assert "without --emit it does nothing" in r.stderr
+    assert "without either it does nothing" in r.stderr
     r = runner.invoke(app, ["recommend", "--gpus", "8", *MAIN[:2], "--framework-version",
                             "torchtitan=main"])
     assert r.exit_code == 2

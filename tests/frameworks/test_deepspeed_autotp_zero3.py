@@ -151,3 +151,13 @@ def test_the_ranked_plans_follow_the_release() -> None:
     assert any(p.tp > 1 and p.sharding is Sharding.ZERO3 for p in ranked)
     old = recommend(replace(spec, versions=OLD)).result.plans
     assert old and not any(p.tp > 1 and p.sharding is Sharding.ZERO3 for p in old)
+
+
+def test_framework_version_ranks_under_framework_without_emit(cli: Cli) -> None:
+    """--framework-version with --framework alone ranks by that release (it was refused
+    without --emit, as changing nothing)."""
+    r = cli("recommend", *FLAGS, "--framework", "deepspeed", "--framework-version",
+            "deepspeed=0.19.3", "--json")
+    assert r.exit_code == 0, r.output
+    plans = json.loads(r.stdout)["plans"]
+    assert plans and not any(p["tp"] > 1 and p["sharding"] == "zero3" for p in plans)
