@@ -43,12 +43,13 @@ class Jobs:
     def of(cls, options: CostOptions, names: tuple[str, ...], origin: str,
            shape: ModelShape | None, costs: Costs | None, seq_len: int,
            moments: tuple[str, str], held: tuple[str, ...] = (),
-           grad_compression: str = "none") -> Jobs:
+           grad_compression: str = "none", versions: Versions | None = None) -> Jobs:
         """``shape``, else the preset ``options`` names, else the shape of the Hugging
         Face config a measured profile was probed from (its costs stay the measured
-        ones), at ``seq_len``."""
+        ones), at ``seq_len``; ``versions``: the releases the jobs run (None: defaults)."""
         shape = shape or presets.MODELS.get(str(options.model)) or _hf_shape(options, seq_len)
-        return cls(options, names, origin, shape, costs, moments, held, grad_compression)
+        return cls(options, names, origin, shape, costs, moments, held, grad_compression,
+                   versions or Versions())
 
     def __call__(self, table: CostTable, request: PlanRequest) -> Job:
         c, costs = self.options, self.costs

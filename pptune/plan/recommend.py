@@ -247,7 +247,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     jobs = Jobs.of(recorded(priced, costs, keys), tuple(table.names), costs.origin,
                    costs.shape, costs, table.seq_len,
                    (s.exp_avg_dtype.value, s.exp_avg_sq_dtype.value), held(spec.costs, s.pp),
-                   s.grad_compression)
+                   s.grad_compression, spec.versions)  # as that release runs them
     if within is not None:  # its plans priced as its files run them
         within = replace(within, jobs=jobs, versions=spec.versions)  # and releases
     searching = within or search

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from pptune.cli.app import app
 from pptune.frameworks.torchtitan.writer_main import FILE, FUNCTION, tokens
-from pptune.report.fmt import compact_split
+from pptune.report.fmt import compact_split, fmt_seconds
 
 runner = CliRunner()
 DUMPS = Path(__file__).parents[1] / "data" / "torchtitan_main"
@@ -223,3 +223,20 @@ def test_framework_version_refusals() -> None:
     assert r.exit_code == 2
     assert ("torchtitan main cannot express plan 1: expert tensor parallelism (etp 2): "
             "main's ParallelismConfig has no expert_tensor_parallel_degree") in r.stderr
+
+
+def test_framework_ranks_as_main_runs_its_plans() -> None:
+    """recommend --framework torchtitan for main ranks what main states, priced as main
+    runs it: FlexAttention (main's language models refuse SDPA), and no every-N-th-block
+    selective recomputation (main has FullAC and per-op SelectiveAC); the plan ranked first
+    is the one --emit writes, at the step the table shows (a trial's qwen3-30b-a3b ranked a
+    selective plan at 2.383 s and wrote a full one at 2.573 s, 1.080x it)."""
+    flags = ["recommend", "--gpus", "64", "--model", "qwen3-30b-a3b", "--framework",
+             "torchtitan", "--framework-version", "torchtitan=0.3.0"]
+    r = runner.invoke(app, [*flags, "--json"])
+    assert r.exit_code == 0, r.stderr
+    plans = json.loads(r.stdout)["plans"]
+    assert plans and not any(p["recompute"] == "selective" for p in plans)
+    r = runner.invoke(app, [*flags, "--emit", "torchtitan"])
+    assert r.exit_code == 0, r.stderr
+    assert f"predicted step {fmt_seconds(plans[0]['step_time_s'])}" in r.stderr

@@ -10,7 +10,7 @@ from typing import Any
 
 from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.presets import ModelShape
-from pptune.costmodel.search import Plan, PlanRequest, Sharding
+from pptune.costmodel.search import Plan, PlanRequest, Recompute, Sharding
 from pptune.costs.dims import KvHeads
 from pptune.frameworks.common import torch_schedules
 from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
@@ -172,6 +172,18 @@ class TorchtitanAdapter(Adapter):
     def stateable(self, req: PlanRequest, model: str | None,
                   shape: ModelShape | None = None) -> PlanRequest:
         return self.in_its_order(stateable_request(req, model, shape))
+
+    def stateable_groups(self, req: PlanRequest, keys: Sequence[CostKey], model: str | None,
+                         shape: ModelShape | None = None, versions: Versions | None = None
+                         ) -> list[PlanRequest]:
+        """As every adapter's; main after 0.2.2 (writer_main) states full or per-op
+        checkpointing (FullAC, SelectiveAC), not 0.2.2's every-N-th-block selective one."""
+        groups = super().stateable_groups(req, keys, model, shape, versions)
+        if versions is None or not writes_main(versions):
+            return groups
+        kept = [replace(g, recomputes=tuple(r for r in g.recomputes
+                                            if r is not Recompute.SELECTIVE)) for g in groups]
+        return [g for g in kept if g.recomputes]
 
     def as_run(self, job: Job, plan: Plan, *, substitute: bool = True) -> tuple[Job, Plan]:
         return closest.as_run(job, plan, substitute)
