@@ -9,20 +9,14 @@ import copy
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from typer.testing import Result
 
-DUMPS = Path(__file__).resolve().parents[1] / "data" / "torchtitan_main"
+from tests.cli.test_torchtitan_main_cli import DUMPS, written
+
 PP4 = json.loads((DUMPS / "llama3_debugmodel_pp4_interleaved_1f1b.json").read_text())
 Cli = Callable[..., Result]
-
-
-def written(tmp_path: Path, dump: Any) -> Path:
-    path = tmp_path / "dump.json"
-    path.write_text(json.dumps(dump))
-    return path
 
 
 def findings(cli: Cli, path: Path, *args: str) -> dict[str, str]:

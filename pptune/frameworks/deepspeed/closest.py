@@ -180,37 +180,39 @@ def _autotp_without_zero3(job: Job, plan: Plan, rank: int, notes: list[str],
     0.19.4 (its engine asserts ZeRO stage <= 2 there: rules.autotp_zero3); BadInput where
     none fits."""
     release = (versions or Versions()).of(DEEPSPEED)
-    best = ex.stateable_best(job, plan, stateable_request(job.request, None, versions))
-    if best is None:
-        raise BadInput(f"deepspeed {release} cannot express plan {rank}: its AutoTP runs ZeRO "
-                       "stage 2 at most (deepspeed/runtime/engine.py "
-                       "_configure_tensor_parallel_states, until 0.19.4) and no plan at tp "
-                       f"{plan.tp} fits without ZeRO-3; choose a plan with tp 1 or DeepSpeed "
-                       "0.19.4 or later")
-    notes.append(f"deepspeed {release}'s AutoTP runs ZeRO stage 2 at most (ZeRO-3 from "
-                 f"0.19.4, deepspeed/runtime/engine.py): emitting the best plan at tp "
-                 f"{plan.tp} without ZeRO-3, pp=1 dp={best.dp} "
-                 f"{best.sharding.value}/{best.recompute.value}, predicted step "
-                 f"{fmt_seconds(best.step_time_s)} ({ratio(best.step_time_s, plan.step_time_s)})")
-    return best
+    why = (f"deepspeed {release}'s AutoTP runs ZeRO stage 2 at most (ZeRO-3 from 0.19.4, "
+           "deepspeed/runtime/engine.py")
+    return _best_at_tp(job, plan, notes, versions, f"{why}): emitting the best plan at tp "
+                       f"{plan.tp} without ZeRO-3", (
+        f"deepspeed {release} cannot express plan {rank}: its AutoTP runs ZeRO stage 2 at "
+        "most (deepspeed/runtime/engine.py _configure_tensor_parallel_states, until 0.19.4) "
+        f"and no plan at tp {plan.tp} fits without ZeRO-3; choose a plan with tp 1 or "
+        "DeepSpeed 0.19.4 or later"))
 
 
 def _without_pipeline(job: Job, plan: Plan, rank: int, notes: list[str],
                       versions: Versions | None = None) -> Plan:
     """The best plan at the plan's tp without a pipeline: AutoTP's mesh has no pipeline
     dimension (rules.py)."""
+    mesh = "its mesh is data x tensor parallel: deepspeed/utils/groups.py _init_tp_mesh_device"
+    return _best_at_tp(job, plan, notes, versions, (
+        f"deepspeed runs AutoTP without a pipeline ({mesh}): emitting the best plan at tp "
+        f"{plan.tp} without one"), (
+        f"deepspeed cannot express plan {rank}: AutoTP (tp {plan.tp}) runs without a "
+        f"pipeline ({mesh}) and no plan at tp {plan.tp} fits without one; choose a plan with "
+        "tp 1 or another framework"))
+
+
+def _best_at_tp(job: Job, plan: Plan, notes: list[str], versions: Versions | None,
+                said: str, refusal: str) -> Plan:
+    """The best plan DeepSpeed's files state at the plan's tp (pp 1), noted as ``said``
+    with its sizes and step; BadInput ``refusal`` where none fits."""
     best = ex.stateable_best(job, plan, stateable_request(job.request, None, versions))
     if best is None:
-        raise BadInput(f"deepspeed cannot express plan {rank}: AutoTP (tp {plan.tp}) runs "
-                       "without a pipeline (its mesh is data x tensor parallel: "
-                       "deepspeed/utils/groups.py _init_tp_mesh_device) and no plan at tp "
-                       f"{plan.tp} fits without one; choose a plan with tp 1 or another "
-                       "framework")
-    notes.append(f"deepspeed runs AutoTP without a pipeline (its mesh is data x tensor "
-                 f"parallel: deepspeed/utils/groups.py _init_tp_mesh_device): emitting the "
-                 f"best plan at tp {plan.tp} without one, pp=1 dp={best.dp} "
-                 f"{best.sharding.value}/{best.recompute.value}, predicted step "
-                 f"{fmt_seconds(best.step_time_s)} ({ratio(best.step_time_s, plan.step_time_s)})")
+        raise BadInput(refusal)
+    notes.append(f"{said}, pp=1 dp={best.dp} {best.sharding.value}/{best.recompute.value}, "
+                 f"predicted step {fmt_seconds(best.step_time_s)} "
+                 f"({ratio(best.step_time_s, plan.step_time_s)})")
     return best
 
 
