@@ -9,6 +9,7 @@ import copy
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import Result
@@ -140,3 +141,32 @@ def test_a_dumps_boilerplate_is_one_note(cli: Cli) -> None:
         "training.mixed_precision_param bfloat16 (a dump names no quantization converter: "
         "--precision fp8 or mxfp8 states one)", "--precision fp8 (a dump names no "
         "quantization converter)")
+
+
+def _moe_dump(tmp_path: Path, ep: int, extra: dict[str, Any]) -> Path:
+    dump = json.loads((DUMPS / "qwen3_30b_a3b.json").read_text())
+    dump["parallelism"]["expert_parallel_degree"] = ep
+    for layer in dump["model_spec"]["model"]["layers"]:
+        layer["moe"]["routed_experts"]["token_dispatcher"].update(extra)
+    return written(tmp_path, dump)
+
+
+def test_the_token_dispatcher_the_dump_states_is_priced(cli: Cli, tmp_path: Path) -> None:
+    """Main states the experts' all-to-all by the token dispatcher's config
+    (models/common/config_utils.py make_token_dispatcher_config), which to_dict() writes
+    by its fields: DeepEP's has hidden_dim, num_max_tokens_per_rank and cudagraphable;
+    HybridEP's non_blocking_capacity_factor (priced as DeepEP, a warning says so);
+    MinimalAsyncEP's num_max_tokens_per_rank alone (not modelled: the standard
+    all-to-all, a warning); the standard one num_experts and top_k only."""
+    deepep = {"hidden_dim": 2048, "num_max_tokens_per_rank": 4096, "cudagraphable": False}
+    r = cli("check-config", _moe_dump(tmp_path, 8, deepep), "--gpus", "8", "--gpu", "h100-sxm")
+    assert "deepep dispatch" in r.stderr, r.stderr
+    hybrid = {"hidden_dim": 2048, "num_max_tokens_per_rank": 4096,
+              "non_blocking_capacity_factor": None}
+    r = cli("check-config", _moe_dump(tmp_path, 8, hybrid), "--gpus", "8", "--gpu", "h100-sxm")
+    assert "deepep dispatch" in r.stderr and "HybridEP" in r.stdout, r.stdout
+    r = cli("check-config", _moe_dump(tmp_path, 8, {"num_max_tokens_per_rank": 4096}),
+            "--gpus", "8", "--gpu", "h100-sxm")
+    assert "alltoall dispatch" in r.stderr and "MinimalAsyncEP" in r.stdout, r.stdout
+    r = cli("check-config", _moe_dump(tmp_path, 8, {}), "--gpus", "8", "--gpu", "h100-sxm")
+    assert "alltoall dispatch" in r.stderr and "token_dispatcher:" not in r.stdout, r.stdout

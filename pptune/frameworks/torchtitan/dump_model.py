@@ -253,6 +253,41 @@ def converters_unseen(ctx: Ctx, model: dict[str, Any]) -> None:
                        "the dump names no converter")
 
 
+# main's token dispatchers by the fields their configs add to num_experts and top_k
+# (models/common/config_utils.py make_token_dispatcher_config, torchtitan b5bcd76)
+DISPATCHERS = {
+    frozenset({"hidden_dim", "num_max_tokens_per_rank", "cudagraphable"}): "DeepEP",
+    frozenset({"hidden_dim", "num_max_tokens_per_rank", "non_blocking_capacity_factor"}):
+        "HybridEP",
+    frozenset({"num_max_tokens_per_rank"}): "MinimalAsyncEP",
+}
+# what every dispatcher config holds, or a converter's padding one (converters_unseen)
+_COMMON = {"num_experts", "top_k", "pad_multiple", "param_init", "sharding_config"}
+
+
+def dump_dispatcher(ctx: Ctx, model: dict[str, Any]) -> str | None:
+    """The experts' dispatcher a dump states, as --moe-dispatcher names it (None: the
+    standard all-to-all, or no experts): DeepEP's; HybridEP's priced as DeepEP's and
+    MinimalAsyncEP's as the standard all-to-all, each with a warning."""
+    found = {frozenset(set(d) - _COMMON) for x in model.get("layers") or []
+             if isinstance(x, dict) and isinstance(
+                 d := _dig(x, "moe", "routed_experts", "token_dispatcher"), dict)} - {frozenset()}
+    if not found:
+        return None
+    name = DISPATCHERS.get(min(found, key=sorted))
+    where = f"{PATH}'s token_dispatcher"
+    if name == "DeepEP":
+        return "deepep"
+    if name == "HybridEP":
+        ctx.unmodelled("torchtitan-unmodelled", f"{where}: HybridEP (non_blocking_capacity_"
+                       "factor), priced as DeepEP's dispatch, its closest modelled kernels")
+        return "deepep"
+    what = name or f"fields {', '.join(sorted(min(found, key=sorted)))[:80]}"
+    ctx.unmodelled("torchtitan-unmodelled", f"{where}: {what} (no dispatcher pptune "
+                   "models), priced as the standard all-to-all")
+    return None
+
+
 def dump_precision(ctx: Ctx, fields: dict[str, Any], moe: bool) -> None:
     """--precision for a dump, which cannot state it (``converters_unseen``): the linears
     as torchtitan's converters run them, torchao's kernels (converters.py): fp8 main's

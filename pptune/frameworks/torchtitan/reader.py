@@ -57,6 +57,7 @@ from pptune.frameworks.torchtitan.dump_batch import main_attention, main_batch
 from pptune.frameworks.torchtitan.dump_model import (
     attention_kind,
     converters_unseen,
+    dump_dispatcher,
     dump_precision,
     main_model,
 )
@@ -197,6 +198,8 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx, main: MainRun | None = None
         i for i in range(shape.num_blocks) if shape.moe_block(i)])
     if main is not None:
         dump_precision(ctx, fields, bool(shape.moe if shape else fields.get("num_experts")))
+        fields["moe_dispatcher"] = dump_dispatcher(ctx, main.model) or fields.get(
+            "moe_dispatcher")
     if (pp or 1) > 1 and Schedule(fields["schedule"]) in SPLIT_BACKWARD and compiles(
             ctx, data, "model"):
         ctx.refuse("torchtitan-compile-split-backward",
