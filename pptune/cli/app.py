@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import typer
 
 from pptune import limits
-from pptune.cli.emit_flags import check_emit_flags, emit_versions, given
+from pptune.cli.emit_flags import check_emit_flags, framework_versions, given
 from pptune.cli.errors import OneLineErrors, echo_json_error, json_asked, print_version
 from pptune.cli.file_flags import framework_version_option
 from pptune.cli.options import Use, option_for, uses
@@ -231,7 +231,7 @@ def recommend_cmd(
                        "else to stdout); run recommend --json -o plans.json for the plans")
     # before the search: --plan and --force only with --emit, its folder, its plan numbers
     check_emit_flags(emit, output, plan_rank, given(ctx, "plan_rank"), force, top)
-    versions, version_notes = emit_versions(framework_version or [], emit or framework)
+    versions, version_notes = framework_versions(framework_version or [], emit or framework)
     req = req if versions is None else dataclasses.replace(req, versions=versions)  # its plans
     if emit is not None:
         check_moments(emit, (space.exp_avg_dtype.value, space.exp_avg_sq_dtype.value))

@@ -59,14 +59,15 @@ def check_emit_flags(emit: str | None, output: Path | None, plan: int, plan_give
         raise BadInput("; ".join(problems))
 
 
-def emit_versions(values: list[str], emit: str | None) -> tuple[Versions | None, list[str]]:
+def framework_versions(values: list[str], framework: str | None
+                       ) -> tuple[Versions | None, list[str]]:
     """(the releases --emit or --framework rank and write for, notes) of
     ``--framework-version`` values, parsed as check-config parses them (a bare version
     names that framework); BadInput for a bad value, or for any without either (they
-    change nothing then). ``emit``: --emit's framework, else --framework's."""
+    change nothing then). ``framework``: --emit's, else --framework's."""
     if not values:
         return None, []
-    if emit is None:
+    if framework is None:
         raise BadInput(f"--framework-version {values[0]} names the release --framework ranks "
                        "plans for and --emit writes its files for; without either it does "
                        "nothing: add --framework FRAMEWORK or --emit FRAMEWORK, or drop "
@@ -74,4 +75,4 @@ def emit_versions(values: list[str], emit: str | None) -> tuple[Versions | None,
     from pptune.frameworks.read import versions_of
     from pptune.plan.framework_search import parse_framework
 
-    return versions_of(values, parse_framework(emit))
+    return versions_of(values, parse_framework(framework))
