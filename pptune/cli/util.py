@@ -13,12 +13,21 @@ from typing import TYPE_CHECKING, TextIO, cast
 import typer
 from rich.console import Console
 
+from pptune import limits
+from pptune.errors import BadInput
 from pptune.options.kinds import parse_ints
 
 if TYPE_CHECKING:
     from pptune.files import Written
 
-__all__ = ["out_console", "parse_ints", "say", "show", "show_lines", "wrote"]
+__all__ = ["check_width", "out_console", "parse_ints", "say", "show", "show_lines", "wrote"]
+
+
+def check_width(width: int) -> None:
+    """--width of a text timeline: refused outside what a terminal line can hold."""
+    found = limits.problem("--width", width, 20, limits.MAX_TIMELINE_WIDTH)
+    if found:
+        raise BadInput(found)
 
 
 def say(line: str) -> None:
