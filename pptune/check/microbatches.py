@@ -36,21 +36,22 @@ def microbatch_findings(cfg: TrainingConfig, m: int, dp: int | None, sem: Semant
         try:  # torch's ScheduleDualPipeV and DeepSeek's DualPipe refuse these
             validate(schedule, p, m, 2)
         except ScheduleError as exc:
-            said = (adapter_of(cfg.source_format).count_settings(cfg, m, exc.count)
+            said = (adapter_of(cfg.source_format).count_settings(cfg, m, exc.count, sem)
                     if exc.count is not None else None)
             add("dualpipe-microbatches", "error",
                 str(exc) + (f"; in the file: {said}" if said else ""), microbatches=m, pp=p)
     if m % p and not broken:  # information: the simulated step already prices this m
-        add("ga-not-aligned", "info", not_aligned(cfg, m, dp, sem.batch_words),
+        add("ga-not-aligned", "info", not_aligned(cfg, m, dp, sem.batch_words, sem),
             microbatches=m, pp=p)
 
 
 def not_aligned(cfg: TrainingConfig, m: int, dp: int | None,
-                words: TokenBatch | None = None) -> str:
+                words: TokenBatch | None = None, sem: Semantics | None = None) -> str:
     """The ga-not-aligned warning: m is not a multiple of pp; a multiple that divides the
     micro-batches of a step keeps the global batch (more or fewer pipeline runs a step),
-    else the next multiple is named with the global batch it makes (``words``: in the
-    file's keys and tokens, Semantics.batch_words)."""
+    else the next multiple is named with the global batch it makes and the file's
+    settings that give it (``Adapter.count_settings``; ``words``: in the file's keys and
+    tokens, Semantics.batch_words)."""
     p, runs = cfg.pp, cfg.pipeline_flushes
     text = (words.not_multiple(m, p) if words else
             f"micro-batches per pipeline run ({m}) are not a multiple of pp ({p}); ")
@@ -66,4 +67,7 @@ def not_aligned(cfg: TrainingConfig, m: int, dp: int | None,
     made = (f", with the global batch {up * runs * cfg.micro_batch_size * dp} (micro-batch "
             f"{cfg.micro_batch_size} x {up}" + f" x {runs} runs a step" * (runs > 1)
             + f" x dp {dp})" if dp is not None and cfg.global_batch is not None else "")
-    return text + f"{up} would align gradient accumulation to pipeline depth{made}"
+    said = (adapter_of(cfg.source_format).count_settings(cfg, m, up, sem)
+            if made else None)
+    return (text + f"{up} would align gradient accumulation to pipeline depth{made}"
+            + (f"; in the file: {said}" if said else ""))

@@ -217,6 +217,13 @@ class FrameworkSearch:
         return (f"{self.adapter.title} {self.adapter.restates}: priced "
                 f"{', '.join(dict.fromkeys(said))}")
 
+    def released(self, req: PlanRequest) -> str | None:
+        """The note naming what the release followed (``versions``) leaves out of ``req``
+        that a later one states (``Adapter.left_by_release``: DeepSpeed before 0.19.4, no
+        ZeRO-3 beside AutoTP), which ``narrowed`` does not name where another key keeps
+        the choice; None when the release leaves nothing out."""
+        return self.adapter.left_by_release(req, self.keys(req.keys()), self.versions)
+
     def narrowed(self, req: PlanRequest, groups: Sequence[PlanRequest]) -> str | None:
         """The note naming the schedules, shardings, recomputations and pipeline depths
         searched for that its files do not state (and those searched instead, where none

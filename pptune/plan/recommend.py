@@ -172,8 +172,8 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
                 "(e.g. linearly with the batch, Goyal et al. 2017)"
             ))
     groups = () if within is None else tuple(within.groups(req))
-    narrowed = None if within is None else within.narrowed(req, groups)
-    notes += [narrowed] if narrowed else []
+    if within is not None:  # what its files state no plan of, and what its release does not
+        notes += [n for n in (within.narrowed(req, groups), within.released(req)) if n]
     if batch_note is not None:
         result.notes.insert(0, batch_note)
     model = costs.profile.model

@@ -127,3 +127,39 @@ def test_torchtitan_plan_one_fits_as_its_file_is_checked(layout: list[str],
         doc["derived"]["peak_memory_bytes"][0], rel=1e-9)
     if layout:  # the plan check-config's comparison had named 1.15x faster
         assert (planned["pp"], planned["tp"], planned["cp"]) == (1, 2, 8)
+
+
+# torchtitan's [model] converters run torchao's Float8Linear whatever --fp8-kernels says:
+# --emit torchtitan writes an explicit `te` plan as torchao's with a note (closest.py), and
+# --framework torchtitan, which ranks plans as its files run them, says it once and ranks
+# them with torchao's linears (no cached FP8 weight copies: fp8_copies_bytes 0)
+_TE = ("recommend", "--gpus", "8", "--precision", "fp8", "--fp8-kernels")
+_SET_ASIDE = ("kernels: --fp8-kernels te set aside: torchtitan's files run torchao FP8 "
+              "linears (no cached FP8 weights), with which the plans are ranked, as --emit "
+              "torchtitan prices the file it writes")
+
+
+def test_framework_torchtitan_says_it_ranks_te_fp8_as_torchao() -> None:
+    r = runner.invoke(app, [*_TE, "te", "--framework", "torchtitan", "--json"])
+    assert r.exit_code == 0, r.stderr
+    said = [line for line in r.stderr.splitlines() if "--fp8-kernels" in line]
+    assert said == [f"pptune: {_SET_ASIDE}"], r.stderr
+    assert json.loads(r.stdout)["request"]["fp8_kernels"] == "torchao"  # the plan file's
+    spec = RecommendSpec.of(gpus=8, top=3, precision="fp8", fp8_kernels="te")
+    run = recommend(dataclasses.replace(spec, framework="torchtitan"))
+    assert run.request.costs.fp8_kernels is Fp8Kernels.TORCHAO
+    assert [n for n in run.notes if n.startswith("kernels:")] == [_SET_ASIDE]
+    assert run.result.plans
+    assert all(m.fp8_copies_bytes == 0 for p in run.result.plans for m in p.memory)
+    # torchao asked: what its files run, nothing to say
+    r = runner.invoke(app, [*_TE, "torchao", "--framework", "torchtitan", "--json"])
+    assert r.exit_code == 0 and "--fp8-kernels" not in r.stderr, r.stderr
+
+
+def test_emit_torchtitan_writes_te_fp8_as_torchao_with_a_note() -> None:
+    """The --emit path (the table pptune's, ranked with te as asked): a note, no refusal;
+    the same flag with --framework is no refusal either."""
+    r = runner.invoke(app, [*_TE, "te", "--emit", "torchtitan"])
+    assert r.exit_code == 0, r.stderr
+    assert "torchao's float8 linears (no cached FP8 weights): predicted that way" in r.stderr
+    assert "set aside" not in r.stderr

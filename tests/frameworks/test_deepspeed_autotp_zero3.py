@@ -161,3 +161,43 @@ def test_framework_version_ranks_under_framework_without_emit(cli: Cli) -> None:
     assert r.exit_code == 0, r.output
     plans = json.loads(r.stdout)["plans"]
     assert plans and not any(p["tp"] > 1 and p["sharding"] == "zero3" for p in plans)
+
+
+def test_the_release_note_names_the_zero3_autotp_plans_left_out() -> None:
+    """Before 0.19.4 the tp > 1 keys are searched without ZeRO-3, which the tp 1 key
+    keeps: ``narrowed`` (schedules, shardings asked that no group states) says nothing of
+    it, so the release's own note does, naming the release and 0.19.4."""
+    keys = (CostKey(tp=1), CostKey(tp=2), CostKey(tp=4))
+    req = PlanRequest(gpus=16, global_batch=64, cost_keys=keys, shardings=ALL)
+    old = FrameworkSearch(ADAPTER, 8192, "llama3-70b", None, versions=OLD)
+    assert old.released(req) == (
+        "DeepSpeed 0.19.3's files state no sharding zero3 with AutoTP (tp 2, 4): ranked "
+        "without it (its engine asserts ZeRO stage <= 2 beside AutoTP up to 0.19.3, "
+        "deepspeed/runtime/engine.py _configure_tensor_parallel_states; 0.19.4 is the first "
+        "release that trains it, PRs #8167 and #8168: --framework-version deepspeed=0.19.4)")
+    # the default release (0.19.8) trains it; ZeRO-3 not asked, tp 1 alone, or pipelines
+    # alone (--pp 2: AutoTP runs at pp 1 only): nothing left out by the release
+    assert FrameworkSearch(ADAPTER, 8192, "llama3-70b", None).released(req) is None
+    assert old.released(replace(req, shardings=ALL[:3])) is None
+    assert old.released(replace(req, cost_keys=keys[:1])) is None
+    assert old.released(replace(req, pp=(2,))) is None
+
+
+def test_recommend_for_0_19_3_says_what_it_left_out(cli: Cli) -> None:
+    """16 B200, Llama 3 70B: at 0.19.3 the stderr note appears and no ranked plan is
+    ZeRO-3 at tp > 1; at the default release the plans hold the pair and no note."""
+    flags = ("recommend", *FLAGS, "--framework", "deepspeed", "--json")
+    old = cli(*flags, "--framework-version", "deepspeed=0.19.3")
+    assert old.exit_code == 0, old.output
+    said = [line for line in old.stderr.splitlines() if "with AutoTP" in line]
+    assert len(said) == 1 and said[0].startswith(
+        "pptune: DeepSpeed 0.19.3's files state no sharding zero3 with AutoTP (tp 2, 4, 8)"), \
+        old.stderr
+    assert "0.19.4 is the first release that trains it" in said[0]
+    plans = json.loads(old.stdout)["plans"]
+    assert plans and not any(p["tp"] > 1 and p["sharding"] == "zero3" for p in plans)
+    now = cli(*flags)
+    assert now.exit_code == 0, now.output
+    assert "with AutoTP" not in now.stderr
+    assert any(p["tp"] > 1 and p["sharding"] == "zero3"
+               for p in json.loads(now.stdout)["plans"])

@@ -124,3 +124,79 @@ def test_dualpipe_counts_are_said_in_the_files_settings(tmp_path: Path) -> None:
         message
     _, found, _ = check_file(tmp_path / "p.json", json.dumps(cfg | {"global_batch": 16}))
     assert "dualpipe-microbatches" not in found
+
+
+# torchtitan: DualPipeV on pp 4 runs 8 stages and needs 8 micro-batches (torch's
+# ScheduleDualPipeV); neither a 0.2.2 TOML nor a main dump states the count pptune names
+# the way the fix said it ("use 8 micro-batches or more")
+TOML = """[job]
+dump_folder = "./outputs"
+[model]
+name = "llama3"
+flavor = "8B"
+hf_assets_path = "./assets/hf/model"
+[training]
+local_batch_size = {local}
+seq_len = 2048
+{training}
+[parallelism]
+pipeline_parallel_degree = 4
+pipeline_parallel_schedule = "DualPipeV"
+data_parallel_shard_degree = 2
+{parallel}
+"""
+DUALPIPEV = "(dualpipev with pp=4 runs 8 stages: use 8 micro-batches or more); in the file: "
+
+
+def _titan(tmp_path: Path, local: int, training: str = "", parallel: str = ""
+           ) -> tuple[dict[str, str], list[str]]:
+    text = TOML.format(local=local, training=training, parallel=parallel)
+    _, found, doc = check_file(tmp_path / "job.toml", text, "--gpus", "8", "--no-compare")
+    return found, messages(doc, "dualpipe-microbatches")
+
+
+def test_a_torchtitan_toml_is_told_its_local_batch_size(tmp_path: Path) -> None:
+    """0.2.2: m = local_batch_size / pipeline_parallel_microbatch_size (6 / 1, 12 / 2); 8
+    micro-batches are local_batch_size 8 (16 at micro-batch 2). A global_batch_size of 24
+    (6 x dp 2 x 2 runs) keeps its 2 runs a step at 8 x dp 2 x 2 = 32."""
+    found, (message,) = _titan(tmp_path, 6)
+    assert found["dualpipe-microbatches"] == "error"
+    assert message.endswith(DUALPIPEV + "local_batch_size 8 with "
+                            "pipeline_parallel_microbatch_size 1"), message
+    _, (message,) = _titan(tmp_path, 12, parallel="pipeline_parallel_microbatch_size = 2")
+    assert message.endswith(DUALPIPEV + "local_batch_size 16 with "
+                            "pipeline_parallel_microbatch_size 2"), message
+    _, (message,) = _titan(tmp_path, 6, training="global_batch_size = 24")
+    assert message.endswith(DUALPIPEV + "local_batch_size 8 with pipeline_parallel_"
+                            "microbatch_size 1, and global_batch_size 32"), message
+    # the values named pass the rule
+    for local, training in ((8, ""), (8, "global_batch_size = 32")):
+        found, said = _titan(tmp_path, local, training=training)
+        assert "dualpipe-microbatches" not in found and not said, said
+
+
+def test_a_torchtitan_main_dump_is_told_its_count_and_step_tokens(tmp_path: Path) -> None:
+    """main (llama3 debugmodel, pp 4 x dp 2): num_pp_microbatches 6 -> 8; with
+    num_tokens_per_train_step 2048 x 6 x dp 2 x 2 runs = 49152 stated, it keeps its 2 runs
+    at 2048 x 8 x 2 x 2 = 65536."""
+    from tests.cli.test_torchtitan_main_words import PP4
+
+    def said(count: int, step: int = -1) -> tuple[dict[str, str], list[str]]:
+        dump = json.loads(json.dumps(PP4))
+        dump["parallelism"].update(pipeline_parallel_schedule="DualPipeV",
+                                   num_pp_microbatches=count)
+        dump["training"]["num_tokens_per_train_step"] = step
+        path = tmp_path / "dump.json"
+        path.write_text(json.dumps(dump))
+        _, found, doc = check_file(path, path.read_text(), "--gpus", "8", "--no-compare")
+        return found, messages(doc, "dualpipe-microbatches")
+
+    found, (message,) = said(6)
+    assert found["dualpipe-microbatches"] == "error"
+    assert message.endswith(DUALPIPEV + "num_pp_microbatches 8"), message
+    _, (message,) = said(6, 49152)
+    assert message.endswith(DUALPIPEV + "num_pp_microbatches 8, and "
+                            "num_tokens_per_train_step 65536"), message
+    for count, step in ((8, -1), (8, 65536)):
+        found, left = said(count, step)
+        assert "dualpipe-microbatches" not in found and not left, left

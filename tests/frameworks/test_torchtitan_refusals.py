@@ -178,11 +178,13 @@ def test_interleaved_fix_keeps_the_global_batch(tmp_path: Path) -> None:
     assert messages(doc, "interleaved-rounds")[0].endswith(
         "use 16 (local_batch_size 16 with pipeline_parallel_microbatch_size 1; "
         "global_batch_size 512 then runs the pipeline 8 times a step)")
-    # no multiple of 9 divides 128: aligning changes the global batch, said so
+    # no multiple of 9 divides 128: aligning changes the global batch, said so, and in
+    # the file's settings: local_batch_size 135, global_batch_size 512 / 128 x 135 = 540
     assert messages(doc, "ga-not-aligned") == [
         "micro-batches per pipeline run (128) are not a multiple of pp (9); 135 would align "
         "gradient accumulation to pipeline depth, with the global batch 540 (micro-batch 1 x "
-        "135 x dp 4)"]
+        "135 x dp 4); in the file: local_batch_size 135 with "
+        "pipeline_parallel_microbatch_size 1, and global_batch_size 540"]
     code, found, doc = job(tmp_path, local=16, tp=1, pp=9, parallel="context_parallel_degree = 2")
     assert code == 0 and not [f for f in doc["findings"] if f["severity"] == "error"]
     assert doc["derived"]["microbatches"] == 16 and doc["derived"]["grad_accum_steps"] == 128

@@ -225,10 +225,13 @@ class Adapter:
                          add: Add) -> None:
         """Error findings for the micro-batch count ``m`` where the framework refuses it."""
 
-    def count_settings(self, cfg: TrainingConfig, m: int, count: int) -> str | None:
+    def count_settings(self, cfg: TrainingConfig, m: int, count: int,
+                       semantics: Semantics | None = None) -> str | None:
         """The file's settings that give ``count`` micro-batches a pipeline run where it
-        has ``m`` (common/batch_fix.py), which a fix naming a count says; None: the
-        count is a setting of its own, or nothing says it."""
+        has ``m`` (common/batch_fix.py), which a fix naming a count says; None: nothing
+        says it. ``semantics``: what its reader recorded (the keys a file states, a
+        token-counted batch's words)."""
+        del cfg, m, count, semantics
         return None
 
     def unsimulated_order(self, cfg: TrainingConfig, m: int, semantics: Semantics
@@ -301,6 +304,16 @@ class Adapter:
             else:
                 groups[same] = replace(groups[same], cost_keys=(*groups[same].keys(), *mine))
         return groups
+
+    def left_by_release(self, req: PlanRequest, keys: Sequence[CostKey],
+                        versions: Versions | None = None) -> str | None:
+        """The note saying what the release followed (``versions``, --framework-version)
+        leaves out of ``req`` over ``keys`` that ``stateable_groups`` drops for it and a
+        later release states, naming both releases (None: nothing; DeepSpeed's ZeRO-3
+        beside AutoTP before 0.19.4). ``recommend --framework`` says it beside the note of
+        the choices no release states (FrameworkSearch.narrowed)."""
+        del req, keys, versions  # every release here states the same plans
+        return None
 
     def in_its_order(self, req: PlanRequest) -> PlanRequest:
         """``req`` without interleaving in Megatron-LM's micro-batch groups where the

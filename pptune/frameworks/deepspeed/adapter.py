@@ -96,6 +96,22 @@ class DeepSpeedAdapter(Adapter):
                 *(super().stateable_groups(replace(req, shardings=rest), autotp, model, shape)
                   if autotp and rest else [])]
 
+    def left_by_release(self, req: PlanRequest, keys: Sequence[CostKey],
+                        versions: Versions | None = None) -> str | None:
+        """ZeRO-3 beside AutoTP, which ``stateable_groups`` leaves out before 0.19.4
+        (rules.autotp_zero3) where ZeRO-3 is asked and a key of tp > 1 runs (at pp 1:
+        AutoTP has no pipeline); in ``narrowed``'s words, with the release that trains it."""
+        tps = sorted({k.tp for k in keys if k.tp > 1})
+        if (autotp_zero3(versions) or Sharding.ZERO3 not in req.shardings or not tps
+                or (req.pp is not None and 1 not in req.pp)):
+            return None
+        release = (versions or Versions()).of(DEEPSPEED)
+        return (f"{self.title} {release}'s files state no sharding zero3 with AutoTP "
+                f"(tp {', '.join(map(str, tps))}): ranked without it (its engine asserts "
+                "ZeRO stage <= 2 beside AutoTP up to 0.19.3, deepspeed/runtime/engine.py "
+                "_configure_tensor_parallel_states; 0.19.4 is the first release that trains "
+                "it, PRs #8167 and #8168: --framework-version deepspeed=0.19.4)")
+
     def express(self, job: Job, plan: Plan, rank: int) -> Stated:
         return closest_plan(job, plan, rank, job.versions)
 

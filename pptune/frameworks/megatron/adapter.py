@@ -69,7 +69,8 @@ class MegatronAdapter(Adapter):
     def read(self, data: Any, ctx: Ctx) -> TrainingConfig:
         return read_megatron(data, ctx)
 
-    def count_settings(self, cfg: TrainingConfig, m: int, count: int) -> str | None:
+    def count_settings(self, cfg: TrainingConfig, m: int, count: int,
+                       semantics: Semantics | None = None) -> str | None:
         return batch_fix.megatron_settings(cfg, m, count)
 
     def microbatch_rules(self, cfg: TrainingConfig, m: int, semantics: Semantics,

@@ -57,7 +57,8 @@ class PptuneAdapter(Adapter):
     def read(self, data: Any, ctx: Ctx) -> TrainingConfig:
         return read_own(data, ctx)
 
-    def count_settings(self, cfg: TrainingConfig, m: int, count: int) -> str | None:
+    def count_settings(self, cfg: TrainingConfig, m: int, count: int,
+                       semantics: Semantics | None = None) -> str | None:
         return batch_fix.pptune_settings(cfg, m, count)
 
     def microbatch_rules(self, cfg: TrainingConfig, m: int, semantics: Semantics,

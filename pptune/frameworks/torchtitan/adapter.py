@@ -12,7 +12,7 @@ from pptune.costmodel.keys import CostKey, Precision
 from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.search import Plan, PlanRequest, Recompute, Sharding
 from pptune.costs.dims import KvHeads
-from pptune.frameworks.common import torch_schedules
+from pptune.frameworks.common import batch_fix, torch_schedules
 from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog, LogFlops
@@ -160,6 +160,25 @@ class TorchtitanAdapter(Adapter):
         torch_schedules.microbatch_rules(cfg, m, semantics, every_dp, zb_h1_rounds=True,
                                          how=how if tokens is None else main_how,
                                          per_step=per_step)
+
+    def count_settings(self, cfg: TrainingConfig, m: int, count: int,
+                       semantics: Semantics | None = None) -> str | None:
+        """0.2.2's micro-batches are local_batch_size / pipeline_parallel_microbatch_size
+        (train.py), a main dump's num_pp_microbatches (dump_batch.py): ``count`` said in
+        those, with a stated global_batch_size or num_tokens_per_train_step that keeps
+        the pipeline runs a step (batch_fix.count_words)."""
+        stated = semantics is not None and facts.facts(semantics).global_batch_stated
+        words = semantics.batch_words if semantics is not None else None
+        if words is not None:  # main: tokens a micro-batch (a whole number of sequences)
+            first = f"{words.count} {count}"
+            return (batch_fix.count_words(cfg, m, count, lambda total, _: (
+                f"{first}, and {words.step} {total // cfg.micro_batch_size * words.tokens}"))
+                if stated else None) or first
+        micro = cfg.micro_batch_size
+        first = (f"local_batch_size {count * micro} with pipeline_parallel_microbatch_size "
+                 f"{micro}")
+        return (batch_fix.count_words(cfg, m, count, lambda total, _: (
+            f"{first}, and global_batch_size {total}")) if stated else None) or first
 
     def config_rules(self, cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
         """float8 refusals the GPU decides (facts.py)."""
