@@ -8,6 +8,7 @@ file atomically and prints the summary (or ``--json``) on stdout.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,6 +33,10 @@ if TYPE_CHECKING:
 # where stderr is no terminal, a progress line at most this often (seconds): a CI log
 # shows the probe alive without a line per layer of a fast one
 PLAIN_EVERY_S = 30.0
+# how often the plain lines' thread looks whether a step has run ``PLAIN_EVERY_S`` without
+# a line (seconds): a line comes at most this late; the thread stops within it, or at once
+# when the phase ends (an Event wakes it)
+PLAIN_POLL_S = 1.0
 
 HELP = """Measure per-layer costs and link bandwidth on this machine; write a profile.
 
@@ -59,15 +64,22 @@ class RichReporter:
     elsewhere (a CI log, a file) rich draws the bar once, at its end, so a long phase (a
     CPU probe of a large MoE: minutes a layer) looked hung: plain lines instead, at the
     start, after the first step (its pace), then at most one every ``every_s`` seconds,
-    and at the end."""
+    and at the end. One step can take minutes by itself (the trial's R7: six silent
+    minutes on a MoE block): a daemon thread (``beating``) looks every ``poll_s`` seconds
+    and says a step still running once it has run ``every_s`` seconds without a line
+    (``beat``); ``finish`` stops and joins it, so nothing is said after the phase."""
 
     def __init__(self, console: Console, every_s: float = PLAIN_EVERY_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 poll_s: float = PLAIN_POLL_S) -> None:
         self.console = console
         self.progress: Progress | None = None
         self.task: Any = None
-        self.every_s, self.clock = every_s, clock
+        self.every_s, self.clock, self.poll_s = every_s, clock, poll_s
         self.plain: _Plain | None = None
+        self.beating: threading.Thread | None = None  # the plain lines' thread, while one runs
+        self._stop = threading.Event()
+        self._lock = threading.Lock()  # the plain state and its lines, between the threads
 
     def warn(self, message: str) -> None:
         self.console.print(Text(f"pptune: {message}"), soft_wrap=True)
@@ -83,8 +95,13 @@ class RichReporter:
 
         self.finish()
         if not self.console.is_terminal:
-            self.plain = _Plain(label, total, self.clock())
-            self._line(f"0/{total} ...")
+            with self._lock:
+                self.plain = _Plain(label, total, self.clock())
+                self._line(f"0/{total} ...")
+            self._stop.clear()
+            self.beating = threading.Thread(target=self._beat, name="pptune-probe-progress",
+                                            daemon=True)
+            self.beating.start()
             return
         self.progress = Progress(
             TextColumn("{task.fields[label]}"),
@@ -99,22 +116,55 @@ class RichReporter:
         self.progress.start()
         self.task = self.progress.add_task("", total=total, label=label)
 
+    def begin(self, description: str) -> None:
+        """What the step now running measures (said if it is still running)."""
+        with self._lock:
+            if self.plain is not None:
+                self.plain.running = description
+
     def advance(self, description: str | None = None) -> None:
-        if self.plain is not None:
-            plain, now = self.plain, self.clock()
-            plain.done += 1
-            if plain.done == 1 or now - plain.said >= self.every_s:
-                plain.said = now
-                self._line(f"{plain.done}/{plain.total}, {now - plain.began:.0f} s"
-                           + (f", {description}" if description else ""))
+        with self._lock:
+            if self.plain is not None:
+                plain, now = self.plain, self.clock()
+                plain.done += 1
+                plain.step_began, plain.running = now, None
+                if plain.done == 1 or now - plain.said >= self.every_s:
+                    plain.said = now
+                    self._line(f"{plain.done}/{plain.total}, {now - plain.began:.0f} s"
+                               + (f", {description}" if description else ""))
         if self.progress is not None:
             self.progress.update(self.task, advance=1, description=description or "")
 
-    def finish(self) -> None:
-        if self.plain is not None:
+    def beat(self) -> None:
+        """Say the step running, if it has run ``every_s`` seconds and no line came in as
+        long (the thread's tick)."""
+        with self._lock:
             plain = self.plain
-            self._line(f"{plain.done}/{plain.total} done, {self.clock() - plain.began:.0f} s")
-            self.plain = None
+            if plain is None or plain.done >= plain.total:
+                return
+            now = self.clock()
+            ran = now - plain.step_began
+            if ran >= self.every_s and now - plain.said >= self.every_s:
+                plain.said = now
+                self._line(f"{plain.done + 1}/{plain.total}"
+                           + (f" ({plain.running})" if plain.running else "")
+                           + f": still running after {ran:.0f} s")
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            self.beat()
+
+    def finish(self) -> None:
+        if self.beating is not None:
+            self._stop.set()
+            self.beating.join()
+            self.beating = None
+        with self._lock:
+            if self.plain is not None:
+                plain = self.plain
+                self._line(f"{plain.done}/{plain.total} done, "
+                           f"{self.clock() - plain.began:.0f} s")
+                self.plain = None
         if self.progress is not None:
             self.progress.update(self.task, description="done")
             self.progress.stop()
@@ -128,16 +178,19 @@ class RichReporter:
 @dataclass
 class _Plain:
     """A phase reported in plain lines: its label and size, the steps done, when it
-    began and when a line last said it (clock seconds)."""
+    began, when a line last said it and when the step running began (clock seconds),
+    and what that step measures (``RichReporter.begin``; None: not said)."""
 
     label: str
     total: int
     began: float
     done: int = 0
     said: float = 0.0
+    step_began: float = 0.0
+    running: str | None = None
 
     def __post_init__(self) -> None:
-        self.said = self.began
+        self.said = self.step_began = self.began
 
 
 def _sizes(text: str | None) -> list[int] | None:

@@ -62,6 +62,7 @@ def simulate_cmd(
     a2a_overlap: bool = typer.Option(False, "--a2a-overlap", help="interleaved-1f1b, or 1f1b at --pp 1: Megatron-LM's combined order (--overlap-moe-expert-parallel-comm)"),
     micro_batch_size: int = typer.Option(1, "--micro-batch-size", "-b", help="samples per micro-batch"),
     split: str | None = typer.Option(None, "--split", help="layers per stage, e.g. 6,6,6,6 or 5,4x14,3 (NxM: M stages of N layers; default even)"),
+    gpus: int | None = typer.Option(None, "--gpus", help="the job's GPUs, whose slowest sets the compute pace as recommend --gpus prices it: a multiple of one pipeline's pp x tp x cp [default: one pipeline's]"),
     costs: CostOptions,
     blocking_send: bool = option_for(PlanSpace, "blocking_send"),
     out: OutputOptions,
@@ -82,7 +83,7 @@ def simulate_cmd(
         fwd_ms=fwd_ms, bwd_ms=bwd_ms, wgrad_ms=wgrad_ms, p2p_ms=p2p_ms, a2a_ms=a2a_ms,
         a2a_overlap=a2a_overlap, costs=costs,
         micro_batch_size=micro_batch_size, split=parse_split(split, "--split"),
-        blocking_send=blocking_send,
+        blocking_send=blocking_send, gpus=gpus,
     )
     run = simulation.run(spec)
     for note in run.notes:

@@ -45,6 +45,9 @@ class SimSpec:
     micro_batch_size: int = 1
     split: list[int] | None = None
     blocking_send: bool = False
+    # the job's GPUs, whose slowest sets the compute pace (costmodel/variation.py), as
+    # recommend --gpus prices it; None: the one pipeline's pp x tp x cp
+    gpus: int | None = None
 
 
 @dataclass
@@ -55,6 +58,8 @@ class SimRun:
     notes: list[str] = field(default_factory=list)
     stage_layers: list[int] | None = None
     origin: str = "textbook"
+    gpus: int | None = None  # the GPUs whose slowest set the pace (None: textbook times)
+    table: CostTable | None = None  # the per-layer costs simulated (None: textbook times)
 
 
 def parse_schedule(name: str) -> Schedule:
@@ -76,6 +81,7 @@ def run(spec: SimSpec) -> SimRun:
         limits.problem("--microbatches", m, 1, limits.MAX_GLOBAL_BATCH),
         limits.problem("--virtual-stages", v, 1, limits.MAX_LAYERS),
         limits.problem("--micro-batch-size", spec.micro_batch_size, 1, limits.MAX_MICRO_BATCH),
+        None if spec.gpus is None else limits.problem("--gpus", spec.gpus, 1, limits.MAX_GPUS),
         *(limits.problem(flag, val, 0, limits.MAX_MS) for flag, val in (
             ("--fwd-ms", spec.fwd_ms), ("--bwd-ms", spec.bwd_ms), ("--wgrad-ms", spec.wgrad_ms),
             ("--p2p-ms", spec.p2p_ms), ("--a2a-ms", spec.a2a_ms)) if val is not None),
@@ -139,7 +145,8 @@ def run(spec: SimSpec) -> SimRun:
         cost_flags = [f.flag.name for f in fields_of(CostOptions)
                       if getattr(spec.costs, f.name) != f.default]
         cost_flags += [flag for flag, given in (
-            ("--split", spec.split), ("--micro-batch-size", spec.micro_batch_size != 1)) if given]
+            ("--split", spec.split), ("--micro-batch-size", spec.micro_batch_size != 1),
+            ("--gpus", spec.gpus is not None)) if given]
         if cost_flags:
             raise BadInput("--fwd-ms/--bwd-ms simulate equal stages from times per device; "
                            f"drop {'/'.join(cost_flags)} (they describe per-layer costs)")
@@ -158,11 +165,16 @@ def run(spec: SimSpec) -> SimRun:
             combined=spec.a2a_overlap,
         )
         return SimRun(spec, schedule, result, notes)
-    key = single_key(spec.costs)  # one pipeline: its p x tp x cp GPUs set its pace
+    key = single_key(spec.costs)
     unused = fp8_flags_problem(spec.costs, (key,))
     if unused:
         raise BadInput(unused)
-    costs = resolve(spec.costs, sizes=(spec.micro_batch_size,), gpus=p * key.tp * key.cp)
+    pipeline = p * key.tp * key.cp
+    gpus = pipeline if spec.gpus is None else spec.gpus  # the job's, whose slowest paces it
+    bad = _gpus_problem(gpus, p, key)
+    if bad:
+        raise BadInput(bad)
+    costs = resolve(spec.costs, sizes=(spec.micro_batch_size,), gpus=gpus)
     notes += [*costs.notes, f"costs: {costs.origin}", *_borrowed_expert_ranks(key)]
     table = costs.table
     n_layers = len(table.names)
@@ -195,8 +207,9 @@ def run(spec: SimSpec) -> SimRun:
             raise BadInput(str(exc)) from None
     result = simulate_table(table, schedule, p, m, v, spec.micro_batch_size, split,
                             spec.blocking_send, spec.a2a_overlap)
-    gpus = p * key.tp * key.cp
-    notes.append(f"the step is one pipeline's schedule on {gpus} GPU{'s' * (gpus > 1)}: no "
+    on = (f"{pipeline} GPU{'s' * (pipeline > 1)}" if gpus == pipeline
+          else f"{pipeline} of the job's {gpus} GPUs")
+    notes.append(f"the step is one pipeline's schedule on {on}: no "
                  "data-parallel gradient traffic and no optimizer step, which recommend "
                  "adds to the plans it ranks")
     peak = max((d.peak_activation_bytes for d in result.devices), default=0.0)
@@ -205,7 +218,26 @@ def run(spec: SimSpec) -> SimRun:
                      f"{fmt_bytes(table.memory_bytes)} a GPU may use (weights and optimizer "
                      "state not counted): this plan does not fit; recommend searches the ones "
                      "that do")
-    return SimRun(spec, schedule, result, notes, split, costs.origin)
+    return SimRun(spec, schedule, result, notes, split, costs.origin, gpus, table)
+
+
+def _gpus_problem(gpus: int, p: int, key: CostKey) -> str | None:
+    """Why ``gpus`` cannot be a job of whole pipelines of ``p`` stages at ``key``'s tp x cp
+    (recommend's rule: each of its plans runs ``gpus / (pp x tp x cp)`` replicas), in
+    recommend's words for ``--gpus``; None when it can."""
+    pipeline = p * key.tp * key.cp
+    said = f"--pp {p} x --tp {key.tp} x --cp {key.cp} = {pipeline} GPUs"
+    if gpus < pipeline:
+        return f"{limits.problem('--gpus', gpus, pipeline, limits.MAX_GPUS)}: one pipeline is {said}"
+    if gpus % pipeline:
+        below = gpus // pipeline * pipeline
+        return (f"one pipeline's {said} must divide --gpus {gpus} (the job runs whole "
+                f"pipelines): e.g. --gpus {below} or {below + pipeline}")
+    dp = gpus // pipeline
+    if (key.tp * key.cp * dp) % (key.ep * key.etp):  # costmodel/layout.py's rule
+        return (f"--gpus {gpus}: ep x etp = {key.ep} x {key.etp} must divide tp x cp x dp = "
+                f"{key.tp} x {key.cp} x {dp} (the ranks of one pipeline stage)")
+    return None
 
 
 def _borrowed_expert_ranks(key: CostKey) -> list[str]:
@@ -251,6 +283,7 @@ def result_json(run: SimRun) -> dict[str, Any]:
         "virtual_stages": r.v,
         "micro_batch_size": None if run.spec.fwd_ms is not None else run.spec.micro_batch_size,
         "stage_layers": run.stage_layers,
+        "gpus": run.gpus,  # the job's GPUs whose slowest sets the pace (None: textbook)
         "source": run.origin,
         "step_time_s": r.step_time_s,
         "bubble_rate": r.bubble_rate,

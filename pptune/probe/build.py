@@ -61,6 +61,7 @@ __all__ = [
 class Reporter(Protocol):
     def warn(self, message: str) -> None: ...
     def start(self, label: str, total: int) -> None: ...
+    def begin(self, description: str) -> None: ...  # what the step now running measures
     def advance(self, description: str | None = None) -> None: ...
     def finish(self) -> None: ...
 
@@ -70,6 +71,9 @@ class NullReporter:
         pass
 
     def start(self, label: str, total: int) -> None:
+        pass
+
+    def begin(self, description: str) -> None:
         pass
 
     def advance(self, description: str | None = None) -> None:
@@ -283,6 +287,7 @@ def _measure_layers(run: _Run, plan: Any) -> tuple[list[Layer], list[str]]:
             run.compute_device,
             on_step=lambda name, b: run.reporter.advance(f"{name} @ micro-batch {b}"),
             smaller=opts.smaller,
+            on_begin=lambda name, b: run.reporter.begin(f"{name} @ micro-batch {b}"),
         )
     finally:
         run.reporter.finish()

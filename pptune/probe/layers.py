@@ -251,8 +251,11 @@ def measure_model(
     device: str,
     on_step: Callable[[str, int], None] = lambda name, b: None,
     smaller: str = "lower --micro-batch-sizes or --seq-len",
+    on_begin: Callable[[str, int], None] = lambda name, b: None,
 ) -> list[LayerResult]:
-    """Measure every layer of a ``ModelPlan`` at every micro-batch size, one layer at a time."""
+    """Measure every layer of a ``ModelPlan`` at every micro-batch size, one layer at a time;
+    ``on_begin`` before each layer and size is timed (a progress line may name it while
+    it runs: one step of a large MoE block on CPU takes minutes), ``on_step`` after."""
     timer = Timer(torch, device)
     inputs = {b: plan.make_input(b) for b in micro_batch_sizes}
     results: list[LayerResult] = []
@@ -265,6 +268,7 @@ def measure_model(
         experts = sum(p.numel() * p.element_size() for p in routed()) if callable(routed) else 0
         result = LayerResult(name=name, param_bytes=param_bytes, expert_param_bytes=experts)
         for b in micro_batch_sizes:
+            on_begin(name, b)
             try:
                 result.per_micro_batch[b] = measure_layer(
                     torch, layer, inputs[b], repeats, warmup, timer, label
