@@ -240,3 +240,20 @@ def test_framework_ranks_as_main_runs_its_plans() -> None:
     r = runner.invoke(app, [*flags, "--emit", "torchtitan"])
     assert r.exit_code == 0, r.stderr
     assert f"predicted step {fmt_seconds(plans[0]['step_time_s'])}" in r.stderr
+
+
+def test_deepep_at_ep_1_is_written_as_the_standard_dispatcher(tmp_path: Path) -> None:
+    """--moe-dispatcher deepep with --ep 1: main refuses DeepEP's config at ep 1
+    (update_ep_token_dispatcher_config), so the file names no moe_comm_backend (main's
+    "standard", a local permute at ep 1, which the plan was priced with: runs_as), and a
+    note says so. Its dump (the qwen3 fixture, token_dispatcher num_experts and top_k
+    only, as the scratch install dumped it) checks with no error at the header's step."""
+    text = _emit(tmp_path, "--gpus", "8", "--model", "qwen3-30b-a3b", "--ep", "1",
+                 "--moe-dispatcher", "deepep")
+    assert "moe_comm_backend" not in text
+    assert ("the experts' standard dispatcher, not DeepEP (a local permute at ep 1: main "
+            "raises 'DeepEPTokenDispatcher.Config requires expert parallelism "
+            "(expert_parallel_degree > 1).'") in " ".join(SAID[text].split())
+    doc = _check(tmp_path, text, "--gpus", "8", "--gpu", "h100-sxm")
+    assert doc["config"]["ep"] == 1 and doc["config"]["moe_dispatcher"] is None
+    assert round(doc["derived"]["step_time_s"], 3) == _predicted(text)

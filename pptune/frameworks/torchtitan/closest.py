@@ -50,7 +50,12 @@ from pptune.frameworks.torchtitan.cp_fp8 import (
     stateable_recipe,
     uncompiled,
 )
-from pptune.frameworks.torchtitan.experts import DEEPEP_MODELS, key_shardings, mesh_problem
+from pptune.frameworks.torchtitan.experts import (
+    dispatcher_of,
+    experts_run,
+    key_shardings,
+    mesh_problem,
+)
 from pptune.frameworks.torchtitan.reader import NO_PIPELINE, flavor_of
 from pptune.frameworks.torchtitan.widths import reduce_as_run
 from pptune.options import CostOptions
@@ -83,16 +88,6 @@ def stateable_request(req: PlanRequest, model: str | None,
                    pp=(1,) if name in NO_PIPELINE else req.pp,
                    recomputes=keep(req.recomputes, [r for r in Recompute
                                                     if r is not Recompute.MODULES]))
-
-
-def dispatcher_of(job: Job, plan: Plan, model: str) -> Dispatcher:
-    """The MoE dispatcher a torchtitan file can state for the plan: DeepEP where the job
-    asks for it and torchtitan's model runs it (deepseek_v3, llama4; ep > 1, etp 1:
-    experts.py), else the standard all-to-all."""
-    asked = (job.cost_options or CostOptions()).dispatcher
-    if asked is Dispatcher.DEEPEP and model in DEEPEP_MODELS and plan.ep > 1 and plan.etp == 1:
-        return Dispatcher.DEEPEP
-    return Dispatcher.ALLTOALL
 
 
 def closest_plan(job: Job, plan: Plan, rank: int) -> Stated:
@@ -187,8 +182,7 @@ def _kernels_as_run(job: Job, plan: Plan, parts: tuple[str, ...], route: Dispatc
     """The job and plan re-priced with torchtitan's kernels: flash attention, sequence
     parallelism, its dispatcher, torchao's float8 and the loss and SwiGLU compiled where
     ``parts`` says."""
-    experts = ("" if plan.ep == 1 else ", the experts' DeepEP kernels"
-               if route is Dispatcher.DEEPEP else ", the experts' standard all-to-all")
+    experts = experts_run(job, plan, route)
     eager = [name for part, name in (("model", "SwiGLU"), ("loss", "cross-entropy"))
              if part not in parts]
     loss = ", ".join([f"its {' and '.join(parts)} compiled ([compile] enable)"] * bool(parts)

@@ -34,6 +34,7 @@ from typing import Any
 from pptune.frameworks.common.fields import Ctx, show, whole
 from pptune.frameworks.common.versions import Versions
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN
+from pptune.frameworks.torchtitan.main_rules import parallelism_refusals
 
 MAIN = "0.3.0"  # pptune's name for main after 0.2.2 (fqns.py)
 SECTIONS = ("model_spec", "training", "parallelism")  # a dump without one is none
@@ -65,6 +66,8 @@ UNPRICED = (
     ("parallelism", "enable_fsdp_symm_mem", False, "FSDP2's symmetric-memory collectives"),
     ("parallelism", "context_parallel_load_balancer", "headtail", "context parallelism "
      "without the head-tail balancer: pptune prices each rank's causal share as balanced"),
+    ("parallelism", "spmd_backend", "spmd_types", "the partial_dtensor SPMD backend (DTensor "
+     "on the model-parallel axes only: ParallelismConfig.spmd_backend, main_rules.py)"),
 )
 # what main raises for a count below 1 (key: its message, where): configs.py
 # TrainingConfig.__post_init__, trainer.py Trainer.Config.__post_init__
@@ -99,6 +102,7 @@ class MainRun:
     name: str  # model_spec.name and flavor
     flavor: str
     model: dict[str, Any] = field(default_factory=dict)  # model_spec.model
+    spmd_backend: str = "spmd_types"  # parallelism.spmd_backend (main_rules.py)
 
 
 def is_dump(data: Any) -> bool:
@@ -132,7 +136,9 @@ def read_dump(data: dict[str, Any], ctx: Ctx) -> tuple[dict[str, Any], MainRun]:
             ctx, train, "training", "max_context_length", 2048),
         pp_microbatches=_count(ctx, par, "parallelism", "num_pp_microbatches", 1),
         sequence_parallel=_flag(ctx, par, "parallelism", "enable_sequence_parallel", True),
-        name=name, flavor=flavor, model=spec["model"])
+        name=name, flavor=flavor, model=spec["model"],
+        spmd_backend=str(par.get("spmd_backend", "spmd_types")))
+    parallelism_refusals(ctx, par)
     shared = {k: v for k, v in par.items() if k in SHARED and v is not None}
     if shared.get("pipeline_parallel_degree", 1) == 1:  # every dump names a schedule
         shared.pop("pipeline_parallel_schedule", None)

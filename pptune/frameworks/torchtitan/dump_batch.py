@@ -34,6 +34,7 @@ from pptune.frameworks.common.batch_words import TokenBatch
 from pptune.frameworks.common.fields import Ctx
 from pptune.frameworks.torchtitan.dump import MainRun
 from pptune.frameworks.torchtitan.facts import facts
+from pptune.frameworks.torchtitan.main_rules import cp_backend, model_refusals
 
 CITE = "(torchtitan/trainer.py Trainer.__init__)"
 
@@ -108,10 +109,12 @@ def _rows(ctx: Ctx, n: int, length: int) -> tuple[int, int]:
     return length, count
 
 
-def main_attention(ctx: Ctx, run: MainRun, kind: str, cp: int) -> None:
-    """Main's refusal of context parallelism with varlen or SDPA attention (every
-    decoder's, before qwen3's own), and the warning that flex attention is priced as
-    flash (attention.py read_attention's)."""
+def main_attention(ctx: Ctx, run: MainRun, kind: str, cp: int, pp: int = 1) -> None:
+    """Main's refusals of context parallelism in its order (main_rules.py): the SPMD
+    backend's, then varlen or SDPA attention's (every decoder's, before qwen3's own), then
+    the MTP decoder's and the models' own; and the warning that flex attention is priced
+    as flash (attention.py read_attention's)."""
+    cp_backend(ctx, run.spmd_backend, cp)
     if cp > 1 and kind in ("varlen", "sdpa"):
         ctx.refuse("torchtitan-cp-attention",
                    f"context_parallel_degree {cp} with {kind} attention (model_spec.model's "
@@ -119,6 +122,7 @@ def main_attention(ctx: Ctx, run: MainRun, kind: str, cp: int) -> None:
                    "with ScaledDotProductAttention or VarlenAttention. Use FlexAttention or "
                    "disable CP.' (torchtitan/models/common/decoder.py "
                    "Decoder.Config.update_from_config); use cp 1 or FlexAttention")
+    model_refusals(ctx, run.name, run.model, cp, pp)
     if kind == "flex":
         ctx.unmodelled("torchtitan-flex-attention",
                        f"{run.name} {run.flavor} runs FlexAttention (model_spec.model's "

@@ -34,6 +34,7 @@ from typing import Any
 
 from pptune.costmodel.presets import MODELS, ModelShape
 from pptune.frameworks.common.fields import Ctx, show, whole
+from pptune.frameworks.torchtitan.main_rules import dispatcher_without_ep
 
 # TrainingConfig size key -> ModelShape field, compared with a preset's
 COMPARED = {"num_layers": "num_blocks", "hidden_size": "hidden", "num_heads": "heads",
@@ -265,16 +266,18 @@ DISPATCHERS = {
 _COMMON = {"num_experts", "top_k", "pad_multiple", "param_init", "sharding_config"}
 
 
-def dump_dispatcher(ctx: Ctx, model: dict[str, Any]) -> str | None:
+def dump_dispatcher(ctx: Ctx, model: dict[str, Any], ep: int = 1) -> str | None:
     """The experts' dispatcher a dump states, as --moe-dispatcher names it (None: the
     standard all-to-all, or no experts): DeepEP's; HybridEP's priced as DeepEP's and
-    MinimalAsyncEP's as the standard all-to-all, each with a warning."""
+    MinimalAsyncEP's as the standard all-to-all, each with a warning; main's refusal of
+    each without expert parallelism (``ep`` 1: main_rules.py dispatcher_without_ep)."""
     found = {frozenset(set(d) - _COMMON) for x in model.get("layers") or []
              if isinstance(x, dict) and isinstance(
                  d := _dig(x, "moe", "routed_experts", "token_dispatcher"), dict)} - {frozenset()}
     if not found:
         return None
     name = DISPATCHERS.get(min(found, key=sorted))
+    dispatcher_without_ep(ctx, name, ep)
     where = f"{PATH}'s token_dispatcher"
     if name == "DeepEP":
         return "deepep"

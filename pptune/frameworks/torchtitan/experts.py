@@ -26,11 +26,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import CostKey
+from pptune.costmodel.search import Plan
 from pptune.costmodel.sharding import Sharding
+from pptune.frameworks.common.adapter import Job
 from pptune.frameworks.common.fields import CAPS, Ctx
-from pptune.frameworks.torchtitan.fqns import TORCHTITAN
+from pptune.frameworks.torchtitan.fqns import TORCHTITAN, reads_toml
 from pptune.frameworks.torchtitan.table import Table
+from pptune.options import CostOptions
 
 CITE = "(torchtitan/distributed/parallel_dims.py ParallelDims)"
 
@@ -142,6 +146,36 @@ def check_backend(ctx: Ctx, fields: dict[str, Any]) -> None:
                    "expert_parallel_comm_backend deepep with expert_tensor_parallel_degree "
                    f"{fields['etp']}: torchtitan raises 'DeepEP with Expert Tensor Parallelism "
                    f"(ETP) is not supported yet' {cite}; set it to 1")
+
+
+def dispatcher_of(job: Job, plan: Plan, model: str) -> Dispatcher:
+    """The MoE dispatcher a torchtitan file can state for the plan: DeepEP where the job
+    asks for it and torchtitan's model runs it (deepseek_v3, llama4; ep > 1, etp 1:
+    ``check_backend``), else the standard all-to-all."""
+    asked = (job.cost_options or CostOptions()).dispatcher
+    if asked is Dispatcher.DEEPEP and model in DEEPEP_MODELS and plan.ep > 1 and plan.etp == 1:
+        return Dispatcher.DEEPEP
+    return Dispatcher.ALLTOALL
+
+
+def experts_run(job: Job, plan: Plan, route: Dispatcher) -> str:
+    """How a torchtitan file's experts exchange their tokens, for the as-run note
+    (closest.py): DeepEP asked of a plan without expert parallelism is stated as the
+    standard dispatcher, a local permute at ep 1 (costmodel/dispatch.py runs_as), as
+    both releases refuse DeepEP there (``check_backend``; main: main_rules.py)."""
+    asked = (job.cost_options or CostOptions()).dispatcher
+    if plan.ep > 1:
+        return (", the experts' DeepEP kernels" if route is Dispatcher.DEEPEP
+                else ", the experts' standard all-to-all")
+    if asked is not Dispatcher.DEEPEP or not (job.shape and job.shape.moe):
+        return ""
+    why = ("torchtitan raises 'DeepEP requires expert parallelism (ep_degree > 1)' "
+           "(models/*/infra/parallelize.py)" if reads_toml(job.versions) else
+           "main raises 'DeepEPTokenDispatcher.Config requires expert parallelism "
+           "(expert_parallel_degree > 1).' (torchtitan/models/common/token_dispatcher.py "
+           "update_ep_token_dispatcher_config)")
+    return (", the experts' standard dispatcher, not DeepEP (a local permute at ep 1: "
+            f"{why}; plan with --ep > 1 for DeepEP)")
 
 
 def read_dualpipev_overlap(ctx: Ctx, par: Table, fields: dict[str, Any], ac: Table) -> None:

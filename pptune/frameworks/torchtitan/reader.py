@@ -147,7 +147,7 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx, main: MainRun | None = None
         preset, sizes, blocks = main_model(ctx, name, flavor, main.model, PRESETS)
         kind = attention_kind(ctx, main.model)
         fields["attention"] = priced_kernel(kind)
-        main_attention(ctx, main, kind, fields["cp"] or 1)
+        main_attention(ctx, main, kind, fields["cp"] or 1, pp)
         converters_unseen(ctx, main.model)
     if pp > 1 and name in (NO_PIPELINE if main is None else MAIN_NO_PIPELINE):
         ctx.refuse("torchtitan-no-pipelining",
@@ -198,8 +198,8 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx, main: MainRun | None = None
         i for i in range(shape.num_blocks) if shape.moe_block(i)])
     if main is not None:
         dump_precision(ctx, fields, bool(shape.moe if shape else fields.get("num_experts")))
-        fields["moe_dispatcher"] = dump_dispatcher(ctx, main.model) or fields.get(
-            "moe_dispatcher")
+        fields["moe_dispatcher"] = dump_dispatcher(  # with main's refusal at ep 1
+            ctx, main.model, fields.get("ep") or 1) or fields.get("moe_dispatcher")
     if (pp or 1) > 1 and Schedule(fields["schedule"]) in SPLIT_BACKWARD and compiles(
             ctx, data, "model"):
         ctx.refuse("torchtitan-compile-split-backward",
