@@ -171,7 +171,7 @@ def run(spec: SimSpec) -> SimRun:
         raise BadInput(unused)
     pipeline = p * key.tp * key.cp
     gpus = pipeline if spec.gpus is None else spec.gpus  # the job's, whose slowest paces it
-    bad = _gpus_problem(gpus, p, key)
+    bad = None if spec.gpus is None else _gpus_problem(gpus, p, key)  # one replica: a note
     if bad:
         raise BadInput(bad)
     costs = resolve(spec.costs, sizes=(spec.micro_batch_size,), gpus=gpus)
