@@ -13,6 +13,13 @@ passes an ``extra_args_provider`` adds that function's flags (an ``a if cond els
 None`` provider counts as ``a``: pretrain_gpt.py's ``has_nvidia_modelopt`` is true
 whenever megatron.post_training imports, which needs nothing outside Megatron-LM).
 
+With ``--earlier``, every release before TAG (EARLIER_TAGS) is derived the same way
+(before core_v0.12.0, whose ``add_megatron_arguments`` gathers them, parse_args' own
+``_add_*_args`` calls; before core_v0.7.0 the module is megatron/arguments.py), and
+pptune/frameworks/megatron/earlier_flags.py holds the flags they accepted that TAG does
+not: removed or renamed since, so not a misspelling at an earlier
+``--framework-version``.
+
 Third-party modules the import chain names but this machine lacks (six, triton)
 are stand-ins that accept any attribute: they decorate kernels and tokenizers,
 and no flag comes from them. Without ``--write`` the derived module is compared
@@ -35,6 +42,12 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 TARGET = REPO / "pptune" / "frameworks" / "megatron" / "known_flags.py"
 TAG = "core_v0.16.1"
+EARLIER = REPO / "pptune" / "frameworks" / "megatron" / "earlier_flags.py"
+# every megatron-core release tag before TAG (release candidates left out)
+EARLIER_TAGS = tuple(f"core_v{v}" for v in (
+    "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0", "0.10.0", "0.11.0", "0.12.0",
+    "0.12.1", "0.12.2", "0.12.3", "0.13.0", "0.13.1", "0.14.0", "0.15.0", "0.15.1", "0.15.2",
+    "0.15.3", "0.16.0"))
 
 
 def export(git_dir: Path, tag: str, into: Path) -> list[str]:
@@ -100,11 +113,14 @@ def _stand_in(name: str) -> Any:
 
 
 def _import_arguments() -> Any:
-    for _ in range(50):
-        try:
-            from megatron.training import arguments
+    """megatron.training.arguments (megatron/arguments.py before core_v0.7.0)."""
+    import importlib
 
-            return arguments
+    name = ("megatron.training.arguments" if (Path(sys.path[0]) / "megatron" / "training").is_dir()
+            else "megatron.arguments")
+    for _ in range(300):
+        try:
+            return importlib.import_module(name)
         except ModuleNotFoundError as exc:
             if exc.name is None or exc.name.startswith("megatron"):
                 raise
@@ -140,11 +156,26 @@ def _provider(root: Path, entry: str) -> Any:
     return None
 
 
+def _add_all(arguments: Any, parser: argparse.ArgumentParser) -> None:
+    """What parse_args adds: ``add_megatron_arguments`` (from core_v0.12.0); before it,
+    parse_args' own ``parser = _add_..._args(parser)`` calls, in its order."""
+    if hasattr(arguments, "add_megatron_arguments"):
+        arguments.add_megatron_arguments(parser)
+        return
+    import inspect
+
+    body = ast.parse(textwrap.dedent(inspect.getsource(arguments.parse_args)))
+    for node in ast.walk(body):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id.startswith("_add_")):
+            getattr(arguments, node.func.id)(parser)
+
+
 def child(root: Path, entries: list[str]) -> None:
     sys.path.insert(0, str(root))
     arguments = _import_arguments()
     parser = argparse.ArgumentParser(allow_abbrev=False)
-    arguments.add_megatron_arguments(parser)
+    _add_all(arguments, parser)
     flags = _options(parser)
     extra = {}
     for entry in entries:
@@ -191,6 +222,56 @@ EXTRA_FLAGS: dict[str, frozenset[str]] = {{
 '''
 
 
+def written_flags(git_dir: Path, tag: str) -> set[str]:
+    """Every ``--flag`` string passed to an ``add_argument`` call in the tag's megatron/
+    and pretrain_*.py, read without importing them: a superset of its parser's flags
+    (core_v0.6.0 and core_v0.7.0, whose import chains the stand-ins do not satisfy, had
+    no flags from config dataclasses, so none is missed)."""
+    flags: set[str] = set()
+    with tempfile.TemporaryDirectory() as tmp:
+        export(git_dir, tag, Path(tmp))
+        for path in Path(tmp).rglob("*.py"):
+            try:
+                tree = ast.parse(path.read_text(errors="replace"))
+            except SyntaxError:
+                continue
+            for node in ast.walk(tree):
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                        and node.func.attr == "add_argument"):
+                    flags |= {a.value for a in node.args if isinstance(a, ast.Constant)
+                              and isinstance(a.value, str) and a.value.startswith("--")}
+    return flags
+
+
+def render_earlier(git_dir: Path, current: dict[str, Any]) -> str:
+    """earlier_flags.py: the flags of EARLIER_TAGS (entry scripts' extra ones too) that
+    ``current`` (TAG's derived flags) does not hold."""
+    now = set(current["flags"]).union(*current["extra"].values())
+    gone: set[str] = set()
+    for tag in EARLIER_TAGS:
+        try:
+            found = derive(git_dir, tag)
+            flags = set(found["flags"]).union(*found["extra"].values())
+        except RuntimeError:  # an import chain the stand-ins cannot satisfy
+            flags = written_flags(git_dir, tag)
+        gone |= flags - now
+    return f'''"""Flags earlier Megatron-LM releases accepted and {TAG} does not (generated: do not edit).
+
+Derived by ``python -m bench.megatron_flags GIT_DIR --earlier --write`` from Megatron-LM's
+git tags {EARLIER_TAGS[0]} to {EARLIER_TAGS[-1]} (every megatron-core release before
+{TAG}), as known_flags.py is from {TAG}: removed or renamed since, so at
+an earlier ``--framework-version megatron-core`` they are no misspelling (unknown.py).
+"""
+
+from __future__ import annotations
+
+FIRST = "{EARLIER_TAGS[0]}"  # the earliest release read
+FLAGS = frozenset("""
+{_words(sorted(gone), "")}
+""".split())
+'''
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--child"]:
         child(Path(sys.argv[2]), sys.argv[3:])
@@ -199,15 +280,20 @@ def main() -> None:
     ap.add_argument("git_dir", type=Path)
     ap.add_argument("--tag", default=TAG)
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--earlier", action="store_true",
+                    help="earlier_flags.py from EARLIER_TAGS instead (minutes)")
     args = ap.parse_args()
-    text = render(derive(args.git_dir, args.tag), args.tag)
+    found = derive(args.git_dir, args.tag)
+    target, text = ((EARLIER, render_earlier(args.git_dir, found)) if args.earlier
+                    else (TARGET, render(found, args.tag)))
     if args.write:
-        TARGET.write_text(text)
-        print(f"wrote {TARGET.relative_to(REPO)}")
-    elif TARGET.read_text() != text:
-        raise SystemExit(f"{TARGET.relative_to(REPO)} differs from {args.tag}: rerun with --write")
+        target.write_text(text)
+        print(f"wrote {target.relative_to(REPO)}")
+    elif target.read_text() != text:
+        raise SystemExit(f"{target.relative_to(REPO)} differs from {args.tag}: rerun with "
+                         "--write")
     else:
-        print(f"{TARGET.relative_to(REPO)} matches {args.tag}")
+        print(f"{target.relative_to(REPO)} matches {args.tag}")
 
 
 if __name__ == "__main__":

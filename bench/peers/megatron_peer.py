@@ -59,8 +59,18 @@ def validate_args(a: dict[str, Any]) -> dict[str, Any]:
     assert world % total == 0, (
         f"world size ({world}) is not divisible by total_model_size ({total=})")
     dp = world // total
-    # "Check required arguments." (the harness defaults the model's other ones)
-    assert a["max_position"] is not None, "max_position_embeddings argument is None"
+    # num_layers from --encoder-num-layers, then "Check required arguments."
+    if a["num_layers"] is not None:
+        assert a["encoder_layers"] is None, (
+            "cannot have both num-layers and encoder-num-layers specified")
+    else:
+        assert a["encoder_layers"] is not None, (
+            "either num-layers or encoder-num-layers should be specified")
+        a["num_layers"] = a["encoder_layers"]
+    for name, given in (("hidden_size", a["hidden_given"]),
+                        ("num_attention_heads", a["heads_given"]),
+                        ("max_position_embeddings", a["max_position"])):
+        assert given is not None, f"{name} argument is None"
     vpp_flags = [a["layers_per_virtual"], a["virtual_per_rank"], a["layout"]]
     assert sum(x is not None for x in vpp_flags) <= 1, (
         "No more than one of the following arguments can be set at the same time: "
@@ -178,6 +188,8 @@ def _read(path: str, case: dict[str, Any]) -> dict[str, Any]:
         "world": nodes * per_node, "tp": num("--tensor-model-parallel-size") or 1,
         "pp": num("--pipeline-model-parallel-size") or 1,
         "cp": num("--context-parallel-size") or 1, "num_layers": num("--num-layers"),
+        "encoder_layers": num("--encoder-num-layers"),
+        "hidden_given": num("--hidden-size"), "heads_given": num("--num-attention-heads"),
         "hidden": num("--hidden-size") or 4096, "heads": num("--num-attention-heads") or 32,
         "seq": num("--seq-length") or 4096, "micro": num("--micro-batch-size"),
         "global_batch": num("--global-batch-size"),

@@ -27,6 +27,7 @@ from pptune.frameworks.common.planned import planned_for
 from pptune.frameworks.common.source import (
     Refused,
     Repeated,
+    Undecoded,
     json_like,
     parse_json,
     parse_toml,
@@ -90,8 +91,11 @@ def read_config(
     ctx = Ctx(name=str(path), flags=check_flags(pp, gpus, tp, gpus_per_node, micro_batch_size,
                                                 global_batch, precision),
               env=parse_env(env or []))
-    text = read_text(path)
+    undecoded: list[Undecoded] = []
+    text = read_text(path, undecoded)
     ctx.text = text
+    for first in undecoded:  # bytes that are not UTF-8 in comment lines (source.read_text)
+        ctx.warn("not-utf8-comment", first.describe())
     repeated: list[Repeated] = []
     fmt, data = ((wanted, ADAPTERS[wanted].parse(text, path, repeated)) if wanted
                  else _detect(text, path, repeated))
@@ -156,7 +160,9 @@ def versions_of(values: list[str], fmt: Framework) -> tuple[Versions, list[str]]
     version for ``fmt``, the config's (or --emit's) own framework; BadInput (one line) for
     a bad one. One later than the newest release pptune has read is judged by the newest
     rules, and a note says so: a release out since is the likeliest reason, not a mistake
-    to refuse."""
+    to refuse; so is one earlier than a key's default where pptune holds no earlier
+    release's rules (``VersionKey.earlier_rules``: megatron-core), which would otherwise
+    pass with no word that its rules are the default's."""
     spellings = {s: key for key in VERSION_KEYS for s in key.spellings}
     own = ADAPTERS[fmt].versions
     chosen: dict[str, str] = {}
@@ -182,6 +188,12 @@ def versions_of(values: list[str], fmt: Framework) -> tuple[Versions, list[str]]
             notes.append(f"--framework-version {value.strip()} is later than {newest}, the "
                          f"newest release pptune has read: judged by the rules pptune has for "
                          f"{newest} and later; what changed after {newest} is not checked")
+        default = key.earlier_than_read(version)
+        if default is not None:
+            notes.append(f"--framework-version {value.strip()} is earlier than {default}, "
+                         f"whose rules pptune follows: pptune has no rules of its own for "
+                         f"earlier releases, so {default}'s apply; a rule or flag that "
+                         f"{version.strip()} does not have yet is not caught")
     return Versions(chosen), notes
 
 

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from bench import docs, docs_results
 from pptune.cli.app import app
-from pptune.frameworks.megatron import known_flags
+from pptune.frameworks.megatron import earlier_flags, known_flags
 from pptune.frameworks.megatron.flags import LATER_FLAGS, MOE_BOOL_FLAGS, MOE_VALUE_FLAGS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,8 +76,8 @@ SLURM_FLAGS = {"--ntasks-per-node", "--nodes", "--ntasks"}  # srun: tune --launc
 TORCHTITAN_FLAGS = {"--debug", "--module", "--config"}
 # every flag Megatron-LM core_v0.16.1 defines (known_flags), beside those pptune reads, and
 # later releases' flags pptune names (megatron/flags.py LATER_FLAGS)
-FOREIGN = (MEGATRON_FLAGS | known_flags.FLAGS | TORCHRUN_FLAGS | SLURM_FLAGS | LATER_FLAGS
-           | TORCHTITAN_FLAGS)
+FOREIGN = (MEGATRON_FLAGS | known_flags.FLAGS | earlier_flags.FLAGS | TORCHRUN_FLAGS
+           | SLURM_FLAGS | LATER_FLAGS | TORCHTITAN_FLAGS)
 
 
 def _prose(path: Path) -> str:

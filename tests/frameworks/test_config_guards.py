@@ -63,10 +63,29 @@ def test_huge_file_is_refused_without_reading_it(tmp_path: Path) -> None:
     (b"", "is empty"),
     (b"  \n\t\n", "is empty"),
     (b"\x7fELF\x02\x01\x01\x00\x00", "looks like a binary file (NUL byte at offset 7)"),
-    (b"micro_batch_size: 1\n# caf\xe9\n", "is not UTF-8 text (byte 0xe9 at offset 25)"),
+    (b"micro_batch_size: 1\nname: caf\xe9\n", "is not UTF-8 text (byte 0xe9 at offset 29)"),
+    # a trailing comment's '#' could as well be inside quotes: refused too
+    (b"micro_batch_size: 1  # caf\xe9\n", "is not UTF-8 text (byte 0xe9 at offset 26)"),
 ])
 def test_empty_binary_and_non_utf8(tmp_path: Path, content: bytes, expected: str) -> None:
     assert expected in bad(write(tmp_path, "c.yaml", content))
+
+
+def test_non_utf8_bytes_in_comment_lines_are_a_warning(tmp_path: Path) -> None:
+    """bash runs a launch script with a Latin-1 comment (a user trial, u30): its bytes
+    are read as U+FFFD and one warning names the first (offset 5 = len(b"# caf"), line
+    1) and counts the rest (\\xe9 twice on line 3: 2 more)."""
+    path = write(tmp_path, "run.sh", b"# caf\xe9\ntorchrun --nproc_per_node 8 pretrain_gpt.py "
+                 b"--num-layers 32 --hidden-size 4096 --num-attention-heads 32 "
+                 b"--seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 "
+                 b"--global-batch-size 64 --bf16\n  # \xe9t\xe9\n")
+    read = read_config(path)
+    assert read.config.num_layers == 32
+    assert [(f.id, f.severity, f.message) for f in read.semantics.findings
+            if f.id == "not-utf8-comment"] == [(
+                "not-utf8-comment", "warning", "byte 0xe9 at offset 5 (line 1) and 2 more is "
+                "not UTF-8, in comment lines only: read as U+FFFD, which changes nothing "
+                "pptune reads; save the file as UTF-8")]
 
 
 def test_utf8_bom_is_accepted(tmp_path: Path) -> None:

@@ -65,8 +65,33 @@ def _show(key: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def read_text(path: Path) -> str:
-    """The file's text (UTF-8, BOM allowed); BadInput naming the file otherwise."""
+@dataclass(frozen=True)
+class Undecoded:
+    """Bytes that are not UTF-8, all in comment lines, read as U+FFFD: the first one."""
+
+    byte: int
+    offset: int
+    line: int
+    count: int  # how many such bytes the file holds
+
+    def describe(self) -> str:
+        more = f" and {self.count - 1} more" if self.count > 1 else ""
+        return (f"byte 0x{self.byte:02x} at offset {self.offset} (line {self.line}){more} "
+                "is not UTF-8, in comment lines only: read as U+FFFD, which changes nothing "
+                "pptune reads; save the file as UTF-8")
+
+
+def read_text(path: Path, undecoded: list[Undecoded] | None = None) -> str:
+    """The file's text (UTF-8, BOM allowed); BadInput naming the file otherwise.
+
+    With ``undecoded``, bytes that are not UTF-8 are allowed in whole-line comments (a
+    line whose first non-blank character is ``#``: a comment in a launch script, YAML and
+    TOML alike): they are read as U+FFFD and the first is appended there, for a warning.
+    A Latin-1 ``# café`` is common in scripts written on other systems, and bash runs
+    them; refusing the whole file over text nothing reads surprises more than a warning.
+    A byte anywhere else is still refused: pptune cannot tell whether it sits in a flag or
+    value it reads (a trailing comment's ``#`` may as well be inside quotes), and reading
+    a value other than the one the job gets would be worse than saying so."""
     data = read_limited(path, "config file", MAX_BYTES)
     nul = data.find(b"\x00")
     if nul >= 0:
@@ -77,13 +102,38 @@ def read_text(path: Path) -> str:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise BadInput(
-            f"{path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
-            "save it as UTF-8"
-        ) from None
+        found = _in_comments(data) if undecoded is not None else None
+        if found is None:
+            raise BadInput(
+                f"{path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+                f"{exc.start}); save it as UTF-8"
+            ) from None
+        undecoded.append(found)  # type: ignore[union-attr]
+        text = data.decode("utf-8-sig", errors="replace")
     if not text.strip():
         raise BadInput(f"{path} is empty; expected a training config")
     return text
+
+
+def _in_comments(data: bytes) -> Undecoded | None:
+    """The first byte that is not UTF-8, when every such byte is in a whole-line comment
+    (``read_text``); None when one is outside a comment."""
+    first: Undecoded | None = None
+    count = start = 0
+    for number, line in enumerate(data.split(b"\n"), 1):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            body = line.lstrip(b" \t")
+            if not body.startswith(b"#") and not (number == 1 and body.startswith(
+                    b"\xef\xbb\xbf#")):
+                return None
+            bad = line.decode("utf-8", errors="replace").count("\ufffd")
+            if first is None:
+                first = Undecoded(line[exc.start], start + exc.start, number, 0)
+            count += bad
+        start += len(line) + 1
+    return None if first is None else Undecoded(first.byte, first.offset, first.line, count)
 
 
 def parse_json(text: str, name: str, repeated: list[Repeated] | None = None) -> Any:

@@ -31,12 +31,24 @@ class VersionKey:
     default: str  # the release the rules follow unless told otherwise
     source: str  # what was read there, for the docs
     newest: str | None = None  # the latest release whose rules were read (None: default)
+    # whether pptune holds rules of earlier releases (a table of what changed) or judges
+    # every earlier release by the default's, which a note then says (earlier_than_read)
+    earlier_rules: bool = True
 
     def later_than_read(self, release: str) -> str | None:
         """The newest release read when ``release`` comes after it, else None. Rules ask
         ``Versions.at_least``, so a later release gets every rule of the newest."""
         newest = self.newest or self.default
         return newest if version_tuple(release) > version_tuple(newest) else None
+
+    def earlier_than_read(self, release: str) -> str | None:
+        """The default when ``release`` comes before it and pptune has no rules of earlier
+        releases (``earlier_rules`` False), else None; compared to as many parts as
+        ``release`` gives ("0.16" is no earlier than 0.16.1)."""
+        given = version_tuple(release)
+        if self.earlier_rules or given >= version_tuple(self.default)[:len(given)]:
+            return None
+        return self.default
 
 
 TORCH = VersionKey(

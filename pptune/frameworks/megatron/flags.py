@@ -19,6 +19,7 @@ VALUE_FLAGS: tuple[str, ...] = (
     "--tensor-model-parallel-size",
     "--context-parallel-size",
     "--num-layers",
+    "--encoder-num-layers",  # num_layers without --num-layers (required.py)
     "--num-layers-per-virtual-pipeline-stage",
     "--num-virtual-stages-per-pipeline-rank",
     "--micro-batch-size",

@@ -108,3 +108,43 @@ def flag_lines(text: str, names: set[str]) -> dict[str, int]:
         found = _FLAG.findall(line) + ([assigned.group(1)] if assigned else [])
         lines.update((name, number) for name in found if name in names)
     return lines
+
+
+def launch_line(script: Script) -> int | None:
+    """The line (1-based) where the last pretrain_*.py launch starts (None: no launch)."""
+    launches = _launches(script)
+    return launches[-1][0].line if launches else None
+
+
+def _continued(line: str) -> bool:
+    """Whether the line ends in a backslash that joins the next line (an odd run)."""
+    body = line.rstrip("\r")
+    return (len(body) - len(body.rstrip("\\"))) % 2 == 1
+
+
+def comment_cut(text: str, start: int | None) -> str:
+    """Where a comment line ends the backslash-continued command starting at line
+    ``start``, and flags follow it: a hint for a required flag found missing, else "".
+
+    In bash a backslash joins the next line, and a ``#`` that starts a word begins a
+    comment running to the end of that line, a trailing backslash included; so a
+    commented-out flag inside a continued command ends the command there, and the lines
+    after it run as a command of their own (as shell.py reads them). The hint names the
+    comment's line, since the error is about the flags after it."""
+    if start is None:
+        return ""
+    lines = text.splitlines()
+    number = start
+    while number <= len(lines) and _continued(lines[number - 1]):
+        number += 1
+        line = lines[number - 1] if number <= len(lines) else ""
+        if line.lstrip().startswith("#"):
+            after = lines[number].lstrip() if number < len(lines) else ""
+            if after.startswith(("-", "$", '"$')):
+                shown = line.strip().rstrip("\\").strip()[:50]
+                return (f"; line {number}, a comment inside the backslash-continued command "
+                        f"('{shown}'), ends that command as bash does: the "
+                        f"lines after it are not its arguments (delete the comment line, "
+                        f"or move it above the command)")
+            return ""
+    return ""

@@ -56,14 +56,17 @@ from pptune.frameworks.megatron.flags import (
 from pptune.frameworks.megatron.fsdp import fsdp_rules, read_sharding
 from pptune.frameworks.megatron.graphs import read_graphs
 from pptune.frameworks.megatron.launch import (
+    comment_cut,
     entry_script,
     flag_lines,
+    launch_line,
     launch_words,
     sourced_settings,
 )
 from pptune.frameworks.megatron.moe import read_moe
 from pptune.frameworks.megatron.pipeline import environment, pipeline
 from pptune.frameworks.megatron.recompute import read_modules, read_recompute
+from pptune.frameworks.megatron.required import positions, required
 from pptune.frameworks.megatron.slurm import srun_launch
 from pptune.frameworks.megatron.style import read_style
 from pptune.frameworks.megatron.unknown import refuse_unknown
@@ -104,16 +107,18 @@ def read_megatron(text: str, ctx: Ctx) -> TrainingConfig:
     for line in script.notes:
         ctx.note(line)
     launcher_words, arg_words = launch_words(script, ctx)
+    cut = comment_cut(source, launch_line(script))  # a hint for a flag found missing
     args = parse_flags(arg_words)
     refuse_unknown(ctx, entry_script(script), args, arg_words)
     launcher = parse_flags(launcher_words, bools=())
     reader = FlagReader(ctx, args)
     shape = srun_launch(source, launcher_words, ctx)
-    fields = _fields(reader, launcher, script.scalars, shape)
+    fields = _fields(reader, launcher, script.scalars, shape, cut)
     # a model's settings for a launcher to source are not the whole command line, as a
     # script's that forwards words is not
     supplied = supplied_elsewhere(args, sourced_settings(script) or forwards(arg_words))
-    _positions(reader, fields["seq_len"], supplied)
+    required(reader, supplied, cut)  # validate_args' required arguments (required.py)
+    positions(reader, fields["seq_len"], supplied, cut)
     fsdp_rules(reader, script.scalars, supplied)
     environment(ctx, script, launched=job is not None or launcher_words is not arg_words,
                 fsdp=args.has("--use-megatron-fsdp") or args.has("--use-torch-fsdp2"))
@@ -124,15 +129,19 @@ def read_megatron(text: str, ctx: Ctx) -> TrainingConfig:
 
 
 def _fields(r: FlagReader, launcher: Flagged, env: Mapping[str, str],
-            srun: dict[str, Any] | None) -> dict[str, Any]:
+            srun: dict[str, Any] | None, cut: str = "") -> dict[str, Any]:
     """The TrainingConfig fields; the GPU count and node size from the launcher's flags
-    (torchrun's), or from ``srun``'s tasks where it starts the ranks (slurm.py)."""
+    (torchrun's), or from ``srun``'s tasks where it starts the ranks (slurm.py); ``cut``:
+    where a comment line ended the launch early (launch.comment_cut)."""
     ctx, flags = r.ctx, r.flags
     fields: dict[str, Any] = {  # the parallel sizes: over pptune's caps said as such
         "pp": r.number("--pipeline-model-parallel-size", cap=CAPS["pp"]),
         "tp": r.number("--tensor-model-parallel-size", cap=CAPS["tp"]),
         "cp": r.number("--context-parallel-size", cap=CAPS["cp"]),
-        "num_layers": r.number("--num-layers"),
+        # validate_args: args.num_layers = args.encoder_num_layers without --num-layers
+        "num_layers": r.number("--num-layers" if flags.has("--num-layers")
+                               or not flags.has("--encoder-num-layers")
+                               else "--encoder-num-layers"),
         "mtp_layers": r.number("--mtp-num-layers", minimum=0),
         "global_batch": r.number("--global-batch-size"),
         "hidden_size": r.number("--hidden-size"),
@@ -183,7 +192,8 @@ def _fields(r: FlagReader, launcher: Flagged, env: Mapping[str, str],
     if micro is None and ctx.flags.micro_batch_size is None:
         raise ctx.bad("--micro-batch-size is missing or unresolved; expected "
                       "--micro-batch-size N with a number (Megatron-LM requires it), or pass "
-                      "check-config --micro-batch-size N (or --env NAME=N for its variable)")
+                      "check-config --micro-batch-size N (or --env NAME=N for its variable)"
+                      + cut)
     fields["micro_batch_size"] = micro
     if fields["global_batch"] is None and not flags.has("--global-batch-size"):
         fields["grad_accum_steps"] = 1
@@ -282,28 +292,6 @@ def _tp_comm_overlap(r: FlagReader, tp: int) -> bool | None:
                          "_initialize_tp_communicators); priced with them exposed")
         return False
     return True
-
-
-def _positions(r: FlagReader, seq_len: int | None, supplied: bool) -> None:
-    """validate_args asserts --max-position-embeddings is given (one of its required
-    arguments, with --num-layers, --hidden-size and --num-attention-heads; unless words
-    out of sight may supply it, ``supplied``: flags.supplied_elsewhere) and >=
-    --seq-length."""
-    if not r.flags.has("--max-position-embeddings"):
-        if not supplied:
-            r.ctx.refuse("megatron-max-position",
-                         "--max-position-embeddings is not given: Megatron-LM validate_args "
-                         "asserts 'max_position_embeddings argument is None' (one of its "
-                         "required arguments, megatron/training/arguments.py); add "
-                         f"--max-position-embeddings {seq_len or 'N'} (at least --seq-length)")
-        return
-    positions = r.number("--max-position-embeddings")
-    if positions is not None and seq_len is not None and positions < seq_len:
-        r.ctx.refuse("megatron-max-position",
-                     f"--max-position-embeddings {positions} is below --seq-length {seq_len}: "
-                     f"Megatron-LM validate_args asserts 'max_position_embeddings ({positions}) "
-                     f"must be greater than or equal to seq_length ({seq_len})' "
-                     f"(megatron/training/arguments.py); set it to {seq_len} or more")
 
 
 def _precision(ctx: Ctx, flags: Flagged) -> str | None:

@@ -17,7 +17,8 @@ MEGATRON = VersionKey(
     "megatron", ("megatron", "megatron-core"), "0.16.1",
     "Megatron-LM core_r0.16 megatron/training/arguments.py (validate_args); megatron-core "
     "0.16.1 megatron/core/transformer/transformer_config.py and "
-    "megatron/core/pipeline_parallel/schedules.py")
+    "megatron/core/pipeline_parallel/schedules.py",
+    earlier_rules=False)  # no table of earlier releases' rules: 0.16.1's judge them
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,17 @@ prefix of one, stops the run before it starts. The flags it defines are
 ``known_flags`` (generated from the release's source). Judged only where the parser
 is known: a launch of one of Megatron-LM's own ``pretrain_*.py`` (an entry script of
 another name may add flags through its own extra_args_provider; an argument file
-names no entry script) at the release the flags were read from, and not for
-Megatron-DeepSpeed (``--deepspeed``), whose parser adds DeepSpeed's flags.
+names no entry script), and not for Megatron-DeepSpeed (``--deepspeed``), whose parser
+adds DeepSpeed's flags.
+
+At the release the flags were read from, every flag it does not define is refused. At
+an earlier ``--framework-version megatron-core`` (pptune has no flag list per release),
+only a flag that no release read defines is (neither known_flags' nor earlier_flags',
+the ones removed or renamed since): a misspelling is still the error it is at every
+release, and a flag the chosen release lacks but a later one defines goes unseen, as a
+note says. Turning the check off there instead would let a misspelt flag through as
+"ignored" (a user trial, u30 M3). A later release is not judged: its new flags are in
+no list.
 """
 
 from __future__ import annotations
@@ -17,27 +26,39 @@ import difflib
 
 from pptune.frameworks.common.fields import Ctx
 from pptune.frameworks.common.versions import version_tuple
-from pptune.frameworks.megatron import known_flags
+from pptune.frameworks.megatron import earlier_flags, known_flags
 from pptune.frameworks.megatron.flags import Flagged
 from pptune.frameworks.megatron.split import MEGATRON
 
 DEEPSPEED_FLAGS = ("--deepspeed", "--deepspeed_config", "--deepspeed-config")
 
 
-def judged(ctx: Ctx, entry: str | None, args: Flagged) -> bool:
-    """Whether the flags Megatron-LM defines are the whole of what this command accepts."""
+def judged(ctx: Ctx, entry: str | None, args: Flagged) -> str | None:
+    """How the flags are judged: "release" (the chosen release is the one they were read
+    from), "earlier" (an earlier one: against every release read), None (not judged)."""
+    if entry not in known_flags.ENTRIES or any(args.has(name) for name in DEEPSPEED_FLAGS):
+        return None
     release = version_tuple(known_flags.TAG.removeprefix("core_v"))[:2]
-    return (entry in known_flags.ENTRIES
-            and version_tuple(ctx.semantics.versions.of(MEGATRON))[:2] == release
-            and not any(args.has(name) for name in DEEPSPEED_FLAGS))
+    chosen = version_tuple(ctx.semantics.versions.of(MEGATRON))[:2]
+    return "release" if chosen == release else "earlier" if chosen < release else None
 
 
 def refuse_unknown(ctx: Ctx, entry: str | None, args: Flagged, words: list[str]) -> None:
     """An error finding quoting argparse for the flags Megatron-LM does not define; they
     leave ``args.unknown`` (what is left there is defined, and only not read here)."""
-    if entry is None or not judged(ctx, entry, args):
+    how = judged(ctx, entry, args) if entry is not None else None
+    if how is None:
         return
-    accepted = known_flags.FLAGS | known_flags.EXTRA_FLAGS.get(entry, frozenset())
+    accepted = known_flags.FLAGS | known_flags.EXTRA_FLAGS.get(entry or "", frozenset())
+    release = f"Megatron-LM {known_flags.TAG}"
+    if how == "earlier":
+        accepted = accepted.union(earlier_flags.FLAGS, *known_flags.EXTRA_FLAGS.values())
+        release = f"any Megatron-LM release from {earlier_flags.FIRST} to {known_flags.TAG}"
+        chosen = ctx.semantics.versions.of(MEGATRON)
+        ctx.note(f"megatron-core {chosen}'s flags are judged against every Megatron-LM "
+                 f"release pptune has read ({earlier_flags.FIRST} to {known_flags.TAG}): a "
+                 "flag none of them defines is an error, one that a later release adds and "
+                 f"{chosen} lacks is not caught")
     bad = [name for name in args.values if name not in accepted and "$" not in name]
     if not bad:
         return
@@ -48,7 +69,6 @@ def refuse_unknown(ctx: Ctx, entry: str | None, args: Flagged, words: list[str])
     for name in bad[:6]:  # the ones the finding names (each match scans every flag)
         close = difflib.get_close_matches(name, choices, n=1)
         named.append(name + (f" (did you mean {close[0]}?)" if close else ""))
-    release = f"Megatron-LM {known_flags.TAG}"
     verb = f"is not a flag of {release}" if len(bad) == 1 else f"are not flags of {release}"
     ctx.refuse("megatron-unknown-flag",
                f"{', '.join(named[:6])} {verb}: parse_args exits with argparse's '{entry}: "
