@@ -12,6 +12,8 @@ rest; else it says what the global batch becomes.
 
 from __future__ import annotations
 
+import re
+
 from pptune.check.framework import microbatch_rules
 from pptune.costmodel.schedules import OVERLAPPED, Schedule, ScheduleError, validate
 from pptune.frameworks.common.adapter import Add
@@ -64,10 +66,17 @@ def not_aligned(cfg: TrainingConfig, m: int, dp: int | None,
     if words is not None and dp is not None and cfg.global_batch is not None:
         return text + f"{up} would align gradient accumulation to pipeline depth" + (
             words.step_made(up, runs, dp))
-    made = (f", with the global batch {up * runs * cfg.micro_batch_size * dp} (micro-batch "
-            f"{cfg.micro_batch_size} x {up}" + f" x {runs} runs a step" * (runs > 1)
-            + f" x dp {dp})" if dp is not None and cfg.global_batch is not None else "")
-    said = (adapter_of(cfg.source_format).count_settings(cfg, m, up, sem)
-            if made else None)
-    return (text + f"{up} would align gradient accumulation to pipeline depth{made}"
-            + (f"; in the file: {said}" if said else ""))
+    text += f"{up} would align gradient accumulation to pipeline depth"
+    if dp is None or cfg.global_batch is None:
+        return text
+    total = up * runs * cfg.micro_batch_size * dp
+    made = (f"micro-batch {cfg.micro_batch_size} x {up}" + f" x {runs} runs a step" * (runs > 1)
+            + f" x dp {dp}")
+    said = adapter_of(cfg.source_format).count_settings(cfg, m, up, sem)
+    if said is None:
+        return text + f", with the global batch {total} ({made})"
+    # the file's settings name the global batch (--global-batch-size, global_batch: ...):
+    # the sentence gives how it is made, not the number again
+    named = str(total) in re.split(r"[\s,:]+", said)
+    return (text + (f", with a global batch of {made}" if named else
+                    f", with the global batch {total} ({made})") + f"; in the file: {said}")

@@ -89,8 +89,9 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     if costs is None:
         costs = resolve(spec.costs, sizes=s.micro_batch_sizes, search=True,
                         gpus_per_node=s.gpus_per_node, gpus=s.gpus)
-        chosen, ranked = written_kernels(spec.files_of, spec.costs, costs.measured,
-                                         sequence=spec.framework is not None)
+        chosen, ranked = written_kernels(
+            spec.files_of, spec.costs, costs.measured, sequence=spec.framework is not None,
+            model=costs.profile.model.name, shape=costs.shape, versions=spec.versions)
         if chosen:
             spec = replace(spec, costs=replace(spec.costs, **chosen))
             costs = resolve(spec.costs, sizes=s.micro_batch_sizes, search=True,

@@ -21,14 +21,19 @@ while check-config found that file fitting and 1.15x faster than the plan writte
 parallelism splits no sequence (DeepSpeed's AutoTP: Adapter.tp_splits_sequence)
 and no flag says otherwise, without sequence parallelism: as ``--emit
 deepspeed`` re-prices a plan of tp above 1 (its closest.py). It ranks plans as
-NAME's files run them, so FP8 linears its files cannot run (``--fp8-kernels te``
-for torchtitan, whose converters swap in torchao's Float8Linear whatever a flag
-says) are set aside with a note, and the plans searched with the linears its
-files run: its as-run pricing (FrameworkSearch) re-priced the listed plans with
-them anyway, while the search had left out, as over memory, plans that fit
-without Transformer Engine's cached FP8 weights. ``--emit NAME`` alone keeps the
-flag (its table is every plan pptune prices) and says, as it writes the file,
-that its files run the others (closest.py's note)."""
+NAME's files run them, so a kernel flag naming one its files cannot state
+(Adapter.states_kernels: ``--fp8-kernels te`` for torchtitan, whose converters swap
+in torchao's Float8Linear whatever a flag says; ``--attention eager`` there, whose
+model runs its flavor's SDPA or FlexAttention; ``--cross-entropy fused`` for
+Megatron-LM, whose scripts pptune writes with --cross-entropy-loss-fusion alone) is
+set aside with a note a flag, and the plans searched with the kernel its files run:
+its as-run pricing (FrameworkSearch) re-priced the listed plans with them anyway, while
+the search had left out, as over memory, plans that fit without Transformer Engine's
+cached FP8 weights, and the plan file's request named a kernel no plan ran. The
+``kernels: ranked with`` line then names as setting another only the flags whose
+other values its files state. ``--emit NAME`` alone keeps the flags (its table is
+every plan pptune prices) and says, as it writes the file, that its files run the
+others (closest.py's note)."""
 
 from __future__ import annotations
 
@@ -38,8 +43,10 @@ from typing import Any
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.ops import Attention
 from pptune.costmodel.precision import Fp8Kernels, is_low
+from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.rates import WgradAccum
 from pptune.frameworks.common.adapter import Adapter
+from pptune.frameworks.common.versions import Versions
 from pptune.frameworks.registry import find
 from pptune.options import CostOptions
 
@@ -49,20 +56,26 @@ _SAID = {"attention": ("{} attention", "--attention"),
          "sequence_parallel": ("tensor parallelism without sequence parallelism",
                                "--sequence-parallel"),
          "fp8_kernels": ("{} FP8 linears", "--fp8-kernels")}
-# what each kind of FP8 linears keeps, for the note that sets another aside
-# (costmodel/precision.py Fp8Kernels)
-_RUNS = {Fp8Kernels.TORCHAO: "no cached FP8 weights",
-         Fp8Kernels.TE: "each weight's FP8 copy and transpose cached"}
+# what a kernel a framework's files run does beside what the flag says, for the note
+# that sets another aside: what each kind of FP8 linears keeps (costmodel/precision.py
+# Fp8Kernels); Megatron-LM's fused accumulation, whose scripts under Megatron-FSDP's
+# shardings keep BF16 weight gradients instead (megatron/closest.py wgrad_accum)
+_RUNS = {("fp8_kernels", "torchao"): "no cached FP8 weights",
+         ("fp8_kernels", "te"): "each weight's FP8 copy and transpose cached",
+         ("wgrad_accum", "fused"): "BF16 weight gradients under Megatron-FSDP's shardings alone"}
 
 
 def written_kernels(framework: str | None, asked: CostOptions, measured: bool,
-                    sequence: bool = False) -> tuple[dict[str, Any], list[str]]:
+                    sequence: bool = False, model: str | None = None,
+                    shape: ModelShape | None = None, versions: Versions | None = None
+                    ) -> tuple[dict[str, Any], list[str]]:
     """The cost options ``framework``'s files run that ``asked`` leaves unset (a
     field -> value map for ``CostOptions``), and the line that says the plans are
     ranked with them; ({}, []) for measured costs, no framework or nothing to set.
     ``sequence``: whether the plans are ranked as its files run them (--framework):
-    its tensor parallelism's sequence split, and its FP8 linears in place of others
-    asked, which its files cannot run (module docstring), with the note that says so."""
+    its tensor parallelism's sequence split, and in place of each kernel asked that its
+    files cannot state (``Adapter.states_kernels`` for ``model``, ``shape`` and
+    ``versions``) the one they run, with a note a flag (module docstring)."""
     adapter = find(framework) if framework is not None else None
     if adapter is None or measured:
         return {}, []
@@ -70,37 +83,41 @@ def written_kernels(framework: str | None, asked: CostOptions, measured: bool,
         "attention": (asked.attention, adapter.runs_attention, Attention),
         "cross_entropy": (asked.cross_entropy, adapter.runs_loss, CrossEntropy),
         "wgrad_accum": (asked.wgrad_accum, adapter.runs_wgrad, WgradAccum)}
-    fp8 = any(is_low(p) for p in asked.precision or ())  # FP8 flags act on FP8 plans alone
-    if fp8:
+    if any(is_low(p) for p in asked.precision or ()):  # FP8 flags act on FP8 plans alone
         runs["fp8_kernels"] = (asked.fp8_kernels, adapter.runs_fp8, Fp8Kernels)
     chosen: dict[str, Any] = {name: kind(ran) for name, (given, ran, kind) in runs.items()
                               if given is None and ran is not None}
+    stated = adapter.states_kernels(model, shape, versions or Versions()) if sequence else {}
     if sequence and asked.sequence_parallel is None and not adapter.tp_splits_sequence:
         chosen["sequence_parallel"] = False
-    # FP8 linears asked that its files cannot run: theirs, with a note of its own
-    aside = _fp8_set_aside(adapter, asked) if sequence and fp8 else None
-    said = [aside] if aside else []
-    if not chosen:
-        return ({"fp8_kernels": Fp8Kernels(adapter.runs_fp8)}, said) if aside else ({}, [])
+    line = _ranked_line(adapter, chosen, stated) if chosen else []
+    # kernels asked that its files cannot state: those they run, with a note of their own
+    aside = {name: (given, kind(stated[name][0])) for name, (given, _, kind) in runs.items()
+             if given is not None and name in stated and given.value not in stated[name]}
+    chosen.update({name: ran for name, (_, ran) in aside.items()})
+    return chosen, [*line, *(_set_aside(adapter, name, given, ran)
+                             for name, (given, ran) in aside.items())]
+
+
+def _ranked_line(adapter: Adapter, chosen: dict[str, Any],
+                 stated: dict[str, tuple[str, ...]]) -> list[str]:
+    """The line naming the kernels ``chosen`` for ``adapter``'s files and the flags that
+    set others: under --framework (``stated``), only those its files state another of."""
     what = [_SAID[name][0].format(getattr(value, "value", value))
             for name, value in chosen.items()]
-    flags = [_SAID[name][1] for name in chosen]
+    flags = [_SAID[name][1] for name in chosen if name not in stated or len(stated[name]) > 1]
     listed = what[0] if len(what) == 1 else f"{', '.join(what[:-1])} and {what[-1]}"
-    setter = flags[0] if len(flags) == 1 else f"{', '.join(flags[:-1])} or {flags[-1]}"
-    line = (f"kernels: ranked with {listed}, what {adapter.title}'s files run "
-            f"({setter} sets another)")
-    if aside:
-        chosen["fp8_kernels"] = Fp8Kernels(adapter.runs_fp8)
-    return chosen, [line, *said]
+    setter = " or ".join(flags) if len(flags) < 3 else f"{', '.join(flags[:-1])} or {flags[-1]}"
+    sets = f" ({setter} sets another)" if flags else ""
+    return [f"kernels: ranked with {listed}, what {adapter.title}'s files run{sets}"]
 
 
-def _fp8_set_aside(adapter: Adapter, asked: CostOptions) -> str | None:
-    """The note for FP8 linears asked (``--fp8-kernels``) that ``adapter``'s files never
-    run (``Adapter.runs_fp8``: the only ones they run), whose plans ``recommend
-    --framework`` ranks with its own (None: none asked, or those it runs)."""
-    ran = adapter.runs_fp8
-    if asked.fp8_kernels is None or ran is None or asked.fp8_kernels.value == ran:
-        return None
-    return (f"kernels: --fp8-kernels {asked.fp8_kernels.value} set aside: {adapter.title}'s "
-            f"files run {ran} FP8 linears ({_RUNS[Fp8Kernels(ran)]}), with which the plans "
-            f"are ranked, as --emit {adapter.name} prices the file it writes")
+def _set_aside(adapter: Adapter, name: str, given: Enum, ran: Enum) -> str:
+    """The note for a kernel asked (``given``, of CostOptions field ``name``) that
+    ``adapter``'s files never run, whose plans ``recommend --framework`` ranks with the
+    one they run (``ran``), as ``--emit`` prices the file it writes."""
+    runs = _SAID[name][0].format(ran.value)
+    why = _RUNS.get((name, ran.value))
+    return (f"kernels: {_SAID[name][1]} {given.value} set aside: {adapter.title}'s files run "
+            f"{runs}{f' ({why})' if why else ''}, with which the plans are ranked, as --emit "
+            f"{adapter.name} prices the file it writes")

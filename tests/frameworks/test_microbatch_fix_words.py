@@ -200,3 +200,17 @@ def test_a_torchtitan_main_dump_is_told_its_count_and_step_tokens(tmp_path: Path
     for count, step in ((8, -1), (8, 65536)):
         found, left = said(count, step)
         assert "dualpipe-microbatches" not in found and not left, left
+
+
+def test_megatron_ga_not_aligned_names_its_global_batch_once(tmp_path: Path) -> None:
+    """pp 4 on 8 GPUs (dp 2), micro-batch 1, --global-batch-size 10: 10 / (1 x 2) = 5
+    micro-batches a run, one run a step; no multiple of 4 divides 5, so the next, 8, makes
+    the global batch 1 x 8 x 2 = 16, said once: by the flag that states it."""
+    _, found, doc = mega(tmp_path, "--global-batch-size 10", gpus=8)
+    assert found["ga-not-aligned"] == "info"
+    assert messages(doc, "ga-not-aligned") == [
+        "micro-batches per pipeline run (5) are not a multiple of pp (4); 8 would align "
+        "gradient accumulation to pipeline depth, with a global batch of micro-batch 1 x 8 "
+        "x dp 2; in the file: --global-batch-size 16"]
+    _, found, _ = mega(tmp_path, "--global-batch-size 16", gpus=8)
+    assert "ga-not-aligned" not in found

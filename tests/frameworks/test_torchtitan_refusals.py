@@ -182,8 +182,8 @@ def test_interleaved_fix_keeps_the_global_batch(tmp_path: Path) -> None:
     # the file's settings: local_batch_size 135, global_batch_size 512 / 128 x 135 = 540
     assert messages(doc, "ga-not-aligned") == [
         "micro-batches per pipeline run (128) are not a multiple of pp (9); 135 would align "
-        "gradient accumulation to pipeline depth, with the global batch 540 (micro-batch 1 x "
-        "135 x dp 4); in the file: local_batch_size 135 with "
+        "gradient accumulation to pipeline depth, with a global batch of micro-batch 1 x "
+        "135 x dp 4; in the file: local_batch_size 135 with "
         "pipeline_parallel_microbatch_size 1, and global_batch_size 540"]
     code, found, doc = job(tmp_path, local=16, tp=1, pp=9, parallel="context_parallel_degree = 2")
     assert code == 0 and not [f for f in doc["findings"] if f["severity"] == "error"]

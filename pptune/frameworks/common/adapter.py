@@ -147,17 +147,14 @@ class Adapter:
     # --sequence-parallel (its MoE layers need it), torchtitan always does; how a file of
     # tp 1, which says nothing of it, is priced at another tp (check.costs)
     tp_splits_sequence = True
-    # the attention kernel its files run where the user names none: recommend --emit ranks
-    # the plans with it, so the table and the file written are priced alike (None: pptune's
-    # default, flash; closest.py re-prices the written plan with the same kernel)
+    # the kernels its files run where the user names none, which recommend --emit ranks the
+    # plans with so that the table and the file written are priced alike (plan/written.py;
+    # None: pptune's default): the attention kernel, the loss (a CrossEntropy value), where
+    # weight gradients go (a WgradAccum value) and FP8 plans' linears (an Fp8Kernels value:
+    # as its as_run re-prices them, so a plan its files fit is not searched as over memory)
     runs_attention: str | None = None
-    # likewise its loss kernels (a CrossEntropy value) and where its weight gradients go
-    # (a WgradAccum value); None: pptune's defaults (plan/written.py)
     runs_loss: str | None = None
     runs_wgrad: str | None = None
-    # likewise the FP8 linears its files run for FP8 plans (an Fp8Kernels value): what
-    # its as_run re-prices them with, so a plan its files fit is not searched as over
-    # memory; None: pptune's default, Transformer Engine's
     runs_fp8: str | None = None
     # the tensor-parallel sizes its attention takes for the key/value heads (costs/dims.py
     # KvHeads): megatron-core's, which replicates them above the query groups, by default
@@ -188,6 +185,13 @@ class Adapter:
         if missing:
             return f"{self.title} files here state no {', '.join(missing)}"
         return None
+
+    def states_kernels(self, model: str | None, shape: ModelShape | None,
+                       versions: Versions) -> dict[str, tuple[str, ...]]:
+        """Per kernel flag (a CostOptions field), the kernels its files state for the model
+        and releases, the first the one they run for any other asked, which recommend
+        --framework sets aside (plan/written.py); a flag not named: any. Default: any."""
+        return {}
 
     restates = ""  # why as_stated moves a key, for the note that says it did
 
@@ -231,7 +235,6 @@ class Adapter:
         has ``m`` (common/batch_fix.py), which a fix naming a count says; None: nothing
         says it. ``semantics``: what its reader recorded (the keys a file states, a
         token-counted batch's words)."""
-        del cfg, m, count, semantics
         return None
 
     def unsimulated_order(self, cfg: TrainingConfig, m: int, semantics: Semantics
@@ -352,7 +355,6 @@ class Adapter:
         on others: ``recommend --framework`` searches its pipelines on those alone
         (PlanRequest.stage_splits, costmodel/own_splits.py). Default (``builds_any_split``):
         none, its files state any contiguous split."""
-        del table, key, chunks
         return ()
 
     @property

@@ -46,6 +46,12 @@ class DeepSpeedAdapter(Adapter):
     states_node_shape = True
     tp_splits_sequence = False  # AutoTP splits the weights alone (closest.py)
 
+    def states_kernels(self, model: str | None, shape: ModelShape | None,
+                       versions: Versions) -> dict[str, tuple[str, ...]]:
+        """Autograd's BF16 weight gradients (closest.kernels); the model code's attention
+        and loss, whichever."""
+        return {"wgrad_accum": ("bf16",)}
+
     def detect(self, data: Any) -> bool:
         return any(key in DEEPSPEED_KEYS for key in data if isinstance(key, str))
 

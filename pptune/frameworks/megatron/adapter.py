@@ -12,9 +12,15 @@ from pptune.frameworks.common.adapter import Adapter, Add, Job, Stated
 from pptune.frameworks.common.fields import Ctx, Semantics
 from pptune.frameworks.common.joblog import JobLog, LogFlops
 from pptune.frameworks.common.source import Repeated
+from pptune.frameworks.common.versions import Versions
 from pptune.frameworks.megatron import advice, log, rules, writer
 from pptune.frameworks.megatron import as_run as running
-from pptune.frameworks.megatron.closest import ATTENTION, closest_plan, stateable_request
+from pptune.frameworks.megatron.closest import (
+    ATTENTION,
+    STATED_KERNELS,
+    closest_plan,
+    stateable_request,
+)
 from pptune.frameworks.megatron.reader import looks_like_megatron, read_megatron
 from pptune.frameworks.megatron.split import MEGATRON
 from pptune.schemas import TrainingConfig
@@ -48,8 +54,8 @@ class MegatronAdapter(Adapter):
     runs_attention = ATTENTION  # what its scripts' --attention-backend auto runs
     # the fused cross-entropy its scripts state (writer.py) and gradient_accumulation_fusion,
     # Megatron-LM's default (closest.wgrad_accum: BF16 under Megatron-FSDP, re-priced so)
-    runs_loss = "native"
-    runs_wgrad = "fused"
+    runs_loss = STATED_KERNELS["cross_entropy"][0]  # native
+    runs_wgrad = STATED_KERNELS["wgrad_accum"][0]  # fused
     # "throughput per GPU (TFLOP/s/GPU)" is num_floating_point_operations(args, batch) /
     # (elapsed time x 10^12 x world size) (megatron/training/training.py, training_log)
     log_flops = (
@@ -58,6 +64,10 @@ class MegatronAdapter(Adapter):
         LogFlops(False, "Megatron-LM before core_r0.12.0",
                  "megatron/training/training.py num_floating_point_operations"),
     )
+
+    def states_kernels(self, model: str | None, shape: ModelShape | None,
+                       versions: Versions) -> dict[str, tuple[str, ...]]:
+        return dict(STATED_KERNELS)
 
     def detect(self, data: Any) -> bool:
         return isinstance(data, str) and looks_like_megatron(data)

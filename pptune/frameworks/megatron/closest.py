@@ -62,6 +62,13 @@ WGRAD_RUNS = {
 
 # Transformer Engine's attention backend at auto: cuDNN's fused attention (reader.py)
 ATTENTION = "cudnn"
+# the kernels its scripts state per kernel flag (Adapter.states_kernels), the first run for
+# any other asked, as ``kernels`` prices them: Transformer Engine's attention or the local
+# implementation's eager one, --cross-entropy-loss-fusion's loss (writer.py), weight
+# gradients into main_grad fused or not (Megatron-FSDP's BF16 ones go with its shardings:
+# ``wgrad_accum``) and Transformer Engine's FP8 linears
+STATED_KERNELS = {"attention": (ATTENTION, "eager"), "cross_entropy": ("native",),
+                  "wgrad_accum": ("fused", "unfused"), "fp8_kernels": ("te",)}
 
 
 def wgrad_accum(asked: WgradAccum, sharding: Sharding) -> WgradAccum:

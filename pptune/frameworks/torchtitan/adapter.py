@@ -19,14 +19,14 @@ from pptune.frameworks.common.joblog import JobLog, LogFlops
 from pptune.frameworks.common.source import Repeated, parse_json, parse_toml
 from pptune.frameworks.common.versions import Versions
 from pptune.frameworks.torchtitan import closest, facts, log, writer, writer_main
-from pptune.frameworks.torchtitan.attention import cp_refusal
+from pptune.frameworks.torchtitan.attention import cp_refusal, priced_kernel
 from pptune.frameworks.torchtitan.closest import stateable_request
 from pptune.frameworks.torchtitan.cp_fp8 import seq_problem
 from pptune.frameworks.torchtitan.dump import is_dump, read_dump
 from pptune.frameworks.torchtitan.experts import key_shardings
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN
 from pptune.frameworks.torchtitan.keys import looks_like_torchtitan
-from pptune.frameworks.torchtitan.main_plan import writes_main
+from pptune.frameworks.torchtitan.main_plan import attention_kind, writes_main
 from pptune.frameworks.torchtitan.reader import flavor_of, read_torchtitan
 from pptune.schemas import TrainingConfig
 
@@ -49,7 +49,7 @@ class TorchtitanAdapter(Adapter):
     kv_heads = KvHeads.SPLIT  # tp divides them (costs/dims.py KvHeads)
     # [model] converters' quantize.linear.float8 swaps in torchao's Float8Linear
     # (converters.py), which caches no FP8 weight (closest.py prices its files so)
-    runs_fp8 = "torchao"
+    runs_fp8: str = "torchao"
     expert_cites = (
         ("moe-experts-ep", "torchtitan's ExpertParallel splits the experts evenly over ep: "
          "torchtitan/distributed/expert_parallel.py _token_dispatch's "
@@ -86,6 +86,16 @@ class TorchtitanAdapter(Adapter):
         return super().cannot_state(key, own=own)
 
     restates = "shards a mixture's experts by tp where ep is 1 (its tensor-parallel plan)"
+
+    def states_kernels(self, model: str | None, shape: ModelShape | None,
+                       versions: Versions) -> dict[str, tuple[str, ...]]:
+        """As closest.py prices its files: the model's attention (main_plan.attention_kind:
+        SDPA, or flex and varlen priced as flash), the loss compiled (fused) or eager
+        ([compile] components, cp_fp8.compiled), autograd's BF16 weight gradients and
+        torchao's float8 linears."""
+        return {"attention": (priced_kernel(attention_kind(model, shape, versions)),),
+                "cross_entropy": ("fused", "eager"), "wgrad_accum": ("bf16",),
+                "fp8_kernels": (self.runs_fp8,)}
 
     def as_stated(self, key: CostKey, shape: ModelShape | None = None) -> CostKey:
         """With ep 1 torchtitan's tensor-parallel plan shards a mixture's experts by tp

@@ -41,7 +41,7 @@ from pptune.frameworks.common import express as ex
 from pptune.frameworks.common.adapter import Job, Stated, keep
 from pptune.frameworks.common.baseline import ratio
 from pptune.frameworks.torchtitan import main_plan
-from pptune.frameworks.torchtitan.attention import attn_type, cp_refusal, priced_kernel
+from pptune.frameworks.torchtitan.attention import cp_refusal, priced_kernel
 from pptune.frameworks.torchtitan.converters import expert_setting, stateable_experts
 from pptune.frameworks.torchtitan.cp_fp8 import (
     compiled,
@@ -188,7 +188,7 @@ def _kernels_as_run(job: Job, plan: Plan, parts: tuple[str, ...], route: Dispatc
     loss = ", ".join([f"its {' and '.join(parts)} compiled ([compile] enable)"] * bool(parts)
                      + [f"its {' and '.join(eager)} eager"] * bool(eager))
     flavor, main = flavor_of(job.model, job.shape), main_plan.writes_main(job.versions)
-    kind = main_plan.MAIN_ATTENTION if main else attn_type(*flavor) if flavor else "sdpa"
+    kind = main_plan.attention_kind(job.model, job.shape, job.versions)
     said = ('main\'s config states attn_backend "flex"' if main or not flavor else
             f'torchtitan\'s {flavor[0]} {flavor[1]} sets attn_type "flex"')
     attn = ("FlexAttention priced as FlashAttention-2, the closest kernel pptune "

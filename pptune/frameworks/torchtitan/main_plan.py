@@ -27,12 +27,14 @@ config function (writer_main.py); the plan is priced as main runs it
 from __future__ import annotations
 
 from pptune.costmodel.keys import Precision
+from pptune.costmodel.presets import ModelShape
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import Plan, Recompute, Sharding
 from pptune.frameworks.common.adapter import Job
 from pptune.frameworks.common.versions import Versions
+from pptune.frameworks.torchtitan.attention import attn_type
 from pptune.frameworks.torchtitan.fqns import reads_toml
-from pptune.frameworks.torchtitan.reader import MAIN_NO_PIPELINE, NO_PIPELINE
+from pptune.frameworks.torchtitan.reader import MAIN_NO_PIPELINE, NO_PIPELINE, flavor_of
 from pptune.frameworks.torchtitan.widths import reduces_bf16
 from pptune.options import CostOptions
 
@@ -42,6 +44,14 @@ MAIN_ATTENTION = "flex"  # the attn_backend the writer states (module docstring)
 def writes_main(versions: Versions) -> bool:
     """Whether the files are main's Python config (torchtitan >= 0.3.0), not 0.2.2's TOML."""
     return not reads_toml(versions)
+
+
+def attention_kind(model: str | None, shape: ModelShape | None, versions: Versions) -> str:
+    """The attention its files run for the model: main's config states FlexAttention
+    (``MAIN_ATTENTION``), 0.2.2's the flavor's attn_type (attention.py), SDPA for a
+    model of no flavor."""
+    flavor = flavor_of(model, shape)
+    return MAIN_ATTENTION if writes_main(versions) else attn_type(*flavor) if flavor else "sdpa"
 
 
 def no_pipeline(versions: Versions) -> tuple[str, ...]:
