@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +15,6 @@ from pptune.check.job import ConfigCosts, config_job
 from pptune.check.layouts import own_first, searched_keys
 from pptune.costmodel.keys import CostKey
 from pptune.costmodel.listing import Ran
-from pptune.costmodel.partition import is_mtp, stage_bounds
 from pptune.costmodel.search import (
     CostTable,
     Plan,
@@ -26,12 +24,13 @@ from pptune.costmodel.search import (
     Sharding,
     search,
 )
-from pptune.costmodel.stage_recompute import stage_blocks, summary_blocks
+from pptune.costmodel.stage_recompute import summary_blocks
 from pptune.frameworks.common.adapter import Adapter, Add, Job
 from pptune.frameworks.common.as_run import as_itself, as_run_faster
 from pptune.frameworks.common.batch_words import TokenBatch
 from pptune.frameworks.registry import adapter_of
 from pptune.report.fmt import (
+    blocks_text,
     compact_split,
     fmt_microbatches,
     fmt_over_limit,
@@ -148,22 +147,6 @@ def differences(table: CostTable, file: Plan, best: Plan, every: int | None = No
     mine, theirs = ({**settings(table, x, every, modules), **own}
                     for x, own in zip((file, best), runs, strict=True))
     return {k: [mine[k], theirs[k]] for k in mine if mine[k] != theirs.get(k)}
-
-
-def blocks_text(names: Sequence[str], stage_layers: list[int]) -> str:
-    """Transformer blocks per stage, and where the embedding, the head and any MTP layers
-    sit (a stage's MTP layers are not blocks); a run of more than three equal counts
-    shortened as recommend's table does (``2x47,0``: compact_split)."""
-    blocks = stage_blocks(list(names), stage_layers)
-    where = [k for k, (s, e) in enumerate(stage_bounds(stage_layers))
-             if any(is_mtp(n) for n in names[s:e])]
-    mtp = sum(map(is_mtp, names))
-    layers = "the MTP layer" if mtp == 1 else f"the {mtp} MTP layers"
-    ends = ("embedding first, head last" if not where else
-            f"embedding first, {layers} and the head last" if where == [len(blocks) - 1] else
-            f"embedding first, head last, {layers} on stage "
-            + ",".join(map(str, where)))
-    return f"{compact_split(blocks)} (+ {ends})"
 
 
 def slower_than_best(table: CostTable, plan: Plan, best: Plan, *, gpus: int, limit: float,

@@ -31,7 +31,8 @@ RECOMMEND_HELP = """Find the fastest pipeline plan that fits, and explain it.
   pptune recommend --gpus 64 --model llama3-70b --tp 8 --json -o plans.json
   pptune recommend --gpus 8 --emit megatron -o launch/
   pptune recommend --gpus 8 --framework torchtitan
-  pptune recommend --gpus 8 --emit torchtitan --framework-version torchtitan=0.3.0
+  pptune recommend --gpus 8 --emit torchtitan \\
+      --framework-version torchtitan=0.3.0
 
 Costs come from --profile, else --model/--gpu presets, else ./pptune-profile.json,
 else the embedded default (llama3-8b on h100-sxm). Exit 1 when no plan fits.

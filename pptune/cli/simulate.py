@@ -15,6 +15,7 @@ from pptune.cli.util import out_console as _out
 from pptune.cli.util import say as _say
 from pptune.cli.util import show as _show
 from pptune.cli.util import wrote as _wrote
+from pptune.costmodel.layout_grammar import is_layout
 from pptune.errors import BadInput
 from pptune.files import SVG, TRACE, check_output, dumps_json, same_file
 from pptune.options import CostOptions, OutputOptions, PlanSpace
@@ -61,7 +62,7 @@ def simulate_cmd(
     a2a_ms: float = typer.Option(0.0, "--a2a-ms", help="expert all-to-all per device per micro-batch, in forward and again in backward (textbook mode; F&B pairs hide it)"),
     a2a_overlap: bool = typer.Option(False, "--a2a-overlap", help="interleaved-1f1b, or 1f1b at --pp 1: Megatron-LM's combined order (--overlap-moe-expert-parallel-comm)"),
     micro_batch_size: int = typer.Option(1, "--micro-batch-size", "-b", help="samples per micro-batch"),
-    split: str | None = typer.Option(None, "--split", help="layers per stage, e.g. 6,6,6,6 or 5,4x14,3 (NxM: M stages of N layers; default even)"),
+    split: str | None = typer.Option(None, "--split", help="layers per stage, e.g. 6,6,6,6 or 5,4x14,3 (NxM: M stages of N layers; default even), or a Megatron-LM --pipeline-model-parallel-layout such as 'Et|(tt|)*30mL'"),
     gpus: int | None = typer.Option(None, "--gpus", help="the job's GPUs, whose slowest sets the compute pace as recommend --gpus prices it: a multiple of one pipeline's pp x tp x cp [default: one pipeline's]"),
     costs: CostOptions,
     blocking_send: bool = option_for(PlanSpace, "blocking_send"),
@@ -82,7 +83,10 @@ def simulate_cmd(
         schedule=schedule, pp=pp, microbatches=microbatches, virtual_stages=virtual_stages,
         fwd_ms=fwd_ms, bwd_ms=bwd_ms, wgrad_ms=wgrad_ms, p2p_ms=p2p_ms, a2a_ms=a2a_ms,
         a2a_overlap=a2a_overlap, costs=costs,
-        micro_batch_size=micro_batch_size, split=parse_split(split, "--split"),
+        micro_batch_size=micro_batch_size,
+        # E, t, m, L or |: Megatron-LM's layout (its symbols), else layers per stage
+        split=None if is_layout(split) else parse_split(split, "--split"),
+        layout=split if is_layout(split) else None,
         blocking_send=blocking_send, gpus=gpus,
     )
     run = simulation.run(spec)

@@ -113,6 +113,12 @@ _UNKNOWN = ("the layout uses E (embedding), t (transformer layer), m (MTP layer)
             "| (stage end), *N, ( ) and commas")
 
 
+def is_layout(text: str | None) -> bool:
+    """Whether a flag's value is written as a layout (holds E, t, m, L or ``|``), not as
+    numbers of layers ("5,4x14,3": simulate --split takes both)."""
+    return text is not None and any(ch in _SYMBOLS for ch in text)
+
+
 def expand(text: str) -> list[list[Placed]]:
     """The stages of ``text``, each symbol with its source column (1-based);
     raises LayoutError on anything megatron-core would not read as written."""

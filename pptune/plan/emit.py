@@ -17,7 +17,6 @@ from pathlib import Path
 
 from pptune.costmodel import presets
 from pptune.costmodel.keys import CostKey, Precision
-from pptune.costmodel.partition import strip_ends
 from pptune.costmodel.precision import problems as precision_problems
 from pptune.costmodel.schedules import Schedule
 from pptune.costmodel.search import Plan, search
@@ -40,7 +39,7 @@ from pptune.frameworks.common.writing import plan_launch
 from pptune.frameworks.registry import ADAPTERS, Framework
 from pptune.plan.framework_search import check_moments, parse_framework
 from pptune.plan.recommend import RecommendRun
-from pptune.report.fmt import compact_split, fmt_pct, fmt_seconds, fmt_sizes
+from pptune.report.fmt import blocks_text, fmt_pct, fmt_seconds, fmt_sizes
 
 
 @dataclass
@@ -50,6 +49,9 @@ class Emitted:
     files: dict[str, str]  # file name -> content
     notes: list[str] = field(default_factory=list)
     exact: bool = True
+    # the layers the plan's split counts (Job.layer_names: embedding, blocks, any MTP
+    # layers, head), which the summary's blocks per stage are counted from
+    names: tuple[str, ...] = ()
 
     def summary(self) -> str:
         p = self.plan
@@ -58,7 +60,7 @@ class Emitted:
             f"{p.schedule.value}"
             + (f" v={p.virtual_stages}" if p.virtual_stages > 1 else "")
             + f", {p.num_microbatches} x {p.micro_batch_size}, blocks/stage "
-            f"{compact_split(strip_ends(p.stage_layers))} (+ embedding first, head last)"
+            f"{blocks_text(self.names, p.stage_layers)}"
             f"; predicted step {fmt_seconds(p.step_time_s)}, bubble {fmt_pct(p.bubble_rate)}"
         )
 
@@ -132,7 +134,7 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1,
         notes.append(f"{adapter.title}'s files state no routing imbalance: check-config "
                      f"prices the file with balanced routing, not the --moe-imbalance "
                      f"{imbalance:g} predicted here")
-    return Emitted(fw, chosen, files, notes, stated.exact)
+    return Emitted(fw, chosen, files, notes, stated.exact, stated.job.layer_names)
 
 
 def as_written(path: str, folder: Path) -> str:

@@ -52,7 +52,7 @@ from pptune.plan.what_if import (
     nearby_batch,
 )
 from pptune.plan.written import written_kernels
-from pptune.report.domain_note import domain_note, host_note, rack_host
+from pptune.report.domain_note import domain_note, host_note, rack_host, wider_note
 
 __all__ = ["DEFAULT_GLOBAL_BATCH", "RecommendRun", "RecommendSpec", "check_spec", "recommend",
            "request_for"]
@@ -235,6 +235,7 @@ def recommend(spec: RecommendSpec, costs: Costs | None = None) -> RecommendRun:
     for hint in (domain_note(s.gpus, gpn, "NVLink domain" if gpn > 8 else "node",
                              rack_host(costs.gpu, gpn)),
                  host_note(s.gpus_per_node, costs.gpu) if costs.gpu is not None else None,
+                 wider_note(s.gpus_per_node, costs.gpu) if costs.gpu is not None else None,
                  *winner_notes(result, reserve, table.memory_bytes, s.max_memory, global_batch)):
         result.notes += [hint] if hint else []
     request = PlanFileRequest(

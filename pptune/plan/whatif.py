@@ -8,7 +8,8 @@ from typing import Any
 
 from pptune import limits
 from pptune.costmodel.keys import CostKey
-from pptune.costmodel.partition import SplitError, add_ends, even_split
+from pptune.costmodel.layout_grammar import LayoutError, parse_layout
+from pptune.costmodel.partition import SplitError, add_ends, even_split, mtp_count
 from pptune.costmodel.schedule_orders import microbatch_group
 from pptune.costmodel.schedules import (
     COMBINABLE,
@@ -44,6 +45,9 @@ class SimSpec:
     costs: CostOptions = field(default_factory=CostOptions)  # per-layer costs (not textbook)
     micro_batch_size: int = 1
     split: list[int] | None = None
+    # --split as Megatron-LM's --pipeline-model-parallel-layout ("Et|(tt|)*30mL"): each
+    # stage's layers as check-config counts them (check/split.py table_split)
+    layout: str | None = None
     blocking_send: bool = False
     # the job's GPUs, whose slowest sets the compute pace (costmodel/variation.py), as
     # recommend --gpus prices it; None: the one pipeline's pp x tp x cp
@@ -145,7 +149,7 @@ def run(spec: SimSpec) -> SimRun:
         cost_flags = [f.flag.name for f in fields_of(CostOptions)
                       if getattr(spec.costs, f.name) != f.default]
         cost_flags += [flag for flag, given in (
-            ("--split", spec.split), ("--micro-batch-size", spec.micro_batch_size != 1),
+            ("--split", spec.split or spec.layout), ("--micro-batch-size", spec.micro_batch_size != 1),
             ("--gpus", spec.gpus is not None)) if given]
         if cost_flags:
             raise BadInput("--fwd-ms/--bwd-ms simulate equal stages from times per device; "
@@ -179,7 +183,9 @@ def run(spec: SimSpec) -> SimRun:
     table = costs.table
     n_layers = len(table.names)
     n_stages = model_chunks(schedule, p, v)  # the split's entries (dualpipe: p chunks)
-    if spec.split is not None:
+    if spec.layout is not None:
+        split = layout_split(spec.layout, table, schedule, p, v)
+    elif spec.split is not None:
         ends = table.names[0] == "embedding" and table.names[-1] == "head"
         if len(spec.split) == n_stages and sum(spec.split) == n_layers:
             split = spec.split
@@ -252,6 +258,34 @@ def _borrowed_expert_ranks(key: CostKey) -> list[str]:
             f"cp {key.cp} = {stage}: the expert groups take ranks of other pipeline replicas "
             f"(megatron-core: ep x etp divides tp x cp x dp, here dp a multiple of "
             f"{ranks // math.gcd(ranks, stage)}); simulate times one replica"]
+
+
+def layout_split(text: str, table: CostTable, schedule: Schedule, p: int, v: int
+                 ) -> list[int]:
+    """The table's layers per stage a Megatron-LM layout states: each stage's symbols (E,
+    t, m, L: the table's embedding, blocks, MTP layers and head, in its order), as
+    check-config reads a script's layout (check/split.py table_split); BadInput in one
+    line where the layout is not the table's model, or not a split of the schedule's model
+    chunks in Megatron-LM's order (stage i on rank i % pp: one stage a rank, or
+    interleaved-1f1b's virtual stages)."""
+    chunks = model_chunks(schedule, p, v)
+    if schedule is Schedule.DUALPIPE or (chunks != p and schedule is not Schedule.INTERLEAVED):
+        raise BadInput(f"--split takes a Megatron-LM layout for one stage a rank or "
+                       f"interleaved-1f1b, whose stage order it states; {schedule.value} "
+                       f"places its {chunks} model chunks otherwise: give layers per stage")
+    mtp = mtp_count(table.names)
+    try:
+        layout = parse_layout(text, p, num_layers=len(table.names) - 2 - mtp, mtp_layers=mtp)
+    except LayoutError as exc:
+        raise BadInput(f"--split: {exc.problem} (column {exc.column} of {text})") from None
+    stages = len(layout.stages)
+    if stages != chunks:
+        fits = (f" (-v {stages // p} runs {stages})" if schedule is Schedule.INTERLEAVED
+                else f" (--schedule interleaved-1f1b -v {stages // p} runs {stages})")
+        raise BadInput(f"--split {text} has {stages} stages; {schedule.value} at --pp {p}"
+                       + (f" -v {v}" if schedule is Schedule.INTERLEAVED else "")
+                       + f" runs {chunks} model chunks{fits}")
+    return [len(stage) for stage in layout.stages]
 
 
 def _entries(schedule: Schedule) -> str:

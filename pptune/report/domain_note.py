@@ -6,11 +6,12 @@ node (costmodel/layout.py), so a group whose size does not divide ``g`` has memb
 sides of a boundary somewhere; the layout prices every such group at its worst placement,
 over the NICs. The note says so, so that a user who can round the job to whole nodes knows
 what the remainder costs. And one when ``--gpus-per-node`` names one host of a rack
-whose NVLink domain spans hosts (``host_note``)."""
+whose NVLink domain spans hosts (``host_note``), or more GPUs than the GPU's NVLink
+domain holds (``wider_note``)."""
 
 from __future__ import annotations
 
-from pptune.costmodel.presets import GpuSpec
+from pptune.costmodel.presets import GPUS, GpuSpec
 
 
 def domain_note(gpus: int, gpus_per_node: int, domain: str,
@@ -57,6 +58,20 @@ def host_note(asked: int | None, gpu: GpuSpec) -> str | None:
     return (f"--gpus-per-node {asked} prices an NVLink domain of {asked} GPUs; {gpu.name}'s "
             f"NVL{gpu.gpus_per_node} joins {gpu.gpus_per_node} over NVLink, {host} a host "
             "(compute tray): leave --gpus-per-node out to price the rack")
+
+
+def wider_note(asked: int | None, gpu: GpuSpec) -> str | None:
+    """One line when ``--gpus-per-node`` (``asked``, the NVLink domain the plans are
+    priced on) is more GPUs than the GPU preset's NVLink domain (presets.py: 8 on an HGX
+    B200, 72 on a GB200 NVL72), naming the presets whose domain it is: a B200 job typed
+    with an NVL72's 72 is priced on NVLink it does not have; None otherwise."""
+    if asked is None or asked <= gpu.gpus_per_node:
+        return None
+    have = [name for name, spec in GPUS.items() if spec.gpus_per_node == asked]
+    return (f"--gpus-per-node {asked} prices an NVLink domain of {asked} GPUs, which "
+            f"{gpu.name} does not have: its NVLink domain is {gpu.gpus_per_node} GPUs"
+            + (f" ({' and '.join(have)} {'has' if len(have) == 1 else 'have'} {asked})"
+               if have else ""))
 
 
 def rack_host(gpu: GpuSpec | None, domain: int) -> int | None:

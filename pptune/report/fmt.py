@@ -17,6 +17,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from pptune.costmodel.partition import is_mtp, stage_bounds
+from pptune.costmodel.stage_recompute import stage_blocks
+
 # (factor in seconds, unit name, decimals), largest first.
 _TIME_UNITS: tuple[tuple[float, str, int], ...] = (
     (1.0, "s", 3),
@@ -132,6 +135,23 @@ def compact_split(stage_layers: Sequence[int]) -> str:
         parts.append(f"{stage_layers[i]}x{run}" if run > 3 else ",".join([str(stage_layers[i])] * run))
         i = j
     return ",".join(parts)
+
+
+def blocks_text(names: Sequence[str], stage_layers: Sequence[int]) -> str:
+    """Transformer blocks per stage, and where the embedding, the head and any MTP layers
+    sit (a stage's MTP layers are not blocks); a run of more than three equal counts
+    shortened as recommend's table does (``2x47,0``: compact_split). check-config's
+    findings and ``--emit``'s lines all say a split so."""
+    blocks = stage_blocks(list(names), list(stage_layers))
+    where = [k for k, (s, e) in enumerate(stage_bounds(list(stage_layers)))
+             if any(is_mtp(n) for n in names[s:e])]
+    mtp = sum(map(is_mtp, names))
+    layers = "the MTP layer" if mtp == 1 else f"the {mtp} MTP layers"
+    ends = ("embedding first, head last" if not where else
+            f"embedding first, {layers} and the head last" if where == [len(blocks) - 1] else
+            f"embedding first, head last, {layers} on stage "
+            + ",".join(map(str, where)))
+    return f"{compact_split(blocks)} (+ {ends})"
 
 
 def fmt_ranges(values: Sequence[int]) -> str:

@@ -40,8 +40,34 @@ class Strict(BaseModel):
 MAX_JSON_FILE_BYTES = 64 << 20
 
 
+# pptune's JSON files by the top-level keys that tell each apart (a file holding all of
+# one kind's keys is that kind): what a file given in the wrong place is called
+KINDS: tuple[tuple[str, frozenset[str], str], ...] = (
+    ("plan", frozenset({"plans", "request"}), "a plan file (pptune recommend -o)"),
+    ("profile", frozenset({"layers", "device", "links"}),
+     "a profile (pptune probe / calibrate)"),
+    ("report", frozenset({"findings", "exit_code"}),
+     "a check-config report (pptune check-config --output json)"),
+    ("trace", frozenset({"traceEvents"}), "a trace (pptune simulate --trace, or a profiler's)"),
+)
+
+
+def other_kind(data: Any, what: str) -> str | None:
+    """``data``'s kind where it is one of pptune's files other than ``what`` (KINDS), said
+    as "this is X, not Y"; None where it is not, or is a ``what`` (its field errors then
+    say what is wrong with it)."""
+    if not isinstance(data, dict):
+        return None
+    found = next((said for name, keys, said in KINDS if keys <= data.keys()), None)
+    wanted = next((said for name, keys, said in KINDS if name == what), None)
+    if found is None or wanted is None or found == wanted:
+        return None
+    return f"this is {found}, not {wanted}"
+
+
 def load_json_model(path: Path, model: type[Strict], what: str) -> Any:
-    """Read and validate a JSON file; BadInput with one line on any problem."""
+    """Read and validate a JSON file; BadInput with one line on any problem (a pptune
+    file of another kind named as such: ``other_kind``)."""
     from pptune.files import loads_json, read_limited
 
     raw = read_limited(Path(path), f"{what} file", MAX_JSON_FILE_BYTES)
@@ -54,6 +80,9 @@ def load_json_model(path: Path, model: type[Strict], what: str) -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
+        kind = other_kind(data, what)
+        if kind is not None:
+            raise BadInput(f"{what} file {path}: {kind}") from None
         raise BadInput(f"{what} file {path} is invalid: {one_line(exc)}") from None
     except RecursionError:
         raise BadInput(f"{what} file {path}: JSON nested too deeply to be a {what}") from None

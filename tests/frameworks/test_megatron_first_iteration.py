@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from pptune.errors import BadInput
 from pptune.frameworks.common.joblog import steady_step_s
 from pptune.frameworks.logs import read_log
 from pptune.frameworks.megatron.log import read
@@ -78,8 +79,18 @@ def test_at_interval_one_the_first_lines_neighbour_is_left_out() -> None:
                      ((1, 95000.0), (2, 55500.0), (3, 16000.0), (4, 16200.0)))
     steady = steady_step_s(read(text + "\n"), None, "log")
     assert steady.used == (3, 4) and steady.step_s == pytest.approx(16.1)
-    assert any("iteration 2 left out (the run's first iteration in its interval)" in n
-               for n in steady.notes)
+    # its figure is (t1 + t2) / 2 under 0.16 (training.py should_reset = not
+    # is_first_iteration): said so, not as "the run's first iteration in its interval"
+    assert ("iteration 2 left out (its figure averages in iteration 1 too: megatron-core "
+            "0.16 on does not reset the interval timer after the run's first line "
+            "(training.py should_reset))") in steady.notes
+
+
+def test_at_interval_one_a_log_of_two_lines_is_refused_in_those_words() -> None:
+    text = "\n".join(megatron_iteration(i, ms) for i, ms in ((1, 95000.0), (2, 55500.0)))
+    with pytest.raises(BadInput, match=r"every steady Megatron-LM line is left out \(its "
+                                       r"figure averages in iteration 1 too"):
+        steady_step_s(read(text + "\n"), None, "log")
 
 
 def test_a_last_line_still_being_written_is_left_out(tmp_path: Path) -> None:

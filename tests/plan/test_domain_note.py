@@ -66,3 +66,30 @@ def test_racks_used_as_fewer_gpus_are_named_where_they_divide_the_job() -> None:
     # no whole-host size under the rack divides 4 x 73 = 292 but 4 itself: none named
     assert domain_note(292, 72, "NVLink domain", host=4).endswith(
         "288 or 360 GPUs fill whole ones")
+
+
+def test_a_domain_wider_than_the_gpus_is_said() -> None:
+    """--gpus-per-node 72 with --gpu b200 (an HGX of 8: presets.py) priced plans on a
+    72-GPU NVLink domain with no word and changed the winner (trial u30, rough edge 6):
+    one note says the preset's domain and which presets have one of 72."""
+    from pptune.costmodel.presets import GPUS
+    from pptune.report.domain_note import wider_note
+
+    assert wider_note(72, GPUS["b200"]) == (
+        "--gpus-per-node 72 prices an NVLink domain of 72 GPUs, which b200 does not have: "
+        "its NVLink domain is 8 GPUs (gb200 and gb300 have 72)")
+    assert wider_note(16, GPUS["h100-sxm"]) == (
+        "--gpus-per-node 16 prices an NVLink domain of 16 GPUs, which h100-sxm does not "
+        "have: its NVLink domain is 8 GPUs")  # no preset has one of 16
+    assert wider_note(8, GPUS["b200"]) is None and wider_note(None, GPUS["b200"]) is None
+    assert wider_note(72, GPUS["gb200"]) is None and wider_note(4, GPUS["gb200"]) is None
+
+
+def test_recommend_says_so() -> None:
+    from pptune.plan.recommend import RecommendSpec, recommend
+
+    run = recommend(RecommendSpec.of(gpus=16, model="gpt-small", gpu="b200", gpus_per_node=16,
+                                     top=1))
+    assert [n for n in run.result.notes if n.startswith("--gpus-per-node 16 prices")] == [
+        "--gpus-per-node 16 prices an NVLink domain of 16 GPUs, which b200 does not have: "
+        "its NVLink domain is 8 GPUs"]

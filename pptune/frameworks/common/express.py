@@ -21,7 +21,6 @@ from pptune.costmodel.partition import (
     is_mtp,
     mtp_count,
     stage_bounds,
-    strip_ends,
 )
 from pptune.costmodel.precision import Fp8Casts, Fp8Kernels
 from pptune.costmodel.rates import Swiglu, WgradAccum
@@ -43,7 +42,7 @@ from pptune.frameworks.common.baseline import ratio
 from pptune.frameworks.common.repricing import analytic, kernels_job, repriced
 from pptune.frameworks.common.writing import domain_spans_hosts, plan_launch
 from pptune.report.fmt import (
-    compact_split,
+    blocks_text,
     fmt_bytes,
     fmt_microbatches,
     fmt_pct,
@@ -180,7 +179,7 @@ def closest_or_refuse(job: Job, plan: Plan, options: Sequence[Option], *, name: 
         f"{name} cannot express plan {rank} ({why}); emitting the fastest plan it can run "
         f"on the same ranks and {batches}: {alt.schedule.value}"
         + (f" v={alt.virtual_stages}" if alt.schedule is Schedule.INTERLEAVED else "")
-        + f", blocks/stage {compact_split(strip_ends(alt.stage_layers))}"
+        + f", blocks/stage {blocks_text(job.layer_names, alt.stage_layers)}"
         + (f", rank order {alt.rank_order.value}" if alt.rank_order != plan.rank_order else "")
         + f", predicted step {fmt_seconds(alt.step_time_s)} ({ratio(alt.step_time_s, plan.step_time_s)})"
         f", bubble {fmt_pct(alt.bubble_rate)}"

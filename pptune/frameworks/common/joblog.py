@@ -37,6 +37,10 @@ from pptune.errors import BadInput
 MIB = 1024**2
 GIB = 1024**3
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # colour codes (torchtitan's Color)
+# an unsteady kind that begins so is a whole clause about the line's figure (Megatron-LM's
+# second line at --log-interval 1: "its figure averages in iteration 1 too: ..."); the
+# others say what its interval counted ("skipped iterations", "a nan loss")
+CLAUSE = "its figure "
 
 
 @dataclass(frozen=True)
@@ -155,6 +159,16 @@ def seconds_of(step: LoggedStep, size: JobSize | None) -> float | None:
     return None
 
 
+def _why(kinds: list[str], where: str) -> str:
+    """Why lines are left out: what their intervals counted (``in {where}`` after them,
+    where given), then each whole clause (``CLAUSE``)."""
+    counted = [k for k in kinds if not k.startswith(CLAUSE)]
+    said = (f"{', '.join(counted[:-1])} or {counted[-1]}" if len(counted) > 1
+            else "".join(counted))
+    return "; ".join([*([said + (f" in {where}" if where else "")] if counted else []),
+                      *(k for k in kinds if k.startswith(CLAUSE))])
+
+
 def steady_step_s(log: JobLog, size: JobSize | None, where: str,
                   warmup: int | None = None) -> SteadyStep:
     """The median seconds per step over the steady lines (module docstring).
@@ -189,14 +203,18 @@ def steady_step_s(log: JobLog, size: JobSize | None, where: str,
     bad = [s for s in steady if s.unsteady]
     steady = [s for s in steady if not s.unsteady]
     kinds = list(dict.fromkeys(k for s in bad for k in s.unsteady.split(", ")))
-    why = f"{', '.join(kinds[:-1])} or {kinds[-1]}" if len(kinds) > 1 else "".join(kinds)
     if not steady:
-        raise BadInput(f"{where}: every steady {log.title} line counts {why} in its interval; "
+        if any(k.startswith(CLAUSE) for k in kinds):
+            raise BadInput(f"{where}: every steady {log.title} line is left out "
+                           f"({_why(kinds, 'its interval')}); give a longer log, or the step "
+                           "as --step-s")
+        raise BadInput(f"{where}: every steady {log.title} line counts "
+                       f"{_why(kinds, '')} in its interval; "
                        f"give a log of {unit}s that ran cleanly, or the step as --step-s")
     if bad:
         where_ = "its interval" if len(bad) == 1 else "their intervals"
         notes.append(f"{numbered(unit, [s.iteration for s in bad])} left out "
-                     f"({why} in {where_})")
+                     f"({_why(kinds, where_)})")
     times = [(s.iteration, seconds_of(s, size)) for s in steady]
     known = [(i, t) for i, t in times if t is not None]
     if not known:

@@ -111,6 +111,9 @@ class MegatronAdapter(Adapter):
     def as_run_saving_s(self, job: Job, spec: PlanSpec) -> float:
         return running.as_run_saving_s(job, spec)
 
+    def run_settings(self, job: Job, plan: Plan) -> dict[str, str]:
+        return running.run_settings(job, plan)
+
     def express(self, job: Job, plan: Plan, rank: int) -> Stated:
         return closest_plan(job, plan, rank)
 

@@ -14,6 +14,7 @@ placement megatron-core refuses (closest.py)."""
 
 from __future__ import annotations
 
+from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.search import Plan, PlanSpec, Recompute
 from pptune.errors import BadInput
 from pptune.frameworks.common.adapter import Job
@@ -31,6 +32,15 @@ from pptune.frameworks.megatron.closest import (
 from pptune.frameworks.megatron.connections import contested, sequence_settings
 from pptune.frameworks.megatron.cp_fp8 import RANK_ORDER_REFUSED, refuses_rank_order
 from pptune.frameworks.megatron.layout import plan_layout
+from pptune.options import CostOptions
+
+# the loss kernels as a script states them (reader.py: megatron-core's unfused loss unless
+# --cross-entropy-loss-fusion; Transformer Engine's with --cross-entropy-fusion-impl te)
+LOSS_FLAGS = {CrossEntropy.UNFUSED: "unfused",
+              CrossEntropy.NATIVE: "fused (--cross-entropy-loss-fusion)",
+              CrossEntropy.FUSED: "fused (--cross-entropy-loss-fusion "
+                                  "--cross-entropy-fusion-impl te)",
+              CrossEntropy.EAGER: "eager"}
 
 
 def refusal(job: Job, plan: Plan) -> str | None:
@@ -81,3 +91,16 @@ def as_run_saving_s(job: Job, spec: PlanSpec) -> float:
     ran = kernels_job(job, key.precision, sequence_parallel=split, tp_comm_overlap=overlap,
                       **kernels(job, spec.sharding, key.tp, key.ep))
     return 0.0 if ran is None else table_saving_s(job.table, ran.table, spec.micro_batch_size)
+
+
+def run_settings(job: Job, plan: Plan) -> dict[str, str]:
+    """The kernels a plan is priced with (``as_run``'s job: the script's loss, attention
+    backend, token dispatcher and weight-gradient accumulation, ``closest.kernels``), so
+    that check-config's comparison names each one the file would have to change to run
+    the best plan at its predicted step, not only the plan's sizes."""
+    c = job.cost_options or CostOptions()
+    out = {"cross-entropy": LOSS_FLAGS[c.loss_kernels], "attention": str(job.attention),
+           "weight gradients": c.wgrad.value}
+    if job.shape is not None and job.shape.moe:
+        out["dispatcher"] = c.dispatcher.value
+    return out

@@ -82,7 +82,7 @@ import math
 import re
 from dataclasses import replace
 
-from pptune.frameworks.common.joblog import MIB, JobLog, LoggedStep, clean, fields, number
+from pptune.frameworks.common.joblog import CLAUSE, MIB, JobLog, LoggedStep, clean, fields, number
 from pptune.frameworks.common.logruns import Steps, runs
 
 TITLE = "Megatron-LM"
@@ -201,8 +201,11 @@ def _without_first(part: list[LoggedStep], interval: int | None
     if every > 1 and its[0] % every == 0:  # a line at the interval: no first-iteration line
         return part, ""
     if every == 1:  # the release cannot be told: the first line's neighbour left out
-        return [replace(s, unsteady=", ".join(filter(None, [s.unsteady, "the run's first "
-                                                            "iteration"])))
+        # a whole clause about the line (joblog.CLAUSE), without the ", " that joins kinds
+        said = (f"{CLAUSE}averages in iteration {its[0]} too: megatron-core 0.16 on does not "
+                "reset the interval timer after the run's first line (training.py "
+                "should_reset)")
+        return [replace(s, unsteady=", ".join(filter(None, [s.unsteady, said])))
                 if s.iteration == its[1] else s for s in part], ""
     n = gap + 1  # iterations from the run's first to the second line
     second = next(s for s in part if s.iteration == its[1])

@@ -154,6 +154,11 @@ def write(stated: Stated, placed: Placement) -> dict[str, str]:
     elif plan.recompute is Recompute.MODULES:
         args += ["--recompute-granularity selective",
                  "--recompute-modules " + " ".join(plan.recompute_modules)]
+    elif plan.recompute is Recompute.NONE and job.layer_modules:
+        # the modules the table prices into every layer (check-config's best plan for a
+        # file with --recompute-modules: Job.layer_modules), which the plan runs
+        args += ["--recompute-granularity selective", "--recompute-modules " + " ".join(
+            plan.recompute_modules or sorted(job.layer_modules))]
     if plan.tp > 1 and job.sequence_parallel:
         args.append("--sequence-parallel")
         if job.tp_comm_overlap:  # as priced (closest.py: never beside --transformer-impl local)
