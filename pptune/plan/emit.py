@@ -38,6 +38,7 @@ from pptune.frameworks.common.versions import Versions
 from pptune.frameworks.common.writing import plan_launch
 from pptune.frameworks.registry import ADAPTERS, Framework
 from pptune.plan.framework_search import check_moments, parse_framework
+from pptune.plan.kept import changed, refuse_changed
 from pptune.plan.recommend import RecommendRun
 from pptune.report.fmt import blocks_text, fmt_pct, fmt_seconds, fmt_sizes
 
@@ -120,6 +121,8 @@ def emit(framework: Framework | str, run: RecommendRun, rank: int = 1,
             notes.append(f"in all, plan {rank} ({fmt_seconds(asked.step_time_s)}) is written as "
                          f"{fmt_seconds(chosen.step_time_s)}, "
                          f"{ratio(chosen.step_time_s, asked.step_time_s)}")
+    refuse_changed(stated.job.held, asked, chosen, notes, name=adapter.name,
+                   title=adapter.title, ranked_by=run.request.framework)
     winner, forced = plans[0], run.forced  # recommend's note on the forced sizes: winner's
     if forced is not None and chosen is not winner and forced.note(winner) is None:
         notes += [n for n in [forced.note(chosen, "the plan written")] if n]
@@ -209,6 +212,8 @@ def _or_faster_stateable(adapter: Adapter, run: RecommendRun, plan: Plan, rank: 
     held = run.plan_request.pp  # --pp: a substitute at another depth (DeepSpeed's AutoTP at
     # pp 1) only where none keeps it
     tried = [t for t in tried if held is None or t[1].plan.pp in held] or tried
+    # one that keeps every size a flag held at one value, where one does (kept.py)
+    tried = [t for t in tried if not changed(job.held, plan, t[1].plan)] or tried
     # a substitute that fits the GPU before a faster one that does not (a file stated anyway)
     best, second = min(tried, key=lambda t: (not fits(t[1].job, t[1].plan), t[1].plan.step_time_s))
     if stated is not None and second.plan.step_time_s >= 0.99 * stated.plan.step_time_s and (

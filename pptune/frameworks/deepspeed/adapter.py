@@ -76,6 +76,20 @@ class DeepSpeedAdapter(Adapter):
     def config_rules(self, cfg: TrainingConfig, semantics: Semantics, add: Add) -> None:
         rules.zero_rule(cfg, add, semantics.versions)
 
+    def memory_fix_clauses(self, cfg: TrainingConfig
+                           ) -> tuple[str, str, str | None, str]:
+        """The sharding clause as the next ZeRO stage up from the file's (a config at stage
+        2 is told stage 3, not to use ZeRO; check.framework.memory_fixes leaves it out at
+        the most the engine runs: 1 with a pipeline, 3 without)."""
+        stages, _, recompute, micro = self.memory_fixes
+        said = {"none": 0, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}
+        stage = said[cfg.sharding] if cfg.sharding is not None else cfg.zero_stage
+        most = 1 if cfg.pp > 1 else 3  # PipelineEngine: ZeRO-2/3 refused (closest.py)
+        nxt = min(stage + 1, most)
+        higher, upto = (" or higher", f" to {most}") if nxt < most else ("", "")
+        return (stages, f"ZeRO stage {nxt}{higher} (zero_optimization.stage {nxt}{upto})",
+                recompute, micro)
+
     def stage_split(self, cfg: TrainingConfig, param_counts: Sequence[float],
                     num_stages: int) -> list[int] | None:
         """PipelineModule's partition_method (the reader states it, "parameters" by default)."""

@@ -101,9 +101,12 @@ def closest_plan(job: Job, plan: Plan, rank: int, versions: Versions | None = No
     runs = [*(["tensor parallelism (AutoTP) without sequence parallelism"] if plan.tp > 1
               else []),
             *(["its MoE layers' standard all-to-all"] if plan.ep > 1 else [])]
+    # a plan that outgrows the GPU so priced gives way to one its engine runs (1F1B, ZeRO
+    # 0-3): at the plan's depths, whose AutoTP substitute (_without_pipeline) says why pp 1
+    within = replace(stateable_request(job.request, None, versions), pp=job.request.pp)
     job, plan = ex.priced_as_run(job, plan, name=NAME, notes=notes,
                                  runs=" and ".join(runs) or "its own kernels",
-                                 **kernels(job, plan.tp))
+                                 within=within, **kernels(job, plan.tp))
     if split_sequence:  # the search ranked plans that split the sequence
         notes.append("recommend --no-sequence-parallel ranks the plans as DeepSpeed runs "
                      "tensor parallelism")

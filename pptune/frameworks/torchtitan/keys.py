@@ -215,8 +215,9 @@ def _walk(data: dict[str, Any], table: str = "") -> list[tuple[str, str]]:
 
 
 def _marked(found: list[tuple[str, str]]) -> str | None:
-    """The first key of the file only torchtitan 0.2 has (``[checkpoint] enable``), None."""
-    return next((f"[{table}] {key}" for table, key in found
+    """The first key of the file only torchtitan 0.2 has (``[checkpoint] enable``; a whole
+    table, ``[compile]``, by its name alone), None."""
+    return next((f"[{table}] {key}" if table else f"[{key}]" for table, key in found
                  if key in MARKERS.get(table, ())), None)
 
 
