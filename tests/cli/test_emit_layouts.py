@@ -15,7 +15,7 @@ from pptune.check import best
 from pptune.check.rules import CheckOptions, check
 from pptune.cli.app import app
 from pptune.costmodel.layout_grammar import parse_layout
-from pptune.errors import BadInput
+from pptune.errors import BadInput, NoFeasiblePlan
 from pptune.frameworks.megatron.layout import layout_stages, plan_layout
 from pptune.frameworks.read import read_config
 from pptune.options import CostOptions
@@ -150,8 +150,8 @@ def test_mtp_layers_are_placed_where_megatron_core_builds_them() -> None:
 def test_a_hugging_face_config_of_a_flavor_is_written_as_that_flavor() -> None:
     """Qwen3-30B-A3B read from its Hugging Face config is torchtitan's qwen3 30B-A3B:
     the file names the flavor (not a 'custom' one to register), and torchtitan's qwen3
-    has no pipelining, so a pipelined plan of it is written as the fastest plan without
-    one, with a note, as for the preset."""
+    has no pipelining, so a plan whose pipeline was forced (--pp 2) is refused rather
+    than written without one (plan/kept.py)."""
     hf = Path(__file__).resolve().parents[1] / "data" / "hf" / "qwen3-30b-a3b-config.json"
     flat = recommend(RecommendSpec.of(gpus=8, hf_config=str(hf), gpu="h100-sxm", pp=[1],
                                       seq_len=4096, top=1))
@@ -162,9 +162,9 @@ def test_a_hugging_face_config_of_a_flavor_is_written_as_that_flavor() -> None:
     assert "pipeline_parallel_schedule" not in text and "module_fqns" not in text
     piped = recommend(RecommendSpec.of(gpus=8, hf_config=str(hf), gpu="h100-sxm", pp=[2],
                                        seq_len=4096, top=1))
-    written = emit(Framework.TORCHTITAN, piped)
-    assert "pipeline_parallel_degree = 1" in written.files["torchtitan.toml"]
-    assert any("torchtitan's qwen3 model has no pipelining" in n for n in written.notes)
+    with pytest.raises(NoFeasiblePlan, match=r"forced --pp 2.*torchtitan's qwen3 model has "
+                                             r"no pipelining"):
+        emit(Framework.TORCHTITAN, piped)
 
 
 def test_torchtitan_refuses_more_stages_than_the_layers_it_builds() -> None:

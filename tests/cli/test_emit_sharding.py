@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from pptune.cli.app import app
 from pptune.costmodel.search import Sharding, evaluate
-from pptune.errors import BadInput
+from pptune.errors import BadInput, NoFeasiblePlan
 from pptune.plan.emit import Framework, emit, write
 from pptune.plan.recommend import RecommendRun, RecommendSpec, recommend
 
@@ -99,14 +99,15 @@ def test_deepspeed_writes_the_fastest_plan_it_can_place_as_it_runs(tmp_path: Pat
 
 def test_deepspeed_runs_autotp_without_a_pipeline(tmp_path: Path) -> None:
     """DeepSpeed's engine replaces a PipelineModule's topology with AutoTP's data x
-    tensor-parallel mesh (utils/groups.py _init_tp_mesh_device): a tp > 1 plan is written
-    without a pipeline, and a config with both is an error finding."""
+    tensor-parallel mesh (utils/groups.py _init_tp_mesh_device): a tp > 1 plan whose
+    pipeline was forced is refused (plan/kept.py), not written without it, and a config
+    with both is an error finding."""
     ranked = recommend(RecommendSpec.of(gpus=32, model="llama3-70b", seq_len=4096,
                                         gpu="a100-80gb", tp=[4], pp=[8], top=1))
     assert ranked.result.plans[0].pp == 8
-    emitted = emit(Framework.DEEPSPEED, ranked)
-    assert emitted.plan.tp == 4 and emitted.plan.pp == 1
-    assert any("deepspeed runs AutoTP without a pipeline" in n for n in emitted.notes)
+    with pytest.raises(NoFeasiblePlan, match=r"forced --pp 8, which DeepSpeed files cannot "
+                                             r"state.*deepspeed runs AutoTP without a pipeline"):
+        emit(Framework.DEEPSPEED, ranked)
     # with ZeRO-1 alone nothing at tp 4 fits without a pipeline: refused, not written
     only = recommend(RecommendSpec.of(gpus=64, model="llama3-70b", gpu="h100-sxm", tp=[4],
                                       sharding="zero1", top=1))
