@@ -131,7 +131,9 @@ def cli_reference() -> str:
         "Every command, argument and option, with its type, default and help, as "
         "`pptune ... --help` states them. The guides in [guide/](guide/) explain what to do "
         "with them. Exit codes everywhere: `0` ok, `1` findings, no feasible plan or a failed "
-        "run, `2` bad usage or bad input. Under `--json` a command refused with `2` prints "
+        "run, `2` bad usage or bad input, `141` stdout's reader went away (`pptune ... | head "
+        "-1`: 128 + SIGPIPE, as a shell reports a process SIGPIPE killed; no message). "
+        "Under `--json` a command refused with `2` prints "
         "`{\"exit_code\": 2, \"error\": \"...\"}` on stdout besides its one line on stderr "
         "(check-config's names the `file` too).",
         "",

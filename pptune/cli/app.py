@@ -14,7 +14,13 @@ from typing import Any, TypeVar
 
 import typer
 
-from pptune.cli.errors import OneLineErrors, echo_json_error, json_asked, print_version
+from pptune.cli.errors import (
+    OneLineErrors,
+    echo_json_error,
+    json_asked,
+    pipe_closed,
+    print_version,
+)
 from pptune.cli.util import out_console as _out
 from pptune.cli.util import show as _show
 from pptune.errors import BadInput, PptuneError
@@ -132,8 +138,15 @@ _register_modules()
 
 
 def main() -> None:
+    """The console script. A reader that closed stdout before the last flush exits 141
+    without a word, as a write into it does (errors.py, module doc)."""
     try:
-        app()
+        try:
+            app()
+        finally:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        pipe_closed()
     except PptuneError as exc:  # raised outside a guarded command
         print(f"pptune: error: {exc}", file=sys.stderr)
         raise SystemExit(exc.exit_code) from None

@@ -11,13 +11,22 @@ refused too. What says one thing twice (``--output json --output json``, ``--jso
 line with the command's own parser and counts what it found, as ``calibrate``'s
 ``InOrder`` reads its flags' order; the values are read off the command line as the
 parser reads them (``_spellings``), and a count they do not match is refused.
+
+A reader that goes away (``pptune check-config x | head -1``) ends the run with exit 141,
+silently: 128 + SIGPIPE (13), what a shell reports for a process SIGPIPE killed. Python
+ignores SIGPIPE, so the closed pipe arrives as ``BrokenPipeError`` from a write; click
+would turn it into exit 1, which check-config uses for findings. ``PipeClosed`` carries it
+past click from the root command's parsing (the help) and running (``OneLineErrors``),
+``pipe_closed`` exits; ``app.main`` does the same for the interpreter's last flush. The
+default SIGPIPE action is not restored: tune and validate talk to workers over pipes.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 from typer.core import TyperGroup
@@ -32,8 +41,24 @@ except ImportError:  # pragma: no cover - older typer with click installed
     )
     from click.globals import get_current_context  # type: ignore[no-redef,import-not-found]
 
+PIPE_CLOSED = 141  # 128 + signal.SIGPIPE (13): a shell's status for a process SIGPIPE killed
 JSON = "--json"
 CHECK = "check-config"  # its error document also names the file (check.echo_error)
+
+
+class PipeClosed(Exception):
+    """stdout's reader went away; not an OSError, so click's EPIPE branch (exit 1) passes
+    it by (module doc)."""
+
+
+def pipe_closed() -> NoReturn:
+    """Exit 141 without a word: stdout is pointed at /dev/null first, so what is still
+    buffered goes nowhere and the interpreter's last flush raises nothing."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (a test's captured stdout)
+        pass
+    sys.exit(PIPE_CLOSED)
 
 
 class OneLineErrors(TyperGroup):
@@ -74,7 +99,25 @@ class OneLineErrors(TyperGroup):
         except typer.Abort:
             typer.echo("pptune: error: aborted", err=True)
             sys.exit(130)
+        except PipeClosed:
+            pipe_closed()
         sys.exit(code if isinstance(code, int) else 0)
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        """The root's parsing, which prints ``pptune --help``; a closed pipe as
+        ``PipeClosed`` (module doc)."""
+        try:
+            return super().make_context(*args, **kwargs)
+        except BrokenPipeError:
+            raise PipeClosed from None
+
+    def invoke(self, ctx: Any) -> Any:
+        """The subcommand's parsing (its --help) and run; a closed pipe as ``PipeClosed``
+        (module doc)."""
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            raise PipeClosed from None
 
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:

@@ -77,6 +77,15 @@ class _Trimmed(io.TextIOBase):
 MIN_WIDTH = 40
 
 
+class _OutConsole(Console):
+    """rich's console, but a closed stdout pipe is raised, not exit 1 (rich's
+    ``on_broken_pipe``): cli/errors.py turns it into exit 141, as for every write."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def out_console() -> Console:
     """stdout console; colour off under NO_COLOR; 160 columns when not a terminal;
     COLUMNS as given, at least MIN_WIDTH."""
@@ -86,7 +95,7 @@ def out_console() -> Console:
     if width is not None:
         width = max(width, MIN_WIDTH)
     trimmed = cast(TextIO, _Trimmed(sys.stdout))
-    return Console(file=trimmed, no_color="NO_COLOR" in os.environ, width=width,
+    return _OutConsole(file=trimmed, no_color="NO_COLOR" in os.environ, width=width,
                    soft_wrap=False)
 
 

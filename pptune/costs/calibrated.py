@@ -35,7 +35,7 @@ from pptune.costmodel.dispatch import Dispatcher
 from pptune.costmodel.keys import CostKey, Precision, TableSource
 from pptune.costmodel.loss import CrossEntropy
 from pptune.costmodel.moe import ExpertParallel
-from pptune.costmodel.precision import Fp8Kernels, Fp8Recipe, is_low
+from pptune.costmodel.precision import Fp8Kernels, Fp8Recipe, TorchaoRecipe, is_low
 from pptune.costmodel.presets import GPUS, GpuSpec, ModelShape
 from pptune.costmodel.rates import Swiglu, WgradAccum
 from pptune.costmodel.variation import slowest_of
@@ -133,9 +133,15 @@ def tables(cal: Calibration, sizes: Sequence[int], *, seq_len: int | None = None
                          **options)
 
 
+# torchao's recipes beyond tensorwise (torchtitan's recipe_name): priced as torchao's
+# (TorchaoRecipe, costmodel/precision.py), as check-config prices them (check/costs.py)
+ROWWISE = frozenset({TorchaoRecipe.ROWWISE.value, TorchaoRecipe.ROWWISE_WITH_GW_HP.value})
+
+
 def _recipe(name: str) -> Fp8Recipe:
     """pptune's recipe for one a job's file names: its own, else (torchtitan's rowwise,
-    Megatron-LM's custom) tensorwise, whose scales are computed locally too."""
+    Megatron-LM's custom) tensorwise, whose scales are computed locally too (torchao's
+    rowwise recipes also set ``torchao_recipe``: ``as_ran``)."""
     try:
         return Fp8Recipe(name)
     except ValueError:
@@ -171,8 +177,11 @@ def as_ran(opts: CostOptions, cal: Calibration) -> tuple[CostOptions, list[str]]
         if opts.fp8_recipe is None:
             ran_recipe = _recipe(cal.fp8_recipe)
             opts = replace(opts, fp8_recipe=ran_recipe)
+            torchao = cal.fp8_recipe in ROWWISE  # priced, and written by --emit, as it ran
+            if torchao:
+                opts = replace(opts, torchao_recipe=TorchaoRecipe(cal.fp8_recipe))
             if ran_recipe is not Fp8Recipe.DELAYED:
-                priced = ("" if ran_recipe.value == cal.fp8_recipe
+                priced = ("" if ran_recipe.value == cal.fp8_recipe or torchao
                           else f", priced as {ran_recipe.value} (local scales)")
                 notes.append(f"FP8 recipe {cal.fp8_recipe}, as the calibrated jobs ran{priced} "
                              "(--fp8-recipe prices another)")

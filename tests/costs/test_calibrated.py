@@ -100,7 +100,7 @@ def test_a_calibration_names_a_preset_gpu_and_a_model_shape(tmp_path: Path) -> N
 
 
 def test_plans_are_priced_at_the_precision_the_jobs_ran() -> None:
-    from pptune.costmodel.precision import Fp8Kernels, Fp8Recipe
+    from pptune.costmodel.precision import Fp8Kernels, Fp8Recipe, TorchaoRecipe
 
     cal = calibration(SHAPE, "h100-sxm", None, Factors.common(0.8),
                       [["compute", "memory", "communication"]], [RUN], None,
@@ -145,13 +145,22 @@ def test_plans_are_priced_at_the_precision_the_jobs_ran() -> None:
         "recipe too",
         "--no-fp8-param-gather: the calibrated jobs kept their weights in FP8; these plans "
         "are priced (and written by --emit) with BF16 weights"])
-    # a recipe pptune does not name (torchtitan's rowwise): its local scales, as tensorwise
+    # torchtitan's rowwise: local scales (no amax reduction, as tensorwise) and torchao's
+    # rowwise casts, as check-config prices the file (a user trial: it was priced, and
+    # written by --emit, tensorwise)
     rowwise = calibration(SHAPE, "h100-sxm", None, Factors.common(0.8),
                           [["compute", "memory", "communication"]], [RUN], None,
                           precision="fp8", fp8_recipe="rowwise")
     opts, notes = calibrated.as_ran(CostOptions(), rowwise)
-    assert opts.recipe is Fp8Recipe.TENSORWISE
-    assert notes[-1] == ("FP8 recipe rowwise, as the calibrated jobs ran, priced as tensorwise "
+    assert opts.recipe is Fp8Recipe.TENSORWISE and opts.torchao_recipe is TorchaoRecipe.ROWWISE
+    assert notes[-1] == ("FP8 recipe rowwise, as the calibrated jobs ran (--fp8-recipe prices "
+                         "another)")
+    custom = calibration(SHAPE, "h100-sxm", None, Factors.common(0.8),
+                         [["compute", "memory", "communication"]], [RUN], None,
+                         precision="fp8", fp8_recipe="custom")  # Megatron-LM's
+    opts, notes = calibrated.as_ran(CostOptions(), custom)
+    assert opts.recipe is Fp8Recipe.TENSORWISE and opts.torchao_recipe is TorchaoRecipe.TENSORWISE
+    assert notes[-1] == ("FP8 recipe custom, as the calibrated jobs ran, priced as tensorwise "
                          "(local scales) (--fp8-recipe prices another)")
     # simulate and check-config's one table: the FP8 key
     prof = calibrated.profile(cal, (1,), tp=1)

@@ -359,11 +359,40 @@ def titan(tmp_path: Path, flavor: str = "70B", schedule: str = "1F1B", shard: in
 
 @pytest.mark.parametrize(("name", "schedule", "chunks"), [
     ("1F1B", "1f1b", 1), ("gpipe", "gpipe", 1), ("Interleaved1F1B", "interleaved-1f1b", 2),
-    ("InterleavedZeroBubble", "zb-h1", 1), ("ZBVZeroBubble", "zbv", 2),
+    ("InterleavedZeroBubble", "interleaved-1f1b", 2), ("ZBVZeroBubble", "zbv", 2),
 ])
 def test_torchtitan_schedule_names(tmp_path: Path, name: str, schedule: str, chunks: int) -> None:
     cfg = read_config(titan(tmp_path, schedule=name)).config
     assert (cfg.schedule.value, cfg.virtual_stages) == (schedule, chunks)
+
+
+def test_torchtitan_interleaved_zero_bubble_has_the_stages_torchtitan_builds(
+        tmp_path: Path) -> None:
+    """torchtitan 0.2.2 builds InterleavedZeroBubble with stages per rank from
+    pipeline_parallel_layers_per_stage (pipeline_llm), at least 2. It was priced as zb-h1
+    with one stage per rank whatever the file said (a user trial); pptune has no interleaved
+    zero-bubble schedule, so it is interleaved-1f1b over torchtitan's stages, with a warning.
+    llama3 70B: 80 blocks + embedding + head = 82 layer units; per stage 7 -> ceil(82/7)
+    = 12 stages, 3 per rank on pp 4; per stage 21 -> 4 stages, 1 per rank: torchtitan's
+    error; compiled, torch's split-backward refusal still names it."""
+    izb = "InterleavedZeroBubble"
+    three = read_config(titan(tmp_path, schedule=izb,
+                              extra_parallel="pipeline_parallel_layers_per_stage = 7"))
+    assert (three.config.schedule, three.config.virtual_stages) == (Schedule.INTERLEAVED, 3)
+    assert len(three.config.stage_layers or []) == 12
+    (warned,) = [f for f in three.semantics.findings if f.id == "torchtitan-unmodelled"]
+    assert warned.severity == "warning" and "priced as interleaved-1f1b" in warned.message
+    one = read_config(titan(tmp_path, schedule=izb,
+                            extra_parallel="pipeline_parallel_layers_per_stage = 21"))
+    (refused,) = [f for f in one.semantics.findings if f.id == "torchtitan-stage-count"]
+    assert refused.severity == "error"
+    assert "'Multi-stage schedule requires at least 2 stages per rank' for " + izb \
+        in refused.message
+    path = titan(tmp_path, schedule=izb)
+    path.write_text(path.read_text() + "[compile]\nenable = true\n")
+    (compiled,) = [f for f in read_config(path).semantics.findings
+                   if f.id == "torchtitan-compile-split-backward"]
+    assert compiled.message.startswith(izb + " with [compile]")
 
 
 def test_torchtitan_unmodelled_schedule_is_a_warning_unknown_one_a_refusal(

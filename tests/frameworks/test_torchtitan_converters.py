@@ -159,3 +159,51 @@ def test_torchtitans_own_bf16_tables_are_not_a_warning(tmp_path: Path) -> None:
                if f["id"] == "torchtitan-converter-unlisted"]
     assert said.startswith("[quantize.grouped_mm.float8] sets fqns")
     assert "quantize.grouped_mm.float8" in said.split("converters")[1]
+
+
+LEGACY = """[job]
+dump_folder = "./outputs"
+
+[model]
+name = "llama3"
+flavor = "8B"
+
+[training]
+local_batch_size = 2
+global_batch_size = 64
+seq_len = 131072
+
+[parallelism]
+data_parallel_shard_degree = 4
+tensor_parallel_degree = 2
+context_parallel_degree = 8
+
+[activation_checkpoint]
+mode = "full"
+
+[float8]
+enable_fsdp_float8_all_gather = true
+precompute_float8_dynamic_scale_for_fsdp = true
+
+[compile]
+enable = true
+"""
+
+
+def test_unlisted_advice_names_the_releases_converter(tmp_path: Path) -> None:
+    """A 0.2.2 file (its [compile] table is 0.2's) with 0.1's [float8] table and no
+    converter (a user trial): the warning advised 0.1's ``float8``, which 0.2.2 does not
+    register (pptune's own torchtitan-converter error). It names 0.2.2's converter and
+    table; the file that follows it is read FP8 with neither the warning nor the error."""
+    _, found, doc = check_file(tmp_path / "legacy.toml", LEGACY, "--gpu", "h200")
+    assert found["torchtitan-converter-unlisted"] == "warning"
+    (said,) = [f["message"] for f in doc["findings"]
+               if f["id"] == "torchtitan-converter-unlisted"]
+    assert said.endswith('set converters = ["quantize.linear.float8"] in [model] and name '
+                         "the table [quantize.linear.float8]")
+    followed = LEGACY.replace('flavor = "8B"', 'flavor = "8B"\nconverters = '
+                              '["quantize.linear.float8"]').replace(
+        "[float8]", "[quantize.linear.float8]")
+    _, found, doc = check_file(tmp_path / "followed.toml", followed, "--gpu", "h200")
+    assert "torchtitan-converter" not in found and "torchtitan-converter-unlisted" not in found
+    assert doc["config"]["precision"] == "fp8"

@@ -38,6 +38,7 @@ from typing import Any
 
 from pptune.costmodel import presets
 from pptune.costmodel.keys import Precision
+from pptune.costmodel.precision import TorchaoRecipe
 from pptune.costmodel.search import Plan, Sharding, evaluate
 from pptune.frameworks.common.adapter import Job
 from pptune.frameworks.common.baseline import ratio
@@ -53,16 +54,14 @@ from pptune.frameworks.torchtitan.unlisted import (
     GMM_MX,
     MX,
     OLD_FLOAT8,
+    RENAMED_0_2,
+    registered,
     unlisted_tables,
 )
 from pptune.options import CostOptions
 from pptune.report.fmt import fmt_seconds
 
 FLOAT8_RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")
-# the converters each release registers (register_model_converter calls): others raise
-# KeyError in ModelConvertersContainer (torchtitan/protocols/model_converter.py)
-REGISTERED_0_1 = ("float8", "mx")
-REGISTERED_0_2 = (FLOAT8, GMM_FLOAT8, MX, GMM_MX)
 EXPERTS = "layers.{i}.moe.experts"  # the routed experts' module in torchtitan's MoE models
 CITE = "(torchtitan/components/quantization/float8.py Float8GroupedMMConverter)"
 MX_CITE = "(torchtitan/components/quantization/mx.py MXLinearConverter)"
@@ -97,10 +96,10 @@ def _registered(ctx: Ctx, converters: list[str]) -> None:
     """Converter names the release does not register: torchtitan refuses them at start;
     0.2.2 refuses float8 and mx converters together."""
     versions = ctx.semantics.versions
-    known = REGISTERED_0_2 if versions.at_least(TORCHTITAN, 0, 2) else REGISTERED_0_1
+    known = registered(versions)
     for name in converters:
         if name not in known:
-            renamed = dict(zip(REGISTERED_0_1, REGISTERED_0_2[::2], strict=True)).get(name)
+            renamed = RENAMED_0_2.get(name)  # 0.1 names are unknown only to 0.2
             ctx.refuse("torchtitan-converter",
                        f"model.converters names {show(name)[:60]}, which torchtitan "
                        f"{versions.of(TORCHTITAN)} does not register: it raises KeyError "
@@ -371,9 +370,15 @@ def fp8_lines(plan: Plan, job: Job) -> tuple[list[str], list[str]]:
         return ([f"converters = {_list(names)}", *kept],
                 ["", f"[{MX}]", 'recipe_name = "mxfp8_cublas"', *group_table])
     gather = c.fp8_params and plan.sharding is Sharding.FSDP
-    tables = ["", f"[{FLOAT8}]", "# tensorwise scaling (recipe_name unset)",
+    recipe = c.torchao_recipe
+    said = ("# tensorwise scaling (recipe_name unset)" if recipe is TorchaoRecipe.TENSORWISE
+            else f'recipe_name = "{recipe.value}"  # as priced (a calibrated job\'s recipe)')
+    tables = ["", f"[{FLOAT8}]", said,
               'filter_fqns = ["output"]  # the LM head stays BF16, as priced']
-    if gather:
+    if gather and recipe is not TorchaoRecipe.TENSORWISE:  # float8.py asserts the pair
+        tables.append("# no enable_fsdp_float8_all_gather: torchtitan allows it with "
+                      "tensorwise scaling only (components/quantization/float8.py)")
+    elif gather:
         tables += ["enable_fsdp_float8_all_gather = true",
                    "precompute_float8_dynamic_scale_for_fsdp = true"]
     names = [FLOAT8, GMM_FLOAT8] if experts else [FLOAT8]

@@ -39,7 +39,6 @@ from typing import Any
 from pptune.costmodel.models import ModelShape, preset_of
 from pptune.costmodel.op_sac import OP_SAC
 from pptune.costmodel.presets import MODELS
-from pptune.costmodel.schedules import SPLIT_BACKWARD, Schedule
 from pptune.frameworks.common.fields import (
     CAPS,
     MAX_DEVICES,
@@ -66,7 +65,7 @@ from pptune.frameworks.torchtitan.facts import facts
 from pptune.frameworks.torchtitan.fqns import TORCHTITAN, reads_toml
 from pptune.frameworks.torchtitan.keys import check_keys
 from pptune.frameworks.torchtitan.models import CUSTOM, async_tp_rules, custom_preset, read_model
-from pptune.frameworks.torchtitan.stages import default_split, schedule
+from pptune.frameworks.torchtitan.stages import default_split, schedule, split_backward_name
 from pptune.frameworks.torchtitan.table import Table, compiles
 from pptune.frameworks.torchtitan.widths import state_widths
 from pptune.frameworks.torchtitan.world import FLAG_MEANS, data_parallel, is_rest, launched_gpus
@@ -200,10 +199,10 @@ def read_torchtitan(data: dict[str, Any], ctx: Ctx, main: MainRun | None = None
         dump_precision(ctx, fields, bool(shape.moe if shape else fields.get("num_experts")))
         fields["moe_dispatcher"] = dump_dispatcher(  # with main's refusal at ep 1
             ctx, main.model, fields.get("ep") or 1) or fields.get("moe_dispatcher")
-    if (pp or 1) > 1 and Schedule(fields["schedule"]) in SPLIT_BACKWARD and compiles(
-            ctx, data, "model"):
+    split_name = split_backward_name(par, fields["schedule"])
+    if (pp or 1) > 1 and split_name and compiles(ctx, data, "model"):
         ctx.refuse("torchtitan-compile-split-backward",
-                   f"{fields['schedule']} with [compile] on the model: torch's zero-bubble "
+                   f"{split_name} with [compile] on the model: torch's zero-bubble "
                    "and DualPipeV schedules raise 'not supported with stage modules that have "
                    "used torch.compile' (torch/distributed/pipelining/schedules.py "
                    "_check_torch_compile_compatibility); compile the loss only "

@@ -4,6 +4,14 @@ Rules of torchtitan 0.2.2 (torchtitan/distributed/pipeline_parallel.py:
 pipeline_llm, generate_llm_fqn_per_model_part, pipeline_module_split) and of
 torch's schedule classes; what they refuse becomes an error finding through
 ``ctx.refuse``, what pptune cannot model a warning through ``ctx.unmodelled``.
+
+InterleavedZeroBubble is a multi-stage schedule in torchtitan (pipeline_llm, 0.2.2
+pipeline_parallel.py:104-115: two stages per rank by default, at least two from
+``pipeline_parallel_layers_per_stage``), torch's ZB-1P order over those stages. pptune's
+simulator has no interleaved zero-bubble schedule (its zb-h1 runs one stage per rank), so
+it is priced as interleaved-1f1b over the stages torchtitan builds, with a warning: the
+layout, the stage split and the memory of each stage are torchtitan's; the bubble that the
+split backward fills is counted, so the step is an upper bound.
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ import re
 from itertools import pairwise
 from typing import Any
 
+from pptune.costmodel.schedules import SPLIT_BACKWARD, Schedule
 from pptune.frameworks.common.fields import Ctx, show
 from pptune.frameworks.common.versions import FrameworkRefusal
 from pptune.frameworks.torchtitan.fqns import (
@@ -28,12 +37,13 @@ SCHEDULES: dict[str, tuple[str, int | None]] = {
     "1f1b": ("1f1b", 1),
     "gpipe": ("gpipe", 1),
     "interleaved1f1b": ("interleaved-1f1b", None),  # None: 2 or from layers_per_stage
-    "interleavedzerobubble": ("zb-h1", 1),
+    "interleavedzerobubble": ("interleaved-1f1b", None),  # priced so (module doc)
     "zbvzerobubble": ("zbv", 2),
     "dualpipev": ("dualpipev", 2),
 }
-SUPPORTED = ("1F1B, GPipe, Interleaved1F1B, InterleavedZeroBubble (as zb-h1), ZBVZeroBubble, "
-             "DualPipeV")
+SUPPORTED = ("1F1B, GPipe, Interleaved1F1B, InterleavedZeroBubble (as interleaved-1f1b), "
+             "ZBVZeroBubble, DualPipeV")
+ZERO_BUBBLE_LOOPED = "interleavedzerobubble"  # torch's ScheduleInterleavedZeroBubble
 # torch schedules pptune cannot model, and the schedule it predicts them with
 UNMODELLED = {"loopedbfs": ("interleaved-1f1b", None),
               # the base class of the looped schedules, which runs the order a CSV gives
@@ -81,8 +91,14 @@ def schedule(ctx: Ctx, par: Table, pp: int, layers: int | None) -> dict[str, Any
                    f"{SUPPORTED}")
         return {"schedule": "1f1b", "virtual_stages": 1}
     schedule, chunks = mapped
-    if name.lower() == "interleavedzerobubble":
-        ctx.note("InterleavedZeroBubble modelled as zb-h1 with one chunk per device")
+    if name.lower() == ZERO_BUBBLE_LOOPED:
+        ctx.unmodelled("torchtitan-unmodelled",
+                       "pipeline_parallel_schedule InterleavedZeroBubble: pptune has no "
+                       "interleaved zero-bubble schedule; priced as interleaved-1f1b over the "
+                       "stages per rank torchtitan builds (pipeline_llm): the split backward's "
+                       "filling of the bubble is not counted, so the bubble and step are upper "
+                       "bounds, and the activations held until each deferred weight gradient "
+                       "are not (docs/limits.md)")
     split = _explicit_split(ctx, par, layers)
     if split is not None:
         return _with_split(ctx, name, schedule, chunks, pp, split)
@@ -95,7 +111,7 @@ def schedule(ctx: Ctx, par: Table, pp: int, layers: int | None) -> dict[str, Any
             ctx.note("virtual stages 2 per device: torchtitan's default for looped schedules")
         return {"schedule": schedule, "virtual_stages": chunks or 2}
     stages = _stage_count(par, layers, per_stage)
-    single = chunks == 1 and schedule != "zb-h1"
+    single = chunks == 1
     if stages % pp:
         ctx.refuse("torchtitan-stage-count",
                    f"pipeline_parallel_layers_per_stage {per_stage} gives {stages} stages for "
@@ -112,13 +128,13 @@ def schedule(ctx: Ctx, par: Table, pp: int, layers: int | None) -> dict[str, Any
                    f"pipeline_parallel_layers_per_stage {per_stage} gives 1 stage per rank: "
                    f"torchtitan raises 'Multi-stage schedule requires at least 2 stages per "
                    f"rank' for {name} (pipeline_llm); change pipeline_parallel_layers_per_stage")
-    elif chunks is not None and stages // pp != chunks and schedule != "zb-h1":
+    elif chunks is not None and stages // pp != chunks:
         ctx.refuse("torchtitan-stage-count",
                    f"{name} runs exactly {chunks} stages per rank but "
                    f"pipeline_parallel_layers_per_stage {per_stage} gives {stages // pp} "
                    "(torch: 'ZBV requires exactly 2 stages per rank'); change it")
     else:
-        return {"schedule": schedule, "virtual_stages": 1 if schedule == "zb-h1" else stages // pp}
+        return {"schedule": schedule, "virtual_stages": stages // pp}
     return {"schedule": schedule, "virtual_stages": chunks or 2}
 
 
@@ -167,7 +183,7 @@ def default_split(ctx: Ctx, par: Table, fields: dict[str, Any], layers: int | No
     generate_llm_fqn_per_model_part: the embedding and the norm+head count as
     first/last_stage_less_layers layers and the first stages take the extra ones."""
     pp = fields["pp"] or 1
-    if layers is None or pp == 1 or "stage_layers" in fields or fields["schedule"] == "zb-h1":
+    if layers is None or pp == 1 or "stage_layers" in fields:
         return
     stages = pp * (fields["virtual_stages"] or 1)
     first = par.count("pipeline_parallel_first_stage_less_layers", 1, minimum=0) or 0
@@ -215,10 +231,6 @@ def _with_split(ctx: Ctx, name: str, schedule: str, chunks: int | None, pp: int,
                    f"pp_degree {pp}' (pipeline_module_split); give pp x chunks stages")
         return fallback
     per_rank = len(split) // pp
-    if schedule == "zb-h1":  # InterleavedZeroBubble: modelled with one chunk per device
-        ctx.note("stage split of InterleavedZeroBubble not carried: modelled as zb-h1 with "
-                 "one chunk per device")
-        return {"schedule": schedule, "virtual_stages": 1}
     wanted = chunks if chunks is not None else max(per_rank, 2)
     if per_rank != wanted:
         kind = "Single" if wanted == 1 else "Multi"
@@ -234,3 +246,12 @@ def _stage_count(par: Table, layers: int, per_stage: int) -> int:
     first = par.count("pipeline_parallel_first_stage_less_layers", 1, minimum=0) or 0
     last = par.count("pipeline_parallel_last_stage_less_layers", 1, minimum=0) or 0
     return torchtitan_stage_count(layers, per_stage, first, last)
+
+
+def split_backward_name(par: Table, schedule: str) -> str | None:
+    """The file's schedule name where torch runs it with a split backward (B and W):
+    pptune's split-backward schedules, and InterleavedZeroBubble, priced as
+    interleaved-1f1b (module doc); None otherwise."""
+    name = par.text("pipeline_parallel_schedule", "1F1B") or "1F1B"
+    return name if Schedule(schedule) in SPLIT_BACKWARD or (
+        name.lower() == ZERO_BUBBLE_LOOPED) else None
