@@ -121,8 +121,21 @@ def test_the_probe_names_the_step_running() -> None:
     from pptune.probe.options import ProbeOptions
 
     out = io.StringIO()
-    reporter = RichReporter(Console(file=out, force_terminal=False, width=200), every_s=0.0,
-                            poll_s=0.001)
+
+    class Waiting(RichReporter):
+        """Holds the first named step until the thread has said it (a CPU step of
+        gpt-small takes less than a poll on a loaded host: without the wait, whether the
+        thread looks while it runs is the scheduler's choice)."""
+
+        def begin(self, description: str) -> None:
+            super().begin(description)
+            deadline = time.monotonic() + 10
+            while (description.startswith("embed") and "still running" not in out.getvalue()
+                   and time.monotonic() < deadline):
+                time.sleep(0.001)
+
+    reporter = Waiting(Console(file=out, force_terminal=False, width=200), every_s=0.0,
+                       poll_s=0.001)
     run_probe(ProbeOptions(model="gpt-small", comm=False, micro_batch_sizes=[1], repeats=1,
                            warmup=0, seq_len=8), reporter)
     assert reporter.beating is None
