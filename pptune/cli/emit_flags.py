@@ -72,8 +72,7 @@ def framework_versions(values: list[str], framework: str | None
                        "plans for and --emit writes its files for; without either it does "
                        "nothing: add --framework FRAMEWORK or --emit FRAMEWORK, or drop "
                        "--framework-version")
-    from pptune.frameworks.common.versions import SHARED_KEYS
-    from pptune.frameworks.read import versions_of
+    from pptune.frameworks.read import foreign_versions, versions_of
     from pptune.frameworks.registry import ADAPTERS
     from pptune.plan.framework_search import parse_framework
 
@@ -82,9 +81,7 @@ def framework_versions(values: list[str], framework: str | None
     versions, notes = versions_of(values, fw)
     # a release of another framework's library changes nothing in these files: refused
     # as a flag without --emit is (module docstring), not ignored
-    own = {k.name for k in (*adapter.versions, *SHARED_KEYS)}
-    foreign = [v for v, name in zip(values, _names(values), strict=True)
-               if name is not None and name not in own]
+    foreign = foreign_versions(values, fw)
     if foreign:
         said = ", ".join(k.name for k in adapter.versions) or "none"
         raise BadInput(f"--framework-version {foreign[0].strip()} names a release of another "
@@ -94,11 +91,3 @@ def framework_versions(values: list[str], framework: str | None
     return versions, notes
 
 
-def _names(values: list[str]) -> list[str | None]:
-    """The version key each ``--framework-version`` value names (None: a bare version,
-    the framework's own)."""
-    from pptune.frameworks.registry import VERSION_KEYS
-
-    spellings = {s: key.name for key in VERSION_KEYS for s in key.spellings}
-    return [spellings.get(v.partition("=")[0].strip().lower()) if "=" in v else None
-            for v in values]

@@ -34,7 +34,7 @@ from pptune.frameworks.common.source import (
     parse_yaml,
     read_text,
 )
-from pptune.frameworks.common.versions import Versions, version_tuple
+from pptune.frameworks.common.versions import SHARED_KEYS, Versions, version_tuple
 from pptune.frameworks.registry import ADAPTERS, NAMES, VERSION_KEYS, Framework, find
 from pptune.schemas import TrainingConfig
 
@@ -152,7 +152,22 @@ def parse_versions(values: list[str], fmt: Framework, ctx: Ctx) -> Versions:
     versions, notes = versions_of(values, fmt)
     for note in notes:
         ctx.note(note)
+    # said, not refused as recommend does: one CI line may check configs of several
+    # frameworks with each one's release given
+    for value in foreign_versions(values, fmt):
+        ctx.note(f"--framework-version {value.strip()} names a release of another "
+                 f"framework than this {ADAPTERS[fmt].title} file's: it changes nothing here")
     return versions
+
+
+def foreign_versions(values: list[str], fmt: Framework) -> list[str]:
+    """The ``--framework-version`` values that name a release of another framework's
+    library than ``fmt``'s (its own keys and the shared ones, torch, are not)."""
+    spellings = {s: key.name for key in VERSION_KEYS for s in key.spellings}
+    own = {k.name for k in (*ADAPTERS[fmt].versions, *SHARED_KEYS)}
+    named = [spellings.get(v.partition("=")[0].strip().lower()) if "=" in v else None
+             for v in values]
+    return [v for v, name in zip(values, named, strict=True) if name is not None and name not in own]
 
 
 def versions_of(values: list[str], fmt: Framework) -> tuple[Versions, list[str]]:

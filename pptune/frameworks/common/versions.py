@@ -22,6 +22,12 @@ def version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in parts)
 
 
+def padded(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``a`` and ``b`` with zeros appended to one length: 2.13.0 and 2.13 compare equal."""
+    n = max(len(a), len(b))
+    return a + (0,) * (n - len(a)), b + (0,) * (n - len(b))
+
+
 @dataclass(frozen=True)
 class VersionKey:
     """One library whose release decides rules: ``--framework-version NAME=VERSION``."""
@@ -39,7 +45,8 @@ class VersionKey:
         """The newest release read when ``release`` comes after it, else None. Rules ask
         ``Versions.at_least``, so a later release gets every rule of the newest."""
         newest = self.newest or self.default
-        return newest if version_tuple(release) > version_tuple(newest) else None
+        given, read = padded(version_tuple(release), version_tuple(newest))
+        return newest if given > read else None
 
     def earlier_than_read(self, release: str) -> str | None:
         """The default when ``release`` comes before it and pptune has no rules of earlier
@@ -78,4 +85,5 @@ class Versions:
 
     def at_least(self, key: VersionKey, *release: int) -> bool:
         """Whether the chosen release of ``key`` is ``release`` or later."""
-        return version_tuple(self.of(key)) >= release
+        chosen, asked = padded(version_tuple(self.of(key)), release)
+        return chosen >= asked
